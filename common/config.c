@@ -1,0 +1,255 @@
+/* The settings table and its sources. */
+#include "config.h"
+#include "errors.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const cfg_setting_t settings[CFG__COUNT] = {
+    [CFG_LISTEN] = { "listen", CFGT_STRING, "127.0.0.1:8080", 0, 0, false,
+                     "HOST:PORT the controller's HTTP API listens on" },
+    [CFG_DATABASE_URL] = { "database_url", CFGT_STRING, "", 0, 0, false,
+                           "PostgreSQL connection URL; empty with `all` runs an embedded cluster" },
+    [CFG_DATA_DIR] = { "data_dir", CFGT_STRING, "./.sandbox", 0, 0, false,
+                       "directory for the embedded PostgreSQL cluster and the bootstrap token" },
+    [CFG_CONTROLLER_URL] = { "controller_url", CFGT_STRING, "http://127.0.0.1:8080", 0, 0, false,
+                             "URL the worker uses to reach the controller" },
+    [CFG_DOCKER_SOCKET] = { "docker_socket", CFGT_STRING, "/var/run/docker.sock", 0, 0, false,
+                            "Docker Engine API unix socket the worker uses" },
+    [CFG_WORKER_NAME] = { "worker_name", CFGT_STRING, "", 0, 0, false,
+                          "worker name (default: the host name)" },
+    [CFG_WORKER_TOKEN] = { "worker_token", CFGT_STRING, "", 0, 0, false,
+                           "token with the worker role the worker authenticates with" },
+    [CFG_WORKER_LABELS] = { "worker_labels", CFGT_STRING, "", 0, 0, false,
+                            "comma-separated K=V labels the worker advertises" },
+    [CFG_WORKER_CPU_MILLIS] = { "worker_cpu_millis", CFGT_INT, "0", 0, 100000000, false,
+                                "cpu capacity advertised (0: 4 x host cores x 1000, cpu limits are quotas)" },
+    [CFG_WORKER_MEMORY_MIB] = { "worker_memory_mib", CFGT_INT, "0", 0, 1000000000, false,
+                                "memory capacity advertised in MiB (0: host memory)" },
+    [CFG_WORKER_SLOTS] = { "worker_slots", CFGT_INT, "64", 1, 100000, false,
+                           "most sandboxes the worker holds at once" },
+    [CFG_WORKER_EXECUTORS] = { "worker_executors", CFGT_INT, "8", 1, 256, false,
+                               "runtime calls the worker runs in parallel" },
+    [CFG_HTTP_THREADS] = { "http_threads", CFGT_INT, "0", 0, 256, false,
+                           "controller event-loop threads (0: one per core)" },
+    [CFG_RECONCILE_INTERVAL_MS] = { "reconcile_interval_ms", CFGT_INT, "1000", 10, 600000, true,
+                                    "period of the level-triggered reconcile loop" },
+    [CFG_LEASE_SECONDS] = { "lease_seconds", CFGT_INT, "30", 2, 3600, true,
+                            "lease length; a worker's heartbeat extends its leases" },
+    [CFG_HEARTBEAT_SECONDS] = { "heartbeat_seconds", CFGT_INT, "5", 1, 600, true,
+                                "how often workers send heartbeats" },
+    [CFG_WORKER_TIMEOUT_SECONDS] = { "worker_timeout_seconds", CFGT_INT, "30", 2, 3600, true,
+                                     "a worker silent this long is lost" },
+    [CFG_MAX_ATTEMPTS] = { "max_attempts", CFGT_INT, "3", 1, 100, true,
+                           "leases of one create or delete before it fails with worker_lost" },
+    [CFG_OPERATION_DEADLINE_SECONDS] = { "operation_deadline_seconds", CFGT_INT, "900", 5, 86400, true,
+                                         "an operation not placed by then fails with timeout" },
+    [CFG_MAX_CPU_MILLIS] = { "max_cpu_millis", CFGT_INT, "16000", 10, 1024000, true,
+                             "server ceiling of cpu per sandbox" },
+    [CFG_MAX_MEMORY_MIB] = { "max_memory_mib", CFGT_INT, "65536", 6, 4194304, true,
+                             "server ceiling of memory per sandbox (MiB)" },
+    [CFG_MAX_TTL_SECONDS] = { "max_ttl_seconds", CFGT_INT, "86400", 10, 2592000, true,
+                              "server ceiling of a sandbox's time to live" },
+    [CFG_EXEC_OUTPUT_DEFAULT_BYTES] = { "exec_output_default_bytes", CFGT_INT, "65536", 1, 1048576, true,
+                                        "exec output kept per stream when the request names no bound" },
+    [CFG_EXEC_OUTPUT_MAX_BYTES] = { "exec_output_max_bytes", CFGT_INT, "1048576", 1, 1048576, true,
+                                    "largest exec output bound a request may ask for, per stream" },
+    [CFG_MAX_BODY_BYTES] = { "max_body_bytes", CFGT_INT, "1048576", 1024, 8388608, false,
+                             "largest client request body; worker reports may use up to 8 MiB" },
+    [CFG_POSTGRES_BINDIR] = { "postgres_bindir", CFGT_STRING, "", 0, 0, false,
+                              "directory of initdb/pg_ctl for the embedded cluster (default: newest installed)" },
+    [CFG_LOG_LEVEL] = { "log_level", CFGT_STRING, "info", 0, 0, true, "debug, info, warn or error" },
+};
+
+const cfg_setting_t *cfg_settings(void) { return settings; }
+
+static int cfg_find(const char *name)
+{
+    for (int i = 0; i < CFG__COUNT; i++)
+        if (strcmp(settings[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+int cfg_init(cfg_t *c)
+{
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < CFG__COUNT; i++) {
+        c->values[i] = strdup(settings[i].default_value);
+        c->sources[i] = "default";
+        if (!c->values[i]) {
+            cfg_release(c);
+            return SBX_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+void cfg_release(cfg_t *c)
+{
+    for (int i = 0; i < CFG__COUNT; i++) {
+        free(c->values[i]);
+        c->values[i] = NULL;
+    }
+}
+
+static int cfg_validate(const cfg_setting_t *s, const char *value, char *err, size_t errlen)
+{
+    if (s->type == CFGT_INT) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(value, &end, 10);
+        if (errno || end == value || *end) {
+            snprintf(err, errlen, "%s must be an integer (got \"%s\")", s->name, value);
+            return SBX_EINVAL;
+        }
+        if (v < s->min || v > s->max) {
+            snprintf(err, errlen, "%s must be between %lld and %lld (got %lld)", s->name, (long long)s->min,
+                     (long long)s->max, v);
+            return SBX_EINVAL;
+        }
+    } else if (s->type == CFGT_BOOL) {
+        if (strcasecmp(value, "true") && strcasecmp(value, "false") && strcmp(value, "1") && strcmp(value, "0")) {
+            snprintf(err, errlen, "%s must be true or false (got \"%s\")", s->name, value);
+            return SBX_EINVAL;
+        }
+    } else if (strcmp(s->name, "log_level") == 0) {
+        if (strcmp(value, "debug") && strcmp(value, "info") && strcmp(value, "warn") && strcmp(value, "error")) {
+            snprintf(err, errlen, "log_level must be debug, info, warn or error (got \"%s\")", value);
+            return SBX_EINVAL;
+        }
+    } else if (strcmp(s->name, "listen") == 0) {
+        const char *colon = strrchr(value, ':');
+        if (!colon || colon == value || !colon[1]) {
+            snprintf(err, errlen, "listen must be HOST:PORT (got \"%s\")", value);
+            return SBX_EINVAL;
+        }
+    }
+    return 0;
+}
+
+int cfg_set(cfg_t *c, const char *name, const char *value, const char *source, char *err, size_t errlen)
+{
+    int i = cfg_find(name);
+    if (i < 0) {
+        snprintf(err, errlen, "unknown setting \"%s\"", name);
+        return SBX_EINVAL;
+    }
+    if (cfg_validate(&settings[i], value, err, errlen) < 0)
+        return SBX_EINVAL;
+    char *v = strdup(value);
+    if (!v) {
+        snprintf(err, errlen, "out of memory");
+        return SBX_ENOMEM;
+    }
+    free(c->values[i]);
+    c->values[i] = v;
+    c->sources[i] = source;
+    return 0;
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = '\0';
+    return s;
+}
+
+int cfg_load_file(cfg_t *c, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "cannot open config file %s: %s", path, strerror(errno));
+        return SBX_EIO;
+    }
+    char line[4096];
+    int lineno = 0, r = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        char *s = trim(line);
+        if (!*s || *s == '#')
+            continue;
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            snprintf(err, errlen, "%s:%d: expected \"key = value\"", path, lineno);
+            r = SBX_EINVAL;
+            break;
+        }
+        *eq = '\0';
+        char *key = trim(s), *val = trim(eq + 1);
+        size_t vl = strlen(val);
+        if (vl >= 2 && val[0] == '"' && val[vl - 1] == '"') {
+            val[vl - 1] = '\0';
+            val++;
+        }
+        char why[256];
+        if (cfg_set(c, key, val, "file", why, sizeof why) < 0) {
+            snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
+            r = SBX_EINVAL;
+            break;
+        }
+    }
+    fclose(f);
+    return r;
+}
+
+int cfg_load_env(cfg_t *c, char *err, size_t errlen)
+{
+    for (int i = 0; i < CFG__COUNT; i++) {
+        char name[96] = "SANDBOX_";
+        size_t o = strlen(name);
+        for (const char *p = settings[i].name; *p && o < sizeof name - 1; p++)
+            name[o++] = (char)toupper((unsigned char)*p);
+        name[o] = '\0';
+        const char *v = getenv(name);
+        if (!v)
+            continue;
+        char why[256];
+        if (cfg_set(c, settings[i].name, v, "env", why, sizeof why) < 0) {
+            snprintf(err, errlen, "%s: %s", name, why);
+            return SBX_EINVAL;
+        }
+    }
+    return 0;
+}
+
+int cfg_flag_lookup(const char *flag)
+{
+    if (strncmp(flag, "--", 2) != 0)
+        return -1;
+    char name[96];
+    size_t o = 0;
+    for (const char *p = flag + 2; *p && *p != '=' && o < sizeof name - 1; p++)
+        name[o++] = *p == '-' ? '_' : *p;
+    name[o] = '\0';
+    return cfg_find(name);
+}
+
+const char *cfg_str(const cfg_t *c, cfg_key_t k) { return c->values[k]; }
+
+int64_t cfg_int(const cfg_t *c, cfg_key_t k) { return strtoll(c->values[k], NULL, 10); }
+
+bool cfg_bool(const cfg_t *c, cfg_key_t k)
+{
+    return strcasecmp(c->values[k], "true") == 0 || strcmp(c->values[k], "1") == 0;
+}
+
+void cfg_print(const cfg_t *c, FILE *out)
+{
+    for (int i = 0; i < CFG__COUNT; i++) {
+        const char *v = c->values[i];
+        bool secret = strstr(settings[i].name, "token") != NULL;
+        bool url_with_password = strcmp(settings[i].name, "database_url") == 0 && strchr(v, '@');
+        if (secret && *v)
+            v = "(set, hidden)";
+        else if (url_with_password)
+            v = "(set, hidden: contains credentials)";
+        fprintf(out, "%-28s = %-40s # %s\n", settings[i].name, v, c->sources[i]);
+    }
+}

@@ -1,0 +1,86 @@
+/* The one declarative table of settings, fed by defaults, a config file,
+ * SANDBOX_* environment variables and command-line flags (in that order of
+ * precedence, later wins). */
+#ifndef SBX_CONFIG_H
+#define SBX_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum {
+    CFG_LISTEN = 0,
+    CFG_DATABASE_URL,
+    CFG_DATA_DIR,
+    CFG_CONTROLLER_URL,
+    CFG_DOCKER_SOCKET,
+    CFG_WORKER_NAME,
+    CFG_WORKER_TOKEN,
+    CFG_WORKER_LABELS,
+    CFG_WORKER_CPU_MILLIS,
+    CFG_WORKER_MEMORY_MIB,
+    CFG_WORKER_SLOTS,
+    CFG_WORKER_EXECUTORS,
+    CFG_HTTP_THREADS,
+    CFG_RECONCILE_INTERVAL_MS,
+    CFG_LEASE_SECONDS,
+    CFG_HEARTBEAT_SECONDS,
+    CFG_WORKER_TIMEOUT_SECONDS,
+    CFG_MAX_ATTEMPTS,
+    CFG_OPERATION_DEADLINE_SECONDS,
+    CFG_MAX_CPU_MILLIS,
+    CFG_MAX_MEMORY_MIB,
+    CFG_MAX_TTL_SECONDS,
+    CFG_EXEC_OUTPUT_DEFAULT_BYTES,
+    CFG_EXEC_OUTPUT_MAX_BYTES,
+    CFG_MAX_BODY_BYTES,
+    CFG_POSTGRES_BINDIR,
+    CFG_LOG_LEVEL,
+    CFG__COUNT
+} cfg_key_t;
+
+typedef enum { CFGT_STRING, CFGT_INT, CFGT_BOOL } cfg_type_t;
+
+typedef struct cfg_setting {
+    const char *name;        /* file key; flag is --name-with-dashes; env SANDBOX_NAME */
+    cfg_type_t type;
+    const char *default_value;
+    int64_t min, max;        /* for CFGT_INT */
+    bool reloadable;
+    const char *help;
+} cfg_setting_t;
+
+typedef struct cfg {
+    char *values[CFG__COUNT];       /* owned, never NULL after cfg_init */
+    const char *sources[CFG__COUNT]; /* "default", "file", "env", "flag" */
+} cfg_t;
+
+/* The table itself, CFG__COUNT entries. */
+const cfg_setting_t *cfg_settings(void);
+
+/* Fills every value with its default. Returns 0 or SBX_ENOMEM. */
+int cfg_init(cfg_t *c);
+void cfg_release(cfg_t *c);
+
+/* Sets one value by name after validating it; err gets a one-line reason. */
+int cfg_set(cfg_t *c, const char *name, const char *value, const char *source, char *err, size_t errlen);
+
+/* Reads "key = value" lines (# comments, blank lines). Unknown keys and
+ * invalid values are errors naming the file and line. */
+int cfg_load_file(cfg_t *c, const char *path, char *err, size_t errlen);
+
+/* Applies SANDBOX_<NAME> variables from the environment. */
+int cfg_load_env(cfg_t *c, char *err, size_t errlen);
+
+/* Finds the setting a flag names ("--database-url" or "--database-url=V").
+ * Returns the key or -1. */
+int cfg_flag_lookup(const char *flag);
+
+const char *cfg_str(const cfg_t *c, cfg_key_t k);
+int64_t cfg_int(const cfg_t *c, cfg_key_t k);
+bool cfg_bool(const cfg_t *c, cfg_key_t k);
+
+/* Writes "name = value  # source" for every setting; secrets are masked. */
+void cfg_print(const cfg_t *c, FILE *out);
+
+#endif

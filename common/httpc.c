@@ -1,0 +1,194 @@
+/* JSON-over-HTTP client on libcurl. */
+#include "httpc.h"
+#include "errors.h"
+#include "jsonx.h"
+#include "limits.h"
+#include "sbuf.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct httpc {
+    CURL *curl;
+    char *base;
+    char *auth_header;
+    const volatile int *abort_flag;
+};
+
+void httpc_set_abort_flag(httpc_t *c, const volatile int *flag) { c->abort_flag = flag; }
+
+static int httpc_progress_cb(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    (void)dt; (void)dn; (void)ut; (void)un;
+    const volatile int *flag = ud;
+    return flag && *flag ? 1 : 0;
+}
+
+int httpc_new(const char *base_url, const char *token, httpc_t **ret)
+{
+    if (!base_url || strncmp(base_url, "http", 4) != 0)
+        return SBX_EINVAL;
+    httpc_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return SBX_ENOMEM;
+    c->curl = curl_easy_init();
+    c->base = strdup(base_url);
+    if (c->base) {
+        size_t l = strlen(c->base);
+        while (l > 0 && c->base[l - 1] == '/')
+            c->base[--l] = '\0';
+    }
+    if (token && *token) {
+        size_t n = strlen(token) + 32;
+        c->auth_header = malloc(n);
+        if (c->auth_header)
+            snprintf(c->auth_header, n, "Authorization: Bearer %s", token);
+    }
+    if (!c->curl || !c->base || (token && *token && !c->auth_header)) {
+        httpc_free(c);
+        return SBX_ENOMEM;
+    }
+    *ret = c;
+    return 0;
+}
+
+void httpc_free(httpc_t *c)
+{
+    if (!c)
+        return;
+    if (c->curl)
+        curl_easy_cleanup(c->curl);
+    free(c->base);
+    free(c->auth_header);
+    free(c);
+}
+
+static size_t httpc_write_cb(char *p, size_t size, size_t nmemb, void *ud)
+{
+    sbuf_t *b = ud;
+    size_t n = size * nmemb;
+    if (sbuf_append(b, p, n) < 0)
+        return 0; /* aborts the transfer */
+    return n;
+}
+
+int httpc_request(httpc_t *c, const char *method, const char *path, json_object *body,
+                  const char *const *headers, long timeout_ms, httpc_response_t *ret)
+{
+    memset(ret, 0, sizeof *ret);
+    CURL *h = c->curl;
+    curl_easy_reset(h);
+    size_t ul = strlen(c->base) + strlen(path) + 1;
+    char *url = malloc(ul);
+    if (!url)
+        return SBX_ENOMEM;
+    snprintf(url, ul, "%s%s", c->base, path);
+
+    struct curl_slist *hl = NULL;
+    hl = curl_slist_append(hl, "Accept: application/json");
+    if (c->auth_header)
+        hl = curl_slist_append(hl, c->auth_header);
+    for (const char *const *hp = headers; hp && *hp; hp++)
+        hl = curl_slist_append(hl, *hp);
+    char *payload = NULL;
+    if (body) {
+        payload = jsonx_dump(body);
+        hl = curl_slist_append(hl, "Content-Type: application/json");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, payload ? payload : "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)(payload ? strlen(payload) : 0));
+    } else if (strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
+    }
+    /* Expect: 100-continue only adds a round trip for our small bodies. */
+    hl = curl_slist_append(hl, "Expect:");
+
+    sbuf_t buf;
+    sbuf_init(&buf, SBX_MAX_RESPONSE_BYTES);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    if (strcmp(method, "GET") == 0)
+        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, httpc_write_cb);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &buf);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 0L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (c->abort_flag) {
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, httpc_progress_cb);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)c->abort_flag);
+    }
+
+    CURLcode cr = curl_easy_perform(h);
+    int r = 0;
+    if (cr != CURLE_OK) {
+        if (buf.truncated) {
+            snprintf(ret->error, sizeof ret->error, "response larger than %u bytes", SBX_MAX_RESPONSE_BYTES);
+            r = SBX_ETOOBIG;
+        } else {
+            snprintf(ret->error, sizeof ret->error, "%s", curl_easy_strerror(cr));
+            if (cr == CURLE_ABORTED_BY_CALLBACK)
+                snprintf(ret->error, sizeof ret->error, "aborted");
+            r = cr == CURLE_OPERATION_TIMEDOUT ? SBX_ETIMEOUT : SBX_EIO;
+        }
+    } else {
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &ret->status);
+        ret->body = sbuf_detach(&buf, &ret->body_len);
+        if (ret->body && ret->body_len > 0) {
+            json_object *j = NULL;
+            if (jsonx_parse(ret->body, ret->body_len, &j, NULL) == 0)
+                ret->json = j;
+        }
+    }
+    sbuf_release(&buf);
+    curl_slist_free_all(hl);
+    free(payload);
+    free(url);
+    return r;
+}
+
+void httpc_response_release(httpc_response_t *r)
+{
+    if (!r)
+        return;
+    free(r->body);
+    if (r->json)
+        json_object_put(r->json);
+    memset(r, 0, sizeof *r);
+}
+
+void httpc_api_error(const httpc_response_t *r, const char **ret_code, const char **ret_message)
+{
+    json_object *e = jsonx_get_obj(r->json, "error");
+    const char *code = jsonx_get_str(e, "code");
+    const char *msg = jsonx_get_str(e, "message");
+    *ret_code = code ? code : "http_error";
+    *ret_message = msg ? msg : (r->status ? "the server answered without an error body" : r->error);
+}
+
+char *httpc_escape(const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = strlen(s);
+    char *o = malloc(n * 3 + 1);
+    if (!o)
+        return NULL;
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || strchr("-._~", ch)) {
+            o[j++] = (char)ch;
+        } else {
+            o[j++] = '%';
+            o[j++] = hex[ch >> 4];
+            o[j++] = hex[ch & 15];
+        }
+    }
+    o[j] = '\0';
+    return o;
+}

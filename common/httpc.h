@@ -1,0 +1,48 @@
+/* A small JSON-over-HTTP client (libcurl) used by the CLI, the worker agent
+ * and sandbox-mcp. One httpc_t per thread; it reuses its connection. */
+#ifndef SBX_HTTPC_H
+#define SBX_HTTPC_H
+
+#include <json-c/json.h>
+#include <stddef.h>
+
+typedef struct httpc httpc_t;
+
+typedef struct httpc_response {
+    long status;          /* HTTP status, 0 when no response arrived */
+    char *body;           /* NUL-terminated, owned; at most SBX_MAX_RESPONSE_BYTES */
+    size_t body_len;
+    json_object *json;    /* parsed body when it is JSON, else NULL; owned */
+    char error[256];      /* transport error text when status == 0 */
+} httpc_response_t;
+
+/* Creates a client for base_url ("http://host:port", no trailing path) with
+ * an optional bearer token (copied). Returns 0 or SBX_ENOMEM/SBX_EINVAL.
+ * Requires curl_global_init once per process. */
+int httpc_new(const char *base_url, const char *token, httpc_t **ret);
+void httpc_free(httpc_t *c);
+
+/* Sends method path (e.g. "/v1/sandboxes?tenant=a") with an optional JSON
+ * body and optional extra header lines ("Idempotency-Key: k", NULL-ended).
+ * timeout_ms bounds the whole exchange (0: none).
+ * Returns 0 when a response arrived (whatever its status; ret filled),
+ * SBX_ETIMEOUT when the deadline passed, SBX_EIO for other transport
+ * failures (ret->error says why), SBX_ETOOBIG when the body passed the cap.
+ * Always call httpc_response_release on ret afterwards. */
+int httpc_request(httpc_t *c, const char *method, const char *path, json_object *body,
+                  const char *const *headers, long timeout_ms, httpc_response_t *ret);
+
+void httpc_response_release(httpc_response_t *r);
+
+/* Makes every later request on c abort (SBX_EIO, error "aborted") soon after
+ * *flag becomes non-zero, e.g. to end a worker's long-poll at shutdown. */
+void httpc_set_abort_flag(httpc_t *c, const volatile int *flag);
+
+/* For a non-2xx response: the API's error code and message (pointers into
+ * r->json, or generic text when the body is not an API error). */
+void httpc_api_error(const httpc_response_t *r, const char **ret_code, const char **ret_message);
+
+/* Percent-encodes s for a URL path or query component into a malloc'd string. */
+char *httpc_escape(const char *s);
+
+#endif

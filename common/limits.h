@@ -1,0 +1,56 @@
+/* Every hard limit of Sandbox in one place, each with the reason it exists. */
+#ifndef SBX_LIMITS_H
+#define SBX_LIMITS_H
+
+/* Largest HTTP request body the controller reads: a sandbox spec or an exec
+ * request is a few KiB; a worker report carries at most two bounded exec
+ * streams plus JSON escaping overhead. */
+#define SBX_MAX_BODY_BYTES            (8u * 1024u * 1024u)
+/* Largest response body a client (CLI, worker, MCP) accepts from the API. */
+#define SBX_MAX_RESPONSE_BYTES        (16u * 1024u * 1024u)
+/* Exec output: bytes kept per stream when the request names no bound, and
+ * the server ceiling no request may exceed. */
+#define SBX_EXEC_OUTPUT_DEFAULT       (64u * 1024u)
+#define SBX_EXEC_OUTPUT_CEILING       (1024u * 1024u)
+/* Exec argv: count and total size, so one request cannot ask the worker to
+ * build an unbounded command line. */
+#define SBX_MAX_ARGV                  256
+#define SBX_MAX_ARGV_BYTES            (64u * 1024u)
+/* Env and labels per sandbox or exec. */
+#define SBX_MAX_ENV                   128
+#define SBX_MAX_LABELS                64
+#define SBX_MAX_KEY_BYTES             128
+#define SBX_MAX_VALUE_BYTES           4096
+/* Strings in a spec. */
+#define SBX_MAX_IMAGE_BYTES           512
+#define SBX_MAX_NAME_BYTES            128
+#define SBX_MAX_PATH_BYTES            1024
+/* Absolute bounds of a sandbox spec; the configured server ceilings
+ * (max_cpu_millis, ...) are at most these. */
+#define SBX_CPU_MILLIS_MIN            10
+#define SBX_CPU_MILLIS_MAX            1024000
+#define SBX_MEMORY_MIB_MIN            6
+#define SBX_MEMORY_MIB_MAX            (4 * 1024 * 1024)
+#define SBX_TTL_SECONDS_MIN           10
+#define SBX_TTL_SECONDS_MAX           (30 * 24 * 3600)
+#define SBX_EXEC_TIMEOUT_MAX          (24 * 3600)
+/* Long-poll waits: a client may ask for at most this many seconds. */
+#define SBX_MAX_WAIT_SECONDS          60
+/* Parked long-polls per controller thread; beyond it the controller answers
+ * 503 instead of holding more connections. */
+#define SBX_MAX_PARKED_PER_THREAD     20000
+/* Worker inventory entries accepted in one heartbeat. */
+#define SBX_MAX_INVENTORY             100000
+/* Rows a reconcile pass claims per transaction. */
+#define SBX_RECONCILE_BATCH           100
+/* List endpoints: default and maximum page size. */
+#define SBX_LIST_DEFAULT              100
+#define SBX_LIST_MAX                  1000
+/* Docker pull progress stream kept for the error message. */
+#define SBX_MAX_DOCKER_REPLY_BYTES    (4u * 1024u * 1024u)
+/* Ids: prefix + '_' + 26 base32 characters + NUL. */
+#define SBX_ID_MAX                    40
+/* Tokens: "sbt_" + 26 id chars + '_' + 43 secret chars + NUL. */
+#define SBX_TOKEN_MAX                 80
+
+#endif

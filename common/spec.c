@@ -1,0 +1,400 @@
+/* Strict codecs for the sandbox spec and the exec request. */
+#include "spec.h"
+#include "jsonx.h"
+#include "limits.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *net_names[] = { "none", "restricted", "open" };
+static const char *iso_names[] = { "container", "gvisor", "microvm" };
+
+const char *net_mode_name(net_mode_t m) { return (unsigned)m < 3 ? net_names[m] : "none"; }
+const char *isolation_name(isolation_t c) { return (unsigned)c < 3 ? iso_names[c] : "container"; }
+
+int net_mode_parse(const char *s, net_mode_t *ret)
+{
+    for (int i = 0; s && i < 3; i++)
+        if (strcmp(s, net_names[i]) == 0) {
+            *ret = (net_mode_t)i;
+            return 0;
+        }
+    return SBX_EINVAL;
+}
+
+int isolation_parse(const char *s, isolation_t *ret)
+{
+    for (int i = 0; s && i < 3; i++)
+        if (strcmp(s, iso_names[i]) == 0) {
+            *ret = (isolation_t)i;
+            return 0;
+        }
+    return SBX_EINVAL;
+}
+
+static bool str_has_control(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return true;
+    return false;
+}
+
+static bool env_key_ok(const char *k)
+{
+    if (!*k || !(isalpha((unsigned char)*k) || *k == '_'))
+        return false;
+    for (; *k; k++)
+        if (!(isalnum((unsigned char)*k) || *k == '_'))
+            return false;
+    return true;
+}
+
+static bool label_key_ok(const char *k)
+{
+    if (!*k)
+        return false;
+    for (; *k; k++)
+        if (!(isalnum((unsigned char)*k) || strchr("._/-", *k)))
+            return false;
+    return true;
+}
+
+void kv_list_release(kv_list_t *l)
+{
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->items[i].key);
+        free(l->items[i].value);
+    }
+    free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}
+
+int kv_list_from_json(json_object *o, const char *field, bool env_keys, size_t max,
+                      kv_list_t *ret, api_error_t *err)
+{
+    memset(ret, 0, sizeof *ret);
+    if (!o || json_object_is_type(o, json_type_null))
+        return 0;
+    if (!json_object_is_type(o, json_type_object))
+        return api_error_set(err, API_INVALID_ARGUMENT, "%s must be an object of string values", field);
+    size_t n = (size_t)json_object_object_length(o);
+    if (n > max)
+        return api_error_set(err, API_INVALID_ARGUMENT, "%s has %zu entries; at most %zu are allowed", field, n, max);
+    if (n == 0)
+        return 0;
+    ret->items = calloc(n, sizeof *ret->items);
+    if (!ret->items)
+        return api_error_set(err, API_INTERNAL, "out of memory");
+    json_object_object_foreach(o, key, val) {
+        size_t kl = strlen(key);
+        if (kl == 0 || kl > SBX_MAX_KEY_BYTES || !(env_keys ? env_key_ok(key) : label_key_ok(key))) {
+            kv_list_release(ret);
+            return api_error_set(err, API_INVALID_ARGUMENT, "%s key \"%.64s\" is not valid (%s)", field, key,
+                                 env_keys ? "letters, digits and _, not starting with a digit"
+                                          : "letters, digits and . _ / -, at most 128 bytes");
+        }
+        if (!json_object_is_type(val, json_type_string)) {
+            kv_list_release(ret);
+            return api_error_set(err, API_INVALID_ARGUMENT, "%s.%.64s must be a string", field, key);
+        }
+        const char *v = json_object_get_string(val);
+        if (strlen(v) > SBX_MAX_VALUE_BYTES) {
+            kv_list_release(ret);
+            return api_error_set(err, API_INVALID_ARGUMENT, "%s.%.64s is longer than %d bytes", field, key,
+                                 SBX_MAX_VALUE_BYTES);
+        }
+        kv_t *kv = &ret->items[ret->n];
+        kv->key = strdup(key);
+        kv->value = strdup(v);
+        ret->n++;
+        if (!kv->key || !kv->value) {
+            kv_list_release(ret);
+            return api_error_set(err, API_INTERNAL, "out of memory");
+        }
+    }
+    return 0;
+}
+
+json_object *kv_list_to_json(const kv_list_t *l)
+{
+    json_object *o = json_object_new_object();
+    for (size_t i = 0; i < l->n; i++)
+        jsonx_add_str(o, l->items[i].key, l->items[i].value);
+    return o;
+}
+
+/* Reads an optional integer field within [lo, hi]. */
+static int get_ranged_int(json_object *o, const char *key, int64_t lo, int64_t hi, int64_t def,
+                          int64_t *ret, api_error_t *err)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(o, key, &v) || json_object_is_type(v, json_type_null)) {
+        *ret = def;
+        return 0;
+    }
+    if (!json_object_is_type(v, json_type_int))
+        return api_error_set(err, API_INVALID_ARGUMENT, "%s must be an integer", key);
+    errno = 0;
+    int64_t x = json_object_get_int64(v);
+    if (x < lo || x > hi)
+        return api_error_set(err, API_INVALID_ARGUMENT, "%s must be between %lld and %lld (got %lld)", key,
+                             (long long)lo, (long long)hi, (long long)x);
+    *ret = x;
+    return 0;
+}
+
+static int get_opt_string(json_object *o, const char *key, size_t maxlen, char **ret, api_error_t *err)
+{
+    json_object *v;
+    *ret = NULL;
+    if (!json_object_object_get_ex(o, key, &v) || json_object_is_type(v, json_type_null))
+        return 0;
+    if (!json_object_is_type(v, json_type_string))
+        return api_error_set(err, API_INVALID_ARGUMENT, "%s must be a string", key);
+    const char *s = json_object_get_string(v);
+    size_t l = strlen(s);
+    if (l == 0 || l > maxlen || str_has_control(s))
+        return api_error_set(err, API_INVALID_ARGUMENT, "%s must be 1 to %zu printable bytes", key, maxlen);
+    if ((size_t)json_object_get_string_len(v) != l)
+        return api_error_set(err, API_INVALID_ARGUMENT, "%s must not contain NUL bytes", key);
+    *ret = strdup(s);
+    if (!*ret)
+        return api_error_set(err, API_INTERNAL, "out of memory");
+    return 0;
+}
+
+static int check_known_fields(json_object *o, const char *const *known, const char *where, api_error_t *err)
+{
+    json_object_object_foreach(o, key, val) {
+        (void)val;
+        bool ok = false;
+        for (const char *const *k = known; *k; k++)
+            if (strcmp(*k, key) == 0)
+                ok = true;
+        if (!ok)
+            return api_error_set(err, API_INVALID_ARGUMENT, "unknown field \"%.64s\" in %s", key, where);
+    }
+    return 0;
+}
+
+static bool tenant_name_ok(const char *s)
+{
+    if (!*s || strlen(s) > 63 || !isalnum((unsigned char)*s))
+        return false;
+    for (; *s; s++)
+        if (!(islower((unsigned char)*s) || isdigit((unsigned char)*s) || *s == '-' || *s == '_'))
+            return false;
+    return true;
+}
+
+void spec_release(sandbox_spec_t *s)
+{
+    if (!s)
+        return;
+    free(s->tenant);
+    free(s->image);
+    kv_list_release(&s->env);
+    kv_list_release(&s->labels);
+    memset(s, 0, sizeof *s);
+}
+
+int spec_from_json(json_object *o, sandbox_spec_t *ret, api_error_t *err)
+{
+    static const char *const known[] = { "tenant", "image", "cpu_millis", "memory_mib", "ttl_seconds",
+                                         "network", "trust", "env", "labels", NULL };
+    static const char *const trust_known[] = { "untrusted_repo", "generated_code", "hostile", NULL };
+    sandbox_spec_t s;
+    memset(&s, 0, sizeof s);
+    memset(ret, 0, sizeof *ret);
+    if (!o || !json_object_is_type(o, json_type_object))
+        return api_error_set(err, API_INVALID_ARGUMENT, "the request body must be a JSON object");
+    if (check_known_fields(o, known, "the sandbox spec", err) < 0)
+        return SBX_EINVAL;
+    if (get_opt_string(o, "tenant", 63, &s.tenant, err) < 0)
+        goto fail;
+    if (s.tenant && !tenant_name_ok(s.tenant)) {
+        api_error_set(err, API_INVALID_ARGUMENT,
+                      "tenant must be 1 to 63 lowercase letters, digits, - or _, starting with a letter or digit");
+        goto fail;
+    }
+    if (get_opt_string(o, "image", SBX_MAX_IMAGE_BYTES, &s.image, err) < 0)
+        goto fail;
+    if (!s.image) {
+        api_error_set(err, API_INVALID_ARGUMENT, "image is required");
+        goto fail;
+    }
+    if (strchr(s.image, ' ')) {
+        api_error_set(err, API_INVALID_ARGUMENT, "image must not contain spaces");
+        goto fail;
+    }
+    if (get_ranged_int(o, "cpu_millis", SBX_CPU_MILLIS_MIN, SBX_CPU_MILLIS_MAX, SPEC_DEFAULT_CPU_MILLIS,
+                       &s.cpu_millis, err) < 0 ||
+        get_ranged_int(o, "memory_mib", SBX_MEMORY_MIB_MIN, SBX_MEMORY_MIB_MAX, SPEC_DEFAULT_MEMORY_MIB,
+                       &s.memory_mib, err) < 0 ||
+        get_ranged_int(o, "ttl_seconds", SBX_TTL_SECONDS_MIN, SBX_TTL_SECONDS_MAX, SPEC_DEFAULT_TTL_SECONDS,
+                       &s.ttl_seconds, err) < 0)
+        goto fail;
+
+    json_object *v;
+    s.network = NET_NONE;
+    if (json_object_object_get_ex(o, "network", &v) && !json_object_is_type(v, json_type_null)) {
+        if (!json_object_is_type(v, json_type_string) || net_mode_parse(json_object_get_string(v), &s.network) < 0) {
+            api_error_set(err, API_INVALID_ARGUMENT, "network must be one of none, restricted, open");
+            goto fail;
+        }
+    }
+    if (json_object_object_get_ex(o, "trust", &v) && !json_object_is_type(v, json_type_null)) {
+        if (!json_object_is_type(v, json_type_object)) {
+            api_error_set(err, API_INVALID_ARGUMENT, "trust must be an object");
+            goto fail;
+        }
+        if (check_known_fields(v, trust_known, "trust", err) < 0)
+            goto fail;
+        bool *dst[] = { &s.untrusted_repo, &s.generated_code, &s.hostile };
+        for (int i = 0; i < 3; i++) {
+            json_object *b;
+            if (!json_object_object_get_ex(v, trust_known[i], &b) || json_object_is_type(b, json_type_null))
+                continue;
+            if (!json_object_is_type(b, json_type_boolean)) {
+                api_error_set(err, API_INVALID_ARGUMENT, "trust.%s must be true or false", trust_known[i]);
+                goto fail;
+            }
+            *dst[i] = json_object_get_boolean(b);
+        }
+    }
+    json_object *env = NULL, *labels = NULL;
+    json_object_object_get_ex(o, "env", &env);
+    json_object_object_get_ex(o, "labels", &labels);
+    if (kv_list_from_json(env, "env", true, SBX_MAX_ENV, &s.env, err) < 0 ||
+        kv_list_from_json(labels, "labels", false, SBX_MAX_LABELS, &s.labels, err) < 0)
+        goto fail;
+    *ret = s;
+    return 0;
+fail:
+    spec_release(&s);
+    return SBX_EINVAL;
+}
+
+json_object *spec_to_json(const sandbox_spec_t *s)
+{
+    json_object *o = json_object_new_object();
+    jsonx_add_str(o, "tenant", s->tenant);
+    jsonx_add_str(o, "image", s->image);
+    jsonx_add_int(o, "cpu_millis", s->cpu_millis);
+    jsonx_add_int(o, "memory_mib", s->memory_mib);
+    jsonx_add_int(o, "ttl_seconds", s->ttl_seconds);
+    jsonx_add_str(o, "network", net_mode_name(s->network));
+    json_object *t = json_object_new_object();
+    jsonx_add_bool(t, "untrusted_repo", s->untrusted_repo);
+    jsonx_add_bool(t, "generated_code", s->generated_code);
+    jsonx_add_bool(t, "hostile", s->hostile);
+    jsonx_add(o, "trust", t);
+    jsonx_add(o, "env", kv_list_to_json(&s->env));
+    jsonx_add(o, "labels", kv_list_to_json(&s->labels));
+    return o;
+}
+
+void exec_spec_release(exec_spec_t *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->argc; i++)
+        free(s->argv[i]);
+    free(s->argv);
+    kv_list_release(&s->env);
+    free(s->cwd);
+    memset(s, 0, sizeof *s);
+}
+
+int exec_spec_from_json(json_object *o, exec_spec_t *ret, api_error_t *err)
+{
+    static const char *const known[] = { "argv", "env", "cwd", "timeout_seconds", "max_output_bytes", NULL };
+    exec_spec_t s;
+    memset(&s, 0, sizeof s);
+    memset(ret, 0, sizeof *ret);
+    if (!o || !json_object_is_type(o, json_type_object))
+        return api_error_set(err, API_INVALID_ARGUMENT, "the request body must be a JSON object");
+    if (check_known_fields(o, known, "the exec request", err) < 0)
+        return SBX_EINVAL;
+    json_object *argv;
+    if (!json_object_object_get_ex(o, "argv", &argv) || json_object_is_type(argv, json_type_null))
+        return api_error_set(err, API_INVALID_ARGUMENT, "argv is required: an array of strings, never a shell string");
+    if (!json_object_is_type(argv, json_type_array))
+        return api_error_set(err, API_INVALID_ARGUMENT, "argv must be an array of strings, never a shell string");
+    size_t n = json_object_array_length(argv);
+    if (n == 0)
+        return api_error_set(err, API_INVALID_ARGUMENT, "argv must name a command (it is empty)");
+    if (n > SBX_MAX_ARGV)
+        return api_error_set(err, API_INVALID_ARGUMENT, "argv has %zu entries; at most %d are allowed", n,
+                             SBX_MAX_ARGV);
+    s.argv = calloc(n + 1, sizeof *s.argv);
+    if (!s.argv)
+        return api_error_set(err, API_INTERNAL, "out of memory");
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *a = json_object_array_get_idx(argv, i);
+        if (!json_object_is_type(a, json_type_string)) {
+            api_error_set(err, API_INVALID_ARGUMENT, "argv[%zu] must be a string", i);
+            goto fail;
+        }
+        size_t l = (size_t)json_object_get_string_len(a);
+        if (strlen(json_object_get_string(a)) != l) {
+            api_error_set(err, API_INVALID_ARGUMENT, "argv[%zu] must not contain NUL bytes", i);
+            goto fail;
+        }
+        total += l + 1;
+        if (total > SBX_MAX_ARGV_BYTES) {
+            api_error_set(err, API_INVALID_ARGUMENT, "argv is longer than %u bytes in total", SBX_MAX_ARGV_BYTES);
+            goto fail;
+        }
+        s.argv[i] = strdup(json_object_get_string(a));
+        s.argc++;
+        if (!s.argv[i]) {
+            api_error_set(err, API_INTERNAL, "out of memory");
+            goto fail;
+        }
+    }
+    if (s.argv[0][0] == '\0') {
+        api_error_set(err, API_INVALID_ARGUMENT, "argv[0] must not be empty");
+        goto fail;
+    }
+    json_object *env = NULL;
+    json_object_object_get_ex(o, "env", &env);
+    if (kv_list_from_json(env, "env", true, SBX_MAX_ENV, &s.env, err) < 0)
+        goto fail;
+    if (get_opt_string(o, "cwd", SBX_MAX_PATH_BYTES, &s.cwd, err) < 0)
+        goto fail;
+    if (s.cwd && s.cwd[0] != '/') {
+        api_error_set(err, API_INVALID_ARGUMENT, "cwd must be an absolute path");
+        goto fail;
+    }
+    if (get_ranged_int(o, "timeout_seconds", 1, SBX_EXEC_TIMEOUT_MAX, EXEC_DEFAULT_TIMEOUT, &s.timeout_seconds,
+                       err) < 0 ||
+        get_ranged_int(o, "max_output_bytes", 0, SBX_EXEC_OUTPUT_CEILING, 0, &s.max_output_bytes, err) < 0)
+        goto fail;
+    *ret = s;
+    return 0;
+fail:
+    exec_spec_release(&s);
+    return SBX_EINVAL;
+}
+
+json_object *exec_spec_to_json(const exec_spec_t *s)
+{
+    json_object *o = json_object_new_object();
+    json_object *a = json_object_new_array();
+    for (size_t i = 0; i < s->argc; i++)
+        json_object_array_add(a, json_object_new_string(s->argv[i]));
+    jsonx_add(o, "argv", a);
+    jsonx_add(o, "env", kv_list_to_json(&s->env));
+    jsonx_add_str(o, "cwd", s->cwd);
+    jsonx_add_int(o, "timeout_seconds", s->timeout_seconds);
+    jsonx_add_int(o, "max_output_bytes", s->max_output_bytes);
+    return o;
+}

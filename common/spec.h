@@ -1,0 +1,84 @@
+/* The typed sandbox spec and exec request, and their strict JSON codecs. */
+#ifndef SBX_SPEC_H
+#define SBX_SPEC_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "errors.h"
+
+typedef enum { NET_NONE = 0, NET_RESTRICTED, NET_OPEN } net_mode_t;
+
+/* "none" | "restricted" | "open" */
+const char *net_mode_name(net_mode_t m);
+int net_mode_parse(const char *s, net_mode_t *ret);
+
+typedef enum { ISO_CONTAINER = 0, ISO_GVISOR, ISO_MICROVM } isolation_t;
+/* "container" | "gvisor" | "microvm"; ordered weakest to strongest. */
+const char *isolation_name(isolation_t c);
+int isolation_parse(const char *s, isolation_t *ret);
+
+typedef struct kv {
+    char *key;
+    char *value;
+} kv_t;
+
+typedef struct kv_list {
+    kv_t *items;
+    size_t n;
+} kv_list_t;
+
+/* Defaults applied when a field is absent. */
+#define SPEC_DEFAULT_CPU_MILLIS   1000
+#define SPEC_DEFAULT_MEMORY_MIB   512
+#define SPEC_DEFAULT_TTL_SECONDS  3600
+#define EXEC_DEFAULT_TIMEOUT      600
+
+typedef struct sandbox_spec {
+    char *tenant;          /* NULL when the request named none */
+    char *image;
+    int64_t cpu_millis;
+    int64_t memory_mib;
+    int64_t ttl_seconds;
+    net_mode_t network;
+    bool untrusted_repo;
+    bool generated_code;
+    bool hostile;
+    kv_list_t env;
+    kv_list_t labels;
+} sandbox_spec_t;
+
+typedef struct exec_spec {
+    char **argv;           /* argc strings, NULL-terminated */
+    size_t argc;
+    kv_list_t env;
+    char *cwd;             /* NULL: the image's working directory */
+    int64_t timeout_seconds;
+    int64_t max_output_bytes; /* 0: the server default */
+} exec_spec_t;
+
+/* Decodes a create request. Unknown fields, wrong types, out-of-range
+ * numbers and missing required fields fill err (API_INVALID_ARGUMENT, the
+ * message names the field) and return SBX_EINVAL; on success *ret owns its
+ * strings (spec_release). */
+int spec_from_json(json_object *o, sandbox_spec_t *ret, api_error_t *err);
+/* The canonical JSON of a spec (every field present). New reference. */
+json_object *spec_to_json(const sandbox_spec_t *s);
+void spec_release(sandbox_spec_t *s);
+
+/* Decodes an exec request (argv required, non-empty). Same error rules. */
+int exec_spec_from_json(json_object *o, exec_spec_t *ret, api_error_t *err);
+json_object *exec_spec_to_json(const exec_spec_t *s);
+void exec_spec_release(exec_spec_t *s);
+
+/* kv lists as JSON objects {"K":"V",...}; kv_list_from_json validates keys
+ * with the given rule ("env" keys are shell identifiers, "label" keys are
+ * [A-Za-z0-9._/-]). */
+int kv_list_from_json(json_object *o, const char *field, bool env_keys, size_t max,
+                      kv_list_t *ret, api_error_t *err);
+json_object *kv_list_to_json(const kv_list_t *l);
+void kv_list_release(kv_list_t *l);
+
+#endif

@@ -1,0 +1,15 @@
+/* UTF-8 validation and repair for text that goes on the wire. */
+#ifndef SBX_UTF8_H
+#define SBX_UTF8_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* True when the n bytes are valid UTF-8 (no NUL handling: NUL is valid). */
+bool utf8_valid(const char *s, size_t n);
+
+/* A malloc'd NUL-terminated copy in which every invalid sequence, and every
+ * NUL byte, is replaced by U+FFFD. NULL only on allocation failure. */
+char *utf8_sanitize(const char *s, size_t n);
+
+#endif

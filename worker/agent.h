@@ -1,0 +1,27 @@
+/* The worker agent: registers with the controller, long-polls for leased
+ * assignments, runs them on a bounded pool of executor threads through the
+ * runtime, reports outcomes with their fencing token, and heartbeats
+ * capacity and inventory. Keeps no durable state. */
+#ifndef SBX_AGENT_H
+#define SBX_AGENT_H
+
+#include "config.h"
+
+typedef struct agent agent_t;
+
+/* Reads controller_url, worker_* settings, docker_socket from cfg (copied).
+ * token overrides worker_token when not NULL. Returns 0, SBX_EINVAL (with a
+ * reason in err) or SBX_EUNAVAIL when the runtime cannot be reached. */
+int agent_new(const cfg_t *cfg, const char *token, agent_t **ret, char *err, size_t errlen);
+
+/* Starts the threads. Registration is retried with backoff in the
+ * background until the controller answers. */
+int agent_start(agent_t *a);
+
+/* Stops taking new work, waits for in-flight assignments to finish (their
+ * reports are sent), and joins the threads. */
+void agent_stop(agent_t *a);
+
+void agent_free(agent_t *a);
+
+#endif

@@ -1,0 +1,79 @@
+/* The runtime interface a worker drives: one adapter per worker (Docker for
+ * now; an external driver later). Calls are blocking and thread-safe: the
+ * worker runs them on its executor threads. */
+#ifndef SBX_RUNTIME_H
+#define SBX_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "errors.h"
+#include "limits.h"
+#include "sbuf.h"
+#include "spec.h"
+
+typedef struct runtime runtime_t;
+
+/* Labels every runtime object of ours carries. */
+#define RUNTIME_LABEL_MANAGED  "dev.sandbox.managed"
+#define RUNTIME_LABEL_SANDBOX  "dev.sandbox.id"
+#define RUNTIME_LABEL_TENANT   "dev.sandbox.tenant"
+
+typedef struct runtime_create_req {
+    const char *sandbox_id;
+    const char *tenant;
+    const sandbox_spec_t *spec;
+    isolation_t isolation;
+} runtime_create_req_t;
+
+typedef struct runtime_exec_result {
+    int exit_code;        /* the process's exit code; 128+signal when killed */
+    int signal;           /* signal that ended it, 0 when it exited */
+    bool timed_out;       /* killed because timeout_seconds passed */
+    int64_t duration_ms;
+    sbuf_t out;           /* bounded stdout: out.truncated, out.seen = bytes produced */
+    sbuf_t err;           /* bounded stderr */
+} runtime_exec_result_t;
+
+typedef struct runtime_object {
+    char sandbox_id[SBX_ID_MAX];
+    char tenant[64];
+    char ref[80];         /* runtime's own id (container id) */
+    char state[32];       /* "running", "exited", ... as the runtime says */
+} runtime_object_t;
+
+/* Connects to the Docker Engine at socket_path and checks it answers.
+ * Returns 0, or SBX_EUNAVAIL with err filled. */
+int runtime_docker_open(const char *socket_path, runtime_t **ret, api_error_t *err);
+
+/* Name ("docker") and the isolation classes this runtime really offers. */
+const char *runtime_name(const runtime_t *rt);
+/* Writes the classes into ret (at most max) and returns how many. */
+size_t runtime_isolation_classes(const runtime_t *rt, isolation_t *ret, size_t max);
+
+/* Creates and starts the sandbox; pulls the image when missing (a failed
+ * pull: API_IMAGE_UNAVAILABLE with the runtime's message). Idempotent: when
+ * an object for this sandbox already exists and runs, returns it. ret_ref
+ * gets the runtime's id. */
+int runtime_create(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[80], api_error_t *err);
+
+/* Runs argv in the sandbox with the spec's env/cwd/timeout, keeping at most
+ * max_output bytes per stream. *ret is initialised by the call; release it
+ * with runtime_exec_result_release. A command that cannot start (no such
+ * file) is a result with exit code 126/127 as a shell would give, not an
+ * error; errors are for a missing sandbox or a failing runtime. */
+int runtime_exec(runtime_t *rt, const char *ref, const exec_spec_t *spec, size_t max_output,
+                 runtime_exec_result_t *ret, api_error_t *err);
+void runtime_exec_result_release(runtime_exec_result_t *r);
+
+/* Removes the sandbox's objects (force). Removing what is already gone
+ * succeeds. ref may be NULL: then the object is found by its sandbox label. */
+int runtime_remove(runtime_t *rt, const char *sandbox_id, const char *ref, api_error_t *err);
+
+/* Every object carrying RUNTIME_LABEL_MANAGED: a malloc'd array (free()). */
+int runtime_inventory(runtime_t *rt, runtime_object_t **ret, size_t *ret_n, api_error_t *err);
+
+void runtime_free(runtime_t *rt);
+
+#endif
