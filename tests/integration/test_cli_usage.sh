@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# Pins the sandbox CLI's help, usage errors and exit codes; needs no server.
+# Usage: SANDBOX_CLI=build/tools/sandbox tests/integration/test_cli_usage.sh
+set -euo pipefail
+
+CLI=${SANDBOX_CLI:-build/tools/sandbox}
+if [[ ! -x $CLI ]]; then
+    echo "test_cli_usage: $CLI is not an executable (set SANDBOX_CLI)" >&2
+    exit 2
+fi
+
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+# No config from the person running the tests, no token or URL from the env.
+export HOME=$TMP/home XDG_CONFIG_HOME=$TMP/xdg
+unset SANDBOX_URL SANDBOX_TOKEN
+mkdir -p "$HOME" "$XDG_CONFIG_HOME"
+# A port nothing listens on: bind one, note it, close it.
+DEAD_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()' 2>/dev/null || echo 9)
+DEAD_URL=http://127.0.0.1:$DEAD_PORT
+
+passed=0
+failed=0
+OUT=$TMP/out
+ERR=$TMP/err
+
+# run ARGS...: runs the CLI with a time limit, sets RC, OUT and ERR files.
+run() {
+    set +e
+    timeout 30 "$CLI" "$@" >"$OUT" 2>"$ERR"
+    RC=$?
+    set -e
+}
+
+fail() {
+    failed=$((failed + 1))
+    echo "FAIL: $1" >&2
+    echo "  stdout: $(head -c 400 "$OUT")" >&2
+    echo "  stderr: $(head -c 400 "$ERR")" >&2
+}
+
+# expect NAME RC [stdout|stderr PATTERN]...: checks the last run.
+expect() {
+    local name=$1 want=$2
+    shift 2
+    if [[ $RC -ne $want ]]; then
+        fail "$name: exit $RC, want $want"
+        return
+    fi
+    while [[ $# -ge 2 ]]; do
+        local file=$OUT
+        [[ $1 == stderr ]] && file=$ERR
+        if ! grep -qF -- "$2" "$file"; then
+            fail "$name: $1 lacks '$2'"
+            return
+        fi
+        shift 2
+    done
+    passed=$((passed + 1))
+}
+
+# --- help: exit 0, usage on stdout, mentions the command's flags
+run --help
+expect "sandbox --help" 0 stdout "usage: sandbox" stdout "create" stdout "exec" stdout "SANDBOX_TOKEN"
+run help
+expect "sandbox help" 0 stdout "usage: sandbox" stdout "delete"
+run help exec
+expect "sandbox help exec" 0 stdout "--max-output"
+run --version
+expect "sandbox --version" 0 stdout "sandbox "
+
+run create --help
+expect "create --help" 0 stdout "--image" stdout "--tenant" stdout "--cpu-millis" stdout "--memory-mib" \
+    stdout "--ttl" stdout "--network" stdout "--untrusted-repo" stdout "--generated-code" stdout "--hostile" \
+    stdout "--env" stdout "--label" stdout "--idempotency-key" stdout "--wait" stdout "--timeout" stdout "--json"
+run wait --help
+expect "wait --help" 0 stdout "OPERATION_ID" stdout "--timeout" stdout "--json"
+run exec --help
+expect "exec --help" 0 stdout "SANDBOX_ID" stdout "--timeout" stdout "--env" stdout "--cwd" stdout "--max-output" \
+    stdout "--json" stdout "-- ARGV"
+run get --help
+expect "get --help" 0 stdout "SANDBOX_ID" stdout "--json"
+run list --help
+expect "list --help" 0 stdout "--tenant" stdout "--all" stdout "--json"
+run delete --help
+expect "delete --help" 0 stdout "SANDBOX_ID" stdout "--wait" stdout "--timeout" stdout "--idempotency-key" stdout "--json"
+run operation --help
+expect "operation --help" 0 stdout "OPERATION_ID" stdout "--json"
+run op -h
+expect "op -h" 0 stdout "OPERATION_ID"
+# --help wins over other problems on the line, and needs no token
+run exec --bogus --help
+expect "exec --bogus --help" 0 stdout "usage: sandbox exec"
+
+# --- unknown command or flag: exit 2, names the problem and the help
+run
+expect "no command" 2 stderr "usage: sandbox"
+run frobnicate
+expect "unknown command" 2 stderr "unknown command 'frobnicate'" stderr "sandbox --help"
+run --bogus list
+expect "unknown global flag" 2 stderr "unknown flag '--bogus'"
+run create --image busybox --bogus
+expect "unknown create flag" 2 stderr "unknown flag '--bogus'" stderr "see 'sandbox create --help'"
+run list -x
+expect "unknown short flag" 2 stderr "unknown flag '-x'" stderr "see 'sandbox list --help'"
+run get --wait sbx_a
+expect "flag of another command" 2 stderr "unknown flag '--wait'"
+run create --image
+expect "missing value" 2 stderr "--image needs a value"
+run create --image --json
+expect "flag as value" 2 stderr "--image needs a value"
+run create
+expect "missing --image" 2 stderr "--image is required"
+run create --image a --image b
+expect "flag twice" 2 stderr "--image given more than once"
+run create --image busybox --json=yes
+expect "bool flag with value" 2 stderr "--json takes no value"
+run create --image busybox --network wide
+expect "bad network" 2 stderr "--network" stderr "none, restricted, open"
+run create --image busybox --timeout 5
+expect "--timeout without --wait" 2 stderr "--timeout needs --wait"
+run get
+expect "get without id" 2 stderr "missing SANDBOX_ID" stderr "see 'sandbox get --help'"
+run get sbx_a sbx_b
+expect "get with two ids" 2 stderr "unexpected argument 'sbx_b'"
+run wait
+expect "wait without id" 2 stderr "missing OPERATION_ID"
+
+# --- exec needs its command after --
+run exec sbx_a
+expect "exec without --" 2 stderr "missing the command" stderr "see 'sandbox exec --help'"
+run exec sbx_a --
+expect "exec with empty argv" 2 stderr "missing the command"
+run exec sbx_a ls -l
+expect "exec argv without --" 2 stderr "unexpected argument 'ls'" stderr "after '--'"
+run exec -- ls
+expect "exec without id" 2 stderr "missing SANDBOX_ID"
+
+# --- numbers are checked strictly
+run create --image busybox --cpu-millis abc
+expect "non-numeric cpu" 2 stderr "--cpu-millis" stderr "'abc' is not a whole number"
+run create --image busybox --cpu-millis 12x
+expect "trailing junk" 2 stderr "'12x' is not a whole number"
+run create --image busybox --memory-mib " 12"
+expect "leading space" 2 stderr "not a whole number"
+run create --image busybox --memory-mib -5
+expect "negative memory" 2 stderr "--memory-mib" stderr "out of range"
+run create --image busybox --ttl 99999999999999999999999
+expect "overflowing ttl" 2 stderr "--ttl" stderr "out of range"
+run create --image busybox --cpu-millis ""
+expect "empty number" 2 stderr "--cpu-millis"
+run exec sbx_a --timeout 0 -- true
+expect "exec timeout 0" 2 stderr "--timeout" stderr "out of range"
+run exec sbx_a --max-output 1.5 -- true
+expect "fractional max-output" 2 stderr "--max-output" stderr "not a whole number"
+run wait op_a --timeout 1e3
+expect "wait timeout 1e3" 2 stderr "not a whole number"
+run list --limit 0
+expect "list limit 0" 2 stderr "--limit" stderr "out of range"
+
+# --- K=V pairs need '=' and a valid key
+run create --image busybox --env FOO
+expect "env without =" 2 stderr "--env: 'FOO' is not KEY=VALUE"
+run create --image busybox --label =v
+expect "label with empty key" 2 stderr "empty key"
+run exec sbx_a --env 1X=y -- true
+expect "env key starting with digit" 2 stderr "key '1X' is not valid"
+
+# --- missing token: exit 2 and says how to set it
+run list --url "$DEAD_URL"
+expect "missing token" 2 stderr "no API token" stderr "SANDBOX_TOKEN" stderr "--token"
+run --url "$DEAD_URL" wait op_a
+expect "missing token for wait" 2 stderr "no API token"
+
+# --- bad URL: usage error
+run list --token sbt_x --url ftp://example.com
+expect "non-http URL" 2 stderr "ftp://example.com"
+
+# --- unreachable URL: exit 3, names the URL, never the token
+run list --token sbt_SECRETVALUE --url "$DEAD_URL"
+expect "unreachable list" 3 stderr "error: unreachable" stderr "$DEAD_URL"
+if grep -q SECRETVALUE "$OUT" "$ERR"; then fail "token printed"; else passed=$((passed + 1)); fi
+SANDBOX_TOKEN=sbt_x SANDBOX_URL=$DEAD_URL run get sbx_a
+expect "unreachable get via env" 3 stderr "$DEAD_URL/v1/sandboxes/sbx_a"
+SANDBOX_TOKEN=sbt_x SANDBOX_URL=$DEAD_URL run create --image busybox --json
+expect "unreachable create --json" 3 stderr "$DEAD_URL"
+if [[ -s $OUT ]]; then fail "--json printed something on error"; else passed=$((passed + 1)); fi
+SANDBOX_TOKEN=sbt_x SANDBOX_URL=$DEAD_URL run exec sbx_a -- true
+expect "unreachable exec" 3 stderr "$DEAD_URL"
+
+# --- waiting on an unreachable controller retries, then times out with 124
+SANDBOX_TOKEN=sbt_x SANDBOX_URL=$DEAD_URL run wait op_a --timeout 1
+expect "wait retries until timeout" 124 stderr "timed out after 1 s" stderr "$DEAD_URL"
+
+# --- config file: url and token, XDG_CONFIG_HOME first
+mkdir -p "$XDG_CONFIG_HOME/sandbox"
+printf '# test\nurl = %s\ntoken = sbt_fromfile\n' "$DEAD_URL" >"$XDG_CONFIG_HOME/sandbox/config"
+chmod 600 "$XDG_CONFIG_HOME/sandbox/config"
+run list
+expect "config file url and token" 3 stderr "$DEAD_URL"
+printf 'this is not a setting\n' >"$XDG_CONFIG_HOME/sandbox/config"
+run list
+expect "malformed config" 2 stderr "config:1"
+rm -f "$XDG_CONFIG_HOME/sandbox/config"
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
