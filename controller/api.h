@@ -1,0 +1,37 @@
+/* The API handlers (api_sandboxes.c, api_workers.c) and the request
+ * authentication they rely on (auth.c). */
+#ifndef SBX_API_H
+#define SBX_API_H
+
+#include <stdbool.h>
+
+#include "server.h"
+
+/* Authenticates the bearer token into rq->auth. On failure it has replied
+ * 401 (or 503 when the database is unreachable) and returns < 0. */
+int auth_request(req_t *rq);
+
+/* The tenant scope of the caller: NULL for an admin, its tenant id otherwise. */
+const char *auth_scope(const req_t *rq);
+
+/* Client endpoints. */
+void api_sandbox_create(req_t *rq);
+void api_sandbox_list(req_t *rq);
+void api_sandbox_get(req_t *rq, const char *id);
+void api_sandbox_delete(req_t *rq, const char *id);
+void api_sandbox_exec(req_t *rq, const char *id);
+void api_operation_get(req_t *rq, const char *id);
+
+/* Worker endpoints. */
+void api_worker_register(req_t *rq);
+void api_worker_heartbeat(req_t *rq, const char *id);
+void api_worker_poll(req_t *rq, const char *id);
+void api_worker_report(req_t *rq, const char *id);
+void api_worker_list(req_t *rq);
+
+/* Parked long-polls: answer now (final = the wait ran out or the
+ * controller stops). api_poll_resume returns false when it stays parked. */
+void api_operation_resume(req_t *rq);
+bool api_poll_resume(req_t *rq, bool final);
+
+#endif

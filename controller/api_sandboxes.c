@@ -1,0 +1,257 @@
+/* Client endpoints: sandboxes, exec and operations. */
+#include "api.h"
+#include "db.h"
+#include "ids.h"
+#include "jsonx.h"
+#include "limits.h"
+#include "log.h"
+
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Hex BLAKE2b of the parts, for idempotency comparisons. */
+static void request_hash(const char *a, const char *b, char out[65])
+{
+    crypto_generichash_state st;
+    unsigned char h[32];
+    crypto_generichash_init(&st, NULL, 0, sizeof h);
+    crypto_generichash_update(&st, (const unsigned char *)a, strlen(a));
+    crypto_generichash_update(&st, (const unsigned char *)"\n", 1);
+    crypto_generichash_update(&st, (const unsigned char *)b, strlen(b));
+    crypto_generichash_final(&st, h, sizeof h);
+    sodium_bin2hex(out, 65, h, sizeof h);
+}
+
+/* The Idempotency-Key header: absent (NULL, 0), valid (0) or a reply sent. */
+static int idempotency_key(req_t *rq, const char **ret)
+{
+    const char *k = http_header(rq, "Idempotency-Key");
+    *ret = NULL;
+    if (!k)
+        return 0;
+    size_t n = strlen(k);
+    bool ok = n > 0 && n <= 128;
+    for (size_t i = 0; ok && i < n; i++)
+        if ((unsigned char)k[i] < 0x21 || (unsigned char)k[i] > 0x7e)
+            ok = false;
+    if (!ok) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "Idempotency-Key must be 1 to 128 printable ASCII characters");
+        return SBX_EINVAL;
+    }
+    *ret = k;
+    return 0;
+}
+
+static bool id_ok(req_t *rq, const char *prefix, const char *id, const char *what)
+{
+    if (ids_valid(prefix, id))
+        return true;
+    http_reply_error(rq, API_NOT_FOUND, "no %s %.64s", what, id);
+    return false;
+}
+
+void api_sandbox_create(req_t *rq)
+{
+    controller_t *ctl = rq->ctl;
+    json_object *body = NULL, *resp = NULL;
+    sandbox_spec_t spec;
+    api_error_t err;
+    const char *idem;
+    memset(&spec, 0, sizeof spec);
+    if (idempotency_key(rq, &idem) < 0)
+        return;
+    if (http_read_json(rq, (size_t)ctl->max_body_client, &body) < 0)
+        return;
+    if (spec_from_json(body, &spec, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        goto cleanup;
+    }
+    if (!spec.tenant) {
+        spec.tenant = strdup(rq->auth.tenant);
+    } else if (rq->auth.role != ROLE_ADMIN && strcmp(spec.tenant, rq->auth.tenant) != 0) {
+        http_reply_error(rq, API_FORBIDDEN, "this token belongs to tenant %s and cannot create in tenant %s",
+                         rq->auth.tenant, spec.tenant);
+        goto cleanup;
+    }
+    /* Server ceilings (tenant policy tightens them in a later version). */
+    if (spec.cpu_millis > ctl->max_cpu_millis) {
+        http_reply_error(rq, API_POLICY_DENIED, "cpu_millis %lld is over the server ceiling max_cpu_millis = %lld",
+                         (long long)spec.cpu_millis, (long long)ctl->max_cpu_millis);
+        goto cleanup;
+    }
+    if (spec.memory_mib > ctl->max_memory_mib) {
+        http_reply_error(rq, API_POLICY_DENIED, "memory_mib %lld is over the server ceiling max_memory_mib = %lld",
+                         (long long)spec.memory_mib, (long long)ctl->max_memory_mib);
+        goto cleanup;
+    }
+    if (spec.ttl_seconds > ctl->max_ttl_seconds) {
+        http_reply_error(rq, API_POLICY_DENIED, "ttl_seconds %lld is over the server ceiling max_ttl_seconds = %lld",
+                         (long long)spec.ttl_seconds, (long long)ctl->max_ttl_seconds);
+        goto cleanup;
+    }
+    char tenant_id[SBX_ID_MAX];
+    int rc = store_tenant_resolve(rq->db, spec.tenant, rq->auth.role == ROLE_ADMIN, tenant_id);
+    if (rc == SBX_ENOTFOUND) {
+        http_reply_error(rq, API_NOT_FOUND, "no tenant %s", spec.tenant);
+        goto cleanup;
+    }
+    if (rc < 0) {
+        http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
+        goto cleanup;
+    }
+    /* Minimum isolation: hostile code needs a VMM-grade boundary; nothing
+     * here ever downgrades it (placement refuses instead). */
+    isolation_t iso = spec.hostile ? ISO_MICROVM : ISO_CONTAINER;
+    json_object *canon = spec_to_json(&spec);
+    char *canon_text = jsonx_dump(canon);
+    json_object_put(canon);
+    char hash[65];
+    request_hash("create", canon_text ? canon_text : "", hash);
+    free(canon_text);
+    create_req_t cr = { .tenant_id = tenant_id, .spec = &spec, .isolation = iso, .idempotency_key = idem,
+                        .request_hash = hash, .created_by = rq->auth.token_id };
+    bool replayed = false;
+    if (store_sandbox_create(rq->db, &ctl->lim, &cr, &resp, &replayed, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        goto cleanup;
+    }
+    if (!replayed)
+        controller_kick_reconcile(ctl);
+    http_reply_json(rq, 202, resp);
+cleanup:
+    spec_release(&spec);
+    if (body)
+        json_object_put(body);
+}
+
+void api_sandbox_list(req_t *rq)
+{
+    const char *tenant = http_query(rq, "tenant");
+    const char *all = http_query(rq, "all");
+    const char *lim = http_query(rq, "limit");
+    int limit = SBX_LIST_DEFAULT;
+    if (lim) {
+        char *end;
+        long v = strtol(lim, &end, 10);
+        if (end == lim || *end || v < 1 || v > SBX_LIST_MAX) {
+            http_reply_error(rq, API_INVALID_ARGUMENT, "limit must be 1 to %d", SBX_LIST_MAX);
+            return;
+        }
+        limit = (int)v;
+    }
+    json_object *resp = NULL;
+    api_error_t err;
+    bool include_deleted = all && (strcmp(all, "true") == 0 || strcmp(all, "1") == 0);
+    if (store_sandbox_list(rq->db, auth_scope(rq), tenant, include_deleted, limit, &resp, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    http_reply_json(rq, 200, resp);
+}
+
+void api_sandbox_get(req_t *rq, const char *id)
+{
+    if (!id_ok(rq, "sbx", id, "sandbox"))
+        return;
+    json_object *resp = NULL;
+    api_error_t err;
+    if (store_sandbox_get(rq->db, auth_scope(rq), id, &resp, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    http_reply_json(rq, 200, resp);
+}
+
+void api_sandbox_delete(req_t *rq, const char *id)
+{
+    const char *idem;
+    if (!id_ok(rq, "sbx", id, "sandbox") || idempotency_key(rq, &idem) < 0)
+        return;
+    char hash[65];
+    request_hash("delete", id, hash);
+    json_object *resp = NULL;
+    api_error_t err;
+    if (store_sandbox_delete(rq->db, &rq->ctl->lim, auth_scope(rq) ? auth_scope(rq) : NULL, id, idem, hash,
+                             rq->auth.token_id, &resp, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    controller_kick_reconcile(rq->ctl);
+    http_reply_json(rq, 202, resp);
+}
+
+void api_sandbox_exec(req_t *rq, const char *id)
+{
+    controller_t *ctl = rq->ctl;
+    const char *idem;
+    if (!id_ok(rq, "sbx", id, "sandbox") || idempotency_key(rq, &idem) < 0)
+        return;
+    json_object *body = NULL, *resp = NULL;
+    exec_spec_t ex;
+    api_error_t err;
+    memset(&ex, 0, sizeof ex);
+    if (http_read_json(rq, (size_t)ctl->max_body_client, &body) < 0)
+        return;
+    if (exec_spec_from_json(body, &ex, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        goto cleanup;
+    }
+    if (ex.max_output_bytes > ctl->exec_output_max) {
+        http_reply_error(rq, API_POLICY_DENIED,
+                         "max_output_bytes %lld is over the server ceiling exec_output_max_bytes = %lld",
+                         (long long)ex.max_output_bytes, (long long)ctl->exec_output_max);
+        goto cleanup;
+    }
+    json_object *canon = exec_spec_to_json(&ex);
+    char *canon_text = jsonx_dump(canon);
+    char hash[65], scope_key[128];
+    snprintf(scope_key, sizeof scope_key, "exec %s", id);
+    request_hash(scope_key, canon_text ? canon_text : "", hash);
+    free(canon_text);
+    int rc = store_exec_create(rq->db, &ctl->lim, auth_scope(rq), id, canon, idem, hash, rq->auth.token_id, &resp,
+                               &err);
+    json_object_put(canon);
+    if (rc < 0) {
+        http_reply_api_error(rq, &err);
+        goto cleanup;
+    }
+    controller_kick_reconcile(ctl);
+    http_reply_json(rq, 202, resp);
+cleanup:
+    exec_spec_release(&ex);
+    if (body)
+        json_object_put(body);
+}
+
+void api_operation_get(req_t *rq, const char *id)
+{
+    int wait = 0;
+    if (!id_ok(rq, "op", id, "operation") || http_wait_param(rq, &wait) < 0)
+        return;
+    json_object *resp = NULL;
+    api_error_t err;
+    bool terminal = false;
+    if (store_operation_get(rq->db, auth_scope(rq), id, &resp, &terminal, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    if (terminal || wait == 0) {
+        http_reply_json(rq, 200, resp);
+        return;
+    }
+    json_object_put(resp);
+    http_park(rq, PARK_OPERATION, id, wait);
+}
+
+void api_operation_resume(req_t *rq)
+{
+    json_object *resp = NULL;
+    api_error_t err;
+    if (store_operation_get(rq->db, auth_scope(rq), rq->park_id, &resp, NULL, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    http_reply_json(rq, 200, resp);
+}

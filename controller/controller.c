@@ -1,0 +1,160 @@
+/* Controller start-up and shutdown, in a fixed order:
+ * settings → database + migrations → listening socket → HTTP threads →
+ * reconcile loop; shutdown runs it backwards. */
+#include "controller.h"
+#include "db.h"
+#include "log.h"
+#include "migrate.h"
+#include "reconcile.h"
+#include "server.h"
+
+#include <errno.h>
+#include <event2/thread.h>
+#include <pthread.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+
+static int listen_socket(const char *hostport, int *ret_port, char *err, size_t errlen)
+{
+    char host[256];
+    const char *colon = strrchr(hostport, ':');
+    if (!colon) {
+        snprintf(err, errlen, "listen must be HOST:PORT");
+        return -1;
+    }
+    snprintf(host, sizeof host, "%.*s", (int)(colon - hostport), hostport);
+    const char *h = host;
+    if (host[0] == '[') { /* [::1]:8080 */
+        size_t l = strlen(host);
+        if (l > 1 && host[l - 1] == ']')
+            host[l - 1] = '\0';
+        h = host + 1;
+    }
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE };
+    struct addrinfo *ai = NULL;
+    int gr = getaddrinfo(*h ? h : NULL, colon + 1, &hints, &ai);
+    if (gr != 0) {
+        snprintf(err, errlen, "cannot resolve %s: %s", hostport, gai_strerror(gr));
+        return -1;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd >= 0)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 1024) < 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s", hostport, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        freeaddrinfo(ai);
+        return -1;
+    }
+    freeaddrinfo(ai);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    *ret_port = 0;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET)
+            *ret_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        else if (ss.ss_family == AF_INET6)
+            *ret_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    }
+    return fd;
+}
+
+static void controller_use_threads(void)
+{
+    evthread_use_pthreads();
+}
+
+int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret, char *err, size_t errlen)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, controller_use_threads);
+    controller_t *ctl = calloc(1, sizeof *ctl);
+    if (!ctl || cfg_init(&ctl->cfg) < 0) {
+        free(ctl);
+        snprintf(err, errlen, "out of memory");
+        return SBX_ENOMEM;
+    }
+    ctl->listen_fd = -1;
+    for (int i = 0; i < CFG__COUNT; i++) {
+        char why[256];
+        cfg_set(&ctl->cfg, cfg_settings()[i].name, cfg->values[i], cfg->sources[i], why, sizeof why);
+    }
+    ctl->conninfo = strdup(conninfo);
+    ctl->lim.lease_seconds = cfg_int(cfg, CFG_LEASE_SECONDS);
+    ctl->lim.worker_timeout_seconds = cfg_int(cfg, CFG_WORKER_TIMEOUT_SECONDS);
+    ctl->lim.max_attempts = cfg_int(cfg, CFG_MAX_ATTEMPTS);
+    ctl->lim.deadline_seconds = cfg_int(cfg, CFG_OPERATION_DEADLINE_SECONDS);
+    ctl->lim.exec_output_default = cfg_int(cfg, CFG_EXEC_OUTPUT_DEFAULT_BYTES);
+    ctl->max_body_client = cfg_int(cfg, CFG_MAX_BODY_BYTES);
+    ctl->max_cpu_millis = cfg_int(cfg, CFG_MAX_CPU_MILLIS);
+    ctl->max_memory_mib = cfg_int(cfg, CFG_MAX_MEMORY_MIB);
+    ctl->max_ttl_seconds = cfg_int(cfg, CFG_MAX_TTL_SECONDS);
+    ctl->exec_output_max = cfg_int(cfg, CFG_EXEC_OUTPUT_MAX_BYTES);
+    if (ctl->lim.exec_output_default > ctl->exec_output_max)
+        ctl->lim.exec_output_default = ctl->exec_output_max;
+    ctl->nthreads = (int)cfg_int(cfg, CFG_HTTP_THREADS);
+    if (ctl->nthreads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        ctl->nthreads = n > 0 ? (int)(n > 16 ? 16 : n) : 2;
+    }
+
+    /* Database and schema first: nothing listens before it is current. */
+    char dberr[512];
+    PGconn *db = db_connect(conninfo, dberr, sizeof dberr);
+    if (!db) {
+        snprintf(err, errlen, "cannot connect to the database: %s", dberr);
+        controller_stop(ctl);
+        return SBX_EUNAVAIL;
+    }
+    int applied = 0;
+    int rc = migrate_apply(db, &applied, err, errlen);
+    PQfinish(db);
+    if (rc < 0) {
+        controller_stop(ctl);
+        return rc;
+    }
+    if (applied)
+        log_info("controller", "applied %d migration(s)", applied);
+
+    ctl->listen_fd = listen_socket(cfg_str(cfg, CFG_LISTEN), &ctl->port, err, errlen);
+    if (ctl->listen_fd < 0) {
+        controller_stop(ctl);
+        return SBX_EIO;
+    }
+    if ((rc = server_start(ctl, err, errlen)) < 0 || (rc = reconcile_start(ctl, &ctl->rec, err, errlen)) < 0) {
+        controller_stop(ctl);
+        return rc;
+    }
+    log_info("controller", "listening on %s (port %d) with %d HTTP threads", cfg_str(cfg, CFG_LISTEN), ctl->port,
+             ctl->nthreads);
+    *ret = ctl;
+    return 0;
+}
+
+void controller_stop(controller_t *ctl)
+{
+    if (!ctl)
+        return;
+    ctl->stopping = 1;
+    reconcile_stop(ctl->rec);
+    ctl->rec = NULL;
+    server_stop(ctl);
+    if (ctl->listen_fd >= 0)
+        close(ctl->listen_fd);
+    free(ctl->conninfo);
+    cfg_release(&ctl->cfg);
+    free(ctl);
+}
+
+void controller_wake_waiters(controller_t *ctl) { server_wake_all(ctl); }
+
+void controller_kick_reconcile(controller_t *ctl) { reconcile_kick(ctl->rec); }

@@ -1,0 +1,42 @@
+/* The controller: HTTP threads, reconcile loop and their shared settings. */
+#ifndef SBX_CONTROLLER_H
+#define SBX_CONTROLLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "store.h"
+
+typedef struct http_thread http_thread_t;
+typedef struct reconcile reconcile_t;
+
+typedef struct controller {
+    cfg_t cfg;                 /* private copy of the settings */
+    char *conninfo;            /* libpq connection string or URL */
+    store_limits_t lim;
+    int64_t max_body_client;   /* client request bodies */
+    int64_t max_cpu_millis, max_memory_mib, max_ttl_seconds, exec_output_max;
+    int nthreads;
+    http_thread_t **threads;
+    int listen_fd;
+    int port;                  /* the port really bound (listen may say :0) */
+    reconcile_t *rec;
+    volatile int stopping;
+} controller_t;
+
+/* Migrates the database, binds the listening socket and starts the HTTP
+ * threads and the reconcile loop. Returns 0 or a negative code with a
+ * one-line reason in err. */
+int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret, char *err, size_t errlen);
+
+/* Stops accepting, answers parked long-polls, stops the loops, frees. */
+void controller_stop(controller_t *ctl);
+
+/* Wakes every parked long-poll so it re-checks its condition. Thread-safe. */
+void controller_wake_waiters(controller_t *ctl);
+
+/* Makes the reconcile loop run now. Thread-safe. */
+void controller_kick_reconcile(controller_t *ctl);
+
+#endif

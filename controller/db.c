@@ -1,0 +1,125 @@
+/* libpq helpers shared by the HTTP threads and the reconcile loop. */
+#include "db.h"
+#include "errors.h"
+#include "log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static __thread char last_error[512];
+static __thread char last_sqlstate[8];
+
+const char *db_last_error(void) { return last_error; }
+const char *db_last_sqlstate(void) { return last_sqlstate; }
+bool db_last_unique_violation(void) { return strcmp(last_sqlstate, "23505") == 0; }
+
+static void db_note_error(PGconn *c, PGresult *r)
+{
+    const char *msg = r ? PQresultErrorMessage(r) : NULL;
+    if (!msg || !*msg)
+        msg = c ? PQerrorMessage(c) : "no connection";
+    snprintf(last_error, sizeof last_error, "%s", msg);
+    size_t l = strlen(last_error);
+    while (l > 0 && (last_error[l - 1] == '\n' || last_error[l - 1] == ' '))
+        last_error[--l] = '\0';
+    const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    snprintf(last_sqlstate, sizeof last_sqlstate, "%s", st ? st : "");
+}
+
+PGconn *db_connect(const char *conninfo, char *err, size_t errlen)
+{
+    const char *keys[] = { "dbname", "connect_timeout", "application_name", "options", NULL };
+    const char *vals[] = { conninfo, "5", "sandboxd", "-c TimeZone=UTC -c statement_timeout=30000", NULL };
+    PGconn *c = PQconnectdbParams(keys, vals, 1);
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (PQstatus(c) != CONNECTION_OK) {
+        snprintf(err, errlen, "%s", PQerrorMessage(c));
+        size_t l = strlen(err);
+        while (l > 0 && (err[l - 1] == '\n' || err[l - 1] == ' '))
+            err[--l] = '\0';
+        PQfinish(c);
+        return NULL;
+    }
+    PGresult *r = PQexec(c, "SET client_min_messages = warning");
+    PQclear(r);
+    return c;
+}
+
+bool db_conn_bad(PGconn *c) { return !c || PQstatus(c) != CONNECTION_OK; }
+
+int db_ensure(PGconn **conn, const char *conninfo)
+{
+    if (!db_conn_bad(*conn))
+        return 0;
+    char err[512];
+    PGconn *c = db_connect(conninfo, err, sizeof err);
+    if (!c) {
+        snprintf(last_error, sizeof last_error, "%s", err);
+        return SBX_EUNAVAIL;
+    }
+    if (*conn)
+        PQfinish(*conn);
+    *conn = c;
+    return 0;
+}
+
+PGresult *db_exec(PGconn *c, const char *sql, int nparams, const char *const *params)
+{
+    last_error[0] = '\0';
+    last_sqlstate[0] = '\0';
+    if (!c) {
+        snprintf(last_error, sizeof last_error, "no database connection");
+        return NULL;
+    }
+    PGresult *r = PQexecParams(c, sql, nparams, NULL, params, NULL, NULL, 0);
+    ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
+        return r;
+    db_note_error(c, r);
+    log_debug("db", "statement failed: %s", last_error);
+    PQclear(r);
+    return NULL;
+}
+
+int db_run(PGconn *c, const char *sql, int nparams, const char *const *params)
+{
+    PGresult *r = db_exec(c, sql, nparams, params);
+    if (!r)
+        return SBX_EDB;
+    PQclear(r);
+    return 0;
+}
+
+int db_begin(PGconn *c) { return db_run(c, "BEGIN", 0, NULL); }
+int db_commit(PGconn *c) { return db_run(c, "COMMIT", 0, NULL); }
+
+void db_rollback(PGconn *c)
+{
+    if (!c || PQstatus(c) != CONNECTION_OK)
+        return;
+    PGresult *r = PQexec(c, "ROLLBACK");
+    PQclear(r);
+}
+
+const char *db_get(const PGresult *r, int row, int col)
+{
+    if (PQgetisnull(r, row, col))
+        return NULL;
+    return PQgetvalue(r, row, col);
+}
+
+long long db_get_ll(const PGresult *r, int row, int col)
+{
+    const char *v = db_get(r, row, col);
+    return v ? strtoll(v, NULL, 10) : 0;
+}
+
+bool db_get_bool(const PGresult *r, int row, int col)
+{
+    const char *v = db_get(r, row, col);
+    return v && v[0] == 't';
+}

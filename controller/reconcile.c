@@ -1,0 +1,146 @@
+/* The reconcile loop thread. It looks at the tables, never at events, so a
+ * lost wake-up only delays work until the next tick. */
+#include "reconcile.h"
+#include "db.h"
+#include "log.h"
+#include "timeutil.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+struct reconcile {
+    controller_t *ctl;
+    PGconn *db;
+    pthread_t tid;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool kicked;
+    bool stop;
+    bool db_down_logged;
+};
+
+/* One round of every pass. Returns rows changed, or < 0 on a database error. */
+static int reconcile_pass(struct reconcile *r)
+{
+    controller_t *ctl = r->ctl;
+    int changed = 0, leased = 0, rc = 0;
+    if (db_ensure(&r->db, ctl->conninfo) < 0)
+        return SBX_EDB;
+    if ((rc = store_mark_lost_workers(r->db, &ctl->lim, &changed)) < 0 ||
+        (rc = store_expire_ttls(r->db, &ctl->lim, &changed)) < 0 ||
+        (rc = store_admit_pending(r->db, &changed)) < 0 ||
+        (rc = store_place_admitted(r->db, &ctl->lim, &changed, &leased)) < 0 ||
+        (rc = store_expire_leases(r->db, &ctl->lim, &changed)) < 0 ||
+        (rc = store_fail_overdue(r->db, &changed)) < 0) {
+        if (changed)
+            controller_wake_waiters(ctl);
+        return rc;
+    }
+    if (changed)
+        controller_wake_waiters(ctl);
+    return changed;
+}
+
+static void *reconcile_main(void *arg)
+{
+    struct reconcile *r = arg;
+    pthread_mutex_lock(&r->mu);
+    while (!r->stop) {
+        r->kicked = false;
+        pthread_mutex_unlock(&r->mu);
+        int64_t t0 = time_mono_ms();
+        int n;
+        int rounds = 0;
+        /* Drain: a pass that moved rows may have unblocked more. */
+        while ((n = reconcile_pass(r)) > 0 && ++rounds < 20)
+            ;
+        if (n < 0) {
+            if (!r->db_down_logged)
+                log_warn("reconcile", "pass failed, retrying every tick: %s", db_last_error());
+            r->db_down_logged = true;
+        } else if (r->db_down_logged) {
+            log_info("reconcile", "database reachable again");
+            r->db_down_logged = false;
+        }
+        int64_t took = time_mono_ms() - t0;
+        if (took > 1000)
+            log_warn("reconcile", "a reconcile round took %lld ms", (long long)took);
+        pthread_mutex_lock(&r->mu);
+        if (r->stop || r->kicked)
+            continue;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t ms = cfg_int(&r->ctl->cfg, CFG_RECONCILE_INTERVAL_MS);
+        ts.tv_sec += ms / 1000;
+        ts.tv_nsec += (ms % 1000) * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        while (!r->stop && !r->kicked)
+            if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) != 0)
+                break;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+int reconcile_start(controller_t *ctl, reconcile_t **ret, char *err, size_t errlen)
+{
+    struct reconcile *r = calloc(1, sizeof *r);
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
+        return SBX_ENOMEM;
+    }
+    r->ctl = ctl;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    char dberr[256];
+    r->db = db_connect(ctl->conninfo, dberr, sizeof dberr);
+    if (!r->db) {
+        snprintf(err, errlen, "reconcile loop cannot connect to the database: %s", dberr);
+        free(r);
+        return SBX_EUNAVAIL;
+    }
+    if (pthread_create(&r->tid, NULL, reconcile_main, r) != 0) {
+        PQfinish(r->db);
+        free(r);
+        snprintf(err, errlen, "cannot start the reconcile thread");
+        return SBX_ENOMEM;
+    }
+    *ret = r;
+    return 0;
+}
+
+void reconcile_kick(reconcile_t *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->kicked = true;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+void reconcile_stop(reconcile_t *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->stop = true;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->tid, NULL);
+    if (r->db)
+        PQfinish(r->db);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+}

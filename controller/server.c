@@ -1,0 +1,508 @@
+/* HTTP threads: one event_base + evhttp + PostgreSQL connection each, all
+ * accepting on the same listening socket; routing; parked long-polls. */
+#include "server.h"
+#include "api.h"
+#include "db.h"
+#include "jsonx.h"
+#include "limits.h"
+#include "log.h"
+#include "sbuf.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <unistd.h>
+
+struct http_thread {
+    controller_t *ctl;
+    int idx;
+    int fd;                     /* dup of the listening socket */
+    struct event_base *base;
+    struct evhttp *http;
+    PGconn *db;
+    struct event *wake_ev;
+    struct event *stop_ev;
+    req_t *parked;              /* doubly linked list */
+    int nparked;
+    pthread_t tid;
+    bool started;
+};
+
+static void req_free(req_t *rq)
+{
+    if (!rq)
+        return;
+    if (rq->park_timer)
+        event_free(rq->park_timer);
+    evhttp_clear_headers(&rq->query);
+    free(rq);
+}
+
+static void park_unlink(req_t *rq)
+{
+    http_thread_t *th = rq->th;
+    if (rq->park_prev)
+        rq->park_prev->park_next = rq->park_next;
+    else if (th->parked == rq)
+        th->parked = rq->park_next;
+    if (rq->park_next)
+        rq->park_next->park_prev = rq->park_prev;
+    rq->park_prev = rq->park_next = NULL;
+    if (rq->park_kind)
+        th->nparked--;
+    rq->park_kind = 0;
+    if (rq->park_timer) {
+        event_free(rq->park_timer);
+        rq->park_timer = NULL;
+    }
+}
+
+void http_reply_json(req_t *rq, int status, json_object *body)
+{
+    if (rq->park_kind)
+        park_unlink(rq);
+    struct evbuffer *buf = evbuffer_new();
+    const char *s = json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+    evbuffer_add(buf, s, strlen(s));
+    evbuffer_add(buf, "\n", 1);
+    struct evkeyvalq *h = evhttp_request_get_output_headers(rq->ev);
+    evhttp_add_header(h, "Content-Type", "application/json");
+    evhttp_add_header(h, "Cache-Control", "no-store");
+    evhttp_send_reply(rq->ev, status, NULL, buf);
+    evbuffer_free(buf);
+    json_object_put(body);
+    req_free(rq);
+}
+
+void http_reply_error(req_t *rq, api_code_t code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const api_code_info_t *info = api_code_info(code);
+    http_reply_json(rq, info->http_status, jsonx_error_body(info->name, msg));
+}
+
+void http_reply_api_error(req_t *rq, const api_error_t *err)
+{
+    http_reply_error(rq, err->code, "%s", err->message);
+}
+
+int http_read_json(req_t *rq, size_t limit, json_object **ret)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(rq->ev);
+    size_t n = evbuffer_get_length(in);
+    if (n > limit) {
+        http_reply_error(rq, API_PAYLOAD_TOO_LARGE, "request body of %zu bytes is over the limit of %zu bytes", n,
+                         limit);
+        return SBX_EINVAL;
+    }
+    if (n == 0) {
+        http_reply_error(rq, API_INVALID_JSON, "a JSON request body is required");
+        return SBX_EINVAL;
+    }
+    const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
+    api_error_t err;
+    if (!p || jsonx_parse(p, n, ret, &err) < 0) {
+        if (!p)
+            api_error_set(&err, API_INTERNAL, "out of memory");
+        http_reply_api_error(rq, &err);
+        return SBX_EINVAL;
+    }
+    return 0;
+}
+
+const char *http_query(req_t *rq, const char *key) { return evhttp_find_header(&rq->query, key); }
+
+const char *http_header(req_t *rq, const char *name)
+{
+    return evhttp_find_header(evhttp_request_get_input_headers(rq->ev), name);
+}
+
+int http_wait_param(req_t *rq, int *ret)
+{
+    const char *w = http_query(rq, "wait");
+    *ret = 0;
+    if (!w)
+        return 0;
+    char *end;
+    errno = 0;
+    long v = strtol(w, &end, 10);
+    if (errno || end == w || *end || v < 0) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "wait must be a whole number of seconds (0 to %d)",
+                         SBX_MAX_WAIT_SECONDS);
+        return SBX_EINVAL;
+    }
+    *ret = v > SBX_MAX_WAIT_SECONDS ? SBX_MAX_WAIT_SECONDS : (int)v;
+    return 0;
+}
+
+static void park_resume(req_t *rq, bool final)
+{
+    if (rq->park_kind == PARK_OPERATION)
+        api_operation_resume(rq);
+    else if (rq->park_kind == PARK_POLL)
+        api_poll_resume(rq, final);
+}
+
+static void park_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    req_t *rq = arg;
+    if (db_ensure(&rq->th->db, rq->ctl->conninfo) < 0) {
+        http_reply_error(rq, API_UNAVAILABLE, "database unavailable");
+        return;
+    }
+    rq->db = rq->th->db;
+    park_resume(rq, true);
+}
+
+void http_park(req_t *rq, park_kind_t kind, const char *id, int wait_seconds)
+{
+    http_thread_t *th = rq->th;
+    if (th->nparked >= SBX_MAX_PARKED_PER_THREAD || rq->ctl->stopping) {
+        http_reply_error(rq, API_UNAVAILABLE, "too many waiting requests; retry shortly");
+        return;
+    }
+    rq->park_kind = kind;
+    snprintf(rq->park_id, sizeof rq->park_id, "%s", id);
+    rq->park_timer = evtimer_new(th->base, park_timeout_cb, rq);
+    struct timeval tv = { wait_seconds, 0 };
+    evtimer_add(rq->park_timer, &tv);
+    rq->park_next = th->parked;
+    if (th->parked)
+        th->parked->park_prev = rq;
+    th->parked = rq;
+    th->nparked++;
+}
+
+/* Re-checks every parked request of this thread with one query per kind. */
+static void wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    http_thread_t *th = arg;
+    if (!th->parked)
+        return;
+    if (db_ensure(&th->db, th->ctl->conninfo) < 0)
+        return; /* the timers still answer them */
+    int n = th->nparked;
+    req_t **list = calloc((size_t)n, sizeof *list);
+    const char **ids = calloc((size_t)n, sizeof *ids);
+    bool *flags = calloc((size_t)n, sizeof *flags);
+    if (!list || !ids || !flags)
+        goto cleanup;
+    for (int kind = PARK_OPERATION; kind <= PARK_POLL; kind++) {
+        int k = 0;
+        for (req_t *rq = th->parked; rq && k < n; rq = rq->park_next)
+            if ((int)rq->park_kind == kind) {
+                list[k] = rq;
+                ids[k] = rq->park_id;
+                k++;
+            }
+        if (k == 0)
+            continue;
+        int rc = kind == PARK_OPERATION ? store_operations_terminal(th->db, ids, k, flags)
+                                        : store_workers_with_leases(th->db, ids, k, flags);
+        if (rc < 0)
+            continue;
+        for (int i = 0; i < k; i++) {
+            if (!flags[i])
+                continue;
+            list[i]->db = th->db;
+            park_resume(list[i], false);
+        }
+    }
+cleanup:
+    free(list);
+    free(ids);
+    free(flags);
+}
+
+static void stop_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    http_thread_t *th = arg;
+    /* Answer everything parked with its current state, then leave. */
+    while (th->parked) {
+        req_t *rq = th->parked;
+        if (db_ensure(&th->db, th->ctl->conninfo) < 0) {
+            http_reply_error(rq, API_UNAVAILABLE, "the controller is stopping");
+            continue;
+        }
+        rq->db = th->db;
+        park_resume(rq, true);
+        if (th->parked == rq) /* the handler left it parked: answer anyway */
+            http_reply_error(rq, API_UNAVAILABLE, "the controller is stopping");
+    }
+    struct timeval tv = { 0, 200000 };
+    event_base_loopexit(th->base, &tv);
+}
+
+/* Splits rq->path into segments. */
+static void split_path(req_t *rq)
+{
+    snprintf(rq->path_copy, sizeof rq->path_copy, "%s", rq->path);
+    rq->nsegs = 0;
+    char *p = rq->path_copy;
+    while (*p && rq->nsegs < 8) {
+        while (*p == '/')
+            *p++ = '\0';
+        if (!*p)
+            break;
+        rq->segs[rq->nsegs++] = p;
+        while (*p && *p != '/')
+            p++;
+    }
+    if (*p)
+        rq->nsegs = 9; /* too deep: no route matches */
+}
+
+static bool seg_is(const req_t *rq, int i, const char *s) { return i < rq->nsegs && strcmp(rq->segs[i], s) == 0; }
+
+static void route(req_t *rq)
+{
+    enum evhttp_cmd_type m = rq->method;
+    if (rq->nsegs == 1 && seg_is(rq, 0, "healthz")) {
+        json_object *o = json_object_new_object();
+        jsonx_add_str(o, "status", "ok");
+        http_reply_json(rq, 200, o);
+        return;
+    }
+    if (rq->nsegs < 2 || !seg_is(rq, 0, "v1")) {
+        http_reply_error(rq, API_NOT_FOUND, "no such endpoint: %.200s", rq->path);
+        return;
+    }
+    if (auth_request(rq) < 0)
+        return;
+    bool client = rq->auth.role == ROLE_ADMIN || rq->auth.role == ROLE_MEMBER;
+    bool worker = rq->auth.role == ROLE_WORKER;
+
+    if (seg_is(rq, 1, "sandboxes") || seg_is(rq, 1, "operations")) {
+        if (!client) {
+            http_reply_error(rq, API_FORBIDDEN, "a %s token cannot call client endpoints", role_name(rq->auth.role));
+            return;
+        }
+        if (seg_is(rq, 1, "operations")) {
+            if (rq->nsegs == 3 && m == EVHTTP_REQ_GET)
+                api_operation_get(rq, rq->segs[2]);
+            else
+                goto no_route;
+            return;
+        }
+        if (rq->nsegs == 2) {
+            if (m == EVHTTP_REQ_POST)
+                api_sandbox_create(rq);
+            else if (m == EVHTTP_REQ_GET)
+                api_sandbox_list(rq);
+            else
+                goto bad_method;
+            return;
+        }
+        if (rq->nsegs == 3) {
+            if (m == EVHTTP_REQ_GET)
+                api_sandbox_get(rq, rq->segs[2]);
+            else if (m == EVHTTP_REQ_DELETE)
+                api_sandbox_delete(rq, rq->segs[2]);
+            else
+                goto bad_method;
+            return;
+        }
+        if (rq->nsegs == 4 && seg_is(rq, 3, "exec")) {
+            if (m == EVHTTP_REQ_POST)
+                api_sandbox_exec(rq, rq->segs[2]);
+            else
+                goto bad_method;
+            return;
+        }
+        goto no_route;
+    }
+    if (seg_is(rq, 1, "workers")) {
+        if (rq->nsegs == 2 && m == EVHTTP_REQ_GET) {
+            if (rq->auth.role != ROLE_ADMIN) {
+                http_reply_error(rq, API_FORBIDDEN, "listing workers needs an admin token");
+                return;
+            }
+            api_worker_list(rq);
+            return;
+        }
+        if (!worker) {
+            http_reply_error(rq, API_FORBIDDEN, "worker endpoints need a worker token");
+            return;
+        }
+        if (rq->nsegs == 3 && seg_is(rq, 2, "register") && m == EVHTTP_REQ_POST)
+            api_worker_register(rq);
+        else if (rq->nsegs == 4 && seg_is(rq, 3, "heartbeat") && m == EVHTTP_REQ_POST)
+            api_worker_heartbeat(rq, rq->segs[2]);
+        else if (rq->nsegs == 4 && seg_is(rq, 3, "poll") && m == EVHTTP_REQ_GET)
+            api_worker_poll(rq, rq->segs[2]);
+        else if (rq->nsegs == 4 && seg_is(rq, 3, "report") && m == EVHTTP_REQ_POST)
+            api_worker_report(rq, rq->segs[2]);
+        else
+            goto no_route;
+        return;
+    }
+no_route:
+    http_reply_error(rq, API_NOT_FOUND, "no such endpoint: %s %.200s",
+                     m == EVHTTP_REQ_GET ? "GET" : m == EVHTTP_REQ_POST ? "POST" : m == EVHTTP_REQ_DELETE ? "DELETE" : "",
+                     rq->path);
+    return;
+bad_method:
+    http_reply_error(rq, API_METHOD_NOT_ALLOWED, "method not allowed on %.200s", rq->path);
+}
+
+static void on_request(struct evhttp_request *ev, void *arg)
+{
+    http_thread_t *th = arg;
+    req_t *rq = calloc(1, sizeof *rq);
+    if (!rq) {
+        evhttp_send_error(ev, 503, "out of memory");
+        return;
+    }
+    rq->ev = ev;
+    rq->th = th;
+    rq->ctl = th->ctl;
+    rq->method = evhttp_request_get_command(ev);
+    TAILQ_INIT(&rq->query);
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(ev);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
+    if (!path || strlen(path) >= sizeof rq->path) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "request path missing or too long");
+        return;
+    }
+    snprintf(rq->path, sizeof rq->path, "%s", path);
+    if (query && evhttp_parse_query_str(query, &rq->query) < 0) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "malformed query string");
+        return;
+    }
+    split_path(rq);
+    if (!(rq->nsegs == 1 && seg_is(rq, 0, "healthz"))) {
+        if (db_ensure(&th->db, th->ctl->conninfo) < 0) {
+            http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
+            return;
+        }
+    }
+    rq->db = th->db;
+    route(rq);
+}
+
+static void *thread_main(void *arg)
+{
+    http_thread_t *th = arg;
+    event_base_dispatch(th->base);
+    return NULL;
+}
+
+static void thread_free(http_thread_t *th)
+{
+    if (!th)
+        return;
+    while (th->parked) {
+        req_t *rq = th->parked;
+        park_unlink(rq);
+        req_free(rq);
+    }
+    if (th->wake_ev)
+        event_free(th->wake_ev);
+    if (th->stop_ev)
+        event_free(th->stop_ev);
+    if (th->http)
+        evhttp_free(th->http);
+    if (th->base)
+        event_base_free(th->base);
+    if (th->db)
+        PQfinish(th->db);
+    free(th);
+}
+
+int server_start(controller_t *ctl, char *err, size_t errlen)
+{
+    ctl->threads = calloc((size_t)ctl->nthreads, sizeof *ctl->threads);
+    if (!ctl->threads) {
+        snprintf(err, errlen, "out of memory");
+        return SBX_ENOMEM;
+    }
+    for (int i = 0; i < ctl->nthreads; i++) {
+        http_thread_t *th = calloc(1, sizeof *th);
+        if (!th) {
+            snprintf(err, errlen, "out of memory");
+            return SBX_ENOMEM;
+        }
+        ctl->threads[i] = th;
+        th->ctl = ctl;
+        th->idx = i;
+        th->base = event_base_new();
+        th->http = th->base ? evhttp_new(th->base) : NULL;
+        if (!th->http) {
+            snprintf(err, errlen, "cannot create an event loop");
+            return SBX_ENOMEM;
+        }
+        char dberr[256];
+        th->db = db_connect(ctl->conninfo, dberr, sizeof dberr);
+        if (!th->db) {
+            snprintf(err, errlen, "cannot connect to the database: %s", dberr);
+            return SBX_EUNAVAIL;
+        }
+        evhttp_set_max_body_size(th->http, SBX_MAX_BODY_BYTES);
+        evhttp_set_max_headers_size(th->http, 64 * 1024);
+        evhttp_set_timeout(th->http, SBX_MAX_WAIT_SECONDS * 2);
+        evhttp_set_allowed_methods(th->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE | EVHTTP_REQ_PUT |
+                                                 EVHTTP_REQ_HEAD | EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
+        evhttp_set_gencb(th->http, on_request, th);
+        th->fd = dup(ctl->listen_fd);
+        if (th->fd < 0 || !evhttp_accept_socket_with_handle(th->http, th->fd)) {
+            snprintf(err, errlen, "cannot accept on the listening socket");
+            return SBX_EIO;
+        }
+        th->wake_ev = event_new(th->base, -1, 0, wake_cb, th);
+        th->stop_ev = event_new(th->base, -1, 0, stop_cb, th);
+        if (!th->wake_ev || !th->stop_ev) {
+            snprintf(err, errlen, "out of memory");
+            return SBX_ENOMEM;
+        }
+    }
+    for (int i = 0; i < ctl->nthreads; i++) {
+        if (pthread_create(&ctl->threads[i]->tid, NULL, thread_main, ctl->threads[i]) != 0) {
+            snprintf(err, errlen, "cannot start HTTP thread %d", i);
+            return SBX_ENOMEM;
+        }
+        ctl->threads[i]->started = true;
+    }
+    return 0;
+}
+
+void server_wake_all(controller_t *ctl)
+{
+    for (int i = 0; ctl->threads && i < ctl->nthreads; i++)
+        if (ctl->threads[i] && ctl->threads[i]->started)
+            event_active(ctl->threads[i]->wake_ev, 0, 0);
+}
+
+void server_stop(controller_t *ctl)
+{
+    if (!ctl->threads)
+        return;
+    for (int i = 0; i < ctl->nthreads; i++)
+        if (ctl->threads[i] && ctl->threads[i]->started)
+            event_active(ctl->threads[i]->stop_ev, 0, 0);
+    for (int i = 0; i < ctl->nthreads; i++) {
+        http_thread_t *th = ctl->threads[i];
+        if (th && th->started)
+            pthread_join(th->tid, NULL);
+        thread_free(th);
+    }
+    free(ctl->threads);
+    ctl->threads = NULL;
+}

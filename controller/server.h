@@ -1,0 +1,69 @@
+/* The HTTP side of the controller: event-loop threads sharing one listening
+ * socket, each with its own evhttp and database connection; request
+ * helpers; parked long-polls woken by controller_wake_waiters. */
+#ifndef SBX_SERVER_H
+#define SBX_SERVER_H
+
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <json-c/json.h>
+#include <libpq-fe.h>
+
+#include "controller.h"
+#include "errors.h"
+#include "store.h"
+
+typedef enum { PARK_OPERATION = 1, PARK_POLL } park_kind_t;
+
+/* One request being handled. Owned by the server; handlers reply exactly
+ * once (http_reply_*) or park it. */
+typedef struct req {
+    struct evhttp_request *ev;
+    http_thread_t *th;
+    controller_t *ctl;
+    PGconn *db;                 /* the thread's own connection */
+    enum evhttp_cmd_type method;
+    char path[512];
+    char *segs[8];              /* path segments (into path_copy) */
+    int nsegs;
+    char path_copy[512];
+    struct evkeyvalq query;
+    auth_info_t auth;
+    /* parking */
+    park_kind_t park_kind;
+    char park_id[SBX_ID_MAX];
+    struct event *park_timer;
+    struct req *park_prev, *park_next;
+} req_t;
+
+/* Starts nthreads event-loop threads on listen_fd. */
+int server_start(controller_t *ctl, char *err, size_t errlen);
+/* Answers parked requests, stops and joins the threads. */
+void server_stop(controller_t *ctl);
+/* Wakes parked requests on every thread. Thread-safe. */
+void server_wake_all(controller_t *ctl);
+
+/* Replies with a JSON body (takes the reference) and frees the request. */
+void http_reply_json(req_t *rq, int status, json_object *body);
+/* Replies {"error":{"code","message"}} with the code's status. */
+void http_reply_error(req_t *rq, api_code_t code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void http_reply_api_error(req_t *rq, const api_error_t *err);
+
+/* Reads and parses the JSON body (at most limit bytes). On failure it has
+ * already replied (400/413) and returns SBX_EINVAL. */
+int http_read_json(req_t *rq, size_t limit, json_object **ret);
+
+/* Query parameter or NULL. */
+const char *http_query(req_t *rq, const char *key);
+/* Request header or NULL. */
+const char *http_header(req_t *rq, const char *name);
+
+/* Parses ?wait= into 0..SBX_MAX_WAIT_SECONDS; replies 400 and returns
+ * SBX_EINVAL when malformed. */
+int http_wait_param(req_t *rq, int *ret);
+
+/* Parks the request until woken (the thread re-checks its condition) or
+ * wait_seconds pass. Replies 503 itself when too many are parked. */
+void http_park(req_t *rq, park_kind_t kind, const char *id, int wait_seconds);
+
+#endif

@@ -1,0 +1,1597 @@
+/* All SQL of the controller: tokens, sandboxes, operations, workers, and the
+ * reconcile passes. State changes are compare-and-set UPDATEs checked against
+ * the transition table, each with its events row in the same transaction. */
+#include "store.h"
+#include "db.h"
+#include "ids.h"
+#include "jsonx.h"
+#include "log.h"
+#include "opstate.h"
+#include "token.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+
+#define SANDBOX_COLS \
+    "s.id, tn.name, s.spec::text, s.phase, s.desired_state, w.name, s.isolation, s.cpu_millis, s.memory_mib, " \
+    "s.ttl_seconds, " TS("s.expires_at") ", " TS("s.created_at") ", " TS("s.updated_at")
+#define SANDBOX_FROM \
+    " FROM sandboxes s JOIN tenants tn ON tn.id = s.tenant_id LEFT JOIN workers w ON w.id = s.worker_id "
+
+#define OP_COLS \
+    "o.id, o.kind, o.state, o.sandbox_id, o.attempt, " TS("o.created_at") ", " TS("o.updated_at") ", " \
+    TS("o.finished_at") ", o.error_code, o.error_message, o.placement::text, o.result::text"
+
+static const char *role_names[] = { "admin", "member", "worker" };
+
+const char *role_name(role_t r) { return (unsigned)r < 3 ? role_names[r] : "member"; }
+
+int role_parse(const char *s, role_t *ret)
+{
+    for (int i = 0; s && i < 3; i++)
+        if (strcmp(s, role_names[i]) == 0) {
+            *ret = (role_t)i;
+            return 0;
+        }
+    return SBX_EINVAL;
+}
+
+static int store_db_error(api_error_t *err)
+{
+    api_error_set(err, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
+    return SBX_EDB;
+}
+
+static json_object *parse_json_text(const char *s)
+{
+    if (!s)
+        return NULL;
+    json_object *o = NULL;
+    if (jsonx_parse(s, strlen(s), &o, NULL) < 0)
+        return NULL;
+    return o;
+}
+
+/* Row of SANDBOX_COLS starting at column `at` → sandbox JSON. */
+static json_object *sandbox_json(const PGresult *r, int row)
+{
+    json_object *o = json_object_new_object();
+    json_object *spec = parse_json_text(db_get(r, row, 2));
+    jsonx_add_str(o, "id", db_get(r, row, 0));
+    jsonx_add_str(o, "tenant", db_get(r, row, 1));
+    jsonx_add_str(o, "image", jsonx_get_str(spec, "image"));
+    jsonx_add_str(o, "phase", db_get(r, row, 3));
+    jsonx_add_str(o, "desired_state", db_get(r, row, 4));
+    jsonx_add_str(o, "worker", db_get(r, row, 5));
+    jsonx_add_str(o, "isolation", db_get(r, row, 6));
+    jsonx_add_int(o, "cpu_millis", db_get_ll(r, row, 7));
+    jsonx_add_int(o, "memory_mib", db_get_ll(r, row, 8));
+    jsonx_add_int(o, "ttl_seconds", db_get_ll(r, row, 9));
+    jsonx_add_str(o, "network", jsonx_get_str(spec, "network"));
+    json_object *v;
+    jsonx_add(o, "trust", spec && json_object_object_get_ex(spec, "trust", &v) ? json_object_get(v) : NULL);
+    jsonx_add(o, "labels", spec && json_object_object_get_ex(spec, "labels", &v) ? json_object_get(v)
+                                                                                  : json_object_new_object());
+    jsonx_add_str(o, "expires_at", db_get(r, row, 10));
+    jsonx_add_str(o, "created_at", db_get(r, row, 11));
+    jsonx_add_str(o, "updated_at", db_get(r, row, 12));
+    if (spec)
+        json_object_put(spec);
+    return o;
+}
+
+static json_object *op_json(const PGresult *r, int row)
+{
+    json_object *o = json_object_new_object();
+    jsonx_add_str(o, "id", db_get(r, row, 0));
+    jsonx_add_str(o, "kind", db_get(r, row, 1));
+    jsonx_add_str(o, "state", db_get(r, row, 2));
+    jsonx_add_str(o, "sandbox_id", db_get(r, row, 3));
+    jsonx_add_int(o, "attempt", db_get_ll(r, row, 4));
+    jsonx_add_str(o, "created_at", db_get(r, row, 5));
+    jsonx_add_str(o, "updated_at", db_get(r, row, 6));
+    jsonx_add_str(o, "finished_at", db_get(r, row, 7));
+    if (db_get(r, row, 8)) {
+        json_object *e = json_object_new_object();
+        jsonx_add_str(e, "code", db_get(r, row, 8));
+        jsonx_add_str(e, "message", db_get(r, row, 9) ? db_get(r, row, 9) : "");
+        jsonx_add(o, "error", e);
+    } else {
+        jsonx_add(o, "error", NULL);
+    }
+    jsonx_add(o, "placement", parse_json_text(db_get(r, row, 10)));
+    jsonx_add(o, "result", parse_json_text(db_get(r, row, 11)));
+    return o;
+}
+
+/* Loads one operation as JSON (no scope check). */
+static int load_op(PGconn *c, const char *op_id, json_object **ret)
+{
+    const char *p[] = { op_id };
+    PGresult *r = db_exec(c, "SELECT " OP_COLS " FROM operations o WHERE o.id = $1", 1, p);
+    if (!r)
+        return SBX_EDB;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return SBX_ENOTFOUND;
+    }
+    *ret = op_json(r, 0);
+    PQclear(r);
+    return 0;
+}
+
+static int load_sandbox(PGconn *c, const char *sandbox_id, json_object **ret)
+{
+    const char *p[] = { sandbox_id };
+    PGresult *r = db_exec(c, "SELECT " SANDBOX_COLS SANDBOX_FROM "WHERE s.id = $1", 1, p);
+    if (!r)
+        return SBX_EDB;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return SBX_ENOTFOUND;
+    }
+    *ret = sandbox_json(r, 0);
+    PQclear(r);
+    return 0;
+}
+
+/* Appends an events row (same transaction as the change it describes). */
+static int event_add(PGconn *c, const char *tenant_id, const char *kind, const char *sandbox_id, const char *op_id,
+                     json_object *data)
+{
+    char *d = data ? jsonx_dump(data) : NULL;
+    const char *p[] = { tenant_id, kind, sandbox_id, op_id, d ? d : "{}" };
+    int r = db_run(c, "INSERT INTO events (tenant_id, kind, sandbox_id, operation_id, data) "
+                      "VALUES ($1, $2, $3, $4, $5::jsonb)", 5, p);
+    free(d);
+    if (data)
+        json_object_put(data);
+    return r;
+}
+
+/* The one place operations change state: asserts the table, then
+ * UPDATE … WHERE id = $1 AND state = from, plus an events row.
+ * extra_set is appended to SET and may use $4… for extra params.
+ * Returns 0, SBX_ECONFLICT when the state had moved, SBX_EDB. */
+static int op_cas(PGconn *c, const char *op_id, op_state_t from, op_state_t to, const char *extra_set, int nextra,
+                  const char *const *extra, json_object *event_data)
+{
+    if (!op_transition_allowed(from, to)) {
+        log_error("store", "refusing forbidden transition %s -> %s of %s", op_state_name(from), op_state_name(to),
+                  op_id);
+        if (event_data)
+            json_object_put(event_data);
+        return SBX_EINVAL;
+    }
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "UPDATE operations SET state = $2, updated_at = now()%s%s%s "
+             "WHERE id = $1 AND state = $3 RETURNING tenant_id, sandbox_id, kind",
+             op_state_terminal(to) ? ", finished_at = now()" : "", extra_set ? ", " : "", extra_set ? extra_set : "");
+    const char *p[12] = { op_id, op_state_name(to), op_state_name(from) };
+    for (int i = 0; i < nextra && i < 9; i++)
+        p[3 + i] = extra[i];
+    PGresult *r = db_exec(c, sql, 3 + nextra, p);
+    if (!r) {
+        if (event_data)
+            json_object_put(event_data);
+        return SBX_EDB;
+    }
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        if (event_data)
+            json_object_put(event_data);
+        return SBX_ECONFLICT;
+    }
+    json_object *d = event_data ? event_data : json_object_new_object();
+    jsonx_add_str(d, "kind", db_get(r, 0, 2));
+    jsonx_add_str(d, "from", op_state_name(from));
+    jsonx_add_str(d, "to", op_state_name(to));
+    char kind[64];
+    snprintf(kind, sizeof kind, "operation.%s", op_state_name(to));
+    int rc = event_add(c, db_get(r, 0, 0), kind, db_get(r, 0, 1), op_id, d);
+    PQclear(r);
+    return rc;
+}
+
+/* Sets a sandbox's phase (with optional extra SET using $3…) and writes its event. */
+static int sandbox_set_phase(PGconn *c, const char *sandbox_id, sandbox_phase_t phase, const char *extra_set,
+                             int nextra, const char *const *extra)
+{
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "UPDATE sandboxes SET phase = $2, updated_at = now()%s%s WHERE id = $1 RETURNING tenant_id",
+             extra_set ? ", " : "", extra_set ? extra_set : "");
+    const char *p[10] = { sandbox_id, sandbox_phase_name(phase) };
+    for (int i = 0; i < nextra && i < 8; i++)
+        p[2 + i] = extra[i];
+    PGresult *r = db_exec(c, sql, 2 + nextra, p);
+    if (!r)
+        return SBX_EDB;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return SBX_ENOTFOUND;
+    }
+    char kind[64];
+    snprintf(kind, sizeof kind, "sandbox.%s", sandbox_phase_name(phase));
+    int rc = event_add(c, db_get(r, 0, 0), kind, sandbox_id, NULL, NULL);
+    PQclear(r);
+    return rc;
+}
+
+/* Gives back the sandbox's share of its worker's capacity, once. */
+static int sandbox_release_allocation(PGconn *c, const char *sandbox_id)
+{
+    const char *p[] = { sandbox_id };
+    return db_run(c,
+                  "WITH s AS (UPDATE sandboxes SET allocated = false WHERE id = $1 AND allocated "
+                  "           RETURNING worker_id, cpu_millis, memory_mib) "
+                  "UPDATE workers w SET alloc_cpu_millis = greatest(0, w.alloc_cpu_millis - s.cpu_millis), "
+                  "  alloc_memory_mib = greatest(0, w.alloc_memory_mib - s.memory_mib), "
+                  "  alloc_slots = greatest(0, w.alloc_slots - 1), updated_at = now() "
+                  "FROM s WHERE w.id = s.worker_id",
+                  1, p);
+}
+
+/* ---- tokens and tenants ---- */
+
+int store_token_find(PGconn *c, const char *token_id, char ret_hash[72], auth_info_t *ret)
+{
+    const char *p[] = { token_id };
+    PGresult *r = db_exec(c,
+                          "SELECT t.hash, t.role, t.tenant_id, tn.name, "
+                          "  (t.revoked_at IS NOT NULL OR (t.expires_at IS NOT NULL AND t.expires_at <= now())) "
+                          "FROM api_tokens t JOIN tenants tn ON tn.id = t.tenant_id WHERE t.id = $1",
+                          1, p);
+    if (!r)
+        return SBX_EDB;
+    int rc = 0;
+    if (PQntuples(r) != 1) {
+        rc = SBX_ENOTFOUND;
+        goto cleanup;
+    }
+    if (db_get_bool(r, 0, 4)) {
+        rc = SBX_EAUTH;
+        goto cleanup;
+    }
+    memset(ret, 0, sizeof *ret);
+    snprintf(ret_hash, 72, "%s", db_get(r, 0, 0));
+    snprintf(ret->token_id, sizeof ret->token_id, "%s", token_id);
+    snprintf(ret->tenant_id, sizeof ret->tenant_id, "%s", db_get(r, 0, 2));
+    snprintf(ret->tenant, sizeof ret->tenant, "%s", db_get(r, 0, 3));
+    if (role_parse(db_get(r, 0, 1), &ret->role) < 0)
+        rc = SBX_EAUTH;
+cleanup:
+    PQclear(r);
+    return rc;
+}
+
+int store_tenant_resolve(PGconn *c, const char *name, bool create, char ret_id[SBX_ID_MAX])
+{
+    const char *p[] = { name };
+    PGresult *r = db_exec(c, "SELECT id FROM tenants WHERE name = $1", 1, p);
+    if (!r)
+        return SBX_EDB;
+    if (PQntuples(r) == 1) {
+        snprintf(ret_id, SBX_ID_MAX, "%s", db_get(r, 0, 0));
+        PQclear(r);
+        return 0;
+    }
+    PQclear(r);
+    if (!create)
+        return SBX_ENOTFOUND;
+    char id[SBX_ID_MAX];
+    ids_new("tnt", id);
+    const char *q[] = { id, name };
+    /* Concurrent creators: the loser's insert does nothing, then both read. */
+    if (db_run(c, "INSERT INTO tenants (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING", 2, q) < 0)
+        return SBX_EDB;
+    r = db_exec(c, "SELECT id FROM tenants WHERE name = $1", 1, p);
+    if (!r)
+        return SBX_EDB;
+    int rc = PQntuples(r) == 1 ? 0 : SBX_EDB;
+    if (rc == 0)
+        snprintf(ret_id, SBX_ID_MAX, "%s", db_get(r, 0, 0));
+    PQclear(r);
+    return rc;
+}
+
+int store_token_create(PGconn *c, const char *tenant, role_t role, const char *name, char ret_secret[SBX_TOKEN_MAX],
+                       char *err, size_t errlen)
+{
+    char tenant_id[SBX_ID_MAX], id[SBX_ID_MAX], secret[SBX_TOKEN_MAX], hash[TOKEN_HASH_HEX];
+    if (store_tenant_resolve(c, tenant, true, tenant_id) < 0) {
+        snprintf(err, errlen, "creating tenant %s: %s", tenant, db_last_error());
+        return SBX_EDB;
+    }
+    token_generate(id, secret);
+    token_hash_hex(secret, hash);
+    const char *p[] = { id, tenant_id, role_name(role), name ? name : "", hash };
+    if (db_run(c, "INSERT INTO api_tokens (id, tenant_id, role, name, hash) VALUES ($1, $2, $3, $4, $5)", 5, p) < 0) {
+        snprintf(err, errlen, "storing the token: %s", db_last_error());
+        return SBX_EDB;
+    }
+    memcpy(ret_secret, secret, sizeof secret);
+    return 0;
+}
+
+/* ---- client requests ---- */
+
+/* When an operation with this idempotency key exists in the tenant:
+ * returns 0 and its id/kind/hash; SBX_ENOTFOUND otherwise. */
+static int idem_find(PGconn *c, const char *tenant_id, const char *key, char ret_op[SBX_ID_MAX],
+                     char ret_sandbox[SBX_ID_MAX], char ret_kind[16], char ret_hash[80])
+{
+    const char *p[] = { tenant_id, key };
+    PGresult *r = db_exec(c, "SELECT id, sandbox_id, kind, coalesce(request_hash, '') FROM operations "
+                             "WHERE tenant_id = $1 AND idempotency_key = $2", 2, p);
+    if (!r)
+        return SBX_EDB;
+    int rc = SBX_ENOTFOUND;
+    if (PQntuples(r) == 1) {
+        snprintf(ret_op, SBX_ID_MAX, "%s", db_get(r, 0, 0));
+        snprintf(ret_sandbox, SBX_ID_MAX, "%s", db_get(r, 0, 1));
+        snprintf(ret_kind, 16, "%s", db_get(r, 0, 2));
+        snprintf(ret_hash, 80, "%s", db_get(r, 0, 3));
+        rc = 0;
+    }
+    PQclear(r);
+    return rc;
+}
+
+/* Replays an idempotent request: the original operation when kind and body
+ * match, 409 otherwise. Returns 1 when replayed, 0 when no such key. */
+static int idem_replay(PGconn *c, const char *tenant_id, const char *key, const char *kind, const char *hash,
+                       bool with_sandbox, json_object **ret, api_error_t *err)
+{
+    char op_id[SBX_ID_MAX], sbx_id[SBX_ID_MAX], okind[16], ohash[80];
+    int rc = idem_find(c, tenant_id, key, op_id, sbx_id, okind, ohash);
+    if (rc == SBX_ENOTFOUND)
+        return 0;
+    if (rc < 0)
+        return store_db_error(err);
+    if (strcmp(okind, kind) != 0 || strcmp(ohash, hash) != 0)
+        return api_error_set(err, API_CONFLICT,
+                             "Idempotency-Key \"%.64s\" was already used for a different %s request (operation %s)",
+                             key, okind, op_id);
+    json_object *op = NULL, *sbx = NULL;
+    if (load_op(c, op_id, &op) < 0)
+        return store_db_error(err);
+    json_object *o = json_object_new_object();
+    if (with_sandbox) {
+        if (load_sandbox(c, sbx_id, &sbx) < 0) {
+            json_object_put(op);
+            json_object_put(o);
+            return store_db_error(err);
+        }
+        jsonx_add(o, "sandbox", sbx);
+    }
+    jsonx_add(o, "operation", op);
+    *ret = o;
+    return 1;
+}
+
+int store_sandbox_create(PGconn *c, const store_limits_t *lim, const create_req_t *req, json_object **ret,
+                         bool *ret_replayed, api_error_t *err)
+{
+    char sbx_id[SBX_ID_MAX], op_id[SBX_ID_MAX], deadline[24], cpu[24], mem[24], ttl[24];
+    *ret_replayed = false;
+    if (req->idempotency_key) {
+        int rr = idem_replay(c, req->tenant_id, req->idempotency_key, "create", req->request_hash, true, ret, err);
+        if (rr != 0) {
+            *ret_replayed = rr > 0;
+            return rr > 0 ? 0 : rr;
+        }
+    }
+    ids_new("sbx", sbx_id);
+    ids_new("op", op_id);
+    snprintf(deadline, sizeof deadline, "%lld", (long long)lim->deadline_seconds);
+    snprintf(cpu, sizeof cpu, "%lld", (long long)req->spec->cpu_millis);
+    snprintf(mem, sizeof mem, "%lld", (long long)req->spec->memory_mib);
+    snprintf(ttl, sizeof ttl, "%lld", (long long)req->spec->ttl_seconds);
+    json_object *sj = spec_to_json(req->spec);
+    char *spec_text = jsonx_dump(sj);
+    json_object_put(sj);
+    if (!spec_text)
+        return api_error_set(err, API_INTERNAL, "out of memory");
+
+    if (db_begin(c) < 0)
+        goto db_fail;
+    const char *ps[] = { sbx_id, req->tenant_id, spec_text, isolation_name(req->isolation), cpu, mem, ttl,
+                         req->created_by };
+    if (db_run(c, "INSERT INTO sandboxes (id, tenant_id, spec, desired_state, phase, isolation, cpu_millis, "
+                  "memory_mib, ttl_seconds, created_by) VALUES ($1, $2, $3::jsonb, 'running', 'pending', $4, $5, $6, "
+                  "$7, $8)", 8, ps) < 0)
+        goto db_fail;
+    const char *po[] = { op_id, req->tenant_id, sbx_id, req->idempotency_key, req->request_hash, spec_text, deadline,
+                         req->created_by };
+    if (db_run(c, "INSERT INTO operations (id, tenant_id, sandbox_id, kind, state, idempotency_key, request_hash, "
+                  "request, deadline, created_by) VALUES ($1, $2, $3, 'create', 'pending', $4, $5, $6::jsonb, "
+                  "now() + make_interval(secs => $7::bigint), $8)", 8, po) < 0) {
+        if (req->idempotency_key && db_last_unique_violation()) {
+            /* A concurrent request with the same key won: answer with its operation. */
+            db_rollback(c);
+            free(spec_text);
+            int rr = idem_replay(c, req->tenant_id, req->idempotency_key, "create", req->request_hash, true, ret,
+                                 err);
+            *ret_replayed = rr > 0;
+            return rr > 0 ? 0 : (rr < 0 ? rr : store_db_error(err));
+        }
+        goto db_fail;
+    }
+    if (event_add(c, req->tenant_id, "sandbox.pending", sbx_id, NULL, NULL) < 0)
+        goto db_fail;
+    json_object *ed = json_object_new_object();
+    jsonx_add_str(ed, "kind", "create");
+    jsonx_add_str(ed, "to", "pending");
+    if (event_add(c, req->tenant_id, "operation.pending", sbx_id, op_id, ed) < 0 || db_commit(c) < 0)
+        goto db_fail;
+    free(spec_text);
+    spec_text = NULL;
+
+    json_object *sbx = NULL, *op = NULL;
+    if (load_sandbox(c, sbx_id, &sbx) < 0)
+        return store_db_error(err);
+    if (load_op(c, op_id, &op) < 0) {
+        json_object_put(sbx);
+        return store_db_error(err);
+    }
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "sandbox", sbx);
+    jsonx_add(*ret, "operation", op);
+    return 0;
+db_fail:
+    free(spec_text);
+    store_db_error(err);
+    db_rollback(c);
+    return SBX_EDB;
+}
+
+/* Locks the sandbox row in scope. Returns 0 with tenant id and phase. */
+static int sandbox_lock(PGconn *c, const char *scope, const char *sandbox_id, char ret_tenant[SBX_ID_MAX],
+                        char ret_phase[24], char ret_desired[16], api_error_t *err)
+{
+    const char *p[] = { sandbox_id, scope };
+    PGresult *r = db_exec(c, "SELECT tenant_id, phase, desired_state FROM sandboxes "
+                             "WHERE id = $1 AND ($2::text IS NULL OR tenant_id = $2) FOR UPDATE", 2, p);
+    if (!r)
+        return store_db_error(err);
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return api_error_set(err, API_NOT_FOUND, "no sandbox %.64s", sandbox_id);
+    }
+    snprintf(ret_tenant, SBX_ID_MAX, "%s", db_get(r, 0, 0));
+    snprintf(ret_phase, 24, "%s", db_get(r, 0, 1));
+    snprintf(ret_desired, 16, "%s", db_get(r, 0, 2));
+    PQclear(r);
+    return 0;
+}
+
+/* Inside a transaction that holds the sandbox row: records the wish to
+ * delete, cancels a create that has not been placed, and adds a delete
+ * operation (or returns the open one). ret_op gets its id. */
+static int sandbox_request_delete(PGconn *c, const store_limits_t *lim, const char *tenant_id, const char *sandbox_id,
+                                  const char *idem, const char *hash, const char *created_by, char ret_op[SBX_ID_MAX])
+{
+    const char *p[] = { sandbox_id };
+    PGresult *r = db_exec(c, "SELECT id FROM operations WHERE sandbox_id = $1 AND kind = 'delete' "
+                             "AND state IN ('pending', 'admitted', 'leased', 'running', 'succeeded') "
+                             "ORDER BY created_at DESC LIMIT 1", 1, p);
+    if (!r)
+        return SBX_EDB;
+    if (PQntuples(r) == 1) {
+        snprintf(ret_op, SBX_ID_MAX, "%s", db_get(r, 0, 0));
+        PQclear(r);
+        return 0;
+    }
+    PQclear(r);
+    if (db_run(c, "UPDATE sandboxes SET desired_state = 'deleted', updated_at = now() WHERE id = $1", 1, p) < 0)
+        return SBX_EDB;
+    /* A create nobody has taken yet is simply cancelled. */
+    r = db_exec(c, "SELECT id, state FROM operations WHERE sandbox_id = $1 AND kind = 'create' "
+                   "AND state IN ('pending', 'admitted')", 1, p);
+    if (!r)
+        return SBX_EDB;
+    for (int i = 0; i < PQntuples(r); i++) {
+        op_state_t from;
+        op_state_parse(db_get(r, i, 1), &from);
+        const char *x[] = { "cancelled", "the sandbox was deleted before it was placed" };
+        int rc = op_cas(c, db_get(r, i, 0), from, OP_CANCELLED, "error_code = $4, error_message = $5", 2, x, NULL);
+        if (rc == SBX_EDB) {
+            PQclear(r);
+            return SBX_EDB;
+        }
+    }
+    PQclear(r);
+    char op_id[SBX_ID_MAX], deadline[24];
+    ids_new("op", op_id);
+    snprintf(deadline, sizeof deadline, "%lld", (long long)lim->deadline_seconds);
+    const char *po[] = { op_id, tenant_id, sandbox_id, idem, hash, deadline, created_by };
+    if (db_run(c, "INSERT INTO operations (id, tenant_id, sandbox_id, kind, state, idempotency_key, request_hash, "
+                  "deadline, created_by) VALUES ($1, $2, $3, 'delete', 'pending', $4, $5, "
+                  "now() + make_interval(secs => $6::bigint), $7)", 7, po) < 0)
+        return SBX_EDB;
+    json_object *ed = json_object_new_object();
+    jsonx_add_str(ed, "kind", "delete");
+    jsonx_add_str(ed, "to", "pending");
+    if (event_add(c, tenant_id, "operation.pending", sandbox_id, op_id, ed) < 0)
+        return SBX_EDB;
+    memcpy(ret_op, op_id, SBX_ID_MAX);
+    return 0;
+}
+
+int store_sandbox_delete(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
+                         const char *idempotency_key, const char *request_hash, const char *created_by,
+                         json_object **ret, api_error_t *err)
+{
+    char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX];
+    if (idempotency_key && scope) {
+        int rr = idem_replay(c, scope, idempotency_key, "delete", request_hash, false, ret, err);
+        if (rr != 0)
+            return rr > 0 ? 0 : rr;
+    }
+    if (db_begin(c) < 0)
+        return store_db_error(err);
+    int rc = sandbox_lock(c, scope, sandbox_id, tenant_id, phase, desired, err);
+    if (rc < 0) {
+        db_rollback(c);
+        return rc;
+    }
+    if (sandbox_request_delete(c, lim, tenant_id, sandbox_id, idempotency_key, request_hash, created_by, op_id) < 0 ||
+        db_commit(c) < 0) {
+        store_db_error(err);
+        db_rollback(c);
+        return SBX_EDB;
+    }
+    json_object *op = NULL;
+    if (load_op(c, op_id, &op) < 0)
+        return store_db_error(err);
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "operation", op);
+    return 0;
+}
+
+int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
+                      json_object *exec_request, const char *idempotency_key, const char *request_hash,
+                      const char *created_by, json_object **ret, api_error_t *err)
+{
+    char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX], deadline[24];
+    if (idempotency_key && scope) {
+        int rr = idem_replay(c, scope, idempotency_key, "exec", request_hash, false, ret, err);
+        if (rr != 0)
+            return rr > 0 ? 0 : rr;
+    }
+    if (db_begin(c) < 0)
+        return store_db_error(err);
+    int rc = sandbox_lock(c, scope, sandbox_id, tenant_id, phase, desired, err);
+    if (rc < 0) {
+        db_rollback(c);
+        return rc;
+    }
+    if (strcmp(phase, "running") != 0 || strcmp(desired, "running") != 0) {
+        db_rollback(c);
+        return api_error_set(err, API_CONFLICT, "sandbox %s is %s%s; exec needs a running sandbox", sandbox_id, phase,
+                             strcmp(desired, "deleted") == 0 ? " and being deleted" : "");
+    }
+    ids_new("op", op_id);
+    snprintf(deadline, sizeof deadline, "%lld", (long long)lim->deadline_seconds);
+    char *req_text = jsonx_dump(exec_request);
+    const char *po[] = { op_id, tenant_id, sandbox_id, idempotency_key, request_hash, req_text, deadline, created_by };
+    if (db_run(c, "INSERT INTO operations (id, tenant_id, sandbox_id, kind, state, idempotency_key, request_hash, "
+                  "request, deadline, created_by) VALUES ($1, $2, $3, 'exec', 'pending', $4, $5, $6::jsonb, "
+                  "now() + make_interval(secs => $7::bigint), $8)", 8, po) < 0) {
+        free(req_text);
+        bool dup = idempotency_key && db_last_unique_violation();
+        db_rollback(c);
+        if (dup) {
+            int rr = idem_replay(c, tenant_id, idempotency_key, "exec", request_hash, false, ret, err);
+            return rr > 0 ? 0 : (rr < 0 ? rr : store_db_error(err));
+        }
+        return store_db_error(err);
+    }
+    free(req_text);
+    json_object *ed = json_object_new_object();
+    jsonx_add_str(ed, "kind", "exec");
+    jsonx_add_str(ed, "to", "pending");
+    if (event_add(c, tenant_id, "operation.pending", sandbox_id, op_id, ed) < 0 || db_commit(c) < 0) {
+        store_db_error(err);
+        db_rollback(c);
+        return SBX_EDB;
+    }
+    json_object *op = NULL;
+    if (load_op(c, op_id, &op) < 0)
+        return store_db_error(err);
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "operation", op);
+    return 0;
+}
+
+int store_sandbox_get(PGconn *c, const char *scope, const char *sandbox_id, json_object **ret, api_error_t *err)
+{
+    const char *p[] = { sandbox_id, scope };
+    PGresult *r = db_exec(c, "SELECT " SANDBOX_COLS SANDBOX_FROM "WHERE s.id = $1 AND ($2::text IS NULL OR s.tenant_id = $2)",
+                          2, p);
+    if (!r)
+        return store_db_error(err);
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return api_error_set(err, API_NOT_FOUND, "no sandbox %.64s", sandbox_id);
+    }
+    json_object *sbx = sandbox_json(r, 0);
+    PQclear(r);
+    r = db_exec(c, "SELECT " OP_COLS " FROM operations o WHERE o.sandbox_id = $1 ORDER BY o.created_at DESC LIMIT 20",
+                1, p);
+    if (!r) {
+        json_object_put(sbx);
+        return store_db_error(err);
+    }
+    json_object *ops = json_object_new_array();
+    for (int i = 0; i < PQntuples(r); i++)
+        json_object_array_add(ops, op_json(r, i));
+    PQclear(r);
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "sandbox", sbx);
+    jsonx_add(*ret, "operations", ops);
+    return 0;
+}
+
+int store_sandbox_list(PGconn *c, const char *scope, const char *tenant_name, bool include_deleted, int limit,
+                       json_object **ret, api_error_t *err)
+{
+    char lim[16];
+    snprintf(lim, sizeof lim, "%d", limit);
+    const char *p[] = { scope, tenant_name, include_deleted ? "t" : "f", lim };
+    PGresult *r = db_exec(c, "SELECT " SANDBOX_COLS SANDBOX_FROM
+                             "WHERE ($1::text IS NULL OR s.tenant_id = $1) AND ($2::text IS NULL OR tn.name = $2) "
+                             "AND ($3::boolean OR s.phase <> 'deleted') ORDER BY s.created_at DESC LIMIT $4::int",
+                          4, p);
+    if (!r)
+        return store_db_error(err);
+    json_object *arr = json_object_new_array();
+    for (int i = 0; i < PQntuples(r); i++)
+        json_object_array_add(arr, sandbox_json(r, i));
+    PQclear(r);
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "sandboxes", arr);
+    return 0;
+}
+
+int store_operation_get(PGconn *c, const char *scope, const char *op_id, json_object **ret, bool *ret_terminal,
+                        api_error_t *err)
+{
+    const char *p[] = { op_id, scope };
+    PGresult *r = db_exec(c, "SELECT " OP_COLS " FROM operations o WHERE o.id = $1 AND ($2::text IS NULL OR o.tenant_id = $2)",
+                          2, p);
+    if (!r)
+        return store_db_error(err);
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return api_error_set(err, API_NOT_FOUND, "no operation %.64s", op_id);
+    }
+    op_state_t st = OP_PENDING;
+    op_state_parse(db_get(r, 0, 2), &st);
+    if (ret_terminal)
+        *ret_terminal = op_state_terminal(st);
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "operation", op_json(r, 0));
+    PQclear(r);
+    return 0;
+}
+
+/* Builds a text[] literal {"a","b"} from ids (ids contain only [a-z0-9_]). */
+static char *text_array(const char *const *ids, int n)
+{
+    size_t len = 3;
+    for (int i = 0; i < n; i++)
+        len += strlen(ids[i]) + 3;
+    char *s = malloc(len);
+    if (!s)
+        return NULL;
+    size_t o = 0;
+    s[o++] = '{';
+    for (int i = 0; i < n; i++) {
+        o += (size_t)snprintf(s + o, len - o, "%s\"%s\"", i ? "," : "", ids[i]);
+    }
+    s[o++] = '}';
+    s[o] = '\0';
+    return s;
+}
+
+/* Sets ret_flags[i] for each ids[i] the query (taking $1 text[]) returns. */
+static int flag_ids(PGconn *c, const char *sql, const char *const *ids, int n, bool *ret_flags)
+{
+    for (int i = 0; i < n; i++)
+        ret_flags[i] = false;
+    if (n == 0)
+        return 0;
+    char *arr = text_array(ids, n);
+    if (!arr)
+        return SBX_ENOMEM;
+    const char *p[] = { arr };
+    PGresult *r = db_exec(c, sql, 1, p);
+    free(arr);
+    if (!r)
+        return SBX_EDB;
+    for (int k = 0; k < PQntuples(r); k++)
+        for (int i = 0; i < n; i++)
+            if (strcmp(ids[i], db_get(r, k, 0)) == 0)
+                ret_flags[i] = true;
+    PQclear(r);
+    return 0;
+}
+
+int store_operations_terminal(PGconn *c, const char *const *ids, int n, bool *ret_flags)
+{
+    return flag_ids(c, "SELECT id FROM operations WHERE id = ANY($1::text[]) "
+                       "AND state IN ('succeeded', 'failed', 'cancelled')", ids, n, ret_flags);
+}
+
+int store_workers_with_leases(PGconn *c, const char *const *ids, int n, bool *ret_flags)
+{
+    return flag_ids(c, "SELECT DISTINCT lease_worker_id FROM operations WHERE lease_worker_id = ANY($1::text[]) "
+                       "AND state = 'leased'", ids, n, ret_flags);
+}
+
+/* ---- workers ---- */
+
+#define WORKER_COLS \
+    "id, name, labels::text, array_to_json(isolation)::text, runtime, cpu_millis, memory_mib, slots, " \
+    "alloc_cpu_millis, alloc_memory_mib, alloc_slots, version, state, " TS("last_heartbeat") ", " TS("created_at")
+
+static json_object *worker_json(const PGresult *r, int row)
+{
+    json_object *o = json_object_new_object();
+    jsonx_add_str(o, "id", db_get(r, row, 0));
+    jsonx_add_str(o, "name", db_get(r, row, 1));
+    jsonx_add(o, "labels", parse_json_text(db_get(r, row, 2)));
+    jsonx_add(o, "isolation", parse_json_text(db_get(r, row, 3)));
+    jsonx_add_str(o, "runtime", db_get(r, row, 4));
+    json_object *cap = json_object_new_object();
+    jsonx_add_int(cap, "cpu_millis", db_get_ll(r, row, 5));
+    jsonx_add_int(cap, "memory_mib", db_get_ll(r, row, 6));
+    jsonx_add_int(cap, "slots", db_get_ll(r, row, 7));
+    jsonx_add(o, "capacity", cap);
+    json_object *al = json_object_new_object();
+    jsonx_add_int(al, "cpu_millis", db_get_ll(r, row, 8));
+    jsonx_add_int(al, "memory_mib", db_get_ll(r, row, 9));
+    jsonx_add_int(al, "slots", db_get_ll(r, row, 10));
+    jsonx_add(o, "allocated", al);
+    jsonx_add_str(o, "version", db_get(r, row, 11));
+    jsonx_add_str(o, "state", db_get(r, row, 12));
+    jsonx_add_str(o, "last_heartbeat", db_get(r, row, 13));
+    jsonx_add_str(o, "created_at", db_get(r, row, 14));
+    return o;
+}
+
+static bool worker_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > SBX_MAX_NAME_BYTES)
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || strchr("._-", *s)))
+            return false;
+    return true;
+}
+
+int store_worker_register(PGconn *c, json_object *body, json_object **ret, api_error_t *err)
+{
+    const char *name = jsonx_get_str(body, "name");
+    const char *runtime = jsonx_get_str(body, "runtime");
+    json_object *iso = jsonx_get_arr(body, "isolation");
+    json_object *cap = jsonx_get_obj(body, "capacity");
+    json_object *labels = jsonx_get_obj(body, "labels");
+    const char *version = jsonx_get_str(body, "version");
+    int64_t cpu = 0, mem = 0, slots = 0;
+    if (!name || !worker_name_ok(name))
+        return api_error_set(err, API_INVALID_ARGUMENT, "name must be 1 to 128 letters, digits, . _ or -");
+    if (!runtime || strlen(runtime) > 32)
+        return api_error_set(err, API_INVALID_ARGUMENT, "runtime is required");
+    if (!iso || json_object_array_length(iso) == 0 || json_object_array_length(iso) > 3)
+        return api_error_set(err, API_INVALID_ARGUMENT, "isolation must list 1 to 3 classes");
+    if (!cap || !jsonx_get_int(cap, "cpu_millis", &cpu) || !jsonx_get_int(cap, "memory_mib", &mem) ||
+        !jsonx_get_int(cap, "slots", &slots) || cpu < 0 || mem < 0 || slots < 0 || cpu > 100000000 ||
+        mem > 1000000000 || slots > 100000)
+        return api_error_set(err, API_INVALID_ARGUMENT, "capacity needs cpu_millis, memory_mib and slots in range");
+    char iso_lit[64] = "{";
+    for (size_t i = 0; i < json_object_array_length(iso); i++) {
+        json_object *e = json_object_array_get_idx(iso, i);
+        isolation_t cls;
+        if (!json_object_is_type(e, json_type_string) || isolation_parse(json_object_get_string(e), &cls) < 0)
+            return api_error_set(err, API_INVALID_ARGUMENT, "isolation classes are container, gvisor, microvm");
+        size_t l = strlen(iso_lit);
+        snprintf(iso_lit + l, sizeof iso_lit - l, "%s%s", i ? "," : "", isolation_name(cls));
+    }
+    size_t l = strlen(iso_lit);
+    snprintf(iso_lit + l, sizeof iso_lit - l, "}");
+    kv_list_t lab;
+    if (kv_list_from_json(labels, "labels", false, SBX_MAX_LABELS, &lab, err) < 0)
+        return SBX_EINVAL;
+    json_object *lj = kv_list_to_json(&lab);
+    kv_list_release(&lab);
+    char *labels_text = jsonx_dump(lj);
+    json_object_put(lj);
+    char id[SBX_ID_MAX], cpus[24], mems[24], slotss[24];
+    ids_new("wrk", id);
+    snprintf(cpus, sizeof cpus, "%lld", (long long)cpu);
+    snprintf(mems, sizeof mems, "%lld", (long long)mem);
+    snprintf(slotss, sizeof slotss, "%lld", (long long)slots);
+    const char *p[] = { id, name, labels_text, iso_lit, runtime, cpus, mems, slotss, version ? version : "" };
+    PGresult *r = db_exec(c,
+                          "INSERT INTO workers (id, name, labels, isolation, runtime, cpu_millis, memory_mib, slots, "
+                          "version, state) VALUES ($1, $2, $3::jsonb, $4::text[], $5, $6, $7, $8, $9, 'ready') "
+                          "ON CONFLICT (name) DO UPDATE SET labels = EXCLUDED.labels, isolation = EXCLUDED.isolation, "
+                          "runtime = EXCLUDED.runtime, cpu_millis = EXCLUDED.cpu_millis, "
+                          "memory_mib = EXCLUDED.memory_mib, slots = EXCLUDED.slots, version = EXCLUDED.version, "
+                          "state = 'ready', last_heartbeat = now(), updated_at = now() RETURNING " WORKER_COLS,
+                          9, p);
+    free(labels_text);
+    if (!r)
+        return store_db_error(err);
+    *ret = worker_json(r, 0);
+    json_object *ed = json_object_new_object();
+    jsonx_add_str(ed, "name", name);
+    event_add(c, NULL, "worker.registered", NULL, NULL, ed);
+    PQclear(r);
+    return 0;
+}
+
+int store_worker_exists(PGconn *c, const char *worker_id, bool *ret)
+{
+    const char *p[] = { worker_id };
+    PGresult *r = db_exec(c, "SELECT 1 FROM workers WHERE id = $1", 1, p);
+    if (!r)
+        return SBX_EDB;
+    *ret = PQntuples(r) == 1;
+    PQclear(r);
+    return 0;
+}
+
+int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object *body,
+                           json_object **ret, api_error_t *err)
+{
+    json_object *inv = jsonx_get_arr(body, "inventory");
+    if (!inv)
+        return api_error_set(err, API_INVALID_ARGUMENT, "inventory must be an array");
+    if (json_object_array_length(inv) > SBX_MAX_INVENTORY)
+        return api_error_set(err, API_INVALID_ARGUMENT, "inventory has more than %d entries", SBX_MAX_INVENTORY);
+    char *inv_text = jsonx_dump(inv);
+    char lease[24];
+    snprintf(lease, sizeof lease, "%lld", (long long)lim->lease_seconds);
+    const char *p[] = { worker_id, inv_text, lease };
+    if (db_begin(c) < 0) {
+        free(inv_text);
+        return store_db_error(err);
+    }
+    PGresult *r = db_exec(c, "UPDATE workers SET last_heartbeat = now(), inventory = $2::jsonb, updated_at = now(), "
+                             "state = CASE WHEN state = 'lost' THEN 'ready' ELSE state END "
+                             "WHERE id = $1 RETURNING " WORKER_COLS, 2, p);
+    free(inv_text);
+    if (!r)
+        goto db_fail;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        db_rollback(c);
+        return api_error_set(err, API_NOT_FOUND, "no worker %.64s; register again", worker_id);
+    }
+    const char *pl[] = { worker_id, lease };
+    if (db_run(c, "UPDATE operations SET lease_expires_at = now() + make_interval(secs => $2::bigint) "
+                  "WHERE lease_worker_id = $1 AND state IN ('leased', 'running')", 2, pl) < 0 ||
+        db_commit(c) < 0) {
+        PQclear(r);
+        goto db_fail;
+    }
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "worker", worker_json(r, 0));
+    PQclear(r);
+    return 0;
+db_fail:
+    store_db_error(err);
+    db_rollback(c);
+    return SBX_EDB;
+}
+
+int store_worker_list(PGconn *c, json_object **ret, api_error_t *err)
+{
+    PGresult *r = db_exec(c, "SELECT " WORKER_COLS " FROM workers ORDER BY name", 0, NULL);
+    if (!r)
+        return store_db_error(err);
+    json_object *arr = json_object_new_array();
+    for (int i = 0; i < PQntuples(r); i++)
+        json_object_array_add(arr, worker_json(r, i));
+    PQclear(r);
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "workers", arr);
+    return 0;
+}
+
+int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object **ret, int *ret_n,
+                       api_error_t *err)
+{
+    *ret_n = 0;
+    if (db_begin(c) < 0)
+        return store_db_error(err);
+    const char *p[] = { worker_id };
+    PGresult *r = db_exec(c,
+                          "SELECT o.id, o.kind, o.attempt, o.sandbox_id, tn.name, s.isolation, s.runtime_ref, "
+                          "  s.spec::text, o.request::text "
+                          "FROM operations o JOIN sandboxes s ON s.id = o.sandbox_id "
+                          "JOIN tenants tn ON tn.id = o.tenant_id "
+                          "WHERE o.lease_worker_id = $1 AND o.state = 'leased' "
+                          "ORDER BY o.created_at LIMIT 64 FOR UPDATE OF o SKIP LOCKED",
+                          1, p);
+    if (!r)
+        goto db_fail;
+    json_object *arr = json_object_new_array();
+    for (int i = 0; i < PQntuples(r); i++) {
+        const char *op_id = db_get(r, i, 0), *kind = db_get(r, i, 1), *sbx = db_get(r, i, 3);
+        int rc = op_cas(c, op_id, OP_LEASED, OP_RUNNING, NULL, 0, NULL, NULL);
+        if (rc == SBX_ECONFLICT)
+            continue;
+        if (rc < 0) {
+            json_object_put(arr);
+            PQclear(r);
+            goto db_fail;
+        }
+        if (strcmp(kind, "create") == 0 && sandbox_set_phase(c, sbx, PH_PROVISIONING, NULL, 0, NULL) < 0) {
+            json_object_put(arr);
+            PQclear(r);
+            goto db_fail;
+        }
+        json_object *a = json_object_new_object();
+        jsonx_add_str(a, "operation_id", op_id);
+        jsonx_add_str(a, "kind", kind);
+        jsonx_add_int(a, "attempt", db_get_ll(r, i, 2));
+        jsonx_add_str(a, "sandbox_id", sbx);
+        jsonx_add_str(a, "tenant", db_get(r, i, 4));
+        jsonx_add_str(a, "isolation", db_get(r, i, 5));
+        jsonx_add_str(a, "runtime_ref", db_get(r, i, 6));
+        jsonx_add(a, "spec", parse_json_text(db_get(r, i, 7)));
+        if (strcmp(kind, "exec") == 0) {
+            json_object *ex = parse_json_text(db_get(r, i, 8));
+            int64_t mo = 0;
+            if (ex && (!jsonx_get_int(ex, "max_output_bytes", &mo) || mo <= 0))
+                jsonx_add_int(ex, "max_output_bytes", lim->exec_output_default);
+            jsonx_add(a, "exec", ex);
+        }
+        json_object_array_add(arr, a);
+        (*ret_n)++;
+    }
+    PQclear(r);
+    if (db_commit(c) < 0) {
+        json_object_put(arr);
+        goto db_fail;
+    }
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "assignments", arr);
+    return 0;
+db_fail:
+    *ret_n = 0;
+    store_db_error(err);
+    db_rollback(c);
+    return SBX_EDB;
+}
+
+int store_worker_report(PGconn *c, const char *worker_id, json_object *body, json_object **ret, api_error_t *err)
+{
+    const char *op_id = jsonx_get_str(body, "operation_id");
+    const char *outcome = jsonx_get_str(body, "outcome");
+    int64_t attempt = -1;
+    if (!op_id || !ids_valid("op", op_id))
+        return api_error_set(err, API_INVALID_ARGUMENT, "operation_id is required");
+    if (!jsonx_get_int(body, "attempt", &attempt))
+        return api_error_set(err, API_INVALID_ARGUMENT, "attempt (the fencing token) is required");
+    if (!outcome || (strcmp(outcome, "succeeded") != 0 && strcmp(outcome, "failed") != 0))
+        return api_error_set(err, API_INVALID_ARGUMENT, "outcome must be succeeded or failed");
+    bool ok = strcmp(outcome, "succeeded") == 0;
+    json_object *result = jsonx_get_obj(body, "result");
+    json_object *error = jsonx_get_obj(body, "error");
+    const char *runtime_ref = jsonx_get_str(body, "runtime_ref");
+    if (runtime_ref && strlen(runtime_ref) > 128)
+        return api_error_set(err, API_INVALID_ARGUMENT, "runtime_ref is too long");
+
+    if (db_begin(c) < 0)
+        return store_db_error(err);
+    const char *p[] = { op_id };
+    PGresult *r = db_exec(c, "SELECT kind, state, attempt, coalesce(lease_worker_id, ''), sandbox_id "
+                             "FROM operations WHERE id = $1 FOR UPDATE", 1, p);
+    if (!r)
+        goto db_fail;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        db_rollback(c);
+        return api_error_set(err, API_NOT_FOUND, "no operation %s", op_id);
+    }
+    char kind[16], sbx[SBX_ID_MAX];
+    snprintf(kind, sizeof kind, "%s", db_get(r, 0, 0));
+    snprintf(sbx, sizeof sbx, "%s", db_get(r, 0, 4));
+    bool fresh = strcmp(db_get(r, 0, 1), "running") == 0 && db_get_ll(r, 0, 2) == attempt &&
+                 strcmp(db_get(r, 0, 3), worker_id) == 0;
+    if (!fresh) {
+        api_error_set(err, API_STALE_LEASE,
+                      "report refused: operation %s is %s at attempt %lld leased to %s; this report holds attempt %lld",
+                      op_id, db_get(r, 0, 1), db_get_ll(r, 0, 2), *db_get(r, 0, 3) ? db_get(r, 0, 3) : "nobody",
+                      (long long)attempt);
+        PQclear(r);
+        db_rollback(c);
+        return SBX_EINVAL;
+    }
+    PQclear(r);
+
+    int rc;
+    if (ok) {
+        char *res = result ? jsonx_dump(result) : NULL;
+        const char *x[] = { res };
+        rc = op_cas(c, op_id, OP_RUNNING, OP_SUCCEEDED, res ? "result = $4::jsonb" : NULL, res ? 1 : 0, x, NULL);
+        free(res);
+        if (rc < 0)
+            goto cas_fail;
+        if (strcmp(kind, "create") == 0) {
+            const char *y[] = { runtime_ref };
+            if (sandbox_set_phase(c, sbx, PH_RUNNING,
+                                  "runtime_ref = $3, expires_at = now() + make_interval(secs => ttl_seconds), "
+                                  "observed_generation = generation", 1, y) < 0)
+                goto db_fail;
+        } else if (strcmp(kind, "delete") == 0) {
+            if (sandbox_set_phase(c, sbx, PH_DELETED, "deleted_at = now(), runtime_ref = NULL", 0, NULL) < 0 ||
+                sandbox_release_allocation(c, sbx) < 0)
+                goto db_fail;
+        }
+    } else {
+        const char *code = jsonx_get_str(error, "code");
+        const char *msg = jsonx_get_str(error, "message");
+        if (!code || api_code_parse(code) < 0)
+            code = "runtime_error";
+        char mbuf[1024];
+        snprintf(mbuf, sizeof mbuf, "%s", msg ? msg : "the worker reported a failure without a message");
+        const char *x[] = { code, mbuf };
+        rc = op_cas(c, op_id, OP_RUNNING, OP_FAILED, "error_code = $4, error_message = $5", 2, x, NULL);
+        if (rc < 0)
+            goto cas_fail;
+        if (strcmp(kind, "create") == 0) {
+            if (sandbox_set_phase(c, sbx, PH_FAILED, NULL, 0, NULL) < 0 || sandbox_release_allocation(c, sbx) < 0)
+                goto db_fail;
+        }
+    }
+    if (db_commit(c) < 0)
+        goto db_fail;
+    json_object *op = NULL;
+    if (load_op(c, op_id, &op) < 0)
+        return store_db_error(err);
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "operation", op);
+    return 0;
+cas_fail:
+    db_rollback(c);
+    if (rc == SBX_ECONFLICT)
+        return api_error_set(err, API_STALE_LEASE, "report refused: operation %s changed state", op_id);
+    return store_db_error(err);
+db_fail:
+    store_db_error(err);
+    db_rollback(c);
+    return SBX_EDB;
+}
+
+/* ---- reconcile passes ---- */
+
+static int cmd_rows(PGresult *r)
+{
+    const char *t = PQcmdTuples(r);
+    return t && *t ? (int)strtol(t, NULL, 10) : 0;
+}
+
+int store_admit_pending(PGconn *c, int *ret_changed)
+{
+    assert(op_transition_allowed(OP_PENDING, OP_ADMITTED));
+    /* One statement: claim, move, and write the events rows atomically. */
+    PGresult *r = db_exec(c,
+                          "WITH claimed AS (SELECT id FROM operations WHERE state = 'pending' ORDER BY created_at "
+                          "  LIMIT 100 FOR UPDATE SKIP LOCKED), "
+                          "moved AS (UPDATE operations o SET state = 'admitted', updated_at = now() FROM claimed "
+                          "  WHERE o.id = claimed.id AND o.state = 'pending' "
+                          "  RETURNING o.id, o.tenant_id, o.sandbox_id, o.kind) "
+                          "INSERT INTO events (tenant_id, kind, sandbox_id, operation_id, data) "
+                          "SELECT tenant_id, 'operation.admitted', sandbox_id, id, "
+                          "  jsonb_build_object('kind', kind, 'from', 'pending', 'to', 'admitted') FROM moved",
+                          0, NULL);
+    if (!r)
+        return SBX_EDB;
+    *ret_changed += cmd_rows(r);
+    PQclear(r);
+    return 0;
+}
+
+/* Ids of up to `limit` operations in `state`, oldest first (not locked: each
+ * is then claimed in its own transaction with SKIP LOCKED). */
+static PGresult *ops_in_state(PGconn *c, const char *where)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT id FROM operations WHERE %s ORDER BY created_at LIMIT 100", where);
+    return db_exec(c, sql, 0, NULL);
+}
+
+typedef struct candidate {
+    char id[SBX_ID_MAX];
+    char name[SBX_MAX_NAME_BYTES + 1];
+    int64_t free_cpu, free_mem, free_slots;
+    bool offers_class;
+} candidate_t;
+
+/* Fails an admitted operation with an error code, and its sandbox when it
+ * is a create. Inside the caller's transaction. */
+static int op_fail_admitted(PGconn *c, const char *op_id, const char *kind, const char *sbx, const char *code,
+                            const char *msg, json_object *placement)
+{
+    char *pl = placement ? jsonx_dump(placement) : NULL;
+    const char *x[] = { code, msg, pl };
+    int rc = op_cas(c, op_id, OP_ADMITTED, OP_FAILED,
+                    pl ? "error_code = $4, error_message = $5, placement = $6::jsonb"
+                       : "error_code = $4, error_message = $5",
+                    pl ? 3 : 2, x, NULL);
+    free(pl);
+    if (rc < 0)
+        return rc;
+    if (strcmp(kind, "create") == 0)
+        return sandbox_set_phase(c, sbx, PH_FAILED, NULL, 0, NULL);
+    return 0;
+}
+
+static int op_lease(PGconn *c, const store_limits_t *lim, const char *op_id, const char *worker_id,
+                    json_object *placement)
+{
+    char lease[24];
+    snprintf(lease, sizeof lease, "%lld", (long long)lim->lease_seconds);
+    char *pl = placement ? jsonx_dump(placement) : NULL;
+    const char *x[] = { worker_id, lease, pl };
+    int rc = op_cas(c, op_id, OP_ADMITTED, OP_LEASED,
+                    "attempt = attempt + 1, lease_worker_id = $4, "
+                    "lease_expires_at = now() + make_interval(secs => $5::bigint), placement = $6::jsonb",
+                    3, x, NULL);
+    free(pl);
+    return rc;
+}
+
+/* Placement of a create: filter the ready workers, then best fit. Returns
+ * 1 when leased, 0 when it must wait for capacity, negative on error. */
+static int place_create(PGconn *c, const store_limits_t *lim, const char *op_id, const char *sbx,
+                        const char *iso_text, int64_t cpu, int64_t mem)
+{
+    isolation_t need = ISO_CONTAINER;
+    isolation_parse(iso_text, &need);
+    char tmo[24];
+    snprintf(tmo, sizeof tmo, "%lld", (long long)lim->worker_timeout_seconds);
+    const char *p[] = { tmo };
+    PGresult *r = db_exec(c,
+                          "SELECT id, name, cpu_millis - alloc_cpu_millis, memory_mib - alloc_memory_mib, "
+                          "  slots - alloc_slots, array_to_string(isolation, ',') FROM workers "
+                          "WHERE state = 'ready' AND last_heartbeat > now() - make_interval(secs => $1::bigint) "
+                          "ORDER BY name",
+                          1, p);
+    if (!r)
+        return SBX_EDB;
+    int n = PQntuples(r);
+    candidate_t *cands = calloc((size_t)(n ? n : 1), sizeof *cands);
+    if (!cands) {
+        PQclear(r);
+        return SBX_ENOMEM;
+    }
+    int offering = 0;
+    for (int i = 0; i < n; i++) {
+        candidate_t *k = &cands[i];
+        snprintf(k->id, sizeof k->id, "%s", db_get(r, i, 0));
+        snprintf(k->name, sizeof k->name, "%s", db_get(r, i, 1));
+        k->free_cpu = db_get_ll(r, i, 2);
+        k->free_mem = db_get_ll(r, i, 3);
+        k->free_slots = db_get_ll(r, i, 4);
+        /* A stronger class may serve a weaker need, never the reverse. */
+        const char *cl = db_get(r, i, 5);
+        while (cl && *cl) {
+            const char *end = strchr(cl, ',');
+            size_t len = end ? (size_t)(end - cl) : strlen(cl);
+            char name[16];
+            isolation_t have;
+            snprintf(name, sizeof name, "%.*s", (int)(len < 15 ? len : 15), cl);
+            if (isolation_parse(name, &have) == 0 && have >= need)
+                k->offers_class = true;
+            cl = end ? end + 1 : NULL;
+        }
+        offering += k->offers_class;
+    }
+    PQclear(r);
+
+    json_object *reasons = json_object_new_array();
+    int rc = 0;
+    if (n > 0 && offering == 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg,
+                 "no ready worker offers isolation class %s, which this sandbox requires; refusing rather than "
+                 "running it with weaker isolation", isolation_name(need));
+        json_object_array_add(reasons, json_object_new_string(msg));
+        json_object *pl = json_object_new_object();
+        jsonx_add(pl, "worker", NULL);
+        jsonx_add(pl, "reasons", reasons);
+        rc = op_fail_admitted(c, op_id, "create", sbx, "isolation_unavailable", msg, pl);
+        json_object_put(pl);
+        free(cands);
+        return rc < 0 ? rc : 1;
+    }
+    /* Best fit: the eligible worker left with the least free memory, then
+     * cpu; ties by name (the order of the query). */
+    for (;;) {
+        int best = -1;
+        for (int i = 0; i < n; i++) {
+            candidate_t *k = &cands[i];
+            if (!k->offers_class || k->free_cpu < cpu || k->free_mem < mem || k->free_slots < 1)
+                continue;
+            if (best < 0 || k->free_mem - mem < cands[best].free_mem - mem ||
+                (k->free_mem == cands[best].free_mem && k->free_cpu < cands[best].free_cpu))
+                best = i;
+        }
+        if (best < 0)
+            break;
+        candidate_t *k = &cands[best];
+        char cpus[24], mems[24];
+        snprintf(cpus, sizeof cpus, "%lld", (long long)cpu);
+        snprintf(mems, sizeof mems, "%lld", (long long)mem);
+        const char *q[] = { k->id, cpus, mems };
+        PGresult *u = db_exec(c,
+                              "UPDATE workers SET alloc_cpu_millis = alloc_cpu_millis + $2, "
+                              "  alloc_memory_mib = alloc_memory_mib + $3, alloc_slots = alloc_slots + 1, "
+                              "  updated_at = now() "
+                              "WHERE id = $1 AND state = 'ready' AND alloc_cpu_millis + $2 <= cpu_millis "
+                              "  AND alloc_memory_mib + $3 <= memory_mib AND alloc_slots + 1 <= slots RETURNING id",
+                              3, q);
+        if (!u) {
+            rc = SBX_EDB;
+            break;
+        }
+        bool got = PQntuples(u) == 1;
+        PQclear(u);
+        if (!got) {
+            /* Another controller took the room meanwhile: try the next. */
+            k->offers_class = false;
+            continue;
+        }
+        char why[256];
+        snprintf(why, sizeof why, "%s: best fit, %lld MiB and %lldm cpu free before placing, offers %s",
+                 k->name, (long long)k->free_mem, (long long)k->free_cpu, isolation_name(need));
+        json_object_array_add(reasons, json_object_new_string(why));
+        for (int i = 0; i < n; i++) {
+            if (i == best)
+                continue;
+            candidate_t *o = &cands[i];
+            if (!o->offers_class)
+                snprintf(why, sizeof why, "%s: does not offer %s", o->name, isolation_name(need));
+            else if (o->free_cpu < cpu || o->free_mem < mem || o->free_slots < 1)
+                snprintf(why, sizeof why, "%s: not enough free capacity (%lldm cpu, %lld MiB, %lld slots)", o->name,
+                         (long long)o->free_cpu, (long long)o->free_mem, (long long)o->free_slots);
+            else
+                snprintf(why, sizeof why, "%s: eligible, looser fit", o->name);
+            json_object_array_add(reasons, json_object_new_string(why));
+        }
+        json_object *pl = json_object_new_object();
+        jsonx_add_str(pl, "worker", k->name);
+        jsonx_add(pl, "reasons", json_object_get(reasons));
+        rc = op_lease(c, lim, op_id, k->id, pl);
+        json_object_put(pl);
+        if (rc < 0)
+            break;
+        const char *y[] = { k->id };
+        rc = sandbox_set_phase(c, sbx, PH_SCHEDULED, "worker_id = $3, allocated = true", 1, y);
+        if (rc == 0)
+            rc = 1;
+        break;
+    }
+    json_object_put(reasons);
+    free(cands);
+    return rc;
+}
+
+/* One admitted operation in its own transaction. Returns 1 when it moved
+ * (leased, failed or finished), 2 when leased, 0 when it waits. */
+static int place_one(PGconn *c, const store_limits_t *lim, const char *op_id)
+{
+    if (db_begin(c) < 0)
+        return SBX_EDB;
+    const char *p[] = { op_id };
+    PGresult *r = db_exec(c,
+                          "SELECT o.kind, o.sandbox_id, s.phase, coalesce(s.worker_id, ''), s.isolation, "
+                          "  s.cpu_millis, s.memory_mib, coalesce(w.state, ''), coalesce(w.name, '') "
+                          "FROM operations o JOIN sandboxes s ON s.id = o.sandbox_id "
+                          "LEFT JOIN workers w ON w.id = s.worker_id "
+                          "WHERE o.id = $1 AND o.state = 'admitted' FOR UPDATE OF o, s SKIP LOCKED",
+                          1, p);
+    if (!r) {
+        db_rollback(c);
+        return SBX_EDB;
+    }
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        db_rollback(c);
+        return 0;
+    }
+    char kind[16], sbx[SBX_ID_MAX], phase[24], worker[SBX_ID_MAX], iso[16], wstate[16], wname[SBX_MAX_NAME_BYTES + 1];
+    snprintf(kind, sizeof kind, "%s", db_get(r, 0, 0));
+    snprintf(sbx, sizeof sbx, "%s", db_get(r, 0, 1));
+    snprintf(phase, sizeof phase, "%s", db_get(r, 0, 2));
+    snprintf(worker, sizeof worker, "%s", db_get(r, 0, 3));
+    snprintf(iso, sizeof iso, "%s", db_get(r, 0, 4));
+    int64_t cpu = db_get_ll(r, 0, 5), mem = db_get_ll(r, 0, 6);
+    snprintf(wstate, sizeof wstate, "%s", db_get(r, 0, 7));
+    snprintf(wname, sizeof wname, "%s", db_get(r, 0, 8));
+    PQclear(r);
+
+    int rc = 0;
+    if (strcmp(kind, "create") == 0) {
+        rc = place_create(c, lim, op_id, sbx, iso, cpu, mem);
+        if (rc > 0) {
+            /* place_create leased or failed it; tell which for the wake-up. */
+            const char *q[] = { op_id };
+            PGresult *s = db_exec(c, "SELECT state FROM operations WHERE id = $1", 1, q);
+            if (s && PQntuples(s) == 1 && strcmp(db_get(s, 0, 0), "leased") == 0)
+                rc = 2;
+            PQclear(s);
+        }
+    } else {
+        /* delete and exec run where the sandbox is. Wait while another
+         * operation of the sandbox is in a worker's hands. */
+        PGresult *busy = db_exec(c, "SELECT count(*) FROM operations WHERE sandbox_id = $1 AND id <> $2 "
+                                    "AND state IN ('leased', 'running') AND kind <> 'exec'",
+                                 2, (const char *const[]){ sbx, op_id });
+        if (!busy) {
+            db_rollback(c);
+            return SBX_EDB;
+        }
+        bool blocked = db_get_ll(busy, 0, 0) > 0;
+        PQclear(busy);
+        if (strcmp(kind, "delete") == 0) {
+            if (blocked) {
+                rc = 0;
+            } else if (!*worker || strcmp(wstate, "lost") == 0 || strcmp(phase, "pending") == 0) {
+                /* Nothing was ever started (or its worker is gone): the
+                 * controller completes the delete by itself. */
+                rc = op_cas(c, op_id, OP_ADMITTED, OP_SUCCEEDED, NULL, 0, NULL, NULL);
+                if (rc == 0)
+                    rc = sandbox_set_phase(c, sbx, PH_DELETED, "deleted_at = now()", 0, NULL);
+                if (rc == 0)
+                    rc = sandbox_release_allocation(c, sbx);
+                if (rc == 0)
+                    rc = 1;
+            } else {
+                json_object *pl = json_object_new_object();
+                jsonx_add_str(pl, "worker", wname);
+                json_object *rs = json_object_new_array();
+                json_object_array_add(rs, json_object_new_string("deleted where the sandbox runs"));
+                jsonx_add(pl, "reasons", rs);
+                rc = op_lease(c, lim, op_id, worker, pl);
+                json_object_put(pl);
+                if (rc == 0 && strcmp(phase, "deleting") != 0)
+                    rc = sandbox_set_phase(c, sbx, PH_DELETING, NULL, 0, NULL);
+                if (rc == 0)
+                    rc = 2;
+            }
+        } else { /* exec */
+            if (strcmp(phase, "running") != 0 || !*worker) {
+                char msg[128];
+                snprintf(msg, sizeof msg, "sandbox %s is %s; exec needs a running sandbox", sbx, phase);
+                rc = op_fail_admitted(c, op_id, kind, sbx, "conflict", msg, NULL);
+                if (rc == 0)
+                    rc = 1;
+            } else {
+                json_object *pl = json_object_new_object();
+                jsonx_add_str(pl, "worker", wname);
+                json_object *rs = json_object_new_array();
+                json_object_array_add(rs, json_object_new_string("runs where the sandbox runs"));
+                jsonx_add(pl, "reasons", rs);
+                rc = op_lease(c, lim, op_id, worker, pl);
+                json_object_put(pl);
+                if (rc == 0)
+                    rc = 2;
+            }
+        }
+    }
+    if (rc < 0) {
+        db_rollback(c);
+        return rc == SBX_ECONFLICT ? 0 : rc;
+    }
+    if (rc == 0) {
+        db_rollback(c);
+        return 0;
+    }
+    if (db_commit(c) < 0) {
+        db_rollback(c);
+        return SBX_EDB;
+    }
+    return rc;
+}
+
+int store_place_admitted(PGconn *c, const store_limits_t *lim, int *ret_changed, int *ret_leased)
+{
+    PGresult *r = ops_in_state(c, "state = 'admitted'");
+    if (!r)
+        return SBX_EDB;
+    int rc = 0;
+    for (int i = 0; i < PQntuples(r); i++) {
+        int m = place_one(c, lim, db_get(r, i, 0));
+        if (m < 0) {
+            rc = m;
+            break;
+        }
+        if (m > 0)
+            (*ret_changed)++;
+        if (m == 2)
+            (*ret_leased)++;
+    }
+    PQclear(r);
+    return rc;
+}
+
+int store_expire_leases(PGconn *c, const store_limits_t *lim, int *ret_changed)
+{
+    PGresult *r = ops_in_state(c, "state IN ('leased', 'running') AND lease_expires_at < now()");
+    if (!r)
+        return SBX_EDB;
+    int rc = 0;
+    for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
+        const char *op_id = db_get(r, i, 0);
+        if (db_begin(c) < 0) {
+            rc = SBX_EDB;
+            break;
+        }
+        const char *p[] = { op_id };
+        PGresult *o = db_exec(c, "SELECT kind, state, attempt, sandbox_id FROM operations WHERE id = $1 "
+                                 "AND state IN ('leased', 'running') AND lease_expires_at < now() "
+                                 "FOR UPDATE SKIP LOCKED", 1, p);
+        if (!o || PQntuples(o) != 1) {
+            PQclear(o);
+            db_rollback(c);
+            continue;
+        }
+        char kind[16], sbx[SBX_ID_MAX];
+        op_state_t from;
+        snprintf(kind, sizeof kind, "%s", db_get(o, 0, 0));
+        op_state_parse(db_get(o, 0, 1), &from);
+        int64_t attempt = db_get_ll(o, 0, 2);
+        snprintf(sbx, sizeof sbx, "%s", db_get(o, 0, 3));
+        PQclear(o);
+        int x;
+        /* exec is not safe to repeat: it may have run. create and delete are. */
+        if (strcmp(kind, "exec") == 0 || attempt >= lim->max_attempts) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "the worker stopped renewing its lease (attempt %lld of %lld)%s",
+                     (long long)attempt, (long long)lim->max_attempts,
+                     strcmp(kind, "exec") == 0 ? "; exec is not retried because it may have run" : "");
+            const char *e[] = { "worker_lost", msg };
+            x = op_cas(c, op_id, from, OP_FAILED, "error_code = $4, error_message = $5, lease_worker_id = NULL", 2, e,
+                       NULL);
+            if (x == 0 && strcmp(kind, "create") == 0) {
+                x = sandbox_set_phase(c, sbx, PH_FAILED, NULL, 0, NULL);
+                if (x == 0)
+                    x = sandbox_release_allocation(c, sbx);
+            }
+        } else {
+            x = op_cas(c, op_id, from, OP_ADMITTED, "lease_worker_id = NULL, lease_expires_at = NULL", 0, NULL, NULL);
+            if (x == 0 && strcmp(kind, "create") == 0) {
+                x = sandbox_release_allocation(c, sbx);
+                if (x == 0)
+                    x = sandbox_set_phase(c, sbx, PH_PENDING, "worker_id = NULL", 0, NULL);
+            }
+        }
+        if (x < 0) {
+            db_rollback(c);
+            if (x != SBX_ECONFLICT)
+                rc = x;
+            continue;
+        }
+        if (db_commit(c) < 0) {
+            db_rollback(c);
+            rc = SBX_EDB;
+            break;
+        }
+        (*ret_changed)++;
+    }
+    PQclear(r);
+    return rc;
+}
+
+int store_fail_overdue(PGconn *c, int *ret_changed)
+{
+    PGresult *r = ops_in_state(c, "state IN ('pending', 'admitted') AND deadline < now()");
+    if (!r)
+        return SBX_EDB;
+    int rc = 0;
+    for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
+        const char *op_id = db_get(r, i, 0);
+        if (db_begin(c) < 0) {
+            rc = SBX_EDB;
+            break;
+        }
+        const char *p[] = { op_id };
+        PGresult *o = db_exec(c, "SELECT kind, state, sandbox_id FROM operations WHERE id = $1 "
+                                 "AND state IN ('pending', 'admitted') FOR UPDATE SKIP LOCKED", 1, p);
+        if (!o || PQntuples(o) != 1) {
+            PQclear(o);
+            db_rollback(c);
+            continue;
+        }
+        op_state_t from;
+        char kind[16], sbx[SBX_ID_MAX];
+        snprintf(kind, sizeof kind, "%s", db_get(o, 0, 0));
+        op_state_parse(db_get(o, 0, 1), &from);
+        snprintf(sbx, sizeof sbx, "%s", db_get(o, 0, 2));
+        PQclear(o);
+        const char *e[] = { "timeout", "no worker could take the operation before its deadline "
+                                       "(no ready worker with enough free capacity)" };
+        int x = op_cas(c, op_id, from, OP_FAILED, "error_code = $4, error_message = $5", 2, e, NULL);
+        if (x == 0 && strcmp(kind, "create") == 0)
+            x = sandbox_set_phase(c, sbx, PH_FAILED, NULL, 0, NULL);
+        if (x < 0 || db_commit(c) < 0) {
+            db_rollback(c);
+            if (x != SBX_ECONFLICT)
+                rc = SBX_EDB;
+            continue;
+        }
+        (*ret_changed)++;
+    }
+    PQclear(r);
+    return rc;
+}
+
+int store_expire_ttls(PGconn *c, const store_limits_t *lim, int *ret_changed)
+{
+    PGresult *r = db_exec(c, "SELECT id FROM sandboxes WHERE desired_state = 'running' AND expires_at < now() "
+                             "ORDER BY expires_at LIMIT 100", 0, NULL);
+    if (!r)
+        return SBX_EDB;
+    int rc = 0;
+    for (int i = 0; i < PQntuples(r); i++) {
+        const char *sbx = db_get(r, i, 0);
+        if (db_begin(c) < 0) {
+            rc = SBX_EDB;
+            break;
+        }
+        const char *p[] = { sbx };
+        PGresult *s = db_exec(c, "SELECT tenant_id FROM sandboxes WHERE id = $1 AND desired_state = 'running' "
+                                 "AND expires_at < now() FOR UPDATE SKIP LOCKED", 1, p);
+        if (!s || PQntuples(s) != 1) {
+            PQclear(s);
+            db_rollback(c);
+            continue;
+        }
+        char tenant[SBX_ID_MAX], op[SBX_ID_MAX];
+        snprintf(tenant, sizeof tenant, "%s", db_get(s, 0, 0));
+        PQclear(s);
+        if (event_add(c, tenant, "sandbox.expired", sbx, NULL, NULL) < 0 ||
+            sandbox_request_delete(c, lim, tenant, sbx, NULL, NULL, "ttl", op) < 0 || db_commit(c) < 0) {
+            db_rollback(c);
+            rc = SBX_EDB;
+            break;
+        }
+        (*ret_changed)++;
+    }
+    PQclear(r);
+    return rc;
+}
+
+int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_changed)
+{
+    char tmo[24];
+    snprintf(tmo, sizeof tmo, "%lld", (long long)lim->worker_timeout_seconds);
+    const char *p[] = { tmo };
+    PGresult *r = db_exec(c,
+                          "WITH lost AS (UPDATE workers SET state = 'lost', updated_at = now() "
+                          "  WHERE state IN ('ready', 'draining') "
+                          "  AND last_heartbeat < now() - make_interval(secs => $1::bigint) RETURNING id, name) "
+                          "INSERT INTO events (kind, data) SELECT 'worker.lost', jsonb_build_object('worker', name) "
+                          "FROM lost",
+                          1, p);
+    if (!r)
+        return SBX_EDB;
+    *ret_changed += cmd_rows(r);
+    PQclear(r);
+    return 0;
+}

@@ -1,0 +1,112 @@
+/* The controller's durable state in PostgreSQL: every statement the API
+ * handlers and the reconcile loop run. Each state change is a
+ * compare-and-set on the expected state, in the same transaction as its
+ * events row (the outbox). */
+#ifndef SBX_STORE_H
+#define SBX_STORE_H
+
+#include <json-c/json.h>
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "errors.h"
+#include "limits.h"
+#include "spec.h"
+
+typedef enum { ROLE_ADMIN = 0, ROLE_MEMBER, ROLE_WORKER } role_t;
+const char *role_name(role_t r);
+int role_parse(const char *s, role_t *ret);
+
+/* Who made a request. tenant_id scopes a member; admins see every tenant. */
+typedef struct auth_info {
+    char token_id[SBX_ID_MAX];
+    char tenant_id[SBX_ID_MAX];
+    char tenant[64];
+    role_t role;
+} auth_info_t;
+
+/* Settings the store needs (copied from the config at start). */
+typedef struct store_limits {
+    int64_t lease_seconds;
+    int64_t worker_timeout_seconds;
+    int64_t max_attempts;
+    int64_t deadline_seconds;
+    int64_t exec_output_default;
+} store_limits_t;
+
+/* Looks a token up by id. Returns 0 with ret filled and ret_hash (hex) set;
+ * SBX_ENOTFOUND when unknown; SBX_EAUTH when revoked or expired; SBX_EDB. */
+int store_token_find(PGconn *c, const char *token_id, char ret_hash[72], auth_info_t *ret);
+
+/* Creates a token for tenant (created when missing) and role; ret_secret
+ * gets the token to show once. Returns 0 or SBX_EDB (err says why). */
+int store_token_create(PGconn *c, const char *tenant, role_t role, const char *name, char ret_secret[SBX_TOKEN_MAX],
+                       char *err, size_t errlen);
+
+/* Finds (or, when create is true, creates) a tenant by name. SBX_ENOTFOUND
+ * when missing and not created. */
+int store_tenant_resolve(PGconn *c, const char *name, bool create, char ret_id[SBX_ID_MAX]);
+
+/* Client requests. `scope` is the caller's tenant id, or NULL for an admin.
+ * Objects of other tenants are reported as not found. All return 0 with
+ * *ret a new JSON object, or SBX_EINVAL with err filled (API code + message),
+ * or SBX_EDB (err: unavailable). */
+typedef struct create_req {
+    const char *tenant_id;
+    const sandbox_spec_t *spec;
+    isolation_t isolation;
+    const char *idempotency_key; /* may be NULL */
+    const char *request_hash;    /* hex digest of the canonical request */
+    const char *created_by;      /* token id */
+} create_req_t;
+
+/* {"sandbox":…,"operation":…}; *ret_replayed is true when an idempotency
+ * key returned the original operation. */
+int store_sandbox_create(PGconn *c, const store_limits_t *lim, const create_req_t *req, json_object **ret,
+                         bool *ret_replayed, api_error_t *err);
+/* {"operation":…} */
+int store_sandbox_delete(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
+                         const char *idempotency_key, const char *request_hash, const char *created_by,
+                         json_object **ret, api_error_t *err);
+/* {"operation":…}; exec_request is the canonical exec JSON. */
+int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
+                      json_object *exec_request, const char *idempotency_key, const char *request_hash,
+                      const char *created_by, json_object **ret, api_error_t *err);
+/* {"sandbox":…,"operations":[…]} */
+int store_sandbox_get(PGconn *c, const char *scope, const char *sandbox_id, json_object **ret, api_error_t *err);
+/* {"sandboxes":[…]}; tenant_name filters (NULL: all in scope). */
+int store_sandbox_list(PGconn *c, const char *scope, const char *tenant_name, bool include_deleted, int limit,
+                       json_object **ret, api_error_t *err);
+/* {"operation":…}; *ret_terminal tells whether it is finished. */
+int store_operation_get(PGconn *c, const char *scope, const char *op_id, json_object **ret, bool *ret_terminal,
+                        api_error_t *err);
+/* Of the n operation ids, which are terminal: ret_flags[i] set to true. */
+int store_operations_terminal(PGconn *c, const char *const *ids, int n, bool *ret_flags);
+
+/* Worker requests. */
+int store_worker_register(PGconn *c, json_object *body, json_object **ret, api_error_t *err);
+int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object *body,
+                           json_object **ret, api_error_t *err);
+/* Moves the worker's leased operations to running and returns them as
+ * assignments: {"assignments":[…]} and *ret_n. */
+int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object **ret, int *ret_n,
+                       api_error_t *err);
+/* Of the n worker ids, which have leased operations waiting. */
+int store_workers_with_leases(PGconn *c, const char *const *ids, int n, bool *ret_flags);
+/* Applies a report; 409 stale_lease when the fencing token or state does not match. */
+int store_worker_report(PGconn *c, const char *worker_id, json_object *body, json_object **ret, api_error_t *err);
+int store_worker_list(PGconn *c, json_object **ret, api_error_t *err);
+/* True when the worker exists. */
+int store_worker_exists(PGconn *c, const char *worker_id, bool *ret);
+
+/* Reconcile passes. Each returns 0 or SBX_EDB and adds the rows it changed
+ * to *ret_changed; ret_leased (place only) counts new leases (worker wake). */
+int store_admit_pending(PGconn *c, int *ret_changed);
+int store_place_admitted(PGconn *c, const store_limits_t *lim, int *ret_changed, int *ret_leased);
+int store_expire_leases(PGconn *c, const store_limits_t *lim, int *ret_changed);
+int store_fail_overdue(PGconn *c, int *ret_changed);
+int store_expire_ttls(PGconn *c, const store_limits_t *lim, int *ret_changed);
+int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_changed);
+
+#endif

@@ -1,0 +1,412 @@
+/* sandboxd: the daemon (all | controller | worker) and its admin commands
+ * (migrate, token create). Start-up is a fixed sequence: settings →
+ * libraries → database → controller → worker; signals are waited for on the
+ * main thread, which then shuts down in reverse order. */
+#include "agent.h"
+#include "config.h"
+#include "controller.h"
+#include "db.h"
+#include "errors.h"
+#include "log.h"
+#include "migrate.h"
+#include "pgembed.h"
+#include "store.h"
+#include "token.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SANDBOXD_VERSION "0.1.0"
+
+static void usage(FILE *out)
+{
+    fputs("usage: sandboxd COMMAND [flags]\n"
+          "\n"
+          "commands:\n"
+          "  all          controller and worker in one process (embedded PostgreSQL without --database-url)\n"
+          "  controller   the HTTP API, policy, placement and reconcile loops\n"
+          "  worker       runs sandboxes in Docker for a controller\n"
+          "  migrate      applies pending database migrations\n"
+          "  token create creates an API token and prints it once\n"
+          "\n"
+          "flags (each also SANDBOX_<NAME> in the environment, or `name = value` in --config FILE):\n",
+          out);
+    const cfg_setting_t *s = cfg_settings();
+    for (int i = 0; i < CFG__COUNT; i++) {
+        char flag[64];
+        size_t o = 0;
+        for (const char *p = s[i].name; *p && o < sizeof flag - 1; p++)
+            flag[o++] = *p == '_' ? '-' : *p;
+        flag[o] = '\0';
+        fprintf(out, "  --%-28s %s (default: %s)\n", flag, s[i].help, *s[i].default_value ? s[i].default_value : "\"\"");
+    }
+    fputs("  --config FILE                  read settings from FILE\n"
+          "  --print-config                 print the effective settings and exit\n"
+          "  --help, --version\n"
+          "\n"
+          "token create flags: --tenant T --role admin|member|worker [--name N] (needs --database-url)\n"
+          "exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error\n",
+          out);
+}
+
+typedef struct opts {
+    const char *command;
+    const char *subcommand;
+    bool print_config;
+    const char *tenant, *role, *name;
+} opts_t;
+
+/* Parses flags into cfg and opts. Returns 0, 1 (help/version printed) or 2. */
+static int parse_args(int argc, char **argv, cfg_t *cfg, opts_t *o)
+{
+    const char *config_file = getenv("SANDBOX_CONFIG");
+    char err[512];
+    /* First pass: find --config so the file is read before flags override it. */
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            config_file = argv[i + 1];
+        else if (strncmp(argv[i], "--config=", 9) == 0)
+            config_file = argv[i] + 9;
+    }
+    if (config_file && cfg_load_file(cfg, config_file, err, sizeof err) < 0) {
+        fprintf(stderr, "sandboxd: %s\n", err);
+        return 2;
+    }
+    if (cfg_load_env(cfg, err, sizeof err) < 0) {
+        fprintf(stderr, "sandboxd: %s\n", err);
+        return 2;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 || strcmp(a, "help") == 0) {
+            usage(stdout);
+            return 1;
+        }
+        if (strcmp(a, "--version") == 0) {
+            printf("sandboxd %s\n", SANDBOXD_VERSION);
+            return 1;
+        }
+        if (strcmp(a, "--print-config") == 0) {
+            o->print_config = true;
+            continue;
+        }
+        if (strncmp(a, "--", 2) != 0) {
+            if (!o->command)
+                o->command = a;
+            else if (!o->subcommand)
+                o->subcommand = a;
+            else {
+                fprintf(stderr, "sandboxd: unexpected argument \"%s\" (see sandboxd --help)\n", a);
+                return 2;
+            }
+            continue;
+        }
+        const char *eq = strchr(a, '=');
+        const char *val = NULL;
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(eq ? (size_t)(eq - a) : strlen(a)), a);
+        if (eq)
+            val = eq + 1;
+        else if (i + 1 < argc)
+            val = argv[++i];
+        if (!val) {
+            fprintf(stderr, "sandboxd: %s needs a value (see sandboxd --help)\n", name);
+            return 2;
+        }
+        if (strcmp(name, "--config") == 0)
+            continue;
+        if (strcmp(name, "--tenant") == 0) { o->tenant = val; continue; }
+        if (strcmp(name, "--role") == 0) { o->role = val; continue; }
+        if (strcmp(name, "--name") == 0) { o->name = val; continue; }
+        int k = cfg_flag_lookup(name);
+        if (k < 0) {
+            fprintf(stderr, "sandboxd: unknown flag %s (see sandboxd --help)\n", name);
+            return 2;
+        }
+        if (cfg_set(cfg, cfg_settings()[k].name, val, "flag", err, sizeof err) < 0) {
+            fprintf(stderr, "sandboxd: %s\n", err);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+static int wait_for_signal(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    int sig = 0;
+    sigwait(&set, &sig);
+    log_info("sandboxd", "received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    return sig;
+}
+
+static int cmd_migrate(const cfg_t *cfg)
+{
+    const char *url = cfg_str(cfg, CFG_DATABASE_URL);
+    if (!*url) {
+        fprintf(stderr, "sandboxd: migrate needs --database-url (or SANDBOX_DATABASE_URL)\n");
+        return 2;
+    }
+    char err[512];
+    PGconn *c = db_connect(url, err, sizeof err);
+    if (!c) {
+        fprintf(stderr, "sandboxd: cannot connect to the database: %s\n", err);
+        return 1;
+    }
+    int applied = 0;
+    int rc = migrate_apply(c, &applied, err, sizeof err);
+    PQfinish(c);
+    if (rc < 0) {
+        fprintf(stderr, "sandboxd: migrate failed: %s\n", err);
+        return 1;
+    }
+    printf("applied %d migration(s); schema is current\n", applied);
+    return 0;
+}
+
+static int cmd_token_create(const cfg_t *cfg, const opts_t *o)
+{
+    const char *url = cfg_str(cfg, CFG_DATABASE_URL);
+    role_t role;
+    if (!o->subcommand || strcmp(o->subcommand, "create") != 0) {
+        fprintf(stderr, "sandboxd: usage: sandboxd token create --database-url URL --tenant T --role admin|member|worker [--name N]\n");
+        return 2;
+    }
+    if (!*url || !o->tenant || !o->role) {
+        fprintf(stderr, "sandboxd: token create needs --database-url, --tenant and --role\n");
+        return 2;
+    }
+    if (role_parse(o->role, &role) < 0) {
+        fprintf(stderr, "sandboxd: --role must be admin, member or worker\n");
+        return 2;
+    }
+    char err[512], secret[SBX_TOKEN_MAX];
+    PGconn *c = db_connect(url, err, sizeof err);
+    if (!c) {
+        fprintf(stderr, "sandboxd: cannot connect to the database: %s\n", err);
+        return 1;
+    }
+    int rc = migrate_apply(c, NULL, err, sizeof err);
+    if (rc == 0)
+        rc = store_token_create(c, o->tenant, role, o->name, secret, err, sizeof err);
+    PQfinish(c);
+    if (rc < 0) {
+        fprintf(stderr, "sandboxd: token create failed: %s\n", err);
+        return 1;
+    }
+    printf("%s\n", secret);
+    sodium_memzero(secret, sizeof secret);
+    return 0;
+}
+
+/* Reads a token file, or creates a token and writes the file (mode 600).
+ * ret_created tells whether it is new. */
+static int token_file(const char *conninfo, const char *path, const char *tenant, role_t role, const char *name,
+                      char ret[SBX_TOKEN_MAX], bool *ret_created)
+{
+    *ret_created = false;
+    FILE *f = fopen(path, "r");
+    if (f) {
+        char buf[SBX_TOKEN_MAX + 2] = "";
+        bool ok = fgets(buf, sizeof buf, f) != NULL;
+        fclose(f);
+        buf[strcspn(buf, "\r\n")] = '\0';
+        char id[SBX_ID_MAX];
+        if (ok && token_parse_id(buf, id) == 0) {
+            /* Still valid in this database? (a new database forgets it) */
+            char err[256], hash[72];
+            auth_info_t ai;
+            PGconn *c = db_connect(conninfo, err, sizeof err);
+            int rc = c ? store_token_find(c, id, hash, &ai) : SBX_EDB;
+            if (c)
+                PQfinish(c);
+            if (rc == 0 && token_verify(buf, hash)) {
+                memcpy(ret, buf, SBX_TOKEN_MAX);
+                return 0;
+            }
+        }
+    }
+    char err[512];
+    PGconn *c = db_connect(conninfo, err, sizeof err);
+    if (!c) {
+        log_error("sandboxd", "cannot connect to the database: %s", err);
+        return SBX_EUNAVAIL;
+    }
+    int rc = store_token_create(c, tenant, role, name, ret, err, sizeof err);
+    PQfinish(c);
+    if (rc < 0) {
+        log_error("sandboxd", "failed to create the %s token: %s", role_name(role), err);
+        return rc;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        log_error("sandboxd", "failed to write %s: %s", path, strerror(errno));
+        return SBX_EIO;
+    }
+    size_t n = strlen(ret);
+    bool wrote = write(fd, ret, n) == (ssize_t)n && write(fd, "\n", 1) == 1;
+    close(fd);
+    if (!wrote) {
+        log_error("sandboxd", "failed to write %s", path);
+        return SBX_EIO;
+    }
+    *ret_created = true;
+    return 0;
+}
+
+static int run_daemon(cfg_t *cfg, bool with_controller, bool with_worker)
+{
+    int code = 1;
+    pgembed_t *pg = NULL;
+    controller_t *ctl = NULL;
+    agent_t *agent = NULL;
+    char err[1024];
+    char worker_token[SBX_TOKEN_MAX] = "";
+    const char *conninfo = cfg_str(cfg, CFG_DATABASE_URL);
+    const char *data_dir = cfg_str(cfg, CFG_DATA_DIR);
+
+    if (with_controller && !with_worker && !*conninfo) {
+        fprintf(stderr, "sandboxd: controller needs --database-url (or SANDBOX_DATABASE_URL); "
+                        "`sandboxd all` runs an embedded PostgreSQL instead\n");
+        return 2;
+    }
+    if (with_controller && with_worker) {
+        if (mkdir(data_dir, 0700) < 0 && errno != EEXIST) {
+            fprintf(stderr, "sandboxd: cannot create data dir %s: %s\n", data_dir, strerror(errno));
+            return 1;
+        }
+        if (!*conninfo) {
+            if (pgembed_start(data_dir, cfg_str(cfg, CFG_POSTGRES_BINDIR), &pg, err, sizeof err) < 0) {
+                fprintf(stderr, "sandboxd: embedded PostgreSQL failed to start: %s\n", err);
+                return 1;
+            }
+            conninfo = pgembed_conninfo(pg);
+            log_info("sandboxd", "embedded PostgreSQL running in %s", pgembed_location(pg));
+        }
+    }
+    if (with_controller) {
+        if (controller_start(cfg, conninfo, &ctl, err, sizeof err) < 0) {
+            fprintf(stderr, "sandboxd: controller failed to start: %s\n", err);
+            goto cleanup;
+        }
+    }
+    if (with_controller && with_worker) {
+        /* The bootstrap admin token, shown once and kept in the data dir. */
+        char admin[SBX_TOKEN_MAX], path[1024];
+        bool created = false;
+        snprintf(path, sizeof path, "%s/admin.token", data_dir);
+        if (token_file(conninfo, path, "default", ROLE_ADMIN, "bootstrap admin", admin, &created) < 0)
+            goto cleanup;
+        if (created)
+            printf("admin token (shown once; also in %s):\n%s\n", path, admin);
+        else
+            printf("admin token: in %s\n", path);
+        printf("API: http://127.0.0.1:%d\n", ctl->port);
+        fflush(stdout);
+        sodium_memzero(admin, sizeof admin);
+        snprintf(path, sizeof path, "%s/worker.token", data_dir);
+        if (token_file(conninfo, path, "default", ROLE_WORKER, "embedded worker", worker_token, &created) < 0)
+            goto cleanup;
+        char url[128];
+        snprintf(url, sizeof url, "http://127.0.0.1:%d", ctl->port);
+        cfg_set(cfg, "controller_url", url, "all", err, sizeof err);
+    }
+    if (with_worker) {
+        if (agent_new(cfg, *worker_token ? worker_token : NULL, &agent, err, sizeof err) < 0) {
+            fprintf(stderr, "sandboxd: worker failed to start: %s\n", err);
+            goto cleanup;
+        }
+        if (agent_start(agent) < 0) {
+            fprintf(stderr, "sandboxd: worker failed to start its threads\n");
+            goto cleanup;
+        }
+    }
+    log_info("sandboxd", "ready");
+    wait_for_signal();
+    code = 0;
+cleanup:
+    /* Reverse order: the worker finishes and reports while the controller
+     * still listens; then the controller; then its database. */
+    if (agent) {
+        agent_stop(agent);
+        agent_free(agent);
+    }
+    controller_stop(ctl);
+    if (pg)
+        pgembed_stop(pg);
+    sodium_memzero(worker_token, sizeof worker_token);
+    if (code == 0)
+        log_info("sandboxd", "stopped");
+    return code;
+}
+
+int main(int argc, char **argv)
+{
+    cfg_t cfg;
+    opts_t o = { 0 };
+    if (cfg_init(&cfg) < 0) {
+        fprintf(stderr, "sandboxd: out of memory\n");
+        return 1;
+    }
+    int pr = parse_args(argc, argv, &cfg, &o);
+    if (pr != 0) {
+        cfg_release(&cfg);
+        return pr == 1 ? 0 : 2;
+    }
+    if (o.print_config) {
+        cfg_print(&cfg, stdout);
+        cfg_release(&cfg);
+        return 0;
+    }
+    if (!o.command) {
+        usage(stderr);
+        cfg_release(&cfg);
+        return 2;
+    }
+    log_level_t lvl;
+    if (log_level_parse(cfg_str(&cfg, CFG_LOG_LEVEL), &lvl) == 0)
+        log_set_level(lvl);
+    if (sodium_init() < 0 || curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
+        fprintf(stderr, "sandboxd: cannot initialise libsodium or libcurl\n");
+        cfg_release(&cfg);
+        return 1;
+    }
+    /* Signals are taken by sigwait() on the main thread only. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int code;
+    if (strcmp(o.command, "all") == 0)
+        code = run_daemon(&cfg, true, true);
+    else if (strcmp(o.command, "controller") == 0)
+        code = run_daemon(&cfg, true, false);
+    else if (strcmp(o.command, "worker") == 0)
+        code = run_daemon(&cfg, false, true);
+    else if (strcmp(o.command, "migrate") == 0)
+        code = cmd_migrate(&cfg);
+    else if (strcmp(o.command, "token") == 0)
+        code = cmd_token_create(&cfg, &o);
+    else {
+        fprintf(stderr, "sandboxd: unknown command \"%s\" (see sandboxd --help)\n", o.command);
+        code = 2;
+    }
+    curl_global_cleanup();
+    cfg_release(&cfg);
+    return code;
+}
