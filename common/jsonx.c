@@ -6,6 +6,38 @@
 
 #define JSONX_MAX_DEPTH 32
 
+/* json-c's strict mode still admits single-quoted strings and the literals
+ * NaN, Infinity and -Infinity. Outside double-quoted strings, JSON uses only
+ * whitespace, structural characters, number characters and the letters of
+ * true/false/null; returns the offset of the first other byte, or n. */
+static size_t jsonx_non_json_byte(const char *s, size_t n)
+{
+    bool in_str = false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = false;
+        } else {
+            switch (c) {
+            case '"':
+                in_str = true;
+                break;
+            case ' ': case '\t': case '\r': case '\n': case '{': case '}': case '[': case ']': case ':':
+            case ',': case '0': case '1': case '2': case '3': case '4': case '5': case '6': case '7': case '8':
+            case '9': case '+': case '-': case '.': case 'e': case 'E': case 't': case 'r': case 'u': case 'f':
+            case 'a': case 'l': case 's': case 'n':
+                break;
+            default:
+                return i;
+            }
+        }
+    }
+    return n;
+}
+
 int jsonx_parse(const char *s, size_t n, json_object **ret, api_error_t *err)
 {
     if (n > (size_t)INT32_MAX)
@@ -17,6 +49,20 @@ int jsonx_parse(const char *s, size_t n, json_object **ret, api_error_t *err)
     json_object *o = json_tokener_parse_ex(tok, s, (int)n);
     enum json_tokener_error je = json_tokener_get_error(tok);
     size_t used = (size_t)json_tokener_get_parse_end(tok);
+    if (!o && je == json_tokener_continue && used == n) {
+        /* A bare number or literal at the very end ("123", "true") is only
+         * complete once the tokener sees a terminator: feed it the NUL. */
+        o = json_tokener_parse_ex(tok, "", 1);
+        je = json_tokener_get_error(tok);
+        if (!o && je != json_tokener_success)
+            je = json_tokener_continue;
+        used = n;
+    }
+    if (!o && je == json_tokener_success) {
+        /* json-c represents null as no object; callers need an object. */
+        json_tokener_free(tok);
+        return api_error_set(err, API_INVALID_JSON, "a top-level null is not accepted");
+    }
     if (!o || je != json_tokener_success) {
         if (o)
             json_object_put(o);
@@ -25,15 +71,20 @@ int jsonx_parse(const char *s, size_t n, json_object **ret, api_error_t *err)
         json_tokener_free(tok);
         return SBX_EINVAL;
     }
+    json_tokener_free(tok);
     for (size_t i = used; i < n; i++) {
         char c = s[i];
         if (c != ' ' && c != '\t' && c != '\r' && c != '\n') {
             json_object_put(o);
-            json_tokener_free(tok);
             return api_error_set(err, API_INVALID_JSON, "trailing data after JSON value at byte %zu", i);
         }
     }
-    json_tokener_free(tok);
+    size_t bad = jsonx_non_json_byte(s, used);
+    if (bad < used) {
+        json_object_put(o);
+        return api_error_set(err, API_INVALID_JSON,
+                             "malformed JSON at byte %zu: not JSON (single quotes, NaN or Infinity)", bad);
+    }
     *ret = o;
     return 0;
 }
