@@ -104,6 +104,10 @@ int kv_list_from_json(json_object *o, const char *field, bool env_keys, size_t m
             return api_error_set(err, API_INVALID_ARGUMENT, "%s.%.64s must be a string", field, key);
         }
         const char *v = json_object_get_string(val);
+        if (strlen(v) != (size_t)json_object_get_string_len(val)) {
+            kv_list_release(ret);
+            return api_error_set(err, API_INVALID_ARGUMENT, "%s.%.64s must not contain NUL bytes", field, key);
+        }
         if (strlen(v) > SBX_MAX_VALUE_BYTES) {
             kv_list_release(ret);
             return api_error_set(err, API_INVALID_ARGUMENT, "%s.%.64s is longer than %d bytes", field, key,

@@ -1,0 +1,938 @@
+/* Unit tests for the strict sandbox spec and exec request codecs (common/spec.c). */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "jsonx.h"
+#include "limits.h"
+#include "spec.h"
+
+/* malloc that fails the test instead of returning NULL. */
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+/* Parses JSON text strictly; fails the test when it is not JSON. */
+static json_object *j(const char *text)
+{
+    json_object *o = NULL;
+    api_error_t err;
+    memset(&err, 0, sizeof err);
+    ck_assert_msg(jsonx_parse(text, strlen(text), &o, &err) == 0, "test JSON %s: %s", text, err.message);
+    return o;
+}
+
+/* Asserts that a create request is refused as invalid_argument with a
+ * message containing `want`, and leaves *ret empty. */
+static void expect_spec_error(const char *text, const char *want)
+{
+    json_object *o = j(text);
+    sandbox_spec_t s;
+    api_error_t err;
+    memset(&err, 0, sizeof err);
+    memset(&s, 0x5A, sizeof s);
+    int r = spec_from_json(o, &s, &err);
+    ck_assert_msg(r == SBX_EINVAL, "spec %s accepted (r=%d)", text, r);
+    ck_assert_msg(err.code == API_INVALID_ARGUMENT, "spec %s: code %d, expected %d", text, (int)err.code,
+                  (int)API_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(err.message, want) != NULL, "spec %s: message \"%s\" does not contain \"%s\"", text,
+                  err.message, want);
+    ck_assert_ptr_null(s.image);
+    ck_assert_ptr_null(s.tenant);
+    ck_assert_ptr_null(s.env.items);
+    ck_assert_ptr_null(s.labels.items);
+    spec_release(&s);
+    json_object_put(o);
+}
+
+static void expect_exec_error(const char *text, const char *want)
+{
+    json_object *o = j(text);
+    exec_spec_t s;
+    api_error_t err;
+    memset(&err, 0, sizeof err);
+    memset(&s, 0x5A, sizeof s);
+    int r = exec_spec_from_json(o, &s, &err);
+    ck_assert_msg(r == SBX_EINVAL, "exec %.200s accepted (r=%d)", text, r);
+    ck_assert_msg(err.code == API_INVALID_ARGUMENT, "exec %.200s: code %d, expected %d", text, (int)err.code,
+                  (int)API_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(err.message, want) != NULL, "exec %.200s: message \"%s\" does not contain \"%s\"", text,
+                  err.message, want);
+    ck_assert_ptr_null(s.argv);
+    ck_assert_ptr_null(s.cwd);
+    ck_assert_uint_eq(s.argc, 0);
+    exec_spec_release(&s);
+    json_object_put(o);
+}
+
+/* Decodes a spec that must be valid. */
+static void spec_ok(const char *text, sandbox_spec_t *s)
+{
+    json_object *o = j(text);
+    api_error_t err;
+    memset(&err, 0, sizeof err);
+    ck_assert_msg(spec_from_json(o, s, &err) == 0, "spec %s refused: %s", text, err.message);
+    json_object_put(o);
+}
+
+static void exec_ok(const char *text, exec_spec_t *s)
+{
+    json_object *o = j(text);
+    api_error_t err;
+    memset(&err, 0, sizeof err);
+    ck_assert_msg(exec_spec_from_json(o, s, &err) == 0, "exec %.200s refused: %s", text, err.message);
+    json_object_put(o);
+}
+
+/* A string of n copies of c (malloc'd). */
+static char *rep(char c, size_t n)
+{
+    char *s = xmalloc(n + 1);
+    memset(s, c, n);
+    s[n] = '\0';
+    return s;
+}
+
+/* ---- defaults and round trip ---- */
+
+START_TEST(test_minimal_spec_gets_documented_defaults)
+{
+    sandbox_spec_t s;
+    spec_ok("{\"image\":\"busybox\"}", &s);
+    ck_assert_str_eq(s.image, "busybox");
+    ck_assert_ptr_null(s.tenant);
+    ck_assert_int_eq(s.cpu_millis, 1000);
+    ck_assert_int_eq(s.memory_mib, 512);
+    ck_assert_int_eq(s.ttl_seconds, 3600);
+    ck_assert_int_eq(s.network, NET_NONE);
+    ck_assert(!s.untrusted_repo);
+    ck_assert(!s.generated_code);
+    ck_assert(!s.hostile);
+    ck_assert_uint_eq(s.env.n, 0);
+    ck_assert_uint_eq(s.labels.n, 0);
+    spec_release(&s);
+}
+END_TEST
+
+START_TEST(test_null_fields_get_defaults)
+{
+    sandbox_spec_t s;
+    spec_ok("{\"image\":\"busybox\",\"tenant\":null,\"cpu_millis\":null,\"memory_mib\":null,\"ttl_seconds\":null,"
+            "\"network\":null,\"trust\":null,\"env\":null,\"labels\":null}",
+            &s);
+    ck_assert_ptr_null(s.tenant);
+    ck_assert_int_eq(s.cpu_millis, SPEC_DEFAULT_CPU_MILLIS);
+    ck_assert_int_eq(s.memory_mib, SPEC_DEFAULT_MEMORY_MIB);
+    ck_assert_int_eq(s.ttl_seconds, SPEC_DEFAULT_TTL_SECONDS);
+    ck_assert_int_eq(s.network, NET_NONE);
+    spec_release(&s);
+
+    spec_ok("{\"image\":\"busybox\",\"trust\":{\"hostile\":null}}", &s);
+    ck_assert(!s.hostile);
+    spec_release(&s);
+}
+END_TEST
+
+START_TEST(test_full_spec_decodes_every_field)
+{
+    sandbox_spec_t s;
+    spec_ok("{\"tenant\":\"platform\",\"image\":\"busybox:latest\",\"cpu_millis\":2000,\"memory_mib\":4096,"
+            "\"ttl_seconds\":7200,\"network\":\"restricted\","
+            "\"trust\":{\"untrusted_repo\":true,\"generated_code\":false,\"hostile\":true},"
+            "\"env\":{\"K\":\"V\",\"_X1\":\"a=b c\"},\"labels\":{\"team/app.name-x_y\":\"v\"}}",
+            &s);
+    ck_assert_str_eq(s.tenant, "platform");
+    ck_assert_str_eq(s.image, "busybox:latest");
+    ck_assert_int_eq(s.cpu_millis, 2000);
+    ck_assert_int_eq(s.memory_mib, 4096);
+    ck_assert_int_eq(s.ttl_seconds, 7200);
+    ck_assert_int_eq(s.network, NET_RESTRICTED);
+    ck_assert(s.untrusted_repo);
+    ck_assert(!s.generated_code);
+    ck_assert(s.hostile);
+    ck_assert_uint_eq(s.env.n, 2);
+    ck_assert_str_eq(s.env.items[0].key, "K");
+    ck_assert_str_eq(s.env.items[0].value, "V");
+    ck_assert_str_eq(s.env.items[1].key, "_X1");
+    ck_assert_str_eq(s.env.items[1].value, "a=b c");
+    ck_assert_uint_eq(s.labels.n, 1);
+    ck_assert_str_eq(s.labels.items[0].key, "team/app.name-x_y");
+    ck_assert_str_eq(s.labels.items[0].value, "v");
+    spec_release(&s);
+}
+END_TEST
+
+static void assert_spec_equal(const sandbox_spec_t *a, const sandbox_spec_t *b)
+{
+    if (a->tenant || b->tenant) {
+        ck_assert_ptr_nonnull(a->tenant);
+        ck_assert_ptr_nonnull(b->tenant);
+        ck_assert_str_eq(a->tenant, b->tenant);
+    }
+    ck_assert_str_eq(a->image, b->image);
+    ck_assert_int_eq(a->cpu_millis, b->cpu_millis);
+    ck_assert_int_eq(a->memory_mib, b->memory_mib);
+    ck_assert_int_eq(a->ttl_seconds, b->ttl_seconds);
+    ck_assert_int_eq(a->network, b->network);
+    ck_assert_int_eq(a->untrusted_repo, b->untrusted_repo);
+    ck_assert_int_eq(a->generated_code, b->generated_code);
+    ck_assert_int_eq(a->hostile, b->hostile);
+    ck_assert_uint_eq(a->env.n, b->env.n);
+    for (size_t i = 0; i < a->env.n; i++) {
+        ck_assert_str_eq(a->env.items[i].key, b->env.items[i].key);
+        ck_assert_str_eq(a->env.items[i].value, b->env.items[i].value);
+    }
+    ck_assert_uint_eq(a->labels.n, b->labels.n);
+    for (size_t i = 0; i < a->labels.n; i++) {
+        ck_assert_str_eq(a->labels.items[i].key, b->labels.items[i].key);
+        ck_assert_str_eq(a->labels.items[i].value, b->labels.items[i].value);
+    }
+}
+
+static void check_spec_round_trip(const char *text)
+{
+    sandbox_spec_t a, b;
+    spec_ok(text, &a);
+    json_object *o = spec_to_json(&a);
+    char *dump1 = jsonx_dump(o);
+    api_error_t err;
+    memset(&err, 0, sizeof err);
+    ck_assert_msg(spec_from_json(o, &b, &err) == 0, "canonical %s refused: %s", dump1, err.message);
+    assert_spec_equal(&a, &b);
+    /* The canonical form is a fixed point. */
+    json_object *o2 = spec_to_json(&b);
+    char *dump2 = jsonx_dump(o2);
+    ck_assert_str_eq(dump2, dump1);
+    free(dump1);
+    free(dump2);
+    json_object_put(o);
+    json_object_put(o2);
+    spec_release(&a);
+    spec_release(&b);
+}
+
+START_TEST(test_spec_round_trip_keeps_values)
+{
+    check_spec_round_trip("{\"image\":\"busybox\"}");
+    check_spec_round_trip("{\"tenant\":\"t-1_x\",\"image\":\"registry.example:5000/team/img@sha256:abc\","
+                          "\"cpu_millis\":10,\"memory_mib\":6,\"ttl_seconds\":10,\"network\":\"open\","
+                          "\"trust\":{\"untrusted_repo\":true,\"generated_code\":true,\"hostile\":true},"
+                          "\"env\":{\"A\":\"\",\"B\":\"\\u00e9\\n\\\"q\\\"\"},\"labels\":{\"x\":\"1\",\"y.z\":\"2\"}}");
+    check_spec_round_trip("{\"image\":\"i\",\"cpu_millis\":1024000,\"memory_mib\":4194304,\"ttl_seconds\":2592000,"
+                          "\"network\":\"restricted\",\"trust\":{\"generated_code\":true}}");
+}
+END_TEST
+
+START_TEST(test_spec_to_json_writes_every_field)
+{
+    sandbox_spec_t s;
+    spec_ok("{\"image\":\"busybox\",\"env\":{\"K\":\"V\"}}", &s);
+    json_object *o = spec_to_json(&s);
+    char *d = jsonx_dump(o);
+    ck_assert_str_eq(d, "{\"tenant\":null,\"image\":\"busybox\",\"cpu_millis\":1000,\"memory_mib\":512,"
+                        "\"ttl_seconds\":3600,\"network\":\"none\","
+                        "\"trust\":{\"untrusted_repo\":false,\"generated_code\":false,\"hostile\":false},"
+                        "\"env\":{\"K\":\"V\"},\"labels\":{}}");
+    free(d);
+    json_object_put(o);
+    spec_release(&s);
+}
+END_TEST
+
+START_TEST(test_numeric_bounds_are_inclusive)
+{
+    sandbox_spec_t s;
+    char text[256];
+    snprintf(text, sizeof text, "{\"image\":\"i\",\"cpu_millis\":%d,\"memory_mib\":%d,\"ttl_seconds\":%d}",
+             SBX_CPU_MILLIS_MIN, SBX_MEMORY_MIB_MIN, SBX_TTL_SECONDS_MIN);
+    spec_ok(text, &s);
+    ck_assert_int_eq(s.cpu_millis, SBX_CPU_MILLIS_MIN);
+    ck_assert_int_eq(s.memory_mib, SBX_MEMORY_MIB_MIN);
+    ck_assert_int_eq(s.ttl_seconds, SBX_TTL_SECONDS_MIN);
+    spec_release(&s);
+    snprintf(text, sizeof text, "{\"image\":\"i\",\"cpu_millis\":%d,\"memory_mib\":%d,\"ttl_seconds\":%d}",
+             SBX_CPU_MILLIS_MAX, SBX_MEMORY_MIB_MAX, SBX_TTL_SECONDS_MAX);
+    spec_ok(text, &s);
+    ck_assert_int_eq(s.cpu_millis, SBX_CPU_MILLIS_MAX);
+    ck_assert_int_eq(s.memory_mib, SBX_MEMORY_MIB_MAX);
+    ck_assert_int_eq(s.ttl_seconds, SBX_TTL_SECONDS_MAX);
+    spec_release(&s);
+}
+END_TEST
+
+START_TEST(test_env_and_labels_at_their_limits_are_accepted)
+{
+    /* SBX_MAX_ENV env entries, SBX_MAX_LABELS labels, a 128-byte key and a 4096-byte value. */
+    size_t cap = 64 * 1024;
+    char *text = xmalloc(cap);
+    size_t o = (size_t)snprintf(text, cap, "{\"image\":\"i\",\"env\":{");
+    for (int i = 0; i < SBX_MAX_ENV; i++)
+        o += (size_t)snprintf(text + o, cap - o, "%s\"E%d\":\"v\"", i ? "," : "", i);
+    o += (size_t)snprintf(text + o, cap - o, "},\"labels\":{");
+    for (int i = 0; i < SBX_MAX_LABELS - 1; i++)
+        o += (size_t)snprintf(text + o, cap - o, "%s\"l%d\":\"v\"", i ? "," : "", i);
+    char *key = rep('k', SBX_MAX_KEY_BYTES), *val = rep('v', SBX_MAX_VALUE_BYTES);
+    o += (size_t)snprintf(text + o, cap - o, ",\"%s\":\"%s\"}}", key, val);
+    ck_assert_uint_lt(o, cap);
+    sandbox_spec_t s;
+    spec_ok(text, &s);
+    ck_assert_uint_eq(s.env.n, SBX_MAX_ENV);
+    ck_assert_uint_eq(s.labels.n, SBX_MAX_LABELS);
+    ck_assert_uint_eq(strlen(s.labels.items[SBX_MAX_LABELS - 1].value), SBX_MAX_VALUE_BYTES);
+    spec_release(&s);
+    free(key);
+    free(val);
+    free(text);
+}
+END_TEST
+
+/* ---- invalid create requests ---- */
+
+START_TEST(test_body_not_an_object_is_rejected)
+{
+    expect_spec_error("[]", "request body must be a JSON object");
+    expect_spec_error("\"busybox\"", "request body must be a JSON object");
+    expect_spec_error("42", "request body must be a JSON object");
+    sandbox_spec_t s;
+    api_error_t err;
+    ck_assert_int_eq(spec_from_json(NULL, &s, &err), SBX_EINVAL);
+    ck_assert_int_eq(err.code, API_INVALID_ARGUMENT);
+    ck_assert_str_eq(err.message, "the request body must be a JSON object");
+}
+END_TEST
+
+START_TEST(test_unknown_top_level_field_is_named)
+{
+    expect_spec_error("{\"image\":\"b\",\"imagee\":\"x\"}", "unknown field \"imagee\" in the sandbox spec");
+    expect_spec_error("{\"image\":\"b\",\"isolation\":\"microvm\"}", "unknown field \"isolation\"");
+    expect_spec_error("{\"image\":\"b\",\"untrusted_repo\":true}", "unknown field \"untrusted_repo\"");
+    expect_spec_error("{\"image\":\"b\",\"\":1}", "unknown field \"\"");
+    expect_spec_error("{\"image\":\"b\",\"Image\":\"c\"}", "unknown field \"Image\"");
+}
+END_TEST
+
+START_TEST(test_unknown_trust_field_is_named)
+{
+    expect_spec_error("{\"image\":\"b\",\"trust\":{\"evil\":true}}", "unknown field \"evil\" in trust");
+    expect_spec_error("{\"image\":\"b\",\"trust\":{\"hostile\":false,\"Hostile\":true}}",
+                      "unknown field \"Hostile\" in trust");
+}
+END_TEST
+
+START_TEST(test_image_missing_or_empty_or_wrong_type_is_rejected)
+{
+    expect_spec_error("{}", "image is required");
+    expect_spec_error("{\"image\":null}", "image is required");
+    expect_spec_error("{\"cpu_millis\":1000}", "image is required");
+    expect_spec_error("{\"image\":\"\"}", "image must be 1 to 512 printable bytes");
+    expect_spec_error("{\"image\":42}", "image must be a string");
+    expect_spec_error("{\"image\":[\"busybox\"]}", "image must be a string");
+    expect_spec_error("{\"image\":{}}", "image must be a string");
+    expect_spec_error("{\"image\":true}", "image must be a string");
+}
+END_TEST
+
+START_TEST(test_image_with_space_or_control_or_nul_is_rejected)
+{
+    expect_spec_error("{\"image\":\"busy box\"}", "image must not contain spaces");
+    expect_spec_error("{\"image\":\" busybox\"}", "image must not contain spaces");
+    expect_spec_error("{\"image\":\"busybox\\n\"}", "image must be 1 to 512 printable bytes");
+    expect_spec_error("{\"image\":\"busybox\\t\"}", "image");
+    expect_spec_error("{\"image\":\"busybox\\u007f\"}", "image");
+    expect_spec_error("{\"image\":\"busy\\u0000box\"}", "image must not contain NUL bytes");
+}
+END_TEST
+
+START_TEST(test_image_too_long_is_rejected)
+{
+    char *img = rep('a', SBX_MAX_IMAGE_BYTES + 1);
+    char *text = xmalloc(strlen(img) + 32);
+    sprintf(text, "{\"image\":\"%s\"}", img);
+    expect_spec_error(text, "image must be 1 to 512 printable bytes");
+    /* Exactly at the limit is fine. */
+    img[SBX_MAX_IMAGE_BYTES] = '\0';
+    sprintf(text, "{\"image\":\"%s\"}", img);
+    sandbox_spec_t s;
+    spec_ok(text, &s);
+    ck_assert_uint_eq(strlen(s.image), SBX_MAX_IMAGE_BYTES);
+    spec_release(&s);
+    free(img);
+    free(text);
+}
+END_TEST
+
+START_TEST(test_invalid_tenant_is_rejected)
+{
+    static const char *bad[] = {
+        "\"Platform\"", "\"-team\"", "\"_team\"", "\"te am\"", "\"team.x\"", "\"t\\u00e9am\"", "\"\"",
+        "42", "true", "[\"t\"]",
+        "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"", /* 64 */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "{\"image\":\"b\",\"tenant\":%s}", bad[i]);
+        expect_spec_error(text, "tenant must");
+    }
+    sandbox_spec_t s;
+    spec_ok("{\"image\":\"b\",\"tenant\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}", &s);
+    ck_assert_uint_eq(strlen(s.tenant), 63);
+    spec_release(&s);
+    spec_ok("{\"image\":\"b\",\"tenant\":\"0team-a_b\"}", &s);
+    ck_assert_str_eq(s.tenant, "0team-a_b");
+    spec_release(&s);
+}
+END_TEST
+
+START_TEST(test_numeric_fields_out_of_range_are_rejected_naming_the_field)
+{
+    static const char *fields[] = { "cpu_millis", "memory_mib", "ttl_seconds" };
+    static const char *values[] = { "-1", "0", "1000000000000000", "-1000000000000000",
+                                    "9223372036854775807", "18446744073709551615",
+                                    "100000000000000000000000000000" };
+    for (size_t f = 0; f < 3; f++)
+        for (size_t v = 0; v < sizeof values / sizeof *values; v++) {
+            char text[256], want[64];
+            snprintf(text, sizeof text, "{\"image\":\"b\",\"%s\":%s}", fields[f], values[v]);
+            snprintf(want, sizeof want, "%s must be between ", fields[f]);
+            expect_spec_error(text, want);
+        }
+}
+END_TEST
+
+START_TEST(test_numeric_range_message_names_bounds_and_value)
+{
+    expect_spec_error("{\"image\":\"b\",\"cpu_millis\":-1}", "cpu_millis must be between 10 and 1024000 (got -1)");
+    expect_spec_error("{\"image\":\"b\",\"cpu_millis\":9}", "cpu_millis must be between 10 and 1024000 (got 9)");
+    expect_spec_error("{\"image\":\"b\",\"cpu_millis\":1024001}", "(got 1024001)");
+    expect_spec_error("{\"image\":\"b\",\"memory_mib\":5}", "memory_mib must be between 6 and 4194304 (got 5)");
+    expect_spec_error("{\"image\":\"b\",\"memory_mib\":4194305}", "(got 4194305)");
+    expect_spec_error("{\"image\":\"b\",\"ttl_seconds\":9}", "ttl_seconds must be between 10 and 2592000 (got 9)");
+    expect_spec_error("{\"image\":\"b\",\"ttl_seconds\":2592001}", "(got 2592001)");
+    expect_spec_error("{\"image\":\"b\",\"ttl_seconds\":1000000000000000}", "(got 1000000000000000)");
+}
+END_TEST
+
+START_TEST(test_numeric_fields_of_non_integer_type_are_rejected)
+{
+    static const char *fields[] = { "cpu_millis", "memory_mib", "ttl_seconds" };
+    static const char *values[] = { "\"1000\"", "1000.0", "1.5", "1e3", "true", "[1000]", "{}", "\"\"" };
+    for (size_t f = 0; f < 3; f++)
+        for (size_t v = 0; v < sizeof values / sizeof *values; v++) {
+            char text[256], want[64];
+            snprintf(text, sizeof text, "{\"image\":\"b\",\"%s\":%s}", fields[f], values[v]);
+            snprintf(want, sizeof want, "%s must be an integer", fields[f]);
+            expect_spec_error(text, want);
+        }
+}
+END_TEST
+
+START_TEST(test_unknown_network_is_rejected)
+{
+    static const char *bad[] = { "\"closed\"", "\"NONE\"", "\"Open\"", "\"\"", "\"none \"", "1", "true",
+                                 "[\"none\"]", "{}" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char text[128];
+        snprintf(text, sizeof text, "{\"image\":\"b\",\"network\":%s}", bad[i]);
+        expect_spec_error(text, "network must be one of none, restricted, open");
+    }
+    static const struct { const char *name; net_mode_t m; } good[] = {
+        { "none", NET_NONE }, { "restricted", NET_RESTRICTED }, { "open", NET_OPEN } };
+    for (size_t i = 0; i < 3; i++) {
+        char text[128];
+        snprintf(text, sizeof text, "{\"image\":\"b\",\"network\":\"%s\"}", good[i].name);
+        sandbox_spec_t s;
+        spec_ok(text, &s);
+        ck_assert_int_eq(s.network, good[i].m);
+        spec_release(&s);
+    }
+}
+END_TEST
+
+START_TEST(test_trust_that_is_not_an_object_is_rejected)
+{
+    expect_spec_error("{\"image\":\"b\",\"trust\":true}", "trust must be an object");
+    expect_spec_error("{\"image\":\"b\",\"trust\":\"hostile\"}", "trust must be an object");
+    expect_spec_error("{\"image\":\"b\",\"trust\":[\"hostile\"]}", "trust must be an object");
+    expect_spec_error("{\"image\":\"b\",\"trust\":1}", "trust must be an object");
+}
+END_TEST
+
+START_TEST(test_trust_values_that_are_not_booleans_are_rejected)
+{
+    static const char *keys[] = { "untrusted_repo", "generated_code", "hostile" };
+    static const char *values[] = { "\"true\"", "1", "0", "\"yes\"", "[]", "{}" };
+    for (size_t k = 0; k < 3; k++)
+        for (size_t v = 0; v < sizeof values / sizeof *values; v++) {
+            char text[128], want[64];
+            snprintf(text, sizeof text, "{\"image\":\"b\",\"trust\":{\"%s\":%s}}", keys[k], values[v]);
+            snprintf(want, sizeof want, "trust.%s must be true or false", keys[k]);
+            expect_spec_error(text, want);
+        }
+}
+END_TEST
+
+START_TEST(test_env_that_is_not_an_object_is_rejected)
+{
+    expect_spec_error("{\"image\":\"b\",\"env\":[\"K=V\"]}", "env must be an object of string values");
+    expect_spec_error("{\"image\":\"b\",\"env\":\"K=V\"}", "env must be an object");
+    expect_spec_error("{\"image\":\"b\",\"env\":1}", "env must be an object");
+    expect_spec_error("{\"image\":\"b\",\"labels\":[]}", "labels must be an object");
+}
+END_TEST
+
+START_TEST(test_env_bad_key_is_rejected)
+{
+    static const char *bad[] = { "1A", "A-B", "A B", "A=B", "", "A.B", "\\u00c9T\\u00c9", "$A" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char text[128];
+        snprintf(text, sizeof text, "{\"image\":\"b\",\"env\":{\"%s\":\"v\"}}", bad[i]);
+        expect_spec_error(text, "env key \"");
+    }
+    char *key = rep('K', SBX_MAX_KEY_BYTES + 1);
+    char text[512];
+    snprintf(text, sizeof text, "{\"image\":\"b\",\"env\":{\"%s\":\"v\"}}", key);
+    expect_spec_error(text, "env key \"");
+    free(key);
+}
+END_TEST
+
+START_TEST(test_env_non_string_value_is_rejected)
+{
+    expect_spec_error("{\"image\":\"b\",\"env\":{\"K\":1}}", "env.K must be a string");
+    expect_spec_error("{\"image\":\"b\",\"env\":{\"K\":null}}", "env.K must be a string");
+    expect_spec_error("{\"image\":\"b\",\"env\":{\"K\":true}}", "env.K must be a string");
+    expect_spec_error("{\"image\":\"b\",\"env\":{\"A\":\"ok\",\"K\":[\"v\"]}}", "env.K must be a string");
+    expect_spec_error("{\"image\":\"b\",\"labels\":{\"k\":{}}}", "labels.k must be a string");
+}
+END_TEST
+
+START_TEST(test_env_value_with_nul_byte_is_rejected)
+{
+    expect_spec_error("{\"image\":\"b\",\"env\":{\"K\":\"a\\u0000b\"}}", "env.K must not contain NUL bytes");
+    expect_spec_error("{\"image\":\"b\",\"labels\":{\"k\":\"\\u0000\"}}", "labels.k must not contain NUL bytes");
+}
+END_TEST
+
+START_TEST(test_env_value_too_long_is_rejected)
+{
+    char *val = rep('v', SBX_MAX_VALUE_BYTES + 1);
+    char *text = xmalloc(strlen(val) + 64);
+    sprintf(text, "{\"image\":\"b\",\"env\":{\"K\":\"%s\"}}", val);
+    expect_spec_error(text, "env.K is longer than 4096 bytes");
+    free(val);
+    free(text);
+}
+END_TEST
+
+static char *many_entries(const char *field, int n)
+{
+    size_t cap = 64 + (size_t)n * 24;
+    char *text = xmalloc(cap);
+    size_t o = (size_t)snprintf(text, cap, "{\"image\":\"b\",\"%s\":{", field);
+    for (int i = 0; i < n; i++)
+        o += (size_t)snprintf(text + o, cap - o, "%s\"K%d\":\"v\"", i ? "," : "", i);
+    snprintf(text + o, cap - o, "}}");
+    return text;
+}
+
+START_TEST(test_too_many_env_entries_are_rejected)
+{
+    char *text = many_entries("env", SBX_MAX_ENV + 1);
+    expect_spec_error(text, "env has 129 entries; at most 128 are allowed");
+    free(text);
+}
+END_TEST
+
+START_TEST(test_too_many_labels_are_rejected)
+{
+    char *text = many_entries("labels", SBX_MAX_LABELS + 1);
+    expect_spec_error(text, "labels has 65 entries; at most 64 are allowed");
+    free(text);
+}
+END_TEST
+
+START_TEST(test_label_bad_key_is_rejected)
+{
+    static const char *bad[] = { "a b", "", "a:b", "a=b", "\\u00e9", "a\\tb", "a,b" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char text[128];
+        snprintf(text, sizeof text, "{\"image\":\"b\",\"labels\":{\"%s\":\"v\"}}", bad[i]);
+        expect_spec_error(text, "labels key \"");
+    }
+    char *key = rep('k', SBX_MAX_KEY_BYTES + 1);
+    char text[512];
+    snprintf(text, sizeof text, "{\"image\":\"b\",\"labels\":{\"%s\":\"v\"}}", key);
+    expect_spec_error(text, "labels key \"");
+    free(key);
+}
+END_TEST
+
+START_TEST(test_error_without_err_still_fails)
+{
+    json_object *o = j("{\"image\":\"\"}");
+    sandbox_spec_t s;
+    ck_assert_int_eq(spec_from_json(o, &s, NULL), SBX_EINVAL);
+    json_object_put(o);
+}
+END_TEST
+
+/* ---- names ---- */
+
+START_TEST(test_network_and_isolation_names_round_trip)
+{
+    for (int m = 0; m < 3; m++) {
+        net_mode_t back = (net_mode_t)99;
+        ck_assert_int_eq(net_mode_parse(net_mode_name((net_mode_t)m), &back), 0);
+        ck_assert_int_eq(back, m);
+    }
+    ck_assert_str_eq(isolation_name(ISO_CONTAINER), "container");
+    ck_assert_str_eq(isolation_name(ISO_GVISOR), "gvisor");
+    ck_assert_str_eq(isolation_name(ISO_MICROVM), "microvm");
+    for (int c = 0; c < 3; c++) {
+        isolation_t back = (isolation_t)99;
+        ck_assert_int_eq(isolation_parse(isolation_name((isolation_t)c), &back), 0);
+        ck_assert_int_eq(back, c);
+    }
+    net_mode_t m;
+    isolation_t c;
+    ck_assert_int_eq(net_mode_parse("closed", &m), SBX_EINVAL);
+    ck_assert_int_eq(net_mode_parse(NULL, &m), SBX_EINVAL);
+    ck_assert_int_eq(isolation_parse("vm", &c), SBX_EINVAL);
+    ck_assert_int_eq(isolation_parse(NULL, &c), SBX_EINVAL);
+    ck_assert_str_eq(net_mode_name((net_mode_t)7), "none");
+    ck_assert_str_eq(isolation_name((isolation_t)7), "container");
+}
+END_TEST
+
+/* ---- exec requests ---- */
+
+START_TEST(test_minimal_exec_gets_defaults)
+{
+    exec_spec_t s;
+    exec_ok("{\"argv\":[\"ls\"]}", &s);
+    ck_assert_uint_eq(s.argc, 1);
+    ck_assert_str_eq(s.argv[0], "ls");
+    ck_assert_ptr_null(s.argv[1]);
+    ck_assert_ptr_null(s.cwd);
+    ck_assert_uint_eq(s.env.n, 0);
+    ck_assert_int_eq(s.timeout_seconds, EXEC_DEFAULT_TIMEOUT);
+    ck_assert_int_eq(s.max_output_bytes, 0);
+    exec_spec_release(&s);
+}
+END_TEST
+
+START_TEST(test_exec_round_trip_keeps_values)
+{
+    exec_spec_t a, b;
+    exec_ok("{\"argv\":[\"sh\",\"-c\",\"echo hello; exit 3\",\"\"],\"env\":{\"K\":\"V\"},\"cwd\":\"/work dir\","
+            "\"timeout_seconds\":86400,\"max_output_bytes\":1048576}",
+            &a);
+    ck_assert_uint_eq(a.argc, 4);
+    ck_assert_str_eq(a.argv[2], "echo hello; exit 3");
+    ck_assert_str_eq(a.argv[3], "");
+    ck_assert_ptr_null(a.argv[4]);
+    ck_assert_str_eq(a.cwd, "/work dir");
+    ck_assert_int_eq(a.timeout_seconds, 86400);
+    ck_assert_int_eq(a.max_output_bytes, 1048576);
+
+    json_object *o = exec_spec_to_json(&a);
+    char *d1 = jsonx_dump(o);
+    ck_assert_str_eq(d1, "{\"argv\":[\"sh\",\"-c\",\"echo hello; exit 3\",\"\"],\"env\":{\"K\":\"V\"},"
+                         "\"cwd\":\"/work dir\",\"timeout_seconds\":86400,\"max_output_bytes\":1048576}");
+    api_error_t err;
+    memset(&err, 0, sizeof err);
+    ck_assert_msg(exec_spec_from_json(o, &b, &err) == 0, "canonical exec refused: %s", err.message);
+    ck_assert_uint_eq(b.argc, a.argc);
+    for (size_t i = 0; i < a.argc; i++)
+        ck_assert_str_eq(b.argv[i], a.argv[i]);
+    ck_assert_str_eq(b.cwd, a.cwd);
+    ck_assert_uint_eq(b.env.n, 1);
+    ck_assert_str_eq(b.env.items[0].key, "K");
+    ck_assert_str_eq(b.env.items[0].value, "V");
+    ck_assert_int_eq(b.timeout_seconds, a.timeout_seconds);
+    ck_assert_int_eq(b.max_output_bytes, a.max_output_bytes);
+    free(d1);
+    json_object_put(o);
+    exec_spec_release(&a);
+    exec_spec_release(&b);
+}
+END_TEST
+
+START_TEST(test_exec_round_trip_of_defaults_keeps_null_cwd)
+{
+    exec_spec_t a, b;
+    exec_ok("{\"argv\":[\"true\"]}", &a);
+    json_object *o = exec_spec_to_json(&a);
+    char *d = jsonx_dump(o);
+    ck_assert_str_eq(d, "{\"argv\":[\"true\"],\"env\":{},\"cwd\":null,\"timeout_seconds\":600,"
+                        "\"max_output_bytes\":0}");
+    api_error_t err;
+    ck_assert_int_eq(exec_spec_from_json(o, &b, &err), 0);
+    ck_assert_ptr_null(b.cwd);
+    ck_assert_int_eq(b.timeout_seconds, 600);
+    ck_assert_int_eq(b.max_output_bytes, 0);
+    free(d);
+    json_object_put(o);
+    exec_spec_release(&a);
+    exec_spec_release(&b);
+}
+END_TEST
+
+START_TEST(test_exec_body_not_an_object_is_rejected)
+{
+    expect_exec_error("[\"ls\"]", "request body must be a JSON object");
+    expect_exec_error("\"ls -l\"", "request body must be a JSON object");
+}
+END_TEST
+
+START_TEST(test_exec_unknown_field_is_named)
+{
+    expect_exec_error("{\"argv\":[\"ls\"],\"shell\":true}", "unknown field \"shell\" in the exec request");
+    expect_exec_error("{\"argv\":[\"ls\"],\"command\":\"ls\"}", "unknown field \"command\"");
+}
+END_TEST
+
+START_TEST(test_exec_argv_missing_is_rejected)
+{
+    expect_exec_error("{}", "argv is required");
+    expect_exec_error("{\"argv\":null}", "argv is required");
+    expect_exec_error("{\"cwd\":\"/\"}", "argv is required");
+}
+END_TEST
+
+START_TEST(test_exec_argv_shell_string_is_rejected)
+{
+    expect_exec_error("{\"argv\":\"echo hello; rm -rf /\"}", "argv must be an array of strings, never a shell string");
+    expect_exec_error("{\"argv\":{\"0\":\"ls\"}}", "argv must be an array");
+    expect_exec_error("{\"argv\":1}", "argv must be an array");
+}
+END_TEST
+
+START_TEST(test_exec_argv_empty_array_is_rejected)
+{
+    expect_exec_error("{\"argv\":[]}", "argv must name a command (it is empty)");
+}
+END_TEST
+
+START_TEST(test_exec_argv_non_string_element_is_rejected)
+{
+    expect_exec_error("{\"argv\":[1]}", "argv[0] must be a string");
+    expect_exec_error("{\"argv\":[\"ls\",\"-l\",2]}", "argv[2] must be a string");
+    expect_exec_error("{\"argv\":[\"ls\",null]}", "argv[1] must be a string");
+    expect_exec_error("{\"argv\":[\"ls\",[\"-l\"]]}", "argv[1] must be a string");
+    expect_exec_error("{\"argv\":[\"ls\",\"a\\u0000b\"]}", "argv[1] must not contain NUL bytes");
+}
+END_TEST
+
+START_TEST(test_exec_empty_argv0_is_rejected)
+{
+    expect_exec_error("{\"argv\":[\"\"]}", "argv[0] must not be empty");
+    expect_exec_error("{\"argv\":[\"\",\"x\"]}", "argv[0] must not be empty");
+}
+END_TEST
+
+START_TEST(test_exec_too_many_argv_entries_are_rejected)
+{
+    size_t cap = 16 + (SBX_MAX_ARGV + 1) * 4 + 16;
+    char *text = xmalloc(cap);
+    size_t o = (size_t)snprintf(text, cap, "{\"argv\":[");
+    for (int i = 0; i < SBX_MAX_ARGV + 1; i++)
+        o += (size_t)snprintf(text + o, cap - o, "%s\"a\"", i ? "," : "");
+    snprintf(text + o, cap - o, "]}");
+    expect_exec_error(text, "argv has 257 entries; at most 256 are allowed");
+
+    /* Exactly SBX_MAX_ARGV is fine. */
+    o = (size_t)snprintf(text, cap, "{\"argv\":[");
+    for (int i = 0; i < SBX_MAX_ARGV; i++)
+        o += (size_t)snprintf(text + o, cap - o, "%s\"a\"", i ? "," : "");
+    snprintf(text + o, cap - o, "]}");
+    exec_spec_t s;
+    exec_ok(text, &s);
+    ck_assert_uint_eq(s.argc, SBX_MAX_ARGV);
+    exec_spec_release(&s);
+    free(text);
+}
+END_TEST
+
+START_TEST(test_exec_argv_too_long_in_total_is_rejected)
+{
+    /* Two arguments of 32 KiB: 2 * (32768 + 1) > 64 KiB. */
+    char *arg = rep('x', 32768);
+    char *text = xmalloc(2 * 32768 + 64);
+    sprintf(text, "{\"argv\":[\"%s\",\"%s\"]}", arg, arg);
+    expect_exec_error(text, "argv is longer than 65536 bytes in total");
+    /* One argument of 64 KiB - 1 plus its NUL fits exactly. */
+    free(arg);
+    arg = rep('y', SBX_MAX_ARGV_BYTES - 1);
+    sprintf(text, "{\"argv\":[\"%s\"]}", arg);
+    exec_spec_t s;
+    exec_ok(text, &s);
+    ck_assert_uint_eq(strlen(s.argv[0]), SBX_MAX_ARGV_BYTES - 1);
+    exec_spec_release(&s);
+    free(arg);
+    free(text);
+}
+END_TEST
+
+START_TEST(test_exec_relative_cwd_is_rejected)
+{
+    expect_exec_error("{\"argv\":[\"ls\"],\"cwd\":\"tmp\"}", "cwd must be an absolute path");
+    expect_exec_error("{\"argv\":[\"ls\"],\"cwd\":\"./tmp\"}", "cwd must be an absolute path");
+    expect_exec_error("{\"argv\":[\"ls\"],\"cwd\":\"~/x\"}", "cwd must be an absolute path");
+    expect_exec_error("{\"argv\":[\"ls\"],\"cwd\":\"\"}", "cwd must be 1 to 1024 printable bytes");
+    expect_exec_error("{\"argv\":[\"ls\"],\"cwd\":1}", "cwd must be a string");
+    expect_exec_error("{\"argv\":[\"ls\"],\"cwd\":\"/tmp\\n\"}", "cwd must be 1 to 1024 printable bytes");
+}
+END_TEST
+
+START_TEST(test_exec_timeout_out_of_range_is_rejected)
+{
+    static const char *values[] = { "0", "-1", "86401", "1000000000000000", "-1000000000000000" };
+    for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
+        char text[128];
+        snprintf(text, sizeof text, "{\"argv\":[\"ls\"],\"timeout_seconds\":%s}", values[i]);
+        expect_exec_error(text, "timeout_seconds must be between 1 and 86400");
+    }
+    expect_exec_error("{\"argv\":[\"ls\"],\"timeout_seconds\":\"10\"}", "timeout_seconds must be an integer");
+    expect_exec_error("{\"argv\":[\"ls\"],\"timeout_seconds\":1.5}", "timeout_seconds must be an integer");
+    exec_spec_t s;
+    exec_ok("{\"argv\":[\"ls\"],\"timeout_seconds\":1}", &s);
+    ck_assert_int_eq(s.timeout_seconds, 1);
+    exec_spec_release(&s);
+}
+END_TEST
+
+START_TEST(test_exec_max_output_over_ceiling_is_rejected)
+{
+    expect_exec_error("{\"argv\":[\"ls\"],\"max_output_bytes\":1048577}",
+                      "max_output_bytes must be between 0 and 1048576 (got 1048577)");
+    expect_exec_error("{\"argv\":[\"ls\"],\"max_output_bytes\":-1}", "max_output_bytes must be between");
+    expect_exec_error("{\"argv\":[\"ls\"],\"max_output_bytes\":1000000000000000}", "max_output_bytes must be between");
+    expect_exec_error("{\"argv\":[\"ls\"],\"max_output_bytes\":\"1k\"}", "max_output_bytes must be an integer");
+}
+END_TEST
+
+START_TEST(test_exec_bad_env_is_rejected)
+{
+    expect_exec_error("{\"argv\":[\"ls\"],\"env\":{\"1X\":\"v\"}}", "env key \"1X\"");
+    expect_exec_error("{\"argv\":[\"ls\"],\"env\":[\"X=v\"]}", "env must be an object");
+    expect_exec_error("{\"argv\":[\"ls\"],\"env\":{\"X\":2}}", "env.X must be a string");
+}
+END_TEST
+
+/* ---- kv lists directly ---- */
+
+START_TEST(test_kv_list_from_null_or_absent_is_empty)
+{
+    kv_list_t l;
+    api_error_t err;
+    ck_assert_int_eq(kv_list_from_json(NULL, "env", true, 4, &l, &err), 0);
+    ck_assert_uint_eq(l.n, 0);
+    ck_assert_ptr_null(l.items);
+    json_object *null = NULL;
+    ck_assert_int_eq(kv_list_from_json(null, "labels", false, 4, &l, &err), 0);
+    kv_list_release(&l);
+    kv_list_release(NULL);
+}
+END_TEST
+
+START_TEST(test_kv_list_round_trips_through_json)
+{
+    json_object *o = j("{\"A\":\"1\",\"B_2\":\"two\",\"c\":\"\"}");
+    kv_list_t l;
+    api_error_t err;
+    ck_assert_int_eq(kv_list_from_json(o, "env", true, 3, &l, &err), 0);
+    ck_assert_uint_eq(l.n, 3);
+    json_object *back = kv_list_to_json(&l);
+    char *d = jsonx_dump(back);
+    ck_assert_str_eq(d, "{\"A\":\"1\",\"B_2\":\"two\",\"c\":\"\"}");
+    free(d);
+    json_object_put(back);
+    kv_list_release(&l);
+    ck_assert_uint_eq(l.n, 0);
+    ck_assert_ptr_null(l.items);
+    /* One more than max is refused. */
+    ck_assert_int_eq(kv_list_from_json(o, "env", true, 2, &l, &err), SBX_EINVAL);
+    ck_assert_str_eq(err.message, "env has 3 entries; at most 2 are allowed");
+    json_object_put(o);
+}
+END_TEST
+
+static Suite *spec_suite(void)
+{
+    Suite *s = suite_create("spec");
+    TCase *tc = tcase_create("valid");
+    tcase_add_test(tc, test_minimal_spec_gets_documented_defaults);
+    tcase_add_test(tc, test_null_fields_get_defaults);
+    tcase_add_test(tc, test_full_spec_decodes_every_field);
+    tcase_add_test(tc, test_spec_round_trip_keeps_values);
+    tcase_add_test(tc, test_spec_to_json_writes_every_field);
+    tcase_add_test(tc, test_numeric_bounds_are_inclusive);
+    tcase_add_test(tc, test_env_and_labels_at_their_limits_are_accepted);
+    tcase_add_test(tc, test_network_and_isolation_names_round_trip);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("invalid");
+    tcase_add_test(tc, test_body_not_an_object_is_rejected);
+    tcase_add_test(tc, test_unknown_top_level_field_is_named);
+    tcase_add_test(tc, test_unknown_trust_field_is_named);
+    tcase_add_test(tc, test_image_missing_or_empty_or_wrong_type_is_rejected);
+    tcase_add_test(tc, test_image_with_space_or_control_or_nul_is_rejected);
+    tcase_add_test(tc, test_image_too_long_is_rejected);
+    tcase_add_test(tc, test_invalid_tenant_is_rejected);
+    tcase_add_test(tc, test_numeric_fields_out_of_range_are_rejected_naming_the_field);
+    tcase_add_test(tc, test_numeric_range_message_names_bounds_and_value);
+    tcase_add_test(tc, test_numeric_fields_of_non_integer_type_are_rejected);
+    tcase_add_test(tc, test_unknown_network_is_rejected);
+    tcase_add_test(tc, test_trust_that_is_not_an_object_is_rejected);
+    tcase_add_test(tc, test_trust_values_that_are_not_booleans_are_rejected);
+    tcase_add_test(tc, test_env_that_is_not_an_object_is_rejected);
+    tcase_add_test(tc, test_env_bad_key_is_rejected);
+    tcase_add_test(tc, test_env_non_string_value_is_rejected);
+    tcase_add_test(tc, test_env_value_with_nul_byte_is_rejected);
+    tcase_add_test(tc, test_env_value_too_long_is_rejected);
+    tcase_add_test(tc, test_too_many_env_entries_are_rejected);
+    tcase_add_test(tc, test_too_many_labels_are_rejected);
+    tcase_add_test(tc, test_label_bad_key_is_rejected);
+    tcase_add_test(tc, test_error_without_err_still_fails);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("exec");
+    tcase_add_test(tc, test_minimal_exec_gets_defaults);
+    tcase_add_test(tc, test_exec_round_trip_keeps_values);
+    tcase_add_test(tc, test_exec_round_trip_of_defaults_keeps_null_cwd);
+    tcase_add_test(tc, test_exec_body_not_an_object_is_rejected);
+    tcase_add_test(tc, test_exec_unknown_field_is_named);
+    tcase_add_test(tc, test_exec_argv_missing_is_rejected);
+    tcase_add_test(tc, test_exec_argv_shell_string_is_rejected);
+    tcase_add_test(tc, test_exec_argv_empty_array_is_rejected);
+    tcase_add_test(tc, test_exec_argv_non_string_element_is_rejected);
+    tcase_add_test(tc, test_exec_empty_argv0_is_rejected);
+    tcase_add_test(tc, test_exec_too_many_argv_entries_are_rejected);
+    tcase_add_test(tc, test_exec_argv_too_long_in_total_is_rejected);
+    tcase_add_test(tc, test_exec_relative_cwd_is_rejected);
+    tcase_add_test(tc, test_exec_timeout_out_of_range_is_rejected);
+    tcase_add_test(tc, test_exec_max_output_over_ceiling_is_rejected);
+    tcase_add_test(tc, test_exec_bad_env_is_rejected);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("kv");
+    tcase_add_test(tc, test_kv_list_from_null_or_absent_is_empty);
+    tcase_add_test(tc, test_kv_list_round_trips_through_json);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(spec_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
