@@ -245,7 +245,9 @@ void cfg_print(const cfg_t *c, FILE *out)
     for (int i = 0; i < CFG__COUNT; i++) {
         const char *v = c->values[i];
         bool secret = strstr(settings[i].name, "token") != NULL;
-        bool url_with_password = strcmp(settings[i].name, "database_url") == 0 && strchr(v, '@');
+        /* URL userinfo (user:pw@host) or a password= keyword/query parameter. */
+        bool url_with_password = strcmp(settings[i].name, "database_url") == 0 &&
+                                 (strchr(v, '@') || strcasestr(v, "password"));
         if (secret && *v)
             v = "(set, hidden)";
         else if (url_with_password)
