@@ -1,0 +1,213 @@
+/* Unit tests for the operation transition table and state names (common/opstate.c). */
+#include <check.h>
+#include <stdio.h>
+
+#include "errors.h"
+#include "opstate.h"
+
+/* DESIGN §4, written out independently of common/opstate.c:
+ *   pending  -> admitted | failed (policy denies) | cancelled
+ *   admitted -> leased | failed (isolation unavailable, deadline) | cancelled
+ *             | succeeded (the documented extra edge: a delete of a sandbox
+ *               that was never placed completes in the controller alone)
+ *   leased   -> running | admitted (lease expired, retry) | failed (no retry left) | cancelled
+ *   running  -> succeeded | failed | admitted (lease expired, retry) | cancelled
+ *   succeeded, failed, cancelled: terminal, no outgoing edge. */
+enum { P = OP_PENDING, A = OP_ADMITTED, L = OP_LEASED, R = OP_RUNNING, S = OP_SUCCEEDED, F = OP_FAILED,
+       C = OP_CANCELLED };
+static const int expected[OP__COUNT][OP__COUNT] = {
+    /*              P  A  L  R  S  F  C */
+    [P] = { 0, 1, 0, 0, 0, 1, 1 },
+    [A] = { 0, 0, 1, 0, 1, 1, 1 },
+    [L] = { 0, 1, 0, 1, 0, 1, 1 },
+    [R] = { 0, 1, 0, 0, 1, 1, 1 },
+    [S] = { 0, 0, 0, 0, 0, 0, 0 },
+    [F] = { 0, 0, 0, 0, 0, 0, 0 },
+    [C] = { 0, 0, 0, 0, 0, 0, 0 },
+};
+
+START_TEST(test_transition_table_matches_design_for_every_pair)
+{
+    ck_assert_int_eq(OP__COUNT, 7);
+    int mismatches = 0;
+    for (int from = 0; from < OP__COUNT; from++)
+        for (int to = 0; to < OP__COUNT; to++) {
+            int got = op_transition_allowed((op_state_t)from, (op_state_t)to);
+            if (got != expected[from][to]) {
+                fprintf(stderr, "transition %s -> %s: allowed=%d, expected %d\n", op_state_name((op_state_t)from),
+                        op_state_name((op_state_t)to), got, expected[from][to]);
+                mismatches++;
+            }
+        }
+    ck_assert_int_eq(mismatches, 0);
+}
+END_TEST
+
+START_TEST(test_no_state_moves_to_itself)
+{
+    for (int s = 0; s < OP__COUNT; s++)
+        ck_assert_msg(!op_transition_allowed((op_state_t)s, (op_state_t)s), "%s -> itself is allowed",
+                      op_state_name((op_state_t)s));
+}
+END_TEST
+
+START_TEST(test_nothing_moves_back_to_pending)
+{
+    for (int s = 0; s < OP__COUNT; s++)
+        ck_assert_msg(!op_transition_allowed((op_state_t)s, OP_PENDING), "%s -> pending is allowed",
+                      op_state_name((op_state_t)s));
+}
+END_TEST
+
+START_TEST(test_terminal_states_have_no_outgoing_transitions)
+{
+    for (int s = 0; s < OP__COUNT; s++) {
+        int outgoing = 0;
+        for (int t = 0; t < OP__COUNT; t++)
+            outgoing += op_transition_allowed((op_state_t)s, (op_state_t)t);
+        if (op_state_terminal((op_state_t)s))
+            ck_assert_int_eq(outgoing, 0);
+        else
+            ck_assert_int_gt(outgoing, 0);
+    }
+}
+END_TEST
+
+START_TEST(test_terminal_states_are_exactly_succeeded_failed_cancelled)
+{
+    static const int terminal[OP__COUNT] = { [S] = 1, [F] = 1, [C] = 1 };
+    for (int s = 0; s < OP__COUNT; s++)
+        ck_assert_int_eq(op_state_terminal((op_state_t)s), terminal[s]);
+}
+END_TEST
+
+START_TEST(test_every_non_terminal_state_can_be_cancelled_and_fail)
+{
+    for (int s = 0; s < OP__COUNT; s++) {
+        if (op_state_terminal((op_state_t)s))
+            continue;
+        ck_assert(op_transition_allowed((op_state_t)s, OP_CANCELLED));
+        ck_assert(op_transition_allowed((op_state_t)s, OP_FAILED));
+    }
+}
+END_TEST
+
+START_TEST(test_out_of_range_states_are_refused_by_transition_check)
+{
+    ck_assert(!op_transition_allowed(OP__COUNT, OP_ADMITTED));
+    ck_assert(!op_transition_allowed(OP_PENDING, OP__COUNT));
+    ck_assert(!op_transition_allowed((op_state_t)-1, OP_ADMITTED));
+    ck_assert(!op_transition_allowed(OP_PENDING, (op_state_t)-1));
+    ck_assert(!op_transition_allowed((op_state_t)1000, (op_state_t)1000));
+    ck_assert(!op_state_terminal(OP__COUNT));
+}
+END_TEST
+
+START_TEST(test_state_names_round_trip_through_parse)
+{
+    static const char *names[OP__COUNT] = { "pending", "admitted", "leased", "running",
+                                            "succeeded", "failed", "cancelled" };
+    for (int s = 0; s < OP__COUNT; s++) {
+        ck_assert_str_eq(op_state_name((op_state_t)s), names[s]);
+        op_state_t back = OP__COUNT;
+        ck_assert_int_eq(op_state_parse(names[s], &back), 0);
+        ck_assert_int_eq(back, s);
+    }
+}
+END_TEST
+
+START_TEST(test_kind_names_round_trip_through_parse)
+{
+    static const char *names[OPK__COUNT] = { "create", "delete", "exec" };
+    for (int k = 0; k < OPK__COUNT; k++) {
+        ck_assert_str_eq(op_kind_name((op_kind_t)k), names[k]);
+        op_kind_t back = OPK__COUNT;
+        ck_assert_int_eq(op_kind_parse(names[k], &back), 0);
+        ck_assert_int_eq(back, k);
+    }
+}
+END_TEST
+
+START_TEST(test_phase_names_round_trip_through_parse)
+{
+    static const char *names[PH__COUNT] = { "pending", "scheduled", "provisioning", "running",
+                                            "deleting", "deleted", "failed", "lost" };
+    for (int p = 0; p < PH__COUNT; p++) {
+        ck_assert_str_eq(sandbox_phase_name((sandbox_phase_t)p), names[p]);
+        sandbox_phase_t back = PH__COUNT;
+        ck_assert_int_eq(sandbox_phase_parse(names[p], &back), 0);
+        ck_assert_int_eq(back, p);
+    }
+}
+END_TEST
+
+START_TEST(test_out_of_range_values_have_unknown_name)
+{
+    ck_assert_str_eq(op_state_name(OP__COUNT), "unknown");
+    ck_assert_str_eq(op_state_name((op_state_t)-1), "unknown");
+    ck_assert_str_eq(op_kind_name(OPK__COUNT), "unknown");
+    ck_assert_str_eq(op_kind_name((op_kind_t)-1), "unknown");
+    ck_assert_str_eq(sandbox_phase_name(PH__COUNT), "unknown");
+    ck_assert_str_eq(sandbox_phase_name((sandbox_phase_t)-1), "unknown");
+}
+END_TEST
+
+START_TEST(test_unknown_names_are_rejected_and_leave_output_alone)
+{
+    static const char *bad[] = { "", "unknown", "PENDING", "Running", "pending ", " leased", "cancel",
+                                 "canceled", "succeed", "done" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        op_state_t s = OP_RUNNING;
+        ck_assert_int_eq(op_state_parse(bad[i], &s), SBX_EINVAL);
+        ck_assert_int_eq(s, OP_RUNNING);
+    }
+    op_state_t s = OP_RUNNING;
+    ck_assert_int_eq(op_state_parse(NULL, &s), SBX_EINVAL);
+
+    op_kind_t k = OPK_EXEC;
+    ck_assert_int_eq(op_kind_parse("Create", &k), SBX_EINVAL);
+    ck_assert_int_eq(op_kind_parse("run", &k), SBX_EINVAL);
+    ck_assert_int_eq(op_kind_parse("", &k), SBX_EINVAL);
+    ck_assert_int_eq(op_kind_parse(NULL, &k), SBX_EINVAL);
+    ck_assert_int_eq(k, OPK_EXEC);
+
+    sandbox_phase_t p = PH_LOST;
+    ck_assert_int_eq(sandbox_phase_parse("admitted", &p), SBX_EINVAL);
+    ck_assert_int_eq(sandbox_phase_parse("Deleted", &p), SBX_EINVAL);
+    ck_assert_int_eq(sandbox_phase_parse("", &p), SBX_EINVAL);
+    ck_assert_int_eq(sandbox_phase_parse(NULL, &p), SBX_EINVAL);
+    ck_assert_int_eq(p, PH_LOST);
+}
+END_TEST
+
+static Suite *opstate_suite(void)
+{
+    Suite *s = suite_create("opstate");
+    TCase *tc = tcase_create("transitions");
+    tcase_add_test(tc, test_transition_table_matches_design_for_every_pair);
+    tcase_add_test(tc, test_no_state_moves_to_itself);
+    tcase_add_test(tc, test_nothing_moves_back_to_pending);
+    tcase_add_test(tc, test_terminal_states_have_no_outgoing_transitions);
+    tcase_add_test(tc, test_terminal_states_are_exactly_succeeded_failed_cancelled);
+    tcase_add_test(tc, test_every_non_terminal_state_can_be_cancelled_and_fail);
+    tcase_add_test(tc, test_out_of_range_states_are_refused_by_transition_check);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("names");
+    tcase_add_test(tc, test_state_names_round_trip_through_parse);
+    tcase_add_test(tc, test_kind_names_round_trip_through_parse);
+    tcase_add_test(tc, test_phase_names_round_trip_through_parse);
+    tcase_add_test(tc, test_out_of_range_values_have_unknown_name);
+    tcase_add_test(tc, test_unknown_names_are_rejected_and_leave_output_alone);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(opstate_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

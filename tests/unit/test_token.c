@@ -1,0 +1,275 @@
+/* Unit tests for API tokens (common/token.c) and prefixed ids (common/ids.c). */
+#include <check.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "errors.h"
+#include "ids.h"
+#include "token.h"
+
+static const char B32[] = "abcdefghijklmnopqrstuvwxyz234567";
+static const char B64URL[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/* A well-formed token built from fixed parts. */
+#define ID26 "abcdefghijklmnopqrstuvwxyz"
+#define SECRET43 "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghij0123456"
+
+static void setup(void)
+{
+    ck_assert_int_ge(sodium_init(), 0);
+}
+
+/* ---- ids ---- */
+
+START_TEST(test_ids_new_has_prefix_and_26_base32_chars)
+{
+    static const char *prefixes[] = { "sbx", "op", "wrk", "tok", "tnt" };
+    for (size_t p = 0; p < sizeof prefixes / sizeof *prefixes; p++) {
+        char id[SBX_ID_MAX];
+        ids_new(prefixes[p], id);
+        size_t pl = strlen(prefixes[p]);
+        ck_assert_uint_eq(strlen(id), pl + 1 + 26);
+        ck_assert_int_eq(strncmp(id, prefixes[p], pl), 0);
+        ck_assert_int_eq(id[pl], '_');
+        ck_assert_uint_eq(strspn(id + pl + 1, B32), 26);
+        ck_assert(ids_valid(prefixes[p], id));
+    }
+}
+END_TEST
+
+START_TEST(test_ids_new_gives_distinct_ids)
+{
+    char a[SBX_ID_MAX], b[SBX_ID_MAX];
+    ids_new("sbx", a);
+    ids_new("sbx", b);
+    ck_assert_str_ne(a, b);
+}
+END_TEST
+
+START_TEST(test_ids_valid_rejects_malformed_ids)
+{
+    ck_assert(ids_valid("sbx", "sbx_" ID26));
+    ck_assert(!ids_valid("sbx", NULL));
+    ck_assert(!ids_valid("sbx", ""));
+    ck_assert(!ids_valid("sbx", "op_" ID26));               /* other prefix */
+    ck_assert(!ids_valid("op", "opx_" ID26));               /* prefix not followed by _ */
+    ck_assert(!ids_valid("sbx", "sbx" ID26));               /* no separator */
+    ck_assert(!ids_valid("sbx", "sbx-" ID26));
+    ck_assert(!ids_valid("sbx", "sbx_" "abcdefghijklmnopqrstuvwxy"));   /* 25 chars */
+    ck_assert(!ids_valid("sbx", "sbx_" ID26 "a"));                      /* 27 chars */
+    ck_assert(!ids_valid("sbx", "sbx_" "Abcdefghijklmnopqrstuvwxyz"));  /* uppercase */
+    ck_assert(!ids_valid("sbx", "sbx_" "abcdefghijklmnopqrstuvwxy1"));  /* 1 is not base32 */
+    ck_assert(!ids_valid("sbx", "sbx_" "abcdefghijklmnopqrstuvwxy8"));  /* 8 is not base32 */
+    ck_assert(!ids_valid("sbx", "sbx_" "abcdefghijklmnopqrstuvwxy_"));
+    ck_assert(!ids_valid("sbx", "sbx_" "abcdefghijklm/opqrstuvwxyz"));
+}
+END_TEST
+
+START_TEST(test_ids_base32_matches_rfc4648_vectors)
+{
+    /* RFC 4648 §10, lowercase, no padding. */
+    static const struct { const char *in, *out; } v[] = {
+        { "", "" }, { "f", "my" }, { "fo", "mzxq" }, { "foo", "mzxw6" },
+        { "foob", "mzxw6yq" }, { "fooba", "mzxw6ytb" }, { "foobar", "mzxw6ytboi" },
+    };
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        char out[32];
+        size_t n = ids_base32((const unsigned char *)v[i].in, strlen(v[i].in), out);
+        ck_assert_str_eq(out, v[i].out);
+        ck_assert_uint_eq(n, strlen(v[i].out));
+    }
+    unsigned char sixteen[16];
+    memset(sixteen, 0xFF, sizeof sixteen);
+    char out[32];
+    ck_assert_uint_eq(ids_base32(sixteen, sizeof sixteen, out), 26);
+}
+END_TEST
+
+/* ---- tokens ---- */
+
+START_TEST(test_generated_token_parses_to_its_id)
+{
+    char id[SBX_ID_MAX], secret[SBX_TOKEN_MAX];
+    token_generate(id, secret);
+    ck_assert(ids_valid("tok", id));
+    ck_assert_uint_eq(strlen(secret), 4 + 26 + 1 + 43);
+    ck_assert_int_eq(strncmp(secret, "sbt_", 4), 0);
+    ck_assert_int_eq(strncmp(secret + 4, id + 4, 26), 0);
+    ck_assert_int_eq(secret[30], '_');
+    ck_assert_uint_eq(strspn(secret + 31, B64URL), 43);
+
+    char parsed[SBX_ID_MAX];
+    ck_assert_int_eq(token_parse_id(secret, parsed), 0);
+    ck_assert_str_eq(parsed, id);
+}
+END_TEST
+
+START_TEST(test_generated_tokens_are_distinct)
+{
+    char id1[SBX_ID_MAX], s1[SBX_TOKEN_MAX], id2[SBX_ID_MAX], s2[SBX_TOKEN_MAX];
+    token_generate(id1, s1);
+    token_generate(id2, s2);
+    ck_assert_str_ne(id1, id2);
+    ck_assert_str_ne(s1 + 31, s2 + 31);
+}
+END_TEST
+
+START_TEST(test_hash_is_lowercase_hex_and_verifies)
+{
+    char id[SBX_ID_MAX], secret[SBX_TOKEN_MAX], hex[TOKEN_HASH_HEX];
+    token_generate(id, secret);
+    token_hash_hex(secret, hex);
+    ck_assert_uint_eq(strlen(hex), 64);
+    ck_assert_uint_eq(strspn(hex, "0123456789abcdef"), 64);
+    ck_assert(token_verify(secret, hex));
+    char again[TOKEN_HASH_HEX];
+    token_hash_hex(secret, again);
+    ck_assert_str_eq(again, hex);
+}
+END_TEST
+
+START_TEST(test_hash_matches_known_blake2b_256)
+{
+    /* BLAKE2b-256("abc"), unkeyed. */
+    char hex[TOKEN_HASH_HEX];
+    token_hash_hex("abc", hex);
+    ck_assert_str_eq(hex, "bddd813c634239723171ef3fee98579b94964e3bb1cb3e427262c8c068d52319");
+}
+END_TEST
+
+START_TEST(test_changed_character_fails_verification)
+{
+    char id[SBX_ID_MAX], secret[SBX_TOKEN_MAX], hex[TOKEN_HASH_HEX];
+    token_generate(id, secret);
+    token_hash_hex(secret, hex);
+    size_t len = strlen(secret);
+    for (size_t i = 0; i < len; i++) {
+        char t[SBX_TOKEN_MAX];
+        memcpy(t, secret, len + 1);
+        t[i] = t[i] == 'A' ? 'B' : 'A';
+        ck_assert_msg(!token_verify(t, hex), "token changed at byte %zu still verifies", i);
+    }
+    /* Prefix and extension fail too. */
+    char shorter[SBX_TOKEN_MAX];
+    snprintf(shorter, sizeof shorter, "%.*s", (int)(len - 1), secret);
+    ck_assert(!token_verify(shorter, hex));
+    char longer[SBX_TOKEN_MAX + 1];
+    snprintf(longer, sizeof longer, "%sx", secret);
+    ck_assert(!token_verify(longer, hex));
+}
+END_TEST
+
+START_TEST(test_verify_with_bad_stored_hex_fails)
+{
+    char id[SBX_ID_MAX], secret[SBX_TOKEN_MAX], hex[TOKEN_HASH_HEX];
+    token_generate(id, secret);
+    token_hash_hex(secret, hex);
+
+    ck_assert(!token_verify(secret, ""));
+    ck_assert(!token_verify(secret, NULL));
+    ck_assert(!token_verify(NULL, hex));
+
+    char bad[TOKEN_HASH_HEX + 2];
+    /* One hex digit short (odd length). */
+    snprintf(bad, sizeof bad, "%.63s", hex);
+    ck_assert(!token_verify(secret, bad));
+    /* One byte short. */
+    snprintf(bad, sizeof bad, "%.62s", hex);
+    ck_assert(!token_verify(secret, bad));
+    /* Too long. */
+    snprintf(bad, sizeof bad, "%s00", hex);
+    ck_assert(!token_verify(secret, bad));
+    /* Non-hex character. */
+    snprintf(bad, sizeof bad, "%s", hex);
+    bad[10] = 'g';
+    ck_assert(!token_verify(secret, bad));
+    /* Right length, wrong hash. */
+    snprintf(bad, sizeof bad, "%s", hex);
+    bad[0] = bad[0] == '0' ? '1' : '0';
+    ck_assert(!token_verify(secret, bad));
+}
+END_TEST
+
+START_TEST(test_parse_id_accepts_well_formed_token)
+{
+    char id[SBX_ID_MAX];
+    ck_assert_int_eq(token_parse_id("sbt_" ID26 "_" SECRET43, id), 0);
+    ck_assert_str_eq(id, "tok_" ID26);
+    /* The secret is base64url and may itself contain '_' and '-'. */
+    ck_assert_int_eq(token_parse_id("sbt_" ID26 "_" "_-" "CDEFGHIJKLMNOPQRSTUVWXYZabcdefghij0123456", id), 0);
+    ck_assert_str_eq(id, "tok_" ID26);
+}
+END_TEST
+
+START_TEST(test_parse_id_rejects_malformed_tokens)
+{
+    static const char *bad[] = {
+        "",
+        "sbt_",
+        "sbt",
+        "sbx_" ID26 "_" SECRET43,                              /* wrong prefix */
+        "SBT_" ID26 "_" SECRET43,
+        "tok_" ID26 "_" SECRET43,
+        "Bearer sbt_" ID26 "_" SECRET43,
+        " sbt_" ID26 "_" SECRET43,
+        "sbt" ID26 "_" SECRET43,                               /* no separator */
+        "sbt_" ID26 SECRET43,                                  /* no second separator */
+        "sbt_" "abcdefghijklmnopqrstuvwxy" "_" SECRET43,       /* id 25 chars */
+        "sbt_" ID26 "a" "_" SECRET43,                          /* id 27 chars */
+        "sbt_" ID26 "_" "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghij012345",   /* secret 42 */
+        "sbt_" ID26 "_" SECRET43 "7",                          /* secret 44 */
+        "sbt_" ID26 "_",                                       /* empty secret */
+        "sbt_" "ABCDEFGHIJKLMNOPQRSTUVWXYZ" "_" SECRET43,      /* uppercase id */
+        "sbt_" "abcdefghijklmnopqrstuvwxy1" "_" SECRET43,      /* '1' not base32 */
+        "sbt_" "abcdefghijklmnopqrstuvwx-z" "_" SECRET43,
+        "sbt_" "abcdefghijklm opqrstuvwxyz" "_" SECRET43,
+        "sbt__" ID26 SECRET43,
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char id[SBX_ID_MAX] = "untouched";
+        ck_assert_msg(token_parse_id(bad[i], id) == SBX_EINVAL, "accepted \"%s\"", bad[i]);
+        ck_assert_str_eq(id, "untouched");
+    }
+    char id[SBX_ID_MAX];
+    ck_assert_int_eq(token_parse_id(NULL, id), SBX_EINVAL);
+}
+END_TEST
+
+static Suite *token_suite(void)
+{
+    Suite *s = suite_create("token");
+    TCase *tc = tcase_create("ids");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, test_ids_new_has_prefix_and_26_base32_chars);
+    tcase_add_test(tc, test_ids_new_gives_distinct_ids);
+    tcase_add_test(tc, test_ids_valid_rejects_malformed_ids);
+    tcase_add_test(tc, test_ids_base32_matches_rfc4648_vectors);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("tokens");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, test_generated_token_parses_to_its_id);
+    tcase_add_test(tc, test_generated_tokens_are_distinct);
+    tcase_add_test(tc, test_hash_is_lowercase_hex_and_verifies);
+    tcase_add_test(tc, test_hash_matches_known_blake2b_256);
+    tcase_add_test(tc, test_changed_character_fails_verification);
+    tcase_add_test(tc, test_verify_with_bad_stored_hex_fails);
+    tcase_add_test(tc, test_parse_id_accepts_well_formed_token);
+    tcase_add_test(tc, test_parse_id_rejects_malformed_tokens);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    if (sodium_init() < 0) {
+        fprintf(stderr, "sodium_init failed\n");
+        return 1;
+    }
+    SRunner *sr = srunner_create(token_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
