@@ -74,6 +74,12 @@ int runtime_remove(runtime_t *rt, const char *sandbox_id, const char *ref, api_e
 /* Every object carrying RUNTIME_LABEL_MANAGED: a malloc'd array (free()). */
 int runtime_inventory(runtime_t *rt, runtime_object_t **ret, size_t *ret_n, api_error_t *err);
 
+/* Makes in-flight and later calls give up soon after *flag becomes non-zero
+ * (worker shutdown): a running exec is killed as on a timeout, a pull or any
+ * other Docker request is abandoned, and the call fails with API_CANCELLED.
+ * Set it once, before the runtime is shared between threads; NULL clears. */
+void runtime_set_cancel_flag(runtime_t *rt, const volatile int *flag);
+
 void runtime_free(runtime_t *rt);
 
 #endif
