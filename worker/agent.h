@@ -5,7 +5,11 @@
 #ifndef SBX_AGENT_H
 #define SBX_AGENT_H
 
+#include <json-c/json.h>
+#include <stddef.h>
+
 #include "config.h"
+#include "runtime.h"
 
 typedef struct agent agent_t;
 
@@ -23,5 +27,12 @@ int agent_start(agent_t *a);
 void agent_stop(agent_t *a);
 
 void agent_free(agent_t *a);
+
+/* The exec result object of docs/api.md for r (new reference): stdout and
+ * stderr as UTF-8 (invalid bytes replaced), *_bytes the bytes the command
+ * wrote. When the serialised object would pass max_json_bytes (escaping can
+ * grow text up to six-fold), the kept text is cut further, at character
+ * boundaries, and marked truncated. NULL only on allocation failure. */
+json_object *agent_exec_result_json(const runtime_exec_result_t *r, size_t max_json_bytes);
 
 #endif
