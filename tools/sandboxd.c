@@ -283,7 +283,9 @@ static int run_daemon(cfg_t *cfg, bool with_controller, bool with_worker)
         return 2;
     }
     if (with_controller && with_worker) {
-        if (mkdir(data_dir, 0700) < 0 && errno != EEXIST) {
+        /* 0711: the embedded cluster's unprivileged user must traverse it;
+         * the token files inside are 0600. */
+        if (mkdir(data_dir, 0711) < 0 && errno != EEXIST) {
             fprintf(stderr, "sandboxd: cannot create data dir %s: %s\n", data_dir, strerror(errno));
             return 1;
         }
