@@ -35,7 +35,7 @@
 #define CONFIG_MAX_LINES     1000
 #define CONFIG_LINE_MAX      4096
 #define ARG_ID_MAX           128          /* an id argument; real ids are < SBX_ID_MAX */
-#define IDEM_KEY_MAX         255
+#define IDEM_KEY_MAX         128
 
 /* ---------------------------------------------------------------- options */
 
@@ -926,10 +926,16 @@ static int print_op_json_or(cli_t *cli, json_object *resp, const char *human_suf
     return 0;
 }
 
+/* Matches the controller's rule: 1 to 128 printable ASCII characters. */
 static int check_idem_key(const char *cmd, const char *k)
 {
-    if (k && (strlen(k) > IDEM_KEY_MAX || has_ctl(k)))
-        return usage_error(cmd, "--idempotency-key: at most %d printable bytes", IDEM_KEY_MAX);
+    if (!k)
+        return 0;
+    bool ok = strlen(k) <= IDEM_KEY_MAX;
+    for (const char *p = k; ok && *p; p++)
+        ok = (unsigned char)*p >= 0x21 && (unsigned char)*p <= 0x7e;
+    if (!ok)
+        return usage_error(cmd, "--idempotency-key: 1 to %d printable ASCII characters, no spaces", IDEM_KEY_MAX);
     return 0;
 }
 

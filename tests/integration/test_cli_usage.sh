@@ -119,6 +119,10 @@ run create --image busybox --network wide
 expect "bad network" 2 stderr "--network" stderr "none, restricted, open"
 run create --image busybox --timeout 5
 expect "--timeout without --wait" 2 stderr "--timeout needs --wait"
+run create --image busybox --idempotency-key "a b"
+expect "idempotency key with a space" 2 stderr "--idempotency-key"
+run delete sbx_a --idempotency-key "$(printf 'k%.0s' {1..129})"
+expect "idempotency key too long" 2 stderr "--idempotency-key"
 run get
 expect "get without id" 2 stderr "missing SANDBOX_ID" stderr "see 'sandbox get --help'"
 run get sbx_a sbx_b
