@@ -132,14 +132,20 @@ static int agent_labels_parse(const char *s, kv_list_t *ret, char *err, size_t e
                 goto cleanup;
             }
             *eq = '\0';
+            char *key = p, *value = eq + 1;
+            size_t kl = strlen(key);
+            while (kl > 0 && isspace((unsigned char)key[kl - 1]))
+                key[--kl] = '\0';
+            while (isspace((unsigned char)*value))
+                value++;
             kv_t *items = realloc(l.items, (l.n + 1) * sizeof *items);
             if (!items) {
                 r = SBX_ENOMEM;
                 goto cleanup;
             }
             l.items = items;
-            l.items[l.n].key = strdup(p);
-            l.items[l.n].value = strdup(eq + 1);
+            l.items[l.n].key = strdup(key);
+            l.items[l.n].value = strdup(value);
             l.n++;
             if (!l.items[l.n - 1].key || !l.items[l.n - 1].value) {
                 r = SBX_ENOMEM;
