@@ -22,8 +22,11 @@ int agent_new(const cfg_t *cfg, const char *token, agent_t **ret, char *err, siz
  * background until the controller answers. */
 int agent_start(agent_t *a);
 
-/* Stops taking new work, waits for in-flight assignments to finish (their
- * reports are sent), and joins the threads. */
+/* Stops taking new work (the long-poll is aborted at once; queued but not
+ * started assignments are left to their lease expiry), waits for in-flight
+ * assignments to finish and report, and joins the threads. After a 20 s
+ * grace the runtime is cancelled: a running exec is killed and reported
+ * failed. Idempotent; safe before agent_start. */
 void agent_stop(agent_t *a);
 
 void agent_free(agent_t *a);
