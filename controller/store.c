@@ -854,12 +854,15 @@ int store_worker_exists(PGconn *c, const char *worker_id, bool *ret)
 int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object *body,
                            json_object **ret, api_error_t *err)
 {
-    json_object *inv = jsonx_get_arr(body, "inventory");
-    if (!inv)
+    /* No inventory means the worker could not list its runtime: the
+     * heartbeat still counts, and the last known inventory stays. */
+    json_object *inv = NULL;
+    if (json_object_object_get_ex(body, "inventory", &inv) && !json_object_is_type(inv, json_type_null) &&
+        !json_object_is_type(inv, json_type_array))
         return api_error_set(err, API_INVALID_ARGUMENT, "inventory must be an array");
-    if (json_object_array_length(inv) > SBX_MAX_INVENTORY)
+    if (inv && json_object_is_type(inv, json_type_array) && json_object_array_length(inv) > SBX_MAX_INVENTORY)
         return api_error_set(err, API_INVALID_ARGUMENT, "inventory has more than %d entries", SBX_MAX_INVENTORY);
-    char *inv_text = jsonx_dump(inv);
+    char *inv_text = inv && json_object_is_type(inv, json_type_array) ? jsonx_dump(inv) : NULL;
     char lease[24];
     snprintf(lease, sizeof lease, "%lld", (long long)lim->lease_seconds);
     const char *p[] = { worker_id, inv_text, lease };
@@ -867,7 +870,8 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
         free(inv_text);
         return store_db_error(err);
     }
-    PGresult *r = db_exec(c, "UPDATE workers SET last_heartbeat = now(), inventory = $2::jsonb, updated_at = now(), "
+    PGresult *r = db_exec(c, "UPDATE workers SET last_heartbeat = now(), inventory = coalesce($2::jsonb, inventory), "
+                             "updated_at = now(), "
                              "state = CASE WHEN state = 'lost' THEN 'ready' ELSE state END "
                              "WHERE id = $1 RETURNING " WORKER_COLS, 2, p);
     free(inv_text);
