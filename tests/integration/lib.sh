@@ -1,0 +1,502 @@
+# Shared helpers of the integration tests: the environment run.sh sets up once
+# (PostgreSQL, dockerd, controller, worker) and the assertions tests use.
+# shellcheck shell=bash
+
+ITEST_IMAGE=${ITEST_IMAGE:-sandbox-test/busybox:latest}
+ITEST_PGUSER=postgres
+
+# ---------------------------------------------------------------- messages
+
+itest_log() { printf '[itest %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# Fails the current test (or the set-up) with a message naming the caller.
+fail() {
+  local where="${BASH_SOURCE[1]##*/}:${BASH_LINENO[0]}"
+  if [ "${FUNCNAME[1]:-}" = assert_eq ] || [ "${FUNCNAME[1]:-}" = assert_contains ] \
+    || [ "${FUNCNAME[1]:-}" = assert_exit ] || [ "${FUNCNAME[1]:-}" = assert_match ] \
+    || [ "${FUNCNAME[1]:-}" = assert_not_contains ] || [ "${FUNCNAME[1]:-}" = itest_wait_until ]; then
+    where="${BASH_SOURCE[2]##*/}:${BASH_LINENO[1]}"
+  fi
+  printf 'FAIL at %s: %s\n' "$where" "$*" >&2
+  exit 1
+}
+
+# ---------------------------------------------------------------- assertions
+
+# assert_eq EXPECTED ACTUAL [WHAT]
+assert_eq() {
+  if [ "$1" != "$2" ]; then
+    fail "${3:-value}: expected [$1], got [$2]"
+  fi
+}
+
+# assert_contains HAYSTACK NEEDLE [WHAT]
+assert_contains() {
+  case "$1" in
+    *"$2"*) ;;
+    *) fail "${3:-text}: expected it to contain [$2], got [$1]" ;;
+  esac
+}
+
+# assert_not_contains HAYSTACK NEEDLE [WHAT]
+assert_not_contains() {
+  case "$1" in
+    *"$2"*) fail "${3:-text}: expected it NOT to contain [$2], got [$1]" ;;
+    *) ;;
+  esac
+}
+
+# assert_match STRING ERE [WHAT]
+assert_match() {
+  if ! [[ $1 =~ $2 ]]; then
+    fail "${3:-value}: expected to match /$2/, got [$1]"
+  fi
+}
+
+# assert_exit CODE CMD...: runs CMD, keeps its stdout in ITEST_OUT and its
+# stderr in ITEST_ERR (also echoed to our stderr), checks the exit code.
+assert_exit() {
+  local want=$1 got=0 errf
+  shift
+  errf=$(mktemp "${ITEST_TMP:-/tmp}/err.XXXXXX")
+  ITEST_OUT=$("$@" 2>"$errf") || got=$?
+  ITEST_ERR=$(cat "$errf")
+  rm -f "$errf"
+  if [ -n "$ITEST_ERR" ]; then
+    printf '  (stderr of %s: %s)\n' "$1" "$ITEST_ERR" >&2
+  fi
+  if [ "$got" != "$want" ]; then
+    fail "exit code of [$*]: expected $want, got $got; stdout=[$ITEST_OUT] stderr=[$ITEST_ERR]"
+  fi
+}
+
+# itest_wait_until SECONDS WHAT CMD...: retries CMD every 0.5 s until it succeeds.
+itest_wait_until() {
+  local secs=$1 what=$2 deadline
+  shift 2
+  deadline=$(($(date +%s) + secs))
+  until "$@" >/dev/null 2>&1; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      fail "timed out after ${secs}s waiting for $what"
+    fi
+    sleep 0.5
+  done
+}
+
+# ---------------------------------------------------------------- JSON and HTTP
+
+# itest_json JSON PATH [PATH...]: prints the value at the first dotted PATH
+# that exists (a.b.0.c); strings raw, true/false/null as in JSON, objects and
+# arrays as JSON. Exit 1 when no path exists or JSON is invalid.
+itest_json() {
+  local json=$1
+  shift
+  python3 -c '
+import json, sys
+try:
+    doc = json.loads(sys.argv[1])
+except ValueError as e:
+    sys.stderr.write("itest_json: invalid JSON: %s: %r\n" % (e, sys.argv[1][:300]))
+    sys.exit(1)
+for path in sys.argv[2:]:
+    cur, ok = doc, True
+    for part in path.split(".") if path else []:
+        if isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            ok = False
+            break
+    if ok:
+        if isinstance(cur, str):
+            print(cur)
+        else:
+            print(json.dumps(cur))
+        sys.exit(0)
+sys.exit(1)
+' "$json" "$@"
+}
+
+# itest_http METHOD PATH TOKEN [BODY]: calls the controller at SANDBOX_URL;
+# BODY is a JSON string or @FILE. Sets HTTP_STATUS and HTTP_BODY. An empty
+# TOKEN sends no Authorization header.
+itest_http() {
+  local method=$1 path=$2 token=$3 body=${4-} out args
+  out=$(mktemp "${ITEST_TMP:-/tmp}/http.XXXXXX")
+  args=(-s -o "$out" -w '%{http_code}' -X "$method" --max-time 60 -H 'Expect:')
+  if [ -n "$token" ]; then
+    args+=(-H "Authorization: Bearer $token")
+  fi
+  if [ -n "$body" ]; then
+    args+=(-H 'Content-Type: application/json' --data-binary "$body")
+  fi
+  HTTP_STATUS=$(curl "${args[@]}" "$SANDBOX_URL$path") || HTTP_STATUS=${HTTP_STATUS:-000}
+  HTTP_BODY=$(cat "$out")
+  rm -f "$out"
+}
+
+# assert_http STATUS ERROR_CODE WHAT: checks the last itest_http answer; an
+# ERROR_CODE other than "" also pins {"error":{"code":ERROR_CODE,"message":…}}.
+assert_http() {
+  local want=$1 code=$2 what=$3 got_code msg
+  if [ "$HTTP_STATUS" != "$want" ]; then
+    fail "$what: expected HTTP $want, got $HTTP_STATUS; body=[${HTTP_BODY:0:400}]"
+  fi
+  if [ -n "$code" ]; then
+    got_code=$(itest_json "$HTTP_BODY" error.code) || fail "$what: no error.code in body [${HTTP_BODY:0:400}]"
+    msg=$(itest_json "$HTTP_BODY" error.message) || fail "$what: no error.message in body [${HTTP_BODY:0:400}]"
+    if [ "$code" != "*" ] && [ "$got_code" != "$code" ]; then
+      fail "$what: expected error code $code, got $got_code (message: $msg)"
+    fi
+    if [ -z "$msg" ]; then
+      fail "$what: empty error.message"
+    fi
+  fi
+}
+
+# ---------------------------------------------------------------- ports, processes
+
+itest_free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# itest_stop_pid PID NAME [SECONDS]: SIGTERM, wait, SIGKILL. Returns the
+# process's exit status when it is our child (else 0), 124 if it had to be killed.
+itest_stop_pid() {
+  local pid=$1 name=$2 secs=${3:-30} i rc=0
+  if ! kill -0 "$pid" 2>/dev/null; then
+    wait "$pid" 2>/dev/null || rc=$?
+    return "$rc"
+  fi
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < secs * 10; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    itest_log "$name (pid $pid) did not exit within ${secs}s of SIGTERM; killing it"
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    return 124
+  fi
+  wait "$pid" 2>/dev/null || rc=$?
+  return "$rc"
+}
+
+# Prints the tail of a log file, from byte offset $2 on when given.
+itest_log_tail() {
+  local file=$1 from=${2:-0} lines=${3:-60}
+  if [ -f "$file" ]; then
+    printf -- '----- %s (last %s lines) -----\n' "$file" "$lines" >&2
+    tail -c +"$((from + 1))" "$file" | tail -n "$lines" >&2
+    printf -- '----- end of %s -----\n' "$file" >&2
+  fi
+}
+
+itest_file_size() { stat -c %s "$1" 2>/dev/null || echo 0; }
+
+# Runs a command as the PostgreSQL system user when we are root.
+itest_as_pg() {
+  if [ "$(id -u)" -eq 0 ]; then
+    runuser -u "$ITEST_PGUSER" -- "$@"
+  else
+    "$@"
+  fi
+}
+
+# ---------------------------------------------------------------- environment (run.sh)
+
+# itest_init BUILD: makes the run's temporary folder and exports the paths.
+itest_init() {
+  ITEST_BUILD=$(cd "$1" && pwd)
+  export ITEST_BUILD ITEST_IMAGE
+  export SANDBOXD="$ITEST_BUILD/tools/sandboxd"
+  export SANDBOX_CLI="$ITEST_BUILD/tools/sandbox"
+  ITEST_TMP=$(mktemp -d /tmp/sbx-itest.XXXXXX)
+  # the postgres user must reach the cluster and embedded data dirs below it
+  chmod 755 "$ITEST_TMP"
+  export ITEST_TMP
+  ITEST_PIDS=()
+  ITEST_DOCKERD_STARTED=0
+  ITEST_PG_DATA=
+}
+
+# Starts dockerd (pid file and log in ITEST_TMP) when `docker info` fails.
+itest_ensure_docker() {
+  local i
+  if docker info >/dev/null 2>&1; then
+    return 0
+  fi
+  command -v dockerd >/dev/null 2>&1 || { itest_log "dockerd is not installed (apt-get install docker.io)"; return 1; }
+  [ "$(id -u)" -eq 0 ] || { itest_log "no Docker daemon answers and only root can start one"; return 1; }
+  itest_log "no Docker daemon answers; starting dockerd (log: $ITEST_TMP/dockerd.log)"
+  setsid dockerd --pidfile "$ITEST_TMP/dockerd.pid" >"$ITEST_TMP/dockerd.log" 2>&1 </dev/null &
+  ITEST_DOCKERD_PID=$!
+  ITEST_DOCKERD_STARTED=1
+  for ((i = 0; i < 120; i++)); do
+    if docker info >/dev/null 2>&1; then
+      itest_log "dockerd is up"
+      return 0
+    fi
+    if ! kill -0 "$ITEST_DOCKERD_PID" 2>/dev/null; then
+      itest_log_tail "$ITEST_TMP/dockerd.log" 0 30
+      itest_log "dockerd exited before answering"
+      return 1
+    fi
+    sleep 0.5
+  done
+  itest_log_tail "$ITEST_TMP/dockerd.log" 0 30
+  itest_log "dockerd did not answer within 60 s"
+  return 1
+}
+
+# Builds ITEST_IMAGE from Debian's static busybox with `docker import`
+# (no registry needed). Idempotent.
+itest_busybox_image() {
+  local root applet
+  if docker image inspect "$ITEST_IMAGE" >/dev/null 2>&1; then
+    return 0
+  fi
+  [ -x /bin/busybox ] || { itest_log "/bin/busybox missing (apt-get install busybox-static)"; return 1; }
+  root="$ITEST_TMP/busybox-rootfs"
+  mkdir -p "$root/bin" "$root/etc" "$root/proc" "$root/sys" "$root/dev" "$root/root" "$root/tmp"
+  chmod 1777 "$root/tmp"
+  cp /bin/busybox "$root/bin/busybox"
+  for applet in $(/bin/busybox --list); do
+    [ "$applet" = busybox ] || ln -sf busybox "$root/bin/$applet"
+  done
+  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n' >"$root/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
+  tar -C "$root" -c . | docker import --change 'CMD ["/bin/sh"]' - "$ITEST_IMAGE" >/dev/null \
+    || { itest_log "docker import of $ITEST_IMAGE failed"; return 1; }
+  itest_log "built $ITEST_IMAGE from /bin/busybox"
+}
+
+# Starts a private PostgreSQL cluster (as the postgres user when root) on a
+# free 127.0.0.1 port with trust auth; creates database sandbox and exports
+# DATABASE_URL.
+itest_start_postgres() {
+  local bin port dir
+  bin=$(find /usr/lib/postgresql -maxdepth 3 -path '*/bin/initdb' 2>/dev/null | sort -V | tail -n 1)
+  [ -n "$bin" ] || { itest_log "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb; apt-get install postgresql-15)"; return 1; }
+  ITEST_PGBIN=$(dirname "$bin")
+  export ITEST_PGBIN
+  if [ "$(id -u)" -eq 0 ] && ! id "$ITEST_PGUSER" >/dev/null 2>&1; then
+    itest_log "running as root but system user $ITEST_PGUSER does not exist (initdb refuses root)"
+    return 1
+  fi
+  dir="$ITEST_TMP/pg"
+  mkdir -p "$dir/run"
+  if [ "$(id -u)" -eq 0 ]; then
+    chown -R "$ITEST_PGUSER:" "$dir"
+  fi
+  itest_as_pg "$ITEST_PGBIN/initdb" -D "$dir/data" -U postgres --auth=trust --no-locale -E UTF8 \
+    >"$dir/initdb.log" 2>&1 || { itest_log_tail "$dir/initdb.log" 0 20; itest_log "initdb failed"; return 1; }
+  port=$(itest_free_port)
+  cat >>"$dir/data/postgresql.conf" <<EOF
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$dir/run'
+max_connections = 300
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+EOF
+  ITEST_PG_DATA="$dir/data"
+  itest_as_pg "$ITEST_PGBIN/pg_ctl" start -D "$dir/data" -l "$dir/postgres.log" -w -t 60 >/dev/null \
+    || { itest_log_tail "$dir/postgres.log" 0 20; itest_log "pg_ctl start failed"; return 1; }
+  "$ITEST_PGBIN/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -d postgres -c 'CREATE DATABASE sandbox' \
+    || { itest_log "CREATE DATABASE sandbox failed"; return 1; }
+  export DATABASE_URL="postgresql://postgres@127.0.0.1:$port/sandbox"
+  itest_log "PostgreSQL $(basename "$(dirname "$ITEST_PGBIN")") on 127.0.0.1:$port ($dir)"
+}
+
+# itest_token TENANT ROLE [NAME]: a new token, secret on stdout.
+itest_token() {
+  local args=(token create --database-url "$DATABASE_URL" --tenant "$1" --role "$2")
+  if [ -n "${3:-}" ]; then
+    args+=(--name "$3")
+  fi
+  "$SANDBOXD" "${args[@]}"
+}
+
+# itest_wait_healthz URL PID NAME LOG: waits up to 60 s for GET URL/healthz = 200.
+itest_wait_healthz() {
+  local url=$1 pid=$2 name=$3 log=$4 i code rc
+  for ((i = 0; i < 120; i++)); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$url/healthz" || true)
+    if [ "$code" = 200 ]; then
+      return 0
+    fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+      rc=0
+      wait "$pid" 2>/dev/null || rc=$?
+      itest_log_tail "$log" 0 40
+      itest_log "$name exited (status $rc) before GET /healthz answered 200"
+      return 1
+    fi
+    sleep 0.5
+  done
+  itest_log_tail "$log" 0 40
+  itest_log "$name: GET $url/healthz did not answer 200 within 60 s (last: $code)"
+  return 1
+}
+
+# Runs `sandboxd migrate`, starts the controller on a free port, exports
+# SANDBOX_URL, ITEST_CONTROLLER_LOG and ITEST_ADMIN_TOKEN (tenant itest-admin).
+itest_start_controller() {
+  local port
+  [ -x "$SANDBOXD" ] || { itest_log "$SANDBOXD is not built"; return 1; }
+  "$SANDBOXD" migrate --database-url "$DATABASE_URL" >"$ITEST_TMP/migrate.log" 2>&1 \
+    || { itest_log_tail "$ITEST_TMP/migrate.log" 0 20; itest_log "sandboxd migrate failed"; return 1; }
+  port=$(itest_free_port)
+  export ITEST_CONTROLLER_LOG="$ITEST_TMP/controller.log"
+  export SANDBOX_URL="http://127.0.0.1:$port"
+  "$SANDBOXD" controller --database-url "$DATABASE_URL" --listen "127.0.0.1:$port" \
+    >>"$ITEST_CONTROLLER_LOG" 2>&1 </dev/null &
+  ITEST_CONTROLLER_PID=$!
+  ITEST_PIDS+=("$ITEST_CONTROLLER_PID")
+  itest_wait_healthz "$SANDBOX_URL" "$ITEST_CONTROLLER_PID" controller "$ITEST_CONTROLLER_LOG" || return 1
+  ITEST_ADMIN_TOKEN=$(itest_token itest-admin admin itest-admin) || { itest_log "sandboxd token create failed"; return 1; }
+  export ITEST_ADMIN_TOKEN
+  itest_log "controller on $SANDBOX_URL (pid $ITEST_CONTROLLER_PID, log $ITEST_CONTROLLER_LOG)"
+}
+
+# True when GET /v1/workers lists worker $1 as ready.
+itest_worker_ready() {
+  local body
+  body=$(curl -s --max-time 5 -H "Authorization: Bearer $ITEST_ADMIN_TOKEN" "$SANDBOX_URL/v1/workers") || return 1
+  python3 -c '
+import json, sys
+doc = json.loads(sys.argv[1])
+ok = any(w.get("name") == sys.argv[2] and w.get("state") == "ready" for w in doc.get("workers", []))
+sys.exit(0 if ok else 1)
+' "$body" "$1" 2>/dev/null
+}
+
+# Starts a worker against the controller (generous advertised capacity so the
+# tests' 4 GiB sandboxes fit on any host); waits until it is registered ready.
+itest_start_worker() {
+  local port i
+  export ITEST_WORKER_NAME=${ITEST_WORKER_NAME:-itest-worker}
+  export ITEST_WORKER_LOG="$ITEST_TMP/worker.log"
+  if [ -z "${ITEST_WORKER_TOKEN:-}" ]; then
+    ITEST_WORKER_TOKEN=$(itest_token itest-workers worker "$ITEST_WORKER_NAME") \
+      || { itest_log "sandboxd token create --role worker failed"; return 1; }
+  fi
+  port=$(itest_free_port)
+  SANDBOX_WORKER_TOKEN="$ITEST_WORKER_TOKEN" SANDBOX_WORKER_CPU_MILLIS=64000 SANDBOX_WORKER_MEMORY_MIB=262144 \
+    "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --listen "127.0.0.1:$port" \
+    --worker-name "$ITEST_WORKER_NAME" --docker-socket /var/run/docker.sock \
+    >>"$ITEST_WORKER_LOG" 2>&1 </dev/null &
+  ITEST_WORKER_PID=$!
+  ITEST_PIDS+=("$ITEST_WORKER_PID")
+  for ((i = 0; i < 120; i++)); do
+    if itest_worker_ready "$ITEST_WORKER_NAME"; then
+      itest_log "worker $ITEST_WORKER_NAME ready (pid $ITEST_WORKER_PID, log $ITEST_WORKER_LOG)"
+      return 0
+    fi
+    if ! kill -0 "$ITEST_WORKER_PID" 2>/dev/null; then
+      itest_log_tail "$ITEST_WORKER_LOG" 0 40
+      itest_log "worker exited before registering"
+      return 1
+    fi
+    sleep 0.5
+  done
+  itest_log_tail "$ITEST_WORKER_LOG" 0 40
+  itest_log "worker $ITEST_WORKER_NAME not listed ready by GET /v1/workers within 60 s"
+  return 1
+}
+
+# Removes the containers of every sandbox the run's database knows.
+itest_remove_run_containers() {
+  local ids id cids
+  [ -n "${DATABASE_URL:-}" ] || return 0
+  ids=$("$ITEST_PGBIN/psql" -X -q -At "$DATABASE_URL" -c 'SELECT id FROM sandboxes' 2>/dev/null || true)
+  for id in $ids; do
+    cids=$(docker ps -aq --filter "label=dev.sandbox.id=$id" 2>/dev/null || true)
+    if [ -n "$cids" ]; then
+      itest_log "removing leftover container(s) of $id"
+      # shellcheck disable=SC2086
+      docker rm -f $cids >/dev/null 2>&1 || true
+    fi
+  done
+}
+
+# Stops everything the run started (worker, controller, PostgreSQL, dockerd
+# when we started it) and removes the run's containers.
+itest_cleanup() {
+  local i
+  for ((i = ${#ITEST_PIDS[@]} - 1; i >= 0; i--)); do
+    itest_stop_pid "${ITEST_PIDS[$i]}" "process" 30 || true
+  done
+  ITEST_PIDS=()
+  if docker info >/dev/null 2>&1; then
+    itest_remove_run_containers
+  fi
+  if [ -n "${ITEST_PG_DATA:-}" ]; then
+    itest_as_pg "$ITEST_PGBIN/pg_ctl" stop -D "$ITEST_PG_DATA" -m fast -w -t 60 >/dev/null 2>&1 || true
+    ITEST_PG_DATA=
+  fi
+  if [ "${ITEST_DOCKERD_STARTED:-0}" = 1 ]; then
+    itest_log "stopping the dockerd this run started"
+    itest_stop_pid "$ITEST_DOCKERD_PID" dockerd 30 || true
+    ITEST_DOCKERD_STARTED=0
+  fi
+}
+
+# ---------------------------------------------------------------- per test
+
+# Call at the top of a test: sandboxes passed to itest_track are deleted
+# (and their containers removed) when the test exits, however it exits;
+# files passed to itest_watch_log have their tails printed on failure.
+itest_begin() {
+  ITEST_TRACKED=()
+  ITEST_WATCHED=()
+  ITEST_TEST_PIDS=()
+  trap 'itest_end $?' EXIT
+  trap 'exit 143' TERM INT
+  : "${SANDBOX_URL:?run this test through tests/integration/run.sh}"
+  # every command the test runs goes to its trace file (run.sh shows its
+  # tail when the test fails)
+  if [ -n "${ITEST_TRACE_FILE:-}" ]; then
+    exec {ITEST_TRACE_FD}>>"$ITEST_TRACE_FILE"
+    BASH_XTRACEFD=$ITEST_TRACE_FD
+    set -x
+  fi
+}
+
+itest_track() { ITEST_TRACKED+=("$1"); }
+itest_track_pid() { ITEST_TEST_PIDS+=("$1"); }
+itest_watch_log() { ITEST_WATCHED+=("$1"); }
+
+itest_end() {
+  local rc=$1 id cids f p
+  { set +x; } 2>/dev/null
+  trap - EXIT
+  set +e
+  for p in "${ITEST_TEST_PIDS[@]}"; do
+    itest_stop_pid "$p" "test process" 30
+  done
+  for id in "${ITEST_TRACKED[@]}"; do
+    SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN timeout 60 "$SANDBOX_CLI" delete "$id" --wait --timeout 50 >/dev/null 2>&1
+    cids=$(docker ps -aq --filter "label=dev.sandbox.id=$id" 2>/dev/null)
+    if [ -n "$cids" ]; then
+      # shellcheck disable=SC2086
+      docker rm -f $cids >/dev/null 2>&1
+    fi
+  done
+  if [ "$rc" -ne 0 ]; then
+    for f in "${ITEST_WATCHED[@]}"; do
+      itest_log_tail "$f" 0 60
+    done
+  fi
+  exit "$rc"
+}
+
+# A tenant name of its own for each test run.
+itest_tenant() { printf '%s-%04x%04x\n' "$1" "$RANDOM" "$RANDOM"; }
+
+# The sandbox CLI with the current SANDBOX_URL/SANDBOX_TOKEN.
+sandbox() { "$SANDBOX_CLI" "$@"; }

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Runs every tests/integration/test_*.sh against one environment set up here
+# (PostgreSQL, dockerd, controller, worker), each under a time limit; prints
+# PASS/FAIL per test and "N passed, N failed" as the last line.
+# Usage: tests/integration/run.sh BUILD_DIR [TEST_NAME...]
+# Env: ITEST_TIMEOUT (default per-test limit, seconds; a test may set its own
+#      with a "# itest-timeout: N" line), ITEST_KEEP=1 keeps the temp folder.
+# A test with a "# itest-standalone" line runs its own sandboxd: it runs after
+# the shared controller and worker have stopped, so two controllers never
+# share one dockerd.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/integration/lib.sh
+. "$here/lib.sh"
+
+[ $# -ge 1 ] || { echo "usage: $0 BUILD_DIR [TEST_NAME...]" >&2; exit 2; }
+[ -d "$1" ] || { echo "error: build directory $1 does not exist" >&2; echo "0 passed, 1 failed"; exit 1; }
+build=$1
+shift
+default_timeout=${ITEST_TIMEOUT:-300}
+
+tests=()
+if [ $# -gt 0 ]; then
+  for n in "$@"; do
+    n=${n%.sh}
+    [ -f "$here/$n.sh" ] || { echo "error: no test $here/$n.sh" >&2; echo "0 passed, 1 failed"; exit 1; }
+    tests+=("$here/$n.sh")
+  done
+else
+  for t in "$here"/test_*.sh; do
+    [ -f "$t" ] && tests+=("$t")
+  done
+fi
+
+itest_init "$build"
+trap 'itest_cleanup' EXIT
+trap 'exit 130' INT TERM
+
+passed=0
+failed=0
+results=()
+record() { # record PASS|FAIL NAME SECONDS [REASON]
+  local line
+  line=$(printf '%-4s %-28s %6ss%s' "$1" "$2" "$3" "${4:+  ($4)}")
+  results+=("$line")
+  echo "$line"
+  if [ "$1" = PASS ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+}
+
+# run_one TEST_FILE: runs one test under its time limit and records it; on
+# failure prints the tail of its trace and of the daemons' logs since it began.
+run_one() {
+  local t=$1 name tmo coff woff t0 rc secs why
+  name=$(basename "$t" .sh)
+  tmo=$(sed -n 's/^# itest-timeout: *\([0-9][0-9]*\).*/\1/p' "$t" | head -n 1)
+  tmo=${tmo:-$default_timeout}
+  if [ -n "${ITEST_CONTROLLER_PID:-}" ] && ! kill -0 "$ITEST_CONTROLLER_PID" 2>/dev/null; then
+    itest_log "the shared controller is no longer running (see $ITEST_CONTROLLER_LOG)"
+  fi
+  coff=$(itest_file_size "$ITEST_CONTROLLER_LOG")
+  woff=$(itest_file_size "$ITEST_WORKER_LOG")
+  export ITEST_TRACE_FILE="$ITEST_TMP/$name.trace"
+  echo "=== RUN  $name (limit ${tmo}s)"
+  t0=$(date +%s%N)
+  rc=0
+  timeout --kill-after=15 "$tmo" bash "$t" </dev/null 2>&1 | sed -u "s/^/    /" || rc=${PIPESTATUS[0]}
+  secs=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
+  if [ "$rc" -eq 0 ]; then
+    record PASS "$name" "$secs"
+    return 0
+  fi
+  why="exit $rc"
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then why="timed out after ${tmo}s"; fi
+  itest_log_tail "$ITEST_TRACE_FILE" 0 25
+  if [ -n "${ITEST_CONTROLLER_PID:-}" ]; then
+    itest_log_tail "$ITEST_CONTROLLER_LOG" "$coff" 60
+    itest_log_tail "$ITEST_WORKER_LOG" "$woff" 60
+  fi
+  record FAIL "$name" "$secs" "$why"
+}
+
+setup_error=
+itest_ensure_docker || setup_error="no Docker daemon (see above)"
+if [ -z "$setup_error" ]; then itest_busybox_image || setup_error="cannot build image $ITEST_IMAGE"; fi
+if [ -z "$setup_error" ]; then itest_start_postgres || setup_error="cannot start PostgreSQL"; fi
+if [ -z "$setup_error" ]; then itest_start_controller || setup_error="cannot start the controller"; fi
+if [ -z "$setup_error" ]; then itest_start_worker || setup_error="cannot start the worker"; fi
+
+if [ -n "$setup_error" ]; then
+  echo "integration environment failed: $setup_error" >&2
+  for t in "${tests[@]}"; do
+    record FAIL "$(basename "$t" .sh)" 0 "environment: $setup_error"
+  done
+else
+  shared=()
+  standalone=()
+  for t in "${tests[@]}"; do
+    if grep -q '^# itest-standalone' "$t"; then standalone+=("$t"); else shared+=("$t"); fi
+  done
+  for t in "${shared[@]}"; do
+    run_one "$t"
+  done
+
+  # The shared daemons must stop cleanly: SIGTERM -> exit 0 (DESIGN §13).
+  t0=$(date +%s%N)
+  why=
+  rc=0
+  itest_stop_pid "$ITEST_WORKER_PID" worker 30 || rc=$?
+  [ "$rc" -eq 0 ] || why="worker exited $rc after SIGTERM"
+  rc=0
+  itest_stop_pid "$ITEST_CONTROLLER_PID" controller 30 || rc=$?
+  [ "$rc" -eq 0 ] || why="${why:+$why; }controller exited $rc after SIGTERM"
+  ITEST_PIDS=()
+  ITEST_WORKER_PID=
+  ITEST_CONTROLLER_PID=
+  secs=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
+  if [ -z "$why" ]; then
+    record PASS shutdown_sigterm "$secs"
+  else
+    itest_log_tail "$ITEST_CONTROLLER_LOG" 0 30
+    itest_log_tail "$ITEST_WORKER_LOG" 0 30
+    record FAIL shutdown_sigterm "$secs" "$why"
+  fi
+
+  # Tests that run their own sandboxd, with no other controller or worker
+  # sharing dockerd (each would take the other's containers for orphans).
+  for t in "${standalone[@]}"; do
+    run_one "$t"
+  done
+fi
+
+itest_cleanup
+if [ "$failed" -eq 0 ] && [ "${ITEST_KEEP:-0}" != 1 ]; then
+  rm -rf "$ITEST_TMP"
+else
+  echo "logs kept in $ITEST_TMP"
+fi
+echo "---- integration summary"
+for r in "${results[@]}"; do echo "$r"; done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# `sandboxd all` with no database URL: starts its embedded PostgreSQL (as the
+# postgres user when root), writes a bootstrap admin token, serves the
+# lifecycle, stops PostgreSQL on SIGTERM (exit 0) and reuses the data on restart.
+# itest-standalone
+# itest-timeout: 300
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+itest_begin
+
+dir="$ITEST_TMP/all-data-$$"
+port=$(itest_free_port)
+log="$ITEST_TMP/all-$$.log"
+url="http://127.0.0.1:$port"
+itest_watch_log "$log"
+itest_watch_log "$dir/postgres.log"
+
+start_all() {
+  env -u SANDBOX_DATABASE_URL -u DATABASE_URL SANDBOX_WORKER_CPU_MILLIS=64000 SANDBOX_WORKER_MEMORY_MIB=262144 \
+    "$SANDBOXD" all --data-dir "$dir" --listen "127.0.0.1:$port" --controller-url "$url" >>"$log" 2>&1 </dev/null &
+  all_pid=$!
+  itest_track_pid "$all_pid"
+  itest_wait_healthz "$url" "$all_pid" "sandboxd all" "$log" || fail "sandboxd all did not come up"
+}
+
+# stop_all: SIGTERM must end it with status 0 within 30 s and stop PostgreSQL
+stop_all() {
+  local rc=0 pmpid
+  pmpid=$(head -n 1 "$dir/postgres/postmaster.pid" 2>/dev/null || true)
+  itest_stop_pid "$all_pid" "sandboxd all" 30 || rc=$?
+  assert_eq 0 "$rc" "exit status of sandboxd all after SIGTERM"
+  [ ! -e "$dir/postgres/postmaster.pid" ] || fail "postmaster.pid still there after sandboxd all exited"
+  rc=0
+  itest_as_pg "$ITEST_PGBIN/pg_ctl" status -D "$dir/postgres" >/dev/null 2>&1 || rc=$?
+  assert_eq 3 "$rc" "pg_ctl status of the embedded cluster after exit (3 = not running)"
+  # pg_ctl -w returns once postmaster.pid is gone; the process itself may
+  # need a moment more to be reaped
+  if [ -n "$pmpid" ]; then
+    itest_wait_until 10 "postmaster $pmpid to exit after sandboxd all exited" postmaster_gone "$pmpid"
+  fi
+}
+
+# true when pid $1 is gone or a zombie
+postmaster_gone() {
+  local state
+  state=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null || true)
+  [ -z "$state" ] || [ "$state" = Z ]
+}
+
+start_all
+[ -f "$dir/postgres/PG_VERSION" ] || fail "no embedded cluster in $dir/postgres"
+if [ "$(id -u)" -eq 0 ]; then
+  pmpid=$(head -n 1 "$dir/postgres/postmaster.pid")
+  assert_eq postgres "$(ps -o user= -p "$pmpid" | tr -d ' ')" "user of the embedded postmaster"
+fi
+itest_wait_until 30 "$dir/admin.token" test -s "$dir/admin.token"
+assert_eq 600 "$(stat -c %a "$dir/admin.token")" "mode of admin.token"
+token=$(tr -d '[:space:]' <"$dir/admin.token")
+assert_match "$token" '^sbt_' "admin.token content"
+assert_contains "$(cat "$log")" "$token" "sandboxd all output (the bootstrap token is printed)"
+
+export SANDBOX_URL=$url SANDBOX_TOKEN=$token
+tenant=$(itest_tenant itest-all)
+assert_exit 0 sandbox create --tenant "$tenant" --image "$ITEST_IMAGE" --wait --timeout 300
+read -r sbx _ <<<"$ITEST_OUT"
+assert_match "$sbx" '^sbx_' "sandbox id"
+itest_track "$sbx"
+assert_exit 0 sandbox exec "$sbx" -- echo embedded
+assert_eq embedded "$ITEST_OUT" "exec through sandboxd all"
+assert_exit 0 sandbox delete "$sbx" --wait
+assert_eq "" "$(docker ps -a --filter "label=dev.sandbox.id=$sbx" -q)" "containers left after delete"
+
+stop_all
+
+# again: the same cluster and data (the old token and sandbox are still known)
+start_all
+assert_exit 0 sandbox get "$sbx" --json
+assert_eq deleted "$(itest_json "$ITEST_OUT" sandbox.phase phase)" "phase of the sandbox after restart"
+stop_all

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Exec bounds: output over --max-output is truncated and flagged with the real
+# byte count; --timeout kills (137, timed_out); a missing command is 126/127;
+# stderr goes to stderr.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+itest_begin
+
+tenant=$(itest_tenant itest-exec)
+SANDBOX_TOKEN=$(itest_token "$tenant" member)
+export SANDBOX_TOKEN
+
+assert_exit 0 sandbox create --tenant "$tenant" --image "$ITEST_IMAGE" --network none --wait --timeout 300
+read -r sbx _ <<<"$ITEST_OUT"
+assert_match "$sbx" '^sbx_' "sandbox id"
+itest_track "$sbx"
+
+# 5000 bytes of output, 1000 kept
+assert_exit 0 sandbox exec "$sbx" --max-output 1000 --json -- sh -c 'head -c 5000 /dev/zero | tr "\0" a'
+json=$ITEST_OUT
+assert_eq "true" "$(itest_json "$json" operation.result.stdout_truncated result.stdout_truncated stdout_truncated)" "stdout_truncated"
+assert_eq "5000" "$(itest_json "$json" operation.result.stdout_bytes result.stdout_bytes stdout_bytes)" "stdout_bytes"
+kept=$(itest_json "$json" operation.result.stdout result.stdout stdout)
+assert_eq "1000" "${#kept}" "bytes of stdout kept"
+assert_eq "false" "$(itest_json "$json" operation.result.stderr_truncated result.stderr_truncated stderr_truncated)" "stderr_truncated"
+
+# and without --json the truncated stdout is what the CLI prints
+assert_exit 0 sandbox exec "$sbx" --max-output 1000 -- sh -c 'head -c 5000 /dev/zero | tr "\0" a'
+assert_eq "1000" "${#ITEST_OUT}" "bytes printed by a truncated exec"
+
+# a timeout kills the command: 128+9, within ~10 s
+t0=$(date +%s)
+assert_exit 137 sandbox exec "$sbx" --timeout 2 -- sleep 100
+took=$(($(date +%s) - t0))
+[ "$took" -le 12 ] || fail "exec --timeout 2 took ${took}s"
+
+assert_exit 137 sandbox exec "$sbx" --timeout 2 --json -- sleep 100
+assert_eq "true" "$(itest_json "$ITEST_OUT" operation.result.timed_out result.timed_out timed_out)" "timed_out"
+assert_eq "137" "$(itest_json "$ITEST_OUT" operation.result.exit_code result.exit_code exit_code)" "exit_code in JSON"
+
+# a command that does not exist
+rc=0
+sandbox exec "$sbx" -- /no/such/command >/dev/null 2>&1 || rc=$?
+case "$rc" in
+  126|127) ;;
+  *) fail "exec of a missing command: expected exit 126 or 127, got $rc" ;;
+esac
+
+# stdout and stderr go to their own streams
+assert_exit 0 sandbox exec "$sbx" -- sh -c 'echo to-out; echo to-err >&2'
+assert_eq "to-out" "$ITEST_OUT" "stdout"
+assert_eq "to-err" "$ITEST_ERR" "stderr"
+
+# env and cwd reach the command
+# shellcheck disable=SC2016 # expanded by the sandbox's shell
+assert_exit 0 sandbox exec "$sbx" --env GREETING=hi --cwd /tmp -- sh -c 'echo "$GREETING $(pwd)"'
+assert_eq "hi /tmp" "$ITEST_OUT" "env and cwd"
+
+assert_exit 0 sandbox delete "$sbx" --wait

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The seed lifecycle through the CLI: create (restricted network, untrusted,
+# 2 CPUs, 4 GiB), wait, exec with exit code, no network but loopback, Docker
+# limits and labels, delete --wait, container gone, phase deleted.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+itest_begin
+
+SANDBOX_TOKEN=$(itest_token platform admin itest-lifecycle)
+export SANDBOX_TOKEN
+
+assert_exit 0 sandbox create --tenant platform --image "$ITEST_IMAGE" --cpu-millis 2000 --memory-mib 4096 \
+  --ttl 3600 --network restricted --untrusted-repo --generated-code
+assert_match "$ITEST_OUT" '^sbx_[A-Za-z0-9_-]+ op_[A-Za-z0-9_-]+$' "create output"
+read -r sbx op <<<"$ITEST_OUT"
+itest_track "$sbx"
+
+assert_exit 0 sandbox wait "$op" --timeout 900
+
+assert_exit 3 sandbox exec "$sbx" -- sh -c 'echo hello; exit 3'
+assert_eq "hello" "$ITEST_OUT" "exec stdout"
+
+# no network besides loopback: /proc/net/dev lists only lo
+assert_exit 0 sandbox exec "$sbx" -- cat /proc/net/dev
+ifaces=$(printf '%s\n' "$ITEST_OUT" | tail -n +3 | cut -d: -f1 | tr -d ' ' | sort | tr '\n' ' ')
+assert_eq "lo " "$ifaces" "network interfaces in a restricted sandbox"
+
+cid=$(docker ps -aq --filter "label=dev.sandbox.id=$sbx")
+assert_match "$cid" '^[0-9a-f]{12}$' "exactly one container labelled dev.sandbox.id=$sbx"
+assert_eq "true" "$(docker inspect -f '{{index .Config.Labels "dev.sandbox.managed"}}' "$cid")" "label dev.sandbox.managed"
+assert_eq "$sbx" "$(docker inspect -f '{{index .Config.Labels "dev.sandbox.id"}}' "$cid")" "label dev.sandbox.id"
+assert_eq "platform" "$(docker inspect -f '{{index .Config.Labels "dev.sandbox.tenant"}}' "$cid")" "label dev.sandbox.tenant"
+assert_eq "$((4096 * 1024 * 1024))" "$(docker inspect -f '{{.HostConfig.Memory}}' "$cid")" "HostConfig.Memory"
+assert_eq "2000000000" "$(docker inspect -f '{{.HostConfig.NanoCpus}}' "$cid")" "HostConfig.NanoCpus"
+assert_eq "true" "$(docker inspect -f '{{.State.Running}}' "$cid")" "container running"
+
+assert_exit 0 sandbox get "$sbx" --json
+assert_eq "running" "$(itest_json "$ITEST_OUT" sandbox.phase phase)" "phase before delete"
+
+assert_exit 0 sandbox delete "$sbx" --wait
+assert_eq "" "$(docker ps -a --filter "label=dev.sandbox.id=$sbx" -q)" "containers left after delete --wait"
+
+assert_exit 0 sandbox get "$sbx" --json
+assert_eq "deleted" "$(itest_json "$ITEST_OUT" sandbox.phase phase)" "phase after delete"

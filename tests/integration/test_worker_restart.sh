@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# A restarted worker (same name, so the same worker id) gets every new
+# operation: nothing is handed to the long-poll of the process that stopped
+# (DESIGN §6: restarted, it re-registers and continues).
+# itest-standalone
+# itest-timeout: 240
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+itest_begin
+
+db="itest_restart_$$"
+"$ITEST_PGBIN/psql" -X -q "$DATABASE_URL" -c "CREATE DATABASE $db"
+dburl="${DATABASE_URL%/*}/$db"
+assert_exit 0 "$SANDBOXD" migrate --database-url "$dburl"
+
+clog="$ITEST_TMP/restart-controller-$$.log"
+wlog="$ITEST_TMP/restart-worker-$$.log"
+itest_watch_log "$clog"
+itest_watch_log "$wlog"
+port=$(itest_free_port)
+export SANDBOX_URL="http://127.0.0.1:$port"
+"$SANDBOXD" controller --database-url "$dburl" --listen "127.0.0.1:$port" >>"$clog" 2>&1 </dev/null &
+cpid=$!
+itest_track_pid "$cpid"
+itest_wait_healthz "$SANDBOX_URL" "$cpid" controller "$clog" || fail "controller did not come up"
+
+ITEST_ADMIN_TOKEN=$("$SANDBOXD" token create --database-url "$dburl" --tenant itest-restart --role admin)
+export ITEST_ADMIN_TOKEN SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN
+wtoken=$("$SANDBOXD" token create --database-url "$dburl" --tenant itest-restart --role worker)
+wname=itest-restart-worker
+
+start_worker() {
+  SANDBOX_WORKER_TOKEN="$wtoken" SANDBOX_WORKER_CPU_MILLIS=64000 SANDBOX_WORKER_MEMORY_MIB=262144 \
+    "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --worker-name "$wname" \
+    >>"$wlog" 2>&1 </dev/null &
+  wpid=$!
+  itest_track_pid "$wpid"
+  itest_wait_until 60 "worker $wname ready" itest_worker_ready "$wname"
+}
+
+start_worker
+assert_exit 0 timeout 120 "$SANDBOX_CLI" create --tenant itest-restart --image "$ITEST_IMAGE" --wait --timeout 100
+read -r sbx _ <<<"$ITEST_OUT"
+assert_match "$sbx" '^sbx_' "sandbox id"
+itest_track "$sbx"
+
+# restart the worker while its previous long-poll (wait up to 30 s) would
+# still be parked, then run operations: each must finish promptly
+rc=0
+itest_stop_pid "$wpid" worker 30 || rc=$?
+assert_eq 0 "$rc" "worker exit status after SIGTERM"
+start_worker
+for i in 1 2 3 4 5; do
+  assert_exit 0 timeout 45 "$SANDBOX_CLI" exec "$sbx" -- echo "after restart $i"
+  assert_eq "after restart $i" "$ITEST_OUT" "exec $i after the worker restart"
+done
+assert_exit 0 timeout 60 "$SANDBOX_CLI" delete "$sbx" --wait --timeout 50

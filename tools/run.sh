@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# README command 1: installs what is missing, starts dockerd if needed, builds,
+# and runs `sandboxd all` (controller + worker + embedded PostgreSQL).
+# Usage: sudo tools/run.sh [sandboxd all flags...]   (env SANDBOX_* passes through)
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=tools/lib.sh
+. tools/lib.sh
+
+build_dir=${SANDBOX_BUILD_DIR:-build}
+data_dir=${SANDBOX_DATA_DIR:-./.sandbox}
+listen=${SANDBOX_LISTEN:-127.0.0.1:8080}
+for ((i = 1; i <= $#; i++)); do
+  case "${!i}" in
+    --listen) j=$((i + 1)); listen=${!j:-$listen} ;;
+    --listen=*) listen=${!i#--listen=} ;;
+    --data-dir) j=$((i + 1)); data_dir=${!j:-$data_dir} ;;
+    --data-dir=*) data_dir=${!i#--data-dir=} ;;
+  esac
+done
+
+sbx_install_packages
+if [ "$(id -u)" -eq 0 ]; then
+  sbx_ensure_dockerd /var/log/sandbox-dockerd.log
+else
+  sbx_ensure_dockerd "${TMPDIR:-/tmp}/sandbox-dockerd.$(id -un).log"
+fi
+sbx_build "$build_dir"
+
+cat >&2 <<EOF
+==> starting: $build_dir/tools/sandboxd all --data-dir $data_dir $*
+    The bootstrap admin token is printed below and kept in $data_dir/admin.token (mode 600).
+    In another shell, use the CLI:
+      export SANDBOX_URL=http://$listen
+      export SANDBOX_TOKEN=\$(cat $data_dir/admin.token)
+      $build_dir/tools/sandbox create --tenant demo --image busybox:latest --wait
+    Stop with Ctrl-C (the embedded PostgreSQL stops with it).
+EOF
+exec "$build_dir/tools/sandboxd" all --data-dir "$data_dir" "$@"
