@@ -16,7 +16,7 @@ static const cfg_setting_t settings[CFG__COUNT] = {
     [CFG_DATA_DIR] = { "data_dir", CFGT_STRING, "./.sandbox", 0, 0, false,
                        "directory for the embedded PostgreSQL cluster and the bootstrap token" },
     [CFG_CONTROLLER_URL] = { "controller_url", CFGT_STRING, "http://127.0.0.1:8080", 0, 0, false,
-                             "URL the worker uses to reach the controller" },
+                             "URL the worker uses to reach the controller (a comma-separated list fails over in order)" },
     [CFG_DOCKER_SOCKET] = { "docker_socket", CFGT_STRING, "/var/run/docker.sock", 0, 0, false,
                             "Docker Engine API unix socket the worker uses" },
     [CFG_WORKER_NAME] = { "worker_name", CFGT_STRING, "", 0, 0, false,

@@ -54,6 +54,21 @@ int httpc_new(const char *base_url, const char *token, httpc_t **ret)
     return 0;
 }
 
+int httpc_set_base(httpc_t *c, const char *base_url)
+{
+    if (!base_url || strncmp(base_url, "http", 4) != 0)
+        return SBX_EINVAL;
+    char *b = strdup(base_url);
+    if (!b)
+        return SBX_ENOMEM;
+    size_t l = strlen(b);
+    while (l > 0 && b[l - 1] == '/')
+        b[--l] = '\0';
+    free(c->base);
+    c->base = b;
+    return 0;
+}
+
 void httpc_free(httpc_t *c)
 {
     if (!c)

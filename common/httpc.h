@@ -22,6 +22,10 @@ typedef struct httpc_response {
 int httpc_new(const char *base_url, const char *token, httpc_t **ret);
 void httpc_free(httpc_t *c);
 
+/* Points later requests at another base URL (failover between controllers).
+ * Returns 0 or SBX_ENOMEM/SBX_EINVAL (the old base stays). */
+int httpc_set_base(httpc_t *c, const char *base_url);
+
 /* Sends method path (e.g. "/v1/sandboxes?tenant=a") with an optional JSON
  * body and optional extra header lines ("Idempotency-Key: k", NULL-ended).
  * timeout_ms bounds the whole exchange (0: none).

@@ -29,8 +29,15 @@ void api_worker_register(req_t *rq)
     }
     json_object_put(body);
     log_info("controller", "worker %s registered (%s)", jsonx_get_str(w, "name"), jsonx_get_str(w, "id"));
+    char cluster[64] = "";
+    if (store_cluster_id(rq->db, cluster) < 0) {
+        json_object_put(w);
+        http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
+        return;
+    }
     json_object *resp = json_object_new_object();
     jsonx_add(resp, "worker", w);
+    jsonx_add_str(resp, "cluster_id", cluster);
     jsonx_add_int(resp, "lease_seconds", rq->ctl->lim.lease_seconds);
     jsonx_add_int(resp, "heartbeat_seconds", cfg_int(&rq->ctl->cfg, CFG_HEARTBEAT_SECONDS));
     controller_kick_reconcile(rq->ctl);

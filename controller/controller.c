@@ -5,6 +5,7 @@
 #include "db.h"
 #include "log.h"
 #include "migrate.h"
+#include "notify.h"
 #include "reconcile.h"
 #include "server.h"
 
@@ -94,6 +95,7 @@ int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret,
     ctl->lim.max_attempts = cfg_int(cfg, CFG_MAX_ATTEMPTS);
     ctl->lim.deadline_seconds = cfg_int(cfg, CFG_OPERATION_DEADLINE_SECONDS);
     ctl->lim.exec_output_default = cfg_int(cfg, CFG_EXEC_OUTPUT_DEFAULT_BYTES);
+    ctl->lim.heartbeat_seconds = cfg_int(cfg, CFG_HEARTBEAT_SECONDS);
     ctl->max_body_client = cfg_int(cfg, CFG_MAX_BODY_BYTES);
     ctl->max_cpu_millis = cfg_int(cfg, CFG_MAX_CPU_MILLIS);
     ctl->max_memory_mib = cfg_int(cfg, CFG_MAX_MEMORY_MIB);
@@ -130,7 +132,8 @@ int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret,
         controller_stop(ctl);
         return SBX_EIO;
     }
-    if ((rc = server_start(ctl, err, errlen)) < 0 || (rc = reconcile_start(ctl, &ctl->rec, err, errlen)) < 0) {
+    if ((rc = server_start(ctl, err, errlen)) < 0 || (rc = reconcile_start(ctl, &ctl->rec, err, errlen)) < 0 ||
+        (rc = notify_start(ctl, &ctl->notify, err, errlen)) < 0) {
         controller_stop(ctl);
         return rc;
     }
@@ -145,6 +148,8 @@ void controller_stop(controller_t *ctl)
     if (!ctl)
         return;
     ctl->stopping = 1;
+    notify_stop(ctl->notify);
+    ctl->notify = NULL;
     reconcile_stop(ctl->rec);
     ctl->rec = NULL;
     server_stop(ctl);

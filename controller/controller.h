@@ -10,6 +10,7 @@
 
 typedef struct http_thread http_thread_t;
 typedef struct reconcile reconcile_t;
+typedef struct notify_listener notify_listener_t;
 
 typedef struct controller {
     cfg_t cfg;                 /* private copy of the settings */
@@ -22,6 +23,7 @@ typedef struct controller {
     int listen_fd;
     int port;                  /* the port really bound (listen may say :0) */
     reconcile_t *rec;
+    notify_listener_t *notify;
     volatile int stopping;
 } controller_t;
 

@@ -2,6 +2,7 @@
 #include "db.h"
 #include "errors.h"
 #include "log.h"
+#include "timeutil.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +11,7 @@
 static __thread char last_error[512];
 static __thread char last_sqlstate[8];
 
-const char *db_last_error(void) { return last_error; }
+const char *db_last_error(void) { return last_error[0] ? last_error : "no database connection"; }
 const char *db_last_sqlstate(void) { return last_sqlstate; }
 bool db_last_unique_violation(void) { return strcmp(last_sqlstate, "23505") == 0; }
 
@@ -51,16 +52,30 @@ PGconn *db_connect(const char *conninfo, char *err, size_t errlen)
 
 bool db_conn_bad(PGconn *c) { return !c || PQstatus(c) != CONNECTION_OK; }
 
+/* After a failed reconnect, this thread answers "unavailable" at once for a
+ * while instead of blocking its loop on connection attempts. */
+static __thread int64_t reconnect_not_before_ms;
+static __thread int64_t reconnect_backoff_ms;
+
 int db_ensure(PGconn **conn, const char *conninfo)
 {
     if (!db_conn_bad(*conn))
         return 0;
+    int64_t now = time_mono_ms();
+    if (now < reconnect_not_before_ms)
+        return SBX_EUNAVAIL;
     char err[512];
     PGconn *c = db_connect(conninfo, err, sizeof err);
     if (!c) {
         snprintf(last_error, sizeof last_error, "%s", err);
+        reconnect_backoff_ms = reconnect_backoff_ms ? reconnect_backoff_ms * 2 : 100;
+        if (reconnect_backoff_ms > 2000)
+            reconnect_backoff_ms = 2000;
+        reconnect_not_before_ms = time_mono_ms() + reconnect_backoff_ms;
         return SBX_EUNAVAIL;
     }
+    reconnect_backoff_ms = 0;
+    reconnect_not_before_ms = 0;
     if (*conn)
         PQfinish(*conn);
     *conn = c;

@@ -610,6 +610,51 @@ int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, c
     return 0;
 }
 
+static char *text_array(const char *const *ids, int n);
+
+/* Adds "history":[{"state","at"}…] (from the events table, oldest first) to
+ * each operation object of the array. */
+static int attach_history(PGconn *c, json_object *ops)
+{
+    size_t n = json_object_array_length(ops);
+    if (n == 0)
+        return 0;
+    const char **ids = calloc(n, sizeof *ids);
+    if (!ids)
+        return SBX_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = jsonx_get_str(json_object_array_get_idx(ops, i), "id");
+        jsonx_add(json_object_array_get_idx(ops, i), "history", json_object_new_array());
+    }
+    char *arr = text_array(ids, (int)n);
+    if (!arr) {
+        free(ids);
+        return SBX_ENOMEM;
+    }
+    const char *p[] = { arr };
+    PGresult *r = db_exec(c, "SELECT operation_id, coalesce(data->>'to', substr(kind, 11)), " TS("ts")
+                             " FROM events WHERE operation_id = ANY($1::text[]) AND kind LIKE 'operation.%' "
+                             "ORDER BY id", 1, p);
+    free(arr);
+    if (!r) {
+        free(ids);
+        return SBX_EDB;
+    }
+    for (int k = 0; k < PQntuples(r); k++) {
+        for (size_t i = 0; i < n; i++) {
+            if (!ids[i] || strcmp(ids[i], db_get(r, k, 0)) != 0)
+                continue;
+            json_object *h = json_object_new_object();
+            jsonx_add_str(h, "state", db_get(r, k, 1));
+            jsonx_add_str(h, "at", db_get(r, k, 2));
+            json_object_array_add(jsonx_get_arr(json_object_array_get_idx(ops, i), "history"), h);
+        }
+    }
+    PQclear(r);
+    free(ids);
+    return 0;
+}
+
 int store_sandbox_get(PGconn *c, const char *scope, const char *sandbox_id, json_object **ret, api_error_t *err)
 {
     const char *p[] = { sandbox_id, scope };
@@ -633,6 +678,11 @@ int store_sandbox_get(PGconn *c, const char *scope, const char *sandbox_id, json
     for (int i = 0; i < PQntuples(r); i++)
         json_object_array_add(ops, op_json(r, i));
     PQclear(r);
+    if (attach_history(c, ops) < 0) {
+        json_object_put(ops);
+        json_object_put(sbx);
+        return store_db_error(err);
+    }
     *ret = json_object_new_object();
     jsonx_add(*ret, "sandbox", sbx);
     jsonx_add(*ret, "operations", ops);
@@ -676,9 +726,16 @@ int store_operation_get(PGconn *c, const char *scope, const char *op_id, json_ob
     op_state_parse(db_get(r, 0, 2), &st);
     if (ret_terminal)
         *ret_terminal = op_state_terminal(st);
-    *ret = json_object_new_object();
-    jsonx_add(*ret, "operation", op_json(r, 0));
+    json_object *one = json_object_new_array();
+    json_object_array_add(one, op_json(r, 0));
     PQclear(r);
+    if (attach_history(c, one) < 0) {
+        json_object_put(one);
+        return store_db_error(err);
+    }
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "operation", json_object_get(json_object_array_get_idx(one, 0)));
+    json_object_put(one);
     return 0;
 }
 
@@ -840,6 +897,18 @@ int store_worker_register(PGconn *c, json_object *body, json_object **ret, api_e
     return 0;
 }
 
+int store_cluster_id(PGconn *c, char ret[64])
+{
+    PGresult *r = db_exec(c, "SELECT id FROM cluster", 0, NULL);
+    if (!r)
+        return SBX_EDB;
+    int rc = PQntuples(r) == 1 ? 0 : SBX_ENOTFOUND;
+    if (rc == 0)
+        snprintf(ret, 64, "%s", db_get(r, 0, 0));
+    PQclear(r);
+    return rc;
+}
+
 int store_worker_exists(PGconn *c, const char *worker_id, bool *ret)
 {
     const char *p[] = { worker_id };
@@ -849,6 +918,60 @@ int store_worker_exists(PGconn *c, const char *worker_id, bool *ret)
     *ret = PQntuples(r) == 1;
     PQclear(r);
     return 0;
+}
+
+/* Seconds a phase change is trusted over a worker's inventory snapshot (the
+ * snapshot may predate a report that arrived before it). */
+static int64_t inventory_grace_seconds(const store_limits_t *lim)
+{
+    return lim->heartbeat_seconds * 2 + 5;
+}
+
+/* Compares a worker's inventory with what the controller wants, inside the
+ * heartbeat's transaction: runtime objects it no longer wants go into
+ * `remove` (orphans), and running sandboxes of this worker whose object
+ * vanished become lost. */
+static int heartbeat_reconcile(PGconn *c, const store_limits_t *lim, const char *worker_id, const char *inv_text,
+                               json_object *remove)
+{
+    char grace[24];
+    snprintf(grace, sizeof grace, "%lld", (long long)inventory_grace_seconds(lim));
+    const char *p[] = { worker_id, inv_text, grace };
+    PGresult *r = db_exec(c,
+                          "SELECT e->>'sandbox_id', e->>'ref' FROM jsonb_array_elements($2::jsonb) e "
+                          "LEFT JOIN sandboxes s ON s.id = e->>'sandbox_id' "
+                          "WHERE s.id IS NULL OR s.phase IN ('deleted', 'failed', 'lost') "
+                          "   OR (s.worker_id IS DISTINCT FROM $1 "
+                          "       AND s.updated_at < now() - make_interval(secs => $3::bigint)) "
+                          "LIMIT 256",
+                          3, p);
+    if (!r)
+        return SBX_EDB;
+    for (int i = 0; i < PQntuples(r); i++) {
+        json_object *o = json_object_new_object();
+        jsonx_add_str(o, "sandbox_id", db_get(r, i, 0));
+        jsonx_add_str(o, "ref", db_get(r, i, 1));
+        json_object_array_add(remove, o);
+    }
+    PQclear(r);
+    r = db_exec(c,
+                "SELECT s.id FROM sandboxes s WHERE s.worker_id = $1 AND s.phase = 'running' "
+                "AND s.updated_at < now() - make_interval(secs => $3::bigint) "
+                "AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements($2::jsonb) e WHERE e->>'sandbox_id' = s.id) "
+                "FOR UPDATE OF s SKIP LOCKED",
+                3, p);
+    if (!r)
+        return SBX_EDB;
+    int rc = 0;
+    for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
+        const char *sbx = db_get(r, i, 0);
+        log_warn("store", "sandbox %s: its container vanished from worker %s; marking it lost", sbx, worker_id);
+        rc = sandbox_set_phase(c, sbx, PH_LOST, NULL, 0, NULL);
+        if (rc == 0)
+            rc = sandbox_release_allocation(c, sbx);
+    }
+    PQclear(r);
+    return rc;
 }
 
 int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object *body,
@@ -874,26 +997,39 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
                              "updated_at = now(), "
                              "state = CASE WHEN state = 'lost' THEN 'ready' ELSE state END "
                              "WHERE id = $1 RETURNING " WORKER_COLS, 2, p);
-    free(inv_text);
     if (!r)
         goto db_fail;
     if (PQntuples(r) != 1) {
         PQclear(r);
         db_rollback(c);
+        free(inv_text);
         return api_error_set(err, API_NOT_FOUND, "no worker %.64s; register again", worker_id);
     }
     const char *pl[] = { worker_id, lease };
     if (db_run(c, "UPDATE operations SET lease_expires_at = now() + make_interval(secs => $2::bigint) "
-                  "WHERE lease_worker_id = $1 AND state IN ('leased', 'running')", 2, pl) < 0 ||
-        db_commit(c) < 0) {
+                  "WHERE lease_worker_id = $1 AND state IN ('leased', 'running')", 2, pl) < 0) {
         PQclear(r);
         goto db_fail;
     }
+    json_object *remove = json_object_new_array();
+    if (inv_text && heartbeat_reconcile(c, lim, worker_id, inv_text, remove) < 0) {
+        json_object_put(remove);
+        PQclear(r);
+        goto db_fail;
+    }
+    if (db_commit(c) < 0) {
+        json_object_put(remove);
+        PQclear(r);
+        goto db_fail;
+    }
+    free(inv_text);
     *ret = json_object_new_object();
     jsonx_add(*ret, "worker", worker_json(r, 0));
+    jsonx_add(*ret, "remove", remove);
     PQclear(r);
     return 0;
 db_fail:
+    free(inv_text);
     store_db_error(err);
     db_rollback(c);
     return SBX_EDB;
@@ -1590,12 +1726,44 @@ int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_chang
                           "WITH lost AS (UPDATE workers SET state = 'lost', updated_at = now() "
                           "  WHERE state IN ('ready', 'draining') "
                           "  AND last_heartbeat < now() - make_interval(secs => $1::bigint) RETURNING id, name) "
-                          "INSERT INTO events (kind, data) SELECT 'worker.lost', jsonb_build_object('worker', name) "
-                          "FROM lost",
+                          "INSERT INTO events (kind, data) SELECT 'worker.lost', "
+                          "  jsonb_build_object('worker', name, 'worker_id', id) FROM lost",
                           1, p);
     if (!r)
         return SBX_EDB;
     *ret_changed += cmd_rows(r);
     PQclear(r);
-    return 0;
+    /* Running sandboxes of lost workers are lost, and their share of
+     * capacity is released. (Operations in flight there resolve through
+     * their leases, which no heartbeat extends any more.) */
+    r = db_exec(c, "SELECT s.id FROM sandboxes s JOIN workers w ON w.id = s.worker_id "
+                   "WHERE w.state = 'lost' AND s.phase = 'running' LIMIT 500", 0, NULL);
+    if (!r)
+        return SBX_EDB;
+    int rc = 0;
+    for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
+        const char *sbx = db_get(r, i, 0);
+        if (db_begin(c) < 0) {
+            rc = SBX_EDB;
+            break;
+        }
+        const char *q[] = { sbx };
+        PGresult *l = db_exec(c, "SELECT 1 FROM sandboxes WHERE id = $1 AND phase = 'running' FOR UPDATE SKIP LOCKED",
+                              1, q);
+        bool mine = l && PQntuples(l) == 1;
+        PQclear(l);
+        if (!mine) {
+            db_rollback(c);
+            continue;
+        }
+        if (sandbox_set_phase(c, sbx, PH_LOST, NULL, 0, NULL) < 0 || sandbox_release_allocation(c, sbx) < 0 ||
+            db_commit(c) < 0) {
+            db_rollback(c);
+            rc = SBX_EDB;
+            break;
+        }
+        (*ret_changed)++;
+    }
+    PQclear(r);
+    return rc;
 }

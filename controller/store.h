@@ -33,6 +33,7 @@ typedef struct store_limits {
     int64_t max_attempts;
     int64_t deadline_seconds;
     int64_t exec_output_default;
+    int64_t heartbeat_seconds;
 } store_limits_t;
 
 /* Looks a token up by id. Returns 0 with ret filled and ret_hash (hex) set;
@@ -86,6 +87,10 @@ int store_operations_terminal(PGconn *c, const char *const *ids, int n, bool *re
 
 /* Worker requests. */
 int store_worker_register(PGconn *c, json_object *body, json_object **ret, api_error_t *err);
+/* Renews the worker's leases and records its inventory; *ret is
+ * {"worker":…,"remove":[{"sandbox_id","ref"}…]} — the runtime objects the
+ * controller no longer wants (orphans), for the worker to remove. Running
+ * sandboxes whose object vanished become lost. */
 int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object *body,
                            json_object **ret, api_error_t *err);
 /* Moves the worker's leased operations to running and returns them as
@@ -97,6 +102,8 @@ int store_workers_with_leases(PGconn *c, const char *const *ids, int n, bool *re
 /* Applies a report; 409 stale_lease when the fencing token or state does not match. */
 int store_worker_report(PGconn *c, const char *worker_id, json_object *body, json_object **ret, api_error_t *err);
 int store_worker_list(PGconn *c, json_object **ret, api_error_t *err);
+/* The installation's id (workers label their runtime objects with it). */
+int store_cluster_id(PGconn *c, char ret[64]);
 /* True when the worker exists. */
 int store_worker_exists(PGconn *c, const char *worker_id, bool *ret);
 

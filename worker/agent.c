@@ -31,6 +31,8 @@
  * full the poller stops polling (nothing leased is ever dropped). */
 #define AGENT_QUEUE_PER_EXECUTOR 4
 #define AGENT_REPORT_ATTEMPTS    5
+/* Orphans removed per heartbeat at most (each is a Docker call). */
+#define AGENT_ORPHANS_PER_BEAT   16
 /* At stop, how long in-flight assignments may run before the runtime is
  * told to give up (an exec is then killed). */
 #define AGENT_STOP_GRACE_MS      20000
@@ -40,7 +42,9 @@
 #define AGENT_WORKER_ID_MAX      128
 
 struct agent {
-    char *controller_url;
+    char *controller_url;            /* as configured: one URL or a comma-separated list */
+    char **urls;                     /* the list, for failover */
+    int nurls;
     char *token;
     char *name;
     kv_list_t labels;
@@ -53,6 +57,8 @@ struct agent {
     pthread_mutex_t mu;
     pthread_cond_t cond;             /* any change below; CLOCK_MONOTONIC */
     char worker_id[AGENT_WORKER_ID_MAX];
+    char cluster_id[64];             /* from registration: labels our runtime objects */
+    char (*inflight)[SBX_ID_MAX];    /* sandboxes an executor works on (one slot each) */
     bool registered;
     bool need_register;
     int64_t heartbeat_seconds;
@@ -60,6 +66,7 @@ struct agent {
     json_object **queue;             /* ring of assignments (owned) */
     size_t qcap, qhead, qlen;
     int busy;                        /* executors running an assignment */
+    int exec_slots;                  /* executor threads that took a slot */
     bool exec_stop;                  /* executors leave once idle */
 
     volatile int stop_poll;          /* aborts the long-poll at once */
@@ -95,6 +102,49 @@ static void agent_sleep_ms(agent_t *a, int64_t ms, const volatile int *flag)
         if (pthread_cond_timedwait(&a->cond, &a->mu, &ts) == ETIMEDOUT)
             break;
     }
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Each thread has its own HTTP client and remembers which controller URL
+ * it uses. */
+static __thread int agent_url_idx;
+
+/* After a transport failure: point c at the next controller URL, if any. */
+static void agent_failover(agent_t *a, httpc_t *c)
+{
+    if (a->nurls < 2)
+        return;
+    agent_url_idx = (agent_url_idx + 1) % a->nurls;
+    if (httpc_set_base(c, a->urls[agent_url_idx]) == 0)
+        log_info(AGENT_COMPONENT, "switching to controller %s", a->urls[agent_url_idx]);
+}
+
+/* A client for this thread, on the first controller URL. */
+static httpc_t *agent_client(agent_t *a)
+{
+    httpc_t *c = NULL;
+    agent_url_idx = 0;
+    if (httpc_new(a->urls[0], a->token, &c) < 0)
+        return NULL;
+    return c;
+}
+
+/* True when an executor is working on this sandbox right now. */
+static bool agent_sandbox_busy(agent_t *a, const char *sandbox_id)
+{
+    bool busy = false;
+    pthread_mutex_lock(&a->mu);
+    for (int i = 0; i < a->executors && !busy; i++)
+        if (strcmp(a->inflight[i], sandbox_id) == 0)
+            busy = true;
+    pthread_mutex_unlock(&a->mu);
+    return busy;
+}
+
+static void agent_cluster_id(agent_t *a, char out[64])
+{
+    pthread_mutex_lock(&a->mu);
+    memcpy(out, a->cluster_id, 64);
     pthread_mutex_unlock(&a->mu);
 }
 
@@ -291,6 +341,8 @@ static int agent_register(agent_t *a, httpc_t *c)
             if (id && *id && strlen(id) < AGENT_WORKER_ID_MAX && !strchr(id, '/') && !strchr(id, '?')) {
                 pthread_mutex_lock(&a->mu);
                 snprintf(a->worker_id, sizeof a->worker_id, "%s", id);
+                const char *cl = jsonx_get_str(resp.json, "cluster_id");
+                snprintf(a->cluster_id, sizeof a->cluster_id, "%s", cl && strlen(cl) < 64 ? cl : "");
                 a->lease_seconds = lease > 0 ? lease : 30;
                 a->heartbeat_seconds = hb > 0 ? hb : 5;
                 a->registered = true;
@@ -305,8 +357,10 @@ static int agent_register(agent_t *a, httpc_t *c)
             }
             agent_log_failure(&last_kind, 1, "register", "the controller's answer has no worker id");
         } else if (rc < 0) {
-            if (!agent_flag(&a->stop_poll))
+            if (!agent_flag(&a->stop_poll)) {
                 agent_log_failure(&last_kind, -1, "register with the controller", resp.error);
+                agent_failover(a, c);
+            }
         } else {
             const char *code, *msg;
             char why[400];
@@ -333,6 +387,8 @@ typedef struct agent_outcome {
 
 static void agent_run_create(agent_t *a, json_object *job, agent_outcome_t *o)
 {
+    char cluster[64];
+    agent_cluster_id(a, cluster);
     sandbox_spec_t spec;
     isolation_t iso = ISO_CONTAINER;
     const char *sbx = jsonx_get_str(job, "sandbox_id");
@@ -349,6 +405,7 @@ static void agent_run_create(agent_t *a, json_object *job, agent_outcome_t *o)
         .tenant = jsonx_get_str(job, "tenant"),
         .spec = &spec,
         .isolation = iso,
+        .cluster_id = cluster,
     };
     if (!sbx)
         api_error_set(&o->err, API_INVALID_ARGUMENT, "the assignment has no sandbox_id");
@@ -402,8 +459,14 @@ static void agent_run_exec(agent_t *a, json_object *job, agent_outcome_t *o)
 /* Sends a report, retrying transport failures and 5xx a few times. */
 static void agent_report(agent_t *a, httpc_t *c, const char *op_id, json_object *body)
 {
-    int64_t backoff = 500;
-    for (int attempt = 1; attempt <= AGENT_REPORT_ATTEMPTS; attempt++) {
+    int64_t backoff = 250;
+    /* Keep trying while the lease may still be ours (a controller restart
+     * or a database outage); after that the report would be stale anyway. */
+    pthread_mutex_lock(&a->mu);
+    int64_t give_up = time_mono_ms() + (a->lease_seconds + 5) * 1000;
+    pthread_mutex_unlock(&a->mu);
+    for (int attempt = 1;; attempt++) {
+        bool last = attempt >= AGENT_REPORT_ATTEMPTS && time_mono_ms() >= give_up;
         char wid[AGENT_WORKER_ID_MAX], path[AGENT_WORKER_ID_MAX + 32];
         agent_worker_id(a, wid);
         snprintf(path, sizeof path, "/v1/workers/%s/report", wid);
@@ -429,7 +492,7 @@ static void agent_report(agent_t *a, httpc_t *c, const char *op_id, json_object 
             httpc_response_release(&resp);
             return;
         }
-        if (attempt == AGENT_REPORT_ATTEMPTS) {
+        if (last) {
             log_error(AGENT_COMPONENT, "failed to report operation %s after %d attempts: %s; its lease will expire",
                       op_id, attempt, rc < 0 ? resp.error : msg);
         } else {
@@ -437,10 +500,12 @@ static void agent_report(agent_t *a, httpc_t *c, const char *op_id, json_object 
                       rc < 0 ? resp.error : msg);
         }
         httpc_response_release(&resp);
-        if (attempt < AGENT_REPORT_ATTEMPTS) {
-            usleep((useconds_t)backoff * 1000);
-            backoff *= 2;
-        }
+        if (last)
+            return;
+        if (rc < 0)
+            agent_failover(a, c);
+        usleep((useconds_t)backoff * 1000);
+        backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
     }
 }
 
@@ -503,7 +568,10 @@ static void *agent_executor_main(void *arg)
 {
     agent_t *a = arg;
     httpc_t *c = NULL;
-    if (httpc_new(a->controller_url, a->token, &c) < 0) {
+    pthread_mutex_lock(&a->mu);
+    int slot = a->exec_slots++;
+    pthread_mutex_unlock(&a->mu);
+    if (!(c = agent_client(a))) {
         log_error(AGENT_COMPONENT, "failed to create an HTTP client for an executor");
         return NULL;
     }
@@ -519,6 +587,9 @@ static void *agent_executor_main(void *arg)
         a->qhead = (a->qhead + 1) % a->qcap;
         a->qlen--;
         a->busy++;
+        const char *job_sbx = jsonx_get_str(job, "sandbox_id");
+        if (slot < a->executors)
+            snprintf(a->inflight[slot], SBX_ID_MAX, "%s", job_sbx ? job_sbx : "");
         pthread_cond_broadcast(&a->cond);
         pthread_mutex_unlock(&a->mu);
 
@@ -526,6 +597,8 @@ static void *agent_executor_main(void *arg)
         json_object_put(job);
 
         pthread_mutex_lock(&a->mu);
+        if (slot < a->executors)
+            a->inflight[slot][0] = '\0';
         a->busy--;
         pthread_cond_broadcast(&a->cond);
         pthread_mutex_unlock(&a->mu);
@@ -561,7 +634,7 @@ static void *agent_poller_main(void *arg)
     httpc_t *c = NULL;
     int last_kind = 0;
     int64_t backoff = AGENT_BACKOFF_MIN_MS;
-    if (httpc_new(a->controller_url, a->token, &c) < 0) {
+    if (!(c = agent_client(a))) {
         log_error(AGENT_COMPONENT, "failed to create an HTTP client for the poller");
         return NULL;
     }
@@ -611,6 +684,7 @@ static void *agent_poller_main(void *arg)
         }
         if (rc < 0) {
             agent_log_failure(&last_kind, -1, "poll the controller", resp.error);
+            agent_failover(a, c);
         } else {
             const char *code, *msg;
             char why[400];
@@ -634,7 +708,9 @@ static json_object *agent_heartbeat_body(agent_t *a, int *last_inv_kind)
     runtime_object_t *objs = NULL;
     size_t n = 0;
     api_error_t err;
-    if (runtime_inventory(a->rt, &objs, &n, &err) < 0) {
+    char cluster[64];
+    agent_cluster_id(a, cluster);
+    if (runtime_inventory(a->rt, cluster[0] ? cluster : NULL, &objs, &n, &err) < 0) {
         /* Without an inventory the controller must not conclude that every
          * sandbox is gone: the key is left out rather than sent empty. */
         agent_log_failure(last_inv_kind, -1, "read the runtime inventory", err.message);
@@ -655,12 +731,33 @@ static json_object *agent_heartbeat_body(agent_t *a, int *last_inv_kind)
     return o;
 }
 
+/* Removes the runtime objects the controller no longer wants (at most
+ * AGENT_ORPHANS_PER_BEAT a heartbeat, so beats stay on time), never one an
+ * executor is working on. */
+static void agent_remove_orphans(agent_t *a, json_object *list)
+{
+    size_t n = list ? json_object_array_length(list) : 0;
+    for (size_t i = 0; i < n && i < AGENT_ORPHANS_PER_BEAT && !agent_flag(&a->stop_hb); i++) {
+        json_object *e = json_object_array_get_idx(list, i);
+        const char *sbx = jsonx_get_str(e, "sandbox_id");
+        const char *ref = jsonx_get_str(e, "ref");
+        if (!sbx || !ref || agent_sandbox_busy(a, sbx))
+            continue;
+        api_error_t err;
+        if (runtime_remove(a->rt, sbx, ref, &err) == 0)
+            log_info(AGENT_COMPONENT, "removed orphan %.12s of sandbox %s (the controller no longer wants it)", ref,
+                     sbx);
+        else
+            log_warn(AGENT_COMPONENT, "failed to remove orphan %.12s of sandbox %s: %s", ref, sbx, err.message);
+    }
+}
+
 static void *agent_heartbeat_main(void *arg)
 {
     agent_t *a = arg;
     httpc_t *c = NULL;
     int last_kind = 0, last_inv_kind = 0;
-    if (httpc_new(a->controller_url, a->token, &c) < 0) {
+    if (!(c = agent_client(a))) {
         log_error(AGENT_COMPONENT, "failed to create an HTTP client for the heartbeat");
         return NULL;
     }
@@ -686,14 +783,17 @@ static void *agent_heartbeat_main(void *arg)
             json_object_put(body);
             if (rc == 0 && resp.status == 200) {
                 last_kind = 0;
+                agent_remove_orphans(a, jsonx_get_arr(resp.json, "remove"));
             } else if (rc == 0 && resp.status == 404) {
                 log_warn(AGENT_COMPONENT, "the controller does not know worker %s; registering again", wid);
                 pthread_mutex_lock(&a->mu);
                 a->need_register = true;
                 pthread_mutex_unlock(&a->mu);
             } else if (rc < 0) {
-                if (!agent_flag(&a->stop_hb))
+                if (!agent_flag(&a->stop_hb)) {
                     agent_log_failure(&last_kind, -1, "send a heartbeat", resp.error);
+                    agent_failover(a, c);
+                }
             } else {
                 const char *code, *msg;
                 char why[400];
@@ -712,6 +812,58 @@ static void *agent_heartbeat_main(void *arg)
 }
 
 /* ---- lifecycle --------------------------------------------------------- */
+
+static void agent_urls_free(agent_t *a)
+{
+    for (int i = 0; i < a->nurls; i++)
+        free(a->urls[i]);
+    free(a->urls);
+    a->urls = NULL;
+    a->nurls = 0;
+}
+
+/* Splits controller_url ("http://a:8080,http://b:8080") into a->urls. */
+static int agent_urls_parse(agent_t *a, char *err, size_t errlen)
+{
+    int n = 1;
+    for (const char *p = a->controller_url; *p; p++)
+        n += *p == ',';
+    a->urls = calloc((size_t)n, sizeof *a->urls);
+    if (!a->urls) {
+        snprintf(err, errlen, "out of memory");
+        return SBX_ENOMEM;
+    }
+    const char *p = a->controller_url;
+    while (p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        while (len > 0 && isspace((unsigned char)*p)) {
+            p++;
+            len--;
+        }
+        while (len > 0 && isspace((unsigned char)p[len - 1]))
+            len--;
+        if (len > 0) {
+            char *u = strndup(p, len);
+            if (!u) {
+                snprintf(err, errlen, "out of memory");
+                return SBX_ENOMEM;
+            }
+            if (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) {
+                snprintf(err, errlen, "controller_url entries must be http:// or https:// URLs (got \"%.100s\")", u);
+                free(u);
+                return SBX_EINVAL;
+            }
+            a->urls[a->nurls++] = u;
+        }
+        p = end ? end + 1 : NULL;
+    }
+    if (a->nurls == 0) {
+        snprintf(err, errlen, "controller_url is empty");
+        return SBX_EINVAL;
+    }
+    return 0;
+}
 
 int agent_new(const cfg_t *cfg, const char *token, agent_t **ret, char *err, size_t errlen)
 {
@@ -747,6 +899,8 @@ int agent_new(const cfg_t *cfg, const char *token, agent_t **ret, char *err, siz
         goto cleanup;
     }
     a->controller_url = strdup(url);
+    if (a->controller_url && (r = agent_urls_parse(a, err, errlen)) < 0)
+        goto cleanup;
     a->token = strdup(tok);
     a->name = strdup(name);
     if (!a->controller_url || !a->token || !a->name) {
@@ -773,7 +927,8 @@ int agent_new(const cfg_t *cfg, const char *token, agent_t **ret, char *err, siz
     a->qcap = (size_t)a->executors * AGENT_QUEUE_PER_EXECUTOR;
     a->queue = calloc(a->qcap, sizeof *a->queue);
     a->exec_threads = calloc((size_t)a->executors, sizeof *a->exec_threads);
-    if (!a->queue || !a->exec_threads) {
+    a->inflight = calloc((size_t)a->executors, sizeof *a->inflight);
+    if (!a->queue || !a->exec_threads || !a->inflight) {
         snprintf(err, errlen, "out of memory");
         r = SBX_ENOMEM;
         goto cleanup;
@@ -811,6 +966,8 @@ cleanup:
         kv_list_release(&a->labels);
         free(a->queue);
         free(a->exec_threads);
+        free(a->inflight);
+        agent_urls_free(a);
         free(a->controller_url);
         free(a->token);
         free(a->name);
@@ -929,6 +1086,8 @@ void agent_free(agent_t *a)
     kv_list_release(&a->labels);
     free(a->queue);
     free(a->exec_threads);
+    free(a->inflight);
+    agent_urls_free(a);
     free(a->controller_url);
     free(a->token);
     free(a->name);

@@ -19,12 +19,15 @@ typedef struct runtime runtime_t;
 #define RUNTIME_LABEL_MANAGED  "dev.sandbox.managed"
 #define RUNTIME_LABEL_SANDBOX  "dev.sandbox.id"
 #define RUNTIME_LABEL_TENANT   "dev.sandbox.tenant"
+/* The installation (controller database) the object belongs to. */
+#define RUNTIME_LABEL_CLUSTER  "dev.sandbox.cluster"
 
 typedef struct runtime_create_req {
     const char *sandbox_id;
     const char *tenant;
     const sandbox_spec_t *spec;
     isolation_t isolation;
+    const char *cluster_id;   /* labels the object; may be NULL */
 } runtime_create_req_t;
 
 typedef struct runtime_exec_result {
@@ -71,8 +74,11 @@ void runtime_exec_result_release(runtime_exec_result_t *r);
  * succeeds. ref may be NULL: then the object is found by its sandbox label. */
 int runtime_remove(runtime_t *rt, const char *sandbox_id, const char *ref, api_error_t *err);
 
-/* Every object carrying RUNTIME_LABEL_MANAGED: a malloc'd array (free()). */
-int runtime_inventory(runtime_t *rt, runtime_object_t **ret, size_t *ret_n, api_error_t *err);
+/* Every object of the installation cluster_id (RUNTIME_LABEL_CLUSTER), or
+ * every object carrying RUNTIME_LABEL_MANAGED when cluster_id is NULL: a
+ * malloc'd array (free()). */
+int runtime_inventory(runtime_t *rt, const char *cluster_id, runtime_object_t **ret, size_t *ret_n,
+                      api_error_t *err);
 
 /* Makes in-flight and later calls give up soon after *flag becomes non-zero
  * (worker shutdown): a running exec is killed as on a timeout, a pull or any

@@ -469,6 +469,8 @@ static json_object *docker_container_config(const runtime_create_req_t *req)
     jsonx_add_str(labels, RUNTIME_LABEL_MANAGED, "true");
     jsonx_add_str(labels, RUNTIME_LABEL_SANDBOX, req->sandbox_id);
     jsonx_add_str(labels, RUNTIME_LABEL_TENANT, req->tenant ? req->tenant : (s->tenant ? s->tenant : ""));
+    if (req->cluster_id && *req->cluster_id)
+        jsonx_add_str(labels, RUNTIME_LABEL_CLUSTER, req->cluster_id);
     jsonx_add(o, "Labels", labels);
     jsonx_add_bool(o, "AttachStdin", false);
     jsonx_add_bool(o, "AttachStdout", false);
@@ -714,13 +716,17 @@ cleanup:
     return r;
 }
 
-int runtime_inventory(runtime_t *rt, runtime_object_t **ret, size_t *ret_n, api_error_t *err)
+int runtime_inventory(runtime_t *rt, const char *cluster_id, runtime_object_t **ret, size_t *ret_n,
+                      api_error_t *err)
 {
     int r = 0;
     json_object *list = NULL;
     runtime_object_t *objs = NULL;
-    char label[96];
-    snprintf(label, sizeof label, "%s=true", RUNTIME_LABEL_MANAGED);
+    char label[160];
+    if (cluster_id && *cluster_id)
+        snprintf(label, sizeof label, "%s=%s", RUNTIME_LABEL_CLUSTER, cluster_id);
+    else
+        snprintf(label, sizeof label, "%s=true", RUNTIME_LABEL_MANAGED);
     r = docker_container_list(rt, label, &list, err);
     if (r < 0)
         goto cleanup;
