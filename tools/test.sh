@@ -1,99 +1,109 @@
 #!/usr/bin/env bash
 # README command 2: installs what is missing, builds, runs the unit tests and
-# the integration tests (real PostgreSQL, real dockerd), prints "N passed, N failed".
-# Usage: sudo tools/test.sh [--sanitize] [--unit-only]
-#   --sanitize   build in build-asan with -Db_sanitize=address,undefined
+# the integration tests (real PostgreSQL, real dockerd), first with a plain
+# build, then with AddressSanitizer + UBSan; prints "N passed, N failed".
+# Usage: sudo tools/test.sh [--plain | --sanitize] [--unit-only]
+#   --plain      only the plain build (build/)
+#   --sanitize   only the sanitized build (build-asan/, -Db_sanitize=address,undefined)
 #   --unit-only  skip the integration tests
-# Env: SANDBOX_BUILD_DIR overrides the build directory.
+# Env: SANDBOX_BUILD_DIR / SANDBOX_ASAN_BUILD_DIR override the build directories.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=tools/lib.sh
 . tools/lib.sh
 
-sanitize=0
+plain=1
+sanitize=1
 unit_only=0
 for arg in "$@"; do
   case "$arg" in
-    --sanitize) sanitize=1 ;;
+    --plain) plain=1; sanitize=0 ;;
+    --sanitize) plain=0; sanitize=1 ;;
     --unit-only) unit_only=1 ;;
-    -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) sbx_die "unknown argument: $arg (see --help)" ;;
   esac
 done
 
-setup_opts=()
-if [ "$sanitize" -eq 1 ]; then
-  build_dir=${SANDBOX_BUILD_DIR:-build-asan}
-  # shellcheck disable=SC2054 # one meson option, not two elements
-  setup_opts=(-Db_sanitize=address,undefined -Db_lundef=false)
-  # Fail on the first sanitizer report, in every binary the tests start.
-  export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
-  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
-else
-  build_dir=${SANDBOX_BUILD_DIR:-build}
-fi
-
-start=$(date +%s)
-sbx_install_packages
-sbx_build "$build_dir" "${setup_opts[@]}"
-
 passed=0
 failed=0
+lines=()
 
-# Unit tests: one Check program per module; anything but OK (fail, timeout,
-# skip) counts as failed.
-sbx_say "unit tests: meson test -C $build_dir --suite unit"
-unit_rc=0
-testlog="$build_dir/meson-logs/testlog.json"
-rm -f "$testlog"
-meson test -C "$build_dir" --suite unit --print-errorlogs || unit_rc=$?
-if [ -f "$testlog" ]; then
-  read -r up uf < <(python3 - "$testlog" <<'EOF'
+# run_suite NAME BUILD_DIR [meson setup options...]: builds, runs the unit
+# tests (anything but OK counts as failed: fail, timeout, skip) and the
+# integration tests; adds to passed/failed.
+run_suite() {
+  local name=$1 dir=$2 testlog unit_rc=0 up=0 uf=0 ip=0 if_=0 irc=0 ilog summary
+  shift 2
+  if ! (sbx_build "$dir" "$@"); then
+    lines+=("$(printf '%-10s build failed (%s)' "$name" "$dir")")
+    failed=$((failed + 1))
+    return 0
+  fi
+
+  sbx_say "[$name] unit tests: meson test -C $dir --suite unit"
+  testlog="$dir/meson-logs/testlog.json"
+  rm -f "$testlog"
+  meson test -C "$dir" --suite unit --print-errorlogs || unit_rc=$?
+  if [ -f "$testlog" ]; then
+    read -r up uf < <(python3 - "$testlog" <<'EOF'
 import json, sys
 ok = bad = 0
 for line in open(sys.argv[1], encoding="utf-8"):
     line = line.strip()
-    if not line:
-        continue
-    t = json.loads(line)
-    if t.get("result") == "OK":
-        ok += 1
-    else:
-        bad += 1
+    if line:
+        if json.loads(line).get("result") == "OK":
+            ok += 1
+        else:
+            bad += 1
 print(ok, bad)
 EOF
-  )
-  passed=$((passed + up))
-  failed=$((failed + uf))
+    )
+  fi
+  if [ "$unit_rc" -ne 0 ] && [ "$uf" -eq 0 ]; then
+    sbx_say "[$name] meson test failed (exit $unit_rc) without a failed test in $testlog"
+    uf=1
+  fi
+
+  if [ "$unit_only" -eq 0 ]; then
+    ilog=$(mktemp /tmp/sbx-itest-summary.XXXXXX)
+    sbx_say "[$name] integration tests: tests/integration/run.sh $dir"
+    bash tests/integration/run.sh "$dir" 2>&1 | tee "$ilog" || irc=$?
+    summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$ilog" | tail -n 1 || true)
+    rm -f "$ilog"
+    if [ -n "$summary" ]; then
+      ip=${summary%% passed*}
+      if_=${summary#*passed, }
+      if_=${if_%% failed}
+    else
+      sbx_say "[$name] integration runner ended (exit $irc) without a summary line"
+      if_=1
+    fi
+    if [ "$irc" -ne 0 ] && [ "$if_" -eq 0 ]; then
+      if_=1
+    fi
+  fi
+  lines+=("$(printf '%-10s unit %d passed, %d failed; integration %d passed, %d failed' \
+    "$name" "$up" "$uf" "$ip" "$if_")")
+  passed=$((passed + up + ip))
+  failed=$((failed + uf + if_))
+}
+
+start=$(date +%s)
+sbx_install_packages
+if [ "$plain" -eq 1 ]; then
+  run_suite plain "${SANDBOX_BUILD_DIR:-build}"
 fi
-if [ "$unit_rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
-  sbx_say "meson test failed (exit $unit_rc) without a failed test in $testlog"
-  failed=$((failed + 1))
+if [ "$sanitize" -eq 1 ]; then
+  # Fail on the first sanitizer report, in every binary the tests start.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+  # shellcheck disable=SC2054 # one meson option, not two array elements
+  run_suite sanitized "${SANDBOX_ASAN_BUILD_DIR:-build-asan}" -Db_sanitize=address,undefined -Db_lundef=false
 fi
 
-if [ "$unit_only" -eq 0 ]; then
-  ilog=$(mktemp /tmp/sbx-itest-summary.XXXXXX)
-  sbx_say "integration tests: tests/integration/run.sh $build_dir"
-  irc=0
-  bash tests/integration/run.sh "$build_dir" 2>&1 | tee "$ilog" || irc=$?
-  summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$ilog" | tail -n 1 || true)
-  rm -f "$ilog"
-  if [ -n "$summary" ]; then
-    ip=${summary%% passed*}
-    if_=${summary#*passed, }
-    if_=${if_%% failed}
-    passed=$((passed + ip))
-    failed=$((failed + if_))
-  else
-    sbx_say "integration runner ended (exit $irc) without a summary line"
-    failed=$((failed + 1))
-  fi
-  if [ "$irc" -ne 0 ] && [ "$failed" -eq 0 ]; then
-    failed=1
-  fi
-fi
-
-sbx_say "done in $(( $(date +%s) - start ))s ($build_dir)"
+echo "---- test summary ($(( $(date +%s) - start ))s)"
+for l in "${lines[@]}"; do echo "$l"; done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
