@@ -14,7 +14,7 @@ url="$base/$db"
 psql_admin() { "$ITEST_PGBIN/psql" -X -q -At "$base/postgres" -c "$1"; }
 psql_admin "CREATE DATABASE $db"
 drop_db() { psql_admin "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true; }
-trap 'drop_db; itest_end $?' EXIT
+trap 'rc=$?; drop_db; itest_end $rc' EXIT
 
 n_files=$(find "$(dirname "$0")/../../migrations" -name '[0-9][0-9][0-9][0-9]_*.sql' | wc -l)
 assert_exit 0 "$SANDBOXD" migrate --database-url "$url"

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Fault injection: two controllers on one database and one worker; clients and
+# the worker use both; one controller is killed mid-burst and stays dead.
+# Nothing is placed or executed twice.
+# itest-timeout: 600
+# itest-standalone
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/integration/fault/lib.sh
+. "$(dirname "$0")/fault/lib.sh"
+itest_begin
+trap 'rc=$?; fault_teardown; itest_end $rc' EXIT
+
+fault_setup two_controllers 2
+fault_burst_start
+itest_wait_until 90 "a few lifecycles done" fault_progress_at_least 10
+itest_log "kill -9 controller 0 (controller 1 stays)"
+t0=$(fault_now)
+fault_kill_controller 0
+fault_probe_recovery "$t0" "http://127.0.0.1:${FAULT_CTL_PORTS[1]}"
+fault_burst_wait
+fault_audit
