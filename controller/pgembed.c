@@ -23,6 +23,7 @@
 #include <sys/types.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PGEMBED_COMPONENT   "pgembed"
@@ -33,6 +34,7 @@
 #define PGEMBED_FALLBACK    "/var/lib/sandbox/embedded"
 #define PGEMBED_CONF        "sandbox_embedded.conf"
 #define PGEMBED_WAIT_SECS   "120"
+#define PGEMBED_RETRIES     15               /* start attempts / 1 s while a stale postmaster.pid lingers */
 
 extern char **environ;
 
@@ -349,20 +351,52 @@ cleanup:
     return r;
 }
 
+/* Builds the conninfo of database `db` into out. */
+static int make_conninfo(const pgembed_t *pg, const char *db, const char *extra, char *out, size_t outlen)
+{
+    char qrun[2 * PATH_MAX + 4];
+    if (quote_into(qrun, sizeof qrun, pg->rundir, '\\') < 0)
+        return SBX_ETOOBIG;
+    int n = snprintf(out, outlen, "host=%s port=%d dbname=%s user=" PGEMBED_USER "%s", qrun, PGEMBED_PORT, db,
+                     extra);
+    return (n < 0 || (size_t)n >= outlen) ? SBX_ETOOBIG : 0;
+}
+
+/* PQping of the cluster's socket: OK when it accepts connections, REJECT
+ * while it starts or stops, NO_RESPONSE when nothing listens. */
+static PGPing ping_cluster(const pgembed_t *pg)
+{
+    char conninfo[sizeof pg->conninfo];
+    if (make_conninfo(pg, "postgres", " connect_timeout=5", conninfo, sizeof conninfo) < 0)
+        return PQPING_NO_ATTEMPT;
+    return PQping(conninfo);
+}
+
+static bool has_pid_file(const pgembed_t *pg)
+{
+    char path[PATH_MAX];
+    return fmt_path(path, sizeof path, pg->pgdata, "postmaster.pid") == 0 && access(path, F_OK) == 0;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
 /* Creates database "sandbox" if it is missing. */
 static int create_database(const pgembed_t *pg, char *err, size_t errlen)
 {
-    char conninfo[sizeof pg->conninfo], qrun[2 * PATH_MAX + 4];
+    char conninfo[sizeof pg->conninfo];
     PGconn *c = NULL;
     PGresult *res = NULL;
     int r = SBX_EDB;
 
-    if (quote_into(qrun, sizeof qrun, pg->rundir, '\\') < 0) {
+    if (make_conninfo(pg, "postgres", " connect_timeout=30", conninfo, sizeof conninfo) < 0) {
         snprintf(err, errlen, "socket directory path too long");
         return SBX_ETOOBIG;
     }
-    snprintf(conninfo, sizeof conninfo, "host=%s port=%d dbname=postgres user=" PGEMBED_USER " connect_timeout=30",
-             qrun, PGEMBED_PORT);
     c = PQconnectdb(conninfo);
     if (!c || PQstatus(c) != CONNECTION_OK) {
         snprintf(err, errlen, "cannot connect to the embedded PostgreSQL in %s: %s", pg->rundir,
@@ -619,12 +653,28 @@ int pgembed_start(const char *data_dir, const char *bindir, pgembed_t **ret, cha
         goto cleanup;
     }
 
-    /* A cluster left running by a killed `sandboxd all` is ours: reuse it. */
+    /* A cluster left running by a killed `sandboxd all` is ours: reuse it.
+     * Ask the socket, not pg_ctl status: a killed postmaster that is not
+     * reaped yet still looks alive to kill(pid, 0). */
     started = true;
-    int st = pg_ctl(pg, "status", NULL);
-    if (st != 0) {
-        st = pg_ctl(pg, "start", NULL);
-        if (st != 0) {
+    PGPing ping = ping_cluster(pg);
+    for (int i = 0; ping == PQPING_REJECT && i < PGEMBED_RETRIES * 2; i++) {
+        sleep_ms(500);
+        ping = ping_cluster(pg);
+    }
+    if (ping == PQPING_OK) {
+        log_debug(PGEMBED_COMPONENT, "reusing the running cluster in %s", pg->pgdata);
+    } else {
+        for (int attempt = 1;; attempt++) {
+            int st = pg_ctl(pg, "start", NULL);
+            if (st == 0)
+                break;
+            /* the lock file of a killed postmaster blocks the start until
+             * that process is gone; wait for it a little */
+            if (attempt < PGEMBED_RETRIES && has_pid_file(pg)) {
+                sleep_ms(1000);
+                continue;
+            }
             char tail[512];
             log_tail(pg->logpath, tail, sizeof tail);
             snprintf(err, errlen, "pg_ctl start of %s failed (%s %d): %s (log: %s)", pg->pgdata,
@@ -632,18 +682,13 @@ int pgembed_start(const char *data_dir, const char *bindir, pgembed_t **ret, cha
             r = SBX_EUNAVAIL;
             goto cleanup;
         }
-    } else {
-        log_debug(PGEMBED_COMPONENT, "reusing the running cluster in %s", pg->pgdata);
     }
 
-    char qrun[2 * PATH_MAX + 4];
-    if (quote_into(qrun, sizeof qrun, pg->rundir, '\\') < 0) {
+    if (make_conninfo(pg, PGEMBED_DB, "", pg->conninfo, sizeof pg->conninfo) < 0) {
         snprintf(err, errlen, "socket directory path too long");
         r = SBX_ETOOBIG;
         goto cleanup;
     }
-    snprintf(pg->conninfo, sizeof pg->conninfo, "host=%s port=%d dbname=" PGEMBED_DB " user=" PGEMBED_USER, qrun,
-             PGEMBED_PORT);
     if ((r = create_database(pg, err, errlen)) < 0)
         goto cleanup;
 

@@ -34,7 +34,8 @@ static int reconcile_pass(struct reconcile *r)
         (rc = store_admit_pending(r->db, &changed)) < 0 ||
         (rc = store_place_admitted(r->db, &ctl->lim, &changed, &leased)) < 0 ||
         (rc = store_expire_leases(r->db, &ctl->lim, &changed)) < 0 ||
-        (rc = store_fail_overdue(r->db, &changed)) < 0) {
+        (rc = store_fail_overdue(r->db, &changed)) < 0 ||
+        (rc = store_retry_deletes(r->db, &ctl->lim, &changed)) < 0) {
         if (changed)
             controller_wake_waiters(ctl);
         return rc;

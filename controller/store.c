@@ -1717,6 +1717,48 @@ int store_expire_ttls(PGconn *c, const store_limits_t *lim, int *ret_changed)
     return rc;
 }
 
+int store_retry_deletes(PGconn *c, const store_limits_t *lim, int *ret_changed)
+{
+    /* A sandbox that should be gone, whose last delete failed a while ago
+     * and nothing else is deleting it: try again (never in a tight loop). */
+    PGresult *r = db_exec(c,
+                          "SELECT s.id FROM sandboxes s WHERE s.desired_state = 'deleted' AND s.phase <> 'deleted' "
+                          "AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.sandbox_id = s.id AND o.kind = 'delete' "
+                          "  AND (o.state IN ('pending', 'admitted', 'leased', 'running', 'succeeded') "
+                          "       OR o.finished_at > now() - interval '30 seconds')) "
+                          "ORDER BY s.updated_at LIMIT 100",
+                          0, NULL);
+    if (!r)
+        return SBX_EDB;
+    int rc = 0;
+    for (int i = 0; i < PQntuples(r); i++) {
+        const char *sbx = db_get(r, i, 0);
+        if (db_begin(c) < 0) {
+            rc = SBX_EDB;
+            break;
+        }
+        const char *p[] = { sbx };
+        PGresult *s = db_exec(c, "SELECT tenant_id FROM sandboxes WHERE id = $1 AND desired_state = 'deleted' "
+                                 "AND phase <> 'deleted' FOR UPDATE SKIP LOCKED", 1, p);
+        if (!s || PQntuples(s) != 1) {
+            PQclear(s);
+            db_rollback(c);
+            continue;
+        }
+        char tenant[SBX_ID_MAX], op[SBX_ID_MAX];
+        snprintf(tenant, sizeof tenant, "%s", db_get(s, 0, 0));
+        PQclear(s);
+        if (sandbox_request_delete(c, lim, tenant, sbx, NULL, NULL, "retry", op) < 0 || db_commit(c) < 0) {
+            db_rollback(c);
+            rc = SBX_EDB;
+            break;
+        }
+        (*ret_changed)++;
+    }
+    PQclear(r);
+    return rc;
+}
+
 int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_changed)
 {
     char tmo[24];

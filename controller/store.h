@@ -115,5 +115,7 @@ int store_expire_leases(PGconn *c, const store_limits_t *lim, int *ret_changed);
 int store_fail_overdue(PGconn *c, int *ret_changed);
 int store_expire_ttls(PGconn *c, const store_limits_t *lim, int *ret_changed);
 int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_changed);
+/* Sandboxes that should be gone whose last delete failed: a new delete. */
+int store_retry_deletes(PGconn *c, const store_limits_t *lim, int *ret_changed);
 
 #endif

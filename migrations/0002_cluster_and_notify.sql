@@ -24,3 +24,6 @@ CREATE TRIGGER events_notify AFTER INSERT ON events
 
 -- Sandboxes of a worker, for worker loss and inventory reconciliation.
 CREATE INDEX sandboxes_worker_phase ON sandboxes (worker_id, phase);
+
+-- Sandboxes whose deletion has not completed (the delete-retry pass).
+CREATE INDEX sandboxes_undeleted ON sandboxes (updated_at) WHERE desired_state = 'deleted' AND phase <> 'deleted';

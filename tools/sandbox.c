@@ -834,6 +834,25 @@ static void print_sandbox(json_object *s)
     kv_line("updated:", jsonx_get_str(s, "updated_at"));
 }
 
+/* The state history of an operation (from the controller's events), one
+ * line per transition, indented by ind spaces after a label column. */
+static void print_history(json_object *op, int ind, int label_width)
+{
+    json_object *h = jsonx_get_arr(op, "history");
+    size_t n = h ? json_object_array_length(h) : 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(h, i);
+        const char *st = jsonx_get_str(e, "state");
+        if (!st)
+            st = "?";
+        printf("%*s%-*s ", ind, "", label_width, i == 0 ? "history:" : "");
+        put_text(stdout, st);
+        printf("%*s", strlen(st) < 10 ? (int)(10 - strlen(st)) : 1, "");
+        put_text(stdout, jsonx_get_str(e, "at"));
+        putchar('\n');
+    }
+}
+
 /* Error and placement lines of an operation, indented by ind spaces. */
 static void print_op_details(json_object *op, int ind)
 {
@@ -859,6 +878,7 @@ static void print_op_details(json_object *op, int ind)
             putchar('\n');
         }
     }
+    print_history(op, ind, 8);
 }
 
 static void print_operation(json_object *op)
@@ -891,6 +911,7 @@ static void print_operation(json_object *op)
             putchar('\n');
         }
     }
+    print_history(op, 0, 15);
     json_object *res = jsonx_get_obj(op, "result");
     if (res) {
         int64_t code = 0, sig = 0, dur = 0, ob = 0, eb = 0;
