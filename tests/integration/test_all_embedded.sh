@@ -52,7 +52,7 @@ start_all
 [ -f "$dir/postgres/PG_VERSION" ] || fail "no embedded cluster in $dir/postgres"
 if [ "$(id -u)" -eq 0 ]; then
   pmpid=$(head -n 1 "$dir/postgres/postmaster.pid")
-  assert_eq postgres "$(ps -o user= -p "$pmpid" | tr -d ' ')" "user of the embedded postmaster"
+  assert_eq postgres "$(stat -c %U "/proc/$pmpid")" "user of the embedded postmaster"
 fi
 itest_wait_until 30 "$dir/admin.token" test -s "$dir/admin.token"
 assert_eq 600 "$(stat -c %a "$dir/admin.token")" "mode of admin.token"
@@ -77,4 +77,16 @@ stop_all
 start_all
 assert_exit 0 sandbox get "$sbx" --json
 assert_eq deleted "$(itest_json "$ITEST_OUT" sandbox.phase phase)" "phase of the sandbox after restart"
+
+# killed without a chance to clean up: sandboxd all and then its postmaster
+# die by SIGKILL, leaving a stale postmaster.pid; the next start recovers
+pmpid=$(head -n 1 "$dir/postgres/postmaster.pid")
+kill -KILL "$all_pid"
+wait "$all_pid" 2>/dev/null || true
+kill -KILL "$pmpid"
+itest_wait_until 15 "the killed postmaster to be gone" postmaster_gone "$pmpid"
+[ -e "$dir/postgres/postmaster.pid" ] || fail "expected a stale postmaster.pid after SIGKILL"
+start_all
+assert_exit 0 sandbox get "$sbx" --json
+assert_eq deleted "$(itest_json "$ITEST_OUT" sandbox.phase phase)" "phase of the sandbox after a SIGKILL restart"
 stop_all
