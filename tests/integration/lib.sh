@@ -18,6 +18,11 @@ fail() {
     where="${BASH_SOURCE[2]##*/}:${BASH_LINENO[1]}"
   fi
   printf 'FAIL at %s: %s\n' "$where" "$*" >&2
+  # also on disk: a failure inside $(...) or under an EXIT trap that loses
+  # the status still fails the test (run.sh and itest_end read it)
+  if [ -n "${ITEST_FAIL_MARKER:-}" ]; then
+    printf 'FAIL at %s: %s\n' "$where" "$*" >>"$ITEST_FAIL_MARKER" || true
+  fi
   exit 1
 }
 
@@ -450,11 +455,14 @@ itest_cleanup() {
 
 # Call at the top of a test: sandboxes passed to itest_track are deleted
 # (and their containers removed) when the test exits, however it exits;
-# files passed to itest_watch_log have their tails printed on failure.
+# files passed to itest_watch_log have their tails printed on failure;
+# commands passed to itest_on_exit run first (use it instead of replacing
+# the EXIT trap, which would lose the test's exit status).
 itest_begin() {
   ITEST_TRACKED=()
   ITEST_WATCHED=()
   ITEST_TEST_PIDS=()
+  ITEST_ON_EXIT=()
   trap 'itest_end $?' EXIT
   trap 'exit 143' TERM INT
   : "${SANDBOX_URL:?run this test through tests/integration/run.sh}"
@@ -468,6 +476,7 @@ itest_begin() {
 }
 
 itest_track() { ITEST_TRACKED+=("$1"); }
+itest_on_exit() { ITEST_ON_EXIT+=("$*"); }
 itest_track_pid() { ITEST_TEST_PIDS+=("$1"); }
 itest_watch_log() { ITEST_WATCHED+=("$1"); }
 
@@ -476,6 +485,12 @@ itest_end() {
   { set +x; } 2>/dev/null
   trap - EXIT
   set +e
+  if [ "$rc" -eq 0 ] && [ -n "${ITEST_FAIL_MARKER:-}" ] && [ -s "$ITEST_FAIL_MARKER" ]; then
+    rc=1
+  fi
+  for p in "${ITEST_ON_EXIT[@]}"; do
+    eval "$p"
+  done
   for p in "${ITEST_TEST_PIDS[@]}"; do
     itest_stop_pid "$p" "test process" 30
   done

@@ -51,7 +51,7 @@ record() { # record PASS|FAIL NAME SECONDS [REASON]
 # run_one TEST_FILE: runs one test under its time limit and records it; on
 # failure prints the tail of its trace and of the daemons' logs since it began.
 run_one() {
-  local t=$1 name tmo coff woff t0 rc secs why
+  local t=$1 name tmo coff woff t0 rc secs why=
   name=$(basename "$t" .sh)
   tmo=$(sed -n 's/^# itest-timeout: *\([0-9][0-9]*\).*/\1/p' "$t" | head -n 1)
   tmo=${tmo:-$default_timeout}
@@ -61,16 +61,23 @@ run_one() {
   coff=$(itest_file_size "$ITEST_CONTROLLER_LOG")
   woff=$(itest_file_size "$ITEST_WORKER_LOG")
   export ITEST_TRACE_FILE="$ITEST_TMP/$name.trace"
+  export ITEST_FAIL_MARKER="$ITEST_TMP/$name.failed"
+  rm -f "$ITEST_FAIL_MARKER"
   echo "=== RUN  $name (limit ${tmo}s)"
   t0=$(date +%s%N)
   rc=0
   timeout --kill-after=15 "$tmo" bash "$t" </dev/null 2>&1 | sed -u "s/^/    /" || rc=${PIPESTATUS[0]}
   secs=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
+  if [ "$rc" -eq 0 ] && [ -s "$ITEST_FAIL_MARKER" ]; then
+    # an assertion failed but the exit status was lost (e.g. a replaced EXIT trap)
+    rc=1
+    why="exit 0 after a failed assertion: $(head -n 1 "$ITEST_FAIL_MARKER")"
+  fi
   if [ "$rc" -eq 0 ]; then
     record PASS "$name" "$secs"
     return 0
   fi
-  why="exit $rc"
+  why=${why:-"exit $rc"}
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then why="timed out after ${tmo}s"; fi
   itest_log_tail "$ITEST_TRACE_FILE" 0 25
   if [ -n "${ITEST_CONTROLLER_PID:-}" ]; then
