@@ -1681,12 +1681,18 @@ int store_fail_overdue(PGconn *c, int *ret_changed)
     return rc;
 }
 
-int store_expire_ttls(PGconn *c, const store_limits_t *lim, int *ret_changed)
+/* For each sandbox select_sql names: in its own transaction, lock the row
+ * if it still matches lock_cond (a WHERE fragment on $1 = id), write
+ * event_kind (may be NULL) and request its deletion. */
+static int request_deletes(PGconn *c, const store_limits_t *lim, const char *select_sql, const char *lock_cond,
+                           const char *event_kind, const char *created_by, int *ret_changed)
 {
-    PGresult *r = db_exec(c, "SELECT id FROM sandboxes WHERE desired_state = 'running' AND expires_at < now() "
-                             "ORDER BY expires_at LIMIT 100", 0, NULL);
+    PGresult *r = db_exec(c, select_sql, 0, NULL);
     if (!r)
         return SBX_EDB;
+    char lock_sql[512];
+    snprintf(lock_sql, sizeof lock_sql, "SELECT tenant_id FROM sandboxes WHERE id = $1 AND %s FOR UPDATE SKIP LOCKED",
+             lock_cond);
     int rc = 0;
     for (int i = 0; i < PQntuples(r); i++) {
         const char *sbx = db_get(r, i, 0);
@@ -1695,8 +1701,7 @@ int store_expire_ttls(PGconn *c, const store_limits_t *lim, int *ret_changed)
             break;
         }
         const char *p[] = { sbx };
-        PGresult *s = db_exec(c, "SELECT tenant_id FROM sandboxes WHERE id = $1 AND desired_state = 'running' "
-                                 "AND expires_at < now() FOR UPDATE SKIP LOCKED", 1, p);
+        PGresult *s = db_exec(c, lock_sql, 1, p);
         if (!s || PQntuples(s) != 1) {
             PQclear(s);
             db_rollback(c);
@@ -1705,8 +1710,8 @@ int store_expire_ttls(PGconn *c, const store_limits_t *lim, int *ret_changed)
         char tenant[SBX_ID_MAX], op[SBX_ID_MAX];
         snprintf(tenant, sizeof tenant, "%s", db_get(s, 0, 0));
         PQclear(s);
-        if (event_add(c, tenant, "sandbox.expired", sbx, NULL, NULL) < 0 ||
-            sandbox_request_delete(c, lim, tenant, sbx, NULL, NULL, "ttl", op) < 0 || db_commit(c) < 0) {
+        if ((event_kind && event_add(c, tenant, event_kind, sbx, NULL, NULL) < 0) ||
+            sandbox_request_delete(c, lim, tenant, sbx, NULL, NULL, created_by, op) < 0 || db_commit(c) < 0) {
             db_rollback(c);
             rc = SBX_EDB;
             break;
@@ -1717,46 +1722,25 @@ int store_expire_ttls(PGconn *c, const store_limits_t *lim, int *ret_changed)
     return rc;
 }
 
+int store_expire_ttls(PGconn *c, const store_limits_t *lim, int *ret_changed)
+{
+    return request_deletes(c, lim,
+                           "SELECT id FROM sandboxes WHERE desired_state = 'running' AND expires_at < now() "
+                           "ORDER BY expires_at LIMIT 100",
+                           "desired_state = 'running' AND expires_at < now()", "sandbox.expired", "ttl", ret_changed);
+}
+
 int store_retry_deletes(PGconn *c, const store_limits_t *lim, int *ret_changed)
 {
     /* A sandbox that should be gone, whose last delete failed a while ago
      * and nothing else is deleting it: try again (never in a tight loop). */
-    PGresult *r = db_exec(c,
-                          "SELECT s.id FROM sandboxes s WHERE s.desired_state = 'deleted' AND s.phase <> 'deleted' "
-                          "AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.sandbox_id = s.id AND o.kind = 'delete' "
-                          "  AND (o.state IN ('pending', 'admitted', 'leased', 'running', 'succeeded') "
-                          "       OR o.finished_at > now() - interval '30 seconds')) "
-                          "ORDER BY s.updated_at LIMIT 100",
-                          0, NULL);
-    if (!r)
-        return SBX_EDB;
-    int rc = 0;
-    for (int i = 0; i < PQntuples(r); i++) {
-        const char *sbx = db_get(r, i, 0);
-        if (db_begin(c) < 0) {
-            rc = SBX_EDB;
-            break;
-        }
-        const char *p[] = { sbx };
-        PGresult *s = db_exec(c, "SELECT tenant_id FROM sandboxes WHERE id = $1 AND desired_state = 'deleted' "
-                                 "AND phase <> 'deleted' FOR UPDATE SKIP LOCKED", 1, p);
-        if (!s || PQntuples(s) != 1) {
-            PQclear(s);
-            db_rollback(c);
-            continue;
-        }
-        char tenant[SBX_ID_MAX], op[SBX_ID_MAX];
-        snprintf(tenant, sizeof tenant, "%s", db_get(s, 0, 0));
-        PQclear(s);
-        if (sandbox_request_delete(c, lim, tenant, sbx, NULL, NULL, "retry", op) < 0 || db_commit(c) < 0) {
-            db_rollback(c);
-            rc = SBX_EDB;
-            break;
-        }
-        (*ret_changed)++;
-    }
-    PQclear(r);
-    return rc;
+    return request_deletes(c, lim,
+                           "SELECT s.id FROM sandboxes s WHERE s.desired_state = 'deleted' AND s.phase <> 'deleted' "
+                           "AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.sandbox_id = s.id AND o.kind = 'delete' "
+                           "  AND (o.state IN ('pending', 'admitted', 'leased', 'running', 'succeeded') "
+                           "       OR o.finished_at > now() - interval '30 seconds')) "
+                           "ORDER BY s.updated_at LIMIT 100",
+                           "desired_state = 'deleted' AND phase <> 'deleted'", NULL, "retry", ret_changed);
 }
 
 int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_changed)

@@ -323,6 +323,23 @@ static json_object *agent_register_body(agent_t *a)
 
 /* Registers, retrying with backoff until the controller answers 200 or the
  * agent stops. Returns 0 when registered. */
+/* Logs a failed exchange (once per kind of failure); a transport failure
+ * also moves c to the next controller URL. */
+static void agent_exchange_failed(agent_t *a, httpc_t *c, int *last_kind, int rc, const httpc_response_t *resp,
+                                  const char *what)
+{
+    if (rc < 0) {
+        agent_log_failure(last_kind, -1, what, resp->error);
+        agent_failover(a, c);
+        return;
+    }
+    const char *code, *msg;
+    char why[400];
+    httpc_api_error(resp, &code, &msg);
+    snprintf(why, sizeof why, "HTTP %ld %s: %s", resp->status, code, msg);
+    agent_log_failure(last_kind, (int)resp->status, what, why);
+}
+
 static int agent_register(agent_t *a, httpc_t *c)
 {
     int64_t backoff = AGENT_BACKOFF_MIN_MS;
@@ -356,17 +373,8 @@ static int agent_register(agent_t *a, httpc_t *c)
                 break;
             }
             agent_log_failure(&last_kind, 1, "register", "the controller's answer has no worker id");
-        } else if (rc < 0) {
-            if (!agent_flag(&a->stop_poll)) {
-                agent_log_failure(&last_kind, -1, "register with the controller", resp.error);
-                agent_failover(a, c);
-            }
-        } else {
-            const char *code, *msg;
-            char why[400];
-            httpc_api_error(&resp, &code, &msg);
-            snprintf(why, sizeof why, "HTTP %ld %s: %s", resp.status, code, msg);
-            agent_log_failure(&last_kind, (int)resp.status, "register with the controller", why);
+        } else if (!agent_flag(&a->stop_poll)) {
+            agent_exchange_failed(a, c, &last_kind, rc, &resp, "register with the controller");
         }
         httpc_response_release(&resp);
         agent_sleep_ms(a, backoff, &a->stop_poll);
@@ -682,16 +690,7 @@ static void *agent_poller_main(void *arg)
             httpc_response_release(&resp);
             continue;
         }
-        if (rc < 0) {
-            agent_log_failure(&last_kind, -1, "poll the controller", resp.error);
-            agent_failover(a, c);
-        } else {
-            const char *code, *msg;
-            char why[400];
-            httpc_api_error(&resp, &code, &msg);
-            snprintf(why, sizeof why, "HTTP %ld %s: %s", resp.status, code, msg);
-            agent_log_failure(&last_kind, (int)resp.status, "poll the controller", why);
-        }
+        agent_exchange_failed(a, c, &last_kind, rc, &resp, "poll the controller");
         httpc_response_release(&resp);
         agent_sleep_ms(a, backoff, &a->stop_poll);
         backoff = backoff * 2 > AGENT_BACKOFF_MAX_MS ? AGENT_BACKOFF_MAX_MS : backoff * 2;
@@ -789,17 +788,8 @@ static void *agent_heartbeat_main(void *arg)
                 pthread_mutex_lock(&a->mu);
                 a->need_register = true;
                 pthread_mutex_unlock(&a->mu);
-            } else if (rc < 0) {
-                if (!agent_flag(&a->stop_hb)) {
-                    agent_log_failure(&last_kind, -1, "send a heartbeat", resp.error);
-                    agent_failover(a, c);
-                }
-            } else {
-                const char *code, *msg;
-                char why[400];
-                httpc_api_error(&resp, &code, &msg);
-                snprintf(why, sizeof why, "HTTP %ld %s: %s", resp.status, code, msg);
-                agent_log_failure(&last_kind, (int)resp.status, "send a heartbeat", why);
+            } else if (!agent_flag(&a->stop_hb)) {
+                agent_exchange_failed(a, c, &last_kind, rc, &resp, "send a heartbeat");
             }
             httpc_response_release(&resp);
         }
