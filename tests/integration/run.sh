@@ -4,7 +4,8 @@
 # PASS/FAIL per test and "N passed, N failed" as the last line.
 # Usage: tests/integration/run.sh BUILD_DIR [TEST_NAME...]
 # Env: ITEST_TIMEOUT (default per-test limit, seconds; a test may set its own
-#      with a "# itest-timeout: N" line), ITEST_KEEP=1 keeps the temp folder.
+#      with a "# itest-timeout: N" line, capped by ITEST_MAX_TIMEOUT, default
+#      240), ITEST_KEEP=1 keeps the temp folder.
 # A test with a "# itest-standalone" line runs its own sandboxd: it runs after
 # the shared controller and worker have stopped, so two controllers never
 # share one dockerd.
@@ -19,6 +20,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build=$1
 shift
 default_timeout=${ITEST_TIMEOUT:-300}
+# no single test may hold the suite longer than this, whatever it declares:
+# the whole of tools/test.sh must stay well under 30 minutes
+max_timeout=${ITEST_MAX_TIMEOUT:-240}
 
 tests=()
 if [ $# -gt 0 ]; then
@@ -55,6 +59,7 @@ run_one() {
   name=$(basename "$t" .sh)
   tmo=$(sed -n 's/^# itest-timeout: *\([0-9][0-9]*\).*/\1/p' "$t" | head -n 1)
   tmo=${tmo:-$default_timeout}
+  if [ "$tmo" -gt "$max_timeout" ]; then tmo=$max_timeout; fi
   if [ -n "${ITEST_CONTROLLER_PID:-}" ] && ! kill -0 "$ITEST_CONTROLLER_PID" 2>/dev/null; then
     itest_log "the shared controller is no longer running (see $ITEST_CONTROLLER_LOG)"
   fi
