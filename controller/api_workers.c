@@ -76,6 +76,7 @@ void api_worker_poll(req_t *rq, const char *id)
         return;
     }
     snprintf(rq->park_id, sizeof rq->park_id, "%s", id);
+    rq->poll_gen = server_poll_begin(id);
     if (api_poll_resume(rq, wait == 0))
         return;
     http_park(rq, PARK_POLL, id, wait);
@@ -86,6 +87,13 @@ bool api_poll_resume(req_t *rq, bool final)
     json_object *resp = NULL;
     api_error_t err;
     int n = 0;
+    if (!server_poll_current(rq->park_id, rq->poll_gen)) {
+        /* The worker polls again elsewhere: this one takes nothing. */
+        resp = json_object_new_object();
+        jsonx_add(resp, "assignments", json_object_new_array());
+        http_reply_json(rq, 200, resp);
+        return true;
+    }
     if (store_worker_claim(rq->db, &rq->ctl->lim, rq->park_id, &resp, &n, &err) < 0) {
         http_reply_api_error(rq, &err);
         return true;

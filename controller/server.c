@@ -10,14 +10,17 @@
 
 #include <errno.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/thread.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 struct http_thread {
@@ -35,12 +38,67 @@ struct http_thread {
     bool started;
 };
 
+/* The latest long-poll of each worker. A worker has one poller: when it
+ * polls again (after a restart, or because its old connection died), the
+ * older parked polls are superseded and must not claim work, which could go
+ * to a connection nobody reads. A small open-addressing table; when it
+ * fills up it is cleared (the leases still recover anything lost). */
+#define POLL_GEN_SLOTS 4096
+static struct {
+    char worker[SBX_ID_MAX];
+    uint64_t gen;
+} poll_gens[POLL_GEN_SLOTS];
+static uint64_t poll_gen_counter;
+static int poll_gen_used;
+static pthread_mutex_t poll_gen_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t poll_gen_slot(const char *worker)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = worker; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    size_t i = (size_t)(h % POLL_GEN_SLOTS);
+    while (poll_gens[i].worker[0] && strcmp(poll_gens[i].worker, worker) != 0)
+        i = (i + 1) % POLL_GEN_SLOTS;
+    return i;
+}
+
+uint64_t server_poll_begin(const char *worker_id)
+{
+    pthread_mutex_lock(&poll_gen_mu);
+    if (poll_gen_used >= POLL_GEN_SLOTS / 2) {
+        memset(poll_gens, 0, sizeof poll_gens);
+        poll_gen_used = 0;
+    }
+    size_t i = poll_gen_slot(worker_id);
+    if (!poll_gens[i].worker[0]) {
+        snprintf(poll_gens[i].worker, sizeof poll_gens[i].worker, "%s", worker_id);
+        poll_gen_used++;
+    }
+    uint64_t g = ++poll_gen_counter;
+    poll_gens[i].gen = g;
+    pthread_mutex_unlock(&poll_gen_mu);
+    return g;
+}
+
+bool server_poll_current(const char *worker_id, uint64_t gen)
+{
+    pthread_mutex_lock(&poll_gen_mu);
+    size_t i = poll_gen_slot(worker_id);
+    /* Unknown (table cleared): nothing newer is known, so it is current. */
+    bool cur = !poll_gens[i].worker[0] || poll_gens[i].gen == gen;
+    pthread_mutex_unlock(&poll_gen_mu);
+    return cur;
+}
+
 static void req_free(req_t *rq)
 {
     if (!rq)
         return;
     if (rq->park_timer)
         event_free(rq->park_timer);
+    if (rq->park_peek)
+        event_free(rq->park_peek);
     evhttp_clear_headers(&rq->query);
     free(rq);
 }
@@ -61,6 +119,10 @@ static void park_unlink(req_t *rq)
     if (rq->park_timer) {
         event_free(rq->park_timer);
         rq->park_timer = NULL;
+    }
+    if (rq->park_peek) {
+        event_free(rq->park_peek);
+        rq->park_peek = NULL;
     }
 }
 
@@ -148,6 +210,12 @@ int http_wait_param(req_t *rq, int *ret)
 
 static void park_resume(req_t *rq, bool final)
 {
+    if (rq->conn_gone) {
+        /* Nobody reads the answer: do no work for it (a poll must not
+         * claim assignments), just let libevent free the request. */
+        http_reply_json(rq, 200, json_object_new_object());
+        return;
+    }
     if (rq->park_kind == PARK_OPERATION)
         api_operation_resume(rq);
     else if (rq->park_kind == PARK_POLL)
@@ -164,6 +232,26 @@ static void park_timeout_cb(evutil_socket_t fd, short what, void *arg)
         return;
     }
     rq->db = rq->th->db;
+    park_resume(rq, true);
+}
+
+/* libevent does not read a connection while its request is being handled,
+ * so it would not notice a client that hangs up during a long-poll. We
+ * watch the socket ourselves: readable with nothing to read means the
+ * client is gone; answer at once and do no work for it (a poll must not
+ * claim assignments nobody will receive). */
+static void park_peek_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    req_t *rq = arg;
+    char b;
+    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))) {
+        /* A pipelined request, or nothing after all: stop watching. */
+        event_del(rq->park_peek);
+        return;
+    }
+    rq->conn_gone = true;
     park_resume(rq, true);
 }
 
@@ -184,6 +272,14 @@ void http_park(req_t *rq, park_kind_t kind, const char *id, int wait_seconds)
         th->parked->park_prev = rq;
     th->parked = rq;
     th->nparked++;
+    struct evhttp_connection *evcon = evhttp_request_get_connection(rq->ev);
+    struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    if (fd >= 0) {
+        rq->park_peek = event_new(th->base, fd, EV_READ, park_peek_cb, rq);
+        if (rq->park_peek)
+            event_add(rq->park_peek, NULL);
+    }
 }
 
 /* Re-checks every parked request of this thread with one query per kind. */

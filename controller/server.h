@@ -8,6 +8,8 @@
 #include <event2/keyvalq_struct.h>
 #include <json-c/json.h>
 #include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 #include "controller.h"
 #include "errors.h"
@@ -33,6 +35,9 @@ typedef struct req {
     park_kind_t park_kind;
     char park_id[SBX_ID_MAX];
     struct event *park_timer;
+    struct event *park_peek;    /* watches for the client hanging up */
+    uint64_t poll_gen;          /* PARK_POLL: this poll's generation */
+    bool conn_gone;             /* the client closed the connection */
     struct req *park_prev, *park_next;
 } req_t;
 
@@ -40,6 +45,12 @@ typedef struct req {
 int server_start(controller_t *ctl, char *err, size_t errlen);
 /* Answers parked requests, stops and joins the threads. */
 void server_stop(controller_t *ctl);
+/* A worker polls: returns the poll's generation, which supersedes the
+ * worker's older polls. Thread-safe. */
+uint64_t server_poll_begin(const char *worker_id);
+/* True when gen is still the worker's latest poll. Thread-safe. */
+bool server_poll_current(const char *worker_id, uint64_t gen);
+
 /* Wakes parked requests on every thread. Thread-safe. */
 void server_wake_all(controller_t *ctl);
 

@@ -1005,9 +1005,21 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
         free(inv_text);
         return api_error_set(err, API_NOT_FOUND, "no worker %.64s; register again", worker_id);
     }
-    const char *pl[] = { worker_id, lease };
-    if (db_run(c, "UPDATE operations SET lease_expires_at = now() + make_interval(secs => $2::bigint) "
-                  "WHERE lease_worker_id = $1 AND state IN ('leased', 'running')", 2, pl) < 0) {
+    /* Leases are renewed only for what the worker says it holds (and for
+     * what it has not been handed yet): an assignment that went to a
+     * connection nobody read expires instead of living for ever. */
+    json_object *holding = NULL;
+    char *holding_text = NULL;
+    if (json_object_object_get_ex(body, "holding", &holding) && json_object_is_type(holding, json_type_array) &&
+        json_object_array_length(holding) <= SBX_MAX_INVENTORY)
+        holding_text = jsonx_dump(holding);
+    const char *pl[] = { worker_id, lease, holding_text };
+    int renew = db_run(c, "UPDATE operations SET lease_expires_at = now() + make_interval(secs => $2::bigint) "
+                          "WHERE lease_worker_id = $1 AND (state = 'leased' OR (state = 'running' AND "
+                          "  ($3::jsonb IS NULL OR id IN (SELECT jsonb_array_elements_text($3::jsonb)))))",
+                       3, pl);
+    free(holding_text);
+    if (renew < 0) {
         PQclear(r);
         goto db_fail;
     }
@@ -1069,7 +1081,13 @@ int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_
     json_object *arr = json_object_new_array();
     for (int i = 0; i < PQntuples(r); i++) {
         const char *op_id = db_get(r, i, 0), *kind = db_get(r, i, 1), *sbx = db_get(r, i, 3);
-        int rc = op_cas(c, op_id, OP_LEASED, OP_RUNNING, NULL, 0, NULL, NULL);
+        /* Handing it out starts a fresh lease: from now on only the
+         * worker's heartbeats (naming it as held) renew it. */
+        char lease[24];
+        snprintf(lease, sizeof lease, "%lld", (long long)lim->lease_seconds);
+        const char *lx[] = { lease };
+        int rc = op_cas(c, op_id, OP_LEASED, OP_RUNNING, "lease_expires_at = now() + make_interval(secs => $4::bigint)",
+                        1, lx, NULL);
         if (rc == SBX_ECONFLICT)
             continue;
         if (rc < 0) {

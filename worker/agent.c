@@ -59,6 +59,8 @@ struct agent {
     char worker_id[AGENT_WORKER_ID_MAX];
     char cluster_id[64];             /* from registration: labels our runtime objects */
     char (*inflight)[SBX_ID_MAX];    /* sandboxes an executor works on (one slot each) */
+    char (*held)[SBX_ID_MAX];        /* operations received and not yet reported */
+    size_t nheld, held_cap;
     bool registered;
     bool need_register;
     int64_t heartbeat_seconds;
@@ -139,6 +141,28 @@ static bool agent_sandbox_busy(agent_t *a, const char *sandbox_id)
             busy = true;
     pthread_mutex_unlock(&a->mu);
     return busy;
+}
+
+/* The operations this worker holds, for its heartbeat (the controller
+ * renews only their leases). */
+static void agent_hold(agent_t *a, const char *op_id)
+{
+    pthread_mutex_lock(&a->mu);
+    if (op_id && a->nheld < a->held_cap)
+        snprintf(a->held[a->nheld++], SBX_ID_MAX, "%s", op_id);
+    pthread_mutex_unlock(&a->mu);
+}
+
+static void agent_release(agent_t *a, const char *op_id)
+{
+    pthread_mutex_lock(&a->mu);
+    for (size_t i = 0; op_id && i < a->nheld; i++)
+        if (strcmp(a->held[i], op_id) == 0) {
+            memmove(a->held[i], a->held[a->nheld - 1], SBX_ID_MAX);
+            a->nheld--;
+            break;
+        }
+    pthread_mutex_unlock(&a->mu);
 }
 
 static void agent_cluster_id(agent_t *a, char out[64])
@@ -602,6 +626,7 @@ static void *agent_executor_main(void *arg)
         pthread_mutex_unlock(&a->mu);
 
         agent_run(a, c, job);
+        agent_release(a, jsonx_get_str(job, "operation_id"));
         json_object_put(job);
 
         pthread_mutex_lock(&a->mu);
@@ -673,7 +698,12 @@ static void *agent_poller_main(void *arg)
             size_t n = json_object_array_length(list);
             for (size_t i = 0; i < n; i++) {
                 json_object *job = json_object_get(json_object_array_get_idx(list, i));
+                char held_id[SBX_ID_MAX];
+                snprintf(held_id, sizeof held_id, "%s",
+                         jsonx_get_str(job, "operation_id") ? jsonx_get_str(job, "operation_id") : "");
+                agent_hold(a, held_id);
                 if (!agent_enqueue(a, job)) {
+                    agent_release(a, held_id);
                     log_warn(AGENT_COMPONENT, "stopping: left %zu received assignments to their lease expiry",
                              n - i);
                     break;
@@ -701,6 +731,16 @@ static void *agent_poller_main(void *arg)
 
 /* ---- heartbeat --------------------------------------------------------- */
 
+static void agent_add_holding(agent_t *a, json_object *o)
+{
+    json_object *h = json_object_new_array();
+    pthread_mutex_lock(&a->mu);
+    for (size_t i = 0; i < a->nheld; i++)
+        json_object_array_add(h, json_object_new_string(a->held[i]));
+    pthread_mutex_unlock(&a->mu);
+    jsonx_add(o, "holding", h);
+}
+
 static json_object *agent_heartbeat_body(agent_t *a, int *last_inv_kind)
 {
     json_object *o = json_object_new_object();
@@ -713,6 +753,7 @@ static json_object *agent_heartbeat_body(agent_t *a, int *last_inv_kind)
         /* Without an inventory the controller must not conclude that every
          * sandbox is gone: the key is left out rather than sent empty. */
         agent_log_failure(last_inv_kind, -1, "read the runtime inventory", err.message);
+        agent_add_holding(a, o);
         return o;
     }
     *last_inv_kind = 0;
@@ -727,6 +768,7 @@ static json_object *agent_heartbeat_body(agent_t *a, int *last_inv_kind)
     }
     jsonx_add(o, "inventory", inv);
     free(objs);
+    agent_add_holding(a, o);
     return o;
 }
 
@@ -918,7 +960,9 @@ int agent_new(const cfg_t *cfg, const char *token, agent_t **ret, char *err, siz
     a->queue = calloc(a->qcap, sizeof *a->queue);
     a->exec_threads = calloc((size_t)a->executors, sizeof *a->exec_threads);
     a->inflight = calloc((size_t)a->executors, sizeof *a->inflight);
-    if (!a->queue || !a->exec_threads || !a->inflight) {
+    a->held_cap = a->qcap + (size_t)a->executors + 64;
+    a->held = calloc(a->held_cap, sizeof *a->held);
+    if (!a->queue || !a->exec_threads || !a->inflight || !a->held) {
         snprintf(err, errlen, "out of memory");
         r = SBX_ENOMEM;
         goto cleanup;
@@ -957,6 +1001,7 @@ cleanup:
         free(a->queue);
         free(a->exec_threads);
         free(a->inflight);
+        free(a->held);
         agent_urls_free(a);
         free(a->controller_url);
         free(a->token);
@@ -1077,6 +1122,7 @@ void agent_free(agent_t *a)
     free(a->queue);
     free(a->exec_threads);
     free(a->inflight);
+    free(a->held);
     agent_urls_free(a);
     free(a->controller_url);
     free(a->token);
