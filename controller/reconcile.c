@@ -20,6 +20,10 @@ struct reconcile {
     bool kicked;
     bool stop;
     bool db_down_logged;
+    /* Since when this loop has seen the database answer without a break.
+     * While the database (or this controller) was away, no heartbeat could
+     * be recorded: workers are not blamed for that. */
+    int64_t healthy_since_ms;
 };
 
 /* One round of every pass. Returns rows changed, or < 0 on a database error. */
@@ -29,11 +33,19 @@ static int reconcile_pass(struct reconcile *r)
     int changed = 0, leased = 0, rc = 0;
     if (db_ensure(&r->db, ctl->conninfo) < 0)
         return SBX_EDB;
-    if ((rc = store_mark_lost_workers(r->db, &ctl->lim, &changed)) < 0 ||
+    if (r->healthy_since_ms == 0)
+        r->healthy_since_ms = time_mono_ms();
+    int64_t healthy_ms = time_mono_ms() - r->healthy_since_ms;
+    /* After an outage, give workers a worker timeout to be heard again
+     * before calling them lost, and two heartbeats to renew their leases
+     * before expiring them. */
+    bool judge_workers = healthy_ms >= ctl->lim.worker_timeout_seconds * 1000;
+    bool judge_leases = healthy_ms >= ctl->lim.heartbeat_seconds * 2000;
+    if ((judge_workers && (rc = store_mark_lost_workers(r->db, &ctl->lim, &changed)) < 0) ||
         (rc = store_expire_ttls(r->db, &ctl->lim, &changed)) < 0 ||
         (rc = store_admit_pending(r->db, &changed)) < 0 ||
         (rc = store_place_admitted(r->db, &ctl->lim, &changed, &leased)) < 0 ||
-        (rc = store_expire_leases(r->db, &ctl->lim, &changed)) < 0 ||
+        (judge_leases && (rc = store_expire_leases(r->db, &ctl->lim, &changed)) < 0) ||
         (rc = store_fail_overdue(r->db, &changed)) < 0 ||
         (rc = store_retry_deletes(r->db, &ctl->lim, &changed)) < 0) {
         if (changed)
@@ -59,6 +71,7 @@ static void *reconcile_main(void *arg)
         while ((n = reconcile_pass(r)) > 0 && ++rounds < 20)
             ;
         if (n < 0) {
+            r->healthy_since_ms = 0; /* restarts counting once it answers */
             if (!r->db_down_logged)
                 log_warn("reconcile", "pass failed, retrying every tick: %s", db_last_error());
             r->db_down_logged = true;

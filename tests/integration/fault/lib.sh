@@ -167,6 +167,13 @@ fault_audit() {
   [ "$stale" -eq 0 ] || fail "$stale operations have two terminal transitions (a stale report was accepted)"
   [ "$orphans" -eq 0 ] || fail "$orphans orphaned or missing containers after the drain"
   [ "$errors" = "[]" ] || fail "driver errors: $errors"
+  # Faults that take nothing from the workers (a controller, the database)
+  # must not cost a single operation: no false worker loss, no failed exec.
+  if [ "${FAULT_EXPECT_ALL_SUCCEED:-0}" = 1 ]; then
+    [ "$(fault_json outcomes)" = "{'succeeded': $accepted}" ] \
+      || fail "expected every operation to succeed, got $(fault_json outcomes)"
+    [ "$(fault_json exec_unverifiable)" = 0 ] || fail "sandboxes were lost: $(fault_json exec_unverifiable) exec markers unverifiable"
+  fi
 }
 
 # Drops the scenario's database (the controllers must be stopped first).
