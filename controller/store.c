@@ -108,6 +108,18 @@ static json_object *op_json(const PGresult *r, int row)
     return o;
 }
 
+/* {"<key>": [row_json(r, i) for every row]}; clears r. */
+static json_object *rows_object(PGresult *r, const char *key, json_object *(*row_json)(const PGresult *, int))
+{
+    json_object *arr = json_object_new_array();
+    for (int i = 0; i < PQntuples(r); i++)
+        json_object_array_add(arr, row_json(r, i));
+    PQclear(r);
+    json_object *o = json_object_new_object();
+    jsonx_add(o, key, arr);
+    return o;
+}
+
 /* Loads one operation as JSON (no scope check). */
 static int load_op(PGconn *c, const char *op_id, json_object **ret)
 {
@@ -701,12 +713,7 @@ int store_sandbox_list(PGconn *c, const char *scope, const char *tenant_name, bo
                           4, p);
     if (!r)
         return store_db_error(err);
-    json_object *arr = json_object_new_array();
-    for (int i = 0; i < PQntuples(r); i++)
-        json_object_array_add(arr, sandbox_json(r, i));
-    PQclear(r);
-    *ret = json_object_new_object();
-    jsonx_add(*ret, "sandboxes", arr);
+    *ret = rows_object(r, "sandboxes", sandbox_json);
     return 0;
 }
 
@@ -1052,12 +1059,7 @@ int store_worker_list(PGconn *c, json_object **ret, api_error_t *err)
     PGresult *r = db_exec(c, "SELECT " WORKER_COLS " FROM workers ORDER BY name", 0, NULL);
     if (!r)
         return store_db_error(err);
-    json_object *arr = json_object_new_array();
-    for (int i = 0; i < PQntuples(r); i++)
-        json_object_array_add(arr, worker_json(r, i));
-    PQclear(r);
-    *ret = json_object_new_object();
-    jsonx_add(*ret, "workers", arr);
+    *ret = rows_object(r, "workers", worker_json);
     return 0;
 }
 

@@ -897,6 +897,22 @@ static int agent_urls_parse(agent_t *a, char *err, size_t errlen)
     return 0;
 }
 
+/* Frees the agent and everything it owns but its mutex and condition. */
+static void agent_free_memory(agent_t *a)
+{
+    runtime_free(a->rt);
+    kv_list_release(&a->labels);
+    free(a->queue);
+    free(a->exec_threads);
+    free(a->inflight);
+    free(a->held);
+    agent_urls_free(a);
+    free(a->controller_url);
+    free(a->token);
+    free(a->name);
+    free(a);
+}
+
 int agent_new(const cfg_t *cfg, const char *token, agent_t **ret, char *err, size_t errlen)
 {
     int r = 0;
@@ -996,17 +1012,7 @@ cleanup:
             pthread_cond_destroy(&a->cond);
         if (mu_ok)
             pthread_mutex_destroy(&a->mu);
-        runtime_free(a->rt);
-        kv_list_release(&a->labels);
-        free(a->queue);
-        free(a->exec_threads);
-        free(a->inflight);
-        free(a->held);
-        agent_urls_free(a);
-        free(a->controller_url);
-        free(a->token);
-        free(a->name);
-        free(a);
+        agent_free_memory(a);
     }
     return r;
 }
@@ -1117,15 +1123,5 @@ void agent_free(agent_t *a)
     }
     pthread_cond_destroy(&a->cond);
     pthread_mutex_destroy(&a->mu);
-    runtime_free(a->rt);
-    kv_list_release(&a->labels);
-    free(a->queue);
-    free(a->exec_threads);
-    free(a->inflight);
-    free(a->held);
-    agent_urls_free(a);
-    free(a->controller_url);
-    free(a->token);
-    free(a->name);
-    free(a);
+    agent_free_memory(a);
 }
