@@ -22,6 +22,14 @@ void api_sandbox_delete(req_t *rq, const char *id);
 void api_sandbox_exec(req_t *rq, const char *id);
 void api_operation_get(req_t *rq, const char *id);
 
+/* Admin endpoints: tenants (a member may read its own) and tokens. */
+void api_tenant_create(req_t *rq);
+void api_tenant_list(req_t *rq);
+void api_tenant_get(req_t *rq, const char *name);
+void api_token_create(req_t *rq);
+void api_token_list(req_t *rq);
+void api_token_revoke(req_t *rq, const char *id);
+
 /* Worker endpoints. */
 void api_worker_register(req_t *rq);
 void api_worker_heartbeat(req_t *rq, const char *id);

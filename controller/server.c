@@ -424,6 +424,24 @@ static void route(req_t *rq)
         }
         goto no_route;
     }
+    if (seg_is(rq, 1, "tenants") || seg_is(rq, 1, "tokens")) {
+        if (!client) {
+            http_reply_error(rq, API_FORBIDDEN, "a %s token cannot call client endpoints", role_name(rq->auth.role));
+            return;
+        }
+        bool tenants = seg_is(rq, 1, "tenants");
+        if (rq->nsegs == 2 && m == EVHTTP_REQ_POST)
+            tenants ? api_tenant_create(rq) : api_token_create(rq);
+        else if (rq->nsegs == 2 && m == EVHTTP_REQ_GET)
+            tenants ? api_tenant_list(rq) : api_token_list(rq);
+        else if (rq->nsegs == 3 && tenants && m == EVHTTP_REQ_GET)
+            api_tenant_get(rq, rq->segs[2]);
+        else if (rq->nsegs == 3 && !tenants && m == EVHTTP_REQ_DELETE)
+            api_token_revoke(rq, rq->segs[2]);
+        else
+            goto no_route;
+        return;
+    }
     if (seg_is(rq, 1, "workers")) {
         if (rq->nsegs == 2 && m == EVHTTP_REQ_GET) {
             if (rq->auth.role != ROLE_ADMIN) {

@@ -9,6 +9,8 @@
 #include "opstate.h"
 #include "token.h"
 
+#include <sodium.h>
+
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -312,22 +314,176 @@ int store_tenant_resolve(PGconn *c, const char *name, bool create, char ret_id[S
     return rc;
 }
 
+/* Inserts a token for an existing tenant id; ttl_seconds 0 = no expiry.
+ * ret_id gets its id, ret_secret the token to show once. */
+static int token_insert(PGconn *c, const char *tenant_id, role_t role, const char *name, int64_t ttl_seconds,
+                        char ret_id[SBX_ID_MAX], char ret_secret[SBX_TOKEN_MAX])
+{
+    char id[SBX_ID_MAX], secret[SBX_TOKEN_MAX], hash[TOKEN_HASH_HEX], ttl[24];
+    token_generate(id, secret);
+    token_hash_hex(secret, hash);
+    snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_seconds);
+    const char *p[] = { id, tenant_id, role_name(role), name ? name : "", hash, ttl };
+    int rc = db_run(c, "INSERT INTO api_tokens (id, tenant_id, role, name, hash, expires_at) VALUES ($1, $2, $3, $4, $5, "
+                       "CASE WHEN $6::bigint > 0 THEN now() + make_interval(secs => $6::bigint) END)",
+                    6, p);
+    if (rc == 0) {
+        memcpy(ret_id, id, SBX_ID_MAX);
+        memcpy(ret_secret, secret, SBX_TOKEN_MAX);
+    }
+    sodium_memzero(secret, sizeof secret);
+    return rc;
+}
+
 int store_token_create(PGconn *c, const char *tenant, role_t role, const char *name, char ret_secret[SBX_TOKEN_MAX],
                        char *err, size_t errlen)
 {
-    char tenant_id[SBX_ID_MAX], id[SBX_ID_MAX], secret[SBX_TOKEN_MAX], hash[TOKEN_HASH_HEX];
+    char tenant_id[SBX_ID_MAX], id[SBX_ID_MAX];
     if (store_tenant_resolve(c, tenant, true, tenant_id) < 0) {
         snprintf(err, errlen, "creating tenant %s: %s", tenant, db_last_error());
         return SBX_EDB;
     }
-    token_generate(id, secret);
-    token_hash_hex(secret, hash);
-    const char *p[] = { id, tenant_id, role_name(role), name ? name : "", hash };
-    if (db_run(c, "INSERT INTO api_tokens (id, tenant_id, role, name, hash) VALUES ($1, $2, $3, $4, $5)", 5, p) < 0) {
+    if (token_insert(c, tenant_id, role, name, 0, id, ret_secret) < 0) {
         snprintf(err, errlen, "storing the token: %s", db_last_error());
         return SBX_EDB;
     }
-    memcpy(ret_secret, secret, sizeof secret);
+    return 0;
+}
+
+/* ---- tenants and tokens (admin API) ---- */
+
+#define TENANT_COLS "tn.id, tn.name, " TS("tn.created_at")
+#define TOKEN_COLS \
+    "t.id, tn.name, t.role, t.name, " TS("t.created_at") ", " TS("t.expires_at") ", " TS("t.revoked_at")
+
+static json_object *tenant_json(const PGresult *r, int row)
+{
+    json_object *o = json_object_new_object();
+    jsonx_add_str(o, "id", db_get(r, row, 0));
+    jsonx_add_str(o, "name", db_get(r, row, 1));
+    jsonx_add_str(o, "created_at", db_get(r, row, 2));
+    return o;
+}
+
+static json_object *token_json(const PGresult *r, int row)
+{
+    json_object *o = json_object_new_object();
+    jsonx_add_str(o, "id", db_get(r, row, 0));
+    jsonx_add_str(o, "tenant", db_get(r, row, 1));
+    jsonx_add_str(o, "role", db_get(r, row, 2));
+    jsonx_add_str(o, "name", db_get(r, row, 3));
+    jsonx_add_str(o, "created_at", db_get(r, row, 4));
+    jsonx_add_str(o, "expires_at", db_get(r, row, 5));
+    jsonx_add_str(o, "revoked_at", db_get(r, row, 6));
+    return o;
+}
+
+int store_tenant_create(PGconn *c, const char *name, json_object **ret, api_error_t *err)
+{
+    char id[SBX_ID_MAX];
+    ids_new("tnt", id);
+    const char *p[] = { id, name };
+    PGresult *r = db_exec(c, "INSERT INTO tenants (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING "
+                             "RETURNING id, name, " TS("created_at"), 2, p);
+    if (!r)
+        return store_db_error(err);
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return api_error_set(err, API_CONFLICT, "tenant %s already exists", name);
+    }
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "tenant", tenant_json(r, 0));
+    PQclear(r);
+    return 0;
+}
+
+int store_tenant_list(PGconn *c, const char *scope, json_object **ret, api_error_t *err)
+{
+    const char *p[] = { scope };
+    PGresult *r = db_exec(c, "SELECT " TENANT_COLS " FROM tenants tn WHERE ($1::text IS NULL OR tn.id = $1) "
+                             "ORDER BY tn.name LIMIT 10000", 1, p);
+    if (!r)
+        return store_db_error(err);
+    *ret = rows_object(r, "tenants", tenant_json);
+    return 0;
+}
+
+int store_tenant_get(PGconn *c, const char *scope, const char *name, json_object **ret, api_error_t *err)
+{
+    const char *p[] = { scope, name };
+    PGresult *r = db_exec(c, "SELECT " TENANT_COLS " FROM tenants tn WHERE ($1::text IS NULL OR tn.id = $1) "
+                             "AND tn.name = $2", 2, p);
+    if (!r)
+        return store_db_error(err);
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return api_error_set(err, API_NOT_FOUND, "no tenant %.64s", name);
+    }
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "tenant", tenant_json(r, 0));
+    PQclear(r);
+    return 0;
+}
+
+static int token_load(PGconn *c, const char *id, json_object **ret)
+{
+    const char *p[] = { id };
+    PGresult *r = db_exec(c, "SELECT " TOKEN_COLS " FROM api_tokens t JOIN tenants tn ON tn.id = t.tenant_id "
+                             "WHERE t.id = $1", 1, p);
+    if (!r)
+        return SBX_EDB;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return SBX_ENOTFOUND;
+    }
+    *ret = token_json(r, 0);
+    PQclear(r);
+    return 0;
+}
+
+int store_token_issue(PGconn *c, const char *tenant, role_t role, const char *name, int64_t ttl_seconds,
+                      json_object **ret, char ret_secret[SBX_TOKEN_MAX], api_error_t *err)
+{
+    char tenant_id[SBX_ID_MAX], id[SBX_ID_MAX];
+    int rc = store_tenant_resolve(c, tenant, false, tenant_id);
+    if (rc == SBX_ENOTFOUND)
+        return api_error_set(err, API_NOT_FOUND, "no tenant %.64s (create it first: sandbox tenants create)", tenant);
+    if (rc < 0 || token_insert(c, tenant_id, role, name, ttl_seconds, id, ret_secret) < 0)
+        return store_db_error(err);
+    json_object *t = NULL;
+    if (token_load(c, id, &t) < 0)
+        return store_db_error(err);
+    *ret = t;
+    return 0;
+}
+
+int store_token_list(PGconn *c, const char *tenant, json_object **ret, api_error_t *err)
+{
+    const char *p[] = { tenant };
+    PGresult *r = db_exec(c, "SELECT " TOKEN_COLS " FROM api_tokens t JOIN tenants tn ON tn.id = t.tenant_id "
+                             "WHERE ($1::text IS NULL OR tn.name = $1) ORDER BY t.created_at LIMIT 10000", 1, p);
+    if (!r)
+        return store_db_error(err);
+    *ret = rows_object(r, "tokens", token_json);
+    return 0;
+}
+
+int store_token_revoke(PGconn *c, const char *id, json_object **ret, api_error_t *err)
+{
+    const char *p[] = { id };
+    PGresult *r = db_exec(c, "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING id",
+                          1, p);
+    if (!r)
+        return store_db_error(err);
+    bool found = PQntuples(r) == 1;
+    PQclear(r);
+    if (!found)
+        return api_error_set(err, API_NOT_FOUND, "no token %.64s", id);
+    json_object *t = NULL;
+    if (token_load(c, id, &t) < 0)
+        return store_db_error(err);
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "token", t);
     return 0;
 }
 

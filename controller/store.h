@@ -45,6 +45,23 @@ int store_token_find(PGconn *c, const char *token_id, char ret_hash[72], auth_in
 int store_token_create(PGconn *c, const char *tenant, role_t role, const char *name, char ret_secret[SBX_TOKEN_MAX],
                        char *err, size_t errlen);
 
+/* Admin API: tenants and tokens. Return 0 with *ret a new JSON object, or
+ * SBX_EINVAL with err filled (conflict, not found) or SBX_EDB.
+ * store_tenant_create: {"tenant":…}; 409 when the name exists. */
+int store_tenant_create(PGconn *c, const char *name, json_object **ret, api_error_t *err);
+/* {"tenants":[…]}: all for an admin (scope NULL), else the caller's own. */
+int store_tenant_list(PGconn *c, const char *scope, json_object **ret, api_error_t *err);
+/* {"tenant":…}; another tenant is not found for a member. */
+int store_tenant_get(PGconn *c, const char *scope, const char *name, json_object **ret, api_error_t *err);
+/* A new token of an existing tenant (ttl_seconds 0: no expiry). *ret is
+ * the token object (no secret); ret_secret the token to show once. */
+int store_token_issue(PGconn *c, const char *tenant, role_t role, const char *name, int64_t ttl_seconds,
+                      json_object **ret, char ret_secret[SBX_TOKEN_MAX], api_error_t *err);
+/* {"tokens":[…]} without secrets; tenant NULL: all. */
+int store_token_list(PGconn *c, const char *tenant, json_object **ret, api_error_t *err);
+/* Revokes (idempotently); {"token":…}. */
+int store_token_revoke(PGconn *c, const char *id, json_object **ret, api_error_t *err);
+
 /* Finds (or, when create is true, creates) a tenant by name. SBX_ENOTFOUND
  * when missing and not created. */
 int store_tenant_resolve(PGconn *c, const char *name, bool create, char ret_id[SBX_ID_MAX]);

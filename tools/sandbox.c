@@ -48,7 +48,7 @@ typedef struct num_opt {
  * of these it accepts. */
 typedef struct opts {
     const char *url, *token;
-    const char *tenant, *image, *network, *idem_key, *cwd;
+    const char *tenant, *image, *network, *idem_key, *cwd, *role, *name;
     num_opt_t cpu_millis, memory_mib, ttl, timeout, max_output, limit;
     bool untrusted_repo, generated_code, hostile, wait, json, all;
     json_object *env, *labels;  /* owned; NULL until a flag adds to them */
@@ -1377,6 +1377,159 @@ static int cmd_operation(cli_t *cli, opts_t *o)
     return 0;
 }
 
+/* ---------------------------------------------------------------- tenants, tokens */
+
+static int check_tenants(cli_t *cli, opts_t *o)
+{
+    const char *sub = o->pos[0];
+    if (!sub)
+        return usage_error(cli->cmd, "missing subcommand: create, list or get");
+    if (strcmp(sub, "list") == 0)
+        return o->npos == 1 ? 0 : usage_error(cli->cmd, "list takes no argument");
+    if (strcmp(sub, "create") == 0 || strcmp(sub, "get") == 0) {
+        if (o->npos != 2)
+            return usage_error(cli->cmd, "%s needs a tenant NAME", sub);
+        if (strlen(o->pos[1]) > SBX_MAX_NAME_BYTES || has_ctl(o->pos[1]))
+            return usage_error(cli->cmd, "NAME: at most %d printable bytes", SBX_MAX_NAME_BYTES);
+        return 0;
+    }
+    return usage_error(cli->cmd, "unknown subcommand '%s' (create, list or get)", sub);
+}
+
+static void print_tenant_row(json_object *t)
+{
+    put_text(stdout, jsonx_get_str(t, "name"));
+    putchar(' ');
+    put_text(stdout, jsonx_get_str(t, "id"));
+    putchar(' ');
+    put_text(stdout, jsonx_get_str(t, "created_at"));
+    putchar('\n');
+}
+
+static int cmd_tenants(cli_t *cli, opts_t *o)
+{
+    int rc;
+    json_object *resp = NULL;
+    const char *sub = o->pos[0];
+    if (strcmp(sub, "create") == 0) {
+        json_object *body = json_object_new_object();
+        jsonx_add_str(body, "name", o->pos[1]);
+        rc = api_get_json(cli, "POST", "/v1/tenants", body, NULL, &resp);
+        json_object_put(body);
+    } else if (strcmp(sub, "get") == 0) {
+        char path[ARG_ID_MAX * 3 + 32];
+        if (build_path(path, sizeof path, "/v1/tenants/", o->pos[1], NULL) != 0)
+            return usage_error(cli->cmd, "NAME too long");
+        rc = api_get_json(cli, "GET", path, NULL, NULL, &resp);
+    } else {
+        rc = api_get_json(cli, "GET", "/v1/tenants", NULL, NULL, &resp);
+    }
+    if (rc != 0)
+        return rc;
+    if (cli->json) {
+        print_json(resp);
+    } else if (jsonx_get_obj(resp, "tenant")) {
+        print_tenant_row(jsonx_get_obj(resp, "tenant"));
+    } else {
+        json_object *arr = jsonx_get_arr(resp, "tenants");
+        for (size_t i = 0; arr && i < json_object_array_length(arr); i++)
+            print_tenant_row(json_object_array_get_idx(arr, i));
+    }
+    json_object_put(resp);
+    return 0;
+}
+
+static int check_tokens(cli_t *cli, opts_t *o)
+{
+    const char *sub = o->pos[0];
+    if (!sub)
+        return usage_error(cli->cmd, "missing subcommand: create, list or revoke");
+    if (strcmp(sub, "create") == 0) {
+        if (o->npos != 1)
+            return usage_error(cli->cmd, "create takes flags only");
+        if (!o->tenant || !o->role)
+            return usage_error(cli->cmd, "create needs --tenant and --role");
+        if (strcmp(o->role, "admin") && strcmp(o->role, "member") && strcmp(o->role, "worker"))
+            return usage_error(cli->cmd, "--role must be admin, member or worker");
+        return 0;
+    }
+    if (strcmp(sub, "list") == 0)
+        return o->npos == 1 ? 0 : usage_error(cli->cmd, "list takes no argument");
+    if (strcmp(sub, "revoke") == 0)
+        return o->npos == 2 ? check_id(cli->cmd, "TOKEN_ID", o->pos[1]) : usage_error(cli->cmd, "revoke needs a TOKEN_ID");
+    return usage_error(cli->cmd, "unknown subcommand '%s' (create, list or revoke)", sub);
+}
+
+static void print_token_row(json_object *t)
+{
+    const char *fields[] = { "id", "tenant", "role", "name", "created_at", "expires_at", "revoked_at" };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        const char *v = jsonx_get_str(t, fields[i]);
+        if (i)
+            putchar(' ');
+        if (i >= 5)
+            fputs(i == 5 ? "expires=" : "revoked=", stdout);
+        put_text(stdout, v && *v ? v : "-");
+    }
+    putchar('\n');
+}
+
+static int cmd_tokens(cli_t *cli, opts_t *o)
+{
+    int rc;
+    json_object *resp = NULL;
+    const char *sub = o->pos[0];
+    if (strcmp(sub, "create") == 0) {
+        json_object *body = json_object_new_object();
+        jsonx_add_str(body, "tenant", o->tenant);
+        jsonx_add_str(body, "role", o->role);
+        if (o->name)
+            jsonx_add_str(body, "name", o->name);
+        if (o->ttl.set)
+            jsonx_add_int(body, "ttl_seconds", o->ttl.v);
+        rc = api_get_json(cli, "POST", "/v1/tokens", body, NULL, &resp);
+        json_object_put(body);
+        if (rc != 0)
+            return rc;
+        if (cli->json) {
+            print_json(resp);
+        } else {
+            /* The secret alone on stdout, shown once; the id on stderr. */
+            put_text(stdout, jsonx_get_str(resp, "secret"));
+            putchar('\n');
+            fputs("token id: ", stderr);
+            put_text(stderr, jsonx_get_str(jsonx_get_obj(resp, "token"), "id"));
+            fputs(" (the secret is shown only now)\n", stderr);
+        }
+        json_object_put(resp);
+        return 0;
+    }
+    if (strcmp(sub, "revoke") == 0) {
+        char path[ARG_ID_MAX * 3 + 32];
+        if (build_path(path, sizeof path, "/v1/tokens/", o->pos[1], NULL) != 0)
+            return usage_error(cli->cmd, "TOKEN_ID too long");
+        rc = api_get_json(cli, "DELETE", path, NULL, NULL, &resp);
+    } else {
+        char path[SBX_MAX_NAME_BYTES * 3 + 32] = "/v1/tokens";
+        if (o->tenant && build_path(path, sizeof path, "/v1/tokens?tenant=", o->tenant, NULL) != 0)
+            return usage_error(cli->cmd, "--tenant too long");
+        rc = api_get_json(cli, "GET", path, NULL, NULL, &resp);
+    }
+    if (rc != 0)
+        return rc;
+    if (cli->json) {
+        print_json(resp);
+    } else if (jsonx_get_obj(resp, "token")) {
+        print_token_row(jsonx_get_obj(resp, "token"));
+    } else {
+        json_object *arr = jsonx_get_arr(resp, "tokens");
+        for (size_t i = 0; arr && i < json_object_array_length(arr); i++)
+            print_token_row(json_object_array_get_idx(arr, i));
+    }
+    json_object_put(resp);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- tables */
 
 static const flag_def_t create_flags[] = {
@@ -1430,6 +1583,15 @@ static const flag_def_t delete_flags[] = {
     FS("--idempotency-key", idem_key),
     FB("--wait", wait),
     FN("--timeout", timeout, 0, 7 * 24 * 3600),
+    FB("--json", json),
+    FEND,
+};
+
+static const flag_def_t tokens_flags[] = {
+    FS("--tenant", tenant),
+    FS("--role", role),
+    FS("--name", name),
+    FN("--ttl", ttl, 1, 315360000),
     FB("--json", json),
     FEND,
 };
@@ -1524,6 +1686,31 @@ static const command_t commands[] = {
       "Shows an operation: kind, state, error, placement and exec result summary.\n"
       "\n"
       "  --json                   print {\"operation\":…}\n" COMMON_FLAGS_HELP },
+    { "tenants", NULL, check_tenants, cmd_tenants, json_flags, 2, false,
+      "usage: sandbox tenants create NAME [--json]\n"
+      "       sandbox tenants list [--json]\n"
+      "       sandbox tenants get NAME [--json]\n"
+      "\n"
+      "Creates (admin token), lists or shows tenants: NAME ID CREATED. A member\n"
+      "token sees only its own tenant.\n"
+      "\n"
+      "  --json                   print the API's JSON\n" COMMON_FLAGS_HELP },
+    { "tokens", NULL, check_tokens, cmd_tokens, tokens_flags, 2, false,
+      "usage: sandbox tokens create --tenant T --role admin|member|worker [--name N] [--ttl SECONDS] [--json]\n"
+      "       sandbox tokens list [--tenant T] [--json]\n"
+      "       sandbox tokens revoke TOKEN_ID [--json]\n"
+      "\n"
+      "Manages API tokens (admin token). create prints the new secret alone on\n"
+      "stdout, once (its id on stderr); the server keeps only its hash. list shows\n"
+      "ID TENANT ROLE NAME CREATED expires= revoked= (never secrets). A revoked or\n"
+      "expired token is refused at once.\n"
+      "\n"
+      "  --tenant T               the token's tenant (must exist: sandbox tenants create)\n"
+      "  --role ROLE              admin (everything), member (its tenant's sandboxes),\n"
+      "                           worker (worker endpoints only)\n"
+      "  --name N                 a label for people\n"
+      "  --ttl SECONDS            expire after SECONDS (default: never)\n"
+      "  --json                   print the API's JSON\n" COMMON_FLAGS_HELP },
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
@@ -1539,6 +1726,8 @@ static const char top_usage[] =
     "  list, ls   list sandboxes\n"
     "  delete, rm delete a sandbox\n"
     "  operation, op  show an operation\n"
+    "  tenants    create, list, get tenants\n"
+    "  tokens     create, list, revoke API tokens\n"
     "  help [COMMAND] show help\n"
     "\n"
     "Global flags (also accepted after the command):\n" COMMON_FLAGS_HELP

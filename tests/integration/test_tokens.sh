@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Tenants and tokens through the API and CLI: an admin creates a tenant and a
+# member token (secret printed once, only its hash kept); the member works in
+# its tenant only and cannot manage tokens; list never shows secrets; revoked
+# and expired tokens get 401 at once.
+# itest-timeout: 120
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+itest_begin
+
+tenant=$(itest_tenant itest-tok)
+other=$(itest_tenant itest-tok-other)
+export SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN
+
+assert_exit 0 sandbox tenants create "$tenant"
+assert_contains "$ITEST_OUT" "$tenant" "tenants create output"
+assert_exit 3 sandbox tenants create "$tenant"
+assert_contains "$ITEST_ERR" "conflict" "creating a tenant twice"
+assert_exit 0 sandbox tenants create "$other"
+assert_exit 3 sandbox tokens create --tenant "no-such-$tenant" --role member
+assert_contains "$ITEST_ERR" "not_found" "token for a missing tenant"
+
+assert_exit 0 sandbox tokens create --tenant "$tenant" --role member --name ci
+member=$ITEST_OUT
+assert_match "$member" '^sbt_[a-z2-7]{26}_[A-Za-z0-9_-]{43}$' "member secret alone on stdout"
+tid=$(printf '%s' "$ITEST_ERR" | sed -n 's/.*token id: \(tok_[a-z2-7]*\).*/\1/p')
+assert_match "$tid" '^tok_' "token id on stderr"
+hash=$("$ITEST_PGBIN/psql" -X -q -At "$DATABASE_URL" -c "SELECT hash FROM api_tokens WHERE id = '$tid'")
+assert_not_contains "$hash" "${member##*_}" "the stored hash holds no secret"
+
+# list shows the token without its secret
+assert_exit 0 sandbox tokens list --tenant "$tenant" --json
+assert_contains "$ITEST_OUT" "$tid" "token listed"
+assert_not_contains "$ITEST_OUT" "${member##*_}" "secret in the list"
+assert_eq member "$(itest_json "$ITEST_OUT" tokens.0.role)" "listed role"
+
+# the member: own tenant yes, other tenant no, token management no
+assert_exit 0 sandbox --token "$member" tenants list --json
+assert_eq "$tenant" "$(itest_json "$ITEST_OUT" tenants.0.name)" "member sees its tenant"
+assert_eq 1 "$(python3 -c 'import json,sys; print(len(json.loads(sys.argv[1])["tenants"]))' "$ITEST_OUT")" "member sees one tenant"
+assert_exit 3 sandbox --token "$member" tenants get "$other"
+assert_contains "$ITEST_ERR" "not_found" "another tenant is not found for a member"
+assert_exit 3 sandbox --token "$member" tokens list
+assert_contains "$ITEST_ERR" "forbidden" "member listing tokens"
+itest_http POST /v1/tokens "$member" "{\"tenant\":\"$tenant\",\"role\":\"admin\"}"
+assert_http 403 forbidden "member creating an admin token"
+itest_http POST /v1/tokens "$ITEST_ADMIN_TOKEN" "{\"tenant\":\"$tenant\",\"role\":\"root\"}"
+assert_http 400 invalid_argument "unknown role"
+itest_http POST /v1/tokens "$ITEST_ADMIN_TOKEN" "{\"tenant\":\"$tenant\",\"role\":\"member\",\"x\":1}"
+assert_http 400 invalid_argument "unknown field"
+itest_http GET /v1/sandboxes "$member"
+assert_http 200 "" "member before revocation"
+
+# revocation takes effect at once
+assert_exit 0 sandbox tokens revoke "$tid"
+assert_contains "$ITEST_OUT" "revoked=20" "revoke output"
+itest_http GET /v1/sandboxes "$member"
+assert_http 401 unauthorized "revoked token"
+
+# expiry
+assert_exit 0 sandbox tokens create --tenant "$tenant" --role member --ttl 1
+short=$ITEST_OUT
+itest_http GET /v1/sandboxes "$short"
+assert_http 200 "" "token before it expires"
+sleep 2
+itest_http GET /v1/sandboxes "$short"
+assert_http 401 unauthorized "expired token"
+echo "tenants and tokens managed; revoked and expired tokens refused"
