@@ -26,6 +26,7 @@ void api_operation_get(req_t *rq, const char *id);
 void api_tenant_create(req_t *rq);
 void api_tenant_list(req_t *rq);
 void api_tenant_get(req_t *rq, const char *name);
+void api_tenant_set_policy(req_t *rq, const char *name);
 void api_token_create(req_t *rq);
 void api_token_list(req_t *rq);
 void api_token_revoke(req_t *rq, const char *id);

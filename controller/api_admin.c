@@ -94,6 +94,46 @@ void api_tenant_get(req_t *rq, const char *name)
     http_reply_json(rq, 200, resp);
 }
 
+void api_tenant_set_policy(req_t *rq, const char *name)
+{
+    json_object *body = NULL, *resp = NULL;
+    policy_t p;
+    api_error_t err;
+    controller_t *ctl = rq->ctl;
+    policy_init(&p);
+    if (!require_admin(rq, "changing a tenant's policy") ||
+        http_read_json(rq, (size_t)ctl->max_body_client, &body) < 0)
+        return;
+    if (policy_from_json(body, &p, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        goto cleanup;
+    }
+    /* Tenants tighten the server's ceilings, never loosen them. */
+    struct { const char *rule; int64_t tenant, server; } caps[] = {
+        { "max_cpu_millis", p.max_cpu_millis, ctl->max_cpu_millis },
+        { "max_memory_mib", p.max_memory_mib, ctl->max_memory_mib },
+        { "max_ttl_seconds", p.max_ttl_seconds, ctl->max_ttl_seconds },
+        { "exec_output_max_bytes", p.exec_output_max_bytes, ctl->exec_output_max },
+        { "exec_output_default_bytes", p.exec_output_default_bytes, ctl->exec_output_max },
+    };
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
+        if (caps[i].tenant > caps[i].server) {
+            http_reply_error(rq, API_POLICY_DENIED,
+                             "a tenant policy can only tighten the server: %s %lld is above the server ceiling %lld",
+                             caps[i].rule, (long long)caps[i].tenant, (long long)caps[i].server);
+            goto cleanup;
+        }
+    if (store_tenant_set_policy(rq->db, name, &p, &resp, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        goto cleanup;
+    }
+    log_info("controller", "tenant %s policy changed by %s", name, rq->auth.token_id);
+    http_reply_json(rq, 200, resp);
+cleanup:
+    policy_release(&p);
+    json_object_put(body);
+}
+
 void api_token_create(req_t *rq)
 {
     static const char *const known[] = { "tenant", "role", "name", "ttl_seconds", NULL };

@@ -52,14 +52,52 @@ static bool id_ok(req_t *rq, const char *prefix, const char *id, const char *wha
     return false;
 }
 
+/* One limit: the tighter of the server ceiling and the tenant's policy,
+ * with a refusal that names the rule. */
+static int check_limit(req_t *rq, const char *field, int64_t asked, const char *rule, int64_t server, int64_t tenant)
+{
+    int64_t limit = policy_tighter(server, tenant);
+    if (asked <= limit)
+        return 0;
+    if (tenant > 0 && tenant <= server)
+        http_reply_error(rq, API_POLICY_DENIED, "%s %lld is over the tenant policy %s = %lld", field,
+                         (long long)asked, rule, (long long)tenant);
+    else
+        http_reply_error(rq, API_POLICY_DENIED, "%s %lld is over the server ceiling %s = %lld", field,
+                         (long long)asked, rule, (long long)server);
+    return SBX_EINVAL;
+}
+
+/* Per-sandbox rules of the server and the tenant; replies 422 on a denial. */
+static int policy_check_spec(req_t *rq, const sandbox_spec_t *s, const policy_t *p)
+{
+    controller_t *ctl = rq->ctl;
+    if (check_limit(rq, "cpu_millis", s->cpu_millis, "max_cpu_millis", ctl->max_cpu_millis, p->max_cpu_millis) < 0 ||
+        check_limit(rq, "memory_mib", s->memory_mib, "max_memory_mib", ctl->max_memory_mib, p->max_memory_mib) < 0 ||
+        check_limit(rq, "ttl_seconds", s->ttl_seconds, "max_ttl_seconds", ctl->max_ttl_seconds, p->max_ttl_seconds) < 0)
+        return SBX_EINVAL;
+    if (!policy_image_allowed(p, s->image)) {
+        http_reply_error(rq, API_POLICY_DENIED, "image %s is not in the tenant policy images allowlist", s->image);
+        return SBX_EINVAL;
+    }
+    if (!policy_network_allowed(p, s->network)) {
+        http_reply_error(rq, API_POLICY_DENIED, "network %s is not among the tenant policy network_modes",
+                         net_mode_name(s->network));
+        return SBX_EINVAL;
+    }
+    return 0;
+}
+
 void api_sandbox_create(req_t *rq)
 {
     controller_t *ctl = rq->ctl;
     json_object *body = NULL, *resp = NULL;
     sandbox_spec_t spec;
+    policy_t policy;
     api_error_t err;
     const char *idem;
     memset(&spec, 0, sizeof spec);
+    policy_init(&policy);
     if (idempotency_key(rq, &idem) < 0)
         return;
     if (http_read_json(rq, (size_t)ctl->max_body_client, &body) < 0)
@@ -75,32 +113,18 @@ void api_sandbox_create(req_t *rq)
                          rq->auth.tenant, spec.tenant);
         goto cleanup;
     }
-    /* Server ceilings (tenant policy tightens them in a later version). */
-    if (spec.cpu_millis > ctl->max_cpu_millis) {
-        http_reply_error(rq, API_POLICY_DENIED, "cpu_millis %lld is over the server ceiling max_cpu_millis = %lld",
-                         (long long)spec.cpu_millis, (long long)ctl->max_cpu_millis);
-        goto cleanup;
-    }
-    if (spec.memory_mib > ctl->max_memory_mib) {
-        http_reply_error(rq, API_POLICY_DENIED, "memory_mib %lld is over the server ceiling max_memory_mib = %lld",
-                         (long long)spec.memory_mib, (long long)ctl->max_memory_mib);
-        goto cleanup;
-    }
-    if (spec.ttl_seconds > ctl->max_ttl_seconds) {
-        http_reply_error(rq, API_POLICY_DENIED, "ttl_seconds %lld is over the server ceiling max_ttl_seconds = %lld",
-                         (long long)spec.ttl_seconds, (long long)ctl->max_ttl_seconds);
-        goto cleanup;
-    }
     char tenant_id[SBX_ID_MAX];
     int rc = store_tenant_resolve(rq->db, spec.tenant, rq->auth.role == ROLE_ADMIN, tenant_id);
     if (rc == SBX_ENOTFOUND) {
         http_reply_error(rq, API_NOT_FOUND, "no tenant %s", spec.tenant);
         goto cleanup;
     }
-    if (rc < 0) {
+    if (rc < 0 || store_tenant_policy(rq->db, tenant_id, &policy) < 0) {
         http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
         goto cleanup;
     }
+    if (policy_check_spec(rq, &spec, &policy) < 0)
+        goto cleanup;
     /* Minimum isolation: hostile code needs a VMM-grade boundary; nothing
      * here ever downgrades it (placement refuses instead). */
     isolation_t iso = spec.hostile ? ISO_MICROVM : ISO_CONTAINER;
@@ -111,7 +135,7 @@ void api_sandbox_create(req_t *rq)
     request_hash("create", canon_text ? canon_text : "", hash);
     free(canon_text);
     create_req_t cr = { .tenant_id = tenant_id, .spec = &spec, .isolation = iso, .idempotency_key = idem,
-                        .request_hash = hash, .created_by = rq->auth.token_id };
+                        .request_hash = hash, .created_by = rq->auth.token_id, .policy = &policy };
     bool replayed = false;
     if (store_sandbox_create(rq->db, &ctl->lim, &cr, &resp, &replayed, &err) < 0) {
         http_reply_api_error(rq, &err);
@@ -122,6 +146,7 @@ void api_sandbox_create(req_t *rq)
     http_reply_json(rq, 202, resp);
 cleanup:
     spec_release(&spec);
+    policy_release(&policy);
     if (body)
         json_object_put(body);
 }

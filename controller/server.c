@@ -436,6 +436,8 @@ static void route(req_t *rq)
             tenants ? api_tenant_list(rq) : api_token_list(rq);
         else if (rq->nsegs == 3 && tenants && m == EVHTTP_REQ_GET)
             api_tenant_get(rq, rq->segs[2]);
+        else if (rq->nsegs == 4 && tenants && seg_is(rq, 3, "policy") && m == EVHTTP_REQ_PUT)
+            api_tenant_set_policy(rq, rq->segs[2]);
         else if (rq->nsegs == 3 && !tenants && m == EVHTTP_REQ_DELETE)
             api_token_revoke(rq, rq->segs[2]);
         else

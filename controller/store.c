@@ -352,7 +352,7 @@ int store_token_create(PGconn *c, const char *tenant, role_t role, const char *n
 
 /* ---- tenants and tokens (admin API) ---- */
 
-#define TENANT_COLS "tn.id, tn.name, " TS("tn.created_at")
+#define TENANT_COLS "tn.id, tn.name, " TS("tn.created_at") ", tn.policy::text"
 #define TOKEN_COLS \
     "t.id, tn.name, t.role, t.name, " TS("t.created_at") ", " TS("t.expires_at") ", " TS("t.revoked_at")
 
@@ -362,6 +362,7 @@ static json_object *tenant_json(const PGresult *r, int row)
     jsonx_add_str(o, "id", db_get(r, row, 0));
     jsonx_add_str(o, "name", db_get(r, row, 1));
     jsonx_add_str(o, "created_at", db_get(r, row, 2));
+    jsonx_add(o, "policy", PQnfields(r) > 3 ? parse_json_text(db_get(r, row, 3)) : json_object_new_object());
     return o;
 }
 
@@ -384,7 +385,7 @@ int store_tenant_create(PGconn *c, const char *name, json_object **ret, api_erro
     ids_new("tnt", id);
     const char *p[] = { id, name };
     PGresult *r = db_exec(c, "INSERT INTO tenants (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING "
-                             "RETURNING id, name, " TS("created_at"), 2, p);
+                             "RETURNING id, name, " TS("created_at") ", policy::text", 2, p);
     if (!r)
         return store_db_error(err);
     if (PQntuples(r) != 1) {
@@ -438,6 +439,50 @@ static int token_load(PGconn *c, const char *id, json_object **ret)
     }
     *ret = token_json(r, 0);
     PQclear(r);
+    return 0;
+}
+
+int store_tenant_policy(PGconn *c, const char *tenant_id, policy_t *ret)
+{
+    const char *p[] = { tenant_id };
+    policy_init(ret);
+    PGresult *r = db_exec(c, "SELECT policy::text FROM tenants WHERE id = $1", 1, p);
+    if (!r)
+        return SBX_EDB;
+    int rc = SBX_ENOTFOUND;
+    if (PQntuples(r) == 1) {
+        json_object *o = parse_json_text(db_get(r, 0, 0));
+        /* A stored policy was validated on its way in; an unreadable one
+         * (edited by hand) denies nothing rather than everything. */
+        if (!o || policy_from_json(o, ret, NULL) < 0)
+            policy_init(ret);
+        if (o)
+            json_object_put(o);
+        rc = 0;
+    }
+    PQclear(r);
+    return rc;
+}
+
+int store_tenant_set_policy(PGconn *c, const char *name, const policy_t *policy, json_object **ret, api_error_t *err)
+{
+    json_object *pj = policy_to_json(policy);
+    char *text = jsonx_dump(pj);
+    json_object_put(pj);
+    const char *p[] = { name, text };
+    PGresult *r = db_exec(c, "UPDATE tenants tn SET policy = $2::jsonb WHERE name = $1 RETURNING " TENANT_COLS, 2, p);
+    free(text);
+    if (!r)
+        return store_db_error(err);
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return api_error_set(err, API_NOT_FOUND, "no tenant %.64s", name);
+    }
+    json_object *t = tenant_json(r, 0);
+    event_add(c, db_get(r, 0, 0), "tenant.policy", NULL, NULL, json_object_get(jsonx_get_obj(t, "policy")));
+    PQclear(r);
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "tenant", t);
     return 0;
 }
 
@@ -569,6 +614,40 @@ int store_sandbox_create(PGconn *c, const store_limits_t *lim, const create_req_
 
     if (db_begin(c) < 0)
         goto db_fail;
+    if (req->policy) {
+        /* Quotas: the tenant row lock serializes concurrent creates of one
+         * tenant, so no race can pass a quota. */
+        const char *pq[] = { req->tenant_id };
+        PGresult *q = db_exec(c, "SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE", 1, pq);
+        PQclear(q);
+        if (!q)
+            goto db_fail;
+        q = db_exec(c, "SELECT count(*), coalesce(sum(cpu_millis), 0), coalesce(sum(memory_mib), 0) FROM sandboxes "
+                       "WHERE tenant_id = $1 AND desired_state = 'running' AND phase NOT IN ('deleted', 'failed', 'lost')",
+                    1, pq);
+        if (!q)
+            goto db_fail;
+        long long n = db_get_ll(q, 0, 0), tcpu = db_get_ll(q, 0, 1), tmem = db_get_ll(q, 0, 2);
+        PQclear(q);
+        const policy_t *pol = req->policy;
+        int denied = 0;
+        if (pol->max_sandboxes && n + 1 > pol->max_sandboxes)
+            denied = api_error_set(err, API_QUOTA_EXCEEDED, "tenant quota max_sandboxes = %lld: %lld sandboxes live",
+                                   (long long)pol->max_sandboxes, n);
+        else if (pol->max_total_cpu_millis && tcpu + req->spec->cpu_millis > pol->max_total_cpu_millis)
+            denied = api_error_set(err, API_QUOTA_EXCEEDED,
+                                   "tenant quota max_total_cpu_millis = %lld: %lld in use, %lld asked",
+                                   (long long)pol->max_total_cpu_millis, tcpu, (long long)req->spec->cpu_millis);
+        else if (pol->max_total_memory_mib && tmem + req->spec->memory_mib > pol->max_total_memory_mib)
+            denied = api_error_set(err, API_QUOTA_EXCEEDED,
+                                   "tenant quota max_total_memory_mib = %lld: %lld MiB in use, %lld asked",
+                                   (long long)pol->max_total_memory_mib, tmem, (long long)req->spec->memory_mib);
+        if (denied) {
+            db_rollback(c);
+            free(spec_text);
+            return SBX_EINVAL;
+        }
+    }
     const char *ps[] = { sbx_id, req->tenant_id, spec_text, isolation_name(req->isolation), cpu, mem, ttl,
                          req->created_by };
     if (db_run(c, "INSERT INTO sandboxes (id, tenant_id, spec, desired_state, phase, isolation, cpu_millis, "
@@ -745,6 +824,28 @@ int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, c
         return api_error_set(err, API_CONFLICT, "sandbox %s is %s%s; exec needs a running sandbox", sandbox_id, phase,
                              strcmp(desired, "deleted") == 0 ? " and being deleted" : "");
     }
+    policy_t pol;
+    if (store_tenant_policy(c, tenant_id, &pol) < 0) {
+        db_rollback(c);
+        return store_db_error(err);
+    }
+    int64_t asked = 0;
+    jsonx_get_int(exec_request, "max_output_bytes", &asked);
+    if (pol.exec_output_max_bytes && asked > pol.exec_output_max_bytes) {
+        long long cap = (long long)pol.exec_output_max_bytes;
+        db_rollback(c);
+        policy_release(&pol);
+        return api_error_set(err, API_POLICY_DENIED,
+                             "max_output_bytes %lld is over the tenant policy exec_output_max_bytes = %lld",
+                             (long long)asked, cap);
+    }
+    if (asked <= 0 && (pol.exec_output_default_bytes || pol.exec_output_max_bytes)) {
+        int64_t d = pol.exec_output_default_bytes ? pol.exec_output_default_bytes : lim->exec_output_default;
+        if (pol.exec_output_max_bytes && d > pol.exec_output_max_bytes)
+            d = pol.exec_output_max_bytes;
+        jsonx_add_int(exec_request, "max_output_bytes", d);
+    }
+    policy_release(&pol);
     ids_new("op", op_id);
     snprintf(deadline, sizeof deadline, "%lld", (long long)lim->deadline_seconds);
     char *req_text = jsonx_dump(exec_request);

@@ -12,6 +12,7 @@
 
 #include "errors.h"
 #include "limits.h"
+#include "policy.h"
 #include "spec.h"
 
 typedef enum { ROLE_ADMIN = 0, ROLE_MEMBER, ROLE_WORKER } role_t;
@@ -53,6 +54,10 @@ int store_tenant_create(PGconn *c, const char *name, json_object **ret, api_erro
 int store_tenant_list(PGconn *c, const char *scope, json_object **ret, api_error_t *err);
 /* {"tenant":…}; another tenant is not found for a member. */
 int store_tenant_get(PGconn *c, const char *scope, const char *name, json_object **ret, api_error_t *err);
+/* The tenant's policy (empty when none is set). SBX_ENOTFOUND, SBX_EDB. */
+int store_tenant_policy(PGconn *c, const char *tenant_id, policy_t *ret);
+/* Replaces the tenant's policy; {"tenant":…}. */
+int store_tenant_set_policy(PGconn *c, const char *name, const policy_t *policy, json_object **ret, api_error_t *err);
 /* A new token of an existing tenant (ttl_seconds 0: no expiry). *ret is
  * the token object (no secret); ret_secret the token to show once. */
 int store_token_issue(PGconn *c, const char *tenant, role_t role, const char *name, int64_t ttl_seconds,
@@ -77,6 +82,7 @@ typedef struct create_req {
     const char *idempotency_key; /* may be NULL */
     const char *request_hash;    /* hex digest of the canonical request */
     const char *created_by;      /* token id */
+    const policy_t *policy;      /* the tenant's quotas, checked under its row lock; may be NULL */
 } create_req_t;
 
 /* {"sandbox":…,"operation":…}; *ret_replayed is true when an idempotency

@@ -48,7 +48,7 @@ typedef struct num_opt {
  * of these it accepts. */
 typedef struct opts {
     const char *url, *token;
-    const char *tenant, *image, *network, *idem_key, *cwd, *role, *name;
+    const char *tenant, *image, *network, *idem_key, *cwd, *role, *name, *policy;
     num_opt_t cpu_millis, memory_mib, ttl, timeout, max_output, limit;
     bool untrusted_repo, generated_code, hostile, wait, json, all;
     json_object *env, *labels;  /* owned; NULL until a flag adds to them */
@@ -1383,17 +1383,21 @@ static int check_tenants(cli_t *cli, opts_t *o)
 {
     const char *sub = o->pos[0];
     if (!sub)
-        return usage_error(cli->cmd, "missing subcommand: create, list or get");
+        return usage_error(cli->cmd, "missing subcommand: create, list, get or update");
     if (strcmp(sub, "list") == 0)
         return o->npos == 1 ? 0 : usage_error(cli->cmd, "list takes no argument");
-    if (strcmp(sub, "create") == 0 || strcmp(sub, "get") == 0) {
+    if (strcmp(sub, "update") == 0 && !o->policy)
+        return usage_error(cli->cmd, "update needs --policy JSON");
+    if (o->policy && strcmp(sub, "update") != 0)
+        return usage_error(cli->cmd, "--policy goes with update");
+    if (strcmp(sub, "create") == 0 || strcmp(sub, "get") == 0 || strcmp(sub, "update") == 0) {
         if (o->npos != 2)
             return usage_error(cli->cmd, "%s needs a tenant NAME", sub);
         if (strlen(o->pos[1]) > SBX_MAX_NAME_BYTES || has_ctl(o->pos[1]))
             return usage_error(cli->cmd, "NAME: at most %d printable bytes", SBX_MAX_NAME_BYTES);
         return 0;
     }
-    return usage_error(cli->cmd, "unknown subcommand '%s' (create, list or get)", sub);
+    return usage_error(cli->cmd, "unknown subcommand '%s' (create, list, get or update)", sub);
 }
 
 static void print_tenant_row(json_object *t)
@@ -1416,11 +1420,17 @@ static int cmd_tenants(cli_t *cli, opts_t *o)
         jsonx_add_str(body, "name", o->pos[1]);
         rc = api_get_json(cli, "POST", "/v1/tenants", body, NULL, &resp);
         json_object_put(body);
-    } else if (strcmp(sub, "get") == 0) {
+    } else if (strcmp(sub, "get") == 0 || strcmp(sub, "update") == 0) {
         char path[ARG_ID_MAX * 3 + 32];
-        if (build_path(path, sizeof path, "/v1/tenants/", o->pos[1], NULL) != 0)
+        bool update = strcmp(sub, "update") == 0;
+        if (build_path(path, sizeof path, "/v1/tenants/", o->pos[1], update ? "/policy" : NULL) != 0)
             return usage_error(cli->cmd, "NAME too long");
-        rc = api_get_json(cli, "GET", path, NULL, NULL, &resp);
+        json_object *policy = NULL;
+        if (update && jsonx_parse(o->policy, strlen(o->policy), &policy, NULL) < 0)
+            return usage_error(cli->cmd, "--policy must be a JSON object");
+        rc = api_get_json(cli, update ? "PUT" : "GET", path, policy, NULL, &resp);
+        if (policy)
+            json_object_put(policy);
     } else {
         rc = api_get_json(cli, "GET", "/v1/tenants", NULL, NULL, &resp);
     }
@@ -1587,6 +1597,12 @@ static const flag_def_t delete_flags[] = {
     FEND,
 };
 
+static const flag_def_t tenants_flags[] = {
+    FS("--policy", policy),
+    FB("--json", json),
+    FEND,
+};
+
 static const flag_def_t tokens_flags[] = {
     FS("--tenant", tenant),
     FS("--role", role),
@@ -1686,14 +1702,18 @@ static const command_t commands[] = {
       "Shows an operation: kind, state, error, placement and exec result summary.\n"
       "\n"
       "  --json                   print {\"operation\":…}\n" COMMON_FLAGS_HELP },
-    { "tenants", NULL, check_tenants, cmd_tenants, json_flags, 2, false,
+    { "tenants", NULL, check_tenants, cmd_tenants, tenants_flags, 2, false,
       "usage: sandbox tenants create NAME [--json]\n"
       "       sandbox tenants list [--json]\n"
       "       sandbox tenants get NAME [--json]\n"
+      "       sandbox tenants update NAME --policy JSON [--json]\n"
       "\n"
       "Creates (admin token), lists or shows tenants: NAME ID CREATED. A member\n"
-      "token sees only its own tenant.\n"
+      "token sees only its own tenant. update replaces the tenant's policy (admin).\n"
       "\n"
+      "  --policy JSON            e.g. '{\"max_sandboxes\":5,\"max_cpu_millis\":2000,\n"
+      "                           \"images\":[\"registry.local/*\"],\"network_modes\":[\"none\"]}'\n"
+      "                           (see docs/api.md for every field)\n"
       "  --json                   print the API's JSON\n" COMMON_FLAGS_HELP },
     { "tokens", NULL, check_tokens, cmd_tokens, tokens_flags, 2, false,
       "usage: sandbox tokens create --tenant T --role admin|member|worker [--name N] [--ttl SECONDS] [--json]\n"
@@ -1726,7 +1746,7 @@ static const char top_usage[] =
     "  list, ls   list sandboxes\n"
     "  delete, rm delete a sandbox\n"
     "  operation, op  show an operation\n"
-    "  tenants    create, list, get tenants\n"
+    "  tenants    create, list, get tenants; update their policy\n"
     "  tokens     create, list, revoke API tokens\n"
     "  help [COMMAND] show help\n"
     "\n"

@@ -1,0 +1,195 @@
+/* Tenant policy codec and checks. */
+#include "policy.h"
+#include "jsonx.h"
+#include "limits.h"
+
+#include <stddef.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+void policy_init(policy_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->routes = -1;
+}
+
+void policy_release(policy_t *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->n_images; i++)
+        free(p->images[i]);
+    free(p->images);
+    policy_init(p);
+}
+
+static const struct {
+    const char *name;
+    size_t off;
+    int64_t max;
+} policy_nums[] = {
+    { "max_cpu_millis", offsetof(policy_t, max_cpu_millis), SBX_CPU_MILLIS_MAX },
+    { "max_memory_mib", offsetof(policy_t, max_memory_mib), SBX_MEMORY_MIB_MAX },
+    { "max_ttl_seconds", offsetof(policy_t, max_ttl_seconds), SBX_TTL_SECONDS_MAX },
+    { "max_sandboxes", offsetof(policy_t, max_sandboxes), 1000000 },
+    { "max_total_cpu_millis", offsetof(policy_t, max_total_cpu_millis), INT64_C(1000000000) },
+    { "max_total_memory_mib", offsetof(policy_t, max_total_memory_mib), INT64_C(1000000000) },
+    { "exec_output_default_bytes", offsetof(policy_t, exec_output_default_bytes), SBX_EXEC_OUTPUT_CEILING },
+    { "exec_output_max_bytes", offsetof(policy_t, exec_output_max_bytes), SBX_EXEC_OUTPUT_CEILING },
+};
+#define POLICY_NNUMS (sizeof policy_nums / sizeof policy_nums[0])
+
+int policy_from_json(json_object *o, policy_t *ret, api_error_t *err)
+{
+    policy_t p;
+    policy_init(&p);
+    policy_init(ret);
+    if (!o || !json_object_is_type(o, json_type_object))
+        return api_error_set(err, API_INVALID_ARGUMENT, "policy must be a JSON object");
+    json_object_object_foreach(o, key, val) {
+        size_t k;
+        for (k = 0; k < POLICY_NNUMS; k++)
+            if (strcmp(key, policy_nums[k].name) == 0)
+                break;
+        if (k < POLICY_NNUMS) {
+            if (json_object_is_type(val, json_type_null))
+                continue;
+            int64_t v = json_object_get_int64(val);
+            if (!json_object_is_type(val, json_type_int) || v < 1 || v > policy_nums[k].max) {
+                api_error_set(err, API_INVALID_ARGUMENT, "policy.%s must be an integer from 1 to %lld", key,
+                              (long long)policy_nums[k].max);
+                goto fail;
+            }
+            *(int64_t *)(void *)((char *)&p + policy_nums[k].off) = v;
+        } else if (strcmp(key, "images") == 0) {
+            if (json_object_is_type(val, json_type_null))
+                continue;
+            size_t n = json_object_is_type(val, json_type_array) ? json_object_array_length(val) : 0;
+            if (!json_object_is_type(val, json_type_array) || n > POLICY_MAX_IMAGES) {
+                api_error_set(err, API_INVALID_ARGUMENT, "policy.images must be an array of at most %d names",
+                              POLICY_MAX_IMAGES);
+                goto fail;
+            }
+            p.images = calloc(n ? n : 1, sizeof *p.images);
+            if (!p.images) {
+                api_error_set(err, API_INTERNAL, "out of memory");
+                goto fail;
+            }
+            p.images_set = true;
+            for (size_t i = 0; i < n; i++) {
+                json_object *e = json_object_array_get_idx(val, i);
+                const char *s = json_object_is_type(e, json_type_string) ? json_object_get_string(e) : NULL;
+                size_t l = s ? strlen(s) : 0;
+                if (!s || l == 0 || l > SBX_MAX_IMAGE_BYTES || strchr(s, ' ') ||
+                    (strchr(s, '*') && !(l >= 2 && strcmp(s + l - 2, "/*") == 0 && strchr(s, '*') == s + l - 1))) {
+                    api_error_set(err, API_INVALID_ARGUMENT,
+                                  "policy.images[%zu] must be an image name or a \"prefix/*\" pattern", i);
+                    goto fail;
+                }
+                p.images[p.n_images] = strdup(s);
+                if (!p.images[p.n_images]) {
+                    api_error_set(err, API_INTERNAL, "out of memory");
+                    goto fail;
+                }
+                p.n_images++;
+            }
+        } else if (strcmp(key, "network_modes") == 0) {
+            if (json_object_is_type(val, json_type_null))
+                continue;
+            if (!json_object_is_type(val, json_type_array)) {
+                api_error_set(err, API_INVALID_ARGUMENT, "policy.network_modes must be an array");
+                goto fail;
+            }
+            p.network_set = true;
+            for (size_t i = 0; i < json_object_array_length(val); i++) {
+                json_object *e = json_object_array_get_idx(val, i);
+                net_mode_t m;
+                if (!json_object_is_type(e, json_type_string) || net_mode_parse(json_object_get_string(e), &m) < 0) {
+                    api_error_set(err, API_INVALID_ARGUMENT, "policy.network_modes are none, restricted, open");
+                    goto fail;
+                }
+                p.network_modes |= 1u << m;
+            }
+        } else if (strcmp(key, "routes") == 0) {
+            if (json_object_is_type(val, json_type_null))
+                continue;
+            if (!json_object_is_type(val, json_type_boolean)) {
+                api_error_set(err, API_INVALID_ARGUMENT, "policy.routes must be true or false");
+                goto fail;
+            }
+            p.routes = json_object_get_boolean(val) ? 1 : 0;
+        } else {
+            api_error_set(err, API_INVALID_ARGUMENT, "unknown field \"%.64s\" in the policy", key);
+            goto fail;
+        }
+    }
+    if (p.exec_output_default_bytes && p.exec_output_max_bytes &&
+        p.exec_output_default_bytes > p.exec_output_max_bytes) {
+        api_error_set(err, API_INVALID_ARGUMENT, "policy.exec_output_default_bytes is above exec_output_max_bytes");
+        goto fail;
+    }
+    *ret = p;
+    return 0;
+fail:
+    policy_release(&p);
+    return SBX_EINVAL;
+}
+
+json_object *policy_to_json(const policy_t *p)
+{
+    json_object *o = json_object_new_object();
+    for (size_t k = 0; k < POLICY_NNUMS; k++) {
+        int64_t v = *(const int64_t *)(const void *)((const char *)p + policy_nums[k].off);
+        if (v)
+            jsonx_add_int(o, policy_nums[k].name, v);
+    }
+    if (p->images_set) {
+        json_object *a = json_object_new_array();
+        for (size_t i = 0; i < p->n_images; i++)
+            json_object_array_add(a, json_object_new_string(p->images[i]));
+        jsonx_add(o, "images", a);
+    }
+    if (p->network_set) {
+        json_object *a = json_object_new_array();
+        for (int m = NET_NONE; m <= NET_OPEN; m++)
+            if (p->network_modes & (1u << m))
+                json_object_array_add(a, json_object_new_string(net_mode_name((net_mode_t)m)));
+        jsonx_add(o, "network_modes", a);
+    }
+    if (p->routes >= 0)
+        jsonx_add_bool(o, "routes", p->routes == 1);
+    return o;
+}
+
+bool policy_image_allowed(const policy_t *p, const char *image)
+{
+    if (!p->images_set)
+        return true;
+    for (size_t i = 0; i < p->n_images; i++) {
+        const char *pat = p->images[i];
+        size_t l = strlen(pat);
+        if (l >= 2 && strcmp(pat + l - 2, "/*") == 0) {
+            /* A "prefix/" star pattern: anything below prefix/. */
+            if (strncmp(image, pat, l - 1) == 0 && image[l - 1] != '\0')
+                return true;
+        } else if (strcmp(image, pat) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool policy_network_allowed(const policy_t *p, net_mode_t m)
+{
+    return !p->network_set || (p->network_modes & (1u << m)) != 0;
+}
+
+int64_t policy_tighter(int64_t server, int64_t tenant)
+{
+    if (tenant <= 0)
+        return server;
+    if (server <= 0)
+        return tenant;
+    return tenant < server ? tenant : server;
+}

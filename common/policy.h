@@ -1,0 +1,49 @@
+/* Tenant policy: limits, quotas, image allowlist and network modes, and its
+ * strict JSON codec. A tenant's policy only tightens the server's ceilings. */
+#ifndef SBX_POLICY_H
+#define SBX_POLICY_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "errors.h"
+#include "spec.h"
+
+#define POLICY_MAX_IMAGES 256
+
+typedef struct policy {
+    /* 0 means "not set" for every number. */
+    int64_t max_cpu_millis, max_memory_mib, max_ttl_seconds;
+    int64_t max_sandboxes, max_total_cpu_millis, max_total_memory_mib;
+    int64_t exec_output_default_bytes, exec_output_max_bytes;
+    char **images;          /* allowlist: exact names or "prefix/" followed by a star; NULL = any */
+    size_t n_images;
+    bool images_set;
+    unsigned network_modes; /* bit (1 << net_mode_t) per allowed mode */
+    bool network_set;
+    int routes;             /* -1 unset, 0 no, 1 yes */
+} policy_t;
+
+/* An empty policy (nothing set). */
+void policy_init(policy_t *p);
+
+/* Decodes {"max_cpu_millis":…, "images":[…], "network_modes":[…], …}.
+ * Unknown fields, wrong types and out-of-range numbers fill err
+ * (API_INVALID_ARGUMENT, naming the field). */
+int policy_from_json(json_object *o, policy_t *ret, api_error_t *err);
+/* The set fields only. New reference. */
+json_object *policy_to_json(const policy_t *p);
+void policy_release(policy_t *p);
+
+/* True when the image matches the allowlist (or there is none). A "prefix/" star pattern
+ * matches any name under "prefix/". */
+bool policy_image_allowed(const policy_t *p, const char *image);
+/* True when the network mode is allowed (or no modes are set). */
+bool policy_network_allowed(const policy_t *p, net_mode_t m);
+
+/* The tighter of a server ceiling and a tenant limit (0 = unset). */
+int64_t policy_tighter(int64_t server, int64_t tenant);
+
+#endif

@@ -1,0 +1,109 @@
+/* Unit tests for the tenant policy codec and its checks. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonx.h"
+#include "policy.h"
+
+static int parse(const char *js, policy_t *p, api_error_t *err)
+{
+    json_object *o = NULL;
+    ck_assert_int_eq(jsonx_parse(js, strlen(js), &o, NULL), 0);
+    int r = policy_from_json(o, p, err);
+    json_object_put(o);
+    return r;
+}
+
+START_TEST(test_policy_round_trip_keeps_set_fields_only)
+{
+    policy_t p, q;
+    api_error_t err;
+    ck_assert_int_eq(parse("{\"max_cpu_millis\":500,\"max_sandboxes\":3,\"images\":[\"a/*\",\"b:1\"],"
+                           "\"network_modes\":[\"none\",\"open\"],\"routes\":false}", &p, &err), 0);
+    json_object *j = policy_to_json(&p);
+    ck_assert_int_eq(policy_from_json(j, &q, &err), 0);
+    ck_assert_int_eq(q.max_cpu_millis, 500);
+    ck_assert_int_eq(q.max_sandboxes, 3);
+    ck_assert_int_eq(q.max_memory_mib, 0);
+    ck_assert_uint_eq(q.n_images, 2);
+    ck_assert_int_eq(q.routes, 0);
+    ck_assert(policy_network_allowed(&q, NET_OPEN));
+    ck_assert(!policy_network_allowed(&q, NET_RESTRICTED));
+    json_object_put(j);
+    policy_release(&p);
+    policy_release(&q);
+}
+END_TEST
+
+START_TEST(test_policy_image_patterns_match_exact_and_prefix)
+{
+    policy_t p;
+    api_error_t err;
+    ck_assert_int_eq(parse("{\"images\":[\"registry.local/team/*\",\"busybox:1.36\"]}", &p, &err), 0);
+    ck_assert(policy_image_allowed(&p, "busybox:1.36"));
+    ck_assert(!policy_image_allowed(&p, "busybox:1.37"));
+    ck_assert(policy_image_allowed(&p, "registry.local/team/app:2"));
+    ck_assert(!policy_image_allowed(&p, "registry.local/team/"));
+    ck_assert(!policy_image_allowed(&p, "registry.local/teamx/app"));
+    ck_assert(!policy_image_allowed(&p, "registry.local/other/app"));
+    policy_release(&p);
+    ck_assert_int_eq(parse("{\"images\":[]}", &p, &err), 0);
+    ck_assert(!policy_image_allowed(&p, "anything"));
+    policy_release(&p);
+    ck_assert_int_eq(parse("{}", &p, &err), 0);
+    ck_assert(policy_image_allowed(&p, "anything"));
+    ck_assert(policy_network_allowed(&p, NET_OPEN));
+    policy_release(&p);
+}
+END_TEST
+
+START_TEST(test_policy_rejects_bad_fields_naming_them)
+{
+    static const char *const bad[][2] = {
+        { "{\"max_cpu_millis\":0}", "max_cpu_millis" },
+        { "{\"max_cpu_millis\":-1}", "max_cpu_millis" },
+        { "{\"max_sandboxes\":\"3\"}", "max_sandboxes" },
+        { "{\"images\":\"a\"}", "images" },
+        { "{\"images\":[\"a*b\"]}", "images[0]" },
+        { "{\"images\":[\"a/*/b\"]}", "images[0]" },
+        { "{\"network_modes\":[\"wide\"]}", "network_modes" },
+        { "{\"routes\":1}", "routes" },
+        { "{\"max_gpus\":1}", "max_gpus" },
+        { "{\"exec_output_default_bytes\":2000,\"exec_output_max_bytes\":1000}", "exec_output_default_bytes" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        policy_t p;
+        api_error_t err;
+        ck_assert_int_eq(parse(bad[i][0], &p, &err), SBX_EINVAL);
+        ck_assert_int_eq(err.code, API_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(err.message, bad[i][1]), "%s: message [%s] should name %s", bad[i][0], err.message,
+                      bad[i][1]);
+    }
+}
+END_TEST
+
+START_TEST(test_policy_tighter_takes_the_smaller_set_limit)
+{
+    ck_assert_int_eq(policy_tighter(16000, 0), 16000);
+    ck_assert_int_eq(policy_tighter(16000, 500), 500);
+    ck_assert_int_eq(policy_tighter(400, 500), 400);
+    ck_assert_int_eq(policy_tighter(0, 500), 500);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("policy");
+    TCase *tc = tcase_create("policy");
+    tcase_add_test(tc, test_policy_round_trip_keeps_set_fields_only);
+    tcase_add_test(tc, test_policy_image_patterns_match_exact_and_prefix);
+    tcase_add_test(tc, test_policy_rejects_bad_fields_naming_them);
+    tcase_add_test(tc, test_policy_tighter_takes_the_smaller_set_limit);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
