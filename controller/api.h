@@ -37,6 +37,8 @@ void api_worker_heartbeat(req_t *rq, const char *id);
 void api_worker_poll(req_t *rq, const char *id);
 void api_worker_report(req_t *rq, const char *id);
 void api_worker_list(req_t *rq);
+/* Admin: stop (drain) or resume placing new sandboxes on the worker NAME. */
+void api_worker_drain(req_t *rq, const char *name, bool drain);
 
 /* Parked long-polls: answer now (final = the wait ran out or the
  * controller stops). api_poll_resume returns false when it stays parked. */

@@ -137,3 +137,17 @@ void api_worker_list(req_t *rq)
     }
     http_reply_json(rq, 200, resp);
 }
+
+void api_worker_drain(req_t *rq, const char *name, bool drain)
+{
+    json_object *resp = NULL;
+    api_error_t err;
+    if (store_worker_set_draining(rq->db, name, drain, &resp, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    log_info("controller", "worker %s %s by %s", name, drain ? "drained" : "resumed", rq->auth.token_id);
+    if (!drain)
+        controller_kick_reconcile(rq->ctl);
+    http_reply_json(rq, 200, resp);
+}

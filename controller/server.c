@@ -453,6 +453,14 @@ static void route(req_t *rq)
             api_worker_list(rq);
             return;
         }
+        if (rq->nsegs == 4 && m == EVHTTP_REQ_POST && (seg_is(rq, 3, "drain") || seg_is(rq, 3, "resume"))) {
+            if (rq->auth.role != ROLE_ADMIN) {
+                http_reply_error(rq, API_FORBIDDEN, "draining workers needs an admin token");
+                return;
+            }
+            api_worker_drain(rq, rq->segs[2], seg_is(rq, 3, "drain"));
+            return;
+        }
         if (!worker) {
             http_reply_error(rq, API_FORBIDDEN, "worker endpoints need a worker token");
             return;

@@ -1148,7 +1148,8 @@ int store_worker_register(PGconn *c, json_object *body, json_object **ret, api_e
                           "ON CONFLICT (name) DO UPDATE SET labels = EXCLUDED.labels, isolation = EXCLUDED.isolation, "
                           "runtime = EXCLUDED.runtime, cpu_millis = EXCLUDED.cpu_millis, "
                           "memory_mib = EXCLUDED.memory_mib, slots = EXCLUDED.slots, version = EXCLUDED.version, "
-                          "state = 'ready', last_heartbeat = now(), updated_at = now() RETURNING " WORKER_COLS,
+                          "state = CASE WHEN workers.state = 'draining' THEN 'draining' ELSE 'ready' END, "
+                          "last_heartbeat = now(), updated_at = now() RETURNING " WORKER_COLS,
                           9, p);
     free(labels_text);
     if (!r)
@@ -1309,6 +1310,27 @@ db_fail:
     store_db_error(err);
     db_rollback(c);
     return SBX_EDB;
+}
+
+int store_worker_set_draining(PGconn *c, const char *name, bool drain, json_object **ret, api_error_t *err)
+{
+    const char *p[] = { name, drain ? "draining" : "ready" };
+    /* A lost worker stays lost until it is heard again. */
+    PGresult *r = db_exec(c, "UPDATE workers SET state = CASE WHEN state = 'lost' THEN 'lost' ELSE $2 END, "
+                             "updated_at = now() WHERE name = $1 RETURNING " WORKER_COLS, 2, p);
+    if (!r)
+        return store_db_error(err);
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return api_error_set(err, API_NOT_FOUND, "no worker named %.128s", name);
+    }
+    json_object *ed = json_object_new_object();
+    jsonx_add_str(ed, "worker", name);
+    event_add(c, NULL, drain ? "worker.draining" : "worker.resumed", NULL, NULL, ed);
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "worker", worker_json(r, 0));
+    PQclear(r);
+    return 0;
 }
 
 int store_worker_list(PGconn *c, json_object **ret, api_error_t *err)

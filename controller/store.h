@@ -125,6 +125,9 @@ int store_workers_with_leases(PGconn *c, const char *const *ids, int n, bool *re
 /* Applies a report; 409 stale_lease when the fencing token or state does not match. */
 int store_worker_report(PGconn *c, const char *worker_id, json_object *body, json_object **ret, api_error_t *err);
 int store_worker_list(PGconn *c, json_object **ret, api_error_t *err);
+/* Drains (no new placements; its sandboxes live out their TTL) or resumes
+ * the worker NAME; {"worker":…}. */
+int store_worker_set_draining(PGconn *c, const char *name, bool drain, json_object **ret, api_error_t *err);
 /* The installation's id (workers label their runtime objects with it). */
 int store_cluster_id(PGconn *c, char ret[64]);
 /* True when the worker exists. */

@@ -1540,6 +1540,68 @@ static int cmd_tokens(cli_t *cli, opts_t *o)
     return 0;
 }
 
+static int check_workers(cli_t *cli, opts_t *o)
+{
+    const char *sub = o->pos[0];
+    if (!sub)
+        return usage_error(cli->cmd, "missing subcommand: list, drain or resume");
+    if (strcmp(sub, "list") == 0)
+        return o->npos == 1 ? 0 : usage_error(cli->cmd, "list takes no argument");
+    if (strcmp(sub, "drain") == 0 || strcmp(sub, "resume") == 0) {
+        if (o->npos != 2)
+            return usage_error(cli->cmd, "%s needs a worker NAME", sub);
+        return check_id(cli->cmd, "NAME", o->pos[1]);
+    }
+    return usage_error(cli->cmd, "unknown subcommand '%s' (list, drain or resume)", sub);
+}
+
+static void print_worker_row(json_object *w)
+{
+    json_object *cap = jsonx_get_obj(w, "capacity"), *al = jsonx_get_obj(w, "allocated");
+    int64_t cc = 0, cm = 0, cs = 0, ac = 0, am = 0, as = 0;
+    jsonx_get_int(cap, "cpu_millis", &cc);
+    jsonx_get_int(cap, "memory_mib", &cm);
+    jsonx_get_int(cap, "slots", &cs);
+    jsonx_get_int(al, "cpu_millis", &ac);
+    jsonx_get_int(al, "memory_mib", &am);
+    jsonx_get_int(al, "slots", &as);
+    put_text(stdout, jsonx_get_str(w, "name"));
+    putchar(' ');
+    put_text(stdout, jsonx_get_str(w, "state"));
+    printf(" cpu=%lld/%lldm memory=%lld/%lldMiB slots=%lld/%lld heartbeat=", (long long)ac, (long long)cc,
+           (long long)am, (long long)cm, (long long)as, (long long)cs);
+    put_text(stdout, jsonx_get_str(w, "last_heartbeat"));
+    putchar('\n');
+}
+
+static int cmd_workers(cli_t *cli, opts_t *o)
+{
+    int rc;
+    json_object *resp = NULL;
+    const char *sub = o->pos[0];
+    if (strcmp(sub, "list") == 0) {
+        rc = api_get_json(cli, "GET", "/v1/workers", NULL, NULL, &resp);
+    } else {
+        char path[ARG_ID_MAX * 3 + 32];
+        if (build_path(path, sizeof path, "/v1/workers/", o->pos[1], strcmp(sub, "drain") == 0 ? "/drain" : "/resume") != 0)
+            return usage_error(cli->cmd, "NAME too long");
+        rc = api_get_json(cli, "POST", path, NULL, NULL, &resp);
+    }
+    if (rc != 0)
+        return rc;
+    if (cli->json) {
+        print_json(resp);
+    } else if (jsonx_get_obj(resp, "worker")) {
+        print_worker_row(jsonx_get_obj(resp, "worker"));
+    } else {
+        json_object *arr = jsonx_get_arr(resp, "workers");
+        for (size_t i = 0; arr && i < json_object_array_length(arr); i++)
+            print_worker_row(json_object_array_get_idx(arr, i));
+    }
+    json_object_put(resp);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- tables */
 
 static const flag_def_t create_flags[] = {
@@ -1715,6 +1777,16 @@ static const command_t commands[] = {
       "                           \"images\":[\"registry.local/*\"],\"network_modes\":[\"none\"]}'\n"
       "                           (see docs/api.md for every field)\n"
       "  --json                   print the API's JSON\n" COMMON_FLAGS_HELP },
+    { "workers", NULL, check_workers, cmd_workers, json_flags, 2, false,
+      "usage: sandbox workers list [--json]\n"
+      "       sandbox workers drain NAME [--json]\n"
+      "       sandbox workers resume NAME [--json]\n"
+      "\n"
+      "Lists workers (admin token): NAME STATE cpu/memory/slots allocated of capacity,\n"
+      "last heartbeat. drain stops new placements on a worker (its sandboxes live out\n"
+      "their TTL and can still exec and be deleted); resume places on it again.\n"
+      "\n"
+      "  --json                   print the API's JSON\n" COMMON_FLAGS_HELP },
     { "tokens", NULL, check_tokens, cmd_tokens, tokens_flags, 2, false,
       "usage: sandbox tokens create --tenant T --role admin|member|worker [--name N] [--ttl SECONDS] [--json]\n"
       "       sandbox tokens list [--tenant T] [--json]\n"
@@ -1748,6 +1820,7 @@ static const char top_usage[] =
     "  operation, op  show an operation\n"
     "  tenants    create, list, get tenants; update their policy\n"
     "  tokens     create, list, revoke API tokens\n"
+    "  workers    list, drain, resume workers\n"
     "  help [COMMAND] show help\n"
     "\n"
     "Global flags (also accepted after the command):\n" COMMON_FLAGS_HELP
