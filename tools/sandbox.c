@@ -1379,6 +1379,21 @@ static int cmd_operation(cli_t *cli, opts_t *o)
 
 /* ---------------------------------------------------------------- tenants, tokens */
 
+/* Prints {"<one>":…} or {"<many>":[…]} a row each (or the JSON). */
+static void print_one_or_list(cli_t *cli, json_object *resp, const char *one, const char *many,
+                              void (*row)(json_object *))
+{
+    if (cli->json) {
+        print_json(resp);
+    } else if (jsonx_get_obj(resp, one)) {
+        row(jsonx_get_obj(resp, one));
+    } else {
+        json_object *arr = jsonx_get_arr(resp, many);
+        for (size_t i = 0; arr && i < json_object_array_length(arr); i++)
+            row(json_object_array_get_idx(arr, i));
+    }
+}
+
 static int check_tenants(cli_t *cli, opts_t *o)
 {
     const char *sub = o->pos[0];
@@ -1436,15 +1451,7 @@ static int cmd_tenants(cli_t *cli, opts_t *o)
     }
     if (rc != 0)
         return rc;
-    if (cli->json) {
-        print_json(resp);
-    } else if (jsonx_get_obj(resp, "tenant")) {
-        print_tenant_row(jsonx_get_obj(resp, "tenant"));
-    } else {
-        json_object *arr = jsonx_get_arr(resp, "tenants");
-        for (size_t i = 0; arr && i < json_object_array_length(arr); i++)
-            print_tenant_row(json_object_array_get_idx(arr, i));
-    }
+    print_one_or_list(cli, resp, "tenant", "tenants", print_tenant_row);
     json_object_put(resp);
     return 0;
 }
@@ -1527,15 +1534,7 @@ static int cmd_tokens(cli_t *cli, opts_t *o)
     }
     if (rc != 0)
         return rc;
-    if (cli->json) {
-        print_json(resp);
-    } else if (jsonx_get_obj(resp, "token")) {
-        print_token_row(jsonx_get_obj(resp, "token"));
-    } else {
-        json_object *arr = jsonx_get_arr(resp, "tokens");
-        for (size_t i = 0; arr && i < json_object_array_length(arr); i++)
-            print_token_row(json_object_array_get_idx(arr, i));
-    }
+    print_one_or_list(cli, resp, "token", "tokens", print_token_row);
     json_object_put(resp);
     return 0;
 }
@@ -1589,15 +1588,7 @@ static int cmd_workers(cli_t *cli, opts_t *o)
     }
     if (rc != 0)
         return rc;
-    if (cli->json) {
-        print_json(resp);
-    } else if (jsonx_get_obj(resp, "worker")) {
-        print_worker_row(jsonx_get_obj(resp, "worker"));
-    } else {
-        json_object *arr = jsonx_get_arr(resp, "workers");
-        for (size_t i = 0; arr && i < json_object_array_length(arr); i++)
-            print_worker_row(json_object_array_get_idx(arr, i));
-    }
+    print_one_or_list(cli, resp, "worker", "workers", print_worker_row);
     json_object_put(resp);
     return 0;
 }
