@@ -205,13 +205,15 @@ void spec_release(sandbox_spec_t *s)
     free(s->image);
     kv_list_release(&s->env);
     kv_list_release(&s->labels);
+    kv_list_release(&s->selector);
     memset(s, 0, sizeof *s);
 }
 
 int spec_from_json(json_object *o, sandbox_spec_t *ret, api_error_t *err)
 {
     static const char *const known[] = { "tenant", "image", "cpu_millis", "memory_mib", "ttl_seconds",
-                                         "network", "trust", "env", "labels", NULL };
+                                         "network", "trust", "env", "labels", "isolation",
+                                         "read_only_root", "hardened", "selector", NULL };
     static const char *const trust_known[] = { "untrusted_repo", "generated_code", "hostile", NULL };
     sandbox_spec_t s;
     memset(&s, 0, sizeof s);
@@ -272,11 +274,31 @@ int spec_from_json(json_object *o, sandbox_spec_t *ret, api_error_t *err)
             *dst[i] = json_object_get_boolean(b);
         }
     }
-    json_object *env = NULL, *labels = NULL;
+    if (json_object_object_get_ex(o, "isolation", &v) && !json_object_is_type(v, json_type_null)) {
+        if (!json_object_is_type(v, json_type_string) || isolation_parse(json_object_get_string(v), &s.isolation) < 0) {
+            api_error_set(err, API_INVALID_ARGUMENT, "isolation must be one of container, gvisor, microvm");
+            goto fail;
+        }
+        s.has_isolation = true;
+    }
+    static const char *const flags[] = { "read_only_root", "hardened" };
+    bool *fdst[] = { &s.read_only_root, &s.hardened };
+    for (int i = 0; i < 2; i++) {
+        if (!json_object_object_get_ex(o, flags[i], &v) || json_object_is_type(v, json_type_null))
+            continue;
+        if (!json_object_is_type(v, json_type_boolean)) {
+            api_error_set(err, API_INVALID_ARGUMENT, "%s must be true or false", flags[i]);
+            goto fail;
+        }
+        *fdst[i] = json_object_get_boolean(v);
+    }
+    json_object *env = NULL, *labels = NULL, *selector = NULL;
     json_object_object_get_ex(o, "env", &env);
     json_object_object_get_ex(o, "labels", &labels);
+    json_object_object_get_ex(o, "selector", &selector);
     if (kv_list_from_json(env, "env", true, SBX_MAX_ENV, &s.env, err) < 0 ||
-        kv_list_from_json(labels, "labels", false, SBX_MAX_LABELS, &s.labels, err) < 0)
+        kv_list_from_json(labels, "labels", false, SBX_MAX_LABELS, &s.labels, err) < 0 ||
+        kv_list_from_json(selector, "selector", false, SBX_MAX_LABELS, &s.selector, err) < 0)
         goto fail;
     *ret = s;
     return 0;
@@ -299,8 +321,12 @@ json_object *spec_to_json(const sandbox_spec_t *s)
     jsonx_add_bool(t, "generated_code", s->generated_code);
     jsonx_add_bool(t, "hostile", s->hostile);
     jsonx_add(o, "trust", t);
+    jsonx_add_str(o, "isolation", s->has_isolation ? isolation_name(s->isolation) : NULL);
+    jsonx_add_bool(o, "read_only_root", s->read_only_root);
+    jsonx_add_bool(o, "hardened", s->hardened);
     jsonx_add(o, "env", kv_list_to_json(&s->env));
     jsonx_add(o, "labels", kv_list_to_json(&s->labels));
+    jsonx_add(o, "selector", kv_list_to_json(&s->selector));
     return o;
 }
 

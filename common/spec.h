@@ -46,8 +46,15 @@ typedef struct sandbox_spec {
     bool untrusted_repo;
     bool generated_code;
     bool hostile;
+    /* The weakest isolation class the client accepts (the policy may ask
+     * for a stronger one); has_isolation false when the request named none. */
+    bool has_isolation;
+    isolation_t isolation;
+    bool read_only_root;   /* root filesystem read-only, a tmpfs on /tmp */
+    bool hardened;         /* no capabilities at all (set by policy for untrusted work) */
     kv_list_t env;
     kv_list_t labels;
+    kv_list_t selector;    /* worker labels that must all match */
 } sandbox_spec_t;
 
 typedef struct exec_spec {

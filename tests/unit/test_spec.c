@@ -237,7 +237,8 @@ START_TEST(test_spec_to_json_writes_every_field)
     ck_assert_str_eq(d, "{\"tenant\":null,\"image\":\"busybox\",\"cpu_millis\":1000,\"memory_mib\":512,"
                         "\"ttl_seconds\":3600,\"network\":\"none\","
                         "\"trust\":{\"untrusted_repo\":false,\"generated_code\":false,\"hostile\":false},"
-                        "\"env\":{\"K\":\"V\"},\"labels\":{}}");
+                        "\"isolation\":null,\"read_only_root\":false,\"hardened\":false,"
+                        "\"env\":{\"K\":\"V\"},\"labels\":{},\"selector\":{}}");
     free(d);
     json_object_put(o);
     spec_release(&s);
@@ -309,7 +310,7 @@ END_TEST
 START_TEST(test_unknown_top_level_field_is_named)
 {
     expect_spec_error("{\"image\":\"b\",\"imagee\":\"x\"}", "unknown field \"imagee\" in the sandbox spec");
-    expect_spec_error("{\"image\":\"b\",\"isolation\":\"microvm\"}", "unknown field \"isolation\"");
+    expect_spec_error("{\"image\":\"b\",\"runtime\":\"kata\"}", "unknown field \"runtime\"");
     expect_spec_error("{\"image\":\"b\",\"untrusted_repo\":true}", "unknown field \"untrusted_repo\"");
     expect_spec_error("{\"image\":\"b\",\"\":1}", "unknown field \"\"");
     expect_spec_error("{\"image\":\"b\",\"Image\":\"c\"}", "unknown field \"Image\"");
@@ -582,6 +583,30 @@ START_TEST(test_error_without_err_still_fails)
 END_TEST
 
 /* ---- names ---- */
+
+START_TEST(test_isolation_flags_and_selector)
+{
+    sandbox_spec_t s;
+    spec_ok("{\"image\":\"i\",\"isolation\":\"gvisor\",\"read_only_root\":true,\"hardened\":true,"
+            "\"selector\":{\"zone\":\"a\"}}", &s);
+    ck_assert(s.has_isolation);
+    ck_assert_int_eq(s.isolation, ISO_GVISOR);
+    ck_assert(s.read_only_root);
+    ck_assert(s.hardened);
+    ck_assert_uint_eq(s.selector.n, 1);
+    ck_assert_str_eq(s.selector.items[0].key, "zone");
+    spec_release(&s);
+    spec_ok("{\"image\":\"i\",\"isolation\":null}", &s);
+    ck_assert(!s.has_isolation);
+    spec_release(&s);
+    expect_spec_error("{\"image\":\"i\",\"isolation\":\"vm\"}", "isolation must be one of");
+    expect_spec_error("{\"image\":\"i\",\"read_only_root\":1}", "read_only_root must be true or false");
+    expect_spec_error("{\"image\":\"i\",\"hardened\":\"yes\"}", "hardened must be true or false");
+    expect_spec_error("{\"image\":\"i\",\"selector\":{\"a b\":\"x\"}}", "selector");
+    check_spec_round_trip("{\"image\":\"i\",\"isolation\":\"microvm\",\"read_only_root\":true,"
+                          "\"selector\":{\"gpu\":\"no\"}}");
+}
+END_TEST
 
 START_TEST(test_network_and_isolation_names_round_trip)
 {
@@ -875,6 +900,7 @@ static Suite *spec_suite(void)
     tcase_add_test(tc, test_numeric_bounds_are_inclusive);
     tcase_add_test(tc, test_env_and_labels_at_their_limits_are_accepted);
     tcase_add_test(tc, test_network_and_isolation_names_round_trip);
+    tcase_add_test(tc, test_isolation_flags_and_selector);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("invalid");
