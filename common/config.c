@@ -59,9 +59,25 @@ static const cfg_setting_t settings[CFG__COUNT] = {
                                     "largest exec output bound a request may ask for, per stream" },
     [CFG_MAX_BODY_BYTES] = { "max_body_bytes", CFGT_INT, "1048576", 1024, 8388608, false,
                              "largest client request body; worker reports may use up to 8 MiB" },
+    [CFG_ISOLATION_TRUSTED] = { "isolation_trusted", CFGT_STRING, "container", 0, 0, true,
+                                "minimum isolation class for trusted work: container, gvisor or microvm" },
+    [CFG_ISOLATION_UNTRUSTED] = { "isolation_untrusted", CFGT_STRING, "container", 0, 0, true,
+                                  "minimum class for an untrusted repository or generated code (runs hardened)" },
+    [CFG_ISOLATION_HOSTILE] = { "isolation_hostile", CFGT_STRING, "microvm", 0, 0, true,
+                                "minimum class for work marked hostile" },
+    [CFG_ALLOW_UNTRUSTED_OPEN_NETWORK] = { "allow_untrusted_open_network", CFGT_BOOL, "true", 0, 0, true,
+                                           "whether a tenant policy may let untrusted work have an open network" },
     [CFG_POSTGRES_BINDIR] = { "postgres_bindir", CFGT_STRING, "", 0, 0, false,
                               "directory of initdb/pg_ctl for the embedded cluster (default: newest installed)" },
     [CFG_LOG_LEVEL] = { "log_level", CFGT_STRING, "info", 0, 0, true, "debug, info, warn or error" },
+    [CFG_WORKER_GVISOR_RUNTIME] = { "worker_gvisor_runtime", CFGT_STRING, "runsc", 0, 0, false,
+                                    "dockerd runtime name of gVisor the worker probes for the gvisor class (empty: none)" },
+    [CFG_WORKER_RESTRICTED_NETWORK] = { "worker_restricted_network", CFGT_STRING, "sandbox-restricted", 0, 0, false,
+                                        "Docker network for network=restricted: internal, no host address, no "
+                                        "traffic between sandboxes (created when missing; empty: not offered)" },
+    [CFG_WORKER_OPEN_NETWORK] = { "worker_open_network", CFGT_STRING, "sandbox-open", 0, 0, false,
+                                  "Docker network for network=open: a bridge with egress, no traffic between "
+                                  "sandboxes (created when missing; empty: not offered)" },
 };
 
 const cfg_setting_t *cfg_settings(void) { return settings; }

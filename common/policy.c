@@ -12,7 +12,12 @@ void policy_init(policy_t *p)
 {
     memset(p, 0, sizeof *p);
     p->routes = -1;
+    p->untrusted_open_network = -1;
+    for (int i = 0; i < 3; i++)
+        p->isolation_min[i] = -1;
 }
+
+const char *const policy_isolation_rules[3] = { "isolation_trusted", "isolation_untrusted", "isolation_hostile" };
 
 void policy_release(policy_t *p)
 {
@@ -111,14 +116,31 @@ int policy_from_json(json_object *o, policy_t *ret, api_error_t *err)
                 }
                 p.network_modes |= 1u << m;
             }
-        } else if (strcmp(key, "routes") == 0) {
+        } else if (strcmp(key, "routes") == 0 || strcmp(key, "untrusted_open_network") == 0) {
             if (json_object_is_type(val, json_type_null))
                 continue;
             if (!json_object_is_type(val, json_type_boolean)) {
-                api_error_set(err, API_INVALID_ARGUMENT, "policy.routes must be true or false");
+                api_error_set(err, API_INVALID_ARGUMENT, "policy.%s must be true or false", key);
                 goto fail;
             }
-            p.routes = json_object_get_boolean(val) ? 1 : 0;
+            *(key[0] == 'r' ? &p.routes : &p.untrusted_open_network) = json_object_get_boolean(val) ? 1 : 0;
+        } else if (strncmp(key, "isolation_", 10) == 0) {
+            int lvl = -1;
+            for (int i = 0; i < 3; i++)
+                if (strcmp(key, policy_isolation_rules[i]) == 0)
+                    lvl = i;
+            if (lvl < 0) {
+                api_error_set(err, API_INVALID_ARGUMENT, "unknown field \"%.64s\" in the policy", key);
+                goto fail;
+            }
+            if (json_object_is_type(val, json_type_null))
+                continue;
+            isolation_t c;
+            if (!json_object_is_type(val, json_type_string) || isolation_parse(json_object_get_string(val), &c) < 0) {
+                api_error_set(err, API_INVALID_ARGUMENT, "policy.%s must be one of container, gvisor, microvm", key);
+                goto fail;
+            }
+            p.isolation_min[lvl] = (int)c;
         } else {
             api_error_set(err, API_INVALID_ARGUMENT, "unknown field \"%.64s\" in the policy", key);
             goto fail;
@@ -159,6 +181,11 @@ json_object *policy_to_json(const policy_t *p)
     }
     if (p->routes >= 0)
         jsonx_add_bool(o, "routes", p->routes == 1);
+    for (int i = 0; i < 3; i++)
+        if (p->isolation_min[i] >= 0)
+            jsonx_add_str(o, policy_isolation_rules[i], isolation_name((isolation_t)p->isolation_min[i]));
+    if (p->untrusted_open_network >= 0)
+        jsonx_add_bool(o, "untrusted_open_network", p->untrusted_open_network == 1);
     return o;
 }
 

@@ -24,7 +24,14 @@ typedef struct policy {
     unsigned network_modes; /* bit (1 << net_mode_t) per allowed mode */
     bool network_set;
     int routes;             /* -1 unset, 0 no, 1 yes */
+    /* Minimum isolation class per trust level (-1 unset): trusted,
+     * untrusted (repository or generated code), hostile. */
+    int isolation_min[3];
+    int untrusted_open_network; /* -1 unset, 0 no, 1 yes */
 } policy_t;
+
+/* The policy field names of isolation_min[], by trust level. */
+extern const char *const policy_isolation_rules[3];
 
 /* An empty policy (nothing set). */
 void policy_init(policy_t *p);

@@ -91,7 +91,7 @@ static int policy_check_spec(req_t *rq, const sandbox_spec_t *s, const policy_t 
 void api_sandbox_create(req_t *rq)
 {
     controller_t *ctl = rq->ctl;
-    json_object *body = NULL, *resp = NULL;
+    json_object *body = NULL, *resp = NULL, *classification = NULL;
     sandbox_spec_t spec;
     policy_t policy;
     api_error_t err;
@@ -125,16 +125,26 @@ void api_sandbox_create(req_t *rq)
     }
     if (policy_check_spec(rq, &spec, &policy) < 0)
         goto cleanup;
-    /* Minimum isolation: hostile code needs a VMM-grade boundary; nothing
-     * here ever downgrades it (placement refuses instead). */
-    isolation_t iso = spec.hostile ? ISO_MICROVM : ISO_CONTAINER;
+    /* Classify: the minimum isolation class, the hardening and the network
+     * rules for untrusted work. Placement never runs it on a weaker class. */
+    classify_rules_t rules = ctl->rules;
+    classify_rules_tenant(&rules, &policy, ctl->allow_untrusted_open);
+    classification_t cls;
+    if (classify(&spec, &rules, &cls, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        goto cleanup;
+    }
+    spec.hardened = cls.hardened;
+    isolation_t iso = cls.isolation;
+    classification = classification_to_json(&cls);
     json_object *canon = spec_to_json(&spec);
     char *canon_text = jsonx_dump(canon);
     json_object_put(canon);
     char hash[65];
     request_hash("create", canon_text ? canon_text : "", hash);
     free(canon_text);
-    create_req_t cr = { .tenant_id = tenant_id, .spec = &spec, .isolation = iso, .idempotency_key = idem,
+    create_req_t cr = { .tenant_id = tenant_id, .spec = &spec, .isolation = iso, .classification = classification,
+                        .idempotency_key = idem,
                         .request_hash = hash, .created_by = rq->auth.token_id, .policy = &policy };
     bool replayed = false;
     if (store_sandbox_create(rq->db, &ctl->lim, &cr, &resp, &replayed, &err) < 0) {
@@ -147,6 +157,8 @@ void api_sandbox_create(req_t *rq)
 cleanup:
     spec_release(&spec);
     policy_release(&policy);
+    if (classification)
+        json_object_put(classification);
     if (body)
         json_object_put(body);
 }

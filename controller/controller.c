@@ -103,6 +103,17 @@ int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret,
     ctl->exec_output_max = cfg_int(cfg, CFG_EXEC_OUTPUT_MAX_BYTES);
     if (ctl->lim.exec_output_default > ctl->exec_output_max)
         ctl->lim.exec_output_default = ctl->exec_output_max;
+    isolation_t classes[3];
+    static const cfg_key_t class_keys[3] = { CFG_ISOLATION_TRUSTED, CFG_ISOLATION_UNTRUSTED, CFG_ISOLATION_HOSTILE };
+    for (int i = 0; i < 3; i++)
+        if (isolation_parse(cfg_str(cfg, class_keys[i]), &classes[i]) < 0) {
+            snprintf(err, errlen, "%s must be container, gvisor or microvm, not \"%s\"",
+                     cfg_settings()[class_keys[i]].name, cfg_str(cfg, class_keys[i]));
+            controller_stop(ctl);
+            return SBX_EINVAL;
+        }
+    ctl->allow_untrusted_open = cfg_bool(cfg, CFG_ALLOW_UNTRUSTED_OPEN_NETWORK);
+    classify_rules_server(&ctl->rules, classes[0], classes[1], classes[2], ctl->allow_untrusted_open);
     ctl->nthreads = (int)cfg_int(cfg, CFG_HTTP_THREADS);
     if (ctl->nthreads <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "classify.h"
 #include "config.h"
 #include "store.h"
 
@@ -18,6 +19,8 @@ typedef struct controller {
     store_limits_t lim;
     int64_t max_body_client;   /* client request bodies */
     int64_t max_cpu_millis, max_memory_mib, max_ttl_seconds, exec_output_max;
+    classify_rules_t rules;    /* the server's classification rules */
+    bool allow_untrusted_open; /* tenants may let untrusted work have an open network */
     int nthreads;
     http_thread_t **threads;
     int listen_fd;

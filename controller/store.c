@@ -2,6 +2,7 @@
  * reconcile passes. State changes are compare-and-set UPDATEs checked against
  * the transition table, each with its events row in the same transaction. */
 #include "store.h"
+#include "aegis.h"
 #include "db.h"
 #include "ids.h"
 #include "jsonx.h"
@@ -20,7 +21,7 @@
 
 #define SANDBOX_COLS \
     "s.id, tn.name, s.spec::text, s.phase, s.desired_state, w.name, s.isolation, s.cpu_millis, s.memory_mib, " \
-    "s.ttl_seconds, " TS("s.expires_at") ", " TS("s.created_at") ", " TS("s.updated_at")
+    "s.ttl_seconds, " TS("s.expires_at") ", " TS("s.created_at") ", " TS("s.updated_at") ", s.classification::text"
 #define SANDBOX_FROM \
     " FROM sandboxes s JOIN tenants tn ON tn.id = s.tenant_id LEFT JOIN workers w ON w.id = s.worker_id "
 
@@ -81,6 +82,13 @@ static json_object *sandbox_json(const PGresult *r, int row)
     jsonx_add_str(o, "expires_at", db_get(r, row, 10));
     jsonx_add_str(o, "created_at", db_get(r, row, 11));
     jsonx_add_str(o, "updated_at", db_get(r, row, 12));
+    static const char *const flags[] = { "read_only_root", "hardened" };
+    for (int i = 0; i < 2; i++)
+        jsonx_add_bool(o, flags[i], spec && json_object_object_get_ex(spec, flags[i], &v) &&
+                                        json_object_get_boolean(v));
+    jsonx_add(o, "selector", spec && json_object_object_get_ex(spec, "selector", &v) ? json_object_get(v)
+                                                                                      : json_object_new_object());
+    jsonx_add(o, "classification", parse_json_text(db_get(r, row, 13)));
     if (spec)
         json_object_put(spec);
     return o;
@@ -648,11 +656,14 @@ int store_sandbox_create(PGconn *c, const store_limits_t *lim, const create_req_
             return SBX_EINVAL;
         }
     }
+    char *class_text = req->classification ? jsonx_dump(req->classification) : NULL;
     const char *ps[] = { sbx_id, req->tenant_id, spec_text, isolation_name(req->isolation), cpu, mem, ttl,
-                         req->created_by };
-    if (db_run(c, "INSERT INTO sandboxes (id, tenant_id, spec, desired_state, phase, isolation, cpu_millis, "
-                  "memory_mib, ttl_seconds, created_by) VALUES ($1, $2, $3::jsonb, 'running', 'pending', $4, $5, $6, "
-                  "$7, $8)", 8, ps) < 0)
+                         req->created_by, class_text };
+    int ins = db_run(c, "INSERT INTO sandboxes (id, tenant_id, spec, desired_state, phase, isolation, cpu_millis, "
+                        "memory_mib, ttl_seconds, created_by, classification) VALUES ($1, $2, $3::jsonb, 'running', "
+                        "'pending', $4, $5, $6, $7, $8, $9::jsonb)", 9, ps);
+    free(class_text);
+    if (ins < 0)
         goto db_fail;
     const char *po[] = { op_id, req->tenant_id, sbx_id, req->idempotency_key, req->request_hash, spec_text, deadline,
                          req->created_by };
@@ -1061,7 +1072,8 @@ int store_workers_with_leases(PGconn *c, const char *const *ids, int n, bool *re
 
 #define WORKER_COLS \
     "id, name, labels::text, array_to_json(isolation)::text, runtime, cpu_millis, memory_mib, slots, " \
-    "alloc_cpu_millis, alloc_memory_mib, alloc_slots, version, state, " TS("last_heartbeat") ", " TS("created_at")
+    "alloc_cpu_millis, alloc_memory_mib, alloc_slots, version, state, " TS("last_heartbeat") ", " TS("created_at") \
+    ", networks::text, probes::text, jsonb_array_length(images)"
 
 static json_object *worker_json(const PGresult *r, int row)
 {
@@ -1085,7 +1097,95 @@ static json_object *worker_json(const PGresult *r, int row)
     jsonx_add_str(o, "state", db_get(r, row, 12));
     jsonx_add_str(o, "last_heartbeat", db_get(r, row, 13));
     jsonx_add_str(o, "created_at", db_get(r, row, 14));
+    jsonx_add(o, "networks", parse_json_text(db_get(r, row, 15)));
+    jsonx_add(o, "probes", parse_json_text(db_get(r, row, 16)));
+    jsonx_add_int(o, "images_present", db_get_ll(r, row, 17));
     return o;
+}
+
+#define WORKER_MAX_IMAGES 512
+
+/* The images a worker reports: an array of at most WORKER_MAX_IMAGES
+ * names. Returns the JSON text to store (malloc'd), NULL when absent, or
+ * sets err. */
+static int worker_images_text(json_object *body, char **ret, api_error_t *err)
+{
+    json_object *a = NULL;
+    *ret = NULL;
+    if (!json_object_object_get_ex(body, "images", &a) || json_object_is_type(a, json_type_null))
+        return 0;
+    if (!json_object_is_type(a, json_type_array) || json_object_array_length(a) > WORKER_MAX_IMAGES)
+        return api_error_set(err, API_INVALID_ARGUMENT, "images must be an array of at most %d names",
+                             WORKER_MAX_IMAGES);
+    for (size_t i = 0; i < json_object_array_length(a); i++) {
+        json_object *e = json_object_array_get_idx(a, i);
+        if (!json_object_is_type(e, json_type_string) || json_object_get_string_len(e) == 0 ||
+            json_object_get_string_len(e) > SBX_MAX_IMAGE_BYTES)
+            return api_error_set(err, API_INVALID_ARGUMENT, "images[%zu] must be an image name", i);
+    }
+    *ret = jsonx_dump(a);
+    return *ret ? 0 : api_error_set(err, API_INTERNAL, "out of memory");
+}
+
+/* The register body's "networks" ({"class":["mode",…]}, only offered
+ * classes) and "probes" ({"class":"text"}), normalised. A worker that says
+ * nothing about networks offers only "none": it is never assumed to
+ * isolate a network it did not describe. */
+static int worker_caps_text(json_object *body, unsigned offered, char **ret_networks, char **ret_probes,
+                            api_error_t *err)
+{
+    json_object *nets = NULL, *probes = NULL;
+    json_object_object_get_ex(body, "networks", &nets);
+    json_object_object_get_ex(body, "probes", &probes);
+    if (nets && !json_object_is_type(nets, json_type_null) && !json_object_is_type(nets, json_type_object))
+        return api_error_set(err, API_INVALID_ARGUMENT, "networks must be an object of class: [modes]");
+    if (probes && !json_object_is_type(probes, json_type_null) && !json_object_is_type(probes, json_type_object))
+        return api_error_set(err, API_INVALID_ARGUMENT, "probes must be an object of class: text");
+    json_object *n = json_object_new_object(), *p = json_object_new_object();
+    for (int c = ISO_CONTAINER; c <= ISO_MICROVM; c++) {
+        const char *cname = isolation_name((isolation_t)c);
+        json_object *v;
+        if (probes && json_object_is_type(probes, json_type_object) && json_object_object_get_ex(probes, cname, &v)) {
+            if (!json_object_is_type(v, json_type_string) || json_object_get_string_len(v) > 512) {
+                json_object_put(n);
+                json_object_put(p);
+                return api_error_set(err, API_INVALID_ARGUMENT, "probes.%s must be a text of at most 512 bytes",
+                                     cname);
+            }
+            jsonx_add(p, cname, json_object_get(v));
+        }
+        if (!(offered & (1u << c)))
+            continue;
+        unsigned modes = 1u << NET_NONE;
+        if (nets && json_object_is_type(nets, json_type_object) && json_object_object_get_ex(nets, cname, &v)) {
+            modes = 0;
+            size_t len = json_object_is_type(v, json_type_array) ? json_object_array_length(v) : 0;
+            for (size_t i = 0; i < len; i++) {
+                json_object *e = json_object_array_get_idx(v, i);
+                net_mode_t m;
+                if (!json_object_is_type(e, json_type_string) || net_mode_parse(json_object_get_string(e), &m) < 0)
+                    len = 0, modes = 0;
+                else
+                    modes |= 1u << m;
+            }
+            if (!json_object_is_type(v, json_type_array) || (len == 0 && json_object_array_length(v) > 0)) {
+                json_object_put(n);
+                json_object_put(p);
+                return api_error_set(err, API_INVALID_ARGUMENT, "networks.%s must list none, restricted or open",
+                                     cname);
+            }
+        }
+        json_object *a = json_object_new_array();
+        for (int m = NET_NONE; m <= NET_OPEN; m++)
+            if (modes & (1u << m))
+                json_object_array_add(a, json_object_new_string(net_mode_name((net_mode_t)m)));
+        jsonx_add(n, cname, a);
+    }
+    *ret_networks = jsonx_dump(n);
+    *ret_probes = jsonx_dump(p);
+    json_object_put(n);
+    json_object_put(p);
+    return 0;
 }
 
 static bool worker_name_ok(const char *s)
@@ -1119,6 +1219,7 @@ int store_worker_register(PGconn *c, json_object *body, json_object **ret, api_e
         mem > 1000000000 || slots > 100000)
         return api_error_set(err, API_INVALID_ARGUMENT, "capacity needs cpu_millis, memory_mib and slots in range");
     char iso_lit[64] = "{";
+    unsigned offered = 0;
     for (size_t i = 0; i < json_object_array_length(iso); i++) {
         json_object *e = json_object_array_get_idx(iso, i);
         isolation_t cls;
@@ -1126,12 +1227,25 @@ int store_worker_register(PGconn *c, json_object *body, json_object **ret, api_e
             return api_error_set(err, API_INVALID_ARGUMENT, "isolation classes are container, gvisor, microvm");
         size_t l = strlen(iso_lit);
         snprintf(iso_lit + l, sizeof iso_lit - l, "%s%s", i ? "," : "", isolation_name(cls));
+        offered |= 1u << cls;
     }
     size_t l = strlen(iso_lit);
     snprintf(iso_lit + l, sizeof iso_lit - l, "}");
-    kv_list_t lab;
-    if (kv_list_from_json(labels, "labels", false, SBX_MAX_LABELS, &lab, err) < 0)
+    char *nets_text = NULL, *probes_text = NULL, *images_text = NULL;
+    if (worker_caps_text(body, offered, &nets_text, &probes_text, err) < 0)
         return SBX_EINVAL;
+    if (worker_images_text(body, &images_text, err) < 0) {
+        free(nets_text);
+        free(probes_text);
+        return SBX_EINVAL;
+    }
+    kv_list_t lab;
+    if (kv_list_from_json(labels, "labels", false, SBX_MAX_LABELS, &lab, err) < 0) {
+        free(nets_text);
+        free(probes_text);
+        free(images_text);
+        return SBX_EINVAL;
+    }
     json_object *lj = kv_list_to_json(&lab);
     kv_list_release(&lab);
     char *labels_text = jsonx_dump(lj);
@@ -1141,17 +1255,23 @@ int store_worker_register(PGconn *c, json_object *body, json_object **ret, api_e
     snprintf(cpus, sizeof cpus, "%lld", (long long)cpu);
     snprintf(mems, sizeof mems, "%lld", (long long)mem);
     snprintf(slotss, sizeof slotss, "%lld", (long long)slots);
-    const char *p[] = { id, name, labels_text, iso_lit, runtime, cpus, mems, slotss, version ? version : "" };
+    const char *p[] = { id, name, labels_text, iso_lit, runtime, cpus, mems, slotss, version ? version : "",
+                        nets_text, probes_text, images_text ? images_text : "[]" };
     PGresult *r = db_exec(c,
                           "INSERT INTO workers (id, name, labels, isolation, runtime, cpu_millis, memory_mib, slots, "
-                          "version, state) VALUES ($1, $2, $3::jsonb, $4::text[], $5, $6, $7, $8, $9, 'ready') "
+                          "version, state, networks, probes, images) VALUES ($1, $2, $3::jsonb, $4::text[], $5, $6, "
+                          "$7, $8, $9, 'ready', $10::jsonb, $11::jsonb, $12::jsonb) "
                           "ON CONFLICT (name) DO UPDATE SET labels = EXCLUDED.labels, isolation = EXCLUDED.isolation, "
                           "runtime = EXCLUDED.runtime, cpu_millis = EXCLUDED.cpu_millis, "
                           "memory_mib = EXCLUDED.memory_mib, slots = EXCLUDED.slots, version = EXCLUDED.version, "
+                          "networks = EXCLUDED.networks, probes = EXCLUDED.probes, images = EXCLUDED.images, "
                           "state = CASE WHEN workers.state = 'draining' THEN 'draining' ELSE 'ready' END, "
                           "last_heartbeat = now(), updated_at = now() RETURNING " WORKER_COLS,
-                          9, p);
+                          12, p);
     free(labels_text);
+    free(nets_text);
+    free(probes_text);
+    free(images_text);
     if (!r)
         return store_db_error(err);
     *ret = worker_json(r, 0);
@@ -1250,18 +1370,23 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
         return api_error_set(err, API_INVALID_ARGUMENT, "inventory must be an array");
     if (inv && json_object_is_type(inv, json_type_array) && json_object_array_length(inv) > SBX_MAX_INVENTORY)
         return api_error_set(err, API_INVALID_ARGUMENT, "inventory has more than %d entries", SBX_MAX_INVENTORY);
+    char *images_text = NULL;
+    if (worker_images_text(body, &images_text, err) < 0)
+        return SBX_EINVAL;
     char *inv_text = inv && json_object_is_type(inv, json_type_array) ? jsonx_dump(inv) : NULL;
     char lease[24];
     snprintf(lease, sizeof lease, "%lld", (long long)lim->lease_seconds);
-    const char *p[] = { worker_id, inv_text, lease };
+    const char *p[] = { worker_id, inv_text, images_text };
     if (db_begin(c) < 0) {
         free(inv_text);
+        free(images_text);
         return store_db_error(err);
     }
     PGresult *r = db_exec(c, "UPDATE workers SET last_heartbeat = now(), inventory = coalesce($2::jsonb, inventory), "
-                             "updated_at = now(), "
+                             "images = coalesce($3::jsonb, images), updated_at = now(), "
                              "state = CASE WHEN state = 'lost' THEN 'ready' ELSE state END "
-                             "WHERE id = $1 RETURNING " WORKER_COLS, 2, p);
+                             "WHERE id = $1 RETURNING " WORKER_COLS, 3, p);
+    free(images_text);
     if (!r)
         goto db_fail;
     if (PQntuples(r) != 1) {
@@ -1553,13 +1678,6 @@ static PGresult *ops_in_state(PGconn *c, const char *where)
     return db_exec(c, sql, 0, NULL);
 }
 
-typedef struct candidate {
-    char id[SBX_ID_MAX];
-    char name[SBX_MAX_NAME_BYTES + 1];
-    int64_t free_cpu, free_mem, free_slots;
-    bool offers_class;
-} candidate_t;
-
 /* Fails an admitted operation with an error code, and its sandbox when it
  * is a create. Inside the caller's transaction. */
 static int op_fail_admitted(PGconn *c, const char *op_id, const char *kind, const char *sbx, const char *code,
@@ -1594,39 +1712,105 @@ static int op_lease(PGconn *c, const store_limits_t *lim, const char *op_id, con
     return rc;
 }
 
-/* Placement of a create: filter the ready workers, then best fit. Returns
- * 1 when leased, 0 when it must wait for capacity, negative on error. */
-static int place_create(PGconn *c, const store_limits_t *lim, const char *op_id, const char *sbx,
-                        const char *iso_text, int64_t cpu, int64_t mem)
+/* The reasons of a placement decision: the summary, then one sentence per
+ * worker (the chosen one first), at most AEGIS_REASONS_MAX of them. */
+#define AEGIS_REASONS_MAX 24
+
+static json_object *placement_json(const char *worker, const char *summary, const aegis_worker_t *ws,
+                                   const aegis_verdict_t *vs, int n, int best, const aegis_request_t *rq)
 {
-    isolation_t need = ISO_CONTAINER;
-    isolation_parse(iso_text, &need);
+    json_object *pl = json_object_new_object();
+    jsonx_add_str(pl, "worker", worker);
+    jsonx_add_str(pl, "summary", summary);
+    jsonx_add_str(pl, "needs", isolation_name(rq->need));
+    jsonx_add_str(pl, "isolation", best >= 0 ? isolation_name(vs[best].run_as) : NULL);
+    json_object *reasons = json_object_new_array();
+    if (best >= 0)
+        json_object_array_add(reasons, json_object_new_string(vs[best].why));
+    int shown = best >= 0;
+    for (int i = 0; i < n; i++) {
+        if (i == best)
+            continue;
+        if (shown >= AEGIS_REASONS_MAX) {
+            char more[64];
+            snprintf(more, sizeof more, "and %d more worker(s)", n - i - (best > i ? 1 : 0));
+            json_object_array_add(reasons, json_object_new_string(more));
+            break;
+        }
+        json_object_array_add(reasons, json_object_new_string(vs[i].why));
+        shown++;
+    }
+    if (n == 0)
+        json_object_array_add(reasons, json_object_new_string("no worker has registered"));
+    jsonx_add(pl, "reasons", reasons);
+    if (best >= 0) {
+        json_object *sc = json_object_new_object();
+        jsonx_add_int(sc, "score", vs[best].score);
+        jsonx_add_int(sc, "fit", vs[best].fit);
+        jsonx_add_int(sc, "image", vs[best].image);
+        jsonx_add_int(sc, "spread", vs[best].spread);
+        jsonx_add(pl, "score", sc);
+    }
+    (void)ws;
+    return pl;
+}
+
+/* Placement of a create through AEGIS. Returns 1 when leased or refused,
+ * 0 when it must wait (the reasons are kept on the operation), negative on
+ * error. */
+static int place_create(PGconn *c, const store_limits_t *lim, const char *op_id, const char *sbx,
+                        const char *tenant_id, const char *iso_text, const char *spec_text, int64_t cpu, int64_t mem)
+{
+    aegis_request_t rq = { .need = ISO_CONTAINER, .network = NET_NONE, .cpu = cpu, .mem = mem };
+    isolation_parse(iso_text, &rq.need);
+    json_object *spec = parse_json_text(spec_text);
+    const char *image = jsonx_get_str(spec, "image");
+    const char *net = jsonx_get_str(spec, "network");
+    if (net)
+        net_mode_parse(net, &rq.network);
+    kv_list_t selector = { 0 };
+    json_object *sel = NULL;
+    api_error_t ignored;
+    if (spec && json_object_object_get_ex(spec, "selector", &sel))
+        kv_list_from_json(sel, "selector", false, SBX_MAX_LABELS, &selector, &ignored);
+    rq.selector = &selector;
+    char ref[SBX_MAX_IMAGE_BYTES + 16];
+    aegis_image_ref(image ? image : "", ref, sizeof ref);
+    json_object_put(spec);
+
     char tmo[24];
     snprintf(tmo, sizeof tmo, "%lld", (long long)lim->worker_timeout_seconds);
-    const char *p[] = { tmo };
+    const char *p[] = { tmo, ref, tenant_id };
     PGresult *r = db_exec(c,
-                          "SELECT id, name, cpu_millis - alloc_cpu_millis, memory_mib - alloc_memory_mib, "
-                          "  slots - alloc_slots, array_to_string(isolation, ',') FROM workers "
-                          "WHERE state = 'ready' AND last_heartbeat > now() - make_interval(secs => $1::bigint) "
-                          "ORDER BY name",
-                          1, p);
-    if (!r)
+                          "SELECT w.id, w.name, w.state, w.last_heartbeat > now() - make_interval(secs => $1::bigint), "
+                          "  w.labels::text, array_to_string(w.isolation, ','), w.networks::text, w.cpu_millis, "
+                          "  w.memory_mib, w.cpu_millis - w.alloc_cpu_millis, w.memory_mib - w.alloc_memory_mib, "
+                          "  w.slots - w.alloc_slots, w.images ? $2, "
+                          "  (SELECT count(*) FROM sandboxes s WHERE s.worker_id = w.id AND s.tenant_id = $3 "
+                          "     AND s.phase IN ('scheduled', 'provisioning', 'running')) "
+                          "FROM workers w WHERE w.state <> 'lost' ORDER BY w.name LIMIT 1000",
+                          3, p);
+    if (!r) {
+        kv_list_release(&selector);
         return SBX_EDB;
+    }
     int n = PQntuples(r);
-    candidate_t *cands = calloc((size_t)(n ? n : 1), sizeof *cands);
-    if (!cands) {
+    aegis_worker_t *ws = calloc((size_t)(n ? n : 1), sizeof *ws);
+    aegis_verdict_t *vs = calloc((size_t)(n ? n : 1), sizeof *vs);
+    if (!ws || !vs) {
+        free(ws);
+        free(vs);
         PQclear(r);
+        kv_list_release(&selector);
         return SBX_ENOMEM;
     }
-    int offering = 0;
     for (int i = 0; i < n; i++) {
-        candidate_t *k = &cands[i];
-        snprintf(k->id, sizeof k->id, "%s", db_get(r, i, 0));
-        snprintf(k->name, sizeof k->name, "%s", db_get(r, i, 1));
-        k->free_cpu = db_get_ll(r, i, 2);
-        k->free_mem = db_get_ll(r, i, 3);
-        k->free_slots = db_get_ll(r, i, 4);
-        /* A stronger class may serve a weaker need, never the reverse. */
+        aegis_worker_t *w = &ws[i];
+        w->id = db_get(r, i, 0);
+        w->name = db_get(r, i, 1);
+        w->state = db_get(r, i, 2);
+        w->fresh = strcmp(db_get(r, i, 3), "t") == 0;
+        w->labels = parse_json_text(db_get(r, i, 4));
         const char *cl = db_get(r, i, 5);
         while (cl && *cl) {
             const char *end = strchr(cl, ',');
@@ -1634,45 +1818,60 @@ static int place_create(PGconn *c, const store_limits_t *lim, const char *op_id,
             char name[16];
             isolation_t have;
             snprintf(name, sizeof name, "%.*s", (int)(len < 15 ? len : 15), cl);
-            if (isolation_parse(name, &have) == 0 && have >= need)
-                k->offers_class = true;
+            if (isolation_parse(name, &have) == 0)
+                w->classes |= 1u << have;
             cl = end ? end + 1 : NULL;
         }
-        offering += k->offers_class;
+        json_object *nets = parse_json_text(db_get(r, i, 6));
+        for (int k = ISO_CONTAINER; k <= ISO_MICROVM; k++) {
+            json_object *modes = NULL;
+            if (!nets || !json_object_object_get_ex(nets, isolation_name((isolation_t)k), &modes) ||
+                !json_object_is_type(modes, json_type_array))
+                continue;
+            for (size_t j = 0; j < json_object_array_length(modes); j++) {
+                net_mode_t m;
+                if (net_mode_parse(json_object_get_string(json_object_array_get_idx(modes, j)), &m) == 0)
+                    w->networks[k] |= 1u << m;
+            }
+        }
+        if (nets)
+            json_object_put(nets);
+        w->cap_cpu = db_get_ll(r, i, 7);
+        w->cap_mem = db_get_ll(r, i, 8);
+        w->free_cpu = db_get_ll(r, i, 9);
+        w->free_mem = db_get_ll(r, i, 10);
+        w->free_slots = db_get_ll(r, i, 11);
+        w->has_image = strcmp(db_get(r, i, 12), "t") == 0;
+        w->tenant_sandboxes = db_get_ll(r, i, 13);
     }
-    PQclear(r);
 
-    json_object *reasons = json_object_new_array();
     int rc = 0;
-    if (n > 0 && offering == 0) {
-        char msg[256];
-        snprintf(msg, sizeof msg,
-                 "no ready worker offers isolation class %s, which this sandbox requires; refusing rather than "
-                 "running it with weaker isolation", isolation_name(need));
-        json_object_array_add(reasons, json_object_new_string(msg));
-        json_object *pl = json_object_new_object();
-        jsonx_add(pl, "worker", NULL);
-        jsonx_add(pl, "reasons", reasons);
-        rc = op_fail_admitted(c, op_id, "create", sbx, "isolation_unavailable", msg, pl);
-        json_object_put(pl);
-        free(cands);
-        return rc < 0 ? rc : 1;
-    }
-    /* Best fit: the eligible worker left with the least free memory, then
-     * cpu; ties by name (the order of the query). */
     for (;;) {
         int best = -1;
-        for (int i = 0; i < n; i++) {
-            candidate_t *k = &cands[i];
-            if (!k->offers_class || k->free_cpu < cpu || k->free_mem < mem || k->free_slots < 1)
-                continue;
-            if (best < 0 || k->free_mem - mem < cands[best].free_mem - mem ||
-                (k->free_mem == cands[best].free_mem && k->free_cpu < cands[best].free_cpu))
-                best = i;
-        }
-        if (best < 0)
+        char summary[512];
+        aegis_outcome_t out = aegis_decide(&rq, ws, (size_t)n, vs, &best, summary, sizeof summary);
+        if (out == AEGIS_REFUSE) {
+            json_object *pl = placement_json(NULL, summary, ws, vs, n, -1, &rq);
+            rc = op_fail_admitted(c, op_id, "create", sbx, "isolation_unavailable", summary, pl);
+            json_object_put(pl);
+            if (rc == 0)
+                rc = 1;
             break;
-        candidate_t *k = &cands[best];
+        }
+        if (out == AEGIS_WAIT) {
+            /* Keep why it waits where `sandbox get` shows it; written only
+             * when the explanation changes. */
+            json_object *pl = placement_json(NULL, summary, ws, vs, n, -1, &rq);
+            char *pt = jsonx_dump(pl);
+            json_object_put(pl);
+            const char *q[] = { op_id, pt };
+            rc = db_run(c, "UPDATE operations SET placement = $2::jsonb WHERE id = $1 AND state = 'admitted' "
+                           "AND placement IS DISTINCT FROM $2::jsonb", 2, q);
+            free(pt);
+            rc = rc < 0 ? rc : 0;
+            break;
+        }
+        aegis_worker_t *k = &ws[best];
         char cpus[24], mems[24];
         snprintf(cpus, sizeof cpus, "%lld", (long long)cpu);
         snprintf(mems, sizeof mems, "%lld", (long long)mem);
@@ -1691,42 +1890,29 @@ static int place_create(PGconn *c, const store_limits_t *lim, const char *op_id,
         bool got = PQntuples(u) == 1;
         PQclear(u);
         if (!got) {
-            /* Another controller took the room meanwhile: try the next. */
-            k->offers_class = false;
+            /* Another controller took the room meanwhile: decide again
+             * without this worker's stale numbers. */
+            k->free_slots = 0;
             continue;
         }
-        char why[256];
-        snprintf(why, sizeof why, "%s: best fit, %lld MiB and %lldm cpu free before placing, offers %s",
-                 k->name, (long long)k->free_mem, (long long)k->free_cpu, isolation_name(need));
-        json_object_array_add(reasons, json_object_new_string(why));
-        for (int i = 0; i < n; i++) {
-            if (i == best)
-                continue;
-            candidate_t *o = &cands[i];
-            if (!o->offers_class)
-                snprintf(why, sizeof why, "%s: does not offer %s", o->name, isolation_name(need));
-            else if (o->free_cpu < cpu || o->free_mem < mem || o->free_slots < 1)
-                snprintf(why, sizeof why, "%s: not enough free capacity (%lldm cpu, %lld MiB, %lld slots)", o->name,
-                         (long long)o->free_cpu, (long long)o->free_mem, (long long)o->free_slots);
-            else
-                snprintf(why, sizeof why, "%s: eligible, looser fit", o->name);
-            json_object_array_add(reasons, json_object_new_string(why));
-        }
-        json_object *pl = json_object_new_object();
-        jsonx_add_str(pl, "worker", k->name);
-        jsonx_add(pl, "reasons", json_object_get(reasons));
+        json_object *pl = placement_json(k->name, summary, ws, vs, n, best, &rq);
         rc = op_lease(c, lim, op_id, k->id, pl);
         json_object_put(pl);
         if (rc < 0)
             break;
-        const char *y[] = { k->id };
-        rc = sandbox_set_phase(c, sbx, PH_SCHEDULED, "worker_id = $3, allocated = true", 1, y);
+        const char *y[] = { k->id, isolation_name(vs[best].run_as) };
+        rc = sandbox_set_phase(c, sbx, PH_SCHEDULED, "worker_id = $3, allocated = true, isolation = $4", 2, y);
         if (rc == 0)
             rc = 1;
         break;
     }
-    json_object_put(reasons);
-    free(cands);
+    for (int i = 0; i < n; i++)
+        if (ws[i].labels)
+            json_object_put(ws[i].labels);
+    free(ws);
+    free(vs);
+    PQclear(r);
+    kv_list_release(&selector);
     return rc;
 }
 
@@ -1739,7 +1925,8 @@ static int place_one(PGconn *c, const store_limits_t *lim, const char *op_id)
     const char *p[] = { op_id };
     PGresult *r = db_exec(c,
                           "SELECT o.kind, o.sandbox_id, s.phase, coalesce(s.worker_id, ''), s.isolation, "
-                          "  s.cpu_millis, s.memory_mib, coalesce(w.state, ''), coalesce(w.name, '') "
+                          "  s.cpu_millis, s.memory_mib, coalesce(w.state, ''), coalesce(w.name, ''), s.tenant_id, "
+                          "  s.spec::text "
                           "FROM operations o JOIN sandboxes s ON s.id = o.sandbox_id "
                           "LEFT JOIN workers w ON w.id = s.worker_id "
                           "WHERE o.id = $1 AND o.state = 'admitted' FOR UPDATE OF o, s SKIP LOCKED",
@@ -1762,11 +1949,15 @@ static int place_one(PGconn *c, const store_limits_t *lim, const char *op_id)
     int64_t cpu = db_get_ll(r, 0, 5), mem = db_get_ll(r, 0, 6);
     snprintf(wstate, sizeof wstate, "%s", db_get(r, 0, 7));
     snprintf(wname, sizeof wname, "%s", db_get(r, 0, 8));
+    char tenant_id[SBX_ID_MAX];
+    snprintf(tenant_id, sizeof tenant_id, "%s", db_get(r, 0, 9));
+    char *spec_text = strdup(db_get(r, 0, 10) ? db_get(r, 0, 10) : "{}");
     PQclear(r);
 
     int rc = 0;
     if (strcmp(kind, "create") == 0) {
-        rc = place_create(c, lim, op_id, sbx, iso, cpu, mem);
+        rc = spec_text ? place_create(c, lim, op_id, sbx, tenant_id, iso, spec_text, cpu, mem) : SBX_ENOMEM;
+        free(spec_text);
         if (rc > 0) {
             /* place_create leased or failed it; tell which for the wake-up. */
             const char *q[] = { op_id };
@@ -1776,6 +1967,7 @@ static int place_one(PGconn *c, const store_limits_t *lim, const char *op_id)
             PQclear(s);
         }
     } else {
+        free(spec_text);
         /* delete and exec run where the sandbox is. Wait while another
          * operation of the sandbox is in a worker's hands. */
         PGresult *busy = db_exec(c, "SELECT count(*) FROM operations WHERE sandbox_id = $1 AND id <> $2 "

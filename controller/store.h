@@ -78,7 +78,8 @@ int store_tenant_resolve(PGconn *c, const char *name, bool create, char ret_id[S
 typedef struct create_req {
     const char *tenant_id;
     const sandbox_spec_t *spec;
-    isolation_t isolation;
+    isolation_t isolation;       /* the minimum class (classification) */
+    json_object *classification; /* stored with the sandbox, shown by get */
     const char *idempotency_key; /* may be NULL */
     const char *request_hash;    /* hex digest of the canonical request */
     const char *created_by;      /* token id */
