@@ -48,10 +48,10 @@ typedef struct num_opt {
  * of these it accepts. */
 typedef struct opts {
     const char *url, *token;
-    const char *tenant, *image, *network, *idem_key, *cwd, *role, *name, *policy;
+    const char *tenant, *image, *network, *idem_key, *cwd, *role, *name, *policy, *isolation;
     num_opt_t cpu_millis, memory_mib, ttl, timeout, max_output, limit;
-    bool untrusted_repo, generated_code, hostile, wait, json, all;
-    json_object *env, *labels;  /* owned; NULL until a flag adds to them */
+    bool untrusted_repo, generated_code, hostile, wait, json, all, read_only_root, hardened;
+    json_object *env, *labels, *selector; /* owned; NULL until a flag adds to them */
     const char *pos[2];         /* positional arguments */
     int npos;
     char **cmd_argv;            /* exec: everything after "--" */
@@ -59,7 +59,7 @@ typedef struct opts {
     bool saw_dashdash;
 } opts_t;
 
-typedef enum { F_BOOL, F_STR, F_NUM, F_ENV, F_LABEL } flag_kind_t;
+typedef enum { F_BOOL, F_STR, F_NUM, F_ENV, F_LABEL, F_SELECTOR } flag_kind_t;
 
 typedef struct flag_def {
     const char *name;   /* "--tenant" */
@@ -324,6 +324,9 @@ static int parse_args(const command_t *c, int argc, char **argv, int first, opts
             break;
         case F_LABEL:
             r = parse_kv(c->name, f->name, val, false, &o->labels);
+            break;
+        case F_SELECTOR:
+            r = parse_kv(c->name, f->name, val, false, &o->selector);
             break;
         case F_BOOL:
             break;
@@ -828,7 +831,34 @@ static void print_sandbox(json_object *s)
     kv_num("ttl:", s, "ttl_seconds", " s");
     kv_line("network:", jsonx_get_str(s, "network"));
     print_trust(jsonx_get_obj(s, "trust"));
+    bool ro = false, hard = false;
+    jsonx_get_bool(s, "read_only_root", &ro);
+    jsonx_get_bool(s, "hardened", &hard);
+    kv_line("hardening:", hard && ro ? "no capabilities, read-only root"
+                          : hard     ? "no capabilities"
+                          : ro       ? "standard, read-only root"
+                                     : "standard");
     print_labels(jsonx_get_obj(s, "labels"));
+    json_object *sel = jsonx_get_obj(s, "selector");
+    if (sel && json_object_object_length(sel) > 0) {
+        printf("%-15s ", "selector:");
+        int n = 0;
+        json_object_object_foreach(sel, k, v) {
+            fputs(n++ ? ", " : "", stdout);
+            put_text(stdout, k);
+            putchar('=');
+            put_text(stdout, json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "?");
+        }
+        putchar('\n');
+    }
+    json_object *cls = jsonx_get_obj(s, "classification");
+    json_object *why = cls ? jsonx_get_arr(cls, "reasons") : NULL;
+    for (size_t i = 0; why && i < json_object_array_length(why); i++) {
+        json_object *r = json_object_array_get_idx(why, i);
+        printf("%-15s ", i == 0 ? "classified:" : "");
+        put_text(stdout, json_object_is_type(r, json_type_string) ? json_object_get_string(r) : "?");
+        putchar('\n');
+    }
     kv_line("expires:", jsonx_get_str(s, "expires_at"));
     kv_line("created:", jsonx_get_str(s, "created_at"));
     kv_line("updated:", jsonx_get_str(s, "updated_at"));
@@ -867,7 +897,7 @@ static void print_op_details(json_object *op, int ind)
     json_object *pl = jsonx_get_obj(op, "placement");
     if (pl) {
         printf("%*splacement: ", ind, "");
-        put_text(stdout, jsonx_get_str(pl, "worker"));
+        put_text(stdout, jsonx_get_str(pl, "summary") ? jsonx_get_str(pl, "summary") : jsonx_get_str(pl, "worker"));
         putchar('\n');
         json_object *reasons = jsonx_get_arr(pl, "reasons");
         size_t n = reasons ? json_object_array_length(reasons) : 0;
@@ -901,7 +931,7 @@ static void print_operation(json_object *op)
     }
     json_object *pl = jsonx_get_obj(op, "placement");
     if (pl) {
-        kv_line("placement:", jsonx_get_str(pl, "worker"));
+        kv_line("placement:", jsonx_get_str(pl, "summary") ? jsonx_get_str(pl, "summary") : jsonx_get_str(pl, "worker"));
         json_object *reasons = jsonx_get_arr(pl, "reasons");
         size_t n = reasons ? json_object_array_length(reasons) : 0;
         for (size_t i = 0; i < n; i++) {
@@ -969,6 +999,9 @@ static int check_create(cli_t *cli, opts_t *o)
     if (o->network && strcmp(o->network, "none") != 0 && strcmp(o->network, "restricted") != 0 &&
         strcmp(o->network, "open") != 0)
         return usage_error(cli->cmd, "--network: '%s' is not one of none, restricted, open", o->network);
+    if (o->isolation && strcmp(o->isolation, "container") != 0 && strcmp(o->isolation, "gvisor") != 0 &&
+        strcmp(o->isolation, "microvm") != 0)
+        return usage_error(cli->cmd, "--isolation: '%s' is not one of container, gvisor, microvm", o->isolation);
     if (strlen(o->image) > SBX_MAX_IMAGE_BYTES || has_ctl(o->image))
         return usage_error(cli->cmd, "--image: at most %d printable bytes", SBX_MAX_IMAGE_BYTES);
     if (o->tenant && (strlen(o->tenant) > SBX_MAX_NAME_BYTES || has_ctl(o->tenant)))
@@ -1001,6 +1034,14 @@ static int cmd_create(cli_t *cli, opts_t *o)
         jsonx_add(body, "env", json_object_get(o->env));
     if (o->labels)
         jsonx_add(body, "labels", json_object_get(o->labels));
+    if (o->selector)
+        jsonx_add(body, "selector", json_object_get(o->selector));
+    if (o->isolation)
+        jsonx_add_str(body, "isolation", o->isolation);
+    if (o->read_only_root)
+        jsonx_add_bool(body, "read_only_root", true);
+    if (o->hardened)
+        jsonx_add_bool(body, "hardened", true);
 
     json_object *resp = NULL;
     int rc = api_get_json(cli, "POST", "/v1/sandboxes", body, o->idem_key, &resp);
@@ -1570,7 +1611,35 @@ static void print_worker_row(json_object *w)
     printf(" cpu=%lld/%lldm memory=%lld/%lldMiB slots=%lld/%lld heartbeat=", (long long)ac, (long long)cc,
            (long long)am, (long long)cm, (long long)as, (long long)cs);
     put_text(stdout, jsonx_get_str(w, "last_heartbeat"));
+    /* Classes with their network modes: container(none,restricted,open) */
+    json_object *nets = jsonx_get_obj(w, "networks");
+    fputs(" classes=", stdout);
+    int nc = 0;
+    if (nets) {
+        json_object_object_foreach(nets, cls, modes) {
+            fputs(nc++ ? "," : "", stdout);
+            put_text(stdout, cls);
+            putchar('(');
+            for (size_t i = 0; json_object_is_type(modes, json_type_array) && i < json_object_array_length(modes); i++) {
+                fputs(i ? "+" : "", stdout);
+                put_text(stdout, json_object_get_string(json_object_array_get_idx(modes, i)));
+            }
+            putchar(')');
+        }
+    }
+    if (!nc)
+        fputs("none", stdout);
     putchar('\n');
+    json_object *probes = jsonx_get_obj(w, "probes");
+    if (probes) {
+        json_object_object_foreach(probes, pc, pt) {
+            fputs("  probe ", stdout);
+            put_text(stdout, pc);
+            fputs(": ", stdout);
+            put_text(stdout, json_object_is_type(pt, json_type_string) ? json_object_get_string(pt) : "?");
+            putchar('\n');
+        }
+    }
 }
 
 static int cmd_workers(cli_t *cli, opts_t *o)
@@ -1607,6 +1676,10 @@ static const flag_def_t create_flags[] = {
     FB("--hostile", hostile),
     { "--env", F_ENV, 0, 0, 0 },
     { "--label", F_LABEL, 0, 0, 0 },
+    { "--selector", F_SELECTOR, 0, 0, 0 },
+    FS("--isolation", isolation),
+    FB("--read-only-root", read_only_root),
+    FB("--hardened", hardened),
     FS("--idempotency-key", idem_key),
     FB("--wait", wait),
     FN("--timeout", timeout, 0, 7 * 24 * 3600),
@@ -1676,6 +1749,8 @@ static const command_t commands[] = {
       "usage: sandbox create --image IMAGE [--tenant T] [--cpu-millis N] [--memory-mib N]\n"
       "                      [--ttl SECONDS] [--network none|restricted|open]\n"
       "                      [--untrusted-repo] [--generated-code] [--hostile]\n"
+      "                      [--isolation container|gvisor|microvm] [--read-only-root]\n"
+      "                      [--hardened] [--selector K=V]...\n"
       "                      [--env K=V]... [--label K=V]... [--idempotency-key K]\n"
       "                      [--wait [--timeout S]] [--json]\n"
       "\n"
@@ -1692,6 +1767,13 @@ static const command_t commands[] = {
       "  --untrusted-repo         the code comes from an untrusted repository\n"
       "  --generated-code         the code was generated (e.g. by a model)\n"
       "  --hostile                treat the workload as hostile (strong isolation)\n"
+      "  --isolation CLASS        the weakest class you accept; the policy may require\n"
+      "                           a stronger one, and nothing is ever run on a weaker\n"
+      "                           one (the create fails with isolation_unavailable)\n"
+      "  --read-only-root         read-only root filesystem with a writable tmpfs /tmp\n"
+      "  --hardened               no Linux capabilities at all (always so for untrusted\n"
+      "                           or hostile work)\n"
+      "  --selector K=V           run only on a worker with this label (repeatable)\n"
       "  --env K=V                environment variable (repeatable)\n"
       "  --label K=V              label (repeatable)\n"
       "  --idempotency-key K      retrying with the same key returns the same sandbox\n"
@@ -1929,5 +2011,6 @@ int main(int argc, char **argv)
     free(cli.token);
     json_object_put(o.env);
     json_object_put(o.labels);
+    json_object_put(o.selector);
     return rc;
 }
