@@ -21,6 +21,11 @@ typedef struct runtime runtime_t;
 #define RUNTIME_LABEL_TENANT   "dev.sandbox.tenant"
 /* The installation (controller database) the object belongs to. */
 #define RUNTIME_LABEL_CLUSTER  "dev.sandbox.cluster"
+/* RUNTIME_LABEL_MANAGED values: a sandbox ("true"; the only value the
+ * inventory lists), the gVisor probe container, the worker's networks. */
+#define RUNTIME_MANAGED_SANDBOX "true"
+#define RUNTIME_MANAGED_PROBE   "probe"
+#define RUNTIME_MANAGED_NETWORK "network"
 
 typedef struct runtime_create_req {
     const char *sandbox_id;
