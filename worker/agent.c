@@ -324,17 +324,54 @@ cleanup:
 
 /* ---- registration ------------------------------------------------------ */
 
+/* Adds "images": the runtime's local repo:tag names; left out when Docker
+ * cannot list them (an empty list would claim there are none). */
+static void agent_add_images(agent_t *a, json_object *o, int *last_kind)
+{
+    char **names = NULL;
+    size_t n = 0;
+    api_error_t err;
+    if (runtime_images(a->rt, &names, &n, &err) < 0) {
+        agent_log_failure(last_kind, -1, "list the local images", err.message);
+        return;
+    }
+    *last_kind = 0;
+    json_object *arr = json_object_new_array();
+    for (size_t i = 0; i < n; i++)
+        json_object_array_add(arr, json_object_new_string(names[i]));
+    jsonx_add(o, "images", arr);
+    runtime_images_free(names, n);
+}
+
 static json_object *agent_register_body(agent_t *a)
 {
     isolation_t classes[4];
     size_t n = runtime_isolation_classes(a->rt, classes, 4);
+    int images_kind = 0;
     json_object *o = json_object_new_object();
     jsonx_add_str(o, "name", a->name);
     jsonx_add_str(o, "runtime", runtime_name(a->rt));
     json_object *iso = json_object_new_array();
-    for (size_t i = 0; i < n; i++)
+    json_object *nets = json_object_new_object();
+    for (size_t i = 0; i < n; i++) {
         json_object_array_add(iso, json_object_new_string(isolation_name(classes[i])));
+        unsigned modes = runtime_network_modes(a->rt, classes[i]);
+        json_object *ml = json_object_new_array();
+        for (int m = NET_NONE; m <= NET_OPEN; m++)
+            if (modes & (1u << m))
+                json_object_array_add(ml, json_object_new_string(net_mode_name((net_mode_t)m)));
+        jsonx_add(nets, isolation_name(classes[i]), ml);
+    }
     jsonx_add(o, "isolation", iso);
+    jsonx_add(o, "networks", nets);
+    json_object *probes = json_object_new_object();
+    for (int c = ISO_CONTAINER; c <= ISO_MICROVM; c++) {
+        const char *text = runtime_probe_result(a->rt, (isolation_t)c);
+        if (text)
+            jsonx_add_str(probes, isolation_name((isolation_t)c), text);
+    }
+    jsonx_add(o, "probes", probes);
+    agent_add_images(a, o, &images_kind);
     jsonx_add(o, "labels", kv_list_to_json(&a->labels));
     json_object *cap = json_object_new_object();
     jsonx_add_int(cap, "cpu_millis", a->cpu_millis);
@@ -474,6 +511,8 @@ static void agent_run_exec(agent_t *a, json_object *job, agent_outcome_t *o)
     }
     size_t max = spec.max_output_bytes > 0 ? (size_t)spec.max_output_bytes : SBX_EXEC_OUTPUT_DEFAULT;
     if (runtime_exec(a->rt, ref, &spec, max, &res, &o->err) == 0) {
+        if (res.warning[0])
+            log_warn(AGENT_COMPONENT, "exec in sandbox %s: %s", sbx ? sbx : ref, res.warning);
         o->result = agent_exec_result_json(&res, AGENT_RESULT_MAX_BYTES);
         if (o->result)
             o->ok = true;
@@ -741,9 +780,10 @@ static void agent_add_holding(agent_t *a, json_object *o)
     jsonx_add(o, "holding", h);
 }
 
-static json_object *agent_heartbeat_body(agent_t *a, int *last_inv_kind)
+static json_object *agent_heartbeat_body(agent_t *a, int *last_inv_kind, int *last_img_kind)
 {
     json_object *o = json_object_new_object();
+    agent_add_images(a, o, last_img_kind);
     runtime_object_t *objs = NULL;
     size_t n = 0;
     api_error_t err;
@@ -797,7 +837,7 @@ static void *agent_heartbeat_main(void *arg)
 {
     agent_t *a = arg;
     httpc_t *c = NULL;
-    int last_kind = 0, last_inv_kind = 0;
+    int last_kind = 0, last_inv_kind = 0, last_img_kind = 0;
     if (!(c = agent_client(a))) {
         log_error(AGENT_COMPONENT, "failed to create an HTTP client for the heartbeat");
         return NULL;
@@ -817,7 +857,7 @@ static void *agent_heartbeat_main(void *arg)
             char wid[AGENT_WORKER_ID_MAX], path[AGENT_WORKER_ID_MAX + 32];
             agent_worker_id(a, wid);
             snprintf(path, sizeof path, "/v1/workers/%s/heartbeat", wid);
-            json_object *body = agent_heartbeat_body(a, &last_inv_kind);
+            json_object *body = agent_heartbeat_body(a, &last_inv_kind, &last_img_kind);
             httpc_response_t resp;
             long timeout = period_ms > 10000 ? period_ms : 10000;
             int rc = httpc_request(c, "POST", path, body, NULL, timeout, &resp);
@@ -913,6 +953,34 @@ static void agent_free_memory(agent_t *a)
     free(a);
 }
 
+/* Logs once what the runtime offers: each probed class (info when
+ * offered, warn when not) and each network mode a class cannot provide. */
+static void agent_log_offer(const runtime_t *rt)
+{
+    for (int c = ISO_CONTAINER; c <= ISO_MICROVM; c++) {
+        const char *text = runtime_probe_result(rt, (isolation_t)c);
+        if (text && strncmp(text, "ok", 2) == 0)
+            log_info(AGENT_COMPONENT, "isolation %s: %s", isolation_name((isolation_t)c), text);
+        else if (text)
+            log_warn(AGENT_COMPONENT, "isolation %s: %s", isolation_name((isolation_t)c), text);
+        unsigned modes = runtime_network_modes(rt, (isolation_t)c);
+        if (!modes)
+            continue;
+        char list[64] = "";
+        for (int m = NET_NONE; m <= NET_OPEN; m++) {
+            if (modes & (1u << m)) {
+                size_t l = strlen(list);
+                snprintf(list + l, sizeof list - l, "%s%s", l ? "," : "", net_mode_name((net_mode_t)m));
+            } else {
+                log_warn(AGENT_COMPONENT, "isolation %s: network %s not offered: %s", isolation_name((isolation_t)c),
+                         net_mode_name((net_mode_t)m), runtime_network_unavailable(rt, (isolation_t)c,
+                                                                                  (net_mode_t)m));
+            }
+        }
+        log_info(AGENT_COMPONENT, "isolation %s offered with networks %s", isolation_name((isolation_t)c), list);
+    }
+}
+
 int agent_new(const cfg_t *cfg, const char *token, agent_t **ret, char *err, size_t errlen)
 {
     int r = 0;
@@ -996,12 +1064,18 @@ int agent_new(const cfg_t *cfg, const char *token, agent_t **ret, char *err, siz
     }
 
     api_error_t rerr;
-    const char *sock = cfg_str(cfg, CFG_DOCKER_SOCKET);
-    if (runtime_docker_open(sock, &a->rt, &rerr) < 0) {
+    runtime_docker_options_t ropt = {
+        .socket_path = cfg_str(cfg, CFG_DOCKER_SOCKET),
+        .gvisor_runtime = cfg_str(cfg, CFG_WORKER_GVISOR_RUNTIME),
+        .restricted_network = cfg_str(cfg, CFG_WORKER_RESTRICTED_NETWORK),
+        .open_network = cfg_str(cfg, CFG_WORKER_OPEN_NETWORK),
+    };
+    if ((r = runtime_docker_open(&ropt, &a->rt, &rerr)) < 0) {
         snprintf(err, errlen, "%s", rerr.message);
-        r = SBX_EUNAVAIL;
+        r = r == SBX_EINVAL ? SBX_EINVAL : SBX_EUNAVAIL;
         goto cleanup;
     }
+    agent_log_offer(a->rt);
     runtime_set_cancel_flag(a->rt, &a->cancel_rt);
     a->stopped = true; /* nothing to stop until agent_start */
     *ret = a;

@@ -27,6 +27,13 @@ typedef struct runtime runtime_t;
 #define RUNTIME_MANAGED_PROBE   "probe"
 #define RUNTIME_MANAGED_NETWORK "network"
 
+/* Local image names a worker advertises: at most this many, each at most
+ * this long (longer ones are left out). */
+#define RUNTIME_MAX_IMAGES      512
+#define RUNTIME_MAX_IMAGE_NAME  255
+/* A class's probe result, for the log and the registration. */
+#define RUNTIME_PROBE_TEXT_MAX  400
+
 typedef struct runtime_create_req {
     const char *sandbox_id;
     const char *tenant;
@@ -42,6 +49,7 @@ typedef struct runtime_exec_result {
     int64_t duration_ms;
     sbuf_t out;           /* bounded stdout: out.truncated, out.seen = bytes produced */
     sbuf_t err;           /* bounded stderr */
+    char warning[300];    /* "" or what the timeout kill could not do, for the worker's log */
 } runtime_exec_result_t;
 
 typedef struct runtime_object {
@@ -51,26 +59,62 @@ typedef struct runtime_object {
     char state[32];       /* "running", "exited", ... as the runtime says */
 } runtime_object_t;
 
-/* Connects to the Docker Engine at socket_path and checks it answers.
- * Returns 0, or SBX_EUNAVAIL with err filled. */
-int runtime_docker_open(const char *socket_path, runtime_t **ret, api_error_t *err);
+typedef struct runtime_docker_options {
+    const char *socket_path;        /* NULL or "": /var/run/docker.sock */
+    const char *gvisor_runtime;     /* dockerd runtime name of runsc; NULL or "": no gvisor class */
+    const char *restricted_network; /* network for NET_RESTRICTED; NULL or "": mode not offered */
+    const char *open_network;       /* network for NET_OPEN; NULL or "": mode not offered */
+} runtime_docker_options_t;
+
+/* Connects to the Docker Engine and finds out what it really offers: the
+ * container class always; the gvisor class only when dockerd has the
+ * configured runtime AND a probe container ran under it; per class the
+ * network modes it can provide, creating the worker's networks when
+ * missing. Blocks for the probe (bounded, about 30 s at worst). Returns 0
+ * (a class or mode that is not offered is not an error: see
+ * runtime_probe_result), SBX_EINVAL for a malformed option or SBX_EUNAVAIL
+ * when Docker does not answer, with err filled. */
+int runtime_docker_open(const runtime_docker_options_t *opt, runtime_t **ret, api_error_t *err);
 
 /* Name ("docker") and the isolation classes this runtime really offers. */
 const char *runtime_name(const runtime_t *rt);
 /* Writes the classes into ret (at most max) and returns how many. */
 size_t runtime_isolation_classes(const runtime_t *rt, isolation_t *ret, size_t max);
 
+/* The network modes class cls supports, as a bitmask of 1u << net_mode_t;
+ * 0 when the class is not offered. */
+unsigned runtime_network_modes(const runtime_t *rt, isolation_t cls);
+
+/* A human-readable line on whether class cls is offered and why ("ok: ...",
+ * "not offered: ..."), or NULL when the runtime did not consider the class
+ * (the container class is not probed; microvm is not considered). */
+const char *runtime_probe_result(const runtime_t *rt, isolation_t cls);
+
+/* Why mode is not available under class cls ("" when it is). */
+const char *runtime_network_unavailable(const runtime_t *rt, isolation_t cls, net_mode_t mode);
+
+/* The repo:tag names of the local images (without "<none>:<none>"): at most
+ * RUNTIME_MAX_IMAGES names of at most RUNTIME_MAX_IMAGE_NAME bytes, a
+ * malloc'd array of malloc'd strings (runtime_images_free). */
+int runtime_images(runtime_t *rt, char ***ret, size_t *ret_n, api_error_t *err);
+void runtime_images_free(char **names, size_t n);
+
 /* Creates and starts the sandbox; pulls the image when missing (a failed
- * pull: API_IMAGE_UNAVAILABLE with the runtime's message). Idempotent: when
- * an object for this sandbox already exists and runs, returns it. ret_ref
- * gets the runtime's id. */
+ * pull: API_IMAGE_UNAVAILABLE with the runtime's message). A class the
+ * runtime does not offer, or a network mode the class cannot provide, is
+ * API_ISOLATION_UNAVAILABLE naming both: never a weaker substitute.
+ * Idempotent: when an object for this sandbox already exists and runs,
+ * returns it. ret_ref gets the runtime's id. */
 int runtime_create(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[80], api_error_t *err);
 
 /* Runs argv in the sandbox with the spec's env/cwd/timeout, keeping at most
  * max_output bytes per stream. *ret is initialised by the call; release it
  * with runtime_exec_result_release. A command that cannot start (no such
  * file) is a result with exit code 126/127 as a shell would give, not an
- * error; errors are for a missing sandbox or a failing runtime. */
+ * error; errors are for a missing sandbox or a failing runtime. On a
+ * timeout the command's process tree is killed (under gVisor, inside the
+ * sandbox through runsc when it can be identified; ret->warning says when
+ * something could not be killed). */
 int runtime_exec(runtime_t *rt, const char *ref, const exec_spec_t *spec, size_t max_output,
                  runtime_exec_result_t *ret, api_error_t *err);
 void runtime_exec_result_release(runtime_exec_result_t *r);

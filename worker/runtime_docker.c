@@ -1,9 +1,12 @@
 /* The Docker runtime adapter: the Engine API (v1.41) over its unix socket
  * with libcurl. Never shells out to the docker CLI. */
 #include "runtime.h"
+#include "docker_config.h"
 #include "docker_stream.h"
 #include "jsonx.h"
 #include "limits.h"
+#include "runsc.h"
+#include "tarball.h"
 #include "timeutil.h"
 
 #include <curl/curl.h>
@@ -14,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -24,8 +28,19 @@
 #define DOCKER_REMOVE_TIMEOUT_MS 120000L
 /* A pull of a large image over a slow link. */
 #define DOCKER_PULL_TIMEOUT_MS   (30L * 60L * 1000L)
-/* Processes a sandbox may hold: a fork bomb stops here. */
-#define DOCKER_PIDS_LIMIT        1024
+/* Each step of the gVisor probe (import, create, start, logs, remove); the
+ * wait for the probe container to exit is bounded separately. */
+#define DOCKER_PROBE_CALL_MS     30000L
+#define DOCKER_PROBE_WAIT_MS     30000L
+/* A probe container left by a worker that died mid-probe is removed once
+ * it is this old (a younger one may be another worker's running probe). */
+#define DOCKER_PROBE_STALE_S     600
+/* The probe image, made locally from an in-memory tar. */
+#define DOCKER_PROBE_REPO        "sandbox-probe"
+#define DOCKER_PROBE_TAG         "1"
+#define DOCKER_PROBE_IMAGE       DOCKER_PROBE_REPO ":" DOCKER_PROBE_TAG
+/* Docker network names (and the worker's settings for them). */
+#define DOCKER_NETWORK_NAME_MAX  128
 /* One line of the pull progress stream; longer lines are skipped. */
 #define DOCKER_PULL_LINE_BYTES   (64u * 1024u)
 /* Processes of one exec the timeout kill walks at most. */
@@ -34,9 +49,22 @@
  * stream ended. */
 #define DOCKER_EXIT_WAIT_MS      3000
 
+#define DOCKER_CLASSES 3   /* isolation_t values */
+#define DOCKER_MODES   3   /* net_mode_t values */
+
+/* Written by runtime_docker_open, read-only afterwards (so shared by the
+ * executor threads without a lock). */
 struct runtime {
     char *socket_path;
     const volatile int *cancel;
+    char gvisor_runtime[DOCKER_NETWORK_NAME_MAX];   /* "" when disabled */
+    char runsc_exe[RUNSC_PATH_MAX];                 /* dockerd's path of it, when found here */
+    char net_name[DOCKER_MODES][DOCKER_NETWORK_NAME_MAX]; /* [NET_RESTRICTED], [NET_OPEN] */
+    bool offered[DOCKER_CLASSES];
+    bool considered[DOCKER_CLASSES];                 /* has a probe line */
+    unsigned net_modes[DOCKER_CLASSES];
+    char probe[DOCKER_CLASSES][RUNTIME_PROBE_TEXT_MAX];
+    char net_why[DOCKER_CLASSES][DOCKER_MODES][RUNTIME_PROBE_TEXT_MAX];
 };
 
 typedef struct docker_reply {
@@ -62,10 +90,12 @@ static size_t docker_reply_write_cb(char *p, size_t size, size_t nmemb, void *ud
     return n;
 }
 
-/* A new easy handle for method path on the Engine socket; body (JSON, may be
- * NULL) must outlive the transfer. The caller owns *ret_headers. */
-static CURL *docker_handle_new(const runtime_t *rt, const char *method, const char *path, const char *body,
-                               long timeout_ms, struct curl_slist **ret_headers)
+/* A new easy handle for method path on the Engine socket; body (body_len
+ * bytes of content_type, may be NULL) must outlive the transfer. The caller
+ * owns *ret_headers. */
+static CURL *docker_handle_new(const runtime_t *rt, const char *method, const char *path, const void *body,
+                               size_t body_len, const char *content_type, long timeout_ms,
+                               struct curl_slist **ret_headers)
 {
     char url[2048];
     int n = snprintf(url, sizeof url, "%s%s", DOCKER_BASE_URL, path);
@@ -76,8 +106,11 @@ static CURL *docker_handle_new(const runtime_t *rt, const char *method, const ch
         return NULL;
     struct curl_slist *hl = NULL;
     hl = curl_slist_append(hl, "Expect:");
-    if (body)
-        hl = curl_slist_append(hl, "Content-Type: application/json");
+    if (body) {
+        char ct[128];
+        snprintf(ct, sizeof ct, "Content-Type: %s", content_type ? content_type : "application/json");
+        hl = curl_slist_append(hl, ct);
+    }
     curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, rt->socket_path);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
@@ -85,7 +118,7 @@ static CURL *docker_handle_new(const runtime_t *rt, const char *method, const ch
         curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
     if (body) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)body_len);
     } else if (strcmp(method, "POST") == 0) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
@@ -115,23 +148,17 @@ static int docker_transport_error(const runtime_t *rt, CURLcode cr, api_error_t 
     return cr == CURLE_OPERATION_TIMEDOUT ? SBX_ETIMEOUT : SBX_EUNAVAIL;
 }
 
-/* Sends one request with an optional JSON body and reads the (bounded) reply.
- * Returns 0 when Docker answered, whatever the status; the caller releases
- * ret->body. */
-static int docker_call_ex(const runtime_t *rt, const char *method, const char *path, json_object *body,
-                          long timeout_ms, size_t (*write_cb)(char *, size_t, size_t, void *), void *write_ud,
-                          long *ret_status, api_error_t *err)
+/* Sends one request with an optional body (len bytes of content_type) and
+ * hands the reply to write_cb. Returns 0 when Docker answered, whatever the
+ * status. */
+static int docker_call_raw(const runtime_t *rt, const char *method, const char *path, const void *data, size_t len,
+                           const char *content_type, long timeout_ms,
+                           size_t (*write_cb)(char *, size_t, size_t, void *), void *write_ud, long *ret_status,
+                           api_error_t *err)
 {
     int r = 0;
-    char *payload = NULL;
     struct curl_slist *hl = NULL;
-    CURL *h = NULL;
-    if (body && !(payload = jsonx_dump(body))) {
-        api_error_set(err, API_INTERNAL, "out of memory");
-        r = SBX_ENOMEM;
-        goto cleanup;
-    }
-    h = docker_handle_new(rt, method, path, payload, timeout_ms, &hl);
+    CURL *h = docker_handle_new(rt, method, path, data, len, content_type, timeout_ms, &hl);
     if (!h) {
         api_error_set(err, API_INTERNAL, "cannot build a docker request for %.200s", path);
         r = SBX_ENOMEM;
@@ -149,6 +176,21 @@ cleanup:
     if (h)
         curl_easy_cleanup(h);
     curl_slist_free_all(hl);
+    return r;
+}
+
+/* docker_call_raw with an optional JSON body. */
+static int docker_call_ex(const runtime_t *rt, const char *method, const char *path, json_object *body,
+                          long timeout_ms, size_t (*write_cb)(char *, size_t, size_t, void *), void *write_ud,
+                          long *ret_status, api_error_t *err)
+{
+    char *payload = NULL;
+    if (body && !(payload = jsonx_dump(body))) {
+        api_error_set(err, API_INTERNAL, "out of memory");
+        return SBX_ENOMEM;
+    }
+    int r = docker_call_raw(rt, method, path, payload, payload ? strlen(payload) : 0, "application/json", timeout_ms,
+                            write_cb, write_ud, ret_status, err);
     free(payload);
     return r;
 }
@@ -251,40 +293,7 @@ static int docker_image_split(const char *image, char *repo, size_t repolen, cha
     return 0;
 }
 
-/* ---- open / close ------------------------------------------------------ */
-
-int runtime_docker_open(const char *socket_path, runtime_t **ret, api_error_t *err)
-{
-    int r = 0;
-    docker_reply_t rep;
-    memset(&rep, 0, sizeof rep);
-    runtime_t *rt = calloc(1, sizeof *rt);
-    if (!rt || !(rt->socket_path = strdup(socket_path && *socket_path ? socket_path : "/var/run/docker.sock"))) {
-        api_error_set(err, API_INTERNAL, "out of memory");
-        r = SBX_ENOMEM;
-        goto cleanup;
-    }
-    if (docker_call(rt, "GET", "/_ping", NULL, 10000L, &rep, err) < 0) {
-        api_error_set(err, API_UNAVAILABLE, "docker engine at %s does not answer (is dockerd running?)",
-                      rt->socket_path);
-        r = SBX_EUNAVAIL;
-        goto cleanup;
-    }
-    if (rep.status != 200) {
-        char msg[320];
-        docker_reply_message(&rep, msg, sizeof msg);
-        api_error_set(err, API_UNAVAILABLE, "docker engine at %s answered /_ping with %ld: %s", rt->socket_path,
-                      rep.status, msg);
-        r = SBX_EUNAVAIL;
-        goto cleanup;
-    }
-    *ret = rt;
-    rt = NULL;
-cleanup:
-    docker_reply_release(&rep);
-    runtime_free(rt);
-    return r;
-}
+/* ---- what this runtime offers ------------------------------------------ */
 
 void runtime_free(runtime_t *rt)
 {
@@ -304,12 +313,34 @@ const char *runtime_name(const runtime_t *rt)
 
 size_t runtime_isolation_classes(const runtime_t *rt, isolation_t *ret, size_t max)
 {
-    (void)rt;
-    /* gVisor (runsc) is a later issue: only what is really offered. */
-    if (max < 1)
+    size_t n = 0;
+    for (int c = 0; c < DOCKER_CLASSES && n < max; c++)
+        if (rt->offered[c])
+            ret[n++] = (isolation_t)c;
+    return n;
+}
+
+unsigned runtime_network_modes(const runtime_t *rt, isolation_t cls)
+{
+    if ((int)cls < 0 || (int)cls >= DOCKER_CLASSES || !rt->offered[cls])
         return 0;
-    ret[0] = ISO_CONTAINER;
-    return 1;
+    return rt->net_modes[cls];
+}
+
+const char *runtime_probe_result(const runtime_t *rt, isolation_t cls)
+{
+    if ((int)cls < 0 || (int)cls >= DOCKER_CLASSES || !rt->considered[cls])
+        return NULL;
+    return rt->probe[cls];
+}
+
+const char *runtime_network_unavailable(const runtime_t *rt, isolation_t cls, net_mode_t mode)
+{
+    if ((int)cls < 0 || (int)cls >= DOCKER_CLASSES || (int)mode < 0 || (int)mode >= DOCKER_MODES)
+        return "unknown class or network mode";
+    if (!rt->offered[cls])
+        return rt->considered[cls] ? rt->probe[cls] : "the class is not offered by this worker";
+    return rt->net_modes[cls] & (1u << mode) ? "" : rt->net_why[cls][mode];
 }
 
 /* ---- images ------------------------------------------------------------ */
@@ -422,87 +453,6 @@ cleanup:
 
 /* ---- containers -------------------------------------------------------- */
 
-static json_object *docker_string_array(const char *const *items)
-{
-    json_object *a = json_object_new_array();
-    for (const char *const *p = items; *p; p++)
-        json_object_array_add(a, json_object_new_string(*p));
-    return a;
-}
-
-/* Env as Docker's ["K=V", ...]. */
-static json_object *docker_env_array(const kv_list_t *env)
-{
-    json_object *a = json_object_new_array();
-    for (size_t i = 0; i < env->n; i++) {
-        size_t l = strlen(env->items[i].key) + strlen(env->items[i].value) + 2;
-        char *kv = malloc(l);
-        if (!kv)
-            continue;
-        snprintf(kv, l, "%s=%s", env->items[i].key, env->items[i].value);
-        json_object_array_add(a, json_object_new_string(kv));
-        free(kv);
-    }
-    return a;
-}
-
-/* The container create body: the hardening every sandbox gets. */
-static json_object *docker_container_config(const runtime_create_req_t *req)
-{
-    static const char *const entrypoint[] = { "sleep", NULL };
-    static const char *const cmd[] = { "infinity", NULL };
-    /* Enough for ordinary package installs and builds as root inside the
-     * container; everything else (NET_RAW, MKNOD, SYS_CHROOT, AUDIT_WRITE,
-     * SETFCAP, NET_BIND_SERVICE, ...) stays dropped. */
-    static const char *const cap_add[] = { "CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID", "KILL", NULL };
-    static const char *const cap_drop[] = { "ALL", NULL };
-    static const char *const secopt[] = { "no-new-privileges", NULL };
-    const sandbox_spec_t *s = req->spec;
-
-    json_object *o = json_object_new_object();
-    jsonx_add_str(o, "Image", s->image);
-    jsonx_add(o, "Entrypoint", docker_string_array(entrypoint));
-    jsonx_add(o, "Cmd", docker_string_array(cmd));
-    jsonx_add(o, "Env", docker_env_array(&s->env));
-    json_object *labels = kv_list_to_json(&s->labels);
-    /* Ours last: a user label cannot impersonate another sandbox. */
-    jsonx_add_str(labels, RUNTIME_LABEL_MANAGED, "true");
-    jsonx_add_str(labels, RUNTIME_LABEL_SANDBOX, req->sandbox_id);
-    jsonx_add_str(labels, RUNTIME_LABEL_TENANT, req->tenant ? req->tenant : (s->tenant ? s->tenant : ""));
-    if (req->cluster_id && *req->cluster_id)
-        jsonx_add_str(labels, RUNTIME_LABEL_CLUSTER, req->cluster_id);
-    jsonx_add(o, "Labels", labels);
-    jsonx_add_bool(o, "AttachStdin", false);
-    jsonx_add_bool(o, "AttachStdout", false);
-    jsonx_add_bool(o, "AttachStderr", false);
-    jsonx_add_bool(o, "Tty", false);
-    jsonx_add_bool(o, "OpenStdin", false);
-
-    json_object *hc = json_object_new_object();
-    jsonx_add_int(hc, "NanoCpus", s->cpu_millis * 1000000);
-    jsonx_add_int(hc, "Memory", s->memory_mib * 1024 * 1024);
-    jsonx_add_int(hc, "MemorySwap", s->memory_mib * 1024 * 1024);
-    jsonx_add_int(hc, "PidsLimit", DOCKER_PIDS_LIMIT);
-    /* restricted never gets an open network until a real restricted
-     * network exists. */
-    jsonx_add_str(hc, "NetworkMode", s->network == NET_OPEN ? "bridge" : "none");
-    jsonx_add(hc, "CapDrop", docker_string_array(cap_drop));
-    jsonx_add(hc, "CapAdd", docker_string_array(cap_add));
-    jsonx_add(hc, "SecurityOpt", docker_string_array(secopt));
-    jsonx_add_bool(hc, "Privileged", false);
-    /* docker-init as pid 1 reaps the zombies of killed exec trees, which
-     * `sleep` would leave to fill the pids limit. */
-    jsonx_add_bool(hc, "Init", true);
-    jsonx_add(hc, "Binds", json_object_new_array());
-    jsonx_add(hc, "Mounts", json_object_new_array());
-    jsonx_add_bool(hc, "PublishAllPorts", false);
-    json_object *rp = json_object_new_object();
-    jsonx_add_str(rp, "Name", "no");
-    jsonx_add(hc, "RestartPolicy", rp);
-    jsonx_add(o, "HostConfig", hc);
-    return o;
-}
-
 static int docker_container_start(runtime_t *rt, const char *id, api_error_t *err)
 {
     char path[256];
@@ -584,25 +534,58 @@ cleanup:
     return r;
 }
 
+static int docker_network_ensure(runtime_t *rt, net_mode_t mode, api_error_t *err);
+
+/* What a create runs with: the class's runtime and the network for the
+ * mode, or API_ISOLATION_UNAVAILABLE naming both when this worker cannot
+ * provide that combination (never a weaker one instead). */
+static int docker_create_plan(runtime_t *rt, isolation_t iso, net_mode_t net, docker_create_plan_t *ret,
+                              api_error_t *err)
+{
+    if ((int)iso < 0 || (int)iso >= DOCKER_CLASSES || !rt->offered[iso])
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE,
+                             "this worker cannot run isolation %s with network %s: the class is not offered (%s)",
+                             isolation_name(iso), net_mode_name(net),
+                             (int)iso >= 0 && (int)iso < DOCKER_CLASSES && rt->considered[iso]
+                                 ? rt->probe[iso]
+                                 : "the docker runtime has no such class");
+    if ((int)net < 0 || (int)net >= DOCKER_MODES || !(rt->net_modes[iso] & (1u << net)))
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE,
+                             "this worker cannot run isolation %s with network %s: %s", isolation_name(iso),
+                             net_mode_name(net),
+                             (int)net >= 0 && (int)net < DOCKER_MODES ? rt->net_why[iso][net] : "unknown mode");
+    ret->runtime = iso == ISO_GVISOR ? rt->gvisor_runtime : NULL;
+    ret->network_mode = net == NET_NONE ? "none" : rt->net_name[net];
+    if (net != NET_NONE && docker_network_ensure(rt, net, err) < 0) {
+        /* The network was fine at start; someone removed or replaced it. */
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%s", err->message);
+        return api_error_set(err, err->code, "isolation %s with network %s: %s", isolation_name(iso),
+                             net_mode_name(net), why);
+    }
+    return 0;
+}
+
 int runtime_create(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[80], api_error_t *err)
 {
     int r = 0;
     char name[SBX_ID_MAX + 8], path[256], id[80];
     json_object *body = NULL, *o = NULL;
     docker_reply_t rep;
+    docker_create_plan_t plan;
     memset(&rep, 0, sizeof rep);
-    if (req->isolation != ISO_CONTAINER)
-        return api_error_set(err, API_ISOLATION_UNAVAILABLE, "this worker's docker runtime offers only container "
-                             "isolation (asked: %s)", isolation_name(req->isolation));
     if (!docker_name_ok(req->sandbox_id, SBX_ID_MAX) || !req->spec || !req->spec->image)
         return api_error_set(err, API_INVALID_ARGUMENT, "malformed create request (sandbox id or image)");
+    r = docker_create_plan(rt, req->isolation, req->spec->network, &plan, err);
+    if (r < 0)
+        return r;
     snprintf(name, sizeof name, "sbx-%s", req->sandbox_id);
 
     r = docker_image_ensure(rt, req->spec->image, err);
     if (r < 0)
         goto cleanup;
 
-    body = docker_container_config(req);
+    body = docker_sandbox_body(req, &plan);
     snprintf(path, sizeof path, "/containers/create?name=%s", name);
     r = docker_call(rt, "POST", path, body, DOCKER_CALL_TIMEOUT_MS, &rep, err);
     if (r < 0)
@@ -763,6 +746,582 @@ cleanup:
     return r;
 }
 
+/* ---- discovery: the gVisor probe, networks, images ----------------------- */
+
+/* GET path as JSON (new reference in *ret) when Docker answers 200. */
+static int docker_get_json(runtime_t *rt, const char *path, long timeout_ms, json_object **ret, api_error_t *err)
+{
+    docker_reply_t rep;
+    int r = docker_call(rt, "GET", path, NULL, timeout_ms, &rep, err);
+    if (r == 0) {
+        json_object *o = docker_reply_json(&rep);
+        if (rep.status != 200 || !o) {
+            char msg[320];
+            docker_reply_message(&rep, msg, sizeof msg);
+            r = api_error_set(err, API_RUNTIME_ERROR, "GET %.100s: %s", path,
+                              rep.body.truncated ? "the reply is too large" : msg);
+            if (o)
+                json_object_put(o);
+        } else {
+            *ret = o;
+        }
+    }
+    docker_reply_release(&rep);
+    return r;
+}
+
+/* A filters={"KEY":["VALUE"]} query parameter, URL-escaped (curl_free). */
+static char *docker_filter_param(const char *key, const char *value)
+{
+    json_object *filters = json_object_new_object(), *arr = json_object_new_array();
+    json_object_array_add(arr, json_object_new_string(value));
+    jsonx_add(filters, key, arr);
+    char *fj = jsonx_dump(filters);
+    char *esc = fj ? curl_easy_escape(NULL, fj, 0) : NULL;
+    free(fj);
+    json_object_put(filters);
+    return esc;
+}
+
+/* True when runsc's runtimeArgs (from /info) give it no network:
+ * "--network=none" or "--network" "none" (one or two dashes). */
+static bool docker_runsc_args_no_network(json_object *args)
+{
+    size_t n = args && json_object_is_type(args, json_type_array) ? json_object_array_length(args) : 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *a = json_object_get_string(json_object_array_get_idx(args, i));
+        if (!a || a[0] != '-')
+            continue;
+        a += a[1] == '-' ? 2 : 1;
+        if (strcmp(a, "network=none") == 0)
+            return true;
+        if (strcmp(a, "network") == 0 && i + 1 < n) {
+            const char *v = json_object_get_string(json_object_array_get_idx(args, i + 1));
+            if (v && strcmp(v, "none") == 0)
+                return true;
+        }
+    }
+    return false;
+}
+
+/* The runsc binary dockerd runs (its runtime "path"), as a file this
+ * process can see: absolute as given, else searched like dockerd would. */
+static void docker_runsc_exe(const char *path, char out[RUNSC_PATH_MAX])
+{
+    static const char *const dirs[] = { "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin",
+                                        "/bin", NULL };
+    struct stat st;
+    out[0] = '\0';
+    if (!path || !*path || strlen(path) >= RUNSC_PATH_MAX - 32)
+        return;
+    if (path[0] == '/') {
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+            snprintf(out, RUNSC_PATH_MAX, "%s", path);
+        return;
+    }
+    if (strchr(path, '/'))
+        return;
+    for (const char *const *d = dirs; *d; d++) {
+        char cand[RUNSC_PATH_MAX];
+        snprintf(cand, sizeof cand, "%s/%s", *d, path);
+        if (stat(cand, &st) == 0 && S_ISREG(st.st_mode)) {
+            snprintf(out, RUNSC_PATH_MAX, "%s", cand);
+            return;
+        }
+    }
+}
+
+/* Makes the probe image from an in-memory tar holding one empty directory
+ * when Docker does not have it (no registry needed). */
+static int docker_probe_image(runtime_t *rt, api_error_t *err)
+{
+    int r = 0;
+    long status = 0;
+    unsigned char tar[TARBALL_DIR_BYTES];
+    docker_pull_t p;
+    docker_reply_t rep;
+    memset(&p, 0, sizeof p);
+    sbuf_init(&p.line, DOCKER_PULL_LINE_BYTES);
+    r = docker_call(rt, "GET", "/images/" DOCKER_PROBE_IMAGE "/json", NULL, DOCKER_PROBE_CALL_MS, &rep, err);
+    if (r < 0 || rep.status == 200)
+        goto cleanup;
+    if (rep.status != 404) {
+        char msg[320];
+        docker_reply_message(&rep, msg, sizeof msg);
+        r = api_error_set(err, API_RUNTIME_ERROR, "cannot inspect image %s: %s", DOCKER_PROBE_IMAGE, msg);
+        goto cleanup;
+    }
+    if (tarball_dir("probe", tar) < 0) {
+        r = api_error_set(err, API_INTERNAL, "cannot build the probe image's tar");
+        goto cleanup;
+    }
+    r = docker_call_raw(rt, "POST", "/images/create?fromSrc=-&repo=" DOCKER_PROBE_REPO "&tag=" DOCKER_PROBE_TAG, tar,
+                        sizeof tar, "application/x-tar", DOCKER_PROBE_CALL_MS, docker_pull_write_cb, &p, &status,
+                        err);
+    if (r < 0)
+        goto cleanup;
+    docker_pull_line(&p);
+    if (status != 200 || p.failed)
+        r = api_error_set(err, API_RUNTIME_ERROR, "cannot import image %s: %s", DOCKER_PROBE_IMAGE,
+                          p.failed ? p.error : "docker answered without a reason");
+cleanup:
+    docker_reply_release(&rep);
+    sbuf_release(&p.line);
+    return r;
+}
+
+/* Removes probe containers a worker that died mid-probe left behind; a
+ * recent one may be another worker's probe running now and is kept. */
+static void docker_probe_remove_stale(runtime_t *rt)
+{
+    json_object *list = NULL;
+    api_error_t ignored;
+    if (docker_container_list(rt, RUNTIME_LABEL_MANAGED "=" RUNTIME_MANAGED_PROBE, &list, &ignored) < 0)
+        return;
+    int64_t now_s = time_wall_ms() / 1000;
+    for (size_t i = 0; i < json_object_array_length(list); i++) {
+        json_object *c = json_object_array_get_idx(list, i);
+        const char *id = jsonx_get_str(c, "Id");
+        int64_t created = 0;
+        if (id && docker_name_ok(id, 80) && jsonx_get_int(c, "Created", &created) &&
+            created < now_s - DOCKER_PROBE_STALE_S)
+            docker_container_delete(rt, id, &ignored);
+    }
+    json_object_put(list);
+}
+
+/* Runs the probe container under runtime: `docker-init --version` (the tini
+ * Docker mounts at /sbin/docker-init under Init) must exit 0 and print
+ * "tini". Always removes the container. */
+static int docker_probe_run(runtime_t *rt, const char *runtime, api_error_t *err)
+{
+    int r = 0;
+    char path[256], id[80] = "", msg[320];
+    json_object *body = NULL, *o = NULL;
+    docker_reply_t rep;
+    sbuf_t out, errs;
+    docker_stream_t demux;
+    memset(&rep, 0, sizeof rep);
+    sbuf_init(&out, 4096);
+    sbuf_init(&errs, 4096);
+
+    body = docker_probe_body(DOCKER_PROBE_IMAGE, runtime);
+    r = docker_call(rt, "POST", "/containers/create", body, DOCKER_PROBE_CALL_MS, &rep, err);
+    if (r < 0)
+        goto cleanup;
+    o = docker_reply_json(&rep);
+    const char *cid = jsonx_get_str(o, "Id");
+    if (rep.status != 201 || !cid || !docker_name_ok(cid, sizeof id)) {
+        docker_reply_message(&rep, msg, sizeof msg);
+        r = api_error_set(err, API_RUNTIME_ERROR, "cannot create the probe container: %s", msg);
+        goto cleanup;
+    }
+    snprintf(id, sizeof id, "%s", cid);
+    docker_reply_release(&rep);
+
+    snprintf(path, sizeof path, "/containers/%s/start", id);
+    r = docker_call(rt, "POST", path, NULL, DOCKER_PROBE_CALL_MS, &rep, err);
+    if (r < 0)
+        goto cleanup;
+    if (rep.status != 204 && rep.status != 304) {
+        docker_reply_message(&rep, msg, sizeof msg);
+        r = api_error_set(err, API_RUNTIME_ERROR, "cannot start the probe container: %s", msg);
+        goto cleanup;
+    }
+    docker_reply_release(&rep);
+
+    snprintf(path, sizeof path, "/containers/%s/wait?condition=not-running", id);
+    r = docker_call(rt, "POST", path, NULL, DOCKER_PROBE_WAIT_MS, &rep, err);
+    if (r == SBX_ETIMEOUT) {
+        r = api_error_set(err, API_TIMEOUT, "the probe container did not exit within %ld s",
+                          DOCKER_PROBE_WAIT_MS / 1000);
+        goto cleanup;
+    }
+    if (r < 0)
+        goto cleanup;
+    if (o)
+        json_object_put(o);
+    o = docker_reply_json(&rep);
+    int64_t code = -1;
+    if (rep.status != 200 || !jsonx_get_int(o, "StatusCode", &code)) {
+        docker_reply_message(&rep, msg, sizeof msg);
+        r = api_error_set(err, API_RUNTIME_ERROR, "cannot wait for the probe container: %s", msg);
+        goto cleanup;
+    }
+    docker_reply_release(&rep);
+
+    snprintf(path, sizeof path, "/containers/%s/logs?stdout=true&stderr=true", id);
+    r = docker_call(rt, "GET", path, NULL, DOCKER_PROBE_CALL_MS, &rep, err);
+    if (r < 0)
+        goto cleanup;
+    docker_stream_init(&demux, &out, &errs);
+    if (rep.status == 200 && rep.body.len)
+        docker_stream_push(&demux, rep.body.data, rep.body.len);
+    if (code != 0 || !strstr(sbuf_cstr(&out), "tini")) {
+        const char *said = errs.len ? sbuf_cstr(&errs) : sbuf_cstr(&out);
+        r = api_error_set(err, API_RUNTIME_ERROR, "docker-init --version exited %lld%s%.200s", (long long)code,
+                          *said ? ": " : " without output", said);
+        size_t l = strlen(err->message);
+        while (l > 0 && (err->message[l - 1] == '\n' || err->message[l - 1] == '\r'))
+            err->message[--l] = '\0';
+        goto cleanup;
+    }
+cleanup:
+    if (id[0]) {
+        api_error_t ignored;
+        docker_container_delete(rt, id, &ignored);
+    }
+    if (body)
+        json_object_put(body);
+    if (o)
+        json_object_put(o);
+    docker_reply_release(&rep);
+    sbuf_release(&out);
+    sbuf_release(&errs);
+    return r;
+}
+
+/* Decides the gvisor class from /info and the probe. */
+static void docker_gvisor_discover(runtime_t *rt, json_object *info)
+{
+    const char *name = rt->gvisor_runtime;
+    char *why = rt->probe[ISO_GVISOR];
+    rt->considered[ISO_GVISOR] = true;
+    if (!name[0]) {
+        snprintf(why, RUNTIME_PROBE_TEXT_MAX, "not offered: disabled (worker_gvisor_runtime is empty)");
+        return;
+    }
+    json_object *entry = jsonx_get_obj(jsonx_get_obj(info, "Runtimes"), name);
+    if (!entry) {
+        snprintf(why, RUNTIME_PROBE_TEXT_MAX,
+                 "not offered: dockerd has no runtime named %s (register it under \"runtimes\" in dockerd's "
+                 "daemon.json and restart dockerd)", name);
+        return;
+    }
+    api_error_t perr;
+    docker_probe_remove_stale(rt);
+    if (docker_probe_image(rt, &perr) < 0 || docker_probe_run(rt, name, &perr) < 0) {
+        snprintf(why, RUNTIME_PROBE_TEXT_MAX, "not offered: probe failed: %.340s", perr.message);
+        return;
+    }
+    docker_runsc_exe(jsonx_get_str(entry, "path"), rt->runsc_exe);
+    rt->offered[ISO_GVISOR] = true;
+    snprintf(why, RUNTIME_PROBE_TEXT_MAX, "ok: %s ran a probe container", name);
+    if (docker_runsc_args_no_network(jsonx_get_arr(entry, "runtimeArgs"))) {
+        rt->net_modes[ISO_GVISOR] = 1u << NET_NONE;
+        for (int m = NET_RESTRICTED; m < DOCKER_MODES; m++)
+            snprintf(rt->net_why[ISO_GVISOR][m], RUNTIME_PROBE_TEXT_MAX,
+                     "dockerd runs %s with --network=none, so gVisor sandboxes have loopback only", name);
+    } else {
+        rt->net_modes[ISO_GVISOR] = rt->net_modes[ISO_CONTAINER];
+        memcpy(rt->net_why[ISO_GVISOR], rt->net_why[ISO_CONTAINER], sizeof rt->net_why[ISO_GVISOR]);
+    }
+}
+
+/* Checks that an existing network is what the worker would have created:
+ * a bridge, internal exactly when restricted, no traffic between
+ * containers and, when internal, no host address on the bridge. */
+static int docker_network_check(json_object *net, const char *name, net_mode_t mode, api_error_t *err)
+{
+    bool want_internal = mode == NET_RESTRICTED, internal = false;
+    const char *driver = jsonx_get_str(net, "Driver");
+    json_object *opts = jsonx_get_obj(net, "Options");
+    const char *icc = jsonx_get_str(opts, "com.docker.network.bridge.enable_icc");
+    const char *inhibit = jsonx_get_str(opts, "com.docker.network.bridge.inhibit_ipv4");
+    const char *problem = NULL;
+    jsonx_get_bool(net, "Internal", &internal);
+    if (!driver || strcmp(driver, "bridge") != 0)
+        problem = "its driver is not bridge";
+    else if (internal != want_internal)
+        problem = want_internal ? "it is not internal (sandboxes would have egress)"
+                                : "it is internal (sandboxes would have no egress)";
+    else if (!icc || strcmp(icc, "false") != 0)
+        problem = "it lets containers reach each other (com.docker.network.bridge.enable_icc is not false)";
+    else if (want_internal && (!inhibit || strcmp(inhibit, "true") != 0))
+        problem = "its bridge has a host address (com.docker.network.bridge.inhibit_ipv4 is not true), so sandboxes "
+                  "could reach services on the host";
+    if (problem)
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE,
+                             "Docker network %s exists but %s; refusing to run network %s on it (remove it with "
+                             "`docker network rm %s` or set worker_%s_network to another name)",
+                             name, problem, net_mode_name(mode), name, net_mode_name(mode));
+    return 0;
+}
+
+/* The networks named exactly name: a new array (empty when none). */
+static int docker_network_find(runtime_t *rt, const char *name, json_object **ret, api_error_t *err)
+{
+    char path[1024];
+    json_object *list = NULL;
+    char *esc = docker_filter_param("name", name);
+    if (!esc) {
+        api_error_set(err, API_INTERNAL, "out of memory");
+        return SBX_ENOMEM;
+    }
+    snprintf(path, sizeof path, "/networks?filters=%s", esc);
+    curl_free(esc);
+    int r = docker_get_json(rt, path, DOCKER_CALL_TIMEOUT_MS, &list, err);
+    if (r < 0)
+        return r;
+    json_object *found = json_object_new_array();
+    size_t n = json_object_is_type(list, json_type_array) ? json_object_array_length(list) : 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(list, i);
+        const char *nm = jsonx_get_str(e, "Name");
+        const char *id = jsonx_get_str(e, "Id");
+        /* the name filter matches substrings; ids go into URL paths */
+        if (nm && strcmp(nm, name) == 0 && id && docker_name_ok(id, 80))
+            json_object_array_add(found, json_object_get(e));
+    }
+    json_object_put(list);
+    *ret = found;
+    return 0;
+}
+
+/* Docker's CheckDuplicate is not atomic: workers starting together on one
+ * dockerd can each create the network. Keeps one — the one containers are
+ * attached to, if any (a duplicate name makes Docker refuse to attach, so
+ * at most one can have them), else the smallest id, so every worker keeps
+ * the same — and removes the others when they are the worker's and unused. */
+static int docker_network_dedupe(runtime_t *rt, json_object *matches, api_error_t *err)
+{
+    size_t n = json_object_array_length(matches), used = 0, keep = 0;
+    bool *ours = calloc(n, sizeof *ours), *busy = calloc(n, sizeof *busy);
+    int r = 0;
+    if (!ours || !busy) {
+        r = api_error_set(err, API_INTERNAL, "out of memory");
+        goto cleanup;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char path[160];
+        json_object *net = NULL;
+        const char *id = jsonx_get_str(json_object_array_get_idx(matches, i), "Id");
+        snprintf(path, sizeof path, "/networks/%s", id);
+        if (docker_get_json(rt, path, DOCKER_CALL_TIMEOUT_MS, &net, err) < 0)
+            goto cleanup; /* gone already: another worker is deduplicating; the caller looks again */
+        const char *m = jsonx_get_str(jsonx_get_obj(net, "Labels"), RUNTIME_LABEL_MANAGED);
+        json_object *cs = jsonx_get_obj(net, "Containers");
+        ours[i] = m && strcmp(m, RUNTIME_MANAGED_NETWORK) == 0;
+        busy[i] = cs && json_object_object_length(cs) > 0;
+        json_object_put(net);
+        const char *best = jsonx_get_str(json_object_array_get_idx(matches, keep), "Id");
+        if (busy[i])
+            used++;
+        if ((busy[i] && !busy[keep]) || (busy[i] == busy[keep] && strcmp(id, best) < 0))
+            keep = i;
+    }
+    for (size_t i = 0; i < n && used <= 1; i++) {
+        if (i == keep)
+            continue;
+        if (!ours[i] || busy[i])
+            break;
+        char path[160];
+        docker_reply_t rep;
+        snprintf(path, sizeof path, "/networks/%s", jsonx_get_str(json_object_array_get_idx(matches, i), "Id"));
+        if ((r = docker_call(rt, "DELETE", path, NULL, DOCKER_CALL_TIMEOUT_MS, &rep, err)) < 0)
+            goto cleanup;
+        long status = rep.status;
+        docker_reply_release(&rep);
+        if (status != 204 && status != 200 && status != 404)
+            break;
+    }
+    r = 0;
+cleanup:
+    free(ours);
+    free(busy);
+    return r;
+}
+
+/* Makes sure the network for mode exists as the worker would create it:
+ * creates it when missing (a concurrent creator's 409 is fine: the winner's
+ * network is checked instead; duplicates from racing creators are removed)
+ * and refuses one set up differently. */
+static int docker_network_ensure(runtime_t *rt, net_mode_t mode, api_error_t *err)
+{
+    const char *name = rt->net_name[mode];
+    bool created = false;
+    int dedupes = 0;
+    for (int attempt = 0; attempt < 8; attempt++) {
+        json_object *nets = NULL;
+        int r = docker_network_find(rt, name, &nets, err);
+        if (r < 0)
+            return r;
+        size_t n = json_object_array_length(nets);
+        if (n > 1 && dedupes < 3) {
+            if (dedupes++ > 0)
+                usleep(100000); /* let a worker deduplicating at the same time finish */
+            r = docker_network_dedupe(rt, nets, err);
+            json_object_put(nets);
+            if (r < 0)
+                return r;
+            continue;
+        }
+        if (n > 1) {
+            json_object_put(nets);
+            return api_error_set(err, API_ISOLATION_UNAVAILABLE,
+                                 "%zu Docker networks are named %s; remove all but one (docker network ls)", n, name);
+        }
+        if (n == 1) {
+            r = docker_network_check(json_object_array_get_idx(nets, 0), name, mode, err);
+            json_object_put(nets);
+            /* Ours just now: look once more for a racing creator's copy. */
+            if (r == 0 && created && dedupes == 0) {
+                created = false;
+                continue;
+            }
+            return r;
+        }
+        json_object_put(nets);
+        if (created)
+            break;
+        json_object *body = json_object_new_object(), *opts = json_object_new_object(),
+                    *labels = json_object_new_object();
+        jsonx_add_str(body, "Name", name);
+        jsonx_add_str(body, "Driver", "bridge");
+        jsonx_add_bool(body, "CheckDuplicate", true);
+        jsonx_add_bool(body, "Internal", mode == NET_RESTRICTED);
+        jsonx_add_bool(body, "Attachable", false);
+        jsonx_add_bool(body, "EnableIPv6", false);
+        jsonx_add_str(opts, "com.docker.network.bridge.enable_icc", "false");
+        if (mode == NET_RESTRICTED)
+            jsonx_add_str(opts, "com.docker.network.bridge.inhibit_ipv4", "true");
+        jsonx_add(body, "Options", opts);
+        jsonx_add_str(labels, RUNTIME_LABEL_MANAGED, RUNTIME_MANAGED_NETWORK);
+        jsonx_add(body, "Labels", labels);
+        docker_reply_t rep;
+        r = docker_call(rt, "POST", "/networks/create", body, DOCKER_CALL_TIMEOUT_MS, &rep, err);
+        json_object_put(body);
+        long status = rep.status;
+        char msg[320];
+        docker_reply_message(&rep, msg, sizeof msg);
+        docker_reply_release(&rep);
+        if (r < 0)
+            return r;
+        if (status != 201 && status != 409)
+            return api_error_set(err, API_RUNTIME_ERROR, "cannot create Docker network %s: %s", name, msg);
+        created = true;
+    }
+    return api_error_set(err, API_RUNTIME_ERROR, "Docker network %s was created but cannot be found", name);
+}
+
+/* Decides the container class's network modes, creating the networks. */
+static void docker_networks_discover(runtime_t *rt)
+{
+    rt->net_modes[ISO_CONTAINER] = 1u << NET_NONE;
+    for (int m = NET_RESTRICTED; m < DOCKER_MODES; m++) {
+        char *why = rt->net_why[ISO_CONTAINER][m];
+        api_error_t nerr;
+        if (!rt->net_name[m][0])
+            snprintf(why, RUNTIME_PROBE_TEXT_MAX, "disabled (worker_%s_network is empty)",
+                     net_mode_name((net_mode_t)m));
+        else if (docker_network_ensure(rt, (net_mode_t)m, &nerr) < 0)
+            snprintf(why, RUNTIME_PROBE_TEXT_MAX, "%.390s", nerr.message);
+        else
+            rt->net_modes[ISO_CONTAINER] |= 1u << m;
+    }
+}
+
+int runtime_docker_open(const runtime_docker_options_t *opt, runtime_t **ret, api_error_t *err)
+{
+    int r = 0;
+    const char *sock = opt->socket_path && *opt->socket_path ? opt->socket_path : "/var/run/docker.sock";
+    const char *names[][2] = {
+        { "worker_gvisor_runtime", opt->gvisor_runtime },
+        { "worker_restricted_network", opt->restricted_network },
+        { "worker_open_network", opt->open_network },
+    };
+    docker_reply_t rep;
+    json_object *info = NULL;
+    memset(&rep, 0, sizeof rep);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i][1] && *names[i][1] && !docker_name_ok(names[i][1], DOCKER_NETWORK_NAME_MAX))
+            return api_error_set(err, API_INVALID_ARGUMENT,
+                                 "%s must be letters, digits, '.', '_' or '-' (at most %d), got \"%.64s\"",
+                                 names[i][0], DOCKER_NETWORK_NAME_MAX - 1, names[i][1]);
+    runtime_t *rt = calloc(1, sizeof *rt);
+    if (!rt || !(rt->socket_path = strdup(sock))) {
+        api_error_set(err, API_INTERNAL, "out of memory");
+        r = SBX_ENOMEM;
+        goto cleanup;
+    }
+    snprintf(rt->gvisor_runtime, sizeof rt->gvisor_runtime, "%s", opt->gvisor_runtime ? opt->gvisor_runtime : "");
+    snprintf(rt->net_name[NET_RESTRICTED], DOCKER_NETWORK_NAME_MAX, "%s",
+             opt->restricted_network ? opt->restricted_network : "");
+    snprintf(rt->net_name[NET_OPEN], DOCKER_NETWORK_NAME_MAX, "%s", opt->open_network ? opt->open_network : "");
+    if (docker_call(rt, "GET", "/_ping", NULL, 10000L, &rep, err) < 0) {
+        api_error_set(err, API_UNAVAILABLE, "docker engine at %s does not answer (is dockerd running?)",
+                      rt->socket_path);
+        r = SBX_EUNAVAIL;
+        goto cleanup;
+    }
+    if (rep.status != 200) {
+        char msg[320];
+        docker_reply_message(&rep, msg, sizeof msg);
+        api_error_set(err, API_UNAVAILABLE, "docker engine at %s answered /_ping with %ld: %s", rt->socket_path,
+                      rep.status, msg);
+        r = SBX_EUNAVAIL;
+        goto cleanup;
+    }
+    if (docker_get_json(rt, "/info", DOCKER_CALL_TIMEOUT_MS, &info, err) < 0) {
+        r = SBX_EUNAVAIL;
+        goto cleanup;
+    }
+    rt->offered[ISO_CONTAINER] = true;
+    docker_networks_discover(rt);
+    docker_gvisor_discover(rt, info);
+    *ret = rt;
+    rt = NULL;
+cleanup:
+    if (info)
+        json_object_put(info);
+    docker_reply_release(&rep);
+    runtime_free(rt);
+    return r;
+}
+
+void runtime_images_free(char **names, size_t n)
+{
+    for (size_t i = 0; names && i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+int runtime_images(runtime_t *rt, char ***ret, size_t *ret_n, api_error_t *err)
+{
+    json_object *list = NULL;
+    int r = docker_get_json(rt, "/images/json", DOCKER_CALL_TIMEOUT_MS, &list, err);
+    if (r < 0)
+        return r;
+    size_t n = 0;
+    char **names = calloc(RUNTIME_MAX_IMAGES, sizeof *names);
+    if (!names) {
+        json_object_put(list);
+        api_error_set(err, API_INTERNAL, "out of memory");
+        return SBX_ENOMEM;
+    }
+    size_t count = json_object_is_type(list, json_type_array) ? json_object_array_length(list) : 0;
+    for (size_t i = 0; i < count && n < RUNTIME_MAX_IMAGES; i++) {
+        json_object *tags = jsonx_get_arr(json_object_array_get_idx(list, i), "RepoTags");
+        size_t nt = tags ? json_object_array_length(tags) : 0;
+        for (size_t j = 0; j < nt && n < RUNTIME_MAX_IMAGES; j++) {
+            const char *t = json_object_get_string(json_object_array_get_idx(tags, j));
+            if (!t || !*t || strcmp(t, "<none>:<none>") == 0 || strlen(t) > RUNTIME_MAX_IMAGE_NAME)
+                continue;
+            if (!(names[n] = strdup(t))) {
+                runtime_images_free(names, n);
+                json_object_put(list);
+                api_error_set(err, API_INTERNAL, "out of memory");
+                return SBX_ENOMEM;
+            }
+            n++;
+        }
+    }
+    json_object_put(list);
+    *ret = names;
+    *ret_n = n;
+    return 0;
+}
+
 /* ---- exec -------------------------------------------------------------- */
 
 /* True when /proc/<pid>/cgroup names the container: the pid is one of the
@@ -829,12 +1388,14 @@ static void docker_pid_children(pid_t pid, pid_t *pids, size_t *n, size_t max)
 
 /* SIGKILLs root and all its descendants. The tree is frozen with SIGSTOP
  * while it is walked so a forking process cannot escape between the walk
- * and the kill. Every pid is checked to belong to the container first. */
-static void docker_kill_tree(pid_t root, const char *container_id)
+ * and the kill. Every pid is checked to belong to the container first.
+ * Returns the number of processes signalled. */
+static size_t docker_kill_tree(pid_t root, const char *container_id)
 {
+    size_t killed = 0;
     pid_t *pids = calloc(DOCKER_KILL_MAX_PIDS, sizeof *pids);
     if (!pids)
-        return;
+        return 0;
     size_t n = 0, stopped = 0;
     if (docker_pid_in_container(root, container_id))
         pids[n++] = root;
@@ -852,9 +1413,95 @@ static void docker_kill_tree(pid_t root, const char *container_id)
             break;
     }
     for (size_t i = 0; i < n; i++)
-        if (pids[i] > 1)
-            kill(pids[i], SIGKILL);
+        if (pids[i] > 1 && kill(pids[i], SIGKILL) == 0)
+            killed++;
     free(pids);
+    return killed;
+}
+
+/* What the timeout kill of an exec in a gVisor sandbox needs, found before
+ * the exec starts. */
+typedef struct docker_gvisor_exec {
+    bool gvisor;              /* the container runs under the gvisor runtime */
+    char container_id[80];
+    int after_pid;            /* largest pid in the sandbox before the exec; -1 unknown */
+    char note[200];           /* why after_pid is unknown */
+} docker_gvisor_exec_t;
+
+/* Finds out whether ref runs under gVisor and, if so, the largest pid in
+ * the sandbox now: the exec's processes will be the ones above it. */
+static void docker_gvisor_exec_prepare(runtime_t *rt, const char *ref, docker_gvisor_exec_t *gv)
+{
+    char path[160];
+    json_object *o = NULL;
+    api_error_t ierr;
+    runsc_host_t host;
+    runsc_proc_t *procs = NULL;
+    size_t np = 0;
+    memset(gv, 0, sizeof *gv);
+    gv->after_pid = -1;
+    snprintf(path, sizeof path, "/containers/%s/json", ref);
+    if (docker_get_json(rt, path, DOCKER_CALL_TIMEOUT_MS, &o, &ierr) < 0)
+        return; /* the exec itself will report the missing container */
+    const char *runtime = jsonx_get_str(jsonx_get_obj(o, "HostConfig"), "Runtime");
+    const char *id = jsonx_get_str(o, "Id");
+    int64_t pid = 0;
+    jsonx_get_int(jsonx_get_obj(o, "State"), "Pid", &pid);
+    if (!runtime || strcmp(runtime, rt->gvisor_runtime) != 0 || !id || !docker_name_ok(id, 80))
+        goto cleanup;
+    gv->gvisor = true;
+    snprintf(gv->container_id, sizeof gv->container_id, "%s", id);
+    if (!rt->runsc_exe[0]) {
+        snprintf(gv->note, sizeof gv->note, "the runsc binary dockerd uses is not visible to the worker");
+        goto cleanup;
+    }
+    if (pid <= 1 || runsc_host_from_pid((pid_t)pid, id, NULL, rt->runsc_exe, &host) < 0) {
+        snprintf(gv->note, sizeof gv->note, "the sandbox's host pid %lld is not its runsc process",
+                 (long long)pid);
+        goto cleanup;
+    }
+    if (runsc_ps(&host, id, &procs, &np) < 0) {
+        snprintf(gv->note, sizeof gv->note, "runsc ps failed before the command started");
+        goto cleanup;
+    }
+    gv->after_pid = runsc_max_pid(procs, np);
+cleanup:
+    free(procs);
+    if (o)
+        json_object_put(o);
+}
+
+/* The timeout kill under gVisor. Docker's exec pid is the host runsc-exec
+ * process; killing it only ends the stream, so the exec's process tree is
+ * first killed inside the sandbox (runsc kill --pid, see runsc.h), then the
+ * runsc-exec process. Both are checked first: the pid must be the
+ * configured runsc binary running `exec` for this container and exec. */
+static void docker_gvisor_kill(runtime_t *rt, const docker_gvisor_exec_t *gv, const char *exec_id, pid_t pid,
+                               runtime_exec_result_t *ret)
+{
+    runsc_host_t host;
+    const char *cid = gv->container_id;
+    if (!rt->runsc_exe[0] || runsc_host_from_pid(pid, cid, exec_id, rt->runsc_exe, &host) < 0) {
+        snprintf(ret->warning, sizeof ret->warning,
+                 "exec pid %d is not the runsc exec of container %.12s: nothing killed", (int)pid, cid);
+        return;
+    }
+    if (gv->after_pid < 0) {
+        snprintf(ret->warning, sizeof ret->warning,
+                 "the command may still run inside the gVisor sandbox: %s", gv->note);
+    } else {
+        size_t killed = 0;
+        int r = runsc_kill_exec_tree(&host, cid, gv->after_pid, &killed);
+        if (r == SBX_ECONFLICT)
+            snprintf(ret->warning, sizeof ret->warning,
+                     "the command may still run inside the gVisor sandbox: other commands started after it "
+                     "still run, so which process is its own is unknown");
+        else if (r < 0 && r != SBX_ENOTFOUND)
+            snprintf(ret->warning, sizeof ret->warning,
+                     "the command may still run inside the gVisor sandbox: runsc ps failed (%s)", sbx_strerror(r));
+    }
+    if (runsc_pid_matches(pid, cid, exec_id, rt->runsc_exe))
+        kill(pid, SIGKILL);
 }
 
 typedef struct docker_exec_io {
@@ -916,8 +1563,8 @@ static int docker_exec_inspect(runtime_t *rt, const char *exec_id, bool *ret_run
 /* Runs POST /exec/{id}/start and demultiplexes its stream into ret until it
  * ends, the deadline passes (then the process tree is killed) or the worker
  * is cancelled. */
-static int docker_exec_stream(runtime_t *rt, const char *exec_id, int64_t deadline_ms,
-                              runtime_exec_result_t *ret, bool *ret_killed, api_error_t *err)
+static int docker_exec_stream(runtime_t *rt, const char *exec_id, const docker_gvisor_exec_t *gv,
+                              int64_t deadline_ms, runtime_exec_result_t *ret, bool *ret_killed, api_error_t *err)
 {
     int r = 0;
     char path[160];
@@ -931,7 +1578,8 @@ static int docker_exec_stream(runtime_t *rt, const char *exec_id, int64_t deadli
     *ret_killed = false;
 
     snprintf(path, sizeof path, "/exec/%s/start", exec_id);
-    io.h = docker_handle_new(rt, "POST", path, "{\"Detach\":false,\"Tty\":false}", 0, &hl);
+    static const char start_body[] = "{\"Detach\":false,\"Tty\":false}";
+    io.h = docker_handle_new(rt, "POST", path, start_body, sizeof start_body - 1, "application/json", 0, &hl);
     m = curl_multi_init();
     if (!io.h || !m) {
         api_error_set(err, API_INTERNAL, "out of memory");
@@ -963,8 +1611,14 @@ static int docker_exec_stream(runtime_t *rt, const char *exec_id, int64_t deadli
             char cid[80];
             api_error_t ignored;
             /* The full container id (ref may be a name) to check pids by. */
-            if (docker_exec_inspect(rt, exec_id, &still, &code, &pid, cid, &ignored) == 0 && pid > 1 && cid[0])
-                docker_kill_tree(pid, cid);
+            if (docker_exec_inspect(rt, exec_id, &still, &code, &pid, cid, &ignored) < 0 || pid <= 1 || !cid[0])
+                snprintf(ret->warning, sizeof ret->warning, "docker gave no pid for the exec: nothing killed");
+            else if (gv->gvisor)
+                docker_gvisor_kill(rt, gv, exec_id, pid, ret);
+            else if (docker_kill_tree(pid, cid) == 0)
+                snprintf(ret->warning, sizeof ret->warning,
+                         "exec pid %d is not in the container's cgroup (another pid namespace?): nothing killed",
+                         (int)pid);
             *ret_killed = true;
             goto cleanup; /* stop reading: the stream may be held open by escaped processes */
         }
@@ -1051,13 +1705,19 @@ int runtime_exec(runtime_t *rt, const char *ref, const exec_spec_t *spec, size_t
     if (!spec->argv || spec->argc == 0)
         return api_error_set(err, API_INVALID_ARGUMENT, "argv must name a command");
 
+    /* Under gVisor the timeout kill needs to know the sandbox's pids from
+     * before the command started. */
+    docker_gvisor_exec_t gv = { .gvisor = false, .after_pid = -1 };
+    if (rt->offered[ISO_GVISOR])
+        docker_gvisor_exec_prepare(rt, ref, &gv);
+
     body = json_object_new_object();
     jsonx_add_bool(body, "AttachStdin", false);
     jsonx_add_bool(body, "AttachStdout", true);
     jsonx_add_bool(body, "AttachStderr", true);
     jsonx_add_bool(body, "Tty", false);
-    jsonx_add(body, "Cmd", docker_string_array((const char *const *)spec->argv));
-    jsonx_add(body, "Env", docker_env_array(&spec->env));
+    jsonx_add(body, "Cmd", docker_json_strings((const char *const *)spec->argv));
+    jsonx_add(body, "Env", docker_json_env(&spec->env));
     if (spec->cwd)
         jsonx_add_str(body, "WorkingDir", spec->cwd);
     snprintf(path, sizeof path, "/containers/%s/exec", ref);
@@ -1079,7 +1739,7 @@ int runtime_exec(runtime_t *rt, const char *ref, const exec_spec_t *spec, size_t
     snprintf(exec_id, sizeof exec_id, "%s", eid);
 
     bool killed = false;
-    r = docker_exec_stream(rt, exec_id, deadline, ret, &killed, err);
+    r = docker_exec_stream(rt, exec_id, &gv, deadline, ret, &killed, err);
     if (r < 0)
         goto cleanup;
     if (killed) {
