@@ -2,11 +2,13 @@
 # starts dockerd when no daemon answers, configures and builds with meson.
 # shellcheck shell=bash
 
-# Everything Sandbox needs to build, run and test on Debian 12.
+# Everything Sandbox needs to build, run and test on Debian 12 (runsc: the
+# gVisor runtime the worker offers as isolation class gvisor when dockerd
+# has it registered).
 SBX_PACKAGES=(
   build-essential meson ninja-build pkg-config
   libpq-dev libevent-dev libjson-c-dev libcurl4-openssl-dev libsodium-dev check
-  postgresql-15 docker.io busybox-static curl
+  postgresql-15 docker.io busybox-static curl runsc
 )
 
 sbx_say() { printf '==> %s\n' "$*" >&2; }

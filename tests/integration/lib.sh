@@ -227,16 +227,30 @@ itest_init() {
   ITEST_PG_DATA=
 }
 
-# Starts dockerd (pid file and log in ITEST_TMP) when `docker info` fails.
+# The gVisor runtime as the tests expect dockerd to know it.
+ITEST_RUNSC=/usr/bin/runsc
+ITEST_DAEMON_JSON='{"runtimes":{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none"]}}}'
+
+# Starts dockerd (pid file and log in ITEST_TMP) when `docker info` fails;
+# when runsc is installed, with a daemon.json of our own registering it as
+# runtime "runsc" (gVisor without networking). A dockerd that already runs
+# is never touched.
 itest_ensure_docker() {
-  local i
+  local i args
   if docker info >/dev/null 2>&1; then
     return 0
   fi
   command -v dockerd >/dev/null 2>&1 || { itest_log "dockerd is not installed (apt-get install docker.io)"; return 1; }
   [ "$(id -u)" -eq 0 ] || { itest_log "no Docker daemon answers and only root can start one"; return 1; }
-  itest_log "no Docker daemon answers; starting dockerd (log: $ITEST_TMP/dockerd.log)"
-  setsid dockerd --pidfile "$ITEST_TMP/dockerd.pid" >"$ITEST_TMP/dockerd.log" 2>&1 </dev/null &
+  args=(--pidfile "$ITEST_TMP/dockerd.pid")
+  if [ -x "$ITEST_RUNSC" ]; then
+    printf '%s\n' "$ITEST_DAEMON_JSON" >"$ITEST_TMP/daemon.json"
+    args+=(--config-file "$ITEST_TMP/daemon.json")
+  else
+    itest_log "$ITEST_RUNSC is missing (apt-get install runsc): dockerd starts without gVisor"
+  fi
+  itest_log "no Docker daemon answers; starting dockerd ${args[*]} (log: $ITEST_TMP/dockerd.log)"
+  setsid dockerd "${args[@]}" >"$ITEST_TMP/dockerd.log" 2>&1 </dev/null &
   ITEST_DOCKERD_PID=$!
   ITEST_DOCKERD_STARTED=1
   for ((i = 0; i < 120; i++)); do
@@ -254,6 +268,20 @@ itest_ensure_docker() {
   itest_log_tail "$ITEST_TMP/dockerd.log" 0 30
   itest_log "dockerd did not answer within 60 s"
   return 1
+}
+
+# For a test that needs gVisor: fails, saying how to fix it, unless the
+# running dockerd has a runtime named runsc.
+itest_require_gvisor() {
+  local runtimes
+  runtimes=$(docker info --format '{{json .Runtimes}}' 2>/dev/null || true)
+  case "$runtimes" in
+    *'"runsc"'*) return 0 ;;
+  esac
+  [ -x "$ITEST_RUNSC" ] || fail "gVisor is not installed: apt-get install runsc (tools/test.sh installs it)"
+  fail "the running dockerd has no runtime named runsc (it has: ${runtimes:-nothing}); this test does not" \
+    "restart a dockerd it did not start. Fix: add $ITEST_DAEMON_JSON to /etc/docker/daemon.json and restart" \
+    "dockerd, or stop dockerd so tests/integration/run.sh starts its own with runsc registered"
 }
 
 # Builds ITEST_IMAGE from Debian's static busybox with `docker import`
