@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The seed lifecycle through the CLI: create (restricted network, untrusted,
-# 2 CPUs, 4 GiB), wait, exec with exit code, no network but loopback, Docker
+# 2 CPUs, 4 GiB), wait, exec with exit code, the restricted network, Docker
 # limits and labels, delete --wait, container gone, phase deleted.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -21,10 +21,11 @@ assert_exit 0 sandbox wait "$op" --timeout 900
 assert_exit 3 sandbox exec "$sbx" -- sh -c 'echo hello; exit 3'
 assert_eq "hello" "$ITEST_OUT" "exec stdout"
 
-# no network besides loopback: /proc/net/dev lists only lo
+# restricted: loopback and one interface on the worker's internal network
+# (what it cannot reach: test_network_modes)
 assert_exit 0 sandbox exec "$sbx" -- cat /proc/net/dev
 ifaces=$(printf '%s\n' "$ITEST_OUT" | tail -n +3 | cut -d: -f1 | tr -d ' ' | sort | tr '\n' ' ')
-assert_eq "lo " "$ifaces" "network interfaces in a restricted sandbox"
+assert_eq "eth0 lo " "$ifaces" "network interfaces in a restricted sandbox"
 
 cid=$(docker ps -aq --filter "label=dev.sandbox.id=$sbx")
 assert_match "$cid" '^[0-9a-f]{12}$' "exactly one container labelled dev.sandbox.id=$sbx"
@@ -33,6 +34,7 @@ assert_eq "$sbx" "$(docker inspect -f '{{index .Config.Labels "dev.sandbox.id"}}
 assert_eq "platform" "$(docker inspect -f '{{index .Config.Labels "dev.sandbox.tenant"}}' "$cid")" "label dev.sandbox.tenant"
 assert_eq "$((4096 * 1024 * 1024))" "$(docker inspect -f '{{.HostConfig.Memory}}' "$cid")" "HostConfig.Memory"
 assert_eq "2000000000" "$(docker inspect -f '{{.HostConfig.NanoCpus}}' "$cid")" "HostConfig.NanoCpus"
+assert_eq "sandbox-restricted" "$(docker inspect -f '{{.HostConfig.NetworkMode}}' "$cid")" "HostConfig.NetworkMode"
 assert_eq "true" "$(docker inspect -f '{{.State.Running}}' "$cid")" "container running"
 
 assert_exit 0 sandbox get "$sbx" --json
