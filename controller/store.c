@@ -2029,10 +2029,7 @@ static int place_one(PGconn *c, const store_limits_t *lim, const char *op_id)
         db_rollback(c);
         return rc == SBX_ECONFLICT ? 0 : rc;
     }
-    if (rc == 0) {
-        db_rollback(c);
-        return 0;
-    }
+    /* rc 0 (waiting) commits too: the reasons it waits may have changed. */
     if (db_commit(c) < 0) {
         db_rollback(c);
         return SBX_EDB;

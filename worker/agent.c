@@ -475,6 +475,7 @@ static void agent_run_create(agent_t *a, json_object *job, agent_outcome_t *o)
         .spec = &spec,
         .isolation = iso,
         .cluster_id = cluster,
+        .worker_name = a->name,
     };
     if (!sbx)
         api_error_set(&o->err, API_INVALID_ARGUMENT, "the assignment has no sandbox_id");
@@ -789,7 +790,7 @@ static json_object *agent_heartbeat_body(agent_t *a, int *last_inv_kind, int *la
     api_error_t err;
     char cluster[64];
     agent_cluster_id(a, cluster);
-    if (runtime_inventory(a->rt, cluster[0] ? cluster : NULL, &objs, &n, &err) < 0) {
+    if (runtime_inventory(a->rt, cluster[0] ? cluster : NULL, a->name, &objs, &n, &err) < 0) {
         /* Without an inventory the controller must not conclude that every
          * sandbox is gone: the key is left out rather than sent empty. */
         agent_log_failure(last_inv_kind, -1, "read the runtime inventory", err.message);

@@ -91,6 +91,8 @@ json_object *docker_sandbox_body(const runtime_create_req_t *req, const docker_c
     jsonx_add_str(labels, RUNTIME_LABEL_TENANT, req->tenant ? req->tenant : (s->tenant ? s->tenant : ""));
     if (req->cluster_id && *req->cluster_id)
         jsonx_add_str(labels, RUNTIME_LABEL_CLUSTER, req->cluster_id);
+    if (req->worker_name && *req->worker_name)
+        jsonx_add_str(labels, RUNTIME_LABEL_WORKER, req->worker_name);
     jsonx_add(o, "Labels", labels);
     jsonx_add_bool(o, "AttachStdin", false);
     jsonx_add_bool(o, "AttachStdout", false);

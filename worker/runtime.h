@@ -21,6 +21,9 @@ typedef struct runtime runtime_t;
 #define RUNTIME_LABEL_TENANT   "dev.sandbox.tenant"
 /* The installation (controller database) the object belongs to. */
 #define RUNTIME_LABEL_CLUSTER  "dev.sandbox.cluster"
+/* The worker (by name) that made the object: several workers may share one
+ * Docker host, and each reports and cleans only its own objects. */
+#define RUNTIME_LABEL_WORKER   "dev.sandbox.worker"
 /* RUNTIME_LABEL_MANAGED values: a sandbox ("true"; the only value the
  * inventory lists), the gVisor probe container, the worker's networks. */
 #define RUNTIME_MANAGED_SANDBOX "true"
@@ -40,6 +43,7 @@ typedef struct runtime_create_req {
     const sandbox_spec_t *spec;
     isolation_t isolation;
     const char *cluster_id;   /* labels the object; may be NULL */
+    const char *worker_name;  /* labels the object; may be NULL */
 } runtime_create_req_t;
 
 typedef struct runtime_exec_result {
@@ -124,10 +128,12 @@ void runtime_exec_result_release(runtime_exec_result_t *r);
 int runtime_remove(runtime_t *rt, const char *sandbox_id, const char *ref, api_error_t *err);
 
 /* Every object of the installation cluster_id (RUNTIME_LABEL_CLUSTER), or
- * every object carrying RUNTIME_LABEL_MANAGED when cluster_id is NULL: a
- * malloc'd array (free()). */
-int runtime_inventory(runtime_t *rt, const char *cluster_id, runtime_object_t **ret, size_t *ret_n,
-                      api_error_t *err);
+ * every object carrying RUNTIME_LABEL_MANAGED when cluster_id is NULL,
+ * leaving out those another worker made (RUNTIME_LABEL_WORKER set and not
+ * worker_name; objects without the label, from before it existed, are
+ * kept): a malloc'd array (free()). worker_name may be NULL (no filter). */
+int runtime_inventory(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_object_t **ret,
+                      size_t *ret_n, api_error_t *err);
 
 /* Makes in-flight and later calls give up soon after *flag becomes non-zero
  * (worker shutdown): a running exec is killed as on a timeout, a pull or any

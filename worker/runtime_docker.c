@@ -699,8 +699,8 @@ cleanup:
     return r;
 }
 
-int runtime_inventory(runtime_t *rt, const char *cluster_id, runtime_object_t **ret, size_t *ret_n,
-                      api_error_t *err)
+int runtime_inventory(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_object_t **ret,
+                      size_t *ret_n, api_error_t *err)
 {
     int r = 0;
     json_object *list = NULL;
@@ -727,8 +727,12 @@ int runtime_inventory(runtime_t *rt, const char *cluster_id, runtime_object_t **
         const char *sbx = jsonx_get_str(labels, RUNTIME_LABEL_SANDBOX);
         const char *tenant = jsonx_get_str(labels, RUNTIME_LABEL_TENANT);
         const char *state = jsonx_get_str(c, "State");
+        const char *maker = jsonx_get_str(labels, RUNTIME_LABEL_WORKER);
         /* Nothing the controller could match without a sandbox id. */
         if (!id || !sbx || strlen(sbx) >= sizeof objs[k].sandbox_id || strlen(id) >= sizeof objs[k].ref)
+            continue;
+        /* Another worker's on a shared Docker host: not ours to report. */
+        if (worker_name && *worker_name && maker && strcmp(maker, worker_name) != 0)
             continue;
         snprintf(objs[k].sandbox_id, sizeof objs[k].sandbox_id, "%s", sbx);
         snprintf(objs[k].tenant, sizeof objs[k].tenant, "%s", tenant ? tenant : "");
