@@ -63,12 +63,21 @@ sbx_ensure_dockerd() {
     return 0
   fi
   command -v dockerd >/dev/null 2>&1 || sbx_die "dockerd not found (apt-get install docker.io)"
-  sbx_say "no Docker daemon answers; starting dockerd (log: $log)"
+  # Register gVisor (Debian's runsc needs --network=none) so the worker can
+  # offer the gvisor class; only when the host has no daemon.json of its own,
+  # which --config-file would replace.
+  local args=() cfg
+  if [ -x /usr/bin/runsc ] && [ ! -e /etc/docker/daemon.json ]; then
+    cfg="${TMPDIR:-/tmp}/sandbox-dockerd.$(id -un).json"
+    printf '%s\n' '{"runtimes":{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none"]}}}' >"$cfg"
+    args=(--config-file "$cfg")
+  fi
+  sbx_say "no Docker daemon answers; starting dockerd ${args[*]} (log: $log)"
   if [ "$(id -u)" -eq 0 ]; then
-    setsid dockerd >>"$log" 2>&1 </dev/null &
+    setsid dockerd "${args[@]}" >>"$log" 2>&1 </dev/null &
   else
     # shellcheck disable=SC2024 # the log is ours, dockerd runs as root
-    sudo -b setsid dockerd >>"$log" 2>&1 </dev/null
+    sudo -b setsid dockerd "${args[@]}" >>"$log" 2>&1 </dev/null
   fi
   for i in $(seq 1 60); do
     if sbx_docker_answers; then
