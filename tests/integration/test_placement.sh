@@ -21,7 +21,9 @@ start_worker() { # NAME CPU MEM LABELS
   local port tok
   tok=$(itest_token itest-workers worker "$1")
   port=$(itest_free_port)
+  # container class only: no gVisor on these two
   SANDBOX_WORKER_TOKEN="$tok" SANDBOX_WORKER_CPU_MILLIS=$2 SANDBOX_WORKER_MEMORY_MIB=$3 SANDBOX_WORKER_LABELS=$4 \
+    SANDBOX_WORKER_GVISOR_RUNTIME= \
     "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --listen "127.0.0.1:$port" --worker-name "$1" \
     --docker-socket /var/run/docker.sock >>"$ITEST_TMP/worker-$1.log" 2>&1 </dev/null &
   itest_track_pid $!
@@ -133,4 +135,22 @@ assert_contains "$ITEST_OUT" "$small: filtered, draining (takes no new sandboxes
 # small's sandboxes keep running and answer exec
 assert_exit 0 sandbox exec "$s1" -- echo on-small
 assert_eq on-small "$ITEST_OUT" "exec on the drained worker's sandbox"
+# 7. Only container workers ready: work that needs gvisor is refused at
+# once, naming the class; with the gVisor worker back, the same request
+# runs there, under gVisor's own kernel.
+assert_exit 0 sandbox workers resume "$small"
+assert_exit 1 sandbox create --tenant "$t1" --image "$ITEST_IMAGE" --cpu-millis 100 --memory-mib 64 \
+  --isolation gvisor --wait --timeout 60
+read -r sg _ <<<"$ITEST_OUT"
+itest_track "$sg"
+assert_contains "$ITEST_ERR" "isolation_unavailable: no ready worker offers isolation class gvisor" "gvisor with container workers only"
+assert_exit 0 sandbox get "$sg"
+assert_contains "$ITEST_OUT" "$big: filtered, offers container but not gvisor or stronger" "why big cannot"
+assert_eq "" "$(docker ps -aq --filter "label=dev.sandbox.id=$sg")" "no container for the refused sandbox"
+itest_require_gvisor
+assert_exit 0 sandbox workers resume "$shared"
+create "$t1" 100 64 --isolation gvisor
+assert_eq "$shared" "$(worker_of "$SBX")" "gvisor work goes to the gVisor worker"
+assert_exit 0 sandbox exec "$SBX" -- uname -r
+[ "$ITEST_OUT" != "$(uname -r)" ] || fail "uname -r inside ($ITEST_OUT) is the host's: not gVisor"
 echo "placement across two workers chooses and explains as documented"
