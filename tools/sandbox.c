@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "clientcfg.h"
 #include "errors.h"
 #include "httpc.h"
 #include "jsonx.h"
@@ -23,7 +24,6 @@
 #define SANDBOX_VERSION "0.1.0"
 #endif
 
-#define DEFAULT_URL          "http://127.0.0.1:8080"
 #define DEFAULT_WAIT_TIMEOUT 900          /* seconds, wait / --wait */
 #define EXEC_DEFAULT_TIMEOUT_S 600        /* the API's default for timeout_seconds */
 #define EXEC_WAIT_SLACK      60           /* seconds added to an exec's wait budget */
@@ -32,8 +32,6 @@
 #define REQUEST_TIMEOUT_MS   30000L       /* a plain API call */
 #define BACKOFF_START_MS     500
 #define BACKOFF_MAX_MS       5000
-#define CONFIG_MAX_LINES     1000
-#define CONFIG_LINE_MAX      4096
 #define ARG_ID_MAX           128          /* an id argument; real ids are < SBX_ID_MAX */
 #define IDEM_KEY_MAX         128
 
@@ -349,157 +347,34 @@ static int check_id(const char *cmd, const char *what, const char *id)
 
 /* ---------------------------------------------------------------- config */
 
-static char *xstrdup_trim(const char *s, size_t n)
-{
-    while (n > 0 && (*s == ' ' || *s == '\t')) {
-        s++;
-        n--;
-    }
-    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
-        n--;
-    if (n >= 2 && ((s[0] == '"' && s[n - 1] == '"') || (s[0] == '\'' && s[n - 1] == '\''))) {
-        s++;
-        n -= 2;
-    }
-    return strndup(s, n);
-}
-
-/* The config file's path: $XDG_CONFIG_HOME/sandbox/config, else
- * $HOME/.config/sandbox/config; NULL when neither variable is set. */
-static char *config_path_new(void)
-{
-    const char *xdg = getenv("XDG_CONFIG_HOME");
-    const char *home = getenv("HOME");
-    const char *base = xdg && *xdg == '/' ? xdg : NULL;
-    const char *suffix = "/sandbox/config";
-    if (!base) {
-        if (!home || !*home)
-            return NULL;
-        base = home;
-        suffix = "/.config/sandbox/config";
-    }
-    size_t n = strlen(base) + strlen(suffix) + 1;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s%s", base, suffix);
-    return p;
-}
-
-/* Reads url/token from the config file into *url / *token when they are
- * still NULL. A missing file is fine. Returns 0 or an exit code. */
-static int config_load(const char *path, char **url, char **token)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        if (errno != ENOENT)
-            fprintf(stderr, "sandbox: warning: cannot read %s: %s\n", path, strerror(errno));
-        return 0;
-    }
-    char line[CONFIG_LINE_MAX];
-    int lineno = 0, rc = 0;
-    char *furl = NULL, *ftoken = NULL;
-    while (fgets(line, sizeof line, f)) {
-        lineno++;
-        size_t n = strlen(line);
-        if (lineno > CONFIG_MAX_LINES || (n == sizeof line - 1 && line[n - 1] != '\n')) {
-            fprintf(stderr, "sandbox: %s:%d: line too long or file too large\n", path, lineno);
-            rc = EXIT_USAGE;
-            break;
-        }
-        const char *p = line;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (*p == '#' || *p == ';' || *p == '\n' || *p == '\r' || *p == '\0')
-            continue;
-        const char *eq = strchr(p, '=');
-        if (!eq) {
-            fprintf(stderr, "sandbox: %s:%d: expected 'key = value'\n", path, lineno);
-            rc = EXIT_USAGE;
-            break;
-        }
-        char *key = xstrdup_trim(p, (size_t)(eq - p));
-        char *val = xstrdup_trim(eq + 1, strlen(eq + 1));
-        if (!key || !val) {
-            free(key);
-            free(val);
-            rc = EXIT_USAGE;
-            break;
-        }
-        if (strcmp(key, "url") == 0) {
-            free(furl);
-            furl = val;
-            val = NULL;
-        } else if (strcmp(key, "token") == 0) {
-            free(ftoken);
-            ftoken = val;
-            val = NULL;
-        } else {
-            fprintf(stderr, "sandbox: warning: %s:%d: unknown key '%s' ignored\n", path, lineno, key);
-        }
-        free(key);
-        free(val);
-    }
-    if (rc == 0 && ftoken) {
-        struct stat st;
-        if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077))
-            fprintf(stderr, "sandbox: warning: %s holds a token and is readable by others (chmod 600 it)\n", path);
-    }
-    fclose(f);
-    if (rc == 0) {
-        if (!*url && furl && *furl) {
-            *url = furl;
-            furl = NULL;
-        }
-        if (!*token && ftoken && *ftoken) {
-            *token = ftoken;
-            ftoken = NULL;
-        }
-    }
-    free(furl);
-    free(ftoken);
-    return rc;
-}
-
-/* Resolves URL and token (flag, then environment, then config file, then
- * the default URL) and opens the HTTP client. Returns 0 or an exit code. */
+/* Resolves URL and token (common/clientcfg.c: flag, then environment, then
+ * config file, then the default URL) and opens the HTTP client. Returns 0
+ * or an exit code. */
 static int cli_connect(cli_t *cli, const opts_t *o)
 {
-    const char *eu = getenv("SANDBOX_URL"), *et = getenv("SANDBOX_TOKEN");
-    const char *u = o->url ? o->url : (eu && *eu ? eu : NULL);
-    const char *t = o->token ? o->token : (et && *et ? et : NULL);
-    cli->url = u ? strdup(u) : NULL;
-    cli->token = t ? strdup(t) : NULL;
-    char *cfg = config_path_new();
-    if (!cli->url || !cli->token) {
-        if (cfg) {
-            int r = config_load(cfg, &cli->url, &cli->token);
-            if (r) {
-                free(cfg);
-                return r;
-            }
-        }
+    client_config_t cc;
+    char err[512];
+    int r = client_config_resolve(o->url, o->token, &cc, err, sizeof err);
+    for (int i = 0; i < 2; i++)
+        if (cc.warnings[i][0])
+            fprintf(stderr, "sandbox: warning: %s\n", cc.warnings[i]);
+    if (r < 0) {
+        client_config_release(&cc);
+        return usage_error(NULL, "%s", err);
     }
-    if (!cli->url)
-        cli->url = strdup(DEFAULT_URL);
-    if (!cli->url) {
-        free(cfg);
-        return usage_error(NULL, "out of memory");
-    }
-    if (!cli->token) {
+    if (!cc.token) {
         fprintf(stderr,
                 "sandbox: no API token: pass --token TOKEN, set SANDBOX_TOKEN, or put 'token = TOKEN' in %s\n"
                 "see 'sandbox --help'\n",
-                cfg ? cfg : "~/.config/sandbox/config");
-        free(cfg);
+                cc.path ? cc.path : "~/.config/sandbox/config");
+        client_config_release(&cc);
         return EXIT_USAGE;
     }
-    free(cfg);
-    if (has_ctl(cli->token) || strchr(cli->token, ' '))
-        return usage_error(NULL, "the API token contains spaces or control characters");
-    if ((strncmp(cli->url, "http://", 7) != 0 && strncmp(cli->url, "https://", 8) != 0) || has_ctl(cli->url) ||
-        strchr(cli->url, ' '))
-        return usage_error(NULL, "'%s' is not an http:// or https:// URL", cli->url);
-    int r = httpc_new(cli->url, cli->token, &cli->http);
+    cli->url = cc.url;
+    cli->token = cc.token;
+    cc.url = cc.token = NULL;
+    client_config_release(&cc);
+    r = httpc_new(cli->url, cli->token, &cli->http);
     if (r < 0) {
         fprintf(stderr, "sandbox: cannot set up the HTTP client for %s: %s\n", cli->url, sbx_strerror(r));
         return EXIT_API;
