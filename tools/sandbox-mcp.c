@@ -1,0 +1,1051 @@
+/* sandbox-mcp: a local stdio MCP server over the Sandbox HTTP API, so coding
+ * agents drive the same lifecycle as the CLI (docs/mcp.md). JSON-RPC 2.0,
+ * one message per line on stdin/stdout; logs on stderr only. The protocol
+ * pieces are in common/mcp.c; here are the I/O loop, the tool calls (one
+ * thread each, with its own HTTP client) and cancellation. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <json-c/json.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clientcfg.h"
+#include "errors.h"
+#include "httpc.h"
+#include "jsonx.h"
+#include "limits.h"
+#include "mcp.h"
+#include "sbuf.h"
+#include "timeutil.h"
+
+#ifndef SANDBOX_VERSION
+#define SANDBOX_VERSION "0.1.0"
+#endif
+
+#define MCP_MAX_CALLS          16       /* tool calls in flight */
+#define MCP_REQUEST_TIMEOUT_MS 30000L   /* one plain API call */
+#define MCP_WAIT_DEFAULT_S     300
+#define MCP_WAIT_MAX_S         3600
+#define MCP_EXEC_DEFAULT_S     60       /* exec timeout when the call names none */
+#define MCP_EXEC_SLACK_S       60       /* added to an exec's wait budget */
+#define MCP_POLL_WAIT_S        1        /* ?wait= per long-poll: progress and cancel granularity */
+#define MCP_RETRY_MS           500
+
+/* ---------------------------------------------------------------- tools */
+
+/* The schemas are written with ' for " (no apostrophes in the texts) and
+ * turned into JSON once at start. */
+#define STR "{'type':'string'}"
+#define KV  "{'type':'object','additionalProperties':{'type':'string'}}"
+#define OP_SCHEMA                                                                                               \
+    "{'type':'object','description':'An operation (docs/api.md)','properties':{'id':{'type':'string'},"      \
+    "'kind':{'type':'string'},'state':{'type':'string','enum':['pending','admitted','leased','running',"    \
+    "'succeeded','failed','cancelled']},'sandbox_id':{'type':['string','null']},'error':{'type':['object',"  \
+    "'null']},'placement':{'type':['object','null']},'result':{'type':['object','null']}},"                   \
+    "'required':['id','kind','state']}"
+#define SBX_SCHEMA                                                                                              \
+    "{'type':'object','description':'A sandbox (docs/api.md)','properties':{'id':{'type':'string'},"          \
+    "'tenant':{'type':'string'},'image':{'type':['string','null']},'phase':{'type':'string'},"               \
+    "'isolation':{'type':'string'},'network':{'type':['string','null']},'worker':{'type':['string','null']}," \
+    "'expires_at':{'type':['string','null']}},'required':['id','phase']}"
+#define WAIT_PROPS                                                                                         \
+    "'wait':{'type':'boolean','description':'wait for the operation to finish (default false)'},"        \
+    "'timeout_seconds':{'type':'integer','minimum':1,'maximum':3600,'description':'how long to wait "     \
+    "(default 300); the operation goes on after it'}"
+
+static const mcp_tool_def_t tool_templates[] = {
+    { "sandbox_create", "Create a sandbox",
+      "Creates a disposable sandbox (a container with bounded cpu, memory and lifetime). Describe the work "
+      "honestly: untrusted_repo, generated_code and hostile decide the isolation; the server refuses rather "
+      "than run it weaker. Network is none unless asked. Returns the sandbox and its create operation; with "
+      "wait=true, once that operation finished.",
+      "{'type':'object','properties':{'image':{'type':'string','description':'container image, e.g. "
+      "busybox:latest'},'tenant':" STR ",'cpu_millis':{'type':'integer','minimum':10,'description':'thousandths "
+      "of a core (default 1000)'},'memory_mib':{'type':'integer','minimum':6,'description':'default 512'},"
+      "'ttl_seconds':{'type':'integer','minimum':10,'description':'lifetime once running (default 3600)'},"
+      "'network':{'type':'string','enum':['none','restricted','open']},'untrusted_repo':{'type':'boolean'},"
+      "'generated_code':{'type':'boolean'},'hostile':{'type':'boolean'},'isolation':{'type':'string','enum':"
+      "['container','gvisor','microvm'],'description':'the weakest class you accept'},'read_only_root':"
+      "{'type':'boolean'},'hardened':{'type':'boolean'},'env':" KV ",'labels':" KV ",'selector':" KV ","
+      "'idempotency_key':{'type':'string','description':'retrying with the same key returns the same "
+      "sandbox'}," WAIT_PROPS "},'required':['image'],'additionalProperties':false}",
+      "{'type':'object','properties':{'sandbox':" SBX_SCHEMA ",'operation':" OP_SCHEMA "},"
+      "'required':['sandbox','operation']}",
+      "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" },
+    { "sandbox_wait", "Wait for an operation",
+      "Waits until an operation (create, delete, exec) succeeded, failed or was cancelled, or the timeout "
+      "passed (done=false). A failed operation is reported as an error with its code and message.",
+      "{'type':'object','properties':{'operation_id':" STR ",'timeout_seconds':{'type':'integer','minimum':1,"
+      "'maximum':3600}},'required':['operation_id'],'additionalProperties':false}",
+      "{'type':'object','properties':{'operation':" OP_SCHEMA ",'done':{'type':'boolean'}},"
+      "'required':['operation','done']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" },
+    { "sandbox_exec", "Run a command in a sandbox",
+      "Runs argv (an array, no shell) in a running sandbox and waits for it. Output is bounded: check the "
+      "truncation flags. A non-zero exit code is a result, not an error.",
+      "{'type':'object','properties':{'sandbox_id':" STR ",'argv':{'type':'array','items':{'type':'string'},"
+      "'minItems':1},'timeout_seconds':{'type':'integer','minimum':1,'description':'kill the command after "
+      "this (default 60)'},'env':" KV ",'cwd':" STR ",'max_output_bytes':{'type':'integer','minimum':1,"
+      "'description':'bound per stream'}},'required':['sandbox_id','argv'],'additionalProperties':false}",
+      "{'type':'object','properties':{'operation_id':" STR ",'exit_code':{'type':'integer'},'signal':"
+      "{'type':'integer'},'timed_out':{'type':'boolean'},'duration_ms':{'type':'integer'},'stdout':" STR ","
+      "'stderr':" STR ",'stdout_truncated':{'type':'boolean'},'stderr_truncated':{'type':'boolean'},"
+      "'stdout_bytes':{'type':'integer'},'stderr_bytes':{'type':'integer'}},'required':['operation_id',"
+      "'exit_code','timed_out','stdout','stderr','stdout_truncated','stderr_truncated']}",
+      "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" },
+    { "sandbox_get", "Show a sandbox",
+      "Shows a sandbox with its operations, including why it was placed where it is (or refused).",
+      "{'type':'object','properties':{'sandbox_id':" STR "},'required':['sandbox_id'],"
+      "'additionalProperties':false}",
+      "{'type':'object','properties':{'sandbox':" SBX_SCHEMA ",'operations':{'type':'array','items':" OP_SCHEMA
+      "}},'required':['sandbox','operations']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" },
+    { "sandbox_list", "List sandboxes",
+      "Lists the sandboxes this token may see, newest first; deleted ones only with all=true.",
+      "{'type':'object','properties':{'tenant':" STR ",'all':{'type':'boolean'},'limit':{'type':'integer',"
+      "'minimum':1,'maximum':1000}},'additionalProperties':false}",
+      "{'type':'object','properties':{'sandboxes':{'type':'array','items':" SBX_SCHEMA "}},"
+      "'required':['sandboxes']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" },
+    { "sandbox_delete", "Delete a sandbox",
+      "Deletes a sandbox and everything it holds. Do this when the task ends, also after a failure.",
+      "{'type':'object','properties':{'sandbox_id':" STR ",'idempotency_key':" STR "," WAIT_PROPS "},"
+      "'required':['sandbox_id'],'additionalProperties':false}",
+      "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
+      "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':true,'openWorldHint':false}" },
+    { "operation_get", "Show an operation",
+      "Shows an operation: kind, state, error, placement and, for exec, the result.",
+      "{'type':'object','properties':{'operation_id':" STR "},'required':['operation_id'],"
+      "'additionalProperties':false}",
+      "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" },
+};
+#define NTOOLS (sizeof tool_templates / sizeof tool_templates[0])
+
+static mcp_tool_def_t tools[NTOOLS];
+static char *tool_texts[NTOOLS * 3];
+
+static char *dequote(const char *s)
+{
+    char *d = strdup(s);
+    for (char *p = d; p && *p; p++)
+        if (*p == '\'')
+            *p = '"';
+    return d;
+}
+
+static int tools_init(void)
+{
+    for (size_t i = 0; i < NTOOLS; i++) {
+        tools[i] = tool_templates[i];
+        tool_texts[3 * i] = dequote(tool_templates[i].input_schema);
+        tool_texts[3 * i + 1] = dequote(tool_templates[i].output_schema);
+        tool_texts[3 * i + 2] = dequote(tool_templates[i].annotations);
+        if (!tool_texts[3 * i] || !tool_texts[3 * i + 1] || !tool_texts[3 * i + 2])
+            return SBX_ENOMEM;
+        tools[i].input_schema = tool_texts[3 * i];
+        tools[i].output_schema = tool_texts[3 * i + 1];
+        tools[i].annotations = tool_texts[3 * i + 2];
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- server */
+
+typedef struct call call_t;
+
+typedef struct server {
+    pthread_mutex_t out_mu;          /* one writer of stdout at a time */
+    pthread_mutex_t mu;              /* calls, client_level */
+    pthread_cond_t idle;             /* a call finished */
+    call_t *calls[MCP_MAX_CALLS];
+    int ncalls;
+    int client_level;                /* notifications/message at or above this */
+    int stderr_level;                /* stderr lines at or above this */
+    char *url, *token;               /* token NULL: every tool call says how to set one */
+    char config_error[512];          /* the configuration could not be read */
+    mcp_server_info_t info;
+} server_t;
+
+struct call {
+    server_t *srv;
+    json_object *id;                 /* the request's id (owned copy) */
+    char id_key[160];                /* its JSON text, to match notifications/cancelled */
+    const mcp_tool_def_t *tool;
+    json_object *args;               /* owned reference */
+    json_object *progress_token;     /* owned copy, or NULL */
+    int64_t progress;                /* last progress value sent */
+    volatile int cancel;
+    httpc_t *http;
+};
+
+static void emit(server_t *s, json_object *msg)
+{
+    const char *text = json_object_to_json_string_ext(msg, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+    pthread_mutex_lock(&s->out_mu);
+    fputs(text ? text : "{}", stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+    pthread_mutex_unlock(&s->out_mu);
+    json_object_put(msg);
+}
+
+__attribute__((format(printf, 3, 4))) static void say(server_t *s, int level, const char *fmt, ...)
+{
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (level >= s->stderr_level)
+        fprintf(stderr, "sandbox-mcp: %s: %s\n", mcp_log_level_name(level), text);
+    pthread_mutex_lock(&s->mu);
+    bool send = level >= s->client_level;
+    pthread_mutex_unlock(&s->mu);
+    if (send) {
+        json_object *p = json_object_new_object();
+        jsonx_add_str(p, "level", mcp_log_level_name(level));
+        jsonx_add_str(p, "logger", "sandbox-mcp");
+        jsonx_add_str(p, "data", text);
+        emit(s, mcp_notification("notifications/message", p));
+    }
+}
+
+static json_object *id_copy(json_object *id)
+{
+    return json_object_is_type(id, json_type_string) ? json_object_new_string(json_object_get_string(id))
+                                                     : json_object_new_int64(json_object_get_int64(id));
+}
+
+static void id_key(json_object *id, char out[160])
+{
+    snprintf(out, 160, "%s", id ? json_object_to_json_string_ext(id, JSON_C_TO_STRING_PLAIN) : "null");
+}
+
+/* ---------------------------------------------------------------- API */
+
+typedef struct api_err {
+    char code[64];
+    char message[512];
+} api_err_t;
+
+static bool cancelled(call_t *c, api_err_t *e)
+{
+    if (!c->cancel)
+        return false;
+    snprintf(e->code, sizeof e->code, "cancelled");
+    snprintf(e->message, sizeof e->message, "the client cancelled the call");
+    return true;
+}
+
+/* One API call. Returns 0 with *ret (a 2xx JSON object, new reference), or
+ * SBX_EIO with e filled: the API's error code and message, "unavailable"
+ * when the controller cannot be reached, "cancelled". retry_transport:
+ * transport errors and 502-504 are retried until deadline_ms (monotonic). */
+static int api(call_t *c, const char *method, const char *path, json_object *body, const char *idem,
+               int64_t deadline_ms, json_object **ret, api_err_t *e)
+{
+    char hdr[200];
+    const char *headers[2] = { NULL, NULL };
+    if (idem) {
+        snprintf(hdr, sizeof hdr, "Idempotency-Key: %.160s", idem);
+        headers[0] = hdr;
+    }
+    *ret = NULL;
+    for (;;) {
+        if (cancelled(c, e))
+            return SBX_EIO;
+        httpc_response_t resp;
+        int64_t left = deadline_ms - time_mono_ms();
+        long tmo = left > MCP_REQUEST_TIMEOUT_MS ? MCP_REQUEST_TIMEOUT_MS : (left < 1000 ? 1000 : (long)left);
+        int r = httpc_request(c->http, method, path, body, headers, tmo, &resp);
+        if (cancelled(c, e)) {
+            httpc_response_release(&resp);
+            return SBX_EIO;
+        }
+        if (r == 0 && resp.status >= 200 && resp.status < 300 && resp.json &&
+            json_object_is_type(resp.json, json_type_object)) {
+            *ret = json_object_get(resp.json);
+            httpc_response_release(&resp);
+            return 0;
+        }
+        bool retry = r < 0 || resp.status == 0 || resp.status == 502 || resp.status == 503 || resp.status == 504;
+        if (retry && time_mono_ms() + MCP_RETRY_MS < deadline_ms && strcmp(method, "GET") == 0) {
+            httpc_response_release(&resp);
+            usleep(MCP_RETRY_MS * 1000);
+            continue;
+        }
+        if (r < 0 || resp.status == 0) {
+            snprintf(e->code, sizeof e->code, "unavailable");
+            snprintf(e->message, sizeof e->message, "cannot reach the controller at %s: %s", c->srv->url,
+                     resp.error[0] ? resp.error : sbx_strerror(r));
+        } else if (resp.status >= 200 && resp.status < 300) {
+            snprintf(e->code, sizeof e->code, "bad_response");
+            snprintf(e->message, sizeof e->message, "%s %s answered %ld without a JSON object", method, path,
+                     resp.status);
+        } else {
+            const char *code = NULL, *msg = NULL;
+            httpc_api_error(&resp, &code, &msg);
+            snprintf(e->code, sizeof e->code, "%s", code ? code : "error");
+            snprintf(e->message, sizeof e->message, "%s", msg ? msg : "");
+        }
+        httpc_response_release(&resp);
+        return SBX_EIO;
+    }
+}
+
+static void progress(call_t *c, int64_t total_s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Sends notifications/progress when the call asked for it. */
+static void progress(call_t *c, int64_t total_s, const char *fmt, ...)
+{
+    if (!c->progress_token)
+        return;
+    char text[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    json_object *p = json_object_new_object();
+    jsonx_add(p, "progressToken", id_copy(c->progress_token));
+    jsonx_add_int(p, "progress", ++c->progress);
+    if (total_s > 0)
+        jsonx_add_int(p, "total", total_s);
+    jsonx_add_str(p, "message", text);
+    emit(c->srv, mcp_notification("notifications/progress", p));
+}
+
+static bool op_terminal(const char *state)
+{
+    return state && (strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
+                     strcmp(state, "cancelled") == 0);
+}
+
+/* Waits for an operation: *ret_op is the last seen (new reference), *done
+ * whether it is terminal. Returns 0, or SBX_EIO with e (unreachable at the
+ * end, not found, cancelled). */
+static int wait_op(call_t *c, const char *op_id, int64_t timeout_s, json_object **ret_op, bool *done, api_err_t *e)
+{
+    char *esc = httpc_escape(op_id);
+    if (!esc) {
+        snprintf(e->code, sizeof e->code, "internal");
+        snprintf(e->message, sizeof e->message, "out of memory");
+        return SBX_EIO;
+    }
+    int64_t start = time_mono_ms(), deadline = start + timeout_s * 1000;
+    char path[256];
+    *ret_op = NULL;
+    *done = false;
+    int rc = 0;
+    for (;;) {
+        int64_t left_s = (deadline - time_mono_ms()) / 1000;
+        int w = left_s >= MCP_POLL_WAIT_S ? MCP_POLL_WAIT_S : 0;
+        snprintf(path, sizeof path, "/v1/operations/%s?wait=%d", esc, w);
+        json_object *resp = NULL;
+        rc = api(c, "GET", path, NULL, NULL, deadline + 5000, &resp, e);
+        if (rc < 0)
+            break;
+        json_object *op = jsonx_get_obj(resp, "operation");
+        if (*ret_op)
+            json_object_put(*ret_op);
+        *ret_op = op ? json_object_get(op) : NULL;
+        json_object_put(resp);
+        const char *state = jsonx_get_str(*ret_op, "state");
+        if (op_terminal(state)) {
+            *done = true;
+            break;
+        }
+        if (time_mono_ms() >= deadline)
+            break;
+        progress(c, timeout_s, "%s is %s after %llds", op_id, state ? state : "?",
+                 (long long)((time_mono_ms() - start) / 1000));
+    }
+    free(esc);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- arguments */
+
+/* Checks the call's arguments against the names the tool knows and the
+ * required ones; returns an isError result, or NULL when fine. */
+static json_object *check_args(const mcp_tool_def_t *t, json_object *args)
+{
+    json_object *schema = NULL, *props = NULL, *req = NULL;
+    if (jsonx_parse(t->input_schema, strlen(t->input_schema), &schema, NULL) < 0)
+        return mcp_tool_error("internal", "the tool's schema does not parse");
+    json_object_object_get_ex(schema, "properties", &props);
+    json_object_object_get_ex(schema, "required", &req);
+    json_object *bad = NULL;
+    char msg[300];
+    json_object_object_foreach(args, k, v) {
+        (void)v;
+        if (!props || !json_object_object_get_ex(props, k, NULL)) {
+            snprintf(msg, sizeof msg, "unknown argument \"%.64s\" for %s", k, t->name);
+            bad = mcp_tool_error("invalid_argument", msg);
+            break;
+        }
+    }
+    for (size_t i = 0; !bad && req && i < json_object_array_length(req); i++) {
+        const char *k = json_object_get_string(json_object_array_get_idx(req, i));
+        json_object *v = NULL;
+        if (!json_object_object_get_ex(args, k, &v) || !v) {
+            snprintf(msg, sizeof msg, "%s needs the argument \"%s\"", t->name, k);
+            bad = mcp_tool_error("invalid_argument", msg);
+        }
+    }
+    json_object_put(schema);
+    return bad;
+}
+
+/* An optional integer argument in [min, max]; returns false (with *bad set)
+ * when present but wrong. */
+static bool int_arg(json_object *args, const char *k, int64_t min, int64_t max, int64_t def, int64_t *ret,
+                    json_object **bad)
+{
+    json_object *v = NULL;
+    *ret = def;
+    if (!json_object_object_get_ex(args, k, &v) || !v)
+        return true;
+    if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < min || json_object_get_int64(v) > max) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s must be an integer from %lld to %lld", k, (long long)min, (long long)max);
+        *bad = mcp_tool_error("invalid_argument", msg);
+        return false;
+    }
+    *ret = json_object_get_int64(v);
+    return true;
+}
+
+static bool bool_arg(json_object *args, const char *k, bool *ret, json_object **bad)
+{
+    json_object *v = NULL;
+    *ret = false;
+    if (!json_object_object_get_ex(args, k, &v) || !v)
+        return true;
+    if (!json_object_is_type(v, json_type_boolean)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s must be true or false", k);
+        *bad = mcp_tool_error("invalid_argument", msg);
+        return false;
+    }
+    *ret = json_object_get_boolean(v);
+    return true;
+}
+
+static bool str_arg(json_object *args, const char *k, const char **ret, json_object **bad)
+{
+    json_object *v = NULL;
+    *ret = NULL;
+    if (!json_object_object_get_ex(args, k, &v) || !v)
+        return true;
+    if (!json_object_is_type(v, json_type_string) || json_object_get_string_len(v) == 0 ||
+        json_object_get_string_len(v) > 256) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s must be a string of 1 to 256 bytes", k);
+        *bad = mcp_tool_error("invalid_argument", msg);
+        return false;
+    }
+    *ret = json_object_get_string(v);
+    return true;
+}
+
+/* Copies args[k] into body[k] when present. */
+static void pass(json_object *body, json_object *args, const char *k)
+{
+    json_object *v = NULL;
+    if (json_object_object_get_ex(args, k, &v) && v)
+        jsonx_add(body, k, json_object_get(v));
+}
+
+static json_object *api_failure(const api_err_t *e) { return mcp_tool_error(e->code, e->message); }
+
+/* The error of a finished operation that did not succeed. */
+static json_object *op_failure(json_object *op)
+{
+    json_object *err = jsonx_get_obj(op, "error");
+    const char *state = jsonx_get_str(op, "state");
+    const char *code = jsonx_get_str(err, "code");
+    const char *msg = jsonx_get_str(err, "message");
+    char text[700];
+    snprintf(text, sizeof text, "operation %s %s: %s", jsonx_get_str(op, "id") ? jsonx_get_str(op, "id") : "?",
+             state ? state : "?", msg ? msg : "no message");
+    return mcp_tool_error(code ? code : (state ? state : "failed"), text);
+}
+
+static int64_t deadline_in(int64_t ms) { return time_mono_ms() + ms; }
+
+/* ---------------------------------------------------------------- the tools */
+
+static json_object *tool_create(call_t *c, json_object *args)
+{
+    json_object *bad = NULL;
+    bool wait = false;
+    int64_t tmo;
+    const char *idem = NULL;
+    if (!bool_arg(args, "wait", &wait, &bad) ||
+        !int_arg(args, "timeout_seconds", 1, MCP_WAIT_MAX_S, MCP_WAIT_DEFAULT_S, &tmo, &bad) ||
+        !str_arg(args, "idempotency_key", &idem, &bad))
+        return bad;
+    json_object *body = json_object_new_object();
+    static const char *const direct[] = { "image", "tenant", "cpu_millis", "memory_mib", "ttl_seconds", "network",
+                                          "isolation", "read_only_root", "hardened", "env", "labels", "selector",
+                                          NULL };
+    for (int i = 0; direct[i]; i++)
+        pass(body, args, direct[i]);
+    json_object *trust = json_object_new_object();
+    pass(trust, args, "untrusted_repo");
+    pass(trust, args, "generated_code");
+    pass(trust, args, "hostile");
+    jsonx_add(body, "trust", trust);
+    json_object *resp = NULL;
+    api_err_t e;
+    int r = api(c, "POST", "/v1/sandboxes", body, idem, deadline_in(MCP_REQUEST_TIMEOUT_MS), &resp, &e);
+    json_object_put(body);
+    if (r < 0)
+        return api_failure(&e);
+    say(c->srv, 1, "created %s (operation %s)", jsonx_get_str(jsonx_get_obj(resp, "sandbox"), "id"),
+        jsonx_get_str(jsonx_get_obj(resp, "operation"), "id"));
+    if (!wait)
+        return mcp_tool_ok(resp);
+    const char *op_id = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
+    const char *sbx = jsonx_get_str(jsonx_get_obj(resp, "sandbox"), "id");
+    json_object *op = NULL;
+    bool done = false;
+    if (!op_id || !sbx || wait_op(c, op_id, tmo, &op, &done, &e) < 0) {
+        json_object_put(resp);
+        if (op)
+            json_object_put(op);
+        return op_id && sbx ? api_failure(&e) : mcp_tool_error("bad_response", "the create answer lacks ids");
+    }
+    json_object *out = NULL;
+    if (done && strcmp(jsonx_get_str(op, "state"), "succeeded") != 0) {
+        out = op_failure(op);
+    } else {
+        /* The sandbox as it is now (running once the create succeeded). */
+        char path[200];
+        char *esc = httpc_escape(sbx);
+        snprintf(path, sizeof path, "/v1/sandboxes/%s", esc ? esc : "");
+        free(esc);
+        json_object *got = NULL;
+        json_object *result = json_object_new_object();
+        if (api(c, "GET", path, NULL, NULL, deadline_in(MCP_REQUEST_TIMEOUT_MS), &got, &e) == 0 &&
+            jsonx_get_obj(got, "sandbox"))
+            jsonx_add(result, "sandbox", json_object_get(jsonx_get_obj(got, "sandbox")));
+        else
+            jsonx_add(result, "sandbox", json_object_get(jsonx_get_obj(resp, "sandbox")));
+        if (got)
+            json_object_put(got);
+        jsonx_add(result, "operation", json_object_get(op));
+        out = mcp_tool_ok(result);
+    }
+    json_object_put(op);
+    json_object_put(resp);
+    return out;
+}
+
+static json_object *tool_wait(call_t *c, json_object *args)
+{
+    json_object *bad = NULL;
+    int64_t tmo;
+    const char *op_id = NULL;
+    if (!str_arg(args, "operation_id", &op_id, &bad) ||
+        !int_arg(args, "timeout_seconds", 1, MCP_WAIT_MAX_S, MCP_WAIT_DEFAULT_S, &tmo, &bad))
+        return bad;
+    json_object *op = NULL;
+    bool done = false;
+    api_err_t e;
+    if (wait_op(c, op_id, tmo, &op, &done, &e) < 0) {
+        if (op)
+            json_object_put(op);
+        return api_failure(&e);
+    }
+    json_object *out;
+    if (done && strcmp(jsonx_get_str(op, "state"), "succeeded") != 0) {
+        out = op_failure(op);
+        json_object_put(op);
+    } else {
+        json_object *result = json_object_new_object();
+        jsonx_add(result, "operation", op);
+        jsonx_add_bool(result, "done", done);
+        out = mcp_tool_ok(result);
+    }
+    return out;
+}
+
+static json_object *tool_exec(call_t *c, json_object *args)
+{
+    json_object *bad = NULL;
+    const char *sbx = NULL;
+    int64_t tmo, maxout;
+    if (!str_arg(args, "sandbox_id", &sbx, &bad) ||
+        !int_arg(args, "timeout_seconds", 1, SBX_EXEC_TIMEOUT_MAX, MCP_EXEC_DEFAULT_S, &tmo, &bad) ||
+        !int_arg(args, "max_output_bytes", 1, SBX_EXEC_OUTPUT_CEILING, 0, &maxout, &bad))
+        return bad;
+    json_object *body = json_object_new_object();
+    pass(body, args, "argv");
+    pass(body, args, "env");
+    pass(body, args, "cwd");
+    jsonx_add_int(body, "timeout_seconds", tmo);
+    if (maxout > 0)
+        jsonx_add_int(body, "max_output_bytes", maxout);
+    char path[200];
+    char *esc = httpc_escape(sbx);
+    snprintf(path, sizeof path, "/v1/sandboxes/%s/exec", esc ? esc : "");
+    free(esc);
+    json_object *resp = NULL;
+    api_err_t e;
+    int r = api(c, "POST", path, body, NULL, deadline_in(MCP_REQUEST_TIMEOUT_MS), &resp, &e);
+    json_object_put(body);
+    if (r < 0)
+        return api_failure(&e);
+    const char *op_id = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
+    char opid[SBX_ID_MAX + 1];
+    snprintf(opid, sizeof opid, "%s", op_id ? op_id : "");
+    json_object_put(resp);
+    if (!opid[0])
+        return mcp_tool_error("bad_response", "the exec answer lacks an operation id");
+    json_object *op = NULL;
+    bool done = false;
+    if (wait_op(c, opid, tmo + MCP_EXEC_SLACK_S, &op, &done, &e) < 0) {
+        if (op)
+            json_object_put(op);
+        if (strcmp(e.code, "cancelled") == 0)
+            snprintf(e.message, sizeof e.message, "stopped waiting for exec %s; it goes on in the sandbox", opid);
+        return api_failure(&e);
+    }
+    json_object *out;
+    if (!done) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "exec %s did not finish within %llds; see operation_get", opid,
+                 (long long)(tmo + MCP_EXEC_SLACK_S));
+        out = mcp_tool_error("timeout", msg);
+    } else if (strcmp(jsonx_get_str(op, "state"), "succeeded") != 0) {
+        out = op_failure(op);
+    } else {
+        json_object *res = jsonx_get_obj(op, "result");
+        json_object *result = json_object_new_object();
+        jsonx_add_str(result, "operation_id", opid);
+        static const char *const keys[] = { "exit_code", "signal", "timed_out", "duration_ms", "stdout", "stderr",
+                                            "stdout_truncated", "stderr_truncated", "stdout_bytes", "stderr_bytes",
+                                            NULL };
+        for (int i = 0; keys[i]; i++)
+            pass(result, res, keys[i]);
+        out = mcp_tool_ok(result);
+    }
+    json_object_put(op);
+    return out;
+}
+
+static json_object *get_one(call_t *c, const char *prefix, const char *id_arg, json_object *args)
+{
+    json_object *bad = NULL;
+    const char *id = NULL;
+    if (!str_arg(args, id_arg, &id, &bad))
+        return bad;
+    char path[300];
+    char *esc = httpc_escape(id);
+    snprintf(path, sizeof path, "%s%s", prefix, esc ? esc : "");
+    free(esc);
+    json_object *resp = NULL;
+    api_err_t e;
+    if (api(c, "GET", path, NULL, NULL, deadline_in(MCP_REQUEST_TIMEOUT_MS), &resp, &e) < 0)
+        return api_failure(&e);
+    return mcp_tool_ok(resp);
+}
+
+static json_object *tool_get(call_t *c, json_object *args) { return get_one(c, "/v1/sandboxes/", "sandbox_id", args); }
+
+static json_object *tool_operation(call_t *c, json_object *args)
+{
+    return get_one(c, "/v1/operations/", "operation_id", args);
+}
+
+static json_object *tool_list(call_t *c, json_object *args)
+{
+    json_object *bad = NULL;
+    const char *tenant = NULL;
+    bool all = false;
+    int64_t limit;
+    if (!str_arg(args, "tenant", &tenant, &bad) || !bool_arg(args, "all", &all, &bad) ||
+        !int_arg(args, "limit", 1, SBX_LIST_MAX, 0, &limit, &bad))
+        return bad;
+    char path[400] = "/v1/sandboxes";
+    const char *sep = "?";
+    if (tenant) {
+        char *esc = httpc_escape(tenant);
+        size_t l = strlen(path);
+        snprintf(path + l, sizeof path - l, "%stenant=%s", sep, esc ? esc : "");
+        free(esc);
+        sep = "&";
+    }
+    if (all) {
+        size_t l = strlen(path);
+        snprintf(path + l, sizeof path - l, "%sall=true", sep);
+        sep = "&";
+    }
+    if (limit > 0) {
+        size_t l = strlen(path);
+        snprintf(path + l, sizeof path - l, "%slimit=%lld", sep, (long long)limit);
+    }
+    json_object *resp = NULL;
+    api_err_t e;
+    if (api(c, "GET", path, NULL, NULL, deadline_in(MCP_REQUEST_TIMEOUT_MS), &resp, &e) < 0)
+        return api_failure(&e);
+    return mcp_tool_ok(resp);
+}
+
+static json_object *tool_delete(call_t *c, json_object *args)
+{
+    json_object *bad = NULL;
+    const char *sbx = NULL, *idem = NULL;
+    bool wait = false;
+    int64_t tmo;
+    if (!str_arg(args, "sandbox_id", &sbx, &bad) || !str_arg(args, "idempotency_key", &idem, &bad) ||
+        !bool_arg(args, "wait", &wait, &bad) ||
+        !int_arg(args, "timeout_seconds", 1, MCP_WAIT_MAX_S, MCP_WAIT_DEFAULT_S, &tmo, &bad))
+        return bad;
+    char path[200];
+    char *esc = httpc_escape(sbx);
+    snprintf(path, sizeof path, "/v1/sandboxes/%s", esc ? esc : "");
+    free(esc);
+    json_object *resp = NULL;
+    api_err_t e;
+    if (api(c, "DELETE", path, NULL, idem, deadline_in(MCP_REQUEST_TIMEOUT_MS), &resp, &e) < 0)
+        return api_failure(&e);
+    say(c->srv, 1, "deleting %s (operation %s)", sbx, jsonx_get_str(jsonx_get_obj(resp, "operation"), "id"));
+    if (!wait)
+        return mcp_tool_ok(resp);
+    const char *op_id = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
+    char opid[SBX_ID_MAX + 1];
+    snprintf(opid, sizeof opid, "%s", op_id ? op_id : "");
+    json_object_put(resp);
+    json_object *op = NULL;
+    bool done = false;
+    if (wait_op(c, opid, tmo, &op, &done, &e) < 0) {
+        if (op)
+            json_object_put(op);
+        return api_failure(&e);
+    }
+    json_object *out;
+    if (done && strcmp(jsonx_get_str(op, "state"), "succeeded") != 0) {
+        out = op_failure(op);
+        json_object_put(op);
+    } else {
+        json_object *result = json_object_new_object();
+        jsonx_add(result, "operation", op);
+        out = mcp_tool_ok(result);
+    }
+    return out;
+}
+
+static json_object *run_tool(call_t *c)
+{
+    server_t *s = c->srv;
+    json_object *bad = check_args(c->tool, c->args);
+    if (bad)
+        return bad;
+    if (s->config_error[0])
+        return mcp_tool_error("invalid_configuration", s->config_error);
+    if (!s->token)
+        return mcp_tool_error("unauthenticated",
+                              "sandbox-mcp has no API token: set SANDBOX_TOKEN in the MCP client's configuration "
+                              "for this server (or put 'token = ...' in ~/.config/sandbox/config) and restart it");
+    if (httpc_new(s->url, s->token, &c->http) < 0)
+        return mcp_tool_error("internal", "cannot set up the HTTP client");
+    httpc_set_abort_flag(c->http, &c->cancel);
+    static const struct {
+        const char *name;
+        json_object *(*fn)(call_t *, json_object *);
+    } table[] = {
+        { "sandbox_create", tool_create }, { "sandbox_wait", tool_wait },     { "sandbox_exec", tool_exec },
+        { "sandbox_get", tool_get },       { "sandbox_list", tool_list },     { "sandbox_delete", tool_delete },
+        { "operation_get", tool_operation },
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strcmp(table[i].name, c->tool->name) == 0)
+            return table[i].fn(c, c->args);
+    return mcp_tool_error("internal", "tool without an implementation");
+}
+
+/* ---------------------------------------------------------------- calls */
+
+static void call_free(call_t *c)
+{
+    if (c->http)
+        httpc_free(c->http);
+    json_object_put(c->id);
+    json_object_put(c->args);
+    if (c->progress_token)
+        json_object_put(c->progress_token);
+    free(c);
+}
+
+static void *call_main(void *p)
+{
+    call_t *c = p;
+    server_t *s = c->srv;
+    json_object *result = run_tool(c);
+    if (c->cancel) {
+        /* The MCP spec: no response for a cancelled request. */
+        json_object_put(result);
+        say(s, 1, "cancelled: %s (request %s) stopped waiting; anything it started goes on on the server",
+            c->tool->name, c->id_key);
+    } else {
+        emit(s, mcp_result(c->id, result));
+    }
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < s->ncalls; i++)
+        if (s->calls[i] == c) {
+            s->calls[i] = s->calls[--s->ncalls];
+            break;
+        }
+    pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->mu);
+    call_free(c);
+    return NULL;
+}
+
+static void start_call(server_t *s, const mcp_msg_t *m, const mcp_tool_def_t *tool)
+{
+    call_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        emit(s, mcp_error(m->id, MCP_INTERNAL_ERROR, "out of memory"));
+        return;
+    }
+    c->srv = s;
+    c->tool = tool;
+    c->id = id_copy(m->id);
+    id_key(m->id, c->id_key);
+    json_object *args = NULL;
+    json_object_object_get_ex(m->params, "arguments", &args);
+    c->args = args ? json_object_get(args) : json_object_new_object();
+    json_object *tok = mcp_progress_token(m->params);
+    c->progress_token = tok ? id_copy(tok) : NULL;
+    pthread_mutex_lock(&s->mu);
+    bool room = s->ncalls < MCP_MAX_CALLS;
+    bool dup = false;
+    for (int i = 0; i < s->ncalls; i++)
+        dup = dup || strcmp(s->calls[i]->id_key, c->id_key) == 0;
+    if (room && !dup)
+        s->calls[s->ncalls++] = c;
+    pthread_mutex_unlock(&s->mu);
+    if (!room || dup) {
+        emit(s, mcp_error(m->id, MCP_INVALID_REQUEST,
+                          dup ? "a request with this id is still running" : "too many tool calls in flight (16)"));
+        call_free(c);
+        return;
+    }
+    pthread_t th;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&th, &attr, call_main, c) != 0) {
+        pthread_mutex_lock(&s->mu);
+        s->ncalls--;
+        pthread_mutex_unlock(&s->mu);
+        emit(s, mcp_error(m->id, MCP_INTERNAL_ERROR, "cannot start a thread"));
+        call_free(c);
+    }
+    pthread_attr_destroy(&attr);
+}
+
+static void cancel_call(server_t *s, json_object *params)
+{
+    json_object *rid = NULL;
+    if (!params || !json_object_object_get_ex(params, "requestId", &rid) || !rid)
+        return;
+    char key[160];
+    id_key(rid, key);
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < s->ncalls; i++)
+        if (strcmp(s->calls[i]->id_key, key) == 0)
+            s->calls[i]->cancel = 1;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---------------------------------------------------------------- main loop */
+
+/* Reads one line into b (without the newline). Returns 1 for a line, 0 at
+ * EOF with nothing read, SBX_ETOOBIG when the line passed the cap (the
+ * rest of it was read and dropped). */
+static int read_line(FILE *in, sbuf_t *b)
+{
+    sbuf_reset(b);
+    char chunk[8192];
+    bool any = false, over = false;
+    while (fgets(chunk, sizeof chunk, in)) {
+        any = true;
+        size_t n = strlen(chunk);
+        bool nl = n > 0 && chunk[n - 1] == '\n';
+        if (!over && sbuf_append_bounded(b, chunk, n) < 0)
+            return SBX_ENOMEM;
+        if (b->truncated)
+            over = true;
+        if (nl)
+            break;
+    }
+    if (!any)
+        return 0;
+    return over ? SBX_ETOOBIG : 1;
+}
+
+static void handle_line(server_t *s, const char *line, size_t len)
+{
+    mcp_msg_t m;
+    json_object *err = NULL;
+    int r = mcp_decode(line, len, &m, &err);
+    if (r == 1)
+        return;
+    if (r < 0) {
+        say(s, 3, "refused a message: %s", jsonx_get_str(jsonx_get_obj(err, "error"), "message"));
+        emit(s, err);
+        return;
+    }
+    if (m.kind == MCP_MSG_RESPONSE) {
+        mcp_msg_release(&m);
+        return;
+    }
+    if (m.kind == MCP_MSG_NOTIFICATION) {
+        if (strcmp(m.method, "notifications/cancelled") == 0)
+            cancel_call(s, m.params);
+        mcp_msg_release(&m);
+        return;
+    }
+    const mcp_tool_def_t *tool = NULL;
+    pthread_mutex_lock(&s->mu);
+    int level = s->client_level;
+    pthread_mutex_unlock(&s->mu);
+    json_object *resp = mcp_handle(&s->info, &m, &level, &tool);
+    pthread_mutex_lock(&s->mu);
+    s->client_level = level;
+    pthread_mutex_unlock(&s->mu);
+    if (resp)
+        emit(s, resp);
+    else if (tool)
+        start_call(s, &m, tool);
+    mcp_msg_release(&m);
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: sandbox-mcp [--url URL] [--token TOKEN] [--log-level LEVEL]\n"
+          "\n"
+          "A local MCP server (stdio, JSON-RPC 2.0, one message per line) exposing the\n"
+          "Sandbox lifecycle as tools: sandbox_create, sandbox_wait, sandbox_exec,\n"
+          "sandbox_get, sandbox_list, sandbox_delete, operation_get. Started by an MCP\n"
+          "client (Claude Code, Codex, Gemini CLI, Cursor, ...); see docs/mcp.md.\n"
+          "\n"
+          "  --url URL          controller URL (else SANDBOX_URL, the config file,\n"
+          "                     http://127.0.0.1:8080)\n"
+          "  --token TOKEN      API token (else SANDBOX_TOKEN, the config file)\n"
+          "  --log-level LEVEL  stderr log level: debug, info, warning (default) or error\n"
+          "  -h, --help         show this help\n"
+          "  --version          print the version\n"
+          "\n"
+          "stdout carries only protocol messages; logs go to stderr. Exits 0 when\n"
+          "stdin closes. Without a token it still starts: tool calls then return an\n"
+          "error saying how to set one.\n",
+          f);
+}
+
+int main(int argc, char **argv)
+{
+    const char *url = NULL, *token = NULL, *level = "warning";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char **dst = strcmp(a, "--url") == 0 ? &url : strcmp(a, "--token") == 0 ? &token
+                                                         : strcmp(a, "--log-level") == 0 ? &level : NULL;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (strcmp(a, "--version") == 0) {
+            printf("sandbox-mcp %s\n", SANDBOX_VERSION);
+            return 0;
+        }
+        if (!dst || i + 1 >= argc) {
+            fprintf(stderr, "sandbox-mcp: %s '%s'\nsee 'sandbox-mcp --help'\n",
+                    dst ? "missing a value after" : "unknown argument", a);
+            return 2;
+        }
+        *dst = argv[++i];
+    }
+    server_t s;
+    memset(&s, 0, sizeof s);
+    s.stderr_level = mcp_log_level(level);
+    if (s.stderr_level < 0) {
+        fprintf(stderr, "sandbox-mcp: --log-level must be debug, info, warning or error\n");
+        return 2;
+    }
+    s.client_level = mcp_log_level("info");
+    pthread_mutex_init(&s.out_mu, NULL);
+    pthread_mutex_init(&s.mu, NULL);
+    pthread_cond_init(&s.idle, NULL);
+    if (tools_init() < 0 || curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
+        fprintf(stderr, "sandbox-mcp: cannot initialise\n");
+        return 1;
+    }
+    client_config_t cc;
+    if (client_config_resolve(url, token, &cc, s.config_error, sizeof s.config_error) == 0) {
+        s.url = cc.url;
+        s.token = cc.token;
+        cc.url = cc.token = NULL;
+    }
+    for (int i = 0; i < 2; i++)
+        if (cc.warnings[i][0])
+            fprintf(stderr, "sandbox-mcp: warning: %s\n", cc.warnings[i]);
+    client_config_release(&cc);
+    if (s.config_error[0])
+        fprintf(stderr, "sandbox-mcp: warning: %s (every tool call will say so)\n", s.config_error);
+    else if (!s.token)
+        fprintf(stderr, "sandbox-mcp: warning: no API token (set SANDBOX_TOKEN); tool calls will fail until then\n");
+    s.info = (mcp_server_info_t){
+        .name = "sandbox-mcp",
+        .title = "Sandbox",
+        .version = SANDBOX_VERSION,
+        .instructions = "Disposable sandboxes for running code. Create the smallest suitable sandbox, describe "
+                        "how much you trust the code, wait for operations instead of assuming success, run argv "
+                        "arrays (no shell strings from untrusted input), check truncation flags, and delete the "
+                        "sandbox when the task ends.",
+        .tools = tools,
+        .ntools = NTOOLS,
+    };
+
+    sbuf_t line;
+    sbuf_init(&line, MCP_MAX_LINE_BYTES);
+    for (;;) {
+        int r = read_line(stdin, &line);
+        if (r == 0)
+            break;
+        if (r == SBX_ETOOBIG) {
+            emit(&s, mcp_error(NULL, MCP_PARSE_ERROR, "message longer than 4 MiB"));
+            continue;
+        }
+        if (r < 0) {
+            fprintf(stderr, "sandbox-mcp: out of memory reading stdin\n");
+            break;
+        }
+        handle_line(&s, sbuf_cstr(&line), line.len);
+    }
+    /* stdin closed: stop every call and wait for them. */
+    pthread_mutex_lock(&s.mu);
+    for (int i = 0; i < s.ncalls; i++)
+        s.calls[i]->cancel = 1;
+    while (s.ncalls > 0)
+        pthread_cond_wait(&s.idle, &s.mu);
+    pthread_mutex_unlock(&s.mu);
+    sbuf_release(&line);
+    for (size_t i = 0; i < NTOOLS * 3; i++)
+        free(tool_texts[i]);
+    free(s.url);
+    free(s.token);
+    curl_global_cleanup();
+    return 0;
+}
