@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# sandbox-mcp through the official MCP TypeScript SDK and raw JSON-RPC
+# (tests/mcp/client.mjs) with a member token of a tenant of its own: tool
+# schemas and annotations, the full lifecycle with structured results,
+# isError for policy_denied / not_found / unauthenticated, progress and
+# cancellation, parse errors and unknown methods, version negotiation, exit
+# on stdin EOF, the flag / environment / config file sources. Installs the
+# SDK with npm in tests/mcp when node_modules is missing or stale.
+# itest-timeout: 240
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+itest_begin
+
+mcp_dir=$(cd "$(dirname "$0")/../mcp" && pwd)
+mcp_bin="$(dirname "$SANDBOX_CLI")/sandbox-mcp"
+[ -x "$mcp_bin" ] || fail "$mcp_bin does not exist or is not executable: build it (ninja -C $(dirname "$(dirname "$SANDBOX_CLI")"))"
+
+# ---- Node.js and the SDK
+
+command -v node >/dev/null 2>&1 \
+  || fail "node is not installed: apt-get install nodejs npm (tools/test.sh installs them when node is missing)"
+command -v npm >/dev/null 2>&1 \
+  || fail "npm is not installed next to $(command -v node) ($(node --version)): install npm"
+node_major=$(node -p 'process.versions.node.split(".")[0]')
+[ "$node_major" -ge 18 ] || fail "node $(node --version) is too old: the MCP SDK needs Node.js 18 or later"
+
+# npm writes node_modules/.package-lock.json on every install: older than
+# the lock file (or package.json) means node_modules is stale.
+stamp="$mcp_dir/node_modules/.package-lock.json"
+if [ ! -f "$stamp" ] || [ "$mcp_dir/package.json" -nt "$stamp" ] \
+  || { [ -f "$mcp_dir/package-lock.json" ] && [ "$mcp_dir/package-lock.json" -nt "$stamp" ]; }; then
+  npm_log="$ITEST_TMP/mcp-npm.log"
+  if [ -f "$mcp_dir/package-lock.json" ]; then npm_cmd=(npm ci); else npm_cmd=(npm install); fi
+  itest_log "installing the MCP SDK: ${npm_cmd[*]} in $mcp_dir (log: $npm_log)"
+  if ! (cd "$mcp_dir" && timeout 180 "${npm_cmd[@]}" --no-audit --no-fund >"$npm_log" 2>&1); then
+    itest_log_tail "$npm_log" 0 30
+    if grep -Eq 'ENOTFOUND|EAI_AGAIN|ETIMEDOUT|ECONNREFUSED|ECONNRESET|network' "$npm_log"; then
+      fail "${npm_cmd[*]} in $mcp_dir failed: the npm registry ($(npm config get registry)) is unreachable"
+    fi
+    fail "${npm_cmd[*]} in $mcp_dir failed (log above, $npm_log)"
+  fi
+fi
+[ -f "$mcp_dir/node_modules/@modelcontextprotocol/sdk/package.json" ] \
+  || fail "$mcp_dir/node_modules has no @modelcontextprotocol/sdk after npm"
+
+# ---- a tenant and a member token of our own
+
+tenant=$(itest_tenant itest-mcp)
+export SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN
+assert_exit 0 sandbox tenants create "$tenant"
+assert_exit 0 sandbox tokens create --tenant "$tenant" --role member --name mcp
+member=$ITEST_OUT
+
+# Whatever client.mjs leaves behind (it deletes its sandboxes itself, also
+# when a check fails) is deleted when the test exits.
+mcp_leftovers() {
+  local json id
+  json=$(SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN "$SANDBOX_CLI" list --tenant "$tenant" --json 2>/dev/null) || return 0
+  for id in $(python3 -c 'import json,sys; print(" ".join(s["id"] for s in json.loads(sys.argv[1]).get("sandboxes", [])))' "$json"); do
+    itest_track "$id"
+  done
+}
+itest_on_exit mcp_leftovers
+
+# ---- the client
+
+client_log="$ITEST_TMP/mcp-client.log"
+rc=0
+SANDBOX_MCP=$mcp_bin SANDBOX_URL=$SANDBOX_URL SANDBOX_TOKEN=$member MCP_TEST_IMAGE=$ITEST_IMAGE \
+  timeout 200 node "$mcp_dir/client.mjs" 2>&1 | tee "$client_log" || rc=$?
+if [ "$rc" -ne 0 ]; then
+  why=$(grep -m 1 '^FAIL' "$client_log" || true)
+  [ "$rc" -ne 124 ] || why="client.mjs did not finish within 200 s (last line: $(tail -n 1 "$client_log"))"
+  fail "tests/mcp/client.mjs exited $rc: ${why:-no FAIL line, see the output above}"
+fi
+assert_contains "$(tail -n 1 "$client_log")" "checks passed" "last line of client.mjs"
+
+# it cleaned up after itself: nothing of the tenant is left running
+assert_exit 0 sandbox list --tenant "$tenant" --json
+assert_eq 0 "$(python3 -c 'import json,sys; print(len(json.loads(sys.argv[1])["sandboxes"]))' "$ITEST_OUT")" \
+  "live sandboxes of $tenant after client.mjs"
+echo "sandbox-mcp answers the MCP SDK and raw JSON-RPC as its contract says"

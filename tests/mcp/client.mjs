@@ -1,0 +1,802 @@
+// Checks sandbox-mcp against its contract (docs/mcp.md) twice over: as an MCP
+// client would use it, through the official TypeScript SDK (Client +
+// StdioClientTransport), and as raw JSON-RPC lines on the process's stdio.
+//
+// Env: SANDBOX_MCP     path of the sandbox-mcp binary (required)
+//      SANDBOX_URL     controller URL (required)
+//      SANDBOX_TOKEN   a member token of a tenant of the test's own (required)
+//      MCP_TEST_IMAGE  image to run (default sandbox-test/busybox:latest)
+// Prints one line per check ("ok   NAME (MS ms)" or "FAIL NAME: WHY") and
+// exits 1 at the first failure, after deleting the sandboxes it created.
+
+import { spawn } from 'node:child_process';
+import { accessSync, constants as fsc, mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import Ajv from 'ajv';
+import Ajv2019 from 'ajv/dist/2019.js';
+import Ajv2020 from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+
+const MCP = process.env.SANDBOX_MCP;
+const URL = process.env.SANDBOX_URL;
+const TOKEN = process.env.SANDBOX_TOKEN;
+const IMAGE = process.env.MCP_TEST_IMAGE || 'sandbox-test/busybox:latest';
+
+const LATEST = '2025-11-25';
+const TOOLS = {
+  sandbox_create: {
+    required: ['image'],
+    properties: ['image', 'tenant', 'cpu_millis', 'memory_mib', 'ttl_seconds', 'network', 'untrusted_repo',
+      'generated_code', 'hostile', 'isolation', 'read_only_root', 'hardened', 'env', 'labels', 'selector',
+      'idempotency_key', 'wait', 'timeout_seconds'],
+  },
+  sandbox_wait: { required: ['operation_id'], properties: ['operation_id', 'timeout_seconds'], readOnly: true },
+  sandbox_exec: {
+    required: ['sandbox_id', 'argv'],
+    properties: ['sandbox_id', 'argv', 'timeout_seconds', 'env', 'cwd', 'max_output_bytes'],
+  },
+  sandbox_get: { required: ['sandbox_id'], properties: ['sandbox_id'], readOnly: true },
+  sandbox_list: { required: [], properties: ['tenant', 'all', 'limit'], readOnly: true },
+  sandbox_delete: {
+    required: ['sandbox_id'],
+    properties: ['sandbox_id', 'wait', 'timeout_seconds', 'idempotency_key'],
+    destructive: true,
+  },
+  operation_get: { required: ['operation_id'], properties: ['operation_id'], readOnly: true },
+};
+const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
+
+// ------------------------------------------------------------------ running checks
+
+let passed = 0;
+const cleanups = []; // async functions, run in reverse order at exit
+
+class CheckFailed extends Error {}
+
+function assert(cond, msg) {
+  if (!cond) throw new CheckFailed(msg);
+}
+
+function show(v) {
+  const s = JSON.stringify(v);
+  return s === undefined ? String(v) : s.length > 600 ? s.slice(0, 600) + '…' : s;
+}
+
+function eq(actual, expected, what) {
+  if (!isDeepStrictEqual(actual, expected)) {
+    throw new CheckFailed(`${what}: expected ${show(expected)}, got ${show(actual)}`);
+  }
+}
+
+async function runCleanups() {
+  while (cleanups.length > 0) {
+    const fn = cleanups.pop();
+    try {
+      await Promise.race([fn(), sleep(30000)]);
+    } catch {
+      // best effort: the integration test also deletes the tenant's sandboxes
+    }
+  }
+}
+
+async function check(name, fn) {
+  const t0 = Date.now();
+  try {
+    const note = await fn();
+    passed++;
+    console.log(`ok   ${name} (${Date.now() - t0} ms)${note ? ': ' + note : ''}`);
+  } catch (e) {
+    console.log(`FAIL ${name}: ${e instanceof CheckFailed ? e.message : e?.stack || e}`);
+    for (const s of servers) {
+      const tail = s.stderr.trim().split('\n').slice(-15).join('\n    ');
+      if (tail) console.log(`  stderr of ${s.label} (last lines):\n    ${tail}`);
+    }
+    await runCleanups();
+    process.exit(1);
+  }
+}
+
+// ------------------------------------------------------------------ JSON Schema
+
+const ajvs = {};
+function ajvFor(schema) {
+  const dialect = typeof schema.$schema === 'string' ? schema.$schema : '';
+  // MCP 2025-11-25: a schema without $schema is JSON Schema 2020-12
+  const kind = dialect.includes('draft-07') || dialect.includes('draft-06') ? '07'
+    : dialect.includes('2019-09') ? '2019' : '2020';
+  if (!ajvs[kind]) {
+    const Cls = kind === '07' ? Ajv : kind === '2019' ? Ajv2019 : Ajv2020;
+    ajvs[kind] = new Cls({ strict: false, allErrors: true, validateSchema: true });
+    addFormats(ajvs[kind]);
+  }
+  return ajvs[kind];
+}
+
+// Compiles a tool schema (throws CheckFailed naming the tool and the problem).
+function compileSchema(schema, what) {
+  assert(schema && typeof schema === 'object' && !Array.isArray(schema), `${what} is not a JSON object: ${show(schema)}`);
+  eq(schema.type, 'object', `${what}.type`);
+  try {
+    return ajvFor(schema).compile(schema);
+  } catch (e) {
+    throw new CheckFailed(`${what} does not compile as JSON Schema: ${e.message}`);
+  }
+}
+
+function schemaErrors(validate) {
+  return (validate.errors || []).map((e) => `${e.instancePath || '/'} ${e.message}`).join('; ');
+}
+
+// ------------------------------------------------------------------ SDK side
+
+const servers = []; // { label, stderr } of every server started, for failure output
+
+function isolatedConfigDir() {
+  // an empty $XDG_CONFIG_HOME: no developer's ~/.config/sandbox/config leaks in
+  const dir = mkdtempSync(join(tmpdir(), 'sbx-mcp-test-'));
+  cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+// Starts sandbox-mcp through the SDK and connects a Client to it.
+async function connect(label, { env = {}, args = [] } = {}) {
+  const transport = new StdioClientTransport({ command: MCP, args, env, stderr: 'pipe' });
+  const rec = { label, stderr: '', logs: [], sdkErrors: [] };
+  servers.push(rec);
+  transport.stderr.on('data', (b) => {
+    rec.stderr = (rec.stderr + b.toString()).slice(-65536);
+  });
+  const client = new Client({ name: 'sandbox-mcp-tests', version: '1.0.0' }, { capabilities: {} });
+  client.onerror = (e) => rec.sdkErrors.push(String(e?.message || e));
+  client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => rec.logs.push(n.params));
+  await client.connect(transport, { timeout: 15000 });
+  cleanups.push(async () => client.close());
+  return { client, rec, transport };
+}
+
+let toolsByName = {};
+const inputValidators = {};
+const outputValidators = {};
+
+async function callTool(client, name, args, opts = {}) {
+  if (inputValidators[name] && !inputValidators[name](args)) {
+    throw new CheckFailed(`the arguments ${show(args)} do not match ${name}'s inputSchema: ` +
+      schemaErrors(inputValidators[name]));
+  }
+  return client.callTool({ name, arguments: args }, undefined, { timeout: 150000, ...opts });
+}
+
+function textBlocks(res) {
+  return (res.content || []).filter((c) => c.type === 'text').map((c) => c.text);
+}
+
+// A successful result: structuredContent matches the outputSchema and equals
+// the JSON of a text block. Returns structuredContent.
+function expectOk(name, res) {
+  if (res.isError) {
+    throw new CheckFailed(`${name} returned isError: ${textBlocks(res).join(' | ')}`);
+  }
+  const sc = res.structuredContent;
+  assert(sc && typeof sc === 'object' && !Array.isArray(sc), `${name}: no structuredContent object in ${show(res)}`);
+  const v = outputValidators[name];
+  if (v && !v(sc)) {
+    throw new CheckFailed(`${name}: structuredContent does not match the outputSchema: ${schemaErrors(v)}; ` +
+      `structuredContent=${show(sc)}`);
+  }
+  const same = textBlocks(res).some((t) => {
+    try {
+      return isDeepStrictEqual(JSON.parse(t), sc);
+    } catch {
+      return false;
+    }
+  });
+  assert(same, `${name}: no text block holds the same JSON as structuredContent; text=${show(textBlocks(res))}`);
+  return sc;
+}
+
+// A tool error: isError, no structuredContent, a text block
+// {"error":{"code":CODE,"message":…}}. Returns the error object.
+function expectErr(name, res, code) {
+  assert(res.isError === true, `${name}: expected isError with code ${code}, got a success: ${show(res)}`);
+  assert(res.structuredContent === undefined, `${name}: an error result carries structuredContent ${show(res.structuredContent)}`);
+  let err;
+  for (const t of textBlocks(res)) {
+    try {
+      const doc = JSON.parse(t);
+      if (doc && doc.error) err = doc.error;
+    } catch {
+      // not the JSON block
+    }
+  }
+  assert(err, `${name}: no text block of JSON {"error":{…}} in ${show(res.content)}`);
+  eq(err.code, code, `${name}: error.code (message: ${err.message})`);
+  assert(typeof err.message === 'string' && err.message.length > 0, `${name}: empty error.message`);
+  return err;
+}
+
+// Waits up to ms for pred() to hold.
+async function until(ms, pred) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (pred()) return true;
+    await sleep(50);
+  }
+  return pred();
+}
+
+// ------------------------------------------------------------------ raw JSON-RPC side
+
+// sandbox-mcp spawned directly: lines in, lines out, no SDK in between.
+class RawServer {
+  constructor(label, { env = {}, args = [] } = {}) {
+    this.rec = { label, stderr: '' };
+    servers.push(this.rec);
+    this.messages = [];
+    this.badLines = [];
+    this.notRpc = [];
+    this.exited = null;
+    this.proc = spawn(MCP, args, { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let buf = '';
+    this.proc.stdout.on('data', (b) => {
+      buf += b.toString();
+      let i;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, i).replace(/\r$/, '');
+        buf = buf.slice(i + 1);
+        if (line === '') continue;
+        try {
+          const m = JSON.parse(line);
+          if (m === null || typeof m !== 'object' || m.jsonrpc !== '2.0') this.notRpc.push(line);
+          this.messages.push(m);
+        } catch {
+          this.badLines.push(line);
+        }
+      }
+    });
+    this.proc.stderr.on('data', (b) => {
+      this.rec.stderr = (this.rec.stderr + b.toString()).slice(-65536);
+    });
+    this.exitPromise = new Promise((resolve) => {
+      this.proc.on('exit', (code, signal) => {
+        this.exited = { code, signal, at: Date.now() };
+        resolve(this.exited);
+      });
+    });
+    this.proc.stdin.on('error', () => {}); // EPIPE after an early exit shows up as the exit status
+    cleanups.push(async () => {
+      if (!this.exited) this.proc.kill('SIGKILL');
+    });
+  }
+
+  sendLine(line) {
+    this.proc.stdin.write(line + '\n');
+  }
+
+  send(obj) {
+    this.sendLine(JSON.stringify(obj));
+  }
+
+  // The first message (from now on or already received) matching pred.
+  async next(pred, ms, what) {
+    const end = Date.now() + ms;
+    for (;;) {
+      const i = this.messages.findIndex(pred);
+      if (i >= 0) return this.messages.splice(i, 1)[0];
+      if (this.exited) throw new CheckFailed(`${what}: sandbox-mcp exited (${show(this.exited)}) before answering`);
+      if (Date.now() > end) {
+        throw new CheckFailed(`${what}: no answer within ${ms} ms; unconsumed messages: ${show(this.messages)}`);
+      }
+      await sleep(20);
+    }
+  }
+
+  async response(id, ms, what) {
+    return this.next((m) => m.id === id && ('result' in m || 'error' in m), ms, what);
+  }
+
+  async initialize(version, id = 1) {
+    this.send({
+      jsonrpc: '2.0', id, method: 'initialize',
+      params: { protocolVersion: version, capabilities: {}, clientInfo: { name: 'raw-test', version: '0' } },
+    });
+    const m = await this.response(id, 5000, `initialize ${version}`);
+    assert(m.result, `initialize ${version}: error ${show(m.error)}`);
+    return m.result;
+  }
+
+  // Closes stdin; resolves with {code, signal, ms} or throws after ms.
+  async closeStdin(ms) {
+    const t0 = Date.now();
+    this.proc.stdin.end();
+    const r = await Promise.race([this.exitPromise, sleep(ms).then(() => null)]);
+    if (!r) {
+      this.proc.kill('SIGKILL');
+      throw new CheckFailed(`sandbox-mcp still running ${ms} ms after its stdin closed`);
+    }
+    return { ...r, ms: r.at - t0 };
+  }
+}
+
+function rawEnv(extra = {}) {
+  return { SANDBOX_URL: URL, SANDBOX_TOKEN: TOKEN, XDG_CONFIG_HOME: isolatedConfigDir(), ...extra };
+}
+
+// ------------------------------------------------------------------ the checks
+
+async function main() {
+  if (!MCP || !URL || !TOKEN) {
+    console.log('FAIL setup: SANDBOX_MCP, SANDBOX_URL and SANDBOX_TOKEN must be set ' +
+      `(SANDBOX_MCP=${MCP || ''} SANDBOX_URL=${URL || ''} SANDBOX_TOKEN ${TOKEN ? 'set' : 'unset'})`);
+    process.exit(1);
+  }
+  try {
+    accessSync(MCP, fsc.X_OK);
+  } catch {
+    console.log(`FAIL setup: ${MCP} does not exist or is not executable (build it: ninja -C build)`);
+    process.exit(1);
+  }
+  console.log(`# sandbox-mcp ${MCP} against ${URL}, image ${IMAGE}`);
+
+  // ---- startup and configuration
+
+  await check('--help prints usage and exits 0', async () => {
+    const out = await new Promise((resolve, reject) => {
+      const p = spawn(MCP, ['--help'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let text = '';
+      p.stdout.on('data', (b) => (text += b));
+      p.stderr.on('data', (b) => (text += b));
+      const t = setTimeout(() => { p.kill('SIGKILL'); reject(new CheckFailed('--help did not exit within 5 s')); }, 5000);
+      p.on('exit', (code) => { clearTimeout(t); resolve({ code, text }); });
+    });
+    eq(out.code, 0, 'exit status of --help');
+    assert(/usage/i.test(out.text), `--help printed no usage: ${show(out.text)}`);
+  });
+
+  // --log-level info: the contract has the cancellation logged on stderr,
+  // which sandbox-mcp does at level info (its default stderr level is warning)
+  const primary = await connect('sandbox-mcp (SDK)', {
+    env: { SANDBOX_URL: URL, SANDBOX_TOKEN: TOKEN, XDG_CONFIG_HOME: isolatedConfigDir() },
+    args: ['--log-level', 'info'],
+  });
+  const { client } = primary;
+
+  await check('initialize: capabilities tools and logging, protocol ' + LATEST, async () => {
+    const caps = client.getServerCapabilities();
+    assert(caps && caps.tools, `no tools capability: ${show(caps)}`);
+    assert(caps.logging, `no logging capability: ${show(caps)}`);
+    const info = client.getServerVersion();
+    assert(info && typeof info.name === 'string' && typeof info.version === 'string', `serverInfo: ${show(info)}`);
+    return `${info.name} ${info.version}`;
+  });
+
+  await check('ping and logging/setLevel answer', async () => {
+    eq(await client.ping({ timeout: 2000 }), {}, 'ping result');
+    await client.setLoggingLevel('debug', { timeout: 2000 });
+  });
+
+  await check('tools/list: the 7 tools, schemas compile, annotations', async () => {
+    const { tools } = await client.listTools(undefined, { timeout: 5000 });
+    toolsByName = Object.fromEntries(tools.map((t) => [t.name, t]));
+    for (const [name, want] of Object.entries(TOOLS)) {
+      const t = toolsByName[name];
+      assert(t, `tool ${name} missing; tools are ${show(Object.keys(toolsByName))}`);
+      assert(typeof t.description === 'string' && t.description.length > 0, `${name} has no description`);
+      inputValidators[name] = compileSchema(t.inputSchema, `${name}.inputSchema`);
+      outputValidators[name] = compileSchema(t.outputSchema, `${name}.outputSchema`);
+      const props = Object.keys(t.inputSchema.properties || {});
+      for (const p of want.properties) {
+        assert(props.includes(p), `${name}.inputSchema has no property ${p} (has ${show(props)})`);
+      }
+      const req = t.inputSchema.required || [];
+      for (const p of want.required) {
+        assert(req.includes(p), `${name}.inputSchema.required lacks ${p} (is ${show(req)})`);
+      }
+      const a = t.annotations || {};
+      if (want.readOnly) eq(a.readOnlyHint, true, `${name}.annotations.readOnlyHint`);
+      if (want.destructive) eq(a.destructiveHint, true, `${name}.annotations.destructiveHint`);
+      if (a.readOnlyHint === true && !want.readOnly) throw new CheckFailed(`${name} claims readOnlyHint but changes state`);
+    }
+    const extra = Object.keys(toolsByName).filter((n) => !(n in TOOLS));
+    return `${tools.length} tools${extra.length ? ' (also: ' + extra.join(', ') + ')' : ''}`;
+  });
+
+  await check('inputSchemas accept the contract and refuse what it forbids', async () => {
+    const c = inputValidators.sandbox_create;
+    for (const network of ['none', 'restricted', 'open']) {
+      assert(c({ image: 'x', network }), `sandbox_create refuses network ${network}: ${schemaErrors(c)}`);
+    }
+    for (const isolation of ['container', 'gvisor', 'microvm']) {
+      assert(c({ image: 'x', isolation }), `sandbox_create refuses isolation ${isolation}: ${schemaErrors(c)}`);
+    }
+    assert(c({ image: 'x', env: { A: 'b' }, labels: { k: 'v' }, selector: { z: 'a' }, wait: true, timeout_seconds: 5 }),
+      `sandbox_create refuses maps and wait: ${schemaErrors(c)}`);
+    assert(!c({}), 'sandbox_create accepts arguments without image');
+    assert(!c({ image: 'x', network: 'everywhere' }), 'sandbox_create accepts network "everywhere"');
+    const x = inputValidators.sandbox_exec;
+    assert(x({ sandbox_id: 'sbx_a', argv: ['echo', 'hi'] }), `sandbox_exec refuses a plain argv: ${schemaErrors(x)}`);
+    assert(!x({ sandbox_id: 'sbx_a', argv: [] }), 'sandbox_exec accepts an empty argv');
+    assert(!x({ sandbox_id: 'sbx_a', argv: [1] }), 'sandbox_exec accepts a non-string argv element');
+    assert(!x({ sandbox_id: 'sbx_a', argv: 'echo hi' }), 'sandbox_exec accepts argv as a string');
+  });
+
+  // ---- the lifecycle
+
+  let sbx;
+  let createOp;
+  await check('sandbox_create wait=true: the sandbox runs', async () => {
+    const progress = [];
+    const res = await callTool(client, 'sandbox_create', {
+      image: IMAGE, cpu_millis: 200, memory_mib: 64, ttl_seconds: 600, network: 'none',
+      labels: { suite: 'mcp' }, wait: true, timeout_seconds: 120,
+    }, { onprogress: (p) => progress.push(p) });
+    const sc = expectOk('sandbox_create', res);
+    assert(sc.sandbox && /^sbx_/.test(sc.sandbox.id), `sandbox.id: ${show(sc.sandbox)}`);
+    assert(sc.operation && /^op_/.test(sc.operation.id), `operation.id: ${show(sc.operation)}`);
+    sbx = sc.sandbox.id;
+    createOp = sc.operation.id;
+    cleanups.push(async () => callTool(client, 'sandbox_delete', { sandbox_id: sbx }, { timeout: 10000 }));
+    eq(sc.operation.state, 'succeeded', 'state of the waited-for create operation');
+    eq(sc.operation.kind, 'create', 'operation.kind');
+    return `${sbx}, ${progress.length} progress notification(s)`;
+  });
+
+  await check('sandbox_wait on the finished create: done', async () => {
+    const sc = expectOk('sandbox_wait', await callTool(client, 'sandbox_wait', { operation_id: createOp, timeout_seconds: 30 }));
+    eq(sc.done, true, 'done');
+    eq(sc.operation.id, createOp, 'operation.id');
+    eq(sc.operation.state, 'succeeded', 'operation.state');
+  });
+
+  await check('operation_get on the create', async () => {
+    const sc = expectOk('operation_get', await callTool(client, 'operation_get', { operation_id: createOp }));
+    eq(sc.operation.id, createOp, 'operation.id');
+    eq(sc.operation.sandbox_id, sbx, 'operation.sandbox_id');
+  });
+
+  await check('sandbox_exec echo hello', async () => {
+    const sc = expectOk('sandbox_exec', await callTool(client, 'sandbox_exec',
+      { sandbox_id: sbx, argv: ['echo', 'hello'], timeout_seconds: 30, max_output_bytes: 4096 }));
+    eq(sc.stdout, 'hello\n', 'stdout');
+    eq(sc.exit_code, 0, 'exit_code');
+    eq(sc.timed_out, false, 'timed_out');
+    eq(sc.stdout_truncated, false, 'stdout_truncated');
+    eq(sc.stdout_bytes, 6, 'stdout_bytes');
+    eq(sc.stderr, '', 'stderr');
+    assert(/^op_/.test(sc.operation_id), `operation_id: ${show(sc.operation_id)}`);
+    for (const k of ['signal', 'duration_ms', 'stderr_truncated', 'stderr_bytes']) {
+      assert(k in sc, `no ${k} in ${show(sc)}`);
+    }
+  });
+
+  await check('sandbox_exec sh -c "exit 3": exit_code 3 is not isError', async () => {
+    const sc = expectOk('sandbox_exec', await callTool(client, 'sandbox_exec',
+      { sandbox_id: sbx, argv: ['sh', '-c', 'echo oops >&2; exit 3'], timeout_seconds: 30 }));
+    eq(sc.exit_code, 3, 'exit_code');
+    eq(sc.stderr, 'oops\n', 'stderr');
+  });
+
+  await check('sandbox_exec env, cwd and bounded output (truncation flags)', async () => {
+    const sc = expectOk('sandbox_exec', await callTool(client, 'sandbox_exec', {
+      sandbox_id: sbx, argv: ['sh', '-c', 'echo "$GREETING $(pwd)"; head -c 5000 /dev/zero >&2'],
+      env: { GREETING: 'hi' }, cwd: '/tmp', max_output_bytes: 100, timeout_seconds: 30,
+    }));
+    eq(sc.stdout, 'hi /tmp\n', 'stdout with env and cwd');
+    eq(sc.stderr_truncated, true, 'stderr_truncated');
+    eq(sc.stderr_bytes, 5000, 'stderr_bytes');
+    assert(sc.stderr.length <= 100, `stderr kept ${sc.stderr.length} characters, bound 100`);
+  });
+
+  await check('sandbox_exec reports progress while the command runs', async () => {
+    const progress = [];
+    const sc = expectOk('sandbox_exec', await callTool(client, 'sandbox_exec',
+      { sandbox_id: sbx, argv: ['sleep', '3'], timeout_seconds: 30 }, { onprogress: (p) => progress.push(p) }));
+    eq(sc.exit_code, 0, 'exit_code of sleep 3');
+    assert(progress.length >= 1, 'no notifications/progress during a 3 s exec with a progressToken');
+    assert(progress.length <= 6, `${progress.length} notifications/progress during a 3 s exec (expected about one a second)`);
+    return `${progress.length} progress notification(s)`;
+  });
+
+  await check('sandbox_get: running, with its operations', async () => {
+    const sc = expectOk('sandbox_get', await callTool(client, 'sandbox_get', { sandbox_id: sbx }));
+    eq(sc.sandbox.id, sbx, 'sandbox.id');
+    eq(sc.sandbox.phase, 'running', 'sandbox.phase');
+    eq(sc.sandbox.labels, { suite: 'mcp' }, 'sandbox.labels');
+    assert(Array.isArray(sc.operations) && sc.operations.some((o) => o.id === createOp),
+      `operations do not include the create ${createOp}: ${show(sc.operations)}`);
+  });
+
+  await check('sandbox_list contains it', async () => {
+    const sc = expectOk('sandbox_list', await callTool(client, 'sandbox_list', { limit: 100 }));
+    assert(Array.isArray(sc.sandboxes) && sc.sandboxes.some((s) => s.id === sbx),
+      `${sbx} not in ${show(sc.sandboxes.map((s) => s.id))}`);
+  });
+
+  // A create nobody can place (no worker has label nosuch=label): it stays
+  // admitted, which the progress and cancellation checks need.
+  let stuck;
+  let stuckOp;
+  await check('sandbox_create wait=false returns at once (unplaceable selector)', async () => {
+    const t0 = Date.now();
+    const sc = expectOk('sandbox_create', await callTool(client, 'sandbox_create', {
+      image: IMAGE, cpu_millis: 100, memory_mib: 64, ttl_seconds: 300, selector: { nosuch: 'label' },
+    }));
+    stuck = sc.sandbox.id;
+    stuckOp = sc.operation.id;
+    cleanups.push(async () => callTool(client, 'sandbox_delete', { sandbox_id: stuck }, { timeout: 10000 }));
+    assert(!TERMINAL.has(sc.operation.state), `the unplaceable create is already ${sc.operation.state}`);
+    assert(Date.now() - t0 < 5000, `create without wait took ${Date.now() - t0} ms`);
+  });
+
+  await check('sandbox_wait: progress about once a second, done=false at its timeout', async () => {
+    const progress = [];
+    const t0 = Date.now();
+    const sc = expectOk('sandbox_wait', await callTool(client, 'sandbox_wait',
+      { operation_id: stuckOp, timeout_seconds: 3 }, { onprogress: (p) => progress.push(p) }));
+    const ms = Date.now() - t0;
+    eq(sc.done, false, 'done after the wait timed out');
+    assert(!TERMINAL.has(sc.operation.state), `operation.state ${sc.operation.state}`);
+    assert(ms >= 2500 && ms < 10000, `a 3 s wait answered after ${ms} ms`);
+    assert(progress.length >= 2 && progress.length <= Math.ceil(ms / 1000) + 2,
+      `${progress.length} notifications/progress in a ${ms} ms wait (expected about one a second); ` +
+      `first: ${show(progress[0])}, last: ${show(progress[progress.length - 1])}`);
+    for (let i = 0; i < progress.length; i++) {
+      assert(typeof progress[i].progress === 'number', `progress[${i}].progress: ${show(progress[i])}`);
+      assert(typeof progress[i].message === 'string' && progress[i].message, `progress[${i}] has no message: ${show(progress[i])}`);
+      if (i > 0) {
+        assert(progress[i].progress > progress[i - 1].progress, `progress does not increase: ${show(progress)}`);
+      }
+      if (progress[i].total !== undefined) {
+        assert(progress[i].progress <= progress[i].total, `progress[${i}] passes its total: ${show(progress[i])}`);
+      }
+    }
+    return `${progress.length} notifications, last: ${show(progress[progress.length - 1])}`;
+  });
+
+  await check('cancellation: an aborted sandbox_wait stops at once, the server keeps serving', async () => {
+    const ac = new AbortController();
+    const logsBefore = primary.rec.logs.length;
+    const errsBefore = primary.rec.sdkErrors.length;
+    const stderrBefore = primary.rec.stderr.length;
+    const t0 = Date.now();
+    const p = callTool(client, 'sandbox_wait', { operation_id: stuckOp, timeout_seconds: 120 },
+      { signal: ac.signal, onprogress: () => {} });
+    setTimeout(() => ac.abort(new Error('test cancels the wait')), 1000);
+    let rejected = false;
+    try {
+      await p;
+    } catch {
+      rejected = true;
+    }
+    const ms = Date.now() - t0;
+    assert(rejected, 'the aborted call resolved instead of rejecting');
+    assert(ms < 3000, `the aborted call settled after ${ms} ms`);
+    const t1 = Date.now();
+    await client.ping({ timeout: 1000 });
+    assert(Date.now() - t1 < 1000, `ping after the cancel took ${Date.now() - t1} ms`);
+    const logged = await until(2000, () => /cancel/i.test(primary.rec.stderr.slice(stderrBefore)));
+    assert(logged, `stderr does not mention "cancelled" after the cancel; stderr since: ${show(primary.rec.stderr.slice(stderrBefore))}`);
+    const noted = await until(2000, () => primary.rec.logs.slice(logsBefore).some((l) => /cancel/i.test(show(l.data))));
+    assert(noted, `no notifications/message about the cancel; log messages since: ${show(primary.rec.logs.slice(logsBefore))}`);
+    await sleep(500);
+    const late = primary.rec.sdkErrors.slice(errsBefore).filter((e) => /unknown message id/i.test(e));
+    assert(late.length === 0, `the server answered the cancelled request: ${show(late)}`);
+  });
+
+  await check('cancellation: an aborted sandbox_exec stops at once', async () => {
+    const ac = new AbortController();
+    const t0 = Date.now();
+    const p = callTool(client, 'sandbox_exec', { sandbox_id: sbx, argv: ['sleep', '20'], timeout_seconds: 60 },
+      { signal: ac.signal, onprogress: () => {} });
+    setTimeout(() => ac.abort(new Error('test cancels the exec')), 1000);
+    let rejected = false;
+    try {
+      await p;
+    } catch {
+      rejected = true;
+    }
+    assert(rejected, 'the aborted exec resolved instead of rejecting');
+    assert(Date.now() - t0 < 3000, `the aborted exec settled after ${Date.now() - t0} ms`);
+    const t1 = Date.now();
+    await client.ping({ timeout: 1000 });
+    assert(Date.now() - t1 < 1000, `ping after the cancel took ${Date.now() - t1} ms`);
+  });
+
+  await check('the cancelled wait left the operation running on the server', async () => {
+    const sc = expectOk('operation_get', await callTool(client, 'operation_get', { operation_id: stuckOp }));
+    assert(!TERMINAL.has(sc.operation.state), `the create became ${sc.operation.state} after the client cancelled a wait`);
+  });
+
+  // ---- errors as tool results
+
+  await check('isError policy_denied: untrusted repository with open network', async () => {
+    const res = await callTool(client, 'sandbox_create', {
+      image: IMAGE, cpu_millis: 100, memory_mib: 64, network: 'open', untrusted_repo: true, wait: true, timeout_seconds: 60,
+    });
+    if (!res.isError && res.structuredContent?.sandbox?.id) {
+      const id = res.structuredContent.sandbox.id;
+      cleanups.push(async () => callTool(client, 'sandbox_delete', { sandbox_id: id }, { timeout: 10000 }));
+    }
+    const err = expectErr('sandbox_create', res, 'policy_denied');
+    return err.message;
+  });
+
+  await check('isError not_found: sandbox_get on a missing sandbox', async () => {
+    const err = expectErr('sandbox_get', await callTool(client, 'sandbox_get', { sandbox_id: 'sbx_doesnotexist000000000000' }), 'not_found');
+    return err.message;
+  });
+
+  await check('isError not_found: operation_get and sandbox_wait on a missing operation', async () => {
+    expectErr('operation_get', await callTool(client, 'operation_get', { operation_id: 'op_doesnotexist000000000000' }), 'not_found');
+    expectErr('sandbox_wait', await callTool(client, 'sandbox_wait', { operation_id: 'op_doesnotexist000000000000', timeout_seconds: 5 }), 'not_found');
+  });
+
+  // ---- raw JSON-RPC over a second process
+
+  const raw = new RawServer('sandbox-mcp (raw)', { env: rawEnv() });
+
+  await check('raw: initialize 2024-11-05 answers 2024-11-05', async () => {
+    const r = await raw.initialize('2024-11-05');
+    eq(r.protocolVersion, '2024-11-05', 'protocolVersion');
+    assert(r.capabilities && r.capabilities.tools && r.capabilities.logging, `capabilities: ${show(r.capabilities)}`);
+    raw.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+  });
+
+  await check('raw: a malformed line gets -32700 with id null', async () => {
+    raw.sendLine('{"jsonrpc":"2.0","id":2,"method":');
+    const m = await raw.next((x) => x.error && x.error.code === -32700, 3000, 'parse error');
+    assert('id' in m && m.id === null, `id of the parse error: ${show(m)}`);
+    eq(m.jsonrpc, '2.0', 'jsonrpc');
+  });
+
+  await check('raw: valid JSON that is not a request gets -32600', async () => {
+    raw.sendLine('42');
+    const m = await raw.next((x) => x.error && x.error.code === -32600, 3000, 'invalid request');
+    assert('id' in m && m.id === null, `id of the invalid-request error: ${show(m)}`);
+  });
+
+  await check('raw: unknown methods get -32601 with their id', async () => {
+    raw.send({ jsonrpc: '2.0', id: 7, method: 'server/discover' });
+    const m = await raw.response(7, 3000, 'server/discover');
+    eq(m.error && m.error.code, -32601, `error.code for server/discover (${show(m)})`);
+    raw.send({ jsonrpc: '2.0', id: 8, method: 'resources/list', params: {} });
+    const r = await raw.response(8, 3000, 'resources/list');
+    eq(r.error && r.error.code, -32601, `error.code for resources/list (${show(r)})`);
+  });
+
+  await check('raw: ping still answers', async () => {
+    raw.send({ jsonrpc: '2.0', id: 9, method: 'ping' });
+    const m = await raw.response(9, 2000, 'ping');
+    eq(m.result, {}, 'ping result');
+  });
+
+  await check('raw: tools/call then notifications/cancelled: no response, ping answers', async () => {
+    raw.send({
+      jsonrpc: '2.0', id: 10, method: 'tools/call',
+      params: { name: 'sandbox_wait', arguments: { operation_id: stuckOp, timeout_seconds: 60 }, _meta: { progressToken: 'raw-p' } },
+    });
+    await raw.next((x) => x.method === 'notifications/progress' && x.params?.progressToken === 'raw-p', 3000,
+      'a progress notification carrying the string progressToken');
+    raw.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 10, reason: 'raw test' } });
+    const t0 = Date.now();
+    raw.send({ jsonrpc: '2.0', id: 11, method: 'ping' });
+    await raw.response(11, 1000, 'ping after the cancel');
+    assert(Date.now() - t0 < 1000, `ping after the cancel took ${Date.now() - t0} ms`);
+    await sleep(1500);
+    const answered = raw.messages.find((x) => x.id === 10);
+    assert(!answered, `the cancelled request was answered: ${show(answered)}`);
+    raw.messages = raw.messages.filter((x) => x.method !== 'notifications/progress' && x.method !== 'notifications/message');
+  });
+
+  await check('raw: stdout carried only JSON-RPC 2.0 messages', async () => {
+    eq(raw.badLines, [], 'stdout lines that are not JSON');
+    eq(raw.notRpc, [], 'messages without jsonrpc "2.0"');
+  });
+
+  await check('raw: closing stdin ends the process with status 0 within 5 s', async () => {
+    const r = await raw.closeStdin(5000);
+    eq({ code: r.code, signal: r.signal }, { code: 0, signal: null }, 'exit status');
+    return `${r.ms} ms`;
+  });
+
+  await check('raw: protocol version negotiation', async () => {
+    const answers = [];
+    for (const [asked, want] of [[LATEST, LATEST], ['2025-06-18', '2025-06-18'], ['2025-03-26', '2025-03-26'], ['1999-01-01', LATEST]]) {
+      const s = new RawServer(`sandbox-mcp (raw ${asked})`, { env: rawEnv() });
+      const r = await s.initialize(asked);
+      eq(r.protocolVersion, want, `protocolVersion answered to ${asked}`);
+      const e = await s.closeStdin(5000);
+      eq(e.code, 0, `exit status after initialize ${asked}`);
+      answers.push(`${asked}→${r.protocolVersion}`);
+    }
+    return answers.join(', ');
+  });
+
+  // ---- configuration sources and the missing token
+
+  await check('no token: tools/list works, a tool call is isError unauthenticated naming SANDBOX_TOKEN', async () => {
+    const c = await connect('sandbox-mcp (no token)', { env: { SANDBOX_URL: URL, XDG_CONFIG_HOME: isolatedConfigDir() } });
+    const { tools } = await c.client.listTools(undefined, { timeout: 5000 });
+    for (const name of Object.keys(TOOLS)) {
+      assert(tools.some((t) => t.name === name), `tool ${name} missing without a token`);
+    }
+    const err = expectErr('sandbox_list', await c.client.callTool({ name: 'sandbox_list', arguments: {} }, undefined, { timeout: 10000 }), 'unauthenticated');
+    assert(err.message.includes('SANDBOX_TOKEN'), `the message does not say how to set SANDBOX_TOKEN: ${err.message}`);
+    await c.client.close();
+    return err.message;
+  });
+
+  await check('--url/--token/--log-level flags win over the environment', async () => {
+    const c = await connect('sandbox-mcp (flags)', {
+      env: { SANDBOX_URL: 'http://127.0.0.1:9', SANDBOX_TOKEN: 'sbt_not_a_valid_token', XDG_CONFIG_HOME: isolatedConfigDir() },
+      args: ['--url', URL, '--token', TOKEN, '--log-level', 'debug'],
+    });
+    const sc = expectOk('sandbox_list', await c.client.callTool({ name: 'sandbox_list', arguments: {} }, undefined, { timeout: 10000 }));
+    assert(sc.sandboxes.some((s) => s.id === sbx), `${sbx} not listed through the flags' URL and token`);
+    await c.client.close();
+  });
+
+  await check('the CLI config file supplies url and token', async () => {
+    const dir = isolatedConfigDir();
+    mkdirSync(join(dir, 'sandbox'));
+    writeFileSync(join(dir, 'sandbox', 'config'), `# written by tests/mcp/client.mjs\nurl = ${URL}\ntoken = ${TOKEN}\n`, { mode: 0o600 });
+    const c = await connect('sandbox-mcp (config file)', { env: { XDG_CONFIG_HOME: dir } });
+    const sc = expectOk('sandbox_list', await c.client.callTool({ name: 'sandbox_list', arguments: {} }, undefined, { timeout: 10000 }));
+    assert(sc.sandboxes.some((s) => s.id === sbx), `${sbx} not listed through the config file's URL and token`);
+    await c.client.close();
+  });
+
+  // ---- deletion
+
+  await check('sandbox_delete wait=true on the unplaced sandbox', async () => {
+    const sc = expectOk('sandbox_delete', await callTool(client, 'sandbox_delete', { sandbox_id: stuck, wait: true, timeout_seconds: 60 }));
+    eq(sc.operation.state, 'succeeded', `delete operation state (error: ${show(sc.operation.error)})`);
+  });
+
+  await check('sandbox_delete wait=true, then sandbox_get shows phase deleted', async () => {
+    const sc = expectOk('sandbox_delete', await callTool(client, 'sandbox_delete',
+      { sandbox_id: sbx, wait: true, timeout_seconds: 60, idempotency_key: `mcp-test-${sbx}` }));
+    eq(sc.operation.kind, 'delete', 'operation.kind');
+    eq(sc.operation.state, 'succeeded', `delete operation state (error: ${show(sc.operation.error)})`);
+    const got = expectOk('sandbox_get', await callTool(client, 'sandbox_get', { sandbox_id: sbx }));
+    eq(got.sandbox.phase, 'deleted', 'sandbox.phase after the delete');
+  });
+
+  await check('sandbox_list hides the deleted sandbox unless all=true', async () => {
+    const live = expectOk('sandbox_list', await callTool(client, 'sandbox_list', { limit: 100 }));
+    assert(!live.sandboxes.some((s) => s.id === sbx), `deleted ${sbx} still listed without all`);
+    const all = expectOk('sandbox_list', await callTool(client, 'sandbox_list', { all: true, limit: 100 }));
+    assert(all.sandboxes.some((s) => s.id === sbx), `deleted ${sbx} not listed with all=true`);
+  });
+
+  await check('the SDK client saw only well-formed JSON-RPC', async () => {
+    eq(primary.rec.sdkErrors, [], 'errors reported by the SDK transport');
+  });
+
+  await check('closing the SDK client ends sandbox-mcp with status 0', async () => {
+    const proc = primary.transport._process;
+    const exited = new Promise((resolve) => {
+      if (proc.exitCode !== null || proc.signalCode !== null) resolve({ code: proc.exitCode, signal: proc.signalCode });
+      else proc.on('exit', (code, signal) => resolve({ code, signal }));
+    });
+    proc.stdin.end();
+    const r = await Promise.race([exited, sleep(5000).then(() => null)]);
+    assert(r, 'sandbox-mcp still running 5 s after its stdin closed');
+    eq(r, { code: 0, signal: null }, 'exit status');
+  });
+
+  await runCleanups(); // the sandboxes are gone already; this closes clients and removes temp folders
+  console.log(`sandbox-mcp: ${passed} checks passed`);
+}
+
+main().catch(async (e) => {
+  console.log(`FAIL unexpected: ${e?.stack || e}`);
+  await runCleanups();
+  process.exit(1);
+});
