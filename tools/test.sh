@@ -90,8 +90,25 @@ EOF
   failed=$((failed + uf + if_))
 }
 
+# tests/integration/test_mcp.sh drives sandbox-mcp through the MCP TypeScript
+# SDK (installed with npm into tests/mcp): Debian's Node.js and npm, only when
+# no node is installed (a newer one from elsewhere is kept).
+sbx_install_node() {
+  if command -v node >/dev/null 2>&1; then
+    return 0
+  fi
+  sbx_say "node is missing (tests/integration/test_mcp.sh needs it): installing nodejs npm"
+  sbx_as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q \
+    || sbx_die "apt-get update failed"
+  sbx_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm \
+    || sbx_die "apt-get install nodejs npm failed"
+}
+
 start=$(date +%s)
 sbx_install_packages
+if [ "$unit_only" -eq 0 ]; then
+  sbx_install_node
+fi
 if [ "$plain" -eq 1 ]; then
   run_suite plain "${SANDBOX_BUILD_DIR:-build}"
 fi
