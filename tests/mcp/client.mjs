@@ -627,6 +627,35 @@ async function main() {
     return err.message;
   });
 
+  // No worker offers microvm: the create operation fails at placement, and
+  // both ways of waiting for it must say so as a tool error.
+  const microvm = { image: IMAGE, cpu_millis: 100, memory_mib: 64, isolation: 'microvm', labels: { suite: 'mcp-microvm' } };
+  await check('isError isolation_unavailable: sandbox_create wait=true whose operation fails', async () => {
+    const err = expectErr('sandbox_create', await callTool(client, 'sandbox_create', { ...microvm, wait: true, timeout_seconds: 60 }),
+      'isolation_unavailable');
+    return err.message;
+  });
+
+  await check('isError isolation_unavailable: sandbox_wait on a failed operation', async () => {
+    const sc = expectOk('sandbox_create', await callTool(client, 'sandbox_create', microvm));
+    const err = expectErr('sandbox_wait', await callTool(client, 'sandbox_wait', { operation_id: sc.operation.id, timeout_seconds: 60 }),
+      'isolation_unavailable');
+    const op = expectOk('operation_get', await callTool(client, 'operation_get', { operation_id: sc.operation.id }));
+    eq(op.operation.state, 'failed', 'state of the failed create');
+    eq(op.operation.error && op.operation.error.code, 'isolation_unavailable', 'operation.error.code');
+    return err.message;
+  });
+
+  await check('the failed sandboxes can be deleted', async () => {
+    const list = expectOk('sandbox_list', await callTool(client, 'sandbox_list', { limit: 100 }));
+    const failed = list.sandboxes.filter((x) => x.labels && x.labels.suite === 'mcp-microvm');
+    eq(failed.length, 2, 'sandboxes labelled suite=mcp-microvm');
+    for (const f of failed) {
+      const d = expectOk('sandbox_delete', await callTool(client, 'sandbox_delete', { sandbox_id: f.id, wait: true, timeout_seconds: 60 }));
+      eq(d.operation.state, 'succeeded', `delete of failed sandbox ${f.id} (error: ${show(d.operation.error)})`);
+    }
+  });
+
   await check('isError not_found: sandbox_get on a missing sandbox', async () => {
     const err = expectErr('sandbox_get', await callTool(client, 'sandbox_get', { sandbox_id: 'sbx_doesnotexist000000000000' }), 'not_found');
     return err.message;
