@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <json-c/json.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -37,6 +38,7 @@
 #define MCP_EXEC_SLACK_S       60       /* added to an exec's wait budget */
 #define MCP_POLL_WAIT_S        1        /* ?wait= per long-poll: progress and cancel granularity */
 #define MCP_RETRY_MS           500
+#define MCP_EOF_GRACE_S        2        /* calls may still answer after stdin closed */
 
 /* ---------------------------------------------------------------- tools */
 
@@ -168,6 +170,7 @@ typedef struct server {
     call_t *calls[MCP_MAX_CALLS];
     int ncalls;
     int client_level;                /* notifications/message at or above this */
+    bool closing;                    /* stdin closed: no more log notifications */
     int stderr_level;                /* stderr lines at or above this */
     char *url, *token;               /* token NULL: every tool call says how to set one */
     char config_error[512];          /* the configuration could not be read */
@@ -207,7 +210,7 @@ __attribute__((format(printf, 3, 4))) static void say(server_t *s, int level, co
     if (level >= s->stderr_level)
         fprintf(stderr, "sandbox-mcp: %s: %s\n", mcp_log_level_name(level), text);
     pthread_mutex_lock(&s->mu);
-    bool send = level >= s->client_level;
+    bool send = level >= s->client_level && !s->closing;
     pthread_mutex_unlock(&s->mu);
     if (send) {
         json_object *p = json_object_new_object();
@@ -301,10 +304,12 @@ static int api(call_t *c, const char *method, const char *path, json_object *bod
     }
 }
 
-static void progress(call_t *c, int64_t total_s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void progress(call_t *c, int64_t value, int64_t total_s, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
-/* Sends notifications/progress when the call asked for it. */
-static void progress(call_t *c, int64_t total_s, const char *fmt, ...)
+/* Sends notifications/progress when the call asked for it; value must grow
+ * from one notification to the next. */
+static void progress(call_t *c, int64_t value, int64_t total_s, const char *fmt, ...)
 {
     if (!c->progress_token)
         return;
@@ -315,7 +320,10 @@ static void progress(call_t *c, int64_t total_s, const char *fmt, ...)
     va_end(ap);
     json_object *p = json_object_new_object();
     jsonx_add(p, "progressToken", id_copy(c->progress_token));
-    jsonx_add_int(p, "progress", ++c->progress);
+    if (value <= c->progress)
+        value = c->progress + 1;
+    c->progress = value;
+    jsonx_add_int(p, "progress", value);
     if (total_s > 0)
         jsonx_add_int(p, "total", total_s);
     jsonx_add_str(p, "message", text);
@@ -339,14 +347,14 @@ static int wait_op(call_t *c, const char *op_id, int64_t timeout_s, json_object 
         snprintf(e->message, sizeof e->message, "out of memory");
         return SBX_EIO;
     }
-    int64_t start = time_mono_ms(), deadline = start + timeout_s * 1000;
+    int64_t start = time_mono_ms(), deadline = start + timeout_s * 1000, last_sent = 0;
     char path[256];
     *ret_op = NULL;
     *done = false;
     int rc = 0;
     for (;;) {
-        int64_t left_s = (deadline - time_mono_ms()) / 1000;
-        int w = left_s >= MCP_POLL_WAIT_S ? MCP_POLL_WAIT_S : 0;
+        int64_t left_ms = deadline - time_mono_ms();
+        int w = left_ms >= MCP_POLL_WAIT_S * 1000 ? MCP_POLL_WAIT_S : 0;
         snprintf(path, sizeof path, "/v1/operations/%s?wait=%d", esc, w);
         json_object *resp = NULL;
         rc = api(c, "GET", path, NULL, NULL, deadline + 5000, &resp, e);
@@ -362,10 +370,26 @@ static int wait_op(call_t *c, const char *op_id, int64_t timeout_s, json_object 
             *done = true;
             break;
         }
-        if (time_mono_ms() >= deadline)
+        int64_t now = time_mono_ms();
+        if (now >= deadline)
             break;
-        progress(c, timeout_s, "%s is %s after %llds", op_id, state ? state : "?",
-                 (long long)((time_mono_ms() - start) / 1000));
+        if (w == 0) {
+            /* Under a second left: sleep it away in short steps (a cancel
+             * still ends it) and look once more, rather than spin. */
+            int64_t nap = deadline - now < 200 ? deadline - now : 200;
+            usleep((useconds_t)nap * 1000);
+            if (cancelled(c, e)) {
+                rc = SBX_EIO;
+                break;
+            }
+        }
+        /* At most one progress notification a second: progress counts the
+         * seconds waited, total the seconds allowed. */
+        int64_t waited = (time_mono_ms() - start) / 1000;
+        if (waited > last_sent && waited <= timeout_s) {
+            last_sent = waited;
+            progress(c, waited, timeout_s, "%s is %s after %llds", op_id, state ? state : "?", (long long)waited);
+        }
     }
     free(esc);
     return rc;
@@ -945,7 +969,7 @@ static void usage(FILE *f)
           "  --url URL          controller URL (else SANDBOX_URL, the config file,\n"
           "                     http://127.0.0.1:8080)\n"
           "  --token TOKEN      API token (else SANDBOX_TOKEN, the config file)\n"
-          "  --log-level LEVEL  stderr log level: debug, info, warning (default) or error\n"
+          "  --log-level LEVEL  stderr log level: debug, info (default), warning or error\n"
           "  -h, --help         show this help\n"
           "  --version          print the version\n"
           "\n"
@@ -957,7 +981,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    const char *url = NULL, *token = NULL, *level = "warning";
+    const char *url = NULL, *token = NULL, *level = "info";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char **dst = strcmp(a, "--url") == 0 ? &url : strcmp(a, "--token") == 0 ? &token
@@ -985,6 +1009,8 @@ int main(int argc, char **argv)
         return 2;
     }
     s.client_level = mcp_log_level("info");
+    /* A client that stops reading must not kill us mid-write. */
+    signal(SIGPIPE, SIG_IGN);
     pthread_mutex_init(&s.out_mu, NULL);
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.idle, NULL);
@@ -1034,8 +1060,16 @@ int main(int argc, char **argv)
         }
         handle_line(&s, sbuf_cstr(&line), line.len);
     }
-    /* stdin closed: stop every call and wait for them. */
+    /* stdin closed: calls that finish within a grace period still answer
+     * (a client that pipes requests in and closes stdin gets its replies);
+     * then the rest are cancelled, and we wait for them to leave. */
     pthread_mutex_lock(&s.mu);
+    s.closing = true;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += MCP_EOF_GRACE_S;
+    while (s.ncalls > 0 && pthread_cond_timedwait(&s.idle, &s.mu, &until) == 0)
+        ;
     for (int i = 0; i < s.ncalls; i++)
         s.calls[i]->cancel = 1;
     while (s.ncalls > 0)
