@@ -39,6 +39,7 @@
 #define MCP_POLL_WAIT_S        1        /* ?wait= per long-poll: progress and cancel granularity */
 #define MCP_RETRY_MS           500
 #define MCP_EOF_GRACE_S        2        /* calls may still answer after stdin closed */
+#define MCP_PROGRESS_EVERY_MS  900      /* progress notifications at most this often */
 
 /* ---------------------------------------------------------------- tools */
 
@@ -311,7 +312,7 @@ static void progress(call_t *c, int64_t value, int64_t total_s, const char *fmt,
  * from one notification to the next. */
 static void progress(call_t *c, int64_t value, int64_t total_s, const char *fmt, ...)
 {
-    if (!c->progress_token)
+    if (!c->progress_token || c->cancel)
         return;
     char text[256];
     va_list ap;
@@ -324,7 +325,7 @@ static void progress(call_t *c, int64_t value, int64_t total_s, const char *fmt,
         value = c->progress + 1;
     c->progress = value;
     jsonx_add_int(p, "progress", value);
-    if (total_s > 0)
+    if (total_s > 0 && value <= total_s)
         jsonx_add_int(p, "total", total_s);
     jsonx_add_str(p, "message", text);
     emit(c->srv, mcp_notification("notifications/progress", p));
@@ -347,7 +348,7 @@ static int wait_op(call_t *c, const char *op_id, int64_t timeout_s, json_object 
         snprintf(e->message, sizeof e->message, "out of memory");
         return SBX_EIO;
     }
-    int64_t start = time_mono_ms(), deadline = start + timeout_s * 1000, last_sent = 0;
+    int64_t start = time_mono_ms(), deadline = start + timeout_s * 1000, last_sent = start;
     char path[256];
     *ret_op = NULL;
     *done = false;
@@ -383,11 +384,13 @@ static int wait_op(call_t *c, const char *op_id, int64_t timeout_s, json_object 
                 break;
             }
         }
-        /* At most one progress notification a second: progress counts the
-         * seconds waited, total the seconds allowed. */
-        int64_t waited = (time_mono_ms() - start) / 1000;
-        if (waited > last_sent && waited <= timeout_s) {
-            last_sent = waited;
+        /* About one progress notification a second (a long-poll may come
+         * back a little early or late): progress counts the seconds
+         * waited, total the seconds allowed. */
+        now = time_mono_ms();
+        if (now - last_sent >= MCP_PROGRESS_EVERY_MS) {
+            last_sent = now;
+            int64_t waited = (now - start + 500) / 1000;
             progress(c, waited, timeout_s, "%s is %s after %llds", op_id, state ? state : "?", (long long)waited);
         }
     }

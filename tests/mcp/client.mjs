@@ -145,6 +145,9 @@ function isolatedConfigDir() {
   return dir;
 }
 
+// When this test last aborted a call (see client.onerror).
+let lastAbortAt = 0;
+
 // Starts sandbox-mcp through the SDK and connects a Client to it.
 async function connect(label, { env = {}, args = [] } = {}) {
   const transport = new StdioClientTransport({ command: MCP, args, env, stderr: 'pipe' });
@@ -154,7 +157,18 @@ async function connect(label, { env = {}, args = [] } = {}) {
     rec.stderr = (rec.stderr + b.toString()).slice(-65536);
   });
   const client = new Client({ name: 'sandbox-mcp-tests', version: '1.0.0' }, { capabilities: {} });
-  client.onerror = (e) => rec.sdkErrors.push(String(e?.message || e));
+  client.onerror = (e) => {
+    const msg = String(e?.message || e);
+    // A progress notification the server sent before our cancellation
+    // reached it arrives after the SDK dropped the request's handler: an
+    // inherent race of cancellation (the MCP spec allows it), not malformed
+    // JSON-RPC. Accepted only right after this test aborted a call.
+    if (msg.startsWith('Received a progress notification for an unknown token') && Date.now() - lastAbortAt < 2000) {
+      rec.lateProgress = (rec.lateProgress || 0) + 1;
+      return;
+    }
+    rec.sdkErrors.push(msg);
+  };
   client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => rec.logs.push(n.params));
   await client.connect(transport, { timeout: 15000 });
   cleanups.push(async () => client.close());
@@ -567,7 +581,7 @@ async function main() {
     const t0 = Date.now();
     const p = callTool(client, 'sandbox_wait', { operation_id: stuckOp, timeout_seconds: 120 },
       { signal: ac.signal, onprogress: () => {} });
-    setTimeout(() => ac.abort(new Error('test cancels the wait')), 1000);
+    setTimeout(() => { lastAbortAt = Date.now(); ac.abort(new Error('test cancels the wait')); }, 1000);
     let rejected = false;
     try {
       await p;
@@ -594,7 +608,7 @@ async function main() {
     const t0 = Date.now();
     const p = callTool(client, 'sandbox_exec', { sandbox_id: sbx, argv: ['sleep', '20'], timeout_seconds: 60 },
       { signal: ac.signal, onprogress: () => {} });
-    setTimeout(() => ac.abort(new Error('test cancels the exec')), 1000);
+    setTimeout(() => { lastAbortAt = Date.now(); ac.abort(new Error('test cancels the exec')); }, 1000);
     let rejected = false;
     try {
       await p;
