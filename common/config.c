@@ -67,6 +67,13 @@ static const cfg_setting_t settings[CFG__COUNT] = {
                                 "minimum class for work marked hostile" },
     [CFG_ALLOW_UNTRUSTED_OPEN_NETWORK] = { "allow_untrusted_open_network", CFGT_BOOL, "true", 0, 0, true,
                                            "whether a tenant policy may let untrusted work have an open network" },
+    [CFG_PUBLIC_URL] = { "public_url", CFGT_STRING, "", 0, 0, true,
+                         "URL clients reach the controller at, for path-based route addresses "
+                         "({public_url}/r/{route}/; default http://{listen})" },
+    [CFG_ROUTE_DOMAIN] = { "route_domain", CFGT_STRING, "", 0, 0, true,
+                           "wildcard domain for host-based route addresses (https://{route}.{route_domain}/)" },
+    [CFG_MAX_ROUTE_TTL_SECONDS] = { "max_route_ttl_seconds", CFGT_INT, "86400", 10, 2592000, true,
+                                    "longest lifetime a route may ask for" },
     [CFG_POSTGRES_BINDIR] = { "postgres_bindir", CFGT_STRING, "", 0, 0, false,
                               "directory of initdb/pg_ctl for the embedded cluster (default: newest installed)" },
     [CFG_LOG_LEVEL] = { "log_level", CFGT_STRING, "info", 0, 0, true, "debug, info, warn or error" },

@@ -20,6 +20,9 @@ void api_sandbox_list(req_t *rq);
 void api_sandbox_get(req_t *rq, const char *id);
 void api_sandbox_delete(req_t *rq, const char *id);
 void api_sandbox_exec(req_t *rq, const char *id);
+void api_route_share(req_t *rq, const char *sandbox_id);
+void api_routes_list(req_t *rq, const char *sandbox_id);
+void api_route_unshare(req_t *rq, const char *sandbox_id, const char *route_id);
 void api_operation_get(req_t *rq, const char *id);
 
 /* Admin endpoints: tenants (a member may read its own) and tokens. */

@@ -5,6 +5,7 @@
 #include "jsonx.h"
 #include "limits.h"
 #include "log.h"
+#include "token.h"
 
 #include <sodium.h>
 #include <stdio.h>
@@ -260,6 +261,145 @@ cleanup:
     exec_spec_release(&ex);
     if (body)
         json_object_put(body);
+}
+
+/* Adds "url" to a route object: host-based when a route domain is set,
+ * else path-based under the public URL. */
+static void route_add_url(const controller_t *ctl, json_object *route)
+{
+    const char *name = jsonx_get_str(route, "name");
+    if (!name)
+        return;
+    char url[512];
+    if (ctl->route_domain)
+        snprintf(url, sizeof url, "https://%s.%s/", name, ctl->route_domain);
+    else
+        snprintf(url, sizeof url, "%s/r/%s/", ctl->public_url ? ctl->public_url : "", name);
+    jsonx_add_str(route, "url", url);
+}
+
+void api_route_share(req_t *rq, const char *sandbox_id)
+{
+    controller_t *ctl = rq->ctl;
+    const char *idem;
+    char secret[SBX_TOKEN_MAX];
+    memset(secret, 0, sizeof secret);
+    if (!id_ok(rq, "sbx", sandbox_id, "sandbox") || idempotency_key(rq, &idem) < 0)
+        return;
+    json_object *body = NULL, *resp = NULL;
+    if (http_read_json(rq, (size_t)ctl->max_body_client, &body) < 0)
+        return;
+    static const char *const known[] = { "port", "ttl_seconds", "auth", NULL };
+    const char *bad = NULL;
+    if (!json_object_is_type(body, json_type_object)) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "the request body must be a JSON object");
+        goto cleanup;
+    }
+    json_object_object_foreach(body, k, v) {
+        (void)v;
+        bool ok = false;
+        for (int i = 0; known[i]; i++)
+            ok = ok || strcmp(k, known[i]) == 0;
+        if (!ok)
+            bad = k;
+    }
+    if (bad) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "unknown field \"%.64s\" in a share request", bad);
+        goto cleanup;
+    }
+    int64_t port = 0, ttl = 0;
+    json_object *pv = NULL, *tv = NULL;
+    if (!json_object_object_get_ex(body, "port", &pv) || !json_object_is_type(pv, json_type_int) ||
+        (port = json_object_get_int64(pv)) < 1 || port > 65535) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "port is required: an integer from 1 to 65535");
+        goto cleanup;
+    }
+    if (json_object_object_get_ex(body, "ttl_seconds", &tv) && !json_object_is_type(tv, json_type_null)) {
+        if (!json_object_is_type(tv, json_type_int) || (ttl = json_object_get_int64(tv)) < 10 ||
+            ttl > ctl->max_route_ttl) {
+            http_reply_error(rq, API_INVALID_ARGUMENT, "ttl_seconds must be an integer from 10 to %lld",
+                             (long long)ctl->max_route_ttl);
+            goto cleanup;
+        }
+    }
+    const char *auth = jsonx_get_str(body, "auth");
+    json_object *av = NULL;
+    if (json_object_object_get_ex(body, "auth", &av) && av &&
+        (!auth || (strcmp(auth, "token") != 0 && strcmp(auth, "public") != 0))) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "auth must be token or public");
+        goto cleanup;
+    }
+    bool token_auth = !auth || strcmp(auth, "token") == 0;
+    /* The route's name is its unguessable address; its id names it in the
+     * API. The access token is shown once, only its hash is kept. */
+    char route_id[SBX_ID_MAX], name_id[SBX_ID_MAX], tok_id[SBX_ID_MAX], hash[TOKEN_HASH_HEX];
+    ids_new("rt", route_id);
+    ids_new("r", name_id);
+    const char *name = strchr(name_id, '_') ? strchr(name_id, '_') + 1 : name_id;
+    if (token_auth) {
+        token_generate(tok_id, secret);
+        token_hash_hex(secret, hash);
+    }
+    char reqhash[65], scope_key[160], canon[96];
+    snprintf(scope_key, sizeof scope_key, "share %s", sandbox_id);
+    snprintf(canon, sizeof canon, "%lld %lld %s", (long long)port, (long long)ttl, token_auth ? "token" : "public");
+    request_hash(scope_key, canon, reqhash);
+    share_req_t sr = { .scope = auth_scope(rq), .sandbox_id = sandbox_id, .port = (int)port, .token_auth = token_auth,
+                       .secret_hash = token_auth ? hash : NULL, .ttl_seconds = ttl, .route_id = route_id,
+                       .route_name = name, .idempotency_key = idem, .request_hash = reqhash,
+                       .created_by = rq->auth.token_id };
+    api_error_t err;
+    if (store_route_share(rq->db, &ctl->lim, &sr, &resp, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        goto cleanup;
+    }
+    json_object *route = jsonx_get_obj(resp, "route");
+    if (route) {
+        route_add_url(ctl, route);
+        /* Shown once: a replayed request (same idempotency key) made no new
+         * token, so it gets none. */
+        if (token_auth && strcmp(jsonx_get_str(route, "id") ? jsonx_get_str(route, "id") : "", route_id) == 0)
+            jsonx_add_str(resp, "access_token", secret);
+    }
+    controller_kick_reconcile(ctl);
+    http_reply_json(rq, 202, resp);
+cleanup:
+    sodium_memzero(secret, sizeof secret);
+    if (body)
+        json_object_put(body);
+}
+
+void api_routes_list(req_t *rq, const char *sandbox_id)
+{
+    if (!id_ok(rq, "sbx", sandbox_id, "sandbox"))
+        return;
+    const char *all = http_query(rq, "all");
+    json_object *resp = NULL;
+    api_error_t err;
+    if (store_routes_list(rq->db, auth_scope(rq), sandbox_id, all && (strcmp(all, "true") == 0 || strcmp(all, "1") == 0),
+                          &resp, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    json_object *routes = jsonx_get_arr(resp, "routes");
+    for (size_t i = 0; routes && i < json_object_array_length(routes); i++)
+        route_add_url(rq->ctl, json_object_array_get_idx(routes, i));
+    http_reply_json(rq, 200, resp);
+}
+
+void api_route_unshare(req_t *rq, const char *sandbox_id, const char *route_id)
+{
+    if (!id_ok(rq, "sbx", sandbox_id, "sandbox") || !id_ok(rq, "rt", route_id, "route"))
+        return;
+    json_object *resp = NULL;
+    api_error_t err;
+    if (store_route_unshare(rq->db, &rq->ctl->lim, auth_scope(rq), sandbox_id, route_id, rq->auth.token_id, &resp,
+                            &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    controller_kick_reconcile(rq->ctl);
+    http_reply_json(rq, 202, resp);
 }
 
 void api_operation_get(req_t *rq, const char *id)

@@ -148,6 +148,25 @@ int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret,
         controller_stop(ctl);
         return rc;
     }
+    /* Route addresses: {public_url}/r/{name}/, or {name}.{route_domain}. */
+    const char *pu = cfg_str(cfg, CFG_PUBLIC_URL);
+    if (pu && *pu) {
+        ctl->public_url = strdup(pu);
+    } else {
+        const char *lh = cfg_str(cfg, CFG_LISTEN);
+        const char *colon = strrchr(lh, ':');
+        char buf[300];
+        snprintf(buf, sizeof buf, "http://%.*s:%d", colon ? (int)(colon - lh) : 0, lh, ctl->port);
+        ctl->public_url = strdup(buf);
+    }
+    if (ctl->public_url) {
+        size_t n = strlen(ctl->public_url);
+        while (n > 0 && ctl->public_url[n - 1] == '/')
+            ctl->public_url[--n] = '\0';
+    }
+    const char *rd = cfg_str(cfg, CFG_ROUTE_DOMAIN);
+    ctl->route_domain = rd && *rd ? strdup(rd) : NULL;
+    ctl->max_route_ttl = cfg_int(cfg, CFG_MAX_ROUTE_TTL_SECONDS);
     log_info("controller", "listening on %s (port %d) with %d HTTP threads", cfg_str(cfg, CFG_LISTEN), ctl->port,
              ctl->nthreads);
     *ret = ctl;
@@ -167,6 +186,8 @@ void controller_stop(controller_t *ctl)
     if (ctl->listen_fd >= 0)
         close(ctl->listen_fd);
     free(ctl->conninfo);
+    free(ctl->public_url);
+    free(ctl->route_domain);
     cfg_release(&ctl->cfg);
     free(ctl);
 }

@@ -43,6 +43,7 @@ static int reconcile_pass(struct reconcile *r)
     bool judge_leases = healthy_ms >= ctl->lim.heartbeat_seconds * 2000;
     if ((judge_workers && (rc = store_mark_lost_workers(r->db, &ctl->lim, &changed)) < 0) ||
         (rc = store_expire_ttls(r->db, &ctl->lim, &changed)) < 0 ||
+        (rc = store_expire_routes(r->db, &changed)) < 0 ||
         (rc = store_admit_pending(r->db, &changed)) < 0 ||
         (rc = store_place_admitted(r->db, &ctl->lim, &changed, &leased)) < 0 ||
         (judge_leases && (rc = store_expire_leases(r->db, &ctl->lim, &changed)) < 0) ||

@@ -415,6 +415,22 @@ static void route(req_t *rq)
                 goto bad_method;
             return;
         }
+        if (rq->nsegs == 4 && seg_is(rq, 3, "routes")) {
+            if (m == EVHTTP_REQ_POST)
+                api_route_share(rq, rq->segs[2]);
+            else if (m == EVHTTP_REQ_GET)
+                api_routes_list(rq, rq->segs[2]);
+            else
+                goto bad_method;
+            return;
+        }
+        if (rq->nsegs == 5 && seg_is(rq, 3, "routes")) {
+            if (m == EVHTTP_REQ_DELETE)
+                api_route_unshare(rq, rq->segs[2], rq->segs[4]);
+            else
+                goto bad_method;
+            return;
+        }
         if (rq->nsegs == 4 && seg_is(rq, 3, "exec")) {
             if (m == EVHTTP_REQ_POST)
                 api_sandbox_exec(rq, rq->segs[2]);

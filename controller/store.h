@@ -98,6 +98,28 @@ int store_sandbox_delete(PGconn *c, const store_limits_t *lim, const char *scope
 int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
                       json_object *exec_request, const char *idempotency_key, const char *request_hash,
                       const char *created_by, json_object **ret, api_error_t *err);
+/* A share request: a route to port of the sandbox, made by a share
+ * operation that the reconcile loop completes. */
+typedef struct share_req {
+    const char *scope;            /* tenant id, or NULL for an admin */
+    const char *sandbox_id;
+    int port;
+    bool token_auth;              /* else public */
+    const char *secret_hash;      /* hex BLAKE2b of the access token when token_auth */
+    int64_t ttl_seconds;          /* 0: as long as the sandbox runs */
+    const char *route_id, *route_name;
+    const char *idempotency_key, *request_hash, *created_by;
+} share_req_t;
+/* {"operation":…,"route":{"id","name","port","auth",…}} */
+int store_route_share(PGconn *c, const store_limits_t *lim, const share_req_t *req, json_object **ret,
+                      api_error_t *err);
+/* {"operation":…}; a route of another sandbox or none: not found. */
+int store_route_unshare(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
+                        const char *route_id, const char *created_by, json_object **ret, api_error_t *err);
+/* {"routes":[…]} of the sandbox, active ones, and removed ones with all. */
+int store_routes_list(PGconn *c, const char *scope, const char *sandbox_id, bool all, json_object **ret,
+                      api_error_t *err);
+
 /* {"sandbox":…,"operations":[…]} */
 int store_sandbox_get(PGconn *c, const char *scope, const char *sandbox_id, json_object **ret, api_error_t *err);
 /* {"sandboxes":[…]}; tenant_name filters (NULL: all in scope). */
@@ -141,6 +163,8 @@ int store_place_admitted(PGconn *c, const store_limits_t *lim, int *ret_changed,
 int store_expire_leases(PGconn *c, const store_limits_t *lim, int *ret_changed);
 int store_fail_overdue(PGconn *c, int *ret_changed);
 int store_expire_ttls(PGconn *c, const store_limits_t *lim, int *ret_changed);
+/* Routes past their expiry → removed. */
+int store_expire_routes(PGconn *c, int *ret_changed);
 int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_changed);
 /* Sandboxes that should be gone whose last delete failed: a new delete. */
 int store_retry_deletes(PGconn *c, const store_limits_t *lim, int *ret_changed);

@@ -118,7 +118,7 @@ END_TEST
 
 START_TEST(test_kind_names_round_trip_through_parse)
 {
-    static const char *names[OPK__COUNT] = { "create", "delete", "exec" };
+    static const char *names[OPK__COUNT] = { "create", "delete", "exec", "share", "unshare" };
     for (int k = 0; k < OPK__COUNT; k++) {
         ck_assert_str_eq(op_kind_name((op_kind_t)k), names[k]);
         op_kind_t back = OPK__COUNT;
