@@ -46,8 +46,8 @@ typedef struct num_opt {
  * of these it accepts. */
 typedef struct opts {
     const char *url, *token;
-    const char *tenant, *image, *network, *idem_key, *cwd, *role, *name, *policy, *isolation;
-    num_opt_t cpu_millis, memory_mib, ttl, timeout, max_output, limit;
+    const char *tenant, *image, *network, *idem_key, *cwd, *role, *name, *policy, *isolation, *auth;
+    num_opt_t cpu_millis, memory_mib, ttl, timeout, max_output, limit, port;
     bool untrusted_repo, generated_code, hostile, wait, json, all, read_only_root, hardened;
     json_object *env, *labels, *selector; /* owned; NULL until a flag adds to them */
     const char *pos[2];         /* positional arguments */
@@ -1537,6 +1537,159 @@ static int cmd_workers(cli_t *cli, opts_t *o)
     return 0;
 }
 
+/* ---------------------------------------------------------------- routes */
+
+static int check_share(cli_t *cli, opts_t *o)
+{
+    int rc = check_id(cli->cmd, "SANDBOX_ID", o->pos[0]);
+    if (rc)
+        return rc;
+    if (!o->port.set)
+        return usage_error(cli->cmd, "--port is required");
+    if (o->auth && strcmp(o->auth, "token") != 0 && strcmp(o->auth, "public") != 0)
+        return usage_error(cli->cmd, "--auth: '%s' is not one of token, public", o->auth);
+    if (o->timeout.set && !o->wait)
+        return usage_error(cli->cmd, "--timeout needs --wait");
+    return check_idem_key(cli->cmd, o->idem_key);
+}
+
+static int cmd_share(cli_t *cli, opts_t *o)
+{
+    int rc;
+    char path[ARG_ID_MAX * 3 + 32];
+    if (build_path(path, sizeof path, "/v1/sandboxes/", o->pos[0], "/routes") != 0)
+        return usage_error(cli->cmd, "SANDBOX_ID too long");
+    json_object *body = json_object_new_object();
+    jsonx_add_int(body, "port", o->port.v);
+    if (o->ttl.set)
+        jsonx_add_int(body, "ttl_seconds", o->ttl.v);
+    if (o->auth)
+        jsonx_add_str(body, "auth", o->auth);
+    json_object *resp = NULL;
+    rc = api_get_json(cli, "POST", path, body, o->idem_key, &resp);
+    json_object_put(body);
+    if (rc != 0)
+        return rc;
+    const char *oid = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
+    if (o->wait && oid && strlen(oid) <= ARG_ID_MAX) {
+        json_object *last = NULL;
+        rc = wait_operation(cli, oid, o->timeout.set ? o->timeout.v : DEFAULT_WAIT_TIMEOUT, &last);
+        if (last)
+            jsonx_add(resp, "operation", last);
+    }
+    if (cli->json) {
+        print_json(resp);
+    } else {
+        json_object *route = jsonx_get_obj(resp, "route");
+        put_text(stdout, route ? jsonx_get_str(route, "url") : NULL);
+        putchar('\n');
+        const char *tok = jsonx_get_str(resp, "access_token");
+        if (tok) {
+            put_text(stdout, tok);
+            putchar('\n');
+            fputs("sandbox: the second line is the route's access token (send it as 'Authorization: Bearer "
+                  "TOKEN'); it is shown only now\n",
+                  stderr);
+        }
+        fputs("route ", stderr);
+        put_text(stderr, route ? jsonx_get_str(route, "id") : NULL);
+        fputs(", operation ", stderr);
+        put_text(stderr, oid);
+        fputc('\n', stderr);
+    }
+    json_object_put(resp);
+    return rc;
+}
+
+static int check_routes(cli_t *cli, opts_t *o) { return check_id(cli->cmd, "SANDBOX_ID", o->pos[0]); }
+
+static int cmd_routes(cli_t *cli, opts_t *o)
+{
+    int rc;
+    char path[ARG_ID_MAX * 3 + 48];
+    if (build_path(path, sizeof path, "/v1/sandboxes/", o->pos[0], o->all ? "/routes?all=true" : "/routes") != 0)
+        return usage_error(cli->cmd, "SANDBOX_ID too long");
+    json_object *resp = NULL;
+    if ((rc = api_get_json(cli, "GET", path, NULL, NULL, &resp)) != 0)
+        return rc;
+    if (cli->json) {
+        print_json(resp);
+        json_object_put(resp);
+        return 0;
+    }
+    json_object *routes = jsonx_get_arr(resp, "routes");
+    size_t n = routes ? json_object_array_length(routes) : 0;
+    if (n > 0)
+        printf("%-30s %-5s %-6s %-7s %-24s %s\n", "ROUTE", "PORT", "AUTH", "STATE", "EXPIRES", "URL");
+    for (size_t i = 0; i < n; i++) {
+        json_object *r = json_object_array_get_idx(routes, i);
+        int64_t port = 0;
+        jsonx_get_int(r, "port", &port);
+        const char *fields[] = { jsonx_get_str(r, "id"), NULL, jsonx_get_str(r, "auth"), jsonx_get_str(r, "state"),
+                                 jsonx_get_str(r, "expires_at"), jsonx_get_str(r, "url") };
+        static const int widths[] = { 30, 5, 6, 7, 24, 0 };
+        for (int k = 0; k < 6; k++) {
+            char num[16];
+            const char *v = fields[k];
+            if (k == 1) {
+                snprintf(num, sizeof num, "%lld", (long long)port);
+                v = num;
+            }
+            put_text(stdout, v ? v : "-");
+            if (widths[k]) {
+                int pad = widths[k] - (int)strlen(v ? v : "-");
+                printf("%*s", pad > 0 ? pad + 1 : 1, "");
+            }
+        }
+        putchar('\n');
+    }
+    if (n == 0)
+        fputs("sandbox: no routes\n", stderr);
+    json_object_put(resp);
+    return 0;
+}
+
+static int check_unshare(cli_t *cli, opts_t *o)
+{
+    int rc = check_id(cli->cmd, "SANDBOX_ID", o->pos[0]);
+    if (rc == 0)
+        rc = check_id(cli->cmd, "ROUTE_ID", o->pos[1]);
+    if (rc == 0 && o->timeout.set && !o->wait)
+        rc = usage_error(cli->cmd, "--timeout needs --wait");
+    return rc;
+}
+
+static int cmd_unshare(cli_t *cli, opts_t *o)
+{
+    int rc;
+    char path[ARG_ID_MAX * 6 + 48], suffix[ARG_ID_MAX * 3 + 16];
+    char *e = httpc_escape(o->pos[1]);
+    if (!e)
+        return usage_error(cli->cmd, "out of memory");
+    snprintf(suffix, sizeof suffix, "/routes/%s", e);
+    free(e);
+    if (build_path(path, sizeof path, "/v1/sandboxes/", o->pos[0], suffix) != 0)
+        return usage_error(cli->cmd, "SANDBOX_ID too long");
+    json_object *resp = NULL;
+    if ((rc = api_get_json(cli, "DELETE", path, NULL, NULL, &resp)) != 0)
+        return rc;
+    const char *oid = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
+    if (!o->wait || !oid || strlen(oid) > ARG_ID_MAX) {
+        print_op_json_or(cli, resp, "\n");
+        json_object_put(resp);
+        return 0;
+    }
+    json_object *last = NULL;
+    rc = wait_operation(cli, oid, o->timeout.set ? o->timeout.v : DEFAULT_WAIT_TIMEOUT, &last);
+    if (cli->json)
+        print_json(last ? last : resp);
+    else if (rc == EXIT_OK)
+        printf("%s succeeded\n", oid);
+    json_object_put(last);
+    json_object_put(resp);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- tables */
 
 static const flag_def_t create_flags[] = {
@@ -1592,6 +1745,30 @@ static const flag_def_t list_flags[] = {
 
 static const flag_def_t delete_flags[] = {
     FS("--idempotency-key", idem_key),
+    FB("--wait", wait),
+    FN("--timeout", timeout, 0, 7 * 24 * 3600),
+    FB("--json", json),
+    FEND,
+};
+
+static const flag_def_t share_flags[] = {
+    FN("--port", port, 1, 65535),
+    FN("--ttl", ttl, 10, SBX_TTL_SECONDS_MAX),
+    FS("--auth", auth),
+    FS("--idempotency-key", idem_key),
+    FB("--wait", wait),
+    FN("--timeout", timeout, 0, 7 * 24 * 3600),
+    FB("--json", json),
+    FEND,
+};
+
+static const flag_def_t routes_flags[] = {
+    FB("--all", all),
+    FB("--json", json),
+    FEND,
+};
+
+static const flag_def_t unshare_flags[] = {
     FB("--wait", wait),
     FN("--timeout", timeout, 0, 7 * 24 * 3600),
     FB("--json", json),
@@ -1705,6 +1882,36 @@ static const command_t commands[] = {
       "  --wait                   wait for the delete operation to finish\n"
       "  --timeout S              with --wait: give up after S seconds (default 900)\n"
       "  --json                   print {\"operation\":…}\n" COMMON_FLAGS_HELP },
+    { "share", NULL, check_share, cmd_share, share_flags, 1, false,
+      "usage: sandbox share SANDBOX_ID --port PORT [--ttl SECONDS] [--auth token|public]\n"
+      "                     [--idempotency-key K] [--wait [--timeout S]] [--json]\n"
+      "\n"
+      "Gives a port of a running sandbox a public address (POST /v1/sandboxes/ID/routes)\n"
+      "and prints its URL; for --auth token (the default) a second line holds the\n"
+      "access token, shown only now. The address is removed with unshare, when --ttl\n"
+      "passes, or when the sandbox stops running. (The HTTP data path behind the\n"
+      "address is not built yet.)\n"
+      "\n"
+      "  --port PORT              the port inside the sandbox (required)\n"
+      "  --ttl SECONDS            remove the route after this (default: with the sandbox)\n"
+      "  --auth token|public      token: callers need the access token (default)\n"
+      "  --wait                   wait for the share operation\n"
+      "  --json                   print {\"operation\":…,\"route\":…,\"access_token\":…}\n" COMMON_FLAGS_HELP },
+    { "routes", NULL, check_routes, cmd_routes, routes_flags, 1, false,
+      "usage: sandbox routes SANDBOX_ID [--all] [--json]\n"
+      "\n"
+      "Lists the sandbox's routes: ROUTE PORT AUTH STATE EXPIRES URL.\n"
+      "\n"
+      "  --all                    include removed routes\n"
+      "  --json                   print {\"routes\":[…]}\n" COMMON_FLAGS_HELP },
+    { "unshare", NULL, check_unshare, cmd_unshare, unshare_flags, 2, false,
+      "usage: sandbox unshare SANDBOX_ID ROUTE_ID [--wait [--timeout S]] [--json]\n"
+      "\n"
+      "Removes a route (an unshare operation) and prints its OPERATION_ID; with --wait,\n"
+      "waits for it and prints 'OPERATION_ID succeeded'.\n"
+      "\n"
+      "  --wait                   wait for the unshare operation\n"
+      "  --json                   print {\"operation\":…}\n" COMMON_FLAGS_HELP },
     { "operation", "op", check_op_id, cmd_operation, json_flags, 1, false,
       "usage: sandbox operation OPERATION_ID [--json]\n"
       "       sandbox op OPERATION_ID [--json]\n"
@@ -1766,6 +1973,9 @@ static const char top_usage[] =
     "  list, ls   list sandboxes\n"
     "  delete, rm delete a sandbox\n"
     "  operation, op  show an operation\n"
+    "  share      give a sandbox port an address  (sandbox share SANDBOX_ID --port 8080)\n"
+    "  routes     list a sandbox's routes\n"
+    "  unshare    remove a route\n"
     "  tenants    create, list, get tenants; update their policy\n"
     "  tokens     create, list, revoke API tokens\n"
     "  workers    list, drain, resume workers\n"

@@ -94,6 +94,25 @@ assert_eq "removed|sandbox deleting" "$(psql_q "SELECT state || '|' || removed_r
 itest_http POST "/v1/sandboxes/$sbx/routes" "$member" '{"port":8083}'
 assert_http 409 conflict "sharing a deleted sandbox"
 
+# the CLI: share prints the URL and the token once, routes lists, unshare
+assert_exit 0 sandbox --token "$member" create --image "$ITEST_IMAGE" --cpu-millis 100 --memory-mib 32 --wait --timeout 120
+read -r sbx3 _ <<<"$ITEST_OUT"
+itest_track "$sbx3"
+assert_exit 0 sandbox --token "$member" share "$sbx3" --port 8080 --wait --timeout 30
+assert_match "$(printf '%s\n' "$ITEST_OUT" | sed -n 1p)" "^$SANDBOX_URL/r/[a-z2-7]{26}/\$" "share prints the URL first"
+assert_match "$(printf '%s\n' "$ITEST_OUT" | sed -n 2p)" '^sbt_' "then the access token"
+assert_contains "$ITEST_ERR" "shown only now" "the token is announced once"
+cli_rid=$(printf '%s' "$ITEST_ERR" | sed -n 's/^route \(rt_[a-z2-7]*\),.*/\1/p')
+assert_match "$cli_rid" '^rt_' "route id on stderr"
+assert_exit 0 sandbox --token "$member" routes "$sbx3"
+assert_contains "$ITEST_OUT" "$cli_rid" "routes lists the route"
+assert_contains "$ITEST_OUT" "active" "routes shows its state"
+assert_exit 2 sandbox --token "$member" share "$sbx3" --port 8080 --auth maybe
+assert_exit 0 sandbox --token "$member" unshare "$sbx3" "$cli_rid" --wait --timeout 30
+assert_contains "$ITEST_OUT" "succeeded" "unshare --wait"
+assert_exit 0 sandbox --token "$member" routes "$sbx3" --all --json
+assert_eq removed "$(itest_json "$ITEST_OUT" routes.0.state)" "state after the CLI unshare"
+
 # a tenant policy without routes
 assert_exit 0 sandbox tenants update "$tenant" --policy '{"routes":false}'
 assert_exit 0 sandbox --token "$member" create --image "$ITEST_IMAGE" --cpu-millis 100 --memory-mib 32 --wait --timeout 120
