@@ -1570,8 +1570,12 @@ static int cmd_share(cli_t *cli, opts_t *o)
     json_object_put(body);
     if (rc != 0)
         return rc;
-    const char *oid = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
-    if (o->wait && oid && strlen(oid) <= ARG_ID_MAX) {
+    /* A copy: the wait below replaces the operation object in resp. */
+    char oid[ARG_ID_MAX + 1] = "";
+    const char *op_id = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
+    if (op_id && strlen(op_id) <= ARG_ID_MAX)
+        snprintf(oid, sizeof oid, "%s", op_id);
+    if (o->wait && oid[0]) {
         json_object *last = NULL;
         rc = wait_operation(cli, oid, o->timeout.set ? o->timeout.v : DEFAULT_WAIT_TIMEOUT, &last);
         if (last)
@@ -1594,7 +1598,7 @@ static int cmd_share(cli_t *cli, opts_t *o)
         fputs("route ", stderr);
         put_text(stderr, route ? jsonx_get_str(route, "id") : NULL);
         fputs(", operation ", stderr);
-        put_text(stderr, oid);
+        put_text(stderr, oid[0] ? oid : NULL);
         fputc('\n', stderr);
     }
     json_object_put(resp);
