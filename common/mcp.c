@@ -31,7 +31,7 @@ const char *mcp_log_level_name(int level)
     return level >= 0 && level < 8 ? levels[level] : "info";
 }
 
-static json_object *id_copy(json_object *id)
+json_object *mcp_id_copy(json_object *id)
 {
     if (!id)
         return NULL;
@@ -44,7 +44,7 @@ json_object *mcp_result(json_object *id, json_object *result)
 {
     json_object *o = json_object_new_object();
     jsonx_add_str(o, "jsonrpc", "2.0");
-    jsonx_add(o, "id", id_copy(id));
+    jsonx_add(o, "id", mcp_id_copy(id));
     jsonx_add(o, "result", result ? result : json_object_new_object());
     return o;
 }
@@ -53,7 +53,7 @@ json_object *mcp_error(json_object *id, int code, const char *message)
 {
     json_object *o = json_object_new_object();
     jsonx_add_str(o, "jsonrpc", "2.0");
-    jsonx_add(o, "id", id_copy(id));
+    jsonx_add(o, "id", mcp_id_copy(id));
     json_object *e = json_object_new_object();
     jsonx_add_int(e, "code", code);
     jsonx_add_str(e, "message", message);
@@ -245,28 +245,10 @@ json_object *mcp_handle(const mcp_server_info_t *info, const mcp_msg_t *m, int *
     return mcp_error(m->id, MCP_METHOD_NOT_FOUND, msg);
 }
 
-json_object *mcp_tool_ok(json_object *structured)
+/* {"content":[{"type":"text","text":<JSON of body>}]} plus the rest of a
+ * tool result: structuredContent (taken; NULL for none) and isError. */
+static json_object *tool_result(json_object *body, json_object *structured, bool is_error)
 {
-    json_object *r = json_object_new_object();
-    json_object *content = json_object_new_array();
-    json_object *text = json_object_new_object();
-    jsonx_add_str(text, "type", "text");
-    const char *s = json_object_to_json_string_ext(structured, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-    jsonx_add_str(text, "text", s ? s : "{}");
-    json_object_array_add(content, text);
-    jsonx_add(r, "content", content);
-    jsonx_add(r, "structuredContent", structured);
-    jsonx_add_bool(r, "isError", false);
-    return r;
-}
-
-json_object *mcp_tool_error(const char *code, const char *message)
-{
-    json_object *body = json_object_new_object();
-    json_object *e = json_object_new_object();
-    jsonx_add_str(e, "code", code ? code : "internal");
-    jsonx_add_str(e, "message", message ? message : "");
-    jsonx_add(body, "error", e);
     json_object *r = json_object_new_object();
     json_object *content = json_object_new_array();
     json_object *text = json_object_new_object();
@@ -275,7 +257,22 @@ json_object *mcp_tool_error(const char *code, const char *message)
     jsonx_add_str(text, "text", s ? s : "{}");
     json_object_array_add(content, text);
     jsonx_add(r, "content", content);
-    jsonx_add_bool(r, "isError", true);
+    if (structured)
+        jsonx_add(r, "structuredContent", structured);
+    jsonx_add_bool(r, "isError", is_error);
+    return r;
+}
+
+json_object *mcp_tool_ok(json_object *structured) { return tool_result(structured, structured, false); }
+
+json_object *mcp_tool_error(const char *code, const char *message)
+{
+    json_object *body = json_object_new_object();
+    json_object *e = json_object_new_object();
+    jsonx_add_str(e, "code", code ? code : "internal");
+    jsonx_add_str(e, "message", message ? message : "");
+    jsonx_add(body, "error", e);
+    json_object *r = tool_result(body, NULL, true);
     json_object_put(body);
     return r;
 }

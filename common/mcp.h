@@ -39,6 +39,9 @@ typedef struct mcp_msg {
 int mcp_decode(const char *line, size_t len, mcp_msg_t *ret, json_object **ret_error);
 void mcp_msg_release(mcp_msg_t *m);
 
+/* A copy of a JSON-RPC id (a string or an integer). New reference. */
+json_object *mcp_id_copy(json_object *id);
+
 /* {"jsonrpc":"2.0","id":id,"result":result}; takes result, copies id. */
 json_object *mcp_result(json_object *id, json_object *result);
 /* {"jsonrpc":"2.0","id":id|null,"error":{"code","message"}}; copies id. */

@@ -134,6 +134,7 @@ static const mcp_tool_def_t tool_templates[] = {
 
 static mcp_tool_def_t tools[NTOOLS];
 static char *tool_texts[NTOOLS * 3];
+static json_object *tool_inputs[NTOOLS];  /* each tool's inputSchema, parsed once */
 
 static char *dequote(const char *s)
 {
@@ -156,6 +157,8 @@ static int tools_init(void)
         tools[i].input_schema = tool_texts[3 * i];
         tools[i].output_schema = tool_texts[3 * i + 1];
         tools[i].annotations = tool_texts[3 * i + 2];
+        if (jsonx_parse(tools[i].input_schema, strlen(tools[i].input_schema), &tool_inputs[i], NULL) < 0)
+            return SBX_EINVAL;
     }
     return 0;
 }
@@ -220,12 +223,6 @@ __attribute__((format(printf, 3, 4))) static void say(server_t *s, int level, co
         jsonx_add_str(p, "data", text);
         emit(s, mcp_notification("notifications/message", p));
     }
-}
-
-static json_object *id_copy(json_object *id)
-{
-    return json_object_is_type(id, json_type_string) ? json_object_new_string(json_object_get_string(id))
-                                                     : json_object_new_int64(json_object_get_int64(id));
 }
 
 static void id_key(json_object *id, char out[160])
@@ -320,7 +317,7 @@ static void progress(call_t *c, int64_t value, int64_t total_s, const char *fmt,
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
     json_object *p = json_object_new_object();
-    jsonx_add(p, "progressToken", id_copy(c->progress_token));
+    jsonx_add(p, "progressToken", mcp_id_copy(c->progress_token));
     if (value <= c->progress)
         value = c->progress + 1;
     c->progress = value;
@@ -404,9 +401,7 @@ static int wait_op(call_t *c, const char *op_id, int64_t timeout_s, json_object 
  * required ones; returns an isError result, or NULL when fine. */
 static json_object *check_args(const mcp_tool_def_t *t, json_object *args)
 {
-    json_object *schema = NULL, *props = NULL, *req = NULL;
-    if (jsonx_parse(t->input_schema, strlen(t->input_schema), &schema, NULL) < 0)
-        return mcp_tool_error("internal", "the tool's schema does not parse");
+    json_object *schema = tool_inputs[t - tools], *props = NULL, *req = NULL;
     json_object_object_get_ex(schema, "properties", &props);
     json_object_object_get_ex(schema, "required", &req);
     json_object *bad = NULL;
@@ -427,7 +422,6 @@ static json_object *check_args(const mcp_tool_def_t *t, json_object *args)
             bad = mcp_tool_error("invalid_argument", msg);
         }
     }
-    json_object_put(schema);
     return bad;
 }
 
@@ -508,6 +502,30 @@ static json_object *op_failure(json_object *op)
 
 static int64_t deadline_in(int64_t ms) { return time_mono_ms() + ms; }
 
+/* Waits for an operation. Returns the isError result to give back when the
+ * wait failed or the operation finished without succeeding; else NULL with
+ * *ret_op (new reference: succeeded, or still going when *ret_done is
+ * false). */
+static json_object *wait_outcome(call_t *c, const char *op_id, int64_t timeout_s, json_object **ret_op,
+                                 bool *ret_done)
+{
+    api_err_t e;
+    *ret_op = NULL;
+    if (wait_op(c, op_id, timeout_s, ret_op, ret_done, &e) < 0) {
+        if (*ret_op)
+            json_object_put(*ret_op);
+        *ret_op = NULL;
+        return api_failure(&e);
+    }
+    if (*ret_done && strcmp(jsonx_get_str(*ret_op, "state"), "succeeded") != 0) {
+        json_object *out = op_failure(*ret_op);
+        json_object_put(*ret_op);
+        *ret_op = NULL;
+        return out;
+    }
+    return NULL;
+}
+
 /* ---------------------------------------------------------------- the tools */
 
 static json_object *tool_create(call_t *c, json_object *args)
@@ -543,18 +561,14 @@ static json_object *tool_create(call_t *c, json_object *args)
         return mcp_tool_ok(resp);
     const char *op_id = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
     const char *sbx = jsonx_get_str(jsonx_get_obj(resp, "sandbox"), "id");
+    if (!op_id || !sbx) {
+        json_object_put(resp);
+        return mcp_tool_error("bad_response", "the create answer lacks ids");
+    }
     json_object *op = NULL;
     bool done = false;
-    if (!op_id || !sbx || wait_op(c, op_id, tmo, &op, &done, &e) < 0) {
-        json_object_put(resp);
-        if (op)
-            json_object_put(op);
-        return op_id && sbx ? api_failure(&e) : mcp_tool_error("bad_response", "the create answer lacks ids");
-    }
-    json_object *out = NULL;
-    if (done && strcmp(jsonx_get_str(op, "state"), "succeeded") != 0) {
-        out = op_failure(op);
-    } else {
+    json_object *out = wait_outcome(c, op_id, tmo, &op, &done);
+    if (!out) {
         /* The sandbox as it is now (running once the create succeeded). */
         char path[200];
         char *esc = httpc_escape(sbx);
@@ -569,10 +583,9 @@ static json_object *tool_create(call_t *c, json_object *args)
             jsonx_add(result, "sandbox", json_object_get(jsonx_get_obj(resp, "sandbox")));
         if (got)
             json_object_put(got);
-        jsonx_add(result, "operation", json_object_get(op));
+        jsonx_add(result, "operation", op);
         out = mcp_tool_ok(result);
     }
-    json_object_put(op);
     json_object_put(resp);
     return out;
 }
@@ -587,23 +600,13 @@ static json_object *tool_wait(call_t *c, json_object *args)
         return bad;
     json_object *op = NULL;
     bool done = false;
-    api_err_t e;
-    if (wait_op(c, op_id, tmo, &op, &done, &e) < 0) {
-        if (op)
-            json_object_put(op);
-        return api_failure(&e);
-    }
-    json_object *out;
-    if (done && strcmp(jsonx_get_str(op, "state"), "succeeded") != 0) {
-        out = op_failure(op);
-        json_object_put(op);
-    } else {
-        json_object *result = json_object_new_object();
-        jsonx_add(result, "operation", op);
-        jsonx_add_bool(result, "done", done);
-        out = mcp_tool_ok(result);
-    }
-    return out;
+    json_object *failed = wait_outcome(c, op_id, tmo, &op, &done);
+    if (failed)
+        return failed;
+    json_object *result = json_object_new_object();
+    jsonx_add(result, "operation", op);
+    jsonx_add_bool(result, "done", done);
+    return mcp_tool_ok(result);
 }
 
 static json_object *tool_exec(call_t *c, json_object *args)
@@ -640,21 +643,14 @@ static json_object *tool_exec(call_t *c, json_object *args)
         return mcp_tool_error("bad_response", "the exec answer lacks an operation id");
     json_object *op = NULL;
     bool done = false;
-    if (wait_op(c, opid, tmo + MCP_EXEC_SLACK_S, &op, &done, &e) < 0) {
-        if (op)
-            json_object_put(op);
-        if (strcmp(e.code, "cancelled") == 0)
-            snprintf(e.message, sizeof e.message, "stopped waiting for exec %s; it goes on in the sandbox", opid);
-        return api_failure(&e);
-    }
-    json_object *out;
+    json_object *out = wait_outcome(c, opid, tmo + MCP_EXEC_SLACK_S, &op, &done);
+    if (out)
+        return out;
     if (!done) {
         char msg[200];
         snprintf(msg, sizeof msg, "exec %s did not finish within %llds; see operation_get", opid,
                  (long long)(tmo + MCP_EXEC_SLACK_S));
         out = mcp_tool_error("timeout", msg);
-    } else if (strcmp(jsonx_get_str(op, "state"), "succeeded") != 0) {
-        out = op_failure(op);
     } else {
         json_object *res = jsonx_get_obj(op, "result");
         json_object *result = json_object_new_object();
@@ -755,21 +751,12 @@ static json_object *tool_delete(call_t *c, json_object *args)
     json_object_put(resp);
     json_object *op = NULL;
     bool done = false;
-    if (wait_op(c, opid, tmo, &op, &done, &e) < 0) {
-        if (op)
-            json_object_put(op);
-        return api_failure(&e);
-    }
-    json_object *out;
-    if (done && strcmp(jsonx_get_str(op, "state"), "succeeded") != 0) {
-        out = op_failure(op);
-        json_object_put(op);
-    } else {
-        json_object *result = json_object_new_object();
-        jsonx_add(result, "operation", op);
-        out = mcp_tool_ok(result);
-    }
-    return out;
+    json_object *failed = wait_outcome(c, opid, tmo, &op, &done);
+    if (failed)
+        return failed;
+    json_object *result = json_object_new_object();
+    jsonx_add(result, "operation", op);
+    return mcp_tool_ok(result);
 }
 
 static json_object *run_tool(call_t *c)
@@ -848,13 +835,13 @@ static void start_call(server_t *s, const mcp_msg_t *m, const mcp_tool_def_t *to
     }
     c->srv = s;
     c->tool = tool;
-    c->id = id_copy(m->id);
+    c->id = mcp_id_copy(m->id);
     id_key(m->id, c->id_key);
     json_object *args = NULL;
     json_object_object_get_ex(m->params, "arguments", &args);
     c->args = args ? json_object_get(args) : json_object_new_object();
     json_object *tok = mcp_progress_token(m->params);
-    c->progress_token = tok ? id_copy(tok) : NULL;
+    c->progress_token = tok ? mcp_id_copy(tok) : NULL;
     pthread_mutex_lock(&s->mu);
     bool room = s->ncalls < MCP_MAX_CALLS;
     bool dup = false;
@@ -1081,6 +1068,9 @@ int main(int argc, char **argv)
     sbuf_release(&line);
     for (size_t i = 0; i < NTOOLS * 3; i++)
         free(tool_texts[i]);
+    for (size_t i = 0; i < NTOOLS; i++)
+        if (tool_inputs[i])
+            json_object_put(tool_inputs[i]);
     free(s.url);
     free(s.token);
     curl_global_cleanup();
