@@ -24,22 +24,20 @@ void classify_rules_server(classify_rules_t *r, isolation_t trusted, isolation_t
     /* The server alone never opens the network to untrusted work: a tenant
      * must ask for it (classify_rules_tenant). */
     r->untrusted_open_network = false;
-    r->open_source = allow_untrusted_open_network ? "tenant" : "server";
+    r->tenants_may_open = allow_untrusted_open_network;
 }
 
-void classify_rules_tenant(classify_rules_t *r, const policy_t *tenant, bool server_allows_open)
+void classify_rules_tenant(classify_rules_t *r, const policy_t *tenant)
 {
     for (int i = 0; i < 3; i++)
         if (tenant->isolation_min[i] >= 0 && (isolation_t)tenant->isolation_min[i] > r->min_class[i]) {
             r->min_class[i] = (isolation_t)tenant->isolation_min[i];
             r->min_source[i] = "tenant";
         }
-    r->untrusted_open_network = server_allows_open && tenant->untrusted_open_network == 1;
-    r->open_source = server_allows_open ? "tenant" : "server";
+    r->untrusted_open_network = r->tenants_may_open && tenant->untrusted_open_network == 1;
 }
 
-int classify_policy_check(const policy_t *tenant, const classify_rules_t *server, bool server_allows_open,
-                          api_error_t *err)
+int classify_policy_check(const policy_t *tenant, const classify_rules_t *server, api_error_t *err)
 {
     for (int i = 0; i < 3; i++)
         if (tenant->isolation_min[i] >= 0 && (isolation_t)tenant->isolation_min[i] < server->min_class[i])
@@ -47,7 +45,7 @@ int classify_policy_check(const policy_t *tenant, const classify_rules_t *server
                                  "a tenant policy can only tighten the server: %s %s is weaker than the server's %s",
                                  policy_isolation_rules[i], isolation_name((isolation_t)tenant->isolation_min[i]),
                                  isolation_name(server->min_class[i]));
-    if (tenant->untrusted_open_network == 1 && !server_allows_open)
+    if (tenant->untrusted_open_network == 1 && !server->tenants_may_open)
         return api_error_set(err, API_POLICY_DENIED,
                              "a tenant policy can only tighten the server: untrusted_open_network is forbidden by "
                              "the server setting allow_untrusted_open_network");
@@ -94,10 +92,9 @@ int classify(const sandbox_spec_t *s, const classify_rules_t *r, classification_
                                  "network open is not allowed for %s work (rule untrusted_open_network: %s); use "
                                  "network restricted or none%s",
                                  trust_name(c.trust),
-                                 strcmp(r->open_source, "tenant") == 0 ? "the tenant policy does not allow it"
+                                 r->tenants_may_open ? "the tenant policy does not allow it"
                                                                        : "the server forbids it",
-                                 strcmp(r->open_source, "tenant") == 0
-                                     ? ", or set untrusted_open_network in the tenant policy"
+                                 r->tenants_may_open ? ", or set untrusted_open_network in the tenant policy"
                                      : "");
         if (s->env.n > 0)
             return api_error_set(err, API_POLICY_DENIED,

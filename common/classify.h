@@ -21,7 +21,7 @@ typedef struct classify_rules {
     isolation_t min_class[3];        /* by trust level */
     const char *min_source[3];       /* "server" or "tenant", for the reasons */
     bool untrusted_open_network;     /* untrusted or hostile work may have an open network */
-    const char *open_source;         /* where that answer came from */
+    bool tenants_may_open;           /* the server lets a tenant policy allow that */
 } classify_rules_t;
 
 /* The server's rules (from its settings), before any tenant. */
@@ -32,13 +32,12 @@ void classify_rules_server(classify_rules_t *r, isolation_t trusted, isolation_t
  * for stronger classes; it may allow untrusted open networks only when the
  * server lets tenants do so. Without a tenant opinion, untrusted work gets
  * no open network. */
-void classify_rules_tenant(classify_rules_t *r, const policy_t *tenant, bool server_allows_open);
+void classify_rules_tenant(classify_rules_t *r, const policy_t *tenant);
 
 /* Checks a tenant policy against the server's rules: a policy that asks for
  * a weaker class than the server, or for untrusted open networks the server
  * forbids, fills err (API_POLICY_DENIED) and returns SBX_EINVAL. */
-int classify_policy_check(const policy_t *tenant, const classify_rules_t *server, bool server_allows_open,
-                          api_error_t *err);
+int classify_policy_check(const policy_t *tenant, const classify_rules_t *server, api_error_t *err);
 
 #define CLASSIFY_MAX_REASONS 8
 

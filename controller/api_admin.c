@@ -123,7 +123,7 @@ void api_tenant_set_policy(req_t *rq, const char *name)
                              caps[i].rule, (long long)caps[i].tenant, (long long)caps[i].server);
             goto cleanup;
         }
-    if (classify_policy_check(&p, &ctl->rules, ctl->allow_untrusted_open, &err) < 0) {
+    if (classify_policy_check(&p, &ctl->rules, &err) < 0) {
         http_reply_api_error(rq, &err);
         goto cleanup;
     }

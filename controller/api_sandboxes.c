@@ -129,7 +129,7 @@ void api_sandbox_create(req_t *rq)
     /* Classify: the minimum isolation class, the hardening and the network
      * rules for untrusted work. Placement never runs it on a weaker class. */
     classify_rules_t rules = ctl->rules;
-    classify_rules_tenant(&rules, &policy, ctl->allow_untrusted_open);
+    classify_rules_tenant(&rules, &policy);
     classification_t cls;
     if (classify(&spec, &rules, &cls, &err) < 0) {
         http_reply_api_error(rq, &err);

@@ -112,8 +112,8 @@ int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret,
             controller_stop(ctl);
             return SBX_EINVAL;
         }
-    ctl->allow_untrusted_open = cfg_bool(cfg, CFG_ALLOW_UNTRUSTED_OPEN_NETWORK);
-    classify_rules_server(&ctl->rules, classes[0], classes[1], classes[2], ctl->allow_untrusted_open);
+    classify_rules_server(&ctl->rules, classes[0], classes[1], classes[2],
+                          cfg_bool(cfg, CFG_ALLOW_UNTRUSTED_OPEN_NETWORK));
     ctl->nthreads = (int)cfg_int(cfg, CFG_HTTP_THREADS);
     if (ctl->nthreads <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);

@@ -20,7 +20,6 @@ typedef struct controller {
     int64_t max_body_client;   /* client request bodies */
     int64_t max_cpu_millis, max_memory_mib, max_ttl_seconds, exec_output_max;
     classify_rules_t rules;    /* the server's classification rules */
-    bool allow_untrusted_open; /* tenants may let untrusted work have an open network */
     char *public_url;          /* base of path-based route addresses, no trailing slash */
     char *route_domain;        /* host-based route addresses; NULL when not configured */
     int64_t max_route_ttl;

@@ -1725,8 +1725,8 @@ static int op_lease(PGconn *c, const store_limits_t *lim, const char *op_id, con
  * worker (the chosen one first), at most AEGIS_REASONS_MAX of them. */
 #define AEGIS_REASONS_MAX 24
 
-static json_object *placement_json(const char *worker, const char *summary, const aegis_worker_t *ws,
-                                   const aegis_verdict_t *vs, int n, int best, const aegis_request_t *rq)
+static json_object *placement_json(const char *worker, const char *summary, const aegis_verdict_t *vs, int n,
+                                   int best, const aegis_request_t *rq)
 {
     json_object *pl = json_object_new_object();
     jsonx_add_str(pl, "worker", worker);
@@ -1760,7 +1760,6 @@ static json_object *placement_json(const char *worker, const char *summary, cons
         jsonx_add_int(sc, "spread", vs[best].spread);
         jsonx_add(pl, "score", sc);
     }
-    (void)ws;
     return pl;
 }
 
@@ -1860,7 +1859,7 @@ static int place_create(PGconn *c, const store_limits_t *lim, const char *op_id,
         char summary[512];
         aegis_outcome_t out = aegis_decide(&rq, ws, (size_t)n, vs, &best, summary, sizeof summary);
         if (out == AEGIS_REFUSE) {
-            json_object *pl = placement_json(NULL, summary, ws, vs, n, -1, &rq);
+            json_object *pl = placement_json(NULL, summary, vs, n, -1, &rq);
             rc = op_fail_admitted(c, op_id, "create", sbx, "isolation_unavailable", summary, pl);
             json_object_put(pl);
             if (rc == 0)
@@ -1870,7 +1869,7 @@ static int place_create(PGconn *c, const store_limits_t *lim, const char *op_id,
         if (out == AEGIS_WAIT) {
             /* Keep why it waits where `sandbox get` shows it; written only
              * when the explanation changes. */
-            json_object *pl = placement_json(NULL, summary, ws, vs, n, -1, &rq);
+            json_object *pl = placement_json(NULL, summary, vs, n, -1, &rq);
             char *pt = jsonx_dump(pl);
             json_object_put(pl);
             const char *q[] = { op_id, pt };
@@ -1904,7 +1903,7 @@ static int place_create(PGconn *c, const store_limits_t *lim, const char *op_id,
             k->free_slots = 0;
             continue;
         }
-        json_object *pl = placement_json(k->name, summary, ws, vs, n, best, &rq);
+        json_object *pl = placement_json(k->name, summary, vs, n, best, &rq);
         rc = op_lease(c, lim, op_id, k->id, pl);
         json_object_put(pl);
         if (rc < 0)

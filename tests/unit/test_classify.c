@@ -93,7 +93,7 @@ START_TEST(test_classify_rows)
     spec_of(w->spec, &s);
     policy_of(w->policy, &p);
     classify_rules_server(&r, ISO_CONTAINER, ISO_CONTAINER, ISO_MICROVM, w->server_open);
-    classify_rules_tenant(&r, &p, w->server_open);
+    classify_rules_tenant(&r, &p);
     int rc = classify(&s, &r, &c, &err);
     ck_assert_msg(rc == w->want_rc, "row %d (%s): rc %d, want %d (%s)", _i, w->spec, rc, w->want_rc, err.message);
     if (rc < 0) {
@@ -121,16 +121,17 @@ START_TEST(test_tenant_cannot_loosen_server_rules)
     api_error_t err;
     classify_rules_server(&r, ISO_CONTAINER, ISO_GVISOR, ISO_MICROVM, false);
     policy_of("{\"isolation_untrusted\":\"container\"}", &p);
-    ck_assert_int_eq(classify_policy_check(&p, &r, false, &err), SBX_EINVAL);
+    ck_assert_int_eq(classify_policy_check(&p, &r, &err), SBX_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.message, "isolation_untrusted container is weaker than the server's gvisor"));
     policy_release(&p);
     policy_of("{\"isolation_untrusted\":\"microvm\",\"isolation_trusted\":\"gvisor\"}", &p);
-    ck_assert_int_eq(classify_policy_check(&p, &r, false, &err), 0);
+    ck_assert_int_eq(classify_policy_check(&p, &r, &err), 0);
     policy_release(&p);
     policy_of("{\"untrusted_open_network\":true}", &p);
-    ck_assert_int_eq(classify_policy_check(&p, &r, false, &err), SBX_EINVAL);
+    ck_assert_int_eq(classify_policy_check(&p, &r, &err), SBX_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.message, "allow_untrusted_open_network"));
-    ck_assert_int_eq(classify_policy_check(&p, &r, true, &err), 0);
+    classify_rules_server(&r, ISO_CONTAINER, ISO_GVISOR, ISO_MICROVM, true);
+    ck_assert_int_eq(classify_policy_check(&p, &r, &err), 0);
     policy_release(&p);
 }
 END_TEST
