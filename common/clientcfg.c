@@ -1,6 +1,7 @@
 /* Client configuration: flags, environment, config file. */
 #include "clientcfg.h"
 #include "errors.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -12,14 +13,6 @@
 
 #define CONFIG_MAX_LINES 1000
 #define CONFIG_LINE_MAX  4096
-
-static bool has_ctl(const char *s)
-{
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x20 || *s == 0x7f)
-            return true;
-    return false;
-}
 
 static char *strndup_trim(const char *s, size_t n)
 {
@@ -165,11 +158,11 @@ int client_config_resolve(const char *flag_url, const char *flag_token, client_c
         snprintf(err, errlen, "out of memory");
         return SBX_ENOMEM;
     }
-    if (ret->token && (has_ctl(ret->token) || strchr(ret->token, ' '))) {
+    if (ret->token && (utf8_has_control(ret->token) || strchr(ret->token, ' '))) {
         snprintf(err, errlen, "the API token contains spaces or control characters");
         return SBX_EINVAL;
     }
-    if ((strncmp(ret->url, "http://", 7) != 0 && strncmp(ret->url, "https://", 8) != 0) || has_ctl(ret->url) ||
+    if ((strncmp(ret->url, "http://", 7) != 0 && strncmp(ret->url, "https://", 8) != 0) || utf8_has_control(ret->url) ||
         strchr(ret->url, ' ')) {
         snprintf(err, errlen, "'%.200s' is not an http:// or https:// URL", ret->url);
         return SBX_EINVAL;

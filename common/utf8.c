@@ -69,3 +69,11 @@ char *utf8_sanitize(const char *s, size_t n)
     out[o] = '\0';
     return out;
 }
+
+bool utf8_has_control(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return true;
+    return false;
+}

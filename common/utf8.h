@@ -12,4 +12,8 @@ bool utf8_valid(const char *s, size_t n);
  * NUL byte, is replaced by U+FFFD. NULL only on allocation failure. */
 char *utf8_sanitize(const char *s, size_t n);
 
+/* True when the NUL-terminated s holds an ASCII control character (below
+ * 0x20, or DEL): not for headers, URLs, tokens or terminals. */
+bool utf8_has_control(const char *s);
+
 #endif

@@ -19,6 +19,7 @@
 #include "jsonx.h"
 #include "limits.h"
 #include "timeutil.h"
+#include "utf8.h"
 
 #ifndef SANDBOX_VERSION
 #define SANDBOX_VERSION "0.1.0"
@@ -153,14 +154,6 @@ static void print_json(json_object *o)
 }
 
 /* ---------------------------------------------------------------- parsing */
-
-static bool has_ctl(const char *s)
-{
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x20 || *s == 0x7f)
-            return true;
-    return false;
-}
 
 /* Strict decimal integer in [min, max]: the whole string, no sign games. */
 static int parse_num(const char *cmd, const char *flag, const char *s, int64_t min, int64_t max, int64_t *ret)
@@ -340,7 +333,7 @@ static int check_id(const char *cmd, const char *what, const char *id)
 {
     if (!id)
         return usage_error(cmd, "missing %s", what);
-    if (strlen(id) > ARG_ID_MAX || has_ctl(id))
+    if (strlen(id) > ARG_ID_MAX || utf8_has_control(id))
         return usage_error(cmd, "%s '%.40s…' is not an id", what, id);
     return 0;
 }
@@ -877,9 +870,9 @@ static int check_create(cli_t *cli, opts_t *o)
     if (o->isolation && strcmp(o->isolation, "container") != 0 && strcmp(o->isolation, "gvisor") != 0 &&
         strcmp(o->isolation, "microvm") != 0)
         return usage_error(cli->cmd, "--isolation: '%s' is not one of container, gvisor, microvm", o->isolation);
-    if (strlen(o->image) > SBX_MAX_IMAGE_BYTES || has_ctl(o->image))
+    if (strlen(o->image) > SBX_MAX_IMAGE_BYTES || utf8_has_control(o->image))
         return usage_error(cli->cmd, "--image: at most %d printable bytes", SBX_MAX_IMAGE_BYTES);
-    if (o->tenant && (strlen(o->tenant) > SBX_MAX_NAME_BYTES || has_ctl(o->tenant)))
+    if (o->tenant && (strlen(o->tenant) > SBX_MAX_NAME_BYTES || utf8_has_control(o->tenant)))
         return usage_error(cli->cmd, "--tenant: at most %d printable bytes", SBX_MAX_NAME_BYTES);
     return check_idem_key(cli->cmd, o->idem_key);
 }
@@ -1034,7 +1027,7 @@ static int check_exec(cli_t *cli, opts_t *o)
     if (total > SBX_MAX_ARGV_BYTES)
         return usage_error(cli->cmd, "the command line is %zu bytes; at most %u are allowed", total,
                            SBX_MAX_ARGV_BYTES);
-    if (o->cwd && (strlen(o->cwd) > SBX_MAX_PATH_BYTES || has_ctl(o->cwd)))
+    if (o->cwd && (strlen(o->cwd) > SBX_MAX_PATH_BYTES || utf8_has_control(o->cwd)))
         return usage_error(cli->cmd, "--cwd: not a usable path");
     return 0;
 }
@@ -1238,18 +1231,14 @@ static int check_delete(cli_t *cli, opts_t *o)
     return check_idem_key(cli->cmd, o->idem_key);
 }
 
-static int cmd_delete(cli_t *cli, opts_t *o)
+/* The end of a mutation answered with {"operation":…}: prints its id (or
+ * the JSON), or with --wait waits for it and prints 'ID succeeded'. Takes
+ * resp. Returns the exit code. */
+static int print_or_wait_op(cli_t *cli, opts_t *o, json_object *resp, const char *what)
 {
-    int rc;
-    char path[ARG_ID_MAX * 3 + 32];
-    if (build_path(path, sizeof path, "/v1/sandboxes/", o->pos[0], NULL) != 0)
-        return usage_error(cli->cmd, "SANDBOX_ID too long");
-    json_object *resp = NULL;
-    if ((rc = api_get_json(cli, "DELETE", path, NULL, o->idem_key, &resp)) != 0)
-        return rc;
     const char *oid = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
     if (!oid || strlen(oid) > ARG_ID_MAX) {
-        fputs("error: bad_response: the delete answer has no operation.id\n", stderr);
+        fprintf(stderr, "error: bad_response: the %s answer has no operation.id\n", what);
         json_object_put(resp);
         return EXIT_API;
     }
@@ -1259,7 +1248,7 @@ static int cmd_delete(cli_t *cli, opts_t *o)
         return 0;
     }
     json_object *last = NULL;
-    rc = wait_operation(cli, oid, o->timeout.set ? o->timeout.v : DEFAULT_WAIT_TIMEOUT, &last);
+    int rc = wait_operation(cli, oid, o->timeout.set ? o->timeout.v : DEFAULT_WAIT_TIMEOUT, &last);
     if (cli->json)
         print_json(last ? last : resp);
     else if (rc == EXIT_OK)
@@ -1269,9 +1258,21 @@ static int cmd_delete(cli_t *cli, opts_t *o)
     return rc;
 }
 
+static int cmd_delete(cli_t *cli, opts_t *o)
+{
+    int rc;
+    char path[ARG_ID_MAX * 3 + 32];
+    if (build_path(path, sizeof path, "/v1/sandboxes/", o->pos[0], NULL) != 0)
+        return usage_error(cli->cmd, "SANDBOX_ID too long");
+    json_object *resp = NULL;
+    if ((rc = api_get_json(cli, "DELETE", path, NULL, o->idem_key, &resp)) != 0)
+        return rc;
+    return print_or_wait_op(cli, o, resp, "delete");
+}
+
 static int check_list(cli_t *cli, opts_t *o)
 {
-    if (o->tenant && (strlen(o->tenant) > SBX_MAX_NAME_BYTES || has_ctl(o->tenant)))
+    if (o->tenant && (strlen(o->tenant) > SBX_MAX_NAME_BYTES || utf8_has_control(o->tenant)))
         return usage_error(cli->cmd, "--tenant: at most %d printable bytes", SBX_MAX_NAME_BYTES);
     return 0;
 }
@@ -1324,7 +1325,7 @@ static int check_tenants(cli_t *cli, opts_t *o)
     if (strcmp(sub, "create") == 0 || strcmp(sub, "get") == 0 || strcmp(sub, "update") == 0) {
         if (o->npos != 2)
             return usage_error(cli->cmd, "%s needs a tenant NAME", sub);
-        if (strlen(o->pos[1]) > SBX_MAX_NAME_BYTES || has_ctl(o->pos[1]))
+        if (strlen(o->pos[1]) > SBX_MAX_NAME_BYTES || utf8_has_control(o->pos[1]))
             return usage_error(cli->cmd, "NAME: at most %d printable bytes", SBX_MAX_NAME_BYTES);
         return 0;
     }
@@ -1677,21 +1678,7 @@ static int cmd_unshare(cli_t *cli, opts_t *o)
     json_object *resp = NULL;
     if ((rc = api_get_json(cli, "DELETE", path, NULL, NULL, &resp)) != 0)
         return rc;
-    const char *oid = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
-    if (!o->wait || !oid || strlen(oid) > ARG_ID_MAX) {
-        print_op_json_or(cli, resp, "\n");
-        json_object_put(resp);
-        return 0;
-    }
-    json_object *last = NULL;
-    rc = wait_operation(cli, oid, o->timeout.set ? o->timeout.v : DEFAULT_WAIT_TIMEOUT, &last);
-    if (cli->json)
-        print_json(last ? last : resp);
-    else if (rc == EXIT_OK)
-        printf("%s succeeded\n", oid);
-    json_object_put(last);
-    json_object_put(resp);
-    return rc;
+    return print_or_wait_op(cli, o, resp, "unshare");
 }
 
 /* ---------------------------------------------------------------- tables */

@@ -163,6 +163,18 @@ START_TEST(test_sanitize_output_is_valid_for_every_byte_value)
 }
 END_TEST
 
+START_TEST(test_has_control_finds_ascii_controls_only)
+{
+    ck_assert(!utf8_has_control(""));
+    ck_assert(!utf8_has_control("sbt_abc http://x:1/p?q=1 ~"));
+    ck_assert(!utf8_has_control("caf\xc3\xa9"));
+    ck_assert(utf8_has_control("a\nb"));
+    ck_assert(utf8_has_control("\x1b[2J"));
+    ck_assert(utf8_has_control("tab\there"));
+    ck_assert(utf8_has_control("del\x7f"));
+}
+END_TEST
+
 START_TEST(test_sanitize_worst_case_triples_length)
 {
     char in[100];
@@ -197,6 +209,7 @@ static Suite *utf8_suite(void)
     tcase_add_test(tc, test_sanitize_replaces_truncated_tail);
     tcase_add_test(tc, test_sanitize_output_is_valid_for_every_byte_value);
     tcase_add_test(tc, test_sanitize_worst_case_triples_length);
+    tcase_add_test(tc, test_has_control_finds_ascii_controls_only);
     suite_add_tcase(s, tc);
     return s;
 }
