@@ -67,9 +67,24 @@ static const cfg_setting_t settings[CFG__COUNT] = {
                                 "minimum class for work marked hostile" },
     [CFG_ALLOW_UNTRUSTED_OPEN_NETWORK] = { "allow_untrusted_open_network", CFGT_BOOL, "true", 0, 0, true,
                                            "whether a tenant policy may let untrusted work have an open network" },
-    [CFG_PUBLIC_URL] = { "public_url", CFGT_STRING, "", 0, 0, true,
-                         "URL clients reach the controller at, for path-based route addresses "
-                         "({public_url}/r/{route}/; default http://{listen})" },
+    [CFG_ROUTE_LISTEN] = { "route_listen", CFGT_STRING, "127.0.0.1:8081", 0, 0, false,
+                           "address the controller serves public routes on (a separate origin from the API)" },
+    [CFG_ROUTE_PUBLIC_URL] = { "route_public_url", CFGT_STRING, "", 0, 0, true,
+                               "URL clients reach the route listener at, for path-based route addresses "
+                               "({route_public_url}/r/{route}/; default http://{route_listen})" },
+    [CFG_TRUSTED_PROXIES] = { "trusted_proxies", CFGT_STRING, "", 0, 0, false,
+                              "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-* "
+                              "headers the route listener believes (empty: none)" },
+    [CFG_ROUTE_MAX_REQUEST_BYTES] = { "route_max_request_bytes", CFGT_INT, "1073741824", 0, INT64_C(1) << 40, false,
+                                      "largest request body a route forwards (0: no limit)" },
+    [CFG_ROUTE_MAX_RESPONSE_BYTES] = { "route_max_response_bytes", CFGT_INT, "1073741824", 0, INT64_C(1) << 40,
+                                       false, "largest response a route forwards, headers included (0: no limit)" },
+    [CFG_ROUTE_IDLE_TIMEOUT_SECONDS] = { "route_idle_timeout_seconds", CFGT_INT, "120", 1, 86400, false,
+                                         "a routed connection with no traffic either way for this long is closed" },
+    [CFG_ROUTE_MAX_DURATION_SECONDS] = { "route_max_duration_seconds", CFGT_INT, "3600", 1, 604800, false,
+                                         "longest a routed request (or WebSocket) may last" },
+    [CFG_ROUTE_MAX_CONNECTIONS] = { "route_max_connections", CFGT_INT, "1024", 1, 1000000, false,
+                                    "routed connections the controller serves at once (more get 503)" },
     [CFG_ROUTE_DOMAIN] = { "route_domain", CFGT_STRING, "", 0, 0, true,
                            "wildcard domain for host-based route addresses (https://{route}.{route_domain}/)" },
     [CFG_MAX_ROUTE_TTL_SECONDS] = { "max_route_ttl_seconds", CFGT_INT, "86400", 10, 2592000, true,
@@ -85,6 +100,13 @@ static const cfg_setting_t settings[CFG__COUNT] = {
     [CFG_WORKER_OPEN_NETWORK] = { "worker_open_network", CFGT_STRING, "sandbox-open", 0, 0, false,
                                   "Docker network for network=open: a bridge with egress, no traffic between "
                                   "sandboxes (created when missing; empty: not offered)" },
+    [CFG_WORKER_ROUTE_LISTEN] = { "worker_route_listen", CFGT_STRING, "127.0.0.1:0", 0, 0, false,
+                                  "address the worker accepts route traffic from the controller on (port 0: any)" },
+    [CFG_WORKER_ROUTE_ADVERTISE] = { "worker_route_advertise", CFGT_STRING, "", 0, 0, false,
+                                     "host:port the controller reaches the route listener at (default: the "
+                                     "bound address; required when listening on 0.0.0.0)" },
+    [CFG_WORKER_ROUTE_MAX_CONNECTIONS] = { "worker_route_max_connections", CFGT_INT, "256", 1, 100000, false,
+                                           "route connections the worker forwards at once (more are refused)" },
 };
 
 const cfg_setting_t *cfg_settings(void) { return settings; }

@@ -45,6 +45,8 @@ static const api_code_info_t api_codes[API__COUNT] = {
     [API_TIMEOUT]               = { "timeout", 504, EXIT_OP_FAILED },
     [API_WORKER_LOST]           = { "worker_lost", 503, EXIT_OP_FAILED },
     [API_CANCELLED]             = { "cancelled", 409, EXIT_OP_FAILED },
+    [API_BAD_GATEWAY]           = { "bad_gateway", 502, EXIT_API },
+    [API_HEADERS_TOO_LARGE]     = { "headers_too_large", 431, EXIT_API },
 };
 
 const api_code_info_t *api_code_info(api_code_t code)

@@ -46,6 +46,8 @@ typedef enum {
     API_TIMEOUT,
     API_WORKER_LOST,
     API_CANCELLED,
+    API_BAD_GATEWAY,
+    API_HEADERS_TOO_LARGE,
     API__COUNT
 } api_code_t;
 

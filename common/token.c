@@ -20,6 +20,17 @@ void token_generate(char ret_id[SBX_ID_MAX], char ret_secret[SBX_TOKEN_MAX])
     sodium_memzero(enc, sizeof enc);
 }
 
+void token_generate_route(char ret_secret[SBX_TOKEN_MAX])
+{
+    unsigned char raw[32];
+    char enc[64];
+    randombytes_buf(raw, sizeof raw);
+    sodium_bin2base64(enc, sizeof enc, raw, sizeof raw, sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+    sodium_memzero(raw, sizeof raw);
+    snprintf(ret_secret, SBX_TOKEN_MAX, "sbr_%s", enc);
+    sodium_memzero(enc, sizeof enc);
+}
+
 int token_parse_id(const char *token, char ret_id[SBX_ID_MAX])
 {
     if (!token || strncmp(token, "sbt_", 4) != 0)

@@ -14,6 +14,10 @@
  * once. Requires sodium_init. */
 void token_generate(char ret_id[SBX_ID_MAX], char ret_secret[SBX_TOKEN_MAX]);
 
+/* Makes a route access token, "sbr_" + 43 base64url characters: not an
+ * API token (no id, no role), only ever compared with one route's hash. */
+void token_generate_route(char ret_secret[SBX_TOKEN_MAX]);
+
 /* Extracts the token id from a presented token; SBX_EINVAL when malformed. */
 int token_parse_id(const char *token, char ret_id[SBX_ID_MAX]);
 

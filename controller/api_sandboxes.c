@@ -332,12 +332,12 @@ void api_route_share(req_t *rq, const char *sandbox_id)
     bool token_auth = !auth || strcmp(auth, "token") == 0;
     /* The route's name is its unguessable address; its id names it in the
      * API. The access token is shown once, only its hash is kept. */
-    char route_id[SBX_ID_MAX], name_id[SBX_ID_MAX], tok_id[SBX_ID_MAX], hash[TOKEN_HASH_HEX];
+    char route_id[SBX_ID_MAX], name_id[SBX_ID_MAX], hash[TOKEN_HASH_HEX];
     ids_new("rt", route_id);
     ids_new("r", name_id);
     const char *name = strchr(name_id, '_') ? strchr(name_id, '_') + 1 : name_id;
     if (token_auth) {
-        token_generate(tok_id, secret);
+        token_generate_route(secret);
         token_hash_hex(secret, hash);
     }
     char reqhash[65], scope_key[160], canon[96];

@@ -22,7 +22,7 @@ void api_worker_register(req_t *rq)
     api_error_t err;
     if (http_read_json(rq, (size_t)rq->ctl->max_body_client, &body) < 0)
         return;
-    if (store_worker_register(rq->db, body, &w, &err) < 0) {
+    if (store_worker_register(rq->db, body, rq->auth.token_id, &w, &err) < 0) {
         json_object_put(body);
         http_reply_api_error(rq, &err);
         return;

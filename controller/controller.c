@@ -6,6 +6,7 @@
 #include "log.h"
 #include "migrate.h"
 #include "notify.h"
+#include "proxy.h"
 #include "reconcile.h"
 #include "server.h"
 
@@ -85,6 +86,7 @@ int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret,
         return SBX_ENOMEM;
     }
     ctl->listen_fd = -1;
+    ctl->route_fd = -1;
     for (int i = 0; i < CFG__COUNT; i++) {
         char why[256];
         cfg_set(&ctl->cfg, cfg_settings()[i].name, cfg->values[i], cfg->sources[i], why, sizeof why);
@@ -143,20 +145,22 @@ int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret,
         controller_stop(ctl);
         return SBX_EIO;
     }
-    if ((rc = server_start(ctl, err, errlen)) < 0 || (rc = reconcile_start(ctl, &ctl->rec, err, errlen)) < 0 ||
-        (rc = notify_start(ctl, &ctl->notify, err, errlen)) < 0) {
+    ctl->route_fd = listen_socket(cfg_str(cfg, CFG_ROUTE_LISTEN), &ctl->route_port, err, errlen);
+    if (ctl->route_fd < 0) {
         controller_stop(ctl);
-        return rc;
+        return SBX_EIO;
     }
-    /* Route addresses: {public_url}/r/{name}/, or {name}.{route_domain}. */
-    const char *pu = cfg_str(cfg, CFG_PUBLIC_URL);
+    /* Route addresses: {route_public_url}/r/{name}/, or {name}.{route_domain}.
+     * Routes are served on their own listener: what a sandbox serves never
+     * shares an origin (cookies, scripts) with the API. */
+    const char *pu = cfg_str(cfg, CFG_ROUTE_PUBLIC_URL);
     if (pu && *pu) {
         ctl->public_url = strdup(pu);
     } else {
-        const char *lh = cfg_str(cfg, CFG_LISTEN);
+        const char *lh = cfg_str(cfg, CFG_ROUTE_LISTEN);
         const char *colon = strrchr(lh, ':');
         char buf[300];
-        snprintf(buf, sizeof buf, "http://%.*s:%d", colon ? (int)(colon - lh) : 0, lh, ctl->port);
+        snprintf(buf, sizeof buf, "http://%.*s:%d", colon ? (int)(colon - lh) : 0, lh, ctl->route_port);
         ctl->public_url = strdup(buf);
     }
     if (ctl->public_url) {
@@ -164,11 +168,17 @@ int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret,
         while (n > 0 && ctl->public_url[n - 1] == '/')
             ctl->public_url[--n] = '\0';
     }
+    if ((rc = proxy_config(ctl, cfg, err, errlen)) < 0 || (rc = server_start(ctl, err, errlen)) < 0 ||
+        (rc = reconcile_start(ctl, &ctl->rec, err, errlen)) < 0 ||
+        (rc = notify_start(ctl, &ctl->notify, err, errlen)) < 0) {
+        controller_stop(ctl);
+        return rc;
+    }
     const char *rd = cfg_str(cfg, CFG_ROUTE_DOMAIN);
     ctl->route_domain = rd && *rd ? strdup(rd) : NULL;
     ctl->max_route_ttl = cfg_int(cfg, CFG_MAX_ROUTE_TTL_SECONDS);
-    log_info("controller", "listening on %s (port %d) with %d HTTP threads", cfg_str(cfg, CFG_LISTEN), ctl->port,
-             ctl->nthreads);
+    log_info("controller", "listening on %s (port %d) with %d HTTP threads; routes on %s (port %d)",
+             cfg_str(cfg, CFG_LISTEN), ctl->port, ctl->nthreads, cfg_str(cfg, CFG_ROUTE_LISTEN), ctl->route_port);
     *ret = ctl;
     return 0;
 }
@@ -185,6 +195,9 @@ void controller_stop(controller_t *ctl)
     server_stop(ctl);
     if (ctl->listen_fd >= 0)
         close(ctl->listen_fd);
+    if (ctl->route_fd >= 0)
+        close(ctl->route_fd);
+    free(ctl->trusted_proxies);
     free(ctl->conninfo);
     free(ctl->public_url);
     free(ctl->route_domain);

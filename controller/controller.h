@@ -20,13 +20,19 @@ typedef struct controller {
     int64_t max_body_client;   /* client request bodies */
     int64_t max_cpu_millis, max_memory_mib, max_ttl_seconds, exec_output_max;
     classify_rules_t rules;    /* the server's classification rules */
-    char *public_url;          /* base of path-based route addresses, no trailing slash */
+    char *public_url;          /* base of path-based route addresses (route_public_url), no trailing slash */
     char *route_domain;        /* host-based route addresses; NULL when not configured */
     int64_t max_route_ttl;
     int nthreads;
     http_thread_t **threads;
     int listen_fd;
     int port;                  /* the port really bound (listen may say :0) */
+    int route_fd;              /* the route listener (proxy.c) */
+    int route_port;
+    struct proxy_net *trusted_proxies; /* networks whose X-Forwarded-* headers count */
+    int ntrusted_proxies;
+    int64_t route_max_request, route_max_response; /* 0: no limit */
+    int route_idle_seconds, route_max_seconds, route_max_conns;
     reconcile_t *rec;
     notify_listener_t *notify;
     volatile int stopping;

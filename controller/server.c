@@ -6,6 +6,7 @@
 #include "jsonx.h"
 #include "limits.h"
 #include "log.h"
+#include "proxy.h"
 #include "sbuf.h"
 
 #include <errno.h>
@@ -29,6 +30,7 @@ struct http_thread {
     int fd;                     /* dup of the listening socket */
     struct event_base *base;
     struct evhttp *http;
+    proxy_thread_t *proxy;      /* the route listener's connections */
     PGconn *db;
     struct event *wake_ev;
     struct event *stop_ev;
@@ -554,6 +556,7 @@ static void thread_free(http_thread_t *th)
         park_unlink(rq);
         req_free(rq);
     }
+    proxy_thread_free(th->proxy);
     if (th->wake_ev)
         event_free(th->wake_ev);
     if (th->stop_ev)
@@ -606,6 +609,8 @@ int server_start(controller_t *ctl, char *err, size_t errlen)
             snprintf(err, errlen, "cannot accept on the listening socket");
             return SBX_EIO;
         }
+        if (!(th->proxy = proxy_thread_new(ctl, th->base, &th->db, err, errlen)))
+            return SBX_EIO;
         th->wake_ev = event_new(th->base, -1, 0, wake_cb, th);
         th->stop_ev = event_new(th->base, -1, 0, stop_cb, th);
         if (!th->wake_ev || !th->stop_ev) {

@@ -1082,7 +1082,7 @@ int store_workers_with_leases(PGconn *c, const char *const *ids, int n, bool *re
 #define WORKER_COLS \
     "id, name, labels::text, array_to_json(isolation)::text, runtime, cpu_millis, memory_mib, slots, " \
     "alloc_cpu_millis, alloc_memory_mib, alloc_slots, version, state, " TS("last_heartbeat") ", " TS("created_at") \
-    ", networks::text, probes::text, jsonb_array_length(images)"
+    ", networks::text, probes::text, jsonb_array_length(images), route_address"
 
 static json_object *worker_json(const PGresult *r, int row)
 {
@@ -1109,6 +1109,8 @@ static json_object *worker_json(const PGresult *r, int row)
     jsonx_add(o, "networks", parse_json_text(db_get(r, row, 15)));
     jsonx_add(o, "probes", parse_json_text(db_get(r, row, 16)));
     jsonx_add_int(o, "images_present", db_get_ll(r, row, 17));
+    if (!PQgetisnull(r, row, 18))
+        jsonx_add_str(o, "route_address", db_get(r, row, 18));
     return o;
 }
 
@@ -1208,7 +1210,27 @@ static bool worker_name_ok(const char *s)
     return true;
 }
 
-int store_worker_register(PGconn *c, json_object *body, json_object **ret, api_error_t *err)
+/* "host:port" or "[v6]:port" a controller can connect to; NULL when absent. */
+static int route_address_check(json_object *body, const char **ret, api_error_t *err)
+{
+    *ret = NULL;
+    json_object *v = NULL;
+    if (!json_object_object_get_ex(body, "route_address", &v) || json_object_is_type(v, json_type_null))
+        return 0;
+    const char *a = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+    const char *colon = a ? strrchr(a, ':') : NULL;
+    char *end = NULL;
+    long port = colon ? strtol(colon + 1, &end, 10) : 0;
+    bool ok = a && colon && colon != a && strlen(a) <= 255 && *end == '\0' && port >= 1 && port <= 65535;
+    for (const char *p = a; ok && *p; p++)
+        ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr(".-:[]", *p);
+    if (!ok)
+        return api_error_set(err, API_INVALID_ARGUMENT, "route_address must be host:port");
+    *ret = a;
+    return 0;
+}
+
+int store_worker_register(PGconn *c, json_object *body, const char *token_id, json_object **ret, api_error_t *err)
 {
     const char *name = jsonx_get_str(body, "name");
     const char *runtime = jsonx_get_str(body, "runtime");
@@ -1240,6 +1262,9 @@ int store_worker_register(PGconn *c, json_object *body, json_object **ret, api_e
     }
     size_t l = strlen(iso_lit);
     snprintf(iso_lit + l, sizeof iso_lit - l, "}");
+    const char *route_address = NULL;
+    if (route_address_check(body, &route_address, err) < 0)
+        return SBX_EINVAL;
     char *nets_text = NULL, *probes_text = NULL, *images_text = NULL;
     if (worker_caps_text(body, offered, &nets_text, &probes_text, err) < 0)
         return SBX_EINVAL;
@@ -1265,18 +1290,20 @@ int store_worker_register(PGconn *c, json_object *body, json_object **ret, api_e
     snprintf(mems, sizeof mems, "%lld", (long long)mem);
     snprintf(slotss, sizeof slotss, "%lld", (long long)slots);
     const char *p[] = { id, name, labels_text, iso_lit, runtime, cpus, mems, slotss, version ? version : "",
-                        nets_text, probes_text, images_text ? images_text : "[]" };
+                        nets_text, probes_text, images_text ? images_text : "[]", route_address, token_id };
     PGresult *r = db_exec(c,
                           "INSERT INTO workers (id, name, labels, isolation, runtime, cpu_millis, memory_mib, slots, "
-                          "version, state, networks, probes, images) VALUES ($1, $2, $3::jsonb, $4::text[], $5, $6, "
-                          "$7, $8, $9, 'ready', $10::jsonb, $11::jsonb, $12::jsonb) "
+                          "version, state, networks, probes, images, route_address, token_id) VALUES ($1, $2, "
+                          "$3::jsonb, $4::text[], $5, $6, $7, $8, $9, 'ready', $10::jsonb, $11::jsonb, $12::jsonb, "
+                          "$13, $14) "
                           "ON CONFLICT (name) DO UPDATE SET labels = EXCLUDED.labels, isolation = EXCLUDED.isolation, "
                           "runtime = EXCLUDED.runtime, cpu_millis = EXCLUDED.cpu_millis, "
                           "memory_mib = EXCLUDED.memory_mib, slots = EXCLUDED.slots, version = EXCLUDED.version, "
                           "networks = EXCLUDED.networks, probes = EXCLUDED.probes, images = EXCLUDED.images, "
+                          "route_address = EXCLUDED.route_address, token_id = EXCLUDED.token_id, "
                           "state = CASE WHEN workers.state = 'draining' THEN 'draining' ELSE 'ready' END, "
                           "last_heartbeat = now(), updated_at = now() RETURNING " WORKER_COLS,
-                          12, p);
+                          14, p);
     free(labels_text);
     free(nets_text);
     free(probes_text);
@@ -2172,6 +2199,45 @@ int store_expire_routes(PGconn *c, int *ret_changed)
     *ret_changed += PQntuples(r);
     PQclear(r);
     return 0;
+}
+
+int store_route_target(PGconn *c, const char *name, route_target_t *ret)
+{
+    memset(ret, 0, sizeof *ret);
+    const char *p[] = { name };
+    PGresult *r = db_exec(c,
+                          "SELECT r.id, r.sandbox_id, r.tenant_id, s.worker_id, r.port, r.auth, "
+                          "  coalesce(r.secret_hash, ''), coalesce(w.route_address, ''), "
+                          "  CASE WHEN t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now()) "
+                          "       THEN coalesce(t.hash, '') ELSE '' END "
+                          "FROM routes r JOIN sandboxes s ON s.id = r.sandbox_id "
+                          "JOIN workers w ON w.id = s.worker_id "
+                          "LEFT JOIN api_tokens t ON t.id = w.token_id "
+                          "WHERE r.name = $1 AND r.state = 'active' AND (r.expires_at IS NULL OR r.expires_at > now()) "
+                          "  AND s.phase = 'running' AND w.state <> 'lost'",
+                          1, p);
+    if (!r)
+        return SBX_EDB;
+    int rc = PQntuples(r) == 1 ? 0 : SBX_ENOTFOUND;
+    if (rc == 0) {
+        snprintf(ret->route_id, sizeof ret->route_id, "%s", db_get(r, 0, 0));
+        snprintf(ret->sandbox_id, sizeof ret->sandbox_id, "%s", db_get(r, 0, 1));
+        snprintf(ret->tenant_id, sizeof ret->tenant_id, "%s", db_get(r, 0, 2));
+        snprintf(ret->worker_id, sizeof ret->worker_id, "%s", db_get(r, 0, 3));
+        ret->port = (int)db_get_ll(r, 0, 4);
+        ret->token_auth = strcmp(db_get(r, 0, 5), "token") == 0;
+        snprintf(ret->secret_hash, sizeof ret->secret_hash, "%s", db_get(r, 0, 6));
+        snprintf(ret->worker_address, sizeof ret->worker_address, "%s", db_get(r, 0, 7));
+        snprintf(ret->worker_token_hash, sizeof ret->worker_token_hash, "%s", db_get(r, 0, 8));
+    }
+    PQclear(r);
+    return rc;
+}
+
+int store_routes_alive(PGconn *c, const char *const *names, int n, bool *ret_flags)
+{
+    return flag_ids(c, "SELECT name FROM routes WHERE name = ANY($1::text[]) AND state = 'active' "
+                       "AND (expires_at IS NULL OR expires_at > now())", names, n, ret_flags);
 }
 
 /* One admitted operation in its own transaction. Returns 1 when it moved

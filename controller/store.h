@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "errors.h"
+#include "token.h"
 #include "limits.h"
 #include "policy.h"
 #include "spec.h"
@@ -132,7 +133,7 @@ int store_operation_get(PGconn *c, const char *scope, const char *op_id, json_ob
 int store_operations_terminal(PGconn *c, const char *const *ids, int n, bool *ret_flags);
 
 /* Worker requests. */
-int store_worker_register(PGconn *c, json_object *body, json_object **ret, api_error_t *err);
+int store_worker_register(PGconn *c, json_object *body, const char *token_id, json_object **ret, api_error_t *err);
 /* Renews the worker's leases and records its inventory; *ret is
  * {"worker":…,"remove":[{"sandbox_id","ref"}…]} — the runtime objects the
  * controller no longer wants (orphans), for the worker to remove. Running
@@ -165,6 +166,24 @@ int store_fail_overdue(PGconn *c, int *ret_changed);
 int store_expire_ttls(PGconn *c, const store_limits_t *lim, int *ret_changed);
 /* Routes past their expiry → removed. */
 int store_expire_routes(PGconn *c, int *ret_changed);
+
+/* What the route proxy needs to forward a request to route `name`. */
+typedef struct route_target {
+    char route_id[SBX_ID_MAX];
+    char sandbox_id[SBX_ID_MAX];
+    char tenant_id[SBX_ID_MAX];
+    char worker_id[SBX_ID_MAX];
+    int port;
+    bool token_auth;
+    char secret_hash[TOKEN_HASH_HEX];      /* token_auth only */
+    char worker_address[256];              /* "" when the worker forwards no routes */
+    char worker_token_hash[TOKEN_HASH_HEX]; /* signs grants; "" when unknown or revoked */
+} route_target_t;
+/* The active, unexpired route `name` whose sandbox is running on a worker
+ * that is not lost: 0, or SBX_ENOTFOUND, or SBX_EDB. */
+int store_route_target(PGconn *c, const char *name, route_target_t *ret);
+/* ret_flags[i]: route names[i] is still active and unexpired. */
+int store_routes_alive(PGconn *c, const char *const *names, int n, bool *ret_flags);
 int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_changed);
 /* Sandboxes that should be gone whose last delete failed: a new delete. */
 int store_retry_deletes(PGconn *c, const store_limits_t *lim, int *ret_changed);

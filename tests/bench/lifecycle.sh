@@ -16,7 +16,7 @@ docker image inspect "$IMAGE" >/dev/null 2>&1 || { echo "bench: image $IMAGE mis
 tmp=$(mktemp -d /tmp/sbx-bench.XXXXXX)
 chmod 711 "$tmp"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$SBXD" all --data-dir "$tmp/data" --listen "127.0.0.1:$port" --log-level warn >"$tmp/out.log" 2>"$tmp/err.log" &
+"$SBXD" all --data-dir "$tmp/data" --listen "127.0.0.1:$port" --route-listen 127.0.0.1:0 --log-level warn >"$tmp/out.log" 2>"$tmp/err.log" &
 pid=$!
 cleanup() { kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT

@@ -4,6 +4,9 @@
 
 ITEST_IMAGE=${ITEST_IMAGE:-sandbox-test/busybox:latest}
 ITEST_PGUSER=postgres
+# Controllers a test starts itself serve routes on a port of their own
+# (the default 127.0.0.1:8081 would clash); flags still win.
+export SANDBOX_ROUTE_LISTEN=${SANDBOX_ROUTE_LISTEN:-127.0.0.1:0}
 
 # ---------------------------------------------------------------- messages
 
@@ -379,14 +382,16 @@ itest_wait_healthz() {
 # Runs `sandboxd migrate`, starts the controller on a free port, exports
 # SANDBOX_URL, ITEST_CONTROLLER_LOG and ITEST_ADMIN_TOKEN (tenant itest-admin).
 itest_start_controller() {
-  local port
+  local port rport
   [ -x "$SANDBOXD" ] || { itest_log "$SANDBOXD is not built"; return 1; }
   "$SANDBOXD" migrate --database-url "$DATABASE_URL" >"$ITEST_TMP/migrate.log" 2>&1 \
     || { itest_log_tail "$ITEST_TMP/migrate.log" 0 20; itest_log "sandboxd migrate failed"; return 1; }
   port=$(itest_free_port)
+  rport=$(itest_free_port)
   export ITEST_CONTROLLER_LOG="$ITEST_TMP/controller.log"
   export SANDBOX_URL="http://127.0.0.1:$port"
-  "$SANDBOXD" controller --database-url "$DATABASE_URL" --listen "127.0.0.1:$port" \
+  export SANDBOX_ROUTE_URL="http://127.0.0.1:$rport"
+  "$SANDBOXD" controller --database-url "$DATABASE_URL" --listen "127.0.0.1:$port" --route-listen "127.0.0.1:$rport" \
     >>"$ITEST_CONTROLLER_LOG" 2>&1 </dev/null &
   ITEST_CONTROLLER_PID=$!
   ITEST_PIDS+=("$ITEST_CONTROLLER_PID")

@@ -33,8 +33,8 @@ secret=$(itest_json "$HTTP_BODY" access_token)
 op=$(itest_json "$HTTP_BODY" operation.id)
 assert_match "$rid" '^rt_[a-z2-7]{26}$' "route id"
 assert_match "$name" '^[a-z2-7]{26}$' "route name (a DNS label, 130 random bits)"
-assert_eq "$SANDBOX_URL/r/$name/" "$url" "path-based route URL"
-assert_match "$secret" '^sbt_' "access token shown once"
+assert_eq "$SANDBOX_ROUTE_URL/r/$name/" "$url" "path-based route URL (on the route listener)"
+assert_match "$secret" '^sbr_[A-Za-z0-9_-]{43}$' "access token shown once"
 assert_eq share "$(itest_json "$HTTP_BODY" operation.kind)" "operation kind"
 assert_exit 0 sandbox --token "$member" wait "$op" --timeout 30
 assert_exit 0 sandbox --token "$member" operation "$op" --json
@@ -99,8 +99,8 @@ assert_exit 0 sandbox --token "$member" create --image "$ITEST_IMAGE" --cpu-mill
 read -r sbx3 _ <<<"$ITEST_OUT"
 itest_track "$sbx3"
 assert_exit 0 sandbox --token "$member" share "$sbx3" --port 8080 --wait --timeout 30
-assert_match "$(printf '%s\n' "$ITEST_OUT" | sed -n 1p)" "^$SANDBOX_URL/r/[a-z2-7]{26}/\$" "share prints the URL first"
-assert_match "$(printf '%s\n' "$ITEST_OUT" | sed -n 2p)" '^sbt_' "then the access token"
+assert_match "$(printf '%s\n' "$ITEST_OUT" | sed -n 1p)" "^$SANDBOX_ROUTE_URL/r/[a-z2-7]{26}/\$" "share prints the URL first"
+assert_match "$(printf '%s\n' "$ITEST_OUT" | sed -n 2p)" '^sbr_' "then the access token"
 assert_contains "$ITEST_ERR" "shown only now" "the token is announced once"
 cli_rid=$(printf '%s' "$ITEST_ERR" | sed -n 's/^route \(rt_[a-z2-7]*\),.*/\1/p')
 assert_match "$cli_rid" '^rt_' "route id on stderr"

@@ -6,6 +6,7 @@
 
 #include "errors.h"
 #include "ids.h"
+#include "grant.h"
 #include "token.h"
 
 static const char B32[] = "abcdefghijklmnopqrstuvwxyz234567";
@@ -236,6 +237,57 @@ START_TEST(test_parse_id_rejects_malformed_tokens)
 }
 END_TEST
 
+/* Route grants: the worker derives the controller's key from its token. */
+START_TEST(test_grant_round_trip_with_key_from_token_and_from_hash)
+{
+    char id[SBX_ID_MAX], tok[SBX_TOKEN_MAX], hex[TOKEN_HASH_HEX];
+    token_generate(id, tok);
+    token_hash_hex(tok, hex);
+    unsigned char kc[GRANT_KEY_BYTES], kw[GRANT_KEY_BYTES];
+    ck_assert_int_eq(grant_key_from_hash_hex(hex, kc), 0);
+    grant_key_from_token(tok, kw);
+    ck_assert_mem_eq(kc, kw, GRANT_KEY_BYTES);
+    grant_t g = { .worker_id = "wrk_abc", .sandbox_id = "sbx_def", .port = 8080, .expires_unix = 2000 };
+    char text[GRANT_MAX];
+    ck_assert_int_eq(grant_sign(kc, &g, text), 0);
+    ck_assert(strncmp(text, "v1.wrk_abc.sbx_def.8080.2000.", 29) == 0);
+    grant_t out;
+    ck_assert_int_eq(grant_verify(kw, text, 1999, &out), 0);
+    ck_assert_str_eq(out.worker_id, "wrk_abc");
+    ck_assert_str_eq(out.sandbox_id, "sbx_def");
+    ck_assert_int_eq(out.port, 8080);
+    ck_assert_int_eq(out.expires_unix, 2000);
+}
+END_TEST
+
+START_TEST(test_grant_refuses_tampering_expiry_other_keys_and_garbage)
+{
+    unsigned char k[GRANT_KEY_BYTES], other[GRANT_KEY_BYTES];
+    grant_key_from_token("sbt_a", k);
+    grant_key_from_token("sbt_b", other);
+    grant_t g = { .worker_id = "wrk_abc", .sandbox_id = "sbx_def", .port = 80, .expires_unix = 100 };
+    char text[GRANT_MAX], bad[GRANT_MAX];
+    ck_assert_int_eq(grant_sign(k, &g, text), 0);
+    grant_t out;
+    ck_assert_int_eq(grant_verify(other, text, 0, &out), SBX_EAUTH);
+    ck_assert_int_eq(grant_verify(k, text, 101, &out), SBX_ETIMEOUT);
+    snprintf(bad, sizeof bad, "%s", text);
+    bad[19] = '1'; /* port 80 -> 81?  "v1.wrk_abc.sbx_def.8" index 19 is the port */
+    ck_assert_int_eq(grant_verify(k, bad, 0, &out), SBX_EAUTH);
+    snprintf(bad, sizeof bad, "%s", text);
+    bad[strlen(bad) - 1] = bad[strlen(bad) - 1] == '0' ? '1' : '0';
+    ck_assert_int_eq(grant_verify(k, bad, 0, &out), SBX_EAUTH);
+    ck_assert_int_eq(grant_verify(k, "", 0, &out), SBX_EINVAL);
+    ck_assert_int_eq(grant_verify(k, "v1.a.b.c", 0, &out), SBX_EINVAL);
+    ck_assert_int_eq(grant_verify(k, "v2.wrk.sbx.80.100.00", 0, &out), SBX_EINVAL);
+    grant_t dotted = { .worker_id = "wrk.x", .sandbox_id = "sbx", .port = 80, .expires_unix = 1 };
+    ck_assert_int_eq(grant_sign(k, &dotted, text), SBX_EINVAL);
+    grant_t port0 = { .worker_id = "wrk", .sandbox_id = "sbx", .port = 0, .expires_unix = 1 };
+    ck_assert_int_eq(grant_sign(k, &port0, text), SBX_EINVAL);
+    ck_assert_int_eq(grant_key_from_hash_hex("zz", k), SBX_EINVAL);
+}
+END_TEST
+
 static Suite *token_suite(void)
 {
     Suite *s = suite_create("token");
@@ -257,6 +309,12 @@ static Suite *token_suite(void)
     tcase_add_test(tc, test_verify_with_bad_stored_hex_fails);
     tcase_add_test(tc, test_parse_id_accepts_well_formed_token);
     tcase_add_test(tc, test_parse_id_rejects_malformed_tokens);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("grants");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, test_grant_round_trip_with_key_from_token_and_from_hash);
+    tcase_add_test(tc, test_grant_refuses_tampering_expiry_other_keys_and_garbage);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,110 @@
+/* Route grants: keyed BLAKE2b over a short text (see grant.h). */
+#include "grant.h"
+#include "errors.h"
+#include "token.h"
+
+#include <inttypes.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The key is BLAKE2b-256 of the token hash, keyed by a fixed context, so a
+ * grant key is never the stored hash itself. */
+static const char grant_context[] = "sandbox route grant key v1";
+
+int grant_key_from_hash_hex(const char *hash_hex, unsigned char ret_key[GRANT_KEY_BYTES])
+{
+    unsigned char bin[TOKEN_HASH_BYTES];
+    size_t n = 0;
+    if (!hash_hex || strlen(hash_hex) != TOKEN_HASH_BYTES * 2 ||
+        sodium_hex2bin(bin, sizeof bin, hash_hex, strlen(hash_hex), NULL, &n, NULL) != 0 || n != sizeof bin)
+        return SBX_EINVAL;
+    crypto_generichash(ret_key, GRANT_KEY_BYTES, bin, sizeof bin, (const unsigned char *)grant_context,
+                       sizeof grant_context - 1);
+    sodium_memzero(bin, sizeof bin);
+    return 0;
+}
+
+void grant_key_from_token(const char *token, unsigned char ret_key[GRANT_KEY_BYTES])
+{
+    char hex[TOKEN_HASH_HEX];
+    token_hash_hex(token, hex);
+    grant_key_from_hash_hex(hex, ret_key);
+    sodium_memzero(hex, sizeof hex);
+}
+
+static bool id_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n >= SBX_ID_MAX)
+        return false;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+              *p == '-'))
+            return false;
+    return true;
+}
+
+static void mac_hex(const unsigned char key[GRANT_KEY_BYTES], const char *msg, size_t len,
+                    char ret[GRANT_KEY_BYTES * 2 + 1])
+{
+    unsigned char mac[GRANT_KEY_BYTES];
+    crypto_generichash(mac, sizeof mac, (const unsigned char *)msg, len, key, GRANT_KEY_BYTES);
+    sodium_bin2hex(ret, GRANT_KEY_BYTES * 2 + 1, mac, sizeof mac);
+}
+
+int grant_sign(const unsigned char key[GRANT_KEY_BYTES], const grant_t *g, char ret[GRANT_MAX])
+{
+    if (!id_ok(g->worker_id) || !id_ok(g->sandbox_id) || g->port < 1 || g->port > 65535 || g->expires_unix < 0)
+        return SBX_EINVAL;
+    int n = snprintf(ret, GRANT_MAX, "v1.%s.%s.%d.%" PRId64 ".", g->worker_id, g->sandbox_id, g->port,
+                     g->expires_unix);
+    if (n < 0 || (size_t)n + GRANT_KEY_BYTES * 2 + 1 > GRANT_MAX)
+        return SBX_EINVAL;
+    mac_hex(key, ret, (size_t)n - 1, ret + n); /* the MAC covers the text before its own dot */
+    return 0;
+}
+
+int grant_verify(const unsigned char key[GRANT_KEY_BYTES], const char *text, int64_t now_unix, grant_t *ret)
+{
+    memset(ret, 0, sizeof *ret);
+    if (!text || strlen(text) >= GRANT_MAX || strncmp(text, "v1.", 3) != 0)
+        return SBX_EINVAL;
+    const char *dot = strrchr(text, '.');
+    if (!dot || strlen(dot + 1) != GRANT_KEY_BYTES * 2)
+        return SBX_EINVAL;
+    char buf[GRANT_MAX];
+    size_t body = (size_t)(dot - text);
+    memcpy(buf, text, body);
+    buf[body] = '\0';
+    /* v1 . worker . sandbox . port . expires */
+    char *fields[5];
+    int nf = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ".", &save); t; t = strtok_r(NULL, ".", &save)) {
+        if (nf == 5)
+            return SBX_EINVAL;
+        fields[nf++] = t;
+    }
+    if (nf != 5 || !id_ok(fields[1]) || !id_ok(fields[2]))
+        return SBX_EINVAL;
+    char *end = NULL;
+    long port = strtol(fields[3], &end, 10);
+    if (*end || port < 1 || port > 65535)
+        return SBX_EINVAL;
+    long long exp = strtoll(fields[4], &end, 10);
+    if (*end || exp < 0)
+        return SBX_EINVAL;
+    char want[GRANT_KEY_BYTES * 2 + 1];
+    mac_hex(key, text, body, want);
+    if (sodium_memcmp(want, dot + 1, GRANT_KEY_BYTES * 2) != 0)
+        return SBX_EAUTH;
+    if ((int64_t)exp < now_unix)
+        return SBX_ETIMEOUT;
+    snprintf(ret->worker_id, sizeof ret->worker_id, "%s", fields[1]);
+    snprintf(ret->sandbox_id, sizeof ret->sandbox_id, "%s", fields[2]);
+    ret->port = (int)port;
+    ret->expires_unix = (int64_t)exp;
+    return 0;
+}

@@ -1,0 +1,1044 @@
+/* The route proxy (see proxy.h). A routed connection goes through:
+ *
+ *   HEAD      reading the request head from the client (bounded in size
+ *             and time);
+ *   WORKER    connected to the worker, the preamble and the rewritten head
+ *             sent, waiting for the worker's one-line answer;
+ *   PIPE      relaying bytes both ways until the upstream has answered and
+ *             closed (or, for a WebSocket, until either side closes);
+ *   CLOSING   an error answer being flushed to the client.
+ *
+ * Buffers are bounded: a side is not read while the other side's output
+ * holds more than PROXY_HIGH_WATER bytes, and it is read again when that
+ * output has drained, so a slow client slows its own upstream and nothing
+ * else. Every few seconds each thread re-checks the routes of its open
+ * connections and closes those whose route has gone. */
+#include "proxy.h"
+#include "db.h"
+#include "errors.h"
+#include "grant.h"
+#include "jsonx.h"
+#include "log.h"
+#include "store.h"
+#include "token.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+#include <netinet/in.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/queue.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROXY_MAX_HEAD       (16 * 1024)
+#define PROXY_HEAD_SECONDS   15
+#define PROXY_WORKER_SECONDS 15
+#define PROXY_HIGH_WATER     (256 * 1024)
+#define PROXY_READ_CHUNK     (64 * 1024)
+#define PROXY_GRANT_SECONDS  60
+#define PROXY_SWEEP_SECONDS  2
+#define PROXY_WORKER_LINE    1024
+
+typedef enum { PC_HEAD, PC_WORKER, PC_PIPE, PC_CLOSING } pc_state_t;
+
+typedef struct pconn {
+    proxy_thread_t *pt;
+    struct bufferevent *down;  /* the client */
+    struct bufferevent *up;    /* the worker */
+    pc_state_t state;
+    struct event *deadline;    /* route_max_duration_seconds */
+    struct sockaddr_storage peer;
+    char peer_text[INET6_ADDRSTRLEN];
+    bool trusted_peer;
+    char name[PROXY_NAME_LEN + 1];
+    char method[16];
+    char path[128];            /* for the log, without the query */
+    bool upgrade;
+    bool down_eof, up_eof;     /* that side sent EOF */
+    bool up_shut_pending;      /* shut the upstream's write side once drained */
+    bool down_paused, up_paused; /* reading paused for backpressure */
+    int64_t body_bytes;        /* client -> upstream after the head */
+    int64_t resp_bytes;        /* upstream -> client */
+    int64_t request_limit;     /* 0: none; a Content-Length was checked already */
+    time_t last_activity;
+    struct timespec started;
+    int status;                /* what we answered ourselves, 0 when proxied */
+    TAILQ_ENTRY(pconn) link;
+} pconn_t;
+
+struct proxy_thread {
+    controller_t *ctl;
+    struct event_base *base;
+    PGconn **db;
+    struct evconnlistener *listener;
+    struct event *sweep;
+    TAILQ_HEAD(, pconn) conns;
+    int nconns;
+};
+
+static atomic_int proxy_open_conns;
+
+/* ---- pure parts ---- */
+
+static bool is_tchar(int c)
+{
+    return isalnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+int proxy_parse_head(char *buf, size_t len, proxy_head_t *ret)
+{
+    memset(ret, 0, sizeof *ret);
+    if (len < 4 || memcmp(buf + len - 4, "\r\n\r\n", 4) != 0 || memchr(buf, '\0', len))
+        return SBX_EINVAL;
+    char *line = buf;
+    char *eol = strstr(line, "\r\n");
+    *eol = '\0';
+    /* METHOD SP origin-form SP HTTP/1.x */
+    char *sp1 = strchr(line, ' ');
+    char *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
+    if (!sp1 || !sp2 || strchr(sp2 + 1, ' '))
+        return SBX_EINVAL;
+    *sp1 = *sp2 = '\0';
+    ret->method = line;
+    ret->target = sp1 + 1;
+    if (!*ret->method || strlen(ret->method) > 15)
+        return SBX_EINVAL;
+    for (const char *p = ret->method; *p; p++)
+        if (!is_tchar((unsigned char)*p))
+            return SBX_EINVAL;
+    if (ret->target[0] != '/')
+        return SBX_EINVAL;
+    for (const unsigned char *p = (unsigned char *)ret->target; *p; p++)
+        if (*p <= 0x20 || *p >= 0x7f)
+            return SBX_EINVAL;
+    if (strcmp(sp2 + 1, "HTTP/1.1") == 0)
+        ret->minor = 1;
+    else if (strcmp(sp2 + 1, "HTTP/1.0") == 0)
+        ret->minor = 0;
+    else
+        return SBX_EINVAL;
+    for (line = eol + 2; *line != '\r'; line = eol + 2) {
+        eol = strstr(line, "\r\n");
+        *eol = '\0';
+        char *colon = strchr(line, ':');
+        if (!colon || colon == line)
+            return SBX_EINVAL; /* also refuses obsolete line folding */
+        for (char *p = line; p < colon; p++)
+            if (!is_tchar((unsigned char)*p))
+                return SBX_EINVAL;
+        *colon = '\0';
+        char *v = colon + 1;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        size_t vl = strlen(v);
+        while (vl > 0 && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
+            v[--vl] = '\0';
+        for (const unsigned char *p = (unsigned char *)v; *p; p++)
+            if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
+                return SBX_EINVAL;
+        if (ret->nh == PROXY_MAX_HEADERS)
+            return SBX_ETOOBIG;
+        ret->name[ret->nh] = line;
+        ret->value[ret->nh] = v;
+        ret->nh++;
+    }
+    return 0;
+}
+
+const char *proxy_head_get(const proxy_head_t *h, const char *name)
+{
+    for (int i = h->nh - 1; i >= 0; i--)
+        if (strcasecmp(h->name[i], name) == 0)
+            return h->value[i];
+    return NULL;
+}
+
+static int head_count(const proxy_head_t *h, const char *name)
+{
+    int n = 0;
+    for (int i = 0; i < h->nh; i++)
+        n += strcasecmp(h->name[i], name) == 0;
+    return n;
+}
+
+static bool name_ok(const char *s, size_t n)
+{
+    if (n != PROXY_NAME_LEN)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '2' && s[i] <= '7')))
+            return false;
+    return true;
+}
+
+proxy_route_kind_t proxy_route_for(const char *host, const char *target, const char *route_domain,
+                                   char ret_name[PROXY_NAME_LEN + 1], const char **ret_rest)
+{
+    ret_name[0] = '\0';
+    *ret_rest = target;
+    if (host && route_domain && *route_domain && host[0] != '[') {
+        size_t hl = strcspn(host, ":");
+        size_t dl = strlen(route_domain);
+        if (hl > dl + 1 && host[hl - dl - 1] == '.' && strncasecmp(host + hl - dl, route_domain, dl) == 0) {
+            size_t nl = hl - dl - 1;
+            char label[PROXY_NAME_LEN + 1];
+            if (nl == PROXY_NAME_LEN) {
+                for (size_t i = 0; i < nl; i++)
+                    label[i] = (char)tolower((unsigned char)host[i]);
+                label[nl] = '\0';
+                if (name_ok(label, nl)) {
+                    memcpy(ret_name, label, nl + 1);
+                    return PROXY_ROUTE_HOST;
+                }
+            }
+        }
+    }
+    if (strncmp(target, "/r/", 3) != 0)
+        return PROXY_ROUTE_NONE;
+    const char *n = target + 3;
+    size_t nl = strcspn(n, "/?");
+    if (!name_ok(n, nl))
+        return PROXY_ROUTE_NONE;
+    memcpy(ret_name, n, nl);
+    ret_name[nl] = '\0';
+    *ret_rest = n + nl;
+    return n[nl] == '/' ? PROXY_ROUTE_PATH : PROXY_ROUTE_REDIRECT;
+}
+
+int proxy_nets_parse(const char *text, struct proxy_net **ret, int *ret_n, char *err, size_t errlen)
+{
+    *ret = NULL;
+    *ret_n = 0;
+    if (!text || !*text)
+        return 0;
+    char *copy = strdup(text);
+    struct proxy_net *nets = calloc(strlen(text) / 2 + 1, sizeof *nets);
+    if (!copy || !nets) {
+        free(copy);
+        free(nets);
+        snprintf(err, errlen, "out of memory");
+        return SBX_ENOMEM;
+    }
+    int n = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        struct proxy_net *e = &nets[n];
+        char *slash = strchr(t, '/');
+        if (slash)
+            *slash = '\0';
+        char *a = t;
+        size_t al = strlen(a);
+        if (a[0] == '[' && al > 2 && a[al - 1] == ']') {
+            a[al - 1] = '\0';
+            a++;
+        }
+        if (inet_pton(AF_INET, a, e->addr) == 1) {
+            e->family = AF_INET;
+            e->bits = 32;
+        } else if (inet_pton(AF_INET6, a, e->addr) == 1) {
+            e->family = AF_INET6;
+            e->bits = 128;
+        } else {
+            snprintf(err, errlen, "trusted_proxies: \"%.64s\" is not an IP address or CIDR", t);
+            goto fail;
+        }
+        if (slash) {
+            char *end = NULL;
+            long b = strtol(slash + 1, &end, 10);
+            if (!slash[1] || *end || b < 0 || b > e->bits) {
+                snprintf(err, errlen, "trusted_proxies: bad prefix length in \"%.64s/%.8s\"", t, slash + 1);
+                goto fail;
+            }
+            e->bits = (int)b;
+        }
+        n++;
+    }
+    free(copy);
+    *ret = nets;
+    *ret_n = n;
+    return 0;
+fail:
+    free(copy);
+    free(nets);
+    return SBX_EINVAL;
+}
+
+static bool prefix_match(const unsigned char *a, const unsigned char *b, int bits)
+{
+    int whole = bits / 8, rest = bits % 8;
+    if (memcmp(a, b, (size_t)whole) != 0)
+        return false;
+    if (!rest)
+        return true;
+    unsigned char mask = (unsigned char)(0xff << (8 - rest));
+    return (a[whole] & mask) == (b[whole] & mask);
+}
+
+bool proxy_nets_contain(const struct proxy_net *nets, int n, const struct sockaddr *sa)
+{
+    unsigned char a4[4], a6[16];
+    bool has4 = false, has6 = false;
+    if (sa->sa_family == AF_INET) {
+        memcpy(a4, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+        has4 = true;
+    } else if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *x = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        memcpy(a6, x, 16);
+        has6 = true;
+        if (IN6_IS_ADDR_V4MAPPED(x)) {
+            memcpy(a4, a6 + 12, 4);
+            has4 = true;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (nets[i].family == AF_INET && has4 && prefix_match(nets[i].addr, a4, nets[i].bits))
+            return true;
+        if (nets[i].family == AF_INET6 && has6 && prefix_match(nets[i].addr, a6, nets[i].bits))
+            return true;
+    }
+    return false;
+}
+
+int proxy_config(controller_t *ctl, const cfg_t *cfg, char *err, size_t errlen)
+{
+    int rc = proxy_nets_parse(cfg_str(cfg, CFG_TRUSTED_PROXIES), &ctl->trusted_proxies, &ctl->ntrusted_proxies, err,
+                              errlen);
+    if (rc < 0)
+        return rc;
+    ctl->route_max_request = cfg_int(cfg, CFG_ROUTE_MAX_REQUEST_BYTES);
+    ctl->route_max_response = cfg_int(cfg, CFG_ROUTE_MAX_RESPONSE_BYTES);
+    ctl->route_idle_seconds = (int)cfg_int(cfg, CFG_ROUTE_IDLE_TIMEOUT_SECONDS);
+    ctl->route_max_seconds = (int)cfg_int(cfg, CFG_ROUTE_MAX_DURATION_SECONDS);
+    ctl->route_max_conns = (int)cfg_int(cfg, CFG_ROUTE_MAX_CONNECTIONS);
+    return 0;
+}
+
+/* ---- connections ---- */
+
+static void pc_free(pconn_t *pc, const char *why)
+{
+    proxy_thread_t *pt = pc->pt;
+    if (pc->name[0]) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long ms = (long)((now.tv_sec - pc->started.tv_sec) * 1000 + (now.tv_nsec - pc->started.tv_nsec) / 1000000);
+        log_info("proxy", "route %s %s %s from %s: %s (status %d, 0: the sandbox's), %lld bytes in, %lld out, %ld ms",
+                 pc->name, pc->method, pc->path, pc->peer_text, why, pc->status, (long long)pc->body_bytes,
+                 (long long)pc->resp_bytes, ms);
+    }
+    if (pc->down)
+        bufferevent_free(pc->down);
+    if (pc->up)
+        bufferevent_free(pc->up);
+    if (pc->deadline)
+        event_free(pc->deadline);
+    TAILQ_REMOVE(&pt->conns, pc, link);
+    pt->nconns--;
+    atomic_fetch_sub(&proxy_open_conns, 1);
+    free(pc);
+}
+
+static void closing_write_cb(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    pc_free(arg, "answered");
+}
+
+static void closing_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    (void)what;
+    pc_free(arg, "answered, client gone");
+}
+
+/* Answers the client ourselves and closes once it is written. */
+static void pc_answer(pconn_t *pc, int status, const char *reason, const char *extra_headers, api_code_t code,
+                      const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static void pc_answer(pconn_t *pc, int status, const char *reason, const char *extra_headers, api_code_t code,
+                      const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_object *o = json_object_new_object(), *e = json_object_new_object();
+    jsonx_add_str(e, "code", api_code_info(code)->name);
+    jsonx_add_str(e, "message", msg);
+    jsonx_add(o, "error", e);
+    const char *body = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+    struct evbuffer *out = bufferevent_get_output(pc->down);
+    evbuffer_add_printf(out,
+                        "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                        "Cache-Control: no-store\r\nConnection: close\r\n%s\r\n%s\n",
+                        status, reason, strlen(body) + 1, extra_headers ? extra_headers : "", body);
+    json_object_put(o);
+    pc->status = status;
+    pc->state = PC_CLOSING;
+    if (pc->up) {
+        bufferevent_free(pc->up);
+        pc->up = NULL;
+    }
+    bufferevent_disable(pc->down, EV_READ);
+    bufferevent_setwatermark(pc->down, EV_WRITE, 0, 0);
+    bufferevent_setcb(pc->down, NULL, closing_write_cb, closing_event_cb, pc);
+    bufferevent_enable(pc->down, EV_WRITE);
+}
+
+static void pc_answer_error(pconn_t *pc, api_code_t code, const char *extra, const char *msg)
+{
+    static const struct { int status; const char *reason; } reasons[] = {
+        { 400, "Bad Request" }, { 401, "Unauthorized" }, { 404, "Not Found" }, { 409, "Conflict" },
+        { 413, "Payload Too Large" }, { 431, "Request Header Fields Too Large" }, { 500, "Internal Server Error" },
+        { 501, "Not Implemented" }, { 502, "Bad Gateway" }, { 503, "Service Unavailable" },
+    };
+    int status = api_code_info(code)->http_status;
+    const char *reason = "Error";
+    for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
+        if (reasons[i].status == status)
+            reason = reasons[i].reason;
+    pc_answer(pc, status, reason, extra, code, "%s", msg);
+}
+
+/* ---- relaying ---- */
+
+static void pipe_maybe_done(pconn_t *pc)
+{
+    /* A plain request is over when the upstream has answered and closed and
+     * the answer is written; a tunnel when both sides have closed. */
+    if (pc->up_eof && evbuffer_get_length(bufferevent_get_output(pc->down)) == 0 &&
+        (!pc->upgrade || pc->down_eof))
+        pc_free(pc, "done");
+}
+
+static void shut_up_write(pconn_t *pc)
+{
+    if (evbuffer_get_length(bufferevent_get_output(pc->up)) > 0) {
+        pc->up_shut_pending = true;
+        return;
+    }
+    pc->up_shut_pending = false;
+    shutdown(bufferevent_getfd(pc->up), SHUT_WR);
+}
+
+/* Client -> upstream; false when the connection was closed. */
+static bool relay_down(pconn_t *pc)
+{
+    struct evbuffer *in = bufferevent_get_input(pc->down);
+    size_t n = evbuffer_get_length(in);
+    if (pc->state != PC_PIPE || n == 0)
+        return true;
+    pc->last_activity = time(NULL);
+    pc->body_bytes += (int64_t)n;
+    if (!pc->upgrade && pc->request_limit > 0 && pc->body_bytes > pc->request_limit) {
+        pc_free(pc, "request body over route_max_request_bytes");
+        return false;
+    }
+    struct evbuffer *out = bufferevent_get_output(pc->up);
+    evbuffer_add_buffer(out, in);
+    if (evbuffer_get_length(out) >= PROXY_HIGH_WATER) {
+        bufferevent_disable(pc->down, EV_READ);
+        pc->down_paused = true;
+    }
+    return true;
+}
+
+/* Upstream -> client; false when the connection was closed. */
+static bool relay_up(pconn_t *pc)
+{
+    controller_t *ctl = pc->pt->ctl;
+    struct evbuffer *in = bufferevent_get_input(pc->up);
+    size_t n = evbuffer_get_length(in);
+    if (n == 0)
+        return true;
+    pc->last_activity = time(NULL);
+    pc->resp_bytes += (int64_t)n;
+    if (!pc->upgrade && ctl->route_max_response > 0 && pc->resp_bytes > ctl->route_max_response) {
+        pc_free(pc, "response over route_max_response_bytes");
+        return false;
+    }
+    struct evbuffer *out = bufferevent_get_output(pc->down);
+    evbuffer_add_buffer(out, in);
+    if (evbuffer_get_length(out) >= PROXY_HIGH_WATER) {
+        bufferevent_disable(pc->up, EV_READ);
+        pc->up_paused = true;
+    }
+    return true;
+}
+
+static void down_read_cb(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    relay_down(arg);
+}
+
+static void up_read_cb(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    relay_up(arg);
+}
+
+/* The client's output drained: read the upstream again. */
+static void down_write_cb(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    pconn_t *pc = arg;
+    if (pc->up_paused && pc->up && !pc->up_eof) {
+        pc->up_paused = false;
+        bufferevent_enable(pc->up, EV_READ);
+    }
+    pipe_maybe_done(pc);
+}
+
+/* The upstream's output drained: read the client again. */
+static void up_write_cb(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    pconn_t *pc = arg;
+    if (pc->down_paused && !pc->down_eof) {
+        pc->down_paused = false;
+        bufferevent_enable(pc->down, EV_READ);
+    }
+    if (pc->up_shut_pending)
+        shut_up_write(pc);
+}
+
+/* An idle timeout on one side counts only when the other side was quiet
+ * too. */
+static bool idle_really(pconn_t *pc, struct bufferevent *bev, bool paused)
+{
+    if (time(NULL) - pc->last_activity < pc->pt->ctl->route_idle_seconds) {
+        if (!paused)
+            bufferevent_enable(bev, EV_READ);
+        return false;
+    }
+    return true;
+}
+
+static void down_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    pconn_t *pc = arg;
+    if (what & BEV_EVENT_TIMEOUT) {
+        if ((what & BEV_EVENT_READING) && pc->state == PC_PIPE && !idle_really(pc, bev, pc->down_paused))
+            return;
+        pc_free(pc, pc->state == PC_PIPE ? "idle timeout" : "client too slow");
+        return;
+    }
+    if ((what & BEV_EVENT_EOF) && pc->state == PC_PIPE) {
+        pc->down_eof = true;
+        if (pc->up && !pc->up_eof)
+            shut_up_write(pc);
+        pipe_maybe_done(pc);
+        return;
+    }
+    pc_free(pc, "client closed");
+}
+
+static void up_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    pconn_t *pc = arg;
+    if (what & BEV_EVENT_TIMEOUT) {
+        if ((what & BEV_EVENT_READING) && !idle_really(pc, bev, pc->up_paused))
+            return;
+        pc_free(pc, "idle timeout");
+        return;
+    }
+    if (what & BEV_EVENT_EOF) {
+        if (!relay_up(pc)) /* whatever came with the EOF */
+            return;
+        pc->up_eof = true;
+        if (pc->upgrade && !pc->down_eof)
+            shutdown(bufferevent_getfd(pc->down), SHUT_WR);
+        pipe_maybe_done(pc);
+        return;
+    }
+    pc_free(pc, "worker connection failed");
+}
+
+static void pipe_start(pconn_t *pc)
+{
+    controller_t *ctl = pc->pt->ctl;
+    pc->state = PC_PIPE;
+    pc->last_activity = time(NULL);
+    struct timeval idle = { ctl->route_idle_seconds, 0 };
+    bufferevent_set_timeouts(pc->down, &idle, &idle);
+    bufferevent_set_timeouts(pc->up, &idle, &idle);
+    bufferevent_setwatermark(pc->down, EV_READ, 0, PROXY_READ_CHUNK);
+    bufferevent_setwatermark(pc->up, EV_READ, 0, PROXY_READ_CHUNK);
+    bufferevent_setcb(pc->down, down_read_cb, down_write_cb, down_event_cb, pc);
+    bufferevent_setcb(pc->up, up_read_cb, up_write_cb, up_event_cb, pc);
+    bufferevent_enable(pc->down, EV_READ | EV_WRITE);
+    bufferevent_enable(pc->up, EV_READ | EV_WRITE);
+    /* Body bytes that came with the head, then whatever the worker sent
+     * after its line. */
+    if (relay_down(pc))
+        relay_up(pc);
+}
+
+/* ---- waiting for the worker's answer ---- */
+
+static void worker_read_cb(struct bufferevent *bev, void *arg)
+{
+    pconn_t *pc = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    size_t len = 0;
+    char *line = evbuffer_readln(in, &len, EVBUFFER_EOL_CRLF_STRICT);
+    if (!line) {
+        if (evbuffer_get_length(in) > PROXY_WORKER_LINE)
+            pc_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker answered something else than a forward reply");
+        return;
+    }
+    /* "SANDBOX-FORWARD/1 <status> <code> <message>" */
+    int status = 0, off = 0;
+    char code[48] = "";
+    if (sscanf(line, "SANDBOX-FORWARD/1 %d %47s %n", &status, code, &off) < 2) {
+        free(line);
+        pc_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker answered something else than a forward reply");
+        return;
+    }
+    if (status == 200) {
+        free(line);
+        pipe_start(pc);
+        return;
+    }
+    char msg[300];
+    snprintf(msg, sizeof msg, "%s", off > 0 && (size_t)off <= len ? line + off : code);
+    free(line);
+    log_warn("proxy", "route %s: the worker refused to forward: %d %s %s", pc->name, status, code, msg);
+    /* The sandbox stopped running between our check and the worker's: the
+     * route is gone. Anything else is the gateway failing. */
+    if (status == 404)
+        pc_answer_error(pc, API_NOT_FOUND, NULL, "no such route");
+    else if (status == 503)
+        pc_answer_error(pc, API_UNAVAILABLE, NULL, msg);
+    else if (status == 409)
+        pc_answer_error(pc, API_CONFLICT, NULL, msg);
+    else
+        pc_answer_error(pc, API_BAD_GATEWAY, NULL, msg);
+}
+
+static void worker_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    pconn_t *pc = arg;
+    if (what & BEV_EVENT_CONNECTED)
+        return;
+    if (what & BEV_EVENT_TIMEOUT)
+        pc_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker running this sandbox did not answer in time");
+    else
+        pc_answer_error(pc, API_BAD_GATEWAY, NULL, "cannot reach the worker running this sandbox");
+}
+
+static void client_gone_cb(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    (void)what;
+    pc_free(arg, "client closed");
+}
+
+/* ---- the request head ---- */
+
+static bool token_list_has(const char *list, const char *tok)
+{
+    size_t tl = strlen(tok);
+    for (const char *p = list; p && *p;) {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        size_t n = strcspn(p, ",");
+        size_t m = n;
+        while (m > 0 && (p[m - 1] == ' ' || p[m - 1] == '\t'))
+            m--;
+        if (m == tl && strncasecmp(p, tok, tl) == 0)
+            return true;
+        p += n;
+    }
+    return false;
+}
+
+/* Headers we never forward: hop-by-hop ones, what the Connection header
+ * names, the route's own credentials and X-Forwarded-* (set anew). */
+static bool drop_header(const proxy_head_t *h, int i, const char *connection, bool upgrade, bool cred_in_auth)
+{
+    static const char *const hop[] = { "connection", "keep-alive", "proxy-connection", "te", "trailer",
+                                       "proxy-authorization", "proxy-authenticate", "x-sandbox-route-token",
+                                       "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host",
+                                       "x-forwarded-prefix", "forwarded", NULL };
+    const char *n = h->name[i];
+    for (int k = 0; hop[k]; k++)
+        if (strcasecmp(n, hop[k]) == 0)
+            return true;
+    if (strcasecmp(n, "upgrade") == 0)
+        return !upgrade;
+    if (strcasecmp(n, "authorization") == 0)
+        return cred_in_auth;
+    return connection && token_list_has(connection, n) && strcasecmp(n, "upgrade") != 0;
+}
+
+static void first_value(const char *v, char *out, size_t outlen)
+{
+    if (!v) {
+        out[0] = '\0';
+        return;
+    }
+    while (*v == ' ')
+        v++;
+    size_t n = strcspn(v, ",");
+    while (n > 0 && v[n - 1] == ' ')
+        n--;
+    snprintf(out, outlen, "%.*s", (int)n, v);
+}
+
+static void handle_head(pconn_t *pc, char *buf, size_t len)
+{
+    proxy_thread_t *pt = pc->pt;
+    controller_t *ctl = pt->ctl;
+    proxy_head_t h;
+    int rc = proxy_parse_head(buf, len, &h);
+    if (rc == SBX_ETOOBIG) {
+        pc_answer_error(pc, API_HEADERS_TOO_LARGE, NULL, "too many request headers");
+        return;
+    }
+    if (rc < 0) {
+        pc_answer_error(pc, API_INVALID_ARGUMENT, NULL, "malformed HTTP request");
+        return;
+    }
+    snprintf(pc->method, sizeof pc->method, "%s", h.method);
+    snprintf(pc->path, sizeof pc->path, "%.*s", (int)strcspn(h.target, "?"), h.target);
+    const char *host = proxy_head_get(&h, "host");
+    if (h.minor == 1 && (!host || head_count(&h, "host") != 1)) {
+        pc_answer_error(pc, API_INVALID_ARGUMENT, NULL, "an HTTP/1.1 request needs exactly one Host header");
+        return;
+    }
+    char fwd_host[256] = "", fwd_proto[16] = "", fwd_for[512] = "";
+    if (pc->trusted_peer) {
+        first_value(proxy_head_get(&h, "x-forwarded-host"), fwd_host, sizeof fwd_host);
+        first_value(proxy_head_get(&h, "x-forwarded-proto"), fwd_proto, sizeof fwd_proto);
+        const char *xff = proxy_head_get(&h, "x-forwarded-for");
+        if (xff && strlen(xff) < 400)
+            snprintf(fwd_for, sizeof fwd_for, "%s", xff);
+    }
+    const char *eff_host = fwd_host[0] ? fwd_host : host;
+    const char *rest = NULL;
+    char name[PROXY_NAME_LEN + 1];
+    proxy_route_kind_t kind = proxy_route_for(eff_host, h.target, ctl->route_domain, name, &rest);
+    if (kind == PROXY_ROUTE_NONE) {
+        pc_answer_error(pc, API_NOT_FOUND, NULL,
+                        "not a route address: routes are /r/{route}/ or {route}.{route_domain}");
+        return;
+    }
+    memcpy(pc->name, name, sizeof name);
+    if (kind == PROXY_ROUTE_REDIRECT) {
+        char loc[600];
+        snprintf(loc, sizeof loc, "Location: /r/%s/%.500s\r\n", name, rest);
+        pc_answer(pc, 308, "Permanent Redirect", loc, API_NOT_FOUND, "the route's address ends with a slash");
+        return;
+    }
+    /* Framing we cannot vouch for is refused rather than passed on. */
+    const char *te = proxy_head_get(&h, "transfer-encoding");
+    const char *cl = proxy_head_get(&h, "content-length");
+    if (te && (cl || head_count(&h, "transfer-encoding") != 1 || strcasecmp(te, "chunked") != 0)) {
+        pc_answer_error(pc, API_INVALID_ARGUMENT, NULL,
+                        "Transfer-Encoding must be chunked alone, without Content-Length");
+        return;
+    }
+    int64_t content_length = 0;
+    if (cl) {
+        char *end = NULL;
+        errno = 0;
+        long long v = strtoll(cl, &end, 10);
+        if (head_count(&h, "content-length") != 1 || !isdigit((unsigned char)cl[0]) || *end || errno || v < 0) {
+            pc_answer_error(pc, API_INVALID_ARGUMENT, NULL, "malformed Content-Length");
+            return;
+        }
+        content_length = v;
+    }
+    if (ctl->route_max_request > 0 && content_length > ctl->route_max_request) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "the request body is larger than this server's route limit (%lld bytes)",
+                 (long long)ctl->route_max_request);
+        pc_answer_error(pc, API_PAYLOAD_TOO_LARGE, NULL, msg);
+        return;
+    }
+    pc->request_limit = ctl->route_max_request;
+    const char *connection = proxy_head_get(&h, "connection");
+    const char *upgrade = proxy_head_get(&h, "upgrade");
+    pc->upgrade = upgrade && connection && token_list_has(connection, "upgrade");
+
+    if (db_ensure(pt->db, ctl->conninfo) < 0) {
+        pc_answer_error(pc, API_UNAVAILABLE, NULL, "database unavailable");
+        return;
+    }
+    route_target_t t;
+    rc = store_route_target(*pt->db, name, &t);
+    if (rc == SBX_ENOTFOUND) {
+        pc_answer_error(pc, API_NOT_FOUND, NULL, "no such route");
+        return;
+    }
+    if (rc < 0) {
+        pc_answer_error(pc, API_UNAVAILABLE, NULL, "database unavailable");
+        return;
+    }
+    bool cred_in_auth = false;
+    if (t.token_auth) {
+        const char *presented = proxy_head_get(&h, "x-sandbox-route-token");
+        const char *auth = proxy_head_get(&h, "authorization");
+        if (!presented && auth && strncasecmp(auth, "Bearer ", 7) == 0) {
+            presented = auth + 7;
+            while (*presented == ' ')
+                presented++;
+            cred_in_auth = true;
+        }
+        if (!presented || !token_verify(presented, t.secret_hash)) {
+            pc_answer_error(pc, API_UNAUTHORIZED, "WWW-Authenticate: Bearer realm=\"sandbox-route\"\r\n",
+                            presented ? "the route's access token is not valid"
+                                      : "this route needs its access token: Authorization: Bearer sbr_...");
+            return;
+        }
+    }
+    if (!t.worker_address[0] || !t.worker_token_hash[0]) {
+        pc_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker running this sandbox does not forward routes");
+        return;
+    }
+    unsigned char key[GRANT_KEY_BYTES];
+    grant_t g = { .port = t.port, .expires_unix = (int64_t)time(NULL) + PROXY_GRANT_SECONDS };
+    snprintf(g.worker_id, sizeof g.worker_id, "%s", t.worker_id);
+    snprintf(g.sandbox_id, sizeof g.sandbox_id, "%s", t.sandbox_id);
+    char grant[GRANT_MAX];
+    if (grant_key_from_hash_hex(t.worker_token_hash, key) < 0 || grant_sign(key, &g, grant) < 0) {
+        pc_answer_error(pc, API_INTERNAL, NULL, "cannot sign the worker grant");
+        return;
+    }
+    sodium_memzero(key, sizeof key);
+
+    /* The upstream head. */
+    struct evbuffer *hb = evbuffer_new();
+    if (!hb) {
+        pc_answer_error(pc, API_INTERNAL, NULL, "out of memory");
+        return;
+    }
+    evbuffer_add_printf(hb, "SANDBOX-FORWARD/1 %s\r\n", grant);
+    evbuffer_add_printf(hb, "%s %s HTTP/1.%d\r\n", h.method, kind == PROXY_ROUTE_PATH ? rest : h.target, h.minor);
+    for (int i = 0; i < h.nh; i++)
+        if (!drop_header(&h, i, connection, pc->upgrade, cred_in_auth))
+            evbuffer_add_printf(hb, "%s: %s\r\n", h.name[i], h.value[i]);
+    if (pc->upgrade)
+        evbuffer_add_printf(hb, "Connection: Upgrade\r\n");
+    else
+        evbuffer_add_printf(hb, "Connection: close\r\n");
+    if (fwd_for[0])
+        evbuffer_add_printf(hb, "X-Forwarded-For: %s, %s\r\n", fwd_for, pc->peer_text);
+    else
+        evbuffer_add_printf(hb, "X-Forwarded-For: %s\r\n", pc->peer_text);
+    evbuffer_add_printf(hb, "X-Forwarded-Proto: %s\r\n",
+                        fwd_proto[0] && strspn(fwd_proto, "abcdefghijklmnopqrstuvwxyz") == strlen(fwd_proto)
+                            ? fwd_proto : "http");
+    if (eff_host && strlen(eff_host) < 256 && strcspn(eff_host, " \t\r\n") == strlen(eff_host))
+        evbuffer_add_printf(hb, "X-Forwarded-Host: %s\r\n", eff_host);
+    if (kind == PROXY_ROUTE_PATH)
+        evbuffer_add_printf(hb, "X-Forwarded-Prefix: /r/%s\r\n", name);
+    evbuffer_add(hb, "\r\n", 2);
+
+    struct sockaddr_storage ss;
+    int sl = (int)sizeof ss;
+    if (evutil_parse_sockaddr_port(t.worker_address, (struct sockaddr *)&ss, &sl) < 0) {
+        evbuffer_free(hb);
+        pc_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker's route address is not an IP address and port");
+        return;
+    }
+    pc->up = bufferevent_socket_new(pt->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (!pc->up) {
+        evbuffer_free(hb);
+        pc_answer_error(pc, API_INTERNAL, NULL, "out of memory");
+        return;
+    }
+    bufferevent_write_buffer(pc->up, hb);
+    evbuffer_free(hb);
+    struct timeval wt = { PROXY_WORKER_SECONDS, 0 };
+    bufferevent_set_timeouts(pc->up, &wt, &wt);
+    bufferevent_setcb(pc->up, worker_read_cb, NULL, worker_event_cb, pc);
+    /* Until the worker agrees, the client is only watched for hanging up:
+     * its body waits in the kernel (what came with the head stays in the
+     * input buffer). */
+    pc->state = PC_WORKER;
+    bufferevent_setcb(pc->down, NULL, NULL, client_gone_cb, pc);
+    bufferevent_disable(pc->down, EV_READ);
+    bufferevent_set_timeouts(pc->down, NULL, NULL);
+    if (bufferevent_socket_connect(pc->up, (struct sockaddr *)&ss, sl) < 0) {
+        pc_answer_error(pc, API_BAD_GATEWAY, NULL, "cannot reach the worker running this sandbox");
+        return;
+    }
+    bufferevent_enable(pc->up, EV_READ | EV_WRITE);
+}
+
+static void head_read_cb(struct bufferevent *bev, void *arg)
+{
+    pconn_t *pc = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
+    if (end.pos < 0) {
+        if (evbuffer_get_length(in) >= PROXY_MAX_HEAD)
+            pc_answer_error(pc, API_HEADERS_TOO_LARGE, NULL, "the request head is larger than 16 KiB");
+        return;
+    }
+    size_t len = (size_t)end.pos + 4;
+    if (len > PROXY_MAX_HEAD) {
+        pc_answer_error(pc, API_HEADERS_TOO_LARGE, NULL, "the request head is larger than 16 KiB");
+        return;
+    }
+    char *buf = malloc(len + 1);
+    if (!buf) {
+        pc_answer_error(pc, API_INTERNAL, NULL, "out of memory");
+        return;
+    }
+    evbuffer_remove(in, buf, len);
+    buf[len] = '\0';
+    handle_head(pc, buf, len);
+    free(buf);
+}
+
+static void head_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    pconn_t *pc = arg;
+    if (what & BEV_EVENT_TIMEOUT)
+        pc_answer_error(pc, API_INVALID_ARGUMENT, NULL, "the request head did not arrive in time");
+    else
+        pc_free(pc, "client closed");
+}
+
+static void deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    pc_free(arg, "route_max_duration_seconds reached");
+}
+
+static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
+{
+    (void)l;
+    proxy_thread_t *pt = arg;
+    controller_t *ctl = pt->ctl;
+    pconn_t *pc = calloc(1, sizeof *pc);
+    if (!pc) {
+        close(fd);
+        return;
+    }
+    pc->pt = pt;
+    clock_gettime(CLOCK_MONOTONIC, &pc->started);
+    if ((size_t)salen <= sizeof pc->peer)
+        memcpy(&pc->peer, sa, (size_t)salen);
+    const void *a = sa->sa_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)sa)->sin6_addr
+                                              : (const void *)&((struct sockaddr_in *)sa)->sin_addr;
+    if (!inet_ntop(sa->sa_family, a, pc->peer_text, sizeof pc->peer_text))
+        snprintf(pc->peer_text, sizeof pc->peer_text, "unknown");
+    pc->trusted_peer = proxy_nets_contain(ctl->trusted_proxies, ctl->ntrusted_proxies, sa);
+    TAILQ_INSERT_TAIL(&pt->conns, pc, link);
+    pt->nconns++;
+    int open_now = atomic_fetch_add(&proxy_open_conns, 1) + 1;
+    pc->down = bufferevent_socket_new(pt->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    pc->deadline = evtimer_new(pt->base, deadline_cb, pc);
+    if (!pc->down || !pc->deadline) {
+        if (!pc->down)
+            close(fd);
+        pc_free(pc, "out of memory");
+        return;
+    }
+    struct timeval max = { ctl->route_max_seconds, 0 };
+    evtimer_add(pc->deadline, &max);
+    if (open_now > ctl->route_max_conns) {
+        pc_answer_error(pc, API_UNAVAILABLE, "Retry-After: 1\r\n", "too many routed connections; try again");
+        return;
+    }
+    struct timeval ht = { PROXY_HEAD_SECONDS, 0 };
+    bufferevent_set_timeouts(pc->down, &ht, &ht);
+    bufferevent_setwatermark(pc->down, EV_READ, 0, PROXY_MAX_HEAD + 1);
+    bufferevent_setcb(pc->down, head_read_cb, NULL, head_event_cb, pc);
+    bufferevent_enable(pc->down, EV_READ | EV_WRITE);
+}
+
+/* Closes the connections whose route has gone (unshared, expired, its
+ * sandbox deleted or lost) with one query per thread. */
+static void sweep_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    proxy_thread_t *pt = arg;
+    int n = 0;
+    pconn_t *pc;
+    TAILQ_FOREACH(pc, &pt->conns, link)
+        n += pc->state == PC_PIPE || pc->state == PC_WORKER;
+    if (n == 0 || db_ensure(pt->db, pt->ctl->conninfo) < 0)
+        return;
+    pconn_t **list = calloc((size_t)n, sizeof *list);
+    const char **names = calloc((size_t)n, sizeof *names);
+    bool *alive = calloc((size_t)n, sizeof *alive);
+    int k = 0;
+    if (list && names && alive) {
+        TAILQ_FOREACH(pc, &pt->conns, link)
+            if ((pc->state == PC_PIPE || pc->state == PC_WORKER) && k < n) {
+                list[k] = pc;
+                names[k] = pc->name;
+                k++;
+            }
+        if (store_routes_alive(*pt->db, names, k, alive) == 0)
+            for (int i = 0; i < k; i++)
+                if (!alive[i])
+                    pc_free(list[i], "route removed");
+    }
+    free(list);
+    free(names);
+    free(alive);
+}
+
+proxy_thread_t *proxy_thread_new(controller_t *ctl, struct event_base *base, PGconn **db, char *err, size_t errlen)
+{
+    proxy_thread_t *pt = calloc(1, sizeof *pt);
+    if (!pt) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    pt->ctl = ctl;
+    pt->base = base;
+    pt->db = db;
+    TAILQ_INIT(&pt->conns);
+    int fd = dup(ctl->route_fd);
+    if (fd >= 0)
+        evutil_make_socket_nonblocking(fd);
+    pt->listener = fd >= 0 ? evconnlistener_new(base, accept_cb, pt, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
+                                                0, fd)
+                           : NULL;
+    pt->sweep = event_new(base, -1, EV_PERSIST, sweep_cb, pt);
+    struct timeval tv = { PROXY_SWEEP_SECONDS, 0 };
+    if (!pt->listener || !pt->sweep || event_add(pt->sweep, &tv) < 0) {
+        if (!pt->listener && fd >= 0)
+            close(fd);
+        snprintf(err, errlen, "cannot accept on the route listener");
+        proxy_thread_free(pt);
+        return NULL;
+    }
+    return pt;
+}
+
+void proxy_thread_free(proxy_thread_t *pt)
+{
+    if (!pt)
+        return;
+    if (pt->listener)
+        evconnlistener_free(pt->listener);
+    while (!TAILQ_EMPTY(&pt->conns))
+        pc_free(TAILQ_FIRST(&pt->conns), "controller stopping");
+    if (pt->sweep)
+        event_free(pt->sweep);
+    free(pt);
+}

@@ -1,0 +1,82 @@
+/* The route proxy: the controller's second listener (route_listen), which
+ * serves public routes. A request names its route by host
+ * ({route}.{route_domain}) or by path (/r/{route}/...); the proxy checks
+ * the route (active, unexpired, its sandbox running) and its access token,
+ * then connects to the worker that runs the sandbox, hands it a signed
+ * grant (common/grant.h) and relays bytes both ways: request and response
+ * bodies stream with bounded buffers, a WebSocket upgrade becomes a
+ * tunnel. One request per client connection (the upstream request says
+ * Connection: close). The proxy runs on the HTTP threads' event loops and
+ * their database connections; it never connects to a container itself. */
+#ifndef SBX_PROXY_H
+#define SBX_PROXY_H
+
+#include <event2/event.h>
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "config.h"
+#include "controller.h"
+
+/* A network whose X-Forwarded-* headers are believed (trusted_proxies). */
+struct proxy_net {
+    int family;              /* AF_INET or AF_INET6 */
+    unsigned char addr[16];
+    int bits;
+};
+
+typedef struct proxy_thread proxy_thread_t;
+
+/* Reads the route settings (limits, trusted_proxies) into ctl. */
+int proxy_config(controller_t *ctl, const cfg_t *cfg, char *err, size_t errlen);
+
+/* Starts accepting routed connections on base (a dup of ctl->route_fd),
+ * using *db (the thread's connection, reconnected through db_ensure). */
+proxy_thread_t *proxy_thread_new(controller_t *ctl, struct event_base *base, PGconn **db, char *err, size_t errlen);
+/* Closes the listener and every open routed connection. */
+void proxy_thread_free(proxy_thread_t *pt);
+
+/* ---- pure parts, exposed for the unit tests ---- */
+
+#define PROXY_MAX_HEADERS 100
+#define PROXY_NAME_LEN 26    /* route names: 26 base32 characters */
+
+typedef struct proxy_head {
+    char *method;
+    char *target;
+    int minor;               /* HTTP/1.minor */
+    int nh;
+    char *name[PROXY_MAX_HEADERS];
+    char *value[PROXY_MAX_HEADERS];
+} proxy_head_t;
+
+/* Parses a request head in place: buf holds len bytes ending with the blank
+ * line, and is NUL-terminated at len. 0, or SBX_EINVAL (malformed, or an
+ * absolute-form target), or SBX_ETOOBIG (too many headers). */
+int proxy_parse_head(char *buf, size_t len, proxy_head_t *ret);
+
+/* The last value of header name (case-insensitive) or NULL. */
+const char *proxy_head_get(const proxy_head_t *h, const char *name);
+
+typedef enum {
+    PROXY_ROUTE_NONE = 0,    /* not a route address */
+    PROXY_ROUTE_HOST,        /* by host: forward the target as it is */
+    PROXY_ROUTE_PATH,        /* by path: forward *ret_rest */
+    PROXY_ROUTE_REDIRECT,    /* "/r/{name}" without its slash: redirect */
+} proxy_route_kind_t;
+
+/* Which route a request is for. host may be NULL; route_domain NULL or ""
+ * when not configured. ret_name gets the name (PROXY_NAME_LEN + 1 bytes);
+ * for PROXY_ROUTE_PATH *ret_rest is the target after "/r/{name}" (starts
+ * with '/'); for a redirect, *ret_rest is what follows the name ("" or a
+ * "?query"). */
+proxy_route_kind_t proxy_route_for(const char *host, const char *target, const char *route_domain,
+                                   char ret_name[PROXY_NAME_LEN + 1], const char **ret_rest);
+
+/* Parses "a.b.c.d[/n], [v6][/n], ..." into a malloc'd array. */
+int proxy_nets_parse(const char *text, struct proxy_net **ret, int *ret_n, char *err, size_t errlen);
+bool proxy_nets_contain(const struct proxy_net *nets, int n, const struct sockaddr *sa);
+
+#endif
