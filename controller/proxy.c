@@ -333,9 +333,11 @@ static void pc_free(pconn_t *pc, const char *why)
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         long ms = (long)((now.tv_sec - pc->started.tv_sec) * 1000 + (now.tv_nsec - pc->started.tv_nsec) / 1000000);
-        log_info("proxy", "route %s %s %s from %s: %s (status %d, 0: the sandbox's), %lld bytes in, %lld out, %ld ms",
-                 pc->name, pc->method, pc->path, pc->peer_text, why, pc->status, (long long)pc->body_bytes,
-                 (long long)pc->resp_bytes, ms);
+        char answered[32] = "";
+        if (pc->status)
+            snprintf(answered, sizeof answered, ", answered %d", pc->status);
+        log_info("proxy", "route %s %s %s from %s: %s%s, %lld bytes in, %lld out, %ld ms", pc->name, pc->method,
+                 pc->path, pc->peer_text, why, answered, (long long)pc->body_bytes, (long long)pc->resp_bytes, ms);
     }
     if (pc->down)
         bufferevent_free(pc->down);
@@ -699,164 +701,120 @@ static void first_value(const char *v, char *out, size_t outlen)
     snprintf(out, outlen, "%.*s", (int)n, v);
 }
 
-static void handle_head(pconn_t *pc, char *buf, size_t len)
+/* Framing we cannot vouch for is refused rather than passed on: a message,
+ * or NULL with *ret_len the Content-Length (0 when none). */
+static const char *framing_error(const proxy_head_t *h, int64_t *ret_len)
 {
-    proxy_thread_t *pt = pc->pt;
-    controller_t *ctl = pt->ctl;
-    proxy_head_t h;
-    int rc = proxy_parse_head(buf, len, &h);
-    if (rc == SBX_ETOOBIG) {
-        pc_answer_error(pc, API_HEADERS_TOO_LARGE, NULL, "too many request headers");
-        return;
-    }
-    if (rc < 0) {
-        pc_answer_error(pc, API_INVALID_ARGUMENT, NULL, "malformed HTTP request");
-        return;
-    }
-    snprintf(pc->method, sizeof pc->method, "%s", h.method);
-    snprintf(pc->path, sizeof pc->path, "%.*s", (int)strcspn(h.target, "?"), h.target);
-    const char *host = proxy_head_get(&h, "host");
-    if (h.minor == 1 && (!host || head_count(&h, "host") != 1)) {
-        pc_answer_error(pc, API_INVALID_ARGUMENT, NULL, "an HTTP/1.1 request needs exactly one Host header");
-        return;
-    }
-    char fwd_host[256] = "", fwd_proto[16] = "", fwd_for[512] = "";
-    if (pc->trusted_peer) {
-        first_value(proxy_head_get(&h, "x-forwarded-host"), fwd_host, sizeof fwd_host);
-        first_value(proxy_head_get(&h, "x-forwarded-proto"), fwd_proto, sizeof fwd_proto);
-        const char *xff = proxy_head_get(&h, "x-forwarded-for");
-        if (xff && strlen(xff) < 400)
-            snprintf(fwd_for, sizeof fwd_for, "%s", xff);
-    }
-    const char *eff_host = fwd_host[0] ? fwd_host : host;
-    const char *rest = NULL;
-    char name[PROXY_NAME_LEN + 1];
-    proxy_route_kind_t kind = proxy_route_for(eff_host, h.target, ctl->route_domain, name, &rest);
-    if (kind == PROXY_ROUTE_NONE) {
-        pc_answer_error(pc, API_NOT_FOUND, NULL,
-                        "not a route address: routes are /r/{route}/ or {route}.{route_domain}");
-        return;
-    }
-    memcpy(pc->name, name, sizeof name);
-    if (kind == PROXY_ROUTE_REDIRECT) {
-        char loc[600];
-        snprintf(loc, sizeof loc, "Location: /r/%s/%.500s\r\n", name, rest);
-        pc_answer(pc, 308, "Permanent Redirect", loc, API_NOT_FOUND, "the route's address ends with a slash");
-        return;
-    }
-    /* Framing we cannot vouch for is refused rather than passed on. */
-    const char *te = proxy_head_get(&h, "transfer-encoding");
-    const char *cl = proxy_head_get(&h, "content-length");
-    if (te && (cl || head_count(&h, "transfer-encoding") != 1 || strcasecmp(te, "chunked") != 0)) {
-        pc_answer_error(pc, API_INVALID_ARGUMENT, NULL,
-                        "Transfer-Encoding must be chunked alone, without Content-Length");
-        return;
-    }
-    int64_t content_length = 0;
+    *ret_len = 0;
+    const char *host = proxy_head_get(h, "host");
+    if (h->minor == 1 && (!host || head_count(h, "host") != 1))
+        return "an HTTP/1.1 request needs exactly one Host header";
+    const char *te = proxy_head_get(h, "transfer-encoding");
+    const char *cl = proxy_head_get(h, "content-length");
+    if (te && (cl || head_count(h, "transfer-encoding") != 1 || strcasecmp(te, "chunked") != 0))
+        return "Transfer-Encoding must be chunked alone, without Content-Length";
     if (cl) {
         char *end = NULL;
         errno = 0;
         long long v = strtoll(cl, &end, 10);
-        if (head_count(&h, "content-length") != 1 || !isdigit((unsigned char)cl[0]) || *end || errno || v < 0) {
-            pc_answer_error(pc, API_INVALID_ARGUMENT, NULL, "malformed Content-Length");
-            return;
-        }
-        content_length = v;
+        if (head_count(h, "content-length") != 1 || !isdigit((unsigned char)cl[0]) || *end || errno || v < 0)
+            return "malformed Content-Length";
+        *ret_len = v;
     }
-    if (ctl->route_max_request > 0 && content_length > ctl->route_max_request) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "the request body is larger than this server's route limit (%lld bytes)",
-                 (long long)ctl->route_max_request);
-        pc_answer_error(pc, API_PAYLOAD_TOO_LARGE, NULL, msg);
-        return;
-    }
-    pc->request_limit = ctl->route_max_request;
-    const char *connection = proxy_head_get(&h, "connection");
-    const char *upgrade = proxy_head_get(&h, "upgrade");
-    pc->upgrade = upgrade && connection && token_list_has(connection, "upgrade");
+    return NULL;
+}
 
-    if (db_ensure(pt->db, ctl->conninfo) < 0) {
-        pc_answer_error(pc, API_UNAVAILABLE, NULL, "database unavailable");
-        return;
+/* The access token the client presents, or NULL; *ret_in_auth when it came
+ * as Authorization: Bearer (which is then not forwarded). */
+static const char *route_credential(const proxy_head_t *h, bool *ret_in_auth)
+{
+    *ret_in_auth = false;
+    const char *presented = proxy_head_get(h, "x-sandbox-route-token");
+    const char *auth = proxy_head_get(h, "authorization");
+    if (!presented && auth && strncasecmp(auth, "Bearer ", 7) == 0) {
+        presented = auth + 7;
+        while (*presented == ' ')
+            presented++;
+        *ret_in_auth = true;
     }
-    route_target_t t;
-    rc = store_route_target(*pt->db, name, &t);
-    if (rc == SBX_ENOTFOUND) {
-        pc_answer_error(pc, API_NOT_FOUND, NULL, "no such route");
-        return;
-    }
-    if (rc < 0) {
-        pc_answer_error(pc, API_UNAVAILABLE, NULL, "database unavailable");
-        return;
-    }
-    bool cred_in_auth = false;
-    if (t.token_auth) {
-        const char *presented = proxy_head_get(&h, "x-sandbox-route-token");
-        const char *auth = proxy_head_get(&h, "authorization");
-        if (!presented && auth && strncasecmp(auth, "Bearer ", 7) == 0) {
-            presented = auth + 7;
-            while (*presented == ' ')
-                presented++;
-            cred_in_auth = true;
-        }
-        if (!presented || !token_verify(presented, t.secret_hash)) {
-            pc_answer_error(pc, API_UNAUTHORIZED, "WWW-Authenticate: Bearer realm=\"sandbox-route\"\r\n",
-                            presented ? "the route's access token is not valid"
-                                      : "this route needs its access token: Authorization: Bearer sbr_...");
-            return;
-        }
-    }
-    if (!t.worker_address[0] || !t.worker_token_hash[0]) {
-        pc_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker running this sandbox does not forward routes");
-        return;
-    }
-    unsigned char key[GRANT_KEY_BYTES];
-    grant_t g = { .port = t.port, .expires_unix = (int64_t)time(NULL) + PROXY_GRANT_SECONDS };
-    snprintf(g.worker_id, sizeof g.worker_id, "%s", t.worker_id);
-    snprintf(g.sandbox_id, sizeof g.sandbox_id, "%s", t.sandbox_id);
-    char grant[GRANT_MAX];
-    if (grant_key_from_hash_hex(t.worker_token_hash, key) < 0 || grant_sign(key, &g, grant) < 0) {
-        pc_answer_error(pc, API_INTERNAL, NULL, "cannot sign the worker grant");
-        return;
-    }
-    sodium_memzero(key, sizeof key);
+    return presented;
+}
 
-    /* The upstream head. */
+/* What the request says about where it came from, believed only from a
+ * trusted proxy. */
+typedef struct forwarded {
+    char host[256];
+    char proto[16];
+    char chain[512];   /* X-Forwarded-For as received */
+} forwarded_t;
+
+static void forwarded_read(const pconn_t *pc, const proxy_head_t *h, forwarded_t *ret)
+{
+    memset(ret, 0, sizeof *ret);
+    if (!pc->trusted_peer)
+        return;
+    first_value(proxy_head_get(h, "x-forwarded-host"), ret->host, sizeof ret->host);
+    first_value(proxy_head_get(h, "x-forwarded-proto"), ret->proto, sizeof ret->proto);
+    if (strspn(ret->proto, "abcdefghijklmnopqrstuvwxyz") != strlen(ret->proto))
+        ret->proto[0] = '\0';
+    const char *xff = proxy_head_get(h, "x-forwarded-for");
+    if (xff && strlen(xff) < 400)
+        snprintf(ret->chain, sizeof ret->chain, "%s", xff);
+}
+
+/* The preamble for the worker and the request head for the app. */
+static struct evbuffer *upstream_head(const pconn_t *pc, const proxy_head_t *h, const char *target,
+                                      bool by_path, bool cred_in_auth, const forwarded_t *fw, const char *host,
+                                      const char *grant)
+{
     struct evbuffer *hb = evbuffer_new();
-    if (!hb) {
-        pc_answer_error(pc, API_INTERNAL, NULL, "out of memory");
-        return;
-    }
+    if (!hb)
+        return NULL;
+    const char *connection = proxy_head_get(h, "connection");
     evbuffer_add_printf(hb, "SANDBOX-FORWARD/1 %s\r\n", grant);
-    evbuffer_add_printf(hb, "%s %s HTTP/1.%d\r\n", h.method, kind == PROXY_ROUTE_PATH ? rest : h.target, h.minor);
-    for (int i = 0; i < h.nh; i++)
-        if (!drop_header(&h, i, connection, pc->upgrade, cred_in_auth))
-            evbuffer_add_printf(hb, "%s: %s\r\n", h.name[i], h.value[i]);
-    if (pc->upgrade)
-        evbuffer_add_printf(hb, "Connection: Upgrade\r\n");
-    else
-        evbuffer_add_printf(hb, "Connection: close\r\n");
-    if (fwd_for[0])
-        evbuffer_add_printf(hb, "X-Forwarded-For: %s, %s\r\n", fwd_for, pc->peer_text);
+    evbuffer_add_printf(hb, "%s %s HTTP/1.%d\r\n", h->method, target, h->minor);
+    for (int i = 0; i < h->nh; i++)
+        if (!drop_header(h, i, connection, pc->upgrade, cred_in_auth))
+            evbuffer_add_printf(hb, "%s: %s\r\n", h->name[i], h->value[i]);
+    evbuffer_add_printf(hb, "Connection: %s\r\n", pc->upgrade ? "Upgrade" : "close");
+    if (fw->chain[0])
+        evbuffer_add_printf(hb, "X-Forwarded-For: %s, %s\r\n", fw->chain, pc->peer_text);
     else
         evbuffer_add_printf(hb, "X-Forwarded-For: %s\r\n", pc->peer_text);
-    evbuffer_add_printf(hb, "X-Forwarded-Proto: %s\r\n",
-                        fwd_proto[0] && strspn(fwd_proto, "abcdefghijklmnopqrstuvwxyz") == strlen(fwd_proto)
-                            ? fwd_proto : "http");
-    if (eff_host && strlen(eff_host) < 256 && strcspn(eff_host, " \t\r\n") == strlen(eff_host))
-        evbuffer_add_printf(hb, "X-Forwarded-Host: %s\r\n", eff_host);
-    if (kind == PROXY_ROUTE_PATH)
-        evbuffer_add_printf(hb, "X-Forwarded-Prefix: /r/%s\r\n", name);
+    evbuffer_add_printf(hb, "X-Forwarded-Proto: %s\r\n", fw->proto[0] ? fw->proto : "http");
+    if (host && strlen(host) < 256)
+        evbuffer_add_printf(hb, "X-Forwarded-Host: %s\r\n", host);
+    if (by_path)
+        evbuffer_add_printf(hb, "X-Forwarded-Prefix: /r/%s\r\n", pc->name);
     evbuffer_add(hb, "\r\n", 2);
+    return hb;
+}
 
+/* Signs the grant for t. */
+static int sign_grant(const route_target_t *t, char ret[GRANT_MAX])
+{
+    unsigned char key[GRANT_KEY_BYTES];
+    grant_t g = { .port = t->port, .expires_unix = (int64_t)time(NULL) + PROXY_GRANT_SECONDS };
+    snprintf(g.worker_id, sizeof g.worker_id, "%s", t->worker_id);
+    snprintf(g.sandbox_id, sizeof g.sandbox_id, "%s", t->sandbox_id);
+    int rc = grant_key_from_hash_hex(t->worker_token_hash, key);
+    if (rc == 0)
+        rc = grant_sign(key, &g, ret);
+    sodium_memzero(key, sizeof key);
+    return rc;
+}
+
+/* Connects to the worker and sends it hb (taken); then waits for its line. */
+static void connect_worker(pconn_t *pc, const char *address, struct evbuffer *hb)
+{
     struct sockaddr_storage ss;
     int sl = (int)sizeof ss;
-    if (evutil_parse_sockaddr_port(t.worker_address, (struct sockaddr *)&ss, &sl) < 0) {
+    if (evutil_parse_sockaddr_port(address, (struct sockaddr *)&ss, &sl) < 0) {
         evbuffer_free(hb);
         pc_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker's route address is not an IP address and port");
         return;
     }
-    pc->up = bufferevent_socket_new(pt->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    pc->up = bufferevent_socket_new(pc->pt->base, -1, BEV_OPT_CLOSE_ON_FREE);
     if (!pc->up) {
         evbuffer_free(hb);
         pc_answer_error(pc, API_INTERNAL, NULL, "out of memory");
@@ -879,6 +837,89 @@ static void handle_head(pconn_t *pc, char *buf, size_t len)
         return;
     }
     bufferevent_enable(pc->up, EV_READ | EV_WRITE);
+}
+
+/* A whole request head arrived: find the route, check it and its token,
+ * and hand the request to the worker. */
+static void handle_head(pconn_t *pc, char *buf, size_t len)
+{
+    proxy_thread_t *pt = pc->pt;
+    controller_t *ctl = pt->ctl;
+    proxy_head_t h;
+    int rc = proxy_parse_head(buf, len, &h);
+    if (rc < 0) {
+        pc_answer_error(pc, rc == SBX_ETOOBIG ? API_HEADERS_TOO_LARGE : API_INVALID_ARGUMENT, NULL,
+                        rc == SBX_ETOOBIG ? "too many request headers" : "malformed HTTP request");
+        return;
+    }
+    snprintf(pc->method, sizeof pc->method, "%s", h.method);
+    snprintf(pc->path, sizeof pc->path, "%.*s", (int)strcspn(h.target, "?"), h.target);
+    int64_t content_length;
+    const char *bad = framing_error(&h, &content_length);
+    if (bad) {
+        pc_answer_error(pc, API_INVALID_ARGUMENT, NULL, bad);
+        return;
+    }
+    forwarded_t fw;
+    forwarded_read(pc, &h, &fw);
+    const char *host = fw.host[0] ? fw.host : proxy_head_get(&h, "host");
+    const char *rest = NULL;
+    proxy_route_kind_t kind = proxy_route_for(host, h.target, ctl->route_domain, pc->name, &rest);
+    if (kind == PROXY_ROUTE_NONE) {
+        pc_answer_error(pc, API_NOT_FOUND, NULL,
+                        "not a route address: routes are /r/{route}/ or {route}.{route_domain}");
+        return;
+    }
+    if (kind == PROXY_ROUTE_REDIRECT) {
+        char loc[600];
+        snprintf(loc, sizeof loc, "Location: /r/%s/%.500s\r\n", pc->name, rest);
+        pc_answer(pc, 308, "Permanent Redirect", loc, API_NOT_FOUND, "the route's address ends with a slash");
+        return;
+    }
+    if (ctl->route_max_request > 0 && content_length > ctl->route_max_request) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "the request body is larger than this server's route limit (%lld bytes)",
+                 (long long)ctl->route_max_request);
+        pc_answer_error(pc, API_PAYLOAD_TOO_LARGE, NULL, msg);
+        return;
+    }
+    pc->request_limit = ctl->route_max_request;
+    const char *connection = proxy_head_get(&h, "connection");
+    pc->upgrade = proxy_head_get(&h, "upgrade") && connection && token_list_has(connection, "upgrade");
+
+    route_target_t t;
+    rc = db_ensure(pt->db, ctl->conninfo) < 0 ? SBX_EDB : store_route_target(*pt->db, pc->name, &t);
+    if (rc < 0) {
+        pc_answer_error(pc, rc == SBX_ENOTFOUND ? API_NOT_FOUND : API_UNAVAILABLE, NULL,
+                        rc == SBX_ENOTFOUND ? "no such route" : "database unavailable");
+        return;
+    }
+    bool cred_in_auth = false;
+    if (t.token_auth) {
+        const char *presented = route_credential(&h, &cred_in_auth);
+        if (!presented || !token_verify(presented, t.secret_hash)) {
+            pc_answer_error(pc, API_UNAUTHORIZED, "WWW-Authenticate: Bearer realm=\"sandbox-route\"\r\n",
+                            presented ? "the route's access token is not valid"
+                                      : "this route needs its access token: Authorization: Bearer sbr_...");
+            return;
+        }
+    }
+    char grant[GRANT_MAX];
+    if (!t.worker_address[0] || !t.worker_token_hash[0]) {
+        pc_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker running this sandbox does not forward routes");
+        return;
+    }
+    if (sign_grant(&t, grant) < 0) {
+        pc_answer_error(pc, API_INTERNAL, NULL, "cannot sign the worker grant");
+        return;
+    }
+    struct evbuffer *hb = upstream_head(pc, &h, kind == PROXY_ROUTE_PATH ? rest : h.target,
+                                        kind == PROXY_ROUTE_PATH, cred_in_auth, &fw, host, grant);
+    if (!hb) {
+        pc_answer_error(pc, API_INTERNAL, NULL, "out of memory");
+        return;
+    }
+    connect_worker(pc, t.worker_address, hb);
 }
 
 static void head_read_cb(struct bufferevent *bev, void *arg)
