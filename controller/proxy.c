@@ -351,17 +351,41 @@ static void pc_free(pconn_t *pc, const char *why)
     free(pc);
 }
 
-static void closing_write_cb(struct bufferevent *bev, void *arg)
+/* After our answer is written: stop sending, and read (and drop) what the
+ * client still sends for a moment before closing, so that closing with
+ * unread input (a reset) cannot destroy the answer before the client has
+ * read it. Bounded in time and bytes. */
+#define PROXY_LINGER_SECONDS 2
+#define PROXY_LINGER_BYTES   (1024 * 1024)
+
+static void linger_read_cb(struct bufferevent *bev, void *arg)
 {
-    (void)bev;
-    pc_free(arg, "answered");
+    pconn_t *pc = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    pc->body_bytes += (int64_t)evbuffer_get_length(in);
+    evbuffer_drain(in, evbuffer_get_length(in));
+    if (pc->body_bytes > PROXY_LINGER_BYTES)
+        pc_free(pc, "answered");
 }
 
 static void closing_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     (void)bev;
     (void)what;
-    pc_free(arg, "answered, client gone");
+    pc_free(arg, "answered");
+}
+
+static void closing_write_cb(struct bufferevent *bev, void *arg)
+{
+    pconn_t *pc = arg;
+    shutdown(bufferevent_getfd(bev), SHUT_WR);
+    pc->body_bytes = 0;
+    struct timeval tv = { PROXY_LINGER_SECONDS, 0 };
+    bufferevent_set_timeouts(bev, &tv, NULL);
+    bufferevent_setwatermark(bev, EV_READ, 0, PROXY_READ_CHUNK);
+    bufferevent_setcb(bev, linger_read_cb, NULL, closing_event_cb, pc);
+    bufferevent_disable(bev, EV_WRITE);
+    bufferevent_enable(bev, EV_READ);
 }
 
 /* Answers the client ourselves and closes once it is written. */

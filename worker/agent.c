@@ -1,6 +1,7 @@
 /* The worker agent: register, long-poll, executor pool, report, heartbeat. */
 #include "agent.h"
 #include "errors.h"
+#include "forward.h"
 #include "httpc.h"
 #include "jsonx.h"
 #include "limits.h"
@@ -53,6 +54,7 @@ struct agent {
     int64_t slots;
     int executors;
     runtime_t *rt;
+    forward_t *fwd;                  /* the route forwarder (worker_route_listen) */
 
     pthread_mutex_t mu;
     pthread_cond_t cond;             /* any change below; CLOCK_MONOTONIC */
@@ -172,12 +174,15 @@ static void agent_cluster_id(agent_t *a, char out[64])
     pthread_mutex_unlock(&a->mu);
 }
 
-static void agent_worker_id(agent_t *a, char out[AGENT_WORKER_ID_MAX])
+void agent_worker_id(agent_t *a, char *ret, size_t retlen)
 {
     pthread_mutex_lock(&a->mu);
-    snprintf(out, AGENT_WORKER_ID_MAX, "%s", a->worker_id);
+    snprintf(ret, retlen, "%s", a->worker_id);
     pthread_mutex_unlock(&a->mu);
 }
+
+/* The forwarder asks for the worker id with each routed connection. */
+static void agent_worker_id_cb(void *ud, char *ret, size_t retlen) { agent_worker_id(ud, ret, retlen); }
 
 /* Parses "k=v,k2=v2" (spaces around entries ignored). */
 static int agent_labels_parse(const char *s, kv_list_t *ret, char *err, size_t errlen)
@@ -379,6 +384,8 @@ static json_object *agent_register_body(agent_t *a)
     jsonx_add_int(cap, "slots", a->slots);
     jsonx_add(o, "capacity", cap);
     jsonx_add_str(o, "version", AGENT_VERSION);
+    if (*forward_address(a->fwd))
+        jsonx_add_str(o, "route_address", forward_address(a->fwd));
     return o;
 }
 
@@ -540,7 +547,7 @@ static void agent_report(agent_t *a, httpc_t *c, const char *op_id, json_object 
     for (int attempt = 1;; attempt++) {
         bool last = attempt >= AGENT_REPORT_ATTEMPTS && time_mono_ms() >= give_up;
         char wid[AGENT_WORKER_ID_MAX], path[AGENT_WORKER_ID_MAX + 32];
-        agent_worker_id(a, wid);
+        agent_worker_id(a, wid, sizeof wid);
         snprintf(path, sizeof path, "/v1/workers/%s/report", wid);
         httpc_response_t resp;
         int rc = httpc_request(c, "POST", path, body, NULL, AGENT_HTTP_TIMEOUT_MS, &resp);
@@ -723,7 +730,7 @@ static void *agent_poller_main(void *arg)
             continue;
         }
         char wid[AGENT_WORKER_ID_MAX], path[AGENT_WORKER_ID_MAX + 32];
-        agent_worker_id(a, wid);
+        agent_worker_id(a, wid, sizeof wid);
         snprintf(path, sizeof path, "/v1/workers/%s/poll?wait=%d", wid, AGENT_POLL_WAIT_S);
         httpc_response_t resp;
         int rc = httpc_request(c, "GET", path, NULL, NULL, AGENT_POLL_TIMEOUT_MS, &resp);
@@ -856,7 +863,7 @@ static void *agent_heartbeat_main(void *arg)
         int64_t t0 = time_mono_ms();
         if (!skip) {
             char wid[AGENT_WORKER_ID_MAX], path[AGENT_WORKER_ID_MAX + 32];
-            agent_worker_id(a, wid);
+            agent_worker_id(a, wid, sizeof wid);
             snprintf(path, sizeof path, "/v1/workers/%s/heartbeat", wid);
             json_object *body = agent_heartbeat_body(a, &last_inv_kind, &last_img_kind);
             httpc_response_t resp;
@@ -941,6 +948,7 @@ static int agent_urls_parse(agent_t *a, char *err, size_t errlen)
 /* Frees the agent and everything it owns but its mutex and condition. */
 static void agent_free_memory(agent_t *a)
 {
+    forward_free(a->fwd);
     runtime_free(a->rt);
     kv_list_release(&a->labels);
     free(a->queue);
@@ -1078,6 +1086,18 @@ int agent_new(const cfg_t *cfg, const char *token, agent_t **ret, char *err, siz
     }
     agent_log_offer(a->rt);
     runtime_set_cancel_flag(a->rt, &a->cancel_rt);
+    forward_options_t fopt = {
+        .listen = cfg_str(cfg, CFG_WORKER_ROUTE_LISTEN),
+        .advertise = cfg_str(cfg, CFG_WORKER_ROUTE_ADVERTISE),
+        .max_connections = (int)cfg_int(cfg, CFG_WORKER_ROUTE_MAX_CONNECTIONS),
+        .token = a->token,
+        .worker_name = a->name,
+        .rt = a->rt,
+        .worker_id = agent_worker_id_cb,
+        .worker_id_ud = a,
+    };
+    if ((r = forward_new(&fopt, &a->fwd, err, errlen)) < 0)
+        goto cleanup;
     a->stopped = true; /* nothing to stop until agent_start */
     *ret = a;
     a = NULL;
@@ -1095,11 +1115,20 @@ cleanup:
 int agent_start(agent_t *a)
 {
     int r = 0;
+    bool logged = false;
     sigset_t all, old;
     /* The threads leave SIGTERM and friends to the main thread. */
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
     a->stopped = false;
+    /* Before the first registration, which advertises its address. */
+    char ferr[512];
+    if (forward_start(a->fwd, ferr, sizeof ferr) < 0) {
+        log_error(AGENT_COMPONENT, "failed to start the route forwarder: %s", ferr);
+        logged = true;
+        r = SBX_EIO;
+        goto cleanup;
+    }
     for (int i = 0; i < a->executors; i++) {
         if (pthread_create(&a->exec_threads[i], NULL, agent_executor_main, a) != 0) {
             r = SBX_ENOMEM;
@@ -1123,7 +1152,8 @@ int agent_start(agent_t *a)
 cleanup:
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (r < 0) {
-        log_error(AGENT_COMPONENT, "failed to start the worker's threads");
+        if (!logged)
+            log_error(AGENT_COMPONENT, "failed to start the worker's threads");
         agent_stop(a);
     }
     return r;
@@ -1134,6 +1164,9 @@ void agent_stop(agent_t *a)
     if (!a || a->stopped)
         return;
     a->stopped = true;
+    /* 0. No new route connections; open ones are closed (a route is a
+     * best-effort path to a sandbox that may be going away anyway). */
+    forward_stop(a->fwd);
     /* 1. No new work: end the long-poll at once. */
     pthread_mutex_lock(&a->mu);
     agent_flag_set(&a->stop_poll);

@@ -15,14 +15,23 @@ typedef struct agent agent_t;
 
 /* Reads controller_url, worker_* settings, docker_socket from cfg (copied).
  * token overrides worker_token when not NULL. Returns 0, SBX_EINVAL (with a
- * reason in err) or SBX_EUNAVAIL when the runtime cannot be reached. */
+ * reason in err: also a worker_route_listen on all addresses without
+ * worker_route_advertise) or SBX_EUNAVAIL when the runtime cannot be
+ * reached. */
 int agent_new(const cfg_t *cfg, const char *token, agent_t **ret, char *err, size_t errlen);
 
-/* Starts the threads. Registration is retried with backoff in the
+/* Starts the route forwarder (binding worker_route_listen; a failure is
+ * logged and returned) and the threads. Registration, which advertises the
+ * forwarder's address as route_address, is retried with backoff in the
  * background until the controller answers. */
 int agent_start(agent_t *a);
 
-/* Stops taking new work (the long-poll is aborted at once; queued but not
+/* The worker id from the last registration ("" before the first) into ret.
+ * Thread-safe. */
+void agent_worker_id(agent_t *a, char *ret, size_t retlen);
+
+/* Closes the route listener and every routed connection, then stops
+ * taking new work (the long-poll is aborted at once; queued but not
  * started assignments are left to their lease expiry), waits for in-flight
  * assignments to finish and report, and joins the threads. After a 20 s
  * grace the runtime is cancelled: a running exec is killed and reported

@@ -135,6 +135,17 @@ int runtime_remove(runtime_t *rt, const char *sandbox_id, const char *ref, api_e
 int runtime_inventory(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_object_t **ret,
                       size_t *ret_n, api_error_t *err);
 
+/* Where a route of sandbox_id leads: the network namespace of its
+ * container, as an open descriptor (close-on-exec; the caller closes it)
+ * in *ret_netns_fd. The container must carry RUNTIME_LABEL_SANDBOX =
+ * sandbox_id and RUNTIME_LABEL_WORKER = worker_name and be running, else
+ * API_NOT_FOUND; a gVisor sandbox is API_ISOLATION_UNAVAILABLE (its network
+ * stack is inside the sandbox, not a namespace of the host); a namespace
+ * the worker cannot open (not root) is API_UNAVAILABLE; a failing Docker is
+ * API_RUNTIME_ERROR. The Docker inspect is bounded to about 10 s. */
+int runtime_route_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, int *ret_netns_fd,
+                         api_error_t *err);
+
 /* Makes in-flight and later calls give up soon after *flag becomes non-zero
  * (worker shutdown): a running exec is killed as on a timeout, a pull or any
  * other Docker request is abandoned, and the call fails with API_CANCELLED.

@@ -48,6 +48,8 @@
 /* How long to wait for Docker to record an exec's exit code after its
  * stream ended. */
 #define DOCKER_EXIT_WAIT_MS      3000
+/* The inspect behind a routed connection: the controller is waiting. */
+#define DOCKER_ROUTE_TIMEOUT_MS  10000L
 
 #define DOCKER_CLASSES 3   /* isolation_t values */
 #define DOCKER_MODES   3   /* net_mode_t values */
@@ -1791,5 +1793,95 @@ cleanup:
     docker_reply_release(&rep);
     if (r < 0)
         runtime_exec_result_release(ret);
+    return r;
+}
+
+/* ---- routes ------------------------------------------------------------ */
+
+int runtime_route_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, int *ret_netns_fd,
+                         api_error_t *err)
+{
+    int r = 0, fd = -1;
+    char path[SBX_ID_MAX + 64];
+    json_object *o = NULL;
+    docker_reply_t rep;
+    memset(&rep, 0, sizeof rep);
+    if (!docker_name_ok(sandbox_id, SBX_ID_MAX) || !worker_name)
+        return api_error_set(err, API_INVALID_ARGUMENT, "malformed sandbox id");
+    snprintf(path, sizeof path, "/containers/sbx-%s/json", sandbox_id);
+    r = docker_call(rt, "GET", path, NULL, DOCKER_ROUTE_TIMEOUT_MS, &rep, err);
+    if (r < 0)
+        goto cleanup;
+    if (rep.status == 404) {
+        r = api_error_set(err, API_NOT_FOUND, "sandbox %s does not run on this worker", sandbox_id);
+        goto cleanup;
+    }
+    o = docker_reply_json(&rep);
+    const char *id = jsonx_get_str(o, "Id");
+    if (rep.status != 200 || !id || !docker_name_ok(id, 80)) {
+        char msg[320];
+        docker_reply_message(&rep, msg, sizeof msg);
+        r = api_error_set(err, API_RUNTIME_ERROR, "cannot inspect the container of sandbox %s: %s", sandbox_id,
+                          rep.body.truncated ? "the reply is too large" : msg);
+        goto cleanup;
+    }
+    json_object *labels = jsonx_get_obj(jsonx_get_obj(o, "Config"), "Labels");
+    const char *owner = jsonx_get_str(labels, RUNTIME_LABEL_SANDBOX);
+    const char *maker = jsonx_get_str(labels, RUNTIME_LABEL_WORKER);
+    /* A container of that name made by another worker on a shared Docker
+     * host, or not by us at all, is not this worker's sandbox. */
+    if (!owner || strcmp(owner, sandbox_id) != 0 || !maker || strcmp(maker, worker_name) != 0) {
+        r = api_error_set(err, API_NOT_FOUND, "sandbox %s does not run on this worker", sandbox_id);
+        goto cleanup;
+    }
+    json_object *state = jsonx_get_obj(o, "State");
+    bool running = false, paused = false, restarting = false;
+    int64_t pid = 0;
+    jsonx_get_bool(state, "Running", &running);
+    jsonx_get_bool(state, "Paused", &paused);
+    jsonx_get_bool(state, "Restarting", &restarting);
+    jsonx_get_int(state, "Pid", &pid);
+    if (!running || paused || restarting || pid <= 1) {
+        r = api_error_set(err, API_NOT_FOUND, "sandbox %s is not running", sandbox_id);
+        goto cleanup;
+    }
+    const char *runtime = jsonx_get_str(jsonx_get_obj(o, "HostConfig"), "Runtime");
+    if (rt->gvisor_runtime[0] && runtime && strcmp(runtime, rt->gvisor_runtime) == 0) {
+        r = api_error_set(err, API_ISOLATION_UNAVAILABLE, "routes into gVisor sandboxes are not supported: their "
+                          "network stack is inside the sandbox");
+        goto cleanup;
+    }
+    char ns[64];
+    snprintf(ns, sizeof ns, "/proc/%lld/ns/net", (long long)pid);
+    fd = open(ns, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOENT || e == ESRCH)
+            r = api_error_set(err, API_NOT_FOUND, "sandbox %s is not running", sandbox_id);
+        else
+            r = api_error_set(err, API_UNAVAILABLE, "cannot enter the sandbox's network namespace: %s", strerror(e));
+        goto cleanup;
+    }
+    /* The pid is still the container's now that the namespace is held (it
+     * could have exited and the number been reused since the inspect). */
+    if (!docker_pid_in_container((pid_t)pid, id)) {
+        r = api_error_set(err, API_NOT_FOUND, "sandbox %s is not running", sandbox_id);
+        goto cleanup;
+    }
+    /* Never the worker's own namespace: its loopback is the host's. */
+    struct stat a, b;
+    if (fstat(fd, &a) < 0 || stat("/proc/thread-self/ns/net", &b) < 0 ||
+        (a.st_dev == b.st_dev && a.st_ino == b.st_ino)) {
+        r = api_error_set(err, API_UNAVAILABLE, "sandbox %s has no network namespace of its own", sandbox_id);
+        goto cleanup;
+    }
+    *ret_netns_fd = fd;
+    fd = -1;
+cleanup:
+    if (fd >= 0)
+        close(fd);
+    if (o)
+        json_object_put(o);
+    docker_reply_release(&rep);
     return r;
 }

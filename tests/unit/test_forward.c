@@ -1,0 +1,408 @@
+/* Unit tests for worker/forward: the preamble line as it arrives in pieces,
+ * its parsing, the reply lines, and the refusals a forwarder gives before it
+ * ever asks the runtime (bad preamble, bad grant, busy). */
+#include <check.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "errors.h"
+#include "forward.h"
+#include "grant.h"
+#include "timeutil.h"
+
+#define GRANT_TEXT "v1.wrk_a.sbx_b.8080.1700000000.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define PREAMBLE   FORWARD_PROTOCOL " " GRANT_TEXT "\r\n"
+#define REQUEST    "GET /x HTTP/1.1\r\nHost: a\r\n\r\n"
+
+/* Pushes text in chunks of the given sizes (0-terminated list); returns
+ * the push result of the last chunk pushed and the offset in text where
+ * the line ended. */
+static int push_chunks(forward_line_t *l, const char *text, const size_t *sizes, size_t *ret_end)
+{
+    size_t off = 0, len = strlen(text);
+    int r = 0;
+    for (const size_t *s = sizes; *s && off < len; s++) {
+        size_t n = *s > len - off ? len - off : *s, used = 0;
+        r = forward_line_push(l, text + off, n, &used);
+        if (r != 0) {
+            if (r == 1)
+                *ret_end = off + used;
+            return r;
+        }
+        ck_assert_uint_eq(used, n);
+        off += n;
+    }
+    return r;
+}
+
+START_TEST(test_whole_line_with_request_bytes_after_it_in_one_read)
+{
+    forward_line_t l;
+    forward_line_init(&l);
+    const char *text = PREAMBLE REQUEST;
+    size_t used = 0;
+    ck_assert_int_eq(forward_line_push(&l, text, strlen(text), &used), 1);
+    ck_assert_uint_eq(used, strlen(PREAMBLE));
+    ck_assert_str_eq(text + used, REQUEST);
+    ck_assert_str_eq(l.buf, FORWARD_PROTOCOL " " GRANT_TEXT);
+    char grant[GRANT_MAX];
+    ck_assert_int_eq(forward_preamble_parse(l.buf, grant), 0);
+    ck_assert_str_eq(grant, GRANT_TEXT);
+}
+END_TEST
+
+START_TEST(test_every_two_read_split_gives_the_same_line_and_rest)
+{
+    const char *text = PREAMBLE REQUEST;
+    for (size_t cut = 1; cut < strlen(text); cut++) {
+        forward_line_t l;
+        forward_line_init(&l);
+        size_t sizes[] = { cut, strlen(text), 0 }, end = 0;
+        ck_assert_int_eq(push_chunks(&l, text, sizes, &end), 1);
+        ck_assert_uint_eq(end, strlen(PREAMBLE));
+        ck_assert_str_eq(l.buf, FORWARD_PROTOCOL " " GRANT_TEXT);
+    }
+}
+END_TEST
+
+START_TEST(test_cr_and_lf_in_separate_reads)
+{
+    forward_line_t l;
+    forward_line_init(&l);
+    size_t used = 0;
+    const char *a = FORWARD_PROTOCOL " g\r";
+    ck_assert_int_eq(forward_line_push(&l, a, strlen(a), &used), 0);
+    ck_assert_uint_eq(used, strlen(a));
+    ck_assert_int_eq(forward_line_push(&l, "\nGET", 4, &used), 1);
+    ck_assert_uint_eq(used, 1);
+    ck_assert_str_eq(l.buf, FORWARD_PROTOCOL " g");
+}
+END_TEST
+
+START_TEST(test_byte_by_byte)
+{
+    const char *text = PREAMBLE "X";
+    forward_line_t l;
+    forward_line_init(&l);
+    size_t i = 0, used = 0;
+    int r = 0;
+    for (; i < strlen(text) && r == 0; i++)
+        r = forward_line_push(&l, text + i, 1, &used);
+    ck_assert_int_eq(r, 1);
+    ck_assert_uint_eq(i, strlen(PREAMBLE));
+    ck_assert_uint_eq(used, 1);
+}
+END_TEST
+
+START_TEST(test_line_of_exactly_the_maximum_is_taken_one_more_byte_is_not)
+{
+    char text[FORWARD_PREAMBLE_MAX + 8];
+    forward_line_t l;
+    size_t used = 0;
+    /* FORWARD_PREAMBLE_MAX bytes with the CRLF */
+    memset(text, 'a', FORWARD_PREAMBLE_MAX - 2);
+    memcpy(text + FORWARD_PREAMBLE_MAX - 2, "\r\n", 3);
+    forward_line_init(&l);
+    ck_assert_int_eq(forward_line_push(&l, text, strlen(text), &used), 1);
+    ck_assert_uint_eq(used, FORWARD_PREAMBLE_MAX);
+    ck_assert_uint_eq(strlen(l.buf), FORWARD_PREAMBLE_MAX - 2);
+    /* one more */
+    memset(text, 'a', FORWARD_PREAMBLE_MAX - 1);
+    memcpy(text + FORWARD_PREAMBLE_MAX - 1, "\r\n", 3);
+    forward_line_init(&l);
+    ck_assert_int_eq(forward_line_push(&l, text, strlen(text), &used), SBX_ETOOBIG);
+    /* and no end at all, in pieces */
+    forward_line_init(&l);
+    memset(text, 'b', 600);
+    ck_assert_int_eq(forward_line_push(&l, text, 600, &used), 0);
+    ck_assert_int_eq(forward_line_push(&l, text, 600, &used), SBX_ETOOBIG);
+}
+END_TEST
+
+START_TEST(test_bare_line_feed_and_nul_are_refused)
+{
+    forward_line_t l;
+    size_t used = 0;
+    forward_line_init(&l);
+    ck_assert_int_eq(forward_line_push(&l, "SANDBOX-FORWARD/1 g\nGET", 23, &used), SBX_EINVAL);
+    forward_line_init(&l);
+    ck_assert_int_eq(forward_line_push(&l, "\n", 1, &used), SBX_EINVAL);
+    forward_line_init(&l);
+    ck_assert_int_eq(forward_line_push(&l, "SANDBOX-FORWARD/1 g\0x\r\n", 24, &used), SBX_EINVAL);
+}
+END_TEST
+
+START_TEST(test_preamble_parse_accepts_only_the_exact_form)
+{
+    char grant[GRANT_MAX];
+    ck_assert_int_eq(forward_preamble_parse(FORWARD_PROTOCOL " v1.a-b_c.0", grant), 0);
+    ck_assert_str_eq(grant, "v1.a-b_c.0");
+    const char *bad[] = {
+        "",
+        FORWARD_PROTOCOL,
+        FORWARD_PROTOCOL " ",
+        FORWARD_PROTOCOL "  v1.a",
+        FORWARD_PROTOCOL " v1.a ",
+        FORWARD_PROTOCOL " v1.a extra",
+        FORWARD_PROTOCOL "\tv1.a",
+        "sandbox-forward/1 v1.a",
+        "SANDBOX-FORWARD/2 v1.a",
+        "GET / HTTP/1.1",
+        FORWARD_PROTOCOL " v1/a",
+        FORWARD_PROTOCOL " v1.a\r",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(forward_preamble_parse(bad[i], grant) == SBX_EINVAL, "accepted [%s]", bad[i]);
+    char longest[sizeof FORWARD_PROTOCOL + GRANT_MAX + 1];
+    int n = snprintf(longest, sizeof longest, "%s ", FORWARD_PROTOCOL);
+    memset(longest + n, 'a', GRANT_MAX - 1);
+    longest[n + GRANT_MAX - 1] = '\0';
+    ck_assert_int_eq(forward_preamble_parse(longest, grant), 0);
+    ck_assert_uint_eq(strlen(grant), GRANT_MAX - 1);
+    longest[n + GRANT_MAX - 1] = 'a';
+    longest[n + GRANT_MAX] = '\0';
+    ck_assert_int_eq(forward_preamble_parse(longest, grant), SBX_EINVAL);
+}
+END_TEST
+
+START_TEST(test_reply_lines)
+{
+    char buf[FORWARD_PREAMBLE_MAX];
+    size_t n = forward_reply_format(buf, sizeof buf, 200, "ok", NULL);
+    ck_assert_str_eq(buf, "SANDBOX-FORWARD/1 200 ok\r\n");
+    ck_assert_uint_eq(n, strlen(buf));
+    forward_reply_format(buf, sizeof buf, 404, "not_found", "no\r\nsuch\tsandbox");
+    ck_assert_str_eq(buf, "SANDBOX-FORWARD/1 404 not_found no  such sandbox\r\n");
+    /* cut to fit, ending in CRLF, never inside a UTF-8 sequence */
+    char small[51];                      /* room for 5 bytes of the message: 2.5 characters */
+    n = forward_reply_format(small, sizeof small, 502, "upstream_unavailable", "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9");
+    ck_assert_uint_eq(n, strlen(small));
+    ck_assert_str_eq(small, "SANDBOX-FORWARD/1 502 upstream_unavailable \xc3\xa9\xc3\xa9\r\n");
+    /* a buffer too small for even the code still ends in CRLF */
+    n = forward_reply_format(small, 12, 502, "upstream_unavailable", "x");
+    ck_assert_str_eq(small, "SANDBOX-F\r\n");
+    ck_assert_uint_eq(n, 11);
+}
+END_TEST
+
+/* ---- a real listener, refusing before it would ask the runtime ---------- */
+
+#define TOKEN "sbt_aaaaaaaaaaaaaaaaaaaaaaaaaa_0123456789012345678901234567890123456789012"
+
+static void worker_id_cb(void *ud, char *ret, size_t retlen) { snprintf(ret, retlen, "%s", (const char *)ud); }
+
+static forward_t *start_forwarder(const char *worker_id, int max)
+{
+    static char not_a_runtime;
+    forward_options_t o = {
+        .listen = "127.0.0.1:0",
+        .max_connections = max,
+        .token = TOKEN,
+        .worker_name = "w1",
+        .rt = (runtime_t *)&not_a_runtime, /* never reached by these tests */
+        .worker_id = worker_id_cb,
+        .worker_id_ud = (void *)worker_id,
+    };
+    forward_t *f = NULL;
+    char err[256] = "";
+    ck_assert_msg(forward_new(&o, &f, err, sizeof err) == 0, "forward_new: %s", err);
+    ck_assert_msg(forward_start(f, err, sizeof err) == 0, "forward_start: %s", err);
+    ck_assert(strncmp(forward_address(f), "127.0.0.1:", 10) == 0);
+    return f;
+}
+
+static int dial(const forward_t *f)
+{
+    int port = (int)strtol(strrchr(forward_address(f), ':') + 1, NULL, 10);
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    return fd;
+}
+
+/* Everything the forwarder sends until it closes (at most 5 s). */
+static void read_all(int fd, char *buf, size_t cap)
+{
+    size_t len = 0;
+    int64_t deadline = time_mono_ms() + 5000;
+    while (len + 1 < cap && time_mono_ms() < deadline) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        ssize_t n = recv(fd, buf + len, cap - 1 - len, 0);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+}
+
+static void exchange(const forward_t *f, const char *send_text, char *reply, size_t cap)
+{
+    int fd = dial(f);
+    ck_assert_int_eq(send(fd, send_text, strlen(send_text), MSG_NOSIGNAL), (ssize_t)strlen(send_text));
+    read_all(fd, reply, cap);
+    close(fd);
+}
+
+static void preamble_for(const char *token, const char *worker, int64_t exp, char *out, size_t outlen)
+{
+    unsigned char key[GRANT_KEY_BYTES];
+    grant_key_from_token(token, key);
+    grant_t g = { .port = 8080, .expires_unix = exp };
+    snprintf(g.worker_id, sizeof g.worker_id, "%s", worker);
+    snprintf(g.sandbox_id, sizeof g.sandbox_id, "sbx_b");
+    char text[GRANT_MAX];
+    ck_assert_int_eq(grant_sign(key, &g, text), 0);
+    snprintf(out, outlen, "%s %s\r\n%s", FORWARD_PROTOCOL, text, REQUEST);
+}
+
+START_TEST(test_listener_refuses_bad_preambles_and_grants)
+{
+    forward_t *f = start_forwarder("wrk_a", 8);
+    char reply[1024], pre[1024];
+    exchange(f, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", reply, sizeof reply);
+    ck_assert_msg(strncmp(reply, "SANDBOX-FORWARD/1 400 bad_request ", 34) == 0, "got [%s]", reply);
+    ck_assert(strstr(reply, "\r\n") == reply + strlen(reply) - 2);
+    exchange(f, FORWARD_PROTOCOL " v1.x\r\n", reply, sizeof reply);
+    ck_assert_msg(strncmp(reply, "SANDBOX-FORWARD/1 403 forbidden malformed grant", 47) == 0, "got [%s]", reply);
+    /* signed with another worker's token */
+    preamble_for("sbt_other", "wrk_a", time(NULL) + 60, pre, sizeof pre);
+    exchange(f, pre, reply, sizeof reply);
+    ck_assert_msg(strncmp(reply, "SANDBOX-FORWARD/1 403 forbidden ", 32) == 0, "got [%s]", reply);
+    /* expired */
+    preamble_for(TOKEN, "wrk_a", time(NULL) - 5, pre, sizeof pre);
+    exchange(f, pre, reply, sizeof reply);
+    ck_assert_msg(strcmp(reply, "SANDBOX-FORWARD/1 403 forbidden the grant has expired\r\n") == 0, "got [%s]", reply);
+    /* for another worker, sent a byte at a time */
+    preamble_for(TOKEN, "wrk_z", time(NULL) + 60, pre, sizeof pre);
+    int fd = dial(f);
+    for (size_t i = 0; i < strlen(pre); i++)
+        ck_assert_int_eq(send(fd, pre + i, 1, MSG_NOSIGNAL), 1);
+    read_all(fd, reply, sizeof reply);
+    close(fd);
+    ck_assert_msg(strncmp(reply, "SANDBOX-FORWARD/1 403 forbidden the grant is for worker wrk_z", 61) == 0,
+                  "got [%s]", reply);
+    /* a line too long */
+    char longline[FORWARD_PREAMBLE_MAX + 64];
+    memset(longline, 'a', sizeof longline - 1);
+    longline[sizeof longline - 1] = '\0';
+    exchange(f, longline, reply, sizeof reply);
+    ck_assert_msg(strncmp(reply, "SANDBOX-FORWARD/1 400 bad_request the preamble line is longer", 61) == 0,
+                  "got [%s]", reply);
+    forward_free(f);
+}
+END_TEST
+
+START_TEST(test_unregistered_worker_refuses_every_grant)
+{
+    forward_t *f = start_forwarder("", 8);
+    char reply[1024], pre[1024];
+    preamble_for(TOKEN, "wrk_a", time(NULL) + 60, pre, sizeof pre);
+    exchange(f, pre, reply, sizeof reply);
+    ck_assert_msg(strcmp(reply, "SANDBOX-FORWARD/1 403 forbidden this worker is not registered yet\r\n") == 0,
+                  "got [%s]", reply);
+    forward_free(f);
+}
+END_TEST
+
+START_TEST(test_connections_past_the_maximum_are_busy_and_stop_closes_open_ones)
+{
+    forward_t *f = start_forwarder("wrk_a", 1);
+    int held = dial(f);                  /* sends nothing: holds the one slot */
+    ck_assert_int_eq(send(held, "SANDBOX", 7, MSG_NOSIGNAL), 7);
+    usleep(100 * 1000);
+    char reply[1024];
+    exchange(f, "SANDBOX-FORWARD/1 x\r\n", reply, sizeof reply);
+    ck_assert_msg(strncmp(reply, "SANDBOX-FORWARD/1 503 busy ", 27) == 0, "got [%s]", reply);
+    int64_t t0 = time_mono_ms();
+    forward_stop(f);
+    ck_assert_int_lt(time_mono_ms() - t0, 3000);
+    read_all(held, reply, sizeof reply);
+    ck_assert_msg(strncmp(reply, "SANDBOX-FORWARD/1 503 busy the worker is shutting down", 53) == 0, "got [%s]",
+                  reply);
+    close(held);
+    forward_stop(f);                     /* idempotent */
+    forward_free(f);
+}
+END_TEST
+
+START_TEST(test_options_are_checked)
+{
+    static char not_a_runtime;
+    forward_options_t o = { .listen = "0.0.0.0:0", .max_connections = 4, .token = TOKEN, .worker_name = "w",
+                            .rt = (runtime_t *)&not_a_runtime, .worker_id = worker_id_cb, .worker_id_ud = "" };
+    forward_t *f = NULL;
+    char err[256] = "";
+    ck_assert_int_eq(forward_new(&o, &f, err, sizeof err), SBX_EINVAL);
+    ck_assert_msg(strstr(err, "worker_route_advertise") != NULL, "err [%s]", err);
+    o.listen = "[::]:0";
+    ck_assert_int_eq(forward_new(&o, &f, err, sizeof err), SBX_EINVAL);
+    o.advertise = "10.0.0.5:7000";
+    o.listen = "0.0.0.0:0";
+    ck_assert_int_eq(forward_new(&o, &f, err, sizeof err), 0);
+    ck_assert_str_eq(forward_address(f), "");
+    ck_assert_int_eq(forward_start(f, err, sizeof err), 0);
+    ck_assert_str_eq(forward_address(f), "10.0.0.5:7000");
+    forward_free(f);
+    const char *bad_listen[] = { "127.0.0.1", "127.0.0.1:x", "127.0.0.1:70000", "::1:80", ":", "" };
+    o.advertise = NULL;
+    for (size_t i = 0; i < sizeof bad_listen / sizeof bad_listen[0]; i++) {
+        o.listen = bad_listen[i];
+        ck_assert_msg(forward_new(&o, &f, err, sizeof err) == SBX_EINVAL, "accepted listen [%s]", bad_listen[i]);
+    }
+    o.listen = "127.0.0.1:0";
+    const char *bad_adv[] = { "host", "host:0", "host:x", "a b:80", "host:65536" };
+    for (size_t i = 0; i < sizeof bad_adv / sizeof bad_adv[0]; i++) {
+        o.advertise = bad_adv[i];
+        ck_assert_msg(forward_new(&o, &f, err, sizeof err) == SBX_EINVAL, "accepted advertise [%s]", bad_adv[i]);
+    }
+    forward_free(NULL);
+}
+END_TEST
+
+static Suite *forward_suite(void)
+{
+    Suite *s = suite_create("forward");
+    TCase *tc = tcase_create("preamble");
+    tcase_add_test(tc, test_whole_line_with_request_bytes_after_it_in_one_read);
+    tcase_add_test(tc, test_every_two_read_split_gives_the_same_line_and_rest);
+    tcase_add_test(tc, test_cr_and_lf_in_separate_reads);
+    tcase_add_test(tc, test_byte_by_byte);
+    tcase_add_test(tc, test_line_of_exactly_the_maximum_is_taken_one_more_byte_is_not);
+    tcase_add_test(tc, test_bare_line_feed_and_nul_are_refused);
+    tcase_add_test(tc, test_preamble_parse_accepts_only_the_exact_form);
+    tcase_add_test(tc, test_reply_lines);
+    suite_add_tcase(s, tc);
+    TCase *tl = tcase_create("listener");
+    tcase_set_timeout(tl, 30);
+    tcase_add_test(tl, test_listener_refuses_bad_preambles_and_grants);
+    tcase_add_test(tl, test_unregistered_worker_refuses_every_grant);
+    tcase_add_test(tl, test_connections_past_the_maximum_are_busy_and_stop_closes_open_ones);
+    tcase_add_test(tl, test_options_are_checked);
+    suite_add_tcase(s, tl);
+    return s;
+}
+
+int main(void)
+{
+    if (sodium_init() < 0) {
+        fprintf(stderr, "sodium_init failed\n");
+        return EXIT_FAILURE;
+    }
+    SRunner *sr = srunner_create(forward_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

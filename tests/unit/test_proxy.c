@@ -1,0 +1,198 @@
+/* The route proxy's pure parts: request heads, route addresses, trusted
+ * proxy networks. */
+#include <arpa/inet.h>
+#include <check.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "proxy.h"
+
+#define NAME "abcdefghijklmnopqrstuvwxyz"
+#define NAME2 "a234567abcdefghijklmnopqrs"
+
+static int parse(const char *text, proxy_head_t *h, char **keep)
+{
+    *keep = strdup(text);
+    return proxy_parse_head(*keep, strlen(*keep), h);
+}
+
+START_TEST(test_head_parses_request_line_and_headers)
+{
+    proxy_head_t h;
+    char *b;
+    ck_assert_int_eq(parse("GET /r/x/y?z=1 HTTP/1.1\r\nHost: a.example:8081\r\nX-A:  v w \r\nx-a: last\r\n\r\n", &h, &b),
+                     0);
+    ck_assert_str_eq(h.method, "GET");
+    ck_assert_str_eq(h.target, "/r/x/y?z=1");
+    ck_assert_int_eq(h.minor, 1);
+    ck_assert_int_eq(h.nh, 3);
+    ck_assert_str_eq(proxy_head_get(&h, "HOST"), "a.example:8081");
+    ck_assert_str_eq(h.value[1], "v w");
+    ck_assert_str_eq(proxy_head_get(&h, "X-a"), "last");
+    ck_assert_ptr_null(proxy_head_get(&h, "missing"));
+    free(b);
+    ck_assert_int_eq(parse("POST / HTTP/1.0\r\n\r\n", &h, &b), 0);
+    ck_assert_int_eq(h.minor, 0);
+    ck_assert_int_eq(h.nh, 0);
+    free(b);
+}
+END_TEST
+
+START_TEST(test_head_refuses_malformed_requests)
+{
+    static const char *const bad[] = {
+        "GET /\r\n\r\n",                                  /* no version */
+        "GET / HTTP/2.0\r\n\r\n",                         /* not HTTP/1.x */
+        "GET http://evil/ HTTP/1.1\r\nHost: a\r\n\r\n",   /* absolute form */
+        "GET  / HTTP/1.1\r\n\r\n",                        /* two spaces */
+        "G(T / HTTP/1.1\r\n\r\n",                         /* bad method */
+        "GET / HTTP/1.1\r\nHost a\r\n\r\n",               /* no colon */
+        "GET / HTTP/1.1\r\nBad Name: a\r\n\r\n",          /* space in a name */
+        "GET / HTTP/1.1\r\nA: b\r\n c\r\n\r\n",           /* obsolete folding */
+        "GET / HTTP/1.1\r\nA: b\x01\r\n\r\n",             /* control character */
+        "GET /\x7f HTTP/1.1\r\n\r\n",                     /* DEL in the target */
+        "GET / HTTP/1.1\r\nA: b\r\n",                     /* no blank line */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        proxy_head_t h;
+        char *b;
+        ck_assert_msg(parse(bad[i], &h, &b) == SBX_EINVAL, "accepted: %s", bad[i]);
+        free(b);
+    }
+}
+END_TEST
+
+START_TEST(test_head_bounds_the_number_of_headers)
+{
+    char buf[8192] = "GET / HTTP/1.1\r\n";
+    for (int i = 0; i <= PROXY_MAX_HEADERS; i++)
+        strcat(buf, "A: b\r\n");
+    strcat(buf, "\r\n");
+    proxy_head_t h;
+    char *b;
+    ck_assert_int_eq(parse(buf, &h, &b), SBX_ETOOBIG);
+    free(b);
+}
+END_TEST
+
+START_TEST(test_route_by_path_host_and_redirect)
+{
+    char name[PROXY_NAME_LEN + 1];
+    const char *rest;
+    ck_assert_int_eq(proxy_route_for("x", "/r/" NAME "/a/b?c", NULL, name, &rest), PROXY_ROUTE_PATH);
+    ck_assert_str_eq(name, NAME);
+    ck_assert_str_eq(rest, "/a/b?c");
+    ck_assert_int_eq(proxy_route_for("x", "/r/" NAME "/", "", name, &rest), PROXY_ROUTE_PATH);
+    ck_assert_str_eq(rest, "/");
+    ck_assert_int_eq(proxy_route_for("x", "/r/" NAME, NULL, name, &rest), PROXY_ROUTE_REDIRECT);
+    ck_assert_str_eq(rest, "");
+    ck_assert_int_eq(proxy_route_for("x", "/r/" NAME "?q=1", NULL, name, &rest), PROXY_ROUTE_REDIRECT);
+    ck_assert_str_eq(rest, "?q=1");
+    /* by host, case-insensitive, with or without a port; the target stays */
+    ck_assert_int_eq(proxy_route_for(NAME2 ".Routes.Example.com:8443", "/x", "routes.example.com", name, &rest),
+                     PROXY_ROUTE_HOST);
+    ck_assert_str_eq(name, NAME2);
+    ck_assert_str_eq(rest, "/x");
+    ck_assert_int_eq(proxy_route_for("A234567ABCDEFGHIJKLMNOPQRS.routes.example.com", "/", "routes.example.com",
+                                     name, &rest), PROXY_ROUTE_HOST);
+    ck_assert_str_eq(name, NAME2);
+    /* a host route wins over a path that looks like one */
+    ck_assert_int_eq(proxy_route_for(NAME2 ".routes.example.com", "/r/" NAME "/", "routes.example.com", name, &rest),
+                     PROXY_ROUTE_HOST);
+    ck_assert_str_eq(name, NAME2);
+}
+END_TEST
+
+START_TEST(test_route_refuses_what_is_not_a_route_address)
+{
+    char name[PROXY_NAME_LEN + 1];
+    const char *rest;
+    ck_assert_int_eq(proxy_route_for("x", "/", NULL, name, &rest), PROXY_ROUTE_NONE);
+    ck_assert_int_eq(proxy_route_for("x", "/r/", NULL, name, &rest), PROXY_ROUTE_NONE);
+    ck_assert_int_eq(proxy_route_for("x", "/r/short/", NULL, name, &rest), PROXY_ROUTE_NONE);
+    ck_assert_int_eq(proxy_route_for("x", "/r/" NAME "x/", NULL, name, &rest), PROXY_ROUTE_NONE);
+    ck_assert_int_eq(proxy_route_for("x", "/r/ABCDEFGHIJKLMNOPQRSTUVWXYZ/", NULL, name, &rest), PROXY_ROUTE_NONE);
+    ck_assert_int_eq(proxy_route_for("x", "/r/abcdefghijklmnopqrstuvwxy1/", NULL, name, &rest), PROXY_ROUTE_NONE);
+    ck_assert_int_eq(proxy_route_for("x", "/v1/sandboxes", NULL, name, &rest), PROXY_ROUTE_NONE);
+    /* hosts: another domain, a nested label, a suffix without the dot, no domain configured */
+    ck_assert_int_eq(proxy_route_for(NAME ".other.com", "/", "routes.example.com", name, &rest), PROXY_ROUTE_NONE);
+    ck_assert_int_eq(proxy_route_for("a." NAME ".routes.example.com", "/", "routes.example.com", name, &rest),
+                     PROXY_ROUTE_NONE);
+    ck_assert_int_eq(proxy_route_for(NAME "routes.example.com", "/", "routes.example.com", name, &rest),
+                     PROXY_ROUTE_NONE);
+    ck_assert_int_eq(proxy_route_for(NAME ".routes.example.com", "/", NULL, name, &rest), PROXY_ROUTE_NONE);
+    ck_assert_int_eq(proxy_route_for(NULL, "/", "routes.example.com", name, &rest), PROXY_ROUTE_NONE);
+}
+END_TEST
+
+static struct sockaddr_storage addr(const char *text)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    if (strchr(text, ':')) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+        s6->sin6_family = AF_INET6;
+        inet_pton(AF_INET6, text, &s6->sin6_addr);
+    } else {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        s4->sin_family = AF_INET;
+        inet_pton(AF_INET, text, &s4->sin_addr);
+    }
+    return ss;
+}
+
+START_TEST(test_trusted_proxy_networks)
+{
+    struct proxy_net *nets;
+    int n;
+    char err[200];
+    ck_assert_int_eq(proxy_nets_parse("127.0.0.1, 10.1.0.0/16,[fd00::]/8", &nets, &n, err, sizeof err), 0);
+    ck_assert_int_eq(n, 3);
+    struct sockaddr_storage a;
+    a = addr("127.0.0.1");
+    ck_assert(proxy_nets_contain(nets, n, (struct sockaddr *)&a));
+    a = addr("127.0.0.2");
+    ck_assert(!proxy_nets_contain(nets, n, (struct sockaddr *)&a));
+    a = addr("10.1.255.3");
+    ck_assert(proxy_nets_contain(nets, n, (struct sockaddr *)&a));
+    a = addr("10.2.0.1");
+    ck_assert(!proxy_nets_contain(nets, n, (struct sockaddr *)&a));
+    a = addr("fd12::1");
+    ck_assert(proxy_nets_contain(nets, n, (struct sockaddr *)&a));
+    a = addr("fe80::1");
+    ck_assert(!proxy_nets_contain(nets, n, (struct sockaddr *)&a));
+    a = addr("::ffff:10.1.2.3"); /* IPv4 through a dual-stack socket */
+    ck_assert(proxy_nets_contain(nets, n, (struct sockaddr *)&a));
+    free(nets);
+    ck_assert_int_eq(proxy_nets_parse("", &nets, &n, err, sizeof err), 0);
+    ck_assert_int_eq(n, 0);
+    a = addr("127.0.0.1");
+    ck_assert(!proxy_nets_contain(nets, n, (struct sockaddr *)&a));
+    ck_assert_int_eq(proxy_nets_parse("localhost", &nets, &n, err, sizeof err), SBX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "localhost"));
+    ck_assert_int_eq(proxy_nets_parse("10.0.0.0/33", &nets, &n, err, sizeof err), SBX_EINVAL);
+    ck_assert_int_eq(proxy_nets_parse("10.0.0.0/", &nets, &n, err, sizeof err), SBX_EINVAL);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("proxy");
+    TCase *tc = tcase_create("head");
+    tcase_add_test(tc, test_head_parses_request_line_and_headers);
+    tcase_add_test(tc, test_head_refuses_malformed_requests);
+    tcase_add_test(tc, test_head_bounds_the_number_of_headers);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("routes");
+    tcase_add_test(tc, test_route_by_path_host_and_redirect);
+    tcase_add_test(tc, test_route_refuses_what_is_not_a_route_address);
+    tcase_add_test(tc, test_trusted_proxy_networks);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,890 @@
+/* The worker's route forwarder: the listener, one thread per routed
+ * connection, the hop into the sandbox's network namespace and the relay
+ * (see forward.h). */
+#include "forward.h"
+#include "errors.h"
+#include "log.h"
+#include "timeutil.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#define FORWARD_COMPONENT        "worker"
+/* "host:port" strings: what the controller accepts as a route_address. */
+#define FORWARD_ADDRESS_MAX      256
+#define FORWARD_LISTEN_BACKLOG   128
+/* After an error line the worker reads (and drops) what the controller
+ * already sent for this long, at most this much, before it closes: closing
+ * with unread bytes resets the connection, and the reset could overtake the
+ * line. */
+#define FORWARD_LINGER_MS        1000
+#define FORWARD_LINGER_BYTES     (64u * 1024u)
+/* accept() out of descriptors or memory: the pause before trying again, and
+ * how often that is logged at most. */
+#define FORWARD_ACCEPT_BACKOFF_MS 100
+#define FORWARD_ACCEPT_LOG_MS     60000
+#define FORWARD_WORKER_ID_MAX    128
+
+struct forward {
+    char advertise[FORWARD_ADDRESS_MAX];   /* configured; "" for the bound address */
+    char listen[FORWARD_ADDRESS_MAX];      /* as configured, for messages */
+    char address[FORWARD_ADDRESS_MAX];     /* forward_address(); set by forward_start */
+    struct sockaddr_storage bind_addr;
+    socklen_t bind_len;
+    int max_connections;
+    char *worker_name;
+    runtime_t *rt;
+    forward_worker_id_fn worker_id;
+    void *worker_id_ud;
+    unsigned char key[GRANT_KEY_BYTES];
+
+    int listen_fd;
+    int stop_pipe[2];        /* stop writes a byte to [1]; [0] is never drained, so it
+                              * stays readable in every thread's poll */
+    pthread_t listener;
+    bool listener_started;
+    bool started;
+    bool stopped;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cond;     /* active went down */
+    int active;              /* connection threads running */
+};
+
+/* One routed connection, owned by its thread. */
+typedef struct forward_conn {
+    forward_t *f;
+    int client;              /* non-blocking */
+    int upstream;            /* non-blocking; -1 until connected */
+    char peer[INET6_ADDRSTRLEN + 8];
+    char sandbox_id[SBX_ID_MAX];   /* "" until the grant is read */
+    int port;
+    char *up;                /* client -> sandbox, FORWARD_BUFFER_BYTES */
+    size_t up_len;           /* bytes in up before the relay: what followed the preamble */
+    char *down;              /* sandbox -> client */
+    size_t down_len;         /* bytes in down before the relay: the 200 line */
+} forward_conn_t;
+
+/* ---- pure parts -------------------------------------------------------- */
+
+void forward_line_init(forward_line_t *l)
+{
+    l->len = 0;
+    l->buf[0] = '\0';
+}
+
+int forward_line_push(forward_line_t *l, const char *data, size_t n, size_t *ret_used)
+{
+    for (size_t i = 0; i < n; i++) {
+        char ch = data[i];
+        if (ch == '\n') {
+            if (l->len == 0 || l->buf[l->len - 1] != '\r')
+                return SBX_EINVAL;
+            l->buf[--l->len] = '\0';
+            *ret_used = i + 1;
+            return 1;
+        }
+        if (ch == '\0')
+            return SBX_EINVAL;
+        /* Room for the LF that would end it: FORWARD_PREAMBLE_MAX in all. */
+        if (l->len >= FORWARD_PREAMBLE_MAX - 1)
+            return SBX_ETOOBIG;
+        l->buf[l->len++] = ch;
+    }
+    *ret_used = n;
+    return 0;
+}
+
+int forward_preamble_parse(const char *line, char ret_grant[GRANT_MAX])
+{
+    static const char prefix[] = FORWARD_PROTOCOL " ";
+    if (!line || strncmp(line, prefix, sizeof prefix - 1) != 0)
+        return SBX_EINVAL;
+    const char *g = line + sizeof prefix - 1;
+    size_t n = strlen(g);
+    if (n == 0 || n >= GRANT_MAX)
+        return SBX_EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        char ch = g[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+              ch == '_' || ch == '-'))
+            return SBX_EINVAL;
+    }
+    memcpy(ret_grant, g, n + 1);
+    return 0;
+}
+
+size_t forward_reply_format(char *buf, size_t buflen, int status, const char *code, const char *message)
+{
+    if (buflen < 3)
+        return 0;
+    int w = snprintf(buf, buflen, "%s %d %s", FORWARD_PROTOCOL, status, code ? code : "error");
+    size_t len = w < 0 ? 0 : (size_t)w;
+    if (len > buflen - 3)
+        len = buflen - 3;                /* room for CRLF and NUL */
+    if (message && *message && len + 1 < buflen - 3) {
+        size_t room = buflen - 3 - len - 1, m = strlen(message);
+        if (m > room) {
+            m = room;
+            while (m > 0 && ((unsigned char)message[m] & 0xC0) == 0x80)
+                m--;                     /* not inside a UTF-8 sequence */
+        }
+        buf[len++] = ' ';
+        for (size_t i = 0; i < m; i++) {
+            unsigned char ch = (unsigned char)message[i];
+            buf[len++] = ch < 0x20 || ch == 0x7f ? ' ' : (char)ch;
+        }
+    }
+    buf[len++] = '\r';
+    buf[len++] = '\n';
+    buf[len] = '\0';
+    return len;
+}
+
+/* ---- addresses --------------------------------------------------------- */
+
+/* Splits "host:port" or "[v6]:port" into host (brackets removed) and port. */
+static int forward_split(const char *hostport, char *host, size_t hostlen, long *ret_port)
+{
+    const char *colon = hostport ? strrchr(hostport, ':') : NULL;
+    if (!colon || colon[1] == '\0')
+        return SBX_EINVAL;
+    char *end = NULL;
+    errno = 0;
+    long port = strtol(colon + 1, &end, 10);
+    if (errno || *end || port < 0 || port > 65535 || colon[1] < '0' || colon[1] > '9')
+        return SBX_EINVAL;
+    const char *h = hostport;
+    size_t hl = (size_t)(colon - hostport);
+    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
+        h++;
+        hl -= 2;
+    } else if (memchr(h, ':', hl)) {
+        return SBX_EINVAL;               /* a v6 address needs its brackets */
+    }
+    if (hl >= hostlen)
+        return SBX_EINVAL;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *ret_port = port;
+    return 0;
+}
+
+/* What the controller accepts as a route_address (controller/store.c). */
+static bool forward_advertise_ok(const char *a)
+{
+    char host[FORWARD_ADDRESS_MAX];
+    long port = 0;
+    if (strlen(a) > 255 || forward_split(a, host, sizeof host, &port) < 0 || port < 1 || !host[0])
+        return false;
+    for (const char *p = a; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr(".-:[]", *p)))
+            return false;
+    return true;
+}
+
+static bool forward_addr_is_wildcard(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return ((const struct sockaddr_in *)sa)->sin_addr.s_addr == htonl(INADDR_ANY);
+    if (sa->sa_family == AF_INET6)
+        return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+    return false;
+}
+
+/* "a.b.c.d:port" or "[v6]:port" of sa into out. */
+static void forward_addr_format(const struct sockaddr *sa, char *out, size_t outlen)
+{
+    char ip[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
+        port = ntohs(in->sin_port);
+        snprintf(out, outlen, "%s:%d", ip, port);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
+        port = ntohs(in6->sin6_port);
+        snprintf(out, outlen, "[%s]:%d", ip, port);
+    } else {
+        snprintf(out, outlen, "?");
+    }
+}
+
+/* ---- waiting ----------------------------------------------------------- */
+
+static bool forward_stopping(const forward_t *f)
+{
+    struct pollfd p = { .fd = f->stop_pipe[0], .events = POLLIN };
+    return poll(&p, 1, 0) > 0;
+}
+
+/* Waits up to timeout_ms for events on fd. Returns its revents (> 0), 0 on
+ * timeout, -1 when the forwarder stops first. */
+static int forward_wait(const forward_t *f, int fd, short events, int64_t timeout_ms)
+{
+    int64_t deadline = time_mono_ms() + timeout_ms;
+    for (;;) {
+        struct pollfd p[2] = { { .fd = fd, .events = events }, { .fd = f->stop_pipe[0], .events = POLLIN } };
+        int64_t left = deadline - time_mono_ms();
+        if (left < 0)
+            left = 0;
+        int n = poll(p, 2, (int)left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 || p[1].revents)
+            return -1;
+        if (n == 0)
+            return 0;
+        return p[0].revents;
+    }
+}
+
+/* ---- refusing ---------------------------------------------------------- */
+
+/* Reads and drops what the peer sends for a short while after our last
+ * line, so the close does not reset the connection under that line. */
+static void forward_linger(const forward_t *f, int fd)
+{
+    char sink[4096];
+    size_t dropped = 0;
+    int64_t deadline = time_mono_ms() + FORWARD_LINGER_MS;
+    shutdown(fd, SHUT_WR);
+    while (dropped < FORWARD_LINGER_BYTES) {
+        int64_t left = deadline - time_mono_ms();
+        if (left <= 0 || forward_wait(f, fd, POLLIN, left) <= 0)
+            break;
+        ssize_t n = recv(fd, sink, sizeof sink, 0);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            continue;
+        if (n <= 0)
+            break;
+        dropped += (size_t)n;
+    }
+}
+
+/* Sends the error line (the socket is fresh, so it fits in the send
+ * buffer; a peer that is gone just does not get it). */
+static void forward_send_line(int fd, int status, const char *code, const char *message)
+{
+    char line[FORWARD_PREAMBLE_MAX];
+    size_t n = forward_reply_format(line, sizeof line, status, code, message);
+    ssize_t w = send(fd, line, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w;
+}
+
+/* Answers the connection with an error line and logs why (warn; debug when
+ * the worker is stopping). The connection is closed by the caller. */
+static void forward_refuse(forward_conn_t *c, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void forward_refuse(forward_conn_t *c, int status, const char *code, const char *fmt, ...)
+{
+    char msg[512], what[SBX_ID_MAX + 48] = "";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (c->sandbox_id[0])
+        snprintf(what, sizeof what, " for sandbox %s port %d", c->sandbox_id, c->port);
+    if (status == 503 && forward_stopping(c->f))
+        log_debug(FORWARD_COMPONENT, "route connection from %s%s closed: %s", c->peer, what, msg);
+    else
+        log_warn(FORWARD_COMPONENT, "refused a route connection from %s%s: %d %s: %s", c->peer, what, status, code,
+                 msg);
+    forward_send_line(c->client, status, code, msg);
+    forward_linger(c->f, c->client);
+}
+
+/* ---- the steps of a connection ----------------------------------------- */
+
+/* Reads the preamble line into grant (refusing the connection when it does
+ * not come or is not one); what followed it stays in c->up. */
+static int forward_read_preamble(forward_conn_t *c, char grant[GRANT_MAX])
+{
+    forward_t *f = c->f;
+    forward_line_t line;
+    int64_t deadline = time_mono_ms() + FORWARD_PREAMBLE_TIMEOUT_MS;
+    forward_line_init(&line);
+    for (;;) {
+        int64_t left = deadline - time_mono_ms();
+        int w = left > 0 ? forward_wait(f, c->client, POLLIN, left) : 0;
+        if (w < 0) {
+            forward_refuse(c, 503, "busy", "the worker is shutting down");
+            return SBX_EUNAVAIL;
+        }
+        if (w == 0) {
+            forward_refuse(c, 400, "bad_request", "no preamble line within %d s", FORWARD_PREAMBLE_TIMEOUT_MS / 1000);
+            return SBX_ETIMEOUT;
+        }
+        ssize_t n = recv(c->client, c->up, FORWARD_BUFFER_BYTES, 0);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            continue;
+        if (n < 0) {
+            log_debug(FORWARD_COMPONENT, "route connection from %s failed before its preamble: %s", c->peer,
+                      strerror(errno));
+            return SBX_EIO;
+        }
+        if (n == 0) {
+            log_debug(FORWARD_COMPONENT, "route connection from %s ended before its preamble", c->peer);
+            return SBX_EIO;
+        }
+        size_t used = 0;
+        int r = forward_line_push(&line, c->up, (size_t)n, &used);
+        if (r == 0)
+            continue;
+        if (r == SBX_ETOOBIG) {
+            forward_refuse(c, 400, "bad_request", "the preamble line is longer than %d bytes", FORWARD_PREAMBLE_MAX);
+            return r;
+        }
+        if (r < 0 || forward_preamble_parse(line.buf, grant) < 0) {
+            forward_refuse(c, 400, "bad_request", "the preamble must be \"%s <grant>\" and end in CRLF",
+                           FORWARD_PROTOCOL);
+            return SBX_EINVAL;
+        }
+        /* The request's first bytes may have come with the line. */
+        c->up_len = (size_t)n - used;
+        memmove(c->up, c->up + used, c->up_len);
+        return 0;
+    }
+}
+
+/* Checks the grant: signed for this worker's token, not expired, naming
+ * this worker. Fills c->sandbox_id and c->port. */
+static int forward_check_grant(forward_conn_t *c, const char *text)
+{
+    forward_t *f = c->f;
+    grant_t g;
+    int r = grant_verify(f->key, text, (int64_t)time(NULL), &g);
+    if (r == SBX_EINVAL) {
+        forward_refuse(c, 403, "forbidden", "malformed grant");
+        return r;
+    }
+    if (r == SBX_EAUTH) {
+        forward_refuse(c, 403, "forbidden", "the grant is not signed for this worker");
+        return r;
+    }
+    if (r == SBX_ETIMEOUT) {
+        forward_refuse(c, 403, "forbidden", "the grant has expired");
+        return r;
+    }
+    if (r < 0) {
+        forward_refuse(c, 403, "forbidden", "the grant cannot be checked");
+        return r;
+    }
+    snprintf(c->sandbox_id, sizeof c->sandbox_id, "%s", g.sandbox_id);
+    c->port = g.port;
+    char wid[FORWARD_WORKER_ID_MAX] = "";
+    f->worker_id(f->worker_id_ud, wid, sizeof wid);
+    if (!wid[0]) {
+        forward_refuse(c, 403, "forbidden", "this worker is not registered yet");
+        return SBX_EPERM;
+    }
+    if (strcmp(wid, g.worker_id) != 0) {
+        forward_refuse(c, 403, "forbidden", "the grant is for worker %s, this is worker %s", g.worker_id, wid);
+        return SBX_EPERM;
+    }
+    return 0;
+}
+
+/* A TCP socket made inside the network namespace netns_fd: the thread
+ * enters the namespace for the socket() call only (a socket stays in the
+ * namespace it was made in, whatever thread uses it later). SBX_EIO with
+ * errno set when it cannot. */
+static int forward_socket_in(int netns_fd, int *ret_fd)
+{
+    int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (self < 0)
+        return SBX_EIO;
+    if (setns(netns_fd, CLONE_NEWNET) < 0) {
+        int e = errno;
+        close(self);
+        errno = e;
+        return SBX_EIO;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int e = errno;
+    if (setns(self, CLONE_NEWNET) < 0) {
+        /* Going on would run this thread, and whatever it does next, in
+         * the sandbox's network namespace. */
+        log_error(FORWARD_COMPONENT, "cannot return to the worker's network namespace: %s", strerror(errno));
+        abort();
+    }
+    close(self);
+    if (fd < 0) {
+        errno = e;
+        return SBX_EIO;
+    }
+    *ret_fd = fd;
+    return 0;
+}
+
+/* Connects c->upstream to 127.0.0.1:c->port in the namespace netns_fd,
+ * refusing the connection when it cannot. */
+static int forward_connect(forward_conn_t *c, int netns_fd)
+{
+    int fd = -1, e = 0;
+    if (forward_socket_in(netns_fd, &fd) < 0) {
+        forward_refuse(c, 502, "upstream_unavailable", "cannot enter the sandbox's network namespace: %s",
+                       strerror(errno));
+        return SBX_EUNAVAIL;
+    }
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)c->port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        e = errno;
+        if (e == EINPROGRESS) {
+            int w = forward_wait(c->f, fd, POLLOUT, FORWARD_CONNECT_TIMEOUT_MS);
+            socklen_t el = sizeof e;
+            if (w < 0) {
+                close(fd);
+                forward_refuse(c, 503, "busy", "the worker is shutting down");
+                return SBX_EUNAVAIL;
+            }
+            if (w == 0)
+                e = ETIMEDOUT;
+            else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0)
+                e = errno;
+        }
+    }
+    if (e) {
+        close(fd);
+        if (e == ECONNREFUSED || e == ETIMEDOUT)
+            forward_refuse(c, 502, "upstream_unavailable", "nothing accepts connections on port %d in the sandbox",
+                           c->port);
+        else
+            forward_refuse(c, 502, "upstream_unavailable", "cannot connect to port %d in the sandbox: %s", c->port,
+                           strerror(e));
+        return SBX_EUNAVAIL;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    c->upstream = fd;
+    return 0;
+}
+
+/* One direction of the relay: bytes read from `from` wait in buf until
+ * `to` takes them. */
+typedef struct forward_pipe {
+    int from, to;            /* indexes into the poll set */
+    char *buf;
+    size_t off, len;         /* pending: buf[off, off + len) */
+    bool eof;                /* `from` ended */
+    bool closed;             /* and `to` was told (shutdown SHUT_WR) */
+    uint64_t bytes;          /* relayed */
+} forward_pipe_t;
+
+/* Relays until both directions ended, an error, the idle timeout or the
+ * forwarder stopping; writes how it ended into why, for the log. */
+static void forward_relay(forward_conn_t *c, char *why, size_t whylen, uint64_t *ret_up, uint64_t *ret_down)
+{
+    forward_t *f = c->f;
+    int fds[2] = { c->client, c->upstream };
+    forward_pipe_t p[2] = {
+        { .from = 0, .to = 1, .buf = c->up, .len = c->up_len },
+        { .from = 1, .to = 0, .buf = c->down, .len = c->down_len },
+    };
+    int64_t last = time_mono_ms();
+    while (!(p[0].closed && p[1].closed)) {
+        struct pollfd pf[3] = { { .fd = fds[0] }, { .fd = fds[1] }, { .fd = f->stop_pipe[0], .events = POLLIN } };
+        bool want_read[2], want_write[2];
+        for (int i = 0; i < 2; i++) {
+            want_read[i] = !p[i].eof && p[i].off + p[i].len < FORWARD_BUFFER_BYTES;
+            want_write[i] = p[i].len > 0;
+            if (want_read[i])
+                pf[p[i].from].events |= POLLIN;
+            if (want_write[i])
+                pf[p[i].to].events |= POLLOUT;
+        }
+        /* A socket nobody waits on is left out: its hang-up would wake
+         * every poll while the other side drains. */
+        for (int k = 0; k < 2; k++)
+            if (!pf[k].events)
+                pf[k].fd = -1;
+        int64_t left = last + FORWARD_IDLE_TIMEOUT_MS - time_mono_ms();
+        if (left <= 0) {
+            snprintf(why, whylen, "closed after %d s without traffic", FORWARD_IDLE_TIMEOUT_MS / 1000);
+            break;
+        }
+        int n = poll(pf, 3, (int)left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            snprintf(why, whylen, "poll: %s", strerror(errno));
+            break;
+        }
+        if (pf[2].revents) {
+            snprintf(why, whylen, "closed: the worker is stopping");
+            break;
+        }
+        bool progress = false, failed = false;
+        for (int i = 0; i < 2 && !failed; i++) {
+            forward_pipe_t *q = &p[i];
+            if (want_read[i] && (pf[q->from].revents & (POLLIN | POLLHUP | POLLERR))) {
+                size_t room = FORWARD_BUFFER_BYTES - q->off - q->len;
+                ssize_t r = recv(fds[q->from], q->buf + q->off + q->len, room, 0);
+                if (r > 0) {
+                    q->len += (size_t)r;
+                    progress = true;
+                } else if (r == 0) {
+                    q->eof = true;
+                    progress = true;
+                } else if (errno != EAGAIN && errno != EINTR) {
+                    snprintf(why, whylen, "reading from the %s: %s", q->from == 0 ? "controller" : "sandbox",
+                             strerror(errno));
+                    failed = true;
+                    break;
+                }
+            }
+            if (q->len > 0 && (pf[q->to].revents & (POLLOUT | POLLHUP | POLLERR))) {
+                ssize_t w = send(fds[q->to], q->buf + q->off, q->len, MSG_NOSIGNAL);
+                if (w > 0) {
+                    q->off += (size_t)w;
+                    q->len -= (size_t)w;
+                    q->bytes += (uint64_t)w;
+                    if (q->len == 0)
+                        q->off = 0;
+                    progress = true;
+                } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+                    snprintf(why, whylen, "writing to the %s: %s", q->to == 0 ? "controller" : "sandbox",
+                             strerror(errno));
+                    failed = true;
+                    break;
+                }
+            }
+            if (q->eof && q->len == 0 && !q->closed) {
+                shutdown(fds[q->to], SHUT_WR);
+                q->closed = true;
+            }
+        }
+        if (failed)
+            break;
+        if (progress)
+            last = time_mono_ms();
+    }
+    *ret_up = p[0].bytes;
+    *ret_down = p[1].bytes;
+}
+
+static void forward_conn_done(forward_t *f)
+{
+    pthread_mutex_lock(&f->mu);
+    f->active--;
+    pthread_cond_broadcast(&f->cond);
+    pthread_mutex_unlock(&f->mu);
+}
+
+static void *forward_conn_main(void *arg)
+{
+    forward_conn_t *c = arg;
+    forward_t *f = c->f;
+    int netns = -1;
+    char grant[GRANT_MAX];
+    api_error_t err;
+    int64_t t0 = time_mono_ms();
+    c->up = malloc(FORWARD_BUFFER_BYTES);
+    c->down = malloc(FORWARD_BUFFER_BYTES);
+    if (!c->up || !c->down) {
+        forward_refuse(c, 503, "busy", "out of memory");
+        goto cleanup;
+    }
+    if (forward_read_preamble(c, grant) < 0 || forward_check_grant(c, grant) < 0)
+        goto cleanup;
+    if (runtime_route_target(f->rt, c->sandbox_id, f->worker_name, &netns, &err) < 0) {
+        switch (err.code) {
+        case API_NOT_FOUND:
+            forward_refuse(c, 404, "not_found", "%s", err.message);
+            break;
+        case API_ISOLATION_UNAVAILABLE:
+            forward_refuse(c, 409, "route_unsupported", "%s", err.message);
+            break;
+        case API_CANCELLED:
+            forward_refuse(c, 503, "busy", "the worker is shutting down");
+            break;
+        case API_UNAVAILABLE:
+            forward_refuse(c, 502, "upstream_unavailable", "%s", err.message);
+            break;
+        default:
+            forward_refuse(c, 502, "upstream_unavailable", "the worker cannot find the sandbox: %s", err.message);
+            break;
+        }
+        goto cleanup;
+    }
+    if (forward_connect(c, netns) < 0)
+        goto cleanup;
+    close(netns);
+    netns = -1;
+    c->down_len = forward_reply_format(c->down, FORWARD_BUFFER_BYTES, 200, "ok", NULL);
+    size_t head = c->down_len;
+    uint64_t up = 0, down = 0;
+    char ended[160] = "both directions ended";
+    forward_relay(c, ended, sizeof ended, &up, &down);
+    log_debug(FORWARD_COMPONENT, "forwarded a route connection from %s to sandbox %s port %d: %llu bytes in, "
+              "%llu bytes out, %lld ms, %s", c->peer, c->sandbox_id, c->port, (unsigned long long)up,
+              (unsigned long long)(down > head ? down - head : 0), (long long)(time_mono_ms() - t0), ended);
+cleanup:
+    sodium_memzero(grant, sizeof grant);
+    if (netns >= 0)
+        close(netns);
+    if (c->upstream >= 0)
+        close(c->upstream);
+    close(c->client);
+    free(c->up);
+    free(c->down);
+    free(c);
+    forward_conn_done(f); /* last: f may be freed once active is 0 */
+    return NULL;
+}
+
+/* ---- the listener ------------------------------------------------------ */
+
+/* Refuses from the listener thread, which must not wait on anyone. */
+static void forward_refuse_now(int fd, const char *peer, int status, const char *code, const char *message)
+{
+    log_warn(FORWARD_COMPONENT, "refused a route connection from %s: %d %s: %s", peer, status, code, message);
+    forward_send_line(fd, status, code, message);
+    shutdown(fd, SHUT_WR);
+    close(fd);
+}
+
+static void forward_accept(forward_t *f, int fd, const struct sockaddr *sa)
+{
+    char peer[INET6_ADDRSTRLEN + 8];
+    forward_addr_format(sa, peer, sizeof peer);
+    pthread_mutex_lock(&f->mu);
+    bool room = f->active < f->max_connections;
+    if (room)
+        f->active++;
+    pthread_mutex_unlock(&f->mu);
+    if (!room) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "the worker forwards %d connections already", f->max_connections);
+        forward_refuse_now(fd, peer, 503, "busy", msg);
+        return;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    forward_conn_t *c = calloc(1, sizeof *c);
+    pthread_attr_t attr;
+    bool attr_ok = pthread_attr_init(&attr) == 0;
+    pthread_t t;
+    if (c && attr_ok) {
+        c->f = f;
+        c->client = fd;
+        c->upstream = -1;
+        snprintf(c->peer, sizeof c->peer, "%s", peer);
+        pthread_attr_setstacksize(&attr, FORWARD_THREAD_STACK_BYTES);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &attr, forward_conn_main, c) == 0) {
+            pthread_attr_destroy(&attr);
+            return;
+        }
+    }
+    if (attr_ok)
+        pthread_attr_destroy(&attr);
+    free(c);
+    forward_conn_done(f);
+    forward_refuse_now(fd, peer, 503, "busy", "the worker cannot start a thread for the connection");
+}
+
+static void *forward_listener_main(void *arg)
+{
+    forward_t *f = arg;
+    int64_t last_log = 0;
+    for (;;) {
+        struct pollfd p[2] = { { .fd = f->listen_fd, .events = POLLIN }, { .fd = f->stop_pipe[0], .events = POLLIN } };
+        int n = poll(p, 2, -1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 || p[1].revents)
+            break;
+        if (p[0].revents & (POLLERR | POLLNVAL)) {
+            log_error(FORWARD_COMPONENT, "the route listener failed; no more route connections are accepted");
+            break;
+        }
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int fd = accept4(f->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            int e = errno;
+            if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+                if (time_mono_ms() - last_log >= FORWARD_ACCEPT_LOG_MS) {
+                    log_warn(FORWARD_COMPONENT, "failed to accept a route connection: %s (retrying)", strerror(e));
+                    last_log = time_mono_ms();
+                }
+                struct pollfd s = { .fd = f->stop_pipe[0], .events = POLLIN };
+                poll(&s, 1, FORWARD_ACCEPT_BACKOFF_MS);
+            }
+            continue;
+        }
+        forward_accept(f, fd, (struct sockaddr *)&ss);
+    }
+    return NULL;
+}
+
+/* ---- lifecycle --------------------------------------------------------- */
+
+int forward_new(const forward_options_t *opt, forward_t **ret, char *err, size_t errlen)
+{
+    char host[FORWARD_ADDRESS_MAX];
+    long port = 0;
+    const char *listen = opt->listen ? opt->listen : "";
+    const char *adv = opt->advertise ? opt->advertise : "";
+    if (strlen(listen) >= FORWARD_ADDRESS_MAX || forward_split(listen, host, sizeof host, &port) < 0) {
+        snprintf(err, errlen, "worker_route_listen must be HOST:PORT or [V6]:PORT (got \"%.100s\")", listen);
+        return SBX_EINVAL;
+    }
+    if (*adv && !forward_advertise_ok(adv)) {
+        snprintf(err, errlen, "worker_route_advertise must be HOST:PORT with a port from 1 to 65535 (got \"%.100s\")",
+                 adv);
+        return SBX_EINVAL;
+    }
+    if (opt->max_connections < 1 || !opt->token || !*opt->token || !opt->worker_name || !opt->rt ||
+        !opt->worker_id) {
+        snprintf(err, errlen, "invalid route forwarder options");
+        return SBX_EINVAL;
+    }
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+    struct addrinfo *ai = NULL;
+    char portstr[8];
+    snprintf(portstr, sizeof portstr, "%ld", port);
+    int gr = getaddrinfo(*host ? host : NULL, portstr, &hints, &ai);
+    if (gr != 0 || !ai) {
+        snprintf(err, errlen, "worker_route_listen: cannot resolve %.100s: %s", listen, gai_strerror(gr));
+        return SBX_EINVAL;
+    }
+    bool wildcard = forward_addr_is_wildcard(ai->ai_addr);
+    if (wildcard && !*adv) {
+        freeaddrinfo(ai);
+        snprintf(err, errlen, "worker_route_listen %.100s listens on all addresses: set worker_route_advertise to "
+                 "the HOST:PORT the controller reaches this worker's route listener at", listen);
+        return SBX_EINVAL;
+    }
+    forward_t *f = calloc(1, sizeof *f);
+    if (!f || !(f->worker_name = strdup(opt->worker_name))) {
+        freeaddrinfo(ai);
+        free(f);
+        snprintf(err, errlen, "out of memory");
+        return SBX_ENOMEM;
+    }
+    memcpy(&f->bind_addr, ai->ai_addr, ai->ai_addrlen);
+    f->bind_len = ai->ai_addrlen;
+    freeaddrinfo(ai);
+    snprintf(f->listen, sizeof f->listen, "%s", listen);
+    snprintf(f->advertise, sizeof f->advertise, "%s", adv);
+    f->max_connections = opt->max_connections;
+    f->rt = opt->rt;
+    f->worker_id = opt->worker_id;
+    f->worker_id_ud = opt->worker_id_ud;
+    grant_key_from_token(opt->token, f->key);
+    f->listen_fd = -1;
+    f->stop_pipe[0] = f->stop_pipe[1] = -1;
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cond, NULL);
+    *ret = f;
+    return 0;
+}
+
+int forward_start(forward_t *f, char *err, size_t errlen)
+{
+    int one = 1;
+    if (f->started) {
+        snprintf(err, errlen, "the route forwarder is already started");
+        return SBX_EINVAL;
+    }
+    if (pipe2(f->stop_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+        snprintf(err, errlen, "cannot make a pipe: %s", strerror(errno));
+        f->stop_pipe[0] = f->stop_pipe[1] = -1;
+        return SBX_EIO;
+    }
+    int fd = socket(f->bind_addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd >= 0)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&f->bind_addr, f->bind_len) < 0 ||
+        listen(fd, FORWARD_LISTEN_BACKLOG) < 0) {
+        snprintf(err, errlen, "cannot listen for route connections on %s: %s", f->listen, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return SBX_EIO;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+        snprintf(err, errlen, "cannot read the route listener's address: %s", strerror(errno));
+        close(fd);
+        return SBX_EIO;
+    }
+    char bound[FORWARD_ADDRESS_MAX];
+    forward_addr_format((struct sockaddr *)&ss, bound, sizeof bound);
+    snprintf(f->address, sizeof f->address, "%s", f->advertise[0] ? f->advertise : bound);
+    f->listen_fd = fd;
+    f->started = true;
+    if (pthread_create(&f->listener, NULL, forward_listener_main, f) != 0) {
+        snprintf(err, errlen, "cannot start the route listener's thread");
+        forward_stop(f);
+        f->address[0] = '\0';
+        return SBX_ENOMEM;
+    }
+    f->listener_started = true;
+    log_info(FORWARD_COMPONENT, "route listener on %s (advertised as %s), at most %d connections", bound,
+             f->address, f->max_connections);
+    return 0;
+}
+
+const char *forward_address(const forward_t *f) { return f ? f->address : ""; }
+
+void forward_stop(forward_t *f)
+{
+    if (!f || !f->started || f->stopped)
+        return;
+    f->stopped = true;
+    char b = 1;
+    ssize_t w = write(f->stop_pipe[1], &b, 1);
+    (void)w;
+    if (f->listener_started)
+        pthread_join(f->listener, NULL);
+    f->listener_started = false;
+    if (f->listen_fd >= 0)
+        close(f->listen_fd);
+    f->listen_fd = -1;
+    pthread_mutex_lock(&f->mu);
+    if (f->active > 0)
+        log_info(FORWARD_COMPONENT, "stopping: closing %d route connections", f->active);
+    while (f->active > 0)
+        pthread_cond_wait(&f->cond, &f->mu);
+    pthread_mutex_unlock(&f->mu);
+}
+
+void forward_free(forward_t *f)
+{
+    if (!f)
+        return;
+    forward_stop(f);
+    for (int i = 0; i < 2; i++)
+        if (f->stop_pipe[i] >= 0)
+            close(f->stop_pipe[i]);
+    pthread_cond_destroy(&f->cond);
+    pthread_mutex_destroy(&f->mu);
+    sodium_memzero(f->key, sizeof f->key);
+    free(f->worker_name);
+    free(f);
+}

@@ -1,0 +1,103 @@
+/* The worker's route forwarder: accepts the controller's routed connections
+ * (worker_route_listen), checks each one's signed grant (common/grant.h)
+ * and relays its bytes to a TCP port inside the sandbox's network
+ * namespace. The wire protocol: the controller sends one line
+ * "SANDBOX-FORWARD/1 <grant>\r\n" and then raw bytes (not parsed here);
+ * the worker answers "SANDBOX-FORWARD/1 200 ok\r\n" and relays both ways
+ * until both have ended, or answers
+ * "SANDBOX-FORWARD/1 <status> <code> <message>\r\n" and closes. Codes:
+ * 400 bad_request, 403 forbidden, 404 not_found, 409 route_unsupported,
+ * 502 upstream_unavailable, 503 busy. */
+#ifndef SBX_FORWARD_H
+#define SBX_FORWARD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "grant.h"
+#include "runtime.h"
+
+#define FORWARD_PROTOCOL            "SANDBOX-FORWARD/1"
+/* The preamble line, CRLF included: a grant is at most GRANT_MAX bytes, so
+ * a longer line is not one of ours. */
+#define FORWARD_PREAMBLE_MAX        1024
+/* A connection that has not sent its preamble by then is closed. */
+#define FORWARD_PREAMBLE_TIMEOUT_MS 10000
+/* Connecting to the sandbox's port. */
+#define FORWARD_CONNECT_TIMEOUT_MS  5000
+/* A relay with no traffic either way for this long is closed. */
+#define FORWARD_IDLE_TIMEOUT_MS     (300 * 1000)
+/* Bytes buffered per direction of a relay: what bounds a forward's memory
+ * (a side is read only while the other side's buffer has room). */
+#define FORWARD_BUFFER_BYTES        (64u * 1024u)
+/* Stack of a forwarding thread: buffers are on the heap, and a Docker
+ * inspect through libcurl fits well within it. */
+#define FORWARD_THREAD_STACK_BYTES  (256u * 1024u)
+
+typedef struct forward forward_t;
+
+/* Writes the agent's current worker id ("" before registration) into ret.
+ * Called from the forwarding threads: must be thread-safe. */
+typedef void (*forward_worker_id_fn)(void *ud, char *ret, size_t retlen);
+
+typedef struct forward_options {
+    const char *listen;          /* "host:port" or "[v6]:port"; port 0: any free port */
+    const char *advertise;       /* "host:port" the controller connects to; NULL or "": the bound address */
+    int max_connections;         /* forwards at once; more are answered 503 busy */
+    const char *token;           /* the worker's API token: the grant key comes from it */
+    const char *worker_name;     /* RUNTIME_LABEL_WORKER a target container must carry */
+    runtime_t *rt;               /* shared with the agent; must outlive the forwarder */
+    forward_worker_id_fn worker_id;
+    void *worker_id_ud;
+} forward_options_t;
+
+/* Checks and copies the options (nothing is bound yet). A wildcard listen
+ * address (0.0.0.0, ::) without advertise, a malformed address or a bad
+ * maximum is SBX_EINVAL with a one-line reason in err. */
+int forward_new(const forward_options_t *opt, forward_t **ret, char *err, size_t errlen);
+
+/* Binds and listens, and starts the listener thread. Returns 0, or
+ * SBX_EIO (cannot bind or listen) / SBX_ENOMEM with a reason in err. */
+int forward_start(forward_t *f, char *err, size_t errlen);
+
+/* The "host:port" to advertise (the advertise option, or the bound address
+ * with the real port); "" before forward_start succeeded. */
+const char *forward_address(const forward_t *f);
+
+/* Closes the listener, ends every open forward (each thread notices within
+ * a poll; one waiting on Docker within the inspect's own timeout) and waits
+ * for them. Idempotent; safe before forward_start. */
+void forward_stop(forward_t *f);
+
+/* Stops and frees; NULL is fine. */
+void forward_free(forward_t *f);
+
+/* ---- pure parts, exposed for the unit tests ---- */
+
+/* Collects the preamble line from the bytes as they arrive. */
+typedef struct forward_line {
+    char buf[FORWARD_PREAMBLE_MAX];   /* the line so far; on completion NUL-terminated without its CRLF */
+    size_t len;
+} forward_line_t;
+
+void forward_line_init(forward_line_t *l);
+
+/* Takes n bytes of data. Returns 1 when the line is complete: *ret_used is
+ * how many of these bytes belong to it (the rest follow the line and must
+ * be relayed); 0 when all n were taken and the line goes on; SBX_ETOOBIG
+ * when the line would pass FORWARD_PREAMBLE_MAX bytes with its CRLF;
+ * SBX_EINVAL for a line feed without a carriage return before it. */
+int forward_line_push(forward_line_t *l, const char *data, size_t n, size_t *ret_used);
+
+/* Parses a complete line (without CRLF): "SANDBOX-FORWARD/1 <grant>" with
+ * one space and a grant of [A-Za-z0-9._-] shorter than GRANT_MAX. Copies
+ * the grant text into ret_grant; SBX_EINVAL otherwise (the grant's own
+ * fields are checked by grant_verify). */
+int forward_preamble_parse(const char *line, char ret_grant[GRANT_MAX]);
+
+/* Formats "SANDBOX-FORWARD/1 <status> <code> <message>\r\n" (no message
+ * part when message is NULL or "") into buf, the message on one line
+ * (control characters become spaces) and cut to fit. Returns the length. */
+size_t forward_reply_format(char *buf, size_t buflen, int status, const char *code, const char *message);
+
+#endif
