@@ -2017,6 +2017,21 @@ int store_route_share(PGconn *c, const store_limits_t *lim, const share_req_t *r
         return api_error_set(err, API_CONFLICT, "sandbox %s is %s%s; only a running sandbox can be shared",
                              req->sandbox_id, phase, strcmp(desired, "deleted") == 0 ? " and being deleted" : "");
     }
+    /* A worker reaches a sandbox's port from the sandbox's network
+     * namespace; under gVisor the network stack is inside the sandbox. */
+    const char *ip[] = { req->sandbox_id };
+    PGresult *ir = db_exec(c, "SELECT isolation FROM sandboxes WHERE id = $1", 1, ip);
+    if (!ir) {
+        db_rollback(c);
+        return store_db_error(err);
+    }
+    bool gvisor = PQntuples(ir) == 1 && strcmp(db_get(ir, 0, 0), "gvisor") == 0;
+    PQclear(ir);
+    if (gvisor) {
+        db_rollback(c);
+        return api_error_set(err, API_CONFLICT, "sandbox %s runs under gVisor, whose network stack is inside the "
+                             "sandbox: its ports cannot be shared", req->sandbox_id);
+    }
     policy_t pol;
     if (store_tenant_policy(c, tenant_id, &pol) < 0) {
         db_rollback(c);

@@ -57,6 +57,12 @@ assert_eq "runsc" "$(docker inspect -f '{{.HostConfig.Runtime}}' "$cid")" "HostC
 assert_eq "none true" "$(docker inspect -f '{{.HostConfig.NetworkMode}} {{.HostConfig.ReadonlyRootfs}}' "$cid")" \
   "NetworkMode and ReadonlyRootfs"
 
+# its ports cannot be shared (the network stack is inside gVisor): refused
+# at share time, not a route that never answers
+itest_http POST "/v1/sandboxes/$sbx/routes" "$ITEST_ADMIN_TOKEN" '{"port":8080,"auth":"public"}'
+assert_http 409 conflict "share a port of a gVisor sandbox"
+assert_contains "$HTTP_BODY" "gVisor" "the refusal says why"
+
 assert_exit 0 sandbox exec "$sbx" -- uname -r
 inside=$ITEST_OUT
 [ "$inside" != "$(uname -r)" ] || fail "uname -r inside ($inside) is the host's: not gVisor"
