@@ -297,7 +297,7 @@ active=$("$ITEST_PGBIN/psql" -X -q -At "$DATABASE_URL" -c "SELECT count(*) FROM 
 assert_eq 0 "$active" "no active route of the deleted sandbox"
 
 # ---- the sandbox's TTL: its routes go with it
-assert_exit 0 sandbox --token "$member" create --image "$ITEST_IMAGE" --cpu-millis 100 --memory-mib 64 --ttl 15 \
+assert_exit 0 sandbox --token "$member" create --image "$ITEST_IMAGE" --cpu-millis 100 --memory-mib 64 --ttl 30 \
   --wait --timeout 120
 read -r sbx_ttl _ <<<"$ITEST_OUT"
 itest_track "$sbx_ttl"
@@ -306,6 +306,6 @@ share "$sbx_ttl" 8080 public
 get "$ROUTE_URL"
 assert_eq ttl "$BODY" "the TTL sandbox's route works"
 ttl_gone() { get "$ROUTE_URL"; [ "$STATUS" = 404 ]; }
-itest_wait_until 40 "the route of a sandbox past its TTL to answer 404" ttl_gone
+itest_wait_until 60 "the route of a sandbox past its TTL to answer 404" ttl_gone
 reason=$("$ITEST_PGBIN/psql" -X -q -At "$DATABASE_URL" -c "SELECT state || ' ' || coalesce(removed_reason, '') FROM routes WHERE id = '$ROUTE_ID'")
 assert_match "$reason" '^removed ' "the TTL sandbox's route is removed"
