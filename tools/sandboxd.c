@@ -330,8 +330,9 @@ static int run_daemon(cfg_t *cfg, bool with_controller, bool with_worker)
             fprintf(stderr, "sandboxd: worker failed to start: %s\n", err);
             goto cleanup;
         }
-        if (agent_start(agent) < 0) {
-            fprintf(stderr, "sandboxd: worker failed to start its threads\n");
+        char aerr[600];
+        if (agent_start(agent, aerr, sizeof aerr) < 0) {
+            fprintf(stderr, "sandboxd: worker failed to start: %s\n", aerr);
             goto cleanup;
         }
     }

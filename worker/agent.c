@@ -1112,10 +1112,9 @@ cleanup:
     return r;
 }
 
-int agent_start(agent_t *a)
+int agent_start(agent_t *a, char *err, size_t errlen)
 {
     int r = 0;
-    bool logged = false;
     sigset_t all, old;
     /* The threads leave SIGTERM and friends to the main thread. */
     sigfillset(&all);
@@ -1124,11 +1123,11 @@ int agent_start(agent_t *a)
     /* Before the first registration, which advertises its address. */
     char ferr[512];
     if (forward_start(a->fwd, ferr, sizeof ferr) < 0) {
-        log_error(AGENT_COMPONENT, "failed to start the route forwarder: %s", ferr);
-        logged = true;
+        snprintf(err, errlen, "cannot start the route forwarder: %s", ferr);
         r = SBX_EIO;
         goto cleanup;
     }
+    snprintf(err, errlen, "cannot start the worker's threads");
     for (int i = 0; i < a->executors; i++) {
         if (pthread_create(&a->exec_threads[i], NULL, agent_executor_main, a) != 0) {
             r = SBX_ENOMEM;
@@ -1151,11 +1150,8 @@ int agent_start(agent_t *a)
              (long long)a->cpu_millis, (long long)a->memory_mib, (long long)a->slots);
 cleanup:
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (r < 0) {
-        if (!logged)
-            log_error(AGENT_COMPONENT, "failed to start the worker's threads");
+    if (r < 0)
         agent_stop(a);
-    }
     return r;
 }
 

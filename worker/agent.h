@@ -20,11 +20,11 @@ typedef struct agent agent_t;
  * reached. */
 int agent_new(const cfg_t *cfg, const char *token, agent_t **ret, char *err, size_t errlen);
 
-/* Starts the route forwarder (binding worker_route_listen; a failure is
- * logged and returned) and the threads. Registration, which advertises the
- * forwarder's address as route_address, is retried with backoff in the
+/* Starts the route forwarder (binding worker_route_listen) and the threads;
+ * on failure a one-line reason is in err. Registration, which advertises
+ * the forwarder's address as route_address, is retried with backoff in the
  * background until the controller answers. */
-int agent_start(agent_t *a);
+int agent_start(agent_t *a, char *err, size_t errlen);
 
 /* The worker id from the last registration ("" before the first) into ret.
  * Thread-safe. */
