@@ -40,6 +40,7 @@
 #define MCP_RETRY_MS           500
 #define MCP_EOF_GRACE_S        2        /* calls may still answer after stdin closed */
 #define MCP_PROGRESS_EVERY_MS  900      /* progress notifications at most this often */
+#define MCP_PATH_MAX           2048     /* an API path: two ids of 256 bytes percent-encoded fit */
 
 /* ---------------------------------------------------------------- tools */
 
@@ -58,10 +59,20 @@
     "'tenant':{'type':'string'},'image':{'type':['string','null']},'phase':{'type':'string'},"               \
     "'isolation':{'type':'string'},'network':{'type':['string','null']},'worker':{'type':['string','null']}," \
     "'expires_at':{'type':['string','null']}},'required':['id','phase']}"
-#define WAIT_PROPS                                                                                         \
-    "'wait':{'type':'boolean','description':'wait for the operation to finish (default false)'},"        \
+#define ROUTE_SCHEMA                                                                                            \
+    "{'type':'object','description':'A public route (docs/api.md)','properties':{'id':{'type':'string'},"     \
+    "'name':{'type':'string'},'sandbox_id':{'type':'string'},'port':{'type':'integer'},'auth':{'type':"      \
+    "'string','enum':['token','public']},'state':{'type':'string','description':'pending, active or "        \
+    "removed'},'url':{'type':'string','description':'the address to give out'},'expires_at':{'type':"        \
+    "['string','null']},'created_at':{'type':['string','null']},'removed_at':{'type':['string','null']},"    \
+    "'removed_reason':{'type':['string','null']}},'required':['id','port','auth','url']}"
+/* wait and timeout_seconds of a tool that starts an operation; d is the
+ * default of wait. */
+#define WAIT_PROPS_DEFAULT(d)                                                                              \
+    "'wait':{'type':'boolean','description':'wait for the operation to finish (default " d ")'},"        \
     "'timeout_seconds':{'type':'integer','minimum':1,'maximum':3600,'description':'how long to wait "     \
     "(default 300); the operation goes on after it'}"
+#define WAIT_PROPS WAIT_PROPS_DEFAULT("false")
 
 static const mcp_tool_def_t tool_templates[] = {
     { "sandbox_create", "Create a sandbox",
@@ -129,6 +140,35 @@ static const mcp_tool_def_t tool_templates[] = {
       "'additionalProperties':false}",
       "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
       "{'readOnlyHint':true,'openWorldHint':false}" },
+    { "sandbox_share", "Share a port of a sandbox",
+      "Gives a port of a running sandbox a public address (a route), to show a web app or an API to a person "
+      "or a program outside. Returns route.url and, with auth token (the default), access_token: callers send "
+      "it as Authorization: Bearer TOKEN. The access token is shown only in this result and never again: keep "
+      "it (a retry with the same idempotency_key returns the route without it). Share only what the task needs, "
+      "with a ttl_seconds; the route goes away with sandbox_unshare, its TTL, or the sandbox.",
+      "{'type':'object','properties':{'sandbox_id':" STR ",'port':{'type':'integer','minimum':1,'maximum':"
+      "65535,'description':'the port the app listens on inside the sandbox'},'ttl_seconds':{'type':'integer',"
+      "'minimum':10,'description':'remove the route after this (default: when the sandbox goes)'},'auth':"
+      "{'type':'string','enum':['token','public'],'description':'token (default): callers need the access "
+      "token; public: anyone with the URL'},'idempotency_key':" STR "," WAIT_PROPS_DEFAULT("true") "},"
+      "'required':['sandbox_id','port'],'additionalProperties':false}",
+      "{'type':'object','properties':{'route':" ROUTE_SCHEMA ",'operation':" OP_SCHEMA ",'access_token':"
+      "{'type':'string','description':'shown only now'}},'required':['route','operation']}",
+      "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" },
+    { "sandbox_routes", "List the routes of a sandbox",
+      "Lists the public routes of a sandbox (active ones; removed ones too with all=true), with their URLs. "
+      "Access tokens are never shown again.",
+      "{'type':'object','properties':{'sandbox_id':" STR ",'all':{'type':'boolean','description':'include "
+      "removed routes'}},'required':['sandbox_id'],'additionalProperties':false}",
+      "{'type':'object','properties':{'routes':{'type':'array','items':" ROUTE_SCHEMA "}},'required':['routes']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" },
+    { "sandbox_unshare", "Remove a route",
+      "Removes a public route of a sandbox: its URL stops answering. Do this as soon as nobody needs the "
+      "address any more; deleting the sandbox removes its routes as well.",
+      "{'type':'object','properties':{'sandbox_id':" STR ",'route_id':" STR "," WAIT_PROPS_DEFAULT("true") "},"
+      "'required':['sandbox_id','route_id'],'additionalProperties':false}",
+      "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
+      "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':true,'openWorldHint':false}" },
 };
 #define NTOOLS (sizeof tool_templates / sizeof tool_templates[0])
 
@@ -444,10 +484,11 @@ static bool int_arg(json_object *args, const char *k, int64_t min, int64_t max, 
     return true;
 }
 
-static bool bool_arg(json_object *args, const char *k, bool *ret, json_object **bad)
+/* An optional boolean argument, def when absent. */
+static bool bool_arg(json_object *args, const char *k, bool def, bool *ret, json_object **bad)
 {
     json_object *v = NULL;
-    *ret = false;
+    *ret = def;
     if (!json_object_object_get_ex(args, k, &v) || !v)
         return true;
     if (!json_object_is_type(v, json_type_boolean)) {
@@ -486,6 +527,20 @@ static void pass(json_object *body, json_object *args, const char *k)
 }
 
 static json_object *api_failure(const api_err_t *e) { return mcp_tool_error(e->code, e->message); }
+
+/* Writes prefix, id percent-encoded and suffix (NULL: none) into out;
+ * returns false (with *bad set) when that does not fit. */
+static bool id_path(char *out, size_t n, const char *prefix, const char *id, const char *suffix, json_object **bad)
+{
+    char *esc = httpc_escape(id);
+    int len = esc ? snprintf(out, n, "%s%s%s", prefix, esc, suffix ? suffix : "") : -1;
+    free(esc);
+    if (len < 0 || (size_t)len >= n) {
+        *bad = mcp_tool_error("internal", "cannot build the request path");
+        return false;
+    }
+    return true;
+}
 
 /* The error of a finished operation that did not succeed. */
 static json_object *op_failure(json_object *op)
@@ -526,15 +581,55 @@ static json_object *wait_outcome(call_t *c, const char *op_id, int64_t timeout_s
     return NULL;
 }
 
+/* Sends a request that starts an operation (the 2xx answer carries
+ * "operation") and logs "what SANDBOX (operation ID)" unless what is NULL.
+ * Without wait, *ret is the answer. With wait, it is the answer with its
+ * "operation" replaced by the operation once it succeeded, or as it was
+ * when timeout_s passed (*ret_done false). Returns NULL with *ret (new
+ * reference), or the isError result to give back: the API refused, the
+ * answer names no operation, the operation failed, the wait failed. */
+static json_object *op_request(call_t *c, const char *method, const char *path, json_object *body, const char *idem,
+                               const char *what, bool wait, int64_t timeout_s, json_object **ret, bool *ret_done)
+{
+    json_object *resp = NULL, *op = NULL;
+    api_err_t e;
+    *ret = NULL;
+    *ret_done = false;
+    if (api(c, method, path, body, idem, deadline_in(MCP_REQUEST_TIMEOUT_MS), &resp, &e) < 0)
+        return api_failure(&e);
+    json_object *started = jsonx_get_obj(resp, "operation");
+    const char *op_id = jsonx_get_str(started, "id");
+    if (!op_id || strlen(op_id) > SBX_ID_MAX) {
+        json_object_put(resp);
+        return mcp_tool_error("bad_response", "the answer names no operation");
+    }
+    if (what)
+        say(c->srv, 1, "%s %s (operation %s)", what,
+            jsonx_get_str(started, "sandbox_id") ? jsonx_get_str(started, "sandbox_id") : "?", op_id);
+    if (wait) {
+        /* A copy: the wait replaces the object op_id points into. */
+        char opid[SBX_ID_MAX + 1];
+        snprintf(opid, sizeof opid, "%s", op_id);
+        json_object *failed = wait_outcome(c, opid, timeout_s, &op, ret_done);
+        if (failed) {
+            json_object_put(resp);
+            return failed;
+        }
+        jsonx_add(resp, "operation", op);
+    }
+    *ret = resp;
+    return NULL;
+}
+
 /* ---------------------------------------------------------------- the tools */
 
 static json_object *tool_create(call_t *c, json_object *args)
 {
     json_object *bad = NULL;
-    bool wait = false;
+    bool wait = false, done = false;
     int64_t tmo;
     const char *idem = NULL;
-    if (!bool_arg(args, "wait", &wait, &bad) ||
+    if (!bool_arg(args, "wait", false, &wait, &bad) ||
         !int_arg(args, "timeout_seconds", 1, MCP_WAIT_MAX_S, MCP_WAIT_DEFAULT_S, &tmo, &bad) ||
         !str_arg(args, "idempotency_key", &idem, &bad))
         return bad;
@@ -550,44 +645,30 @@ static json_object *tool_create(call_t *c, json_object *args)
     pass(trust, args, "hostile");
     jsonx_add(body, "trust", trust);
     json_object *resp = NULL;
-    api_err_t e;
-    int r = api(c, "POST", "/v1/sandboxes", body, idem, deadline_in(MCP_REQUEST_TIMEOUT_MS), &resp, &e);
+    json_object *failed = op_request(c, "POST", "/v1/sandboxes", body, idem, "created", wait, tmo, &resp, &done);
     json_object_put(body);
-    if (r < 0)
-        return api_failure(&e);
-    say(c->srv, 1, "created %s (operation %s)", jsonx_get_str(jsonx_get_obj(resp, "sandbox"), "id"),
-        jsonx_get_str(jsonx_get_obj(resp, "operation"), "id"));
-    if (!wait)
-        return mcp_tool_ok(resp);
-    const char *op_id = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
+    if (failed)
+        return failed;
     const char *sbx = jsonx_get_str(jsonx_get_obj(resp, "sandbox"), "id");
-    if (!op_id || !sbx) {
+    if (!sbx) {
         json_object_put(resp);
-        return mcp_tool_error("bad_response", "the create answer lacks ids");
+        return mcp_tool_error("bad_response", "the create answer names no sandbox");
     }
-    json_object *op = NULL;
-    bool done = false;
-    json_object *out = wait_outcome(c, op_id, tmo, &op, &done);
-    if (!out) {
+    if (wait) {
         /* The sandbox as it is now (running once the create succeeded). */
-        char path[200];
-        char *esc = httpc_escape(sbx);
-        snprintf(path, sizeof path, "/v1/sandboxes/%s", esc ? esc : "");
-        free(esc);
+        char path[MCP_PATH_MAX];
         json_object *got = NULL;
-        json_object *result = json_object_new_object();
-        if (api(c, "GET", path, NULL, NULL, deadline_in(MCP_REQUEST_TIMEOUT_MS), &got, &e) == 0 &&
+        api_err_t e;
+        if (id_path(path, sizeof path, "/v1/sandboxes/", sbx, NULL, &bad) &&
+            api(c, "GET", path, NULL, NULL, deadline_in(MCP_REQUEST_TIMEOUT_MS), &got, &e) == 0 &&
             jsonx_get_obj(got, "sandbox"))
-            jsonx_add(result, "sandbox", json_object_get(jsonx_get_obj(got, "sandbox")));
-        else
-            jsonx_add(result, "sandbox", json_object_get(jsonx_get_obj(resp, "sandbox")));
+            jsonx_add(resp, "sandbox", json_object_get(jsonx_get_obj(got, "sandbox")));
         if (got)
             json_object_put(got);
-        jsonx_add(result, "operation", op);
-        out = mcp_tool_ok(result);
+        if (bad)
+            json_object_put(bad);
     }
-    json_object_put(resp);
-    return out;
+    return mcp_tool_ok(resp);
 }
 
 static json_object *tool_wait(call_t *c, json_object *args)
@@ -614,9 +695,11 @@ static json_object *tool_exec(call_t *c, json_object *args)
     json_object *bad = NULL;
     const char *sbx = NULL;
     int64_t tmo, maxout;
+    char path[MCP_PATH_MAX];
     if (!str_arg(args, "sandbox_id", &sbx, &bad) ||
         !int_arg(args, "timeout_seconds", 1, SBX_EXEC_TIMEOUT_MAX, MCP_EXEC_DEFAULT_S, &tmo, &bad) ||
-        !int_arg(args, "max_output_bytes", 1, SBX_EXEC_OUTPUT_CEILING, 0, &maxout, &bad))
+        !int_arg(args, "max_output_bytes", 1, SBX_EXEC_OUTPUT_CEILING, 0, &maxout, &bad) ||
+        !id_path(path, sizeof path, "/v1/sandboxes/", sbx, "/exec", &bad))
         return bad;
     json_object *body = json_object_new_object();
     pass(body, args, "argv");
@@ -625,27 +708,14 @@ static json_object *tool_exec(call_t *c, json_object *args)
     jsonx_add_int(body, "timeout_seconds", tmo);
     if (maxout > 0)
         jsonx_add_int(body, "max_output_bytes", maxout);
-    char path[200];
-    char *esc = httpc_escape(sbx);
-    snprintf(path, sizeof path, "/v1/sandboxes/%s/exec", esc ? esc : "");
-    free(esc);
     json_object *resp = NULL;
-    api_err_t e;
-    int r = api(c, "POST", path, body, NULL, deadline_in(MCP_REQUEST_TIMEOUT_MS), &resp, &e);
-    json_object_put(body);
-    if (r < 0)
-        return api_failure(&e);
-    const char *op_id = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
-    char opid[SBX_ID_MAX + 1];
-    snprintf(opid, sizeof opid, "%s", op_id ? op_id : "");
-    json_object_put(resp);
-    if (!opid[0])
-        return mcp_tool_error("bad_response", "the exec answer lacks an operation id");
-    json_object *op = NULL;
     bool done = false;
-    json_object *out = wait_outcome(c, opid, tmo + MCP_EXEC_SLACK_S, &op, &done);
+    json_object *out = op_request(c, "POST", path, body, NULL, NULL, true, tmo + MCP_EXEC_SLACK_S, &resp, &done);
+    json_object_put(body);
     if (out)
         return out;
+    json_object *op = jsonx_get_obj(resp, "operation");
+    const char *opid = jsonx_get_str(op, "id");
     if (!done) {
         char msg[200];
         snprintf(msg, sizeof msg, "exec %s did not finish within %llds; see operation_get", opid,
@@ -662,7 +732,7 @@ static json_object *tool_exec(call_t *c, json_object *args)
             pass(result, res, keys[i]);
         out = mcp_tool_ok(result);
     }
-    json_object_put(op);
+    json_object_put(resp);
     return out;
 }
 
@@ -670,12 +740,9 @@ static json_object *get_one(call_t *c, const char *prefix, const char *id_arg, j
 {
     json_object *bad = NULL;
     const char *id = NULL;
-    if (!str_arg(args, id_arg, &id, &bad))
+    char path[MCP_PATH_MAX];
+    if (!str_arg(args, id_arg, &id, &bad) || !id_path(path, sizeof path, prefix, id, NULL, &bad))
         return bad;
-    char path[300];
-    char *esc = httpc_escape(id);
-    snprintf(path, sizeof path, "%s%s", prefix, esc ? esc : "");
-    free(esc);
     json_object *resp = NULL;
     api_err_t e;
     if (api(c, "GET", path, NULL, NULL, deadline_in(MCP_REQUEST_TIMEOUT_MS), &resp, &e) < 0)
@@ -696,7 +763,7 @@ static json_object *tool_list(call_t *c, json_object *args)
     const char *tenant = NULL;
     bool all = false;
     int64_t limit;
-    if (!str_arg(args, "tenant", &tenant, &bad) || !bool_arg(args, "all", &all, &bad) ||
+    if (!str_arg(args, "tenant", &tenant, &bad) || !bool_arg(args, "all", false, &all, &bad) ||
         !int_arg(args, "limit", 1, SBX_LIST_MAX, 0, &limit, &bad))
         return bad;
     char path[400] = "/v1/sandboxes";
@@ -728,35 +795,90 @@ static json_object *tool_delete(call_t *c, json_object *args)
 {
     json_object *bad = NULL;
     const char *sbx = NULL, *idem = NULL;
-    bool wait = false;
+    bool wait = false, done = false;
     int64_t tmo;
+    char path[MCP_PATH_MAX];
     if (!str_arg(args, "sandbox_id", &sbx, &bad) || !str_arg(args, "idempotency_key", &idem, &bad) ||
-        !bool_arg(args, "wait", &wait, &bad) ||
-        !int_arg(args, "timeout_seconds", 1, MCP_WAIT_MAX_S, MCP_WAIT_DEFAULT_S, &tmo, &bad))
+        !bool_arg(args, "wait", false, &wait, &bad) ||
+        !int_arg(args, "timeout_seconds", 1, MCP_WAIT_MAX_S, MCP_WAIT_DEFAULT_S, &tmo, &bad) ||
+        !id_path(path, sizeof path, "/v1/sandboxes/", sbx, NULL, &bad))
         return bad;
-    char path[200];
-    char *esc = httpc_escape(sbx);
-    snprintf(path, sizeof path, "/v1/sandboxes/%s", esc ? esc : "");
-    free(esc);
     json_object *resp = NULL;
-    api_err_t e;
-    if (api(c, "DELETE", path, NULL, idem, deadline_in(MCP_REQUEST_TIMEOUT_MS), &resp, &e) < 0)
-        return api_failure(&e);
-    say(c->srv, 1, "deleting %s (operation %s)", sbx, jsonx_get_str(jsonx_get_obj(resp, "operation"), "id"));
-    if (!wait)
-        return mcp_tool_ok(resp);
-    const char *op_id = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
-    char opid[SBX_ID_MAX + 1];
-    snprintf(opid, sizeof opid, "%s", op_id ? op_id : "");
-    json_object_put(resp);
-    json_object *op = NULL;
-    bool done = false;
-    json_object *failed = wait_outcome(c, opid, tmo, &op, &done);
+    json_object *failed = op_request(c, "DELETE", path, NULL, idem, "deleting", wait, tmo, &resp, &done);
+    return failed ? failed : mcp_tool_ok(resp);
+}
+
+static json_object *tool_share(call_t *c, json_object *args)
+{
+    json_object *bad = NULL;
+    const char *sbx = NULL, *idem = NULL, *auth = NULL;
+    bool wait = true, done = false;
+    int64_t port, ttl, tmo;
+    char path[MCP_PATH_MAX];
+    if (!str_arg(args, "sandbox_id", &sbx, &bad) || !int_arg(args, "port", 1, 65535, 0, &port, &bad) ||
+        !int_arg(args, "ttl_seconds", 10, INT32_MAX, 0, &ttl, &bad) || !str_arg(args, "auth", &auth, &bad) ||
+        !str_arg(args, "idempotency_key", &idem, &bad) || !bool_arg(args, "wait", true, &wait, &bad) ||
+        !int_arg(args, "timeout_seconds", 1, MCP_WAIT_MAX_S, MCP_WAIT_DEFAULT_S, &tmo, &bad) ||
+        !id_path(path, sizeof path, "/v1/sandboxes/", sbx, "/routes", &bad))
+        return bad;
+    json_object *body = json_object_new_object();
+    jsonx_add_int(body, "port", port);
+    if (ttl > 0)
+        jsonx_add_int(body, "ttl_seconds", ttl);
+    if (auth)
+        jsonx_add_str(body, "auth", auth);
+    json_object *resp = NULL;
+    json_object *failed = op_request(c, "POST", path, body, idem, "sharing a port of", wait, tmo, &resp, &done);
+    json_object_put(body);
     if (failed)
         return failed;
-    json_object *result = json_object_new_object();
-    jsonx_add(result, "operation", op);
-    return mcp_tool_ok(result);
+    /* The answer's route has the URL; the finished operation's, the state
+     * and expiry the route got: the result has both. */
+    json_object *route = jsonx_get_obj(resp, "route");
+    json_object *made = jsonx_get_obj(jsonx_get_obj(jsonx_get_obj(resp, "operation"), "result"), "route");
+    if (!route) {
+        json_object_put(resp);
+        return mcp_tool_error("bad_response", "the share answer has no route");
+    }
+    if (made) {
+        json_object_object_foreach(made, k, v)
+            jsonx_add(route, k, v ? json_object_get(v) : NULL);
+    }
+    return mcp_tool_ok(resp);
+}
+
+static json_object *tool_routes(call_t *c, json_object *args)
+{
+    json_object *bad = NULL;
+    const char *sbx = NULL;
+    bool all = false;
+    char path[MCP_PATH_MAX];
+    if (!str_arg(args, "sandbox_id", &sbx, &bad) || !bool_arg(args, "all", false, &all, &bad) ||
+        !id_path(path, sizeof path, "/v1/sandboxes/", sbx, all ? "/routes?all=true" : "/routes", &bad))
+        return bad;
+    json_object *resp = NULL;
+    api_err_t e;
+    if (api(c, "GET", path, NULL, NULL, deadline_in(MCP_REQUEST_TIMEOUT_MS), &resp, &e) < 0)
+        return api_failure(&e);
+    return mcp_tool_ok(resp);
+}
+
+static json_object *tool_unshare(call_t *c, json_object *args)
+{
+    json_object *bad = NULL;
+    const char *sbx = NULL, *rid = NULL;
+    bool wait = true, done = false;
+    int64_t tmo;
+    char tail[MCP_PATH_MAX], path[MCP_PATH_MAX];
+    if (!str_arg(args, "sandbox_id", &sbx, &bad) || !str_arg(args, "route_id", &rid, &bad) ||
+        !bool_arg(args, "wait", true, &wait, &bad) ||
+        !int_arg(args, "timeout_seconds", 1, MCP_WAIT_MAX_S, MCP_WAIT_DEFAULT_S, &tmo, &bad) ||
+        !id_path(tail, sizeof tail, "/routes/", rid, NULL, &bad) ||
+        !id_path(path, sizeof path, "/v1/sandboxes/", sbx, tail, &bad))
+        return bad;
+    json_object *resp = NULL;
+    json_object *failed = op_request(c, "DELETE", path, NULL, NULL, "unsharing a route of", wait, tmo, &resp, &done);
+    return failed ? failed : mcp_tool_ok(resp);
 }
 
 static json_object *run_tool(call_t *c)
@@ -780,7 +902,8 @@ static json_object *run_tool(call_t *c)
     } table[] = {
         { "sandbox_create", tool_create }, { "sandbox_wait", tool_wait },     { "sandbox_exec", tool_exec },
         { "sandbox_get", tool_get },       { "sandbox_list", tool_list },     { "sandbox_delete", tool_delete },
-        { "operation_get", tool_operation },
+        { "operation_get", tool_operation }, { "sandbox_share", tool_share },   { "sandbox_routes", tool_routes },
+        { "sandbox_unshare", tool_unshare },
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (strcmp(table[i].name, c->tool->name) == 0)
@@ -953,8 +1076,9 @@ static void usage(FILE *f)
           "\n"
           "A local MCP server (stdio, JSON-RPC 2.0, one message per line) exposing the\n"
           "Sandbox lifecycle as tools: sandbox_create, sandbox_wait, sandbox_exec,\n"
-          "sandbox_get, sandbox_list, sandbox_delete, operation_get. Started by an MCP\n"
-          "client (Claude Code, Codex, Gemini CLI, Cursor, ...); see docs/mcp.md.\n"
+          "sandbox_get, sandbox_list, sandbox_delete, operation_get, sandbox_share,\n"
+          "sandbox_routes, sandbox_unshare. Started by an MCP client (Claude Code,\n"
+          "Codex, Gemini CLI, Cursor, ...); see docs/mcp.md.\n"
           "\n"
           "  --url URL          controller URL (else SANDBOX_URL, the config file,\n"
           "                     http://127.0.0.1:8080)\n"
@@ -1029,7 +1153,8 @@ int main(int argc, char **argv)
         .instructions = "Disposable sandboxes for running code. Create the smallest suitable sandbox, describe "
                         "how much you trust the code, wait for operations instead of assuming success, run argv "
                         "arrays (no shell strings from untrusted input), check truncation flags, and delete the "
-                        "sandbox when the task ends.",
+                        "sandbox when the task ends. Share a port only when someone outside must reach it, keep "
+                        "the access token (it is shown once), and unshare when it is no longer needed.",
         .tools = tools,
         .ntools = NTOOLS,
     };

@@ -2,9 +2,11 @@
 # sandbox-mcp through the official MCP TypeScript SDK and raw JSON-RPC
 # (tests/mcp/client.mjs) with a member token of a tenant of its own: tool
 # schemas and annotations, the full lifecycle with structured results,
-# isError for policy_denied / not_found / unauthenticated, progress and
-# cancellation, parse errors and unknown methods, version negotiation, exit
-# on stdin EOF, the flag / environment / config file sources. Installs the
+# public routes (share with its URL and one-time access token, list,
+# unshare, gone with the sandbox), isError for policy_denied / not_found /
+# unauthenticated / invalid_argument, progress and cancellation, parse
+# errors and unknown methods, version negotiation, exit on stdin EOF, the
+# flag / environment / config file sources. Installs the
 # SDK with npm in tests/mcp when node_modules is missing or stale.
 # itest-timeout: 240
 set -euo pipefail

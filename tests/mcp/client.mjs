@@ -50,7 +50,19 @@ const TOOLS = {
     destructive: true,
   },
   operation_get: { required: ['operation_id'], properties: ['operation_id'], readOnly: true },
+  sandbox_share: {
+    required: ['sandbox_id', 'port'],
+    properties: ['sandbox_id', 'port', 'ttl_seconds', 'auth', 'idempotency_key', 'wait', 'timeout_seconds'],
+  },
+  sandbox_routes: { required: ['sandbox_id'], properties: ['sandbox_id', 'all'], readOnly: true },
+  sandbox_unshare: {
+    required: ['sandbox_id', 'route_id'],
+    properties: ['sandbox_id', 'route_id', 'wait', 'timeout_seconds'],
+    destructive: true,
+  },
 };
+// A route access token (API tokens are sbt_…).
+const ROUTE_TOKEN = /^sbr_[A-Za-z0-9_-]{20,}$/;
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
 // ------------------------------------------------------------------ running checks
@@ -151,7 +163,7 @@ let lastAbortAt = 0;
 // Starts sandbox-mcp through the SDK and connects a Client to it.
 async function connect(label, { env = {}, args = [] } = {}) {
   const transport = new StdioClientTransport({ command: MCP, args, env, stderr: 'pipe' });
-  const rec = { label, stderr: '', logs: [], sdkErrors: [] };
+  const rec = { label, stderr: '', logs: [], sdkErrors: [], answered: new Set() };
   servers.push(rec);
   transport.stderr.on('data', (b) => {
     rec.stderr = (rec.stderr + b.toString()).slice(-65536);
@@ -167,10 +179,32 @@ async function connect(label, { env = {}, args = [] } = {}) {
       rec.lateProgress = (rec.lateProgress || 0) + 1;
       return;
     }
+    // The SDK (1.32) handles a response at once but a notification in a
+    // later microtask: a progress notification that arrives together with
+    // its call's response (sent just before it) finds its handler gone. Not
+    // a server fault as long as the call was answered, i.e. the server sent
+    // the notification before the response.
+    const token = /unknown token: (.*)$/.exec(msg);
+    if (token) {
+      try {
+        if (rec.answered.has(Number(JSON.parse(token[1]).params.progressToken))) {
+          rec.lateProgress = (rec.lateProgress || 0) + 1;
+          return;
+        }
+      } catch {
+        // not the JSON we expect: an error like any other
+      }
+    }
     rec.sdkErrors.push(msg);
   };
   client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => rec.logs.push(n.params));
   await client.connect(transport, { timeout: 15000 });
+  // Note the ids of answered requests (see onerror above).
+  const onmessage = transport.onmessage;
+  transport.onmessage = (m, extra) => {
+    if (m && m.id !== undefined && ('result' in m || 'error' in m)) rec.answered.add(Number(m.id));
+    onmessage?.(m, extra);
+  };
   cleanups.push(async () => client.close());
   return { client, rec, transport };
 }
@@ -395,9 +429,10 @@ async function main() {
     await client.setLoggingLevel('debug', { timeout: 2000 });
   });
 
-  await check('tools/list: the 7 tools, schemas compile, annotations', async () => {
+  await check(`tools/list: the ${Object.keys(TOOLS).length} tools, schemas compile, annotations`, async () => {
     const { tools } = await client.listTools(undefined, { timeout: 5000 });
     toolsByName = Object.fromEntries(tools.map((t) => [t.name, t]));
+    eq(tools.length, Object.keys(TOOLS).length, `number of tools (${show(Object.keys(toolsByName))})`);
     for (const [name, want] of Object.entries(TOOLS)) {
       const t = toolsByName[name];
       assert(t, `tool ${name} missing; tools are ${show(Object.keys(toolsByName))}`);
@@ -438,6 +473,17 @@ async function main() {
     assert(!x({ sandbox_id: 'sbx_a', argv: [] }), 'sandbox_exec accepts an empty argv');
     assert(!x({ sandbox_id: 'sbx_a', argv: [1] }), 'sandbox_exec accepts a non-string argv element');
     assert(!x({ sandbox_id: 'sbx_a', argv: 'echo hi' }), 'sandbox_exec accepts argv as a string');
+    const sh = inputValidators.sandbox_share;
+    assert(sh({ sandbox_id: 'sbx_a', port: 8080 }), `sandbox_share refuses a plain port: ${schemaErrors(sh)}`);
+    for (const auth of ['token', 'public']) {
+      assert(sh({ sandbox_id: 'sbx_a', port: 1, auth, ttl_seconds: 60, wait: false }),
+        `sandbox_share refuses auth ${auth}: ${schemaErrors(sh)}`);
+    }
+    assert(!sh({ sandbox_id: 'sbx_a', port: 0 }), 'sandbox_share accepts port 0');
+    assert(!sh({ sandbox_id: 'sbx_a', port: 65536 }), 'sandbox_share accepts port 65536');
+    assert(!sh({ sandbox_id: 'sbx_a', port: 80, auth: 'maybe' }), 'sandbox_share accepts auth "maybe"');
+    assert(!sh({ sandbox_id: 'sbx_a' }), 'sandbox_share accepts arguments without port');
+    assert(!inputValidators.sandbox_unshare({ sandbox_id: 'sbx_a' }), 'sandbox_unshare accepts arguments without route_id');
   });
 
   // ---- the lifecycle
@@ -530,6 +576,69 @@ async function main() {
     const sc = expectOk('sandbox_list', await callTool(client, 'sandbox_list', { limit: 100 }));
     assert(Array.isArray(sc.sandboxes) && sc.sandboxes.some((s) => s.id === sbx),
       `${sbx} not in ${show(sc.sandboxes.map((s) => s.id))}`);
+  });
+
+  // ---- public routes of the running sandbox
+
+  let route;
+  let publicRoute;
+  await check('sandbox_share (token, wait by default): the route URL and its access token, once', async () => {
+    const sc = expectOk('sandbox_share', await callTool(client, 'sandbox_share', { sandbox_id: sbx, port: 8080, ttl_seconds: 600 }));
+    eq(sc.operation.kind, 'share', 'operation.kind');
+    eq(sc.operation.state, 'succeeded', `share operation state (error: ${show(sc.operation.error)})`);
+    route = sc.route;
+    assert(/^rt_/.test(route.id), `route.id: ${show(route)}`);
+    eq([route.sandbox_id, route.port, route.auth, route.state], [sbx, 8080, 'token', 'active'], 'route sandbox_id, port, auth, state');
+    assert(typeof route.url === 'string' && route.url.includes(`/r/${route.name}/`), `route.url ${show(route.url)} has no /r/${route.name}/`);
+    assert(typeof route.expires_at === 'string', `a route with a TTL has no expires_at: ${show(route)}`);
+    assert(ROUTE_TOKEN.test(sc.access_token || ''), `access_token is not sbr_…: ${show(sc.access_token)}`);
+    return `${route.url}, token ${sc.access_token.slice(0, 4)}…`;
+  });
+
+  await check('sandbox_share auth public wait=false: no access token; sandbox_wait finishes it', async () => {
+    const sc = expectOk('sandbox_share', await callTool(client, 'sandbox_share',
+      { sandbox_id: sbx, port: 8081, auth: 'public', wait: false }));
+    assert(!('access_token' in sc), `a public route came with an access token: ${show(sc)}`);
+    eq(sc.route.auth, 'public', 'route.auth');
+    assert(sc.route.url.includes(`/r/${sc.route.name}/`), `route.url: ${show(sc.route.url)}`);
+    publicRoute = sc.route;
+    const w = expectOk('sandbox_wait', await callTool(client, 'sandbox_wait', { operation_id: sc.operation.id, timeout_seconds: 30 }));
+    eq(w.operation.state, 'succeeded', `public share operation state (error: ${show(w.operation.error)})`);
+  });
+
+  await check('sandbox_routes lists both, with their URLs and no secret', async () => {
+    const sc = expectOk('sandbox_routes', await callTool(client, 'sandbox_routes', { sandbox_id: sbx }));
+    const ids = sc.routes.map((r) => r.id);
+    assert(ids.includes(route.id) && ids.includes(publicRoute.id), `routes ${show(ids)} lack ${route.id} or ${publicRoute.id}`);
+    const r = sc.routes.find((x) => x.id === route.id);
+    eq([r.url, r.state], [route.url, 'active'], 'listed url and state');
+    assert(!JSON.stringify(sc).includes('access_token'), `sandbox_routes shows an access token: ${show(sc)}`);
+  });
+
+  await check('sandbox_unshare (wait by default): the route is no longer listed', async () => {
+    const sc = expectOk('sandbox_unshare', await callTool(client, 'sandbox_unshare', { sandbox_id: sbx, route_id: route.id }));
+    eq(sc.operation.kind, 'unshare', 'operation.kind');
+    eq(sc.operation.state, 'succeeded', `unshare operation state (error: ${show(sc.operation.error)})`);
+    const live = expectOk('sandbox_routes', await callTool(client, 'sandbox_routes', { sandbox_id: sbx }));
+    assert(!live.routes.some((r) => r.id === route.id), `unshared ${route.id} still listed: ${show(live.routes)}`);
+    const all = expectOk('sandbox_routes', await callTool(client, 'sandbox_routes', { sandbox_id: sbx, all: true }));
+    const gone = all.routes.find((r) => r.id === route.id);
+    assert(gone, `unshared ${route.id} not listed with all=true`);
+    eq([gone.state, gone.removed_reason], ['removed', 'unshare'], 'state and removed_reason with all=true');
+  });
+
+  await check('isError not_found: sandbox_share on a missing sandbox, sandbox_unshare of a missing route', async () => {
+    const err = expectErr('sandbox_share', await callTool(client, 'sandbox_share',
+      { sandbox_id: 'sbx_doesnotexist000000000000', port: 8080 }), 'not_found');
+    expectErr('sandbox_unshare', await callTool(client, 'sandbox_unshare',
+      { sandbox_id: sbx, route_id: 'rt_aaaaaaaaaaaaaaaaaaaaaaaaaa' }), 'not_found');
+    return err.message;
+  });
+
+  await check('isError invalid_argument: sandbox_share with port 0 (past the client-side schema)', async () => {
+    // client.callTool directly: callTool() would refuse the arguments first
+    const res = await client.callTool({ name: 'sandbox_share', arguments: { sandbox_id: sbx, port: 0 } }, undefined, { timeout: 10000 });
+    return expectErr('sandbox_share', res, 'invalid_argument').message;
   });
 
   // A create nobody can place (no worker has label nosuch=label): it stays
@@ -809,6 +918,14 @@ async function main() {
     eq(sc.operation.state, 'succeeded', `delete operation state (error: ${show(sc.operation.error)})`);
     const got = expectOk('sandbox_get', await callTool(client, 'sandbox_get', { sandbox_id: sbx }));
     eq(got.sandbox.phase, 'deleted', 'sandbox.phase after the delete');
+  });
+
+  await check('the routes went with the sandbox', async () => {
+    const live = expectOk('sandbox_routes', await callTool(client, 'sandbox_routes', { sandbox_id: sbx }));
+    eq(live.routes, [], 'active routes of the deleted sandbox');
+    const all = expectOk('sandbox_routes', await callTool(client, 'sandbox_routes', { sandbox_id: sbx, all: true }));
+    const pub = all.routes.find((r) => r.id === publicRoute.id);
+    assert(pub && pub.state === 'removed', `public route ${publicRoute.id} after the delete: ${show(pub)}`);
   });
 
   await check('sandbox_list hides the deleted sandbox unless all=true', async () => {
