@@ -961,6 +961,8 @@ static void head_read_cb(struct bufferevent *bev, void *arg)
         pc_answer_error(pc, API_HEADERS_TOO_LARGE, NULL, "the request head is larger than 16 KiB");
         return;
     }
+    struct timeval max = { pc->pt->ctl->route_max_seconds, 0 };
+    evtimer_add(pc->deadline, &max);
     char *buf = malloc(len + 1);
     if (!buf) {
         pc_answer_error(pc, API_INTERNAL, NULL, "out of memory");
@@ -982,11 +984,16 @@ static void head_event_cb(struct bufferevent *bev, short what, void *arg)
         pc_free(pc, "client closed");
 }
 
+/* The whole head within PROXY_HEAD_SECONDS (a byte now and then does not
+ * keep a connection), then the whole exchange within
+ * route_max_duration_seconds. */
 static void deadline_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    pc_free(arg, "route_max_duration_seconds reached");
+    pconn_t *pc = arg;
+    pc_free(pc, pc->state == PC_HEAD ? "the request head did not arrive in time"
+                                     : "route_max_duration_seconds reached");
 }
 
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
@@ -1019,13 +1026,12 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
         pc_free(pc, "out of memory");
         return;
     }
-    struct timeval max = { ctl->route_max_seconds, 0 };
-    evtimer_add(pc->deadline, &max);
+    struct timeval ht = { PROXY_HEAD_SECONDS, 0 };
+    evtimer_add(pc->deadline, &ht);
     if (open_now > ctl->route_max_conns) {
         pc_answer_error(pc, API_UNAVAILABLE, "Retry-After: 1\r\n", "too many routed connections; try again");
         return;
     }
-    struct timeval ht = { PROXY_HEAD_SECONDS, 0 };
     bufferevent_set_timeouts(pc->down, &ht, &ht);
     bufferevent_setwatermark(pc->down, EV_READ, 0, PROXY_MAX_HEAD + 1);
     bufferevent_setcb(pc->down, head_read_cb, NULL, head_event_cb, pc);

@@ -7,6 +7,9 @@ slow HOST PORT PATH   a client that sends half a head and stalls, and one
 ws HOST PORT PATH     an Upgrade request through the route; after the 101,
                       what is sent must come back (the echo server in the
                       sandbox): prints "tunnel ok".
+trickle HOST PORT PATH  sends a request head one byte every second and
+                      prints how many seconds passed until the server
+                      closed the connection (gives up after 40).
 raw HOST PORT         sends stdin as it is and prints the first line of
                       the answer (for requests curl will not send).
 """
@@ -106,11 +109,36 @@ def raw(host, port):
     return 0
 
 
+def trickle(host, port, path):
+    s = socket.create_connection((host, port), timeout=5)
+    head = f"GET {path} HTTP/1.1\r\nHost: x\r\nX-Pad: {'a' * 100}\r\n\r\n".encode()
+    t0 = time.monotonic()
+    for b in head:
+        if time.monotonic() - t0 > 40:
+            break
+        try:
+            s.sendall(bytes([b]))
+            s.settimeout(1.0)
+            got = s.recv(4096)
+            if not got:
+                break  # closed
+            # an answer (408/400) counts as closing too
+            break
+        except socket.timeout:
+            continue
+        except OSError:
+            break
+    print(f"{time.monotonic() - t0:.0f}")
+    return 0
+
+
 def main():
     cmd = sys.argv[1]
     host, port = sys.argv[2], int(sys.argv[3])
     if cmd == "slow":
         return slow(host, port, sys.argv[4], sys.argv[5])
+    if cmd == "trickle":
+        return trickle(host, port, sys.argv[4])
     if cmd == "raw":
         return raw(host, port)
     if cmd == "ws":

@@ -164,6 +164,11 @@ assert_eq "HTTP/1.1 431 Request Header Fields Too Large" "$reply" "a head over 1
 reply=$(printf 'GET http://evil.example/ HTTP/1.1\r\nHost: a\r\n\r\n' | raw)
 assert_eq "HTTP/1.1 400 Bad Request" "$reply" "an absolute-form target"
 
+# a head trickling in a byte a second is cut off after 15 s (in the
+# background; checked at the end)
+python3 "$here/route_client.py" trickle "$rhost" "$rport" "/r/$public_name/" >"$ITEST_TMP/trickle.out" &
+trickle_pid=$!
+
 # ---- by host header, on the controller with route_domain and trusted proxies
 SANDBOX_URL_SAVE=$SANDBOX_URL
 SANDBOX_URL="http://127.0.0.1:$c2port" itest_http GET "/v1/sandboxes/$sbx/routes" "$member"
@@ -309,3 +314,9 @@ ttl_gone() { get "$ROUTE_URL"; [ "$STATUS" = 404 ]; }
 itest_wait_until 60 "the route of a sandbox past its TTL to answer 404" ttl_gone
 reason=$("$ITEST_PGBIN/psql" -X -q -At "$DATABASE_URL" -c "SELECT state || ' ' || coalesce(removed_reason, '') FROM routes WHERE id = '$ROUTE_ID'")
 assert_match "$reason" '^removed ' "the TTL sandbox's route is removed"
+
+wait "$trickle_pid"
+secs=$(cat "$ITEST_TMP/trickle.out")
+itest_log "a head sent a byte a second was cut off after $secs s"
+[ "$secs" -ge 14 ] && [ "$secs" -le 20 ] || fail "a trickling request head was cut off after $secs s (expected 15)"
+
