@@ -557,6 +557,16 @@ static json_object *op_failure(json_object *op)
 
 static int64_t deadline_in(int64_t ms) { return time_mono_ms() + ms; }
 
+/* GET path; its answer is the tool's result. */
+static json_object *get_result(call_t *c, const char *path)
+{
+    json_object *resp = NULL;
+    api_err_t e;
+    if (api(c, "GET", path, NULL, NULL, deadline_in(MCP_REQUEST_TIMEOUT_MS), &resp, &e) < 0)
+        return api_failure(&e);
+    return mcp_tool_ok(resp);
+}
+
 /* Waits for an operation. Returns the isError result to give back when the
  * wait failed or the operation finished without succeeding; else NULL with
  * *ret_op (new reference: succeeded, or still going when *ret_done is
@@ -743,11 +753,7 @@ static json_object *get_one(call_t *c, const char *prefix, const char *id_arg, j
     char path[MCP_PATH_MAX];
     if (!str_arg(args, id_arg, &id, &bad) || !id_path(path, sizeof path, prefix, id, NULL, &bad))
         return bad;
-    json_object *resp = NULL;
-    api_err_t e;
-    if (api(c, "GET", path, NULL, NULL, deadline_in(MCP_REQUEST_TIMEOUT_MS), &resp, &e) < 0)
-        return api_failure(&e);
-    return mcp_tool_ok(resp);
+    return get_result(c, path);
 }
 
 static json_object *tool_get(call_t *c, json_object *args) { return get_one(c, "/v1/sandboxes/", "sandbox_id", args); }
@@ -784,11 +790,7 @@ static json_object *tool_list(call_t *c, json_object *args)
         size_t l = strlen(path);
         snprintf(path + l, sizeof path - l, "%slimit=%lld", sep, (long long)limit);
     }
-    json_object *resp = NULL;
-    api_err_t e;
-    if (api(c, "GET", path, NULL, NULL, deadline_in(MCP_REQUEST_TIMEOUT_MS), &resp, &e) < 0)
-        return api_failure(&e);
-    return mcp_tool_ok(resp);
+    return get_result(c, path);
 }
 
 static json_object *tool_delete(call_t *c, json_object *args)
@@ -856,11 +858,7 @@ static json_object *tool_routes(call_t *c, json_object *args)
     if (!str_arg(args, "sandbox_id", &sbx, &bad) || !bool_arg(args, "all", false, &all, &bad) ||
         !id_path(path, sizeof path, "/v1/sandboxes/", sbx, all ? "/routes?all=true" : "/routes", &bad))
         return bad;
-    json_object *resp = NULL;
-    api_err_t e;
-    if (api(c, "GET", path, NULL, NULL, deadline_in(MCP_REQUEST_TIMEOUT_MS), &resp, &e) < 0)
-        return api_failure(&e);
-    return mcp_tool_ok(resp);
+    return get_result(c, path);
 }
 
 static json_object *tool_unshare(call_t *c, json_object *args)

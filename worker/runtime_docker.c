@@ -494,25 +494,55 @@ static void docker_container_discard(runtime_t *rt, const char *id)
     docker_container_delete(rt, id, &ignored);
 }
 
+/* GET /containers/{name}/json: *ret is the parsed answer (release with
+ * json_object_put) and *ret_id its "Id". A container that does not exist
+ * is SBX_ENOTFOUND (err: API_NOT_FOUND); an answer without a valid Id is
+ * API_RUNTIME_ERROR. */
+static int docker_container_inspect(runtime_t *rt, const char *name, long timeout_ms, json_object **ret,
+                                    const char **ret_id, api_error_t *err)
+{
+    char path[256];
+    docker_reply_t rep;
+    *ret = NULL;
+    *ret_id = NULL;
+    snprintf(path, sizeof path, "/containers/%s/json", name);
+    int r = docker_call(rt, "GET", path, NULL, timeout_ms, &rep, err);
+    if (r < 0)
+        goto cleanup;
+    if (rep.status == 404) {
+        api_error_set(err, API_NOT_FOUND, "no container %s", name);
+        r = SBX_ENOTFOUND;
+        goto cleanup;
+    }
+    json_object *o = docker_reply_json(&rep);
+    const char *id = jsonx_get_str(o, "Id");
+    if (rep.status != 200 || !id || !docker_name_ok(id, 80)) {
+        char msg[320];
+        docker_reply_message(&rep, msg, sizeof msg);
+        r = api_error_set(err, API_RUNTIME_ERROR, "cannot inspect container %s: %s", name,
+                          rep.body.truncated ? "the reply is too large" : msg);
+        if (o)
+            json_object_put(o);
+        goto cleanup;
+    }
+    *ret = o;
+    *ret_id = id;
+cleanup:
+    docker_reply_release(&rep);
+    return r;
+}
+
 /* The container named for the sandbox already exists (a retried create):
  * checks it is ours, starts it when needed and returns its id. */
 static int docker_container_adopt(runtime_t *rt, const runtime_create_req_t *req, const char *name,
                                   char ret_ref[80], api_error_t *err)
 {
-    int r = 0;
-    char path[256];
     json_object *o = NULL;
-    docker_reply_t rep;
-    snprintf(path, sizeof path, "/containers/%s/json", name);
-    r = docker_call(rt, "GET", path, NULL, DOCKER_CALL_TIMEOUT_MS, &rep, err);
-    if (r < 0)
-        goto cleanup;
-    o = docker_reply_json(&rep);
-    const char *id = jsonx_get_str(o, "Id");
-    if (rep.status != 200 || !id || !docker_name_ok(id, 80)) {
-        char msg[320];
-        docker_reply_message(&rep, msg, sizeof msg);
-        r = api_error_set(err, API_RUNTIME_ERROR, "container %s exists but cannot be inspected: %s", name, msg);
+    const char *id = NULL;
+    int r = docker_container_inspect(rt, name, DOCKER_CALL_TIMEOUT_MS, &o, &id, err);
+    if (r < 0) {
+        if (r == SBX_ENOTFOUND) /* removed since the create said it exists */
+            r = api_error_set(err, API_RUNTIME_ERROR, "container %s vanished while being created", name);
         goto cleanup;
     }
     const char *owner = jsonx_get_str(jsonx_get_obj(jsonx_get_obj(o, "Config"), "Labels"), RUNTIME_LABEL_SANDBOX);
@@ -532,7 +562,6 @@ static int docker_container_adopt(runtime_t *rt, const runtime_create_req_t *req
 cleanup:
     if (o)
         json_object_put(o);
-    docker_reply_release(&rep);
     return r;
 }
 
@@ -1802,27 +1831,16 @@ int runtime_route_target(runtime_t *rt, const char *sandbox_id, const char *work
                          api_error_t *err)
 {
     int r = 0, fd = -1;
-    char path[SBX_ID_MAX + 64];
+    char name[SBX_ID_MAX + 8];
     json_object *o = NULL;
-    docker_reply_t rep;
-    memset(&rep, 0, sizeof rep);
+    const char *id = NULL;
     if (!docker_name_ok(sandbox_id, SBX_ID_MAX) || !worker_name)
         return api_error_set(err, API_INVALID_ARGUMENT, "malformed sandbox id");
-    snprintf(path, sizeof path, "/containers/sbx-%s/json", sandbox_id);
-    r = docker_call(rt, "GET", path, NULL, DOCKER_ROUTE_TIMEOUT_MS, &rep, err);
-    if (r < 0)
-        goto cleanup;
-    if (rep.status == 404) {
-        r = api_error_set(err, API_NOT_FOUND, "sandbox %s does not run on this worker", sandbox_id);
-        goto cleanup;
-    }
-    o = docker_reply_json(&rep);
-    const char *id = jsonx_get_str(o, "Id");
-    if (rep.status != 200 || !id || !docker_name_ok(id, 80)) {
-        char msg[320];
-        docker_reply_message(&rep, msg, sizeof msg);
-        r = api_error_set(err, API_RUNTIME_ERROR, "cannot inspect the container of sandbox %s: %s", sandbox_id,
-                          rep.body.truncated ? "the reply is too large" : msg);
+    snprintf(name, sizeof name, "sbx-%s", sandbox_id);
+    r = docker_container_inspect(rt, name, DOCKER_ROUTE_TIMEOUT_MS, &o, &id, err);
+    if (r < 0) {
+        if (r == SBX_ENOTFOUND)
+            r = api_error_set(err, API_NOT_FOUND, "sandbox %s does not run on this worker", sandbox_id);
         goto cleanup;
     }
     json_object *labels = jsonx_get_obj(jsonx_get_obj(o, "Config"), "Labels");
@@ -1882,6 +1900,5 @@ cleanup:
         close(fd);
     if (o)
         json_object_put(o);
-    docker_reply_release(&rep);
     return r;
 }

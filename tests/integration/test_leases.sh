@@ -25,7 +25,7 @@ export SANDBOX_URL="http://127.0.0.1:$port"
 log="$ITEST_TMP/leases-controller.log"
 itest_watch_log "$log"
 start_ctl() { # start_ctl WORKER_TIMEOUT
-  "$SANDBOXD" controller --database-url "$url" --listen "127.0.0.1:$port" --lease-seconds 2 \
+  "$SANDBOXD" controller --database-url "$url" --listen "127.0.0.1:$port" --lease-seconds 4 \
     --heartbeat-seconds 1 --worker-timeout-seconds "$1" --reconcile-interval-ms 200 --max-attempts 3 \
     >>"$log" 2>&1 </dev/null &
   ctl_pid=$!
@@ -61,7 +61,7 @@ poll() { # poll -> sets ASSIGN (first assignment JSON) or fails
 poll
 assert_eq "$op" "$(itest_json "$ASSIGN" operation_id)" "assigned operation"
 assert_eq 1 "$(itest_json "$ASSIGN" attempt)" "first attempt"
-# No report, no heartbeat: the 2 s lease expires; the create is leased again.
+# No report, no heartbeat: the 4 s lease expires; the create is leased again.
 poll
 assert_eq 2 "$(itest_json "$ASSIGN" attempt)" "attempt after the lease expired"
 report() { # report OP ATTEMPT OUTCOME [EXTRA_JSON_FIELDS]
@@ -77,7 +77,7 @@ report "$op" 2 failed '"error":{"code":"runtime_error","message":"late"}'
 assert_http 409 stale_lease "a second report of a finished operation"
 
 # exec: its lease expires -> worker_lost, never leased again.
-sandbox exec "$sbx" --timeout 5 -- true >"$ITEST_TMP/leases-exec.out" 2>&1 &
+sandbox exec "$sbx" --timeout 20 -- true >"$ITEST_TMP/leases-exec.out" 2>&1 &
 exec_pid=$!
 poll
 eop=$(itest_json "$ASSIGN" operation_id)
