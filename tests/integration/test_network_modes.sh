@@ -79,6 +79,9 @@ assert_exit 0 sandbox exec "$r1" -- ls /sys/class/net
 assert_contains "$ITEST_OUT" "eth0" "interfaces with network restricted"
 
 docker0_gw=$(docker network inspect -f '{{range .IPAM.Config}}{{.Gateway}}{{end}}' bridge)
+# a dockerd started while docker0 already had its address records no
+# gateway for the default bridge: take the bridge's own address then
+[ -n "$docker0_gw" ] || docker0_gw=$(ip -4 -o addr show docker0 2>/dev/null | awk '{ sub("/.*", "", $4); print $4; exit }')
 restricted_gw=$(docker network inspect -f '{{range .IPAM.Config}}{{.Gateway}}{{end}}' "$restricted_net")
 host_ip=$(ip -4 -o addr show scope global | awk '$2 != "docker0" && $2 !~ /^br-/ && $2 !~ /^veth/ { sub("/.*", "", $4); print $4; exit }')
 assert_match "$docker0_gw" '^[0-9.]+$' "docker0 gateway address"

@@ -274,11 +274,22 @@ worst=$(python3 "$here/route_client.py" slow 127.0.0.1 "$c2rport" "/r/$public_na
 itest_log "slowest of 10 requests next to a stalled head and an unread 50 MB download: $worst ms"
 [ "$worst" -lt 2000 ] || fail "a request took $worst ms next to slow clients"
 
-# ---- unshare: gone at once
+# ---- unshare: gone at once, and a download in progress is cut off
+curl -s --max-time 120 --limit-rate 200k -o "$ITEST_TMP/slow.bin" "$SANDBOX_ROUTE_URL/r/$public_name/big" &
+slow_pid=$!
+sleep 2
 itest_http DELETE "/v1/sandboxes/$sbx/routes/$public_id" "$member"
 assert_http 202 "" "unshare"
+t0=$(date +%s)
 get "$SANDBOX_ROUTE_URL/r/$public_name/"
 assert_eq 404 "$STATUS" "an unshared route answers 404 at once"
+wait "$slow_pid" || true
+secs=$(( $(date +%s) - t0 ))
+got=$(itest_file_size "$ITEST_TMP/slow.bin")
+itest_log "a download of the unshared route stopped ${secs} s after the unshare, at $got bytes"
+[ "$secs" -le 5 ] || fail "a download through an unshared route went on for $secs s"
+[ "$got" -lt 52428800 ] || fail "the download through the unshared route completed"
+rm -f "$ITEST_TMP/slow.bin"
 
 # ---- expiry: gone within a reconcile tick of its ttl
 itest_http POST "/v1/sandboxes/$sbx/routes" "$member" '{"port":8080,"auth":"public","ttl_seconds":10}'
