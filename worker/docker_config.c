@@ -118,7 +118,7 @@ json_object *docker_sandbox_body(const runtime_create_req_t *req, const docker_c
     return o;
 }
 
-json_object *docker_probe_body(const char *image, const char *runtime)
+json_object *docker_probe_body(const char *image, const char *runtime, const char *worker_name)
 {
     static const char *const cmd[] = { "/sbin/docker-init", "--version", NULL };
     static const char *const no_caps[] = { NULL };
@@ -127,6 +127,8 @@ json_object *docker_probe_body(const char *image, const char *runtime)
     jsonx_add(o, "Cmd", docker_json_strings(cmd));
     json_object *labels = json_object_new_object();
     jsonx_add_str(labels, RUNTIME_LABEL_MANAGED, RUNTIME_MANAGED_PROBE);
+    if (worker_name && *worker_name)
+        jsonx_add_str(labels, RUNTIME_LABEL_WORKER, worker_name);
     jsonx_add(o, "Labels", labels);
     jsonx_add_bool(o, "AttachStdin", false);
     jsonx_add_bool(o, "AttachStdout", false);

@@ -47,8 +47,9 @@ json_object *docker_sandbox_body(const runtime_create_req_t *req, const docker_c
 
 /* The body of the gVisor probe container: image, runtime, `docker-init
  * --version` under Init, no network, the sandbox hardening, labelled
- * RUNTIME_LABEL_MANAGED=RUNTIME_MANAGED_PROBE and never with the cluster
- * label, so no inventory takes it for a sandbox. New reference. */
-json_object *docker_probe_body(const char *image, const char *runtime);
+ * RUNTIME_LABEL_MANAGED=RUNTIME_MANAGED_PROBE (and RUNTIME_LABEL_WORKER
+ * with worker_name when given) and never with the cluster label, so no
+ * inventory takes it for a sandbox. New reference. */
+json_object *docker_probe_body(const char *image, const char *runtime, const char *worker_name);
 
 #endif

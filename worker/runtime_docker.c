@@ -60,6 +60,7 @@ struct runtime {
     char *socket_path;
     const volatile int *cancel;
     char gvisor_runtime[DOCKER_NETWORK_NAME_MAX];   /* "" when disabled */
+    char worker_name[160];                          /* labels the probe; "" when not given */
     char runsc_exe[RUNSC_PATH_MAX];                 /* dockerd's path of it, when found here */
     char net_name[DOCKER_MODES][DOCKER_NETWORK_NAME_MAX]; /* [NET_RESTRICTED], [NET_OPEN] */
     bool offered[DOCKER_CLASSES];
@@ -940,7 +941,7 @@ static int docker_probe_run(runtime_t *rt, const char *runtime, api_error_t *err
     sbuf_init(&out, 4096);
     sbuf_init(&errs, 4096);
 
-    body = docker_probe_body(DOCKER_PROBE_IMAGE, runtime);
+    body = docker_probe_body(DOCKER_PROBE_IMAGE, runtime, rt->worker_name);
     r = docker_call(rt, "POST", "/containers/create", body, DOCKER_PROBE_CALL_MS, &rep, err);
     if (r < 0)
         goto cleanup;
@@ -1280,6 +1281,7 @@ int runtime_docker_open(const runtime_docker_options_t *opt, runtime_t **ret, ap
         goto cleanup;
     }
     snprintf(rt->gvisor_runtime, sizeof rt->gvisor_runtime, "%s", opt->gvisor_runtime ? opt->gvisor_runtime : "");
+    snprintf(rt->worker_name, sizeof rt->worker_name, "%s", opt->worker_name ? opt->worker_name : "");
     snprintf(rt->net_name[NET_RESTRICTED], DOCKER_NETWORK_NAME_MAX, "%s",
              opt->restricted_network ? opt->restricted_network : "");
     snprintf(rt->net_name[NET_OPEN], DOCKER_NETWORK_NAME_MAX, "%s", opt->open_network ? opt->open_network : "");

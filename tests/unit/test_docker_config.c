@@ -136,7 +136,7 @@ END_TEST
 
 START_TEST(test_probe_is_hardened_and_never_a_sandbox)
 {
-    json_object *o = docker_probe_body("sandbox-probe:1", "runsc");
+    json_object *o = docker_probe_body("sandbox-probe:1", "runsc", "w-1");
     json_object *hc = jsonx_get_obj(o, "HostConfig");
     json_object *labels = jsonx_get_obj(o, "Labels");
     bool b;
@@ -148,6 +148,7 @@ START_TEST(test_probe_is_hardened_and_never_a_sandbox)
     ck_assert(jsonx_get_bool(hc, "AutoRemove", &b) && !b);
     ck_assert_str_eq(text_of(hc, "CapAdd"), "[]");
     ck_assert_str_eq(jsonx_get_str(labels, RUNTIME_LABEL_MANAGED), RUNTIME_MANAGED_PROBE);
+    ck_assert_str_eq(jsonx_get_str(labels, RUNTIME_LABEL_WORKER), "w-1");
     ck_assert_ptr_null(jsonx_get_str(labels, RUNTIME_LABEL_CLUSTER));
     ck_assert_ptr_null(jsonx_get_str(labels, RUNTIME_LABEL_SANDBOX));
     json_object_put(o);
