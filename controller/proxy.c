@@ -62,8 +62,9 @@ typedef struct pconn {
     char peer_text[INET6_ADDRSTRLEN];
     bool trusted_peer;
     char name[PROXY_NAME_LEN + 1];
+    char route_id[SBX_ID_MAX]; /* for the log: the name is a public route's only secret */
     char method[16];
-    char path[128];            /* for the log, without the query */
+    char path[128];            /* for the log: the app's path, without the query */
     bool upgrade;
     bool down_eof, up_eof;     /* that side sent EOF */
     bool up_shut_pending;      /* shut the upstream's write side once drained */
@@ -329,15 +330,16 @@ int proxy_config(controller_t *ctl, const cfg_t *cfg, char *err, size_t errlen)
 static void pc_free(pconn_t *pc, const char *why)
 {
     proxy_thread_t *pt = pc->pt;
-    if (pc->name[0]) {
+    if (pc->method[0]) {
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         long ms = (long)((now.tv_sec - pc->started.tv_sec) * 1000 + (now.tv_nsec - pc->started.tv_nsec) / 1000000);
         char answered[32] = "";
         if (pc->status)
             snprintf(answered, sizeof answered, ", answered %d", pc->status);
-        log_info("proxy", "route %s %s %s from %s: %s%s, %lld bytes in, %lld out, %ld ms", pc->name, pc->method,
-                 pc->path, pc->peer_text, why, answered, (long long)pc->body_bytes, (long long)pc->resp_bytes, ms);
+        log_info("proxy", "route %s %s %s from %s: %s%s, %lld bytes in, %lld out, %ld ms",
+                 pc->route_id[0] ? pc->route_id : "(none)", pc->method, pc->path, pc->peer_text, why, answered,
+                 (long long)pc->body_bytes, (long long)pc->resp_bytes, ms);
     }
     if (pc->down)
         bufferevent_free(pc->down);
@@ -877,7 +879,6 @@ static void handle_head(pconn_t *pc, char *buf, size_t len)
         return;
     }
     snprintf(pc->method, sizeof pc->method, "%s", h.method);
-    snprintf(pc->path, sizeof pc->path, "%.*s", (int)strcspn(h.target, "?"), h.target);
     int64_t content_length;
     const char *bad = framing_error(&h, &content_length);
     if (bad) {
@@ -889,6 +890,8 @@ static void handle_head(pconn_t *pc, char *buf, size_t len)
     const char *host = fw.host[0] ? fw.host : proxy_head_get(&h, "host");
     const char *rest = NULL;
     proxy_route_kind_t kind = proxy_route_for(host, h.target, ctl->route_domain, pc->name, &rest);
+    const char *app_path = kind == PROXY_ROUTE_PATH ? rest : kind == PROXY_ROUTE_REDIRECT ? "/" : h.target;
+    snprintf(pc->path, sizeof pc->path, "%.*s", (int)strcspn(app_path, "?"), app_path);
     if (kind == PROXY_ROUTE_NONE) {
         pc_answer_error(pc, API_NOT_FOUND, NULL,
                         "not a route address: routes are /r/{route}/ or {route}.{route_domain}");
@@ -918,6 +921,7 @@ static void handle_head(pconn_t *pc, char *buf, size_t len)
                         rc == SBX_ENOTFOUND ? "no such route" : "database unavailable");
         return;
     }
+    snprintf(pc->route_id, sizeof pc->route_id, "%s", t.route_id);
     bool cred_in_auth = false;
     if (t.token_auth) {
         const char *presented = route_credential(&h, &cred_in_auth);

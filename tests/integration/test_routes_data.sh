@@ -283,12 +283,14 @@ assert_http 202 "" "unshare"
 t0=$(date +%s)
 get "$SANDBOX_ROUTE_URL/r/$public_name/"
 assert_eq 404 "$STATUS" "an unshared route answers 404 at once"
-wait "$slow_pid" || true
+# the proxy closes the connection within its 2 s sweep (the client may
+# still read what the kernel buffers hold: judge by the controller's log)
+cut_off() { grep -q "route $public_id GET /big from .*: route removed" "$ITEST_CONTROLLER_LOG"; }
+itest_wait_until 5 "the proxy to close the download of the unshared route" cut_off
 secs=$(( $(date +%s) - t0 ))
-got=$(itest_file_size "$ITEST_TMP/slow.bin")
-itest_log "a download of the unshared route stopped ${secs} s after the unshare, at $got bytes"
-[ "$secs" -le 5 ] || fail "a download through an unshared route went on for $secs s"
-[ "$got" -lt 52428800 ] || fail "the download through the unshared route completed"
+kill "$slow_pid" 2>/dev/null || true
+wait "$slow_pid" 2>/dev/null || true
+itest_log "the proxy closed a download of the unshared route within ${secs} s of the unshare"
 rm -f "$ITEST_TMP/slow.bin"
 
 # ---- expiry: gone within a reconcile tick of its ttl
@@ -330,4 +332,12 @@ wait "$trickle_pid"
 secs=$(cat "$ITEST_TMP/trickle.out")
 itest_log "a head sent a byte a second was cut off after $secs s"
 [ "$secs" -ge 14 ] && [ "$secs" -le 20 ] || fail "a trickling request head was cut off after $secs s (expected 15)"
+
+# ---- the logs hold no route secret: no access token, and no route name
+# (a public route's only secret); routes are logged by id
+logs=$(cat "$ITEST_CONTROLLER_LOG" "$c2log" "$ITEST_WORKER_LOG")
+for secret in "$tok_secret" "$public_name" "$host_name"; do
+  assert_not_contains "$logs" "$secret" "controller and worker logs"
+done
+assert_contains "$(cat "$c2log")" "route rt_" "the proxy logs requests by route id"
 
