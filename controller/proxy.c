@@ -888,7 +888,7 @@ static void handle_head(pconn_t *pc, char *buf, size_t len)
     forwarded_t fw;
     forwarded_read(pc, &h, &fw);
     const char *host = fw.host[0] ? fw.host : proxy_head_get(&h, "host");
-    const char *rest = NULL;
+    const char *rest = h.target;
     proxy_route_kind_t kind = proxy_route_for(host, h.target, ctl->route_domain, pc->name, &rest);
     const char *app_path = kind == PROXY_ROUTE_PATH ? rest : kind == PROXY_ROUTE_REDIRECT ? "/" : h.target;
     snprintf(pc->path, sizeof pc->path, "%.*s", (int)strcspn(app_path, "?"), app_path);
