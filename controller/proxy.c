@@ -888,10 +888,14 @@ static void handle_head(pconn_t *pc, char *buf, size_t len)
     forwarded_t fw;
     forwarded_read(pc, &h, &fw);
     const char *host = fw.host[0] ? fw.host : proxy_head_get(&h, "host");
-    const char *rest = h.target;
+    const char *rest = NULL;
     proxy_route_kind_t kind = proxy_route_for(host, h.target, ctl->route_domain, pc->name, &rest);
     const char *app_path = kind == PROXY_ROUTE_PATH ? rest : kind == PROXY_ROUTE_REDIRECT ? "/" : h.target;
-    snprintf(pc->path, sizeof pc->path, "%.*s", (int)strcspn(app_path, "?"), app_path);
+    size_t pl = strcspn(app_path, "?");
+    if (pl >= sizeof pc->path)
+        pl = sizeof pc->path - 1;
+    memcpy(pc->path, app_path, pl);
+    pc->path[pl] = '\0';
     if (kind == PROXY_ROUTE_NONE) {
         pc_answer_error(pc, API_NOT_FOUND, NULL,
                         "not a route address: routes are /r/{route}/ or {route}.{route_domain}");
