@@ -71,7 +71,6 @@ typedef struct pconn {
     bool down_paused, up_paused; /* reading paused for backpressure */
     int64_t body_bytes;        /* client -> upstream after the head */
     int64_t resp_bytes;        /* upstream -> client */
-    int64_t request_limit;     /* 0: none; a Content-Length was checked already */
     time_t last_activity;
     struct timespec started;
     int status;                /* what we answered ourselves, 0 when proxied */
@@ -460,49 +459,44 @@ static void shut_up_write(pconn_t *pc)
     shutdown(bufferevent_getfd(pc->up), SHUT_WR);
 }
 
-/* Client -> upstream; false when the connection was closed. */
-static bool relay_down(pconn_t *pc)
+/* Moves what `from` has read to the output of `to`, counting it in *count
+ * against limit (0: none; a tunnel has none), and stops reading `from`
+ * (*paused) while `to` holds PROXY_HIGH_WATER bytes unsent. False when the
+ * limit closed the connection. */
+static bool relay(pconn_t *pc, struct bufferevent *from, struct bufferevent *to, int64_t *count, int64_t limit,
+                  bool *paused, const char *over_limit)
 {
-    struct evbuffer *in = bufferevent_get_input(pc->down);
-    size_t n = evbuffer_get_length(in);
-    if (pc->state != PC_PIPE || n == 0)
-        return true;
-    pc->last_activity = time(NULL);
-    pc->body_bytes += (int64_t)n;
-    if (!pc->upgrade && pc->request_limit > 0 && pc->body_bytes > pc->request_limit) {
-        pc_free(pc, "request body over route_max_request_bytes");
-        return false;
-    }
-    struct evbuffer *out = bufferevent_get_output(pc->up);
-    evbuffer_add_buffer(out, in);
-    if (evbuffer_get_length(out) >= PROXY_HIGH_WATER) {
-        bufferevent_disable(pc->down, EV_READ);
-        pc->down_paused = true;
-    }
-    return true;
-}
-
-/* Upstream -> client; false when the connection was closed. */
-static bool relay_up(pconn_t *pc)
-{
-    controller_t *ctl = pc->pt->ctl;
-    struct evbuffer *in = bufferevent_get_input(pc->up);
+    struct evbuffer *in = bufferevent_get_input(from);
     size_t n = evbuffer_get_length(in);
     if (n == 0)
         return true;
     pc->last_activity = time(NULL);
-    pc->resp_bytes += (int64_t)n;
-    if (!pc->upgrade && ctl->route_max_response > 0 && pc->resp_bytes > ctl->route_max_response) {
-        pc_free(pc, "response over route_max_response_bytes");
+    *count += (int64_t)n;
+    if (!pc->upgrade && limit > 0 && *count > limit) {
+        pc_free(pc, over_limit);
         return false;
     }
-    struct evbuffer *out = bufferevent_get_output(pc->down);
+    struct evbuffer *out = bufferevent_get_output(to);
     evbuffer_add_buffer(out, in);
     if (evbuffer_get_length(out) >= PROXY_HIGH_WATER) {
-        bufferevent_disable(pc->up, EV_READ);
-        pc->up_paused = true;
+        bufferevent_disable(from, EV_READ);
+        *paused = true;
     }
     return true;
+}
+
+/* Client -> upstream. */
+static bool relay_down(pconn_t *pc)
+{
+    return relay(pc, pc->down, pc->up, &pc->body_bytes, pc->pt->ctl->route_max_request, &pc->down_paused,
+                 "request body over route_max_request_bytes");
+}
+
+/* Upstream -> client. */
+static bool relay_up(pconn_t *pc)
+{
+    return relay(pc, pc->up, pc->down, &pc->resp_bytes, pc->pt->ctl->route_max_response, &pc->up_paused,
+                 "response over route_max_response_bytes");
 }
 
 static void down_read_cb(struct bufferevent *bev, void *arg)
@@ -914,7 +908,6 @@ static void handle_head(pconn_t *pc, char *buf, size_t len)
         pc_answer_error(pc, API_PAYLOAD_TOO_LARGE, NULL, msg);
         return;
     }
-    pc->request_limit = ctl->route_max_request;
     const char *connection = proxy_head_get(&h, "connection");
     pc->upgrade = proxy_head_get(&h, "upgrade") && connection && token_list_has(connection, "upgrade");
 
