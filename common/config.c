@@ -107,6 +107,19 @@ static const cfg_setting_t settings[CFG__COUNT] = {
                                      "bound address; required when listening on 0.0.0.0)" },
     [CFG_WORKER_ROUTE_MAX_CONNECTIONS] = { "worker_route_max_connections", CFGT_INT, "256", 1, 100000, false,
                                            "route connections the worker forwards at once (more are refused)" },
+    [CFG_LOG_FORMAT] = { "log_format", CFGT_STRING, "logfmt", 0, 0, false, "log line format: logfmt or json" },
+    [CFG_NATS_URL] = { "nats_url", CFGT_STRING, "", 0, 0, false,
+                       "NATS server events are published to, e.g. nats://127.0.0.1:4222 (empty: no publishing)" },
+    [CFG_NATS_SUBJECT_PREFIX] = { "nats_subject_prefix", CFGT_STRING, "sandbox.events", 0, 0, false,
+                                  "subjects are {prefix}.{tenant}.{kind}" },
+    [CFG_RETENTION_OPERATIONS_SECONDS] = { "retention_operations_seconds", CFGT_INT, "604800", 60, 315360000, true,
+                                           "finished operations (and deleted sandboxes) older than this are pruned" },
+    [CFG_RETENTION_EVENTS_SECONDS] = { "retention_events_seconds", CFGT_INT, "604800", 60, 315360000, true,
+                                       "events older than this are pruned" },
+    [CFG_RETENTION_INTERVAL_SECONDS] = { "retention_interval_seconds", CFGT_INT, "60", 1, 86400, true,
+                                         "how often the retention loop prunes" },
+    [CFG_WORKER_HEALTH_LISTEN] = { "worker_health_listen", CFGT_STRING, "", 0, 0, false,
+                                   "HOST:PORT where a worker serves /healthz, /readyz and /metrics (empty: not served)" },
 };
 
 const cfg_setting_t *cfg_settings(void) { return settings; }
@@ -164,6 +177,11 @@ static int cfg_validate(const cfg_setting_t *s, const char *value, char *err, si
     } else if (strcmp(s->name, "log_level") == 0) {
         if (strcmp(value, "debug") && strcmp(value, "info") && strcmp(value, "warn") && strcmp(value, "error")) {
             snprintf(err, errlen, "log_level must be debug, info, warn or error (got \"%s\")", value);
+            return SBX_EINVAL;
+        }
+    } else if (strcmp(s->name, "log_format") == 0) {
+        if (strcmp(value, "logfmt") && strcmp(value, "json")) {
+            snprintf(err, errlen, "log_format must be logfmt or json (got \"%s\")", value);
             return SBX_EINVAL;
         }
     } else if (strcmp(s->name, "listen") == 0) {

@@ -9,6 +9,7 @@ SBX_PACKAGES=(
   build-essential meson ninja-build pkg-config
   libpq-dev libevent-dev libjson-c-dev libcurl4-openssl-dev libsodium-dev check
   postgresql-15 docker.io busybox-static curl runsc
+  libnats-dev nats-server
 )
 
 sbx_say() { printf '==> %s\n' "$*" >&2; }

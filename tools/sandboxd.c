@@ -381,6 +381,9 @@ int main(int argc, char **argv)
     log_level_t lvl;
     if (log_level_parse(cfg_str(&cfg, CFG_LOG_LEVEL), &lvl) == 0)
         log_set_level(lvl);
+    log_format_t lfmt;
+    if (log_format_parse(cfg_str(&cfg, CFG_LOG_FORMAT), &lfmt) == 0)
+        log_set_format(lfmt);
     if (sodium_init() < 0 || curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
         fprintf(stderr, "sandboxd: cannot initialise libsodium or libcurl\n");
         cfg_release(&cfg);
