@@ -52,5 +52,12 @@
 #define SBX_ID_MAX                    40
 /* Tokens: "sbt_" + 26 id chars + '_' + 43 secret chars + NUL. */
 #define SBX_TOKEN_MAX                 80
+/* X-Request-Id: a client's own id is kept when it is at most this long and
+ * only [A-Za-z0-9._:-]; otherwise the controller makes one ("req_…"). */
+#define SBX_REQUEST_ID_MAX            64
+/* Retention: rows deleted per statement (short locks), and at most this many
+ * statements per table per retention pass (the rest waits for the next). */
+#define SBX_RETENTION_BATCH           1000
+#define SBX_RETENTION_MAX_BATCHES     20
 
 #endif

@@ -119,7 +119,19 @@ static void put_field(line_t *l, const char *key, const char *value, bool quote)
     }
 }
 
-static void log_vwrite(log_level_t level, const char *component, const log_ctx_t *ctx, const char *fmt, va_list ap)
+/* logfmt values need quotes when they hold spaces, quotes, '=' or nothing. */
+static bool needs_quotes(const char *v)
+{
+    if (!*v)
+        return true;
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+        if (*p <= ' ' || *p == '"' || *p == '=' || *p == '\\' || *p == 0x7f)
+            return true;
+    return false;
+}
+
+static void log_vwrite(log_level_t level, const char *component, const log_ctx_t *ctx, const char *const *fields,
+                       const char *fmt, va_list ap)
 {
     static const char *names[] = { "debug", "info", "warn", "error" };
     if (level < log_min)
@@ -156,6 +168,9 @@ static void log_vwrite(log_level_t level, const char *component, const log_ctx_t
     put_field(&l, "tenant", tenant, true);
     put_field(&l, "sandbox", sbx, true);
     put_field(&l, "operation", op, true);
+    for (int i = 0; fields && fields[i]; i += 2)
+        if (fields[i + 1])
+            put_field(&l, fields[i], fields[i + 1], needs_quotes(fields[i + 1]));
     put_field(&l, "msg", msg[0] ? msg : "-", true);
     if (json)
         puts_(&l, "}");
@@ -168,7 +183,15 @@ void log_write(log_level_t level, const char *component, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    log_vwrite(level, component, NULL, fmt, ap);
+    log_vwrite(level, component, NULL, NULL, fmt, ap);
+    va_end(ap);
+}
+
+void log_write_fields(log_level_t level, const char *component, const char *const *fields, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_vwrite(level, component, NULL, fields, fmt, ap);
     va_end(ap);
 }
 
@@ -176,6 +199,6 @@ void log_write_ctx(log_level_t level, const char *component, const log_ctx_t *ct
 {
     va_list ap;
     va_start(ap, fmt);
-    log_vwrite(level, component, ctx, fmt, ap);
+    log_vwrite(level, component, ctx, NULL, fmt, ap);
     va_end(ap);
 }

@@ -41,6 +41,12 @@ void log_write(log_level_t level, const char *component, const char *fmt, ...)
 void log_write_ctx(log_level_t level, const char *component, const log_ctx_t *ctx, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Writes one line with the thread's scope plus extra fields: fields is
+ * {key, value, key, value, ..., NULL}; keys are plain words, values any
+ * text (NULL values are skipped). */
+void log_write_fields(log_level_t level, const char *component, const char *const *fields, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 #define log_debug(comp, ...) log_write(LOG_DEBUG, comp, __VA_ARGS__)
 #define log_info(comp, ...)  log_write(LOG_INFO, comp, __VA_ARGS__)
 #define log_warn(comp, ...)  log_write(LOG_WARN, comp, __VA_ARGS__)

@@ -48,4 +48,12 @@ void api_worker_drain(req_t *rq, const char *name, bool drain);
 void api_operation_resume(req_t *rq);
 bool api_poll_resume(req_t *rq, bool final);
 
+/* Probes and metrics (api_health.c), unauthenticated: /healthz answers 200
+ * while the process serves; /readyz 200 when the database answers and its
+ * schema is current, else 503 naming the failed check; /metrics the
+ * Prometheus text format (the process registry plus a database snapshot). */
+void api_healthz(req_t *rq);
+void api_readyz(req_t *rq);
+void api_metrics(req_t *rq);
+
 #endif

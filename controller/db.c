@@ -2,8 +2,10 @@
 #include "db.h"
 #include "errors.h"
 #include "log.h"
+#include "metrics.h"
 #include "timeutil.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,19 @@ static __thread char last_sqlstate[8];
 const char *db_last_error(void) { return last_error[0] ? last_error : "no database connection"; }
 const char *db_last_sqlstate(void) { return last_sqlstate; }
 bool db_last_unique_violation(void) { return strcmp(last_sqlstate, "23505") == 0; }
+
+static metric_family_t *m_connects, *m_errors;
+static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
+
+static void db_metrics_init(void)
+{
+    m_connects = metrics_family("sandbox_db_connects_total", METRIC_COUNTER,
+                                "Connections to PostgreSQL opened, by result (ok or error).", NULL, 0);
+    m_errors = metrics_family("sandbox_db_errors_total", METRIC_COUNTER,
+                              "Statements PostgreSQL refused or could not run, by SQLSTATE class "
+                              "(\"none\": no answer, e.g. the connection was lost).",
+                              NULL, 0);
+}
 
 static void db_note_error(PGconn *c, PGresult *r)
 {
@@ -26,6 +41,10 @@ static void db_note_error(PGconn *c, PGresult *r)
         last_error[--l] = '\0';
     const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
     snprintf(last_sqlstate, sizeof last_sqlstate, "%s", st ? st : "");
+    pthread_once(&metrics_once, db_metrics_init);
+    char cls[3] = { last_sqlstate[0], last_sqlstate[0] ? last_sqlstate[1] : '\0', '\0' };
+    char labels[48];
+    metrics_add(m_errors, metrics_labels(labels, sizeof labels, "class", cls[0] ? cls : "none", NULL), 1);
 }
 
 PGconn *db_connect(const char *conninfo, char *err, size_t errlen)
@@ -33,6 +52,8 @@ PGconn *db_connect(const char *conninfo, char *err, size_t errlen)
     const char *keys[] = { "dbname", "connect_timeout", "application_name", "options", NULL };
     const char *vals[] = { conninfo, "5", "sandboxd", "-c TimeZone=UTC -c statement_timeout=30000", NULL };
     PGconn *c = PQconnectdbParams(keys, vals, 1);
+    pthread_once(&metrics_once, db_metrics_init);
+    metrics_add(m_connects, c && PQstatus(c) == CONNECTION_OK ? "result=\"ok\"" : "result=\"error\"", 1);
     if (!c) {
         snprintf(err, errlen, "out of memory");
         return NULL;

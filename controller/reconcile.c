@@ -3,6 +3,7 @@
 #include "reconcile.h"
 #include "db.h"
 #include "log.h"
+#include "metrics.h"
 #include "timeutil.h"
 
 #include <pthread.h>
@@ -24,7 +25,75 @@ struct reconcile {
      * While the database (or this controller) was away, no heartbeat could
      * be recorded: workers are not blamed for that. */
     int64_t healthy_since_ms;
+    int64_t next_prune_ms;      /* monotonic time of the next retention pass */
 };
+
+static metric_family_t *m_pass_seconds, *m_pass_rows, *m_pass_errors, *m_round_seconds, *m_pruned;
+
+static void reconcile_metrics_init(void)
+{
+    m_pass_seconds = metrics_family("sandbox_reconcile_pass_duration_seconds", METRIC_HISTOGRAM,
+                                    "Time one reconcile pass took, by pass.", metrics_latency_buckets,
+                                    metrics_latency_nbuckets);
+    m_pass_rows = metrics_family("sandbox_reconcile_rows_total", METRIC_COUNTER,
+                                 "Rows (operations, sandboxes, workers, routes) reconcile passes changed, by pass.",
+                                 NULL, 0);
+    m_pass_errors = metrics_family("sandbox_reconcile_errors_total", METRIC_COUNTER,
+                                   "Reconcile passes that failed (database errors), by pass.", NULL, 0);
+    m_round_seconds = metrics_family("sandbox_reconcile_round_duration_seconds", METRIC_HISTOGRAM,
+                                     "Time one reconcile round (every pass until nothing moves) took.",
+                                     metrics_latency_buckets, metrics_latency_nbuckets);
+    m_pruned = metrics_family("sandbox_retention_pruned_total", METRIC_COUNTER,
+                              "Rows the retention loop deleted, by table.", NULL, 0);
+}
+
+/* Records one pass: its time, the rows it changed, a failure. */
+static void pass_done(const char *pass, int64_t t0_ms, int rows, int rc)
+{
+    char labels[64];
+    metrics_labels(labels, sizeof labels, "pass", pass, NULL);
+    metrics_observe(m_pass_seconds, labels, (double)(time_mono_ms() - t0_ms) / 1000.0);
+    if (rows > 0)
+        metrics_add(m_pass_rows, labels, rows);
+    if (rc < 0)
+        metrics_add(m_pass_errors, labels, 1);
+}
+
+/* Runs `call` (which adds to `changed`) as pass `name` unless a pass failed. */
+#define RUN_PASS(name, call)                                                                                         \
+    do {                                                                                                             \
+        if (rc >= 0) {                                                                                               \
+            int64_t t0_ = time_mono_ms();                                                                            \
+            int before_ = changed;                                                                                   \
+            rc = (call);                                                                                             \
+            pass_done(name, t0_, changed - before_, rc);                                                             \
+        }                                                                                                            \
+    } while (0)
+
+/* Retention, every retention_interval_seconds: batched deletes of old
+ * events, finished operations and deleted sandboxes. */
+static int retention_pass(struct reconcile *r)
+{
+    const cfg_t *cfg = &r->ctl->cfg;
+    int64_t now = time_mono_ms();
+    if (now < r->next_prune_ms)
+        return 0;
+    r->next_prune_ms = now + cfg_int(cfg, CFG_RETENTION_INTERVAL_SECONDS) * 1000;
+    store_pruned_t p;
+    int rc = store_prune(r->db, cfg_int(cfg, CFG_RETENTION_OPERATIONS_SECONDS),
+                         cfg_int(cfg, CFG_RETENTION_EVENTS_SECONDS), &p);
+    pass_done("retention", now, (int)(p.events + p.operations + p.sandboxes + p.routes), rc);
+    metrics_add(m_pruned, "table=\"events\"", (double)p.events);
+    metrics_add(m_pruned, "table=\"operations\"", (double)p.operations);
+    metrics_add(m_pruned, "table=\"sandboxes\"", (double)p.sandboxes);
+    metrics_add(m_pruned, "table=\"routes\"", (double)p.routes);
+    if (p.events || p.operations || p.sandboxes || p.routes)
+        log_info("retention", "pruned %lld events, %lld operations, %lld sandboxes and %lld routes", p.events,
+                 p.operations, p.sandboxes, p.routes);
+    if (rc < 0)
+        r->next_prune_ms = now; /* try again next tick */
+    return rc;
+}
 
 /* One round of every pass. Returns rows changed, or < 0 on a database error. */
 static int reconcile_pass(struct reconcile *r)
@@ -41,14 +110,19 @@ static int reconcile_pass(struct reconcile *r)
      * before expiring them. */
     bool judge_workers = healthy_ms >= ctl->lim.worker_timeout_seconds * 1000;
     bool judge_leases = healthy_ms >= ctl->lim.heartbeat_seconds * 2000;
-    if ((judge_workers && (rc = store_mark_lost_workers(r->db, &ctl->lim, &changed)) < 0) ||
-        (rc = store_expire_ttls(r->db, &ctl->lim, &changed)) < 0 ||
-        (rc = store_expire_routes(r->db, &changed)) < 0 ||
-        (rc = store_admit_pending(r->db, &changed)) < 0 ||
-        (rc = store_place_admitted(r->db, &ctl->lim, &changed, &leased)) < 0 ||
-        (judge_leases && (rc = store_expire_leases(r->db, &ctl->lim, &changed)) < 0) ||
-        (rc = store_fail_overdue(r->db, &changed)) < 0 ||
-        (rc = store_retry_deletes(r->db, &ctl->lim, &changed)) < 0) {
+    if (judge_workers)
+        RUN_PASS("worker_liveness", store_mark_lost_workers(r->db, &ctl->lim, &changed));
+    RUN_PASS("ttl", store_expire_ttls(r->db, &ctl->lim, &changed));
+    RUN_PASS("route_expiry", store_expire_routes(r->db, &changed));
+    RUN_PASS("admit", store_admit_pending(r->db, &changed));
+    RUN_PASS("place", store_place_admitted(r->db, &ctl->lim, &changed, &leased));
+    if (judge_leases)
+        RUN_PASS("lease_expiry", store_expire_leases(r->db, &ctl->lim, &changed));
+    RUN_PASS("deadline", store_fail_overdue(r->db, &changed));
+    RUN_PASS("delete_retry", store_retry_deletes(r->db, &ctl->lim, &changed));
+    if (rc >= 0)
+        rc = retention_pass(r);
+    if (rc < 0) {
         if (changed)
             controller_wake_waiters(ctl);
         return rc;
@@ -81,6 +155,7 @@ static void *reconcile_main(void *arg)
             r->db_down_logged = false;
         }
         int64_t took = time_mono_ms() - t0;
+        metrics_observe(m_round_seconds, NULL, (double)took / 1000.0);
         if (took > 1000)
             log_warn("reconcile", "a reconcile round took %lld ms", (long long)took);
         pthread_mutex_lock(&r->mu);
@@ -111,6 +186,8 @@ int reconcile_start(controller_t *ctl, reconcile_t **ret, char *err, size_t errl
         return SBX_ENOMEM;
     }
     r->ctl = ctl;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, reconcile_metrics_init);
     pthread_mutex_init(&r->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

@@ -5,7 +5,9 @@
 #include "db.h"
 #include "jsonx.h"
 #include "limits.h"
+#include "ids.h"
 #include "log.h"
+#include "metrics.h"
 #include "proxy.h"
 #include "sbuf.h"
 
@@ -22,6 +24,7 @@
 #include <string.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 struct http_thread {
@@ -93,6 +96,122 @@ bool server_poll_current(const char *worker_id, uint64_t gen)
     return cur;
 }
 
+static metric_family_t *m_requests, *m_duration;
+static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
+
+static void server_metrics_init(void)
+{
+    metric_family_t *start = metrics_family("sandbox_process_start_time_seconds", METRIC_GAUGE,
+                                            "Start time of the process since the Unix epoch, in seconds.", NULL, 0);
+    metrics_set(start, NULL, (double)time(NULL));
+    m_requests = metrics_family("sandbox_http_requests_total", METRIC_COUNTER,
+                                "HTTP API requests answered, by route template, method and status.", NULL, 0);
+    m_duration = metrics_family("sandbox_http_request_duration_seconds", METRIC_HISTOGRAM,
+                                "Time from a request's arrival to its answer (long-polls include their wait), by "
+                                "route template.",
+                                metrics_latency_buckets, metrics_latency_nbuckets);
+}
+
+static int64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* The API's routes, as metric labels: ids become {id} so label sets stay
+ * few whatever clients send. */
+static const char *const route_templates[] = {
+    "/healthz", "/readyz", "/metrics", "/v1/events",
+    "/v1/sandboxes", "/v1/sandboxes/{id}", "/v1/sandboxes/{id}/exec", "/v1/sandboxes/{id}/routes",
+    "/v1/sandboxes/{id}/routes/{route}", "/v1/operations/{id}",
+    "/v1/tenants", "/v1/tenants/{id}", "/v1/tenants/{id}/policy", "/v1/tokens", "/v1/tokens/{id}",
+    "/v1/workers", "/v1/workers/register", "/v1/workers/{id}/heartbeat", "/v1/workers/{id}/poll",
+    "/v1/workers/{id}/report", "/v1/workers/{id}/drain", "/v1/workers/{id}/resume",
+};
+
+static const char *route_template(const req_t *rq)
+{
+    char t[160];
+    size_t n = 0;
+    if (rq->nsegs > 5)
+        return "other";
+    for (int i = 0; i < rq->nsegs; i++) {
+        const char *seg = rq->segs[i];
+        bool literal = i < 2 || i == 3 || (i == 2 && rq->nsegs == 3 && strcmp(rq->segs[1], "workers") == 0 &&
+                                           strcmp(seg, "register") == 0);
+        if (!literal)
+            seg = i == 4 ? "{route}" : "{id}";
+        size_t l = strlen(seg);
+        if (l > 32 || n + l + 2 > sizeof t)
+            return "other";
+        t[n++] = '/';
+        memcpy(t + n, seg, l);
+        n += l;
+    }
+    t[n] = '\0';
+    for (size_t i = 0; i < sizeof route_templates / sizeof route_templates[0]; i++)
+        if (strcmp(t, route_templates[i]) == 0)
+            return route_templates[i];
+    return "other";
+}
+
+static const char *method_name(enum evhttp_cmd_type m)
+{
+    switch (m) {
+    case EVHTTP_REQ_GET: return "GET";
+    case EVHTTP_REQ_POST: return "POST";
+    case EVHTTP_REQ_PUT: return "PUT";
+    case EVHTTP_REQ_DELETE: return "DELETE";
+    case EVHTTP_REQ_HEAD: return "HEAD";
+    case EVHTTP_REQ_PATCH: return "PATCH";
+    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+    default: return "OTHER";
+    }
+}
+
+/* Polls, heartbeats and probes are frequent and routine: debug level. */
+static bool route_is_routine(const char *tmpl)
+{
+    return strcmp(tmpl, "/healthz") == 0 || strcmp(tmpl, "/readyz") == 0 || strcmp(tmpl, "/metrics") == 0 ||
+           strcmp(tmpl, "/v1/workers/{id}/poll") == 0 || strcmp(tmpl, "/v1/workers/{id}/heartbeat") == 0;
+}
+
+/* Keeps the client's X-Request-Id when it is short and plain, else makes one. */
+static void request_id_assign(req_t *rq)
+{
+    const char *h = evhttp_find_header(evhttp_request_get_input_headers(rq->ev), "X-Request-Id");
+    size_t n = h ? strlen(h) : 0;
+    bool ok = n > 0 && n <= SBX_REQUEST_ID_MAX;
+    for (size_t i = 0; ok && i < n; i++) {
+        char c = h[i];
+        ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+             c == ':' || c == '-';
+    }
+    if (ok) {
+        memcpy(rq->request_id, h, n + 1);
+    } else {
+        char id[SBX_ID_MAX];
+        ids_new("req", id);
+        snprintf(rq->request_id, sizeof rq->request_id, "%s", id);
+    }
+}
+
+/* The thread's log scope while it works for rq. */
+static void request_scope_enter(const req_t *rq)
+{
+    log_scope_clear();
+    log_ctx_t ctx = { .request_id = rq->request_id, .tenant = rq->auth.tenant_id[0] ? rq->auth.tenant_id : NULL };
+    /* The sandbox or operation the path names, when it has an id's shape. */
+    if (rq->nsegs >= 3 && strlen(rq->segs[2]) < SBX_ID_MAX) {
+        if (strcmp(rq->segs[1], "sandboxes") == 0 && ids_valid("sbx", rq->segs[2]))
+            ctx.sandbox = rq->segs[2];
+        else if (strcmp(rq->segs[1], "operations") == 0 && ids_valid("op", rq->segs[2]))
+            ctx.operation = rq->segs[2];
+    }
+    log_scope_set(&ctx);
+}
+
 static void req_free(req_t *rq)
 {
     if (!rq)
@@ -128,21 +247,53 @@ static void park_unlink(req_t *rq)
     }
 }
 
-void http_reply_json(req_t *rq, int status, json_object *body)
+/* Sends the answer, counts it, writes the access log line, frees rq. */
+static void reply_send(req_t *rq, int status, const char *content_type, const char *data, size_t len, bool newline)
 {
     if (rq->park_kind)
         park_unlink(rq);
     struct evbuffer *buf = evbuffer_new();
-    const char *s = json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-    evbuffer_add(buf, s, strlen(s));
-    evbuffer_add(buf, "\n", 1);
+    if (buf) {
+        evbuffer_add(buf, data, len);
+        if (newline)
+            evbuffer_add(buf, "\n", 1);
+    }
     struct evkeyvalq *h = evhttp_request_get_output_headers(rq->ev);
-    evhttp_add_header(h, "Content-Type", "application/json");
+    evhttp_add_header(h, "Content-Type", content_type);
     evhttp_add_header(h, "Cache-Control", "no-store");
+    if (rq->request_id[0])
+        evhttp_add_header(h, "X-Request-Id", rq->request_id);
     evhttp_send_reply(rq->ev, status, NULL, buf);
-    evbuffer_free(buf);
-    json_object_put(body);
+    if (buf)
+        evbuffer_free(buf);
+
+    const char *tmpl = rq->route_tmpl ? rq->route_tmpl : "other";
+    double secs = rq->t0_us ? (double)(mono_us() - rq->t0_us) / 1e6 : 0;
+    char labels[160], st[8];
+    snprintf(st, sizeof st, "%d", status);
+    metrics_add(m_requests, metrics_labels(labels, sizeof labels, "route", tmpl, "method", method_name(rq->method),
+                                           "status", st, NULL), 1);
+    metrics_observe(m_duration, metrics_labels(labels, sizeof labels, "route", tmpl, NULL), secs);
+    request_scope_enter(rq);
+    char ms[32];
+    snprintf(ms, sizeof ms, "%.1f", secs * 1000);
+    const char *fields[] = { "method", method_name(rq->method), "path", rq->path, "route", tmpl,
+                             "status", st, "duration_ms", ms, NULL };
+    log_write_fields(route_is_routine(tmpl) && status < 500 ? LOG_DEBUG : LOG_INFO, "http", fields, "request");
+    log_scope_clear();
     req_free(rq);
+}
+
+void http_reply_json(req_t *rq, int status, json_object *body)
+{
+    const char *s = json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+    reply_send(rq, status, "application/json", s, strlen(s), true);
+    json_object_put(body);
+}
+
+void http_reply_text(req_t *rq, int status, const char *content_type, const char *data, size_t len)
+{
+    reply_send(rq, status, content_type, data, len, false);
 }
 
 void http_reply_error(req_t *rq, api_code_t code, const char *fmt, ...)
@@ -185,6 +336,14 @@ int http_read_json(req_t *rq, size_t limit, json_object **ret)
     return 0;
 }
 
+int http_db(req_t *rq)
+{
+    if (db_ensure(&rq->th->db, rq->ctl->conninfo) < 0)
+        return SBX_EUNAVAIL;
+    rq->db = rq->th->db;
+    return 0;
+}
+
 const char *http_query(req_t *rq, const char *key) { return evhttp_find_header(&rq->query, key); }
 
 const char *http_header(req_t *rq, const char *name)
@@ -210,7 +369,16 @@ int http_wait_param(req_t *rq, int *ret)
     return 0;
 }
 
+static void park_resume_scoped(req_t *rq, bool final);
+
 static void park_resume(req_t *rq, bool final)
+{
+    request_scope_enter(rq);
+    park_resume_scoped(rq, final);
+    log_scope_clear();
+}
+
+static void park_resume_scoped(req_t *rq, bool final)
 {
     if (rq->conn_gone) {
         /* Nobody reads the answer: do no work for it (a poll must not
@@ -372,10 +540,15 @@ static bool seg_is(const req_t *rq, int i, const char *s) { return i < rq->nsegs
 static void route(req_t *rq)
 {
     enum evhttp_cmd_type m = rq->method;
-    if (rq->nsegs == 1 && seg_is(rq, 0, "healthz")) {
-        json_object *o = json_object_new_object();
-        jsonx_add_str(o, "status", "ok");
-        http_reply_json(rq, 200, o);
+    if (rq->nsegs == 1 && (seg_is(rq, 0, "healthz") || seg_is(rq, 0, "readyz") || seg_is(rq, 0, "metrics"))) {
+        if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD)
+            goto bad_method;
+        if (seg_is(rq, 0, "healthz"))
+            api_healthz(rq);
+        else if (seg_is(rq, 0, "readyz"))
+            api_readyz(rq);
+        else
+            api_metrics(rq);
         return;
     }
     if (rq->nsegs < 2 || !seg_is(rq, 0, "v1")) {
@@ -384,6 +557,7 @@ static void route(req_t *rq)
     }
     if (auth_request(rq) < 0)
         return;
+    request_scope_enter(rq);
     bool client = rq->auth.role == ROLE_ADMIN || rq->auth.role == ROLE_MEMBER;
     bool worker = rq->auth.role == ROLE_WORKER;
 
@@ -516,7 +690,9 @@ static void on_request(struct evhttp_request *ev, void *arg)
     rq->th = th;
     rq->ctl = th->ctl;
     rq->method = evhttp_request_get_command(ev);
+    rq->t0_us = mono_us();
     TAILQ_INIT(&rq->query);
+    request_id_assign(rq);
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(ev);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
@@ -530,14 +706,18 @@ static void on_request(struct evhttp_request *ev, void *arg)
         return;
     }
     split_path(rq);
-    if (!(rq->nsegs == 1 && seg_is(rq, 0, "healthz"))) {
-        if (db_ensure(&th->db, th->ctl->conninfo) < 0) {
-            http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
-            return;
-        }
+    rq->route_tmpl = route_template(rq);
+    request_scope_enter(rq);
+    /* The probes answer without the database (readyz and metrics report it). */
+    bool probe = rq->nsegs == 1 && (seg_is(rq, 0, "healthz") || seg_is(rq, 0, "readyz") || seg_is(rq, 0, "metrics"));
+    if (!probe && db_ensure(&th->db, th->ctl->conninfo) < 0) {
+        http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
+        log_scope_clear();
+        return;
     }
     rq->db = th->db;
     route(rq);
+    log_scope_clear();
 }
 
 static void *thread_main(void *arg)
@@ -572,6 +752,7 @@ static void thread_free(http_thread_t *th)
 
 int server_start(controller_t *ctl, char *err, size_t errlen)
 {
+    pthread_once(&metrics_once, server_metrics_init);
     ctl->threads = calloc((size_t)ctl->nthreads, sizeof *ctl->threads);
     if (!ctl->threads) {
         snprintf(err, errlen, "out of memory");

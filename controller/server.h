@@ -38,6 +38,9 @@ typedef struct req {
     struct event *park_peek;    /* watches for the client hanging up */
     uint64_t poll_gen;          /* PARK_POLL: this poll's generation */
     bool conn_gone;             /* the client closed the connection */
+    char request_id[SBX_REQUEST_ID_MAX + 1]; /* the client's X-Request-Id, or ours */
+    int64_t t0_us;              /* monotonic start, for the access log and latency */
+    const char *route_tmpl;     /* static route template for metrics ("/v1/sandboxes/{id}") */
     struct req *park_prev, *park_next;
 } req_t;
 
@@ -56,6 +59,12 @@ void server_wake_all(controller_t *ctl);
 
 /* Replies with a JSON body (takes the reference) and frees the request. */
 void http_reply_json(req_t *rq, int status, json_object *body);
+/* Makes sure the thread's database connection works (reconnecting) and
+ * points rq->db at it. Returns 0 or SBX_EUNAVAIL. */
+int http_db(req_t *rq);
+
+/* Replies with a body of another type (copied) and frees the request. */
+void http_reply_text(req_t *rq, int status, const char *content_type, const char *data, size_t len);
 /* Replies {"error":{"code","message"}} with the code's status. */
 void http_reply_error(req_t *rq, api_code_t code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void http_reply_api_error(req_t *rq, const api_error_t *err);

@@ -7,12 +7,14 @@
 #include "ids.h"
 #include "jsonx.h"
 #include "log.h"
+#include "metrics.h"
 #include "opstate.h"
 #include "token.h"
 
 #include <sodium.h>
 
 #include <assert.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +177,55 @@ static int event_add(PGconn *c, const char *tenant_id, const char *kind, const c
     return r;
 }
 
+static metric_family_t *m_op_stage, *m_op_duration, *m_op_finished, *m_lease_expiries;
+static pthread_once_t store_metrics_once = PTHREAD_ONCE_INIT;
+
+static void store_metrics_init(void)
+{
+    m_op_stage = metrics_family("sandbox_operation_stage_duration_seconds", METRIC_HISTOGRAM,
+                                "Time operations spend in each stage: queued (accepted to leased), starting "
+                                "(leased to running), running (running to finished).",
+                                metrics_latency_buckets, metrics_latency_nbuckets);
+    m_op_duration = metrics_family("sandbox_operation_duration_seconds", METRIC_HISTOGRAM,
+                                   "Time from an operation's acceptance to its end, by kind and final state.",
+                                   metrics_latency_buckets, metrics_latency_nbuckets);
+    m_op_finished = metrics_family("sandbox_operations_finished_total", METRIC_COUNTER,
+                                   "Operations this controller moved to a final state, by kind and state.", NULL, 0);
+    m_lease_expiries = metrics_family("sandbox_lease_expiries_total", METRIC_COUNTER,
+                                      "Leases that expired (the worker stopped renewing), by what followed: retried "
+                                      "or failed.",
+                                      NULL, 0);
+}
+
+/* Observes the stage that the transition to `to` ends; secs[] are the
+ * seconds since created_at, leased_at and started_at (NULL: unknown). */
+static void op_observe(const char *kind, op_state_t to, const char *since_created, const char *since_leased,
+                       const char *since_started)
+{
+    pthread_once(&store_metrics_once, store_metrics_init);
+    char labels[128];
+    const char *stage = NULL, *since = NULL;
+    if (to == OP_LEASED) {
+        stage = "queued";
+        since = since_created;
+    } else if (to == OP_RUNNING) {
+        stage = "starting";
+        since = since_leased;
+    } else if (op_state_terminal(to)) {
+        stage = "running";
+        since = since_started;
+    }
+    if (stage && since)
+        metrics_observe(m_op_stage, metrics_labels(labels, sizeof labels, "kind", kind, "stage", stage, NULL),
+                        strtod(since, NULL));
+    if (op_state_terminal(to)) {
+        metrics_labels(labels, sizeof labels, "kind", kind, "state", op_state_name(to), NULL);
+        metrics_add(m_op_finished, labels, 1);
+        if (since_created)
+            metrics_observe(m_op_duration, labels, strtod(since_created, NULL));
+    }
+}
+
 /* The one place operations change state: asserts the table, then
  * UPDATE … WHERE id = $1 AND state = from, plus an events row.
  * extra_set is appended to SET and may use $4… for extra params.
@@ -192,8 +243,14 @@ static int op_cas(PGconn *c, const char *op_id, op_state_t from, op_state_t to, 
     char sql[1024];
     snprintf(sql, sizeof sql,
              "UPDATE operations SET state = $2, updated_at = now()%s%s%s "
-             "WHERE id = $1 AND state = $3 RETURNING tenant_id, sandbox_id, kind",
-             op_state_terminal(to) ? ", finished_at = now()" : "", extra_set ? ", " : "", extra_set ? extra_set : "");
+             "WHERE id = $1 AND state = $3 RETURNING tenant_id, sandbox_id, kind, "
+             "extract(epoch FROM now() - created_at), extract(epoch FROM now() - leased_at), "
+             "extract(epoch FROM now() - started_at)",
+             op_state_terminal(to) ? ", finished_at = now()"
+             : to == OP_LEASED     ? ", leased_at = now()"
+             : to == OP_RUNNING    ? ", started_at = now()"
+                                   : "",
+             extra_set ? ", " : "", extra_set ? extra_set : "");
     const char *p[12] = { op_id, op_state_name(to), op_state_name(from) };
     for (int i = 0; i < nextra && i < 9; i++)
         p[3 + i] = extra[i];
@@ -209,6 +266,7 @@ static int op_cas(PGconn *c, const char *op_id, op_state_t from, op_state_t to, 
             json_object_put(event_data);
         return SBX_ECONFLICT;
     }
+    op_observe(db_get(r, 0, 2), to, db_get(r, 0, 3), db_get(r, 0, 4), db_get(r, 0, 5));
     json_object *d = event_data ? event_data : json_object_new_object();
     jsonx_add_str(d, "kind", db_get(r, 0, 2));
     jsonx_add_str(d, "from", op_state_name(from));
@@ -2431,7 +2489,8 @@ int store_expire_leases(PGconn *c, const store_limits_t *lim, int *ret_changed)
         PQclear(o);
         int x;
         /* exec is not safe to repeat: it may have run. create and delete are. */
-        if (strcmp(kind, "exec") == 0 || attempt >= lim->max_attempts) {
+        bool give_up = strcmp(kind, "exec") == 0 || attempt >= lim->max_attempts;
+        if (give_up) {
             char msg[160];
             snprintf(msg, sizeof msg, "the worker stopped renewing its lease (attempt %lld of %lld)%s",
                      (long long)attempt, (long long)lim->max_attempts,
@@ -2463,6 +2522,8 @@ int store_expire_leases(PGconn *c, const store_limits_t *lim, int *ret_changed)
             rc = SBX_EDB;
             break;
         }
+        pthread_once(&store_metrics_once, store_metrics_init);
+        metrics_add(m_lease_expiries, give_up ? "outcome=\"failed\"" : "outcome=\"retried\"", 1);
         (*ret_changed)++;
     }
     PQclear(r);
@@ -2622,5 +2683,61 @@ int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_chang
         (*ret_changed)++;
     }
     PQclear(r);
+    return rc;
+}
+
+/* Runs one bounded DELETE until it removes less than a batch. */
+static int prune_batches(PGconn *c, const char *sql, const char *seconds, long long *ret_rows)
+{
+    for (int i = 0; i < SBX_RETENTION_MAX_BATCHES; i++) {
+        const char *p[] = { seconds };
+        PGresult *r = db_exec(c, sql, 1, p);
+        if (!r)
+            return SBX_EDB;
+        int n = cmd_rows(r);
+        PQclear(r);
+        *ret_rows += n;
+        if (n < SBX_RETENTION_BATCH)
+            break;
+    }
+    return 0;
+}
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+int store_prune(PGconn *c, int64_t operations_seconds, int64_t events_seconds, store_pruned_t *ret_pruned)
+{
+    memset(ret_pruned, 0, sizeof *ret_pruned);
+    char ops_s[32], ev_s[32];
+    snprintf(ops_s, sizeof ops_s, "%lld", (long long)operations_seconds);
+    snprintf(ev_s, sizeof ev_s, "%lld", (long long)events_seconds);
+    int rc;
+    if ((rc = prune_batches(c,
+                            "DELETE FROM events WHERE id IN (SELECT id FROM events "
+                            "  WHERE ts < now() - make_interval(secs => $1::bigint) ORDER BY ts "
+                            "  LIMIT " STR(SBX_RETENTION_BATCH) " FOR UPDATE SKIP LOCKED)",
+                            ev_s, &ret_pruned->events)) < 0 ||
+        (rc = prune_batches(c,
+                            "DELETE FROM operations WHERE id IN (SELECT id FROM operations "
+                            "  WHERE finished_at < now() - make_interval(secs => $1::bigint) "
+                            "  LIMIT " STR(SBX_RETENTION_BATCH) " FOR UPDATE SKIP LOCKED)",
+                            ops_s, &ret_pruned->operations)) < 0 ||
+        (rc = prune_batches(c,
+                            "DELETE FROM routes WHERE id IN (SELECT id FROM routes "
+                            "  WHERE state = 'removed' AND removed_at < now() - make_interval(secs => $1::bigint) "
+                            "  LIMIT " STR(SBX_RETENTION_BATCH) " FOR UPDATE SKIP LOCKED)",
+                            ops_s, &ret_pruned->routes)) < 0)
+        return rc;
+    /* A deleted sandbox goes once nothing refers to it any more. */
+    rc = prune_batches(c,
+                       "WITH gone AS (SELECT s.id FROM sandboxes s "
+                       "  WHERE s.phase = 'deleted' AND s.deleted_at < now() - make_interval(secs => $1::bigint) "
+                       "  AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.sandbox_id = s.id) "
+                       "  AND NOT EXISTS (SELECT 1 FROM routes r WHERE r.sandbox_id = s.id AND r.state = 'active') "
+                       "  LIMIT " STR(SBX_RETENTION_BATCH) " FOR UPDATE SKIP LOCKED), "
+                       "r AS (DELETE FROM routes WHERE sandbox_id IN (SELECT id FROM gone)) "
+                       "DELETE FROM sandboxes WHERE id IN (SELECT id FROM gone)",
+                       ops_s, &ret_pruned->sandboxes);
     return rc;
 }

@@ -188,4 +188,17 @@ int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_chang
 /* Sandboxes that should be gone whose last delete failed: a new delete. */
 int store_retry_deletes(PGconn *c, const store_limits_t *lim, int *ret_changed);
 
+/* Rows one retention pass deleted, per table. */
+typedef struct store_pruned {
+    long long events, operations, sandboxes, routes;
+} store_pruned_t;
+
+/* Retention: deletes events older than events_seconds, operations finished
+ * more than operations_seconds ago, and deleted sandboxes (with their removed
+ * routes) whose operations are all gone, plus routes removed that long ago.
+ * Each statement deletes at most SBX_RETENTION_BATCH rows in its own
+ * transaction, skipping locked rows, at most SBX_RETENTION_MAX_BATCHES per
+ * table; ret_pruned (zeroed first) says how many. Returns 0 or SBX_EDB. */
+int store_prune(PGconn *c, int64_t operations_seconds, int64_t events_seconds, store_pruned_t *ret_pruned);
+
 #endif

@@ -355,13 +355,16 @@ EOF
   itest_log "PostgreSQL $(basename "$(dirname "$ITEST_PGBIN")") on 127.0.0.1:$port ($dir)"
 }
 
-# itest_token TENANT ROLE [NAME]: a new token, secret on stdout.
+# itest_token TENANT ROLE [NAME]: a new token, secret on stdout (also kept
+# in $ITEST_TMP/secrets.txt: run.sh checks that no daemon log holds it).
 itest_token() {
-  local args=(token create --database-url "$DATABASE_URL" --tenant "$1" --role "$2")
+  local args=(token create --database-url "$DATABASE_URL" --tenant "$1" --role "$2") tok
   if [ -n "${3:-}" ]; then
     args+=(--name "$3")
   fi
-  "$SANDBOXD" "${args[@]}"
+  tok=$("$SANDBOXD" "${args[@]}") || return
+  if [ -n "${ITEST_TMP:-}" ]; then printf '%s\n' "$tok" >>"$ITEST_TMP/secrets.txt"; fi
+  printf '%s\n' "$tok"
 }
 
 # itest_wait_healthz URL PID NAME LOG: waits up to 60 s for GET URL/healthz = 200.

@@ -143,6 +143,18 @@ else
 fi
 
 itest_cleanup
+
+# Secrets never reach a log: every token the run created (harvested from the
+# test traces) is looked for in every daemon log of the run.
+if [ -z "${setup_error:-}" ]; then
+  t0=$(date +%s%N)
+  echo "=== RUN  log_secrets"
+  rc=0
+  python3 "$here/check_log_secrets.py" "$ITEST_TMP" 2>&1 | sed -u "s/^/    /" || rc=${PIPESTATUS[0]}
+  secs=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
+  if [ "$rc" -eq 0 ]; then record PASS log_secrets "$secs"; else record FAIL log_secrets "$secs" "exit $rc"; fi
+fi
+
 if [ "$failed" -eq 0 ] && [ "${ITEST_KEEP:-0}" != 1 ]; then
   rm -rf "$ITEST_TMP"
 else
