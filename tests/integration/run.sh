@@ -5,7 +5,9 @@
 # Usage: tests/integration/run.sh BUILD_DIR [TEST_NAME...]
 # Env: ITEST_TIMEOUT (default per-test limit, seconds; a test may set its own
 #      with a "# itest-timeout: N" line, capped by ITEST_MAX_TIMEOUT, default
-#      240), ITEST_KEEP=1 keeps the temp folder.
+#      240), ITEST_KEEP=1 keeps the temp folder, ITEST_EXCLUDE="GLOB ..." leaves
+#      out the tests whose names match (only when no TEST_NAME is given; they
+#      are listed, not counted).
 # A test with a "# itest-standalone" line runs its own sandboxd: it runs after
 # the shared controller and worker have stopped, so two controllers never
 # share one dockerd.
@@ -32,9 +34,20 @@ if [ $# -gt 0 ]; then
     tests+=("$here/$n.sh")
   done
 else
+  excluded=()
   for t in "$here"/test_*.sh; do
-    [ -f "$t" ] && tests+=("$t")
+    [ -f "$t" ] || continue
+    n=$(basename "$t" .sh)
+    skip=0
+    for g in ${ITEST_EXCLUDE:-}; do
+      # shellcheck disable=SC2053 # a glob on purpose
+      if [[ $n == $g ]]; then skip=1; fi
+    done
+    if [ "$skip" -eq 1 ]; then excluded+=("$n"); else tests+=("$t"); fi
   done
+  if [ "${#excluded[@]}" -gt 0 ]; then
+    echo "not run in this suite (ITEST_EXCLUDE=\"$ITEST_EXCLUDE\"): ${excluded[*]}"
+  fi
 fi
 
 itest_init "$build"
