@@ -19,6 +19,7 @@
 #include "grant.h"
 #include "jsonx.h"
 #include "log.h"
+#include "metrics.h"
 #include "store.h"
 #include "token.h"
 
@@ -30,6 +31,7 @@
 #include <event2/listener.h>
 #include <event2/util.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -326,13 +328,42 @@ int proxy_config(controller_t *ctl, const cfg_t *cfg, char *err, size_t errlen)
 
 /* ---- connections ---- */
 
+static metric_family_t *m_conns, *m_requests, *m_bytes, *m_duration;
+static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
+
+static void proxy_metrics_init(void)
+{
+    m_conns = metrics_family("sandbox_route_connections", METRIC_GAUGE,
+                             "Connections open on the route listener.", NULL, 0);
+    m_requests = metrics_family("sandbox_route_requests_total", METRIC_COUNTER,
+                                "Requests on the route listener, by answer: \"forwarded\" to a sandbox, or the "
+                                "status the controller answered itself (404 no route, 401, 502 worker, ...).",
+                                NULL, 0);
+    m_bytes = metrics_family("sandbox_route_bytes_total", METRIC_COUNTER,
+                             "Body bytes relayed through routes: \"in\" from clients, \"out\" to them.", NULL, 0);
+    m_duration = metrics_family("sandbox_route_request_duration_seconds", METRIC_HISTOGRAM,
+                                "Time from a routed connection's arrival to its end.", metrics_latency_buckets,
+                                metrics_latency_nbuckets);
+}
+
 static void pc_free(pconn_t *pc, const char *why)
 {
     proxy_thread_t *pt = pc->pt;
+    metrics_add(m_conns, NULL, -1);
     if (pc->method[0]) {
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         long ms = (long)((now.tv_sec - pc->started.tv_sec) * 1000 + (now.tv_nsec - pc->started.tv_nsec) / 1000000);
+        char answer[16];
+        if (pc->status)
+            snprintf(answer, sizeof answer, "%d", pc->status);
+        else
+            snprintf(answer, sizeof answer, "forwarded");
+        char labels[48];
+        metrics_add(m_requests, metrics_labels(labels, sizeof labels, "answer", answer, NULL), 1);
+        metrics_add(m_bytes, "direction=\"in\"", (double)pc->body_bytes);
+        metrics_add(m_bytes, "direction=\"out\"", (double)pc->resp_bytes);
+        metrics_observe(m_duration, NULL, (double)ms / 1000.0);
         char answered[32] = "";
         if (pc->status)
             snprintf(answered, sizeof answered, ", answered %d", pc->status);
@@ -1018,6 +1049,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     pc->trusted_peer = proxy_nets_contain(ctl->trusted_proxies, ctl->ntrusted_proxies, sa);
     TAILQ_INSERT_TAIL(&pt->conns, pc, link);
     pt->nconns++;
+    metrics_add(m_conns, NULL, 1);
     int open_now = atomic_fetch_add(&proxy_open_conns, 1) + 1;
     pc->down = bufferevent_socket_new(pt->base, fd, BEV_OPT_CLOSE_ON_FREE);
     pc->deadline = evtimer_new(pt->base, deadline_cb, pc);
@@ -1075,6 +1107,7 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
 
 proxy_thread_t *proxy_thread_new(controller_t *ctl, struct event_base *base, PGconn **db, char *err, size_t errlen)
 {
+    pthread_once(&metrics_once, proxy_metrics_init);
     proxy_thread_t *pt = calloc(1, sizeof *pt);
     if (!pt) {
         snprintf(err, errlen, "out of memory");

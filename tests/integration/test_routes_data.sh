@@ -341,3 +341,14 @@ for secret in "$tok_secret" "$public_name" "$host_name"; do
 done
 assert_contains "$(cat "$c2log")" "route rt_" "the proxy logs requests by route id"
 
+
+# ---- the route listener's metrics on the second controller
+curl -sf --max-time 30 "http://127.0.0.1:$c2port/metrics" -o "$ITEST_TMP/rd-metrics.txt" || fail "GET /metrics of the second controller"
+python3 "$here/promparse.py" "$ITEST_TMP/rd-metrics.txt" >/dev/null || fail "/metrics is not valid Prometheus text"
+rmetric() { awk -v k="$1" '$1 == k { print $2; found = 1; exit } END { if (!found) print 0 }' "$ITEST_TMP/rd-metrics.txt"; }
+# forwarded requests, the deleted route's 404, 50 MB each way, nothing left open
+python3 -c 'import sys; v = [float(x) for x in sys.argv[1:]]; sys.exit(0 if v[0] >= 5 and v[1] >= 1 and v[2] >= 50e6 and v[3] >= 50e6 and v[4] == 0 else 1)' \
+  "$(rmetric 'sandbox_route_requests_total{answer="forwarded"}')" "$(rmetric 'sandbox_route_requests_total{answer="404"}')" \
+  "$(rmetric 'sandbox_route_bytes_total{direction="in"}')" "$(rmetric 'sandbox_route_bytes_total{direction="out"}')" \
+  "$(rmetric sandbox_route_connections)" \
+  || fail "route metrics of the second controller: $(grep '^sandbox_route_[a-z_]* \|^sandbox_route_[a-z_]*{[a-z]*="[a-z0-9]*"}' "$ITEST_TMP/rd-metrics.txt" | tr '\n' ' ')"
