@@ -28,8 +28,11 @@ static int database_ready(req_t *rq, char *err, size_t errlen)
         snprintf(err, errlen, "database unreachable: %s", db_last_error());
         return -1;
     }
-    if (migrate_check_current(rq->db, err, errlen) < 0)
+    char why[400];
+    if (migrate_check_current(rq->db, why, sizeof why) < 0) {
+        snprintf(err, errlen, "database not ready: %s", why);
         return -1;
+    }
     return 0;
 }
 
