@@ -95,6 +95,7 @@ static void agent_flag_set(volatile int *flag) { __atomic_store_n((int *)flag, 1
 static bool agent_flag(const volatile int *flag) { return __atomic_load_n((const int *)flag, __ATOMIC_SEQ_CST); }
 
 /* The worker's metrics (the process registry, common/metrics.h). */
+static const char *const agent_kinds[] = { "create", "delete", "exec" };   /* assignment kinds, as labels */
 static pthread_once_t agent_metrics_once = PTHREAD_ONCE_INIT;
 static metric_family_t *agent_m_assignments, *agent_m_assignment_seconds, *agent_m_running, *agent_m_sandboxes,
     *agent_m_heartbeats, *agent_m_capacity;
@@ -116,15 +117,24 @@ static void agent_metrics_init(void)
     agent_m_capacity = metrics_family("sandbox_worker_capacity", METRIC_GAUGE,
                                       "Capacity the worker advertises, by resource (cpu_millis, memory_mib, slots).",
                                       NULL, 0);
+    /* Every series from the start, at 0, so rates see the first increase. */
+    static const char *const outcomes[] = { "succeeded", "failed", "cancelled" };
+    char labels[96];
+    for (size_t k = 0; k < sizeof agent_kinds / sizeof agent_kinds[0]; k++)
+        for (size_t o = 0; o < sizeof outcomes / sizeof outcomes[0]; o++)
+            metrics_add(agent_m_assignments,
+                        metrics_labels(labels, sizeof labels, "kind", agent_kinds[k], "outcome", outcomes[o], NULL), 0);
+    metrics_add(agent_m_heartbeats, "result=\"ok\"", 0);
+    metrics_add(agent_m_heartbeats, "result=\"error\"", 0);
+    metrics_set(agent_m_running, NULL, 0);
 }
 
 /* An assignment kind as a label: one of a fixed set, never the wire text. */
 static const char *agent_kind_label(const char *kind)
 {
-    static const char *const kinds[] = { "create", "delete", "exec" };
-    for (size_t i = 0; kind && i < sizeof kinds / sizeof kinds[0]; i++)
-        if (strcmp(kind, kinds[i]) == 0)
-            return kinds[i];
+    for (size_t i = 0; kind && i < sizeof agent_kinds / sizeof agent_kinds[0]; i++)
+        if (strcmp(kind, agent_kinds[i]) == 0)
+            return agent_kinds[i];
     return "unknown";
 }
 
