@@ -2,10 +2,12 @@
 #include "agent.h"
 #include "errors.h"
 #include "forward.h"
+#include "health.h"
 #include "httpc.h"
 #include "jsonx.h"
 #include "limits.h"
 #include "log.h"
+#include "metrics.h"
 #include "spec.h"
 #include "timeutil.h"
 #include "utf8.h"
@@ -55,6 +57,7 @@ struct agent {
     int executors;
     runtime_t *rt;
     forward_t *fwd;                  /* the route forwarder (worker_route_listen) */
+    health_t *health;                /* /healthz, /readyz, /metrics (worker_health_listen); NULL when not served */
 
     pthread_mutex_t mu;
     pthread_cond_t cond;             /* any change below; CLOCK_MONOTONIC */
@@ -67,6 +70,8 @@ struct agent {
     bool need_register;
     int64_t heartbeat_seconds;
     int64_t lease_seconds;
+    int64_t last_contact_ms;         /* time_mono_ms() of the last answer from the controller; 0: none */
+    char last_error[256];            /* the last failed exchange, for /readyz */
     json_object **queue;             /* ring of assignments (owned) */
     size_t qcap, qhead, qlen;
     int busy;                        /* executors running an assignment */
@@ -88,6 +93,50 @@ struct agent {
 
 static void agent_flag_set(volatile int *flag) { __atomic_store_n((int *)flag, 1, __ATOMIC_SEQ_CST); }
 static bool agent_flag(const volatile int *flag) { return __atomic_load_n((const int *)flag, __ATOMIC_SEQ_CST); }
+
+/* The worker's metrics (the process registry, common/metrics.h). */
+static const char *const agent_kinds[] = { "create", "delete", "exec" };   /* assignment kinds, as labels */
+static pthread_once_t agent_metrics_once = PTHREAD_ONCE_INIT;
+static metric_family_t *agent_m_assignments, *agent_m_assignment_seconds, *agent_m_running, *agent_m_sandboxes,
+    *agent_m_heartbeats, *agent_m_capacity;
+
+static void agent_metrics_init(void)
+{
+    agent_m_assignments = metrics_family("sandbox_worker_assignments_total", METRIC_COUNTER,
+                                         "Assignments run, by kind and outcome (succeeded, failed, or cancelled: "
+                                         "left to their lease expiry at shutdown).", NULL, 0);
+    agent_m_assignment_seconds = metrics_family("sandbox_worker_assignment_duration_seconds", METRIC_HISTOGRAM,
+                                                "Time to run an assignment, by kind (the report not included).",
+                                                metrics_latency_buckets, metrics_latency_nbuckets);
+    agent_m_running = metrics_family("sandbox_worker_assignments_running", METRIC_GAUGE,
+                                     "Assignments an executor is running right now.", NULL, 0);
+    agent_m_sandboxes = metrics_family("sandbox_worker_sandboxes", METRIC_GAUGE,
+                                       "Sandbox containers the worker holds, from its last inventory.", NULL, 0);
+    agent_m_heartbeats = metrics_family("sandbox_worker_heartbeats_total", METRIC_COUNTER,
+                                        "Heartbeats sent, by result (ok: the controller took it).", NULL, 0);
+    agent_m_capacity = metrics_family("sandbox_worker_capacity", METRIC_GAUGE,
+                                      "Capacity the worker advertises, by resource (cpu_millis, memory_mib, slots).",
+                                      NULL, 0);
+    /* Every series from the start, at 0, so rates see the first increase. */
+    static const char *const outcomes[] = { "succeeded", "failed", "cancelled" };
+    char labels[96];
+    for (size_t k = 0; k < sizeof agent_kinds / sizeof agent_kinds[0]; k++)
+        for (size_t o = 0; o < sizeof outcomes / sizeof outcomes[0]; o++)
+            metrics_add(agent_m_assignments,
+                        metrics_labels(labels, sizeof labels, "kind", agent_kinds[k], "outcome", outcomes[o], NULL), 0);
+    metrics_add(agent_m_heartbeats, "result=\"ok\"", 0);
+    metrics_add(agent_m_heartbeats, "result=\"error\"", 0);
+    metrics_set(agent_m_running, NULL, 0);
+}
+
+/* An assignment kind as a label: one of a fixed set, never the wire text. */
+static const char *agent_kind_label(const char *kind)
+{
+    for (size_t i = 0; kind && i < sizeof agent_kinds / sizeof agent_kinds[0]; i++)
+        if (strcmp(kind, agent_kinds[i]) == 0)
+            return agent_kinds[i];
+    return "unknown";
+}
 
 /* Sleeps up to ms, returning early when *flag is set (agent_stop
  * broadcasts the condition). */
@@ -183,6 +232,27 @@ void agent_worker_id(agent_t *a, char *ret, size_t retlen)
 
 /* The forwarder asks for the worker id with each routed connection. */
 static void agent_worker_id_cb(void *ud, char *ret, size_t retlen) { agent_worker_id(ud, ret, retlen); }
+
+/* The controller answered an exchange (for /readyz). */
+static void agent_contact(agent_t *a)
+{
+    pthread_mutex_lock(&a->mu);
+    a->last_contact_ms = time_mono_ms();
+    a->last_error[0] = '\0';
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* What /readyz says about the controller. */
+static void agent_controller_status_cb(void *ud, health_controller_status_t *ret)
+{
+    agent_t *a = ud;
+    pthread_mutex_lock(&a->mu);
+    ret->registered = a->registered && !a->need_register;
+    snprintf(ret->worker_id, sizeof ret->worker_id, "%s", a->worker_id);
+    ret->last_contact_ms = a->last_contact_ms;
+    snprintf(ret->last_error, sizeof ret->last_error, "%s", a->last_error);
+    pthread_mutex_unlock(&a->mu);
+}
 
 /* Parses "k=v,k2=v2" (spaces around entries ignored). */
 static int agent_labels_parse(const char *s, kv_list_t *ret, char *err, size_t errlen)
@@ -396,16 +466,20 @@ static json_object *agent_register_body(agent_t *a)
 static void agent_exchange_failed(agent_t *a, httpc_t *c, int *last_kind, int rc, const httpc_response_t *resp,
                                   const char *what)
 {
+    char why[400];
     if (rc < 0) {
+        snprintf(why, sizeof why, "%s", resp->error);
         agent_log_failure(last_kind, -1, what, resp->error);
         agent_failover(a, c);
-        return;
+    } else {
+        const char *code, *msg;
+        httpc_api_error(resp, &code, &msg);
+        snprintf(why, sizeof why, "HTTP %ld %s: %s", resp->status, code, msg);
+        agent_log_failure(last_kind, (int)resp->status, what, why);
     }
-    const char *code, *msg;
-    char why[400];
-    httpc_api_error(resp, &code, &msg);
-    snprintf(why, sizeof why, "HTTP %ld %s: %s", resp->status, code, msg);
-    agent_log_failure(last_kind, (int)resp->status, what, why);
+    pthread_mutex_lock(&a->mu);
+    snprintf(a->last_error, sizeof a->last_error, "failed to %s: %.200s", what, why);
+    pthread_mutex_unlock(&a->mu);
 }
 
 static int agent_register(agent_t *a, httpc_t *c)
@@ -432,6 +506,8 @@ static int agent_register(agent_t *a, httpc_t *c)
                 a->heartbeat_seconds = hb > 0 ? hb : 5;
                 a->registered = true;
                 a->need_register = false;
+                a->last_contact_ms = time_mono_ms();
+                a->last_error[0] = '\0';
                 pthread_cond_broadcast(&a->cond);
                 pthread_mutex_unlock(&a->mu);
                 log_info(AGENT_COMPONENT, "registered with %s as %s (%s) lease_seconds=%lld heartbeat_seconds=%lld",
@@ -555,6 +631,7 @@ static void agent_report(agent_t *a, httpc_t *c, const char *op_id, json_object 
         if (rc == 0)
             httpc_api_error(&resp, &code, &msg);
         if (rc == 0 && resp.status == 200) {
+            agent_contact(a);
             log_debug(AGENT_COMPONENT, "reported operation %s", op_id);
             httpc_response_release(&resp);
             return;
@@ -611,6 +688,14 @@ static void agent_run(agent_t *a, httpc_t *c, json_object *job)
     else
         api_error_set(&o.err, API_INVALID_ARGUMENT, "unknown assignment kind \"%.40s\"", kind ? kind : "");
 
+    char labels[96];
+    const char *kind_label = agent_kind_label(kind);
+    metrics_observe(agent_m_assignment_seconds, metrics_labels(labels, sizeof labels, "kind", kind_label, NULL),
+                    (double)(time_mono_ms() - t0) / 1000.0);
+    metrics_add(agent_m_assignments,
+                metrics_labels(labels, sizeof labels, "kind", kind_label, "outcome",
+                               o.ok ? "succeeded" : o.err.code == API_CANCELLED ? "cancelled" : "failed", NULL),
+                1);
     if (!o.ok && o.err.code == API_CANCELLED) {
         /* create and delete are idempotent: the lease expires and the
          * operation is leased again. */
@@ -666,6 +751,7 @@ static void *agent_executor_main(void *arg)
         a->qhead = (a->qhead + 1) % a->qcap;
         a->qlen--;
         a->busy++;
+        metrics_set(agent_m_running, NULL, a->busy);
         const char *job_sbx = jsonx_get_str(job, "sandbox_id");
         if (slot < a->executors)
             snprintf(a->inflight[slot], SBX_ID_MAX, "%s", job_sbx ? job_sbx : "");
@@ -680,6 +766,7 @@ static void *agent_executor_main(void *arg)
         if (slot < a->executors)
             a->inflight[slot][0] = '\0';
         a->busy--;
+        metrics_set(agent_m_running, NULL, a->busy);
         pthread_cond_broadcast(&a->cond);
         pthread_mutex_unlock(&a->mu);
     }
@@ -740,6 +827,7 @@ static void *agent_poller_main(void *arg)
         }
         json_object *list = rc == 0 && resp.status == 200 ? jsonx_get_arr(resp.json, "assignments") : NULL;
         if (list) {
+            agent_contact(a);
             backoff = AGENT_BACKOFF_MIN_MS;
             last_kind = 0;
             size_t n = json_object_array_length(list);
@@ -805,6 +893,7 @@ static json_object *agent_heartbeat_body(agent_t *a, int *last_inv_kind, int *la
         return o;
     }
     *last_inv_kind = 0;
+    metrics_set(agent_m_sandboxes, NULL, (double)n);
     json_object *inv = json_object_new_array();
     for (size_t i = 0; i < n; i++) {
         json_object *e = json_object_new_object();
@@ -870,13 +959,18 @@ static void *agent_heartbeat_main(void *arg)
             long timeout = period_ms > 10000 ? period_ms : 10000;
             int rc = httpc_request(c, "POST", path, body, NULL, timeout, &resp);
             json_object_put(body);
-            if (rc == 0 && resp.status == 200) {
+            bool beat_ok = rc == 0 && resp.status == 200;
+            if (!agent_flag(&a->stop_hb))
+                metrics_add(agent_m_heartbeats, beat_ok ? "result=\"ok\"" : "result=\"error\"", 1);
+            if (beat_ok) {
                 last_kind = 0;
+                agent_contact(a);
                 agent_remove_orphans(a, jsonx_get_arr(resp.json, "remove"));
             } else if (rc == 0 && resp.status == 404) {
                 log_warn(AGENT_COMPONENT, "the controller does not know worker %s; registering again", wid);
                 pthread_mutex_lock(&a->mu);
                 a->need_register = true;
+                snprintf(a->last_error, sizeof a->last_error, "the controller does not know this worker");
                 pthread_mutex_unlock(&a->mu);
             } else if (!agent_flag(&a->stop_hb)) {
                 agent_exchange_failed(a, c, &last_kind, rc, &resp, "send a heartbeat");
@@ -948,6 +1042,7 @@ static int agent_urls_parse(agent_t *a, char *err, size_t errlen)
 /* Frees the agent and everything it owns but its mutex and condition. */
 static void agent_free_memory(agent_t *a)
 {
+    health_free(a->health);
     forward_free(a->fwd);
     runtime_free(a->rt);
     kv_list_release(&a->labels);
@@ -994,6 +1089,7 @@ int agent_new(const cfg_t *cfg, const char *token, agent_t **ret, char *err, siz
 {
     int r = 0;
     bool mu_ok = false, cond_ok = false;
+    pthread_once(&agent_metrics_once, agent_metrics_init);
     agent_t *a = calloc(1, sizeof *a);
     if (!a) {
         snprintf(err, errlen, "out of memory");
@@ -1099,6 +1195,18 @@ int agent_new(const cfg_t *cfg, const char *token, agent_t **ret, char *err, siz
     };
     if ((r = forward_new(&fopt, &a->fwd, err, errlen)) < 0)
         goto cleanup;
+    const char *hlisten = cfg_str(cfg, CFG_WORKER_HEALTH_LISTEN);
+    if (hlisten && *hlisten) {
+        health_options_t hopt = {
+            .listen = hlisten,
+            .rt = a->rt,
+            .controller_timeout_ms = cfg_int(cfg, CFG_WORKER_TIMEOUT_SECONDS) * 1000,
+            .controller = agent_controller_status_cb,
+            .controller_ud = a,
+        };
+        if ((r = health_new(&hopt, &a->health, err, errlen)) < 0)
+            goto cleanup;
+    }
     a->stopped = true; /* nothing to stop until agent_start */
     *ret = a;
     a = NULL;
@@ -1128,6 +1236,13 @@ int agent_start(agent_t *a, char *err, size_t errlen)
         r = SBX_EIO;
         goto cleanup;
     }
+    if (a->health && (r = health_start(a->health, ferr, sizeof ferr)) < 0) {
+        snprintf(err, errlen, "%s", ferr);
+        goto cleanup;
+    }
+    metrics_set(agent_m_capacity, "resource=\"cpu_millis\"", (double)a->cpu_millis);
+    metrics_set(agent_m_capacity, "resource=\"memory_mib\"", (double)a->memory_mib);
+    metrics_set(agent_m_capacity, "resource=\"slots\"", (double)a->slots);
     snprintf(err, errlen, "cannot start the worker's threads");
     for (int i = 0; i < a->executors; i++) {
         if (pthread_create(&a->exec_threads[i], NULL, agent_executor_main, a) != 0) {
@@ -1161,6 +1276,8 @@ void agent_stop(agent_t *a)
     if (!a || a->stopped)
         return;
     a->stopped = true;
+    /* /readyz says so at once; /healthz answers until the end. */
+    health_set_stopping(a->health);
     /* 0. No new route connections; open ones are closed (a route is a
      * best-effort path to a sandbox that may be going away anyway). */
     forward_stop(a->fwd);
@@ -1213,6 +1330,7 @@ void agent_stop(agent_t *a)
     if (a->heartbeat_started)
         pthread_join(a->heartbeat, NULL);
     a->heartbeat_started = false;
+    health_stop(a->health);
     log_info(AGENT_COMPONENT, "worker %s stopped", a->name);
 }
 

@@ -4,6 +4,7 @@
 #include "forward.h"
 #include "errors.h"
 #include "log.h"
+#include "metrics.h"
 #include "timeutil.h"
 
 #include <arpa/inet.h>
@@ -584,10 +585,21 @@ static void forward_relay(forward_conn_t *c, char *why, size_t whylen, uint64_t 
     *ret_down = p[1].bytes;
 }
 
+/* sandbox_worker_route_connections: the forwards open right now. */
+static pthread_once_t forward_metrics_once = PTHREAD_ONCE_INIT;
+static metric_family_t *forward_m_active;
+
+static void forward_metrics_init(void)
+{
+    forward_m_active = metrics_family("sandbox_worker_route_connections", METRIC_GAUGE,
+                                      "Routed connections the worker forwards right now.", NULL, 0);
+}
+
 static void forward_conn_done(forward_t *f)
 {
     pthread_mutex_lock(&f->mu);
     f->active--;
+    metrics_set(forward_m_active, NULL, f->active);
     pthread_cond_broadcast(&f->cond);
     pthread_mutex_unlock(&f->mu);
 }
@@ -673,6 +685,7 @@ static void forward_accept(forward_t *f, int fd, const struct sockaddr *sa)
     bool room = f->active < f->max_connections;
     if (room)
         f->active++;
+    metrics_set(forward_m_active, NULL, f->active);
     pthread_mutex_unlock(&f->mu);
     if (!room) {
         char msg[96];
@@ -838,6 +851,8 @@ int forward_start(forward_t *f, char *err, size_t errlen)
     snprintf(f->address, sizeof f->address, "%s", f->advertise[0] ? f->advertise : bound);
     f->listen_fd = fd;
     f->started = true;
+    pthread_once(&forward_metrics_once, forward_metrics_init);
+    metrics_set(forward_m_active, NULL, 0);
     if (pthread_create(&f->listener, NULL, forward_listener_main, f) != 0) {
         snprintf(err, errlen, "cannot start the route listener's thread");
         forward_stop(f);

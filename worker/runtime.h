@@ -81,6 +81,11 @@ typedef struct runtime_docker_options {
  * when Docker does not answer, with err filled. */
 int runtime_docker_open(const runtime_docker_options_t *opt, runtime_t **ret, api_error_t *err);
 
+/* Asks the runtime whether it answers (Docker: GET /_ping), within
+ * timeout_ms. Returns 0, or SBX_EUNAVAIL / SBX_ETIMEOUT / SBX_ERUNTIME with
+ * err saying what failed (naming the Docker socket). */
+int runtime_ping(runtime_t *rt, long timeout_ms, api_error_t *err);
+
 /* Name ("docker") and the isolation classes this runtime really offers. */
 const char *runtime_name(const runtime_t *rt);
 /* Writes the classes into ret (at most max) and returns how many. */

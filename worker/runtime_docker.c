@@ -5,6 +5,7 @@
 #include "docker_stream.h"
 #include "jsonx.h"
 #include "limits.h"
+#include "metrics.h"
 #include "runsc.h"
 #include "tarball.h"
 #include "timeutil.h"
@@ -13,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,6 +153,32 @@ static int docker_transport_error(const runtime_t *rt, CURLcode cr, api_error_t 
     return cr == CURLE_OPERATION_TIMEDOUT ? SBX_ETIMEOUT : SBX_EUNAVAIL;
 }
 
+/* Engine API requests: sandbox_worker_docker_requests_total{result} and
+ * sandbox_worker_docker_request_duration_seconds (every request but the
+ * exec output stream, whose length is the command's). */
+static pthread_once_t docker_metrics_once = PTHREAD_ONCE_INIT;
+static metric_family_t *docker_m_requests, *docker_m_seconds;
+
+static void docker_metrics_init(void)
+{
+    docker_m_requests = metrics_family("sandbox_worker_docker_requests_total", METRIC_COUNTER,
+                                       "Docker Engine API requests by result: ok (answered below 500), error "
+                                       "(answered 5xx), transport_error (no answer: socket, timeout), cancelled "
+                                       "(worker shutdown).",
+                                       NULL, 0);
+    docker_m_seconds = metrics_family("sandbox_worker_docker_request_duration_seconds", METRIC_HISTOGRAM,
+                                      "Docker Engine API request duration (image pulls included).",
+                                      metrics_latency_buckets, metrics_latency_nbuckets);
+}
+
+static void docker_metrics_count(const char *result, int64_t t0_ms)
+{
+    char labels[64];
+    pthread_once(&docker_metrics_once, docker_metrics_init);
+    metrics_add(docker_m_requests, metrics_labels(labels, sizeof labels, "result", result, NULL), 1);
+    metrics_observe(docker_m_seconds, NULL, (double)(time_mono_ms() - t0_ms) / 1000.0);
+}
+
 /* Sends one request with an optional body (len bytes of content_type) and
  * hands the reply to write_cb. Returns 0 when Docker answered, whatever the
  * status. */
@@ -169,12 +197,16 @@ static int docker_call_raw(const runtime_t *rt, const char *method, const char *
     }
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, write_cb);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, write_ud);
+    int64_t t0 = time_mono_ms();
     CURLcode cr = curl_easy_perform(h);
     if (cr != CURLE_OK) {
         r = docker_transport_error(rt, cr, err);
+        bool cancelled = cr == CURLE_ABORTED_BY_CALLBACK && docker_cancelled(rt);
+        docker_metrics_count(cancelled ? "cancelled" : "transport_error", t0);
         goto cleanup;
     }
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, ret_status);
+    docker_metrics_count(*ret_status >= 500 ? "error" : "ok", t0);
 cleanup:
     if (h)
         curl_easy_cleanup(h);
@@ -1313,6 +1345,21 @@ cleanup:
         json_object_put(info);
     docker_reply_release(&rep);
     runtime_free(rt);
+    return r;
+}
+
+int runtime_ping(runtime_t *rt, long timeout_ms, api_error_t *err)
+{
+    docker_reply_t rep;
+    int r = docker_call(rt, "GET", "/_ping", NULL, timeout_ms, &rep, err);
+    if (r == 0 && rep.status != 200) {
+        char msg[320];
+        docker_reply_message(&rep, msg, sizeof msg);
+        api_error_set(err, API_RUNTIME_ERROR, "docker engine at %s answered /_ping with %ld: %s", rt->socket_path,
+                      rep.status, msg);
+        r = SBX_ERUNTIME;
+    }
+    docker_reply_release(&rep);
     return r;
 }
 
