@@ -665,7 +665,19 @@ static void agent_report(agent_t *a, httpc_t *c, const char *op_id, json_object 
     }
 }
 
+static void agent_run_scoped(agent_t *a, httpc_t *c, json_object *job);
+
+/* Runs one assignment with its ids on every line logged meanwhile. */
 static void agent_run(agent_t *a, httpc_t *c, json_object *job)
+{
+    log_ctx_t ctx = { .sandbox = jsonx_get_str(job, "sandbox_id"),
+                      .operation = jsonx_get_str(job, "operation_id") };
+    log_scope_set(&ctx);
+    agent_run_scoped(a, c, job);
+    log_scope_clear();
+}
+
+static void agent_run_scoped(agent_t *a, httpc_t *c, json_object *job)
 {
     const char *op_id = jsonx_get_str(job, "operation_id");
     const char *kind = jsonx_get_str(job, "kind");
