@@ -15,7 +15,7 @@
 #include "errors.h"
 #include "store.h"
 
-typedef enum { PARK_OPERATION = 1, PARK_POLL } park_kind_t;
+typedef enum { PARK_OPERATION = 1, PARK_POLL, PARK_EVENTS } park_kind_t;
 
 /* One request being handled. Owned by the server; handlers reply exactly
  * once (http_reply_*) or park it. */
@@ -37,6 +37,7 @@ typedef struct req {
     struct event *park_timer;
     struct event *park_peek;    /* watches for the client hanging up */
     uint64_t poll_gen;          /* PARK_POLL: this poll's generation */
+    int64_t park_cursor;        /* PARK_EVENTS: looked through up to here; woken when the horizon passes it */
     bool conn_gone;             /* the client closed the connection */
     struct req *park_prev, *park_next;
 } req_t;
@@ -76,5 +77,10 @@ int http_wait_param(req_t *rq, int *ret);
 /* Parks the request until woken (the thread re-checks its condition) or
  * wait_seconds pass. Replies 503 itself when too many are parked. */
 void http_park(req_t *rq, park_kind_t kind, const char *id, int wait_seconds);
+
+/* Makes the request's thread re-check its parked requests in a few ms
+ * even when nothing wakes it (PARK_EVENTS: events held back behind an
+ * uncommitted one, whose transaction may end without a notification). */
+void http_recheck_soon(req_t *rq);
 
 #endif
