@@ -23,7 +23,7 @@ w=$(itest_token itest-workers worker itest-events-w)
 
 # A follower of tenant A started before anything happens.
 follow_out="$ITEST_TMP/events-follow.out"
-sandbox --token "$a" events --follow --json >"$follow_out" 2>"$ITEST_TMP/events-follow.err" &
+"$SANDBOX_CLI" --token "$a" events --follow --json >"$follow_out" 2>"$ITEST_TMP/events-follow.err" &
 follow_pid=$!
 itest_track_pid "$follow_pid"
 
@@ -194,7 +194,7 @@ python3 "$here/events_client.py" latency "$url2" "$SANDBOX_URL" "$a" "$ITEST_ADM
 start_id=$(sql "SELECT max(id) FROM events")
 f2_out="$ITEST_TMP/events-follow2.out"
 f2_err="$ITEST_TMP/events-follow2.err"
-sandbox --url "$url2" --token "$a" events --follow --json --after "$start_id" --kind tenant.policy \
+"$SANDBOX_CLI" --url "$url2" --token "$a" events --follow --json --after "$start_id" --kind tenant.policy \
   >"$f2_out" 2>"$f2_err" &
 f2=$!
 itest_track_pid "$f2"
