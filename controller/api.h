@@ -56,4 +56,14 @@ void api_healthz(req_t *rq);
 void api_readyz(req_t *rq);
 void api_metrics(req_t *rq);
 
+/* GET /v1/events (api_events.c): events after a cursor, long-polled with
+ * ?wait=; tenant-scoped. api_events_resume answers a parked read when an
+ * event matches or final is true, else leaves it parked. */
+void api_events_list(req_t *rq);
+void api_events_resume(req_t *rq, bool final);
+/* Parses the query of GET /v1/events (after, tail, limit, sandbox,
+ * operation, kind; wait is accepted and left to http_wait_param) into ret
+ * (scope NULL). Returns 0, or SBX_EINVAL with err saying what is wrong. */
+int api_events_parse(const struct evkeyvalq *query, events_query_t *ret, api_error_t *err);
+
 #endif

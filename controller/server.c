@@ -37,6 +37,7 @@ struct http_thread {
     PGconn *db;
     struct event *wake_ev;
     struct event *stop_ev;
+    struct event *recheck_ev;   /* timer: parked event reads look again (events held back) */
     req_t *parked;              /* doubly linked list */
     int nparked;
     pthread_t tid;
@@ -390,6 +391,8 @@ static void park_resume_scoped(req_t *rq, bool final)
         api_operation_resume(rq);
     else if (rq->park_kind == PARK_POLL)
         api_poll_resume(rq, final);
+    else if (rq->park_kind == PARK_EVENTS)
+        api_events_resume(rq, final);
 }
 
 static void park_timeout_cb(evutil_socket_t fd, short what, void *arg)
@@ -452,6 +455,49 @@ void http_park(req_t *rq, park_kind_t kind, const char *id, int wait_seconds)
     }
 }
 
+static void recheck_soon(http_thread_t *th)
+{
+    struct timeval tv = { 0, 20000 };
+    if (th->recheck_ev && !evtimer_pending(th->recheck_ev, NULL))
+        evtimer_add(th->recheck_ev, &tv);
+}
+
+void http_recheck_soon(req_t *rq) { recheck_soon(rq->th); }
+
+/* Parked event reads: one horizon query, then only the requests whose
+ * cursor it passed run their own query. */
+static void wake_events(http_thread_t *th, req_t **list, int n)
+{
+    int k = 0;
+    for (req_t *rq = th->parked; rq && k < n; rq = rq->park_next)
+        if (rq->park_kind == PARK_EVENTS)
+            list[k++] = rq;
+    int64_t horizon = 0, newest = 0;
+    if (k == 0 || store_events_horizon(th->db, &horizon, &newest) < 0)
+        return;
+    for (int i = 0; i < k; i++) {
+        if (list[i]->park_cursor >= horizon)
+            continue;
+        list[i]->db = th->db;
+        park_resume(list[i], false);
+    }
+    if (newest > horizon)
+        recheck_soon(th);
+}
+
+static void recheck_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    http_thread_t *th = arg;
+    if (!th->parked || db_ensure(&th->db, th->ctl->conninfo) < 0)
+        return;
+    req_t **list = calloc((size_t)th->nparked, sizeof *list);
+    if (list)
+        wake_events(th, list, th->nparked);
+    free(list);
+}
+
 /* Re-checks every parked request of this thread with one query per kind. */
 static void wake_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -489,6 +535,7 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
             park_resume(list[i], false);
         }
     }
+    wake_events(th, list, n);
 cleanup:
     free(list);
     free(ids);
@@ -616,6 +663,17 @@ static void route(req_t *rq)
         }
         goto no_route;
     }
+    if (seg_is(rq, 1, "events")) {
+        if (!client)
+            http_reply_error(rq, API_FORBIDDEN, "a %s token cannot read events", role_name(rq->auth.role));
+        else if (rq->nsegs == 2 && m == EVHTTP_REQ_GET)
+            api_events_list(rq);
+        else if (rq->nsegs == 2)
+            goto bad_method;
+        else
+            goto no_route;
+        return;
+    }
     if (seg_is(rq, 1, "tenants") || seg_is(rq, 1, "tokens")) {
         if (!client) {
             http_reply_error(rq, API_FORBIDDEN, "a %s token cannot call client endpoints", role_name(rq->auth.role));
@@ -741,6 +799,8 @@ static void thread_free(http_thread_t *th)
         event_free(th->wake_ev);
     if (th->stop_ev)
         event_free(th->stop_ev);
+    if (th->recheck_ev)
+        event_free(th->recheck_ev);
     if (th->http)
         evhttp_free(th->http);
     if (th->base)
@@ -794,7 +854,8 @@ int server_start(controller_t *ctl, char *err, size_t errlen)
             return SBX_EIO;
         th->wake_ev = event_new(th->base, -1, 0, wake_cb, th);
         th->stop_ev = event_new(th->base, -1, 0, stop_cb, th);
-        if (!th->wake_ev || !th->stop_ev) {
+        th->recheck_ev = evtimer_new(th->base, recheck_cb, th);
+        if (!th->wake_ev || !th->stop_ev || !th->recheck_ev) {
             snprintf(err, errlen, "out of memory");
             return SBX_ENOMEM;
         }

@@ -15,7 +15,7 @@
 #include "errors.h"
 #include "store.h"
 
-typedef enum { PARK_OPERATION = 1, PARK_POLL } park_kind_t;
+typedef enum { PARK_OPERATION = 1, PARK_POLL, PARK_EVENTS } park_kind_t;
 
 /* One request being handled. Owned by the server; handlers reply exactly
  * once (http_reply_*) or park it. */
@@ -37,6 +37,7 @@ typedef struct req {
     struct event *park_timer;
     struct event *park_peek;    /* watches for the client hanging up */
     uint64_t poll_gen;          /* PARK_POLL: this poll's generation */
+    int64_t park_cursor;        /* PARK_EVENTS: looked through up to here; woken when the horizon passes it */
     bool conn_gone;             /* the client closed the connection */
     char request_id[SBX_REQUEST_ID_MAX + 1]; /* the client's X-Request-Id, or ours */
     int64_t t0_us;              /* monotonic start, for the access log and latency */
@@ -85,5 +86,10 @@ int http_wait_param(req_t *rq, int *ret);
 /* Parks the request until woken (the thread re-checks its condition) or
  * wait_seconds pass. Replies 503 itself when too many are parked. */
 void http_park(req_t *rq, park_kind_t kind, const char *id, int wait_seconds);
+
+/* Makes the request's thread re-check its parked requests in a few ms
+ * even when nothing wakes it (PARK_EVENTS: events held back behind an
+ * uncommitted one, whose transaction may end without a notification). */
+void http_recheck_soon(req_t *rq);
 
 #endif

@@ -226,6 +226,31 @@ static void op_observe(const char *kind, op_state_t to, const char *since_create
     }
 }
 
+/* {"reason": why} for an event. */
+static json_object *event_reason(const char *why)
+{
+    json_object *d = json_object_new_object();
+    jsonx_add_str(d, "reason", why);
+    return d;
+}
+
+/* What an operation event adds from op_cas's RETURNING row: the attempt,
+ * the worker holding the lease, the error, an exec's exit code. Never the
+ * request or the output (they may hold secrets). */
+static void event_data_add_op(json_object *d, const PGresult *r)
+{
+    if (db_get_ll(r, 0, 3) > 0)
+        jsonx_add_int(d, "attempt", db_get_ll(r, 0, 3));
+    if (db_get(r, 0, 4))
+        jsonx_add_str(d, "worker", db_get(r, 0, 4));
+    if (db_get(r, 0, 5)) {
+        jsonx_add_str(d, "error_code", db_get(r, 0, 5));
+        jsonx_add_str(d, "error_message", db_get(r, 0, 6));
+    }
+    if (db_get(r, 0, 7))
+        jsonx_add_int(d, "exit_code", db_get_ll(r, 0, 7));
+}
+
 /* The one place operations change state: asserts the table, then
  * UPDATE … WHERE id = $1 AND state = from, plus an events row.
  * extra_set is appended to SET and may use $4… for extra params.
@@ -243,8 +268,9 @@ static int op_cas(PGconn *c, const char *op_id, op_state_t from, op_state_t to, 
     char sql[1024];
     snprintf(sql, sizeof sql,
              "UPDATE operations SET state = $2, updated_at = now()%s%s%s "
-             "WHERE id = $1 AND state = $3 RETURNING tenant_id, sandbox_id, kind, "
-             "extract(epoch FROM now() - created_at), extract(epoch FROM now() - leased_at), "
+             "WHERE id = $1 AND state = $3 RETURNING tenant_id, sandbox_id, kind, attempt, "
+             "(SELECT name FROM workers w WHERE w.id = lease_worker_id), error_code, left(error_message, 300), "
+             "result->>'exit_code', extract(epoch FROM now() - created_at), extract(epoch FROM now() - leased_at), "
              "extract(epoch FROM now() - started_at)",
              op_state_terminal(to) ? ", finished_at = now()"
              : to == OP_LEASED     ? ", leased_at = now()"
@@ -266,11 +292,12 @@ static int op_cas(PGconn *c, const char *op_id, op_state_t from, op_state_t to, 
             json_object_put(event_data);
         return SBX_ECONFLICT;
     }
-    op_observe(db_get(r, 0, 2), to, db_get(r, 0, 3), db_get(r, 0, 4), db_get(r, 0, 5));
+    op_observe(db_get(r, 0, 2), to, db_get(r, 0, 8), db_get(r, 0, 9), db_get(r, 0, 10));
     json_object *d = event_data ? event_data : json_object_new_object();
     jsonx_add_str(d, "kind", db_get(r, 0, 2));
     jsonx_add_str(d, "from", op_state_name(from));
     jsonx_add_str(d, "to", op_state_name(to));
+    event_data_add_op(d, r);
     char kind[64];
     snprintf(kind, sizeof kind, "operation.%s", op_state_name(to));
     int rc = event_add(c, db_get(r, 0, 0), kind, db_get(r, 0, 1), op_id, d);
@@ -284,7 +311,8 @@ static int sandbox_set_phase(PGconn *c, const char *sandbox_id, sandbox_phase_t 
 {
     char sql[1024];
     snprintf(sql, sizeof sql,
-             "UPDATE sandboxes SET phase = $2, updated_at = now()%s%s WHERE id = $1 RETURNING tenant_id",
+             "UPDATE sandboxes SET phase = $2, updated_at = now()%s%s WHERE id = $1 RETURNING tenant_id, "
+             "(SELECT name FROM workers w WHERE w.id = worker_id), isolation",
              extra_set ? ", " : "", extra_set ? extra_set : "");
     const char *p[10] = { sandbox_id, sandbox_phase_name(phase) };
     for (int i = 0; i < nextra && i < 8; i++)
@@ -298,14 +326,21 @@ static int sandbox_set_phase(PGconn *c, const char *sandbox_id, sandbox_phase_t 
     }
     char kind[64];
     snprintf(kind, sizeof kind, "sandbox.%s", sandbox_phase_name(phase));
-    int rc = event_add(c, db_get(r, 0, 0), kind, sandbox_id, NULL, NULL);
+    json_object *ed = json_object_new_object();
+    jsonx_add_str(ed, "worker", db_get(r, 0, 1));
+    if (phase == PH_SCHEDULED)
+        jsonx_add_str(ed, "isolation", db_get(r, 0, 2));
+    int rc = event_add(c, db_get(r, 0, 0), kind, sandbox_id, NULL, ed);
     PQclear(r);
     /* A sandbox that stops running takes its routes with it, in the same
      * transaction: nothing can reach it through a route afterwards. */
     if (rc == 0 && (phase == PH_DELETING || phase == PH_DELETED || phase == PH_FAILED || phase == PH_LOST)) {
         const char *q[] = { sandbox_id, sandbox_phase_name(phase) };
-        rc = db_run(c, "UPDATE routes SET state = 'removed', removed_at = now(), "
-                       "  removed_reason = 'sandbox ' || $2 WHERE sandbox_id = $1 AND state = 'active'",
+        rc = db_run(c, "WITH gone AS (UPDATE routes SET state = 'removed', removed_at = now(), "
+                       "  removed_reason = 'sandbox ' || $2 WHERE sandbox_id = $1 AND state = 'active' "
+                       "  RETURNING id, tenant_id, port, removed_reason) "
+                       "INSERT INTO events (tenant_id, kind, sandbox_id, data) SELECT tenant_id, 'route.removed', $1, "
+                       "  jsonb_build_object('route', id, 'port', port, 'reason', removed_reason) FROM gone",
                     2, q);
         rc = rc < 0 ? SBX_EDB : 0;
     }
@@ -545,16 +580,27 @@ int store_tenant_set_policy(PGconn *c, const char *name, const policy_t *policy,
     char *text = jsonx_dump(pj);
     json_object_put(pj);
     const char *p[] = { name, text };
-    PGresult *r = db_exec(c, "UPDATE tenants tn SET policy = $2::jsonb WHERE name = $1 RETURNING " TENANT_COLS, 2, p);
+    PGresult *r = db_begin(c) < 0 ? NULL
+                                  : db_exec(c, "UPDATE tenants tn SET policy = $2::jsonb WHERE name = $1 RETURNING "
+                                               TENANT_COLS, 2, p);
     free(text);
-    if (!r)
+    if (!r) {
+        db_rollback(c);
         return store_db_error(err);
+    }
     if (PQntuples(r) != 1) {
         PQclear(r);
+        db_rollback(c);
         return api_error_set(err, API_NOT_FOUND, "no tenant %.64s", name);
     }
     json_object *t = tenant_json(r, 0);
-    event_add(c, db_get(r, 0, 0), "tenant.policy", NULL, NULL, json_object_get(jsonx_get_obj(t, "policy")));
+    if (event_add(c, db_get(r, 0, 0), "tenant.policy", NULL, NULL, json_object_get(jsonx_get_obj(t, "policy"))) < 0 ||
+        db_commit(c) < 0) {
+        json_object_put(t);
+        PQclear(r);
+        db_rollback(c);
+        return store_db_error(err);
+    }
     PQclear(r);
     *ret = json_object_new_object();
     jsonx_add(*ret, "tenant", t);
@@ -748,7 +794,14 @@ int store_sandbox_create(PGconn *c, const store_limits_t *lim, const create_req_
         }
         goto db_fail;
     }
-    if (event_add(c, req->tenant_id, "sandbox.pending", sbx_id, NULL, NULL) < 0)
+    json_object *sd = json_object_new_object();
+    jsonx_add_str(sd, "image", req->spec->image);
+    jsonx_add_str(sd, "isolation", isolation_name(req->isolation));
+    jsonx_add_str(sd, "network", net_mode_name(req->spec->network));
+    jsonx_add_int(sd, "cpu_millis", req->spec->cpu_millis);
+    jsonx_add_int(sd, "memory_mib", req->spec->memory_mib);
+    jsonx_add_int(sd, "ttl_seconds", req->spec->ttl_seconds);
+    if (event_add(c, req->tenant_id, "sandbox.pending", sbx_id, NULL, sd) < 0)
         goto db_fail;
     json_object *ed = json_object_new_object();
     jsonx_add_str(ed, "kind", "create");
@@ -843,6 +896,8 @@ static int sandbox_request_delete(PGconn *c, const store_limits_t *lim, const ch
     json_object *ed = json_object_new_object();
     jsonx_add_str(ed, "kind", "delete");
     jsonx_add_str(ed, "to", "pending");
+    if (created_by && (strcmp(created_by, "ttl") == 0 || strcmp(created_by, "retry") == 0))
+        jsonx_add_str(ed, "reason", created_by);
     if (event_add(c, tenant_id, "operation.pending", sandbox_id, op_id, ed) < 0)
         return SBX_EDB;
     memcpy(ret_op, op_id, SBX_ID_MAX);
@@ -1349,7 +1404,7 @@ int store_worker_register(PGconn *c, json_object *body, const char *token_id, js
     snprintf(slotss, sizeof slotss, "%lld", (long long)slots);
     const char *p[] = { id, name, labels_text, iso_lit, runtime, cpus, mems, slotss, version ? version : "",
                         nets_text, probes_text, images_text ? images_text : "[]", route_address, token_id };
-    PGresult *r = db_exec(c,
+    PGresult *r = db_begin(c) < 0 ? NULL : db_exec(c,
                           "INSERT INTO workers (id, name, labels, isolation, runtime, cpu_millis, memory_mib, slots, "
                           "version, state, networks, probes, images, route_address, token_id) VALUES ($1, $2, "
                           "$3::jsonb, $4::text[], $5, $6, $7, $8, $9, 'ready', $10::jsonb, $11::jsonb, $12::jsonb, "
@@ -1366,12 +1421,16 @@ int store_worker_register(PGconn *c, json_object *body, const char *token_id, js
     free(nets_text);
     free(probes_text);
     free(images_text);
-    if (!r)
-        return store_db_error(err);
-    *ret = worker_json(r, 0);
     json_object *ed = json_object_new_object();
-    jsonx_add_str(ed, "name", name);
-    event_add(c, NULL, "worker.registered", NULL, NULL, ed);
+    jsonx_add_str(ed, "worker", name);
+    jsonx_add_str(ed, "worker_id", r ? db_get(r, 0, 0) : NULL);
+    if (!r || event_add(c, NULL, "worker.registered", NULL, NULL, ed) < 0 || db_commit(c) < 0) {
+        PQclear(r);
+        store_db_error(err);
+        db_rollback(c);
+        return SBX_EDB;
+    }
+    *ret = worker_json(r, 0);
     PQclear(r);
     return 0;
 }
@@ -1476,6 +1535,13 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
         free(images_text);
         return store_db_error(err);
     }
+    /* Heard again after it was lost: say so, in the heartbeat's transaction. */
+    if (db_run(c, "INSERT INTO events (kind, data) SELECT 'worker.ready', jsonb_build_object('worker', name, "
+                  "'worker_id', id, 'reason', 'heard again') FROM workers WHERE id = $1 AND state = 'lost'",
+               1, p) < 0) {
+        free(images_text);
+        goto db_fail;
+    }
     PGresult *r = db_exec(c, "UPDATE workers SET last_heartbeat = now(), inventory = coalesce($2::jsonb, inventory), "
                              "images = coalesce($3::jsonb, images), updated_at = now(), "
                              "state = CASE WHEN state = 'lost' THEN 'ready' ELSE state END "
@@ -1535,17 +1601,25 @@ int store_worker_set_draining(PGconn *c, const char *name, bool drain, json_obje
 {
     const char *p[] = { name, drain ? "draining" : "ready" };
     /* A lost worker stays lost until it is heard again. */
-    PGresult *r = db_exec(c, "UPDATE workers SET state = CASE WHEN state = 'lost' THEN 'lost' ELSE $2 END, "
+    PGresult *r = db_begin(c) < 0 ? NULL : db_exec(c, "UPDATE workers SET state = CASE WHEN state = 'lost' THEN 'lost' ELSE $2 END, "
                              "updated_at = now() WHERE name = $1 RETURNING " WORKER_COLS, 2, p);
-    if (!r)
+    if (!r) {
+        db_rollback(c);
         return store_db_error(err);
+    }
     if (PQntuples(r) != 1) {
         PQclear(r);
+        db_rollback(c);
         return api_error_set(err, API_NOT_FOUND, "no worker named %.128s", name);
     }
     json_object *ed = json_object_new_object();
     jsonx_add_str(ed, "worker", name);
-    event_add(c, NULL, drain ? "worker.draining" : "worker.resumed", NULL, NULL, ed);
+    jsonx_add_str(ed, "worker_id", db_get(r, 0, 0));
+    if (event_add(c, NULL, drain ? "worker.draining" : "worker.resumed", NULL, NULL, ed) < 0 || db_commit(c) < 0) {
+        PQclear(r);
+        db_rollback(c);
+        return store_db_error(err);
+    }
     *ret = json_object_new_object();
     jsonx_add(*ret, "worker", worker_json(r, 0));
     PQclear(r);
@@ -2216,10 +2290,14 @@ static int place_route_op(PGconn *c, const char *op_id, const char *kind, const 
     const char *route_id = jsonx_get_str(req, "route_id");
     int rc;
     if (strcmp(kind, "unshare") == 0) {
-        const char *u[] = { route_id ? route_id : "", sbx };
-        rc = db_run(c, "UPDATE routes SET state = 'removed', removed_at = now(), removed_reason = 'unshare' "
-                       "WHERE id = $1 AND sandbox_id = $2 AND state = 'active'",
-                    2, u);
+        const char *u[] = { route_id ? route_id : "", sbx, op_id };
+        rc = db_run(c, "WITH gone AS (UPDATE routes SET state = 'removed', removed_at = now(), "
+                       "  removed_reason = 'unshare' WHERE id = $1 AND sandbox_id = $2 AND state = 'active' "
+                       "  RETURNING id, tenant_id, port) "
+                       "INSERT INTO events (tenant_id, kind, sandbox_id, operation_id, data) SELECT tenant_id, "
+                       "  'route.removed', $2, $3, jsonb_build_object('route', id, 'port', port, 'reason', 'unshare') "
+                       "FROM gone",
+                    3, u);
         if (rc >= 0)
             rc = op_cas(c, op_id, OP_ADMITTED, OP_SUCCEEDED, NULL, 0, NULL, NULL);
     } else if (strcmp(phase, "running") != 0) {
@@ -2240,6 +2318,15 @@ static int place_route_op(PGconn *c, const char *op_id, const char *kind, const 
                        "make_interval(secs => $8::bigint) END, nullif($9, '')) RETURNING " ROUTE_COLS,
                     9, ins);
         rc = r && PQntuples(r) == 1 ? 0 : SBX_EDB;
+        if (rc == 0) {
+            /* Not the route's name: it is the unguessable address. */
+            json_object *ed = json_object_new_object();
+            jsonx_add_str(ed, "route", db_get(r, 0, 0));
+            jsonx_add_int(ed, "port", db_get_ll(r, 0, 3));
+            jsonx_add_str(ed, "auth", db_get(r, 0, 4));
+            jsonx_add_str(ed, "expires_at", db_get(r, 0, 6));
+            rc = event_add(c, tenant_id, "route.shared", sbx, op_id, ed);
+        }
         if (rc == 0) {
             json_object *res = json_object_new_object();
             jsonx_add(res, "route", route_json(r, 0));
@@ -2262,9 +2349,10 @@ int store_expire_routes(PGconn *c, int *ret_changed)
                           "WITH gone AS (UPDATE routes SET state = 'removed', removed_at = now(), "
                           "  removed_reason = 'expired' WHERE id IN (SELECT id FROM routes WHERE state = 'active' "
                           "  AND expires_at < now() ORDER BY expires_at LIMIT 500 FOR UPDATE SKIP LOCKED) "
-                          "  RETURNING id, tenant_id, sandbox_id) "
+                          "  RETURNING id, tenant_id, sandbox_id, port) "
                           "INSERT INTO events (tenant_id, kind, sandbox_id, data) "
-                          "SELECT tenant_id, 'route.expired', sandbox_id, jsonb_build_object('route', id) FROM gone "
+                          "SELECT tenant_id, 'route.expired', sandbox_id, "
+                          "  jsonb_build_object('route', id, 'port', port, 'reason', 'expired') FROM gone "
                           "RETURNING 1",
                           0, NULL);
     if (!r)
@@ -2497,14 +2585,15 @@ int store_expire_leases(PGconn *c, const store_limits_t *lim, int *ret_changed)
                      strcmp(kind, "exec") == 0 ? "; exec is not retried because it may have run" : "");
             const char *e[] = { "worker_lost", msg };
             x = op_cas(c, op_id, from, OP_FAILED, "error_code = $4, error_message = $5, lease_worker_id = NULL", 2, e,
-                       NULL);
+                       event_reason("lease_expired"));
             if (x == 0 && strcmp(kind, "create") == 0) {
                 x = sandbox_set_phase(c, sbx, PH_FAILED, NULL, 0, NULL);
                 if (x == 0)
                     x = sandbox_release_allocation(c, sbx);
             }
         } else {
-            x = op_cas(c, op_id, from, OP_ADMITTED, "lease_worker_id = NULL, lease_expires_at = NULL", 0, NULL, NULL);
+            x = op_cas(c, op_id, from, OP_ADMITTED, "lease_worker_id = NULL, lease_expires_at = NULL", 0, NULL,
+                       event_reason("lease_expired"));
             if (x == 0 && strcmp(kind, "create") == 0) {
                 x = sandbox_release_allocation(c, sbx);
                 if (x == 0)
@@ -2558,7 +2647,8 @@ int store_fail_overdue(PGconn *c, int *ret_changed)
         PQclear(o);
         const char *e[] = { "timeout", "no worker could take the operation before its deadline "
                                        "(no ready worker with enough free capacity)" };
-        int x = op_cas(c, op_id, from, OP_FAILED, "error_code = $4, error_message = $5", 2, e, NULL);
+        int x = op_cas(c, op_id, from, OP_FAILED, "error_code = $4, error_message = $5", 2, e,
+                       event_reason("deadline"));
         if (x == 0 && strcmp(kind, "create") == 0)
             x = sandbox_set_phase(c, sbx, PH_FAILED, NULL, 0, NULL);
         if (x < 0 || db_commit(c) < 0) {

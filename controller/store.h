@@ -132,6 +132,31 @@ int store_operation_get(PGconn *c, const char *scope, const char *op_id, json_ob
 /* Of the n operation ids, which are terminal: ret_flags[i] set to true. */
 int store_operations_terminal(PGconn *c, const char *const *ids, int n, bool *ret_flags);
 
+/* Events (store_events.c). A read of the events table for GET /v1/events. */
+#define SBX_EVENT_KIND_MAX 64
+typedef struct events_query {
+    const char *scope;              /* tenant id; NULL for an admin (every tenant and system events) */
+    int64_t after;                  /* the cursor: events with a larger id, oldest first */
+    int tail;                       /* > 0: the newest `tail` events instead (still oldest first) */
+    int limit;                      /* 1..SBX_LIST_MAX; with tail, tail is the count */
+    char sandbox_id[SBX_ID_MAX];    /* "" = any */
+    char operation_id[SBX_ID_MAX];  /* "" = any */
+    char kind[SBX_EVENT_KIND_MAX];  /* "" = any */
+    bool kind_prefix;               /* kind ends in '.' and matches every kind it starts */
+} events_query_t;
+/* The events horizon (migration 0007): every event with an id at or below
+ * *ret_horizon has committed or never will, so a reader never returns one
+ * above it (a later commit could still fill a smaller id). *ret_newest is
+ * the largest committed id, read after the horizon; newest > horizon means
+ * events are held back until their neighbours commit. 0 or SBX_EDB. */
+int store_events_horizon(PGconn *c, int64_t *ret_horizon, int64_t *ret_newest);
+/* The events of q with ids at or below horizon, oldest first, as a new
+ * JSON array in *ret_events (each {"id","ts","tenant","kind","sandbox_id",
+ * "operation_id","data"}); *ret_last is the last id returned, 0 when none.
+ * 0, or SBX_EDB with err set. */
+int store_events_list(PGconn *c, const events_query_t *q, int64_t horizon, json_object **ret_events,
+                      int64_t *ret_last, api_error_t *err);
+
 /* Worker requests. */
 int store_worker_register(PGconn *c, json_object *body, const char *token_id, json_object **ret, api_error_t *err);
 /* Renews the worker's leases and records its inventory; *ret is

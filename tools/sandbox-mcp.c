@@ -41,6 +41,7 @@
 #define MCP_EOF_GRACE_S        2        /* calls may still answer after stdin closed */
 #define MCP_PROGRESS_EVERY_MS  900      /* progress notifications at most this often */
 #define MCP_PATH_MAX           2048     /* an API path: two ids of 256 bytes percent-encoded fit */
+#define MCP_EVENTS_WAIT_MAX_S  30       /* sandbox_events: longest wait for a new event */
 
 /* ---------------------------------------------------------------- tools */
 
@@ -59,6 +60,11 @@
     "'tenant':{'type':'string'},'image':{'type':['string','null']},'phase':{'type':'string'},"               \
     "'isolation':{'type':'string'},'network':{'type':['string','null']},'worker':{'type':['string','null']}," \
     "'expires_at':{'type':['string','null']}},'required':['id','phase']}"
+#define EVENT_SCHEMA                                                                                            \
+    "{'type':'object','description':'An event (docs/events.md)','properties':{'id':{'type':'integer'},"      \
+    "'ts':{'type':'string'},'tenant':{'type':['string','null']},'kind':{'type':'string'},'sandbox_id':"      \
+    "{'type':['string','null']},'operation_id':{'type':['string','null']},'data':{'type':'object'}},"       \
+    "'required':['id','ts','kind','data']}"
 #define ROUTE_SCHEMA                                                                                            \
     "{'type':'object','description':'A public route (docs/api.md)','properties':{'id':{'type':'string'},"     \
     "'name':{'type':'string'},'sandbox_id':{'type':'string'},'port':{'type':'integer'},'auth':{'type':"      \
@@ -169,6 +175,23 @@ static const mcp_tool_def_t tool_templates[] = {
       "'required':['sandbox_id','route_id'],'additionalProperties':false}",
       "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
       "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':true,'openWorldHint':false}" },
+    { "sandbox_events", "List events",
+      "Lists what happened, oldest first: sandbox phases (sandbox.pending ... sandbox.running, sandbox.deleted, "
+      "failed, lost), operation states (operation.admitted ... operation.succeeded or failed, with error codes "
+      "and exec exit codes), routes and workers. A cursor: pass after = the next_after of the previous call "
+      "to get only newer events, none missed and none twice (after 0, the default, starts at the oldest kept). "
+      "With wait (seconds, at most 30) the call waits for a new event when there is none yet and returns an "
+      "empty list when none came. Filter by sandbox_id, operation_id or kind (exact, or a prefix such as "
+      "operation.*). Event data never holds secrets.",
+      "{'type':'object','properties':{'sandbox_id':" STR ",'operation_id':" STR ",'kind':{'type':'string',"
+      "'description':'e.g. sandbox.running, or operation.* for every operation state'},'after':{'type':"
+      "'integer','minimum':0,'description':'the next_after of the previous call (default 0: from the "
+      "oldest)'},'wait':{'type':'integer','minimum':0,'maximum':30,'description':'seconds to wait for a new "
+      "event when there is none (default 0)'},'limit':{'type':'integer','minimum':1,'maximum':1000,"
+      "'description':'at most this many (default 100)'}},'additionalProperties':false}",
+      "{'type':'object','properties':{'events':{'type':'array','items':" EVENT_SCHEMA "},'next_after':{'type':"
+      "'integer','description':'pass as after next time'}},'required':['events','next_after']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" },
 };
 #define NTOOLS (sizeof tool_templates / sizeof tool_templates[0])
 
@@ -879,6 +902,51 @@ static json_object *tool_unshare(call_t *c, json_object *args)
     return failed ? failed : mcp_tool_ok(resp);
 }
 
+static json_object *tool_events(call_t *c, json_object *args)
+{
+    json_object *bad = NULL;
+    const char *sbx = NULL, *op = NULL, *kind = NULL;
+    int64_t after, wait, limit;
+    if (!str_arg(args, "sandbox_id", &sbx, &bad) || !str_arg(args, "operation_id", &op, &bad) ||
+        !str_arg(args, "kind", &kind, &bad) || !int_arg(args, "after", 0, INT64_MAX, 0, &after, &bad) ||
+        !int_arg(args, "wait", 0, MCP_EVENTS_WAIT_MAX_S, 0, &wait, &bad) ||
+        !int_arg(args, "limit", 1, SBX_LIST_MAX, SBX_LIST_DEFAULT, &limit, &bad))
+        return bad;
+    char base[MCP_PATH_MAX];
+    int len = snprintf(base, sizeof base, "/v1/events?after=%lld&limit=%lld", (long long)after, (long long)limit);
+    const char *filters[3][2] = { { "sandbox", sbx }, { "operation", op }, { "kind", kind } };
+    for (int i = 0; i < 3; i++) {
+        if (!filters[i][1])
+            continue;
+        char *esc = httpc_escape(filters[i][1]);
+        len += snprintf(base + len, sizeof base - (size_t)len, "&%s=%s", filters[i][0], esc ? esc : "");
+        free(esc);
+        if ((size_t)len >= sizeof base - 16)
+            return mcp_tool_error("internal", "cannot build the request path");
+    }
+    /* Long-polls of at most MCP_POLL_WAIT_S each, so a cancellation stops
+     * the call at once; an event still wakes each of them immediately. */
+    int64_t deadline = time_mono_ms() + wait * 1000;
+    for (;;) {
+        int64_t left = deadline - time_mono_ms();
+        int64_t w = left >= MCP_POLL_WAIT_S * 1000 ? MCP_POLL_WAIT_S : 0;
+        char path[MCP_PATH_MAX + 16];
+        snprintf(path, sizeof path, "%s&wait=%lld", base, (long long)w);
+        json_object *resp = NULL;
+        api_err_t e;
+        if (api(c, "GET", path, NULL, NULL, deadline_in(MCP_REQUEST_TIMEOUT_MS), &resp, &e) < 0)
+            return api_failure(&e);
+        json_object *events = jsonx_get_arr(resp, "events");
+        if (!events) {
+            json_object_put(resp);
+            return mcp_tool_error("bad_response", "the events answer has no events array");
+        }
+        if (json_object_array_length(events) > 0 || w == 0)
+            return mcp_tool_ok(resp);
+        json_object_put(resp);
+    }
+}
+
 static json_object *run_tool(call_t *c)
 {
     server_t *s = c->srv;
@@ -901,7 +969,7 @@ static json_object *run_tool(call_t *c)
         { "sandbox_create", tool_create }, { "sandbox_wait", tool_wait },     { "sandbox_exec", tool_exec },
         { "sandbox_get", tool_get },       { "sandbox_list", tool_list },     { "sandbox_delete", tool_delete },
         { "operation_get", tool_operation }, { "sandbox_share", tool_share },   { "sandbox_routes", tool_routes },
-        { "sandbox_unshare", tool_unshare },
+        { "sandbox_unshare", tool_unshare }, { "sandbox_events", tool_events },
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (strcmp(table[i].name, c->tool->name) == 0)
@@ -1075,8 +1143,8 @@ static void usage(FILE *f)
           "A local MCP server (stdio, JSON-RPC 2.0, one message per line) exposing the\n"
           "Sandbox lifecycle as tools: sandbox_create, sandbox_wait, sandbox_exec,\n"
           "sandbox_get, sandbox_list, sandbox_delete, operation_get, sandbox_share,\n"
-          "sandbox_routes, sandbox_unshare. Started by an MCP client (Claude Code,\n"
-          "Codex, Gemini CLI, Cursor, ...); see docs/mcp.md.\n"
+          "sandbox_routes, sandbox_unshare, sandbox_events. Started by an MCP client\n"
+          "(Claude Code, Codex, Gemini CLI, Cursor, ...); see docs/mcp.md.\n"
           "\n"
           "  --url URL          controller URL (else SANDBOX_URL, the config file,\n"
           "                     http://127.0.0.1:8080)\n"

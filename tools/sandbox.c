@@ -34,6 +34,8 @@
 #define BACKOFF_START_MS     500
 #define BACKOFF_MAX_MS       5000
 #define ARG_ID_MAX           128          /* an id argument; real ids are < SBX_ID_MAX */
+#define EVENTS_FOLLOW_TAIL   10           /* events --follow starts with the newest this many */
+#define EVENTS_KIND_MAX      63
 #define IDEM_KEY_MAX         128
 
 /* ---------------------------------------------------------------- options */
@@ -48,8 +50,9 @@ typedef struct num_opt {
 typedef struct opts {
     const char *url, *token;
     const char *tenant, *image, *network, *idem_key, *cwd, *role, *name, *policy, *isolation, *auth;
-    num_opt_t cpu_millis, memory_mib, ttl, timeout, max_output, limit, port;
-    bool untrusted_repo, generated_code, hostile, wait, json, all, read_only_root, hardened;
+    const char *sandbox, *operation, *kind;  /* events filters */
+    num_opt_t cpu_millis, memory_mib, ttl, timeout, max_output, limit, port, after, tail;
+    bool untrusted_repo, generated_code, hostile, wait, json, all, read_only_root, hardened, follow;
     json_object *env, *labels, *selector; /* owned; NULL until a flag adds to them */
     const char *pos[2];         /* positional arguments */
     int npos;
@@ -1681,6 +1684,197 @@ static int cmd_unshare(cli_t *cli, opts_t *o)
     return print_or_wait_op(cli, o, resp, "unshare");
 }
 
+/* ---------------------------------------------------------------- events */
+
+/* A data value of an event line: plain words as they are, other strings
+ * JSON-quoted (so spaces and control characters cannot break the line),
+ * numbers and booleans as they are, objects and arrays as compact JSON. */
+static void print_event_value(json_object *v)
+{
+    const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+    bool plain = s && *s;
+    for (const char *p = s; plain && *p; p++)
+        plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                strchr("._:/@+-,=", *p) != NULL;
+    if (plain) {
+        fputs(s, stdout);
+        return;
+    }
+    const char *j = json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+    put_text(stdout, j ? j : "null");
+}
+
+/* ID TIMESTAMP KIND [tenant=T] [sandbox=S] [operation=O] key=value… */
+static void print_event_line(json_object *e)
+{
+    int64_t id = 0;
+    jsonx_get_int(e, "id", &id);
+    printf("%lld ", (long long)id);
+    put_text(stdout, jsonx_get_str(e, "ts"));
+    putchar(' ');
+    put_text(stdout, jsonx_get_str(e, "kind"));
+    static const char *const ref[][2] = { { "tenant", "tenant" }, { "sandbox_id", "sandbox" },
+                                          { "operation_id", "operation" } };
+    for (size_t i = 0; i < 3; i++) {
+        const char *v = jsonx_get_str(e, ref[i][0]);
+        if (v) {
+            printf(" %s=", ref[i][1]);
+            put_text(stdout, v);
+        }
+    }
+    json_object *data = jsonx_get_obj(e, "data");
+    if (data) {
+        json_object_object_foreach(data, k, v) {
+            if (!v)
+                continue;
+            putchar(' ');
+            put_text(stdout, k);
+            putchar('=');
+            print_event_value(v);
+        }
+    }
+    putchar('\n');
+}
+
+static int check_events(cli_t *cli, opts_t *o)
+{
+    if (o->after.set && o->tail.set)
+        return usage_error(cli->cmd, "--after and --tail exclude each other");
+    if (o->timeout.set && !o->follow)
+        return usage_error(cli->cmd, "--timeout needs --follow");
+    const char *ids[2][2] = { { "--sandbox", o->sandbox }, { "--operation", o->operation } };
+    for (int i = 0; i < 2; i++)
+        if (ids[i][1] && (strlen(ids[i][1]) > ARG_ID_MAX || utf8_has_control(ids[i][1])))
+            return usage_error(cli->cmd, "%s '%.40s…' is not an id", ids[i][0], ids[i][1]);
+    if (o->kind && (strlen(o->kind) > EVENTS_KIND_MAX || utf8_has_control(o->kind)))
+        return usage_error(cli->cmd, "--kind: at most %d printable bytes", EVENTS_KIND_MAX);
+    return 0;
+}
+
+/* "/v1/events?…" for one read: tail_n > 0 asks for the newest tail_n, else
+ * the events after cursor. */
+static int events_path(char *buf, size_t n, const opts_t *o, int64_t cursor, int64_t tail_n, int64_t limit,
+                       int64_t wait)
+{
+    int w = tail_n > 0 ? snprintf(buf, n, "/v1/events?tail=%lld", (long long)tail_n)
+                       : snprintf(buf, n, "/v1/events?after=%lld&limit=%lld", (long long)cursor, (long long)limit);
+    if (w > 0 && wait > 0)
+        w += snprintf(buf + w, n - (size_t)w, "&wait=%lld", (long long)wait);
+    const char *filters[3][2] = { { "sandbox", o->sandbox }, { "operation", o->operation }, { "kind", o->kind } };
+    for (int i = 0; i < 3 && w > 0 && (size_t)w < n; i++) {
+        if (!filters[i][1])
+            continue;
+        char *e = httpc_escape(filters[i][1]);
+        if (!e)
+            return EXIT_API;
+        w += snprintf(buf + w, n - (size_t)w, "&%s=%s", filters[i][0], e);
+        free(e);
+    }
+    return w < 0 || (size_t)w >= n ? EXIT_USAGE : 0;
+}
+
+/* Prints the events of one answer that come after *printed (never one
+ * twice); returns how many the answer held, or -1 when it is malformed. */
+static int events_print(cli_t *cli, json_object *resp, int64_t *printed, int64_t *ret_next)
+{
+    json_object *arr = jsonx_get_arr(resp, "events");
+    if (!arr || !jsonx_get_int(resp, "next_after", ret_next)) {
+        fputs("error: bad_response: the events answer has no events array or next_after\n", stderr);
+        return -1;
+    }
+    size_t n = json_object_array_length(arr);
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(arr, i);
+        int64_t id = 0;
+        if (!jsonx_get_int(e, "id", &id) || id <= *printed)
+            continue;
+        *printed = id;
+        if (cli->json) {
+            const char *s = json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+            fputs(s ? s : "null", stdout);
+            fputc('\n', stdout);
+        } else {
+            print_event_line(e);
+        }
+    }
+    fflush(stdout);
+    return (int)n;
+}
+
+/* Without --follow: every retained event after the cursor (page by page),
+ * or the newest --tail N, then exit 0. With --follow: long-polls from the
+ * last event seen for ever (or --timeout: 124); connection errors and 5xx
+ * answers are retried with backoff from that event, so nothing is missed
+ * and nothing printed twice. */
+static int cmd_events(cli_t *cli, opts_t *o)
+{
+    int64_t cursor = o->after.set ? o->after.v : 0;
+    int64_t tail_n = o->tail.set ? o->tail.v : (o->follow && !o->after.set ? EVENTS_FOLLOW_TAIL : 0);
+    int64_t limit = o->limit.set ? o->limit.v : SBX_LIST_DEFAULT;
+    int64_t printed = cursor;
+    int64_t deadline = o->timeout.set ? time_mono_ms() + o->timeout.v * 1000 : INT64_MAX;
+    int64_t backoff = BACKOFF_START_MS;
+    bool outage = false;
+    for (;;) {
+        int64_t wait = 0;
+        if (o->follow) {
+            int64_t rem = deadline - time_mono_ms();
+            if (rem <= 0) {
+                fprintf(stderr, "sandbox: timed out after %lld s following events (last event %lld)\n",
+                        (long long)o->timeout.v, (long long)printed);
+                return EXIT_TIMEOUT;
+            }
+            wait = rem / 1000 < POLL_WAIT_MAX ? rem / 1000 : POLL_WAIT_MAX;
+        }
+        char path[1024];
+        if (events_path(path, sizeof path, o, cursor, tail_n, limit, wait) != 0)
+            return usage_error(cli->cmd, "a filter is too long");
+        httpc_response_t resp;
+        call_result_t cr = api_call(cli, "GET", path, NULL, NULL, (long)(wait + 15) * 1000L, &resp);
+        if (cr == CALL_OK) {
+            int64_t next = cursor;
+            int n = events_print(cli, resp.json, &printed, &next);
+            httpc_response_release(&resp);
+            if (n < 0)
+                return EXIT_API;
+            if (outage) {
+                fprintf(stderr, "sandbox: reconnected; continuing after event %lld\n", (long long)cursor);
+                outage = false;
+            }
+            backoff = BACKOFF_START_MS;
+            bool was_tail = tail_n > 0;
+            cursor = next > cursor || was_tail ? next : cursor;
+            tail_n = 0;
+            if (!o->follow && (was_tail || n < limit))
+                return EXIT_OK;
+            continue;
+        }
+        if (cr == CALL_ERROR || !o->follow) {
+            int rc = call_failed(cli, "GET", path, &resp);
+            httpc_response_release(&resp);
+            return rc;
+        }
+        if (!outage) {
+            fputs("sandbox: ", stderr);
+            if (resp.status == 0) {
+                fputs("cannot reach ", stderr);
+                put_text(stderr, cli->url);
+                fputs(": ", stderr);
+                put_text(stderr, resp.error[0] ? resp.error : "no response");
+            } else {
+                put_text(stderr, cli->url);
+                fprintf(stderr, " answered HTTP %ld", resp.status);
+            }
+            fprintf(stderr, "; retrying from event %lld\n", (long long)cursor);
+            outage = true;
+        }
+        httpc_response_release(&resp);
+        int64_t left = deadline - time_mono_ms();
+        sleep_ms(backoff < left ? backoff : left);
+        backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+    }
+}
+
 /* ---------------------------------------------------------------- tables */
 
 static const flag_def_t create_flags[] = {
@@ -1768,6 +1962,19 @@ static const flag_def_t unshare_flags[] = {
 
 static const flag_def_t tenants_flags[] = {
     FS("--policy", policy),
+    FB("--json", json),
+    FEND,
+};
+
+static const flag_def_t events_flags[] = {
+    FB("--follow", follow),
+    FS("--sandbox", sandbox),
+    FS("--operation", operation),
+    FS("--kind", kind),
+    FN("--after", after, 0, INT64_MAX),
+    FN("--tail", tail, 1, SBX_LIST_MAX),
+    FN("--limit", limit, 1, SBX_LIST_MAX),
+    FN("--timeout", timeout, 1, 7 * 24 * 3600),
     FB("--json", json),
     FEND,
 };
@@ -1910,6 +2117,29 @@ static const command_t commands[] = {
       "Shows an operation: kind, state, error, placement and exec result summary.\n"
       "\n"
       "  --json                   print {\"operation\":…}\n" COMMON_FLAGS_HELP },
+    { "events", NULL, check_events, cmd_events, events_flags, 0, false,
+      "usage: sandbox events [--follow] [--sandbox ID] [--operation ID] [--kind K]\n"
+      "                     [--after ID | --tail N] [--limit N] [--timeout S] [--json]\n"
+      "\n"
+      "Prints events (GET /v1/events), oldest first, one line each:\n"
+      "  ID TIMESTAMP KIND [tenant=T] [sandbox=ID] [operation=ID] key=value...\n"
+      "Without --follow: every retained event after --after (default: all), or the\n"
+      "newest --tail N, then exits 0. With --follow: keeps printing new events as\n"
+      "they happen (starting with the newest 10 unless --after or --tail says\n"
+      "otherwise); a lost connection or a restarting controller is retried from the\n"
+      "last event printed (a note on stderr), so nothing is missed or printed twice.\n"
+      "A member token sees its tenant's events, an admin token every event.\n"
+      "\n"
+      "  --follow                 wait for new events (like tail -f)\n"
+      "  --sandbox ID             only this sandbox's events\n"
+      "  --operation ID           only this operation's events\n"
+      "  --kind K                 only this kind (sandbox.running), or a prefix\n"
+      "                           ending in . or .* (operation.*)\n"
+      "  --after ID               start after event ID (0: the oldest retained)\n"
+      "  --tail N                 start with the newest N events (at most 1000)\n"
+      "  --limit N                events per request (default 100, at most 1000)\n"
+      "  --timeout S              with --follow: stop after S seconds, exit 124\n"
+      "  --json                   one JSON object per line (JSON Lines)\n" COMMON_FLAGS_HELP },
     { "tenants", NULL, check_tenants, cmd_tenants, tenants_flags, 2, false,
       "usage: sandbox tenants create NAME [--json]\n"
       "       sandbox tenants list [--json]\n"
@@ -1967,6 +2197,7 @@ static const char top_usage[] =
     "  share      give a sandbox port an address  (sandbox share SANDBOX_ID --port 8080)\n"
     "  routes     list a sandbox's routes\n"
     "  unshare    remove a route\n"
+    "  events     print or follow events      (sandbox events --follow --sandbox ID)\n"
     "  tenants    create, list, get tenants; update their policy\n"
     "  tokens     create, list, revoke API tokens\n"
     "  workers    list, drain, resume workers\n"

@@ -60,6 +60,11 @@ const TOOLS = {
     properties: ['sandbox_id', 'route_id', 'wait', 'timeout_seconds'],
     destructive: true,
   },
+  sandbox_events: {
+    required: [],
+    properties: ['sandbox_id', 'operation_id', 'kind', 'after', 'wait', 'limit'],
+    readOnly: true,
+  },
 };
 // A route access token (API tokens are sbt_…).
 const ROUTE_TOKEN = /^sbr_[A-Za-z0-9_-]{20,}$/;
@@ -570,6 +575,40 @@ async function main() {
     eq(sc.sandbox.labels, { suite: 'mcp' }, 'sandbox.labels');
     assert(Array.isArray(sc.operations) && sc.operations.some((o) => o.id === createOp),
       `operations do not include the create ${createOp}: ${show(sc.operations)}`);
+  });
+
+  let eventsCursor = 0;
+  await check('sandbox_events: the sandbox\'s life so far, oldest first; after=next_after gives nothing new', async () => {
+    const sc = expectOk('sandbox_events', await callTool(client, 'sandbox_events', { sandbox_id: sbx, limit: 1000 }));
+    const kinds = sc.events.map((e) => e.kind);
+    for (const k of ['sandbox.pending', 'operation.admitted', 'sandbox.scheduled', 'sandbox.running']) {
+      assert(kinds.includes(k), `no ${k} among ${show(kinds)}`);
+    }
+    const ids = sc.events.map((e) => e.id);
+    assert(ids.every((id, i) => i === 0 || id > ids[i - 1]), `ids not increasing: ${show(ids)}`);
+    assert(sc.events.every((e) => e.sandbox_id === sbx), 'an event of another sandbox');
+    eq(sc.next_after, ids[ids.length - 1], 'next_after is the last id');
+    const again = expectOk('sandbox_events', await callTool(client, 'sandbox_events', { sandbox_id: sbx, after: sc.next_after }));
+    eq([again.events.length, again.next_after], [0, sc.next_after], 'events after next_after, and the cursor');
+    eventsCursor = sc.next_after;
+    return `${ids.length} events, ${kinds[0]} … ${kinds[kinds.length - 1]}`;
+  });
+
+  await check('sandbox_events wait: a new event (an exec) ends the wait at once', async () => {
+    const t0 = Date.now();
+    const waiting = callTool(client, 'sandbox_events', { sandbox_id: sbx, after: eventsCursor, wait: 20, kind: 'operation.*' });
+    await new Promise((r) => setTimeout(r, 500));
+    expectOk('sandbox_exec', await callTool(client, 'sandbox_exec', { sandbox_id: sbx, argv: ['true'], timeout_seconds: 30 }));
+    const sc = expectOk('sandbox_events', await waiting);
+    const ms = Date.now() - t0;
+    assert(sc.events.length > 0 && sc.events.every((e) => e.kind.startsWith('operation.') && e.id > eventsCursor),
+      `events: ${show(sc.events)}`);
+    assert(ms < 15000, `the wait of 20 s ended after ${ms} ms, not at the event`);
+    return `answered after ${ms} ms with ${sc.events.map((e) => e.kind).join(', ')}`;
+  });
+
+  await check('sandbox_events: isError invalid_argument for a malformed kind', async () => {
+    expectErr('sandbox_events', await callTool(client, 'sandbox_events', { kind: 'not a kind' }), 'invalid_argument');
   });
 
   await check('sandbox_list contains it', async () => {
