@@ -329,6 +329,8 @@ static void publish_drop_db(struct publisher *p)
                  db_last_error());
         p->leader = false;
         metrics_set(p->m_leader, NULL, 0);
+        metrics_set(p->m_lag_events, NULL, 0); /* the lag is the leader's to report */
+        metrics_set(p->m_lag_seconds, NULL, 0);
         publish_nats_close(p);
     }
     if (p->db) {
