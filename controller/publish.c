@@ -67,19 +67,23 @@ void publish_plan_batch(publish_gap_t *gap, int64_t cursor, const int64_t *ids, 
                         int64_t grace_ms, publish_plan_t *ret)
 {
     if (gap->seen_below && now_ms - gap->seen_ms >= grace_ms) {
-        if (gap->seen_below > gap->settled_below)
-            gap->settled_below = gap->seen_below;
+        if (gap->seen_below > gap->graced_below)
+            gap->graced_below = gap->seen_below;
         gap->seen_below = 0;
     }
-    int64_t next = cursor + 1, missing = 0, blocked = 0;
+    int64_t limit = gap->settled_below > gap->graced_below ? gap->settled_below : gap->graced_below;
+    int64_t next = cursor + 1, missing = 0, graced = 0, blocked = 0;
     int i;
     for (i = 0; i < n; i++) {
         int64_t id = ids[i];
         if (id < next)
             break; /* not strictly ascending after the cursor: stop here */
-        if (id > next && next < gap->settled_below) {
-            int64_t upto = id - 1 < gap->settled_below - 1 ? id - 1 : gap->settled_below - 1;
+        if (id > next && next < limit) {
+            int64_t upto = id - 1 < limit - 1 ? id - 1 : limit - 1;
+            int64_t from_graced = next > gap->settled_below ? next : gap->settled_below;
             missing += upto - next + 1;
+            if (upto >= from_graced)
+                graced += upto - from_graced + 1;
             next = upto + 1;
         }
         if (id > next) {
@@ -97,6 +101,7 @@ void publish_plan_batch(publish_gap_t *gap, int64_t cursor, const int64_t *ids, 
     ret->nrows = i;
     ret->cursor = next - 1;
     ret->missing = missing;
+    ret->graced = graced;
     ret->blocked_at = blocked;
 }
 
@@ -405,16 +410,19 @@ static int publish_refresh_lag(struct publisher *p)
     return 0;
 }
 
-/* 1 when no transaction that began at or before `observed` is still open in
- * this database (so none can still commit an id missing then), 0 when one
- * may be (sessions of roles we may not inspect count as open), < 0 on a
- * database error. */
+/* 1 when no sandboxd transaction that began at or before `observed` is
+ * still open in this database (so none can still commit an id missing then),
+ * 0 when one may be (sandboxd sessions of roles we may not inspect count as
+ * open), < 0 on a database error. Only sandboxd writes events (db_connect
+ * names every connection "sandboxd"): other sessions, such as a pg_dump or
+ * a forgotten psql transaction, do not hold holes open. */
 static int publish_holes_settled(struct publisher *p, const char *observed)
 {
     const char *params[] = { observed };
     PGresult *r = db_exec(p->db,
                           "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity "
-                          "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                          "WHERE datname = current_database() AND application_name = 'sandboxd' "
+                          "AND pid <> pg_backend_pid() "
                           "AND (backend_type = 'client backend' OR backend_type IS NULL) "
                           "AND (xact_start <= $1::timestamptz OR state IS NULL))",
                           1, params);
@@ -515,6 +523,10 @@ static int publish_round(struct publisher *p, bool *ret_more)
         if (plan.missing) {
             char lb[64];
             metrics_add(p->m_skipped, metrics_labels(lb, sizeof lb, "reason", "missing", NULL), (double)plan.missing);
+            if (plan.graced)
+                log_info("publish", "passed %lld event id(s) up to %lld after waiting %d ms for transactions that "
+                                    "may still commit them; events they commit later are not published",
+                         (long long)plan.graced, (long long)plan.cursor, SBX_PUBLISH_HOLE_GRACE_MS);
             log_debug("publish", "passed %lld event id(s) no committed event holds, up to %lld",
                       (long long)plan.missing, (long long)plan.cursor);
         }

@@ -32,7 +32,8 @@ void publish_stop(publisher_t *p);
 /* What the publisher knows about missing ids (holes in the id sequence: a
  * rolled-back transaction, one not committed yet, or pruned events). */
 typedef struct publish_gap {
-    int64_t settled_below; /* missing ids below this will never commit: pass them */
+    int64_t settled_below; /* missing ids below this will never commit (PostgreSQL said so) */
+    int64_t graced_below;  /* missing ids below this were waited for a grace: passed too */
     int64_t seen_below;    /* holes below this were first seen at seen_ms (0: none pending) */
     int64_t seen_ms;
 } publish_gap_t;
@@ -42,14 +43,16 @@ typedef struct publish_plan {
     int nrows;          /* rows ids[0..nrows) go out next, in order */
     int64_t cursor;     /* the cursor once they are out */
     int64_t missing;    /* ids in (old cursor, cursor] that have no row: passed */
+    int64_t graced;     /* of those, passed by the grace, not known to be final */
     int64_t blocked_at; /* the first missing id the batch stopped at, 0 when it did not stop */
 } publish_plan_t;
 
 /* Plans one batch: ids are the event ids after cursor, strictly ascending
  * (a batch read in one snapshot). A missing id is passed when it lies below
- * gap->settled_below, or when it was first seen missing at least grace_ms
- * before now_ms; any other missing id stops the batch, which then records
- * when it saw the holes. Updates *gap; fills *ret. */
+ * gap->settled_below, or when it was first seen missing (by a read that saw
+ * a larger id) at least grace_ms before now_ms; any other missing id stops
+ * the batch, which then records when it saw the holes. Updates *gap; fills
+ * *ret. */
 void publish_plan_batch(publish_gap_t *gap, int64_t cursor, const int64_t *ids, int n, int64_t now_ms,
                         int64_t grace_ms, publish_plan_t *ret);
 

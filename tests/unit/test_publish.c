@@ -99,6 +99,7 @@ START_TEST(test_hole_passes_after_the_grace_not_before)
     ck_assert_int_eq(p.nrows, 2);
     ck_assert_int_eq(p.cursor, 15);
     ck_assert_int_eq(p.missing, 2);
+    ck_assert_int_eq(p.graced, 2);
     ck_assert_int_eq(p.blocked_at, 0);
 }
 END_TEST
@@ -154,6 +155,7 @@ START_TEST(test_settled_holes_pass_at_once)
     ck_assert_int_eq(p.nrows, 3);
     ck_assert_int_eq(p.cursor, 20);
     ck_assert_int_eq(p.missing, 1 + 1 + 5);
+    ck_assert_int_eq(p.graced, 0);
     ck_assert_int_eq(p.blocked_at, 0);
     /* settling never moves back */
     publish_gap_settle(&g, 5);
@@ -170,6 +172,23 @@ START_TEST(test_settled_part_of_a_hole_passes_the_rest_waits)
     ck_assert_int_eq(p.cursor, 12); /* 11 and 12 are final, 13..15 may still commit */
     ck_assert_int_eq(p.missing, 2);
     ck_assert_int_eq(p.blocked_at, 13);
+}
+END_TEST
+
+START_TEST(test_settled_and_graced_holes_are_told_apart)
+{
+    /* 11 is known final (settled below 12); 13..14 only waited out */
+    publish_gap_t g = { .settled_below = 12 };
+    int64_t ids[] = { 12, 15 };
+    publish_plan_t p = plan(&g, 10, ids, 2, 0);
+    ck_assert_int_eq(p.cursor, 12);
+    ck_assert_int_eq(p.missing, 1);
+    ck_assert_int_eq(p.graced, 0);
+    ck_assert_int_eq(p.blocked_at, 13);
+    p = plan(&g, 12, ids + 1, 1, GRACE);
+    ck_assert_int_eq(p.cursor, 15);
+    ck_assert_int_eq(p.missing, 2);
+    ck_assert_int_eq(p.graced, 2);
 }
 END_TEST
 
@@ -282,6 +301,7 @@ static Suite *publish_suite(void)
     tcase_add_test(tc, test_a_hole_newer_than_the_sighting_waits_its_own_grace);
     tcase_add_test(tc, test_settled_holes_pass_at_once);
     tcase_add_test(tc, test_settled_part_of_a_hole_passes_the_rest_waits);
+    tcase_add_test(tc, test_settled_and_graced_holes_are_told_apart);
     tcase_add_test(tc, test_pruned_events_below_the_table_pass_once_settled);
     tcase_add_test(tc, test_rows_not_after_the_cursor_stop_the_batch);
     suite_add_tcase(s, tc);
