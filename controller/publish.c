@@ -49,7 +49,7 @@ struct publisher {
     PGconn *db;          /* own connection; holds the advisory lock while leader */
     bool leader;
     bool standby_logged, db_down_logged;
-    int64_t db_backoff_ms;
+    int64_t db_backoff_ms, db_retry_at_ms;
     int64_t cursor;      /* last event id published or passed */
     publish_gap_t gap;
     bool blocked;        /* the last round stopped at a missing id */
@@ -57,7 +57,7 @@ struct publisher {
     int64_t nats_backoff_ms, nats_retry_at_ms;
     int64_t nats_down_since_ms; /* 0: not in an outage */
     bool nats_back;              /* reconnected after an outage, catching up */
-    int64_t caught_up;           /* events published since it came back */
+    int64_t caught_up;           /* events published since the outage began */
     metric_family_t *m_published, *m_errors, *m_skipped, *m_connected, *m_leader, *m_lag_events, *m_lag_seconds;
 };
 
@@ -266,6 +266,7 @@ static void publish_nats_down(struct publisher *p, const char *why)
     if (!p->nats_down_since_ms) {
         p->nats_down_since_ms = now;
         p->nats_back = false;
+        p->caught_up = 0;
         p->nats_backoff_ms = PUBLISH_BACKOFF_MIN_MS;
         log_warn("publish", "NATS at %s is unreachable (%s): events wait in PostgreSQL; retrying with backoff",
                  p->url_safe, why);
@@ -317,19 +318,19 @@ static bool publish_nats_ready(struct publisher *p)
     p->nats_backoff_ms = 0;
     if (p->nats_down_since_ms) {
         p->nats_back = true;
-        p->caught_up = 0;
     } else {
         log_info("publish", "connected to NATS at %s", p->url_safe);
     }
     return true;
 }
 
-/* Leadership ends with the connection: the lock is released when its
- * session ends. */
+/* After a database error: closes the connection, and with it leadership
+ * (the lock is released when its session ends), and schedules a reconnect
+ * with backoff. Says so once per streak of errors. */
 static void publish_drop_db(struct publisher *p)
 {
     if (p->leader) {
-        log_warn("publish", "no longer publishing events to NATS (database connection lost: %s); "
+        log_warn("publish", "no longer publishing events to NATS (database error: %s); "
                             "another controller may take over",
                  db_last_error());
         p->leader = false;
@@ -337,12 +338,26 @@ static void publish_drop_db(struct publisher *p)
         metrics_set(p->m_lag_events, NULL, 0); /* the lag is the leader's to report */
         metrics_set(p->m_lag_seconds, NULL, 0);
         publish_nats_close(p);
+    } else if (!p->db_down_logged) {
+        log_warn("publish", "database error, retrying: %s", db_last_error());
     }
+    p->db_down_logged = true;
     if (p->db) {
         PQfinish(p->db);
         p->db = NULL;
     }
     p->standby_logged = false;
+    p->db_retry_at_ms = time_mono_ms() + p->db_backoff_ms;
+    p->db_backoff_ms = min64(p->db_backoff_ms * 2, PUBLISH_BACKOFF_MAX_MS);
+}
+
+/* A statement worked: the next error starts a new streak. */
+static void publish_db_ok(struct publisher *p)
+{
+    if (p->db_down_logged)
+        log_info("publish", "database reachable again");
+    p->db_down_logged = false;
+    p->db_backoff_ms = PUBLISH_BACKOFF_MIN_MS;
 }
 
 /* 1 when this connection now holds the lock (cursor loaded), 0 when another
@@ -541,7 +556,7 @@ static int publish_round(struct publisher *p, bool *ret_more)
             metrics_add(p->m_skipped, metrics_labels(lb, sizeof lb, "reason", "too_large", NULL), (double)too_big);
         }
         metrics_add(p->m_published, NULL, (double)sent);
-        if (p->nats_back)
+        if (p->nats_down_since_ms)
             p->caught_up += sent;
         p->cursor = plan.cursor;
     }
@@ -571,20 +586,21 @@ static void *publish_main(void *arg)
     struct publisher *p = arg;
     while (!atomic_load(&p->stop)) {
         if (!p->db) {
+            int64_t due = p->db_retry_at_ms - time_mono_ms();
+            if (due > 0) {
+                publish_wait(p, due);
+                continue;
+            }
             char err[256];
             p->db = db_connect(p->ctl->conninfo, err, sizeof err);
             if (!p->db) {
                 if (!p->db_down_logged)
                     log_warn("publish", "cannot connect to the database, retrying: %s", err);
                 p->db_down_logged = true;
-                publish_wait(p, p->db_backoff_ms);
+                p->db_retry_at_ms = time_mono_ms() + p->db_backoff_ms;
                 p->db_backoff_ms = min64(p->db_backoff_ms * 2, PUBLISH_BACKOFF_MAX_MS);
                 continue;
             }
-            if (p->db_down_logged)
-                log_info("publish", "database reachable again");
-            p->db_down_logged = false;
-            p->db_backoff_ms = PUBLISH_BACKOFF_MIN_MS;
         }
         if (!p->leader) {
             int rc = publish_try_lead(p);
@@ -592,6 +608,7 @@ static void *publish_main(void *arg)
                 publish_drop_db(p);
                 continue;
             }
+            publish_db_ok(p);
             if (rc == 0) {
                 if (!p->standby_logged)
                     log_info("publish", "another controller publishes events to NATS; standing by");
@@ -605,6 +622,7 @@ static void *publish_main(void *arg)
                 publish_drop_db(p);
                 continue;
             }
+            publish_db_ok(p);
             publish_wait(p, min64(p->nats_retry_at_ms - time_mono_ms(), PUBLISH_IDLE_MS));
             continue;
         }
@@ -616,6 +634,7 @@ static void *publish_main(void *arg)
             publish_drop_db(p);
             continue;
         }
+        publish_db_ok(p);
         if (more)
             continue;
         if (p->nats_back && !p->blocked) {
