@@ -238,7 +238,11 @@ for n in 1 2 3 4; do
   pids+=($!)
 done
 itest_wait_until 90 "a sandbox of the burst created" life_started 1
-itest_log "kill -9 nats-server during the burst"
+# First freeze it: a flush then times out (nothing acknowledged, the cursor
+# stays); then kill it.
+itest_log "freeze nats-server during the burst, then kill -9 it"
+kill -STOP "$NATS_PID"
+sleep 2.5
 nats_kill
 api_ok "$A_URL" "while NATS was down"
 for n in 1 2 3 4; do
@@ -251,6 +255,7 @@ done
 assert_eq "succeeded|23" "$(psql_q "SELECT o.state, count(*) FROM operations o JOIN tenants t ON t.id = o.tenant_id
   WHERE t.name = '$tenant' GROUP BY o.state")" "every operation of the tenant"
 itest_wait_until 10 "controller a to notice NATS is down" grep -q "is unreachable" "$A_LOG"
+grep "is unreachable" "$A_LOG" >&2
 
 # Bring NATS back with the subscriber subscribed before the publisher can
 # publish again (the server keeps nothing for absent subscribers): freeze
