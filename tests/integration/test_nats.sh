@@ -148,7 +148,11 @@ life_wait() { # PID N
 # ---------------------------------------------------------------- a. a lifecycle, in order
 was_null=$(psql_q "SELECT last_event_id IS NULL FROM event_publisher")
 before=$(psql_q "SELECT coalesce(max(id), 0) FROM events")
-python3 "$here/nats_sub.py" sub 127.0.0.1 "$nport" 'sandbox.events.>' "$msgs" "$ndir/sub.status" \
+# (not lib.sh's python3 function: $! must be the subscriber itself, so the
+# test's end stops it)
+pybin=/usr/bin/python3
+[ -x "$pybin" ] || pybin=$(command -v python3)
+"$pybin" "$here/nats_sub.py" sub 127.0.0.1 "$nport" 'sandbox.events.>' "$msgs" "$ndir/sub.status" \
   >>"$ndir/sub.log" 2>&1 </dev/null &
 itest_track_pid $!
 nats_start
