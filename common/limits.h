@@ -59,7 +59,8 @@
 #define SBX_PUBLISH_BATCH             500
 /* How long the NATS publisher waits for a missing event id before passing
  * it, when PostgreSQL cannot tell it sooner that no transaction can still
- * commit that id (it can when pg_stat_activity shows no older transaction).
+ * commit that id (it can when pg_stat_activity shows no older sandboxd
+ * transaction).
  * An id is taken when a transaction inserts an event, but is visible only at
  * its commit, so a younger event may show first; the controller's
  * transactions last milliseconds, so an id missing this long belonged to a
