@@ -309,8 +309,9 @@ void cfg_print(const cfg_t *c, FILE *out)
         const char *v = c->values[i];
         bool secret = strstr(settings[i].name, "token") != NULL;
         /* URL userinfo (user:pw@host) or a password= keyword/query parameter. */
-        bool url_with_password = strcmp(settings[i].name, "database_url") == 0 &&
-                                 (strchr(v, '@') || strcasestr(v, "password"));
+        bool url_with_password =
+            (strcmp(settings[i].name, "database_url") == 0 || strcmp(settings[i].name, "nats_url") == 0) &&
+            (strchr(v, '@') || strcasestr(v, "password"));
         if (secret && *v)
             v = "(set, hidden)";
         else if (url_with_password)

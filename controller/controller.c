@@ -7,6 +7,7 @@
 #include "migrate.h"
 #include "notify.h"
 #include "proxy.h"
+#include "publish.h"
 #include "reconcile.h"
 #include "server.h"
 
@@ -170,7 +171,8 @@ int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret,
     }
     if ((rc = proxy_config(ctl, cfg, err, errlen)) < 0 || (rc = server_start(ctl, err, errlen)) < 0 ||
         (rc = reconcile_start(ctl, &ctl->rec, err, errlen)) < 0 ||
-        (rc = notify_start(ctl, &ctl->notify, err, errlen)) < 0) {
+        (rc = notify_start(ctl, &ctl->notify, err, errlen)) < 0 ||
+        (rc = publish_start(ctl, &ctl->publisher, err, errlen)) < 0) {
         controller_stop(ctl);
         return rc;
     }
@@ -188,6 +190,8 @@ void controller_stop(controller_t *ctl)
     if (!ctl)
         return;
     ctl->stopping = 1;
+    publish_stop(ctl->publisher);
+    ctl->publisher = NULL;
     notify_stop(ctl->notify);
     ctl->notify = NULL;
     reconcile_stop(ctl->rec);

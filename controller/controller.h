@@ -12,6 +12,7 @@
 typedef struct http_thread http_thread_t;
 typedef struct reconcile reconcile_t;
 typedef struct notify_listener notify_listener_t;
+typedef struct publisher publisher_t;
 
 typedef struct controller {
     cfg_t cfg;                 /* private copy of the settings */
@@ -35,6 +36,7 @@ typedef struct controller {
     int route_idle_seconds, route_max_seconds, route_max_conns;
     reconcile_t *rec;
     notify_listener_t *notify;
+    publisher_t *publisher;    /* NATS event publisher; NULL without nats_url */
     volatile int stopping;
 } controller_t;
 

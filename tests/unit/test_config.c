@@ -510,6 +510,20 @@ START_TEST(test_print_masks_database_url_credentials)
 }
 END_TEST
 
+START_TEST(test_print_masks_nats_url_credentials)
+{
+    cfg_t c;
+    char err[256] = "";
+    ck_assert_int_eq(cfg_init(&c), 0);
+    ck_assert_int_eq(cfg_set(&c, "nats_url", "nats://sbx:hunter2pw@nats.example:4222", "file", err, sizeof err), 0);
+    char *out = print_to_string(&c);
+    ck_assert_msg(strstr(out, "hunter2pw") == NULL, "nats_url credentials printed:\n%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "(set, hidden: contains credentials)"));
+    free(out);
+    cfg_release(&c);
+}
+END_TEST
+
 START_TEST(test_print_shows_database_url_without_credentials)
 {
     cfg_t c;
@@ -571,6 +585,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_print_masks_worker_token);
     tcase_add_test(tc, test_print_masks_database_url_credentials);
     tcase_add_test(tc, test_print_shows_database_url_without_credentials);
+    tcase_add_test(tc, test_print_masks_nats_url_credentials);
     suite_add_tcase(s, tc);
     return s;
 }
