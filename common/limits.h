@@ -64,14 +64,11 @@
  * trip to NATS each); after a crash between a flush and the cursor update,
  * at most this many are sent again. */
 #define SBX_PUBLISH_BATCH             500
-/* How long the NATS publisher waits for a missing event id before passing
- * it, when PostgreSQL cannot tell it sooner that no transaction can still
- * commit that id (it can when pg_stat_activity shows no older sandboxd
- * transaction).
- * An id is taken when a transaction inserts an event, but is visible only at
- * its commit, so a younger event may show first; the controller's
- * transactions last milliseconds, so an id missing this long belonged to a
- * transaction that rolled back. */
+/* The NATS publisher reads only up to the events horizon, below which every
+ * missing id is final and passed at once. Should a hole below it stay open
+ * all the same, it is passed after this long: the controller's transactions
+ * last milliseconds, so an id missing this long belonged to a transaction
+ * that rolled back. */
 #define SBX_PUBLISH_HOLE_GRACE_MS     5000
 
 #endif

@@ -425,29 +425,6 @@ static int publish_refresh_lag(struct publisher *p)
     return 0;
 }
 
-/* 1 when no sandboxd transaction that began at or before `observed` is
- * still open in this database (so none can still commit an id missing then),
- * 0 when one may be (sandboxd sessions of roles we may not inspect count as
- * open), < 0 on a database error. Only sandboxd writes events (db_connect
- * names every connection "sandboxd"): other sessions, such as a pg_dump or
- * a forgotten psql transaction, do not hold holes open. */
-static int publish_holes_settled(struct publisher *p, const char *observed)
-{
-    const char *params[] = { observed };
-    PGresult *r = db_exec(p->db,
-                          "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity "
-                          "WHERE datname = current_database() AND application_name = 'sandboxd' "
-                          "AND pid <> pg_backend_pid() "
-                          "AND (backend_type = 'client backend' OR backend_type IS NULL) "
-                          "AND (xact_start <= $1::timestamptz OR state IS NULL))",
-                          1, params);
-    if (!r)
-        return SBX_EDB;
-    int settled = db_get_bool(r, 0, 0) ? 1 : 0;
-    PQclear(r);
-    return settled;
-}
-
 enum { ROUND_NATS_DOWN = 1 };
 
 /* One batch: read, plan, publish, flush, advance the cursor. Returns 0,
@@ -457,22 +434,27 @@ static int publish_round(struct publisher *p, bool *ret_more)
 {
     *ret_more = false;
     p->blocked = false;
-    char cur[24], keep[24];
+    /* Only events at or below the horizon (migration 0007): no transaction
+     * can still commit an id there, so every hole below it is final (a
+     * rollback, or pruned) and is passed at once, as the events API does. */
+    int64_t horizon = 0, newest = 0;
+    if (store_events_horizon(p->db, &horizon, &newest) < 0)
+        return SBX_EDB;
+    publish_gap_settle(&p->gap, horizon + 1);
+    char cur[24], keep[24], hz[24];
     snprintf(cur, sizeof cur, "%lld", (long long)p->cursor);
     snprintf(keep, sizeof keep, "%lld", (long long)cfg_int(&p->ctl->cfg, CFG_RETENTION_EVENTS_SECONDS));
-    const char *params[] = { cur, keep };
-    /* clock_timestamp() in an init plan runs after this statement's snapshot
-     * was taken: any transaction that could commit an id missing here began
-     * before it. */
+    snprintf(hz, sizeof hz, "%lld", (long long)horizon);
+    const char *params[] = { cur, keep, hz };
     PGresult *r = db_exec(p->db,
                           "SELECT id, tenant_id, kind, ts < now() - make_interval(secs => $2::bigint), "
                           "json_build_object('id', id, "
                           "'ts', to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
                           "'tenant', tenant_id, 'kind', kind, 'sandbox_id', sandbox_id, "
-                          "'operation_id', operation_id, 'data', data)::text, "
-                          "(SELECT clock_timestamp())::text "
-                          "FROM events WHERE id > $1::bigint ORDER BY id LIMIT " PUBLISH_STR(SBX_PUBLISH_BATCH),
-                          2, params);
+                          "'operation_id', operation_id, 'data', data)::text "
+                          "FROM events WHERE id > $1::bigint AND id <= $3::bigint ORDER BY id "
+                          "LIMIT " PUBLISH_STR(SBX_PUBLISH_BATCH),
+                          3, params);
     if (!r)
         return SBX_EDB;
     int n = PQntuples(r);
@@ -560,23 +542,16 @@ static int publish_round(struct publisher *p, bool *ret_more)
             p->caught_up += sent;
         p->cursor = plan.cursor;
     }
-    if (plan.blocked_at) {
-        /* Ask PostgreSQL rather than wait out the grace: when no transaction
-         * older than this read is open, every id this read missed is final. */
-        int settled = publish_holes_settled(p, db_get(r, 0, 5));
-        if (settled < 0) {
-            PQclear(r);
-            return settled;
-        }
-        if (settled) {
-            publish_gap_settle(&p->gap, ids[n - 1]);
-            *ret_more = true;
-        } else {
-            p->blocked = true;
-        }
-    } else {
-        *ret_more = n == SBX_PUBLISH_BATCH;
-    }
+    /* Held back: events above the horizon wait for a transaction below
+     * them (its commit wakes us; a rollback does not, hence the short poll).
+     * Below the horizon a hole cannot stay open; should one, the grace
+     * period still passes it. */
+    if (plan.blocked_at)
+        p->blocked = true;
+    else if (n == SBX_PUBLISH_BATCH)
+        *ret_more = true;
+    else if (newest > horizon)
+        p->blocked = true;
     PQclear(r);
     return 0;
 }
