@@ -447,12 +447,13 @@ static int publish_round(struct publisher *p, bool *ret_more)
     snprintf(hz, sizeof hz, "%lld", (long long)horizon);
     const char *params[] = { cur, keep, hz };
     PGresult *r = db_exec(p->db,
-                          "SELECT id, tenant_id, kind, ts < now() - make_interval(secs => $2::bigint), "
-                          "json_build_object('id', id, "
-                          "'ts', to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
-                          "'tenant', tenant_id, 'kind', kind, 'sandbox_id', sandbox_id, "
-                          "'operation_id', operation_id, 'data', data)::text "
-                          "FROM events WHERE id > $1::bigint AND id <= $3::bigint ORDER BY id "
+                          "SELECT e.id, tn.name, e.kind, e.ts < now() - make_interval(secs => $2::bigint), "
+                          "json_build_object('id', e.id, "
+                          "'ts', to_char(e.ts AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
+                          "'tenant', tn.name, 'kind', e.kind, 'sandbox_id', e.sandbox_id, "
+                          "'operation_id', e.operation_id, 'data', e.data)::text "
+                          "FROM events e LEFT JOIN tenants tn ON tn.id = e.tenant_id "
+                          "WHERE e.id > $1::bigint AND e.id <= $3::bigint ORDER BY e.id "
                           "LIMIT " PUBLISH_STR(SBX_PUBLISH_BATCH),
                           3, params);
     if (!r)

@@ -176,8 +176,8 @@ assert_exit 0 on "$A_URL" delete "$sbx" --wait --timeout 60
 t0=$(now_ms)
 itest_wait_until 10 "the lifecycle's events on NATS" sub_has_all "$start"
 itest_log "lifecycle events all on NATS $(($(now_ms) - t0)) ms after the delete returned"
-psql_q "SELECT id, coalesce(tenant_id, ''), kind, coalesce(sandbox_id, ''), coalesce(operation_id, ''), data::text
-        FROM events WHERE sandbox_id = '$sbx' ORDER BY id" >"$ndir/lifecycle.rows"
+psql_q "SELECT e.id, coalesce(tn.name, ''), e.kind, coalesce(e.sandbox_id, ''), coalesce(e.operation_id, ''), e.data::text
+        FROM events e LEFT JOIN tenants tn ON tn.id = e.tenant_id WHERE e.sandbox_id = '$sbx' ORDER BY e.id" >"$ndir/lifecycle.rows"
 python3 - "$msgs" "$ndir/lifecycle.rows" "$before" "$was_null" <<'EOF' || fail "lifecycle events on NATS (see above)"
 import datetime, json, re, sys
 msgs = [json.loads(l) for l in open(sys.argv[1]).read().split("\n")[:-1] if l.strip()]
