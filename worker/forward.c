@@ -5,6 +5,7 @@
 #include "errors.h"
 #include "log.h"
 #include "metrics.h"
+#include "netaddr.h"
 #include "timeutil.h"
 
 #include <arpa/inet.h>
@@ -161,39 +162,12 @@ size_t forward_reply_format(char *buf, size_t buflen, int status, const char *co
 
 /* ---- addresses --------------------------------------------------------- */
 
-/* Splits "host:port" or "[v6]:port" into host (brackets removed) and port. */
-static int forward_split(const char *hostport, char *host, size_t hostlen, long *ret_port)
-{
-    const char *colon = hostport ? strrchr(hostport, ':') : NULL;
-    if (!colon || colon[1] == '\0')
-        return SBX_EINVAL;
-    char *end = NULL;
-    errno = 0;
-    long port = strtol(colon + 1, &end, 10);
-    if (errno || *end || port < 0 || port > 65535 || colon[1] < '0' || colon[1] > '9')
-        return SBX_EINVAL;
-    const char *h = hostport;
-    size_t hl = (size_t)(colon - hostport);
-    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
-        h++;
-        hl -= 2;
-    } else if (memchr(h, ':', hl)) {
-        return SBX_EINVAL;               /* a v6 address needs its brackets */
-    }
-    if (hl >= hostlen)
-        return SBX_EINVAL;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    *ret_port = port;
-    return 0;
-}
-
 /* What the controller accepts as a route_address (controller/store.c). */
 static bool forward_advertise_ok(const char *a)
 {
     char host[FORWARD_ADDRESS_MAX];
     long port = 0;
-    if (strlen(a) > 255 || forward_split(a, host, sizeof host, &port) < 0 || port < 1 || !host[0])
+    if (strlen(a) > 255 || netaddr_split(a, host, sizeof host, &port) < 0 || port < 1 || !host[0])
         return false;
     for (const char *p = a; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr(".-:[]", *p)))
@@ -208,26 +182,6 @@ static bool forward_addr_is_wildcard(const struct sockaddr *sa)
     if (sa->sa_family == AF_INET6)
         return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)sa)->sin6_addr);
     return false;
-}
-
-/* "a.b.c.d:port" or "[v6]:port" of sa into out. */
-static void forward_addr_format(const struct sockaddr *sa, char *out, size_t outlen)
-{
-    char ip[INET6_ADDRSTRLEN] = "?";
-    int port = 0;
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-        inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
-        port = ntohs(in->sin_port);
-        snprintf(out, outlen, "%s:%d", ip, port);
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-        inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
-        port = ntohs(in6->sin6_port);
-        snprintf(out, outlen, "[%s]:%d", ip, port);
-    } else {
-        snprintf(out, outlen, "?");
-    }
 }
 
 /* ---- waiting ----------------------------------------------------------- */
@@ -680,7 +634,7 @@ static void forward_refuse_now(int fd, const char *peer, int status, const char 
 static void forward_accept(forward_t *f, int fd, const struct sockaddr *sa)
 {
     char peer[INET6_ADDRSTRLEN + 8];
-    forward_addr_format(sa, peer, sizeof peer);
+    netaddr_format(sa, peer, sizeof peer);
     pthread_mutex_lock(&f->mu);
     bool room = f->active < f->max_connections;
     if (room)
@@ -757,12 +711,19 @@ static void *forward_listener_main(void *arg)
 
 int forward_new(const forward_options_t *opt, forward_t **ret, char *err, size_t errlen)
 {
-    char host[FORWARD_ADDRESS_MAX];
-    long port = 0;
     const char *listen = opt->listen ? opt->listen : "";
     const char *adv = opt->advertise ? opt->advertise : "";
-    if (strlen(listen) >= FORWARD_ADDRESS_MAX || forward_split(listen, host, sizeof host, &port) < 0) {
+    struct sockaddr_storage addr;
+    socklen_t addr_len = 0;
+    char why[200];
+    int rc = strlen(listen) >= FORWARD_ADDRESS_MAX ? SBX_EINVAL
+                                                    : netaddr_resolve_bind(listen, &addr, &addr_len, why, sizeof why);
+    if (rc == SBX_EINVAL) {
         snprintf(err, errlen, "worker_route_listen must be HOST:PORT or [V6]:PORT (got \"%.100s\")", listen);
+        return SBX_EINVAL;
+    }
+    if (rc < 0) {
+        snprintf(err, errlen, "worker_route_listen: %s", why);
         return SBX_EINVAL;
     }
     if (*adv && !forward_advertise_ok(adv)) {
@@ -775,33 +736,20 @@ int forward_new(const forward_options_t *opt, forward_t **ret, char *err, size_t
         snprintf(err, errlen, "invalid route forwarder options");
         return SBX_EINVAL;
     }
-    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
-    struct addrinfo *ai = NULL;
-    char portstr[8];
-    snprintf(portstr, sizeof portstr, "%ld", port);
-    int gr = getaddrinfo(*host ? host : NULL, portstr, &hints, &ai);
-    if (gr != 0 || !ai) {
-        snprintf(err, errlen, "worker_route_listen: cannot resolve %.100s: %s", listen, gai_strerror(gr));
-        return SBX_EINVAL;
-    }
-    bool wildcard = forward_addr_is_wildcard(ai->ai_addr);
+    bool wildcard = forward_addr_is_wildcard((const struct sockaddr *)&addr);
     if (wildcard && !*adv) {
-        freeaddrinfo(ai);
         snprintf(err, errlen, "worker_route_listen %.100s listens on all addresses: set worker_route_advertise to "
                  "the HOST:PORT the controller reaches this worker's route listener at", listen);
         return SBX_EINVAL;
     }
     forward_t *f = calloc(1, sizeof *f);
     if (!f || !(f->worker_name = strdup(opt->worker_name))) {
-        freeaddrinfo(ai);
         free(f);
         snprintf(err, errlen, "out of memory");
         return SBX_ENOMEM;
     }
-    memcpy(&f->bind_addr, ai->ai_addr, ai->ai_addrlen);
-    f->bind_len = ai->ai_addrlen;
-    freeaddrinfo(ai);
+    f->bind_addr = addr;
+    f->bind_len = addr_len;
     snprintf(f->listen, sizeof f->listen, "%s", listen);
     snprintf(f->advertise, sizeof f->advertise, "%s", adv);
     f->max_connections = opt->max_connections;
@@ -819,7 +767,6 @@ int forward_new(const forward_options_t *opt, forward_t **ret, char *err, size_t
 
 int forward_start(forward_t *f, char *err, size_t errlen)
 {
-    int one = 1;
     if (f->started) {
         snprintf(err, errlen, "the route forwarder is already started");
         return SBX_EINVAL;
@@ -829,25 +776,12 @@ int forward_start(forward_t *f, char *err, size_t errlen)
         f->stop_pipe[0] = f->stop_pipe[1] = -1;
         return SBX_EIO;
     }
-    int fd = socket(f->bind_addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd >= 0)
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&f->bind_addr, f->bind_len) < 0 ||
-        listen(fd, FORWARD_LISTEN_BACKLOG) < 0) {
-        snprintf(err, errlen, "cannot listen for route connections on %s: %s", f->listen, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return SBX_EIO;
-    }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
-        snprintf(err, errlen, "cannot read the route listener's address: %s", strerror(errno));
-        close(fd);
-        return SBX_EIO;
-    }
     char bound[FORWARD_ADDRESS_MAX];
-    forward_addr_format((struct sockaddr *)&ss, bound, sizeof bound);
+    int fd = netaddr_listen(&f->bind_addr, f->bind_len, FORWARD_LISTEN_BACKLOG, bound, sizeof bound);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot listen for route connections on %s: %s", f->listen, strerror(errno));
+        return SBX_EIO;
+    }
     snprintf(f->address, sizeof f->address, "%s", f->advertise[0] ? f->advertise : bound);
     f->listen_fd = fd;
     f->started = true;

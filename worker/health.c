@@ -6,6 +6,7 @@
 #include "jsonx.h"
 #include "log.h"
 #include "metrics.h"
+#include "netaddr.h"
 #include "sbuf.h"
 #include "timeutil.h"
 
@@ -272,50 +273,6 @@ json_object *health_readiness(const health_runtime_status_t *rt, const health_co
 }
 
 /* ---- addresses --------------------------------------------------------- */
-
-/* Splits "host:port" or "[v6]:port" into host (brackets removed) and port. */
-static int health_split(const char *hostport, char *host, size_t hostlen, long *ret_port)
-{
-    const char *colon = hostport ? strrchr(hostport, ':') : NULL;
-    if (!colon || colon[1] < '0' || colon[1] > '9')
-        return SBX_EINVAL;
-    char *end = NULL;
-    errno = 0;
-    long port = strtol(colon + 1, &end, 10);
-    if (errno || *end || port < 0 || port > 65535)
-        return SBX_EINVAL;
-    const char *h = hostport;
-    size_t hl = (size_t)(colon - hostport);
-    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
-        h++;
-        hl -= 2;
-    } else if (memchr(h, ':', hl)) {
-        return SBX_EINVAL;               /* a v6 address needs its brackets */
-    }
-    if (hl >= hostlen)
-        return SBX_EINVAL;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    *ret_port = port;
-    return 0;
-}
-
-/* "a.b.c.d:port" or "[v6]:port" of sa into out. */
-static void health_addr_format(const struct sockaddr *sa, char *out, size_t outlen)
-{
-    char ip[INET6_ADDRSTRLEN] = "?";
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-        inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
-        snprintf(out, outlen, "%s:%d", ip, ntohs(in->sin_port));
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-        inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
-        snprintf(out, outlen, "[%s]:%d", ip, ntohs(in6->sin6_port));
-    } else {
-        snprintf(out, outlen, "?");
-    }
-}
 
 /* ---- answers ----------------------------------------------------------- */
 
@@ -679,36 +636,31 @@ static void *health_checker_main(void *arg)
 
 int health_new(const health_options_t *opt, health_t **ret, char *err, size_t errlen)
 {
-    char host[HEALTH_ADDRESS_MAX];
-    long port = 0;
     const char *listen = opt->listen ? opt->listen : "";
-    if (strlen(listen) >= HEALTH_ADDRESS_MAX || health_split(listen, host, sizeof host, &port) < 0) {
+    struct sockaddr_storage addr;
+    socklen_t addr_len = 0;
+    char why[200];
+    int rc = strlen(listen) >= HEALTH_ADDRESS_MAX ? SBX_EINVAL
+                                                   : netaddr_resolve_bind(listen, &addr, &addr_len, why, sizeof why);
+    if (rc == SBX_EINVAL) {
         snprintf(err, errlen, "worker_health_listen must be HOST:PORT or [V6]:PORT (got \"%.100s\")", listen);
+        return SBX_EINVAL;
+    }
+    if (rc < 0) {
+        snprintf(err, errlen, "worker_health_listen: %s", why);
         return SBX_EINVAL;
     }
     if (!opt->rt || !opt->controller || opt->controller_timeout_ms <= 0) {
         snprintf(err, errlen, "invalid health check options");
         return SBX_EINVAL;
     }
-    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
-    struct addrinfo *ai = NULL;
-    char portstr[8];
-    snprintf(portstr, sizeof portstr, "%ld", port);
-    int gr = getaddrinfo(*host ? host : NULL, portstr, &hints, &ai);
-    if (gr != 0 || !ai) {
-        snprintf(err, errlen, "worker_health_listen: cannot resolve %.100s: %s", listen, gai_strerror(gr));
-        return SBX_EINVAL;
-    }
     health_t *h = calloc(1, sizeof *h);
     if (!h) {
-        freeaddrinfo(ai);
         snprintf(err, errlen, "out of memory");
         return SBX_ENOMEM;
     }
-    memcpy(&h->bind_addr, ai->ai_addr, ai->ai_addrlen);
-    h->bind_len = ai->ai_addrlen;
-    freeaddrinfo(ai);
+    h->bind_addr = addr;
+    h->bind_len = addr_len;
     snprintf(h->listen, sizeof h->listen, "%s", listen);
     h->rt = opt->rt;
     h->controller_timeout_ms = opt->controller_timeout_ms;
@@ -728,7 +680,6 @@ int health_new(const health_options_t *opt, health_t **ret, char *err, size_t er
 
 int health_start(health_t *h, char *err, size_t errlen)
 {
-    int one = 1;
     if (h->started) {
         snprintf(err, errlen, "the health check server is already started");
         return SBX_EINVAL;
@@ -738,21 +689,10 @@ int health_start(health_t *h, char *err, size_t errlen)
         h->stop_pipe[0] = h->stop_pipe[1] = -1;
         return SBX_EIO;
     }
-    int fd = socket(h->bind_addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd >= 0)
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&h->bind_addr, h->bind_len) < 0 ||
-        listen(fd, HEALTH_LISTEN_BACKLOG) < 0) {
+    int fd = netaddr_listen(&h->bind_addr, h->bind_len, HEALTH_LISTEN_BACKLOG, h->address, sizeof h->address);
+    if (fd < 0) {
         snprintf(err, errlen, "cannot listen for health checks on %s: %s", h->listen, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return SBX_EIO;
-    }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
-        snprintf(err, errlen, "cannot read the health listener's address: %s", strerror(errno));
-        close(fd);
+        h->address[0] = '\0';
         return SBX_EIO;
     }
     h->listen_fd = fd;
@@ -769,7 +709,6 @@ int health_start(health_t *h, char *err, size_t errlen)
         return SBX_ENOMEM;
     }
     h->server_started = true;
-    health_addr_format((struct sockaddr *)&ss, h->address, sizeof h->address);
     log_info(HEALTH_COMPONENT, "health checks on %s (/healthz, /readyz, /metrics)", h->address);
     return 0;
 }
