@@ -30,7 +30,8 @@ sbx_build "$build_dir"
 
 cat >&2 <<EOF
 ==> starting: $build_dir/tools/sandboxd all --data-dir $data_dir $*
-    The bootstrap admin token is printed below and kept in $data_dir/admin.token (mode 600).
+    The bootstrap admin token is kept in $data_dir/admin.token (mode 600), and printed
+    below once when this runs in a terminal (never into a file or a journal).
     In another shell, use the CLI:
       export SANDBOX_URL=http://$listen
       export SANDBOX_TOKEN=\$(cat $data_dir/admin.token)

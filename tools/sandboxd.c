@@ -311,8 +311,12 @@ static int run_daemon(cfg_t *cfg, bool with_controller, bool with_worker)
         snprintf(path, sizeof path, "%s/admin.token", data_dir);
         if (token_file(conninfo, path, "default", ROLE_ADMIN, "bootstrap admin", admin, &created) < 0)
             goto cleanup;
-        if (created)
+        /* Printed only to a terminal: where output goes to a file or a
+         * journal, a secret there would be a secret in the logs. */
+        if (created && isatty(STDOUT_FILENO))
             printf("admin token (shown once; also in %s):\n%s\n", path, admin);
+        else if (created)
+            printf("admin token: created in %s (not printed: the output is not a terminal)\n", path);
         else
             printf("admin token: in %s\n", path);
         printf("API: http://127.0.0.1:%d\n", ctl->port);
