@@ -273,7 +273,7 @@ static int op_cas(PGconn *c, const char *op_id, op_state_t from, op_state_t to, 
              "result->>'exit_code', extract(epoch FROM now() - created_at), extract(epoch FROM now() - leased_at), "
              "extract(epoch FROM now() - started_at)",
              op_state_terminal(to) ? ", finished_at = now()"
-             : to == OP_LEASED     ? ", leased_at = now()"
+             : to == OP_LEASED     ? ", leased_at = now(), started_at = NULL"
              : to == OP_RUNNING    ? ", started_at = now()"
                                    : "",
              extra_set ? ", " : "", extra_set ? extra_set : "");
