@@ -106,7 +106,11 @@ static int render_database(sbuf_t *out, PGconn *c)
         render_query(out, c, "sandbox_routes_active", "Active public routes.", NULL, 0,
                      "SELECT count(*) FROM routes WHERE state = 'active'") < 0 ||
         render_query(out, c, "sandbox_events_last_id", "Id of the newest event.", NULL, 0,
-                     "SELECT coalesce(max(id), 0) FROM events") < 0)
+                     "SELECT coalesce(max(id), 0) FROM events") < 0 ||
+        render_query(out, c, "sandbox_db_connections", "Connections of every sandboxd process to this database, "
+                     "by PostgreSQL state (active, idle, idle in transaction, ...).", state, 1,
+                     "SELECT coalesce(state, 'unknown'), count(*) FROM pg_stat_activity "
+                     "WHERE datname = current_database() AND application_name = 'sandboxd' GROUP BY 1 ORDER BY 1") < 0)
         return -1;
     return 0;
 }

@@ -813,6 +813,11 @@ static void thread_free(http_thread_t *th)
 int server_start(controller_t *ctl, char *err, size_t errlen)
 {
     pthread_once(&metrics_once, server_metrics_init);
+    /* This process's connections: one per HTTP thread, the reconcile loop,
+     * the LISTEN connection, and the NATS publisher when configured. */
+    metric_family_t *pool = metrics_family("sandbox_db_pool_size", METRIC_GAUGE,
+                                           "PostgreSQL connections this controller keeps open.", NULL, 0);
+    metrics_set(pool, NULL, ctl->nthreads + 2 + (*cfg_str(&ctl->cfg, CFG_NATS_URL) ? 1 : 0));
     ctl->threads = calloc((size_t)ctl->nthreads, sizeof *ctl->threads);
     if (!ctl->threads) {
         snprintf(err, errlen, "out of memory");

@@ -113,6 +113,8 @@ assert_grew "$(metric "$m0" 'sandbox_reconcile_pass_duration_seconds_count{pass=
 assert_grew "$(metric "$m0" 'sandbox_reconcile_rows_total{pass="admit"}')" \
   "$(metric "$m1" 'sandbox_reconcile_rows_total{pass="admit"}')" "rows the admit pass moved"
 assert_grew 0 "$(metric "$m1" sandbox_events_last_id)" "newest event id"
+assert_grew 0 "$(metric "$m1" 'sandbox_db_connections{state="active"}')" "active sandboxd database connections"
+assert_grew 2 "$(metric "$m1" sandbox_db_pool_size)" "the controller's connection pool size"
 
 # ---- a second controller: JSON logs, and retention every second for rows
 # older than an hour (only the rows backdated below qualify)
