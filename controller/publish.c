@@ -236,13 +236,22 @@ static void publish_wait(struct publisher *p, int64_t ms)
 {
     if (ms <= 0 || atomic_load(&p->stop))
         return;
+    /* A notification that came in while a query ran is already inside
+     * libpq: the socket would not look readable, and it would wait. */
+    int queued = 0;
+    PGnotify *note;
+    while (p->db && (note = PQnotifies(p->db)) != NULL) {
+        PQfreemem(note);
+        queued++;
+    }
+    if (queued)
+        return;
     struct pollfd pfd[2] = { { .fd = p->wake_fd[0], .events = POLLIN },
                              { .fd = p->db ? PQsocket(p->db) : -1, .events = POLLIN } };
     if (poll(pfd, 2, (int)ms) <= 0 || !(pfd[1].revents & (POLLIN | POLLHUP | POLLERR)))
         return;
     if (!PQconsumeInput(p->db))
         return; /* the connection broke: the next statement notices */
-    PGnotify *note;
     while ((note = PQnotifies(p->db)) != NULL)
         PQfreemem(note);
 }
