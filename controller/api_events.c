@@ -136,9 +136,10 @@ int api_events_parse(const struct evkeyvalq *query, events_query_t *ret, api_err
 static int events_answer(req_t *rq, events_query_t *q, int64_t reply_cursor, bool final, int64_t *ret_looked)
 {
     api_error_t err;
-    int64_t horizon = 0, newest = 0, last = 0;
+    int64_t horizon = rq->wake_horizon, newest = rq->wake_newest, last = 0;
     json_object *events = NULL;
-    if (store_events_horizon(rq->db, &horizon, &newest) < 0) {
+    rq->wake_horizon = rq->wake_newest = 0;
+    if (horizon <= 0 && store_events_horizon(rq->db, &horizon, &newest) < 0) {
         http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
         return 1;
     }

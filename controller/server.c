@@ -479,6 +479,9 @@ static void wake_events(http_thread_t *th, req_t **list, int n)
         if (list[i]->park_cursor >= horizon)
             continue;
         list[i]->db = th->db;
+        /* One horizon for all: each woken read then runs only its own query. */
+        list[i]->wake_horizon = horizon;
+        list[i]->wake_newest = newest;
         park_resume(list[i], false);
     }
     if (newest > horizon)

@@ -38,6 +38,7 @@ typedef struct req {
     struct event *park_peek;    /* watches for the client hanging up */
     uint64_t poll_gen;          /* PARK_POLL: this poll's generation */
     int64_t park_cursor;        /* PARK_EVENTS: looked through up to here; woken when the horizon passes it */
+    int64_t wake_horizon, wake_newest; /* PARK_EVENTS: the horizon the wake just read (0: read it again) */
     bool conn_gone;             /* the client closed the connection */
     char request_id[SBX_REQUEST_ID_MAX + 1]; /* the client's X-Request-Id, or ours */
     int64_t t0_us;              /* monotonic start, for the access log and latency */
