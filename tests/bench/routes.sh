@@ -6,41 +6,12 @@
 # throughput, and the sandboxd process's peak RSS before and after.
 # usage: tests/bench/routes.sh [REQUESTS]   (needs dockerd and a build in $BUILD, default build)
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/lib.sh"
 N=${1:-500}
-BUILD=${BUILD:-build}
-IMAGE=${IMAGE:-sandbox-test/busybox:latest}
-SBXD="$BUILD/tools/sandboxd"
-CLI="$BUILD/tools/sandbox"
-[ -x "$SBXD" ] && [ -x "$CLI" ] || { echo "bench: build first (meson setup $BUILD && meson compile -C $BUILD)" >&2; exit 2; }
-docker image inspect "$IMAGE" >/dev/null 2>&1 || { echo "bench: image $IMAGE missing (tests/integration/lib.sh builds it)" >&2; exit 2; }
-
-tmp=$(mktemp -d /tmp/sbx-bench.XXXXXX)
-chmod 711 "$tmp"
-freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-port=$(freeport)
-rport=$(freeport)
-"$SBXD" all --data-dir "$tmp/data" --listen "127.0.0.1:$port" --route-listen "127.0.0.1:$rport" --log-level warn \
-  >"$tmp/out.log" 2>"$tmp/err.log" &
-pid=$!
+bench_start --route-listen "127.0.0.1:$(bench_freeport)"
+pid=$BENCH_PID
 sbx=
-cleanup() {
-  [ -z "$sbx" ] || "$CLI" delete "$sbx" --wait --timeout 60 >/dev/null 2>&1 || true
-  kill -TERM "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-for _ in $(seq 100); do
-  curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && [ -s "$tmp/data/admin.token" ] && break
-  sleep 0.2
-done
-export SANDBOX_URL="http://127.0.0.1:$port" SANDBOX_TOKEN
-SANDBOX_TOKEN=$(cat "$tmp/data/admin.token")
-for _ in $(seq 50); do
-  curl -sf -H "Authorization: Bearer $SANDBOX_TOKEN" "$SANDBOX_URL/v1/workers" | grep -q '"ready"' && break
-  sleep 0.2
-done
+bench_on_exit '[ -z "$sbx" ] || "$CLI" delete "$sbx" --wait --timeout 60'
 
 out=$("$CLI" create --tenant bench --image "$IMAGE" --network open --memory-mib 512 --wait --timeout 120)
 sbx=${out%% *}
@@ -48,13 +19,13 @@ sbx=${out%% *}
   dd if=/dev/zero of=/tmp/www/big bs=1048576 count=100 2>/dev/null &&
   printf "#!/bin/sh\nprintf \"Content-Type: text/plain\\r\\n\\r\\n\"\nhead -c \"\$CONTENT_LENGTH\" | wc -c\n" >/tmp/www/cgi-bin/up &&
   chmod +x /tmp/www/cgi-bin/up && httpd -p 8080 -h /tmp/www' >/dev/null
-route=$("$CLI" share "$sbx" --port 8080 --auth public --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["route"]["url"])')
+route=$("$CLI" share "$sbx" --port 8080 --auth public --json | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["route"]["url"])')
 ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "sbx-$sbx")
 direct="http://$ip:8080/"
 hwm() { awk '/^VmHWM/ {print $2}' "/proc/$pid/status"; }
 hwm0=$(hwm)
 
-python3 - "$N" "$route" "$direct" <<'EOF' >"$tmp/table"
+"$PY" - "$N" "$route" "$direct" <<'EOF' >"$BENCH_TMP/table"
 import http.client, sys, threading, time, urllib.parse
 
 n = int(sys.argv[1])
@@ -131,5 +102,5 @@ for name, p50, p99, r, d, u in rows:
     print(f"{name:28} {p50:8.2f} {p99:8.2f} {r:9.0f} {d:10.0f} {u:8.0f}")
 EOF
 hwm1=$(hwm)
-cat "$tmp/table"
+cat "$BENCH_TMP/table"
 printf 'sandboxd all peak RSS: %d kB before, %d kB after (+%d kB)\n' "$hwm0" "$hwm1" $((hwm1 - hwm0))
