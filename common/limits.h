@@ -12,6 +12,14 @@
  * the server ceiling no request may exceed. */
 #define SBX_EXEC_OUTPUT_DEFAULT       (64u * 1024u)
 #define SBX_EXEC_OUTPUT_CEILING       (1024u * 1024u)
+/* The main process's output kept on a sandbox that stopped by itself (the
+ * tail shown by `sandbox logs` once the container is gone, and carried in a
+ * heartbeat's inventory entry): enough for the last screenful of an error. */
+#define SBX_OUTPUT_TAIL_MAX           (8u * 1024u)
+/* Docker's own log file of a sandbox's main process (json-file max-size,
+ * one file): a chatty sandbox cannot fill the worker host's disk through
+ * it. */
+#define SBX_CONTAINER_LOG_MAX_BYTES   (10u * 1024u * 1024u)
 /* Exec argv: count and total size, so one request cannot ask the worker to
  * build an unbounded command line. */
 #define SBX_MAX_ARGV                  256
