@@ -115,9 +115,13 @@ void api_sandbox_create(req_t *rq)
         goto cleanup;
     }
     char tenant_id[SBX_ID_MAX];
-    int rc = store_tenant_resolve(rq->db, spec.tenant, rq->auth.role == ROLE_ADMIN, tenant_id);
+    /* Never made on the fly, not even for an admin: a typo'd tenant would
+     * otherwise become a new tenant with no policy. Tenants are made with
+     * POST /v1/tenants (`sandbox tenants create`). */
+    int rc = store_tenant_resolve(rq->db, spec.tenant, false, tenant_id);
     if (rc == SBX_ENOTFOUND) {
-        http_reply_error(rq, API_NOT_FOUND, "no tenant %s", spec.tenant);
+        http_reply_error(rq, API_NOT_FOUND, "no tenant %s (an admin makes one with: sandbox tenants create %s)",
+                         spec.tenant, spec.tenant);
         goto cleanup;
     }
     if (rc < 0 || store_tenant_policy(rq->db, tenant_id, &policy) < 0) {

@@ -20,6 +20,15 @@ assert_contains "$ITEST_ERR" "conflict" "creating a tenant twice"
 assert_exit 0 sandbox tenants create "$other"
 assert_exit 3 sandbox tokens create --tenant "no-such-$tenant" --role member
 assert_contains "$ITEST_ERR" "not_found" "token for a missing tenant"
+# Creating a sandbox in a tenant that does not exist is not_found for an
+# admin too (a typo never makes a new tenant), on the API and the CLI alike.
+itest_http POST /v1/sandboxes "$ITEST_ADMIN_TOKEN" "{\"tenant\":\"no-such-$tenant\",\"image\":\"$ITEST_IMAGE\"}"
+assert_http 404 not_found "admin create in a missing tenant"
+assert_contains "$HTTP_BODY" "sandbox tenants create" "the 404 says how to make the tenant"
+assert_exit 3 sandbox create --tenant "no-such-$tenant" --image "$ITEST_IMAGE"
+assert_contains "$ITEST_ERR" "not_found" "CLI create in a missing tenant"
+n=$("$ITEST_PGBIN/psql" -X -q -At "$DATABASE_URL" -c "SELECT count(*) FROM tenants WHERE name = 'no-such-$tenant'")
+assert_eq 0 "$n" "no tenant made by a create or a token request"
 
 assert_exit 0 sandbox tokens create --tenant "$tenant" --role member --name ci
 member=$ITEST_OUT
