@@ -922,8 +922,15 @@ static void handle_head(pconn_t *pc, char *buf, size_t len)
     memcpy(pc->path, app_path, pl);
     pc->path[pl] = '\0';
     if (kind == PROXY_ROUTE_NONE) {
-        pc_answer_error(pc, API_NOT_FOUND, NULL,
-                        "not a route address: routes are /r/{route}/ or {route}.{route_domain}");
+        /* A client pointed at this port instead of the API (SANDBOX_URL set
+         * to the route listener) learns where it is. */
+        if (strncmp(h.target, "/v1/", 4) == 0 || strcmp(h.target, "/v1") == 0 || strncmp(h.target, "/healthz", 8) == 0)
+            pc_answer_error(pc, API_NOT_FOUND, NULL,
+                            "this is the route listener (route_listen), not the API: point SANDBOX_URL at the "
+                            "controller's listen address (sandboxd --listen, default 127.0.0.1:8080)");
+        else
+            pc_answer_error(pc, API_NOT_FOUND, NULL,
+                            "not a route address: routes are /r/{route}/ or {route}.{route_domain}");
         return;
     }
     if (kind == PROXY_ROUTE_REDIRECT) {

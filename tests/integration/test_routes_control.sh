@@ -19,6 +19,11 @@ member=$("$SANDBOXD" token create --database-url "$DATABASE_URL" --tenant "$tena
 stranger=$("$SANDBOXD" token create --database-url "$DATABASE_URL" --tenant "$other" --role member)
 psql_q() { "$ITEST_PGBIN/psql" -X -q -At "$DATABASE_URL" -c "$1"; }
 
+# The CLI pointed at the route listener instead of the API says so.
+assert_exit 3 sandbox --url "$SANDBOX_ROUTE_URL" list
+assert_contains "$ITEST_ERR" "route listener" "the CLI at the route port"
+assert_contains "$ITEST_ERR" "SANDBOX_URL" "the CLI at the route port says what to change"
+
 assert_exit 0 sandbox --token "$member" create --image "$ITEST_IMAGE" --cpu-millis 100 --memory-mib 32 --wait --timeout 120
 read -r sbx _ <<<"$ITEST_OUT"
 itest_track "$sbx"
