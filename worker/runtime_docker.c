@@ -1744,19 +1744,25 @@ cleanup:
 
 /* Docker reports a command it could not start ("executable file not found")
  * as exit code 126 with its own message on the stdout stream; make that look
- * like a shell's answer: 127 (not found) or 126, message on stderr. */
-static void docker_exec_fix_start_failure(runtime_exec_result_t *res)
+ * like a shell's answer: 127 (not found) or 126, message on stderr. A
+ * working directory that does not exist is the request's fault, not the
+ * command's: SBX_EINVAL with API_INVALID_ARGUMENT naming it. */
+static int docker_exec_fix_start_failure(runtime_exec_result_t *res, const exec_spec_t *spec, api_error_t *err)
 {
     static const char marker[] = "OCI runtime exec failed";
     if (res->exit_code != 126 || res->out.len < sizeof marker - 1 ||
         memcmp(res->out.data, marker, sizeof marker - 1) != 0 || res->err.len != 0)
-        return;
+        return 0;
     const char *s = sbuf_cstr(&res->out);
+    if (spec->cwd && strstr(s, "chdir to cwd"))
+        return api_error_set(err, API_INVALID_ARGUMENT,
+                             "cwd %.200s does not exist in the sandbox (or is not a directory)", spec->cwd);
     if (strstr(s, "executable file not found") || strstr(s, "no such file or directory"))
         res->exit_code = 127;
     sbuf_t empty = res->err;
     res->err = res->out;
     res->out = empty;
+    return 0;
 }
 
 void runtime_exec_result_release(runtime_exec_result_t *r)
@@ -1861,7 +1867,7 @@ int runtime_exec(runtime_t *rt, const char *ref, const exec_spec_t *spec, size_t
     /* Docker folds a fatal signal N into exit code 128+N, as a shell does. */
     if (ret->exit_code > 128 && ret->exit_code < 128 + 65)
         ret->signal = ret->exit_code - 128;
-    docker_exec_fix_start_failure(ret);
+    r = docker_exec_fix_start_failure(ret, spec, err);
     ret->duration_ms = time_mono_ms() - start;
 cleanup:
     if (body)

@@ -56,5 +56,10 @@ assert_eq "to-err" "$ITEST_ERR" "stderr"
 # shellcheck disable=SC2016 # expanded by the sandbox's shell
 assert_exit 0 sandbox exec "$sbx" --env GREETING=hi --cwd /tmp -- sh -c 'echo "$GREETING $(pwd)"'
 assert_eq "hi /tmp" "$ITEST_OUT" "env and cwd"
+# a working directory that does not exist: the request's error, said plainly
+assert_exit 1 sandbox exec "$sbx" --cwd /nope -- true
+assert_contains "$ITEST_ERR" "invalid_argument" "exec --cwd /nope"
+assert_contains "$ITEST_ERR" "cwd /nope does not exist in the sandbox" "exec --cwd /nope"
+assert_not_contains "$ITEST_ERR" "OCI" "exec --cwd /nope hides the runtime's text"
 
 assert_exit 0 sandbox delete "$sbx" --wait
