@@ -64,6 +64,7 @@ assert_contains "$(cat "$log")" "admin token: created in $dir/admin.token" "sand
 
 export SANDBOX_URL=$url SANDBOX_TOKEN=$token
 tenant=$(itest_tenant itest-all)
+assert_exit 0 sandbox tenants create "$tenant"
 assert_exit 0 sandbox create --tenant "$tenant" --image "$ITEST_IMAGE" --wait --timeout 300
 read -r sbx _ <<<"$ITEST_OUT"
 assert_match "$sbx" '^sbx_' "sandbox id"

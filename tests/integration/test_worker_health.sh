@@ -184,6 +184,7 @@ execs0=$(mval sandbox_worker_assignments_total kind=exec outcome=succeeded)
 
 # ---- 3. a sandbox on this worker moves the assignment counters
 tenant=$(itest_tenant itest-health)
+assert_exit 0 sandbox tenants create "$tenant"
 assert_exit 0 sandbox create --tenant "$tenant" --image "$ITEST_IMAGE" --cpu-millis 100 --memory-mib 32 \
   --selector "itest-health=$tag" --wait --timeout 60
 read -r sbx _ <<<"$ITEST_OUT"
