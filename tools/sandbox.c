@@ -358,6 +358,15 @@ static int cli_connect(cli_t *cli, const opts_t *o)
         client_config_release(&cc);
         return usage_error(NULL, "%s", err);
     }
+    const char *env_token = getenv("SANDBOX_TOKEN");
+    if (!cc.token && env_token && !*env_token) {
+        /* `export SANDBOX_TOKEN=$(cat FILE)` whose cat failed (no such file,
+         * or a root-only file read without sudo) leaves it empty. */
+        fprintf(stderr, "sandbox: SANDBOX_TOKEN is set but empty: did the command that set it fail? (the bootstrap "
+                        "token file .sandbox/admin.token is readable by root only: read it as root or with sudo)\n");
+        client_config_release(&cc);
+        return EXIT_USAGE;
+    }
     if (!cc.token) {
         fprintf(stderr,
                 "sandbox: no API token: pass --token TOKEN, set SANDBOX_TOKEN, or put 'token = TOKEN' in %s\n"

@@ -175,6 +175,9 @@ run list --url "$DEAD_URL"
 expect "missing token" 2 stderr "no API token" stderr "SANDBOX_TOKEN" stderr "--token"
 run --url "$DEAD_URL" wait op_a
 expect "missing token for wait" 2 stderr "no API token"
+# an empty SANDBOX_TOKEN (its $(cat FILE) failed) says so
+SANDBOX_TOKEN= run list --url "$DEAD_URL"
+expect "empty SANDBOX_TOKEN" 2 stderr "SANDBOX_TOKEN is set but empty" stderr "admin.token"
 
 # --- bad URL: usage error
 run list --token sbt_x --url ftp://example.com
