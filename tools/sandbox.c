@@ -2162,7 +2162,8 @@ static const command_t commands[] = {
       "token sees only its own tenant. update replaces the tenant's policy (admin).\n"
       "\n"
       "  --policy JSON            e.g. '{\"max_sandboxes\":5,\"max_cpu_millis\":2000,\n"
-      "                           \"images\":[\"registry.local/*\"],\"network_modes\":[\"none\"]}'\n"
+      "                           \"images\":[\"sandbox/*\",\"registry.local/*\"],\n"
+      "                           \"network_modes\":[\"none\"]}'\n"
       "                           (see docs/api.md for every field)\n"
       "  --json                   print the API's JSON\n" COMMON_FLAGS_HELP },
     { "workers", NULL, check_workers, cmd_workers, json_flags, 2, false,

@@ -6,8 +6,9 @@
 # files is valid JSON/TOML, names the installed sandbox-mcp (which answers
 # tools/list when started as the file says) and keeps every other key; a
 # --token-file token lands only in mode-600 files and is never printed;
-# re-running changes nothing; bad input exits 2, an unparsable config 3.
-# Needs no network and no controller.
+# re-running changes nothing; bad input exits 2, an unparsable config 3;
+# docs/mcp.md's member-token steps work against the shared controller.
+# Needs no network (loopback only).
 # itest-timeout: 180
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -188,5 +189,34 @@ assert_contains "$ITEST_OUT" "\"command\": \"$work/sys/bin/sandbox-mcp\"" "print
 assert_exit 0 "$work/sys/bin/sandbox" --version
 cmp -s "$skill_src" "$work/sys-skills/sandbox-platform/SKILL.md" || fail "system skill differs from examples'"
 cmp -s "$skill_src" "$work/sys/share/sandbox/skills/sandbox-platform/SKILL.md" || fail "reference skill differs"
+
+# ---- docs/mcp.md's member token steps, end to end against the shared controller:
+# tenant, member token into a file, --token-file, the configured server lists
+tenant=$(itest_tenant itest-install)
+assert_exit 0 env SANDBOX_TOKEN="$ITEST_ADMIN_TOKEN" "$prefix/bin/sandbox" tenants create "$tenant"
+(umask 077; SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN "$prefix/bin/sandbox" tokens create --tenant "$tenant" --role member \
+  --name agent --ttl 3600 >"$work/agent.token") || fail "sandbox tokens create failed"
+member=$(cat "$work/agent.token")
+assert_match "$member" '^sbt_' "the member token"
+assert_exit 0 "$installer" "${base[@]}" --url "$SANDBOX_URL" --token-file "$work/agent.token" \
+  --write-config claude --config-path "$work/e2e/.mcp.json"
+assert_not_contains "$ITEST_OUT$ITEST_ERR" "$member" "installer output"
+assert_eq 600 "$(stat -c %a "$work/e2e/.mcp.json")" "mode of the config with the member token"
+listed=$(python3 - "$work/e2e/.mcp.json" <<'EOF'
+import json, os, subprocess, sys
+s = json.load(open(sys.argv[1]))["mcpServers"]["sandbox"]
+env = {k: v for k, v in os.environ.items() if not k.startswith("SANDBOX_")}
+env.update(s["env"])
+msgs = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+         "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "sandbox_list", "arguments": {}}}]
+p = subprocess.run([s["command"]] + s["args"], input="".join(json.dumps(m) + "\n" for m in msgs),
+                   capture_output=True, text=True, env=env, timeout=60)
+res = [json.loads(l) for l in p.stdout.splitlines() if json.loads(l).get("id") == 2][0]["result"]
+print(json.dumps({"isError": res.get("isError", False), "sandboxes": (res.get("structuredContent") or {}).get("sandboxes")}))
+EOF
+) || fail "the configured sandbox-mcp did not answer sandbox_list"
+assert_eq '{"isError": false, "sandboxes": []}' "$listed" "sandbox_list through the configured server, as the member"
 
 echo "install-client installs the clients and merges their MCP configuration as its --help says"
