@@ -84,10 +84,12 @@ static const mcp_tool_def_t tool_templates[] = {
     { "sandbox_create", "Create a sandbox",
       "Creates a disposable sandbox (a container with bounded cpu, memory and lifetime). Describe the work "
       "honestly: untrusted_repo, generated_code and hostile decide the isolation; the server refuses rather "
-      "than run it weaker. Network is none unless asked. Returns the sandbox and its create operation; with "
-      "wait=true, once that operation finished.",
-      "{'type':'object','properties':{'image':{'type':'string','description':'container image, e.g. "
-      "busybox:latest'},'tenant':" STR ",'cpu_millis':{'type':'integer','minimum':10,'description':'thousandths "
+      "than run it weaker. Network is none unless asked. Leave image out to get the server's default image "
+      "(a small local busybox image unless the operator set another). Returns the sandbox and its create "
+      "operation; with wait=true, once that operation finished.",
+      "{'type':'object','properties':{'image':{'type':'string','description':'container image; when absent "
+      "the server uses its default_image (sandbox/busybox:latest unless the operator changed it). Name one "
+      "only when the task needs tools the default lacks and the tenant policy allows it'},'tenant':" STR ",'cpu_millis':{'type':'integer','minimum':10,'description':'thousandths "
       "of a core (default 1000)'},'memory_mib':{'type':'integer','minimum':6,'description':'default 512'},"
       "'ttl_seconds':{'type':'integer','minimum':10,'description':'lifetime once running (default 3600)'},"
       "'network':{'type':'string','enum':['none','restricted','open']},'untrusted_repo':{'type':'boolean'},"
@@ -95,7 +97,7 @@ static const mcp_tool_def_t tool_templates[] = {
       "['container','gvisor','microvm'],'description':'the weakest class you accept'},'read_only_root':"
       "{'type':'boolean'},'hardened':{'type':'boolean'},'env':" KV ",'labels':" KV ",'selector':" KV ","
       "'idempotency_key':{'type':'string','description':'retrying with the same key returns the same "
-      "sandbox'}," WAIT_PROPS "},'required':['image'],'additionalProperties':false}",
+      "sandbox'}," WAIT_PROPS "},'additionalProperties':false}",
       "{'type':'object','properties':{'sandbox':" SBX_SCHEMA ",'operation':" OP_SCHEMA "},"
       "'required':['sandbox','operation']}",
       "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" },

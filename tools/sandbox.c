@@ -2005,7 +2005,7 @@ static const flag_def_t tokens_flags[] = {
 
 static const command_t commands[] = {
     { "create", NULL, check_create, cmd_create, create_flags, 0, false,
-      "usage: sandbox create --image IMAGE [--tenant T] [--cpu-millis N] [--memory-mib N]\n"
+      "usage: sandbox create [--image IMAGE] [--tenant T] [--cpu-millis N] [--memory-mib N]\n"
       "                      [--ttl SECONDS] [--network none|restricted|open]\n"
       "                      [--untrusted-repo] [--generated-code] [--hostile]\n"
       "                      [--isolation container|gvisor|microvm] [--read-only-root]\n"
@@ -2018,7 +2018,9 @@ static const command_t commands[] = {
       "operation and exits 0 when it succeeded, 1 when it failed, 124 on timeout.\n"
       "\n"
       "  --tenant T               tenant (default: the token's tenant)\n"
-      "  --image IMAGE            container image (required)\n"
+      "  --image IMAGE            container image (default: the server's default_image,\n"
+      "                           sandbox/busybox:latest unless the operator changed it;\n"
+      "                           the tenant policy's images list applies)\n"
       "  --cpu-millis N           CPU in thousandths of a core (default 1000)\n"
       "  --memory-mib N           memory in MiB (default 512)\n"
       "  --ttl SECONDS            lifetime once running (default 3600)\n"
@@ -2095,14 +2097,23 @@ static const command_t commands[] = {
       "\n"
       "Gives a port of a running sandbox a public address (POST /v1/sandboxes/ID/routes)\n"
       "and prints its URL; for --auth token (the default) a second line holds the\n"
-      "access token, shown only now. The address is removed with unshare, when --ttl\n"
-      "passes, or when the sandbox stops running. (The HTTP data path behind the\n"
-      "address is not built yet.)\n"
+      "access token, shown only now; the route id and the operation id go to stderr.\n"
+      "Callers reach the app through the controller's route listener (docs/api.md,\n"
+      "\"The route listener\"), with the token as 'Authorization: Bearer sbr_...' or\n"
+      "'X-Sandbox-Route-Token: sbr_...':\n"
+      "  curl -H \"Authorization: Bearer sbr_...\" URL\n"
+      "The route is removed with unshare, when --ttl passes, or when the sandbox stops\n"
+      "running. Refused with conflict for a sandbox that is not running or runs under\n"
+      "gvisor, with policy_denied when the tenant policy has routes: false.\n"
       "\n"
       "  --port PORT              the port inside the sandbox (required)\n"
       "  --ttl SECONDS            remove the route after this (default: with the sandbox)\n"
-      "  --auth token|public      token: callers need the access token (default)\n"
+      "  --auth token|public      token: callers need the access token (default);\n"
+      "                           public: anyone with the URL\n"
+      "  --idempotency-key K      retrying with the same key returns the same route\n"
+      "                           (without the access token)\n"
       "  --wait                   wait for the share operation\n"
+      "  --timeout S              with --wait: give up after S seconds (default 900)\n"
       "  --json                   print {\"operation\":…,\"route\":…,\"access_token\":…}\n" COMMON_FLAGS_HELP },
     { "routes", NULL, check_routes, cmd_routes, routes_flags, 1, false,
       "usage: sandbox routes SANDBOX_ID [--all] [--json]\n"
@@ -2118,6 +2129,7 @@ static const command_t commands[] = {
       "waits for it and prints 'OPERATION_ID succeeded'.\n"
       "\n"
       "  --wait                   wait for the unshare operation\n"
+      "  --timeout S              with --wait: give up after S seconds (default 900)\n"
       "  --json                   print {\"operation\":…}\n" COMMON_FLAGS_HELP },
     { "operation", "op", check_op_id, cmd_operation, json_flags, 1, false,
       "usage: sandbox operation OPERATION_ID [--json]\n"
@@ -2159,7 +2171,8 @@ static const command_t commands[] = {
       "token sees only its own tenant. update replaces the tenant's policy (admin).\n"
       "\n"
       "  --policy JSON            e.g. '{\"max_sandboxes\":5,\"max_cpu_millis\":2000,\n"
-      "                           \"images\":[\"registry.local/*\"],\"network_modes\":[\"none\"]}'\n"
+      "                           \"images\":[\"sandbox/*\",\"registry.local/*\"],\n"
+      "                           \"network_modes\":[\"none\"]}'\n"
       "                           (see docs/api.md for every field)\n"
       "  --json                   print the API's JSON\n" COMMON_FLAGS_HELP },
     { "workers", NULL, check_workers, cmd_workers, json_flags, 2, false,
@@ -2168,7 +2181,9 @@ static const command_t commands[] = {
       "       sandbox workers resume NAME [--json]\n"
       "\n"
       "Lists workers (admin token): NAME STATE cpu/memory/slots allocated of capacity,\n"
-      "last heartbeat. drain stops new placements on a worker (its sandboxes live out\n"
+      "last heartbeat and the isolation classes offered with their network modes, then\n"
+      "one '  probe CLASS: RESULT' line per class probed (why gvisor is offered or not).\n"
+      "drain stops new placements on a worker (its sandboxes live out\n"
       "their TTL and can still exec and be deleted); resume places on it again.\n"
       "\n"
       "  --json                   print the API's JSON\n" COMMON_FLAGS_HELP },
@@ -2196,7 +2211,7 @@ static const char top_usage[] =
     "usage: sandbox [--url URL] [--token TOKEN] COMMAND [ARGS...]\n"
     "\n"
     "Commands:\n"
-    "  create     create a sandbox            (sandbox create --image busybox --wait)\n"
+    "  create     create a sandbox            (sandbox create --wait)\n"
     "  wait       wait for an operation       (sandbox wait OPERATION_ID)\n"
     "  exec       run a command in a sandbox  (sandbox exec SANDBOX_ID -- ls -l)\n"
     "  get        show a sandbox\n"
@@ -2211,6 +2226,7 @@ static const char top_usage[] =
     "  tokens     create, list, revoke API tokens\n"
     "  workers    list, drain, resume workers\n"
     "  help [COMMAND] show help\n"
+    "  version    print the version\n"
     "\n"
     "Global flags (also accepted after the command):\n" COMMON_FLAGS_HELP
     "  --version                print the version\n"

@@ -32,7 +32,9 @@ const IMAGE = process.env.MCP_TEST_IMAGE || 'sandbox-test/busybox:latest';
 const LATEST = '2025-11-25';
 const TOOLS = {
   sandbox_create: {
-    required: ['image'],
+    // image is optional: the server fills in its default_image
+    required: [],
+    optional: ['image'],
     properties: ['image', 'tenant', 'cpu_millis', 'memory_mib', 'ttl_seconds', 'network', 'untrusted_repo',
       'generated_code', 'hostile', 'isolation', 'read_only_root', 'hardened', 'env', 'labels', 'selector',
       'idempotency_key', 'wait', 'timeout_seconds'],
@@ -452,6 +454,9 @@ async function main() {
       for (const p of want.required) {
         assert(req.includes(p), `${name}.inputSchema.required lacks ${p} (is ${show(req)})`);
       }
+      for (const p of want.optional || []) {
+        assert(!req.includes(p), `${name}.inputSchema.required has ${p}, which is optional (is ${show(req)})`);
+      }
       const a = t.annotations || {};
       if (want.readOnly) eq(a.readOnlyHint, true, `${name}.annotations.readOnlyHint`);
       if (want.destructive) eq(a.destructiveHint, true, `${name}.annotations.destructiveHint`);
@@ -471,7 +476,11 @@ async function main() {
     }
     assert(c({ image: 'x', env: { A: 'b' }, labels: { k: 'v' }, selector: { z: 'a' }, wait: true, timeout_seconds: 5 }),
       `sandbox_create refuses maps and wait: ${schemaErrors(c)}`);
-    assert(!c({}), 'sandbox_create accepts arguments without image');
+    assert(c({}), `sandbox_create refuses arguments without image (the server's default applies): ${schemaErrors(c)}`);
+    assert(!c({ image: 5 }), 'sandbox_create accepts a number as image');
+    assert(!c({ imgae: 'x' }), 'sandbox_create accepts an unknown argument');
+    const imageDoc = toolsByName.sandbox_create.inputSchema.properties.image.description || '';
+    assert(/default/.test(imageDoc), `sandbox_create's image says nothing of the default: ${show(imageDoc)}`);
     assert(!c({ image: 'x', network: 'everywhere' }), 'sandbox_create accepts network "everywhere"');
     const x = inputValidators.sandbox_exec;
     assert(x({ sandbox_id: 'sbx_a', argv: ['echo', 'hi'] }), `sandbox_exec refuses a plain argv: ${schemaErrors(x)}`);
