@@ -863,8 +863,6 @@ static int check_idem_key(const char *cmd, const char *k)
 
 static int check_create(cli_t *cli, opts_t *o)
 {
-    if (!o->image)
-        return usage_error(cli->cmd, "--image is required");
     if (o->timeout.set && !o->wait)
         return usage_error(cli->cmd, "--timeout needs --wait");
     if (o->network && strcmp(o->network, "none") != 0 && strcmp(o->network, "restricted") != 0 &&
@@ -873,7 +871,7 @@ static int check_create(cli_t *cli, opts_t *o)
     if (o->isolation && strcmp(o->isolation, "container") != 0 && strcmp(o->isolation, "gvisor") != 0 &&
         strcmp(o->isolation, "microvm") != 0)
         return usage_error(cli->cmd, "--isolation: '%s' is not one of container, gvisor, microvm", o->isolation);
-    if (strlen(o->image) > SBX_MAX_IMAGE_BYTES || utf8_has_control(o->image))
+    if (o->image && (strlen(o->image) > SBX_MAX_IMAGE_BYTES || utf8_has_control(o->image)))
         return usage_error(cli->cmd, "--image: at most %d printable bytes", SBX_MAX_IMAGE_BYTES);
     if (o->tenant && (strlen(o->tenant) > SBX_MAX_NAME_BYTES || utf8_has_control(o->tenant)))
         return usage_error(cli->cmd, "--tenant: at most %d printable bytes", SBX_MAX_NAME_BYTES);
@@ -887,7 +885,8 @@ static int cmd_create(cli_t *cli, opts_t *o)
         return EXIT_API;
     if (o->tenant)
         jsonx_add_str(body, "tenant", o->tenant);
-    jsonx_add_str(body, "image", o->image);
+    if (o->image) /* none: the server's default_image */
+        jsonx_add_str(body, "image", o->image);
     if (o->cpu_millis.set)
         jsonx_add_int(body, "cpu_millis", o->cpu_millis.v);
     if (o->memory_mib.set)
@@ -1996,7 +1995,7 @@ static const flag_def_t tokens_flags[] = {
 
 static const command_t commands[] = {
     { "create", NULL, check_create, cmd_create, create_flags, 0, false,
-      "usage: sandbox create --image IMAGE [--tenant T] [--cpu-millis N] [--memory-mib N]\n"
+      "usage: sandbox create [--image IMAGE] [--tenant T] [--cpu-millis N] [--memory-mib N]\n"
       "                      [--ttl SECONDS] [--network none|restricted|open]\n"
       "                      [--untrusted-repo] [--generated-code] [--hostile]\n"
       "                      [--isolation container|gvisor|microvm] [--read-only-root]\n"
@@ -2009,7 +2008,8 @@ static const command_t commands[] = {
       "operation and exits 0 when it succeeded, 1 when it failed, 124 on timeout.\n"
       "\n"
       "  --tenant T               tenant (default: the token's tenant)\n"
-      "  --image IMAGE            container image (required)\n"
+      "  --image IMAGE            container image (default: the server's default_image,\n"
+      "                           sandbox/busybox:latest unless the operator set another)\n"
       "  --cpu-millis N           CPU in thousandths of a core (default 1000)\n"
       "  --memory-mib N           memory in MiB (default 512)\n"
       "  --ttl SECONDS            lifetime once running (default 3600)\n"
