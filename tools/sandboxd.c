@@ -373,6 +373,30 @@ static int token_file(const char *conninfo, const char *path, const char *tenant
     return 0;
 }
 
+/* For `sandboxd all`'s first screen: one line on the gvisor class, and
+ * when the worker does not offer it, the reason and how to turn it on. */
+static void print_gvisor_line(const cfg_t *cfg, const agent_t *agent)
+{
+    const char *probe = agent_probe_result(agent, ISO_GVISOR);
+    const char *rtname = cfg_str(cfg, CFG_WORKER_GVISOR_RUNTIME);
+    if (probe && strncmp(probe, "ok", 2) == 0) {
+        printf("gVisor: offered (%s)\n", probe);
+    } else if (!*rtname) {
+        printf("gVisor: %s; to turn it on set worker_gvisor_runtime = runsc (--worker-gvisor-runtime runsc)\n",
+               probe ? probe : "not offered");
+    } else if (probe && strstr(probe, "has no runtime named")) {
+        printf("gVisor: not offered: dockerd has no runtime named %s. To turn it on: tools/run.sh registers it "
+               "(as root), or merge {\"runtimes\":{\"%s\":{\"path\":\"/usr/bin/runsc\",\"runtimeArgs\":"
+               "[\"--network=none\"]}}} into /etc/docker/daemon.json, run `kill -HUP $(pidof dockerd)` and "
+               "restart sandboxd (apt-get install runsc if /usr/bin/runsc is missing)\n",
+               rtname, rtname);
+    } else {
+        printf("gVisor: %s. Check it with `docker run --rm --runtime=%s sandbox/busybox:latest true` and restart "
+               "sandboxd\n", probe ? probe : "not offered", rtname);
+    }
+    fflush(stdout);
+}
+
 static int run_daemon(cfg_t *cfg, bool with_controller, bool with_worker)
 {
     int code = 1;
@@ -441,6 +465,8 @@ static int run_daemon(cfg_t *cfg, bool with_controller, bool with_worker)
             fprintf(stderr, "sandboxd: worker failed to start: %s\n", err);
             goto cleanup;
         }
+        if (with_controller)
+            print_gvisor_line(cfg, agent);
         char aerr[600];
         if (agent_start(agent, aerr, sizeof aerr) < 0) {
             fprintf(stderr, "sandboxd: worker failed to start: %s\n", aerr);
