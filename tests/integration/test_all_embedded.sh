@@ -117,7 +117,8 @@ stop_all
 # a port another process holds: the start fails at once, naming the listener
 # and its flag (the route listener here; the API listener below)
 holder_out="$ITEST_TMP/holder-$$.port"
-python3 -c '
+# not the python3 function of lib.sh: $! must be python itself
+"$(command -v /usr/bin/python3 || command -v python3)" -c '
 import socket, sys, time
 s = socket.socket()
 s.bind(("127.0.0.1", 0))

@@ -21,11 +21,13 @@ export PATH="$work/bin:$PATH"
 # a stand-in for dockerd: records each SIGHUP it gets
 hup_log="$work/hups"
 : >"$hup_log"
-bash -c 'trap "echo hup >>$1" HUP; while :; do sleep 0.1; done' _ "$hup_log" &
+bash -c 'trap "echo hup >>$1" HUP; touch "$1.ready"; while :; do sleep 0.1; done' _ "$hup_log" &
 fake_pid=$!
 itest_track_pid "$fake_pid"
+itest_wait_until 10 "the fake dockerd to set its trap" test -e "$hup_log.ready"
 hups() { wc -l <"$hup_log" | tr -d ' '; }
-wait_hups() { itest_wait_until 10 "$1 SIGHUP(s) to the fake dockerd" test "$(hups)" -ge "$1"; }
+hups_at_least() { [ "$(hups)" -ge "$1" ]; }
+wait_hups() { itest_wait_until 10 "$1 SIGHUP(s) to the fake dockerd" hups_at_least "$1"; }
 
 # register FILE: runs sbx_gvisor_register FILE fake_pid; sets REG_RC, REG_ERR
 register() {
@@ -109,9 +111,11 @@ assert_contains "$(cat "$work/reg.err")" 'kill -HUP $(pidof dockerd)' "message f
 json_eq "$f" "{\"runtimes\":{\"runsc\":$entry}}" || fail "daemon.json for a gone pid: $(cat "$f")"
 
 # ---- 7. the config file a dockerd reads: its --config-file, else /etc/docker/daemon.json
-python3 -c 'import time; time.sleep(60)' --config-file /srv/x/daemon.json &
+# not the python3 function of lib.sh: $! must be python itself
+"$(command -v /usr/bin/python3 || command -v python3)" -c 'import time; time.sleep(60)' --config-file /srv/x/daemon.json &
 cfg_pid=$!
 itest_track_pid "$cfg_pid"
+itest_wait_until 10 "python to start" grep -q config-file "/proc/$cfg_pid/cmdline"
 assert_eq /srv/x/daemon.json "$(sbx_dockerd_config_file "$cfg_pid")" "config file of a dockerd with --config-file"
 assert_eq /etc/docker/daemon.json "$(sbx_dockerd_config_file "$fake_pid")" "config file of a dockerd without it"
 
@@ -176,7 +180,7 @@ assert_eq "$SBX_IMAGE_RECIPE" "$(docker image inspect --format '{{ index .Config
   "recipe label"
 assert_eq '["/bin/sh"]' "$(docker image inspect --format '{{json .Config.Cmd}}' "$img")" "CMD of the base image"
 out=$(docker run --rm --network none "$img" sh -c \
-  'test -f /bin/busybox && test ! -L /bin/busybox && stat -c "%a" /tmp && test -L /bin/ls && id -un && grep -c . /etc/passwd && grep -q nobody /etc/group && test -d /root && test -d /proc && echo ok')
+  'test -f /bin/busybox && test ! -L /bin/busybox && stat -c "%a" /tmp && test -L /bin/ls && id -un && grep -c . /etc/passwd && grep -q "^nogroup:x:65534:" /etc/group && test -d /root && test -d /proc && echo ok')
 assert_eq "$(printf '1777\nroot\n2\nok')" "$out" "inside the base image"
 assert_eq nobody "$(docker run --rm --network none --user 65534 "$img" sh -c 'touch /tmp/x && id -un')" \
   "an unprivileged user writes /tmp"
