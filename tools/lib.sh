@@ -225,7 +225,7 @@ sbx_gvisor_register() {
 # sbx_signal PID SIG: kill -SIG PID, through sudo when it is not ours.
 sbx_signal() {
   kill -"$2" "$1" 2>/dev/null && return 0
-  [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && sudo -n kill -"$2" "$1" 2>/dev/null
+  [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && sudo kill -"$2" "$1" 2>/dev/null
 }
 
 # The pid of the running dockerd ("" when none is found).

@@ -107,6 +107,12 @@ sbx_install_node() {
 
 start=$(date +%s)
 sbx_install_packages
+# a dockerd that answers (systemd's, after apt installed docker.io) gets
+# gVisor registered, for the gvisor tests; with none, the integration
+# runner starts its own with runsc
+if sbx_docker_answers; then
+  sbx_ensure_gvisor
+fi
 if [ "$unit_only" -eq 0 ]; then
   sbx_install_node
 fi
