@@ -5,7 +5,7 @@
 #       (tools/lib.sh sbx_base_image; about a second)
 #   tools/make-image.sh debian [NAME]   sandbox/debian:12: a minimal Debian 12
 #       (debootstrap --variant=minbase bookworm) from the mirror apt uses
-#       (/etc/apt/sources.list.d/debian.sources); a few minutes, about 100 MB
+#       (/etc/apt/sources.list.d/debian.sources); a few minutes, about 120 MB
 # Nothing depends on the debian image; name it in a create (--image
 # sandbox/debian:12) or as default_image. Run as root or as a user with sudo.
 set -euo pipefail
