@@ -1,6 +1,7 @@
 /* The settings table and its sources. */
 #include "config.h"
 #include "errors.h"
+#include "spec.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -120,7 +121,43 @@ static const cfg_setting_t settings[CFG__COUNT] = {
                                          "how often the retention loop prunes" },
     [CFG_WORKER_HEALTH_LISTEN] = { "worker_health_listen", CFGT_STRING, "", 0, 0, false,
                                    "HOST:PORT where a worker serves /healthz, /readyz and /metrics (empty: not served)" },
+    [CFG_DEFAULT_IMAGE] = { "default_image", CFGT_STRING, "sandbox/busybox:latest", 0, 0, false,
+                            "image of a create request that names none (tools/run.sh builds the default "
+                            "from Debian's busybox)" },
 };
+
+#define R_C CFG_ROLE_CONTROLLER
+#define R_W CFG_ROLE_WORKER
+#define R_E CFG_ROLE_EMBEDDED
+#define R_D CFG_ROLE_DATABASE
+/* The commands each setting applies to (sandboxd CMD --help lists these). */
+static const unsigned roles[CFG__COUNT] = {
+    [CFG_LISTEN] = R_C, [CFG_DATABASE_URL] = R_C | R_E | R_D, [CFG_DATA_DIR] = R_E,
+    [CFG_CONTROLLER_URL] = R_W, [CFG_DOCKER_SOCKET] = R_W, [CFG_WORKER_NAME] = R_W, [CFG_WORKER_TOKEN] = R_W,
+    [CFG_WORKER_LABELS] = R_W, [CFG_WORKER_CPU_MILLIS] = R_W, [CFG_WORKER_MEMORY_MIB] = R_W,
+    [CFG_WORKER_SLOTS] = R_W, [CFG_WORKER_EXECUTORS] = R_W, [CFG_HTTP_THREADS] = R_C,
+    [CFG_RECONCILE_INTERVAL_MS] = R_C, [CFG_LEASE_SECONDS] = R_C, [CFG_HEARTBEAT_SECONDS] = R_C,
+    [CFG_WORKER_TIMEOUT_SECONDS] = R_C | R_W, [CFG_MAX_ATTEMPTS] = R_C, [CFG_OPERATION_DEADLINE_SECONDS] = R_C,
+    [CFG_MAX_CPU_MILLIS] = R_C, [CFG_MAX_MEMORY_MIB] = R_C, [CFG_MAX_TTL_SECONDS] = R_C,
+    [CFG_EXEC_OUTPUT_DEFAULT_BYTES] = R_C, [CFG_EXEC_OUTPUT_MAX_BYTES] = R_C, [CFG_MAX_BODY_BYTES] = R_C,
+    [CFG_ISOLATION_TRUSTED] = R_C, [CFG_ISOLATION_UNTRUSTED] = R_C, [CFG_ISOLATION_HOSTILE] = R_C,
+    [CFG_ALLOW_UNTRUSTED_OPEN_NETWORK] = R_C, [CFG_ROUTE_LISTEN] = R_C, [CFG_ROUTE_PUBLIC_URL] = R_C,
+    [CFG_TRUSTED_PROXIES] = R_C, [CFG_ROUTE_MAX_REQUEST_BYTES] = R_C, [CFG_ROUTE_MAX_RESPONSE_BYTES] = R_C,
+    [CFG_ROUTE_IDLE_TIMEOUT_SECONDS] = R_C, [CFG_ROUTE_MAX_DURATION_SECONDS] = R_C,
+    [CFG_ROUTE_MAX_CONNECTIONS] = R_C, [CFG_ROUTE_DOMAIN] = R_C, [CFG_MAX_ROUTE_TTL_SECONDS] = R_C,
+    [CFG_POSTGRES_BINDIR] = R_E, [CFG_LOG_LEVEL] = R_C | R_W, [CFG_WORKER_GVISOR_RUNTIME] = R_W,
+    [CFG_WORKER_RESTRICTED_NETWORK] = R_W, [CFG_WORKER_OPEN_NETWORK] = R_W, [CFG_WORKER_ROUTE_LISTEN] = R_W,
+    [CFG_WORKER_ROUTE_ADVERTISE] = R_W, [CFG_WORKER_ROUTE_MAX_CONNECTIONS] = R_W, [CFG_LOG_FORMAT] = R_C | R_W,
+    [CFG_NATS_URL] = R_C, [CFG_NATS_SUBJECT_PREFIX] = R_C, [CFG_RETENTION_OPERATIONS_SECONDS] = R_C,
+    [CFG_RETENTION_EVENTS_SECONDS] = R_C, [CFG_RETENTION_INTERVAL_SECONDS] = R_C,
+    [CFG_WORKER_HEALTH_LISTEN] = R_W, [CFG_DEFAULT_IMAGE] = R_C,
+};
+#undef R_C
+#undef R_W
+#undef R_E
+#undef R_D
+
+unsigned cfg_setting_roles(cfg_key_t k) { return (unsigned)k < CFG__COUNT ? roles[k] : 0; }
 
 const cfg_setting_t *cfg_settings(void) { return settings; }
 
@@ -182,6 +219,12 @@ static int cfg_validate(const cfg_setting_t *s, const char *value, char *err, si
     } else if (strcmp(s->name, "log_format") == 0) {
         if (strcmp(value, "logfmt") && strcmp(value, "json")) {
             snprintf(err, errlen, "log_format must be logfmt or json (got \"%s\")", value);
+            return SBX_EINVAL;
+        }
+    } else if (strcmp(s->name, "default_image") == 0) {
+        char why[200];
+        if (!spec_image_ref_valid(value, why, sizeof why)) {
+            snprintf(err, errlen, "default_image: %s", why);
             return SBX_EINVAL;
         }
     } else if (strcmp(s->name, "listen") == 0) {

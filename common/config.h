@@ -63,6 +63,7 @@ typedef enum {
     CFG_RETENTION_EVENTS_SECONDS,
     CFG_RETENTION_INTERVAL_SECONDS,
     CFG_WORKER_HEALTH_LISTEN,
+    CFG_DEFAULT_IMAGE,
     CFG__COUNT
 } cfg_key_t;
 
@@ -84,6 +85,15 @@ typedef struct cfg {
 
 /* The table itself, CFG__COUNT entries. */
 const cfg_setting_t *cfg_settings(void);
+
+/* Which commands a setting applies to (a bit mask; every setting has one). */
+enum {
+    CFG_ROLE_CONTROLLER = 1 << 0, /* `controller` (and `all`) */
+    CFG_ROLE_WORKER = 1 << 1,     /* `worker` (and `all`) */
+    CFG_ROLE_EMBEDDED = 1 << 2,   /* only `all`: the embedded PostgreSQL and the bootstrap tokens */
+    CFG_ROLE_DATABASE = 1 << 3,   /* `migrate` and `token create` */
+};
+unsigned cfg_setting_roles(cfg_key_t k);
 
 /* Fills every value with its default. Returns 0 or SBX_ENOMEM. */
 int cfg_init(cfg_t *c);

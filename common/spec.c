@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -211,6 +212,11 @@ void spec_release(sandbox_spec_t *s)
 
 int spec_from_json(json_object *o, sandbox_spec_t *ret, api_error_t *err)
 {
+    return spec_from_json_default(o, NULL, ret, err);
+}
+
+int spec_from_json_default(json_object *o, const char *default_image, sandbox_spec_t *ret, api_error_t *err)
+{
     static const char *const known[] = { "tenant", "image", "cpu_millis", "memory_mib", "ttl_seconds",
                                          "network", "trust", "env", "labels", "isolation",
                                          "read_only_root", "hardened", "selector", NULL };
@@ -231,6 +237,13 @@ int spec_from_json(json_object *o, sandbox_spec_t *ret, api_error_t *err)
     }
     if (get_opt_string(o, "image", SBX_MAX_IMAGE_BYTES, &s.image, err) < 0)
         goto fail;
+    if (!s.image && default_image) {
+        s.image = strdup(default_image);
+        if (!s.image) {
+            api_error_set(err, API_INTERNAL, "out of memory");
+            goto fail;
+        }
+    }
     if (!s.image) {
         api_error_set(err, API_INVALID_ARGUMENT, "image is required");
         goto fail;
@@ -305,6 +318,136 @@ int spec_from_json(json_object *o, sandbox_spec_t *ret, api_error_t *err)
 fail:
     spec_release(&s);
     return SBX_EINVAL;
+}
+
+static bool ref_alnum_lower(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+/* One path component of an image name: [a-z0-9]+ joined by one '.', one
+ * '_', "__" or a run of '-' (Docker's reference grammar). */
+static bool ref_component_ok(const char *p, size_t n)
+{
+    if (n == 0 || !ref_alnum_lower(p[0]) || !ref_alnum_lower(p[n - 1]))
+        return false;
+    size_t i = 0;
+    while (i < n) {
+        if (ref_alnum_lower(p[i])) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < n && !ref_alnum_lower(p[j]))
+            j++;
+        size_t run = j - i;
+        bool ok = (run == 1 && (p[i] == '.' || p[i] == '_')) || (run == 2 && p[i] == '_' && p[i + 1] == '_');
+        if (!ok) {
+            ok = true;
+            for (size_t k = i; k < j; k++)
+                ok = ok && p[k] == '-';
+        }
+        if (!ok)
+            return false;
+        i = j;
+    }
+    return true;
+}
+
+/* A registry host: letters, digits, '.', '-', an optional :PORT. */
+static bool ref_domain_ok(const char *p, size_t n)
+{
+    const char *colon = memchr(p, ':', n);
+    size_t hn = colon ? (size_t)(colon - p) : n;
+    if (hn == 0 || p[0] == '-' || p[0] == '.' || p[hn - 1] == '-' || p[hn - 1] == '.')
+        return false;
+    for (size_t i = 0; i < hn; i++)
+        if (!isalnum((unsigned char)p[i]) && p[i] != '.' && p[i] != '-')
+            return false;
+    if (colon) {
+        size_t pn = n - hn - 1;
+        if (pn == 0 || pn > 5)
+            return false;
+        for (size_t i = hn + 1; i < n; i++)
+            if (!isdigit((unsigned char)p[i]))
+                return false;
+    }
+    return true;
+}
+
+static bool ref_fail(char *why, size_t whylen, const char *s, const char *reason)
+{
+    if (why && whylen)
+        snprintf(why, whylen, "\"%.80s\" is not an image reference: %s", s, reason);
+    return false;
+}
+
+bool spec_image_ref_valid(const char *s, char *why, size_t whylen)
+{
+    if (!s || !*s)
+        return ref_fail(why, whylen, s ? s : "", "it is empty");
+    size_t len = strlen(s);
+    if (len > SBX_MAX_IMAGE_BYTES) {
+        if (why && whylen)
+            snprintf(why, whylen, "an image reference is at most %d bytes (got %zu)", SBX_MAX_IMAGE_BYTES, len);
+        return false;
+    }
+    const char *at = strchr(s, '@');
+    size_t name_end = at ? (size_t)(at - s) : len;
+    if (at) {
+        const char *d = at + 1, *dc = strchr(d, ':');
+        if (!dc || dc == d)
+            return ref_fail(why, whylen, s, "a digest is ALGORITHM:HEX");
+        for (const char *p = d; p < dc; p++)
+            if (!ref_alnum_lower(*p) && *p != '+' && *p != '.' && *p != '_' && *p != '-')
+                return ref_fail(why, whylen, s, "a digest is ALGORITHM:HEX");
+        size_t hn = strlen(dc + 1);
+        if (hn < 32)
+            return ref_fail(why, whylen, s, "a digest's hex part has at least 32 digits");
+        for (const char *p = dc + 1; *p; p++)
+            if (!isxdigit((unsigned char)*p) || isupper((unsigned char)*p))
+                return ref_fail(why, whylen, s, "a digest's hex part is lowercase hex");
+    }
+    /* the tag: a ':' after the last '/' of the name */
+    const char *last_slash = NULL, *tag = NULL;
+    for (const char *p = s; p < s + name_end; p++)
+        if (*p == '/')
+            last_slash = p;
+    for (const char *p = last_slash ? last_slash + 1 : s; p < s + name_end; p++)
+        if (*p == ':') {
+            tag = p;
+            break;
+        }
+    size_t repo_end = tag ? (size_t)(tag - s) : name_end;
+    if (tag) {
+        size_t tn = name_end - (size_t)(tag - s) - 1;
+        if (tn == 0 || tn > 128)
+            return ref_fail(why, whylen, s, "a tag is 1 to 128 characters");
+        for (size_t i = 1; i <= tn; i++) {
+            char c = tag[i];
+            if (!isalnum((unsigned char)c) && c != '_' && !(i > 1 && (c == '.' || c == '-')))
+                return ref_fail(why, whylen, s, "a tag is letters, digits, _ . - (not starting with . or -)");
+        }
+    }
+    if (repo_end == 0)
+        return ref_fail(why, whylen, s, "the name is empty");
+    size_t start = 0;
+    bool first = true;
+    while (start <= repo_end) {
+        const char *slash = memchr(s + start, '/', repo_end - start);
+        size_t end = slash ? (size_t)(slash - s) : repo_end;
+        const char *c = s + start;
+        size_t n = end - start;
+        /* the first of several components may be a registry host */
+        bool domain = first && slash &&
+                      (memchr(c, '.', n) || memchr(c, ':', n) || (n == 9 && strncmp(c, "localhost", 9) == 0));
+        if (domain ? !ref_domain_ok(c, n) : !ref_component_ok(c, n))
+            return ref_fail(why, whylen, s,
+                            domain ? "the registry is HOST[:PORT]"
+                                   : "names are lowercase letters and digits separated by . _ - or /");
+        first = false;
+        if (!slash)
+            break;
+        start = end + 1;
+    }
+    return true;
 }
 
 json_object *spec_to_json(const sandbox_spec_t *s)

@@ -69,8 +69,16 @@ typedef struct exec_spec {
 /* Decodes a create request. Unknown fields, wrong types, out-of-range
  * numbers and missing required fields fill err (API_INVALID_ARGUMENT, the
  * message names the field) and return SBX_EINVAL; on success *ret owns its
- * strings (spec_release). */
+ * strings (spec_release). The image is required. */
 int spec_from_json(json_object *o, sandbox_spec_t *ret, api_error_t *err);
+/* As spec_from_json, but a request without "image" (absent or null) gets
+ * default_image (copied; NULL: the image is required). */
+int spec_from_json_default(json_object *o, const char *default_image, sandbox_spec_t *ret, api_error_t *err);
+
+/* True when s is an image reference: [DOMAIN[:PORT]/]NAME[/NAME...][:TAG][@ALGO:HEX],
+ * names lowercase [a-z0-9] separated by . _ -, at most SBX_MAX_IMAGE_BYTES.
+ * On false, why (if not NULL) gets a one-line reason. */
+bool spec_image_ref_valid(const char *s, char *why, size_t whylen);
 /* The canonical JSON of a spec (every field present). New reference. */
 json_object *spec_to_json(const sandbox_spec_t *s);
 void spec_release(sandbox_spec_t *s);

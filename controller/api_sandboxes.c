@@ -103,7 +103,9 @@ void api_sandbox_create(req_t *rq)
         return;
     if (http_read_json(rq, (size_t)ctl->max_body_client, &body) < 0)
         return;
-    if (spec_from_json(body, &spec, &err) < 0) {
+    /* A request without an image gets the server's default_image, before
+     * policy: the tenant's allowlist judges the image actually used. */
+    if (spec_from_json_default(body, cfg_str(&ctl->cfg, CFG_DEFAULT_IMAGE), &spec, &err) < 0) {
         http_reply_api_error(rq, &err);
         goto cleanup;
     }

@@ -23,12 +23,14 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 
-static int listen_socket(const char *hostport, int *ret_port, char *err, size_t errlen)
+/* Binds HOST:PORT; an error names what listens and the flag that sets it
+ * (what: "the API listener (--listen)"). */
+static int listen_socket(const char *hostport, const char *what, int *ret_port, char *err, size_t errlen)
 {
     char host[256];
     const char *colon = strrchr(hostport, ':');
     if (!colon) {
-        snprintf(err, errlen, "listen must be HOST:PORT");
+        snprintf(err, errlen, "%s: %s must be HOST:PORT", what, hostport);
         return -1;
     }
     snprintf(host, sizeof host, "%.*s", (int)(colon - hostport), hostport);
@@ -43,7 +45,7 @@ static int listen_socket(const char *hostport, int *ret_port, char *err, size_t 
     struct addrinfo *ai = NULL;
     int gr = getaddrinfo(*h ? h : NULL, colon + 1, &hints, &ai);
     if (gr != 0) {
-        snprintf(err, errlen, "cannot resolve %s: %s", hostport, gai_strerror(gr));
+        snprintf(err, errlen, "%s: cannot resolve %s: %s", what, hostport, gai_strerror(gr));
         return -1;
     }
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -51,7 +53,7 @@ static int listen_socket(const char *hostport, int *ret_port, char *err, size_t 
     if (fd >= 0)
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 1024) < 0) {
-        snprintf(err, errlen, "cannot listen on %s: %s", hostport, strerror(errno));
+        snprintf(err, errlen, "cannot listen on %s for %s: %s", hostport, what, strerror(errno));
         if (fd >= 0)
             close(fd);
         freeaddrinfo(ai);
@@ -141,12 +143,13 @@ int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret,
     if (applied)
         log_info("controller", "applied %d migration(s)", applied);
 
-    ctl->listen_fd = listen_socket(cfg_str(cfg, CFG_LISTEN), &ctl->port, err, errlen);
+    ctl->listen_fd = listen_socket(cfg_str(cfg, CFG_LISTEN), "the API listener (--listen)", &ctl->port, err, errlen);
     if (ctl->listen_fd < 0) {
         controller_stop(ctl);
         return SBX_EIO;
     }
-    ctl->route_fd = listen_socket(cfg_str(cfg, CFG_ROUTE_LISTEN), &ctl->route_port, err, errlen);
+    ctl->route_fd = listen_socket(cfg_str(cfg, CFG_ROUTE_LISTEN), "the route listener (--route-listen)",
+                                 &ctl->route_port, err, errlen);
     if (ctl->route_fd < 0) {
         controller_stop(ctl);
         return SBX_EIO;

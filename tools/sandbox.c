@@ -872,8 +872,6 @@ static int check_idem_key(const char *cmd, const char *k)
 
 static int check_create(cli_t *cli, opts_t *o)
 {
-    if (!o->image)
-        return usage_error(cli->cmd, "--image is required");
     if (o->timeout.set && !o->wait)
         return usage_error(cli->cmd, "--timeout needs --wait");
     if (o->network && strcmp(o->network, "none") != 0 && strcmp(o->network, "restricted") != 0 &&
@@ -882,7 +880,7 @@ static int check_create(cli_t *cli, opts_t *o)
     if (o->isolation && strcmp(o->isolation, "container") != 0 && strcmp(o->isolation, "gvisor") != 0 &&
         strcmp(o->isolation, "microvm") != 0)
         return usage_error(cli->cmd, "--isolation: '%s' is not one of container, gvisor, microvm", o->isolation);
-    if (strlen(o->image) > SBX_MAX_IMAGE_BYTES || utf8_has_control(o->image))
+    if (o->image && (strlen(o->image) > SBX_MAX_IMAGE_BYTES || utf8_has_control(o->image)))
         return usage_error(cli->cmd, "--image: at most %d printable bytes", SBX_MAX_IMAGE_BYTES);
     if (o->tenant && (strlen(o->tenant) > SBX_MAX_NAME_BYTES || utf8_has_control(o->tenant)))
         return usage_error(cli->cmd, "--tenant: at most %d printable bytes", SBX_MAX_NAME_BYTES);
@@ -896,7 +894,8 @@ static int cmd_create(cli_t *cli, opts_t *o)
         return EXIT_API;
     if (o->tenant)
         jsonx_add_str(body, "tenant", o->tenant);
-    jsonx_add_str(body, "image", o->image);
+    if (o->image) /* none: the server's default_image */
+        jsonx_add_str(body, "image", o->image);
     if (o->cpu_millis.set)
         jsonx_add_int(body, "cpu_millis", o->cpu_millis.v);
     if (o->memory_mib.set)

@@ -27,6 +27,32 @@
 
 #define SANDBOXD_VERSION "0.1.0"
 
+/* One line per setting whose roles meet mask ("--name  help (default: V)"). */
+static void usage_flags(FILE *out, unsigned mask)
+{
+    const cfg_setting_t *s = cfg_settings();
+    for (int i = 0; i < CFG__COUNT; i++) {
+        if (!(cfg_setting_roles((cfg_key_t)i) & mask))
+            continue;
+        char flag[64];
+        size_t o = 0;
+        for (const char *p = s[i].name; *p && o < sizeof flag - 1; p++)
+            flag[o++] = *p == '_' ? '-' : *p;
+        flag[o] = '\0';
+        fprintf(out, "  --%-28s %s (default: %s)\n", flag, s[i].help, *s[i].default_value ? s[i].default_value : "\"\"");
+    }
+}
+
+static const char usage_common[] =
+    "  --config FILE                  read settings from FILE\n"
+    "  --print-config                 print the effective settings and exit\n"
+    "  --help, --version\n"
+    "\n"
+    "exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error\n";
+
+static const char usage_settings_note[] =
+    "flags (each also SANDBOX_<NAME> in the environment, or `name = value` in --config FILE):\n";
+
 static void usage(FILE *out)
 {
     fputs("usage: sandboxd COMMAND [flags]\n"
@@ -38,24 +64,102 @@ static void usage(FILE *out)
           "  migrate      applies pending database migrations\n"
           "  token create creates an API token and prints it once\n"
           "\n"
-          "flags (each also SANDBOX_<NAME> in the environment, or `name = value` in --config FILE):\n",
+          "`sandboxd COMMAND --help` lists only the flags of that command.\n"
+          "\n",
           out);
-    const cfg_setting_t *s = cfg_settings();
-    for (int i = 0; i < CFG__COUNT; i++) {
-        char flag[64];
-        size_t o = 0;
-        for (const char *p = s[i].name; *p && o < sizeof flag - 1; p++)
-            flag[o++] = *p == '_' ? '-' : *p;
-        flag[o] = '\0';
-        fprintf(out, "  --%-28s %s (default: %s)\n", flag, s[i].help, *s[i].default_value ? s[i].default_value : "\"\"");
-    }
-    fputs("  --config FILE                  read settings from FILE\n"
-          "  --print-config                 print the effective settings and exit\n"
-          "  --help, --version\n"
+    fputs(usage_settings_note, out);
+    usage_flags(out, ~0u);
+    fputs(usage_common, out);
+    fputs("\ntoken create flags: --tenant T --role admin|member|worker [--name N] (needs --database-url)\n", out);
+}
+
+/* The help of one command. Returns 0, or SBX_ENOTFOUND for an unknown command. */
+static int usage_command(FILE *out, const char *cmd)
+{
+    static const struct {
+        const char *name, *text;
+        unsigned mask;
+    } cmds[] = {
+        { "all",
+          "usage: sandboxd all [flags]\n"
           "\n"
-          "token create flags: --tenant T --role admin|member|worker [--name N] (needs --database-url)\n"
-          "exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error\n",
-          out);
+          "Runs the controller and a worker in one process; without --database-url it also runs\n"
+          "an embedded PostgreSQL cluster in --data-dir. Writes the bootstrap admin token to\n"
+          "DATA_DIR/admin.token (mode 600; printed once when the output is a terminal).\n",
+          CFG_ROLE_CONTROLLER | CFG_ROLE_WORKER | CFG_ROLE_EMBEDDED },
+        { "controller",
+          "usage: sandboxd controller --database-url URL [flags]\n"
+          "\n"
+          "Serves the HTTP API and the route listener, runs policy, placement and the\n"
+          "reconcile loop against PostgreSQL (migrating it first).\n",
+          CFG_ROLE_CONTROLLER },
+        { "worker",
+          "usage: sandboxd worker --controller-url URL --worker-token TOKEN [flags]\n"
+          "\n"
+          "Registers with a controller, takes leases and runs sandboxes as Docker containers\n"
+          "(runc, or gVisor's runsc when dockerd has it registered).\n",
+          CFG_ROLE_WORKER },
+        { "migrate",
+          "usage: sandboxd migrate --database-url URL\n"
+          "\n"
+          "Applies the pending database migrations and exits.\n",
+          CFG_ROLE_DATABASE },
+        { "token",
+          "usage: sandboxd token create --database-url URL --tenant T --role admin|member|worker [--name N]\n"
+          "\n"
+          "Creates an API token (migrating the database first) and prints its secret once.\n"
+          "\n"
+          "  --tenant T                     tenant the token belongs to (created when missing)\n"
+          "  --role ROLE                    admin, member or worker\n"
+          "  --name N                       a name to recognise the token by\n",
+          CFG_ROLE_DATABASE },
+    };
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        if (strcmp(cmds[i].name, cmd) != 0)
+            continue;
+        fputs(cmds[i].text, out);
+        fputs("\n", out);
+        fputs(usage_settings_note, out);
+        usage_flags(out, cmds[i].mask);
+        fputs(usage_common, out);
+        return 0;
+    }
+    return SBX_ENOTFOUND;
+}
+
+/* When the arguments ask for help (--help, -h, or `help` as the command),
+ * prints it before anything else is read (a bad config file does not hide
+ * it). Returns 1 when help was printed (exit 0), 2 for the help of an
+ * unknown command, 0 when no help was asked for. */
+static int help_requested(int argc, char **argv)
+{
+    bool help = false;
+    const char *cmd = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            help = true;
+        } else if (strncmp(a, "--", 2) == 0) {
+            /* every other flag but these takes a value */
+            if (!strchr(a, '=') && strcmp(a, "--print-config") != 0 && strcmp(a, "--version") != 0)
+                i++;
+        } else if (!cmd && strcmp(a, "help") == 0) {
+            help = true;
+        } else if (!cmd) {
+            cmd = a;
+        }
+    }
+    if (!help)
+        return 0;
+    if (!cmd) {
+        usage(stdout);
+        return 1;
+    }
+    if (usage_command(stdout, cmd) < 0) {
+        fprintf(stderr, "sandboxd: unknown command \"%s\" (see sandboxd --help)\n", cmd);
+        return 2;
+    }
+    return 1;
 }
 
 typedef struct opts {
@@ -70,6 +174,9 @@ static int parse_args(int argc, char **argv, cfg_t *cfg, opts_t *o)
 {
     const char *config_file = getenv("SANDBOX_CONFIG");
     char err[512];
+    int help = help_requested(argc, argv);
+    if (help)
+        return help;
     /* First pass: find --config so the file is read before flags override it. */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
@@ -266,6 +373,30 @@ static int token_file(const char *conninfo, const char *path, const char *tenant
     return 0;
 }
 
+/* For `sandboxd all`'s first screen: one line on the gvisor class, and
+ * when the worker does not offer it, the reason and how to turn it on. */
+static void print_gvisor_line(const cfg_t *cfg, const agent_t *agent)
+{
+    const char *probe = agent_probe_result(agent, ISO_GVISOR);
+    const char *rtname = cfg_str(cfg, CFG_WORKER_GVISOR_RUNTIME);
+    if (probe && strncmp(probe, "ok", 2) == 0) {
+        printf("gVisor: offered (%s)\n", probe);
+    } else if (!*rtname) {
+        printf("gVisor: %s; to turn it on set worker_gvisor_runtime = runsc (--worker-gvisor-runtime runsc)\n",
+               probe ? probe : "not offered");
+    } else if (probe && strstr(probe, "has no runtime named")) {
+        printf("gVisor: not offered: dockerd has no runtime named %s. To turn it on: tools/run.sh registers it "
+               "(as root), or merge {\"runtimes\":{\"%s\":{\"path\":\"/usr/bin/runsc\",\"runtimeArgs\":"
+               "[\"--network=none\"]}}} into /etc/docker/daemon.json, run `kill -HUP $(pidof dockerd)` and "
+               "restart sandboxd (apt-get install runsc if /usr/bin/runsc is missing)\n",
+               rtname, rtname);
+    } else {
+        printf("gVisor: %s. Check it with `docker run --rm --runtime=%s sandbox/busybox:latest true` and restart "
+               "sandboxd\n", probe ? probe : "not offered", rtname);
+    }
+    fflush(stdout);
+}
+
 static int run_daemon(cfg_t *cfg, bool with_controller, bool with_worker)
 {
     int code = 1;
@@ -334,6 +465,8 @@ static int run_daemon(cfg_t *cfg, bool with_controller, bool with_worker)
             fprintf(stderr, "sandboxd: worker failed to start: %s\n", err);
             goto cleanup;
         }
+        if (with_controller)
+            print_gvisor_line(cfg, agent);
         char aerr[600];
         if (agent_start(agent, aerr, sizeof aerr) < 0) {
             fprintf(stderr, "sandboxd: worker failed to start: %s\n", aerr);

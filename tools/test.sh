@@ -5,7 +5,7 @@
 # The fault-injection tests (test_fault_*, about 7 minutes) run once, in the
 # sanitized build, when both builds run: what they add over the plain run is
 # the crash and recovery paths, and those are where a memory error would hide.
-# Usage: sudo tools/test.sh [--plain | --sanitize] [--unit-only]
+# Usage: tools/test.sh [--plain | --sanitize] [--unit-only]   (as root, or a user with sudo)
 #   --plain      only the plain build (build/)
 #   --sanitize   only the sanitized build (build-asan/, -Db_sanitize=address,undefined)
 #   --unit-only  skip the integration tests
@@ -101,14 +101,18 @@ sbx_install_node() {
     return 0
   fi
   sbx_say "node is missing (tests/integration/test_mcp.sh needs it): installing nodejs npm"
-  sbx_as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q \
-    || sbx_die "apt-get update failed"
-  sbx_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm \
-    || sbx_die "apt-get install nodejs npm failed"
+  sbx_apt_get update -q || sbx_die "apt-get update failed"
+  sbx_apt_get install -y -q --no-install-recommends nodejs npm || sbx_die "apt-get install nodejs npm failed"
 }
 
 start=$(date +%s)
 sbx_install_packages
+# a dockerd that answers (systemd's, after apt installed docker.io) gets
+# gVisor registered, for the gvisor tests; with none, the integration
+# runner starts its own with runsc
+if sbx_docker_answers; then
+  sbx_ensure_gvisor
+fi
 if [ "$unit_only" -eq 0 ]; then
   sbx_install_node
 fi

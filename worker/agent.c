@@ -1360,3 +1360,8 @@ void agent_free(agent_t *a)
     pthread_mutex_destroy(&a->mu);
     agent_free_memory(a);
 }
+
+const char *agent_probe_result(const agent_t *a, isolation_t cls)
+{
+    return a && a->rt ? runtime_probe_result(a->rt, cls) : NULL;
+}

@@ -40,6 +40,10 @@ void agent_stop(agent_t *a);
 
 void agent_free(agent_t *a);
 
+/* What the runtime's probe found for class cls (runtime_probe_result: "ok: ...",
+ * "not offered: ..." or NULL). Valid from agent_new to agent_free. */
+const char *agent_probe_result(const agent_t *a, isolation_t cls);
+
 /* The exec result object of docs/api.md for r (new reference): stdout and
  * stderr as UTF-8 (invalid bytes replaced), *_bytes the bytes the command
  * wrote. When the serialised object would pass max_json_bytes (escaping can

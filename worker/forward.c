@@ -779,7 +779,7 @@ int forward_start(forward_t *f, char *err, size_t errlen)
     char bound[FORWARD_ADDRESS_MAX];
     int fd = netaddr_listen(&f->bind_addr, f->bind_len, FORWARD_LISTEN_BACKLOG, bound, sizeof bound);
     if (fd < 0) {
-        snprintf(err, errlen, "cannot listen for route connections on %s: %s", f->listen, strerror(errno));
+        snprintf(err, errlen, "cannot listen for route connections on %s (--worker-route-listen): %s", f->listen, strerror(errno));
         return SBX_EIO;
     }
     snprintf(f->address, sizeof f->address, "%s", f->advertise[0] ? f->advertise : bound);

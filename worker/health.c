@@ -691,7 +691,7 @@ int health_start(health_t *h, char *err, size_t errlen)
     }
     int fd = netaddr_listen(&h->bind_addr, h->bind_len, HEALTH_LISTEN_BACKLOG, h->address, sizeof h->address);
     if (fd < 0) {
-        snprintf(err, errlen, "cannot listen for health checks on %s: %s", h->listen, strerror(errno));
+        snprintf(err, errlen, "cannot listen for health checks on %s (--worker-health-listen): %s", h->listen, strerror(errno));
         h->address[0] = '\0';
         return SBX_EIO;
     }

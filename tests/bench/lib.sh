@@ -4,20 +4,25 @@
 #   . "$(dirname "$0")/lib.sh"      (it changes to the repository root)
 #   bench_start [EXTRA SANDBOXD FLAGS...]
 # Settings from the environment: BUILD (default build), IMAGE (default
-# sandbox-test/busybox:latest), PYTHON (default /usr/bin/python3), BENCH_KEEP
+# sandbox/busybox:latest, built by tools/lib.sh sbx_base_image), PYTHON (default /usr/bin/python3), BENCH_KEEP
 # (non-empty: keep the temporary directory, for a look at the logs).
 # Afterwards: SANDBOX_URL and SANDBOX_TOKEN (exported), BENCH_PID (the
 # sandboxd process), BENCH_TMP (a temporary directory, removed on exit).
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 BUILD=${BUILD:-build}
-IMAGE=${IMAGE:-sandbox-test/busybox:latest}
+IMAGE=${IMAGE:-sandbox/busybox:latest}
+# shellcheck source=tools/lib.sh
+. tools/lib.sh
 SBXD="$BUILD/tools/sandboxd"
 CLI="$BUILD/tools/sandbox"
 PY=${PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || PY=python3
 [ -x "$SBXD" ] && [ -x "$CLI" ] || { echo "bench: build first (meson setup $BUILD && meson compile -C $BUILD)" >&2; exit 2; }
-docker image inspect "$IMAGE" >/dev/null 2>&1 || { echo "bench: image $IMAGE missing (tests/integration/lib.sh builds it)" >&2; exit 2; }
+if [ "$IMAGE" = "$SBX_BASE_IMAGE" ]; then
+  sbx_base_image "$IMAGE" || { echo "bench: cannot build image $IMAGE" >&2; exit 2; }
+fi
+docker image inspect "$IMAGE" >/dev/null 2>&1 || { echo "bench: image $IMAGE missing" >&2; exit 2; }
 
 BENCH_TMP=$(mktemp -d /tmp/sbx-bench.XXXXXX)
 chmod 711 "$BENCH_TMP"

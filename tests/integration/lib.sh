@@ -2,7 +2,12 @@
 # (PostgreSQL, dockerd, controller, worker) and the assertions tests use.
 # shellcheck shell=bash
 
-ITEST_IMAGE=${ITEST_IMAGE:-sandbox-test/busybox:latest}
+# tools/lib.sh: the base image builder (sbx_base_image) run.sh uses too
+# shellcheck source=tools/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../tools/lib.sh"
+# The image the tests run: the server's default_image, built from Debian's
+# busybox-static by sbx_base_image (no registry needed).
+ITEST_IMAGE=${ITEST_IMAGE:-$SBX_BASE_IMAGE}
 ITEST_PGUSER=postgres
 # The tests start python3 many times (itest_json). A version manager's shim
 # first in PATH (pyenv's is a shell script) costs about 0.3 s a start, ten
@@ -295,25 +300,9 @@ itest_require_gvisor() {
 }
 
 # Builds ITEST_IMAGE from Debian's static busybox with `docker import`
-# (no registry needed). Idempotent.
+# (tools/lib.sh sbx_base_image; no registry needed). Kept when current.
 itest_busybox_image() {
-  local root applet
-  if docker image inspect "$ITEST_IMAGE" >/dev/null 2>&1; then
-    return 0
-  fi
-  [ -x /bin/busybox ] || { itest_log "/bin/busybox missing (apt-get install busybox-static)"; return 1; }
-  root="$ITEST_TMP/busybox-rootfs"
-  mkdir -p "$root/bin" "$root/etc" "$root/proc" "$root/sys" "$root/dev" "$root/root" "$root/tmp"
-  chmod 1777 "$root/tmp"
-  cp /bin/busybox "$root/bin/busybox"
-  for applet in $(/bin/busybox --list); do
-    [ "$applet" = busybox ] || ln -sf busybox "$root/bin/$applet"
-  done
-  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n' >"$root/etc/passwd"
-  printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
-  tar -C "$root" -c . | docker import --change 'CMD ["/bin/sh"]' - "$ITEST_IMAGE" >/dev/null \
-    || { itest_log "docker import of $ITEST_IMAGE failed"; return 1; }
-  itest_log "built $ITEST_IMAGE from /bin/busybox"
+  sbx_base_image "$ITEST_IMAGE" || { itest_log "cannot build $ITEST_IMAGE (see above)"; return 1; }
 }
 
 # Starts a private PostgreSQL cluster (as the postgres user when root) on a

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `sandboxd all` with no database URL: starts its embedded PostgreSQL (as the
 # postgres user when root), writes a bootstrap admin token, serves the
-# lifecycle, stops PostgreSQL on SIGTERM (exit 0) and reuses the data on restart.
+# lifecycle, stops PostgreSQL on SIGTERM (exit 0) and reuses the data on restart;
+# its first screen says whether gVisor is offered and how to turn it on; a
+# port another process holds is a start failure naming the listener's flag.
 # itest-standalone
 # itest-timeout: 300
 set -euo pipefail
@@ -16,9 +18,10 @@ url="http://127.0.0.1:$port"
 itest_watch_log "$log"
 itest_watch_log "$dir/postgres.log"
 
+# start_all [FLAGS...]
 start_all() {
   env -u SANDBOX_DATABASE_URL -u DATABASE_URL SANDBOX_WORKER_CPU_MILLIS=64000 SANDBOX_WORKER_MEMORY_MIB=262144 \
-    "$SANDBOXD" all --data-dir "$dir" --listen "127.0.0.1:$port" --controller-url "$url" >>"$log" 2>&1 </dev/null &
+    "$SANDBOXD" all --data-dir "$dir" --listen "127.0.0.1:$port" --controller-url "$url" "$@" >>"$log" 2>&1 </dev/null &
   all_pid=$!
   itest_track_pid "$all_pid"
   itest_wait_healthz "$url" "$all_pid" "sandboxd all" "$log" || fail "sandboxd all did not come up"
@@ -62,6 +65,13 @@ assert_match "$token" '^sbt_' "admin.token content"
 assert_not_contains "$(cat "$log")" "${token##*_}" "sandboxd all output to a file (the bootstrap token is not printed)"
 assert_contains "$(cat "$log")" "admin token: created in $dir/admin.token" "sandboxd all output names the token file"
 
+# the first screen says what became of gVisor (this dockerd has runsc registered
+# exactly when `docker info` lists it)
+case "$(docker info --format '{{json .Runtimes}}' 2>/dev/null)" in
+  *'"runsc"'*) itest_wait_until 60 "the gVisor line" grep -q '^gVisor: offered' "$log" ;;
+  *) itest_wait_until 60 "the gVisor line" grep -q '^gVisor: not offered' "$log" ;;
+esac
+
 export SANDBOX_URL=$url SANDBOX_TOKEN=$token
 tenant=$(itest_tenant itest-all)
 assert_exit 0 sandbox tenants create "$tenant"
@@ -76,8 +86,19 @@ assert_eq "" "$(docker ps -a --filter "label=dev.sandbox.id=$sbx" -q)" "containe
 
 stop_all
 
-# again: the same cluster and data (the old token and sandbox are still known)
-start_all
+# again: the same cluster and data (the old token and sandbox are still known);
+# this time the worker looks for a gVisor runtime dockerd does not have, and
+# the first screen says so and how to register it
+log_off=$(itest_file_size "$log")
+start_all --worker-gvisor-runtime sbx-no-such-runtime
+itest_wait_until 60 "the gVisor line of the second start" \
+  grep -q '^gVisor: not offered: dockerd has no runtime named sbx-no-such-runtime' "$log"
+hint=$(tail -c +"$((log_off + 1))" "$log" | grep '^gVisor:')
+assert_eq 1 "$(printf '%s\n' "$hint" | wc -l)" "one gVisor line"
+assert_contains "$hint" '/etc/docker/daemon.json' "the gVisor hint names daemon.json"
+assert_contains "$hint" '"sbx-no-such-runtime":{"path":"/usr/bin/runsc"' "the gVisor hint's snippet"
+assert_contains "$hint" 'kill -HUP' "the gVisor hint says how to reload dockerd"
+assert_contains "$hint" 'tools/run.sh' "the gVisor hint names tools/run.sh"
 assert_exit 0 sandbox get "$sbx" --json
 assert_eq deleted "$(itest_json "$ITEST_OUT" sandbox.phase phase)" "phase of the sandbox after restart"
 
@@ -93,3 +114,29 @@ start_all
 assert_exit 0 sandbox get "$sbx" --json
 assert_eq deleted "$(itest_json "$ITEST_OUT" sandbox.phase phase)" "phase of the sandbox after a SIGKILL restart"
 stop_all
+
+# a port another process holds: the start fails at once, naming the listener
+# and its flag (the route listener here; the API listener below)
+holder_out="$ITEST_TMP/holder-$$.port"
+# not the python3 function of lib.sh: $! must be python itself
+"$(command -v /usr/bin/python3 || command -v python3)" -c '
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(8)
+open(sys.argv[1], "w").write("%d\n" % s.getsockname()[1])
+time.sleep(600)
+' "$holder_out" &
+holder_pid=$!
+itest_track_pid "$holder_pid"
+itest_wait_until 10 "the port holder" test -s "$holder_out"
+held=$(cat "$holder_out")
+assert_exit 1 timeout 120 env -u SANDBOX_DATABASE_URL -u DATABASE_URL "$SANDBOXD" all --data-dir "$dir" \
+  --listen "127.0.0.1:$port" --route-listen "127.0.0.1:$held"
+assert_contains "$ITEST_ERR" "cannot listen on 127.0.0.1:$held for the route listener (--route-listen): Address already in use" \
+  "route listener clash"
+[ ! -e "$dir/postgres/postmaster.pid" ] || fail "the embedded PostgreSQL still runs after the failed start"
+assert_exit 1 timeout 60 "$SANDBOXD" controller --database-url "$DATABASE_URL" --listen "127.0.0.1:$held" \
+  --route-listen 127.0.0.1:0
+assert_contains "$ITEST_ERR" "cannot listen on 127.0.0.1:$held for the API listener (--listen): Address already in use" \
+  "API listener clash"

@@ -109,8 +109,14 @@ run create --image
 expect "missing value" 2 stderr "--image needs a value"
 run create --image --json
 expect "flag as value" 2 stderr "--image needs a value"
-run create
-expect "missing --image" 2 stderr "--image is required"
+# --image is optional (the server's default_image): without a token the
+# next problem is the token, not the image
+run create --url "$DEAD_URL"
+expect "create without --image needs only a token" 2 stderr "no API token"
+run create --help
+expect "create --help names the default image" 0 stdout "[--image IMAGE]" stdout "default_image"
+SANDBOX_TOKEN=sbt_x SANDBOX_URL=$DEAD_URL run create --json
+expect "create without --image reaches the server" 3 stderr "$DEAD_URL"
 run create --image a --image b
 expect "flag twice" 2 stderr "--image given more than once"
 run create --image busybox --json=yes
@@ -209,6 +215,61 @@ printf 'this is not a setting\n' >"$XDG_CONFIG_HOME/sandbox/config"
 run list
 expect "malformed config" 2 stderr "config:1"
 rm -f "$XDG_CONFIG_HOME/sandbox/config"
+
+# --- sandboxd: each command's --help prints its usage and only its flags
+SANDBOXD=${SANDBOXD:-$(dirname "$CLI")/sandboxd}
+if [[ -x $SANDBOXD ]]; then
+    # runs sandboxd instead of the CLI
+    rund() {
+        set +e
+        timeout 30 "$SANDBOXD" "$@" >"$OUT" 2>"$ERR"
+        RC=$?
+        set -e
+    }
+    # lacks NAME PATTERN: the last stdout must not contain PATTERN
+    lacks() {
+        if grep -qF -- "$2" "$OUT"; then fail "$1: stdout has '$2'"; else passed=$((passed + 1)); fi
+    }
+    rund --help
+    expect "sandboxd --help" 0 stdout "usage: sandboxd COMMAND" stdout "token create" stdout "--route-listen" \
+        stdout "--docker-socket" stdout "sandboxd COMMAND --help"
+    rund all --help
+    expect "sandboxd all --help" 0 stdout "usage: sandboxd all" stdout "--data-dir" stdout "--listen" \
+        stdout "--route-listen" stdout "--docker-socket" stdout "--default-image" stdout "--config FILE"
+    lacks "sandboxd all --help" "usage: sandboxd COMMAND"
+    rund controller --help
+    expect "sandboxd controller --help" 0 stdout "usage: sandboxd controller" stdout "--database-url" \
+        stdout "--route-listen" stdout "--default-image" stdout "--lease-seconds"
+    lacks "sandboxd controller --help" "--docker-socket"
+    lacks "sandboxd controller --help" "--data-dir"
+    rund worker --help
+    expect "sandboxd worker --help" 0 stdout "usage: sandboxd worker" stdout "--controller-url" \
+        stdout "--docker-socket" stdout "--worker-health-listen" stdout "--worker-gvisor-runtime"
+    lacks "sandboxd worker --help" "--route-listen "
+    lacks "sandboxd worker --help" "--database-url"
+    rund migrate --help
+    expect "sandboxd migrate --help" 0 stdout "usage: sandboxd migrate" stdout "--database-url"
+    lacks "sandboxd migrate --help" "--listen"
+    rund token create --help
+    expect "sandboxd token create --help" 0 stdout "usage: sandboxd token create" stdout "--tenant" \
+        stdout "--role" stdout "--name" stdout "--database-url"
+    lacks "sandboxd token create --help" "--docker-socket"
+    rund help worker
+    expect "sandboxd help worker" 0 stdout "usage: sandboxd worker"
+    # help wins over a value that is not valid, and over a config file that is missing
+    rund controller --lease-seconds 1 --config /nonexistent --help
+    expect "sandboxd controller --help with bad flags" 0 stdout "usage: sandboxd controller"
+    rund frobnicate --help
+    expect "sandboxd unknown command --help" 2 stderr 'unknown command "frobnicate"'
+    rund --default-image 'Not An Image'
+    expect "sandboxd bad default image" 2 stderr "default_image" stderr "not an image reference"
+    rund --default-image registry.local:5000/base:1 --print-config
+    expect "sandboxd --print-config shows default_image" 0 stdout "registry.local:5000/base:1"
+    SANDBOX_DEFAULT_IMAGE=team/img:2 rund --print-config
+    expect "SANDBOX_DEFAULT_IMAGE" 0 stdout "team/img:2"
+else
+    fail "sandboxd not found at $SANDBOXD (set SANDBOXD)"
+fi
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The seed lifecycle through the CLI: create (restricted network, untrusted,
 # 2 CPUs, 4 GiB), wait, exec with exit code, the restricted network, Docker
-# limits and labels, delete --wait, container gone, phase deleted.
+# limits and labels, delete --wait, container gone, phase deleted. A create
+# without an image gets the server's default_image (sandbox/busybox:latest).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -45,3 +46,26 @@ assert_eq "" "$(docker ps -a --filter "label=dev.sandbox.id=$sbx" -q)" "containe
 
 assert_exit 0 sandbox get "$sbx" --json
 assert_eq "deleted" "$(itest_json "$ITEST_OUT" sandbox.phase phase)" "phase after delete"
+
+# ---- no image: the server's default_image, shown in the sandbox and run
+assert_exit 0 sandbox create --tenant platform --cpu-millis 100 --memory-mib 32 --wait --timeout 300
+read -r dsbx _ <<<"$ITEST_OUT"
+assert_match "$dsbx" '^sbx_' "id of a sandbox created without --image"
+itest_track "$dsbx"
+assert_exit 0 sandbox get "$dsbx" --json
+assert_eq "sandbox/busybox:latest" "$(itest_json "$ITEST_OUT" sandbox.image sandbox.spec.image)" "image of a create without one"
+assert_eq "running" "$(itest_json "$ITEST_OUT" sandbox.phase)" "phase of a sandbox on the default image"
+assert_exit 0 sandbox exec "$dsbx" -- sh -c 'echo default-image; test -d /tmp'
+assert_eq "default-image" "$ITEST_OUT" "exec in a sandbox on the default image"
+cid=$(docker ps -aq --filter "label=dev.sandbox.id=$dsbx")
+assert_eq "sandbox/busybox:latest" "$(docker inspect -f '{{.Config.Image}}' "$cid")" "container image of the default"
+# the API: "image" absent or null is the default; an explicit one is kept
+itest_http POST /v1/sandboxes "$SANDBOX_TOKEN" '{"tenant":"platform","image":null,"cpu_millis":100,"memory_mib":32}'
+assert_http 202 "" "create with image null"
+nid=$(itest_json "$HTTP_BODY" sandbox.id)
+itest_track "$nid"
+assert_eq "sandbox/busybox:latest" "$(itest_json "$HTTP_BODY" sandbox.image sandbox.spec.image)" "image of a create with image null"
+itest_http POST /v1/sandboxes "$SANDBOX_TOKEN" '{"tenant":"platform","image":"","cpu_millis":100}'
+assert_http 400 invalid_argument "create with an empty image"
+assert_exit 0 sandbox delete "$dsbx" --wait
+assert_exit 0 sandbox delete "$nid" --wait

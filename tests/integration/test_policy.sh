@@ -13,7 +13,7 @@ tenant=$(itest_tenant itest-pol)
 export SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN
 assert_exit 0 sandbox tenants create "$tenant"
 assert_exit 0 sandbox tenants update "$tenant" --json --policy \
-  '{"max_cpu_millis":500,"max_sandboxes":3,"images":["sandbox-test/*"],"network_modes":["none","restricted"],"exec_output_max_bytes":1000}'
+  '{"max_cpu_millis":500,"max_sandboxes":3,"images":["sandbox/*"],"network_modes":["none","restricted"],"exec_output_max_bytes":1000}'
 assert_eq 3 "$(itest_json "$ITEST_OUT" tenant.policy.max_sandboxes)" "stored policy"
 assert_exit 1 sandbox tenants update "$tenant" --policy '{"max_cpu_millis":20000}'
 assert_contains "$ITEST_ERR" "can only tighten" "loosening the server ceiling"
@@ -28,6 +28,14 @@ assert_exit 1 sandbox create --image other/image:1 --cpu-millis 100
 assert_contains "$ITEST_ERR" "images allowlist" "image not allowed"
 assert_exit 1 sandbox create --image "$ITEST_IMAGE" --cpu-millis 100 --network open
 assert_contains "$ITEST_ERR" "network_modes" "network mode not allowed"
+
+# The server's default image (no --image) is judged by the allowlist too.
+other=$(itest_tenant itest-pol-img)
+SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN sandbox tenants create "$other" >/dev/null
+SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN sandbox tenants update "$other" --policy '{"images":["registry.local/*"]}' >/dev/null
+assert_exit 1 env SANDBOX_TOKEN="$ITEST_ADMIN_TOKEN" "$SANDBOX_CLI" create --tenant "$other" --cpu-millis 100
+assert_contains "$ITEST_ERR" "image sandbox/busybox:latest is not in the tenant policy images allowlist" \
+  "the default image under an allowlist without it"
 
 # Quota under a race: 20 creates at once, max_sandboxes 3.
 body="{\"image\":\"$ITEST_IMAGE\",\"cpu_millis\":100,\"memory_mib\":32}"

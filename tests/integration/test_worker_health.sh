@@ -276,7 +276,7 @@ itest_wait_until 20 "/readyz 200 once Docker answers again" status_is /readyz 20
 assert_exit 1 timeout 60 env SANDBOX_WORKER_TOKEN="$wtoken" SANDBOX_WORKER_GVISOR_RUNTIME= \
   "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --worker-name "$wname-dup" \
   --docker-socket /var/run/docker.sock --worker-health-listen "127.0.0.1:$hport"
-assert_contains "$ITEST_ERR" "cannot listen for health checks on 127.0.0.1:$hport: Address already in use" \
+assert_contains "$ITEST_ERR" "cannot listen for health checks on 127.0.0.1:$hport (--worker-health-listen): Address already in use" \
   "start failure message"
 
 # ---- 8. clean stop: the sandbox goes, the worker exits 0, the port closes

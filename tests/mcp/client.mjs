@@ -5,7 +5,7 @@
 // Env: SANDBOX_MCP     path of the sandbox-mcp binary (required)
 //      SANDBOX_URL     controller URL (required)
 //      SANDBOX_TOKEN   a member token of a tenant of the test's own (required)
-//      MCP_TEST_IMAGE  image to run (default sandbox-test/busybox:latest)
+//      MCP_TEST_IMAGE  image to run (default sandbox/busybox:latest)
 // Prints one line per check ("ok   NAME (MS ms)" or "FAIL NAME: WHY") and
 // exits 1 at the first failure, after deleting the sandboxes it created.
 
@@ -27,7 +27,7 @@ import addFormats from 'ajv-formats';
 const MCP = process.env.SANDBOX_MCP;
 const URL = process.env.SANDBOX_URL;
 const TOKEN = process.env.SANDBOX_TOKEN;
-const IMAGE = process.env.MCP_TEST_IMAGE || 'sandbox-test/busybox:latest';
+const IMAGE = process.env.MCP_TEST_IMAGE || 'sandbox/busybox:latest';
 
 const LATEST = '2025-11-25';
 const TOOLS = {

@@ -235,6 +235,39 @@ START_TEST(test_set_string_accepts_any_value)
 }
 END_TEST
 
+START_TEST(test_default_image_is_validated_as_an_image_reference)
+{
+    cfg_t c;
+    char err[256] = "";
+    ck_assert_int_eq(cfg_init(&c), 0);
+    ck_assert_str_eq(cfg_str(&c, CFG_DEFAULT_IMAGE), "sandbox/busybox:latest");
+    ck_assert_int_eq(cfg_set(&c, "default_image", "registry.local:5000/team/base:1", "flag", err, sizeof err), 0);
+    ck_assert_str_eq(cfg_str(&c, CFG_DEFAULT_IMAGE), "registry.local:5000/team/base:1");
+    static const char *bad[] = { "", "Busybox", "a b", "img:", "/x" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err[0] = '\0';
+        ck_assert_int_eq(cfg_set(&c, "default_image", bad[i], "flag", err, sizeof err), SBX_EINVAL);
+        ck_assert_msg(strstr(err, "default_image") != NULL, "error for \"%s\": %s", bad[i], err);
+    }
+    ck_assert_str_eq(cfg_str(&c, CFG_DEFAULT_IMAGE), "registry.local:5000/team/base:1");
+    cfg_release(&c);
+}
+END_TEST
+
+START_TEST(test_every_setting_names_the_commands_it_applies_to)
+{
+    const cfg_setting_t *t = cfg_settings();
+    for (int i = 0; i < CFG__COUNT; i++)
+        ck_assert_msg(cfg_setting_roles((cfg_key_t)i) != 0, "setting %s has no role (common/config.c roles[])",
+                      t[i].name);
+    ck_assert(cfg_setting_roles(CFG_ROUTE_LISTEN) & CFG_ROLE_CONTROLLER);
+    ck_assert(!(cfg_setting_roles(CFG_ROUTE_LISTEN) & CFG_ROLE_WORKER));
+    ck_assert(cfg_setting_roles(CFG_DOCKER_SOCKET) & CFG_ROLE_WORKER);
+    ck_assert(cfg_setting_roles(CFG_DATABASE_URL) & CFG_ROLE_DATABASE);
+    ck_assert_uint_eq(cfg_setting_roles(CFG__COUNT), 0);
+}
+END_TEST
+
 /* ---- file ---- */
 
 START_TEST(test_file_sets_values_skipping_comments_and_blank_lines)
@@ -556,6 +589,8 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_set_log_level_accepts_only_known_levels);
     tcase_add_test(tc, test_set_listen_requires_host_and_port);
     tcase_add_test(tc, test_set_string_accepts_any_value);
+    tcase_add_test(tc, test_default_image_is_validated_as_an_image_reference);
+    tcase_add_test(tc, test_every_setting_names_the_commands_it_applies_to);
     tcase_add_test(tc, test_bool_getter_reads_true_and_one);
     suite_add_tcase(s, tc);
 

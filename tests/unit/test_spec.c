@@ -325,6 +325,96 @@ START_TEST(test_unknown_trust_field_is_named)
 }
 END_TEST
 
+/* Decodes with a server default image; must succeed. */
+static void spec_default_ok(const char *text, const char *def, sandbox_spec_t *s)
+{
+    json_object *o = j(text);
+    api_error_t err;
+    memset(&err, 0, sizeof err);
+    ck_assert_msg(spec_from_json_default(o, def, s, &err) == 0, "spec %s refused: %s", text, err.message);
+    json_object_put(o);
+}
+
+START_TEST(test_absent_image_gets_the_default)
+{
+    sandbox_spec_t s;
+    spec_default_ok("{}", "sandbox/busybox:latest", &s);
+    ck_assert_str_eq(s.image, "sandbox/busybox:latest");
+    ck_assert_int_eq(s.cpu_millis, SPEC_DEFAULT_CPU_MILLIS);
+    /* the canonical JSON names the image used */
+    json_object *o = spec_to_json(&s);
+    ck_assert_str_eq(jsonx_get_str(o, "image"), "sandbox/busybox:latest");
+    json_object_put(o);
+    spec_release(&s);
+    spec_default_ok("{\"image\":null,\"cpu_millis\":200}", "sandbox/busybox:latest", &s);
+    ck_assert_str_eq(s.image, "sandbox/busybox:latest");
+    ck_assert_int_eq(s.cpu_millis, 200);
+    spec_release(&s);
+}
+END_TEST
+
+START_TEST(test_explicit_image_wins_over_the_default)
+{
+    sandbox_spec_t s;
+    spec_default_ok("{\"image\":\"alpine:3\"}", "sandbox/busybox:latest", &s);
+    ck_assert_str_eq(s.image, "alpine:3");
+    spec_release(&s);
+}
+END_TEST
+
+START_TEST(test_default_does_not_excuse_a_bad_image)
+{
+    static const char *bad[] = { "{\"image\":\"\"}", "{\"image\":42}", "{\"image\":\"a b\"}" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        json_object *o = j(bad[i]);
+        sandbox_spec_t s;
+        api_error_t err;
+        memset(&err, 0, sizeof err);
+        ck_assert_int_eq(spec_from_json_default(o, "sandbox/busybox:latest", &s, &err), SBX_EINVAL);
+        ck_assert_int_eq(err.code, API_INVALID_ARGUMENT);
+        ck_assert_ptr_null(s.image);
+        json_object_put(o);
+    }
+    /* no default: still required */
+    json_object *o = j("{}");
+    sandbox_spec_t s;
+    api_error_t err;
+    memset(&err, 0, sizeof err);
+    ck_assert_int_eq(spec_from_json_default(o, NULL, &s, &err), SBX_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.message, "image is required"));
+    json_object_put(o);
+}
+END_TEST
+
+START_TEST(test_image_ref_validation)
+{
+    static const char *good[] = {
+        "busybox", "busybox:latest", "sandbox/busybox:latest", "library/debian:12",
+        "registry.example:5000/team/img:v1.2-rc_3", "localhost/img", "localhost:5000/a/b/c",
+        "a__b/c-d--e.f_g:TAG", "img@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        "img:1@sha256:0123456789abcdef0123456789abcdef",
+    };
+    static const char *bad[] = {
+        "", "Busybox", "busy box", "busybox:", ":latest", "/busybox", "busybox/", "a//b", "-a", "a-",
+        "a...b", "a___b", "img:-x", "img:.x", "img@sha256:abc", "img@:0123456789abcdef0123456789abcdef",
+        "img@sha256:0123456789ABCDEF0123456789ABCDEF", "host:port/img", "img:t@g", "img\n",
+    };
+    char why[256];
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        ck_assert_msg(spec_image_ref_valid(good[i], why, sizeof why), "%s refused: %s", good[i], why);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        why[0] = '\0';
+        ck_assert_msg(!spec_image_ref_valid(bad[i], why, sizeof why), "%s accepted", bad[i]);
+        ck_assert_msg(why[0] != '\0', "%s: no reason", bad[i]);
+    }
+    char *longname = rep('a', SBX_MAX_IMAGE_BYTES + 1);
+    ck_assert(!spec_image_ref_valid(longname, why, sizeof why));
+    ck_assert_ptr_nonnull(strstr(why, "at most"));
+    free(longname);
+    ck_assert(!spec_image_ref_valid(NULL, NULL, 0));
+}
+END_TEST
+
 START_TEST(test_image_missing_or_empty_or_wrong_type_is_rejected)
 {
     expect_spec_error("{}", "image is required");
@@ -908,6 +998,10 @@ static Suite *spec_suite(void)
     tcase_add_test(tc, test_unknown_top_level_field_is_named);
     tcase_add_test(tc, test_unknown_trust_field_is_named);
     tcase_add_test(tc, test_image_missing_or_empty_or_wrong_type_is_rejected);
+    tcase_add_test(tc, test_absent_image_gets_the_default);
+    tcase_add_test(tc, test_explicit_image_wins_over_the_default);
+    tcase_add_test(tc, test_default_does_not_excuse_a_bad_image);
+    tcase_add_test(tc, test_image_ref_validation);
     tcase_add_test(tc, test_image_with_space_or_control_or_nul_is_rejected);
     tcase_add_test(tc, test_image_too_long_is_rejected);
     tcase_add_test(tc, test_invalid_tenant_is_rejected);

@@ -151,7 +151,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--urls", required=True, help="comma-separated controller URLs")
     ap.add_argument("--tokens", required=True, help="file: one 'tenant token' per line")
-    ap.add_argument("--image", default="sandbox-test/busybox:latest")
+    ap.add_argument("--image", default="sandbox/busybox:latest")
     ap.add_argument("--sandboxes", type=int, default=50)
     ap.add_argument("--execs", type=int, default=3)
     ap.add_argument("--concurrency", type=int, default=6)
