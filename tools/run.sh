@@ -46,7 +46,7 @@ cat >&2 <<EOF
     In another shell, use the CLI (no --image: the server's default, $SBX_BASE_IMAGE):
       export SANDBOX_URL=http://$listen
       export SANDBOX_TOKEN=\$($cat_token)
-      $build_dir/tools/sandbox create --tenant demo --wait
+      $build_dir/tools/sandbox create --wait     # in the token's tenant, "default"
       $build_dir/tools/sandbox exec SANDBOX_ID -- uname -a
     Stop with Ctrl-C (the embedded PostgreSQL stops with it).
 EOF
