@@ -143,7 +143,7 @@ mkdir -p "$root/bin"
 ln -sf busybox "$root/bin/busybox"
 ln -sf busybox "$root/bin/sleep"
 tar -C "$root" -c . | docker import - "$broken" >/dev/null
-itest_on_exit docker rmi -f "$broken"
+itest_on_exit "docker rmi -f $broken >/dev/null 2>&1"
 assert_exit 1 sandbox create --tenant "$tenant" --image "$broken" --ttl 600 --wait --timeout 120
 assert_contains "$ITEST_ERR" "sandbox_exited" "the create's error code"
 assert_contains "$ITEST_ERR" "symbolic links" "the create's error says why"
@@ -169,5 +169,21 @@ assert_contains "$(itest_json "$HTTP_BODY" operation.error.message)" "exited wit
 tail_text=$("$ITEST_PGBIN/psql" -X -q -At "$DATABASE_URL" -c "SELECT output_tail FROM sandboxes WHERE id = '$sbx'")
 assert_contains "$tail_text" "Too many levels of symbolic links" "the output tail kept on the sandbox"
 assert_eq "" "$(container_of "$sbx")" "container of the failed create"
+
+# ---- a hostile worker body is refused field by field, changing nothing
+wtok=$(itest_token itest-observed-hostile worker itest-observed-hostile)
+wid=wrk_aaaaaaaaaaaaaaaaaaaaaaaaaa
+big=$(python3 -c 'print("x" * 9000)')
+for entry in '"exit_code":"137"' '"exit_code":1e3' '"oom_killed":"yes"' '"finished_at":"2026-02-30T00:00:00Z"' \
+  '"output_tail":"a\u0000b"' "\"output_tail\":\"$big\"" '"error":"two\nlines"' '"state":"EXITED"'; do
+  itest_http POST "/v1/workers/$wid/heartbeat" "$wtok" \
+    "{\"inventory\":[{\"sandbox_id\":\"sbx_x\",\"ref\":\"c0ffee\",\"state\":\"exited\",$entry}]}"
+  assert_http 400 invalid_argument "heartbeat with ${entry:0:40}"
+  assert_contains "$(itest_json "$HTTP_BODY" error.message)" "inventory[0]." "the refusal names the entry"
+done
+itest_http POST "/v1/workers/$wid/heartbeat" "$wtok" \
+  '{"inventory":[{"sandbox_id":"sbx_x","ref":"c0ffee","state":"exited","exit_code":1,"oom_killed":false,"finished_at":"2026-01-01T00:00:00.123456789Z","output_tail":"ok\n"}]}'
+assert_http 404 not_found "a well-formed heartbeat of an unknown worker"
+curl -sf --max-time 5 "$SANDBOX_URL/healthz" >/dev/null || fail "the controller after hostile heartbeats"
 
 echo "killed, exited, OOM-killed and removed containers fail their sandboxes within a heartbeat; a broken image fails its create"
