@@ -59,6 +59,9 @@
 /* The details of a stopped container (inspect, logs): a heartbeat waits
  * for them. */
 #define DOCKER_DETAIL_TIMEOUT_MS 5000L
+/* All the details one inventory fetches: past this, the rest wait for the
+ * next heartbeat (a slow Docker must not make a beat late). */
+#define DOCKER_DETAILS_BUDGET_MS 2000
 /* Log entries asked of Docker for a stopped container's output tail (of
  * which the last SBX_OUTPUT_TAIL_MAX bytes are kept). */
 #define DOCKER_LOGS_TAIL_LINES   100
@@ -1084,7 +1087,8 @@ cleanup:
  * objects: each call takes the next SBX_INVENTORY_DETAILS_MAX of them. */
 static atomic_uint docker_details_rotor;
 
-/* Fills `exit` of at most SBX_INVENTORY_DETAILS_MAX stopped objects. */
+/* Fills `exit` of at most SBX_INVENTORY_DETAILS_MAX stopped objects,
+ * within DOCKER_DETAILS_BUDGET_MS. */
 static void docker_inventory_details(runtime_t *rt, runtime_object_t *objs, size_t n)
 {
     size_t stopped = 0;
@@ -1096,6 +1100,7 @@ static void docker_inventory_details(runtime_t *rt, runtime_object_t *objs, size
     size_t take = stopped < SBX_INVENTORY_DETAILS_MAX ? stopped : SBX_INVENTORY_DETAILS_MAX;
     size_t first = atomic_fetch_add(&docker_details_rotor, (unsigned)take) % stopped;
     size_t seen = 0, done = 0;
+    int64_t until = time_mono_ms() + DOCKER_DETAILS_BUDGET_MS;
     /* Two rounds over the list: from the first-th stopped object on, then
      * wrapping around to those before it. */
     for (int round = 0; round < 2 && done < take; round++) {
@@ -1105,7 +1110,7 @@ static void docker_inventory_details(runtime_t *rt, runtime_object_t *objs, size
                 continue;
             bool in_turn = round == 0 ? seen >= first : seen < first;
             seen++;
-            if (!in_turn || docker_cancelled(rt))
+            if (!in_turn || docker_cancelled(rt) || time_mono_ms() >= until)
                 continue;
             api_error_t ignored;
             if (docker_container_exit(rt, objs[i].ref, &objs[i].exit, &ignored) < 0)
