@@ -1149,9 +1149,16 @@ int runtime_inventory(runtime_t *rt, const char *cluster_id, const char *worker_
         const char *tenant = jsonx_get_str(labels, RUNTIME_LABEL_TENANT);
         const char *state = jsonx_get_str(c, "State");
         const char *maker = jsonx_get_str(labels, RUNTIME_LABEL_WORKER);
-        /* Nothing the controller could match without a sandbox id. */
-        if (!id || !sbx || strlen(sbx) >= sizeof objs[k].sandbox_id || strlen(id) >= sizeof objs[k].ref)
+        /* Nothing the controller could match without a sandbox id (nor
+         * anything it would refuse the whole heartbeat for). */
+        if (!id || !sbx || !docker_name_ok(sbx, sizeof objs[k].sandbox_id) || !docker_name_ok(id, sizeof objs[k].ref))
             continue;
+        if (tenant && (strlen(tenant) >= sizeof objs[k].tenant || utf8_has_control(tenant) ||
+                       !utf8_valid(tenant, strlen(tenant))))
+            tenant = NULL;
+        if (state && (strlen(state) >= sizeof objs[k].state || !*state ||
+                      strspn(state, "abcdefghijklmnopqrstuvwxyz_") != strlen(state)))
+            state = NULL;
         /* Another worker's on a shared Docker host: not ours to report. */
         if (worker_name && *worker_name && maker && strcmp(maker, worker_name) != 0)
             continue;
