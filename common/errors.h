@@ -48,6 +48,7 @@ typedef enum {
     API_CANCELLED,
     API_BAD_GATEWAY,
     API_HEADERS_TOO_LARGE,
+    API_SANDBOX_EXITED,   /* the sandbox's main process is not running (exited, killed, never started) */
     API__COUNT
 } api_code_t;
 

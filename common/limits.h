@@ -16,6 +16,13 @@
  * tail shown by `sandbox logs` once the container is gone, and carried in a
  * heartbeat's inventory entry): enough for the last screenful of an error. */
 #define SBX_OUTPUT_TAIL_MAX           (8u * 1024u)
+/* A runtime's own error for a container it could not start (Docker's
+ * State.Error), kept in a sandbox's failure message. */
+#define SBX_OBSERVED_ERROR_MAX        512
+/* Stopped containers whose details (inspect and output tail: two Docker
+ * calls each) one heartbeat fetches at most, so a beat stays on time; the
+ * others come with the next beats. */
+#define SBX_INVENTORY_DETAILS_MAX     16
 /* Docker's own log file of a sandbox's main process (json-file max-size,
  * one file): a chatty sandbox cannot fill the worker host's disk through
  * it. */

@@ -3,6 +3,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Length of the valid sequence starting at s (at most n bytes), or 0. */
 static size_t utf8_seq_len(const unsigned char *s, size_t n)
@@ -76,4 +77,25 @@ bool utf8_has_control(const char *s)
         if ((unsigned char)*s < 0x20 || *s == 0x7f)
             return true;
     return false;
+}
+
+char *utf8_tail(const char *s, size_t n, size_t max)
+{
+    size_t start = n > max ? n - max : 0;
+    /* Continuation bytes at the window's start belong to a cut character. */
+    while (start < n && start > 0 && ((unsigned char)s[start] & 0xC0) == 0x80)
+        start++;
+    char *fixed = utf8_sanitize(s + start, n - start);
+    if (!fixed)
+        return NULL;
+    size_t len = strlen(fixed);
+    if (len <= max)
+        return fixed;
+    /* Repair grew it (each bad byte is 3 bytes of U+FFFD): keep the end
+     * again, now from valid UTF-8, so only boundaries need care. */
+    size_t cut = len - max;
+    while (cut < len && ((unsigned char)fixed[cut] & 0xC0) == 0x80)
+        cut++;
+    memmove(fixed, fixed + cut, len - cut + 1);
+    return fixed;
 }

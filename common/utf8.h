@@ -12,6 +12,13 @@ bool utf8_valid(const char *s, size_t n);
  * NUL byte, is replaced by U+FFFD. NULL only on allocation failure. */
 char *utf8_sanitize(const char *s, size_t n);
 
+/* The last at most max bytes of the n bytes at s, repaired as
+ * utf8_sanitize does, as a malloc'd NUL-terminated string of at most max
+ * bytes that starts on a character boundary (a character cut by the start
+ * of the window is left out, never half kept). NULL only on allocation
+ * failure. */
+char *utf8_tail(const char *s, size_t n, size_t max);
+
 /* True when the NUL-terminated s holds an ASCII control character (below
  * 0x20, or DEL): not for headers, URLs, tokens or terminals. */
 bool utf8_has_control(const char *s);

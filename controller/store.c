@@ -8,8 +8,10 @@
 #include "jsonx.h"
 #include "log.h"
 #include "metrics.h"
+#include "observed.h"
 #include "opstate.h"
 #include "token.h"
+#include "utf8.h"
 
 #include <sodium.h>
 
@@ -23,7 +25,8 @@
 
 #define SANDBOX_COLS \
     "s.id, tn.name, s.spec::text, s.phase, s.desired_state, w.name, s.isolation, s.cpu_millis, s.memory_mib, " \
-    "s.ttl_seconds, " TS("s.expires_at") ", " TS("s.created_at") ", " TS("s.updated_at") ", s.classification::text"
+    "s.ttl_seconds, " TS("s.expires_at") ", " TS("s.created_at") ", " TS("s.updated_at") ", s.classification::text, " \
+    "s.failure::text"
 #define SANDBOX_FROM \
     " FROM sandboxes s JOIN tenants tn ON tn.id = s.tenant_id LEFT JOIN workers w ON w.id = s.worker_id "
 
@@ -91,6 +94,8 @@ static json_object *sandbox_json(const PGresult *r, int row)
     jsonx_add(o, "selector", spec && json_object_object_get_ex(spec, "selector", &v) ? json_object_get(v)
                                                                                       : json_object_new_object());
     jsonx_add(o, "classification", parse_json_text(db_get(r, row, 13)));
+    /* What the runtime observed when the sandbox stopped by itself. */
+    jsonx_add(o, "failure", parse_json_text(db_get(r, row, 14)));
     if (spec)
         json_object_put(spec);
     return o;
@@ -305,9 +310,10 @@ static int op_cas(PGconn *c, const char *op_id, op_state_t from, op_state_t to, 
     return rc;
 }
 
-/* Sets a sandbox's phase (with optional extra SET using $3…) and writes its event. */
-static int sandbox_set_phase(PGconn *c, const char *sandbox_id, sandbox_phase_t phase, const char *extra_set,
-                             int nextra, const char *const *extra)
+/* Sets a sandbox's phase (with optional extra SET using $3…) and writes its
+ * event, adding event_data's members (taken; may be NULL) to its data. */
+static int sandbox_set_phase_ev(PGconn *c, const char *sandbox_id, sandbox_phase_t phase, const char *extra_set,
+                                int nextra, const char *const *extra, json_object *event_data)
 {
     char sql[1024];
     snprintf(sql, sizeof sql,
@@ -318,15 +324,17 @@ static int sandbox_set_phase(PGconn *c, const char *sandbox_id, sandbox_phase_t 
     for (int i = 0; i < nextra && i < 8; i++)
         p[2 + i] = extra[i];
     PGresult *r = db_exec(c, sql, 2 + nextra, p);
-    if (!r)
-        return SBX_EDB;
-    if (PQntuples(r) != 1) {
+    if (!r || PQntuples(r) != 1) {
+        if (event_data)
+            json_object_put(event_data);
+        if (!r)
+            return SBX_EDB;
         PQclear(r);
         return SBX_ENOTFOUND;
     }
     char kind[64];
     snprintf(kind, sizeof kind, "sandbox.%s", sandbox_phase_name(phase));
-    json_object *ed = json_object_new_object();
+    json_object *ed = event_data ? event_data : json_object_new_object();
     jsonx_add_str(ed, "worker", db_get(r, 0, 1));
     if (phase == PH_SCHEDULED)
         jsonx_add_str(ed, "isolation", db_get(r, 0, 2));
@@ -347,6 +355,12 @@ static int sandbox_set_phase(PGconn *c, const char *sandbox_id, sandbox_phase_t 
     return rc;
 }
 
+static int sandbox_set_phase(PGconn *c, const char *sandbox_id, sandbox_phase_t phase, const char *extra_set,
+                             int nextra, const char *const *extra)
+{
+    return sandbox_set_phase_ev(c, sandbox_id, phase, extra_set, nextra, extra, NULL);
+}
+
 /* Gives back the sandbox's share of its worker's capacity, once. */
 static int sandbox_release_allocation(PGconn *c, const char *sandbox_id)
 {
@@ -359,6 +373,59 @@ static int sandbox_release_allocation(PGconn *c, const char *sandbox_id)
                   "  alloc_slots = greatest(0, w.alloc_slots - 1), updated_at = now() "
                   "FROM s WHERE w.id = s.worker_id",
                   1, p);
+}
+
+/* Inside a transaction holding the sandbox row: the sandbox stopped without
+ * being asked to. It becomes failed with failure (taken; "at" is added)
+ * and output_tail (may be NULL) kept, its event says why (reason and exit
+ * code; never the output, which may hold secrets), its capacity is
+ * released, and its execs still waiting or running fail at once with
+ * sandbox_exited instead of hanging until a timeout. */
+static int sandbox_fail_observed(PGconn *c, const char *sandbox_id, json_object *failure, const char *output_tail)
+{
+    char *ftext = jsonx_dump(failure);
+    if (!ftext) {
+        json_object_put(failure);
+        return SBX_ENOMEM;
+    }
+    const char *reason = jsonx_get_str(failure, "reason");
+    const char *fmsg = jsonx_get_str(failure, "message");
+    json_object *ed = json_object_new_object();
+    jsonx_add_str(ed, "reason", reason ? reason : "exited");
+    int64_t code = 0;
+    bool has_code = jsonx_get_int(failure, "exit_code", &code);
+    if (has_code)
+        jsonx_add_int(ed, "exit_code", code);
+    const char *x[] = { ftext, output_tail };
+    int rc = sandbox_set_phase_ev(c, sandbox_id, PH_FAILED,
+                                  "failure = $3::jsonb || jsonb_build_object('at', " TS("now()") "), "
+                                  "output_tail = $4",
+                                  2, x, ed);
+    if (rc == 0)
+        rc = sandbox_release_allocation(c, sandbox_id) < 0 ? SBX_EDB : 0;
+    PGresult *r = rc < 0 ? NULL
+                         : db_exec(c, "SELECT id, state FROM operations WHERE sandbox_id = $1 AND kind = 'exec' "
+                                      "AND state IN ('pending', 'admitted', 'leased', 'running') FOR UPDATE",
+                                   1, (const char *const[]){ sandbox_id });
+    if (rc == 0 && !r)
+        rc = SBX_EDB;
+    for (int i = 0; r && i < PQntuples(r) && rc == 0; i++) {
+        op_state_t from;
+        if (op_state_parse(db_get(r, i, 1), &from) < 0)
+            continue;
+        char msg[1200];
+        snprintf(msg, sizeof msg, "sandbox %s stopped while the command %s: %s", sandbox_id,
+                 from == OP_RUNNING ? "ran" : "waited", fmsg ? fmsg : "its main process is not running");
+        const char *e[] = { api_code_info(API_SANDBOX_EXITED)->name, msg };
+        int x2 = op_cas(c, db_get(r, i, 0), from, OP_FAILED, "error_code = $4, error_message = $5", 2, e,
+                        event_reason("sandbox_failed"));
+        if (x2 < 0 && x2 != SBX_ECONFLICT)
+            rc = x2;
+    }
+    PQclear(r);
+    free(ftext);
+    json_object_put(failure);
+    return rc;
 }
 
 /* ---- tokens and tenants ---- */
@@ -953,9 +1020,17 @@ int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, c
         return rc;
     }
     if (strcmp(phase, "running") != 0 || strcmp(desired, "running") != 0) {
+        /* Say why a failed sandbox stopped. */
+        char why[200] = "";
+        PGresult *f = db_exec(c, "SELECT failure->>'reason', failure->>'exit_code' FROM sandboxes "
+                                 "WHERE id = $1 AND failure IS NOT NULL", 1, (const char *const[]){ sandbox_id });
+        if (f && PQntuples(f) == 1 && db_get(f, 0, 0))
+            snprintf(why, sizeof why, " (%.60s%s%.20s)", db_get(f, 0, 0), db_get(f, 0, 1) ? ", exit code " : "",
+                     db_get(f, 0, 1) ? db_get(f, 0, 1) : "");
+        PQclear(f);
         db_rollback(c);
-        return api_error_set(err, API_CONFLICT, "sandbox %s is %s%s; exec needs a running sandbox", sandbox_id, phase,
-                             strcmp(desired, "deleted") == 0 ? " and being deleted" : "");
+        return api_error_set(err, API_CONFLICT, "sandbox %s is %s%s%s; exec needs a running sandbox", sandbox_id,
+                             phase, why, strcmp(desired, "deleted") == 0 ? " and being deleted" : "");
     }
     policy_t pol;
     if (store_tenant_policy(c, tenant_id, &pol) < 0) {
@@ -1465,16 +1540,113 @@ static int64_t inventory_grace_seconds(const store_limits_t *lim)
     return lim->heartbeat_seconds * 2 + 5;
 }
 
+/* A string member of an inventory entry: absent (NULL) when optional, else
+ * a string of at most max bytes without control characters. */
+static int inventory_str(json_object *e, const char *key, size_t i, size_t max, bool required, const char **ret,
+                         api_error_t *err)
+{
+    json_object *v;
+    *ret = NULL;
+    if (!json_object_object_get_ex(e, key, &v) || json_object_is_type(v, json_type_null)) {
+        if (required)
+            return api_error_set(err, API_INVALID_ARGUMENT, "inventory[%zu].%s is required", i, key);
+        return 0;
+    }
+    const char *s = json_object_get_string(v);
+    size_t n = (size_t)json_object_get_string_len(v);
+    if (!json_object_is_type(v, json_type_string) || n > max || strlen(s) != n || utf8_has_control(s))
+        return api_error_set(err, API_INVALID_ARGUMENT, "inventory[%zu].%s must be a string of at most %zu bytes "
+                             "without control characters", i, key, max);
+    *ret = s;
+    return 0;
+}
+
+/* Checks every inventory entry strictly (a worker's body is not trusted:
+ * types, sizes, the observed fields through common/observed.c) and makes
+ * *ret_text, the entries as kept on the worker row and matched in SQL:
+ * identity and state only, never the output tails. */
+static int inventory_check(json_object *inv, char **ret_text, api_error_t *err)
+{
+    size_t n = json_object_array_length(inv);
+    json_object *kept = json_object_new_array();
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(inv, i);
+        const char *sbx, *tenant, *ref;
+        char what[48];
+        observed_t ob;
+        snprintf(what, sizeof what, "inventory[%zu]", i);
+        if (!json_object_is_type(e, json_type_object)) {
+            json_object_put(kept);
+            return api_error_set(err, API_INVALID_ARGUMENT, "%s must be an object", what);
+        }
+        if (inventory_str(e, "sandbox_id", i, SBX_ID_MAX - 1, true, &sbx, err) < 0 ||
+            inventory_str(e, "tenant", i, 63, false, &tenant, err) < 0 ||
+            inventory_str(e, "ref", i, 128, false, &ref, err) < 0 || observed_from_json(e, what, &ob, err) < 0) {
+            json_object_put(kept);
+            return SBX_EINVAL;
+        }
+        json_object *k = json_object_new_object();
+        jsonx_add_str(k, "sandbox_id", sbx);
+        jsonx_add_str(k, "tenant", tenant ? tenant : "");
+        jsonx_add_str(k, "ref", ref ? ref : "");
+        jsonx_add_str(k, "state", ob.state);
+        json_object_array_add(kept, k);
+    }
+    *ret_text = jsonx_dump(kept);
+    json_object_put(kept);
+    if (!*ret_text)
+        return api_error_set(err, API_INTERNAL, "out of memory");
+    return 0;
+}
+
 /* Compares a worker's inventory with what the controller wants, inside the
  * heartbeat's transaction: runtime objects it no longer wants go into
- * `remove` (orphans), and running sandboxes of this worker whose object
- * vanished become lost. */
-static int heartbeat_reconcile(PGconn *c, const store_limits_t *lim, const char *worker_id, const char *inv_text,
-                               json_object *remove)
+ * `remove` (orphans); running sandboxes of this worker whose container
+ * stopped (the entry's observed details) or vanished become failed, with
+ * the failure the runtime observed. Both respect the inventory grace (the
+ * snapshot may predate a report), except a container that finished after
+ * the controller last changed the sandbox: that is no stale snapshot. */
+static int heartbeat_reconcile(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object *inv,
+                               const char *inv_text, json_object *remove)
 {
     char grace[24];
     snprintf(grace, sizeof grace, "%lld", (long long)inventory_grace_seconds(lim));
     const char *p[] = { worker_id, inv_text, grace };
+    int rc = 0;
+    /* Stopped containers first: the orphan pass below then lists them for
+     * removal in the same answer. At most a batch a beat; the rest next. */
+    size_t n = json_object_array_length(inv), done = 0;
+    for (size_t i = 0; i < n && rc == 0 && done < SBX_RECONCILE_BATCH; i++) {
+        json_object *e = json_object_array_get_idx(inv, i);
+        observed_t ob;
+        if (observed_from_json(e, "inventory", &ob, NULL) < 0 || !observed_stopped(ob.state) || !ob.has_exit_code)
+            continue; /* running, or its details come with a later beat */
+        done++;
+        const char *sbx = jsonx_get_str(e, "sandbox_id");
+        const char *ref = jsonx_get_str(e, "ref");
+        const char *fin = observed_time_known(ob.finished_at) ? ob.finished_at : NULL;
+        const char *q[] = { sbx, worker_id, grace, fin, ref };
+        PGresult *r = db_exec(c,
+                              "SELECT 1 FROM sandboxes s WHERE s.id = $1 AND s.worker_id = $2 AND s.phase = 'running' "
+                              "AND (s.runtime_ref IS NULL OR $5::text IS NULL OR s.runtime_ref = $5) "
+                              "AND (s.updated_at < now() - make_interval(secs => $3::bigint) "
+                              "     OR ($4::timestamptz IS NOT NULL AND $4::timestamptz > s.updated_at)) "
+                              "FOR UPDATE OF s SKIP LOCKED",
+                              5, q);
+        if (!r)
+            return SBX_EDB;
+        bool fail = PQntuples(r) == 1;
+        PQclear(r);
+        if (!fail)
+            continue;
+        json_object *f = observed_failure_json(&ob);
+        log_warn("store", "sandbox %s on worker %s stopped: %s", sbx, worker_id, jsonx_get_str(f, "message"));
+        char *tail = ob.output_tail ? strndup(ob.output_tail, ob.output_tail_len) : NULL;
+        rc = sandbox_fail_observed(c, sbx, f, tail);
+        free(tail);
+    }
+    if (rc < 0)
+        return rc;
     PGresult *r = db_exec(c,
                           "SELECT e->>'sandbox_id', e->>'ref' FROM jsonb_array_elements($2::jsonb) e "
                           "LEFT JOIN sandboxes s ON s.id = e->>'sandbox_id' "
@@ -1500,13 +1672,13 @@ static int heartbeat_reconcile(PGconn *c, const store_limits_t *lim, const char 
                 3, p);
     if (!r)
         return SBX_EDB;
-    int rc = 0;
     for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
         const char *sbx = db_get(r, i, 0);
-        log_warn("store", "sandbox %s: its container vanished from worker %s; marking it lost", sbx, worker_id);
-        rc = sandbox_set_phase(c, sbx, PH_LOST, NULL, 0, NULL);
-        if (rc == 0)
-            rc = sandbox_release_allocation(c, sbx);
+        /* The worker is alive and says the container is gone: a known
+         * end (failed, reason removed), not an unknown one (lost). */
+        log_warn("store", "sandbox %s: its container vanished from worker %s; marking it failed (removed)", sbx,
+                 worker_id);
+        rc = sandbox_fail_observed(c, sbx, observed_removed_failure_json(), NULL);
     }
     PQclear(r);
     return rc;
@@ -1523,10 +1695,14 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
         return api_error_set(err, API_INVALID_ARGUMENT, "inventory must be an array");
     if (inv && json_object_is_type(inv, json_type_array) && json_object_array_length(inv) > SBX_MAX_INVENTORY)
         return api_error_set(err, API_INVALID_ARGUMENT, "inventory has more than %d entries", SBX_MAX_INVENTORY);
-    char *images_text = NULL;
-    if (worker_images_text(body, &images_text, err) < 0)
+    char *inv_text = NULL;
+    if (inv && json_object_is_type(inv, json_type_array) && inventory_check(inv, &inv_text, err) < 0)
         return SBX_EINVAL;
-    char *inv_text = inv && json_object_is_type(inv, json_type_array) ? jsonx_dump(inv) : NULL;
+    char *images_text = NULL;
+    if (worker_images_text(body, &images_text, err) < 0) {
+        free(inv_text);
+        return SBX_EINVAL;
+    }
     char lease[24];
     snprintf(lease, sizeof lease, "%lld", (long long)lim->lease_seconds);
     const char *p[] = { worker_id, inv_text, images_text };
@@ -1574,7 +1750,7 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
         goto db_fail;
     }
     json_object *remove = json_object_new_array();
-    if (inv_text && heartbeat_reconcile(c, lim, worker_id, inv_text, remove) < 0) {
+    if (inv_text && heartbeat_reconcile(c, lim, worker_id, inv, inv_text, remove) < 0) {
         json_object_put(remove);
         PQclear(r);
         goto db_fail;
@@ -1725,6 +1901,13 @@ int store_worker_report(PGconn *c, const char *worker_id, json_object *body, jso
     const char *runtime_ref = jsonx_get_str(body, "runtime_ref");
     if (runtime_ref && strlen(runtime_ref) > 128)
         return api_error_set(err, API_INVALID_ARGUMENT, "runtime_ref is too long");
+    /* A failed create whose container was not running: what the runtime saw. */
+    json_object *obs_json = NULL;
+    observed_t ob;
+    bool observed = json_object_object_get_ex(body, "observed", &obs_json) &&
+                    !json_object_is_type(obs_json, json_type_null);
+    if (observed && observed_from_json(obs_json, "observed", &ob, err) < 0)
+        return SBX_EINVAL;
 
     if (db_begin(c) < 0)
         return store_db_error(err);
@@ -1784,7 +1967,13 @@ int store_worker_report(PGconn *c, const char *worker_id, json_object *body, jso
         rc = op_cas(c, op_id, OP_RUNNING, OP_FAILED, "error_code = $4, error_message = $5", 2, x, NULL);
         if (rc < 0)
             goto cas_fail;
-        if (strcmp(kind, "create") == 0) {
+        if (strcmp(kind, "create") == 0 && observed) {
+            char *tail = ob.output_tail ? strndup(ob.output_tail, ob.output_tail_len) : NULL;
+            int x2 = sandbox_fail_observed(c, sbx, observed_failure_json(&ob), tail);
+            free(tail);
+            if (x2 < 0)
+                goto db_fail;
+        } else if (strcmp(kind, "create") == 0) {
             if (sandbox_set_phase(c, sbx, PH_FAILED, NULL, 0, NULL) < 0 || sandbox_release_allocation(c, sbx) < 0)
                 goto db_fail;
         }

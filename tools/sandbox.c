@@ -697,6 +697,32 @@ static void print_labels(json_object *labels)
     puts(n ? "" : "none");
 }
 
+/* "failure: exited with code 137 at T: message", one line, when the
+ * runtime saw the sandbox stop by itself. */
+static void print_failure(json_object *f)
+{
+    const char *reason = jsonx_get_str(f, "reason");
+    if (!reason)
+        return;
+    int64_t code = 0;
+    bool has_code = jsonx_get_int(f, "exit_code", &code);
+    const char *at = jsonx_get_str(f, "at");
+    const char *msg = jsonx_get_str(f, "message");
+    printf("%-15s ", "failure:");
+    put_text(stdout, reason);
+    if (has_code)
+        printf(" with code %lld", (long long)code);
+    if (at) {
+        fputs(" at ", stdout);
+        put_text(stdout, at);
+    }
+    if (msg) {
+        fputs(": ", stdout);
+        put_text(stdout, msg);
+    }
+    putchar('\n');
+}
+
 static void print_sandbox(json_object *s)
 {
     kv_line("id:", jsonx_get_str(s, "id"));
@@ -739,6 +765,7 @@ static void print_sandbox(json_object *s)
         put_text(stdout, json_object_is_type(r, json_type_string) ? json_object_get_string(r) : "?");
         putchar('\n');
     }
+    print_failure(jsonx_get_obj(s, "failure"));
     kv_line("expires:", jsonx_get_str(s, "expires_at"));
     kv_line("created:", jsonx_get_str(s, "created_at"));
     kv_line("updated:", jsonx_get_str(s, "updated_at"));

@@ -535,7 +535,23 @@ typedef struct agent_outcome {
     api_error_t err;
     char runtime_ref[80];
     json_object *result;     /* exec result, owned */
+    runtime_exit_t exit;     /* a create whose container was not running: how it ended */
 } agent_outcome_t;
+
+/* The observed fields of a stopped container, for a heartbeat's inventory
+ * entry or a create's report (the controller reads them with
+ * common/observed.c). */
+static void agent_add_exit(json_object *o, const runtime_exit_t *e)
+{
+    jsonx_add_int(o, "exit_code", e->exit_code);
+    jsonx_add_bool(o, "oom_killed", e->oom_killed);
+    if (e->finished_at[0])
+        jsonx_add_str(o, "finished_at", e->finished_at);
+    if (e->error[0])
+        jsonx_add_str(o, "error", e->error);
+    if (e->output_tail)
+        jsonx_add_str(o, "output_tail", e->output_tail);
+}
 
 static void agent_run_create(agent_t *a, json_object *job, agent_outcome_t *o)
 {
@@ -562,7 +578,7 @@ static void agent_run_create(agent_t *a, json_object *job, agent_outcome_t *o)
     };
     if (!sbx)
         api_error_set(&o->err, API_INVALID_ARGUMENT, "the assignment has no sandbox_id");
-    else if (runtime_create(a->rt, &req, o->runtime_ref, &o->err) == 0)
+    else if (runtime_create(a->rt, &req, o->runtime_ref, &o->exit, &o->err) == 0)
         o->ok = true;
     spec_release(&spec);
 }
@@ -712,6 +728,7 @@ static void agent_run_scoped(agent_t *a, httpc_t *c, json_object *job)
         /* create and delete are idempotent: the lease expires and the
          * operation is leased again. */
         log_info(AGENT_COMPONENT, "left operation %s to its lease expiry: %s", op_id, o.err.message);
+        runtime_exit_release(&o.exit);
         return;
     }
     if (o.ok)
@@ -736,6 +753,13 @@ static void agent_run_scoped(agent_t *a, httpc_t *c, json_object *job)
     }
     if (o.ok && o.runtime_ref[0])
         jsonx_add_str(body, "runtime_ref", o.runtime_ref);
+    if (!o.ok && o.exit.known) {
+        json_object *ob = json_object_new_object();
+        jsonx_add_str(ob, "state", o.exit.state);
+        agent_add_exit(ob, &o.exit);
+        jsonx_add(body, "observed", ob);
+    }
+    runtime_exit_release(&o.exit);
     agent_report(a, c, op_id, body);
     json_object_put(body);
 }
@@ -913,10 +937,12 @@ static json_object *agent_heartbeat_body(agent_t *a, int *last_inv_kind, int *la
         jsonx_add_str(e, "tenant", objs[i].tenant);
         jsonx_add_str(e, "ref", objs[i].ref);
         jsonx_add_str(e, "state", objs[i].state);
+        if (objs[i].exit.known)
+            agent_add_exit(e, &objs[i].exit);
         json_object_array_add(inv, e);
     }
     jsonx_add(o, "inventory", inv);
-    free(objs);
+    runtime_inventory_free(objs, n);
     agent_add_holding(a, o);
     return o;
 }

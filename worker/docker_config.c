@@ -2,6 +2,7 @@
  * container (see docker_config.h). */
 #include "docker_config.h"
 #include "jsonx.h"
+#include "limits.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +46,7 @@ int64_t docker_tmpfs_mib(int64_t memory_mib)
 
 /* The HostConfig hardening every container of ours gets: no capabilities
  * but caps (may be empty), no privilege gain, a pids limit, memory without
- * swap, docker-init as pid 1, no mounts, ports or restart. Seccomp is left
+ * swap, docker-init as pid 1, no mounts, ports or restart, a bounded log. Seccomp is left
  * at Docker's default profile: it is never set to unconfined. */
 static json_object *docker_hardened_host_config(const char *const *caps, int64_t memory_mib, int64_t pids)
 {
@@ -69,6 +70,17 @@ static json_object *docker_hardened_host_config(const char *const *caps, int64_t
     json_object *rp = json_object_new_object();
     jsonx_add_str(rp, "Name", "no");
     jsonx_add(hc, "RestartPolicy", rp);
+    /* Docker's own log of the main process: one bounded file (json-file,
+     * which `GET /containers/{id}/logs` reads), whatever the daemon's
+     * default driver, so a chatty sandbox cannot fill the host's disk. */
+    char max_size[32];
+    snprintf(max_size, sizeof max_size, "%u", SBX_CONTAINER_LOG_MAX_BYTES);
+    json_object *lc = json_object_new_object(), *lcc = json_object_new_object();
+    jsonx_add_str(lc, "Type", "json-file");
+    jsonx_add_str(lcc, "max-size", max_size);
+    jsonx_add_str(lcc, "max-file", "1");
+    jsonx_add(lc, "Config", lcc);
+    jsonx_add(hc, "LogConfig", lc);
     return hc;
 }
 

@@ -56,11 +56,27 @@ typedef struct runtime_exec_result {
     char warning[300];    /* "" or what the timeout kill could not do, for the worker's log */
 } runtime_exec_result_t;
 
+/* How a container that is not running ended, as the runtime saw it. */
+typedef struct runtime_exit {
+    bool known;           /* the fields below were observed (inspected) */
+    char state[32];       /* the runtime's state then ("exited", "created", ...) */
+    int exit_code;        /* the main process's exit code; -1 unknown */
+    bool oom_killed;      /* the kernel's OOM killer ended a process of it */
+    char finished_at[40]; /* RFC 3339 as the runtime says, "" unknown */
+    char error[SBX_OBSERVED_ERROR_MAX]; /* the runtime's own error (could not start), "" */
+    char *output_tail;    /* malloc'd: the last <= SBX_OUTPUT_TAIL_MAX bytes of the main
+                           * process's stdout+stderr, UTF-8 repaired; NULL none */
+} runtime_exit_t;
+
+/* Frees what e holds (not e); NULL is fine. */
+void runtime_exit_release(runtime_exit_t *e);
+
 typedef struct runtime_object {
     char sandbox_id[SBX_ID_MAX];
     char tenant[64];
     char ref[80];         /* runtime's own id (container id) */
     char state[32];       /* "running", "exited", ... as the runtime says */
+    runtime_exit_t exit;  /* for a stopped container ("exited", "dead"), when fetched */
 } runtime_object_t;
 
 typedef struct runtime_docker_options {
@@ -113,9 +129,16 @@ void runtime_images_free(char **names, size_t n);
  * pull: API_IMAGE_UNAVAILABLE with the runtime's message). A class the
  * runtime does not offer, or a network mode the class cannot provide, is
  * API_ISOLATION_UNAVAILABLE naming both: never a weaker substitute.
- * Idempotent: when an object for this sandbox already exists and runs,
- * returns it. ret_ref gets the runtime's id. */
-int runtime_create(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[80], api_error_t *err);
+ * Succeeds only once the runtime confirms the main process running after
+ * the start (no fixed wait: until it has exec'd, bounded to a few
+ * seconds); a container that is not running, or that the runtime could not
+ * start, is API_SANDBOX_EXITED naming the reason, the exit code and the
+ * last output, with *ret_exit (when not NULL; release it with
+ * runtime_exit_release, also after success) filled, and the container is
+ * removed. Idempotent: when an object for this sandbox already exists and
+ * runs, returns it. ret_ref gets the runtime's id. */
+int runtime_create(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[80], runtime_exit_t *ret_exit,
+                   api_error_t *err);
 
 /* Runs argv in the sandbox with the spec's env/cwd/timeout, keeping at most
  * max_output bytes per stream. *ret is initialised by the call; release it
@@ -137,9 +160,15 @@ int runtime_remove(runtime_t *rt, const char *sandbox_id, const char *ref, api_e
  * every object carrying RUNTIME_LABEL_MANAGED when cluster_id is NULL,
  * leaving out those another worker made (RUNTIME_LABEL_WORKER set and not
  * worker_name; objects without the label, from before it existed, are
- * kept): a malloc'd array (free()). worker_name may be NULL (no filter). */
+ * kept): a malloc'd array (runtime_inventory_free). worker_name may be
+ * NULL (no filter). For at most SBX_INVENTORY_DETAILS_MAX stopped objects
+ * per call (taken in turn, so the others come with later calls), `exit`
+ * holds how they ended; a failure to fetch those details only leaves them
+ * out. */
 int runtime_inventory(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_object_t **ret,
                       size_t *ret_n, api_error_t *err);
+
+void runtime_inventory_free(runtime_object_t *objs, size_t n);
 
 /* Where a route of sandbox_id leads: the network namespace of its
  * container, as an open descriptor (close-on-exec; the caller closes it)

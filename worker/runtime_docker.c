@@ -6,9 +6,11 @@
 #include "jsonx.h"
 #include "limits.h"
 #include "metrics.h"
+#include "observed.h"
 #include "runsc.h"
 #include "tarball.h"
 #include "timeutil.h"
+#include "utf8.h"
 
 #include <curl/curl.h>
 #include <dirent.h>
@@ -16,6 +18,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +55,21 @@
 #define DOCKER_EXIT_WAIT_MS      3000
 /* The inspect behind a routed connection: the controller is waiting. */
 #define DOCKER_ROUTE_TIMEOUT_MS  10000L
+
+/* The details of a stopped container (inspect, logs): a heartbeat waits
+ * for them. */
+#define DOCKER_DETAIL_TIMEOUT_MS 5000L
+/* All the details one inventory fetches: past this, the rest wait for the
+ * next heartbeat (a slow Docker must not make a beat late). */
+#define DOCKER_DETAILS_BUDGET_MS 2000
+/* Log entries asked of Docker for a stopped container's output tail (of
+ * which the last SBX_OUTPUT_TAIL_MAX bytes are kept). */
+#define DOCKER_LOGS_TAIL_LINES   100
+/* After a start, how long the worker waits at most for docker-init to have
+ * exec'd the main process (or for the container to stop), and how often it
+ * looks meanwhile. */
+#define DOCKER_START_CONFIRM_MS  2000
+#define DOCKER_START_POLL_US     5000
 
 #define DOCKER_CLASSES 3   /* isolation_t values */
 #define DOCKER_MODES   3   /* net_mode_t values */
@@ -486,6 +504,184 @@ cleanup:
     return r;
 }
 
+/* ---- what a stopped container left ------------------------------------ */
+
+static int docker_container_inspect(runtime_t *rt, const char *name, long timeout_ms, json_object **ret,
+                                    const char **ret_id, api_error_t *err);
+static bool docker_pid_in_container(pid_t pid, const char *container_id);
+static void docker_pid_children(pid_t pid, pid_t *pids, size_t *n, size_t max);
+
+void runtime_exit_release(runtime_exit_t *e)
+{
+    if (!e)
+        return;
+    free(e->output_tail);
+    e->output_tail = NULL;
+}
+
+void runtime_inventory_free(runtime_object_t *objs, size_t n)
+{
+    for (size_t i = 0; objs && i < n; i++)
+        runtime_exit_release(&objs[i].exit);
+    free(objs);
+}
+
+/* The last bytes of a demultiplexed log stream: each write is
+ * demultiplexed into `chunk`, whose end is then kept in `keep`. */
+typedef struct docker_tail {
+    docker_stream_t demux;
+    sbuf_t chunk;
+    char *keep;          /* 2 * max bytes */
+    size_t len, max;
+    bool failed;
+} docker_tail_t;
+
+static size_t docker_tail_write_cb(char *p, size_t size, size_t nmemb, void *ud)
+{
+    docker_tail_t *t = ud;
+    size_t n = size * nmemb;
+    sbuf_reset(&t->chunk);
+    if (docker_stream_push(&t->demux, p, n) < 0) {
+        t->failed = true;
+        return 0;
+    }
+    const char *d = t->chunk.data;
+    size_t m = t->chunk.len;
+    if (m >= t->max) {
+        memcpy(t->keep, d + m - t->max, t->max);
+        t->len = t->max;
+    } else {
+        if (t->len + m > 2 * t->max) {
+            memmove(t->keep, t->keep + t->len - (t->max - m), t->max - m);
+            t->len = t->max - m;
+        }
+        memcpy(t->keep + t->len, d, m);
+        t->len += m;
+    }
+    return n;
+}
+
+/* The last at most max bytes of container id's main process output (stdout
+ * and stderr in the order written), UTF-8 repaired: GET
+ * /containers/{id}/logs?stdout=1&stderr=1&tail=N, demultiplexed. *ret is
+ * malloc'd, or NULL when the container wrote nothing. Reusable for any
+ * container of ours; bounded to DOCKER_DETAIL_TIMEOUT_MS. */
+static int docker_container_logs_tail(runtime_t *rt, const char *id, size_t max, char **ret, api_error_t *err)
+{
+    int r = 0;
+    char path[256];
+    long status = 0;
+    docker_tail_t t;
+    memset(&t, 0, sizeof t);
+    *ret = NULL;
+    if (!docker_name_ok(id, 80) || max == 0)
+        return api_error_set(err, API_INVALID_ARGUMENT, "malformed container id");
+    t.max = max;
+    t.keep = malloc(2 * max);
+    /* One write of libcurl is at most CURL_MAX_WRITE_SIZE; the chunk never
+     * has to drop anything. */
+    sbuf_init(&t.chunk, 4 * CURL_MAX_WRITE_SIZE);
+    docker_stream_init(&t.demux, &t.chunk, &t.chunk);
+    if (!t.keep) {
+        r = api_error_set(err, API_INTERNAL, "out of memory");
+        goto cleanup;
+    }
+    snprintf(path, sizeof path, "/containers/%s/logs?stdout=1&stderr=1&tail=%d", id, DOCKER_LOGS_TAIL_LINES);
+    r = docker_call_raw(rt, "GET", path, NULL, 0, NULL, DOCKER_DETAIL_TIMEOUT_MS, docker_tail_write_cb, &t, &status,
+                        err);
+    if (r < 0)
+        goto cleanup;
+    if (status != 200 || t.failed) {
+        r = api_error_set(err, API_RUNTIME_ERROR, "cannot read the logs of container %.12s: HTTP status %ld", id,
+                          status);
+        goto cleanup;
+    }
+    if (t.len > 0 && !(*ret = utf8_tail(t.keep, t.len, max)))
+        r = api_error_set(err, API_INTERNAL, "out of memory");
+cleanup:
+    free(t.keep);
+    sbuf_release(&t.chunk);
+    return r;
+}
+
+/* The runtime's error text, made one line of valid UTF-8 that fits out. */
+static void docker_text_line(const char *s, char *out, size_t outlen)
+{
+    out[0] = '\0';
+    if (!s || outlen == 0)
+        return;
+    char *fixed = utf8_sanitize(s, strlen(s));
+    if (!fixed)
+        return;
+    size_t n = strlen(fixed);
+    if (n >= outlen) {
+        n = outlen - 1;
+        while (n > 0 && ((unsigned char)fixed[n] & 0xC0) == 0x80)
+            n--;
+    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = (unsigned char)fixed[i] < 0x20 || fixed[i] == 0x7f ? ' ' : fixed[i];
+    out[n] = '\0';
+    while (n > 0 && out[n - 1] == ' ')
+        out[--n] = '\0';
+    free(fixed);
+}
+
+/* Fills ret from an inspect answer's State (not the output tail). */
+static void docker_exit_from_inspect(json_object *inspect, runtime_exit_t *ret)
+{
+    json_object *st = jsonx_get_obj(inspect, "State");
+    const char *status = jsonx_get_str(st, "Status");
+    const char *fin = jsonx_get_str(st, "FinishedAt");
+    int64_t code = -1;
+    bool oom = false;
+    if (!jsonx_get_int(st, "ExitCode", &code) || code < -1 || code > INT32_MAX)
+        code = -1;
+    jsonx_get_bool(st, "OOMKilled", &oom);
+    ret->known = st != NULL;
+    snprintf(ret->state, sizeof ret->state, "%s",
+             status && strlen(status) < sizeof ret->state && strspn(status, "abcdefghijklmnopqrstuvwxyz_") ==
+                 strlen(status) && *status ? status : "unknown");
+    ret->exit_code = (int)code;
+    ret->oom_killed = oom;
+    snprintf(ret->finished_at, sizeof ret->finished_at, "%s", fin && observed_time_ok(fin) ? fin : "");
+    docker_text_line(jsonx_get_str(st, "Error"), ret->error, sizeof ret->error);
+}
+
+/* How container id ended: its State (one inspect) and its output tail (one
+ * logs call). A tail that cannot be read is only left out. */
+static int docker_container_exit(runtime_t *rt, const char *id, runtime_exit_t *ret, api_error_t *err)
+{
+    json_object *o = NULL;
+    const char *cid = NULL;
+    int r = docker_container_inspect(rt, id, DOCKER_DETAIL_TIMEOUT_MS, &o, &cid, err);
+    if (r < 0)
+        return r;
+    docker_exit_from_inspect(o, ret);
+    json_object_put(o);
+    api_error_t ignored;
+    free(ret->output_tail);
+    ret->output_tail = NULL;
+    docker_container_logs_tail(rt, id, SBX_OUTPUT_TAIL_MAX, &ret->output_tail, &ignored);
+    return 0;
+}
+
+/* One line on how the container ended (common/observed's wording). */
+static void docker_exit_message(const runtime_exit_t *e, char *out, size_t outlen)
+{
+    observed_t ob;
+    memset(&ob, 0, sizeof ob);
+    snprintf(ob.state, sizeof ob.state, "%s", e->state[0] ? e->state : "unknown");
+    ob.has_exit_code = e->known && e->exit_code >= 0;
+    ob.exit_code = e->exit_code;
+    ob.oom_killed = e->oom_killed;
+    snprintf(ob.finished_at, sizeof ob.finished_at, "%s", e->finished_at);
+    snprintf(ob.error, sizeof ob.error, "%s", e->error);
+    ob.output_tail = e->output_tail;
+    ob.output_tail_len = e->output_tail ? strlen(e->output_tail) : 0;
+    observed_message(&ob, out, outlen);
+}
+
 /* ---- containers -------------------------------------------------------- */
 
 static int docker_container_start(runtime_t *rt, const char *id, api_error_t *err)
@@ -565,10 +761,115 @@ cleanup:
     return r;
 }
 
+/* True when a child of pid (docker-init, the container's pid 1 under Init)
+ * runs another program than pid itself: the main process was exec'd. */
+static bool docker_main_execd(pid_t pid)
+{
+    char path[64];
+    struct stat self, child;
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+    if (stat(path, &self) < 0)
+        return false;
+    pid_t kids[16];
+    size_t n = 0;
+    docker_pid_children(pid, kids, &n, sizeof kids / sizeof kids[0]);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "/proc/%d/exe", (int)kids[i]);
+        if (stat(path, &child) == 0 && (child.st_dev != self.st_dev || child.st_ino != self.st_ino))
+            return true;
+    }
+    return false;
+}
+
+/* After a start: asks Docker until it confirms the main process running
+ * (docker-init has exec'd it, seen in /proc when watch_procs) or the
+ * container stopped, at most DOCKER_START_CONFIRM_MS (then running is
+ * taken as confirmed: a later death is the heartbeat's to see). A stopped
+ * container is API_SANDBOX_EXITED with *ret_exit filled. */
+static int docker_container_confirm(runtime_t *rt, const char *id, bool watch_procs, runtime_exit_t *ret_exit,
+                                    api_error_t *err)
+{
+    int64_t until = time_mono_ms() + DOCKER_START_CONFIRM_MS;
+    for (;;) {
+        json_object *o = NULL;
+        const char *cid = NULL;
+        int r = docker_container_inspect(rt, id, DOCKER_CALL_TIMEOUT_MS, &o, &cid, err);
+        if (r < 0) {
+            if (r == SBX_ENOTFOUND)
+                r = api_error_set(err, API_SANDBOX_EXITED, "the sandbox container was removed right after its start");
+            return r;
+        }
+        json_object *st = jsonx_get_obj(o, "State");
+        bool running = false;
+        int64_t pid = 0;
+        jsonx_get_bool(st, "Running", &running);
+        jsonx_get_int(st, "Pid", &pid);
+        if (!running) {
+            runtime_exit_t e;
+            memset(&e, 0, sizeof e);
+            docker_exit_from_inspect(o, &e);
+            json_object_put(o);
+            api_error_t ignored;
+            docker_container_logs_tail(rt, id, SBX_OUTPUT_TAIL_MAX, &e.output_tail, &ignored);
+            char msg[sizeof err->message];
+            docker_exit_message(&e, msg, sizeof msg);
+            api_error_set(err, API_SANDBOX_EXITED, "the sandbox is not running after its start: %s", msg);
+            if (ret_exit) {
+                runtime_exit_release(ret_exit);
+                *ret_exit = e;
+            } else {
+                runtime_exit_release(&e);
+            }
+            return SBX_ERUNTIME;
+        }
+        bool ours = pid > 1 && docker_pid_in_container((pid_t)pid, cid);
+        bool alien = pid > 1 && !ours && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+        json_object_put(o);
+        /* Another pid namespace (alien): nothing to watch in /proc. */
+        if (!watch_procs || alien || (ours && docker_main_execd((pid_t)pid)))
+            return 0;
+        if (time_mono_ms() >= until)
+            return 0;
+        if (docker_cancelled(rt))
+            return api_error_set(err, API_CANCELLED, "the worker is shutting down");
+        usleep(DOCKER_START_POLL_US);
+    }
+}
+
+/* A start that Docker refused: when the container shows why (the runtime
+ * could not run its process), that is API_SANDBOX_EXITED with *ret_exit
+ * filled; otherwise err keeps the start's error. */
+static void docker_start_failure(runtime_t *rt, const char *id, runtime_exit_t *ret_exit, api_error_t *err)
+{
+    if (err->code == API_CANCELLED)
+        return;
+    runtime_exit_t e;
+    memset(&e, 0, sizeof e);
+    api_error_t ignored;
+    if (docker_container_exit(rt, id, &e, &ignored) < 0 || (!e.error[0] && e.exit_code <= 0)) {
+        runtime_exit_release(&e);
+        return;
+    }
+    if (!e.error[0]) {
+        /* The start's own message says why. */
+        const char *m = strstr(err->message, ": ");
+        docker_text_line(m ? m + 2 : err->message, e.error, sizeof e.error);
+    }
+    char msg[sizeof err->message];
+    docker_exit_message(&e, msg, sizeof msg);
+    api_error_set(err, API_SANDBOX_EXITED, "the sandbox could not start: %s", msg);
+    if (ret_exit) {
+        runtime_exit_release(ret_exit);
+        *ret_exit = e;
+    } else {
+        runtime_exit_release(&e);
+    }
+}
+
 /* The container named for the sandbox already exists (a retried create):
  * checks it is ours, starts it when needed and returns its id. */
 static int docker_container_adopt(runtime_t *rt, const runtime_create_req_t *req, const char *name,
-                                  char ret_ref[80], api_error_t *err)
+                                  bool watch_procs, char ret_ref[80], runtime_exit_t *ret_exit, api_error_t *err)
 {
     json_object *o = NULL;
     const char *id = NULL;
@@ -587,7 +888,14 @@ static int docker_container_adopt(runtime_t *rt, const runtime_create_req_t *req
     bool running = false;
     jsonx_get_bool(jsonx_get_obj(o, "State"), "Running", &running);
     if (!running && docker_container_start(rt, id, err) < 0) {
+        docker_start_failure(rt, id, ret_exit, err);
         docker_container_discard(rt, id);
+        r = SBX_ERUNTIME;
+        goto cleanup;
+    }
+    if (docker_container_confirm(rt, id, watch_procs, ret_exit, err) < 0) {
+        if (err->code != API_CANCELLED)
+            docker_container_discard(rt, id);
         r = SBX_ERUNTIME;
         goto cleanup;
     }
@@ -630,7 +938,8 @@ static int docker_create_plan(runtime_t *rt, isolation_t iso, net_mode_t net, do
     return 0;
 }
 
-int runtime_create(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[80], api_error_t *err)
+int runtime_create(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[80], runtime_exit_t *ret_exit,
+                   api_error_t *err)
 {
     int r = 0;
     char name[SBX_ID_MAX + 8], path[256], id[80];
@@ -654,8 +963,11 @@ int runtime_create(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[
     r = docker_call(rt, "POST", path, body, DOCKER_CALL_TIMEOUT_MS, &rep, err);
     if (r < 0)
         goto cleanup;
+    /* Under gVisor the container's processes are inside the sandbox, not
+     * in /proc: only Docker's state is asked. */
+    bool watch_procs = plan.runtime == NULL;
     if (rep.status == 409) {
-        r = docker_container_adopt(rt, req, name, ret_ref, err);
+        r = docker_container_adopt(rt, req, name, watch_procs, ret_ref, ret_exit, err);
         goto cleanup;
     }
     if (rep.status != 201) {
@@ -673,7 +985,15 @@ int runtime_create(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[
     }
     snprintf(id, sizeof id, "%s", cid);
     if (docker_container_start(rt, id, err) < 0) {
+        docker_start_failure(rt, id, ret_exit, err);
         docker_container_discard(rt, id);
+        r = SBX_ERUNTIME;
+        goto cleanup;
+    }
+    if (docker_container_confirm(rt, id, watch_procs, ret_exit, err) < 0) {
+        /* A shutdown leaves it for the retried create to adopt. */
+        if (err->code != API_CANCELLED)
+            docker_container_discard(rt, id);
         r = SBX_ERUNTIME;
         goto cleanup;
     }
@@ -763,6 +1083,43 @@ cleanup:
     return r;
 }
 
+/* Where the next inventory starts fetching details among the stopped
+ * objects: each call takes the next SBX_INVENTORY_DETAILS_MAX of them. */
+static atomic_uint docker_details_rotor;
+
+/* Fills `exit` of at most SBX_INVENTORY_DETAILS_MAX stopped objects,
+ * within DOCKER_DETAILS_BUDGET_MS. */
+static void docker_inventory_details(runtime_t *rt, runtime_object_t *objs, size_t n)
+{
+    size_t stopped = 0;
+    for (size_t i = 0; i < n; i++)
+        if (observed_stopped(objs[i].state))
+            stopped++;
+    if (stopped == 0)
+        return;
+    size_t take = stopped < SBX_INVENTORY_DETAILS_MAX ? stopped : SBX_INVENTORY_DETAILS_MAX;
+    size_t first = atomic_fetch_add(&docker_details_rotor, (unsigned)take) % stopped;
+    size_t seen = 0, done = 0;
+    int64_t until = time_mono_ms() + DOCKER_DETAILS_BUDGET_MS;
+    /* Two rounds over the list: from the first-th stopped object on, then
+     * wrapping around to those before it. */
+    for (int round = 0; round < 2 && done < take; round++) {
+        seen = 0;
+        for (size_t i = 0; i < n && done < take; i++) {
+            if (!observed_stopped(objs[i].state))
+                continue;
+            bool in_turn = round == 0 ? seen >= first : seen < first;
+            seen++;
+            if (!in_turn || docker_cancelled(rt) || time_mono_ms() >= until)
+                continue;
+            api_error_t ignored;
+            if (docker_container_exit(rt, objs[i].ref, &objs[i].exit, &ignored) < 0)
+                memset(&objs[i].exit, 0, sizeof objs[i].exit);
+            done++;
+        }
+    }
+}
+
 int runtime_inventory(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_object_t **ret,
                       size_t *ret_n, api_error_t *err)
 {
@@ -792,9 +1149,16 @@ int runtime_inventory(runtime_t *rt, const char *cluster_id, const char *worker_
         const char *tenant = jsonx_get_str(labels, RUNTIME_LABEL_TENANT);
         const char *state = jsonx_get_str(c, "State");
         const char *maker = jsonx_get_str(labels, RUNTIME_LABEL_WORKER);
-        /* Nothing the controller could match without a sandbox id. */
-        if (!id || !sbx || strlen(sbx) >= sizeof objs[k].sandbox_id || strlen(id) >= sizeof objs[k].ref)
+        /* Nothing the controller could match without a sandbox id (nor
+         * anything it would refuse the whole heartbeat for). */
+        if (!id || !sbx || !docker_name_ok(sbx, sizeof objs[k].sandbox_id) || !docker_name_ok(id, sizeof objs[k].ref))
             continue;
+        if (tenant && (strlen(tenant) >= sizeof objs[k].tenant || utf8_has_control(tenant) ||
+                       !utf8_valid(tenant, strlen(tenant))))
+            tenant = NULL;
+        if (state && (strlen(state) >= sizeof objs[k].state || !*state ||
+                      strspn(state, "abcdefghijklmnopqrstuvwxyz_") != strlen(state)))
+            state = NULL;
         /* Another worker's on a shared Docker host: not ours to report. */
         if (worker_name && *worker_name && maker && strcmp(maker, worker_name) != 0)
             continue;
@@ -804,11 +1168,12 @@ int runtime_inventory(runtime_t *rt, const char *cluster_id, const char *worker_
         snprintf(objs[k].state, sizeof objs[k].state, "%s", state ? state : "unknown");
         k++;
     }
+    docker_inventory_details(rt, objs, k);
     *ret = objs;
     *ret_n = k;
     objs = NULL;
 cleanup:
-    free(objs);
+    runtime_inventory_free(objs, 0);
     if (list)
         json_object_put(list);
     return r;
@@ -1816,6 +2181,18 @@ int runtime_exec(runtime_t *rt, const char *ref, const exec_spec_t *spec, size_t
         goto cleanup;
     if (rep.status == 404) {
         r = api_error_set(err, API_RUNTIME_ERROR, "sandbox container not found");
+        goto cleanup;
+    }
+    if (rep.status == 409) {
+        /* Docker: "container ... is not running". Say how it ended. */
+        runtime_exit_t e;
+        memset(&e, 0, sizeof e);
+        api_error_t ignored;
+        char msg[400] = "its state is unknown";
+        if (docker_container_exit(rt, ref, &e, &ignored) == 0)
+            docker_exit_message(&e, msg, sizeof msg);
+        runtime_exit_release(&e);
+        r = api_error_set(err, API_SANDBOX_EXITED, "the sandbox is not running: %s", msg);
         goto cleanup;
     }
     o = docker_reply_json(&rep);

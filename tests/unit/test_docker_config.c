@@ -155,6 +155,25 @@ START_TEST(test_probe_is_hardened_and_never_a_sandbox)
 }
 END_TEST
 
+START_TEST(test_main_process_log_is_one_bounded_json_file)
+{
+    sandbox_spec_t s = spec_default();
+    json_object *o = body_for(&s, NULL, "none");
+    json_object *lc = jsonx_get_obj(jsonx_get_obj(o, "HostConfig"), "LogConfig");
+    ck_assert_ptr_nonnull(lc);
+    ck_assert_str_eq(jsonx_get_str(lc, "Type"), "json-file");
+    /* Engine API 1.41 takes Config as a map of strings; bytes without a unit. */
+    ck_assert_str_eq(text_of(lc, "Config"), "{\"max-size\":\"10485760\",\"max-file\":\"1\"}");
+    ck_assert_uint_eq(SBX_CONTAINER_LOG_MAX_BYTES, 10485760u);
+    json_object_put(o);
+    /* The probe container too. */
+    o = docker_probe_body("sandbox-probe:1", "runsc", "w1");
+    lc = jsonx_get_obj(jsonx_get_obj(o, "HostConfig"), "LogConfig");
+    ck_assert_str_eq(jsonx_get_str(jsonx_get_obj(lc, "Config"), "max-file"), "1");
+    json_object_put(o);
+}
+END_TEST
+
 static Suite *docker_config_suite(void)
 {
     Suite *s = suite_create("docker_config");
@@ -166,6 +185,7 @@ static Suite *docker_config_suite(void)
     tcase_add_test(tc, test_plan_sets_runtime_and_network);
     tcase_add_test(tc, test_user_labels_cannot_impersonate_a_sandbox);
     tcase_add_test(tc, test_probe_is_hardened_and_never_a_sandbox);
+    tcase_add_test(tc, test_main_process_log_is_one_bounded_json_file);
     suite_add_tcase(s, tc);
     return s;
 }

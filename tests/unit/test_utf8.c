@@ -188,6 +188,44 @@ START_TEST(test_sanitize_worst_case_triples_length)
 }
 END_TEST
 
+START_TEST(test_tail_keeps_the_end_within_max)
+{
+    char *t = utf8_tail("hello world", 11, 5);
+    ck_assert_str_eq(t, "world");
+    free(t);
+    t = utf8_tail("short", 5, 100);
+    ck_assert_str_eq(t, "short");
+    free(t);
+}
+END_TEST
+
+START_TEST(test_tail_never_starts_inside_a_character)
+{
+    /* A 2-byte window of "a\xC3\xA9b" starts inside the two-byte character: it is left out. */
+    char *t = utf8_tail("a\xC3\xA9" "b", 4, 2);
+    ck_assert_str_eq(t, "b");
+    free(t);
+    t = utf8_tail("a\xC3\xA9" "b", 4, 3);
+    ck_assert_str_eq(t, "\xC3\xA9" "b");
+    free(t);
+}
+END_TEST
+
+START_TEST(test_tail_repairs_and_stays_within_max)
+{
+    /* Four bad bytes become 12 bytes of U+FFFD: the result is cut again. */
+    char *t = utf8_tail("\xFF\xFF\xFF\xFFz", 5, 5);
+    ck_assert(strlen(t) <= 5);
+    ck_assert(utf8_valid(t, strlen(t)));
+    ck_assert_str_eq(t, REPL "z");
+    free(t);
+    /* NUL bytes never survive: the tail goes into PostgreSQL text. */
+    t = utf8_tail("a\0b", 3, 8);
+    ck_assert_str_eq(t, "a" REPL "b");
+    free(t);
+}
+END_TEST
+
 static Suite *utf8_suite(void)
 {
     Suite *s = suite_create("utf8");
@@ -210,6 +248,9 @@ static Suite *utf8_suite(void)
     tcase_add_test(tc, test_sanitize_output_is_valid_for_every_byte_value);
     tcase_add_test(tc, test_sanitize_worst_case_triples_length);
     tcase_add_test(tc, test_has_control_finds_ascii_controls_only);
+    tcase_add_test(tc, test_tail_keeps_the_end_within_max);
+    tcase_add_test(tc, test_tail_never_starts_inside_a_character);
+    tcase_add_test(tc, test_tail_repairs_and_stays_within_max);
     suite_add_tcase(s, tc);
     return s;
 }
