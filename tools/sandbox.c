@@ -51,7 +51,7 @@ typedef struct opts {
     const char *url, *token;
     const char *tenant, *image, *network, *idem_key, *cwd, *role, *name, *policy, *isolation, *auth;
     const char *sandbox, *operation, *kind;  /* events filters */
-    num_opt_t cpu_millis, memory_mib, ttl, timeout, max_output, limit, port, after, tail;
+    num_opt_t cpu_millis, memory_mib, ttl, timeout, max_output, limit, port, after, tail, count;
     bool untrusted_repo, generated_code, hostile, wait, json, all, read_only_root, hardened, follow;
     json_object *env, *labels, *selector; /* owned; NULL until a flag adds to them */
     const char *pos[2];         /* positional arguments */
@@ -1809,8 +1809,9 @@ static int events_path(char *buf, size_t n, const opts_t *o, int64_t cursor, int
 }
 
 /* Prints the events of one answer that come after *printed (never one
- * twice); returns how many the answer held, or -1 when it is malformed. */
-static int events_print(cli_t *cli, json_object *resp, int64_t *printed, int64_t *ret_next)
+ * twice), at most *left of them when left is not NULL (counted down);
+ * returns how many the answer held, or -1 when it is malformed. */
+static int events_print(cli_t *cli, json_object *resp, int64_t *printed, int64_t *left, int64_t *ret_next)
 {
     json_object *arr = jsonx_get_arr(resp, "events");
     if (!arr || !jsonx_get_int(resp, "next_after", ret_next)) {
@@ -1823,6 +1824,10 @@ static int events_print(cli_t *cli, json_object *resp, int64_t *printed, int64_t
         int64_t id = 0;
         if (!jsonx_get_int(e, "id", &id) || id <= *printed)
             continue;
+        if (left && *left <= 0)
+            break;
+        if (left)
+            (*left)--;
         *printed = id;
         if (cli->json) {
             const char *s = json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
@@ -1849,6 +1854,7 @@ static int cmd_events(cli_t *cli, opts_t *o)
     int64_t printed = cursor;
     int64_t deadline = o->timeout.set ? time_mono_ms() + o->timeout.v * 1000 : INT64_MAX;
     int64_t backoff = BACKOFF_START_MS;
+    int64_t left = o->count.set ? o->count.v : 0;
     bool outage = false;
     for (;;) {
         int64_t wait = 0;
@@ -1868,10 +1874,12 @@ static int cmd_events(cli_t *cli, opts_t *o)
         call_result_t cr = api_call(cli, "GET", path, NULL, NULL, (long)(wait + 15) * 1000L, &resp);
         if (cr == CALL_OK) {
             int64_t next = cursor;
-            int n = events_print(cli, resp.json, &printed, &next);
+            int n = events_print(cli, resp.json, &printed, o->count.set ? &left : NULL, &next);
             httpc_response_release(&resp);
             if (n < 0)
                 return EXIT_API;
+            if (o->count.set && left <= 0)
+                return EXIT_OK;
             if (outage) {
                 fprintf(stderr, "sandbox: reconnected; continuing after event %lld\n", (long long)cursor);
                 outage = false;
@@ -2009,6 +2017,7 @@ static const flag_def_t events_flags[] = {
     FN("--after", after, 0, INT64_MAX),
     FN("--tail", tail, 1, SBX_LIST_MAX),
     FN("--limit", limit, 1, SBX_LIST_MAX),
+    FN("--count", count, 1, SBX_LIST_MAX),
     FN("--timeout", timeout, 1, 7 * 24 * 3600),
     FB("--json", json),
     FEND,
@@ -2166,7 +2175,7 @@ static const command_t commands[] = {
       "  --json                   print {\"operation\":…}\n" COMMON_FLAGS_HELP },
     { "events", NULL, check_events, cmd_events, events_flags, 0, false,
       "usage: sandbox events [--follow] [--sandbox ID] [--operation ID] [--kind K]\n"
-      "                     [--after ID | --tail N] [--limit N] [--timeout S] [--json]\n"
+      "                     [--after ID | --tail N] [--limit N] [--count N] [--timeout S] [--json]\n"
       "\n"
       "Prints events (GET /v1/events), oldest first, one line each:\n"
       "  ID TIMESTAMP KIND [tenant=T] [sandbox=ID] [operation=ID] key=value...\n"
@@ -2185,6 +2194,8 @@ static const command_t commands[] = {
       "  --after ID               start after event ID (0: the oldest retained)\n"
       "  --tail N                 start with the newest N events (at most 1000)\n"
       "  --limit N                events per request (default 100, at most 1000)\n"
+      "  --count N                exit 0 once N events are printed (with --follow:\n"
+      "                           wait for them, e.g. --kind sandbox.failed --count 1)\n"
       "  --timeout S              with --follow: stop after S seconds, exit 124\n"
       "  --json                   one JSON object per line (JSON Lines)\n" COMMON_FLAGS_HELP },
     { "tenants", NULL, check_tenants, cmd_tenants, tenants_flags, 2, false,

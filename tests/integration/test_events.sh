@@ -142,6 +142,12 @@ for q in 'after=-1' 'after=abc' 'after=1.5' 'limit=0' 'limit=1001' 'tail=0' 'tai
   assert_http 400 invalid_argument "GET /v1/events?$q"
 done
 assert_exit 2 sandbox --token "$a" events --after 3 --tail 2
+# --count N: exactly N events, then exit 0 (with --follow too: it waits for them)
+assert_exit 0 sandbox --token "$a" events --sandbox "$sbx" --count 2
+assert_eq 2 "$(printf '%s\n' "$ITEST_OUT" | wc -l)" "events --count 2 printed two lines"
+assert_exit 0 timeout 20 "$SANDBOX_CLI" --token "$a" events --follow --after 0 --sandbox "$sbx" --kind sandbox.running --count 1
+assert_contains "$ITEST_OUT" "sandbox.running" "events --follow --count 1 ends after its event"
+assert_exit 2 sandbox --token "$a" events --count 0
 assert_exit 2 sandbox --token "$a" events --timeout 3
 assert_exit 3 sandbox --token "$a" events --sandbox notanid
 
