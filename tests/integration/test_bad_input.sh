@@ -21,8 +21,10 @@ itest_http POST /v1/sandboxes "$tok" "{\"image\":\"$img\"} {\"image\":\"$img\"}"
 assert_http 400 invalid_json "two JSON values"
 itest_http POST /v1/sandboxes "$tok" '[1,2,3]'
 assert_http 400 "*" "an array instead of an object"
-itest_http POST /v1/sandboxes "$tok" '{}'
-assert_http 400 invalid_argument "missing image"
+itest_http POST /v1/sandboxes "$tok" '{"image":""}'
+assert_http 400 invalid_argument "an empty image (a missing one is the server's default_image: test_lifecycle)"
+itest_http POST /v1/sandboxes "$tok" '{"image":"bad image name"}'
+assert_http 400 invalid_argument "an image name with spaces"
 itest_http POST /v1/sandboxes "$tok" "{\"image\":\"$img\",\"bogus\":1}"
 assert_http 400 invalid_argument "unknown field"
 itest_http POST /v1/sandboxes "$tok" "{\"image\":\"$img\",\"trust\":{\"nope\":true}}"

@@ -10,6 +10,7 @@ export SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN
 worker=${ITEST_WORKER_NAME:-itest-worker}
 trap 'rc=$?; sandbox workers resume "$worker" >/dev/null 2>&1 || true; itest_end $rc' EXIT
 tenant=$(itest_tenant itest-drain)
+assert_exit 0 sandbox tenants create "$tenant"
 
 assert_exit 0 sandbox create --tenant "$tenant" --image "$ITEST_IMAGE" --cpu-millis 100 --memory-mib 32 --wait --timeout 120
 read -r s1 _ <<<"$ITEST_OUT"
