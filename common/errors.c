@@ -21,6 +21,7 @@ const char *sbx_strerror(int code)
     case SBX_ERUNTIME:  return "runtime error";
     case SBX_EAUTH:     return "authentication failed";
     case SBX_EPERM:     return "not permitted";
+    case SBX_ECANCELLED: return "cancelled";
     default:            return "unknown error";
     }
 }

@@ -19,6 +19,7 @@ enum {
     SBX_ERUNTIME  = -10, /* the container runtime refused or failed */
     SBX_EAUTH     = -11, /* authentication failed */
     SBX_EPERM     = -12, /* not allowed */
+    SBX_ECANCELLED = -13, /* the caller (or a signal) stopped it */
 };
 
 /* A short name for an internal code ("invalid", "io", ...). */

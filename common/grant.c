@@ -1,4 +1,4 @@
-/* Route grants: keyed BLAKE2b over a short text (see grant.h). */
+/* Worker grants (routes, logs): keyed BLAKE2b over a short text (see grant.h). */
 #include "grant.h"
 #include "errors.h"
 #include "token.h"
@@ -54,11 +54,63 @@ static void mac_hex(const unsigned char key[GRANT_KEY_BYTES], const char *msg, s
     sodium_bin2hex(ret, GRANT_KEY_BYTES * 2 + 1, mac, sizeof mac);
 }
 
+/* The purpose field of a logs grant: "logs-<tail|all>-<0|1>". */
+static int logs_field(const grant_t *g, char *ret, size_t retlen)
+{
+    if (g->logs_tail != GRANT_LOGS_TAIL_ALL && (g->logs_tail < 0 || g->logs_tail > SBX_LOGS_TAIL_MAX))
+        return SBX_EINVAL;
+    int n = g->logs_tail == GRANT_LOGS_TAIL_ALL
+                ? snprintf(ret, retlen, "logs-all-%d", g->logs_follow ? 1 : 0)
+                : snprintf(ret, retlen, "logs-%" PRId64 "-%d", g->logs_tail, g->logs_follow ? 1 : 0);
+    return n < 0 || (size_t)n >= retlen ? SBX_EINVAL : 0;
+}
+
+/* Parses a logs purpose field strictly (no sign, no leading zeros). */
+static int logs_field_parse(const char *f, grant_t *ret)
+{
+    if (strncmp(f, "logs-", 5) != 0)
+        return SBX_EINVAL;
+    const char *t = f + 5;
+    const char *dash = strchr(t, '-');
+    if (!dash || dash == t || strchr(dash + 1, '-') || strlen(dash + 1) != 1 || (dash[1] != '0' && dash[1] != '1'))
+        return SBX_EINVAL;
+    size_t tl = (size_t)(dash - t);
+    if (tl == 3 && strncmp(t, "all", 3) == 0) {
+        ret->logs_tail = GRANT_LOGS_TAIL_ALL;
+    } else {
+        if (tl > 7 || (tl > 1 && t[0] == '0'))
+            return SBX_EINVAL;
+        int64_t v = 0;
+        for (size_t i = 0; i < tl; i++) {
+            if (t[i] < '0' || t[i] > '9')
+                return SBX_EINVAL;
+            v = v * 10 + (t[i] - '0');
+        }
+        if (v > SBX_LOGS_TAIL_MAX)
+            return SBX_EINVAL;
+        ret->logs_tail = v;
+    }
+    ret->logs_follow = dash[1] == '1';
+    ret->purpose = GRANT_LOGS;
+    return 0;
+}
+
 int grant_sign(const unsigned char key[GRANT_KEY_BYTES], const grant_t *g, char ret[GRANT_MAX])
 {
-    if (!id_ok(g->worker_id) || !id_ok(g->sandbox_id) || g->port < 1 || g->port > 65535 || g->expires_unix < 0)
+    char field[32];
+    if (!id_ok(g->worker_id) || !id_ok(g->sandbox_id) || g->expires_unix < 0)
         return SBX_EINVAL;
-    int n = snprintf(ret, GRANT_MAX, "v1.%s.%s.%d.%" PRId64 ".", g->worker_id, g->sandbox_id, g->port,
+    if (g->purpose == GRANT_ROUTE) {
+        if (g->port < 1 || g->port > 65535)
+            return SBX_EINVAL;
+        snprintf(field, sizeof field, "%d", g->port);
+    } else if (g->purpose == GRANT_LOGS) {
+        if (logs_field(g, field, sizeof field) < 0)
+            return SBX_EINVAL;
+    } else {
+        return SBX_EINVAL;
+    }
+    int n = snprintf(ret, GRANT_MAX, "v1.%s.%s.%s.%" PRId64 ".", g->worker_id, g->sandbox_id, field,
                      g->expires_unix);
     if (n < 0 || (size_t)n + GRANT_KEY_BYTES * 2 + 1 > GRANT_MAX)
         return SBX_EINVAL;
@@ -90,9 +142,16 @@ int grant_verify(const unsigned char key[GRANT_KEY_BYTES], const char *text, int
     if (nf != 5 || !id_ok(fields[1]) || !id_ok(fields[2]))
         return SBX_EINVAL;
     char *end = NULL;
-    long port = strtol(fields[3], &end, 10);
-    if (*end || port < 1 || port > 65535)
+    grant_t parsed;
+    memset(&parsed, 0, sizeof parsed);
+    long port = 0;
+    if (fields[3][0] >= '0' && fields[3][0] <= '9') {
+        port = strtol(fields[3], &end, 10);
+        if (*end || port < 1 || port > 65535)
+            return SBX_EINVAL;
+    } else if (logs_field_parse(fields[3], &parsed) < 0) {
         return SBX_EINVAL;
+    }
     long long exp = strtoll(fields[4], &end, 10);
     if (*end || exp < 0)
         return SBX_EINVAL;
@@ -102,9 +161,21 @@ int grant_verify(const unsigned char key[GRANT_KEY_BYTES], const char *text, int
         return SBX_EAUTH;
     if ((int64_t)exp < now_unix)
         return SBX_ETIMEOUT;
+    *ret = parsed;
     snprintf(ret->worker_id, sizeof ret->worker_id, "%s", fields[1]);
     snprintf(ret->sandbox_id, sizeof ret->sandbox_id, "%s", fields[2]);
     ret->port = (int)port;
     ret->expires_unix = (int64_t)exp;
     return 0;
+}
+
+int grant_verify_purpose(const unsigned char key[GRANT_KEY_BYTES], const char *text, int64_t now_unix,
+                         grant_purpose_t purpose, grant_t *ret)
+{
+    int r = grant_verify(key, text, now_unix, ret);
+    if (r == 0 && ret->purpose != purpose) {
+        memset(ret, 0, sizeof *ret);
+        return SBX_EPERM;
+    }
+    return r;
 }

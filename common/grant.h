@@ -6,21 +6,40 @@
  * computes the same hash. Keyed BLAKE2b-256 (libsodium crypto_generichash)
  * over the grant's text; compared in constant time.
  *
- * Text form: "v1.<worker_id>.<sandbox_id>.<port>.<expires_unix>.<mac hex>". */
+ * A grant has a purpose, inside the signed text, so one can never be used
+ * for the other: a route grant relays into a port of the sandbox, a logs
+ * grant streams its main process's output (and nothing else).
+ *
+ * Text form of a route grant:
+ *   "v1.<worker_id>.<sandbox_id>.<port>.<expires_unix>.<mac hex>"
+ * and of a logs grant (tail: a line count or "all"; follow: 0 or 1):
+ *   "v1.<worker_id>.<sandbox_id>.logs-<tail>-<follow>.<expires_unix>.<mac hex>" */
 #ifndef SBX_GRANT_H
 #define SBX_GRANT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "limits.h"
 
 #define GRANT_KEY_BYTES 32
 #define GRANT_MAX 256
 
+typedef enum {
+    GRANT_ROUTE = 0,         /* relay to `port` inside the sandbox */
+    GRANT_LOGS,              /* stream the main process's output */
+} grant_purpose_t;
+
+/* logs_tail of a logs grant that asks for every line. */
+#define GRANT_LOGS_TAIL_ALL (-1)
+
 typedef struct grant {
     char worker_id[SBX_ID_MAX];
     char sandbox_id[SBX_ID_MAX];
-    int port;
+    int port;                /* GRANT_ROUTE: 1..65535; 0 otherwise */
     int64_t expires_unix;
+    grant_purpose_t purpose; /* zero-initialised: a route grant */
+    int64_t logs_tail;       /* GRANT_LOGS: 0..SBX_LOGS_TAIL_MAX lines from the end, or GRANT_LOGS_TAIL_ALL */
+    bool logs_follow;        /* GRANT_LOGS: keep streaming until the container stops */
 } grant_t;
 
 /* The key from the stored hash of the worker's token (64 hex digits);
@@ -29,12 +48,18 @@ int grant_key_from_hash_hex(const char *hash_hex, unsigned char ret_key[GRANT_KE
 /* The same key from the token itself (what the worker holds). */
 void grant_key_from_token(const char *token, unsigned char ret_key[GRANT_KEY_BYTES]);
 
-/* Writes the signed text of g; SBX_EINVAL for ids with '.' or a bad port. */
+/* Writes the signed text of g (its purpose decides the form); SBX_EINVAL
+ * for ids with '.', a bad port or tail, or an unknown purpose. */
 int grant_sign(const unsigned char key[GRANT_KEY_BYTES], const grant_t *g, char ret[GRANT_MAX]);
 
 /* Checks the signature and that the grant has not expired at now_unix;
- * fills *ret. SBX_EINVAL: malformed; SBX_EAUTH: bad signature;
- * SBX_ETIMEOUT: expired. */
+ * fills *ret, whose purpose the caller must act on (and only on it).
+ * SBX_EINVAL: malformed; SBX_EAUTH: bad signature; SBX_ETIMEOUT: expired. */
 int grant_verify(const unsigned char key[GRANT_KEY_BYTES], const char *text, int64_t now_unix, grant_t *ret);
+
+/* grant_verify, then SBX_EPERM when the grant is for another purpose than
+ * `purpose` (*ret is then zeroed). */
+int grant_verify_purpose(const unsigned char key[GRANT_KEY_BYTES], const char *text, int64_t now_unix,
+                         grant_purpose_t purpose, grant_t *ret);
 
 #endif

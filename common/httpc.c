@@ -6,6 +6,7 @@
 #include "sbuf.h"
 
 #include <curl/curl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,4 +207,112 @@ char *httpc_escape(const char *s)
     }
     o[j] = '\0';
     return o;
+}
+
+/* ---- streamed answers ---- */
+
+typedef struct httpc_stream {
+    CURL *h;
+    long status;
+    sbuf_t line;             /* the line so far (2xx) */
+    sbuf_t body;             /* the whole body (other statuses) */
+    httpc_line_fn on_line;
+    void *ud;
+    bool stopped;            /* on_line asked to stop */
+    bool too_long;
+} httpc_stream_t;
+
+static size_t httpc_stream_write_cb(char *p, size_t size, size_t nmemb, void *ud)
+{
+    httpc_stream_t *st = ud;
+    size_t n = size * nmemb;
+    if (st->status == 0)
+        curl_easy_getinfo(st->h, CURLINFO_RESPONSE_CODE, &st->status);
+    if (st->status < 200 || st->status >= 300)
+        return sbuf_append(&st->body, p, n) < 0 ? 0 : n;
+    size_t start = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] != '\n')
+            continue;
+        if (sbuf_append(&st->line, p + start, i - start) < 0) {
+            st->too_long = true;
+            return 0;
+        }
+        int r = st->on_line(st->ud, st->line.data ? st->line.data : "", st->line.len);
+        sbuf_reset(&st->line);
+        start = i + 1;
+        if (r < 0) {
+            st->stopped = true;
+            return 0;
+        }
+    }
+    if (start < n && sbuf_append(&st->line, p + start, n - start) < 0) {
+        st->too_long = true;
+        return 0;
+    }
+    return n;
+}
+
+int httpc_stream_lines(httpc_t *c, const char *path, long timeout_ms, size_t max_line, httpc_line_fn on_line,
+                       void *ud, httpc_response_t *ret)
+{
+    memset(ret, 0, sizeof *ret);
+    CURL *h = c->curl;
+    curl_easy_reset(h);
+    size_t ul = strlen(c->base) + strlen(path) + 1;
+    char *url = malloc(ul);
+    if (!url)
+        return SBX_ENOMEM;
+    snprintf(url, ul, "%s%s", c->base, path);
+    struct curl_slist *hl = NULL;
+    hl = curl_slist_append(hl, "Accept: application/x-ndjson, application/json");
+    if (c->auth_header)
+        hl = curl_slist_append(hl, c->auth_header);
+    httpc_stream_t st = { .h = h, .on_line = on_line, .ud = ud };
+    sbuf_init(&st.line, max_line);
+    sbuf_init(&st.body, SBX_MAX_RESPONSE_BYTES);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, httpc_stream_write_cb);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &st);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 0L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (c->abort_flag) {
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, httpc_progress_cb);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)c->abort_flag);
+    }
+    CURLcode cr = curl_easy_perform(h);
+    int r = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &ret->status);
+    if (cr == CURLE_OK && st.line.len > 0 && ret->status >= 200 && ret->status < 300 &&
+        on_line(ud, st.line.data, st.line.len) < 0)
+        st.stopped = true;
+    if (st.stopped || (cr == CURLE_ABORTED_BY_CALLBACK && c->abort_flag && *c->abort_flag)) {
+        snprintf(ret->error, sizeof ret->error, "aborted");
+        r = SBX_ECANCELLED;
+    } else if (st.too_long || st.body.truncated) {
+        snprintf(ret->error, sizeof ret->error, st.too_long ? "a line of the answer is longer than %zu bytes"
+                                                            : "response larger than %zu bytes",
+                 st.too_long ? max_line : (size_t)SBX_MAX_RESPONSE_BYTES);
+        r = SBX_ETOOBIG;
+    } else if (cr != CURLE_OK) {
+        snprintf(ret->error, sizeof ret->error, "%s", curl_easy_strerror(cr));
+        r = cr == CURLE_OPERATION_TIMEDOUT ? SBX_ETIMEOUT : SBX_EIO;
+    } else if (ret->status < 200 || ret->status >= 300) {
+        ret->body = sbuf_detach(&st.body, &ret->body_len);
+        json_object *j = NULL;
+        if (ret->body && ret->body_len > 0 && jsonx_parse(ret->body, ret->body_len, &j, NULL) == 0)
+            ret->json = j;
+    }
+    if (r < 0 && r != SBX_ECANCELLED && r != SBX_ETOOBIG)
+        ret->status = 0;
+    sbuf_release(&st.line);
+    sbuf_release(&st.body);
+    curl_slist_free_all(hl);
+    free(url);
+    return r;
 }

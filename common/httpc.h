@@ -38,6 +38,21 @@ int httpc_request(httpc_t *c, const char *method, const char *path, json_object 
 
 void httpc_response_release(httpc_response_t *r);
 
+/* Receives one line of a streamed body (without its '\n'; a final line
+ * without one is delivered too). Returning < 0 ends the transfer. */
+typedef int (*httpc_line_fn)(void *ud, const char *line, size_t len);
+
+/* GET path and stream the answer: for a 2xx status each line of the body
+ * goes to on_line as it arrives (never buffered whole; a line longer than
+ * max_line bytes ends the transfer with SBX_ETOOBIG); any other status
+ * keeps its (bounded) body in ret as httpc_request does, for
+ * httpc_api_error. timeout_ms bounds the whole exchange (0: none). Returns
+ * 0 when the answer ended (ret->status set), SBX_ECANCELLED when on_line
+ * asked to stop or the abort flag was raised, else as httpc_request. Always
+ * call httpc_response_release on ret afterwards. */
+int httpc_stream_lines(httpc_t *c, const char *path, long timeout_ms, size_t max_line, httpc_line_fn on_line,
+                       void *ud, httpc_response_t *ret);
+
 /* Makes every later request on c abort (SBX_EIO, error "aborted") soon after
  * *flag becomes non-zero, e.g. to end a worker's long-poll at shutdown. */
 void httpc_set_abort_flag(httpc_t *c, const volatile int *flag);

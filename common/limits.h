@@ -27,6 +27,16 @@
  * one file): a chatty sandbox cannot fill the worker host's disk through
  * it. */
 #define SBX_CONTAINER_LOG_MAX_BYTES   (10u * 1024u * 1024u)
+/* `sandbox logs --tail N`: the most lines asked from the end of a
+ * sandbox's output (Docker counts them; more is "all"). */
+#define SBX_LOGS_TAIL_MAX             1000000
+/* Log streams (GET /v1/sandboxes/{id}/logs) one controller thread holds at
+ * once; beyond it the controller answers 503. Each holds at most about
+ * SBX_LOGS_CLIENT_HIGH_WATER plus one frame of memory. */
+#define SBX_LOGS_MAX_STREAMS_PER_THREAD 1024
+/* A log stream reads from the worker only while the client's unsent output
+ * is below this: a slow client slows its own stream and nothing else. */
+#define SBX_LOGS_CLIENT_HIGH_WATER    (256u * 1024u)
 /* Exec argv: count and total size, so one request cannot ask the worker to
  * build an unbounded command line. */
 #define SBX_MAX_ARGV                  256

@@ -4,6 +4,7 @@
 #define SBX_API_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "server.h"
 
@@ -24,6 +25,19 @@ void api_route_share(req_t *rq, const char *sandbox_id);
 void api_routes_list(req_t *rq, const char *sandbox_id);
 void api_route_unshare(req_t *rq, const char *sandbox_id, const char *route_id);
 void api_operation_get(req_t *rq, const char *id);
+
+/* GET /v1/sandboxes/{id}/logs (api_logs.c): the main process's output as
+ * NDJSON, streamed from the worker (docs/api.md). api_logs_stop_thread
+ * ends every stream of the calling HTTP thread (controller stopping). */
+void api_sandbox_logs(req_t *rq, const char *id);
+void api_logs_stop_thread(void);
+/* Parses ?tail= (a count 0..SBX_LOGS_TAIL_MAX or "all"; absent: all, as
+ * GRANT_LOGS_TAIL_ALL) and ?follow= (true|false|1|0; absent: false).
+ * Returns 0, or SBX_EINVAL with err saying what is wrong. */
+int api_logs_parse(const char *tail, const char *follow, int64_t *ret_tail, bool *ret_follow, api_error_t *err);
+/* The last `tail` lines of text (all for a negative tail), as a pointer
+ * into it (a final line without a newline counts as a line). */
+const char *api_logs_tail_lines(const char *text, int64_t tail);
 
 /* Admin endpoints: tenants (a member may read its own) and tokens. */
 void api_tenant_create(req_t *rq);

@@ -97,6 +97,9 @@ bool server_poll_current(const char *worker_id, uint64_t gen)
     return cur;
 }
 
+/* A connection's read and write timeout: longer than any long-poll. */
+#define HTTP_CONN_TIMEOUT_SECONDS (SBX_MAX_WAIT_SECONDS * 2)
+
 static metric_family_t *m_requests, *m_duration;
 static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
@@ -124,7 +127,8 @@ static int64_t mono_us(void)
  * few whatever clients send. */
 static const char *const route_templates[] = {
     "/healthz", "/readyz", "/metrics", "/v1/events",
-    "/v1/sandboxes", "/v1/sandboxes/{id}", "/v1/sandboxes/{id}/exec", "/v1/sandboxes/{id}/routes",
+    "/v1/sandboxes", "/v1/sandboxes/{id}", "/v1/sandboxes/{id}/exec", "/v1/sandboxes/{id}/logs",
+    "/v1/sandboxes/{id}/routes",
     "/v1/sandboxes/{id}/routes/{route}", "/v1/operations/{id}",
     "/v1/tenants", "/v1/tenants/{id}", "/v1/tenants/{id}/policy", "/v1/tokens", "/v1/tokens/{id}",
     "/v1/workers", "/v1/workers/register", "/v1/workers/{id}/heartbeat", "/v1/workers/{id}/poll",
@@ -248,6 +252,8 @@ static void park_unlink(req_t *rq)
     }
 }
 
+static void reply_done(req_t *rq, int status);
+
 /* Sends the answer, counts it, writes the access log line, frees rq. */
 static void reply_send(req_t *rq, int status, const char *content_type, const char *data, size_t len, bool newline)
 {
@@ -267,7 +273,12 @@ static void reply_send(req_t *rq, int status, const char *content_type, const ch
     evhttp_send_reply(rq->ev, status, NULL, buf);
     if (buf)
         evbuffer_free(buf);
+    reply_done(rq, status);
+}
 
+/* Counts the answer, writes the access log line and frees rq. */
+static void reply_done(req_t *rq, int status)
+{
     const char *tmpl = rq->route_tmpl ? rq->route_tmpl : "other";
     double secs = rq->t0_us ? (double)(mono_us() - rq->t0_us) / 1e6 : 0;
     char labels[160], st[8];
@@ -295,6 +306,43 @@ void http_reply_json(req_t *rq, int status, json_object *body)
 void http_reply_text(req_t *rq, int status, const char *content_type, const char *data, size_t len)
 {
     reply_send(rq, status, content_type, data, len, false);
+}
+
+void http_stream_start(req_t *rq, const char *content_type)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(rq->ev);
+    evhttp_add_header(h, "Content-Type", content_type);
+    evhttp_add_header(h, "Cache-Control", "no-store");
+    /* Proxies in front must not hold the stream back to buffer it. */
+    evhttp_add_header(h, "X-Accel-Buffering", "no");
+    if (rq->request_id[0])
+        evhttp_add_header(h, "X-Request-Id", rq->request_id);
+    evhttp_send_reply_start(rq->ev, 200, "OK");
+    /* While the body streams, libevent reads the connection only to see it
+     * close: a quiet stream must not hit the read timeout, but a client
+     * that stops reading still hits the write timeout. */
+    struct evhttp_connection *evcon = evhttp_request_get_connection(rq->ev);
+    struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    struct timeval wt = { HTTP_CONN_TIMEOUT_SECONDS, 0 };
+    if (bev)
+        bufferevent_set_timeouts(bev, NULL, &wt);
+}
+
+void http_stream_end(req_t *rq, bool conn_freeing)
+{
+    /* Detached from a failed connection, the request is freed by
+     * evhttp_send_reply_end; on a live one that call ends the body. A
+     * connection being freed frees its request itself. */
+    if (!conn_freeing) {
+        struct evhttp_connection *evcon = evhttp_request_get_connection(rq->ev);
+        struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+        struct timeval t = { HTTP_CONN_TIMEOUT_SECONDS, 0 };
+        if (bev)
+            bufferevent_set_timeouts(bev, &t, &t); /* a kept-alive connection waits for its next request */
+        evhttp_send_reply_end(rq->ev);
+    }
+    rq->ev = NULL;
+    reply_done(rq, 200);
 }
 
 void http_reply_error(req_t *rq, api_code_t code, const char *fmt, ...)
@@ -550,6 +598,8 @@ static void stop_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     http_thread_t *th = arg;
+    /* Log streams end as if their sandbox had stopped. */
+    api_logs_stop_thread();
     /* Answer everything parked with its current state, then leave. */
     while (th->parked) {
         req_t *rq = th->parked;
@@ -653,6 +703,13 @@ static void route(req_t *rq)
         if (rq->nsegs == 5 && seg_is(rq, 3, "routes")) {
             if (m == EVHTTP_REQ_DELETE)
                 api_route_unshare(rq, rq->segs[2], rq->segs[4]);
+            else
+                goto bad_method;
+            return;
+        }
+        if (rq->nsegs == 4 && seg_is(rq, 3, "logs")) {
+            if (m == EVHTTP_REQ_GET)
+                api_sandbox_logs(rq, rq->segs[2]);
             else
                 goto bad_method;
             return;
@@ -849,7 +906,7 @@ int server_start(controller_t *ctl, char *err, size_t errlen)
         }
         evhttp_set_max_body_size(th->http, SBX_MAX_BODY_BYTES);
         evhttp_set_max_headers_size(th->http, 64 * 1024);
-        evhttp_set_timeout(th->http, SBX_MAX_WAIT_SECONDS * 2);
+        evhttp_set_timeout(th->http, HTTP_CONN_TIMEOUT_SECONDS);
         evhttp_set_allowed_methods(th->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE | EVHTTP_REQ_PUT |
                                                  EVHTTP_REQ_HEAD | EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
         evhttp_set_gencb(th->http, on_request, th);

@@ -67,6 +67,15 @@ int http_db(req_t *rq);
 
 /* Replies with a body of another type (copied) and frees the request. */
 void http_reply_text(req_t *rq, int status, const char *content_type, const char *data, size_t len);
+/* A streamed answer: http_stream_start sends the 200 head with
+ * content_type (chunked for HTTP/1.1); the caller then sends the body with
+ * evhttp_send_reply_chunk* on rq->ev and finishes with http_stream_end,
+ * which writes the access log line and frees rq. conn_freeing: called from
+ * the connection's close callback while libevent frees the connection
+ * (the request still attached to it), so rq->ev must not be touched. */
+void http_stream_start(req_t *rq, const char *content_type);
+void http_stream_end(req_t *rq, bool conn_freeing);
+
 /* Replies {"error":{"code","message"}} with the code's status. */
 void http_reply_error(req_t *rq, api_code_t code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void http_reply_api_error(req_t *rq, const api_error_t *err);

@@ -213,6 +213,21 @@ int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_chang
 /* Sandboxes that should be gone whose last delete failed: a new delete. */
 int store_retry_deletes(PGconn *c, const store_limits_t *lim, int *ret_changed);
 
+/* What GET /v1/sandboxes/{id}/logs needs (store_logs.c). */
+typedef struct logs_source {
+    char phase[24];
+    char worker_id[SBX_ID_MAX];            /* "" when never placed */
+    char worker_state[16];
+    char worker_address[256];              /* "" when the worker forwards nothing */
+    char worker_token_hash[TOKEN_HASH_HEX]; /* signs grants; "" when unknown or revoked */
+    char *output_tail;                     /* malloc'd; NULL when none was kept */
+} logs_source_t;
+/* The sandbox in scope (tenant id, NULL for an admin): 0, SBX_ENOTFOUND
+ * (also another tenant's), SBX_EDB or SBX_ENOMEM. Release with
+ * store_logs_source_release. */
+int store_sandbox_logs_source(PGconn *c, const char *scope, const char *sandbox_id, logs_source_t *ret);
+void store_logs_source_release(logs_source_t *s);
+
 /* Rows one retention pass deleted, per table. */
 typedef struct store_pruned {
     long long events, operations, sandboxes, routes;

@@ -42,6 +42,9 @@
 #define MCP_PROGRESS_EVERY_MS  900      /* progress notifications at most this often */
 #define MCP_PATH_MAX           2048     /* an API path: two ids of 256 bytes percent-encoded fit */
 #define MCP_EVENTS_WAIT_MAX_S  30       /* sandbox_events: longest wait for a new event */
+#define MCP_LOGS_DEFAULT_TAIL  200      /* sandbox_logs: lines from the end unless the call says */
+#define MCP_LOGS_MAX_BYTES     (64 * 1024) /* sandbox_logs: text returned at most (per field) */
+#define MCP_LOGS_LINE_MAX      (1024u * 1024u) /* one NDJSON line of the logs answer */
 
 /* ---------------------------------------------------------------- tools */
 
@@ -193,6 +196,17 @@ static const mcp_tool_def_t tool_templates[] = {
       "'description':'at most this many (default 100)'}},'additionalProperties':false}",
       "{'type':'object','properties':{'events':{'type':'array','items':" EVENT_SCHEMA "},'next_after':{'type':"
       "'integer','description':'pass as after next time'}},'required':['events','next_after']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" },
+    { "sandbox_logs", "Read a sandbox's output",
+      "Returns what the sandbox's main process wrote to stdout and stderr: the last tail lines (default 200), "
+      "at most 64 KiB (truncated=true when cut). text has both streams in the order written; once the "
+      "container is gone it is the tail the controller kept, stdout and stderr merged. Output of commands run "
+      "with sandbox_exec is in that call's result, not here.",
+      "{'type':'object','properties':{'sandbox_id':" STR ",'tail':{'type':'integer','minimum':0,'maximum':"
+      "1000000,'description':'lines from the end (default 200)'}},'required':['sandbox_id'],"
+      "'additionalProperties':false}",
+      "{'type':'object','properties':{'text':" STR ",'stdout':" STR ",'stderr':" STR ",'truncated':{'type':"
+      "'boolean'}},'required':['text','stdout','stderr','truncated']}",
       "{'readOnlyHint':true,'openWorldHint':false}" },
 };
 #define NTOOLS (sizeof tool_templates / sizeof tool_templates[0])
@@ -949,6 +963,90 @@ static json_object *tool_events(call_t *c, json_object *args)
     }
 }
 
+/* sandbox_logs: the NDJSON answer collected into bounded text. */
+typedef struct mcp_logs {
+    sbuf_t text, out, err;
+    bool truncated;
+    char code[64], message[512];   /* an error line of the stream */
+} mcp_logs_t;
+
+static int logs_collect(void *ud, const char *line, size_t len)
+{
+    mcp_logs_t *l = ud;
+    json_object *o = NULL, *data = NULL;
+    if (jsonx_parse(line, len, &o, NULL) < 0 || !json_object_is_type(o, json_type_object)) {
+        json_object_put(o);
+        snprintf(l->code, sizeof l->code, "bad_response");
+        snprintf(l->message, sizeof l->message, "a line of the logs answer is not a JSON object");
+        return -1;
+    }
+    const char *stream = jsonx_get_str(o, "stream");
+    json_object *err = jsonx_get_obj(o, "error");
+    bool cut = false;
+    jsonx_get_bool(o, "truncated", &cut);
+    if (stream && json_object_object_get_ex(o, "data", &data) && json_object_is_type(data, json_type_string)) {
+        const char *d = json_object_get_string(data);
+        size_t n = (size_t)json_object_get_string_len(data);
+        sbuf_append_bounded(&l->text, d, n);
+        sbuf_append_bounded(strcmp(stream, "stderr") == 0 ? &l->err : &l->out, d, n);
+    } else if (err) {
+        const char *code = jsonx_get_str(err, "code"), *msg = jsonx_get_str(err, "message");
+        snprintf(l->code, sizeof l->code, "%s", code ? code : "error");
+        snprintf(l->message, sizeof l->message, "%s", msg ? msg : "the log stream failed");
+    }
+    l->truncated = l->truncated || cut || l->text.truncated || l->out.truncated || l->err.truncated;
+    json_object_put(o);
+    return l->text.truncated ? -1 : 0; /* enough: stop reading */
+}
+
+static json_object *tool_logs(call_t *c, json_object *args)
+{
+    json_object *bad = NULL;
+    const char *sbx = NULL;
+    int64_t tail;
+    char path[MCP_PATH_MAX];
+    if (!str_arg(args, "sandbox_id", &sbx, &bad) ||
+        !int_arg(args, "tail", 0, SBX_LOGS_TAIL_MAX, MCP_LOGS_DEFAULT_TAIL, &tail, &bad) ||
+        !id_path(path, sizeof path, "/v1/sandboxes/", sbx, "/logs", &bad))
+        return bad;
+    size_t pl = strlen(path);
+    snprintf(path + pl, sizeof path - pl, "?follow=false&tail=%lld", (long long)tail);
+    mcp_logs_t l;
+    memset(&l, 0, sizeof l);
+    sbuf_init(&l.text, MCP_LOGS_MAX_BYTES);
+    sbuf_init(&l.out, MCP_LOGS_MAX_BYTES);
+    sbuf_init(&l.err, MCP_LOGS_MAX_BYTES);
+    httpc_response_t resp;
+    int r = httpc_stream_lines(c->http, path, MCP_REQUEST_TIMEOUT_MS, MCP_LOGS_LINE_MAX, logs_collect, &l, &resp);
+    json_object *out = NULL;
+    if (c->cancel) {
+        out = mcp_tool_error("cancelled", "the client cancelled the call");
+    } else if (l.code[0]) {
+        out = mcp_tool_error(l.code, l.message);
+    } else if (resp.status >= 200 && resp.status < 300 && (r == 0 || (r == SBX_ECANCELLED && l.truncated))) {
+        json_object *res = json_object_new_object();
+        jsonx_add_str(res, "text", sbuf_cstr(&l.text));
+        jsonx_add_str(res, "stdout", sbuf_cstr(&l.out));
+        jsonx_add_str(res, "stderr", sbuf_cstr(&l.err));
+        jsonx_add_bool(res, "truncated", l.truncated);
+        out = mcp_tool_ok(res);
+    } else if (r < 0 || resp.status == 0) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "cannot read the logs from the controller at %s: %s", c->srv->url,
+                 resp.error[0] ? resp.error : sbx_strerror(r));
+        out = mcp_tool_error("unavailable", msg);
+    } else {
+        const char *code = NULL, *msg = NULL;
+        httpc_api_error(&resp, &code, &msg);
+        out = mcp_tool_error(code ? code : "error", msg ? msg : "");
+    }
+    httpc_response_release(&resp);
+    sbuf_release(&l.text);
+    sbuf_release(&l.out);
+    sbuf_release(&l.err);
+    return out;
+}
+
 static json_object *run_tool(call_t *c)
 {
     server_t *s = c->srv;
@@ -971,7 +1069,7 @@ static json_object *run_tool(call_t *c)
         { "sandbox_create", tool_create }, { "sandbox_wait", tool_wait },     { "sandbox_exec", tool_exec },
         { "sandbox_get", tool_get },       { "sandbox_list", tool_list },     { "sandbox_delete", tool_delete },
         { "operation_get", tool_operation }, { "sandbox_share", tool_share },   { "sandbox_routes", tool_routes },
-        { "sandbox_unshare", tool_unshare }, { "sandbox_events", tool_events },
+        { "sandbox_unshare", tool_unshare }, { "sandbox_events", tool_events }, { "sandbox_logs", tool_logs },
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (strcmp(table[i].name, c->tool->name) == 0)
@@ -1145,7 +1243,7 @@ static void usage(FILE *f)
           "A local MCP server (stdio, JSON-RPC 2.0, one message per line) exposing the\n"
           "Sandbox lifecycle as tools: sandbox_create, sandbox_wait, sandbox_exec,\n"
           "sandbox_get, sandbox_list, sandbox_delete, operation_get, sandbox_share,\n"
-          "sandbox_routes, sandbox_unshare, sandbox_events. Started by an MCP client\n"
+          "sandbox_routes, sandbox_unshare, sandbox_events, sandbox_logs. Started by an MCP client\n"
           "(Claude Code, Codex, Gemini CLI, Cursor, ...); see docs/mcp.md.\n"
           "\n"
           "  --url URL          controller URL (else SANDBOX_URL, the config file,\n"

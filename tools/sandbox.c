@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -68,11 +69,13 @@ typedef struct flag_def {
     flag_kind_t kind;
     size_t off;         /* target inside opts_t */
     int64_t min, max;   /* F_NUM bounds */
+    const char *short_name; /* "-f", or NULL: F_BOOL flags only */
 } flag_def_t;
 
 #define FB(n, f)        { n, F_BOOL, offsetof(opts_t, f), 0, 0 }
 #define FS(n, f)        { n, F_STR, offsetof(opts_t, f), 0, 0 }
 #define FN(n, f, lo, hi) { n, F_NUM, offsetof(opts_t, f), lo, hi }
+#define FBS(n, s, f)    { n, F_BOOL, offsetof(opts_t, f), 0, 0, s }
 #define FEND            { NULL, F_BOOL, 0, 0, 0 }
 
 /* Accepted by every command. */
@@ -271,8 +274,15 @@ static int parse_args(const command_t *c, int argc, char **argv, int first, opts
             o->pos[o->npos++] = a;
             continue;
         }
-        if (a[1] != '-')
-            return usage_error(c->name, "unknown flag '%s'", a);
+        if (a[1] != '-') {
+            const flag_def_t *sf = c->flags;
+            while (sf->name && !(sf->short_name && strcmp(sf->short_name, a) == 0))
+                sf++;
+            if (!sf->name)
+                return usage_error(c->name, "unknown flag '%s'", a);
+            *(bool *)((char *)o + sf->off) = true;
+            continue;
+        }
         const char *eq = strchr(a, '=');
         size_t nl = eq ? (size_t)(eq - a) : strlen(a);
         const flag_def_t *f = flag_find(c->flags, a, nl);
@@ -1918,6 +1928,111 @@ static int cmd_events(cli_t *cli, opts_t *o)
     }
 }
 
+/* ---------------------------------------------------------------- logs */
+
+/* One NDJSON line of a logs answer: at most LOGFRAME_PAYLOAD_MAX bytes of
+ * output, JSON-escaped (up to 6 bytes each). */
+#define LOGS_LINE_MAX        (1024u * 1024u)
+#define LOGS_READ_TIMEOUT_MS 120000L      /* a read without --follow */
+#define EXIT_INTERRUPTED     130          /* Ctrl-C, as a shell reports SIGINT */
+
+static volatile int logs_interrupted;
+
+static void logs_on_signal(int sig)
+{
+    (void)sig;
+    logs_interrupted = 1;
+}
+
+typedef struct logs_out {
+    cli_t *cli;
+    bool failed;   /* an error line, or a line that is not one of ours */
+} logs_out_t;
+
+/* httpc_line_fn: --json prints each line as it came; otherwise stdout
+ * chunks go to stdout and stderr chunks to stderr, flushed at once. */
+static int logs_line(void *ud, const char *line, size_t len)
+{
+    logs_out_t *lo = ud;
+    if (lo->cli->json) {
+        fwrite(line, 1, len, stdout);
+        fputc('\n', stdout);
+        fflush(stdout);
+        return 0;
+    }
+    json_object *o = NULL, *data = NULL;
+    if (jsonx_parse(line, len, &o, NULL) < 0 || !json_object_is_type(o, json_type_object)) {
+        fputs("error: bad_response: a logs line is not a JSON object\n", stderr);
+        json_object_put(o);
+        lo->failed = true;
+        return -1;
+    }
+    const char *stream = jsonx_get_str(o, "stream");
+    json_object *err = jsonx_get_obj(o, "error");
+    bool truncated = false;
+    jsonx_get_bool(o, "truncated", &truncated);
+    if (stream && json_object_object_get_ex(o, "data", &data) && json_object_is_type(data, json_type_string)) {
+        FILE *f = strcmp(stream, "stderr") == 0 ? stderr : stdout;
+        fwrite(json_object_get_string(data), 1, (size_t)json_object_get_string_len(data), f);
+        fflush(f);
+    } else if (err) {
+        const char *code = jsonx_get_str(err, "code"), *msg = jsonx_get_str(err, "message");
+        print_error(code ? code : "error", msg ? msg : "the log stream failed");
+        lo->failed = true;
+    } else if (truncated) {
+        int64_t limit = 0;
+        jsonx_get_int(o, "limit_bytes", &limit);
+        fprintf(stderr, "sandbox: logs: output cut at %lld bytes; --tail N shows the last N lines\n",
+                (long long)limit);
+    }
+    json_object_put(o);
+    return 0;
+}
+
+static int check_logs(cli_t *cli, opts_t *o) { return check_id(cli->cmd, "SANDBOX_ID", o->pos[0]); }
+
+/* Prints the output so far (or the last --tail N lines), and with --follow
+ * what comes next until the sandbox stops; Ctrl-C ends it (130). */
+static int cmd_logs(cli_t *cli, opts_t *o)
+{
+    char path[ARG_ID_MAX * 3 + 96];
+    if (build_path(path, sizeof path, "/v1/sandboxes/", o->pos[0], "/logs") != 0)
+        return usage_error(cli->cmd, "SANDBOX_ID too long");
+    size_t pl = strlen(path);
+    snprintf(path + pl, sizeof path - pl, "?follow=%s", o->follow ? "true" : "false");
+    if (o->tail.set) {
+        pl = strlen(path);
+        snprintf(path + pl, sizeof path - pl, "&tail=%lld", (long long)o->tail.v);
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = logs_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    httpc_set_abort_flag(cli->http, &logs_interrupted);
+    logs_out_t lo = { .cli = cli };
+    httpc_response_t resp;
+    int r = httpc_stream_lines(cli->http, path, o->follow ? 0 : LOGS_READ_TIMEOUT_MS, LOGS_LINE_MAX, logs_line, &lo,
+                               &resp);
+    int rc = EXIT_OK;
+    if (logs_interrupted)
+        rc = EXIT_INTERRUPTED;
+    else if (lo.failed)
+        rc = EXIT_API;
+    else if (r < 0 && resp.status >= 200 && resp.status < 300) {
+        fputs("error: bad_response: GET ", stderr);
+        put_text(stderr, path);
+        fputs(": ", stderr);
+        put_text(stderr, resp.error);
+        fputc('\n', stderr);
+        rc = EXIT_API;
+    } else if (r < 0 || resp.status < 200 || resp.status >= 300)
+        rc = call_failed(cli, "GET", path, &resp);
+    httpc_response_release(&resp);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- tables */
 
 static const flag_def_t create_flags[] = {
@@ -2019,6 +2134,13 @@ static const flag_def_t events_flags[] = {
     FN("--limit", limit, 1, SBX_LIST_MAX),
     FN("--count", count, 1, SBX_LIST_MAX),
     FN("--timeout", timeout, 1, 7 * 24 * 3600),
+    FB("--json", json),
+    FEND,
+};
+
+static const flag_def_t logs_flags[] = {
+    FBS("--follow", "-f", follow),
+    FN("--tail", tail, 0, SBX_LOGS_TAIL_MAX),
     FB("--json", json),
     FEND,
 };
@@ -2198,6 +2320,21 @@ static const command_t commands[] = {
       "                           wait for them, e.g. --kind sandbox.failed --count 1)\n"
       "  --timeout S              with --follow: stop after S seconds, exit 124\n"
       "  --json                   one JSON object per line (JSON Lines)\n" COMMON_FLAGS_HELP },
+    { "logs", NULL, check_logs, cmd_logs, logs_flags, 1, false,
+      "usage: sandbox logs SANDBOX_ID [--follow|-f] [--tail N] [--json]\n"
+      "\n"
+      "Prints what the sandbox's main process wrote (GET /v1/sandboxes/ID/logs): its\n"
+      "stdout to stdout and its stderr to stderr, as it arrives. Without --follow:\n"
+      "the output so far (at most 1 MiB; a note on stderr when cut), then exits 0.\n"
+      "With --follow: keeps printing until the sandbox stops or is deleted (exit 0)\n"
+      "or Ctrl-C (exit 130). Once the container is gone, the tail the controller\n"
+      "kept is printed (stdout and stderr merged). A sandbox that has not started\n"
+      "yet is a conflict error (exit 3).\n"
+      "\n"
+      "  --follow, -f             keep streaming new output (like tail -f)\n"
+      "  --tail N                 only the last N lines (0: none, only new output)\n"
+      "  --json                   print the API's NDJSON lines as received:\n"
+      "                           {\"stream\":\"stdout\"|\"stderr\"|\"output\",\"data\":…}\n" COMMON_FLAGS_HELP },
     { "tenants", NULL, check_tenants, cmd_tenants, tenants_flags, 2, false,
       "usage: sandbox tenants create NAME [--json]\n"
       "       sandbox tenants list [--json]\n"
@@ -2259,6 +2396,7 @@ static const char top_usage[] =
     "  routes     list a sandbox's routes\n"
     "  unshare    remove a route\n"
     "  events     print or follow events      (sandbox events --follow --sandbox ID)\n"
+    "  logs       print or follow a sandbox's output (sandbox logs SANDBOX_ID -f)\n"
     "  tenants    create, list, get tenants; update their policy\n"
     "  tokens     create, list, revoke API tokens\n"
     "  workers    list, drain, resume workers\n"

@@ -4,6 +4,7 @@
 #include "forward.h"
 #include "errors.h"
 #include "log.h"
+#include "logframe.h"
 #include "metrics.h"
 #include "netaddr.h"
 #include "timeutil.h"
@@ -78,6 +79,7 @@ typedef struct forward_conn {
     char peer[INET6_ADDRSTRLEN + 8];
     char sandbox_id[SBX_ID_MAX];   /* "" until the grant is read */
     int port;
+    grant_t grant;           /* the checked grant: its purpose says what to do */
     char *up;                /* client -> sandbox, FORWARD_BUFFER_BYTES */
     size_t up_len;           /* bytes in up before the relay: what followed the preamble */
     char *down;              /* sandbox -> client */
@@ -258,7 +260,9 @@ static void forward_refuse(forward_conn_t *c, int status, const char *code, cons
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (c->sandbox_id[0])
+    if (c->sandbox_id[0] && c->grant.purpose == GRANT_LOGS)
+        snprintf(what, sizeof what, " for the logs of sandbox %s", c->sandbox_id);
+    else if (c->sandbox_id[0])
         snprintf(what, sizeof what, " for sandbox %s port %d", c->sandbox_id, c->port);
     if (status == 503 && forward_stopping(c->f))
         log_debug(FORWARD_COMPONENT, "route connection from %s%s closed: %s", c->peer, what, msg);
@@ -347,6 +351,7 @@ static int forward_check_grant(forward_conn_t *c, const char *text)
     }
     snprintf(c->sandbox_id, sizeof c->sandbox_id, "%s", g.sandbox_id);
     c->port = g.port;
+    c->grant = g;
     char wid[FORWARD_WORKER_ID_MAX] = "";
     f->worker_id(f->worker_id_ud, wid, sizeof wid);
     if (!wid[0]) {
@@ -539,6 +544,104 @@ static void forward_relay(forward_conn_t *c, char *why, size_t whylen, uint64_t 
     *ret_down = p[1].bytes;
 }
 
+/* ---- logs -------------------------------------------------------------- */
+
+/* Sends all n bytes to the controller, waiting while its socket is full.
+ * SBX_EIO when the controller is gone or the worker stops. */
+static int forward_send_all(forward_conn_t *c, const void *p, size_t n)
+{
+    const char *s = p;
+    while (n > 0) {
+        ssize_t w = send(c->client, s, n, MSG_NOSIGNAL);
+        if (w > 0) {
+            s += w;
+            n -= (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno != EAGAIN && errno != EINTR)
+            return SBX_EIO;
+        /* A controller that reads nothing for this long is given up on. */
+        int ev = forward_wait(c->f, c->client, POLLOUT, FORWARD_IDLE_TIMEOUT_MS);
+        if (ev <= 0 || (ev & (POLLERR | POLLHUP | POLLNVAL)))
+            return SBX_EIO;
+    }
+    return 0;
+}
+
+typedef struct forward_logs {
+    forward_conn_t *c;
+    uint64_t bytes;
+    bool gone;               /* the controller went away (or stalled) */
+} forward_logs_t;
+
+/* runtime_logs_fn: frames of at most LOGFRAME_PAYLOAD_MAX bytes. */
+static int forward_logs_output(void *ud, int stream, const char *data, size_t n)
+{
+    forward_logs_t *l = ud;
+    while (n > 0) {
+        size_t k = n > LOGFRAME_PAYLOAD_MAX ? LOGFRAME_PAYLOAD_MAX : n;
+        unsigned char hdr[LOGFRAME_HEADER_BYTES];
+        logframe_header(hdr, stream == 2 ? LOGFRAME_STDERR : LOGFRAME_STDOUT, (uint32_t)k);
+        if (forward_send_all(l->c, hdr, sizeof hdr) < 0 || forward_send_all(l->c, data, k) < 0) {
+            l->gone = true;
+            return SBX_EIO;
+        }
+        l->bytes += k;
+        data += k;
+        n -= k;
+    }
+    return 0;
+}
+
+/* A logs grant: the sandbox's container must be this worker's; then its
+ * output goes to the controller as frames (common/logframe.h) after the
+ * 200 line, and an END frame says how it ended. Nothing is read from the
+ * controller after the preamble: its socket turning readable means it has
+ * closed (or misbehaves), and either ends the stream. */
+static void forward_logs(forward_conn_t *c)
+{
+    forward_t *f = c->f;
+    api_error_t err;
+    char ref[80];
+    int64_t t0 = time_mono_ms();
+    if (runtime_logs_target(f->rt, c->sandbox_id, f->worker_name, ref, &err) < 0) {
+        if (err.code == API_NOT_FOUND)
+            forward_refuse(c, 404, "not_found", "%s", err.message);
+        else if (err.code == API_CANCELLED)
+            forward_refuse(c, 503, "busy", "the worker is shutting down");
+        else
+            forward_refuse(c, 502, "upstream_unavailable", "the worker cannot find the sandbox: %s", err.message);
+        return;
+    }
+    char line[64];
+    size_t ln = forward_reply_format(line, sizeof line, 200, "ok", NULL);
+    forward_logs_t l = { .c = c };
+    if (forward_send_all(c, line, ln) < 0)
+        return;
+    int stop_fds[2] = { c->client, f->stop_pipe[0] };
+    runtime_logs_req_t req = {
+        .tail = c->grant.logs_tail, .follow = c->grant.logs_follow, .stop_fds = stop_fds, .nstop_fds = 2,
+        .on_output = forward_logs_output, .ud = &l,
+    };
+    int r = runtime_logs_stream(f->rt, ref, &req, &err);
+    const char *why = r < 0 ? err.message : "";
+    if (r == 0 && forward_stopping(f))
+        why = "the worker is shutting down";
+    if (!l.gone) {
+        unsigned char hdr[LOGFRAME_HEADER_BYTES];
+        size_t wl = strlen(why);
+        if (wl > 512)
+            wl = 512;
+        logframe_header(hdr, LOGFRAME_END, (uint32_t)wl);
+        if (forward_send_all(c, hdr, sizeof hdr) == 0 && wl > 0)
+            forward_send_all(c, why, wl);
+        shutdown(c->client, SHUT_WR);
+    }
+    log_debug(FORWARD_COMPONENT, "streamed the logs of sandbox %s to %s: %llu bytes, %lld ms, %s", c->sandbox_id,
+              c->peer, (unsigned long long)l.bytes, (long long)(time_mono_ms() - t0),
+              l.gone ? "the controller went away" : *why ? why : "the stream ended");
+}
+
 /* sandbox_worker_route_connections: the forwards open right now. */
 static pthread_once_t forward_metrics_once = PTHREAD_ONCE_INIT;
 static metric_family_t *forward_m_active;
@@ -574,6 +677,14 @@ static void *forward_conn_main(void *arg)
     }
     if (forward_read_preamble(c, grant) < 0 || forward_check_grant(c, grant) < 0)
         goto cleanup;
+    if (c->grant.purpose == GRANT_LOGS) {
+        forward_logs(c);
+        goto cleanup;
+    }
+    if (c->grant.purpose != GRANT_ROUTE) {
+        forward_refuse(c, 403, "forbidden", "the grant's purpose is not one this worker serves");
+        goto cleanup;
+    }
     if (runtime_route_target(f->rt, c->sandbox_id, f->worker_name, &netns, &err) < 0) {
         switch (err.code) {
         case API_NOT_FOUND:

@@ -7,7 +7,12 @@
  * until both have ended, or answers
  * "SANDBOX-FORWARD/1 <status> <code> <message>\r\n" and closes. Codes:
  * 400 bad_request, 403 forbidden, 404 not_found, 409 route_unsupported,
- * 502 upstream_unavailable, 503 busy. */
+ * 502 upstream_unavailable, 503 busy.
+ *
+ * A logs grant (GRANT_LOGS) asks for the sandbox's main-process output
+ * instead: after the 200 line the worker writes frames (common/logframe.h)
+ * of Docker's logs and an END frame, reads nothing more from the
+ * controller, and stops when the controller closes. */
 #ifndef SBX_FORWARD_H
 #define SBX_FORWARD_H
 

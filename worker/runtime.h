@@ -181,6 +181,37 @@ void runtime_inventory_free(runtime_object_t *objs, size_t n);
 int runtime_route_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, int *ret_netns_fd,
                          api_error_t *err);
 
+/* The container of sandbox_id, for reading its logs: it must carry
+ * RUNTIME_LABEL_SANDBOX = sandbox_id and RUNTIME_LABEL_WORKER = worker_name
+ * (else API_NOT_FOUND, as a missing one); running or not, any class
+ * (logs need no network namespace, so gVisor sandboxes have them too).
+ * ret_ref gets its id. The Docker inspect is bounded to about 10 s. */
+int runtime_logs_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
+                        api_error_t *err);
+
+/* Receives output in order as it arrives: stream 1 (stdout) or 2 (stderr),
+ * n > 0 bytes. Returning < 0 ends the stream (runtime_logs_stream then
+ * returns 0). */
+typedef int (*runtime_logs_fn)(void *ud, int stream, const char *data, size_t n);
+
+typedef struct runtime_logs_req {
+    int64_t tail;             /* lines from the end; < 0: all */
+    bool follow;              /* then keep streaming until the container stops */
+    const int *stop_fds;      /* the stream ends (returns 0) once one is readable or hung up */
+    size_t nstop_fds;
+    runtime_logs_fn on_output;
+    void *ud;
+} runtime_logs_req_t;
+
+/* Streams the main process's stdout and stderr of container ref (Docker's
+ * GET /containers/{ref}/logs) to req->on_output until the runtime ends it
+ * (everything read; with follow, the container stopped or was removed),
+ * on_output asks to stop, or a stop descriptor is readable: 0 in all those
+ * cases. A container that is gone is API_NOT_FOUND; the worker stopping
+ * (cancel flag) API_CANCELLED; a failing Docker API_RUNTIME_ERROR. Blocks
+ * the calling thread for as long as the stream lasts. */
+int runtime_logs_stream(runtime_t *rt, const char *ref, const runtime_logs_req_t *req, api_error_t *err);
+
 /* Makes in-flight and later calls give up soon after *flag becomes non-zero
  * (worker shutdown): a running exec is killed as on a timeout, a pull or any
  * other Docker request is abandoned, and the call fails with API_CANCELLED.

@@ -392,7 +392,7 @@ itest_start_controller() {
   export SANDBOX_ROUTE_URL="http://127.0.0.1:$rport"
   "$SANDBOXD" controller --database-url "$DATABASE_URL" --listen "127.0.0.1:$port" --route-listen "127.0.0.1:$rport" \
     >>"$ITEST_CONTROLLER_LOG" 2>&1 </dev/null &
-  ITEST_CONTROLLER_PID=$!
+  export ITEST_CONTROLLER_PID=$!
   ITEST_PIDS+=("$ITEST_CONTROLLER_PID")
   itest_wait_healthz "$SANDBOX_URL" "$ITEST_CONTROLLER_PID" controller "$ITEST_CONTROLLER_LOG" || return 1
   ITEST_ADMIN_TOKEN=$(itest_token itest-admin admin itest-admin) || { itest_log "sandboxd token create failed"; return 1; }

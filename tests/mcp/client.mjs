@@ -67,6 +67,7 @@ const TOOLS = {
     properties: ['sandbox_id', 'operation_id', 'kind', 'after', 'wait', 'limit'],
     readOnly: true,
   },
+  sandbox_logs: { required: ['sandbox_id'], properties: ['sandbox_id', 'tail'], readOnly: true },
 };
 // A route access token (API tokens are sbt_…).
 const ROUTE_TOKEN = /^sbr_[A-Za-z0-9_-]{20,}$/;
@@ -618,6 +619,21 @@ async function main() {
 
   await check('sandbox_events: isError invalid_argument for a malformed kind', async () => {
     expectErr('sandbox_events', await callTool(client, 'sandbox_events', { kind: 'not a kind' }), 'invalid_argument');
+  });
+
+  await check('sandbox_logs: what the main process wrote, both streams, and the last tail lines', async () => {
+    expectOk('sandbox_exec', await callTool(client, 'sandbox_exec', {
+      sandbox_id: sbx, argv: ['sh', '-c', 'echo log-one >/proc/1/fd/1; echo log-err >/proc/1/fd/2; echo log-two >/proc/1/fd/1'],
+      timeout_seconds: 30,
+    }));
+    const sc = expectOk('sandbox_logs', await callTool(client, 'sandbox_logs', { sandbox_id: sbx }));
+    eq(sc.text, 'log-one\nlog-err\nlog-two\n', 'text');
+    eq(sc.stdout, 'log-one\nlog-two\n', 'stdout');
+    eq(sc.stderr, 'log-err\n', 'stderr');
+    eq(sc.truncated, false, 'truncated');
+    const last = expectOk('sandbox_logs', await callTool(client, 'sandbox_logs', { sandbox_id: sbx, tail: 1 }));
+    eq(last.text, 'log-two\n', 'text with tail 1');
+    expectErr('sandbox_logs', await callTool(client, 'sandbox_logs', { sandbox_id: 'sbx_nope' }), 'not_found');
   });
 
   await check('sandbox_list contains it', async () => {

@@ -304,6 +304,35 @@ START_TEST(test_listener_refuses_bad_preambles_and_grants)
 }
 END_TEST
 
+/* A logs grant goes through the same checks before the runtime is asked. */
+START_TEST(test_logs_grants_are_checked_like_route_grants)
+{
+    forward_t *f = start_forwarder("wrk_a", 8);
+    unsigned char key[GRANT_KEY_BYTES], other[GRANT_KEY_BYTES];
+    grant_key_from_token(TOKEN, key);
+    grant_key_from_token("sbt_other", other);
+    grant_t g = { .worker_id = "wrk_a", .sandbox_id = "sbx_b", .purpose = GRANT_LOGS, .logs_tail = 10,
+                  .logs_follow = true, .expires_unix = time(NULL) - 5 };
+    char text[GRANT_MAX], pre[1024], reply[1024];
+    ck_assert_int_eq(grant_sign(key, &g, text), 0);
+    snprintf(pre, sizeof pre, "%s %s\r\n", FORWARD_PROTOCOL, text);
+    exchange(f, pre, reply, sizeof reply);
+    ck_assert_msg(strcmp(reply, "SANDBOX-FORWARD/1 403 forbidden the grant has expired\r\n") == 0, "got [%s]", reply);
+    g.expires_unix = time(NULL) + 60;
+    ck_assert_int_eq(grant_sign(other, &g, text), 0);
+    snprintf(pre, sizeof pre, "%s %s\r\n", FORWARD_PROTOCOL, text);
+    exchange(f, pre, reply, sizeof reply);
+    ck_assert_msg(strncmp(reply, "SANDBOX-FORWARD/1 403 forbidden the grant is not signed", 55) == 0, "got [%s]", reply);
+    snprintf(g.worker_id, sizeof g.worker_id, "wrk_z");
+    ck_assert_int_eq(grant_sign(key, &g, text), 0);
+    snprintf(pre, sizeof pre, "%s %s\r\n", FORWARD_PROTOCOL, text);
+    exchange(f, pre, reply, sizeof reply);
+    ck_assert_msg(strncmp(reply, "SANDBOX-FORWARD/1 403 forbidden the grant is for worker wrk_z", 61) == 0,
+                  "got [%s]", reply);
+    forward_free(f);
+}
+END_TEST
+
 START_TEST(test_unregistered_worker_refuses_every_grant)
 {
     forward_t *f = start_forwarder("", 8);
@@ -388,6 +417,7 @@ static Suite *forward_suite(void)
     tcase_set_timeout(tl, 30);
     tcase_add_test(tl, test_listener_refuses_bad_preambles_and_grants);
     tcase_add_test(tl, test_unregistered_worker_refuses_every_grant);
+    tcase_add_test(tl, test_logs_grants_are_checked_like_route_grants);
     tcase_add_test(tl, test_connections_past_the_maximum_are_busy_and_stop_closes_open_ones);
     tcase_add_test(tl, test_options_are_checked);
     suite_add_tcase(s, tl);

@@ -260,6 +260,82 @@ START_TEST(test_grant_round_trip_with_key_from_token_and_from_hash)
 }
 END_TEST
 
+/* A logs grant carries its purpose and parameters inside the signed text,
+ * and neither kind of grant passes for the other. */
+START_TEST(test_logs_grant_round_trip_and_purposes_do_not_mix)
+{
+    unsigned char k[GRANT_KEY_BYTES];
+    grant_key_from_token("sbt_logs", k);
+    grant_t g = { .worker_id = "wrk_abc", .sandbox_id = "sbx_def", .expires_unix = 2000, .purpose = GRANT_LOGS,
+                  .logs_tail = 25, .logs_follow = true };
+    char text[GRANT_MAX];
+    ck_assert_int_eq(grant_sign(k, &g, text), 0);
+    ck_assert_msg(strncmp(text, "v1.wrk_abc.sbx_def.logs-25-1.2000.", 34) == 0, "got [%s]", text);
+    grant_t out;
+    ck_assert_int_eq(grant_verify(k, text, 1999, &out), 0);
+    ck_assert_int_eq(out.purpose, GRANT_LOGS);
+    ck_assert_int_eq(out.logs_tail, 25);
+    ck_assert(out.logs_follow);
+    ck_assert_int_eq(out.port, 0);
+    ck_assert_int_eq(grant_verify_purpose(k, text, 1999, GRANT_LOGS, &out), 0);
+    ck_assert_int_eq(grant_verify_purpose(k, text, 1999, GRANT_ROUTE, &out), SBX_EPERM);
+    ck_assert_int_eq(out.purpose, GRANT_ROUTE); /* zeroed */
+
+    g.logs_tail = GRANT_LOGS_TAIL_ALL;
+    g.logs_follow = false;
+    ck_assert_int_eq(grant_sign(k, &g, text), 0);
+    ck_assert_msg(strncmp(text, "v1.wrk_abc.sbx_def.logs-all-0.2000.", 35) == 0, "got [%s]", text);
+    ck_assert_int_eq(grant_verify(k, text, 0, &out), 0);
+    ck_assert_int_eq(out.logs_tail, GRANT_LOGS_TAIL_ALL);
+    ck_assert(!out.logs_follow);
+
+    /* The same MAC under another purpose field is not a grant. */
+    char swapped[GRANT_MAX];
+    const char *mac = strrchr(text, '.') + 1;
+    snprintf(swapped, sizeof swapped, "v1.wrk_abc.sbx_def.8080.2000.%s", mac);
+    ck_assert_int_eq(grant_verify(k, swapped, 0, &out), SBX_EAUTH);
+    snprintf(swapped, sizeof swapped, "v1.wrk_abc.sbx_def.logs-all-1.2000.%s", mac);
+    ck_assert_int_eq(grant_verify(k, swapped, 0, &out), SBX_EAUTH);
+
+    /* A route grant is still a route grant, text unchanged, and no logs grant. */
+    grant_t r = { .worker_id = "wrk_abc", .sandbox_id = "sbx_def", .port = 8080, .expires_unix = 2000 };
+    ck_assert_int_eq(grant_sign(k, &r, text), 0);
+    ck_assert(strncmp(text, "v1.wrk_abc.sbx_def.8080.2000.", 29) == 0);
+    ck_assert_int_eq(strlen(text), 29 + 64);
+    ck_assert_int_eq(grant_verify_purpose(k, text, 0, GRANT_ROUTE, &out), 0);
+    ck_assert_int_eq(out.port, 8080);
+    ck_assert_int_eq(grant_verify_purpose(k, text, 0, GRANT_LOGS, &out), SBX_EPERM);
+}
+END_TEST
+
+START_TEST(test_logs_grant_refuses_malformed_fields)
+{
+    unsigned char k[GRANT_KEY_BYTES];
+    grant_key_from_token("sbt_logs", k);
+    static const char *const fields[] = {
+        "logs", "logs-", "logs--1-1", "logs-1-", "logs-1-2", "logs-01-1", "logs-1000001-0", "logs-all-1-1",
+        "logs-+5-1", "logs-5-1x", "logs-ALL-0", "log-5-1", "logs-5", "0", "65536", "-1", "8080x",
+    };
+    const char *mac = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        char text[GRANT_MAX];
+        grant_t out;
+        snprintf(text, sizeof text, "v1.wrk_a.sbx_b.%s.2000.%s", fields[i], mac);
+        ck_assert_msg(grant_verify(k, text, 0, &out) == SBX_EINVAL, "accepted field [%s]", fields[i]);
+    }
+    grant_t g = { .worker_id = "wrk_a", .sandbox_id = "sbx_b", .expires_unix = 1, .purpose = GRANT_LOGS,
+                  .logs_tail = SBX_LOGS_TAIL_MAX + 1 };
+    char text[GRANT_MAX];
+    ck_assert_int_eq(grant_sign(k, &g, text), SBX_EINVAL);
+    g.logs_tail = -2;
+    ck_assert_int_eq(grant_sign(k, &g, text), SBX_EINVAL);
+    g.logs_tail = SBX_LOGS_TAIL_MAX;
+    ck_assert_int_eq(grant_sign(k, &g, text), 0);
+    g.purpose = (grant_purpose_t)7;
+    ck_assert_int_eq(grant_sign(k, &g, text), SBX_EINVAL);
+}
+END_TEST
+
 START_TEST(test_grant_refuses_tampering_expiry_other_keys_and_garbage)
 {
     unsigned char k[GRANT_KEY_BYTES], other[GRANT_KEY_BYTES];
@@ -315,6 +391,8 @@ static Suite *token_suite(void)
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, test_grant_round_trip_with_key_from_token_and_from_hash);
     tcase_add_test(tc, test_grant_refuses_tampering_expiry_other_keys_and_garbage);
+    tcase_add_test(tc, test_logs_grant_round_trip_and_purposes_do_not_mix);
+    tcase_add_test(tc, test_logs_grant_refuses_malformed_fields);
     suite_add_tcase(s, tc);
     return s;
 }

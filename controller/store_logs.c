@@ -1,0 +1,48 @@
+/* What `sandbox logs` needs to know of a sandbox: its phase, where its
+ * worker's forwarder listens (and the key to sign a grant for it), and the
+ * output tail kept once its container is gone (migration 0008). */
+#include "store.h"
+#include "db.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int store_sandbox_logs_source(PGconn *c, const char *scope, const char *sandbox_id, logs_source_t *ret)
+{
+    memset(ret, 0, sizeof *ret);
+    const char *p[] = { sandbox_id, scope };
+    PGresult *r = db_exec(c,
+                          "SELECT s.phase, coalesce(s.worker_id, ''), coalesce(w.state, ''), "
+                          "  coalesce(w.route_address, ''), "
+                          "  CASE WHEN t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now()) "
+                          "       THEN coalesce(t.hash, '') ELSE '' END, "
+                          "  s.output_tail "
+                          "FROM sandboxes s LEFT JOIN workers w ON w.id = s.worker_id "
+                          "LEFT JOIN api_tokens t ON t.id = w.token_id "
+                          "WHERE s.id = $1 AND ($2::text IS NULL OR s.tenant_id = $2)",
+                          2, p);
+    if (!r)
+        return SBX_EDB;
+    int rc = PQntuples(r) == 1 ? 0 : SBX_ENOTFOUND;
+    if (rc == 0) {
+        snprintf(ret->phase, sizeof ret->phase, "%s", db_get(r, 0, 0));
+        snprintf(ret->worker_id, sizeof ret->worker_id, "%s", db_get(r, 0, 1));
+        snprintf(ret->worker_state, sizeof ret->worker_state, "%s", db_get(r, 0, 2));
+        snprintf(ret->worker_address, sizeof ret->worker_address, "%s", db_get(r, 0, 3));
+        snprintf(ret->worker_token_hash, sizeof ret->worker_token_hash, "%s", db_get(r, 0, 4));
+        const char *tail = db_get(r, 0, 5);
+        if (tail && *tail && !(ret->output_tail = strdup(tail)))
+            rc = SBX_ENOMEM;
+    }
+    PQclear(r);
+    return rc;
+}
+
+void store_logs_source_release(logs_source_t *s)
+{
+    if (!s)
+        return;
+    free(s->output_tail);
+    s->output_tail = NULL;
+}
