@@ -90,6 +90,21 @@ static size_t httpc_write_cb(char *p, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
+/* What every request of c shares: no signals, connect and total
+ * timeouts, TCP keepalive, and the abort flag polled while it runs. */
+static void httpc_set_transfer_options(httpc_t *c, CURL *h, long timeout_ms)
+{
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 0L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (c->abort_flag) {
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, httpc_progress_cb);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)c->abort_flag);
+    }
+}
+
 int httpc_request(httpc_t *c, const char *method, const char *path, json_object *body,
                   const char *const *headers, long timeout_ms, httpc_response_t *ret)
 {
@@ -130,15 +145,7 @@ int httpc_request(httpc_t *c, const char *method, const char *path, json_object 
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, httpc_write_cb);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &buf);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 0L);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    if (c->abort_flag) {
-        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, httpc_progress_cb);
-        curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)c->abort_flag);
-    }
+    httpc_set_transfer_options(c, h, timeout_ms);
 
     CURLcode cr = curl_easy_perform(h);
     int r = 0;
@@ -276,15 +283,7 @@ int httpc_stream_lines(httpc_t *c, const char *path, long timeout_ms, size_t max
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, httpc_stream_write_cb);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &st);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 0L);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    if (c->abort_flag) {
-        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, httpc_progress_cb);
-        curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)c->abort_flag);
-    }
+    httpc_set_transfer_options(c, h, timeout_ms);
     CURLcode cr = curl_easy_perform(h);
     int r = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &ret->status);

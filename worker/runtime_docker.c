@@ -2259,31 +2259,44 @@ cleanup:
 
 /* ---- routes ------------------------------------------------------------ */
 
-int runtime_route_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, int *ret_netns_fd,
-                         api_error_t *err)
+/* Inspects the container of sandbox_id ("sbx-<id>") and checks that it is
+ * this worker's sandbox: a container of that name made by another worker
+ * on a shared Docker host, or not by us at all, is not. *ret (release with
+ * json_object_put) and *ret_id (its id, owned by *ret) on success; a
+ * missing or foreign container is API_NOT_FOUND "sandbox ID <missing>". */
+static int docker_sandbox_inspect(runtime_t *rt, const char *sandbox_id, const char *worker_name,
+                                  const char *missing, json_object **ret, const char **ret_id, api_error_t *err)
 {
-    int r = 0, fd = -1;
     char name[SBX_ID_MAX + 8];
     json_object *o = NULL;
     const char *id = NULL;
     if (!docker_name_ok(sandbox_id, SBX_ID_MAX) || !worker_name)
         return api_error_set(err, API_INVALID_ARGUMENT, "malformed sandbox id");
     snprintf(name, sizeof name, "sbx-%s", sandbox_id);
-    r = docker_container_inspect(rt, name, DOCKER_ROUTE_TIMEOUT_MS, &o, &id, err);
-    if (r < 0) {
-        if (r == SBX_ENOTFOUND)
-            r = api_error_set(err, API_NOT_FOUND, "sandbox %s does not run on this worker", sandbox_id);
-        goto cleanup;
-    }
+    int r = docker_container_inspect(rt, name, DOCKER_ROUTE_TIMEOUT_MS, &o, &id, err);
+    if (r < 0)
+        return r == SBX_ENOTFOUND ? api_error_set(err, API_NOT_FOUND, "sandbox %s %s", sandbox_id, missing) : r;
     json_object *labels = jsonx_get_obj(jsonx_get_obj(o, "Config"), "Labels");
     const char *owner = jsonx_get_str(labels, RUNTIME_LABEL_SANDBOX);
     const char *maker = jsonx_get_str(labels, RUNTIME_LABEL_WORKER);
-    /* A container of that name made by another worker on a shared Docker
-     * host, or not by us at all, is not this worker's sandbox. */
     if (!owner || strcmp(owner, sandbox_id) != 0 || !maker || strcmp(maker, worker_name) != 0) {
-        r = api_error_set(err, API_NOT_FOUND, "sandbox %s does not run on this worker", sandbox_id);
-        goto cleanup;
+        json_object_put(o);
+        return api_error_set(err, API_NOT_FOUND, "sandbox %s %s", sandbox_id, missing);
     }
+    *ret = o;
+    *ret_id = id;
+    return 0;
+}
+
+int runtime_route_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, int *ret_netns_fd,
+                         api_error_t *err)
+{
+    int r = 0, fd = -1;
+    json_object *o = NULL;
+    const char *id = NULL;
+    r = docker_sandbox_inspect(rt, sandbox_id, worker_name, "does not run on this worker", &o, &id, err);
+    if (r < 0)
+        goto cleanup;
     json_object *state = jsonx_get_obj(o, "State");
     bool running = false, paused = false, restarting = false;
     int64_t pid = 0;
@@ -2340,28 +2353,11 @@ cleanup:
 int runtime_logs_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
                         api_error_t *err)
 {
-    int r = 0;
-    char name[SBX_ID_MAX + 8];
     json_object *o = NULL;
     const char *id = NULL;
-    if (!docker_name_ok(sandbox_id, SBX_ID_MAX) || !worker_name)
-        return api_error_set(err, API_INVALID_ARGUMENT, "malformed sandbox id");
-    snprintf(name, sizeof name, "sbx-%s", sandbox_id);
-    r = docker_container_inspect(rt, name, DOCKER_ROUTE_TIMEOUT_MS, &o, &id, err);
-    if (r < 0) {
-        if (r == SBX_ENOTFOUND)
-            r = api_error_set(err, API_NOT_FOUND, "sandbox %s has no container on this worker", sandbox_id);
+    int r = docker_sandbox_inspect(rt, sandbox_id, worker_name, "has no container on this worker", &o, &id, err);
+    if (r < 0)
         goto cleanup;
-    }
-    json_object *labels = jsonx_get_obj(jsonx_get_obj(o, "Config"), "Labels");
-    const char *owner = jsonx_get_str(labels, RUNTIME_LABEL_SANDBOX);
-    const char *maker = jsonx_get_str(labels, RUNTIME_LABEL_WORKER);
-    /* As for routes: a container of that name that another worker (or
-     * nobody of ours) made is not this worker's sandbox. */
-    if (!owner || strcmp(owner, sandbox_id) != 0 || !maker || strcmp(maker, worker_name) != 0) {
-        r = api_error_set(err, API_NOT_FOUND, "sandbox %s has no container on this worker", sandbox_id);
-        goto cleanup;
-    }
     snprintf(ret_ref, 80, "%s", id);
 cleanup:
     if (o)

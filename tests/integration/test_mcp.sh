@@ -54,6 +54,20 @@ assert_exit 0 sandbox tenants create "$tenant"
 assert_exit 0 sandbox tokens create --tenant "$tenant" --role member --name mcp
 member=$ITEST_OUT
 
+# An admin's sandbox_create in a tenant that does not exist is not_found,
+# as on the API and the CLI (raw JSON-RPC; stdin stays open until it answered).
+mcp_out=$({ printf '%s\n' \
+    '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"itest","version":"1"}}}' \
+    '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
+    "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_create\",\"arguments\":{\"tenant\":\"no-such-$tenant\"}}}"
+  for _ in $(seq 100); do sleep 0.1; [ -s "$ITEST_TMP/mcp-admin.out" ] && grep -q '"id":2' "$ITEST_TMP/mcp-admin.out" && break; done
+} | SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN timeout 30 "$mcp_bin" 2>/dev/null | tee "$ITEST_TMP/mcp-admin.out") || true
+id2=$(printf '%s\n' "$mcp_out" | grep '"id":2' || true)
+assert_contains "$id2" '"isError":true' "MCP sandbox_create in a missing tenant is an error"
+assert_contains "$id2" 'not_found' "MCP sandbox_create in a missing tenant is not_found"
+n=$("$ITEST_PGBIN/psql" -X -q -At "$DATABASE_URL" -c "SELECT count(*) FROM tenants WHERE name = 'no-such-$tenant'")
+assert_eq 0 "$n" "no tenant made through MCP"
+
 # Whatever client.mjs leaves behind (it deletes its sandboxes itself, also
 # when a check fails) is deleted when the test exits.
 mcp_leftovers() {
