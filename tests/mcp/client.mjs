@@ -622,12 +622,18 @@ async function main() {
   });
 
   await check('sandbox_logs: what the main process wrote, both streams, and the last tail lines', async () => {
+    // Docker copies a container's stdout and stderr on two pipes, so lines
+    // written together keep their order only within one stream: the
+    // stderr line comes from an exec of its own, before the stdout ones.
     expectOk('sandbox_exec', await callTool(client, 'sandbox_exec', {
-      sandbox_id: sbx, argv: ['sh', '-c', 'echo log-one >/proc/1/fd/1; echo log-err >/proc/1/fd/2; echo log-two >/proc/1/fd/1'],
+      sandbox_id: sbx, argv: ['sh', '-c', 'echo log-err >/proc/1/fd/2'], timeout_seconds: 30,
+    }));
+    expectOk('sandbox_exec', await callTool(client, 'sandbox_exec', {
+      sandbox_id: sbx, argv: ['sh', '-c', 'echo log-one >/proc/1/fd/1; echo log-two >/proc/1/fd/1'],
       timeout_seconds: 30,
     }));
     const sc = expectOk('sandbox_logs', await callTool(client, 'sandbox_logs', { sandbox_id: sbx }));
-    eq(sc.text, 'log-one\nlog-err\nlog-two\n', 'text');
+    eq(sc.text, 'log-err\nlog-one\nlog-two\n', 'text');
     eq(sc.stdout, 'log-one\nlog-two\n', 'stdout');
     eq(sc.stderr, 'log-err\n', 'stderr');
     eq(sc.truncated, false, 'truncated');
