@@ -33,6 +33,9 @@ fault_setup() {
   FAULT_URLS=$(for ((i = 0; i < n; i++)); do printf '%shttp://127.0.0.1:%s' "$([ "$i" -gt 0 ] && echo ,)" "${FAULT_CTL_PORTS[i]}"; done)
   FAULT_ADMIN=$("$SANDBOXD" token create --database-url "$FAULT_URL" --tenant fault-admin --role admin)
   FAULT_WORKER_TOKEN=$("$SANDBOXD" token create --database-url "$FAULT_URL" --tenant fault-workers --role worker)
+  # the recovery probe's tenant (a create never makes one)
+  SANDBOX_URL="http://127.0.0.1:${FAULT_CTL_PORTS[0]}" SANDBOX_TOKEN=$FAULT_ADMIN "$SANDBOX_CLI" tenants create fault-probe \
+    >/dev/null || fail "sandbox tenants create fault-probe failed"
   : >"$FAULT_DIR/tokens"
   for t in alpha beta gamma; do
     echo "$t $("$SANDBOXD" token create --database-url "$FAULT_URL" --tenant "$t" --role member)" >>"$FAULT_DIR/tokens"
