@@ -25,10 +25,8 @@
 #include "mcp.h"
 #include "sbuf.h"
 #include "timeutil.h"
+#include "version.h"
 
-#ifndef SANDBOX_VERSION
-#define SANDBOX_VERSION "0.1.0"
-#endif
 
 #define MCP_MAX_CALLS          16       /* tool calls in flight */
 #define MCP_REQUEST_TIMEOUT_MS 30000L   /* one plain API call */
@@ -1271,7 +1269,7 @@ int main(int argc, char **argv)
             return 0;
         }
         if (strcmp(a, "--version") == 0) {
-            printf("sandbox-mcp %s\n", SANDBOX_VERSION);
+            printf("sandbox-mcp %s\n", SBX_VERSION);
             return 0;
         }
         if (!dst || i + 1 >= argc) {
@@ -1315,7 +1313,7 @@ int main(int argc, char **argv)
     s.info = (mcp_server_info_t){
         .name = "sandbox-mcp",
         .title = "Sandbox",
-        .version = SANDBOX_VERSION,
+        .version = SBX_VERSION,
         .instructions = "Disposable sandboxes for running code. Create the smallest suitable sandbox, describe "
                         "how much you trust the code, wait for operations instead of assuming success, run argv "
                         "arrays (no shell strings from untrusted input), check truncation flags, and delete the "

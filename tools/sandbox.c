@@ -1,5 +1,5 @@
 /* sandbox: the command-line client over the Sandbox HTTP API (docs/cli.md,
- * DESIGN §13: the flags, output and exit codes here are a stable contract). */
+ * docs/cli.md: the flags, output and exit codes here are a stable contract). */
 #include <curl/curl.h>
 #include <errno.h>
 #include <json-c/json.h>
@@ -21,10 +21,8 @@
 #include "limits.h"
 #include "timeutil.h"
 #include "utf8.h"
+#include "version.h"
 
-#ifndef SANDBOX_VERSION
-#define SANDBOX_VERSION "0.1.0"
-#endif
 
 #define DEFAULT_WAIT_TIMEOUT 900          /* seconds, wait / --wait */
 #define EXEC_DEFAULT_TIMEOUT_S 600        /* the API's default for timeout_seconds */
@@ -2447,7 +2445,7 @@ int main(int argc, char **argv)
             return EXIT_OK;
         }
         if (strcmp(a, "--version") == 0) {
-            printf("sandbox %s\n", SANDBOX_VERSION);
+            printf("sandbox %s\n", SBX_VERSION);
             return EXIT_OK;
         }
         const char *eq = strchr(a, '=');
@@ -2480,7 +2478,7 @@ int main(int argc, char **argv)
         return EXIT_OK;
     }
     if (strcmp(name, "version") == 0) {
-        printf("sandbox %s\n", SANDBOX_VERSION);
+        printf("sandbox %s\n", SBX_VERSION);
         return EXIT_OK;
     }
     const command_t *c = command_find(name);

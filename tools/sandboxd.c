@@ -12,6 +12,7 @@
 #include "pgembed.h"
 #include "store.h"
 #include "token.h"
+#include "version.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -25,7 +26,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SANDBOXD_VERSION "0.1.0"
 
 /* One line per setting whose roles meet mask ("--name  help (default: V)"). */
 static void usage_flags(FILE *out, unsigned mask)
@@ -199,7 +199,7 @@ static int parse_args(int argc, char **argv, cfg_t *cfg, opts_t *o)
             return 1;
         }
         if (strcmp(a, "--version") == 0) {
-            printf("sandboxd %s\n", SANDBOXD_VERSION);
+            printf("sandboxd %s\n", SBX_VERSION);
             return 1;
         }
         if (strcmp(a, "--print-config") == 0) {

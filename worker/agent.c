@@ -11,6 +11,7 @@
 #include "spec.h"
 #include "timeutil.h"
 #include "utf8.h"
+#include "version.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -23,7 +24,6 @@
 #include <unistd.h>
 
 #define AGENT_COMPONENT          "worker"
-#define AGENT_VERSION            "0.1.0"
 #define AGENT_POLL_WAIT_S        30
 /* The poll's HTTP deadline: the long-poll plus the controller's slack. */
 #define AGENT_POLL_TIMEOUT_MS    ((AGENT_POLL_WAIT_S + 15) * 1000L)
@@ -453,7 +453,7 @@ static json_object *agent_register_body(agent_t *a)
     jsonx_add_int(cap, "memory_mib", a->memory_mib);
     jsonx_add_int(cap, "slots", a->slots);
     jsonx_add(o, "capacity", cap);
-    jsonx_add_str(o, "version", AGENT_VERSION);
+    jsonx_add_str(o, "version", SBX_VERSION);
     if (*forward_address(a->fwd))
         jsonx_add_str(o, "route_address", forward_address(a->fwd));
     return o;
