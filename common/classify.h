@@ -1,6 +1,6 @@
 /* Trust classification: from a sandbox spec and the rules of the server and
  * the tenant to a trust level, a minimum isolation class, the hardening and
- * the reasons, or a denial naming the rule (DESIGN §8). Pure logic. */
+ * the reasons, or a denial naming the rule (docs/security.md, "Classification"). Pure logic. */
 #ifndef SBX_CLASSIFY_H
 #define SBX_CLASSIFY_H
 

@@ -75,7 +75,7 @@ typedef struct api_error {
 int api_error_set(api_error_t *err, api_code_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* CLI exit codes (DESIGN §13). */
+/* CLI exit codes (docs/cli.md#exit-codes): a stable contract. */
 enum {
     EXIT_OK = 0,
     EXIT_OP_FAILED = 1,

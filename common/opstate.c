@@ -12,7 +12,7 @@ static const char *phase_names[PH__COUNT] = {
     "pending", "scheduled", "provisioning", "running", "deleting", "deleted", "failed", "lost",
 };
 
-/* allowed[from][to]. Read with DESIGN §4:
+/* allowed[from][to]. Read with docs/architecture.md#operations:
  *   pending  -> admitted (policy ok) | failed (policy denies) | cancelled
  *   admitted -> leased (placed) | failed (isolation unavailable, deadline)
  *             | succeeded (completed by the controller alone: deleting a

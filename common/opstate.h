@@ -1,4 +1,4 @@
-/* Operation and sandbox state machines: the ONE transition table (DESIGN §4). */
+/* Operation and sandbox state machines: the ONE transition table (docs/architecture.md#operations). */
 #ifndef SBX_OPSTATE_H
 #define SBX_OPSTATE_H
 

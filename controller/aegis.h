@@ -1,4 +1,4 @@
-/* AEGIS placement as pure logic (DESIGN §7): Admission happens earlier,
+/* AEGIS placement as pure logic (docs/architecture.md#aegis-placement): Admission happens earlier,
  * under the tenant's row lock; here are Eligibility, Grading, Isolation
  * and Selection over a snapshot of the workers, with a sentence per worker
  * saying why it was or was not chosen. No I/O: store.c feeds it rows and

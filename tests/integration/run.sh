@@ -127,7 +127,7 @@ else
     run_one "$t"
   done
 
-  # The shared daemons must stop cleanly: SIGTERM -> exit 0 (DESIGN §13).
+  # The shared daemons must stop cleanly: SIGTERM -> exit 0 (docs/server-setup.md: SIGTERM finishes or releases what is in flight).
   t0=$(date +%s%N)
   why=
   rc=0

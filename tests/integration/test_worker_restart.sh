@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A restarted worker (same name, so the same worker id) gets every new
 # operation: nothing is handed to the long-poll of the process that stopped
-# (DESIGN §6: restarted, it re-registers and continues).
+# (docs/worker.md: restarted, it re-registers and continues).
 # itest-standalone
 # itest-timeout: 240
 set -euo pipefail
@@ -51,8 +51,14 @@ rc=0
 itest_stop_pid "$wpid" worker 30 || rc=$?
 assert_eq 0 "$rc" "worker exit status after SIGTERM"
 start_worker
+# An exec handed to the stopped process's parked long-poll would only come
+# back after its 30 s lease expired: each must take well under that.
 for i in 1 2 3 4 5; do
+  t0=$(date +%s%N)
   assert_exit 0 timeout 45 "$SANDBOX_CLI" exec "$sbx" -- echo "after restart $i"
+  ms=$((($(date +%s%N) - t0) / 1000000))
   assert_eq "after restart $i" "$ITEST_OUT" "exec $i after the worker restart"
+  [ "$ms" -lt 10000 ] || fail "exec $i after the worker restart took $ms ms (a lease expiry, not a prompt answer)"
+  itest_log "exec $i after the restart: $ms ms"
 done
 assert_exit 0 timeout 60 "$SANDBOX_CLI" delete "$sbx" --wait --timeout 50

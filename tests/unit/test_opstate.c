@@ -5,7 +5,7 @@
 #include "errors.h"
 #include "opstate.h"
 
-/* DESIGN §4, written out independently of common/opstate.c:
+/* docs/architecture.md#operations, written out independently of common/opstate.c:
  *   pending  -> admitted | failed (policy denies) | cancelled
  *   admitted -> leased | failed (isolation unavailable, deadline) | cancelled
  *             | succeeded (the documented extra edge: a delete of a sandbox
