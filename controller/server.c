@@ -123,42 +123,144 @@ static int64_t mono_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* The API's routes, as metric labels: ids become {id} so label sets stay
- * few whatever clients send. */
-static const char *const route_templates[] = {
-    "/healthz", "/readyz", "/metrics", "/v1/events",
-    "/v1/sandboxes", "/v1/sandboxes/{id}", "/v1/sandboxes/{id}/exec", "/v1/sandboxes/{id}/logs",
-    "/v1/sandboxes/{id}/routes",
-    "/v1/sandboxes/{id}/routes/{route}", "/v1/operations/{id}",
-    "/v1/tenants", "/v1/tenants/{id}", "/v1/tenants/{id}/policy", "/v1/tokens", "/v1/tokens/{id}",
-    "/v1/workers", "/v1/workers/register", "/v1/workers/{id}/heartbeat", "/v1/workers/{id}/poll",
-    "/v1/workers/{id}/report", "/v1/workers/{id}/drain", "/v1/workers/{id}/resume",
-};
+/* ---- the route table ---------------------------------------------------- */
 
+/* Who may call a route: nobody needs a token (the probes), or a client
+ * (admin or member), an admin, or a worker token. */
+typedef enum { RR_NONE, RR_CLIENT, RR_ADMIN, RR_WORKER } route_role_t;
+
+/* RF_ROUTINE: frequent and routine (probes, polls, heartbeats), logged at
+ * debug. RF_HEAD: HEAD is answered like GET. */
+enum { RF_ROUTINE = 1u, RF_HEAD = 2u };
+
+/* One endpoint: its method and path template ({x} matches one segment and
+ * is passed to the handler, in order), who may call it, and the handler
+ * taking as many path parameters as the template has (h0, h1 or h2). The
+ * template is also the route's metrics label and access-log field: ids
+ * become {id}, so label sets stay few whatever clients send. */
+typedef struct api_route {
+    enum evhttp_cmd_type method;
+    const char *tmpl;
+    route_role_t role;
+    unsigned flags;
+    const char *deny;   /* the 403 for another role; %s is the token's role */
+    void (*h0)(req_t *rq);
+    void (*h1)(req_t *rq, const char *a);
+    void (*h2)(req_t *rq, const char *a, const char *b);
+} api_route_t;
+
+static void api_worker_drain_on(req_t *rq, const char *name) { api_worker_drain(rq, name, true); }
+static void api_worker_drain_off(req_t *rq, const char *name) { api_worker_drain(rq, name, false); }
+
+#define DENY_CLIENT "a %s token cannot call client endpoints"
+#define DENY_WORKER "worker endpoints need a worker token, not a %s token"
+
+/* Adding an endpoint is a row here and its handler in an api_*.c file. */
+static const api_route_t api_routes[] = {
+    { EVHTTP_REQ_GET, "/healthz", RR_NONE, RF_ROUTINE | RF_HEAD, NULL, api_healthz, NULL, NULL },
+    { EVHTTP_REQ_GET, "/readyz", RR_NONE, RF_ROUTINE | RF_HEAD, NULL, api_readyz, NULL, NULL },
+    { EVHTTP_REQ_GET, "/metrics", RR_NONE, RF_ROUTINE | RF_HEAD, NULL, api_metrics, NULL, NULL },
+    { EVHTTP_REQ_POST, "/v1/sandboxes", RR_CLIENT, 0, DENY_CLIENT, api_sandbox_create, NULL, NULL },
+    { EVHTTP_REQ_GET, "/v1/sandboxes", RR_CLIENT, 0, DENY_CLIENT, api_sandbox_list, NULL, NULL },
+    { EVHTTP_REQ_GET, "/v1/sandboxes/{id}", RR_CLIENT, 0, DENY_CLIENT, NULL, api_sandbox_get, NULL },
+    { EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}", RR_CLIENT, 0, DENY_CLIENT, NULL, api_sandbox_delete, NULL },
+    { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/exec", RR_CLIENT, 0, DENY_CLIENT, NULL, api_sandbox_exec, NULL },
+    { EVHTTP_REQ_GET, "/v1/sandboxes/{id}/logs", RR_CLIENT, 0, DENY_CLIENT, NULL, api_sandbox_logs, NULL },
+    { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/routes", RR_CLIENT, 0, DENY_CLIENT, NULL, api_route_share, NULL },
+    { EVHTTP_REQ_GET, "/v1/sandboxes/{id}/routes", RR_CLIENT, 0, DENY_CLIENT, NULL, api_routes_list, NULL },
+    { EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}/routes/{route}", RR_CLIENT, 0, DENY_CLIENT, NULL, NULL,
+      api_route_unshare },
+    { EVHTTP_REQ_GET, "/v1/operations/{id}", RR_CLIENT, 0, DENY_CLIENT, NULL, api_operation_get, NULL },
+    { EVHTTP_REQ_GET, "/v1/events", RR_CLIENT, 0, "a %s token cannot read events", api_events_list, NULL, NULL },
+    { EVHTTP_REQ_POST, "/v1/tenants", RR_CLIENT, 0, DENY_CLIENT, api_tenant_create, NULL, NULL },
+    { EVHTTP_REQ_GET, "/v1/tenants", RR_CLIENT, 0, DENY_CLIENT, api_tenant_list, NULL, NULL },
+    { EVHTTP_REQ_GET, "/v1/tenants/{id}", RR_CLIENT, 0, DENY_CLIENT, NULL, api_tenant_get, NULL },
+    { EVHTTP_REQ_PUT, "/v1/tenants/{id}/policy", RR_CLIENT, 0, DENY_CLIENT, NULL, api_tenant_set_policy, NULL },
+    { EVHTTP_REQ_POST, "/v1/tokens", RR_CLIENT, 0, DENY_CLIENT, api_token_create, NULL, NULL },
+    { EVHTTP_REQ_GET, "/v1/tokens", RR_CLIENT, 0, DENY_CLIENT, api_token_list, NULL, NULL },
+    { EVHTTP_REQ_DELETE, "/v1/tokens/{id}", RR_CLIENT, 0, DENY_CLIENT, NULL, api_token_revoke, NULL },
+    { EVHTTP_REQ_GET, "/v1/workers", RR_ADMIN, 0, "listing workers needs an admin token, not a %s token",
+      api_worker_list, NULL, NULL },
+    { EVHTTP_REQ_POST, "/v1/workers/{id}/drain", RR_ADMIN, 0, "draining workers needs an admin token, not a %s token",
+      NULL, api_worker_drain_on, NULL },
+    { EVHTTP_REQ_POST, "/v1/workers/{id}/resume", RR_ADMIN, 0,
+      "resuming workers needs an admin token, not a %s token", NULL, api_worker_drain_off, NULL },
+    { EVHTTP_REQ_POST, "/v1/workers/register", RR_WORKER, 0, DENY_WORKER, api_worker_register, NULL, NULL },
+    { EVHTTP_REQ_POST, "/v1/workers/{id}/heartbeat", RR_WORKER, RF_ROUTINE, DENY_WORKER, NULL, api_worker_heartbeat,
+      NULL },
+    { EVHTTP_REQ_GET, "/v1/workers/{id}/poll", RR_WORKER, RF_ROUTINE, DENY_WORKER, NULL, api_worker_poll, NULL },
+    { EVHTTP_REQ_POST, "/v1/workers/{id}/report", RR_WORKER, 0, DENY_WORKER, NULL, api_worker_report, NULL },
+};
+#define API_NROUTES (sizeof api_routes / sizeof api_routes[0])
+
+/* True when rq's path fits tmpl segment by segment; fills ret_params with
+ * the segments {x} stood for (at most 2). A literal segment of a template
+ * wins over a {x} of another one because literal rows are not shadowed:
+ * no two templates of the table fit the same path. */
+static bool route_path_fits(const char *tmpl, const req_t *rq, const char *ret_params[2])
+{
+    int seg = 0, np = 0;
+    const char *t = tmpl;
+    while (*t == '/') {
+        t++;
+        size_t l = strcspn(t, "/");
+        if (seg >= rq->nsegs || l == 0)
+            return false;
+        if (t[0] == '{') {
+            if (np < 2)
+                ret_params[np++] = rq->segs[seg];
+        } else if (strlen(rq->segs[seg]) != l || memcmp(rq->segs[seg], t, l) != 0) {
+            return false;
+        }
+        seg++;
+        t += l;
+    }
+    return seg == rq->nsegs;
+}
+
+static bool route_method_fits(const api_route_t *r, enum evhttp_cmd_type m)
+{
+    return r->method == m || ((r->flags & RF_HEAD) && m == EVHTTP_REQ_HEAD && r->method == EVHTTP_REQ_GET);
+}
+
+/* The row for rq: *ret_path the first row whose path fits (any method; NULL
+ * when none), the return value the row whose method fits too (NULL: none). */
+static const api_route_t *route_lookup(const req_t *rq, const api_route_t **ret_path, const char *ret_params[2])
+{
+    *ret_path = NULL;
+    for (size_t i = 0; i < API_NROUTES; i++) {
+        const char *params[2] = { NULL, NULL };
+        if (!route_path_fits(api_routes[i].tmpl, rq, params))
+            continue;
+        if (!*ret_path)
+            *ret_path = &api_routes[i];
+        if (route_method_fits(&api_routes[i], rq->method)) {
+            ret_params[0] = params[0];
+            ret_params[1] = params[1];
+            return &api_routes[i];
+        }
+    }
+    return NULL;
+}
+
+/* The route's label for metrics and logs: its template, or "other". */
 static const char *route_template(const req_t *rq)
 {
-    char t[160];
-    size_t n = 0;
-    if (rq->nsegs > 5)
-        return "other";
-    for (int i = 0; i < rq->nsegs; i++) {
-        const char *seg = rq->segs[i];
-        bool literal = i < 2 || i == 3 || (i == 2 && rq->nsegs == 3 && strcmp(rq->segs[1], "workers") == 0 &&
-                                           strcmp(seg, "register") == 0);
-        if (!literal)
-            seg = i == 4 ? "{route}" : "{id}";
-        size_t l = strlen(seg);
-        if (l > 32 || n + l + 2 > sizeof t)
-            return "other";
-        t[n++] = '/';
-        memcpy(t + n, seg, l);
-        n += l;
+    const api_route_t *path;
+    const char *params[2];
+    const api_route_t *r = route_lookup(rq, &path, params);
+    return r ? r->tmpl : path ? path->tmpl : "other";
+}
+
+static bool route_role_ok(route_role_t need, role_t have)
+{
+    switch (need) {
+    case RR_NONE: return true;
+    case RR_CLIENT: return have == ROLE_ADMIN || have == ROLE_MEMBER;
+    case RR_ADMIN: return have == ROLE_ADMIN;
+    case RR_WORKER: return have == ROLE_WORKER;
     }
-    t[n] = '\0';
-    for (size_t i = 0; i < sizeof route_templates / sizeof route_templates[0]; i++)
-        if (strcmp(t, route_templates[i]) == 0)
-            return route_templates[i];
-    return "other";
+    return false;
 }
 
 static const char *method_name(enum evhttp_cmd_type m)
@@ -175,11 +277,27 @@ static const char *method_name(enum evhttp_cmd_type m)
     }
 }
 
+/* The row of a template route_template returned (NULL for "other"). */
+static const api_route_t *route_of_template(const char *tmpl)
+{
+    for (size_t i = 0; i < API_NROUTES; i++)
+        if (api_routes[i].tmpl == tmpl)
+            return &api_routes[i];
+    return NULL;
+}
+
 /* Polls, heartbeats and probes are frequent and routine: debug level. */
 static bool route_is_routine(const char *tmpl)
 {
-    return strcmp(tmpl, "/healthz") == 0 || strcmp(tmpl, "/readyz") == 0 || strcmp(tmpl, "/metrics") == 0 ||
-           strcmp(tmpl, "/v1/workers/{id}/poll") == 0 || strcmp(tmpl, "/v1/workers/{id}/heartbeat") == 0;
+    const api_route_t *r = route_of_template(tmpl);
+    return r && (r->flags & RF_ROUTINE);
+}
+
+/* The probes answer without the database (readyz and metrics report it). */
+static bool route_is_probe(const char *tmpl)
+{
+    const api_route_t *r = route_of_template(tmpl);
+    return r && r->role == RR_NONE;
 }
 
 /* Keeps the client's X-Request-Id when it is short and plain, else makes one. */
@@ -637,163 +755,43 @@ static void split_path(req_t *rq)
 
 static bool seg_is(const req_t *rq, int i, const char *s) { return i < rq->nsegs && strcmp(rq->segs[i], s) == 0; }
 
+/* Dispatch from the table: a path under /v1 is authenticated first (an
+ * unknown one too, so probing paths needs a token); then 404 for a path no
+ * row fits, 405 for a method none of its rows takes, 403 for a token of
+ * the wrong role, else the handler. */
 static void route(req_t *rq)
 {
-    enum evhttp_cmd_type m = rq->method;
-    if (rq->nsegs == 1 && (seg_is(rq, 0, "healthz") || seg_is(rq, 0, "readyz") || seg_is(rq, 0, "metrics"))) {
-        if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD)
-            goto bad_method;
-        if (seg_is(rq, 0, "healthz"))
-            api_healthz(rq);
-        else if (seg_is(rq, 0, "readyz"))
-            api_readyz(rq);
-        else
-            api_metrics(rq);
-        return;
-    }
-    if (rq->nsegs < 2 || !seg_is(rq, 0, "v1")) {
+    const api_route_t *path = NULL;
+    const char *params[2] = { NULL, NULL };
+    const api_route_t *r = route_lookup(rq, &path, params);
+    bool v1 = rq->nsegs >= 2 && seg_is(rq, 0, "v1");
+    if (!path && !v1) {
         http_reply_error(rq, API_NOT_FOUND, "no such endpoint: %.200s", rq->path);
         return;
     }
-    if (auth_request(rq) < 0)
-        return;
-    request_scope_enter(rq);
-    bool client = rq->auth.role == ROLE_ADMIN || rq->auth.role == ROLE_MEMBER;
-    bool worker = rq->auth.role == ROLE_WORKER;
-
-    if (seg_is(rq, 1, "sandboxes") || seg_is(rq, 1, "operations")) {
-        if (!client) {
-            http_reply_error(rq, API_FORBIDDEN, "a %s token cannot call client endpoints", role_name(rq->auth.role));
+    if (!(path && path->role == RR_NONE)) {
+        if (auth_request(rq) < 0)
             return;
-        }
-        if (seg_is(rq, 1, "operations")) {
-            if (rq->nsegs == 3 && m == EVHTTP_REQ_GET)
-                api_operation_get(rq, rq->segs[2]);
-            else
-                goto no_route;
-            return;
-        }
-        if (rq->nsegs == 2) {
-            if (m == EVHTTP_REQ_POST)
-                api_sandbox_create(rq);
-            else if (m == EVHTTP_REQ_GET)
-                api_sandbox_list(rq);
-            else
-                goto bad_method;
-            return;
-        }
-        if (rq->nsegs == 3) {
-            if (m == EVHTTP_REQ_GET)
-                api_sandbox_get(rq, rq->segs[2]);
-            else if (m == EVHTTP_REQ_DELETE)
-                api_sandbox_delete(rq, rq->segs[2]);
-            else
-                goto bad_method;
-            return;
-        }
-        if (rq->nsegs == 4 && seg_is(rq, 3, "routes")) {
-            if (m == EVHTTP_REQ_POST)
-                api_route_share(rq, rq->segs[2]);
-            else if (m == EVHTTP_REQ_GET)
-                api_routes_list(rq, rq->segs[2]);
-            else
-                goto bad_method;
-            return;
-        }
-        if (rq->nsegs == 5 && seg_is(rq, 3, "routes")) {
-            if (m == EVHTTP_REQ_DELETE)
-                api_route_unshare(rq, rq->segs[2], rq->segs[4]);
-            else
-                goto bad_method;
-            return;
-        }
-        if (rq->nsegs == 4 && seg_is(rq, 3, "logs")) {
-            if (m == EVHTTP_REQ_GET)
-                api_sandbox_logs(rq, rq->segs[2]);
-            else
-                goto bad_method;
-            return;
-        }
-        if (rq->nsegs == 4 && seg_is(rq, 3, "exec")) {
-            if (m == EVHTTP_REQ_POST)
-                api_sandbox_exec(rq, rq->segs[2]);
-            else
-                goto bad_method;
-            return;
-        }
-        goto no_route;
+        request_scope_enter(rq);
     }
-    if (seg_is(rq, 1, "events")) {
-        if (!client)
-            http_reply_error(rq, API_FORBIDDEN, "a %s token cannot read events", role_name(rq->auth.role));
-        else if (rq->nsegs == 2 && m == EVHTTP_REQ_GET)
-            api_events_list(rq);
-        else if (rq->nsegs == 2)
-            goto bad_method;
-        else
-            goto no_route;
+    if (!path) {
+        http_reply_error(rq, API_NOT_FOUND, "no such endpoint: %s %.200s", method_name(rq->method), rq->path);
         return;
     }
-    if (seg_is(rq, 1, "tenants") || seg_is(rq, 1, "tokens")) {
-        if (!client) {
-            http_reply_error(rq, API_FORBIDDEN, "a %s token cannot call client endpoints", role_name(rq->auth.role));
-            return;
-        }
-        bool tenants = seg_is(rq, 1, "tenants");
-        if (rq->nsegs == 2 && m == EVHTTP_REQ_POST)
-            tenants ? api_tenant_create(rq) : api_token_create(rq);
-        else if (rq->nsegs == 2 && m == EVHTTP_REQ_GET)
-            tenants ? api_tenant_list(rq) : api_token_list(rq);
-        else if (rq->nsegs == 3 && tenants && m == EVHTTP_REQ_GET)
-            api_tenant_get(rq, rq->segs[2]);
-        else if (rq->nsegs == 4 && tenants && seg_is(rq, 3, "policy") && m == EVHTTP_REQ_PUT)
-            api_tenant_set_policy(rq, rq->segs[2]);
-        else if (rq->nsegs == 3 && !tenants && m == EVHTTP_REQ_DELETE)
-            api_token_revoke(rq, rq->segs[2]);
-        else
-            goto no_route;
+    if (!r) {
+        http_reply_error(rq, API_METHOD_NOT_ALLOWED, "method not allowed on %.200s", rq->path);
         return;
     }
-    if (seg_is(rq, 1, "workers")) {
-        if (rq->nsegs == 2 && m == EVHTTP_REQ_GET) {
-            if (rq->auth.role != ROLE_ADMIN) {
-                http_reply_error(rq, API_FORBIDDEN, "listing workers needs an admin token");
-                return;
-            }
-            api_worker_list(rq);
-            return;
-        }
-        if (rq->nsegs == 4 && m == EVHTTP_REQ_POST && (seg_is(rq, 3, "drain") || seg_is(rq, 3, "resume"))) {
-            if (rq->auth.role != ROLE_ADMIN) {
-                http_reply_error(rq, API_FORBIDDEN, "draining workers needs an admin token");
-                return;
-            }
-            api_worker_drain(rq, rq->segs[2], seg_is(rq, 3, "drain"));
-            return;
-        }
-        if (!worker) {
-            http_reply_error(rq, API_FORBIDDEN, "worker endpoints need a worker token");
-            return;
-        }
-        if (rq->nsegs == 3 && seg_is(rq, 2, "register") && m == EVHTTP_REQ_POST)
-            api_worker_register(rq);
-        else if (rq->nsegs == 4 && seg_is(rq, 3, "heartbeat") && m == EVHTTP_REQ_POST)
-            api_worker_heartbeat(rq, rq->segs[2]);
-        else if (rq->nsegs == 4 && seg_is(rq, 3, "poll") && m == EVHTTP_REQ_GET)
-            api_worker_poll(rq, rq->segs[2]);
-        else if (rq->nsegs == 4 && seg_is(rq, 3, "report") && m == EVHTTP_REQ_POST)
-            api_worker_report(rq, rq->segs[2]);
-        else
-            goto no_route;
+    if (!route_role_ok(r->role, rq->auth.role)) {
+        http_reply_error(rq, API_FORBIDDEN, r->deny, role_name(rq->auth.role));
         return;
     }
-no_route:
-    http_reply_error(rq, API_NOT_FOUND, "no such endpoint: %s %.200s",
-                     m == EVHTTP_REQ_GET ? "GET" : m == EVHTTP_REQ_POST ? "POST" : m == EVHTTP_REQ_DELETE ? "DELETE" : "",
-                     rq->path);
-    return;
-bad_method:
-    http_reply_error(rq, API_METHOD_NOT_ALLOWED, "method not allowed on %.200s", rq->path);
+    if (r->h2)
+        r->h2(rq, params[0], params[1]);
+    else if (r->h1)
+        r->h1(rq, params[0]);
+    else
+        r->h0(rq);
 }
 
 static void on_request(struct evhttp_request *ev, void *arg)
@@ -826,8 +824,7 @@ static void on_request(struct evhttp_request *ev, void *arg)
     split_path(rq);
     rq->route_tmpl = route_template(rq);
     request_scope_enter(rq);
-    /* The probes answer without the database (readyz and metrics report it). */
-    bool probe = rq->nsegs == 1 && (seg_is(rq, 0, "healthz") || seg_is(rq, 0, "readyz") || seg_is(rq, 0, "metrics"));
+    bool probe = route_is_probe(rq->route_tmpl);
     if (!probe && db_ensure(&th->db, th->ctl->conninfo) < 0) {
         http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
         log_scope_clear();

@@ -76,6 +76,28 @@ itest_http POST "/v1/workers/wrk_aaaaaaaaaaaaaaaaaaaaaaaaaa/report" "$tok_a" '{"
 assert_http 403 forbidden "member report"
 itest_http GET /v1/workers "$tok_a"
 assert_http 403 forbidden "member list workers"
+itest_http POST "/v1/workers/wrk_aaaaaaaaaaaaaaaaaaaaaaaaaa/drain" "$tok_w"
+assert_http 403 forbidden "worker token draining a worker"
+
+# the route table's order: a /v1 path needs a token even when unknown (401),
+# then an unknown path is 404, a known path with another method 405, and a
+# known endpoint with a token of the wrong role 403
+itest_http GET /v1/no-such-thing ""
+assert_http 401 unauthorized "unknown /v1 path without a token"
+itest_http GET /v1/no-such-thing "$tok_a"
+assert_http 404 not_found "unknown /v1 path"
+itest_http GET /no-such-thing ""
+assert_http 404 not_found "unknown path outside /v1 (no token needed)"
+itest_http POST "/v1/operations/op_aaaaaaaaaaaaaaaaaaaaaaaaaa" "$tok_a" '{}'
+assert_http 405 method_not_allowed "POST on an operation"
+itest_http PUT /v1/sandboxes "$tok_a" '{}'
+assert_http 405 method_not_allowed "PUT on the sandboxes collection"
+itest_http GET "/v1/sandboxes/$sbx" "$tok_w"
+assert_http 403 forbidden "worker token reading a sandbox"
+itest_http GET "/v1/sandboxes/$sbx/nope" "$tok_a"
+assert_http 404 not_found "unknown sandbox subpath"
+code=$(curl -s -o /dev/null -w '%{http_code}' -I --max-time 10 "$SANDBOX_URL/healthz")
+assert_eq 200 "$code" "HEAD /healthz"
 
 export SANDBOX_TOKEN=$tok_a
 assert_exit 0 sandbox delete "$sbx" --wait
