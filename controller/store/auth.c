@@ -1,0 +1,291 @@
+/* Tokens and tenants: authentication lookups and the admin API. */
+#include "store_int.h"
+
+/* ---- tokens and tenants ---- */
+
+int store_token_find(PGconn *c, const char *token_id, char ret_hash[72], auth_info_t *ret)
+{
+    const char *p[] = { token_id };
+    PGresult *r = db_exec(c,
+                          "SELECT t.hash, t.role, t.tenant_id, tn.name, "
+                          "  (t.revoked_at IS NOT NULL OR (t.expires_at IS NOT NULL AND t.expires_at <= now())) "
+                          "FROM api_tokens t JOIN tenants tn ON tn.id = t.tenant_id WHERE t.id = $1",
+                          1, p);
+    if (!r)
+        return SBX_EDB;
+    int rc = 0;
+    if (PQntuples(r) != 1) {
+        rc = SBX_ENOTFOUND;
+        goto cleanup;
+    }
+    if (db_get_bool(r, 0, 4)) {
+        rc = SBX_EAUTH;
+        goto cleanup;
+    }
+    memset(ret, 0, sizeof *ret);
+    snprintf(ret_hash, 72, "%s", db_get(r, 0, 0));
+    snprintf(ret->token_id, sizeof ret->token_id, "%s", token_id);
+    snprintf(ret->tenant_id, sizeof ret->tenant_id, "%s", db_get(r, 0, 2));
+    snprintf(ret->tenant, sizeof ret->tenant, "%s", db_get(r, 0, 3));
+    if (role_parse(db_get(r, 0, 1), &ret->role) < 0)
+        rc = SBX_EAUTH;
+cleanup:
+    PQclear(r);
+    return rc;
+}
+
+int store_tenant_resolve(PGconn *c, const char *name, bool create, char ret_id[SBX_ID_MAX])
+{
+    const char *p[] = { name };
+    PGresult *r = db_exec(c, "SELECT id FROM tenants WHERE name = $1", 1, p);
+    if (!r)
+        return SBX_EDB;
+    if (PQntuples(r) == 1) {
+        snprintf(ret_id, SBX_ID_MAX, "%s", db_get(r, 0, 0));
+        PQclear(r);
+        return 0;
+    }
+    PQclear(r);
+    if (!create)
+        return SBX_ENOTFOUND;
+    char id[SBX_ID_MAX];
+    ids_new("tnt", id);
+    const char *q[] = { id, name };
+    /* Concurrent creators: the loser's insert does nothing, then both read. */
+    if (db_run(c, "INSERT INTO tenants (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING", 2, q) < 0)
+        return SBX_EDB;
+    r = db_exec(c, "SELECT id FROM tenants WHERE name = $1", 1, p);
+    if (!r)
+        return SBX_EDB;
+    int rc = PQntuples(r) == 1 ? 0 : SBX_EDB;
+    if (rc == 0)
+        snprintf(ret_id, SBX_ID_MAX, "%s", db_get(r, 0, 0));
+    PQclear(r);
+    return rc;
+}
+
+/* Inserts a token for an existing tenant id; ttl_seconds 0 = no expiry.
+ * ret_id gets its id, ret_secret the token to show once. */
+static int token_insert(PGconn *c, const char *tenant_id, role_t role, const char *name, int64_t ttl_seconds,
+                        char ret_id[SBX_ID_MAX], char ret_secret[SBX_TOKEN_MAX])
+{
+    char id[SBX_ID_MAX], secret[SBX_TOKEN_MAX], hash[TOKEN_HASH_HEX], ttl[24];
+    token_generate(id, secret);
+    token_hash_hex(secret, hash);
+    snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_seconds);
+    const char *p[] = { id, tenant_id, role_name(role), name ? name : "", hash, ttl };
+    int rc = db_run(c, "INSERT INTO api_tokens (id, tenant_id, role, name, hash, expires_at) VALUES ($1, $2, $3, $4, $5, "
+                       "CASE WHEN $6::bigint > 0 THEN now() + make_interval(secs => $6::bigint) END)",
+                    6, p);
+    if (rc == 0) {
+        memcpy(ret_id, id, SBX_ID_MAX);
+        memcpy(ret_secret, secret, SBX_TOKEN_MAX);
+    }
+    sodium_memzero(secret, sizeof secret);
+    return rc;
+}
+
+int store_token_create(PGconn *c, const char *tenant, role_t role, const char *name, char ret_secret[SBX_TOKEN_MAX],
+                       char *err, size_t errlen)
+{
+    char tenant_id[SBX_ID_MAX], id[SBX_ID_MAX];
+    if (store_tenant_resolve(c, tenant, true, tenant_id) < 0) {
+        snprintf(err, errlen, "creating tenant %s: %s", tenant, db_last_error());
+        return SBX_EDB;
+    }
+    if (token_insert(c, tenant_id, role, name, 0, id, ret_secret) < 0) {
+        snprintf(err, errlen, "storing the token: %s", db_last_error());
+        return SBX_EDB;
+    }
+    return 0;
+}
+
+/* ---- tenants and tokens (admin API) ---- */
+
+
+static json_object *tenant_json(const PGresult *r, int row)
+{
+    json_object *o = json_object_new_object();
+    jsonx_add_str(o, "id", db_get(r, row, 0));
+    jsonx_add_str(o, "name", db_get(r, row, 1));
+    jsonx_add_str(o, "created_at", db_get(r, row, 2));
+    jsonx_add(o, "policy", PQnfields(r) > 3 ? store__parse_json_text(db_get(r, row, 3)) : json_object_new_object());
+    return o;
+}
+
+static json_object *token_json(const PGresult *r, int row)
+{
+    json_object *o = json_object_new_object();
+    jsonx_add_str(o, "id", db_get(r, row, 0));
+    jsonx_add_str(o, "tenant", db_get(r, row, 1));
+    jsonx_add_str(o, "role", db_get(r, row, 2));
+    jsonx_add_str(o, "name", db_get(r, row, 3));
+    jsonx_add_str(o, "created_at", db_get(r, row, 4));
+    jsonx_add_str(o, "expires_at", db_get(r, row, 5));
+    jsonx_add_str(o, "revoked_at", db_get(r, row, 6));
+    return o;
+}
+
+int store_tenant_create(PGconn *c, const char *name, json_object **ret, api_error_t *err)
+{
+    char id[SBX_ID_MAX];
+    ids_new("tnt", id);
+    const char *p[] = { id, name };
+    PGresult *r = db_exec(c, "INSERT INTO tenants (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING "
+                             "RETURNING id, name, " TS("created_at") ", policy::text", 2, p);
+    if (!r)
+        return store__db_error(err);
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return api_error_set(err, API_CONFLICT, "tenant %s already exists", name);
+    }
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "tenant", tenant_json(r, 0));
+    PQclear(r);
+    return 0;
+}
+
+int store_tenant_list(PGconn *c, const char *scope, json_object **ret, api_error_t *err)
+{
+    const char *p[] = { scope };
+    PGresult *r = db_exec(c, "SELECT " TENANT_COLS " FROM tenants tn WHERE ($1::text IS NULL OR tn.id = $1) "
+                             "ORDER BY tn.name LIMIT 10000", 1, p);
+    if (!r)
+        return store__db_error(err);
+    *ret = store__rows_object(r, "tenants", tenant_json);
+    return 0;
+}
+
+int store_tenant_get(PGconn *c, const char *scope, const char *name, json_object **ret, api_error_t *err)
+{
+    const char *p[] = { scope, name };
+    PGresult *r = db_exec(c, "SELECT " TENANT_COLS " FROM tenants tn WHERE ($1::text IS NULL OR tn.id = $1) "
+                             "AND tn.name = $2", 2, p);
+    if (!r)
+        return store__db_error(err);
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return api_error_set(err, API_NOT_FOUND, "no tenant %.64s", name);
+    }
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "tenant", tenant_json(r, 0));
+    PQclear(r);
+    return 0;
+}
+
+static int token_load(PGconn *c, const char *id, json_object **ret)
+{
+    const char *p[] = { id };
+    PGresult *r = db_exec(c, "SELECT " TOKEN_COLS " FROM api_tokens t JOIN tenants tn ON tn.id = t.tenant_id "
+                             "WHERE t.id = $1", 1, p);
+    if (!r)
+        return SBX_EDB;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return SBX_ENOTFOUND;
+    }
+    *ret = token_json(r, 0);
+    PQclear(r);
+    return 0;
+}
+
+int store_tenant_policy(PGconn *c, const char *tenant_id, policy_t *ret)
+{
+    const char *p[] = { tenant_id };
+    policy_init(ret);
+    PGresult *r = db_exec(c, "SELECT policy::text FROM tenants WHERE id = $1", 1, p);
+    if (!r)
+        return SBX_EDB;
+    int rc = SBX_ENOTFOUND;
+    if (PQntuples(r) == 1) {
+        json_object *o = store__parse_json_text(db_get(r, 0, 0));
+        /* A stored policy was validated on its way in; an unreadable one
+         * (edited by hand) denies nothing rather than everything. */
+        if (!o || policy_from_json(o, ret, NULL) < 0)
+            policy_init(ret);
+        if (o)
+            json_object_put(o);
+        rc = 0;
+    }
+    PQclear(r);
+    return rc;
+}
+
+int store_tenant_set_policy(PGconn *c, const char *name, const policy_t *policy, json_object **ret, api_error_t *err)
+{
+    json_object *pj = policy_to_json(policy);
+    char *text = jsonx_dump(pj);
+    json_object_put(pj);
+    const char *p[] = { name, text };
+    PGresult *r = db_begin(c) < 0 ? NULL
+                                  : db_exec(c, "UPDATE tenants tn SET policy = $2::jsonb WHERE name = $1 RETURNING "
+                                               TENANT_COLS, 2, p);
+    free(text);
+    if (!r) {
+        db_rollback(c);
+        return store__db_error(err);
+    }
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        db_rollback(c);
+        return api_error_set(err, API_NOT_FOUND, "no tenant %.64s", name);
+    }
+    json_object *t = tenant_json(r, 0);
+    if (store__event_add(c, db_get(r, 0, 0), "tenant.policy", NULL, NULL, json_object_get(jsonx_get_obj(t, "policy"))) < 0 ||
+        db_commit(c) < 0) {
+        json_object_put(t);
+        PQclear(r);
+        db_rollback(c);
+        return store__db_error(err);
+    }
+    PQclear(r);
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "tenant", t);
+    return 0;
+}
+
+int store_token_issue(PGconn *c, const char *tenant, role_t role, const char *name, int64_t ttl_seconds,
+                      json_object **ret, char ret_secret[SBX_TOKEN_MAX], api_error_t *err)
+{
+    char tenant_id[SBX_ID_MAX], id[SBX_ID_MAX];
+    int rc = store_tenant_resolve(c, tenant, false, tenant_id);
+    if (rc == SBX_ENOTFOUND)
+        return api_error_set(err, API_NOT_FOUND, "no tenant %.64s (create it first: sandbox tenants create)", tenant);
+    if (rc < 0 || token_insert(c, tenant_id, role, name, ttl_seconds, id, ret_secret) < 0)
+        return store__db_error(err);
+    json_object *t = NULL;
+    if (token_load(c, id, &t) < 0)
+        return store__db_error(err);
+    *ret = t;
+    return 0;
+}
+
+int store_token_list(PGconn *c, const char *tenant, json_object **ret, api_error_t *err)
+{
+    const char *p[] = { tenant };
+    PGresult *r = db_exec(c, "SELECT " TOKEN_COLS " FROM api_tokens t JOIN tenants tn ON tn.id = t.tenant_id "
+                             "WHERE ($1::text IS NULL OR tn.name = $1) ORDER BY t.created_at LIMIT 10000", 1, p);
+    if (!r)
+        return store__db_error(err);
+    *ret = store__rows_object(r, "tokens", token_json);
+    return 0;
+}
+
+int store_token_revoke(PGconn *c, const char *id, json_object **ret, api_error_t *err)
+{
+    const char *p[] = { id };
+    PGresult *r = db_exec(c, "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING id",
+                          1, p);
+    if (!r)
+        return store__db_error(err);
+    bool found = PQntuples(r) == 1;
+    PQclear(r);
+    if (!found)
+        return api_error_set(err, API_NOT_FOUND, "no token %.64s", id);
+    json_object *t = NULL;
+    if (token_load(c, id, &t) < 0)
+        return store__db_error(err);
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "token", t);
+    return 0;
+}

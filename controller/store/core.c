@@ -1,0 +1,398 @@
+/* The store's shared core: roles, row-to-JSON mappers, events, operation
+ * compare-and-set transitions and sandbox phase changes. */
+#include "store_int.h"
+
+static const char *role_names[] = { "admin", "member", "worker" };
+
+const char *role_name(role_t r) { return (unsigned)r < 3 ? role_names[r] : "member"; }
+
+int role_parse(const char *s, role_t *ret)
+{
+    for (int i = 0; s && i < 3; i++)
+        if (strcmp(s, role_names[i]) == 0) {
+            *ret = (role_t)i;
+            return 0;
+        }
+    return SBX_EINVAL;
+}
+
+int store__db_error(api_error_t *err)
+{
+    api_error_set(err, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
+    return SBX_EDB;
+}
+
+json_object *store__parse_json_text(const char *s)
+{
+    if (!s)
+        return NULL;
+    json_object *o = NULL;
+    if (jsonx_parse(s, strlen(s), &o, NULL) < 0)
+        return NULL;
+    return o;
+}
+
+/* Row of SANDBOX_COLS starting at column `at` → sandbox JSON. */
+json_object *store__sandbox_json(const PGresult *r, int row)
+{
+    json_object *o = json_object_new_object();
+    json_object *spec = store__parse_json_text(db_get(r, row, 2));
+    jsonx_add_str(o, "id", db_get(r, row, 0));
+    jsonx_add_str(o, "tenant", db_get(r, row, 1));
+    jsonx_add_str(o, "image", jsonx_get_str(spec, "image"));
+    jsonx_add_str(o, "phase", db_get(r, row, 3));
+    jsonx_add_str(o, "desired_state", db_get(r, row, 4));
+    jsonx_add_str(o, "worker", db_get(r, row, 5));
+    jsonx_add_str(o, "isolation", db_get(r, row, 6));
+    jsonx_add_int(o, "cpu_millis", db_get_ll(r, row, 7));
+    jsonx_add_int(o, "memory_mib", db_get_ll(r, row, 8));
+    jsonx_add_int(o, "ttl_seconds", db_get_ll(r, row, 9));
+    jsonx_add_str(o, "network", jsonx_get_str(spec, "network"));
+    json_object *v;
+    jsonx_add(o, "trust", spec && json_object_object_get_ex(spec, "trust", &v) ? json_object_get(v) : NULL);
+    jsonx_add(o, "labels", spec && json_object_object_get_ex(spec, "labels", &v) ? json_object_get(v)
+                                                                                  : json_object_new_object());
+    jsonx_add_str(o, "expires_at", db_get(r, row, 10));
+    jsonx_add_str(o, "created_at", db_get(r, row, 11));
+    jsonx_add_str(o, "updated_at", db_get(r, row, 12));
+    static const char *const flags[] = { "read_only_root", "hardened" };
+    for (int i = 0; i < 2; i++)
+        jsonx_add_bool(o, flags[i], spec && json_object_object_get_ex(spec, flags[i], &v) &&
+                                        json_object_get_boolean(v));
+    jsonx_add(o, "selector", spec && json_object_object_get_ex(spec, "selector", &v) ? json_object_get(v)
+                                                                                      : json_object_new_object());
+    jsonx_add(o, "classification", store__parse_json_text(db_get(r, row, 13)));
+    /* What the runtime observed when the sandbox stopped by itself. */
+    jsonx_add(o, "failure", store__parse_json_text(db_get(r, row, 14)));
+    if (spec)
+        json_object_put(spec);
+    return o;
+}
+
+json_object *store__op_json(const PGresult *r, int row)
+{
+    json_object *o = json_object_new_object();
+    jsonx_add_str(o, "id", db_get(r, row, 0));
+    jsonx_add_str(o, "kind", db_get(r, row, 1));
+    jsonx_add_str(o, "state", db_get(r, row, 2));
+    jsonx_add_str(o, "sandbox_id", db_get(r, row, 3));
+    jsonx_add_int(o, "attempt", db_get_ll(r, row, 4));
+    jsonx_add_str(o, "created_at", db_get(r, row, 5));
+    jsonx_add_str(o, "updated_at", db_get(r, row, 6));
+    jsonx_add_str(o, "finished_at", db_get(r, row, 7));
+    if (db_get(r, row, 8)) {
+        json_object *e = json_object_new_object();
+        jsonx_add_str(e, "code", db_get(r, row, 8));
+        jsonx_add_str(e, "message", db_get(r, row, 9) ? db_get(r, row, 9) : "");
+        jsonx_add(o, "error", e);
+    } else {
+        jsonx_add(o, "error", NULL);
+    }
+    jsonx_add(o, "placement", store__parse_json_text(db_get(r, row, 10)));
+    jsonx_add(o, "result", store__parse_json_text(db_get(r, row, 11)));
+    return o;
+}
+
+/* {"<key>": [row_json(r, i) for every row]}; clears r. */
+json_object *store__rows_object(PGresult *r, const char *key, json_object *(*row_json)(const PGresult *, int))
+{
+    json_object *arr = json_object_new_array();
+    for (int i = 0; i < PQntuples(r); i++)
+        json_object_array_add(arr, row_json(r, i));
+    PQclear(r);
+    json_object *o = json_object_new_object();
+    jsonx_add(o, key, arr);
+    return o;
+}
+
+/* Loads one operation as JSON (no scope check). */
+int store__load_op(PGconn *c, const char *op_id, json_object **ret)
+{
+    const char *p[] = { op_id };
+    PGresult *r = db_exec(c, "SELECT " OP_COLS " FROM operations o WHERE o.id = $1", 1, p);
+    if (!r)
+        return SBX_EDB;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return SBX_ENOTFOUND;
+    }
+    *ret = store__op_json(r, 0);
+    PQclear(r);
+    return 0;
+}
+
+int store__load_sandbox(PGconn *c, const char *sandbox_id, json_object **ret)
+{
+    const char *p[] = { sandbox_id };
+    PGresult *r = db_exec(c, "SELECT " SANDBOX_COLS SANDBOX_FROM "WHERE s.id = $1", 1, p);
+    if (!r)
+        return SBX_EDB;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return SBX_ENOTFOUND;
+    }
+    *ret = store__sandbox_json(r, 0);
+    PQclear(r);
+    return 0;
+}
+
+/* Appends an events row (same transaction as the change it describes). */
+int store__event_add(PGconn *c, const char *tenant_id, const char *kind, const char *sandbox_id, const char *op_id,
+                     json_object *data)
+{
+    char *d = data ? jsonx_dump(data) : NULL;
+    const char *p[] = { tenant_id, kind, sandbox_id, op_id, d ? d : "{}" };
+    int r = db_run(c, "INSERT INTO events (tenant_id, kind, sandbox_id, operation_id, data) "
+                      "VALUES ($1, $2, $3, $4, $5::jsonb)", 5, p);
+    free(d);
+    if (data)
+        json_object_put(data);
+    return r;
+}
+
+static metric_family_t *m_op_stage, *m_op_duration, *m_op_finished;
+metric_family_t *store__m_lease_expiries;
+pthread_once_t store__metrics_once = PTHREAD_ONCE_INIT;
+
+void store__metrics_init(void)
+{
+    m_op_stage = metrics_family("sandbox_operation_stage_duration_seconds", METRIC_HISTOGRAM,
+                                "Time operations spend in each stage: queued (accepted to leased), starting "
+                                "(leased to running), running (running to finished).",
+                                metrics_latency_buckets, metrics_latency_nbuckets);
+    m_op_duration = metrics_family("sandbox_operation_duration_seconds", METRIC_HISTOGRAM,
+                                   "Time from an operation's acceptance to its end, by kind and final state.",
+                                   metrics_latency_buckets, metrics_latency_nbuckets);
+    m_op_finished = metrics_family("sandbox_operations_finished_total", METRIC_COUNTER,
+                                   "Operations this controller moved to a final state, by kind and state.", NULL, 0);
+    store__m_lease_expiries = metrics_family("sandbox_lease_expiries_total", METRIC_COUNTER,
+                                      "Leases that expired (the worker stopped renewing), by what followed: retried "
+                                      "or failed.",
+                                      NULL, 0);
+}
+
+/* Observes the stage that the transition to `to` ends; secs[] are the
+ * seconds since created_at, leased_at and started_at (NULL: unknown). */
+static void op_observe(const char *kind, op_state_t to, const char *since_created, const char *since_leased,
+                       const char *since_started)
+{
+    pthread_once(&store__metrics_once, store__metrics_init);
+    char labels[128];
+    const char *stage = NULL, *since = NULL;
+    if (to == OP_LEASED) {
+        stage = "queued";
+        since = since_created;
+    } else if (to == OP_RUNNING) {
+        stage = "starting";
+        since = since_leased;
+    } else if (op_state_terminal(to)) {
+        stage = "running";
+        since = since_started;
+    }
+    if (stage && since)
+        metrics_observe(m_op_stage, metrics_labels(labels, sizeof labels, "kind", kind, "stage", stage, NULL),
+                        strtod(since, NULL));
+    if (op_state_terminal(to)) {
+        metrics_labels(labels, sizeof labels, "kind", kind, "state", op_state_name(to), NULL);
+        metrics_add(m_op_finished, labels, 1);
+        if (since_created)
+            metrics_observe(m_op_duration, labels, strtod(since_created, NULL));
+    }
+}
+
+/* {"reason": why} for an event. */
+json_object *store__event_reason(const char *why)
+{
+    json_object *d = json_object_new_object();
+    jsonx_add_str(d, "reason", why);
+    return d;
+}
+
+/* What an operation event adds from store__op_cas's RETURNING row: the attempt,
+ * the worker holding the lease, the error, an exec's exit code. Never the
+ * request or the output (they may hold secrets). */
+static void event_data_add_op(json_object *d, const PGresult *r)
+{
+    if (db_get_ll(r, 0, 3) > 0)
+        jsonx_add_int(d, "attempt", db_get_ll(r, 0, 3));
+    if (db_get(r, 0, 4))
+        jsonx_add_str(d, "worker", db_get(r, 0, 4));
+    if (db_get(r, 0, 5)) {
+        jsonx_add_str(d, "error_code", db_get(r, 0, 5));
+        jsonx_add_str(d, "error_message", db_get(r, 0, 6));
+    }
+    if (db_get(r, 0, 7))
+        jsonx_add_int(d, "exit_code", db_get_ll(r, 0, 7));
+}
+
+/* The one place operations change state: asserts the table, then
+ * UPDATE … WHERE id = $1 AND state = from, plus an events row.
+ * extra_set is appended to SET and may use $4… for extra params.
+ * Returns 0, SBX_ECONFLICT when the state had moved, SBX_EDB. */
+int store__op_cas(PGconn *c, const char *op_id, op_state_t from, op_state_t to, const char *extra_set, int nextra,
+                  const char *const *extra, json_object *event_data)
+{
+    if (!op_transition_allowed(from, to)) {
+        log_error("store", "refusing forbidden transition %s -> %s of %s", op_state_name(from), op_state_name(to),
+                  op_id);
+        if (event_data)
+            json_object_put(event_data);
+        return SBX_EINVAL;
+    }
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "UPDATE operations SET state = $2, updated_at = now()%s%s%s "
+             "WHERE id = $1 AND state = $3 RETURNING tenant_id, sandbox_id, kind, attempt, "
+             "(SELECT name FROM workers w WHERE w.id = lease_worker_id), error_code, left(error_message, 300), "
+             "result->>'exit_code', extract(epoch FROM now() - created_at), extract(epoch FROM now() - leased_at), "
+             "extract(epoch FROM now() - started_at)",
+             op_state_terminal(to) ? ", finished_at = now()"
+             : to == OP_LEASED     ? ", leased_at = now(), started_at = NULL"
+             : to == OP_RUNNING    ? ", started_at = now()"
+                                   : "",
+             extra_set ? ", " : "", extra_set ? extra_set : "");
+    const char *p[12] = { op_id, op_state_name(to), op_state_name(from) };
+    for (int i = 0; i < nextra && i < 9; i++)
+        p[3 + i] = extra[i];
+    PGresult *r = db_exec(c, sql, 3 + nextra, p);
+    if (!r) {
+        if (event_data)
+            json_object_put(event_data);
+        return SBX_EDB;
+    }
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        if (event_data)
+            json_object_put(event_data);
+        return SBX_ECONFLICT;
+    }
+    op_observe(db_get(r, 0, 2), to, db_get(r, 0, 8), db_get(r, 0, 9), db_get(r, 0, 10));
+    json_object *d = event_data ? event_data : json_object_new_object();
+    jsonx_add_str(d, "kind", db_get(r, 0, 2));
+    jsonx_add_str(d, "from", op_state_name(from));
+    jsonx_add_str(d, "to", op_state_name(to));
+    event_data_add_op(d, r);
+    char kind[64];
+    snprintf(kind, sizeof kind, "operation.%s", op_state_name(to));
+    int rc = store__event_add(c, db_get(r, 0, 0), kind, db_get(r, 0, 1), op_id, d);
+    PQclear(r);
+    return rc;
+}
+
+/* Sets a sandbox's phase (with optional extra SET using $3…) and writes its
+ * event, adding event_data's members (taken; may be NULL) to its data. */
+static int sandbox_set_phase_ev(PGconn *c, const char *sandbox_id, sandbox_phase_t phase, const char *extra_set,
+                                int nextra, const char *const *extra, json_object *event_data)
+{
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "UPDATE sandboxes SET phase = $2, updated_at = now()%s%s WHERE id = $1 RETURNING tenant_id, "
+             "(SELECT name FROM workers w WHERE w.id = worker_id), isolation",
+             extra_set ? ", " : "", extra_set ? extra_set : "");
+    const char *p[10] = { sandbox_id, sandbox_phase_name(phase) };
+    for (int i = 0; i < nextra && i < 8; i++)
+        p[2 + i] = extra[i];
+    PGresult *r = db_exec(c, sql, 2 + nextra, p);
+    if (!r || PQntuples(r) != 1) {
+        if (event_data)
+            json_object_put(event_data);
+        if (!r)
+            return SBX_EDB;
+        PQclear(r);
+        return SBX_ENOTFOUND;
+    }
+    char kind[64];
+    snprintf(kind, sizeof kind, "sandbox.%s", sandbox_phase_name(phase));
+    json_object *ed = event_data ? event_data : json_object_new_object();
+    jsonx_add_str(ed, "worker", db_get(r, 0, 1));
+    if (phase == PH_SCHEDULED)
+        jsonx_add_str(ed, "isolation", db_get(r, 0, 2));
+    int rc = store__event_add(c, db_get(r, 0, 0), kind, sandbox_id, NULL, ed);
+    PQclear(r);
+    /* A sandbox that stops running takes its routes with it, in the same
+     * transaction: nothing can reach it through a route afterwards. */
+    if (rc == 0 && (phase == PH_DELETING || phase == PH_DELETED || phase == PH_FAILED || phase == PH_LOST)) {
+        const char *q[] = { sandbox_id, sandbox_phase_name(phase) };
+        rc = db_run(c, "WITH gone AS (UPDATE routes SET state = 'removed', removed_at = now(), "
+                       "  removed_reason = 'sandbox ' || $2 WHERE sandbox_id = $1 AND state = 'active' "
+                       "  RETURNING id, tenant_id, port, removed_reason) "
+                       "INSERT INTO events (tenant_id, kind, sandbox_id, data) SELECT tenant_id, 'route.removed', $1, "
+                       "  jsonb_build_object('route', id, 'port', port, 'reason', removed_reason) FROM gone",
+                    2, q);
+        rc = rc < 0 ? SBX_EDB : 0;
+    }
+    return rc;
+}
+
+int store__sandbox_set_phase(PGconn *c, const char *sandbox_id, sandbox_phase_t phase, const char *extra_set,
+                             int nextra, const char *const *extra)
+{
+    return sandbox_set_phase_ev(c, sandbox_id, phase, extra_set, nextra, extra, NULL);
+}
+
+/* Gives back the sandbox's share of its worker's capacity, once. */
+int store__sandbox_release_allocation(PGconn *c, const char *sandbox_id)
+{
+    const char *p[] = { sandbox_id };
+    return db_run(c,
+                  "WITH s AS (UPDATE sandboxes SET allocated = false WHERE id = $1 AND allocated "
+                  "           RETURNING worker_id, cpu_millis, memory_mib) "
+                  "UPDATE workers w SET alloc_cpu_millis = greatest(0, w.alloc_cpu_millis - s.cpu_millis), "
+                  "  alloc_memory_mib = greatest(0, w.alloc_memory_mib - s.memory_mib), "
+                  "  alloc_slots = greatest(0, w.alloc_slots - 1), updated_at = now() "
+                  "FROM s WHERE w.id = s.worker_id",
+                  1, p);
+}
+
+/* Inside a transaction holding the sandbox row: the sandbox stopped without
+ * being asked to. It becomes failed with failure (taken; "at" is added)
+ * and output_tail (may be NULL) kept, its event says why (reason and exit
+ * code; never the output, which may hold secrets), its capacity is
+ * released, and its execs still waiting or running fail at once with
+ * sandbox_exited instead of hanging until a timeout. */
+int store__sandbox_fail_observed(PGconn *c, const char *sandbox_id, json_object *failure, const char *output_tail)
+{
+    char *ftext = jsonx_dump(failure);
+    if (!ftext) {
+        json_object_put(failure);
+        return SBX_ENOMEM;
+    }
+    const char *reason = jsonx_get_str(failure, "reason");
+    const char *fmsg = jsonx_get_str(failure, "message");
+    json_object *ed = json_object_new_object();
+    jsonx_add_str(ed, "reason", reason ? reason : "exited");
+    int64_t code = 0;
+    bool has_code = jsonx_get_int(failure, "exit_code", &code);
+    if (has_code)
+        jsonx_add_int(ed, "exit_code", code);
+    const char *x[] = { ftext, output_tail };
+    int rc = sandbox_set_phase_ev(c, sandbox_id, PH_FAILED,
+                                  "failure = $3::jsonb || jsonb_build_object('at', " TS("now()") "), "
+                                  "output_tail = $4",
+                                  2, x, ed);
+    if (rc == 0)
+        rc = store__sandbox_release_allocation(c, sandbox_id) < 0 ? SBX_EDB : 0;
+    PGresult *r = rc < 0 ? NULL
+                         : db_exec(c, "SELECT id, state FROM operations WHERE sandbox_id = $1 AND kind = 'exec' "
+                                      "AND state IN ('pending', 'admitted', 'leased', 'running') FOR UPDATE",
+                                   1, (const char *const[]){ sandbox_id });
+    if (rc == 0 && !r)
+        rc = SBX_EDB;
+    for (int i = 0; r && i < PQntuples(r) && rc == 0; i++) {
+        op_state_t from;
+        if (op_state_parse(db_get(r, i, 1), &from) < 0)
+            continue;
+        char msg[1200];
+        snprintf(msg, sizeof msg, "sandbox %s stopped while the command %s: %s", sandbox_id,
+                 from == OP_RUNNING ? "ran" : "waited", fmsg ? fmsg : "its main process is not running");
+        const char *e[] = { api_code_info(API_SANDBOX_EXITED)->name, msg };
+        int x2 = store__op_cas(c, db_get(r, i, 0), from, OP_FAILED, "error_code = $4, error_message = $5", 2, e,
+                        store__event_reason("sandbox_failed"));
+        if (x2 < 0 && x2 != SBX_ECONFLICT)
+            rc = x2;
+    }
+    PQclear(r);
+    free(ftext);
+    json_object_put(failure);
+    return rc;
+}

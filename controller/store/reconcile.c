@@ -1,0 +1,709 @@
+/* The reconcile passes: admit, place (AEGIS), lease expiry, deadlines, TTLs,
+ * lost workers and retention. */
+#include "store_int.h"
+
+/* ---- reconcile passes ---- */
+
+static int cmd_rows(PGresult *r)
+{
+    const char *t = PQcmdTuples(r);
+    return t && *t ? (int)strtol(t, NULL, 10) : 0;
+}
+
+int store_admit_pending(PGconn *c, int *ret_changed)
+{
+    assert(op_transition_allowed(OP_PENDING, OP_ADMITTED));
+    /* One statement: claim, move, and write the events rows atomically. */
+    PGresult *r = db_exec(c,
+                          "WITH claimed AS (SELECT id FROM operations WHERE state = 'pending' ORDER BY created_at "
+                          "  LIMIT 100 FOR UPDATE SKIP LOCKED), "
+                          "moved AS (UPDATE operations o SET state = 'admitted', updated_at = now() FROM claimed "
+                          "  WHERE o.id = claimed.id AND o.state = 'pending' "
+                          "  RETURNING o.id, o.tenant_id, o.sandbox_id, o.kind) "
+                          "INSERT INTO events (tenant_id, kind, sandbox_id, operation_id, data) "
+                          "SELECT tenant_id, 'operation.admitted', sandbox_id, id, "
+                          "  jsonb_build_object('kind', kind, 'from', 'pending', 'to', 'admitted') FROM moved",
+                          0, NULL);
+    if (!r)
+        return SBX_EDB;
+    *ret_changed += cmd_rows(r);
+    PQclear(r);
+    return 0;
+}
+
+/* Ids of up to `limit` operations in `state`, oldest first (not locked: each
+ * is then claimed in its own transaction with SKIP LOCKED). */
+static PGresult *ops_in_state(PGconn *c, const char *where)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT id FROM operations WHERE %s ORDER BY created_at LIMIT 100", where);
+    return db_exec(c, sql, 0, NULL);
+}
+
+/* Fails an admitted operation with an error code, and its sandbox when it
+ * is a create. Inside the caller's transaction. */
+int store__op_fail_admitted(PGconn *c, const char *op_id, const char *kind, const char *sbx, const char *code,
+                            const char *msg, json_object *placement)
+{
+    char *pl = placement ? jsonx_dump(placement) : NULL;
+    const char *x[] = { code, msg, pl };
+    int rc = store__op_cas(c, op_id, OP_ADMITTED, OP_FAILED,
+                    pl ? "error_code = $4, error_message = $5, placement = $6::jsonb"
+                       : "error_code = $4, error_message = $5",
+                    pl ? 3 : 2, x, NULL);
+    free(pl);
+    if (rc < 0)
+        return rc;
+    if (strcmp(kind, "create") == 0)
+        return store__sandbox_set_phase(c, sbx, PH_FAILED, NULL, 0, NULL);
+    return 0;
+}
+
+static int op_lease(PGconn *c, const store_limits_t *lim, const char *op_id, const char *worker_id,
+                    json_object *placement)
+{
+    char lease[24];
+    snprintf(lease, sizeof lease, "%lld", (long long)lim->lease_seconds);
+    char *pl = placement ? jsonx_dump(placement) : NULL;
+    const char *x[] = { worker_id, lease, pl };
+    int rc = store__op_cas(c, op_id, OP_ADMITTED, OP_LEASED,
+                    "attempt = attempt + 1, lease_worker_id = $4, "
+                    "lease_expires_at = now() + make_interval(secs => $5::bigint), placement = $6::jsonb",
+                    3, x, NULL);
+    free(pl);
+    return rc;
+}
+
+/* The reasons of a placement decision: the summary, then one sentence per
+ * worker (the chosen one first), at most AEGIS_REASONS_MAX of them. */
+#define AEGIS_REASONS_MAX 24
+
+static json_object *placement_json(const char *worker, const char *summary, const aegis_verdict_t *vs, int n,
+                                   int best, const aegis_request_t *rq)
+{
+    json_object *pl = json_object_new_object();
+    jsonx_add_str(pl, "worker", worker);
+    jsonx_add_str(pl, "summary", summary);
+    jsonx_add_str(pl, "needs", isolation_name(rq->need));
+    jsonx_add_str(pl, "isolation", best >= 0 ? isolation_name(vs[best].run_as) : NULL);
+    json_object *reasons = json_object_new_array();
+    if (best >= 0)
+        json_object_array_add(reasons, json_object_new_string(vs[best].why));
+    int shown = best >= 0;
+    for (int i = 0; i < n; i++) {
+        if (i == best)
+            continue;
+        if (shown >= AEGIS_REASONS_MAX) {
+            char more[64];
+            snprintf(more, sizeof more, "and %d more worker(s)", n - i - (best > i ? 1 : 0));
+            json_object_array_add(reasons, json_object_new_string(more));
+            break;
+        }
+        json_object_array_add(reasons, json_object_new_string(vs[i].why));
+        shown++;
+    }
+    if (n == 0)
+        json_object_array_add(reasons, json_object_new_string("no worker has registered"));
+    jsonx_add(pl, "reasons", reasons);
+    if (best >= 0) {
+        json_object *sc = json_object_new_object();
+        jsonx_add_int(sc, "score", vs[best].score);
+        jsonx_add_int(sc, "fit", vs[best].fit);
+        jsonx_add_int(sc, "image", vs[best].image);
+        jsonx_add_int(sc, "spread", vs[best].spread);
+        jsonx_add(pl, "score", sc);
+    }
+    return pl;
+}
+
+/* Placement of a create through AEGIS. Returns 1 when leased or refused,
+ * 0 when it must wait (the reasons are kept on the operation), negative on
+ * error. */
+static int place_create(PGconn *c, const store_limits_t *lim, const char *op_id, const char *sbx,
+                        const char *tenant_id, const char *iso_text, const char *spec_text, int64_t cpu, int64_t mem)
+{
+    aegis_request_t rq = { .need = ISO_CONTAINER, .network = NET_NONE, .cpu = cpu, .mem = mem };
+    isolation_parse(iso_text, &rq.need);
+    json_object *spec = store__parse_json_text(spec_text);
+    const char *image = jsonx_get_str(spec, "image");
+    const char *net = jsonx_get_str(spec, "network");
+    if (net)
+        net_mode_parse(net, &rq.network);
+    kv_list_t selector = { 0 };
+    json_object *sel = NULL;
+    api_error_t ignored;
+    if (spec && json_object_object_get_ex(spec, "selector", &sel))
+        kv_list_from_json(sel, "selector", false, SBX_MAX_LABELS, &selector, &ignored);
+    rq.selector = &selector;
+    char ref[SBX_MAX_IMAGE_BYTES + 16];
+    aegis_image_ref(image ? image : "", ref, sizeof ref);
+    json_object_put(spec);
+
+    char tmo[24];
+    snprintf(tmo, sizeof tmo, "%lld", (long long)lim->worker_timeout_seconds);
+    const char *p[] = { tmo, ref, tenant_id };
+    PGresult *r = db_exec(c,
+                          "SELECT w.id, w.name, w.state, w.last_heartbeat > now() - make_interval(secs => $1::bigint), "
+                          "  w.labels::text, array_to_string(w.isolation, ','), w.networks::text, w.cpu_millis, "
+                          "  w.memory_mib, w.cpu_millis - w.alloc_cpu_millis, w.memory_mib - w.alloc_memory_mib, "
+                          "  w.slots - w.alloc_slots, w.images ? $2, "
+                          "  (SELECT count(*) FROM sandboxes s WHERE s.worker_id = w.id AND s.tenant_id = $3 "
+                          "     AND s.phase IN ('scheduled', 'provisioning', 'running')) "
+                          "FROM workers w WHERE w.state <> 'lost' ORDER BY w.name LIMIT 1000",
+                          3, p);
+    if (!r) {
+        kv_list_release(&selector);
+        return SBX_EDB;
+    }
+    int n = PQntuples(r);
+    aegis_worker_t *ws = calloc((size_t)(n ? n : 1), sizeof *ws);
+    aegis_verdict_t *vs = calloc((size_t)(n ? n : 1), sizeof *vs);
+    if (!ws || !vs) {
+        free(ws);
+        free(vs);
+        PQclear(r);
+        kv_list_release(&selector);
+        return SBX_ENOMEM;
+    }
+    for (int i = 0; i < n; i++) {
+        aegis_worker_t *w = &ws[i];
+        w->id = db_get(r, i, 0);
+        w->name = db_get(r, i, 1);
+        w->state = db_get(r, i, 2);
+        w->fresh = strcmp(db_get(r, i, 3), "t") == 0;
+        w->labels = store__parse_json_text(db_get(r, i, 4));
+        const char *cl = db_get(r, i, 5);
+        while (cl && *cl) {
+            const char *end = strchr(cl, ',');
+            size_t len = end ? (size_t)(end - cl) : strlen(cl);
+            char name[16];
+            isolation_t have;
+            snprintf(name, sizeof name, "%.*s", (int)(len < 15 ? len : 15), cl);
+            if (isolation_parse(name, &have) == 0)
+                w->classes |= 1u << have;
+            cl = end ? end + 1 : NULL;
+        }
+        json_object *nets = store__parse_json_text(db_get(r, i, 6));
+        for (int k = ISO_CONTAINER; k <= ISO_MICROVM; k++) {
+            json_object *modes = NULL;
+            if (!nets || !json_object_object_get_ex(nets, isolation_name((isolation_t)k), &modes) ||
+                !json_object_is_type(modes, json_type_array))
+                continue;
+            for (size_t j = 0; j < json_object_array_length(modes); j++) {
+                net_mode_t m;
+                if (net_mode_parse(json_object_get_string(json_object_array_get_idx(modes, j)), &m) == 0)
+                    w->networks[k] |= 1u << m;
+            }
+        }
+        if (nets)
+            json_object_put(nets);
+        w->cap_cpu = db_get_ll(r, i, 7);
+        w->cap_mem = db_get_ll(r, i, 8);
+        w->free_cpu = db_get_ll(r, i, 9);
+        w->free_mem = db_get_ll(r, i, 10);
+        w->free_slots = db_get_ll(r, i, 11);
+        w->has_image = strcmp(db_get(r, i, 12), "t") == 0;
+        w->tenant_sandboxes = db_get_ll(r, i, 13);
+    }
+
+    int rc = 0;
+    for (;;) {
+        int best = -1;
+        char summary[512];
+        aegis_outcome_t out = aegis_decide(&rq, ws, (size_t)n, vs, &best, summary, sizeof summary);
+        if (out == AEGIS_REFUSE) {
+            json_object *pl = placement_json(NULL, summary, vs, n, -1, &rq);
+            rc = store__op_fail_admitted(c, op_id, "create", sbx, "isolation_unavailable", summary, pl);
+            json_object_put(pl);
+            if (rc == 0)
+                rc = 1;
+            break;
+        }
+        if (out == AEGIS_WAIT) {
+            /* Keep why it waits where `sandbox get` shows it; written only
+             * when the explanation changes. */
+            json_object *pl = placement_json(NULL, summary, vs, n, -1, &rq);
+            char *pt = jsonx_dump(pl);
+            json_object_put(pl);
+            const char *q[] = { op_id, pt };
+            rc = db_run(c, "UPDATE operations SET placement = $2::jsonb WHERE id = $1 AND state = 'admitted' "
+                           "AND placement IS DISTINCT FROM $2::jsonb", 2, q);
+            free(pt);
+            rc = rc < 0 ? rc : 0;
+            break;
+        }
+        aegis_worker_t *k = &ws[best];
+        char cpus[24], mems[24];
+        snprintf(cpus, sizeof cpus, "%lld", (long long)cpu);
+        snprintf(mems, sizeof mems, "%lld", (long long)mem);
+        const char *q[] = { k->id, cpus, mems };
+        PGresult *u = db_exec(c,
+                              "UPDATE workers SET alloc_cpu_millis = alloc_cpu_millis + $2, "
+                              "  alloc_memory_mib = alloc_memory_mib + $3, alloc_slots = alloc_slots + 1, "
+                              "  updated_at = now() "
+                              "WHERE id = $1 AND state = 'ready' AND alloc_cpu_millis + $2 <= cpu_millis "
+                              "  AND alloc_memory_mib + $3 <= memory_mib AND alloc_slots + 1 <= slots RETURNING id",
+                              3, q);
+        if (!u) {
+            rc = SBX_EDB;
+            break;
+        }
+        bool got = PQntuples(u) == 1;
+        PQclear(u);
+        if (!got) {
+            /* Another controller took the room meanwhile: decide again
+             * without this worker's stale numbers. */
+            k->free_slots = 0;
+            continue;
+        }
+        json_object *pl = placement_json(k->name, summary, vs, n, best, &rq);
+        rc = op_lease(c, lim, op_id, k->id, pl);
+        json_object_put(pl);
+        if (rc < 0)
+            break;
+        const char *y[] = { k->id, isolation_name(vs[best].run_as) };
+        rc = store__sandbox_set_phase(c, sbx, PH_SCHEDULED, "worker_id = $3, allocated = true, isolation = $4", 2, y);
+        if (rc == 0)
+            rc = 1;
+        break;
+    }
+    for (int i = 0; i < n; i++)
+        if (ws[i].labels)
+            json_object_put(ws[i].labels);
+    free(ws);
+    free(vs);
+    PQclear(r);
+    kv_list_release(&selector);
+    return rc;
+}
+
+/* One admitted operation in its own transaction. Returns 1 when it moved
+ * (leased, failed or finished), 2 when leased, 0 when it waits. */
+int store__place_one(PGconn *c, const store_limits_t *lim, const char *op_id)
+{
+    if (db_begin(c) < 0)
+        return SBX_EDB;
+    const char *p[] = { op_id };
+    PGresult *r = db_exec(c,
+                          "SELECT o.kind, o.sandbox_id, s.phase, coalesce(s.worker_id, ''), s.isolation, "
+                          "  s.cpu_millis, s.memory_mib, coalesce(w.state, ''), coalesce(w.name, ''), s.tenant_id, "
+                          "  s.spec::text "
+                          "FROM operations o JOIN sandboxes s ON s.id = o.sandbox_id "
+                          "LEFT JOIN workers w ON w.id = s.worker_id "
+                          "WHERE o.id = $1 AND o.state = 'admitted' FOR UPDATE OF o, s SKIP LOCKED",
+                          1, p);
+    if (!r) {
+        db_rollback(c);
+        return SBX_EDB;
+    }
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        db_rollback(c);
+        return 0;
+    }
+    char kind[16], sbx[SBX_ID_MAX], phase[24], worker[SBX_ID_MAX], iso[16], wstate[16], wname[SBX_MAX_NAME_BYTES + 1];
+    snprintf(kind, sizeof kind, "%s", db_get(r, 0, 0));
+    snprintf(sbx, sizeof sbx, "%s", db_get(r, 0, 1));
+    snprintf(phase, sizeof phase, "%s", db_get(r, 0, 2));
+    snprintf(worker, sizeof worker, "%s", db_get(r, 0, 3));
+    snprintf(iso, sizeof iso, "%s", db_get(r, 0, 4));
+    int64_t cpu = db_get_ll(r, 0, 5), mem = db_get_ll(r, 0, 6);
+    snprintf(wstate, sizeof wstate, "%s", db_get(r, 0, 7));
+    snprintf(wname, sizeof wname, "%s", db_get(r, 0, 8));
+    char tenant_id[SBX_ID_MAX];
+    snprintf(tenant_id, sizeof tenant_id, "%s", db_get(r, 0, 9));
+    char *spec_text = strdup(db_get(r, 0, 10) ? db_get(r, 0, 10) : "{}");
+    PQclear(r);
+
+    int rc = 0;
+    if (strcmp(kind, "create") == 0) {
+        rc = spec_text ? place_create(c, lim, op_id, sbx, tenant_id, iso, spec_text, cpu, mem) : SBX_ENOMEM;
+        free(spec_text);
+        if (rc > 0) {
+            /* place_create leased or failed it; tell which for the wake-up. */
+            const char *q[] = { op_id };
+            PGresult *s = db_exec(c, "SELECT state FROM operations WHERE id = $1", 1, q);
+            if (s && PQntuples(s) == 1 && strcmp(db_get(s, 0, 0), "leased") == 0)
+                rc = 2;
+            PQclear(s);
+        }
+    } else if (strcmp(kind, "share") == 0 || strcmp(kind, "unshare") == 0) {
+        free(spec_text);
+        /* The controller completes these by itself. */
+        rc = store__place_route_op(c, op_id, kind, sbx, phase, tenant_id);
+    } else {
+        free(spec_text);
+        /* delete and exec run where the sandbox is. Wait while another
+         * operation of the sandbox is in a worker's hands. */
+        PGresult *busy = db_exec(c, "SELECT count(*) FROM operations WHERE sandbox_id = $1 AND id <> $2 "
+                                    "AND state IN ('leased', 'running') AND kind <> 'exec'",
+                                 2, (const char *const[]){ sbx, op_id });
+        if (!busy) {
+            db_rollback(c);
+            return SBX_EDB;
+        }
+        bool blocked = db_get_ll(busy, 0, 0) > 0;
+        PQclear(busy);
+        if (strcmp(kind, "delete") == 0) {
+            if (blocked) {
+                rc = 0;
+            } else if (!*worker || strcmp(wstate, "lost") == 0 || strcmp(phase, "pending") == 0) {
+                /* Nothing was ever started (or its worker is gone): the
+                 * controller completes the delete by itself. */
+                rc = store__op_cas(c, op_id, OP_ADMITTED, OP_SUCCEEDED, NULL, 0, NULL, NULL);
+                if (rc == 0)
+                    rc = store__sandbox_set_phase(c, sbx, PH_DELETED, "deleted_at = now()", 0, NULL);
+                if (rc == 0)
+                    rc = store__sandbox_release_allocation(c, sbx);
+                if (rc == 0)
+                    rc = 1;
+            } else {
+                json_object *pl = json_object_new_object();
+                jsonx_add_str(pl, "worker", wname);
+                json_object *rs = json_object_new_array();
+                json_object_array_add(rs, json_object_new_string("deleted where the sandbox runs"));
+                jsonx_add(pl, "reasons", rs);
+                rc = op_lease(c, lim, op_id, worker, pl);
+                json_object_put(pl);
+                if (rc == 0 && strcmp(phase, "deleting") != 0)
+                    rc = store__sandbox_set_phase(c, sbx, PH_DELETING, NULL, 0, NULL);
+                if (rc == 0)
+                    rc = 2;
+            }
+        } else { /* exec */
+            if (strcmp(phase, "running") != 0 || !*worker) {
+                char msg[128];
+                snprintf(msg, sizeof msg, "sandbox %s is %s; exec needs a running sandbox", sbx, phase);
+                rc = store__op_fail_admitted(c, op_id, kind, sbx, "conflict", msg, NULL);
+                if (rc == 0)
+                    rc = 1;
+            } else {
+                json_object *pl = json_object_new_object();
+                jsonx_add_str(pl, "worker", wname);
+                json_object *rs = json_object_new_array();
+                json_object_array_add(rs, json_object_new_string("runs where the sandbox runs"));
+                jsonx_add(pl, "reasons", rs);
+                rc = op_lease(c, lim, op_id, worker, pl);
+                json_object_put(pl);
+                if (rc == 0)
+                    rc = 2;
+            }
+        }
+    }
+    if (rc < 0) {
+        db_rollback(c);
+        return rc == SBX_ECONFLICT ? 0 : rc;
+    }
+    /* rc 0 (waiting) commits too: the reasons it waits may have changed. */
+    if (db_commit(c) < 0) {
+        db_rollback(c);
+        return SBX_EDB;
+    }
+    return rc;
+}
+
+int store_place_admitted(PGconn *c, const store_limits_t *lim, int *ret_changed, int *ret_leased)
+{
+    PGresult *r = ops_in_state(c, "state = 'admitted'");
+    if (!r)
+        return SBX_EDB;
+    int rc = 0;
+    for (int i = 0; i < PQntuples(r); i++) {
+        int m = store__place_one(c, lim, db_get(r, i, 0));
+        if (m < 0) {
+            rc = m;
+            break;
+        }
+        if (m > 0)
+            (*ret_changed)++;
+        if (m == 2)
+            (*ret_leased)++;
+    }
+    PQclear(r);
+    return rc;
+}
+
+int store_expire_leases(PGconn *c, const store_limits_t *lim, int *ret_changed)
+{
+    PGresult *r = ops_in_state(c, "state IN ('leased', 'running') AND lease_expires_at < now()");
+    if (!r)
+        return SBX_EDB;
+    int rc = 0;
+    for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
+        const char *op_id = db_get(r, i, 0);
+        if (db_begin(c) < 0) {
+            rc = SBX_EDB;
+            break;
+        }
+        const char *p[] = { op_id };
+        PGresult *o = db_exec(c, "SELECT kind, state, attempt, sandbox_id FROM operations WHERE id = $1 "
+                                 "AND state IN ('leased', 'running') AND lease_expires_at < now() "
+                                 "FOR UPDATE SKIP LOCKED", 1, p);
+        if (!o || PQntuples(o) != 1) {
+            PQclear(o);
+            db_rollback(c);
+            continue;
+        }
+        char kind[16], sbx[SBX_ID_MAX];
+        op_state_t from;
+        snprintf(kind, sizeof kind, "%s", db_get(o, 0, 0));
+        op_state_parse(db_get(o, 0, 1), &from);
+        int64_t attempt = db_get_ll(o, 0, 2);
+        snprintf(sbx, sizeof sbx, "%s", db_get(o, 0, 3));
+        PQclear(o);
+        int x;
+        /* exec is not safe to repeat: it may have run. create and delete are. */
+        bool give_up = strcmp(kind, "exec") == 0 || attempt >= lim->max_attempts;
+        if (give_up) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "the worker stopped renewing its lease (attempt %lld of %lld)%s",
+                     (long long)attempt, (long long)lim->max_attempts,
+                     strcmp(kind, "exec") == 0 ? "; exec is not retried because it may have run" : "");
+            const char *e[] = { "worker_lost", msg };
+            x = store__op_cas(c, op_id, from, OP_FAILED, "error_code = $4, error_message = $5, lease_worker_id = NULL", 2, e,
+                       store__event_reason("lease_expired"));
+            if (x == 0 && strcmp(kind, "create") == 0) {
+                x = store__sandbox_set_phase(c, sbx, PH_FAILED, NULL, 0, NULL);
+                if (x == 0)
+                    x = store__sandbox_release_allocation(c, sbx);
+            }
+        } else {
+            x = store__op_cas(c, op_id, from, OP_ADMITTED, "lease_worker_id = NULL, lease_expires_at = NULL", 0, NULL,
+                       store__event_reason("lease_expired"));
+            if (x == 0 && strcmp(kind, "create") == 0) {
+                x = store__sandbox_release_allocation(c, sbx);
+                if (x == 0)
+                    x = store__sandbox_set_phase(c, sbx, PH_PENDING, "worker_id = NULL", 0, NULL);
+            }
+        }
+        if (x < 0) {
+            db_rollback(c);
+            if (x != SBX_ECONFLICT)
+                rc = x;
+            continue;
+        }
+        if (db_commit(c) < 0) {
+            db_rollback(c);
+            rc = SBX_EDB;
+            break;
+        }
+        pthread_once(&store__metrics_once, store__metrics_init);
+        metrics_add(store__m_lease_expiries, give_up ? "outcome=\"failed\"" : "outcome=\"retried\"", 1);
+        (*ret_changed)++;
+    }
+    PQclear(r);
+    return rc;
+}
+
+int store_fail_overdue(PGconn *c, int *ret_changed)
+{
+    PGresult *r = ops_in_state(c, "state IN ('pending', 'admitted') AND deadline < now()");
+    if (!r)
+        return SBX_EDB;
+    int rc = 0;
+    for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
+        const char *op_id = db_get(r, i, 0);
+        if (db_begin(c) < 0) {
+            rc = SBX_EDB;
+            break;
+        }
+        const char *p[] = { op_id };
+        PGresult *o = db_exec(c, "SELECT kind, state, sandbox_id FROM operations WHERE id = $1 "
+                                 "AND state IN ('pending', 'admitted') FOR UPDATE SKIP LOCKED", 1, p);
+        if (!o || PQntuples(o) != 1) {
+            PQclear(o);
+            db_rollback(c);
+            continue;
+        }
+        op_state_t from;
+        char kind[16], sbx[SBX_ID_MAX];
+        snprintf(kind, sizeof kind, "%s", db_get(o, 0, 0));
+        op_state_parse(db_get(o, 0, 1), &from);
+        snprintf(sbx, sizeof sbx, "%s", db_get(o, 0, 2));
+        PQclear(o);
+        const char *e[] = { "timeout", "no worker could take the operation before its deadline "
+                                       "(no ready worker with enough free capacity)" };
+        int x = store__op_cas(c, op_id, from, OP_FAILED, "error_code = $4, error_message = $5", 2, e,
+                       store__event_reason("deadline"));
+        if (x == 0 && strcmp(kind, "create") == 0)
+            x = store__sandbox_set_phase(c, sbx, PH_FAILED, NULL, 0, NULL);
+        if (x < 0 || db_commit(c) < 0) {
+            db_rollback(c);
+            if (x != SBX_ECONFLICT)
+                rc = SBX_EDB;
+            continue;
+        }
+        (*ret_changed)++;
+    }
+    PQclear(r);
+    return rc;
+}
+
+/* For each sandbox select_sql names: in its own transaction, lock the row
+ * if it still matches lock_cond (a WHERE fragment on $1 = id), write
+ * event_kind (may be NULL) and request its deletion. */
+static int request_deletes(PGconn *c, const store_limits_t *lim, const char *select_sql, const char *lock_cond,
+                           const char *event_kind, const char *created_by, int *ret_changed)
+{
+    PGresult *r = db_exec(c, select_sql, 0, NULL);
+    if (!r)
+        return SBX_EDB;
+    char lock_sql[512];
+    snprintf(lock_sql, sizeof lock_sql, "SELECT tenant_id FROM sandboxes WHERE id = $1 AND %s FOR UPDATE SKIP LOCKED",
+             lock_cond);
+    int rc = 0;
+    for (int i = 0; i < PQntuples(r); i++) {
+        const char *sbx = db_get(r, i, 0);
+        if (db_begin(c) < 0) {
+            rc = SBX_EDB;
+            break;
+        }
+        const char *p[] = { sbx };
+        PGresult *s = db_exec(c, lock_sql, 1, p);
+        if (!s || PQntuples(s) != 1) {
+            PQclear(s);
+            db_rollback(c);
+            continue;
+        }
+        char tenant[SBX_ID_MAX], op[SBX_ID_MAX];
+        snprintf(tenant, sizeof tenant, "%s", db_get(s, 0, 0));
+        PQclear(s);
+        if ((event_kind && store__event_add(c, tenant, event_kind, sbx, NULL, NULL) < 0) ||
+            store__sandbox_request_delete(c, lim, tenant, sbx, NULL, NULL, created_by, op) < 0 || db_commit(c) < 0) {
+            db_rollback(c);
+            rc = SBX_EDB;
+            break;
+        }
+        (*ret_changed)++;
+    }
+    PQclear(r);
+    return rc;
+}
+
+int store_expire_ttls(PGconn *c, const store_limits_t *lim, int *ret_changed)
+{
+    return request_deletes(c, lim,
+                           "SELECT id FROM sandboxes WHERE desired_state = 'running' AND expires_at < now() "
+                           "ORDER BY expires_at LIMIT 100",
+                           "desired_state = 'running' AND expires_at < now()", "sandbox.expired", "ttl", ret_changed);
+}
+
+int store_retry_deletes(PGconn *c, const store_limits_t *lim, int *ret_changed)
+{
+    /* A sandbox that should be gone, whose last delete failed a while ago
+     * and nothing else is deleting it: try again (never in a tight loop). */
+    return request_deletes(c, lim,
+                           "SELECT s.id FROM sandboxes s WHERE s.desired_state = 'deleted' AND s.phase <> 'deleted' "
+                           "AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.sandbox_id = s.id AND o.kind = 'delete' "
+                           "  AND (o.state IN ('pending', 'admitted', 'leased', 'running', 'succeeded') "
+                           "       OR o.finished_at > now() - interval '30 seconds')) "
+                           "ORDER BY s.updated_at LIMIT 100",
+                           "desired_state = 'deleted' AND phase <> 'deleted'", NULL, "retry", ret_changed);
+}
+
+int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_changed)
+{
+    char tmo[24];
+    snprintf(tmo, sizeof tmo, "%lld", (long long)lim->worker_timeout_seconds);
+    const char *p[] = { tmo };
+    PGresult *r = db_exec(c,
+                          "WITH lost AS (UPDATE workers SET state = 'lost', updated_at = now() "
+                          "  WHERE state IN ('ready', 'draining') "
+                          "  AND last_heartbeat < now() - make_interval(secs => $1::bigint) RETURNING id, name) "
+                          "INSERT INTO events (kind, data) SELECT 'worker.lost', "
+                          "  jsonb_build_object('worker', name, 'worker_id', id) FROM lost",
+                          1, p);
+    if (!r)
+        return SBX_EDB;
+    *ret_changed += cmd_rows(r);
+    PQclear(r);
+    /* Running sandboxes of lost workers are lost, and their share of
+     * capacity is released. (Operations in flight there resolve through
+     * their leases, which no heartbeat extends any more.) */
+    r = db_exec(c, "SELECT s.id FROM sandboxes s JOIN workers w ON w.id = s.worker_id "
+                   "WHERE w.state = 'lost' AND s.phase = 'running' LIMIT 500", 0, NULL);
+    if (!r)
+        return SBX_EDB;
+    int rc = 0;
+    for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
+        const char *sbx = db_get(r, i, 0);
+        if (db_begin(c) < 0) {
+            rc = SBX_EDB;
+            break;
+        }
+        const char *q[] = { sbx };
+        PGresult *l = db_exec(c, "SELECT 1 FROM sandboxes WHERE id = $1 AND phase = 'running' FOR UPDATE SKIP LOCKED",
+                              1, q);
+        bool mine = l && PQntuples(l) == 1;
+        PQclear(l);
+        if (!mine) {
+            db_rollback(c);
+            continue;
+        }
+        if (store__sandbox_set_phase(c, sbx, PH_LOST, NULL, 0, NULL) < 0 || store__sandbox_release_allocation(c, sbx) < 0 ||
+            db_commit(c) < 0) {
+            db_rollback(c);
+            rc = SBX_EDB;
+            break;
+        }
+        (*ret_changed)++;
+    }
+    PQclear(r);
+    return rc;
+}
+
+/* Runs one bounded DELETE until it removes less than a batch. */
+static int prune_batches(PGconn *c, const char *sql, const char *seconds, long long *ret_rows)
+{
+    for (int i = 0; i < SBX_RETENTION_MAX_BATCHES; i++) {
+        const char *p[] = { seconds };
+        PGresult *r = db_exec(c, sql, 1, p);
+        if (!r)
+            return SBX_EDB;
+        int n = cmd_rows(r);
+        PQclear(r);
+        *ret_rows += n;
+        if (n < SBX_RETENTION_BATCH)
+            break;
+    }
+    return 0;
+}
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+int store_prune(PGconn *c, int64_t operations_seconds, int64_t events_seconds, store_pruned_t *ret_pruned)
+{
+    memset(ret_pruned, 0, sizeof *ret_pruned);
+    char ops_s[32], ev_s[32];
+    snprintf(ops_s, sizeof ops_s, "%lld", (long long)operations_seconds);
+    snprintf(ev_s, sizeof ev_s, "%lld", (long long)events_seconds);
+    int rc;
+    if ((rc = prune_batches(c,
+                            "DELETE FROM events WHERE id IN (SELECT id FROM events "
+                            "  WHERE ts < now() - make_interval(secs => $1::bigint) ORDER BY ts "
+                            "  LIMIT " STR(SBX_RETENTION_BATCH) " FOR UPDATE SKIP LOCKED)",
+                            ev_s, &ret_pruned->events)) < 0 ||
+        (rc = prune_batches(c,
+                            "DELETE FROM operations WHERE id IN (SELECT id FROM operations "
+                            "  WHERE finished_at < now() - make_interval(secs => $1::bigint) "
+                            "  LIMIT " STR(SBX_RETENTION_BATCH) " FOR UPDATE SKIP LOCKED)",
+                            ops_s, &ret_pruned->operations)) < 0 ||
+        (rc = prune_batches(c,
+                            "DELETE FROM routes WHERE id IN (SELECT id FROM routes "
+                            "  WHERE state = 'removed' AND removed_at < now() - make_interval(secs => $1::bigint) "
+                            "  LIMIT " STR(SBX_RETENTION_BATCH) " FOR UPDATE SKIP LOCKED)",
+                            ops_s, &ret_pruned->routes)) < 0)
+        return rc;
+    /* A deleted sandbox goes once nothing refers to it any more. */
+    rc = prune_batches(c,
+                       "WITH gone AS (SELECT s.id FROM sandboxes s "
+                       "  WHERE s.phase = 'deleted' AND s.deleted_at < now() - make_interval(secs => $1::bigint) "
+                       "  AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.sandbox_id = s.id) "
+                       "  AND NOT EXISTS (SELECT 1 FROM routes r WHERE r.sandbox_id = s.id AND r.state = 'active') "
+                       "  LIMIT " STR(SBX_RETENTION_BATCH) " FOR UPDATE SKIP LOCKED), "
+                       "r AS (DELETE FROM routes WHERE sandbox_id IN (SELECT id FROM gone)) "
+                       "DELETE FROM sandboxes WHERE id IN (SELECT id FROM gone)",
+                       ops_s, &ret_pruned->sandboxes);
+    return rc;
+}

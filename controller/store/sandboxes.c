@@ -1,0 +1,548 @@
+/* Client requests: sandbox create, delete, exec, get and list, operations,
+ * idempotency keys. */
+#include "store_int.h"
+
+/* ---- client requests ---- */
+
+/* When an operation with this idempotency key exists in the tenant:
+ * returns 0 and its id/kind/hash; SBX_ENOTFOUND otherwise. */
+static int idem_find(PGconn *c, const char *tenant_id, const char *key, char ret_op[SBX_ID_MAX],
+                     char ret_sandbox[SBX_ID_MAX], char ret_kind[16], char ret_hash[80])
+{
+    const char *p[] = { tenant_id, key };
+    PGresult *r = db_exec(c, "SELECT id, sandbox_id, kind, coalesce(request_hash, '') FROM operations "
+                             "WHERE tenant_id = $1 AND idempotency_key = $2", 2, p);
+    if (!r)
+        return SBX_EDB;
+    int rc = SBX_ENOTFOUND;
+    if (PQntuples(r) == 1) {
+        snprintf(ret_op, SBX_ID_MAX, "%s", db_get(r, 0, 0));
+        snprintf(ret_sandbox, SBX_ID_MAX, "%s", db_get(r, 0, 1));
+        snprintf(ret_kind, 16, "%s", db_get(r, 0, 2));
+        snprintf(ret_hash, 80, "%s", db_get(r, 0, 3));
+        rc = 0;
+    }
+    PQclear(r);
+    return rc;
+}
+
+/* Replays an idempotent request: the original operation when kind and body
+ * match, 409 otherwise. Returns 1 when replayed, 0 when no such key. */
+int store__idem_replay(PGconn *c, const char *tenant_id, const char *key, const char *kind, const char *hash,
+                       bool with_sandbox, json_object **ret, api_error_t *err)
+{
+    char op_id[SBX_ID_MAX], sbx_id[SBX_ID_MAX], okind[16], ohash[80];
+    int rc = idem_find(c, tenant_id, key, op_id, sbx_id, okind, ohash);
+    if (rc == SBX_ENOTFOUND)
+        return 0;
+    if (rc < 0)
+        return store__db_error(err);
+    if (strcmp(okind, kind) != 0 || strcmp(ohash, hash) != 0)
+        return api_error_set(err, API_CONFLICT,
+                             "Idempotency-Key \"%.64s\" was already used for a different %s request (operation %s)",
+                             key, okind, op_id);
+    json_object *op = NULL, *sbx = NULL;
+    if (store__load_op(c, op_id, &op) < 0)
+        return store__db_error(err);
+    json_object *o = json_object_new_object();
+    if (with_sandbox) {
+        if (store__load_sandbox(c, sbx_id, &sbx) < 0) {
+            json_object_put(op);
+            json_object_put(o);
+            return store__db_error(err);
+        }
+        jsonx_add(o, "sandbox", sbx);
+    }
+    jsonx_add(o, "operation", op);
+    *ret = o;
+    return 1;
+}
+
+int store_sandbox_create(PGconn *c, const store_limits_t *lim, const create_req_t *req, json_object **ret,
+                         bool *ret_replayed, api_error_t *err)
+{
+    char sbx_id[SBX_ID_MAX], op_id[SBX_ID_MAX], deadline[24], cpu[24], mem[24], ttl[24];
+    *ret_replayed = false;
+    if (req->idempotency_key) {
+        int rr = store__idem_replay(c, req->tenant_id, req->idempotency_key, "create", req->request_hash, true, ret, err);
+        if (rr != 0) {
+            *ret_replayed = rr > 0;
+            return rr > 0 ? 0 : rr;
+        }
+    }
+    ids_new("sbx", sbx_id);
+    ids_new("op", op_id);
+    snprintf(deadline, sizeof deadline, "%lld", (long long)lim->deadline_seconds);
+    snprintf(cpu, sizeof cpu, "%lld", (long long)req->spec->cpu_millis);
+    snprintf(mem, sizeof mem, "%lld", (long long)req->spec->memory_mib);
+    snprintf(ttl, sizeof ttl, "%lld", (long long)req->spec->ttl_seconds);
+    json_object *sj = spec_to_json(req->spec);
+    char *spec_text = jsonx_dump(sj);
+    json_object_put(sj);
+    if (!spec_text)
+        return api_error_set(err, API_INTERNAL, "out of memory");
+
+    if (db_begin(c) < 0)
+        goto db_fail;
+    if (req->policy) {
+        /* Quotas: the tenant row lock serializes concurrent creates of one
+         * tenant, so no race can pass a quota. */
+        const char *pq[] = { req->tenant_id };
+        PGresult *q = db_exec(c, "SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE", 1, pq);
+        PQclear(q);
+        if (!q)
+            goto db_fail;
+        q = db_exec(c, "SELECT count(*), coalesce(sum(cpu_millis), 0), coalesce(sum(memory_mib), 0) FROM sandboxes "
+                       "WHERE tenant_id = $1 AND desired_state = 'running' AND phase NOT IN ('deleted', 'failed', 'lost')",
+                    1, pq);
+        if (!q)
+            goto db_fail;
+        long long n = db_get_ll(q, 0, 0), tcpu = db_get_ll(q, 0, 1), tmem = db_get_ll(q, 0, 2);
+        PQclear(q);
+        const policy_t *pol = req->policy;
+        int denied = 0;
+        if (pol->max_sandboxes && n + 1 > pol->max_sandboxes)
+            denied = api_error_set(err, API_QUOTA_EXCEEDED, "tenant quota max_sandboxes = %lld: %lld sandboxes live",
+                                   (long long)pol->max_sandboxes, n);
+        else if (pol->max_total_cpu_millis && tcpu + req->spec->cpu_millis > pol->max_total_cpu_millis)
+            denied = api_error_set(err, API_QUOTA_EXCEEDED,
+                                   "tenant quota max_total_cpu_millis = %lld: %lld in use, %lld asked",
+                                   (long long)pol->max_total_cpu_millis, tcpu, (long long)req->spec->cpu_millis);
+        else if (pol->max_total_memory_mib && tmem + req->spec->memory_mib > pol->max_total_memory_mib)
+            denied = api_error_set(err, API_QUOTA_EXCEEDED,
+                                   "tenant quota max_total_memory_mib = %lld: %lld MiB in use, %lld asked",
+                                   (long long)pol->max_total_memory_mib, tmem, (long long)req->spec->memory_mib);
+        if (denied) {
+            db_rollback(c);
+            free(spec_text);
+            return SBX_EINVAL;
+        }
+    }
+    char *class_text = req->classification ? jsonx_dump(req->classification) : NULL;
+    const char *ps[] = { sbx_id, req->tenant_id, spec_text, isolation_name(req->isolation), cpu, mem, ttl,
+                         req->created_by, class_text };
+    int ins = db_run(c, "INSERT INTO sandboxes (id, tenant_id, spec, desired_state, phase, isolation, cpu_millis, "
+                        "memory_mib, ttl_seconds, created_by, classification) VALUES ($1, $2, $3::jsonb, 'running', "
+                        "'pending', $4, $5, $6, $7, $8, $9::jsonb)", 9, ps);
+    free(class_text);
+    if (ins < 0)
+        goto db_fail;
+    const char *po[] = { op_id, req->tenant_id, sbx_id, req->idempotency_key, req->request_hash, spec_text, deadline,
+                         req->created_by };
+    if (db_run(c, "INSERT INTO operations (id, tenant_id, sandbox_id, kind, state, idempotency_key, request_hash, "
+                  "request, deadline, created_by) VALUES ($1, $2, $3, 'create', 'pending', $4, $5, $6::jsonb, "
+                  "now() + make_interval(secs => $7::bigint), $8)", 8, po) < 0) {
+        if (req->idempotency_key && db_last_unique_violation()) {
+            /* A concurrent request with the same key won: answer with its operation. */
+            db_rollback(c);
+            free(spec_text);
+            int rr = store__idem_replay(c, req->tenant_id, req->idempotency_key, "create", req->request_hash, true, ret,
+                                 err);
+            *ret_replayed = rr > 0;
+            return rr > 0 ? 0 : (rr < 0 ? rr : store__db_error(err));
+        }
+        goto db_fail;
+    }
+    json_object *sd = json_object_new_object();
+    jsonx_add_str(sd, "image", req->spec->image);
+    jsonx_add_str(sd, "isolation", isolation_name(req->isolation));
+    jsonx_add_str(sd, "network", net_mode_name(req->spec->network));
+    jsonx_add_int(sd, "cpu_millis", req->spec->cpu_millis);
+    jsonx_add_int(sd, "memory_mib", req->spec->memory_mib);
+    jsonx_add_int(sd, "ttl_seconds", req->spec->ttl_seconds);
+    if (store__event_add(c, req->tenant_id, "sandbox.pending", sbx_id, NULL, sd) < 0)
+        goto db_fail;
+    json_object *ed = json_object_new_object();
+    jsonx_add_str(ed, "kind", "create");
+    jsonx_add_str(ed, "to", "pending");
+    if (store__event_add(c, req->tenant_id, "operation.pending", sbx_id, op_id, ed) < 0 || db_commit(c) < 0)
+        goto db_fail;
+    free(spec_text);
+    spec_text = NULL;
+
+    json_object *sbx = NULL, *op = NULL;
+    if (store__load_sandbox(c, sbx_id, &sbx) < 0)
+        return store__db_error(err);
+    if (store__load_op(c, op_id, &op) < 0) {
+        json_object_put(sbx);
+        return store__db_error(err);
+    }
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "sandbox", sbx);
+    jsonx_add(*ret, "operation", op);
+    return 0;
+db_fail:
+    free(spec_text);
+    store__db_error(err);
+    db_rollback(c);
+    return SBX_EDB;
+}
+
+/* Locks the sandbox row in scope. Returns 0 with tenant id and phase. */
+int store__sandbox_lock(PGconn *c, const char *scope, const char *sandbox_id, char ret_tenant[SBX_ID_MAX],
+                        char ret_phase[24], char ret_desired[16], api_error_t *err)
+{
+    const char *p[] = { sandbox_id, scope };
+    PGresult *r = db_exec(c, "SELECT tenant_id, phase, desired_state FROM sandboxes "
+                             "WHERE id = $1 AND ($2::text IS NULL OR tenant_id = $2) FOR UPDATE", 2, p);
+    if (!r)
+        return store__db_error(err);
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return api_error_set(err, API_NOT_FOUND, "no sandbox %.64s", sandbox_id);
+    }
+    snprintf(ret_tenant, SBX_ID_MAX, "%s", db_get(r, 0, 0));
+    snprintf(ret_phase, 24, "%s", db_get(r, 0, 1));
+    snprintf(ret_desired, 16, "%s", db_get(r, 0, 2));
+    PQclear(r);
+    return 0;
+}
+
+/* Inside a transaction that holds the sandbox row: records the wish to
+ * delete, cancels a create that has not been placed, and adds a delete
+ * operation (or returns the open one). ret_op gets its id. */
+int store__sandbox_request_delete(PGconn *c, const store_limits_t *lim, const char *tenant_id, const char *sandbox_id,
+                                  const char *idem, const char *hash, const char *created_by, char ret_op[SBX_ID_MAX])
+{
+    const char *p[] = { sandbox_id };
+    PGresult *r = db_exec(c, "SELECT id FROM operations WHERE sandbox_id = $1 AND kind = 'delete' "
+                             "AND state IN ('pending', 'admitted', 'leased', 'running', 'succeeded') "
+                             "ORDER BY created_at DESC LIMIT 1", 1, p);
+    if (!r)
+        return SBX_EDB;
+    if (PQntuples(r) == 1) {
+        snprintf(ret_op, SBX_ID_MAX, "%s", db_get(r, 0, 0));
+        PQclear(r);
+        return 0;
+    }
+    PQclear(r);
+    if (db_run(c, "UPDATE sandboxes SET desired_state = 'deleted', updated_at = now() WHERE id = $1", 1, p) < 0)
+        return SBX_EDB;
+    /* A create nobody has taken yet is simply cancelled. */
+    r = db_exec(c, "SELECT id, state FROM operations WHERE sandbox_id = $1 AND kind = 'create' "
+                   "AND state IN ('pending', 'admitted')", 1, p);
+    if (!r)
+        return SBX_EDB;
+    for (int i = 0; i < PQntuples(r); i++) {
+        op_state_t from;
+        op_state_parse(db_get(r, i, 1), &from);
+        const char *x[] = { "cancelled", "the sandbox was deleted before it was placed" };
+        int rc = store__op_cas(c, db_get(r, i, 0), from, OP_CANCELLED, "error_code = $4, error_message = $5", 2, x, NULL);
+        if (rc == SBX_EDB) {
+            PQclear(r);
+            return SBX_EDB;
+        }
+    }
+    PQclear(r);
+    char op_id[SBX_ID_MAX], deadline[24];
+    ids_new("op", op_id);
+    snprintf(deadline, sizeof deadline, "%lld", (long long)lim->deadline_seconds);
+    const char *po[] = { op_id, tenant_id, sandbox_id, idem, hash, deadline, created_by };
+    if (db_run(c, "INSERT INTO operations (id, tenant_id, sandbox_id, kind, state, idempotency_key, request_hash, "
+                  "deadline, created_by) VALUES ($1, $2, $3, 'delete', 'pending', $4, $5, "
+                  "now() + make_interval(secs => $6::bigint), $7)", 7, po) < 0)
+        return SBX_EDB;
+    json_object *ed = json_object_new_object();
+    jsonx_add_str(ed, "kind", "delete");
+    jsonx_add_str(ed, "to", "pending");
+    if (created_by && (strcmp(created_by, "ttl") == 0 || strcmp(created_by, "retry") == 0))
+        jsonx_add_str(ed, "reason", created_by);
+    if (store__event_add(c, tenant_id, "operation.pending", sandbox_id, op_id, ed) < 0)
+        return SBX_EDB;
+    memcpy(ret_op, op_id, SBX_ID_MAX);
+    return 0;
+}
+
+int store_sandbox_delete(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
+                         const char *idempotency_key, const char *request_hash, const char *created_by,
+                         json_object **ret, api_error_t *err)
+{
+    char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX];
+    if (idempotency_key && scope) {
+        int rr = store__idem_replay(c, scope, idempotency_key, "delete", request_hash, false, ret, err);
+        if (rr != 0)
+            return rr > 0 ? 0 : rr;
+    }
+    if (db_begin(c) < 0)
+        return store__db_error(err);
+    int rc = store__sandbox_lock(c, scope, sandbox_id, tenant_id, phase, desired, err);
+    if (rc < 0) {
+        db_rollback(c);
+        return rc;
+    }
+    if (store__sandbox_request_delete(c, lim, tenant_id, sandbox_id, idempotency_key, request_hash, created_by, op_id) < 0 ||
+        db_commit(c) < 0) {
+        store__db_error(err);
+        db_rollback(c);
+        return SBX_EDB;
+    }
+    json_object *op = NULL;
+    if (store__load_op(c, op_id, &op) < 0)
+        return store__db_error(err);
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "operation", op);
+    return 0;
+}
+
+int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
+                      json_object *exec_request, const char *idempotency_key, const char *request_hash,
+                      const char *created_by, json_object **ret, api_error_t *err)
+{
+    char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX], deadline[24];
+    if (idempotency_key && scope) {
+        int rr = store__idem_replay(c, scope, idempotency_key, "exec", request_hash, false, ret, err);
+        if (rr != 0)
+            return rr > 0 ? 0 : rr;
+    }
+    if (db_begin(c) < 0)
+        return store__db_error(err);
+    int rc = store__sandbox_lock(c, scope, sandbox_id, tenant_id, phase, desired, err);
+    if (rc < 0) {
+        db_rollback(c);
+        return rc;
+    }
+    if (strcmp(phase, "running") != 0 || strcmp(desired, "running") != 0) {
+        /* Say why a failed sandbox stopped. */
+        char why[200] = "";
+        PGresult *f = db_exec(c, "SELECT failure->>'reason', failure->>'exit_code' FROM sandboxes "
+                                 "WHERE id = $1 AND failure IS NOT NULL", 1, (const char *const[]){ sandbox_id });
+        if (f && PQntuples(f) == 1 && db_get(f, 0, 0))
+            snprintf(why, sizeof why, " (%.60s%s%.20s)", db_get(f, 0, 0), db_get(f, 0, 1) ? ", exit code " : "",
+                     db_get(f, 0, 1) ? db_get(f, 0, 1) : "");
+        PQclear(f);
+        db_rollback(c);
+        return api_error_set(err, API_CONFLICT, "sandbox %s is %s%s%s; exec needs a running sandbox", sandbox_id,
+                             phase, why, strcmp(desired, "deleted") == 0 ? " and being deleted" : "");
+    }
+    policy_t pol;
+    if (store_tenant_policy(c, tenant_id, &pol) < 0) {
+        db_rollback(c);
+        return store__db_error(err);
+    }
+    int64_t asked = 0;
+    jsonx_get_int(exec_request, "max_output_bytes", &asked);
+    if (pol.exec_output_max_bytes && asked > pol.exec_output_max_bytes) {
+        long long cap = (long long)pol.exec_output_max_bytes;
+        db_rollback(c);
+        policy_release(&pol);
+        return api_error_set(err, API_POLICY_DENIED,
+                             "max_output_bytes %lld is over the tenant policy exec_output_max_bytes = %lld",
+                             (long long)asked, cap);
+    }
+    if (asked <= 0 && (pol.exec_output_default_bytes || pol.exec_output_max_bytes)) {
+        int64_t d = pol.exec_output_default_bytes ? pol.exec_output_default_bytes : lim->exec_output_default;
+        if (pol.exec_output_max_bytes && d > pol.exec_output_max_bytes)
+            d = pol.exec_output_max_bytes;
+        jsonx_add_int(exec_request, "max_output_bytes", d);
+    }
+    policy_release(&pol);
+    ids_new("op", op_id);
+    snprintf(deadline, sizeof deadline, "%lld", (long long)lim->deadline_seconds);
+    char *req_text = jsonx_dump(exec_request);
+    const char *po[] = { op_id, tenant_id, sandbox_id, idempotency_key, request_hash, req_text, deadline, created_by };
+    if (db_run(c, "INSERT INTO operations (id, tenant_id, sandbox_id, kind, state, idempotency_key, request_hash, "
+                  "request, deadline, created_by) VALUES ($1, $2, $3, 'exec', 'pending', $4, $5, $6::jsonb, "
+                  "now() + make_interval(secs => $7::bigint), $8)", 8, po) < 0) {
+        free(req_text);
+        bool dup = idempotency_key && db_last_unique_violation();
+        db_rollback(c);
+        if (dup) {
+            int rr = store__idem_replay(c, tenant_id, idempotency_key, "exec", request_hash, false, ret, err);
+            return rr > 0 ? 0 : (rr < 0 ? rr : store__db_error(err));
+        }
+        return store__db_error(err);
+    }
+    free(req_text);
+    json_object *ed = json_object_new_object();
+    jsonx_add_str(ed, "kind", "exec");
+    jsonx_add_str(ed, "to", "pending");
+    if (store__event_add(c, tenant_id, "operation.pending", sandbox_id, op_id, ed) < 0 || db_commit(c) < 0) {
+        store__db_error(err);
+        db_rollback(c);
+        return SBX_EDB;
+    }
+    json_object *op = NULL;
+    if (store__load_op(c, op_id, &op) < 0)
+        return store__db_error(err);
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "operation", op);
+    return 0;
+}
+
+static char *text_array(const char *const *ids, int n);
+
+/* Adds "history":[{"state","at"}…] (from the events table, oldest first) to
+ * each operation object of the array. */
+static int attach_history(PGconn *c, json_object *ops)
+{
+    size_t n = json_object_array_length(ops);
+    if (n == 0)
+        return 0;
+    const char **ids = calloc(n, sizeof *ids);
+    if (!ids)
+        return SBX_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = jsonx_get_str(json_object_array_get_idx(ops, i), "id");
+        jsonx_add(json_object_array_get_idx(ops, i), "history", json_object_new_array());
+    }
+    char *arr = text_array(ids, (int)n);
+    if (!arr) {
+        free(ids);
+        return SBX_ENOMEM;
+    }
+    const char *p[] = { arr };
+    PGresult *r = db_exec(c, "SELECT operation_id, coalesce(data->>'to', substr(kind, 11)), " TS("ts")
+                             " FROM events WHERE operation_id = ANY($1::text[]) AND kind LIKE 'operation.%' "
+                             "ORDER BY id", 1, p);
+    free(arr);
+    if (!r) {
+        free(ids);
+        return SBX_EDB;
+    }
+    for (int k = 0; k < PQntuples(r); k++) {
+        for (size_t i = 0; i < n; i++) {
+            if (!ids[i] || strcmp(ids[i], db_get(r, k, 0)) != 0)
+                continue;
+            json_object *h = json_object_new_object();
+            jsonx_add_str(h, "state", db_get(r, k, 1));
+            jsonx_add_str(h, "at", db_get(r, k, 2));
+            json_object_array_add(jsonx_get_arr(json_object_array_get_idx(ops, i), "history"), h);
+        }
+    }
+    PQclear(r);
+    free(ids);
+    return 0;
+}
+
+int store_sandbox_get(PGconn *c, const char *scope, const char *sandbox_id, json_object **ret, api_error_t *err)
+{
+    const char *p[] = { sandbox_id, scope };
+    PGresult *r = db_exec(c, "SELECT " SANDBOX_COLS SANDBOX_FROM "WHERE s.id = $1 AND ($2::text IS NULL OR s.tenant_id = $2)",
+                          2, p);
+    if (!r)
+        return store__db_error(err);
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return api_error_set(err, API_NOT_FOUND, "no sandbox %.64s", sandbox_id);
+    }
+    json_object *sbx = store__sandbox_json(r, 0);
+    PQclear(r);
+    r = db_exec(c, "SELECT " OP_COLS " FROM operations o WHERE o.sandbox_id = $1 ORDER BY o.created_at DESC LIMIT 20",
+                1, p);
+    if (!r) {
+        json_object_put(sbx);
+        return store__db_error(err);
+    }
+    json_object *ops = json_object_new_array();
+    for (int i = 0; i < PQntuples(r); i++)
+        json_object_array_add(ops, store__op_json(r, i));
+    PQclear(r);
+    if (attach_history(c, ops) < 0) {
+        json_object_put(ops);
+        json_object_put(sbx);
+        return store__db_error(err);
+    }
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "sandbox", sbx);
+    jsonx_add(*ret, "operations", ops);
+    return 0;
+}
+
+int store_sandbox_list(PGconn *c, const char *scope, const char *tenant_name, bool include_deleted, int limit,
+                       json_object **ret, api_error_t *err)
+{
+    char lim[16];
+    snprintf(lim, sizeof lim, "%d", limit);
+    const char *p[] = { scope, tenant_name, include_deleted ? "t" : "f", lim };
+    PGresult *r = db_exec(c, "SELECT " SANDBOX_COLS SANDBOX_FROM
+                             "WHERE ($1::text IS NULL OR s.tenant_id = $1) AND ($2::text IS NULL OR tn.name = $2) "
+                             "AND ($3::boolean OR s.phase <> 'deleted') ORDER BY s.created_at DESC LIMIT $4::int",
+                          4, p);
+    if (!r)
+        return store__db_error(err);
+    *ret = store__rows_object(r, "sandboxes", store__sandbox_json);
+    return 0;
+}
+
+int store_operation_get(PGconn *c, const char *scope, const char *op_id, json_object **ret, bool *ret_terminal,
+                        api_error_t *err)
+{
+    const char *p[] = { op_id, scope };
+    PGresult *r = db_exec(c, "SELECT " OP_COLS " FROM operations o WHERE o.id = $1 AND ($2::text IS NULL OR o.tenant_id = $2)",
+                          2, p);
+    if (!r)
+        return store__db_error(err);
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return api_error_set(err, API_NOT_FOUND, "no operation %.64s", op_id);
+    }
+    op_state_t st = OP_PENDING;
+    op_state_parse(db_get(r, 0, 2), &st);
+    if (ret_terminal)
+        *ret_terminal = op_state_terminal(st);
+    json_object *one = json_object_new_array();
+    json_object_array_add(one, store__op_json(r, 0));
+    PQclear(r);
+    if (attach_history(c, one) < 0) {
+        json_object_put(one);
+        return store__db_error(err);
+    }
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "operation", json_object_get(json_object_array_get_idx(one, 0)));
+    json_object_put(one);
+    return 0;
+}
+
+/* Builds a text[] literal {"a","b"} from ids (ids contain only [a-z0-9_]). */
+static char *text_array(const char *const *ids, int n)
+{
+    size_t len = 3;
+    for (int i = 0; i < n; i++)
+        len += strlen(ids[i]) + 3;
+    char *s = malloc(len);
+    if (!s)
+        return NULL;
+    size_t o = 0;
+    s[o++] = '{';
+    for (int i = 0; i < n; i++) {
+        o += (size_t)snprintf(s + o, len - o, "%s\"%s\"", i ? "," : "", ids[i]);
+    }
+    s[o++] = '}';
+    s[o] = '\0';
+    return s;
+}
+
+/* Sets ret_flags[i] for each ids[i] the query (taking $1 text[]) returns. */
+int store__flag_ids(PGconn *c, const char *sql, const char *const *ids, int n, bool *ret_flags)
+{
+    for (int i = 0; i < n; i++)
+        ret_flags[i] = false;
+    if (n == 0)
+        return 0;
+    char *arr = text_array(ids, n);
+    if (!arr)
+        return SBX_ENOMEM;
+    const char *p[] = { arr };
+    PGresult *r = db_exec(c, sql, 1, p);
+    free(arr);
+    if (!r)
+        return SBX_EDB;
+    for (int k = 0; k < PQntuples(r); k++)
+        for (int i = 0; i < n; i++)
+            if (strcmp(ids[i], db_get(r, k, 0)) == 0)
+                ret_flags[i] = true;
+    PQclear(r);
+    return 0;
+}
+
+int store_operations_terminal(PGconn *c, const char *const *ids, int n, bool *ret_flags)
+{
+    return store__flag_ids(c, "SELECT id FROM operations WHERE id = ANY($1::text[]) "
+                       "AND state IN ('succeeded', 'failed', 'cancelled')", ids, n, ret_flags);
+}
+
+int store_workers_with_leases(PGconn *c, const char *const *ids, int n, bool *ret_flags)
+{
+    return store__flag_ids(c, "SELECT DISTINCT lease_worker_id FROM operations WHERE lease_worker_id = ANY($1::text[]) "
+                       "AND state = 'leased'", ids, n, ret_flags);
+}

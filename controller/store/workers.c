@@ -1,0 +1,731 @@
+/* Workers: registration, heartbeats with their inventory, long-poll claims
+ * and reports. */
+#include "store_int.h"
+
+/* ---- workers ---- */
+
+
+static json_object *worker_json(const PGresult *r, int row)
+{
+    json_object *o = json_object_new_object();
+    jsonx_add_str(o, "id", db_get(r, row, 0));
+    jsonx_add_str(o, "name", db_get(r, row, 1));
+    jsonx_add(o, "labels", store__parse_json_text(db_get(r, row, 2)));
+    jsonx_add(o, "isolation", store__parse_json_text(db_get(r, row, 3)));
+    jsonx_add_str(o, "runtime", db_get(r, row, 4));
+    json_object *cap = json_object_new_object();
+    jsonx_add_int(cap, "cpu_millis", db_get_ll(r, row, 5));
+    jsonx_add_int(cap, "memory_mib", db_get_ll(r, row, 6));
+    jsonx_add_int(cap, "slots", db_get_ll(r, row, 7));
+    jsonx_add(o, "capacity", cap);
+    json_object *al = json_object_new_object();
+    jsonx_add_int(al, "cpu_millis", db_get_ll(r, row, 8));
+    jsonx_add_int(al, "memory_mib", db_get_ll(r, row, 9));
+    jsonx_add_int(al, "slots", db_get_ll(r, row, 10));
+    jsonx_add(o, "allocated", al);
+    jsonx_add_str(o, "version", db_get(r, row, 11));
+    jsonx_add_str(o, "state", db_get(r, row, 12));
+    jsonx_add_str(o, "last_heartbeat", db_get(r, row, 13));
+    jsonx_add_str(o, "created_at", db_get(r, row, 14));
+    jsonx_add(o, "networks", store__parse_json_text(db_get(r, row, 15)));
+    jsonx_add(o, "probes", store__parse_json_text(db_get(r, row, 16)));
+    jsonx_add_int(o, "images_present", db_get_ll(r, row, 17));
+    if (!PQgetisnull(r, row, 18))
+        jsonx_add_str(o, "route_address", db_get(r, row, 18));
+    return o;
+}
+
+#define WORKER_MAX_IMAGES 512
+
+/* The images a worker reports: an array of at most WORKER_MAX_IMAGES
+ * names. Returns the JSON text to store (malloc'd), NULL when absent, or
+ * sets err. */
+static int worker_images_text(json_object *body, char **ret, api_error_t *err)
+{
+    json_object *a = NULL;
+    *ret = NULL;
+    if (!json_object_object_get_ex(body, "images", &a) || json_object_is_type(a, json_type_null))
+        return 0;
+    if (!json_object_is_type(a, json_type_array) || json_object_array_length(a) > WORKER_MAX_IMAGES)
+        return api_error_set(err, API_INVALID_ARGUMENT, "images must be an array of at most %d names",
+                             WORKER_MAX_IMAGES);
+    for (size_t i = 0; i < json_object_array_length(a); i++) {
+        json_object *e = json_object_array_get_idx(a, i);
+        if (!json_object_is_type(e, json_type_string) || json_object_get_string_len(e) == 0 ||
+            json_object_get_string_len(e) > SBX_MAX_IMAGE_BYTES)
+            return api_error_set(err, API_INVALID_ARGUMENT, "images[%zu] must be an image name", i);
+    }
+    *ret = jsonx_dump(a);
+    return *ret ? 0 : api_error_set(err, API_INTERNAL, "out of memory");
+}
+
+/* The register body's "networks" ({"class":["mode",…]}, only offered
+ * classes) and "probes" ({"class":"text"}), normalised. A worker that says
+ * nothing about networks offers only "none": it is never assumed to
+ * isolate a network it did not describe. */
+static int worker_caps_text(json_object *body, unsigned offered, char **ret_networks, char **ret_probes,
+                            api_error_t *err)
+{
+    json_object *nets = NULL, *probes = NULL;
+    json_object_object_get_ex(body, "networks", &nets);
+    json_object_object_get_ex(body, "probes", &probes);
+    if (nets && !json_object_is_type(nets, json_type_null) && !json_object_is_type(nets, json_type_object))
+        return api_error_set(err, API_INVALID_ARGUMENT, "networks must be an object of class: [modes]");
+    if (probes && !json_object_is_type(probes, json_type_null) && !json_object_is_type(probes, json_type_object))
+        return api_error_set(err, API_INVALID_ARGUMENT, "probes must be an object of class: text");
+    json_object *n = json_object_new_object(), *p = json_object_new_object();
+    for (int c = ISO_CONTAINER; c <= ISO_MICROVM; c++) {
+        const char *cname = isolation_name((isolation_t)c);
+        json_object *v;
+        if (probes && json_object_is_type(probes, json_type_object) && json_object_object_get_ex(probes, cname, &v)) {
+            if (!json_object_is_type(v, json_type_string) || json_object_get_string_len(v) > 512) {
+                json_object_put(n);
+                json_object_put(p);
+                return api_error_set(err, API_INVALID_ARGUMENT, "probes.%s must be a text of at most 512 bytes",
+                                     cname);
+            }
+            jsonx_add(p, cname, json_object_get(v));
+        }
+        if (!(offered & (1u << c)))
+            continue;
+        unsigned modes = 1u << NET_NONE;
+        if (nets && json_object_is_type(nets, json_type_object) && json_object_object_get_ex(nets, cname, &v)) {
+            modes = 0;
+            size_t len = json_object_is_type(v, json_type_array) ? json_object_array_length(v) : 0;
+            for (size_t i = 0; i < len; i++) {
+                json_object *e = json_object_array_get_idx(v, i);
+                net_mode_t m;
+                if (!json_object_is_type(e, json_type_string) || net_mode_parse(json_object_get_string(e), &m) < 0)
+                    len = 0, modes = 0;
+                else
+                    modes |= 1u << m;
+            }
+            if (!json_object_is_type(v, json_type_array) || (len == 0 && json_object_array_length(v) > 0)) {
+                json_object_put(n);
+                json_object_put(p);
+                return api_error_set(err, API_INVALID_ARGUMENT, "networks.%s must list none, restricted or open",
+                                     cname);
+            }
+        }
+        json_object *a = json_object_new_array();
+        for (int m = NET_NONE; m <= NET_OPEN; m++)
+            if (modes & (1u << m))
+                json_object_array_add(a, json_object_new_string(net_mode_name((net_mode_t)m)));
+        jsonx_add(n, cname, a);
+    }
+    *ret_networks = jsonx_dump(n);
+    *ret_probes = jsonx_dump(p);
+    json_object_put(n);
+    json_object_put(p);
+    return 0;
+}
+
+static bool worker_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > SBX_MAX_NAME_BYTES)
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || strchr("._-", *s)))
+            return false;
+    return true;
+}
+
+/* "host:port" or "[v6]:port" a controller can connect to; NULL when absent. */
+static int route_address_check(json_object *body, const char **ret, api_error_t *err)
+{
+    *ret = NULL;
+    json_object *v = NULL;
+    if (!json_object_object_get_ex(body, "route_address", &v) || json_object_is_type(v, json_type_null))
+        return 0;
+    const char *a = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+    const char *colon = a ? strrchr(a, ':') : NULL;
+    char *end = NULL;
+    long port = colon ? strtol(colon + 1, &end, 10) : 0;
+    bool ok = a && colon && colon != a && strlen(a) <= 255 && *end == '\0' && port >= 1 && port <= 65535;
+    for (const char *p = a; ok && *p; p++)
+        ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr(".-:[]", *p);
+    if (!ok)
+        return api_error_set(err, API_INVALID_ARGUMENT, "route_address must be host:port");
+    *ret = a;
+    return 0;
+}
+
+int store_worker_register(PGconn *c, json_object *body, const char *token_id, json_object **ret, api_error_t *err)
+{
+    const char *name = jsonx_get_str(body, "name");
+    const char *runtime = jsonx_get_str(body, "runtime");
+    json_object *iso = jsonx_get_arr(body, "isolation");
+    json_object *cap = jsonx_get_obj(body, "capacity");
+    json_object *labels = jsonx_get_obj(body, "labels");
+    const char *version = jsonx_get_str(body, "version");
+    int64_t cpu = 0, mem = 0, slots = 0;
+    if (!name || !worker_name_ok(name))
+        return api_error_set(err, API_INVALID_ARGUMENT, "name must be 1 to 128 letters, digits, . _ or -");
+    if (!runtime || strlen(runtime) > 32)
+        return api_error_set(err, API_INVALID_ARGUMENT, "runtime is required");
+    if (!iso || json_object_array_length(iso) == 0 || json_object_array_length(iso) > 3)
+        return api_error_set(err, API_INVALID_ARGUMENT, "isolation must list 1 to 3 classes");
+    if (!cap || !jsonx_get_int(cap, "cpu_millis", &cpu) || !jsonx_get_int(cap, "memory_mib", &mem) ||
+        !jsonx_get_int(cap, "slots", &slots) || cpu < 0 || mem < 0 || slots < 0 || cpu > 100000000 ||
+        mem > 1000000000 || slots > 100000)
+        return api_error_set(err, API_INVALID_ARGUMENT, "capacity needs cpu_millis, memory_mib and slots in range");
+    char iso_lit[64] = "{";
+    unsigned offered = 0;
+    for (size_t i = 0; i < json_object_array_length(iso); i++) {
+        json_object *e = json_object_array_get_idx(iso, i);
+        isolation_t cls;
+        if (!json_object_is_type(e, json_type_string) || isolation_parse(json_object_get_string(e), &cls) < 0)
+            return api_error_set(err, API_INVALID_ARGUMENT, "isolation classes are container, gvisor, microvm");
+        size_t l = strlen(iso_lit);
+        snprintf(iso_lit + l, sizeof iso_lit - l, "%s%s", i ? "," : "", isolation_name(cls));
+        offered |= 1u << cls;
+    }
+    size_t l = strlen(iso_lit);
+    snprintf(iso_lit + l, sizeof iso_lit - l, "}");
+    const char *route_address = NULL;
+    if (route_address_check(body, &route_address, err) < 0)
+        return SBX_EINVAL;
+    char *nets_text = NULL, *probes_text = NULL, *images_text = NULL;
+    if (worker_caps_text(body, offered, &nets_text, &probes_text, err) < 0)
+        return SBX_EINVAL;
+    if (worker_images_text(body, &images_text, err) < 0) {
+        free(nets_text);
+        free(probes_text);
+        return SBX_EINVAL;
+    }
+    kv_list_t lab;
+    if (kv_list_from_json(labels, "labels", false, SBX_MAX_LABELS, &lab, err) < 0) {
+        free(nets_text);
+        free(probes_text);
+        free(images_text);
+        return SBX_EINVAL;
+    }
+    json_object *lj = kv_list_to_json(&lab);
+    kv_list_release(&lab);
+    char *labels_text = jsonx_dump(lj);
+    json_object_put(lj);
+    char id[SBX_ID_MAX], cpus[24], mems[24], slotss[24];
+    ids_new("wrk", id);
+    snprintf(cpus, sizeof cpus, "%lld", (long long)cpu);
+    snprintf(mems, sizeof mems, "%lld", (long long)mem);
+    snprintf(slotss, sizeof slotss, "%lld", (long long)slots);
+    const char *p[] = { id, name, labels_text, iso_lit, runtime, cpus, mems, slotss, version ? version : "",
+                        nets_text, probes_text, images_text ? images_text : "[]", route_address, token_id };
+    PGresult *r = db_begin(c) < 0 ? NULL : db_exec(c,
+                          "INSERT INTO workers (id, name, labels, isolation, runtime, cpu_millis, memory_mib, slots, "
+                          "version, state, networks, probes, images, route_address, token_id) VALUES ($1, $2, "
+                          "$3::jsonb, $4::text[], $5, $6, $7, $8, $9, 'ready', $10::jsonb, $11::jsonb, $12::jsonb, "
+                          "$13, $14) "
+                          "ON CONFLICT (name) DO UPDATE SET labels = EXCLUDED.labels, isolation = EXCLUDED.isolation, "
+                          "runtime = EXCLUDED.runtime, cpu_millis = EXCLUDED.cpu_millis, "
+                          "memory_mib = EXCLUDED.memory_mib, slots = EXCLUDED.slots, version = EXCLUDED.version, "
+                          "networks = EXCLUDED.networks, probes = EXCLUDED.probes, images = EXCLUDED.images, "
+                          "route_address = EXCLUDED.route_address, token_id = EXCLUDED.token_id, "
+                          "state = CASE WHEN workers.state = 'draining' THEN 'draining' ELSE 'ready' END, "
+                          "last_heartbeat = now(), updated_at = now() RETURNING " WORKER_COLS,
+                          14, p);
+    free(labels_text);
+    free(nets_text);
+    free(probes_text);
+    free(images_text);
+    json_object *ed = json_object_new_object();
+    jsonx_add_str(ed, "worker", name);
+    jsonx_add_str(ed, "worker_id", r ? db_get(r, 0, 0) : NULL);
+    if (!r || store__event_add(c, NULL, "worker.registered", NULL, NULL, ed) < 0 || db_commit(c) < 0) {
+        PQclear(r);
+        store__db_error(err);
+        db_rollback(c);
+        return SBX_EDB;
+    }
+    *ret = worker_json(r, 0);
+    PQclear(r);
+    return 0;
+}
+
+int store_cluster_id(PGconn *c, char ret[64])
+{
+    PGresult *r = db_exec(c, "SELECT id FROM cluster", 0, NULL);
+    if (!r)
+        return SBX_EDB;
+    int rc = PQntuples(r) == 1 ? 0 : SBX_ENOTFOUND;
+    if (rc == 0)
+        snprintf(ret, 64, "%s", db_get(r, 0, 0));
+    PQclear(r);
+    return rc;
+}
+
+int store_worker_exists(PGconn *c, const char *worker_id, bool *ret)
+{
+    const char *p[] = { worker_id };
+    PGresult *r = db_exec(c, "SELECT 1 FROM workers WHERE id = $1", 1, p);
+    if (!r)
+        return SBX_EDB;
+    *ret = PQntuples(r) == 1;
+    PQclear(r);
+    return 0;
+}
+
+/* Seconds a phase change is trusted over a worker's inventory snapshot (the
+ * snapshot may predate a report that arrived before it). */
+static int64_t inventory_grace_seconds(const store_limits_t *lim)
+{
+    return lim->heartbeat_seconds * 2 + 5;
+}
+
+/* A string member of an inventory entry: absent (NULL) when optional, else
+ * a string of at most max bytes without control characters. */
+static int inventory_str(json_object *e, const char *key, size_t i, size_t max, bool required, const char **ret,
+                         api_error_t *err)
+{
+    json_object *v;
+    *ret = NULL;
+    if (!json_object_object_get_ex(e, key, &v) || json_object_is_type(v, json_type_null)) {
+        if (required)
+            return api_error_set(err, API_INVALID_ARGUMENT, "inventory[%zu].%s is required", i, key);
+        return 0;
+    }
+    const char *s = json_object_get_string(v);
+    size_t n = (size_t)json_object_get_string_len(v);
+    if (!json_object_is_type(v, json_type_string) || n > max || strlen(s) != n || utf8_has_control(s))
+        return api_error_set(err, API_INVALID_ARGUMENT, "inventory[%zu].%s must be a string of at most %zu bytes "
+                             "without control characters", i, key, max);
+    *ret = s;
+    return 0;
+}
+
+/* Checks every inventory entry strictly (a worker's body is not trusted:
+ * types, sizes, the observed fields through common/observed.c) and makes
+ * *ret_text, the entries as kept on the worker row and matched in SQL:
+ * identity and state only, never the output tails. */
+static int inventory_check(json_object *inv, char **ret_text, api_error_t *err)
+{
+    size_t n = json_object_array_length(inv);
+    json_object *kept = json_object_new_array();
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(inv, i);
+        const char *sbx, *tenant, *ref;
+        char what[48];
+        observed_t ob;
+        snprintf(what, sizeof what, "inventory[%zu]", i);
+        if (!json_object_is_type(e, json_type_object)) {
+            json_object_put(kept);
+            return api_error_set(err, API_INVALID_ARGUMENT, "%s must be an object", what);
+        }
+        if (inventory_str(e, "sandbox_id", i, SBX_ID_MAX - 1, true, &sbx, err) < 0 ||
+            inventory_str(e, "tenant", i, 63, false, &tenant, err) < 0 ||
+            inventory_str(e, "ref", i, 128, false, &ref, err) < 0 || observed_from_json(e, what, &ob, err) < 0) {
+            json_object_put(kept);
+            return SBX_EINVAL;
+        }
+        json_object *k = json_object_new_object();
+        jsonx_add_str(k, "sandbox_id", sbx);
+        jsonx_add_str(k, "tenant", tenant ? tenant : "");
+        jsonx_add_str(k, "ref", ref ? ref : "");
+        jsonx_add_str(k, "state", ob.state);
+        json_object_array_add(kept, k);
+    }
+    *ret_text = jsonx_dump(kept);
+    json_object_put(kept);
+    if (!*ret_text)
+        return api_error_set(err, API_INTERNAL, "out of memory");
+    return 0;
+}
+
+/* Compares a worker's inventory with what the controller wants, inside the
+ * heartbeat's transaction: runtime objects it no longer wants go into
+ * `remove` (orphans); running sandboxes of this worker whose container
+ * stopped (the entry's observed details) or vanished become failed, with
+ * the failure the runtime observed. Both respect the inventory grace (the
+ * snapshot may predate a report), except a container that finished after
+ * the controller last changed the sandbox: that is no stale snapshot. */
+static int heartbeat_reconcile(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object *inv,
+                               const char *inv_text, json_object *remove)
+{
+    char grace[24];
+    snprintf(grace, sizeof grace, "%lld", (long long)inventory_grace_seconds(lim));
+    const char *p[] = { worker_id, inv_text, grace };
+    int rc = 0;
+    /* Stopped containers first: the orphan pass below then lists them for
+     * removal in the same answer. At most a batch a beat; the rest next. */
+    size_t n = json_object_array_length(inv), done = 0;
+    for (size_t i = 0; i < n && rc == 0 && done < SBX_RECONCILE_BATCH; i++) {
+        json_object *e = json_object_array_get_idx(inv, i);
+        observed_t ob;
+        if (observed_from_json(e, "inventory", &ob, NULL) < 0 || !observed_stopped(ob.state) || !ob.has_exit_code)
+            continue; /* running, or its details come with a later beat */
+        done++;
+        const char *sbx = jsonx_get_str(e, "sandbox_id");
+        const char *ref = jsonx_get_str(e, "ref");
+        const char *fin = observed_time_known(ob.finished_at) ? ob.finished_at : NULL;
+        const char *q[] = { sbx, worker_id, grace, fin, ref };
+        PGresult *r = db_exec(c,
+                              "SELECT 1 FROM sandboxes s WHERE s.id = $1 AND s.worker_id = $2 AND s.phase = 'running' "
+                              "AND (s.runtime_ref IS NULL OR $5::text IS NULL OR s.runtime_ref = $5) "
+                              "AND (s.updated_at < now() - make_interval(secs => $3::bigint) "
+                              "     OR ($4::timestamptz IS NOT NULL AND $4::timestamptz > s.updated_at)) "
+                              "FOR UPDATE OF s SKIP LOCKED",
+                              5, q);
+        if (!r)
+            return SBX_EDB;
+        bool fail = PQntuples(r) == 1;
+        PQclear(r);
+        if (!fail)
+            continue;
+        json_object *f = observed_failure_json(&ob);
+        log_warn("store", "sandbox %s on worker %s stopped: %s", sbx, worker_id, jsonx_get_str(f, "message"));
+        char *tail = ob.output_tail ? strndup(ob.output_tail, ob.output_tail_len) : NULL;
+        rc = store__sandbox_fail_observed(c, sbx, f, tail);
+        free(tail);
+    }
+    if (rc < 0)
+        return rc;
+    PGresult *r = db_exec(c,
+                          "SELECT e->>'sandbox_id', e->>'ref' FROM jsonb_array_elements($2::jsonb) e "
+                          "LEFT JOIN sandboxes s ON s.id = e->>'sandbox_id' "
+                          "WHERE s.id IS NULL OR s.phase IN ('deleted', 'failed', 'lost') "
+                          "   OR (s.worker_id IS DISTINCT FROM $1 "
+                          "       AND s.updated_at < now() - make_interval(secs => $3::bigint)) "
+                          "LIMIT 256",
+                          3, p);
+    if (!r)
+        return SBX_EDB;
+    for (int i = 0; i < PQntuples(r); i++) {
+        json_object *o = json_object_new_object();
+        jsonx_add_str(o, "sandbox_id", db_get(r, i, 0));
+        jsonx_add_str(o, "ref", db_get(r, i, 1));
+        json_object_array_add(remove, o);
+    }
+    PQclear(r);
+    r = db_exec(c,
+                "SELECT s.id FROM sandboxes s WHERE s.worker_id = $1 AND s.phase = 'running' "
+                "AND s.updated_at < now() - make_interval(secs => $3::bigint) "
+                "AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements($2::jsonb) e WHERE e->>'sandbox_id' = s.id) "
+                "FOR UPDATE OF s SKIP LOCKED",
+                3, p);
+    if (!r)
+        return SBX_EDB;
+    for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
+        const char *sbx = db_get(r, i, 0);
+        /* The worker is alive and says the container is gone: a known
+         * end (failed, reason removed), not an unknown one (lost). */
+        log_warn("store", "sandbox %s: its container vanished from worker %s; marking it failed (removed)", sbx,
+                 worker_id);
+        rc = store__sandbox_fail_observed(c, sbx, observed_removed_failure_json(), NULL);
+    }
+    PQclear(r);
+    return rc;
+}
+
+int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object *body,
+                           json_object **ret, api_error_t *err)
+{
+    /* No inventory means the worker could not list its runtime: the
+     * heartbeat still counts, and the last known inventory stays. */
+    json_object *inv = NULL;
+    if (json_object_object_get_ex(body, "inventory", &inv) && !json_object_is_type(inv, json_type_null) &&
+        !json_object_is_type(inv, json_type_array))
+        return api_error_set(err, API_INVALID_ARGUMENT, "inventory must be an array");
+    if (inv && json_object_is_type(inv, json_type_array) && json_object_array_length(inv) > SBX_MAX_INVENTORY)
+        return api_error_set(err, API_INVALID_ARGUMENT, "inventory has more than %d entries", SBX_MAX_INVENTORY);
+    char *inv_text = NULL;
+    if (inv && json_object_is_type(inv, json_type_array) && inventory_check(inv, &inv_text, err) < 0)
+        return SBX_EINVAL;
+    char *images_text = NULL;
+    if (worker_images_text(body, &images_text, err) < 0) {
+        free(inv_text);
+        return SBX_EINVAL;
+    }
+    char lease[24];
+    snprintf(lease, sizeof lease, "%lld", (long long)lim->lease_seconds);
+    const char *p[] = { worker_id, inv_text, images_text };
+    if (db_begin(c) < 0) {
+        free(inv_text);
+        free(images_text);
+        return store__db_error(err);
+    }
+    /* Heard again after it was lost: say so, in the heartbeat's transaction. */
+    if (db_run(c, "INSERT INTO events (kind, data) SELECT 'worker.ready', jsonb_build_object('worker', name, "
+                  "'worker_id', id, 'reason', 'heard again') FROM workers WHERE id = $1 AND state = 'lost'",
+               1, p) < 0) {
+        free(images_text);
+        goto db_fail;
+    }
+    PGresult *r = db_exec(c, "UPDATE workers SET last_heartbeat = now(), inventory = coalesce($2::jsonb, inventory), "
+                             "images = coalesce($3::jsonb, images), updated_at = now(), "
+                             "state = CASE WHEN state = 'lost' THEN 'ready' ELSE state END "
+                             "WHERE id = $1 RETURNING " WORKER_COLS, 3, p);
+    free(images_text);
+    if (!r)
+        goto db_fail;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        db_rollback(c);
+        free(inv_text);
+        return api_error_set(err, API_NOT_FOUND, "no worker %.64s; register again", worker_id);
+    }
+    /* Leases are renewed only for what the worker says it holds (and for
+     * what it has not been handed yet): an assignment that went to a
+     * connection nobody read expires instead of living for ever. */
+    json_object *holding = NULL;
+    char *holding_text = NULL;
+    if (json_object_object_get_ex(body, "holding", &holding) && json_object_is_type(holding, json_type_array) &&
+        json_object_array_length(holding) <= SBX_MAX_INVENTORY)
+        holding_text = jsonx_dump(holding);
+    const char *pl[] = { worker_id, lease, holding_text };
+    int renew = db_run(c, "UPDATE operations SET lease_expires_at = now() + make_interval(secs => $2::bigint) "
+                          "WHERE lease_worker_id = $1 AND (state = 'leased' OR (state = 'running' AND "
+                          "  ($3::jsonb IS NULL OR id IN (SELECT jsonb_array_elements_text($3::jsonb)))))",
+                       3, pl);
+    free(holding_text);
+    if (renew < 0) {
+        PQclear(r);
+        goto db_fail;
+    }
+    json_object *remove = json_object_new_array();
+    if (inv_text && heartbeat_reconcile(c, lim, worker_id, inv, inv_text, remove) < 0) {
+        json_object_put(remove);
+        PQclear(r);
+        goto db_fail;
+    }
+    if (db_commit(c) < 0) {
+        json_object_put(remove);
+        PQclear(r);
+        goto db_fail;
+    }
+    free(inv_text);
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "worker", worker_json(r, 0));
+    jsonx_add(*ret, "remove", remove);
+    PQclear(r);
+    return 0;
+db_fail:
+    free(inv_text);
+    store__db_error(err);
+    db_rollback(c);
+    return SBX_EDB;
+}
+
+int store_worker_set_draining(PGconn *c, const char *name, bool drain, json_object **ret, api_error_t *err)
+{
+    const char *p[] = { name, drain ? "draining" : "ready" };
+    /* A lost worker stays lost until it is heard again. */
+    PGresult *r = db_begin(c) < 0 ? NULL : db_exec(c, "UPDATE workers SET state = CASE WHEN state = 'lost' THEN 'lost' ELSE $2 END, "
+                             "updated_at = now() WHERE name = $1 RETURNING " WORKER_COLS, 2, p);
+    if (!r) {
+        db_rollback(c);
+        return store__db_error(err);
+    }
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        db_rollback(c);
+        return api_error_set(err, API_NOT_FOUND, "no worker named %.128s", name);
+    }
+    json_object *ed = json_object_new_object();
+    jsonx_add_str(ed, "worker", name);
+    jsonx_add_str(ed, "worker_id", db_get(r, 0, 0));
+    if (store__event_add(c, NULL, drain ? "worker.draining" : "worker.resumed", NULL, NULL, ed) < 0 || db_commit(c) < 0) {
+        PQclear(r);
+        db_rollback(c);
+        return store__db_error(err);
+    }
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "worker", worker_json(r, 0));
+    PQclear(r);
+    return 0;
+}
+
+int store_worker_list(PGconn *c, json_object **ret, api_error_t *err)
+{
+    PGresult *r = db_exec(c, "SELECT " WORKER_COLS " FROM workers ORDER BY name", 0, NULL);
+    if (!r)
+        return store__db_error(err);
+    *ret = store__rows_object(r, "workers", worker_json);
+    return 0;
+}
+
+int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object **ret, int *ret_n,
+                       api_error_t *err)
+{
+    *ret_n = 0;
+    if (db_begin(c) < 0)
+        return store__db_error(err);
+    const char *p[] = { worker_id };
+    PGresult *r = db_exec(c,
+                          "SELECT o.id, o.kind, o.attempt, o.sandbox_id, tn.name, s.isolation, s.runtime_ref, "
+                          "  s.spec::text, o.request::text "
+                          "FROM operations o JOIN sandboxes s ON s.id = o.sandbox_id "
+                          "JOIN tenants tn ON tn.id = o.tenant_id "
+                          "WHERE o.lease_worker_id = $1 AND o.state = 'leased' "
+                          "ORDER BY o.created_at LIMIT 64 FOR UPDATE OF o SKIP LOCKED",
+                          1, p);
+    if (!r)
+        goto db_fail;
+    json_object *arr = json_object_new_array();
+    for (int i = 0; i < PQntuples(r); i++) {
+        const char *op_id = db_get(r, i, 0), *kind = db_get(r, i, 1), *sbx = db_get(r, i, 3);
+        /* Handing it out starts a fresh lease: from now on only the
+         * worker's heartbeats (naming it as held) renew it. */
+        char lease[24];
+        snprintf(lease, sizeof lease, "%lld", (long long)lim->lease_seconds);
+        const char *lx[] = { lease };
+        int rc = store__op_cas(c, op_id, OP_LEASED, OP_RUNNING, "lease_expires_at = now() + make_interval(secs => $4::bigint)",
+                        1, lx, NULL);
+        if (rc == SBX_ECONFLICT)
+            continue;
+        if (rc < 0) {
+            json_object_put(arr);
+            PQclear(r);
+            goto db_fail;
+        }
+        if (strcmp(kind, "create") == 0 && store__sandbox_set_phase(c, sbx, PH_PROVISIONING, NULL, 0, NULL) < 0) {
+            json_object_put(arr);
+            PQclear(r);
+            goto db_fail;
+        }
+        json_object *a = json_object_new_object();
+        jsonx_add_str(a, "operation_id", op_id);
+        jsonx_add_str(a, "kind", kind);
+        jsonx_add_int(a, "attempt", db_get_ll(r, i, 2));
+        jsonx_add_str(a, "sandbox_id", sbx);
+        jsonx_add_str(a, "tenant", db_get(r, i, 4));
+        jsonx_add_str(a, "isolation", db_get(r, i, 5));
+        jsonx_add_str(a, "runtime_ref", db_get(r, i, 6));
+        jsonx_add(a, "spec", store__parse_json_text(db_get(r, i, 7)));
+        if (strcmp(kind, "exec") == 0) {
+            json_object *ex = store__parse_json_text(db_get(r, i, 8));
+            int64_t mo = 0;
+            if (ex && (!jsonx_get_int(ex, "max_output_bytes", &mo) || mo <= 0))
+                jsonx_add_int(ex, "max_output_bytes", lim->exec_output_default);
+            jsonx_add(a, "exec", ex);
+        }
+        json_object_array_add(arr, a);
+        (*ret_n)++;
+    }
+    PQclear(r);
+    if (db_commit(c) < 0) {
+        json_object_put(arr);
+        goto db_fail;
+    }
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "assignments", arr);
+    return 0;
+db_fail:
+    *ret_n = 0;
+    store__db_error(err);
+    db_rollback(c);
+    return SBX_EDB;
+}
+
+int store_worker_report(PGconn *c, const char *worker_id, json_object *body, json_object **ret, api_error_t *err)
+{
+    const char *op_id = jsonx_get_str(body, "operation_id");
+    const char *outcome = jsonx_get_str(body, "outcome");
+    int64_t attempt = -1;
+    if (!op_id || !ids_valid("op", op_id))
+        return api_error_set(err, API_INVALID_ARGUMENT, "operation_id is required");
+    if (!jsonx_get_int(body, "attempt", &attempt))
+        return api_error_set(err, API_INVALID_ARGUMENT, "attempt (the fencing token) is required");
+    if (!outcome || (strcmp(outcome, "succeeded") != 0 && strcmp(outcome, "failed") != 0))
+        return api_error_set(err, API_INVALID_ARGUMENT, "outcome must be succeeded or failed");
+    bool ok = strcmp(outcome, "succeeded") == 0;
+    json_object *result = jsonx_get_obj(body, "result");
+    json_object *error = jsonx_get_obj(body, "error");
+    const char *runtime_ref = jsonx_get_str(body, "runtime_ref");
+    if (runtime_ref && strlen(runtime_ref) > 128)
+        return api_error_set(err, API_INVALID_ARGUMENT, "runtime_ref is too long");
+    /* A failed create whose container was not running: what the runtime saw. */
+    json_object *obs_json = NULL;
+    observed_t ob;
+    bool observed = json_object_object_get_ex(body, "observed", &obs_json) &&
+                    !json_object_is_type(obs_json, json_type_null);
+    if (observed && observed_from_json(obs_json, "observed", &ob, err) < 0)
+        return SBX_EINVAL;
+
+    if (db_begin(c) < 0)
+        return store__db_error(err);
+    const char *p[] = { op_id };
+    PGresult *r = db_exec(c, "SELECT kind, state, attempt, coalesce(lease_worker_id, ''), sandbox_id "
+                             "FROM operations WHERE id = $1 FOR UPDATE", 1, p);
+    if (!r)
+        goto db_fail;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        db_rollback(c);
+        return api_error_set(err, API_NOT_FOUND, "no operation %s", op_id);
+    }
+    char kind[16], sbx[SBX_ID_MAX];
+    snprintf(kind, sizeof kind, "%s", db_get(r, 0, 0));
+    snprintf(sbx, sizeof sbx, "%s", db_get(r, 0, 4));
+    bool fresh = strcmp(db_get(r, 0, 1), "running") == 0 && db_get_ll(r, 0, 2) == attempt &&
+                 strcmp(db_get(r, 0, 3), worker_id) == 0;
+    if (!fresh) {
+        api_error_set(err, API_STALE_LEASE,
+                      "report refused: operation %s is %s at attempt %lld leased to %s; this report holds attempt %lld",
+                      op_id, db_get(r, 0, 1), db_get_ll(r, 0, 2), *db_get(r, 0, 3) ? db_get(r, 0, 3) : "nobody",
+                      (long long)attempt);
+        PQclear(r);
+        db_rollback(c);
+        return SBX_EINVAL;
+    }
+    PQclear(r);
+
+    int rc;
+    if (ok) {
+        char *res = result ? jsonx_dump(result) : NULL;
+        const char *x[] = { res };
+        rc = store__op_cas(c, op_id, OP_RUNNING, OP_SUCCEEDED, res ? "result = $4::jsonb" : NULL, res ? 1 : 0, x, NULL);
+        free(res);
+        if (rc < 0)
+            goto cas_fail;
+        if (strcmp(kind, "create") == 0) {
+            const char *y[] = { runtime_ref };
+            if (store__sandbox_set_phase(c, sbx, PH_RUNNING,
+                                  "runtime_ref = $3, expires_at = now() + make_interval(secs => ttl_seconds), "
+                                  "observed_generation = generation", 1, y) < 0)
+                goto db_fail;
+        } else if (strcmp(kind, "delete") == 0) {
+            if (store__sandbox_set_phase(c, sbx, PH_DELETED, "deleted_at = now(), runtime_ref = NULL", 0, NULL) < 0 ||
+                store__sandbox_release_allocation(c, sbx) < 0)
+                goto db_fail;
+        }
+    } else {
+        const char *code = jsonx_get_str(error, "code");
+        const char *msg = jsonx_get_str(error, "message");
+        if (!code || api_code_parse(code) < 0)
+            code = "runtime_error";
+        char mbuf[1024];
+        snprintf(mbuf, sizeof mbuf, "%s", msg ? msg : "the worker reported a failure without a message");
+        const char *x[] = { code, mbuf };
+        rc = store__op_cas(c, op_id, OP_RUNNING, OP_FAILED, "error_code = $4, error_message = $5", 2, x, NULL);
+        if (rc < 0)
+            goto cas_fail;
+        if (strcmp(kind, "create") == 0 && observed) {
+            char *tail = ob.output_tail ? strndup(ob.output_tail, ob.output_tail_len) : NULL;
+            int x2 = store__sandbox_fail_observed(c, sbx, observed_failure_json(&ob), tail);
+            free(tail);
+            if (x2 < 0)
+                goto db_fail;
+        } else if (strcmp(kind, "create") == 0) {
+            if (store__sandbox_set_phase(c, sbx, PH_FAILED, NULL, 0, NULL) < 0 || store__sandbox_release_allocation(c, sbx) < 0)
+                goto db_fail;
+        }
+    }
+    if (db_commit(c) < 0)
+        goto db_fail;
+    json_object *op = NULL;
+    if (store__load_op(c, op_id, &op) < 0)
+        return store__db_error(err);
+    *ret = json_object_new_object();
+    jsonx_add(*ret, "operation", op);
+    return 0;
+cas_fail:
+    db_rollback(c);
+    if (rc == SBX_ECONFLICT)
+        return api_error_set(err, API_STALE_LEASE, "report refused: operation %s changed state", op_id);
+    return store__db_error(err);
+db_fail:
+    store__db_error(err);
+    db_rollback(c);
+    return SBX_EDB;
+}
