@@ -1,7 +1,7 @@
 /* AEGIS placement as pure logic (docs/architecture.md#aegis-placement): Admission happens earlier,
  * under the tenant's row lock; here are Eligibility, Grading, Isolation
  * and Selection over a snapshot of the workers, with a sentence per worker
- * saying why it was or was not chosen. No I/O: store.c feeds it rows and
+ * saying why it was or was not chosen. No I/O: store/reconcile.c feeds it rows and
  * applies the decision with a compare-and-set. */
 #ifndef SBX_AEGIS_H
 #define SBX_AEGIS_H

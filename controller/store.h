@@ -132,7 +132,7 @@ int store_operation_get(PGconn *c, const char *scope, const char *op_id, json_ob
 /* Of the n operation ids, which are terminal: ret_flags[i] set to true. */
 int store_operations_terminal(PGconn *c, const char *const *ids, int n, bool *ret_flags);
 
-/* Events (store_events.c). A read of the events table for GET /v1/events. */
+/* Events (store/events.c). A read of the events table for GET /v1/events. */
 #define SBX_EVENT_KIND_MAX 64
 typedef struct events_query {
     const char *scope;              /* tenant id; NULL for an admin (every tenant and system events) */
@@ -213,7 +213,7 @@ int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_chang
 /* Sandboxes that should be gone whose last delete failed: a new delete. */
 int store_retry_deletes(PGconn *c, const store_limits_t *lim, int *ret_changed);
 
-/* What GET /v1/sandboxes/{id}/logs needs (store_logs.c). */
+/* What GET /v1/sandboxes/{id}/logs needs (store/logs.c). */
 typedef struct logs_source {
     char phase[24];
     char worker_id[SBX_ID_MAX];            /* "" when never placed */
