@@ -1207,14 +1207,7 @@ int agent_new(const cfg_t *cfg, const char *token, agent_t **ret, char *err, siz
     }
 
     api_error_t rerr;
-    runtime_docker_options_t ropt = {
-        .socket_path = cfg_str(cfg, CFG_DOCKER_SOCKET),
-        .gvisor_runtime = cfg_str(cfg, CFG_WORKER_GVISOR_RUNTIME),
-        .restricted_network = cfg_str(cfg, CFG_WORKER_RESTRICTED_NETWORK),
-        .open_network = cfg_str(cfg, CFG_WORKER_OPEN_NETWORK),
-        .worker_name = a->name,
-    };
-    if ((r = runtime_docker_open(&ropt, &a->rt, &rerr)) < 0) {
+    if ((r = runtime_open(cfg, a->name, &a->rt, &rerr)) < 0) {
         snprintf(err, errlen, "%s", rerr.message);
         r = r == SBX_EINVAL ? SBX_EINVAL : SBX_EUNAVAIL;
         goto cleanup;

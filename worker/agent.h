@@ -13,7 +13,8 @@
 
 typedef struct agent agent_t;
 
-/* Reads controller_url, worker_* settings, docker_socket from cfg (copied).
+/* Reads controller_url, worker_* settings (worker_runtime picks the backend,
+ * runtime_open) and the backend's own settings from cfg (copied).
  * token overrides worker_token when not NULL. Returns 0, SBX_EINVAL (with a
  * reason in err: also a worker_route_listen on all addresses without
  * worker_route_advertise) or SBX_EUNAVAIL when the runtime cannot be

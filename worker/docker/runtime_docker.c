@@ -1,6 +1,7 @@
-/* The Docker runtime adapter: the Engine API (v1.41) over its unix socket
- * with libcurl. Never shells out to the docker CLI. */
-#include "runtime.h"
+/* The Docker backend of the runtime interface (runtime_docker.h): the Engine
+ * API (v1.41) over its unix socket with libcurl. Never shells out to the
+ * docker CLI. */
+#include "runtime_docker.h"
 #include "docker_config.h"
 #include "docker_stream.h"
 #include "jsonx.h"
@@ -76,7 +77,8 @@
 
 /* Written by runtime_docker_open, read-only afterwards (so shared by the
  * executor threads without a lock). */
-struct runtime {
+typedef struct docker_runtime {
+    runtime_t base;   /* first: ops = docker_ops */
     char *socket_path;
     const volatile int *cancel;
     char gvisor_runtime[DOCKER_NETWORK_NAME_MAX];   /* "" when disabled */
@@ -88,7 +90,7 @@ struct runtime {
     unsigned net_modes[DOCKER_CLASSES];
     char probe[DOCKER_CLASSES][RUNTIME_PROBE_TEXT_MAX];
     char net_why[DOCKER_CLASSES][DOCKER_MODES][RUNTIME_PROBE_TEXT_MAX];
-};
+} docker_runtime_t;
 
 typedef struct docker_reply {
     long status;
@@ -100,7 +102,7 @@ typedef struct docker_reply {
 static int docker_xferinfo_cb(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
     (void)dt; (void)dn; (void)ut; (void)un;
-    const runtime_t *rt = ud;
+    const docker_runtime_t *rt = ud;
     return rt->cancel && *rt->cancel ? 1 : 0;
 }
 
@@ -116,7 +118,7 @@ static size_t docker_reply_write_cb(char *p, size_t size, size_t nmemb, void *ud
 /* A new easy handle for method path on the Engine socket; body (body_len
  * bytes of content_type, may be NULL) must outlive the transfer. The caller
  * owns *ret_headers. */
-static CURL *docker_handle_new(const runtime_t *rt, const char *method, const char *path, const void *body,
+static CURL *docker_handle_new(const docker_runtime_t *rt, const char *method, const char *path, const void *body,
                                size_t body_len, const char *content_type, long timeout_ms,
                                struct curl_slist **ret_headers)
 {
@@ -157,10 +159,10 @@ static CURL *docker_handle_new(const runtime_t *rt, const char *method, const ch
     return h;
 }
 
-static bool docker_cancelled(const runtime_t *rt) { return rt->cancel && *rt->cancel; }
+static bool docker_cancelled(const docker_runtime_t *rt) { return rt->cancel && *rt->cancel; }
 
 /* Maps a failed transfer to an error. */
-static int docker_transport_error(const runtime_t *rt, CURLcode cr, api_error_t *err)
+static int docker_transport_error(const docker_runtime_t *rt, CURLcode cr, api_error_t *err)
 {
     if (cr == CURLE_ABORTED_BY_CALLBACK && docker_cancelled(rt))
     {
@@ -200,8 +202,8 @@ static void docker_metrics_count(const char *result, int64_t t0_ms)
 /* Sends one request with an optional body (len bytes of content_type) and
  * hands the reply to write_cb. Returns 0 when Docker answered, whatever the
  * status. */
-static int docker_call_raw(const runtime_t *rt, const char *method, const char *path, const void *data, size_t len,
-                           const char *content_type, long timeout_ms,
+static int docker_call_raw(const docker_runtime_t *rt, const char *method, const char *path, const void *data,
+                           size_t len, const char *content_type, long timeout_ms,
                            size_t (*write_cb)(char *, size_t, size_t, void *), void *write_ud, long *ret_status,
                            api_error_t *err)
 {
@@ -233,7 +235,7 @@ cleanup:
 }
 
 /* docker_call_raw with an optional JSON body. */
-static int docker_call_ex(const runtime_t *rt, const char *method, const char *path, json_object *body,
+static int docker_call_ex(const docker_runtime_t *rt, const char *method, const char *path, json_object *body,
                           long timeout_ms, size_t (*write_cb)(char *, size_t, size_t, void *), void *write_ud,
                           long *ret_status, api_error_t *err)
 {
@@ -248,7 +250,7 @@ static int docker_call_ex(const runtime_t *rt, const char *method, const char *p
     return r;
 }
 
-static int docker_call(const runtime_t *rt, const char *method, const char *path, json_object *body,
+static int docker_call(const docker_runtime_t *rt, const char *method, const char *path, json_object *body,
                        long timeout_ms, docker_reply_t *ret, api_error_t *err)
 {
     memset(ret, 0, sizeof *ret);
@@ -348,7 +350,7 @@ static int docker_image_split(const char *image, char *repo, size_t repolen, cha
 
 /* ---- what this runtime offers ------------------------------------------ */
 
-void runtime_free(runtime_t *rt)
+static void docker_runtime_free(docker_runtime_t *rt)
 {
     if (!rt)
         return;
@@ -356,16 +358,17 @@ void runtime_free(runtime_t *rt)
     free(rt);
 }
 
-void runtime_set_cancel_flag(runtime_t *rt, const volatile int *flag) { rt->cancel = flag; }
+static void docker_rt_free(runtime_t *base) { docker_runtime_free((docker_runtime_t *)base); }
 
-const char *runtime_name(const runtime_t *rt)
+static void docker_rt_set_cancel_flag(runtime_t *base, const volatile int *flag)
 {
-    (void)rt;
-    return "docker";
+    docker_runtime_t *rt = (docker_runtime_t *)base;
+    rt->cancel = flag;
 }
 
-size_t runtime_isolation_classes(const runtime_t *rt, isolation_t *ret, size_t max)
+static size_t docker_rt_isolation_classes(const runtime_t *base, isolation_t *ret, size_t max)
 {
+    const docker_runtime_t *rt = (const docker_runtime_t *)base;
     size_t n = 0;
     for (int c = 0; c < DOCKER_CLASSES && n < max; c++)
         if (rt->offered[c])
@@ -373,22 +376,25 @@ size_t runtime_isolation_classes(const runtime_t *rt, isolation_t *ret, size_t m
     return n;
 }
 
-unsigned runtime_network_modes(const runtime_t *rt, isolation_t cls)
+static unsigned docker_rt_network_modes(const runtime_t *base, isolation_t cls)
 {
+    const docker_runtime_t *rt = (const docker_runtime_t *)base;
     if ((int)cls < 0 || (int)cls >= DOCKER_CLASSES || !rt->offered[cls])
         return 0;
     return rt->net_modes[cls];
 }
 
-const char *runtime_probe_result(const runtime_t *rt, isolation_t cls)
+static const char *docker_rt_probe_result(const runtime_t *base, isolation_t cls)
 {
+    const docker_runtime_t *rt = (const docker_runtime_t *)base;
     if ((int)cls < 0 || (int)cls >= DOCKER_CLASSES || !rt->considered[cls])
         return NULL;
     return rt->probe[cls];
 }
 
-const char *runtime_network_unavailable(const runtime_t *rt, isolation_t cls, net_mode_t mode)
+static const char *docker_rt_network_unavailable(const runtime_t *base, isolation_t cls, net_mode_t mode)
 {
+    const docker_runtime_t *rt = (const docker_runtime_t *)base;
     if ((int)cls < 0 || (int)cls >= DOCKER_CLASSES || (int)mode < 0 || (int)mode >= DOCKER_MODES)
         return "unknown class or network mode";
     if (!rt->offered[cls])
@@ -440,7 +446,7 @@ static size_t docker_pull_write_cb(char *s, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
-static int docker_image_pull(runtime_t *rt, const char *image, api_error_t *err)
+static int docker_image_pull(docker_runtime_t *rt, const char *image, api_error_t *err)
 {
     int r = 0;
     char repo[SBX_MAX_IMAGE_BYTES + 1], tag[SBX_MAX_IMAGE_BYTES + 1], path[2048];
@@ -478,7 +484,7 @@ cleanup:
 }
 
 /* Makes sure the image is present, pulling it when Docker does not have it. */
-static int docker_image_ensure(runtime_t *rt, const char *image, api_error_t *err)
+static int docker_image_ensure(docker_runtime_t *rt, const char *image, api_error_t *err)
 {
     int r = 0;
     char path[SBX_MAX_IMAGE_BYTES + 64];
@@ -506,25 +512,10 @@ cleanup:
 
 /* ---- what a stopped container left ------------------------------------ */
 
-static int docker_container_inspect(runtime_t *rt, const char *name, long timeout_ms, json_object **ret,
+static int docker_container_inspect(docker_runtime_t *rt, const char *name, long timeout_ms, json_object **ret,
                                     const char **ret_id, api_error_t *err);
 static bool docker_pid_in_container(pid_t pid, const char *container_id);
 static void docker_pid_children(pid_t pid, pid_t *pids, size_t *n, size_t max);
-
-void runtime_exit_release(runtime_exit_t *e)
-{
-    if (!e)
-        return;
-    free(e->output_tail);
-    e->output_tail = NULL;
-}
-
-void runtime_inventory_free(runtime_object_t *objs, size_t n)
-{
-    for (size_t i = 0; objs && i < n; i++)
-        runtime_exit_release(&objs[i].exit);
-    free(objs);
-}
 
 /* The last bytes of a demultiplexed log stream: each write is
  * demultiplexed into `chunk`, whose end is then kept in `keep`. */
@@ -566,7 +557,7 @@ static size_t docker_tail_write_cb(char *p, size_t size, size_t nmemb, void *ud)
  * /containers/{id}/logs?stdout=1&stderr=1&tail=N, demultiplexed. *ret is
  * malloc'd, or NULL when the container wrote nothing. Reusable for any
  * container of ours; bounded to DOCKER_DETAIL_TIMEOUT_MS. */
-static int docker_container_logs_tail(runtime_t *rt, const char *id, size_t max, char **ret, api_error_t *err)
+static int docker_container_logs_tail(docker_runtime_t *rt, const char *id, size_t max, char **ret, api_error_t *err)
 {
     int r = 0;
     char path[256];
@@ -650,7 +641,7 @@ static void docker_exit_from_inspect(json_object *inspect, runtime_exit_t *ret)
 
 /* How container id ended: its State (one inspect) and its output tail (one
  * logs call). A tail that cannot be read is only left out. */
-static int docker_container_exit(runtime_t *rt, const char *id, runtime_exit_t *ret, api_error_t *err)
+static int docker_container_exit(docker_runtime_t *rt, const char *id, runtime_exit_t *ret, api_error_t *err)
 {
     json_object *o = NULL;
     const char *cid = NULL;
@@ -684,7 +675,7 @@ static void docker_exit_message(const runtime_exit_t *e, char *out, size_t outle
 
 /* ---- containers -------------------------------------------------------- */
 
-static int docker_container_start(runtime_t *rt, const char *id, api_error_t *err)
+static int docker_container_start(docker_runtime_t *rt, const char *id, api_error_t *err)
 {
     char path[256];
     docker_reply_t rep;
@@ -699,7 +690,7 @@ static int docker_container_start(runtime_t *rt, const char *id, api_error_t *er
     return r;
 }
 
-static int docker_container_delete(runtime_t *rt, const char *ref, api_error_t *err)
+static int docker_container_delete(docker_runtime_t *rt, const char *ref, api_error_t *err)
 {
     char path[256];
     docker_reply_t rep;
@@ -717,7 +708,7 @@ static int docker_container_delete(runtime_t *rt, const char *ref, api_error_t *
 
 /* Starts the removal of a container after a failed start and keeps the
  * start's error in err. */
-static void docker_container_discard(runtime_t *rt, const char *id)
+static void docker_container_discard(docker_runtime_t *rt, const char *id)
 {
     api_error_t ignored;
     docker_container_delete(rt, id, &ignored);
@@ -727,7 +718,7 @@ static void docker_container_discard(runtime_t *rt, const char *id)
  * json_object_put) and *ret_id its "Id". A container that does not exist
  * is SBX_ENOTFOUND (err: API_NOT_FOUND); an answer without a valid Id is
  * API_RUNTIME_ERROR. */
-static int docker_container_inspect(runtime_t *rt, const char *name, long timeout_ms, json_object **ret,
+static int docker_container_inspect(docker_runtime_t *rt, const char *name, long timeout_ms, json_object **ret,
                                     const char **ret_id, api_error_t *err)
 {
     char path[256];
@@ -786,7 +777,7 @@ static bool docker_main_execd(pid_t pid)
  * container stopped, at most DOCKER_START_CONFIRM_MS (then running is
  * taken as confirmed: a later death is the heartbeat's to see). A stopped
  * container is API_SANDBOX_EXITED with *ret_exit filled. */
-static int docker_container_confirm(runtime_t *rt, const char *id, bool watch_procs, runtime_exit_t *ret_exit,
+static int docker_container_confirm(docker_runtime_t *rt, const char *id, bool watch_procs, runtime_exit_t *ret_exit,
                                     api_error_t *err)
 {
     int64_t until = time_mono_ms() + DOCKER_START_CONFIRM_MS;
@@ -839,7 +830,7 @@ static int docker_container_confirm(runtime_t *rt, const char *id, bool watch_pr
 /* A start that Docker refused: when the container shows why (the runtime
  * could not run its process), that is API_SANDBOX_EXITED with *ret_exit
  * filled; otherwise err keeps the start's error. */
-static void docker_start_failure(runtime_t *rt, const char *id, runtime_exit_t *ret_exit, api_error_t *err)
+static void docker_start_failure(docker_runtime_t *rt, const char *id, runtime_exit_t *ret_exit, api_error_t *err)
 {
     if (err->code == API_CANCELLED)
         return;
@@ -868,7 +859,7 @@ static void docker_start_failure(runtime_t *rt, const char *id, runtime_exit_t *
 
 /* The container named for the sandbox already exists (a retried create):
  * checks it is ours, starts it when needed and returns its id. */
-static int docker_container_adopt(runtime_t *rt, const runtime_create_req_t *req, const char *name,
+static int docker_container_adopt(docker_runtime_t *rt, const runtime_create_req_t *req, const char *name,
                                   bool watch_procs, char ret_ref[80], runtime_exit_t *ret_exit, api_error_t *err)
 {
     json_object *o = NULL;
@@ -906,12 +897,12 @@ cleanup:
     return r;
 }
 
-static int docker_network_ensure(runtime_t *rt, net_mode_t mode, api_error_t *err);
+static int docker_network_ensure(docker_runtime_t *rt, net_mode_t mode, api_error_t *err);
 
 /* What a create runs with: the class's runtime and the network for the
  * mode, or API_ISOLATION_UNAVAILABLE naming both when this worker cannot
  * provide that combination (never a weaker one instead). */
-static int docker_create_plan(runtime_t *rt, isolation_t iso, net_mode_t net, docker_create_plan_t *ret,
+static int docker_create_plan(docker_runtime_t *rt, isolation_t iso, net_mode_t net, docker_create_plan_t *ret,
                               api_error_t *err)
 {
     if ((int)iso < 0 || (int)iso >= DOCKER_CLASSES || !rt->offered[iso])
@@ -938,9 +929,10 @@ static int docker_create_plan(runtime_t *rt, isolation_t iso, net_mode_t net, do
     return 0;
 }
 
-int runtime_create(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[80], runtime_exit_t *ret_exit,
-                   api_error_t *err)
+static int docker_rt_create(runtime_t *base, const runtime_create_req_t *req, char ret_ref[80],
+                            runtime_exit_t *ret_exit, api_error_t *err)
 {
+    docker_runtime_t *rt = (docker_runtime_t *)base;
     int r = 0;
     char name[SBX_ID_MAX + 8], path[256], id[80];
     json_object *body = NULL, *o = NULL;
@@ -1008,7 +1000,7 @@ cleanup:
 }
 
 /* GET /containers/json with a label filter "key=value" (or just "key"). */
-static int docker_container_list(runtime_t *rt, const char *label, json_object **ret, api_error_t *err)
+static int docker_container_list(docker_runtime_t *rt, const char *label, json_object **ret, api_error_t *err)
 {
     int r = 0;
     char path[1024];
@@ -1049,8 +1041,9 @@ cleanup:
     return r;
 }
 
-int runtime_remove(runtime_t *rt, const char *sandbox_id, const char *ref, api_error_t *err)
+static int docker_rt_remove(runtime_t *base, const char *sandbox_id, const char *ref, api_error_t *err)
 {
+    docker_runtime_t *rt = (docker_runtime_t *)base;
     int r = 0;
     json_object *list = NULL;
     if (ref && *ref) {
@@ -1089,7 +1082,7 @@ static atomic_uint docker_details_rotor;
 
 /* Fills `exit` of at most SBX_INVENTORY_DETAILS_MAX stopped objects,
  * within DOCKER_DETAILS_BUDGET_MS. */
-static void docker_inventory_details(runtime_t *rt, runtime_object_t *objs, size_t n)
+static void docker_inventory_details(docker_runtime_t *rt, runtime_object_t *objs, size_t n)
 {
     size_t stopped = 0;
     for (size_t i = 0; i < n; i++)
@@ -1120,9 +1113,10 @@ static void docker_inventory_details(runtime_t *rt, runtime_object_t *objs, size
     }
 }
 
-int runtime_inventory(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_object_t **ret,
-                      size_t *ret_n, api_error_t *err)
+static int docker_rt_inventory(runtime_t *base, const char *cluster_id, const char *worker_name, runtime_object_t **ret,
+                               size_t *ret_n, api_error_t *err)
 {
+    docker_runtime_t *rt = (docker_runtime_t *)base;
     int r = 0;
     json_object *list = NULL;
     runtime_object_t *objs = NULL;
@@ -1182,7 +1176,7 @@ cleanup:
 /* ---- discovery: the gVisor probe, networks, images ----------------------- */
 
 /* GET path as JSON (new reference in *ret) when Docker answers 200. */
-static int docker_get_json(runtime_t *rt, const char *path, long timeout_ms, json_object **ret, api_error_t *err)
+static int docker_get_json(docker_runtime_t *rt, const char *path, long timeout_ms, json_object **ret, api_error_t *err)
 {
     docker_reply_t rep;
     int r = docker_call(rt, "GET", path, NULL, timeout_ms, &rep, err);
@@ -1266,7 +1260,7 @@ static void docker_runsc_exe(const char *path, char out[RUNSC_PATH_MAX])
 
 /* Makes the probe image from an in-memory tar holding one empty directory
  * when Docker does not have it (no registry needed). */
-static int docker_probe_image(runtime_t *rt, api_error_t *err)
+static int docker_probe_image(docker_runtime_t *rt, api_error_t *err)
 {
     int r = 0;
     long status = 0;
@@ -1305,7 +1299,7 @@ cleanup:
 
 /* Removes probe containers a worker that died mid-probe left behind; a
  * recent one may be another worker's probe running now and is kept. */
-static void docker_probe_remove_stale(runtime_t *rt)
+static void docker_probe_remove_stale(docker_runtime_t *rt)
 {
     json_object *list = NULL;
     api_error_t ignored;
@@ -1326,7 +1320,7 @@ static void docker_probe_remove_stale(runtime_t *rt)
 /* Runs the probe container under runtime: `docker-init --version` (the tini
  * Docker mounts at /sbin/docker-init under Init) must exit 0 and print
  * "tini". Always removes the container. */
-static int docker_probe_run(runtime_t *rt, const char *runtime, api_error_t *err)
+static int docker_probe_run(docker_runtime_t *rt, const char *runtime, api_error_t *err)
 {
     int r = 0;
     char path[256], id[80] = "", msg[320];
@@ -1415,7 +1409,7 @@ cleanup:
 }
 
 /* Decides the gvisor class from /info and the probe. */
-static void docker_gvisor_discover(runtime_t *rt, json_object *info)
+static void docker_gvisor_discover(docker_runtime_t *rt, json_object *info)
 {
     const char *name = rt->gvisor_runtime;
     char *why = rt->probe[ISO_GVISOR];
@@ -1482,7 +1476,7 @@ static int docker_network_check(json_object *net, const char *name, net_mode_t m
 }
 
 /* The networks named exactly name: a new array (empty when none). */
-static int docker_network_find(runtime_t *rt, const char *name, json_object **ret, api_error_t *err)
+static int docker_network_find(docker_runtime_t *rt, const char *name, json_object **ret, api_error_t *err)
 {
     char path[1024];
     json_object *list = NULL;
@@ -1516,7 +1510,7 @@ static int docker_network_find(runtime_t *rt, const char *name, json_object **re
  * attached to, if any (a duplicate name makes Docker refuse to attach, so
  * at most one can have them), else the smallest id, so every worker keeps
  * the same — and removes the others when they are the worker's and unused. */
-static int docker_network_dedupe(runtime_t *rt, json_object *matches, api_error_t *err)
+static int docker_network_dedupe(docker_runtime_t *rt, json_object *matches, api_error_t *err)
 {
     size_t n = json_object_array_length(matches), used = 0, keep = 0;
     bool *ours = calloc(n, sizeof *ours), *busy = calloc(n, sizeof *busy);
@@ -1569,7 +1563,7 @@ cleanup:
  * creates it when missing (a concurrent creator's 409 is fine: the winner's
  * network is checked instead; duplicates from racing creators are removed)
  * and refuses one set up differently. */
-static int docker_network_ensure(runtime_t *rt, net_mode_t mode, api_error_t *err)
+static int docker_network_ensure(docker_runtime_t *rt, net_mode_t mode, api_error_t *err)
 {
     const char *name = rt->net_name[mode];
     bool created = false;
@@ -1638,7 +1632,7 @@ static int docker_network_ensure(runtime_t *rt, net_mode_t mode, api_error_t *er
 }
 
 /* Decides the container class's network modes, creating the networks. */
-static void docker_networks_discover(runtime_t *rt)
+static void docker_networks_discover(docker_runtime_t *rt)
 {
     rt->net_modes[ISO_CONTAINER] = 1u << NET_NONE;
     for (int m = NET_RESTRICTED; m < DOCKER_MODES; m++) {
@@ -1653,6 +1647,8 @@ static void docker_networks_discover(runtime_t *rt)
             rt->net_modes[ISO_CONTAINER] |= 1u << m;
     }
 }
+
+static const runtime_ops_t docker_ops;
 
 int runtime_docker_open(const runtime_docker_options_t *opt, runtime_t **ret, api_error_t *err)
 {
@@ -1671,7 +1667,9 @@ int runtime_docker_open(const runtime_docker_options_t *opt, runtime_t **ret, ap
             return api_error_set(err, API_INVALID_ARGUMENT,
                                  "%s must be letters, digits, '.', '_' or '-' (at most %d), got \"%.64s\"",
                                  names[i][0], DOCKER_NETWORK_NAME_MAX - 1, names[i][1]);
-    runtime_t *rt = calloc(1, sizeof *rt);
+    docker_runtime_t *rt = calloc(1, sizeof *rt);
+    if (rt)
+        rt->base.ops = &docker_ops;
     if (!rt || !(rt->socket_path = strdup(sock))) {
         api_error_set(err, API_INTERNAL, "out of memory");
         r = SBX_ENOMEM;
@@ -1703,18 +1701,19 @@ int runtime_docker_open(const runtime_docker_options_t *opt, runtime_t **ret, ap
     rt->offered[ISO_CONTAINER] = true;
     docker_networks_discover(rt);
     docker_gvisor_discover(rt, info);
-    *ret = rt;
+    *ret = &rt->base;
     rt = NULL;
 cleanup:
     if (info)
         json_object_put(info);
     docker_reply_release(&rep);
-    runtime_free(rt);
+    docker_runtime_free(rt);
     return r;
 }
 
-int runtime_ping(runtime_t *rt, long timeout_ms, api_error_t *err)
+static int docker_rt_ping(runtime_t *base, long timeout_ms, api_error_t *err)
 {
+    docker_runtime_t *rt = (docker_runtime_t *)base;
     docker_reply_t rep;
     int r = docker_call(rt, "GET", "/_ping", NULL, timeout_ms, &rep, err);
     if (r == 0 && rep.status != 200) {
@@ -1728,15 +1727,9 @@ int runtime_ping(runtime_t *rt, long timeout_ms, api_error_t *err)
     return r;
 }
 
-void runtime_images_free(char **names, size_t n)
+static int docker_rt_images(runtime_t *base, char ***ret, size_t *ret_n, api_error_t *err)
 {
-    for (size_t i = 0; names && i < n; i++)
-        free(names[i]);
-    free(names);
-}
-
-int runtime_images(runtime_t *rt, char ***ret, size_t *ret_n, api_error_t *err)
-{
+    docker_runtime_t *rt = (docker_runtime_t *)base;
     json_object *list = NULL;
     int r = docker_get_json(rt, "/images/json", DOCKER_CALL_TIMEOUT_MS, &list, err);
     if (r < 0)
@@ -1879,7 +1872,7 @@ typedef struct docker_gvisor_exec {
 
 /* Finds out whether ref runs under gVisor and, if so, the largest pid in
  * the sandbox now: the exec's processes will be the ones above it. */
-static void docker_gvisor_exec_prepare(runtime_t *rt, const char *ref, docker_gvisor_exec_t *gv)
+static void docker_gvisor_exec_prepare(docker_runtime_t *rt, const char *ref, docker_gvisor_exec_t *gv)
 {
     char path[160];
     json_object *o = NULL;
@@ -1925,7 +1918,7 @@ cleanup:
  * first killed inside the sandbox (runsc kill --pid, see runsc.h), then the
  * runsc-exec process. Both are checked first: the pid must be the
  * configured runsc binary running `exec` for this container and exec. */
-static void docker_gvisor_kill(runtime_t *rt, const docker_gvisor_exec_t *gv, const char *exec_id, pid_t pid,
+static void docker_gvisor_kill(docker_runtime_t *rt, const docker_gvisor_exec_t *gv, const char *exec_id, pid_t pid,
                                runtime_exec_result_t *ret)
 {
     runsc_host_t host;
@@ -1973,8 +1966,8 @@ static size_t docker_exec_write_cb(char *p, size_t size, size_t nmemb, void *ud)
 
 /* GET /exec/{id}/json: Running, ExitCode (-1 while unknown), Pid and, when
  * ret_container is not NULL, the full container id. */
-static int docker_exec_inspect(runtime_t *rt, const char *exec_id, bool *ret_running, int *ret_exit, pid_t *ret_pid,
-                               char ret_container[80], api_error_t *err)
+static int docker_exec_inspect(docker_runtime_t *rt, const char *exec_id, bool *ret_running, int *ret_exit,
+                               pid_t *ret_pid, char ret_container[80], api_error_t *err)
 {
     char path[160];
     docker_reply_t rep;
@@ -2012,7 +2005,7 @@ static int docker_exec_inspect(runtime_t *rt, const char *exec_id, bool *ret_run
 /* Runs POST /exec/{id}/start and demultiplexes its stream into ret until it
  * ends, the deadline passes (then the process tree is killed) or the worker
  * is cancelled. */
-static int docker_exec_stream(runtime_t *rt, const char *exec_id, const docker_gvisor_exec_t *gv,
+static int docker_exec_stream(docker_runtime_t *rt, const char *exec_id, const docker_gvisor_exec_t *gv,
                               int64_t deadline_ms, runtime_exec_result_t *ret, bool *ret_killed, api_error_t *err)
 {
     int r = 0;
@@ -2130,17 +2123,10 @@ static int docker_exec_fix_start_failure(runtime_exec_result_t *res, const exec_
     return 0;
 }
 
-void runtime_exec_result_release(runtime_exec_result_t *r)
+static int docker_rt_exec(runtime_t *base, const char *ref, const exec_spec_t *spec, size_t max_output,
+                          runtime_exec_result_t *ret, api_error_t *err)
 {
-    if (!r)
-        return;
-    sbuf_release(&r->out);
-    sbuf_release(&r->err);
-}
-
-int runtime_exec(runtime_t *rt, const char *ref, const exec_spec_t *spec, size_t max_output,
-                 runtime_exec_result_t *ret, api_error_t *err)
-{
+    docker_runtime_t *rt = (docker_runtime_t *)base;
     int r = 0;
     char path[160], exec_id[80];
     json_object *body = NULL, *o = NULL;
@@ -2264,7 +2250,7 @@ cleanup:
  * on a shared Docker host, or not by us at all, is not. *ret (release with
  * json_object_put) and *ret_id (its id, owned by *ret) on success; a
  * missing or foreign container is API_NOT_FOUND "sandbox ID <missing>". */
-static int docker_sandbox_inspect(runtime_t *rt, const char *sandbox_id, const char *worker_name,
+static int docker_sandbox_inspect(docker_runtime_t *rt, const char *sandbox_id, const char *worker_name,
                                   const char *missing, json_object **ret, const char **ret_id, api_error_t *err)
 {
     char name[SBX_ID_MAX + 8];
@@ -2288,9 +2274,10 @@ static int docker_sandbox_inspect(runtime_t *rt, const char *sandbox_id, const c
     return 0;
 }
 
-int runtime_route_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, int *ret_netns_fd,
-                         api_error_t *err)
+static int docker_rt_route_target(runtime_t *base, const char *sandbox_id, const char *worker_name, int *ret_netns_fd,
+                                  api_error_t *err)
 {
+    docker_runtime_t *rt = (docker_runtime_t *)base;
     int r = 0, fd = -1;
     json_object *o = NULL;
     const char *id = NULL;
@@ -2350,9 +2337,10 @@ cleanup:
 
 /* ---- logs -------------------------------------------------------------- */
 
-int runtime_logs_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
-                        api_error_t *err)
+static int docker_rt_logs_target(runtime_t *base, const char *sandbox_id, const char *worker_name, char ret_ref[80],
+                                 api_error_t *err)
 {
+    docker_runtime_t *rt = (docker_runtime_t *)base;
     json_object *o = NULL;
     const char *id = NULL;
     int r = docker_sandbox_inspect(rt, sandbox_id, worker_name, "has no container on this worker", &o, &id, err);
@@ -2415,8 +2403,9 @@ static size_t docker_logs_write_cb(char *p, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
-int runtime_logs_stream(runtime_t *rt, const char *ref, const runtime_logs_req_t *req, api_error_t *err)
+static int docker_rt_logs_stream(runtime_t *base, const char *ref, const runtime_logs_req_t *req, api_error_t *err)
 {
+    docker_runtime_t *rt = (docker_runtime_t *)base;
     int r = 0;
     char path[256], tail[24];
     struct curl_slist *hl = NULL;
@@ -2507,3 +2496,24 @@ cleanup:
     sbuf_release(&io.error_body);
     return r;
 }
+
+/* ---- the operations table ---------------------------------------------- */
+
+static const runtime_ops_t docker_ops = {
+    .name = RUNTIME_BACKEND_DOCKER,
+    .ping = docker_rt_ping,
+    .create = docker_rt_create,
+    .exec = docker_rt_exec,
+    .remove = docker_rt_remove,
+    .inventory = docker_rt_inventory,
+    .images = docker_rt_images,
+    .route_target = docker_rt_route_target,
+    .logs_target = docker_rt_logs_target,
+    .logs_stream = docker_rt_logs_stream,
+    .isolation_classes = docker_rt_isolation_classes,
+    .network_modes = docker_rt_network_modes,
+    .probe_result = docker_rt_probe_result,
+    .network_unavailable = docker_rt_network_unavailable,
+    .set_cancel_flag = docker_rt_set_cancel_flag,
+    .free = docker_rt_free,
+};
