@@ -97,11 +97,12 @@ typedef struct runtime_object {
  * with err filled. */
 int runtime_open(const cfg_t *cfg, const char *worker_name, runtime_t **ret, api_error_t *err);
 
-/* Asks the runtime whether it answers within timeout_ms. Returns 0, or SBX_EUNAVAIL / SBX_ETIMEOUT / SBX_ERUNTIME with
- * err saying what failed (naming where the runtime was sought). */
+/* Asks the runtime whether it answers, within timeout_ms. Returns 0, or
+ * SBX_EUNAVAIL / SBX_ETIMEOUT / SBX_ERUNTIME with err saying what failed
+ * (naming where the runtime was sought). */
 int runtime_ping(runtime_t *rt, long timeout_ms, api_error_t *err);
 
-/* Name ("docker") and the isolation classes this runtime really offers. */
+/* Name (the backend's: "docker") and the isolation classes this runtime really offers. */
 const char *runtime_name(const runtime_t *rt);
 /* Writes the classes into ret (at most max) and returns how many. */
 size_t runtime_isolation_classes(const runtime_t *rt, isolation_t *ret, size_t max);
@@ -203,18 +204,18 @@ typedef struct runtime_logs_req {
 } runtime_logs_req_t;
 
 /* Streams the main process's stdout and stderr of container ref to
- * req->on_output until the runtime ends it
- * (everything read; with follow, the container stopped or was removed),
- * on_output asks to stop, or a stop descriptor is readable: 0 in all those
- * cases. A container that is gone is API_NOT_FOUND; the worker stopping
+ * req->on_output until the runtime ends it (everything read; with follow,
+ * the container stopped or was removed), on_output asks to stop, or a stop
+ * descriptor is readable: 0 in all those cases. A container that is gone is API_NOT_FOUND; the worker stopping
  * (cancel flag) API_CANCELLED; a failing runtime API_RUNTIME_ERROR. Blocks
  * the calling thread for as long as the stream lasts. */
 int runtime_logs_stream(runtime_t *rt, const char *ref, const runtime_logs_req_t *req, api_error_t *err);
 
 /* Makes in-flight and later calls give up soon after *flag becomes non-zero
- * (worker shutdown): a running exec is killed as on a timeout, a pull or any
- * other request to the runtime is abandoned, and the call fails with API_CANCELLED.
- * Set it once, before the runtime is shared between threads; NULL clears. */
+ * (worker shutdown): a running exec is killed as on a timeout, a pull or
+ * any other request to the runtime is abandoned, and the call fails with
+ * API_CANCELLED. Set it once, before the runtime is shared between
+ * threads; NULL clears. */
 void runtime_set_cancel_flag(runtime_t *rt, const volatile int *flag);
 
 /* Closes the runtime and frees it; NULL is fine. */
