@@ -124,6 +124,8 @@ static const cfg_setting_t settings[CFG__COUNT] = {
     [CFG_DEFAULT_IMAGE] = { "default_image", CFGT_STRING, "sandbox/busybox:latest", 0, 0, false,
                             "image of a create request that names none (tools/run.sh builds the default "
                             "from Debian's busybox)" },
+    [CFG_WORKER_RUNTIME] = { "worker_runtime", CFGT_STRING, "docker", 0, 0, false,
+                             "runtime backend the worker runs sandboxes with: docker (the only one today)" },
 };
 
 #define R_C CFG_ROLE_CONTROLLER
@@ -150,7 +152,7 @@ static const unsigned roles[CFG__COUNT] = {
     [CFG_WORKER_ROUTE_ADVERTISE] = R_W, [CFG_WORKER_ROUTE_MAX_CONNECTIONS] = R_W, [CFG_LOG_FORMAT] = R_C | R_W,
     [CFG_NATS_URL] = R_C, [CFG_NATS_SUBJECT_PREFIX] = R_C, [CFG_RETENTION_OPERATIONS_SECONDS] = R_C,
     [CFG_RETENTION_EVENTS_SECONDS] = R_C, [CFG_RETENTION_INTERVAL_SECONDS] = R_C,
-    [CFG_WORKER_HEALTH_LISTEN] = R_W, [CFG_DEFAULT_IMAGE] = R_C,
+    [CFG_WORKER_HEALTH_LISTEN] = R_W, [CFG_DEFAULT_IMAGE] = R_C, [CFG_WORKER_RUNTIME] = R_W,
 };
 #undef R_C
 #undef R_W
@@ -219,6 +221,11 @@ static int cfg_validate(const cfg_setting_t *s, const char *value, char *err, si
     } else if (strcmp(s->name, "log_format") == 0) {
         if (strcmp(value, "logfmt") && strcmp(value, "json")) {
             snprintf(err, errlen, "log_format must be logfmt or json (got \"%s\")", value);
+            return SBX_EINVAL;
+        }
+    } else if (strcmp(s->name, "worker_runtime") == 0) {
+        if (strcmp(value, "docker")) {
+            snprintf(err, errlen, "worker_runtime must be docker (got \"%s\")", value);
             return SBX_EINVAL;
         }
     } else if (strcmp(s->name, "default_image") == 0) {

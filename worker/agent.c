@@ -695,6 +695,15 @@ static void agent_run(agent_t *a, httpc_t *c, json_object *job)
 
 static void agent_run_scoped(agent_t *a, httpc_t *c, json_object *job)
 {
+    json_object *body = agent_run_assignment(a, job);
+    if (!body)
+        return;
+    agent_report(a, c, jsonx_get_str(job, "operation_id"), body);
+    json_object_put(body);
+}
+
+json_object *agent_run_assignment(agent_t *a, json_object *job)
+{
     const char *op_id = jsonx_get_str(job, "operation_id");
     const char *kind = jsonx_get_str(job, "kind");
     int64_t attempt = 0;
@@ -702,7 +711,7 @@ static void agent_run_scoped(agent_t *a, httpc_t *c, json_object *job)
     memset(&o, 0, sizeof o);
     if (!op_id || !jsonx_get_int(job, "attempt", &attempt)) {
         log_error(AGENT_COMPONENT, "dropped an assignment without operation_id or attempt");
-        return;
+        return NULL;
     }
     int64_t t0 = time_mono_ms();
     log_info(AGENT_COMPONENT, "running %s operation %s attempt %lld sandbox %s", kind ? kind : "?", op_id,
@@ -729,7 +738,7 @@ static void agent_run_scoped(agent_t *a, httpc_t *c, json_object *job)
          * operation is leased again. */
         log_info(AGENT_COMPONENT, "left operation %s to its lease expiry: %s", op_id, o.err.message);
         runtime_exit_release(&o.exit);
-        return;
+        return NULL;
     }
     if (o.ok)
         log_info(AGENT_COMPONENT, "operation %s succeeded in %lld ms", op_id, (long long)(time_mono_ms() - t0));
@@ -760,8 +769,7 @@ static void agent_run_scoped(agent_t *a, httpc_t *c, json_object *job)
         jsonx_add(body, "observed", ob);
     }
     runtime_exit_release(&o.exit);
-    agent_report(a, c, op_id, body);
-    json_object_put(body);
+    return body;
 }
 
 static void *agent_executor_main(void *arg)
@@ -1123,16 +1131,21 @@ static void agent_log_offer(const runtime_t *rt)
     }
 }
 
-int agent_new(const cfg_t *cfg, const char *token, agent_t **ret, char *err, size_t errlen)
+/* agent_new, with the runtime rt (taken, also on failure) or, when NULL,
+ * the one runtime_open opens. */
+static int agent_new_runtime(const cfg_t *cfg, const char *token, runtime_t *rt, agent_t **ret, char *err,
+                             size_t errlen)
 {
     int r = 0;
     bool mu_ok = false, cond_ok = false;
     pthread_once(&agent_metrics_once, agent_metrics_init);
     agent_t *a = calloc(1, sizeof *a);
     if (!a) {
+        runtime_free(rt);
         snprintf(err, errlen, "out of memory");
         return SBX_ENOMEM;
     }
+    a->rt = rt;
     const char *url = cfg_str(cfg, CFG_CONTROLLER_URL);
     const char *tok = token ? token : cfg_str(cfg, CFG_WORKER_TOKEN);
     if (!url || (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)) {
@@ -1207,14 +1220,7 @@ int agent_new(const cfg_t *cfg, const char *token, agent_t **ret, char *err, siz
     }
 
     api_error_t rerr;
-    runtime_docker_options_t ropt = {
-        .socket_path = cfg_str(cfg, CFG_DOCKER_SOCKET),
-        .gvisor_runtime = cfg_str(cfg, CFG_WORKER_GVISOR_RUNTIME),
-        .restricted_network = cfg_str(cfg, CFG_WORKER_RESTRICTED_NETWORK),
-        .open_network = cfg_str(cfg, CFG_WORKER_OPEN_NETWORK),
-        .worker_name = a->name,
-    };
-    if ((r = runtime_docker_open(&ropt, &a->rt, &rerr)) < 0) {
+    if (!a->rt && (r = runtime_open(cfg, a->name, &a->rt, &rerr)) < 0) {
         snprintf(err, errlen, "%s", rerr.message);
         r = r == SBX_EINVAL ? SBX_EINVAL : SBX_EUNAVAIL;
         goto cleanup;
@@ -1257,6 +1263,17 @@ cleanup:
         agent_free_memory(a);
     }
     return r;
+}
+
+int agent_new(const cfg_t *cfg, const char *token, agent_t **ret, char *err, size_t errlen)
+{
+    return agent_new_runtime(cfg, token, NULL, ret, err, errlen);
+}
+
+int agent_new_with_runtime(const cfg_t *cfg, const char *token, runtime_t *rt, agent_t **ret, char *err,
+                           size_t errlen)
+{
+    return agent_new_runtime(cfg, token, rt, ret, err, errlen);
 }
 
 int agent_start(agent_t *a, char *err, size_t errlen)

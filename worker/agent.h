@@ -13,12 +13,19 @@
 
 typedef struct agent agent_t;
 
-/* Reads controller_url, worker_* settings, docker_socket from cfg (copied).
+/* Reads controller_url, worker_* settings (worker_runtime picks the backend,
+ * runtime_open) and the backend's own settings from cfg (copied).
  * token overrides worker_token when not NULL. Returns 0, SBX_EINVAL (with a
  * reason in err: also a worker_route_listen on all addresses without
  * worker_route_advertise) or SBX_EUNAVAIL when the runtime cannot be
  * reached. */
 int agent_new(const cfg_t *cfg, const char *token, agent_t **ret, char *err, size_t errlen);
+
+/* As agent_new, with the runtime rt instead of the one worker_runtime
+ * names (the agent owns rt from the call on, also when it fails): for
+ * tests driving the agent against a fake runtime. */
+int agent_new_with_runtime(const cfg_t *cfg, const char *token, runtime_t *rt, agent_t **ret, char *err,
+                           size_t errlen);
 
 /* Starts the route forwarder (binding worker_route_listen) and the threads;
  * on failure a one-line reason is in err. Registration, which advertises
@@ -43,6 +50,16 @@ void agent_free(agent_t *a);
 /* What the runtime's probe found for class cls (runtime_probe_result: "ok: ...",
  * "not offered: ..." or NULL). Valid from agent_new to agent_free. */
 const char *agent_probe_result(const agent_t *a, isolation_t cls);
+
+/* Runs one assignment (a leased operation as the controller hands it out:
+ * operation_id, attempt, kind create|delete|exec, sandbox_id, ...) on the
+ * runtime and returns the report body for POST /v1/workers/{id}/report (new
+ * reference): outcome, error {code, message}, runtime_ref, result (exec),
+ * observed (a create whose container stopped). NULL when nothing is to be
+ * reported: an assignment without operation_id or attempt (dropped), or
+ * one the runtime gave up on at shutdown (API_CANCELLED: left to its lease
+ * expiry; an exec is reported failed instead, as it must not run twice). */
+json_object *agent_run_assignment(agent_t *a, json_object *job);
 
 /* The exec result object of docs/api.md for r (new reference): stdout and
  * stderr as UTF-8 (invalid bytes replaced), *_bytes the bytes the command

@@ -1,6 +1,9 @@
-/* The runtime interface a worker drives: one adapter per worker (Docker for
- * now; an external driver later). Calls are blocking and thread-safe: the
- * worker runs them on its executor threads. */
+/* The runtime interface a worker drives: one backend per worker, chosen by
+ * the worker_runtime setting (Docker, worker/docker/, for now; an external
+ * driver later). A backend is a table of operations (runtime_ops_t) and a
+ * struct that embeds runtime_t first; the runtime_* functions below dispatch
+ * through the table (worker/runtime.c). Calls are blocking and thread-safe:
+ * the worker runs them on its executor threads. */
 #ifndef SBX_RUNTIME_H
 #define SBX_RUNTIME_H
 
@@ -8,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "errors.h"
 #include "limits.h"
 #include "sbuf.h"
@@ -79,30 +83,26 @@ typedef struct runtime_object {
     runtime_exit_t exit;  /* for a stopped container ("exited", "dead"), when fetched */
 } runtime_object_t;
 
-typedef struct runtime_docker_options {
-    const char *socket_path;        /* NULL or "": /var/run/docker.sock */
-    const char *gvisor_runtime;     /* dockerd runtime name of runsc; NULL or "": no gvisor class */
-    const char *restricted_network; /* network for NET_RESTRICTED; NULL or "": mode not offered */
-    const char *open_network;       /* network for NET_OPEN; NULL or "": mode not offered */
-    const char *worker_name;        /* labels the probe container (RUNTIME_LABEL_WORKER); may be NULL */
-} runtime_docker_options_t;
+/* The backends runtime_open knows, by the worker_runtime setting: "docker"
+ * only, for now. */
+#define RUNTIME_BACKEND_DOCKER "docker"
 
-/* Connects to the Docker Engine and finds out what it really offers: the
- * container class always; the gvisor class only when dockerd has the
- * configured runtime AND a probe container ran under it; per class the
- * network modes it can provide, creating the worker's networks when
- * missing. Blocks for the probe (bounded, about 30 s at worst). Returns 0
- * (a class or mode that is not offered is not an error: see
- * runtime_probe_result), SBX_EINVAL for a malformed option or SBX_EUNAVAIL
- * when Docker does not answer, with err filled. */
-int runtime_docker_open(const runtime_docker_options_t *opt, runtime_t **ret, api_error_t *err);
+/* Opens the backend cfg's worker_runtime names, with that backend's own
+ * settings from cfg (Docker: docker_socket, worker_gvisor_runtime,
+ * worker_restricted_network, worker_open_network) and worker_name
+ * labelling what it makes (may be NULL). Finds out what the runtime really
+ * offers (see the backend's open function: it may block for a probe).
+ * Returns 0 with *ret set (runtime_free), SBX_EINVAL for an unknown backend
+ * or a malformed setting, SBX_EUNAVAIL when the runtime does not answer,
+ * with err filled. */
+int runtime_open(const cfg_t *cfg, const char *worker_name, runtime_t **ret, api_error_t *err);
 
-/* Asks the runtime whether it answers (Docker: GET /_ping), within
- * timeout_ms. Returns 0, or SBX_EUNAVAIL / SBX_ETIMEOUT / SBX_ERUNTIME with
- * err saying what failed (naming the Docker socket). */
+/* Asks the runtime whether it answers, within timeout_ms. Returns 0, or
+ * SBX_EUNAVAIL / SBX_ETIMEOUT / SBX_ERUNTIME with err saying what failed
+ * (naming where the runtime was sought). */
 int runtime_ping(runtime_t *rt, long timeout_ms, api_error_t *err);
 
-/* Name ("docker") and the isolation classes this runtime really offers. */
+/* Name (the backend's: "docker") and the isolation classes this runtime really offers. */
 const char *runtime_name(const runtime_t *rt);
 /* Writes the classes into ret (at most max) and returns how many. */
 size_t runtime_isolation_classes(const runtime_t *rt, isolation_t *ret, size_t max);
@@ -176,8 +176,8 @@ void runtime_inventory_free(runtime_object_t *objs, size_t n);
  * sandbox_id and RUNTIME_LABEL_WORKER = worker_name and be running, else
  * API_NOT_FOUND; a gVisor sandbox is API_ISOLATION_UNAVAILABLE (its network
  * stack is inside the sandbox, not a namespace of the host); a namespace
- * the worker cannot open (not root) is API_UNAVAILABLE; a failing Docker is
- * API_RUNTIME_ERROR. The Docker inspect is bounded to about 10 s. */
+ * the worker cannot open (not root) is API_UNAVAILABLE; a failing runtime is
+ * API_RUNTIME_ERROR. Bounded to about 10 s (a routed connection waits). */
 int runtime_route_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, int *ret_netns_fd,
                          api_error_t *err);
 
@@ -185,7 +185,7 @@ int runtime_route_target(runtime_t *rt, const char *sandbox_id, const char *work
  * RUNTIME_LABEL_SANDBOX = sandbox_id and RUNTIME_LABEL_WORKER = worker_name
  * (else API_NOT_FOUND, as a missing one); running or not, any class
  * (logs need no network namespace, so gVisor sandboxes have them too).
- * ret_ref gets its id. The Docker inspect is bounded to about 10 s. */
+ * ret_ref gets its id. Bounded to about 10 s. */
 int runtime_logs_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
                         api_error_t *err);
 
@@ -203,21 +203,58 @@ typedef struct runtime_logs_req {
     void *ud;
 } runtime_logs_req_t;
 
-/* Streams the main process's stdout and stderr of container ref (Docker's
- * GET /containers/{ref}/logs) to req->on_output until the runtime ends it
- * (everything read; with follow, the container stopped or was removed),
- * on_output asks to stop, or a stop descriptor is readable: 0 in all those
- * cases. A container that is gone is API_NOT_FOUND; the worker stopping
- * (cancel flag) API_CANCELLED; a failing Docker API_RUNTIME_ERROR. Blocks
+/* Streams the main process's stdout and stderr of container ref to
+ * req->on_output until the runtime ends it (everything read; with follow,
+ * the container stopped or was removed), on_output asks to stop, or a stop
+ * descriptor is readable: 0 in all those cases. A container that is gone is API_NOT_FOUND; the worker stopping
+ * (cancel flag) API_CANCELLED; a failing runtime API_RUNTIME_ERROR. Blocks
  * the calling thread for as long as the stream lasts. */
 int runtime_logs_stream(runtime_t *rt, const char *ref, const runtime_logs_req_t *req, api_error_t *err);
 
 /* Makes in-flight and later calls give up soon after *flag becomes non-zero
- * (worker shutdown): a running exec is killed as on a timeout, a pull or any
- * other Docker request is abandoned, and the call fails with API_CANCELLED.
- * Set it once, before the runtime is shared between threads; NULL clears. */
+ * (worker shutdown): a running exec is killed as on a timeout, a pull or
+ * any other request to the runtime is abandoned, and the call fails with
+ * API_CANCELLED. Set it once, before the runtime is shared between
+ * threads; NULL clears. */
 void runtime_set_cancel_flag(runtime_t *rt, const volatile int *flag);
 
+/* Closes the runtime and frees it; NULL is fine. */
 void runtime_free(runtime_t *rt);
+
+/* ---- for backends ------------------------------------------------------ */
+
+/* A backend's operations: one per runtime_* function above (same promises),
+ * taking the runtime_t that heads the backend's own struct. Every entry is
+ * set; name is what runtime_name returns. */
+typedef struct runtime_ops {
+    const char *name;
+    int (*ping)(runtime_t *rt, long timeout_ms, api_error_t *err);
+    int (*create)(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[80], runtime_exit_t *ret_exit,
+                  api_error_t *err);
+    int (*exec)(runtime_t *rt, const char *ref, const exec_spec_t *spec, size_t max_output,
+                runtime_exec_result_t *ret, api_error_t *err);
+    int (*remove)(runtime_t *rt, const char *sandbox_id, const char *ref, api_error_t *err);
+    int (*inventory)(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_object_t **ret,
+                     size_t *ret_n, api_error_t *err);
+    int (*images)(runtime_t *rt, char ***ret, size_t *ret_n, api_error_t *err);
+    int (*route_target)(runtime_t *rt, const char *sandbox_id, const char *worker_name, int *ret_netns_fd,
+                        api_error_t *err);
+    int (*logs_target)(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
+                       api_error_t *err);
+    int (*logs_stream)(runtime_t *rt, const char *ref, const runtime_logs_req_t *req, api_error_t *err);
+    size_t (*isolation_classes)(const runtime_t *rt, isolation_t *ret, size_t max);
+    unsigned (*network_modes)(const runtime_t *rt, isolation_t cls);
+    const char *(*probe_result)(const runtime_t *rt, isolation_t cls);
+    const char *(*network_unavailable)(const runtime_t *rt, isolation_t cls, net_mode_t mode);
+    void (*set_cancel_flag)(runtime_t *rt, const volatile int *flag);
+    void (*free)(runtime_t *rt);   /* never called with NULL */
+} runtime_ops_t;
+
+/* The common head of every backend's runtime: each embeds it FIRST
+ * (struct docker_runtime { runtime_t base; ... }), so a runtime_t * is also
+ * a pointer to the backend's struct. */
+struct runtime {
+    const runtime_ops_t *ops;
+};
 
 #endif

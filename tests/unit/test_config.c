@@ -254,6 +254,28 @@ START_TEST(test_default_image_is_validated_as_an_image_reference)
 }
 END_TEST
 
+START_TEST(test_worker_runtime_accepts_only_docker)
+{
+    static const char *bad[] = { "", "Docker", "firecracker", "docker " };
+    cfg_t c;
+    ck_assert_int_eq(cfg_init(&c), 0);
+    ck_assert_str_eq(cfg_str(&c, CFG_WORKER_RUNTIME), "docker");
+    ck_assert(cfg_setting_roles(CFG_WORKER_RUNTIME) & CFG_ROLE_WORKER);
+    ck_assert(!(cfg_setting_roles(CFG_WORKER_RUNTIME) & CFG_ROLE_CONTROLLER));
+    char err[256] = "";
+    ck_assert_int_eq(cfg_set(&c, "worker_runtime", "docker", "flag", err, sizeof err), 0);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char want[256];
+        err[0] = '\0';
+        ck_assert_int_eq(cfg_set(&c, "worker_runtime", bad[i], "flag", err, sizeof err), SBX_EINVAL);
+        snprintf(want, sizeof want, "worker_runtime must be docker (got \"%s\")", bad[i]);
+        ck_assert_str_eq(err, want);
+    }
+    ck_assert_str_eq(cfg_str(&c, CFG_WORKER_RUNTIME), "docker");
+    cfg_release(&c);
+}
+END_TEST
+
 START_TEST(test_every_setting_names_the_commands_it_applies_to)
 {
     const cfg_setting_t *t = cfg_settings();
@@ -591,6 +613,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_set_string_accepts_any_value);
     tcase_add_test(tc, test_default_image_is_validated_as_an_image_reference);
     tcase_add_test(tc, test_every_setting_names_the_commands_it_applies_to);
+    tcase_add_test(tc, test_worker_runtime_accepts_only_docker);
     tcase_add_test(tc, test_bool_getter_reads_true_and_one);
     suite_add_tcase(s, tc);
 

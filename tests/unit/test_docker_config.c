@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "docker_config.h"
+#include "docker/docker_config.h"
 #include "jsonx.h"
 #include "runtime.h"
 

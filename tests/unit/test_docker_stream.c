@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "docker_stream.h"
+#include "docker/docker_stream.h"
 #include "errors.h"
 #include "sbuf.h"
 

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "errors.h"
-#include "runsc.h"
+#include "docker/runsc.h"
 
 #define CID "e32d89c986378fee62c245bce96dad4fc6778ecd19833a2d6cb8d5b1e117a5ca"
 #define EXEC "1b9ffb3fbb68b078cfefc919ef46b6267b209b63d8e7e2113796aeb56c9f56f9"

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "errors.h"
-#include "tarball.h"
+#include "docker/tarball.h"
 
 /* The header checksum recomputed the way tar readers do. */
 static unsigned header_sum(const unsigned char *h)

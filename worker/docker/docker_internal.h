@@ -1,0 +1,232 @@
+/* What the files of the Docker backend (worker/docker/) share: its limits,
+ * its runtime struct and the functions one file gives the others. Not for
+ * use outside worker/docker/ (runtime_docker.h is the backend's face). */
+#ifndef SBX_DOCKER_INTERNAL_H
+#define SBX_DOCKER_INTERNAL_H
+
+#include <curl/curl.h>
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "docker_config.h"
+#include "runsc.h"
+#include "runtime_docker.h"
+#include "sbuf.h"
+
+#define DOCKER_BASE_URL          "http://localhost/v1.41"
+/* An ordinary Engine call (inspect, create, start, remove, list). */
+#define DOCKER_CALL_TIMEOUT_MS   60000L
+/* Removing a running container with force may wait for it to die. */
+#define DOCKER_REMOVE_TIMEOUT_MS 120000L
+/* A pull of a large image over a slow link. */
+#define DOCKER_PULL_TIMEOUT_MS   (30L * 60L * 1000L)
+/* Each step of the gVisor probe (import, create, start, logs, remove); the
+ * wait for the probe container to exit is bounded separately. */
+#define DOCKER_PROBE_CALL_MS     30000L
+#define DOCKER_PROBE_WAIT_MS     30000L
+/* A probe container left by a worker that died mid-probe is removed once
+ * it is this old (a younger one may be another worker's running probe). */
+#define DOCKER_PROBE_STALE_S     600
+/* The probe image, made locally from an in-memory tar. */
+#define DOCKER_PROBE_REPO        "sandbox-probe"
+#define DOCKER_PROBE_TAG         "1"
+#define DOCKER_PROBE_IMAGE       DOCKER_PROBE_REPO ":" DOCKER_PROBE_TAG
+/* Docker network names (and the worker's settings for them). */
+#define DOCKER_NETWORK_NAME_MAX  128
+/* One line of the pull progress stream; longer lines are skipped. */
+#define DOCKER_PULL_LINE_BYTES   (64u * 1024u)
+/* Processes of one exec the timeout kill walks at most. */
+#define DOCKER_KILL_MAX_PIDS     4096
+/* How long to wait for Docker to record an exec's exit code after its
+ * stream ended. */
+#define DOCKER_EXIT_WAIT_MS      3000
+/* The inspect behind a routed connection: the controller is waiting. */
+#define DOCKER_ROUTE_TIMEOUT_MS  10000L
+
+/* The details of a stopped container (inspect, logs): a heartbeat waits
+ * for them. */
+#define DOCKER_DETAIL_TIMEOUT_MS 5000L
+/* All the details one inventory fetches: past this, the rest wait for the
+ * next heartbeat (a slow Docker must not make a beat late). */
+#define DOCKER_DETAILS_BUDGET_MS 2000
+/* Log entries asked of Docker for a stopped container's output tail (of
+ * which the last SBX_OUTPUT_TAIL_MAX bytes are kept). */
+#define DOCKER_LOGS_TAIL_LINES   100
+/* After a start, how long the worker waits at most for docker-init to have
+ * exec'd the main process (or for the container to stop), and how often it
+ * looks meanwhile. */
+#define DOCKER_START_CONFIRM_MS  2000
+#define DOCKER_START_POLL_US     5000
+
+#define DOCKER_CLASSES 3   /* isolation_t values */
+#define DOCKER_MODES   3   /* net_mode_t values */
+
+/* Written by runtime_docker_open, read-only afterwards (so shared by the
+ * executor threads without a lock). */
+typedef struct docker_runtime {
+    runtime_t base;   /* first: ops = docker_ops */
+    char *socket_path;
+    const volatile int *cancel;
+    char gvisor_runtime[DOCKER_NETWORK_NAME_MAX];   /* "" when disabled */
+    char worker_name[160];                          /* labels the probe; "" when not given */
+    char runsc_exe[RUNSC_PATH_MAX];                 /* dockerd's path of it, when found here */
+    char net_name[DOCKER_MODES][DOCKER_NETWORK_NAME_MAX]; /* [NET_RESTRICTED], [NET_OPEN] */
+    bool offered[DOCKER_CLASSES];
+    bool considered[DOCKER_CLASSES];                 /* has a probe line */
+    unsigned net_modes[DOCKER_CLASSES];
+    char probe[DOCKER_CLASSES][RUNTIME_PROBE_TEXT_MAX];
+    char net_why[DOCKER_CLASSES][DOCKER_MODES][RUNTIME_PROBE_TEXT_MAX];
+} docker_runtime_t;
+
+typedef struct docker_reply {
+    long status;
+    sbuf_t body;      /* bounded by SBX_MAX_DOCKER_REPLY_BYTES */
+} docker_reply_t;
+
+/* An image pull's (or import's) progress stream: the current line and the
+ * first error Docker reported in it. */
+typedef struct docker_pull {
+    sbuf_t line;
+    char error[400];
+    bool failed;
+} docker_pull_t;
+
+/* ---- docker_engine.c --------------------------------------------------- */
+
+/* A new easy handle for method path on the Engine socket; body (body_len
+ * bytes of content_type, may be NULL) must outlive the transfer. The caller
+ * owns *ret_headers. */
+CURL *docker_handle_new(const docker_runtime_t *rt, const char *method, const char *path, const void *body,
+                        size_t body_len, const char *content_type, long timeout_ms,
+                        struct curl_slist **ret_headers);
+
+/* True once the cancel flag (runtime_set_cancel_flag) is set. */
+bool docker_cancelled(const docker_runtime_t *rt);
+
+/* Maps a failed transfer to an error. */
+int docker_transport_error(const docker_runtime_t *rt, CURLcode cr, api_error_t *err);
+
+/* Sends one request with an optional body (len bytes of content_type) and
+ * hands the reply to write_cb. Returns 0 when Docker answered, whatever the
+ * status. */
+int docker_call_raw(const docker_runtime_t *rt, const char *method, const char *path, const void *data,
+                    size_t len, const char *content_type, long timeout_ms,
+                    size_t (*write_cb)(char *, size_t, size_t, void *), void *write_ud, long *ret_status,
+                    api_error_t *err);
+
+/* docker_call_raw with an optional JSON body. */
+int docker_call_ex(const docker_runtime_t *rt, const char *method, const char *path, json_object *body,
+                   long timeout_ms, size_t (*write_cb)(char *, size_t, size_t, void *), void *write_ud,
+                   long *ret_status, api_error_t *err);
+
+/* docker_call_ex keeping the reply (bounded) in *ret; release it with
+ * docker_reply_release, also after a failure. */
+int docker_call(const docker_runtime_t *rt, const char *method, const char *path, json_object *body,
+                long timeout_ms, docker_reply_t *ret, api_error_t *err);
+
+void docker_reply_release(docker_reply_t *r);
+
+/* The reply as JSON (new reference), or NULL. */
+json_object *docker_reply_json(const docker_reply_t *r);
+
+/* Docker's error message ({"message":...}) or the start of the raw body. */
+void docker_reply_message(const docker_reply_t *r, char *out, size_t outlen);
+
+/* Names that go into a URL path unescaped: container ids and names. */
+bool docker_name_ok(const char *s, size_t max);
+
+/* Image references: what Docker's reference grammar allows, so the name can
+ * go into a URL path as is. */
+bool docker_image_ok(const char *s);
+
+/* Splits "repo[:tag]" or "repo@digest" (repo may carry a registry with a
+ * port) into repo and tag; the tag defaults to "latest". */
+int docker_image_split(const char *image, char *repo, size_t repolen, char *tag, size_t taglen);
+
+/* GET path as JSON (new reference in *ret) when Docker answers 200. */
+int docker_get_json(docker_runtime_t *rt, const char *path, long timeout_ms, json_object **ret, api_error_t *err);
+
+/* A filters={"KEY":["VALUE"]} query parameter, URL-escaped (curl_free). */
+char *docker_filter_param(const char *key, const char *value);
+
+/* ---- docker_create.c --------------------------------------------------- */
+
+/* Takes the error of the stream's current line, if any, into p. */
+void docker_pull_line(docker_pull_t *p);
+
+/* The pull reply is a stream of JSON objects, one per line; only the first
+ * error is kept, so the stream itself is never stored. */
+size_t docker_pull_write_cb(char *s, size_t size, size_t nmemb, void *ud);
+
+/* How container id ended: its State (one inspect) and its output tail (one
+ * logs call). A tail that cannot be read is only left out. */
+int docker_container_exit(docker_runtime_t *rt, const char *id, runtime_exit_t *ret, api_error_t *err);
+
+/* One line on how the container ended (common/observed's wording). */
+void docker_exit_message(const runtime_exit_t *e, char *out, size_t outlen);
+
+/* DELETE /containers/{ref} with force and its volumes: one already gone
+ * (or being removed) is success. */
+int docker_container_delete(docker_runtime_t *rt, const char *ref, api_error_t *err);
+
+/* GET /containers/{name}/json: *ret is the parsed answer (release with
+ * json_object_put) and *ret_id its "Id". A container that does not exist
+ * is SBX_ENOTFOUND (err: API_NOT_FOUND); an answer without a valid Id is
+ * API_RUNTIME_ERROR. */
+int docker_container_inspect(docker_runtime_t *rt, const char *name, long timeout_ms, json_object **ret,
+                             const char **ret_id, api_error_t *err);
+
+/* The create operation of docker_ops (worker/runtime.h: runtime_create). */
+int docker_rt_create(runtime_t *base, const runtime_create_req_t *req, char ret_ref[80],
+                     runtime_exit_t *ret_exit, api_error_t *err);
+
+/* ---- docker_inventory.c ------------------------------------------------ */
+
+/* GET /containers/json with a label filter "key=value" (or just "key"). */
+int docker_container_list(docker_runtime_t *rt, const char *label, json_object **ret, api_error_t *err);
+
+/* The remove operation of docker_ops (worker/runtime.h: runtime_remove). */
+int docker_rt_remove(runtime_t *base, const char *sandbox_id, const char *ref, api_error_t *err);
+
+/* The inventory operation of docker_ops (worker/runtime.h: runtime_inventory). */
+int docker_rt_inventory(runtime_t *base, const char *cluster_id, const char *worker_name, runtime_object_t **ret,
+                        size_t *ret_n, api_error_t *err);
+
+/* ---- docker_exec.c ----------------------------------------------------- */
+
+/* True when /proc/<pid>/cgroup names the container: the pid is one of the
+ * sandbox's processes in our pid namespace, not a stranger's. */
+bool docker_pid_in_container(pid_t pid, const char *container_id);
+
+/* Appends the children of pid (all its threads') to pids. */
+void docker_pid_children(pid_t pid, pid_t *pids, size_t *n, size_t max);
+
+/* The exec operation of docker_ops (worker/runtime.h: runtime_exec). */
+int docker_rt_exec(runtime_t *base, const char *ref, const exec_spec_t *spec, size_t max_output,
+                   runtime_exec_result_t *ret, api_error_t *err);
+
+/* ---- docker_logs.c ----------------------------------------------------- */
+
+/* The route_target operation of docker_ops (worker/runtime.h: runtime_route_target). */
+int docker_rt_route_target(runtime_t *base, const char *sandbox_id, const char *worker_name, int *ret_netns_fd,
+                           api_error_t *err);
+
+/* The logs_target operation of docker_ops (worker/runtime.h: runtime_logs_target). */
+int docker_rt_logs_target(runtime_t *base, const char *sandbox_id, const char *worker_name, char ret_ref[80],
+                          api_error_t *err);
+
+/* The logs_stream operation of docker_ops (worker/runtime.h: runtime_logs_stream). */
+int docker_rt_logs_stream(runtime_t *base, const char *ref, const runtime_logs_req_t *req, api_error_t *err);
+
+/* ---- runtime_docker.c -------------------------------------------------- */
+
+/* Makes sure the network for mode exists as the worker would create it:
+ * creates it when missing (a concurrent creator's 409 is fine: the winner's
+ * network is checked instead; duplicates from racing creators are removed)
+ * and refuses one set up differently. */
+int docker_network_ensure(docker_runtime_t *rt, net_mode_t mode, api_error_t *err);
+
+#endif

@@ -1,0 +1,138 @@
+/* The runtime interface's dispatchers (each runtime_* call goes through the
+ * backend's operations table), the backend-independent releases, and
+ * runtime_open, the one place that knows the backends. */
+#include "runtime.h"
+#include "docker/runtime_docker.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Opens the Docker backend with its settings from cfg. */
+static int runtime_open_docker(const cfg_t *cfg, const char *worker_name, runtime_t **ret, api_error_t *err)
+{
+    runtime_docker_options_t opt = {
+        .socket_path = cfg_str(cfg, CFG_DOCKER_SOCKET),
+        .gvisor_runtime = cfg_str(cfg, CFG_WORKER_GVISOR_RUNTIME),
+        .restricted_network = cfg_str(cfg, CFG_WORKER_RESTRICTED_NETWORK),
+        .open_network = cfg_str(cfg, CFG_WORKER_OPEN_NETWORK),
+        .worker_name = worker_name,
+    };
+    return runtime_docker_open(&opt, ret, err);
+}
+
+static const struct {
+    const char *name;
+    int (*open)(const cfg_t *cfg, const char *worker_name, runtime_t **ret, api_error_t *err);
+} runtime_backends[] = {
+    { RUNTIME_BACKEND_DOCKER, runtime_open_docker },
+};
+
+int runtime_open(const cfg_t *cfg, const char *worker_name, runtime_t **ret, api_error_t *err)
+{
+    const char *name = cfg_str(cfg, CFG_WORKER_RUNTIME);
+    for (size_t i = 0; i < sizeof runtime_backends / sizeof runtime_backends[0]; i++)
+        if (strcmp(name, runtime_backends[i].name) == 0)
+            return runtime_backends[i].open(cfg, worker_name, ret, err);
+    return api_error_set(err, API_INVALID_ARGUMENT, "worker_runtime must be docker (got \"%.64s\")", name);
+}
+
+int runtime_ping(runtime_t *rt, long timeout_ms, api_error_t *err) { return rt->ops->ping(rt, timeout_ms, err); }
+
+const char *runtime_name(const runtime_t *rt) { return rt->ops->name; }
+
+size_t runtime_isolation_classes(const runtime_t *rt, isolation_t *ret, size_t max)
+{
+    return rt->ops->isolation_classes(rt, ret, max);
+}
+
+unsigned runtime_network_modes(const runtime_t *rt, isolation_t cls) { return rt->ops->network_modes(rt, cls); }
+
+const char *runtime_probe_result(const runtime_t *rt, isolation_t cls) { return rt->ops->probe_result(rt, cls); }
+
+const char *runtime_network_unavailable(const runtime_t *rt, isolation_t cls, net_mode_t mode)
+{
+    return rt->ops->network_unavailable(rt, cls, mode);
+}
+
+int runtime_images(runtime_t *rt, char ***ret, size_t *ret_n, api_error_t *err)
+{
+    return rt->ops->images(rt, ret, ret_n, err);
+}
+
+void runtime_images_free(char **names, size_t n)
+{
+    for (size_t i = 0; names && i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+int runtime_create(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[80], runtime_exit_t *ret_exit,
+                   api_error_t *err)
+{
+    return rt->ops->create(rt, req, ret_ref, ret_exit, err);
+}
+
+int runtime_exec(runtime_t *rt, const char *ref, const exec_spec_t *spec, size_t max_output,
+                 runtime_exec_result_t *ret, api_error_t *err)
+{
+    return rt->ops->exec(rt, ref, spec, max_output, ret, err);
+}
+
+void runtime_exec_result_release(runtime_exec_result_t *r)
+{
+    if (!r)
+        return;
+    sbuf_release(&r->out);
+    sbuf_release(&r->err);
+}
+
+void runtime_exit_release(runtime_exit_t *e)
+{
+    if (!e)
+        return;
+    free(e->output_tail);
+    e->output_tail = NULL;
+}
+
+int runtime_remove(runtime_t *rt, const char *sandbox_id, const char *ref, api_error_t *err)
+{
+    return rt->ops->remove(rt, sandbox_id, ref, err);
+}
+
+int runtime_inventory(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_object_t **ret,
+                      size_t *ret_n, api_error_t *err)
+{
+    return rt->ops->inventory(rt, cluster_id, worker_name, ret, ret_n, err);
+}
+
+void runtime_inventory_free(runtime_object_t *objs, size_t n)
+{
+    for (size_t i = 0; objs && i < n; i++)
+        runtime_exit_release(&objs[i].exit);
+    free(objs);
+}
+
+int runtime_route_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, int *ret_netns_fd,
+                         api_error_t *err)
+{
+    return rt->ops->route_target(rt, sandbox_id, worker_name, ret_netns_fd, err);
+}
+
+int runtime_logs_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
+                        api_error_t *err)
+{
+    return rt->ops->logs_target(rt, sandbox_id, worker_name, ret_ref, err);
+}
+
+int runtime_logs_stream(runtime_t *rt, const char *ref, const runtime_logs_req_t *req, api_error_t *err)
+{
+    return rt->ops->logs_stream(rt, ref, req, err);
+}
+
+void runtime_set_cancel_flag(runtime_t *rt, const volatile int *flag) { rt->ops->set_cancel_flag(rt, flag); }
+
+void runtime_free(runtime_t *rt)
+{
+    if (rt)
+        rt->ops->free(rt);
+}
