@@ -164,7 +164,7 @@ size_t forward_reply_format(char *buf, size_t buflen, int status, const char *co
 
 /* ---- addresses --------------------------------------------------------- */
 
-/* What the controller accepts as a route_address (controller/store.c). */
+/* What the controller accepts as a route_address (controller/store/workers.c). */
 static bool forward_advertise_ok(const char *a)
 {
     char host[FORWARD_ADDRESS_MAX];
