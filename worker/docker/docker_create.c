@@ -450,6 +450,27 @@ static void docker_start_failure(docker_runtime_t *rt, const char *id, runtime_e
     }
 }
 
+/* Starts container id when start is true, then waits for the runtime to
+ * confirm its main process running. A start Docker refuses, or a container
+ * that stopped, is removed and SBX_ERUNTIME with err and *ret_exit saying
+ * why; a shutdown during the wait (API_CANCELLED) leaves it for the retried
+ * create to adopt. */
+static int docker_container_run(docker_runtime_t *rt, const char *id, bool start, bool watch_procs,
+                                runtime_exit_t *ret_exit, api_error_t *err)
+{
+    if (start && docker_container_start(rt, id, err) < 0) {
+        docker_start_failure(rt, id, ret_exit, err);
+        docker_container_discard(rt, id);
+        return SBX_ERUNTIME;
+    }
+    if (docker_container_confirm(rt, id, watch_procs, ret_exit, err) < 0) {
+        if (err->code != API_CANCELLED)
+            docker_container_discard(rt, id);
+        return SBX_ERUNTIME;
+    }
+    return 0;
+}
+
 /* The container named for the sandbox already exists (a retried create):
  * checks it is ours, starts it when needed and returns its id. */
 static int docker_container_adopt(docker_runtime_t *rt, const runtime_create_req_t *req, const char *name,
@@ -471,18 +492,9 @@ static int docker_container_adopt(docker_runtime_t *rt, const runtime_create_req
     }
     bool running = false;
     jsonx_get_bool(jsonx_get_obj(o, "State"), "Running", &running);
-    if (!running && docker_container_start(rt, id, err) < 0) {
-        docker_start_failure(rt, id, ret_exit, err);
-        docker_container_discard(rt, id);
-        r = SBX_ERUNTIME;
+    r = docker_container_run(rt, id, !running, watch_procs, ret_exit, err);
+    if (r < 0)
         goto cleanup;
-    }
-    if (docker_container_confirm(rt, id, watch_procs, ret_exit, err) < 0) {
-        if (err->code != API_CANCELLED)
-            docker_container_discard(rt, id);
-        r = SBX_ERUNTIME;
-        goto cleanup;
-    }
     snprintf(ret_ref, 80, "%s", id);
 cleanup:
     if (o)
@@ -567,19 +579,9 @@ int docker_rt_create(runtime_t *base, const runtime_create_req_t *req, char ret_
         goto cleanup;
     }
     snprintf(id, sizeof id, "%s", cid);
-    if (docker_container_start(rt, id, err) < 0) {
-        docker_start_failure(rt, id, ret_exit, err);
-        docker_container_discard(rt, id);
-        r = SBX_ERUNTIME;
+    r = docker_container_run(rt, id, true, watch_procs, ret_exit, err);
+    if (r < 0)
         goto cleanup;
-    }
-    if (docker_container_confirm(rt, id, watch_procs, ret_exit, err) < 0) {
-        /* A shutdown leaves it for the retried create to adopt. */
-        if (err->code != API_CANCELLED)
-            docker_container_discard(rt, id);
-        r = SBX_ERUNTIME;
-        goto cleanup;
-    }
     snprintf(ret_ref, 80, "%s", id);
 cleanup:
     if (body)
