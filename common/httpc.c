@@ -105,22 +105,33 @@ static void httpc_set_transfer_options(httpc_t *c, CURL *h, long timeout_ms)
     }
 }
 
+/* Begins a request of c to path: resets its handle and returns the full URL
+ * (malloc'd; NULL when out of memory, nothing else done), with *ret_headers
+ * holding accept and the token's Authorization header. */
+static char *httpc_start(httpc_t *c, const char *path, const char *accept, struct curl_slist **ret_headers)
+{
+    curl_easy_reset(c->curl);
+    size_t ul = strlen(c->base) + strlen(path) + 1;
+    char *url = malloc(ul);
+    if (!url)
+        return NULL;
+    snprintf(url, ul, "%s%s", c->base, path);
+    struct curl_slist *hl = curl_slist_append(NULL, accept);
+    if (c->auth_header)
+        hl = curl_slist_append(hl, c->auth_header);
+    *ret_headers = hl;
+    return url;
+}
+
 int httpc_request(httpc_t *c, const char *method, const char *path, json_object *body,
                   const char *const *headers, long timeout_ms, httpc_response_t *ret)
 {
     memset(ret, 0, sizeof *ret);
     CURL *h = c->curl;
-    curl_easy_reset(h);
-    size_t ul = strlen(c->base) + strlen(path) + 1;
-    char *url = malloc(ul);
+    struct curl_slist *hl = NULL;
+    char *url = httpc_start(c, path, "Accept: application/json", &hl);
     if (!url)
         return SBX_ENOMEM;
-    snprintf(url, ul, "%s%s", c->base, path);
-
-    struct curl_slist *hl = NULL;
-    hl = curl_slist_append(hl, "Accept: application/json");
-    if (c->auth_header)
-        hl = curl_slist_append(hl, c->auth_header);
     for (const char *const *hp = headers; hp && *hp; hp++)
         hl = curl_slist_append(hl, *hp);
     char *payload = NULL;
@@ -265,16 +276,10 @@ int httpc_stream_lines(httpc_t *c, const char *path, long timeout_ms, size_t max
 {
     memset(ret, 0, sizeof *ret);
     CURL *h = c->curl;
-    curl_easy_reset(h);
-    size_t ul = strlen(c->base) + strlen(path) + 1;
-    char *url = malloc(ul);
+    struct curl_slist *hl = NULL;
+    char *url = httpc_start(c, path, "Accept: application/x-ndjson, application/json", &hl);
     if (!url)
         return SBX_ENOMEM;
-    snprintf(url, ul, "%s%s", c->base, path);
-    struct curl_slist *hl = NULL;
-    hl = curl_slist_append(hl, "Accept: application/x-ndjson, application/json");
-    if (c->auth_header)
-        hl = curl_slist_append(hl, c->auth_header);
     httpc_stream_t st = { .h = h, .on_line = on_line, .ud = ud };
     sbuf_init(&st.line, max_line);
     sbuf_init(&st.body, SBX_MAX_RESPONSE_BYTES);
