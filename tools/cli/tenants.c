@@ -1,0 +1,74 @@
+/* sandbox tenants create, list, get and update. */
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "errors.h"
+#include "jsonx.h"
+#include "limits.h"
+#include "utf8.h"
+
+int cli_check_tenants(cli_t *cli, opts_t *o)
+{
+    const char *sub = o->pos[0];
+    if (!sub)
+        return cli_usage_error(cli->cmd, "missing subcommand: create, list, get or update");
+    if (strcmp(sub, "list") == 0)
+        return o->npos == 1 ? 0 : cli_usage_error(cli->cmd, "list takes no argument");
+    if (strcmp(sub, "update") == 0 && !o->policy)
+        return cli_usage_error(cli->cmd, "update needs --policy JSON");
+    if (o->policy && strcmp(sub, "update") != 0)
+        return cli_usage_error(cli->cmd, "--policy goes with update");
+    if (strcmp(sub, "create") == 0 || strcmp(sub, "get") == 0 || strcmp(sub, "update") == 0) {
+        if (o->npos != 2)
+            return cli_usage_error(cli->cmd, "%s needs a tenant NAME", sub);
+        if (strlen(o->pos[1]) > SBX_MAX_NAME_BYTES || utf8_has_control(o->pos[1]))
+            return cli_usage_error(cli->cmd, "NAME: at most %d printable bytes", SBX_MAX_NAME_BYTES);
+        return 0;
+    }
+    return cli_usage_error(cli->cmd, "unknown subcommand '%s' (create, list, get or update)", sub);
+}
+
+static void print_tenant_row(json_object *t)
+{
+    cli_put_text(stdout, jsonx_get_str(t, "name"));
+    putchar(' ');
+    cli_put_text(stdout, jsonx_get_str(t, "id"));
+    putchar(' ');
+    cli_put_text(stdout, jsonx_get_str(t, "created_at"));
+    putchar('\n');
+}
+
+int cli_cmd_tenants(cli_t *cli, opts_t *o)
+{
+    int rc;
+    json_object *resp = NULL;
+    const char *sub = o->pos[0];
+    if (strcmp(sub, "create") == 0) {
+        json_object *body = json_object_new_object();
+        jsonx_add_str(body, "name", o->pos[1]);
+        rc = cli_call(cli, "POST", "/v1/tenants", body, NULL, &resp);
+        json_object_put(body);
+    } else if (strcmp(sub, "get") == 0 || strcmp(sub, "update") == 0) {
+        char path[CLI_ARG_ID_MAX * 3 + 32];
+        bool update = strcmp(sub, "update") == 0;
+        if (cli_path(path, sizeof path, "/v1/tenants/", o->pos[1], update ? "/policy" : NULL) != 0)
+            return cli_usage_error(cli->cmd, "NAME too long");
+        json_object *policy = NULL;
+        if (update && jsonx_parse(o->policy, strlen(o->policy), &policy, NULL) < 0)
+            return cli_usage_error(cli->cmd, "--policy must be a JSON object");
+        rc = cli_call(cli, update ? "PUT" : "GET", path, policy, NULL, &resp);
+        if (policy)
+            json_object_put(policy);
+    } else {
+        rc = cli_call(cli, "GET", "/v1/tenants", NULL, NULL, &resp);
+    }
+    if (rc != 0)
+        return rc;
+    cli_print_one_or_list(cli, resp, "tenant", "tenants", print_tenant_row);
+    json_object_put(resp);
+    return 0;
+}
