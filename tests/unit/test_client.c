@@ -1,0 +1,138 @@
+/* Unit tests for the client library's error decoding, paths and request
+ * bodies (client/client.c, client/request.c); no server needed. */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "client.h"
+#include "errors.h"
+#include "jsonx.h"
+
+static const char *body_text(json_object *o)
+{
+    return json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+}
+
+START_TEST(test_api_error_answer_decodes_to_its_code_and_message)
+{
+    client_t cl = { .url = "http://c:1" };
+    httpc_response_t r;
+    memset(&r, 0, sizeof r);
+    r.status = 404;
+    const char *answer = "{\"error\":{\"code\":\"not_found\",\"message\":\"no sandbox x\"}}";
+    ck_assert_int_eq(jsonx_parse(answer, strlen(answer), &r.json, NULL), 0);
+    client_error_t e;
+    client_error_decode(&cl, "GET", "/v1/sandboxes/x", 0, &r, &e);
+    ck_assert_int_eq(e.kind, CLIENT_E_API);
+    ck_assert_str_eq(e.code, "not_found");
+    ck_assert_str_eq(e.message, "no sandbox x");
+    ck_assert_int_eq(e.status, 404);
+    ck_assert(!e.retryable);
+    json_object_put(r.json);
+}
+END_TEST
+
+START_TEST(test_no_answer_is_unavailable_and_retryable)
+{
+    client_t cl = { .url = "http://c:1" };
+    httpc_response_t r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.error, sizeof r.error, "Connection refused");
+    client_error_t e;
+    client_error_decode(&cl, "GET", "/v1/x", SBX_EIO, &r, &e);
+    ck_assert_int_eq(e.kind, CLIENT_E_UNREACHABLE);
+    ck_assert_str_eq(e.code, "unavailable");
+    ck_assert_str_eq(e.message, "cannot reach the controller at http://c:1: Connection refused");
+    ck_assert_str_eq(e.detail, "Connection refused");
+    ck_assert(e.retryable);
+}
+END_TEST
+
+START_TEST(test_gateway_answer_without_error_body_is_http_error_and_retryable)
+{
+    client_t cl = { .url = "http://c:1" };
+    httpc_response_t r;
+    memset(&r, 0, sizeof r);
+    r.status = 503;
+    client_error_t e;
+    client_error_decode(&cl, "GET", "/v1/x", 0, &r, &e);
+    ck_assert_int_eq(e.kind, CLIENT_E_HTTP);
+    ck_assert_str_eq(e.code, "http_error");
+    ck_assert(e.retryable);
+    r.status = 200;
+    client_error_decode(&cl, "POST", "/v1/x", 0, &r, &e);
+    ck_assert_int_eq(e.kind, CLIENT_E_BAD_RESPONSE);
+    ck_assert_str_eq(e.message, "POST /v1/x answered 200 without a JSON object");
+    ck_assert(!e.retryable);
+}
+END_TEST
+
+START_TEST(test_path_escapes_the_id_and_refuses_what_does_not_fit)
+{
+    char buf[64];
+    ck_assert_int_eq(client_path(buf, sizeof buf, "/v1/sandboxes/", "a b/c", "/exec"), 0);
+    ck_assert_str_eq(buf, "/v1/sandboxes/a%20b%2Fc/exec");
+    ck_assert_int_eq(client_path(buf, 16, "/v1/sandboxes/", "sbx_0123456789", NULL), SBX_ETOOBIG);
+}
+END_TEST
+
+START_TEST(test_create_body_sends_trust_and_only_what_is_set)
+{
+    json_object *env = json_object_new_object();
+    jsonx_add_str(env, "A", "1");
+    client_create_spec_t s = { .image = "busybox", .cpu_millis = { 500, true },
+                               .untrusted_repo = CLIENT_FLAG_TRUE, .generated_code = CLIENT_FLAG_FALSE,
+                               .hardened = CLIENT_FLAG_TRUE, .env = env };
+    json_object *b = NULL;
+    ck_assert_int_eq(client_create_body(&s, &b), 0);
+    ck_assert_str_eq(body_text(b), "{\"image\":\"busybox\",\"cpu_millis\":500,\"trust\":{\"untrusted_repo\":true,"
+                                   "\"generated_code\":false},\"env\":{\"A\":\"1\"},\"hardened\":true}");
+    json_object_put(b);
+    client_create_spec_t none = { 0 };
+    ck_assert_int_eq(client_create_body(&none, &b), 0);
+    ck_assert_str_eq(body_text(b), "{\"trust\":{}}");
+    json_object_put(b);
+    json_object_put(env);
+}
+END_TEST
+
+START_TEST(test_exec_and_share_bodies)
+{
+    char *argv[] = { "ls", "-l" };
+    client_exec_spec_t x = { .argv = argv, .argc = 2, .cwd = "/tmp", .timeout_seconds = { 5, true } };
+    json_object *b = NULL;
+    ck_assert_int_eq(client_exec_body(&x, &b), 0);
+    ck_assert_str_eq(body_text(b), "{\"argv\":[\"ls\",\"-l\"],\"cwd\":\"/tmp\",\"timeout_seconds\":5}");
+    json_object_put(b);
+    client_share_spec_t sh = { .port = 8080, .auth = "public" };
+    ck_assert_int_eq(client_share_body(&sh, &b), 0);
+    ck_assert_str_eq(body_text(b), "{\"port\":8080,\"auth\":\"public\"}");
+    json_object_put(b);
+}
+END_TEST
+
+START_TEST(test_backoff_doubles_up_to_its_cap)
+{
+    ck_assert_int_eq(client_backoff_next(CLIENT_BACKOFF_START_MS), 2 * CLIENT_BACKOFF_START_MS);
+    ck_assert_int_eq(client_backoff_next(CLIENT_BACKOFF_MAX_MS), CLIENT_BACKOFF_MAX_MS);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("client");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_api_error_answer_decodes_to_its_code_and_message);
+    tcase_add_test(tc, test_no_answer_is_unavailable_and_retryable);
+    tcase_add_test(tc, test_gateway_answer_without_error_body_is_http_error_and_retryable);
+    tcase_add_test(tc, test_path_escapes_the_id_and_refuses_what_does_not_fit);
+    tcase_add_test(tc, test_create_body_sends_trust_and_only_what_is_set);
+    tcase_add_test(tc, test_exec_and_share_bodies);
+    tcase_add_test(tc, test_backoff_doubles_up_to_its_cap);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
