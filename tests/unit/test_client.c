@@ -1,6 +1,7 @@
 /* Unit tests for the client library's error decoding, paths and request
  * bodies (client/client.c, client/request.c); no server needed. */
 #include <check.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,33 +14,38 @@ static const char *body_text(json_object *o)
     return json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 }
 
-START_TEST(test_api_error_answer_decodes_to_its_code_and_message)
+/* What client_error_decode makes of an exchange: httpc's return code r, the
+ * status, a JSON body (or NULL) and the transport's words (or NULL). */
+static client_error_t decode(int r, long status, const char *json, const char *transport, const char *method)
 {
     client_t cl = { .url = "http://c:1" };
-    httpc_response_t r;
-    memset(&r, 0, sizeof r);
-    r.status = 404;
-    const char *answer = "{\"error\":{\"code\":\"not_found\",\"message\":\"no sandbox x\"}}";
-    ck_assert_int_eq(jsonx_parse(answer, strlen(answer), &r.json, NULL), 0);
+    httpc_response_t resp;
+    memset(&resp, 0, sizeof resp);
+    resp.status = status;
+    if (json)
+        ck_assert_int_eq(jsonx_parse(json, strlen(json), &resp.json, NULL), 0);
+    if (transport)
+        snprintf(resp.error, sizeof resp.error, "%s", transport);
     client_error_t e;
-    client_error_decode(&cl, "GET", "/v1/sandboxes/x", 0, &r, &e);
+    client_error_decode(&cl, method, "/v1/x", r, &resp, &e);
+    json_object_put(resp.json);
+    return e;
+}
+
+START_TEST(test_api_error_answer_decodes_to_its_code_and_message)
+{
+    client_error_t e = decode(0, 404, "{\"error\":{\"code\":\"not_found\",\"message\":\"no sandbox x\"}}", NULL, "GET");
     ck_assert_int_eq(e.kind, CLIENT_E_API);
     ck_assert_str_eq(e.code, "not_found");
     ck_assert_str_eq(e.message, "no sandbox x");
     ck_assert_int_eq(e.status, 404);
     ck_assert(!e.retryable);
-    json_object_put(r.json);
 }
 END_TEST
 
 START_TEST(test_no_answer_is_unavailable_and_retryable)
 {
-    client_t cl = { .url = "http://c:1" };
-    httpc_response_t r;
-    memset(&r, 0, sizeof r);
-    snprintf(r.error, sizeof r.error, "Connection refused");
-    client_error_t e;
-    client_error_decode(&cl, "GET", "/v1/x", SBX_EIO, &r, &e);
+    client_error_t e = decode(SBX_EIO, 0, NULL, "Connection refused", "GET");
     ck_assert_int_eq(e.kind, CLIENT_E_UNREACHABLE);
     ck_assert_str_eq(e.code, "unavailable");
     ck_assert_str_eq(e.message, "cannot reach the controller at http://c:1: Connection refused");
@@ -50,17 +56,11 @@ END_TEST
 
 START_TEST(test_gateway_answer_without_error_body_is_http_error_and_retryable)
 {
-    client_t cl = { .url = "http://c:1" };
-    httpc_response_t r;
-    memset(&r, 0, sizeof r);
-    r.status = 503;
-    client_error_t e;
-    client_error_decode(&cl, "GET", "/v1/x", 0, &r, &e);
+    client_error_t e = decode(0, 503, NULL, NULL, "GET");
     ck_assert_int_eq(e.kind, CLIENT_E_HTTP);
     ck_assert_str_eq(e.code, "http_error");
     ck_assert(e.retryable);
-    r.status = 200;
-    client_error_decode(&cl, "POST", "/v1/x", 0, &r, &e);
+    e = decode(0, 200, NULL, NULL, "POST");
     ck_assert_int_eq(e.kind, CLIENT_E_BAD_RESPONSE);
     ck_assert_str_eq(e.message, "POST /v1/x answered 200 without a JSON object");
     ck_assert(!e.retryable);
@@ -120,19 +120,20 @@ END_TEST
 
 int main(void)
 {
+    const TTest *tests[] = {
+        test_api_error_answer_decodes_to_its_code_and_message, test_no_answer_is_unavailable_and_retryable,
+        test_gateway_answer_without_error_body_is_http_error_and_retryable,
+        test_path_escapes_the_id_and_refuses_what_does_not_fit, test_create_body_sends_trust_and_only_what_is_set,
+        test_exec_and_share_bodies, test_backoff_doubles_up_to_its_cap,
+    };
     Suite *s = suite_create("client");
     TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_api_error_answer_decodes_to_its_code_and_message);
-    tcase_add_test(tc, test_no_answer_is_unavailable_and_retryable);
-    tcase_add_test(tc, test_gateway_answer_without_error_body_is_http_error_and_retryable);
-    tcase_add_test(tc, test_path_escapes_the_id_and_refuses_what_does_not_fit);
-    tcase_add_test(tc, test_create_body_sends_trust_and_only_what_is_set);
-    tcase_add_test(tc, test_exec_and_share_bodies);
-    tcase_add_test(tc, test_backoff_doubles_up_to_its_cap);
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
+        tcase_add_test(tc, tests[i]);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
+    bool ok = srunner_ntests_failed(sr) == 0;
     srunner_free(sr);
-    return failed ? 1 : 0;
+    return ok ? 0 : 1;
 }

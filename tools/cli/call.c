@@ -7,28 +7,29 @@
 #include "errors.h"
 #include "jsonx.h"
 
+/* "error: CODE: METHOD URLPATH" on stderr, the start of a failed call's line. */
+static void print_call(cli_t *cli, const char *code, const char *method, const char *path)
+{
+    fprintf(stderr, "error: %s: %s ", code, method);
+    cli_put_text(stderr, cli->url);
+    cli_put_text(stderr, path);
+}
+
 int cli_call_failed(cli_t *cli, const char *method, const char *path, const client_error_t *e)
 {
     switch (e->kind) {
     case CLIENT_E_UNREACHABLE:
-        fputs("error: unreachable: ", stderr);
-        fprintf(stderr, "%s ", method);
-        cli_put_text(stderr, cli->url);
-        cli_put_text(stderr, path);
+        print_call(cli, "unreachable", method, path);
         fputs(": ", stderr);
         cli_put_text(stderr, e->detail[0] ? e->detail : "no response");
         fputc('\n', stderr);
         return EXIT_API;
     case CLIENT_E_BAD_RESPONSE:
-        fprintf(stderr, "error: bad_response: %s ", method);
-        cli_put_text(stderr, cli->url);
-        cli_put_text(stderr, path);
+        print_call(cli, "bad_response", method, path);
         fprintf(stderr, " answered %ld without a JSON object\n", e->status);
         return EXIT_API;
     case CLIENT_E_HTTP:
-        fprintf(stderr, "error: http_error: %s ", method);
-        cli_put_text(stderr, cli->url);
-        cli_put_text(stderr, path);
+        print_call(cli, "http_error", method, path);
         fprintf(stderr, " answered HTTP %ld: ", e->status);
         cli_put_text(stderr, e->message);
         fputc('\n', stderr);
@@ -50,6 +51,25 @@ int cli_call(cli_t *cli, const char *method, const char *path, json_object *body
     client_error_t e;
     if (client_call(&cli->client, &req, ret, &e) < 0)
         return cli_call_failed(cli, method, path, &e);
+    return 0;
+}
+
+int cli_call_id(cli_t *cli, const char *method, const char *prefix, const char *id, const char *suffix,
+                const char *what, json_object *body, const char *idem_key, json_object **ret)
+{
+    char path[CLIENT_PATH_MAX];
+    if (cli_path(path, sizeof path, prefix, id, suffix) != 0)
+        return cli_usage_error(cli->cmd, "%s too long", what);
+    return cli_call(cli, method, path, body, idem_key, ret);
+}
+
+int cli_print_listing(cli_t *cli, int rc, json_object *resp, const char *one, const char *many,
+                      void (*row)(json_object *))
+{
+    if (rc != 0)
+        return rc;
+    cli_print_one_or_list(cli, resp, one, many, row);
+    json_object_put(resp);
     return 0;
 }
 

@@ -96,6 +96,16 @@ int cli_check_timeout_wait(const char *cmd, const opts_t *o);
 int cli_call(cli_t *cli, const char *method, const char *path, json_object *body, const char *idem_key,
              json_object **ret);
 
+/* A call on prefix<escaped id>suffix; a usage error "WHAT too long" when
+ * that does not fit. Otherwise as cli_call. */
+int cli_call_id(cli_t *cli, const char *method, const char *prefix, const char *id, const char *suffix,
+                const char *what, json_object *body, const char *idem_key, json_object **ret);
+
+/* The end of a tenants, tokens or workers command: rc when the call failed,
+ * else the answer printed by cli_print_one_or_list (resp is taken) and 0. */
+int cli_print_listing(cli_t *cli, int rc, json_object *resp, const char *one, const char *many,
+                      void (*row)(json_object *));
+
 /* Prints a failed call's error (docs/cli.md) and returns its exit code. */
 int cli_call_failed(cli_t *cli, const char *method, const char *path, const client_error_t *e);
 
@@ -140,6 +150,8 @@ void cli_format_age(int64_t s, char *buf, size_t n);
 /* A table cell padded to width (last: the end of the line). */
 int cli_cell_width(const char *s);
 void cli_print_cell(const char *s, int width, bool last);
+/* lead, then the fields of o (a NULL-ended list) separated by spaces, and a newline. */
+void cli_print_fields(const char *lead, json_object *o, const char *const *fields);
 /* Prints {"<one>":…} or {"<many>":[…]} a row each (or the JSON). */
 void cli_print_one_or_list(cli_t *cli, json_object *resp, const char *one, const char *many,
                            void (*row)(json_object *));

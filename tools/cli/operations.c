@@ -29,12 +29,9 @@ int cli_cmd_wait(cli_t *cli, opts_t *o)
 
 int cli_cmd_operation(cli_t *cli, opts_t *o)
 {
-    int rc;
-    char path[CLI_ARG_ID_MAX * 3 + 32];
-    if (cli_path(path, sizeof path, "/v1/operations/", o->pos[0], NULL) != 0)
-        return cli_usage_error(cli->cmd, "OPERATION_ID too long");
     json_object *resp = NULL;
-    if ((rc = cli_call(cli, "GET", path, NULL, NULL, &resp)) != 0)
+    int rc = cli_call_id(cli, "GET", "/v1/operations/", o->pos[0], NULL, "OPERATION_ID", NULL, NULL, &resp);
+    if (rc != 0)
         return rc;
     if (cli->json)
         cli_print_json(resp);

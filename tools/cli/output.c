@@ -215,12 +215,13 @@ static void print_history(json_object *op, int ind, int label_width)
     }
 }
 
-/* Error and placement lines of an operation, indented by ind spaces. */
-void cli_print_op_details(json_object *op, int ind)
+/* The error and placement lines of an operation: labels after ind spaces
+ * in a column lw wide (0: as wide as the label). */
+static void print_error_placement(json_object *op, int ind, int lw)
 {
     json_object *err = jsonx_get_obj(op, "error");
     if (err) {
-        printf("%*serror: ", ind, "");
+        printf("%*s%-*s ", ind, "", lw, "error:");
         cli_put_text(stdout, jsonx_get_str(err, "code"));
         fputs(": ", stdout);
         cli_put_text(stdout, jsonx_get_str(err, "message"));
@@ -228,19 +229,36 @@ void cli_print_op_details(json_object *op, int ind)
     }
     json_object *pl = jsonx_get_obj(op, "placement");
     if (pl) {
-        printf("%*splacement: ", ind, "");
+        printf("%*s%-*s ", ind, "", lw, "placement:");
         cli_put_text(stdout, jsonx_get_str(pl, "summary") ? jsonx_get_str(pl, "summary") : jsonx_get_str(pl, "worker"));
         putchar('\n');
         json_object *reasons = jsonx_get_arr(pl, "reasons");
         size_t n = reasons ? json_object_array_length(reasons) : 0;
         for (size_t i = 0; i < n; i++) {
             json_object *r = json_object_array_get_idx(reasons, i);
-            printf("%*s- ", ind + 2, "");
+            printf("%*s- ", ind + (lw ? lw + 1 : 2), "");
             cli_put_text(stdout, json_object_is_type(r, json_type_string) ? json_object_get_string(r) : "?");
             putchar('\n');
         }
     }
+}
+
+/* Error and placement lines of an operation, indented by ind spaces. */
+void cli_print_op_details(json_object *op, int ind)
+{
+    print_error_placement(op, ind, 0);
     print_history(op, ind, 8);
+}
+
+void cli_print_fields(const char *lead, json_object *o, const char *const *fields)
+{
+    fputs(lead, stdout);
+    for (const char *const *f = fields; *f; f++) {
+        if (f != fields)
+            putchar(' ');
+        cli_put_text(stdout, jsonx_get_str(o, *f));
+    }
+    putchar('\n');
 }
 
 void cli_print_operation(json_object *op)
@@ -253,26 +271,7 @@ void cli_print_operation(json_object *op)
     kv_line("created:", jsonx_get_str(op, "created_at"));
     kv_line("updated:", jsonx_get_str(op, "updated_at"));
     kv_line("finished:", jsonx_get_str(op, "finished_at"));
-    json_object *err = jsonx_get_obj(op, "error");
-    if (err) {
-        printf("%-15s ", "error:");
-        cli_put_text(stdout, jsonx_get_str(err, "code"));
-        fputs(": ", stdout);
-        cli_put_text(stdout, jsonx_get_str(err, "message"));
-        putchar('\n');
-    }
-    json_object *pl = jsonx_get_obj(op, "placement");
-    if (pl) {
-        kv_line("placement:", jsonx_get_str(pl, "summary") ? jsonx_get_str(pl, "summary") : jsonx_get_str(pl, "worker"));
-        json_object *reasons = jsonx_get_arr(pl, "reasons");
-        size_t n = reasons ? json_object_array_length(reasons) : 0;
-        for (size_t i = 0; i < n; i++) {
-            json_object *r = json_object_array_get_idx(reasons, i);
-            printf("%-15s - ", "");
-            cli_put_text(stdout, json_object_is_type(r, json_type_string) ? json_object_get_string(r) : "?");
-            putchar('\n');
-        }
-    }
+    print_error_placement(op, 0, 15);
     print_history(op, 0, 15);
     json_object *res = jsonx_get_obj(op, "result");
     if (res) {

@@ -76,12 +76,10 @@ int cli_cmd_share(cli_t *cli, opts_t *o)
 
 int cli_cmd_routes(cli_t *cli, opts_t *o)
 {
-    int rc;
-    char path[CLI_ARG_ID_MAX * 3 + 48];
-    if (cli_path(path, sizeof path, "/v1/sandboxes/", o->pos[0], o->all ? "/routes?all=true" : "/routes") != 0)
-        return cli_usage_error(cli->cmd, "SANDBOX_ID too long");
     json_object *resp = NULL;
-    if ((rc = cli_call(cli, "GET", path, NULL, NULL, &resp)) != 0)
+    int rc = cli_call_id(cli, "GET", "/v1/sandboxes/", o->pos[0], o->all ? "/routes?all=true" : "/routes", "SANDBOX_ID",
+                         NULL, NULL, &resp);
+    if (rc != 0)
         return rc;
     if (cli->json) {
         cli_print_json(resp);
@@ -132,17 +130,15 @@ int cli_check_unshare(cli_t *cli, opts_t *o)
 
 int cli_cmd_unshare(cli_t *cli, opts_t *o)
 {
-    int rc;
-    char path[CLI_ARG_ID_MAX * 6 + 48], suffix[CLI_ARG_ID_MAX * 3 + 16];
+    char suffix[CLI_ARG_ID_MAX * 3 + 16];
     char *e = httpc_escape(o->pos[1]);
     if (!e)
         return cli_usage_error(cli->cmd, "out of memory");
     snprintf(suffix, sizeof suffix, "/routes/%s", e);
     free(e);
-    if (cli_path(path, sizeof path, "/v1/sandboxes/", o->pos[0], suffix) != 0)
-        return cli_usage_error(cli->cmd, "SANDBOX_ID too long");
     json_object *resp = NULL;
-    if ((rc = cli_call(cli, "DELETE", path, NULL, NULL, &resp)) != 0)
+    int rc = cli_call_id(cli, "DELETE", "/v1/sandboxes/", o->pos[0], suffix, "SANDBOX_ID", NULL, NULL, &resp);
+    if (rc != 0)
         return rc;
     return cli_print_or_wait_op(cli, o, resp, "unshare");
 }

@@ -117,12 +117,9 @@ int cli_check_sandbox_id(cli_t *cli, opts_t *o)
 
 int cli_cmd_get(cli_t *cli, opts_t *o)
 {
-    int rc;
-    char path[CLI_ARG_ID_MAX * 3 + 32];
-    if (cli_path(path, sizeof path, "/v1/sandboxes/", o->pos[0], NULL) != 0)
-        return cli_usage_error(cli->cmd, "SANDBOX_ID too long");
     json_object *resp = NULL;
-    if ((rc = cli_call(cli, "GET", path, NULL, NULL, &resp)) != 0)
+    int rc = cli_call_id(cli, "GET", "/v1/sandboxes/", o->pos[0], NULL, "SANDBOX_ID", NULL, NULL, &resp);
+    if (rc != 0)
         return rc;
     if (cli->json) {
         cli_print_json(resp);
@@ -132,16 +129,9 @@ int cli_cmd_get(cli_t *cli, opts_t *o)
         size_t n = ops ? json_object_array_length(ops) : 0;
         printf("operations:%s\n", n ? "" : "     none");
         for (size_t i = 0; i < n; i++) {
+            static const char *const fields[] = { "id", "kind", "state", "created_at", NULL };
             json_object *op = json_object_array_get_idx(ops, i);
-            fputs("  ", stdout);
-            cli_put_text(stdout, jsonx_get_str(op, "id"));
-            putchar(' ');
-            cli_put_text(stdout, jsonx_get_str(op, "kind"));
-            putchar(' ');
-            cli_put_text(stdout, jsonx_get_str(op, "state"));
-            putchar(' ');
-            cli_put_text(stdout, jsonx_get_str(op, "created_at"));
-            putchar('\n');
+            cli_print_fields("  ", op, fields);
             cli_print_op_details(op, 4);
         }
     }
@@ -219,12 +209,9 @@ int cli_check_delete(cli_t *cli, opts_t *o)
 
 int cli_cmd_delete(cli_t *cli, opts_t *o)
 {
-    int rc;
-    char path[CLI_ARG_ID_MAX * 3 + 32];
-    if (cli_path(path, sizeof path, "/v1/sandboxes/", o->pos[0], NULL) != 0)
-        return cli_usage_error(cli->cmd, "SANDBOX_ID too long");
     json_object *resp = NULL;
-    if ((rc = cli_call(cli, "DELETE", path, NULL, o->idem_key, &resp)) != 0)
+    int rc = cli_call_id(cli, "DELETE", "/v1/sandboxes/", o->pos[0], NULL, "SANDBOX_ID", NULL, o->idem_key, &resp);
+    if (rc != 0)
         return rc;
     return cli_print_or_wait_op(cli, o, resp, "delete");
 }

@@ -34,12 +34,8 @@ int cli_check_tenants(cli_t *cli, opts_t *o)
 
 static void print_tenant_row(json_object *t)
 {
-    cli_put_text(stdout, jsonx_get_str(t, "name"));
-    putchar(' ');
-    cli_put_text(stdout, jsonx_get_str(t, "id"));
-    putchar(' ');
-    cli_put_text(stdout, jsonx_get_str(t, "created_at"));
-    putchar('\n');
+    static const char *const fields[] = { "name", "id", "created_at", NULL };
+    cli_print_fields("", t, fields);
 }
 
 int cli_cmd_tenants(cli_t *cli, opts_t *o)
@@ -53,22 +49,16 @@ int cli_cmd_tenants(cli_t *cli, opts_t *o)
         rc = cli_call(cli, "POST", "/v1/tenants", body, NULL, &resp);
         json_object_put(body);
     } else if (strcmp(sub, "get") == 0 || strcmp(sub, "update") == 0) {
-        char path[CLI_ARG_ID_MAX * 3 + 32];
         bool update = strcmp(sub, "update") == 0;
-        if (cli_path(path, sizeof path, "/v1/tenants/", o->pos[1], update ? "/policy" : NULL) != 0)
-            return cli_usage_error(cli->cmd, "NAME too long");
         json_object *policy = NULL;
         if (update && jsonx_parse(o->policy, strlen(o->policy), &policy, NULL) < 0)
             return cli_usage_error(cli->cmd, "--policy must be a JSON object");
-        rc = cli_call(cli, update ? "PUT" : "GET", path, policy, NULL, &resp);
+        rc = cli_call_id(cli, update ? "PUT" : "GET", "/v1/tenants/", o->pos[1], update ? "/policy" : NULL, "NAME",
+                         policy, NULL, &resp);
         if (policy)
             json_object_put(policy);
     } else {
         rc = cli_call(cli, "GET", "/v1/tenants", NULL, NULL, &resp);
     }
-    if (rc != 0)
-        return rc;
-    cli_print_one_or_list(cli, resp, "tenant", "tenants", print_tenant_row);
-    json_object_put(resp);
-    return 0;
+    return cli_print_listing(cli, rc, resp, "tenant", "tenants", print_tenant_row);
 }

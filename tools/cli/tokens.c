@@ -76,19 +76,11 @@ int cli_cmd_tokens(cli_t *cli, opts_t *o)
         return 0;
     }
     if (strcmp(sub, "revoke") == 0) {
-        char path[CLI_ARG_ID_MAX * 3 + 32];
-        if (cli_path(path, sizeof path, "/v1/tokens/", o->pos[1], NULL) != 0)
-            return cli_usage_error(cli->cmd, "TOKEN_ID too long");
-        rc = cli_call(cli, "DELETE", path, NULL, NULL, &resp);
+        rc = cli_call_id(cli, "DELETE", "/v1/tokens/", o->pos[1], NULL, "TOKEN_ID", NULL, NULL, &resp);
+    } else if (o->tenant) {
+        rc = cli_call_id(cli, "GET", "/v1/tokens?tenant=", o->tenant, NULL, "--tenant", NULL, NULL, &resp);
     } else {
-        char path[SBX_MAX_NAME_BYTES * 3 + 32] = "/v1/tokens";
-        if (o->tenant && cli_path(path, sizeof path, "/v1/tokens?tenant=", o->tenant, NULL) != 0)
-            return cli_usage_error(cli->cmd, "--tenant too long");
-        rc = cli_call(cli, "GET", path, NULL, NULL, &resp);
+        rc = cli_call(cli, "GET", "/v1/tokens", NULL, NULL, &resp);
     }
-    if (rc != 0)
-        return rc;
-    cli_print_one_or_list(cli, resp, "token", "tokens", print_token_row);
-    json_object_put(resp);
-    return 0;
+    return cli_print_listing(cli, rc, resp, "token", "tokens", print_token_row);
 }

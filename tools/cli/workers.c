@@ -28,18 +28,17 @@ int cli_check_workers(cli_t *cli, opts_t *o)
 static void print_worker_row(json_object *w)
 {
     json_object *cap = jsonx_get_obj(w, "capacity"), *al = jsonx_get_obj(w, "allocated");
-    int64_t cc = 0, cm = 0, cs = 0, ac = 0, am = 0, as = 0;
-    jsonx_get_int(cap, "cpu_millis", &cc);
-    jsonx_get_int(cap, "memory_mib", &cm);
-    jsonx_get_int(cap, "slots", &cs);
-    jsonx_get_int(al, "cpu_millis", &ac);
-    jsonx_get_int(al, "memory_mib", &am);
-    jsonx_get_int(al, "slots", &as);
+    static const char *const res[3] = { "cpu_millis", "memory_mib", "slots" };
+    int64_t c[3] = { 0 }, a[3] = { 0 };
+    for (int i = 0; i < 3; i++) {
+        jsonx_get_int(cap, res[i], &c[i]);
+        jsonx_get_int(al, res[i], &a[i]);
+    }
     cli_put_text(stdout, jsonx_get_str(w, "name"));
     putchar(' ');
     cli_put_text(stdout, jsonx_get_str(w, "state"));
-    printf(" cpu=%lld/%lldm memory=%lld/%lldMiB slots=%lld/%lld heartbeat=", (long long)ac, (long long)cc,
-           (long long)am, (long long)cm, (long long)as, (long long)cs);
+    printf(" cpu=%lld/%lldm memory=%lld/%lldMiB slots=%lld/%lld heartbeat=", (long long)a[0], (long long)c[0],
+           (long long)a[1], (long long)c[1], (long long)a[2], (long long)c[2]);
     cli_put_text(stdout, jsonx_get_str(w, "last_heartbeat"));
     /* Classes with their network modes: container(none,restricted,open) */
     json_object *nets = jsonx_get_obj(w, "networks");
@@ -80,14 +79,8 @@ int cli_cmd_workers(cli_t *cli, opts_t *o)
     if (strcmp(sub, "list") == 0) {
         rc = cli_call(cli, "GET", "/v1/workers", NULL, NULL, &resp);
     } else {
-        char path[CLI_ARG_ID_MAX * 3 + 32];
-        if (cli_path(path, sizeof path, "/v1/workers/", o->pos[1], strcmp(sub, "drain") == 0 ? "/drain" : "/resume") != 0)
-            return cli_usage_error(cli->cmd, "NAME too long");
-        rc = cli_call(cli, "POST", path, NULL, NULL, &resp);
+        rc = cli_call_id(cli, "POST", "/v1/workers/", o->pos[1], strcmp(sub, "drain") == 0 ? "/drain" : "/resume",
+                         "NAME", NULL, NULL, &resp);
     }
-    if (rc != 0)
-        return rc;
-    cli_print_one_or_list(cli, resp, "worker", "workers", print_worker_row);
-    json_object_put(resp);
-    return 0;
+    return cli_print_listing(cli, rc, resp, "worker", "workers", print_worker_row);
 }
