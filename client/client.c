@@ -179,8 +179,8 @@ int client_wait_op(client_t *cl, const char *op_id, const client_wait_t *w, clie
     int64_t start = time_mono_ms(), deadline = start + w->timeout_s * 1000;
     int64_t backoff = CLIENT_BACKOFF_START_MS;
     for (bool first = true;; first = false) {
-        int64_t rem = deadline - time_mono_ms();
-        if (!first && rem <= 0)
+        int64_t now = time_mono_ms(), rem = deadline - now;
+        if (!first && rem <= 0 && (!ret->failing || now >= deadline + w->outage_grace_ms))
             return 0;
         int64_t pw = rem > 0 ? rem / 1000 : 0;
         if (pw > w->poll_wait_s)
@@ -199,7 +199,7 @@ int client_wait_op(client_t *cl, const char *op_id, const client_wait_t *w, clie
             if (!ret->failing && w->on_outage)
                 w->on_outage(w->ud, ret_err);
             ret->failing = true;
-            int64_t left = deadline - time_mono_ms();
+            int64_t left = deadline + w->outage_grace_ms - time_mono_ms();
             if (client_sleep_ms(cl, backoff < left ? backoff : left))
                 return set_cancelled(ret_err);
             backoff = client_backoff_next(backoff);

@@ -84,6 +84,7 @@ int64_t client_backoff_next(int64_t backoff_ms);
 typedef struct client_wait {
     int64_t timeout_s;      /* give up after this (one poll is always made) */
     int poll_wait_s;        /* ?wait= of each long-poll at most */
+    int64_t outage_grace_ms; /* lost answers are retried this long past the deadline */
     /* After each answer whose operation is not terminal; waited_ms since the start. */
     void (*on_progress)(void *ud, json_object *op, int64_t waited_ms);
     /* e: the first lost answer of an outage (it is retried with backoff);

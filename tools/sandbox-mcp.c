@@ -310,6 +310,8 @@ static void id_key(json_object *id, char out[160])
 
 /* ---------------------------------------------------------------- API */
 
+#define MCP_WAIT_GRACE_MS 5000 /* a wait retries an unreachable controller this long past its timeout */
+
 /* The calls are client_call and client_wait_op (client/client.h); a
  * notifications/cancelled for the call stops them. */
 typedef client_error_t api_err_t;
@@ -392,8 +394,8 @@ static int wait_op(call_t *c, const char *op_id, int64_t timeout_s, json_object 
 {
     client_t cl = call_client(c);
     wait_progress_t wp = { .c = c, .op_id = op_id, .timeout_s = timeout_s };
-    client_wait_t w = { .timeout_s = timeout_s, .poll_wait_s = MCP_POLL_WAIT_S, .on_progress = wait_progressed,
-                        .ud = &wp };
+    client_wait_t w = { .timeout_s = timeout_s, .poll_wait_s = MCP_POLL_WAIT_S, .outage_grace_ms = MCP_WAIT_GRACE_MS,
+                        .on_progress = wait_progressed, .ud = &wp };
     client_wait_result_t wr;
     int r = client_wait_op(&cl, op_id, &w, &wr, e);
     if (r == SBX_ETOOBIG) {

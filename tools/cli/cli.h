@@ -86,6 +86,10 @@ int cli_check_name(const char *cmd, const char *flag, const char *v);
 /* Matches the controller's rule: 1 to 128 printable ASCII characters. */
 int cli_check_idem_key(const char *cmd, const char *k);
 
+/* The subcommand of a group (o->pos[0]): a usage error naming names when
+ * it is missing, the check of "list" (no argument), or -1 for any other. */
+int cli_check_subcommand(cli_t *cli, const opts_t *o, const char *names);
+
 /* "--timeout needs --wait" when --timeout came without --wait. */
 int cli_check_timeout_wait(const char *cmd, const opts_t *o);
 

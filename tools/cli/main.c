@@ -270,6 +270,15 @@ int cli_check_idem_key(const char *cmd, const char *k)
     return 0;
 }
 
+int cli_check_subcommand(cli_t *cli, const opts_t *o, const char *names)
+{
+    if (!o->pos[0])
+        return cli_usage_error(cli->cmd, "missing subcommand: %s", names);
+    if (strcmp(o->pos[0], "list") == 0)
+        return o->npos == 1 ? 0 : cli_usage_error(cli->cmd, "list takes no argument");
+    return -1;
+}
+
 int cli_check_timeout_wait(const char *cmd, const opts_t *o)
 {
     return o->timeout.set && !o->wait ? cli_usage_error(cmd, "--timeout needs --wait") : 0;

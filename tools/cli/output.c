@@ -93,6 +93,25 @@ static void kv_num(const char *key, json_object *o, const char *field, const cha
         kv_line(key, NULL);
 }
 
+/* One "label: value" line per row: a string field, or a number with its unit. */
+typedef struct kv_row {
+    const char *label, *field;
+    const char *unit;   /* NULL: a string field */
+} kv_row_t;
+
+/* rows ends with a NULL label. */
+static void kv_rows(json_object *o, const kv_row_t *rows)
+{
+    for (; rows->label; rows++) {
+        if (rows->unit)
+            kv_num(rows->label, o, rows->field, rows->unit);
+        else
+            kv_line(rows->label, jsonx_get_str(o, rows->field));
+    }
+}
+
+#define KV_ROWS(o, ...) kv_rows(o, (const kv_row_t[]){ __VA_ARGS__, { NULL } })
+
 /* "a, b" from the true members of trust, or "none". */
 static void print_trust(json_object *trust)
 {
@@ -150,17 +169,10 @@ static void print_failure(json_object *f)
 
 void cli_print_sandbox(json_object *s)
 {
-    kv_line("id:", jsonx_get_str(s, "id"));
-    kv_line("tenant:", jsonx_get_str(s, "tenant"));
-    kv_line("image:", jsonx_get_str(s, "image"));
-    kv_line("phase:", jsonx_get_str(s, "phase"));
-    kv_line("desired state:", jsonx_get_str(s, "desired_state"));
-    kv_line("worker:", jsonx_get_str(s, "worker"));
-    kv_line("isolation:", jsonx_get_str(s, "isolation"));
-    kv_num("cpu:", s, "cpu_millis", " millicpu");
-    kv_num("memory:", s, "memory_mib", " MiB");
-    kv_num("ttl:", s, "ttl_seconds", " s");
-    kv_line("network:", jsonx_get_str(s, "network"));
+    KV_ROWS(s, { "id:", "id" }, { "tenant:", "tenant" }, { "image:", "image" }, { "phase:", "phase" },
+            { "desired state:", "desired_state" }, { "worker:", "worker" }, { "isolation:", "isolation" },
+            { "cpu:", "cpu_millis", " millicpu" }, { "memory:", "memory_mib", " MiB" }, { "ttl:", "ttl_seconds", " s" },
+            { "network:", "network" });
     print_trust(jsonx_get_obj(s, "trust"));
     bool ro = false, hard = false;
     jsonx_get_bool(s, "read_only_root", &ro);
@@ -191,9 +203,7 @@ void cli_print_sandbox(json_object *s)
         putchar('\n');
     }
     print_failure(jsonx_get_obj(s, "failure"));
-    kv_line("expires:", jsonx_get_str(s, "expires_at"));
-    kv_line("created:", jsonx_get_str(s, "created_at"));
-    kv_line("updated:", jsonx_get_str(s, "updated_at"));
+    KV_ROWS(s, { "expires:", "expires_at" }, { "created:", "created_at" }, { "updated:", "updated_at" });
 }
 
 /* The state history of an operation (from the controller's events), one
@@ -263,14 +273,9 @@ void cli_print_fields(const char *lead, json_object *o, const char *const *field
 
 void cli_print_operation(json_object *op)
 {
-    kv_line("id:", jsonx_get_str(op, "id"));
-    kv_line("kind:", jsonx_get_str(op, "kind"));
-    kv_line("state:", jsonx_get_str(op, "state"));
-    kv_line("sandbox:", jsonx_get_str(op, "sandbox_id"));
-    kv_num("attempt:", op, "attempt", "");
-    kv_line("created:", jsonx_get_str(op, "created_at"));
-    kv_line("updated:", jsonx_get_str(op, "updated_at"));
-    kv_line("finished:", jsonx_get_str(op, "finished_at"));
+    KV_ROWS(op, { "id:", "id" }, { "kind:", "kind" }, { "state:", "state" }, { "sandbox:", "sandbox_id" },
+            { "attempt:", "attempt", "" }, { "created:", "created_at" }, { "updated:", "updated_at" },
+            { "finished:", "finished_at" });
     print_error_placement(op, 0, 15);
     print_history(op, 0, 15);
     json_object *res = jsonx_get_obj(op, "result");

@@ -13,11 +13,10 @@
 
 int cli_check_tenants(cli_t *cli, opts_t *o)
 {
+    int rc = cli_check_subcommand(cli, o, "create, list, get or update");
+    if (rc >= 0)
+        return rc;
     const char *sub = o->pos[0];
-    if (!sub)
-        return cli_usage_error(cli->cmd, "missing subcommand: create, list, get or update");
-    if (strcmp(sub, "list") == 0)
-        return o->npos == 1 ? 0 : cli_usage_error(cli->cmd, "list takes no argument");
     if (strcmp(sub, "update") == 0 && !o->policy)
         return cli_usage_error(cli->cmd, "update needs --policy JSON");
     if (o->policy && strcmp(sub, "update") != 0)

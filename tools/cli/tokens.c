@@ -12,9 +12,10 @@
 
 int cli_check_tokens(cli_t *cli, opts_t *o)
 {
+    int rc = cli_check_subcommand(cli, o, "create, list or revoke");
+    if (rc >= 0)
+        return rc;
     const char *sub = o->pos[0];
-    if (!sub)
-        return cli_usage_error(cli->cmd, "missing subcommand: create, list or revoke");
     if (strcmp(sub, "create") == 0) {
         if (o->npos != 1)
             return cli_usage_error(cli->cmd, "create takes flags only");
@@ -24,8 +25,6 @@ int cli_check_tokens(cli_t *cli, opts_t *o)
             return cli_usage_error(cli->cmd, "--role must be admin, member or worker");
         return 0;
     }
-    if (strcmp(sub, "list") == 0)
-        return o->npos == 1 ? 0 : cli_usage_error(cli->cmd, "list takes no argument");
     if (strcmp(sub, "revoke") == 0)
         return o->npos == 2 ? cli_check_id(cli->cmd, "TOKEN_ID", o->pos[1]) : cli_usage_error(cli->cmd, "revoke needs a TOKEN_ID");
     return cli_usage_error(cli->cmd, "unknown subcommand '%s' (create, list or revoke)", sub);

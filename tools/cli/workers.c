@@ -12,11 +12,10 @@
 
 int cli_check_workers(cli_t *cli, opts_t *o)
 {
+    int rc = cli_check_subcommand(cli, o, "list, drain or resume");
+    if (rc >= 0)
+        return rc;
     const char *sub = o->pos[0];
-    if (!sub)
-        return cli_usage_error(cli->cmd, "missing subcommand: list, drain or resume");
-    if (strcmp(sub, "list") == 0)
-        return o->npos == 1 ? 0 : cli_usage_error(cli->cmd, "list takes no argument");
     if (strcmp(sub, "drain") == 0 || strcmp(sub, "resume") == 0) {
         if (o->npos != 2)
             return cli_usage_error(cli->cmd, "%s needs a worker NAME", sub);
