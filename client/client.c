@@ -223,3 +223,37 @@ int client_wait_op(client_t *cl, const char *op_id, const client_wait_t *w, clie
         }
     }
 }
+
+int client_logs_line_decode(const char *line, size_t len, client_logs_line_t *ret)
+{
+    memset(ret, 0, sizeof *ret);
+    json_object *o = NULL, *data = NULL;
+    if (jsonx_parse(line, len, &o, NULL) < 0 || !json_object_is_type(o, json_type_object)) {
+        json_object_put(o);
+        return SBX_EINVAL;
+    }
+    ret->obj = o;
+    const char *stream = jsonx_get_str(o, "stream");
+    json_object *err = jsonx_get_obj(o, "error");
+    jsonx_get_bool(o, "truncated", &ret->truncated);
+    jsonx_get_int(o, "limit_bytes", &ret->limit_bytes);
+    if (stream && json_object_object_get_ex(o, "data", &data) && json_object_is_type(data, json_type_string)) {
+        ret->stream = stream;
+        ret->data = json_object_get_string(data);
+        ret->len = (size_t)json_object_get_string_len(data);
+    } else if (err) {
+        const char *code = jsonx_get_str(err, "code"), *msg = jsonx_get_str(err, "message");
+        ret->is_error = true;
+        ret->code = code ? code : "error";
+        ret->message = msg ? msg : "the log stream failed";
+    }
+    return 0;
+}
+
+void client_logs_line_release(client_logs_line_t *l)
+{
+    if (!l)
+        return;
+    json_object_put(l->obj);
+    l->obj = NULL;
+}

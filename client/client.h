@@ -114,6 +114,25 @@ int client_wait_op(client_t *cl, const char *op_id, const client_wait_t *w, clie
 
 void client_wait_result_release(client_wait_result_t *r);
 
+/* ---------------------------------------------------------------- logs lines */
+
+/* One NDJSON line of GET /v1/sandboxes/{id}/logs (docs/api.md). */
+typedef struct client_logs_line {
+    json_object *obj;        /* the parsed line, owned; client_logs_line_release */
+    const char *stream;      /* a chunk of output: "stdout", "stderr" or "output"; else NULL */
+    const char *data;        /* the chunk, len bytes (borrowed from obj) */
+    size_t len;
+    bool is_error;           /* no chunk but {"error":…}: code and message (never NULL) */
+    const char *code, *message;
+    bool truncated;          /* the line says the output was cut ... */
+    int64_t limit_bytes;     /* ... at this many bytes (0: not said) */
+} client_logs_line_t;
+
+/* Reads one line. Returns 0 with *ret, or SBX_EINVAL when it is not a JSON
+ * object (nothing to release). */
+int client_logs_line_decode(const char *line, size_t len, client_logs_line_t *ret);
+void client_logs_line_release(client_logs_line_t *l);
+
 /* ---------------------------------------------------------------- request bodies */
 
 /* An optional integer. */

@@ -111,6 +111,30 @@ START_TEST(test_exec_and_share_bodies)
 }
 END_TEST
 
+START_TEST(test_logs_lines_decode_to_a_chunk_an_error_or_a_cut)
+{
+    client_logs_line_t l;
+    const char *chunk = "{\"stream\":\"stderr\",\"data\":\"a\\u0000b\"}";
+    ck_assert_int_eq(client_logs_line_decode(chunk, strlen(chunk), &l), 0);
+    ck_assert_str_eq(l.stream, "stderr");
+    ck_assert_uint_eq(l.len, 3);
+    ck_assert(!l.is_error);
+    client_logs_line_release(&l);
+    const char *err = "{\"error\":{\"code\":\"worker_lost\"}}";
+    ck_assert_int_eq(client_logs_line_decode(err, strlen(err), &l), 0);
+    ck_assert(l.is_error && !l.stream);
+    ck_assert_str_eq(l.code, "worker_lost");
+    ck_assert_str_eq(l.message, "the log stream failed");
+    client_logs_line_release(&l);
+    const char *cut = "{\"truncated\":true,\"limit_bytes\":1024}";
+    ck_assert_int_eq(client_logs_line_decode(cut, strlen(cut), &l), 0);
+    ck_assert(l.truncated && !l.is_error && !l.stream);
+    ck_assert_int_eq(l.limit_bytes, 1024);
+    client_logs_line_release(&l);
+    ck_assert_int_eq(client_logs_line_decode("[1]", 3, &l), SBX_EINVAL);
+}
+END_TEST
+
 START_TEST(test_backoff_doubles_up_to_its_cap)
 {
     ck_assert_int_eq(client_backoff_next(CLIENT_BACKOFF_START_MS), 2 * CLIENT_BACKOFF_START_MS);
@@ -124,7 +148,8 @@ int main(void)
         test_api_error_answer_decodes_to_its_code_and_message, test_no_answer_is_unavailable_and_retryable,
         test_gateway_answer_without_error_body_is_http_error_and_retryable,
         test_path_escapes_the_id_and_refuses_what_does_not_fit, test_create_body_sends_trust_and_only_what_is_set,
-        test_exec_and_share_bodies, test_backoff_doubles_up_to_its_cap,
+        test_exec_and_share_bodies, test_logs_lines_decode_to_a_chunk_an_error_or_a_cut,
+        test_backoff_doubles_up_to_its_cap,
     };
     Suite *s = suite_create("client");
     TCase *tc = tcase_create("core");

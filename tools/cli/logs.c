@@ -41,32 +41,24 @@ static int logs_line(void *ud, const char *line, size_t len)
         fflush(stdout);
         return 0;
     }
-    json_object *o = NULL, *data = NULL;
-    if (jsonx_parse(line, len, &o, NULL) < 0 || !json_object_is_type(o, json_type_object)) {
+    client_logs_line_t l;
+    if (client_logs_line_decode(line, len, &l) < 0) {
         fputs("error: bad_response: a logs line is not a JSON object\n", stderr);
-        json_object_put(o);
         lo->failed = true;
         return -1;
     }
-    const char *stream = jsonx_get_str(o, "stream");
-    json_object *err = jsonx_get_obj(o, "error");
-    bool truncated = false;
-    jsonx_get_bool(o, "truncated", &truncated);
-    if (stream && json_object_object_get_ex(o, "data", &data) && json_object_is_type(data, json_type_string)) {
-        FILE *f = strcmp(stream, "stderr") == 0 ? stderr : stdout;
-        fwrite(json_object_get_string(data), 1, (size_t)json_object_get_string_len(data), f);
+    if (l.stream) {
+        FILE *f = strcmp(l.stream, "stderr") == 0 ? stderr : stdout;
+        fwrite(l.data, 1, l.len, f);
         fflush(f);
-    } else if (err) {
-        const char *code = jsonx_get_str(err, "code"), *msg = jsonx_get_str(err, "message");
-        cli_print_error(code ? code : "error", msg ? msg : "the log stream failed");
+    } else if (l.is_error) {
+        cli_print_error(l.code, l.message);
         lo->failed = true;
-    } else if (truncated) {
-        int64_t limit = 0;
-        jsonx_get_int(o, "limit_bytes", &limit);
+    } else if (l.truncated) {
         fprintf(stderr, "sandbox: logs: output cut at %lld bytes; --tail N shows the last N lines\n",
-                (long long)limit);
+                (long long)l.limit_bytes);
     }
-    json_object_put(o);
+    client_logs_line_release(&l);
     return 0;
 }
 
