@@ -147,16 +147,22 @@ int cli_wait(cli_t *cli, const char *op_id, int64_t timeout_s, json_object **ret
     client_error_t e;
     int r = client_wait_op(&cli->client, op_id, &w, &wr, &e);
     int rc;
-    if (r == SBX_ETOOBIG)
+    if (r == SBX_ETOOBIG) {
         rc = cli_usage_error(cli->cmd, "operation id too long");
-    else if (r < 0)
-        rc = cli_call_failed(cli, "GET", "/v1/operations/", &e);
-    else if (!wr.done)
-        rc = (print_wait_timeout(cli, op_id, timeout_s, &wr), EXIT_TIMEOUT);
-    else if (wr.succeeded)
+    } else if (r < 0) {
+        char path[CLIENT_PATH_MAX];
+        if (client_path(path, sizeof path, "/v1/operations/", op_id, NULL) != 0)
+            path[0] = '\0';
+        rc = cli_call_failed(cli, "GET", path, &e);
+    } else if (!wr.done) {
+        print_wait_timeout(cli, op_id, timeout_s, &wr);
+        rc = EXIT_TIMEOUT;
+    } else if (wr.succeeded) {
         rc = EXIT_OK;
-    else
-        rc = (op_print_failure(wr.op), EXIT_OP_FAILED);
+    } else {
+        op_print_failure(wr.op);
+        rc = EXIT_OP_FAILED;
+    }
     *ret_last = wr.last;
     wr.last = NULL;
     client_wait_result_release(&wr);
