@@ -1,5 +1,5 @@
 /* Unit tests for trust classification: each rule, table-driven. */
-#include <check.h>
+#include "check_util.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -181,23 +181,13 @@ START_TEST(test_policy_isolation_fields_round_trip)
 }
 END_TEST
 
-static Suite *classify_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("classify");
-    TCase *tc = tcase_create("rules");
+    TCase *tc = unit_tcase_add(s, "rules", UNIT_TESTS(
+        test_tenant_cannot_loosen_server_rules,
+        test_classification_json,
+        test_policy_isolation_fields_round_trip));
     tcase_add_loop_test(tc, test_classify_rows, 0, (int)(sizeof rows / sizeof rows[0]));
-    tcase_add_test(tc, test_tenant_cannot_loosen_server_rules);
-    tcase_add_test(tc, test_classification_json);
-    tcase_add_test(tc, test_policy_isolation_fields_round_trip);
-    suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(classify_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -1,5 +1,5 @@
 /* Unit tests for the settings table and its sources (common/config.c). */
-#include <check.h>
+#include "check_util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -593,66 +593,46 @@ START_TEST(test_print_shows_database_url_without_credentials)
 }
 END_TEST
 
-static Suite *config_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("config");
-    TCase *tc = tcase_create("table");
-    tcase_add_test(tc, test_every_setting_has_a_default_after_init);
-    tcase_add_test(tc, test_every_default_passes_its_own_validation);
-    tcase_add_test(tc, test_setting_names_are_unique_snake_case);
-    tcase_add_test(tc, test_known_defaults_have_documented_values);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("set");
-    tcase_add_test(tc, test_set_int_accepts_range_bounds);
-    tcase_add_test(tc, test_set_int_out_of_range_is_rejected_and_keeps_old_value);
-    tcase_add_test(tc, test_set_int_non_integer_is_rejected);
-    tcase_add_test(tc, test_set_unknown_setting_is_rejected);
-    tcase_add_test(tc, test_set_log_level_accepts_only_known_levels);
-    tcase_add_test(tc, test_set_listen_requires_host_and_port);
-    tcase_add_test(tc, test_set_string_accepts_any_value);
-    tcase_add_test(tc, test_default_image_is_validated_as_an_image_reference);
-    tcase_add_test(tc, test_every_setting_names_the_commands_it_applies_to);
-    tcase_add_test(tc, test_worker_runtime_accepts_only_docker);
-    tcase_add_test(tc, test_bool_getter_reads_true_and_one);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("file");
-    tcase_add_test(tc, test_file_sets_values_skipping_comments_and_blank_lines);
-    tcase_add_test(tc, test_file_unknown_key_error_names_file_and_line);
-    tcase_add_test(tc, test_file_bad_value_error_names_file_line_and_reason);
-    tcase_add_test(tc, test_file_out_of_range_value_is_an_error);
-    tcase_add_test(tc, test_file_line_without_equals_is_an_error);
-    tcase_add_test(tc, test_missing_file_is_an_io_error_naming_it);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("env");
-    tcase_add_test(tc, test_env_overrides_file);
-    tcase_add_test(tc, test_env_bad_value_error_names_variable);
-    tcase_add_test(tc, test_env_without_sandbox_variables_changes_nothing);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("flags");
-    tcase_add_test(tc, test_flag_lookup_finds_settings_with_and_without_value);
-    tcase_add_test(tc, test_flag_lookup_for_every_table_entry);
-    tcase_add_test(tc, test_flag_lookup_rejects_unknown_flags);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("print");
-    tcase_add_test(tc, test_print_lists_every_setting_with_source);
-    tcase_add_test(tc, test_print_masks_worker_token);
-    tcase_add_test(tc, test_print_masks_database_url_credentials);
-    tcase_add_test(tc, test_print_shows_database_url_without_credentials);
-    tcase_add_test(tc, test_print_masks_nats_url_credentials);
-    suite_add_tcase(s, tc);
+    unit_tcase_add(s, "table", UNIT_TESTS(
+        test_every_setting_has_a_default_after_init,
+        test_every_default_passes_its_own_validation,
+        test_setting_names_are_unique_snake_case,
+        test_known_defaults_have_documented_values));
+    unit_tcase_add(s, "set", UNIT_TESTS(
+        test_set_int_accepts_range_bounds,
+        test_set_int_out_of_range_is_rejected_and_keeps_old_value,
+        test_set_int_non_integer_is_rejected,
+        test_set_unknown_setting_is_rejected,
+        test_set_log_level_accepts_only_known_levels,
+        test_set_listen_requires_host_and_port,
+        test_set_string_accepts_any_value,
+        test_default_image_is_validated_as_an_image_reference,
+        test_every_setting_names_the_commands_it_applies_to,
+        test_worker_runtime_accepts_only_docker,
+        test_bool_getter_reads_true_and_one));
+    unit_tcase_add(s, "file", UNIT_TESTS(
+        test_file_sets_values_skipping_comments_and_blank_lines,
+        test_file_unknown_key_error_names_file_and_line,
+        test_file_bad_value_error_names_file_line_and_reason,
+        test_file_out_of_range_value_is_an_error,
+        test_file_line_without_equals_is_an_error,
+        test_missing_file_is_an_io_error_naming_it));
+    unit_tcase_add(s, "env", UNIT_TESTS(
+        test_env_overrides_file,
+        test_env_bad_value_error_names_variable,
+        test_env_without_sandbox_variables_changes_nothing));
+    unit_tcase_add(s, "flags", UNIT_TESTS(
+        test_flag_lookup_finds_settings_with_and_without_value,
+        test_flag_lookup_for_every_table_entry,
+        test_flag_lookup_rejects_unknown_flags));
+    unit_tcase_add(s, "print", UNIT_TESTS(
+        test_print_lists_every_setting_with_source,
+        test_print_masks_worker_token,
+        test_print_masks_database_url_credentials,
+        test_print_shows_database_url_without_credentials,
+        test_print_masks_nats_url_credentials));
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(config_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
 }

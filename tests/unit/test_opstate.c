@@ -1,5 +1,5 @@
 /* Unit tests for the operation transition table and state names (common/opstate.c). */
-#include <check.h>
+#include "check_util.h"
 #include <stdio.h>
 
 #include "errors.h"
@@ -180,34 +180,22 @@ START_TEST(test_unknown_names_are_rejected_and_leave_output_alone)
 }
 END_TEST
 
-static Suite *opstate_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("opstate");
-    TCase *tc = tcase_create("transitions");
-    tcase_add_test(tc, test_transition_table_matches_design_for_every_pair);
-    tcase_add_test(tc, test_no_state_moves_to_itself);
-    tcase_add_test(tc, test_nothing_moves_back_to_pending);
-    tcase_add_test(tc, test_terminal_states_have_no_outgoing_transitions);
-    tcase_add_test(tc, test_terminal_states_are_exactly_succeeded_failed_cancelled);
-    tcase_add_test(tc, test_every_non_terminal_state_can_be_cancelled_and_fail);
-    tcase_add_test(tc, test_out_of_range_states_are_refused_by_transition_check);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("names");
-    tcase_add_test(tc, test_state_names_round_trip_through_parse);
-    tcase_add_test(tc, test_kind_names_round_trip_through_parse);
-    tcase_add_test(tc, test_phase_names_round_trip_through_parse);
-    tcase_add_test(tc, test_out_of_range_values_have_unknown_name);
-    tcase_add_test(tc, test_unknown_names_are_rejected_and_leave_output_alone);
-    suite_add_tcase(s, tc);
+    unit_tcase_add(s, "transitions", UNIT_TESTS(
+        test_transition_table_matches_design_for_every_pair,
+        test_no_state_moves_to_itself,
+        test_nothing_moves_back_to_pending,
+        test_terminal_states_have_no_outgoing_transitions,
+        test_terminal_states_are_exactly_succeeded_failed_cancelled,
+        test_every_non_terminal_state_can_be_cancelled_and_fail,
+        test_out_of_range_states_are_refused_by_transition_check));
+    unit_tcase_add(s, "names", UNIT_TESTS(
+        test_state_names_round_trip_through_parse,
+        test_kind_names_round_trip_through_parse,
+        test_phase_names_round_trip_through_parse,
+        test_out_of_range_values_have_unknown_name,
+        test_unknown_names_are_rejected_and_leave_output_alone));
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(opstate_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
 }
