@@ -201,6 +201,15 @@ static int check_known_fields(json_object *o, const char *const *known, const ch
     return 0;
 }
 
+/* Refuses a request body that is not an object or has a field not in known
+ * (where names the request in the message). */
+static int check_request_body(json_object *o, const char *const *known, const char *where, api_error_t *err)
+{
+    if (!o || !json_object_is_type(o, json_type_object))
+        return api_error_set(err, API_INVALID_ARGUMENT, "the request body must be a JSON object");
+    return check_known_fields(o, known, where, err);
+}
+
 static bool tenant_name_ok(const char *s)
 {
     if (!*s || strlen(s) > 63 || !isalnum((unsigned char)*s))
@@ -237,9 +246,7 @@ int spec_from_json_default(json_object *o, const char *default_image, sandbox_sp
     sandbox_spec_t s;
     memset(&s, 0, sizeof s);
     memset(ret, 0, sizeof *ret);
-    if (!o || !json_object_is_type(o, json_type_object))
-        return api_error_set(err, API_INVALID_ARGUMENT, "the request body must be a JSON object");
-    if (check_known_fields(o, known, "the sandbox spec", err) < 0)
+    if (check_request_body(o, known, "the sandbox spec", err) < 0)
         return SBX_EINVAL;
     if (get_opt_string(o, "tenant", 63, &s.tenant, err) < 0)
         goto fail;
@@ -489,9 +496,7 @@ int exec_spec_from_json(json_object *o, exec_spec_t *ret, api_error_t *err)
     exec_spec_t s;
     memset(&s, 0, sizeof s);
     memset(ret, 0, sizeof *ret);
-    if (!o || !json_object_is_type(o, json_type_object))
-        return api_error_set(err, API_INVALID_ARGUMENT, "the request body must be a JSON object");
-    if (check_known_fields(o, known, "the exec request", err) < 0)
+    if (check_request_body(o, known, "the exec request", err) < 0)
         return SBX_EINVAL;
     json_object *argv;
     if (!json_object_object_get_ex(o, "argv", &argv) || json_object_is_type(argv, json_type_null))
