@@ -545,5 +545,36 @@ itest_end() {
 # A tenant name of its own for each test run.
 itest_tenant() { printf '%s-%04x%04x\n' "$1" "$RANDOM" "$RANDOM"; }
 
+# itest_as_member PREFIX: sets tenant to a new tenant name PREFIX-xxxxxxxx and
+# exports a member token of it as SANDBOX_TOKEN.
+itest_as_member() {
+  tenant=$(itest_tenant "$1")
+  SANDBOX_TOKEN=$(itest_token "$tenant" member)
+  export SANDBOX_TOKEN
+}
+
+# itest_as_admin [TENANT]...: exports the admin token as SANDBOX_TOKEN and
+# creates each TENANT (asserting that it worked).
+itest_as_admin() {
+  local t
+  export SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN
+  for t in "$@"; do
+    assert_exit 0 sandbox tenants create "$t"
+  done
+}
+
+# itest_private_db PREFIX: creates an empty database PREFIX_nnnn on the test's
+# PostgreSQL and sets db (its name), base (the server URL) and url (its URL);
+# itest_drop_private_db drops it again.
+itest_private_db() {
+  db="$1_$RANDOM$RANDOM"
+  base=${DATABASE_URL%/*}
+  url="$base/$db"
+  "$ITEST_PGBIN/psql" -X -q -At "$base/postgres" -c "CREATE DATABASE $db" >/dev/null
+}
+itest_drop_private_db() {
+  "$ITEST_PGBIN/psql" -X -q -At "$base/postgres" -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true
+}
+
 # The sandbox CLI with the current SANDBOX_URL/SANDBOX_TOKEN.
 sandbox() { "$SANDBOX_CLI" "$@"; }

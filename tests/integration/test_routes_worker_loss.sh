@@ -9,9 +9,8 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 itest_begin
-export SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN
 tenant=$(itest_tenant itest-rl)
-assert_exit 0 sandbox tenants create "$tenant"
+itest_as_admin "$tenant"
 shared=${ITEST_WORKER_NAME:-itest-worker}
 doomed="itest-doomed-$RANDOM$RANDOM"
 
