@@ -8,18 +8,16 @@
 
 static void spec_of(const char *js, sandbox_spec_t *s)
 {
-    json_object *o = NULL;
+    json_object *o = unit_json(js);
     api_error_t err;
-    ck_assert_int_eq(jsonx_parse(js, strlen(js), &o, NULL), 0);
     ck_assert_msg(spec_from_json(o, s, &err) == 0, "spec %s: %s", js, err.message);
     json_object_put(o);
 }
 
 static void policy_of(const char *js, policy_t *p)
 {
-    json_object *o = NULL;
+    json_object *o = unit_json(js);
     api_error_t err;
-    ck_assert_int_eq(jsonx_parse(js, strlen(js), &o, NULL), 0);
     ck_assert_msg(policy_from_json(o, p, &err) == 0, "policy %s: %s", js, err.message);
     json_object_put(o);
 }

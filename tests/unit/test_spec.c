@@ -16,8 +16,7 @@ static void expect_spec_error(const char *text, const char *want)
 {
     json_object *o = unit_json(text);
     sandbox_spec_t s;
-    api_error_t err;
-    memset(&err, 0, sizeof err);
+    api_error_t err = { 0 };
     memset(&s, 0x5A, sizeof s);
     unit_expect_invalid("spec", text, spec_from_json(o, &s, &err), &err, want);
     ck_assert_ptr_null(s.image);
@@ -32,8 +31,7 @@ static void expect_spec_error(const char *text, const char *want)
 static void spec_ok(const char *text, sandbox_spec_t *s)
 {
     json_object *o = unit_json(text);
-    api_error_t err;
-    memset(&err, 0, sizeof err);
+    api_error_t err = { 0 };
     ck_assert_msg(spec_from_json(o, s, &err) == 0, "spec %s refused: %s", text, err.message);
     json_object_put(o);
 }
@@ -269,8 +267,7 @@ END_TEST
 static void spec_default_ok(const char *text, const char *def, sandbox_spec_t *s)
 {
     json_object *o = unit_json(text);
-    api_error_t err;
-    memset(&err, 0, sizeof err);
+    api_error_t err = { 0 };
     ck_assert_msg(spec_from_json_default(o, def, s, &err) == 0, "spec %s refused: %s", text, err.message);
     json_object_put(o);
 }

@@ -16,13 +16,12 @@ static void expect_exec_error(const char *text, const char *want)
 {
     json_object *o = unit_json(text);
     exec_spec_t s;
-    api_error_t err;
-    memset(&err, 0, sizeof err);
+    api_error_t err = { 0 };
     memset(&s, 0x5A, sizeof s);
     unit_expect_invalid("exec", text, exec_spec_from_json(o, &s, &err), &err, want);
+    ck_assert_uint_eq(s.argc, 0);
     ck_assert_ptr_null(s.argv);
     ck_assert_ptr_null(s.cwd);
-    ck_assert_uint_eq(s.argc, 0);
     exec_spec_release(&s);
     json_object_put(o);
 }
@@ -31,8 +30,7 @@ static void expect_exec_error(const char *text, const char *want)
 static void exec_ok(const char *text, exec_spec_t *s)
 {
     json_object *o = unit_json(text);
-    api_error_t err;
-    memset(&err, 0, sizeof err);
+    api_error_t err = { 0 };
     ck_assert_msg(exec_spec_from_json(o, s, &err) == 0, "exec %.200s refused: %s", text, err.message);
     json_object_put(o);
 }

@@ -371,13 +371,12 @@ Suite *unit_suite(void)
         return NULL;
     }
     Suite *s = suite_create("token");
-    TCase *tc = unit_tcase_add(s, "ids", UNIT_TESTS(
+    TCase *ids = unit_tcase_add(s, "ids", UNIT_TESTS(
         test_ids_new_has_prefix_and_26_base32_chars,
         test_ids_new_gives_distinct_ids,
         test_ids_valid_rejects_malformed_ids,
         test_ids_base32_matches_rfc4648_vectors));
-    tcase_add_checked_fixture(tc, setup, NULL);
-    tc = unit_tcase_add(s, "tokens", UNIT_TESTS(
+    TCase *tokens = unit_tcase_add(s, "tokens", UNIT_TESTS(
         test_generated_token_parses_to_its_id,
         test_generated_tokens_are_distinct,
         test_hash_is_lowercase_hex_and_verifies,
@@ -386,12 +385,13 @@ Suite *unit_suite(void)
         test_verify_with_bad_stored_hex_fails,
         test_parse_id_accepts_well_formed_token,
         test_parse_id_rejects_malformed_tokens));
-    tcase_add_checked_fixture(tc, setup, NULL);
-    tc = unit_tcase_add(s, "grants", UNIT_TESTS(
+    TCase *grants = unit_tcase_add(s, "grants", UNIT_TESTS(
         test_grant_round_trip_with_key_from_token_and_from_hash,
         test_grant_refuses_tampering_expiry_other_keys_and_garbage,
         test_logs_grant_round_trip_and_purposes_do_not_mix,
         test_logs_grant_refuses_malformed_fields));
-    tcase_add_checked_fixture(tc, setup, NULL);
+    TCase *const all[] = { ids, tokens, grants };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tcase_add_checked_fixture(all[i], setup, NULL);
     return s;
 }
