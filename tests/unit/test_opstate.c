@@ -103,28 +103,28 @@ START_TEST(test_out_of_range_states_are_refused_by_transition_check)
 }
 END_TEST
 
+/* Asserts that name_fn names every value below count as names[] does and that
+ * parse_fn reads each name back to its value. */
+#define ASSERT_NAMES_ROUND_TRIP(type_t, count, name_fn, parse_fn, names)                                           \
+    for (int v_ = 0; v_ < (count); v_++) {                                                                          \
+        ck_assert_str_eq(name_fn((type_t)v_), (names)[v_]);                                                         \
+        type_t back_ = (count);                                                                                     \
+        ck_assert_int_eq(parse_fn((names)[v_], &back_), 0);                                                         \
+        ck_assert_int_eq(back_, v_);                                                                                \
+    }
+
 START_TEST(test_state_names_round_trip_through_parse)
 {
     static const char *names[OP__COUNT] = { "pending", "admitted", "leased", "running",
                                             "succeeded", "failed", "cancelled" };
-    for (int s = 0; s < OP__COUNT; s++) {
-        ck_assert_str_eq(op_state_name((op_state_t)s), names[s]);
-        op_state_t back = OP__COUNT;
-        ck_assert_int_eq(op_state_parse(names[s], &back), 0);
-        ck_assert_int_eq(back, s);
-    }
+    ASSERT_NAMES_ROUND_TRIP(op_state_t, OP__COUNT, op_state_name, op_state_parse, names);
 }
 END_TEST
 
 START_TEST(test_kind_names_round_trip_through_parse)
 {
     static const char *names[OPK__COUNT] = { "create", "delete", "exec", "share", "unshare" };
-    for (int k = 0; k < OPK__COUNT; k++) {
-        ck_assert_str_eq(op_kind_name((op_kind_t)k), names[k]);
-        op_kind_t back = OPK__COUNT;
-        ck_assert_int_eq(op_kind_parse(names[k], &back), 0);
-        ck_assert_int_eq(back, k);
-    }
+    ASSERT_NAMES_ROUND_TRIP(op_kind_t, OPK__COUNT, op_kind_name, op_kind_parse, names);
 }
 END_TEST
 
@@ -132,12 +132,7 @@ START_TEST(test_phase_names_round_trip_through_parse)
 {
     static const char *names[PH__COUNT] = { "pending", "scheduled", "provisioning", "running",
                                             "deleting", "deleted", "failed", "lost" };
-    for (int p = 0; p < PH__COUNT; p++) {
-        ck_assert_str_eq(sandbox_phase_name((sandbox_phase_t)p), names[p]);
-        sandbox_phase_t back = PH__COUNT;
-        ck_assert_int_eq(sandbox_phase_parse(names[p], &back), 0);
-        ck_assert_int_eq(back, p);
-    }
+    ASSERT_NAMES_ROUND_TRIP(sandbox_phase_t, PH__COUNT, sandbox_phase_name, sandbox_phase_parse, names);
 }
 END_TEST
 
