@@ -27,6 +27,20 @@ static void expect_spec_error(const char *text, const char *want)
     json_object_put(o);
 }
 
+/* Expects the request text_fmt(key, value) refused, with want_fmt(key) in the
+ * message, for every key of keys and every value of values. */
+static void expect_each_refused(const char *text_fmt, const char *want_fmt, const char *const keys[], size_t n_keys,
+                                const char *const values[], size_t n_values)
+{
+    for (size_t k = 0; k < n_keys; k++)
+        for (size_t v = 0; v < n_values; v++) {
+            char text[256], want[64];
+            snprintf(text, sizeof text, text_fmt, keys[k], values[v]);
+            snprintf(want, sizeof want, want_fmt, keys[k]);
+            expect_spec_error(text, want);
+        }
+}
+
 /* Decodes a spec that must be valid. */
 static void spec_ok(const char *text, sandbox_spec_t *s)
 {
@@ -418,17 +432,12 @@ END_TEST
 
 START_TEST(test_numeric_fields_out_of_range_are_rejected_naming_the_field)
 {
-    static const char *fields[] = { "cpu_millis", "memory_mib", "ttl_seconds" };
-    static const char *values[] = { "-1", "0", "1000000000000000", "-1000000000000000",
+    static const char *const fields[] = { "cpu_millis", "memory_mib", "ttl_seconds" };
+    static const char *const values[] = { "-1", "0", "1000000000000000", "-1000000000000000",
                                     "9223372036854775807", "18446744073709551615",
                                     "100000000000000000000000000000" };
-    for (size_t f = 0; f < 3; f++)
-        for (size_t v = 0; v < sizeof values / sizeof *values; v++) {
-            char text[256], want[64];
-            snprintf(text, sizeof text, "{\"image\":\"b\",\"%s\":%s}", fields[f], values[v]);
-            snprintf(want, sizeof want, "%s must be between ", fields[f]);
-            expect_spec_error(text, want);
-        }
+    expect_each_refused("{\"image\":\"b\",\"%s\":%s}", "%s must be between ", fields, 3, values,
+                        sizeof values / sizeof *values);
 }
 END_TEST
 
@@ -447,15 +456,10 @@ END_TEST
 
 START_TEST(test_numeric_fields_of_non_integer_type_are_rejected)
 {
-    static const char *fields[] = { "cpu_millis", "memory_mib", "ttl_seconds" };
-    static const char *values[] = { "\"1000\"", "1000.0", "1.5", "1e3", "true", "[1000]", "{}", "\"\"" };
-    for (size_t f = 0; f < 3; f++)
-        for (size_t v = 0; v < sizeof values / sizeof *values; v++) {
-            char text[256], want[64];
-            snprintf(text, sizeof text, "{\"image\":\"b\",\"%s\":%s}", fields[f], values[v]);
-            snprintf(want, sizeof want, "%s must be an integer", fields[f]);
-            expect_spec_error(text, want);
-        }
+    static const char *const fields[] = { "cpu_millis", "memory_mib", "ttl_seconds" };
+    static const char *const values[] = { "\"1000\"", "1000.0", "1.5", "1e3", "true", "[1000]", "{}", "\"\"" };
+    expect_each_refused("{\"image\":\"b\",\"%s\":%s}", "%s must be an integer", fields, 3, values,
+                        sizeof values / sizeof *values);
 }
 END_TEST
 
@@ -492,15 +496,10 @@ END_TEST
 
 START_TEST(test_trust_values_that_are_not_booleans_are_rejected)
 {
-    static const char *keys[] = { "untrusted_repo", "generated_code", "hostile" };
-    static const char *values[] = { "\"true\"", "1", "0", "\"yes\"", "[]", "{}" };
-    for (size_t k = 0; k < 3; k++)
-        for (size_t v = 0; v < sizeof values / sizeof *values; v++) {
-            char text[128], want[64];
-            snprintf(text, sizeof text, "{\"image\":\"b\",\"trust\":{\"%s\":%s}}", keys[k], values[v]);
-            snprintf(want, sizeof want, "trust.%s must be true or false", keys[k]);
-            expect_spec_error(text, want);
-        }
+    static const char *const keys[] = { "untrusted_repo", "generated_code", "hostile" };
+    static const char *const values[] = { "\"true\"", "1", "0", "\"yes\"", "[]", "{}" };
+    expect_each_refused("{\"image\":\"b\",\"trust\":{\"%s\":%s}}", "trust.%s must be true or false", keys, 3,
+                        values, sizeof values / sizeof *values);
 }
 END_TEST
 
