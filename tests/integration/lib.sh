@@ -564,6 +564,15 @@ itest_as_admin() {
   done
 }
 
+# itest_delete_tracked: deletes every sandbox the test tracks and waits for it,
+# for an on-exit step that must run before their workers go away.
+itest_delete_tracked() {
+  local id
+  for id in "${ITEST_TRACKED[@]}"; do
+    "$SANDBOX_CLI" delete "$id" --wait --timeout 50 >/dev/null 2>&1
+  done
+}
+
 # itest_private_db PREFIX: creates an empty database PREFIX_nnnn on the test's
 # PostgreSQL and sets db (its name), base (the server URL) and url (its URL);
 # itest_drop_private_db drops it again.

@@ -15,10 +15,7 @@ shared=${ITEST_WORKER_NAME:-itest-worker}
 doomed="itest-doomed-$RANDOM$RANDOM"
 
 finish() {
-  local id
-  for id in "${ITEST_TRACKED[@]}"; do
-    "$SANDBOX_CLI" delete "$id" --wait --timeout 50 >/dev/null 2>&1
-  done
+  itest_delete_tracked
   "$SANDBOX_CLI" workers drain "$doomed" >/dev/null 2>&1
 }
 itest_on_exit finish
