@@ -41,6 +41,22 @@ static void expect_each_refused(const char *text_fmt, const char *want_fmt, cons
         }
 }
 
+/* Expects a create request with any of the n bad keys, or with a key of
+ * fill one byte over the limit, in the object field refused naming the key. */
+static void expect_bad_keys_refused(const char *field, const char *const bad[], size_t n, char fill)
+{
+    char text[512], want[32];
+    snprintf(want, sizeof want, "%s key \"", field);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(text, sizeof text, "{\"image\":\"b\",\"%s\":{\"%s\":\"v\"}}", field, bad[i]);
+        expect_spec_error(text, want);
+    }
+    char *key = unit_repeat(fill, SBX_MAX_KEY_BYTES + 1);
+    snprintf(text, sizeof text, "{\"image\":\"b\",\"%s\":{\"%s\":\"v\"}}", field, key);
+    expect_spec_error(text, want);
+    free(key);
+}
+
 /* Decodes a spec that must be valid. */
 static void spec_ok(const char *text, sandbox_spec_t *s)
 {
@@ -514,17 +530,8 @@ END_TEST
 
 START_TEST(test_env_bad_key_is_rejected)
 {
-    static const char *bad[] = { "1A", "A-B", "A B", "A=B", "", "A.B", "\\u00c9T\\u00c9", "$A" };
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        char text[128];
-        snprintf(text, sizeof text, "{\"image\":\"b\",\"env\":{\"%s\":\"v\"}}", bad[i]);
-        expect_spec_error(text, "env key \"");
-    }
-    char *key = unit_repeat('K', SBX_MAX_KEY_BYTES + 1);
-    char text[512];
-    snprintf(text, sizeof text, "{\"image\":\"b\",\"env\":{\"%s\":\"v\"}}", key);
-    expect_spec_error(text, "env key \"");
-    free(key);
+    static const char *const bad[] = { "1A", "A-B", "A B", "A=B", "", "A.B", "\\u00c9T\\u00c9", "$A" };
+    expect_bad_keys_refused("env", bad, sizeof bad / sizeof *bad, 'K');
 }
 END_TEST
 
@@ -585,17 +592,8 @@ END_TEST
 
 START_TEST(test_label_bad_key_is_rejected)
 {
-    static const char *bad[] = { "a b", "", "a:b", "a=b", "\\u00e9", "a\\tb", "a,b" };
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        char text[128];
-        snprintf(text, sizeof text, "{\"image\":\"b\",\"labels\":{\"%s\":\"v\"}}", bad[i]);
-        expect_spec_error(text, "labels key \"");
-    }
-    char *key = unit_repeat('k', SBX_MAX_KEY_BYTES + 1);
-    char text[512];
-    snprintf(text, sizeof text, "{\"image\":\"b\",\"labels\":{\"%s\":\"v\"}}", key);
-    expect_spec_error(text, "labels key \"");
-    free(key);
+    static const char *const bad[] = { "a b", "", "a:b", "a=b", "\\u00e9", "a\\tb", "a,b" };
+    expect_bad_keys_refused("labels", bad, sizeof bad / sizeof *bad, 'k');
 }
 END_TEST
 
