@@ -21,6 +21,19 @@ static const char *write_temp(const char *text)
     return path;
 }
 
+/* Loads a file holding text into c (initialised here; the caller releases it)
+ * and asserts that the load is refused with the message "<path>:<where_why>". */
+static void load_bad_file(cfg_t *c, const char *text, const char *where_why)
+{
+    const char *path = write_temp(text);
+    char err[512] = "", want[512];
+    ck_assert_int_eq(cfg_init(c), 0);
+    ck_assert_int_eq(cfg_load_file(c, path, err, sizeof err), SBX_EINVAL);
+    snprintf(want, sizeof want, "%s:%s", path, where_why);
+    ck_assert_str_eq(err, want);
+    unlink(path);
+}
+
 /* Output of cfg_print as a malloc'd string. */
 static char *print_to_string(const cfg_t *c)
 {
@@ -326,59 +339,37 @@ END_TEST
 
 START_TEST(test_file_unknown_key_error_names_file_and_line)
 {
-    const char *path = write_temp("# comment\nlisten = 127.0.0.1:1\n\nbogus_key = 1\nlease_seconds = 40\n");
     cfg_t c;
-    char err[512] = "", want[512];
-    ck_assert_int_eq(cfg_init(&c), 0);
-    ck_assert_int_eq(cfg_load_file(&c, path, err, sizeof err), SBX_EINVAL);
-    snprintf(want, sizeof want, "%s:4: unknown setting \"bogus_key\"", path);
-    ck_assert_str_eq(err, want);
+    load_bad_file(&c, "# comment\nlisten = 127.0.0.1:1\n\nbogus_key = 1\nlease_seconds = 40\n",
+                  "4: unknown setting \"bogus_key\"");
     /* Lines after the error are not applied. */
     ck_assert_int_eq(cfg_int(&c, CFG_LEASE_SECONDS), 30);
     cfg_release(&c);
-    unlink(path);
 }
 END_TEST
 
 START_TEST(test_file_bad_value_error_names_file_line_and_reason)
 {
-    const char *path = write_temp("lease_seconds = 40\nmax_attempts = many\n");
     cfg_t c;
-    char err[512] = "", want[512];
-    ck_assert_int_eq(cfg_init(&c), 0);
-    ck_assert_int_eq(cfg_load_file(&c, path, err, sizeof err), SBX_EINVAL);
-    snprintf(want, sizeof want, "%s:2: max_attempts must be an integer (got \"many\")", path);
-    ck_assert_str_eq(err, want);
+    load_bad_file(&c, "lease_seconds = 40\nmax_attempts = many\n",
+                  "2: max_attempts must be an integer (got \"many\")");
     cfg_release(&c);
-    unlink(path);
 }
 END_TEST
 
 START_TEST(test_file_out_of_range_value_is_an_error)
 {
-    const char *path = write_temp("max_attempts = 0\n");
     cfg_t c;
-    char err[512] = "", want[512];
-    ck_assert_int_eq(cfg_init(&c), 0);
-    ck_assert_int_eq(cfg_load_file(&c, path, err, sizeof err), SBX_EINVAL);
-    snprintf(want, sizeof want, "%s:1: max_attempts must be between 1 and 100 (got 0)", path);
-    ck_assert_str_eq(err, want);
+    load_bad_file(&c, "max_attempts = 0\n", "1: max_attempts must be between 1 and 100 (got 0)");
     cfg_release(&c);
-    unlink(path);
 }
 END_TEST
 
 START_TEST(test_file_line_without_equals_is_an_error)
 {
-    const char *path = write_temp("\nlisten 127.0.0.1:80\n");
     cfg_t c;
-    char err[512] = "", want[512];
-    ck_assert_int_eq(cfg_init(&c), 0);
-    ck_assert_int_eq(cfg_load_file(&c, path, err, sizeof err), SBX_EINVAL);
-    snprintf(want, sizeof want, "%s:2: expected \"key = value\"", path);
-    ck_assert_str_eq(err, want);
+    load_bad_file(&c, "\nlisten 127.0.0.1:80\n", "2: expected \"key = value\"");
     cfg_release(&c);
-    unlink(path);
 }
 END_TEST
 
