@@ -46,6 +46,19 @@ static char *print_to_string(const cfg_t *c)
     return buf;
 }
 
+/* cfg_print's output (malloc'd) for the defaults with the setting name set to
+ * value from source. */
+static char *print_with(const char *name, const char *value, const char *source)
+{
+    cfg_t c;
+    char err[256] = "";
+    ck_assert_int_eq(cfg_init(&c), 0);
+    ck_assert_int_eq(cfg_set(&c, name, value, source, err, sizeof err), 0);
+    char *out = print_to_string(&c);
+    cfg_release(&c);
+    return out;
+}
+
 static void unset_sandbox_env(void)
 {
     const cfg_setting_t *t = cfg_settings();
@@ -504,11 +517,7 @@ END_TEST
 
 START_TEST(test_print_lists_every_setting_with_source)
 {
-    cfg_t c;
-    char err[256] = "";
-    ck_assert_int_eq(cfg_init(&c), 0);
-    ck_assert_int_eq(cfg_set(&c, "lease_seconds", "42", "flag", err, sizeof err), 0);
-    char *out = print_to_string(&c);
+    char *out = print_with("lease_seconds", "42", "flag");
     const cfg_setting_t *t = cfg_settings();
     for (int i = 0; i < CFG__COUNT; i++)
         ck_assert_msg(strstr(out, t[i].name) != NULL, "%s missing from:\n%s", t[i].name, out);
@@ -516,21 +525,15 @@ START_TEST(test_print_lists_every_setting_with_source)
     ck_assert_ptr_nonnull(strstr(out, "# default"));
     ck_assert_ptr_nonnull(strstr(out, "42"));
     free(out);
-    cfg_release(&c);
 }
 END_TEST
 
 START_TEST(test_print_masks_worker_token)
 {
-    cfg_t c;
-    char err[256] = "";
-    ck_assert_int_eq(cfg_init(&c), 0);
-    ck_assert_int_eq(cfg_set(&c, "worker_token", "sbt_supersecretvalue", "env", err, sizeof err), 0);
-    char *out = print_to_string(&c);
+    char *out = print_with("worker_token", "sbt_supersecretvalue", "env");
     ck_assert_ptr_null(strstr(out, "supersecret"));
     ck_assert_ptr_nonnull(strstr(out, "(set, hidden)"));
     free(out);
-    cfg_release(&c);
 }
 END_TEST
 
@@ -543,44 +546,29 @@ START_TEST(test_print_masks_database_url_credentials)
         "postgresql:///sandbox?host=/run/pg&PASSWORD=hunter2pw",
     };
     for (size_t i = 0; i < sizeof urls / sizeof *urls; i++) {
-        cfg_t c;
-        char err[256] = "";
-        ck_assert_int_eq(cfg_init(&c), 0);
-        ck_assert_int_eq(cfg_set(&c, "database_url", urls[i], "file", err, sizeof err), 0);
-        char *out = print_to_string(&c);
+        char *out = print_with("database_url", urls[i], "file");
         ck_assert_msg(strstr(out, "hunter2pw") == NULL, "credentials of %s printed:\n%s", urls[i], out);
         ck_assert_ptr_nonnull(strstr(out, "(set, hidden: contains credentials)"));
         free(out);
-        cfg_release(&c);
     }
 }
 END_TEST
 
 START_TEST(test_print_masks_nats_url_credentials)
 {
-    cfg_t c;
-    char err[256] = "";
-    ck_assert_int_eq(cfg_init(&c), 0);
-    ck_assert_int_eq(cfg_set(&c, "nats_url", "nats://sbx:hunter2pw@nats.example:4222", "file", err, sizeof err), 0);
-    char *out = print_to_string(&c);
+    char *out = print_with("nats_url", "nats://sbx:hunter2pw@nats.example:4222", "file");
     ck_assert_msg(strstr(out, "hunter2pw") == NULL, "nats_url credentials printed:\n%s", out);
     ck_assert_ptr_nonnull(strstr(out, "(set, hidden: contains credentials)"));
     free(out);
-    cfg_release(&c);
 }
 END_TEST
 
 START_TEST(test_print_shows_database_url_without_credentials)
 {
-    cfg_t c;
-    char err[256] = "";
-    ck_assert_int_eq(cfg_init(&c), 0);
-    ck_assert_int_eq(cfg_set(&c, "database_url", "postgres:///sandbox", "file", err, sizeof err), 0);
-    char *out = print_to_string(&c);
+    char *out = print_with("database_url", "postgres:///sandbox", "file");
     ck_assert_ptr_nonnull(strstr(out, "postgres:///sandbox"));
     ck_assert_ptr_null(strstr(out, "hidden"));
     free(out);
-    cfg_release(&c);
 }
 END_TEST
 
