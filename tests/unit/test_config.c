@@ -59,6 +59,19 @@ static char *print_with(const char *name, const char *value, const char *source)
     return out;
 }
 
+/* Asserts that setting name (from source) to each of the n bad values is
+ * refused with the message want_fmt(value). */
+static void expect_each_value_refused(cfg_t *c, const char *name, const char *source, const char *const bad[],
+                                      size_t n, const char *want_fmt)
+{
+    for (size_t i = 0; i < n; i++) {
+        char err[256] = "", want[256];
+        ck_assert_msg(cfg_set(c, name, bad[i], source, err, sizeof err) == SBX_EINVAL, "accepted \"%s\"", bad[i]);
+        snprintf(want, sizeof want, want_fmt, bad[i]);
+        ck_assert_str_eq(err, want);
+    }
+}
+
 static void unset_sandbox_env(void)
 {
     const cfg_setting_t *t = cfg_settings();
@@ -175,17 +188,11 @@ END_TEST
 
 START_TEST(test_set_int_non_integer_is_rejected)
 {
-    static const char *bad[] = { "", "abc", "12abc", "1.5", "0x10", "30s", "3 0" };
+    static const char *const bad[] = { "", "abc", "12abc", "1.5", "0x10", "30s", "3 0" };
     cfg_t c;
     ck_assert_int_eq(cfg_init(&c), 0);
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        char err[256] = "";
-        ck_assert_msg(cfg_set(&c, "lease_seconds", bad[i], "file", err, sizeof err) == SBX_EINVAL,
-                      "accepted \"%s\"", bad[i]);
-        char want[256];
-        snprintf(want, sizeof want, "lease_seconds must be an integer (got \"%s\")", bad[i]);
-        ck_assert_str_eq(err, want);
-    }
+    expect_each_value_refused(&c, "lease_seconds", "file", bad, sizeof bad / sizeof *bad,
+                              "lease_seconds must be an integer (got \"%s\")");
     ck_assert_int_eq(cfg_int(&c, CFG_LEASE_SECONDS), 30);
     cfg_release(&c);
 }
@@ -206,7 +213,7 @@ END_TEST
 START_TEST(test_set_log_level_accepts_only_known_levels)
 {
     static const char *good[] = { "debug", "info", "warn", "error" };
-    static const char *bad[] = { "", "trace", "INFO", "warning", "info " };
+    static const char *const bad[] = { "", "trace", "INFO", "warning", "info " };
     cfg_t c;
     ck_assert_int_eq(cfg_init(&c), 0);
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
@@ -214,12 +221,8 @@ START_TEST(test_set_log_level_accepts_only_known_levels)
         ck_assert_int_eq(cfg_set(&c, "log_level", good[i], "env", err, sizeof err), 0);
         ck_assert_str_eq(cfg_str(&c, CFG_LOG_LEVEL), good[i]);
     }
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        char err[256] = "", want[256];
-        ck_assert_int_eq(cfg_set(&c, "log_level", bad[i], "env", err, sizeof err), SBX_EINVAL);
-        snprintf(want, sizeof want, "log_level must be debug, info, warn or error (got \"%s\")", bad[i]);
-        ck_assert_str_eq(err, want);
-    }
+    expect_each_value_refused(&c, "log_level", "env", bad, sizeof bad / sizeof *bad,
+                              "log_level must be debug, info, warn or error (got \"%s\")");
     ck_assert_str_eq(cfg_str(&c, CFG_LOG_LEVEL), "error");
     cfg_release(&c);
 }
@@ -228,7 +231,7 @@ END_TEST
 START_TEST(test_set_listen_requires_host_and_port)
 {
     static const char *good[] = { "0.0.0.0:80", "localhost:8080", "[::1]:9000" };
-    static const char *bad[] = { "", "8080", "localhost", ":8080", "localhost:" };
+    static const char *const bad[] = { "", "8080", "localhost", ":8080", "localhost:" };
     cfg_t c;
     ck_assert_int_eq(cfg_init(&c), 0);
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
@@ -237,13 +240,8 @@ START_TEST(test_set_listen_requires_host_and_port)
                       err);
         ck_assert_str_eq(cfg_str(&c, CFG_LISTEN), good[i]);
     }
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        char err[256] = "", want[256];
-        ck_assert_msg(cfg_set(&c, "listen", bad[i], "flag", err, sizeof err) == SBX_EINVAL, "accepted \"%s\"",
-                      bad[i]);
-        snprintf(want, sizeof want, "listen must be HOST:PORT (got \"%s\")", bad[i]);
-        ck_assert_str_eq(err, want);
-    }
+    expect_each_value_refused(&c, "listen", "flag", bad, sizeof bad / sizeof *bad,
+                              "listen must be HOST:PORT (got \"%s\")");
     cfg_release(&c);
 }
 END_TEST
@@ -282,7 +280,7 @@ END_TEST
 
 START_TEST(test_worker_runtime_accepts_only_docker)
 {
-    static const char *bad[] = { "", "Docker", "firecracker", "docker " };
+    static const char *const bad[] = { "", "Docker", "firecracker", "docker " };
     cfg_t c;
     ck_assert_int_eq(cfg_init(&c), 0);
     ck_assert_str_eq(cfg_str(&c, CFG_WORKER_RUNTIME), "docker");
@@ -290,13 +288,8 @@ START_TEST(test_worker_runtime_accepts_only_docker)
     ck_assert(!(cfg_setting_roles(CFG_WORKER_RUNTIME) & CFG_ROLE_CONTROLLER));
     char err[256] = "";
     ck_assert_int_eq(cfg_set(&c, "worker_runtime", "docker", "flag", err, sizeof err), 0);
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        char want[256];
-        err[0] = '\0';
-        ck_assert_int_eq(cfg_set(&c, "worker_runtime", bad[i], "flag", err, sizeof err), SBX_EINVAL);
-        snprintf(want, sizeof want, "worker_runtime must be docker (got \"%s\")", bad[i]);
-        ck_assert_str_eq(err, want);
-    }
+    expect_each_value_refused(&c, "worker_runtime", "flag", bad, sizeof bad / sizeof *bad,
+                              "worker_runtime must be docker (got \"%s\")");
     ck_assert_str_eq(cfg_str(&c, CFG_WORKER_RUNTIME), "docker");
     cfg_release(&c);
 }
