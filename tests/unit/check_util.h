@@ -10,8 +10,9 @@
 #include "errors.h"
 #include "jsonx.h"
 
-/* A NULL-ended list of the tests made by START_TEST, for unit_tcase_add(). */
-#define UNIT_TESTS(...) ((const TTest *const[]){__VA_ARGS__, NULL})
+/* A NULL-ended list of the tests made by START_TEST, for unit_tcase_add();
+ * every test is followed by a comma, the last one too: UNIT_TESTS(test_a, test_b,). */
+#define UNIT_TESTS(...) ((const TTest *const[]){__VA_ARGS__ NULL})
 
 /* Defined by each test program: builds its suite, or returns NULL (after saying
  * why on stderr) when the program cannot run at all. main() runs the suite with

@@ -248,6 +248,7 @@ Suite *unit_suite(void)
         test_filters_say_why,
         test_isolation_never_downgrades,
         test_wait_rather_than_refuse,
-        test_image_ref));
+        test_image_ref,
+    ));
     return s;
 }

@@ -114,6 +114,7 @@ Suite *unit_suite(void)
         test_defaults_read_from_the_oldest,
         test_cursor_limit_and_filters,
         test_kind_prefix_forms,
-        test_refusals_name_the_parameter));
+        test_refusals_name_the_parameter,
+    ));
     return s;
 }

@@ -75,6 +75,7 @@ Suite *unit_suite(void)
     unit_tcase_add(s, "params", UNIT_TESTS(
         test_defaults_are_all_lines_without_follow,
         test_bad_parameters_are_refused_and_leave_the_outputs,
-        test_tail_lines_of_kept_output));
+        test_tail_lines_of_kept_output,
+    ));
     return s;
 }

@@ -185,7 +185,8 @@ Suite *unit_suite(void)
     TCase *tc = unit_tcase_add(s, "rules", UNIT_TESTS(
         test_tenant_cannot_loosen_server_rules,
         test_classification_json,
-        test_policy_isolation_fields_round_trip));
+        test_policy_isolation_fields_round_trip,
+    ));
     tcase_add_loop_test(tc, test_classify_rows, 0, (int)(sizeof rows / sizeof rows[0]));
     return s;
 }

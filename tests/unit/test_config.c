@@ -572,7 +572,8 @@ Suite *unit_suite(void)
         test_every_setting_has_a_default_after_init,
         test_every_default_passes_its_own_validation,
         test_setting_names_are_unique_snake_case,
-        test_known_defaults_have_documented_values));
+        test_known_defaults_have_documented_values,
+    ));
     unit_tcase_add(s, "set", UNIT_TESTS(
         test_set_int_accepts_range_bounds,
         test_set_int_out_of_range_is_rejected_and_keeps_old_value,
@@ -584,27 +585,32 @@ Suite *unit_suite(void)
         test_default_image_is_validated_as_an_image_reference,
         test_every_setting_names_the_commands_it_applies_to,
         test_worker_runtime_accepts_only_docker,
-        test_bool_getter_reads_true_and_one));
+        test_bool_getter_reads_true_and_one,
+    ));
     unit_tcase_add(s, "file", UNIT_TESTS(
         test_file_sets_values_skipping_comments_and_blank_lines,
         test_file_unknown_key_error_names_file_and_line,
         test_file_bad_value_error_names_file_line_and_reason,
         test_file_out_of_range_value_is_an_error,
         test_file_line_without_equals_is_an_error,
-        test_missing_file_is_an_io_error_naming_it));
+        test_missing_file_is_an_io_error_naming_it,
+    ));
     unit_tcase_add(s, "env", UNIT_TESTS(
         test_env_overrides_file,
         test_env_bad_value_error_names_variable,
-        test_env_without_sandbox_variables_changes_nothing));
+        test_env_without_sandbox_variables_changes_nothing,
+    ));
     unit_tcase_add(s, "flags", UNIT_TESTS(
         test_flag_lookup_finds_settings_with_and_without_value,
         test_flag_lookup_for_every_table_entry,
-        test_flag_lookup_rejects_unknown_flags));
+        test_flag_lookup_rejects_unknown_flags,
+    ));
     unit_tcase_add(s, "print", UNIT_TESTS(
         test_print_lists_every_setting_with_source,
         test_print_masks_worker_token,
         test_print_masks_database_url_credentials,
         test_print_shows_database_url_without_credentials,
-        test_print_masks_nats_url_credentials));
+        test_print_masks_nats_url_credentials,
+    ));
     return s;
 }

@@ -185,6 +185,7 @@ Suite *unit_suite(void)
         test_plan_sets_runtime_and_network,
         test_user_labels_cannot_impersonate_a_sandbox,
         test_probe_is_hardened_and_never_a_sandbox,
-        test_main_process_log_is_one_bounded_json_file));
+        test_main_process_log_is_one_bounded_json_file,
+    ));
     return s;
 }

@@ -306,6 +306,7 @@ Suite *unit_suite(void)
         test_zero_length_frames_only,
         test_unknown_stream_ids_are_skipped_and_counted,
         test_large_frame_size_uses_all_four_bytes,
-        test_empty_push_is_a_no_op));
+        test_empty_push_is_a_no_op,
+    ));
     return s;
 }

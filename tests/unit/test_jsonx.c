@@ -359,13 +359,15 @@ Suite *unit_suite(void)
         test_parse_rejects_other_non_strict_input,
         test_parse_rejects_top_level_null,
         test_parse_rejects_nesting_beyond_depth_limit,
-        test_parse_error_without_err_still_fails));
+        test_parse_error_without_err_still_fails,
+    ));
     unit_tcase_add(s, "access", UNIT_TESTS(
         test_getters_return_values_of_matching_type,
         test_getters_return_null_or_false_for_wrong_types,
         test_getters_on_non_object_return_null,
         test_add_helpers_and_dump_produce_compact_json,
         test_dump_round_trips_through_parse,
-        test_error_body_has_code_and_message));
+        test_error_body_has_code_and_message,
+    ));
     return s;
 }

@@ -98,6 +98,7 @@ Suite *unit_suite(void)
         test_frame_round_trip_and_every_short_prefix_waits,
         test_frame_refuses_unknown_types_and_oversized_payloads,
         test_utf8_prefix_holds_back_only_unfinished_sequences,
-        test_ndjson_chunk_escapes_and_repairs));
+        test_ndjson_chunk_escapes_and_repairs,
+    ));
     return s;
 }

@@ -174,9 +174,11 @@ Suite *unit_suite(void)
     unit_tcase_add(s, "registry", UNIT_TESTS(
         test_counter_gauge_and_labels,
         test_histogram_is_cumulative,
-        test_series_are_bounded_and_reset));
+        test_series_are_bounded_and_reset,
+    ));
     unit_tcase_add(s, "log", UNIT_TESTS(
         test_log_logfmt,
-        test_log_json_lines_parse));
+        test_log_json_lines_parse,
+    ));
     return s;
 }

@@ -190,7 +190,8 @@ Suite *unit_suite(void)
         test_plain_exit_code_and_last_line,
         test_output_tail_is_bounded,
         test_time_forms,
-        test_removed_failure));
+        test_removed_failure,
+    ));
     tcase_add_loop_test(tc, test_hostile_fields_are_refused, 0, (int)(sizeof bads / sizeof bads[0]));
     return s;
 }

@@ -185,12 +185,14 @@ Suite *unit_suite(void)
         test_terminal_states_have_no_outgoing_transitions,
         test_terminal_states_are_exactly_succeeded_failed_cancelled,
         test_every_non_terminal_state_can_be_cancelled_and_fail,
-        test_out_of_range_states_are_refused_by_transition_check));
+        test_out_of_range_states_are_refused_by_transition_check,
+    ));
     unit_tcase_add(s, "names", UNIT_TESTS(
         test_state_names_round_trip_through_parse,
         test_kind_names_round_trip_through_parse,
         test_phase_names_round_trip_through_parse,
         test_out_of_range_values_have_unknown_name,
-        test_unknown_names_are_rejected_and_leave_output_alone));
+        test_unknown_names_are_rejected_and_leave_output_alone,
+    ));
     return s;
 }

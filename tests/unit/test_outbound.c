@@ -88,6 +88,7 @@ Suite *unit_suite(void)
     unit_tcase_add(s, "core", UNIT_TESTS(
         test_exec_result_has_every_documented_field,
         test_invalid_utf8_is_replaced,
-        test_escaping_heavy_output_is_cut_to_the_json_bound));
+        test_escaping_heavy_output_is_cut_to_the_json_bound,
+    ));
     return s;
 }

@@ -99,6 +99,7 @@ Suite *unit_suite(void)
         test_policy_round_trip_keeps_set_fields_only,
         test_policy_image_patterns_match_exact_and_prefix,
         test_policy_rejects_bad_fields_naming_them,
-        test_policy_tighter_takes_the_smaller_set_limit));
+        test_policy_tighter_takes_the_smaller_set_limit,
+    ));
     return s;
 }

@@ -303,11 +303,13 @@ Suite *unit_suite(void)
         test_settled_part_of_a_hole_passes_the_rest_waits,
         test_settled_and_graced_holes_are_told_apart,
         test_pruned_events_below_the_table_pass_once_settled,
-        test_rows_not_after_the_cursor_stop_the_batch));
+        test_rows_not_after_the_cursor_stop_the_batch,
+    ));
     unit_tcase_add(s, "subjects", UNIT_TESTS(
         test_subject_tokens,
         test_subject_too_long,
         test_prefix_validation,
-        test_url_redaction));
+        test_url_redaction,
+    ));
     return s;
 }

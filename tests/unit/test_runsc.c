@@ -190,6 +190,7 @@ Suite *unit_suite(void)
         test_ps_table_is_parsed,
         test_ps_without_header_is_refused,
         test_exec_root_is_the_one_exec_started_after_the_mark,
-        test_descendants_cover_the_whole_tree_only));
+        test_descendants_cover_the_whole_tree_only,
+    ));
     return s;
 }

@@ -360,21 +360,25 @@ Suite *unit_suite(void)
         test_append_past_limit_is_all_or_nothing,
         test_append_larger_than_limit_on_empty_buffer_keeps_nothing,
         test_growth_across_many_appends_keeps_content,
-        test_zero_limit_means_unbounded));
+        test_zero_limit_means_unbounded,
+    ));
     unit_tcase_add(s, "bounded", UNIT_TESTS(
         test_bounded_append_keeps_exactly_limit_bytes,
         test_bounded_append_counts_large_input_in_seen,
-        test_bounded_append_within_limit_is_not_truncated));
+        test_bounded_append_within_limit_is_not_truncated,
+    ));
     unit_tcase_add(s, "printf", UNIT_TESTS(
         test_printf_formats_small_output,
         test_printf_grows_past_small_buffer_path,
         test_printf_exactly_small_buffer_size_boundary,
-        test_printf_past_limit_is_all_or_nothing));
+        test_printf_past_limit_is_all_or_nothing,
+    ));
     unit_tcase_add(s, "lifecycle", UNIT_TESTS(
         test_detach_hands_over_data_and_empties_buffer,
         test_detach_of_empty_buffer_returns_allocated_empty_string,
         test_reset_empties_but_keeps_limit,
         test_reset_of_never_used_buffer_is_harmless,
-        test_release_frees_and_accepts_null_and_repeat));
+        test_release_frees_and_accepts_null_and_repeat,
+    ));
     return s;
 }

@@ -669,7 +669,8 @@ Suite *unit_suite(void)
         test_numeric_bounds_are_inclusive,
         test_env_and_labels_at_their_limits_are_accepted,
         test_network_and_isolation_names_round_trip,
-        test_isolation_flags_and_selector));
+        test_isolation_flags_and_selector,
+    ));
     unit_tcase_add(s, "invalid", UNIT_TESTS(
         test_body_not_an_object_is_rejected,
         test_unknown_top_level_field_is_named,
@@ -696,6 +697,7 @@ Suite *unit_suite(void)
         test_too_many_env_entries_are_rejected,
         test_too_many_labels_are_rejected,
         test_label_bad_key_is_rejected,
-        test_error_without_err_still_fails));
+        test_error_without_err_still_fails,
+    ));
     return s;
 }

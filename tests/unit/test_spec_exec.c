@@ -308,9 +308,11 @@ Suite *unit_suite(void)
         test_exec_relative_cwd_is_rejected,
         test_exec_timeout_out_of_range_is_rejected,
         test_exec_max_output_over_ceiling_is_rejected,
-        test_exec_bad_env_is_rejected));
+        test_exec_bad_env_is_rejected,
+    ));
     unit_tcase_add(s, "kv", UNIT_TESTS(
         test_kv_list_from_null_or_absent_is_empty,
-        test_kv_list_round_trips_through_json));
+        test_kv_list_round_trips_through_json,
+    ));
     return s;
 }

@@ -67,6 +67,7 @@ Suite *unit_suite(void)
     unit_tcase_add(s, "core", UNIT_TESTS(
         test_directory_header_is_valid_ustar,
         test_trailing_slash_is_not_doubled,
-        test_bad_names_are_refused));
+        test_bad_names_are_refused,
+    ));
     return s;
 }

@@ -375,7 +375,8 @@ Suite *unit_suite(void)
         test_ids_new_has_prefix_and_26_base32_chars,
         test_ids_new_gives_distinct_ids,
         test_ids_valid_rejects_malformed_ids,
-        test_ids_base32_matches_rfc4648_vectors));
+        test_ids_base32_matches_rfc4648_vectors,
+    ));
     TCase *tokens = unit_tcase_add(s, "tokens", UNIT_TESTS(
         test_generated_token_parses_to_its_id,
         test_generated_tokens_are_distinct,
@@ -384,12 +385,14 @@ Suite *unit_suite(void)
         test_changed_character_fails_verification,
         test_verify_with_bad_stored_hex_fails,
         test_parse_id_accepts_well_formed_token,
-        test_parse_id_rejects_malformed_tokens));
+        test_parse_id_rejects_malformed_tokens,
+    ));
     TCase *grants = unit_tcase_add(s, "grants", UNIT_TESTS(
         test_grant_round_trip_with_key_from_token_and_from_hash,
         test_grant_refuses_tampering_expiry_other_keys_and_garbage,
         test_logs_grant_round_trip_and_purposes_do_not_mix,
-        test_logs_grant_refuses_malformed_fields));
+        test_logs_grant_refuses_malformed_fields,
+    ));
     TCase *const all[] = { ids, tokens, grants };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         tcase_add_checked_fixture(all[i], setup, NULL);

@@ -237,7 +237,8 @@ Suite *unit_suite(void)
         test_overlong_encodings_are_rejected,
         test_surrogates_are_rejected,
         test_code_points_above_10ffff_are_rejected,
-        test_truncated_sequence_at_end_is_rejected));
+        test_truncated_sequence_at_end_is_rejected,
+    ));
     unit_tcase_add(s, "sanitize", UNIT_TESTS(
         test_sanitize_keeps_valid_text_unchanged,
         test_sanitize_replaces_nul_bytes,
@@ -248,6 +249,7 @@ Suite *unit_suite(void)
         test_has_control_finds_ascii_controls_only,
         test_tail_keeps_the_end_within_max,
         test_tail_never_starts_inside_a_character,
-        test_tail_repairs_and_stays_within_max));
+        test_tail_repairs_and_stays_within_max,
+    ));
     return s;
 }
