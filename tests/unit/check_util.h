@@ -24,10 +24,10 @@ Suite *unit_suite(void);
 TCase *unit_tcase_add(Suite *s, const char *name, const TTest *const tests[]);
 
 /* malloc that fails the test instead of returning NULL. */
-void *unit_xmalloc(size_t n);
+void *unit_xmalloc(size_t n) __attribute__((malloc, returns_nonnull));
 
 /* A string of n copies of c; the caller frees it. */
-char *unit_repeat(char c, size_t n);
+char *unit_repeat(char c, size_t n) __attribute__((malloc, returns_nonnull));
 
 /* Parses JSON text strictly (jsonx_parse); fails the test when it is not JSON.
  * The caller puts the result. */

@@ -409,12 +409,13 @@ END_TEST
 START_TEST(test_image_too_long_is_rejected)
 {
     char *img = unit_repeat('a', SBX_MAX_IMAGE_BYTES + 1);
-    char *text = unit_xmalloc(strlen(img) + 32);
-    sprintf(text, "{\"image\":\"%s\"}", img);
+    size_t cap = strlen(img) + 32;
+    char *text = unit_xmalloc(cap);
+    snprintf(text, cap, "{\"image\":\"%s\"}", img);
     expect_spec_error(text, "image must be 1 to 512 printable bytes");
     /* Exactly at the limit is fine. */
     img[SBX_MAX_IMAGE_BYTES] = '\0';
-    sprintf(text, "{\"image\":\"%s\"}", img);
+    snprintf(text, cap, "{\"image\":\"%s\"}", img);
     sandbox_spec_t s;
     spec_ok(text, &s);
     ck_assert_uint_eq(strlen(s.image), SBX_MAX_IMAGE_BYTES);
@@ -555,8 +556,9 @@ END_TEST
 START_TEST(test_env_value_too_long_is_rejected)
 {
     char *val = unit_repeat('v', SBX_MAX_VALUE_BYTES + 1);
-    char *text = unit_xmalloc(strlen(val) + 64);
-    sprintf(text, "{\"image\":\"b\",\"env\":{\"K\":\"%s\"}}", val);
+    size_t cap = strlen(val) + 64;
+    char *text = unit_xmalloc(cap);
+    snprintf(text, cap, "{\"image\":\"b\",\"env\":{\"K\":\"%s\"}}", val);
     expect_spec_error(text, "env.K is longer than 4096 bytes");
     free(val);
     free(text);

@@ -189,13 +189,14 @@ START_TEST(test_exec_argv_too_long_in_total_is_rejected)
 {
     /* Two arguments of 32 KiB: 2 * (32768 + 1) > 64 KiB. */
     char *arg = unit_repeat('x', 32768);
-    char *text = unit_xmalloc(2 * 32768 + 64);
-    sprintf(text, "{\"argv\":[\"%s\",\"%s\"]}", arg, arg);
+    size_t cap = 2 * 32768 + 64;
+    char *text = unit_xmalloc(cap);
+    snprintf(text, cap, "{\"argv\":[\"%s\",\"%s\"]}", arg, arg);
     expect_exec_error(text, "argv is longer than 65536 bytes in total");
     /* One argument of 64 KiB - 1 plus its NUL fits exactly. */
     free(arg);
     arg = unit_repeat('y', SBX_MAX_ARGV_BYTES - 1);
-    sprintf(text, "{\"argv\":[\"%s\"]}", arg);
+    snprintf(text, cap, "{\"argv\":[\"%s\"]}", arg);
     exec_spec_t s;
     exec_ok(text, &s);
     ck_assert_uint_eq(strlen(s.argv[0]), SBX_MAX_ARGV_BYTES - 1);
