@@ -1,5 +1,5 @@
 /* Unit tests for AEGIS placement: each filter, the scores, each tie-break. */
-#include <check.h>
+#include "check_util.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -238,26 +238,17 @@ START_TEST(test_image_ref)
 }
 END_TEST
 
-static Suite *aegis_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("aegis");
-    TCase *tc = tcase_create("placement");
-    tcase_add_test(tc, test_fit_prefers_the_fuller_worker);
-    tcase_add_test(tc, test_image_present_and_spread_move_the_score);
-    tcase_add_test(tc, test_ties_go_to_fewer_tenant_sandboxes_then_name);
-    tcase_add_test(tc, test_filters_say_why);
-    tcase_add_test(tc, test_isolation_never_downgrades);
-    tcase_add_test(tc, test_wait_rather_than_refuse);
-    tcase_add_test(tc, test_image_ref);
-    suite_add_tcase(s, tc);
+    unit_tcase_add(s, "placement", UNIT_TESTS(
+        test_fit_prefers_the_fuller_worker,
+        test_image_present_and_spread_move_the_score,
+        test_ties_go_to_fewer_tenant_sandboxes_then_name,
+        test_filters_say_why,
+        test_isolation_never_downgrades,
+        test_wait_rather_than_refuse,
+        test_image_ref,
+    ));
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(aegis_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
