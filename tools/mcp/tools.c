@@ -19,6 +19,12 @@
  * turned into JSON once at start. */
 #define STR "{'type':'string'}"
 #define KV  "{'type':'object','additionalProperties':{'type':'string'}}"
+/* An input property of those types with its description. */
+#define DSTR(d) "{'type':'string','description':'" d "'}"
+#define DKV(d)  "{'type':'object','additionalProperties':{'type':'string'},'description':'" d "'}"
+#define SBX_ID  DSTR("the sandbox id (sbx_...)")
+#define OP_ID   DSTR("the operation id (op_...)")
+#define IDEM    DSTR("retrying with the same key returns the same answer")
 #define OP_SCHEMA                                                                                               \
     "{'type':'object','description':'An operation (docs/api.md)','properties':{'id':{'type':'string'},"      \
     "'kind':{'type':'string'},'state':{'type':'string','enum':['pending','admitted','leased','running',"    \
@@ -60,13 +66,22 @@ const mcp_tool_t tool_table[] = {
       "operation; with wait=true, once that operation finished.",
       "{'type':'object','properties':{'image':{'type':'string','description':'container image; when absent "
       "the server uses its default_image (sandbox/busybox:latest unless the operator changed it). Name one "
-      "only when the task needs tools the default lacks and the tenant policy allows it'},'tenant':" STR ",'cpu_millis':{'type':'integer','minimum':10,'description':'thousandths "
-      "of a core (default 1000)'},'memory_mib':{'type':'integer','minimum':6,'description':'default 512'},"
+      "only when the task needs tools the default lacks and the tenant policy allows it'},'tenant':"
+      DSTR("the tenant to create it in (default: the tenant of the token)") ",'cpu_millis':{'type':'integer',"
+      "'minimum':10,'description':'thousandths of a core (default 1000)'},"
+      "'memory_mib':{'type':'integer','minimum':6,'description':'default 512'},"
       "'ttl_seconds':{'type':'integer','minimum':10,'description':'lifetime once running (default 3600)'},"
-      "'network':{'type':'string','enum':['none','restricted','open']},'untrusted_repo':{'type':'boolean'},"
-      "'generated_code':{'type':'boolean'},'hostile':{'type':'boolean'},'isolation':{'type':'string','enum':"
+      "'network':{'type':'string','enum':['none','restricted','open'],'description':'none (default): loopback "
+      "only; restricted: nothing outside the sandbox, shared ports still reachable; open: the internet'},"
+      "'untrusted_repo':{'type':'boolean','description':'the code comes from a repository you do not trust'},"
+      "'generated_code':{'type':'boolean','description':'the code was generated (by a model or a tool)'},"
+      "'hostile':{'type':'boolean','description':'the code may try to break out of the sandbox'},"
+      "'isolation':{'type':'string','enum':"
       "['container','gvisor','microvm'],'description':'the weakest class you accept'},'read_only_root':"
-      "{'type':'boolean'},'hardened':{'type':'boolean'},'env':" KV ",'labels':" KV ",'selector':" KV ","
+      "{'type':'boolean','description':'read-only root filesystem, tmpfs /tmp'},'hardened':{'type':'boolean',"
+      "'description':'no Linux capabilities (always so for untrusted work)'},'env':"
+      DKV("environment variables") ",'labels':" DKV("labels of the sandbox") ",'selector':"
+      DKV("run only on workers with these labels") ","
       "'idempotency_key':{'type':'string','description':'retrying with the same key returns the same "
       "sandbox'}," WAIT_PROPS "},'additionalProperties':false}",
       "{'type':'object','properties':{'sandbox':" SBX_SCHEMA ",'operation':" OP_SCHEMA "},"
@@ -76,8 +91,9 @@ const mcp_tool_t tool_table[] = {
       .def = { "sandbox_wait", "Wait for an operation",
       "Waits until an operation (create, delete, exec) succeeded, failed or was cancelled, or the timeout "
       "passed (done=false). A failed operation is reported as an error with its code and message.",
-      "{'type':'object','properties':{'operation_id':" STR ",'timeout_seconds':{'type':'integer','minimum':1,"
-      "'maximum':3600}},'required':['operation_id'],'additionalProperties':false}",
+      "{'type':'object','properties':{'operation_id':" OP_ID ",'timeout_seconds':{'type':'integer','minimum':1,"
+      "'maximum':3600,'description':'how long to wait (default 300); the operation goes on after it'}},"
+      "'required':['operation_id'],'additionalProperties':false}",
       "{'type':'object','properties':{'operation':" OP_SCHEMA ",'done':{'type':'boolean'}},"
       "'required':['operation','done']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
@@ -85,9 +101,11 @@ const mcp_tool_t tool_table[] = {
       .def = { "sandbox_exec", "Run a command in a sandbox",
       "Runs argv (an array, no shell) in a running sandbox and waits for it. Output is bounded: check the "
       "truncation flags. A non-zero exit code is a result, not an error.",
-      "{'type':'object','properties':{'sandbox_id':" STR ",'argv':{'type':'array','items':{'type':'string'},"
-      "'minItems':1},'timeout_seconds':{'type':'integer','minimum':1,'description':'kill the command after "
-      "this (default 60)'},'env':" KV ",'cwd':" STR ",'max_output_bytes':{'type':'integer','minimum':1,"
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'argv':{'type':'array','items':{'type':'string'},"
+      "'minItems':1,'description':'the command and its arguments, run without a shell'},'timeout_seconds':"
+      "{'type':'integer','minimum':1,'description':'kill the command after this (default 60)'},"
+      "'env':" DKV("environment variables of the command") ",'cwd':"
+      DSTR("the working directory of the command") ",'max_output_bytes':{'type':'integer','minimum':1,"
       "'description':'bound per stream'}},'required':['sandbox_id','argv'],'additionalProperties':false}",
       "{'type':'object','properties':{'operation_id':" STR ",'exit_code':{'type':'integer'},'signal':"
       "{'type':'integer'},'timed_out':{'type':'boolean'},'duration_ms':{'type':'integer'},'stdout':" STR ","
@@ -98,7 +116,7 @@ const mcp_tool_t tool_table[] = {
     { .run = tool_get,
       .def = { "sandbox_get", "Show a sandbox",
       "Shows a sandbox with its operations, including why it was placed where it is (or refused).",
-      "{'type':'object','properties':{'sandbox_id':" STR "},'required':['sandbox_id'],"
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID "},'required':['sandbox_id'],"
       "'additionalProperties':false}",
       "{'type':'object','properties':{'sandbox':" SBX_SCHEMA ",'operations':{'type':'array','items':" OP_SCHEMA
       "}},'required':['sandbox','operations']}",
@@ -106,22 +124,23 @@ const mcp_tool_t tool_table[] = {
     { .run = tool_list,
       .def = { "sandbox_list", "List sandboxes",
       "Lists the sandboxes this token may see, newest first; deleted ones only with all=true.",
-      "{'type':'object','properties':{'tenant':" STR ",'all':{'type':'boolean'},'limit':{'type':'integer',"
-      "'minimum':1,'maximum':1000}},'additionalProperties':false}",
+      "{'type':'object','properties':{'tenant':" DSTR("only this tenant (an admin token sees every tenant)")
+      ",'all':{'type':'boolean','description':'include deleted sandboxes'},'limit':{'type':'integer',"
+      "'minimum':1,'maximum':1000,'description':'at most this many (default 100)'}},'additionalProperties':false}",
       "{'type':'object','properties':{'sandboxes':{'type':'array','items':" SBX_SCHEMA "}},"
       "'required':['sandboxes']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
     { .run = tool_delete,
       .def = { "sandbox_delete", "Delete a sandbox",
       "Deletes a sandbox and everything it holds. Do this when the task ends, also after a failure.",
-      "{'type':'object','properties':{'sandbox_id':" STR ",'idempotency_key':" STR "," WAIT_PROPS "},"
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'idempotency_key':" IDEM "," WAIT_PROPS "},"
       "'required':['sandbox_id'],'additionalProperties':false}",
       "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
       "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':true,'openWorldHint':false}" } },
     { .run = tool_operation,
       .def = { "operation_get", "Show an operation",
       "Shows an operation: kind, state, error, placement and, for exec, the result.",
-      "{'type':'object','properties':{'operation_id':" STR "},'required':['operation_id'],"
+      "{'type':'object','properties':{'operation_id':" OP_ID "},'required':['operation_id'],"
       "'additionalProperties':false}",
       "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
@@ -132,11 +151,13 @@ const mcp_tool_t tool_table[] = {
       "it as Authorization: Bearer TOKEN. The access token is shown only in this result and never again: keep "
       "it (a retry with the same idempotency_key returns the route without it). Share only what the task needs, "
       "with a ttl_seconds; the route goes away with sandbox_unshare, its TTL, or the sandbox.",
-      "{'type':'object','properties':{'sandbox_id':" STR ",'port':{'type':'integer','minimum':1,'maximum':"
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'port':{'type':'integer','minimum':1,'maximum':"
       "65535,'description':'the port the app listens on inside the sandbox'},'ttl_seconds':{'type':'integer',"
       "'minimum':10,'description':'remove the route after this (default: when the sandbox goes)'},'auth':"
       "{'type':'string','enum':['token','public'],'description':'token (default): callers need the access "
-      "token; public: anyone with the URL'},'idempotency_key':" STR "," WAIT_PROPS_DEFAULT("true") "},"
+      "token; public: anyone with the URL'},'idempotency_key':"
+      DSTR("retrying with the same key returns the same route, without its access token") ","
+      WAIT_PROPS_DEFAULT("true") "},"
       "'required':['sandbox_id','port'],'additionalProperties':false}",
       "{'type':'object','properties':{'route':" ROUTE_SCHEMA ",'operation':" OP_SCHEMA ",'access_token':"
       "{'type':'string','description':'shown only now'}},'required':['route','operation']}",
@@ -145,7 +166,7 @@ const mcp_tool_t tool_table[] = {
       .def = { "sandbox_routes", "List the routes of a sandbox",
       "Lists the public routes of a sandbox (active ones; removed ones too with all=true), with their URLs. "
       "Access tokens are never shown again.",
-      "{'type':'object','properties':{'sandbox_id':" STR ",'all':{'type':'boolean','description':'include "
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'all':{'type':'boolean','description':'include "
       "removed routes'}},'required':['sandbox_id'],'additionalProperties':false}",
       "{'type':'object','properties':{'routes':{'type':'array','items':" ROUTE_SCHEMA "}},'required':['routes']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
@@ -153,7 +174,8 @@ const mcp_tool_t tool_table[] = {
       .def = { "sandbox_unshare", "Remove a route",
       "Removes a public route of a sandbox: its URL stops answering. Do this as soon as nobody needs the "
       "address any more; deleting the sandbox removes its routes as well.",
-      "{'type':'object','properties':{'sandbox_id':" STR ",'route_id':" STR "," WAIT_PROPS_DEFAULT("true") "},"
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'route_id':" DSTR("the route id (rt_...)") ","
+      WAIT_PROPS_DEFAULT("true") "},"
       "'required':['sandbox_id','route_id'],'additionalProperties':false}",
       "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
       "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':true,'openWorldHint':false}" } },
@@ -166,7 +188,8 @@ const mcp_tool_t tool_table[] = {
       "With wait (seconds, at most 30) the call waits for a new event when there is none yet and returns an "
       "empty list when none came. Filter by sandbox_id, operation_id or kind (exact, or a prefix such as "
       "operation.*). Event data never holds secrets.",
-      "{'type':'object','properties':{'sandbox_id':" STR ",'operation_id':" STR ",'kind':{'type':'string',"
+      "{'type':'object','properties':{'sandbox_id':" DSTR("only events of this sandbox") ",'operation_id':"
+      DSTR("only events of this operation") ",'kind':{'type':'string',"
       "'description':'e.g. sandbox.running, or operation.* for every operation state'},'after':{'type':"
       "'integer','minimum':0,'description':'the next_after of the previous call (default 0: from the "
       "oldest)'},'wait':{'type':'integer','minimum':0,'maximum':30,'description':'seconds to wait for a new "
@@ -181,7 +204,7 @@ const mcp_tool_t tool_table[] = {
       "at most 64 KiB (truncated=true when cut). text has both streams in the order written; once the "
       "container is gone it is the tail the controller kept, stdout and stderr merged. Output of commands run "
       "with sandbox_exec is in that call's result, not here.",
-      "{'type':'object','properties':{'sandbox_id':" STR ",'tail':{'type':'integer','minimum':0,'maximum':"
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'tail':{'type':'integer','minimum':0,'maximum':"
       "1000000,'description':'lines from the end (default 200)'}},'required':['sandbox_id'],"
       "'additionalProperties':false}",
       "{'type':'object','properties':{'text':" STR ",'stdout':" STR ",'stderr':" STR ",'truncated':{'type':"
