@@ -112,6 +112,17 @@ static void check_object_schema(const char *path, json_object *schema, bool desc
     }
 }
 
+/* Parses a tool's schema text and checks it as an object schema; returns
+ * it (new reference). */
+static json_object *check_schema(const char *tool, const char *what, const char *text, bool described)
+{
+    json_object *o = parse(tool, what, text);
+    char path[128];
+    snprintf(path, sizeof path, "%s.%s", tool, what);
+    check_object_schema(path, o, described);
+    return o;
+}
+
 /* The MCP name rule, as strict as the strictest client: 1 to 64 of
  * A-Z a-z 0-9 _ -. */
 static bool name_ok(const char *name)
@@ -153,13 +164,10 @@ START_TEST(test_input_schemas)
     const mcp_tool_def_t *defs = tools_defs();
     for (size_t i = 0; i < tool_count; i++) {
         const char *name = defs[i].name;
-        json_object *in = parse(name, "inputSchema", defs[i].input_schema);
-        char path[128];
-        snprintf(path, sizeof path, "%s.inputSchema", name);
-        check_object_schema(path, in, true);
+        json_object *in = check_schema(name, "inputSchema", defs[i].input_schema, true);
         bool extra = true;
         ck_assert_msg(jsonx_get_bool(in, "additionalProperties", &extra) && !extra,
-                      "%s: additionalProperties is not false (unknown arguments are refused)", path);
+                      "%s.inputSchema: additionalProperties is not false (unknown arguments are refused)", name);
         /* What tool_args_check reads is the same schema. */
         ck_assert_str_eq(json_object_to_json_string(tools_input_schema(&tool_table[i])),
                          json_object_to_json_string(in));
@@ -173,11 +181,7 @@ START_TEST(test_output_schemas_and_annotations)
     const mcp_tool_def_t *defs = tools_defs();
     for (size_t i = 0; i < tool_count; i++) {
         const char *name = defs[i].name;
-        json_object *out = parse(name, "outputSchema", defs[i].output_schema);
-        char path[128];
-        snprintf(path, sizeof path, "%s.outputSchema", name);
-        check_object_schema(path, out, false);
-        json_object_put(out);
+        json_object_put(check_schema(name, "outputSchema", defs[i].output_schema, false));
         json_object *ann = parse(name, "annotations", defs[i].annotations);
         json_object_object_foreach(ann, k, v) {
             size_t n = strlen(k);

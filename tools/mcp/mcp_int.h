@@ -38,14 +38,14 @@ typedef struct mcp_tool mcp_tool_t;
 /* A tool's handler: checks its own argument values and returns the tool
  * result (mcp_tool_ok or mcp_tool_error; new reference). Names and required
  * arguments were checked against the schema before. */
-typedef json_object *(*mcp_tool_fn_t)(call_t *c, json_object *args);
+typedef json_object *mcp_tool_fn_t(call_t *c, json_object *args);
 
 /* One row of the tool table: what tools/list shows, as data (the schemas
  * and annotations are JSON written with ' for ", no apostrophes in the
  * texts), and the handler a tools/call of that name runs. */
 struct mcp_tool {
     mcp_tool_def_t def;
-    mcp_tool_fn_t run;
+    mcp_tool_fn_t *run;
 };
 
 /* The table, in tools/list order, and its length. */
@@ -89,19 +89,10 @@ void tool_arg_copy(json_object *body, json_object *args, const char *k);
  * returns false (with *bad set) when that does not fit. */
 bool tool_id_path(char *out, size_t n, const char *prefix, const char *id, const char *suffix, json_object **bad);
 
-/* The handlers (tools_sandbox.c, tools_routes.c, tools_events.c). */
-json_object *tool_create(call_t *c, json_object *args);
-json_object *tool_wait(call_t *c, json_object *args);
-json_object *tool_exec(call_t *c, json_object *args);
-json_object *tool_get(call_t *c, json_object *args);
-json_object *tool_list(call_t *c, json_object *args);
-json_object *tool_delete(call_t *c, json_object *args);
-json_object *tool_operation(call_t *c, json_object *args);
-json_object *tool_share(call_t *c, json_object *args);
-json_object *tool_routes(call_t *c, json_object *args);
-json_object *tool_unshare(call_t *c, json_object *args);
-json_object *tool_events(call_t *c, json_object *args);
-json_object *tool_logs(call_t *c, json_object *args);
+/* The handlers: tools_sandbox.c, tools_routes.c, tools_events.c. */
+mcp_tool_fn_t tool_create, tool_wait, tool_exec, tool_get, tool_list, tool_delete, tool_operation;
+mcp_tool_fn_t tool_share, tool_routes, tool_unshare;
+mcp_tool_fn_t tool_events, tool_logs;
 
 /* ---------------------------------------------------------------- the server (server.c) */
 
