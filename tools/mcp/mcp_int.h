@@ -72,6 +72,11 @@ json_object *tools_input_schema(const mcp_tool_t *row);
  * the required ones; returns an isError result, or NULL when fine. */
 json_object *tool_args_check(const mcp_tool_t *row, json_object *args);
 
+/* Sends a request that starts an operation (op_request) and gives back its
+ * answer as the tool's result, or op_request's isError result. */
+json_object *tool_op_result(call_t *c, const char *method, const char *path, const char *idem, const char *what,
+                            bool wait, int64_t timeout_s);
+
 /* Runs the call's tool: the schema check, the configuration and token
  * checks, its HTTP client, then the row's handler. Returns the result. */
 json_object *tool_run(call_t *c);
@@ -81,6 +86,9 @@ json_object *tool_run(call_t *c);
 bool tool_arg_int(json_object *args, const char *k, int64_t min, int64_t max, int64_t def, int64_t *ret,
                   json_object **bad);
 bool tool_arg_bool(json_object *args, const char *k, bool def, bool *ret, json_object **bad);
+/* wait (default def_wait) and timeout_seconds (1 to MCP_WAIT_MAX_S, default
+ * MCP_WAIT_DEFAULT_S) of a tool that starts an operation (WAIT_PROPS). */
+bool tool_arg_wait(json_object *args, bool def_wait, bool *ret_wait, int64_t *ret_timeout_s, json_object **bad);
 /* A string of 1 to 256 bytes, borrowed from args; NULL when absent. */
 bool tool_arg_str(json_object *args, const char *k, const char **ret, json_object **bad);
 /* Copies args[k] into body[k] when present. */

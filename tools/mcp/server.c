@@ -30,7 +30,7 @@ void emit(server_t *s, json_object *msg)
     json_object_put(msg);
 }
 
-void say(server_t *s, int level, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) void say(server_t *s, int level, const char *fmt, ...)
 {
     char text[1024];
     va_list ap;

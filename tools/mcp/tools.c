@@ -57,8 +57,7 @@
 #define WAIT_PROPS WAIT_PROPS_DEFAULT("false")
 
 const mcp_tool_t tool_table[] = {
-    { .run = tool_create,
-      .def = { "sandbox_create", "Create a sandbox",
+    { .run = tool_create, .def = { "sandbox_create", "Create a sandbox",
       "Creates a disposable sandbox (a container with bounded cpu, memory and lifetime). Describe the work "
       "honestly: untrusted_repo, generated_code and hostile decide the isolation; the server refuses rather "
       "than run it weaker. Network is none unless asked. Leave image out to get the server's default image "
@@ -87,8 +86,7 @@ const mcp_tool_t tool_table[] = {
       "{'type':'object','properties':{'sandbox':" SBX_SCHEMA ",'operation':" OP_SCHEMA "},"
       "'required':['sandbox','operation']}",
       "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" } },
-    { .run = tool_wait,
-      .def = { "sandbox_wait", "Wait for an operation",
+    { .run = tool_wait, .def = { "sandbox_wait", "Wait for an operation",
       "Waits until an operation (create, delete, exec) succeeded, failed or was cancelled, or the timeout "
       "passed (done=false). A failed operation is reported as an error with its code and message.",
       "{'type':'object','properties':{'operation_id':" OP_ID ",'timeout_seconds':{'type':'integer','minimum':1,"
@@ -97,8 +95,7 @@ const mcp_tool_t tool_table[] = {
       "{'type':'object','properties':{'operation':" OP_SCHEMA ",'done':{'type':'boolean'}},"
       "'required':['operation','done']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
-    { .run = tool_exec,
-      .def = { "sandbox_exec", "Run a command in a sandbox",
+    { .run = tool_exec, .def = { "sandbox_exec", "Run a command in a sandbox",
       "Runs argv (an array, no shell) in a running sandbox and waits for it. Output is bounded: check the "
       "truncation flags. A non-zero exit code is a result, not an error.",
       "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'argv':{'type':'array','items':{'type':'string'},"
@@ -113,16 +110,14 @@ const mcp_tool_t tool_table[] = {
       "'stdout_bytes':{'type':'integer'},'stderr_bytes':{'type':'integer'}},'required':['operation_id',"
       "'exit_code','timed_out','stdout','stderr','stdout_truncated','stderr_truncated']}",
       "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" } },
-    { .run = tool_get,
-      .def = { "sandbox_get", "Show a sandbox",
+    { .run = tool_get, .def = { "sandbox_get", "Show a sandbox",
       "Shows a sandbox with its operations, including why it was placed where it is (or refused).",
       "{'type':'object','properties':{'sandbox_id':" SBX_ID "},'required':['sandbox_id'],"
       "'additionalProperties':false}",
       "{'type':'object','properties':{'sandbox':" SBX_SCHEMA ",'operations':{'type':'array','items':" OP_SCHEMA
       "}},'required':['sandbox','operations']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
-    { .run = tool_list,
-      .def = { "sandbox_list", "List sandboxes",
+    { .run = tool_list, .def = { "sandbox_list", "List sandboxes",
       "Lists the sandboxes this token may see, newest first; deleted ones only with all=true.",
       "{'type':'object','properties':{'tenant':" DSTR("only this tenant (an admin token sees every tenant)")
       ",'all':{'type':'boolean','description':'include deleted sandboxes'},'limit':{'type':'integer',"
@@ -130,22 +125,19 @@ const mcp_tool_t tool_table[] = {
       "{'type':'object','properties':{'sandboxes':{'type':'array','items':" SBX_SCHEMA "}},"
       "'required':['sandboxes']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
-    { .run = tool_delete,
-      .def = { "sandbox_delete", "Delete a sandbox",
+    { .run = tool_delete, .def = { "sandbox_delete", "Delete a sandbox",
       "Deletes a sandbox and everything it holds. Do this when the task ends, also after a failure.",
       "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'idempotency_key':" IDEM "," WAIT_PROPS "},"
       "'required':['sandbox_id'],'additionalProperties':false}",
       "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
       "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':true,'openWorldHint':false}" } },
-    { .run = tool_operation,
-      .def = { "operation_get", "Show an operation",
+    { .run = tool_operation, .def = { "operation_get", "Show an operation",
       "Shows an operation: kind, state, error, placement and, for exec, the result.",
       "{'type':'object','properties':{'operation_id':" OP_ID "},'required':['operation_id'],"
       "'additionalProperties':false}",
       "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
-    { .run = tool_share,
-      .def = { "sandbox_share", "Share a port of a sandbox",
+    { .run = tool_share, .def = { "sandbox_share", "Share a port of a sandbox",
       "Gives a port of a running sandbox a public address (a route), to show a web app or an API to a person "
       "or a program outside. Returns route.url and, with auth token (the default), access_token: callers send "
       "it as Authorization: Bearer TOKEN. The access token is shown only in this result and never again: keep "
@@ -162,16 +154,14 @@ const mcp_tool_t tool_table[] = {
       "{'type':'object','properties':{'route':" ROUTE_SCHEMA ",'operation':" OP_SCHEMA ",'access_token':"
       "{'type':'string','description':'shown only now'}},'required':['route','operation']}",
       "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" } },
-    { .run = tool_routes,
-      .def = { "sandbox_routes", "List the routes of a sandbox",
+    { .run = tool_routes, .def = { "sandbox_routes", "List the routes of a sandbox",
       "Lists the public routes of a sandbox (active ones; removed ones too with all=true), with their URLs. "
       "Access tokens are never shown again.",
       "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'all':{'type':'boolean','description':'include "
       "removed routes'}},'required':['sandbox_id'],'additionalProperties':false}",
       "{'type':'object','properties':{'routes':{'type':'array','items':" ROUTE_SCHEMA "}},'required':['routes']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
-    { .run = tool_unshare,
-      .def = { "sandbox_unshare", "Remove a route",
+    { .run = tool_unshare, .def = { "sandbox_unshare", "Remove a route",
       "Removes a public route of a sandbox: its URL stops answering. Do this as soon as nobody needs the "
       "address any more; deleting the sandbox removes its routes as well.",
       "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'route_id':" DSTR("the route id (rt_...)") ","
@@ -179,8 +169,7 @@ const mcp_tool_t tool_table[] = {
       "'required':['sandbox_id','route_id'],'additionalProperties':false}",
       "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
       "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':true,'openWorldHint':false}" } },
-    { .run = tool_events,
-      .def = { "sandbox_events", "List events",
+    { .run = tool_events, .def = { "sandbox_events", "List events",
       "Lists what happened, oldest first: sandbox phases (sandbox.pending ... sandbox.running, sandbox.deleted, "
       "failed, lost), operation states (operation.admitted ... operation.succeeded or failed, with error codes "
       "and exec exit codes), routes and workers. A cursor: pass after = the next_after of the previous call "
@@ -198,8 +187,7 @@ const mcp_tool_t tool_table[] = {
       "{'type':'object','properties':{'events':{'type':'array','items':" EVENT_SCHEMA "},'next_after':{'type':"
       "'integer','description':'pass as after next time'}},'required':['events','next_after']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
-    { .run = tool_logs,
-      .def = { "sandbox_logs", "Read a sandbox's output",
+    { .run = tool_logs, .def = { "sandbox_logs", "Read a sandbox's output",
       "Returns what the sandbox's main process wrote to stdout and stderr: the last tail lines (default 200), "
       "at most 64 KiB (truncated=true when cut). text has both streams in the order written; once the "
       "container is gone it is the tail the controller kept, stdout and stderr merged. Output of commands run "
@@ -333,6 +321,12 @@ bool tool_arg_bool(json_object *args, const char *k, bool def, bool *ret, json_o
     return true;
 }
 
+bool tool_arg_wait(json_object *args, bool def_wait, bool *ret_wait, int64_t *ret_timeout_s, json_object **bad)
+{
+    return tool_arg_bool(args, "wait", def_wait, ret_wait, bad) &&
+           tool_arg_int(args, "timeout_seconds", 1, MCP_WAIT_MAX_S, MCP_WAIT_DEFAULT_S, ret_timeout_s, bad);
+}
+
 bool tool_arg_str(json_object *args, const char *k, const char **ret, json_object **bad)
 {
     json_object *v = NULL;
@@ -370,6 +364,15 @@ bool tool_id_path(char *out, size_t n, const char *prefix, const char *id, const
 }
 
 /* ---------------------------------------------------------------- running a call */
+
+json_object *tool_op_result(call_t *c, const char *method, const char *path, const char *idem, const char *what,
+                            bool wait, int64_t timeout_s)
+{
+    json_object *resp = NULL;
+    bool done = false;
+    json_object *failed = op_request(c, method, path, NULL, idem, what, wait, timeout_s, &resp, &done);
+    return failed ? failed : mcp_tool_ok(resp);
+}
 
 json_object *tool_run(call_t *c)
 {

@@ -22,8 +22,7 @@ json_object *tool_share(call_t *c, json_object *args)
     char path[MCP_PATH_MAX];
     if (!tool_arg_str(args, "sandbox_id", &sbx, &bad) || !tool_arg_int(args, "port", 1, 65535, 0, &port, &bad) ||
         !tool_arg_int(args, "ttl_seconds", 10, INT32_MAX, 0, &ttl, &bad) || !tool_arg_str(args, "auth", &auth, &bad) ||
-        !tool_arg_str(args, "idempotency_key", &idem, &bad) || !tool_arg_bool(args, "wait", true, &wait, &bad) ||
-        !tool_arg_int(args, "timeout_seconds", 1, MCP_WAIT_MAX_S, MCP_WAIT_DEFAULT_S, &tmo, &bad) ||
+        !tool_arg_str(args, "idempotency_key", &idem, &bad) || !tool_arg_wait(args, true, &wait, &tmo, &bad) ||
         !tool_id_path(path, sizeof path, "/v1/sandboxes/", sbx, "/routes", &bad))
         return bad;
     json_object *body = json_object_new_object();
@@ -68,16 +67,13 @@ json_object *tool_unshare(call_t *c, json_object *args)
 {
     json_object *bad = NULL;
     const char *sbx = NULL, *rid = NULL;
-    bool wait = true, done = false;
+    bool wait = true;
     int64_t tmo;
     char tail[MCP_PATH_MAX], path[MCP_PATH_MAX];
     if (!tool_arg_str(args, "sandbox_id", &sbx, &bad) || !tool_arg_str(args, "route_id", &rid, &bad) ||
-        !tool_arg_bool(args, "wait", true, &wait, &bad) ||
-        !tool_arg_int(args, "timeout_seconds", 1, MCP_WAIT_MAX_S, MCP_WAIT_DEFAULT_S, &tmo, &bad) ||
+        !tool_arg_wait(args, true, &wait, &tmo, &bad) ||
         !tool_id_path(tail, sizeof tail, "/routes/", rid, NULL, &bad) ||
         !tool_id_path(path, sizeof path, "/v1/sandboxes/", sbx, tail, &bad))
         return bad;
-    json_object *resp = NULL;
-    json_object *failed = op_request(c, "DELETE", path, NULL, NULL, "unsharing a route of", wait, tmo, &resp, &done);
-    return failed ? failed : mcp_tool_ok(resp);
+    return tool_op_result(c, "DELETE", path, NULL, "unsharing a route of", wait, tmo);
 }

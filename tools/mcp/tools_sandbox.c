@@ -20,9 +20,7 @@ json_object *tool_create(call_t *c, json_object *args)
     bool wait = false, done = false;
     int64_t tmo;
     const char *idem = NULL;
-    if (!tool_arg_bool(args, "wait", false, &wait, &bad) ||
-        !tool_arg_int(args, "timeout_seconds", 1, MCP_WAIT_MAX_S, MCP_WAIT_DEFAULT_S, &tmo, &bad) ||
-        !tool_arg_str(args, "idempotency_key", &idem, &bad))
+    if (!tool_arg_wait(args, false, &wait, &tmo, &bad) || !tool_arg_str(args, "idempotency_key", &idem, &bad))
         return bad;
     json_object *body = json_object_new_object();
     static const char *const direct[] = { "image", "tenant", "cpu_millis", "memory_mib", "ttl_seconds", "network",
@@ -178,15 +176,12 @@ json_object *tool_delete(call_t *c, json_object *args)
 {
     json_object *bad = NULL;
     const char *sbx = NULL, *idem = NULL;
-    bool wait = false, done = false;
+    bool wait = false;
     int64_t tmo;
     char path[MCP_PATH_MAX];
     if (!tool_arg_str(args, "sandbox_id", &sbx, &bad) || !tool_arg_str(args, "idempotency_key", &idem, &bad) ||
-        !tool_arg_bool(args, "wait", false, &wait, &bad) ||
-        !tool_arg_int(args, "timeout_seconds", 1, MCP_WAIT_MAX_S, MCP_WAIT_DEFAULT_S, &tmo, &bad) ||
+        !tool_arg_wait(args, false, &wait, &tmo, &bad) ||
         !tool_id_path(path, sizeof path, "/v1/sandboxes/", sbx, NULL, &bad))
         return bad;
-    json_object *resp = NULL;
-    json_object *failed = op_request(c, "DELETE", path, NULL, idem, "deleting", wait, tmo, &resp, &done);
-    return failed ? failed : mcp_tool_ok(resp);
+    return tool_op_result(c, "DELETE", path, idem, "deleting", wait, tmo);
 }
