@@ -188,6 +188,7 @@ int wait_op(call_t *c, const char *op_id, int64_t timeout_s, json_object **ret_o
 
 json_object *api_failure(const api_err_t *e) { return mcp_tool_error(e->code, e->message); }
 
+/* The error of a finished operation that did not succeed. */
 json_object *op_failure(json_object *op)
 {
     json_object *err = jsonx_get_obj(op, "error");
