@@ -14,7 +14,6 @@
 #include "mcp.h"
 #include "mcp_int.h"
 
-
 /* The schemas are written with ' for " (no apostrophes in the texts) and
  * turned into JSON once at start. */
 #define STR "{'type':'string'}"
