@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_util.h"
 #include "jsonx.h"
 #include "mcp.h"
 #include "mcp_int.h"
@@ -244,25 +245,11 @@ START_TEST(test_args_check)
 }
 END_TEST
 
-static Suite *mcp_tools_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("mcp_tools");
-    TCase *tc = tcase_create("table");
+    TCase *tc = unit_tcase_add(s, "table", UNIT_TESTS(
+        test_rows, test_input_schemas, test_output_schemas_and_annotations, test_dispatch_to_rows, test_args_check,));
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_rows);
-    tcase_add_test(tc, test_input_schemas);
-    tcase_add_test(tc, test_output_schemas_and_annotations);
-    tcase_add_test(tc, test_dispatch_to_rows);
-    tcase_add_test(tc, test_args_check);
-    suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(mcp_tools_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
