@@ -417,33 +417,21 @@ static int attach_history(PGconn *c, json_object *ops)
 int store_sandbox_get(PGconn *c, const char *scope, const char *sandbox_id, json_object **ret, api_error_t *err)
 {
     const char *p[] = { sandbox_id, scope };
-    PGresult *r = db_exec(c, "SELECT " SANDBOX_COLS SANDBOX_FROM "WHERE s.id = $1 AND ($2::text IS NULL OR s.tenant_id = $2)",
-                          2, p);
-    if (!r)
-        return store__db_error(err);
-    if (PQntuples(r) != 1) {
-        PQclear(r);
+    json_object *sbx = NULL, *ops = NULL;
+    int rc = store__fetch_one(c, &store__t_sandbox, SANDBOX_FROM "WHERE s.id = $1 AND ($2::text IS NULL OR s.tenant_id = $2)",
+                              2, p, &sbx);
+    if (rc == SBX_ENOTFOUND)
         return api_error_set(err, API_NOT_FOUND, "no sandbox %.64s", sandbox_id);
-    }
-    json_object *sbx = store__sandbox_json(r, 0);
-    PQclear(r);
-    r = db_exec(c, "SELECT " OP_COLS " FROM operations o WHERE o.sandbox_id = $1 ORDER BY o.created_at DESC LIMIT 20",
-                1, p);
-    if (!r) {
-        json_object_put(sbx);
+    if (rc < 0)
         return store__db_error(err);
-    }
-    json_object *ops = json_object_new_array();
-    for (int i = 0; i < PQntuples(r); i++)
-        json_object_array_add(ops, store__op_json(r, i));
-    PQclear(r);
-    if (attach_history(c, ops) < 0) {
+    if (store__fetch_all(c, &store__t_op, " FROM operations o WHERE o.sandbox_id = $1 ORDER BY o.created_at DESC LIMIT 20",
+                         1, p, &ops) < 0 ||
+        attach_history(c, ops) < 0) {
         json_object_put(ops);
         json_object_put(sbx);
         return store__db_error(err);
     }
-    *ret = json_object_new_object();
-    jsonx_add(*ret, "sandbox", sbx);
+    *ret = store__wrap("sandbox", sbx);
     jsonx_add(*ret, "operations", ops);
     return 0;
 }
@@ -454,41 +442,34 @@ int store_sandbox_list(PGconn *c, const char *scope, const char *tenant_name, bo
     char lim[16];
     snprintf(lim, sizeof lim, "%d", limit);
     const char *p[] = { scope, tenant_name, include_deleted ? "t" : "f", lim };
-    PGresult *r = db_exec(c, "SELECT " SANDBOX_COLS SANDBOX_FROM
-                             "WHERE ($1::text IS NULL OR s.tenant_id = $1) AND ($2::text IS NULL OR tn.name = $2) "
-                             "AND ($3::boolean OR s.phase <> 'deleted') ORDER BY s.created_at DESC LIMIT $4::int",
-                          4, p);
-    if (!r)
-        return store__db_error(err);
-    *ret = store__rows_object(r, "sandboxes", store__sandbox_json);
-    return 0;
+    return store__api_list(c, &store__t_sandbox,
+                           SANDBOX_FROM "WHERE ($1::text IS NULL OR s.tenant_id = $1) AND ($2::text IS NULL OR tn.name = $2) "
+                           "AND ($3::boolean OR s.phase <> 'deleted') ORDER BY s.created_at DESC LIMIT $4::int",
+                           4, p, "sandboxes", ret, err);
 }
 
 int store_operation_get(PGconn *c, const char *scope, const char *op_id, json_object **ret, bool *ret_terminal,
                         api_error_t *err)
 {
     const char *p[] = { op_id, scope };
-    PGresult *r = db_exec(c, "SELECT " OP_COLS " FROM operations o WHERE o.id = $1 AND ($2::text IS NULL OR o.tenant_id = $2)",
-                          2, p);
-    if (!r)
+    json_object *one = NULL;
+    int rc = store__fetch_all(c, &store__t_op, " FROM operations o WHERE o.id = $1 AND ($2::text IS NULL OR o.tenant_id = $2)",
+                              2, p, &one);
+    if (rc < 0)
         return store__db_error(err);
-    if (PQntuples(r) != 1) {
-        PQclear(r);
+    if (json_object_array_length(one) != 1) {
+        json_object_put(one);
         return api_error_set(err, API_NOT_FOUND, "no operation %.64s", op_id);
     }
     op_state_t st = OP_PENDING;
-    op_state_parse(db_get(r, 0, 2), &st);
+    op_state_parse(jsonx_get_str(json_object_array_get_idx(one, 0), "state"), &st);
     if (ret_terminal)
         *ret_terminal = op_state_terminal(st);
-    json_object *one = json_object_new_array();
-    json_object_array_add(one, store__op_json(r, 0));
-    PQclear(r);
     if (attach_history(c, one) < 0) {
         json_object_put(one);
         return store__db_error(err);
     }
-    *ret = json_object_new_object();
-    jsonx_add(*ret, "operation", json_object_get(json_object_array_get_idx(one, 0)));
+    *ret = store__wrap("operation", json_object_get(json_object_array_get_idx(one, 0)));
     json_object_put(one);
     return 0;
 }

@@ -4,37 +4,6 @@
 
 /* ---- workers ---- */
 
-
-static json_object *worker_json(const PGresult *r, int row)
-{
-    json_object *o = json_object_new_object();
-    jsonx_add_str(o, "id", db_get(r, row, 0));
-    jsonx_add_str(o, "name", db_get(r, row, 1));
-    jsonx_add(o, "labels", store__parse_json_text(db_get(r, row, 2)));
-    jsonx_add(o, "isolation", store__parse_json_text(db_get(r, row, 3)));
-    jsonx_add_str(o, "runtime", db_get(r, row, 4));
-    json_object *cap = json_object_new_object();
-    jsonx_add_int(cap, "cpu_millis", db_get_ll(r, row, 5));
-    jsonx_add_int(cap, "memory_mib", db_get_ll(r, row, 6));
-    jsonx_add_int(cap, "slots", db_get_ll(r, row, 7));
-    jsonx_add(o, "capacity", cap);
-    json_object *al = json_object_new_object();
-    jsonx_add_int(al, "cpu_millis", db_get_ll(r, row, 8));
-    jsonx_add_int(al, "memory_mib", db_get_ll(r, row, 9));
-    jsonx_add_int(al, "slots", db_get_ll(r, row, 10));
-    jsonx_add(o, "allocated", al);
-    jsonx_add_str(o, "version", db_get(r, row, 11));
-    jsonx_add_str(o, "state", db_get(r, row, 12));
-    jsonx_add_str(o, "last_heartbeat", db_get(r, row, 13));
-    jsonx_add_str(o, "created_at", db_get(r, row, 14));
-    jsonx_add(o, "networks", store__parse_json_text(db_get(r, row, 15)));
-    jsonx_add(o, "probes", store__parse_json_text(db_get(r, row, 16)));
-    jsonx_add_int(o, "images_present", db_get_ll(r, row, 17));
-    if (!PQgetisnull(r, row, 18))
-        jsonx_add_str(o, "route_address", db_get(r, row, 18));
-    return o;
-}
-
 #define WORKER_MAX_IMAGES 512
 
 /* The images a worker reports: an array of at most WORKER_MAX_IMAGES
@@ -212,7 +181,7 @@ int store_worker_register(PGconn *c, json_object *body, const char *token_id, js
     snprintf(slotss, sizeof slotss, "%lld", (long long)slots);
     const char *p[] = { id, name, labels_text, iso_lit, runtime, cpus, mems, slotss, version ? version : "",
                         nets_text, probes_text, images_text ? images_text : "[]", route_address, token_id };
-    PGresult *r = db_begin(c) < 0 ? NULL : db_exec(c,
+    PGresult *r = db_begin(c) < 0 ? NULL : store__exec_cols(c, &store__t_worker,
                           "INSERT INTO workers (id, name, labels, isolation, runtime, cpu_millis, memory_mib, slots, "
                           "version, state, networks, probes, images, route_address, token_id) VALUES ($1, $2, "
                           "$3::jsonb, $4::text[], $5, $6, $7, $8, $9, 'ready', $10::jsonb, $11::jsonb, $12::jsonb, "
@@ -223,7 +192,7 @@ int store_worker_register(PGconn *c, json_object *body, const char *token_id, js
                           "networks = EXCLUDED.networks, probes = EXCLUDED.probes, images = EXCLUDED.images, "
                           "route_address = EXCLUDED.route_address, token_id = EXCLUDED.token_id, "
                           "state = CASE WHEN workers.state = 'draining' THEN 'draining' ELSE 'ready' END, "
-                          "last_heartbeat = now(), updated_at = now() RETURNING " WORKER_COLS,
+                          "last_heartbeat = now(), updated_at = now() RETURNING ", "",
                           14, p);
     free(labels_text);
     free(nets_text);
@@ -231,14 +200,14 @@ int store_worker_register(PGconn *c, json_object *body, const char *token_id, js
     free(images_text);
     json_object *ed = json_object_new_object();
     jsonx_add_str(ed, "worker", name);
-    jsonx_add_str(ed, "worker_id", r ? db_get(r, 0, 0) : NULL);
+    jsonx_add_str(ed, "worker_id", r ? store__col_text(&store__t_worker, r, 0, "id") : NULL);
     if (!r || store__event_add(c, NULL, "worker.registered", NULL, NULL, ed) < 0 || db_commit(c) < 0) {
         PQclear(r);
         store__db_error(err);
         db_rollback(c);
         return SBX_EDB;
     }
-    *ret = worker_json(r, 0);
+    *ret = store__row_json(&store__t_worker, r, 0);
     PQclear(r);
     return 0;
 }
@@ -451,10 +420,11 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
         free(images_text);
         goto db_fail;
     }
-    PGresult *r = db_exec(c, "UPDATE workers SET last_heartbeat = now(), inventory = coalesce($2::jsonb, inventory), "
-                             "images = coalesce($3::jsonb, images), updated_at = now(), "
-                             "state = CASE WHEN state = 'lost' THEN 'ready' ELSE state END "
-                             "WHERE id = $1 RETURNING " WORKER_COLS, 3, p);
+    PGresult *r = store__exec_cols(c, &store__t_worker,
+                                   "UPDATE workers SET last_heartbeat = now(), inventory = coalesce($2::jsonb, inventory), "
+                                   "images = coalesce($3::jsonb, images), updated_at = now(), "
+                                   "state = CASE WHEN state = 'lost' THEN 'ready' ELSE state END "
+                                   "WHERE id = $1 RETURNING ", "", 3, p);
     free(images_text);
     if (!r)
         goto db_fail;
@@ -495,7 +465,7 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
     }
     free(inv_text);
     *ret = json_object_new_object();
-    jsonx_add(*ret, "worker", worker_json(r, 0));
+    jsonx_add(*ret, "worker", store__row_json(&store__t_worker, r, 0));
     jsonx_add(*ret, "remove", remove);
     PQclear(r);
     return 0;
@@ -510,8 +480,11 @@ int store_worker_set_draining(PGconn *c, const char *name, bool drain, json_obje
 {
     const char *p[] = { name, drain ? "draining" : "ready" };
     /* A lost worker stays lost until it is heard again. */
-    PGresult *r = db_begin(c) < 0 ? NULL : db_exec(c, "UPDATE workers SET state = CASE WHEN state = 'lost' THEN 'lost' ELSE $2 END, "
-                             "updated_at = now() WHERE name = $1 RETURNING " WORKER_COLS, 2, p);
+    PGresult *r = db_begin(c) < 0 ? NULL
+                                  : store__exec_cols(c, &store__t_worker,
+                                                     "UPDATE workers SET state = CASE WHEN state = 'lost' THEN 'lost' "
+                                                     "ELSE $2 END, updated_at = now() WHERE name = $1 RETURNING ",
+                                                     "", 2, p);
     if (!r) {
         db_rollback(c);
         return store__db_error(err);
@@ -523,25 +496,21 @@ int store_worker_set_draining(PGconn *c, const char *name, bool drain, json_obje
     }
     json_object *ed = json_object_new_object();
     jsonx_add_str(ed, "worker", name);
-    jsonx_add_str(ed, "worker_id", db_get(r, 0, 0));
+    jsonx_add_str(ed, "worker_id", store__col_text(&store__t_worker, r, 0, "id"));
     if (store__event_add(c, NULL, drain ? "worker.draining" : "worker.resumed", NULL, NULL, ed) < 0 || db_commit(c) < 0) {
         PQclear(r);
         db_rollback(c);
         return store__db_error(err);
     }
     *ret = json_object_new_object();
-    jsonx_add(*ret, "worker", worker_json(r, 0));
+    jsonx_add(*ret, "worker", store__row_json(&store__t_worker, r, 0));
     PQclear(r);
     return 0;
 }
 
 int store_worker_list(PGconn *c, json_object **ret, api_error_t *err)
 {
-    PGresult *r = db_exec(c, "SELECT " WORKER_COLS " FROM workers ORDER BY name", 0, NULL);
-    if (!r)
-        return store__db_error(err);
-    *ret = store__rows_object(r, "workers", worker_json);
-    return 0;
+    return store__api_list(c, &store__t_worker, " FROM workers ORDER BY name", 0, NULL, "workers", ret, err);
 }
 
 int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object **ret, int *ret_n,
