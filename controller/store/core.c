@@ -45,6 +45,23 @@ int store__load_sandbox(PGconn *c, const char *sandbox_id, json_object **ret)
                             (const char *const[]){ sandbox_id }, ret);
 }
 
+/* {"sandbox":…,"operation":…} (sandbox_id NULL: the operation alone) as
+ * a new object in *ret; 0, or SBX_EDB with err set. */
+int store__op_reply(PGconn *c, const char *sandbox_id, const char *op_id, json_object **ret, api_error_t *err)
+{
+    json_object *sbx = NULL, *op = NULL;
+    if ((sandbox_id && store__load_sandbox(c, sandbox_id, &sbx) < 0) || store__load_op(c, op_id, &op) < 0) {
+        if (sbx)
+            json_object_put(sbx);
+        return store__db_error(err);
+    }
+    *ret = json_object_new_object();
+    if (sbx)
+        jsonx_add(*ret, "sandbox", sbx);
+    jsonx_add(*ret, "operation", op);
+    return 0;
+}
+
 /* Appends an events row (same transaction as the change it describes). */
 int store__event_add(PGconn *c, const char *tenant_id, const char *kind, const char *sandbox_id, const char *op_id,
                      json_object *data)

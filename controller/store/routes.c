@@ -93,11 +93,8 @@ int store_route_share(PGconn *c, const store_limits_t *lim, const share_req_t *r
         }
         return store__db_error(err);
     }
-    json_object *op = NULL;
-    if (store__load_op(c, op_id, &op) < 0)
-        return store__db_error(err);
-    *ret = json_object_new_object();
-    jsonx_add(*ret, "operation", op);
+    if (store__op_reply(c, NULL, op_id, ret, err) < 0)
+        return SBX_EDB;
     json_object *route = json_object_new_object();
     jsonx_add_str(route, "id", req->route_id);
     jsonx_add_str(route, "name", req->route_name);
@@ -141,12 +138,7 @@ int store_route_unshare(PGconn *c, const store_limits_t *lim, const char *scope,
         db_rollback(c);
         return store__db_error(err);
     }
-    json_object *op = NULL;
-    if (store__load_op(c, op_id, &op) < 0)
-        return store__db_error(err);
-    *ret = json_object_new_object();
-    jsonx_add(*ret, "operation", op);
-    return 0;
+    return store__op_reply(c, NULL, op_id, ret, err);
 }
 
 int store_routes_list(PGconn *c, const char *scope, const char *sandbox_id, bool all, json_object **ret,

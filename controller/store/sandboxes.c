@@ -41,21 +41,60 @@ int store__idem_replay(PGconn *c, const char *tenant_id, const char *key, const 
         return api_error_set(err, API_CONFLICT,
                              "Idempotency-Key \"%.64s\" was already used for a different %s request (operation %s)",
                              key, okind, op_id);
-    json_object *op = NULL, *sbx = NULL;
-    if (store__load_op(c, op_id, &op) < 0)
-        return store__db_error(err);
-    json_object *o = json_object_new_object();
-    if (with_sandbox) {
-        if (store__load_sandbox(c, sbx_id, &sbx) < 0) {
-            json_object_put(op);
-            json_object_put(o);
-            return store__db_error(err);
-        }
-        jsonx_add(o, "sandbox", sbx);
-    }
-    jsonx_add(o, "operation", op);
-    *ret = o;
+    if (store__op_reply(c, with_sandbox ? sbx_id : NULL, op_id, ret, err) < 0)
+        return SBX_EDB;
     return 1;
+}
+
+/* Inside the create's transaction: locks the tenant row (serializing
+ * concurrent creates of one tenant, so no race can pass a quota) and checks
+ * req->policy's quotas. 0, SBX_EINVAL with err set (quota_exceeded), SBX_EDB. */
+static int quota_check(PGconn *c, const create_req_t *req, api_error_t *err)
+{
+    const char *pq[] = { req->tenant_id };
+    PGresult *q = db_exec(c, "SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE", 1, pq);
+    PQclear(q);
+    if (!q)
+        return SBX_EDB;
+    q = db_exec(c, "SELECT count(*), coalesce(sum(cpu_millis), 0), coalesce(sum(memory_mib), 0) FROM sandboxes "
+                   "WHERE tenant_id = $1 AND desired_state = 'running' AND phase NOT IN ('deleted', 'failed', 'lost')",
+                1, pq);
+    if (!q)
+        return SBX_EDB;
+    long long n = db_get_ll(q, 0, 0), tcpu = db_get_ll(q, 0, 1), tmem = db_get_ll(q, 0, 2);
+    PQclear(q);
+    const policy_t *pol = req->policy;
+    if (pol->max_sandboxes && n + 1 > pol->max_sandboxes)
+        return api_error_set(err, API_QUOTA_EXCEEDED, "tenant quota max_sandboxes = %lld: %lld sandboxes live",
+                             (long long)pol->max_sandboxes, n);
+    if (pol->max_total_cpu_millis && tcpu + req->spec->cpu_millis > pol->max_total_cpu_millis)
+        return api_error_set(err, API_QUOTA_EXCEEDED,
+                             "tenant quota max_total_cpu_millis = %lld: %lld in use, %lld asked",
+                             (long long)pol->max_total_cpu_millis, tcpu, (long long)req->spec->cpu_millis);
+    if (pol->max_total_memory_mib && tmem + req->spec->memory_mib > pol->max_total_memory_mib)
+        return api_error_set(err, API_QUOTA_EXCEEDED,
+                             "tenant quota max_total_memory_mib = %lld: %lld MiB in use, %lld asked",
+                             (long long)pol->max_total_memory_mib, tmem, (long long)req->spec->memory_mib);
+    return 0;
+}
+
+/* The events of a new sandbox: sandbox.pending (what it asked for) and its
+ * create's operation.pending. 0 or SBX_EDB. */
+static int create_events(PGconn *c, const create_req_t *req, const char *sbx_id, const char *op_id)
+{
+    json_object *sd = json_object_new_object();
+    jsonx_add_str(sd, "image", req->spec->image);
+    jsonx_add_str(sd, "isolation", isolation_name(req->isolation));
+    jsonx_add_str(sd, "network", net_mode_name(req->spec->network));
+    jsonx_add_int(sd, "cpu_millis", req->spec->cpu_millis);
+    jsonx_add_int(sd, "memory_mib", req->spec->memory_mib);
+    jsonx_add_int(sd, "ttl_seconds", req->spec->ttl_seconds);
+    if (store__event_add(c, req->tenant_id, "sandbox.pending", sbx_id, NULL, sd) < 0)
+        return SBX_EDB;
+    json_object *ed = json_object_new_object();
+    jsonx_add_str(ed, "kind", "create");
+    jsonx_add_str(ed, "to", "pending");
+    return store__event_add(c, req->tenant_id, "operation.pending", sbx_id, op_id, ed) < 0 ? SBX_EDB : 0;
 }
 
 int store_sandbox_create(PGconn *c, const store_limits_t *lim, const create_req_t *req, json_object **ret,
@@ -85,38 +124,14 @@ int store_sandbox_create(PGconn *c, const store_limits_t *lim, const create_req_
     if (db_begin(c) < 0)
         goto db_fail;
     if (req->policy) {
-        /* Quotas: the tenant row lock serializes concurrent creates of one
-         * tenant, so no race can pass a quota. */
-        const char *pq[] = { req->tenant_id };
-        PGresult *q = db_exec(c, "SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE", 1, pq);
-        PQclear(q);
-        if (!q)
-            goto db_fail;
-        q = db_exec(c, "SELECT count(*), coalesce(sum(cpu_millis), 0), coalesce(sum(memory_mib), 0) FROM sandboxes "
-                       "WHERE tenant_id = $1 AND desired_state = 'running' AND phase NOT IN ('deleted', 'failed', 'lost')",
-                    1, pq);
-        if (!q)
-            goto db_fail;
-        long long n = db_get_ll(q, 0, 0), tcpu = db_get_ll(q, 0, 1), tmem = db_get_ll(q, 0, 2);
-        PQclear(q);
-        const policy_t *pol = req->policy;
-        int denied = 0;
-        if (pol->max_sandboxes && n + 1 > pol->max_sandboxes)
-            denied = api_error_set(err, API_QUOTA_EXCEEDED, "tenant quota max_sandboxes = %lld: %lld sandboxes live",
-                                   (long long)pol->max_sandboxes, n);
-        else if (pol->max_total_cpu_millis && tcpu + req->spec->cpu_millis > pol->max_total_cpu_millis)
-            denied = api_error_set(err, API_QUOTA_EXCEEDED,
-                                   "tenant quota max_total_cpu_millis = %lld: %lld in use, %lld asked",
-                                   (long long)pol->max_total_cpu_millis, tcpu, (long long)req->spec->cpu_millis);
-        else if (pol->max_total_memory_mib && tmem + req->spec->memory_mib > pol->max_total_memory_mib)
-            denied = api_error_set(err, API_QUOTA_EXCEEDED,
-                                   "tenant quota max_total_memory_mib = %lld: %lld MiB in use, %lld asked",
-                                   (long long)pol->max_total_memory_mib, tmem, (long long)req->spec->memory_mib);
-        if (denied) {
+        int q = quota_check(c, req, err);
+        if (q == SBX_EINVAL) {
             db_rollback(c);
             free(spec_text);
             return SBX_EINVAL;
         }
+        if (q < 0)
+            goto db_fail;
     }
     char *class_text = req->classification ? jsonx_dump(req->classification) : NULL;
     const char *ps[] = { sbx_id, req->tenant_id, spec_text, isolation_name(req->isolation), cpu, mem, ttl,
@@ -143,34 +158,10 @@ int store_sandbox_create(PGconn *c, const store_limits_t *lim, const create_req_
         }
         goto db_fail;
     }
-    json_object *sd = json_object_new_object();
-    jsonx_add_str(sd, "image", req->spec->image);
-    jsonx_add_str(sd, "isolation", isolation_name(req->isolation));
-    jsonx_add_str(sd, "network", net_mode_name(req->spec->network));
-    jsonx_add_int(sd, "cpu_millis", req->spec->cpu_millis);
-    jsonx_add_int(sd, "memory_mib", req->spec->memory_mib);
-    jsonx_add_int(sd, "ttl_seconds", req->spec->ttl_seconds);
-    if (store__event_add(c, req->tenant_id, "sandbox.pending", sbx_id, NULL, sd) < 0)
-        goto db_fail;
-    json_object *ed = json_object_new_object();
-    jsonx_add_str(ed, "kind", "create");
-    jsonx_add_str(ed, "to", "pending");
-    if (store__event_add(c, req->tenant_id, "operation.pending", sbx_id, op_id, ed) < 0 || db_commit(c) < 0)
+    if (create_events(c, req, sbx_id, op_id) < 0 || db_commit(c) < 0)
         goto db_fail;
     free(spec_text);
-    spec_text = NULL;
-
-    json_object *sbx = NULL, *op = NULL;
-    if (store__load_sandbox(c, sbx_id, &sbx) < 0)
-        return store__db_error(err);
-    if (store__load_op(c, op_id, &op) < 0) {
-        json_object_put(sbx);
-        return store__db_error(err);
-    }
-    *ret = json_object_new_object();
-    jsonx_add(*ret, "sandbox", sbx);
-    jsonx_add(*ret, "operation", op);
-    return 0;
+    return store__op_reply(c, sbx_id, op_id, ret, err);
 db_fail:
     free(spec_text);
     store__db_error(err);
@@ -276,12 +267,7 @@ int store_sandbox_delete(PGconn *c, const store_limits_t *lim, const char *scope
         db_rollback(c);
         return SBX_EDB;
     }
-    json_object *op = NULL;
-    if (store__load_op(c, op_id, &op) < 0)
-        return store__db_error(err);
-    *ret = json_object_new_object();
-    jsonx_add(*ret, "operation", op);
-    return 0;
+    return store__op_reply(c, NULL, op_id, ret, err);
 }
 
 int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
@@ -361,12 +347,7 @@ int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, c
         db_rollback(c);
         return SBX_EDB;
     }
-    json_object *op = NULL;
-    if (store__load_op(c, op_id, &op) < 0)
-        return store__db_error(err);
-    *ret = json_object_new_object();
-    jsonx_add(*ret, "operation", op);
-    return 0;
+    return store__op_reply(c, NULL, op_id, ret, err);
 }
 
 static char *text_array(const char *const *ids, int n);

@@ -100,6 +100,7 @@ int store__db_error(api_error_t *err);
 json_object *store__parse_json_text(const char *s);
 int store__load_op(PGconn *c, const char *op_id, json_object **ret);
 int store__load_sandbox(PGconn *c, const char *sandbox_id, json_object **ret);
+int store__op_reply(PGconn *c, const char *sandbox_id, const char *op_id, json_object **ret, api_error_t *err);
 int store__event_add(PGconn *c, const char *tenant_id, const char *kind, const char *sandbox_id, const char *op_id,
                      json_object *data);
 void store__metrics_init(void);

@@ -586,115 +586,142 @@ db_fail:
     return SBX_EDB;
 }
 
-int store_worker_report(PGconn *c, const char *worker_id, json_object *body, json_object **ret, api_error_t *err)
+/* A worker's report, checked. Borrowed from the body. */
+typedef struct report {
+    const char *op_id;
+    int64_t attempt;
+    bool ok;                 /* outcome succeeded */
+    json_object *result, *error;
+    const char *runtime_ref;
+    bool observed;           /* a failed create whose container was not running: what the runtime saw */
+    observed_t ob;
+} report_t;
+
+static int report_parse(json_object *body, report_t *ret, api_error_t *err)
 {
-    const char *op_id = jsonx_get_str(body, "operation_id");
+    memset(ret, 0, sizeof *ret);
+    ret->op_id = jsonx_get_str(body, "operation_id");
     const char *outcome = jsonx_get_str(body, "outcome");
-    int64_t attempt = -1;
-    if (!op_id || !ids_valid("op", op_id))
+    ret->attempt = -1;
+    if (!ret->op_id || !ids_valid("op", ret->op_id))
         return api_error_set(err, API_INVALID_ARGUMENT, "operation_id is required");
-    if (!jsonx_get_int(body, "attempt", &attempt))
+    if (!jsonx_get_int(body, "attempt", &ret->attempt))
         return api_error_set(err, API_INVALID_ARGUMENT, "attempt (the fencing token) is required");
     if (!outcome || (strcmp(outcome, "succeeded") != 0 && strcmp(outcome, "failed") != 0))
         return api_error_set(err, API_INVALID_ARGUMENT, "outcome must be succeeded or failed");
-    bool ok = strcmp(outcome, "succeeded") == 0;
-    json_object *result = jsonx_get_obj(body, "result");
-    json_object *error = jsonx_get_obj(body, "error");
-    const char *runtime_ref = jsonx_get_str(body, "runtime_ref");
-    if (runtime_ref && strlen(runtime_ref) > 128)
+    ret->ok = strcmp(outcome, "succeeded") == 0;
+    ret->result = jsonx_get_obj(body, "result");
+    ret->error = jsonx_get_obj(body, "error");
+    ret->runtime_ref = jsonx_get_str(body, "runtime_ref");
+    if (ret->runtime_ref && strlen(ret->runtime_ref) > 128)
         return api_error_set(err, API_INVALID_ARGUMENT, "runtime_ref is too long");
-    /* A failed create whose container was not running: what the runtime saw. */
     json_object *obs_json = NULL;
-    observed_t ob;
-    bool observed = json_object_object_get_ex(body, "observed", &obs_json) &&
+    ret->observed = json_object_object_get_ex(body, "observed", &obs_json) &&
                     !json_object_is_type(obs_json, json_type_null);
-    if (observed && observed_from_json(obs_json, "observed", &ob, err) < 0)
+    if (ret->observed && observed_from_json(obs_json, "observed", &ret->ob, err) < 0)
         return SBX_EINVAL;
+    return 0;
+}
 
-    if (db_begin(c) < 0)
-        return store__db_error(err);
-    const char *p[] = { op_id };
+/* Locks the operation and checks that the report holds its lease: running,
+ * this attempt, this worker. 0 with its kind and sandbox; SBX_EINVAL with
+ * err (not found, stale lease); SBX_EDB. */
+static int report_lock(PGconn *c, const char *worker_id, const report_t *rep, char ret_kind[16],
+                       char ret_sbx[SBX_ID_MAX], api_error_t *err)
+{
+    const char *p[] = { rep->op_id };
     PGresult *r = db_exec(c, "SELECT kind, state, attempt, coalesce(lease_worker_id, ''), sandbox_id "
                              "FROM operations WHERE id = $1 FOR UPDATE", 1, p);
     if (!r)
-        goto db_fail;
+        return SBX_EDB;
     if (PQntuples(r) != 1) {
         PQclear(r);
-        db_rollback(c);
-        return api_error_set(err, API_NOT_FOUND, "no operation %s", op_id);
+        return api_error_set(err, API_NOT_FOUND, "no operation %s", rep->op_id);
     }
-    char kind[16], sbx[SBX_ID_MAX];
-    snprintf(kind, sizeof kind, "%s", db_get(r, 0, 0));
-    snprintf(sbx, sizeof sbx, "%s", db_get(r, 0, 4));
-    bool fresh = strcmp(db_get(r, 0, 1), "running") == 0 && db_get_ll(r, 0, 2) == attempt &&
+    snprintf(ret_kind, 16, "%s", db_get(r, 0, 0));
+    snprintf(ret_sbx, SBX_ID_MAX, "%s", db_get(r, 0, 4));
+    bool fresh = strcmp(db_get(r, 0, 1), "running") == 0 && db_get_ll(r, 0, 2) == rep->attempt &&
                  strcmp(db_get(r, 0, 3), worker_id) == 0;
-    if (!fresh) {
-        api_error_set(err, API_STALE_LEASE,
-                      "report refused: operation %s is %s at attempt %lld leased to %s; this report holds attempt %lld",
-                      op_id, db_get(r, 0, 1), db_get_ll(r, 0, 2), *db_get(r, 0, 3) ? db_get(r, 0, 3) : "nobody",
-                      (long long)attempt);
-        PQclear(r);
-        db_rollback(c);
-        return SBX_EINVAL;
-    }
+    int rc = 0;
+    if (!fresh)
+        rc = api_error_set(err, API_STALE_LEASE,
+                           "report refused: operation %s is %s at attempt %lld leased to %s; this report holds attempt "
+                           "%lld", rep->op_id, db_get(r, 0, 1), db_get_ll(r, 0, 2),
+                           *db_get(r, 0, 3) ? db_get(r, 0, 3) : "nobody", (long long)rep->attempt);
     PQclear(r);
+    return rc;
+}
 
-    int rc;
-    if (ok) {
-        char *res = result ? jsonx_dump(result) : NULL;
+/* The operation's end and what it means for its sandbox, in the report's
+ * transaction. *ret_cas is the operation's compare-and-set result (< 0:
+ * nothing else was done); returns 0 or SBX_EDB. */
+static int report_apply(PGconn *c, const report_t *rep, const char *kind, const char *sbx, int *ret_cas)
+{
+    bool create = strcmp(kind, "create") == 0;
+    if (rep->ok) {
+        char *res = rep->result ? jsonx_dump(rep->result) : NULL;
         const char *x[] = { res };
-        rc = store__op_cas(c, op_id, OP_RUNNING, OP_SUCCEEDED, res ? "result = $4::jsonb" : NULL, res ? 1 : 0, x, NULL);
+        *ret_cas = store__op_cas(c, rep->op_id, OP_RUNNING, OP_SUCCEEDED, res ? "result = $4::jsonb" : NULL,
+                                 res ? 1 : 0, x, NULL);
         free(res);
-        if (rc < 0)
-            goto cas_fail;
-        if (strcmp(kind, "create") == 0) {
-            const char *y[] = { runtime_ref };
-            if (store__sandbox_set_phase(c, sbx, PH_RUNNING,
-                                  "runtime_ref = $3, expires_at = now() + make_interval(secs => ttl_seconds), "
-                                  "observed_generation = generation", 1, y) < 0)
-                goto db_fail;
-        } else if (strcmp(kind, "delete") == 0) {
-            if (store__sandbox_set_phase(c, sbx, PH_DELETED, "deleted_at = now(), runtime_ref = NULL", 0, NULL) < 0 ||
-                store__sandbox_release_allocation(c, sbx) < 0)
-                goto db_fail;
-        }
-    } else {
-        const char *code = jsonx_get_str(error, "code");
-        const char *msg = jsonx_get_str(error, "message");
-        if (!code || api_code_parse(code) < 0)
-            code = "runtime_error";
-        char mbuf[1024];
-        snprintf(mbuf, sizeof mbuf, "%s", msg ? msg : "the worker reported a failure without a message");
-        const char *x[] = { code, mbuf };
-        rc = store__op_cas(c, op_id, OP_RUNNING, OP_FAILED, "error_code = $4, error_message = $5", 2, x, NULL);
-        if (rc < 0)
-            goto cas_fail;
-        if (strcmp(kind, "create") == 0 && observed) {
-            char *tail = ob.output_tail ? strndup(ob.output_tail, ob.output_tail_len) : NULL;
-            int x2 = store__sandbox_fail_observed(c, sbx, observed_failure_json(&ob), tail);
-            free(tail);
-            if (x2 < 0)
-                goto db_fail;
-        } else if (strcmp(kind, "create") == 0) {
-            if (store__sandbox_set_phase(c, sbx, PH_FAILED, NULL, 0, NULL) < 0 || store__sandbox_release_allocation(c, sbx) < 0)
-                goto db_fail;
-        }
+        if (*ret_cas < 0)
+            return 0;
+        const char *y[] = { rep->runtime_ref };
+        if (create)
+            return store__sandbox_set_phase(c, sbx, PH_RUNNING,
+                                            "runtime_ref = $3, expires_at = now() + make_interval(secs => "
+                                            "ttl_seconds), observed_generation = generation", 1, y) < 0 ? SBX_EDB : 0;
+        if (strcmp(kind, "delete") == 0 &&
+            (store__sandbox_set_phase(c, sbx, PH_DELETED, "deleted_at = now(), runtime_ref = NULL", 0, NULL) < 0 ||
+             store__sandbox_release_allocation(c, sbx) < 0))
+            return SBX_EDB;
+        return 0;
     }
-    if (db_commit(c) < 0)
-        goto db_fail;
-    json_object *op = NULL;
-    if (store__load_op(c, op_id, &op) < 0)
-        return store__db_error(err);
-    *ret = json_object_new_object();
-    jsonx_add(*ret, "operation", op);
+    const char *code = jsonx_get_str(rep->error, "code");
+    const char *msg = jsonx_get_str(rep->error, "message");
+    if (!code || api_code_parse(code) < 0)
+        code = "runtime_error";
+    char mbuf[1024];
+    snprintf(mbuf, sizeof mbuf, "%s", msg ? msg : "the worker reported a failure without a message");
+    const char *x[] = { code, mbuf };
+    *ret_cas = store__op_cas(c, rep->op_id, OP_RUNNING, OP_FAILED, "error_code = $4, error_message = $5", 2, x, NULL);
+    if (*ret_cas < 0 || !create)
+        return 0;
+    if (rep->observed) {
+        char *tail = rep->ob.output_tail ? strndup(rep->ob.output_tail, rep->ob.output_tail_len) : NULL;
+        int x2 = store__sandbox_fail_observed(c, sbx, observed_failure_json(&rep->ob), tail);
+        free(tail);
+        return x2 < 0 ? SBX_EDB : 0;
+    }
+    if (store__sandbox_set_phase(c, sbx, PH_FAILED, NULL, 0, NULL) < 0 || store__sandbox_release_allocation(c, sbx) < 0)
+        return SBX_EDB;
     return 0;
-cas_fail:
-    db_rollback(c);
-    if (rc == SBX_ECONFLICT)
-        return api_error_set(err, API_STALE_LEASE, "report refused: operation %s changed state", op_id);
-    return store__db_error(err);
-db_fail:
-    store__db_error(err);
-    db_rollback(c);
-    return SBX_EDB;
+}
+
+int store_worker_report(PGconn *c, const char *worker_id, json_object *body, json_object **ret, api_error_t *err)
+{
+    report_t rep;
+    if (report_parse(body, &rep, err) < 0)
+        return SBX_EINVAL;
+    if (db_begin(c) < 0)
+        return store__db_error(err);
+    char kind[16], sbx[SBX_ID_MAX];
+    int rc = report_lock(c, worker_id, &rep, kind, sbx, err);
+    if (rc == SBX_EINVAL) {
+        db_rollback(c);
+        return rc;
+    }
+    int cas = 0;
+    if (rc < 0 || report_apply(c, &rep, kind, sbx, &cas) < 0 || (cas >= 0 && db_commit(c) < 0)) {
+        store__db_error(err);
+        db_rollback(c);
+        return SBX_EDB;
+    }
+    if (cas < 0) {
+        db_rollback(c);
+        if (cas == SBX_ECONFLICT)
+            return api_error_set(err, API_STALE_LEASE, "report refused: operation %s changed state", rep.op_id);
+        return store__db_error(err);
+    }
+    return store__op_reply(c, NULL, rep.op_id, ret, err);
 }
