@@ -37,31 +37,17 @@ cleanup:
 int store_tenant_resolve(PGconn *c, const char *name, bool create, char ret_id[SBX_ID_MAX])
 {
     const char *p[] = { name };
-    PGresult *r = db_exec(c, "SELECT id FROM tenants WHERE name = $1", 1, p);
-    if (!r)
-        return SBX_EDB;
-    if (PQntuples(r) == 1) {
-        snprintf(ret_id, SBX_ID_MAX, "%s", db_get(r, 0, 0));
-        PQclear(r);
-        return 0;
-    }
-    PQclear(r);
-    if (!create)
-        return SBX_ENOTFOUND;
+    int rc = store__one_text(c, "SELECT id FROM tenants WHERE name = $1", 1, p, ret_id, SBX_ID_MAX);
+    if (rc != SBX_ENOTFOUND || !create)
+        return rc;
     char id[SBX_ID_MAX];
     ids_new("tnt", id);
     const char *q[] = { id, name };
     /* Concurrent creators: the loser's insert does nothing, then both read. */
     if (db_run(c, "INSERT INTO tenants (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING", 2, q) < 0)
         return SBX_EDB;
-    r = db_exec(c, "SELECT id FROM tenants WHERE name = $1", 1, p);
-    if (!r)
-        return SBX_EDB;
-    int rc = PQntuples(r) == 1 ? 0 : SBX_EDB;
-    if (rc == 0)
-        snprintf(ret_id, SBX_ID_MAX, "%s", db_get(r, 0, 0));
-    PQclear(r);
-    return rc;
+    rc = store__one_text(c, "SELECT id FROM tenants WHERE name = $1", 1, p, ret_id, SBX_ID_MAX);
+    return rc == SBX_ENOTFOUND ? SBX_EDB : rc;
 }
 
 /* Inserts a token for an existing tenant id; ttl_seconds 0 = no expiry.
@@ -169,19 +155,14 @@ int store_tenant_set_policy(PGconn *c, const char *name, const policy_t *policy,
     char *text = jsonx_dump(pj);
     json_object_put(pj);
     const char *p[] = { name, text };
-    PGresult *r = db_begin(c) < 0 ? NULL
-                                  : store__exec_cols(c, &store__t_tenant, "UPDATE tenants tn SET policy = $2::jsonb "
-                                                     "WHERE name = $1 RETURNING ", "", 2, p);
+    PGresult *r = NULL;
+    int rc = store__begin_returning(c, &store__t_tenant, "UPDATE tenants tn SET policy = $2::jsonb WHERE name = $1 "
+                                    "RETURNING ", 2, p, &r);
     free(text);
-    if (!r) {
-        db_rollback(c);
-        return store__db_error(err);
-    }
-    if (PQntuples(r) != 1) {
-        PQclear(r);
-        db_rollback(c);
+    if (rc == SBX_ENOTFOUND)
         return api_error_set(err, API_NOT_FOUND, "no tenant %.64s", name);
-    }
+    if (rc < 0)
+        return store__db_error(err);
     json_object *t = store__row_json(&store__t_tenant, r, 0);
     if (store__event_add(c, jsonx_get_str(t, "id"), "tenant.policy", NULL, NULL, json_object_get(jsonx_get_obj(t, "policy"))) < 0 ||
         db_commit(c) < 0) {
@@ -222,12 +203,10 @@ int store_token_list(PGconn *c, const char *tenant, json_object **ret, api_error
 int store_token_revoke(PGconn *c, const char *id, json_object **ret, api_error_t *err)
 {
     const char *p[] = { id };
-    PGresult *r = db_exec(c, "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING id",
-                          1, p);
-    if (!r)
+    bool found = false;
+    if (store__one_row(c, "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING id",
+                       1, p, &found) < 0)
         return store__db_error(err);
-    bool found = PQntuples(r) == 1;
-    PQclear(r);
     if (!found)
         return api_error_set(err, API_NOT_FOUND, "no token %.64s", id);
     json_object *t = NULL;

@@ -45,6 +45,47 @@ int store__load_sandbox(PGconn *c, const char *sandbox_id, json_object **ret)
                             (const char *const[]){ sandbox_id }, ret);
 }
 
+/* Runs sql; *ret_hit: it returned exactly one row. 0 or SBX_EDB. */
+int store__one_row(PGconn *c, const char *sql, int n, const char *const *p, bool *ret_hit)
+{
+    PGresult *r = db_exec(c, sql, n, p);
+    if (!r)
+        return SBX_EDB;
+    *ret_hit = PQntuples(r) == 1;
+    PQclear(r);
+    return 0;
+}
+
+/* Runs sql; the first column of its one row into ret (len bytes).
+ * 0, SBX_ENOTFOUND (not exactly one row), SBX_EDB. */
+int store__one_text(PGconn *c, const char *sql, int n, const char *const *p, char *ret, size_t len)
+{
+    PGresult *r = db_exec(c, sql, n, p);
+    if (!r)
+        return SBX_EDB;
+    int rc = PQntuples(r) == 1 ? 0 : SBX_ENOTFOUND;
+    if (rc == 0)
+        snprintf(ret, len, "%s", db_get(r, 0, 0));
+    PQclear(r);
+    return rc;
+}
+
+/* Begins a transaction and runs head + t's list (an UPDATE … RETURNING).
+ * 0 with the one row in *ret (the transaction open); SBX_ENOTFOUND or
+ * SBX_EDB with it rolled back. */
+int store__begin_returning(PGconn *c, const store_table_t *t, const char *head, int n, const char *const *p,
+                           PGresult **ret)
+{
+    PGresult *r = db_begin(c) < 0 ? NULL : store__exec_cols(c, t, head, "", n, p);
+    if (!r || PQntuples(r) != 1) {
+        PQclear(r);
+        db_rollback(c);
+        return r ? SBX_ENOTFOUND : SBX_EDB;
+    }
+    *ret = r;
+    return 0;
+}
+
 /* {"sandbox":…,"operation":…} (sandbox_id NULL: the operation alone) as
  * a new object in *ret; 0, or SBX_EDB with err set. */
 int store__op_reply(PGconn *c, const char *sandbox_id, const char *op_id, json_object **ret, api_error_t *err)

@@ -199,17 +199,15 @@ static int place_commit(PGconn *c, const store_limits_t *lim, const char *op_id,
     snprintf(cpus, sizeof cpus, "%lld", (long long)in->rq.cpu);
     snprintf(mems, sizeof mems, "%lld", (long long)in->rq.mem);
     const char *q[] = { k->id, cpus, mems };
-    PGresult *u = db_exec(c,
-                          "UPDATE workers SET alloc_cpu_millis = alloc_cpu_millis + $2, "
-                          "  alloc_memory_mib = alloc_memory_mib + $3, alloc_slots = alloc_slots + 1, "
-                          "  updated_at = now() "
-                          "WHERE id = $1 AND state = 'ready' AND alloc_cpu_millis + $2 <= cpu_millis "
-                          "  AND alloc_memory_mib + $3 <= memory_mib AND alloc_slots + 1 <= slots RETURNING id",
-                          3, q);
-    if (!u)
+    bool got = false;
+    if (store__one_row(c,
+                       "UPDATE workers SET alloc_cpu_millis = alloc_cpu_millis + $2, "
+                       "  alloc_memory_mib = alloc_memory_mib + $3, alloc_slots = alloc_slots + 1, "
+                       "  updated_at = now() "
+                       "WHERE id = $1 AND state = 'ready' AND alloc_cpu_millis + $2 <= cpu_millis "
+                       "  AND alloc_memory_mib + $3 <= memory_mib AND alloc_slots + 1 <= slots RETURNING id",
+                       3, q, &got) < 0)
         return SBX_EDB;
-    bool got = PQntuples(u) == 1;
-    PQclear(u);
     if (!got)
         return PLACE_ROOM_GONE;
     rc = op_lease(c, lim, op_id, k->id, d->placement);
@@ -406,6 +404,41 @@ int store_place_admitted(PGconn *c, const store_limits_t *lim, int *ret_changed,
     return rc;
 }
 
+/* An operation a pass has claimed. */
+typedef struct claimed_op {
+    char kind[16], sbx[SBX_ID_MAX];
+    op_state_t from;
+    int64_t attempt;
+} claimed_op_t;
+
+/* Begins a transaction and locks op_id if it still matches cond (a WHERE
+ * fragment), skipping it when another controller holds it. 0 with *ret
+ * and the transaction open; SBX_ENOTFOUND (rolled back) when it no longer
+ * matches or is locked or the read failed; SBX_EDB when no transaction
+ * could begin. */
+static int op_claim(PGconn *c, const char *op_id, const char *cond, claimed_op_t *ret)
+{
+    if (db_begin(c) < 0)
+        return SBX_EDB;
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT kind, state, attempt, sandbox_id FROM operations WHERE id = $1 AND %s "
+                              "FOR UPDATE SKIP LOCKED", cond);
+    const char *p[] = { op_id };
+    PGresult *o = db_exec(c, sql, 1, p);
+    if (!o || PQntuples(o) != 1) {
+        PQclear(o);
+        db_rollback(c);
+        return SBX_ENOTFOUND;
+    }
+    snprintf(ret->kind, sizeof ret->kind, "%s", db_get(o, 0, 0));
+    ret->from = OP_PENDING;
+    op_state_parse(db_get(o, 0, 1), &ret->from);
+    ret->attempt = db_get_ll(o, 0, 2);
+    snprintf(ret->sbx, sizeof ret->sbx, "%s", db_get(o, 0, 3));
+    PQclear(o);
+    return 0;
+}
+
 int store_expire_leases(PGconn *c, const store_limits_t *lim, int *ret_changed)
 {
     PGresult *r = ops_in_state(c, "state IN ('leased', 'running') AND lease_expires_at < now()");
@@ -414,26 +447,17 @@ int store_expire_leases(PGconn *c, const store_limits_t *lim, int *ret_changed)
     int rc = 0;
     for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
         const char *op_id = db_get(r, i, 0);
-        if (db_begin(c) < 0) {
+        claimed_op_t o;
+        int cl = op_claim(c, op_id, "state IN ('leased', 'running') AND lease_expires_at < now()", &o);
+        if (cl == SBX_EDB) {
             rc = SBX_EDB;
             break;
         }
-        const char *p[] = { op_id };
-        PGresult *o = db_exec(c, "SELECT kind, state, attempt, sandbox_id FROM operations WHERE id = $1 "
-                                 "AND state IN ('leased', 'running') AND lease_expires_at < now() "
-                                 "FOR UPDATE SKIP LOCKED", 1, p);
-        if (!o || PQntuples(o) != 1) {
-            PQclear(o);
-            db_rollback(c);
+        if (cl < 0)
             continue;
-        }
-        char kind[16], sbx[SBX_ID_MAX];
-        op_state_t from;
-        snprintf(kind, sizeof kind, "%s", db_get(o, 0, 0));
-        op_state_parse(db_get(o, 0, 1), &from);
-        int64_t attempt = db_get_ll(o, 0, 2);
-        snprintf(sbx, sizeof sbx, "%s", db_get(o, 0, 3));
-        PQclear(o);
+        const char *kind = o.kind, *sbx = o.sbx;
+        op_state_t from = o.from;
+        int64_t attempt = o.attempt;
         int x;
         /* exec is not safe to repeat: it may have run. create and delete are. */
         bool give_up = strcmp(kind, "exec") == 0 || attempt >= lim->max_attempts;
@@ -486,24 +510,16 @@ int store_fail_overdue(PGconn *c, int *ret_changed)
     int rc = 0;
     for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
         const char *op_id = db_get(r, i, 0);
-        if (db_begin(c) < 0) {
+        claimed_op_t o;
+        int cl = op_claim(c, op_id, "state IN ('pending', 'admitted')", &o);
+        if (cl == SBX_EDB) {
             rc = SBX_EDB;
             break;
         }
-        const char *p[] = { op_id };
-        PGresult *o = db_exec(c, "SELECT kind, state, sandbox_id FROM operations WHERE id = $1 "
-                                 "AND state IN ('pending', 'admitted') FOR UPDATE SKIP LOCKED", 1, p);
-        if (!o || PQntuples(o) != 1) {
-            PQclear(o);
-            db_rollback(c);
+        if (cl < 0)
             continue;
-        }
-        op_state_t from;
-        char kind[16], sbx[SBX_ID_MAX];
-        snprintf(kind, sizeof kind, "%s", db_get(o, 0, 0));
-        op_state_parse(db_get(o, 0, 1), &from);
-        snprintf(sbx, sizeof sbx, "%s", db_get(o, 0, 2));
-        PQclear(o);
+        const char *kind = o.kind, *sbx = o.sbx;
+        op_state_t from = o.from;
         const char *e[] = { "timeout", "no worker could take the operation before its deadline "
                                        "(no ready worker with enough free capacity)" };
         int x = store__op_cas(c, op_id, from, OP_FAILED, "error_code = $4, error_message = $5", 2, e,
@@ -615,10 +631,9 @@ int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_chang
             break;
         }
         const char *q[] = { sbx };
-        PGresult *l = db_exec(c, "SELECT 1 FROM sandboxes WHERE id = $1 AND phase = 'running' FOR UPDATE SKIP LOCKED",
-                              1, q);
-        bool mine = l && PQntuples(l) == 1;
-        PQclear(l);
+        bool mine = false;
+        store__one_row(c, "SELECT 1 FROM sandboxes WHERE id = $1 AND phase = 'running' FOR UPDATE SKIP LOCKED", 1, q,
+                       &mine);
         if (!mine) {
             db_rollback(c);
             continue;

@@ -35,13 +35,9 @@ int store_route_share(PGconn *c, const store_limits_t *lim, const share_req_t *r
         if (rr != 0)
             return rr > 0 ? 0 : rr;
     }
-    if (db_begin(c) < 0)
-        return store__db_error(err);
-    int rc = store__sandbox_lock(c, req->scope, req->sandbox_id, tenant_id, phase, desired, err);
-    if (rc < 0) {
-        db_rollback(c);
+    int rc = store__sandbox_begin_locked(c, req->scope, req->sandbox_id, tenant_id, phase, desired, err);
+    if (rc < 0)
         return rc;
-    }
     if (strcmp(phase, "running") != 0 || strcmp(desired, "running") != 0) {
         db_rollback(c);
         return api_error_set(err, API_CONFLICT, "sandbox %s is %s%s; only a running sandbox can be shared",
@@ -110,21 +106,15 @@ int store_route_unshare(PGconn *c, const store_limits_t *lim, const char *scope,
                         const char *route_id, const char *created_by, json_object **ret, api_error_t *err)
 {
     char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX];
-    if (db_begin(c) < 0)
-        return store__db_error(err);
-    int rc = store__sandbox_lock(c, scope, sandbox_id, tenant_id, phase, desired, err);
-    if (rc < 0) {
-        db_rollback(c);
+    int rc = store__sandbox_begin_locked(c, scope, sandbox_id, tenant_id, phase, desired, err);
+    if (rc < 0)
         return rc;
-    }
     const char *p[] = { route_id, sandbox_id };
-    PGresult *r = db_exec(c, "SELECT 1 FROM routes WHERE id = $1 AND sandbox_id = $2", 2, p);
-    if (!r) {
+    bool found = false;
+    if (store__one_row(c, "SELECT 1 FROM routes WHERE id = $1 AND sandbox_id = $2", 2, p, &found) < 0) {
         db_rollback(c);
         return store__db_error(err);
     }
-    bool found = PQntuples(r) == 1;
-    PQclear(r);
     if (!found) {
         db_rollback(c);
         return api_error_set(err, API_NOT_FOUND, "sandbox %s has no route %.64s", sandbox_id, route_id);
@@ -145,11 +135,10 @@ int store_routes_list(PGconn *c, const char *scope, const char *sandbox_id, bool
                       api_error_t *err)
 {
     const char *p[] = { sandbox_id, scope };
-    PGresult *r = db_exec(c, "SELECT 1 FROM sandboxes WHERE id = $1 AND ($2::text IS NULL OR tenant_id = $2)", 2, p);
-    if (!r)
+    bool found = false;
+    if (store__one_row(c, "SELECT 1 FROM sandboxes WHERE id = $1 AND ($2::text IS NULL OR tenant_id = $2)", 2, p,
+                       &found) < 0)
         return store__db_error(err);
-    bool found = PQntuples(r) == 1;
-    PQclear(r);
     if (!found)
         return api_error_set(err, API_NOT_FOUND, "no sandbox %.64s", sandbox_id);
     return store__api_list(c, &store__t_route,

@@ -189,6 +189,19 @@ int store__sandbox_lock(PGconn *c, const char *scope, const char *sandbox_id, ch
     return 0;
 }
 
+/* Begins a transaction and locks the sandbox row in scope (as
+ * store__sandbox_lock); on failure the transaction is rolled back. */
+int store__sandbox_begin_locked(PGconn *c, const char *scope, const char *sandbox_id, char ret_tenant[SBX_ID_MAX],
+                                char ret_phase[24], char ret_desired[16], api_error_t *err)
+{
+    if (db_begin(c) < 0)
+        return store__db_error(err);
+    int rc = store__sandbox_lock(c, scope, sandbox_id, ret_tenant, ret_phase, ret_desired, err);
+    if (rc < 0)
+        db_rollback(c);
+    return rc;
+}
+
 /* Inside a transaction that holds the sandbox row: records the wish to
  * delete, cancels a create that has not been placed, and adds a delete
  * operation (or returns the open one). ret_op gets its id. */
@@ -196,22 +209,16 @@ int store__sandbox_request_delete(PGconn *c, const store_limits_t *lim, const ch
                                   const char *idem, const char *hash, const char *created_by, char ret_op[SBX_ID_MAX])
 {
     const char *p[] = { sandbox_id };
-    PGresult *r = db_exec(c, "SELECT id FROM operations WHERE sandbox_id = $1 AND kind = 'delete' "
-                             "AND state IN ('pending', 'admitted', 'leased', 'running', 'succeeded') "
-                             "ORDER BY created_at DESC LIMIT 1", 1, p);
-    if (!r)
-        return SBX_EDB;
-    if (PQntuples(r) == 1) {
-        snprintf(ret_op, SBX_ID_MAX, "%s", db_get(r, 0, 0));
-        PQclear(r);
-        return 0;
-    }
-    PQclear(r);
+    int open = store__one_text(c, "SELECT id FROM operations WHERE sandbox_id = $1 AND kind = 'delete' "
+                                  "AND state IN ('pending', 'admitted', 'leased', 'running', 'succeeded') "
+                                  "ORDER BY created_at DESC LIMIT 1", 1, p, ret_op, SBX_ID_MAX);
+    if (open != SBX_ENOTFOUND)
+        return open;
     if (db_run(c, "UPDATE sandboxes SET desired_state = 'deleted', updated_at = now() WHERE id = $1", 1, p) < 0)
         return SBX_EDB;
     /* A create nobody has taken yet is simply cancelled. */
-    r = db_exec(c, "SELECT id, state FROM operations WHERE sandbox_id = $1 AND kind = 'create' "
-                   "AND state IN ('pending', 'admitted')", 1, p);
+    PGresult *r = db_exec(c, "SELECT id, state FROM operations WHERE sandbox_id = $1 AND kind = 'create' "
+                          "AND state IN ('pending', 'admitted')", 1, p);
     if (!r)
         return SBX_EDB;
     for (int i = 0; i < PQntuples(r); i++) {
@@ -254,13 +261,9 @@ int store_sandbox_delete(PGconn *c, const store_limits_t *lim, const char *scope
         if (rr != 0)
             return rr > 0 ? 0 : rr;
     }
-    if (db_begin(c) < 0)
-        return store__db_error(err);
-    int rc = store__sandbox_lock(c, scope, sandbox_id, tenant_id, phase, desired, err);
-    if (rc < 0) {
-        db_rollback(c);
+    int rc = store__sandbox_begin_locked(c, scope, sandbox_id, tenant_id, phase, desired, err);
+    if (rc < 0)
         return rc;
-    }
     if (store__sandbox_request_delete(c, lim, tenant_id, sandbox_id, idempotency_key, request_hash, created_by, op_id) < 0 ||
         db_commit(c) < 0) {
         store__db_error(err);
@@ -280,13 +283,9 @@ int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, c
         if (rr != 0)
             return rr > 0 ? 0 : rr;
     }
-    if (db_begin(c) < 0)
-        return store__db_error(err);
-    int rc = store__sandbox_lock(c, scope, sandbox_id, tenant_id, phase, desired, err);
-    if (rc < 0) {
-        db_rollback(c);
+    int rc = store__sandbox_begin_locked(c, scope, sandbox_id, tenant_id, phase, desired, err);
+    if (rc < 0)
         return rc;
-    }
     if (strcmp(phase, "running") != 0 || strcmp(desired, "running") != 0) {
         /* Say why a failed sandbox stopped. */
         char why[200] = "";

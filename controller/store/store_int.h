@@ -100,6 +100,12 @@ int store__db_error(api_error_t *err);
 json_object *store__parse_json_text(const char *s);
 int store__load_op(PGconn *c, const char *op_id, json_object **ret);
 int store__load_sandbox(PGconn *c, const char *sandbox_id, json_object **ret);
+int store__one_row(PGconn *c, const char *sql, int n, const char *const *p, bool *ret_hit);
+int store__one_text(PGconn *c, const char *sql, int n, const char *const *p, char *ret, size_t len);
+int store__begin_returning(PGconn *c, const store_table_t *t, const char *head, int n, const char *const *p,
+                           PGresult **ret);
+int store__sandbox_begin_locked(PGconn *c, const char *scope, const char *sandbox_id, char ret_tenant[SBX_ID_MAX],
+                                char ret_phase[24], char ret_desired[16], api_error_t *err);
 int store__op_reply(PGconn *c, const char *sandbox_id, const char *op_id, json_object **ret, api_error_t *err);
 int store__event_add(PGconn *c, const char *tenant_id, const char *kind, const char *sandbox_id, const char *op_id,
                      json_object *data);

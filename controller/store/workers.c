@@ -214,25 +214,13 @@ int store_worker_register(PGconn *c, json_object *body, const char *token_id, js
 
 int store_cluster_id(PGconn *c, char ret[64])
 {
-    PGresult *r = db_exec(c, "SELECT id FROM cluster", 0, NULL);
-    if (!r)
-        return SBX_EDB;
-    int rc = PQntuples(r) == 1 ? 0 : SBX_ENOTFOUND;
-    if (rc == 0)
-        snprintf(ret, 64, "%s", db_get(r, 0, 0));
-    PQclear(r);
-    return rc;
+    return store__one_text(c, "SELECT id FROM cluster", 0, NULL, ret, 64);
 }
 
 int store_worker_exists(PGconn *c, const char *worker_id, bool *ret)
 {
     const char *p[] = { worker_id };
-    PGresult *r = db_exec(c, "SELECT 1 FROM workers WHERE id = $1", 1, p);
-    if (!r)
-        return SBX_EDB;
-    *ret = PQntuples(r) == 1;
-    PQclear(r);
-    return 0;
+    return store__one_row(c, "SELECT 1 FROM workers WHERE id = $1", 1, p, ret);
 }
 
 /* Seconds a phase change is trusted over a worker's inventory snapshot (the
@@ -328,17 +316,15 @@ static int heartbeat_reconcile(PGconn *c, const store_limits_t *lim, const char 
         const char *ref = jsonx_get_str(e, "ref");
         const char *fin = observed_time_known(ob.finished_at) ? ob.finished_at : NULL;
         const char *q[] = { sbx, worker_id, grace, fin, ref };
-        PGresult *r = db_exec(c,
-                              "SELECT 1 FROM sandboxes s WHERE s.id = $1 AND s.worker_id = $2 AND s.phase = 'running' "
-                              "AND (s.runtime_ref IS NULL OR $5::text IS NULL OR s.runtime_ref = $5) "
-                              "AND (s.updated_at < now() - make_interval(secs => $3::bigint) "
-                              "     OR ($4::timestamptz IS NOT NULL AND $4::timestamptz > s.updated_at)) "
-                              "FOR UPDATE OF s SKIP LOCKED",
-                              5, q);
-        if (!r)
+        bool fail = false;
+        if (store__one_row(c,
+                           "SELECT 1 FROM sandboxes s WHERE s.id = $1 AND s.worker_id = $2 AND s.phase = 'running' "
+                           "AND (s.runtime_ref IS NULL OR $5::text IS NULL OR s.runtime_ref = $5) "
+                           "AND (s.updated_at < now() - make_interval(secs => $3::bigint) "
+                           "     OR ($4::timestamptz IS NOT NULL AND $4::timestamptz > s.updated_at)) "
+                           "FOR UPDATE OF s SKIP LOCKED",
+                           5, q, &fail) < 0)
             return SBX_EDB;
-        bool fail = PQntuples(r) == 1;
-        PQclear(r);
         if (!fail)
             continue;
         json_object *f = observed_failure_json(&ob);
@@ -480,20 +466,13 @@ int store_worker_set_draining(PGconn *c, const char *name, bool drain, json_obje
 {
     const char *p[] = { name, drain ? "draining" : "ready" };
     /* A lost worker stays lost until it is heard again. */
-    PGresult *r = db_begin(c) < 0 ? NULL
-                                  : store__exec_cols(c, &store__t_worker,
-                                                     "UPDATE workers SET state = CASE WHEN state = 'lost' THEN 'lost' "
-                                                     "ELSE $2 END, updated_at = now() WHERE name = $1 RETURNING ",
-                                                     "", 2, p);
-    if (!r) {
-        db_rollback(c);
-        return store__db_error(err);
-    }
-    if (PQntuples(r) != 1) {
-        PQclear(r);
-        db_rollback(c);
+    PGresult *r = NULL;
+    int rc = store__begin_returning(c, &store__t_worker, "UPDATE workers SET state = CASE WHEN state = 'lost' THEN "
+                                    "'lost' ELSE $2 END, updated_at = now() WHERE name = $1 RETURNING ", 2, p, &r);
+    if (rc == SBX_ENOTFOUND)
         return api_error_set(err, API_NOT_FOUND, "no worker named %.128s", name);
-    }
+    if (rc < 0)
+        return store__db_error(err);
     json_object *ed = json_object_new_object();
     jsonx_add_str(ed, "worker", name);
     jsonx_add_str(ed, "worker_id", store__col_text(&store__t_worker, r, 0, "id"));
