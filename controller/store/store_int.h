@@ -1,7 +1,8 @@
 /* The store's internal header: what its rooms (the .c files of
  * controller/store/) share and nothing outside the store includes. SQL
- * fragments, the row mappers and the transition helpers; every function
- * here is store__-prefixed (public ones, store_, are in store.h). */
+ * fragments, the column tables with their list/get skeleton, and the
+ * transition helpers; every function here is store__-prefixed (public
+ * ones, store_, are in store.h). */
 #ifndef SBX_STORE_INT_H
 #define SBX_STORE_INT_H
 
