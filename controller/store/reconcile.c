@@ -439,50 +439,32 @@ static int op_claim(PGconn *c, const char *op_id, const char *cond, claimed_op_t
     return 0;
 }
 
-int store_expire_leases(PGconn *c, const store_limits_t *lim, int *ret_changed)
+/* What a pass does to one claimed operation, inside its transaction:
+ * returns a non-negative outcome (the transaction commits and done, when
+ * given, is told it), or < 0 (it rolls back; SBX_ECONFLICT: the operation
+ * moved meanwhile, the pass goes on). */
+typedef int (*op_step_fn)(PGconn *c, const store_limits_t *lim, const char *op_id, const claimed_op_t *o);
+
+/* Runs step on each operation matching cond (up to 100, oldest first), each
+ * claimed in its own transaction; stops at the first error. */
+static int ops_pass(PGconn *c, const store_limits_t *lim, const char *cond, op_step_fn step, void (*done)(int),
+                    int *ret_changed)
 {
-    PGresult *r = ops_in_state(c, "state IN ('leased', 'running') AND lease_expires_at < now()");
+    PGresult *r = ops_in_state(c, cond);
     if (!r)
         return SBX_EDB;
     int rc = 0;
     for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
         const char *op_id = db_get(r, i, 0);
         claimed_op_t o;
-        int cl = op_claim(c, op_id, "state IN ('leased', 'running') AND lease_expires_at < now()", &o);
+        int cl = op_claim(c, op_id, cond, &o);
         if (cl == SBX_EDB) {
             rc = SBX_EDB;
             break;
         }
         if (cl < 0)
             continue;
-        const char *kind = o.kind, *sbx = o.sbx;
-        op_state_t from = o.from;
-        int64_t attempt = o.attempt;
-        int x;
-        /* exec is not safe to repeat: it may have run. create and delete are. */
-        bool give_up = strcmp(kind, "exec") == 0 || attempt >= lim->max_attempts;
-        if (give_up) {
-            char msg[160];
-            snprintf(msg, sizeof msg, "the worker stopped renewing its lease (attempt %lld of %lld)%s",
-                     (long long)attempt, (long long)lim->max_attempts,
-                     strcmp(kind, "exec") == 0 ? "; exec is not retried because it may have run" : "");
-            const char *e[] = { "worker_lost", msg };
-            x = store__op_cas(c, op_id, from, OP_FAILED, "error_code = $4, error_message = $5, lease_worker_id = NULL", 2, e,
-                       store__event_reason("lease_expired"));
-            if (x == 0 && strcmp(kind, "create") == 0) {
-                x = store__sandbox_set_phase(c, sbx, PH_FAILED, NULL, 0, NULL);
-                if (x == 0)
-                    x = store__sandbox_release_allocation(c, sbx);
-            }
-        } else {
-            x = store__op_cas(c, op_id, from, OP_ADMITTED, "lease_worker_id = NULL, lease_expires_at = NULL", 0, NULL,
-                       store__event_reason("lease_expired"));
-            if (x == 0 && strcmp(kind, "create") == 0) {
-                x = store__sandbox_release_allocation(c, sbx);
-                if (x == 0)
-                    x = store__sandbox_set_phase(c, sbx, PH_PENDING, "worker_id = NULL", 0, NULL);
-            }
-        }
+        int x = step(c, lim, op_id, &o);
         if (x < 0) {
             db_rollback(c);
             if (x != SBX_ECONFLICT)
@@ -494,48 +476,77 @@ int store_expire_leases(PGconn *c, const store_limits_t *lim, int *ret_changed)
             rc = SBX_EDB;
             break;
         }
-        pthread_once(&store__metrics_once, store__metrics_init);
-        metrics_add(store__m_lease_expiries, give_up ? "outcome=\"failed\"" : "outcome=\"retried\"", 1);
+        if (done)
+            done(x);
         (*ret_changed)++;
     }
     PQclear(r);
     return rc;
 }
 
+/* A lease nobody renews: retried (outcome 0), or failed (1) for an exec,
+ * which is not safe to repeat, or past the last attempt. */
+static int lease_expire_step(PGconn *c, const store_limits_t *lim, const char *op_id, const claimed_op_t *o)
+{
+    int x;
+    /* exec is not safe to repeat: it may have run. create and delete are. */
+    bool give_up = strcmp(o->kind, "exec") == 0 || o->attempt >= lim->max_attempts;
+    bool create = strcmp(o->kind, "create") == 0;
+    if (give_up) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "the worker stopped renewing its lease (attempt %lld of %lld)%s",
+                 (long long)o->attempt, (long long)lim->max_attempts,
+                 strcmp(o->kind, "exec") == 0 ? "; exec is not retried because it may have run" : "");
+        const char *e[] = { "worker_lost", msg };
+        x = store__op_cas(c, op_id, o->from, OP_FAILED, "error_code = $4, error_message = $5, lease_worker_id = NULL",
+                          2, e, store__event_reason("lease_expired"));
+        if (x == 0 && create) {
+            x = store__sandbox_set_phase(c, o->sbx, PH_FAILED, NULL, 0, NULL);
+            if (x == 0)
+                x = store__sandbox_release_allocation(c, o->sbx);
+        }
+    } else {
+        x = store__op_cas(c, op_id, o->from, OP_ADMITTED, "lease_worker_id = NULL, lease_expires_at = NULL", 0, NULL,
+                          store__event_reason("lease_expired"));
+        if (x == 0 && create) {
+            x = store__sandbox_release_allocation(c, o->sbx);
+            if (x == 0)
+                x = store__sandbox_set_phase(c, o->sbx, PH_PENDING, "worker_id = NULL", 0, NULL);
+        }
+    }
+    return x < 0 ? x : give_up;
+}
+
+static void lease_expired_count(int gave_up)
+{
+    pthread_once(&store__metrics_once, store__metrics_init);
+    metrics_add(store__m_lease_expiries, gave_up ? "outcome=\"failed\"" : "outcome=\"retried\"", 1);
+}
+
+int store_expire_leases(PGconn *c, const store_limits_t *lim, int *ret_changed)
+{
+    return ops_pass(c, lim, "state IN ('leased', 'running') AND lease_expires_at < now()", lease_expire_step,
+                    lease_expired_count, ret_changed);
+}
+
+/* Past its deadline before any worker took it: failed with timeout. */
+static int overdue_step(PGconn *c, const store_limits_t *lim, const char *op_id, const claimed_op_t *o)
+{
+    (void)lim;
+    const char *e[] = { "timeout", "no worker could take the operation before its deadline "
+                                   "(no ready worker with enough free capacity)" };
+    int x = store__op_cas(c, op_id, o->from, OP_FAILED, "error_code = $4, error_message = $5", 2, e,
+                          store__event_reason("deadline"));
+    if (x == 0 && strcmp(o->kind, "create") == 0)
+        x = store__sandbox_set_phase(c, o->sbx, PH_FAILED, NULL, 0, NULL);
+    /* Any other failure stops the pass as a database error. */
+    return x < 0 && x != SBX_ECONFLICT ? SBX_EDB : x;
+}
+
 int store_fail_overdue(PGconn *c, int *ret_changed)
 {
-    PGresult *r = ops_in_state(c, "state IN ('pending', 'admitted') AND deadline < now()");
-    if (!r)
-        return SBX_EDB;
-    int rc = 0;
-    for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
-        const char *op_id = db_get(r, i, 0);
-        claimed_op_t o;
-        int cl = op_claim(c, op_id, "state IN ('pending', 'admitted')", &o);
-        if (cl == SBX_EDB) {
-            rc = SBX_EDB;
-            break;
-        }
-        if (cl < 0)
-            continue;
-        const char *kind = o.kind, *sbx = o.sbx;
-        op_state_t from = o.from;
-        const char *e[] = { "timeout", "no worker could take the operation before its deadline "
-                                       "(no ready worker with enough free capacity)" };
-        int x = store__op_cas(c, op_id, from, OP_FAILED, "error_code = $4, error_message = $5", 2, e,
-                       store__event_reason("deadline"));
-        if (x == 0 && strcmp(kind, "create") == 0)
-            x = store__sandbox_set_phase(c, sbx, PH_FAILED, NULL, 0, NULL);
-        if (x < 0 || db_commit(c) < 0) {
-            db_rollback(c);
-            if (x != SBX_ECONFLICT)
-                rc = SBX_EDB;
-            continue;
-        }
-        (*ret_changed)++;
-    }
-    PQclear(r);
-    return rc;
+    return ops_pass(c, NULL, "state IN ('pending', 'admitted') AND deadline < now()", overdue_step, NULL,
+                    ret_changed);
 }
 
 /* For each sandbox select_sql names: in its own transaction, lock the row

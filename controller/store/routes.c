@@ -30,14 +30,10 @@ int store_route_share(PGconn *c, const store_limits_t *lim, const share_req_t *r
                       api_error_t *err)
 {
     char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX];
-    if (req->idempotency_key && req->scope) {
-        int rr = store__idem_replay(c, req->scope, req->idempotency_key, "share", req->request_hash, false, ret, err);
-        if (rr != 0)
-            return rr > 0 ? 0 : rr;
-    }
-    int rc = store__sandbox_begin_locked(c, req->scope, req->sandbox_id, tenant_id, phase, desired, err);
-    if (rc < 0)
-        return rc;
+    int rc = store__sandbox_request_begin(c, req->scope, req->sandbox_id, req->idempotency_key, "share",
+                                          req->request_hash, ret, tenant_id, phase, desired, err);
+    if (rc != 0)
+        return rc > 0 ? 0 : rc;
     if (strcmp(phase, "running") != 0 || strcmp(desired, "running") != 0) {
         db_rollback(c);
         return api_error_set(err, API_CONFLICT, "sandbox %s is %s%s; only a running sandbox can be shared",

@@ -202,6 +202,21 @@ int store__sandbox_begin_locked(PGconn *c, const char *scope, const char *sandbo
     return rc;
 }
 
+/* The start of a request on an existing sandbox: replays an idempotent
+ * one (idem set and a tenant scope: returns 1 with *ret), or begins a
+ * transaction holding the sandbox row (returns 0). < 0 with err set. */
+int store__sandbox_request_begin(PGconn *c, const char *scope, const char *sandbox_id, const char *idem,
+                                 const char *kind, const char *hash, json_object **ret, char ret_tenant[SBX_ID_MAX],
+                                 char ret_phase[24], char ret_desired[16], api_error_t *err)
+{
+    if (idem && scope) {
+        int rr = store__idem_replay(c, scope, idem, kind, hash, false, ret, err);
+        if (rr != 0)
+            return rr;
+    }
+    return store__sandbox_begin_locked(c, scope, sandbox_id, ret_tenant, ret_phase, ret_desired, err);
+}
+
 /* Inside a transaction that holds the sandbox row: records the wish to
  * delete, cancels a create that has not been placed, and adds a delete
  * operation (or returns the open one). ret_op gets its id. */
@@ -256,14 +271,10 @@ int store_sandbox_delete(PGconn *c, const store_limits_t *lim, const char *scope
                          json_object **ret, api_error_t *err)
 {
     char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX];
-    if (idempotency_key && scope) {
-        int rr = store__idem_replay(c, scope, idempotency_key, "delete", request_hash, false, ret, err);
-        if (rr != 0)
-            return rr > 0 ? 0 : rr;
-    }
-    int rc = store__sandbox_begin_locked(c, scope, sandbox_id, tenant_id, phase, desired, err);
-    if (rc < 0)
-        return rc;
+    int rc = store__sandbox_request_begin(c, scope, sandbox_id, idempotency_key, "delete", request_hash, ret, tenant_id,
+                                          phase, desired, err);
+    if (rc != 0)
+        return rc > 0 ? 0 : rc;
     if (store__sandbox_request_delete(c, lim, tenant_id, sandbox_id, idempotency_key, request_hash, created_by, op_id) < 0 ||
         db_commit(c) < 0) {
         store__db_error(err);
@@ -278,14 +289,10 @@ int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, c
                       const char *created_by, json_object **ret, api_error_t *err)
 {
     char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX], deadline[24];
-    if (idempotency_key && scope) {
-        int rr = store__idem_replay(c, scope, idempotency_key, "exec", request_hash, false, ret, err);
-        if (rr != 0)
-            return rr > 0 ? 0 : rr;
-    }
-    int rc = store__sandbox_begin_locked(c, scope, sandbox_id, tenant_id, phase, desired, err);
-    if (rc < 0)
-        return rc;
+    int rc = store__sandbox_request_begin(c, scope, sandbox_id, idempotency_key, "exec", request_hash, ret, tenant_id,
+                                          phase, desired, err);
+    if (rc != 0)
+        return rc > 0 ? 0 : rc;
     if (strcmp(phase, "running") != 0 || strcmp(desired, "running") != 0) {
         /* Say why a failed sandbox stopped. */
         char why[200] = "";

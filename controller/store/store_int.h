@@ -107,6 +107,9 @@ int store__begin_returning(PGconn *c, const store_table_t *t, const char *head, 
                            PGresult **ret);
 int store__sandbox_begin_locked(PGconn *c, const char *scope, const char *sandbox_id, char ret_tenant[SBX_ID_MAX],
                                 char ret_phase[24], char ret_desired[16], api_error_t *err);
+int store__sandbox_request_begin(PGconn *c, const char *scope, const char *sandbox_id, const char *idem,
+                                 const char *kind, const char *hash, json_object **ret, char ret_tenant[SBX_ID_MAX],
+                                 char ret_phase[24], char ret_desired[16], api_error_t *err);
 int store__op_reply(PGconn *c, const char *sandbox_id, const char *op_id, json_object **ret, api_error_t *err);
 int store__event_add(PGconn *c, const char *tenant_id, const char *kind, const char *sandbox_id, const char *op_id,
                      json_object *data);
