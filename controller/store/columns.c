@@ -1,5 +1,5 @@
 /* The column tables: one per object the API shows (sandbox, operation,
- * worker, route, tenant, token, event). Each row is a JSON key, the SQL
+ * worker, route, tenant, token, event, a worker's assignment). Each row is a JSON key, the SQL
  * expression that reads it and how its text becomes JSON; the SELECT list
  * and the row-to-JSON mapping both come from the table, and the list/get
  * skeleton every store room uses is here. */
@@ -126,6 +126,20 @@ static const store_col_t event_cols[] = {
     { "data", "e.data::text", COL_JSON_OBJ },
 };
 
+/* An assignment handed to a worker by a claim (an exec's "exec" is added
+ * from the hidden request). */
+static const store_col_t assignment_cols[] = {
+    { "operation_id", "o.id", COL_TEXT },
+    { "kind", "o.kind", COL_TEXT },
+    { "attempt", "o.attempt", COL_INT },
+    { "sandbox_id", "o.sandbox_id", COL_TEXT },
+    { "tenant", "tn.name", COL_TEXT },
+    { "isolation", "s.isolation", COL_TEXT },
+    { "runtime_ref", "s.runtime_ref", COL_TEXT },
+    { "spec", "s.spec::text", COL_JSON },
+    { "request", "o.request::text", COL_HIDDEN },
+};
+
 #define TABLE(cols, hook) { cols, (int)(sizeof cols / sizeof cols[0]), hook, NULL }
 store_table_t store__t_sandbox = TABLE(sandbox_cols, NULL);
 store_table_t store__t_op = TABLE(op_cols, op_hook);
@@ -134,9 +148,11 @@ store_table_t store__t_route = TABLE(route_cols, NULL);
 store_table_t store__t_tenant = TABLE(tenant_cols, NULL);
 store_table_t store__t_token = TABLE(token_cols, NULL);
 store_table_t store__t_event = TABLE(event_cols, NULL);
+store_table_t store__t_assignment = TABLE(assignment_cols, NULL);
 
 static store_table_t *const all_tables[] = { &store__t_sandbox, &store__t_op, &store__t_worker, &store__t_route,
-                                             &store__t_tenant, &store__t_token, &store__t_event };
+                                             &store__t_tenant, &store__t_token, &store__t_event,
+                                             &store__t_assignment };
 static pthread_once_t lists_once = PTHREAD_ONCE_INIT;
 
 static bool col_selected(const store_col_t *col) { return col->kind != COL_HOOK; }

@@ -63,7 +63,7 @@ struct store_table {
 };
 
 extern store_table_t store__t_sandbox, store__t_op, store__t_worker, store__t_route, store__t_tenant,
-    store__t_token, store__t_event;
+    store__t_token, store__t_event, store__t_assignment;
 
 /* The table's SELECT list ("s.id, tn.name, …"); NULL only out of memory. */
 const char *store__cols(const store_table_t *t);

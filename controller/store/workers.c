@@ -499,19 +499,19 @@ int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_
     if (db_begin(c) < 0)
         return store__db_error(err);
     const char *p[] = { worker_id };
-    PGresult *r = db_exec(c,
-                          "SELECT o.id, o.kind, o.attempt, o.sandbox_id, tn.name, s.isolation, s.runtime_ref, "
-                          "  s.spec::text, o.request::text "
-                          "FROM operations o JOIN sandboxes s ON s.id = o.sandbox_id "
-                          "JOIN tenants tn ON tn.id = o.tenant_id "
-                          "WHERE o.lease_worker_id = $1 AND o.state = 'leased' "
-                          "ORDER BY o.created_at LIMIT 64 FOR UPDATE OF o SKIP LOCKED",
-                          1, p);
+    const store_table_t *t = &store__t_assignment;
+    PGresult *r = store__exec_cols(c, t, "SELECT ",
+                                   " FROM operations o JOIN sandboxes s ON s.id = o.sandbox_id "
+                                   "JOIN tenants tn ON tn.id = o.tenant_id "
+                                   "WHERE o.lease_worker_id = $1 AND o.state = 'leased' "
+                                   "ORDER BY o.created_at LIMIT 64 FOR UPDATE OF o SKIP LOCKED",
+                                   1, p);
     if (!r)
         goto db_fail;
     json_object *arr = json_object_new_array();
     for (int i = 0; i < PQntuples(r); i++) {
-        const char *op_id = db_get(r, i, 0), *kind = db_get(r, i, 1), *sbx = db_get(r, i, 3);
+        const char *op_id = store__col_text(t, r, i, "operation_id"), *kind = store__col_text(t, r, i, "kind"),
+                   *sbx = store__col_text(t, r, i, "sandbox_id");
         /* Handing it out starts a fresh lease: from now on only the
          * worker's heartbeats (naming it as held) renew it. */
         char lease[24];
@@ -531,17 +531,9 @@ int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_
             PQclear(r);
             goto db_fail;
         }
-        json_object *a = json_object_new_object();
-        jsonx_add_str(a, "operation_id", op_id);
-        jsonx_add_str(a, "kind", kind);
-        jsonx_add_int(a, "attempt", db_get_ll(r, i, 2));
-        jsonx_add_str(a, "sandbox_id", sbx);
-        jsonx_add_str(a, "tenant", db_get(r, i, 4));
-        jsonx_add_str(a, "isolation", db_get(r, i, 5));
-        jsonx_add_str(a, "runtime_ref", db_get(r, i, 6));
-        jsonx_add(a, "spec", store__parse_json_text(db_get(r, i, 7)));
+        json_object *a = store__row_json(t, r, i);
         if (strcmp(kind, "exec") == 0) {
-            json_object *ex = store__parse_json_text(db_get(r, i, 8));
+            json_object *ex = store__parse_json_text(store__col_text(t, r, i, "request"));
             int64_t mo = 0;
             if (ex && (!jsonx_get_int(ex, "max_output_bytes", &mo) || mo <= 0))
                 jsonx_add_int(ex, "max_output_bytes", lim->exec_output_default);

@@ -102,6 +102,22 @@ START_TEST(test_sandbox_row_keeps_its_key_order_and_types)
 }
 END_TEST
 
+START_TEST(test_assignment_keeps_the_request_hidden)
+{
+    const char *v[] = { "op_1", "exec", "1", "sbx_1", "acme", "gvisor", NULL, "{\"image\":\"x\"}", "{\"argv\":[]}" };
+    PGresult *r = one_row(9, v);
+    json_object *o = store__row_json(&store__t_assignment, r, 0);
+    char *got = jsonx_dump(o);
+    ck_assert_str_eq(got, "{\"operation_id\":\"op_1\",\"kind\":\"exec\",\"attempt\":1,\"sandbox_id\":\"sbx_1\","
+                          "\"tenant\":\"acme\",\"isolation\":\"gvisor\",\"runtime_ref\":null,"
+                          "\"spec\":{\"image\":\"x\"}}");
+    ck_assert_str_eq(store__col_text(&store__t_assignment, r, 0, "request"), "{\"argv\":[]}");
+    free(got);
+    json_object_put(o);
+    PQclear(r);
+}
+END_TEST
+
 START_TEST(test_select_lists_come_from_the_tables)
 {
     ck_assert_str_eq(store__cols(&store__t_tenant),
@@ -123,6 +139,7 @@ static Suite *columns_suite(void)
     tcase_add_test(tc, test_operation_error_comes_from_its_hidden_columns);
     tcase_add_test(tc, test_event_data_is_an_object_even_when_unreadable);
     tcase_add_test(tc, test_sandbox_row_keeps_its_key_order_and_types);
+    tcase_add_test(tc, test_assignment_keeps_the_request_hidden);
     tcase_add_test(tc, test_select_lists_come_from_the_tables);
     suite_add_tcase(s, tc);
     return s;
