@@ -36,14 +36,14 @@
  * reads it. The SELECT list and the row-to-JSON mapping both come from the
  * table, so a new column is one row and shifts nothing else. */
 typedef enum {
-    COL_TEXT,     /* a string; SQL NULL → null */
+    COL_TEXT,      /* a string; SQL NULL → null */
     COL_TEXT_OMIT, /* a string; SQL NULL → the key is left out */
-    COL_INT,      /* an integer; SQL NULL → 0 */
-    COL_BOOL,     /* 't' → true, anything else false */
-    COL_JSON,     /* JSON text, parsed; SQL NULL or unreadable → null */
-    COL_JSON_OBJ, /* as COL_JSON, but SQL NULL or unreadable → {} */
-    COL_HIDDEN,   /* selected for the table's hook; no key of its own */
-    COL_HOOK,     /* no SQL: the table's hook makes the value from the row */
+    COL_INT,       /* an integer; SQL NULL → 0 */
+    COL_BOOL,      /* 't' → true, anything else false */
+    COL_JSON,      /* JSON text, parsed; SQL NULL or unreadable → null */
+    COL_JSON_OBJ,  /* as COL_JSON, but SQL NULL or unreadable → {} */
+    COL_HIDDEN,    /* selected for the table's hook or its caller; no key of its own */
+    COL_HOOK,      /* no SQL: the table's hook makes the value from the row */
 } col_kind_t;
 
 /* A key "parent.member" puts the value into the object "parent", which is
