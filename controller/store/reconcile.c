@@ -549,11 +549,20 @@ int store_fail_overdue(PGconn *c, int *ret_changed)
                     ret_changed);
 }
 
+/* What a sandbox pass does to one locked sandbox (its tenant given), in
+ * its transaction: 0, or < 0 (rolled back; the pass stops). */
+typedef struct sandbox_step {
+    int (*fn)(PGconn *c, const store_limits_t *lim, const char *sbx, const char *tenant,
+              const struct sandbox_step *st);
+    const char *event_kind; /* request_delete_step: may be NULL */
+    const char *created_by;
+} sandbox_step_t;
+
 /* For each sandbox select_sql names: in its own transaction, lock the row
- * if it still matches lock_cond (a WHERE fragment on $1 = id), write
- * event_kind (may be NULL) and request its deletion. */
-static int request_deletes(PGconn *c, const store_limits_t *lim, const char *select_sql, const char *lock_cond,
-                           const char *event_kind, const char *created_by, int *ret_changed)
+ * if it still matches lock_cond (a WHERE fragment on $1 = id), skipping it
+ * otherwise, and run the step. */
+static int sandboxes_pass(PGconn *c, const store_limits_t *lim, const char *select_sql, const char *lock_cond,
+                          const sandbox_step_t *st, int *ret_changed)
 {
     PGresult *r = db_exec(c, select_sql, 0, NULL);
     if (!r)
@@ -568,18 +577,12 @@ static int request_deletes(PGconn *c, const store_limits_t *lim, const char *sel
             rc = SBX_EDB;
             break;
         }
-        const char *p[] = { sbx };
-        PGresult *s = db_exec(c, lock_sql, 1, p);
-        if (!s || PQntuples(s) != 1) {
-            PQclear(s);
+        char tenant[SBX_ID_MAX];
+        if (store__one_text(c, lock_sql, 1, (const char *const[]){ sbx }, tenant, sizeof tenant) < 0) {
             db_rollback(c);
             continue;
         }
-        char tenant[SBX_ID_MAX], op[SBX_ID_MAX];
-        snprintf(tenant, sizeof tenant, "%s", db_get(s, 0, 0));
-        PQclear(s);
-        if ((event_kind && store__event_add(c, tenant, event_kind, sbx, NULL, NULL) < 0) ||
-            store__sandbox_request_delete(c, lim, tenant, sbx, NULL, NULL, created_by, op) < 0 || db_commit(c) < 0) {
+        if (st->fn(c, lim, sbx, tenant, st) < 0 || db_commit(c) < 0) {
             db_rollback(c);
             rc = SBX_EDB;
             break;
@@ -588,6 +591,23 @@ static int request_deletes(PGconn *c, const store_limits_t *lim, const char *sel
     }
     PQclear(r);
     return rc;
+}
+
+/* Writes st->event_kind (when set) and requests the sandbox's deletion. */
+static int request_delete_step(PGconn *c, const store_limits_t *lim, const char *sbx, const char *tenant,
+                               const sandbox_step_t *st)
+{
+    char op[SBX_ID_MAX];
+    if (st->event_kind && store__event_add(c, tenant, st->event_kind, sbx, NULL, NULL) < 0)
+        return SBX_EDB;
+    return store__sandbox_request_delete(c, lim, tenant, sbx, NULL, NULL, st->created_by, op);
+}
+
+static int request_deletes(PGconn *c, const store_limits_t *lim, const char *select_sql, const char *lock_cond,
+                           const char *event_kind, const char *created_by, int *ret_changed)
+{
+    const sandbox_step_t st = { request_delete_step, event_kind, created_by };
+    return sandboxes_pass(c, lim, select_sql, lock_cond, &st, ret_changed);
 }
 
 int store_expire_ttls(PGconn *c, const store_limits_t *lim, int *ret_changed)
@@ -611,6 +631,18 @@ int store_retry_deletes(PGconn *c, const store_limits_t *lim, int *ret_changed)
                            "desired_state = 'deleted' AND phase <> 'deleted'", NULL, "retry", ret_changed);
 }
 
+/* A running sandbox of a lost worker: lost, its capacity released. */
+static int lost_step(PGconn *c, const store_limits_t *lim, const char *sbx, const char *tenant,
+                     const sandbox_step_t *st)
+{
+    (void)lim;
+    (void)tenant;
+    (void)st;
+    if (store__sandbox_set_phase(c, sbx, PH_LOST, NULL, 0, NULL) < 0 || store__sandbox_release_allocation(c, sbx) < 0)
+        return SBX_EDB;
+    return 0;
+}
+
 int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_changed)
 {
     char tmo[24];
@@ -630,35 +662,11 @@ int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_chang
     /* Running sandboxes of lost workers are lost, and their share of
      * capacity is released. (Operations in flight there resolve through
      * their leases, which no heartbeat extends any more.) */
-    r = db_exec(c, "SELECT s.id FROM sandboxes s JOIN workers w ON w.id = s.worker_id "
-                   "WHERE w.state = 'lost' AND s.phase = 'running' LIMIT 500", 0, NULL);
-    if (!r)
-        return SBX_EDB;
-    int rc = 0;
-    for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
-        const char *sbx = db_get(r, i, 0);
-        if (db_begin(c) < 0) {
-            rc = SBX_EDB;
-            break;
-        }
-        const char *q[] = { sbx };
-        bool mine = false;
-        store__one_row(c, "SELECT 1 FROM sandboxes WHERE id = $1 AND phase = 'running' FOR UPDATE SKIP LOCKED", 1, q,
-                       &mine);
-        if (!mine) {
-            db_rollback(c);
-            continue;
-        }
-        if (store__sandbox_set_phase(c, sbx, PH_LOST, NULL, 0, NULL) < 0 || store__sandbox_release_allocation(c, sbx) < 0 ||
-            db_commit(c) < 0) {
-            db_rollback(c);
-            rc = SBX_EDB;
-            break;
-        }
-        (*ret_changed)++;
-    }
-    PQclear(r);
-    return rc;
+    const sandbox_step_t st = { lost_step, NULL, NULL };
+    return sandboxes_pass(c, lim,
+                          "SELECT s.id FROM sandboxes s JOIN workers w ON w.id = s.worker_id "
+                          "WHERE w.state = 'lost' AND s.phase = 'running' LIMIT 500",
+                          "phase = 'running'", &st, ret_changed);
 }
 
 /* Runs one bounded DELETE until it removes less than a batch. */
