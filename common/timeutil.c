@@ -1,4 +1,4 @@
-/* Clocks. */
+/* Clocks and deadlines. */
 #include "timeutil.h"
 
 #include <time.h>
@@ -15,4 +15,14 @@ int64_t time_wall_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t time_deadline_ms(int64_t timeout_ms) { return time_mono_ms() + timeout_ms; }
+
+int time_left_ms(int64_t deadline_ms)
+{
+    int64_t left = deadline_ms - time_mono_ms();
+    if (left <= 0)
+        return 0;
+    return left > INT32_MAX ? INT32_MAX : (int)left;
 }

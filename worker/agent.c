@@ -634,7 +634,7 @@ static void agent_report(agent_t *a, httpc_t *c, const char *op_id, json_object 
     /* Keep trying while the lease may still be ours (a controller restart
      * or a database outage); after that the report would be stale anyway. */
     pthread_mutex_lock(&a->mu);
-    int64_t give_up = time_mono_ms() + (a->lease_seconds + 5) * 1000;
+    int64_t give_up = time_deadline_ms((a->lease_seconds + 5) * 1000);
     pthread_mutex_unlock(&a->mu);
     for (int attempt = 1;; attempt++) {
         bool last = attempt >= AGENT_REPORT_ATTEMPTS && time_mono_ms() >= give_up;
@@ -1023,7 +1023,7 @@ static void *agent_heartbeat_main(void *arg)
             }
             httpc_response_release(&resp);
         }
-        int64_t left = t0 + period_ms - time_mono_ms();
+        int left = time_left_ms(t0 + period_ms);
         if (left > 0)
             agent_sleep_ms(a, left, &a->stop_hb);
     }

@@ -198,13 +198,10 @@ static bool forward_stopping(const forward_t *f)
  * timeout, -1 when the forwarder stops first. */
 static int forward_wait(const forward_t *f, int fd, short events, int64_t timeout_ms)
 {
-    int64_t deadline = time_mono_ms() + timeout_ms;
+    int64_t deadline = time_deadline_ms(timeout_ms);
     for (;;) {
         struct pollfd p[2] = { { .fd = fd, .events = events }, { .fd = f->stop_pipe[0], .events = POLLIN } };
-        int64_t left = deadline - time_mono_ms();
-        if (left < 0)
-            left = 0;
-        int n = poll(p, 2, (int)left);
+        int n = poll(p, 2, time_left_ms(deadline));
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 || p[1].revents)
@@ -223,11 +220,11 @@ static void forward_linger(const forward_t *f, int fd)
 {
     char sink[4096];
     size_t dropped = 0;
-    int64_t deadline = time_mono_ms() + FORWARD_LINGER_MS;
+    int64_t deadline = time_deadline_ms(FORWARD_LINGER_MS);
     shutdown(fd, SHUT_WR);
     while (dropped < FORWARD_LINGER_BYTES) {
-        int64_t left = deadline - time_mono_ms();
-        if (left <= 0 || forward_wait(f, fd, POLLIN, left) <= 0)
+        int left = time_left_ms(deadline);
+        if (left == 0 || forward_wait(f, fd, POLLIN, left) <= 0)
             break;
         ssize_t n = recv(fd, sink, sizeof sink, 0);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -281,10 +278,10 @@ static int forward_read_preamble(forward_conn_t *c, char grant[GRANT_MAX])
 {
     forward_t *f = c->f;
     forward_line_t line;
-    int64_t deadline = time_mono_ms() + FORWARD_PREAMBLE_TIMEOUT_MS;
+    int64_t deadline = time_deadline_ms(FORWARD_PREAMBLE_TIMEOUT_MS);
     forward_line_init(&line);
     for (;;) {
-        int64_t left = deadline - time_mono_ms();
+        int left = time_left_ms(deadline);
         int w = left > 0 ? forward_wait(f, c->client, POLLIN, left) : 0;
         if (w < 0) {
             forward_refuse(c, 503, "busy", "the worker is shutting down");
@@ -479,12 +476,12 @@ static void forward_relay(forward_conn_t *c, char *why, size_t whylen, uint64_t 
         for (int k = 0; k < 2; k++)
             if (!pf[k].events)
                 pf[k].fd = -1;
-        int64_t left = last + FORWARD_IDLE_TIMEOUT_MS - time_mono_ms();
-        if (left <= 0) {
+        int left = time_left_ms(last + FORWARD_IDLE_TIMEOUT_MS);
+        if (left == 0) {
             snprintf(why, whylen, "closed after %d s without traffic", FORWARD_IDLE_TIMEOUT_MS / 1000);
             break;
         }
-        int n = poll(pf, 3, (int)left);
+        int n = poll(pf, 3, left);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {

@@ -421,7 +421,7 @@ static void health_conn_respond(health_conn_t **slot)
         return;
     }
     c->state = HEALTH_CONN_WRITING;
-    c->deadline_ms = time_mono_ms() + HEALTH_WRITE_TIMEOUT_MS;
+    c->deadline_ms = time_deadline_ms(HEALTH_WRITE_TIMEOUT_MS);
 }
 
 /* Sends what the socket takes; when all is sent, half-closes and lingers. */
@@ -443,7 +443,7 @@ static void health_conn_write(health_conn_t **slot)
     }
     shutdown(c->fd, SHUT_WR);
     c->state = HEALTH_CONN_LINGER;
-    c->deadline_ms = time_mono_ms() + HEALTH_LINGER_MS;
+    c->deadline_ms = time_deadline_ms(HEALTH_LINGER_MS);
 }
 
 /* Reads what arrived; answers once the head is complete or too long. */
@@ -576,7 +576,7 @@ static void *health_server_main(void *arg)
             int fd = accept4(h->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
             if (fd < 0) {
                 if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-                    accept_resume_ms = time_mono_ms() + HEALTH_ACCEPT_BACKOFF_MS;
+                    accept_resume_ms = time_deadline_ms(HEALTH_ACCEPT_BACKOFF_MS);
                 break;
             }
             health_accept(conns, fd);

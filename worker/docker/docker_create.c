@@ -373,7 +373,7 @@ static bool docker_main_execd(pid_t pid)
 static int docker_container_confirm(docker_runtime_t *rt, const char *id, bool watch_procs, runtime_exit_t *ret_exit,
                                     api_error_t *err)
 {
-    int64_t until = time_mono_ms() + DOCKER_START_CONFIRM_MS;
+    int64_t until = time_deadline_ms(DOCKER_START_CONFIRM_MS);
     for (;;) {
         json_object *o = NULL;
         const char *cid = NULL;

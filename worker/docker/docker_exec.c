@@ -292,8 +292,8 @@ static int docker_exec_stream(docker_runtime_t *rt, const char *exec_id, const d
         }
         if (!running)
             break;
-        int64_t now = time_mono_ms();
-        if (now >= deadline_ms || docker_cancelled(rt)) {
+        int left = time_left_ms(deadline_ms);
+        if (left == 0 || docker_cancelled(rt)) {
             bool still = false;
             int code = -1;
             pid_t pid = 0;
@@ -311,8 +311,7 @@ static int docker_exec_stream(docker_runtime_t *rt, const char *exec_id, const d
             *ret_killed = true;
             goto cleanup; /* stop reading: the stream may be held open by escaped processes */
         }
-        int64_t wait = deadline_ms - now;
-        curl_multi_poll(m, NULL, 0, (int)(wait < 100 ? wait : 100), NULL);
+        curl_multi_poll(m, NULL, 0, left < 100 ? left : 100, NULL);
     }
     CURLMsg *msg;
     int left;
@@ -456,7 +455,7 @@ int docker_rt_exec(runtime_t *base, const char *ref, const exec_spec_t *spec, si
 
     /* The stream ends when the process closes its output; Docker records
      * the exit code a moment later. */
-    int64_t wait_until = time_mono_ms() + DOCKER_EXIT_WAIT_MS;
+    int64_t wait_until = time_deadline_ms(DOCKER_EXIT_WAIT_MS);
     for (;;) {
         bool running = false;
         int code = -1;
