@@ -1,6 +1,6 @@
 /* The worker's route forwarder: the listener, one thread per routed
- * connection, the hop into the sandbox's network namespace and the relay
- * (see forward.h). */
+ * connection, the dial into the sandbox (through the runtime) and the
+ * relay (see forward.h). */
 #include "forward.h"
 #include "errors.h"
 #include "log.h"
@@ -17,7 +17,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -362,81 +361,6 @@ static int forward_check_grant(forward_conn_t *c, const char *text)
     return 0;
 }
 
-/* A TCP socket made inside the network namespace netns_fd: the thread
- * enters the namespace for the socket() call only (a socket stays in the
- * namespace it was made in, whatever thread uses it later). SBX_EIO with
- * errno set when it cannot. */
-static int forward_socket_in(int netns_fd, int *ret_fd)
-{
-    int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-    if (self < 0)
-        return SBX_EIO;
-    if (setns(netns_fd, CLONE_NEWNET) < 0) {
-        int e = errno;
-        close(self);
-        errno = e;
-        return SBX_EIO;
-    }
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    int e = errno;
-    if (setns(self, CLONE_NEWNET) < 0) {
-        /* Going on would run this thread, and whatever it does next, in
-         * the sandbox's network namespace. */
-        log_error(FORWARD_COMPONENT, "cannot return to the worker's network namespace: %s", strerror(errno));
-        abort();
-    }
-    close(self);
-    if (fd < 0) {
-        errno = e;
-        return SBX_EIO;
-    }
-    *ret_fd = fd;
-    return 0;
-}
-
-/* Connects c->upstream to 127.0.0.1:c->port in the namespace netns_fd,
- * refusing the connection when it cannot. */
-static int forward_connect(forward_conn_t *c, int netns_fd)
-{
-    int fd = -1, e = 0;
-    if (forward_socket_in(netns_fd, &fd) < 0) {
-        forward_refuse(c, 502, "upstream_unavailable", "cannot enter the sandbox's network namespace: %s",
-                       strerror(errno));
-        return SBX_EUNAVAIL;
-    }
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)c->port),
-                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        e = errno;
-        if (e == EINPROGRESS) {
-            int w = forward_wait(c->f, fd, POLLOUT, FORWARD_CONNECT_TIMEOUT_MS);
-            socklen_t el = sizeof e;
-            if (w < 0) {
-                close(fd);
-                forward_refuse(c, 503, "busy", "the worker is shutting down");
-                return SBX_EUNAVAIL;
-            }
-            if (w == 0)
-                e = ETIMEDOUT;
-            else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0)
-                e = errno;
-        }
-    }
-    if (e) {
-        close(fd);
-        if (e == ECONNREFUSED || e == ETIMEDOUT)
-            forward_refuse(c, 502, "upstream_unavailable", "nothing accepts connections on port %d in the sandbox",
-                           c->port);
-        else
-            forward_refuse(c, 502, "upstream_unavailable", "cannot connect to port %d in the sandbox: %s", c->port,
-                           strerror(e));
-        return SBX_EUNAVAIL;
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    c->upstream = fd;
-    return 0;
-}
 
 /* One direction of the relay: bytes read from `from` wait in buf until
  * `to` takes them. */
@@ -662,7 +586,6 @@ static void *forward_conn_main(void *arg)
 {
     forward_conn_t *c = arg;
     forward_t *f = c->f;
-    int netns = -1;
     char grant[GRANT_MAX];
     api_error_t err;
     int64_t t0 = time_mono_ms();
@@ -682,7 +605,9 @@ static void *forward_conn_main(void *arg)
         forward_refuse(c, 403, "forbidden", "the grant's purpose is not one this worker serves");
         goto cleanup;
     }
-    if (runtime_route_target(f->rt, c->sandbox_id, f->worker_name, &netns, &err) < 0) {
+    runtime_dial_req_t dial = { .sandbox_id = c->sandbox_id, .worker_name = f->worker_name, .port = c->port,
+                                .timeout_ms = FORWARD_CONNECT_TIMEOUT_MS, .stop_fd = f->stop_pipe[0] };
+    if (runtime_dial(f->rt, &dial, &c->upstream, &err) < 0) {
         switch (err.code) {
         case API_NOT_FOUND:
             forward_refuse(c, 404, "not_found", "%s", err.message);
@@ -702,10 +627,6 @@ static void *forward_conn_main(void *arg)
         }
         goto cleanup;
     }
-    if (forward_connect(c, netns) < 0)
-        goto cleanup;
-    close(netns);
-    netns = -1;
     c->down_len = forward_reply_format(c->down, FORWARD_BUFFER_BYTES, 200, "ok", NULL);
     size_t head = c->down_len;
     uint64_t up = 0, down = 0;
@@ -716,8 +637,6 @@ static void *forward_conn_main(void *arg)
               (unsigned long long)(down > head ? down - head : 0), (long long)(time_mono_ms() - t0), ended);
 cleanup:
     sodium_memzero(grant, sizeof grant);
-    if (netns >= 0)
-        close(netns);
     if (c->upstream >= 0)
         close(c->upstream);
     close(c->client);

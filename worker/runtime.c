@@ -112,10 +112,9 @@ void runtime_inventory_free(runtime_object_t *objs, size_t n)
     free(objs);
 }
 
-int runtime_route_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, int *ret_netns_fd,
-                         api_error_t *err)
+int runtime_dial(runtime_t *rt, const runtime_dial_req_t *req, int *ret_fd, api_error_t *err)
 {
-    return rt->ops->route_target(rt, sandbox_id, worker_name, ret_netns_fd, err);
+    return rt->ops->dial(rt, req, ret_fd, err);
 }
 
 int runtime_logs_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],

@@ -208,11 +208,20 @@ void docker_pid_children(pid_t pid, pid_t *pids, size_t *n, size_t max);
 int docker_rt_exec(runtime_t *base, const char *ref, const exec_spec_t *spec, size_t max_output,
                    runtime_exec_result_t *ret, api_error_t *err);
 
+/* ---- docker_dial.c ----------------------------------------------------- */
+
+/* The dial operation of docker_ops (worker/runtime.h: runtime_dial). */
+int docker_rt_dial(runtime_t *base, const runtime_dial_req_t *req, int *ret_fd, api_error_t *err);
+
 /* ---- docker_logs.c ----------------------------------------------------- */
 
-/* The route_target operation of docker_ops (worker/runtime.h: runtime_route_target). */
-int docker_rt_route_target(runtime_t *base, const char *sandbox_id, const char *worker_name, int *ret_netns_fd,
-                           api_error_t *err);
+/* Inspects the container of sandbox_id ("sbx-<id>") and checks that it is
+ * this worker's sandbox: a container of that name made by another worker
+ * on a shared Docker host, or not by us at all, is not. *ret (release with
+ * json_object_put) and *ret_id (its id, owned by *ret) on success; a
+ * missing or foreign container is API_NOT_FOUND "sandbox ID <missing>". */
+int docker_sandbox_inspect(docker_runtime_t *rt, const char *sandbox_id, const char *worker_name,
+                           const char *missing, json_object **ret, const char **ret_id, api_error_t *err);
 
 /* The logs_target operation of docker_ops (worker/runtime.h: runtime_logs_target). */
 int docker_rt_logs_target(runtime_t *base, const char *sandbox_id, const char *worker_name, char ret_ref[80],

@@ -1,25 +1,18 @@
-/* The Docker backend's routes and logs: the owned-container inspect, the
- * network namespace of a route, the logs stream. */
+/* The Docker backend's logs: the owned-container inspect (also the start of
+ * a dial, docker_dial.c), the logs target and the logs stream. */
 #include "docker_internal.h"
 #include "docker_stream.h"
 #include "jsonx.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-/* ---- routes ------------------------------------------------------------ */
+/* ---- the owned container ---------------------------------------------- */
 
-/* Inspects the container of sandbox_id ("sbx-<id>") and checks that it is
- * this worker's sandbox: a container of that name made by another worker
- * on a shared Docker host, or not by us at all, is not. *ret (release with
- * json_object_put) and *ret_id (its id, owned by *ret) on success; a
- * missing or foreign container is API_NOT_FOUND "sandbox ID <missing>". */
-static int docker_sandbox_inspect(docker_runtime_t *rt, const char *sandbox_id, const char *worker_name,
-                                  const char *missing, json_object **ret, const char **ret_id, api_error_t *err)
+int docker_sandbox_inspect(docker_runtime_t *rt, const char *sandbox_id, const char *worker_name,
+                           const char *missing, json_object **ret, const char **ret_id, api_error_t *err)
 {
     char name[SBX_ID_MAX + 8];
     json_object *o = NULL;
@@ -40,67 +33,6 @@ static int docker_sandbox_inspect(docker_runtime_t *rt, const char *sandbox_id, 
     *ret = o;
     *ret_id = id;
     return 0;
-}
-
-int docker_rt_route_target(runtime_t *base, const char *sandbox_id, const char *worker_name, int *ret_netns_fd,
-                           api_error_t *err)
-{
-    docker_runtime_t *rt = (docker_runtime_t *)base;
-    int r = 0, fd = -1;
-    json_object *o = NULL;
-    const char *id = NULL;
-    r = docker_sandbox_inspect(rt, sandbox_id, worker_name, "does not run on this worker", &o, &id, err);
-    if (r < 0)
-        goto cleanup;
-    json_object *state = jsonx_get_obj(o, "State");
-    bool running = false, paused = false, restarting = false;
-    int64_t pid = 0;
-    jsonx_get_bool(state, "Running", &running);
-    jsonx_get_bool(state, "Paused", &paused);
-    jsonx_get_bool(state, "Restarting", &restarting);
-    jsonx_get_int(state, "Pid", &pid);
-    if (!running || paused || restarting || pid <= 1) {
-        r = api_error_set(err, API_NOT_FOUND, "sandbox %s is not running", sandbox_id);
-        goto cleanup;
-    }
-    const char *runtime = jsonx_get_str(jsonx_get_obj(o, "HostConfig"), "Runtime");
-    if (rt->gvisor_runtime[0] && runtime && strcmp(runtime, rt->gvisor_runtime) == 0) {
-        r = api_error_set(err, API_ISOLATION_UNAVAILABLE, "routes into gVisor sandboxes are not supported: their "
-                          "network stack is inside the sandbox");
-        goto cleanup;
-    }
-    char ns[64];
-    snprintf(ns, sizeof ns, "/proc/%lld/ns/net", (long long)pid);
-    fd = open(ns, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        if (e == ENOENT || e == ESRCH)
-            r = api_error_set(err, API_NOT_FOUND, "sandbox %s is not running", sandbox_id);
-        else
-            r = api_error_set(err, API_UNAVAILABLE, "cannot enter the sandbox's network namespace: %s", strerror(e));
-        goto cleanup;
-    }
-    /* The pid is still the container's now that the namespace is held (it
-     * could have exited and the number been reused since the inspect). */
-    if (!docker_pid_in_container((pid_t)pid, id)) {
-        r = api_error_set(err, API_NOT_FOUND, "sandbox %s is not running", sandbox_id);
-        goto cleanup;
-    }
-    /* Never the worker's own namespace: its loopback is the host's. */
-    struct stat a, b;
-    if (fstat(fd, &a) < 0 || stat("/proc/thread-self/ns/net", &b) < 0 ||
-        (a.st_dev == b.st_dev && a.st_ino == b.st_ino)) {
-        r = api_error_set(err, API_UNAVAILABLE, "sandbox %s has no network namespace of its own", sandbox_id);
-        goto cleanup;
-    }
-    *ret_netns_fd = fd;
-    fd = -1;
-cleanup:
-    if (fd >= 0)
-        close(fd);
-    if (o)
-        json_object_put(o);
-    return r;
 }
 
 /* ---- logs -------------------------------------------------------------- */
