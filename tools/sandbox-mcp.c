@@ -266,7 +266,7 @@ struct call {
     json_object *args;               /* owned reference */
     json_object *progress_token;     /* owned copy, or NULL */
     int64_t progress;                /* last progress value sent */
-    volatile int cancel;
+    atomic_int cancel;
     httpc_t *http;
 };
 

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,9 +79,9 @@ struct agent {
     int exec_slots;                  /* executor threads that took a slot */
     bool exec_stop;                  /* executors leave once idle */
 
-    volatile int stop_poll;          /* aborts the long-poll at once */
-    volatile int stop_hb;
-    volatile int cancel_rt;          /* runtime calls give up */
+    atomic_int stop_poll;            /* aborts the long-poll at once */
+    atomic_int stop_hb;
+    atomic_int cancel_rt;            /* runtime calls give up */
 
     pthread_t poller, heartbeat;
     pthread_t *exec_threads;
@@ -91,8 +92,8 @@ struct agent {
 
 /* ---- small helpers ----------------------------------------------------- */
 
-static void agent_flag_set(volatile int *flag) { __atomic_store_n((int *)flag, 1, __ATOMIC_SEQ_CST); }
-static bool agent_flag(const volatile int *flag) { return __atomic_load_n((const int *)flag, __ATOMIC_SEQ_CST); }
+static void agent_flag_set(atomic_int *flag) { atomic_store(flag, 1); }
+static bool agent_flag(const atomic_int *flag) { return atomic_load(flag) != 0; }
 
 /* The worker's metrics (the process registry, common/metrics.h). */
 static const char *const agent_kinds[] = { "create", "delete", "exec" };   /* assignment kinds, as labels */
@@ -140,7 +141,7 @@ static const char *agent_kind_label(const char *kind)
 
 /* Sleeps up to ms, returning early when *flag is set (agent_stop
  * broadcasts the condition). */
-static void agent_sleep_ms(agent_t *a, int64_t ms, const volatile int *flag)
+static void agent_sleep_ms(agent_t *a, int64_t ms, const atomic_int *flag)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

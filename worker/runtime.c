@@ -128,7 +128,7 @@ int runtime_logs_stream(runtime_t *rt, const char *ref, const runtime_logs_req_t
     return rt->ops->logs_stream(rt, ref, req, err);
 }
 
-void runtime_set_cancel_flag(runtime_t *rt, const volatile int *flag) { rt->ops->set_cancel_flag(rt, flag); }
+void runtime_set_cancel_flag(runtime_t *rt, const atomic_int *flag) { rt->ops->set_cancel_flag(rt, flag); }
 
 void runtime_free(runtime_t *rt)
 {

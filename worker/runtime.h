@@ -8,6 +8,7 @@
 #define SBX_RUNTIME_H
 
 #include <stdbool.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -226,7 +227,7 @@ int runtime_logs_stream(runtime_t *rt, const char *ref, const runtime_logs_req_t
  * any other request to the runtime is abandoned, and the call fails with
  * API_CANCELLED. Set it once, before the runtime is shared between
  * threads; NULL clears. */
-void runtime_set_cancel_flag(runtime_t *rt, const volatile int *flag);
+void runtime_set_cancel_flag(runtime_t *rt, const atomic_int *flag);
 
 /* Closes the runtime and frees it; NULL is fine. */
 void runtime_free(runtime_t *rt);
@@ -255,7 +256,7 @@ typedef struct runtime_ops {
     unsigned (*network_modes)(const runtime_t *rt, isolation_t cls);
     const char *(*probe_result)(const runtime_t *rt, isolation_t cls);
     const char *(*network_unavailable)(const runtime_t *rt, isolation_t cls, net_mode_t mode);
-    void (*set_cancel_flag)(runtime_t *rt, const volatile int *flag);
+    void (*set_cancel_flag)(runtime_t *rt, const atomic_int *flag);
     void (*free)(runtime_t *rt);   /* never called with NULL */
 } runtime_ops_t;
 

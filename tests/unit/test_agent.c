@@ -164,7 +164,7 @@ static const char *fake_network_unavailable(const runtime_t *rt, isolation_t cls
     return cls == ISO_CONTAINER && mode == NET_NONE ? "" : "not offered by the fake runtime";
 }
 
-static void fake_set_cancel_flag(runtime_t *rt, const volatile int *flag) { (void)rt, (void)flag; }
+static void fake_set_cancel_flag(runtime_t *rt, const atomic_int *flag) { (void)rt, (void)flag; }
 
 static void fake_free(runtime_t *rt)
 {

@@ -16,7 +16,7 @@ static int docker_xferinfo_cb(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t
 {
     (void)dt; (void)dn; (void)ut; (void)un;
     const docker_runtime_t *rt = ud;
-    return rt->cancel && *rt->cancel ? 1 : 0;
+    return docker_cancelled(rt) ? 1 : 0;
 }
 
 static size_t docker_reply_write_cb(char *p, size_t size, size_t nmemb, void *ud)
@@ -72,7 +72,7 @@ CURL *docker_handle_new(const docker_runtime_t *rt, const char *method, const ch
     return h;
 }
 
-bool docker_cancelled(const docker_runtime_t *rt) { return rt->cancel && *rt->cancel; }
+bool docker_cancelled(const docker_runtime_t *rt) { return rt->cancel && atomic_load(rt->cancel); }
 
 int docker_transport_error(const docker_runtime_t *rt, CURLcode cr, api_error_t *err)
 {

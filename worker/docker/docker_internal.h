@@ -7,6 +7,7 @@
 #include <curl/curl.h>
 #include <json-c/json.h>
 #include <stdbool.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -69,7 +70,7 @@
 typedef struct docker_runtime {
     runtime_t base;   /* first: ops = docker_ops */
     char *socket_path;
-    const volatile int *cancel;
+    const atomic_int *cancel;
     char gvisor_runtime[DOCKER_NETWORK_NAME_MAX];   /* "" when disabled */
     char worker_name[160];                          /* labels the probe; "" when not given */
     char runsc_exe[RUNSC_PATH_MAX];                 /* dockerd's path of it, when found here */

@@ -26,7 +26,7 @@ static void docker_runtime_free(docker_runtime_t *rt)
 
 static void docker_rt_free(runtime_t *base) { docker_runtime_free((docker_runtime_t *)base); }
 
-static void docker_rt_set_cancel_flag(runtime_t *base, const volatile int *flag)
+static void docker_rt_set_cancel_flag(runtime_t *base, const atomic_int *flag)
 {
     docker_runtime_t *rt = (docker_runtime_t *)base;
     rt->cancel = flag;
