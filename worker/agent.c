@@ -378,32 +378,20 @@ static void agent_log_offer(const runtime_t *rt)
     }
 }
 
-/* agent_new, with the runtime rt (taken, also on failure) or, when NULL,
- * the one runtime_open opens. */
-static int agent_new_runtime(const cfg_t *cfg, const char *token, runtime_t *rt, agent_t **ret, char *err,
-                             size_t errlen)
+/* Reads the controller URL(s), the token (token, else worker_token), the
+ * worker's name and labels into a. */
+static int agent_config_identity(agent_t *a, const cfg_t *cfg, const char *token, char *err, size_t errlen)
 {
     int r = 0;
-    bool mu_ok = false, cond_ok = false;
-    pthread_once(&agent_metrics_once, agent_metrics_init);
-    agent_t *a = calloc(1, sizeof *a);
-    if (!a) {
-        runtime_free(rt);
-        snprintf(err, errlen, "out of memory");
-        return SBX_ENOMEM;
-    }
-    a->rt = rt;
     const char *url = cfg_str(cfg, CFG_CONTROLLER_URL);
     const char *tok = token ? token : cfg_str(cfg, CFG_WORKER_TOKEN);
     if (!url || (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)) {
         snprintf(err, errlen, "controller_url must be an http:// or https:// URL");
-        r = SBX_EINVAL;
-        goto cleanup;
+        return SBX_EINVAL;
     }
     if (!tok || !*tok) {
         snprintf(err, errlen, "no worker token: set worker_token (SANDBOX_WORKER_TOKEN)");
-        r = SBX_EINVAL;
-        goto cleanup;
+        return SBX_EINVAL;
     }
     char host[256] = "";
     const char *name = cfg_str(cfg, CFG_WORKER_NAME);
@@ -414,21 +402,23 @@ static int agent_new_runtime(const cfg_t *cfg, const char *token, runtime_t *rt,
     }
     if (strlen(name) > SBX_MAX_NAME_BYTES) {
         snprintf(err, errlen, "worker_name is longer than %d bytes", SBX_MAX_NAME_BYTES);
-        r = SBX_EINVAL;
-        goto cleanup;
+        return SBX_EINVAL;
     }
     a->controller_url = strdup(url);
     if (a->controller_url && (r = agent_urls_parse(a, err, errlen)) < 0)
-        goto cleanup;
+        return r;
     a->token = strdup(tok);
     a->name = strdup(name);
     if (!a->controller_url || !a->token || !a->name) {
         snprintf(err, errlen, "out of memory");
-        r = SBX_ENOMEM;
-        goto cleanup;
+        return SBX_ENOMEM;
     }
-    if ((r = agent_labels_parse(cfg_str(cfg, CFG_WORKER_LABELS), &a->labels, err, errlen)) < 0)
-        goto cleanup;
+    return agent_labels_parse(cfg_str(cfg, CFG_WORKER_LABELS), &a->labels, err, errlen);
+}
+
+/* Reads the capacity the worker offers and sizes its queue and tables. */
+static int agent_config_capacity(agent_t *a, const cfg_t *cfg, char *err, size_t errlen)
+{
     a->cpu_millis = cfg_int(cfg, CFG_WORKER_CPU_MILLIS);
     if (a->cpu_millis <= 0) {
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -451,26 +441,20 @@ static int agent_new_runtime(const cfg_t *cfg, const char *token, runtime_t *rt,
     a->held = calloc(a->held_cap, sizeof *a->held);
     if (!a->queue || !a->exec_threads || !a->inflight || !a->held) {
         snprintf(err, errlen, "out of memory");
-        r = SBX_ENOMEM;
-        goto cleanup;
+        return SBX_ENOMEM;
     }
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    cond_ok = pthread_cond_init(&a->cond, &ca) == 0;
-    pthread_condattr_destroy(&ca);
-    mu_ok = pthread_mutex_init(&a->mu, NULL) == 0;
-    if (!cond_ok || !mu_ok) {
-        snprintf(err, errlen, "cannot initialise the agent's locks");
-        r = SBX_ENOMEM;
-        goto cleanup;
-    }
+    return 0;
+}
 
+/* Opens the runtime (unless a has one), the route forwarder and, when
+ * worker_health_listen is set, the health server. */
+static int agent_open_parts(agent_t *a, const cfg_t *cfg, char *err, size_t errlen)
+{
+    int r = 0;
     api_error_t rerr;
     if (!a->rt && (r = runtime_open(cfg, a->name, &a->rt, &rerr)) < 0) {
         snprintf(err, errlen, "%s", rerr.message);
-        r = r == SBX_EINVAL ? SBX_EINVAL : SBX_EUNAVAIL;
-        goto cleanup;
+        return r == SBX_EINVAL ? SBX_EINVAL : SBX_EUNAVAIL;
     }
     agent_log_offer(a->rt);
     runtime_set_cancel_flag(a->rt, &a->cancel_rt);
@@ -485,7 +469,7 @@ static int agent_new_runtime(const cfg_t *cfg, const char *token, runtime_t *rt,
         .worker_id_ud = a,
     };
     if ((r = forward_new(&fopt, &a->fwd, err, errlen)) < 0)
-        goto cleanup;
+        return r;
     const char *hlisten = cfg_str(cfg, CFG_WORKER_HEALTH_LISTEN);
     if (hlisten && *hlisten) {
         health_options_t hopt = {
@@ -496,8 +480,44 @@ static int agent_new_runtime(const cfg_t *cfg, const char *token, runtime_t *rt,
             .controller_ud = a,
         };
         if ((r = health_new(&hopt, &a->health, err, errlen)) < 0)
-            goto cleanup;
+            return r;
     }
+    return 0;
+}
+
+/* agent_new, with the runtime rt (taken, also on failure) or, when NULL,
+ * the one runtime_open opens. */
+static int agent_new_runtime(const cfg_t *cfg, const char *token, runtime_t *rt, agent_t **ret, char *err,
+                             size_t errlen)
+{
+    int r = 0;
+    bool mu_ok = false, cond_ok = false;
+    pthread_once(&agent_metrics_once, agent_metrics_init);
+    agent_t *a = calloc(1, sizeof *a);
+    if (!a) {
+        runtime_free(rt);
+        snprintf(err, errlen, "out of memory");
+        return SBX_ENOMEM;
+    }
+    a->rt = rt;
+    if ((r = agent_config_identity(a, cfg, token, err, errlen)) < 0)
+        goto cleanup;
+    if ((r = agent_config_capacity(a, cfg, err, errlen)) < 0)
+        goto cleanup;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    cond_ok = pthread_cond_init(&a->cond, &ca) == 0;
+    pthread_condattr_destroy(&ca);
+    mu_ok = pthread_mutex_init(&a->mu, NULL) == 0;
+    if (!cond_ok || !mu_ok) {
+        snprintf(err, errlen, "cannot initialise the agent's locks");
+        r = SBX_ENOMEM;
+        goto cleanup;
+    }
+
+    if ((r = agent_open_parts(a, cfg, err, errlen)) < 0)
+        goto cleanup;
     a->stopped = true; /* nothing to stop until agent_start */
     *ret = a;
     a = NULL;
