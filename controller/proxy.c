@@ -93,78 +93,13 @@ static atomic_int proxy_open_conns;
 
 /* ---- pure parts ---- */
 
-static bool is_tchar(int c)
-{
-    return isalnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
 int proxy_parse_head(char *buf, size_t len, proxy_head_t *ret)
 {
-    memset(ret, 0, sizeof *ret);
-    if (len < 4 || memcmp(buf + len - 4, "\r\n\r\n", 4) != 0 || memchr(buf, '\0', len))
-        return SBX_EINVAL;
-    char *line = buf;
-    char *eol = strstr(line, "\r\n");
-    *eol = '\0';
-    /* METHOD SP origin-form SP HTTP/1.x */
-    char *sp1 = strchr(line, ' ');
-    char *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
-    if (!sp1 || !sp2 || strchr(sp2 + 1, ' '))
-        return SBX_EINVAL;
-    *sp1 = *sp2 = '\0';
-    ret->method = line;
-    ret->target = sp1 + 1;
-    if (!*ret->method || strlen(ret->method) > 15)
-        return SBX_EINVAL;
-    for (const char *p = ret->method; *p; p++)
-        if (!is_tchar((unsigned char)*p))
-            return SBX_EINVAL;
-    if (ret->target[0] != '/')
-        return SBX_EINVAL;
-    for (const unsigned char *p = (unsigned char *)ret->target; *p; p++)
-        if (*p <= 0x20 || *p >= 0x7f)
-            return SBX_EINVAL;
-    if (strcmp(sp2 + 1, "HTTP/1.1") == 0)
-        ret->minor = 1;
-    else if (strcmp(sp2 + 1, "HTTP/1.0") == 0)
-        ret->minor = 0;
-    else
-        return SBX_EINVAL;
-    for (line = eol + 2; *line != '\r'; line = eol + 2) {
-        eol = strstr(line, "\r\n");
-        *eol = '\0';
-        char *colon = strchr(line, ':');
-        if (!colon || colon == line)
-            return SBX_EINVAL; /* also refuses obsolete line folding */
-        for (char *p = line; p < colon; p++)
-            if (!is_tchar((unsigned char)*p))
-                return SBX_EINVAL;
-        *colon = '\0';
-        char *v = colon + 1;
-        while (*v == ' ' || *v == '\t')
-            v++;
-        size_t vl = strlen(v);
-        while (vl > 0 && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
-            v[--vl] = '\0';
-        for (const unsigned char *p = (unsigned char *)v; *p; p++)
-            if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
-                return SBX_EINVAL;
-        if (ret->nh == PROXY_MAX_HEADERS)
-            return SBX_ETOOBIG;
-        ret->name[ret->nh] = line;
-        ret->value[ret->nh] = v;
-        ret->nh++;
-    }
-    return 0;
+    static const httphead_opts_t opts = { .bare_lf = false, .keep_headers = true };
+    return httphead_parse(buf, len, &opts, ret, NULL, 0);
 }
 
-const char *proxy_head_get(const proxy_head_t *h, const char *name)
-{
-    for (int i = h->nh - 1; i >= 0; i--)
-        if (strcasecmp(h->name[i], name) == 0)
-            return h->value[i];
-    return NULL;
-}
+const char *proxy_head_get(const proxy_head_t *h, const char *name) { return httphead_get(h, name); }
 
 static int head_count(const proxy_head_t *h, const char *name)
 {

@@ -19,6 +19,7 @@
 
 #include "config.h"
 #include "controller.h"
+#include "httphead.h"
 
 /* A network whose X-Forwarded-* headers are believed (trusted_proxies). */
 struct proxy_net {
@@ -40,21 +41,15 @@ void proxy_thread_free(proxy_thread_t *pt);
 
 /* ---- pure parts, exposed for the unit tests ---- */
 
-#define PROXY_MAX_HEADERS 100
+#define PROXY_MAX_HEADERS SBX_HTTP_MAX_HEADERS
 #define PROXY_NAME_LEN 26    /* route names: 26 base32 characters */
 
-typedef struct proxy_head {
-    char *method;
-    char *target;
-    int minor;               /* HTTP/1.minor */
-    int nh;
-    char *name[PROXY_MAX_HEADERS];
-    char *value[PROXY_MAX_HEADERS];
-} proxy_head_t;
+typedef httphead_t proxy_head_t;
 
-/* Parses a request head in place: buf holds len bytes ending with the blank
- * line, and is NUL-terminated at len. 0, or SBX_EINVAL (malformed, or an
- * absolute-form target), or SBX_ETOOBIG (too many headers). */
+/* Parses a request head in place (common/httphead.h, CRLF line ends only,
+ * headers kept): buf holds len bytes ending with the blank line, and is
+ * NUL-terminated at len. 0, or SBX_EINVAL (malformed, or an absolute-form
+ * target), or SBX_ETOOBIG (too many headers). */
 int proxy_parse_head(char *buf, size_t len, proxy_head_t *ret);
 
 /* The last value of header name (case-insensitive) or NULL. */
