@@ -551,6 +551,55 @@ static int sign_logs_grant(const logs_source_t *src, const char *sandbox_id, int
     return rc;
 }
 
+/* Opens the stream of sandbox id's logs: connects to the worker at ss
+ * (sl bytes), sends the preamble with grant and answers rq as the worker's
+ * answer comes (the stream owns rq from here; src's output tail moves to
+ * it). A failure is answered at once. */
+static void logs_stream_start(req_t *rq, const char *id, logs_source_t *src, int64_t tail, bool follow,
+                              const char *grant, const struct sockaddr_storage *ss, int sl)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(rq->ev);
+    struct bufferevent *cbev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    struct event_base *base = evcon ? evhttp_connection_get_base(evcon) : NULL;
+    logs_stream_t *ls = base ? calloc(1, sizeof *ls) : NULL;
+    if (!ls) {
+        http_reply_error(rq, API_INTERNAL, "out of memory");
+        return;
+    }
+    ls->rq = rq;
+    ls->evcon = evcon;
+    ls->tail = tail;
+    ls->follow = follow;
+    ls->output_tail = src->output_tail;
+    src->output_tail = NULL;
+    snprintf(ls->sandbox_id, sizeof ls->sandbox_id, "%s", id);
+    ls->next = thread_streams;
+    if (thread_streams)
+        thread_streams->prev = ls;
+    thread_streams = ls;
+    thread_nstreams++;
+    evhttp_connection_set_closecb(evcon, client_close_cb, ls);
+    evutil_socket_t cfd = cbev ? bufferevent_getfd(cbev) : -1;
+    if (cfd >= 0 && (ls->peek = event_new(base, cfd, EV_READ, client_peek_cb, ls)))
+        event_add(ls->peek, NULL);
+    if (follow)
+        ls->sweep = event_new(base, -1, EV_PERSIST, sweep_cb, ls);
+    ls->up = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (!ls->up || (follow && !ls->sweep)) {
+        ls_fail(ls, API_INTERNAL, "out of memory");
+        return;
+    }
+    evbuffer_add_printf(bufferevent_get_output(ls->up), "SANDBOX-FORWARD/1 %s\r\n", grant);
+    struct timeval wt = { LOGS_WORKER_SECONDS, 0 };
+    bufferevent_set_timeouts(ls->up, &wt, &wt);
+    bufferevent_setcb(ls->up, worker_read_cb, NULL, worker_event_cb, ls);
+    if (bufferevent_socket_connect(ls->up, (const struct sockaddr *)ss, sl) < 0) {
+        ls_fail(ls, API_UNAVAILABLE, "cannot reach the worker running the sandbox");
+        return;
+    }
+    bufferevent_enable(ls->up, EV_READ | EV_WRITE);
+}
+
 void api_sandbox_logs(req_t *rq, const char *id)
 {
     int64_t tail;
@@ -608,47 +657,8 @@ void api_sandbox_logs(req_t *rq, const char *id)
         http_reply_error(rq, API_UNAVAILABLE, "the worker's forwarder address is not an IP address and port");
         goto cleanup;
     }
-    struct evhttp_connection *evcon = evhttp_request_get_connection(rq->ev);
-    struct bufferevent *cbev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
-    struct event_base *base = evcon ? evhttp_connection_get_base(evcon) : NULL;
-    logs_stream_t *ls = base ? calloc(1, sizeof *ls) : NULL;
-    if (!ls) {
-        http_reply_error(rq, API_INTERNAL, "out of memory");
-        goto cleanup;
-    }
-    ls->rq = rq;
-    ls->evcon = evcon;
-    ls->tail = tail;
-    ls->follow = follow;
-    ls->output_tail = src.output_tail;
-    src.output_tail = NULL;
-    snprintf(ls->sandbox_id, sizeof ls->sandbox_id, "%s", id);
-    ls->next = thread_streams;
-    if (thread_streams)
-        thread_streams->prev = ls;
-    thread_streams = ls;
-    thread_nstreams++;
-    evhttp_connection_set_closecb(evcon, client_close_cb, ls);
-    evutil_socket_t cfd = cbev ? bufferevent_getfd(cbev) : -1;
-    if (cfd >= 0 && (ls->peek = event_new(base, cfd, EV_READ, client_peek_cb, ls)))
-        event_add(ls->peek, NULL);
-    if (follow)
-        ls->sweep = event_new(base, -1, EV_PERSIST, sweep_cb, ls);
-    ls->up = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
-    if (!ls->up || (follow && !ls->sweep)) {
-        ls_fail(ls, API_INTERNAL, "out of memory");
-        goto cleanup;
-    }
-    evbuffer_add_printf(bufferevent_get_output(ls->up), "SANDBOX-FORWARD/1 %s\r\n", grant);
+    logs_stream_start(rq, id, &src, tail, follow, grant, &ss, sl);
     sodium_memzero(grant, sizeof grant);
-    struct timeval wt = { LOGS_WORKER_SECONDS, 0 };
-    bufferevent_set_timeouts(ls->up, &wt, &wt);
-    bufferevent_setcb(ls->up, worker_read_cb, NULL, worker_event_cb, ls);
-    if (bufferevent_socket_connect(ls->up, (struct sockaddr *)&ss, sl) < 0) {
-        ls_fail(ls, API_UNAVAILABLE, "cannot reach the worker running the sandbox");
-        goto cleanup;
-    }
-    bufferevent_enable(ls->up, EV_READ | EV_WRITE);
 cleanup:
     store_logs_source_release(&src);
 }
