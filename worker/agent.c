@@ -107,13 +107,17 @@ void agent_failover(agent_t *a, httpc_t *c)
         log_info(AGENT_COMPONENT, "switching to controller %s", a->urls[agent_url_idx]);
 }
 
-/* A client for this thread, on the first controller URL. */
-httpc_t *agent_client(agent_t *a)
+/* A client for this thread, on the first controller URL (agent_internal.h). */
+httpc_t *agent_client(agent_t *a, const atomic_int *abort_flag, const char *user)
 {
     httpc_t *c = NULL;
     agent_url_idx = 0;
-    if (httpc_new(a->urls[0], a->token, &c) < 0)
+    if (httpc_new(a->urls[0], a->token, &c) < 0) {
+        log_error(AGENT_COMPONENT, "failed to create an HTTP client for %s", user);
         return NULL;
+    }
+    if (abort_flag)
+        httpc_set_abort_flag(c, abort_flag);
     return c;
 }
 

@@ -330,10 +330,8 @@ void *agent_executor_main(void *arg)
     pthread_mutex_lock(&a->mu);
     int slot = a->exec_slots++;
     pthread_mutex_unlock(&a->mu);
-    if (!(c = agent_client(a))) {
-        log_error(AGENT_COMPONENT, "failed to create an HTTP client for an executor");
+    if (!(c = agent_client(a, NULL, "an executor")))
         return NULL;
-    }
     for (;;) {
         pthread_mutex_lock(&a->mu);
         while (a->qlen == 0 && !a->exec_stop)
@@ -396,11 +394,8 @@ void *agent_poller_main(void *arg)
     httpc_t *c = NULL;
     int last_kind = 0;
     int64_t backoff = AGENT_BACKOFF_MIN_MS;
-    if (!(c = agent_client(a))) {
-        log_error(AGENT_COMPONENT, "failed to create an HTTP client for the poller");
+    if (!(c = agent_client(a, &a->stop_poll, "the poller")))
         return NULL;
-    }
-    httpc_set_abort_flag(c, &a->stop_poll);
     while (!agent_flag(&a->stop_poll)) {
         pthread_mutex_lock(&a->mu);
         bool must_register = !a->registered || a->need_register;

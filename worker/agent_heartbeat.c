@@ -229,11 +229,8 @@ void *agent_heartbeat_main(void *arg)
     agent_t *a = arg;
     httpc_t *c = NULL;
     int last_kind = 0, last_inv_kind = 0, last_img_kind = 0;
-    if (!(c = agent_client(a))) {
-        log_error(AGENT_COMPONENT, "failed to create an HTTP client for the heartbeat");
+    if (!(c = agent_client(a, &a->stop_hb, "the heartbeat")))
         return NULL;
-    }
-    httpc_set_abort_flag(c, &a->stop_hb);
     while (!agent_flag(&a->stop_hb)) {
         pthread_mutex_lock(&a->mu);
         while (!a->registered && !agent_flag(&a->stop_hb))

@@ -91,8 +91,10 @@ static inline bool agent_flag(const atomic_int *flag) { return atomic_load(flag)
 extern metric_family_t *agent_m_assignments, *agent_m_assignment_seconds, *agent_m_running, *agent_m_sandboxes,
     *agent_m_heartbeats, *agent_m_capacity;
 
-/* A client for this thread, on the first controller URL. */
-httpc_t *agent_client(agent_t *a);
+/* A client for this thread, on the first controller URL, aborting its
+ * requests once *abort_flag is set (NULL: never). NULL, logged as failing
+ * for user ("the poller"), when it cannot be made. */
+httpc_t *agent_client(agent_t *a, const atomic_int *abort_flag, const char *user);
 
 /* The cluster id from the last registration ("" before the first). */
 void agent_cluster_id(agent_t *a, char out[64]);
