@@ -19,6 +19,7 @@
 #include "limits.h"
 #include "log.h"
 #include "logframe.h"
+#include "proxy.h"
 #include "sbuf.h"
 #include "store.h"
 #include "utf8.h"
@@ -46,7 +47,6 @@
 #define LOGS_GRANT_SECONDS    60
 /* A follow re-checks that its sandbox still runs on a live worker. */
 #define LOGS_SWEEP_SECONDS    5
-#define LOGS_WORKER_LINE      1024
 /* TCP keepalive on the worker connection: a worker host that vanished
  * ends a quiet follow within about a minute. */
 #define LOGS_KEEPIDLE_SECONDS 30
@@ -430,29 +430,18 @@ static void ls_begin_stream(logs_stream_t *ls)
 static void worker_read_cb(struct bufferevent *bev, void *arg)
 {
     logs_stream_t *ls = arg;
-    struct evbuffer *in = bufferevent_get_input(bev);
-    size_t len = 0;
-    char *line = evbuffer_readln(in, &len, EVBUFFER_EOL_CRLF_STRICT);
-    if (!line) {
-        if (evbuffer_get_length(in) > LOGS_WORKER_LINE)
-            ls_fail(ls, API_UNAVAILABLE, "the worker answered something else than a forward reply");
-        return;
-    }
-    int status = 0, off = 0;
-    char code[48] = "";
-    if (sscanf(line, "SANDBOX-FORWARD/1 %d %47s %n", &status, code, &off) < 2) {
-        free(line);
+    proxy_worker_reply_t rep;
+    int r = proxy_worker_reply_read(bufferevent_get_input(bev), &rep);
+    if (r < 0)
         ls_fail(ls, API_UNAVAILABLE, "the worker answered something else than a forward reply");
+    if (r <= 0)
         return;
-    }
-    if (status == 200) {
-        free(line);
+    if (rep.status == 200) {
         ls_begin_stream(ls);
         return;
     }
-    char msg[300];
-    snprintf(msg, sizeof msg, "%s", off > 0 && (size_t)off <= len ? line + off : code);
-    free(line);
+    int status = rep.status;
+    const char *code = rep.code, *msg = rep.msg;
     if (status == 404) {
         ls_answer_tail(ls);
         return;

@@ -28,7 +28,22 @@ struct proxy_net {
     int bits;
 };
 
+struct evbuffer;
 typedef struct proxy_thread proxy_thread_t;
+
+/* The worker's one-line answer to a forward preamble (worker/forward.h:
+ * "SANDBOX-FORWARD/1 <status> <code> [<message>]"). */
+typedef struct proxy_worker_reply {
+    int status;
+    char code[48];
+    char msg[300];           /* the message; the code when there is none */
+} proxy_worker_reply_t;
+
+/* Reads the worker's answer from in (the route proxy's and the logs
+ * stream's upstream): 1 with *ret set once a whole line came (taken from
+ * in), 0 while it has not, -1 when what came is not such a line (or runs
+ * past 1024 bytes without ending). */
+int proxy_worker_reply_read(struct evbuffer *in, proxy_worker_reply_t *ret);
 
 /* Reads the route settings (limits, trusted_proxies) into ctl. */
 int proxy_config(controller_t *ctl, const cfg_t *cfg, char *err, size_t errlen);

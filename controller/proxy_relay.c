@@ -202,33 +202,38 @@ static void pipe_start(pconn_t *pc)
 
 /* ---- waiting for the worker's answer ---- */
 
+int proxy_worker_reply_read(struct evbuffer *in, proxy_worker_reply_t *ret)
+{
+    size_t len = 0;
+    char *line = evbuffer_readln(in, &len, EVBUFFER_EOL_CRLF_STRICT);
+    if (!line)
+        return evbuffer_get_length(in) > PROXY_WORKER_LINE ? -1 : 0;
+    int off = 0;
+    memset(ret, 0, sizeof *ret);
+    if (sscanf(line, "SANDBOX-FORWARD/1 %d %47s %n", &ret->status, ret->code, &off) < 2) {
+        free(line);
+        return -1;
+    }
+    snprintf(ret->msg, sizeof ret->msg, "%s", off > 0 && (size_t)off <= len ? line + off : ret->code);
+    free(line);
+    return 1;
+}
+
 void proxy_worker_read_cb(struct bufferevent *bev, void *arg)
 {
     pconn_t *pc = arg;
-    struct evbuffer *in = bufferevent_get_input(bev);
-    size_t len = 0;
-    char *line = evbuffer_readln(in, &len, EVBUFFER_EOL_CRLF_STRICT);
-    if (!line) {
-        if (evbuffer_get_length(in) > PROXY_WORKER_LINE)
-            proxy_conn_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker answered something else than a forward reply");
-        return;
-    }
-    /* "SANDBOX-FORWARD/1 <status> <code> <message>" */
-    int status = 0, off = 0;
-    char code[48] = "";
-    if (sscanf(line, "SANDBOX-FORWARD/1 %d %47s %n", &status, code, &off) < 2) {
-        free(line);
+    proxy_worker_reply_t rep;
+    int r = proxy_worker_reply_read(bufferevent_get_input(bev), &rep);
+    if (r < 0)
         proxy_conn_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker answered something else than a forward reply");
+    if (r <= 0)
         return;
-    }
-    if (status == 200) {
-        free(line);
+    if (rep.status == 200) {
         pipe_start(pc);
         return;
     }
-    char msg[300];
-    snprintf(msg, sizeof msg, "%s", off > 0 && (size_t)off <= len ? line + off : code);
-    free(line);
+    int status = rep.status;
+    const char *code = rep.code, *msg = rep.msg;
     log_warn("proxy", "route %s: the worker refused to forward: %d %s %s", pc->name, status, code, msg);
     /* The sandbox stopped running between our check and the worker's: the
      * route is gone. Anything else is the gateway failing. */
