@@ -74,6 +74,47 @@ CURL *docker_handle_new(const docker_runtime_t *rt, const char *method, const ch
 
 bool docker_cancelled(const docker_runtime_t *rt) { return rt->cancel && atomic_load(rt->cancel); }
 
+int docker_multi_open(docker_multi_t *dm, const docker_runtime_t *rt, const char *method, const char *path,
+                      const void *body, size_t body_len, const char *content_type, curl_write_callback write_cb,
+                      void *ud)
+{
+    memset(dm, 0, sizeof *dm);
+    dm->h = docker_handle_new(rt, method, path, body, body_len, content_type, 0, &dm->hl);
+    dm->m = curl_multi_init();
+    if (!dm->h || !dm->m)
+        return SBX_ENOMEM;
+    curl_easy_setopt(dm->h, CURLOPT_NOPROGRESS, 1L);
+    curl_easy_setopt(dm->h, CURLOPT_WRITEFUNCTION, write_cb);
+    curl_easy_setopt(dm->h, CURLOPT_WRITEDATA, ud);
+    curl_multi_add_handle(dm->m, dm->h);
+    dm->added = true;
+    return 0;
+}
+
+int docker_multi_result(docker_multi_t *dm, const docker_runtime_t *rt, long *status, api_error_t *err)
+{
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(dm->m, &left)) != NULL)
+        if (msg->msg == CURLMSG_DONE && msg->data.result != CURLE_OK)
+            return docker_transport_error(rt, msg->data.result, err);
+    if (*status == 0)
+        curl_easy_getinfo(dm->h, CURLINFO_RESPONSE_CODE, status);
+    return 0;
+}
+
+void docker_multi_close(docker_multi_t *dm)
+{
+    if (dm->added)
+        curl_multi_remove_handle(dm->m, dm->h);
+    if (dm->h)
+        curl_easy_cleanup(dm->h);
+    if (dm->m)
+        curl_multi_cleanup(dm->m);
+    curl_slist_free_all(dm->hl);
+    memset(dm, 0, sizeof *dm);
+}
+
 int docker_transport_error(const docker_runtime_t *rt, CURLcode cr, api_error_t *err)
 {
     if (cr == CURLE_ABORTED_BY_CALLBACK && docker_cancelled(rt))

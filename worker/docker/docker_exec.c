@@ -257,9 +257,7 @@ static int docker_exec_stream(docker_runtime_t *rt, const char *exec_id, const d
 {
     int r = 0;
     char path[160];
-    struct curl_slist *hl = NULL;
-    CURLM *m = NULL;
-    bool added = false;
+    docker_multi_t dm = { 0 };
     docker_exec_io_t io;
     memset(&io, 0, sizeof io);
     sbuf_init(&io.error_body, 4096);
@@ -268,20 +266,16 @@ static int docker_exec_stream(docker_runtime_t *rt, const char *exec_id, const d
 
     snprintf(path, sizeof path, "/exec/%s/start", exec_id);
     static const char start_body[] = "{\"Detach\":false,\"Tty\":false}";
-    io.h = docker_handle_new(rt, "POST", path, start_body, sizeof start_body - 1, "application/json", 0, &hl);
-    m = curl_multi_init();
-    if (!io.h || !m) {
+    /* The deadline is ours; libcurl's progress callback would only see the
+     * cancel flag about once a second, the loop below sees it sooner. */
+    if (docker_multi_open(&dm, rt, "POST", path, start_body, sizeof start_body - 1, "application/json",
+                          docker_exec_write_cb, &io) < 0) {
         api_error_set(err, API_INTERNAL, "out of memory");
         r = SBX_ENOMEM;
         goto cleanup;
     }
-    /* The deadline is ours; libcurl's progress callback would only see the
-     * cancel flag about once a second, the loop below sees it sooner. */
-    curl_easy_setopt(io.h, CURLOPT_NOPROGRESS, 1L);
-    curl_easy_setopt(io.h, CURLOPT_WRITEFUNCTION, docker_exec_write_cb);
-    curl_easy_setopt(io.h, CURLOPT_WRITEDATA, &io);
-    curl_multi_add_handle(m, io.h);
-    added = true;
+    io.h = dm.h;
+    CURLM *m = dm.m;
 
     int running = 1;
     while (running) {
@@ -313,16 +307,8 @@ static int docker_exec_stream(docker_runtime_t *rt, const char *exec_id, const d
         }
         curl_multi_poll(m, NULL, 0, left < 100 ? left : 100, NULL);
     }
-    CURLMsg *msg;
-    int left;
-    while ((msg = curl_multi_info_read(m, &left)) != NULL) {
-        if (msg->msg == CURLMSG_DONE && msg->data.result != CURLE_OK) {
-            r = docker_transport_error(rt, msg->data.result, err);
-            goto cleanup;
-        }
-    }
-    if (io.status == 0)
-        curl_easy_getinfo(io.h, CURLINFO_RESPONSE_CODE, &io.status);
+    if ((r = docker_multi_result(&dm, rt, &io.status, err)) < 0)
+        goto cleanup;
     if (io.status == 404) {
         r = api_error_set(err, API_RUNTIME_ERROR, "sandbox container not found");
         goto cleanup;
@@ -335,13 +321,7 @@ static int docker_exec_stream(docker_runtime_t *rt, const char *exec_id, const d
         goto cleanup;
     }
 cleanup:
-    if (added)
-        curl_multi_remove_handle(m, io.h);
-    if (io.h)
-        curl_easy_cleanup(io.h);
-    if (m)
-        curl_multi_cleanup(m);
-    curl_slist_free_all(hl);
+    docker_multi_close(&dm);
     sbuf_release(&io.error_body);
     return r;
 }

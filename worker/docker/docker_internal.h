@@ -110,6 +110,31 @@ bool docker_cancelled(const docker_runtime_t *rt);
 /* Maps a failed transfer to an error. */
 int docker_transport_error(const docker_runtime_t *rt, CURLcode cr, api_error_t *err);
 
+/* A streamed Engine request on its own multi handle, which the caller's
+ * loop drives (curl_multi_perform, curl_multi_poll on m) while it watches
+ * its own deadline, stop descriptors and the cancel flag: no progress
+ * callback, no timeout. */
+typedef struct docker_multi {
+    CURL *h;
+    CURLM *m;
+    struct curl_slist *hl;
+    bool added;
+} docker_multi_t;
+
+/* Opens dm for method path (body: as docker_handle_new), handing the
+ * answer to write_cb with ud. 0, or SBX_ENOMEM; docker_multi_close dm in
+ * both cases. */
+int docker_multi_open(docker_multi_t *dm, const docker_runtime_t *rt, const char *method, const char *path,
+                      const void *body, size_t body_len, const char *content_type, curl_write_callback write_cb,
+                      void *ud);
+
+/* Once the transfer ended: its transport error (docker_transport_error),
+ * or 0 with the HTTP status in *status when that is still 0. */
+int docker_multi_result(docker_multi_t *dm, const docker_runtime_t *rt, long *status, api_error_t *err);
+
+/* Frees what dm holds; a dm that was never opened (all zero) is fine. */
+void docker_multi_close(docker_multi_t *dm);
+
 /* Sends one request with an optional body (len bytes of content_type) and
  * hands the reply to write_cb. Returns 0 when Docker answered, whatever the
  * status. */

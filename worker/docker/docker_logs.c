@@ -108,9 +108,7 @@ int docker_rt_logs_stream(runtime_t *base, const char *ref, const runtime_logs_r
     docker_runtime_t *rt = (docker_runtime_t *)base;
     int r = 0;
     char path[256], tail[24];
-    struct curl_slist *hl = NULL;
-    CURLM *m = NULL;
-    bool added = false;
+    docker_multi_t dm = { 0 };
     docker_logs_io_t io;
     memset(&io, 0, sizeof io);
     io.req = req;
@@ -126,18 +124,13 @@ int docker_rt_logs_stream(runtime_t *base, const char *ref, const runtime_logs_r
         snprintf(tail, sizeof tail, "%lld", (long long)req->tail);
     snprintf(path, sizeof path, "/containers/%s/logs?stdout=1&stderr=1&follow=%d&tail=%s", ref, req->follow ? 1 : 0,
              tail);
-    io.h = docker_handle_new(rt, "GET", path, NULL, 0, NULL, 0, &hl);
-    m = curl_multi_init();
-    if (!io.h || !m) {
+    /* Our loop watches the cancel flag and the stop descriptors itself. */
+    if (docker_multi_open(&dm, rt, "GET", path, NULL, 0, NULL, docker_logs_write_cb, &io) < 0) {
         r = api_error_set(err, API_INTERNAL, "out of memory");
         goto cleanup;
     }
-    /* Our loop watches the cancel flag and the stop descriptors itself. */
-    curl_easy_setopt(io.h, CURLOPT_NOPROGRESS, 1L);
-    curl_easy_setopt(io.h, CURLOPT_WRITEFUNCTION, docker_logs_write_cb);
-    curl_easy_setopt(io.h, CURLOPT_WRITEDATA, &io);
-    curl_multi_add_handle(m, io.h);
-    added = true;
+    io.h = dm.h;
+    CURLM *m = dm.m;
     int running = 1;
     while (running) {
         CURLMcode mc = curl_multi_perform(m, &running);
@@ -161,16 +154,8 @@ int docker_rt_logs_stream(runtime_t *base, const char *ref, const runtime_logs_r
     }
     if (io.stop)
         goto cleanup;
-    CURLMsg *msg;
-    int left;
-    while ((msg = curl_multi_info_read(m, &left)) != NULL) {
-        if (msg->msg == CURLMSG_DONE && msg->data.result != CURLE_OK) {
-            r = docker_transport_error(rt, msg->data.result, err);
-            goto cleanup;
-        }
-    }
-    if (io.status == 0)
-        curl_easy_getinfo(io.h, CURLINFO_RESPONSE_CODE, &io.status);
+    if ((r = docker_multi_result(&dm, rt, &io.status, err)) < 0)
+        goto cleanup;
     if (io.status == 404) {
         r = api_error_set(err, API_NOT_FOUND, "the sandbox's container is gone");
         goto cleanup;
@@ -184,13 +169,7 @@ int docker_rt_logs_stream(runtime_t *base, const char *ref, const runtime_logs_r
     }
     docker_logs_flush(&io);
 cleanup:
-    if (added)
-        curl_multi_remove_handle(m, io.h);
-    if (io.h)
-        curl_easy_cleanup(io.h);
-    if (m)
-        curl_multi_cleanup(m);
-    curl_slist_free_all(hl);
+    docker_multi_close(&dm);
     sbuf_release(&io.out);
     sbuf_release(&io.err);
     sbuf_release(&io.error_body);
