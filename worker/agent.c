@@ -93,6 +93,12 @@ void agent_sleep_ms(agent_t *a, int64_t ms, const atomic_int *flag)
     pthread_mutex_unlock(&a->mu);
 }
 
+void agent_backoff(agent_t *a, int64_t *backoff_ms, const atomic_int *flag)
+{
+    agent_sleep_ms(a, *backoff_ms, flag);
+    *backoff_ms = *backoff_ms * 2 > AGENT_BACKOFF_MAX_MS ? AGENT_BACKOFF_MAX_MS : *backoff_ms * 2;
+}
+
 /* Each thread has its own HTTP client and remembers which controller URL
  * it uses. */
 static __thread int agent_url_idx;

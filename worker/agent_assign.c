@@ -447,8 +447,7 @@ void *agent_poller_main(void *arg)
         }
         agent_exchange_failed(a, c, &last_kind, rc, &resp, "poll the controller");
         httpc_response_release(&resp);
-        agent_sleep_ms(a, backoff, &a->stop_poll);
-        backoff = backoff * 2 > AGENT_BACKOFF_MAX_MS ? AGENT_BACKOFF_MAX_MS : backoff * 2;
+        agent_backoff(a, &backoff, &a->stop_poll);
     }
     httpc_free(c);
     return NULL;

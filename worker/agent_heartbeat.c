@@ -149,8 +149,7 @@ int agent_register(agent_t *a, httpc_t *c)
             agent_exchange_failed(a, c, &last_kind, rc, &resp, "register with the controller");
         }
         httpc_response_release(&resp);
-        agent_sleep_ms(a, backoff, &a->stop_poll);
-        backoff = backoff * 2 > AGENT_BACKOFF_MAX_MS ? AGENT_BACKOFF_MAX_MS : backoff * 2;
+        agent_backoff(a, &backoff, &a->stop_poll);
     }
     json_object_put(body);
     return r;

@@ -126,6 +126,10 @@ bool agent_sandbox_busy(agent_t *a, const char *sandbox_id);
  * broadcasts the condition). */
 void agent_sleep_ms(agent_t *a, int64_t ms, const atomic_int *flag);
 
+/* After a failed exchange: sleeps *backoff_ms (as agent_sleep_ms), then
+ * doubles it up to AGENT_BACKOFF_MAX_MS. */
+void agent_backoff(agent_t *a, int64_t *backoff_ms, const atomic_int *flag);
+
 /* The observed fields of a stopped container, for a heartbeat's inventory
  * entry or a create's report (the controller reads them with
  * common/observed.c). */

@@ -91,6 +91,14 @@ int docker_multi_open(docker_multi_t *dm, const docker_runtime_t *rt, const char
     return 0;
 }
 
+int docker_multi_perform(docker_multi_t *dm, const char *what, int *running, api_error_t *err)
+{
+    CURLMcode mc = curl_multi_perform(dm->m, running);
+    if (mc != CURLM_OK)
+        return api_error_set(err, API_RUNTIME_ERROR, "docker %s stream: %s", what, curl_multi_strerror(mc));
+    return 0;
+}
+
 int docker_multi_result(docker_multi_t *dm, const docker_runtime_t *rt, long *status, api_error_t *err)
 {
     CURLMsg *msg;

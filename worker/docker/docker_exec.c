@@ -275,15 +275,11 @@ static int docker_exec_stream(docker_runtime_t *rt, const char *exec_id, const d
         goto cleanup;
     }
     io.h = dm.h;
-    CURLM *m = dm.m;
 
     int running = 1;
     while (running) {
-        CURLMcode mc = curl_multi_perform(m, &running);
-        if (mc != CURLM_OK) {
-            r = api_error_set(err, API_RUNTIME_ERROR, "docker exec stream: %s", curl_multi_strerror(mc));
+        if ((r = docker_multi_perform(&dm, "exec", &running, err)) < 0)
             goto cleanup;
-        }
         if (!running)
             break;
         int left = time_left_ms(deadline_ms);
@@ -305,7 +301,7 @@ static int docker_exec_stream(docker_runtime_t *rt, const char *exec_id, const d
             *ret_killed = true;
             goto cleanup; /* stop reading: the stream may be held open by escaped processes */
         }
-        curl_multi_poll(m, NULL, 0, left < 100 ? left : 100, NULL);
+        curl_multi_poll(dm.m, NULL, 0, left < 100 ? left : 100, NULL);
     }
     if ((r = docker_multi_result(&dm, rt, &io.status, err)) < 0)
         goto cleanup;

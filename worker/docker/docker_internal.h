@@ -128,6 +128,10 @@ int docker_multi_open(docker_multi_t *dm, const docker_runtime_t *rt, const char
                       const void *body, size_t body_len, const char *content_type, curl_write_callback write_cb,
                       void *ud);
 
+/* One curl_multi_perform round: 0 with *running (the transfer goes on),
+ * or API_RUNTIME_ERROR "docker <what> stream: ...". */
+int docker_multi_perform(docker_multi_t *dm, const char *what, int *running, api_error_t *err);
+
 /* Once the transfer ended: its transport error (docker_transport_error),
  * or 0 with the HTTP status in *status when that is still 0. */
 int docker_multi_result(docker_multi_t *dm, const docker_runtime_t *rt, long *status, api_error_t *err);

@@ -130,14 +130,10 @@ int docker_rt_logs_stream(runtime_t *base, const char *ref, const runtime_logs_r
         goto cleanup;
     }
     io.h = dm.h;
-    CURLM *m = dm.m;
     int running = 1;
     while (running) {
-        CURLMcode mc = curl_multi_perform(m, &running);
-        if (mc != CURLM_OK) {
-            r = api_error_set(err, API_RUNTIME_ERROR, "docker logs stream: %s", curl_multi_strerror(mc));
+        if ((r = docker_multi_perform(&dm, "logs", &running, err)) < 0)
             goto cleanup;
-        }
         if (!running || io.stop)
             break;
         if (docker_cancelled(rt)) {
@@ -147,7 +143,7 @@ int docker_rt_logs_stream(runtime_t *base, const char *ref, const runtime_logs_r
         struct curl_waitfd wfd[4];
         for (size_t i = 0; i < req->nstop_fds; i++)
             wfd[i] = (struct curl_waitfd){ .fd = req->stop_fds[i], .events = CURL_WAIT_POLLIN, .revents = 0 };
-        curl_multi_poll(m, wfd, (unsigned)req->nstop_fds, 200, NULL);
+        curl_multi_poll(dm.m, wfd, (unsigned)req->nstop_fds, 200, NULL);
         for (size_t i = 0; i < req->nstop_fds; i++)
             if (wfd[i].revents)
                 goto cleanup;     /* asked to stop: not an error */
