@@ -19,6 +19,19 @@ int64_t time_wall_ms(void)
 
 int64_t time_deadline_ms(int64_t timeout_ms) { return time_mono_ms() + timeout_ms; }
 
+struct timespec time_mono_timespec_after(int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
 int time_left_ms(int64_t deadline_ms)
 {
     int64_t left = deadline_ms - time_mono_ms();

@@ -77,14 +77,7 @@ const char *agent_kind_label(const char *kind)
  * broadcasts the condition). */
 void agent_sleep_ms(agent_t *a, int64_t ms, const atomic_int *flag)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = time_mono_timespec_after(ms);
     pthread_mutex_lock(&a->mu);
     while (!agent_flag(flag)) {
         if (pthread_cond_timedwait(&a->cond, &a->mu, &ts) == ETIMEDOUT)

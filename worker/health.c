@@ -514,14 +514,7 @@ static void *health_checker_main(void *arg)
         else if (r == 0 && was_checked && !was_ok)
             log_info(HEALTH_COMPONENT, "runtime check: %s answers again", runtime_name(h->rt));
 
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += HEALTH_CHECK_INTERVAL_MS / 1000;
-        ts.tv_nsec += (HEALTH_CHECK_INTERVAL_MS % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = time_mono_timespec_after(HEALTH_CHECK_INTERVAL_MS);
         pthread_mutex_lock(&h->mu);
         while (!h->stop_checker)
             if (pthread_cond_timedwait(&h->cond, &h->mu, &ts) == ETIMEDOUT)
