@@ -440,17 +440,15 @@ static void worker_read_cb(struct bufferevent *bev, void *arg)
         ls_begin_stream(ls);
         return;
     }
-    int status = rep.status;
-    const char *code = rep.code, *msg = rep.msg;
-    if (status == 404) {
+    if (rep.status == 404) {
         ls_answer_tail(ls);
         return;
     }
-    log_warn(LOGS_COMPONENT, "sandbox %s: the worker refused the logs stream: %d %s %s", ls->sandbox_id, status,
-             code, msg);
+    log_warn(LOGS_COMPONENT, "sandbox %s: the worker refused the logs stream: %d %s %s", ls->sandbox_id, rep.status,
+             rep.code, rep.msg);
     char full[400];
-    snprintf(full, sizeof full, "the worker running the sandbox refused: %s", msg);
-    ls_fail(ls, status == 409 ? API_CONFLICT : API_UNAVAILABLE, full);
+    snprintf(full, sizeof full, "the worker running the sandbox refused: %s", rep.msg);
+    ls_fail(ls, rep.status == 409 ? API_CONFLICT : API_UNAVAILABLE, full);
 }
 
 static void worker_event_cb(struct bufferevent *bev, short what, void *arg)

@@ -232,19 +232,17 @@ void proxy_worker_read_cb(struct bufferevent *bev, void *arg)
         pipe_start(pc);
         return;
     }
-    int status = rep.status;
-    const char *code = rep.code, *msg = rep.msg;
-    log_warn("proxy", "route %s: the worker refused to forward: %d %s %s", pc->name, status, code, msg);
+    log_warn("proxy", "route %s: the worker refused to forward: %d %s %s", pc->name, rep.status, rep.code, rep.msg);
     /* The sandbox stopped running between our check and the worker's: the
      * route is gone. Anything else is the gateway failing. */
-    if (status == 404)
+    if (rep.status == 404)
         proxy_conn_answer_error(pc, API_NOT_FOUND, NULL, "no such route");
-    else if (status == 503)
-        proxy_conn_answer_error(pc, API_UNAVAILABLE, NULL, msg);
-    else if (status == 409)
-        proxy_conn_answer_error(pc, API_CONFLICT, NULL, msg);
+    else if (rep.status == 503)
+        proxy_conn_answer_error(pc, API_UNAVAILABLE, NULL, rep.msg);
+    else if (rep.status == 409)
+        proxy_conn_answer_error(pc, API_CONFLICT, NULL, rep.msg);
     else
-        proxy_conn_answer_error(pc, API_BAD_GATEWAY, NULL, msg);
+        proxy_conn_answer_error(pc, API_BAD_GATEWAY, NULL, rep.msg);
 }
 
 void proxy_worker_event_cb(struct bufferevent *bev, short what, void *arg)
