@@ -1,34 +1,16 @@
 /* The route proxy's relay: the worker's one-line answer, then bytes both
  * ways with backpressure (see proxy.c for the states of a connection). */
 #include "proxy_internal.h"
-#include "db.h"
-#include "errors.h"
-#include "grant.h"
-#include "jsonx.h"
 #include "log.h"
-#include "metrics.h"
-#include "store.h"
-#include "token.h"
 
-#include <arpa/inet.h>
-#include <ctype.h>
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/listener.h>
-#include <event2/util.h>
-#include <netinet/in.h>
-#include <pthread.h>
-#include <sodium.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/queue.h>
+#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
 
 /* ---- relaying ---- */
 
