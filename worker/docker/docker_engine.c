@@ -228,6 +228,18 @@ json_object *docker_reply_json(const docker_reply_t *r)
     return o;
 }
 
+bool docker_reply_id(const docker_reply_t *r, char ret_id[80])
+{
+    json_object *o = docker_reply_json(r);
+    const char *id = jsonx_get_str(o, "Id");
+    bool ok = id && docker_name_ok(id, 80);
+    if (ok)
+        snprintf(ret_id, 80, "%s", id);
+    if (o)
+        json_object_put(o);
+    return ok;
+}
+
 void docker_reply_message(const docker_reply_t *r, char *out, size_t outlen)
 {
     json_object *o = docker_reply_json(r);

@@ -353,10 +353,9 @@ static int docker_exec_create(docker_runtime_t *rt, const char *ref, const exec_
 {
     int r = 0;
     char path[160];
-    json_object *body = NULL, *o = NULL;
     docker_reply_t rep;
     memset(&rep, 0, sizeof rep);
-    body = json_object_new_object();
+    json_object *body = json_object_new_object();
     jsonx_add_bool(body, "AttachStdin", false);
     jsonx_add_bool(body, "AttachStdout", true);
     jsonx_add_bool(body, "AttachStderr", true);
@@ -385,20 +384,14 @@ static int docker_exec_create(docker_runtime_t *rt, const char *ref, const exec_
         r = api_error_set(err, API_SANDBOX_EXITED, "the sandbox is not running: %s", msg);
         goto cleanup;
     }
-    o = docker_reply_json(&rep);
-    const char *eid = jsonx_get_str(o, "Id");
-    if (rep.status != 201 || !eid || !docker_name_ok(eid, 80)) {
+    if (rep.status != 201 || !docker_reply_id(&rep, exec_id)) {
         char msg[320];
         docker_reply_message(&rep, msg, sizeof msg);
         r = api_error_set(err, API_RUNTIME_ERROR, "cannot run the command in the sandbox: %s", msg);
         goto cleanup;
     }
-    snprintf(exec_id, 80, "%s", eid);
 cleanup:
-    if (body)
-        json_object_put(body);
-    if (o)
-        json_object_put(o);
+    json_object_put(body);
     docker_reply_release(&rep);
     return r;
 }

@@ -162,6 +162,10 @@ void docker_reply_release(docker_reply_t *r);
 /* The reply as JSON (new reference), or NULL. */
 json_object *docker_reply_json(const docker_reply_t *r);
 
+/* The "Id" of what a create answered ({"Id":...}, a container or an exec)
+ * into ret_id: false when there is none or it is not a usable name. */
+bool docker_reply_id(const docker_reply_t *r, char ret_id[80]);
+
 /* Docker's error message ({"message":...}) or the start of the raw body. */
 void docker_reply_message(const docker_reply_t *r, char *out, size_t outlen);
 
