@@ -15,16 +15,16 @@ struct httpc {
     CURL *curl;
     char *base;
     char *auth_header;
-    const volatile int *abort_flag;
+    const atomic_int *abort_flag;
 };
 
-void httpc_set_abort_flag(httpc_t *c, const volatile int *flag) { c->abort_flag = flag; }
+void httpc_set_abort_flag(httpc_t *c, const atomic_int *flag) { c->abort_flag = flag; }
 
 static int httpc_progress_cb(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
     (void)dt; (void)dn; (void)ut; (void)un;
-    const volatile int *flag = ud;
-    return flag && *flag ? 1 : 0;
+    const atomic_int *flag = ud;
+    return flag && atomic_load(flag) ? 1 : 0;
 }
 
 int httpc_new(const char *base_url, const char *token, httpc_t **ret)

@@ -1934,7 +1934,8 @@ static int cmd_events(cli_t *cli, opts_t *o)
 #define LOGS_READ_TIMEOUT_MS 120000L      /* a read without --follow */
 #define EXIT_INTERRUPTED     130          /* Ctrl-C, as a shell reports SIGINT */
 
-static volatile int logs_interrupted;
+/* Set by a signal handler: a lock-free atomic_int is async-signal-safe. */
+static atomic_int logs_interrupted;
 
 static void logs_on_signal(int sig)
 {

@@ -118,11 +118,10 @@ static int fake_images(runtime_t *rt, char ***ret, size_t *ret_n, api_error_t *e
     return 0;
 }
 
-static int fake_route_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, int *ret_netns_fd,
-                             api_error_t *err)
+static int fake_dial(runtime_t *rt, const runtime_dial_req_t *req, int *ret_fd, api_error_t *err)
 {
-    (void)rt, (void)worker_name, (void)ret_netns_fd;
-    return api_error_set(err, API_NOT_FOUND, "sandbox %s not found", sandbox_id);
+    (void)rt, (void)ret_fd;
+    return api_error_set(err, API_NOT_FOUND, "sandbox %s not found", req->sandbox_id);
 }
 
 static int fake_logs_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
@@ -165,7 +164,7 @@ static const char *fake_network_unavailable(const runtime_t *rt, isolation_t cls
     return cls == ISO_CONTAINER && mode == NET_NONE ? "" : "not offered by the fake runtime";
 }
 
-static void fake_set_cancel_flag(runtime_t *rt, const volatile int *flag) { (void)rt, (void)flag; }
+static void fake_set_cancel_flag(runtime_t *rt, const atomic_int *flag) { (void)rt, (void)flag; }
 
 static void fake_free(runtime_t *rt)
 {
@@ -184,7 +183,7 @@ static const runtime_ops_t fake_ops = {
     .remove = fake_remove,
     .inventory = fake_inventory,
     .images = fake_images,
-    .route_target = fake_route_target,
+    .dial = fake_dial,
     .logs_target = fake_logs_target,
     .logs_stream = fake_logs_stream,
     .isolation_classes = fake_isolation_classes,

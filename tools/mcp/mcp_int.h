@@ -6,6 +6,7 @@
 
 #include <json-c/json.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -126,7 +127,7 @@ struct call {
     json_object *args;               /* owned reference */
     json_object *progress_token;     /* owned copy, or NULL */
     int64_t progress;                /* last progress value sent */
-    volatile int cancel;
+    atomic_int cancel;
     httpc_t *http;
 };
 
