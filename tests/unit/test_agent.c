@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_util.h"
 #include "agent.h"
 #include "config.h"
 #include "errors.h"
@@ -424,35 +425,26 @@ START_TEST(test_the_agent_probe_result_comes_from_the_runtime)
 }
 END_TEST
 
-static Suite *agent_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("agent");
-    TCase *tc = tcase_create("assignments");
+    TCase *tc = unit_tcase_add(s, "assignments", UNIT_TESTS(
+        test_create_passes_the_assignment_to_the_runtime_and_reports_its_ref,
+        test_create_without_isolation_is_the_container_class,
+        test_create_of_an_unknown_class_fails_without_calling_the_runtime,
+        test_create_with_a_bad_spec_fails_without_calling_the_runtime,
+        test_create_whose_container_stopped_reports_how_it_ended,
+        test_create_cancelled_at_shutdown_is_left_to_its_lease,
+        test_exec_without_ref_runs_in_the_container_named_for_the_sandbox,
+        test_exec_with_ref_and_default_output_bound,
+        test_exec_cancelled_at_shutdown_is_reported_failed_not_left,
+        test_exec_failure_carries_the_runtime_code,
+        test_delete_by_sandbox_id_passes_no_ref,
+        test_delete_naming_nothing_fails_without_calling_the_runtime,
+        test_unknown_kind_is_invalid_argument,
+        test_assignment_without_operation_id_or_attempt_is_dropped,
+        test_the_agent_probe_result_comes_from_the_runtime,
+    ));
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_create_passes_the_assignment_to_the_runtime_and_reports_its_ref);
-    tcase_add_test(tc, test_create_without_isolation_is_the_container_class);
-    tcase_add_test(tc, test_create_of_an_unknown_class_fails_without_calling_the_runtime);
-    tcase_add_test(tc, test_create_with_a_bad_spec_fails_without_calling_the_runtime);
-    tcase_add_test(tc, test_create_whose_container_stopped_reports_how_it_ended);
-    tcase_add_test(tc, test_create_cancelled_at_shutdown_is_left_to_its_lease);
-    tcase_add_test(tc, test_exec_without_ref_runs_in_the_container_named_for_the_sandbox);
-    tcase_add_test(tc, test_exec_with_ref_and_default_output_bound);
-    tcase_add_test(tc, test_exec_cancelled_at_shutdown_is_reported_failed_not_left);
-    tcase_add_test(tc, test_exec_failure_carries_the_runtime_code);
-    tcase_add_test(tc, test_delete_by_sandbox_id_passes_no_ref);
-    tcase_add_test(tc, test_delete_naming_nothing_fails_without_calling_the_runtime);
-    tcase_add_test(tc, test_unknown_kind_is_invalid_argument);
-    tcase_add_test(tc, test_assignment_without_operation_id_or_attempt_is_dropped);
-    tcase_add_test(tc, test_the_agent_probe_result_comes_from_the_runtime);
-    suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(agent_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check_util.h"
 #include "errors.h"
 #include "forward.h"
 #include "grant.h"
@@ -510,41 +511,32 @@ START_TEST(test_a_failed_dial_is_answered_by_its_code)
 }
 END_TEST
 
-static Suite *forward_suite(void)
-{
-    Suite *s = suite_create("forward");
-    TCase *tc = tcase_create("preamble");
-    tcase_add_test(tc, test_whole_line_with_request_bytes_after_it_in_one_read);
-    tcase_add_test(tc, test_every_two_read_split_gives_the_same_line_and_rest);
-    tcase_add_test(tc, test_cr_and_lf_in_separate_reads);
-    tcase_add_test(tc, test_byte_by_byte);
-    tcase_add_test(tc, test_line_of_exactly_the_maximum_is_taken_one_more_byte_is_not);
-    tcase_add_test(tc, test_bare_line_feed_and_nul_are_refused);
-    tcase_add_test(tc, test_preamble_parse_accepts_only_the_exact_form);
-    tcase_add_test(tc, test_reply_lines);
-    suite_add_tcase(s, tc);
-    TCase *tl = tcase_create("listener");
-    tcase_set_timeout(tl, 30);
-    tcase_add_test(tl, test_listener_refuses_bad_preambles_and_grants);
-    tcase_add_test(tl, test_unregistered_worker_refuses_every_grant);
-    tcase_add_test(tl, test_logs_grants_are_checked_like_route_grants);
-    tcase_add_test(tl, test_a_route_relays_to_the_connection_the_runtime_dials);
-    tcase_add_test(tl, test_a_failed_dial_is_answered_by_its_code);
-    tcase_add_test(tl, test_connections_past_the_maximum_are_busy_and_stop_closes_open_ones);
-    tcase_add_test(tl, test_options_are_checked);
-    suite_add_tcase(s, tl);
-    return s;
-}
-
-int main(void)
+Suite *unit_suite(void)
 {
     if (sodium_init() < 0) {
         fprintf(stderr, "sodium_init failed\n");
-        return EXIT_FAILURE;
+        return NULL;
     }
-    SRunner *sr = srunner_create(forward_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    Suite *s = suite_create("forward");
+    unit_tcase_add(s, "preamble", UNIT_TESTS(
+        test_whole_line_with_request_bytes_after_it_in_one_read,
+        test_every_two_read_split_gives_the_same_line_and_rest,
+        test_cr_and_lf_in_separate_reads,
+        test_byte_by_byte,
+        test_line_of_exactly_the_maximum_is_taken_one_more_byte_is_not,
+        test_bare_line_feed_and_nul_are_refused,
+        test_preamble_parse_accepts_only_the_exact_form,
+        test_reply_lines,
+    ));
+    TCase *tl = unit_tcase_add(s, "listener", UNIT_TESTS(
+        test_listener_refuses_bad_preambles_and_grants,
+        test_unregistered_worker_refuses_every_grant,
+        test_logs_grants_are_checked_like_route_grants,
+        test_a_route_relays_to_the_connection_the_runtime_dials,
+        test_a_failed_dial_is_answered_by_its_code,
+        test_connections_past_the_maximum_are_busy_and_stop_closes_open_ones,
+        test_options_are_checked,
+    ));
+    tcase_set_timeout(tl, 30);
+    return s;
 }
