@@ -15,16 +15,16 @@ struct httpc {
     CURL *curl;
     char *base;
     char *auth_header;
-    const volatile int *abort_flag;
+    const atomic_int *abort_flag;
 };
 
-void httpc_set_abort_flag(httpc_t *c, const volatile int *flag) { c->abort_flag = flag; }
+void httpc_set_abort_flag(httpc_t *c, const atomic_int *flag) { c->abort_flag = flag; }
 
 static int httpc_progress_cb(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
     (void)dt; (void)dn; (void)ut; (void)un;
-    const volatile int *flag = ud;
-    return flag && *flag ? 1 : 0;
+    const atomic_int *flag = ud;
+    return flag && atomic_load(flag) ? 1 : 0;
 }
 
 int httpc_new(const char *base_url, const char *token, httpc_t **ret)
@@ -105,6 +105,18 @@ static void httpc_set_transfer_options(httpc_t *c, CURL *h, long timeout_ms)
     }
 }
 
+/* Points the handle of c at url with the headers hl, the response body going
+ * to write_cb with ud, and sets the transfer options. */
+static void httpc_set_target(httpc_t *c, const char *url, struct curl_slist *hl, curl_write_callback write_cb,
+                             void *ud, long timeout_ms)
+{
+    curl_easy_setopt(c->curl, CURLOPT_URL, url);
+    curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, write_cb);
+    curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, ud);
+    httpc_set_transfer_options(c, c->curl, timeout_ms);
+}
+
 /* Begins a request of c to path: resets its handle and returns the full URL
  * (malloc'd; NULL when out of memory, nothing else done), with *ret_headers
  * holding accept and the token's Authorization header. */
@@ -149,14 +161,10 @@ int httpc_request(httpc_t *c, const char *method, const char *path, json_object 
 
     sbuf_t buf;
     sbuf_init(&buf, SBX_MAX_RESPONSE_BYTES);
-    curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     if (strcmp(method, "GET") == 0)
         curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, httpc_write_cb);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &buf);
-    httpc_set_transfer_options(c, h, timeout_ms);
+    httpc_set_target(c, url, hl, httpc_write_cb, &buf, timeout_ms);
 
     CURLcode cr = curl_easy_perform(h);
     int r = 0;
@@ -283,12 +291,8 @@ int httpc_stream_lines(httpc_t *c, const char *path, long timeout_ms, size_t max
     httpc_stream_t st = { .h = h, .on_line = on_line, .ud = ud };
     sbuf_init(&st.line, max_line);
     sbuf_init(&st.body, SBX_MAX_RESPONSE_BYTES);
-    curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, httpc_stream_write_cb);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &st);
-    httpc_set_transfer_options(c, h, timeout_ms);
+    httpc_set_target(c, url, hl, httpc_stream_write_cb, &st, timeout_ms);
     CURLcode cr = curl_easy_perform(h);
     int r = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &ret->status);

@@ -4,6 +4,7 @@
 #define SBX_HTTPC_H
 
 #include <json-c/json.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 typedef struct httpc httpc_t;
@@ -55,7 +56,7 @@ int httpc_stream_lines(httpc_t *c, const char *path, long timeout_ms, size_t max
 
 /* Makes every later request on c abort (SBX_EIO, error "aborted") soon after
  * *flag becomes non-zero, e.g. to end a worker's long-poll at shutdown. */
-void httpc_set_abort_flag(httpc_t *c, const volatile int *flag);
+void httpc_set_abort_flag(httpc_t *c, const atomic_int *flag);
 
 /* For a non-2xx response: the API's error code and message (pointers into
  * r->json, or generic text when the body is not an API error). */

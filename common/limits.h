@@ -96,4 +96,10 @@
  * that rolled back. */
 #define SBX_PUBLISH_HOLE_GRACE_MS     5000
 
+/* An HTTP/1.x request head as common/httphead.c parses it (the route proxy,
+ * the worker's health server): at most this many header lines are kept
+ * (more is "too many headers", a 431), and a method is at most this long
+ * (the longest registered one, UPDATEREDIRECTREF, is 17; ours are short). */
+#define SBX_HTTP_MAX_HEADERS          100
+#define SBX_HTTP_METHOD_MAX           15
 #endif

@@ -3,6 +3,7 @@
 #include "errors.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,8 +13,9 @@
 
 #define LINE_MAX_BYTES 16384 /* a 2 KiB message escaped six-fold still fits */
 
-static volatile log_level_t log_min = LOG_INFO;
-static volatile log_format_t log_fmt = LOG_FORMAT_LOGFMT;
+/* Set at start-up (and by tests), read by every thread. */
+static _Atomic(log_level_t) log_min = LOG_INFO;
+static _Atomic(log_format_t) log_fmt = LOG_FORMAT_LOGFMT;
 
 static _Thread_local struct {
     char request_id[65], tenant[65], sandbox[65], operation[65];

@@ -45,6 +45,51 @@ static const struct {
 };
 #define POLICY_NNUMS (sizeof policy_nums / sizeof policy_nums[0])
 
+/* Reads the non-null "images" array into p (p owns what it gets, also on
+ * failure); a negative code with err set when it is not a list of names. */
+static int policy_images_from_json(json_object *val, policy_t *p, api_error_t *err)
+{
+    size_t n = json_object_is_type(val, json_type_array) ? json_object_array_length(val) : 0;
+    if (!json_object_is_type(val, json_type_array) || n > POLICY_MAX_IMAGES)
+        return api_error_set(err, API_INVALID_ARGUMENT, "policy.images must be an array of at most %d names",
+                             POLICY_MAX_IMAGES);
+    p->images = calloc(n ? n : 1, sizeof *p->images);
+    if (!p->images)
+        return api_error_set(err, API_INTERNAL, "out of memory");
+    p->images_set = true;
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(val, i);
+        const char *s = json_object_is_type(e, json_type_string) ? json_object_get_string(e) : NULL;
+        size_t l = s ? strlen(s) : 0;
+        if (!s || l == 0 || l > SBX_MAX_IMAGE_BYTES || strchr(s, ' ') ||
+            (strchr(s, '*') && !(l >= 2 && strcmp(s + l - 2, "/*") == 0 && strchr(s, '*') == s + l - 1)))
+            return api_error_set(err, API_INVALID_ARGUMENT,
+                                 "policy.images[%zu] must be an image name or a \"prefix/*\" pattern", i);
+        p->images[p->n_images] = strdup(s);
+        if (!p->images[p->n_images])
+            return api_error_set(err, API_INTERNAL, "out of memory");
+        p->n_images++;
+    }
+    return 0;
+}
+
+/* Reads the non-null "network_modes" array into p; a negative code with err
+ * set when it is not an array of mode names. */
+static int policy_network_from_json(json_object *val, policy_t *p, api_error_t *err)
+{
+    if (!json_object_is_type(val, json_type_array))
+        return api_error_set(err, API_INVALID_ARGUMENT, "policy.network_modes must be an array");
+    p->network_set = true;
+    for (size_t i = 0; i < json_object_array_length(val); i++) {
+        json_object *e = json_object_array_get_idx(val, i);
+        net_mode_t m;
+        if (!json_object_is_type(e, json_type_string) || net_mode_parse(json_object_get_string(e), &m) < 0)
+            return api_error_set(err, API_INVALID_ARGUMENT, "policy.network_modes are none, restricted, open");
+        p->network_modes |= 1u << m;
+    }
+    return 0;
+}
+
 int policy_from_json(json_object *o, policy_t *ret, api_error_t *err)
 {
     policy_t p;
@@ -70,52 +115,13 @@ int policy_from_json(json_object *o, policy_t *ret, api_error_t *err)
         } else if (strcmp(key, "images") == 0) {
             if (json_object_is_type(val, json_type_null))
                 continue;
-            size_t n = json_object_is_type(val, json_type_array) ? json_object_array_length(val) : 0;
-            if (!json_object_is_type(val, json_type_array) || n > POLICY_MAX_IMAGES) {
-                api_error_set(err, API_INVALID_ARGUMENT, "policy.images must be an array of at most %d names",
-                              POLICY_MAX_IMAGES);
+            if (policy_images_from_json(val, &p, err) < 0)
                 goto fail;
-            }
-            p.images = calloc(n ? n : 1, sizeof *p.images);
-            if (!p.images) {
-                api_error_set(err, API_INTERNAL, "out of memory");
-                goto fail;
-            }
-            p.images_set = true;
-            for (size_t i = 0; i < n; i++) {
-                json_object *e = json_object_array_get_idx(val, i);
-                const char *s = json_object_is_type(e, json_type_string) ? json_object_get_string(e) : NULL;
-                size_t l = s ? strlen(s) : 0;
-                if (!s || l == 0 || l > SBX_MAX_IMAGE_BYTES || strchr(s, ' ') ||
-                    (strchr(s, '*') && !(l >= 2 && strcmp(s + l - 2, "/*") == 0 && strchr(s, '*') == s + l - 1))) {
-                    api_error_set(err, API_INVALID_ARGUMENT,
-                                  "policy.images[%zu] must be an image name or a \"prefix/*\" pattern", i);
-                    goto fail;
-                }
-                p.images[p.n_images] = strdup(s);
-                if (!p.images[p.n_images]) {
-                    api_error_set(err, API_INTERNAL, "out of memory");
-                    goto fail;
-                }
-                p.n_images++;
-            }
         } else if (strcmp(key, "network_modes") == 0) {
             if (json_object_is_type(val, json_type_null))
                 continue;
-            if (!json_object_is_type(val, json_type_array)) {
-                api_error_set(err, API_INVALID_ARGUMENT, "policy.network_modes must be an array");
+            if (policy_network_from_json(val, &p, err) < 0)
                 goto fail;
-            }
-            p.network_set = true;
-            for (size_t i = 0; i < json_object_array_length(val); i++) {
-                json_object *e = json_object_array_get_idx(val, i);
-                net_mode_t m;
-                if (!json_object_is_type(e, json_type_string) || net_mode_parse(json_object_get_string(e), &m) < 0) {
-                    api_error_set(err, API_INVALID_ARGUMENT, "policy.network_modes are none, restricted, open");
-                    goto fail;
-                }
-                p.network_modes |= 1u << m;
-            }
         } else if (strcmp(key, "routes") == 0 || strcmp(key, "untrusted_open_network") == 0) {
             if (json_object_is_type(val, json_type_null))
                 continue;

@@ -29,13 +29,9 @@ static int sbuf_reserve(sbuf_t *b, size_t extra)
     return 0;
 }
 
-int sbuf_append(sbuf_t *b, const void *p, size_t n)
+/* Appends n bytes that the caller checked fit under the limit. */
+static int sbuf_put(sbuf_t *b, const void *p, size_t n)
 {
-    b->seen += n;
-    if (n > b->limit - b->len) {
-        b->truncated = true;
-        return SBX_ETOOBIG;
-    }
     if (sbuf_reserve(b, n) < 0)
         return SBX_ENOMEM;
     if (n)
@@ -45,6 +41,16 @@ int sbuf_append(sbuf_t *b, const void *p, size_t n)
     return 0;
 }
 
+int sbuf_append(sbuf_t *b, const void *p, size_t n)
+{
+    b->seen += n;
+    if (n > b->limit - b->len) {
+        b->truncated = true;
+        return SBX_ETOOBIG;
+    }
+    return sbuf_put(b, p, n);
+}
+
 int sbuf_append_bounded(sbuf_t *b, const void *p, size_t n)
 {
     size_t room = b->limit - b->len;
@@ -52,13 +58,7 @@ int sbuf_append_bounded(sbuf_t *b, const void *p, size_t n)
     b->seen += n;
     if (take < n)
         b->truncated = true;
-    if (sbuf_reserve(b, take) < 0)
-        return SBX_ENOMEM;
-    if (take)
-        memcpy(b->data + b->len, p, take);
-    b->len += take;
-    b->data[b->len] = '\0';
-    return 0;
+    return sbuf_put(b, p, take);
 }
 
 int sbuf_printf(sbuf_t *b, const char *fmt, ...)

@@ -174,6 +174,19 @@ static int get_opt_string(json_object *o, const char *key, size_t maxlen, char *
     return 0;
 }
 
+/* Reads the optional boolean o[key] into *ret, left alone when absent or null;
+ * refuses another type naming it as prefix + key ("trust." or ""). */
+static int get_opt_bool(json_object *o, const char *key, const char *prefix, bool *ret, api_error_t *err)
+{
+    json_object *b;
+    if (!json_object_object_get_ex(o, key, &b) || json_object_is_type(b, json_type_null))
+        return 0;
+    if (!json_object_is_type(b, json_type_boolean))
+        return api_error_set(err, API_INVALID_ARGUMENT, "%s%s must be true or false", prefix, key);
+    *ret = json_object_get_boolean(b);
+    return 0;
+}
+
 static int check_known_fields(json_object *o, const char *const *known, const char *where, api_error_t *err)
 {
     json_object_object_foreach(o, key, val) {
@@ -186,6 +199,15 @@ static int check_known_fields(json_object *o, const char *const *known, const ch
             return api_error_set(err, API_INVALID_ARGUMENT, "unknown field \"%.64s\" in %s", key, where);
     }
     return 0;
+}
+
+/* Refuses a request body that is not an object or has a field not in known
+ * (where names the request in the message). */
+static int check_request_body(json_object *o, const char *const *known, const char *where, api_error_t *err)
+{
+    if (!o || !json_object_is_type(o, json_type_object))
+        return api_error_set(err, API_INVALID_ARGUMENT, "the request body must be a JSON object");
+    return check_known_fields(o, known, where, err);
 }
 
 static bool tenant_name_ok(const char *s)
@@ -224,9 +246,7 @@ int spec_from_json_default(json_object *o, const char *default_image, sandbox_sp
     sandbox_spec_t s;
     memset(&s, 0, sizeof s);
     memset(ret, 0, sizeof *ret);
-    if (!o || !json_object_is_type(o, json_type_object))
-        return api_error_set(err, API_INVALID_ARGUMENT, "the request body must be a JSON object");
-    if (check_known_fields(o, known, "the sandbox spec", err) < 0)
+    if (check_request_body(o, known, "the sandbox spec", err) < 0)
         return SBX_EINVAL;
     if (get_opt_string(o, "tenant", 63, &s.tenant, err) < 0)
         goto fail;
@@ -276,16 +296,9 @@ int spec_from_json_default(json_object *o, const char *default_image, sandbox_sp
         if (check_known_fields(v, trust_known, "trust", err) < 0)
             goto fail;
         bool *dst[] = { &s.untrusted_repo, &s.generated_code, &s.hostile };
-        for (int i = 0; i < 3; i++) {
-            json_object *b;
-            if (!json_object_object_get_ex(v, trust_known[i], &b) || json_object_is_type(b, json_type_null))
-                continue;
-            if (!json_object_is_type(b, json_type_boolean)) {
-                api_error_set(err, API_INVALID_ARGUMENT, "trust.%s must be true or false", trust_known[i]);
+        for (int i = 0; i < 3; i++)
+            if (get_opt_bool(v, trust_known[i], "trust.", dst[i], err) < 0)
                 goto fail;
-            }
-            *dst[i] = json_object_get_boolean(b);
-        }
     }
     if (json_object_object_get_ex(o, "isolation", &v) && !json_object_is_type(v, json_type_null)) {
         if (!json_object_is_type(v, json_type_string) || isolation_parse(json_object_get_string(v), &s.isolation) < 0) {
@@ -294,17 +307,9 @@ int spec_from_json_default(json_object *o, const char *default_image, sandbox_sp
         }
         s.has_isolation = true;
     }
-    static const char *const flags[] = { "read_only_root", "hardened" };
-    bool *fdst[] = { &s.read_only_root, &s.hardened };
-    for (int i = 0; i < 2; i++) {
-        if (!json_object_object_get_ex(o, flags[i], &v) || json_object_is_type(v, json_type_null))
-            continue;
-        if (!json_object_is_type(v, json_type_boolean)) {
-            api_error_set(err, API_INVALID_ARGUMENT, "%s must be true or false", flags[i]);
-            goto fail;
-        }
-        *fdst[i] = json_object_get_boolean(v);
-    }
+    if (get_opt_bool(o, "read_only_root", "", &s.read_only_root, err) < 0 ||
+        get_opt_bool(o, "hardened", "", &s.hardened, err) < 0)
+        goto fail;
     json_object *env = NULL, *labels = NULL, *selector = NULL;
     json_object_object_get_ex(o, "env", &env);
     json_object_object_get_ex(o, "labels", &labels);
@@ -491,9 +496,7 @@ int exec_spec_from_json(json_object *o, exec_spec_t *ret, api_error_t *err)
     exec_spec_t s;
     memset(&s, 0, sizeof s);
     memset(ret, 0, sizeof *ret);
-    if (!o || !json_object_is_type(o, json_type_object))
-        return api_error_set(err, API_INVALID_ARGUMENT, "the request body must be a JSON object");
-    if (check_known_fields(o, known, "the exec request", err) < 0)
+    if (check_request_body(o, known, "the exec request", err) < 0)
         return SBX_EINVAL;
     json_object *argv;
     if (!json_object_object_get_ex(o, "argv", &argv) || json_object_is_type(argv, json_type_null))

@@ -19,6 +19,7 @@
 #include "limits.h"
 #include "log.h"
 #include "logframe.h"
+#include "proxy.h"
 #include "sbuf.h"
 #include "store.h"
 #include "utf8.h"
@@ -46,7 +47,6 @@
 #define LOGS_GRANT_SECONDS    60
 /* A follow re-checks that its sandbox still runs on a live worker. */
 #define LOGS_SWEEP_SECONDS    5
-#define LOGS_WORKER_LINE      1024
 /* TCP keepalive on the worker connection: a worker host that vanished
  * ends a quiet follow within about a minute. */
 #define LOGS_KEEPIDLE_SECONDS 30
@@ -430,38 +430,25 @@ static void ls_begin_stream(logs_stream_t *ls)
 static void worker_read_cb(struct bufferevent *bev, void *arg)
 {
     logs_stream_t *ls = arg;
-    struct evbuffer *in = bufferevent_get_input(bev);
-    size_t len = 0;
-    char *line = evbuffer_readln(in, &len, EVBUFFER_EOL_CRLF_STRICT);
-    if (!line) {
-        if (evbuffer_get_length(in) > LOGS_WORKER_LINE)
-            ls_fail(ls, API_UNAVAILABLE, "the worker answered something else than a forward reply");
-        return;
-    }
-    int status = 0, off = 0;
-    char code[48] = "";
-    if (sscanf(line, "SANDBOX-FORWARD/1 %d %47s %n", &status, code, &off) < 2) {
-        free(line);
+    proxy_worker_reply_t rep;
+    int r = proxy_worker_reply_read(bufferevent_get_input(bev), &rep);
+    if (r < 0)
         ls_fail(ls, API_UNAVAILABLE, "the worker answered something else than a forward reply");
+    if (r <= 0)
         return;
-    }
-    if (status == 200) {
-        free(line);
+    if (rep.status == 200) {
         ls_begin_stream(ls);
         return;
     }
-    char msg[300];
-    snprintf(msg, sizeof msg, "%s", off > 0 && (size_t)off <= len ? line + off : code);
-    free(line);
-    if (status == 404) {
+    if (rep.status == 404) {
         ls_answer_tail(ls);
         return;
     }
-    log_warn(LOGS_COMPONENT, "sandbox %s: the worker refused the logs stream: %d %s %s", ls->sandbox_id, status,
-             code, msg);
+    log_warn(LOGS_COMPONENT, "sandbox %s: the worker refused the logs stream: %d %s %s", ls->sandbox_id, rep.status,
+             rep.code, rep.msg);
     char full[400];
-    snprintf(full, sizeof full, "the worker running the sandbox refused: %s", msg);
-    ls_fail(ls, status == 409 ? API_CONFLICT : API_UNAVAILABLE, full);
+    snprintf(full, sizeof full, "the worker running the sandbox refused: %s", rep.msg);
+    ls_fail(ls, rep.status == 409 ? API_CONFLICT : API_UNAVAILABLE, full);
 }
 
 static void worker_event_cb(struct bufferevent *bev, short what, void *arg)
@@ -551,6 +538,55 @@ static int sign_logs_grant(const logs_source_t *src, const char *sandbox_id, int
     return rc;
 }
 
+/* Opens the stream of sandbox id's logs: connects to the worker at ss
+ * (sl bytes), sends the preamble with grant and answers rq as the worker's
+ * answer comes (the stream owns rq from here; src's output tail moves to
+ * it). A failure is answered at once. */
+static void logs_stream_start(req_t *rq, const char *id, logs_source_t *src, int64_t tail, bool follow,
+                              const char *grant, const struct sockaddr_storage *ss, int sl)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(rq->ev);
+    struct bufferevent *cbev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    struct event_base *base = evcon ? evhttp_connection_get_base(evcon) : NULL;
+    logs_stream_t *ls = base ? calloc(1, sizeof *ls) : NULL;
+    if (!ls) {
+        http_reply_error(rq, API_INTERNAL, "out of memory");
+        return;
+    }
+    ls->rq = rq;
+    ls->evcon = evcon;
+    ls->tail = tail;
+    ls->follow = follow;
+    ls->output_tail = src->output_tail;
+    src->output_tail = NULL;
+    snprintf(ls->sandbox_id, sizeof ls->sandbox_id, "%s", id);
+    ls->next = thread_streams;
+    if (thread_streams)
+        thread_streams->prev = ls;
+    thread_streams = ls;
+    thread_nstreams++;
+    evhttp_connection_set_closecb(evcon, client_close_cb, ls);
+    evutil_socket_t cfd = cbev ? bufferevent_getfd(cbev) : -1;
+    if (cfd >= 0 && (ls->peek = event_new(base, cfd, EV_READ, client_peek_cb, ls)))
+        event_add(ls->peek, NULL);
+    if (follow)
+        ls->sweep = event_new(base, -1, EV_PERSIST, sweep_cb, ls);
+    ls->up = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (!ls->up || (follow && !ls->sweep)) {
+        ls_fail(ls, API_INTERNAL, "out of memory");
+        return;
+    }
+    evbuffer_add_printf(bufferevent_get_output(ls->up), "SANDBOX-FORWARD/1 %s\r\n", grant);
+    struct timeval wt = { LOGS_WORKER_SECONDS, 0 };
+    bufferevent_set_timeouts(ls->up, &wt, &wt);
+    bufferevent_setcb(ls->up, worker_read_cb, NULL, worker_event_cb, ls);
+    if (bufferevent_socket_connect(ls->up, (const struct sockaddr *)ss, sl) < 0) {
+        ls_fail(ls, API_UNAVAILABLE, "cannot reach the worker running the sandbox");
+        return;
+    }
+    bufferevent_enable(ls->up, EV_READ | EV_WRITE);
+}
+
 void api_sandbox_logs(req_t *rq, const char *id)
 {
     int64_t tail;
@@ -608,47 +644,8 @@ void api_sandbox_logs(req_t *rq, const char *id)
         http_reply_error(rq, API_UNAVAILABLE, "the worker's forwarder address is not an IP address and port");
         goto cleanup;
     }
-    struct evhttp_connection *evcon = evhttp_request_get_connection(rq->ev);
-    struct bufferevent *cbev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
-    struct event_base *base = evcon ? evhttp_connection_get_base(evcon) : NULL;
-    logs_stream_t *ls = base ? calloc(1, sizeof *ls) : NULL;
-    if (!ls) {
-        http_reply_error(rq, API_INTERNAL, "out of memory");
-        goto cleanup;
-    }
-    ls->rq = rq;
-    ls->evcon = evcon;
-    ls->tail = tail;
-    ls->follow = follow;
-    ls->output_tail = src.output_tail;
-    src.output_tail = NULL;
-    snprintf(ls->sandbox_id, sizeof ls->sandbox_id, "%s", id);
-    ls->next = thread_streams;
-    if (thread_streams)
-        thread_streams->prev = ls;
-    thread_streams = ls;
-    thread_nstreams++;
-    evhttp_connection_set_closecb(evcon, client_close_cb, ls);
-    evutil_socket_t cfd = cbev ? bufferevent_getfd(cbev) : -1;
-    if (cfd >= 0 && (ls->peek = event_new(base, cfd, EV_READ, client_peek_cb, ls)))
-        event_add(ls->peek, NULL);
-    if (follow)
-        ls->sweep = event_new(base, -1, EV_PERSIST, sweep_cb, ls);
-    ls->up = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
-    if (!ls->up || (follow && !ls->sweep)) {
-        ls_fail(ls, API_INTERNAL, "out of memory");
-        goto cleanup;
-    }
-    evbuffer_add_printf(bufferevent_get_output(ls->up), "SANDBOX-FORWARD/1 %s\r\n", grant);
+    logs_stream_start(rq, id, &src, tail, follow, grant, &ss, sl);
     sodium_memzero(grant, sizeof grant);
-    struct timeval wt = { LOGS_WORKER_SECONDS, 0 };
-    bufferevent_set_timeouts(ls->up, &wt, &wt);
-    bufferevent_setcb(ls->up, worker_read_cb, NULL, worker_event_cb, ls);
-    if (bufferevent_socket_connect(ls->up, (struct sockaddr *)&ss, sl) < 0) {
-        ls_fail(ls, API_UNAVAILABLE, "cannot reach the worker running the sandbox");
-        goto cleanup;
-    }
-    bufferevent_enable(ls->up, EV_READ | EV_WRITE);
 cleanup:
     store_logs_source_release(&src);
 }

@@ -78,23 +78,10 @@ static void controller_use_threads(void)
     evthread_use_pthreads();
 }
 
-int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret, char *err, size_t errlen)
+/* The limits, isolation classes and thread count of cfg into ctl: 0, or
+ * SBX_EINVAL with a reason in err. */
+static int controller_read_limits(controller_t *ctl, const cfg_t *cfg, char *err, size_t errlen)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, controller_use_threads);
-    controller_t *ctl = calloc(1, sizeof *ctl);
-    if (!ctl || cfg_init(&ctl->cfg) < 0) {
-        free(ctl);
-        snprintf(err, errlen, "out of memory");
-        return SBX_ENOMEM;
-    }
-    ctl->listen_fd = -1;
-    ctl->route_fd = -1;
-    for (int i = 0; i < CFG__COUNT; i++) {
-        char why[256];
-        cfg_set(&ctl->cfg, cfg_settings()[i].name, cfg->values[i], cfg->sources[i], why, sizeof why);
-    }
-    ctl->conninfo = strdup(conninfo);
     ctl->lim.lease_seconds = cfg_int(cfg, CFG_LEASE_SECONDS);
     ctl->lim.worker_timeout_seconds = cfg_int(cfg, CFG_WORKER_TIMEOUT_SECONDS);
     ctl->lim.max_attempts = cfg_int(cfg, CFG_MAX_ATTEMPTS);
@@ -114,7 +101,6 @@ int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret,
         if (isolation_parse(cfg_str(cfg, class_keys[i]), &classes[i]) < 0) {
             snprintf(err, errlen, "%s must be container, gvisor or microvm, not \"%s\"",
                      cfg_settings()[class_keys[i]].name, cfg_str(cfg, class_keys[i]));
-            controller_stop(ctl);
             return SBX_EINVAL;
         }
     classify_rules_server(&ctl->rules, classes[0], classes[1], classes[2],
@@ -124,39 +110,34 @@ int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret,
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         ctl->nthreads = n > 0 ? (int)(n > 16 ? 16 : n) : 2;
     }
+    return 0;
+}
 
-    /* Database and schema first: nothing listens before it is current. */
+/* Brings the schema of the database at conninfo up to date. */
+static int controller_migrate(const char *conninfo, char *err, size_t errlen)
+{
     char dberr[512];
     PGconn *db = db_connect(conninfo, dberr, sizeof dberr);
     if (!db) {
         snprintf(err, errlen, "cannot connect to the database: %s", dberr);
-        controller_stop(ctl);
         return SBX_EUNAVAIL;
     }
     int applied = 0;
     int rc = migrate_apply(db, &applied, err, errlen);
     PQfinish(db);
-    if (rc < 0) {
-        controller_stop(ctl);
+    if (rc < 0)
         return rc;
-    }
     if (applied)
         log_info("controller", "applied %d migration(s)", applied);
+    return 0;
+}
 
-    ctl->listen_fd = listen_socket(cfg_str(cfg, CFG_LISTEN), "the API listener (--listen)", &ctl->port, err, errlen);
-    if (ctl->listen_fd < 0) {
-        controller_stop(ctl);
-        return SBX_EIO;
-    }
-    ctl->route_fd = listen_socket(cfg_str(cfg, CFG_ROUTE_LISTEN), "the route listener (--route-listen)",
-                                 &ctl->route_port, err, errlen);
-    if (ctl->route_fd < 0) {
-        controller_stop(ctl);
-        return SBX_EIO;
-    }
-    /* Route addresses: {route_public_url}/r/{name}/, or {name}.{route_domain}.
-     * Routes are served on their own listener: what a sandbox serves never
-     * shares an origin (cookies, scripts) with the API. */
+/* Route addresses: {route_public_url}/r/{name}/, or {name}.{route_domain}.
+ * Routes are served on their own listener: what a sandbox serves never
+ * shares an origin (cookies, scripts) with the API. Without
+ * route_public_url the public URL is the route listener's. */
+static void controller_public_url(controller_t *ctl, const cfg_t *cfg)
+{
     const char *pu = cfg_str(cfg, CFG_ROUTE_PUBLIC_URL);
     if (pu && *pu) {
         ctl->public_url = strdup(pu);
@@ -172,13 +153,48 @@ int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret,
         while (n > 0 && ctl->public_url[n - 1] == '/')
             ctl->public_url[--n] = '\0';
     }
+}
+
+int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret, char *err, size_t errlen)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, controller_use_threads);
+    int rc = 0;
+    controller_t *ctl = calloc(1, sizeof *ctl);
+    if (!ctl || cfg_init(&ctl->cfg) < 0) {
+        free(ctl);
+        snprintf(err, errlen, "out of memory");
+        return SBX_ENOMEM;
+    }
+    ctl->listen_fd = -1;
+    ctl->route_fd = -1;
+    for (int i = 0; i < CFG__COUNT; i++) {
+        char why[256];
+        cfg_set(&ctl->cfg, cfg_settings()[i].name, cfg->values[i], cfg->sources[i], why, sizeof why);
+    }
+    ctl->conninfo = strdup(conninfo);
+    if ((rc = controller_read_limits(ctl, cfg, err, errlen)) < 0)
+        goto fail;
+    /* Database and schema first: nothing listens before it is current. */
+    if ((rc = controller_migrate(conninfo, err, errlen)) < 0)
+        goto fail;
+    ctl->listen_fd = listen_socket(cfg_str(cfg, CFG_LISTEN), "the API listener (--listen)", &ctl->port, err, errlen);
+    if (ctl->listen_fd < 0) {
+        rc = SBX_EIO;
+        goto fail;
+    }
+    ctl->route_fd = listen_socket(cfg_str(cfg, CFG_ROUTE_LISTEN), "the route listener (--route-listen)",
+                                 &ctl->route_port, err, errlen);
+    if (ctl->route_fd < 0) {
+        rc = SBX_EIO;
+        goto fail;
+    }
+    controller_public_url(ctl, cfg);
     if ((rc = proxy_config(ctl, cfg, err, errlen)) < 0 || (rc = server_start(ctl, err, errlen)) < 0 ||
         (rc = reconcile_start(ctl, &ctl->rec, err, errlen)) < 0 ||
         (rc = notify_start(ctl, &ctl->notify, err, errlen)) < 0 ||
-        (rc = publish_start(ctl, &ctl->publisher, err, errlen)) < 0) {
-        controller_stop(ctl);
-        return rc;
-    }
+        (rc = publish_start(ctl, &ctl->publisher, err, errlen)) < 0)
+        goto fail;
     const char *rd = cfg_str(cfg, CFG_ROUTE_DOMAIN);
     ctl->route_domain = rd && *rd ? strdup(rd) : NULL;
     ctl->max_route_ttl = cfg_int(cfg, CFG_MAX_ROUTE_TTL_SECONDS);
@@ -186,6 +202,9 @@ int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret,
              cfg_str(cfg, CFG_LISTEN), ctl->port, ctl->nthreads, cfg_str(cfg, CFG_ROUTE_LISTEN), ctl->route_port);
     *ret = ctl;
     return 0;
+fail:
+    controller_stop(ctl);
+    return rc;
 }
 
 void controller_stop(controller_t *ctl)

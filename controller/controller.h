@@ -3,6 +3,7 @@
 #define SBX_CONTROLLER_H
 
 #include <stdbool.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "classify.h"
@@ -37,7 +38,7 @@ typedef struct controller {
     reconcile_t *rec;
     notify_listener_t *notify;
     publisher_t *publisher;    /* NATS event publisher; NULL without nats_url */
-    volatile int stopping;
+    atomic_int stopping;
 } controller_t;
 
 /* Migrates the database, binds the listening socket and starts the HTTP

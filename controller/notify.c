@@ -14,7 +14,7 @@
 struct notify_listener {
     controller_t *ctl;
     pthread_t tid;
-    volatile int stop;
+    atomic_int stop;
 };
 
 static PGconn *notify_connect(controller_t *ctl)

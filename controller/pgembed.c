@@ -591,6 +591,78 @@ static int run_initdb(const pgembed_t *pg, char *err, size_t errlen)
     return 0;
 }
 
+/* Running as root: the cluster runs as the system user PGEMBED_USER. */
+static int choose_user(pgembed_t *pg, char *err, size_t errlen)
+{
+    if (geteuid() == 0) {
+        struct passwd *pw = getpwnam(PGEMBED_USER);
+        if (!pw) {
+            snprintf(err, errlen,
+                     "running as root, the embedded PostgreSQL needs the system user \"" PGEMBED_USER
+                     "\", which does not exist (install postgresql, or set database_url)");
+            return SBX_EUNAVAIL;
+        }
+        pg->drop_privs = true;
+        pg->uid = pw->pw_uid;
+        pg->gid = pw->pw_gid;
+    }
+    return 0;
+}
+
+/* The PostgreSQL binaries: bindir when set, else the installed version
+ * that made the cluster (version, "" for a new one) or the newest. */
+static int choose_bindir(pgembed_t *pg, const char *bindir, const char *version, char *err, size_t errlen)
+{
+    if (bindir && *bindir) {
+        if (!is_exec(bindir, "initdb") || !is_exec(bindir, "pg_ctl")) {
+            snprintf(err, errlen, "postgres_bindir %s has no executable initdb and pg_ctl", bindir);
+            return SBX_EUNAVAIL;
+        }
+        snprintf(pg->bindir, sizeof pg->bindir, "%s", bindir);
+    } else if (find_bindir(version, pg->bindir, sizeof pg->bindir) < 0) {
+        snprintf(err, errlen,
+                 "PostgreSQL is not installed: no " PGEMBED_PGROOT "/<N>/bin with initdb and pg_ctl "
+                 "(apt-get install postgresql, set postgres_bindir, or set database_url)");
+        return SBX_EUNAVAIL;
+    }
+    return 0;
+}
+
+/* Reuses the cluster when it already runs (one left running by a killed
+ * `sandboxd all` is ours), else starts it with pg_ctl, waiting a little for
+ * a killed postmaster's lock file to go. Asks the socket, not pg_ctl
+ * status: a killed postmaster that is not reaped yet still looks alive to
+ * kill(pid, 0). */
+static int start_cluster(pgembed_t *pg, char *err, size_t errlen)
+{
+    PGPing ping = ping_cluster(pg);
+    for (int i = 0; ping == PQPING_REJECT && i < PGEMBED_RETRIES * 2; i++) {
+        sleep_ms(500);
+        ping = ping_cluster(pg);
+    }
+    if (ping == PQPING_OK) {
+        log_debug(PGEMBED_COMPONENT, "reusing the running cluster in %s", pg->pgdata);
+        return 0;
+    }
+    for (int attempt = 1;; attempt++) {
+        int st = pg_ctl(pg, "start", NULL);
+        if (st == 0)
+            break;
+        /* the lock file of a killed postmaster blocks the start until
+         * that process is gone; wait for it a little */
+        if (attempt < PGEMBED_RETRIES && has_pid_file(pg)) {
+            sleep_ms(1000);
+            continue;
+        }
+        char tail[512];
+        log_tail(pg->logpath, tail, sizeof tail);
+        snprintf(err, errlen, "pg_ctl start of %s failed (%s %d): %s (log: %s)", pg->pgdata,
+                 st < 0 ? "error" : "exit", st, tail, pg->logpath);
+        return SBX_EUNAVAIL;
+    }
+    return 0;
+}
+
 int pgembed_start(const char *data_dir, const char *bindir, pgembed_t **ret, char *err, size_t errlen)
 {
     pgembed_t *pg = NULL;
@@ -607,38 +679,15 @@ int pgembed_start(const char *data_dir, const char *bindir, pgembed_t **ret, cha
         r = SBX_ENOMEM;
         goto cleanup;
     }
-    if (geteuid() == 0) {
-        struct passwd *pw = getpwnam(PGEMBED_USER);
-        if (!pw) {
-            snprintf(err, errlen,
-                     "running as root, the embedded PostgreSQL needs the system user \"" PGEMBED_USER
-                     "\", which does not exist (install postgresql, or set database_url)");
-            r = SBX_EUNAVAIL;
-            goto cleanup;
-        }
-        pg->drop_privs = true;
-        pg->uid = pw->pw_uid;
-        pg->gid = pw->pw_gid;
-    }
+    if ((r = choose_user(pg, err, errlen)) < 0)
+        goto cleanup;
     if ((r = choose_location(pg, data_dir, err, errlen)) < 0)
         goto cleanup;
 
     char version[32];
     cluster_version(pg->pgdata, version, sizeof version);
-    if (bindir && *bindir) {
-        if (!is_exec(bindir, "initdb") || !is_exec(bindir, "pg_ctl")) {
-            snprintf(err, errlen, "postgres_bindir %s has no executable initdb and pg_ctl", bindir);
-            r = SBX_EUNAVAIL;
-            goto cleanup;
-        }
-        snprintf(pg->bindir, sizeof pg->bindir, "%s", bindir);
-    } else if (find_bindir(version, pg->bindir, sizeof pg->bindir) < 0) {
-        snprintf(err, errlen,
-                 "PostgreSQL is not installed: no " PGEMBED_PGROOT "/<N>/bin with initdb and pg_ctl "
-                 "(apt-get install postgresql, set postgres_bindir, or set database_url)");
-        r = SBX_EUNAVAIL;
+    if ((r = choose_bindir(pg, bindir, version, err, errlen)) < 0)
         goto cleanup;
-    }
     if ((r = prepare_dirs(pg, err, errlen)) < 0)
         goto cleanup;
 
@@ -653,36 +702,9 @@ int pgembed_start(const char *data_dir, const char *bindir, pgembed_t **ret, cha
         goto cleanup;
     }
 
-    /* A cluster left running by a killed `sandboxd all` is ours: reuse it.
-     * Ask the socket, not pg_ctl status: a killed postmaster that is not
-     * reaped yet still looks alive to kill(pid, 0). */
     started = true;
-    PGPing ping = ping_cluster(pg);
-    for (int i = 0; ping == PQPING_REJECT && i < PGEMBED_RETRIES * 2; i++) {
-        sleep_ms(500);
-        ping = ping_cluster(pg);
-    }
-    if (ping == PQPING_OK) {
-        log_debug(PGEMBED_COMPONENT, "reusing the running cluster in %s", pg->pgdata);
-    } else {
-        for (int attempt = 1;; attempt++) {
-            int st = pg_ctl(pg, "start", NULL);
-            if (st == 0)
-                break;
-            /* the lock file of a killed postmaster blocks the start until
-             * that process is gone; wait for it a little */
-            if (attempt < PGEMBED_RETRIES && has_pid_file(pg)) {
-                sleep_ms(1000);
-                continue;
-            }
-            char tail[512];
-            log_tail(pg->logpath, tail, sizeof tail);
-            snprintf(err, errlen, "pg_ctl start of %s failed (%s %d): %s (log: %s)", pg->pgdata,
-                     st < 0 ? "error" : "exit", st, tail, pg->logpath);
-            r = SBX_EUNAVAIL;
-            goto cleanup;
-        }
-    }
+    if ((r = start_cluster(pg, err, errlen)) < 0)
+        goto cleanup;
 
     if (make_conninfo(pg, PGEMBED_DB, "", pg->conninfo, sizeof pg->conninfo) < 0) {
         snprintf(err, errlen, "socket directory path too long");

@@ -1,4 +1,6 @@
-/* The route proxy (see proxy.h). A routed connection goes through:
+/* The route proxy (see proxy.h): its connections, the request head and the
+ * listener; the relay is in proxy_relay.c, the pure parts in proxy_route.c.
+ * A routed connection goes through:
  *
  *   HEAD      reading the request head from the client (bounded in size
  *             and time);
@@ -13,7 +15,7 @@
  * output has drained, so a slow client slows its own upstream and nothing
  * else. Every few seconds each thread re-checks the routes of its open
  * connections and closes those whose route has gone. */
-#include "proxy.h"
+#include "proxy_internal.h"
 #include "db.h"
 #include "errors.h"
 #include "grant.h"
@@ -43,288 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PROXY_MAX_HEAD       (16 * 1024)
-#define PROXY_HEAD_SECONDS   15
-#define PROXY_WORKER_SECONDS 15
-#define PROXY_HIGH_WATER     (256 * 1024)
-#define PROXY_READ_CHUNK     (64 * 1024)
-#define PROXY_GRANT_SECONDS  60
-#define PROXY_SWEEP_SECONDS  2
-#define PROXY_WORKER_LINE    1024
-
-typedef enum { PC_HEAD, PC_WORKER, PC_PIPE, PC_CLOSING } pc_state_t;
-
-typedef struct pconn {
-    proxy_thread_t *pt;
-    struct bufferevent *down;  /* the client */
-    struct bufferevent *up;    /* the worker */
-    pc_state_t state;
-    struct event *deadline;    /* route_max_duration_seconds */
-    struct sockaddr_storage peer;
-    char peer_text[INET6_ADDRSTRLEN];
-    bool trusted_peer;
-    char name[PROXY_NAME_LEN + 1];
-    char route_id[SBX_ID_MAX]; /* for the log: the name is a public route's only secret */
-    char method[16];
-    char path[128];            /* for the log: the app's path, without the query */
-    bool upgrade;
-    bool down_eof, up_eof;     /* that side sent EOF */
-    bool up_shut_pending;      /* shut the upstream's write side once drained */
-    bool down_paused, up_paused; /* reading paused for backpressure */
-    int64_t body_bytes;        /* client -> upstream after the head */
-    int64_t resp_bytes;        /* upstream -> client */
-    time_t last_activity;
-    struct timespec started;
-    int status;                /* what we answered ourselves, 0 when proxied */
-    TAILQ_ENTRY(pconn) link;
-} pconn_t;
-
-struct proxy_thread {
-    controller_t *ctl;
-    struct event_base *base;
-    PGconn **db;
-    struct evconnlistener *listener;
-    struct event *sweep;
-    TAILQ_HEAD(, pconn) conns;
-    int nconns;
-};
-
 static atomic_int proxy_open_conns;
-
-/* ---- pure parts ---- */
-
-static bool is_tchar(int c)
-{
-    return isalnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
-int proxy_parse_head(char *buf, size_t len, proxy_head_t *ret)
-{
-    memset(ret, 0, sizeof *ret);
-    if (len < 4 || memcmp(buf + len - 4, "\r\n\r\n", 4) != 0 || memchr(buf, '\0', len))
-        return SBX_EINVAL;
-    char *line = buf;
-    char *eol = strstr(line, "\r\n");
-    *eol = '\0';
-    /* METHOD SP origin-form SP HTTP/1.x */
-    char *sp1 = strchr(line, ' ');
-    char *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
-    if (!sp1 || !sp2 || strchr(sp2 + 1, ' '))
-        return SBX_EINVAL;
-    *sp1 = *sp2 = '\0';
-    ret->method = line;
-    ret->target = sp1 + 1;
-    if (!*ret->method || strlen(ret->method) > 15)
-        return SBX_EINVAL;
-    for (const char *p = ret->method; *p; p++)
-        if (!is_tchar((unsigned char)*p))
-            return SBX_EINVAL;
-    if (ret->target[0] != '/')
-        return SBX_EINVAL;
-    for (const unsigned char *p = (unsigned char *)ret->target; *p; p++)
-        if (*p <= 0x20 || *p >= 0x7f)
-            return SBX_EINVAL;
-    if (strcmp(sp2 + 1, "HTTP/1.1") == 0)
-        ret->minor = 1;
-    else if (strcmp(sp2 + 1, "HTTP/1.0") == 0)
-        ret->minor = 0;
-    else
-        return SBX_EINVAL;
-    for (line = eol + 2; *line != '\r'; line = eol + 2) {
-        eol = strstr(line, "\r\n");
-        *eol = '\0';
-        char *colon = strchr(line, ':');
-        if (!colon || colon == line)
-            return SBX_EINVAL; /* also refuses obsolete line folding */
-        for (char *p = line; p < colon; p++)
-            if (!is_tchar((unsigned char)*p))
-                return SBX_EINVAL;
-        *colon = '\0';
-        char *v = colon + 1;
-        while (*v == ' ' || *v == '\t')
-            v++;
-        size_t vl = strlen(v);
-        while (vl > 0 && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
-            v[--vl] = '\0';
-        for (const unsigned char *p = (unsigned char *)v; *p; p++)
-            if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
-                return SBX_EINVAL;
-        if (ret->nh == PROXY_MAX_HEADERS)
-            return SBX_ETOOBIG;
-        ret->name[ret->nh] = line;
-        ret->value[ret->nh] = v;
-        ret->nh++;
-    }
-    return 0;
-}
-
-const char *proxy_head_get(const proxy_head_t *h, const char *name)
-{
-    for (int i = h->nh - 1; i >= 0; i--)
-        if (strcasecmp(h->name[i], name) == 0)
-            return h->value[i];
-    return NULL;
-}
-
-static int head_count(const proxy_head_t *h, const char *name)
-{
-    int n = 0;
-    for (int i = 0; i < h->nh; i++)
-        n += strcasecmp(h->name[i], name) == 0;
-    return n;
-}
-
-static bool name_ok(const char *s, size_t n)
-{
-    if (n != PROXY_NAME_LEN)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '2' && s[i] <= '7')))
-            return false;
-    return true;
-}
-
-proxy_route_kind_t proxy_route_for(const char *host, const char *target, const char *route_domain,
-                                   char ret_name[PROXY_NAME_LEN + 1], const char **ret_rest)
-{
-    ret_name[0] = '\0';
-    *ret_rest = target;
-    if (host && route_domain && *route_domain && host[0] != '[') {
-        size_t hl = strcspn(host, ":");
-        size_t dl = strlen(route_domain);
-        if (hl > dl + 1 && host[hl - dl - 1] == '.' && strncasecmp(host + hl - dl, route_domain, dl) == 0) {
-            size_t nl = hl - dl - 1;
-            char label[PROXY_NAME_LEN + 1];
-            if (nl == PROXY_NAME_LEN) {
-                for (size_t i = 0; i < nl; i++)
-                    label[i] = (char)tolower((unsigned char)host[i]);
-                label[nl] = '\0';
-                if (name_ok(label, nl)) {
-                    memcpy(ret_name, label, nl + 1);
-                    return PROXY_ROUTE_HOST;
-                }
-            }
-        }
-    }
-    if (strncmp(target, "/r/", 3) != 0)
-        return PROXY_ROUTE_NONE;
-    const char *n = target + 3;
-    size_t nl = strcspn(n, "/?");
-    if (!name_ok(n, nl))
-        return PROXY_ROUTE_NONE;
-    memcpy(ret_name, n, nl);
-    ret_name[nl] = '\0';
-    *ret_rest = n + nl;
-    return n[nl] == '/' ? PROXY_ROUTE_PATH : PROXY_ROUTE_REDIRECT;
-}
-
-int proxy_nets_parse(const char *text, struct proxy_net **ret, int *ret_n, char *err, size_t errlen)
-{
-    *ret = NULL;
-    *ret_n = 0;
-    if (!text || !*text)
-        return 0;
-    char *copy = strdup(text);
-    struct proxy_net *nets = calloc(strlen(text) / 2 + 1, sizeof *nets);
-    if (!copy || !nets) {
-        free(copy);
-        free(nets);
-        snprintf(err, errlen, "out of memory");
-        return SBX_ENOMEM;
-    }
-    int n = 0;
-    char *save = NULL;
-    for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
-        struct proxy_net *e = &nets[n];
-        char *slash = strchr(t, '/');
-        if (slash)
-            *slash = '\0';
-        char *a = t;
-        size_t al = strlen(a);
-        if (a[0] == '[' && al > 2 && a[al - 1] == ']') {
-            a[al - 1] = '\0';
-            a++;
-        }
-        if (inet_pton(AF_INET, a, e->addr) == 1) {
-            e->family = AF_INET;
-            e->bits = 32;
-        } else if (inet_pton(AF_INET6, a, e->addr) == 1) {
-            e->family = AF_INET6;
-            e->bits = 128;
-        } else {
-            snprintf(err, errlen, "trusted_proxies: \"%.64s\" is not an IP address or CIDR", t);
-            goto fail;
-        }
-        if (slash) {
-            char *end = NULL;
-            long b = strtol(slash + 1, &end, 10);
-            if (!slash[1] || *end || b < 0 || b > e->bits) {
-                snprintf(err, errlen, "trusted_proxies: bad prefix length in \"%.64s/%.8s\"", t, slash + 1);
-                goto fail;
-            }
-            e->bits = (int)b;
-        }
-        n++;
-    }
-    free(copy);
-    *ret = nets;
-    *ret_n = n;
-    return 0;
-fail:
-    free(copy);
-    free(nets);
-    return SBX_EINVAL;
-}
-
-static bool prefix_match(const unsigned char *a, const unsigned char *b, int bits)
-{
-    int whole = bits / 8, rest = bits % 8;
-    if (memcmp(a, b, (size_t)whole) != 0)
-        return false;
-    if (!rest)
-        return true;
-    unsigned char mask = (unsigned char)(0xff << (8 - rest));
-    return (a[whole] & mask) == (b[whole] & mask);
-}
-
-bool proxy_nets_contain(const struct proxy_net *nets, int n, const struct sockaddr *sa)
-{
-    unsigned char a4[4], a6[16];
-    bool has4 = false, has6 = false;
-    if (sa->sa_family == AF_INET) {
-        memcpy(a4, &((const struct sockaddr_in *)sa)->sin_addr, 4);
-        has4 = true;
-    } else if (sa->sa_family == AF_INET6) {
-        const struct in6_addr *x = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-        memcpy(a6, x, 16);
-        has6 = true;
-        if (IN6_IS_ADDR_V4MAPPED(x)) {
-            memcpy(a4, a6 + 12, 4);
-            has4 = true;
-        }
-    }
-    for (int i = 0; i < n; i++) {
-        if (nets[i].family == AF_INET && has4 && prefix_match(nets[i].addr, a4, nets[i].bits))
-            return true;
-        if (nets[i].family == AF_INET6 && has6 && prefix_match(nets[i].addr, a6, nets[i].bits))
-            return true;
-    }
-    return false;
-}
-
-int proxy_config(controller_t *ctl, const cfg_t *cfg, char *err, size_t errlen)
-{
-    int rc = proxy_nets_parse(cfg_str(cfg, CFG_TRUSTED_PROXIES), &ctl->trusted_proxies, &ctl->ntrusted_proxies, err,
-                              errlen);
-    if (rc < 0)
-        return rc;
-    ctl->route_max_request = cfg_int(cfg, CFG_ROUTE_MAX_REQUEST_BYTES);
-    ctl->route_max_response = cfg_int(cfg, CFG_ROUTE_MAX_RESPONSE_BYTES);
-    ctl->route_idle_seconds = (int)cfg_int(cfg, CFG_ROUTE_IDLE_TIMEOUT_SECONDS);
-    ctl->route_max_seconds = (int)cfg_int(cfg, CFG_ROUTE_MAX_DURATION_SECONDS);
-    ctl->route_max_conns = (int)cfg_int(cfg, CFG_ROUTE_MAX_CONNECTIONS);
-    return 0;
-}
 
 /* ---- connections ---- */
 
@@ -346,7 +67,7 @@ static void proxy_metrics_init(void)
                                 metrics_latency_nbuckets);
 }
 
-static void pc_free(pconn_t *pc, const char *why)
+void proxy_conn_free(pconn_t *pc, const char *why)
 {
     proxy_thread_t *pt = pc->pt;
     metrics_add(m_conns, NULL, -1);
@@ -397,14 +118,14 @@ static void linger_read_cb(struct bufferevent *bev, void *arg)
     pc->body_bytes += (int64_t)evbuffer_get_length(in);
     evbuffer_drain(in, evbuffer_get_length(in));
     if (pc->body_bytes > PROXY_LINGER_BYTES)
-        pc_free(pc, "answered");
+        proxy_conn_free(pc, "answered");
 }
 
 static void closing_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     (void)bev;
     (void)what;
-    pc_free(arg, "answered");
+    proxy_conn_free(arg, "answered");
 }
 
 static void closing_write_cb(struct bufferevent *bev, void *arg)
@@ -454,7 +175,7 @@ static void pc_answer(pconn_t *pc, int status, const char *reason, const char *e
     bufferevent_enable(pc->down, EV_WRITE);
 }
 
-static void pc_answer_error(pconn_t *pc, api_code_t code, const char *extra, const char *msg)
+void proxy_conn_answer_error(pconn_t *pc, api_code_t code, const char *extra, const char *msg)
 {
     static const struct { int status; const char *reason; } reasons[] = {
         { 400, "Bad Request" }, { 401, "Unauthorized" }, { 404, "Not Found" }, { 409, "Conflict" },
@@ -469,238 +190,15 @@ static void pc_answer_error(pconn_t *pc, api_code_t code, const char *extra, con
     pc_answer(pc, status, reason, extra, code, "%s", msg);
 }
 
-/* ---- relaying ---- */
-
-static void pipe_maybe_done(pconn_t *pc)
-{
-    /* A plain request is over when the upstream has answered and closed and
-     * the answer is written; a tunnel when both sides have closed. */
-    if (pc->up_eof && evbuffer_get_length(bufferevent_get_output(pc->down)) == 0 &&
-        (!pc->upgrade || pc->down_eof))
-        pc_free(pc, "done");
-}
-
-static void shut_up_write(pconn_t *pc)
-{
-    if (evbuffer_get_length(bufferevent_get_output(pc->up)) > 0) {
-        pc->up_shut_pending = true;
-        return;
-    }
-    pc->up_shut_pending = false;
-    shutdown(bufferevent_getfd(pc->up), SHUT_WR);
-}
-
-/* Moves what `from` has read to the output of `to`, counting it in *count
- * against limit (0: none; a tunnel has none), and stops reading `from`
- * (*paused) while `to` holds PROXY_HIGH_WATER bytes unsent. False when the
- * limit closed the connection. */
-static bool relay(pconn_t *pc, struct bufferevent *from, struct bufferevent *to, int64_t *count, int64_t limit,
-                  bool *paused, const char *over_limit)
-{
-    struct evbuffer *in = bufferevent_get_input(from);
-    size_t n = evbuffer_get_length(in);
-    if (n == 0)
-        return true;
-    pc->last_activity = time(NULL);
-    *count += (int64_t)n;
-    if (!pc->upgrade && limit > 0 && *count > limit) {
-        pc_free(pc, over_limit);
-        return false;
-    }
-    struct evbuffer *out = bufferevent_get_output(to);
-    evbuffer_add_buffer(out, in);
-    if (evbuffer_get_length(out) >= PROXY_HIGH_WATER) {
-        bufferevent_disable(from, EV_READ);
-        *paused = true;
-    }
-    return true;
-}
-
-/* Client -> upstream. */
-static bool relay_down(pconn_t *pc)
-{
-    return relay(pc, pc->down, pc->up, &pc->body_bytes, pc->pt->ctl->route_max_request, &pc->down_paused,
-                 "request body over route_max_request_bytes");
-}
-
-/* Upstream -> client. */
-static bool relay_up(pconn_t *pc)
-{
-    return relay(pc, pc->up, pc->down, &pc->resp_bytes, pc->pt->ctl->route_max_response, &pc->up_paused,
-                 "response over route_max_response_bytes");
-}
-
-static void down_read_cb(struct bufferevent *bev, void *arg)
-{
-    (void)bev;
-    relay_down(arg);
-}
-
-static void up_read_cb(struct bufferevent *bev, void *arg)
-{
-    (void)bev;
-    relay_up(arg);
-}
-
-/* The client's output drained: read the upstream again. */
-static void down_write_cb(struct bufferevent *bev, void *arg)
-{
-    (void)bev;
-    pconn_t *pc = arg;
-    if (pc->up_paused && pc->up && !pc->up_eof) {
-        pc->up_paused = false;
-        bufferevent_enable(pc->up, EV_READ);
-    }
-    pipe_maybe_done(pc);
-}
-
-/* The upstream's output drained: read the client again. */
-static void up_write_cb(struct bufferevent *bev, void *arg)
-{
-    (void)bev;
-    pconn_t *pc = arg;
-    if (pc->down_paused && !pc->down_eof) {
-        pc->down_paused = false;
-        bufferevent_enable(pc->down, EV_READ);
-    }
-    if (pc->up_shut_pending)
-        shut_up_write(pc);
-}
-
-/* An idle timeout on one side counts only when the other side was quiet
- * too. */
-static bool idle_really(pconn_t *pc, struct bufferevent *bev, bool paused)
-{
-    if (time(NULL) - pc->last_activity < pc->pt->ctl->route_idle_seconds) {
-        if (!paused)
-            bufferevent_enable(bev, EV_READ);
-        return false;
-    }
-    return true;
-}
-
-static void down_event_cb(struct bufferevent *bev, short what, void *arg)
-{
-    pconn_t *pc = arg;
-    if (what & BEV_EVENT_TIMEOUT) {
-        if ((what & BEV_EVENT_READING) && pc->state == PC_PIPE && !idle_really(pc, bev, pc->down_paused))
-            return;
-        pc_free(pc, pc->state == PC_PIPE ? "idle timeout" : "client too slow");
-        return;
-    }
-    if ((what & BEV_EVENT_EOF) && pc->state == PC_PIPE) {
-        pc->down_eof = true;
-        if (pc->up && !pc->up_eof)
-            shut_up_write(pc);
-        pipe_maybe_done(pc);
-        return;
-    }
-    pc_free(pc, "client closed");
-}
-
-static void up_event_cb(struct bufferevent *bev, short what, void *arg)
-{
-    pconn_t *pc = arg;
-    if (what & BEV_EVENT_TIMEOUT) {
-        if ((what & BEV_EVENT_READING) && !idle_really(pc, bev, pc->up_paused))
-            return;
-        pc_free(pc, "idle timeout");
-        return;
-    }
-    if (what & BEV_EVENT_EOF) {
-        if (!relay_up(pc)) /* whatever came with the EOF */
-            return;
-        pc->up_eof = true;
-        if (pc->upgrade && !pc->down_eof)
-            shutdown(bufferevent_getfd(pc->down), SHUT_WR);
-        pipe_maybe_done(pc);
-        return;
-    }
-    pc_free(pc, "worker connection failed");
-}
-
-static void pipe_start(pconn_t *pc)
-{
-    controller_t *ctl = pc->pt->ctl;
-    pc->state = PC_PIPE;
-    pc->last_activity = time(NULL);
-    struct timeval idle = { ctl->route_idle_seconds, 0 };
-    bufferevent_set_timeouts(pc->down, &idle, &idle);
-    bufferevent_set_timeouts(pc->up, &idle, &idle);
-    bufferevent_setwatermark(pc->down, EV_READ, 0, PROXY_READ_CHUNK);
-    bufferevent_setwatermark(pc->up, EV_READ, 0, PROXY_READ_CHUNK);
-    bufferevent_setcb(pc->down, down_read_cb, down_write_cb, down_event_cb, pc);
-    bufferevent_setcb(pc->up, up_read_cb, up_write_cb, up_event_cb, pc);
-    bufferevent_enable(pc->down, EV_READ | EV_WRITE);
-    bufferevent_enable(pc->up, EV_READ | EV_WRITE);
-    /* Body bytes that came with the head, then whatever the worker sent
-     * after its line. */
-    if (relay_down(pc))
-        relay_up(pc);
-}
-
-/* ---- waiting for the worker's answer ---- */
-
-static void worker_read_cb(struct bufferevent *bev, void *arg)
-{
-    pconn_t *pc = arg;
-    struct evbuffer *in = bufferevent_get_input(bev);
-    size_t len = 0;
-    char *line = evbuffer_readln(in, &len, EVBUFFER_EOL_CRLF_STRICT);
-    if (!line) {
-        if (evbuffer_get_length(in) > PROXY_WORKER_LINE)
-            pc_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker answered something else than a forward reply");
-        return;
-    }
-    /* "SANDBOX-FORWARD/1 <status> <code> <message>" */
-    int status = 0, off = 0;
-    char code[48] = "";
-    if (sscanf(line, "SANDBOX-FORWARD/1 %d %47s %n", &status, code, &off) < 2) {
-        free(line);
-        pc_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker answered something else than a forward reply");
-        return;
-    }
-    if (status == 200) {
-        free(line);
-        pipe_start(pc);
-        return;
-    }
-    char msg[300];
-    snprintf(msg, sizeof msg, "%s", off > 0 && (size_t)off <= len ? line + off : code);
-    free(line);
-    log_warn("proxy", "route %s: the worker refused to forward: %d %s %s", pc->name, status, code, msg);
-    /* The sandbox stopped running between our check and the worker's: the
-     * route is gone. Anything else is the gateway failing. */
-    if (status == 404)
-        pc_answer_error(pc, API_NOT_FOUND, NULL, "no such route");
-    else if (status == 503)
-        pc_answer_error(pc, API_UNAVAILABLE, NULL, msg);
-    else if (status == 409)
-        pc_answer_error(pc, API_CONFLICT, NULL, msg);
-    else
-        pc_answer_error(pc, API_BAD_GATEWAY, NULL, msg);
-}
-
-static void worker_event_cb(struct bufferevent *bev, short what, void *arg)
-{
-    (void)bev;
-    pconn_t *pc = arg;
-    if (what & BEV_EVENT_CONNECTED)
-        return;
-    if (what & BEV_EVENT_TIMEOUT)
-        pc_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker running this sandbox did not answer in time");
-    else
-        pc_answer_error(pc, API_BAD_GATEWAY, NULL, "cannot reach the worker running this sandbox");
-}
-
-static void client_gone_cb(struct bufferevent *bev, short what, void *arg)
-{
-    (void)bev;
-    (void)what;
-    pc_free(arg, "client closed");
-}
-
 /* ---- the request head ---- */
+
+static int head_count(const proxy_head_t *h, const char *name)
+{
+    int n = 0;
+    for (int i = 0; i < h->nh; i++)
+        n += strcasecmp(h->name[i], name) == 0;
+    return n;
+}
 
 static bool token_list_has(const char *list, const char *tok)
 {
@@ -862,29 +360,29 @@ static void connect_worker(pconn_t *pc, const char *address, struct evbuffer *hb
     int sl = (int)sizeof ss;
     if (evutil_parse_sockaddr_port(address, (struct sockaddr *)&ss, &sl) < 0) {
         evbuffer_free(hb);
-        pc_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker's route address is not an IP address and port");
+        proxy_conn_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker's route address is not an IP address and port");
         return;
     }
     pc->up = bufferevent_socket_new(pc->pt->base, -1, BEV_OPT_CLOSE_ON_FREE);
     if (!pc->up) {
         evbuffer_free(hb);
-        pc_answer_error(pc, API_INTERNAL, NULL, "out of memory");
+        proxy_conn_answer_error(pc, API_INTERNAL, NULL, "out of memory");
         return;
     }
     bufferevent_write_buffer(pc->up, hb);
     evbuffer_free(hb);
     struct timeval wt = { PROXY_WORKER_SECONDS, 0 };
     bufferevent_set_timeouts(pc->up, &wt, &wt);
-    bufferevent_setcb(pc->up, worker_read_cb, NULL, worker_event_cb, pc);
+    bufferevent_setcb(pc->up, proxy_worker_read_cb, NULL, proxy_worker_event_cb, pc);
     /* Until the worker agrees, the client is only watched for hanging up:
      * its body waits in the kernel (what came with the head stays in the
      * input buffer). */
     pc->state = PC_WORKER;
-    bufferevent_setcb(pc->down, NULL, NULL, client_gone_cb, pc);
+    bufferevent_setcb(pc->down, NULL, NULL, proxy_client_gone_cb, pc);
     bufferevent_disable(pc->down, EV_READ);
     bufferevent_set_timeouts(pc->down, NULL, NULL);
     if (bufferevent_socket_connect(pc->up, (struct sockaddr *)&ss, sl) < 0) {
-        pc_answer_error(pc, API_BAD_GATEWAY, NULL, "cannot reach the worker running this sandbox");
+        proxy_conn_answer_error(pc, API_BAD_GATEWAY, NULL, "cannot reach the worker running this sandbox");
         return;
     }
     bufferevent_enable(pc->up, EV_READ | EV_WRITE);
@@ -899,7 +397,7 @@ static void handle_head(pconn_t *pc, char *buf, size_t len)
     proxy_head_t h;
     int rc = proxy_parse_head(buf, len, &h);
     if (rc < 0) {
-        pc_answer_error(pc, rc == SBX_ETOOBIG ? API_HEADERS_TOO_LARGE : API_INVALID_ARGUMENT, NULL,
+        proxy_conn_answer_error(pc, rc == SBX_ETOOBIG ? API_HEADERS_TOO_LARGE : API_INVALID_ARGUMENT, NULL,
                         rc == SBX_ETOOBIG ? "too many request headers" : "malformed HTTP request");
         return;
     }
@@ -907,7 +405,7 @@ static void handle_head(pconn_t *pc, char *buf, size_t len)
     int64_t content_length;
     const char *bad = framing_error(&h, &content_length);
     if (bad) {
-        pc_answer_error(pc, API_INVALID_ARGUMENT, NULL, bad);
+        proxy_conn_answer_error(pc, API_INVALID_ARGUMENT, NULL, bad);
         return;
     }
     forwarded_t fw;
@@ -925,11 +423,11 @@ static void handle_head(pconn_t *pc, char *buf, size_t len)
         /* A client pointed at this port instead of the API (SANDBOX_URL set
          * to the route listener) learns where it is. */
         if (strncmp(h.target, "/v1/", 4) == 0 || strcmp(h.target, "/v1") == 0 || strncmp(h.target, "/healthz", 8) == 0)
-            pc_answer_error(pc, API_NOT_FOUND, NULL,
+            proxy_conn_answer_error(pc, API_NOT_FOUND, NULL,
                             "this is the route listener (route_listen), not the API: point SANDBOX_URL at the "
                             "controller's listen address (sandboxd --listen, default 127.0.0.1:8080)");
         else
-            pc_answer_error(pc, API_NOT_FOUND, NULL,
+            proxy_conn_answer_error(pc, API_NOT_FOUND, NULL,
                             "not a route address: routes are /r/{route}/ or {route}.{route_domain}");
         return;
     }
@@ -943,7 +441,7 @@ static void handle_head(pconn_t *pc, char *buf, size_t len)
         char msg[160];
         snprintf(msg, sizeof msg, "the request body is larger than this server's route limit (%lld bytes)",
                  (long long)ctl->route_max_request);
-        pc_answer_error(pc, API_PAYLOAD_TOO_LARGE, NULL, msg);
+        proxy_conn_answer_error(pc, API_PAYLOAD_TOO_LARGE, NULL, msg);
         return;
     }
     const char *connection = proxy_head_get(&h, "connection");
@@ -952,7 +450,7 @@ static void handle_head(pconn_t *pc, char *buf, size_t len)
     route_target_t t;
     rc = db_ensure(pt->db, ctl->conninfo) < 0 ? SBX_EDB : store_route_target(*pt->db, pc->name, &t);
     if (rc < 0) {
-        pc_answer_error(pc, rc == SBX_ENOTFOUND ? API_NOT_FOUND : API_UNAVAILABLE, NULL,
+        proxy_conn_answer_error(pc, rc == SBX_ENOTFOUND ? API_NOT_FOUND : API_UNAVAILABLE, NULL,
                         rc == SBX_ENOTFOUND ? "no such route" : "database unavailable");
         return;
     }
@@ -961,7 +459,7 @@ static void handle_head(pconn_t *pc, char *buf, size_t len)
     if (t.token_auth) {
         const char *presented = route_credential(&h, &cred_in_auth);
         if (!presented || !token_verify(presented, t.secret_hash)) {
-            pc_answer_error(pc, API_UNAUTHORIZED, "WWW-Authenticate: Bearer realm=\"sandbox-route\"\r\n",
+            proxy_conn_answer_error(pc, API_UNAUTHORIZED, "WWW-Authenticate: Bearer realm=\"sandbox-route\"\r\n",
                             presented ? "the route's access token is not valid"
                                       : "this route needs its access token: Authorization: Bearer sbr_...");
             return;
@@ -969,17 +467,17 @@ static void handle_head(pconn_t *pc, char *buf, size_t len)
     }
     char grant[GRANT_MAX];
     if (!t.worker_address[0] || !t.worker_token_hash[0]) {
-        pc_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker running this sandbox does not forward routes");
+        proxy_conn_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker running this sandbox does not forward routes");
         return;
     }
     if (sign_grant(&t, grant) < 0) {
-        pc_answer_error(pc, API_INTERNAL, NULL, "cannot sign the worker grant");
+        proxy_conn_answer_error(pc, API_INTERNAL, NULL, "cannot sign the worker grant");
         return;
     }
     struct evbuffer *hb = upstream_head(pc, &h, kind == PROXY_ROUTE_PATH ? rest : h.target,
                                         kind == PROXY_ROUTE_PATH, cred_in_auth, &fw, host, grant);
     if (!hb) {
-        pc_answer_error(pc, API_INTERNAL, NULL, "out of memory");
+        proxy_conn_answer_error(pc, API_INTERNAL, NULL, "out of memory");
         return;
     }
     connect_worker(pc, t.worker_address, hb);
@@ -992,19 +490,19 @@ static void head_read_cb(struct bufferevent *bev, void *arg)
     struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
     if (end.pos < 0) {
         if (evbuffer_get_length(in) >= PROXY_MAX_HEAD)
-            pc_answer_error(pc, API_HEADERS_TOO_LARGE, NULL, "the request head is larger than 16 KiB");
+            proxy_conn_answer_error(pc, API_HEADERS_TOO_LARGE, NULL, "the request head is larger than 16 KiB");
         return;
     }
     size_t len = (size_t)end.pos + 4;
     if (len > PROXY_MAX_HEAD) {
-        pc_answer_error(pc, API_HEADERS_TOO_LARGE, NULL, "the request head is larger than 16 KiB");
+        proxy_conn_answer_error(pc, API_HEADERS_TOO_LARGE, NULL, "the request head is larger than 16 KiB");
         return;
     }
     struct timeval max = { pc->pt->ctl->route_max_seconds, 0 };
     evtimer_add(pc->deadline, &max);
     char *buf = malloc(len + 1);
     if (!buf) {
-        pc_answer_error(pc, API_INTERNAL, NULL, "out of memory");
+        proxy_conn_answer_error(pc, API_INTERNAL, NULL, "out of memory");
         return;
     }
     evbuffer_remove(in, buf, len);
@@ -1018,9 +516,9 @@ static void head_event_cb(struct bufferevent *bev, short what, void *arg)
     (void)bev;
     pconn_t *pc = arg;
     if (what & BEV_EVENT_TIMEOUT)
-        pc_answer_error(pc, API_INVALID_ARGUMENT, NULL, "the request head did not arrive in time");
+        proxy_conn_answer_error(pc, API_INVALID_ARGUMENT, NULL, "the request head did not arrive in time");
     else
-        pc_free(pc, "client closed");
+        proxy_conn_free(pc, "client closed");
 }
 
 /* The whole head within PROXY_HEAD_SECONDS (a byte now and then does not
@@ -1031,7 +529,7 @@ static void deadline_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     pconn_t *pc = arg;
-    pc_free(pc, pc->state == PC_HEAD ? "the request head did not arrive in time"
+    proxy_conn_free(pc, pc->state == PC_HEAD ? "the request head did not arrive in time"
                                      : "route_max_duration_seconds reached");
 }
 
@@ -1063,13 +561,13 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     if (!pc->down || !pc->deadline) {
         if (!pc->down)
             close(fd);
-        pc_free(pc, "out of memory");
+        proxy_conn_free(pc, "out of memory");
         return;
     }
     struct timeval ht = { PROXY_HEAD_SECONDS, 0 };
     evtimer_add(pc->deadline, &ht);
     if (open_now > ctl->route_max_conns) {
-        pc_answer_error(pc, API_UNAVAILABLE, "Retry-After: 1\r\n", "too many routed connections; try again");
+        proxy_conn_answer_error(pc, API_UNAVAILABLE, "Retry-After: 1\r\n", "too many routed connections; try again");
         return;
     }
     bufferevent_set_timeouts(pc->down, &ht, &ht);
@@ -1105,7 +603,7 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
         if (store_routes_alive(*pt->db, names, k, alive) == 0)
             for (int i = 0; i < k; i++)
                 if (!alive[i])
-                    pc_free(list[i], "route removed");
+                    proxy_conn_free(list[i], "route removed");
     }
     free(list);
     free(names);
@@ -1149,7 +647,7 @@ void proxy_thread_free(proxy_thread_t *pt)
     if (pt->listener)
         evconnlistener_free(pt->listener);
     while (!TAILQ_EMPTY(&pt->conns))
-        pc_free(TAILQ_FIRST(&pt->conns), "controller stopping");
+        proxy_conn_free(TAILQ_FIRST(&pt->conns), "controller stopping");
     if (pt->sweep)
         event_free(pt->sweep);
     free(pt);

@@ -19,6 +19,7 @@
 
 #include "config.h"
 #include "controller.h"
+#include "httphead.h"
 
 /* A network whose X-Forwarded-* headers are believed (trusted_proxies). */
 struct proxy_net {
@@ -27,7 +28,22 @@ struct proxy_net {
     int bits;
 };
 
+struct evbuffer;
 typedef struct proxy_thread proxy_thread_t;
+
+/* The worker's one-line answer to a forward preamble (worker/forward.h:
+ * "SANDBOX-FORWARD/1 <status> <code> [<message>]"). */
+typedef struct proxy_worker_reply {
+    int status;
+    char code[48];
+    char msg[300];           /* the message; the code when there is none */
+} proxy_worker_reply_t;
+
+/* Reads the worker's answer from in (the route proxy's and the logs
+ * stream's upstream): 1 with *ret set once a whole line came (taken from
+ * in), 0 while it has not, -1 when what came is not such a line (or runs
+ * past 1024 bytes without ending). */
+int proxy_worker_reply_read(struct evbuffer *in, proxy_worker_reply_t *ret);
 
 /* Reads the route settings (limits, trusted_proxies) into ctl. */
 int proxy_config(controller_t *ctl, const cfg_t *cfg, char *err, size_t errlen);
@@ -40,21 +56,15 @@ void proxy_thread_free(proxy_thread_t *pt);
 
 /* ---- pure parts, exposed for the unit tests ---- */
 
-#define PROXY_MAX_HEADERS 100
+#define PROXY_MAX_HEADERS SBX_HTTP_MAX_HEADERS
 #define PROXY_NAME_LEN 26    /* route names: 26 base32 characters */
 
-typedef struct proxy_head {
-    char *method;
-    char *target;
-    int minor;               /* HTTP/1.minor */
-    int nh;
-    char *name[PROXY_MAX_HEADERS];
-    char *value[PROXY_MAX_HEADERS];
-} proxy_head_t;
+typedef httphead_t proxy_head_t;
 
-/* Parses a request head in place: buf holds len bytes ending with the blank
- * line, and is NUL-terminated at len. 0, or SBX_EINVAL (malformed, or an
- * absolute-form target), or SBX_ETOOBIG (too many headers). */
+/* Parses a request head in place (common/httphead.h, CRLF line ends only,
+ * headers kept): buf holds len bytes ending with the blank line, and is
+ * NUL-terminated at len. 0, or SBX_EINVAL (malformed, or an absolute-form
+ * target), or SBX_ETOOBIG (too many headers). */
 int proxy_parse_head(char *buf, size_t len, proxy_head_t *ret);
 
 /* The last value of header name (case-insensitive) or NULL. */

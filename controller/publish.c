@@ -3,6 +3,7 @@
  * advances the cursor in event_publisher; at least once, in id order. */
 #include "publish.h"
 #include "db.h"
+#include "store.h"
 #include "errors.h"
 #include "limits.h"
 #include "log.h"
@@ -34,8 +35,6 @@
 #define PUBLISH_BACKOFF_MAX_MS 5000
 #define PUBLISH_PREFIX_MAX 200
 #define PUBLISH_SUBJECT_MAX 1024
-#define PUBLISH_STR_(x) #x
-#define PUBLISH_STR(x) PUBLISH_STR_(x)
 
 struct publisher {
     controller_t *ctl;
@@ -373,36 +372,13 @@ static void publish_db_ok(struct publisher *p)
  * controller holds it, < 0 on a database error. */
 static int publish_try_lead(struct publisher *p)
 {
-    const char *k[] = { PUBLISH_LOCK_KEY };
-    PGresult *r = db_exec(p->db, "SELECT pg_try_advisory_lock($1::bigint)", 1, k);
-    if (!r)
+    bool led = false, first = false;
+    int64_t cursor = 0;
+    if (store_publisher_lead(p->db, PUBLISH_LOCK_KEY, &led, &cursor, &first) < 0)
         return SBX_EDB;
-    bool got = db_get_bool(r, 0, 0);
-    PQclear(r);
-    if (!got)
+    if (!led)
         return 0;
-    /* LISTEN first: an event committed from here on wakes us. */
-    if (db_run(p->db, "LISTEN sandbox_wake", 0, NULL) < 0 ||
-        db_run(p->db, "INSERT INTO event_publisher DEFAULT VALUES ON CONFLICT DO NOTHING", 0, NULL) < 0)
-        return SBX_EDB;
-    /* Never ran: start at the newest event instead of replaying history. */
-    r = db_exec(p->db,
-                "UPDATE event_publisher SET last_event_id = (SELECT coalesce(max(id), 0) FROM events), "
-                "updated_at = now() WHERE last_event_id IS NULL RETURNING last_event_id",
-                0, NULL);
-    if (!r)
-        return SBX_EDB;
-    bool first = PQntuples(r) == 1;
-    PQclear(r);
-    r = db_exec(p->db, "SELECT last_event_id FROM event_publisher", 0, NULL);
-    if (!r)
-        return SBX_EDB;
-    if (PQntuples(r) != 1) {
-        PQclear(r);
-        return SBX_EDB;
-    }
-    p->cursor = db_get_ll(r, 0, 0);
-    PQclear(r);
+    p->cursor = cursor;
     memset(&p->gap, 0, sizeof p->gap);
     p->blocked = false;
     p->leader = true;
@@ -415,26 +391,91 @@ static int publish_try_lead(struct publisher *p)
 /* The newest event id and the age of the oldest unpublished one. */
 static int publish_refresh_lag(struct publisher *p)
 {
-    char cur[24];
-    snprintf(cur, sizeof cur, "%lld", (long long)p->cursor);
-    const char *params[] = { cur };
-    PGresult *r = db_exec(p->db,
-                          "SELECT coalesce((SELECT max(id) FROM events), 0), "
-                          "coalesce((SELECT extract(epoch FROM now() - ts) FROM events WHERE id > $1::bigint "
-                          "ORDER BY id LIMIT 1), 0)::float8",
-                          1, params);
-    if (!r)
+    int64_t newest = 0;
+    double secs = 0;
+    if (store_publisher_lag(p->db, p->cursor, &newest, &secs) < 0)
         return SBX_EDB;
-    long long newest = db_get_ll(r, 0, 0);
-    const char *age = db_get(r, 0, 1);
-    double secs = age ? strtod(age, NULL) : 0;
-    PQclear(r);
     metrics_set(p->m_lag_events, NULL, newest > p->cursor ? (double)(newest - p->cursor) : 0);
     metrics_set(p->m_lag_seconds, NULL, secs > 0 ? secs : 0);
     return 0;
 }
 
 enum { ROUND_NATS_DOWN = 1 };
+
+/* What one round passed without publishing, by reason. */
+typedef struct round_counts {
+    int64_t sent, expired, too_big;
+} round_counts_t;
+
+/* Publishes the first plan->nrows events of b and flushes. Returns 0 or
+ * ROUND_NATS_DOWN (NATS marked down). */
+static int publish_send(struct publisher *p, const store_pub_batch_t *b, const publish_plan_t *plan,
+                        round_counts_t *ret)
+{
+    for (int i = 0; i < plan->nrows; i++) {
+        const store_pub_event_t *e = &b->ev[i];
+        if (e->expired) {
+            ret->expired++;
+            continue;
+        }
+        char subj[PUBLISH_SUBJECT_MAX];
+        size_t len = e->payload ? strlen(e->payload) : 0;
+        if (publish_subject(subj, sizeof subj, p->prefix, e->tenant, e->kind) < 0) {
+            log_warn("publish", "event %lld: its subject would be longer than %d bytes: not published",
+                     (long long)e->id, PUBLISH_SUBJECT_MAX - 1);
+            ret->too_big++;
+            continue;
+        }
+        natsStatus s = natsConnection_Publish(p->nc, subj, e->payload, (int)len);
+        if (s == NATS_MAX_PAYLOAD) {
+            log_warn("publish", "event %lld (%zu bytes) is larger than the NATS server accepts: not published",
+                     (long long)e->id, len);
+            ret->too_big++;
+            continue;
+        }
+        if (s != NATS_OK) {
+            publish_nats_down(p, natsStatus_GetText(s));
+            return ROUND_NATS_DOWN;
+        }
+        ret->sent++;
+    }
+    if (ret->sent > 0) {
+        /* The server has everything once it answers the PING: only then may
+         * the cursor move. */
+        natsStatus s = natsConnection_FlushTimeout(p->nc, PUBLISH_FLUSH_MS);
+        if (s != NATS_OK) {
+            publish_nats_down(p, natsStatus_GetText(s));
+            return ROUND_NATS_DOWN;
+        }
+    }
+    return 0;
+}
+
+/* After the cursor moved to plan->cursor: the skipped and published
+ * counters, and the log lines for what was passed. */
+static void publish_account(struct publisher *p, const publish_plan_t *plan, const round_counts_t *n)
+{
+    char lb[64];
+    if (plan->missing) {
+        metrics_add(p->m_skipped, metrics_labels(lb, sizeof lb, "reason", "missing", NULL), (double)plan->missing);
+        if (plan->graced)
+            log_info("publish", "passed %lld event id(s) up to %lld after waiting %d ms for transactions that "
+                                "may still commit them; events they commit later are not published",
+                     (long long)plan->graced, (long long)plan->cursor, SBX_PUBLISH_HOLE_GRACE_MS);
+        log_debug("publish", "passed %lld event id(s) no committed event holds, up to %lld",
+                  (long long)plan->missing, (long long)plan->cursor);
+    }
+    if (n->expired) {
+        metrics_add(p->m_skipped, metrics_labels(lb, sizeof lb, "reason", "expired", NULL), (double)n->expired);
+        log_warn("publish", "skipped %lld event(s) older than retention_events_seconds, up to event %lld",
+                 (long long)n->expired, (long long)plan->cursor);
+    }
+    if (n->too_big)
+        metrics_add(p->m_skipped, metrics_labels(lb, sizeof lb, "reason", "too_large", NULL), (double)n->too_big);
+    metrics_add(p->m_published, NULL, (double)n->sent);
+    if (p->nats_down_since_ms)
+        p->caught_up += n->sent;
+}
 
 /* One batch: read, plan, publish, flush, advance the cursor. Returns 0,
  * ROUND_NATS_DOWN (nothing advanced), or < 0 on a database error.
@@ -450,120 +491,37 @@ static int publish_round(struct publisher *p, bool *ret_more)
     if (store_events_horizon(p->db, &horizon, &newest) < 0)
         return SBX_EDB;
     publish_gap_settle(&p->gap, horizon + 1);
-    char cur[24], keep[24], hz[24];
-    snprintf(cur, sizeof cur, "%lld", (long long)p->cursor);
-    snprintf(keep, sizeof keep, "%lld", (long long)cfg_int(&p->ctl->cfg, CFG_RETENTION_EVENTS_SECONDS));
-    snprintf(hz, sizeof hz, "%lld", (long long)horizon);
-    const char *params[] = { cur, keep, hz };
-    PGresult *r = db_exec(p->db,
-                          "SELECT e.id, tn.name, e.kind, e.ts < now() - make_interval(secs => $2::bigint), "
-                          "json_build_object('id', e.id, "
-                          "'ts', to_char(e.ts AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
-                          "'tenant', tn.name, 'kind', e.kind, 'sandbox_id', e.sandbox_id, "
-                          "'operation_id', e.operation_id, 'data', e.data)::text "
-                          "FROM events e LEFT JOIN tenants tn ON tn.id = e.tenant_id "
-                          "WHERE e.id > $1::bigint AND e.id <= $3::bigint ORDER BY e.id "
-                          "LIMIT " PUBLISH_STR(SBX_PUBLISH_BATCH),
-                          3, params);
-    if (!r)
+    store_pub_batch_t b;
+    if (store_publish_read(p->db, p->cursor, horizon, cfg_int(&p->ctl->cfg, CFG_RETENTION_EVENTS_SECONDS), &b) < 0)
         return SBX_EDB;
-    int n = PQntuples(r);
     int64_t ids[SBX_PUBLISH_BATCH];
-    if (n > SBX_PUBLISH_BATCH)
-        n = SBX_PUBLISH_BATCH;
-    for (int i = 0; i < n; i++)
-        ids[i] = db_get_ll(r, i, 0);
+    for (int i = 0; i < b.n; i++)
+        ids[i] = b.ev[i].id;
     publish_plan_t plan;
-    publish_plan_batch(&p->gap, p->cursor, ids, n, time_mono_ms(), SBX_PUBLISH_HOLE_GRACE_MS, &plan);
-    int64_t sent = 0, expired = 0, too_big = 0;
-    for (int i = 0; i < plan.nrows; i++) {
-        if (db_get_bool(r, i, 3)) {
-            expired++;
-            continue;
-        }
-        char subj[PUBLISH_SUBJECT_MAX];
-        const char *payload = db_get(r, i, 4);
-        size_t len = payload ? strlen(payload) : 0;
-        if (publish_subject(subj, sizeof subj, p->prefix, db_get(r, i, 1), db_get(r, i, 2)) < 0) {
-            log_warn("publish", "event %lld: its subject would be longer than %d bytes: not published",
-                     (long long)ids[i], PUBLISH_SUBJECT_MAX - 1);
-            too_big++;
-            continue;
-        }
-        natsStatus s = natsConnection_Publish(p->nc, subj, payload, (int)len);
-        if (s == NATS_MAX_PAYLOAD) {
-            log_warn("publish", "event %lld (%zu bytes) is larger than the NATS server accepts: not published",
-                     (long long)ids[i], len);
-            too_big++;
-            continue;
-        }
-        if (s != NATS_OK) {
-            PQclear(r);
-            publish_nats_down(p, natsStatus_GetText(s));
-            return ROUND_NATS_DOWN;
-        }
-        sent++;
-    }
-    if (sent > 0) {
-        /* The server has everything once it answers the PING: only then may
-         * the cursor move. */
-        natsStatus s = natsConnection_FlushTimeout(p->nc, PUBLISH_FLUSH_MS);
-        if (s != NATS_OK) {
-            PQclear(r);
-            publish_nats_down(p, natsStatus_GetText(s));
-            return ROUND_NATS_DOWN;
+    publish_plan_batch(&p->gap, p->cursor, ids, b.n, time_mono_ms(), SBX_PUBLISH_HOLE_GRACE_MS, &plan);
+    round_counts_t n = { 0, 0, 0 };
+    int rc = publish_send(p, &b, &plan, &n);
+    if (rc == 0 && plan.cursor > p->cursor) {
+        rc = store_publisher_advance(p->db, plan.cursor, plan.missing + n.expired + n.too_big);
+        if (rc == 0) {
+            publish_account(p, &plan, &n);
+            p->cursor = plan.cursor;
         }
     }
-    if (plan.cursor > p->cursor) {
-        int64_t skipped = plan.missing + expired + too_big;
-        char to[24], sk[24];
-        snprintf(to, sizeof to, "%lld", (long long)plan.cursor);
-        snprintf(sk, sizeof sk, "%lld", (long long)skipped);
-        const char *up[] = { to, sk };
-        if (db_run(p->db,
-                   "UPDATE event_publisher SET last_event_id = $1::bigint, skipped = skipped + $2::bigint, "
-                   "updated_at = now()",
-                   2, up) < 0) {
-            PQclear(r);
-            return SBX_EDB;
-        }
-        if (plan.missing) {
-            char lb[64];
-            metrics_add(p->m_skipped, metrics_labels(lb, sizeof lb, "reason", "missing", NULL), (double)plan.missing);
-            if (plan.graced)
-                log_info("publish", "passed %lld event id(s) up to %lld after waiting %d ms for transactions that "
-                                    "may still commit them; events they commit later are not published",
-                         (long long)plan.graced, (long long)plan.cursor, SBX_PUBLISH_HOLE_GRACE_MS);
-            log_debug("publish", "passed %lld event id(s) no committed event holds, up to %lld",
-                      (long long)plan.missing, (long long)plan.cursor);
-        }
-        if (expired) {
-            char lb[64];
-            metrics_add(p->m_skipped, metrics_labels(lb, sizeof lb, "reason", "expired", NULL), (double)expired);
-            log_warn("publish", "skipped %lld event(s) older than retention_events_seconds, up to event %lld",
-                     (long long)expired, (long long)plan.cursor);
-        }
-        if (too_big) {
-            char lb[64];
-            metrics_add(p->m_skipped, metrics_labels(lb, sizeof lb, "reason", "too_large", NULL), (double)too_big);
-        }
-        metrics_add(p->m_published, NULL, (double)sent);
-        if (p->nats_down_since_ms)
-            p->caught_up += sent;
-        p->cursor = plan.cursor;
+    if (rc == 0) {
+        /* Held back: events above the horizon wait for a transaction below
+         * them (its commit wakes us; a rollback does not, hence the short
+         * poll). Below the horizon a hole cannot stay open; should one, the
+         * grace period still passes it. */
+        if (plan.blocked_at)
+            p->blocked = true;
+        else if (b.n == SBX_PUBLISH_BATCH)
+            *ret_more = true;
+        else if (newest > horizon)
+            p->blocked = true;
     }
-    /* Held back: events above the horizon wait for a transaction below
-     * them (its commit wakes us; a rollback does not, hence the short poll).
-     * Below the horizon a hole cannot stay open; should one, the grace
-     * period still passes it. */
-    if (plan.blocked_at)
-        p->blocked = true;
-    else if (n == SBX_PUBLISH_BATCH)
-        *ret_more = true;
-    else if (newest > horizon)
-        p->blocked = true;
-    PQclear(r);
-    return 0;
+    store_pub_batch_release(&b);
+    return rc;
 }
 
 static void *publish_main(void *arg)

@@ -14,6 +14,7 @@
 #include "token.h"
 #include "limits.h"
 #include "policy.h"
+#include "sbuf.h"
 #include "spec.h"
 
 typedef enum { ROLE_ADMIN = 0, ROLE_MEMBER, ROLE_WORKER } role_t;
@@ -227,6 +228,41 @@ typedef struct logs_source {
  * store_logs_source_release. */
 int store_sandbox_logs_source(PGconn *c, const char *scope, const char *sandbox_id, logs_source_t *ret);
 void store_logs_source_release(logs_source_t *s);
+
+/* The NATS publisher (store/publish.c). */
+/* Tries the leader's advisory lock lock_key on c (a session of its own).
+ * When taken (*ret_led): LISTENs for new events and loads the cursor,
+ * starting it at the newest event the first time ever (*ret_first).
+ * 0 or SBX_EDB. */
+int store_publisher_lead(PGconn *c, const char *lock_key, bool *ret_led, int64_t *ret_cursor, bool *ret_first);
+/* The newest event id and the age in seconds of the oldest one after
+ * cursor (0 when none). 0 or SBX_EDB. */
+int store_publisher_lag(PGconn *c, int64_t cursor, int64_t *ret_newest, double *ret_age_seconds);
+/* Moves the cursor to `cursor`, counting `skipped` events passed. 0 or SBX_EDB. */
+int store_publisher_advance(PGconn *c, int64_t cursor, int64_t skipped);
+
+typedef struct store_pub_event {
+    int64_t id;
+    const char *tenant;   /* NULL: a system event */
+    const char *kind;
+    bool expired;         /* older than the events retention */
+    const char *payload;  /* the event as JSON text, as published */
+} store_pub_event_t;
+typedef struct store_pub_batch {
+    store_pub_event_t ev[SBX_PUBLISH_BATCH];
+    int n;
+    PGresult *res;        /* owns the strings */
+} store_pub_batch_t;
+/* The events after cursor and at or below horizon, in id order, at most
+ * SBX_PUBLISH_BATCH; expired when older than keep_seconds. 0 with *ret
+ * (release with store_pub_batch_release), or SBX_EDB. */
+int store_publish_read(PGconn *c, int64_t cursor, int64_t horizon, int64_t keep_seconds, store_pub_batch_t *ret);
+void store_pub_batch_release(store_pub_batch_t *b);
+
+/* The database snapshot /metrics shows (store/stats.c): Prometheus gauge
+ * families of what exists now, by state, appended to out. 0, or -1 when a
+ * query failed or out is full. */
+int store_stats_render(PGconn *c, sbuf_t *out);
 
 /* Rows one retention pass deleted, per table. */
 typedef struct store_pruned {

@@ -1,6 +1,6 @@
 /* The worker's route forwarder: the listener, one thread per routed
- * connection, the hop into the sandbox's network namespace and the relay
- * (see forward.h). */
+ * connection, the dial into the sandbox (through the runtime) and the
+ * relay (see forward.h). */
 #include "forward.h"
 #include "errors.h"
 #include "log.h"
@@ -17,7 +17,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -198,13 +197,10 @@ static bool forward_stopping(const forward_t *f)
  * timeout, -1 when the forwarder stops first. */
 static int forward_wait(const forward_t *f, int fd, short events, int64_t timeout_ms)
 {
-    int64_t deadline = time_mono_ms() + timeout_ms;
+    int64_t deadline = time_deadline_ms(timeout_ms);
     for (;;) {
         struct pollfd p[2] = { { .fd = fd, .events = events }, { .fd = f->stop_pipe[0], .events = POLLIN } };
-        int64_t left = deadline - time_mono_ms();
-        if (left < 0)
-            left = 0;
-        int n = poll(p, 2, (int)left);
+        int n = poll(p, 2, time_left_ms(deadline));
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 || p[1].revents)
@@ -223,11 +219,11 @@ static void forward_linger(const forward_t *f, int fd)
 {
     char sink[4096];
     size_t dropped = 0;
-    int64_t deadline = time_mono_ms() + FORWARD_LINGER_MS;
+    int64_t deadline = time_deadline_ms(FORWARD_LINGER_MS);
     shutdown(fd, SHUT_WR);
     while (dropped < FORWARD_LINGER_BYTES) {
-        int64_t left = deadline - time_mono_ms();
-        if (left <= 0 || forward_wait(f, fd, POLLIN, left) <= 0)
+        int left = time_left_ms(deadline);
+        if (left == 0 || forward_wait(f, fd, POLLIN, left) <= 0)
             break;
         ssize_t n = recv(fd, sink, sizeof sink, 0);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -281,10 +277,10 @@ static int forward_read_preamble(forward_conn_t *c, char grant[GRANT_MAX])
 {
     forward_t *f = c->f;
     forward_line_t line;
-    int64_t deadline = time_mono_ms() + FORWARD_PREAMBLE_TIMEOUT_MS;
+    int64_t deadline = time_deadline_ms(FORWARD_PREAMBLE_TIMEOUT_MS);
     forward_line_init(&line);
     for (;;) {
-        int64_t left = deadline - time_mono_ms();
+        int left = time_left_ms(deadline);
         int w = left > 0 ? forward_wait(f, c->client, POLLIN, left) : 0;
         if (w < 0) {
             forward_refuse(c, 503, "busy", "the worker is shutting down");
@@ -365,81 +361,6 @@ static int forward_check_grant(forward_conn_t *c, const char *text)
     return 0;
 }
 
-/* A TCP socket made inside the network namespace netns_fd: the thread
- * enters the namespace for the socket() call only (a socket stays in the
- * namespace it was made in, whatever thread uses it later). SBX_EIO with
- * errno set when it cannot. */
-static int forward_socket_in(int netns_fd, int *ret_fd)
-{
-    int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-    if (self < 0)
-        return SBX_EIO;
-    if (setns(netns_fd, CLONE_NEWNET) < 0) {
-        int e = errno;
-        close(self);
-        errno = e;
-        return SBX_EIO;
-    }
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    int e = errno;
-    if (setns(self, CLONE_NEWNET) < 0) {
-        /* Going on would run this thread, and whatever it does next, in
-         * the sandbox's network namespace. */
-        log_error(FORWARD_COMPONENT, "cannot return to the worker's network namespace: %s", strerror(errno));
-        abort();
-    }
-    close(self);
-    if (fd < 0) {
-        errno = e;
-        return SBX_EIO;
-    }
-    *ret_fd = fd;
-    return 0;
-}
-
-/* Connects c->upstream to 127.0.0.1:c->port in the namespace netns_fd,
- * refusing the connection when it cannot. */
-static int forward_connect(forward_conn_t *c, int netns_fd)
-{
-    int fd = -1, e = 0;
-    if (forward_socket_in(netns_fd, &fd) < 0) {
-        forward_refuse(c, 502, "upstream_unavailable", "cannot enter the sandbox's network namespace: %s",
-                       strerror(errno));
-        return SBX_EUNAVAIL;
-    }
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)c->port),
-                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        e = errno;
-        if (e == EINPROGRESS) {
-            int w = forward_wait(c->f, fd, POLLOUT, FORWARD_CONNECT_TIMEOUT_MS);
-            socklen_t el = sizeof e;
-            if (w < 0) {
-                close(fd);
-                forward_refuse(c, 503, "busy", "the worker is shutting down");
-                return SBX_EUNAVAIL;
-            }
-            if (w == 0)
-                e = ETIMEDOUT;
-            else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0)
-                e = errno;
-        }
-    }
-    if (e) {
-        close(fd);
-        if (e == ECONNREFUSED || e == ETIMEDOUT)
-            forward_refuse(c, 502, "upstream_unavailable", "nothing accepts connections on port %d in the sandbox",
-                           c->port);
-        else
-            forward_refuse(c, 502, "upstream_unavailable", "cannot connect to port %d in the sandbox: %s", c->port,
-                           strerror(e));
-        return SBX_EUNAVAIL;
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    c->upstream = fd;
-    return 0;
-}
 
 /* One direction of the relay: bytes read from `from` wait in buf until
  * `to` takes them. */
@@ -479,12 +400,12 @@ static void forward_relay(forward_conn_t *c, char *why, size_t whylen, uint64_t 
         for (int k = 0; k < 2; k++)
             if (!pf[k].events)
                 pf[k].fd = -1;
-        int64_t left = last + FORWARD_IDLE_TIMEOUT_MS - time_mono_ms();
-        if (left <= 0) {
+        int left = time_left_ms(last + FORWARD_IDLE_TIMEOUT_MS);
+        if (left == 0) {
             snprintf(why, whylen, "closed after %d s without traffic", FORWARD_IDLE_TIMEOUT_MS / 1000);
             break;
         }
-        int n = poll(pf, 3, (int)left);
+        int n = poll(pf, 3, left);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
@@ -665,7 +586,6 @@ static void *forward_conn_main(void *arg)
 {
     forward_conn_t *c = arg;
     forward_t *f = c->f;
-    int netns = -1;
     char grant[GRANT_MAX];
     api_error_t err;
     int64_t t0 = time_mono_ms();
@@ -685,7 +605,9 @@ static void *forward_conn_main(void *arg)
         forward_refuse(c, 403, "forbidden", "the grant's purpose is not one this worker serves");
         goto cleanup;
     }
-    if (runtime_route_target(f->rt, c->sandbox_id, f->worker_name, &netns, &err) < 0) {
+    runtime_dial_req_t dial = { .sandbox_id = c->sandbox_id, .worker_name = f->worker_name, .port = c->port,
+                                .timeout_ms = FORWARD_CONNECT_TIMEOUT_MS, .stop_fd = f->stop_pipe[0] };
+    if (runtime_dial(f->rt, &dial, &c->upstream, &err) < 0) {
         switch (err.code) {
         case API_NOT_FOUND:
             forward_refuse(c, 404, "not_found", "%s", err.message);
@@ -705,10 +627,6 @@ static void *forward_conn_main(void *arg)
         }
         goto cleanup;
     }
-    if (forward_connect(c, netns) < 0)
-        goto cleanup;
-    close(netns);
-    netns = -1;
     c->down_len = forward_reply_format(c->down, FORWARD_BUFFER_BYTES, 200, "ok", NULL);
     size_t head = c->down_len;
     uint64_t up = 0, down = 0;
@@ -719,8 +637,6 @@ static void *forward_conn_main(void *arg)
               (unsigned long long)(down > head ? down - head : 0), (long long)(time_mono_ms() - t0), ended);
 cleanup:
     sodium_memzero(grant, sizeof grant);
-    if (netns >= 0)
-        close(netns);
     if (c->upstream >= 0)
         close(c->upstream);
     close(c->client);

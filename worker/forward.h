@@ -1,7 +1,7 @@
 /* The worker's route forwarder: accepts the controller's routed connections
  * (worker_route_listen), checks each one's signed grant (common/grant.h)
- * and relays its bytes to a TCP port inside the sandbox's network
- * namespace. The wire protocol: the controller sends one line
+ * and relays its bytes to a TCP port inside the sandbox (runtime_dial).
+ * The wire protocol: the controller sends one line
  * "SANDBOX-FORWARD/1 <grant>\r\n" and then raw bytes (not parsed here);
  * the worker answers "SANDBOX-FORWARD/1 200 ok\r\n" and relays both ways
  * until both have ended, or answers

@@ -2,6 +2,7 @@
  * /healthz, /readyz and /metrics, and a thread checking the runtime in the
  * background (see health.h). */
 #include "health.h"
+#include "httphead.h"
 #include "errors.h"
 #include "jsonx.h"
 #include "log.h"
@@ -80,131 +81,32 @@ typedef struct health_conn {
 
 /* ---- pure parts -------------------------------------------------------- */
 
-size_t health_head_end(const char *buf, size_t len)
-{
-    for (size_t i = 0; i < len; i++) {
-        if (buf[i] != '\n')
-            continue;
-        if (i + 1 < len && buf[i + 1] == '\n')
-            return i + 2;
-        if (i + 2 < len && buf[i + 1] == '\r' && buf[i + 2] == '\n')
-            return i + 3;
-    }
-    return 0;
-}
-
-/* RFC 9110 token characters (methods and header names). */
-static bool health_tchar(char ch)
-{
-    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9'))
-        return true;
-    return ch && strchr("!#$%&'*+-.^_`|~", ch) != NULL;
-}
-
-/* The next line of head[*off, len) without its line end into *ret_line /
- * *ret_n; SBX_EINVAL for a CR not followed by LF or a line without end. */
-static int health_next_line(const char *head, size_t len, size_t *off, const char **ret_line, size_t *ret_n)
-{
-    const char *p = head + *off;
-    const char *lf = memchr(p, '\n', len - *off);
-    if (!lf)
-        return SBX_EINVAL;
-    size_t n = (size_t)(lf - p);
-    if (n > 0 && p[n - 1] == '\r')
-        n--;
-    if (memchr(p, '\r', n))
-        return SBX_EINVAL;
-    *ret_line = p;
-    *ret_n = n;
-    *off += (size_t)(lf - p) + 1;
-    return 0;
-}
+size_t health_head_end(const char *buf, size_t len) { return httphead_end(buf, len, true); }
 
 int health_request_parse(const char *head, size_t len, health_request_t *ret, char *why, size_t whylen)
 {
-    const char *line;
-    size_t n, off = 0;
+    static const httphead_opts_t opts = { .bare_lf = true, .keep_headers = false };
     health_request_t rq;
+    httphead_t h;
     memset(&rq, 0, sizeof rq);
-    if (memchr(head, '\0', len)) {
-        snprintf(why, whylen, "the request contains a NUL byte");
-        return SBX_EINVAL;
+    char *copy = malloc(len + 1);
+    if (!copy) {
+        snprintf(why, whylen, "out of memory");
+        return SBX_ENOMEM;
     }
-    if (health_next_line(head, len, &off, &line, &n) < 0) {
-        snprintf(why, whylen, "the request line must end in CRLF");
-        return SBX_EINVAL;
+    memcpy(copy, head, len);
+    copy[len] = '\0';
+    int r = httphead_parse(copy, len, &opts, &h, why, whylen);
+    if (r == 0) {
+        snprintf(rq.method, sizeof rq.method, "%s", h.method);
+        size_t pl = strcspn(h.target, "?");
+        if (pl < sizeof rq.path)
+            memcpy(rq.path, h.target, pl);
+        rq.head_only = strcmp(rq.method, "HEAD") == 0;
+        *ret = rq;
     }
-    /* METHOD SP TARGET SP VERSION, single spaces. */
-    const char *sp1 = memchr(line, ' ', n);
-    const char *sp2 = sp1 ? memchr(sp1 + 1, ' ', n - (size_t)(sp1 + 1 - line)) : NULL;
-    if (!sp1 || !sp2 || memchr(sp2 + 1, ' ', n - (size_t)(sp2 + 1 - line))) {
-        snprintf(why, whylen, "the request line must be METHOD TARGET HTTP/1.1");
-        return SBX_EINVAL;
-    }
-    size_t ml = (size_t)(sp1 - line), tl = (size_t)(sp2 - sp1 - 1), vl = n - (size_t)(sp2 + 1 - line);
-    if (ml == 0 || ml >= sizeof rq.method) {
-        snprintf(why, whylen, "the request line must start with a method");
-        return SBX_EINVAL;
-    }
-    for (size_t i = 0; i < ml; i++)
-        if (!health_tchar(line[i])) {
-            snprintf(why, whylen, "the method must be a token");
-            return SBX_EINVAL;
-        }
-    memcpy(rq.method, line, ml);
-    const char *target = sp1 + 1;
-    if (tl == 0 || target[0] != '/') {
-        snprintf(why, whylen, "the request target must be a path starting with '/'");
-        return SBX_EINVAL;
-    }
-    for (size_t i = 0; i < tl; i++)
-        if ((unsigned char)target[i] <= 0x20 || (unsigned char)target[i] >= 0x7f) {
-            snprintf(why, whylen, "the request target must be printable ASCII");
-            return SBX_EINVAL;
-        }
-    if (!(vl == 8 && (memcmp(sp2 + 1, "HTTP/1.1", 8) == 0 || memcmp(sp2 + 1, "HTTP/1.0", 8) == 0))) {
-        snprintf(why, whylen, "the protocol must be HTTP/1.0 or HTTP/1.1");
-        return SBX_EINVAL;
-    }
-    const char *q = memchr(target, '?', tl);
-    size_t pl = q ? (size_t)(q - target) : tl;
-    if (pl < sizeof rq.path)
-        memcpy(rq.path, target, pl);
-    /* Header lines up to the blank one. */
-    for (;;) {
-        if (health_next_line(head, len, &off, &line, &n) < 0) {
-            snprintf(why, whylen, "header lines must end in CRLF and the head in a blank line");
-            return SBX_EINVAL;
-        }
-        if (n == 0)
-            break;
-        if (line[0] == ' ' || line[0] == '\t') {
-            snprintf(why, whylen, "folded header lines are not accepted");
-            return SBX_EINVAL;
-        }
-        const char *colon = memchr(line, ':', n);
-        if (!colon || colon == line) {
-            snprintf(why, whylen, "a header line must be Name: value");
-            return SBX_EINVAL;
-        }
-        for (const char *p = line; p < colon; p++)
-            if (!health_tchar(*p)) {
-                snprintf(why, whylen, "a header name must be a token");
-                return SBX_EINVAL;
-            }
-        for (const char *p = colon + 1; p < line + n; p++)
-            if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f) {
-                snprintf(why, whylen, "a header value contains a control character");
-                return SBX_EINVAL;
-            }
-    }
-    if (off != len) {
-        snprintf(why, whylen, "bytes after the head");
-        return SBX_EINVAL;
-    }
-    rq.head_only = strcmp(rq.method, "HEAD") == 0;
-    *ret = rq;
-    return 0;
+    free(copy);
+    return r;
 }
 
 static json_object *health_check_json(bool ok, const char *error)
@@ -421,7 +323,7 @@ static void health_conn_respond(health_conn_t **slot)
         return;
     }
     c->state = HEALTH_CONN_WRITING;
-    c->deadline_ms = time_mono_ms() + HEALTH_WRITE_TIMEOUT_MS;
+    c->deadline_ms = time_deadline_ms(HEALTH_WRITE_TIMEOUT_MS);
 }
 
 /* Sends what the socket takes; when all is sent, half-closes and lingers. */
@@ -443,7 +345,7 @@ static void health_conn_write(health_conn_t **slot)
     }
     shutdown(c->fd, SHUT_WR);
     c->state = HEALTH_CONN_LINGER;
-    c->deadline_ms = time_mono_ms() + HEALTH_LINGER_MS;
+    c->deadline_ms = time_deadline_ms(HEALTH_LINGER_MS);
 }
 
 /* Reads what arrived; answers once the head is complete or too long. */
@@ -576,7 +478,7 @@ static void *health_server_main(void *arg)
             int fd = accept4(h->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
             if (fd < 0) {
                 if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-                    accept_resume_ms = time_mono_ms() + HEALTH_ACCEPT_BACKOFF_MS;
+                    accept_resume_ms = time_deadline_ms(HEALTH_ACCEPT_BACKOFF_MS);
                 break;
             }
             health_accept(conns, fd);
@@ -612,14 +514,7 @@ static void *health_checker_main(void *arg)
         else if (r == 0 && was_checked && !was_ok)
             log_info(HEALTH_COMPONENT, "runtime check: %s answers again", runtime_name(h->rt));
 
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += HEALTH_CHECK_INTERVAL_MS / 1000;
-        ts.tv_nsec += (HEALTH_CHECK_INTERVAL_MS % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = time_mono_timespec_after(HEALTH_CHECK_INTERVAL_MS);
         pthread_mutex_lock(&h->mu);
         while (!h->stop_checker)
             if (pthread_cond_timedwait(&h->cond, &h->mu, &ts) == ETIMEDOUT)

@@ -112,10 +112,9 @@ void runtime_inventory_free(runtime_object_t *objs, size_t n)
     free(objs);
 }
 
-int runtime_route_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, int *ret_netns_fd,
-                         api_error_t *err)
+int runtime_dial(runtime_t *rt, const runtime_dial_req_t *req, int *ret_fd, api_error_t *err)
 {
-    return rt->ops->route_target(rt, sandbox_id, worker_name, ret_netns_fd, err);
+    return rt->ops->dial(rt, req, ret_fd, err);
 }
 
 int runtime_logs_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
@@ -129,7 +128,7 @@ int runtime_logs_stream(runtime_t *rt, const char *ref, const runtime_logs_req_t
     return rt->ops->logs_stream(rt, ref, req, err);
 }
 
-void runtime_set_cancel_flag(runtime_t *rt, const volatile int *flag) { rt->ops->set_cancel_flag(rt, flag); }
+void runtime_set_cancel_flag(runtime_t *rt, const atomic_int *flag) { rt->ops->set_cancel_flag(rt, flag); }
 
 void runtime_free(runtime_t *rt)
 {

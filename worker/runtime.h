@@ -8,6 +8,7 @@
 #define SBX_RUNTIME_H
 
 #include <stdbool.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -170,16 +171,26 @@ int runtime_inventory(runtime_t *rt, const char *cluster_id, const char *worker_
 
 void runtime_inventory_free(runtime_object_t *objs, size_t n);
 
-/* Where a route of sandbox_id leads: the network namespace of its
- * container, as an open descriptor (close-on-exec; the caller closes it)
- * in *ret_netns_fd. The container must carry RUNTIME_LABEL_SANDBOX =
- * sandbox_id and RUNTIME_LABEL_WORKER = worker_name and be running, else
- * API_NOT_FOUND; a gVisor sandbox is API_ISOLATION_UNAVAILABLE (its network
- * stack is inside the sandbox, not a namespace of the host); a namespace
- * the worker cannot open (not root) is API_UNAVAILABLE; a failing runtime is
- * API_RUNTIME_ERROR. Bounded to about 10 s (a routed connection waits). */
-int runtime_route_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, int *ret_netns_fd,
-                         api_error_t *err);
+typedef struct runtime_dial_req {
+    const char *sandbox_id;
+    const char *worker_name;
+    int port;                 /* in the sandbox, 1..65535 */
+    int64_t timeout_ms;       /* for the connect itself */
+    int stop_fd;              /* readable: give up (API_CANCELLED); -1 none */
+} runtime_dial_req_t;
+
+/* Where a route of a sandbox leads: a TCP connection to req->port on the
+ * sandbox's own loopback, connected, nonblocking and close-on-exec, in
+ * *ret_fd (the caller closes it). The sandbox must carry
+ * RUNTIME_LABEL_SANDBOX = sandbox_id and RUNTIME_LABEL_WORKER = worker_name
+ * and be running, else API_NOT_FOUND; a sandbox whose network the backend
+ * cannot reach (a gVisor sandbox: its network stack is inside the sandbox)
+ * is API_ISOLATION_UNAVAILABLE; a network the worker cannot enter (not
+ * root), nothing accepting on the port, or a failed connect is
+ * API_UNAVAILABLE with a message for the caller; req->stop_fd readable
+ * first is API_CANCELLED; a failing runtime is API_RUNTIME_ERROR. Finding
+ * the sandbox is bounded to about 10 s, the connect to req->timeout_ms. */
+int runtime_dial(runtime_t *rt, const runtime_dial_req_t *req, int *ret_fd, api_error_t *err);
 
 /* The container of sandbox_id, for reading its logs: it must carry
  * RUNTIME_LABEL_SANDBOX = sandbox_id and RUNTIME_LABEL_WORKER = worker_name
@@ -216,7 +227,7 @@ int runtime_logs_stream(runtime_t *rt, const char *ref, const runtime_logs_req_t
  * any other request to the runtime is abandoned, and the call fails with
  * API_CANCELLED. Set it once, before the runtime is shared between
  * threads; NULL clears. */
-void runtime_set_cancel_flag(runtime_t *rt, const volatile int *flag);
+void runtime_set_cancel_flag(runtime_t *rt, const atomic_int *flag);
 
 /* Closes the runtime and frees it; NULL is fine. */
 void runtime_free(runtime_t *rt);
@@ -237,8 +248,7 @@ typedef struct runtime_ops {
     int (*inventory)(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_object_t **ret,
                      size_t *ret_n, api_error_t *err);
     int (*images)(runtime_t *rt, char ***ret, size_t *ret_n, api_error_t *err);
-    int (*route_target)(runtime_t *rt, const char *sandbox_id, const char *worker_name, int *ret_netns_fd,
-                        api_error_t *err);
+    int (*dial)(runtime_t *rt, const runtime_dial_req_t *req, int *ret_fd, api_error_t *err);
     int (*logs_target)(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
                        api_error_t *err);
     int (*logs_stream)(runtime_t *rt, const char *ref, const runtime_logs_req_t *req, api_error_t *err);
@@ -246,7 +256,7 @@ typedef struct runtime_ops {
     unsigned (*network_modes)(const runtime_t *rt, isolation_t cls);
     const char *(*probe_result)(const runtime_t *rt, isolation_t cls);
     const char *(*network_unavailable)(const runtime_t *rt, isolation_t cls, net_mode_t mode);
-    void (*set_cancel_flag)(runtime_t *rt, const volatile int *flag);
+    void (*set_cancel_flag)(runtime_t *rt, const atomic_int *flag);
     void (*free)(runtime_t *rt);   /* never called with NULL */
 } runtime_ops_t;
 

@@ -37,31 +37,17 @@ cleanup:
 int store_tenant_resolve(PGconn *c, const char *name, bool create, char ret_id[SBX_ID_MAX])
 {
     const char *p[] = { name };
-    PGresult *r = db_exec(c, "SELECT id FROM tenants WHERE name = $1", 1, p);
-    if (!r)
-        return SBX_EDB;
-    if (PQntuples(r) == 1) {
-        snprintf(ret_id, SBX_ID_MAX, "%s", db_get(r, 0, 0));
-        PQclear(r);
-        return 0;
-    }
-    PQclear(r);
-    if (!create)
-        return SBX_ENOTFOUND;
+    int rc = store__one_text(c, "SELECT id FROM tenants WHERE name = $1", 1, p, ret_id, SBX_ID_MAX);
+    if (rc != SBX_ENOTFOUND || !create)
+        return rc;
     char id[SBX_ID_MAX];
     ids_new("tnt", id);
     const char *q[] = { id, name };
     /* Concurrent creators: the loser's insert does nothing, then both read. */
     if (db_run(c, "INSERT INTO tenants (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING", 2, q) < 0)
         return SBX_EDB;
-    r = db_exec(c, "SELECT id FROM tenants WHERE name = $1", 1, p);
-    if (!r)
-        return SBX_EDB;
-    int rc = PQntuples(r) == 1 ? 0 : SBX_EDB;
-    if (rc == 0)
-        snprintf(ret_id, SBX_ID_MAX, "%s", db_get(r, 0, 0));
-    PQclear(r);
-    return rc;
+    rc = store__one_text(c, "SELECT id FROM tenants WHERE name = $1", 1, p, ret_id, SBX_ID_MAX);
+    return rc == SBX_ENOTFOUND ? SBX_EDB : rc;
 }
 
 /* Inserts a token for an existing tenant id; ttl_seconds 0 = no expiry.
@@ -102,45 +88,20 @@ int store_token_create(PGconn *c, const char *tenant, role_t role, const char *n
 
 /* ---- tenants and tokens (admin API) ---- */
 
-
-static json_object *tenant_json(const PGresult *r, int row)
-{
-    json_object *o = json_object_new_object();
-    jsonx_add_str(o, "id", db_get(r, row, 0));
-    jsonx_add_str(o, "name", db_get(r, row, 1));
-    jsonx_add_str(o, "created_at", db_get(r, row, 2));
-    jsonx_add(o, "policy", PQnfields(r) > 3 ? store__parse_json_text(db_get(r, row, 3)) : json_object_new_object());
-    return o;
-}
-
-static json_object *token_json(const PGresult *r, int row)
-{
-    json_object *o = json_object_new_object();
-    jsonx_add_str(o, "id", db_get(r, row, 0));
-    jsonx_add_str(o, "tenant", db_get(r, row, 1));
-    jsonx_add_str(o, "role", db_get(r, row, 2));
-    jsonx_add_str(o, "name", db_get(r, row, 3));
-    jsonx_add_str(o, "created_at", db_get(r, row, 4));
-    jsonx_add_str(o, "expires_at", db_get(r, row, 5));
-    jsonx_add_str(o, "revoked_at", db_get(r, row, 6));
-    return o;
-}
-
 int store_tenant_create(PGconn *c, const char *name, json_object **ret, api_error_t *err)
 {
     char id[SBX_ID_MAX];
     ids_new("tnt", id);
     const char *p[] = { id, name };
-    PGresult *r = db_exec(c, "INSERT INTO tenants (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING "
-                             "RETURNING id, name, " TS("created_at") ", policy::text", 2, p);
+    PGresult *r = store__exec_cols(c, &store__t_tenant, "INSERT INTO tenants AS tn (id, name) VALUES ($1, $2) "
+                                   "ON CONFLICT (name) DO NOTHING RETURNING ", "", 2, p);
     if (!r)
         return store__db_error(err);
     if (PQntuples(r) != 1) {
         PQclear(r);
         return api_error_set(err, API_CONFLICT, "tenant %s already exists", name);
     }
-    *ret = json_object_new_object();
-    jsonx_add(*ret, "tenant", tenant_json(r, 0));
+    *ret = store__wrap("tenant", store__row_json(&store__t_tenant, r, 0));
     PQclear(r);
     return 0;
 }
@@ -148,45 +109,22 @@ int store_tenant_create(PGconn *c, const char *name, json_object **ret, api_erro
 int store_tenant_list(PGconn *c, const char *scope, json_object **ret, api_error_t *err)
 {
     const char *p[] = { scope };
-    PGresult *r = db_exec(c, "SELECT " TENANT_COLS " FROM tenants tn WHERE ($1::text IS NULL OR tn.id = $1) "
-                             "ORDER BY tn.name LIMIT 10000", 1, p);
-    if (!r)
-        return store__db_error(err);
-    *ret = store__rows_object(r, "tenants", tenant_json);
-    return 0;
+    return store__api_list(c, &store__t_tenant, " FROM tenants tn WHERE ($1::text IS NULL OR tn.id = $1) "
+                           "ORDER BY tn.name LIMIT 10000", 1, p, "tenants", ret, err);
 }
 
 int store_tenant_get(PGconn *c, const char *scope, const char *name, json_object **ret, api_error_t *err)
 {
     const char *p[] = { scope, name };
-    PGresult *r = db_exec(c, "SELECT " TENANT_COLS " FROM tenants tn WHERE ($1::text IS NULL OR tn.id = $1) "
-                             "AND tn.name = $2", 2, p);
-    if (!r)
-        return store__db_error(err);
-    if (PQntuples(r) != 1) {
-        PQclear(r);
-        return api_error_set(err, API_NOT_FOUND, "no tenant %.64s", name);
-    }
-    *ret = json_object_new_object();
-    jsonx_add(*ret, "tenant", tenant_json(r, 0));
-    PQclear(r);
-    return 0;
+    return store__api_get(c, &store__t_tenant, " FROM tenants tn WHERE ($1::text IS NULL OR tn.id = $1) "
+                          "AND tn.name = $2", 2, p, "tenant", name, ret, err);
 }
+
+#define TOKEN_FROM " FROM api_tokens t JOIN tenants tn ON tn.id = t.tenant_id "
 
 static int token_load(PGconn *c, const char *id, json_object **ret)
 {
-    const char *p[] = { id };
-    PGresult *r = db_exec(c, "SELECT " TOKEN_COLS " FROM api_tokens t JOIN tenants tn ON tn.id = t.tenant_id "
-                             "WHERE t.id = $1", 1, p);
-    if (!r)
-        return SBX_EDB;
-    if (PQntuples(r) != 1) {
-        PQclear(r);
-        return SBX_ENOTFOUND;
-    }
-    *ret = token_json(r, 0);
-    PQclear(r);
-    return 0;
+    return store__fetch_one(c, &store__t_token, TOKEN_FROM "WHERE t.id = $1", 1, (const char *const[]){ id }, ret);
 }
 
 int store_tenant_policy(PGconn *c, const char *tenant_id, policy_t *ret)
@@ -217,21 +155,16 @@ int store_tenant_set_policy(PGconn *c, const char *name, const policy_t *policy,
     char *text = jsonx_dump(pj);
     json_object_put(pj);
     const char *p[] = { name, text };
-    PGresult *r = db_begin(c) < 0 ? NULL
-                                  : db_exec(c, "UPDATE tenants tn SET policy = $2::jsonb WHERE name = $1 RETURNING "
-                                               TENANT_COLS, 2, p);
+    PGresult *r = NULL;
+    int rc = store__begin_returning(c, &store__t_tenant, "UPDATE tenants tn SET policy = $2::jsonb WHERE name = $1 "
+                                    "RETURNING ", 2, p, &r);
     free(text);
-    if (!r) {
-        db_rollback(c);
-        return store__db_error(err);
-    }
-    if (PQntuples(r) != 1) {
-        PQclear(r);
-        db_rollback(c);
+    if (rc == SBX_ENOTFOUND)
         return api_error_set(err, API_NOT_FOUND, "no tenant %.64s", name);
-    }
-    json_object *t = tenant_json(r, 0);
-    if (store__event_add(c, db_get(r, 0, 0), "tenant.policy", NULL, NULL, json_object_get(jsonx_get_obj(t, "policy"))) < 0 ||
+    if (rc < 0)
+        return store__db_error(err);
+    json_object *t = store__row_json(&store__t_tenant, r, 0);
+    if (store__event_add(c, jsonx_get_str(t, "id"), "tenant.policy", NULL, NULL, json_object_get(jsonx_get_obj(t, "policy"))) < 0 ||
         db_commit(c) < 0) {
         json_object_put(t);
         PQclear(r);
@@ -263,23 +196,17 @@ int store_token_issue(PGconn *c, const char *tenant, role_t role, const char *na
 int store_token_list(PGconn *c, const char *tenant, json_object **ret, api_error_t *err)
 {
     const char *p[] = { tenant };
-    PGresult *r = db_exec(c, "SELECT " TOKEN_COLS " FROM api_tokens t JOIN tenants tn ON tn.id = t.tenant_id "
-                             "WHERE ($1::text IS NULL OR tn.name = $1) ORDER BY t.created_at LIMIT 10000", 1, p);
-    if (!r)
-        return store__db_error(err);
-    *ret = store__rows_object(r, "tokens", token_json);
-    return 0;
+    return store__api_list(c, &store__t_token, TOKEN_FROM "WHERE ($1::text IS NULL OR tn.name = $1) "
+                           "ORDER BY t.created_at LIMIT 10000", 1, p, "tokens", ret, err);
 }
 
 int store_token_revoke(PGconn *c, const char *id, json_object **ret, api_error_t *err)
 {
     const char *p[] = { id };
-    PGresult *r = db_exec(c, "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING id",
-                          1, p);
-    if (!r)
+    bool found = false;
+    if (store__one_row(c, "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING id",
+                       1, p, &found) < 0)
         return store__db_error(err);
-    bool found = PQntuples(r) == 1;
-    PQclear(r);
     if (!found)
         return api_error_set(err, API_NOT_FOUND, "no token %.64s", id);
     json_object *t = NULL;

@@ -1,4 +1,4 @@
-/* The store's shared core: roles, row-to-JSON mappers, events, operation
+/* The store's shared core: roles, events, operation
  * compare-and-set transitions and sandbox phase changes. */
 #include "store_int.h"
 
@@ -32,107 +32,74 @@ json_object *store__parse_json_text(const char *s)
     return o;
 }
 
-/* Row of SANDBOX_COLS starting at column `at` → sandbox JSON. */
-json_object *store__sandbox_json(const PGresult *r, int row)
-{
-    json_object *o = json_object_new_object();
-    json_object *spec = store__parse_json_text(db_get(r, row, 2));
-    jsonx_add_str(o, "id", db_get(r, row, 0));
-    jsonx_add_str(o, "tenant", db_get(r, row, 1));
-    jsonx_add_str(o, "image", jsonx_get_str(spec, "image"));
-    jsonx_add_str(o, "phase", db_get(r, row, 3));
-    jsonx_add_str(o, "desired_state", db_get(r, row, 4));
-    jsonx_add_str(o, "worker", db_get(r, row, 5));
-    jsonx_add_str(o, "isolation", db_get(r, row, 6));
-    jsonx_add_int(o, "cpu_millis", db_get_ll(r, row, 7));
-    jsonx_add_int(o, "memory_mib", db_get_ll(r, row, 8));
-    jsonx_add_int(o, "ttl_seconds", db_get_ll(r, row, 9));
-    jsonx_add_str(o, "network", jsonx_get_str(spec, "network"));
-    json_object *v;
-    jsonx_add(o, "trust", spec && json_object_object_get_ex(spec, "trust", &v) ? json_object_get(v) : NULL);
-    jsonx_add(o, "labels", spec && json_object_object_get_ex(spec, "labels", &v) ? json_object_get(v)
-                                                                                  : json_object_new_object());
-    jsonx_add_str(o, "expires_at", db_get(r, row, 10));
-    jsonx_add_str(o, "created_at", db_get(r, row, 11));
-    jsonx_add_str(o, "updated_at", db_get(r, row, 12));
-    static const char *const flags[] = { "read_only_root", "hardened" };
-    for (int i = 0; i < 2; i++)
-        jsonx_add_bool(o, flags[i], spec && json_object_object_get_ex(spec, flags[i], &v) &&
-                                        json_object_get_boolean(v));
-    jsonx_add(o, "selector", spec && json_object_object_get_ex(spec, "selector", &v) ? json_object_get(v)
-                                                                                      : json_object_new_object());
-    jsonx_add(o, "classification", store__parse_json_text(db_get(r, row, 13)));
-    /* What the runtime observed when the sandbox stopped by itself. */
-    jsonx_add(o, "failure", store__parse_json_text(db_get(r, row, 14)));
-    if (spec)
-        json_object_put(spec);
-    return o;
-}
-
-json_object *store__op_json(const PGresult *r, int row)
-{
-    json_object *o = json_object_new_object();
-    jsonx_add_str(o, "id", db_get(r, row, 0));
-    jsonx_add_str(o, "kind", db_get(r, row, 1));
-    jsonx_add_str(o, "state", db_get(r, row, 2));
-    jsonx_add_str(o, "sandbox_id", db_get(r, row, 3));
-    jsonx_add_int(o, "attempt", db_get_ll(r, row, 4));
-    jsonx_add_str(o, "created_at", db_get(r, row, 5));
-    jsonx_add_str(o, "updated_at", db_get(r, row, 6));
-    jsonx_add_str(o, "finished_at", db_get(r, row, 7));
-    if (db_get(r, row, 8)) {
-        json_object *e = json_object_new_object();
-        jsonx_add_str(e, "code", db_get(r, row, 8));
-        jsonx_add_str(e, "message", db_get(r, row, 9) ? db_get(r, row, 9) : "");
-        jsonx_add(o, "error", e);
-    } else {
-        jsonx_add(o, "error", NULL);
-    }
-    jsonx_add(o, "placement", store__parse_json_text(db_get(r, row, 10)));
-    jsonx_add(o, "result", store__parse_json_text(db_get(r, row, 11)));
-    return o;
-}
-
-/* {"<key>": [row_json(r, i) for every row]}; clears r. */
-json_object *store__rows_object(PGresult *r, const char *key, json_object *(*row_json)(const PGresult *, int))
-{
-    json_object *arr = json_object_new_array();
-    for (int i = 0; i < PQntuples(r); i++)
-        json_object_array_add(arr, row_json(r, i));
-    PQclear(r);
-    json_object *o = json_object_new_object();
-    jsonx_add(o, key, arr);
-    return o;
-}
-
 /* Loads one operation as JSON (no scope check). */
 int store__load_op(PGconn *c, const char *op_id, json_object **ret)
 {
-    const char *p[] = { op_id };
-    PGresult *r = db_exec(c, "SELECT " OP_COLS " FROM operations o WHERE o.id = $1", 1, p);
-    if (!r)
-        return SBX_EDB;
-    if (PQntuples(r) != 1) {
-        PQclear(r);
-        return SBX_ENOTFOUND;
-    }
-    *ret = store__op_json(r, 0);
-    PQclear(r);
-    return 0;
+    return store__fetch_one(c, &store__t_op, " FROM operations o WHERE o.id = $1", 1, (const char *const[]){ op_id },
+                            ret);
 }
 
 int store__load_sandbox(PGconn *c, const char *sandbox_id, json_object **ret)
 {
-    const char *p[] = { sandbox_id };
-    PGresult *r = db_exec(c, "SELECT " SANDBOX_COLS SANDBOX_FROM "WHERE s.id = $1", 1, p);
+    return store__fetch_one(c, &store__t_sandbox, SANDBOX_FROM "WHERE s.id = $1", 1,
+                            (const char *const[]){ sandbox_id }, ret);
+}
+
+/* Runs sql; *ret_hit: it returned exactly one row. 0 or SBX_EDB. */
+int store__one_row(PGconn *c, const char *sql, int n, const char *const *p, bool *ret_hit)
+{
+    PGresult *r = db_exec(c, sql, n, p);
     if (!r)
         return SBX_EDB;
-    if (PQntuples(r) != 1) {
-        PQclear(r);
-        return SBX_ENOTFOUND;
-    }
-    *ret = store__sandbox_json(r, 0);
+    *ret_hit = PQntuples(r) == 1;
     PQclear(r);
+    return 0;
+}
+
+/* Runs sql; the first column of its one row into ret (len bytes).
+ * 0, SBX_ENOTFOUND (not exactly one row), SBX_EDB. */
+int store__one_text(PGconn *c, const char *sql, int n, const char *const *p, char *ret, size_t len)
+{
+    PGresult *r = db_exec(c, sql, n, p);
+    if (!r)
+        return SBX_EDB;
+    int rc = PQntuples(r) == 1 ? 0 : SBX_ENOTFOUND;
+    if (rc == 0)
+        snprintf(ret, len, "%s", db_get(r, 0, 0));
+    PQclear(r);
+    return rc;
+}
+
+/* Begins a transaction and runs head + t's list (an UPDATE … RETURNING).
+ * 0 with the one row in *ret (the transaction open); SBX_ENOTFOUND or
+ * SBX_EDB with it rolled back. */
+int store__begin_returning(PGconn *c, const store_table_t *t, const char *head, int n, const char *const *p,
+                           PGresult **ret)
+{
+    PGresult *r = db_begin(c) < 0 ? NULL : store__exec_cols(c, t, head, "", n, p);
+    if (!r || PQntuples(r) != 1) {
+        PQclear(r);
+        db_rollback(c);
+        return r ? SBX_ENOTFOUND : SBX_EDB;
+    }
+    *ret = r;
+    return 0;
+}
+
+/* {"sandbox":…,"operation":…} (sandbox_id NULL: the operation alone) as
+ * a new object in *ret; 0, or SBX_EDB with err set. */
+int store__op_reply(PGconn *c, const char *sandbox_id, const char *op_id, json_object **ret, api_error_t *err)
+{
+    json_object *sbx = NULL, *op = NULL;
+    if ((sandbox_id && store__load_sandbox(c, sandbox_id, &sbx) < 0) || store__load_op(c, op_id, &op) < 0) {
+        if (sbx)
+            json_object_put(sbx);
+        return store__db_error(err);
+    }
+    *ret = json_object_new_object();
+    if (sbx)
+        jsonx_add(*ret, "sandbox", sbx);
+    jsonx_add(*ret, "operation", op);
     return 0;
 }
 

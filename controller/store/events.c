@@ -1,15 +1,7 @@
 /* Reads of the events table for the events API: the commit-safe horizon and
  * the cursor query, each served by one index (PK, events_tenant,
  * events_sandbox, events_operation). */
-#include "store.h"
-#include "db.h"
-#include "jsonx.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#define EV_TS "to_char(e.ts AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+#include "store_int.h"
 
 int store_events_horizon(PGconn *c, int64_t *ret_horizon, int64_t *ret_newest)
 {
@@ -27,23 +19,6 @@ int store_events_horizon(PGconn *c, int64_t *ret_horizon, int64_t *ret_newest)
     *ret_horizon = h;
     PQclear(r);
     return 0;
-}
-
-static json_object *event_json(const PGresult *r, int row)
-{
-    json_object *o = json_object_new_object();
-    jsonx_add_int(o, "id", db_get_ll(r, row, 0));
-    jsonx_add_str(o, "ts", db_get(r, row, 1));
-    jsonx_add_str(o, "tenant", db_get(r, row, 2));
-    jsonx_add_str(o, "kind", db_get(r, row, 3));
-    jsonx_add_str(o, "sandbox_id", db_get(r, row, 4));
-    jsonx_add_str(o, "operation_id", db_get(r, row, 5));
-    json_object *data = NULL;
-    const char *d = db_get(r, row, 6);
-    if (!d || jsonx_parse(d, strlen(d), &data, NULL) < 0)
-        data = json_object_new_object();
-    jsonx_add(o, "data", data);
-    return o;
 }
 
 /* Appends " AND <cond>" naming parameter $n+1 to sql and the value to p. */
@@ -68,9 +43,7 @@ int store_events_list(PGconn *c, const events_query_t *q, int64_t horizon, json_
     /* Only the conditions asked for, so the planner sees one index to use:
      * the sandbox's or operation's when filtered, else the tenant's, else
      * the primary key. The tenant then is a filter on few rows. */
-    snprintf(sql, sizeof sql,
-             "SELECT e.id, " EV_TS ", tn.name, e.kind, e.sandbox_id, e.operation_id, e.data::text "
-             "FROM events e LEFT JOIN tenants tn ON tn.id = e.tenant_id WHERE e.id <= $1::bigint");
+    snprintf(sql, sizeof sql, " FROM events e LEFT JOIN tenants tn ON tn.id = e.tenant_id WHERE e.id <= $1::bigint");
     p[np++] = hs;
     if (q->tail <= 0)
         add_cond(sql, sizeof sql, "e.id > $%d::bigint", p, &np, as);
@@ -85,7 +58,7 @@ int store_events_list(PGconn *c, const events_query_t *q, int64_t horizon, json_
     size_t l = strlen(sql);
     snprintf(sql + l, sizeof sql - l, " ORDER BY e.id %s LIMIT $%d::int", q->tail > 0 ? "DESC" : "ASC", np + 1);
     p[np++] = ls;
-    PGresult *r = db_exec(c, sql, np, p);
+    PGresult *r = store__exec_cols(c, &store__t_event, "SELECT ", sql, np, p);
     if (!r) {
         api_error_set(err, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
         return SBX_EDB;
@@ -95,8 +68,9 @@ int store_events_list(PGconn *c, const events_query_t *q, int64_t horizon, json_
     int64_t last = 0;
     for (int i = 0; i < n; i++) {
         int row = q->tail > 0 ? n - 1 - i : i;
-        json_object_array_add(arr, event_json(r, row));
-        last = db_get_ll(r, row, 0);
+        json_object *e = store__row_json(&store__t_event, r, row);
+        jsonx_get_int(e, "id", &last);
+        json_object_array_add(arr, e);
     }
     PQclear(r);
     *ret_events = arr;

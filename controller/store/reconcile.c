@@ -1,6 +1,7 @@
 /* The reconcile passes: admit, place (AEGIS), lease expiry, deadlines, TTLs,
  * lost workers and retention. */
 #include "store_int.h"
+#include "place.h"
 
 /* ---- reconcile passes ---- */
 
@@ -74,67 +75,69 @@ static int op_lease(PGconn *c, const store_limits_t *lim, const char *op_id, con
     return rc;
 }
 
-/* The reasons of a placement decision: the summary, then one sentence per
- * worker (the chosen one first), at most AEGIS_REASONS_MAX of them. */
-#define AEGIS_REASONS_MAX 24
+/* What place_load read for one create. The workers' strings point into
+ * rows; release with place_loaded_release. */
+typedef struct place_loaded {
+    place_input_t in;
+    kv_list_t selector;
+    PGresult *rows;
+} place_loaded_t;
 
-static json_object *placement_json(const char *worker, const char *summary, const aegis_verdict_t *vs, int n,
-                                   int best, const aegis_request_t *rq)
+static void place_loaded_release(place_loaded_t *l)
 {
-    json_object *pl = json_object_new_object();
-    jsonx_add_str(pl, "worker", worker);
-    jsonx_add_str(pl, "summary", summary);
-    jsonx_add_str(pl, "needs", isolation_name(rq->need));
-    jsonx_add_str(pl, "isolation", best >= 0 ? isolation_name(vs[best].run_as) : NULL);
-    json_object *reasons = json_object_new_array();
-    if (best >= 0)
-        json_object_array_add(reasons, json_object_new_string(vs[best].why));
-    int shown = best >= 0;
-    for (int i = 0; i < n; i++) {
-        if (i == best)
-            continue;
-        if (shown >= AEGIS_REASONS_MAX) {
-            char more[64];
-            snprintf(more, sizeof more, "and %d more worker(s)", n - i - (best > i ? 1 : 0));
-            json_object_array_add(reasons, json_object_new_string(more));
-            break;
-        }
-        json_object_array_add(reasons, json_object_new_string(vs[i].why));
-        shown++;
-    }
-    if (n == 0)
-        json_object_array_add(reasons, json_object_new_string("no worker has registered"));
-    jsonx_add(pl, "reasons", reasons);
-    if (best >= 0) {
-        json_object *sc = json_object_new_object();
-        jsonx_add_int(sc, "score", vs[best].score);
-        jsonx_add_int(sc, "fit", vs[best].fit);
-        jsonx_add_int(sc, "image", vs[best].image);
-        jsonx_add_int(sc, "spread", vs[best].spread);
-        jsonx_add(pl, "score", sc);
-    }
-    return pl;
+    for (int i = 0; i < l->in.n; i++)
+        if (l->in.ws[i].labels)
+            json_object_put(l->in.ws[i].labels);
+    free(l->in.ws);
+    PQclear(l->rows);
+    kv_list_release(&l->selector);
 }
 
-/* Placement of a create through AEGIS. Returns 1 when leased or refused,
- * 0 when it must wait (the reasons are kept on the operation), negative on
- * error. */
-static int place_create(PGconn *c, const store_limits_t *lim, const char *op_id, const char *sbx,
-                        const char *tenant_id, const char *iso_text, const char *spec_text, int64_t cpu, int64_t mem)
+/* Row i of place_load's worker query → an AEGIS worker. */
+static void place_worker_from_row(const PGresult *r, int i, aegis_worker_t *w)
 {
-    aegis_request_t rq = { .need = ISO_CONTAINER, .network = NET_NONE, .cpu = cpu, .mem = mem };
-    isolation_parse(iso_text, &rq.need);
+    w->id = db_get(r, i, 0);
+    w->name = db_get(r, i, 1);
+    w->state = db_get(r, i, 2);
+    w->fresh = db_get_bool(r, i, 3);
+    w->labels = store__parse_json_text(db_get(r, i, 4));
+    w->classes = place_classes_parse(db_get(r, i, 5));
+    json_object *nets = store__parse_json_text(db_get(r, i, 6));
+    place_networks_parse(nets, w->networks);
+    if (nets)
+        json_object_put(nets);
+    w->cap_cpu = db_get_ll(r, i, 7);
+    w->cap_mem = db_get_ll(r, i, 8);
+    w->free_cpu = db_get_ll(r, i, 9);
+    w->free_mem = db_get_ll(r, i, 10);
+    w->free_slots = db_get_ll(r, i, 11);
+    w->has_image = db_get_bool(r, i, 12);
+    w->tenant_sandboxes = db_get_ll(r, i, 13);
+}
+
+/* Loads what placing a create reads: the request (from the sandbox's
+ * class, spec and size) and every worker not lost, with its free room, its
+ * image and the tenant's sandboxes on it. 0, SBX_EDB or SBX_ENOMEM. */
+static int place_load(PGconn *c, const store_limits_t *lim, const char *tenant_id, const char *iso_text,
+                      const char *spec_text, int64_t cpu, int64_t mem, place_loaded_t *ret)
+{
+    memset(ret, 0, sizeof *ret);
+    aegis_request_t *rq = &ret->in.rq;
+    rq->need = ISO_CONTAINER;
+    rq->network = NET_NONE;
+    rq->cpu = cpu;
+    rq->mem = mem;
+    isolation_parse(iso_text, &rq->need);
     json_object *spec = store__parse_json_text(spec_text);
     const char *image = jsonx_get_str(spec, "image");
     const char *net = jsonx_get_str(spec, "network");
     if (net)
-        net_mode_parse(net, &rq.network);
-    kv_list_t selector = { 0 };
+        net_mode_parse(net, &rq->network);
     json_object *sel = NULL;
     api_error_t ignored;
     if (spec && json_object_object_get_ex(spec, "selector", &sel))
-        kv_list_from_json(sel, "selector", false, SBX_MAX_LABELS, &selector, &ignored);
-    rq.selector = &selector;
+        kv_list_from_json(sel, "selector", false, SBX_MAX_LABELS, &ret->selector, &ignored);
+    rq->selector = &ret->selector;
     char ref[SBX_MAX_IMAGE_BYTES + 16];
     aegis_image_ref(image ? image : "", ref, sizeof ref);
     json_object_put(spec);
@@ -142,147 +145,118 @@ static int place_create(PGconn *c, const store_limits_t *lim, const char *op_id,
     char tmo[24];
     snprintf(tmo, sizeof tmo, "%lld", (long long)lim->worker_timeout_seconds);
     const char *p[] = { tmo, ref, tenant_id };
-    PGresult *r = db_exec(c,
-                          "SELECT w.id, w.name, w.state, w.last_heartbeat > now() - make_interval(secs => $1::bigint), "
-                          "  w.labels::text, array_to_string(w.isolation, ','), w.networks::text, w.cpu_millis, "
-                          "  w.memory_mib, w.cpu_millis - w.alloc_cpu_millis, w.memory_mib - w.alloc_memory_mib, "
-                          "  w.slots - w.alloc_slots, w.images ? $2, "
-                          "  (SELECT count(*) FROM sandboxes s WHERE s.worker_id = w.id AND s.tenant_id = $3 "
-                          "     AND s.phase IN ('scheduled', 'provisioning', 'running')) "
-                          "FROM workers w WHERE w.state <> 'lost' ORDER BY w.name LIMIT 1000",
-                          3, p);
-    if (!r) {
-        kv_list_release(&selector);
+    ret->rows = db_exec(c,
+                        "SELECT w.id, w.name, w.state, w.last_heartbeat > now() - make_interval(secs => $1::bigint), "
+                        "  w.labels::text, array_to_string(w.isolation, ','), w.networks::text, w.cpu_millis, "
+                        "  w.memory_mib, w.cpu_millis - w.alloc_cpu_millis, w.memory_mib - w.alloc_memory_mib, "
+                        "  w.slots - w.alloc_slots, w.images ? $2, "
+                        "  (SELECT count(*) FROM sandboxes s WHERE s.worker_id = w.id AND s.tenant_id = $3 "
+                        "     AND s.phase IN ('scheduled', 'provisioning', 'running')) "
+                        "FROM workers w WHERE w.state <> 'lost' ORDER BY w.name LIMIT 1000",
+                        3, p);
+    if (!ret->rows) {
+        place_loaded_release(ret);
         return SBX_EDB;
     }
-    int n = PQntuples(r);
-    aegis_worker_t *ws = calloc((size_t)(n ? n : 1), sizeof *ws);
-    aegis_verdict_t *vs = calloc((size_t)(n ? n : 1), sizeof *vs);
-    if (!ws || !vs) {
-        free(ws);
-        free(vs);
-        PQclear(r);
-        kv_list_release(&selector);
+    int n = PQntuples(ret->rows);
+    ret->in.ws = calloc((size_t)(n ? n : 1), sizeof *ret->in.ws);
+    if (!ret->in.ws) {
+        place_loaded_release(ret);
         return SBX_ENOMEM;
     }
-    for (int i = 0; i < n; i++) {
-        aegis_worker_t *w = &ws[i];
-        w->id = db_get(r, i, 0);
-        w->name = db_get(r, i, 1);
-        w->state = db_get(r, i, 2);
-        w->fresh = strcmp(db_get(r, i, 3), "t") == 0;
-        w->labels = store__parse_json_text(db_get(r, i, 4));
-        const char *cl = db_get(r, i, 5);
-        while (cl && *cl) {
-            const char *end = strchr(cl, ',');
-            size_t len = end ? (size_t)(end - cl) : strlen(cl);
-            char name[16];
-            isolation_t have;
-            snprintf(name, sizeof name, "%.*s", (int)(len < 15 ? len : 15), cl);
-            if (isolation_parse(name, &have) == 0)
-                w->classes |= 1u << have;
-            cl = end ? end + 1 : NULL;
-        }
-        json_object *nets = store__parse_json_text(db_get(r, i, 6));
-        for (int k = ISO_CONTAINER; k <= ISO_MICROVM; k++) {
-            json_object *modes = NULL;
-            if (!nets || !json_object_object_get_ex(nets, isolation_name((isolation_t)k), &modes) ||
-                !json_object_is_type(modes, json_type_array))
-                continue;
-            for (size_t j = 0; j < json_object_array_length(modes); j++) {
-                net_mode_t m;
-                if (net_mode_parse(json_object_get_string(json_object_array_get_idx(modes, j)), &m) == 0)
-                    w->networks[k] |= 1u << m;
-            }
-        }
-        if (nets)
-            json_object_put(nets);
-        w->cap_cpu = db_get_ll(r, i, 7);
-        w->cap_mem = db_get_ll(r, i, 8);
-        w->free_cpu = db_get_ll(r, i, 9);
-        w->free_mem = db_get_ll(r, i, 10);
-        w->free_slots = db_get_ll(r, i, 11);
-        w->has_image = strcmp(db_get(r, i, 12), "t") == 0;
-        w->tenant_sandboxes = db_get_ll(r, i, 13);
-    }
+    ret->in.n = n;
+    for (int i = 0; i < n; i++)
+        place_worker_from_row(ret->rows, i, &ret->in.ws[i]);
+    return 0;
+}
 
-    int rc = 0;
-    for (;;) {
-        int best = -1;
-        char summary[512];
-        aegis_outcome_t out = aegis_decide(&rq, ws, (size_t)n, vs, &best, summary, sizeof summary);
-        if (out == AEGIS_REFUSE) {
-            json_object *pl = placement_json(NULL, summary, vs, n, -1, &rq);
-            rc = store__op_fail_admitted(c, op_id, "create", sbx, "isolation_unavailable", summary, pl);
-            json_object_put(pl);
-            if (rc == 0)
-                rc = 1;
-            break;
-        }
-        if (out == AEGIS_WAIT) {
-            /* Keep why it waits where `sandbox get` shows it; written only
-             * when the explanation changes. */
-            json_object *pl = placement_json(NULL, summary, vs, n, -1, &rq);
-            char *pt = jsonx_dump(pl);
-            json_object_put(pl);
-            const char *q[] = { op_id, pt };
-            rc = db_run(c, "UPDATE operations SET placement = $2::jsonb WHERE id = $1 AND state = 'admitted' "
-                           "AND placement IS DISTINCT FROM $2::jsonb", 2, q);
-            free(pt);
-            rc = rc < 0 ? rc : 0;
-            break;
-        }
-        aegis_worker_t *k = &ws[best];
-        char cpus[24], mems[24];
-        snprintf(cpus, sizeof cpus, "%lld", (long long)cpu);
-        snprintf(mems, sizeof mems, "%lld", (long long)mem);
-        const char *q[] = { k->id, cpus, mems };
-        PGresult *u = db_exec(c,
-                              "UPDATE workers SET alloc_cpu_millis = alloc_cpu_millis + $2, "
-                              "  alloc_memory_mib = alloc_memory_mib + $3, alloc_slots = alloc_slots + 1, "
-                              "  updated_at = now() "
-                              "WHERE id = $1 AND state = 'ready' AND alloc_cpu_millis + $2 <= cpu_millis "
-                              "  AND alloc_memory_mib + $3 <= memory_mib AND alloc_slots + 1 <= slots RETURNING id",
-                              3, q);
-        if (!u) {
-            rc = SBX_EDB;
-            break;
-        }
-        bool got = PQntuples(u) == 1;
-        PQclear(u);
-        if (!got) {
-            /* Another controller took the room meanwhile: decide again
-             * without this worker's stale numbers. */
-            k->free_slots = 0;
-            continue;
-        }
-        json_object *pl = placement_json(k->name, summary, vs, n, best, &rq);
-        rc = op_lease(c, lim, op_id, k->id, pl);
-        json_object_put(pl);
+/* place_commit's answer when the chosen worker's room went meanwhile. */
+#define PLACE_ROOM_GONE 2
+
+/* Applies a decision in the caller's transaction: the refusal, the reasons
+ * it waits, or the allocation, the lease and the scheduled phase. Returns
+ * 1 when leased or refused, 0 when it waits, PLACE_ROOM_GONE, or < 0. */
+static int place_commit(PGconn *c, const store_limits_t *lim, const char *op_id, const char *sbx,
+                        const place_input_t *in, const place_decision_t *d)
+{
+    int rc;
+    if (d->action == PLACE_REFUSE) {
+        rc = store__op_fail_admitted(c, op_id, "create", sbx, "isolation_unavailable", d->summary, d->placement);
+        return rc == 0 ? 1 : rc;
+    }
+    if (d->action == PLACE_WAIT) {
+        /* Keep why it waits where `sandbox get` shows it; written only
+         * when the explanation changes. */
+        char *pt = jsonx_dump(d->placement);
+        const char *q[] = { op_id, pt };
+        rc = db_run(c, "UPDATE operations SET placement = $2::jsonb WHERE id = $1 AND state = 'admitted' "
+                       "AND placement IS DISTINCT FROM $2::jsonb", 2, q);
+        free(pt);
+        return rc < 0 ? rc : 0;
+    }
+    const aegis_worker_t *k = &in->ws[d->worker];
+    char cpus[24], mems[24];
+    snprintf(cpus, sizeof cpus, "%lld", (long long)in->rq.cpu);
+    snprintf(mems, sizeof mems, "%lld", (long long)in->rq.mem);
+    const char *q[] = { k->id, cpus, mems };
+    bool got = false;
+    if (store__one_row(c,
+                       "UPDATE workers SET alloc_cpu_millis = alloc_cpu_millis + $2, "
+                       "  alloc_memory_mib = alloc_memory_mib + $3, alloc_slots = alloc_slots + 1, "
+                       "  updated_at = now() "
+                       "WHERE id = $1 AND state = 'ready' AND alloc_cpu_millis + $2 <= cpu_millis "
+                       "  AND alloc_memory_mib + $3 <= memory_mib AND alloc_slots + 1 <= slots RETURNING id",
+                       3, q, &got) < 0)
+        return SBX_EDB;
+    if (!got)
+        return PLACE_ROOM_GONE;
+    rc = op_lease(c, lim, op_id, k->id, d->placement);
+    if (rc < 0)
+        return rc;
+    const char *y[] = { k->id, isolation_name(d->run_as) };
+    rc = store__sandbox_set_phase(c, sbx, PH_SCHEDULED, "worker_id = $3, allocated = true, isolation = $4", 2, y);
+    return rc == 0 ? 1 : rc;
+}
+
+/* Placement of a create through AEGIS: load, decide, commit. Returns 1
+ * when leased or refused, 0 when it must wait (the reasons are kept on the
+ * operation), negative on error. */
+static int place_create(PGconn *c, const store_limits_t *lim, const char *op_id, const char *sbx,
+                        const char *tenant_id, const char *iso_text, const char *spec_text, int64_t cpu, int64_t mem)
+{
+    place_loaded_t l;
+    int rc = place_load(c, lim, tenant_id, iso_text, spec_text, cpu, mem, &l);
+    if (rc < 0)
+        return rc;
+    do {
+        place_decision_t d;
+        rc = place_decide(&l.in, &d);
         if (rc < 0)
             break;
-        const char *y[] = { k->id, isolation_name(vs[best].run_as) };
-        rc = store__sandbox_set_phase(c, sbx, PH_SCHEDULED, "worker_id = $3, allocated = true, isolation = $4", 2, y);
-        if (rc == 0)
-            rc = 1;
-        break;
-    }
-    for (int i = 0; i < n; i++)
-        if (ws[i].labels)
-            json_object_put(ws[i].labels);
-    free(ws);
-    free(vs);
-    PQclear(r);
-    kv_list_release(&selector);
+        rc = place_commit(c, lim, op_id, sbx, &l.in, &d);
+        /* Another controller took the room meanwhile: decide again without
+         * this worker's stale numbers. */
+        if (rc == PLACE_ROOM_GONE)
+            l.in.ws[d.worker].free_slots = 0;
+        place_decision_release(&d);
+    } while (rc == PLACE_ROOM_GONE);
+    place_loaded_release(&l);
     return rc;
 }
 
-/* One admitted operation in its own transaction. Returns 1 when it moved
- * (leased, failed or finished), 2 when leased, 0 when it waits. */
-int store__place_one(PGconn *c, const store_limits_t *lim, const char *op_id)
+/* The admitted operation and its sandbox, as store__place_one reads them. */
+typedef struct place_op {
+    char kind[16], sbx[SBX_ID_MAX], phase[24], worker[SBX_ID_MAX], iso[16], wstate[16];
+    char wname[SBX_MAX_NAME_BYTES + 1], tenant_id[SBX_ID_MAX];
+    int64_t cpu, mem;
+    char *spec_text; /* malloc'd */
+} place_op_t;
+
+/* Locks the admitted operation and its sandbox (SKIP LOCKED). 0 with *ret
+ * filled, SBX_ENOTFOUND when it is no longer admitted or is locked,
+ * SBX_EDB, SBX_ENOMEM. */
+static int place_op_load(PGconn *c, const char *op_id, place_op_t *ret)
 {
-    if (db_begin(c) < 0)
-        return SBX_EDB;
     const char *p[] = { op_id };
     PGresult *r = db_exec(c,
                           "SELECT o.kind, o.sandbox_id, s.phase, coalesce(s.worker_id, ''), s.isolation, "
@@ -292,33 +266,96 @@ int store__place_one(PGconn *c, const store_limits_t *lim, const char *op_id)
                           "LEFT JOIN workers w ON w.id = s.worker_id "
                           "WHERE o.id = $1 AND o.state = 'admitted' FOR UPDATE OF o, s SKIP LOCKED",
                           1, p);
-    if (!r) {
-        db_rollback(c);
+    if (!r)
         return SBX_EDB;
-    }
     if (PQntuples(r) != 1) {
         PQclear(r);
-        db_rollback(c);
-        return 0;
+        return SBX_ENOTFOUND;
     }
-    char kind[16], sbx[SBX_ID_MAX], phase[24], worker[SBX_ID_MAX], iso[16], wstate[16], wname[SBX_MAX_NAME_BYTES + 1];
-    snprintf(kind, sizeof kind, "%s", db_get(r, 0, 0));
-    snprintf(sbx, sizeof sbx, "%s", db_get(r, 0, 1));
-    snprintf(phase, sizeof phase, "%s", db_get(r, 0, 2));
-    snprintf(worker, sizeof worker, "%s", db_get(r, 0, 3));
-    snprintf(iso, sizeof iso, "%s", db_get(r, 0, 4));
-    int64_t cpu = db_get_ll(r, 0, 5), mem = db_get_ll(r, 0, 6);
-    snprintf(wstate, sizeof wstate, "%s", db_get(r, 0, 7));
-    snprintf(wname, sizeof wname, "%s", db_get(r, 0, 8));
-    char tenant_id[SBX_ID_MAX];
-    snprintf(tenant_id, sizeof tenant_id, "%s", db_get(r, 0, 9));
-    char *spec_text = strdup(db_get(r, 0, 10) ? db_get(r, 0, 10) : "{}");
+    snprintf(ret->kind, sizeof ret->kind, "%s", db_get(r, 0, 0));
+    snprintf(ret->sbx, sizeof ret->sbx, "%s", db_get(r, 0, 1));
+    snprintf(ret->phase, sizeof ret->phase, "%s", db_get(r, 0, 2));
+    snprintf(ret->worker, sizeof ret->worker, "%s", db_get(r, 0, 3));
+    snprintf(ret->iso, sizeof ret->iso, "%s", db_get(r, 0, 4));
+    ret->cpu = db_get_ll(r, 0, 5);
+    ret->mem = db_get_ll(r, 0, 6);
+    snprintf(ret->wstate, sizeof ret->wstate, "%s", db_get(r, 0, 7));
+    snprintf(ret->wname, sizeof ret->wname, "%s", db_get(r, 0, 8));
+    snprintf(ret->tenant_id, sizeof ret->tenant_id, "%s", db_get(r, 0, 9));
+    ret->spec_text = strdup(db_get(r, 0, 10) ? db_get(r, 0, 10) : "{}");
     PQclear(r);
+    return ret->spec_text ? 0 : SBX_ENOMEM;
+}
 
-    int rc = 0;
-    if (strcmp(kind, "create") == 0) {
-        rc = spec_text ? place_create(c, lim, op_id, sbx, tenant_id, iso, spec_text, cpu, mem) : SBX_ENOMEM;
-        free(spec_text);
+/* Leases op to the worker its sandbox is on, the placement saying why. */
+static int lease_where_it_runs(PGconn *c, const store_limits_t *lim, const char *op_id, const place_op_t *o,
+                               const char *why)
+{
+    json_object *pl = json_object_new_object();
+    jsonx_add_str(pl, "worker", o->wname);
+    json_object *rs = json_object_new_array();
+    json_object_array_add(rs, json_object_new_string(why));
+    jsonx_add(pl, "reasons", rs);
+    int rc = op_lease(c, lim, op_id, o->worker, pl);
+    json_object_put(pl);
+    return rc;
+}
+
+/* A delete or an exec: they run where the sandbox is. Returns 1 when the
+ * operation finished or failed, 2 when leased, 0 when it waits. */
+static int place_on_worker(PGconn *c, const store_limits_t *lim, const char *op_id, const place_op_t *o)
+{
+    /* Wait while another operation of the sandbox is in a worker's hands. */
+    PGresult *busy = db_exec(c, "SELECT count(*) FROM operations WHERE sandbox_id = $1 AND id <> $2 "
+                                "AND state IN ('leased', 'running') AND kind <> 'exec'",
+                             2, (const char *const[]){ o->sbx, op_id });
+    if (!busy)
+        return SBX_EDB;
+    bool blocked = db_get_ll(busy, 0, 0) > 0;
+    PQclear(busy);
+    int rc;
+    if (strcmp(o->kind, "delete") == 0) {
+        if (blocked)
+            return 0;
+        if (!*o->worker || strcmp(o->wstate, "lost") == 0 || strcmp(o->phase, "pending") == 0) {
+            /* Nothing was ever started (or its worker is gone): the
+             * controller completes the delete by itself. */
+            rc = store__op_cas(c, op_id, OP_ADMITTED, OP_SUCCEEDED, NULL, 0, NULL, NULL);
+            if (rc == 0)
+                rc = store__sandbox_set_phase(c, o->sbx, PH_DELETED, "deleted_at = now()", 0, NULL);
+            if (rc == 0)
+                rc = store__sandbox_release_allocation(c, o->sbx);
+            return rc == 0 ? 1 : rc;
+        }
+        rc = lease_where_it_runs(c, lim, op_id, o, "deleted where the sandbox runs");
+        if (rc == 0 && strcmp(o->phase, "deleting") != 0)
+            rc = store__sandbox_set_phase(c, o->sbx, PH_DELETING, NULL, 0, NULL);
+        return rc == 0 ? 2 : rc;
+    }
+    if (strcmp(o->phase, "running") != 0 || !*o->worker) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "sandbox %s is %s; exec needs a running sandbox", o->sbx, o->phase);
+        rc = store__op_fail_admitted(c, op_id, o->kind, o->sbx, "conflict", msg, NULL);
+        return rc == 0 ? 1 : rc;
+    }
+    rc = lease_where_it_runs(c, lim, op_id, o, "runs where the sandbox runs");
+    return rc == 0 ? 2 : rc;
+}
+
+/* One admitted operation in its own transaction. Returns 1 when it moved
+ * (leased, failed or finished), 2 when leased, 0 when it waits. */
+int store__place_one(PGconn *c, const store_limits_t *lim, const char *op_id)
+{
+    if (db_begin(c) < 0)
+        return SBX_EDB;
+    place_op_t o;
+    int rc = place_op_load(c, op_id, &o);
+    if (rc < 0) {
+        db_rollback(c);
+        return rc == SBX_ENOTFOUND ? 0 : rc;
+    }
+    if (strcmp(o.kind, "create") == 0) {
+        rc = place_create(c, lim, op_id, o.sbx, o.tenant_id, o.iso, o.spec_text, o.cpu, o.mem);
         if (rc > 0) {
             /* place_create leased or failed it; tell which for the wake-up. */
             const char *q[] = { op_id };
@@ -327,69 +364,13 @@ int store__place_one(PGconn *c, const store_limits_t *lim, const char *op_id)
                 rc = 2;
             PQclear(s);
         }
-    } else if (strcmp(kind, "share") == 0 || strcmp(kind, "unshare") == 0) {
-        free(spec_text);
+    } else if (strcmp(o.kind, "share") == 0 || strcmp(o.kind, "unshare") == 0) {
         /* The controller completes these by itself. */
-        rc = store__place_route_op(c, op_id, kind, sbx, phase, tenant_id);
+        rc = store__place_route_op(c, op_id, o.kind, o.sbx, o.phase, o.tenant_id);
     } else {
-        free(spec_text);
-        /* delete and exec run where the sandbox is. Wait while another
-         * operation of the sandbox is in a worker's hands. */
-        PGresult *busy = db_exec(c, "SELECT count(*) FROM operations WHERE sandbox_id = $1 AND id <> $2 "
-                                    "AND state IN ('leased', 'running') AND kind <> 'exec'",
-                                 2, (const char *const[]){ sbx, op_id });
-        if (!busy) {
-            db_rollback(c);
-            return SBX_EDB;
-        }
-        bool blocked = db_get_ll(busy, 0, 0) > 0;
-        PQclear(busy);
-        if (strcmp(kind, "delete") == 0) {
-            if (blocked) {
-                rc = 0;
-            } else if (!*worker || strcmp(wstate, "lost") == 0 || strcmp(phase, "pending") == 0) {
-                /* Nothing was ever started (or its worker is gone): the
-                 * controller completes the delete by itself. */
-                rc = store__op_cas(c, op_id, OP_ADMITTED, OP_SUCCEEDED, NULL, 0, NULL, NULL);
-                if (rc == 0)
-                    rc = store__sandbox_set_phase(c, sbx, PH_DELETED, "deleted_at = now()", 0, NULL);
-                if (rc == 0)
-                    rc = store__sandbox_release_allocation(c, sbx);
-                if (rc == 0)
-                    rc = 1;
-            } else {
-                json_object *pl = json_object_new_object();
-                jsonx_add_str(pl, "worker", wname);
-                json_object *rs = json_object_new_array();
-                json_object_array_add(rs, json_object_new_string("deleted where the sandbox runs"));
-                jsonx_add(pl, "reasons", rs);
-                rc = op_lease(c, lim, op_id, worker, pl);
-                json_object_put(pl);
-                if (rc == 0 && strcmp(phase, "deleting") != 0)
-                    rc = store__sandbox_set_phase(c, sbx, PH_DELETING, NULL, 0, NULL);
-                if (rc == 0)
-                    rc = 2;
-            }
-        } else { /* exec */
-            if (strcmp(phase, "running") != 0 || !*worker) {
-                char msg[128];
-                snprintf(msg, sizeof msg, "sandbox %s is %s; exec needs a running sandbox", sbx, phase);
-                rc = store__op_fail_admitted(c, op_id, kind, sbx, "conflict", msg, NULL);
-                if (rc == 0)
-                    rc = 1;
-            } else {
-                json_object *pl = json_object_new_object();
-                jsonx_add_str(pl, "worker", wname);
-                json_object *rs = json_object_new_array();
-                json_object_array_add(rs, json_object_new_string("runs where the sandbox runs"));
-                jsonx_add(pl, "reasons", rs);
-                rc = op_lease(c, lim, op_id, worker, pl);
-                json_object_put(pl);
-                if (rc == 0)
-                    rc = 2;
-            }
-        }
+        rc = place_on_worker(c, lim, op_id, &o);
     }
+    free(o.spec_text);
     if (rc < 0) {
         db_rollback(c);
         return rc == SBX_ECONFLICT ? 0 : rc;
@@ -423,59 +404,67 @@ int store_place_admitted(PGconn *c, const store_limits_t *lim, int *ret_changed,
     return rc;
 }
 
-int store_expire_leases(PGconn *c, const store_limits_t *lim, int *ret_changed)
+/* An operation a pass has claimed. */
+typedef struct claimed_op {
+    char kind[16], sbx[SBX_ID_MAX];
+    op_state_t from;
+    int64_t attempt;
+} claimed_op_t;
+
+/* Begins a transaction and locks op_id if it still matches cond (a WHERE
+ * fragment), skipping it when another controller holds it. 0 with *ret
+ * and the transaction open; SBX_ENOTFOUND (rolled back) when it no longer
+ * matches or is locked or the read failed; SBX_EDB when no transaction
+ * could begin. */
+static int op_claim(PGconn *c, const char *op_id, const char *cond, claimed_op_t *ret)
 {
-    PGresult *r = ops_in_state(c, "state IN ('leased', 'running') AND lease_expires_at < now()");
+    if (db_begin(c) < 0)
+        return SBX_EDB;
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT kind, state, attempt, sandbox_id FROM operations WHERE id = $1 AND %s "
+                              "FOR UPDATE SKIP LOCKED", cond);
+    const char *p[] = { op_id };
+    PGresult *o = db_exec(c, sql, 1, p);
+    if (!o || PQntuples(o) != 1) {
+        PQclear(o);
+        db_rollback(c);
+        return SBX_ENOTFOUND;
+    }
+    snprintf(ret->kind, sizeof ret->kind, "%s", db_get(o, 0, 0));
+    ret->from = OP_PENDING;
+    op_state_parse(db_get(o, 0, 1), &ret->from);
+    ret->attempt = db_get_ll(o, 0, 2);
+    snprintf(ret->sbx, sizeof ret->sbx, "%s", db_get(o, 0, 3));
+    PQclear(o);
+    return 0;
+}
+
+/* What a pass does to one claimed operation, inside its transaction:
+ * returns a non-negative outcome (the transaction commits and done, when
+ * given, is told it), or < 0 (it rolls back; SBX_ECONFLICT: the operation
+ * moved meanwhile, the pass goes on). */
+typedef int (*op_step_fn)(PGconn *c, const store_limits_t *lim, const char *op_id, const claimed_op_t *o);
+
+/* Runs step on each operation matching cond (up to 100, oldest first), each
+ * claimed in its own transaction; stops at the first error. */
+static int ops_pass(PGconn *c, const store_limits_t *lim, const char *cond, op_step_fn step, void (*done)(int),
+                    int *ret_changed)
+{
+    PGresult *r = ops_in_state(c, cond);
     if (!r)
         return SBX_EDB;
     int rc = 0;
     for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
         const char *op_id = db_get(r, i, 0);
-        if (db_begin(c) < 0) {
+        claimed_op_t o;
+        int cl = op_claim(c, op_id, cond, &o);
+        if (cl == SBX_EDB) {
             rc = SBX_EDB;
             break;
         }
-        const char *p[] = { op_id };
-        PGresult *o = db_exec(c, "SELECT kind, state, attempt, sandbox_id FROM operations WHERE id = $1 "
-                                 "AND state IN ('leased', 'running') AND lease_expires_at < now() "
-                                 "FOR UPDATE SKIP LOCKED", 1, p);
-        if (!o || PQntuples(o) != 1) {
-            PQclear(o);
-            db_rollback(c);
+        if (cl < 0)
             continue;
-        }
-        char kind[16], sbx[SBX_ID_MAX];
-        op_state_t from;
-        snprintf(kind, sizeof kind, "%s", db_get(o, 0, 0));
-        op_state_parse(db_get(o, 0, 1), &from);
-        int64_t attempt = db_get_ll(o, 0, 2);
-        snprintf(sbx, sizeof sbx, "%s", db_get(o, 0, 3));
-        PQclear(o);
-        int x;
-        /* exec is not safe to repeat: it may have run. create and delete are. */
-        bool give_up = strcmp(kind, "exec") == 0 || attempt >= lim->max_attempts;
-        if (give_up) {
-            char msg[160];
-            snprintf(msg, sizeof msg, "the worker stopped renewing its lease (attempt %lld of %lld)%s",
-                     (long long)attempt, (long long)lim->max_attempts,
-                     strcmp(kind, "exec") == 0 ? "; exec is not retried because it may have run" : "");
-            const char *e[] = { "worker_lost", msg };
-            x = store__op_cas(c, op_id, from, OP_FAILED, "error_code = $4, error_message = $5, lease_worker_id = NULL", 2, e,
-                       store__event_reason("lease_expired"));
-            if (x == 0 && strcmp(kind, "create") == 0) {
-                x = store__sandbox_set_phase(c, sbx, PH_FAILED, NULL, 0, NULL);
-                if (x == 0)
-                    x = store__sandbox_release_allocation(c, sbx);
-            }
-        } else {
-            x = store__op_cas(c, op_id, from, OP_ADMITTED, "lease_worker_id = NULL, lease_expires_at = NULL", 0, NULL,
-                       store__event_reason("lease_expired"));
-            if (x == 0 && strcmp(kind, "create") == 0) {
-                x = store__sandbox_release_allocation(c, sbx);
-                if (x == 0)
-                    x = store__sandbox_set_phase(c, sbx, PH_PENDING, "worker_id = NULL", 0, NULL);
-            }
-        }
+        int x = step(c, lim, op_id, &o);
         if (x < 0) {
             db_rollback(c);
             if (x != SBX_ECONFLICT)
@@ -487,63 +476,93 @@ int store_expire_leases(PGconn *c, const store_limits_t *lim, int *ret_changed)
             rc = SBX_EDB;
             break;
         }
-        pthread_once(&store__metrics_once, store__metrics_init);
-        metrics_add(store__m_lease_expiries, give_up ? "outcome=\"failed\"" : "outcome=\"retried\"", 1);
+        if (done)
+            done(x);
         (*ret_changed)++;
     }
     PQclear(r);
     return rc;
+}
+
+/* A lease nobody renews: retried (outcome 0), or failed (1) for an exec,
+ * which is not safe to repeat, or past the last attempt. */
+static int lease_expire_step(PGconn *c, const store_limits_t *lim, const char *op_id, const claimed_op_t *o)
+{
+    int x;
+    /* exec is not safe to repeat: it may have run. create and delete are. */
+    bool give_up = strcmp(o->kind, "exec") == 0 || o->attempt >= lim->max_attempts;
+    bool create = strcmp(o->kind, "create") == 0;
+    if (give_up) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "the worker stopped renewing its lease (attempt %lld of %lld)%s",
+                 (long long)o->attempt, (long long)lim->max_attempts,
+                 strcmp(o->kind, "exec") == 0 ? "; exec is not retried because it may have run" : "");
+        const char *e[] = { "worker_lost", msg };
+        x = store__op_cas(c, op_id, o->from, OP_FAILED, "error_code = $4, error_message = $5, lease_worker_id = NULL",
+                          2, e, store__event_reason("lease_expired"));
+        if (x == 0 && create) {
+            x = store__sandbox_set_phase(c, o->sbx, PH_FAILED, NULL, 0, NULL);
+            if (x == 0)
+                x = store__sandbox_release_allocation(c, o->sbx);
+        }
+    } else {
+        x = store__op_cas(c, op_id, o->from, OP_ADMITTED, "lease_worker_id = NULL, lease_expires_at = NULL", 0, NULL,
+                          store__event_reason("lease_expired"));
+        if (x == 0 && create) {
+            x = store__sandbox_release_allocation(c, o->sbx);
+            if (x == 0)
+                x = store__sandbox_set_phase(c, o->sbx, PH_PENDING, "worker_id = NULL", 0, NULL);
+        }
+    }
+    return x < 0 ? x : give_up;
+}
+
+static void lease_expired_count(int gave_up)
+{
+    pthread_once(&store__metrics_once, store__metrics_init);
+    metrics_add(store__m_lease_expiries, gave_up ? "outcome=\"failed\"" : "outcome=\"retried\"", 1);
+}
+
+int store_expire_leases(PGconn *c, const store_limits_t *lim, int *ret_changed)
+{
+    return ops_pass(c, lim, "state IN ('leased', 'running') AND lease_expires_at < now()", lease_expire_step,
+                    lease_expired_count, ret_changed);
+}
+
+/* Past its deadline before any worker took it: failed with timeout. */
+static int overdue_step(PGconn *c, const store_limits_t *lim, const char *op_id, const claimed_op_t *o)
+{
+    (void)lim;
+    const char *e[] = { "timeout", "no worker could take the operation before its deadline "
+                                   "(no ready worker with enough free capacity)" };
+    int x = store__op_cas(c, op_id, o->from, OP_FAILED, "error_code = $4, error_message = $5", 2, e,
+                          store__event_reason("deadline"));
+    if (x == 0 && strcmp(o->kind, "create") == 0)
+        x = store__sandbox_set_phase(c, o->sbx, PH_FAILED, NULL, 0, NULL);
+    /* Any other failure stops the pass as a database error. */
+    return x < 0 && x != SBX_ECONFLICT ? SBX_EDB : x;
 }
 
 int store_fail_overdue(PGconn *c, int *ret_changed)
 {
-    PGresult *r = ops_in_state(c, "state IN ('pending', 'admitted') AND deadline < now()");
-    if (!r)
-        return SBX_EDB;
-    int rc = 0;
-    for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
-        const char *op_id = db_get(r, i, 0);
-        if (db_begin(c) < 0) {
-            rc = SBX_EDB;
-            break;
-        }
-        const char *p[] = { op_id };
-        PGresult *o = db_exec(c, "SELECT kind, state, sandbox_id FROM operations WHERE id = $1 "
-                                 "AND state IN ('pending', 'admitted') FOR UPDATE SKIP LOCKED", 1, p);
-        if (!o || PQntuples(o) != 1) {
-            PQclear(o);
-            db_rollback(c);
-            continue;
-        }
-        op_state_t from;
-        char kind[16], sbx[SBX_ID_MAX];
-        snprintf(kind, sizeof kind, "%s", db_get(o, 0, 0));
-        op_state_parse(db_get(o, 0, 1), &from);
-        snprintf(sbx, sizeof sbx, "%s", db_get(o, 0, 2));
-        PQclear(o);
-        const char *e[] = { "timeout", "no worker could take the operation before its deadline "
-                                       "(no ready worker with enough free capacity)" };
-        int x = store__op_cas(c, op_id, from, OP_FAILED, "error_code = $4, error_message = $5", 2, e,
-                       store__event_reason("deadline"));
-        if (x == 0 && strcmp(kind, "create") == 0)
-            x = store__sandbox_set_phase(c, sbx, PH_FAILED, NULL, 0, NULL);
-        if (x < 0 || db_commit(c) < 0) {
-            db_rollback(c);
-            if (x != SBX_ECONFLICT)
-                rc = SBX_EDB;
-            continue;
-        }
-        (*ret_changed)++;
-    }
-    PQclear(r);
-    return rc;
+    return ops_pass(c, NULL, "state IN ('pending', 'admitted') AND deadline < now()", overdue_step, NULL,
+                    ret_changed);
 }
 
+/* What a sandbox pass does to one locked sandbox (its tenant given), in
+ * its transaction: 0, or < 0 (rolled back; the pass stops). */
+typedef struct sandbox_step {
+    int (*fn)(PGconn *c, const store_limits_t *lim, const char *sbx, const char *tenant,
+              const struct sandbox_step *st);
+    const char *event_kind; /* request_delete_step: may be NULL */
+    const char *created_by;
+} sandbox_step_t;
+
 /* For each sandbox select_sql names: in its own transaction, lock the row
- * if it still matches lock_cond (a WHERE fragment on $1 = id), write
- * event_kind (may be NULL) and request its deletion. */
-static int request_deletes(PGconn *c, const store_limits_t *lim, const char *select_sql, const char *lock_cond,
-                           const char *event_kind, const char *created_by, int *ret_changed)
+ * if it still matches lock_cond (a WHERE fragment on $1 = id), skipping it
+ * otherwise, and run the step. */
+static int sandboxes_pass(PGconn *c, const store_limits_t *lim, const char *select_sql, const char *lock_cond,
+                          const sandbox_step_t *st, int *ret_changed)
 {
     PGresult *r = db_exec(c, select_sql, 0, NULL);
     if (!r)
@@ -558,18 +577,12 @@ static int request_deletes(PGconn *c, const store_limits_t *lim, const char *sel
             rc = SBX_EDB;
             break;
         }
-        const char *p[] = { sbx };
-        PGresult *s = db_exec(c, lock_sql, 1, p);
-        if (!s || PQntuples(s) != 1) {
-            PQclear(s);
+        char tenant[SBX_ID_MAX];
+        if (store__one_text(c, lock_sql, 1, (const char *const[]){ sbx }, tenant, sizeof tenant) < 0) {
             db_rollback(c);
             continue;
         }
-        char tenant[SBX_ID_MAX], op[SBX_ID_MAX];
-        snprintf(tenant, sizeof tenant, "%s", db_get(s, 0, 0));
-        PQclear(s);
-        if ((event_kind && store__event_add(c, tenant, event_kind, sbx, NULL, NULL) < 0) ||
-            store__sandbox_request_delete(c, lim, tenant, sbx, NULL, NULL, created_by, op) < 0 || db_commit(c) < 0) {
+        if (st->fn(c, lim, sbx, tenant, st) < 0 || db_commit(c) < 0) {
             db_rollback(c);
             rc = SBX_EDB;
             break;
@@ -578,6 +591,23 @@ static int request_deletes(PGconn *c, const store_limits_t *lim, const char *sel
     }
     PQclear(r);
     return rc;
+}
+
+/* Writes st->event_kind (when set) and requests the sandbox's deletion. */
+static int request_delete_step(PGconn *c, const store_limits_t *lim, const char *sbx, const char *tenant,
+                               const sandbox_step_t *st)
+{
+    char op[SBX_ID_MAX];
+    if (st->event_kind && store__event_add(c, tenant, st->event_kind, sbx, NULL, NULL) < 0)
+        return SBX_EDB;
+    return store__sandbox_request_delete(c, lim, tenant, sbx, NULL, NULL, st->created_by, op);
+}
+
+static int request_deletes(PGconn *c, const store_limits_t *lim, const char *select_sql, const char *lock_cond,
+                           const char *event_kind, const char *created_by, int *ret_changed)
+{
+    const sandbox_step_t st = { request_delete_step, event_kind, created_by };
+    return sandboxes_pass(c, lim, select_sql, lock_cond, &st, ret_changed);
 }
 
 int store_expire_ttls(PGconn *c, const store_limits_t *lim, int *ret_changed)
@@ -601,6 +631,18 @@ int store_retry_deletes(PGconn *c, const store_limits_t *lim, int *ret_changed)
                            "desired_state = 'deleted' AND phase <> 'deleted'", NULL, "retry", ret_changed);
 }
 
+/* A running sandbox of a lost worker: lost, its capacity released. */
+static int lost_step(PGconn *c, const store_limits_t *lim, const char *sbx, const char *tenant,
+                     const sandbox_step_t *st)
+{
+    (void)lim;
+    (void)tenant;
+    (void)st;
+    if (store__sandbox_set_phase(c, sbx, PH_LOST, NULL, 0, NULL) < 0 || store__sandbox_release_allocation(c, sbx) < 0)
+        return SBX_EDB;
+    return 0;
+}
+
 int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_changed)
 {
     char tmo[24];
@@ -620,36 +662,11 @@ int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_chang
     /* Running sandboxes of lost workers are lost, and their share of
      * capacity is released. (Operations in flight there resolve through
      * their leases, which no heartbeat extends any more.) */
-    r = db_exec(c, "SELECT s.id FROM sandboxes s JOIN workers w ON w.id = s.worker_id "
-                   "WHERE w.state = 'lost' AND s.phase = 'running' LIMIT 500", 0, NULL);
-    if (!r)
-        return SBX_EDB;
-    int rc = 0;
-    for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
-        const char *sbx = db_get(r, i, 0);
-        if (db_begin(c) < 0) {
-            rc = SBX_EDB;
-            break;
-        }
-        const char *q[] = { sbx };
-        PGresult *l = db_exec(c, "SELECT 1 FROM sandboxes WHERE id = $1 AND phase = 'running' FOR UPDATE SKIP LOCKED",
-                              1, q);
-        bool mine = l && PQntuples(l) == 1;
-        PQclear(l);
-        if (!mine) {
-            db_rollback(c);
-            continue;
-        }
-        if (store__sandbox_set_phase(c, sbx, PH_LOST, NULL, 0, NULL) < 0 || store__sandbox_release_allocation(c, sbx) < 0 ||
-            db_commit(c) < 0) {
-            db_rollback(c);
-            rc = SBX_EDB;
-            break;
-        }
-        (*ret_changed)++;
-    }
-    PQclear(r);
-    return rc;
+    const sandbox_step_t st = { lost_step, NULL, NULL };
+    return sandboxes_pass(c, lim,
+                          "SELECT s.id FROM sandboxes s JOIN workers w ON w.id = s.worker_id "
+                          "WHERE w.state = 'lost' AND s.phase = 'running' LIMIT 500",
+                          "phase = 'running'", &st, ret_changed);
 }
 
 /* Runs one bounded DELETE until it removes less than a batch. */

@@ -3,23 +3,6 @@
 
 /* ---- routes ---- */
 
-
-static json_object *route_json(const PGresult *r, int row)
-{
-    json_object *o = json_object_new_object();
-    jsonx_add_str(o, "id", db_get(r, row, 0));
-    jsonx_add_str(o, "name", db_get(r, row, 1));
-    jsonx_add_str(o, "sandbox_id", db_get(r, row, 2));
-    jsonx_add_int(o, "port", db_get_ll(r, row, 3));
-    jsonx_add_str(o, "auth", db_get(r, row, 4));
-    jsonx_add_str(o, "state", db_get(r, row, 5));
-    jsonx_add_str(o, "expires_at", db_get(r, row, 6));
-    jsonx_add_str(o, "created_at", db_get(r, row, 7));
-    jsonx_add_str(o, "removed_at", db_get(r, row, 8));
-    jsonx_add_str(o, "removed_reason", db_get(r, row, 9));
-    return o;
-}
-
 /* Inserts a pending operation of kind on the locked sandbox, with its
  * event. */
 static int op_insert_pending(PGconn *c, const store_limits_t *lim, const char *kind, const char *tenant_id,
@@ -47,18 +30,10 @@ int store_route_share(PGconn *c, const store_limits_t *lim, const share_req_t *r
                       api_error_t *err)
 {
     char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX];
-    if (req->idempotency_key && req->scope) {
-        int rr = store__idem_replay(c, req->scope, req->idempotency_key, "share", req->request_hash, false, ret, err);
-        if (rr != 0)
-            return rr > 0 ? 0 : rr;
-    }
-    if (db_begin(c) < 0)
-        return store__db_error(err);
-    int rc = store__sandbox_lock(c, req->scope, req->sandbox_id, tenant_id, phase, desired, err);
-    if (rc < 0) {
-        db_rollback(c);
-        return rc;
-    }
+    int rc = store__sandbox_request_begin(c, req->scope, req->sandbox_id, req->idempotency_key, "share",
+                                          req->request_hash, ret, tenant_id, phase, desired, err);
+    if (rc != 0)
+        return rc > 0 ? 0 : rc;
     if (strcmp(phase, "running") != 0 || strcmp(desired, "running") != 0) {
         db_rollback(c);
         return api_error_set(err, API_CONFLICT, "sandbox %s is %s%s; only a running sandbox can be shared",
@@ -110,11 +85,8 @@ int store_route_share(PGconn *c, const store_limits_t *lim, const share_req_t *r
         }
         return store__db_error(err);
     }
-    json_object *op = NULL;
-    if (store__load_op(c, op_id, &op) < 0)
-        return store__db_error(err);
-    *ret = json_object_new_object();
-    jsonx_add(*ret, "operation", op);
+    if (store__op_reply(c, NULL, op_id, ret, err) < 0)
+        return SBX_EDB;
     json_object *route = json_object_new_object();
     jsonx_add_str(route, "id", req->route_id);
     jsonx_add_str(route, "name", req->route_name);
@@ -130,21 +102,15 @@ int store_route_unshare(PGconn *c, const store_limits_t *lim, const char *scope,
                         const char *route_id, const char *created_by, json_object **ret, api_error_t *err)
 {
     char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX];
-    if (db_begin(c) < 0)
-        return store__db_error(err);
-    int rc = store__sandbox_lock(c, scope, sandbox_id, tenant_id, phase, desired, err);
-    if (rc < 0) {
-        db_rollback(c);
+    int rc = store__sandbox_begin_locked(c, scope, sandbox_id, tenant_id, phase, desired, err);
+    if (rc < 0)
         return rc;
-    }
     const char *p[] = { route_id, sandbox_id };
-    PGresult *r = db_exec(c, "SELECT 1 FROM routes WHERE id = $1 AND sandbox_id = $2", 2, p);
-    if (!r) {
+    bool found = false;
+    if (store__one_row(c, "SELECT 1 FROM routes WHERE id = $1 AND sandbox_id = $2", 2, p, &found) < 0) {
         db_rollback(c);
         return store__db_error(err);
     }
-    bool found = PQntuples(r) == 1;
-    PQclear(r);
     if (!found) {
         db_rollback(c);
         return api_error_set(err, API_NOT_FOUND, "sandbox %s has no route %.64s", sandbox_id, route_id);
@@ -158,33 +124,23 @@ int store_route_unshare(PGconn *c, const store_limits_t *lim, const char *scope,
         db_rollback(c);
         return store__db_error(err);
     }
-    json_object *op = NULL;
-    if (store__load_op(c, op_id, &op) < 0)
-        return store__db_error(err);
-    *ret = json_object_new_object();
-    jsonx_add(*ret, "operation", op);
-    return 0;
+    return store__op_reply(c, NULL, op_id, ret, err);
 }
 
 int store_routes_list(PGconn *c, const char *scope, const char *sandbox_id, bool all, json_object **ret,
                       api_error_t *err)
 {
     const char *p[] = { sandbox_id, scope };
-    PGresult *r = db_exec(c, "SELECT 1 FROM sandboxes WHERE id = $1 AND ($2::text IS NULL OR tenant_id = $2)", 2, p);
-    if (!r)
+    bool found = false;
+    if (store__one_row(c, "SELECT 1 FROM sandboxes WHERE id = $1 AND ($2::text IS NULL OR tenant_id = $2)", 2, p,
+                       &found) < 0)
         return store__db_error(err);
-    bool found = PQntuples(r) == 1;
-    PQclear(r);
     if (!found)
         return api_error_set(err, API_NOT_FOUND, "no sandbox %.64s", sandbox_id);
-    r = db_exec(c, all ? "SELECT " ROUTE_COLS " FROM routes r WHERE r.sandbox_id = $1 ORDER BY r.created_at"
-                       : "SELECT " ROUTE_COLS " FROM routes r WHERE r.sandbox_id = $1 AND r.state = 'active' "
-                         "ORDER BY r.created_at",
-                1, p);
-    if (!r)
-        return store__db_error(err);
-    *ret = store__rows_object(r, "routes", route_json);
-    return 0;
+    return store__api_list(c, &store__t_route,
+                           all ? " FROM routes r WHERE r.sandbox_id = $1 ORDER BY r.created_at"
+                               : " FROM routes r WHERE r.sandbox_id = $1 AND r.state = 'active' ORDER BY r.created_at",
+                           1, p, "routes", ret, err);
 }
 
 /* Completes a share or unshare inside store__place_one's transaction (the
@@ -228,29 +184,34 @@ int store__place_route_op(PGconn *c, const char *op_id, const char *kind, const 
         snprintf(ttls, sizeof ttls, "%lld", (long long)ttl);
         const char *ins[] = { route_id ? route_id : "", jsonx_get_str(req, "name"), sbx, tenant_id, ports,
                               jsonx_get_str(req, "auth"), jsonx_get_str(req, "secret_hash"), ttls, created_by };
-        r = db_exec(c, "INSERT INTO routes AS r (id, name, sandbox_id, tenant_id, port, auth, secret_hash, expires_at, "
-                       "created_by) VALUES ($1, $2, $3, $4, $5::int, $6, $7, CASE WHEN $8::bigint > 0 THEN now() + "
-                       "make_interval(secs => $8::bigint) END, nullif($9, '')) RETURNING " ROUTE_COLS,
-                    9, ins);
+        r = store__exec_cols(c, &store__t_route,
+                             "INSERT INTO routes AS r (id, name, sandbox_id, tenant_id, port, auth, secret_hash, "
+                             "expires_at, created_by) VALUES ($1, $2, $3, $4, $5::int, $6, $7, CASE WHEN $8::bigint > 0 "
+                             "THEN now() + make_interval(secs => $8::bigint) END, nullif($9, '')) RETURNING ",
+                             "", 9, ins);
         rc = r && PQntuples(r) == 1 ? 0 : SBX_EDB;
+        json_object *route = rc == 0 ? store__row_json(&store__t_route, r, 0) : NULL;
         if (rc == 0) {
             /* Not the route's name: it is the unguessable address. */
             json_object *ed = json_object_new_object();
-            jsonx_add_str(ed, "route", db_get(r, 0, 0));
-            jsonx_add_int(ed, "port", db_get_ll(r, 0, 3));
-            jsonx_add_str(ed, "auth", db_get(r, 0, 4));
-            jsonx_add_str(ed, "expires_at", db_get(r, 0, 6));
+            int64_t port = 0;
+            jsonx_get_int(route, "port", &port);
+            jsonx_add_str(ed, "route", jsonx_get_str(route, "id"));
+            jsonx_add_int(ed, "port", port);
+            jsonx_add_str(ed, "auth", jsonx_get_str(route, "auth"));
+            jsonx_add_str(ed, "expires_at", jsonx_get_str(route, "expires_at"));
             rc = store__event_add(c, tenant_id, "route.shared", sbx, op_id, ed);
         }
         if (rc == 0) {
-            json_object *res = json_object_new_object();
-            jsonx_add(res, "route", route_json(r, 0));
+            json_object *res = store__wrap("route", json_object_get(route));
             char *rt = jsonx_dump(res);
             json_object_put(res);
             const char *x[] = { rt };
             rc = store__op_cas(c, op_id, OP_ADMITTED, OP_SUCCEEDED, "result = $4::jsonb", 1, x, NULL);
             free(rt);
         }
+        if (route)
+            json_object_put(route);
         PQclear(r);
     }
     if (req)

@@ -41,21 +41,60 @@ int store__idem_replay(PGconn *c, const char *tenant_id, const char *key, const 
         return api_error_set(err, API_CONFLICT,
                              "Idempotency-Key \"%.64s\" was already used for a different %s request (operation %s)",
                              key, okind, op_id);
-    json_object *op = NULL, *sbx = NULL;
-    if (store__load_op(c, op_id, &op) < 0)
-        return store__db_error(err);
-    json_object *o = json_object_new_object();
-    if (with_sandbox) {
-        if (store__load_sandbox(c, sbx_id, &sbx) < 0) {
-            json_object_put(op);
-            json_object_put(o);
-            return store__db_error(err);
-        }
-        jsonx_add(o, "sandbox", sbx);
-    }
-    jsonx_add(o, "operation", op);
-    *ret = o;
+    if (store__op_reply(c, with_sandbox ? sbx_id : NULL, op_id, ret, err) < 0)
+        return SBX_EDB;
     return 1;
+}
+
+/* Inside the create's transaction: locks the tenant row (serializing
+ * concurrent creates of one tenant, so no race can pass a quota) and checks
+ * req->policy's quotas. 0, SBX_EINVAL with err set (quota_exceeded), SBX_EDB. */
+static int quota_check(PGconn *c, const create_req_t *req, api_error_t *err)
+{
+    const char *pq[] = { req->tenant_id };
+    PGresult *q = db_exec(c, "SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE", 1, pq);
+    PQclear(q);
+    if (!q)
+        return SBX_EDB;
+    q = db_exec(c, "SELECT count(*), coalesce(sum(cpu_millis), 0), coalesce(sum(memory_mib), 0) FROM sandboxes "
+                   "WHERE tenant_id = $1 AND desired_state = 'running' AND phase NOT IN ('deleted', 'failed', 'lost')",
+                1, pq);
+    if (!q)
+        return SBX_EDB;
+    long long n = db_get_ll(q, 0, 0), tcpu = db_get_ll(q, 0, 1), tmem = db_get_ll(q, 0, 2);
+    PQclear(q);
+    const policy_t *pol = req->policy;
+    if (pol->max_sandboxes && n + 1 > pol->max_sandboxes)
+        return api_error_set(err, API_QUOTA_EXCEEDED, "tenant quota max_sandboxes = %lld: %lld sandboxes live",
+                             (long long)pol->max_sandboxes, n);
+    if (pol->max_total_cpu_millis && tcpu + req->spec->cpu_millis > pol->max_total_cpu_millis)
+        return api_error_set(err, API_QUOTA_EXCEEDED,
+                             "tenant quota max_total_cpu_millis = %lld: %lld in use, %lld asked",
+                             (long long)pol->max_total_cpu_millis, tcpu, (long long)req->spec->cpu_millis);
+    if (pol->max_total_memory_mib && tmem + req->spec->memory_mib > pol->max_total_memory_mib)
+        return api_error_set(err, API_QUOTA_EXCEEDED,
+                             "tenant quota max_total_memory_mib = %lld: %lld MiB in use, %lld asked",
+                             (long long)pol->max_total_memory_mib, tmem, (long long)req->spec->memory_mib);
+    return 0;
+}
+
+/* The events of a new sandbox: sandbox.pending (what it asked for) and its
+ * create's operation.pending. 0 or SBX_EDB. */
+static int create_events(PGconn *c, const create_req_t *req, const char *sbx_id, const char *op_id)
+{
+    json_object *sd = json_object_new_object();
+    jsonx_add_str(sd, "image", req->spec->image);
+    jsonx_add_str(sd, "isolation", isolation_name(req->isolation));
+    jsonx_add_str(sd, "network", net_mode_name(req->spec->network));
+    jsonx_add_int(sd, "cpu_millis", req->spec->cpu_millis);
+    jsonx_add_int(sd, "memory_mib", req->spec->memory_mib);
+    jsonx_add_int(sd, "ttl_seconds", req->spec->ttl_seconds);
+    if (store__event_add(c, req->tenant_id, "sandbox.pending", sbx_id, NULL, sd) < 0)
+        return SBX_EDB;
+    json_object *ed = json_object_new_object();
+    jsonx_add_str(ed, "kind", "create");
+    jsonx_add_str(ed, "to", "pending");
+    return store__event_add(c, req->tenant_id, "operation.pending", sbx_id, op_id, ed) < 0 ? SBX_EDB : 0;
 }
 
 int store_sandbox_create(PGconn *c, const store_limits_t *lim, const create_req_t *req, json_object **ret,
@@ -85,38 +124,14 @@ int store_sandbox_create(PGconn *c, const store_limits_t *lim, const create_req_
     if (db_begin(c) < 0)
         goto db_fail;
     if (req->policy) {
-        /* Quotas: the tenant row lock serializes concurrent creates of one
-         * tenant, so no race can pass a quota. */
-        const char *pq[] = { req->tenant_id };
-        PGresult *q = db_exec(c, "SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE", 1, pq);
-        PQclear(q);
-        if (!q)
-            goto db_fail;
-        q = db_exec(c, "SELECT count(*), coalesce(sum(cpu_millis), 0), coalesce(sum(memory_mib), 0) FROM sandboxes "
-                       "WHERE tenant_id = $1 AND desired_state = 'running' AND phase NOT IN ('deleted', 'failed', 'lost')",
-                    1, pq);
-        if (!q)
-            goto db_fail;
-        long long n = db_get_ll(q, 0, 0), tcpu = db_get_ll(q, 0, 1), tmem = db_get_ll(q, 0, 2);
-        PQclear(q);
-        const policy_t *pol = req->policy;
-        int denied = 0;
-        if (pol->max_sandboxes && n + 1 > pol->max_sandboxes)
-            denied = api_error_set(err, API_QUOTA_EXCEEDED, "tenant quota max_sandboxes = %lld: %lld sandboxes live",
-                                   (long long)pol->max_sandboxes, n);
-        else if (pol->max_total_cpu_millis && tcpu + req->spec->cpu_millis > pol->max_total_cpu_millis)
-            denied = api_error_set(err, API_QUOTA_EXCEEDED,
-                                   "tenant quota max_total_cpu_millis = %lld: %lld in use, %lld asked",
-                                   (long long)pol->max_total_cpu_millis, tcpu, (long long)req->spec->cpu_millis);
-        else if (pol->max_total_memory_mib && tmem + req->spec->memory_mib > pol->max_total_memory_mib)
-            denied = api_error_set(err, API_QUOTA_EXCEEDED,
-                                   "tenant quota max_total_memory_mib = %lld: %lld MiB in use, %lld asked",
-                                   (long long)pol->max_total_memory_mib, tmem, (long long)req->spec->memory_mib);
-        if (denied) {
+        int q = quota_check(c, req, err);
+        if (q == SBX_EINVAL) {
             db_rollback(c);
             free(spec_text);
             return SBX_EINVAL;
         }
+        if (q < 0)
+            goto db_fail;
     }
     char *class_text = req->classification ? jsonx_dump(req->classification) : NULL;
     const char *ps[] = { sbx_id, req->tenant_id, spec_text, isolation_name(req->isolation), cpu, mem, ttl,
@@ -143,34 +158,10 @@ int store_sandbox_create(PGconn *c, const store_limits_t *lim, const create_req_
         }
         goto db_fail;
     }
-    json_object *sd = json_object_new_object();
-    jsonx_add_str(sd, "image", req->spec->image);
-    jsonx_add_str(sd, "isolation", isolation_name(req->isolation));
-    jsonx_add_str(sd, "network", net_mode_name(req->spec->network));
-    jsonx_add_int(sd, "cpu_millis", req->spec->cpu_millis);
-    jsonx_add_int(sd, "memory_mib", req->spec->memory_mib);
-    jsonx_add_int(sd, "ttl_seconds", req->spec->ttl_seconds);
-    if (store__event_add(c, req->tenant_id, "sandbox.pending", sbx_id, NULL, sd) < 0)
-        goto db_fail;
-    json_object *ed = json_object_new_object();
-    jsonx_add_str(ed, "kind", "create");
-    jsonx_add_str(ed, "to", "pending");
-    if (store__event_add(c, req->tenant_id, "operation.pending", sbx_id, op_id, ed) < 0 || db_commit(c) < 0)
+    if (create_events(c, req, sbx_id, op_id) < 0 || db_commit(c) < 0)
         goto db_fail;
     free(spec_text);
-    spec_text = NULL;
-
-    json_object *sbx = NULL, *op = NULL;
-    if (store__load_sandbox(c, sbx_id, &sbx) < 0)
-        return store__db_error(err);
-    if (store__load_op(c, op_id, &op) < 0) {
-        json_object_put(sbx);
-        return store__db_error(err);
-    }
-    *ret = json_object_new_object();
-    jsonx_add(*ret, "sandbox", sbx);
-    jsonx_add(*ret, "operation", op);
-    return 0;
+    return store__op_reply(c, sbx_id, op_id, ret, err);
 db_fail:
     free(spec_text);
     store__db_error(err);
@@ -198,6 +189,34 @@ int store__sandbox_lock(PGconn *c, const char *scope, const char *sandbox_id, ch
     return 0;
 }
 
+/* Begins a transaction and locks the sandbox row in scope (as
+ * store__sandbox_lock); on failure the transaction is rolled back. */
+int store__sandbox_begin_locked(PGconn *c, const char *scope, const char *sandbox_id, char ret_tenant[SBX_ID_MAX],
+                                char ret_phase[24], char ret_desired[16], api_error_t *err)
+{
+    if (db_begin(c) < 0)
+        return store__db_error(err);
+    int rc = store__sandbox_lock(c, scope, sandbox_id, ret_tenant, ret_phase, ret_desired, err);
+    if (rc < 0)
+        db_rollback(c);
+    return rc;
+}
+
+/* The start of a request on an existing sandbox: replays an idempotent
+ * one (idem set and a tenant scope: returns 1 with *ret), or begins a
+ * transaction holding the sandbox row (returns 0). < 0 with err set. */
+int store__sandbox_request_begin(PGconn *c, const char *scope, const char *sandbox_id, const char *idem,
+                                 const char *kind, const char *hash, json_object **ret, char ret_tenant[SBX_ID_MAX],
+                                 char ret_phase[24], char ret_desired[16], api_error_t *err)
+{
+    if (idem && scope) {
+        int rr = store__idem_replay(c, scope, idem, kind, hash, false, ret, err);
+        if (rr != 0)
+            return rr;
+    }
+    return store__sandbox_begin_locked(c, scope, sandbox_id, ret_tenant, ret_phase, ret_desired, err);
+}
+
 /* Inside a transaction that holds the sandbox row: records the wish to
  * delete, cancels a create that has not been placed, and adds a delete
  * operation (or returns the open one). ret_op gets its id. */
@@ -205,22 +224,16 @@ int store__sandbox_request_delete(PGconn *c, const store_limits_t *lim, const ch
                                   const char *idem, const char *hash, const char *created_by, char ret_op[SBX_ID_MAX])
 {
     const char *p[] = { sandbox_id };
-    PGresult *r = db_exec(c, "SELECT id FROM operations WHERE sandbox_id = $1 AND kind = 'delete' "
-                             "AND state IN ('pending', 'admitted', 'leased', 'running', 'succeeded') "
-                             "ORDER BY created_at DESC LIMIT 1", 1, p);
-    if (!r)
-        return SBX_EDB;
-    if (PQntuples(r) == 1) {
-        snprintf(ret_op, SBX_ID_MAX, "%s", db_get(r, 0, 0));
-        PQclear(r);
-        return 0;
-    }
-    PQclear(r);
+    int open = store__one_text(c, "SELECT id FROM operations WHERE sandbox_id = $1 AND kind = 'delete' "
+                                  "AND state IN ('pending', 'admitted', 'leased', 'running', 'succeeded') "
+                                  "ORDER BY created_at DESC LIMIT 1", 1, p, ret_op, SBX_ID_MAX);
+    if (open != SBX_ENOTFOUND)
+        return open;
     if (db_run(c, "UPDATE sandboxes SET desired_state = 'deleted', updated_at = now() WHERE id = $1", 1, p) < 0)
         return SBX_EDB;
     /* A create nobody has taken yet is simply cancelled. */
-    r = db_exec(c, "SELECT id, state FROM operations WHERE sandbox_id = $1 AND kind = 'create' "
-                   "AND state IN ('pending', 'admitted')", 1, p);
+    PGresult *r = db_exec(c, "SELECT id, state FROM operations WHERE sandbox_id = $1 AND kind = 'create' "
+                          "AND state IN ('pending', 'admitted')", 1, p);
     if (!r)
         return SBX_EDB;
     for (int i = 0; i < PQntuples(r); i++) {
@@ -258,30 +271,17 @@ int store_sandbox_delete(PGconn *c, const store_limits_t *lim, const char *scope
                          json_object **ret, api_error_t *err)
 {
     char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX];
-    if (idempotency_key && scope) {
-        int rr = store__idem_replay(c, scope, idempotency_key, "delete", request_hash, false, ret, err);
-        if (rr != 0)
-            return rr > 0 ? 0 : rr;
-    }
-    if (db_begin(c) < 0)
-        return store__db_error(err);
-    int rc = store__sandbox_lock(c, scope, sandbox_id, tenant_id, phase, desired, err);
-    if (rc < 0) {
-        db_rollback(c);
-        return rc;
-    }
+    int rc = store__sandbox_request_begin(c, scope, sandbox_id, idempotency_key, "delete", request_hash, ret, tenant_id,
+                                          phase, desired, err);
+    if (rc != 0)
+        return rc > 0 ? 0 : rc;
     if (store__sandbox_request_delete(c, lim, tenant_id, sandbox_id, idempotency_key, request_hash, created_by, op_id) < 0 ||
         db_commit(c) < 0) {
         store__db_error(err);
         db_rollback(c);
         return SBX_EDB;
     }
-    json_object *op = NULL;
-    if (store__load_op(c, op_id, &op) < 0)
-        return store__db_error(err);
-    *ret = json_object_new_object();
-    jsonx_add(*ret, "operation", op);
-    return 0;
+    return store__op_reply(c, NULL, op_id, ret, err);
 }
 
 int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
@@ -289,18 +289,10 @@ int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, c
                       const char *created_by, json_object **ret, api_error_t *err)
 {
     char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX], deadline[24];
-    if (idempotency_key && scope) {
-        int rr = store__idem_replay(c, scope, idempotency_key, "exec", request_hash, false, ret, err);
-        if (rr != 0)
-            return rr > 0 ? 0 : rr;
-    }
-    if (db_begin(c) < 0)
-        return store__db_error(err);
-    int rc = store__sandbox_lock(c, scope, sandbox_id, tenant_id, phase, desired, err);
-    if (rc < 0) {
-        db_rollback(c);
-        return rc;
-    }
+    int rc = store__sandbox_request_begin(c, scope, sandbox_id, idempotency_key, "exec", request_hash, ret, tenant_id,
+                                          phase, desired, err);
+    if (rc != 0)
+        return rc > 0 ? 0 : rc;
     if (strcmp(phase, "running") != 0 || strcmp(desired, "running") != 0) {
         /* Say why a failed sandbox stopped. */
         char why[200] = "";
@@ -361,12 +353,7 @@ int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, c
         db_rollback(c);
         return SBX_EDB;
     }
-    json_object *op = NULL;
-    if (store__load_op(c, op_id, &op) < 0)
-        return store__db_error(err);
-    *ret = json_object_new_object();
-    jsonx_add(*ret, "operation", op);
-    return 0;
+    return store__op_reply(c, NULL, op_id, ret, err);
 }
 
 static char *text_array(const char *const *ids, int n);
@@ -417,33 +404,21 @@ static int attach_history(PGconn *c, json_object *ops)
 int store_sandbox_get(PGconn *c, const char *scope, const char *sandbox_id, json_object **ret, api_error_t *err)
 {
     const char *p[] = { sandbox_id, scope };
-    PGresult *r = db_exec(c, "SELECT " SANDBOX_COLS SANDBOX_FROM "WHERE s.id = $1 AND ($2::text IS NULL OR s.tenant_id = $2)",
-                          2, p);
-    if (!r)
-        return store__db_error(err);
-    if (PQntuples(r) != 1) {
-        PQclear(r);
+    json_object *sbx = NULL, *ops = NULL;
+    int rc = store__fetch_one(c, &store__t_sandbox, SANDBOX_FROM "WHERE s.id = $1 AND ($2::text IS NULL OR s.tenant_id = $2)",
+                              2, p, &sbx);
+    if (rc == SBX_ENOTFOUND)
         return api_error_set(err, API_NOT_FOUND, "no sandbox %.64s", sandbox_id);
-    }
-    json_object *sbx = store__sandbox_json(r, 0);
-    PQclear(r);
-    r = db_exec(c, "SELECT " OP_COLS " FROM operations o WHERE o.sandbox_id = $1 ORDER BY o.created_at DESC LIMIT 20",
-                1, p);
-    if (!r) {
-        json_object_put(sbx);
+    if (rc < 0)
         return store__db_error(err);
-    }
-    json_object *ops = json_object_new_array();
-    for (int i = 0; i < PQntuples(r); i++)
-        json_object_array_add(ops, store__op_json(r, i));
-    PQclear(r);
-    if (attach_history(c, ops) < 0) {
+    if (store__fetch_all(c, &store__t_op, " FROM operations o WHERE o.sandbox_id = $1 ORDER BY o.created_at DESC LIMIT 20",
+                         1, p, &ops) < 0 ||
+        attach_history(c, ops) < 0) {
         json_object_put(ops);
         json_object_put(sbx);
         return store__db_error(err);
     }
-    *ret = json_object_new_object();
-    jsonx_add(*ret, "sandbox", sbx);
+    *ret = store__wrap("sandbox", sbx);
     jsonx_add(*ret, "operations", ops);
     return 0;
 }
@@ -454,41 +429,34 @@ int store_sandbox_list(PGconn *c, const char *scope, const char *tenant_name, bo
     char lim[16];
     snprintf(lim, sizeof lim, "%d", limit);
     const char *p[] = { scope, tenant_name, include_deleted ? "t" : "f", lim };
-    PGresult *r = db_exec(c, "SELECT " SANDBOX_COLS SANDBOX_FROM
-                             "WHERE ($1::text IS NULL OR s.tenant_id = $1) AND ($2::text IS NULL OR tn.name = $2) "
-                             "AND ($3::boolean OR s.phase <> 'deleted') ORDER BY s.created_at DESC LIMIT $4::int",
-                          4, p);
-    if (!r)
-        return store__db_error(err);
-    *ret = store__rows_object(r, "sandboxes", store__sandbox_json);
-    return 0;
+    return store__api_list(c, &store__t_sandbox,
+                           SANDBOX_FROM "WHERE ($1::text IS NULL OR s.tenant_id = $1) AND ($2::text IS NULL OR tn.name = $2) "
+                           "AND ($3::boolean OR s.phase <> 'deleted') ORDER BY s.created_at DESC LIMIT $4::int",
+                           4, p, "sandboxes", ret, err);
 }
 
 int store_operation_get(PGconn *c, const char *scope, const char *op_id, json_object **ret, bool *ret_terminal,
                         api_error_t *err)
 {
     const char *p[] = { op_id, scope };
-    PGresult *r = db_exec(c, "SELECT " OP_COLS " FROM operations o WHERE o.id = $1 AND ($2::text IS NULL OR o.tenant_id = $2)",
-                          2, p);
-    if (!r)
+    json_object *one = NULL;
+    int rc = store__fetch_all(c, &store__t_op, " FROM operations o WHERE o.id = $1 AND ($2::text IS NULL OR o.tenant_id = $2)",
+                              2, p, &one);
+    if (rc < 0)
         return store__db_error(err);
-    if (PQntuples(r) != 1) {
-        PQclear(r);
+    if (json_object_array_length(one) != 1) {
+        json_object_put(one);
         return api_error_set(err, API_NOT_FOUND, "no operation %.64s", op_id);
     }
     op_state_t st = OP_PENDING;
-    op_state_parse(db_get(r, 0, 2), &st);
+    op_state_parse(jsonx_get_str(json_object_array_get_idx(one, 0), "state"), &st);
     if (ret_terminal)
         *ret_terminal = op_state_terminal(st);
-    json_object *one = json_object_new_array();
-    json_object_array_add(one, store__op_json(r, 0));
-    PQclear(r);
     if (attach_history(c, one) < 0) {
         json_object_put(one);
         return store__db_error(err);
     }
-    *ret = json_object_new_object();
-    jsonx_add(*ret, "operation", json_object_get(json_object_array_get_idx(one, 0)));
+    *ret = store__wrap("operation", json_object_get(json_object_array_get_idx(one, 0)));
     json_object_put(one);
     return 0;
 }

@@ -1,7 +1,8 @@
 /* The store's internal header: what its rooms (the .c files of
  * controller/store/) share and nothing outside the store includes. SQL
- * fragments, the row mappers and the transition helpers; every function
- * here is store__-prefixed (public ones, store_, are in store.h). */
+ * fragments, the column tables with their list/get skeleton, and the
+ * transition helpers; every function here is store__-prefixed (public
+ * ones, store_, are in store.h). */
 #ifndef SBX_STORE_INT_H
 #define SBX_STORE_INT_H
 
@@ -27,26 +28,70 @@
 
 #define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
-#define SANDBOX_COLS \
-    "s.id, tn.name, s.spec::text, s.phase, s.desired_state, w.name, s.isolation, s.cpu_millis, s.memory_mib, " \
-    "s.ttl_seconds, " TS("s.expires_at") ", " TS("s.created_at") ", " TS("s.updated_at") ", s.classification::text, " \
-    "s.failure::text"
 #define SANDBOX_FROM \
     " FROM sandboxes s JOIN tenants tn ON tn.id = s.tenant_id LEFT JOIN workers w ON w.id = s.worker_id "
 
-#define OP_COLS \
-    "o.id, o.kind, o.state, o.sandbox_id, o.attempt, " TS("o.created_at") ", " TS("o.updated_at") ", " \
-    TS("o.finished_at") ", o.error_code, o.error_message, o.placement::text, o.result::text"
-#define TENANT_COLS "tn.id, tn.name, " TS("tn.created_at") ", tn.policy::text"
-#define TOKEN_COLS \
-    "t.id, tn.name, t.role, t.name, " TS("t.created_at") ", " TS("t.expires_at") ", " TS("t.revoked_at")
-#define WORKER_COLS \
-    "id, name, labels::text, array_to_json(isolation)::text, runtime, cpu_millis, memory_mib, slots, " \
-    "alloc_cpu_millis, alloc_memory_mib, alloc_slots, version, state, " TS("last_heartbeat") ", " TS("created_at") \
-    ", networks::text, probes::text, jsonb_array_length(images), route_address"
-#define ROUTE_COLS \
-    "r.id, r.name, r.sandbox_id, r.port, r.auth, r.state, " TS("r.expires_at") ", " TS("r.created_at") ", " \
-    TS("r.removed_at") ", r.removed_reason"
+/* ---- column tables (columns.c) ----
+ * One table per object the API shows: a row per JSON key with the SQL that
+ * reads it. The SELECT list and the row-to-JSON mapping both come from the
+ * table, so a new column is one row and shifts nothing else. */
+typedef enum {
+    COL_TEXT,      /* a string; SQL NULL → null */
+    COL_TEXT_OMIT, /* a string; SQL NULL → the key is left out */
+    COL_INT,       /* an integer; SQL NULL → 0 */
+    COL_BOOL,      /* 't' → true, anything else false */
+    COL_JSON,      /* JSON text, parsed; SQL NULL or unreadable → null */
+    COL_JSON_OBJ,  /* as COL_JSON, but SQL NULL or unreadable → {} */
+    COL_HIDDEN,    /* selected for the table's hook or its caller; no key of its own */
+    COL_HOOK,      /* no SQL: the table's hook makes the value from the row */
+} col_kind_t;
+
+/* A key "parent.member" puts the value into the object "parent", which is
+ * made where its first member is. */
+typedef struct store_col {
+    const char *key;
+    const char *sql;  /* NULL for COL_HOOK */
+    col_kind_t kind;
+} store_col_t;
+
+typedef struct store_table store_table_t;
+struct store_table {
+    const store_col_t *cols;
+    int ncols;
+    json_object *(*hook)(const store_table_t *t, const char *key, const PGresult *r, int row);
+    const char *list; /* the SELECT list, built once by store__cols */
+};
+
+extern store_table_t store__t_sandbox, store__t_op, store__t_worker, store__t_route, store__t_tenant,
+    store__t_token, store__t_event, store__t_assignment;
+
+/* The table's SELECT list ("s.id, tn.name, …"); NULL only out of memory. */
+const char *store__cols(const store_table_t *t);
+/* The text of column key in a row selected with t's list (NULL: SQL NULL
+ * or no such column). */
+const char *store__col_text(const store_table_t *t, const PGresult *r, int row, const char *key);
+/* A row selected with t's list → a new JSON object. */
+json_object *store__row_json(const store_table_t *t, const PGresult *r, int row);
+/* Every row → a new JSON array (r is not cleared). */
+json_object *store__rows_json(const store_table_t *t, const PGresult *r);
+/* Runs head, t's SELECT list, then tail ("SELECT ", " FROM … WHERE …", or
+ * "UPDATE … RETURNING ", ""). NULL on a database error. */
+PGresult *store__exec_cols(PGconn *c, const store_table_t *t, const char *head, const char *tail, int n,
+                           const char *const *p);
+/* SELECT <t's list> tail: the one row as *ret; SBX_ENOTFOUND, SBX_EDB. */
+int store__fetch_one(PGconn *c, const store_table_t *t, const char *tail, int n, const char *const *p,
+                     json_object **ret);
+/* SELECT <t's list> tail: every row as a JSON array *ret; 0 or SBX_EDB. */
+int store__fetch_all(PGconn *c, const store_table_t *t, const char *tail, int n, const char *const *p,
+                     json_object **ret);
+/* {key: v} (v taken). */
+json_object *store__wrap(const char *key, json_object *v);
+/* The API's list and get: {"<key>":[…]}, or {"<key>":{…}} with 404 "no
+ * <key> <name>" when no row matches; err set on a database error. */
+int store__api_list(PGconn *c, const store_table_t *t, const char *tail, int n, const char *const *p,
+                    const char *key, json_object **ret, api_error_t *err);
+int store__api_get(PGconn *c, const store_table_t *t, const char *tail, int n, const char *const *p,
+                   const char *key, const char *name, json_object **ret, api_error_t *err);
 
 /* Lease expiries by outcome (core.c registers it; reconcile.c counts). */
 extern metric_family_t *store__m_lease_expiries;
@@ -54,11 +99,18 @@ extern pthread_once_t store__metrics_once;
 
 int store__db_error(api_error_t *err);
 json_object *store__parse_json_text(const char *s);
-json_object *store__sandbox_json(const PGresult *r, int row);
-json_object *store__op_json(const PGresult *r, int row);
-json_object *store__rows_object(PGresult *r, const char *key, json_object *(*row_json)(const PGresult *, int));
 int store__load_op(PGconn *c, const char *op_id, json_object **ret);
 int store__load_sandbox(PGconn *c, const char *sandbox_id, json_object **ret);
+int store__one_row(PGconn *c, const char *sql, int n, const char *const *p, bool *ret_hit);
+int store__one_text(PGconn *c, const char *sql, int n, const char *const *p, char *ret, size_t len);
+int store__begin_returning(PGconn *c, const store_table_t *t, const char *head, int n, const char *const *p,
+                           PGresult **ret);
+int store__sandbox_begin_locked(PGconn *c, const char *scope, const char *sandbox_id, char ret_tenant[SBX_ID_MAX],
+                                char ret_phase[24], char ret_desired[16], api_error_t *err);
+int store__sandbox_request_begin(PGconn *c, const char *scope, const char *sandbox_id, const char *idem,
+                                 const char *kind, const char *hash, json_object **ret, char ret_tenant[SBX_ID_MAX],
+                                 char ret_phase[24], char ret_desired[16], api_error_t *err);
+int store__op_reply(PGconn *c, const char *sandbox_id, const char *op_id, json_object **ret, api_error_t *err);
 int store__event_add(PGconn *c, const char *tenant_id, const char *kind, const char *sandbox_id, const char *op_id,
                      json_object *data);
 void store__metrics_init(void);

@@ -4,37 +4,6 @@
 
 /* ---- workers ---- */
 
-
-static json_object *worker_json(const PGresult *r, int row)
-{
-    json_object *o = json_object_new_object();
-    jsonx_add_str(o, "id", db_get(r, row, 0));
-    jsonx_add_str(o, "name", db_get(r, row, 1));
-    jsonx_add(o, "labels", store__parse_json_text(db_get(r, row, 2)));
-    jsonx_add(o, "isolation", store__parse_json_text(db_get(r, row, 3)));
-    jsonx_add_str(o, "runtime", db_get(r, row, 4));
-    json_object *cap = json_object_new_object();
-    jsonx_add_int(cap, "cpu_millis", db_get_ll(r, row, 5));
-    jsonx_add_int(cap, "memory_mib", db_get_ll(r, row, 6));
-    jsonx_add_int(cap, "slots", db_get_ll(r, row, 7));
-    jsonx_add(o, "capacity", cap);
-    json_object *al = json_object_new_object();
-    jsonx_add_int(al, "cpu_millis", db_get_ll(r, row, 8));
-    jsonx_add_int(al, "memory_mib", db_get_ll(r, row, 9));
-    jsonx_add_int(al, "slots", db_get_ll(r, row, 10));
-    jsonx_add(o, "allocated", al);
-    jsonx_add_str(o, "version", db_get(r, row, 11));
-    jsonx_add_str(o, "state", db_get(r, row, 12));
-    jsonx_add_str(o, "last_heartbeat", db_get(r, row, 13));
-    jsonx_add_str(o, "created_at", db_get(r, row, 14));
-    jsonx_add(o, "networks", store__parse_json_text(db_get(r, row, 15)));
-    jsonx_add(o, "probes", store__parse_json_text(db_get(r, row, 16)));
-    jsonx_add_int(o, "images_present", db_get_ll(r, row, 17));
-    if (!PQgetisnull(r, row, 18))
-        jsonx_add_str(o, "route_address", db_get(r, row, 18));
-    return o;
-}
-
 #define WORKER_MAX_IMAGES 512
 
 /* The images a worker reports: an array of at most WORKER_MAX_IMAGES
@@ -212,7 +181,7 @@ int store_worker_register(PGconn *c, json_object *body, const char *token_id, js
     snprintf(slotss, sizeof slotss, "%lld", (long long)slots);
     const char *p[] = { id, name, labels_text, iso_lit, runtime, cpus, mems, slotss, version ? version : "",
                         nets_text, probes_text, images_text ? images_text : "[]", route_address, token_id };
-    PGresult *r = db_begin(c) < 0 ? NULL : db_exec(c,
+    PGresult *r = db_begin(c) < 0 ? NULL : store__exec_cols(c, &store__t_worker,
                           "INSERT INTO workers (id, name, labels, isolation, runtime, cpu_millis, memory_mib, slots, "
                           "version, state, networks, probes, images, route_address, token_id) VALUES ($1, $2, "
                           "$3::jsonb, $4::text[], $5, $6, $7, $8, $9, 'ready', $10::jsonb, $11::jsonb, $12::jsonb, "
@@ -223,7 +192,7 @@ int store_worker_register(PGconn *c, json_object *body, const char *token_id, js
                           "networks = EXCLUDED.networks, probes = EXCLUDED.probes, images = EXCLUDED.images, "
                           "route_address = EXCLUDED.route_address, token_id = EXCLUDED.token_id, "
                           "state = CASE WHEN workers.state = 'draining' THEN 'draining' ELSE 'ready' END, "
-                          "last_heartbeat = now(), updated_at = now() RETURNING " WORKER_COLS,
+                          "last_heartbeat = now(), updated_at = now() RETURNING ", "",
                           14, p);
     free(labels_text);
     free(nets_text);
@@ -231,39 +200,27 @@ int store_worker_register(PGconn *c, json_object *body, const char *token_id, js
     free(images_text);
     json_object *ed = json_object_new_object();
     jsonx_add_str(ed, "worker", name);
-    jsonx_add_str(ed, "worker_id", r ? db_get(r, 0, 0) : NULL);
+    jsonx_add_str(ed, "worker_id", r ? store__col_text(&store__t_worker, r, 0, "id") : NULL);
     if (!r || store__event_add(c, NULL, "worker.registered", NULL, NULL, ed) < 0 || db_commit(c) < 0) {
         PQclear(r);
         store__db_error(err);
         db_rollback(c);
         return SBX_EDB;
     }
-    *ret = worker_json(r, 0);
+    *ret = store__row_json(&store__t_worker, r, 0);
     PQclear(r);
     return 0;
 }
 
 int store_cluster_id(PGconn *c, char ret[64])
 {
-    PGresult *r = db_exec(c, "SELECT id FROM cluster", 0, NULL);
-    if (!r)
-        return SBX_EDB;
-    int rc = PQntuples(r) == 1 ? 0 : SBX_ENOTFOUND;
-    if (rc == 0)
-        snprintf(ret, 64, "%s", db_get(r, 0, 0));
-    PQclear(r);
-    return rc;
+    return store__one_text(c, "SELECT id FROM cluster", 0, NULL, ret, 64);
 }
 
 int store_worker_exists(PGconn *c, const char *worker_id, bool *ret)
 {
     const char *p[] = { worker_id };
-    PGresult *r = db_exec(c, "SELECT 1 FROM workers WHERE id = $1", 1, p);
-    if (!r)
-        return SBX_EDB;
-    *ret = PQntuples(r) == 1;
-    PQclear(r);
-    return 0;
+    return store__one_row(c, "SELECT 1 FROM workers WHERE id = $1", 1, p, ret);
 }
 
 /* Seconds a phase change is trusted over a worker's inventory snapshot (the
@@ -359,17 +316,15 @@ static int heartbeat_reconcile(PGconn *c, const store_limits_t *lim, const char 
         const char *ref = jsonx_get_str(e, "ref");
         const char *fin = observed_time_known(ob.finished_at) ? ob.finished_at : NULL;
         const char *q[] = { sbx, worker_id, grace, fin, ref };
-        PGresult *r = db_exec(c,
-                              "SELECT 1 FROM sandboxes s WHERE s.id = $1 AND s.worker_id = $2 AND s.phase = 'running' "
-                              "AND (s.runtime_ref IS NULL OR $5::text IS NULL OR s.runtime_ref = $5) "
-                              "AND (s.updated_at < now() - make_interval(secs => $3::bigint) "
-                              "     OR ($4::timestamptz IS NOT NULL AND $4::timestamptz > s.updated_at)) "
-                              "FOR UPDATE OF s SKIP LOCKED",
-                              5, q);
-        if (!r)
+        bool fail = false;
+        if (store__one_row(c,
+                           "SELECT 1 FROM sandboxes s WHERE s.id = $1 AND s.worker_id = $2 AND s.phase = 'running' "
+                           "AND (s.runtime_ref IS NULL OR $5::text IS NULL OR s.runtime_ref = $5) "
+                           "AND (s.updated_at < now() - make_interval(secs => $3::bigint) "
+                           "     OR ($4::timestamptz IS NOT NULL AND $4::timestamptz > s.updated_at)) "
+                           "FOR UPDATE OF s SKIP LOCKED",
+                           5, q, &fail) < 0)
             return SBX_EDB;
-        bool fail = PQntuples(r) == 1;
-        PQclear(r);
         if (!fail)
             continue;
         json_object *f = observed_failure_json(&ob);
@@ -451,10 +406,11 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
         free(images_text);
         goto db_fail;
     }
-    PGresult *r = db_exec(c, "UPDATE workers SET last_heartbeat = now(), inventory = coalesce($2::jsonb, inventory), "
-                             "images = coalesce($3::jsonb, images), updated_at = now(), "
-                             "state = CASE WHEN state = 'lost' THEN 'ready' ELSE state END "
-                             "WHERE id = $1 RETURNING " WORKER_COLS, 3, p);
+    PGresult *r = store__exec_cols(c, &store__t_worker,
+                                   "UPDATE workers SET last_heartbeat = now(), inventory = coalesce($2::jsonb, inventory), "
+                                   "images = coalesce($3::jsonb, images), updated_at = now(), "
+                                   "state = CASE WHEN state = 'lost' THEN 'ready' ELSE state END "
+                                   "WHERE id = $1 RETURNING ", "", 3, p);
     free(images_text);
     if (!r)
         goto db_fail;
@@ -495,7 +451,7 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
     }
     free(inv_text);
     *ret = json_object_new_object();
-    jsonx_add(*ret, "worker", worker_json(r, 0));
+    jsonx_add(*ret, "worker", store__row_json(&store__t_worker, r, 0));
     jsonx_add(*ret, "remove", remove);
     PQclear(r);
     return 0;
@@ -510,38 +466,30 @@ int store_worker_set_draining(PGconn *c, const char *name, bool drain, json_obje
 {
     const char *p[] = { name, drain ? "draining" : "ready" };
     /* A lost worker stays lost until it is heard again. */
-    PGresult *r = db_begin(c) < 0 ? NULL : db_exec(c, "UPDATE workers SET state = CASE WHEN state = 'lost' THEN 'lost' ELSE $2 END, "
-                             "updated_at = now() WHERE name = $1 RETURNING " WORKER_COLS, 2, p);
-    if (!r) {
-        db_rollback(c);
-        return store__db_error(err);
-    }
-    if (PQntuples(r) != 1) {
-        PQclear(r);
-        db_rollback(c);
+    PGresult *r = NULL;
+    int rc = store__begin_returning(c, &store__t_worker, "UPDATE workers SET state = CASE WHEN state = 'lost' THEN "
+                                    "'lost' ELSE $2 END, updated_at = now() WHERE name = $1 RETURNING ", 2, p, &r);
+    if (rc == SBX_ENOTFOUND)
         return api_error_set(err, API_NOT_FOUND, "no worker named %.128s", name);
-    }
+    if (rc < 0)
+        return store__db_error(err);
     json_object *ed = json_object_new_object();
     jsonx_add_str(ed, "worker", name);
-    jsonx_add_str(ed, "worker_id", db_get(r, 0, 0));
+    jsonx_add_str(ed, "worker_id", store__col_text(&store__t_worker, r, 0, "id"));
     if (store__event_add(c, NULL, drain ? "worker.draining" : "worker.resumed", NULL, NULL, ed) < 0 || db_commit(c) < 0) {
         PQclear(r);
         db_rollback(c);
         return store__db_error(err);
     }
     *ret = json_object_new_object();
-    jsonx_add(*ret, "worker", worker_json(r, 0));
+    jsonx_add(*ret, "worker", store__row_json(&store__t_worker, r, 0));
     PQclear(r);
     return 0;
 }
 
 int store_worker_list(PGconn *c, json_object **ret, api_error_t *err)
 {
-    PGresult *r = db_exec(c, "SELECT " WORKER_COLS " FROM workers ORDER BY name", 0, NULL);
-    if (!r)
-        return store__db_error(err);
-    *ret = store__rows_object(r, "workers", worker_json);
-    return 0;
+    return store__api_list(c, &store__t_worker, " FROM workers ORDER BY name", 0, NULL, "workers", ret, err);
 }
 
 int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object **ret, int *ret_n,
@@ -551,19 +499,19 @@ int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_
     if (db_begin(c) < 0)
         return store__db_error(err);
     const char *p[] = { worker_id };
-    PGresult *r = db_exec(c,
-                          "SELECT o.id, o.kind, o.attempt, o.sandbox_id, tn.name, s.isolation, s.runtime_ref, "
-                          "  s.spec::text, o.request::text "
-                          "FROM operations o JOIN sandboxes s ON s.id = o.sandbox_id "
-                          "JOIN tenants tn ON tn.id = o.tenant_id "
-                          "WHERE o.lease_worker_id = $1 AND o.state = 'leased' "
-                          "ORDER BY o.created_at LIMIT 64 FOR UPDATE OF o SKIP LOCKED",
-                          1, p);
+    const store_table_t *t = &store__t_assignment;
+    PGresult *r = store__exec_cols(c, t, "SELECT ",
+                                   " FROM operations o JOIN sandboxes s ON s.id = o.sandbox_id "
+                                   "JOIN tenants tn ON tn.id = o.tenant_id "
+                                   "WHERE o.lease_worker_id = $1 AND o.state = 'leased' "
+                                   "ORDER BY o.created_at LIMIT 64 FOR UPDATE OF o SKIP LOCKED",
+                                   1, p);
     if (!r)
         goto db_fail;
     json_object *arr = json_object_new_array();
     for (int i = 0; i < PQntuples(r); i++) {
-        const char *op_id = db_get(r, i, 0), *kind = db_get(r, i, 1), *sbx = db_get(r, i, 3);
+        const char *op_id = store__col_text(t, r, i, "operation_id"), *kind = store__col_text(t, r, i, "kind"),
+                   *sbx = store__col_text(t, r, i, "sandbox_id");
         /* Handing it out starts a fresh lease: from now on only the
          * worker's heartbeats (naming it as held) renew it. */
         char lease[24];
@@ -583,17 +531,9 @@ int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_
             PQclear(r);
             goto db_fail;
         }
-        json_object *a = json_object_new_object();
-        jsonx_add_str(a, "operation_id", op_id);
-        jsonx_add_str(a, "kind", kind);
-        jsonx_add_int(a, "attempt", db_get_ll(r, i, 2));
-        jsonx_add_str(a, "sandbox_id", sbx);
-        jsonx_add_str(a, "tenant", db_get(r, i, 4));
-        jsonx_add_str(a, "isolation", db_get(r, i, 5));
-        jsonx_add_str(a, "runtime_ref", db_get(r, i, 6));
-        jsonx_add(a, "spec", store__parse_json_text(db_get(r, i, 7)));
+        json_object *a = store__row_json(t, r, i);
         if (strcmp(kind, "exec") == 0) {
-            json_object *ex = store__parse_json_text(db_get(r, i, 8));
+            json_object *ex = store__parse_json_text(store__col_text(t, r, i, "request"));
             int64_t mo = 0;
             if (ex && (!jsonx_get_int(ex, "max_output_bytes", &mo) || mo <= 0))
                 jsonx_add_int(ex, "max_output_bytes", lim->exec_output_default);
@@ -617,115 +557,142 @@ db_fail:
     return SBX_EDB;
 }
 
-int store_worker_report(PGconn *c, const char *worker_id, json_object *body, json_object **ret, api_error_t *err)
+/* A worker's report, checked. Borrowed from the body. */
+typedef struct report {
+    const char *op_id;
+    int64_t attempt;
+    bool ok;                 /* outcome succeeded */
+    json_object *result, *error;
+    const char *runtime_ref;
+    bool observed;           /* a failed create whose container was not running: what the runtime saw */
+    observed_t ob;
+} report_t;
+
+static int report_parse(json_object *body, report_t *ret, api_error_t *err)
 {
-    const char *op_id = jsonx_get_str(body, "operation_id");
+    memset(ret, 0, sizeof *ret);
+    ret->op_id = jsonx_get_str(body, "operation_id");
     const char *outcome = jsonx_get_str(body, "outcome");
-    int64_t attempt = -1;
-    if (!op_id || !ids_valid("op", op_id))
+    ret->attempt = -1;
+    if (!ret->op_id || !ids_valid("op", ret->op_id))
         return api_error_set(err, API_INVALID_ARGUMENT, "operation_id is required");
-    if (!jsonx_get_int(body, "attempt", &attempt))
+    if (!jsonx_get_int(body, "attempt", &ret->attempt))
         return api_error_set(err, API_INVALID_ARGUMENT, "attempt (the fencing token) is required");
     if (!outcome || (strcmp(outcome, "succeeded") != 0 && strcmp(outcome, "failed") != 0))
         return api_error_set(err, API_INVALID_ARGUMENT, "outcome must be succeeded or failed");
-    bool ok = strcmp(outcome, "succeeded") == 0;
-    json_object *result = jsonx_get_obj(body, "result");
-    json_object *error = jsonx_get_obj(body, "error");
-    const char *runtime_ref = jsonx_get_str(body, "runtime_ref");
-    if (runtime_ref && strlen(runtime_ref) > 128)
+    ret->ok = strcmp(outcome, "succeeded") == 0;
+    ret->result = jsonx_get_obj(body, "result");
+    ret->error = jsonx_get_obj(body, "error");
+    ret->runtime_ref = jsonx_get_str(body, "runtime_ref");
+    if (ret->runtime_ref && strlen(ret->runtime_ref) > 128)
         return api_error_set(err, API_INVALID_ARGUMENT, "runtime_ref is too long");
-    /* A failed create whose container was not running: what the runtime saw. */
     json_object *obs_json = NULL;
-    observed_t ob;
-    bool observed = json_object_object_get_ex(body, "observed", &obs_json) &&
+    ret->observed = json_object_object_get_ex(body, "observed", &obs_json) &&
                     !json_object_is_type(obs_json, json_type_null);
-    if (observed && observed_from_json(obs_json, "observed", &ob, err) < 0)
+    if (ret->observed && observed_from_json(obs_json, "observed", &ret->ob, err) < 0)
         return SBX_EINVAL;
+    return 0;
+}
 
-    if (db_begin(c) < 0)
-        return store__db_error(err);
-    const char *p[] = { op_id };
+/* Locks the operation and checks that the report holds its lease: running,
+ * this attempt, this worker. 0 with its kind and sandbox; SBX_EINVAL with
+ * err (not found, stale lease); SBX_EDB. */
+static int report_lock(PGconn *c, const char *worker_id, const report_t *rep, char ret_kind[16],
+                       char ret_sbx[SBX_ID_MAX], api_error_t *err)
+{
+    const char *p[] = { rep->op_id };
     PGresult *r = db_exec(c, "SELECT kind, state, attempt, coalesce(lease_worker_id, ''), sandbox_id "
                              "FROM operations WHERE id = $1 FOR UPDATE", 1, p);
     if (!r)
-        goto db_fail;
+        return SBX_EDB;
     if (PQntuples(r) != 1) {
         PQclear(r);
-        db_rollback(c);
-        return api_error_set(err, API_NOT_FOUND, "no operation %s", op_id);
+        return api_error_set(err, API_NOT_FOUND, "no operation %s", rep->op_id);
     }
-    char kind[16], sbx[SBX_ID_MAX];
-    snprintf(kind, sizeof kind, "%s", db_get(r, 0, 0));
-    snprintf(sbx, sizeof sbx, "%s", db_get(r, 0, 4));
-    bool fresh = strcmp(db_get(r, 0, 1), "running") == 0 && db_get_ll(r, 0, 2) == attempt &&
+    snprintf(ret_kind, 16, "%s", db_get(r, 0, 0));
+    snprintf(ret_sbx, SBX_ID_MAX, "%s", db_get(r, 0, 4));
+    bool fresh = strcmp(db_get(r, 0, 1), "running") == 0 && db_get_ll(r, 0, 2) == rep->attempt &&
                  strcmp(db_get(r, 0, 3), worker_id) == 0;
-    if (!fresh) {
-        api_error_set(err, API_STALE_LEASE,
-                      "report refused: operation %s is %s at attempt %lld leased to %s; this report holds attempt %lld",
-                      op_id, db_get(r, 0, 1), db_get_ll(r, 0, 2), *db_get(r, 0, 3) ? db_get(r, 0, 3) : "nobody",
-                      (long long)attempt);
-        PQclear(r);
-        db_rollback(c);
-        return SBX_EINVAL;
-    }
+    int rc = 0;
+    if (!fresh)
+        rc = api_error_set(err, API_STALE_LEASE,
+                           "report refused: operation %s is %s at attempt %lld leased to %s; this report holds attempt "
+                           "%lld", rep->op_id, db_get(r, 0, 1), db_get_ll(r, 0, 2),
+                           *db_get(r, 0, 3) ? db_get(r, 0, 3) : "nobody", (long long)rep->attempt);
     PQclear(r);
+    return rc;
+}
 
-    int rc;
-    if (ok) {
-        char *res = result ? jsonx_dump(result) : NULL;
+/* The operation's end and what it means for its sandbox, in the report's
+ * transaction. *ret_cas is the operation's compare-and-set result (< 0:
+ * nothing else was done); returns 0 or SBX_EDB. */
+static int report_apply(PGconn *c, const report_t *rep, const char *kind, const char *sbx, int *ret_cas)
+{
+    bool create = strcmp(kind, "create") == 0;
+    if (rep->ok) {
+        char *res = rep->result ? jsonx_dump(rep->result) : NULL;
         const char *x[] = { res };
-        rc = store__op_cas(c, op_id, OP_RUNNING, OP_SUCCEEDED, res ? "result = $4::jsonb" : NULL, res ? 1 : 0, x, NULL);
+        *ret_cas = store__op_cas(c, rep->op_id, OP_RUNNING, OP_SUCCEEDED, res ? "result = $4::jsonb" : NULL,
+                                 res ? 1 : 0, x, NULL);
         free(res);
-        if (rc < 0)
-            goto cas_fail;
-        if (strcmp(kind, "create") == 0) {
-            const char *y[] = { runtime_ref };
-            if (store__sandbox_set_phase(c, sbx, PH_RUNNING,
-                                  "runtime_ref = $3, expires_at = now() + make_interval(secs => ttl_seconds), "
-                                  "observed_generation = generation", 1, y) < 0)
-                goto db_fail;
-        } else if (strcmp(kind, "delete") == 0) {
-            if (store__sandbox_set_phase(c, sbx, PH_DELETED, "deleted_at = now(), runtime_ref = NULL", 0, NULL) < 0 ||
-                store__sandbox_release_allocation(c, sbx) < 0)
-                goto db_fail;
-        }
-    } else {
-        const char *code = jsonx_get_str(error, "code");
-        const char *msg = jsonx_get_str(error, "message");
-        if (!code || api_code_parse(code) < 0)
-            code = "runtime_error";
-        char mbuf[1024];
-        snprintf(mbuf, sizeof mbuf, "%s", msg ? msg : "the worker reported a failure without a message");
-        const char *x[] = { code, mbuf };
-        rc = store__op_cas(c, op_id, OP_RUNNING, OP_FAILED, "error_code = $4, error_message = $5", 2, x, NULL);
-        if (rc < 0)
-            goto cas_fail;
-        if (strcmp(kind, "create") == 0 && observed) {
-            char *tail = ob.output_tail ? strndup(ob.output_tail, ob.output_tail_len) : NULL;
-            int x2 = store__sandbox_fail_observed(c, sbx, observed_failure_json(&ob), tail);
-            free(tail);
-            if (x2 < 0)
-                goto db_fail;
-        } else if (strcmp(kind, "create") == 0) {
-            if (store__sandbox_set_phase(c, sbx, PH_FAILED, NULL, 0, NULL) < 0 || store__sandbox_release_allocation(c, sbx) < 0)
-                goto db_fail;
-        }
+        if (*ret_cas < 0)
+            return 0;
+        const char *y[] = { rep->runtime_ref };
+        if (create)
+            return store__sandbox_set_phase(c, sbx, PH_RUNNING,
+                                            "runtime_ref = $3, expires_at = now() + make_interval(secs => "
+                                            "ttl_seconds), observed_generation = generation", 1, y) < 0 ? SBX_EDB : 0;
+        if (strcmp(kind, "delete") == 0 &&
+            (store__sandbox_set_phase(c, sbx, PH_DELETED, "deleted_at = now(), runtime_ref = NULL", 0, NULL) < 0 ||
+             store__sandbox_release_allocation(c, sbx) < 0))
+            return SBX_EDB;
+        return 0;
     }
-    if (db_commit(c) < 0)
-        goto db_fail;
-    json_object *op = NULL;
-    if (store__load_op(c, op_id, &op) < 0)
-        return store__db_error(err);
-    *ret = json_object_new_object();
-    jsonx_add(*ret, "operation", op);
+    const char *code = jsonx_get_str(rep->error, "code");
+    const char *msg = jsonx_get_str(rep->error, "message");
+    if (!code || api_code_parse(code) < 0)
+        code = "runtime_error";
+    char mbuf[1024];
+    snprintf(mbuf, sizeof mbuf, "%s", msg ? msg : "the worker reported a failure without a message");
+    const char *x[] = { code, mbuf };
+    *ret_cas = store__op_cas(c, rep->op_id, OP_RUNNING, OP_FAILED, "error_code = $4, error_message = $5", 2, x, NULL);
+    if (*ret_cas < 0 || !create)
+        return 0;
+    if (rep->observed) {
+        char *tail = rep->ob.output_tail ? strndup(rep->ob.output_tail, rep->ob.output_tail_len) : NULL;
+        int x2 = store__sandbox_fail_observed(c, sbx, observed_failure_json(&rep->ob), tail);
+        free(tail);
+        return x2 < 0 ? SBX_EDB : 0;
+    }
+    if (store__sandbox_set_phase(c, sbx, PH_FAILED, NULL, 0, NULL) < 0 || store__sandbox_release_allocation(c, sbx) < 0)
+        return SBX_EDB;
     return 0;
-cas_fail:
-    db_rollback(c);
-    if (rc == SBX_ECONFLICT)
-        return api_error_set(err, API_STALE_LEASE, "report refused: operation %s changed state", op_id);
-    return store__db_error(err);
-db_fail:
-    store__db_error(err);
-    db_rollback(c);
-    return SBX_EDB;
+}
+
+int store_worker_report(PGconn *c, const char *worker_id, json_object *body, json_object **ret, api_error_t *err)
+{
+    report_t rep;
+    if (report_parse(body, &rep, err) < 0)
+        return SBX_EINVAL;
+    if (db_begin(c) < 0)
+        return store__db_error(err);
+    char kind[16], sbx[SBX_ID_MAX];
+    int rc = report_lock(c, worker_id, &rep, kind, sbx, err);
+    if (rc == SBX_EINVAL) {
+        db_rollback(c);
+        return rc;
+    }
+    int cas = 0;
+    if (rc < 0 || report_apply(c, &rep, kind, sbx, &cas) < 0 || (cas >= 0 && db_commit(c) < 0)) {
+        store__db_error(err);
+        db_rollback(c);
+        return SBX_EDB;
+    }
+    if (cas < 0) {
+        db_rollback(c);
+        if (cas == SBX_ECONFLICT)
+            return api_error_set(err, API_STALE_LEASE, "report refused: operation %s changed state", rep.op_id);
+        return store__db_error(err);
+    }
+    return store__op_reply(c, NULL, rep.op_id, ret, err);
 }

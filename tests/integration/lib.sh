@@ -268,21 +268,9 @@ itest_ensure_docker() {
   setsid dockerd "${args[@]}" >"$ITEST_TMP/dockerd.log" 2>&1 </dev/null &
   ITEST_DOCKERD_PID=$!
   ITEST_DOCKERD_STARTED=1
-  for ((i = 0; i < 120; i++)); do
-    if docker info >/dev/null 2>&1; then
-      itest_log "dockerd is up"
-      return 0
-    fi
-    if ! kill -0 "$ITEST_DOCKERD_PID" 2>/dev/null; then
-      itest_log_tail "$ITEST_TMP/dockerd.log" 0 30
-      itest_log "dockerd exited before answering"
-      return 1
-    fi
-    sleep 0.5
-  done
-  itest_log_tail "$ITEST_TMP/dockerd.log" 0 30
-  itest_log "dockerd did not answer within 60 s"
-  return 1
+  itest_await "$ITEST_DOCKERD_PID" "$ITEST_TMP/dockerd.log" 30 "dockerd exited before answering" \
+    "dockerd did not answer within 60 s" itest_docker_answers || return 1
+  itest_log "dockerd is up"
 }
 
 # For a test that needs gVisor: fails, saying how to fix it, unless the
@@ -355,6 +343,30 @@ itest_token() {
   if [ -n "${ITEST_TMP:-}" ]; then printf '%s\n' "$tok" >>"$ITEST_TMP/secrets.txt"; fi
   printf '%s\n' "$tok"
 }
+
+# itest_await PID LOG LINES DIED TIMEOUT CMD...: runs CMD every 0.5 s for up to
+# 60 s and returns 0 once it succeeds; otherwise shows the last LINES lines of
+# LOG, logs DIED (PID exited first) or TIMEOUT (time ran out) and returns 1.
+itest_await() {
+  local pid=$1 log=$2 lines=$3 died=$4 timeout=$5 i
+  shift 5
+  for ((i = 0; i < 120; i++)); do
+    if "$@"; then
+      return 0
+    fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+      itest_log_tail "$log" 0 "$lines"
+      itest_log "$died"
+      return 1
+    fi
+    sleep 0.5
+  done
+  itest_log_tail "$log" 0 "$lines"
+  itest_log "$timeout"
+  return 1
+}
+
+itest_docker_answers() { docker info >/dev/null 2>&1; }
 
 # itest_wait_healthz URL PID NAME LOG: waits up to 60 s for GET URL/healthz = 200.
 itest_wait_healthz() {
@@ -429,21 +441,10 @@ itest_start_worker() {
     >>"$ITEST_WORKER_LOG" 2>&1 </dev/null &
   ITEST_WORKER_PID=$!
   ITEST_PIDS+=("$ITEST_WORKER_PID")
-  for ((i = 0; i < 120; i++)); do
-    if itest_worker_ready "$ITEST_WORKER_NAME"; then
-      itest_log "worker $ITEST_WORKER_NAME ready (pid $ITEST_WORKER_PID, log $ITEST_WORKER_LOG)"
-      return 0
-    fi
-    if ! kill -0 "$ITEST_WORKER_PID" 2>/dev/null; then
-      itest_log_tail "$ITEST_WORKER_LOG" 0 40
-      itest_log "worker exited before registering"
-      return 1
-    fi
-    sleep 0.5
-  done
-  itest_log_tail "$ITEST_WORKER_LOG" 0 40
-  itest_log "worker $ITEST_WORKER_NAME not listed ready by GET /v1/workers within 60 s"
-  return 1
+  itest_await "$ITEST_WORKER_PID" "$ITEST_WORKER_LOG" 40 "worker exited before registering" \
+    "worker $ITEST_WORKER_NAME not listed ready by GET /v1/workers within 60 s" \
+    itest_worker_ready "$ITEST_WORKER_NAME" || return 1
+  itest_log "worker $ITEST_WORKER_NAME ready (pid $ITEST_WORKER_PID, log $ITEST_WORKER_LOG)"
 }
 
 # Removes the containers of every sandbox the run's database knows.
@@ -544,6 +545,46 @@ itest_end() {
 
 # A tenant name of its own for each test run.
 itest_tenant() { printf '%s-%04x%04x\n' "$1" "$RANDOM" "$RANDOM"; }
+
+# itest_as_member PREFIX: sets tenant to a new tenant name PREFIX-xxxxxxxx and
+# exports a member token of it as SANDBOX_TOKEN.
+itest_as_member() {
+  tenant=$(itest_tenant "$1")
+  SANDBOX_TOKEN=$(itest_token "$tenant" member)
+  export SANDBOX_TOKEN
+}
+
+# itest_as_admin [TENANT]...: exports the admin token as SANDBOX_TOKEN and
+# creates each TENANT (asserting that it worked).
+itest_as_admin() {
+  local t
+  export SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN
+  for t in "$@"; do
+    assert_exit 0 sandbox tenants create "$t"
+  done
+}
+
+# itest_delete_tracked: deletes every sandbox the test tracks and waits for it,
+# for an on-exit step that must run before their workers go away.
+itest_delete_tracked() {
+  local id
+  for id in "${ITEST_TRACKED[@]}"; do
+    "$SANDBOX_CLI" delete "$id" --wait --timeout 50 >/dev/null 2>&1
+  done
+}
+
+# itest_private_db PREFIX: creates an empty database PREFIX_nnnn on the test's
+# PostgreSQL and sets db (its name), base (the server URL) and url (its URL);
+# itest_drop_private_db drops it again.
+itest_private_db() {
+  db="$1_$RANDOM$RANDOM"
+  base=${DATABASE_URL%/*}
+  url="$base/$db"
+  "$ITEST_PGBIN/psql" -X -q -At "$base/postgres" -c "CREATE DATABASE $db" >/dev/null
+}
+itest_drop_private_db() {
+  "$ITEST_PGBIN/psql" -X -q -At "$base/postgres" -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true
+}
 
 # The sandbox CLI with the current SANDBOX_URL/SANDBOX_TOKEN.
 sandbox() { "$SANDBOX_CLI" "$@"; }

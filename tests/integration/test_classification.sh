@@ -9,9 +9,8 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 itest_begin
-export SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN
 tenant=$(itest_tenant itest-cls)
-assert_exit 0 sandbox tenants create "$tenant"
+itest_as_admin "$tenant"
 small=(--tenant "$tenant" --image "$ITEST_IMAGE" --cpu-millis 100 --memory-mib 32)
 
 # Hostile: microvm by default; nobody offers it → refused at once, never run.

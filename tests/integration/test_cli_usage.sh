@@ -24,13 +24,15 @@ failed=0
 OUT=$TMP/out
 ERR=$TMP/err
 
-# run ARGS...: runs the CLI with a time limit, sets RC, OUT and ERR files.
-run() {
+# run_prog PROG ARGS...: runs PROG with a time limit, sets RC, OUT and ERR files.
+run_prog() {
     set +e
-    timeout 30 "$CLI" "$@" >"$OUT" 2>"$ERR"
+    timeout 30 "$@" >"$OUT" 2>"$ERR"
     RC=$?
     set -e
 }
+# run ARGS...: the same for the CLI.
+run() { run_prog "$CLI" "$@"; }
 
 fail() {
     failed=$((failed + 1))
@@ -220,12 +222,7 @@ rm -f "$XDG_CONFIG_HOME/sandbox/config"
 SANDBOXD=${SANDBOXD:-$(dirname "$CLI")/sandboxd}
 if [[ -x $SANDBOXD ]]; then
     # runs sandboxd instead of the CLI
-    rund() {
-        set +e
-        timeout 30 "$SANDBOXD" "$@" >"$OUT" 2>"$ERR"
-        RC=$?
-        set -e
-    }
+    rund() { run_prog "$SANDBOXD" "$@"; }
     # lacks NAME PATTERN: the last stdout must not contain PATTERN
     lacks() {
         if grep -qF -- "$2" "$OUT"; then fail "$1: stdout has '$2'"; else passed=$((passed + 1)); fi

@@ -15,9 +15,7 @@ set -euo pipefail
 itest_begin
 itest_require_gvisor
 
-tenant=$(itest_tenant itest-gv)
-SANDBOX_TOKEN=$(itest_token "$tenant" member)
-export SANDBOX_TOKEN
+itest_as_member itest-gv
 worker=${ITEST_WORKER_NAME:-itest-worker}
 runsc_args=$(docker info --format '{{json .Runtimes.runsc.Args}}' 2>/dev/null || true)
 

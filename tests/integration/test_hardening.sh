@@ -11,9 +11,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 itest_begin
 
-tenant=$(itest_tenant itest-hard)
-SANDBOX_TOKEN=$(itest_token "$tenant" member)
-export SANDBOX_TOKEN
+itest_as_member itest-hard
 
 create() { # MEMORY_MIB [FLAGS...]: prints the sandbox id
   local id mem=$1

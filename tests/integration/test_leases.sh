@@ -11,13 +11,10 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 itest_begin
 
-db="itest_leases_$RANDOM$RANDOM"
-base=${DATABASE_URL%/*}
-url="$base/$db"
-"$ITEST_PGBIN/psql" -X -q "$base/postgres" -c "CREATE DATABASE $db" >/dev/null
+itest_private_db itest_leases
 ctl_pid=
 stop_ctl() { if [ -n "$ctl_pid" ]; then kill -TERM "$ctl_pid" 2>/dev/null || true; wait "$ctl_pid" 2>/dev/null || true; fi; ctl_pid=; }
-trap 'rc=$?; stop_ctl; "$ITEST_PGBIN/psql" -X -q "$base/postgres" -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true; itest_end $rc' EXIT
+trap 'rc=$?; stop_ctl; itest_drop_private_db; itest_end $rc' EXIT
 sql() { "$ITEST_PGBIN/psql" -X -q -At "$url" -c "$1"; }
 
 port=$(itest_free_port)

@@ -8,13 +8,8 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 itest_begin
 
-db="itest_migrate_$RANDOM$RANDOM"
-base=${DATABASE_URL%/*}
-url="$base/$db"
-psql_admin() { "$ITEST_PGBIN/psql" -X -q -At "$base/postgres" -c "$1"; }
-psql_admin "CREATE DATABASE $db"
-drop_db() { psql_admin "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true; }
-trap 'rc=$?; drop_db; itest_end $rc' EXIT
+itest_private_db itest_migrate
+trap 'rc=$?; itest_drop_private_db; itest_end $rc' EXIT
 
 n_files=$(find "$(dirname "$0")/../../migrations" -name '[0-9][0-9][0-9][0-9]_*.sql' | wc -l)
 assert_exit 0 "$SANDBOXD" migrate --database-url "$url"

@@ -11,10 +11,9 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 itest_begin
-export SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN
 here=$(cd "$(dirname "$0")" && pwd)
 tenant=$(itest_tenant itest-nats)
-assert_exit 0 sandbox tenants create "$tenant"
+itest_as_admin "$tenant"
 
 psql_q() { "$ITEST_PGBIN/psql" -X -q -At "$DATABASE_URL" -c "$1"; }
 # The sandbox CLI against one controller.

@@ -11,9 +11,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 itest_begin
 
-tenant=$(itest_tenant itest-net)
-SANDBOX_TOKEN=$(itest_token "$tenant" member)
-export SANDBOX_TOKEN
+itest_as_member itest-net
 restricted_net=sandbox-restricted
 open_net=sandbox-open
 

@@ -15,9 +15,7 @@ itest_begin
 # The shared worker beats every heartbeat_seconds (default 5 s; run.sh sets
 # no other): a failure must show within one beat, plus the CLI's polling.
 HB=5
-tenant=$(itest_tenant itest-observed)
-SANDBOX_TOKEN=$(itest_token "$tenant" member)
-export SANDBOX_TOKEN
+itest_as_member itest-observed
 
 json_get() { # json_get SBX PATH: a field of `sandbox get --json`
   local out

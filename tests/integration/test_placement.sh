@@ -35,10 +35,7 @@ start_worker() { # NAME CPU MEM LABELS
 # drain the extra workers (so nothing is placed on them once they stop) and
 # give the shared worker back.
 finish() {
-  local id
-  for id in "${ITEST_TRACKED[@]}"; do
-    "$SANDBOX_CLI" delete "$id" --wait --timeout 50 >/dev/null 2>&1
-  done
+  itest_delete_tracked
   "$SANDBOX_CLI" workers drain "$big" >/dev/null 2>&1
   "$SANDBOX_CLI" workers drain "$small" >/dev/null 2>&1
   "$SANDBOX_CLI" workers resume "$shared" >/dev/null 2>&1

@@ -10,13 +10,11 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 itest_begin
-export SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN
 tenant=$(itest_tenant itest-rt)
 other=$(itest_tenant itest-rt-other)
-assert_exit 0 sandbox tenants create "$tenant"
-assert_exit 0 sandbox tenants create "$other"
-member=$("$SANDBOXD" token create --database-url "$DATABASE_URL" --tenant "$tenant" --role member)
-stranger=$("$SANDBOXD" token create --database-url "$DATABASE_URL" --tenant "$other" --role member)
+itest_as_admin "$tenant" "$other"
+member=$(itest_token "$tenant" member)
+stranger=$(itest_token "$other" member)
 psql_q() { "$ITEST_PGBIN/psql" -X -q -At "$DATABASE_URL" -c "$1"; }
 
 # The CLI pointed at the route listener instead of the API says so.

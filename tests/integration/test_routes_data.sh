@@ -13,14 +13,12 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 itest_begin
-export SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN
 here=$(cd "$(dirname "$0")" && pwd)
 tenant=$(itest_tenant itest-rd)
 other=$(itest_tenant itest-rd-other)
-assert_exit 0 sandbox tenants create "$tenant"
-assert_exit 0 sandbox tenants create "$other"
-member=$("$SANDBOXD" token create --database-url "$DATABASE_URL" --tenant "$tenant" --role member)
-stranger=$("$SANDBOXD" token create --database-url "$DATABASE_URL" --tenant "$other" --role member)
+itest_as_admin "$tenant" "$other"
+member=$(itest_token "$tenant" member)
+stranger=$(itest_token "$other" member)
 rhost=127.0.0.1
 rport=${SANDBOX_ROUTE_URL##*:}
 

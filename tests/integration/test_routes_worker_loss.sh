@@ -9,17 +9,13 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 itest_begin
-export SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN
 tenant=$(itest_tenant itest-rl)
-assert_exit 0 sandbox tenants create "$tenant"
+itest_as_admin "$tenant"
 shared=${ITEST_WORKER_NAME:-itest-worker}
 doomed="itest-doomed-$RANDOM$RANDOM"
 
 finish() {
-  local id
-  for id in "${ITEST_TRACKED[@]}"; do
-    "$SANDBOX_CLI" delete "$id" --wait --timeout 50 >/dev/null 2>&1
-  done
+  itest_delete_tracked
   "$SANDBOX_CLI" workers drain "$doomed" >/dev/null 2>&1
 }
 itest_on_exit finish

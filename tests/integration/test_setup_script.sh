@@ -185,13 +185,15 @@ assert_eq "$(printf '1777\nroot\n2\nok')" "$out" "inside the base image"
 assert_eq nobody "$(docker run --rm --network none --user 65534 "$img" sh -c 'touch /tmp/x && id -un')" \
   "an unprivileged user writes /tmp"
 id1=$(docker image inspect --format '{{.Id}}' "$img")
+itest_on_exit "docker image rm -f '$id1' >/dev/null 2>&1"   # untagged once the stale image takes the name
 sbx_base_image "$img" 2>"$work/img.err" || fail "sbx_base_image $img again"
 assert_eq "$id1" "$(docker image inspect --format '{{.Id}}' "$img")" "the image is kept when current"
 assert_eq "" "$(cat "$work/img.err")" "nothing said when the image is current"
 # an image of an older recipe under the name: rebuilt
 mkdir -p "$work/stale/bin"
 cp /bin/busybox "$work/stale/bin/busybox"
-tar -C "$work/stale" -c . | docker import --change 'LABEL dev.sandbox.image-recipe=0' - "$img" >/dev/null
+stale_id=$(tar -C "$work/stale" -c . | docker import --change 'LABEL dev.sandbox.image-recipe=0' - "$img")
+itest_on_exit "docker image rm -f '$stale_id' >/dev/null 2>&1"
 sbx_base_image "$img" 2>"$work/img.err" || fail "sbx_base_image over a stale image"
 assert_contains "$(cat "$work/img.err")" "rebuilding $img" "message for a stale image"
 assert_eq "$SBX_IMAGE_RECIPE" "$(docker image inspect --format '{{ index .Config.Labels "dev.sandbox.image-recipe" }}' "$img")" \

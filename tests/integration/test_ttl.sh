@@ -7,9 +7,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 itest_begin
 
-tenant=$(itest_tenant itest-ttl)
-SANDBOX_TOKEN=$(itest_token "$tenant" member)
-export SANDBOX_TOKEN
+itest_as_member itest-ttl
 
 assert_exit 0 sandbox create --tenant "$tenant" --image "$ITEST_IMAGE" --ttl 10 --wait --timeout 300
 read -r sbx _ <<<"$ITEST_OUT"

@@ -70,11 +70,8 @@ itest_wait_until 10 "the Docker relay socket" test -S "$relay_sock"
 
 wpid=
 finish() {
-  local id
   kill -CONT "$relay_pid" 2>/dev/null
-  for id in "${ITEST_TRACKED[@]}"; do
-    "$SANDBOX_CLI" delete "$id" --wait --timeout 50 >/dev/null 2>&1
-  done
+  itest_delete_tracked
   "$SANDBOX_CLI" workers drain "$wname" >/dev/null 2>&1
   [ -z "$wpid" ] || itest_stop_pid "$wpid" worker 30
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_util.h"
 #include "agent.h"
 #include "config.h"
 #include "errors.h"
@@ -118,11 +119,10 @@ static int fake_images(runtime_t *rt, char ***ret, size_t *ret_n, api_error_t *e
     return 0;
 }
 
-static int fake_route_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, int *ret_netns_fd,
-                             api_error_t *err)
+static int fake_dial(runtime_t *rt, const runtime_dial_req_t *req, int *ret_fd, api_error_t *err)
 {
-    (void)rt, (void)worker_name, (void)ret_netns_fd;
-    return api_error_set(err, API_NOT_FOUND, "sandbox %s not found", sandbox_id);
+    (void)rt, (void)ret_fd;
+    return api_error_set(err, API_NOT_FOUND, "sandbox %s not found", req->sandbox_id);
 }
 
 static int fake_logs_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
@@ -165,7 +165,7 @@ static const char *fake_network_unavailable(const runtime_t *rt, isolation_t cls
     return cls == ISO_CONTAINER && mode == NET_NONE ? "" : "not offered by the fake runtime";
 }
 
-static void fake_set_cancel_flag(runtime_t *rt, const volatile int *flag) { (void)rt, (void)flag; }
+static void fake_set_cancel_flag(runtime_t *rt, const atomic_int *flag) { (void)rt, (void)flag; }
 
 static void fake_free(runtime_t *rt)
 {
@@ -184,7 +184,7 @@ static const runtime_ops_t fake_ops = {
     .remove = fake_remove,
     .inventory = fake_inventory,
     .images = fake_images,
-    .route_target = fake_route_target,
+    .dial = fake_dial,
     .logs_target = fake_logs_target,
     .logs_stream = fake_logs_stream,
     .isolation_classes = fake_isolation_classes,
@@ -425,35 +425,26 @@ START_TEST(test_the_agent_probe_result_comes_from_the_runtime)
 }
 END_TEST
 
-static Suite *agent_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("agent");
-    TCase *tc = tcase_create("assignments");
+    TCase *tc = unit_tcase_add(s, "assignments", UNIT_TESTS(
+        test_create_passes_the_assignment_to_the_runtime_and_reports_its_ref,
+        test_create_without_isolation_is_the_container_class,
+        test_create_of_an_unknown_class_fails_without_calling_the_runtime,
+        test_create_with_a_bad_spec_fails_without_calling_the_runtime,
+        test_create_whose_container_stopped_reports_how_it_ended,
+        test_create_cancelled_at_shutdown_is_left_to_its_lease,
+        test_exec_without_ref_runs_in_the_container_named_for_the_sandbox,
+        test_exec_with_ref_and_default_output_bound,
+        test_exec_cancelled_at_shutdown_is_reported_failed_not_left,
+        test_exec_failure_carries_the_runtime_code,
+        test_delete_by_sandbox_id_passes_no_ref,
+        test_delete_naming_nothing_fails_without_calling_the_runtime,
+        test_unknown_kind_is_invalid_argument,
+        test_assignment_without_operation_id_or_attempt_is_dropped,
+        test_the_agent_probe_result_comes_from_the_runtime,
+    ));
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_create_passes_the_assignment_to_the_runtime_and_reports_its_ref);
-    tcase_add_test(tc, test_create_without_isolation_is_the_container_class);
-    tcase_add_test(tc, test_create_of_an_unknown_class_fails_without_calling_the_runtime);
-    tcase_add_test(tc, test_create_with_a_bad_spec_fails_without_calling_the_runtime);
-    tcase_add_test(tc, test_create_whose_container_stopped_reports_how_it_ended);
-    tcase_add_test(tc, test_create_cancelled_at_shutdown_is_left_to_its_lease);
-    tcase_add_test(tc, test_exec_without_ref_runs_in_the_container_named_for_the_sandbox);
-    tcase_add_test(tc, test_exec_with_ref_and_default_output_bound);
-    tcase_add_test(tc, test_exec_cancelled_at_shutdown_is_reported_failed_not_left);
-    tcase_add_test(tc, test_exec_failure_carries_the_runtime_code);
-    tcase_add_test(tc, test_delete_by_sandbox_id_passes_no_ref);
-    tcase_add_test(tc, test_delete_naming_nothing_fails_without_calling_the_runtime);
-    tcase_add_test(tc, test_unknown_kind_is_invalid_argument);
-    tcase_add_test(tc, test_assignment_without_operation_id_or_attempt_is_dropped);
-    tcase_add_test(tc, test_the_agent_probe_result_comes_from_the_runtime);
-    suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(agent_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -1,6 +1,6 @@
 /* Unit tests for the query of GET /v1/events (api_events_parse): the
  * cursor, tail, limit, filters, the kind prefix forms and every refusal. */
-#include <check.h>
+#include "check_util.h"
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <stdlib.h>
@@ -107,23 +107,14 @@ START_TEST(test_refusals_name_the_parameter)
 }
 END_TEST
 
-static Suite *api_events_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("api_events");
-    TCase *tc = tcase_create("parse");
-    tcase_add_test(tc, test_defaults_read_from_the_oldest);
-    tcase_add_test(tc, test_cursor_limit_and_filters);
-    tcase_add_test(tc, test_kind_prefix_forms);
-    tcase_add_test(tc, test_refusals_name_the_parameter);
-    suite_add_tcase(s, tc);
+    unit_tcase_add(s, "parse", UNIT_TESTS(
+        test_defaults_read_from_the_oldest,
+        test_cursor_limit_and_filters,
+        test_kind_prefix_forms,
+        test_refusals_name_the_parameter,
+    ));
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(api_events_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -1,6 +1,6 @@
 /* Unit tests for the parameters of GET /v1/sandboxes/{id}/logs
  * (api_logs_parse) and the tail of kept output (api_logs_tail_lines). */
-#include <check.h>
+#include "check_util.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,22 +69,13 @@ START_TEST(test_tail_lines_of_kept_output)
 }
 END_TEST
 
-static Suite *api_logs_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("api_logs");
-    TCase *tc = tcase_create("params");
-    tcase_add_test(tc, test_defaults_are_all_lines_without_follow);
-    tcase_add_test(tc, test_bad_parameters_are_refused_and_leave_the_outputs);
-    tcase_add_test(tc, test_tail_lines_of_kept_output);
-    suite_add_tcase(s, tc);
+    unit_tcase_add(s, "params", UNIT_TESTS(
+        test_defaults_are_all_lines_without_follow,
+        test_bad_parameters_are_refused_and_leave_the_outputs,
+        test_tail_lines_of_kept_output,
+    ));
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(api_logs_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
 }

@@ -1,5 +1,5 @@
 /* Unit tests for trust classification: each rule, table-driven. */
-#include <check.h>
+#include "check_util.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,18 +8,16 @@
 
 static void spec_of(const char *js, sandbox_spec_t *s)
 {
-    json_object *o = NULL;
+    json_object *o = unit_json(js);
     api_error_t err;
-    ck_assert_int_eq(jsonx_parse(js, strlen(js), &o, NULL), 0);
     ck_assert_msg(spec_from_json(o, s, &err) == 0, "spec %s: %s", js, err.message);
     json_object_put(o);
 }
 
 static void policy_of(const char *js, policy_t *p)
 {
-    json_object *o = NULL;
+    json_object *o = unit_json(js);
     api_error_t err;
-    ck_assert_int_eq(jsonx_parse(js, strlen(js), &o, NULL), 0);
     ck_assert_msg(policy_from_json(o, p, &err) == 0, "policy %s: %s", js, err.message);
     json_object_put(o);
 }
@@ -181,23 +179,14 @@ START_TEST(test_policy_isolation_fields_round_trip)
 }
 END_TEST
 
-static Suite *classify_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("classify");
-    TCase *tc = tcase_create("rules");
+    TCase *tc = unit_tcase_add(s, "rules", UNIT_TESTS(
+        test_tenant_cannot_loosen_server_rules,
+        test_classification_json,
+        test_policy_isolation_fields_round_trip,
+    ));
     tcase_add_loop_test(tc, test_classify_rows, 0, (int)(sizeof rows / sizeof rows[0]));
-    tcase_add_test(tc, test_tenant_cannot_loosen_server_rules);
-    tcase_add_test(tc, test_classification_json);
-    tcase_add_test(tc, test_policy_isolation_fields_round_trip);
-    suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(classify_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

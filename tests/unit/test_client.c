@@ -1,10 +1,10 @@
 /* Unit tests for the client library's error decoding, paths and request
  * bodies (client/client.c, client/request.c); no server needed. */
 #include <check.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "check_util.h"
 #include "client.h"
 #include "errors.h"
 #include "jsonx.h"
@@ -142,23 +142,17 @@ START_TEST(test_backoff_doubles_up_to_its_cap)
 }
 END_TEST
 
-int main(void)
+Suite *unit_suite(void)
 {
-    const TTest *tests[] = {
-        test_api_error_answer_decodes_to_its_code_and_message, test_no_answer_is_unavailable_and_retryable,
-        test_gateway_answer_without_error_body_is_http_error_and_retryable,
-        test_path_escapes_the_id_and_refuses_what_does_not_fit, test_create_body_sends_trust_and_only_what_is_set,
-        test_exec_and_share_bodies, test_logs_lines_decode_to_a_chunk_an_error_or_a_cut,
-        test_backoff_doubles_up_to_its_cap,
-    };
     Suite *s = suite_create("client");
-    TCase *tc = tcase_create("core");
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
-        tcase_add_test(tc, tests[i]);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    bool ok = srunner_ntests_failed(sr) == 0;
-    srunner_free(sr);
-    return ok ? 0 : 1;
+    unit_tcase_add(s, "core", UNIT_TESTS(
+        test_api_error_answer_decodes_to_its_code_and_message,
+        test_no_answer_is_unavailable_and_retryable,
+        test_gateway_answer_without_error_body_is_http_error_and_retryable,
+        test_path_escapes_the_id_and_refuses_what_does_not_fit,
+        test_create_body_sends_trust_and_only_what_is_set,
+        test_exec_and_share_bodies,
+        test_logs_lines_decode_to_a_chunk_an_error_or_a_cut,
+        test_backoff_doubles_up_to_its_cap,));
+    return s;
 }

@@ -1,5 +1,5 @@
 /* Unit tests for the settings table and its sources (common/config.c). */
-#include <check.h>
+#include "check_util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +21,19 @@ static const char *write_temp(const char *text)
     return path;
 }
 
+/* Loads a file holding text into c (initialised here; the caller releases it)
+ * and asserts that the load is refused with the message "<path>:<where_why>". */
+static void load_bad_file(cfg_t *c, const char *text, const char *where_why)
+{
+    const char *path = write_temp(text);
+    char err[512] = "", want[512];
+    ck_assert_int_eq(cfg_init(c), 0);
+    ck_assert_int_eq(cfg_load_file(c, path, err, sizeof err), SBX_EINVAL);
+    snprintf(want, sizeof want, "%s:%s", path, where_why);
+    ck_assert_str_eq(err, want);
+    unlink(path);
+}
+
 /* Output of cfg_print as a malloc'd string. */
 static char *print_to_string(const cfg_t *c)
 {
@@ -31,6 +44,32 @@ static char *print_to_string(const cfg_t *c)
     cfg_print(c, f);
     fclose(f);
     return buf;
+}
+
+/* cfg_print's output (malloc'd) for the defaults with the setting name set to
+ * value from source. */
+static char *print_with(const char *name, const char *value, const char *source)
+{
+    cfg_t c;
+    char err[256] = "";
+    ck_assert_int_eq(cfg_init(&c), 0);
+    ck_assert_int_eq(cfg_set(&c, name, value, source, err, sizeof err), 0);
+    char *out = print_to_string(&c);
+    cfg_release(&c);
+    return out;
+}
+
+/* Asserts that setting name (from source) to each of the n bad values is
+ * refused with the message want_fmt(value). */
+static void expect_each_value_refused(cfg_t *c, const char *name, const char *source, const char *const bad[],
+                                      size_t n, const char *want_fmt)
+{
+    for (size_t i = 0; i < n; i++) {
+        char err[256] = "", want[256];
+        ck_assert_msg(cfg_set(c, name, bad[i], source, err, sizeof err) == SBX_EINVAL, "accepted \"%s\"", bad[i]);
+        snprintf(want, sizeof want, want_fmt, bad[i]);
+        ck_assert_str_eq(err, want);
+    }
 }
 
 static void unset_sandbox_env(void)
@@ -149,17 +188,11 @@ END_TEST
 
 START_TEST(test_set_int_non_integer_is_rejected)
 {
-    static const char *bad[] = { "", "abc", "12abc", "1.5", "0x10", "30s", "3 0" };
+    static const char *const bad[] = { "", "abc", "12abc", "1.5", "0x10", "30s", "3 0" };
     cfg_t c;
     ck_assert_int_eq(cfg_init(&c), 0);
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        char err[256] = "";
-        ck_assert_msg(cfg_set(&c, "lease_seconds", bad[i], "file", err, sizeof err) == SBX_EINVAL,
-                      "accepted \"%s\"", bad[i]);
-        char want[256];
-        snprintf(want, sizeof want, "lease_seconds must be an integer (got \"%s\")", bad[i]);
-        ck_assert_str_eq(err, want);
-    }
+    expect_each_value_refused(&c, "lease_seconds", "file", bad, sizeof bad / sizeof *bad,
+                              "lease_seconds must be an integer (got \"%s\")");
     ck_assert_int_eq(cfg_int(&c, CFG_LEASE_SECONDS), 30);
     cfg_release(&c);
 }
@@ -180,7 +213,7 @@ END_TEST
 START_TEST(test_set_log_level_accepts_only_known_levels)
 {
     static const char *good[] = { "debug", "info", "warn", "error" };
-    static const char *bad[] = { "", "trace", "INFO", "warning", "info " };
+    static const char *const bad[] = { "", "trace", "INFO", "warning", "info " };
     cfg_t c;
     ck_assert_int_eq(cfg_init(&c), 0);
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
@@ -188,12 +221,8 @@ START_TEST(test_set_log_level_accepts_only_known_levels)
         ck_assert_int_eq(cfg_set(&c, "log_level", good[i], "env", err, sizeof err), 0);
         ck_assert_str_eq(cfg_str(&c, CFG_LOG_LEVEL), good[i]);
     }
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        char err[256] = "", want[256];
-        ck_assert_int_eq(cfg_set(&c, "log_level", bad[i], "env", err, sizeof err), SBX_EINVAL);
-        snprintf(want, sizeof want, "log_level must be debug, info, warn or error (got \"%s\")", bad[i]);
-        ck_assert_str_eq(err, want);
-    }
+    expect_each_value_refused(&c, "log_level", "env", bad, sizeof bad / sizeof *bad,
+                              "log_level must be debug, info, warn or error (got \"%s\")");
     ck_assert_str_eq(cfg_str(&c, CFG_LOG_LEVEL), "error");
     cfg_release(&c);
 }
@@ -202,7 +231,7 @@ END_TEST
 START_TEST(test_set_listen_requires_host_and_port)
 {
     static const char *good[] = { "0.0.0.0:80", "localhost:8080", "[::1]:9000" };
-    static const char *bad[] = { "", "8080", "localhost", ":8080", "localhost:" };
+    static const char *const bad[] = { "", "8080", "localhost", ":8080", "localhost:" };
     cfg_t c;
     ck_assert_int_eq(cfg_init(&c), 0);
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
@@ -211,13 +240,8 @@ START_TEST(test_set_listen_requires_host_and_port)
                       err);
         ck_assert_str_eq(cfg_str(&c, CFG_LISTEN), good[i]);
     }
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        char err[256] = "", want[256];
-        ck_assert_msg(cfg_set(&c, "listen", bad[i], "flag", err, sizeof err) == SBX_EINVAL, "accepted \"%s\"",
-                      bad[i]);
-        snprintf(want, sizeof want, "listen must be HOST:PORT (got \"%s\")", bad[i]);
-        ck_assert_str_eq(err, want);
-    }
+    expect_each_value_refused(&c, "listen", "flag", bad, sizeof bad / sizeof *bad,
+                              "listen must be HOST:PORT (got \"%s\")");
     cfg_release(&c);
 }
 END_TEST
@@ -256,7 +280,7 @@ END_TEST
 
 START_TEST(test_worker_runtime_accepts_only_docker)
 {
-    static const char *bad[] = { "", "Docker", "firecracker", "docker " };
+    static const char *const bad[] = { "", "Docker", "firecracker", "docker " };
     cfg_t c;
     ck_assert_int_eq(cfg_init(&c), 0);
     ck_assert_str_eq(cfg_str(&c, CFG_WORKER_RUNTIME), "docker");
@@ -264,13 +288,8 @@ START_TEST(test_worker_runtime_accepts_only_docker)
     ck_assert(!(cfg_setting_roles(CFG_WORKER_RUNTIME) & CFG_ROLE_CONTROLLER));
     char err[256] = "";
     ck_assert_int_eq(cfg_set(&c, "worker_runtime", "docker", "flag", err, sizeof err), 0);
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        char want[256];
-        err[0] = '\0';
-        ck_assert_int_eq(cfg_set(&c, "worker_runtime", bad[i], "flag", err, sizeof err), SBX_EINVAL);
-        snprintf(want, sizeof want, "worker_runtime must be docker (got \"%s\")", bad[i]);
-        ck_assert_str_eq(err, want);
-    }
+    expect_each_value_refused(&c, "worker_runtime", "flag", bad, sizeof bad / sizeof *bad,
+                              "worker_runtime must be docker (got \"%s\")");
     ck_assert_str_eq(cfg_str(&c, CFG_WORKER_RUNTIME), "docker");
     cfg_release(&c);
 }
@@ -326,59 +345,37 @@ END_TEST
 
 START_TEST(test_file_unknown_key_error_names_file_and_line)
 {
-    const char *path = write_temp("# comment\nlisten = 127.0.0.1:1\n\nbogus_key = 1\nlease_seconds = 40\n");
     cfg_t c;
-    char err[512] = "", want[512];
-    ck_assert_int_eq(cfg_init(&c), 0);
-    ck_assert_int_eq(cfg_load_file(&c, path, err, sizeof err), SBX_EINVAL);
-    snprintf(want, sizeof want, "%s:4: unknown setting \"bogus_key\"", path);
-    ck_assert_str_eq(err, want);
+    load_bad_file(&c, "# comment\nlisten = 127.0.0.1:1\n\nbogus_key = 1\nlease_seconds = 40\n",
+                  "4: unknown setting \"bogus_key\"");
     /* Lines after the error are not applied. */
     ck_assert_int_eq(cfg_int(&c, CFG_LEASE_SECONDS), 30);
     cfg_release(&c);
-    unlink(path);
 }
 END_TEST
 
 START_TEST(test_file_bad_value_error_names_file_line_and_reason)
 {
-    const char *path = write_temp("lease_seconds = 40\nmax_attempts = many\n");
     cfg_t c;
-    char err[512] = "", want[512];
-    ck_assert_int_eq(cfg_init(&c), 0);
-    ck_assert_int_eq(cfg_load_file(&c, path, err, sizeof err), SBX_EINVAL);
-    snprintf(want, sizeof want, "%s:2: max_attempts must be an integer (got \"many\")", path);
-    ck_assert_str_eq(err, want);
+    load_bad_file(&c, "lease_seconds = 40\nmax_attempts = many\n",
+                  "2: max_attempts must be an integer (got \"many\")");
     cfg_release(&c);
-    unlink(path);
 }
 END_TEST
 
 START_TEST(test_file_out_of_range_value_is_an_error)
 {
-    const char *path = write_temp("max_attempts = 0\n");
     cfg_t c;
-    char err[512] = "", want[512];
-    ck_assert_int_eq(cfg_init(&c), 0);
-    ck_assert_int_eq(cfg_load_file(&c, path, err, sizeof err), SBX_EINVAL);
-    snprintf(want, sizeof want, "%s:1: max_attempts must be between 1 and 100 (got 0)", path);
-    ck_assert_str_eq(err, want);
+    load_bad_file(&c, "max_attempts = 0\n", "1: max_attempts must be between 1 and 100 (got 0)");
     cfg_release(&c);
-    unlink(path);
 }
 END_TEST
 
 START_TEST(test_file_line_without_equals_is_an_error)
 {
-    const char *path = write_temp("\nlisten 127.0.0.1:80\n");
     cfg_t c;
-    char err[512] = "", want[512];
-    ck_assert_int_eq(cfg_init(&c), 0);
-    ck_assert_int_eq(cfg_load_file(&c, path, err, sizeof err), SBX_EINVAL);
-    snprintf(want, sizeof want, "%s:2: expected \"key = value\"", path);
-    ck_assert_str_eq(err, want);
+    load_bad_file(&c, "\nlisten 127.0.0.1:80\n", "2: expected \"key = value\"");
     cfg_release(&c);
-    unlink(path);
 }
 END_TEST
 
@@ -513,11 +510,7 @@ END_TEST
 
 START_TEST(test_print_lists_every_setting_with_source)
 {
-    cfg_t c;
-    char err[256] = "";
-    ck_assert_int_eq(cfg_init(&c), 0);
-    ck_assert_int_eq(cfg_set(&c, "lease_seconds", "42", "flag", err, sizeof err), 0);
-    char *out = print_to_string(&c);
+    char *out = print_with("lease_seconds", "42", "flag");
     const cfg_setting_t *t = cfg_settings();
     for (int i = 0; i < CFG__COUNT; i++)
         ck_assert_msg(strstr(out, t[i].name) != NULL, "%s missing from:\n%s", t[i].name, out);
@@ -525,21 +518,15 @@ START_TEST(test_print_lists_every_setting_with_source)
     ck_assert_ptr_nonnull(strstr(out, "# default"));
     ck_assert_ptr_nonnull(strstr(out, "42"));
     free(out);
-    cfg_release(&c);
 }
 END_TEST
 
 START_TEST(test_print_masks_worker_token)
 {
-    cfg_t c;
-    char err[256] = "";
-    ck_assert_int_eq(cfg_init(&c), 0);
-    ck_assert_int_eq(cfg_set(&c, "worker_token", "sbt_supersecretvalue", "env", err, sizeof err), 0);
-    char *out = print_to_string(&c);
+    char *out = print_with("worker_token", "sbt_supersecretvalue", "env");
     ck_assert_ptr_null(strstr(out, "supersecret"));
     ck_assert_ptr_nonnull(strstr(out, "(set, hidden)"));
     free(out);
-    cfg_release(&c);
 }
 END_TEST
 
@@ -552,107 +539,78 @@ START_TEST(test_print_masks_database_url_credentials)
         "postgresql:///sandbox?host=/run/pg&PASSWORD=hunter2pw",
     };
     for (size_t i = 0; i < sizeof urls / sizeof *urls; i++) {
-        cfg_t c;
-        char err[256] = "";
-        ck_assert_int_eq(cfg_init(&c), 0);
-        ck_assert_int_eq(cfg_set(&c, "database_url", urls[i], "file", err, sizeof err), 0);
-        char *out = print_to_string(&c);
+        char *out = print_with("database_url", urls[i], "file");
         ck_assert_msg(strstr(out, "hunter2pw") == NULL, "credentials of %s printed:\n%s", urls[i], out);
         ck_assert_ptr_nonnull(strstr(out, "(set, hidden: contains credentials)"));
         free(out);
-        cfg_release(&c);
     }
 }
 END_TEST
 
 START_TEST(test_print_masks_nats_url_credentials)
 {
-    cfg_t c;
-    char err[256] = "";
-    ck_assert_int_eq(cfg_init(&c), 0);
-    ck_assert_int_eq(cfg_set(&c, "nats_url", "nats://sbx:hunter2pw@nats.example:4222", "file", err, sizeof err), 0);
-    char *out = print_to_string(&c);
+    char *out = print_with("nats_url", "nats://sbx:hunter2pw@nats.example:4222", "file");
     ck_assert_msg(strstr(out, "hunter2pw") == NULL, "nats_url credentials printed:\n%s", out);
     ck_assert_ptr_nonnull(strstr(out, "(set, hidden: contains credentials)"));
     free(out);
-    cfg_release(&c);
 }
 END_TEST
 
 START_TEST(test_print_shows_database_url_without_credentials)
 {
-    cfg_t c;
-    char err[256] = "";
-    ck_assert_int_eq(cfg_init(&c), 0);
-    ck_assert_int_eq(cfg_set(&c, "database_url", "postgres:///sandbox", "file", err, sizeof err), 0);
-    char *out = print_to_string(&c);
+    char *out = print_with("database_url", "postgres:///sandbox", "file");
     ck_assert_ptr_nonnull(strstr(out, "postgres:///sandbox"));
     ck_assert_ptr_null(strstr(out, "hidden"));
     free(out);
-    cfg_release(&c);
 }
 END_TEST
 
-static Suite *config_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("config");
-    TCase *tc = tcase_create("table");
-    tcase_add_test(tc, test_every_setting_has_a_default_after_init);
-    tcase_add_test(tc, test_every_default_passes_its_own_validation);
-    tcase_add_test(tc, test_setting_names_are_unique_snake_case);
-    tcase_add_test(tc, test_known_defaults_have_documented_values);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("set");
-    tcase_add_test(tc, test_set_int_accepts_range_bounds);
-    tcase_add_test(tc, test_set_int_out_of_range_is_rejected_and_keeps_old_value);
-    tcase_add_test(tc, test_set_int_non_integer_is_rejected);
-    tcase_add_test(tc, test_set_unknown_setting_is_rejected);
-    tcase_add_test(tc, test_set_log_level_accepts_only_known_levels);
-    tcase_add_test(tc, test_set_listen_requires_host_and_port);
-    tcase_add_test(tc, test_set_string_accepts_any_value);
-    tcase_add_test(tc, test_default_image_is_validated_as_an_image_reference);
-    tcase_add_test(tc, test_every_setting_names_the_commands_it_applies_to);
-    tcase_add_test(tc, test_worker_runtime_accepts_only_docker);
-    tcase_add_test(tc, test_bool_getter_reads_true_and_one);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("file");
-    tcase_add_test(tc, test_file_sets_values_skipping_comments_and_blank_lines);
-    tcase_add_test(tc, test_file_unknown_key_error_names_file_and_line);
-    tcase_add_test(tc, test_file_bad_value_error_names_file_line_and_reason);
-    tcase_add_test(tc, test_file_out_of_range_value_is_an_error);
-    tcase_add_test(tc, test_file_line_without_equals_is_an_error);
-    tcase_add_test(tc, test_missing_file_is_an_io_error_naming_it);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("env");
-    tcase_add_test(tc, test_env_overrides_file);
-    tcase_add_test(tc, test_env_bad_value_error_names_variable);
-    tcase_add_test(tc, test_env_without_sandbox_variables_changes_nothing);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("flags");
-    tcase_add_test(tc, test_flag_lookup_finds_settings_with_and_without_value);
-    tcase_add_test(tc, test_flag_lookup_for_every_table_entry);
-    tcase_add_test(tc, test_flag_lookup_rejects_unknown_flags);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("print");
-    tcase_add_test(tc, test_print_lists_every_setting_with_source);
-    tcase_add_test(tc, test_print_masks_worker_token);
-    tcase_add_test(tc, test_print_masks_database_url_credentials);
-    tcase_add_test(tc, test_print_shows_database_url_without_credentials);
-    tcase_add_test(tc, test_print_masks_nats_url_credentials);
-    suite_add_tcase(s, tc);
+    unit_tcase_add(s, "table", UNIT_TESTS(
+        test_every_setting_has_a_default_after_init,
+        test_every_default_passes_its_own_validation,
+        test_setting_names_are_unique_snake_case,
+        test_known_defaults_have_documented_values,
+    ));
+    unit_tcase_add(s, "set", UNIT_TESTS(
+        test_set_int_accepts_range_bounds,
+        test_set_int_out_of_range_is_rejected_and_keeps_old_value,
+        test_set_int_non_integer_is_rejected,
+        test_set_unknown_setting_is_rejected,
+        test_set_log_level_accepts_only_known_levels,
+        test_set_listen_requires_host_and_port,
+        test_set_string_accepts_any_value,
+        test_default_image_is_validated_as_an_image_reference,
+        test_every_setting_names_the_commands_it_applies_to,
+        test_worker_runtime_accepts_only_docker,
+        test_bool_getter_reads_true_and_one,
+    ));
+    unit_tcase_add(s, "file", UNIT_TESTS(
+        test_file_sets_values_skipping_comments_and_blank_lines,
+        test_file_unknown_key_error_names_file_and_line,
+        test_file_bad_value_error_names_file_line_and_reason,
+        test_file_out_of_range_value_is_an_error,
+        test_file_line_without_equals_is_an_error,
+        test_missing_file_is_an_io_error_naming_it,
+    ));
+    unit_tcase_add(s, "env", UNIT_TESTS(
+        test_env_overrides_file,
+        test_env_bad_value_error_names_variable,
+        test_env_without_sandbox_variables_changes_nothing,
+    ));
+    unit_tcase_add(s, "flags", UNIT_TESTS(
+        test_flag_lookup_finds_settings_with_and_without_value,
+        test_flag_lookup_for_every_table_entry,
+        test_flag_lookup_rejects_unknown_flags,
+    ));
+    unit_tcase_add(s, "print", UNIT_TESTS(
+        test_print_lists_every_setting_with_source,
+        test_print_masks_worker_token,
+        test_print_masks_database_url_credentials,
+        test_print_shows_database_url_without_credentials,
+        test_print_masks_nats_url_credentials,
+    ));
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(config_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
 }

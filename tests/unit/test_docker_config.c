@@ -1,6 +1,6 @@
 /* Unit tests for worker/docker_config: the hardening profile of every
  * sandbox container and of the gVisor probe container. */
-#include <check.h>
+#include "check_util.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -174,27 +174,18 @@ START_TEST(test_main_process_log_is_one_bounded_json_file)
 }
 END_TEST
 
-static Suite *docker_config_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("docker_config");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_every_sandbox_gets_the_base_profile);
-    tcase_add_test(tc, test_hardened_sandbox_has_no_capabilities);
-    tcase_add_test(tc, test_read_only_root_gets_a_bounded_tmp);
-    tcase_add_test(tc, test_tmpfs_size_is_a_quarter_of_memory_up_to_64_mib);
-    tcase_add_test(tc, test_plan_sets_runtime_and_network);
-    tcase_add_test(tc, test_user_labels_cannot_impersonate_a_sandbox);
-    tcase_add_test(tc, test_probe_is_hardened_and_never_a_sandbox);
-    tcase_add_test(tc, test_main_process_log_is_one_bounded_json_file);
-    suite_add_tcase(s, tc);
+    unit_tcase_add(s, "core", UNIT_TESTS(
+        test_every_sandbox_gets_the_base_profile,
+        test_hardened_sandbox_has_no_capabilities,
+        test_read_only_root_gets_a_bounded_tmp,
+        test_tmpfs_size_is_a_quarter_of_memory_up_to_64_mib,
+        test_plan_sets_runtime_and_network,
+        test_user_labels_cannot_impersonate_a_sandbox,
+        test_probe_is_hardened_and_never_a_sandbox,
+        test_main_process_log_is_one_bounded_json_file,
+    ));
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(docker_config_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -1,5 +1,5 @@
 /* Unit tests for worker/docker_stream: Docker's stdout/stderr framing. */
-#include <check.h>
+#include "check_util.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -292,30 +292,21 @@ START_TEST(test_empty_push_is_a_no_op)
 }
 END_TEST
 
-static Suite *docker_stream_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("docker_stream");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_whole_stream_routes_stdout_and_stderr);
-    tcase_add_test(tc, test_every_two_chunk_split_gives_the_same_result);
-    tcase_add_test(tc, test_every_three_chunk_split_gives_the_same_result);
-    tcase_add_test(tc, test_byte_by_byte_gives_the_same_result);
-    tcase_add_test(tc, test_header_split_across_chunks_is_not_a_boundary);
-    tcase_add_test(tc, test_bound_keeps_prefix_and_counts_everything);
-    tcase_add_test(tc, test_stderr_bound_is_independent_of_stdout);
-    tcase_add_test(tc, test_zero_length_frames_only);
-    tcase_add_test(tc, test_unknown_stream_ids_are_skipped_and_counted);
-    tcase_add_test(tc, test_large_frame_size_uses_all_four_bytes);
-    tcase_add_test(tc, test_empty_push_is_a_no_op);
-    suite_add_tcase(s, tc);
+    unit_tcase_add(s, "core", UNIT_TESTS(
+        test_whole_stream_routes_stdout_and_stderr,
+        test_every_two_chunk_split_gives_the_same_result,
+        test_every_three_chunk_split_gives_the_same_result,
+        test_byte_by_byte_gives_the_same_result,
+        test_header_split_across_chunks_is_not_a_boundary,
+        test_bound_keeps_prefix_and_counts_everything,
+        test_stderr_bound_is_independent_of_stdout,
+        test_zero_length_frames_only,
+        test_unknown_stream_ids_are_skipped_and_counted,
+        test_large_frame_size_uses_all_four_bytes,
+        test_empty_push_is_a_no_op,
+    ));
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(docker_stream_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

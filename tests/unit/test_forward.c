@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check_util.h"
 #include "errors.h"
 #include "forward.h"
 #include "grant.h"
@@ -199,15 +200,14 @@ END_TEST
 
 static void worker_id_cb(void *ud, char *ret, size_t retlen) { snprintf(ret, retlen, "%s", (const char *)ud); }
 
-static forward_t *start_forwarder(const char *worker_id, int max)
+static forward_t *start_forwarder_on(const char *worker_id, int max, runtime_t *rt)
 {
-    static char not_a_runtime;
     forward_options_t o = {
         .listen = "127.0.0.1:0",
         .max_connections = max,
         .token = TOKEN,
         .worker_name = "w1",
-        .rt = (runtime_t *)&not_a_runtime, /* never reached by these tests */
+        .rt = rt,
         .worker_id = worker_id_cb,
         .worker_id_ud = (void *)worker_id,
     };
@@ -217,6 +217,12 @@ static forward_t *start_forwarder(const char *worker_id, int max)
     ck_assert_msg(forward_start(f, err, sizeof err) == 0, "forward_start: %s", err);
     ck_assert(strncmp(forward_address(f), "127.0.0.1:", 10) == 0);
     return f;
+}
+
+static forward_t *start_forwarder(const char *worker_id, int max)
+{
+    static char not_a_runtime;
+    return start_forwarder_on(worker_id, max, (runtime_t *)&not_a_runtime); /* never reached by these tests */
 }
 
 static int dial(const forward_t *f)
@@ -400,39 +406,137 @@ START_TEST(test_options_are_checked)
 }
 END_TEST
 
-static Suite *forward_suite(void)
+/* ---- the dial: the forwarder asks the runtime, knows no namespaces ----- */
+
+/* A runtime whose dial hands out one end of a socketpair (the other end is
+ * the "sandbox"), or fails with fail_code. */
+typedef struct dial_runtime {
+    runtime_t base;
+    bool fail;               /* then dial fails with fail_code */
+    api_code_t fail_code;
+    int sandbox_fd;          /* the other end, after a successful dial */
+    char sandbox_id[SBX_ID_MAX], worker_name[64];
+    int port;
+    int stop_fd;
+} dial_runtime_t;
+
+static int dial_runtime_dial(runtime_t *rt, const runtime_dial_req_t *req, int *ret_fd, api_error_t *err)
 {
-    Suite *s = suite_create("forward");
-    TCase *tc = tcase_create("preamble");
-    tcase_add_test(tc, test_whole_line_with_request_bytes_after_it_in_one_read);
-    tcase_add_test(tc, test_every_two_read_split_gives_the_same_line_and_rest);
-    tcase_add_test(tc, test_cr_and_lf_in_separate_reads);
-    tcase_add_test(tc, test_byte_by_byte);
-    tcase_add_test(tc, test_line_of_exactly_the_maximum_is_taken_one_more_byte_is_not);
-    tcase_add_test(tc, test_bare_line_feed_and_nul_are_refused);
-    tcase_add_test(tc, test_preamble_parse_accepts_only_the_exact_form);
-    tcase_add_test(tc, test_reply_lines);
-    suite_add_tcase(s, tc);
-    TCase *tl = tcase_create("listener");
-    tcase_set_timeout(tl, 30);
-    tcase_add_test(tl, test_listener_refuses_bad_preambles_and_grants);
-    tcase_add_test(tl, test_unregistered_worker_refuses_every_grant);
-    tcase_add_test(tl, test_logs_grants_are_checked_like_route_grants);
-    tcase_add_test(tl, test_connections_past_the_maximum_are_busy_and_stop_closes_open_ones);
-    tcase_add_test(tl, test_options_are_checked);
-    suite_add_tcase(s, tl);
-    return s;
+    dial_runtime_t *d = (dial_runtime_t *)rt;
+    snprintf(d->sandbox_id, sizeof d->sandbox_id, "%s", req->sandbox_id);
+    snprintf(d->worker_name, sizeof d->worker_name, "%s", req->worker_name);
+    d->port = req->port;
+    d->stop_fd = req->stop_fd;
+    if (d->fail)
+        return api_error_set(err, d->fail_code, "the fake runtime says no");
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
+        return api_error_set(err, API_UNAVAILABLE, "socketpair failed");
+    d->sandbox_fd = sv[1];
+    *ret_fd = sv[0];
+    return 0;
 }
 
-int main(void)
+static const runtime_ops_t dial_runtime_ops = { .name = "dial-fake", .dial = dial_runtime_dial };
+
+/* Reads until want bytes came (at most 5 s). */
+static void read_n(int fd, char *buf, size_t want)
+{
+    size_t len = 0;
+    int64_t deadline = time_mono_ms() + 5000;
+    while (len < want && time_mono_ms() < deadline) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        ssize_t n = recv(fd, buf + len, want - len, 0);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+}
+
+START_TEST(test_a_route_relays_to_the_connection_the_runtime_dials)
+{
+    dial_runtime_t d = { .base = { .ops = &dial_runtime_ops }, .sandbox_fd = -1 };
+    forward_t *f = start_forwarder_on("wrk_a", 8, &d.base);
+    char pre[1024], buf[256];
+    preamble_for(TOKEN, "wrk_a", time(NULL) + 60, pre, sizeof pre);
+    int fd = dial(f);
+    ck_assert_int_eq(send(fd, pre, strlen(pre), MSG_NOSIGNAL), (ssize_t)strlen(pre));
+    static const char ok[] = "SANDBOX-FORWARD/1 200 ok\r\n";
+    read_n(fd, buf, sizeof ok - 1);
+    ck_assert_str_eq(buf, ok);
+    ck_assert_str_eq(d.sandbox_id, "sbx_b");
+    ck_assert_str_eq(d.worker_name, "w1");
+    ck_assert_int_eq(d.port, 8080);
+    ck_assert_int_ge(d.stop_fd, 0);
+    ck_assert_int_ge(d.sandbox_fd, 0);
+    /* the bytes after the preamble reach the sandbox, and its answer the client */
+    read_n(d.sandbox_fd, buf, strlen(REQUEST));
+    ck_assert_str_eq(buf, REQUEST);
+    static const char answer[] = "HTTP/1.1 204 No Content\r\n\r\n";
+    ck_assert_int_eq(send(d.sandbox_fd, answer, sizeof answer - 1, MSG_NOSIGNAL), (ssize_t)(sizeof answer - 1));
+    read_n(fd, buf, sizeof answer - 1);
+    ck_assert_str_eq(buf, answer);
+    close(d.sandbox_fd);
+    close(fd);
+    forward_free(f);
+}
+END_TEST
+
+START_TEST(test_a_failed_dial_is_answered_by_its_code)
+{
+    static const struct {
+        api_code_t code;
+        const char *reply;
+    } cases[] = {
+        { API_NOT_FOUND, "SANDBOX-FORWARD/1 404 not_found the fake runtime says no\r\n" },
+        { API_ISOLATION_UNAVAILABLE, "SANDBOX-FORWARD/1 409 route_unsupported the fake runtime says no\r\n" },
+        { API_UNAVAILABLE, "SANDBOX-FORWARD/1 502 upstream_unavailable the fake runtime says no\r\n" },
+        { API_CANCELLED, "SANDBOX-FORWARD/1 503 busy the worker is shutting down\r\n" },
+        { API_RUNTIME_ERROR,
+          "SANDBOX-FORWARD/1 502 upstream_unavailable the worker cannot find the sandbox: the fake runtime says no\r\n" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        dial_runtime_t d = { .base = { .ops = &dial_runtime_ops }, .fail = true, .fail_code = cases[i].code,
+                             .sandbox_fd = -1 };
+        forward_t *f = start_forwarder_on("wrk_a", 8, &d.base);
+        char pre[1024], reply[1024];
+        preamble_for(TOKEN, "wrk_a", time(NULL) + 60, pre, sizeof pre);
+        exchange(f, pre, reply, sizeof reply);
+        ck_assert_msg(strcmp(reply, cases[i].reply) == 0, "case %zu: got [%s]", i, reply);
+        forward_free(f);
+    }
+}
+END_TEST
+
+Suite *unit_suite(void)
 {
     if (sodium_init() < 0) {
         fprintf(stderr, "sodium_init failed\n");
-        return EXIT_FAILURE;
+        return NULL;
     }
-    SRunner *sr = srunner_create(forward_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    Suite *s = suite_create("forward");
+    unit_tcase_add(s, "preamble", UNIT_TESTS(
+        test_whole_line_with_request_bytes_after_it_in_one_read,
+        test_every_two_read_split_gives_the_same_line_and_rest,
+        test_cr_and_lf_in_separate_reads,
+        test_byte_by_byte,
+        test_line_of_exactly_the_maximum_is_taken_one_more_byte_is_not,
+        test_bare_line_feed_and_nul_are_refused,
+        test_preamble_parse_accepts_only_the_exact_form,
+        test_reply_lines,
+    ));
+    TCase *tl = unit_tcase_add(s, "listener", UNIT_TESTS(
+        test_listener_refuses_bad_preambles_and_grants,
+        test_unregistered_worker_refuses_every_grant,
+        test_logs_grants_are_checked_like_route_grants,
+        test_a_route_relays_to_the_connection_the_runtime_dials,
+        test_a_failed_dial_is_answered_by_its_code,
+        test_connections_past_the_maximum_are_busy_and_stop_closes_open_ones,
+        test_options_are_checked,
+    ));
+    tcase_set_timeout(tl, 30);
+    return s;
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check_util.h"
 #include "errors.h"
 #include "health.h"
 #include "jsonx.h"
@@ -149,20 +150,16 @@ START_TEST(test_readiness_names_what_failed)
 }
 END_TEST
 
-int main(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("health");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_head_end_needs_the_blank_line);
-    tcase_add_test(tc, test_get_with_query_and_headers_is_parsed);
-    tcase_add_test(tc, test_malformed_heads_are_refused_with_a_reason);
-    tcase_add_test(tc, test_a_nul_byte_is_refused);
-    tcase_add_test(tc, test_a_long_path_is_parsed_as_no_path);
-    tcase_add_test(tc, test_readiness_names_what_failed);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    unit_tcase_add(s, "core", UNIT_TESTS(
+        test_head_end_needs_the_blank_line,
+        test_get_with_query_and_headers_is_parsed,
+        test_malformed_heads_are_refused_with_a_reason,
+        test_a_nul_byte_is_refused,
+        test_a_long_path_is_parsed_as_no_path,
+        test_readiness_names_what_failed,
+    ));
+    return s;
 }

@@ -1,18 +1,10 @@
 /* Unit tests for the json-c helpers: strict bounded parsing and typed access (common/jsonx.c). */
-#include <check.h>
+#include "check_util.h"
 #include <stdlib.h>
 #include <string.h>
 
 #include "errors.h"
 #include "jsonx.h"
-
-/* malloc that fails the test instead of returning NULL. */
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n);
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
 
 /* Parses the literal (without its NUL); returns the result code. */
 static int parse(const char *s, size_t n, json_object **ret, api_error_t *err)
@@ -52,7 +44,7 @@ static json_object *check_accepted(const char *s, size_t n, json_type t)
 
 static char *nested_arrays(int depth)
 {
-    char *s = xmalloc((size_t)depth * 2 + 1);
+    char *s = unit_xmalloc((size_t)depth * 2 + 1);
     memset(s, '[', (size_t)depth);
     memset(s + depth, ']', (size_t)depth);
     s[depth * 2] = '\0';
@@ -349,43 +341,33 @@ START_TEST(test_error_body_has_code_and_message)
 }
 END_TEST
 
-static Suite *jsonx_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("jsonx");
-    TCase *tc = tcase_create("parse");
-    tcase_add_test(tc, test_parse_accepts_object_and_reads_fields);
-    tcase_add_test(tc, test_parse_accepts_surrounding_whitespace);
-    tcase_add_test(tc, test_parse_accepts_bare_scalars_at_end_of_input);
-    tcase_add_test(tc, test_parse_accepts_nesting_up_to_depth_limit);
-    tcase_add_test(tc, test_parse_accepts_escaped_quotes_and_apostrophes_inside_strings);
-    tcase_add_test(tc, test_parse_uses_only_n_bytes);
-    tcase_add_test(tc, test_parse_rejects_trailing_garbage);
-    tcase_add_test(tc, test_parse_rejects_truncated_input);
-    tcase_add_test(tc, test_parse_rejects_trailing_commas);
-    tcase_add_test(tc, test_parse_rejects_single_quotes);
-    tcase_add_test(tc, test_parse_rejects_nan_and_infinity);
-    tcase_add_test(tc, test_parse_rejects_other_non_strict_input);
-    tcase_add_test(tc, test_parse_rejects_top_level_null);
-    tcase_add_test(tc, test_parse_rejects_nesting_beyond_depth_limit);
-    tcase_add_test(tc, test_parse_error_without_err_still_fails);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("access");
-    tcase_add_test(tc, test_getters_return_values_of_matching_type);
-    tcase_add_test(tc, test_getters_return_null_or_false_for_wrong_types);
-    tcase_add_test(tc, test_getters_on_non_object_return_null);
-    tcase_add_test(tc, test_add_helpers_and_dump_produce_compact_json);
-    tcase_add_test(tc, test_dump_round_trips_through_parse);
-    tcase_add_test(tc, test_error_body_has_code_and_message);
-    suite_add_tcase(s, tc);
+    unit_tcase_add(s, "parse", UNIT_TESTS(
+        test_parse_accepts_object_and_reads_fields,
+        test_parse_accepts_surrounding_whitespace,
+        test_parse_accepts_bare_scalars_at_end_of_input,
+        test_parse_accepts_nesting_up_to_depth_limit,
+        test_parse_accepts_escaped_quotes_and_apostrophes_inside_strings,
+        test_parse_uses_only_n_bytes,
+        test_parse_rejects_trailing_garbage,
+        test_parse_rejects_truncated_input,
+        test_parse_rejects_trailing_commas,
+        test_parse_rejects_single_quotes,
+        test_parse_rejects_nan_and_infinity,
+        test_parse_rejects_other_non_strict_input,
+        test_parse_rejects_top_level_null,
+        test_parse_rejects_nesting_beyond_depth_limit,
+        test_parse_error_without_err_still_fails,
+    ));
+    unit_tcase_add(s, "access", UNIT_TESTS(
+        test_getters_return_values_of_matching_type,
+        test_getters_return_null_or_false_for_wrong_types,
+        test_getters_on_non_object_return_null,
+        test_add_helpers_and_dump_produce_compact_json,
+        test_dump_round_trips_through_parse,
+        test_error_body_has_code_and_message,
+    ));
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(jsonx_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
 }

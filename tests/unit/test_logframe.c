@@ -1,7 +1,7 @@
 /* Unit tests for common/logframe: the frames of a logs connection as they
  * arrive in pieces, the UTF-8 boundary a piece may end on, and the NDJSON
  * line each piece becomes. */
-#include <check.h>
+#include "check_util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,23 +91,14 @@ START_TEST(test_ndjson_chunk_escapes_and_repairs)
 }
 END_TEST
 
-static Suite *logframe_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("logframe");
-    TCase *tc = tcase_create("frames");
-    tcase_add_test(tc, test_frame_round_trip_and_every_short_prefix_waits);
-    tcase_add_test(tc, test_frame_refuses_unknown_types_and_oversized_payloads);
-    tcase_add_test(tc, test_utf8_prefix_holds_back_only_unfinished_sequences);
-    tcase_add_test(tc, test_ndjson_chunk_escapes_and_repairs);
-    suite_add_tcase(s, tc);
+    unit_tcase_add(s, "frames", UNIT_TESTS(
+        test_frame_round_trip_and_every_short_prefix_waits,
+        test_frame_refuses_unknown_types_and_oversized_payloads,
+        test_utf8_prefix_holds_back_only_unfinished_sequences,
+        test_ndjson_chunk_escapes_and_repairs,
+    ));
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(logframe_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
 }

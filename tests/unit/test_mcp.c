@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_util.h"
 #include "jsonx.h"
 #include "mcp.h"
 
@@ -190,24 +191,10 @@ START_TEST(test_results)
 }
 END_TEST
 
-static Suite *mcp_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("mcp");
-    TCase *tc = tcase_create("protocol");
-    tcase_add_test(tc, test_decode_kinds);
-    tcase_add_test(tc, test_decode_errors);
-    tcase_add_test(tc, test_negotiate);
-    tcase_add_test(tc, test_dispatch);
-    tcase_add_test(tc, test_results);
-    suite_add_tcase(s, tc);
+    unit_tcase_add(s, "protocol", UNIT_TESTS(
+        test_decode_kinds, test_decode_errors, test_negotiate, test_dispatch, test_results,));
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(mcp_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -1,6 +1,6 @@
 /* Unit tests for the metrics registry and its text format (common/metrics.c)
  * and for log lines in both formats (common/log.c). */
-#include <check.h>
+#include "check_util.h"
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,26 +168,17 @@ START_TEST(test_log_json_lines_parse)
 }
 END_TEST
 
-static Suite *metrics_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("metrics");
-    TCase *tc = tcase_create("registry");
-    tcase_add_test(tc, test_counter_gauge_and_labels);
-    tcase_add_test(tc, test_histogram_is_cumulative);
-    tcase_add_test(tc, test_series_are_bounded_and_reset);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("log");
-    tcase_add_test(tc, test_log_logfmt);
-    tcase_add_test(tc, test_log_json_lines_parse);
-    suite_add_tcase(s, tc);
+    unit_tcase_add(s, "registry", UNIT_TESTS(
+        test_counter_gauge_and_labels,
+        test_histogram_is_cumulative,
+        test_series_are_bounded_and_reset,
+    ));
+    unit_tcase_add(s, "log", UNIT_TESTS(
+        test_log_logfmt,
+        test_log_json_lines_parse,
+    ));
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(metrics_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
 }

@@ -1,6 +1,6 @@
 /* Unit tests for observed container state (common/observed.c): the strict
  * reading of a worker's fields and the failure they amount to. */
-#include <check.h>
+#include "check_util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,28 +179,19 @@ START_TEST(test_removed_failure)
 }
 END_TEST
 
-static Suite *observed_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("observed");
-    TCase *tc = tcase_create("observed");
-    tcase_add_test(tc, test_running_entry_has_no_details);
-    tcase_add_test(tc, test_killed_container_is_exited_with_signal);
-    tcase_add_test(tc, test_oom_flag_wins_over_exit_code);
-    tcase_add_test(tc, test_runtime_error_without_finish_is_a_start_failure);
-    tcase_add_test(tc, test_plain_exit_code_and_last_line);
+    TCase *tc = unit_tcase_add(s, "observed", UNIT_TESTS(
+        test_running_entry_has_no_details,
+        test_killed_container_is_exited_with_signal,
+        test_oom_flag_wins_over_exit_code,
+        test_runtime_error_without_finish_is_a_start_failure,
+        test_plain_exit_code_and_last_line,
+        test_output_tail_is_bounded,
+        test_time_forms,
+        test_removed_failure,
+    ));
     tcase_add_loop_test(tc, test_hostile_fields_are_refused, 0, (int)(sizeof bads / sizeof bads[0]));
-    tcase_add_test(tc, test_output_tail_is_bounded);
-    tcase_add_test(tc, test_time_forms);
-    tcase_add_test(tc, test_removed_failure);
-    suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(observed_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -1,5 +1,5 @@
 /* Unit tests for the operation transition table and state names (common/opstate.c). */
-#include <check.h>
+#include "check_util.h"
 #include <stdio.h>
 
 #include "errors.h"
@@ -103,28 +103,28 @@ START_TEST(test_out_of_range_states_are_refused_by_transition_check)
 }
 END_TEST
 
+/* Asserts that name_fn names every value below count as names[] does and that
+ * parse_fn reads each name back to its value. */
+#define ASSERT_NAMES_ROUND_TRIP(type_t, count, name_fn, parse_fn, names)                                           \
+    for (int v_ = 0; v_ < (count); v_++) {                                                                          \
+        ck_assert_str_eq(name_fn((type_t)v_), (names)[v_]);                                                         \
+        type_t back_ = (count);                                                                                     \
+        ck_assert_int_eq(parse_fn((names)[v_], &back_), 0);                                                         \
+        ck_assert_int_eq(back_, v_);                                                                                \
+    }
+
 START_TEST(test_state_names_round_trip_through_parse)
 {
     static const char *names[OP__COUNT] = { "pending", "admitted", "leased", "running",
                                             "succeeded", "failed", "cancelled" };
-    for (int s = 0; s < OP__COUNT; s++) {
-        ck_assert_str_eq(op_state_name((op_state_t)s), names[s]);
-        op_state_t back = OP__COUNT;
-        ck_assert_int_eq(op_state_parse(names[s], &back), 0);
-        ck_assert_int_eq(back, s);
-    }
+    ASSERT_NAMES_ROUND_TRIP(op_state_t, OP__COUNT, op_state_name, op_state_parse, names);
 }
 END_TEST
 
 START_TEST(test_kind_names_round_trip_through_parse)
 {
     static const char *names[OPK__COUNT] = { "create", "delete", "exec", "share", "unshare" };
-    for (int k = 0; k < OPK__COUNT; k++) {
-        ck_assert_str_eq(op_kind_name((op_kind_t)k), names[k]);
-        op_kind_t back = OPK__COUNT;
-        ck_assert_int_eq(op_kind_parse(names[k], &back), 0);
-        ck_assert_int_eq(back, k);
-    }
+    ASSERT_NAMES_ROUND_TRIP(op_kind_t, OPK__COUNT, op_kind_name, op_kind_parse, names);
 }
 END_TEST
 
@@ -132,12 +132,7 @@ START_TEST(test_phase_names_round_trip_through_parse)
 {
     static const char *names[PH__COUNT] = { "pending", "scheduled", "provisioning", "running",
                                             "deleting", "deleted", "failed", "lost" };
-    for (int p = 0; p < PH__COUNT; p++) {
-        ck_assert_str_eq(sandbox_phase_name((sandbox_phase_t)p), names[p]);
-        sandbox_phase_t back = PH__COUNT;
-        ck_assert_int_eq(sandbox_phase_parse(names[p], &back), 0);
-        ck_assert_int_eq(back, p);
-    }
+    ASSERT_NAMES_ROUND_TRIP(sandbox_phase_t, PH__COUNT, sandbox_phase_name, sandbox_phase_parse, names);
 }
 END_TEST
 
@@ -180,34 +175,24 @@ START_TEST(test_unknown_names_are_rejected_and_leave_output_alone)
 }
 END_TEST
 
-static Suite *opstate_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("opstate");
-    TCase *tc = tcase_create("transitions");
-    tcase_add_test(tc, test_transition_table_matches_design_for_every_pair);
-    tcase_add_test(tc, test_no_state_moves_to_itself);
-    tcase_add_test(tc, test_nothing_moves_back_to_pending);
-    tcase_add_test(tc, test_terminal_states_have_no_outgoing_transitions);
-    tcase_add_test(tc, test_terminal_states_are_exactly_succeeded_failed_cancelled);
-    tcase_add_test(tc, test_every_non_terminal_state_can_be_cancelled_and_fail);
-    tcase_add_test(tc, test_out_of_range_states_are_refused_by_transition_check);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("names");
-    tcase_add_test(tc, test_state_names_round_trip_through_parse);
-    tcase_add_test(tc, test_kind_names_round_trip_through_parse);
-    tcase_add_test(tc, test_phase_names_round_trip_through_parse);
-    tcase_add_test(tc, test_out_of_range_values_have_unknown_name);
-    tcase_add_test(tc, test_unknown_names_are_rejected_and_leave_output_alone);
-    suite_add_tcase(s, tc);
+    unit_tcase_add(s, "transitions", UNIT_TESTS(
+        test_transition_table_matches_design_for_every_pair,
+        test_no_state_moves_to_itself,
+        test_nothing_moves_back_to_pending,
+        test_terminal_states_have_no_outgoing_transitions,
+        test_terminal_states_are_exactly_succeeded_failed_cancelled,
+        test_every_non_terminal_state_can_be_cancelled_and_fail,
+        test_out_of_range_states_are_refused_by_transition_check,
+    ));
+    unit_tcase_add(s, "names", UNIT_TESTS(
+        test_state_names_round_trip_through_parse,
+        test_kind_names_round_trip_through_parse,
+        test_phase_names_round_trip_through_parse,
+        test_out_of_range_values_have_unknown_name,
+        test_unknown_names_are_rejected_and_leave_output_alone,
+    ));
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(opstate_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
 }

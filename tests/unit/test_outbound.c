@@ -1,6 +1,6 @@
 /* Unit tests for the worker's outbound exec result (agent_exec_result_json):
  * the docs/api.md shape, UTF-8 repair and the report size bound. */
-#include <check.h>
+#include "check_util.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,22 +82,13 @@ START_TEST(test_escaping_heavy_output_is_cut_to_the_json_bound)
 }
 END_TEST
 
-static Suite *outbound_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("outbound");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_exec_result_has_every_documented_field);
-    tcase_add_test(tc, test_invalid_utf8_is_replaced);
-    tcase_add_test(tc, test_escaping_heavy_output_is_cut_to_the_json_bound);
-    suite_add_tcase(s, tc);
+    unit_tcase_add(s, "core", UNIT_TESTS(
+        test_exec_result_has_every_documented_field,
+        test_invalid_utf8_is_replaced,
+        test_escaping_heavy_output_is_cut_to_the_json_bound,
+    ));
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(outbound_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -1,5 +1,5 @@
 /* Unit tests for the tenant policy codec and its checks. */
-#include <check.h>
+#include "check_util.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,18 +92,14 @@ START_TEST(test_policy_tighter_takes_the_smaller_set_limit)
 }
 END_TEST
 
-int main(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("policy");
-    TCase *tc = tcase_create("policy");
-    tcase_add_test(tc, test_policy_round_trip_keeps_set_fields_only);
-    tcase_add_test(tc, test_policy_image_patterns_match_exact_and_prefix);
-    tcase_add_test(tc, test_policy_rejects_bad_fields_naming_them);
-    tcase_add_test(tc, test_policy_tighter_takes_the_smaller_set_limit);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    unit_tcase_add(s, "policy", UNIT_TESTS(
+        test_policy_round_trip_keeps_set_fields_only,
+        test_policy_image_patterns_match_exact_and_prefix,
+        test_policy_rejects_bad_fields_naming_them,
+        test_policy_tighter_takes_the_smaller_set_limit,
+    ));
+    return s;
 }

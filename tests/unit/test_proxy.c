@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_util.h"
 #include "errors.h"
 #include "proxy.h"
 
@@ -177,22 +178,18 @@ START_TEST(test_trusted_proxy_networks)
 }
 END_TEST
 
-int main(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("proxy");
-    TCase *tc = tcase_create("head");
-    tcase_add_test(tc, test_head_parses_request_line_and_headers);
-    tcase_add_test(tc, test_head_refuses_malformed_requests);
-    tcase_add_test(tc, test_head_bounds_the_number_of_headers);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("routes");
-    tcase_add_test(tc, test_route_by_path_host_and_redirect);
-    tcase_add_test(tc, test_route_refuses_what_is_not_a_route_address);
-    tcase_add_test(tc, test_trusted_proxy_networks);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    unit_tcase_add(s, "head", UNIT_TESTS(
+        test_head_parses_request_line_and_headers,
+        test_head_refuses_malformed_requests,
+        test_head_bounds_the_number_of_headers,
+    ));
+    unit_tcase_add(s, "routes", UNIT_TESTS(
+        test_route_by_path_host_and_redirect,
+        test_route_refuses_what_is_not_a_route_address,
+        test_trusted_proxy_networks,
+    ));
+    return s;
 }

@@ -1,6 +1,6 @@
 /* Unit tests for the NATS publisher's pure parts: holes in the id sequence,
  * subjects, URL redaction. */
-#include <check.h>
+#include "check_util.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -287,38 +287,29 @@ START_TEST(test_url_redaction)
 }
 END_TEST
 
-static Suite *publish_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("publish");
-    TCase *tc = tcase_create("holes");
-    tcase_add_test(tc, test_contiguous_batch_goes_out_whole);
-    tcase_add_test(tc, test_empty_batch_keeps_the_cursor);
-    tcase_add_test(tc, test_hole_stops_the_batch_before_it);
-    tcase_add_test(tc, test_hole_right_after_the_cursor_publishes_nothing);
-    tcase_add_test(tc, test_hole_that_fills_is_published_in_order);
-    tcase_add_test(tc, test_hole_passes_after_the_grace_not_before);
-    tcase_add_test(tc, test_all_holes_of_a_batch_share_one_grace);
-    tcase_add_test(tc, test_a_hole_newer_than_the_sighting_waits_its_own_grace);
-    tcase_add_test(tc, test_settled_holes_pass_at_once);
-    tcase_add_test(tc, test_settled_part_of_a_hole_passes_the_rest_waits);
-    tcase_add_test(tc, test_settled_and_graced_holes_are_told_apart);
-    tcase_add_test(tc, test_pruned_events_below_the_table_pass_once_settled);
-    tcase_add_test(tc, test_rows_not_after_the_cursor_stop_the_batch);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("subjects");
-    tcase_add_test(tc, test_subject_tokens);
-    tcase_add_test(tc, test_subject_too_long);
-    tcase_add_test(tc, test_prefix_validation);
-    tcase_add_test(tc, test_url_redaction);
-    suite_add_tcase(s, tc);
+    unit_tcase_add(s, "holes", UNIT_TESTS(
+        test_contiguous_batch_goes_out_whole,
+        test_empty_batch_keeps_the_cursor,
+        test_hole_stops_the_batch_before_it,
+        test_hole_right_after_the_cursor_publishes_nothing,
+        test_hole_that_fills_is_published_in_order,
+        test_hole_passes_after_the_grace_not_before,
+        test_all_holes_of_a_batch_share_one_grace,
+        test_a_hole_newer_than_the_sighting_waits_its_own_grace,
+        test_settled_holes_pass_at_once,
+        test_settled_part_of_a_hole_passes_the_rest_waits,
+        test_settled_and_graced_holes_are_told_apart,
+        test_pruned_events_below_the_table_pass_once_settled,
+        test_rows_not_after_the_cursor_stop_the_batch,
+    ));
+    unit_tcase_add(s, "subjects", UNIT_TESTS(
+        test_subject_tokens,
+        test_subject_too_long,
+        test_prefix_validation,
+        test_url_redaction,
+    ));
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(publish_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -1,6 +1,6 @@
 /* Unit tests for worker/runsc: recognising runsc processes by their command
  * line, parsing `runsc ps`, and picking the exec tree a timeout kills. */
-#include <check.h>
+#include "check_util.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -178,28 +178,19 @@ START_TEST(test_descendants_cover_the_whole_tree_only)
 }
 END_TEST
 
-static Suite *runsc_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("runsc");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_exec_cmdline_matches_its_container_and_exec);
-    tcase_add_test(tc, test_exec_cmdline_of_another_exec_or_container_does_not_match);
-    tcase_add_test(tc, test_sandbox_cmdline_is_not_an_exec);
-    tcase_add_test(tc, test_non_runsc_or_rootless_cmdlines_do_not_match);
-    tcase_add_test(tc, test_host_from_pid_refuses_a_process_that_is_not_runsc);
-    tcase_add_test(tc, test_ps_table_is_parsed);
-    tcase_add_test(tc, test_ps_without_header_is_refused);
-    tcase_add_test(tc, test_exec_root_is_the_one_exec_started_after_the_mark);
-    tcase_add_test(tc, test_descendants_cover_the_whole_tree_only);
-    suite_add_tcase(s, tc);
+    unit_tcase_add(s, "core", UNIT_TESTS(
+        test_exec_cmdline_matches_its_container_and_exec,
+        test_exec_cmdline_of_another_exec_or_container_does_not_match,
+        test_sandbox_cmdline_is_not_an_exec,
+        test_non_runsc_or_rootless_cmdlines_do_not_match,
+        test_host_from_pid_refuses_a_process_that_is_not_runsc,
+        test_ps_table_is_parsed,
+        test_ps_without_header_is_refused,
+        test_exec_root_is_the_one_exec_started_after_the_mark,
+        test_descendants_cover_the_whole_tree_only,
+    ));
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(runsc_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

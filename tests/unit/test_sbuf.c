@@ -1,5 +1,5 @@
 /* Unit tests for the capped byte buffer (common/sbuf.c). */
-#include <check.h>
+#include "check_util.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -348,49 +348,37 @@ START_TEST(test_zero_limit_means_unbounded)
 }
 END_TEST
 
-static Suite *sbuf_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("sbuf");
-    TCase *tc = tcase_create("append");
-    tcase_add_test(tc, test_empty_buffer_reads_as_empty_string);
-    tcase_add_test(tc, test_append_keeps_bytes_and_nul_terminates);
-    tcase_add_test(tc, test_append_zero_bytes_gives_empty_terminated_string);
-    tcase_add_test(tc, test_append_keeps_embedded_nul_bytes);
-    tcase_add_test(tc, test_append_exactly_to_limit_succeeds);
-    tcase_add_test(tc, test_append_past_limit_is_all_or_nothing);
-    tcase_add_test(tc, test_append_larger_than_limit_on_empty_buffer_keeps_nothing);
-    tcase_add_test(tc, test_growth_across_many_appends_keeps_content);
-    tcase_add_test(tc, test_zero_limit_means_unbounded);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("bounded");
-    tcase_add_test(tc, test_bounded_append_keeps_exactly_limit_bytes);
-    tcase_add_test(tc, test_bounded_append_counts_large_input_in_seen);
-    tcase_add_test(tc, test_bounded_append_within_limit_is_not_truncated);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("printf");
-    tcase_add_test(tc, test_printf_formats_small_output);
-    tcase_add_test(tc, test_printf_grows_past_small_buffer_path);
-    tcase_add_test(tc, test_printf_exactly_small_buffer_size_boundary);
-    tcase_add_test(tc, test_printf_past_limit_is_all_or_nothing);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("lifecycle");
-    tcase_add_test(tc, test_detach_hands_over_data_and_empties_buffer);
-    tcase_add_test(tc, test_detach_of_empty_buffer_returns_allocated_empty_string);
-    tcase_add_test(tc, test_reset_empties_but_keeps_limit);
-    tcase_add_test(tc, test_reset_of_never_used_buffer_is_harmless);
-    tcase_add_test(tc, test_release_frees_and_accepts_null_and_repeat);
-    suite_add_tcase(s, tc);
+    unit_tcase_add(s, "append", UNIT_TESTS(
+        test_empty_buffer_reads_as_empty_string,
+        test_append_keeps_bytes_and_nul_terminates,
+        test_append_zero_bytes_gives_empty_terminated_string,
+        test_append_keeps_embedded_nul_bytes,
+        test_append_exactly_to_limit_succeeds,
+        test_append_past_limit_is_all_or_nothing,
+        test_append_larger_than_limit_on_empty_buffer_keeps_nothing,
+        test_growth_across_many_appends_keeps_content,
+        test_zero_limit_means_unbounded,
+    ));
+    unit_tcase_add(s, "bounded", UNIT_TESTS(
+        test_bounded_append_keeps_exactly_limit_bytes,
+        test_bounded_append_counts_large_input_in_seen,
+        test_bounded_append_within_limit_is_not_truncated,
+    ));
+    unit_tcase_add(s, "printf", UNIT_TESTS(
+        test_printf_formats_small_output,
+        test_printf_grows_past_small_buffer_path,
+        test_printf_exactly_small_buffer_size_boundary,
+        test_printf_past_limit_is_all_or_nothing,
+    ));
+    unit_tcase_add(s, "lifecycle", UNIT_TESTS(
+        test_detach_hands_over_data_and_empties_buffer,
+        test_detach_of_empty_buffer_returns_allocated_empty_string,
+        test_reset_empties_but_keeps_limit,
+        test_reset_of_never_used_buffer_is_harmless,
+        test_release_frees_and_accepts_null_and_repeat,
+    ));
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(sbuf_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
 }

@@ -1,5 +1,6 @@
-/* Unit tests for the strict sandbox spec and exec request codecs (common/spec.c). */
-#include <check.h>
+/* Unit tests for the strict sandbox spec codec (common/spec.c): create requests.
+ * The exec request and kv list codecs are in test_spec_exec.c. */
+#include "check_util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,39 +10,15 @@
 #include "limits.h"
 #include "spec.h"
 
-/* malloc that fails the test instead of returning NULL. */
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n);
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
-
-/* Parses JSON text strictly; fails the test when it is not JSON. */
-static json_object *j(const char *text)
-{
-    json_object *o = NULL;
-    api_error_t err;
-    memset(&err, 0, sizeof err);
-    ck_assert_msg(jsonx_parse(text, strlen(text), &o, &err) == 0, "test JSON %s: %s", text, err.message);
-    return o;
-}
-
 /* Asserts that a create request is refused as invalid_argument with a
  * message containing `want`, and leaves *ret empty. */
 static void expect_spec_error(const char *text, const char *want)
 {
-    json_object *o = j(text);
+    json_object *o = unit_json(text);
     sandbox_spec_t s;
-    api_error_t err;
-    memset(&err, 0, sizeof err);
+    api_error_t err = { 0 };
     memset(&s, 0x5A, sizeof s);
-    int r = spec_from_json(o, &s, &err);
-    ck_assert_msg(r == SBX_EINVAL, "spec %s accepted (r=%d)", text, r);
-    ck_assert_msg(err.code == API_INVALID_ARGUMENT, "spec %s: code %d, expected %d", text, (int)err.code,
-                  (int)API_INVALID_ARGUMENT);
-    ck_assert_msg(strstr(err.message, want) != NULL, "spec %s: message \"%s\" does not contain \"%s\"", text,
-                  err.message, want);
+    unit_expect_invalid("spec", text, spec_from_json(o, &s, &err), &err, want);
     ck_assert_ptr_null(s.image);
     ck_assert_ptr_null(s.tenant);
     ck_assert_ptr_null(s.env.items);
@@ -50,52 +27,43 @@ static void expect_spec_error(const char *text, const char *want)
     json_object_put(o);
 }
 
-static void expect_exec_error(const char *text, const char *want)
+/* Expects the request text_fmt(key, value) refused, with want_fmt(key) in the
+ * message, for every key of keys and every value of values. */
+static void expect_each_refused(const char *text_fmt, const char *want_fmt, const char *const keys[], size_t n_keys,
+                                const char *const values[], size_t n_values)
 {
-    json_object *o = j(text);
-    exec_spec_t s;
-    api_error_t err;
-    memset(&err, 0, sizeof err);
-    memset(&s, 0x5A, sizeof s);
-    int r = exec_spec_from_json(o, &s, &err);
-    ck_assert_msg(r == SBX_EINVAL, "exec %.200s accepted (r=%d)", text, r);
-    ck_assert_msg(err.code == API_INVALID_ARGUMENT, "exec %.200s: code %d, expected %d", text, (int)err.code,
-                  (int)API_INVALID_ARGUMENT);
-    ck_assert_msg(strstr(err.message, want) != NULL, "exec %.200s: message \"%s\" does not contain \"%s\"", text,
-                  err.message, want);
-    ck_assert_ptr_null(s.argv);
-    ck_assert_ptr_null(s.cwd);
-    ck_assert_uint_eq(s.argc, 0);
-    exec_spec_release(&s);
-    json_object_put(o);
+    for (size_t k = 0; k < n_keys; k++)
+        for (size_t v = 0; v < n_values; v++) {
+            char text[256], want[64];
+            snprintf(text, sizeof text, text_fmt, keys[k], values[v]);
+            snprintf(want, sizeof want, want_fmt, keys[k]);
+            expect_spec_error(text, want);
+        }
+}
+
+/* Expects a create request with any of the n bad keys, or with a key of
+ * fill one byte over the limit, in the object field refused naming the key. */
+static void expect_bad_keys_refused(const char *field, const char *const bad[], size_t n, char fill)
+{
+    char text[512], want[32];
+    snprintf(want, sizeof want, "%s key \"", field);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(text, sizeof text, "{\"image\":\"b\",\"%s\":{\"%s\":\"v\"}}", field, bad[i]);
+        expect_spec_error(text, want);
+    }
+    char *key = unit_repeat(fill, SBX_MAX_KEY_BYTES + 1);
+    snprintf(text, sizeof text, "{\"image\":\"b\",\"%s\":{\"%s\":\"v\"}}", field, key);
+    expect_spec_error(text, want);
+    free(key);
 }
 
 /* Decodes a spec that must be valid. */
 static void spec_ok(const char *text, sandbox_spec_t *s)
 {
-    json_object *o = j(text);
-    api_error_t err;
-    memset(&err, 0, sizeof err);
+    json_object *o = unit_json(text);
+    api_error_t err = { 0 };
     ck_assert_msg(spec_from_json(o, s, &err) == 0, "spec %s refused: %s", text, err.message);
     json_object_put(o);
-}
-
-static void exec_ok(const char *text, exec_spec_t *s)
-{
-    json_object *o = j(text);
-    api_error_t err;
-    memset(&err, 0, sizeof err);
-    ck_assert_msg(exec_spec_from_json(o, s, &err) == 0, "exec %.200s refused: %s", text, err.message);
-    json_object_put(o);
-}
-
-/* A string of n copies of c (malloc'd). */
-static char *rep(char c, size_t n)
-{
-    char *s = xmalloc(n + 1);
-    memset(s, c, n);
-    s[n] = '\0';
-    return s;
 }
 
 /* ---- defaults and round trip ---- */
@@ -270,14 +238,14 @@ START_TEST(test_env_and_labels_at_their_limits_are_accepted)
 {
     /* SBX_MAX_ENV env entries, SBX_MAX_LABELS labels, a 128-byte key and a 4096-byte value. */
     size_t cap = 64 * 1024;
-    char *text = xmalloc(cap);
+    char *text = unit_xmalloc(cap);
     size_t o = (size_t)snprintf(text, cap, "{\"image\":\"i\",\"env\":{");
     for (int i = 0; i < SBX_MAX_ENV; i++)
         o += (size_t)snprintf(text + o, cap - o, "%s\"E%d\":\"v\"", i ? "," : "", i);
     o += (size_t)snprintf(text + o, cap - o, "},\"labels\":{");
     for (int i = 0; i < SBX_MAX_LABELS - 1; i++)
         o += (size_t)snprintf(text + o, cap - o, "%s\"l%d\":\"v\"", i ? "," : "", i);
-    char *key = rep('k', SBX_MAX_KEY_BYTES), *val = rep('v', SBX_MAX_VALUE_BYTES);
+    char *key = unit_repeat('k', SBX_MAX_KEY_BYTES), *val = unit_repeat('v', SBX_MAX_VALUE_BYTES);
     o += (size_t)snprintf(text + o, cap - o, ",\"%s\":\"%s\"}}", key, val);
     ck_assert_uint_lt(o, cap);
     sandbox_spec_t s;
@@ -328,9 +296,8 @@ END_TEST
 /* Decodes with a server default image; must succeed. */
 static void spec_default_ok(const char *text, const char *def, sandbox_spec_t *s)
 {
-    json_object *o = j(text);
-    api_error_t err;
-    memset(&err, 0, sizeof err);
+    json_object *o = unit_json(text);
+    api_error_t err = { 0 };
     ck_assert_msg(spec_from_json_default(o, def, s, &err) == 0, "spec %s refused: %s", text, err.message);
     json_object_put(o);
 }
@@ -366,7 +333,7 @@ START_TEST(test_default_does_not_excuse_a_bad_image)
 {
     static const char *bad[] = { "{\"image\":\"\"}", "{\"image\":42}", "{\"image\":\"a b\"}" };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        json_object *o = j(bad[i]);
+        json_object *o = unit_json(bad[i]);
         sandbox_spec_t s;
         api_error_t err;
         memset(&err, 0, sizeof err);
@@ -376,7 +343,7 @@ START_TEST(test_default_does_not_excuse_a_bad_image)
         json_object_put(o);
     }
     /* no default: still required */
-    json_object *o = j("{}");
+    json_object *o = unit_json("{}");
     sandbox_spec_t s;
     api_error_t err;
     memset(&err, 0, sizeof err);
@@ -407,7 +374,7 @@ START_TEST(test_image_ref_validation)
         ck_assert_msg(!spec_image_ref_valid(bad[i], why, sizeof why), "%s accepted", bad[i]);
         ck_assert_msg(why[0] != '\0', "%s: no reason", bad[i]);
     }
-    char *longname = rep('a', SBX_MAX_IMAGE_BYTES + 1);
+    char *longname = unit_repeat('a', SBX_MAX_IMAGE_BYTES + 1);
     ck_assert(!spec_image_ref_valid(longname, why, sizeof why));
     ck_assert_ptr_nonnull(strstr(why, "at most"));
     free(longname);
@@ -441,13 +408,14 @@ END_TEST
 
 START_TEST(test_image_too_long_is_rejected)
 {
-    char *img = rep('a', SBX_MAX_IMAGE_BYTES + 1);
-    char *text = xmalloc(strlen(img) + 32);
-    sprintf(text, "{\"image\":\"%s\"}", img);
+    char *img = unit_repeat('a', SBX_MAX_IMAGE_BYTES + 1);
+    size_t cap = strlen(img) + 32;
+    char *text = unit_xmalloc(cap);
+    snprintf(text, cap, "{\"image\":\"%s\"}", img);
     expect_spec_error(text, "image must be 1 to 512 printable bytes");
     /* Exactly at the limit is fine. */
     img[SBX_MAX_IMAGE_BYTES] = '\0';
-    sprintf(text, "{\"image\":\"%s\"}", img);
+    snprintf(text, cap, "{\"image\":\"%s\"}", img);
     sandbox_spec_t s;
     spec_ok(text, &s);
     ck_assert_uint_eq(strlen(s.image), SBX_MAX_IMAGE_BYTES);
@@ -481,17 +449,12 @@ END_TEST
 
 START_TEST(test_numeric_fields_out_of_range_are_rejected_naming_the_field)
 {
-    static const char *fields[] = { "cpu_millis", "memory_mib", "ttl_seconds" };
-    static const char *values[] = { "-1", "0", "1000000000000000", "-1000000000000000",
+    static const char *const fields[] = { "cpu_millis", "memory_mib", "ttl_seconds" };
+    static const char *const values[] = { "-1", "0", "1000000000000000", "-1000000000000000",
                                     "9223372036854775807", "18446744073709551615",
                                     "100000000000000000000000000000" };
-    for (size_t f = 0; f < 3; f++)
-        for (size_t v = 0; v < sizeof values / sizeof *values; v++) {
-            char text[256], want[64];
-            snprintf(text, sizeof text, "{\"image\":\"b\",\"%s\":%s}", fields[f], values[v]);
-            snprintf(want, sizeof want, "%s must be between ", fields[f]);
-            expect_spec_error(text, want);
-        }
+    expect_each_refused("{\"image\":\"b\",\"%s\":%s}", "%s must be between ", fields, 3, values,
+                        sizeof values / sizeof *values);
 }
 END_TEST
 
@@ -510,15 +473,10 @@ END_TEST
 
 START_TEST(test_numeric_fields_of_non_integer_type_are_rejected)
 {
-    static const char *fields[] = { "cpu_millis", "memory_mib", "ttl_seconds" };
-    static const char *values[] = { "\"1000\"", "1000.0", "1.5", "1e3", "true", "[1000]", "{}", "\"\"" };
-    for (size_t f = 0; f < 3; f++)
-        for (size_t v = 0; v < sizeof values / sizeof *values; v++) {
-            char text[256], want[64];
-            snprintf(text, sizeof text, "{\"image\":\"b\",\"%s\":%s}", fields[f], values[v]);
-            snprintf(want, sizeof want, "%s must be an integer", fields[f]);
-            expect_spec_error(text, want);
-        }
+    static const char *const fields[] = { "cpu_millis", "memory_mib", "ttl_seconds" };
+    static const char *const values[] = { "\"1000\"", "1000.0", "1.5", "1e3", "true", "[1000]", "{}", "\"\"" };
+    expect_each_refused("{\"image\":\"b\",\"%s\":%s}", "%s must be an integer", fields, 3, values,
+                        sizeof values / sizeof *values);
 }
 END_TEST
 
@@ -555,15 +513,10 @@ END_TEST
 
 START_TEST(test_trust_values_that_are_not_booleans_are_rejected)
 {
-    static const char *keys[] = { "untrusted_repo", "generated_code", "hostile" };
-    static const char *values[] = { "\"true\"", "1", "0", "\"yes\"", "[]", "{}" };
-    for (size_t k = 0; k < 3; k++)
-        for (size_t v = 0; v < sizeof values / sizeof *values; v++) {
-            char text[128], want[64];
-            snprintf(text, sizeof text, "{\"image\":\"b\",\"trust\":{\"%s\":%s}}", keys[k], values[v]);
-            snprintf(want, sizeof want, "trust.%s must be true or false", keys[k]);
-            expect_spec_error(text, want);
-        }
+    static const char *const keys[] = { "untrusted_repo", "generated_code", "hostile" };
+    static const char *const values[] = { "\"true\"", "1", "0", "\"yes\"", "[]", "{}" };
+    expect_each_refused("{\"image\":\"b\",\"trust\":{\"%s\":%s}}", "trust.%s must be true or false", keys, 3,
+                        values, sizeof values / sizeof *values);
 }
 END_TEST
 
@@ -578,17 +531,8 @@ END_TEST
 
 START_TEST(test_env_bad_key_is_rejected)
 {
-    static const char *bad[] = { "1A", "A-B", "A B", "A=B", "", "A.B", "\\u00c9T\\u00c9", "$A" };
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        char text[128];
-        snprintf(text, sizeof text, "{\"image\":\"b\",\"env\":{\"%s\":\"v\"}}", bad[i]);
-        expect_spec_error(text, "env key \"");
-    }
-    char *key = rep('K', SBX_MAX_KEY_BYTES + 1);
-    char text[512];
-    snprintf(text, sizeof text, "{\"image\":\"b\",\"env\":{\"%s\":\"v\"}}", key);
-    expect_spec_error(text, "env key \"");
-    free(key);
+    static const char *const bad[] = { "1A", "A-B", "A B", "A=B", "", "A.B", "\\u00c9T\\u00c9", "$A" };
+    expect_bad_keys_refused("env", bad, sizeof bad / sizeof *bad, 'K');
 }
 END_TEST
 
@@ -611,9 +555,10 @@ END_TEST
 
 START_TEST(test_env_value_too_long_is_rejected)
 {
-    char *val = rep('v', SBX_MAX_VALUE_BYTES + 1);
-    char *text = xmalloc(strlen(val) + 64);
-    sprintf(text, "{\"image\":\"b\",\"env\":{\"K\":\"%s\"}}", val);
+    char *val = unit_repeat('v', SBX_MAX_VALUE_BYTES + 1);
+    size_t cap = strlen(val) + 64;
+    char *text = unit_xmalloc(cap);
+    snprintf(text, cap, "{\"image\":\"b\",\"env\":{\"K\":\"%s\"}}", val);
     expect_spec_error(text, "env.K is longer than 4096 bytes");
     free(val);
     free(text);
@@ -623,7 +568,7 @@ END_TEST
 static char *many_entries(const char *field, int n)
 {
     size_t cap = 64 + (size_t)n * 24;
-    char *text = xmalloc(cap);
+    char *text = unit_xmalloc(cap);
     size_t o = (size_t)snprintf(text, cap, "{\"image\":\"b\",\"%s\":{", field);
     for (int i = 0; i < n; i++)
         o += (size_t)snprintf(text + o, cap - o, "%s\"K%d\":\"v\"", i ? "," : "", i);
@@ -649,23 +594,14 @@ END_TEST
 
 START_TEST(test_label_bad_key_is_rejected)
 {
-    static const char *bad[] = { "a b", "", "a:b", "a=b", "\\u00e9", "a\\tb", "a,b" };
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        char text[128];
-        snprintf(text, sizeof text, "{\"image\":\"b\",\"labels\":{\"%s\":\"v\"}}", bad[i]);
-        expect_spec_error(text, "labels key \"");
-    }
-    char *key = rep('k', SBX_MAX_KEY_BYTES + 1);
-    char text[512];
-    snprintf(text, sizeof text, "{\"image\":\"b\",\"labels\":{\"%s\":\"v\"}}", key);
-    expect_spec_error(text, "labels key \"");
-    free(key);
+    static const char *const bad[] = { "a b", "", "a:b", "a=b", "\\u00e9", "a\\tb", "a,b" };
+    expect_bad_keys_refused("labels", bad, sizeof bad / sizeof *bad, 'k');
 }
 END_TEST
 
 START_TEST(test_error_without_err_still_fails)
 {
-    json_object *o = j("{\"image\":\"\"}");
+    json_object *o = unit_json("{\"image\":\"\"}");
     sandbox_spec_t s;
     ck_assert_int_eq(spec_from_json(o, &s, NULL), SBX_EINVAL);
     json_object_put(o);
@@ -723,336 +659,47 @@ START_TEST(test_network_and_isolation_names_round_trip)
     ck_assert_str_eq(isolation_name((isolation_t)7), "container");
 }
 END_TEST
-
-/* ---- exec requests ---- */
-
-START_TEST(test_minimal_exec_gets_defaults)
-{
-    exec_spec_t s;
-    exec_ok("{\"argv\":[\"ls\"]}", &s);
-    ck_assert_uint_eq(s.argc, 1);
-    ck_assert_str_eq(s.argv[0], "ls");
-    ck_assert_ptr_null(s.argv[1]);
-    ck_assert_ptr_null(s.cwd);
-    ck_assert_uint_eq(s.env.n, 0);
-    ck_assert_int_eq(s.timeout_seconds, EXEC_DEFAULT_TIMEOUT);
-    ck_assert_int_eq(s.max_output_bytes, 0);
-    exec_spec_release(&s);
-}
-END_TEST
-
-START_TEST(test_exec_round_trip_keeps_values)
-{
-    exec_spec_t a, b;
-    exec_ok("{\"argv\":[\"sh\",\"-c\",\"echo hello; exit 3\",\"\"],\"env\":{\"K\":\"V\"},\"cwd\":\"/work dir\","
-            "\"timeout_seconds\":86400,\"max_output_bytes\":1048576}",
-            &a);
-    ck_assert_uint_eq(a.argc, 4);
-    ck_assert_str_eq(a.argv[2], "echo hello; exit 3");
-    ck_assert_str_eq(a.argv[3], "");
-    ck_assert_ptr_null(a.argv[4]);
-    ck_assert_str_eq(a.cwd, "/work dir");
-    ck_assert_int_eq(a.timeout_seconds, 86400);
-    ck_assert_int_eq(a.max_output_bytes, 1048576);
-
-    json_object *o = exec_spec_to_json(&a);
-    char *d1 = jsonx_dump(o);
-    ck_assert_str_eq(d1, "{\"argv\":[\"sh\",\"-c\",\"echo hello; exit 3\",\"\"],\"env\":{\"K\":\"V\"},"
-                         "\"cwd\":\"/work dir\",\"timeout_seconds\":86400,\"max_output_bytes\":1048576}");
-    api_error_t err;
-    memset(&err, 0, sizeof err);
-    ck_assert_msg(exec_spec_from_json(o, &b, &err) == 0, "canonical exec refused: %s", err.message);
-    ck_assert_uint_eq(b.argc, a.argc);
-    for (size_t i = 0; i < a.argc; i++)
-        ck_assert_str_eq(b.argv[i], a.argv[i]);
-    ck_assert_str_eq(b.cwd, a.cwd);
-    ck_assert_uint_eq(b.env.n, 1);
-    ck_assert_str_eq(b.env.items[0].key, "K");
-    ck_assert_str_eq(b.env.items[0].value, "V");
-    ck_assert_int_eq(b.timeout_seconds, a.timeout_seconds);
-    ck_assert_int_eq(b.max_output_bytes, a.max_output_bytes);
-    free(d1);
-    json_object_put(o);
-    exec_spec_release(&a);
-    exec_spec_release(&b);
-}
-END_TEST
-
-START_TEST(test_exec_round_trip_of_defaults_keeps_null_cwd)
-{
-    exec_spec_t a, b;
-    exec_ok("{\"argv\":[\"true\"]}", &a);
-    json_object *o = exec_spec_to_json(&a);
-    char *d = jsonx_dump(o);
-    ck_assert_str_eq(d, "{\"argv\":[\"true\"],\"env\":{},\"cwd\":null,\"timeout_seconds\":600,"
-                        "\"max_output_bytes\":0}");
-    api_error_t err;
-    ck_assert_int_eq(exec_spec_from_json(o, &b, &err), 0);
-    ck_assert_ptr_null(b.cwd);
-    ck_assert_int_eq(b.timeout_seconds, 600);
-    ck_assert_int_eq(b.max_output_bytes, 0);
-    free(d);
-    json_object_put(o);
-    exec_spec_release(&a);
-    exec_spec_release(&b);
-}
-END_TEST
-
-START_TEST(test_exec_body_not_an_object_is_rejected)
-{
-    expect_exec_error("[\"ls\"]", "request body must be a JSON object");
-    expect_exec_error("\"ls -l\"", "request body must be a JSON object");
-}
-END_TEST
-
-START_TEST(test_exec_unknown_field_is_named)
-{
-    expect_exec_error("{\"argv\":[\"ls\"],\"shell\":true}", "unknown field \"shell\" in the exec request");
-    expect_exec_error("{\"argv\":[\"ls\"],\"command\":\"ls\"}", "unknown field \"command\"");
-}
-END_TEST
-
-START_TEST(test_exec_argv_missing_is_rejected)
-{
-    expect_exec_error("{}", "argv is required");
-    expect_exec_error("{\"argv\":null}", "argv is required");
-    expect_exec_error("{\"cwd\":\"/\"}", "argv is required");
-}
-END_TEST
-
-START_TEST(test_exec_argv_shell_string_is_rejected)
-{
-    expect_exec_error("{\"argv\":\"echo hello; rm -rf /\"}", "argv must be an array of strings, never a shell string");
-    expect_exec_error("{\"argv\":{\"0\":\"ls\"}}", "argv must be an array");
-    expect_exec_error("{\"argv\":1}", "argv must be an array");
-}
-END_TEST
-
-START_TEST(test_exec_argv_empty_array_is_rejected)
-{
-    expect_exec_error("{\"argv\":[]}", "argv must name a command (it is empty)");
-}
-END_TEST
-
-START_TEST(test_exec_argv_non_string_element_is_rejected)
-{
-    expect_exec_error("{\"argv\":[1]}", "argv[0] must be a string");
-    expect_exec_error("{\"argv\":[\"ls\",\"-l\",2]}", "argv[2] must be a string");
-    expect_exec_error("{\"argv\":[\"ls\",null]}", "argv[1] must be a string");
-    expect_exec_error("{\"argv\":[\"ls\",[\"-l\"]]}", "argv[1] must be a string");
-    expect_exec_error("{\"argv\":[\"ls\",\"a\\u0000b\"]}", "argv[1] must not contain NUL bytes");
-}
-END_TEST
-
-START_TEST(test_exec_empty_argv0_is_rejected)
-{
-    expect_exec_error("{\"argv\":[\"\"]}", "argv[0] must not be empty");
-    expect_exec_error("{\"argv\":[\"\",\"x\"]}", "argv[0] must not be empty");
-}
-END_TEST
-
-START_TEST(test_exec_too_many_argv_entries_are_rejected)
-{
-    size_t cap = 16 + (SBX_MAX_ARGV + 1) * 4 + 16;
-    char *text = xmalloc(cap);
-    size_t o = (size_t)snprintf(text, cap, "{\"argv\":[");
-    for (int i = 0; i < SBX_MAX_ARGV + 1; i++)
-        o += (size_t)snprintf(text + o, cap - o, "%s\"a\"", i ? "," : "");
-    snprintf(text + o, cap - o, "]}");
-    expect_exec_error(text, "argv has 257 entries; at most 256 are allowed");
-
-    /* Exactly SBX_MAX_ARGV is fine. */
-    o = (size_t)snprintf(text, cap, "{\"argv\":[");
-    for (int i = 0; i < SBX_MAX_ARGV; i++)
-        o += (size_t)snprintf(text + o, cap - o, "%s\"a\"", i ? "," : "");
-    snprintf(text + o, cap - o, "]}");
-    exec_spec_t s;
-    exec_ok(text, &s);
-    ck_assert_uint_eq(s.argc, SBX_MAX_ARGV);
-    exec_spec_release(&s);
-    free(text);
-}
-END_TEST
-
-START_TEST(test_exec_argv_too_long_in_total_is_rejected)
-{
-    /* Two arguments of 32 KiB: 2 * (32768 + 1) > 64 KiB. */
-    char *arg = rep('x', 32768);
-    char *text = xmalloc(2 * 32768 + 64);
-    sprintf(text, "{\"argv\":[\"%s\",\"%s\"]}", arg, arg);
-    expect_exec_error(text, "argv is longer than 65536 bytes in total");
-    /* One argument of 64 KiB - 1 plus its NUL fits exactly. */
-    free(arg);
-    arg = rep('y', SBX_MAX_ARGV_BYTES - 1);
-    sprintf(text, "{\"argv\":[\"%s\"]}", arg);
-    exec_spec_t s;
-    exec_ok(text, &s);
-    ck_assert_uint_eq(strlen(s.argv[0]), SBX_MAX_ARGV_BYTES - 1);
-    exec_spec_release(&s);
-    free(arg);
-    free(text);
-}
-END_TEST
-
-START_TEST(test_exec_relative_cwd_is_rejected)
-{
-    expect_exec_error("{\"argv\":[\"ls\"],\"cwd\":\"tmp\"}", "cwd must be an absolute path");
-    expect_exec_error("{\"argv\":[\"ls\"],\"cwd\":\"./tmp\"}", "cwd must be an absolute path");
-    expect_exec_error("{\"argv\":[\"ls\"],\"cwd\":\"~/x\"}", "cwd must be an absolute path");
-    expect_exec_error("{\"argv\":[\"ls\"],\"cwd\":\"\"}", "cwd must be 1 to 1024 printable bytes");
-    expect_exec_error("{\"argv\":[\"ls\"],\"cwd\":1}", "cwd must be a string");
-    expect_exec_error("{\"argv\":[\"ls\"],\"cwd\":\"/tmp\\n\"}", "cwd must be 1 to 1024 printable bytes");
-}
-END_TEST
-
-START_TEST(test_exec_timeout_out_of_range_is_rejected)
-{
-    static const char *values[] = { "0", "-1", "86401", "1000000000000000", "-1000000000000000" };
-    for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
-        char text[128];
-        snprintf(text, sizeof text, "{\"argv\":[\"ls\"],\"timeout_seconds\":%s}", values[i]);
-        expect_exec_error(text, "timeout_seconds must be between 1 and 86400");
-    }
-    expect_exec_error("{\"argv\":[\"ls\"],\"timeout_seconds\":\"10\"}", "timeout_seconds must be an integer");
-    expect_exec_error("{\"argv\":[\"ls\"],\"timeout_seconds\":1.5}", "timeout_seconds must be an integer");
-    exec_spec_t s;
-    exec_ok("{\"argv\":[\"ls\"],\"timeout_seconds\":1}", &s);
-    ck_assert_int_eq(s.timeout_seconds, 1);
-    exec_spec_release(&s);
-}
-END_TEST
-
-START_TEST(test_exec_max_output_over_ceiling_is_rejected)
-{
-    expect_exec_error("{\"argv\":[\"ls\"],\"max_output_bytes\":1048577}",
-                      "max_output_bytes must be between 0 and 1048576 (got 1048577)");
-    expect_exec_error("{\"argv\":[\"ls\"],\"max_output_bytes\":-1}", "max_output_bytes must be between");
-    expect_exec_error("{\"argv\":[\"ls\"],\"max_output_bytes\":1000000000000000}", "max_output_bytes must be between");
-    expect_exec_error("{\"argv\":[\"ls\"],\"max_output_bytes\":\"1k\"}", "max_output_bytes must be an integer");
-}
-END_TEST
-
-START_TEST(test_exec_bad_env_is_rejected)
-{
-    expect_exec_error("{\"argv\":[\"ls\"],\"env\":{\"1X\":\"v\"}}", "env key \"1X\"");
-    expect_exec_error("{\"argv\":[\"ls\"],\"env\":[\"X=v\"]}", "env must be an object");
-    expect_exec_error("{\"argv\":[\"ls\"],\"env\":{\"X\":2}}", "env.X must be a string");
-}
-END_TEST
-
-/* ---- kv lists directly ---- */
-
-START_TEST(test_kv_list_from_null_or_absent_is_empty)
-{
-    kv_list_t l;
-    api_error_t err;
-    ck_assert_int_eq(kv_list_from_json(NULL, "env", true, 4, &l, &err), 0);
-    ck_assert_uint_eq(l.n, 0);
-    ck_assert_ptr_null(l.items);
-    json_object *null = NULL;
-    ck_assert_int_eq(kv_list_from_json(null, "labels", false, 4, &l, &err), 0);
-    kv_list_release(&l);
-    kv_list_release(NULL);
-}
-END_TEST
-
-START_TEST(test_kv_list_round_trips_through_json)
-{
-    json_object *o = j("{\"A\":\"1\",\"B_2\":\"two\",\"c\":\"\"}");
-    kv_list_t l;
-    api_error_t err;
-    ck_assert_int_eq(kv_list_from_json(o, "env", true, 3, &l, &err), 0);
-    ck_assert_uint_eq(l.n, 3);
-    json_object *back = kv_list_to_json(&l);
-    char *d = jsonx_dump(back);
-    ck_assert_str_eq(d, "{\"A\":\"1\",\"B_2\":\"two\",\"c\":\"\"}");
-    free(d);
-    json_object_put(back);
-    kv_list_release(&l);
-    ck_assert_uint_eq(l.n, 0);
-    ck_assert_ptr_null(l.items);
-    /* One more than max is refused. */
-    ck_assert_int_eq(kv_list_from_json(o, "env", true, 2, &l, &err), SBX_EINVAL);
-    ck_assert_str_eq(err.message, "env has 3 entries; at most 2 are allowed");
-    json_object_put(o);
-}
-END_TEST
-
-static Suite *spec_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("spec");
-    TCase *tc = tcase_create("valid");
-    tcase_add_test(tc, test_minimal_spec_gets_documented_defaults);
-    tcase_add_test(tc, test_null_fields_get_defaults);
-    tcase_add_test(tc, test_full_spec_decodes_every_field);
-    tcase_add_test(tc, test_spec_round_trip_keeps_values);
-    tcase_add_test(tc, test_spec_to_json_writes_every_field);
-    tcase_add_test(tc, test_numeric_bounds_are_inclusive);
-    tcase_add_test(tc, test_env_and_labels_at_their_limits_are_accepted);
-    tcase_add_test(tc, test_network_and_isolation_names_round_trip);
-    tcase_add_test(tc, test_isolation_flags_and_selector);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("invalid");
-    tcase_add_test(tc, test_body_not_an_object_is_rejected);
-    tcase_add_test(tc, test_unknown_top_level_field_is_named);
-    tcase_add_test(tc, test_unknown_trust_field_is_named);
-    tcase_add_test(tc, test_image_missing_or_empty_or_wrong_type_is_rejected);
-    tcase_add_test(tc, test_absent_image_gets_the_default);
-    tcase_add_test(tc, test_explicit_image_wins_over_the_default);
-    tcase_add_test(tc, test_default_does_not_excuse_a_bad_image);
-    tcase_add_test(tc, test_image_ref_validation);
-    tcase_add_test(tc, test_image_with_space_or_control_or_nul_is_rejected);
-    tcase_add_test(tc, test_image_too_long_is_rejected);
-    tcase_add_test(tc, test_invalid_tenant_is_rejected);
-    tcase_add_test(tc, test_numeric_fields_out_of_range_are_rejected_naming_the_field);
-    tcase_add_test(tc, test_numeric_range_message_names_bounds_and_value);
-    tcase_add_test(tc, test_numeric_fields_of_non_integer_type_are_rejected);
-    tcase_add_test(tc, test_unknown_network_is_rejected);
-    tcase_add_test(tc, test_trust_that_is_not_an_object_is_rejected);
-    tcase_add_test(tc, test_trust_values_that_are_not_booleans_are_rejected);
-    tcase_add_test(tc, test_env_that_is_not_an_object_is_rejected);
-    tcase_add_test(tc, test_env_bad_key_is_rejected);
-    tcase_add_test(tc, test_env_non_string_value_is_rejected);
-    tcase_add_test(tc, test_env_value_with_nul_byte_is_rejected);
-    tcase_add_test(tc, test_env_value_too_long_is_rejected);
-    tcase_add_test(tc, test_too_many_env_entries_are_rejected);
-    tcase_add_test(tc, test_too_many_labels_are_rejected);
-    tcase_add_test(tc, test_label_bad_key_is_rejected);
-    tcase_add_test(tc, test_error_without_err_still_fails);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("exec");
-    tcase_add_test(tc, test_minimal_exec_gets_defaults);
-    tcase_add_test(tc, test_exec_round_trip_keeps_values);
-    tcase_add_test(tc, test_exec_round_trip_of_defaults_keeps_null_cwd);
-    tcase_add_test(tc, test_exec_body_not_an_object_is_rejected);
-    tcase_add_test(tc, test_exec_unknown_field_is_named);
-    tcase_add_test(tc, test_exec_argv_missing_is_rejected);
-    tcase_add_test(tc, test_exec_argv_shell_string_is_rejected);
-    tcase_add_test(tc, test_exec_argv_empty_array_is_rejected);
-    tcase_add_test(tc, test_exec_argv_non_string_element_is_rejected);
-    tcase_add_test(tc, test_exec_empty_argv0_is_rejected);
-    tcase_add_test(tc, test_exec_too_many_argv_entries_are_rejected);
-    tcase_add_test(tc, test_exec_argv_too_long_in_total_is_rejected);
-    tcase_add_test(tc, test_exec_relative_cwd_is_rejected);
-    tcase_add_test(tc, test_exec_timeout_out_of_range_is_rejected);
-    tcase_add_test(tc, test_exec_max_output_over_ceiling_is_rejected);
-    tcase_add_test(tc, test_exec_bad_env_is_rejected);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("kv");
-    tcase_add_test(tc, test_kv_list_from_null_or_absent_is_empty);
-    tcase_add_test(tc, test_kv_list_round_trips_through_json);
-    suite_add_tcase(s, tc);
+    unit_tcase_add(s, "valid", UNIT_TESTS(
+        test_minimal_spec_gets_documented_defaults,
+        test_null_fields_get_defaults,
+        test_full_spec_decodes_every_field,
+        test_spec_round_trip_keeps_values,
+        test_spec_to_json_writes_every_field,
+        test_numeric_bounds_are_inclusive,
+        test_env_and_labels_at_their_limits_are_accepted,
+        test_network_and_isolation_names_round_trip,
+        test_isolation_flags_and_selector,
+    ));
+    unit_tcase_add(s, "invalid", UNIT_TESTS(
+        test_body_not_an_object_is_rejected,
+        test_unknown_top_level_field_is_named,
+        test_unknown_trust_field_is_named,
+        test_image_missing_or_empty_or_wrong_type_is_rejected,
+        test_absent_image_gets_the_default,
+        test_explicit_image_wins_over_the_default,
+        test_default_does_not_excuse_a_bad_image,
+        test_image_ref_validation,
+        test_image_with_space_or_control_or_nul_is_rejected,
+        test_image_too_long_is_rejected,
+        test_invalid_tenant_is_rejected,
+        test_numeric_fields_out_of_range_are_rejected_naming_the_field,
+        test_numeric_range_message_names_bounds_and_value,
+        test_numeric_fields_of_non_integer_type_are_rejected,
+        test_unknown_network_is_rejected,
+        test_trust_that_is_not_an_object_is_rejected,
+        test_trust_values_that_are_not_booleans_are_rejected,
+        test_env_that_is_not_an_object_is_rejected,
+        test_env_bad_key_is_rejected,
+        test_env_non_string_value_is_rejected,
+        test_env_value_with_nul_byte_is_rejected,
+        test_env_value_too_long_is_rejected,
+        test_too_many_env_entries_are_rejected,
+        test_too_many_labels_are_rejected,
+        test_label_bad_key_is_rejected,
+        test_error_without_err_still_fails,
+    ));
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(spec_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
 }

@@ -1,6 +1,6 @@
 /* Unit tests for worker/tarball: the one-directory ustar archive the probe
  * image is imported from. */
-#include <check.h>
+#include "check_util.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,22 +61,13 @@ START_TEST(test_bad_names_are_refused)
 }
 END_TEST
 
-static Suite *tarball_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("tarball");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_directory_header_is_valid_ustar);
-    tcase_add_test(tc, test_trailing_slash_is_not_doubled);
-    tcase_add_test(tc, test_bad_names_are_refused);
-    suite_add_tcase(s, tc);
+    unit_tcase_add(s, "core", UNIT_TESTS(
+        test_directory_header_is_valid_ustar,
+        test_trailing_slash_is_not_doubled,
+        test_bad_names_are_refused,
+    ));
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(tarball_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

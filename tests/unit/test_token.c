@@ -1,5 +1,5 @@
 /* Unit tests for API tokens (common/token.c) and prefixed ids (common/ids.c). */
-#include <check.h>
+#include "check_util.h"
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
@@ -364,48 +364,37 @@ START_TEST(test_grant_refuses_tampering_expiry_other_keys_and_garbage)
 }
 END_TEST
 
-static Suite *token_suite(void)
-{
-    Suite *s = suite_create("token");
-    TCase *tc = tcase_create("ids");
-    tcase_add_checked_fixture(tc, setup, NULL);
-    tcase_add_test(tc, test_ids_new_has_prefix_and_26_base32_chars);
-    tcase_add_test(tc, test_ids_new_gives_distinct_ids);
-    tcase_add_test(tc, test_ids_valid_rejects_malformed_ids);
-    tcase_add_test(tc, test_ids_base32_matches_rfc4648_vectors);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("tokens");
-    tcase_add_checked_fixture(tc, setup, NULL);
-    tcase_add_test(tc, test_generated_token_parses_to_its_id);
-    tcase_add_test(tc, test_generated_tokens_are_distinct);
-    tcase_add_test(tc, test_hash_is_lowercase_hex_and_verifies);
-    tcase_add_test(tc, test_hash_matches_known_blake2b_256);
-    tcase_add_test(tc, test_changed_character_fails_verification);
-    tcase_add_test(tc, test_verify_with_bad_stored_hex_fails);
-    tcase_add_test(tc, test_parse_id_accepts_well_formed_token);
-    tcase_add_test(tc, test_parse_id_rejects_malformed_tokens);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("grants");
-    tcase_add_checked_fixture(tc, setup, NULL);
-    tcase_add_test(tc, test_grant_round_trip_with_key_from_token_and_from_hash);
-    tcase_add_test(tc, test_grant_refuses_tampering_expiry_other_keys_and_garbage);
-    tcase_add_test(tc, test_logs_grant_round_trip_and_purposes_do_not_mix);
-    tcase_add_test(tc, test_logs_grant_refuses_malformed_fields);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
+Suite *unit_suite(void)
 {
     if (sodium_init() < 0) {
         fprintf(stderr, "sodium_init failed\n");
-        return 1;
+        return NULL;
     }
-    SRunner *sr = srunner_create(token_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    Suite *s = suite_create("token");
+    TCase *ids = unit_tcase_add(s, "ids", UNIT_TESTS(
+        test_ids_new_has_prefix_and_26_base32_chars,
+        test_ids_new_gives_distinct_ids,
+        test_ids_valid_rejects_malformed_ids,
+        test_ids_base32_matches_rfc4648_vectors,
+    ));
+    TCase *tokens = unit_tcase_add(s, "tokens", UNIT_TESTS(
+        test_generated_token_parses_to_its_id,
+        test_generated_tokens_are_distinct,
+        test_hash_is_lowercase_hex_and_verifies,
+        test_hash_matches_known_blake2b_256,
+        test_changed_character_fails_verification,
+        test_verify_with_bad_stored_hex_fails,
+        test_parse_id_accepts_well_formed_token,
+        test_parse_id_rejects_malformed_tokens,
+    ));
+    TCase *grants = unit_tcase_add(s, "grants", UNIT_TESTS(
+        test_grant_round_trip_with_key_from_token_and_from_hash,
+        test_grant_refuses_tampering_expiry_other_keys_and_garbage,
+        test_logs_grant_round_trip_and_purposes_do_not_mix,
+        test_logs_grant_refuses_malformed_fields,
+    ));
+    TCase *const all[] = { ids, tokens, grants };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tcase_add_checked_fixture(all[i], setup, NULL);
+    return s;
 }

@@ -1,5 +1,5 @@
 /* Unit tests for UTF-8 validation and repair (common/utf8.c). */
-#include <check.h>
+#include "check_util.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -226,40 +226,30 @@ START_TEST(test_tail_repairs_and_stays_within_max)
 }
 END_TEST
 
-static Suite *utf8_suite(void)
+Suite *unit_suite(void)
 {
     Suite *s = suite_create("utf8");
-    TCase *tc = tcase_create("valid");
-    tcase_add_test(tc, test_ascii_is_valid);
-    tcase_add_test(tc, test_multibyte_sequences_are_valid);
-    tcase_add_test(tc, test_nul_byte_is_valid_utf8);
-    tcase_add_test(tc, test_invalid_continuation_is_rejected);
-    tcase_add_test(tc, test_overlong_encodings_are_rejected);
-    tcase_add_test(tc, test_surrogates_are_rejected);
-    tcase_add_test(tc, test_code_points_above_10ffff_are_rejected);
-    tcase_add_test(tc, test_truncated_sequence_at_end_is_rejected);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("sanitize");
-    tcase_add_test(tc, test_sanitize_keeps_valid_text_unchanged);
-    tcase_add_test(tc, test_sanitize_replaces_nul_bytes);
-    tcase_add_test(tc, test_sanitize_replaces_invalid_bytes_one_for_one);
-    tcase_add_test(tc, test_sanitize_replaces_truncated_tail);
-    tcase_add_test(tc, test_sanitize_output_is_valid_for_every_byte_value);
-    tcase_add_test(tc, test_sanitize_worst_case_triples_length);
-    tcase_add_test(tc, test_has_control_finds_ascii_controls_only);
-    tcase_add_test(tc, test_tail_keeps_the_end_within_max);
-    tcase_add_test(tc, test_tail_never_starts_inside_a_character);
-    tcase_add_test(tc, test_tail_repairs_and_stays_within_max);
-    suite_add_tcase(s, tc);
+    unit_tcase_add(s, "valid", UNIT_TESTS(
+        test_ascii_is_valid,
+        test_multibyte_sequences_are_valid,
+        test_nul_byte_is_valid_utf8,
+        test_invalid_continuation_is_rejected,
+        test_overlong_encodings_are_rejected,
+        test_surrogates_are_rejected,
+        test_code_points_above_10ffff_are_rejected,
+        test_truncated_sequence_at_end_is_rejected,
+    ));
+    unit_tcase_add(s, "sanitize", UNIT_TESTS(
+        test_sanitize_keeps_valid_text_unchanged,
+        test_sanitize_replaces_nul_bytes,
+        test_sanitize_replaces_invalid_bytes_one_for_one,
+        test_sanitize_replaces_truncated_tail,
+        test_sanitize_output_is_valid_for_every_byte_value,
+        test_sanitize_worst_case_triples_length,
+        test_has_control_finds_ascii_controls_only,
+        test_tail_keeps_the_end_within_max,
+        test_tail_never_starts_inside_a_character,
+        test_tail_repairs_and_stays_within_max,
+    ));
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(utf8_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
 }

@@ -1,6 +1,7 @@
 /* sandbox logs: print or follow a sandbox's output. */
 #include <json-c/json.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,8 @@
 #define LOGS_READ_TIMEOUT_MS 120000L      /* a read without --follow */
 #define EXIT_INTERRUPTED     130          /* Ctrl-C, as a shell reports SIGINT */
 
-static volatile int logs_interrupted;
+/* Set by a signal handler: a lock-free atomic_int is async-signal-safe. */
+static atomic_int logs_interrupted;
 
 static void logs_on_signal(int sig)
 {

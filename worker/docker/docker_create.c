@@ -373,7 +373,7 @@ static bool docker_main_execd(pid_t pid)
 static int docker_container_confirm(docker_runtime_t *rt, const char *id, bool watch_procs, runtime_exit_t *ret_exit,
                                     api_error_t *err)
 {
-    int64_t until = time_mono_ms() + DOCKER_START_CONFIRM_MS;
+    int64_t until = time_deadline_ms(DOCKER_START_CONFIRM_MS);
     for (;;) {
         json_object *o = NULL;
         const char *cid = NULL;
@@ -538,7 +538,7 @@ int docker_rt_create(runtime_t *base, const runtime_create_req_t *req, char ret_
     docker_runtime_t *rt = (docker_runtime_t *)base;
     int r = 0;
     char name[SBX_ID_MAX + 8], path[256], id[80];
-    json_object *body = NULL, *o = NULL;
+    json_object *body = NULL;
     docker_reply_t rep;
     docker_create_plan_t plan;
     memset(&rep, 0, sizeof rep);
@@ -572,22 +572,16 @@ int docker_rt_create(runtime_t *base, const runtime_create_req_t *req, char ret_
                           "cannot create the sandbox container: %s", msg);
         goto cleanup;
     }
-    o = docker_reply_json(&rep);
-    const char *cid = jsonx_get_str(o, "Id");
-    if (!cid || !docker_name_ok(cid, sizeof id)) {
+    if (!docker_reply_id(&rep, id)) {
         r = api_error_set(err, API_RUNTIME_ERROR, "docker created a container but returned no usable id");
         goto cleanup;
     }
-    snprintf(id, sizeof id, "%s", cid);
     r = docker_container_run(rt, id, true, watch_procs, ret_exit, err);
     if (r < 0)
         goto cleanup;
     snprintf(ret_ref, 80, "%s", id);
 cleanup:
-    if (body)
-        json_object_put(body);
-    if (o)
-        json_object_put(o);
+    json_object_put(body);
     docker_reply_release(&rep);
     return r;
 }

@@ -16,7 +16,7 @@ static int docker_xferinfo_cb(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t
 {
     (void)dt; (void)dn; (void)ut; (void)un;
     const docker_runtime_t *rt = ud;
-    return rt->cancel && *rt->cancel ? 1 : 0;
+    return docker_cancelled(rt) ? 1 : 0;
 }
 
 static size_t docker_reply_write_cb(char *p, size_t size, size_t nmemb, void *ud)
@@ -72,7 +72,56 @@ CURL *docker_handle_new(const docker_runtime_t *rt, const char *method, const ch
     return h;
 }
 
-bool docker_cancelled(const docker_runtime_t *rt) { return rt->cancel && *rt->cancel; }
+bool docker_cancelled(const docker_runtime_t *rt) { return rt->cancel && atomic_load(rt->cancel); }
+
+int docker_multi_open(docker_multi_t *dm, const docker_runtime_t *rt, const char *method, const char *path,
+                      const void *body, size_t body_len, const char *content_type, curl_write_callback write_cb,
+                      void *ud)
+{
+    memset(dm, 0, sizeof *dm);
+    dm->h = docker_handle_new(rt, method, path, body, body_len, content_type, 0, &dm->hl);
+    dm->m = curl_multi_init();
+    if (!dm->h || !dm->m)
+        return SBX_ENOMEM;
+    curl_easy_setopt(dm->h, CURLOPT_NOPROGRESS, 1L);
+    curl_easy_setopt(dm->h, CURLOPT_WRITEFUNCTION, write_cb);
+    curl_easy_setopt(dm->h, CURLOPT_WRITEDATA, ud);
+    curl_multi_add_handle(dm->m, dm->h);
+    dm->added = true;
+    return 0;
+}
+
+int docker_multi_perform(docker_multi_t *dm, const char *what, int *running, api_error_t *err)
+{
+    CURLMcode mc = curl_multi_perform(dm->m, running);
+    if (mc != CURLM_OK)
+        return api_error_set(err, API_RUNTIME_ERROR, "docker %s stream: %s", what, curl_multi_strerror(mc));
+    return 0;
+}
+
+int docker_multi_result(docker_multi_t *dm, const docker_runtime_t *rt, long *status, api_error_t *err)
+{
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(dm->m, &left)) != NULL)
+        if (msg->msg == CURLMSG_DONE && msg->data.result != CURLE_OK)
+            return docker_transport_error(rt, msg->data.result, err);
+    if (*status == 0)
+        curl_easy_getinfo(dm->h, CURLINFO_RESPONSE_CODE, status);
+    return 0;
+}
+
+void docker_multi_close(docker_multi_t *dm)
+{
+    if (dm->added)
+        curl_multi_remove_handle(dm->m, dm->h);
+    if (dm->h)
+        curl_easy_cleanup(dm->h);
+    if (dm->m)
+        curl_multi_cleanup(dm->m);
+    curl_slist_free_all(dm->hl);
+    memset(dm, 0, sizeof *dm);
+}
 
 int docker_transport_error(const docker_runtime_t *rt, CURLcode cr, api_error_t *err)
 {
@@ -177,6 +226,18 @@ json_object *docker_reply_json(const docker_reply_t *r)
     if (jsonx_parse(r->body.data, r->body.len, &o, NULL) < 0)
         return NULL;
     return o;
+}
+
+bool docker_reply_id(const docker_reply_t *r, char ret_id[80])
+{
+    json_object *o = docker_reply_json(r);
+    const char *id = jsonx_get_str(o, "Id");
+    bool ok = id && docker_name_ok(id, 80);
+    if (ok)
+        snprintf(ret_id, 80, "%s", id);
+    if (o)
+        json_object_put(o);
+    return ok;
 }
 
 void docker_reply_message(const docker_reply_t *r, char *out, size_t outlen)

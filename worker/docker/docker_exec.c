@@ -257,9 +257,7 @@ static int docker_exec_stream(docker_runtime_t *rt, const char *exec_id, const d
 {
     int r = 0;
     char path[160];
-    struct curl_slist *hl = NULL;
-    CURLM *m = NULL;
-    bool added = false;
+    docker_multi_t dm = { 0 };
     docker_exec_io_t io;
     memset(&io, 0, sizeof io);
     sbuf_init(&io.error_body, 4096);
@@ -268,32 +266,24 @@ static int docker_exec_stream(docker_runtime_t *rt, const char *exec_id, const d
 
     snprintf(path, sizeof path, "/exec/%s/start", exec_id);
     static const char start_body[] = "{\"Detach\":false,\"Tty\":false}";
-    io.h = docker_handle_new(rt, "POST", path, start_body, sizeof start_body - 1, "application/json", 0, &hl);
-    m = curl_multi_init();
-    if (!io.h || !m) {
+    /* The deadline is ours; libcurl's progress callback would only see the
+     * cancel flag about once a second, the loop below sees it sooner. */
+    if (docker_multi_open(&dm, rt, "POST", path, start_body, sizeof start_body - 1, "application/json",
+                          docker_exec_write_cb, &io) < 0) {
         api_error_set(err, API_INTERNAL, "out of memory");
         r = SBX_ENOMEM;
         goto cleanup;
     }
-    /* The deadline is ours; libcurl's progress callback would only see the
-     * cancel flag about once a second, the loop below sees it sooner. */
-    curl_easy_setopt(io.h, CURLOPT_NOPROGRESS, 1L);
-    curl_easy_setopt(io.h, CURLOPT_WRITEFUNCTION, docker_exec_write_cb);
-    curl_easy_setopt(io.h, CURLOPT_WRITEDATA, &io);
-    curl_multi_add_handle(m, io.h);
-    added = true;
+    io.h = dm.h;
 
     int running = 1;
     while (running) {
-        CURLMcode mc = curl_multi_perform(m, &running);
-        if (mc != CURLM_OK) {
-            r = api_error_set(err, API_RUNTIME_ERROR, "docker exec stream: %s", curl_multi_strerror(mc));
+        if ((r = docker_multi_perform(&dm, "exec", &running, err)) < 0)
             goto cleanup;
-        }
         if (!running)
             break;
-        int64_t now = time_mono_ms();
-        if (now >= deadline_ms || docker_cancelled(rt)) {
+        int left = time_left_ms(deadline_ms);
+        if (left == 0 || docker_cancelled(rt)) {
             bool still = false;
             int code = -1;
             pid_t pid = 0;
@@ -311,19 +301,10 @@ static int docker_exec_stream(docker_runtime_t *rt, const char *exec_id, const d
             *ret_killed = true;
             goto cleanup; /* stop reading: the stream may be held open by escaped processes */
         }
-        int64_t wait = deadline_ms - now;
-        curl_multi_poll(m, NULL, 0, (int)(wait < 100 ? wait : 100), NULL);
+        curl_multi_poll(dm.m, NULL, 0, left < 100 ? left : 100, NULL);
     }
-    CURLMsg *msg;
-    int left;
-    while ((msg = curl_multi_info_read(m, &left)) != NULL) {
-        if (msg->msg == CURLMSG_DONE && msg->data.result != CURLE_OK) {
-            r = docker_transport_error(rt, msg->data.result, err);
-            goto cleanup;
-        }
-    }
-    if (io.status == 0)
-        curl_easy_getinfo(io.h, CURLINFO_RESPONSE_CODE, &io.status);
+    if ((r = docker_multi_result(&dm, rt, &io.status, err)) < 0)
+        goto cleanup;
     if (io.status == 404) {
         r = api_error_set(err, API_RUNTIME_ERROR, "sandbox container not found");
         goto cleanup;
@@ -336,13 +317,7 @@ static int docker_exec_stream(docker_runtime_t *rt, const char *exec_id, const d
         goto cleanup;
     }
 cleanup:
-    if (added)
-        curl_multi_remove_handle(m, io.h);
-    if (io.h)
-        curl_easy_cleanup(io.h);
-    if (m)
-        curl_multi_cleanup(m);
-    curl_slist_free_all(hl);
+    docker_multi_close(&dm);
     sbuf_release(&io.error_body);
     return r;
 }
@@ -370,36 +345,17 @@ static int docker_exec_fix_start_failure(runtime_exec_result_t *res, const exec_
     return 0;
 }
 
-int docker_rt_exec(runtime_t *base, const char *ref, const exec_spec_t *spec, size_t max_output,
-                   runtime_exec_result_t *ret, api_error_t *err)
+/* Creates the exec of spec in container ref: its id in exec_id. A missing
+ * container is API_RUNTIME_ERROR "sandbox container not found", a stopped
+ * one API_SANDBOX_EXITED saying how it ended. */
+static int docker_exec_create(docker_runtime_t *rt, const char *ref, const exec_spec_t *spec, char exec_id[80],
+                              api_error_t *err)
 {
-    docker_runtime_t *rt = (docker_runtime_t *)base;
     int r = 0;
-    char path[160], exec_id[80];
-    json_object *body = NULL, *o = NULL;
+    char path[160];
     docker_reply_t rep;
     memset(&rep, 0, sizeof rep);
-    memset(ret, 0, sizeof *ret);
-    if (max_output == 0)
-        max_output = SBX_EXEC_OUTPUT_DEFAULT;
-    sbuf_init(&ret->out, max_output);
-    sbuf_init(&ret->err, max_output);
-    int64_t start = time_mono_ms();
-    int64_t timeout_s = spec->timeout_seconds > 0 ? spec->timeout_seconds : EXEC_DEFAULT_TIMEOUT;
-    int64_t deadline = start + timeout_s * 1000;
-
-    if (!ref || !docker_name_ok(ref, 80))
-        return api_error_set(err, API_RUNTIME_ERROR, "sandbox container not found");
-    if (!spec->argv || spec->argc == 0)
-        return api_error_set(err, API_INVALID_ARGUMENT, "argv must name a command");
-
-    /* Under gVisor the timeout kill needs to know the sandbox's pids from
-     * before the command started. */
-    docker_gvisor_exec_t gv = { .gvisor = false, .after_pid = -1 };
-    if (rt->offered[ISO_GVISOR])
-        docker_gvisor_exec_prepare(rt, ref, &gv);
-
-    body = json_object_new_object();
+    json_object *body = json_object_new_object();
     jsonx_add_bool(body, "AttachStdin", false);
     jsonx_add_bool(body, "AttachStdout", true);
     jsonx_add_bool(body, "AttachStderr", true);
@@ -428,15 +384,71 @@ int docker_rt_exec(runtime_t *base, const char *ref, const exec_spec_t *spec, si
         r = api_error_set(err, API_SANDBOX_EXITED, "the sandbox is not running: %s", msg);
         goto cleanup;
     }
-    o = docker_reply_json(&rep);
-    const char *eid = jsonx_get_str(o, "Id");
-    if (rep.status != 201 || !eid || !docker_name_ok(eid, sizeof exec_id)) {
+    if (rep.status != 201 || !docker_reply_id(&rep, exec_id)) {
         char msg[320];
         docker_reply_message(&rep, msg, sizeof msg);
         r = api_error_set(err, API_RUNTIME_ERROR, "cannot run the command in the sandbox: %s", msg);
         goto cleanup;
     }
-    snprintf(exec_id, sizeof exec_id, "%s", eid);
+cleanup:
+    json_object_put(body);
+    docker_reply_release(&rep);
+    return r;
+}
+
+/* The exit code of exec_id into ret->exit_code: the stream ends when the
+ * process closes its output, and Docker records the code a moment later
+ * (at most DOCKER_EXIT_WAIT_MS). */
+static int docker_exec_wait_exit(docker_runtime_t *rt, const char *exec_id, runtime_exec_result_t *ret,
+                                 api_error_t *err)
+{
+    int64_t wait_until = time_deadline_ms(DOCKER_EXIT_WAIT_MS);
+    for (;;) {
+        bool running = false;
+        int code = -1;
+        pid_t pid = 0;
+        int r = docker_exec_inspect(rt, exec_id, &running, &code, &pid, NULL, err);
+        if (r < 0)
+            return r;
+        if (!running && code >= 0) {
+            ret->exit_code = code;
+            return 0;
+        }
+        if (time_mono_ms() >= wait_until)
+            return api_error_set(err, API_RUNTIME_ERROR,
+                                 "the command's output ended but docker reports no exit code");
+        usleep(20000);
+    }
+}
+
+int docker_rt_exec(runtime_t *base, const char *ref, const exec_spec_t *spec, size_t max_output,
+                   runtime_exec_result_t *ret, api_error_t *err)
+{
+    docker_runtime_t *rt = (docker_runtime_t *)base;
+    int r = 0;
+    char exec_id[80];
+    memset(ret, 0, sizeof *ret);
+    if (max_output == 0)
+        max_output = SBX_EXEC_OUTPUT_DEFAULT;
+    sbuf_init(&ret->out, max_output);
+    sbuf_init(&ret->err, max_output);
+    int64_t start = time_mono_ms();
+    int64_t timeout_s = spec->timeout_seconds > 0 ? spec->timeout_seconds : EXEC_DEFAULT_TIMEOUT;
+    int64_t deadline = start + timeout_s * 1000;
+
+    if (!ref || !docker_name_ok(ref, 80))
+        return api_error_set(err, API_RUNTIME_ERROR, "sandbox container not found");
+    if (!spec->argv || spec->argc == 0)
+        return api_error_set(err, API_INVALID_ARGUMENT, "argv must name a command");
+
+    /* Under gVisor the timeout kill needs to know the sandbox's pids from
+     * before the command started. */
+    docker_gvisor_exec_t gv = { .gvisor = false, .after_pid = -1 };
+    if (rt->offered[ISO_GVISOR])
+        docker_gvisor_exec_prepare(rt, ref, &gv);
+
+    if ((r = docker_exec_create(rt, ref, spec, exec_id, err)) < 0)
+        goto cleanup;
 
     bool killed = false;
     r = docker_exec_stream(rt, exec_id, &gv, deadline, ret, &killed, err);
@@ -454,37 +466,14 @@ int docker_rt_exec(runtime_t *base, const char *ref, const exec_spec_t *spec, si
         goto cleanup;
     }
 
-    /* The stream ends when the process closes its output; Docker records
-     * the exit code a moment later. */
-    int64_t wait_until = time_mono_ms() + DOCKER_EXIT_WAIT_MS;
-    for (;;) {
-        bool running = false;
-        int code = -1;
-        pid_t pid = 0;
-        r = docker_exec_inspect(rt, exec_id, &running, &code, &pid, NULL, err);
-        if (r < 0)
-            goto cleanup;
-        if (!running && code >= 0) {
-            ret->exit_code = code;
-            break;
-        }
-        if (time_mono_ms() >= wait_until) {
-            r = api_error_set(err, API_RUNTIME_ERROR, "the command's output ended but docker reports no exit code");
-            goto cleanup;
-        }
-        usleep(20000);
-    }
+    if ((r = docker_exec_wait_exit(rt, exec_id, ret, err)) < 0)
+        goto cleanup;
     /* Docker folds a fatal signal N into exit code 128+N, as a shell does. */
     if (ret->exit_code > 128 && ret->exit_code < 128 + 65)
         ret->signal = ret->exit_code - 128;
     r = docker_exec_fix_start_failure(ret, spec, err);
     ret->duration_ms = time_mono_ms() - start;
 cleanup:
-    if (body)
-        json_object_put(body);
-    if (o)
-        json_object_put(o);
-    docker_reply_release(&rep);
     if (r < 0)
         runtime_exec_result_release(ret);
     return r;

@@ -7,6 +7,7 @@
 #include <curl/curl.h>
 #include <json-c/json.h>
 #include <stdbool.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -69,7 +70,7 @@
 typedef struct docker_runtime {
     runtime_t base;   /* first: ops = docker_ops */
     char *socket_path;
-    const volatile int *cancel;
+    const atomic_int *cancel;
     char gvisor_runtime[DOCKER_NETWORK_NAME_MAX];   /* "" when disabled */
     char worker_name[160];                          /* labels the probe; "" when not given */
     char runsc_exe[RUNSC_PATH_MAX];                 /* dockerd's path of it, when found here */
@@ -109,6 +110,35 @@ bool docker_cancelled(const docker_runtime_t *rt);
 /* Maps a failed transfer to an error. */
 int docker_transport_error(const docker_runtime_t *rt, CURLcode cr, api_error_t *err);
 
+/* A streamed Engine request on its own multi handle, which the caller's
+ * loop drives (curl_multi_perform, curl_multi_poll on m) while it watches
+ * its own deadline, stop descriptors and the cancel flag: no progress
+ * callback, no timeout. */
+typedef struct docker_multi {
+    CURL *h;
+    CURLM *m;
+    struct curl_slist *hl;
+    bool added;
+} docker_multi_t;
+
+/* Opens dm for method path (body: as docker_handle_new), handing the
+ * answer to write_cb with ud. 0, or SBX_ENOMEM; docker_multi_close dm in
+ * both cases. */
+int docker_multi_open(docker_multi_t *dm, const docker_runtime_t *rt, const char *method, const char *path,
+                      const void *body, size_t body_len, const char *content_type, curl_write_callback write_cb,
+                      void *ud);
+
+/* One curl_multi_perform round: 0 with *running (the transfer goes on),
+ * or API_RUNTIME_ERROR "docker <what> stream: ...". */
+int docker_multi_perform(docker_multi_t *dm, const char *what, int *running, api_error_t *err);
+
+/* Once the transfer ended: its transport error (docker_transport_error),
+ * or 0 with the HTTP status in *status when that is still 0. */
+int docker_multi_result(docker_multi_t *dm, const docker_runtime_t *rt, long *status, api_error_t *err);
+
+/* Frees what dm holds; a dm that was never opened (all zero) is fine. */
+void docker_multi_close(docker_multi_t *dm);
+
 /* Sends one request with an optional body (len bytes of content_type) and
  * hands the reply to write_cb. Returns 0 when Docker answered, whatever the
  * status. */
@@ -131,6 +161,10 @@ void docker_reply_release(docker_reply_t *r);
 
 /* The reply as JSON (new reference), or NULL. */
 json_object *docker_reply_json(const docker_reply_t *r);
+
+/* The "Id" of what a create answered ({"Id":...}, a container or an exec)
+ * into ret_id: false when there is none or it is not a usable name. */
+bool docker_reply_id(const docker_reply_t *r, char ret_id[80]);
 
 /* Docker's error message ({"message":...}) or the start of the raw body. */
 void docker_reply_message(const docker_reply_t *r, char *out, size_t outlen);
@@ -208,11 +242,20 @@ void docker_pid_children(pid_t pid, pid_t *pids, size_t *n, size_t max);
 int docker_rt_exec(runtime_t *base, const char *ref, const exec_spec_t *spec, size_t max_output,
                    runtime_exec_result_t *ret, api_error_t *err);
 
+/* ---- docker_dial.c ----------------------------------------------------- */
+
+/* The dial operation of docker_ops (worker/runtime.h: runtime_dial). */
+int docker_rt_dial(runtime_t *base, const runtime_dial_req_t *req, int *ret_fd, api_error_t *err);
+
 /* ---- docker_logs.c ----------------------------------------------------- */
 
-/* The route_target operation of docker_ops (worker/runtime.h: runtime_route_target). */
-int docker_rt_route_target(runtime_t *base, const char *sandbox_id, const char *worker_name, int *ret_netns_fd,
-                           api_error_t *err);
+/* Inspects the container of sandbox_id ("sbx-<id>") and checks that it is
+ * this worker's sandbox: a container of that name made by another worker
+ * on a shared Docker host, or not by us at all, is not. *ret (release with
+ * json_object_put) and *ret_id (its id, owned by *ret) on success; a
+ * missing or foreign container is API_NOT_FOUND "sandbox ID <missing>". */
+int docker_sandbox_inspect(docker_runtime_t *rt, const char *sandbox_id, const char *worker_name,
+                           const char *missing, json_object **ret, const char **ret_id, api_error_t *err);
 
 /* The logs_target operation of docker_ops (worker/runtime.h: runtime_logs_target). */
 int docker_rt_logs_target(runtime_t *base, const char *sandbox_id, const char *worker_name, char ret_ref[80],

@@ -104,7 +104,7 @@ static void docker_inventory_details(docker_runtime_t *rt, runtime_object_t *obj
     size_t take = stopped < SBX_INVENTORY_DETAILS_MAX ? stopped : SBX_INVENTORY_DETAILS_MAX;
     size_t first = atomic_fetch_add(&docker_details_rotor, (unsigned)take) % stopped;
     size_t seen = 0, done = 0;
-    int64_t until = time_mono_ms() + DOCKER_DETAILS_BUDGET_MS;
+    int64_t until = time_deadline_ms(DOCKER_DETAILS_BUDGET_MS);
     /* Two rounds over the list: from the first-th stopped object on, then
      * wrapping around to those before it. */
     for (int round = 0; round < 2 && done < take; round++) {

@@ -1,25 +1,18 @@
-/* The Docker backend's routes and logs: the owned-container inspect, the
- * network namespace of a route, the logs stream. */
+/* The Docker backend's logs: the owned-container inspect (also the start of
+ * a dial, docker_dial.c), the logs target and the logs stream. */
 #include "docker_internal.h"
 #include "docker_stream.h"
 #include "jsonx.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-/* ---- routes ------------------------------------------------------------ */
+/* ---- the owned container ---------------------------------------------- */
 
-/* Inspects the container of sandbox_id ("sbx-<id>") and checks that it is
- * this worker's sandbox: a container of that name made by another worker
- * on a shared Docker host, or not by us at all, is not. *ret (release with
- * json_object_put) and *ret_id (its id, owned by *ret) on success; a
- * missing or foreign container is API_NOT_FOUND "sandbox ID <missing>". */
-static int docker_sandbox_inspect(docker_runtime_t *rt, const char *sandbox_id, const char *worker_name,
-                                  const char *missing, json_object **ret, const char **ret_id, api_error_t *err)
+int docker_sandbox_inspect(docker_runtime_t *rt, const char *sandbox_id, const char *worker_name,
+                           const char *missing, json_object **ret, const char **ret_id, api_error_t *err)
 {
     char name[SBX_ID_MAX + 8];
     json_object *o = NULL;
@@ -40,67 +33,6 @@ static int docker_sandbox_inspect(docker_runtime_t *rt, const char *sandbox_id, 
     *ret = o;
     *ret_id = id;
     return 0;
-}
-
-int docker_rt_route_target(runtime_t *base, const char *sandbox_id, const char *worker_name, int *ret_netns_fd,
-                           api_error_t *err)
-{
-    docker_runtime_t *rt = (docker_runtime_t *)base;
-    int r = 0, fd = -1;
-    json_object *o = NULL;
-    const char *id = NULL;
-    r = docker_sandbox_inspect(rt, sandbox_id, worker_name, "does not run on this worker", &o, &id, err);
-    if (r < 0)
-        goto cleanup;
-    json_object *state = jsonx_get_obj(o, "State");
-    bool running = false, paused = false, restarting = false;
-    int64_t pid = 0;
-    jsonx_get_bool(state, "Running", &running);
-    jsonx_get_bool(state, "Paused", &paused);
-    jsonx_get_bool(state, "Restarting", &restarting);
-    jsonx_get_int(state, "Pid", &pid);
-    if (!running || paused || restarting || pid <= 1) {
-        r = api_error_set(err, API_NOT_FOUND, "sandbox %s is not running", sandbox_id);
-        goto cleanup;
-    }
-    const char *runtime = jsonx_get_str(jsonx_get_obj(o, "HostConfig"), "Runtime");
-    if (rt->gvisor_runtime[0] && runtime && strcmp(runtime, rt->gvisor_runtime) == 0) {
-        r = api_error_set(err, API_ISOLATION_UNAVAILABLE, "routes into gVisor sandboxes are not supported: their "
-                          "network stack is inside the sandbox");
-        goto cleanup;
-    }
-    char ns[64];
-    snprintf(ns, sizeof ns, "/proc/%lld/ns/net", (long long)pid);
-    fd = open(ns, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        if (e == ENOENT || e == ESRCH)
-            r = api_error_set(err, API_NOT_FOUND, "sandbox %s is not running", sandbox_id);
-        else
-            r = api_error_set(err, API_UNAVAILABLE, "cannot enter the sandbox's network namespace: %s", strerror(e));
-        goto cleanup;
-    }
-    /* The pid is still the container's now that the namespace is held (it
-     * could have exited and the number been reused since the inspect). */
-    if (!docker_pid_in_container((pid_t)pid, id)) {
-        r = api_error_set(err, API_NOT_FOUND, "sandbox %s is not running", sandbox_id);
-        goto cleanup;
-    }
-    /* Never the worker's own namespace: its loopback is the host's. */
-    struct stat a, b;
-    if (fstat(fd, &a) < 0 || stat("/proc/thread-self/ns/net", &b) < 0 ||
-        (a.st_dev == b.st_dev && a.st_ino == b.st_ino)) {
-        r = api_error_set(err, API_UNAVAILABLE, "sandbox %s has no network namespace of its own", sandbox_id);
-        goto cleanup;
-    }
-    *ret_netns_fd = fd;
-    fd = -1;
-cleanup:
-    if (fd >= 0)
-        close(fd);
-    if (o)
-        json_object_put(o);
-    return r;
 }
 
 /* ---- logs -------------------------------------------------------------- */
@@ -176,9 +108,7 @@ int docker_rt_logs_stream(runtime_t *base, const char *ref, const runtime_logs_r
     docker_runtime_t *rt = (docker_runtime_t *)base;
     int r = 0;
     char path[256], tail[24];
-    struct curl_slist *hl = NULL;
-    CURLM *m = NULL;
-    bool added = false;
+    docker_multi_t dm = { 0 };
     docker_logs_io_t io;
     memset(&io, 0, sizeof io);
     io.req = req;
@@ -194,25 +124,16 @@ int docker_rt_logs_stream(runtime_t *base, const char *ref, const runtime_logs_r
         snprintf(tail, sizeof tail, "%lld", (long long)req->tail);
     snprintf(path, sizeof path, "/containers/%s/logs?stdout=1&stderr=1&follow=%d&tail=%s", ref, req->follow ? 1 : 0,
              tail);
-    io.h = docker_handle_new(rt, "GET", path, NULL, 0, NULL, 0, &hl);
-    m = curl_multi_init();
-    if (!io.h || !m) {
+    /* Our loop watches the cancel flag and the stop descriptors itself. */
+    if (docker_multi_open(&dm, rt, "GET", path, NULL, 0, NULL, docker_logs_write_cb, &io) < 0) {
         r = api_error_set(err, API_INTERNAL, "out of memory");
         goto cleanup;
     }
-    /* Our loop watches the cancel flag and the stop descriptors itself. */
-    curl_easy_setopt(io.h, CURLOPT_NOPROGRESS, 1L);
-    curl_easy_setopt(io.h, CURLOPT_WRITEFUNCTION, docker_logs_write_cb);
-    curl_easy_setopt(io.h, CURLOPT_WRITEDATA, &io);
-    curl_multi_add_handle(m, io.h);
-    added = true;
+    io.h = dm.h;
     int running = 1;
     while (running) {
-        CURLMcode mc = curl_multi_perform(m, &running);
-        if (mc != CURLM_OK) {
-            r = api_error_set(err, API_RUNTIME_ERROR, "docker logs stream: %s", curl_multi_strerror(mc));
+        if ((r = docker_multi_perform(&dm, "logs", &running, err)) < 0)
             goto cleanup;
-        }
         if (!running || io.stop)
             break;
         if (docker_cancelled(rt)) {
@@ -222,23 +143,15 @@ int docker_rt_logs_stream(runtime_t *base, const char *ref, const runtime_logs_r
         struct curl_waitfd wfd[4];
         for (size_t i = 0; i < req->nstop_fds; i++)
             wfd[i] = (struct curl_waitfd){ .fd = req->stop_fds[i], .events = CURL_WAIT_POLLIN, .revents = 0 };
-        curl_multi_poll(m, wfd, (unsigned)req->nstop_fds, 200, NULL);
+        curl_multi_poll(dm.m, wfd, (unsigned)req->nstop_fds, 200, NULL);
         for (size_t i = 0; i < req->nstop_fds; i++)
             if (wfd[i].revents)
                 goto cleanup;     /* asked to stop: not an error */
     }
     if (io.stop)
         goto cleanup;
-    CURLMsg *msg;
-    int left;
-    while ((msg = curl_multi_info_read(m, &left)) != NULL) {
-        if (msg->msg == CURLMSG_DONE && msg->data.result != CURLE_OK) {
-            r = docker_transport_error(rt, msg->data.result, err);
-            goto cleanup;
-        }
-    }
-    if (io.status == 0)
-        curl_easy_getinfo(io.h, CURLINFO_RESPONSE_CODE, &io.status);
+    if ((r = docker_multi_result(&dm, rt, &io.status, err)) < 0)
+        goto cleanup;
     if (io.status == 404) {
         r = api_error_set(err, API_NOT_FOUND, "the sandbox's container is gone");
         goto cleanup;
@@ -252,13 +165,7 @@ int docker_rt_logs_stream(runtime_t *base, const char *ref, const runtime_logs_r
     }
     docker_logs_flush(&io);
 cleanup:
-    if (added)
-        curl_multi_remove_handle(m, io.h);
-    if (io.h)
-        curl_easy_cleanup(io.h);
-    if (m)
-        curl_multi_cleanup(m);
-    curl_slist_free_all(hl);
+    docker_multi_close(&dm);
     sbuf_release(&io.out);
     sbuf_release(&io.err);
     sbuf_release(&io.error_body);

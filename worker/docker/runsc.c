@@ -271,15 +271,15 @@ static int runsc_run(const runsc_host_t *h, char *const argv[], sbuf_t *out)
     }
     close(pfd[1]);
     pfd[1] = -1;
-    int64_t deadline = time_mono_ms() + RUNSC_CALL_TIMEOUT_MS;
+    int64_t deadline = time_deadline_ms(RUNSC_CALL_TIMEOUT_MS);
     for (;;) {
-        int64_t left = deadline - time_mono_ms();
-        if (left <= 0) {
+        int left = time_left_ms(deadline);
+        if (left == 0) {
             r = SBX_ETIMEOUT;
             break;
         }
         struct pollfd pf = { .fd = pfd[0], .events = POLLIN };
-        int pr = poll(&pf, 1, (int)left);
+        int pr = poll(&pf, 1, left);
         if (pr < 0 && errno == EINTR)
             continue;
         if (pr <= 0) {

@@ -26,7 +26,7 @@ static void docker_runtime_free(docker_runtime_t *rt)
 
 static void docker_rt_free(runtime_t *base) { docker_runtime_free((docker_runtime_t *)base); }
 
-static void docker_rt_set_cancel_flag(runtime_t *base, const volatile int *flag)
+static void docker_rt_set_cancel_flag(runtime_t *base, const atomic_int *flag)
 {
     docker_runtime_t *rt = (docker_runtime_t *)base;
     rt->cancel = flag;
@@ -630,7 +630,7 @@ static const runtime_ops_t docker_ops = {
     .remove = docker_rt_remove,
     .inventory = docker_rt_inventory,
     .images = docker_rt_images,
-    .route_target = docker_rt_route_target,
+    .dial = docker_rt_dial,
     .logs_target = docker_rt_logs_target,
     .logs_stream = docker_rt_logs_stream,
     .isolation_classes = docker_rt_isolation_classes,

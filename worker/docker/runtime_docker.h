@@ -2,8 +2,9 @@
  * its unix socket with libcurl, never the docker CLI. What it adds to the
  * promises of worker/runtime.h:
  * - runtime_ping is GET /_ping; its errors name the Docker socket.
- * - runtime_route_target and runtime_logs_target are one container inspect
- *   (labels, state, pid), bounded to about 10 s.
+ * - runtime_dial and runtime_logs_target are one container inspect (labels,
+ *   state, pid), bounded to about 10 s; runtime_dial then makes its socket
+ *   in the container's network namespace (setns) and connects it there.
  * - runtime_logs_stream is GET /containers/{ref}/logs, demultiplexed.
  * - runtime_set_cancel_flag abandons pulls and every other Engine request. */
 #ifndef SBX_RUNTIME_DOCKER_H

@@ -1,0 +1,337 @@
+/* The column tables: one per object the API shows (sandbox, operation,
+ * worker, route, tenant, token, event, a worker's assignment). Each row is a JSON key, the SQL
+ * expression that reads it and how its text becomes JSON; the SELECT list
+ * and the row-to-JSON mapping both come from the table, and the list/get
+ * skeleton every store room uses is here. */
+#include "store_int.h"
+
+/* ---- the tables ---- */
+
+static const store_col_t sandbox_cols[] = {
+    { "id", "s.id", COL_TEXT },
+    { "tenant", "tn.name", COL_TEXT },
+    { "image", "s.spec->>'image'", COL_TEXT },
+    { "phase", "s.phase", COL_TEXT },
+    { "desired_state", "s.desired_state", COL_TEXT },
+    { "worker", "w.name", COL_TEXT },
+    { "isolation", "s.isolation", COL_TEXT },
+    { "cpu_millis", "s.cpu_millis", COL_INT },
+    { "memory_mib", "s.memory_mib", COL_INT },
+    { "ttl_seconds", "s.ttl_seconds", COL_INT },
+    { "network", "s.spec->>'network'", COL_TEXT },
+    { "trust", "(s.spec->'trust')::text", COL_JSON },
+    { "labels", "coalesce(s.spec->'labels', '{}')::text", COL_JSON },
+    { "expires_at", TS("s.expires_at"), COL_TEXT },
+    { "created_at", TS("s.created_at"), COL_TEXT },
+    { "updated_at", TS("s.updated_at"), COL_TEXT },
+    { "read_only_root", "coalesce(s.spec->'read_only_root' = 'true'::jsonb, false)", COL_BOOL },
+    { "hardened", "coalesce(s.spec->'hardened' = 'true'::jsonb, false)", COL_BOOL },
+    { "selector", "coalesce(s.spec->'selector', '{}')::text", COL_JSON },
+    { "classification", "s.classification::text", COL_JSON },
+    /* What the runtime observed when the sandbox stopped by itself. */
+    { "failure", "s.failure::text", COL_JSON },
+};
+
+/* "error": {"code","message"} when the operation failed, else null. */
+static json_object *op_hook(const store_table_t *t, const char *key, const PGresult *r, int row)
+{
+    (void)key;
+    const char *code = store__col_text(t, r, row, "error_code");
+    if (!code)
+        return NULL;
+    const char *msg = store__col_text(t, r, row, "error_message");
+    json_object *e = json_object_new_object();
+    jsonx_add_str(e, "code", code);
+    jsonx_add_str(e, "message", msg ? msg : "");
+    return e;
+}
+
+static const store_col_t op_cols[] = {
+    { "id", "o.id", COL_TEXT },
+    { "kind", "o.kind", COL_TEXT },
+    { "state", "o.state", COL_TEXT },
+    { "sandbox_id", "o.sandbox_id", COL_TEXT },
+    { "attempt", "o.attempt", COL_INT },
+    { "created_at", TS("o.created_at"), COL_TEXT },
+    { "updated_at", TS("o.updated_at"), COL_TEXT },
+    { "finished_at", TS("o.finished_at"), COL_TEXT },
+    { "error", NULL, COL_HOOK },
+    { "placement", "o.placement::text", COL_JSON },
+    { "result", "o.result::text", COL_JSON },
+    { "error_code", "o.error_code", COL_HIDDEN },
+    { "error_message", "o.error_message", COL_HIDDEN },
+};
+
+/* Unqualified: the worker statements are INSERT … ON CONFLICT and UPDATE
+ * … RETURNING on the bare table. */
+static const store_col_t worker_cols[] = {
+    { "id", "id", COL_TEXT },
+    { "name", "name", COL_TEXT },
+    { "labels", "labels::text", COL_JSON },
+    { "isolation", "array_to_json(isolation)::text", COL_JSON },
+    { "runtime", "runtime", COL_TEXT },
+    { "capacity.cpu_millis", "cpu_millis", COL_INT },
+    { "capacity.memory_mib", "memory_mib", COL_INT },
+    { "capacity.slots", "slots", COL_INT },
+    { "allocated.cpu_millis", "alloc_cpu_millis", COL_INT },
+    { "allocated.memory_mib", "alloc_memory_mib", COL_INT },
+    { "allocated.slots", "alloc_slots", COL_INT },
+    { "version", "version", COL_TEXT },
+    { "state", "state", COL_TEXT },
+    { "last_heartbeat", TS("last_heartbeat"), COL_TEXT },
+    { "created_at", TS("created_at"), COL_TEXT },
+    { "networks", "networks::text", COL_JSON },
+    { "probes", "probes::text", COL_JSON },
+    { "images_present", "jsonb_array_length(images)", COL_INT },
+    { "route_address", "route_address", COL_TEXT_OMIT },
+};
+
+static const store_col_t route_cols[] = {
+    { "id", "r.id", COL_TEXT },
+    { "name", "r.name", COL_TEXT },
+    { "sandbox_id", "r.sandbox_id", COL_TEXT },
+    { "port", "r.port", COL_INT },
+    { "auth", "r.auth", COL_TEXT },
+    { "state", "r.state", COL_TEXT },
+    { "expires_at", TS("r.expires_at"), COL_TEXT },
+    { "created_at", TS("r.created_at"), COL_TEXT },
+    { "removed_at", TS("r.removed_at"), COL_TEXT },
+    { "removed_reason", "r.removed_reason", COL_TEXT },
+};
+
+static const store_col_t tenant_cols[] = {
+    { "id", "tn.id", COL_TEXT },
+    { "name", "tn.name", COL_TEXT },
+    { "created_at", TS("tn.created_at"), COL_TEXT },
+    { "policy", "tn.policy::text", COL_JSON },
+};
+
+static const store_col_t token_cols[] = {
+    { "id", "t.id", COL_TEXT },
+    { "tenant", "tn.name", COL_TEXT },
+    { "role", "t.role", COL_TEXT },
+    { "name", "t.name", COL_TEXT },
+    { "created_at", TS("t.created_at"), COL_TEXT },
+    { "expires_at", TS("t.expires_at"), COL_TEXT },
+    { "revoked_at", TS("t.revoked_at"), COL_TEXT },
+};
+
+static const store_col_t event_cols[] = {
+    { "id", "e.id", COL_INT },
+    { "ts", TS("e.ts"), COL_TEXT },
+    { "tenant", "tn.name", COL_TEXT },
+    { "kind", "e.kind", COL_TEXT },
+    { "sandbox_id", "e.sandbox_id", COL_TEXT },
+    { "operation_id", "e.operation_id", COL_TEXT },
+    { "data", "e.data::text", COL_JSON_OBJ },
+};
+
+/* An assignment handed to a worker by a claim (an exec's "exec" is added
+ * from the hidden request). */
+static const store_col_t assignment_cols[] = {
+    { "operation_id", "o.id", COL_TEXT },
+    { "kind", "o.kind", COL_TEXT },
+    { "attempt", "o.attempt", COL_INT },
+    { "sandbox_id", "o.sandbox_id", COL_TEXT },
+    { "tenant", "tn.name", COL_TEXT },
+    { "isolation", "s.isolation", COL_TEXT },
+    { "runtime_ref", "s.runtime_ref", COL_TEXT },
+    { "spec", "s.spec::text", COL_JSON },
+    { "request", "o.request::text", COL_HIDDEN },
+};
+
+#define TABLE(cols, hook) { cols, (int)(sizeof cols / sizeof cols[0]), hook, NULL }
+store_table_t store__t_sandbox = TABLE(sandbox_cols, NULL);
+store_table_t store__t_op = TABLE(op_cols, op_hook);
+store_table_t store__t_worker = TABLE(worker_cols, NULL);
+store_table_t store__t_route = TABLE(route_cols, NULL);
+store_table_t store__t_tenant = TABLE(tenant_cols, NULL);
+store_table_t store__t_token = TABLE(token_cols, NULL);
+store_table_t store__t_event = TABLE(event_cols, NULL);
+store_table_t store__t_assignment = TABLE(assignment_cols, NULL);
+
+static store_table_t *const all_tables[] = { &store__t_sandbox, &store__t_op, &store__t_worker, &store__t_route,
+                                             &store__t_tenant, &store__t_token, &store__t_event,
+                                             &store__t_assignment };
+static pthread_once_t lists_once = PTHREAD_ONCE_INIT;
+
+static bool col_selected(const store_col_t *col) { return col->kind != COL_HOOK; }
+
+/* Joins each table's SQL expressions into its SELECT list, once. The lists
+ * live as long as the process. */
+static void lists_build(void)
+{
+    for (size_t k = 0; k < sizeof all_tables / sizeof all_tables[0]; k++) {
+        store_table_t *t = all_tables[k];
+        size_t len = 1;
+        for (int i = 0; i < t->ncols; i++)
+            len += col_selected(&t->cols[i]) ? strlen(t->cols[i].sql) + 2 : 0;
+        char *s = malloc(len);
+        if (!s)
+            continue;
+        size_t o = 0;
+        for (int i = 0; i < t->ncols; i++)
+            if (col_selected(&t->cols[i]))
+                o += (size_t)snprintf(s + o, len - o, "%s%s", o ? ", " : "", t->cols[i].sql);
+        s[o] = '\0';
+        t->list = s;
+    }
+}
+
+const char *store__cols(const store_table_t *t)
+{
+    pthread_once(&lists_once, lists_build);
+    return t->list;
+}
+
+/* The result column of the table's key; -1 when not selected. */
+static int col_index(const store_table_t *t, const char *key)
+{
+    int at = 0;
+    for (int i = 0; i < t->ncols; i++) {
+        if (!col_selected(&t->cols[i]))
+            continue;
+        if (strcmp(t->cols[i].key, key) == 0)
+            return at;
+        at++;
+    }
+    return -1;
+}
+
+const char *store__col_text(const store_table_t *t, const PGresult *r, int row, const char *key)
+{
+    int i = col_index(t, key);
+    return i < 0 ? NULL : db_get(r, row, i);
+}
+
+/* The JSON of one column's text. */
+static json_object *col_value(const store_col_t *col, const PGresult *r, int row, int at)
+{
+    const char *v = db_get(r, row, at);
+    switch (col->kind) {
+    case COL_TEXT:
+    case COL_TEXT_OMIT:
+        return v ? json_object_new_string(v) : NULL;
+    case COL_INT:
+        return json_object_new_int64(db_get_ll(r, row, at));
+    case COL_BOOL:
+        return json_object_new_boolean(db_get_bool(r, row, at));
+    case COL_JSON:
+        return store__parse_json_text(v);
+    case COL_JSON_OBJ: {
+        json_object *o = store__parse_json_text(v);
+        return o ? o : json_object_new_object();
+    }
+    default:
+        return NULL;
+    }
+}
+
+json_object *store__row_json(const store_table_t *t, const PGresult *r, int row)
+{
+    json_object *o = json_object_new_object();
+    int at = 0;
+    for (int i = 0; i < t->ncols; i++) {
+        const store_col_t *col = &t->cols[i];
+        int here = col_selected(col) ? at++ : -1;
+        if (col->kind == COL_HIDDEN || (col->kind == COL_TEXT_OMIT && PQgetisnull(r, row, here)))
+            continue;
+        json_object *v = col->kind == COL_HOOK ? t->hook(t, col->key, r, row) : col_value(col, r, row, here);
+        /* "parent.member": into the object "parent", made where its first
+         * member is. */
+        const char *dot = strchr(col->key, '.');
+        if (!dot) {
+            jsonx_add(o, col->key, v);
+            continue;
+        }
+        char parent[64];
+        snprintf(parent, sizeof parent, "%.*s", (int)(dot - col->key), col->key);
+        json_object *sub = NULL;
+        if (!json_object_object_get_ex(o, parent, &sub) || !sub) {
+            sub = json_object_new_object();
+            jsonx_add(o, parent, sub);
+        }
+        jsonx_add(sub, dot + 1, v);
+    }
+    return o;
+}
+
+/* ---- the list/get skeleton ---- */
+
+PGresult *store__exec_cols(PGconn *c, const store_table_t *t, const char *head, const char *tail, int n,
+                           const char *const *p)
+{
+    const char *cols = store__cols(t);
+    if (!cols)
+        return NULL;
+    size_t len = strlen(head) + strlen(cols) + strlen(tail) + 1;
+    char *sql = malloc(len);
+    if (!sql)
+        return NULL;
+    snprintf(sql, len, "%s%s%s", head, cols, tail);
+    PGresult *r = db_exec(c, sql, n, p);
+    free(sql);
+    return r;
+}
+
+json_object *store__rows_json(const store_table_t *t, const PGresult *r)
+{
+    json_object *arr = json_object_new_array();
+    for (int i = 0; i < PQntuples(r); i++)
+        json_object_array_add(arr, store__row_json(t, r, i));
+    return arr;
+}
+
+int store__fetch_one(PGconn *c, const store_table_t *t, const char *tail, int n, const char *const *p,
+                     json_object **ret)
+{
+    PGresult *r = store__exec_cols(c, t, "SELECT ", tail, n, p);
+    if (!r)
+        return SBX_EDB;
+    int rc = PQntuples(r) == 1 ? 0 : SBX_ENOTFOUND;
+    if (rc == 0)
+        *ret = store__row_json(t, r, 0);
+    PQclear(r);
+    return rc;
+}
+
+int store__fetch_all(PGconn *c, const store_table_t *t, const char *tail, int n, const char *const *p,
+                     json_object **ret)
+{
+    PGresult *r = store__exec_cols(c, t, "SELECT ", tail, n, p);
+    if (!r)
+        return SBX_EDB;
+    *ret = store__rows_json(t, r);
+    PQclear(r);
+    return 0;
+}
+
+json_object *store__wrap(const char *key, json_object *v)
+{
+    json_object *o = json_object_new_object();
+    jsonx_add(o, key, v);
+    return o;
+}
+
+int store__api_list(PGconn *c, const store_table_t *t, const char *tail, int n, const char *const *p,
+                    const char *key, json_object **ret, api_error_t *err)
+{
+    json_object *arr = NULL;
+    if (store__fetch_all(c, t, tail, n, p, &arr) < 0)
+        return store__db_error(err);
+    *ret = store__wrap(key, arr);
+    return 0;
+}
+
+int store__api_get(PGconn *c, const store_table_t *t, const char *tail, int n, const char *const *p,
+                   const char *key, const char *name, json_object **ret, api_error_t *err)
+{
+    json_object *one = NULL;
+    int rc = store__fetch_one(c, t, tail, n, p, &one);
+    if (rc == SBX_ENOTFOUND)
+        return api_error_set(err, API_NOT_FOUND, "no %s %.64s", key, name);
+    if (rc < 0)
+        return store__db_error(err);
+    *ret = store__wrap(key, one);
+    return 0;
+}

@@ -1,0 +1,389 @@
+/* sandbox-mcp's tool table: each tool's name, texts, schemas (as data) and
+ * handler in one row, turned into what tools/list shows once at start; the
+ * argument checks and readers the handlers share; running a call's tool. */
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "httpc.h"
+#include "jsonx.h"
+#include "mcp.h"
+#include "mcp_int.h"
+
+/* The schemas are written with ' for " (no apostrophes in the texts) and
+ * turned into JSON once at start. */
+#define STR "{'type':'string'}"
+#define KV  "{'type':'object','additionalProperties':{'type':'string'}}"
+/* An input property of those types with its description. */
+#define DSTR(d) "{'type':'string','description':'" d "'}"
+#define DKV(d)  "{'type':'object','additionalProperties':{'type':'string'},'description':'" d "'}"
+#define SBX_ID  DSTR("the sandbox id (sbx_...)")
+#define OP_ID   DSTR("the operation id (op_...)")
+#define IDEM    DSTR("retrying with the same key returns the same answer")
+#define OP_SCHEMA                                                                                               \
+    "{'type':'object','description':'An operation (docs/api.md)','properties':{'id':{'type':'string'},"      \
+    "'kind':{'type':'string'},'state':{'type':'string','enum':['pending','admitted','leased','running',"    \
+    "'succeeded','failed','cancelled']},'sandbox_id':{'type':['string','null']},'error':{'type':['object',"  \
+    "'null']},'placement':{'type':['object','null']},'result':{'type':['object','null']}},"                   \
+    "'required':['id','kind','state']}"
+#define SBX_SCHEMA                                                                                              \
+    "{'type':'object','description':'A sandbox (docs/api.md)','properties':{'id':{'type':'string'},"          \
+    "'tenant':{'type':'string'},'image':{'type':['string','null']},'phase':{'type':'string'},"               \
+    "'isolation':{'type':'string'},'network':{'type':['string','null']},'worker':{'type':['string','null']}," \
+    "'expires_at':{'type':['string','null']}},'required':['id','phase']}"
+#define EVENT_SCHEMA                                                                                            \
+    "{'type':'object','description':'An event (docs/events.md)','properties':{'id':{'type':'integer'},"      \
+    "'ts':{'type':'string'},'tenant':{'type':['string','null']},'kind':{'type':'string'},'sandbox_id':"      \
+    "{'type':['string','null']},'operation_id':{'type':['string','null']},'data':{'type':'object'}},"       \
+    "'required':['id','ts','kind','data']}"
+#define ROUTE_SCHEMA                                                                                            \
+    "{'type':'object','description':'A public route (docs/api.md)','properties':{'id':{'type':'string'},"     \
+    "'name':{'type':'string'},'sandbox_id':{'type':'string'},'port':{'type':'integer'},'auth':{'type':"      \
+    "'string','enum':['token','public']},'state':{'type':'string','description':'pending, active or "        \
+    "removed'},'url':{'type':'string','description':'the address to give out'},'expires_at':{'type':"        \
+    "['string','null']},'created_at':{'type':['string','null']},'removed_at':{'type':['string','null']},"    \
+    "'removed_reason':{'type':['string','null']}},'required':['id','port','auth','url']}"
+/* wait and timeout_seconds of a tool that starts an operation; d is the
+ * default of wait. */
+#define WAIT_PROPS_DEFAULT(d)                                                                              \
+    "'wait':{'type':'boolean','description':'wait for the operation to finish (default " d ")'},"        \
+    "'timeout_seconds':{'type':'integer','minimum':1,'maximum':3600,'description':'how long to wait "     \
+    "(default 300); the operation goes on after it'}"
+#define WAIT_PROPS WAIT_PROPS_DEFAULT("false")
+
+const mcp_tool_t tool_table[] = {
+    { .run = tool_create, .def = { "sandbox_create", "Create a sandbox",
+      "Creates a disposable sandbox (a container with bounded cpu, memory and lifetime). Describe the work "
+      "honestly: untrusted_repo, generated_code and hostile decide the isolation; the server refuses rather "
+      "than run it weaker. Network is none unless asked. Leave image out to get the server's default image "
+      "(a small local busybox image unless the operator set another). Returns the sandbox and its create "
+      "operation; with wait=true, once that operation finished.",
+      "{'type':'object','properties':{'image':{'type':'string','description':'container image; when absent "
+      "the server uses its default_image (sandbox/busybox:latest unless the operator changed it). Name one "
+      "only when the task needs tools the default lacks and the tenant policy allows it'},'tenant':"
+      DSTR("the tenant to create it in (default: the tenant of the token)") ",'cpu_millis':{'type':'integer',"
+      "'minimum':10,'description':'thousandths of a core (default 1000)'},"
+      "'memory_mib':{'type':'integer','minimum':6,'description':'default 512'},"
+      "'ttl_seconds':{'type':'integer','minimum':10,'description':'lifetime once running (default 3600)'},"
+      "'network':{'type':'string','enum':['none','restricted','open'],'description':'none (default): loopback "
+      "only; restricted: nothing outside the sandbox, shared ports still reachable; open: the internet'},"
+      "'untrusted_repo':{'type':'boolean','description':'the code comes from a repository you do not trust'},"
+      "'generated_code':{'type':'boolean','description':'the code was generated (by a model or a tool)'},"
+      "'hostile':{'type':'boolean','description':'the code may try to break out of the sandbox'},"
+      "'isolation':{'type':'string','enum':"
+      "['container','gvisor','microvm'],'description':'the weakest class you accept'},'read_only_root':"
+      "{'type':'boolean','description':'read-only root filesystem, tmpfs /tmp'},'hardened':{'type':'boolean',"
+      "'description':'no Linux capabilities (always so for untrusted work)'},'env':"
+      DKV("environment variables") ",'labels':" DKV("labels of the sandbox") ",'selector':"
+      DKV("run only on workers with these labels") ","
+      "'idempotency_key':{'type':'string','description':'retrying with the same key returns the same "
+      "sandbox'}," WAIT_PROPS "},'additionalProperties':false}",
+      "{'type':'object','properties':{'sandbox':" SBX_SCHEMA ",'operation':" OP_SCHEMA "},"
+      "'required':['sandbox','operation']}",
+      "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" } },
+    { .run = tool_wait, .def = { "sandbox_wait", "Wait for an operation",
+      "Waits until an operation (create, delete, exec) succeeded, failed or was cancelled, or the timeout "
+      "passed (done=false). A failed operation is reported as an error with its code and message.",
+      "{'type':'object','properties':{'operation_id':" OP_ID ",'timeout_seconds':{'type':'integer','minimum':1,"
+      "'maximum':3600,'description':'how long to wait (default 300); the operation goes on after it'}},"
+      "'required':['operation_id'],'additionalProperties':false}",
+      "{'type':'object','properties':{'operation':" OP_SCHEMA ",'done':{'type':'boolean'}},"
+      "'required':['operation','done']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" } },
+    { .run = tool_exec, .def = { "sandbox_exec", "Run a command in a sandbox",
+      "Runs argv (an array, no shell) in a running sandbox and waits for it. Output is bounded: check the "
+      "truncation flags. A non-zero exit code is a result, not an error.",
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'argv':{'type':'array','items':{'type':'string'},"
+      "'minItems':1,'description':'the command and its arguments, run without a shell'},'timeout_seconds':"
+      "{'type':'integer','minimum':1,'description':'kill the command after this (default 60)'},"
+      "'env':" DKV("environment variables of the command") ",'cwd':"
+      DSTR("the working directory of the command") ",'max_output_bytes':{'type':'integer','minimum':1,"
+      "'description':'bound per stream'}},'required':['sandbox_id','argv'],'additionalProperties':false}",
+      "{'type':'object','properties':{'operation_id':" STR ",'exit_code':{'type':'integer'},'signal':"
+      "{'type':'integer'},'timed_out':{'type':'boolean'},'duration_ms':{'type':'integer'},'stdout':" STR ","
+      "'stderr':" STR ",'stdout_truncated':{'type':'boolean'},'stderr_truncated':{'type':'boolean'},"
+      "'stdout_bytes':{'type':'integer'},'stderr_bytes':{'type':'integer'}},'required':['operation_id',"
+      "'exit_code','timed_out','stdout','stderr','stdout_truncated','stderr_truncated']}",
+      "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" } },
+    { .run = tool_get, .def = { "sandbox_get", "Show a sandbox",
+      "Shows a sandbox with its operations, including why it was placed where it is (or refused).",
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID "},'required':['sandbox_id'],"
+      "'additionalProperties':false}",
+      "{'type':'object','properties':{'sandbox':" SBX_SCHEMA ",'operations':{'type':'array','items':" OP_SCHEMA
+      "}},'required':['sandbox','operations']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" } },
+    { .run = tool_list, .def = { "sandbox_list", "List sandboxes",
+      "Lists the sandboxes this token may see, newest first; deleted ones only with all=true.",
+      "{'type':'object','properties':{'tenant':" DSTR("only this tenant (an admin token sees every tenant)")
+      ",'all':{'type':'boolean','description':'include deleted sandboxes'},'limit':{'type':'integer',"
+      "'minimum':1,'maximum':1000,'description':'at most this many (default 100)'}},'additionalProperties':false}",
+      "{'type':'object','properties':{'sandboxes':{'type':'array','items':" SBX_SCHEMA "}},"
+      "'required':['sandboxes']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" } },
+    { .run = tool_delete, .def = { "sandbox_delete", "Delete a sandbox",
+      "Deletes a sandbox and everything it holds. Do this when the task ends, also after a failure.",
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'idempotency_key':" IDEM "," WAIT_PROPS "},"
+      "'required':['sandbox_id'],'additionalProperties':false}",
+      "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
+      "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':true,'openWorldHint':false}" } },
+    { .run = tool_operation, .def = { "operation_get", "Show an operation",
+      "Shows an operation: kind, state, error, placement and, for exec, the result.",
+      "{'type':'object','properties':{'operation_id':" OP_ID "},'required':['operation_id'],"
+      "'additionalProperties':false}",
+      "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" } },
+    { .run = tool_share, .def = { "sandbox_share", "Share a port of a sandbox",
+      "Gives a port of a running sandbox a public address (a route), to show a web app or an API to a person "
+      "or a program outside. Returns route.url and, with auth token (the default), access_token: callers send "
+      "it as Authorization: Bearer TOKEN. The access token is shown only in this result and never again: keep "
+      "it (a retry with the same idempotency_key returns the route without it). Share only what the task needs, "
+      "with a ttl_seconds; the route goes away with sandbox_unshare, its TTL, or the sandbox.",
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'port':{'type':'integer','minimum':1,'maximum':"
+      "65535,'description':'the port the app listens on inside the sandbox'},'ttl_seconds':{'type':'integer',"
+      "'minimum':10,'description':'remove the route after this (default: when the sandbox goes)'},'auth':"
+      "{'type':'string','enum':['token','public'],'description':'token (default): callers need the access "
+      "token; public: anyone with the URL'},'idempotency_key':"
+      DSTR("retrying with the same key returns the same route, without its access token") ","
+      WAIT_PROPS_DEFAULT("true") "},"
+      "'required':['sandbox_id','port'],'additionalProperties':false}",
+      "{'type':'object','properties':{'route':" ROUTE_SCHEMA ",'operation':" OP_SCHEMA ",'access_token':"
+      "{'type':'string','description':'shown only now'}},'required':['route','operation']}",
+      "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" } },
+    { .run = tool_routes, .def = { "sandbox_routes", "List the routes of a sandbox",
+      "Lists the public routes of a sandbox (active ones; removed ones too with all=true), with their URLs. "
+      "Access tokens are never shown again.",
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'all':{'type':'boolean','description':'include "
+      "removed routes'}},'required':['sandbox_id'],'additionalProperties':false}",
+      "{'type':'object','properties':{'routes':{'type':'array','items':" ROUTE_SCHEMA "}},'required':['routes']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" } },
+    { .run = tool_unshare, .def = { "sandbox_unshare", "Remove a route",
+      "Removes a public route of a sandbox: its URL stops answering. Do this as soon as nobody needs the "
+      "address any more; deleting the sandbox removes its routes as well.",
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'route_id':" DSTR("the route id (rt_...)") ","
+      WAIT_PROPS_DEFAULT("true") "},"
+      "'required':['sandbox_id','route_id'],'additionalProperties':false}",
+      "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
+      "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':true,'openWorldHint':false}" } },
+    { .run = tool_events, .def = { "sandbox_events", "List events",
+      "Lists what happened, oldest first: sandbox phases (sandbox.pending ... sandbox.running, sandbox.deleted, "
+      "failed, lost), operation states (operation.admitted ... operation.succeeded or failed, with error codes "
+      "and exec exit codes), routes and workers. A cursor: pass after = the next_after of the previous call "
+      "to get only newer events, none missed and none twice (after 0, the default, starts at the oldest kept). "
+      "With wait (seconds, at most 30) the call waits for a new event when there is none yet and returns an "
+      "empty list when none came. Filter by sandbox_id, operation_id or kind (exact, or a prefix such as "
+      "operation.*). Event data never holds secrets.",
+      "{'type':'object','properties':{'sandbox_id':" DSTR("only events of this sandbox") ",'operation_id':"
+      DSTR("only events of this operation") ",'kind':{'type':'string',"
+      "'description':'e.g. sandbox.running, or operation.* for every operation state'},'after':{'type':"
+      "'integer','minimum':0,'description':'the next_after of the previous call (default 0: from the "
+      "oldest)'},'wait':{'type':'integer','minimum':0,'maximum':30,'description':'seconds to wait for a new "
+      "event when there is none (default 0)'},'limit':{'type':'integer','minimum':1,'maximum':1000,"
+      "'description':'at most this many (default 100)'}},'additionalProperties':false}",
+      "{'type':'object','properties':{'events':{'type':'array','items':" EVENT_SCHEMA "},'next_after':{'type':"
+      "'integer','description':'pass as after next time'}},'required':['events','next_after']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" } },
+    { .run = tool_logs, .def = { "sandbox_logs", "Read a sandbox's output",
+      "Returns what the sandbox's main process wrote to stdout and stderr: the last tail lines (default 200), "
+      "at most 64 KiB (truncated=true when cut). text has both streams in the order written; once the "
+      "container is gone it is the tail the controller kept, stdout and stderr merged. Output of commands run "
+      "with sandbox_exec is in that call's result, not here.",
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'tail':{'type':'integer','minimum':0,'maximum':"
+      "1000000,'description':'lines from the end (default 200)'}},'required':['sandbox_id'],"
+      "'additionalProperties':false}",
+      "{'type':'object','properties':{'text':" STR ",'stdout':" STR ",'stderr':" STR ",'truncated':{'type':"
+      "'boolean'}},'required':['text','stdout','stderr','truncated']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" } },
+};
+
+const size_t tool_count = sizeof tool_table / sizeof tool_table[0];
+#define NTOOLS (sizeof tool_table / sizeof tool_table[0])
+
+static mcp_tool_def_t tool_defs[NTOOLS];      /* the table's texts as JSON, for tools/list */
+static char *tool_texts[NTOOLS][3];           /* what tool_defs points at */
+static json_object *tool_inputs[NTOOLS];      /* each tool's inputSchema, parsed once */
+
+static char *dequote(const char *s)
+{
+    char *d = strdup(s);
+    for (char *p = d; p && *p; p++)
+        if (*p == '\'')
+            *p = '"';
+    return d;
+}
+
+int tools_init(void)
+{
+    for (size_t i = 0; i < NTOOLS; i++) {
+        const mcp_tool_def_t *row = &tool_table[i].def;
+        tool_defs[i] = *row;
+        tool_texts[i][0] = dequote(row->input_schema);
+        tool_texts[i][1] = dequote(row->output_schema);
+        tool_texts[i][2] = dequote(row->annotations);
+        if (!tool_texts[i][0] || !tool_texts[i][1] || !tool_texts[i][2])
+            return SBX_ENOMEM;
+        tool_defs[i].input_schema = tool_texts[i][0];
+        tool_defs[i].output_schema = tool_texts[i][1];
+        tool_defs[i].annotations = tool_texts[i][2];
+        if (jsonx_parse(tool_defs[i].input_schema, strlen(tool_defs[i].input_schema), &tool_inputs[i], NULL) < 0)
+            return SBX_EINVAL;
+    }
+    return 0;
+}
+
+void tools_release(void)
+{
+    for (size_t i = 0; i < NTOOLS; i++) {
+        for (int j = 0; j < 3; j++) {
+            free(tool_texts[i][j]);
+            tool_texts[i][j] = NULL;
+        }
+        if (tool_inputs[i])
+            json_object_put(tool_inputs[i]);
+        tool_inputs[i] = NULL;
+    }
+}
+
+const mcp_tool_def_t *tools_defs(void) { return tool_defs; }
+
+const mcp_tool_t *tools_row(const mcp_tool_def_t *def)
+{
+    if (def < tool_defs || def >= tool_defs + NTOOLS)
+        return NULL;
+    return &tool_table[def - tool_defs];
+}
+
+json_object *tools_input_schema(const mcp_tool_t *row) { return tool_inputs[row - tool_table]; }
+
+/* ---------------------------------------------------------------- arguments */
+
+json_object *tool_args_check(const mcp_tool_t *row, json_object *args)
+{
+    const char *name = row->def.name;
+    json_object *schema = tools_input_schema(row), *props = NULL, *req = NULL;
+    json_object_object_get_ex(schema, "properties", &props);
+    json_object_object_get_ex(schema, "required", &req);
+    json_object *bad = NULL;
+    char msg[300];
+    json_object_object_foreach(args, k, v) {
+        (void)v;
+        if (!props || !json_object_object_get_ex(props, k, NULL)) {
+            snprintf(msg, sizeof msg, "unknown argument \"%.64s\" for %s", k, name);
+            bad = mcp_tool_error("invalid_argument", msg);
+            break;
+        }
+    }
+    for (size_t i = 0; !bad && req && i < json_object_array_length(req); i++) {
+        const char *k = json_object_get_string(json_object_array_get_idx(req, i));
+        json_object *v = NULL;
+        if (!json_object_object_get_ex(args, k, &v) || !v) {
+            snprintf(msg, sizeof msg, "%s needs the argument \"%s\"", name, k);
+            bad = mcp_tool_error("invalid_argument", msg);
+        }
+    }
+    return bad;
+}
+
+bool tool_arg_int(json_object *args, const char *k, int64_t min, int64_t max, int64_t def, int64_t *ret,
+                  json_object **bad)
+{
+    json_object *v = NULL;
+    *ret = def;
+    if (!json_object_object_get_ex(args, k, &v) || !v)
+        return true;
+    if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < min || json_object_get_int64(v) > max) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s must be an integer from %lld to %lld", k, (long long)min, (long long)max);
+        *bad = mcp_tool_error("invalid_argument", msg);
+        return false;
+    }
+    *ret = json_object_get_int64(v);
+    return true;
+}
+
+bool tool_arg_bool(json_object *args, const char *k, bool def, bool *ret, json_object **bad)
+{
+    json_object *v = NULL;
+    *ret = def;
+    if (!json_object_object_get_ex(args, k, &v) || !v)
+        return true;
+    if (!json_object_is_type(v, json_type_boolean)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s must be true or false", k);
+        *bad = mcp_tool_error("invalid_argument", msg);
+        return false;
+    }
+    *ret = json_object_get_boolean(v);
+    return true;
+}
+
+bool tool_arg_wait(json_object *args, bool def_wait, bool *ret_wait, int64_t *ret_timeout_s, json_object **bad)
+{
+    return tool_arg_bool(args, "wait", def_wait, ret_wait, bad) &&
+           tool_arg_int(args, "timeout_seconds", 1, MCP_WAIT_MAX_S, MCP_WAIT_DEFAULT_S, ret_timeout_s, bad);
+}
+
+bool tool_arg_str(json_object *args, const char *k, const char **ret, json_object **bad)
+{
+    json_object *v = NULL;
+    *ret = NULL;
+    if (!json_object_object_get_ex(args, k, &v) || !v)
+        return true;
+    if (!json_object_is_type(v, json_type_string) || json_object_get_string_len(v) == 0 ||
+        json_object_get_string_len(v) > 256) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s must be a string of 1 to 256 bytes", k);
+        *bad = mcp_tool_error("invalid_argument", msg);
+        return false;
+    }
+    *ret = json_object_get_string(v);
+    return true;
+}
+
+void tool_arg_copy(json_object *body, json_object *args, const char *k)
+{
+    json_object *v = NULL;
+    if (json_object_object_get_ex(args, k, &v) && v)
+        jsonx_add(body, k, json_object_get(v));
+}
+
+bool tool_id_path(char *out, size_t n, const char *prefix, const char *id, const char *suffix, json_object **bad)
+{
+    if (client_path(out, n, prefix, id, suffix) < 0) {
+        *bad = mcp_tool_error("internal", "cannot build the request path");
+        return false;
+    }
+    return true;
+}
+
+/* ---------------------------------------------------------------- running a call */
+
+json_object *tool_op_result(call_t *c, const char *method, const char *path, const char *idem, const char *what,
+                            bool wait, int64_t timeout_s)
+{
+    json_object *resp = NULL;
+    bool done = false;
+    json_object *failed = op_request(c, method, path, NULL, idem, what, wait, timeout_s, &resp, &done);
+    return failed ? failed : mcp_tool_ok(resp);
+}
+
+json_object *tool_run(call_t *c)
+{
+    server_t *s = c->srv;
+    json_object *bad = tool_args_check(c->tool, c->args);
+    if (bad)
+        return bad;
+    if (s->config_error[0])
+        return mcp_tool_error("invalid_configuration", s->config_error);
+    if (!s->token)
+        return mcp_tool_error("unauthenticated",
+                              "sandbox-mcp has no API token: set SANDBOX_TOKEN in the MCP client's configuration "
+                              "for this server (or put 'token = ...' in ~/.config/sandbox/config) and restart it");
+    if (httpc_new(s->url, s->token, &c->http) < 0)
+        return mcp_tool_error("internal", "cannot set up the HTTP client");
+    httpc_set_abort_flag(c->http, &c->cancel);
+    return c->tool->run(c, c->args);
+}

@@ -1,0 +1,187 @@
+/* sandbox-mcp's sandbox and operation tools: sandbox_create, sandbox_wait,
+ * sandbox_exec, sandbox_get, sandbox_list, sandbox_delete, operation_get. */
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "httpc.h"
+#include "jsonx.h"
+#include "limits.h"
+#include "mcp.h"
+#include "mcp_int.h"
+
+json_object *tool_create(call_t *c, json_object *args)
+{
+    json_object *bad = NULL;
+    bool wait = false, done = false;
+    int64_t tmo;
+    const char *idem = NULL;
+    if (!tool_arg_wait(args, false, &wait, &tmo, &bad) || !tool_arg_str(args, "idempotency_key", &idem, &bad))
+        return bad;
+    json_object *body = json_object_new_object();
+    static const char *const direct[] = { "image", "tenant", "cpu_millis", "memory_mib", "ttl_seconds", "network",
+                                          "isolation", "read_only_root", "hardened", "env", "labels", "selector",
+                                          NULL };
+    for (int i = 0; direct[i]; i++)
+        tool_arg_copy(body, args, direct[i]);
+    json_object *trust = json_object_new_object();
+    tool_arg_copy(trust, args, "untrusted_repo");
+    tool_arg_copy(trust, args, "generated_code");
+    tool_arg_copy(trust, args, "hostile");
+    jsonx_add(body, "trust", trust);
+    json_object *resp = NULL;
+    json_object *failed = op_request(c, "POST", "/v1/sandboxes", body, idem, "created", wait, tmo, &resp, &done);
+    json_object_put(body);
+    if (failed)
+        return failed;
+    const char *sbx = jsonx_get_str(jsonx_get_obj(resp, "sandbox"), "id");
+    if (!sbx) {
+        json_object_put(resp);
+        return mcp_tool_error("bad_response", "the create answer names no sandbox");
+    }
+    if (wait) {
+        /* The sandbox as it is now (running once the create succeeded). */
+        char path[MCP_PATH_MAX];
+        json_object *got = NULL;
+        api_err_t e;
+        if (tool_id_path(path, sizeof path, "/v1/sandboxes/", sbx, NULL, &bad) &&
+            api(c, "GET", path, NULL, NULL, deadline_in(MCP_REQUEST_TIMEOUT_MS), &got, &e) == 0 &&
+            jsonx_get_obj(got, "sandbox"))
+            jsonx_add(resp, "sandbox", json_object_get(jsonx_get_obj(got, "sandbox")));
+        if (got)
+            json_object_put(got);
+        if (bad)
+            json_object_put(bad);
+    }
+    return mcp_tool_ok(resp);
+}
+
+json_object *tool_wait(call_t *c, json_object *args)
+{
+    json_object *bad = NULL;
+    int64_t tmo;
+    const char *op_id = NULL;
+    if (!tool_arg_str(args, "operation_id", &op_id, &bad) ||
+        !tool_arg_int(args, "timeout_seconds", 1, MCP_WAIT_MAX_S, MCP_WAIT_DEFAULT_S, &tmo, &bad))
+        return bad;
+    json_object *op = NULL;
+    bool done = false;
+    json_object *failed = wait_outcome(c, op_id, tmo, &op, &done);
+    if (failed)
+        return failed;
+    json_object *result = json_object_new_object();
+    jsonx_add(result, "operation", op);
+    jsonx_add_bool(result, "done", done);
+    return mcp_tool_ok(result);
+}
+
+json_object *tool_exec(call_t *c, json_object *args)
+{
+    json_object *bad = NULL;
+    const char *sbx = NULL;
+    int64_t tmo, maxout;
+    char path[MCP_PATH_MAX];
+    if (!tool_arg_str(args, "sandbox_id", &sbx, &bad) ||
+        !tool_arg_int(args, "timeout_seconds", 1, SBX_EXEC_TIMEOUT_MAX, MCP_EXEC_DEFAULT_S, &tmo, &bad) ||
+        !tool_arg_int(args, "max_output_bytes", 1, SBX_EXEC_OUTPUT_CEILING, 0, &maxout, &bad) ||
+        !tool_id_path(path, sizeof path, "/v1/sandboxes/", sbx, "/exec", &bad))
+        return bad;
+    json_object *body = json_object_new_object();
+    tool_arg_copy(body, args, "argv");
+    tool_arg_copy(body, args, "env");
+    tool_arg_copy(body, args, "cwd");
+    jsonx_add_int(body, "timeout_seconds", tmo);
+    if (maxout > 0)
+        jsonx_add_int(body, "max_output_bytes", maxout);
+    json_object *resp = NULL;
+    bool done = false;
+    json_object *out = op_request(c, "POST", path, body, NULL, NULL, true, tmo + MCP_EXEC_SLACK_S, &resp, &done);
+    json_object_put(body);
+    if (out)
+        return out;
+    json_object *op = jsonx_get_obj(resp, "operation");
+    const char *opid = jsonx_get_str(op, "id");
+    if (!done) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "exec %s did not finish within %llds; see operation_get", opid,
+                 (long long)(tmo + MCP_EXEC_SLACK_S));
+        out = mcp_tool_error("timeout", msg);
+    } else {
+        json_object *res = jsonx_get_obj(op, "result");
+        json_object *result = json_object_new_object();
+        jsonx_add_str(result, "operation_id", opid);
+        static const char *const keys[] = { "exit_code", "signal", "timed_out", "duration_ms", "stdout", "stderr",
+                                            "stdout_truncated", "stderr_truncated", "stdout_bytes", "stderr_bytes",
+                                            NULL };
+        for (int i = 0; keys[i]; i++)
+            tool_arg_copy(result, res, keys[i]);
+        out = mcp_tool_ok(result);
+    }
+    json_object_put(resp);
+    return out;
+}
+
+static json_object *get_one(call_t *c, const char *prefix, const char *id_arg, json_object *args)
+{
+    json_object *bad = NULL;
+    const char *id = NULL;
+    char path[MCP_PATH_MAX];
+    if (!tool_arg_str(args, id_arg, &id, &bad) || !tool_id_path(path, sizeof path, prefix, id, NULL, &bad))
+        return bad;
+    return get_result(c, path);
+}
+
+json_object *tool_get(call_t *c, json_object *args) { return get_one(c, "/v1/sandboxes/", "sandbox_id", args); }
+
+json_object *tool_operation(call_t *c, json_object *args)
+{
+    return get_one(c, "/v1/operations/", "operation_id", args);
+}
+
+json_object *tool_list(call_t *c, json_object *args)
+{
+    json_object *bad = NULL;
+    const char *tenant = NULL;
+    bool all = false;
+    int64_t limit;
+    if (!tool_arg_str(args, "tenant", &tenant, &bad) || !tool_arg_bool(args, "all", false, &all, &bad) ||
+        !tool_arg_int(args, "limit", 1, SBX_LIST_MAX, 0, &limit, &bad))
+        return bad;
+    char path[400] = "/v1/sandboxes";
+    const char *sep = "?";
+    if (tenant) {
+        char *esc = httpc_escape(tenant);
+        size_t l = strlen(path);
+        snprintf(path + l, sizeof path - l, "%stenant=%s", sep, esc ? esc : "");
+        free(esc);
+        sep = "&";
+    }
+    if (all) {
+        size_t l = strlen(path);
+        snprintf(path + l, sizeof path - l, "%sall=true", sep);
+        sep = "&";
+    }
+    if (limit > 0) {
+        size_t l = strlen(path);
+        snprintf(path + l, sizeof path - l, "%slimit=%lld", sep, (long long)limit);
+    }
+    return get_result(c, path);
+}
+
+json_object *tool_delete(call_t *c, json_object *args)
+{
+    json_object *bad = NULL;
+    const char *sbx = NULL, *idem = NULL;
+    bool wait = false;
+    int64_t tmo;
+    char path[MCP_PATH_MAX];
+    if (!tool_arg_str(args, "sandbox_id", &sbx, &bad) || !tool_arg_str(args, "idempotency_key", &idem, &bad) ||
+        !tool_arg_wait(args, false, &wait, &tmo, &bad) ||
+        !tool_id_path(path, sizeof path, "/v1/sandboxes/", sbx, NULL, &bad))
+        return bad;
+    return tool_op_result(c, "DELETE", path, idem, "deleting", wait, tmo);
+}

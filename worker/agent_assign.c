@@ -1,0 +1,455 @@
+/* The worker agent's assignments: the exec result, the executors that run
+ * and report them, and the poller that leases them. */
+#include "agent_internal.h"
+#include "errors.h"
+#include "forward.h"
+#include "health.h"
+#include "httpc.h"
+#include "jsonx.h"
+#include "limits.h"
+#include "log.h"
+#include "metrics.h"
+#include "spec.h"
+#include "timeutil.h"
+#include "utf8.h"
+#include "version.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- exec result ------------------------------------------------------- */
+
+/* The largest n' <= n that does not split a UTF-8 sequence of s. */
+static size_t agent_utf8_cut(const char *s, size_t n)
+{
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+        n--;
+    return n;
+}
+
+json_object *agent_exec_result_json(const runtime_exec_result_t *r, size_t max_json_bytes)
+{
+    char *out = utf8_sanitize(r->out.data ? r->out.data : "", r->out.len);
+    char *err = utf8_sanitize(r->err.data ? r->err.data : "", r->err.len);
+    json_object *o = NULL;
+    if (!out || !err)
+        goto cleanup;
+    size_t lo = strlen(out), le = strlen(err);
+    bool cut_out = false, cut_err = false;
+    for (;;) {
+        o = json_object_new_object();
+        if (!o)
+            goto cleanup;
+        jsonx_add_int(o, "exit_code", r->exit_code);
+        jsonx_add_int(o, "signal", r->signal);
+        jsonx_add_bool(o, "timed_out", r->timed_out);
+        jsonx_add_int(o, "duration_ms", r->duration_ms);
+        jsonx_add(o, "stdout", json_object_new_string_len(out, (int)lo));
+        jsonx_add(o, "stderr", json_object_new_string_len(err, (int)le));
+        jsonx_add_bool(o, "stdout_truncated", r->out.truncated || cut_out);
+        jsonx_add_bool(o, "stderr_truncated", r->err.truncated || cut_err);
+        jsonx_add_int(o, "stdout_bytes", (int64_t)r->out.seen);
+        jsonx_add_int(o, "stderr_bytes", (int64_t)r->err.seen);
+        const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+        if (!text || strlen(text) <= max_json_bytes || (lo == 0 && le == 0))
+            break;
+        json_object_put(o);
+        o = NULL;
+        /* Cut the larger stream (both when close) and try again. */
+        if (lo >= le / 2 && lo > 0) {
+            lo = agent_utf8_cut(out, lo / 2);
+            cut_out = true;
+        }
+        if (le >= lo / 2 && le > 0) {
+            le = agent_utf8_cut(err, le / 2);
+            cut_err = true;
+        }
+    }
+cleanup:
+    free(out);
+    free(err);
+    return o;
+}
+
+/* ---- executors --------------------------------------------------------- */
+
+typedef struct agent_outcome {
+    bool ok;
+    api_error_t err;
+    char runtime_ref[80];
+    json_object *result;     /* exec result, owned */
+    runtime_exit_t exit;     /* a create whose container was not running: how it ended */
+} agent_outcome_t;
+
+/* The observed fields of a stopped container, for a heartbeat's inventory
+ * entry or a create's report (the controller reads them with
+ * common/observed.c). */
+void agent_add_exit(json_object *o, const runtime_exit_t *e)
+{
+    jsonx_add_int(o, "exit_code", e->exit_code);
+    jsonx_add_bool(o, "oom_killed", e->oom_killed);
+    if (e->finished_at[0])
+        jsonx_add_str(o, "finished_at", e->finished_at);
+    if (e->error[0])
+        jsonx_add_str(o, "error", e->error);
+    if (e->output_tail)
+        jsonx_add_str(o, "output_tail", e->output_tail);
+}
+
+static void agent_run_create(agent_t *a, json_object *job, agent_outcome_t *o)
+{
+    char cluster[64];
+    agent_cluster_id(a, cluster);
+    sandbox_spec_t spec;
+    isolation_t iso = ISO_CONTAINER;
+    const char *sbx = jsonx_get_str(job, "sandbox_id");
+    const char *iso_name = jsonx_get_str(job, "isolation");
+    if (spec_from_json(jsonx_get_obj(job, "spec"), &spec, &o->err) < 0)
+        return;
+    if (iso_name && isolation_parse(iso_name, &iso) < 0) {
+        api_error_set(&o->err, API_ISOLATION_UNAVAILABLE, "unknown isolation class \"%.40s\"", iso_name);
+        spec_release(&spec);
+        return;
+    }
+    runtime_create_req_t req = {
+        .sandbox_id = sbx,
+        .tenant = jsonx_get_str(job, "tenant"),
+        .spec = &spec,
+        .isolation = iso,
+        .cluster_id = cluster,
+        .worker_name = a->name,
+    };
+    if (!sbx)
+        api_error_set(&o->err, API_INVALID_ARGUMENT, "the assignment has no sandbox_id");
+    else if (runtime_create(a->rt, &req, o->runtime_ref, &o->exit, &o->err) == 0)
+        o->ok = true;
+    spec_release(&spec);
+}
+
+static void agent_run_delete(agent_t *a, json_object *job, agent_outcome_t *o)
+{
+    const char *sbx = jsonx_get_str(job, "sandbox_id");
+    const char *ref = jsonx_get_str(job, "runtime_ref");
+    if (!sbx && !ref) {
+        api_error_set(&o->err, API_INVALID_ARGUMENT, "the assignment names neither sandbox_id nor runtime_ref");
+        return;
+    }
+    if (runtime_remove(a->rt, sbx, ref, &o->err) == 0)
+        o->ok = true;
+}
+
+static void agent_run_exec(agent_t *a, json_object *job, agent_outcome_t *o)
+{
+    exec_spec_t spec;
+    runtime_exec_result_t res;
+    char name[SBX_ID_MAX + 8];
+    const char *ref = jsonx_get_str(job, "runtime_ref");
+    const char *sbx = jsonx_get_str(job, "sandbox_id");
+    if (exec_spec_from_json(jsonx_get_obj(job, "exec"), &spec, &o->err) < 0)
+        return;
+    if (!ref && sbx) {
+        /* The container is named for its sandbox. */
+        snprintf(name, sizeof name, "sbx-%s", sbx);
+        ref = name;
+    }
+    size_t max = spec.max_output_bytes > 0 ? (size_t)spec.max_output_bytes : SBX_EXEC_OUTPUT_DEFAULT;
+    if (runtime_exec(a->rt, ref, &spec, max, &res, &o->err) == 0) {
+        if (res.warning[0])
+            log_warn(AGENT_COMPONENT, "exec in sandbox %s: %s", sbx ? sbx : ref, res.warning);
+        o->result = agent_exec_result_json(&res, AGENT_RESULT_MAX_BYTES);
+        if (o->result)
+            o->ok = true;
+        else
+            api_error_set(&o->err, API_INTERNAL, "out of memory building the exec result");
+        runtime_exec_result_release(&res);
+    } else if (o->err.code == API_CANCELLED) {
+        /* An exec is not safe to run twice: fail it rather than let the
+         * lease expire and the command run again elsewhere. */
+        o->err.code = API_RUNTIME_ERROR;
+    }
+    exec_spec_release(&spec);
+}
+
+/* Sends a report, retrying transport failures and 5xx a few times. */
+static void agent_report(agent_t *a, httpc_t *c, const char *op_id, json_object *body)
+{
+    int64_t backoff = 250;
+    /* Keep trying while the lease may still be ours (a controller restart
+     * or a database outage); after that the report would be stale anyway. */
+    pthread_mutex_lock(&a->mu);
+    int64_t give_up = time_deadline_ms((a->lease_seconds + 5) * 1000);
+    pthread_mutex_unlock(&a->mu);
+    for (int attempt = 1;; attempt++) {
+        bool last = attempt >= AGENT_REPORT_ATTEMPTS && time_mono_ms() >= give_up;
+        char wid[AGENT_WORKER_ID_MAX], path[AGENT_WORKER_ID_MAX + 32];
+        agent_worker_id(a, wid, sizeof wid);
+        snprintf(path, sizeof path, "/v1/workers/%s/report", wid);
+        httpc_response_t resp;
+        int rc = httpc_request(c, "POST", path, body, NULL, AGENT_HTTP_TIMEOUT_MS, &resp);
+        const char *code = "", *msg = "";
+        if (rc == 0)
+            httpc_api_error(&resp, &code, &msg);
+        if (rc == 0 && resp.status == 200) {
+            agent_contact(a);
+            log_debug(AGENT_COMPONENT, "reported operation %s", op_id);
+            httpc_response_release(&resp);
+            return;
+        }
+        if (rc == 0 && resp.status == 409) {
+            log_warn(AGENT_COMPONENT, "report of operation %s refused (%s: %s); dropped", op_id, code, msg);
+            httpc_response_release(&resp);
+            return;
+        }
+        if (rc == 0 && resp.status >= 400 && resp.status < 500 && resp.status != 404 && resp.status != 408 &&
+            resp.status != 429) {
+            log_error(AGENT_COMPONENT, "report of operation %s rejected: HTTP %ld %s: %s", op_id, resp.status, code,
+                      msg);
+            httpc_response_release(&resp);
+            return;
+        }
+        if (last) {
+            log_error(AGENT_COMPONENT, "failed to report operation %s after %d attempts: %s; its lease will expire",
+                      op_id, attempt, rc < 0 ? resp.error : msg);
+        } else {
+            log_debug(AGENT_COMPONENT, "report of operation %s failed (%s), retrying", op_id,
+                      rc < 0 ? resp.error : msg);
+        }
+        httpc_response_release(&resp);
+        if (last)
+            return;
+        if (rc < 0)
+            agent_failover(a, c);
+        usleep((useconds_t)backoff * 1000);
+        backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
+    }
+}
+
+static void agent_run_scoped(agent_t *a, httpc_t *c, json_object *job);
+
+/* Runs one assignment with its ids on every line logged meanwhile. */
+static void agent_run(agent_t *a, httpc_t *c, json_object *job)
+{
+    log_ctx_t ctx = { .sandbox = jsonx_get_str(job, "sandbox_id"),
+                      .operation = jsonx_get_str(job, "operation_id") };
+    log_scope_set(&ctx);
+    agent_run_scoped(a, c, job);
+    log_scope_clear();
+}
+
+static void agent_run_scoped(agent_t *a, httpc_t *c, json_object *job)
+{
+    json_object *body = agent_run_assignment(a, job);
+    if (!body)
+        return;
+    agent_report(a, c, jsonx_get_str(job, "operation_id"), body);
+    json_object_put(body);
+}
+
+json_object *agent_run_assignment(agent_t *a, json_object *job)
+{
+    const char *op_id = jsonx_get_str(job, "operation_id");
+    const char *kind = jsonx_get_str(job, "kind");
+    int64_t attempt = 0;
+    agent_outcome_t o;
+    memset(&o, 0, sizeof o);
+    if (!op_id || !jsonx_get_int(job, "attempt", &attempt)) {
+        log_error(AGENT_COMPONENT, "dropped an assignment without operation_id or attempt");
+        return NULL;
+    }
+    int64_t t0 = time_mono_ms();
+    log_info(AGENT_COMPONENT, "running %s operation %s attempt %lld sandbox %s", kind ? kind : "?", op_id,
+             (long long)attempt, jsonx_get_str(job, "sandbox_id") ? jsonx_get_str(job, "sandbox_id") : "-");
+    if (kind && strcmp(kind, "create") == 0)
+        agent_run_create(a, job, &o);
+    else if (kind && strcmp(kind, "delete") == 0)
+        agent_run_delete(a, job, &o);
+    else if (kind && strcmp(kind, "exec") == 0)
+        agent_run_exec(a, job, &o);
+    else
+        api_error_set(&o.err, API_INVALID_ARGUMENT, "unknown assignment kind \"%.40s\"", kind ? kind : "");
+
+    char labels[96];
+    const char *kind_label = agent_kind_label(kind);
+    metrics_observe(agent_m_assignment_seconds, metrics_labels(labels, sizeof labels, "kind", kind_label, NULL),
+                    (double)(time_mono_ms() - t0) / 1000.0);
+    metrics_add(agent_m_assignments,
+                metrics_labels(labels, sizeof labels, "kind", kind_label, "outcome",
+                               o.ok ? "succeeded" : o.err.code == API_CANCELLED ? "cancelled" : "failed", NULL),
+                1);
+    if (!o.ok && o.err.code == API_CANCELLED) {
+        /* create and delete are idempotent: the lease expires and the
+         * operation is leased again. */
+        log_info(AGENT_COMPONENT, "left operation %s to its lease expiry: %s", op_id, o.err.message);
+        runtime_exit_release(&o.exit);
+        return NULL;
+    }
+    if (o.ok)
+        log_info(AGENT_COMPONENT, "operation %s succeeded in %lld ms", op_id, (long long)(time_mono_ms() - t0));
+    else
+        log_warn(AGENT_COMPONENT, "operation %s failed: %s: %s", op_id, api_code_info(o.err.code)->name,
+                 o.err.message);
+
+    json_object *body = json_object_new_object();
+    jsonx_add_str(body, "operation_id", op_id);
+    jsonx_add_int(body, "attempt", attempt);
+    jsonx_add_str(body, "outcome", o.ok ? "succeeded" : "failed");
+    if (!o.ok) {
+        json_object *e = json_object_new_object();
+        jsonx_add_str(e, "code", api_code_info(o.err.code)->name);
+        jsonx_add_str(e, "message", o.err.message);
+        jsonx_add(body, "error", e);
+    }
+    if (o.result) {
+        jsonx_add(body, "result", o.result);
+        o.result = NULL;
+    }
+    if (o.ok && o.runtime_ref[0])
+        jsonx_add_str(body, "runtime_ref", o.runtime_ref);
+    if (!o.ok && o.exit.known) {
+        json_object *ob = json_object_new_object();
+        jsonx_add_str(ob, "state", o.exit.state);
+        agent_add_exit(ob, &o.exit);
+        jsonx_add(body, "observed", ob);
+    }
+    runtime_exit_release(&o.exit);
+    return body;
+}
+
+void *agent_executor_main(void *arg)
+{
+    agent_t *a = arg;
+    httpc_t *c = NULL;
+    pthread_mutex_lock(&a->mu);
+    int slot = a->exec_slots++;
+    pthread_mutex_unlock(&a->mu);
+    if (!(c = agent_client(a, NULL, "an executor")))
+        return NULL;
+    for (;;) {
+        pthread_mutex_lock(&a->mu);
+        while (a->qlen == 0 && !a->exec_stop)
+            pthread_cond_wait(&a->cond, &a->mu);
+        if (a->qlen == 0) {
+            pthread_mutex_unlock(&a->mu);
+            break;
+        }
+        json_object *job = a->queue[a->qhead];
+        a->qhead = (a->qhead + 1) % a->qcap;
+        a->qlen--;
+        a->busy++;
+        metrics_set(agent_m_running, NULL, a->busy);
+        const char *job_sbx = jsonx_get_str(job, "sandbox_id");
+        if (slot < a->executors)
+            snprintf(a->inflight[slot], SBX_ID_MAX, "%s", job_sbx ? job_sbx : "");
+        pthread_cond_broadcast(&a->cond);
+        pthread_mutex_unlock(&a->mu);
+
+        agent_run(a, c, job);
+        agent_release(a, jsonx_get_str(job, "operation_id"));
+        json_object_put(job);
+
+        pthread_mutex_lock(&a->mu);
+        if (slot < a->executors)
+            a->inflight[slot][0] = '\0';
+        a->busy--;
+        metrics_set(agent_m_running, NULL, a->busy);
+        pthread_cond_broadcast(&a->cond);
+        pthread_mutex_unlock(&a->mu);
+    }
+    httpc_free(c);
+    return NULL;
+}
+
+/* ---- poller ------------------------------------------------------------ */
+
+/* Queues one assignment (takes the reference), waiting for room. Returns
+ * false when the agent stops first (the assignment is then released). */
+static bool agent_enqueue(agent_t *a, json_object *job)
+{
+    pthread_mutex_lock(&a->mu);
+    while (a->qlen == a->qcap && !agent_flag(&a->stop_poll))
+        pthread_cond_wait(&a->cond, &a->mu);
+    if (a->qlen == a->qcap) {
+        pthread_mutex_unlock(&a->mu);
+        json_object_put(job);
+        return false;
+    }
+    a->queue[(a->qhead + a->qlen) % a->qcap] = job;
+    a->qlen++;
+    pthread_cond_broadcast(&a->cond);
+    pthread_mutex_unlock(&a->mu);
+    return true;
+}
+
+void *agent_poller_main(void *arg)
+{
+    agent_t *a = arg;
+    httpc_t *c = NULL;
+    int last_kind = 0;
+    int64_t backoff = AGENT_BACKOFF_MIN_MS;
+    if (!(c = agent_client(a, &a->stop_poll, "the poller")))
+        return NULL;
+    while (!agent_flag(&a->stop_poll)) {
+        pthread_mutex_lock(&a->mu);
+        bool must_register = !a->registered || a->need_register;
+        pthread_mutex_unlock(&a->mu);
+        if (must_register) {
+            if (agent_register(a, c) < 0)
+                break;
+            last_kind = 0;
+            continue;
+        }
+        char wid[AGENT_WORKER_ID_MAX], path[AGENT_WORKER_ID_MAX + 32];
+        agent_worker_id(a, wid, sizeof wid);
+        snprintf(path, sizeof path, "/v1/workers/%s/poll?wait=%d", wid, AGENT_POLL_WAIT_S);
+        httpc_response_t resp;
+        int rc = httpc_request(c, "GET", path, NULL, NULL, AGENT_POLL_TIMEOUT_MS, &resp);
+        if (agent_flag(&a->stop_poll)) {
+            httpc_response_release(&resp);
+            break;
+        }
+        json_object *list = rc == 0 && resp.status == 200 ? jsonx_get_arr(resp.json, "assignments") : NULL;
+        if (list) {
+            agent_contact(a);
+            backoff = AGENT_BACKOFF_MIN_MS;
+            last_kind = 0;
+            size_t n = json_object_array_length(list);
+            for (size_t i = 0; i < n; i++) {
+                json_object *job = json_object_get(json_object_array_get_idx(list, i));
+                char held_id[SBX_ID_MAX];
+                snprintf(held_id, sizeof held_id, "%s",
+                         jsonx_get_str(job, "operation_id") ? jsonx_get_str(job, "operation_id") : "");
+                agent_hold(a, held_id);
+                if (!agent_enqueue(a, job)) {
+                    agent_release(a, held_id);
+                    log_warn(AGENT_COMPONENT, "stopping: left %zu received assignments to their lease expiry",
+                             n - i);
+                    break;
+                }
+            }
+            httpc_response_release(&resp);
+            continue;
+        }
+        if (rc == 0 && resp.status == 404) {
+            log_warn(AGENT_COMPONENT, "the controller does not know worker %s; registering again", wid);
+            pthread_mutex_lock(&a->mu);
+            a->need_register = true;
+            pthread_mutex_unlock(&a->mu);
+            httpc_response_release(&resp);
+            continue;
+        }
+        agent_exchange_failed(a, c, &last_kind, rc, &resp, "poll the controller");
+        httpc_response_release(&resp);
+        agent_backoff(a, &backoff, &a->stop_poll);
+    }
+    httpc_free(c);
+    return NULL;
+}
+

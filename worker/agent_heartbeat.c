@@ -1,0 +1,277 @@
+/* The worker agent's registration and heartbeat: what the worker offers,
+ * its inventory and the orphans it removes. */
+#include "agent_internal.h"
+#include "errors.h"
+#include "forward.h"
+#include "health.h"
+#include "httpc.h"
+#include "jsonx.h"
+#include "limits.h"
+#include "log.h"
+#include "metrics.h"
+#include "spec.h"
+#include "timeutil.h"
+#include "utf8.h"
+#include "version.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- registration ------------------------------------------------------ */
+
+/* Adds "images": the runtime's local repo:tag names; left out when Docker
+ * cannot list them (an empty list would claim there are none). */
+static void agent_add_images(agent_t *a, json_object *o, int *last_kind)
+{
+    char **names = NULL;
+    size_t n = 0;
+    api_error_t err;
+    if (runtime_images(a->rt, &names, &n, &err) < 0) {
+        agent_log_failure(last_kind, -1, "list the local images", err.message);
+        return;
+    }
+    *last_kind = 0;
+    json_object *arr = json_object_new_array();
+    for (size_t i = 0; i < n; i++)
+        json_object_array_add(arr, json_object_new_string(names[i]));
+    jsonx_add(o, "images", arr);
+    runtime_images_free(names, n);
+}
+
+static json_object *agent_register_body(agent_t *a)
+{
+    isolation_t classes[4];
+    size_t n = runtime_isolation_classes(a->rt, classes, 4);
+    int images_kind = 0;
+    json_object *o = json_object_new_object();
+    jsonx_add_str(o, "name", a->name);
+    jsonx_add_str(o, "runtime", runtime_name(a->rt));
+    json_object *iso = json_object_new_array();
+    json_object *nets = json_object_new_object();
+    for (size_t i = 0; i < n; i++) {
+        json_object_array_add(iso, json_object_new_string(isolation_name(classes[i])));
+        unsigned modes = runtime_network_modes(a->rt, classes[i]);
+        json_object *ml = json_object_new_array();
+        for (int m = NET_NONE; m <= NET_OPEN; m++)
+            if (modes & (1u << m))
+                json_object_array_add(ml, json_object_new_string(net_mode_name((net_mode_t)m)));
+        jsonx_add(nets, isolation_name(classes[i]), ml);
+    }
+    jsonx_add(o, "isolation", iso);
+    jsonx_add(o, "networks", nets);
+    json_object *probes = json_object_new_object();
+    for (int c = ISO_CONTAINER; c <= ISO_MICROVM; c++) {
+        const char *text = runtime_probe_result(a->rt, (isolation_t)c);
+        if (text)
+            jsonx_add_str(probes, isolation_name((isolation_t)c), text);
+    }
+    jsonx_add(o, "probes", probes);
+    agent_add_images(a, o, &images_kind);
+    jsonx_add(o, "labels", kv_list_to_json(&a->labels));
+    json_object *cap = json_object_new_object();
+    jsonx_add_int(cap, "cpu_millis", a->cpu_millis);
+    jsonx_add_int(cap, "memory_mib", a->memory_mib);
+    jsonx_add_int(cap, "slots", a->slots);
+    jsonx_add(o, "capacity", cap);
+    jsonx_add_str(o, "version", SBX_VERSION);
+    if (*forward_address(a->fwd))
+        jsonx_add_str(o, "route_address", forward_address(a->fwd));
+    return o;
+}
+
+/* Logs a failed exchange (once per kind of failure); a transport failure
+ * also moves c to the next controller URL. */
+void agent_exchange_failed(agent_t *a, httpc_t *c, int *last_kind, int rc, const httpc_response_t *resp,
+                           const char *what)
+{
+    char why[400];
+    if (rc < 0) {
+        snprintf(why, sizeof why, "%s", resp->error);
+        agent_log_failure(last_kind, -1, what, resp->error);
+        agent_failover(a, c);
+    } else {
+        const char *code, *msg;
+        httpc_api_error(resp, &code, &msg);
+        snprintf(why, sizeof why, "HTTP %ld %s: %s", resp->status, code, msg);
+        agent_log_failure(last_kind, (int)resp->status, what, why);
+    }
+    pthread_mutex_lock(&a->mu);
+    snprintf(a->last_error, sizeof a->last_error, "failed to %s: %.200s", what, why);
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Registers, retrying with backoff until the controller answers 200 or the
+ * agent stops. Returns 0 when registered. */
+int agent_register(agent_t *a, httpc_t *c)
+{
+    int64_t backoff = AGENT_BACKOFF_MIN_MS;
+    int last_kind = 0;
+    json_object *body = agent_register_body(a);
+    int r = SBX_EUNAVAIL;
+    while (!agent_flag(&a->stop_poll)) {
+        httpc_response_t resp;
+        int rc = httpc_request(c, "POST", "/v1/workers/register", body, NULL, AGENT_HTTP_TIMEOUT_MS, &resp);
+        if (rc == 0 && resp.status == 200) {
+            json_object *w = jsonx_get_obj(resp.json, "worker");
+            const char *id = jsonx_get_str(w, "id");
+            int64_t lease = 30, hb = 5;
+            jsonx_get_int(resp.json, "lease_seconds", &lease);
+            jsonx_get_int(resp.json, "heartbeat_seconds", &hb);
+            if (id && *id && strlen(id) < AGENT_WORKER_ID_MAX && !strchr(id, '/') && !strchr(id, '?')) {
+                pthread_mutex_lock(&a->mu);
+                snprintf(a->worker_id, sizeof a->worker_id, "%s", id);
+                const char *cl = jsonx_get_str(resp.json, "cluster_id");
+                snprintf(a->cluster_id, sizeof a->cluster_id, "%s", cl && strlen(cl) < 64 ? cl : "");
+                a->lease_seconds = lease > 0 ? lease : 30;
+                a->heartbeat_seconds = hb > 0 ? hb : 5;
+                a->registered = true;
+                a->need_register = false;
+                a->last_contact_ms = time_mono_ms();
+                a->last_error[0] = '\0';
+                pthread_cond_broadcast(&a->cond);
+                pthread_mutex_unlock(&a->mu);
+                log_info(AGENT_COMPONENT, "registered with %s as %s (%s) lease_seconds=%lld heartbeat_seconds=%lld",
+                         a->controller_url, a->name, id, (long long)lease, (long long)hb);
+                httpc_response_release(&resp);
+                r = 0;
+                break;
+            }
+            agent_log_failure(&last_kind, 1, "register", "the controller's answer has no worker id");
+        } else if (!agent_flag(&a->stop_poll)) {
+            agent_exchange_failed(a, c, &last_kind, rc, &resp, "register with the controller");
+        }
+        httpc_response_release(&resp);
+        agent_backoff(a, &backoff, &a->stop_poll);
+    }
+    json_object_put(body);
+    return r;
+}
+
+/* ---- heartbeat --------------------------------------------------------- */
+
+static void agent_add_holding(agent_t *a, json_object *o)
+{
+    json_object *h = json_object_new_array();
+    pthread_mutex_lock(&a->mu);
+    for (size_t i = 0; i < a->nheld; i++)
+        json_object_array_add(h, json_object_new_string(a->held[i]));
+    pthread_mutex_unlock(&a->mu);
+    jsonx_add(o, "holding", h);
+}
+
+static json_object *agent_heartbeat_body(agent_t *a, int *last_inv_kind, int *last_img_kind)
+{
+    json_object *o = json_object_new_object();
+    agent_add_images(a, o, last_img_kind);
+    runtime_object_t *objs = NULL;
+    size_t n = 0;
+    api_error_t err;
+    char cluster[64];
+    agent_cluster_id(a, cluster);
+    if (runtime_inventory(a->rt, cluster[0] ? cluster : NULL, a->name, &objs, &n, &err) < 0) {
+        /* Without an inventory the controller must not conclude that every
+         * sandbox is gone: the key is left out rather than sent empty. */
+        agent_log_failure(last_inv_kind, -1, "read the runtime inventory", err.message);
+        agent_add_holding(a, o);
+        return o;
+    }
+    *last_inv_kind = 0;
+    metrics_set(agent_m_sandboxes, NULL, (double)n);
+    json_object *inv = json_object_new_array();
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_new_object();
+        jsonx_add_str(e, "sandbox_id", objs[i].sandbox_id);
+        jsonx_add_str(e, "tenant", objs[i].tenant);
+        jsonx_add_str(e, "ref", objs[i].ref);
+        jsonx_add_str(e, "state", objs[i].state);
+        if (objs[i].exit.known)
+            agent_add_exit(e, &objs[i].exit);
+        json_object_array_add(inv, e);
+    }
+    jsonx_add(o, "inventory", inv);
+    runtime_inventory_free(objs, n);
+    agent_add_holding(a, o);
+    return o;
+}
+
+/* Removes the runtime objects the controller no longer wants (at most
+ * AGENT_ORPHANS_PER_BEAT a heartbeat, so beats stay on time), never one an
+ * executor is working on. */
+static void agent_remove_orphans(agent_t *a, json_object *list)
+{
+    size_t n = list ? json_object_array_length(list) : 0;
+    for (size_t i = 0; i < n && i < AGENT_ORPHANS_PER_BEAT && !agent_flag(&a->stop_hb); i++) {
+        json_object *e = json_object_array_get_idx(list, i);
+        const char *sbx = jsonx_get_str(e, "sandbox_id");
+        const char *ref = jsonx_get_str(e, "ref");
+        if (!sbx || !ref || agent_sandbox_busy(a, sbx))
+            continue;
+        api_error_t err;
+        if (runtime_remove(a->rt, sbx, ref, &err) == 0)
+            log_info(AGENT_COMPONENT, "removed orphan %.12s of sandbox %s (the controller no longer wants it)", ref,
+                     sbx);
+        else
+            log_warn(AGENT_COMPONENT, "failed to remove orphan %.12s of sandbox %s: %s", ref, sbx, err.message);
+    }
+}
+
+void *agent_heartbeat_main(void *arg)
+{
+    agent_t *a = arg;
+    httpc_t *c = NULL;
+    int last_kind = 0, last_inv_kind = 0, last_img_kind = 0;
+    if (!(c = agent_client(a, &a->stop_hb, "the heartbeat")))
+        return NULL;
+    while (!agent_flag(&a->stop_hb)) {
+        pthread_mutex_lock(&a->mu);
+        while (!a->registered && !agent_flag(&a->stop_hb))
+            pthread_cond_wait(&a->cond, &a->mu);
+        int64_t period_ms = a->heartbeat_seconds * 1000;
+        bool skip = a->need_register;
+        pthread_mutex_unlock(&a->mu);
+        if (agent_flag(&a->stop_hb))
+            break;
+        int64_t t0 = time_mono_ms();
+        if (!skip) {
+            char wid[AGENT_WORKER_ID_MAX], path[AGENT_WORKER_ID_MAX + 32];
+            agent_worker_id(a, wid, sizeof wid);
+            snprintf(path, sizeof path, "/v1/workers/%s/heartbeat", wid);
+            json_object *body = agent_heartbeat_body(a, &last_inv_kind, &last_img_kind);
+            httpc_response_t resp;
+            long timeout = period_ms > 10000 ? period_ms : 10000;
+            int rc = httpc_request(c, "POST", path, body, NULL, timeout, &resp);
+            json_object_put(body);
+            bool beat_ok = rc == 0 && resp.status == 200;
+            if (!agent_flag(&a->stop_hb))
+                metrics_add(agent_m_heartbeats, beat_ok ? "result=\"ok\"" : "result=\"error\"", 1);
+            if (beat_ok) {
+                last_kind = 0;
+                agent_contact(a);
+                agent_remove_orphans(a, jsonx_get_arr(resp.json, "remove"));
+            } else if (rc == 0 && resp.status == 404) {
+                log_warn(AGENT_COMPONENT, "the controller does not know worker %s; registering again", wid);
+                pthread_mutex_lock(&a->mu);
+                a->need_register = true;
+                snprintf(a->last_error, sizeof a->last_error, "the controller does not know this worker");
+                pthread_mutex_unlock(&a->mu);
+            } else if (!agent_flag(&a->stop_hb)) {
+                agent_exchange_failed(a, c, &last_kind, rc, &resp, "send a heartbeat");
+            }
+            httpc_response_release(&resp);
+        }
+        int left = time_left_ms(t0 + period_ms);
+        if (left > 0)
+            agent_sleep_ms(a, left, &a->stop_hb);
+    }
+    httpc_free(c);
+    return NULL;
+}
+
