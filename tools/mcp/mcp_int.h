@@ -22,7 +22,6 @@
 #define MCP_EXEC_DEFAULT_S     60       /* exec timeout when the call names none */
 #define MCP_EXEC_SLACK_S       60       /* added to an exec's wait budget */
 #define MCP_POLL_WAIT_S        1        /* ?wait= per long-poll: progress and cancel granularity */
-#define MCP_RETRY_MS           500
 #define MCP_EOF_GRACE_S        2        /* calls may still answer after stdin closed */
 #define MCP_PROGRESS_EVERY_MS  900      /* progress notifications at most this often */
 #define MCP_PATH_MAX           2048     /* an API path: two ids of 256 bytes percent-encoded fit */
