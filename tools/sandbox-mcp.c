@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "client.h"
 #include "clientcfg.h"
 #include "errors.h"
 #include "httpc.h"
@@ -28,73 +28,32 @@
 
 /* ---------------------------------------------------------------- API */
 
-bool cancelled(call_t *c, api_err_t *e)
+#define MCP_WAIT_GRACE_MS 5000 /* a wait retries an unreachable controller this long past its timeout */
+
+/* The calls are client_call and client_wait_op (client/client.h); a
+ * notifications/cancelled for the call stops them. */
+static bool call_cancelled(void *ud)
 {
-    if (!c->cancel)
-        return false;
-    snprintf(e->code, sizeof e->code, "cancelled");
-    snprintf(e->message, sizeof e->message, "the client cancelled the call");
-    return true;
+    return atomic_load(&((call_t *)ud)->cancel) != 0;
+}
+
+static client_t call_client(call_t *c)
+{
+    return (client_t){ .http = c->http, .url = c->srv->url, .cancelled = call_cancelled, .cancel_ud = c };
 }
 
 /* One API call. Returns 0 with *ret (a 2xx JSON object, new reference), or
  * SBX_EIO with e filled: the API's error code and message, "unavailable"
- * when the controller cannot be reached, "cancelled". retry_transport:
- * transport errors and 502-504 are retried until deadline_ms (monotonic). */
+ * when the controller cannot be reached, "cancelled". A GET's transport
+ * errors and 502-504 are retried until deadline_ms (monotonic). */
 int api(call_t *c, const char *method, const char *path, json_object *body, const char *idem,
                int64_t deadline_ms, json_object **ret, api_err_t *e)
 {
-    char hdr[200];
-    const char *headers[2] = { NULL, NULL };
-    if (idem) {
-        snprintf(hdr, sizeof hdr, "Idempotency-Key: %.160s", idem);
-        headers[0] = hdr;
-    }
-    *ret = NULL;
-    for (;;) {
-        if (cancelled(c, e))
-            return SBX_EIO;
-        httpc_response_t resp;
-        int64_t left = deadline_ms - time_mono_ms();
-        long tmo = left > MCP_REQUEST_TIMEOUT_MS ? MCP_REQUEST_TIMEOUT_MS : (left < 1000 ? 1000 : (long)left);
-        int r = httpc_request(c->http, method, path, body, headers, tmo, &resp);
-        if (cancelled(c, e)) {
-            httpc_response_release(&resp);
-            return SBX_EIO;
-        }
-        if (r == 0 && resp.status >= 200 && resp.status < 300 && resp.json &&
-            json_object_is_type(resp.json, json_type_object)) {
-            *ret = json_object_get(resp.json);
-            httpc_response_release(&resp);
-            return 0;
-        }
-        bool retry = r < 0 || resp.status == 0 || resp.status == 502 || resp.status == 503 || resp.status == 504;
-        if (retry && time_mono_ms() + MCP_RETRY_MS < deadline_ms && strcmp(method, "GET") == 0) {
-            httpc_response_release(&resp);
-            usleep(MCP_RETRY_MS * 1000);
-            continue;
-        }
-        if (r < 0 || resp.status == 0) {
-            snprintf(e->code, sizeof e->code, "unavailable");
-            snprintf(e->message, sizeof e->message, "cannot reach the controller at %s: %s", c->srv->url,
-                     resp.error[0] ? resp.error : sbx_strerror(r));
-        } else if (resp.status >= 200 && resp.status < 300) {
-            snprintf(e->code, sizeof e->code, "bad_response");
-            snprintf(e->message, sizeof e->message, "%s %s answered %ld without a JSON object", method, path,
-                     resp.status);
-        } else {
-            const char *code = NULL, *msg = NULL;
-            httpc_api_error(&resp, &code, &msg);
-            snprintf(e->code, sizeof e->code, "%s", code ? code : "error");
-            snprintf(e->message, sizeof e->message, "%s", msg ? msg : "");
-        }
-        httpc_response_release(&resp);
-        return SBX_EIO;
-    }
+    client_t cl = call_client(c);
+    client_req_t req = { .method = method, .path = path, .body = body, .idem_key = idem,
+                         .retry_until_ms = deadline_ms };
+    return client_call(&cl, &req, ret, e) < 0 ? SBX_EIO : 0;
 }
-
-void progress(call_t *c, int64_t value, int64_t total_s, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 /* Sends notifications/progress when the call asked for it; value must grow
  * from one notification to the next. */
@@ -119,10 +78,26 @@ void progress(call_t *c, int64_t value, int64_t total_s, const char *fmt, ...)
     emit(c->srv, mcp_notification("notifications/progress", p));
 }
 
-bool op_terminal(const char *state)
+/* client_wait_t.on_progress: about one notification a second (a long-poll
+ * may come back a little early or late); progress counts the seconds
+ * waited, total the seconds allowed. */
+typedef struct wait_progress {
+    call_t *c;
+    const char *op_id;
+    int64_t timeout_s;
+    int64_t last_sent_ms;
+} wait_progress_t;
+
+static void wait_progressed(void *ud, json_object *op, int64_t waited_ms)
 {
-    return state && (strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
-                     strcmp(state, "cancelled") == 0);
+    wait_progress_t *wp = ud;
+    if (waited_ms - wp->last_sent_ms < MCP_PROGRESS_EVERY_MS)
+        return;
+    wp->last_sent_ms = waited_ms;
+    int64_t waited = (waited_ms + 500) / 1000;
+    const char *state = jsonx_get_str(op, "state");
+    progress(wp->c, waited, wp->timeout_s, "%s is %s after %llds", wp->op_id, state ? state : "?",
+             (long long)waited);
 }
 
 /* Waits for an operation: *ret_op is the last seen (new reference), *done
@@ -130,60 +105,24 @@ bool op_terminal(const char *state)
  * end, not found, cancelled). */
 int wait_op(call_t *c, const char *op_id, int64_t timeout_s, json_object **ret_op, bool *done, api_err_t *e)
 {
-    char *esc = httpc_escape(op_id);
-    if (!esc) {
+    client_t cl = call_client(c);
+    wait_progress_t wp = { .c = c, .op_id = op_id, .timeout_s = timeout_s };
+    client_wait_t w = { .timeout_s = timeout_s, .poll_wait_s = MCP_POLL_WAIT_S, .outage_grace_ms = MCP_WAIT_GRACE_MS,
+                        .on_progress = wait_progressed, .ud = &wp };
+    client_wait_result_t wr;
+    int r = client_wait_op(&cl, op_id, &w, &wr, e);
+    if (r == SBX_ETOOBIG) {
+        memset(e, 0, sizeof *e);
         snprintf(e->code, sizeof e->code, "internal");
-        snprintf(e->message, sizeof e->message, "out of memory");
-        return SBX_EIO;
+        snprintf(e->message, sizeof e->message, "cannot build the request path");
+    } else if (r == 0 && !wr.done && wr.failing) {
+        *e = wr.last_error; /* the controller was still unreachable at the end */
+        r = SBX_EIO;
     }
-    int64_t start = time_mono_ms(), deadline = start + timeout_s * 1000, last_sent = start;
-    char path[256];
-    *ret_op = NULL;
-    *done = false;
-    int rc = 0;
-    for (;;) {
-        int64_t left_ms = deadline - time_mono_ms();
-        int w = left_ms >= MCP_POLL_WAIT_S * 1000 ? MCP_POLL_WAIT_S : 0;
-        snprintf(path, sizeof path, "/v1/operations/%s?wait=%d", esc, w);
-        json_object *resp = NULL;
-        rc = api(c, "GET", path, NULL, NULL, deadline + 5000, &resp, e);
-        if (rc < 0)
-            break;
-        json_object *op = jsonx_get_obj(resp, "operation");
-        if (*ret_op)
-            json_object_put(*ret_op);
-        *ret_op = op ? json_object_get(op) : NULL;
-        json_object_put(resp);
-        const char *state = jsonx_get_str(*ret_op, "state");
-        if (op_terminal(state)) {
-            *done = true;
-            break;
-        }
-        int64_t now = time_mono_ms();
-        if (now >= deadline)
-            break;
-        if (w == 0) {
-            /* Under a second left: sleep it away in short steps (a cancel
-             * still ends it) and look once more, rather than spin. */
-            int64_t nap = deadline - now < 200 ? deadline - now : 200;
-            usleep((useconds_t)nap * 1000);
-            if (cancelled(c, e)) {
-                rc = SBX_EIO;
-                break;
-            }
-        }
-        /* About one progress notification a second (a long-poll may come
-         * back a little early or late): progress counts the seconds
-         * waited, total the seconds allowed. */
-        now = time_mono_ms();
-        if (now - last_sent >= MCP_PROGRESS_EVERY_MS) {
-            last_sent = now;
-            int64_t waited = (now - start + 500) / 1000;
-            progress(c, waited, timeout_s, "%s is %s after %llds", op_id, state ? state : "?", (long long)waited);
-        }
-    }
-    free(esc);
-    return rc;
+    *ret_op = wr.op ? json_object_get(wr.op) : NULL;
+    *done = wr.done;
+    client_wait_result_release(&wr);
+    return r < 0 ? SBX_EIO : 0;
 }
 
 json_object *api_failure(const api_err_t *e) { return mcp_tool_error(e->code, e->message); }

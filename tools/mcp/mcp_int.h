@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "client.h"
 #include "httpc.h"
 #include "mcp.h"
 
@@ -21,7 +22,6 @@
 #define MCP_EXEC_DEFAULT_S     60       /* exec timeout when the call names none */
 #define MCP_EXEC_SLACK_S       60       /* added to an exec's wait budget */
 #define MCP_POLL_WAIT_S        1        /* ?wait= per long-poll: progress and cancel granularity */
-#define MCP_RETRY_MS           500
 #define MCP_EOF_GRACE_S        2        /* calls may still answer after stdin closed */
 #define MCP_PROGRESS_EVERY_MS  900      /* progress notifications at most this often */
 #define MCP_PATH_MAX           2048     /* an API path: two ids of 256 bytes percent-encoded fit */
@@ -152,12 +152,8 @@ void server_release(server_t *s);
 
 /* ---------------------------------------------------------------- API calls (tools/sandbox-mcp.c) */
 
-typedef struct api_err {
-    char code[64];
-    char message[512];
-} api_err_t;
-
-bool cancelled(call_t *c, api_err_t *e);
+/* A failed call: client_error_t (client/client.h), {code, message} and more. */
+typedef client_error_t api_err_t;
 
 /* One API call. Returns 0 with *ret (a 2xx JSON object, new reference), or
  * SBX_EIO with e filled: the API's error code and message, "unavailable"
@@ -168,8 +164,6 @@ int api(call_t *c, const char *method, const char *path, json_object *body, cons
 
 /* Sends notifications/progress when the call asked for it. */
 void progress(call_t *c, int64_t value, int64_t total_s, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-bool op_terminal(const char *state);
 
 /* Waits for an operation: *ret_op is the last seen (new reference), *done
  * whether it is terminal. Returns 0, or SBX_EIO with e. */

@@ -352,10 +352,7 @@ void tool_arg_copy(json_object *body, json_object *args, const char *k)
 
 bool tool_id_path(char *out, size_t n, const char *prefix, const char *id, const char *suffix, json_object **bad)
 {
-    char *esc = httpc_escape(id);
-    int len = esc ? snprintf(out, n, "%s%s%s", prefix, esc, suffix ? suffix : "") : -1;
-    free(esc);
-    if (len < 0 || (size_t)len >= n) {
+    if (client_path(out, n, prefix, id, suffix) < 0) {
         *bad = mcp_tool_error("internal", "cannot build the request path");
         return false;
     }

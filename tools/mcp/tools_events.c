@@ -71,29 +71,21 @@ typedef struct mcp_logs {
 static int logs_collect(void *ud, const char *line, size_t len)
 {
     mcp_logs_t *l = ud;
-    json_object *o = NULL, *data = NULL;
-    if (jsonx_parse(line, len, &o, NULL) < 0 || !json_object_is_type(o, json_type_object)) {
-        json_object_put(o);
+    client_logs_line_t ll;
+    if (client_logs_line_decode(line, len, &ll) < 0) {
         snprintf(l->code, sizeof l->code, "bad_response");
         snprintf(l->message, sizeof l->message, "a line of the logs answer is not a JSON object");
         return -1;
     }
-    const char *stream = jsonx_get_str(o, "stream");
-    json_object *err = jsonx_get_obj(o, "error");
-    bool cut = false;
-    jsonx_get_bool(o, "truncated", &cut);
-    if (stream && json_object_object_get_ex(o, "data", &data) && json_object_is_type(data, json_type_string)) {
-        const char *d = json_object_get_string(data);
-        size_t n = (size_t)json_object_get_string_len(data);
-        sbuf_append_bounded(&l->text, d, n);
-        sbuf_append_bounded(strcmp(stream, "stderr") == 0 ? &l->err : &l->out, d, n);
-    } else if (err) {
-        const char *code = jsonx_get_str(err, "code"), *msg = jsonx_get_str(err, "message");
-        snprintf(l->code, sizeof l->code, "%s", code ? code : "error");
-        snprintf(l->message, sizeof l->message, "%s", msg ? msg : "the log stream failed");
+    if (ll.stream) {
+        sbuf_append_bounded(&l->text, ll.data, ll.len);
+        sbuf_append_bounded(strcmp(ll.stream, "stderr") == 0 ? &l->err : &l->out, ll.data, ll.len);
+    } else if (ll.is_error) {
+        snprintf(l->code, sizeof l->code, "%s", ll.code);
+        snprintf(l->message, sizeof l->message, "%s", ll.message);
     }
-    l->truncated = l->truncated || cut || l->text.truncated || l->out.truncated || l->err.truncated;
-    json_object_put(o);
+    l->truncated = l->truncated || ll.truncated || l->text.truncated || l->out.truncated || l->err.truncated;
+    client_logs_line_release(&ll);
     return l->text.truncated ? -1 : 0; /* enough: stop reading */
 }
 

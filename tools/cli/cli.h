@@ -1,0 +1,200 @@
+/* What the files of the `sandbox` CLI share (docs/cli.md: the flags, output
+ * and exit codes are a stable contract): the options, the flag and command
+ * tables, the connection, output helpers and each group's handlers. */
+#ifndef SBX_CLI_H
+#define SBX_CLI_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "client.h"
+#include "httpc.h"
+
+#define CLI_DEFAULT_WAIT_TIMEOUT 900      /* seconds, wait / --wait */
+#define CLI_POLL_WAIT_MAX        30       /* ?wait= per long-poll */
+#define CLI_ARG_ID_MAX           128      /* an id argument; real ids are < SBX_ID_MAX */
+#define CLI_IDEM_KEY_MAX         128
+#define CLI_WAIT_TIMEOUT_MAX     (7 * 24 * 3600) /* --timeout of a wait */
+
+/* ---------------------------------------------------------------- options */
+
+typedef client_opt_int_t num_opt_t;
+
+/* Everything any command may be given; each command's flag table says which
+ * of these it accepts. */
+typedef struct opts {
+    const char *url, *token;
+    const char *tenant, *image, *network, *idem_key, *cwd, *role, *name, *policy, *isolation, *auth;
+    const char *sandbox, *operation, *kind;  /* events filters */
+    num_opt_t cpu_millis, memory_mib, ttl, timeout, max_output, limit, port, after, tail, count;
+    bool untrusted_repo, generated_code, hostile, wait, json, all, read_only_root, hardened, follow;
+    json_object *env, *labels, *selector; /* owned; NULL until a flag adds to them */
+    const char *pos[2];         /* positional arguments */
+    int npos;
+    char **cmd_argv;            /* exec: everything after "--" */
+    int cmd_argc;
+    bool saw_dashdash;
+} opts_t;
+
+typedef enum { F_BOOL, F_STR, F_NUM, F_ENV, F_LABEL, F_SELECTOR } flag_kind_t;
+
+typedef struct flag_def {
+    const char *name;   /* "--tenant" */
+    flag_kind_t kind;
+    size_t off;         /* target inside opts_t */
+    int64_t min, max;   /* F_NUM bounds */
+    const char *short_name; /* "-f", or NULL: F_BOOL flags only */
+} flag_def_t;
+
+/* ---------------------------------------------------------------- state */
+
+typedef struct cli {
+    const char *cmd;     /* command name, for messages */
+    char *url;           /* resolved base URL, owned */
+    char *token;         /* resolved token, owned; never printed */
+    httpc_t *http;
+    client_t client;     /* over http */
+    bool json;
+} cli_t;
+
+/* One row of the command table: a command, its flags and its help. */
+typedef struct command {
+    const char *name;
+    const char *alias;
+    int (*check)(cli_t *cli, opts_t *o);  /* validation that needs no server */
+    int (*run)(cli_t *cli, opts_t *o);
+    const flag_def_t *flags;
+    int max_pos;
+    bool takes_argv;
+    const char *usage;
+} command_t;
+
+/* ---------------------------------------------------------------- main.c */
+
+/* Prints "sandbox: CMD: problem" and the pointer to help; returns EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* An id argument: present, short, printable; else a usage error. */
+int cli_check_id(const char *cmd, const char *what, const char *id);
+
+/* A --tenant-like value: at most SBX_MAX_NAME_BYTES printable bytes. */
+int cli_check_name(const char *cmd, const char *flag, const char *v);
+
+/* Matches the controller's rule: 1 to 128 printable ASCII characters. */
+int cli_check_idem_key(const char *cmd, const char *k);
+
+/* The subcommand of a group (o->pos[0]): a usage error naming names when
+ * it is missing, the check of "list" (no argument), or -1 for any other. */
+int cli_check_subcommand(cli_t *cli, const opts_t *o, const char *names);
+
+/* "--timeout needs --wait" when --timeout came without --wait. */
+int cli_check_timeout_wait(const char *cmd, const opts_t *o);
+
+/* ---------------------------------------------------------------- call.c */
+
+/* A plain call: on success *ret is a new reference to the response object;
+ * otherwise the error is printed and its exit code returned. */
+int cli_call(cli_t *cli, const char *method, const char *path, json_object *body, const char *idem_key,
+             json_object **ret);
+
+/* A call on prefix<escaped id>suffix; a usage error "WHAT too long" when
+ * that does not fit. Otherwise as cli_call. */
+int cli_call_id(cli_t *cli, const char *method, const char *prefix, const char *id, const char *suffix,
+                const char *what, json_object *body, const char *idem_key, json_object **ret);
+
+/* The end of a tenants, tokens or workers command: rc when the call failed,
+ * else the answer printed by cli_print_one_or_list (resp is taken) and 0. */
+int cli_print_listing(cli_t *cli, int rc, json_object *resp, const char *one, const char *many,
+                      void (*row)(json_object *));
+
+/* Prints a failed call's error (docs/cli.md) and returns its exit code. */
+int cli_call_failed(cli_t *cli, const char *method, const char *path, const client_error_t *e);
+
+/* "cannot reach URL: why" or "URL answered HTTP N" for a retryable failure. */
+void cli_problem_text(const cli_t *cli, const client_error_t *e, char *buf, size_t n);
+
+/* prefix, the escaped id and suffix into buf: 0, or EXIT_API (no memory) or
+ * EXIT_USAGE (too long), printing nothing. */
+int cli_path(char *buf, size_t n, const char *prefix, const char *id, const char *suffix);
+
+/* Waits for an operation until it is terminal or timeout_s passes, noting
+ * outages on stderr. *ret_last gets the last {"operation":…} answer (new
+ * reference) or NULL. Returns EXIT_OK (succeeded), EXIT_OP_FAILED
+ * (failed/cancelled; printed), EXIT_TIMEOUT (printed) or the exit code of
+ * an API error (printed). */
+int cli_wait(cli_t *cli, const char *op_id, int64_t timeout_s, json_object **ret_last);
+
+/* The --timeout of a wait, or the default. */
+int64_t cli_wait_timeout(const opts_t *o);
+
+/* The end of a mutation answered with {"operation":…}: prints its id (or
+ * the JSON), or with --wait waits for it and prints 'ID succeeded'. Takes
+ * resp. Returns the exit code. */
+int cli_print_or_wait_op(cli_t *cli, opts_t *o, json_object *resp, const char *what);
+
+/* ---------------------------------------------------------------- output.c */
+
+/* Writes s with control characters replaced, so that text from the server
+ * cannot drive the terminal. NULL prints as "-". */
+void cli_put_text(FILE *f, const char *s);
+/* Prints "error: CODE: MESSAGE" with the server's text made safe. */
+void cli_print_error(const char *code, const char *message);
+/* Pretty JSON on stdout. */
+void cli_print_json(json_object *o);
+/* A sandbox, an operation, and a sandbox's operations, for people. */
+void cli_print_sandbox(json_object *s);
+void cli_print_operation(json_object *op);
+void cli_print_op_details(json_object *op, int ind);
+/* Seconds since an RFC 3339 UTC time (-1 unreadable), and "12s"/"5m"/"3h"/"2d". */
+int64_t cli_age_seconds(const char *ts);
+void cli_format_age(int64_t s, char *buf, size_t n);
+/* A table cell padded to width (last: the end of the line). */
+int cli_cell_width(const char *s);
+void cli_print_cell(const char *s, int width, bool last);
+/* lead, then the fields of o (a NULL-ended list) separated by spaces, and a newline. */
+void cli_print_fields(const char *lead, json_object *o, const char *const *fields);
+/* Prints {"<one>":…} or {"<many>":[…]} a row each (or the JSON). */
+void cli_print_one_or_list(cli_t *cli, json_object *resp, const char *one, const char *many,
+                           void (*row)(json_object *));
+
+/* ---------------------------------------------------------------- the command groups */
+
+/* sandboxes.c */
+int cli_check_create(cli_t *cli, opts_t *o);
+int cli_cmd_create(cli_t *cli, opts_t *o);
+int cli_check_sandbox_id(cli_t *cli, opts_t *o);
+int cli_cmd_get(cli_t *cli, opts_t *o);
+int cli_check_list(cli_t *cli, opts_t *o);
+int cli_cmd_list(cli_t *cli, opts_t *o);
+int cli_check_delete(cli_t *cli, opts_t *o);
+int cli_cmd_delete(cli_t *cli, opts_t *o);
+/* operations.c */
+int cli_check_op_id(cli_t *cli, opts_t *o);
+int cli_cmd_wait(cli_t *cli, opts_t *o);
+int cli_cmd_operation(cli_t *cli, opts_t *o);
+/* exec.c */
+int cli_check_exec(cli_t *cli, opts_t *o);
+int cli_cmd_exec(cli_t *cli, opts_t *o);
+/* routes.c */
+int cli_check_share(cli_t *cli, opts_t *o);
+int cli_cmd_share(cli_t *cli, opts_t *o);
+int cli_cmd_routes(cli_t *cli, opts_t *o);
+int cli_check_unshare(cli_t *cli, opts_t *o);
+int cli_cmd_unshare(cli_t *cli, opts_t *o);
+/* events.c */
+int cli_check_events(cli_t *cli, opts_t *o);
+int cli_cmd_events(cli_t *cli, opts_t *o);
+/* logs.c */
+int cli_cmd_logs(cli_t *cli, opts_t *o);
+/* tenants.c, tokens.c, workers.c */
+int cli_check_tenants(cli_t *cli, opts_t *o);
+int cli_cmd_tenants(cli_t *cli, opts_t *o);
+int cli_check_tokens(cli_t *cli, opts_t *o);
+int cli_cmd_tokens(cli_t *cli, opts_t *o);
+int cli_check_workers(cli_t *cli, opts_t *o);
+int cli_cmd_workers(cli_t *cli, opts_t *o);
+
+#endif

@@ -1,0 +1,727 @@
+/* sandbox: the command-line client over the Sandbox HTTP API (docs/cli.md,
+ * docs/cli.md: the flags, output and exit codes here are a stable contract). */
+#include <curl/curl.h>
+#include <errno.h>
+#include <json-c/json.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "clientcfg.h"
+#include "errors.h"
+#include "httpc.h"
+#include "jsonx.h"
+#include "limits.h"
+#include "utf8.h"
+#include "version.h"
+
+/* ---------------------------------------------------------------- flags */
+
+#define FB(n, f)        { n, F_BOOL, offsetof(opts_t, f), 0, 0 }
+#define FS(n, f)        { n, F_STR, offsetof(opts_t, f), 0, 0 }
+#define FN(n, f, lo, hi) { n, F_NUM, offsetof(opts_t, f), lo, hi }
+#define FBS(n, s, f)    { n, F_BOOL, offsetof(opts_t, f), 0, 0, s }
+#define FKV(n, k)       { n, k, 0, 0, 0 }
+#define FJSON           FB("--json", json)
+#define FWAIT           FB("--wait", wait), FN("--timeout", timeout, 0, CLI_WAIT_TIMEOUT_MAX)
+#define FEND            { NULL, F_BOOL, 0, 0, 0 }
+/* A command's flags, inside its row of commands[]. */
+#define FLAGS(...)      ((const flag_def_t[]){ __VA_ARGS__, FEND })
+
+/* Accepted by every command. */
+static const flag_def_t global_flags[] = {
+    FS("--url", url),
+    FS("--token", token),
+    FEND,
+};
+
+/* ---------------------------------------------------------------- messages */
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fputs("sandbox: ", stderr);
+    if (cmd)
+        fprintf(stderr, "%s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    if (cmd)
+        fprintf(stderr, "\nsee 'sandbox %s --help'\n", cmd);
+    else
+        fputs("\nsee 'sandbox --help'\n", stderr);
+    return EXIT_USAGE;
+}
+
+/* ---------------------------------------------------------------- parsing */
+
+/* Strict decimal integer in [min, max]: the whole string, no sign games. */
+static int parse_num(const char *cmd, const char *flag, const char *s, int64_t min, int64_t max, int64_t *ret)
+{
+    const char *p = s;
+    if (*p == '-' || *p == '+')
+        p++;
+    bool digits = *p != '\0';
+    for (const char *q = p; *q; q++)
+        if (*q < '0' || *q > '9')
+            digits = false;
+    if (!digits)
+        return cli_usage_error(cmd, "%s: '%s' is not a whole number", flag, s);
+    errno = 0;
+    char *end = NULL;
+    long long v = strtoll(s, &end, 10);
+    if (errno == ERANGE || !end || *end != '\0' || v < min || v > max)
+        return cli_usage_error(cmd, "%s: %s is out of range (%lld to %lld)", flag, s, (long long)min, (long long)max);
+    *ret = (int64_t)v;
+    return 0;
+}
+
+static bool env_key_valid(const char *k, size_t n)
+{
+    if (n == 0 || !((k[0] >= 'A' && k[0] <= 'Z') || (k[0] >= 'a' && k[0] <= 'z') || k[0] == '_'))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = k[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
+            return false;
+    }
+    return true;
+}
+
+static bool label_key_valid(const char *k, size_t n)
+{
+    if (n == 0)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = k[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || strchr("._/-", c)))
+            return false;
+    }
+    return true;
+}
+
+/* Adds "K=V" to the object *target (created on first use). */
+static int parse_kv(const char *cmd, const char *flag, const char *s, bool env, json_object **target)
+{
+    const char *eq = strchr(s, '=');
+    if (!eq)
+        return cli_usage_error(cmd, "%s: '%s' is not KEY=VALUE", flag, s);
+    size_t kl = (size_t)(eq - s);
+    if (kl == 0)
+        return cli_usage_error(cmd, "%s: '%s' has an empty key", flag, s);
+    if (kl > SBX_MAX_KEY_BYTES)
+        return cli_usage_error(cmd, "%s: key longer than %d bytes", flag, SBX_MAX_KEY_BYTES);
+    if (env ? !env_key_valid(s, kl) : !label_key_valid(s, kl))
+        return cli_usage_error(cmd, "%s: key '%.*s' is not valid (%s)", flag, (int)kl, s,
+                           env ? "letters, digits and _, not starting with a digit" : "letters, digits and . _ / -");
+    if (strlen(eq + 1) > SBX_MAX_VALUE_BYTES)
+        return cli_usage_error(cmd, "%s: value of '%.*s' is longer than %d bytes", flag, (int)kl, s, SBX_MAX_VALUE_BYTES);
+    if (!*target) {
+        *target = json_object_new_object();
+        if (!*target)
+            return cli_usage_error(cmd, "out of memory");
+    }
+    char key[SBX_MAX_KEY_BYTES + 1];
+    memcpy(key, s, kl);
+    key[kl] = '\0';
+    size_t max = env ? SBX_MAX_ENV : SBX_MAX_LABELS;
+    if (!json_object_object_get_ex(*target, key, NULL) && (size_t)json_object_object_length(*target) >= max)
+        return cli_usage_error(cmd, "%s: at most %zu are allowed", flag, max);
+    jsonx_add_str(*target, key, eq + 1);
+    return 0;
+}
+
+static const flag_def_t *flag_find(const flag_def_t *table, const char *name, size_t n)
+{
+    for (const flag_def_t *f = table; f && f->name; f++)
+        if (strlen(f->name) == n && strncmp(f->name, name, n) == 0)
+            return f;
+    return NULL;
+}
+
+/* Parses argv[first..] against the command's flags into o. Returns 0 or an
+ * exit code (the message is printed). */
+static int parse_args(const command_t *c, int argc, char **argv, int first, opts_t *o)
+{
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            o->saw_dashdash = true;
+            if (c->takes_argv) {
+                o->cmd_argv = argv + i + 1;
+                o->cmd_argc = argc - i - 1;
+                return 0;
+            }
+            for (i++; i < argc; i++) {
+                if (o->npos >= c->max_pos)
+                    return cli_usage_error(c->name, "unexpected argument '%s'", argv[i]);
+                o->pos[o->npos++] = argv[i];
+            }
+            return 0;
+        }
+        if (a[0] != '-' || a[1] == '\0') {
+            if (o->npos >= c->max_pos) {
+                if (c->takes_argv)
+                    return cli_usage_error(c->name, "unexpected argument '%s' (put the command after '--')", a);
+                return cli_usage_error(c->name, "unexpected argument '%s'", a);
+            }
+            o->pos[o->npos++] = a;
+            continue;
+        }
+        if (a[1] != '-') {
+            const flag_def_t *sf = c->flags;
+            while (sf->name && !(sf->short_name && strcmp(sf->short_name, a) == 0))
+                sf++;
+            if (!sf->name)
+                return cli_usage_error(c->name, "unknown flag '%s'", a);
+            *(bool *)((char *)o + sf->off) = true;
+            continue;
+        }
+        const char *eq = strchr(a, '=');
+        size_t nl = eq ? (size_t)(eq - a) : strlen(a);
+        const flag_def_t *f = flag_find(c->flags, a, nl);
+        if (!f)
+            f = flag_find(global_flags, a, nl);
+        if (!f)
+            return cli_usage_error(c->name, "unknown flag '%.*s'", (int)nl, a);
+        if (f->kind == F_BOOL) {
+            if (eq)
+                return cli_usage_error(c->name, "%s takes no value", f->name);
+            *(bool *)((char *)o + f->off) = true;
+            continue;
+        }
+        const char *val;
+        if (eq) {
+            val = eq + 1;
+        } else {
+            if (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0)
+                return cli_usage_error(c->name, "%s needs a value", f->name);
+            val = argv[++i];
+        }
+        int r = 0;
+        switch (f->kind) {
+        case F_STR: {
+            const char **t = (const char **)(void *)((char *)o + f->off);
+            if (*t)
+                return cli_usage_error(c->name, "%s given more than once", f->name);
+            if (!*val)
+                return cli_usage_error(c->name, "%s needs a non-empty value", f->name);
+            *t = val;
+            break;
+        }
+        case F_NUM: {
+            num_opt_t *t = (num_opt_t *)(void *)((char *)o + f->off);
+            if (t->set)
+                return cli_usage_error(c->name, "%s given more than once", f->name);
+            r = parse_num(c->name, f->name, val, f->min, f->max, &t->v);
+            t->set = r == 0;
+            break;
+        }
+        case F_ENV:
+            r = parse_kv(c->name, f->name, val, true, &o->env);
+            break;
+        case F_LABEL:
+            r = parse_kv(c->name, f->name, val, false, &o->labels);
+            break;
+        case F_SELECTOR:
+            r = parse_kv(c->name, f->name, val, false, &o->selector);
+            break;
+        case F_BOOL:
+            break;
+        }
+        if (r)
+            return r;
+    }
+    return 0;
+}
+
+/* An id argument: present, short, printable. */
+int cli_check_id(const char *cmd, const char *what, const char *id)
+{
+    if (!id)
+        return cli_usage_error(cmd, "missing %s", what);
+    if (strlen(id) > CLI_ARG_ID_MAX || utf8_has_control(id))
+        return cli_usage_error(cmd, "%s '%.40s…' is not an id", what, id);
+    return 0;
+}
+
+int cli_check_name(const char *cmd, const char *flag, const char *v)
+{
+    if (v && (strlen(v) > SBX_MAX_NAME_BYTES || utf8_has_control(v)))
+        return cli_usage_error(cmd, "%s: at most %d printable bytes", flag, SBX_MAX_NAME_BYTES);
+    return 0;
+}
+
+int cli_check_idem_key(const char *cmd, const char *k)
+{
+    if (!k)
+        return 0;
+    bool ok = strlen(k) <= CLI_IDEM_KEY_MAX;
+    for (const char *p = k; ok && *p; p++)
+        ok = (unsigned char)*p >= 0x21 && (unsigned char)*p <= 0x7e;
+    if (!ok)
+        return cli_usage_error(cmd, "--idempotency-key: 1 to %d printable ASCII characters, no spaces",
+                               CLI_IDEM_KEY_MAX);
+    return 0;
+}
+
+int cli_check_subcommand(cli_t *cli, const opts_t *o, const char *names)
+{
+    if (!o->pos[0])
+        return cli_usage_error(cli->cmd, "missing subcommand: %s", names);
+    if (strcmp(o->pos[0], "list") == 0)
+        return o->npos == 1 ? 0 : cli_usage_error(cli->cmd, "list takes no argument");
+    return -1;
+}
+
+int cli_check_timeout_wait(const char *cmd, const opts_t *o)
+{
+    return o->timeout.set && !o->wait ? cli_usage_error(cmd, "--timeout needs --wait") : 0;
+}
+
+/* ---------------------------------------------------------------- config */
+
+/* Resolves URL and token (common/clientcfg.c: flag, then environment, then
+ * config file, then the default URL) and opens the HTTP client. Returns 0
+ * or an exit code. */
+static int cli_connect(cli_t *cli, const opts_t *o)
+{
+    client_config_t cc;
+    char err[512];
+    int r = client_config_resolve(o->url, o->token, &cc, err, sizeof err);
+    for (int i = 0; i < 2; i++)
+        if (cc.warnings[i][0])
+            fprintf(stderr, "sandbox: warning: %s\n", cc.warnings[i]);
+    if (r < 0) {
+        client_config_release(&cc);
+        return cli_usage_error(NULL, "%s", err);
+    }
+    const char *env_token = getenv("SANDBOX_TOKEN");
+    if (!cc.token && env_token && !*env_token) {
+        /* `export SANDBOX_TOKEN=$(cat FILE)` whose cat failed (no such file,
+         * or a root-only file read without sudo) leaves it empty. */
+        fprintf(stderr, "sandbox: SANDBOX_TOKEN is set but empty: did the command that set it fail? (the bootstrap "
+                        "token file .sandbox/admin.token is readable by root only: read it as root or with sudo)\n");
+        client_config_release(&cc);
+        return EXIT_USAGE;
+    }
+    if (!cc.token) {
+        fprintf(stderr,
+                "sandbox: no API token: pass --token TOKEN, set SANDBOX_TOKEN, or put 'token = TOKEN' in %s\n"
+                "see 'sandbox --help'\n",
+                cc.path ? cc.path : "~/.config/sandbox/config");
+        client_config_release(&cc);
+        return EXIT_USAGE;
+    }
+    cli->url = cc.url;
+    cli->token = cc.token;
+    cc.url = cc.token = NULL;
+    client_config_release(&cc);
+    r = httpc_new(cli->url, cli->token, &cli->http);
+    if (r < 0) {
+        fprintf(stderr, "sandbox: cannot set up the HTTP client for %s: %s\n", cli->url, sbx_strerror(r));
+        return EXIT_API;
+    }
+    cli->client = (client_t){ .http = cli->http, .url = cli->url };
+    return 0;
+}
+
+/* ---------------------------------------------------------------- API calls */
+/* ---------------------------------------------------------------- tables */
+
+#define COMMON_FLAGS_HELP                                                                  \
+    "  --url URL                controller URL (else SANDBOX_URL, config file,\n"          \
+    "                           http://127.0.0.1:8080)\n"                                  \
+    "  --token TOKEN            API token (else SANDBOX_TOKEN, config file)\n"             \
+    "  -h, --help               show this help\n"
+
+static const command_t commands[] = {
+    { "create", NULL, cli_check_create, cli_cmd_create, FLAGS(
+            FS("--tenant", tenant), FS("--image", image),
+            FN("--cpu-millis", cpu_millis, SBX_CPU_MILLIS_MIN, SBX_CPU_MILLIS_MAX),
+            FN("--memory-mib", memory_mib, SBX_MEMORY_MIB_MIN, SBX_MEMORY_MIB_MAX),
+            FN("--ttl", ttl, SBX_TTL_SECONDS_MIN, SBX_TTL_SECONDS_MAX), FS("--network", network),
+            FB("--untrusted-repo", untrusted_repo), FB("--generated-code", generated_code),
+            FB("--hostile", hostile), FKV("--env", F_ENV), FKV("--label", F_LABEL),
+            FKV("--selector", F_SELECTOR), FS("--isolation", isolation),
+            FB("--read-only-root", read_only_root), FB("--hardened", hardened),
+            FS("--idempotency-key", idem_key), FWAIT, FJSON), 0, false,
+      "usage: sandbox create [--image IMAGE] [--tenant T] [--cpu-millis N] [--memory-mib N]\n"
+      "                      [--ttl SECONDS] [--network none|restricted|open]\n"
+      "                      [--untrusted-repo] [--generated-code] [--hostile]\n"
+      "                      [--isolation container|gvisor|microvm] [--read-only-root]\n"
+      "                      [--hardened] [--selector K=V]...\n"
+      "                      [--env K=V]... [--label K=V]... [--idempotency-key K]\n"
+      "                      [--wait [--timeout S]] [--json]\n"
+      "\n"
+      "Creates a sandbox (POST /v1/sandboxes) and prints 'SANDBOX_ID OPERATION_ID'.\n"
+      "With --wait the ids are printed at once, then the command waits for the create\n"
+      "operation and exits 0 when it succeeded, 1 when it failed, 124 on timeout.\n"
+      "\n"
+      "  --tenant T               tenant (default: the token's tenant)\n"
+      "  --image IMAGE            container image (default: the server's default_image,\n"
+      "                           sandbox/busybox:latest unless the operator changed it;\n"
+      "                           the tenant policy's images list applies)\n"
+      "  --cpu-millis N           CPU in thousandths of a core (default 1000)\n"
+      "  --memory-mib N           memory in MiB (default 512)\n"
+      "  --ttl SECONDS            lifetime once running (default 3600)\n"
+      "  --network MODE           none (default), restricted or open\n"
+      "  --untrusted-repo         the code comes from an untrusted repository\n"
+      "  --generated-code         the code was generated (e.g. by a model)\n"
+      "  --hostile                treat the workload as hostile (strong isolation)\n"
+      "  --isolation CLASS        the weakest class you accept; the policy may require\n"
+      "                           a stronger one, and nothing is ever run on a weaker\n"
+      "                           one (the create fails with isolation_unavailable)\n"
+      "  --read-only-root         read-only root filesystem with a writable tmpfs /tmp\n"
+      "  --hardened               no Linux capabilities at all (always so for untrusted\n"
+      "                           or hostile work)\n"
+      "  --selector K=V           run only on a worker with this label (repeatable)\n"
+      "  --env K=V                environment variable (repeatable)\n"
+      "  --label K=V              label (repeatable)\n"
+      "  --idempotency-key K      retrying with the same key returns the same sandbox\n"
+      "  --wait                   wait for the create operation to finish\n"
+      "  --timeout S              with --wait: give up after S seconds (default 900)\n"
+      "  --json                   print the API's JSON; with --wait\n"
+      "                           {\"sandbox\":…,\"operation\":…} with the final operation\n" COMMON_FLAGS_HELP },
+    { "wait", NULL, cli_check_op_id, cli_cmd_wait, FLAGS(
+            FN("--timeout", timeout, 0, CLI_WAIT_TIMEOUT_MAX), FJSON), 1, false,
+      "usage: sandbox wait OPERATION_ID [--timeout S] [--json]\n"
+      "\n"
+      "Waits until the operation succeeded, failed or was cancelled, and prints\n"
+      "'OPERATION_ID succeeded'. Exits 1 (error on stderr) when it failed or was\n"
+      "cancelled, 124 when --timeout passed first. Connection errors are retried\n"
+      "until the timeout, so a controller restart does not end the wait.\n"
+      "\n"
+      "  --timeout S              give up after S seconds (default 900)\n"
+      "  --json                   print {\"operation\":…} as last seen\n" COMMON_FLAGS_HELP },
+    { "exec", NULL, cli_check_exec, cli_cmd_exec, FLAGS(
+            FN("--timeout", timeout, 1, SBX_EXEC_TIMEOUT_MAX), FKV("--env", F_ENV), FS("--cwd", cwd),
+            FN("--max-output", max_output, 1, SBX_EXEC_OUTPUT_CEILING), FJSON), 1, true,
+      "usage: sandbox exec SANDBOX_ID [--timeout S] [--env K=V]... [--cwd DIR]\n"
+      "                    [--max-output BYTES] [--json] -- ARGV...\n"
+      "\n"
+      "Runs ARGV (no shell) in the sandbox, writes its stdout and stderr to this\n"
+      "process's stdout and stderr, and exits with its exit code (128+N when killed\n"
+      "by signal N; 137 when it timed out).\n"
+      "\n"
+      "  --timeout S              kill the command after S seconds (default 600)\n"
+      "  --env K=V                environment variable (repeatable)\n"
+      "  --cwd DIR                working directory\n"
+      "  --max-output BYTES       bytes kept per stream (default: the server's)\n"
+      "  --json                   print {\"operation\":…} with the result instead of the\n"
+      "                           output; still exit with the command's code\n" COMMON_FLAGS_HELP },
+    { "get", NULL, cli_check_sandbox_id, cli_cmd_get, FLAGS(FJSON), 1, false,
+      "usage: sandbox get SANDBOX_ID [--json]\n"
+      "\n"
+      "Shows a sandbox and its latest operations.\n"
+      "\n"
+      "  --json                   print {\"sandbox\":…,\"operations\":[…]}\n" COMMON_FLAGS_HELP },
+    { "list", "ls", cli_check_list, cli_cmd_list, FLAGS(
+            FS("--tenant", tenant), FB("--all", all), FN("--limit", limit, 1, SBX_LIST_MAX), FJSON), 0, false,
+      "usage: sandbox list [--tenant T] [--all] [--limit N] [--json]\n"
+      "\n"
+      "Lists sandboxes, newest first: ID TENANT IMAGE PHASE WORKER AGE.\n"
+      "\n"
+      "  --tenant T               only this tenant's (admin tokens)\n"
+      "  --all                    include deleted sandboxes\n"
+      "  --limit N                at most N (default 100, at most 1000)\n"
+      "  --json                   print {\"sandboxes\":[…]}\n" COMMON_FLAGS_HELP },
+    { "delete", "rm", cli_check_delete, cli_cmd_delete, FLAGS(
+            FS("--idempotency-key", idem_key), FWAIT, FJSON), 1, false,
+      "usage: sandbox delete SANDBOX_ID [--idempotency-key K] [--wait [--timeout S]] [--json]\n"
+      "\n"
+      "Deletes a sandbox and prints the delete OPERATION_ID; with --wait, waits for it\n"
+      "and prints 'OPERATION_ID succeeded'.\n"
+      "\n"
+      "  --idempotency-key K      retrying with the same key returns the same operation\n"
+      "  --wait                   wait for the delete operation to finish\n"
+      "  --timeout S              with --wait: give up after S seconds (default 900)\n"
+      "  --json                   print {\"operation\":…}\n" COMMON_FLAGS_HELP },
+    { "share", NULL, cli_check_share, cli_cmd_share, FLAGS(
+            FN("--port", port, 1, 65535), FN("--ttl", ttl, 10, SBX_TTL_SECONDS_MAX), FS("--auth", auth),
+            FS("--idempotency-key", idem_key), FWAIT, FJSON), 1, false,
+      "usage: sandbox share SANDBOX_ID --port PORT [--ttl SECONDS] [--auth token|public]\n"
+      "                     [--idempotency-key K] [--wait [--timeout S]] [--json]\n"
+      "\n"
+      "Gives a port of a running sandbox a public address (POST /v1/sandboxes/ID/routes)\n"
+      "and prints its URL; for --auth token (the default) a second line holds the\n"
+      "access token, shown only now; the route id and the operation id go to stderr.\n"
+      "Callers reach the app through the controller's route listener (docs/api.md,\n"
+      "\"The route listener\"), with the token as 'Authorization: Bearer sbr_...' or\n"
+      "'X-Sandbox-Route-Token: sbr_...':\n"
+      "  curl -H \"Authorization: Bearer sbr_...\" URL\n"
+      "The route is removed with unshare, when --ttl passes, or when the sandbox stops\n"
+      "running. Refused with conflict for a sandbox that is not running or runs under\n"
+      "gvisor, with policy_denied when the tenant policy has routes: false.\n"
+      "\n"
+      "  --port PORT              the port inside the sandbox (required)\n"
+      "  --ttl SECONDS            remove the route after this (default: with the sandbox)\n"
+      "  --auth token|public      token: callers need the access token (default);\n"
+      "                           public: anyone with the URL\n"
+      "  --idempotency-key K      retrying with the same key returns the same route\n"
+      "                           (without the access token)\n"
+      "  --wait                   wait for the share operation\n"
+      "  --timeout S              with --wait: give up after S seconds (default 900)\n"
+      "  --json                   print {\"operation\":…,\"route\":…,\"access_token\":…}\n" COMMON_FLAGS_HELP },
+    { "routes", NULL, cli_check_sandbox_id, cli_cmd_routes, FLAGS(FB("--all", all), FJSON), 1, false,
+      "usage: sandbox routes SANDBOX_ID [--all] [--json]\n"
+      "\n"
+      "Lists the sandbox's routes: ROUTE PORT AUTH STATE EXPIRES URL.\n"
+      "\n"
+      "  --all                    include removed routes\n"
+      "  --json                   print {\"routes\":[…]}\n" COMMON_FLAGS_HELP },
+    { "unshare", NULL, cli_check_unshare, cli_cmd_unshare, FLAGS(FWAIT, FJSON), 2, false,
+      "usage: sandbox unshare SANDBOX_ID ROUTE_ID [--wait [--timeout S]] [--json]\n"
+      "\n"
+      "Removes a route (an unshare operation) and prints its OPERATION_ID; with --wait,\n"
+      "waits for it and prints 'OPERATION_ID succeeded'.\n"
+      "\n"
+      "  --wait                   wait for the unshare operation\n"
+      "  --timeout S              with --wait: give up after S seconds (default 900)\n"
+      "  --json                   print {\"operation\":…}\n" COMMON_FLAGS_HELP },
+    { "operation", "op", cli_check_op_id, cli_cmd_operation, FLAGS(FJSON), 1, false,
+      "usage: sandbox operation OPERATION_ID [--json]\n"
+      "       sandbox op OPERATION_ID [--json]\n"
+      "\n"
+      "Shows an operation: kind, state, error, placement and exec result summary.\n"
+      "\n"
+      "  --json                   print {\"operation\":…}\n" COMMON_FLAGS_HELP },
+    { "events", NULL, cli_check_events, cli_cmd_events, FLAGS(
+            FB("--follow", follow), FS("--sandbox", sandbox), FS("--operation", operation), FS("--kind", kind),
+            FN("--after", after, 0, INT64_MAX), FN("--tail", tail, 1, SBX_LIST_MAX),
+            FN("--limit", limit, 1, SBX_LIST_MAX), FN("--count", count, 1, SBX_LIST_MAX),
+            FN("--timeout", timeout, 1, CLI_WAIT_TIMEOUT_MAX), FJSON), 0, false,
+      "usage: sandbox events [--follow] [--sandbox ID] [--operation ID] [--kind K]\n"
+      "                     [--after ID | --tail N] [--limit N] [--count N] [--timeout S] [--json]\n"
+      "\n"
+      "Prints events (GET /v1/events), oldest first, one line each:\n"
+      "  ID TIMESTAMP KIND [tenant=T] [sandbox=ID] [operation=ID] key=value...\n"
+      "Without --follow: every retained event after --after (default: all), or the\n"
+      "newest --tail N, then exits 0. With --follow: keeps printing new events as\n"
+      "they happen (starting with the newest 10 unless --after or --tail says\n"
+      "otherwise); a lost connection or a restarting controller is retried from the\n"
+      "last event printed (a note on stderr), so nothing is missed or printed twice.\n"
+      "A member token sees its tenant's events, an admin token every event.\n"
+      "\n"
+      "  --follow                 wait for new events (like tail -f)\n"
+      "  --sandbox ID             only this sandbox's events\n"
+      "  --operation ID           only this operation's events\n"
+      "  --kind K                 only this kind (sandbox.running), or a prefix\n"
+      "                           ending in . or .* (operation.*)\n"
+      "  --after ID               start after event ID (0: the oldest retained)\n"
+      "  --tail N                 start with the newest N events (at most 1000)\n"
+      "  --limit N                events per request (default 100, at most 1000)\n"
+      "  --count N                exit 0 once N events are printed (with --follow:\n"
+      "                           wait for them, e.g. --kind sandbox.failed --count 1)\n"
+      "  --timeout S              with --follow: stop after S seconds, exit 124\n"
+      "  --json                   one JSON object per line (JSON Lines)\n" COMMON_FLAGS_HELP },
+    { "logs", NULL, cli_check_sandbox_id, cli_cmd_logs, FLAGS(
+            FBS("--follow", "-f", follow), FN("--tail", tail, 0, SBX_LOGS_TAIL_MAX), FJSON), 1, false,
+      "usage: sandbox logs SANDBOX_ID [--follow|-f] [--tail N] [--json]\n"
+      "\n"
+      "Prints what the sandbox's main process wrote (GET /v1/sandboxes/ID/logs): its\n"
+      "stdout to stdout and its stderr to stderr, as it arrives. Without --follow:\n"
+      "the output so far (at most 1 MiB; a note on stderr when cut), then exits 0.\n"
+      "With --follow: keeps printing until the sandbox stops or is deleted (exit 0)\n"
+      "or Ctrl-C (exit 130). Once the container is gone, the tail the controller\n"
+      "kept is printed (stdout and stderr merged). A sandbox that has not started\n"
+      "yet is a conflict error (exit 3).\n"
+      "\n"
+      "  --follow, -f             keep streaming new output (like tail -f)\n"
+      "  --tail N                 only the last N lines (0: none, only new output)\n"
+      "  --json                   print the API's NDJSON lines as received:\n"
+      "                           {\"stream\":\"stdout\"|\"stderr\"|\"output\",\"data\":…}\n" COMMON_FLAGS_HELP },
+    { "tenants", NULL, cli_check_tenants, cli_cmd_tenants, FLAGS(FS("--policy", policy), FJSON), 2, false,
+      "usage: sandbox tenants create NAME [--json]\n"
+      "       sandbox tenants list [--json]\n"
+      "       sandbox tenants get NAME [--json]\n"
+      "       sandbox tenants update NAME --policy JSON [--json]\n"
+      "\n"
+      "Creates (admin token), lists or shows tenants: NAME ID CREATED. A member\n"
+      "token sees only its own tenant. update replaces the tenant's policy (admin).\n"
+      "\n"
+      "  --policy JSON            e.g. '{\"max_sandboxes\":5,\"max_cpu_millis\":2000,\n"
+      "                           \"images\":[\"sandbox/*\",\"registry.local/*\"],\n"
+      "                           \"network_modes\":[\"none\"]}'\n"
+      "                           (see docs/api.md for every field)\n"
+      "  --json                   print the API's JSON\n" COMMON_FLAGS_HELP },
+    { "workers", NULL, cli_check_workers, cli_cmd_workers, FLAGS(FJSON), 2, false,
+      "usage: sandbox workers list [--json]\n"
+      "       sandbox workers drain NAME [--json]\n"
+      "       sandbox workers resume NAME [--json]\n"
+      "\n"
+      "Lists workers (admin token): NAME STATE cpu/memory/slots allocated of capacity,\n"
+      "last heartbeat and the isolation classes offered with their network modes, then\n"
+      "one '  probe CLASS: RESULT' line per class probed (why gvisor is offered or not).\n"
+      "drain stops new placements on a worker (its sandboxes live out\n"
+      "their TTL and can still exec and be deleted); resume places on it again.\n"
+      "\n"
+      "  --json                   print the API's JSON\n" COMMON_FLAGS_HELP },
+    { "tokens", NULL, cli_check_tokens, cli_cmd_tokens, FLAGS(
+            FS("--tenant", tenant), FS("--role", role), FS("--name", name), FN("--ttl", ttl, 1, 315360000),
+            FJSON), 2, false,
+      "usage: sandbox tokens create --tenant T --role admin|member|worker [--name N] [--ttl SECONDS] [--json]\n"
+      "       sandbox tokens list [--tenant T] [--json]\n"
+      "       sandbox tokens revoke TOKEN_ID [--json]\n"
+      "\n"
+      "Manages API tokens (admin token). create prints the new secret alone on\n"
+      "stdout, once (its id on stderr); the server keeps only its hash. list shows\n"
+      "ID TENANT ROLE NAME CREATED expires= revoked= (never secrets). A revoked or\n"
+      "expired token is refused at once.\n"
+      "\n"
+      "  --tenant T               the token's tenant (must exist: sandbox tenants create)\n"
+      "  --role ROLE              admin (everything), member (its tenant's sandboxes),\n"
+      "                           worker (worker endpoints only)\n"
+      "  --name N                 a label for people\n"
+      "  --ttl SECONDS            expire after SECONDS (default: never)\n"
+      "  --json                   print the API's JSON\n" COMMON_FLAGS_HELP },
+};
+
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static const char top_usage[] =
+    "usage: sandbox [--url URL] [--token TOKEN] COMMAND [ARGS...]\n"
+    "\n"
+    "Commands:\n"
+    "  create     create a sandbox            (sandbox create --wait)\n"
+    "  wait       wait for an operation       (sandbox wait OPERATION_ID)\n"
+    "  exec       run a command in a sandbox  (sandbox exec SANDBOX_ID -- ls -l)\n"
+    "  get        show a sandbox\n"
+    "  list, ls   list sandboxes\n"
+    "  delete, rm delete a sandbox\n"
+    "  operation, op  show an operation\n"
+    "  share      give a sandbox port an address  (sandbox share SANDBOX_ID --port 8080)\n"
+    "  routes     list a sandbox's routes\n"
+    "  unshare    remove a route\n"
+    "  events     print or follow events      (sandbox events --follow --sandbox ID)\n"
+    "  logs       print or follow a sandbox's output (sandbox logs SANDBOX_ID -f)\n"
+    "  tenants    create, list, get tenants; update their policy\n"
+    "  tokens     create, list, revoke API tokens\n"
+    "  workers    list, drain, resume workers\n"
+    "  help [COMMAND] show help\n"
+    "  version    print the version\n"
+    "\n"
+    "Global flags (also accepted after the command):\n" COMMON_FLAGS_HELP
+    "  --version                print the version\n"
+    "\n"
+    "Configuration: --url/--token, else SANDBOX_URL/SANDBOX_TOKEN, else\n"
+    "$XDG_CONFIG_HOME/sandbox/config (~/.config/sandbox/config) with lines\n"
+    "'url = …' and 'token = …'.\n"
+    "\n"
+    "Exit codes: 0 success; 1 operation failed or cancelled; 2 usage error;\n"
+    "3 API or connection error; 124 --timeout elapsed. exec exits with the\n"
+    "command's own code. See 'sandbox COMMAND --help'.\n";
+
+static const command_t *command_find(const char *name)
+{
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0 || (commands[i].alias && strcmp(commands[i].alias, name) == 0))
+            return &commands[i];
+    return NULL;
+}
+
+/* True when -h/--help appears before any "--". */
+static bool wants_help(int argc, char **argv, int first)
+{
+    for (int i = first; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            return false;
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+            return true;
+    }
+    return false;
+}
+
+int main(int argc, char **argv)
+{
+    /* Global flags before the command. */
+    opts_t o;
+    memset(&o, 0, sizeof o);
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(top_usage, stdout);
+            return EXIT_OK;
+        }
+        if (strcmp(a, "--version") == 0) {
+            printf("sandbox %s\n", SBX_VERSION);
+            return EXIT_OK;
+        }
+        const char *eq = strchr(a, '=');
+        size_t nl = eq ? (size_t)(eq - a) : strlen(a);
+        const flag_def_t *f = flag_find(global_flags, a, nl);
+        if (!f)
+            return cli_usage_error(NULL, "unknown flag '%.*s'", (int)nl, a);
+        const char **t = (const char **)(void *)((char *)&o + f->off);
+        const char *val = eq ? eq + 1 : (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0 ? argv[++i] : NULL);
+        if (!val || !*val)
+            return cli_usage_error(NULL, "%s needs a value", f->name);
+        if (*t)
+            return cli_usage_error(NULL, "%s given more than once", f->name);
+        *t = val;
+    }
+    if (i >= argc) {
+        fputs(top_usage, stderr);
+        return EXIT_USAGE;
+    }
+    const char *name = argv[i];
+    if (strcmp(name, "help") == 0) {
+        if (i + 1 >= argc) {
+            fputs(top_usage, stdout);
+            return EXIT_OK;
+        }
+        const command_t *hc = command_find(argv[i + 1]);
+        if (!hc)
+            return cli_usage_error(NULL, "unknown command '%s'", argv[i + 1]);
+        fputs(hc->usage, stdout);
+        return EXIT_OK;
+    }
+    if (strcmp(name, "version") == 0) {
+        printf("sandbox %s\n", SBX_VERSION);
+        return EXIT_OK;
+    }
+    const command_t *c = command_find(name);
+    if (!c)
+        return cli_usage_error(NULL, "unknown command '%s'", name);
+    if (wants_help(argc, argv, i + 1)) {
+        fputs(c->usage, stdout);
+        return EXIT_OK;
+    }
+
+    cli_t cli;
+    memset(&cli, 0, sizeof cli);
+    cli.cmd = c->name;
+    int rc = parse_args(c, argc, argv, i + 1, &o);
+    cli.json = o.json;
+    /* Everything that needs no server is checked before looking for a token. */
+    if (rc == 0)
+        rc = c->check(&cli, &o);
+    if (rc == 0)
+        rc = cli_connect(&cli, &o);
+    if (rc == 0) {
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+            fputs("sandbox: cannot initialise libcurl\n", stderr);
+            rc = EXIT_API;
+        } else {
+            rc = c->run(&cli, &o);
+            fflush(stdout);
+            httpc_free(cli.http);
+            cli.http = NULL;
+            curl_global_cleanup();
+        }
+    }
+    httpc_free(cli.http);
+    free(cli.url);
+    free(cli.token);
+    json_object_put(o.env);
+    json_object_put(o.labels);
+    json_object_put(o.selector);
+    return rc;
+}
+

@@ -1,0 +1,222 @@
+/* sandbox create, get, list and delete. */
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "errors.h"
+#include "jsonx.h"
+#include "limits.h"
+#include "utf8.h"
+
+int cli_check_create(cli_t *cli, opts_t *o)
+{
+    int rc = cli_check_timeout_wait(cli->cmd, o);
+    if (rc)
+        return rc;
+    if (o->network && strcmp(o->network, "none") != 0 && strcmp(o->network, "restricted") != 0 &&
+        strcmp(o->network, "open") != 0)
+        return cli_usage_error(cli->cmd, "--network: '%s' is not one of none, restricted, open", o->network);
+    if (o->isolation && strcmp(o->isolation, "container") != 0 && strcmp(o->isolation, "gvisor") != 0 &&
+        strcmp(o->isolation, "microvm") != 0)
+        return cli_usage_error(cli->cmd, "--isolation: '%s' is not one of container, gvisor, microvm", o->isolation);
+    if (o->image && (strlen(o->image) > SBX_MAX_IMAGE_BYTES || utf8_has_control(o->image)))
+        return cli_usage_error(cli->cmd, "--image: at most %d printable bytes", SBX_MAX_IMAGE_BYTES);
+    if ((rc = cli_check_name(cli->cmd, "--tenant", o->tenant)) != 0)
+        return rc;
+    return cli_check_idem_key(cli->cmd, o->idem_key);
+}
+
+static client_flag_t flag_of(bool b) { return b ? CLIENT_FLAG_TRUE : CLIENT_FLAG_FALSE; }
+
+/* The create request the flags describe (client_create_body). */
+static client_create_spec_t create_spec(const opts_t *o)
+{
+    return (client_create_spec_t){
+        .tenant = o->tenant, .image = o->image, .network = o->network, .isolation = o->isolation,
+        .cpu_millis = o->cpu_millis, .memory_mib = o->memory_mib, .ttl_seconds = o->ttl,
+        .untrusted_repo = flag_of(o->untrusted_repo), .generated_code = flag_of(o->generated_code),
+        .hostile = flag_of(o->hostile),
+        .read_only_root = o->read_only_root ? CLIENT_FLAG_TRUE : CLIENT_FLAG_UNSET,
+        .hardened = o->hardened ? CLIENT_FLAG_TRUE : CLIENT_FLAG_UNSET,
+        .env = o->env, .labels = o->labels, .selector = o->selector,
+    };
+}
+
+/* create --wait --json: {"sandbox":…,"operation":…} with the sandbox as it
+ * is now (phase, worker, expires_at), else as created, and the last
+ * operation seen. */
+static void print_created_json(cli_t *cli, int rc, const char *sid, json_object *sbx, json_object *op,
+                               json_object *last)
+{
+    char path[CLI_ARG_ID_MAX * 3 + 32];
+    json_object *now = NULL, *out = json_object_new_object();
+    if (rc != EXIT_API && cli_path(path, sizeof path, "/v1/sandboxes/", sid, NULL) == 0) {
+        client_req_t req = { .method = "GET", .path = path };
+        json_object *got = NULL;
+        client_error_t e;
+        if (client_call(&cli->client, &req, &got, &e) == 0)
+            now = json_object_get(jsonx_get_obj(got, "sandbox"));
+        json_object_put(got);
+    }
+    json_object *lop = jsonx_get_obj(last, "operation");
+    jsonx_add(out, "sandbox", now ? now : json_object_get(sbx));
+    jsonx_add(out, "operation", json_object_get(lop ? lop : op));
+    cli_print_json(out);
+    json_object_put(out);
+}
+
+int cli_cmd_create(cli_t *cli, opts_t *o)
+{
+    json_object *body = NULL;
+    client_create_spec_t spec = create_spec(o);
+    if (client_create_body(&spec, &body) < 0)
+        return EXIT_API;
+    json_object *resp = NULL;
+    int rc = cli_call(cli, "POST", "/v1/sandboxes", body, o->idem_key, &resp);
+    json_object_put(body);
+    if (rc)
+        return rc;
+    json_object *sbx = jsonx_get_obj(resp, "sandbox");
+    json_object *op = jsonx_get_obj(resp, "operation");
+    const char *sid = jsonx_get_str(sbx, "id"), *oid = jsonx_get_str(op, "id");
+    if (!sid || !oid || strlen(oid) > CLI_ARG_ID_MAX || strlen(sid) > CLI_ARG_ID_MAX) {
+        fputs("error: bad_response: the create answer has no sandbox.id or operation.id\n", stderr);
+        json_object_put(resp);
+        return EXIT_API;
+    }
+    if (!o->wait) {
+        if (cli->json)
+            cli_print_json(resp);
+        else
+            printf("%s %s\n", sid, oid);
+        json_object_put(resp);
+        return 0;
+    }
+    /* Print the ids before waiting, so a script keeps them (to delete the
+     * sandbox) whatever the wait ends with. */
+    if (!cli->json) {
+        printf("%s %s\n", sid, oid);
+        fflush(stdout);
+    }
+    json_object *last = NULL;
+    rc = cli_wait(cli, oid, cli_wait_timeout(o), &last);
+    if (cli->json)
+        print_created_json(cli, rc, sid, sbx, op, last);
+    json_object_put(last);
+    json_object_put(resp);
+    return rc;
+}
+
+int cli_check_sandbox_id(cli_t *cli, opts_t *o)
+{
+    return cli_check_id(cli->cmd, "SANDBOX_ID", o->pos[0]);
+}
+
+int cli_cmd_get(cli_t *cli, opts_t *o)
+{
+    json_object *resp = NULL;
+    int rc = cli_call_id(cli, "GET", "/v1/sandboxes/", o->pos[0], NULL, "SANDBOX_ID", NULL, NULL, &resp);
+    if (rc != 0)
+        return rc;
+    if (cli->json) {
+        cli_print_json(resp);
+    } else {
+        cli_print_sandbox(jsonx_get_obj(resp, "sandbox"));
+        json_object *ops = jsonx_get_arr(resp, "operations");
+        size_t n = ops ? json_object_array_length(ops) : 0;
+        printf("operations:%s\n", n ? "" : "     none");
+        for (size_t i = 0; i < n; i++) {
+            static const char *const fields[] = { "id", "kind", "state", "created_at", NULL };
+            json_object *op = json_object_array_get_idx(ops, i);
+            cli_print_fields("  ", op, fields);
+            cli_print_op_details(op, 4);
+        }
+    }
+    json_object_put(resp);
+    return 0;
+}
+
+int cli_cmd_list(cli_t *cli, opts_t *o)
+{
+    char path[512];
+    char *t = o->tenant ? httpc_escape(o->tenant) : NULL;
+    if (o->tenant && !t)
+        return EXIT_API;
+    int w = snprintf(path, sizeof path, "/v1/sandboxes?limit=%lld%s%s%s", (long long)(o->limit.set ? o->limit.v
+                                                                                                 : SBX_LIST_DEFAULT),
+                     o->all ? "&all=true" : "", t ? "&tenant=" : "", t ? t : "");
+    free(t);
+    if (w < 0 || (size_t)w >= sizeof path)
+        return cli_usage_error(cli->cmd, "--tenant is too long");
+    json_object *resp = NULL;
+    int rc = cli_call(cli, "GET", path, NULL, NULL, &resp);
+    if (rc)
+        return rc;
+    json_object *arr = jsonx_get_arr(resp, "sandboxes");
+    if (!arr) {
+        fputs("error: bad_response: the list answer has no sandboxes array\n", stderr);
+        json_object_put(resp);
+        return EXIT_API;
+    }
+    if (cli->json) {
+        cli_print_json(resp);
+        json_object_put(resp);
+        return 0;
+    }
+    static const char *const heads[] = { "ID", "TENANT", "IMAGE", "PHASE", "WORKER", "AGE" };
+    static const char *const fields[] = { "id", "tenant", "image", "phase", "worker" };
+    enum { NCOL = 6 };
+    int width[NCOL];
+    for (int c = 0; c < NCOL; c++)
+        width[c] = (int)strlen(heads[c]);
+    size_t n = json_object_array_length(arr);
+    for (size_t i = 0; i < n; i++) {
+        json_object *s = json_object_array_get_idx(arr, i);
+        for (int c = 0; c < NCOL - 1; c++) {
+            int cw = cli_cell_width(jsonx_get_str(s, fields[c]));
+            if (cw > width[c])
+                width[c] = cw;
+        }
+    }
+    for (int c = 0; c < NCOL; c++)
+        cli_print_cell(heads[c], width[c], c == NCOL - 1);
+    for (size_t i = 0; i < n; i++) {
+        json_object *s = json_object_array_get_idx(arr, i);
+        for (int c = 0; c < NCOL - 1; c++)
+            cli_print_cell(jsonx_get_str(s, fields[c]), width[c], false);
+        char age[32];
+        cli_format_age(cli_age_seconds(jsonx_get_str(s, "created_at")), age, sizeof age);
+        cli_print_cell(age, 0, true);
+    }
+    if (n == 0)
+        fputs("sandbox: no sandboxes\n", stderr);
+    json_object_put(resp);
+    return 0;
+}
+
+int cli_check_delete(cli_t *cli, opts_t *o)
+{
+    int rc = cli_check_id(cli->cmd, "SANDBOX_ID", o->pos[0]);
+    if (rc)
+        return rc;
+    if ((rc = cli_check_timeout_wait(cli->cmd, o)) != 0)
+        return rc;
+    return cli_check_idem_key(cli->cmd, o->idem_key);
+}
+
+int cli_cmd_delete(cli_t *cli, opts_t *o)
+{
+    json_object *resp = NULL;
+    int rc = cli_call_id(cli, "DELETE", "/v1/sandboxes/", o->pos[0], NULL, "SANDBOX_ID", NULL, o->idem_key, &resp);
+    if (rc != 0)
+        return rc;
+    return cli_print_or_wait_op(cli, o, resp, "delete");
+}
+
+int cli_check_list(cli_t *cli, opts_t *o)
+{
+    return cli_check_name(cli->cmd, "--tenant", o->tenant);
+}
