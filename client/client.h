@@ -177,4 +177,11 @@ int client_create_body(const client_create_spec_t *s, json_object **ret);
 int client_exec_body(const client_exec_spec_t *s, json_object **ret);
 int client_share_body(const client_share_spec_t *s, json_object **ret);
 
+/* The create and exec bodies from a JSON object of arguments named as the
+ * fields (an MCP tool call's): each field args holds, unless null, is copied as given, so
+ * the server judges its type and range; create's "trust" is always made, of
+ * the flags args holds. Return 0 with *ret (new object) or SBX_ENOMEM. */
+int client_create_body_args(json_object *args, json_object **ret);
+int client_exec_body_args(json_object *args, json_object **ret);
+
 #endif

@@ -114,6 +114,43 @@ static const body_field_t share_fields[] = {
     SF(port, BF_I64), SF(ttl_seconds, BF_INT), SF(auth, BF_STR), FIELDS_END,
 };
 
+/* Adds to body every field of f that args holds (and is not null), as given; a
+ * nested object is always made, of the fields args holds. */
+static int add_args(json_object *body, json_object *args, const body_field_t *f)
+{
+    for (; f->key; f++) {
+        json_object *v = NULL;
+        if (f->kind == BF_OBJ) {
+            json_object *o = json_object_new_object();
+            if (!o)
+                return SBX_ENOMEM;
+            jsonx_add(body, f->key, o);
+            int r = add_args(o, args, f->sub);
+            if (r < 0)
+                return r;
+        } else if (json_object_object_get_ex(args, f->key, &v) && v) {
+            jsonx_add(body, f->key, json_object_get(v));
+        }
+    }
+    return 0;
+}
+
+static int build_args(json_object *args, const body_field_t *fields, json_object **ret)
+{
+    json_object *body = json_object_new_object();
+    if (!body)
+        return SBX_ENOMEM;
+    int r = add_args(body, args, fields);
+    if (r < 0) {
+        json_object_put(body);
+        return r;
+    }
+    *ret = body;
+    return 0;
+}
+
 int client_create_body(const client_create_spec_t *s, json_object **ret) { return build(s, create_fields, ret); }
+int client_create_body_args(json_object *args, json_object **ret) { return build_args(args, create_fields, ret); }
+int client_exec_body_args(json_object *args, json_object **ret) { return build_args(args, exec_fields, ret); }
 int client_exec_body(const client_exec_spec_t *s, json_object **ret) { return build(s, exec_fields, ret); }
 int client_share_body(const client_share_spec_t *s, json_object **ret) { return build(s, share_fields, ret); }

@@ -111,6 +111,31 @@ START_TEST(test_exec_and_share_bodies)
 }
 END_TEST
 
+START_TEST(test_bodies_from_arguments_copy_what_is_given_and_nothing_else)
+{
+    /* A wrongly typed value goes as given (the server names it); nulls, and
+     * arguments that are not body fields, stay out. */
+    json_object *args = unit_json("{\"image\":\"busybox\",\"cpu_millis\":\"lots\",\"hostile\":true,"
+                                  "\"network\":null,\"wait\":true,\"timeout_seconds\":5,\"labels\":{\"a\":\"b\"}}");
+    json_object *b = NULL;
+    ck_assert_int_eq(client_create_body_args(args, &b), 0);
+    ck_assert_str_eq(body_text(b), "{\"image\":\"busybox\",\"cpu_millis\":\"lots\",\"trust\":{\"hostile\":true},"
+                                   "\"labels\":{\"a\":\"b\"}}");
+    json_object_put(b);
+    json_object_put(args);
+    args = unit_json("{\"sandbox_id\":\"sbx_1\",\"argv\":[\"true\"],\"cwd\":7,\"max_output_bytes\":10}");
+    ck_assert_int_eq(client_exec_body_args(args, &b), 0);
+    ck_assert_str_eq(body_text(b), "{\"argv\":[\"true\"],\"cwd\":7,\"max_output_bytes\":10}");
+    json_object_put(b);
+    json_object_put(args);
+    args = unit_json("{}");
+    ck_assert_int_eq(client_create_body_args(args, &b), 0);
+    ck_assert_str_eq(body_text(b), "{\"trust\":{}}");
+    json_object_put(b);
+    json_object_put(args);
+}
+END_TEST
+
 START_TEST(test_logs_lines_decode_to_a_chunk_an_error_or_a_cut)
 {
     client_logs_line_t l;
@@ -151,6 +176,7 @@ Suite *unit_suite(void)
         test_gateway_answer_without_error_body_is_http_error_and_retryable,
         test_path_escapes_the_id_and_refuses_what_does_not_fit,
         test_create_body_sends_trust_and_only_what_is_set,
+        test_bodies_from_arguments_copy_what_is_given_and_nothing_else,
         test_exec_and_share_bodies,
         test_logs_lines_decode_to_a_chunk_an_error_or_a_cut,
         test_backoff_doubles_up_to_its_cap,));

@@ -25,12 +25,10 @@ json_object *tool_share(call_t *c, json_object *args)
         !tool_arg_str(args, "idempotency_key", &idem, &bad) || !tool_arg_wait(args, true, &wait, &tmo, &bad) ||
         !tool_id_path(path, sizeof path, "/v1/sandboxes/", sbx, "/routes", &bad))
         return bad;
-    json_object *body = json_object_new_object();
-    jsonx_add_int(body, "port", port);
-    if (ttl > 0)
-        jsonx_add_int(body, "ttl_seconds", ttl);
-    if (auth)
-        jsonx_add_str(body, "auth", auth);
+    client_share_spec_t spec = { .port = port, .ttl_seconds = { ttl, ttl > 0 }, .auth = auth };
+    json_object *body = NULL;
+    if (client_share_body(&spec, &body) < 0)
+        return mcp_tool_error("internal", "out of memory");
     json_object *resp = NULL;
     json_object *failed = op_request(c, "POST", path, body, idem, "sharing a port of", wait, tmo, &resp, &done);
     json_object_put(body);

@@ -22,17 +22,9 @@ json_object *tool_create(call_t *c, json_object *args)
     const char *idem = NULL;
     if (!tool_arg_wait(args, false, &wait, &tmo, &bad) || !tool_arg_str(args, "idempotency_key", &idem, &bad))
         return bad;
-    json_object *body = json_object_new_object();
-    static const char *const direct[] = { "image", "tenant", "cpu_millis", "memory_mib", "ttl_seconds", "network",
-                                          "isolation", "read_only_root", "hardened", "env", "labels", "selector",
-                                          NULL };
-    for (int i = 0; direct[i]; i++)
-        tool_arg_copy(body, args, direct[i]);
-    json_object *trust = json_object_new_object();
-    tool_arg_copy(trust, args, "untrusted_repo");
-    tool_arg_copy(trust, args, "generated_code");
-    tool_arg_copy(trust, args, "hostile");
-    jsonx_add(body, "trust", trust);
+    json_object *body = NULL;
+    if (client_create_body_args(args, &body) < 0)
+        return mcp_tool_error("internal", "out of memory");
     json_object *resp = NULL;
     json_object *failed = op_request(c, "POST", "/v1/sandboxes", body, idem, "created", wait, tmo, &resp, &done);
     json_object_put(body);
@@ -90,13 +82,10 @@ json_object *tool_exec(call_t *c, json_object *args)
         !tool_arg_int(args, "max_output_bytes", 1, SBX_EXEC_OUTPUT_CEILING, 0, &maxout, &bad) ||
         !tool_id_path(path, sizeof path, "/v1/sandboxes/", sbx, "/exec", &bad))
         return bad;
-    json_object *body = json_object_new_object();
-    tool_arg_copy(body, args, "argv");
-    tool_arg_copy(body, args, "env");
-    tool_arg_copy(body, args, "cwd");
-    jsonx_add_int(body, "timeout_seconds", tmo);
-    if (maxout > 0)
-        jsonx_add_int(body, "max_output_bytes", maxout);
+    json_object *body = NULL;
+    if (client_exec_body_args(args, &body) < 0)
+        return mcp_tool_error("internal", "out of memory");
+    jsonx_add_int(body, "timeout_seconds", tmo);   /* the tool's default when the call names none */
     json_object *resp = NULL;
     bool done = false;
     json_object *out = op_request(c, "POST", path, body, NULL, NULL, true, tmo + MCP_EXEC_SLACK_S, &resp, &done);
