@@ -161,15 +161,7 @@ static void *reconcile_main(void *arg)
         pthread_mutex_lock(&r->mu);
         if (r->stop || r->kicked)
             continue;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        int64_t ms = cfg_int(&r->ctl->cfg, CFG_RECONCILE_INTERVAL_MS);
-        ts.tv_sec += ms / 1000;
-        ts.tv_nsec += (ms % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        struct timespec ts = time_mono_timespec_after(cfg_int(&r->ctl->cfg, CFG_RECONCILE_INTERVAL_MS));
         while (!r->stop && !r->kicked)
             if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) != 0)
                 break;

@@ -630,9 +630,7 @@ void agent_stop(agent_t *a)
     pthread_cond_broadcast(&a->cond);
     if (a->busy)
         log_info(AGENT_COMPONENT, "stopping: waiting for %d running assignments", a->busy);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += AGENT_STOP_GRACE_MS / 1000;
+    struct timespec ts = time_mono_timespec_after(AGENT_STOP_GRACE_MS);
     while (a->busy > 0) {
         if (pthread_cond_timedwait(&a->cond, &a->mu, &ts) == ETIMEDOUT)
             break;
