@@ -77,13 +77,15 @@ static int add_fields(json_object *body, const char *spec, const body_field_t *f
     return r;
 }
 
-/* A new object holding spec's fields. */
-static int build(const void *spec, const body_field_t *fields, json_object **ret)
+static int add_args(json_object *body, json_object *args, const body_field_t *f);
+
+/* A new object holding spec's fields, or (spec NULL) those args holds. */
+static int build(const void *spec, json_object *args, const body_field_t *fields, json_object **ret)
 {
     json_object *body = json_object_new_object();
     if (!body)
         return SBX_ENOMEM;
-    int r = add_fields(body, spec, fields);
+    int r = spec ? add_fields(body, spec, fields) : add_args(body, args, fields);
     if (r < 0) {
         json_object_put(body);
         return r;
@@ -135,22 +137,8 @@ static int add_args(json_object *body, json_object *args, const body_field_t *f)
     return 0;
 }
 
-static int build_args(json_object *args, const body_field_t *fields, json_object **ret)
-{
-    json_object *body = json_object_new_object();
-    if (!body)
-        return SBX_ENOMEM;
-    int r = add_args(body, args, fields);
-    if (r < 0) {
-        json_object_put(body);
-        return r;
-    }
-    *ret = body;
-    return 0;
-}
-
-int client_create_body(const client_create_spec_t *s, json_object **ret) { return build(s, create_fields, ret); }
-int client_create_body_args(json_object *args, json_object **ret) { return build_args(args, create_fields, ret); }
-int client_exec_body_args(json_object *args, json_object **ret) { return build_args(args, exec_fields, ret); }
-int client_exec_body(const client_exec_spec_t *s, json_object **ret) { return build(s, exec_fields, ret); }
-int client_share_body(const client_share_spec_t *s, json_object **ret) { return build(s, share_fields, ret); }
+int client_create_body(const client_create_spec_t *s, json_object **ret) { return build(s, NULL, create_fields, ret); }
+int client_create_body_args(json_object *args, json_object **ret) { return build(NULL, args, create_fields, ret); }
+int client_exec_body_args(json_object *args, json_object **ret) { return build(NULL, args, exec_fields, ret); }
+int client_exec_body(const client_exec_spec_t *s, json_object **ret) { return build(s, NULL, exec_fields, ret); }
+int client_share_body(const client_share_spec_t *s, json_object **ret) { return build(s, NULL, share_fields, ret); }
