@@ -5,11 +5,13 @@
 # The fault-injection tests (test_fault_*, about 7 minutes) run once, in the
 # sanitized build, when both builds run: what they add over the plain run is
 # the crash and recovery paths, and those are where a memory error would hide.
+# Last, tools/fuzz.sh replays tests/fuzz/corpus and fuzzes each libFuzzer
+# harness for SANDBOX_FUZZ_SECONDS (15) seconds: one test per harness.
 # Usage: tools/test.sh [--plain | --sanitize] [--unit-only]   (as root, or a user with sudo)
 #   --plain      only the plain build (build/)
 #   --sanitize   only the sanitized build (build-asan/, -Db_sanitize=address,undefined)
-#   --unit-only  skip the integration tests
-# Env: SANDBOX_BUILD_DIR / SANDBOX_ASAN_BUILD_DIR override the build directories.
+#   --unit-only  skip the integration tests and the fuzzing
+# Env: SANDBOX_BUILD_DIR / SANDBOX_ASAN_BUILD_DIR / SANDBOX_FUZZ_BUILD_DIR override the build directories.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -24,7 +26,7 @@ for arg in "$@"; do
     --plain) plain=1; sanitize=0 ;;
     --sanitize) plain=0; sanitize=1 ;;
     --unit-only) unit_only=1 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) sbx_die "unknown argument: $arg (see --help)" ;;
   esac
 done
@@ -105,6 +107,31 @@ sbx_install_node() {
   sbx_apt_get install -y -q --no-install-recommends nodejs npm || sbx_die "apt-get install nodejs npm failed"
 }
 
+# tools/fuzz.sh builds its harnesses with clang and libFuzzer
+SBX_PACKAGES+=(clang libclang-rt-14-dev)
+
+# run_fuzz: tools/fuzz.sh; each harness is one test.
+run_fuzz() {
+  local flog fp=0 ff=0 summary frc=0
+  flog=$(mktemp /tmp/sbx-fuzz-summary.XXXXXX)
+  sbx_say "[fuzz] tools/fuzz.sh --seconds ${SANDBOX_FUZZ_SECONDS:-15}"
+  bash tools/fuzz.sh --seconds "${SANDBOX_FUZZ_SECONDS:-15}" 2>&1 | tee "$flog" || frc=$?
+  summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$flog" | tail -n 1 || true)
+  rm -f "$flog"
+  if [ -n "$summary" ]; then
+    fp=${summary%% passed*}
+    ff=${summary#*passed, }
+    ff=${ff%% failed}
+  fi
+  if [ "$frc" -ne 0 ] && [ "$ff" -eq 0 ]; then
+    sbx_say "[fuzz] tools/fuzz.sh ended (exit $frc) without a failed harness"
+    ff=1
+  fi
+  lines+=("$(printf '%-10s %d harnesses passed, %d failed' fuzz "$fp" "$ff")")
+  passed=$((passed + fp))
+  failed=$((failed + ff))
+}
+
 start=$(date +%s)
 sbx_install_packages
 # a dockerd that answers (systemd's, after apt installed docker.io) gets
@@ -127,6 +154,9 @@ if [ "$sanitize" -eq 1 ]; then
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
   # shellcheck disable=SC2054 # one meson option, not two array elements
   run_suite sanitized "${SANDBOX_ASAN_BUILD_DIR:-build-asan}" -Db_sanitize=address,undefined -Db_lundef=false
+fi
+if [ "$unit_only" -eq 0 ]; then
+  run_fuzz
 fi
 
 echo "---- test summary ($(( $(date +%s) - start ))s)"
