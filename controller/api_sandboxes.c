@@ -132,10 +132,13 @@ void api_sandbox_create(req_t *rq)
         goto cleanup;
     }
     /* No disk_mib: the server default, within the ceilings that bind this
-     * tenant (a default above them would refuse every plain create). */
+     * tenant (a default above them would refuse every plain create), but
+     * never below the spec's minimum (a tenant ceiling under it refuses). */
     if (spec.disk_mib == 0) {
         int64_t cap = policy_tighter(ctl->max_disk_mib, policy.max_disk_mib);
         spec.disk_mib = ctl->default_disk_mib < cap ? ctl->default_disk_mib : cap;
+        if (spec.disk_mib < SBX_DISK_MIB_MIN)
+            spec.disk_mib = SBX_DISK_MIB_MIN;
     }
     if (policy_check_spec(rq, &spec, &policy) < 0)
         goto cleanup;

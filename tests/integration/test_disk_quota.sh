@@ -40,6 +40,13 @@ assert_exit 0 env SANDBOX_TOKEN="$ITEST_ADMIN_TOKEN" "$SANDBOX_CLI" tenants upda
 assert_exit 1 sandbox create --image "$ITEST_IMAGE" --disk 256
 assert_contains "$ITEST_ERR" "disk_mib 256 is over the tenant policy max_disk_mib = 128" "the tenant ceiling's refusal"
 
+# a tenant ceiling below the smallest quota refuses a create without disk_mib
+tiny=$(itest_tenant itest-disk-tiny)
+assert_exit 0 env SANDBOX_TOKEN="$ITEST_ADMIN_TOKEN" "$SANDBOX_CLI" tenants create "$tiny"
+assert_exit 0 env SANDBOX_TOKEN="$ITEST_ADMIN_TOKEN" "$SANDBOX_CLI" tenants update "$tiny" --policy '{"max_disk_mib":8}'
+assert_exit 1 env SANDBOX_TOKEN="$ITEST_ADMIN_TOKEN" "$SANDBOX_CLI" create --tenant "$tiny" --image "$ITEST_IMAGE"
+assert_contains "$ITEST_ERR" "disk_mib 16 is over the tenant policy max_disk_mib = 8" "a tenant ceiling under the minimum"
+
 # ---- a worker of our own: its metrics, its log, its interval
 finish() {
   itest_delete_tracked

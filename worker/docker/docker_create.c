@@ -247,7 +247,8 @@ int docker_container_exit(docker_runtime_t *rt, const char *id, runtime_exit_t *
     if (r < 0)
         return r;
     docker_exit_from_inspect(o, ret);
-    ret->disk_quota_exceeded = observed_stopped(ret->state) && docker_disk_exceeded(rt, o);
+    /* Only a SIGKILL can be the disk watch's (a walk of the layer costs). */
+    ret->disk_quota_exceeded = observed_stopped(ret->state) && ret->exit_code == 137 && docker_disk_exceeded(rt, o);
     json_object_put(o);
     api_error_t ignored;
     free(ret->output_tail);

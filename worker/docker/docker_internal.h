@@ -292,7 +292,8 @@ int docker_probe_image(docker_runtime_t *rt, api_error_t *err);
  * removes it again. */
 void docker_disk_discover(docker_runtime_t *rt, json_object *info);
 
-/* For a stopped container's details: true when it carries
+/* For a stopped container's details (the caller asks only for one that a
+ * SIGKILL ended): true when it carries
  * RUNTIME_LABEL_DISK_MIB (in inspect's Config.Labels) and its writable
  * layer is over that quota. */
 bool docker_disk_exceeded(docker_runtime_t *rt, json_object *inspect);
