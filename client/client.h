@@ -148,7 +148,7 @@ typedef enum { CLIENT_FLAG_UNSET = 0, CLIENT_FLAG_FALSE, CLIENT_FLAG_TRUE } clie
  * server's defaults); "trust" is always sent, with the flags that are set. */
 typedef struct client_create_spec {
     const char *tenant, *image, *network, *isolation;
-    client_opt_int_t cpu_millis, memory_mib, ttl_seconds;
+    client_opt_int_t cpu_millis, memory_mib, disk_mib, ttl_seconds;
     client_flag_t untrusted_repo, generated_code, hostile;
     client_flag_t read_only_root, hardened;
     json_object *env, *labels, *selector;   /* objects of strings, borrowed; NULL: absent */

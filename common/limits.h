@@ -56,6 +56,10 @@
 #define SBX_CPU_MILLIS_MAX            1024000
 #define SBX_MEMORY_MIB_MIN            6
 #define SBX_MEMORY_MIB_MAX            (4 * 1024 * 1024)
+/* A sandbox's disk quota (disk_mib): below 16 MiB an image's own writes
+ * (a package index) fail at once; the top is 16 TiB. */
+#define SBX_DISK_MIB_MIN              16
+#define SBX_DISK_MIB_MAX              (16 * 1024 * 1024)
 #define SBX_TTL_SECONDS_MIN           10
 #define SBX_TTL_SECONDS_MAX           (30 * 24 * 3600)
 #define SBX_EXEC_TIMEOUT_MAX          (24 * 3600)

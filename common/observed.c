@@ -56,11 +56,14 @@ int observed_from_json(json_object *o, const char *what, observed_t *ret, api_er
         ob.has_exit_code = true;
         ob.exit_code = code;
     }
-    if (json_object_object_get_ex(o, "oom_killed", &v) && !json_object_is_type(v, json_type_null)) {
-        if (!json_object_is_type(v, json_type_boolean))
-            return api_error_set(err, API_INVALID_ARGUMENT, "%s.oom_killed must be a boolean", what);
-        ob.oom_killed = json_object_get_boolean(v);
-    }
+    const char *bools[] = { "oom_killed", "disk_quota_exceeded" };
+    bool *dst[] = { &ob.oom_killed, &ob.disk_quota_exceeded };
+    for (size_t i = 0; i < 2; i++)
+        if (json_object_object_get_ex(o, bools[i], &v) && !json_object_is_type(v, json_type_null)) {
+            if (!json_object_is_type(v, json_type_boolean))
+                return api_error_set(err, API_INVALID_ARGUMENT, "%s.%s must be a boolean", what, bools[i]);
+            *dst[i] = json_object_get_boolean(v);
+        }
     if (observed_str(o, "finished_at", what, OBSERVED_TIME_MAX - 1, false, &s, NULL, err) < 0)
         return SBX_EINVAL;
     if (s && !observed_time_ok(s))
@@ -129,6 +132,8 @@ bool observed_time_known(const char *s)
 
 const char *observed_reason(const observed_t *o)
 {
+    if (o->disk_quota_exceeded && observed_stopped(o->state))
+        return OBSERVED_DISK_QUOTA;
     if (o->oom_killed)
         return OBSERVED_OOM_KILLED;
     /* Docker keeps a container whose process could not start in "created"
@@ -184,7 +189,10 @@ void observed_message(const observed_t *o, char *out, size_t outlen)
     const char *reason = observed_reason(o);
     int code = o->has_exit_code ? (int)o->exit_code : -1;
     int n;
-    if (strcmp(reason, OBSERVED_OOM_KILLED) == 0)
+    if (strcmp(reason, OBSERVED_DISK_QUOTA) == 0)
+        n = snprintf(out, outlen, "the sandbox wrote more than its disk quota (disk_mib) to its filesystem and the "
+                                  "worker stopped it (exit code %d)", code);
+    else if (strcmp(reason, OBSERVED_OOM_KILLED) == 0)
         n = snprintf(out, outlen, "the main process was killed by the kernel's OOM killer: the sandbox ran out of "
                                   "memory (exit code %d)", code);
     else if (strcmp(reason, OBSERVED_START_FAILED) == 0)

@@ -20,12 +20,14 @@
 #define OBSERVED_OOM_KILLED   "oom_killed"   /* the kernel's OOM killer ended it */
 #define OBSERVED_START_FAILED "start_failed" /* the runtime could not start it */
 #define OBSERVED_REMOVED      "removed"      /* the container vanished from a live worker */
+#define OBSERVED_DISK_QUOTA   "disk_quota_exceeded" /* the worker stopped it: over its disk_mib */
 
 typedef struct observed {
     char state[OBSERVED_STATE_MAX];
     bool has_exit_code;          /* the details below were observed */
     int64_t exit_code;
     bool oom_killed;
+    bool disk_quota_exceeded;    /* its writable layer was over disk_mib when it stopped */
     char finished_at[OBSERVED_TIME_MAX];     /* "" unknown */
     char error[SBX_OBSERVED_ERROR_MAX];      /* the runtime's own error, "" none */
     const char *output_tail;     /* borrowed from the JSON read; NULL none */
@@ -34,7 +36,8 @@ typedef struct observed {
 
 /* Reads the observed fields of o (an inventory entry or a report's
  * "observed"): state (required, [a-z_] at most 31 bytes), exit_code
- * (integer, -1 .. 2^31-1), oom_killed (bool), finished_at (RFC 3339),
+ * (integer, -1 .. 2^31-1), oom_killed (bool), disk_quota_exceeded
+ * (bool), finished_at (RFC 3339),
  * error (at most SBX_OBSERVED_ERROR_MAX - 1 bytes) and output_tail (at most
  * SBX_OUTPUT_TAIL_MAX bytes); the strings valid UTF-8 without NUL or, but
  * for output_tail, control characters. Absent optional fields stay unset.
@@ -54,7 +57,8 @@ bool observed_time_ok(const char *s);
  * "never"). */
 bool observed_time_known(const char *s);
 
-/* The failure reason o amounts to: OBSERVED_OOM_KILLED, OBSERVED_START_FAILED
+/* The failure reason o amounts to: OBSERVED_DISK_QUOTA (first: the worker's
+ * kill may also look like an OOM or a signal), OBSERVED_OOM_KILLED, OBSERVED_START_FAILED
  * (the runtime says why it could not start the process) or OBSERVED_EXITED. */
 const char *observed_reason(const observed_t *o);
 

@@ -36,6 +36,7 @@ static const struct {
 } policy_nums[] = {
     { "max_cpu_millis", offsetof(policy_t, max_cpu_millis), SBX_CPU_MILLIS_MAX },
     { "max_memory_mib", offsetof(policy_t, max_memory_mib), SBX_MEMORY_MIB_MAX },
+    { "max_disk_mib", offsetof(policy_t, max_disk_mib), SBX_DISK_MIB_MAX },
     { "max_ttl_seconds", offsetof(policy_t, max_ttl_seconds), SBX_TTL_SECONDS_MAX },
     { "max_sandboxes", offsetof(policy_t, max_sandboxes), 1000000 },
     { "max_total_cpu_millis", offsetof(policy_t, max_total_cpu_millis), INT64_C(1000000000) },

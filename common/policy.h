@@ -15,7 +15,7 @@
 
 typedef struct policy {
     /* 0 means "not set" for every number. */
-    int64_t max_cpu_millis, max_memory_mib, max_ttl_seconds;
+    int64_t max_cpu_millis, max_memory_mib, max_ttl_seconds, max_disk_mib;
     int64_t max_sandboxes, max_total_cpu_millis, max_total_memory_mib;
     int64_t exec_output_default_bytes, exec_output_max_bytes;
     char **images;          /* allowlist: exact names or "prefix/" followed by a star; NULL = any */

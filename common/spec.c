@@ -239,8 +239,8 @@ int spec_from_json(json_object *o, sandbox_spec_t *ret, api_error_t *err)
 
 int spec_from_json_default(json_object *o, const char *default_image, sandbox_spec_t *ret, api_error_t *err)
 {
-    static const char *const known[] = { "tenant", "image", "cpu_millis", "memory_mib", "ttl_seconds",
-                                         "network", "trust", "env", "labels", "isolation",
+    static const char *const known[] = { "tenant", "image", "cpu_millis", "memory_mib", "disk_mib",
+                                         "ttl_seconds", "network", "trust", "env", "labels", "isolation",
                                          "read_only_root", "hardened", "selector", NULL };
     static const char *const trust_known[] = { "untrusted_repo", "generated_code", "hostile", NULL };
     sandbox_spec_t s;
@@ -276,6 +276,7 @@ int spec_from_json_default(json_object *o, const char *default_image, sandbox_sp
                        &s.cpu_millis, err) < 0 ||
         get_ranged_int(o, "memory_mib", SBX_MEMORY_MIB_MIN, SBX_MEMORY_MIB_MAX, SPEC_DEFAULT_MEMORY_MIB,
                        &s.memory_mib, err) < 0 ||
+        get_ranged_int(o, "disk_mib", SBX_DISK_MIB_MIN, SBX_DISK_MIB_MAX, 0, &s.disk_mib, err) < 0 ||
         get_ranged_int(o, "ttl_seconds", SBX_TTL_SECONDS_MIN, SBX_TTL_SECONDS_MAX, SPEC_DEFAULT_TTL_SECONDS,
                        &s.ttl_seconds, err) < 0)
         goto fail;
@@ -462,6 +463,8 @@ json_object *spec_to_json(const sandbox_spec_t *s)
     jsonx_add_str(o, "image", s->image);
     jsonx_add_int(o, "cpu_millis", s->cpu_millis);
     jsonx_add_int(o, "memory_mib", s->memory_mib);
+    if (s->disk_mib > 0)
+        jsonx_add_int(o, "disk_mib", s->disk_mib);
     jsonx_add_int(o, "ttl_seconds", s->ttl_seconds);
     jsonx_add_str(o, "network", net_mode_name(s->network));
     json_object *t = json_object_new_object();

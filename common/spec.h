@@ -41,6 +41,7 @@ typedef struct sandbox_spec {
     char *image;
     int64_t cpu_millis;
     int64_t memory_mib;
+    int64_t disk_mib;      /* disk quota of the writable layer (and tmpfs); 0: absent (the server default) */
     int64_t ttl_seconds;
     net_mode_t network;
     bool untrusted_repo;
@@ -79,7 +80,8 @@ int spec_from_json_default(json_object *o, const char *default_image, sandbox_sp
  * names lowercase [a-z0-9] separated by . _ -, at most SBX_MAX_IMAGE_BYTES.
  * On false, why (if not NULL) gets a one-line reason. */
 bool spec_image_ref_valid(const char *s, char *why, size_t whylen);
-/* The canonical JSON of a spec (every field present). New reference. */
+/* The canonical JSON of a spec (every field present, but disk_mib only
+ * when set). New reference. */
 json_object *spec_to_json(const sandbox_spec_t *s);
 void spec_release(sandbox_spec_t *s);
 

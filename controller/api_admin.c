@@ -112,6 +112,7 @@ void api_tenant_set_policy(req_t *rq, const char *name)
     struct { const char *rule; int64_t tenant, server; } caps[] = {
         { "max_cpu_millis", p.max_cpu_millis, ctl->max_cpu_millis },
         { "max_memory_mib", p.max_memory_mib, ctl->max_memory_mib },
+        { "max_disk_mib", p.max_disk_mib, ctl->max_disk_mib },
         { "max_ttl_seconds", p.max_ttl_seconds, ctl->max_ttl_seconds },
         { "exec_output_max_bytes", p.exec_output_max_bytes, ctl->exec_output_max },
         { "exec_output_default_bytes", p.exec_output_default_bytes, ctl->exec_output_max },

@@ -75,6 +75,7 @@ static int policy_check_spec(req_t *rq, const sandbox_spec_t *s, const policy_t 
     controller_t *ctl = rq->ctl;
     if (check_limit(rq, "cpu_millis", s->cpu_millis, "max_cpu_millis", ctl->max_cpu_millis, p->max_cpu_millis) < 0 ||
         check_limit(rq, "memory_mib", s->memory_mib, "max_memory_mib", ctl->max_memory_mib, p->max_memory_mib) < 0 ||
+        check_limit(rq, "disk_mib", s->disk_mib, "max_disk_mib", ctl->max_disk_mib, p->max_disk_mib) < 0 ||
         check_limit(rq, "ttl_seconds", s->ttl_seconds, "max_ttl_seconds", ctl->max_ttl_seconds, p->max_ttl_seconds) < 0)
         return SBX_EINVAL;
     if (!policy_image_allowed(p, s->image)) {
@@ -129,6 +130,15 @@ void api_sandbox_create(req_t *rq)
     if (rc < 0 || store_tenant_policy(rq->db, tenant_id, &policy) < 0) {
         http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
         goto cleanup;
+    }
+    /* No disk_mib: the server default, within the ceilings that bind this
+     * tenant (a default above them would refuse every plain create), but
+     * never below the spec's minimum (a tenant ceiling under it refuses). */
+    if (spec.disk_mib == 0) {
+        int64_t cap = policy_tighter(ctl->max_disk_mib, policy.max_disk_mib);
+        spec.disk_mib = ctl->default_disk_mib < cap ? ctl->default_disk_mib : cap;
+        if (spec.disk_mib < SBX_DISK_MIB_MIN)
+            spec.disk_mib = SBX_DISK_MIB_MIN;
     }
     if (policy_check_spec(rq, &spec, &policy) < 0)
         goto cleanup;

@@ -91,6 +91,8 @@ static int controller_read_limits(controller_t *ctl, const cfg_t *cfg, char *err
     ctl->max_body_client = cfg_int(cfg, CFG_MAX_BODY_BYTES);
     ctl->max_cpu_millis = cfg_int(cfg, CFG_MAX_CPU_MILLIS);
     ctl->max_memory_mib = cfg_int(cfg, CFG_MAX_MEMORY_MIB);
+    ctl->default_disk_mib = cfg_int(cfg, CFG_DEFAULT_DISK_MIB);
+    ctl->max_disk_mib = cfg_int(cfg, CFG_MAX_DISK_MIB);
     ctl->max_ttl_seconds = cfg_int(cfg, CFG_MAX_TTL_SECONDS);
     ctl->exec_output_max = cfg_int(cfg, CFG_EXEC_OUTPUT_MAX_BYTES);
     if (ctl->lim.exec_output_default > ctl->exec_output_max)

@@ -33,7 +33,7 @@
 static const char *const agent_kinds[] = { "create", "delete", "exec" };   /* assignment kinds, as labels */
 static pthread_once_t agent_metrics_once = PTHREAD_ONCE_INIT;
 metric_family_t *agent_m_assignments, *agent_m_assignment_seconds, *agent_m_running, *agent_m_sandboxes,
-    *agent_m_heartbeats, *agent_m_capacity;
+    *agent_m_heartbeats, *agent_m_capacity, *agent_m_disk_stops;
 
 static void agent_metrics_init(void)
 {
@@ -52,6 +52,10 @@ static void agent_metrics_init(void)
     agent_m_capacity = metrics_family("sandbox_worker_capacity", METRIC_GAUGE,
                                       "Capacity the worker advertises, by resource (cpu_millis, memory_mib, slots).",
                                       NULL, 0);
+    agent_m_disk_stops = metrics_family("sandbox_disk_quota_exceeded_total", METRIC_COUNTER,
+                                        "Sandboxes the worker stopped because their writable layer was over "
+                                        "their disk quota (disk_mib).", NULL, 0);
+    metrics_add(agent_m_disk_stops, NULL, 0);
     /* Every series from the start, at 0, so rates see the first increase. */
     static const char *const outcomes[] = { "succeeded", "failed", "cancelled" };
     char labels[96];
@@ -431,6 +435,7 @@ static int agent_config_capacity(agent_t *a, const cfg_t *cfg, char *err, size_t
     if (a->memory_mib <= 0)
         a->memory_mib = agent_host_memory_mib();
     a->slots = cfg_int(cfg, CFG_WORKER_SLOTS);
+    a->disk_interval_ms = cfg_int(cfg, CFG_WORKER_DISK_INTERVAL_MS);
     a->executors = (int)cfg_int(cfg, CFG_WORKER_EXECUTORS);
     if (a->executors <= 0)
         a->executors = 8;
@@ -460,6 +465,7 @@ static int agent_open_parts(agent_t *a, const cfg_t *cfg, char *err, size_t errl
         return r == SBX_EINVAL ? SBX_EINVAL : SBX_EUNAVAIL;
     }
     agent_log_offer(a->rt);
+    log_info(AGENT_COMPONENT, "disk quota: %s", runtime_disk_mode(a->rt));
     runtime_set_cancel_flag(a->rt, &a->cancel_rt);
     forward_options_t fopt = {
         .listen = cfg_str(cfg, CFG_WORKER_ROUTE_LISTEN),
@@ -581,6 +587,11 @@ int agent_start(agent_t *a, char *err, size_t errlen)
         goto cleanup;
     }
     a->heartbeat_started = true;
+    if (pthread_create(&a->disk, NULL, agent_disk_main, a) != 0) {
+        r = SBX_ENOMEM;
+        goto cleanup;
+    }
+    a->disk_started = true;
     if (pthread_create(&a->poller, NULL, agent_poller_main, a) != 0) {
         r = SBX_ENOMEM;
         goto cleanup;
@@ -653,6 +664,9 @@ void agent_stop(agent_t *a)
     if (a->heartbeat_started)
         pthread_join(a->heartbeat, NULL);
     a->heartbeat_started = false;
+    if (a->disk_started)
+        pthread_join(a->disk, NULL);
+    a->disk_started = false;
     health_stop(a->health);
     log_info(AGENT_COMPONENT, "worker %s stopped", a->name);
 }

@@ -96,6 +96,8 @@ void agent_add_exit(json_object *o, const runtime_exit_t *e)
 {
     jsonx_add_int(o, "exit_code", e->exit_code);
     jsonx_add_bool(o, "oom_killed", e->oom_killed);
+    if (e->disk_quota_exceeded)
+        jsonx_add_bool(o, "disk_quota_exceeded", true);
     if (e->finished_at[0])
         jsonx_add_str(o, "finished_at", e->finished_at);
     if (e->error[0])

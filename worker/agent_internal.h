@@ -47,6 +47,7 @@ struct agent {
     int64_t cpu_millis;
     int64_t memory_mib;
     int64_t slots;
+    int64_t disk_interval_ms;        /* worker_disk_interval_ms: the disk watch's period */
     int executors;
     runtime_t *rt;
     forward_t *fwd;                  /* the route forwarder (worker_route_listen) */
@@ -75,10 +76,10 @@ struct agent {
     atomic_int stop_hb;
     atomic_int cancel_rt;            /* runtime calls give up */
 
-    pthread_t poller, heartbeat;
+    pthread_t poller, heartbeat, disk;
     pthread_t *exec_threads;
     int exec_started;
-    bool poller_started, heartbeat_started;
+    bool poller_started, heartbeat_started, disk_started;
     bool stopped;
 };
 
@@ -89,7 +90,7 @@ static inline bool agent_flag(const atomic_int *flag) { return atomic_load(flag)
 /* The worker's metrics (the process registry, common/metrics.h), made once
  * by the first agent_new. */
 extern metric_family_t *agent_m_assignments, *agent_m_assignment_seconds, *agent_m_running, *agent_m_sandboxes,
-    *agent_m_heartbeats, *agent_m_capacity;
+    *agent_m_heartbeats, *agent_m_capacity, *agent_m_disk_stops;
 
 /* A client for this thread, on the first controller URL, aborting its
  * requests once *abort_flag is set (NULL: never). NULL, logged as failing
@@ -146,6 +147,10 @@ void agent_exchange_failed(agent_t *a, httpc_t *c, int *last_kind, int rc, const
                            const char *what);
 
 void *agent_heartbeat_main(void *arg);
+
+/* The disk watch (agent_disk.c): every disk_interval_ms, one
+ * runtime_disk_enforce pass over the running sandboxes, until stop_hb. */
+void *agent_disk_main(void *arg);
 
 /* Registers, retrying with backoff until the controller answers 200 or the
  * agent stops. Returns 0 when registered. */

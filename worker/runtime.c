@@ -130,6 +130,20 @@ int runtime_logs_stream(runtime_t *rt, const char *ref, const runtime_logs_req_t
 
 void runtime_set_cancel_flag(runtime_t *rt, const atomic_int *flag) { rt->ops->set_cancel_flag(rt, flag); }
 
+const char *runtime_disk_mode(const runtime_t *rt)
+{
+    return rt->ops->disk_mode ? rt->ops->disk_mode(rt) : "not enforced: the runtime has no disk watch";
+}
+
+int runtime_disk_enforce(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_disk_stop_t *ret,
+                         size_t max, size_t *ret_n, api_error_t *err)
+{
+    *ret_n = 0;
+    if (!rt->ops->disk_enforce)
+        return 0;
+    return rt->ops->disk_enforce(rt, cluster_id, worker_name, ret, max, ret_n, err);
+}
+
 void runtime_free(runtime_t *rt)
 {
     if (rt)

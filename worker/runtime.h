@@ -20,6 +20,9 @@
 
 typedef struct runtime runtime_t;
 
+/* A sandbox's disk quota in MiB (its spec's disk_mib), on the object so
+ * the quota survives a worker restart. */
+#define RUNTIME_LABEL_DISK_MIB "dev.sandbox.disk_mib"
 /* Labels every runtime object of ours carries. */
 #define RUNTIME_LABEL_MANAGED  "dev.sandbox.managed"
 #define RUNTIME_LABEL_SANDBOX  "dev.sandbox.id"
@@ -67,6 +70,7 @@ typedef struct runtime_exit {
     char state[32];       /* the runtime's state then ("exited", "created", ...) */
     int exit_code;        /* the main process's exit code; -1 unknown */
     bool oom_killed;      /* the kernel's OOM killer ended a process of it */
+    bool disk_quota_exceeded; /* its writable layer is over its disk quota (the worker stopped it) */
     char finished_at[40]; /* RFC 3339 as the runtime says, "" unknown */
     char error[SBX_OBSERVED_ERROR_MAX]; /* the runtime's own error (could not start), "" */
     char *output_tail;    /* malloc'd: the last <= SBX_OUTPUT_TAIL_MAX bytes of the main
@@ -222,6 +226,30 @@ typedef struct runtime_logs_req {
  * the calling thread for as long as the stream lasts. */
 int runtime_logs_stream(runtime_t *rt, const char *ref, const runtime_logs_req_t *req, api_error_t *err);
 
+/* One sandbox runtime_disk_enforce stopped. */
+typedef struct runtime_disk_stop {
+    char sandbox_id[SBX_ID_MAX];
+    int64_t used_bytes;       /* its writable layer when measured */
+    int64_t quota_mib;
+} runtime_disk_stop_t;
+
+/* How the backend holds sandboxes to their disk quota (spec disk_mib), one
+ * line for the log: "storage driver: ..." when the storage driver bounds
+ * the writable layer itself, "watched: ..." when runtime_disk_enforce must
+ * measure it. */
+const char *runtime_disk_mode(const runtime_t *rt);
+
+/* One pass of the disk watch: measures the writable layer of every running
+ * sandbox of cluster_id made by worker_name (as runtime_inventory selects
+ * them) that carries RUNTIME_LABEL_DISK_MIB, each measurement bounded to a
+ * few seconds, and kills those over their quota; their inventory entries
+ * then say disk_quota_exceeded. Writes at most max stopped sandboxes into
+ * ret and their number into *ret_n, also when it returns an error (a
+ * listing or a kill that failed; the others went on). A backend without the operation (NULL)
+ * stops nothing and returns 0. */
+int runtime_disk_enforce(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_disk_stop_t *ret,
+                         size_t max, size_t *ret_n, api_error_t *err);
+
 /* Makes in-flight and later calls give up soon after *flag becomes non-zero
  * (worker shutdown): a running exec is killed as on a timeout, a pull or
  * any other request to the runtime is abandoned, and the call fails with
@@ -236,7 +264,7 @@ void runtime_free(runtime_t *rt);
 
 /* A backend's operations: one per runtime_* function above (same promises),
  * taking the runtime_t that heads the backend's own struct. Every entry is
- * set; name is what runtime_name returns. */
+ * set but disk_mode and disk_enforce; name is what runtime_name returns. */
 typedef struct runtime_ops {
     const char *name;
     int (*ping)(runtime_t *rt, long timeout_ms, api_error_t *err);
@@ -257,6 +285,10 @@ typedef struct runtime_ops {
     const char *(*probe_result)(const runtime_t *rt, isolation_t cls);
     const char *(*network_unavailable)(const runtime_t *rt, isolation_t cls, net_mode_t mode);
     void (*set_cancel_flag)(runtime_t *rt, const atomic_int *flag);
+    /* Optional (NULL: no disk watch; a test fake). */
+    const char *(*disk_mode)(const runtime_t *rt);
+    int (*disk_enforce)(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_disk_stop_t *ret,
+                        size_t max, size_t *ret_n, api_error_t *err);
     void (*free)(runtime_t *rt);   /* never called with NULL */
 } runtime_ops_t;
 

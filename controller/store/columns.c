@@ -17,6 +17,7 @@ static const store_col_t sandbox_cols[] = {
     { "isolation", "s.isolation", COL_TEXT },
     { "cpu_millis", "s.cpu_millis", COL_INT },
     { "memory_mib", "s.memory_mib", COL_INT },
+    { "disk_mib", "coalesce((s.spec->>'disk_mib')::bigint, 0)", COL_INT }, /* 0: made before quotas */
     { "ttl_seconds", "s.ttl_seconds", COL_INT },
     { "network", "s.spec->>'network'", COL_TEXT },
     { "trust", "(s.spec->'trust')::text", COL_JSON },

@@ -96,6 +96,21 @@ START_TEST(test_create_body_sends_trust_and_only_what_is_set)
 }
 END_TEST
 
+START_TEST(test_create_body_carries_the_disk_quota)
+{
+    client_create_spec_t s = { .memory_mib = { 256, true }, .disk_mib = { 64, true } };
+    json_object *b = NULL;
+    ck_assert_int_eq(client_create_body(&s, &b), 0);
+    ck_assert_str_eq(body_text(b), "{\"memory_mib\":256,\"disk_mib\":64,\"trust\":{}}");
+    json_object_put(b);
+    json_object *args = unit_json("{\"disk_mib\":32,\"wait\":true}");
+    ck_assert_int_eq(client_create_body_args(args, &b), 0);
+    ck_assert_str_eq(body_text(b), "{\"disk_mib\":32,\"trust\":{}}");
+    json_object_put(b);
+    json_object_put(args);
+}
+END_TEST
+
 START_TEST(test_exec_and_share_bodies)
 {
     char *argv[] = { "ls", "-l" };
@@ -176,6 +191,7 @@ Suite *unit_suite(void)
         test_gateway_answer_without_error_body_is_http_error_and_retryable,
         test_path_escapes_the_id_and_refuses_what_does_not_fit,
         test_create_body_sends_trust_and_only_what_is_set,
+        test_create_body_carries_the_disk_quota,
         test_bodies_from_arguments_copy_what_is_given_and_nothing_else,
         test_exec_and_share_bodies,
         test_logs_lines_decode_to_a_chunk_an_error_or_a_cut,

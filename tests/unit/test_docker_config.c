@@ -174,6 +174,38 @@ START_TEST(test_main_process_log_is_one_bounded_json_file)
 }
 END_TEST
 
+START_TEST(test_disk_quota_labels_the_sandbox_and_bounds_every_tmpfs)
+{
+    sandbox_spec_t s = spec_default();
+    s.disk_mib = 32;
+    s.read_only_root = true;
+    json_object *o = body_for(&s, NULL, "none");
+    json_object *hc = jsonx_get_obj(o, "HostConfig");
+    int64_t v = 0;
+    ck_assert_str_eq(jsonx_get_str(jsonx_get_obj(o, "Labels"), RUNTIME_LABEL_DISK_MIB), "32");
+    /* /tmp (a quarter of 512 MiB is 64) and /dev/shm (64) within the 32 MiB quota */
+    ck_assert_str_eq(jsonx_get_str(jsonx_get_obj(hc, "Tmpfs"), "/tmp"), "rw,nosuid,nodev,mode=1777,size=32m");
+    ck_assert(jsonx_get_int(hc, "ShmSize", &v) && v == 32LL * 1024 * 1024);
+    ck_assert_str_eq(text_of(hc, "StorageOpt"), "");
+    json_object_put(o);
+    /* A driver that takes StorageOpt gets the quota as its size. */
+    runtime_create_req_t req = { .sandbox_id = "sbx_1", .tenant = "t1", .spec = &s, .isolation = ISO_CONTAINER };
+    docker_create_plan_t plan = { .network_mode = "none", .storage_quota = true };
+    o = docker_sandbox_body(&req, &plan);
+    ck_assert_str_eq(text_of(jsonx_get_obj(o, "HostConfig"), "StorageOpt"), "{\"size\":\"32M\"}");
+    json_object_put(o);
+    /* A large quota leaves Docker's /dev/shm size; no quota, no label. */
+    s.disk_mib = 4096;
+    o = body_for(&s, NULL, "none");
+    ck_assert(jsonx_get_int(jsonx_get_obj(o, "HostConfig"), "ShmSize", &v) && v == 64LL * 1024 * 1024);
+    json_object_put(o);
+    s.disk_mib = 0;
+    o = body_for(&s, NULL, "none");
+    ck_assert_ptr_null(jsonx_get_str(jsonx_get_obj(o, "Labels"), RUNTIME_LABEL_DISK_MIB));
+    json_object_put(o);
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("docker_config");
@@ -186,6 +218,7 @@ Suite *unit_suite(void)
         test_user_labels_cannot_impersonate_a_sandbox,
         test_probe_is_hardened_and_never_a_sandbox,
         test_main_process_log_is_one_bounded_json_file,
+        test_disk_quota_labels_the_sandbox_and_bounds_every_tmpfs,
     ));
     return s;
 }

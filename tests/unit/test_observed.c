@@ -64,6 +64,31 @@ START_TEST(test_oom_flag_wins_over_exit_code)
 }
 END_TEST
 
+START_TEST(test_disk_quota_wins_over_the_kill_signal)
+{
+    json_object *o;
+    observed_t ob;
+    api_error_t err;
+    ck_assert_int_eq(read_observed("{\"state\":\"exited\",\"exit_code\":137,\"oom_killed\":true,"
+                                   "\"disk_quota_exceeded\":true}", &o, &ob, &err), 0);
+    ck_assert(ob.disk_quota_exceeded);
+    ck_assert_str_eq(observed_reason(&ob), OBSERVED_DISK_QUOTA);
+    json_object *f = observed_failure_json(&ob);
+    ck_assert_str_eq(jsonx_get_str(f, "reason"), "disk_quota_exceeded");
+    ck_assert_msg(strstr(jsonx_get_str(f, "message"), "disk quota") != NULL, "message: %s",
+                  jsonx_get_str(f, "message"));
+    json_object_put(f);
+    json_object_put(o);
+    /* Only a stopped container is judged; a wrong type is refused. */
+    ck_assert_int_eq(read_observed("{\"state\":\"running\",\"disk_quota_exceeded\":true}", &o, &ob, &err), 0);
+    ck_assert_str_ne(observed_reason(&ob), OBSERVED_DISK_QUOTA);
+    json_object_put(o);
+    ck_assert_int_eq(read_observed("{\"state\":\"exited\",\"disk_quota_exceeded\":1}", &o, &ob, &err), SBX_EINVAL);
+    ck_assert_msg(strstr(err.message, "inventory[0].disk_quota_exceeded must be a boolean") != NULL, "%s", err.message);
+    json_object_put(o);
+}
+END_TEST
+
 START_TEST(test_runtime_error_without_finish_is_a_start_failure)
 {
     json_object *o;
@@ -186,6 +211,7 @@ Suite *unit_suite(void)
         test_running_entry_has_no_details,
         test_killed_container_is_exited_with_signal,
         test_oom_flag_wins_over_exit_code,
+        test_disk_quota_wins_over_the_kill_signal,
         test_runtime_error_without_finish_is_a_start_failure,
         test_plain_exit_code_and_last_line,
         test_output_tail_is_bounded,

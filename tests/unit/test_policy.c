@@ -83,6 +83,26 @@ START_TEST(test_policy_rejects_bad_fields_naming_them)
 }
 END_TEST
 
+START_TEST(test_policy_max_disk_mib_is_a_bounded_ceiling)
+{
+    policy_t p;
+    api_error_t err;
+    ck_assert_int_eq(parse("{\"max_disk_mib\":128}", &p, &err), 0);
+    ck_assert_int_eq(p.max_disk_mib, 128);
+    json_object *j = policy_to_json(&p);
+    int64_t v = 0;
+    ck_assert(jsonx_get_int(j, "max_disk_mib", &v) && v == 128);
+    json_object_put(j);
+    policy_release(&p);
+    static const char *const bad[] = { "{\"max_disk_mib\":0}", "{\"max_disk_mib\":-5}", "{\"max_disk_mib\":\"1\"}",
+                                       "{\"max_disk_mib\":16777217}" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(parse(bad[i], &p, &err), SBX_EINVAL);
+        ck_assert_msg(strstr(err.message, "max_disk_mib"), "%s: %s", bad[i], err.message);
+    }
+}
+END_TEST
+
 START_TEST(test_policy_tighter_takes_the_smaller_set_limit)
 {
     ck_assert_int_eq(policy_tighter(16000, 0), 16000);
@@ -99,6 +119,7 @@ Suite *unit_suite(void)
         test_policy_round_trip_keeps_set_fields_only,
         test_policy_image_patterns_match_exact_and_prefix,
         test_policy_rejects_bad_fields_naming_them,
+        test_policy_max_disk_mib_is_a_bounded_ceiling,
         test_policy_tighter_takes_the_smaller_set_limit,
     ));
     return s;

@@ -659,10 +659,37 @@ START_TEST(test_network_and_isolation_names_round_trip)
     ck_assert_str_eq(isolation_name((isolation_t)7), "container");
 }
 END_TEST
+START_TEST(test_disk_mib_is_optional_bounded_and_kept)
+{
+    sandbox_spec_t s;
+    spec_ok("{\"image\":\"b\"}", &s);
+    ck_assert_int_eq(s.disk_mib, 0); /* absent: the server's default_disk_mib */
+    json_object *j = spec_to_json(&s);
+    ck_assert(!json_object_object_get_ex(j, "disk_mib", NULL));
+    json_object_put(j);
+    spec_release(&s);
+    spec_ok("{\"image\":\"b\",\"disk_mib\":64}", &s);
+    ck_assert_int_eq(s.disk_mib, 64);
+    j = spec_to_json(&s);
+    int64_t v = 0;
+    ck_assert(jsonx_get_int(j, "disk_mib", &v) && v == 64);
+    json_object_put(j);
+    spec_release(&s);
+    check_spec_round_trip("{\"image\":\"b\",\"disk_mib\":16777216}");
+    expect_spec_error("{\"image\":\"b\",\"disk_mib\":15}", "disk_mib must be between 16 and 16777216 (got 15)");
+    expect_spec_error("{\"image\":\"b\",\"disk_mib\":0}", "disk_mib must be between 16 and 16777216 (got 0)");
+    expect_spec_error("{\"image\":\"b\",\"disk_mib\":-1}", "(got -1)");
+    expect_spec_error("{\"image\":\"b\",\"disk_mib\":16777217}", "(got 16777217)");
+    expect_spec_error("{\"image\":\"b\",\"disk_mib\":\"64\"}", "disk_mib must be an integer");
+    expect_spec_error("{\"image\":\"b\",\"disk_mib\":6.5}", "disk_mib must be an integer");
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("spec");
     unit_tcase_add(s, "valid", UNIT_TESTS(
+        test_disk_mib_is_optional_bounded_and_kept,
         test_minimal_spec_gets_documented_defaults,
         test_null_fields_get_defaults,
         test_full_spec_decodes_every_field,

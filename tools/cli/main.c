@@ -345,6 +345,7 @@ static const command_t commands[] = {
             FS("--tenant", tenant), FS("--image", image),
             FN("--cpu-millis", cpu_millis, SBX_CPU_MILLIS_MIN, SBX_CPU_MILLIS_MAX),
             FN("--memory-mib", memory_mib, SBX_MEMORY_MIB_MIN, SBX_MEMORY_MIB_MAX),
+            FN("--disk", disk_mib, SBX_DISK_MIB_MIN, SBX_DISK_MIB_MAX),
             FN("--ttl", ttl, SBX_TTL_SECONDS_MIN, SBX_TTL_SECONDS_MAX), FS("--network", network),
             FB("--untrusted-repo", untrusted_repo), FB("--generated-code", generated_code),
             FB("--hostile", hostile), FKV("--env", F_ENV), FKV("--label", F_LABEL),
@@ -352,7 +353,7 @@ static const command_t commands[] = {
             FB("--read-only-root", read_only_root), FB("--hardened", hardened),
             FS("--idempotency-key", idem_key), FWAIT, FJSON), 0, false,
       "usage: sandbox create [--image IMAGE] [--tenant T] [--cpu-millis N] [--memory-mib N]\n"
-      "                      [--ttl SECONDS] [--network none|restricted|open]\n"
+      "                      [--disk MIB] [--ttl SECONDS] [--network none|restricted|open]\n"
       "                      [--untrusted-repo] [--generated-code] [--hostile]\n"
       "                      [--isolation container|gvisor|microvm] [--read-only-root]\n"
       "                      [--hardened] [--selector K=V]...\n"
@@ -369,6 +370,8 @@ static const command_t commands[] = {
       "                           the tenant policy's images list applies)\n"
       "  --cpu-millis N           CPU in thousandths of a core (default 1000)\n"
       "  --memory-mib N           memory in MiB (default 512)\n"
+      "  --disk MIB               disk quota in MiB (default: the server's default_disk_mib,\n"
+      "                           1024); over it the sandbox fails with disk_quota_exceeded\n"
       "  --ttl SECONDS            lifetime once running (default 3600)\n"
       "  --network MODE           none (default), restricted or open\n"
       "  --untrusted-repo         the code comes from an untrusted repository\n"

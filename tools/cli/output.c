@@ -171,7 +171,8 @@ void cli_print_sandbox(json_object *s)
 {
     KV_ROWS(s, { "id:", "id" }, { "tenant:", "tenant" }, { "image:", "image" }, { "phase:", "phase" },
             { "desired state:", "desired_state" }, { "worker:", "worker" }, { "isolation:", "isolation" },
-            { "cpu:", "cpu_millis", " millicpu" }, { "memory:", "memory_mib", " MiB" }, { "ttl:", "ttl_seconds", " s" },
+            { "cpu:", "cpu_millis", " millicpu" }, { "memory:", "memory_mib", " MiB" },
+            { "disk:", "disk_mib", " MiB" }, { "ttl:", "ttl_seconds", " s" },
             { "network:", "network" });
     print_trust(jsonx_get_obj(s, "trust"));
     bool ro = false, hard = false;

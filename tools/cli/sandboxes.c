@@ -36,7 +36,8 @@ static client_create_spec_t create_spec(const opts_t *o)
 {
     return (client_create_spec_t){
         .tenant = o->tenant, .image = o->image, .network = o->network, .isolation = o->isolation,
-        .cpu_millis = o->cpu_millis, .memory_mib = o->memory_mib, .ttl_seconds = o->ttl,
+        .cpu_millis = o->cpu_millis, .memory_mib = o->memory_mib, .disk_mib = o->disk_mib,
+        .ttl_seconds = o->ttl,
         .untrusted_repo = flag_of(o->untrusted_repo), .generated_code = flag_of(o->generated_code),
         .hostile = flag_of(o->hostile),
         .read_only_root = o->read_only_root ? CLIENT_FLAG_TRUE : CLIENT_FLAG_UNSET,

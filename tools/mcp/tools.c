@@ -68,6 +68,8 @@ const mcp_tool_t tool_table[] = {
       DSTR("the tenant to create it in (default: the tenant of the token)") ",'cpu_millis':{'type':'integer',"
       "'minimum':10,'description':'thousandths of a core (default 1000)'},"
       "'memory_mib':{'type':'integer','minimum':6,'description':'default 512'},"
+      "'disk_mib':{'type':'integer','minimum':16,'description':'disk quota in MiB: over it the sandbox is "
+      "stopped and fails with disk_quota_exceeded (default: the server default_disk_mib, 1024)'},"
       "'ttl_seconds':{'type':'integer','minimum':10,'description':'lifetime once running (default 3600)'},"
       "'network':{'type':'string','enum':['none','restricted','open'],'description':'none (default): loopback "
       "only; restricted: nothing outside the sandbox, shared ports still reachable; open: the internet'},"

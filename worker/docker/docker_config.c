@@ -44,6 +44,11 @@ int64_t docker_tmpfs_mib(int64_t memory_mib)
     return m < 1 ? 1 : m;
 }
 
+int64_t docker_tmpfs_quota_mib(const sandbox_spec_t *s, int64_t default_mib)
+{
+    return s->disk_mib > 0 && s->disk_mib < default_mib ? s->disk_mib : default_mib;
+}
+
 /* The HostConfig hardening every container of ours gets: no capabilities
  * but caps (may be empty), no privilege gain, a pids limit, memory without
  * swap, docker-init as pid 1, no mounts, ports or restart, a bounded log. Seccomp is left
@@ -105,6 +110,10 @@ json_object *docker_sandbox_body(const runtime_create_req_t *req, const docker_c
         jsonx_add_str(labels, RUNTIME_LABEL_CLUSTER, req->cluster_id);
     if (req->worker_name && *req->worker_name)
         jsonx_add_str(labels, RUNTIME_LABEL_WORKER, req->worker_name);
+    char disk[32];
+    snprintf(disk, sizeof disk, "%lld", (long long)s->disk_mib);
+    if (s->disk_mib > 0)
+        jsonx_add_str(labels, RUNTIME_LABEL_DISK_MIB, disk);
     jsonx_add(o, "Labels", labels);
     jsonx_add_bool(o, "AttachStdin", false);
     jsonx_add_bool(o, "AttachStdout", false);
@@ -118,9 +127,22 @@ json_object *docker_sandbox_body(const runtime_create_req_t *req, const docker_c
     jsonx_add_str(hc, "NetworkMode", plan->network_mode);
     if (plan->runtime)
         jsonx_add_str(hc, "Runtime", plan->runtime);
+    /* tmpfs pages count against memory, not disk: each is bounded by its
+     * size option, within the disk quota too. */
+    if (s->disk_mib > 0) {
+        jsonx_add_int(hc, "ShmSize", docker_tmpfs_quota_mib(s, DOCKER_SHM_MIB) * 1024 * 1024);
+        if (plan->storage_quota) {
+            json_object *so = json_object_new_object();
+            char size[40];
+            snprintf(size, sizeof size, "%lldM", (long long)s->disk_mib);
+            jsonx_add_str(so, "size", size);
+            jsonx_add(hc, "StorageOpt", so);
+        }
+    }
     if (s->read_only_root) {
         char opts[96];
-        snprintf(opts, sizeof opts, "rw,nosuid,nodev,mode=1777,size=%lldm", (long long)docker_tmpfs_mib(s->memory_mib));
+        snprintf(opts, sizeof opts, "rw,nosuid,nodev,mode=1777,size=%lldm",
+                 (long long)docker_tmpfs_quota_mib(s, docker_tmpfs_mib(s->memory_mib)));
         jsonx_add_bool(hc, "ReadonlyRootfs", true);
         json_object *tmpfs = json_object_new_object();
         jsonx_add_str(tmpfs, "/tmp", opts);

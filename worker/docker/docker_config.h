@@ -14,6 +14,9 @@
 /* The /tmp tmpfs of a read-only sandbox: at most this, and at most a
  * quarter of its memory (tmpfs pages count against the memory limit). */
 #define DOCKER_TMPFS_MAX_MIB     64
+/* Docker's own default size of /dev/shm (a tmpfs), kept unless the disk
+ * quota is smaller. */
+#define DOCKER_SHM_MIB           64
 /* The probe container: small memory, but the sandboxes' own pids limit, so
  * the probe shows that runsc starts under it (the host threads of runsc's
  * kernel count against it: 16 is too few). */
@@ -24,6 +27,7 @@
 typedef struct docker_create_plan {
     const char *runtime;       /* HostConfig.Runtime; NULL: dockerd's default (runc) */
     const char *network_mode;  /* HostConfig.NetworkMode: "none" or a network name */
+    bool storage_quota;        /* the storage driver takes HostConfig.StorageOpt size (the disk quota) */
 } docker_create_plan_t;
 
 /* The capabilities a sandbox keeps after CapDrop ALL (NULL-terminated),
@@ -38,8 +42,15 @@ json_object *docker_json_env(const kv_list_t *env);
 /* The size in MiB of the /tmp tmpfs of a read-only sandbox of memory_mib. */
 int64_t docker_tmpfs_mib(int64_t memory_mib);
 
-/* The POST /containers/create body of a sandbox (new reference): labels,
- * limits, CapDrop ALL plus docker_sandbox_caps (none when hardened),
+/* The size in MiB of a tmpfs (/tmp of a read-only root, /dev/shm) of
+ * sandbox s: within its memory (docker_tmpfs_mib for /tmp, default_mib for
+ * /dev/shm) and within its disk quota when it has one, so no tmpfs holds
+ * more than disk_mib. */
+int64_t docker_tmpfs_quota_mib(const sandbox_spec_t *s, int64_t default_mib);
+
+/* The POST /containers/create body of a sandbox (new reference): labels
+ * (RUNTIME_LABEL_DISK_MIB with the disk quota), limits (the quota also as
+ * StorageOpt size when plan->storage_quota, and as the bound of every tmpfs), CapDrop ALL plus docker_sandbox_caps (none when hardened),
  * no-new-privileges, Docker's default seccomp profile, docker-init as pid 1,
  * no mounts or ports, a read-only root with a bounded /tmp tmpfs when asked,
  * and plan's runtime and network. */

@@ -247,6 +247,8 @@ int docker_container_exit(docker_runtime_t *rt, const char *id, runtime_exit_t *
     if (r < 0)
         return r;
     docker_exit_from_inspect(o, ret);
+    /* Only a SIGKILL can be the disk watch's (a walk of the layer costs). */
+    ret->disk_quota_exceeded = observed_stopped(ret->state) && ret->exit_code == 137 && docker_disk_exceeded(rt, o);
     json_object_put(o);
     api_error_t ignored;
     free(ret->output_tail);
@@ -263,6 +265,7 @@ void docker_exit_message(const runtime_exit_t *e, char *out, size_t outlen)
     ob.has_exit_code = e->known && e->exit_code >= 0;
     ob.exit_code = e->exit_code;
     ob.oom_killed = e->oom_killed;
+    ob.disk_quota_exceeded = e->disk_quota_exceeded;
     snprintf(ob.finished_at, sizeof ob.finished_at, "%s", e->finished_at);
     snprintf(ob.error, sizeof ob.error, "%s", e->error);
     ob.output_tail = e->output_tail;
@@ -522,6 +525,7 @@ static int docker_create_plan(docker_runtime_t *rt, isolation_t iso, net_mode_t 
                              (int)net >= 0 && (int)net < DOCKER_MODES ? rt->net_why[iso][net] : "unknown mode");
     ret->runtime = iso == ISO_GVISOR ? rt->gvisor_runtime : NULL;
     ret->network_mode = net == NET_NONE ? "none" : rt->net_name[net];
+    ret->storage_quota = rt->storage_quota;
     if (net != NET_NONE && docker_network_ensure(rt, net, err) < 0) {
         /* The network was fine at start; someone removed or replaced it. */
         char why[sizeof err->message];

@@ -80,6 +80,8 @@ typedef struct docker_runtime {
     unsigned net_modes[DOCKER_CLASSES];
     char probe[DOCKER_CLASSES][RUNTIME_PROBE_TEXT_MAX];
     char net_why[DOCKER_CLASSES][DOCKER_MODES][RUNTIME_PROBE_TEXT_MAX];
+    bool storage_quota;                              /* StorageOpt size works (docker_disk_discover) */
+    char disk_mode[RUNTIME_PROBE_TEXT_MAX];          /* runtime_disk_mode */
 } docker_runtime_t;
 
 typedef struct docker_reply {
@@ -271,5 +273,33 @@ int docker_rt_logs_stream(runtime_t *base, const char *ref, const runtime_logs_r
  * network is checked instead; duplicates from racing creators are removed)
  * and refuses one set up differently. */
 int docker_network_ensure(docker_runtime_t *rt, net_mode_t mode, api_error_t *err);
+
+/* Makes the probe image (DOCKER_PROBE_IMAGE) from an in-memory tar when
+ * Docker does not have it. */
+int docker_probe_image(docker_runtime_t *rt, api_error_t *err);
+
+/* ---- docker_disk.c ----------------------------------------------------- */
+
+/* Measuring a writable layer (inspect ?size=true walks it). */
+#define DOCKER_DISK_CALL_MS      5000L
+/* The StorageOpt size the probe asks for (any size the driver takes). */
+#define DOCKER_DISK_PROBE_SIZE   "64M"
+/* Sandboxes one disk pass measures at most (the rest wait for the next). */
+#define DOCKER_DISK_PASS_MAX     1024
+
+/* Decides how disk quotas are held (rt->storage_quota, rt->disk_mode):
+ * creates, never starts, a probe container with StorageOpt size and
+ * removes it again. */
+void docker_disk_discover(docker_runtime_t *rt, json_object *info);
+
+/* For a stopped container's details (the caller asks only for one that a
+ * SIGKILL ended): true when it carries
+ * RUNTIME_LABEL_DISK_MIB (in inspect's Config.Labels) and its writable
+ * layer is over that quota. */
+bool docker_disk_exceeded(docker_runtime_t *rt, json_object *inspect);
+
+const char *docker_rt_disk_mode(const runtime_t *base);
+int docker_rt_disk_enforce(runtime_t *base, const char *cluster_id, const char *worker_name,
+                           runtime_disk_stop_t *ret, size_t max, size_t *ret_n, api_error_t *err);
 
 #endif

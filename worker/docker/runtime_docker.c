@@ -120,7 +120,7 @@ static void docker_runsc_exe(const char *path, char out[RUNSC_PATH_MAX])
 
 /* Makes the probe image from an in-memory tar holding one empty directory
  * when Docker does not have it (no registry needed). */
-static int docker_probe_image(docker_runtime_t *rt, api_error_t *err)
+int docker_probe_image(docker_runtime_t *rt, api_error_t *err)
 {
     int r = 0;
     long status = 0;
@@ -557,6 +557,7 @@ int runtime_docker_open(const runtime_docker_options_t *opt, runtime_t **ret, ap
     rt->offered[ISO_CONTAINER] = true;
     docker_networks_discover(rt);
     docker_gvisor_discover(rt, info);
+    docker_disk_discover(rt, info);
     *ret = &rt->base;
     rt = NULL;
 cleanup:
@@ -638,5 +639,7 @@ static const runtime_ops_t docker_ops = {
     .probe_result = docker_rt_probe_result,
     .network_unavailable = docker_rt_network_unavailable,
     .set_cancel_flag = docker_rt_set_cancel_flag,
+    .disk_mode = docker_rt_disk_mode,
+    .disk_enforce = docker_rt_disk_enforce,
     .free = docker_rt_free,
 };
