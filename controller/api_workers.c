@@ -73,9 +73,11 @@ static void worker_identity_denied(req_t *rq, const char *endpoint, const char *
     http_reply_error(rq, API_FORBIDDEN, "%s", msg);
 }
 
-/* Whether the request's token may act as worker id: a malformed or unknown
- * id is 404 (register again), another worker's 403. Replies when not. */
-static bool worker_id_ok(req_t *rq, const char *endpoint, const char *id)
+/* Whether the request's token may act as worker id: a malformed id is 404
+ * (register again), another worker's 403; an unknown one is 404 unless
+ * missing_ok (the handler's store call then says so, after checking the
+ * body). Replies when not. */
+static bool worker_id_ok(req_t *rq, const char *endpoint, const char *id, bool missing_ok)
 {
     if (!ids_valid("wrk", id)) {
         http_reply_error(rq, API_NOT_FOUND, "no worker %.64s; register again", id);
@@ -83,7 +85,7 @@ static bool worker_id_ok(req_t *rq, const char *endpoint, const char *id)
     }
     char name[SBX_MAX_NAME_BYTES + 1] = "", bound[SBX_MAX_NAME_BYTES + 1] = "";
     int rc = store_worker_authorize(rq->db, rq->auth.token_id, id, name, bound);
-    if (rc == 0)
+    if (rc == 0 || (rc == SBX_ENOTFOUND && missing_ok))
         return true;
     if (rc == SBX_ENOTFOUND) {
         http_reply_error(rq, API_NOT_FOUND, "no worker %s; register again", id);
@@ -141,7 +143,7 @@ void api_worker_register(req_t *rq)
 
 void api_worker_heartbeat(req_t *rq, const char *id)
 {
-    if (!worker_id_ok(rq, "heartbeat", id))
+    if (!worker_id_ok(rq, "heartbeat", id, true))
         return;
     json_object *body = NULL, *resp = NULL;
     api_error_t err;
@@ -159,7 +161,7 @@ void api_worker_heartbeat(req_t *rq, const char *id)
 void api_worker_poll(req_t *rq, const char *id)
 {
     int wait = 0;
-    if (!worker_id_ok(rq, "poll", id) || http_wait_param(rq, &wait) < 0)
+    if (!worker_id_ok(rq, "poll", id, false) || http_wait_param(rq, &wait) < 0)
         return;
     snprintf(rq->park_id, sizeof rq->park_id, "%s", id);
     rq->poll_gen = server_poll_begin(id);
@@ -194,7 +196,7 @@ bool api_poll_resume(req_t *rq, bool final)
 
 void api_worker_report(req_t *rq, const char *id)
 {
-    if (!worker_id_ok(rq, "report", id))
+    if (!worker_id_ok(rq, "report", id, true))
         return;
     json_object *body = NULL, *resp = NULL;
     api_error_t err;
