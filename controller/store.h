@@ -27,6 +27,7 @@ typedef struct auth_info {
     char tenant_id[SBX_ID_MAX];
     char tenant[64];
     role_t role;
+    char worker_name[SBX_MAX_NAME_BYTES + 1]; /* a worker token's bound name; "" unbound or not a worker */
 } auth_info_t;
 
 /* Settings the store needs (copied from the config at start). */

@@ -329,9 +329,11 @@ static int cmd_token_create(const cfg_t *cfg, const opts_t *o)
 }
 
 /* Reads a token file, or creates a token and writes the file (mode 600).
+ * A worker token (worker_name not NULL) bound to another worker name is
+ * replaced by one bound to worker_name (the embedded worker was renamed).
  * ret_created tells whether it is new. */
 static int token_file(const char *conninfo, const char *path, const char *tenant, role_t role, const char *name,
-                      char ret[SBX_TOKEN_MAX], bool *ret_created)
+                      const char *worker_name, char ret[SBX_TOKEN_MAX], bool *ret_created)
 {
     *ret_created = false;
     FILE *f = fopen(path, "r");
@@ -349,10 +351,14 @@ static int token_file(const char *conninfo, const char *path, const char *tenant
             int rc = c ? store_token_find(c, id, hash, &ai) : SBX_EDB;
             if (c)
                 PQfinish(c);
-            if (rc == 0 && token_verify(buf, hash)) {
+            bool renamed = rc == 0 && worker_name && ai.worker_name[0] && strcmp(ai.worker_name, worker_name) != 0;
+            if (rc == 0 && token_verify(buf, hash) && !renamed) {
                 memcpy(ret, buf, SBX_TOKEN_MAX);
                 return 0;
             }
+            if (renamed)
+                log_info("sandboxd", "%s acts for worker %s, not %s: making a token for %s", path, ai.worker_name,
+                         worker_name, worker_name);
         }
     }
     char err[512];
@@ -361,7 +367,7 @@ static int token_file(const char *conninfo, const char *path, const char *tenant
         log_error("sandboxd", "cannot connect to the database: %s", err);
         return SBX_EUNAVAIL;
     }
-    int rc = store_token_create(c, tenant, role, name, NULL, ret, err, sizeof err);
+    int rc = store_token_create(c, tenant, role, name, worker_name, ret, err, sizeof err);
     PQfinish(c);
     if (rc < 0) {
         log_error("sandboxd", "failed to create the %s token: %s", role_name(role), err);
@@ -450,7 +456,7 @@ static int run_daemon(cfg_t *cfg, bool with_controller, bool with_worker)
         char admin[SBX_TOKEN_MAX], path[1024];
         bool created = false;
         snprintf(path, sizeof path, "%s/admin.token", data_dir);
-        if (token_file(conninfo, path, "default", ROLE_ADMIN, "bootstrap admin", admin, &created) < 0)
+        if (token_file(conninfo, path, "default", ROLE_ADMIN, "bootstrap admin", NULL, admin, &created) < 0)
             goto cleanup;
         /* Printed only to a terminal: where output goes to a file or a
          * journal, a secret there would be a secret in the logs. */
@@ -464,7 +470,12 @@ static int run_daemon(cfg_t *cfg, bool with_controller, bool with_worker)
         fflush(stdout);
         sodium_memzero(admin, sizeof admin);
         snprintf(path, sizeof path, "%s/worker.token", data_dir);
-        if (token_file(conninfo, path, "default", ROLE_WORKER, "embedded worker", worker_token, &created) < 0)
+        char wname[AGENT_NAME_BUF];
+        if (agent_worker_name(cfg, wname) < 0) {
+            fprintf(stderr, "sandboxd: worker_name is longer than %d bytes\n", SBX_MAX_NAME_BYTES);
+            goto cleanup;
+        }
+        if (token_file(conninfo, path, "default", ROLE_WORKER, "embedded worker", wname, worker_token, &created) < 0)
             goto cleanup;
         char url[128];
         snprintf(url, sizeof url, "http://127.0.0.1:%d", ctl->port);

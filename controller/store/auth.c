@@ -8,7 +8,8 @@ int store_token_find(PGconn *c, const char *token_id, char ret_hash[72], auth_in
     const char *p[] = { token_id };
     PGresult *r = db_exec(c,
                           "SELECT t.hash, t.role, t.tenant_id, tn.name, "
-                          "  (t.revoked_at IS NOT NULL OR (t.expires_at IS NOT NULL AND t.expires_at <= now())) "
+                          "  (t.revoked_at IS NOT NULL OR (t.expires_at IS NOT NULL AND t.expires_at <= now())), "
+                          "  coalesce(t.worker_name, '') "
                           "FROM api_tokens t JOIN tenants tn ON tn.id = t.tenant_id WHERE t.id = $1",
                           1, p);
     if (!r)
@@ -27,6 +28,7 @@ int store_token_find(PGconn *c, const char *token_id, char ret_hash[72], auth_in
     snprintf(ret->token_id, sizeof ret->token_id, "%s", token_id);
     snprintf(ret->tenant_id, sizeof ret->tenant_id, "%s", db_get(r, 0, 2));
     snprintf(ret->tenant, sizeof ret->tenant, "%s", db_get(r, 0, 3));
+    snprintf(ret->worker_name, sizeof ret->worker_name, "%s", db_get(r, 0, 5));
     if (role_parse(db_get(r, 0, 1), &ret->role) < 0)
         rc = SBX_EAUTH;
 cleanup:
