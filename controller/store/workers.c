@@ -217,24 +217,15 @@ int store_worker_register(PGconn *c, json_object *body, const char *token_id, js
     char *labels_text = jsonx_dump(lj);
     json_object_put(lj);
     char id[SBX_ID_MAX], cpus[24], mems[24], slotss[24];
-    int bind_rc = 0;
     ids_new("wrk", id);
     snprintf(cpus, sizeof cpus, "%lld", (long long)cpu);
     snprintf(mems, sizeof mems, "%lld", (long long)mem);
     snprintf(slotss, sizeof slotss, "%lld", (long long)slots);
     const char *p[] = { id, name, labels_text, iso_lit, runtime, cpus, mems, slotss, version ? version : "",
                         nets_text, probes_text, images_text ? images_text : "[]", route_address, token_id };
-    if (db_begin(c) < 0 || (bind_rc = worker_bind(c, token_id, name, err)) < 0) {
-        free(labels_text);
-        free(nets_text);
-        free(probes_text);
-        free(images_text);
-        if (bind_rc == 0)
-            store__db_error(err);
-        db_rollback(c);
-        return bind_rc == SBX_EPERM ? SBX_EPERM : SBX_EDB;
-    }
-    PGresult *r = store__exec_cols(c, &store__t_worker,
+    /* The token's binding first: a refused one changes nothing. */
+    int bind_rc = db_begin(c) < 0 ? store__db_error(err) : worker_bind(c, token_id, name, err);
+    PGresult *r = bind_rc < 0 ? NULL : store__exec_cols(c, &store__t_worker,
                           "INSERT INTO workers (id, name, labels, isolation, runtime, cpu_millis, memory_mib, slots, "
                           "version, state, networks, probes, images, route_address, token_id) VALUES ($1, $2, "
                           "$3::jsonb, $4::text[], $5, $6, $7, $8, $9, 'ready', $10::jsonb, $11::jsonb, $12::jsonb, "
@@ -251,6 +242,10 @@ int store_worker_register(PGconn *c, json_object *body, const char *token_id, js
     free(nets_text);
     free(probes_text);
     free(images_text);
+    if (bind_rc < 0) {
+        db_rollback(c);
+        return bind_rc;
+    }
     json_object *ed = json_object_new_object();
     jsonx_add_str(ed, "worker", name);
     jsonx_add_str(ed, "worker_id", r ? store__col_text(&store__t_worker, r, 0, "id") : NULL);
