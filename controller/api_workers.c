@@ -16,11 +16,9 @@
 /* The (token, worker) pairs already logged and written as an event: a
  * stolen token retrying is one line and one event, not a flood. A ring of
  * hashes: at most SBX_WORKER_DENIED_SEEN_MAX pairs are remembered. */
-#define WORKER_DENIED_SEEN_MAX SBX_WORKER_DENIED_SEEN_MAX
-
 static struct {
     pthread_mutex_t mu;
-    uint64_t seen[WORKER_DENIED_SEEN_MAX];
+    uint64_t seen[SBX_WORKER_DENIED_SEEN_MAX];
     unsigned next;
 } worker_denied_log = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
@@ -46,11 +44,11 @@ static bool worker_denied_first(const char *token_id, const char *worker)
     h |= 1; /* 0 marks an empty slot */
     bool first = true;
     pthread_mutex_lock(&worker_denied_log.mu);
-    for (unsigned i = 0; i < WORKER_DENIED_SEEN_MAX && first; i++)
+    for (unsigned i = 0; i < SBX_WORKER_DENIED_SEEN_MAX && first; i++)
         first = worker_denied_log.seen[i] != h;
     if (first) {
         worker_denied_log.seen[worker_denied_log.next] = h;
-        worker_denied_log.next = (worker_denied_log.next + 1) % WORKER_DENIED_SEEN_MAX;
+        worker_denied_log.next = (worker_denied_log.next + 1) % SBX_WORKER_DENIED_SEEN_MAX;
     }
     pthread_mutex_unlock(&worker_denied_log.mu);
     return first;
@@ -91,13 +89,12 @@ static bool worker_id_ok(req_t *rq, const char *endpoint, const char *id, bool m
         http_reply_error(rq, API_NOT_FOUND, "no worker %s; register again", id);
     } else if (rc == SBX_EPERM) {
         api_error_t e;
-        char *msg = e.message;
         if (bound[0])
-            snprintf(msg, sizeof e.message, "this worker token acts for worker %s, not %s (%s)", bound, name, id);
+            snprintf(e.message, sizeof e.message, "this worker token acts for worker %s, not %s (%s)", bound, name, id);
         else
-            snprintf(msg, sizeof e.message, "this worker token does not act for worker %s (%s): it is bound to no worker "
-                     "and did not register it", name, id);
-        worker_identity_denied(rq, endpoint, id, msg);
+            snprintf(e.message, sizeof e.message, "this worker token does not act for worker %s (%s): it is bound to "
+                     "no worker and did not register it", name, id);
+        worker_identity_denied(rq, endpoint, id, e.message);
     } else {
         http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
     }
@@ -112,11 +109,8 @@ void api_worker_register(req_t *rq)
         return;
     int rc = store_worker_register(rq->db, body, rq->auth.token_id, &w, &err);
     if (rc == SBX_EPERM) {
-        const char *name = jsonx_get_str(body, "name");
-        char who[SBX_MAX_NAME_BYTES + 1];
-        snprintf(who, sizeof who, "%s", name ? name : "");
+        worker_identity_denied(rq, "register", jsonx_get_str(body, "name"), err.message);
         json_object_put(body);
-        worker_identity_denied(rq, "register", who, err.message);
         return;
     }
     if (rc < 0) {

@@ -187,8 +187,6 @@ int store_worker_list(PGconn *c, json_object **ret, api_error_t *err);
 int store_worker_set_draining(PGconn *c, const char *name, bool drain, json_object **ret, api_error_t *err);
 /* The installation's id (workers label their runtime objects with it). */
 int store_cluster_id(PGconn *c, char ret[64]);
-/* True when the worker exists. */
-int store_worker_exists(PGconn *c, const char *worker_id, bool *ret);
 
 /* A worker name: 1 to SBX_MAX_NAME_BYTES letters, digits, '.', '_' or '-'. */
 bool store_worker_name_valid(const char *s);

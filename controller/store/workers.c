@@ -265,12 +265,6 @@ int store_cluster_id(PGconn *c, char ret[64])
     return store__one_text(c, "SELECT id FROM cluster", 0, NULL, ret, 64);
 }
 
-int store_worker_exists(PGconn *c, const char *worker_id, bool *ret)
-{
-    const char *p[] = { worker_id };
-    return store__one_row(c, "SELECT 1 FROM workers WHERE id = $1", 1, p, ret);
-}
-
 int store_worker_authorize(PGconn *c, const char *token_id, const char *worker_id,
                            char ret_name[SBX_MAX_NAME_BYTES + 1], char ret_bound[SBX_MAX_NAME_BYTES + 1])
 {
