@@ -70,6 +70,9 @@
 #define SBX_MAX_PARKED_PER_THREAD     20000
 /* Worker inventory entries accepted in one heartbeat. */
 #define SBX_MAX_INVENTORY             100000
+/* (token, worker) pairs whose worker-identity refusal the controller
+ * remembers, so each is logged and made an event once. */
+#define SBX_WORKER_DENIED_SEEN_MAX    512
 /* Rows a reconcile pass claims per transaction. */
 #define SBX_RECONCILE_BATCH           100
 /* List endpoints: default and maximum page size. */

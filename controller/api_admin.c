@@ -141,7 +141,7 @@ cleanup:
 
 void api_token_create(req_t *rq)
 {
-    static const char *const known[] = { "tenant", "role", "name", "ttl_seconds", NULL };
+    static const char *const known[] = { "tenant", "role", "name", "ttl_seconds", "worker", NULL };
     json_object *body = NULL, *tok = NULL;
     api_error_t err;
     char secret[SBX_TOKEN_MAX];
@@ -152,6 +152,7 @@ void api_token_create(req_t *rq)
     const char *tenant = jsonx_get_str(body, "tenant");
     const char *role_s = jsonx_get_str(body, "role");
     const char *name = jsonx_get_str(body, "name");
+    const char *worker = jsonx_get_str(body, "worker");
     int64_t ttl = 0;
     json_object *v;
     role_t role;
@@ -173,7 +174,18 @@ void api_token_create(req_t *rq)
         http_reply_error(rq, API_INVALID_ARGUMENT, "ttl_seconds must be 1 to 315360000 (or absent: no expiry)");
         goto cleanup;
     }
-    if (store_token_issue(rq->db, tenant, role, name, ttl, &tok, secret, &err) < 0) {
+    if (json_object_object_get_ex(body, "worker", &v) && !json_object_is_type(v, json_type_null) &&
+        (!worker || !store_worker_name_valid(worker))) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "worker must be a worker name: 1 to %d letters, digits, . _ or -",
+                         SBX_MAX_NAME_BYTES);
+        goto cleanup;
+    }
+    if (worker && role != ROLE_WORKER) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "worker is only for role worker (a %s token acts for no worker)",
+                         role_name(role));
+        goto cleanup;
+    }
+    if (store_token_issue(rq->db, tenant, role, name, worker, ttl, &tok, secret, &err) < 0) {
         http_reply_api_error(rq, &err);
         goto cleanup;
     }

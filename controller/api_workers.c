@@ -5,14 +5,99 @@
 #include "jsonx.h"
 #include "limits.h"
 #include "log.h"
+#include "metrics.h"
 
+#include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
-static bool worker_id_ok(req_t *rq, const char *id)
+/* ---- worker identity ---------------------------------------------------- */
+
+/* The (token, worker) pairs already logged and written as an event: a
+ * stolen token retrying is one line and one event, not a flood. A ring of
+ * hashes: at most SBX_WORKER_DENIED_SEEN_MAX pairs are remembered. */
+static struct {
+    pthread_mutex_t mu;
+    uint64_t seen[SBX_WORKER_DENIED_SEEN_MAX];
+    unsigned next;
+} worker_denied_log = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static metric_family_t *m_identity_denied;
+static pthread_once_t worker_metrics_once = PTHREAD_ONCE_INIT;
+
+static void worker_metrics_init(void)
 {
-    if (ids_valid("wrk", id))
+    m_identity_denied = metrics_family("sandbox_worker_identity_denied_total", METRIC_COUNTER,
+                                       "Worker requests refused because the worker token does not act for that "
+                                       "worker, by endpoint.", NULL, 0);
+}
+
+/* FNV-1a of token and worker; true the first time the pair is seen. */
+static bool worker_denied_first(const char *token_id, const char *worker)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *s = token_id; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    h = (h ^ 0xffu) * 1099511628211ULL;
+    for (const char *s = worker; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    h |= 1; /* 0 marks an empty slot */
+    bool first = true;
+    pthread_mutex_lock(&worker_denied_log.mu);
+    for (unsigned i = 0; i < SBX_WORKER_DENIED_SEEN_MAX && first; i++)
+        first = worker_denied_log.seen[i] != h;
+    if (first) {
+        worker_denied_log.seen[worker_denied_log.next] = h;
+        worker_denied_log.next = (worker_denied_log.next + 1) % SBX_WORKER_DENIED_SEEN_MAX;
+    }
+    pthread_mutex_unlock(&worker_denied_log.mu);
+    return first;
+}
+
+/* Answers 403 forbidden with msg for a worker token acting as a worker it
+ * does not act for; counts it, and logs it and writes the
+ * worker.identity_denied event once per (token, worker). */
+static void worker_identity_denied(req_t *rq, const char *endpoint, const char *worker, const char *msg)
+{
+    pthread_once(&worker_metrics_once, worker_metrics_init);
+    char labels[64];
+    metrics_add(m_identity_denied, metrics_labels(labels, sizeof labels, "endpoint", endpoint, NULL), 1);
+    if (worker_denied_first(rq->auth.token_id, worker)) {
+        log_warn("controller", "worker token %s (tenant %s) refused as worker %.128s at %s: %s (logged once)",
+                 rq->auth.token_id, rq->auth.tenant, worker, endpoint, msg);
+        if (store_worker_identity_denied_event(rq->db, rq->auth.token_id, worker, msg) < 0)
+            log_warn("controller", "cannot write the worker.identity_denied event: %s", db_last_error());
+    }
+    http_reply_error(rq, API_FORBIDDEN, "%s", msg);
+}
+
+/* Whether the request's token may act as worker id: a malformed id is 404
+ * (register again), another worker's 403; an unknown one is 404 unless
+ * missing_ok (the handler's store call then says so, after checking the
+ * body). Replies when not. */
+static bool worker_id_ok(req_t *rq, const char *endpoint, const char *id, bool missing_ok)
+{
+    if (!ids_valid("wrk", id)) {
+        http_reply_error(rq, API_NOT_FOUND, "no worker %.64s; register again", id);
+        return false;
+    }
+    char name[SBX_MAX_NAME_BYTES + 1] = "", bound[SBX_MAX_NAME_BYTES + 1] = "";
+    int rc = store_worker_authorize(rq->db, rq->auth.token_id, id, name, bound);
+    if (rc == 0 || (rc == SBX_ENOTFOUND && missing_ok))
         return true;
-    http_reply_error(rq, API_NOT_FOUND, "no worker %.64s; register again", id);
+    if (rc == SBX_ENOTFOUND) {
+        http_reply_error(rq, API_NOT_FOUND, "no worker %s; register again", id);
+    } else if (rc == SBX_EPERM) {
+        api_error_t e;
+        if (bound[0])
+            snprintf(e.message, sizeof e.message, "this worker token acts for worker %s, not %s (%s)", bound, name, id);
+        else
+            snprintf(e.message, sizeof e.message, "this worker token does not act for worker %s (%s): it is bound to "
+                     "no worker and did not register it", name, id);
+        worker_identity_denied(rq, endpoint, id, e.message);
+    } else {
+        http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
+    }
     return false;
 }
 
@@ -22,7 +107,13 @@ void api_worker_register(req_t *rq)
     api_error_t err;
     if (http_read_json(rq, (size_t)rq->ctl->max_body_client, &body) < 0)
         return;
-    if (store_worker_register(rq->db, body, rq->auth.token_id, &w, &err) < 0) {
+    int rc = store_worker_register(rq->db, body, rq->auth.token_id, &w, &err);
+    if (rc == SBX_EPERM) {
+        worker_identity_denied(rq, "register", jsonx_get_str(body, "name"), err.message);
+        json_object_put(body);
+        return;
+    }
+    if (rc < 0) {
         json_object_put(body);
         http_reply_api_error(rq, &err);
         return;
@@ -46,7 +137,7 @@ void api_worker_register(req_t *rq)
 
 void api_worker_heartbeat(req_t *rq, const char *id)
 {
-    if (!worker_id_ok(rq, id))
+    if (!worker_id_ok(rq, "heartbeat", id, true))
         return;
     json_object *body = NULL, *resp = NULL;
     api_error_t err;
@@ -64,17 +155,8 @@ void api_worker_heartbeat(req_t *rq, const char *id)
 void api_worker_poll(req_t *rq, const char *id)
 {
     int wait = 0;
-    if (!worker_id_ok(rq, id) || http_wait_param(rq, &wait) < 0)
+    if (!worker_id_ok(rq, "poll", id, false) || http_wait_param(rq, &wait) < 0)
         return;
-    bool exists = false;
-    if (store_worker_exists(rq->db, id, &exists) < 0) {
-        http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
-        return;
-    }
-    if (!exists) {
-        http_reply_error(rq, API_NOT_FOUND, "no worker %s; register again", id);
-        return;
-    }
     snprintf(rq->park_id, sizeof rq->park_id, "%s", id);
     rq->poll_gen = server_poll_begin(id);
     if (api_poll_resume(rq, wait == 0))
@@ -108,7 +190,7 @@ bool api_poll_resume(req_t *rq, bool final)
 
 void api_worker_report(req_t *rq, const char *id)
 {
-    if (!worker_id_ok(rq, id))
+    if (!worker_id_ok(rq, "report", id, true))
         return;
     json_object *body = NULL, *resp = NULL;
     api_error_t err;

@@ -27,6 +27,7 @@ typedef struct auth_info {
     char tenant_id[SBX_ID_MAX];
     char tenant[64];
     role_t role;
+    char worker_name[SBX_MAX_NAME_BYTES + 1]; /* a worker token's bound name; "" unbound or not a worker */
 } auth_info_t;
 
 /* Settings the store needs (copied from the config at start). */
@@ -43,10 +44,12 @@ typedef struct store_limits {
  * SBX_ENOTFOUND when unknown; SBX_EAUTH when revoked or expired; SBX_EDB. */
 int store_token_find(PGconn *c, const char *token_id, char ret_hash[72], auth_info_t *ret);
 
-/* Creates a token for tenant (created when missing) and role; ret_secret
- * gets the token to show once. Returns 0 or SBX_EDB (err says why). */
-int store_token_create(PGconn *c, const char *tenant, role_t role, const char *name, char ret_secret[SBX_TOKEN_MAX],
-                       char *err, size_t errlen);
+/* Creates a token for tenant (created when missing) and role; a worker
+ * token with worker_name set acts for that worker only (NULL: bound at its
+ * first registration). ret_secret gets the token to show once. Returns 0
+ * or SBX_EDB (err says why). */
+int store_token_create(PGconn *c, const char *tenant, role_t role, const char *name, const char *worker_name,
+                       char ret_secret[SBX_TOKEN_MAX], char *err, size_t errlen);
 
 /* Admin API: tenants and tokens. Return 0 with *ret a new JSON object, or
  * SBX_EINVAL with err filled (conflict, not found) or SBX_EDB.
@@ -60,10 +63,11 @@ int store_tenant_get(PGconn *c, const char *scope, const char *name, json_object
 int store_tenant_policy(PGconn *c, const char *tenant_id, policy_t *ret);
 /* Replaces the tenant's policy; {"tenant":…}. */
 int store_tenant_set_policy(PGconn *c, const char *name, const policy_t *policy, json_object **ret, api_error_t *err);
-/* A new token of an existing tenant (ttl_seconds 0: no expiry). *ret is
- * the token object (no secret); ret_secret the token to show once. */
-int store_token_issue(PGconn *c, const char *tenant, role_t role, const char *name, int64_t ttl_seconds,
-                      json_object **ret, char ret_secret[SBX_TOKEN_MAX], api_error_t *err);
+/* A new token of an existing tenant (ttl_seconds 0: no expiry; worker_name
+ * as for store_token_create). *ret is the token object (no secret);
+ * ret_secret the token to show once. */
+int store_token_issue(PGconn *c, const char *tenant, role_t role, const char *name, const char *worker_name,
+                      int64_t ttl_seconds, json_object **ret, char ret_secret[SBX_TOKEN_MAX], api_error_t *err);
 /* {"tokens":[…]} without secrets; tenant NULL: all. */
 int store_token_list(PGconn *c, const char *tenant, json_object **ret, api_error_t *err);
 /* Revokes (idempotently); {"token":…}. */
@@ -158,7 +162,10 @@ int store_events_horizon(PGconn *c, int64_t *ret_horizon, int64_t *ret_newest);
 int store_events_list(PGconn *c, const events_query_t *q, int64_t horizon, json_object **ret_events,
                       int64_t *ret_last, api_error_t *err);
 
-/* Worker requests. */
+/* Worker requests. store_worker_register: SBX_EPERM (err 403 forbidden)
+ * when token_id is bound to another worker name, or is unbound and the
+ * name belongs to another live worker token; an unbound token binds to the
+ * name it registers. */
 int store_worker_register(PGconn *c, json_object *body, const char *token_id, json_object **ret, api_error_t *err);
 /* Renews the worker's leases and records its inventory; *ret is
  * {"worker":…,"remove":[{"sandbox_id","ref"}…]} — the runtime objects the
@@ -180,8 +187,22 @@ int store_worker_list(PGconn *c, json_object **ret, api_error_t *err);
 int store_worker_set_draining(PGconn *c, const char *name, bool drain, json_object **ret, api_error_t *err);
 /* The installation's id (workers label their runtime objects with it). */
 int store_cluster_id(PGconn *c, char ret[64]);
-/* True when the worker exists. */
-int store_worker_exists(PGconn *c, const char *worker_id, bool *ret);
+
+/* A worker name: 1 to SBX_MAX_NAME_BYTES letters, digits, '.', '_' or '-'. */
+bool store_worker_name_valid(const char *s);
+
+/* Whether worker token token_id may act as worker worker_id (heartbeat,
+ * poll, report): the token's bound worker name must be the worker's. An
+ * unbound token (from before bindings) binds here to the worker it last
+ * registered (workers.token_id), atomically. Returns 0; SBX_EPERM (denied:
+ * ret_name gets the worker's name, ret_bound the token's binding or "");
+ * SBX_ENOTFOUND (no such worker); SBX_EDB. */
+int store_worker_authorize(PGconn *c, const char *token_id, const char *worker_id,
+                           char ret_name[SBX_MAX_NAME_BYTES + 1], char ret_bound[SBX_MAX_NAME_BYTES + 1]);
+
+/* Writes the worker.identity_denied event (tenant-less: the admin's):
+ * token_id tried to act as worker (a name or an id) and why. */
+int store_worker_identity_denied_event(PGconn *c, const char *token_id, const char *worker, const char *why);
 
 /* Reconcile passes. Each returns 0 or SBX_EDB and adds the rows it changed
  * to *ret_changed; ret_leased (place only) counts new leases (worker wake). */

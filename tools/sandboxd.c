@@ -70,7 +70,8 @@ static void usage(FILE *out)
     fputs(usage_settings_note, out);
     usage_flags(out, ~0u);
     fputs(usage_common, out);
-    fputs("\ntoken create flags: --tenant T --role admin|member|worker [--name N] (needs --database-url)\n", out);
+    fputs("\ntoken create flags: --tenant T --role admin|member|worker [--name N] [--worker NAME] "
+          "(needs --database-url)\n", out);
 }
 
 /* The help of one command. Returns 0, or SBX_ENOTFOUND for an unknown command. */
@@ -106,12 +107,15 @@ static int usage_command(FILE *out, const char *cmd)
           CFG_ROLE_DATABASE },
         { "token",
           "usage: sandboxd token create --database-url URL --tenant T --role admin|member|worker [--name N]\n"
+          "                             [--worker NAME]\n"
           "\n"
           "Creates an API token (migrating the database first) and prints its secret once.\n"
           "\n"
           "  --tenant T                     tenant the token belongs to (created when missing)\n"
           "  --role ROLE                    admin, member or worker\n"
-          "  --name N                       a name to recognise the token by\n",
+          "  --name N                       a name to recognise the token by\n"
+          "  --worker NAME                  (role worker) the one worker name the token may register and act\n"
+          "                                 as; without it the token is bound at its first registration\n",
           CFG_ROLE_DATABASE },
     };
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
@@ -166,7 +170,7 @@ typedef struct opts {
     const char *command;
     const char *subcommand;
     bool print_config;
-    const char *tenant, *role, *name;
+    const char *tenant, *role, *name, *worker;
 } opts_t;
 
 /* Parses flags into cfg and opts. Returns 0, 1 (help/version printed) or 2. */
@@ -234,6 +238,7 @@ static int parse_args(int argc, char **argv, cfg_t *cfg, opts_t *o)
         if (strcmp(name, "--tenant") == 0) { o->tenant = val; continue; }
         if (strcmp(name, "--role") == 0) { o->role = val; continue; }
         if (strcmp(name, "--name") == 0) { o->name = val; continue; }
+        if (strcmp(name, "--worker") == 0) { o->worker = val; continue; }
         int k = cfg_flag_lookup(name);
         if (k < 0) {
             fprintf(stderr, "sandboxd: unknown flag %s (see sandboxd --help)\n", name);
@@ -299,6 +304,11 @@ static int cmd_token_create(const cfg_t *cfg, const opts_t *o)
         fprintf(stderr, "sandboxd: --role must be admin, member or worker\n");
         return 2;
     }
+    if (o->worker && (role != ROLE_WORKER || !store_worker_name_valid(o->worker))) {
+        fprintf(stderr, "sandboxd: --worker needs --role worker and a worker name (1 to %d letters, digits, . _ or -)\n",
+                SBX_MAX_NAME_BYTES);
+        return 2;
+    }
     char err[512], secret[SBX_TOKEN_MAX];
     PGconn *c = db_connect(url, err, sizeof err);
     if (!c) {
@@ -307,7 +317,7 @@ static int cmd_token_create(const cfg_t *cfg, const opts_t *o)
     }
     int rc = migrate_apply(c, NULL, err, sizeof err);
     if (rc == 0)
-        rc = store_token_create(c, o->tenant, role, o->name, secret, err, sizeof err);
+        rc = store_token_create(c, o->tenant, role, o->name, o->worker, secret, err, sizeof err);
     PQfinish(c);
     if (rc < 0) {
         fprintf(stderr, "sandboxd: token create failed: %s\n", err);
@@ -319,9 +329,11 @@ static int cmd_token_create(const cfg_t *cfg, const opts_t *o)
 }
 
 /* Reads a token file, or creates a token and writes the file (mode 600).
+ * A worker token (worker_name not NULL) bound to another worker name is
+ * replaced by one bound to worker_name (the embedded worker was renamed).
  * ret_created tells whether it is new. */
 static int token_file(const char *conninfo, const char *path, const char *tenant, role_t role, const char *name,
-                      char ret[SBX_TOKEN_MAX], bool *ret_created)
+                      const char *worker_name, char ret[SBX_TOKEN_MAX], bool *ret_created)
 {
     *ret_created = false;
     FILE *f = fopen(path, "r");
@@ -339,10 +351,14 @@ static int token_file(const char *conninfo, const char *path, const char *tenant
             int rc = c ? store_token_find(c, id, hash, &ai) : SBX_EDB;
             if (c)
                 PQfinish(c);
-            if (rc == 0 && token_verify(buf, hash)) {
+            bool renamed = rc == 0 && worker_name && ai.worker_name[0] && strcmp(ai.worker_name, worker_name) != 0;
+            if (rc == 0 && token_verify(buf, hash) && !renamed) {
                 memcpy(ret, buf, SBX_TOKEN_MAX);
                 return 0;
             }
+            if (renamed)
+                log_info("sandboxd", "%s acts for worker %s, not %s: making a token for %s", path, ai.worker_name,
+                         worker_name, worker_name);
         }
     }
     char err[512];
@@ -351,7 +367,7 @@ static int token_file(const char *conninfo, const char *path, const char *tenant
         log_error("sandboxd", "cannot connect to the database: %s", err);
         return SBX_EUNAVAIL;
     }
-    int rc = store_token_create(c, tenant, role, name, ret, err, sizeof err);
+    int rc = store_token_create(c, tenant, role, name, worker_name, ret, err, sizeof err);
     PQfinish(c);
     if (rc < 0) {
         log_error("sandboxd", "failed to create the %s token: %s", role_name(role), err);
@@ -440,7 +456,7 @@ static int run_daemon(cfg_t *cfg, bool with_controller, bool with_worker)
         char admin[SBX_TOKEN_MAX], path[1024];
         bool created = false;
         snprintf(path, sizeof path, "%s/admin.token", data_dir);
-        if (token_file(conninfo, path, "default", ROLE_ADMIN, "bootstrap admin", admin, &created) < 0)
+        if (token_file(conninfo, path, "default", ROLE_ADMIN, "bootstrap admin", NULL, admin, &created) < 0)
             goto cleanup;
         /* Printed only to a terminal: where output goes to a file or a
          * journal, a secret there would be a secret in the logs. */
@@ -454,7 +470,12 @@ static int run_daemon(cfg_t *cfg, bool with_controller, bool with_worker)
         fflush(stdout);
         sodium_memzero(admin, sizeof admin);
         snprintf(path, sizeof path, "%s/worker.token", data_dir);
-        if (token_file(conninfo, path, "default", ROLE_WORKER, "embedded worker", worker_token, &created) < 0)
+        char wname[AGENT_NAME_BUF];
+        if (agent_worker_name(cfg, wname) < 0) {
+            fprintf(stderr, "sandboxd: worker_name is longer than %d bytes\n", SBX_MAX_NAME_BYTES);
+            goto cleanup;
+        }
+        if (token_file(conninfo, path, "default", ROLE_WORKER, "embedded worker", wname, worker_token, &created) < 0)
             goto cleanup;
         char url[128];
         snprintf(url, sizeof url, "http://127.0.0.1:%d", ctl->port);

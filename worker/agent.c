@@ -385,6 +385,17 @@ static void agent_log_offer(const runtime_t *rt)
     }
 }
 
+int agent_worker_name(const cfg_t *cfg, char ret[AGENT_NAME_BUF])
+{
+    const char *name = cfg_str(cfg, CFG_WORKER_NAME);
+    if (name && *name)
+        snprintf(ret, AGENT_NAME_BUF, "%s", name);
+    else if (gethostname(ret, AGENT_NAME_BUF - 1) < 0 || !ret[0])
+        snprintf(ret, AGENT_NAME_BUF, "worker");
+    ret[AGENT_NAME_BUF - 1] = '\0';
+    return strlen(ret) > SBX_MAX_NAME_BYTES ? SBX_EINVAL : 0;
+}
+
 /* Reads the controller URL(s), the token (token, else worker_token), the
  * worker's name and labels into a. */
 static int agent_config_identity(agent_t *a, const cfg_t *cfg, const char *token, char *err, size_t errlen)
@@ -400,14 +411,8 @@ static int agent_config_identity(agent_t *a, const cfg_t *cfg, const char *token
         snprintf(err, errlen, "no worker token: set worker_token (SANDBOX_WORKER_TOKEN)");
         return SBX_EINVAL;
     }
-    char host[256] = "";
-    const char *name = cfg_str(cfg, CFG_WORKER_NAME);
-    if (!name || !*name) {
-        if (gethostname(host, sizeof host - 1) < 0 || !host[0])
-            snprintf(host, sizeof host, "worker");
-        name = host;
-    }
-    if (strlen(name) > SBX_MAX_NAME_BYTES) {
+    char name[AGENT_NAME_BUF];
+    if (agent_worker_name(cfg, name) < 0) {
         snprintf(err, errlen, "worker_name is longer than %d bytes", SBX_MAX_NAME_BYTES);
         return SBX_EINVAL;
     }

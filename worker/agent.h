@@ -21,6 +21,13 @@ typedef struct agent agent_t;
  * reached. */
 int agent_new(const cfg_t *cfg, const char *token, agent_t **ret, char *err, size_t errlen);
 
+/* Room for a worker name as agent_worker_name writes it. */
+#define AGENT_NAME_BUF 256
+
+/* The worker's name as cfg gives it: worker_name, else the host name, else
+ * "worker". 0, or SBX_EINVAL when it is longer than SBX_MAX_NAME_BYTES. */
+int agent_worker_name(const cfg_t *cfg, char ret[AGENT_NAME_BUF]);
+
 /* As agent_new, with the runtime rt instead of the one worker_runtime
  * names (the agent owns rt from the call on, also when it fails): for
  * tests driving the agent against a fake runtime. */

@@ -136,13 +136,38 @@ static void agent_run_create(agent_t *a, json_object *job, agent_outcome_t *o)
     spec_release(&spec);
 }
 
+int agent_check_owner(agent_t *a, const char *sandbox_id, const char *ref, char ret_ref[80], api_error_t *err)
+{
+    char cluster[64];
+    agent_cluster_id(a, cluster);
+    runtime_owner_t who = { .sandbox_id = sandbox_id, .cluster_id = cluster, .worker_name = a->name };
+    int r = runtime_check_owner(a->rt, &who, ref, ret_ref, err);
+    if (r == SBX_EPERM)
+        log_warn(AGENT_COMPONENT, "refused an assignment for sandbox %s: %s", sandbox_id, err->message);
+    return r;
+}
+
 static void agent_run_delete(agent_t *a, json_object *job, agent_outcome_t *o)
 {
     const char *sbx = jsonx_get_str(job, "sandbox_id");
     const char *ref = jsonx_get_str(job, "runtime_ref");
+    char own[80];
     if (!sbx && !ref) {
         api_error_set(&o->err, API_INVALID_ARGUMENT, "the assignment names neither sandbox_id nor runtime_ref");
         return;
+    }
+    if (!sbx) {
+        api_error_set(&o->err, API_INVALID_ARGUMENT, "the assignment has no sandbox_id (a runtime_ref alone is not "
+                      "trusted)");
+        return;
+    }
+    if (ref) {
+        /* The controller's ref must be this sandbox's container; one that
+         * is gone already leaves the removal by label. */
+        int r = agent_check_owner(a, sbx, ref, own, &o->err);
+        if (r < 0 && r != SBX_ENOTFOUND)
+            return;
+        ref = r == 0 ? own : NULL;
     }
     if (runtime_remove(a->rt, sbx, ref, &o->err) == 0)
         o->ok = true;
@@ -152,16 +177,25 @@ static void agent_run_exec(agent_t *a, json_object *job, agent_outcome_t *o)
 {
     exec_spec_t spec;
     runtime_exec_result_t res;
-    char name[SBX_ID_MAX + 8];
+    char own[80];
     const char *ref = jsonx_get_str(job, "runtime_ref");
     const char *sbx = jsonx_get_str(job, "sandbox_id");
+    if (!sbx) {
+        api_error_set(&o->err, API_INVALID_ARGUMENT, "the assignment has no sandbox_id");
+        return;
+    }
     if (exec_spec_from_json(jsonx_get_obj(job, "exec"), &spec, &o->err) < 0)
         return;
-    if (!ref && sbx) {
-        /* The container is named for its sandbox. */
-        snprintf(name, sizeof name, "sbx-%s", sbx);
-        ref = name;
+    /* Only in this sandbox's own container (ref, or without one the
+     * container named for the sandbox), whatever the controller says. */
+    int owned = agent_check_owner(a, sbx, ref, own, &o->err);
+    if (owned < 0) {
+        if (owned == SBX_ENOTFOUND)
+            api_error_set(&o->err, API_RUNTIME_ERROR, "sandbox container not found");
+        exec_spec_release(&spec);
+        return;
     }
+    ref = own;
     size_t max = spec.max_output_bytes > 0 ? (size_t)spec.max_output_bytes : SBX_EXEC_OUTPUT_DEFAULT;
     if (runtime_exec(a->rt, ref, &spec, max, &res, &o->err) == 0) {
         if (res.warning[0])

@@ -215,7 +215,11 @@ static void agent_remove_orphans(agent_t *a, json_object *list)
         if (!sbx || !ref || agent_sandbox_busy(a, sbx))
             continue;
         api_error_t err;
-        if (runtime_remove(a->rt, sbx, ref, &err) == 0)
+        char own[80];
+        /* Only a container of ours for that sandbox (a gone one: nothing to do). */
+        if (agent_check_owner(a, sbx, ref, own, &err) < 0)
+            continue;
+        if (runtime_remove(a->rt, sbx, own, &err) == 0)
             log_info(AGENT_COMPONENT, "removed orphan %.12s of sandbox %s (the controller no longer wants it)", ref,
                      sbx);
         else

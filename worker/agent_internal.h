@@ -100,6 +100,10 @@ httpc_t *agent_client(agent_t *a, const atomic_int *abort_flag, const char *user
 /* The cluster id from the last registration ("" before the first). */
 void agent_cluster_id(agent_t *a, char out[64]);
 
+/* runtime_check_owner for sandbox_id as this worker's (its name, the
+ * installation it registered with); a refusal (SBX_EPERM) is logged. */
+int agent_check_owner(agent_t *a, const char *sandbox_id, const char *ref, char ret_ref[80], api_error_t *err);
+
 /* The controller answered an exchange (for /readyz). */
 void agent_contact(agent_t *a);
 

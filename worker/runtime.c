@@ -94,6 +94,12 @@ void runtime_exit_release(runtime_exit_t *e)
     e->output_tail = NULL;
 }
 
+int runtime_check_owner(runtime_t *rt, const runtime_owner_t *who, const char *ref, char ret_ref[80],
+                        api_error_t *err)
+{
+    return rt->ops->check_owner(rt, who, ref, ret_ref, err);
+}
+
 int runtime_remove(runtime_t *rt, const char *sandbox_id, const char *ref, api_error_t *err)
 {
     return rt->ops->remove(rt, sandbox_id, ref, err);

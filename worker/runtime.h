@@ -157,6 +157,26 @@ int runtime_exec(runtime_t *rt, const char *ref, const exec_spec_t *spec, size_t
                  runtime_exec_result_t *ret, api_error_t *err);
 void runtime_exec_result_release(runtime_exec_result_t *r);
 
+/* Whose a runtime object must be: the sandbox, the installation and the
+ * worker (cluster_id NULL or "": not registered yet, not checked). */
+typedef struct runtime_owner {
+    const char *sandbox_id;
+    const char *cluster_id;
+    const char *worker_name;
+} runtime_owner_t;
+
+/* Checks the runtime object ref (NULL or "": the one named for the
+ * sandbox) before the worker execs in it, removes it or routes to it: the
+ * controller's word is not enough. It must carry RUNTIME_LABEL_MANAGED =
+ * RUNTIME_MANAGED_SANDBOX, RUNTIME_LABEL_SANDBOX = who->sandbox_id,
+ * RUNTIME_LABEL_CLUSTER = who->cluster_id (when given) and
+ * RUNTIME_LABEL_WORKER = who->worker_name. Returns 0 with ret_ref its id;
+ * SBX_ENOTFOUND (err API_NOT_FOUND) when there is no such object; SBX_EPERM
+ * (err API_NOT_FOUND naming the label that differs) when it is another's;
+ * a failing runtime API_RUNTIME_ERROR. */
+int runtime_check_owner(runtime_t *rt, const runtime_owner_t *who, const char *ref, char ret_ref[80],
+                        api_error_t *err);
+
 /* Removes the sandbox's objects (force). Removing what is already gone
  * succeeds. ref may be NULL: then the object is found by its sandbox label. */
 int runtime_remove(runtime_t *rt, const char *sandbox_id, const char *ref, api_error_t *err);
@@ -273,6 +293,8 @@ typedef struct runtime_ops {
     int (*exec)(runtime_t *rt, const char *ref, const exec_spec_t *spec, size_t max_output,
                 runtime_exec_result_t *ret, api_error_t *err);
     int (*remove)(runtime_t *rt, const char *sandbox_id, const char *ref, api_error_t *err);
+    int (*check_owner)(runtime_t *rt, const runtime_owner_t *who, const char *ref, char ret_ref[80],
+                       api_error_t *err);
     int (*inventory)(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_object_t **ret,
                      size_t *ret_n, api_error_t *err);
     int (*images)(runtime_t *rt, char ***ret, size_t *ret_n, api_error_t *err);

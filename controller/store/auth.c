@@ -8,7 +8,8 @@ int store_token_find(PGconn *c, const char *token_id, char ret_hash[72], auth_in
     const char *p[] = { token_id };
     PGresult *r = db_exec(c,
                           "SELECT t.hash, t.role, t.tenant_id, tn.name, "
-                          "  (t.revoked_at IS NOT NULL OR (t.expires_at IS NOT NULL AND t.expires_at <= now())) "
+                          "  (t.revoked_at IS NOT NULL OR (t.expires_at IS NOT NULL AND t.expires_at <= now())), "
+                          "  coalesce(t.worker_name, '') "
                           "FROM api_tokens t JOIN tenants tn ON tn.id = t.tenant_id WHERE t.id = $1",
                           1, p);
     if (!r)
@@ -27,6 +28,7 @@ int store_token_find(PGconn *c, const char *token_id, char ret_hash[72], auth_in
     snprintf(ret->token_id, sizeof ret->token_id, "%s", token_id);
     snprintf(ret->tenant_id, sizeof ret->tenant_id, "%s", db_get(r, 0, 2));
     snprintf(ret->tenant, sizeof ret->tenant, "%s", db_get(r, 0, 3));
+    snprintf(ret->worker_name, sizeof ret->worker_name, "%s", db_get(r, 0, 5));
     if (role_parse(db_get(r, 0, 1), &ret->role) < 0)
         rc = SBX_EAUTH;
 cleanup:
@@ -50,19 +52,21 @@ int store_tenant_resolve(PGconn *c, const char *name, bool create, char ret_id[S
     return rc == SBX_ENOTFOUND ? SBX_EDB : rc;
 }
 
-/* Inserts a token for an existing tenant id; ttl_seconds 0 = no expiry.
- * ret_id gets its id, ret_secret the token to show once. */
-static int token_insert(PGconn *c, const char *tenant_id, role_t role, const char *name, int64_t ttl_seconds,
-                        char ret_id[SBX_ID_MAX], char ret_secret[SBX_TOKEN_MAX])
+/* Inserts a token for an existing tenant id; ttl_seconds 0 = no expiry;
+ * worker_name (a worker token's binding) NULL = bound at first
+ * registration. ret_id gets its id, ret_secret the token to show once. */
+static int token_insert(PGconn *c, const char *tenant_id, role_t role, const char *name, const char *worker_name,
+                        int64_t ttl_seconds, char ret_id[SBX_ID_MAX], char ret_secret[SBX_TOKEN_MAX])
 {
     char id[SBX_ID_MAX], secret[SBX_TOKEN_MAX], hash[TOKEN_HASH_HEX], ttl[24];
     token_generate(id, secret);
     token_hash_hex(secret, hash);
     snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_seconds);
-    const char *p[] = { id, tenant_id, role_name(role), name ? name : "", hash, ttl };
-    int rc = db_run(c, "INSERT INTO api_tokens (id, tenant_id, role, name, hash, expires_at) VALUES ($1, $2, $3, $4, $5, "
-                       "CASE WHEN $6::bigint > 0 THEN now() + make_interval(secs => $6::bigint) END)",
-                    6, p);
+    const char *p[] = { id, tenant_id, role_name(role), name ? name : "", hash, ttl, worker_name };
+    int rc = db_run(c, "INSERT INTO api_tokens (id, tenant_id, role, name, hash, expires_at, worker_name) "
+                       "VALUES ($1, $2, $3, $4, $5, "
+                       "CASE WHEN $6::bigint > 0 THEN now() + make_interval(secs => $6::bigint) END, $7)",
+                    7, p);
     if (rc == 0) {
         memcpy(ret_id, id, SBX_ID_MAX);
         memcpy(ret_secret, secret, SBX_TOKEN_MAX);
@@ -71,15 +75,15 @@ static int token_insert(PGconn *c, const char *tenant_id, role_t role, const cha
     return rc;
 }
 
-int store_token_create(PGconn *c, const char *tenant, role_t role, const char *name, char ret_secret[SBX_TOKEN_MAX],
-                       char *err, size_t errlen)
+int store_token_create(PGconn *c, const char *tenant, role_t role, const char *name, const char *worker_name,
+                       char ret_secret[SBX_TOKEN_MAX], char *err, size_t errlen)
 {
     char tenant_id[SBX_ID_MAX], id[SBX_ID_MAX];
     if (store_tenant_resolve(c, tenant, true, tenant_id) < 0) {
         snprintf(err, errlen, "creating tenant %s: %s", tenant, db_last_error());
         return SBX_EDB;
     }
-    if (token_insert(c, tenant_id, role, name, 0, id, ret_secret) < 0) {
+    if (token_insert(c, tenant_id, role, name, worker_name, 0, id, ret_secret) < 0) {
         snprintf(err, errlen, "storing the token: %s", db_last_error());
         return SBX_EDB;
     }
@@ -177,14 +181,14 @@ int store_tenant_set_policy(PGconn *c, const char *name, const policy_t *policy,
     return 0;
 }
 
-int store_token_issue(PGconn *c, const char *tenant, role_t role, const char *name, int64_t ttl_seconds,
-                      json_object **ret, char ret_secret[SBX_TOKEN_MAX], api_error_t *err)
+int store_token_issue(PGconn *c, const char *tenant, role_t role, const char *name, const char *worker_name,
+                      int64_t ttl_seconds, json_object **ret, char ret_secret[SBX_TOKEN_MAX], api_error_t *err)
 {
     char tenant_id[SBX_ID_MAX], id[SBX_ID_MAX];
     int rc = store_tenant_resolve(c, tenant, false, tenant_id);
     if (rc == SBX_ENOTFOUND)
         return api_error_set(err, API_NOT_FOUND, "no tenant %.64s (create it first: sandbox tenants create)", tenant);
-    if (rc < 0 || token_insert(c, tenant_id, role, name, ttl_seconds, id, ret_secret) < 0)
+    if (rc < 0 || token_insert(c, tenant_id, role, name, worker_name, ttl_seconds, id, ret_secret) < 0)
         return store__db_error(err);
     json_object *t = NULL;
     if (token_load(c, id, &t) < 0)

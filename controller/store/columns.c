@@ -115,6 +115,7 @@ static const store_col_t token_cols[] = {
     { "created_at", TS("t.created_at"), COL_TEXT },
     { "expires_at", TS("t.expires_at"), COL_TEXT },
     { "revoked_at", TS("t.revoked_at"), COL_TEXT },
+    { "worker_name", "t.worker_name", COL_TEXT },
 };
 
 static const store_col_t event_cols[] = {

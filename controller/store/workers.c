@@ -89,7 +89,7 @@ static int worker_caps_text(json_object *body, unsigned offered, char **ret_netw
     return 0;
 }
 
-static bool worker_name_ok(const char *s)
+bool store_worker_name_valid(const char *s)
 {
     size_t n = strlen(s);
     if (n == 0 || n > SBX_MAX_NAME_BYTES)
@@ -120,6 +120,48 @@ static int route_address_check(json_object *body, const char **ret, api_error_t 
     return 0;
 }
 
+/* A token that is alive: neither revoked nor expired (SQL, alias o). */
+#define TOKEN_LIVE "o.revoked_at IS NULL AND (o.expires_at IS NULL OR o.expires_at > now())"
+
+/* In the register transaction: binds token_id to name when it is unbound
+ * and no other live token holds the name (bound to it, or the token the
+ * worker of that name last registered with), serialised per name by an
+ * advisory lock. 0 when the token acts for name; SBX_EPERM with err a 403
+ * otherwise; SBX_EDB. */
+static int worker_bind(PGconn *c, const char *token_id, const char *name, api_error_t *err)
+{
+    const char *lk[] = { name };
+    if (db_run(c, "SELECT pg_advisory_xact_lock(hashtext('sandbox.worker_name:' || $1))", 1, lk) < 0)
+        return store__db_error(err);
+    const char *p[] = { token_id, name };
+    PGresult *r = db_exec(c,
+                          "WITH b AS (UPDATE api_tokens SET worker_name = $2 WHERE id = $1 AND worker_name IS NULL "
+                          "  AND role = 'worker' "
+                          "  AND NOT EXISTS (SELECT 1 FROM api_tokens o WHERE o.worker_name = $2 AND o.id <> $1 "
+                          "                  AND " TOKEN_LIVE ") "
+                          "  AND NOT EXISTS (SELECT 1 FROM workers w JOIN api_tokens o ON o.id = w.token_id "
+                          "                  WHERE w.name = $2 AND o.id <> $1 AND " TOKEN_LIVE ") "
+                          "  RETURNING worker_name) "
+                          "SELECT coalesce((SELECT worker_name FROM b), t.worker_name) FROM api_tokens t WHERE t.id = $1",
+                          2, p);
+    if (!r) {
+        store__db_error(err);
+        return SBX_EDB;
+    }
+    int rc = 0;
+    const char *bound = PQntuples(r) == 1 && !PQgetisnull(r, 0, 0) ? db_get(r, 0, 0) : NULL;
+    if (!bound) {
+        api_error_set(err, API_FORBIDDEN, "worker name %.128s belongs to another worker token; make one token per "
+                      "worker (sandboxd token create --role worker --worker %.128s)", name, name);
+        rc = SBX_EPERM;
+    } else if (strcmp(bound, name) != 0) {
+        api_error_set(err, API_FORBIDDEN, "this worker token acts for worker %.128s, not %.128s", bound, name);
+        rc = SBX_EPERM;
+    }
+    PQclear(r);
+    return rc;
+}
+
 int store_worker_register(PGconn *c, json_object *body, const char *token_id, json_object **ret, api_error_t *err)
 {
     const char *name = jsonx_get_str(body, "name");
@@ -129,7 +171,7 @@ int store_worker_register(PGconn *c, json_object *body, const char *token_id, js
     json_object *labels = jsonx_get_obj(body, "labels");
     const char *version = jsonx_get_str(body, "version");
     int64_t cpu = 0, mem = 0, slots = 0;
-    if (!name || !worker_name_ok(name))
+    if (!name || !store_worker_name_valid(name))
         return api_error_set(err, API_INVALID_ARGUMENT, "name must be 1 to 128 letters, digits, . _ or -");
     if (!runtime || strlen(runtime) > 32)
         return api_error_set(err, API_INVALID_ARGUMENT, "runtime is required");
@@ -181,7 +223,9 @@ int store_worker_register(PGconn *c, json_object *body, const char *token_id, js
     snprintf(slotss, sizeof slotss, "%lld", (long long)slots);
     const char *p[] = { id, name, labels_text, iso_lit, runtime, cpus, mems, slotss, version ? version : "",
                         nets_text, probes_text, images_text ? images_text : "[]", route_address, token_id };
-    PGresult *r = db_begin(c) < 0 ? NULL : store__exec_cols(c, &store__t_worker,
+    /* The token's binding first: a refused one changes nothing. */
+    int bind_rc = db_begin(c) < 0 ? store__db_error(err) : worker_bind(c, token_id, name, err);
+    PGresult *r = bind_rc < 0 ? NULL : store__exec_cols(c, &store__t_worker,
                           "INSERT INTO workers (id, name, labels, isolation, runtime, cpu_millis, memory_mib, slots, "
                           "version, state, networks, probes, images, route_address, token_id) VALUES ($1, $2, "
                           "$3::jsonb, $4::text[], $5, $6, $7, $8, $9, 'ready', $10::jsonb, $11::jsonb, $12::jsonb, "
@@ -198,6 +242,10 @@ int store_worker_register(PGconn *c, json_object *body, const char *token_id, js
     free(nets_text);
     free(probes_text);
     free(images_text);
+    if (bind_rc < 0) {
+        db_rollback(c);
+        return bind_rc;
+    }
     json_object *ed = json_object_new_object();
     jsonx_add_str(ed, "worker", name);
     jsonx_add_str(ed, "worker_id", r ? store__col_text(&store__t_worker, r, 0, "id") : NULL);
@@ -217,10 +265,42 @@ int store_cluster_id(PGconn *c, char ret[64])
     return store__one_text(c, "SELECT id FROM cluster", 0, NULL, ret, 64);
 }
 
-int store_worker_exists(PGconn *c, const char *worker_id, bool *ret)
+int store_worker_authorize(PGconn *c, const char *token_id, const char *worker_id,
+                           char ret_name[SBX_MAX_NAME_BYTES + 1], char ret_bound[SBX_MAX_NAME_BYTES + 1])
 {
-    const char *p[] = { worker_id };
-    return store__one_row(c, "SELECT 1 FROM workers WHERE id = $1", 1, p, ret);
+    const char *p[] = { worker_id, token_id };
+    /* The snapshot of t predates b's update: b's row wins when it bound. */
+    PGresult *r = db_exec(c,
+                          "WITH w AS (SELECT name, token_id FROM workers WHERE id = $1), "
+                          "b AS (UPDATE api_tokens SET worker_name = (SELECT name FROM w) WHERE id = $2 "
+                          "      AND worker_name IS NULL AND role = 'worker' AND (SELECT token_id FROM w) = $2 "
+                          "      RETURNING worker_name) "
+                          "SELECT w.name, coalesce((SELECT worker_name FROM b), t.worker_name) "
+                          "FROM w, api_tokens t WHERE t.id = $2",
+                          2, p);
+    if (!r)
+        return SBX_EDB;
+    int rc = 0;
+    if (PQntuples(r) != 1) {
+        rc = SBX_ENOTFOUND;
+        goto cleanup;
+    }
+    snprintf(ret_name, SBX_MAX_NAME_BYTES + 1, "%s", db_get(r, 0, 0));
+    snprintf(ret_bound, SBX_MAX_NAME_BYTES + 1, "%s", PQgetisnull(r, 0, 1) ? "" : db_get(r, 0, 1));
+    if (PQgetisnull(r, 0, 1) || strcmp(ret_name, ret_bound) != 0)
+        rc = SBX_EPERM;
+cleanup:
+    PQclear(r);
+    return rc;
+}
+
+int store_worker_identity_denied_event(PGconn *c, const char *token_id, const char *worker, const char *why)
+{
+    json_object *d = json_object_new_object();
+    jsonx_add_str(d, "token_id", token_id);
+    jsonx_add_str(d, "worker", worker);
+    jsonx_add_str(d, "reason", why);
+    return store__event_add(c, NULL, "worker.identity_denied", NULL, NULL, d) < 0 ? SBX_EDB : 0;
 }
 
 /* Seconds a phase change is trusted over a worker's inventory snapshot (the

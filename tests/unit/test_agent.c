@@ -31,6 +31,11 @@ typedef struct fake_runtime {
     bool fail_exit_known;     /* a failed create: fill *ret_exit as a stopped container */
     const char *exec_stdout;
     int exec_exit_code;
+    /* runtime_check_owner: what it got and what it answers */
+    int owner_checks;
+    char owner_sandbox[64], owner_worker[64], owner_ref[80];
+    bool owner_foreign;       /* the object carries another sandbox's labels */
+    bool owner_missing;       /* there is no such object */
 } fake_runtime_t;
 
 static fake_runtime_t *fake;  /* the one the current test's agent owns */
@@ -100,6 +105,29 @@ static int fake_remove(runtime_t *rt, const char *sandbox_id, const char *ref, a
     snprintf(f->remove_ref, sizeof f->remove_ref, "%s", ref ? ref : "(null)");
     f->remove_ref_null = ref == NULL;
     return f->fail_code ? fake_fail(f, err) : 0;
+}
+
+static int fake_check_owner(runtime_t *rt, const runtime_owner_t *who, const char *ref, char ret_ref[80],
+                            api_error_t *err)
+{
+    fake_runtime_t *f = (fake_runtime_t *)rt;
+    f->owner_checks++;
+    snprintf(f->owner_sandbox, sizeof f->owner_sandbox, "%s", who->sandbox_id ? who->sandbox_id : "(null)");
+    snprintf(f->owner_worker, sizeof f->owner_worker, "%s", who->worker_name ? who->worker_name : "(null)");
+    snprintf(f->owner_ref, sizeof f->owner_ref, "%s", ref ? ref : "(null)");
+    if (f->owner_missing) {
+        api_error_set(err, API_NOT_FOUND, "no container");
+        return SBX_ENOTFOUND;
+    }
+    if (f->owner_foreign) {
+        api_error_set(err, API_NOT_FOUND, "container %s is not sandbox %s's", ref ? ref : "-", who->sandbox_id);
+        return SBX_EPERM;
+    }
+    if (ref && *ref)
+        snprintf(ret_ref, 80, "%s", ref);
+    else
+        snprintf(ret_ref, 80, "sbx-%s", who->sandbox_id);
+    return 0;
 }
 
 static int fake_inventory(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_object_t **ret,
@@ -182,6 +210,7 @@ static const runtime_ops_t fake_ops = {
     .create = fake_create,
     .exec = fake_exec,
     .remove = fake_remove,
+    .check_owner = fake_check_owner,
     .inventory = fake_inventory,
     .images = fake_images,
     .dial = fake_dial,
@@ -401,6 +430,68 @@ START_TEST(test_delete_naming_nothing_fails_without_calling_the_runtime)
 }
 END_TEST
 
+START_TEST(test_exec_in_a_container_of_another_sandbox_is_refused_not_found)
+{
+    fake->owner_foreign = true;
+    json_object *body = run("{\"operation_id\":\"op_2\",\"attempt\":1,\"kind\":\"exec\",\"sandbox_id\":\"sbx_b\","
+                            "\"runtime_ref\":\"cafe01\",\"exec\":{\"argv\":[\"cat\",\"/secret\"]}}");
+    ck_assert_int_eq(fake->owner_checks, 1);
+    ck_assert_str_eq(fake->owner_sandbox, "sbx_b");
+    ck_assert_str_eq(fake->owner_worker, "unit-worker");
+    ck_assert_str_eq(fake->owner_ref, "cafe01");
+    ck_assert_int_eq(fake->execs, 0);
+    check_failed(body, "not_found");
+    json_object_put(body);
+}
+END_TEST
+
+START_TEST(test_exec_without_sandbox_id_is_refused_without_calling_the_runtime)
+{
+    json_object *body = run("{\"operation_id\":\"op_2\",\"attempt\":1,\"kind\":\"exec\","
+                            "\"runtime_ref\":\"cafe01\",\"exec\":{\"argv\":[\"true\"]}}");
+    ck_assert_int_eq(fake->owner_checks + fake->execs, 0);
+    check_failed(body, "invalid_argument");
+    json_object_put(body);
+}
+END_TEST
+
+START_TEST(test_delete_of_a_container_of_another_sandbox_is_refused_not_found)
+{
+    fake->owner_foreign = true;
+    json_object *body = run("{\"operation_id\":\"op_3\",\"attempt\":1,\"kind\":\"delete\",\"sandbox_id\":\"sbx_c\","
+                            "\"runtime_ref\":\"cafe02\"}");
+    ck_assert_int_eq(fake->owner_checks, 1);
+    ck_assert_str_eq(fake->owner_ref, "cafe02");
+    ck_assert_int_eq(fake->removes, 0);
+    check_failed(body, "not_found");
+    json_object_put(body);
+}
+END_TEST
+
+START_TEST(test_delete_whose_container_is_gone_removes_by_label)
+{
+    fake->owner_missing = true;
+    json_object *body = run("{\"operation_id\":\"op_3\",\"attempt\":1,\"kind\":\"delete\",\"sandbox_id\":\"sbx_c\","
+                            "\"runtime_ref\":\"cafe03\"}");
+    ck_assert_int_eq(fake->removes, 1);
+    ck_assert_str_eq(fake->remove_sandbox, "sbx_c");
+    ck_assert(fake->remove_ref_null);
+    ck_assert_str_eq(jsonx_get_str(body, "outcome"), "succeeded");
+    json_object_put(body);
+}
+END_TEST
+
+START_TEST(test_delete_of_its_own_container_passes_the_checked_ref)
+{
+    json_object *body = run("{\"operation_id\":\"op_3\",\"attempt\":1,\"kind\":\"delete\",\"sandbox_id\":\"sbx_c\","
+                            "\"runtime_ref\":\"cafe04\"}");
+    ck_assert_int_eq(fake->owner_checks, 1);
+    ck_assert_str_eq(fake->remove_ref, "cafe04");
+    ck_assert_str_eq(jsonx_get_str(body, "outcome"), "succeeded");
+    json_object_put(body);
+}
+END_TEST
+
 START_TEST(test_unknown_kind_is_invalid_argument)
 {
     json_object *body = run("{\"operation_id\":\"op_4\",\"attempt\":1,\"kind\":\"reboot\",\"sandbox_id\":\"sbx_d\"}");
@@ -441,6 +532,11 @@ Suite *unit_suite(void)
         test_exec_failure_carries_the_runtime_code,
         test_delete_by_sandbox_id_passes_no_ref,
         test_delete_naming_nothing_fails_without_calling_the_runtime,
+        test_exec_in_a_container_of_another_sandbox_is_refused_not_found,
+        test_exec_without_sandbox_id_is_refused_without_calling_the_runtime,
+        test_delete_of_a_container_of_another_sandbox_is_refused_not_found,
+        test_delete_whose_container_is_gone_removes_by_label,
+        test_delete_of_its_own_container_passes_the_checked_ref,
         test_unknown_kind_is_invalid_argument,
         test_assignment_without_operation_id_or_attempt_is_dropped,
         test_the_agent_probe_result_comes_from_the_runtime,

@@ -29,6 +29,7 @@ typedef struct opts {
     const char *url, *token;
     const char *tenant, *image, *network, *idem_key, *cwd, *role, *name, *policy, *isolation, *auth;
     const char *sandbox, *operation, *kind;  /* events filters */
+    const char *worker;                      /* tokens create: the worker name a worker token acts for */
     num_opt_t cpu_millis, memory_mib, disk_mib, ttl, timeout, max_output, limit, port, after, tail, count;
     bool untrusted_repo, generated_code, hostile, wait, json, all, read_only_root, hardened, follow;
     json_object *env, *labels, *selector; /* owned; NULL until a flag adds to them */

@@ -567,21 +567,24 @@ static const command_t commands[] = {
       "  --json                   print the API's JSON\n" COMMON_FLAGS_HELP },
     { "tokens", NULL, cli_check_tokens, cli_cmd_tokens, FLAGS(
             FS("--tenant", tenant), FS("--role", role), FS("--name", name), FN("--ttl", ttl, 1, 315360000),
-            FJSON), 2, false,
-      "usage: sandbox tokens create --tenant T --role admin|member|worker [--name N] [--ttl SECONDS] [--json]\n"
+            FS("--worker", worker), FJSON), 2, false,
+      "usage: sandbox tokens create --tenant T --role admin|member|worker [--name N] [--ttl SECONDS]\n"
+      "                             [--worker NAME] [--json]\n"
       "       sandbox tokens list [--tenant T] [--json]\n"
       "       sandbox tokens revoke TOKEN_ID [--json]\n"
       "\n"
       "Manages API tokens (admin token). create prints the new secret alone on\n"
       "stdout, once (its id on stderr); the server keeps only its hash. list shows\n"
-      "ID TENANT ROLE NAME CREATED expires= revoked= (never secrets). A revoked or\n"
-      "expired token is refused at once.\n"
+      "ID TENANT ROLE NAME CREATED expires= revoked= worker= (never secrets). A revoked\n"
+      "or expired token is refused at once.\n"
       "\n"
       "  --tenant T               the token's tenant (must exist: sandbox tenants create)\n"
       "  --role ROLE              admin (everything), member (its tenant's sandboxes),\n"
       "                           worker (worker endpoints only)\n"
       "  --name N                 a label for people\n"
       "  --ttl SECONDS            expire after SECONDS (default: never)\n"
+      "  --worker NAME            (role worker) the one worker name the token may act as;\n"
+      "                           without it, the name it first registers\n"
       "  --json                   print the API's JSON\n" COMMON_FLAGS_HELP },
 };
 

@@ -23,6 +23,8 @@ int cli_check_tokens(cli_t *cli, opts_t *o)
             return cli_usage_error(cli->cmd, "create needs --tenant and --role");
         if (strcmp(o->role, "admin") && strcmp(o->role, "member") && strcmp(o->role, "worker"))
             return cli_usage_error(cli->cmd, "--role must be admin, member or worker");
+        if (o->worker && strcmp(o->role, "worker"))
+            return cli_usage_error(cli->cmd, "--worker is only for --role worker");
         return 0;
     }
     if (strcmp(sub, "revoke") == 0)
@@ -32,13 +34,14 @@ int cli_check_tokens(cli_t *cli, opts_t *o)
 
 static void print_token_row(json_object *t)
 {
-    const char *fields[] = { "id", "tenant", "role", "name", "created_at", "expires_at", "revoked_at" };
+    const char *fields[] = { "id", "tenant", "role", "name", "created_at", "expires_at", "revoked_at", "worker_name" };
+    const char *keys[] = { "expires=", "revoked=", "worker=" };
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         const char *v = jsonx_get_str(t, fields[i]);
         if (i)
             putchar(' ');
         if (i >= 5)
-            fputs(i == 5 ? "expires=" : "revoked=", stdout);
+            fputs(keys[i - 5], stdout);
         cli_put_text(stdout, v && *v ? v : "-");
     }
     putchar('\n');
@@ -57,6 +60,8 @@ int cli_cmd_tokens(cli_t *cli, opts_t *o)
             jsonx_add_str(body, "name", o->name);
         if (o->ttl.set)
             jsonx_add_int(body, "ttl_seconds", o->ttl.v);
+        if (o->worker)
+            jsonx_add_str(body, "worker", o->worker);
         rc = cli_call(cli, "POST", "/v1/tokens", body, NULL, &resp);
         json_object_put(body);
         if (rc != 0)

@@ -259,6 +259,11 @@ int docker_rt_dial(runtime_t *base, const runtime_dial_req_t *req, int *ret_fd, 
 int docker_sandbox_inspect(docker_runtime_t *rt, const char *sandbox_id, const char *worker_name,
                            const char *missing, json_object **ret, const char **ret_id, api_error_t *err);
 
+/* The check_owner operation of docker_ops (worker/runtime.h:
+ * runtime_check_owner): inspects the container and compares its labels. */
+int docker_rt_check_owner(runtime_t *base, const runtime_owner_t *who, const char *ref, char ret_ref[80],
+                          api_error_t *err);
+
 /* The logs_target operation of docker_ops (worker/runtime.h: runtime_logs_target). */
 int docker_rt_logs_target(runtime_t *base, const char *sandbox_id, const char *worker_name, char ret_ref[80],
                           api_error_t *err);

@@ -77,7 +77,15 @@ int docker_rt_remove(runtime_t *base, const char *sandbox_id, const char *ref, a
         goto cleanup;
     size_t n = json_object_array_length(list);
     for (size_t i = 0; i < n; i++) {
-        const char *id = jsonx_get_str(json_object_array_get_idx(list, i), "Id");
+        json_object *e = json_object_array_get_idx(list, i);
+        const char *id = jsonx_get_str(e, "Id");
+        /* Never another worker's (a shared Docker host), nor what is not a
+         * sandbox of ours at all. */
+        const char *maker = jsonx_get_str(jsonx_get_obj(e, "Labels"), RUNTIME_LABEL_WORKER);
+        const char *managed = jsonx_get_str(jsonx_get_obj(e, "Labels"), RUNTIME_LABEL_MANAGED);
+        if (!managed || strcmp(managed, RUNTIME_MANAGED_SANDBOX) != 0 ||
+            (rt->worker_name[0] && maker && strcmp(maker, rt->worker_name) != 0))
+            continue;
         if (id && docker_name_ok(id, 80) && (r = docker_container_delete(rt, id, err)) < 0)
             goto cleanup;
     }

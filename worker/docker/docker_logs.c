@@ -26,13 +26,68 @@ int docker_sandbox_inspect(docker_runtime_t *rt, const char *sandbox_id, const c
     json_object *labels = jsonx_get_obj(jsonx_get_obj(o, "Config"), "Labels");
     const char *owner = jsonx_get_str(labels, RUNTIME_LABEL_SANDBOX);
     const char *maker = jsonx_get_str(labels, RUNTIME_LABEL_WORKER);
-    if (!owner || strcmp(owner, sandbox_id) != 0 || !maker || strcmp(maker, worker_name) != 0) {
+    const char *managed = jsonx_get_str(labels, RUNTIME_LABEL_MANAGED);
+    if (!owner || strcmp(owner, sandbox_id) != 0 || !maker || strcmp(maker, worker_name) != 0 || !managed ||
+        strcmp(managed, RUNTIME_MANAGED_SANDBOX) != 0) {
         json_object_put(o);
         return api_error_set(err, API_NOT_FOUND, "sandbox %s %s", sandbox_id, missing);
     }
     *ret = o;
     *ret_id = id;
     return 0;
+}
+
+/* True when labels has key = want. */
+static bool docker_label_is(json_object *labels, const char *key, const char *want)
+{
+    const char *v = jsonx_get_str(labels, key);
+    return v && want && strcmp(v, want) == 0;
+}
+
+int docker_rt_check_owner(runtime_t *base, const runtime_owner_t *who, const char *ref, char ret_ref[80],
+                          api_error_t *err)
+{
+    docker_runtime_t *rt = (docker_runtime_t *)base;
+    char name[SBX_ID_MAX + 8];
+    const char *target = ref;
+    const char *worker = who->worker_name ? who->worker_name : rt->worker_name;
+    json_object *o = NULL;
+    const char *id = NULL;
+    if (!who->sandbox_id || !docker_name_ok(who->sandbox_id, SBX_ID_MAX))
+        return api_error_set(err, API_INVALID_ARGUMENT, "malformed sandbox id");
+    if (!ref || !*ref) {
+        snprintf(name, sizeof name, "sbx-%s", who->sandbox_id);
+        target = name;
+    } else if (!docker_name_ok(ref, 80)) {
+        api_error_set(err, API_NOT_FOUND, "runtime ref of sandbox %s is malformed; refused", who->sandbox_id);
+        return SBX_EPERM;
+    }
+    int r = docker_container_inspect(rt, target, DOCKER_CALL_TIMEOUT_MS, &o, &id, err);
+    if (r == SBX_ENOTFOUND) {
+        api_error_set(err, API_NOT_FOUND, "sandbox %s has no container on this worker", who->sandbox_id);
+        return SBX_ENOTFOUND;
+    }
+    if (r < 0)
+        return r;
+    json_object *labels = jsonx_get_obj(jsonx_get_obj(o, "Config"), "Labels");
+    const char *bad = NULL;
+    if (!docker_label_is(labels, RUNTIME_LABEL_MANAGED, RUNTIME_MANAGED_SANDBOX))
+        bad = RUNTIME_LABEL_MANAGED;
+    else if (!docker_label_is(labels, RUNTIME_LABEL_SANDBOX, who->sandbox_id))
+        bad = RUNTIME_LABEL_SANDBOX;
+    else if (who->cluster_id && *who->cluster_id && !docker_label_is(labels, RUNTIME_LABEL_CLUSTER, who->cluster_id))
+        bad = RUNTIME_LABEL_CLUSTER;
+    else if (!docker_label_is(labels, RUNTIME_LABEL_WORKER, worker))
+        bad = RUNTIME_LABEL_WORKER;
+    if (bad) {
+        api_error_set(err, API_NOT_FOUND, "container %.12s is not sandbox %s's on this worker (its %s label "
+                      "differs); refused", id, who->sandbox_id, bad);
+        r = SBX_EPERM;
+    } else {
+        snprintf(ret_ref, 80, "%s", id);
+    }
+    json_object_put(o);
+    return r;
 }
 
 /* ---- logs -------------------------------------------------------------- */

@@ -629,6 +629,7 @@ static const runtime_ops_t docker_ops = {
     .create = docker_rt_create,
     .exec = docker_rt_exec,
     .remove = docker_rt_remove,
+    .check_owner = docker_rt_check_owner,
     .inventory = docker_rt_inventory,
     .images = docker_rt_images,
     .dial = docker_rt_dial,
