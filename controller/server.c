@@ -3,6 +3,7 @@
 #include "server.h"
 #include "api.h"
 #include "db.h"
+#include "http_errpage.h"
 #include "jsonx.h"
 #include "limits.h"
 #include "ids.h"
@@ -953,6 +954,9 @@ int server_start(controller_t *ctl, char *err, size_t errlen)
         evhttp_set_allowed_methods(th->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE | EVHTTP_REQ_PUT |
                                                  EVHTTP_REQ_HEAD | EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
         evhttp_set_gencb(th->http, on_request, th);
+        /* libevent's own error answers (malformed heads, bodies over the
+         * limit, unknown methods) in the JSON error shape too. */
+        evhttp_set_bevcb(th->http, http_errpage_bev, NULL);
         th->fd = dup(ctl->listen_fd);
         if (th->fd < 0 || !evhttp_accept_socket_with_handle(th->http, th->fd)) {
             snprintf(err, errlen, "cannot accept on the listening socket");
