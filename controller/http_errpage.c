@@ -9,6 +9,7 @@
 #include "http_errpage.h"
 #include "errors.h"
 #include "jsonx.h"
+#include "limits.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,37 +18,38 @@
 #define ERRPAGE_TAIL "</H1>\n</BODY></HTML>\n"
 #define ERRPAGE_WINDOW 1024 /* a page is ~250 bytes: its reason is libevent's own phrase */
 
-/* What a libevent status means in the API's words. */
-static void errpage_meaning(int status, api_code_t *ret_code, const char **ret_msg)
+/* What a libevent status means in the API's words (msg: room for a line). */
+static void errpage_meaning(int status, api_code_t *ret_code, char *msg, size_t msglen)
 {
+    const char *text;
     switch (status) {
     case 400:
         *ret_code = API_INVALID_ARGUMENT;
-        *ret_msg = "malformed HTTP request: the request line or a header is not HTTP/1.x, or the head is over "
-                   "64 KiB";
+        text = "malformed HTTP request: the request line or a header is not HTTP/1.x, or the head is over 64 KiB";
         break;
     case 413:
         *ret_code = API_PAYLOAD_TOO_LARGE;
-        *ret_msg = "request body over the limit of 8 MiB";
-        break;
+        snprintf(msg, msglen, "request body over the limit of %u MiB", SBX_MAX_BODY_BYTES / (1024u * 1024u));
+        return;
     case 417:
         *ret_code = API_INVALID_ARGUMENT;
-        *ret_msg = "unsupported Expect header: only Expect: 100-continue is understood";
+        text = "unsupported Expect header: only Expect: 100-continue is understood";
         break;
     case 501:
     case 405:
         *ret_code = API_METHOD_NOT_ALLOWED;
-        *ret_msg = "unsupported HTTP method";
+        text = "unsupported HTTP method";
         break;
     case 503:
         *ret_code = API_UNAVAILABLE;
-        *ret_msg = "the controller cannot take this request now";
+        text = "the controller cannot take this request now";
         break;
     default:
         *ret_code = status >= 500 ? API_INTERNAL : API_INVALID_ARGUMENT;
-        *ret_msg = "the HTTP layer refused this request";
+        text = "the HTTP layer refused this request";
         break;
     }
+    snprintf(msg, msglen, "%s", text);
 }
 
 static const char *errpage_reason(int status)
@@ -178,8 +180,8 @@ static bool errpage_rewrite_unfrozen(struct evbuffer *out)
     if (!status)
         return false;
     api_code_t code;
-    const char *msg;
-    errpage_meaning(status, &code, &msg);
+    char msg[160];
+    errpage_meaning(status, &code, msg, sizeof msg);
     int st = api_code_info(code)->http_status;
     json_object *body = jsonx_error_body(api_code_info(code)->name, msg);
     const char *text = body ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE) : NULL;
