@@ -114,9 +114,15 @@ static bool relay_down(pconn_t *pc)
         pc->down_held = true;
         return true;
     }
-    if (pc->dropped_bytes == 0)
+    if (pc->dropped_bytes == 0) {
         log_info("proxy", "route %s: dropping what the client sent after its request (one request per "
                           "connection)", pc->name);
+        /* The client means to reuse the connection: tell an app that ignores
+         * our Connection: close that no request follows, so it closes after
+         * its answer rather than keep the client waiting for an idle timeout. */
+        if (pc->up && !pc->up_eof)
+            shut_up_write(pc);
+    }
     pc->dropped_bytes += (int64_t)n;
     evbuffer_drain(in, n);
     if (pc->dropped_bytes > PROXY_MAX_DROPPED) {
