@@ -1,10 +1,14 @@
 /* json-c helpers. */
 #include "jsonx.h"
 
+#include "utf8.h"
+
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define JSONX_MAX_DEPTH 32
+#define JSONX_MAX_PATH 256 /* a field path in an error message, truncated beyond */
 
 /* json-c's strict mode still admits single-quoted strings and the literals
  * NaN, Infinity and -Infinity. Outside double-quoted strings, JSON uses only
@@ -36,6 +40,74 @@ static size_t jsonx_non_json_byte(const char *s, size_t n)
         }
     }
     return n;
+}
+
+/* Appends ".key" (or "key" at the top) or "[i]" to the path in buf[len]. */
+static size_t jsonx_path_push(char *buf, size_t cap, size_t len, const char *key, size_t idx)
+{
+    int w;
+    if (key)
+        w = snprintf(buf + len, cap - len, "%s%s", len ? "." : "", key);
+    else
+        w = snprintf(buf + len, cap - len, "[%zu]", idx);
+    if (w < 0 || (size_t)w >= cap - len)
+        return cap - 1; /* truncated: the path still names the outer fields */
+    return len + (size_t)w;
+}
+
+/* Why the n bytes at s cannot be text, or NULL: invalid UTF-8 always, a NUL
+ * only when nul (PostgreSQL refuses both in text and jsonb). */
+static const char *jsonx_text_fault(const char *s, size_t n, bool nul)
+{
+    if (!utf8_valid(s, n))
+        return "invalid UTF-8";
+    if (nul && memchr(s, '\0', n))
+        return "a NUL character";
+    return NULL;
+}
+
+/* Checks every key and string value under o; on a fault, fills err naming
+ * the field's path ("labels.team", "argv[2]"). depth is bounded by the
+ * tokener's JSONX_MAX_DEPTH. */
+static int jsonx_check_text(json_object *o, bool nul, char *path, size_t cap, size_t len, api_error_t *err)
+{
+    const char *why;
+    switch (json_object_get_type(o)) {
+    case json_type_string:
+        why = jsonx_text_fault(json_object_get_string(o), (size_t)json_object_get_string_len(o), nul);
+        if (why)
+            return api_error_set(err, API_INVALID_ARGUMENT, "%s in \"%s\"", why, len ? path : "(top level)");
+        return 0;
+    case json_type_object: {
+        json_object_object_foreach(o, key, val) {
+            size_t l = jsonx_path_push(path, cap, len, key, 0);
+            why = jsonx_text_fault(key, strlen(key), nul);
+            if (why) {
+                /* the key itself cannot be shown: name its parent */
+                path[len] = '\0';
+                return api_error_set(err, API_INVALID_ARGUMENT, "%s in a key of \"%s\"", why,
+                                     len ? path : "(top level)");
+            }
+            if (val && jsonx_check_text(val, nul, path, cap, l, err) < 0)
+                return SBX_EINVAL;
+            path[len] = '\0';
+        }
+        return 0;
+    }
+    case json_type_array: {
+        size_t n = json_object_array_length(o);
+        for (size_t i = 0; i < n; i++) {
+            json_object *v = json_object_array_get_idx(o, i);
+            size_t l = jsonx_path_push(path, cap, len, NULL, i);
+            if (v && jsonx_check_text(v, nul, path, cap, l, err) < 0)
+                return SBX_EINVAL;
+            path[len] = '\0';
+        }
+        return 0;
+    }
+    default:
+        return 0;
+    }
 }
 
 int jsonx_parse(const char *s, size_t n, json_object **ret, api_error_t *err)
@@ -85,8 +157,19 @@ int jsonx_parse(const char *s, size_t n, json_object **ret, api_error_t *err)
         return api_error_set(err, API_INVALID_JSON,
                              "malformed JSON at byte %zu: not JSON (single quotes, NaN or Infinity)", bad);
     }
+    char path[JSONX_MAX_PATH] = "";
+    if (jsonx_check_text(o, false, path, sizeof path, 0, err) < 0) {
+        json_object_put(o);
+        return SBX_EINVAL;
+    }
     *ret = o;
     return 0;
+}
+
+int jsonx_refuse_nul(json_object *o, api_error_t *err)
+{
+    char path[JSONX_MAX_PATH] = "";
+    return o ? jsonx_check_text(o, true, path, sizeof path, 0, err) : 0;
 }
 
 static json_object *jsonx_get_typed(json_object *o, const char *key, json_type t)

@@ -11,8 +11,15 @@
 
 /* Parses exactly one JSON value from n bytes (strict mode, depth-limited,
  * nothing but whitespace after it). On success *ret is a new reference.
- * On failure fills err with API_INVALID_JSON and returns SBX_EINVAL. */
+ * On failure fills err with API_INVALID_JSON and returns SBX_EINVAL; a key
+ * or string that is not valid UTF-8 is API_INVALID_ARGUMENT naming the field
+ * ("invalid UTF-8 in \"labels.team\""). A NUL ("\u0000") is admitted here. */
 int jsonx_parse(const char *s, size_t n, json_object **ret, api_error_t *err);
+
+/* For text bound for the store (PostgreSQL refuses NUL in text and jsonb):
+ * returns 0 when no key or string under o holds a NUL, else fills err with
+ * API_INVALID_ARGUMENT naming the field and returns SBX_EINVAL. */
+int jsonx_refuse_nul(json_object *o, api_error_t *err);
 
 /* Field lookups on an object; NULL when absent or of another type. */
 const char *jsonx_get_str(json_object *o, const char *key);

@@ -101,6 +101,13 @@ int mcp_decode(const char *line, size_t len, mcp_msg_t *ret, json_object **ret_e
         *ret_error = mcp_error(NULL, MCP_PARSE_ERROR, "message longer than 4 MiB");
         return SBX_EINVAL;
     }
+    const char *nul = memchr(line + skip, '\0', len - skip);
+    if (nul) {
+        char why[80];
+        snprintf(why, sizeof why, "parse error: a NUL byte at byte %zu", (size_t)(nul - line));
+        *ret_error = mcp_error(NULL, MCP_PARSE_ERROR, why);
+        return SBX_EINVAL;
+    }
     json_object *root = NULL;
     api_error_t perr;
     if (jsonx_parse(line + skip, len - skip, &root, &perr) < 0 || !root) {

@@ -446,6 +446,9 @@ static void handle_head(pconn_t *pc, char *buf, size_t len)
     }
     const char *connection = proxy_head_get(&h, "connection");
     pc->upgrade = proxy_head_get(&h, "upgrade") && connection && token_list_has(connection, "upgrade");
+    pc->chunked = proxy_head_get(&h, "transfer-encoding") != NULL; /* framing_error: chunked alone */
+    pc->body_left = content_length;
+    pc->body_done = !pc->chunked && content_length == 0;
 
     route_target_t t;
     rc = db_ensure(pt->db, ctl->conninfo) < 0 ? SBX_EDB : store_route_target(*pt->db, pc->name, &t);

@@ -15,6 +15,7 @@
 #include <libpq-fe.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 #include "config.h"
@@ -84,6 +85,21 @@ typedef enum {
  * "?query"). */
 proxy_route_kind_t proxy_route_for(const char *host, const char *target, const char *route_domain,
                                    char ret_name[PROXY_NAME_LEN + 1], const char **ret_rest);
+
+/* Where a chunked request body ends: the scanner's state, zeroed to start. */
+typedef struct proxy_chunked {
+    int state;
+    uint64_t left;   /* bytes of the current chunk's data still to come */
+    int digits;      /* hex digits of the size line read */
+} proxy_chunked_t;
+
+/* Scans the next n bytes of a chunked body. Returns 0 when all n belong to
+ * the body and it goes on, 1 when it ended within them (*ret_used: the bytes
+ * up to and including its last CRLF; what follows is a next request), or
+ * SBX_EINVAL for framing we cannot vouch for (a malformed size line, a size
+ * over 15 hex digits, a missing CRLF, or trailer fields, which are refused
+ * rather than forwarded). */
+int proxy_chunked_scan(proxy_chunked_t *c, const char *p, size_t n, size_t *ret_used);
 
 /* Parses "a.b.c.d[/n], [v6][/n], ..." into a malloc'd array. */
 int proxy_nets_parse(const char *text, struct proxy_net **ret, int *ret_n, char *err, size_t errlen);

@@ -23,6 +23,7 @@
 #define PROXY_GRANT_SECONDS  60
 #define PROXY_SWEEP_SECONDS  2
 #define PROXY_WORKER_LINE    1024
+#define PROXY_MAX_DROPPED    (1024 * 1024) /* bytes after the request we read and drop before closing */
 
 typedef enum { PC_HEAD, PC_WORKER, PC_PIPE, PC_CLOSING } pc_state_t;
 
@@ -39,7 +40,18 @@ typedef struct pconn {
     char route_id[SBX_ID_MAX]; /* for the log: the name is a public route's only secret */
     char method[16];
     char path[128];            /* for the log: the app's path, without the query */
-    bool upgrade;
+    bool upgrade;              /* asked for; a tunnel only once the app answered 101 */
+    bool tunnel;               /* the app answered 101: bytes both ways as they come */
+    /* The request's body framing: one request per upstream connection, so
+     * what the client sends after the body (a pipelined or kept-alive next
+     * request, whose head we never cleaned) is dropped, never forwarded. */
+    bool chunked;
+    proxy_chunked_t chunks;
+    int64_t body_left;         /* Content-Length bytes still to forward */
+    bool body_done;            /* the whole body has gone up */
+    bool answered;             /* the app's answer has begun (an upgrade is decided) */
+    bool down_held;            /* client reading stopped until an upgrade is decided */
+    int64_t dropped_bytes;     /* what the client sent after its request */
     bool down_eof, up_eof;     /* that side sent EOF */
     bool up_shut_pending;      /* shut the upstream's write side once drained */
     bool down_paused, up_paused; /* reading paused for backpressure */

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@ static void pipe_maybe_done(pconn_t *pc)
     /* A plain request is over when the upstream has answered and closed and
      * the answer is written; a tunnel when both sides have closed. */
     if (pc->up_eof && evbuffer_get_length(bufferevent_get_output(pc->down)) == 0 &&
-        (!pc->upgrade || pc->down_eof))
+        (!pc->tunnel || pc->down_eof))
         proxy_conn_free(pc, "done");
 }
 
@@ -33,25 +34,27 @@ static void shut_up_write(pconn_t *pc)
     shutdown(bufferevent_getfd(pc->up), SHUT_WR);
 }
 
-/* Moves what `from` has read to the output of `to`, counting it in *count
- * against limit (0: none; a tunnel has none), and stops reading `from`
- * (*paused) while `to` holds PROXY_HIGH_WATER bytes unsent. False when the
- * limit closed the connection. */
+/* Moves at most max bytes of what `from` has read to the output of `to`,
+ * counting them in *count against limit (0: none; a tunnel has none), and
+ * stops reading `from` (*paused) while `to` holds PROXY_HIGH_WATER bytes
+ * unsent. False when the limit closed the connection. */
 static bool relay(pconn_t *pc, struct bufferevent *from, struct bufferevent *to, int64_t *count, int64_t limit,
-                  bool *paused, const char *over_limit)
+                  bool *paused, const char *over_limit, size_t max)
 {
     struct evbuffer *in = bufferevent_get_input(from);
     size_t n = evbuffer_get_length(in);
+    if (n > max)
+        n = max;
     if (n == 0)
         return true;
     pc->last_activity = time(NULL);
     *count += (int64_t)n;
-    if (!pc->upgrade && limit > 0 && *count > limit) {
+    if (!pc->tunnel && limit > 0 && *count > limit) {
         proxy_conn_free(pc, over_limit);
         return false;
     }
     struct evbuffer *out = bufferevent_get_output(to);
-    evbuffer_add_buffer(out, in);
+    evbuffer_remove_buffer(in, out, n);
     if (evbuffer_get_length(out) >= PROXY_HIGH_WATER) {
         bufferevent_disable(from, EV_READ);
         *paused = true;
@@ -59,18 +62,103 @@ static bool relay(pconn_t *pc, struct bufferevent *from, struct bufferevent *to,
     return true;
 }
 
-/* Client -> upstream. */
-static bool relay_down(pconn_t *pc)
+/* How many of the client's buffered bytes still belong to the request's
+ * body; marks the body done when they end it. False when the chunked
+ * framing broke (the connection is then closed). */
+static bool body_take(pconn_t *pc, size_t *ret_take)
 {
-    return relay(pc, pc->down, pc->up, &pc->body_bytes, pc->pt->ctl->route_max_request, &pc->down_paused,
-                 "request body over route_max_request_bytes");
+    struct evbuffer *in = bufferevent_get_input(pc->down);
+    size_t n = evbuffer_get_length(in);
+    size_t take = n;
+    if (pc->chunked) {
+        const char *p = n ? (const char *)evbuffer_pullup(in, (ev_ssize_t)n) : NULL;
+        int r = p ? proxy_chunked_scan(&pc->chunks, p, n, &take) : 0;
+        if (r < 0) {
+            proxy_conn_free(pc, "malformed chunked request body");
+            return false;
+        }
+        pc->body_done = r == 1;
+    } else {
+        if ((int64_t)take > pc->body_left)
+            take = (size_t)pc->body_left;
+        pc->body_left -= (int64_t)take;
+        pc->body_done = pc->body_left == 0;
+    }
+    *ret_take = take;
+    return true;
 }
 
-/* Upstream -> client. */
-static bool relay_up(pconn_t *pc)
+/* Client -> upstream: the request's body, then nothing until the app has
+ * answered an upgrade with 101 (then everything: a tunnel carries no HTTP
+ * heads); without a tunnel, what follows the body is read and dropped. */
+static bool relay_down(pconn_t *pc)
 {
-    return relay(pc, pc->up, pc->down, &pc->resp_bytes, pc->pt->ctl->route_max_response, &pc->up_paused,
-                 "response over route_max_response_bytes");
+    int64_t limit = pc->pt->ctl->route_max_request;
+    const char *over = "request body over route_max_request_bytes";
+    if (!pc->body_done) {
+        size_t take = 0;
+        if (!body_take(pc, &take) ||
+            !relay(pc, pc->down, pc->up, &pc->body_bytes, limit, &pc->down_paused, over, take))
+            return false;
+        if (!pc->body_done)
+            return true;
+    }
+    if (pc->tunnel)
+        return relay(pc, pc->down, pc->up, &pc->body_bytes, limit, &pc->down_paused, over, SIZE_MAX);
+    struct evbuffer *in = bufferevent_get_input(pc->down);
+    size_t n = evbuffer_get_length(in);
+    if (n == 0)
+        return true;
+    if (pc->upgrade && !pc->answered) {
+        bufferevent_disable(pc->down, EV_READ);
+        pc->down_held = true;
+        return true;
+    }
+    if (pc->dropped_bytes == 0) {
+        log_info("proxy", "route %s: dropping what the client sent after its request (one request per "
+                          "connection)", pc->name);
+        /* The client means to reuse the connection: tell an app that ignores
+         * our Connection: close that no request follows, so it closes after
+         * its answer rather than keep the client waiting for an idle timeout. */
+        if (pc->up && !pc->up_eof)
+            shut_up_write(pc);
+    }
+    pc->dropped_bytes += (int64_t)n;
+    evbuffer_drain(in, n);
+    if (pc->dropped_bytes > PROXY_MAX_DROPPED) {
+        proxy_conn_free(pc, "too much sent after the request");
+        return false;
+    }
+    return true;
+}
+
+/* Upstream -> client. For an upgrade, the first bytes of the app's answer
+ * decide whether the connection becomes a tunnel (101) or stays one request;
+ * the client's held bytes then go up or are dropped. eof: the upstream has
+ * closed (whatever it sent is all there is). */
+static bool relay_up(pconn_t *pc, bool eof)
+{
+    struct evbuffer *in = bufferevent_get_input(pc->up);
+    bool decided = false;
+    if (pc->upgrade && !pc->answered) {
+        size_t n = evbuffer_get_length(in);
+        if (n < 12 && !eof)
+            return true;
+        const char *p = (const char *)evbuffer_pullup(in, n < 12 ? (ev_ssize_t)n : 12);
+        pc->answered = decided = true;
+        pc->tunnel = n >= 12 && p && memcmp(p, "HTTP/1.", 7) == 0 && memcmp(p + 8, " 101", 4) == 0;
+    }
+    pc->answered = pc->answered || evbuffer_get_length(in) > 0;
+    if (!relay(pc, pc->up, pc->down, &pc->resp_bytes, pc->pt->ctl->route_max_response, &pc->up_paused,
+               "response over route_max_response_bytes", SIZE_MAX))
+        return false;
+    if (decided && pc->down_held) {
+        pc->down_held = false;
+        if (!pc->down_eof && !pc->down_paused)
+            bufferevent_enable(pc->down, EV_READ);
+        return relay_down(pc);
+    }
+    return true;
 }
 
 static void down_read_cb(struct bufferevent *bev, void *arg)
@@ -82,7 +170,7 @@ static void down_read_cb(struct bufferevent *bev, void *arg)
 static void up_read_cb(struct bufferevent *bev, void *arg)
 {
     (void)bev;
-    relay_up(arg);
+    relay_up(arg, false);
 }
 
 /* The client's output drained: read the upstream again. */
@@ -151,10 +239,10 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
         return;
     }
     if (what & BEV_EVENT_EOF) {
-        if (!relay_up(pc)) /* whatever came with the EOF */
+        if (!relay_up(pc, true)) /* whatever came with the EOF */
             return;
         pc->up_eof = true;
-        if (pc->upgrade && !pc->down_eof)
+        if (pc->tunnel && !pc->down_eof)
             shutdown(bufferevent_getfd(pc->down), SHUT_WR);
         pipe_maybe_done(pc);
         return;
@@ -179,7 +267,7 @@ static void pipe_start(pconn_t *pc)
     /* Body bytes that came with the head, then whatever the worker sent
      * after its line. */
     if (relay_down(pc))
-        relay_up(pc);
+        relay_up(pc, false);
 }
 
 /* ---- waiting for the worker's answer ---- */

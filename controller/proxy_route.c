@@ -21,6 +21,76 @@ int proxy_parse_head(char *buf, size_t len, proxy_head_t *ret)
 
 const char *proxy_head_get(const proxy_head_t *h, const char *name) { return httphead_get(h, name); }
 
+enum { CK_SIZE, CK_EXT, CK_SIZE_LF, CK_DATA, CK_DATA_CR, CK_DATA_LF, CK_LAST_CR, CK_LAST_LF };
+
+int proxy_chunked_scan(proxy_chunked_t *c, const char *p, size_t n, size_t *ret_used)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned char ch = (unsigned char)p[i];
+        switch (c->state) {
+        case CK_SIZE:
+            if (isxdigit(ch)) {
+                if (++c->digits > 15)
+                    return SBX_EINVAL;
+                c->left = c->left * 16 + (uint64_t)(isdigit(ch) ? ch - '0' : (tolower(ch) - 'a' + 10));
+            } else if (c->digits > 0 && (ch == ';' || ch == ' ' || ch == '\t')) {
+                c->state = CK_EXT;
+            } else if (c->digits > 0 && ch == '\r') {
+                c->state = CK_SIZE_LF;
+            } else {
+                return SBX_EINVAL;
+            }
+            i++;
+            break;
+        case CK_EXT: /* chunk extensions: up to the CR, no bare LF */
+            if (ch == '\n')
+                return SBX_EINVAL;
+            if (ch == '\r')
+                c->state = CK_SIZE_LF;
+            i++;
+            break;
+        case CK_SIZE_LF:
+            if (ch != '\n')
+                return SBX_EINVAL;
+            i++;
+            c->digits = 0;
+            c->state = c->left ? CK_DATA : CK_LAST_CR;
+            break;
+        case CK_DATA: {
+            size_t take = n - i < c->left ? n - i : (size_t)c->left;
+            c->left -= take;
+            i += take;
+            if (!c->left)
+                c->state = CK_DATA_CR;
+            break;
+        }
+        case CK_DATA_CR:
+        case CK_LAST_CR:
+            if (ch != '\r')
+                return SBX_EINVAL; /* after the last chunk: a trailer field */
+            c->state = c->state == CK_DATA_CR ? CK_DATA_LF : CK_LAST_LF;
+            i++;
+            break;
+        case CK_DATA_LF:
+            if (ch != '\n')
+                return SBX_EINVAL;
+            c->state = CK_SIZE;
+            i++;
+            break;
+        case CK_LAST_LF:
+            if (ch != '\n')
+                return SBX_EINVAL;
+            *ret_used = i + 1;
+            return 1;
+        default:
+            return SBX_EINVAL;
+        }
+    }
+    *ret_used = n;
+    return 0;
+}
+
 static bool name_ok(const char *s, size_t n)
 {
     if (n != PROXY_NAME_LEN)

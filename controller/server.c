@@ -3,6 +3,7 @@
 #include "server.h"
 #include "api.h"
 #include "db.h"
+#include "http_errpage.h"
 #include "jsonx.h"
 #include "limits.h"
 #include "ids.h"
@@ -10,6 +11,7 @@
 #include "metrics.h"
 #include "proxy.h"
 #include "sbuf.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
@@ -500,6 +502,12 @@ int http_read_json(req_t *rq, size_t limit, json_object **ret)
         http_reply_api_error(rq, &err);
         return SBX_EINVAL;
     }
+    if (jsonx_refuse_nul(*ret, &err) < 0) {
+        json_object_put(*ret);
+        *ret = NULL;
+        http_reply_api_error(rq, &err);
+        return SBX_EINVAL;
+    }
     return 0;
 }
 
@@ -794,6 +802,40 @@ static void route(req_t *rq)
         r->h0(rq);
 }
 
+/* The path, the decoded query and every header are text that may reach the
+ * store, and PostgreSQL refuses invalid UTF-8 (a 503 with its own words, not
+ * the client's mistake): refuses such a request as invalid_argument naming
+ * where. Returns 0 when all is text. */
+/* A parameter or header name fit to quote in a message, or a stand-in. */
+static const char *request_name_shown(const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < n; i++)
+        if (name[i] <= 0x20 || name[i] >= 0x7f)
+            return "(unprintable)";
+    return n <= 64 ? name : "(long name)";
+}
+
+static int request_text_check(req_t *rq, api_error_t *err)
+{
+    if (!utf8_valid(rq->path, strlen(rq->path)))
+        return api_error_set(err, API_INVALID_ARGUMENT, "invalid UTF-8 in the request path");
+    const struct evkeyval *kv;
+    TAILQ_FOREACH (kv, &rq->query, next) {
+        if (!utf8_valid(kv->key, strlen(kv->key)))
+            return api_error_set(err, API_INVALID_ARGUMENT, "invalid UTF-8 in a query parameter name");
+        if (!utf8_valid(kv->value, strlen(kv->value)))
+            return api_error_set(err, API_INVALID_ARGUMENT, "invalid UTF-8 in query parameter \"%s\"",
+                                 request_name_shown(kv->key));
+    }
+    TAILQ_FOREACH (kv, evhttp_request_get_input_headers(rq->ev), next) {
+        if (!utf8_valid(kv->key, strlen(kv->key)) || !utf8_valid(kv->value, strlen(kv->value)))
+            return api_error_set(err, API_INVALID_ARGUMENT, "invalid UTF-8 in header %s",
+                                 request_name_shown(kv->key));
+    }
+    return 0;
+}
+
 static void on_request(struct evhttp_request *ev, void *arg)
 {
     http_thread_t *th = arg;
@@ -819,6 +861,11 @@ static void on_request(struct evhttp_request *ev, void *arg)
     snprintf(rq->path, sizeof rq->path, "%s", path);
     if (query && evhttp_parse_query_str(query, &rq->query) < 0) {
         http_reply_error(rq, API_INVALID_ARGUMENT, "malformed query string");
+        return;
+    }
+    api_error_t terr;
+    if (request_text_check(rq, &terr) < 0) {
+        http_reply_api_error(rq, &terr);
         return;
     }
     split_path(rq);
@@ -907,6 +954,9 @@ int server_start(controller_t *ctl, char *err, size_t errlen)
         evhttp_set_allowed_methods(th->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE | EVHTTP_REQ_PUT |
                                                  EVHTTP_REQ_HEAD | EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
         evhttp_set_gencb(th->http, on_request, th);
+        /* libevent's own error answers (malformed heads, bodies over the
+         * limit, unknown methods) in the JSON error shape too. */
+        evhttp_set_bevcb(th->http, http_errpage_bev, NULL);
         th->fd = dup(ctl->listen_fd);
         if (th->fd < 0 || !evhttp_accept_socket_with_handle(th->http, th->fd)) {
             snprintf(err, errlen, "cannot accept on the listening socket");

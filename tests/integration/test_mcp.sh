@@ -68,6 +68,17 @@ assert_contains "$id2" 'not_found' "MCP sandbox_create in a missing tenant is no
 n=$("$ITEST_PGBIN/psql" -X -q -At "$DATABASE_URL" -c "SELECT count(*) FROM tenants WHERE name = 'no-such-$tenant'")
 assert_eq 0 "$n" "no tenant made through MCP"
 
+# A NUL byte inside a line is a parse error (-32700) for that line only: the
+# next message is answered (a reader measuring lines with strlen joined it to
+# the broken one and never answered it).
+nul_out=$(printf '%s\n%s\0%s\n%s\n' '{"jsonrpc":"2.0","id":1,"method":"ping"}' '{"jsonrpc":"2.0","id":2,' \
+  '"method":"ping"}' '{"jsonrpc":"2.0","id":3,"method":"ping"}' \
+  | SANDBOX_TOKEN=$member timeout 30 "$mcp_bin" 2>/dev/null) || true
+assert_contains "$nul_out" '"id":1,"result":{}' "MCP ping before the NUL line"
+assert_contains "$nul_out" '"code":-32700' "MCP parse error for a line with a NUL byte"
+assert_contains "$nul_out" 'NUL byte' "the parse error names the NUL byte"
+assert_contains "$nul_out" '"id":3,"result":{}' "MCP ping after the NUL line is answered"
+
 # Whatever client.mjs leaves behind (it deletes its sandboxes itself, also
 # when a check fails) is deleted when the test exits.
 mcp_leftovers() {

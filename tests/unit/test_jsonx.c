@@ -228,6 +228,56 @@ START_TEST(test_parse_error_without_err_still_fails)
 }
 END_TEST
 
+/* Asserts the literal is refused as invalid_argument with the message. */
+static void check_bad_text(const char *s, size_t n, const char *message)
+{
+    json_object *o;
+    api_error_t err;
+    int r = parse(s, n, &o, &err);
+    ck_assert_msg(r == SBX_EINVAL, "accepted %.*s", (int)n, s);
+    ck_assert_ptr_null(o);
+    ck_assert_int_eq(err.code, API_INVALID_ARGUMENT);
+    ck_assert_str_eq(err.message, message);
+}
+#define BAD_TEXT(lit, msg) check_bad_text((lit), sizeof(lit) - 1, (msg))
+
+START_TEST(test_parse_rejects_invalid_utf8_naming_the_field)
+{
+    BAD_TEXT("{\"image\":\"a\xff\"}", "invalid UTF-8 in \"image\"");
+    BAD_TEXT("{\"labels\":{\"ok\":\"\xc3\xa9\",\"team\":\"\xc3\"}}", "invalid UTF-8 in \"labels.team\"");
+    BAD_TEXT("{\"argv\":[\"sh\",\"-c\",\"\xed\xa0\x80\"]}", "invalid UTF-8 in \"argv[2]\"");
+    BAD_TEXT("{\"a\":[{\"b\":[\"x\",\"\xc0\xaf\"]}]}", "invalid UTF-8 in \"a[0].b[1]\"");
+    BAD_TEXT("{\"labels\":{\"t\xfe\":\"x\"}}", "invalid UTF-8 in a key of \"labels\"");
+    BAD_TEXT("{\"\xfe\":1}", "invalid UTF-8 in a key of \"(top level)\"");
+    BAD_TEXT("\"\xff\"", "invalid UTF-8 in \"(top level)\"");
+}
+END_TEST
+
+START_TEST(test_refuse_nul_names_the_field)
+{
+    static const char text[] = "{\"env\":{\"K\":\"a\\u0000b\"}}";
+    json_object *o;
+    api_error_t err;
+    ck_assert_int_eq(parse(text, sizeof text - 1, &o, &err), 0);
+    ck_assert_int_eq(jsonx_refuse_nul(o, &err), SBX_EINVAL);
+    ck_assert_int_eq(err.code, API_INVALID_ARGUMENT);
+    ck_assert_str_eq(err.message, "a NUL character in \"env.K\"");
+    json_object_put(o);
+    ck_assert_int_eq(parse("{\"env\":{\"K\":\"ab\"}}", 18, &o, &err), 0);
+    ck_assert_int_eq(jsonx_refuse_nul(o, &err), 0);
+    json_object_put(o);
+}
+END_TEST
+
+START_TEST(test_parse_accepts_valid_multibyte_utf8)
+{
+    static const char MB[] = "{\"s\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80 \\u00e9\"}";
+    json_object *o = check_accepted(MB, sizeof MB - 1,
+                                    json_type_object);
+    json_object_put(o);
+}
+END_TEST
+
 /* ---- typed getters ---- */
 
 static json_object *sample(void)
@@ -360,6 +410,9 @@ Suite *unit_suite(void)
         test_parse_rejects_top_level_null,
         test_parse_rejects_nesting_beyond_depth_limit,
         test_parse_error_without_err_still_fails,
+        test_parse_rejects_invalid_utf8_naming_the_field,
+        test_refuse_nul_names_the_field,
+        test_parse_accepts_valid_multibyte_utf8,
     ));
     unit_tcase_add(s, "access", UNIT_TESTS(
         test_getters_return_values_of_matching_type,

@@ -85,6 +85,15 @@ START_TEST(test_decode_errors)
     s = decode_error("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":5}");
     ck_assert_ptr_nonnull(strstr(s, "method must be a string"));
     free(s);
+    /* a NUL byte inside the line: a parse error naming it */
+    static const char nul_line[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\0\"method\":\"ping\"}\n";
+    mcp_msg_t m;
+    json_object *err = NULL;
+    ck_assert_int_lt(mcp_decode(nul_line, sizeof nul_line - 1, &m, &err), 0);
+    s = dump(err);
+    ck_assert_ptr_nonnull(strstr(s, "-32700"));
+    ck_assert_ptr_nonnull(strstr(s, "a NUL byte at byte 24"));
+    free(s);
 }
 END_TEST
 

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,6 +179,62 @@ START_TEST(test_trusted_proxy_networks)
 }
 END_TEST
 
+/* Scans text in pieces of step bytes; returns the scanner's last result and
+ * the offset where the body ended (or the length scanned). */
+static int chunked(const char *text, size_t step, size_t *ret_end)
+{
+    proxy_chunked_t c = { 0 };
+    size_t n = strlen(text), off = 0;
+    while (off < n) {
+        size_t k = n - off < step ? n - off : step, used = 0;
+        int r = proxy_chunked_scan(&c, text + off, k, &used);
+        if (r != 0) {
+            *ret_end = off + used;
+            return r;
+        }
+        ck_assert_uint_eq(used, k);
+        off += k;
+    }
+    *ret_end = off;
+    return 0;
+}
+
+START_TEST(test_chunked_body_ends_where_the_next_request_begins)
+{
+    static const char body[] = "5\r\nhello\r\n1a;ext=1\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\n\r\n";
+    static const char next[] = "GET / HTTP/1.1\r\nX-Forwarded-For: 6.6.6.6\r\n\r\n";
+    char text[256];
+    snprintf(text, sizeof text, "%s%s", body, next);
+    for (size_t step = 1; step <= sizeof text; step++) {
+        size_t end = 0;
+        ck_assert_int_eq(chunked(text, step, &end), 1);
+        ck_assert_uint_eq(end, sizeof body - 1);
+    }
+    size_t end = 0;
+    ck_assert_int_eq(chunked("5\r\nhel", 3, &end), 0); /* goes on */
+    ck_assert_uint_eq(end, 6);
+}
+END_TEST
+
+START_TEST(test_chunked_refuses_what_it_cannot_vouch_for)
+{
+    static const char *const bad[] = {
+        "x\r\n",                          /* not a size */
+        "\r\n",                           /* no digits */
+        "5\nhello\r\n",                   /* bare LF */
+        "5\r\nhelloX\r\n",                /* data longer than its size */
+        "1000000000000000\r\n",           /* 16 hex digits */
+        "0\r\nX-Forwarded-For: 6.6.6.6\r\n\r\n", /* a trailer field */
+        "3;ext\nabc\r\n",                 /* bare LF in an extension */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t end = 0;
+        ck_assert_msg(chunked(bad[i], 1, &end) == SBX_EINVAL, "accepted %s", bad[i]);
+        ck_assert_msg(chunked(bad[i], 64, &end) == SBX_EINVAL, "accepted %s whole", bad[i]);
+    }
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("proxy");
@@ -190,6 +247,10 @@ Suite *unit_suite(void)
         test_route_by_path_host_and_redirect,
         test_route_refuses_what_is_not_a_route_address,
         test_trusted_proxy_networks,
+    ));
+    unit_tcase_add(s, "chunked", UNIT_TESTS(
+        test_chunked_body_ends_where_the_next_request_begins,
+        test_chunked_refuses_what_it_cannot_vouch_for,
     ));
     return s;
 }

@@ -154,25 +154,34 @@ static void cancel_call(server_t *s, json_object *params)
 
 /* ---------------------------------------------------------------- main loop */
 
-/* Reads one line into b (without the newline). Returns 1 for a line, 0 at
- * EOF with nothing read, SBX_ETOOBIG when the line passed the cap (the
- * rest of it was read and dropped). */
+/* Reads one line into b (with its newline, NUL bytes kept: fgets would
+ * measure the line at the first NUL and join the next line to it). Returns
+ * 1 for a line, 0 at EOF with nothing read, SBX_ETOOBIG when the line passed
+ * the cap (the rest of it was read and dropped). */
 static int read_line(FILE *in, sbuf_t *b)
 {
     sbuf_reset(b);
     char chunk[8192];
+    size_t n = 0;
     bool any = false, over = false;
-    while (fgets(chunk, sizeof chunk, in)) {
+    int c;
+    while ((c = getc(in)) != EOF) {
         any = true;
-        size_t n = strlen(chunk);
-        bool nl = n > 0 && chunk[n - 1] == '\n';
-        if (!over && sbuf_append_bounded(b, chunk, n) < 0)
-            return SBX_ENOMEM;
-        if (b->truncated)
-            over = true;
-        if (nl)
-            break;
+        chunk[n++] = (char)c;
+        if (n == sizeof chunk || c == '\n') {
+            if (!over && sbuf_append_bounded(b, chunk, n) < 0)
+                return SBX_ENOMEM;
+            n = 0;
+            if (b->truncated)
+                over = true;
+            if (c == '\n')
+                break;
+        }
     }
+    if (n > 0 && !over && sbuf_append_bounded(b, chunk, n) < 0)
+        return SBX_ENOMEM;
+    if (b->truncated)
+        over = true;
     if (!any)
         return 0;
     return over ? SBX_ETOOBIG : 1;
