@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses of tests/fuzz (clang, -Dfuzz=true, ASan +
-# UBSan, clients only), runs every kept input of tests/fuzz/corpus once (the
+# UBSan), runs every kept input of tests/fuzz/corpus once (the
 # regression inputs), then fuzzes each harness for a bounded time. New inputs
 # go to a temporary folder, never into the repository; a crash leaves its
 # input there and is printed with the command that replays it (copy it into
@@ -31,7 +31,7 @@ if [ "${#targets[@]}" -eq 0 ]; then
 fi
 command -v clang >/dev/null 2>&1 || sbx_die "clang is missing (apt-get install clang libclang-rt-14-dev, or run tools/test.sh, which installs it)"
 
-CC=clang sbx_build "$dir" -Dfuzz=true -Dserver=false -Dtests=false \
+CC=clang sbx_build "$dir" -Dfuzz=true -Dtests=false \
   -Db_sanitize=address,undefined -Db_lundef=false
 
 work=$(mktemp -d /tmp/sbx-fuzz.XXXXXX)
