@@ -70,6 +70,9 @@ START_TEST(test_policy_rejects_bad_fields_naming_them)
         { "{\"network_modes\":[\"wide\"]}", "network_modes" },
         { "{\"routes\":1}", "routes" },
         { "{\"max_gpus\":1}", "max_gpus" },
+        { "{\"registries\":\"ghcr.io\"}", "registries" },
+        { "{\"registries\":[\"https://ghcr.io\"]}", "registries[0]" },
+        { "{\"registries\":[\"ghcr.io\",7]}", "registries[1]" },
         { "{\"exec_output_default_bytes\":2000,\"exec_output_max_bytes\":1000}", "exec_output_default_bytes" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -80,6 +83,28 @@ START_TEST(test_policy_rejects_bad_fields_naming_them)
         ck_assert_msg(strstr(err.message, bad[i][1]), "%s: message [%s] should name %s", bad[i][0], err.message,
                       bad[i][1]);
     }
+}
+END_TEST
+
+START_TEST(test_policy_registries_narrow_by_entry)
+{
+    policy_t p;
+    api_error_t err;
+    ck_assert_int_eq(parse("{\"registries\":[\"ghcr.io\",\"*.example.com\"]}", &p, &err), 0);
+    ck_assert(policy_registry_allowed(&p, "ghcr.io"));
+    ck_assert(policy_registry_allowed(&p, "r.example.com"));
+    ck_assert(!policy_registry_allowed(&p, "docker.io"));
+    json_object *o = policy_to_json(&p);
+    ck_assert_str_eq(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
+                     "{\"registries\":[\"ghcr.io\",\"*.example.com\"]}");
+    json_object_put(o);
+    policy_release(&p);
+    ck_assert_int_eq(parse("{\"registries\":[]}", &p, &err), 0);
+    ck_assert(!policy_registry_allowed(&p, "docker.io"));
+    policy_release(&p);
+    ck_assert_int_eq(parse("{}", &p, &err), 0);
+    ck_assert(policy_registry_allowed(&p, "docker.io"));
+    policy_release(&p);
 }
 END_TEST
 
@@ -100,6 +125,7 @@ Suite *unit_suite(void)
         test_policy_image_patterns_match_exact_and_prefix,
         test_policy_rejects_bad_fields_naming_them,
         test_policy_tighter_takes_the_smaller_set_limit,
+        test_policy_registries_narrow_by_entry,
     ));
     return s;
 }
