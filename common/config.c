@@ -1,6 +1,7 @@
 /* The settings table and its sources. */
 #include "config.h"
 #include "errors.h"
+#include "imageref.h"
 #include "spec.h"
 
 #include <ctype.h>
@@ -131,6 +132,10 @@ static const cfg_setting_t settings[CFG__COUNT] = {
     [CFG_DEFAULT_IMAGE] = { "default_image", CFGT_STRING, "sandbox/busybox:latest", 0, 0, false,
                             "image of a create request that names none (tools/run.sh builds the default "
                             "from Debian's busybox)" },
+    [CFG_IMAGE_REGISTRIES] = { "image_registries", CFGT_STRING, "", 0, 0, false,
+                               "comma-separated registries (HOST[:PORT], *.DOMAIN, *) images may be pulled from; "
+                               "empty: any but loopback, link-local, private, IP-literal and localhost ones, "
+                               "which only an entry naming them exactly allows" },
     [CFG_WORKER_RUNTIME] = { "worker_runtime", CFGT_STRING, "docker", 0, 0, false,
                              "runtime backend the worker runs sandboxes with: docker (the only one today)" },
 };
@@ -160,7 +165,8 @@ static const unsigned roles[CFG__COUNT] = {
     [CFG_WORKER_ROUTE_ADVERTISE] = R_W, [CFG_WORKER_ROUTE_MAX_CONNECTIONS] = R_W, [CFG_LOG_FORMAT] = R_C | R_W,
     [CFG_NATS_URL] = R_C, [CFG_NATS_SUBJECT_PREFIX] = R_C, [CFG_RETENTION_OPERATIONS_SECONDS] = R_C,
     [CFG_RETENTION_EVENTS_SECONDS] = R_C, [CFG_RETENTION_INTERVAL_SECONDS] = R_C,
-    [CFG_WORKER_HEALTH_LISTEN] = R_W, [CFG_DEFAULT_IMAGE] = R_C, [CFG_WORKER_RUNTIME] = R_W,
+    [CFG_WORKER_HEALTH_LISTEN] = R_W, [CFG_DEFAULT_IMAGE] = R_C, [CFG_IMAGE_REGISTRIES] = R_C | R_W,
+    [CFG_WORKER_RUNTIME] = R_W,
 };
 #undef R_C
 #undef R_W
@@ -240,6 +246,12 @@ static int cfg_validate(const cfg_setting_t *s, const char *value, char *err, si
         char why[200];
         if (!spec_image_ref_valid(value, why, sizeof why)) {
             snprintf(err, errlen, "default_image: %s", why);
+            return SBX_EINVAL;
+        }
+    } else if (strcmp(s->name, "image_registries") == 0) {
+        char why[200];
+        if (!imageref_list_valid(value, why, sizeof why)) {
+            snprintf(err, errlen, "image_registries: %s", why);
             return SBX_EINVAL;
         }
     } else if (strcmp(s->name, "listen") == 0) {

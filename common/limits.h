@@ -50,6 +50,10 @@
 #define SBX_MAX_IMAGE_BYTES           512
 #define SBX_MAX_NAME_BYTES            128
 #define SBX_MAX_PATH_BYTES            1024
+/* A registry host[:port] (DNS names are at most 253 bytes) and the
+ * image_registries setting, which the worker keeps in a fixed buffer. */
+#define SBX_MAX_REGISTRY_BYTES        256
+#define SBX_MAX_IMAGE_REGISTRIES_BYTES 2048
 /* Absolute bounds of a sandbox spec; the configured server ceilings
  * (max_cpu_millis, ...) are at most these. */
 #define SBX_CPU_MILLIS_MIN            10

@@ -1,5 +1,6 @@
 /* Tenant policy codec and checks. */
 #include "policy.h"
+#include "imageref.h"
 #include "jsonx.h"
 #include "limits.h"
 
@@ -26,6 +27,9 @@ void policy_release(policy_t *p)
     for (size_t i = 0; i < p->n_images; i++)
         free(p->images[i]);
     free(p->images);
+    for (size_t i = 0; i < p->n_registries; i++)
+        free(p->registries[i]);
+    free(p->registries);
     policy_init(p);
 }
 
@@ -74,6 +78,33 @@ static int policy_images_from_json(json_object *val, policy_t *p, api_error_t *e
     return 0;
 }
 
+/* Reads the non-null "registries" array into p (p owns what it gets, also
+ * on failure); a negative code with err set when it is not a list of
+ * registry entries. */
+static int policy_registries_from_json(json_object *val, policy_t *p, api_error_t *err)
+{
+    size_t n = json_object_is_type(val, json_type_array) ? json_object_array_length(val) : 0;
+    if (!json_object_is_type(val, json_type_array) || n > POLICY_MAX_REGISTRIES)
+        return api_error_set(err, API_INVALID_ARGUMENT, "policy.registries must be an array of at most %d registries",
+                             POLICY_MAX_REGISTRIES);
+    p->registries = calloc(n ? n : 1, sizeof *p->registries);
+    if (!p->registries)
+        return api_error_set(err, API_INTERNAL, "out of memory");
+    p->registries_set = true;
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(val, i);
+        const char *s = json_object_is_type(e, json_type_string) ? json_object_get_string(e) : NULL;
+        char why[200];
+        if (!s || !imageref_entry_valid(s, why, sizeof why))
+            return api_error_set(err, API_INVALID_ARGUMENT, "policy.registries[%zu]: %s", i,
+                                 s ? why : "must be a string");
+        if (!(p->registries[p->n_registries] = strdup(s)))
+            return api_error_set(err, API_INTERNAL, "out of memory");
+        p->n_registries++;
+    }
+    return 0;
+}
+
 /* Reads the non-null "network_modes" array into p; a negative code with err
  * set when it is not an array of mode names. */
 static int policy_network_from_json(json_object *val, policy_t *p, api_error_t *err)
@@ -117,6 +148,11 @@ int policy_from_json(json_object *o, policy_t *ret, api_error_t *err)
             if (json_object_is_type(val, json_type_null))
                 continue;
             if (policy_images_from_json(val, &p, err) < 0)
+                goto fail;
+        } else if (strcmp(key, "registries") == 0) {
+            if (json_object_is_type(val, json_type_null))
+                continue;
+            if (policy_registries_from_json(val, &p, err) < 0)
                 goto fail;
         } else if (strcmp(key, "network_modes") == 0) {
             if (json_object_is_type(val, json_type_null))
@@ -179,6 +215,12 @@ json_object *policy_to_json(const policy_t *p)
             json_object_array_add(a, json_object_new_string(p->images[i]));
         jsonx_add(o, "images", a);
     }
+    if (p->registries_set) {
+        json_object *a = json_object_new_array();
+        for (size_t i = 0; i < p->n_registries; i++)
+            json_object_array_add(a, json_object_new_string(p->registries[i]));
+        jsonx_add(o, "registries", a);
+    }
     if (p->network_set) {
         json_object *a = json_object_new_array();
         for (int m = NET_NONE; m <= NET_OPEN; m++)
@@ -211,6 +253,16 @@ bool policy_image_allowed(const policy_t *p, const char *image)
             return true;
         }
     }
+    return false;
+}
+
+bool policy_registry_allowed(const policy_t *p, const char *registry)
+{
+    if (!p->registries_set)
+        return true;
+    for (size_t i = 0; i < p->n_registries; i++)
+        if (imageref_entry_match(p->registries[i], registry) > 0)
+            return true;
     return false;
 }
 

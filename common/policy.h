@@ -1,4 +1,4 @@
-/* Tenant policy: limits, quotas, image allowlist and network modes, and its
+/* Tenant policy: limits, quotas, image and registry allowlists and network modes, and its
  * strict JSON codec. A tenant's policy only tightens the server's ceilings. */
 #ifndef SBX_POLICY_H
 #define SBX_POLICY_H
@@ -12,6 +12,7 @@
 #include "spec.h"
 
 #define POLICY_MAX_IMAGES 256
+#define POLICY_MAX_REGISTRIES 64
 
 typedef struct policy {
     /* 0 means "not set" for every number. */
@@ -21,6 +22,9 @@ typedef struct policy {
     char **images;          /* allowlist: exact names or "prefix/" followed by a star; NULL = any */
     size_t n_images;
     bool images_set;
+    char **registries;      /* registries images may come from (imageref entries); NULL = the server's */
+    size_t n_registries;
+    bool registries_set;
     unsigned network_modes; /* bit (1 << net_mode_t) per allowed mode */
     bool network_set;
     int routes;             /* -1 unset, 0 no, 1 yes */
@@ -47,6 +51,9 @@ void policy_release(policy_t *p);
 /* True when the image matches the allowlist (or there is none). A "prefix/" star pattern
  * matches any name under "prefix/". */
 bool policy_image_allowed(const policy_t *p, const char *image);
+/* True when the registry (imageref_registry's form) matches an entry of
+ * the tenant's registries (or there are none). */
+bool policy_registry_allowed(const policy_t *p, const char *registry);
 /* True when the network mode is allowed (or no modes are set). */
 bool policy_network_allowed(const policy_t *p, net_mode_t m);
 

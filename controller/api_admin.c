@@ -1,6 +1,7 @@
 /* Admin endpoints: tenants and API tokens. */
 #include "api.h"
 #include "ids.h"
+#include "imageref.h"
 #include "jsonx.h"
 #include "limits.h"
 #include "log.h"
@@ -124,6 +125,13 @@ void api_tenant_set_policy(req_t *rq, const char *name)
                              caps[i].rule, (long long)caps[i].tenant, (long long)caps[i].server);
             goto cleanup;
         }
+    for (size_t i = 0; i < p.n_registries; i++) {
+        char why[400];
+        if (imageref_entry_within(cfg_str(&ctl->cfg, CFG_IMAGE_REGISTRIES), p.registries[i], why, sizeof why) < 0) {
+            http_reply_error(rq, API_POLICY_DENIED, "%s", why);
+            goto cleanup;
+        }
+    }
     if (classify_policy_check(&p, &ctl->rules, &err) < 0) {
         http_reply_api_error(rq, &err);
         goto cleanup;

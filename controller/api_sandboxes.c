@@ -2,6 +2,7 @@
 #include "api.h"
 #include "db.h"
 #include "ids.h"
+#include "imageref.h"
 #include "jsonx.h"
 #include "limits.h"
 #include "log.h"
@@ -78,6 +79,18 @@ static int policy_check_spec(req_t *rq, const sandbox_spec_t *s, const policy_t 
         check_limit(rq, "disk_mib", s->disk_mib, "max_disk_mib", ctl->max_disk_mib, p->max_disk_mib) < 0 ||
         check_limit(rq, "ttl_seconds", s->ttl_seconds, "max_ttl_seconds", ctl->max_ttl_seconds, p->max_ttl_seconds) < 0)
         return SBX_EINVAL;
+    /* The image's registry: the server's rule (image_registries and the
+     * address rule), then the tenant's narrowing, before anything is pulled. */
+    char reg[SBX_MAX_REGISTRY_BYTES + 1] = "", why[400];
+    if (imageref_check(cfg_str(&ctl->cfg, CFG_IMAGE_REGISTRIES), s->image, why, sizeof why) < 0) {
+        http_reply_error(rq, API_POLICY_DENIED, "%s", why);
+        return SBX_EINVAL;
+    }
+    if (imageref_registry(s->image, reg, sizeof reg) < 0 || !policy_registry_allowed(p, reg)) {
+        http_reply_error(rq, API_POLICY_DENIED, "registry %s of image %s is not in the tenant policy registries", reg,
+                         s->image);
+        return SBX_EINVAL;
+    }
     if (!policy_image_allowed(p, s->image)) {
         http_reply_error(rq, API_POLICY_DENIED, "image %s is not in the tenant policy images allowlist", s->image);
         return SBX_EINVAL;

@@ -16,6 +16,7 @@ static int runtime_open_docker(const cfg_t *cfg, const char *worker_name, runtim
         .restricted_network = cfg_str(cfg, CFG_WORKER_RESTRICTED_NETWORK),
         .open_network = cfg_str(cfg, CFG_WORKER_OPEN_NETWORK),
         .worker_name = worker_name,
+        .image_registries = cfg_str(cfg, CFG_IMAGE_REGISTRIES),
     };
     return runtime_docker_open(&opt, ret, err);
 }

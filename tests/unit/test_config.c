@@ -278,6 +278,27 @@ START_TEST(test_default_image_is_validated_as_an_image_reference)
 }
 END_TEST
 
+START_TEST(test_image_registries_is_validated_as_a_registry_list)
+{
+    cfg_t c;
+    char err[256] = "";
+    ck_assert_int_eq(cfg_init(&c), 0);
+    ck_assert_str_eq(cfg_str(&c, CFG_IMAGE_REGISTRIES), "");
+    ck_assert(cfg_setting_roles(CFG_IMAGE_REGISTRIES) & CFG_ROLE_CONTROLLER);
+    ck_assert(cfg_setting_roles(CFG_IMAGE_REGISTRIES) & CFG_ROLE_WORKER);
+    ck_assert_int_eq(cfg_set(&c, "image_registries", "127.0.0.1:5000, docker.io,*.example.com", "flag", err,
+                             sizeof err), 0);
+    static const char *bad[] = { "https://ghcr.io", "ghcr.io/x", "a.com,", "host:0" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err[0] = '\0';
+        ck_assert_int_eq(cfg_set(&c, "image_registries", bad[i], "flag", err, sizeof err), SBX_EINVAL);
+        ck_assert_msg(strstr(err, "image_registries") != NULL, "error for \"%s\": %s", bad[i], err);
+    }
+    ck_assert_str_eq(cfg_str(&c, CFG_IMAGE_REGISTRIES), "127.0.0.1:5000, docker.io,*.example.com");
+    cfg_release(&c);
+}
+END_TEST
+
 START_TEST(test_worker_runtime_accepts_only_docker)
 {
     static const char *const bad[] = { "", "Docker", "firecracker", "docker " };
@@ -580,6 +601,7 @@ Suite *unit_suite(void)
         test_set_int_non_integer_is_rejected,
         test_set_unknown_setting_is_rejected,
         test_set_log_level_accepts_only_known_levels,
+        test_image_registries_is_validated_as_a_registry_list,
         test_set_listen_requires_host_and_port,
         test_set_string_accepts_any_value,
         test_default_image_is_validated_as_an_image_reference,

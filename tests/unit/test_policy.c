@@ -70,6 +70,9 @@ START_TEST(test_policy_rejects_bad_fields_naming_them)
         { "{\"network_modes\":[\"wide\"]}", "network_modes" },
         { "{\"routes\":1}", "routes" },
         { "{\"max_gpus\":1}", "max_gpus" },
+        { "{\"registries\":\"ghcr.io\"}", "registries" },
+        { "{\"registries\":[\"https://ghcr.io\"]}", "registries[0]" },
+        { "{\"registries\":[\"ghcr.io\",7]}", "registries[1]" },
         { "{\"exec_output_default_bytes\":2000,\"exec_output_max_bytes\":1000}", "exec_output_default_bytes" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -103,6 +106,28 @@ START_TEST(test_policy_max_disk_mib_is_a_bounded_ceiling)
 }
 END_TEST
 
+START_TEST(test_policy_registries_narrow_by_entry)
+{
+    policy_t p;
+    api_error_t err;
+    ck_assert_int_eq(parse("{\"registries\":[\"ghcr.io\",\"*.example.com\"]}", &p, &err), 0);
+    ck_assert(policy_registry_allowed(&p, "ghcr.io"));
+    ck_assert(policy_registry_allowed(&p, "r.example.com"));
+    ck_assert(!policy_registry_allowed(&p, "docker.io"));
+    json_object *o = policy_to_json(&p);
+    ck_assert_str_eq(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
+                     "{\"registries\":[\"ghcr.io\",\"*.example.com\"]}");
+    json_object_put(o);
+    policy_release(&p);
+    ck_assert_int_eq(parse("{\"registries\":[]}", &p, &err), 0);
+    ck_assert(!policy_registry_allowed(&p, "docker.io"));
+    policy_release(&p);
+    ck_assert_int_eq(parse("{}", &p, &err), 0);
+    ck_assert(policy_registry_allowed(&p, "docker.io"));
+    policy_release(&p);
+}
+END_TEST
+
 START_TEST(test_policy_tighter_takes_the_smaller_set_limit)
 {
     ck_assert_int_eq(policy_tighter(16000, 0), 16000);
@@ -121,6 +146,7 @@ Suite *unit_suite(void)
         test_policy_rejects_bad_fields_naming_them,
         test_policy_max_disk_mib_is_a_bounded_ceiling,
         test_policy_tighter_takes_the_smaller_set_limit,
+        test_policy_registries_narrow_by_entry,
     ));
     return s;
 }

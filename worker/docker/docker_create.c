@@ -2,7 +2,9 @@
  * confirmation, and what a stopped container left (exit, output tail). */
 #include "docker_internal.h"
 #include "docker_stream.h"
+#include "imageref.h"
 #include "jsonx.h"
+#include "log.h"
 #include "observed.h"
 #include "timeutil.h"
 #include "utf8.h"
@@ -57,8 +59,15 @@ static int docker_image_pull(docker_runtime_t *rt, const char *image, api_error_
     char repo[SBX_MAX_IMAGE_BYTES + 1], tag[SBX_MAX_IMAGE_BYTES + 1], path[2048];
     char *erepo = NULL, *etag = NULL;
     docker_pull_t p;
+    char why[400];
     memset(&p, 0, sizeof p);
     sbuf_init(&p.line, DOCKER_PULL_LINE_BYTES);
+    /* The controller judged the reference at admission; the worker's own
+     * image_registries judges it again before dockerd contacts anything. */
+    if (imageref_check(rt->image_registries, image, why, sizeof why) < 0) {
+        r = api_error_set(err, API_POLICY_DENIED, "this worker does not pull from there: %s", why);
+        goto cleanup;
+    }
     if (docker_image_split(image, repo, sizeof repo, tag, sizeof tag) < 0) {
         r = api_error_set(err, API_IMAGE_UNAVAILABLE, "image reference \"%.200s\" is not valid", image);
         goto cleanup;
@@ -77,8 +86,14 @@ static int docker_image_pull(docker_runtime_t *rt, const char *image, api_error_
         goto cleanup;
     docker_pull_line(&p); /* a last line without a newline */
     if (status != 200 || p.failed) {
-        r = api_error_set(err, API_IMAGE_UNAVAILABLE, "cannot pull image %.200s: %s", image,
-                          p.failed ? p.error : "docker answered without a reason");
+        /* Only fixed text goes back: Docker's message may quote whatever the
+         * registry answered. The operator finds it in the worker's log. */
+        imageref_pull_kind_t kind = imageref_pull_kind(p.failed ? p.error : NULL, status == 200 ? 0 : status);
+        char msg[sizeof err->message];
+        imageref_pull_message(image, kind, msg, sizeof msg);
+        log_warn("worker", "pull of image %.200s failed (%s, HTTP status %ld): %s", image,
+                 imageref_pull_kind_name(kind), status, p.failed ? p.error : "docker answered without a reason");
+        r = api_error_set(err, API_IMAGE_UNAVAILABLE, "%s", msg);
         goto cleanup;
     }
 cleanup:

@@ -73,6 +73,7 @@ typedef struct docker_runtime {
     const atomic_int *cancel;
     char gvisor_runtime[DOCKER_NETWORK_NAME_MAX];   /* "" when disabled */
     char worker_name[160];                          /* labels the probe; "" when not given */
+    char image_registries[SBX_MAX_IMAGE_REGISTRIES_BYTES + 1]; /* checked again before every pull */
     char runsc_exe[RUNSC_PATH_MAX];                 /* dockerd's path of it, when found here */
     char net_name[DOCKER_MODES][DOCKER_NETWORK_NAME_MAX]; /* [NET_RESTRICTED], [NET_OPEN] */
     bool offered[DOCKER_CLASSES];

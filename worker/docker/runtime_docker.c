@@ -533,6 +533,8 @@ int runtime_docker_open(const runtime_docker_options_t *opt, runtime_t **ret, ap
     }
     snprintf(rt->gvisor_runtime, sizeof rt->gvisor_runtime, "%s", opt->gvisor_runtime ? opt->gvisor_runtime : "");
     snprintf(rt->worker_name, sizeof rt->worker_name, "%s", opt->worker_name ? opt->worker_name : "");
+    snprintf(rt->image_registries, sizeof rt->image_registries, "%s",
+             opt->image_registries ? opt->image_registries : "");
     snprintf(rt->net_name[NET_RESTRICTED], DOCKER_NETWORK_NAME_MAX, "%s",
              opt->restricted_network ? opt->restricted_network : "");
     snprintf(rt->net_name[NET_OPEN], DOCKER_NETWORK_NAME_MAX, "%s", opt->open_network ? opt->open_network : "");
