@@ -57,6 +57,9 @@ void client_error_decode(const client_t *cl, const char *method, const char *pat
         httpc_api_error(resp, &code, &msg);
         snprintf(ret->code, sizeof ret->code, "%s", code ? code : "error");
         snprintf(ret->message, sizeof ret->message, "%s", msg ? msg : "");
+        /* A rate limit passes (quota_exceeded, also a 429, does not). */
+        if (st == 429 && code && strcmp(code, "rate_limited") == 0)
+            ret->retryable = true;
     }
 }
 
@@ -98,9 +101,11 @@ int client_call(client_t *cl, const client_req_t *req, json_object **ret, client
         }
         client_error_decode(cl, req->method, req->path, r, &resp, ret_err);
         httpc_response_release(&resp);
-        if (!may_retry || !ret_err->retryable || time_mono_ms() + CLIENT_RETRY_MS >= req->retry_until_ms)
+        /* rate_limited: the server's Retry-After is a whole second at least. */
+        int64_t pause = ret_err->status == 429 ? CLIENT_RATE_LIMITED_RETRY_MS : CLIENT_RETRY_MS;
+        if (!may_retry || !ret_err->retryable || time_mono_ms() + pause >= req->retry_until_ms)
             return SBX_EIO;
-        if (client_sleep_ms(cl, CLIENT_RETRY_MS))
+        if (client_sleep_ms(cl, pause))
             return set_cancelled(ret_err);
     }
 }

@@ -12,6 +12,7 @@
 
 #define CLIENT_REQUEST_TIMEOUT_MS 30000L  /* one plain API call */
 #define CLIENT_RETRY_MS           500     /* client_call: pause between retries of a GET */
+#define CLIENT_RATE_LIMITED_RETRY_MS 1000 /* ... after a 429 rate_limited (Retry-After's least) */
 #define CLIENT_BACKOFF_START_MS   500     /* client_wait_op: first pause after a lost answer */
 #define CLIENT_BACKOFF_MAX_MS     5000    /* ... doubling up to this */
 #define CLIENT_POLL_MIN_MS        200     /* never poll an operation faster than this */
@@ -43,7 +44,7 @@ typedef enum {
 typedef struct client_error {
     client_err_kind_t kind;
     long status;            /* HTTP status; 0 when no answer arrived */
-    bool retryable;         /* no answer, or 502/503/504 (a controller restarting) */
+    bool retryable;         /* no answer, 502/503/504 (a controller restarting), or 429 rate_limited */
     char code[64];
     char message[512];
     char detail[256];       /* the transport's own words when unreachable, else "" */

@@ -138,6 +138,16 @@ static const cfg_setting_t settings[CFG__COUNT] = {
                                "which only an entry naming them exactly allows" },
     [CFG_WORKER_RUNTIME] = { "worker_runtime", CFGT_STRING, "docker", 0, 0, false,
                              "runtime backend the worker runs sandboxes with: docker (the only one today)" },
+    [CFG_RATE_REQUESTS_PER_SECOND] = { "rate_requests_per_second", CFGT_INT, "50", 0, 1000000, false,
+                                       "API requests a client token may make a second (more get 429; worker "
+                                       "tokens and probes are not limited; per controller process; 0: no limit)" },
+    [CFG_RATE_REQUESTS_BURST] = { "rate_requests_burst", CFGT_INT, "100", 1, 1000000, false,
+                                  "requests a client token may make at once above its rate" },
+    [CFG_RATE_OPERATIONS_PER_SECOND] = { "rate_operations_per_second", CFGT_INT, "20", 0, 1000000, false,
+                                         "operations (creates, deletes, execs, shares, unshares) a tenant may "
+                                         "start a second (more get 429; per controller process; 0: no limit)" },
+    [CFG_RATE_OPERATIONS_BURST] = { "rate_operations_burst", CFGT_INT, "40", 1, 1000000, false,
+                                    "operations a tenant may start at once above its rate" },
 };
 
 #define R_C CFG_ROLE_CONTROLLER
@@ -166,7 +176,8 @@ static const unsigned roles[CFG__COUNT] = {
     [CFG_NATS_URL] = R_C, [CFG_NATS_SUBJECT_PREFIX] = R_C, [CFG_RETENTION_OPERATIONS_SECONDS] = R_C,
     [CFG_RETENTION_EVENTS_SECONDS] = R_C, [CFG_RETENTION_INTERVAL_SECONDS] = R_C,
     [CFG_WORKER_HEALTH_LISTEN] = R_W, [CFG_DEFAULT_IMAGE] = R_C, [CFG_IMAGE_REGISTRIES] = R_C | R_W,
-    [CFG_WORKER_RUNTIME] = R_W,
+    [CFG_WORKER_RUNTIME] = R_W, [CFG_RATE_REQUESTS_PER_SECOND] = R_C, [CFG_RATE_REQUESTS_BURST] = R_C,
+    [CFG_RATE_OPERATIONS_PER_SECOND] = R_C, [CFG_RATE_OPERATIONS_BURST] = R_C,
 };
 #undef R_C
 #undef R_W

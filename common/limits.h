@@ -113,4 +113,9 @@
  * (the longest registered one, UPDATEREDIRECTREF, is 17; ours are short). */
 #define SBX_HTTP_MAX_HEADERS          100
 #define SBX_HTTP_METHOD_MAX           15
+/* Rate limiting (controller/ratelimit.c): each limiter keeps at most this
+ * many buckets (a set-associative table: the least recently used bucket of
+ * a set of SBX_RATELIMIT_WAYS makes room), so distinct keys cannot grow it. */
+#define SBX_RATELIMIT_BUCKETS         4096
+#define SBX_RATELIMIT_WAYS            8
 #endif

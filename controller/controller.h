@@ -36,6 +36,8 @@ typedef struct controller {
     int ntrusted_proxies;
     int64_t route_max_request, route_max_response; /* 0: no limit */
     int route_idle_seconds, route_max_seconds, route_max_conns;
+    struct ratelimit *rl_requests;   /* per client token (server.c); NULL: not limited */
+    struct ratelimit *rl_operations; /* per tenant, requests that start an operation */
     reconcile_t *rec;
     notify_listener_t *notify;
     publisher_t *publisher;    /* NATS event publisher; NULL without nats_url */

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "proxy.h"
+#include "ratelimit.h"
 #include "sbuf.h"
 #include "utf8.h"
 
@@ -102,7 +103,7 @@ bool server_poll_current(const char *worker_id, uint64_t gen)
 /* A connection's read and write timeout: longer than any long-poll. */
 #define HTTP_CONN_TIMEOUT_SECONDS (SBX_MAX_WAIT_SECONDS * 2)
 
-static metric_family_t *m_requests, *m_duration;
+static metric_family_t *m_requests, *m_duration, *m_rate_limited;
 static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
 static void server_metrics_init(void)
@@ -116,6 +117,9 @@ static void server_metrics_init(void)
                                 "Time from a request's arrival to its answer (long-polls include their wait), by "
                                 "route template.",
                                 metrics_latency_buckets, metrics_latency_nbuckets);
+    m_rate_limited = metrics_family("sandbox_rate_limited_total", METRIC_COUNTER,
+                                    "Requests answered 429 rate_limited, by kind: request (a client token's request "
+                                    "rate) or operation (a tenant's operation rate).", NULL, 0);
 }
 
 static int64_t mono_us(void)
@@ -132,8 +136,9 @@ static int64_t mono_us(void)
 typedef enum { RR_NONE, RR_CLIENT, RR_ADMIN, RR_WORKER } route_role_t;
 
 /* RF_ROUTINE: frequent and routine (probes, polls, heartbeats), logged at
- * debug. RF_HEAD: HEAD is answered like GET. */
-enum { RF_ROUTINE = 1u, RF_HEAD = 2u };
+ * debug. RF_HEAD: HEAD is answered like GET. RF_OPERATION: the request
+ * starts an operation, so the tenant's operation rate applies. */
+enum { RF_ROUTINE = 1u, RF_HEAD = 2u, RF_OPERATION = 4u };
 
 /* One endpoint: its method and path template ({x} matches one segment and
  * is passed to the handler, in order), who may call it, and the handler
@@ -162,15 +167,18 @@ static const api_route_t api_routes[] = {
     { EVHTTP_REQ_GET, "/healthz", RR_NONE, RF_ROUTINE | RF_HEAD, NULL, api_healthz, NULL, NULL },
     { EVHTTP_REQ_GET, "/readyz", RR_NONE, RF_ROUTINE | RF_HEAD, NULL, api_readyz, NULL, NULL },
     { EVHTTP_REQ_GET, "/metrics", RR_NONE, RF_ROUTINE | RF_HEAD, NULL, api_metrics, NULL, NULL },
-    { EVHTTP_REQ_POST, "/v1/sandboxes", RR_CLIENT, 0, DENY_CLIENT, api_sandbox_create, NULL, NULL },
+    { EVHTTP_REQ_POST, "/v1/sandboxes", RR_CLIENT, RF_OPERATION, DENY_CLIENT, api_sandbox_create, NULL, NULL },
     { EVHTTP_REQ_GET, "/v1/sandboxes", RR_CLIENT, 0, DENY_CLIENT, api_sandbox_list, NULL, NULL },
     { EVHTTP_REQ_GET, "/v1/sandboxes/{id}", RR_CLIENT, 0, DENY_CLIENT, NULL, api_sandbox_get, NULL },
-    { EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}", RR_CLIENT, 0, DENY_CLIENT, NULL, api_sandbox_delete, NULL },
-    { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/exec", RR_CLIENT, 0, DENY_CLIENT, NULL, api_sandbox_exec, NULL },
+    { EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}", RR_CLIENT, RF_OPERATION, DENY_CLIENT, NULL, api_sandbox_delete,
+      NULL },
+    { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/exec", RR_CLIENT, RF_OPERATION, DENY_CLIENT, NULL, api_sandbox_exec,
+      NULL },
     { EVHTTP_REQ_GET, "/v1/sandboxes/{id}/logs", RR_CLIENT, 0, DENY_CLIENT, NULL, api_sandbox_logs, NULL },
-    { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/routes", RR_CLIENT, 0, DENY_CLIENT, NULL, api_route_share, NULL },
+    { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/routes", RR_CLIENT, RF_OPERATION, DENY_CLIENT, NULL, api_route_share,
+      NULL },
     { EVHTTP_REQ_GET, "/v1/sandboxes/{id}/routes", RR_CLIENT, 0, DENY_CLIENT, NULL, api_routes_list, NULL },
-    { EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}/routes/{route}", RR_CLIENT, 0, DENY_CLIENT, NULL, NULL,
+    { EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}/routes/{route}", RR_CLIENT, RF_OPERATION, DENY_CLIENT, NULL, NULL,
       api_route_unshare },
     { EVHTTP_REQ_GET, "/v1/operations/{id}", RR_CLIENT, 0, DENY_CLIENT, NULL, api_operation_get, NULL },
     { EVHTTP_REQ_GET, "/v1/events", RR_CLIENT, 0, "a %s token cannot read events", api_events_list, NULL, NULL },
@@ -763,10 +771,52 @@ static void split_path(req_t *rq)
 
 static bool seg_is(const req_t *rq, int i, const char *s) { return i < rq->nsegs && strcmp(rq->segs[i], s) == 0; }
 
+/* Takes one request from key's bucket of rl; over the rate answers 429
+ * rate_limited with Retry-After and returns < 0. */
+static int rate_take(req_t *rq, struct ratelimit *rl, const char *key, const char *kind, const char *what)
+{
+    int retry_after = 0;
+    if (ratelimit_take(rl, key, mono_us(), &retry_after) == 0)
+        return 0;
+    char ra[16], labels[64];
+    snprintf(ra, sizeof ra, "%d", retry_after);
+    evhttp_add_header(evhttp_request_get_output_headers(rq->ev), "Retry-After", ra);
+    metrics_add(m_rate_limited, metrics_labels(labels, sizeof labels, "kind", kind, NULL), 1);
+    http_reply_error(rq, API_RATE_LIMITED, "%s; retry after %d s", what, retry_after);
+    return SBX_ETOOBIG;
+}
+
+/* A client token's request rate (worker tokens are never limited: their
+ * polls and heartbeats must not be refused). */
+static int rate_check_request(req_t *rq)
+{
+    if (rq->auth.role == ROLE_WORKER)
+        return 0;
+    return rate_take(rq, rq->ctl->rl_requests, rq->auth.token_id, "request",
+                     "too many requests with this token (rate_requests_per_second)");
+}
+
+/* The tenant's operation rate, for rows that start an operation; an admin
+ * token counts against its own tenant (or itself when it has none). */
+static int rate_check_operation(req_t *rq, const api_route_t *r)
+{
+    if (!(r->flags & RF_OPERATION))
+        return 0;
+    char key[SBX_ID_MAX + 8];
+    if (rq->auth.tenant_id[0])
+        snprintf(key, sizeof key, "%s", rq->auth.tenant_id);
+    else
+        snprintf(key, sizeof key, "t:%s", rq->auth.token_id);
+    return rate_take(rq, rq->ctl->rl_operations, key, "operation",
+                     "this tenant starts operations too fast (rate_operations_per_second)");
+}
+
 /* Dispatch from the table: a path under /v1 is authenticated first (an
- * unknown one too, so probing paths needs a token); then 404 for a path no
- * row fits, 405 for a method none of its rows takes, 403 for a token of
- * the wrong role, else the handler. */
+ * unknown one too, so probing paths needs a token), and a client token's
+ * request rate is taken (429); then 404 for a path no row fits, 405 for a
+ * method none of its rows takes, 403 for a token of the wrong role, 429
+ * when the row starts an operation over the tenant's rate, else the
+ * handler. */
 static void route(req_t *rq)
 {
     const api_route_t *path = NULL;
@@ -781,6 +831,8 @@ static void route(req_t *rq)
         if (auth_request(rq) < 0)
             return;
         request_scope_enter(rq);
+        if (rate_check_request(rq) < 0)
+            return;
     }
     if (!path) {
         http_reply_error(rq, API_NOT_FOUND, "no such endpoint: %s %.200s", method_name(rq->method), rq->path);
@@ -794,6 +846,8 @@ static void route(req_t *rq)
         http_reply_error(rq, API_FORBIDDEN, r->deny, role_name(rq->auth.role));
         return;
     }
+    if (rate_check_operation(rq, r) < 0)
+        return;
     if (r->h2)
         r->h2(rq, params[0], params[1]);
     else if (r->h1)
@@ -922,6 +976,13 @@ int server_start(controller_t *ctl, char *err, size_t errlen)
     metric_family_t *pool = metrics_family("sandbox_db_pool_size", METRIC_GAUGE,
                                            "PostgreSQL connections this controller keeps open.", NULL, 0);
     metrics_set(pool, NULL, ctl->nthreads + 2 + (*cfg_str(&ctl->cfg, CFG_NATS_URL) ? 1 : 0));
+    if (ratelimit_new(cfg_int(&ctl->cfg, CFG_RATE_REQUESTS_PER_SECOND), cfg_int(&ctl->cfg, CFG_RATE_REQUESTS_BURST),
+                      &ctl->rl_requests) < 0 ||
+        ratelimit_new(cfg_int(&ctl->cfg, CFG_RATE_OPERATIONS_PER_SECOND),
+                      cfg_int(&ctl->cfg, CFG_RATE_OPERATIONS_BURST), &ctl->rl_operations) < 0) {
+        snprintf(err, errlen, "cannot set up the rate limits");
+        return SBX_ENOMEM;
+    }
     ctl->threads = calloc((size_t)ctl->nthreads, sizeof *ctl->threads);
     if (!ctl->threads) {
         snprintf(err, errlen, "out of memory");
@@ -989,10 +1050,20 @@ void server_wake_all(controller_t *ctl)
             event_active(ctl->threads[i]->wake_ev, 0, 0);
 }
 
+/* Frees the rate limiters (after the threads that use them stopped). */
+static void server_rate_free(controller_t *ctl)
+{
+    ratelimit_free(ctl->rl_requests);
+    ratelimit_free(ctl->rl_operations);
+    ctl->rl_requests = ctl->rl_operations = NULL;
+}
+
 void server_stop(controller_t *ctl)
 {
-    if (!ctl->threads)
+    if (!ctl->threads) {
+        server_rate_free(ctl);
         return;
+    }
     for (int i = 0; i < ctl->nthreads; i++)
         if (ctl->threads[i] && ctl->threads[i]->started)
             event_active(ctl->threads[i]->stop_ev, 0, 0);
@@ -1004,4 +1075,5 @@ void server_stop(controller_t *ctl)
     }
     free(ctl->threads);
     ctl->threads = NULL;
+    server_rate_free(ctl);
 }

@@ -67,6 +67,20 @@ START_TEST(test_gateway_answer_without_error_body_is_http_error_and_retryable)
 }
 END_TEST
 
+START_TEST(test_rate_limited_is_retryable_but_quota_exceeded_is_not)
+{
+    client_error_t e = decode(0, 429, "{\"error\":{\"code\":\"rate_limited\",\"message\":\"slow down\"}}", NULL,
+                              "GET");
+    ck_assert_int_eq(e.kind, CLIENT_E_API);
+    ck_assert_str_eq(e.code, "rate_limited");
+    ck_assert(e.retryable);
+    e = decode(0, 429, "{\"error\":{\"code\":\"quota_exceeded\",\"message\":\"too many sandboxes\"}}", NULL,
+               "POST");
+    ck_assert_str_eq(e.code, "quota_exceeded");
+    ck_assert(!e.retryable);
+}
+END_TEST
+
 START_TEST(test_path_escapes_the_id_and_refuses_what_does_not_fit)
 {
     char buf[64];
@@ -189,6 +203,7 @@ Suite *unit_suite(void)
         test_api_error_answer_decodes_to_its_code_and_message,
         test_no_answer_is_unavailable_and_retryable,
         test_gateway_answer_without_error_body_is_http_error_and_retryable,
+        test_rate_limited_is_retryable_but_quota_exceeded_is_not,
         test_path_escapes_the_id_and_refuses_what_does_not_fit,
         test_create_body_sends_trust_and_only_what_is_set,
         test_create_body_carries_the_disk_quota,

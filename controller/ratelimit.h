@@ -1,0 +1,31 @@
+/* Token-bucket rate limits kept in memory, one table per limiter: per token
+ * (API requests) and per tenant (requests that start an operation). The
+ * table is fixed-size, so a flood of distinct keys cannot grow it, and is
+ * shared by every HTTP thread of one controller process (a mutex). */
+#ifndef SBX_RATELIMIT_H
+#define SBX_RATELIMIT_H
+
+#include <stdint.h>
+
+typedef struct ratelimit ratelimit_t;
+
+/* A limiter granting rate_per_second requests a second per key, with
+ * bursts of up to burst (a key never seen, or evicted, starts full). rate
+ * 0 makes a limiter that allows everything. Returns 0 with *ret, or
+ * SBX_EINVAL (negative values, or a burst under 1 with a rate) /
+ * SBX_ENOMEM. */
+int ratelimit_new(int64_t rate_per_second, int64_t burst, ratelimit_t **ret);
+void ratelimit_free(ratelimit_t *rl);
+
+/* Takes one request from key's bucket at now_us (a monotonic clock in
+ * microseconds; the caller's, so tests inject it). Returns 0 when allowed;
+ * SBX_ETOOBIG when the bucket is empty, with *ret_retry_after the whole
+ * seconds (at least 1) until it holds a request again. A NULL limiter,
+ * a disabled one or an empty key allow everything. Thread-safe. */
+int ratelimit_take(ratelimit_t *rl, const char *key, int64_t now_us, int *ret_retry_after);
+
+/* How many keys the limiter holds a bucket for now (at most
+ * SBX_RATELIMIT_BUCKETS). Thread-safe. */
+int ratelimit_size(ratelimit_t *rl);
+
+#endif

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Rate limits (issue 15, "What must hold" 2): a controller of its own with
+# small limits (5 requests a second per token, bursts of 10; 1 operation a
+# second per tenant, bursts of 2). Tenant A's token floods requests: some get
+# 429 rate_limited with Retry-After and the JSON error shape, while tenant
+# B's requests at the same time all succeed. A's creates past its operation
+# rate get 429 (the CLI exits 3 naming rate_limited) while B's create is
+# accepted; after Retry-After A's create is accepted again. A worker token
+# flooding its endpoints never gets 429, and the metric counts both kinds.
+# Traffic goes only to the test's controller on 127.0.0.1 (no worker: the
+# creates stay pending and go with the private database).
+# itest-timeout: 180
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+itest_begin
+
+itest_private_db itest_rate
+cpid=
+rate_teardown() {
+  [ -z "$cpid" ] || itest_stop_pid "$cpid" "rate-limit controller" 30
+  itest_drop_private_db
+}
+itest_on_exit rate_teardown
+"$SANDBOXD" migrate --database-url "$url" >/dev/null
+clog="$ITEST_TMP/rate-controller-$$.log"
+itest_watch_log "$clog"
+cport=$(itest_free_port)
+rport=$(itest_free_port)
+export SANDBOX_URL="http://127.0.0.1:$cport"
+SANDBOX_RATE_REQUESTS_PER_SECOND=5 SANDBOX_RATE_REQUESTS_BURST=10 \
+  SANDBOX_RATE_OPERATIONS_PER_SECOND=1 SANDBOX_RATE_OPERATIONS_BURST=2 \
+  "$SANDBOXD" controller --database-url "$url" --listen "127.0.0.1:$cport" --route-listen "127.0.0.1:$rport" \
+  >>"$clog" 2>&1 </dev/null &
+cpid=$!
+itest_wait_healthz "$SANDBOX_URL" "$cpid" controller "$clog" || fail "the controller did not come up"
+mktok() { # TENANT ROLE [NAME]
+  local t
+  t=$("$SANDBOXD" token create --database-url "$url" --tenant "$1" --role "$2" ${3:+--name "$3"})
+  printf '%s\n' "$t" >>"$ITEST_TMP/secrets.txt"
+  printf '%s\n' "$t"
+}
+admin=$(mktok itest-rate-admin admin)
+export ITEST_ADMIN_TOKEN=$admin
+for t in itest-rate-a itest-rate-b; do
+  itest_http POST /v1/tenants "$admin" "{\"name\":\"$t\"}"
+  assert_http 201 "" "create tenant $t"
+done
+tok_a1=$(mktok itest-rate-a member)   # floods requests
+tok_a2=$(mktok itest-rate-a member)   # starts operations
+tok_b=$(mktok itest-rate-b member)
+wname="rate-worker-$$"
+tok_w=$(mktok itest-rate-workers worker "$wname")
+
+# ---- 1. A floods requests (8 at a time), B and a worker token work meanwhile
+flood="$ITEST_TMP/rate-flood-$$.py"
+cat >"$flood" <<'PY'
+import http.client, json, sys, threading
+port, tok_a, tok_b, tok_w, wname = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+def call(method, path, tok, body=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    h = {"Authorization": "Bearer " + tok}
+    if body is not None:
+        h["Content-Type"] = "application/json"
+    c.request(method, path, body=body, headers=h)
+    r = c.getresponse()
+    out = (r.status, r.getheader("Retry-After"), r.read().decode())
+    c.close()
+    return out
+res = {"a": [], "b": [], "w": []}
+lock = threading.Lock()
+def flood_a():
+    for _ in range(15):
+        s = call("GET", "/v1/sandboxes", tok_a)
+        with lock:
+            res["a"].append(s)
+def steady_b():
+    for _ in range(8):
+        s = call("GET", "/v1/sandboxes", tok_b)
+        with lock:
+            res["b"].append(s)
+reg = json.dumps({"name": wname, "runtime": "docker", "isolation": ["container"], "labels": {},
+                  "capacity": {"cpu_millis": 1000, "memory_mib": 512, "slots": 1}, "version": "itest"})
+def worker():
+    for _ in range(5):
+        s = call("POST", "/v1/workers/register", tok_w, reg)
+        with lock:
+            res["w"].append(s)
+ts = [threading.Thread(target=flood_a) for _ in range(8)]
+ts += [threading.Thread(target=steady_b)]
+ts += [threading.Thread(target=worker) for _ in range(4)]
+for t in ts: t.start()
+for t in ts: t.join()
+def count(k, st): return sum(1 for s in res[k] if s[0] == st)
+limited = [s for s in res["a"] if s[0] == 429]
+out = {
+    "a_total": len(res["a"]), "a_429": len(limited), "a_200": count("a", 200),
+    "a_retry_after": limited[0][1] if limited else None, "a_body": limited[0][2] if limited else "",
+    "a_other": sorted({s[0] for s in res["a"]} - {200, 429}),
+    "b_total": len(res["b"]), "b_200": count("b", 200), "b_statuses": sorted({s[0] for s in res["b"]}),
+    "w_total": len(res["w"]), "w_429": count("w", 429), "w_statuses": sorted({s[0] for s in res["w"]}),
+}
+print(json.dumps(out))
+PY
+py=/usr/bin/python3
+[ -x "$py" ] || py=$(command -v python3)
+r=$("$py" "$flood" "$cport" "$tok_a1" "$tok_b" "$tok_w" "$wname")
+itest_log "flood: $r"
+assert_eq 120 "$(itest_json "$r" a_total)" "A's requests sent"
+[ "$(itest_json "$r" a_429)" -ge 60 ] || fail "A's flood: expected most of 120 requests refused with 429, got $r"
+[ "$(itest_json "$r" a_200)" -ge 10 ] || fail "A's flood: expected its burst (10) answered, got $r"
+assert_eq "[]" "$(itest_json "$r" a_other)" "A's statuses other than 200 and 429"
+ra=$(itest_json "$r" a_retry_after)
+assert_match "$ra" '^[1-9][0-9]*$' "Retry-After of a 429"
+body=$(itest_json "$r" a_body)
+assert_eq rate_limited "$(itest_json "$body" error.code)" "the 429's error code"
+assert_contains "$(itest_json "$body" error.message)" "rate_requests_per_second" "the 429's message"
+assert_eq 8 "$(itest_json "$r" b_200)" "B's requests answered 200 during A's flood (statuses $(itest_json "$r" b_statuses))"
+assert_eq 20 "$(itest_json "$r" w_total)" "the worker token's registrations sent"
+assert_eq 0 "$(itest_json "$r" w_429)" "the worker token's 429s (statuses $(itest_json "$r" w_statuses))"
+# probes are never limited
+for _ in $(seq 1 20); do
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$SANDBOX_URL/healthz")
+  assert_eq 200 "$code" "/healthz during the limits"
+done
+
+# ---- 2. operations: A's creates beyond its rate get 429, B's create is accepted
+sleep 2 # A2's and B's request buckets are full anyway; A's operation bucket too
+create='{"image":"busybox:latest","cpu_millis":100,"memory_mib":32}'
+n202=0 n429=0
+for _ in 1 2 3 4 5; do
+  itest_http POST /v1/sandboxes "$tok_a2" "$create"
+  case "$HTTP_STATUS" in
+    202) n202=$((n202 + 1)) ;;
+    429)
+      n429=$((n429 + 1))
+      assert_http 429 rate_limited "A's create past its operation rate"
+      assert_contains "$(itest_json "$HTTP_BODY" error.message)" "rate_operations_per_second" "the operation 429's message"
+      ;;
+    *) fail "A's create: expected 202 or 429, got $HTTP_STATUS: $HTTP_BODY" ;;
+  esac
+done
+[ "$n202" -ge 2 ] && [ "$n202" -le 3 ] || fail "A's creates accepted: expected the burst of 2 (3 with a refill), got $n202"
+[ "$n429" -ge 2 ] || fail "A's creates refused: expected at least 2 of 5, got $n429"
+# the CLI names it and exits 3 (an API error: retry later)
+SANDBOX_TOKEN=$tok_a2 assert_exit 3 sandbox create --image busybox:latest --cpu-millis 100 --memory-mib 32
+assert_contains "$ITEST_ERR" "rate_limited" "the CLI's refusal"
+# another tenant is not held back by A
+itest_http POST /v1/sandboxes "$tok_b" "$create"
+assert_http 202 "" "B's create while A is over its operation rate"
+# an exec is an operation too (counted before the sandbox is looked at)
+itest_http POST "/v1/sandboxes/sbx_aaaaaaaaaaaaaaaaaaaaaaaaaa/exec" "$tok_a2" '{"argv":["true"]}'
+assert_http 429 rate_limited "A's exec past its operation rate"
+# after Retry-After, A is accepted again
+ra=$(curl -s -o /dev/null -D - --max-time 10 -X POST -H "Authorization: Bearer $tok_a2" \
+  -H 'Content-Type: application/json' --data-binary "$create" "$SANDBOX_URL/v1/sandboxes" \
+  | tr -d '\r' | sed -n 's/^[Rr]etry-[Aa]fter: *//p')
+assert_match "$ra" '^[1-9][0-9]*$' "Retry-After of an operation 429"
+sleep "$ra"
+itest_http POST /v1/sandboxes "$tok_a2" "$create"
+assert_http 202 "" "A's create after Retry-After"
+
+# ---- 3. the metric counts both kinds
+m=$(curl -s --max-time 5 "$SANDBOX_URL/metrics")
+assert_match "$(grep '^sandbox_rate_limited_total{kind="request"}' <<<"$m")" ' [1-9][0-9]*$' "request 429s counted"
+assert_match "$(grep '^sandbox_rate_limited_total{kind="operation"}' <<<"$m")" ' [1-9][0-9]*$' "operation 429s counted"
+echo "a token's request flood and a tenant's operation flood get 429 with Retry-After; other tenants, workers and probes are not held back"
