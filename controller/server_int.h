@@ -1,0 +1,51 @@
+/* What controller/server.c and controller/server_routes.c share: the route
+ * table's row type and its lookups (docs/architecture.md, "How to add an
+ * endpoint"). Internal to the HTTP server. */
+#ifndef SBX_SERVER_INT_H
+#define SBX_SERVER_INT_H
+
+#include <event2/http.h>
+#include <stdbool.h>
+
+#include "server.h"
+
+/* Who may call a route: nobody needs a token (the probes), or a client
+ * (admin or member), an admin, or a worker token. */
+typedef enum { RR_NONE, RR_CLIENT, RR_ADMIN, RR_WORKER } route_role_t;
+
+/* RF_ROUTINE: frequent and routine (probes, polls, heartbeats), logged at
+ * debug. RF_HEAD: HEAD is answered like GET. RF_OPERATION: the request
+ * starts an operation, so the tenant's operation rate applies. */
+enum { RF_ROUTINE = 1u, RF_HEAD = 2u, RF_OPERATION = 4u };
+
+/* One endpoint: its method and path template ({x} matches one segment and
+ * is passed to the handler, in order), who may call it, and the handler
+ * taking as many path parameters as the template has (h0, h1 or h2). The
+ * template is also the route's metrics label and access-log field: ids
+ * become {id}, so label sets stay few whatever clients send. */
+typedef struct api_route {
+    enum evhttp_cmd_type method;
+    const char *tmpl;
+    route_role_t role;
+    unsigned flags;
+    const char *deny;   /* the 403 for another role; %s is the token's role */
+    void (*h0)(req_t *rq);
+    void (*h1)(req_t *rq, const char *a);
+    void (*h2)(req_t *rq, const char *a, const char *b);
+} api_route_t;
+
+/* The row for rq: *ret_path the first row whose path fits (any method; NULL
+ * when none), the return value the row whose method fits too (NULL: none). */
+const api_route_t *route_lookup(const req_t *rq, const api_route_t **ret_path, const char *ret_params[2]);
+/* The route's label for metrics and logs: its template, or "other". */
+const char *route_template(const req_t *rq);
+/* Whether a token of role have may call a route that needs need. */
+bool route_role_ok(route_role_t need, role_t have);
+/* The method's name for logs and metrics ("OTHER" for the rest). */
+const char *method_name(enum evhttp_cmd_type m);
+/* Polls, heartbeats and probes are frequent and routine: logged at debug. */
+bool route_is_routine(const char *tmpl);
+/* The probes answer without the database (readyz and metrics report it). */
+bool route_is_probe(const char *tmpl);
+
+#endif

@@ -1,0 +1,161 @@
+/* The API's route table (api_routes[]) and its lookups: which row a request
+ * fits, 404 vs 405, who may call it, and its label for metrics and logs. */
+#include "server_int.h"
+#include "api.h"
+
+#include <stddef.h>
+#include <string.h>
+
+static void api_worker_drain_on(req_t *rq, const char *name) { api_worker_drain(rq, name, true); }
+static void api_worker_drain_off(req_t *rq, const char *name) { api_worker_drain(rq, name, false); }
+
+#define DENY_CLIENT "a %s token cannot call client endpoints"
+#define DENY_WORKER "worker endpoints need a worker token, not a %s token"
+
+/* Adding an endpoint is a row here and its handler in an api_*.c file. */
+static const api_route_t api_routes[] = {
+    { EVHTTP_REQ_GET, "/healthz", RR_NONE, RF_ROUTINE | RF_HEAD, NULL, api_healthz, NULL, NULL },
+    { EVHTTP_REQ_GET, "/readyz", RR_NONE, RF_ROUTINE | RF_HEAD, NULL, api_readyz, NULL, NULL },
+    { EVHTTP_REQ_GET, "/metrics", RR_NONE, RF_ROUTINE | RF_HEAD, NULL, api_metrics, NULL, NULL },
+    { EVHTTP_REQ_POST, "/v1/sandboxes", RR_CLIENT, RF_OPERATION, DENY_CLIENT, api_sandbox_create, NULL, NULL },
+    { EVHTTP_REQ_GET, "/v1/sandboxes", RR_CLIENT, 0, DENY_CLIENT, api_sandbox_list, NULL, NULL },
+    { EVHTTP_REQ_GET, "/v1/sandboxes/{id}", RR_CLIENT, 0, DENY_CLIENT, NULL, api_sandbox_get, NULL },
+    { EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}", RR_CLIENT, RF_OPERATION, DENY_CLIENT, NULL, api_sandbox_delete,
+      NULL },
+    { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/exec", RR_CLIENT, RF_OPERATION, DENY_CLIENT, NULL, api_sandbox_exec,
+      NULL },
+    { EVHTTP_REQ_GET, "/v1/sandboxes/{id}/logs", RR_CLIENT, 0, DENY_CLIENT, NULL, api_sandbox_logs, NULL },
+    { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/routes", RR_CLIENT, RF_OPERATION, DENY_CLIENT, NULL, api_route_share,
+      NULL },
+    { EVHTTP_REQ_GET, "/v1/sandboxes/{id}/routes", RR_CLIENT, 0, DENY_CLIENT, NULL, api_routes_list, NULL },
+    { EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}/routes/{route}", RR_CLIENT, RF_OPERATION, DENY_CLIENT, NULL, NULL,
+      api_route_unshare },
+    { EVHTTP_REQ_GET, "/v1/operations/{id}", RR_CLIENT, 0, DENY_CLIENT, NULL, api_operation_get, NULL },
+    { EVHTTP_REQ_GET, "/v1/events", RR_CLIENT, 0, "a %s token cannot read events", api_events_list, NULL, NULL },
+    { EVHTTP_REQ_POST, "/v1/tenants", RR_CLIENT, 0, DENY_CLIENT, api_tenant_create, NULL, NULL },
+    { EVHTTP_REQ_GET, "/v1/tenants", RR_CLIENT, 0, DENY_CLIENT, api_tenant_list, NULL, NULL },
+    { EVHTTP_REQ_GET, "/v1/tenants/{id}", RR_CLIENT, 0, DENY_CLIENT, NULL, api_tenant_get, NULL },
+    { EVHTTP_REQ_PUT, "/v1/tenants/{id}/policy", RR_CLIENT, 0, DENY_CLIENT, NULL, api_tenant_set_policy, NULL },
+    { EVHTTP_REQ_POST, "/v1/tokens", RR_CLIENT, 0, DENY_CLIENT, api_token_create, NULL, NULL },
+    { EVHTTP_REQ_GET, "/v1/tokens", RR_CLIENT, 0, DENY_CLIENT, api_token_list, NULL, NULL },
+    { EVHTTP_REQ_DELETE, "/v1/tokens/{id}", RR_CLIENT, 0, DENY_CLIENT, NULL, api_token_revoke, NULL },
+    { EVHTTP_REQ_GET, "/v1/workers", RR_ADMIN, 0, "listing workers needs an admin token, not a %s token",
+      api_worker_list, NULL, NULL },
+    { EVHTTP_REQ_POST, "/v1/workers/{id}/drain", RR_ADMIN, 0, "draining workers needs an admin token, not a %s token",
+      NULL, api_worker_drain_on, NULL },
+    { EVHTTP_REQ_POST, "/v1/workers/{id}/resume", RR_ADMIN, 0,
+      "resuming workers needs an admin token, not a %s token", NULL, api_worker_drain_off, NULL },
+    { EVHTTP_REQ_POST, "/v1/workers/register", RR_WORKER, 0, DENY_WORKER, api_worker_register, NULL, NULL },
+    { EVHTTP_REQ_POST, "/v1/workers/{id}/heartbeat", RR_WORKER, RF_ROUTINE, DENY_WORKER, NULL, api_worker_heartbeat,
+      NULL },
+    { EVHTTP_REQ_GET, "/v1/workers/{id}/poll", RR_WORKER, RF_ROUTINE, DENY_WORKER, NULL, api_worker_poll, NULL },
+    { EVHTTP_REQ_POST, "/v1/workers/{id}/report", RR_WORKER, 0, DENY_WORKER, NULL, api_worker_report, NULL },
+};
+#define API_NROUTES (sizeof api_routes / sizeof api_routes[0])
+
+/* True when rq's path fits tmpl segment by segment; fills ret_params with
+ * the segments {x} stood for (at most 2). A literal segment of a template
+ * wins over a {x} of another one because literal rows are not shadowed:
+ * no two templates of the table fit the same path. */
+static bool route_path_fits(const char *tmpl, const req_t *rq, const char *ret_params[2])
+{
+    int seg = 0, np = 0;
+    const char *t = tmpl;
+    while (*t == '/') {
+        t++;
+        size_t l = strcspn(t, "/");
+        if (seg >= rq->nsegs || l == 0)
+            return false;
+        if (t[0] == '{') {
+            if (np < 2)
+                ret_params[np++] = rq->segs[seg];
+        } else if (strlen(rq->segs[seg]) != l || memcmp(rq->segs[seg], t, l) != 0) {
+            return false;
+        }
+        seg++;
+        t += l;
+    }
+    return seg == rq->nsegs;
+}
+
+static bool route_method_fits(const api_route_t *r, enum evhttp_cmd_type m)
+{
+    return r->method == m || ((r->flags & RF_HEAD) && m == EVHTTP_REQ_HEAD && r->method == EVHTTP_REQ_GET);
+}
+
+/* The row for rq: *ret_path the first row whose path fits (any method; NULL
+ * when none), the return value the row whose method fits too (NULL: none). */
+const api_route_t *route_lookup(const req_t *rq, const api_route_t **ret_path, const char *ret_params[2])
+{
+    *ret_path = NULL;
+    for (size_t i = 0; i < API_NROUTES; i++) {
+        const char *params[2] = { NULL, NULL };
+        if (!route_path_fits(api_routes[i].tmpl, rq, params))
+            continue;
+        if (!*ret_path)
+            *ret_path = &api_routes[i];
+        if (route_method_fits(&api_routes[i], rq->method)) {
+            ret_params[0] = params[0];
+            ret_params[1] = params[1];
+            return &api_routes[i];
+        }
+    }
+    return NULL;
+}
+
+/* The route's label for metrics and logs: its template, or "other". */
+const char *route_template(const req_t *rq)
+{
+    const api_route_t *path;
+    const char *params[2];
+    const api_route_t *r = route_lookup(rq, &path, params);
+    return r ? r->tmpl : path ? path->tmpl : "other";
+}
+
+bool route_role_ok(route_role_t need, role_t have)
+{
+    switch (need) {
+    case RR_NONE: return true;
+    case RR_CLIENT: return have == ROLE_ADMIN || have == ROLE_MEMBER;
+    case RR_ADMIN: return have == ROLE_ADMIN;
+    case RR_WORKER: return have == ROLE_WORKER;
+    }
+    return false;
+}
+
+const char *method_name(enum evhttp_cmd_type m)
+{
+    switch (m) {
+    case EVHTTP_REQ_GET: return "GET";
+    case EVHTTP_REQ_POST: return "POST";
+    case EVHTTP_REQ_PUT: return "PUT";
+    case EVHTTP_REQ_DELETE: return "DELETE";
+    case EVHTTP_REQ_HEAD: return "HEAD";
+    case EVHTTP_REQ_PATCH: return "PATCH";
+    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+    default: return "OTHER";
+    }
+}
+
+/* The row of a template route_template returned (NULL for "other"). */
+static const api_route_t *route_of_template(const char *tmpl)
+{
+    for (size_t i = 0; i < API_NROUTES; i++)
+        if (api_routes[i].tmpl == tmpl)
+            return &api_routes[i];
+    return NULL;
+}
+
+/* Polls, heartbeats and probes are frequent and routine: debug level. */
+bool route_is_routine(const char *tmpl)
+{
+    const api_route_t *r = route_of_template(tmpl);
+    return r && (r->flags & RF_ROUTINE);
+}
+
+/* The probes answer without the database (readyz and metrics report it). */
+bool route_is_probe(const char *tmpl)
+{
+    const api_route_t *r = route_of_template(tmpl);
+    return r && r->role == RR_NONE;
+}
