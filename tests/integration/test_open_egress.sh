@@ -89,6 +89,7 @@ assert_match "$open_gw" '^[0-9.]+$' "gateway of $open_net"
 targets=("${host_ips[@]}" "${fwd_ips[@]}" "$host_ip" "$open_gw" ${docker0_gw:+"$docker0_gw"})
 
 # probe ADDR...: one line "ADDR ok|no" per target, from inside a container
+# shellcheck disable=SC2016 # expanded inside the container
 probe_script='for a in "$@"; do if echo | nc -w 2 "$a" '"$port"' 2>/dev/null | grep -q hello-egress; then echo "$a ok"; else echo "$a no"; fi; done'
 
 # ---- a plain container on Docker's default bridge reaches every target
