@@ -2,8 +2,8 @@
 # Network modes are real (docs/worker.md): none has only loopback;
 # restricted has an interface on the worker's internal network but reaches
 # neither the host (docker0 gateway, the host's own address, its own
-# network's gateway) nor another restricted sandbox; open reaches a host
-# service through its network's gateway. Each on the Docker network the
+# network's gateway) nor another restricted sandbox; open reaches no host
+# service either (not through its network's gateway: the worker's egress rules). Each on the Docker network the
 # worker created with the documented options.
 # itest-timeout: 180
 set -euo pipefail
@@ -106,13 +106,18 @@ if reach "$r1" "$r2_ip" 7777; then
 fi
 assert_not_contains "$(cat "$ITEST_TMP/reach.out")" "hello-from-r2" "restricted -> restricted"
 
-# ---- open: egress to the host through the network's gateway
+# ---- open: the internet, not the host (test_open_egress covers the ranges):
+# neither its network's gateway, docker0's nor the host's own address
 open=$(create open)
 itest_track "$open"
 assert_eq "$open_net" "$(docker inspect -f '{{.HostConfig.NetworkMode}}' "$(container_of "$open")")" "NetworkMode of open"
 open_gw=$(docker network inspect -f '{{range .IPAM.Config}}{{.Gateway}}{{end}}' "$open_net")
 assert_match "$open_gw" '^[0-9.]+$' "gateway of $open_net"
-reach "$open" "$open_gw" "$port" || fail "an open sandbox cannot reach the host at $open_gw:$port: $(cat "$ITEST_TMP/reach.out")"
-assert_contains "$(cat "$ITEST_TMP/reach.out")" "hello-from-host" "open -> host"
+for addr in "$open_gw" "$docker0_gw" "$host_ip"; do
+  if reach "$open" "$addr" "$port"; then
+    fail "an open sandbox reached the host at $addr:$port: $(cat "$ITEST_TMP/reach.out")"
+  fi
+  assert_not_contains "$(cat "$ITEST_TMP/reach.out")" "hello-from-host" "open -> $addr"
+done
 
-echo "none has loopback only; restricted reaches neither host nor neighbour; open reaches the host"
+echo "none has loopback only; restricted reaches neither host nor neighbour; open does not reach the host"

@@ -541,8 +541,9 @@ static int docker_create_plan(docker_runtime_t *rt, isolation_t iso, net_mode_t 
     ret->runtime = iso == ISO_GVISOR ? rt->gvisor_runtime : NULL;
     ret->network_mode = net == NET_NONE ? "none" : rt->net_name[net];
     ret->storage_quota = rt->storage_quota;
-    if (net != NET_NONE && docker_network_ensure(rt, net, err) < 0) {
-        /* The network was fine at start; someone removed or replaced it. */
+    if (net != NET_NONE &&
+        (docker_network_ensure(rt, net, err) < 0 || (net == NET_OPEN && docker_egress_check(rt, err) < 0))) {
+        /* The network (or its egress rules) was fine at start; someone removed or replaced it. */
         char why[sizeof err->message];
         snprintf(why, sizeof why, "%s", err->message);
         return api_error_set(err, err->code, "isolation %s with network %s: %s", isolation_name(iso),

@@ -37,6 +37,10 @@
 #define DOCKER_PROBE_IMAGE       DOCKER_PROBE_REPO ":" DOCKER_PROBE_TAG
 /* Docker network names (and the worker's settings for them). */
 #define DOCKER_NETWORK_NAME_MAX  128
+/* A bridge interface name (IFNAMSIZ) and the worker's iptables chains
+ * named after it ("SBX-EGRESS-" + bridge; iptables allows 28 bytes). */
+#define DOCKER_EGRESS_BRIDGE_MAX 16
+#define DOCKER_EGRESS_CHAIN_MAX  32
 /* One line of the pull progress stream; longer lines are skipped. */
 #define DOCKER_PULL_LINE_BYTES   (64u * 1024u)
 /* Processes of one exec the timeout kill walks at most. */
@@ -83,6 +87,10 @@ typedef struct docker_runtime {
     char net_why[DOCKER_CLASSES][DOCKER_MODES][RUNTIME_PROBE_TEXT_MAX];
     bool storage_quota;                              /* StorageOpt size works (docker_disk_discover) */
     char disk_mode[RUNTIME_PROBE_TEXT_MAX];          /* runtime_disk_mode */
+    bool egress_ready;                               /* the open network's rules are set (docker_egress.c) */
+    bool egress_docker_user;                         /* jump from DOCKER-USER (else FORWARD) */
+    char egress_bridge[DOCKER_EGRESS_BRIDGE_MAX];    /* the open network's bridge interface */
+    char egress_tool[2][RUNSC_PATH_MAX];             /* iptables, ip6tables */
 } docker_runtime_t;
 
 typedef struct docker_reply {
@@ -283,6 +291,21 @@ int docker_network_ensure(docker_runtime_t *rt, net_mode_t mode, api_error_t *er
 /* Makes the probe image (DOCKER_PROBE_IMAGE) from an in-memory tar when
  * Docker does not have it. */
 int docker_probe_image(docker_runtime_t *rt, api_error_t *err);
+
+/* ---- docker_egress.c --------------------------------------------------- */
+
+/* Sets the open network's egress rules (docs/worker.md "Network modes"):
+ * the chains SBX-EGRESS-<bridge> (forwarded traffic, jumped to from
+ * DOCKER-USER) and SBX-HOST-<bridge> (traffic to the host, from INPUT), for
+ * IPv4 and IPv6, flushed and refilled. Needs the network to exist. Fails
+ * with API_ISOLATION_UNAVAILABLE saying why (no iptables, no CAP_NET_ADMIN);
+ * then the worker must not offer open. */
+int docker_egress_setup(docker_runtime_t *rt, api_error_t *err);
+
+/* 0 when every egress rule is still present on the open network's current
+ * bridge (or no rules were set up); otherwise API_ISOLATION_UNAVAILABLE
+ * naming the first missing rule. Forks iptables -C once per rule. */
+int docker_egress_check(docker_runtime_t *rt, api_error_t *err);
 
 /* ---- docker_disk.c ----------------------------------------------------- */
 

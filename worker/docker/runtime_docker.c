@@ -487,7 +487,8 @@ int docker_network_ensure(docker_runtime_t *rt, net_mode_t mode, api_error_t *er
     return api_error_set(err, API_RUNTIME_ERROR, "Docker network %s was created but cannot be found", name);
 }
 
-/* Decides the container class's network modes, creating the networks. */
+/* Decides the container class's network modes, creating the networks and
+ * the open network's egress rules. */
 static void docker_networks_discover(docker_runtime_t *rt)
 {
     rt->net_modes[ISO_CONTAINER] = 1u << NET_NONE;
@@ -499,6 +500,8 @@ static void docker_networks_discover(docker_runtime_t *rt)
                      net_mode_name((net_mode_t)m));
         else if (docker_network_ensure(rt, (net_mode_t)m, &nerr) < 0)
             snprintf(why, RUNTIME_PROBE_TEXT_MAX, "%.390s", nerr.message);
+        else if (m == NET_OPEN && docker_egress_setup(rt, &nerr) < 0)
+            snprintf(why, RUNTIME_PROBE_TEXT_MAX, "%.390s", nerr.message); /* no open without its rules */
         else
             rt->net_modes[ISO_CONTAINER] |= 1u << m;
     }
@@ -583,6 +586,9 @@ static int docker_rt_ping(runtime_t *base, long timeout_ms, api_error_t *err)
         r = SBX_ERUNTIME;
     }
     docker_reply_release(&rep);
+    /* the readiness probe: the open network's egress rules are still there */
+    if (r == 0)
+        r = docker_egress_check(rt, err);
     return r;
 }
 
