@@ -113,4 +113,13 @@
  * (the longest registered one, UPDATEREDIRECTREF, is 17; ours are short). */
 #define SBX_HTTP_MAX_HEADERS          100
 #define SBX_HTTP_METHOD_MAX           15
+/* The route listener under a flood (controller/proxy_caps.c): file
+ * descriptors kept for everything else (the API listener, PostgreSQL,
+ * workers, logs) when route_max_connections is lowered to fit
+ * RLIMIT_NOFILE (a relayed connection holds two); how long accepting
+ * pauses after accept() fails (EMFILE, ENFILE, ...); the buckets of the
+ * per-address counts. */
+#define SBX_ROUTE_FD_RESERVE          128
+#define SBX_ROUTE_ACCEPT_BACKOFF_MS   250
+#define SBX_ROUTE_ADDR_BUCKETS        4096
 #endif

@@ -36,6 +36,7 @@ typedef struct controller {
     int ntrusted_proxies;
     int64_t route_max_request, route_max_response; /* 0: no limit */
     int route_idle_seconds, route_max_seconds, route_max_conns;
+    int route_max_conns_per_addr;  /* 0: no limit */
     reconcile_t *rec;
     notify_listener_t *notify;
     publisher_t *publisher;    /* NATS event publisher; NULL without nats_url */
