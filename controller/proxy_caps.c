@@ -108,16 +108,24 @@ static pconn_t *oldest_evictable(const struct proxy_addr *a)
     return NULL;
 }
 
-/* At most one warning a second per kind, with how many were not logged. */
-static void shed_log(atomic_llong *last, atomic_long *suppressed, const char *what)
+/* At most one line a second per kind: true when one may be logged now,
+ * with *ret_n the lines not logged since the last. */
+static bool log_due(atomic_llong *last, atomic_long *suppressed, long *ret_n)
 {
     long long now = (long long)time(NULL), prev = atomic_load(last);
     if (now == prev || !atomic_compare_exchange_strong(last, &prev, now)) {
         atomic_fetch_add(suppressed, 1);
-        return;
+        return false;
     }
-    long n = atomic_exchange(suppressed, 0);
-    log_warn("proxy", "route listener: %s (%ld more since the last such line)", what, n);
+    *ret_n = atomic_exchange(suppressed, 0);
+    return true;
+}
+
+static void shed_log(atomic_llong *last, atomic_long *suppressed, const char *what)
+{
+    long n = 0;
+    if (log_due(last, suppressed, &n))
+        log_warn("proxy", "route listener: %s (%ld more since the last such line)", what, n);
 }
 
 proxy_admit_t proxy_caps_admit(pconn_t *pc, pconn_t **ret_victim)
@@ -243,12 +251,9 @@ void proxy_accept_error_cb(struct evconnlistener *l, void *arg)
     struct timeval tv = { 0, SBX_ROUTE_ACCEPT_BACKOFF_MS * 1000 };
     if (!pt->resume || evtimer_add(pt->resume, &tv) < 0)
         evconnlistener_enable(l);
-    long long now = (long long)time(NULL), prev = atomic_load(&last_log);
-    if (now == prev || !atomic_compare_exchange_strong(&last_log, &prev, now)) {
-        atomic_fetch_add(&suppressed, 1);
+    long n = 0;
+    if (!log_due(&last_log, &suppressed, &n))
         return;
-    }
-    long n = atomic_exchange(&suppressed, 0);
     log_warn("proxy", "route listener: accept failed: %s; not accepting for %d ms (%ld more since the last such "
                       "line)",
              evutil_socket_error_to_string(err), SBX_ROUTE_ACCEPT_BACKOFF_MS, n);
