@@ -93,7 +93,12 @@ static const cfg_setting_t settings[CFG__COUNT] = {
     [CFG_ROUTE_MAX_DURATION_SECONDS] = { "route_max_duration_seconds", CFGT_INT, "3600", 1, 604800, false,
                                          "longest a routed request (or WebSocket) may last" },
     [CFG_ROUTE_MAX_CONNECTIONS] = { "route_max_connections", CFGT_INT, "1024", 1, 1000000, false,
-                                    "routed connections the controller serves at once (more get 503)" },
+                                    "routed connections the controller holds at once: a new one evicts the oldest "
+                                    "idle one (no complete request head yet), and gets 503 when none is idle" },
+    [CFG_ROUTE_MAX_CONNECTIONS_PER_ADDRESS] = { "route_max_connections_per_address", CFGT_INT, "64", 0, 1000000,
+                                                false,
+                                                "routed connections one client address (the TCP peer; an IPv6 /64) "
+                                                "holds at once, trusted_proxies exempt (0: no limit)" },
     [CFG_ROUTE_DOMAIN] = { "route_domain", CFGT_STRING, "", 0, 0, true,
                            "wildcard domain for host-based route addresses (https://{route}.{route_domain}/)" },
     [CFG_MAX_ROUTE_TTL_SECONDS] = { "max_route_ttl_seconds", CFGT_INT, "86400", 10, 2592000, true,
@@ -169,7 +174,8 @@ static const unsigned roles[CFG__COUNT] = {
     [CFG_ALLOW_UNTRUSTED_OPEN_NETWORK] = R_C, [CFG_ROUTE_LISTEN] = R_C, [CFG_ROUTE_PUBLIC_URL] = R_C,
     [CFG_TRUSTED_PROXIES] = R_C, [CFG_ROUTE_MAX_REQUEST_BYTES] = R_C, [CFG_ROUTE_MAX_RESPONSE_BYTES] = R_C,
     [CFG_ROUTE_IDLE_TIMEOUT_SECONDS] = R_C, [CFG_ROUTE_MAX_DURATION_SECONDS] = R_C,
-    [CFG_ROUTE_MAX_CONNECTIONS] = R_C, [CFG_ROUTE_DOMAIN] = R_C, [CFG_MAX_ROUTE_TTL_SECONDS] = R_C,
+    [CFG_ROUTE_MAX_CONNECTIONS] = R_C, [CFG_ROUTE_MAX_CONNECTIONS_PER_ADDRESS] = R_C,
+    [CFG_ROUTE_DOMAIN] = R_C, [CFG_MAX_ROUTE_TTL_SECONDS] = R_C,
     [CFG_POSTGRES_BINDIR] = R_E, [CFG_LOG_LEVEL] = R_C | R_W, [CFG_WORKER_GVISOR_RUNTIME] = R_W,
     [CFG_WORKER_RESTRICTED_NETWORK] = R_W, [CFG_WORKER_OPEN_NETWORK] = R_W, [CFG_WORKER_ROUTE_LISTEN] = R_W,
     [CFG_WORKER_ROUTE_ADVERTISE] = R_W, [CFG_WORKER_ROUTE_MAX_CONNECTIONS] = R_W, [CFG_LOG_FORMAT] = R_C | R_W,

@@ -118,4 +118,13 @@
  * a set of SBX_RATELIMIT_WAYS makes room), so distinct keys cannot grow it. */
 #define SBX_RATELIMIT_BUCKETS         4096
 #define SBX_RATELIMIT_WAYS            8
+/* The route listener under a flood (controller/proxy_caps.c): file
+ * descriptors kept for everything else (the API listener, PostgreSQL,
+ * workers, logs) when route_max_connections is lowered to fit
+ * RLIMIT_NOFILE (a relayed connection holds two); how long accepting
+ * pauses after accept() fails (EMFILE, ENFILE, ...); the buckets of the
+ * per-address counts. */
+#define SBX_ROUTE_FD_RESERVE          128
+#define SBX_ROUTE_ACCEPT_BACKOFF_MS   250
+#define SBX_ROUTE_ADDR_BUCKETS        4096
 #endif

@@ -38,6 +38,7 @@ typedef struct controller {
     int route_idle_seconds, route_max_seconds, route_max_conns;
     struct ratelimit *rl_requests;   /* per client token (server.c); NULL: not limited */
     struct ratelimit *rl_operations; /* per tenant, requests that start an operation */
+    int route_max_conns_per_addr;  /* 0: no limit */
     reconcile_t *rec;
     notify_listener_t *notify;
     publisher_t *publisher;    /* NATS event publisher; NULL without nats_url */

@@ -36,7 +36,6 @@
 #include <pthread.h>
 #include <sodium.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,8 +43,6 @@
 #include <sys/queue.h>
 #include <time.h>
 #include <unistd.h>
-
-static atomic_int proxy_open_conns;
 
 /* ---- connections ---- */
 
@@ -70,6 +67,7 @@ static void proxy_metrics_init(void)
 void proxy_conn_free(pconn_t *pc, const char *why)
 {
     proxy_thread_t *pt = pc->pt;
+    proxy_caps_remove(pc);
     metrics_add(m_conns, NULL, -1);
     if (pc->method[0]) {
         struct timespec now;
@@ -98,9 +96,10 @@ void proxy_conn_free(pconn_t *pc, const char *why)
         bufferevent_free(pc->up);
     if (pc->deadline)
         event_free(pc->deadline);
+    if (pc->evict_ev)
+        event_free(pc->evict_ev);
     TAILQ_REMOVE(&pt->conns, pc, link);
     pt->nconns--;
-    atomic_fetch_sub(&proxy_open_conns, 1);
     free(pc);
 }
 
@@ -165,6 +164,7 @@ static void pc_answer(pconn_t *pc, int status, const char *reason, const char *e
     json_object_put(o);
     pc->status = status;
     pc->state = PC_CLOSING;
+    proxy_caps_release(pc); /* nothing left but flushing this: evictable */
     if (pc->up) {
         bufferevent_free(pc->up);
         pc->up = NULL;
@@ -501,6 +501,10 @@ static void head_read_cb(struct bufferevent *bev, void *arg)
         proxy_conn_answer_error(pc, API_HEADERS_TOO_LARGE, NULL, "the request head is larger than 16 KiB");
         return;
     }
+    if (!proxy_caps_claim(pc)) { /* chosen to make room: its thread frees it next */
+        bufferevent_disable(bev, EV_READ);
+        return;
+    }
     struct timeval max = { pc->pt->ctl->route_max_seconds, 0 };
     evtimer_add(pc->deadline, &max);
     char *buf = malloc(len + 1);
@@ -536,6 +540,14 @@ static void deadline_cb(evutil_socket_t fd, short what, void *arg)
                                      : "route_max_duration_seconds reached");
 }
 
+/* Another thread chose this connection to make room for one of its own. */
+static void evict_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    proxy_conn_free(arg, "evicted to make room");
+}
+
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
 {
     (void)l;
@@ -558,10 +570,10 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     TAILQ_INSERT_TAIL(&pt->conns, pc, link);
     pt->nconns++;
     metrics_add(m_conns, NULL, 1);
-    int open_now = atomic_fetch_add(&proxy_open_conns, 1) + 1;
     pc->down = bufferevent_socket_new(pt->base, fd, BEV_OPT_CLOSE_ON_FREE);
     pc->deadline = evtimer_new(pt->base, deadline_cb, pc);
-    if (!pc->down || !pc->deadline) {
+    pc->evict_ev = event_new(pt->base, -1, 0, evict_cb, pc);
+    if (!pc->down || !pc->deadline || !pc->evict_ev) {
         if (!pc->down)
             close(fd);
         proxy_conn_free(pc, "out of memory");
@@ -569,8 +581,15 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     }
     struct timeval ht = { PROXY_HEAD_SECONDS, 0 };
     evtimer_add(pc->deadline, &ht);
-    if (open_now > ctl->route_max_conns) {
-        proxy_conn_answer_error(pc, API_UNAVAILABLE, "Retry-After: 1\r\n", "too many routed connections; try again");
+    pconn_t *victim = NULL;
+    proxy_admit_t admit = proxy_caps_admit(pc, &victim);
+    if (victim)
+        proxy_conn_free(victim, "evicted to make room");
+    if (admit != PROXY_ADMIT_OK) {
+        proxy_conn_answer_error(pc, API_UNAVAILABLE, "Retry-After: 1\r\n",
+                                admit == PROXY_ADMIT_ADDRESS_FULL
+                                    ? "too many routed connections from your address; try again"
+                                    : "too many routed connections; try again");
         return;
     }
     bufferevent_set_timeouts(pc->down, &ht, &ht);
@@ -632,8 +651,11 @@ proxy_thread_t *proxy_thread_new(controller_t *ctl, struct event_base *base, PGc
                                                 0, fd)
                            : NULL;
     pt->sweep = event_new(base, -1, EV_PERSIST, sweep_cb, pt);
+    pt->resume = evtimer_new(base, proxy_accept_resume_cb, pt);
+    if (pt->listener)
+        evconnlistener_set_error_cb(pt->listener, proxy_accept_error_cb);
     struct timeval tv = { PROXY_SWEEP_SECONDS, 0 };
-    if (!pt->listener || !pt->sweep || event_add(pt->sweep, &tv) < 0) {
+    if (!pt->listener || !pt->sweep || !pt->resume || event_add(pt->sweep, &tv) < 0) {
         if (!pt->listener && fd >= 0)
             close(fd);
         snprintf(err, errlen, "cannot accept on the route listener");
@@ -653,5 +675,7 @@ void proxy_thread_free(proxy_thread_t *pt)
         proxy_conn_free(TAILQ_FIRST(&pt->conns), "controller stopping");
     if (pt->sweep)
         event_free(pt->sweep);
+    if (pt->resume)
+        event_free(pt->resume);
     free(pt);
 }

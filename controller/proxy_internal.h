@@ -60,7 +60,14 @@ typedef struct pconn {
     time_t last_activity;
     struct timespec started;
     int status;                /* what we answered ourselves, 0 when proxied */
-    TAILQ_ENTRY(pconn) link;
+    /* The caps (proxy_caps.c); the flags and glink under its lock. */
+    struct event *evict_ev;    /* another thread chose this one to evict */
+    struct proxy_addr *addr;   /* its address's count; NULL when exempt */
+    bool registered;           /* counted against the caps */
+    bool evictable;            /* no request in progress: head pending, or our answer flushing */
+    bool evicting;             /* chosen to make room; freed by its thread */
+    TAILQ_ENTRY(pconn) link;   /* this thread's connections */
+    TAILQ_ENTRY(pconn) glink;  /* every thread's, oldest first */
 } pconn_t;
 
 struct proxy_thread {
@@ -69,6 +76,7 @@ struct proxy_thread {
     PGconn **db;
     struct evconnlistener *listener;
     struct event *sweep;
+    struct event *resume;      /* accepting again after accept() failed */
     TAILQ_HEAD(, pconn) conns;
     int nconns;
 };
@@ -89,5 +97,35 @@ void proxy_worker_read_cb(struct bufferevent *bev, void *arg);
 void proxy_worker_event_cb(struct bufferevent *bev, short what, void *arg);
 /* The client's event callback meanwhile: it closed. */
 void proxy_client_gone_cb(struct bufferevent *bev, short what, void *arg);
+
+/* ---- the caps (proxy_caps.c) ---- */
+
+typedef enum {
+    PROXY_ADMIT_OK,            /* served (perhaps an idle one was evicted for it) */
+    PROXY_ADMIT_FULL,          /* route_max_connections, none evictable: 503 */
+    PROXY_ADMIT_ADDRESS_FULL,  /* route_max_connections_per_address, none of its own evictable: 503 */
+} proxy_admit_t;
+
+/* Counts a new connection (pc->peer, pt and trusted_peer set) against the
+ * caps; it stays counted until proxy_caps_remove, whatever the answer.
+ * Over a cap the oldest evictable connection is chosen: *ret_victim when
+ * it is on pc's thread (the caller frees it), else its thread is told. */
+proxy_admit_t proxy_caps_admit(pconn_t *pc, pconn_t **ret_victim);
+/* The request head is complete: pc is no longer evictable. False when it
+ * was already chosen to make room (its eviction is on the way). */
+bool proxy_caps_claim(pconn_t *pc);
+/* pc is evictable again (our own answer is being flushed). */
+void proxy_caps_release(pconn_t *pc);
+/* pc no longer counts (proxy_conn_free, before freeing its events). */
+void proxy_caps_remove(pconn_t *pc);
+/* Lowers ctl->route_max_conns to what RLIMIT_NOFILE can hold (logged). */
+void proxy_caps_fit_fds(controller_t *ctl);
+
+struct evconnlistener;
+/* The listener's error callback: accept() failed (EMFILE, ENFILE, ...):
+ * stops accepting for SBX_ROUTE_ACCEPT_BACKOFF_MS, logs at most once a
+ * second; proxy_accept_resume_cb (pt->resume) accepts again. */
+void proxy_accept_error_cb(struct evconnlistener *l, void *arg);
+void proxy_accept_resume_cb(evutil_socket_t fd, short what, void *arg);
 
 #endif

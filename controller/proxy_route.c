@@ -1,6 +1,6 @@
 /* The route proxy's pure parts: request heads (common/httphead.c), route
  * addresses, trusted proxy networks and the route settings. */
-#include "proxy.h"
+#include "proxy_internal.h"
 #include "errors.h"
 
 #include <arpa/inet.h>
@@ -240,5 +240,7 @@ int proxy_config(controller_t *ctl, const cfg_t *cfg, char *err, size_t errlen)
     ctl->route_idle_seconds = (int)cfg_int(cfg, CFG_ROUTE_IDLE_TIMEOUT_SECONDS);
     ctl->route_max_seconds = (int)cfg_int(cfg, CFG_ROUTE_MAX_DURATION_SECONDS);
     ctl->route_max_conns = (int)cfg_int(cfg, CFG_ROUTE_MAX_CONNECTIONS);
+    ctl->route_max_conns_per_addr = (int)cfg_int(cfg, CFG_ROUTE_MAX_CONNECTIONS_PER_ADDRESS);
+    proxy_caps_fit_fds(ctl);
     return 0;
 }
