@@ -113,11 +113,13 @@
  * (the longest registered one, UPDATEREDIRECTREF, is 17; ours are short). */
 #define SBX_HTTP_MAX_HEADERS          100
 #define SBX_HTTP_METHOD_MAX           15
+
 /* Rate limiting (controller/ratelimit.c): each limiter keeps at most this
  * many buckets (a set-associative table: the least recently used bucket of
  * a set of SBX_RATELIMIT_WAYS makes room), so distinct keys cannot grow it. */
 #define SBX_RATELIMIT_BUCKETS         4096
 #define SBX_RATELIMIT_WAYS            8
+
 /* The route listener under a flood (controller/proxy_caps.c): file
  * descriptors kept for everything else (the API listener, PostgreSQL,
  * workers, logs) when route_max_connections is lowered to fit
