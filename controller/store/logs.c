@@ -3,6 +3,7 @@
  * output tail kept once its container is gone (migration 0008). */
 #include "store.h"
 #include "db.h"
+#include "store_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,7 @@ int store_sandbox_logs_source(PGconn *c, const char *scope, const char *sandbox_
     PGresult *r = db_exec(c,
                           "SELECT s.phase, coalesce(s.worker_id, ''), coalesce(w.state, ''), "
                           "  coalesce(w.route_address, ''), "
-                          "  CASE WHEN t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now()) "
+                          "  CASE WHEN " STORE_TOKEN_LIVE("t") " "
                           "       THEN coalesce(t.hash, '') ELSE '' END, "
                           "  s.output_tail "
                           "FROM sandboxes s LEFT JOIN workers w ON w.id = s.worker_id "

@@ -245,7 +245,7 @@ int store_route_target(PGconn *c, const char *name, route_target_t *ret)
     PGresult *r = db_exec(c,
                           "SELECT r.id, r.sandbox_id, r.tenant_id, s.worker_id, r.port, r.auth, "
                           "  coalesce(r.secret_hash, ''), coalesce(w.route_address, ''), "
-                          "  CASE WHEN t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now()) "
+                          "  CASE WHEN " STORE_TOKEN_LIVE("t") " "
                           "       THEN coalesce(t.hash, '') ELSE '' END "
                           "FROM routes r JOIN sandboxes s ON s.id = r.sandbox_id "
                           "JOIN workers w ON w.id = s.worker_id "

@@ -97,6 +97,10 @@ int store__api_get(PGconn *c, const store_table_t *t, const char *tail, int n, c
 extern metric_family_t *store__m_lease_expiries;
 extern pthread_once_t store__metrics_once;
 
+/* SQL: the api_tokens row under alias t (a string literal) is alive,
+ * neither revoked nor expired. */
+#define STORE_TOKEN_LIVE(t) t ".revoked_at IS NULL AND (" t ".expires_at IS NULL OR " t ".expires_at > now())"
+
 int store__db_error(api_error_t *err);
 json_object *store__parse_json_text(const char *s);
 int store__load_op(PGconn *c, const char *op_id, json_object **ret);

@@ -120,9 +120,6 @@ static int route_address_check(json_object *body, const char **ret, api_error_t 
     return 0;
 }
 
-/* A token that is alive: neither revoked nor expired (SQL, alias o). */
-#define TOKEN_LIVE "o.revoked_at IS NULL AND (o.expires_at IS NULL OR o.expires_at > now())"
-
 /* In the register transaction: binds token_id to name when it is unbound
  * and no other live token holds the name (bound to it, or the token the
  * worker of that name last registered with), serialised per name by an
@@ -138,9 +135,9 @@ static int worker_bind(PGconn *c, const char *token_id, const char *name, api_er
                           "WITH b AS (UPDATE api_tokens SET worker_name = $2 WHERE id = $1 AND worker_name IS NULL "
                           "  AND role = 'worker' "
                           "  AND NOT EXISTS (SELECT 1 FROM api_tokens o WHERE o.worker_name = $2 AND o.id <> $1 "
-                          "                  AND " TOKEN_LIVE ") "
+                          "                  AND " STORE_TOKEN_LIVE("o") ") "
                           "  AND NOT EXISTS (SELECT 1 FROM workers w JOIN api_tokens o ON o.id = w.token_id "
-                          "                  WHERE w.name = $2 AND o.id <> $1 AND " TOKEN_LIVE ") "
+                          "                  WHERE w.name = $2 AND o.id <> $1 AND " STORE_TOKEN_LIVE("o") ") "
                           "  RETURNING worker_name) "
                           "SELECT coalesce((SELECT worker_name FROM b), t.worker_name) FROM api_tokens t WHERE t.id = $1",
                           2, p);
