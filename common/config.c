@@ -92,6 +92,25 @@ static const cfg_setting_t settings[CFG__COUNT] = {
                                          "a routed connection with no traffic either way for this long is closed" },
     [CFG_ROUTE_MAX_DURATION_SECONDS] = { "route_max_duration_seconds", CFGT_INT, "3600", 1, 604800, false,
                                          "longest a routed request (or WebSocket) may last" },
+    [CFG_API_MAX_CONNECTIONS] = { "api_max_connections", CFGT_INT, "4096", 1, 1000000, false,
+                                  "API connections the controller holds at once (lowered to fit the open files "
+                                  "limit): a new one evicts the oldest idle one (between requests, or its head not "
+                                  "complete), and is answered 503 when none is idle" },
+    [CFG_API_MAX_CONNECTIONS_PER_ADDRESS] = { "api_max_connections_per_address", CFGT_INT, "256", 0, 1000000, false,
+                                              "API connections one client address (the TCP peer; an IPv6 /64) "
+                                              "holds at once, trusted_proxies exempt (0: no limit)" },
+    [CFG_API_HEAD_TIMEOUT_SECONDS] = { "api_head_timeout_seconds", CFGT_INT, "10", 1, 3600, false,
+                                       "a request head must be complete this long after a new connection or its "
+                                       "first byte (else 408 and the connection is closed)" },
+    [CFG_API_IDLE_TIMEOUT_SECONDS] = { "api_idle_timeout_seconds", CFGT_INT, "60", 1, 86400, false,
+                                       "a kept-alive API connection with no request for this long is closed" },
+    [CFG_API_BODY_MIN_BYTES_PER_SECOND] = { "api_body_min_bytes_per_second", CFGT_INT, "16384", 0, 1000000000,
+                                            false,
+                                            "a request body slower than this on average (after a few seconds' "
+                                            "grace) has its connection closed (0: no minimum)" },
+    [CFG_API_BODY_BUDGET_MIB] = { "api_body_budget_mib", CFGT_INT, "64", 1, 65536, false,
+                                  "memory all request bodies being received share: a body that does not fit is "
+                                  "answered 503 with Retry-After before it is read" },
     [CFG_ROUTE_MAX_CONNECTIONS] = { "route_max_connections", CFGT_INT, "1024", 1, 1000000, false,
                                     "routed connections the controller holds at once: a new one evicts the oldest "
                                     "idle one (no complete request head yet), and gets 503 when none is idle" },

@@ -50,6 +50,7 @@ static const api_code_info_t api_codes[API__COUNT] = {
     [API_HEADERS_TOO_LARGE]     = { "headers_too_large", 431, EXIT_API },
     [API_SANDBOX_EXITED]        = { "sandbox_exited", 422, EXIT_OP_FAILED },
     [API_RATE_LIMITED]          = { "rate_limited", 429, EXIT_API },
+    [API_REQUEST_TIMEOUT]       = { "request_timeout", 408, EXIT_API },
 };
 
 const api_code_info_t *api_code_info(api_code_t code)

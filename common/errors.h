@@ -51,6 +51,7 @@ typedef enum {
     API_HEADERS_TOO_LARGE,
     API_SANDBOX_EXITED,   /* the sandbox's main process is not running (exited, killed, never started) */
     API_RATE_LIMITED,     /* a token's request rate or a tenant's operation rate was passed: retry after Retry-After */
+    API_REQUEST_TIMEOUT,  /* the request's head did not arrive within api_head_timeout_seconds */
     API__COUNT
 } api_code_t;
 

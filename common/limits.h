@@ -124,9 +124,29 @@
  * descriptors kept for everything else (the API listener, PostgreSQL,
  * workers, logs) when route_max_connections is lowered to fit
  * RLIMIT_NOFILE (a relayed connection holds two); how long accepting
- * pauses after accept() fails (EMFILE, ENFILE, ...); the buckets of the
- * per-address counts. */
+ * pauses after accept() fails (EMFILE, ENFILE, ...). */
 #define SBX_ROUTE_FD_RESERVE          128
 #define SBX_ROUTE_ACCEPT_BACKOFF_MS   250
-#define SBX_ROUTE_ADDR_BUCKETS        4096
+/* The API listener under a flood (controller/apiconn.c): a body larger
+ * than this is read only once its bearer token checked out; a head at most
+ * this long (evhttp's max_headers_size too); a body gets this long before
+ * api_body_min_bytes_per_second applies; a refused request's body up to
+ * this long is read and dropped so the connection lives on (a longer one
+ * closes it); how often the deadlines are looked at; how long accepting
+ * pauses after accept() fails; the file descriptors kept for the rest when
+ * api_max_connections is lowered to fit RLIMIT_NOFILE (a third of what is
+ * left goes to the API listener); the buckets of each thread's table of
+ * connections. */
+#define SBX_API_ANON_BODY_BYTES       (64 * 1024)
+#define SBX_API_MAX_HEAD_BYTES        (64 * 1024)
+#define SBX_API_BODY_GRACE_SECONDS    5
+#define SBX_API_DISCARD_MAX_BYTES     (1024 * 1024)
+#define SBX_API_SWEEP_MS              1000
+#define SBX_API_ACCEPT_BACKOFF_MS     250
+#define SBX_API_FD_RESERVE            128
+#define SBX_API_CONN_BUCKETS          1024
+
+/* The buckets of a listener's per-address connection counts
+ * (controller/conncap.c). */
+#define SBX_CONNCAP_ADDR_BUCKETS      4096
 #endif

@@ -13,6 +13,7 @@
  * running (checked every few seconds for a follow) or the controller stops.
  * Everything runs on the request's HTTP thread; nothing blocks. */
 #include "api.h"
+#include "apiconn.h"
 #include "db.h"
 #include "grant.h"
 #include "ids.h"
@@ -171,7 +172,7 @@ static void ls_free(logs_stream_t *ls)
     if (ls->sweep)
         event_free(ls->sweep);
     if (ls->evcon)
-        evhttp_connection_set_closecb(ls->evcon, NULL, NULL);
+        apiconn_set_closecb(ls->evcon, NULL, NULL);
     free(ls->output_tail);
     free(ls);
 }
@@ -565,7 +566,7 @@ static void logs_stream_start(req_t *rq, const char *id, logs_source_t *src, int
         thread_streams->prev = ls;
     thread_streams = ls;
     thread_nstreams++;
-    evhttp_connection_set_closecb(evcon, client_close_cb, ls);
+    apiconn_set_closecb(evcon, client_close_cb, ls);
     evutil_socket_t cfd = cbev ? bufferevent_getfd(cbev) : -1;
     if (cfd >= 0 && (ls->peek = event_new(base, cfd, EV_READ, client_peek_cb, ls)))
         event_add(ls->peek, NULL);

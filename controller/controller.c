@@ -2,6 +2,7 @@
  * settings → database + migrations → listening socket → HTTP threads →
  * reconcile loop; shutdown runs it backwards. */
 #include "controller.h"
+#include "apiconn.h"
 #include "db.h"
 #include "log.h"
 #include "migrate.h"
@@ -192,7 +193,8 @@ int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret,
         goto fail;
     }
     controller_public_url(ctl, cfg);
-    if ((rc = proxy_config(ctl, cfg, err, errlen)) < 0 || (rc = server_start(ctl, err, errlen)) < 0 ||
+    if ((rc = apiconn_setup(ctl, err, errlen)) < 0 || (rc = proxy_config(ctl, cfg, err, errlen)) < 0 ||
+        (rc = server_start(ctl, err, errlen)) < 0 ||
         (rc = reconcile_start(ctl, &ctl->rec, err, errlen)) < 0 ||
         (rc = notify_start(ctl, &ctl->notify, err, errlen)) < 0 ||
         (rc = publish_start(ctl, &ctl->publisher, err, errlen)) < 0)

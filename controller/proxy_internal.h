@@ -5,6 +5,7 @@
 #define SBX_PROXY_INTERNAL_H
 
 #include "proxy.h"
+#include "conncap.h"
 #include "errors.h"
 #include "limits.h"
 
@@ -60,14 +61,10 @@ typedef struct pconn {
     time_t last_activity;
     struct timespec started;
     int status;                /* what we answered ourselves, 0 when proxied */
-    /* The caps (proxy_caps.c); the flags and glink under its lock. */
+    /* The caps (proxy_caps.c, on controller/conncap.c). */
     struct event *evict_ev;    /* another thread chose this one to evict */
-    struct proxy_addr *addr;   /* its address's count; NULL when exempt */
-    bool registered;           /* counted against the caps */
-    bool evictable;            /* no request in progress: head pending, or our answer flushing */
-    bool evicting;             /* chosen to make room; freed by its thread */
+    conncap_entry_t cap;       /* evictable: no request in progress (head pending, or our answer flushing) */
     TAILQ_ENTRY(pconn) link;   /* this thread's connections */
-    TAILQ_ENTRY(pconn) glink;  /* every thread's, oldest first */
 } pconn_t;
 
 struct proxy_thread {
@@ -118,8 +115,9 @@ bool proxy_caps_claim(pconn_t *pc);
 void proxy_caps_release(pconn_t *pc);
 /* pc no longer counts (proxy_conn_free, before freeing its events). */
 void proxy_caps_remove(pconn_t *pc);
-/* Lowers ctl->route_max_conns to what RLIMIT_NOFILE can hold (logged). */
-void proxy_caps_fit_fds(controller_t *ctl);
+/* Lowers ctl->route_max_conns to what RLIMIT_NOFILE can hold (logged)
+ * and sets up the table; < 0 when out of memory. */
+int proxy_caps_init(controller_t *ctl);
 
 struct evconnlistener;
 /* The listener's error callback: accept() failed (EMFILE, ENFILE, ...):

@@ -241,6 +241,9 @@ int proxy_config(controller_t *ctl, const cfg_t *cfg, char *err, size_t errlen)
     ctl->route_max_seconds = (int)cfg_int(cfg, CFG_ROUTE_MAX_DURATION_SECONDS);
     ctl->route_max_conns = (int)cfg_int(cfg, CFG_ROUTE_MAX_CONNECTIONS);
     ctl->route_max_conns_per_addr = (int)cfg_int(cfg, CFG_ROUTE_MAX_CONNECTIONS_PER_ADDRESS);
-    proxy_caps_fit_fds(ctl);
+    if (proxy_caps_init(ctl) < 0) {
+        snprintf(err, errlen, "out of memory");
+        return SBX_ENOMEM;
+    }
     return 0;
 }

@@ -3,6 +3,7 @@
 #include "server.h"
 #include "server_int.h"
 #include "api.h"
+#include "apiconn.h"
 #include "db.h"
 #include "http_errpage.h"
 #include "jsonx.h"
@@ -38,6 +39,7 @@ struct http_thread {
     struct event_base *base;
     struct evhttp *http;
     proxy_thread_t *proxy;      /* the route listener's connections */
+    apiconn_thread_t *conns;    /* the API listener's connections */
     PGconn *db;
     struct event *wake_ev;
     struct event *stop_ev;
@@ -169,6 +171,7 @@ static void req_free(req_t *rq)
 {
     if (!rq)
         return;
+    apiconn_request_end(rq->conn);
     if (rq->park_timer)
         event_free(rq->park_timer);
     if (rq->park_peek)
@@ -724,7 +727,22 @@ static void on_request(struct evhttp_request *ev, void *arg)
     rq->method = evhttp_request_get_command(ev);
     rq->t0_us = mono_us();
     TAILQ_INIT(&rq->query);
+    apiconn_request_begin(th->conns, ev, &rq->conn);
     request_id_assign(rq);
+    api_code_t rcode;
+    int retry_after = 0;
+    char rmsg[256];
+    if (apiconn_refusal(ev, &rcode, &retry_after, rmsg, sizeof rmsg)) {
+        snprintf(rq->path, sizeof rq->path, "%s", APICONN_REFUSED_PATH);
+        rq->route_tmpl = "other";
+        if (retry_after > 0) {
+            char ra[16];
+            snprintf(ra, sizeof ra, "%d", retry_after);
+            evhttp_add_header(evhttp_request_get_output_headers(ev), "Retry-After", ra);
+        }
+        http_reply_error(rq, rcode, "%s", rmsg);
+        return;
+    }
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(ev);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
@@ -781,6 +799,7 @@ static void thread_free(http_thread_t *th)
         event_free(th->recheck_ev);
     if (th->http)
         evhttp_free(th->http);
+    apiconn_thread_free(th->conns); /* after evhttp_free, which closes its connections */
     if (th->base)
         event_base_free(th->base);
     if (th->db)
@@ -835,14 +854,21 @@ int server_start(controller_t *ctl, char *err, size_t errlen)
         evhttp_set_allowed_methods(th->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE | EVHTTP_REQ_PUT |
                                                  EVHTTP_REQ_HEAD | EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
         evhttp_set_gencb(th->http, on_request, th);
-        /* libevent's own error answers (malformed heads, bodies over the
-         * limit, unknown methods) in the JSON error shape too. */
-        evhttp_set_bevcb(th->http, http_errpage_bev, NULL);
+        /* Each connection through apiconn (caps, deadlines, the body
+         * budget), its bufferevent made by http_errpage_bev: libevent's own
+         * error answers in the JSON error shape too. */
+        if (!(th->conns = apiconn_thread_new(ctl, th->base, &th->db, NULL))) {
+            snprintf(err, errlen, "out of memory");
+            return SBX_ENOMEM;
+        }
+        evhttp_set_bevcb(th->http, apiconn_bev, th->conns);
         th->fd = dup(ctl->listen_fd);
-        if (th->fd < 0 || !evhttp_accept_socket_with_handle(th->http, th->fd)) {
+        struct evhttp_bound_socket *bound = th->fd >= 0 ? evhttp_accept_socket_with_handle(th->http, th->fd) : NULL;
+        if (!bound) {
             snprintf(err, errlen, "cannot accept on the listening socket");
             return SBX_EIO;
         }
+        apiconn_thread_listener(th->conns, evhttp_bound_socket_get_listener(bound));
         if (!(th->proxy = proxy_thread_new(ctl, th->base, &th->db, err, errlen)))
             return SBX_EIO;
         th->wake_ev = event_new(th->base, -1, 0, wake_cb, th);
@@ -896,4 +922,5 @@ void server_stop(controller_t *ctl)
     free(ctl->threads);
     ctl->threads = NULL;
     server_rate_free(ctl);
+    apiconn_cleanup();
 }

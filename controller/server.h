@@ -44,6 +44,7 @@ typedef struct req {
     int64_t t0_us;              /* monotonic start, for the access log and latency */
     const char *route_tmpl;     /* static route template for metrics ("/v1/sandboxes/{id}") */
     struct req *park_prev, *park_next;
+    struct apiconn *conn;       /* its connection's record (controller/apiconn.c); NULL when gone */
 } req_t;
 
 /* Starts nthreads event-loop threads on listen_fd. */

@@ -73,7 +73,7 @@ assert_json_error 405 method_not_allowed "an unknown method"
 raw "$api_port" 'b"TRACE /healthz HTTP/1.1\r\nHost: x\r\n\r\n"'
 assert_json_error 405 method_not_allowed "a method the API does not take (TRACE)"
 raw "$api_port" 'b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70000 + b"\r\n\r\n"'
-assert_json_error 400 invalid_argument "a head over 64 KiB"
+assert_json_error 431 headers_too_large "a head over 64 KiB (431, refused before libevent sees it)"
 raw "$api_port" 'b"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\nContent-Length: 2\r\n\r\n{}"'
 assert_json_error 400 invalid_argument "an Expect other than 100-continue"
 raw "$api_port" 'b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGARBAGE\r\n\r\n"'
