@@ -601,6 +601,13 @@ int docker_rt_create(runtime_t *base, const runtime_create_req_t *req, char ret_
         goto cleanup;
     snprintf(ret_ref, 80, "%s", id);
 cleanup:
+    /* The tenant's egress_allow, now that the container has its address;
+     * a sandbox that asked for it never runs without it. */
+    if (r == 0 && req->spec->network == NET_OPEN && req->egress_allow && *req->egress_allow &&
+        (r = docker_egress_allow_add(rt, req->sandbox_id, ret_ref, req->egress_allow, err)) < 0) {
+        docker_container_discard(rt, ret_ref);
+        ret_ref[0] = '\0';
+    }
     json_object_put(body);
     docker_reply_release(&rep);
     return r;

@@ -307,6 +307,24 @@ int docker_egress_setup(docker_runtime_t *rt, api_error_t *err);
  * naming the first missing rule. Forks iptables -C once per rule. */
 int docker_egress_check(docker_runtime_t *rt, api_error_t *err);
 
+/* The tenant's egress_allow for one open sandbox (allow: canonical CIDRs
+ * joined by ","): one RETURN rule per CIDR in SBX-EGRESS-<bridge> (and its
+ * IPv6 twin), source the container's address on the open network, comment
+ * "sbx-allow:ID", ahead of the blocks. Rules of the sandbox or from that
+ * address already there are replaced. The HOST chain is never opened.
+ * Nothing to do for an empty allow; API_ISOLATION_UNAVAILABLE when the
+ * rules cannot be set (the create must then fail). */
+int docker_egress_allow_add(docker_runtime_t *rt, const char *sandbox_id, const char *container_id,
+                            const char *allow, api_error_t *err);
+
+/* Deletes every allow rule of the sandbox (its delete). */
+void docker_egress_allow_drop(docker_runtime_t *rt, const char *sandbox_id);
+
+/* Deletes the allow rules whose sandbox has no running container with that
+ * address any more (each inventory). When the containers cannot be listed
+ * every rule stays. */
+void docker_egress_allow_sweep(docker_runtime_t *rt);
+
 /* ---- docker_disk.c ----------------------------------------------------- */
 
 /* Measuring a writable layer (inspect ?size=true walks it). */

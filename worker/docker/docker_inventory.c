@@ -90,6 +90,9 @@ int docker_rt_remove(runtime_t *base, const char *sandbox_id, const char *ref, a
             goto cleanup;
     }
 cleanup:
+    /* Its rules go with it (also those of other containers already gone). */
+    if (r == 0)
+        docker_egress_allow_drop(rt, sandbox_id);
     if (list)
         json_object_put(list);
     return r;
@@ -182,6 +185,8 @@ int docker_rt_inventory(runtime_t *base, const char *cluster_id, const char *wor
         k++;
     }
     docker_inventory_details(rt, objs, k);
+    /* The allow rules of sandboxes whose container is gone or stopped. */
+    docker_egress_allow_sweep(rt);
     *ret = objs;
     *ret_n = k;
     objs = NULL;
