@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "docker_config.h"
+#include "docker_parse.h"
 #include "runsc.h"
 #include "runtime_docker.h"
 #include "sbuf.h"
@@ -179,9 +180,6 @@ bool docker_reply_id(const docker_reply_t *r, char ret_id[80]);
 
 /* Docker's error message ({"message":...}) or the start of the raw body. */
 void docker_reply_message(const docker_reply_t *r, char *out, size_t outlen);
-
-/* Names that go into a URL path unescaped: container ids and names. */
-bool docker_name_ok(const char *s, size_t max);
 
 /* Image references: what Docker's reference grammar allows, so the name can
  * go into a URL path as is. */
