@@ -6,7 +6,8 @@
 # private target outside the list stays blocked, and the worker host's own
 # address stays blocked even inside a listed CIDR. The worker's allow rules
 # carry the sandbox id (comment sbx-allow:ID) and are gone after a delete and
-# after the container disappears behind the worker's back. A bad CIDR is 400
+# after the container disappears behind the worker's back, and survive
+# another worker's start on the same Docker host (restored from the label). A bad CIDR is 400
 # invalid_argument naming the entry. Every target is on this machine.
 # itest-timeout: 240
 set -euo pipefail
@@ -136,6 +137,38 @@ sb=$(open_sandbox "$allowing_token" "$allowing")
 assert_match "$sb" '^sbx_' "second open sandbox id of $allowing"
 itest_track "$sb"
 assert_contains "$(rules_of "$sb")" "-d $allowed_cidr" "the allow rule of $sb"
+
+# ---- a worker starting on this Docker host flushes the chains and restores
+# the rules of running sandboxes from their label
+wname="itest-eallow-$tag"
+wlog="$ITEST_TMP/worker-$wname.log"
+itest_watch_log "$wlog"
+wpid=
+finish() {
+  SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN "$SANDBOX_CLI" workers drain "$wname" >/dev/null 2>&1
+  [ -z "$wpid" ] || itest_stop_pid "$wpid" worker 30
+}
+itest_on_exit finish
+wtoken=$(itest_token itest-workers worker "$wname")
+SANDBOX_WORKER_TOKEN="$wtoken" SANDBOX_WORKER_CPU_MILLIS=1000 SANDBOX_WORKER_MEMORY_MIB=1024 \
+  SANDBOX_WORKER_GVISOR_RUNTIME='' \
+  "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --worker-name "$wname" --docker-socket /var/run/docker.sock \
+  --worker-health-listen 127.0.0.1:0 >>"$wlog" 2>&1 </dev/null &
+wpid=$!
+itest_track_pid "$wpid"
+health_port() { sed -n 's/.*health checks on 127\.0\.0\.1:\([0-9][0-9]*\) .*/\1/p' "$wlog" | head -n 1; }
+has_health_port() { [ -n "$(health_port)" ]; }
+itest_wait_until 30 "the worker to log its health address" has_health_port
+ready() { [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$(health_port)/readyz")" = 200 ]; }
+itest_wait_until 60 "$wname's /readyz to answer 200" ready
+assert_contains "$(rules_of "$sb")" "-d $allowed_cidr" "the allow rule of $sb after another worker's start"
+export SANDBOX_TOKEN=$allowing_token
+assert_exit 0 sandbox exec "$sb" -- sh -c "$probe_script" sh "$target"
+assert_contains "$ITEST_OUT" "$target ok" "$sb reaching $target after another worker's start"
+SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN "$SANDBOX_CLI" workers drain "$wname" >/dev/null 2>&1
+itest_stop_pid "$wpid" worker 30
+wpid=
+
 docker rm -f "sbx-$sb" >/dev/null
 itest_wait_until 60 "the worker's inventory to drop the rules of $sb (container gone)" no_rules_of "$sb"
 
