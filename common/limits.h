@@ -54,6 +54,9 @@
  * image_registries setting, which the worker keeps in a fixed buffer. */
 #define SBX_MAX_REGISTRY_BYTES        256
 #define SBX_MAX_IMAGE_REGISTRIES_BYTES 2048
+/* A tenant policy's egress_allow: at most this many CIDRs (each rule is
+ * one iptables rule per open sandbox of the tenant). */
+#define SBX_EGRESS_ALLOW_MAX          32
 /* Absolute bounds of a sandbox spec; the configured server ceilings
  * (max_cpu_millis, ...) are at most these. */
 #define SBX_CPU_MILLIS_MIN            10

@@ -100,3 +100,52 @@ int netaddr_listen(const struct sockaddr_storage *addr, socklen_t len, int backl
     netaddr_format((struct sockaddr *)&ss, bound, boundlen);
     return fd;
 }
+
+int netaddr_cidr_parse(const char *s, char out[NETADDR_CIDR_MAX], bool *ret_v6, char *why, size_t whylen)
+{
+    char addr[INET6_ADDRSTRLEN + 1];
+    unsigned char bytes[16];
+    out[0] = '\0';
+    size_t len = s ? strlen(s) : 0;
+    const char *slash = s ? strchr(s, '/') : NULL;
+    size_t alen = slash ? (size_t)(slash - s) : len;
+    if (!s || len == 0 || alen == 0 || alen >= sizeof addr) {
+        snprintf(why, whylen, "is not an address or ADDRESS/PREFIX");
+        return SBX_EINVAL;
+    }
+    memcpy(addr, s, alen);
+    addr[alen] = '\0';
+    bool v6 = strchr(addr, ':') != NULL;
+    if (inet_pton(v6 ? AF_INET6 : AF_INET, addr, bytes) != 1) {
+        snprintf(why, whylen, "%s is not an IPv4 or IPv6 address", addr);
+        return SBX_EINVAL;
+    }
+    long max = v6 ? 128 : 32, prefix = max;
+    if (slash) {
+        const char *p = slash + 1;
+        char *end = NULL;
+        errno = 0;
+        prefix = (*p >= '0' && *p <= '9' && strlen(p) <= 3) ? strtol(p, &end, 10) : -1;
+        if (prefix < 0 || errno || !end || *end || prefix > max) {
+            snprintf(why, whylen, "the prefix length must be a number from 0 to %ld", max);
+            return SBX_EINVAL;
+        }
+    }
+    /* the network address: host bits cleared */
+    size_t nbytes = v6 ? 16 : 4;
+    for (size_t i = 0; i < nbytes; i++) {
+        long bit0 = (long)i * 8;
+        if (bit0 >= prefix)
+            bytes[i] = 0;
+        else if (bit0 + 8 > prefix)
+            bytes[i] &= (unsigned char)(0xffu << (8 - (prefix - bit0)));
+    }
+    char net[INET6_ADDRSTRLEN];
+    if (!inet_ntop(v6 ? AF_INET6 : AF_INET, bytes, net, sizeof net)) {
+        snprintf(why, whylen, "cannot format %s", addr);
+        return SBX_EINVAL;
+    }
+    snprintf(out, NETADDR_CIDR_MAX, "%s/%ld", net, prefix);
+    *ret_v6 = v6;
+    return 0;
+}

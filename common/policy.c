@@ -3,6 +3,7 @@
 #include "imageref.h"
 #include "jsonx.h"
 #include "limits.h"
+#include "netaddr.h"
 
 #include <stddef.h>
 
@@ -30,6 +31,9 @@ void policy_release(policy_t *p)
     for (size_t i = 0; i < p->n_registries; i++)
         free(p->registries[i]);
     free(p->registries);
+    for (size_t i = 0; i < p->n_egress_allow; i++)
+        free(p->egress_allow[i]);
+    free(p->egress_allow);
     policy_init(p);
 }
 
@@ -105,6 +109,35 @@ static int policy_registries_from_json(json_object *val, policy_t *p, api_error_
     return 0;
 }
 
+/* Reads the non-null "egress_allow" array into p, each CIDR in its
+ * canonical form (p owns what it gets, also on failure); a negative code
+ * with err set naming the first entry that is not a CIDR. */
+static int policy_egress_from_json(json_object *val, policy_t *p, api_error_t *err)
+{
+    size_t n = json_object_is_type(val, json_type_array) ? json_object_array_length(val) : 0;
+    if (!json_object_is_type(val, json_type_array) || n > SBX_EGRESS_ALLOW_MAX)
+        return api_error_set(err, API_INVALID_ARGUMENT, "policy.egress_allow must be an array of at most %d CIDRs",
+                             SBX_EGRESS_ALLOW_MAX);
+    p->egress_allow = calloc(n ? n : 1, sizeof *p->egress_allow);
+    if (!p->egress_allow)
+        return api_error_set(err, API_INTERNAL, "out of memory");
+    p->egress_allow_set = true;
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(val, i);
+        const char *s = json_object_is_type(e, json_type_string) ? json_object_get_string(e) : NULL;
+        char cidr[NETADDR_CIDR_MAX], why[160];
+        bool v6 = false;
+        if (!s || netaddr_cidr_parse(s, cidr, &v6, why, sizeof why) < 0)
+            return api_error_set(err, API_INVALID_ARGUMENT, "policy.egress_allow[%zu] (%.80s%s): %s", i,
+                                 s ? s : "not a string", s && strlen(s) > 80 ? "…" : "",
+                                 s ? why : "must be a CIDR such as 10.1.0.0/16");
+        if (!(p->egress_allow[p->n_egress_allow] = strdup(cidr)))
+            return api_error_set(err, API_INTERNAL, "out of memory");
+        p->n_egress_allow++;
+    }
+    return 0;
+}
+
 /* Reads the non-null "network_modes" array into p; a negative code with err
  * set when it is not an array of mode names. */
 static int policy_network_from_json(json_object *val, policy_t *p, api_error_t *err)
@@ -153,6 +186,11 @@ int policy_from_json(json_object *o, policy_t *ret, api_error_t *err)
             if (json_object_is_type(val, json_type_null))
                 continue;
             if (policy_registries_from_json(val, &p, err) < 0)
+                goto fail;
+        } else if (strcmp(key, "egress_allow") == 0) {
+            if (json_object_is_type(val, json_type_null))
+                continue;
+            if (policy_egress_from_json(val, &p, err) < 0)
                 goto fail;
         } else if (strcmp(key, "network_modes") == 0) {
             if (json_object_is_type(val, json_type_null))
@@ -220,6 +258,12 @@ json_object *policy_to_json(const policy_t *p)
         for (size_t i = 0; i < p->n_registries; i++)
             json_object_array_add(a, json_object_new_string(p->registries[i]));
         jsonx_add(o, "registries", a);
+    }
+    if (p->egress_allow_set) {
+        json_object *a = json_object_new_array();
+        for (size_t i = 0; i < p->n_egress_allow; i++)
+            json_object_array_add(a, json_object_new_string(p->egress_allow[i]));
+        jsonx_add(o, "egress_allow", a);
     }
     if (p->network_set) {
         json_object *a = json_object_new_array();

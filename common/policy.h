@@ -25,6 +25,10 @@ typedef struct policy {
     char **registries;      /* registries images may come from (imageref entries); NULL = the server's */
     size_t n_registries;
     bool registries_set;
+    char **egress_allow;    /* CIDRs (canonical, netaddr_cidr_parse) open sandboxes may reach past the
+                             * private/link-local block; NULL = none */
+    size_t n_egress_allow;
+    bool egress_allow_set;
     unsigned network_modes; /* bit (1 << net_mode_t) per allowed mode */
     bool network_set;
     int routes;             /* -1 unset, 0 no, 1 yes */
@@ -40,7 +44,8 @@ extern const char *const policy_isolation_rules[3];
 /* An empty policy (nothing set). */
 void policy_init(policy_t *p);
 
-/* Decodes {"max_cpu_millis":…, "images":[…], "network_modes":[…], …}.
+/* Decodes {"max_cpu_millis":…, "images":[…], "network_modes":[…],
+ * "egress_allow":["10.1.0.0/16", …], …}.
  * Unknown fields, wrong types and out-of-range numbers fill err
  * (API_INVALID_ARGUMENT, naming the field). */
 int policy_from_json(json_object *o, policy_t *ret, api_error_t *err);

@@ -9,6 +9,7 @@
 #include "limits.h"
 #include "log.h"
 #include "metrics.h"
+#include "netaddr.h"
 #include "spec.h"
 #include "timeutil.h"
 #include "utf8.h"
@@ -19,6 +20,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,14 +108,46 @@ void agent_add_exit(json_object *o, const runtime_exit_t *e)
         jsonx_add_str(o, "output_tail", e->output_tail);
 }
 
+/* The assignment's egress_allow (the tenant's policy) into out, each CIDR
+ * checked again and canonical, joined by ",". 0, or a negative code with
+ * err set (invalid_argument naming the entry). */
+static int agent_egress_allow(json_object *job, char *out, size_t outlen, api_error_t *err)
+{
+    json_object *arr = NULL;
+    size_t used = 0;
+    out[0] = '\0';
+    if (!json_object_object_get_ex(job, "egress_allow", &arr) || json_object_is_type(arr, json_type_null))
+        return 0;
+    size_t n = json_object_is_type(arr, json_type_array) ? json_object_array_length(arr) : SIZE_MAX;
+    if (n > SBX_EGRESS_ALLOW_MAX)
+        return api_error_set(err, API_INVALID_ARGUMENT, "the assignment's egress_allow must be at most %d CIDRs",
+                             SBX_EGRESS_ALLOW_MAX);
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(arr, i);
+        char cidr[NETADDR_CIDR_MAX], why[160];
+        bool v6 = false;
+        if (!json_object_is_type(e, json_type_string) ||
+            netaddr_cidr_parse(json_object_get_string(e), cidr, &v6, why, sizeof why) < 0)
+            return api_error_set(err, API_INVALID_ARGUMENT, "the assignment's egress_allow[%zu] is not a CIDR", i);
+        int w = snprintf(out + used, outlen - used, "%s%s", used ? "," : "", cidr);
+        if (w < 0 || (size_t)w >= outlen - used)
+            return api_error_set(err, API_INVALID_ARGUMENT, "the assignment's egress_allow is too long");
+        used += (size_t)w;
+    }
+    return 0;
+}
+
 static void agent_run_create(agent_t *a, json_object *job, agent_outcome_t *o)
 {
+    char allow[SBX_EGRESS_ALLOW_MAX * NETADDR_CIDR_MAX];
     char cluster[64];
     agent_cluster_id(a, cluster);
     sandbox_spec_t spec;
     isolation_t iso = ISO_CONTAINER;
     const char *sbx = jsonx_get_str(job, "sandbox_id");
     const char *iso_name = jsonx_get_str(job, "isolation");
+    if (agent_egress_allow(job, allow, sizeof allow, &o->err) < 0)
+        return;
     if (spec_from_json(jsonx_get_obj(job, "spec"), &spec, &o->err) < 0)
         return;
     if (iso_name && isolation_parse(iso_name, &iso) < 0) {
@@ -128,6 +162,7 @@ static void agent_run_create(agent_t *a, json_object *job, agent_outcome_t *o)
         .isolation = iso,
         .cluster_id = cluster,
         .worker_name = a->name,
+        .egress_allow = allow,
     };
     if (!sbx)
         api_error_set(&o->err, API_INVALID_ARGUMENT, "the assignment has no sandbox_id");

@@ -27,6 +27,10 @@ typedef struct runtime runtime_t;
 #define RUNTIME_LABEL_MANAGED  "dev.sandbox.managed"
 #define RUNTIME_LABEL_SANDBOX  "dev.sandbox.id"
 #define RUNTIME_LABEL_TENANT   "dev.sandbox.tenant"
+/* The CIDRs an open sandbox may reach past the egress block (its
+ * assignment's egress_allow, joined by ","): the worker's record, from
+ * which it restores the allow rules when it starts. */
+#define RUNTIME_LABEL_EGRESS_ALLOW "dev.sandbox.egress_allow"
 /* The installation (controller database) the object belongs to. */
 #define RUNTIME_LABEL_CLUSTER  "dev.sandbox.cluster"
 /* The worker (by name) that made the object: several workers may share one
@@ -52,6 +56,8 @@ typedef struct runtime_create_req {
     isolation_t isolation;
     const char *cluster_id;   /* labels the object; may be NULL */
     const char *worker_name;  /* labels the object; may be NULL */
+    const char *egress_allow; /* the tenant's egress_allow: canonical CIDRs joined by ","
+                               * (network open only); NULL or "" = none */
 } runtime_create_req_t;
 
 typedef struct runtime_exec_result {

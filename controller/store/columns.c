@@ -140,6 +140,9 @@ static const store_col_t assignment_cols[] = {
     { "runtime_ref", "s.runtime_ref", COL_TEXT },
     { "spec", "s.spec::text", COL_JSON },
     { "request", "o.request::text", COL_HIDDEN },
+    /* the tenant's policy egress_allow (as it is when the create is
+     * handed out), added to a create's assignment */
+    { "egress_allow", "tn.policy->'egress_allow'", COL_HIDDEN },
 };
 
 #define TABLE(cols, hook) { cols, (int)(sizeof cols / sizeof cols[0]), hook, NULL }

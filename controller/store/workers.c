@@ -616,6 +616,13 @@ int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_
                 jsonx_add_int(ex, "max_output_bytes", lim->exec_output_default);
             jsonx_add(a, "exec", ex);
         }
+        json_object *allow = strcmp(kind, "create") == 0
+                                 ? store__parse_json_text(store__col_text(t, r, i, "egress_allow"))
+                                 : NULL;
+        if (allow && json_object_is_type(allow, json_type_array) && json_object_array_length(allow) > 0)
+            jsonx_add(a, "egress_allow", allow);
+        else if (allow)
+            json_object_put(allow);
         json_object_array_add(arr, a);
         (*ret_n)++;
     }

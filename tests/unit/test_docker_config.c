@@ -134,6 +134,35 @@ START_TEST(test_user_labels_cannot_impersonate_a_sandbox)
 }
 END_TEST
 
+START_TEST(test_egress_allow_label_is_the_workers_and_open_only)
+{
+    sandbox_spec_t s = spec_default();
+    kv_t items[1] = { { (char *)RUNTIME_LABEL_EGRESS_ALLOW, (char *)"0.0.0.0/0" } };
+    s.labels.items = items;
+    s.labels.n = 1;
+    /* a user label of that name never survives, whatever the network */
+    for (int m = NET_NONE; m <= NET_OPEN; m++) {
+        s.network = (net_mode_t)m;
+        json_object *o = body_for(&s, NULL, "x");
+        ck_assert_ptr_null(jsonx_get_str(jsonx_get_obj(o, "Labels"), RUNTIME_LABEL_EGRESS_ALLOW));
+        json_object_put(o);
+    }
+    /* the assignment's list: only on an open sandbox */
+    runtime_create_req_t req = { .sandbox_id = "sbx_1", .spec = &s, .egress_allow = "10.1.0.0/16,fd00::/8" };
+    docker_create_plan_t plan = { .network_mode = "x" };
+    for (int m = NET_NONE; m <= NET_OPEN; m++) {
+        s.network = (net_mode_t)m;
+        json_object *o = docker_sandbox_body(&req, &plan);
+        const char *v = jsonx_get_str(jsonx_get_obj(o, "Labels"), RUNTIME_LABEL_EGRESS_ALLOW);
+        if (m == NET_OPEN)
+            ck_assert_str_eq(v, "10.1.0.0/16,fd00::/8");
+        else
+            ck_assert_ptr_null(v);
+        json_object_put(o);
+    }
+}
+END_TEST
+
 START_TEST(test_probe_is_hardened_and_never_a_sandbox)
 {
     json_object *o = docker_probe_body("sandbox-probe:1", "runsc", "w-1");
@@ -216,6 +245,7 @@ Suite *unit_suite(void)
         test_tmpfs_size_is_a_quarter_of_memory_up_to_64_mib,
         test_plan_sets_runtime_and_network,
         test_user_labels_cannot_impersonate_a_sandbox,
+        test_egress_allow_label_is_the_workers_and_open_only,
         test_probe_is_hardened_and_never_a_sandbox,
         test_main_process_log_is_one_bounded_json_file,
         test_disk_quota_labels_the_sandbox_and_bounds_every_tmpfs,

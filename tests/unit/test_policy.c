@@ -1,9 +1,11 @@
 /* Unit tests for the tenant policy codec and its checks. */
 #include "check_util.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "jsonx.h"
+#include "limits.h"
 #include "policy.h"
 
 static int parse(const char *js, policy_t *p, api_error_t *err)
@@ -137,6 +139,50 @@ START_TEST(test_policy_tighter_takes_the_smaller_set_limit)
 }
 END_TEST
 
+START_TEST(test_policy_egress_allow_is_canonical_cidrs)
+{
+    policy_t p;
+    api_error_t err;
+    ck_assert_int_eq(parse("{\"egress_allow\":[\"10.78.3.5/24\",\"192.168.1.7\",\"fd00:1::9/32\",\"0.0.0.0/0\"]}", &p,
+                           &err),
+                     0);
+    ck_assert_uint_eq(p.n_egress_allow, 4);
+    json_object *o = policy_to_json(&p);
+    ck_assert_str_eq(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
+                     "{\"egress_allow\":[\"10.78.3.0/24\",\"192.168.1.7/32\",\"fd00:1::/32\",\"0.0.0.0/0\"]}");
+    json_object_put(o);
+    policy_release(&p);
+    ck_assert_int_eq(parse("{\"egress_allow\":null}", &p, &err), 0);
+    ck_assert(!p.egress_allow_set);
+    policy_release(&p);
+    static const char *const bad[][2] = {
+        { "{\"egress_allow\":\"10.0.0.0/8\"}", "policy.egress_allow must be an array" },
+        { "{\"egress_allow\":[\"10.0.0.0/8\",\"10.0.0.0/33\"]}", "egress_allow[1] (10.0.0.0/33)" },
+        { "{\"egress_allow\":[\"10.0.0/8\"]}", "egress_allow[0] (10.0.0/8)" },
+        { "{\"egress_allow\":[\"example.com/8\"]}", "egress_allow[0]" },
+        { "{\"egress_allow\":[\"10.0.0.0/\"]}", "egress_allow[0]" },
+        { "{\"egress_allow\":[\"10.0.0.0/8x\"]}", "egress_allow[0]" },
+        { "{\"egress_allow\":[\"10.0.0.0/-1\"]}", "egress_allow[0]" },
+        { "{\"egress_allow\":[\"fd00::/129\"]}", "egress_allow[0]" },
+        { "{\"egress_allow\":[\"\"]}", "egress_allow[0]" },
+        { "{\"egress_allow\":[\"10.0.0.0/8 -j ACCEPT\"]}", "egress_allow[0]" },
+        { "{\"egress_allow\":[7]}", "egress_allow[0] (not a string)" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(parse(bad[i][0], &p, &err), SBX_EINVAL);
+        ck_assert_int_eq(err.code, API_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(err.message, bad[i][1]), "%s: message [%s] should name %s", bad[i][0], err.message,
+                      bad[i][1]);
+    }
+    char many[2048] = "{\"egress_allow\":[";
+    for (int i = 0; i <= SBX_EGRESS_ALLOW_MAX; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "%s\"10.%d.0.0/16\"", i ? "," : "", i);
+    snprintf(many + strlen(many), sizeof many - strlen(many), "]}");
+    ck_assert_int_eq(parse(many, &p, &err), SBX_EINVAL);
+    ck_assert_msg(strstr(err.message, "at most"), "%s", err.message);
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("policy");
@@ -147,6 +193,7 @@ Suite *unit_suite(void)
         test_policy_max_disk_mib_is_a_bounded_ceiling,
         test_policy_tighter_takes_the_smaller_set_limit,
         test_policy_registries_narrow_by_entry,
+        test_policy_egress_allow_is_canonical_cidrs,
     ));
     return s;
 }

@@ -114,6 +114,11 @@ json_object *docker_sandbox_body(const runtime_create_req_t *req, const docker_c
     snprintf(disk, sizeof disk, "%lld", (long long)s->disk_mib);
     if (s->disk_mib > 0)
         jsonx_add_str(labels, RUNTIME_LABEL_DISK_MIB, disk);
+    /* The allow list is the worker's record (restored from at start):
+     * never a user label of that name, and only for the open network. */
+    json_object_object_del(labels, RUNTIME_LABEL_EGRESS_ALLOW);
+    if (s->network == NET_OPEN && req->egress_allow && *req->egress_allow)
+        jsonx_add_str(labels, RUNTIME_LABEL_EGRESS_ALLOW, req->egress_allow);
     jsonx_add(o, "Labels", labels);
     jsonx_add_bool(o, "AttachStdin", false);
     jsonx_add_bool(o, "AttachStdout", false);

@@ -210,50 +210,6 @@ cleanup:
     return r;
 }
 
-/* The runtime's error text, made one line of valid UTF-8 that fits out. */
-static void docker_text_line(const char *s, char *out, size_t outlen)
-{
-    out[0] = '\0';
-    if (!s || outlen == 0)
-        return;
-    char *fixed = utf8_sanitize(s, strlen(s));
-    if (!fixed)
-        return;
-    size_t n = strlen(fixed);
-    if (n >= outlen) {
-        n = outlen - 1;
-        while (n > 0 && ((unsigned char)fixed[n] & 0xC0) == 0x80)
-            n--;
-    }
-    for (size_t i = 0; i < n; i++)
-        out[i] = (unsigned char)fixed[i] < 0x20 || fixed[i] == 0x7f ? ' ' : fixed[i];
-    out[n] = '\0';
-    while (n > 0 && out[n - 1] == ' ')
-        out[--n] = '\0';
-    free(fixed);
-}
-
-/* Fills ret from an inspect answer's State (not the output tail). */
-static void docker_exit_from_inspect(json_object *inspect, runtime_exit_t *ret)
-{
-    json_object *st = jsonx_get_obj(inspect, "State");
-    const char *status = jsonx_get_str(st, "Status");
-    const char *fin = jsonx_get_str(st, "FinishedAt");
-    int64_t code = -1;
-    bool oom = false;
-    if (!jsonx_get_int(st, "ExitCode", &code) || code < -1 || code > INT32_MAX)
-        code = -1;
-    jsonx_get_bool(st, "OOMKilled", &oom);
-    ret->known = st != NULL;
-    snprintf(ret->state, sizeof ret->state, "%s",
-             status && strlen(status) < sizeof ret->state && strspn(status, "abcdefghijklmnopqrstuvwxyz_") ==
-                 strlen(status) && *status ? status : "unknown");
-    ret->exit_code = (int)code;
-    ret->oom_killed = oom;
-    snprintf(ret->finished_at, sizeof ret->finished_at, "%s", fin && observed_time_ok(fin) ? fin : "");
-    docker_text_line(jsonx_get_str(st, "Error"), ret->error, sizeof ret->error);
-}
-
 int docker_container_exit(docker_runtime_t *rt, const char *id, runtime_exit_t *ret, api_error_t *err)
 {
     json_object *o = NULL;
@@ -601,6 +557,13 @@ int docker_rt_create(runtime_t *base, const runtime_create_req_t *req, char ret_
         goto cleanup;
     snprintf(ret_ref, 80, "%s", id);
 cleanup:
+    /* The tenant's egress_allow, now that the container has its address;
+     * a sandbox that asked for it never runs without it. */
+    if (r == 0 && req->spec->network == NET_OPEN && req->egress_allow && *req->egress_allow &&
+        (r = docker_egress_allow_add(rt, req->sandbox_id, ret_ref, req->egress_allow, err)) < 0) {
+        docker_container_discard(rt, ret_ref);
+        ret_ref[0] = '\0';
+    }
     json_object_put(body);
     docker_reply_release(&rep);
     return r;

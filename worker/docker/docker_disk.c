@@ -11,17 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The quota a container's labels carry, in MiB; 0 when none (or malformed). */
-static int64_t docker_disk_label(json_object *labels)
-{
-    const char *v = jsonx_get_str(labels, RUNTIME_LABEL_DISK_MIB);
-    if (!v || !*v || strspn(v, "0123456789") != strlen(v) || strlen(v) > 12)
-        return 0;
-    errno = 0;
-    long long q = strtoll(v, NULL, 10);
-    return errno == 0 && q >= SBX_DISK_MIB_MIN && q <= SBX_DISK_MIB_MAX ? (int64_t)q : 0;
-}
-
 /* The size of container id's writable layer in bytes (SizeRw). */
 static int docker_container_size_rw(docker_runtime_t *rt, const char *id, int64_t *ret, api_error_t *err)
 {

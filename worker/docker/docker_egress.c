@@ -5,6 +5,10 @@
  * open create. Runs iptables/ip6tables (argv, never a shell). */
 #include "docker_internal.h"
 #include "jsonx.h"
+#include "log.h"
+#include "netaddr.h"
+
+#include <arpa/inet.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -93,10 +97,10 @@ static const char *egress_chain_name(const egress_names_t *n, egress_family_t fa
     return "FORWARD";
 }
 
-/* Runs tool with argv (no shell), stdout and stderr into out (first line,
- * at most outlen - 1 bytes). Returns the exit status (0 success), or -1
- * when it cannot run (out says why). */
-static int egress_run(const char *tool, const char *const *argv, char *out, size_t outlen)
+/* Runs tool with argv (no shell), stdout and stderr into out (the first
+ * line, or every line when all; at most outlen - 1 bytes). Returns the exit
+ * status (0 success), or -1 when it cannot run (out says why). */
+static int egress_run_out(const char *tool, const char *const *argv, char *out, size_t outlen, bool all)
 {
     int fds[2] = { -1, -1 }, status = 0, rc = -1;
     pid_t pid = -1;
@@ -133,7 +137,8 @@ static int egress_run(const char *tool, const char *const *argv, char *out, size
             out[len++] = buf[i];
     }
     out[len] = '\0';
-    out[strcspn(out, "\r\n")] = '\0';
+    if (!all)
+        out[strcspn(out, "\r\n")] = '\0';
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     pid = -1;
@@ -146,6 +151,11 @@ cleanup:
     if (fds[1] >= 0)
         close(fds[1]);
     return rc;
+}
+
+static int egress_run(const char *tool, const char *const *argv, char *out, size_t outlen)
+{
+    return egress_run_out(tool, argv, out, outlen, false);
 }
 
 /* Finds iptables or ip6tables; false when neither directory has it. */
@@ -288,6 +298,8 @@ static int egress_bridge_of(docker_runtime_t *rt, char ret[DOCKER_EGRESS_BRIDGE_
     return 0;
 }
 
+static void egress_allow_restore(docker_runtime_t *rt);
+
 int docker_egress_setup(docker_runtime_t *rt, api_error_t *err)
 {
     egress_names_t n;
@@ -325,6 +337,7 @@ int docker_egress_setup(docker_runtime_t *rt, api_error_t *err)
                              rt->net_name[NET_OPEN], why);
     }
     rt->egress_ready = true;
+    egress_allow_restore(rt);
     return 0;
 }
 
@@ -344,4 +357,275 @@ int docker_egress_check(docker_runtime_t *rt, api_error_t *err)
                              rt->net_name[NET_OPEN], br, rt->egress_bridge);
     egress_names_init(&n, rt);
     return egress_visit(&n, egress_check_one, &ctx) ? SBX_EUNAVAIL : 0;
+}
+
+/* ---- egress_allow: the allow rules of one sandbox ----------------------
+ * One rule per allowed CIDR in the EGRESS chain, ahead of the blocks:
+ * `-s SANDBOX-IP -d CIDR -m comment --comment sbx-allow:ID -j RETURN`.
+ * RETURN, not ACCEPT: it only skips the worker's blocks, Docker's own
+ * rules still apply. The HOST chain is never opened. */
+
+#define EG_ALLOW_TAG "sbx-allow:"
+/* What `iptables -S` of one chain may print (about 8,000 rules). */
+#define EG_LIST_MAX (1024 * 1024)
+
+/* One allow rule as `iptables -S` prints it, split into words in place. */
+typedef struct {
+    const char *argv[EG_ARGV_MAX];
+    size_t n;
+    const char *sandbox_id; /* the comment, after the tag */
+    const char *source;     /* -s, with its /32 or /128 */
+} egress_allow_rule_t;
+
+typedef bool (*egress_keep_fn)(const egress_allow_rule_t *rule, void *ud);
+
+/* Splits one line of `iptables -S` (quotes around a word removed); true
+ * when it is an `-A` rule carrying our tag and a source. */
+static bool egress_allow_parse(char *line, egress_allow_rule_t *ret)
+{
+    char *p = line;
+    memset(ret, 0, sizeof *ret);
+    while (*p) {
+        while (*p == ' ')
+            p++;
+        if (!*p)
+            break;
+        if (ret->n + 1 >= EG_ARGV_MAX)
+            return false;
+        char *w = p;
+        while (*p && *p != ' ')
+            p++;
+        if (*p)
+            *p++ = '\0';
+        size_t l = strlen(w);
+        if (l >= 2 && w[0] == '"' && w[l - 1] == '"') {
+            w[l - 1] = '\0';
+            w++;
+        }
+        ret->argv[ret->n++] = w;
+    }
+    if (ret->n < 2 || strcmp(ret->argv[0], "-A") != 0)
+        return false;
+    for (size_t i = 1; i + 1 < ret->n; i++) {
+        if (strcmp(ret->argv[i], "--comment") == 0 && strncmp(ret->argv[i + 1], EG_ALLOW_TAG, strlen(EG_ALLOW_TAG)) == 0)
+            ret->sandbox_id = ret->argv[i + 1] + strlen(EG_ALLOW_TAG);
+        else if (strcmp(ret->argv[i], "-s") == 0)
+            ret->source = ret->argv[i + 1];
+    }
+    return ret->sandbox_id && ret->source;
+}
+
+/* Deletes every allow rule of the EGRESS chains (both families) that keep
+ * refuses. 0, or -1 when a chain cannot be listed (the other is still
+ * pruned). */
+static int egress_allow_prune(const egress_names_t *n, egress_keep_fn keep, void *ud)
+{
+    int rc = 0;
+    char *list = malloc(EG_LIST_MAX);
+    if (!list)
+        return -1;
+    for (int f = EG_V4; f <= EG_V6; f++) {
+        const char *tool = n->rt->egress_tool[f];
+        const char *argv[] = { tool, "-w", "5", "-S", n->egress, NULL };
+        if (egress_run_out(tool, argv, list, EG_LIST_MAX, true) != 0) {
+            rc = -1;
+            continue;
+        }
+        char *next = NULL;
+        for (char *line = list; line && *line; line = next) {
+            next = strchr(line, '\n');
+            if (next)
+                *next++ = '\0';
+            egress_allow_rule_t rule;
+            if (!egress_allow_parse(line, &rule) || keep(&rule, ud))
+                continue;
+            const char *del[EG_ARGV_MAX + 4];
+            size_t k = 0;
+            del[k++] = tool;
+            del[k++] = "-w";
+            del[k++] = "5";
+            del[k++] = "-D";
+            for (size_t i = 1; i < rule.n; i++)
+                del[k++] = rule.argv[i];
+            del[k] = NULL;
+            char out[EG_OUT_MAX];
+            egress_run(tool, del, out, sizeof out); /* gone already: fine */
+        }
+    }
+    free(list);
+    return rc;
+}
+
+/* A container's addresses on the open network as rule sources ("IP/32",
+ * "IP/128"; "" when it has none of that family). */
+static void egress_container_sources(const docker_runtime_t *rt, json_object *c, char src[2][NETADDR_CIDR_MAX])
+{
+    json_object *net = jsonx_get_obj(jsonx_get_obj(jsonx_get_obj(c, "NetworkSettings"), "Networks"),
+                                     rt->net_name[NET_OPEN]);
+    const char *a[2] = { jsonx_get_str(net, "IPAddress"), jsonx_get_str(net, "GlobalIPv6Address") };
+    for (int f = EG_V4; f <= EG_V6; f++) {
+        unsigned char bin[16];
+        src[f][0] = '\0';
+        if (a[f] && strlen(a[f]) < INET6_ADDRSTRLEN && inet_pton(f == EG_V4 ? AF_INET : AF_INET6, a[f], bin) == 1)
+            snprintf(src[f], NETADDR_CIDR_MAX, "%s/%d", a[f], f == EG_V4 ? 32 : 128);
+    }
+}
+
+/* Inserts one rule per CIDR of allow ("," between them) for the sandbox's
+ * sources. A CIDR of a family the sandbox has no address in opens nothing. */
+static int egress_allow_apply(const egress_names_t *n, const char *sandbox_id, char src[2][NETADDR_CIDR_MAX],
+                              const char *allow, api_error_t *err)
+{
+    char comment[SBX_ID_MAX + 16];
+    snprintf(comment, sizeof comment, EG_ALLOW_TAG "%s", sandbox_id);
+    for (const char *p = allow; *p;) {
+        size_t l = strcspn(p, ",");
+        char want[NETADDR_CIDR_MAX], cidr[NETADDR_CIDR_MAX], why[160], out[EG_OUT_MAX];
+        bool v6 = false;
+        snprintf(want, sizeof want, "%.*s", (int)(l < sizeof want ? l : sizeof want - 1), p);
+        p += l + (p[l] == ',');
+        if (l >= sizeof want || netaddr_cidr_parse(want, cidr, &v6, why, sizeof why) < 0)
+            return api_error_set(err, API_INVALID_ARGUMENT, "egress_allow entry %.80s is not a CIDR", want);
+        if (!src[v6][0])
+            continue;
+        const char *tool = n->rt->egress_tool[v6];
+        /* after the RELATED,ESTABLISHED rule (v4), before the reject-all (v6) */
+        const char *argv[] = { tool,     "-w", "5",       "-I",      n->egress, v6 ? "1" : "2", "-s",
+                               src[v6], "-d", cidr,      "-m",      "comment", "--comment",    comment,
+                               "-j",    "RETURN",        NULL };
+        if (egress_run(tool, argv, out, sizeof out) != 0)
+            return api_error_set(err, API_ISOLATION_UNAVAILABLE, "cannot open egress to %s for sandbox %s: %.150s",
+                                 cidr, sandbox_id, out[0] ? out : "iptables failed");
+    }
+    return 0;
+}
+
+/* keep: not the sandbox's, and not from its address (a stale rule of a
+ * container that had it before). */
+typedef struct {
+    const char *sandbox_id;
+    char (*src)[NETADDR_CIDR_MAX];
+} egress_other_t;
+
+static bool egress_keep_other(const egress_allow_rule_t *rule, void *ud)
+{
+    const egress_other_t *o = ud;
+    if (strcmp(rule->sandbox_id, o->sandbox_id) == 0)
+        return false;
+    return !o->src || (strcmp(rule->source, o->src[EG_V4]) != 0 && strcmp(rule->source, o->src[EG_V6]) != 0);
+}
+
+int docker_egress_allow_add(docker_runtime_t *rt, const char *sandbox_id, const char *container_id,
+                            const char *allow, api_error_t *err)
+{
+    egress_names_t n;
+    json_object *o = NULL;
+    const char *id = NULL;
+    char src[2][NETADDR_CIDR_MAX];
+    if (!allow || !*allow)
+        return 0;
+    if (!rt->egress_ready)
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE,
+                             "network %s has no egress rules of this worker to open for egress_allow",
+                             rt->net_name[NET_OPEN]);
+    int r = docker_container_inspect(rt, container_id, DOCKER_CALL_TIMEOUT_MS, &o, &id, err);
+    if (r < 0)
+        return r;
+    egress_container_sources(rt, o, src);
+    json_object_put(o);
+    if (!src[EG_V4][0] && !src[EG_V6][0])
+        return api_error_set(err, API_RUNTIME_ERROR, "the container of sandbox %s has no address on network %s",
+                             sandbox_id, rt->net_name[NET_OPEN]);
+    egress_names_init(&n, rt);
+    egress_other_t other = { sandbox_id, src };
+    egress_allow_prune(&n, egress_keep_other, &other);
+    r = egress_allow_apply(&n, sandbox_id, src, allow, err);
+    if (r < 0)
+        docker_egress_allow_drop(rt, sandbox_id);
+    return r;
+}
+
+void docker_egress_allow_drop(docker_runtime_t *rt, const char *sandbox_id)
+{
+    egress_names_t n;
+    if (!rt->egress_ready || !sandbox_id)
+        return;
+    egress_names_init(&n, rt);
+    egress_other_t other = { sandbox_id, NULL };
+    egress_allow_prune(&n, egress_keep_other, &other);
+}
+
+/* keep: a running sandbox container (any worker's: the chains are the
+ * Docker host's) with that id and that address. The list is fetched at the
+ * first rule; when it cannot be, every rule stays. */
+typedef struct {
+    docker_runtime_t *rt;
+    json_object *list;
+    bool fetched, failed;
+} egress_live_t;
+
+static bool egress_keep_live(const egress_allow_rule_t *rule, void *ud)
+{
+    egress_live_t *live = ud;
+    if (!live->fetched) {
+        api_error_t ignored;
+        live->fetched = true;
+        live->failed = docker_container_list(live->rt, RUNTIME_LABEL_EGRESS_ALLOW, &live->list, &ignored) < 0;
+    }
+    if (live->failed)
+        return true;
+    for (size_t i = 0; i < json_object_array_length(live->list); i++) {
+        json_object *c = json_object_array_get_idx(live->list, i);
+        const char *sbx = jsonx_get_str(jsonx_get_obj(c, "Labels"), RUNTIME_LABEL_SANDBOX);
+        const char *state = jsonx_get_str(c, "State");
+        char src[2][NETADDR_CIDR_MAX];
+        if (!sbx || strcmp(sbx, rule->sandbox_id) != 0 || !state || strcmp(state, "running") != 0)
+            continue;
+        egress_container_sources(live->rt, c, src);
+        if (strcmp(rule->source, src[EG_V4]) == 0 || strcmp(rule->source, src[EG_V6]) == 0)
+            return true;
+    }
+    return false;
+}
+
+void docker_egress_allow_sweep(docker_runtime_t *rt)
+{
+    egress_names_t n;
+    if (!rt->egress_ready)
+        return;
+    egress_names_init(&n, rt);
+    egress_live_t live = { rt, NULL, false, false };
+    egress_allow_prune(&n, egress_keep_live, &live);
+    if (live.list)
+        json_object_put(live.list);
+}
+
+/* After setup flushed the chains: the rules of the running sandbox
+ * containers whose label (the worker's record) lists CIDRs. */
+static void egress_allow_restore(docker_runtime_t *rt)
+{
+    egress_names_t n;
+    json_object *list = NULL;
+    api_error_t err;
+    if (docker_container_list(rt, RUNTIME_LABEL_EGRESS_ALLOW, &list, &err) < 0) {
+        log_warn("worker", "cannot restore the egress_allow rules: %s", err.message);
+        return;
+    }
+    egress_names_init(&n, rt);
+    for (size_t i = 0; i < json_object_array_length(list); i++) {
+        json_object *c = json_object_array_get_idx(list, i);
+        json_object *labels = jsonx_get_obj(c, "Labels");
+        const char *sbx = jsonx_get_str(labels, RUNTIME_LABEL_SANDBOX);
+        const char *managed = jsonx_get_str(labels, RUNTIME_LABEL_MANAGED);
+        const char *allow = jsonx_get_str(labels, RUNTIME_LABEL_EGRESS_ALLOW);
+        const char *state = jsonx_get_str(c, "State");
+        char src[2][NETADDR_CIDR_MAX];
+        if (!sbx || !docker_name_ok(sbx, SBX_ID_MAX) || !managed || strcmp(managed, RUNTIME_MANAGED_SANDBOX) != 0 ||
+            !allow || !state || strcmp(state, "running") != 0)
+            continue;
+        egress_container_sources(rt, c, src);
+        if (egress_allow_apply(&n, sbx, src, allow, &err) < 0)
+            log_warn("worker", "cannot restore the egress_allow rules of sandbox %s: %s", sbx, err.message);
+    }
+    json_object_put(list);
 }

@@ -257,20 +257,6 @@ void docker_reply_message(const docker_reply_t *r, char *out, size_t outlen)
         json_object_put(o);
 }
 
-bool docker_name_ok(const char *s, size_t max)
-{
-    size_t n = 0;
-    if (!s || !*s)
-        return false;
-    for (; s[n]; n++) {
-        char c = s[n];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-              c == '-' || c == '.'))
-            return false;
-    }
-    return n < max;
-}
-
 bool docker_image_ok(const char *s)
 {
     size_t n = 0;

@@ -225,23 +225,18 @@ static int docker_exec_inspect(docker_runtime_t *rt, const char *exec_id, bool *
         return r;
     }
     json_object *o = docker_reply_json(&rep);
-    int64_t code = -1, pid = 0;
-    bool running = false;
     if (rep.status != 200 || !o) {
         char msg[320];
         docker_reply_message(&rep, msg, sizeof msg);
         r = api_error_set(err, API_RUNTIME_ERROR, "cannot inspect exec: %s", msg);
     } else {
-        jsonx_get_bool(o, "Running", &running);
-        if (!jsonx_get_int(o, "ExitCode", &code))
-            code = -1;
-        jsonx_get_int(o, "Pid", &pid);
-        const char *cid = jsonx_get_str(o, "ContainerID");
+        docker_exec_state_t st;
+        docker_exec_from_inspect(o, &st);
         if (ret_container)
-            snprintf(ret_container, 80, "%s", cid && docker_name_ok(cid, 80) ? cid : "");
-        *ret_running = running;
-        *ret_exit = (int)code;
-        *ret_pid = (pid_t)pid;
+            snprintf(ret_container, 80, "%s", st.container);
+        *ret_running = st.running;
+        *ret_exit = st.exit_code;
+        *ret_pid = st.pid;
     }
     if (o)
         json_object_put(o);

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "docker_config.h"
+#include "docker_parse.h"
 #include "runsc.h"
 #include "runtime_docker.h"
 #include "sbuf.h"
@@ -180,9 +181,6 @@ bool docker_reply_id(const docker_reply_t *r, char ret_id[80]);
 /* Docker's error message ({"message":...}) or the start of the raw body. */
 void docker_reply_message(const docker_reply_t *r, char *out, size_t outlen);
 
-/* Names that go into a URL path unescaped: container ids and names. */
-bool docker_name_ok(const char *s, size_t max);
-
 /* Image references: what Docker's reference grammar allows, so the name can
  * go into a URL path as is. */
 bool docker_image_ok(const char *s);
@@ -306,6 +304,24 @@ int docker_egress_setup(docker_runtime_t *rt, api_error_t *err);
  * bridge (or no rules were set up); otherwise API_ISOLATION_UNAVAILABLE
  * naming the first missing rule. Forks iptables -C once per rule. */
 int docker_egress_check(docker_runtime_t *rt, api_error_t *err);
+
+/* The tenant's egress_allow for one open sandbox (allow: canonical CIDRs
+ * joined by ","): one RETURN rule per CIDR in SBX-EGRESS-<bridge> (and its
+ * IPv6 twin), source the container's address on the open network, comment
+ * "sbx-allow:ID", ahead of the blocks. Rules of the sandbox or from that
+ * address already there are replaced. The HOST chain is never opened.
+ * Nothing to do for an empty allow; API_ISOLATION_UNAVAILABLE when the
+ * rules cannot be set (the create must then fail). */
+int docker_egress_allow_add(docker_runtime_t *rt, const char *sandbox_id, const char *container_id,
+                            const char *allow, api_error_t *err);
+
+/* Deletes every allow rule of the sandbox (its delete). */
+void docker_egress_allow_drop(docker_runtime_t *rt, const char *sandbox_id);
+
+/* Deletes the allow rules whose sandbox has no running container with that
+ * address any more (each inventory). When the containers cannot be listed
+ * every rule stays. */
+void docker_egress_allow_sweep(docker_runtime_t *rt);
 
 /* ---- docker_disk.c ----------------------------------------------------- */
 

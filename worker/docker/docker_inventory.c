@@ -4,7 +4,6 @@
 #include "jsonx.h"
 #include "observed.h"
 #include "timeutil.h"
-#include "utf8.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -90,6 +89,9 @@ int docker_rt_remove(runtime_t *base, const char *sandbox_id, const char *ref, a
             goto cleanup;
     }
 cleanup:
+    /* Its rules go with it (also those of other containers already gone). */
+    if (r == 0)
+        docker_egress_allow_drop(rt, sandbox_id);
     if (list)
         json_object_put(list);
     return r;
@@ -147,41 +149,15 @@ int docker_rt_inventory(runtime_t *base, const char *cluster_id, const char *wor
     r = docker_container_list(rt, label, &list, err);
     if (r < 0)
         goto cleanup;
-    size_t n = json_object_array_length(list), k = 0;
-    objs = calloc(n ? n : 1, sizeof *objs);
-    if (!objs) {
-        api_error_set(err, API_INTERNAL, "out of memory");
-        r = SBX_ENOMEM;
+    size_t k = 0;
+    if ((r = docker_inventory_parse(list, worker_name, &objs, &k)) < 0) {
+        api_error_set(err, r == SBX_ENOMEM ? API_INTERNAL : API_RUNTIME_ERROR,
+                      r == SBX_ENOMEM ? "out of memory" : "docker answered the container list with no array");
         goto cleanup;
     }
-    for (size_t i = 0; i < n; i++) {
-        json_object *c = json_object_array_get_idx(list, i);
-        json_object *labels = jsonx_get_obj(c, "Labels");
-        const char *id = jsonx_get_str(c, "Id");
-        const char *sbx = jsonx_get_str(labels, RUNTIME_LABEL_SANDBOX);
-        const char *tenant = jsonx_get_str(labels, RUNTIME_LABEL_TENANT);
-        const char *state = jsonx_get_str(c, "State");
-        const char *maker = jsonx_get_str(labels, RUNTIME_LABEL_WORKER);
-        /* Nothing the controller could match without a sandbox id (nor
-         * anything it would refuse the whole heartbeat for). */
-        if (!id || !sbx || !docker_name_ok(sbx, sizeof objs[k].sandbox_id) || !docker_name_ok(id, sizeof objs[k].ref))
-            continue;
-        if (tenant && (strlen(tenant) >= sizeof objs[k].tenant || utf8_has_control(tenant) ||
-                       !utf8_valid(tenant, strlen(tenant))))
-            tenant = NULL;
-        if (state && (strlen(state) >= sizeof objs[k].state || !*state ||
-                      strspn(state, "abcdefghijklmnopqrstuvwxyz_") != strlen(state)))
-            state = NULL;
-        /* Another worker's on a shared Docker host: not ours to report. */
-        if (worker_name && *worker_name && maker && strcmp(maker, worker_name) != 0)
-            continue;
-        snprintf(objs[k].sandbox_id, sizeof objs[k].sandbox_id, "%s", sbx);
-        snprintf(objs[k].tenant, sizeof objs[k].tenant, "%s", tenant ? tenant : "");
-        snprintf(objs[k].ref, sizeof objs[k].ref, "%s", id);
-        snprintf(objs[k].state, sizeof objs[k].state, "%s", state ? state : "unknown");
-        k++;
-    }
     docker_inventory_details(rt, objs, k);
+    /* The allow rules of sandboxes whose container is gone or stopped. */
+    docker_egress_allow_sweep(rt);
     *ret = objs;
     *ret_n = k;
     objs = NULL;
