@@ -24,10 +24,13 @@ def connect(src="127.0.0.1", timeout=10):
     return s
 
 
+LEFT = {}  # bytes read past an answer, per socket (pipelined answers)
+
+
 def read_answer(s, limit=10.0):
     """Reads one answer (head + Content-Length body); returns (status, body, secs)."""
     t0 = time.monotonic()
-    buf = b""
+    buf = LEFT.pop(s.fileno(), b"")
     s.settimeout(limit)
     try:
         while b"\r\n\r\n" not in buf:
@@ -46,6 +49,9 @@ def read_answer(s, limit=10.0):
             if not b:
                 break
             body += b
+        if len(body) > clen:
+            LEFT[s.fileno()] = body[clen:]
+            body = body[:clen]
     except OSError as e:
         return "err-" + type(e).__name__, b"", time.monotonic() - t0
     status = buf.split(b" ", 2)[1].decode() if buf.startswith(b"HTTP/1.") else ("closed" if not buf else "bad")
