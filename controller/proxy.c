@@ -23,6 +23,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "store.h"
+#include "tls.h"
 #include "token.h"
 
 #include <arpa/inet.h>
@@ -130,7 +131,7 @@ static void closing_event_cb(struct bufferevent *bev, short what, void *arg)
 static void closing_write_cb(struct bufferevent *bev, void *arg)
 {
     pconn_t *pc = arg;
-    shutdown(bufferevent_getfd(bev), SHUT_WR);
+    tls_bev_shutdown_write(bev);
     pc->body_bytes = 0;
     struct timeval tv = { PROXY_LINGER_SECONDS, 0 };
     bufferevent_set_timeouts(bev, &tv, NULL);
@@ -570,7 +571,8 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     TAILQ_INSERT_TAIL(&pt->conns, pc, link);
     pt->nconns++;
     metrics_add(m_conns, NULL, 1);
-    pc->down = bufferevent_socket_new(pt->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    pc->down = ctl->route_tls ? tls_bev_accepting(pt->base, ctl->route_tls, fd)
+                              : bufferevent_socket_new(pt->base, fd, BEV_OPT_CLOSE_ON_FREE);
     pc->deadline = evtimer_new(pt->base, deadline_cb, pc);
     pc->evict_ev = event_new(pt->base, -1, 0, evict_cb, pc);
     if (!pc->down || !pc->deadline || !pc->evict_ev) {

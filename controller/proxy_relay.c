@@ -2,6 +2,7 @@
  * ways with backpressure (see proxy.c for the states of a connection). */
 #include "proxy_internal.h"
 #include "log.h"
+#include "tls.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
@@ -243,7 +244,7 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
             return;
         pc->up_eof = true;
         if (pc->tunnel && !pc->down_eof)
-            shutdown(bufferevent_getfd(pc->down), SHUT_WR);
+            tls_bev_shutdown_write(pc->down);
         pipe_maybe_done(pc);
         return;
     }

@@ -837,7 +837,7 @@ int server_start(controller_t *ctl, char *err, size_t errlen)
         evhttp_set_gencb(th->http, on_request, th);
         /* libevent's own error answers (malformed heads, bodies over the
          * limit, unknown methods) in the JSON error shape too. */
-        evhttp_set_bevcb(th->http, http_errpage_bev, NULL);
+        evhttp_set_bevcb(th->http, http_errpage_bev, ctl->api_tls); /* TLS when api_tls_cert is set */
         th->fd = dup(ctl->listen_fd);
         if (th->fd < 0 || !evhttp_accept_socket_with_handle(th->http, th->fd)) {
             snprintf(err, errlen, "cannot accept on the listening socket");
