@@ -124,7 +124,8 @@ static void linger_read_cb(struct bufferevent *bev, void *arg)
 static void closing_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     (void)bev;
-    (void)what;
+    if (what == BEV_EVENT_CONNECTED) /* a TLS handshake done (route_tls_cert): not an end */
+        return;
     proxy_conn_free(arg, "answered");
 }
 
@@ -523,6 +524,8 @@ static void head_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     (void)bev;
     pconn_t *pc = arg;
+    if (what == BEV_EVENT_CONNECTED) /* a TLS handshake done (route_tls_cert): the head comes next */
+        return;
     if (what & BEV_EVENT_TIMEOUT)
         proxy_conn_answer_error(pc, API_INVALID_ARGUMENT, NULL, "the request head did not arrive in time");
     else

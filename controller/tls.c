@@ -10,6 +10,7 @@
 #include <event2/bufferevent_ssl.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,15 +50,13 @@ int tls_server_ctx_new(const char *what, const char *cert_file, const char *key_
         snprintf(err, errlen, "%s_cert %.200s: cannot load the certificate: %s", what, cert_file, why);
         goto fail;
     }
-    if (SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) != 1) {
+    if (SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) != 1 || SSL_CTX_check_private_key(ctx) != 1) {
+        bool mismatch = ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH;
         tls_reason(why, sizeof why);
-        snprintf(err, errlen, "%s_key %.200s: cannot load the private key: %s", what, key_file, why);
-        goto fail;
-    }
-    if (SSL_CTX_check_private_key(ctx) != 1) {
-        tls_reason(why, sizeof why);
-        snprintf(err, errlen, "%s_key %.200s does not match the certificate %.200s: %s", what, key_file, cert_file,
-                 why);
+        if (mismatch)
+            snprintf(err, errlen, "%s_key %.200s does not match the certificate %.200s", what, key_file, cert_file);
+        else
+            snprintf(err, errlen, "%s_key %.200s: cannot load the private key: %s", what, key_file, why);
         goto fail;
     }
     *ret = ctx;
