@@ -10,7 +10,7 @@
 #include "publish.h"
 #include "reconcile.h"
 #include "server.h"
-#include "tls.h"
+#include "tlsbev.h"
 
 #include <errno.h>
 #include <event2/thread.h>

@@ -10,7 +10,7 @@
 #include "errors.h"
 #include "jsonx.h"
 #include "limits.h"
-#include "tls.h"
+#include "tlsbev.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -23,7 +23,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "store.h"
-#include "tls.h"
+#include "tlsbev.h"
 #include "token.h"
 
 #include <arpa/inet.h>

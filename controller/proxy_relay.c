@@ -2,7 +2,7 @@
  * ways with backpressure (see proxy.c for the states of a connection). */
 #include "proxy_internal.h"
 #include "log.h"
-#include "tls.h"
+#include "tlsbev.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
