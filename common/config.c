@@ -166,6 +166,14 @@ static const cfg_setting_t settings[CFG__COUNT] = {
     [CFG_WORKER_CONTROLLER_CA] = { "worker_controller_ca", CFGT_STRING, "", 0, 0, false,
                                    "PEM CA file the worker verifies an https controller_url against "
                                    "(empty: the system's CAs)" },
+    [CFG_WORKER_ROUTE_TLS_CERT] = { "worker_route_tls_cert", CFGT_STRING, "", 0, 0, false,
+                                    "PEM certificate (chain) the worker's forwarder (worker_route_listen) serves "
+                                    "TLS with; it must name the advertised IP address (empty: plain TCP)" },
+    [CFG_WORKER_ROUTE_TLS_KEY] = { "worker_route_tls_key", CFGT_STRING, "", 0, 0, false,
+                                   "PEM private key of worker_route_tls_cert" },
+    [CFG_CONTROLLER_WORKER_CA] = { "controller_worker_ca", CFGT_STRING, "", 0, 0, false,
+                                   "PEM CA file the controller verifies the workers' forwarders against; set, every "
+                                   "route and logs connection to a worker is TLS (empty: plain TCP)" },
 };
 
 #define R_C CFG_ROLE_CONTROLLER
@@ -198,7 +206,8 @@ static const unsigned roles[CFG__COUNT] = {
     [CFG_WORKER_RUNTIME] = R_W, [CFG_RATE_REQUESTS_PER_SECOND] = R_C, [CFG_RATE_REQUESTS_BURST] = R_C,
     [CFG_RATE_OPERATIONS_PER_SECOND] = R_C, [CFG_RATE_OPERATIONS_BURST] = R_C,
     [CFG_API_TLS_CERT] = R_C, [CFG_API_TLS_KEY] = R_C, [CFG_ROUTE_TLS_CERT] = R_C, [CFG_ROUTE_TLS_KEY] = R_C,
-    [CFG_WORKER_CONTROLLER_CA] = R_W,
+    [CFG_WORKER_CONTROLLER_CA] = R_W, [CFG_WORKER_ROUTE_TLS_CERT] = R_W, [CFG_WORKER_ROUTE_TLS_KEY] = R_W,
+    [CFG_CONTROLLER_WORKER_CA] = R_C,
 };
 #undef R_C
 #undef R_W

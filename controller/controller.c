@@ -184,7 +184,9 @@ int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret,
     if ((rc = tls_server_ctx_new("api_tls", cfg_str(cfg, CFG_API_TLS_CERT), cfg_str(cfg, CFG_API_TLS_KEY),
                                  &ctl->api_tls, err, errlen)) < 0 ||
         (rc = tls_server_ctx_new("route_tls", cfg_str(cfg, CFG_ROUTE_TLS_CERT), cfg_str(cfg, CFG_ROUTE_TLS_KEY),
-                                 &ctl->route_tls, err, errlen)) < 0)
+                                 &ctl->route_tls, err, errlen)) < 0 ||
+        (rc = tls_client_ctx_new("controller_worker_ca", cfg_str(cfg, CFG_CONTROLLER_WORKER_CA), &ctl->worker_tls, err,
+                                 errlen)) < 0)
         goto fail;
     ctl->listen_fd = listen_socket(cfg_str(cfg, CFG_LISTEN), "the API listener (--listen)", &ctl->port, err, errlen);
     if (ctl->listen_fd < 0) {
@@ -234,6 +236,7 @@ void controller_stop(controller_t *ctl)
         close(ctl->route_fd);
     tls_ctx_free(ctl->api_tls);
     tls_ctx_free(ctl->route_tls);
+    tls_ctx_free(ctl->worker_tls);
     free(ctl->trusted_proxies);
     free(ctl->conninfo);
     free(ctl->public_url);

@@ -365,10 +365,13 @@ static void connect_worker(pconn_t *pc, const char *address, struct evbuffer *hb
         proxy_conn_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker's route address is not an IP address and port");
         return;
     }
-    pc->up = bufferevent_socket_new(pc->pt->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    SSL_CTX *tls = pc->pt->ctl->worker_tls;
+    pc->up = tls ? tls_bev_connect(pc->pt->base, tls, (struct sockaddr *)&ss, sl)
+                 : bufferevent_socket_new(pc->pt->base, -1, BEV_OPT_CLOSE_ON_FREE);
     if (!pc->up) {
         evbuffer_free(hb);
-        proxy_conn_answer_error(pc, API_INTERNAL, NULL, "out of memory");
+        proxy_conn_answer_error(pc, tls ? API_BAD_GATEWAY : API_INTERNAL, NULL,
+                                tls ? "cannot reach the worker running this sandbox" : "out of memory");
         return;
     }
     bufferevent_write_buffer(pc->up, hb);
@@ -383,7 +386,7 @@ static void connect_worker(pconn_t *pc, const char *address, struct evbuffer *hb
     bufferevent_setcb(pc->down, NULL, NULL, proxy_client_gone_cb, pc);
     bufferevent_disable(pc->down, EV_READ);
     bufferevent_set_timeouts(pc->down, NULL, NULL);
-    if (bufferevent_socket_connect(pc->up, (struct sockaddr *)&ss, sl) < 0) {
+    if (!tls && bufferevent_socket_connect(pc->up, (struct sockaddr *)&ss, sl) < 0) {
         proxy_conn_answer_error(pc, API_BAD_GATEWAY, NULL, "cannot reach the worker running this sandbox");
         return;
     }

@@ -66,19 +66,20 @@ struct bufferevent *tls_bev_connect(struct event_base *base, SSL_CTX *ctx, const
 void tls_bev_failure(struct bufferevent *bev, char *buf, size_t len)
 {
     SSL *ssl = bufferevent_openssl_get_ssl(bev);
-    if (!ssl) {
-        if (len)
-            buf[0] = '\0';
+    if (len)
+        buf[0] = '\0';
+    if (!ssl)
+        return;
+    if (SSL_get_verify_result(ssl) != X509_V_OK) {
+        tls_failure_text(ssl, buf, len);
         return;
     }
+    /* An OpenSSL error with a reason is TLS's; without one (a refused or
+     * reset connection) it is the socket's, and the caller says so. */
     unsigned long e = bufferevent_get_openssl_error(bev);
-    long v = SSL_get_verify_result(ssl);
-    if (v == X509_V_OK && e) {
-        const char *r = ERR_reason_error_string(e);
-        snprintf(buf, len, "%s", r ? r : "the TLS handshake failed");
-        return;
-    }
-    tls_failure_text(ssl, buf, len);
+    const char *r = e ? ERR_reason_error_string(e) : NULL;
+    if (r)
+        snprintf(buf, len, "%s", r);
 }
 
 void tls_bev_shutdown_write(struct bufferevent *bev)

@@ -25,7 +25,9 @@ struct bufferevent *tls_bev_accepting(struct event_base *base, SSL_CTX *ctx, evu
  * or out of memory. Freeing it closes the socket. */
 struct bufferevent *tls_bev_connect(struct event_base *base, SSL_CTX *ctx, const struct sockaddr *sa, int salen);
 
-/* Why bev's TLS failed (tls_failure_text); "" for a bufferevent without TLS. */
+/* Why bev's TLS failed: the certificate verification's result, or
+ * OpenSSL's reason; "" for a bufferevent without TLS and for a failure of
+ * the connection itself (refused, reset). */
 void tls_bev_failure(struct bufferevent *bev, char *buf, size_t len);
 
 /* Ends the sending half of bev's connection: a TLS close_notify first

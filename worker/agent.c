@@ -493,6 +493,8 @@ static int agent_open_parts(agent_t *a, const cfg_t *cfg, char *err, size_t errl
         .rt = a->rt,
         .worker_id = agent_worker_id_cb,
         .worker_id_ud = a,
+        .tls_cert = cfg_str(cfg, CFG_WORKER_ROUTE_TLS_CERT),
+        .tls_key = cfg_str(cfg, CFG_WORKER_ROUTE_TLS_KEY),
     };
     if ((r = forward_new(&fopt, &a->fwd, err, errlen)) < 0)
         return r;

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # TLS between machines (issue 15, "what must hold" 6): a controller serving
 # its API and its route listener over TLS with certificates of a CA this
-# test makes, a worker and the CLI verifying it against that CA. Shows: a
+# test makes, a worker and the CLI verifying it against that CA, and the
+# worker's forwarder serving TLS that the controller verifies. Shows: a
 # create -> exec works through https; a client without the CA, or with
 # another CA, fails verification with a clear error and exit 3 (a worker
 # with the wrong CA never registers); plain HTTP to a TLS port gets no
 # answer; libevent's own errors (a body over 8 MiB) still come back as JSON
-# over TLS; a route is served over TLS; a half-configured or mismatched
-# certificate and key stop the controller at start with a line naming the
-# file. Loopback only.
+# over TLS; a route and a logs stream work over TLS on both hops; the
+# controller refuses (502, a log line) a forwarder whose certificate its CA
+# did not sign; a half-configured or mismatched certificate and key stop
+# the controller at start with a line naming the file. Loopback only.
 # itest-standalone
 # itest-timeout: 240
 set -euo pipefail
@@ -31,7 +33,13 @@ openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$pki/server.k
 printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$pki/server.ext"
 openssl x509 -req -in "$pki/server.csr" -CA "$pki/ca.pem" -CAkey "$pki/ca.key" -CAcreateserial -days 2 \
   -extfile "$pki/server.ext" -out "$pki/server.pem" >/dev/null 2>&1
-[ -s "$pki/server.pem" ] || fail "openssl could not make the test certificates"
+# the same name and address, signed by the other CA: a forwarder the
+# controller must refuse
+openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$pki/rogue.key" -out "$pki/rogue.csr" \
+  >/dev/null 2>&1
+openssl x509 -req -in "$pki/rogue.csr" -CA "$pki/other.pem" -CAkey "$pki/other.key" -CAcreateserial -days 2 \
+  -extfile "$pki/server.ext" -out "$pki/rogue.pem" >/dev/null 2>&1
+[ -s "$pki/server.pem" ] && [ -s "$pki/rogue.pem" ] || fail "openssl could not make the test certificates"
 chmod 600 "$pki"/*.key
 
 db="itest_tls_$$"
@@ -61,7 +69,8 @@ assert_contains "$ITEST_ERR" "route_tls_cert $pki/missing.pem: cannot load the c
 # ---- the controller with TLS on both listeners
 "$SANDBOXD" controller --database-url "$dburl" --listen "127.0.0.1:$port" --route-listen "127.0.0.1:$rport" \
   --api-tls-cert "$pki/server.pem" --api-tls-key "$pki/server.key" \
-  --route-tls-cert "$pki/server.pem" --route-tls-key "$pki/server.key" >>"$clog" 2>&1 </dev/null &
+  --route-tls-cert "$pki/server.pem" --route-tls-key "$pki/server.key" --controller-worker-ca "$pki/ca.pem" \
+  >>"$clog" 2>&1 </dev/null &
 cpid=$!
 itest_track_pid "$cpid"
 export SANDBOX_URL="https://127.0.0.1:$port"
@@ -117,12 +126,21 @@ itest_worker_ready itest-tls-bad && fail "a worker that cannot verify the contro
 itest_stop_pid "$bpid" worker 30 || true
 
 wname=itest-tls-worker
-SANDBOX_WORKER_TOKEN="$wtoken" SANDBOX_WORKER_CPU_MILLIS=64000 SANDBOX_WORKER_MEMORY_MIB=262144 \
-  "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --worker-controller-ca "$pki/ca.pem" \
-  --worker-name "$wname" >>"$wlog" 2>&1 </dev/null &
-wpid=$!
-itest_track_pid "$wpid"
-itest_wait_until 60 "worker $wname ready over TLS" itest_worker_ready "$wname"
+registrations() { cat "$wlog" 2>/dev/null | grep -c 'registered with' || true; }
+registered_again() { [ "$(registrations)" -gt "$1" ]; }
+start_worker() { # CERT KEY: the forwarder's TLS certificate
+  local n0
+  n0=$(registrations)
+  SANDBOX_WORKER_TOKEN="$wtoken" SANDBOX_WORKER_CPU_MILLIS=64000 SANDBOX_WORKER_MEMORY_MIB=262144 \
+    "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --worker-controller-ca "$pki/ca.pem" \
+    --worker-route-tls-cert "$1" --worker-route-tls-key "$2" --worker-name "$wname" >>"$wlog" 2>&1 </dev/null &
+  wpid=$!
+  itest_track_pid "$wpid"
+  itest_wait_until 60 "worker $wname registered over TLS" registered_again "$n0"
+  itest_wait_until 60 "worker $wname ready over TLS" itest_worker_ready "$wname"
+}
+start_worker "$pki/server.pem" "$pki/server.key"
+grep -q 'route listener on .*TLS' "$wlog" || fail "the worker's forwarder does not say it serves TLS"
 
 # ---- create -> exec through https
 assert_exit 0 timeout 120 "$SANDBOX_CLI" create --tenant itest-tls --image "$ITEST_IMAGE" --wait --timeout 100
@@ -144,6 +162,22 @@ itest_wait_until 30 "the route to answer over TLS" route_ok
 rc=0
 env -u CURL_CA_BUNDLE curl -s -o /dev/null --max-time 5 "$url" || rc=$?
 assert_eq 60 "$rc" "the route without the CA: certificate verification failed"
+# the logs stream takes the controller -> forwarder hop too
+assert_exit 0 timeout 60 "$SANDBOX_CLI" exec "$sbx" -- sh -c 'echo logs-over-tls >/proc/1/fd/1'
+assert_exit 0 timeout 30 "$SANDBOX_CLI" logs "$sbx"
+assert_contains "$ITEST_OUT" logs-over-tls "sandbox logs through the TLS forwarder"
+
+# ---- a forwarder whose certificate the controller's CA did not sign
+rc=0
+itest_stop_pid "$wpid" worker 30 || rc=$?
+assert_eq 0 "$rc" "worker exit status after SIGTERM"
+start_worker "$pki/rogue.pem" "$pki/rogue.key"
+status=$(curl -s -o "$pki/rogue.out" -w '%{http_code}' --max-time 10 --cacert "$pki/ca.pem" "$url" || true)
+assert_eq 502 "$status" "a route to a forwarder the controller cannot verify"
+assert_contains "$(cat "$pki/rogue.out")" bad_gateway "the 502 is the JSON error shape"
+assert_not_contains "$(cat "$pki/rogue.out")" hello-from-tls-route "nothing of the app came through"
+itest_wait_until 10 "the controller to log the refused forwarder" \
+  grep -q "TLS to the worker's forwarder failed: certificate verify failed" "$clog"
 
 assert_exit 0 timeout 60 "$SANDBOX_CLI" delete "$sbx" --wait --timeout 50
 itest_log "TLS: API, route listener, worker and CLI verified against the test's CA"
