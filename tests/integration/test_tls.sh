@@ -178,6 +178,16 @@ assert_contains "$(cat "$pki/rogue.out")" bad_gateway "the 502 is the JSON error
 assert_not_contains "$(cat "$pki/rogue.out")" hello-from-tls-route "nothing of the app came through"
 itest_wait_until 10 "the controller to log the refused forwarder" \
   grep -q "TLS to the worker's forwarder failed: certificate verify failed" "$clog"
+# the restarted worker gets the next operations at once: the stopped
+# process's parked long-poll, a TLS connection, is seen to close (a TLS
+# record in the socket must not hide the close)
+for i in 1 2 3; do
+  t0=$(date +%s%N)
+  assert_exit 0 timeout 45 "$SANDBOX_CLI" exec "$sbx" -- echo "after restart $i"
+  ms=$((($(date +%s%N) - t0) / 1000000))
+  assert_eq "after restart $i" "$ITEST_OUT" "exec $i after the worker restart"
+  [ "$ms" -lt 10000 ] || fail "exec $i after the worker restart took $ms ms (a lease expiry, not a prompt answer)"
+done
 
 assert_exit 0 timeout 60 "$SANDBOX_CLI" delete "$sbx" --wait --timeout 50
 itest_log "TLS: API, route listener, worker and CLI verified against the test's CA"
