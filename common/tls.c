@@ -1,15 +1,8 @@
 /* TLS contexts from PEM files. */
 #include "tls.h"
 #include "errors.h"
+#include "tls_openssl.h"
 
-/* OpenSSL's headers include <limits.h> for INT_MAX, and -Icommon makes
- * that common/limits.h. */
-#ifndef INT_MAX
-#define INT_MAX __INT_MAX__
-#endif
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,18 +1,11 @@
 /* OpenSSL bufferevents: accepting, connecting with verification, half-close. */
 #include "tlsbev.h"
+#include "tls_openssl.h"
 
-/* OpenSSL's headers include <limits.h> for INT_MAX, and -Icommon makes
- * that common/limits.h. */
-#ifndef INT_MAX
-#define INT_MAX __INT_MAX__
-#endif
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/bufferevent_ssl.h>
 #include <netinet/in.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 #include <stdio.h>
 #include <unistd.h>
 

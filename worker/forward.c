@@ -9,6 +9,7 @@
 #include "netaddr.h"
 #include "timeutil.h"
 #include "tls.h"
+#include "tls_openssl.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,14 +29,6 @@
 #include <unistd.h>
 
 #include <sodium.h>
-
-/* OpenSSL's headers include <limits.h> for INT_MAX, and -Icommon makes
- * that common/limits.h. */
-#ifndef INT_MAX
-#define INT_MAX __INT_MAX__
-#endif
-#include <openssl/err.h>
-#include <openssl/ssl.h>
 
 #define FORWARD_COMPONENT        "worker"
 /* "host:port" strings: what the controller accepts as a route_address. */
