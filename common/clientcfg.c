@@ -60,7 +60,7 @@ __attribute__((format(printf, 2, 3))) static void warn(client_config_t *c, const
         }
 }
 
-/* Fills c->url / c->token from the file where they are still NULL. */
+/* Fills c->url / c->token / c->ca_file from the file where they are still NULL. */
 static int config_load(client_config_t *c, char *err, size_t errlen)
 {
     FILE *f = fopen(c->path, "r");
@@ -71,7 +71,7 @@ static int config_load(client_config_t *c, char *err, size_t errlen)
     }
     char line[CONFIG_LINE_MAX];
     int lineno = 0, rc = 0;
-    char *furl = NULL, *ftoken = NULL;
+    char *furl = NULL, *ftoken = NULL, *fca = NULL;
     while (fgets(line, sizeof line, f)) {
         lineno++;
         size_t n = strlen(line);
@@ -108,6 +108,10 @@ static int config_load(client_config_t *c, char *err, size_t errlen)
             free(ftoken);
             ftoken = val;
             val = NULL;
+        } else if (strcmp(key, "ca_file") == 0) {
+            free(fca);
+            fca = val;
+            val = NULL;
         } else {
             warn(c, "%s:%d: unknown key '%.64s' ignored", c->path, lineno, key);
         }
@@ -129,9 +133,14 @@ static int config_load(client_config_t *c, char *err, size_t errlen)
             c->token = ftoken;
             ftoken = NULL;
         }
+        if (!c->ca_file && fca && *fca) {
+            c->ca_file = fca;
+            fca = NULL;
+        }
     }
     free(furl);
     free(ftoken);
+    free(fca);
     return rc;
 }
 
@@ -144,12 +153,14 @@ int client_config_resolve(const char *flag_url, const char *flag_token, client_c
     const char *t = flag_token ? flag_token : (et && *et ? et : NULL);
     ret->url = u ? strdup(u) : NULL;
     ret->token = t ? strdup(t) : NULL;
+    const char *eca = getenv("SANDBOX_CA_FILE");
+    ret->ca_file = eca && *eca ? strdup(eca) : NULL;
     ret->path = config_path_new();
-    if ((u && !ret->url) || (t && !ret->token)) {
+    if ((u && !ret->url) || (t && !ret->token) || (eca && *eca && !ret->ca_file)) {
         snprintf(err, errlen, "out of memory");
         return SBX_ENOMEM;
     }
-    if ((!ret->url || !ret->token) && ret->path) {
+    if ((!ret->url || !ret->token || !ret->ca_file) && ret->path) {
         int r = config_load(ret, err, errlen);
         if (r < 0)
             return r;
@@ -176,6 +187,7 @@ void client_config_release(client_config_t *c)
         return;
     free(c->url);
     free(c->token);
+    free(c->ca_file);
     free(c->path);
     memset(c, 0, sizeof *c);
 }

@@ -1,7 +1,7 @@
 /* Where a client (the CLI, sandbox-mcp) finds the controller and its token:
  * a flag, else SANDBOX_URL / SANDBOX_TOKEN, else the config file
  * ($XDG_CONFIG_HOME/sandbox/config or ~/.config/sandbox/config, lines
- * "url = …" and "token = …"), else the default URL. One implementation so
+ * "url = …", "token = …" and "ca_file = …"), else the default URL. One implementation so
  * that agents and scripts see the same configuration. */
 #ifndef SBX_CLIENTCFG_H
 #define SBX_CLIENTCFG_H
@@ -13,6 +13,8 @@
 typedef struct client_config {
     char *url;            /* always set on success */
     char *token;          /* NULL when no source has one */
+    char *ca_file;        /* PEM CA an https URL is verified against (SANDBOX_CA_FILE,
+                             'ca_file' in the file); NULL: the system's CAs */
     char *path;           /* the config file consulted (may not exist); NULL without HOME */
     char warnings[2][256]; /* non-fatal remarks for the caller to print ("" when none) */
 } client_config_t;

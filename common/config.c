@@ -172,6 +172,27 @@ static const cfg_setting_t settings[CFG__COUNT] = {
                                          "start a second (more get 429; per controller process; 0: no limit)" },
     [CFG_RATE_OPERATIONS_BURST] = { "rate_operations_burst", CFGT_INT, "40", 1, 1000000, false,
                                     "operations a tenant may start at once above its rate" },
+    [CFG_API_TLS_CERT] = { "api_tls_cert", CFGT_STRING, "", 0, 0, false,
+                           "PEM certificate (chain) the API listener serves TLS with (empty: plain HTTP; "
+                           "needs api_tls_key)" },
+    [CFG_API_TLS_KEY] = { "api_tls_key", CFGT_STRING, "", 0, 0, false,
+                          "PEM private key of api_tls_cert" },
+    [CFG_ROUTE_TLS_CERT] = { "route_tls_cert", CFGT_STRING, "", 0, 0, false,
+                             "PEM certificate (chain) the route listener serves TLS with (empty: plain HTTP; "
+                             "needs route_tls_key)" },
+    [CFG_ROUTE_TLS_KEY] = { "route_tls_key", CFGT_STRING, "", 0, 0, false,
+                            "PEM private key of route_tls_cert" },
+    [CFG_WORKER_CONTROLLER_CA] = { "worker_controller_ca", CFGT_STRING, "", 0, 0, false,
+                                   "PEM CA file the worker verifies an https controller_url against "
+                                   "(empty: the system's CAs)" },
+    [CFG_WORKER_ROUTE_TLS_CERT] = { "worker_route_tls_cert", CFGT_STRING, "", 0, 0, false,
+                                    "PEM certificate (chain) the worker's forwarder (worker_route_listen) serves "
+                                    "TLS with; it must name the advertised IP address (empty: plain TCP)" },
+    [CFG_WORKER_ROUTE_TLS_KEY] = { "worker_route_tls_key", CFGT_STRING, "", 0, 0, false,
+                                   "PEM private key of worker_route_tls_cert" },
+    [CFG_CONTROLLER_WORKER_CA] = { "controller_worker_ca", CFGT_STRING, "", 0, 0, false,
+                                   "PEM CA file the controller verifies the workers' forwarders against; set, every "
+                                   "route and logs connection to a worker is TLS (empty: plain TCP)" },
 };
 
 #define R_C CFG_ROLE_CONTROLLER
@@ -205,6 +226,9 @@ static const unsigned roles[CFG__COUNT] = {
     [CFG_WORKER_HEALTH_LISTEN] = R_W, [CFG_DEFAULT_IMAGE] = R_C, [CFG_IMAGE_REGISTRIES] = R_C | R_W,
     [CFG_WORKER_RUNTIME] = R_W, [CFG_RATE_REQUESTS_PER_SECOND] = R_C, [CFG_RATE_REQUESTS_BURST] = R_C,
     [CFG_RATE_OPERATIONS_PER_SECOND] = R_C, [CFG_RATE_OPERATIONS_BURST] = R_C,
+    [CFG_API_TLS_CERT] = R_C, [CFG_API_TLS_KEY] = R_C, [CFG_ROUTE_TLS_CERT] = R_C, [CFG_ROUTE_TLS_KEY] = R_C,
+    [CFG_WORKER_CONTROLLER_CA] = R_W, [CFG_WORKER_ROUTE_TLS_CERT] = R_W, [CFG_WORKER_ROUTE_TLS_KEY] = R_W,
+    [CFG_CONTROLLER_WORKER_CA] = R_C,
 };
 #undef R_C
 #undef R_W

@@ -15,6 +15,8 @@ struct httpc {
     CURL *curl;
     char *base;
     char *auth_header;
+    char *ca_file; /* NULL: the system's CAs */
+    char errbuf[CURL_ERROR_SIZE]; /* curl's detail of the last failure */
     const atomic_int *abort_flag;
 };
 
@@ -55,6 +57,16 @@ int httpc_new(const char *base_url, const char *token, httpc_t **ret)
     return 0;
 }
 
+int httpc_set_ca_file(httpc_t *c, const char *path)
+{
+    char *p = path && *path ? strdup(path) : NULL;
+    if (path && *path && !p)
+        return SBX_ENOMEM;
+    free(c->ca_file);
+    c->ca_file = p;
+    return 0;
+}
+
 int httpc_set_base(httpc_t *c, const char *base_url)
 {
     if (!base_url || strncmp(base_url, "http", 4) != 0)
@@ -78,7 +90,20 @@ void httpc_free(httpc_t *c)
         curl_easy_cleanup(c->curl);
     free(c->base);
     free(c->auth_header);
+    free(c->ca_file);
     free(c);
+}
+
+/* The text of a transport failure: curl's name for it, and for TLS
+ * failures (an unverified certificate above all) curl's detail too. */
+static void httpc_transport_error(const httpc_t *c, CURLcode cr, char *buf, size_t len)
+{
+    bool tls = cr == CURLE_PEER_FAILED_VERIFICATION || cr == CURLE_SSL_CONNECT_ERROR || cr == CURLE_SSL_CACERT_BADFILE ||
+               cr == CURLE_SSL_CERTPROBLEM || cr == CURLE_SSL_ISSUER_ERROR || cr == CURLE_SSL_CIPHER;
+    if (tls && c->errbuf[0])
+        snprintf(buf, len, "TLS: %.180s (%.60s)", c->errbuf, curl_easy_strerror(cr));
+    else
+        snprintf(buf, len, "%s", curl_easy_strerror(cr));
 }
 
 static size_t httpc_write_cb(char *p, size_t size, size_t nmemb, void *ud)
@@ -98,6 +123,11 @@ static void httpc_set_transfer_options(httpc_t *c, CURL *h, long timeout_ms)
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 0L);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+    if (c->ca_file)
+        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+    c->errbuf[0] = '\0';
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->errbuf);
     if (c->abort_flag) {
         curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
         curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, httpc_progress_cb);
@@ -173,7 +203,7 @@ int httpc_request(httpc_t *c, const char *method, const char *path, json_object 
             snprintf(ret->error, sizeof ret->error, "response larger than %u bytes", SBX_MAX_RESPONSE_BYTES);
             r = SBX_ETOOBIG;
         } else {
-            snprintf(ret->error, sizeof ret->error, "%s", curl_easy_strerror(cr));
+            httpc_transport_error(c, cr, ret->error, sizeof ret->error);
             if (cr == CURLE_ABORTED_BY_CALLBACK)
                 snprintf(ret->error, sizeof ret->error, "aborted");
             r = cr == CURLE_OPERATION_TIMEDOUT ? SBX_ETIMEOUT : SBX_EIO;
@@ -308,7 +338,7 @@ int httpc_stream_lines(httpc_t *c, const char *path, long timeout_ms, size_t max
                  st.too_long ? max_line : (size_t)SBX_MAX_RESPONSE_BYTES);
         r = SBX_ETOOBIG;
     } else if (cr != CURLE_OK) {
-        snprintf(ret->error, sizeof ret->error, "%s", curl_easy_strerror(cr));
+        httpc_transport_error(c, cr, ret->error, sizeof ret->error);
         r = cr == CURLE_OPERATION_TIMEDOUT ? SBX_ETIMEOUT : SBX_EIO;
     } else if (ret->status < 200 || ret->status >= 300) {
         ret->body = sbuf_detach(&st.body, &ret->body_len);

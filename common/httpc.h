@@ -23,6 +23,12 @@ typedef struct httpc_response {
 int httpc_new(const char *base_url, const char *token, httpc_t **ret);
 void httpc_free(httpc_t *c);
 
+/* Verifies an https server against the PEM CA file path (copied) instead
+ * of the system's CAs; NULL or "" goes back to the system's. Verification
+ * of the certificate and host name is never turned off. Returns 0 or
+ * SBX_ENOMEM. */
+int httpc_set_ca_file(httpc_t *c, const char *path);
+
 /* Points later requests at another base URL (failover between controllers).
  * Returns 0 or SBX_ENOMEM/SBX_EINVAL (the old base stays). */
 int httpc_set_base(httpc_t *c, const char *base_url);

@@ -23,6 +23,7 @@
 #include "proxy.h"
 #include "sbuf.h"
 #include "store.h"
+#include "tlsbev.h"
 #include "utf8.h"
 
 #include <errno.h>
@@ -454,7 +455,6 @@ static void worker_read_cb(struct bufferevent *bev, void *arg)
 
 static void worker_event_cb(struct bufferevent *bev, short what, void *arg)
 {
-    (void)bev;
     logs_stream_t *ls = arg;
     if (what & BEV_EVENT_CONNECTED) {
         evutil_socket_t fd = bufferevent_getfd(ls->up);
@@ -463,6 +463,13 @@ static void worker_event_cb(struct bufferevent *bev, short what, void *arg)
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+        return;
+    }
+    char why[200];
+    tls_bev_failure(bev, why, sizeof why);
+    if (why[0] && !(what & BEV_EVENT_TIMEOUT)) {
+        log_warn(LOGS_COMPONENT, "sandbox %s: TLS to the worker's forwarder failed: %s", ls->sandbox_id, why);
+        ls_fail(ls, API_UNAVAILABLE, "the worker running the sandbox failed TLS verification");
         return;
     }
     ls_fail(ls, API_UNAVAILABLE, what & BEV_EVENT_TIMEOUT ? "the worker running the sandbox did not answer in time"
@@ -572,7 +579,13 @@ static void logs_stream_start(req_t *rq, const char *id, logs_source_t *src, int
         event_add(ls->peek, NULL);
     if (follow)
         ls->sweep = event_new(base, -1, EV_PERSIST, sweep_cb, ls);
-    ls->up = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    SSL_CTX *tls = rq->ctl->worker_tls;
+    ls->up = tls ? tls_bev_connect(base, tls, (const struct sockaddr *)ss, sl)
+                 : bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (!ls->up && tls) {
+        ls_fail(ls, API_UNAVAILABLE, "cannot reach the worker running the sandbox");
+        return;
+    }
     if (!ls->up || (follow && !ls->sweep)) {
         ls_fail(ls, API_INTERNAL, "out of memory");
         return;
@@ -581,7 +594,7 @@ static void logs_stream_start(req_t *rq, const char *id, logs_source_t *src, int
     struct timeval wt = { LOGS_WORKER_SECONDS, 0 };
     bufferevent_set_timeouts(ls->up, &wt, &wt);
     bufferevent_setcb(ls->up, worker_read_cb, NULL, worker_event_cb, ls);
-    if (bufferevent_socket_connect(ls->up, (const struct sockaddr *)ss, sl) < 0) {
+    if (!tls && bufferevent_socket_connect(ls->up, (const struct sockaddr *)ss, sl) < 0) {
         ls_fail(ls, API_UNAVAILABLE, "cannot reach the worker running the sandbox");
         return;
     }

@@ -11,6 +11,7 @@
 #include "publish.h"
 #include "reconcile.h"
 #include "server.h"
+#include "tlsbev.h"
 
 #include <errno.h>
 #include <event2/thread.h>
@@ -148,7 +149,7 @@ static void controller_public_url(controller_t *ctl, const cfg_t *cfg)
         const char *lh = cfg_str(cfg, CFG_ROUTE_LISTEN);
         const char *colon = strrchr(lh, ':');
         char buf[300];
-        snprintf(buf, sizeof buf, "http://%.*s:%d", colon ? (int)(colon - lh) : 0, lh, ctl->route_port);
+        snprintf(buf, sizeof buf, "%s://%.*s:%d", ctl->route_tls ? "https" : "http", colon ? (int)(colon - lh) : 0, lh, ctl->route_port);
         ctl->public_url = strdup(buf);
     }
     if (ctl->public_url) {
@@ -181,6 +182,13 @@ int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret,
     /* Database and schema first: nothing listens before it is current. */
     if ((rc = controller_migrate(conninfo, err, errlen)) < 0)
         goto fail;
+    if ((rc = tls_server_ctx_new("api_tls", cfg_str(cfg, CFG_API_TLS_CERT), cfg_str(cfg, CFG_API_TLS_KEY),
+                                 &ctl->api_tls, err, errlen)) < 0 ||
+        (rc = tls_server_ctx_new("route_tls", cfg_str(cfg, CFG_ROUTE_TLS_CERT), cfg_str(cfg, CFG_ROUTE_TLS_KEY),
+                                 &ctl->route_tls, err, errlen)) < 0 ||
+        (rc = tls_client_ctx_new("controller_worker_ca", cfg_str(cfg, CFG_CONTROLLER_WORKER_CA), &ctl->worker_tls, err,
+                                 errlen)) < 0)
+        goto fail;
     ctl->listen_fd = listen_socket(cfg_str(cfg, CFG_LISTEN), "the API listener (--listen)", &ctl->port, err, errlen);
     if (ctl->listen_fd < 0) {
         rc = SBX_EIO;
@@ -202,8 +210,9 @@ int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret,
     const char *rd = cfg_str(cfg, CFG_ROUTE_DOMAIN);
     ctl->route_domain = rd && *rd ? strdup(rd) : NULL;
     ctl->max_route_ttl = cfg_int(cfg, CFG_MAX_ROUTE_TTL_SECONDS);
-    log_info("controller", "listening on %s (port %d) with %d HTTP threads; routes on %s (port %d)",
-             cfg_str(cfg, CFG_LISTEN), ctl->port, ctl->nthreads, cfg_str(cfg, CFG_ROUTE_LISTEN), ctl->route_port);
+    log_info("controller", "listening on %s (port %d%s) with %d HTTP threads; routes on %s (port %d%s)",
+             cfg_str(cfg, CFG_LISTEN), ctl->port, ctl->api_tls ? ", TLS" : "", ctl->nthreads,
+             cfg_str(cfg, CFG_ROUTE_LISTEN), ctl->route_port, ctl->route_tls ? ", TLS" : "");
     *ret = ctl;
     return 0;
 fail:
@@ -227,6 +236,9 @@ void controller_stop(controller_t *ctl)
         close(ctl->listen_fd);
     if (ctl->route_fd >= 0)
         close(ctl->route_fd);
+    tls_ctx_free(ctl->api_tls);
+    tls_ctx_free(ctl->route_tls);
+    tls_ctx_free(ctl->worker_tls);
     free(ctl->trusted_proxies);
     free(ctl->conninfo);
     free(ctl->public_url);

@@ -32,6 +32,9 @@ typedef struct controller {
     int port;                  /* the port really bound (listen may say :0) */
     int route_fd;              /* the route listener (proxy.c) */
     int route_port;
+    struct ssl_ctx_st *api_tls;   /* TLS of the API listener (tls.c); NULL: plain HTTP */
+    struct ssl_ctx_st *route_tls; /* TLS of the route listener; NULL: plain HTTP */
+    struct ssl_ctx_st *worker_tls; /* verifies the workers' forwarders (controller_worker_ca); NULL: plain TCP */
     struct proxy_net *trusted_proxies; /* networks whose X-Forwarded-* headers count */
     int ntrusted_proxies;
     int64_t route_max_request, route_max_response; /* 0: no limit */

@@ -10,6 +10,7 @@
 #include "errors.h"
 #include "jsonx.h"
 #include "limits.h"
+#include "tlsbev.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -219,8 +220,8 @@ static void errpage_out_cb(struct evbuffer *buf, const struct evbuffer_cb_info *
 
 struct bufferevent *http_errpage_bev(struct event_base *base, void *arg)
 {
-    (void)arg;
-    struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    SSL_CTX *tls = arg;
+    struct bufferevent *bev = tls ? tls_bev_accepting(base, tls, -1) : bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
     if (bev && !evbuffer_add_cb(bufferevent_get_output(bev), errpage_out_cb, NULL)) {
         bufferevent_free(bev);
         return NULL;

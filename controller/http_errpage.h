@@ -14,9 +14,10 @@
  * when it rewrote one. */
 bool http_errpage_rewrite(struct evbuffer *out);
 
-/* For evhttp_set_bevcb: the socket bufferevent libevent would make itself,
- * with its output watched by http_errpage_rewrite. NULL when out of memory
- * (libevent then drops the connection). arg is unused. */
+/* For evhttp_set_bevcb: the socket bufferevent libevent would make itself
+ * (arg NULL) or a TLS-accepting one on the SSL_CTX arg (tls.c), with its
+ * (plaintext) output watched by http_errpage_rewrite. NULL when out of
+ * memory (libevent then drops the connection). */
 struct bufferevent *http_errpage_bev(struct event_base *base, void *arg);
 
 #endif

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "store.h"
+#include "tlsbev.h"
 #include "token.h"
 
 #include <arpa/inet.h>
@@ -123,14 +124,15 @@ static void linger_read_cb(struct bufferevent *bev, void *arg)
 static void closing_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     (void)bev;
-    (void)what;
+    if (what == BEV_EVENT_CONNECTED) /* a TLS handshake done (route_tls_cert): not an end */
+        return;
     proxy_conn_free(arg, "answered");
 }
 
 static void closing_write_cb(struct bufferevent *bev, void *arg)
 {
     pconn_t *pc = arg;
-    shutdown(bufferevent_getfd(bev), SHUT_WR);
+    tls_bev_shutdown_write(bev);
     pc->body_bytes = 0;
     struct timeval tv = { PROXY_LINGER_SECONDS, 0 };
     bufferevent_set_timeouts(bev, &tv, NULL);
@@ -363,10 +365,13 @@ static void connect_worker(pconn_t *pc, const char *address, struct evbuffer *hb
         proxy_conn_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker's route address is not an IP address and port");
         return;
     }
-    pc->up = bufferevent_socket_new(pc->pt->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    SSL_CTX *tls = pc->pt->ctl->worker_tls;
+    pc->up = tls ? tls_bev_connect(pc->pt->base, tls, (struct sockaddr *)&ss, sl)
+                 : bufferevent_socket_new(pc->pt->base, -1, BEV_OPT_CLOSE_ON_FREE);
     if (!pc->up) {
         evbuffer_free(hb);
-        proxy_conn_answer_error(pc, API_INTERNAL, NULL, "out of memory");
+        proxy_conn_answer_error(pc, tls ? API_BAD_GATEWAY : API_INTERNAL, NULL,
+                                tls ? "cannot reach the worker running this sandbox" : "out of memory");
         return;
     }
     bufferevent_write_buffer(pc->up, hb);
@@ -381,7 +386,7 @@ static void connect_worker(pconn_t *pc, const char *address, struct evbuffer *hb
     bufferevent_setcb(pc->down, NULL, NULL, proxy_client_gone_cb, pc);
     bufferevent_disable(pc->down, EV_READ);
     bufferevent_set_timeouts(pc->down, NULL, NULL);
-    if (bufferevent_socket_connect(pc->up, (struct sockaddr *)&ss, sl) < 0) {
+    if (!tls && bufferevent_socket_connect(pc->up, (struct sockaddr *)&ss, sl) < 0) {
         proxy_conn_answer_error(pc, API_BAD_GATEWAY, NULL, "cannot reach the worker running this sandbox");
         return;
     }
@@ -522,6 +527,8 @@ static void head_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     (void)bev;
     pconn_t *pc = arg;
+    if (what == BEV_EVENT_CONNECTED) /* a TLS handshake done (route_tls_cert): the head comes next */
+        return;
     if (what & BEV_EVENT_TIMEOUT)
         proxy_conn_answer_error(pc, API_INVALID_ARGUMENT, NULL, "the request head did not arrive in time");
     else
@@ -570,7 +577,8 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     TAILQ_INSERT_TAIL(&pt->conns, pc, link);
     pt->nconns++;
     metrics_add(m_conns, NULL, 1);
-    pc->down = bufferevent_socket_new(pt->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    pc->down = ctl->route_tls ? tls_bev_accepting(pt->base, ctl->route_tls, fd)
+                              : bufferevent_socket_new(pt->base, fd, BEV_OPT_CLOSE_ON_FREE);
     pc->deadline = evtimer_new(pt->base, deadline_cb, pc);
     pc->evict_ev = event_new(pt->base, -1, 0, evict_cb, pc);
     if (!pc->down || !pc->deadline || !pc->evict_ev) {

@@ -2,6 +2,7 @@
  * ways with backpressure (see proxy.c for the states of a connection). */
 #include "proxy_internal.h"
 #include "log.h"
+#include "tlsbev.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
@@ -243,7 +244,7 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
             return;
         pc->up_eof = true;
         if (pc->tunnel && !pc->down_eof)
-            shutdown(bufferevent_getfd(pc->down), SHUT_WR);
+            tls_bev_shutdown_write(pc->down);
         pipe_maybe_done(pc);
         return;
     }
@@ -317,10 +318,16 @@ void proxy_worker_read_cb(struct bufferevent *bev, void *arg)
 
 void proxy_worker_event_cb(struct bufferevent *bev, short what, void *arg)
 {
-    (void)bev;
     pconn_t *pc = arg;
     if (what & BEV_EVENT_CONNECTED)
         return;
+    char why[200];
+    tls_bev_failure(bev, why, sizeof why);
+    if (why[0] && !(what & BEV_EVENT_TIMEOUT)) {
+        log_warn("proxy", "route %s: TLS to the worker's forwarder failed: %s", pc->name, why);
+        proxy_conn_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker running this sandbox failed TLS verification");
+        return;
+    }
     if (what & BEV_EVENT_TIMEOUT)
         proxy_conn_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker running this sandbox did not answer in time");
     else

@@ -856,8 +856,9 @@ int server_start(controller_t *ctl, char *err, size_t errlen)
         evhttp_set_gencb(th->http, on_request, th);
         /* Each connection through apiconn (caps, deadlines, the body
          * budget), its bufferevent made by http_errpage_bev: libevent's own
-         * error answers in the JSON error shape too. */
-        if (!(th->conns = apiconn_thread_new(ctl, th->base, &th->db, NULL))) {
+         * error answers in the JSON error shape too; TLS when api_tls_cert is
+         * set. */
+        if (!(th->conns = apiconn_thread_new(ctl, th->base, &th->db, ctl->api_tls))) {
             snprintf(err, errlen, "out of memory");
             return SBX_ENOMEM;
         }

@@ -9,7 +9,7 @@
 # has it registered).
 SBX_PACKAGES=(
   build-essential meson ninja-build pkg-config
-  libpq-dev libevent-dev libjson-c-dev libcurl4-openssl-dev libsodium-dev check
+  libpq-dev libevent-dev libssl-dev libjson-c-dev libcurl4-openssl-dev libsodium-dev check openssl
   postgresql-15 docker.io busybox-static curl runsc
   libnats-dev nats-server
 )

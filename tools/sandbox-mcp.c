@@ -231,6 +231,8 @@ static void usage(FILE *f)
           "  --url URL          controller URL (else SANDBOX_URL, the config file,\n"
           "                     http://127.0.0.1:8080)\n"
           "  --token TOKEN      API token (else SANDBOX_TOKEN, the config file)\n"
+          "                     (an https URL is verified against SANDBOX_CA_FILE or the\n"
+          "                     config file's 'ca_file' when set, else the system's CAs)\n"
           "  --log-level LEVEL  stderr log level: debug, info (default), warning or error\n"
           "  -h, --help         show this help\n"
           "  --version          print the version\n"
@@ -276,7 +278,8 @@ static void resolve_config(server_t *s, const char *url, const char *token)
     if (client_config_resolve(url, token, &cc, s->config_error, sizeof s->config_error) == 0) {
         s->url = cc.url;
         s->token = cc.token;
-        cc.url = cc.token = NULL;
+        s->ca_file = cc.ca_file;
+        cc.url = cc.token = cc.ca_file = NULL;
     }
     for (int i = 0; i < 2; i++)
         if (cc.warnings[i][0])

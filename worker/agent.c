@@ -119,6 +119,11 @@ httpc_t *agent_client(agent_t *a, const atomic_int *abort_flag, const char *user
         log_error(AGENT_COMPONENT, "failed to create an HTTP client for %s", user);
         return NULL;
     }
+    if (httpc_set_ca_file(c, a->ca_file) < 0) {
+        log_error(AGENT_COMPONENT, "failed to create an HTTP client for %s", user);
+        httpc_free(c);
+        return NULL;
+    }
     if (abort_flag)
         httpc_set_abort_flag(c, abort_flag);
     return c;
@@ -353,6 +358,7 @@ static void agent_free_memory(agent_t *a)
     agent_urls_free(a);
     free(a->controller_url);
     free(a->token);
+    free(a->ca_file);
     free(a->name);
     free(a);
 }
@@ -419,9 +425,15 @@ static int agent_config_identity(agent_t *a, const cfg_t *cfg, const char *token
     a->controller_url = strdup(url);
     if (a->controller_url && (r = agent_urls_parse(a, err, errlen)) < 0)
         return r;
+    const char *ca = cfg_str(cfg, CFG_WORKER_CONTROLLER_CA);
+    if (ca && *ca && access(ca, R_OK) != 0) {
+        snprintf(err, errlen, "worker_controller_ca %.200s: %s", ca, strerror(errno));
+        return SBX_EINVAL;
+    }
     a->token = strdup(tok);
+    a->ca_file = ca && *ca ? strdup(ca) : NULL;
     a->name = strdup(name);
-    if (!a->controller_url || !a->token || !a->name) {
+    if (!a->controller_url || !a->token || !a->name || (ca && *ca && !a->ca_file)) {
         snprintf(err, errlen, "out of memory");
         return SBX_ENOMEM;
     }
@@ -481,6 +493,8 @@ static int agent_open_parts(agent_t *a, const cfg_t *cfg, char *err, size_t errl
         .rt = a->rt,
         .worker_id = agent_worker_id_cb,
         .worker_id_ud = a,
+        .tls_cert = cfg_str(cfg, CFG_WORKER_ROUTE_TLS_CERT),
+        .tls_key = cfg_str(cfg, CFG_WORKER_ROUTE_TLS_KEY),
     };
     if ((r = forward_new(&fopt, &a->fwd, err, errlen)) < 0)
         return r;

@@ -42,6 +42,7 @@ struct agent {
     char **urls;                     /* the list, for failover */
     int nurls;
     char *token;
+    char *ca_file;                   /* worker_controller_ca; NULL: the system's CAs */
     char *name;
     kv_list_t labels;
     int64_t cpu_millis;

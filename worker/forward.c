@@ -8,6 +8,8 @@
 #include "metrics.h"
 #include "netaddr.h"
 #include "timeutil.h"
+#include "tls.h"
+#include "tls_openssl.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -56,6 +58,7 @@ struct forward {
     forward_worker_id_fn worker_id;
     void *worker_id_ud;
     unsigned char key[GRANT_KEY_BYTES];
+    SSL_CTX *tls;            /* worker_route_tls_cert; NULL: plain TCP */
 
     int listen_fd;
     int stop_pipe[2];        /* stop writes a byte to [1]; [0] is never drained, so it
@@ -74,6 +77,8 @@ struct forward {
 typedef struct forward_conn {
     forward_t *f;
     int client;              /* non-blocking */
+    SSL *tls;                /* TLS over client (f->tls set); NULL: plain TCP */
+    bool tls_failed;         /* a fatal TLS error: no close_notify may follow */
     int upstream;            /* non-blocking; -1 until connected */
     char peer[INET6_ADDRSTRLEN + 8];
     char sandbox_id[SBX_ID_MAX];   /* "" until the grant is read */
@@ -211,21 +216,109 @@ static int forward_wait(const forward_t *f, int fd, short events, int64_t timeou
     }
 }
 
+/* ---- the controller's side: TCP or TLS --------------------------------- */
+
+/* What a failed SSL_read / SSL_write means as recv() / send() would say it:
+ * 0 at the end, -1 with EAGAIN when it must wait for the socket, -1 with
+ * another errno on a failure. */
+static ssize_t forward_tls_result(forward_conn_t *c, int r)
+{
+    int e = SSL_get_error(c->tls, r);
+    if (e == SSL_ERROR_ZERO_RETURN)
+        return 0;
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        errno = EAGAIN;
+        return -1;
+    }
+    c->tls_failed = true;
+    if (e != SSL_ERROR_SYSCALL || errno == 0)
+        errno = EPROTO;
+    ERR_clear_error();
+    return -1;
+}
+
+/* recv() from the controller: the plaintext, through TLS when served. */
+static ssize_t forward_client_recv(forward_conn_t *c, void *buf, size_t n)
+{
+    if (!c->tls)
+        return recv(c->client, buf, n, 0);
+    int r = SSL_read(c->tls, buf, n > INT_MAX ? INT_MAX : (int)n);
+    return r > 0 ? r : forward_tls_result(c, r);
+}
+
+/* send() to the controller (never SIGPIPE; sandboxd ignores it for TLS's
+ * write()). */
+static ssize_t forward_client_send(forward_conn_t *c, const void *buf, size_t n)
+{
+    if (!c->tls)
+        return send(c->client, buf, n, MSG_NOSIGNAL);
+    int r = SSL_write(c->tls, buf, n > INT_MAX ? INT_MAX : (int)n);
+    return r > 0 ? r : forward_tls_result(c, r);
+}
+
+/* Plaintext TLS holds already decrypted: poll() does not see it. */
+static bool forward_client_pending(const forward_conn_t *c) { return c->tls && SSL_pending(c->tls) > 0; }
+
+/* shutdown(SHUT_WR) towards the controller, after a close_notify over TLS. */
+static void forward_client_shutdown(forward_conn_t *c)
+{
+    if (c->tls && !c->tls_failed && SSL_shutdown(c->tls) < 0)
+        ERR_clear_error();
+    shutdown(c->client, SHUT_WR);
+}
+
+/* The TLS handshake with the controller, within the preamble's time. A
+ * failure (the controller refusing our certificate, a client that is not
+ * TLS) is logged here: no error line can be sent without TLS. */
+static int forward_tls_accept(forward_conn_t *c)
+{
+    char why[200];
+    c->tls = SSL_new(c->f->tls);
+    if (!c->tls || SSL_set_fd(c->tls, c->client) != 1) {
+        log_warn(FORWARD_COMPONENT, "refused a route connection from %s: out of memory for TLS", c->peer);
+        c->tls_failed = true;
+        return SBX_ENOMEM;
+    }
+    SSL_set_mode(c->tls, SSL_MODE_ENABLE_PARTIAL_WRITE); /* the relay writes what it has */
+    int64_t deadline = time_deadline_ms(FORWARD_PREAMBLE_TIMEOUT_MS);
+    for (;;) {
+        int r = SSL_accept(c->tls);
+        if (r == 1)
+            return 0;
+        int e = SSL_get_error(c->tls, r);
+        if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
+            tls_failure_text(c->tls, why, sizeof why);
+            log_warn(FORWARD_COMPONENT, "TLS handshake with %s failed: %s", c->peer, why);
+            c->tls_failed = true;
+            return SBX_EIO;
+        }
+        int left = time_left_ms(deadline);
+        int w = left > 0 ? forward_wait(c->f, c->client, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, left) : 0;
+        if (w <= 0) {
+            if (w == 0)
+                log_warn(FORWARD_COMPONENT, "TLS handshake with %s did not end within %d s", c->peer,
+                         FORWARD_PREAMBLE_TIMEOUT_MS / 1000);
+            c->tls_failed = true;
+            return w < 0 ? SBX_EUNAVAIL : SBX_ETIMEOUT;
+        }
+    }
+}
+
 /* ---- refusing ---------------------------------------------------------- */
 
 /* Reads and drops what the peer sends for a short while after our last
  * line, so the close does not reset the connection under that line. */
-static void forward_linger(const forward_t *f, int fd)
+static void forward_linger(forward_conn_t *c)
 {
     char sink[4096];
     size_t dropped = 0;
     int64_t deadline = time_deadline_ms(FORWARD_LINGER_MS);
-    shutdown(fd, SHUT_WR);
+    forward_client_shutdown(c);
     while (dropped < FORWARD_LINGER_BYTES) {
         int left = time_left_ms(deadline);
-        if (left == 0 || forward_wait(f, fd, POLLIN, left) <= 0)
+        if (left == 0 || (!forward_client_pending(c) && forward_wait(c->f, c->client, POLLIN, left) <= 0))
             break;
-        ssize_t n = recv(fd, sink, sizeof sink, 0);
+        ssize_t n = forward_client_recv(c, sink, sizeof sink);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             continue;
         if (n <= 0)
@@ -265,8 +358,11 @@ static void forward_refuse(forward_conn_t *c, int status, const char *code, cons
     else
         log_warn(FORWARD_COMPONENT, "refused a route connection from %s%s: %d %s: %s", c->peer, what, status, code,
                  msg);
-    forward_send_line(c->client, status, code, msg);
-    forward_linger(c->f, c->client);
+    char line[FORWARD_PREAMBLE_MAX];
+    size_t n = forward_reply_format(line, sizeof line, status, code, msg);
+    ssize_t w = forward_client_send(c, line, n); /* fits the fresh socket's buffer; a gone peer misses it */
+    (void)w;
+    forward_linger(c);
 }
 
 /* ---- the steps of a connection ----------------------------------------- */
@@ -281,7 +377,7 @@ static int forward_read_preamble(forward_conn_t *c, char grant[GRANT_MAX])
     forward_line_init(&line);
     for (;;) {
         int left = time_left_ms(deadline);
-        int w = left > 0 ? forward_wait(f, c->client, POLLIN, left) : 0;
+        int w = forward_client_pending(c) ? POLLIN : left > 0 ? forward_wait(f, c->client, POLLIN, left) : 0;
         if (w < 0) {
             forward_refuse(c, 503, "busy", "the worker is shutting down");
             return SBX_EUNAVAIL;
@@ -290,7 +386,7 @@ static int forward_read_preamble(forward_conn_t *c, char grant[GRANT_MAX])
             forward_refuse(c, 400, "bad_request", "no preamble line within %d s", FORWARD_PREAMBLE_TIMEOUT_MS / 1000);
             return SBX_ETIMEOUT;
         }
-        ssize_t n = recv(c->client, c->up, FORWARD_BUFFER_BYTES, 0);
+        ssize_t n = forward_client_recv(c, c->up, FORWARD_BUFFER_BYTES);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             continue;
         if (n < 0) {
@@ -405,13 +501,16 @@ static void forward_relay(forward_conn_t *c, char *why, size_t whylen, uint64_t 
             snprintf(why, whylen, "closed after %d s without traffic", FORWARD_IDLE_TIMEOUT_MS / 1000);
             break;
         }
-        int n = poll(pf, 3, left);
+        bool pending = want_read[0] && forward_client_pending(c);
+        int n = poll(pf, 3, pending ? 0 : left);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
             snprintf(why, whylen, "poll: %s", strerror(errno));
             break;
         }
+        if (pending)
+            pf[0].revents |= POLLIN;
         if (pf[2].revents) {
             snprintf(why, whylen, "closed: the worker is stopping");
             break;
@@ -421,7 +520,8 @@ static void forward_relay(forward_conn_t *c, char *why, size_t whylen, uint64_t 
             forward_pipe_t *q = &p[i];
             if (want_read[i] && (pf[q->from].revents & (POLLIN | POLLHUP | POLLERR))) {
                 size_t room = FORWARD_BUFFER_BYTES - q->off - q->len;
-                ssize_t r = recv(fds[q->from], q->buf + q->off + q->len, room, 0);
+                ssize_t r = q->from == 0 ? forward_client_recv(c, q->buf + q->off + q->len, room)
+                                         : recv(fds[q->from], q->buf + q->off + q->len, room, 0);
                 if (r > 0) {
                     q->len += (size_t)r;
                     progress = true;
@@ -436,7 +536,8 @@ static void forward_relay(forward_conn_t *c, char *why, size_t whylen, uint64_t 
                 }
             }
             if (q->len > 0 && (pf[q->to].revents & (POLLOUT | POLLHUP | POLLERR))) {
-                ssize_t w = send(fds[q->to], q->buf + q->off, q->len, MSG_NOSIGNAL);
+                ssize_t w = q->to == 0 ? forward_client_send(c, q->buf + q->off, q->len)
+                                       : send(fds[q->to], q->buf + q->off, q->len, MSG_NOSIGNAL);
                 if (w > 0) {
                     q->off += (size_t)w;
                     q->len -= (size_t)w;
@@ -452,7 +553,10 @@ static void forward_relay(forward_conn_t *c, char *why, size_t whylen, uint64_t 
                 }
             }
             if (q->eof && q->len == 0 && !q->closed) {
-                shutdown(fds[q->to], SHUT_WR);
+                if (q->to == 0)
+                    forward_client_shutdown(c);
+                else
+                    shutdown(fds[q->to], SHUT_WR);
                 q->closed = true;
             }
         }
@@ -473,7 +577,7 @@ static int forward_send_all(forward_conn_t *c, const void *p, size_t n)
 {
     const char *s = p;
     while (n > 0) {
-        ssize_t w = send(c->client, s, n, MSG_NOSIGNAL);
+        ssize_t w = forward_client_send(c, s, n);
         if (w > 0) {
             s += w;
             n -= (size_t)w;
@@ -556,7 +660,7 @@ static void forward_logs(forward_conn_t *c)
         logframe_header(hdr, LOGFRAME_END, (uint32_t)wl);
         if (forward_send_all(c, hdr, sizeof hdr) == 0 && wl > 0)
             forward_send_all(c, why, wl);
-        shutdown(c->client, SHUT_WR);
+        forward_client_shutdown(c);
     }
     log_debug(FORWARD_COMPONENT, "streamed the logs of sandbox %s to %s: %llu bytes, %lld ms, %s", c->sandbox_id,
               c->peer, (unsigned long long)l.bytes, (long long)(time_mono_ms() - t0),
@@ -595,7 +699,8 @@ static void *forward_conn_main(void *arg)
         forward_refuse(c, 503, "busy", "out of memory");
         goto cleanup;
     }
-    if (forward_read_preamble(c, grant) < 0 || forward_check_grant(c, grant) < 0)
+    if ((f->tls && forward_tls_accept(c) < 0) || forward_read_preamble(c, grant) < 0 ||
+        forward_check_grant(c, grant) < 0)
         goto cleanup;
     if (c->grant.purpose == GRANT_LOGS) {
         forward_logs(c);
@@ -639,6 +744,8 @@ cleanup:
     sodium_memzero(grant, sizeof grant);
     if (c->upstream >= 0)
         close(c->upstream);
+    if (c->tls)
+        SSL_free(c->tls);
     close(c->client);
     free(c->up);
     free(c->down);
@@ -650,10 +757,12 @@ cleanup:
 /* ---- the listener ------------------------------------------------------ */
 
 /* Refuses from the listener thread, which must not wait on anyone. */
-static void forward_refuse_now(int fd, const char *peer, int status, const char *code, const char *message)
+static void forward_refuse_now(const forward_t *f, int fd, const char *peer, int status, const char *code,
+                               const char *message)
 {
     log_warn(FORWARD_COMPONENT, "refused a route connection from %s: %d %s: %s", peer, status, code, message);
-    forward_send_line(fd, status, code, message);
+    if (!f->tls) /* over TLS the line would need a handshake: the close says it */
+        forward_send_line(fd, status, code, message);
     shutdown(fd, SHUT_WR);
     close(fd);
 }
@@ -671,7 +780,7 @@ static void forward_accept(forward_t *f, int fd, const struct sockaddr *sa)
     if (!room) {
         char msg[96];
         snprintf(msg, sizeof msg, "the worker forwards %d connections already", f->max_connections);
-        forward_refuse_now(fd, peer, 503, "busy", msg);
+        forward_refuse_now(f, fd, peer, 503, "busy", msg);
         return;
     }
     int one = 1;
@@ -696,7 +805,7 @@ static void forward_accept(forward_t *f, int fd, const struct sockaddr *sa)
         pthread_attr_destroy(&attr);
     free(c);
     forward_conn_done(f);
-    forward_refuse_now(fd, peer, 503, "busy", "the worker cannot start a thread for the connection");
+    forward_refuse_now(f, fd, peer, 503, "busy", "the worker cannot start a thread for the connection");
 }
 
 static void *forward_listener_main(void *arg)
@@ -784,6 +893,13 @@ int forward_new(const forward_options_t *opt, forward_t **ret, char *err, size_t
     f->worker_id = opt->worker_id;
     f->worker_id_ud = opt->worker_id_ud;
     grant_key_from_token(opt->token, f->key);
+    int tr = tls_server_ctx_new("worker_route_tls", opt->tls_cert, opt->tls_key, &f->tls, err, errlen);
+    if (tr < 0) {
+        sodium_memzero(f->key, sizeof f->key);
+        free(f->worker_name);
+        free(f);
+        return tr;
+    }
     f->listen_fd = -1;
     f->stop_pipe[0] = f->stop_pipe[1] = -1;
     pthread_mutex_init(&f->mu, NULL);
@@ -821,8 +937,8 @@ int forward_start(forward_t *f, char *err, size_t errlen)
         return SBX_ENOMEM;
     }
     f->listener_started = true;
-    log_info(FORWARD_COMPONENT, "route listener on %s (advertised as %s), at most %d connections", bound,
-             f->address, f->max_connections);
+    log_info(FORWARD_COMPONENT, "route listener on %s (advertised as %s%s), at most %d connections", bound,
+             f->address, f->tls ? ", TLS" : "", f->max_connections);
     return 0;
 }
 
@@ -861,6 +977,7 @@ void forward_free(forward_t *f)
     pthread_cond_destroy(&f->cond);
     pthread_mutex_destroy(&f->mu);
     sodium_memzero(f->key, sizeof f->key);
+    tls_ctx_free(f->tls);
     free(f->worker_name);
     free(f);
 }

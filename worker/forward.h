@@ -54,11 +54,14 @@ typedef struct forward_options {
     runtime_t *rt;               /* shared with the agent; must outlive the forwarder */
     forward_worker_id_fn worker_id;
     void *worker_id_ud;
+    const char *tls_cert;        /* PEM certificate and key: the controller's connections are TLS; */
+    const char *tls_key;         /* both NULL or "": plain TCP (worker_route_tls_cert / _key) */
 } forward_options_t;
 
 /* Checks and copies the options (nothing is bound yet). A wildcard listen
- * address (0.0.0.0, ::) without advertise, a malformed address or a bad
- * maximum is SBX_EINVAL with a one-line reason in err. */
+ * address (0.0.0.0, ::) without advertise, a malformed address, a bad
+ * maximum, or a TLS certificate or key that does not load is SBX_EINVAL with
+ * a one-line reason in err. */
 int forward_new(const forward_options_t *opt, forward_t **ret, char *err, size_t errlen);
 
 /* Binds and listens, and starts the listener thread. Returns 0, or

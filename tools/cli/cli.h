@@ -26,7 +26,7 @@ typedef client_opt_int_t num_opt_t;
 /* Everything any command may be given; each command's flag table says which
  * of these it accepts. */
 typedef struct opts {
-    const char *url, *token;
+    const char *url, *token, *ca_file;
     const char *tenant, *image, *network, *idem_key, *cwd, *role, *name, *policy, *isolation, *auth;
     const char *sandbox, *operation, *kind;  /* events filters */
     const char *worker;                      /* tokens create: the worker name a worker token acts for */

@@ -37,6 +37,7 @@
 static const flag_def_t global_flags[] = {
     FS("--url", url),
     FS("--token", token),
+    FS("--ca-file", ca_file),
     FEND,
 };
 
@@ -321,8 +322,10 @@ static int cli_connect(cli_t *cli, const opts_t *o)
     cli->url = cc.url;
     cli->token = cc.token;
     cc.url = cc.token = NULL;
-    client_config_release(&cc);
     r = httpc_new(cli->url, cli->token, &cli->http);
+    if (r == 0)
+        r = httpc_set_ca_file(cli->http, o->ca_file ? o->ca_file : cc.ca_file);
+    client_config_release(&cc);
     if (r < 0) {
         fprintf(stderr, "sandbox: cannot set up the HTTP client for %s: %s\n", cli->url, sbx_strerror(r));
         return EXIT_API;
@@ -338,6 +341,8 @@ static int cli_connect(cli_t *cli, const opts_t *o)
     "  --url URL                controller URL (else SANDBOX_URL, config file,\n"          \
     "                           http://127.0.0.1:8080)\n"                                  \
     "  --token TOKEN            API token (else SANDBOX_TOKEN, config file)\n"             \
+    "  --ca-file FILE           PEM CA an https URL is verified against (else\n"          \
+    "                           SANDBOX_CA_FILE, config file 'ca_file', system CAs)\n"  \
     "  -h, --help               show this help\n"
 
 static const command_t commands[] = {
@@ -617,7 +622,7 @@ static const char top_usage[] =
     "\n"
     "Configuration: --url/--token, else SANDBOX_URL/SANDBOX_TOKEN, else\n"
     "$XDG_CONFIG_HOME/sandbox/config (~/.config/sandbox/config) with lines\n"
-    "'url = …' and 'token = …'.\n"
+    "'url = …', 'token = …' and 'ca_file = …'.\n"
     "\n"
     "Exit codes: 0 success; 1 operation failed or cancelled; 2 usage error;\n"
     "3 API or connection error; 124 --timeout elapsed. exec exits with the\n"

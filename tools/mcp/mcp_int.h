@@ -115,6 +115,7 @@ typedef struct server {
     bool closing;                    /* stdin closed: no more log notifications */
     int stderr_level;                /* stderr lines at or above this */
     char *url, *token;               /* token NULL: every tool call says how to set one */
+    char *ca_file;                   /* SANDBOX_CA_FILE / config 'ca_file'; NULL: the system's CAs */
     char config_error[512];          /* the configuration could not be read */
     mcp_server_info_t info;
 } server_t;

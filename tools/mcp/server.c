@@ -283,7 +283,8 @@ void server_release(server_t *s)
 {
     free(s->url);
     free(s->token);
-    s->url = s->token = NULL;
+    free(s->ca_file);
+    s->url = s->token = s->ca_file = NULL;
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->out_mu);

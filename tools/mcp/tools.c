@@ -384,7 +384,7 @@ json_object *tool_run(call_t *c)
         return mcp_tool_error("unauthenticated",
                               "sandbox-mcp has no API token: set SANDBOX_TOKEN in the MCP client's configuration "
                               "for this server (or put 'token = ...' in ~/.config/sandbox/config) and restart it");
-    if (httpc_new(s->url, s->token, &c->http) < 0)
+    if (httpc_new(s->url, s->token, &c->http) < 0 || httpc_set_ca_file(c->http, s->ca_file) < 0)
         return mcp_tool_error("internal", "cannot set up the HTTP client");
     httpc_set_abort_flag(c->http, &c->cancel);
     return c->tool->run(c, c->args);
