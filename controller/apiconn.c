@@ -58,6 +58,7 @@ struct apiconn {
     bool broken;               /* could not be set up: never touched again */
     bool in_cb;                /* our own changes to the input buffer */
     bool busy;                 /* a head went to evhttp; its request is not answered yet */
+    int pending;               /* heads handed to evhttp and not answered yet */
     bool fresh;                /* no request yet */
     atomic_bool shut;          /* we shut the socket down: evhttp closes it next */
     ac_state_t state;
@@ -442,6 +443,7 @@ static void head_complete(apiconn_t *ac, size_t hlen, struct evbuffer *in)
     free(h);
     ac->head_since_ms = 0;
     ac->busy = true;
+    ac->pending++;
     ac->fresh = false;
     conncap_claim(&api_caps, &ac->cap);
     if (rc == 0) {
@@ -461,6 +463,19 @@ static void head_complete(apiconn_t *ac, size_t hlen, struct evbuffer *in)
         ac->body_since_ms = now_ms();
         ac->body_got = 0;
         ac->state = ac->discard_left > 0 ? AC_DISCARD : AC_HEAD;
+    }
+}
+
+/* The latest request is answered and its bytes all read: the connection
+ * waits for the next head, idle (evictable) unless part of one is held. */
+static void conn_maybe_idle(apiconn_t *ac)
+{
+    if (ac->state != AC_HEAD || ac->pending > 0 || !ac->busy)
+        return;
+    ac->busy = false;
+    if (!(ac->held && evbuffer_get_length(ac->held) > 0)) {
+        ac->idle_since_ms = now_ms();
+        conncap_release(&api_caps, &ac->cap);
     }
 }
 
@@ -562,8 +577,10 @@ static void in_cb(struct evbuffer *in, const struct evbuffer_cb_info *info, void
             evbuffer_drain(tmp, n);
             ac->discard_left -= (int64_t)n;
             ac->body_got += (int64_t)n;
-            if (ac->discard_left == 0)
+            if (ac->discard_left == 0) {
                 ac->state = AC_HEAD;
+                conn_maybe_idle(ac);
+            }
         } else if (ac->state == AC_CLOSING) {
             evbuffer_drain(tmp, evbuffer_get_length(tmp));
         } else if (!head_gather(ac, tmp, in)) {
@@ -708,14 +725,10 @@ void apiconn_request_end(apiconn_t *ac)
     if (!ac)
         return;
     ac->slot = NULL;
+    if (ac->pending > 0)
+        ac->pending--;
     budget_return(ac);
-    if (ac->state == AC_HEAD && !(ac->held && evbuffer_get_length(ac->held) > 0)) {
-        ac->busy = false;
-        ac->idle_since_ms = now_ms();
-        conncap_release(&api_caps, &ac->cap);
-    } else if (ac->state == AC_HEAD) {
-        ac->busy = false;
-    }
+    conn_maybe_idle(ac);
 }
 
 void apiconn_set_closecb(struct evhttp_connection *evcon, void (*cb)(struct evhttp_connection *, void *), void *arg)
