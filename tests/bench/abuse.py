@@ -12,7 +12,8 @@
       per connection (token=T adds a bearer token). ADDRS source addresses
       are used in turn: 127.0.0.2 onwards (first=K starts at 127.0.0.K). The
       connections are held HOLD seconds after the last was opened; then OUT
-      gets {"opened", "failed", "held", "closed_by_peer", "answered"}.
+      gets {"opened", "failed", "held", "closed_by_peer", "answered"}. When
+      the descriptor limit is below CONNS, several processes share them.
       rss_pid=P rss_abort_mib=M: stop early when P's VmRSS passes M MiB.
   abuse.py probe PORT PID OUT [rate=20] [timeout=2]
       /healthz from 127.0.0.1 at RATE requests a second, alternately on a
@@ -32,9 +33,11 @@ Traffic goes only to 127.0.0.0/8.
 import errno
 import json
 import os
+import resource
 import selectors
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -106,7 +109,53 @@ class Conn:
 
 
 def attack(kind, port, conns, addrs, hold, out, o):
+    """Splits CONNS over processes when one may not hold them all (each
+    raises its soft descriptor limit to the hard one; raising the hard one
+    needs CAP_SYS_RESOURCE, which a container may lack)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > 1 << 20:
+        hard = 1 << 20
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):
+        hard = soft
+    per = max(64, hard - 256)
+    if "offset" in o or conns <= per:
+        return attack_one(kind, port, conns, addrs, hold, out, o)
+    procs = (conns + per - 1) // per
+    kids = []
+    for j in range(procs):
+        n = conns // procs + (1 if j < conns % procs else 0)
+        off = sum(conns // procs + (1 if k < conns % procs else 0) for k in range(j))
+        args = [sys.executable, os.path.abspath(__file__), "attack", kind, str(port), str(n), str(addrs), str(hold),
+                f"{out}.{j}"] + [f"{k}={v}" for k, v in o.items()] + [f"offset={off}"]
+        kids.append(subprocess.Popen(args))
+    for k in kids:
+        k.wait()
+    res = {"opened": 0, "failed": 0, "held": 0, "closed_by_peer": 0, "answered": 0, "aborted": "",
+           "fail_reasons": {}, "open_seconds": 0, "processes": procs}
+    for j in range(procs):
+        try:
+            with open(f"{out}.{j}") as f:
+                r = json.load(f)
+        except (OSError, ValueError):
+            res["aborted"] = f"attacker process {j} wrote nothing"
+            continue
+        for k in ("opened", "failed", "held", "closed_by_peer", "answered"):
+            res[k] += r[k]
+        for k, v in r["fail_reasons"].items():
+            res["fail_reasons"][k] = res["fail_reasons"].get(k, 0) + v
+        res["open_seconds"] = max(res["open_seconds"], r["open_seconds"])
+        res["aborted"] = res["aborted"] or r["aborted"]
+        if "body_bytes_sent_max" in r:
+            res["body_bytes_sent_max"] = max(res.get("body_bytes_sent_max", 0), r["body_bytes_sent_max"])
+    with open(out, "w") as f:
+        json.dump(res, f)
+
+
+def attack_one(kind, port, conns, addrs, hold, out, o):
     first = int(o.get("first", "2"))
+    offset = int(o.get("offset", "0"))
     interval = float(o.get("interval", "20"))
     nbytes = int(o.get("bytes", str(8 << 20)))
     rate = int(o.get("rate", "16384"))
@@ -187,7 +236,7 @@ def attack(kind, port, conns, addrs, hold, out, o):
                     fails["ETIMEDOUT"] = fails.get("ETIMEDOUT", 0) + 1
                     close(c)
             continue
-        src = f"127.0.0.{first + made % addrs}"
+        src = f"127.0.0.{first + (offset + made) % addrs}"
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setblocking(False)
         try:
