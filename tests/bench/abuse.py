@@ -78,6 +78,7 @@ def cpu_ticks(pid):
 # ---------------------------------------------------------------- logcount
 def logcount(out, count, cap=4 << 20):
     total, last = 0, 0.0
+    write_count(count + ".pid", os.getpid())  # abuse.sh waits for it before removing the directory
     inp = sys.stdin.buffer.raw
     with open(out, "ab") as f:
         while True:
