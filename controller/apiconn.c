@@ -302,7 +302,7 @@ static bool method_has_body(const char *m)
 
 /* Whether the head's bearer token is one we know (live, its secret
  * right); false too when the database cannot say, with *ret_unavail. */
-static bool token_good(apiconn_thread_t *at, const httphead_t *h, bool *ret_unavail)
+static bool token_good(apiconn_thread_t *at, const httphead_t *h, bool *ret_unavail, role_t *ret_role)
 {
     *ret_unavail = false;
     const char *a = httphead_get(h, "Authorization");
@@ -322,6 +322,7 @@ static bool token_good(apiconn_thread_t *at, const httphead_t *h, bool *ret_unav
     int rc = store_token_find(*at->db, id, hash, &auth);
     if (rc == SBX_EDB)
         *ret_unavail = true;
+    *ret_role = auth.role;
     return rc == 0 && token_verify(token, hash);
 }
 
@@ -377,7 +378,18 @@ static int head_judge(apiconn_t *ac, const httphead_t *h, refusal_t *rf)
     }
     if (ac->chunked || len > SBX_API_ANON_BODY_BYTES) {
         bool unavail = false;
-        if (!token_good(ac->at, h, &unavail)) {
+        role_t role = ROLE_MEMBER;
+        bool good = token_good(ac->at, h, &unavail, &role);
+        /* A client's bodies are bounded by max_body_bytes, a worker's
+         * reports by SBX_MAX_BODY_BYTES: say so before reading one. */
+        if (good && role != ROLE_WORKER && len > ac->at->ctl->max_body_client) {
+            *rf = (refusal_t){ API_PAYLOAD_TOO_LARGE, 0, "too_large", "" };
+            snprintf(rf->msg, sizeof rf->msg, "request body of %lld bytes is over the limit of %lld bytes (max_body_bytes)", (long long)len,
+                     (long long)ac->at->ctl->max_body_client);
+            ac->body_left = len;
+            return SBX_ETOOBIG;
+        }
+        if (!good) {
             if (unavail) {
                 *rf = (refusal_t){ API_UNAVAILABLE, 1, "auth", "" };
                 snprintf(rf->msg, sizeof rf->msg, "database unavailable: cannot check the token of a large body");

@@ -394,6 +394,26 @@ json_object *agent_run_assignment(agent_t *a, json_object *job)
     return body;
 }
 
+size_t agent_queue_pick(json_object *const *queue, size_t qcap, size_t qhead, size_t qlen,
+                        const char (*running)[SBX_MAX_NAME_BYTES + 1], int nrun)
+{
+    size_t best = 0;
+    int best_n = -1;
+    for (size_t k = 0; k < qlen; k++) {
+        const char *t = jsonx_get_str(queue[(qhead + k) % qcap], "tenant");
+        int n = 0;
+        for (int i = 0; i < nrun; i++)
+            n += running[i][0] && strcmp(running[i], t ? t : "") == 0;
+        if (best_n < 0 || n < best_n) {
+            best = k;
+            best_n = n;
+            if (n == 0)
+                break;
+        }
+    }
+    return best;
+}
+
 void *agent_executor_main(void *arg)
 {
     agent_t *a = arg;
@@ -411,14 +431,20 @@ void *agent_executor_main(void *arg)
             pthread_mutex_unlock(&a->mu);
             break;
         }
-        json_object *job = a->queue[a->qhead];
+        /* The chosen one leaves the ring; those before it move up. */
+        size_t k = agent_queue_pick(a->queue, a->qcap, a->qhead, a->qlen, a->inflight_tenant, a->executors);
+        json_object *job = a->queue[(a->qhead + k) % a->qcap];
+        for (size_t i = k; i > 0; i--)
+            a->queue[(a->qhead + i) % a->qcap] = a->queue[(a->qhead + i - 1) % a->qcap];
         a->qhead = (a->qhead + 1) % a->qcap;
         a->qlen--;
         a->busy++;
         metrics_set(agent_m_running, NULL, a->busy);
-        const char *job_sbx = jsonx_get_str(job, "sandbox_id");
-        if (slot < a->executors)
+        const char *job_sbx = jsonx_get_str(job, "sandbox_id"), *job_tenant = jsonx_get_str(job, "tenant");
+        if (slot < a->executors) {
             snprintf(a->inflight[slot], SBX_ID_MAX, "%s", job_sbx ? job_sbx : "");
+            snprintf(a->inflight_tenant[slot], sizeof a->inflight_tenant[slot], "%s", job_tenant ? job_tenant : "");
+        }
         pthread_cond_broadcast(&a->cond);
         pthread_mutex_unlock(&a->mu);
 
@@ -428,7 +454,7 @@ void *agent_executor_main(void *arg)
 
         pthread_mutex_lock(&a->mu);
         if (slot < a->executors)
-            a->inflight[slot][0] = '\0';
+            a->inflight[slot][0] = a->inflight_tenant[slot][0] = '\0';
         a->busy--;
         metrics_set(agent_m_running, NULL, a->busy);
         pthread_cond_broadcast(&a->cond);

@@ -59,6 +59,7 @@ struct agent {
     char worker_id[AGENT_WORKER_ID_MAX];
     char cluster_id[64];             /* from registration: labels our runtime objects */
     char (*inflight)[SBX_ID_MAX];    /* sandboxes an executor works on (one slot each) */
+    char (*inflight_tenant)[SBX_MAX_NAME_BYTES + 1]; /* and their tenants (the queue's turns) */
     char (*held)[SBX_ID_MAX];        /* operations received and not yet reported */
     size_t nheld, held_cap;
     bool registered;
@@ -160,5 +161,13 @@ void *agent_disk_main(void *arg);
 /* Registers, retrying with backoff until the controller answers 200 or the
  * agent stops. Returns 0 when registered. */
 int agent_register(agent_t *a, httpc_t *c);
+
+/* Which queued assignment an executor takes next: the oldest of the tenant
+ * with the fewest assignments running (running[0, nrun): the executors'
+ * tenants, "" when idle), so one tenant's backlog does not hold another's
+ * work back. queue is a ring (qcap slots from qhead, qlen used); returns
+ * the offset from qhead. */
+size_t agent_queue_pick(json_object *const *queue, size_t qcap, size_t qhead, size_t qlen,
+                        const char (*running)[SBX_MAX_NAME_BYTES + 1], int nrun);
 
 #endif

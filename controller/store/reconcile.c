@@ -41,6 +41,19 @@ static PGresult *ops_in_state(PGconn *c, const char *where)
     return db_exec(c, sql, 0, NULL);
 }
 
+/* The same, taken in turns by tenant: every tenant's oldest, then every
+ * tenant's second oldest, and so on, so one tenant's backlog does not hold
+ * another's operations back (placement). */
+static PGresult *ops_in_state_fair(PGconn *c, const char *where)
+{
+    char sql[640];
+    snprintf(sql, sizeof sql,
+             "SELECT id FROM (SELECT id, created_at, row_number() OVER (PARTITION BY tenant_id ORDER BY created_at) "
+             "AS turn FROM operations WHERE %s) q ORDER BY turn, created_at LIMIT 100",
+             where);
+    return db_exec(c, sql, 0, NULL);
+}
+
 /* Fails an admitted operation with an error code, and its sandbox when it
  * is a create. Inside the caller's transaction. */
 int store__op_fail_admitted(PGconn *c, const char *op_id, const char *kind, const char *sbx, const char *code,
@@ -385,7 +398,7 @@ int store__place_one(PGconn *c, const store_limits_t *lim, const char *op_id)
 
 int store_place_admitted(PGconn *c, const store_limits_t *lim, int *ret_changed, int *ret_leased)
 {
-    PGresult *r = ops_in_state(c, "state = 'admitted'");
+    PGresult *r = ops_in_state_fair(c, "state = 'admitted'");
     if (!r)
         return SBX_EDB;
     int rc = 0;

@@ -578,10 +578,17 @@ int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_
     const char *p[] = { worker_id };
     const store_table_t *t = &store__t_assignment;
     PGresult *r = store__exec_cols(c, t, "SELECT ",
-                                   " FROM operations o JOIN sandboxes s ON s.id = o.sandbox_id "
+                                   /* In turns by tenant (each one's oldest first), so
+                                    * one tenant's backlog does not hold another's
+                                    * operations back on this worker. */
+                                   " FROM (SELECT id, created_at, row_number() OVER (PARTITION BY tenant_id "
+                                   "  ORDER BY created_at) AS turn FROM operations "
+                                   "  WHERE lease_worker_id = $1 AND state = 'leased' ORDER BY turn, created_at "
+                                   "  LIMIT 64) q "
+                                   "JOIN operations o ON o.id = q.id JOIN sandboxes s ON s.id = o.sandbox_id "
                                    "JOIN tenants tn ON tn.id = o.tenant_id "
-                                   "WHERE o.lease_worker_id = $1 AND o.state = 'leased' "
-                                   "ORDER BY o.created_at LIMIT 64 FOR UPDATE OF o SKIP LOCKED",
+                                   "WHERE o.state = 'leased' "
+                                   "ORDER BY q.turn, q.created_at FOR UPDATE OF o SKIP LOCKED",
                                    1, p);
     if (!r)
         goto db_fail;

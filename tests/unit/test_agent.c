@@ -8,6 +8,7 @@
 
 #include "check_util.h"
 #include "agent.h"
+#include "agent_internal.h"
 #include "config.h"
 #include "errors.h"
 #include "jsonx.h"
@@ -516,9 +517,46 @@ START_TEST(test_the_agent_probe_result_comes_from_the_runtime)
 }
 END_TEST
 
+static json_object *job_of(const char *tenant)
+{
+    json_object *j = json_object_new_object();
+    jsonx_add_str(j, "tenant", tenant);
+    return j;
+}
+
+START_TEST(test_the_queue_takes_turns_by_tenant)
+{
+    /* A ring of 6 from slot 4: a, a, a, b, a, c. */
+    json_object *q[6];
+    const char *order[6] = { "a", "a", "a", "b", "a", "c" };
+    for (int i = 0; i < 6; i++)
+        q[(4 + i) % 6] = job_of(order[i]);
+    char running[3][SBX_MAX_NAME_BYTES + 1] = { "", "", "" };
+    /* Nothing runs: the oldest. */
+    ck_assert_uint_eq(agent_queue_pick(q, 6, 4, 6, running, 3), 0);
+    /* a runs: b's, the oldest of a tenant with none running. */
+    snprintf(running[0], sizeof running[0], "a");
+    ck_assert_uint_eq(agent_queue_pick(q, 6, 4, 6, running, 3), 3);
+    /* a and b run: c's. */
+    snprintf(running[1], sizeof running[1], "b");
+    ck_assert_uint_eq(agent_queue_pick(q, 6, 4, 6, running, 3), 5);
+    /* a, b and c one each: a tie, the oldest. */
+    snprintf(running[2], sizeof running[2], "c");
+    ck_assert_uint_eq(agent_queue_pick(q, 6, 4, 6, running, 3), 0);
+    /* a twice and c: b's. */
+    snprintf(running[1], sizeof running[1], "a");
+    ck_assert_uint_eq(agent_queue_pick(q, 6, 4, 6, running, 3), 3);
+    /* Only a queued and running: the oldest a. */
+    ck_assert_uint_eq(agent_queue_pick(q, 6, 4, 3, running, 3), 0);
+    for (int i = 0; i < 6; i++)
+        json_object_put(q[i]);
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("agent");
+    unit_tcase_add(s, "queue", UNIT_TESTS(test_the_queue_takes_turns_by_tenant,));
     TCase *tc = unit_tcase_add(s, "assignments", UNIT_TESTS(
         test_create_passes_the_assignment_to_the_runtime_and_reports_its_ref,
         test_create_without_isolation_is_the_container_class,
