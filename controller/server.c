@@ -4,6 +4,7 @@
 #include "server_int.h"
 #include "api.h"
 #include "apiconn.h"
+#include "conncap.h"
 #include "db.h"
 #include "http_errpage.h"
 #include "jsonx.h"
@@ -23,6 +24,7 @@
 #include <event2/thread.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -240,9 +242,22 @@ static void reply_done(req_t *rq, int status)
     request_scope_enter(rq);
     char ms[32];
     snprintf(ms, sizeof ms, "%.1f", secs * 1000);
+    /* Answers that shed load (429, and what the API listener refused
+     * before the handlers) come in floods: at most one info line a second
+     * counts those not written, the rest go to debug, so a flood cannot
+     * fill the disk through the access log. */
+    static atomic_llong shed_last;
+    static atomic_long shed_skipped;
+    long skipped = 0;
+    bool shed = status == 429 || strcmp(rq->path, APICONN_REFUSED_PATH) == 0;
+    bool info = !(route_is_routine(tmpl) && status < 500);
+    if (shed && info)
+        info = conncap_log_due(&shed_last, &shed_skipped, &skipped);
+    char sk[24];
+    snprintf(sk, sizeof sk, "%ld", skipped);
     const char *fields[] = { "method", method_name(rq->method), "path", rq->path, "route", tmpl,
-                             "status", st, "duration_ms", ms, NULL };
-    log_write_fields(route_is_routine(tmpl) && status < 500 ? LOG_DEBUG : LOG_INFO, "http", fields, "request");
+                             "status", st, "duration_ms", ms, shed ? "shed_not_logged" : NULL, sk, NULL };
+    log_write_fields(info ? LOG_INFO : LOG_DEBUG, "http", fields, "request");
     log_scope_clear();
     req_free(rq);
 }
