@@ -148,6 +148,8 @@
 #define SBX_API_ACCEPT_BACKOFF_MS     250
 #define SBX_API_FD_RESERVE            128
 #define SBX_API_CONN_BUCKETS          1024
+/* Connections one HTTP thread accepts before the rest of its loop runs. */
+#define SBX_API_ACCEPTS_PER_TURN      32
 
 /* The buckets of a listener's per-address connection counts
  * (controller/conncap.c). */

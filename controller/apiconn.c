@@ -88,6 +88,9 @@ struct apiconn_thread {
     void *bev_arg;
     struct event *sweep;
     struct event *resume;      /* accepting again after accept() failed */
+    struct event *turn;        /* the loop's next turn: accepting again after SBX_API_ACCEPTS_PER_TURN */
+    int accepted;              /* connections accepted in this turn of the loop */
+    bool turn_paused;          /* the listener is off until the next turn */
     struct evconnlistener *listener;
     TAILQ_HEAD(, apiconn) conns;
     apiconn_t *table[SBX_API_CONN_BUCKETS];
@@ -695,9 +698,39 @@ static void setup_cb(evutil_socket_t fd, short what, void *arg)
                    "full");
 }
 
+/* The turn after accepting: libevent's listener accepts in a loop until
+ * accept() has nothing more, which under a flood of connections could
+ * hold the thread for as long as they keep coming; at most
+ * SBX_API_ACCEPTS_PER_TURN are taken before the rest of the loop (the
+ * requests of connections already open) runs. */
+static void turn_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    apiconn_thread_t *at = arg;
+    at->accepted = 0;
+    if (at->turn_paused && at->listener) {
+        at->turn_paused = false;
+        evconnlistener_enable(at->listener);
+    }
+}
+
+static void accept_count(apiconn_thread_t *at)
+{
+    if (!at->turn)
+        return;
+    if (at->accepted++ == 0)
+        event_active(at->turn, EV_TIMEOUT, 1);
+    if (at->accepted >= SBX_API_ACCEPTS_PER_TURN && at->listener && !at->turn_paused) {
+        at->turn_paused = true;
+        evconnlistener_disable(at->listener);
+    }
+}
+
 struct bufferevent *apiconn_bev(struct event_base *base, void *arg)
 {
     apiconn_thread_t *at = arg;
+    accept_count(at);
     struct bufferevent *bev = http_errpage_bev(base, at->bev_arg);
     apiconn_t *ac = bev ? calloc(1, sizeof *ac) : NULL;
     if (!ac)
@@ -863,6 +896,7 @@ apiconn_thread_t *apiconn_thread_new(controller_t *ctl, struct event_base *base,
     TAILQ_INIT(&at->conns);
     at->sweep = event_new(base, -1, EV_PERSIST, sweep_cb, at);
     at->resume = evtimer_new(base, resume_cb, at);
+    at->turn = event_new(base, -1, 0, turn_cb, at);
     struct timeval tv = { SBX_API_SWEEP_MS / 1000, (SBX_API_SWEEP_MS % 1000) * 1000 };
     bool placed = false;
     pthread_mutex_lock(&all_lock);
@@ -872,7 +906,7 @@ apiconn_thread_t *apiconn_thread_new(controller_t *ctl, struct event_base *base,
             placed = true;
         }
     pthread_mutex_unlock(&all_lock);
-    if (!placed || !at->sweep || !at->resume || event_add(at->sweep, &tv) < 0) {
+    if (!placed || !at->sweep || !at->resume || !at->turn || event_add(at->sweep, &tv) < 0) {
         apiconn_thread_free(at);
         return NULL;
     }
@@ -903,5 +937,7 @@ void apiconn_thread_free(apiconn_thread_t *at)
         event_free(at->sweep);
     if (at->resume)
         event_free(at->resume);
+    if (at->turn)
+        event_free(at->turn);
     free(at);
 }

@@ -190,19 +190,26 @@ def cmd_bigbodies():
 
 
 def cmd_budget():
-    """budget PORT TOKEN: two bodies of 2 MiB sent slowly with a valid token
-    under a 4 MiB budget, then a third: its answer (503 + Retry-After), then
-    a slow one closed by the minimum rate."""
+    """budget PORT TOKEN: two bodies of 900 KiB sent slowly with a valid
+    token under a 2 MiB budget, then a third: its answer (503 +
+    Retry-After), then the slow ones closed by the minimum rate; before
+    that, a 2 MiB body over max_body_bytes (1 MiB): 413 before it is sent."""
+    s = connect(timeout=10)
+    s.sendall(b"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() +
+              b"\r\nContent-Type: application/json\r\nContent-Length: 2097152\r\n\r\n")
+    st, body, secs = read_answer(s, 10)
+    print("toolarge", st, "%.2f" % secs)
+    s.close()
     socks = []
     for _ in range(2):
         s = connect(timeout=15)
         s.sendall(b"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() +
-                  b"\r\nContent-Type: application/json\r\nContent-Length: 2097152\r\n\r\n{")
+                  b"\r\nContent-Type: application/json\r\nContent-Length: 921600\r\n\r\n{")
         socks.append(s)
     time.sleep(0.5)
     s = connect(timeout=15)
     s.sendall(b"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() +
-              b"\r\nContent-Type: application/json\r\nContent-Length: 2097152\r\n\r\n")
+              b"\r\nContent-Type: application/json\r\nContent-Length: 921600\r\n\r\n")
     t0 = time.monotonic()
     s.settimeout(10)
     raw = b""

@@ -70,7 +70,7 @@ itest_stop_pid "$CTL_PID" "controller caps" 30 || fail "controller caps did not 
 
 # ---- deadlines: a slow head gets 408, silent and idle connections close
 start_ctl deadlines 20000 SANDBOX_API_HEAD_TIMEOUT_SECONDS=2 SANDBOX_API_IDLE_TIMEOUT_SECONDS=3 \
-  SANDBOX_API_BODY_BUDGET_MIB=4 SANDBOX_API_BODY_MIN_BYTES_PER_SECOND=100000
+  SANDBOX_API_BODY_BUDGET_MIB=2 SANDBOX_API_BODY_MIN_BYTES_PER_SECOND=100000
 out=$(python3 "$drive" slowloris "$CTL_PORT")
 itest_log "slowloris: $out"
 assert_eq 408 "$(field "$out" slowloris 1)" "a head sent a byte every 0.5 s"
@@ -96,8 +96,9 @@ growth=$(field "$out" bigbodies 4)
 [ "$growth" -lt 64 ] || fail "150 unauthenticated 8 MiB bodies grew the controller's RSS by $growth MiB"
 out=$(python3 "$drive" budget "$CTL_PORT" "$member")
 itest_log "budget: $(printf '%s' "$out" | tr '\n' ';')"
+assert_eq 413 "$(field "$out" toolarge 1)" "a member's 2 MiB body (max_body_bytes 1 MiB), before it is sent"
 assert_eq "503 1" "$(field "$out" budget 1) $(field "$out" budget 2)" \
-  "a third 2 MiB body under a 4 MiB budget: 503 with Retry-After: 1"
+  "a third 900 KiB body under a 2 MiB budget: 503 with Retry-After: 1"
 assert_eq 2 "$(field "$out" slowbody 1)" "both slow bodies were cut off"
 python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) < 12 else 1)' "$(field "$out" slowbody 2)" \
   || fail "the slow bodies lasted $(field "$out" slowbody 2)s (5 s grace, 100000 B/s minimum)"
