@@ -27,6 +27,12 @@ def connect(src="127.0.0.1", timeout=10):
 LEFT = {}  # bytes read past an answer, per socket (pipelined answers)
 
 
+def post_head(clen, token=None):
+    """The head of a create with a body of clen bytes and a bearer token."""
+    return (b"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + (token or TOKEN).encode() +
+            b"\r\nContent-Type: application/json\r\nContent-Length: " + str(clen).encode() + b"\r\n\r\n")
+
+
 def read_answer(s, limit=10.0):
     """Reads one answer (head + Content-Length body); returns (status, body, secs)."""
     t0 = time.monotonic()
@@ -169,8 +175,7 @@ def cmd_bigbodies():
     chunk = b"x" * 65536
     for _ in range(n):
         s = connect(timeout=10)
-        s.sendall(b"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() +
-                  b"\r\nContent-Type: application/json\r\nContent-Length: 8388608\r\n\r\n")
+        s.sendall(post_head(8388608))
         socks.append(s)
     for s in socks:
         st, body, _ = read_answer(s, 10)
@@ -195,21 +200,18 @@ def cmd_budget():
     Retry-After), then the slow ones closed by the minimum rate; before
     that, a 2 MiB body over max_body_bytes (1 MiB): 413 before it is sent."""
     s = connect(timeout=10)
-    s.sendall(b"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() +
-              b"\r\nContent-Type: application/json\r\nContent-Length: 2097152\r\n\r\n")
+    s.sendall(post_head(2097152))
     st, body, secs = read_answer(s, 10)
     print("toolarge", st, "%.2f" % secs)
     s.close()
     socks = []
     for _ in range(2):
         s = connect(timeout=15)
-        s.sendall(b"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() +
-                  b"\r\nContent-Type: application/json\r\nContent-Length: 921600\r\n\r\n{")
+        s.sendall(post_head(921600) + b"{")
         socks.append(s)
     time.sleep(0.5)
     s = connect(timeout=15)
-    s.sendall(b"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() +
-              b"\r\nContent-Type: application/json\r\nContent-Length: 921600\r\n\r\n")
+    s.sendall(post_head(921600))
     t0 = time.monotonic()
     s.settimeout(10)
     raw = b""

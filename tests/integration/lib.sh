@@ -588,3 +588,30 @@ itest_drop_private_db() {
 
 # The sandbox CLI with the current SANDBOX_URL/SANDBOX_TOKEN.
 sandbox() { "$SANDBOX_CLI" "$@"; }
+
+# itest_emfile_backoff PID PORT LOG WHAT: lowers the running daemon PID's
+# open files limit to 16 while 20 sockets connect to PORT for 3 s, then
+# restores 256; asserts that accept() failing was logged ("WHAT: accept
+# failed") once to six times and that at most 20 "too many open files"
+# lines were written in all.
+itest_emfile_backoff() {
+  local pid=$1 port=$2 log=$3 what=$4 log0 n ours
+  log0=$(itest_file_size "$log")
+  prlimit --pid "$pid" --nofile=16:256
+  python3 - "$port" <<'PY'
+import socket, sys, time
+port = int(sys.argv[1])
+socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(20)]
+time.sleep(3)
+for s in socks:
+    s.close()
+PY
+  prlimit --pid "$pid" --nofile=256:256
+  sleep 1
+  n=$(tail -c +"$((log0 + 1))" "$log" | grep -ci 'too many open files' || true)
+  ours=$(tail -c +"$((log0 + 1))" "$log" | grep -c "$what: accept failed" || true)
+  itest_log "EMFILE for 3 s: $ours '$what: accept failed' lines, $n 'too many open files' lines in all"
+  [ "$ours" -ge 1 ] || fail "$what: accept() failing with EMFILE was not logged"
+  [ "$ours" -le 6 ] || fail "$ours '$what: accept failed' lines in 3 s (at most one a second)"
+  [ "$n" -le 20 ] || fail "$n 'too many open files' lines in 3 s"
+}

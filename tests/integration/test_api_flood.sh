@@ -121,24 +121,7 @@ itest_stop_pid "$CTL_PID" "controller deadlines" 30 || fail "controller deadline
 # ---- accept() failing: EMFILE pauses the listener, logged at most once a second
 start_ctl nofile 256
 assert_contains "$(cat "$CTL_LOG")" "API listener: serving at most 42 connections" "the cap fits RLIMIT_NOFILE"
-log0=$(itest_file_size "$CTL_LOG")
-prlimit --pid "$CTL_PID" --nofile=16:256
-python3 - "$CTL_PORT" <<'PY'
-import socket, sys, time
-port = int(sys.argv[1])
-socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(20)]
-time.sleep(3)
-for s in socks:
-    s.close()
-PY
-prlimit --pid "$CTL_PID" --nofile=256:256
-sleep 1
-n=$(tail -c +"$((log0 + 1))" "$CTL_LOG" | grep -ci 'too many open files' || true)
-ours=$(tail -c +"$((log0 + 1))" "$CTL_LOG" | grep -c 'API listener: accept failed' || true)
-itest_log "EMFILE for 3 s: $ours API listener lines, $n 'too many open files' lines in all"
-[ "$ours" -ge 1 ] || fail "accept() failing with EMFILE was not logged"
-[ "$ours" -le 6 ] || fail "$ours 'accept failed' lines in 3 s (at most one a second)"
-[ "$n" -le 20 ] || fail "$n 'too many open files' lines in 3 s"
+itest_emfile_backoff "$CTL_PID" "$CTL_PORT" "$CTL_LOG" "API listener"
 assert_eq 200 "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$CTL_URL/healthz")" "/healthz afterwards"
 itest_stop_pid "$CTL_PID" "controller nofile" 30 || fail "controller nofile did not stop cleanly"
 echo "API listener flood: caps with eviction, head and idle deadlines, token before large bodies, body budget, minimum rate, accept backoff"

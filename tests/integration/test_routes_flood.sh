@@ -179,24 +179,7 @@ n=$(tail -c +"$((log0 + 1))" "$CTL_LOG" | grep -ci 'too many open files' || true
 [ "$n" -le 3 ] || fail "$n 'too many open files' lines in the log"
 
 # ---- accept() failing: EMFILE pauses the listener, logged at most once a second
-log0=$(itest_file_size "$CTL_LOG")
-prlimit --pid "$CTL_PID" --nofile=16:256
-python3 - "$CTL_RPORT" <<'PY'
-import socket, sys, time
-port = int(sys.argv[1])
-socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(20)]
-time.sleep(3)
-for s in socks:
-    s.close()
-PY
-prlimit --pid "$CTL_PID" --nofile=256:256
-sleep 1
-n=$(tail -c +"$((log0 + 1))" "$CTL_LOG" | grep -ci 'too many open files' || true)
-ours=$(tail -c +"$((log0 + 1))" "$CTL_LOG" | grep -c 'route listener: accept failed' || true)
-itest_log "EMFILE for 3 s: $ours route listener lines, $n 'too many open files' lines in all"
-[ "$ours" -ge 1 ] || fail "accept() failing with EMFILE was not logged"
-[ "$ours" -le 6 ] || fail "$ours 'accept failed' lines in 3 s (at most one a second)"
-[ "$n" -le 20 ] || fail "$n 'too many open files' lines in 3 s"
+itest_emfile_backoff "$CTL_PID" "$CTL_RPORT" "$CTL_LOG" "route listener"
 out=$(flood "$CTL_RPORT" 127.0.0.1 0 127.0.0.1)
 check_served "$out" 127.0.0.1 "the route listener once file descriptors are back"
 assert_eq 200 "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$CTL_URL/healthz")" "/healthz afterwards"
