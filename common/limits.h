@@ -148,6 +148,10 @@
 #define SBX_API_ACCEPT_BACKOFF_MS     250
 #define SBX_API_FD_RESERVE            128
 #define SBX_API_CONN_BUCKETS          1024
+/* Assignments one worker poll takes at most (a worker asks for what its
+ * queue has room for: what it cannot run yet stays leased in the
+ * database, where tenants take turns). */
+#define SBX_CLAIM_MAX                 64
 /* Connections one HTTP thread accepts before the rest of its loop runs. */
 #define SBX_API_ACCEPTS_PER_TURN      32
 

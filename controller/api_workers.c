@@ -7,6 +7,7 @@
 #include "log.h"
 #include "metrics.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -157,6 +158,21 @@ void api_worker_poll(req_t *rq, const char *id)
     int wait = 0;
     if (!worker_id_ok(rq, "poll", id, false) || http_wait_param(rq, &wait) < 0)
         return;
+    /* max: what the worker's queue has room for (older workers: none, the
+     * most one poll takes). */
+    const char *mx = http_query(rq, "max");
+    rq->poll_max = SBX_CLAIM_MAX;
+    if (mx) {
+        char *end;
+        errno = 0;
+        long v = strtol(mx, &end, 10);
+        if (errno || end == mx || *end || v < 1) {
+            http_reply_error(rq, API_INVALID_ARGUMENT, "max must be a whole number of assignments (1 to %d)",
+                             SBX_CLAIM_MAX);
+            return;
+        }
+        rq->poll_max = v > SBX_CLAIM_MAX ? SBX_CLAIM_MAX : (int)v;
+    }
     snprintf(rq->park_id, sizeof rq->park_id, "%s", id);
     rq->poll_gen = server_poll_begin(id);
     if (api_poll_resume(rq, wait == 0))
@@ -176,7 +192,7 @@ bool api_poll_resume(req_t *rq, bool final)
         http_reply_json(rq, 200, resp);
         return true;
     }
-    if (store_worker_claim(rq->db, &rq->ctl->lim, rq->park_id, &resp, &n, &err) < 0) {
+    if (store_worker_claim(rq->db, &rq->ctl->lim, rq->park_id, rq->poll_max, &resp, &n, &err) < 0) {
         http_reply_api_error(rq, &err);
         return true;
     }

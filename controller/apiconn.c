@@ -322,6 +322,7 @@ static bool token_good(apiconn_thread_t *at, const httphead_t *h, bool *ret_unav
         return false;
     }
     auth_info_t auth;
+    memset(&auth, 0, sizeof auth);
     int rc = store_token_find(*at->db, id, hash, &auth);
     if (rc == SBX_EDB)
         *ret_unavail = true;
@@ -431,9 +432,7 @@ static void head_complete(apiconn_t *ac, size_t hlen, struct evbuffer *in)
         memcpy(work, buf, hlen + 1); /* parsed in place; buf goes on as it came */
         httphead_opts_t opts = { .bare_lf = true, .keep_headers = true };
         char why[160] = "";
-        /* A head starting with empty lines (allowed before a request) is
-         * left as evhttp would take it: it skips them too. */
-        size_t skip = 0;
+        size_t skip = 0; /* (empty lines before it were dropped already) */
         while (skip < hlen && (work[skip] == '\r' || work[skip] == '\n'))
             skip++;
         rc = httphead_parse(work + skip, hlen - skip, &opts, h, why, sizeof why);
@@ -539,8 +538,16 @@ static bool head_gather(apiconn_t *ac, struct evbuffer *tmp, struct evbuffer *in
         conn_shut(ac, NULL);
         return false;
     }
-    if (evbuffer_get_length(ac->held) == 0)
+    if (evbuffer_get_length(ac->held) == 0) {
+        /* Empty lines before a request line are allowed (RFC 9112 2.2):
+         * dropped, as evhttp would. */
+        unsigned char *c;
+        while (evbuffer_get_length(tmp) > 0 && (c = evbuffer_pullup(tmp, 1)) && (*c == '\r' || *c == '\n'))
+            evbuffer_drain(tmp, 1);
+        if (evbuffer_get_length(tmp) == 0)
+            return false;
         ac->head_since_ms = now_ms();
+    }
     evbuffer_remove_buffer(tmp, ac->held, evbuffer_get_length(tmp));
     size_t len = evbuffer_get_length(ac->held);
     size_t scan = len < SBX_API_MAX_HEAD_BYTES + 4 ? len : SBX_API_MAX_HEAD_BYTES + 4;

@@ -37,6 +37,7 @@ typedef struct req {
     struct event *park_timer;
     struct event *park_peek;    /* watches for the client hanging up */
     uint64_t poll_gen;          /* PARK_POLL: this poll's generation */
+    int poll_max;               /* PARK_POLL: assignments the worker has room for */
     int64_t park_cursor;        /* PARK_EVENTS: looked through up to here; woken when the horizon passes it */
     int64_t wake_horizon, wake_newest; /* PARK_EVENTS: the horizon the wake just read (0: read it again) */
     bool conn_gone;             /* the client closed the connection */

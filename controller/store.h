@@ -173,10 +173,11 @@ int store_worker_register(PGconn *c, json_object *body, const char *token_id, js
  * sandboxes whose object vanished become lost. */
 int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object *body,
                            json_object **ret, api_error_t *err);
-/* Moves the worker's leased operations to running and returns them as
- * assignments: {"assignments":[…]} and *ret_n. */
-int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object **ret, int *ret_n,
-                       api_error_t *err);
+/* Moves up to max (1..SBX_CLAIM_MAX) of the worker's leased operations to
+ * running, in turns by tenant, and returns them as assignments:
+ * {"assignments":[…]} and *ret_n. */
+int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_id, int max, json_object **ret,
+                       int *ret_n, api_error_t *err);
 /* Of the n worker ids, which have leased operations waiting. */
 int store_workers_with_leases(PGconn *c, const char *const *ids, int n, bool *ret_flags);
 /* Applies a report; 409 stale_lease when the fencing token or state does not match. */

@@ -394,16 +394,38 @@ json_object *agent_run_assignment(agent_t *a, json_object *job)
     return body;
 }
 
+static bool tenant_seen(const char *const *seen, int n, const char *t)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(seen[i], t) == 0)
+            return true;
+    return false;
+}
+
 size_t agent_queue_pick(json_object *const *queue, size_t qcap, size_t qhead, size_t qlen,
                         const char (*running)[SBX_MAX_NAME_BYTES + 1], int nrun)
 {
-    size_t best = 0;
+    /* The tenants with work here (running or queued), for the share. */
+    const char *seen[AGENT_PICK_TENANTS];
+    int nseen = 0;
+    for (int i = 0; i < nrun && nseen < AGENT_PICK_TENANTS; i++)
+        if (running[i][0] && !tenant_seen(seen, nseen, running[i]))
+            seen[nseen++] = running[i];
+    for (size_t k = 0; k < qlen && nseen < AGENT_PICK_TENANTS; k++) {
+        const char *t = jsonx_get_str(queue[(qhead + k) % qcap], "tenant");
+        if (!tenant_seen(seen, nseen, t ? t : ""))
+            seen[nseen++] = t ? t : "";
+    }
+    int share = nseen > 0 ? (nrun + nseen - 1) / nseen : nrun;
+    size_t best = SIZE_MAX;
     int best_n = -1;
     for (size_t k = 0; k < qlen; k++) {
         const char *t = jsonx_get_str(queue[(qhead + k) % qcap], "tenant");
         int n = 0;
         for (int i = 0; i < nrun; i++)
             n += running[i][0] && strcmp(running[i], t ? t : "") == 0;
+        if (n >= share)
+            continue; /* its share of the executors is taken */
         if (best_n < 0 || n < best_n) {
             best = k;
             best_n = n;
@@ -425,14 +447,21 @@ void *agent_executor_main(void *arg)
         return NULL;
     for (;;) {
         pthread_mutex_lock(&a->mu);
-        while (a->qlen == 0 && !a->exec_stop)
+        size_t k = SIZE_MAX;
+        /* Wait for an assignment whose tenant is under its share of the
+         * executors (all of them when it is the only tenant with work). */
+        while (!a->exec_stop &&
+               (a->qlen == 0 ||
+                (k = agent_queue_pick(a->queue, a->qcap, a->qhead, a->qlen, a->inflight_tenant, a->executors)) ==
+                    SIZE_MAX))
             pthread_cond_wait(&a->cond, &a->mu);
         if (a->qlen == 0) {
             pthread_mutex_unlock(&a->mu);
             break;
         }
+        if (k == SIZE_MAX) /* stopping: take the oldest */
+            k = 0;
         /* The chosen one leaves the ring; those before it move up. */
-        size_t k = agent_queue_pick(a->queue, a->qcap, a->qhead, a->qlen, a->inflight_tenant, a->executors);
         json_object *job = a->queue[(a->qhead + k) % a->qcap];
         for (size_t i = k; i > 0; i--)
             a->queue[(a->qhead + i) % a->qcap] = a->queue[(a->qhead + i - 1) % a->qcap];
@@ -503,9 +532,21 @@ void *agent_poller_main(void *arg)
             last_kind = 0;
             continue;
         }
-        char wid[AGENT_WORKER_ID_MAX], path[AGENT_WORKER_ID_MAX + 32];
+        /* Ask only for what the queue has room for: the rest stays leased
+         * in the database, where tenants take turns (a worker holding many
+         * of one tenant's assignments would make another's wait behind
+         * them all). */
+        pthread_mutex_lock(&a->mu);
+        while (a->qlen >= a->qcap && !agent_flag(&a->stop_poll))
+            pthread_cond_wait(&a->cond, &a->mu);
+        size_t room = a->qcap - (a->qlen < a->qcap ? a->qlen : a->qcap);
+        pthread_mutex_unlock(&a->mu);
+        if (agent_flag(&a->stop_poll))
+            break;
+        int max = room < 1 ? 1 : room > SBX_CLAIM_MAX ? SBX_CLAIM_MAX : (int)room;
+        char wid[AGENT_WORKER_ID_MAX], path[AGENT_WORKER_ID_MAX + 64];
         agent_worker_id(a, wid, sizeof wid);
-        snprintf(path, sizeof path, "/v1/workers/%s/poll?wait=%d", wid, AGENT_POLL_WAIT_S);
+        snprintf(path, sizeof path, "/v1/workers/%s/poll?wait=%d&max=%d", wid, AGENT_POLL_WAIT_S, max);
         httpc_response_t resp;
         int rc = httpc_request(c, "GET", path, NULL, NULL, AGENT_POLL_TIMEOUT_MS, &resp);
         if (agent_flag(&a->stop_poll)) {

@@ -162,11 +162,16 @@ void *agent_disk_main(void *arg);
  * agent stops. Returns 0 when registered. */
 int agent_register(agent_t *a, httpc_t *c);
 
+/* Tenants one pick tells apart (more share as if they were this many). */
+#define AGENT_PICK_TENANTS 64
 /* Which queued assignment an executor takes next: the oldest of the tenant
  * with the fewest assignments running (running[0, nrun): the executors'
- * tenants, "" when idle), so one tenant's backlog does not hold another's
- * work back. queue is a ring (qcap slots from qhead, qlen used); returns
- * the offset from qhead. */
+ * tenants, "" when idle), among the tenants under their share of the
+ * executors (nrun divided among the tenants with work here, running or
+ * queued, rounded up), so one tenant's backlog neither holds another's
+ * work back nor takes the executors another needs. queue is a ring (qcap
+ * slots from qhead, qlen used); returns the offset from qhead, or SIZE_MAX
+ * when every queued tenant has its share running (the executor waits). */
 size_t agent_queue_pick(json_object *const *queue, size_t qcap, size_t qhead, size_t qlen,
                         const char (*running)[SBX_MAX_NAME_BYTES + 1], int nrun);
 

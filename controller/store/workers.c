@@ -569,27 +569,35 @@ int store_worker_list(PGconn *c, json_object **ret, api_error_t *err)
     return store__api_list(c, &store__t_worker, " FROM workers ORDER BY name", 0, NULL, "workers", ret, err);
 }
 
-int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object **ret, int *ret_n,
-                       api_error_t *err)
+int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_id, int max, json_object **ret,
+                       int *ret_n, api_error_t *err)
 {
     *ret_n = 0;
+    if (max < 1 || max > SBX_CLAIM_MAX)
+        max = SBX_CLAIM_MAX;
     if (db_begin(c) < 0)
         return store__db_error(err);
-    const char *p[] = { worker_id };
+    char maxs[16];
+    snprintf(maxs, sizeof maxs, "%d", max);
+    const char *p[] = { worker_id, maxs };
     const store_table_t *t = &store__t_assignment;
     PGresult *r = store__exec_cols(c, t, "SELECT ",
-                                   /* In turns by tenant (each one's oldest first), so
-                                    * one tenant's backlog does not hold another's
-                                    * operations back on this worker. */
-                                   " FROM (SELECT id, created_at, row_number() OVER (PARTITION BY tenant_id "
-                                   "  ORDER BY created_at) AS turn FROM operations "
-                                   "  WHERE lease_worker_id = $1 AND state = 'leased' ORDER BY turn, created_at "
-                                   "  LIMIT 64) q "
+                                   /* In turns by tenant, counting what each already
+                                    * runs here (its oldest first), so one tenant's
+                                    * backlog does not hold another's operations
+                                    * back on this worker. */
+                                   " FROM (SELECT l.id, l.created_at, coalesce(r.n, 0) + row_number() OVER "
+                                   "  (PARTITION BY l.tenant_id ORDER BY l.created_at) AS turn "
+                                   "  FROM operations l LEFT JOIN (SELECT tenant_id, count(*) AS n FROM operations "
+                                   "   WHERE lease_worker_id = $1 AND state = 'running' GROUP BY tenant_id) r "
+                                   "   ON r.tenant_id = l.tenant_id "
+                                   "  WHERE l.lease_worker_id = $1 AND l.state = 'leased' ORDER BY turn, l.created_at "
+                                   "  LIMIT $2::int) q "
                                    "JOIN operations o ON o.id = q.id JOIN sandboxes s ON s.id = o.sandbox_id "
                                    "JOIN tenants tn ON tn.id = o.tenant_id "
                                    "WHERE o.state = 'leased' "
                                    "ORDER BY q.turn, q.created_at FOR UPDATE OF o SKIP LOCKED",
-                                   1, p);
+                                   2, p);
     if (!r)
         goto db_fail;
     json_object *arr = json_object_new_array();

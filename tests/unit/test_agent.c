@@ -526,7 +526,7 @@ static json_object *job_of(const char *tenant)
 
 START_TEST(test_the_queue_takes_turns_by_tenant)
 {
-    /* A ring of 6 from slot 4: a, a, a, b, a, c. */
+    /* A ring of 6 from slot 4: a, a, a, b, a, c; three executors. */
     json_object *q[6];
     const char *order[6] = { "a", "a", "a", "b", "a", "c" };
     for (int i = 0; i < 6; i++)
@@ -534,19 +534,23 @@ START_TEST(test_the_queue_takes_turns_by_tenant)
     char running[3][SBX_MAX_NAME_BYTES + 1] = { "", "", "" };
     /* Nothing runs: the oldest. */
     ck_assert_uint_eq(agent_queue_pick(q, 6, 4, 6, running, 3), 0);
-    /* a runs: b's, the oldest of a tenant with none running. */
+    /* a runs (three tenants have work: a share of one each): b's. */
     snprintf(running[0], sizeof running[0], "a");
     ck_assert_uint_eq(agent_queue_pick(q, 6, 4, 6, running, 3), 3);
     /* a and b run: c's. */
     snprintf(running[1], sizeof running[1], "b");
     ck_assert_uint_eq(agent_queue_pick(q, 6, 4, 6, running, 3), 5);
-    /* a, b and c one each: a tie, the oldest. */
+    /* a, b and c one each: every share is taken, the executor waits. */
     snprintf(running[2], sizeof running[2], "c");
-    ck_assert_uint_eq(agent_queue_pick(q, 6, 4, 6, running, 3), 0);
-    /* a twice and c: b's. */
+    ck_assert_uint_eq(agent_queue_pick(q, 6, 4, 6, running, 3), SIZE_MAX);
+    /* a twice and c: b's, under its share. */
     snprintf(running[1], sizeof running[1], "a");
     ck_assert_uint_eq(agent_queue_pick(q, 6, 4, 6, running, 3), 3);
-    /* Only a queued and running: the oldest a. */
+    /* Only a queued, a twice and c running: a's share (2 of 3) is taken,
+     * the third executor stays for c. */
+    ck_assert_uint_eq(agent_queue_pick(q, 6, 4, 3, running, 3), SIZE_MAX);
+    /* a alone, one running: its share is every executor. */
+    running[1][0] = running[2][0] = '\0';
     ck_assert_uint_eq(agent_queue_pick(q, 6, 4, 3, running, 3), 0);
     for (int i = 0; i < 6; i++)
         json_object_put(q[i]);
