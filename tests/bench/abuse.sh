@@ -17,7 +17,9 @@
 #   slow body, anon.   BODY_CONNS connections each sending `POST /v1/sandboxes`
 #                      with Content-Length BODY_BYTES (8 MiB) and the body at
 #                      BODY_RATE bytes a second each, held BODY_HOLD s, no token;
-#   slow body, token   the same with a valid member token of tenant abuse-body;
+#   slow body, token   the same with a valid member token of tenant abuse-body
+#                      and Content-Length BODY_TOKEN_BYTES (900 KiB, under a
+#                      member's max_body_bytes);
 #   tenants            tenant A (abuse-a, policy max_sandboxes A_MAX) floods
 #                      creates and execs (`true` in A_SANDBOXES running
 #                      sandboxes) with FLOOD_CLIENTS concurrent clients for
@@ -43,7 +45,7 @@
 #   BUILD=/path/to/other/build tests/bench/abuse.sh   measures another build
 #   env (defaults): BASE_SECONDS=10 IDLE_CONNS=20000 IDLE_ADDRS=20 IDLE_HOLD=30
 #     SLOW_CONNS=600 SLOW_ADDRS=10 SLOW_INTERVAL=20 SLOW_HOLD=150
-#     BODY_CONNS=2000 BODY_ADDRS=20 BODY_BYTES=8388608 BODY_RATE=16384 BODY_HOLD=30
+#     BODY_CONNS=2000 BODY_ADDRS=20 BODY_BYTES=8388608 BODY_TOKEN_BYTES=921600 BODY_RATE=16384 BODY_HOLD=30
 #     FLOOD_CLIENTS=16 A_SANDBOXES=2 A_MAX=6 B_CREATES=5 FLOOD_SECONDS=60
 #     AFTER_WAIT=5 PROBE_RATE=20 PROBE_TIMEOUT=2 LOG_LEVEL=info
 #     CTL_NOFILE (the controller's `ulimit -n`; default: the shell's soft limit)
@@ -61,6 +63,9 @@ BASE_SECONDS=${BASE_SECONDS:-10}
 IDLE_CONNS=${IDLE_CONNS:-20000} IDLE_ADDRS=${IDLE_ADDRS:-20} IDLE_HOLD=${IDLE_HOLD:-30}
 SLOW_CONNS=${SLOW_CONNS:-600} SLOW_ADDRS=${SLOW_ADDRS:-10} SLOW_INTERVAL=${SLOW_INTERVAL:-20} SLOW_HOLD=${SLOW_HOLD:-150}
 BODY_CONNS=${BODY_CONNS:-2000} BODY_ADDRS=${BODY_ADDRS:-20} BODY_BYTES=${BODY_BYTES:-8388608}
+# A member's bodies are at most max_body_bytes (1 MiB): under it, so the
+# token row is held by the body budget and the minimum rate, not a 413.
+BODY_TOKEN_BYTES=${BODY_TOKEN_BYTES:-921600}
 BODY_RATE=${BODY_RATE:-16384} BODY_HOLD=${BODY_HOLD:-30}
 FLOOD_CLIENTS=${FLOOD_CLIENTS:-16} A_SANDBOXES=${A_SANDBOXES:-2} A_MAX=${A_MAX:-6} B_CREATES=${B_CREATES:-5}
 FLOOD_SECONDS=${FLOOD_SECONDS:-60}
@@ -255,7 +260,7 @@ for r in $ROWS; do
     idle-one) row "idle, one address" idle "$IDLE_CONNS" 1 2 "$IDLE_HOLD" ;;
     slowloris) row slowloris slowloris "$SLOW_CONNS" "$SLOW_ADDRS" 3 "$SLOW_HOLD" interval="$SLOW_INTERVAL" ;;
     body-anon) row "slow body, anonymous" body "$BODY_CONNS" "$BODY_ADDRS" 3 "$BODY_HOLD" bytes="$BODY_BYTES" rate="$BODY_RATE" ;;
-    body-token) row "slow body, token" body "$BODY_CONNS" "$BODY_ADDRS" 3 "$BODY_HOLD" bytes="$BODY_BYTES" rate="$BODY_RATE" token="$tok_body" ;;
+    body-token) row "slow body, token" body "$BODY_CONNS" "$BODY_ADDRS" 3 "$BODY_HOLD" bytes="$BODY_TOKEN_BYTES" rate="$BODY_RATE" token="$tok_body" ;;
     tenants)
       if kill -0 "$BENCH_PID" 2>/dev/null; then tenants_setup; fi
       row tenants tenants 0 0 0 0
