@@ -83,6 +83,27 @@ static rl_bucket_t *rl_bucket_for(ratelimit_t *rl, const char *key, int64_t now_
     return victim;
 }
 
+/* b's micro-requests at now_us, refilled since its stamp. */
+static int64_t rl_tokens_at(const ratelimit_t *rl, const rl_bucket_t *b, int64_t now_us)
+{
+    int64_t cap = rl->burst * RL_UNIT;
+    if (now_us <= b->stamp_us)
+        return b->tokens;
+    int64_t dt = now_us - b->stamp_us;
+    /* A second refills rate requests: rate * RL_UNIT micro-requests. */
+    int64_t add = dt >= (cap / rl->rate) + 1 ? cap : dt * rl->rate;
+    return b->tokens + add > cap ? cap : b->tokens + add;
+}
+
+/* Whole seconds (at least 1) until tokens hold a request. */
+static int rl_wait_seconds(const ratelimit_t *rl, int64_t tokens)
+{
+    /* Micro-requests missing, over rate per microsecond: the wait. */
+    int64_t wait_us = (RL_UNIT - tokens + rl->rate - 1) / rl->rate;
+    int64_t secs = (wait_us + RL_UNIT - 1) / RL_UNIT;
+    return secs < 1 ? 1 : (int)secs;
+}
+
 int ratelimit_take(ratelimit_t *rl, const char *key, int64_t now_us, int *ret_retry_after)
 {
     *ret_retry_after = 0;
@@ -93,26 +114,44 @@ int ratelimit_take(ratelimit_t *rl, const char *key, int64_t now_us, int *ret_re
     pthread_mutex_lock(&rl->mu);
     rl_bucket_t *b = rl_bucket_for(rl, k, now_us);
     b->used = ++rl->clock;
-    int64_t cap = rl->burst * RL_UNIT;
     if (now_us > b->stamp_us) {
-        int64_t dt = now_us - b->stamp_us;
-        /* A second refills rate requests: rate * RL_UNIT micro-requests. */
-        int64_t add = dt >= (cap / rl->rate) + 1 ? cap : dt * rl->rate;
-        b->tokens = b->tokens + add > cap ? cap : b->tokens + add;
+        b->tokens = rl_tokens_at(rl, b, now_us);
         b->stamp_us = now_us;
     }
     int rc = 0;
     if (b->tokens >= RL_UNIT) {
         b->tokens -= RL_UNIT;
     } else {
-        /* Micro-requests missing, over rate per microsecond: the wait. */
-        int64_t wait_us = (RL_UNIT - b->tokens + rl->rate - 1) / rl->rate;
-        int64_t secs = (wait_us + RL_UNIT - 1) / RL_UNIT;
-        *ret_retry_after = secs < 1 ? 1 : (int)secs;
+        *ret_retry_after = rl_wait_seconds(rl, b->tokens);
         rc = SBX_ETOOBIG;
     }
     pthread_mutex_unlock(&rl->mu);
     return rc;
+}
+
+bool ratelimit_empty(ratelimit_t *rl, const char *key, int64_t now_us, int *ret_retry_after)
+{
+    *ret_retry_after = 0;
+    if (!rl || rl->rate == 0 || !key || !key[0])
+        return false;
+    char k[SBX_ID_MAX];
+    snprintf(k, sizeof k, "%s", key);
+    pthread_mutex_lock(&rl->mu);
+    const rl_bucket_t *set = &rl->buckets[rl_set_of(k) * SBX_RATELIMIT_WAYS];
+    bool empty = false;
+    for (int i = 0; i < SBX_RATELIMIT_WAYS; i++) {
+        const rl_bucket_t *b = &set[i];
+        if (!b->key[0] || strcmp(b->key, k) != 0)
+            continue;
+        int64_t tokens = rl_tokens_at(rl, b, now_us);
+        if (tokens < RL_UNIT) {
+            *ret_retry_after = rl_wait_seconds(rl, tokens);
+            empty = true;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&rl->mu);
+    return empty;
 }
 
 int ratelimit_size(ratelimit_t *rl)

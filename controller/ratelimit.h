@@ -5,6 +5,7 @@
 #ifndef SBX_RATELIMIT_H
 #define SBX_RATELIMIT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct ratelimit ratelimit_t;
@@ -23,6 +24,14 @@ void ratelimit_free(ratelimit_t *rl);
  * seconds (at least 1) until it holds a request again. A NULL limiter,
  * a disabled one or an empty key allow everything. Thread-safe. */
 int ratelimit_take(ratelimit_t *rl, const char *key, int64_t now_us, int *ret_retry_after);
+
+/* Whether key's bucket is empty at now_us, without taking from it or
+ * making one (a key without a bucket is not empty), with
+ * *ret_retry_after as ratelimit_take says it. For a refusal before the
+ * request's token is looked up: a bucket only authenticated requests
+ * empty, so guessing a token's id can refuse nothing its owner has not
+ * used up. Thread-safe. */
+bool ratelimit_empty(ratelimit_t *rl, const char *key, int64_t now_us, int *ret_retry_after);
 
 /* How many keys the limiter holds a bucket for now (at most
  * SBX_RATELIMIT_BUCKETS). Thread-safe. */

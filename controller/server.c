@@ -15,6 +15,7 @@
 #include "proxy.h"
 #include "ratelimit.h"
 #include "sbuf.h"
+#include "token.h"
 #include "utf8.h"
 
 #include <errno.h>
@@ -29,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -611,11 +613,21 @@ static bool seg_is(const req_t *rq, int i, const char *s) { return i < rq->nsegs
 
 /* Takes one request from key's bucket of rl; over the rate answers 429
  * rate_limited with Retry-After and returns < 0. */
+#define RATE_REQUEST_WHAT "too many requests with this token (rate_requests_per_second)"
+
+static int rate_refuse(req_t *rq, const char *kind, const char *what, int retry_after);
+
 static int rate_take(req_t *rq, struct ratelimit *rl, const char *key, const char *kind, const char *what)
 {
     int retry_after = 0;
     if (ratelimit_take(rl, key, mono_us(), &retry_after) == 0)
         return 0;
+    return rate_refuse(rq, kind, what, retry_after);
+}
+
+/* Answers 429 rate_limited with Retry-After; returns < 0. */
+static int rate_refuse(req_t *rq, const char *kind, const char *what, int retry_after)
+{
     char ra[16], labels[64];
     snprintf(ra, sizeof ra, "%d", retry_after);
     evhttp_add_header(evhttp_request_get_output_headers(rq->ev), "Retry-After", ra);
@@ -630,8 +642,27 @@ static int rate_check_request(req_t *rq)
 {
     if (rq->auth.role == ROLE_WORKER)
         return 0;
-    return rate_take(rq, rq->ctl->rl_requests, rq->auth.token_id, "request",
-                     "too many requests with this token (rate_requests_per_second)");
+    return rate_take(rq, rq->ctl->rl_requests, rq->auth.token_id, "request", RATE_REQUEST_WHAT);
+}
+
+/* Before the token is looked up: when the bucket of the token id the
+ * request names is empty, 429 at once, without the database (a flood of a
+ * token's requests past its rate costs no lookups). Only authenticated
+ * requests take from a bucket, so naming someone else's token id refuses
+ * nothing its owner has not used up already. */
+static int rate_precheck_request(req_t *rq)
+{
+    const char *h = http_header(rq, "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+        return 0;
+    const char *token = h + 7;
+    while (*token == ' ')
+        token++;
+    char id[SBX_ID_MAX];
+    int retry_after = 0;
+    if (token_parse_id(token, id) < 0 || !ratelimit_empty(rq->ctl->rl_requests, id, mono_us(), &retry_after))
+        return 0;
+    return rate_refuse(rq, "request", RATE_REQUEST_WHAT, retry_after);
 }
 
 /* The tenant's operation rate, for rows that start an operation; an admin
@@ -666,6 +697,8 @@ static void route(req_t *rq)
         return;
     }
     if (!(path && path->role == RR_NONE)) {
+        if (rate_precheck_request(rq) < 0)
+            return;
         if (auth_request(rq) < 0)
             return;
         request_scope_enter(rq);

@@ -168,6 +168,29 @@ START_TEST(test_threads_share_the_bucket)
 }
 END_TEST
 
+START_TEST(test_empty_looks_without_taking_or_making_a_bucket)
+{
+    ratelimit_t *rl = limiter(2, 3);
+    int ra = -1;
+    /* A key without a bucket is not empty, and looking makes none. */
+    ck_assert(!ratelimit_empty(rl, "tok_x", 1000 * SEC, &ra));
+    ck_assert_int_eq(ratelimit_size(rl), 0);
+    for (int i = 0; i < 3; i++) {
+        ck_assert(!ratelimit_empty(rl, "tok_a", 1000 * SEC, &ra));
+        ck_assert_int_eq(ratelimit_take(rl, "tok_a", 1000 * SEC, &ra), 0);
+    }
+    /* Used up: empty, with the wait; looking again takes nothing. */
+    ck_assert(ratelimit_empty(rl, "tok_a", 1000 * SEC, &ra));
+    ck_assert_int_eq(ra, 1);
+    ck_assert(ratelimit_empty(rl, "tok_a", 1000 * SEC, &ra));
+    /* Half a second refills one (rate 2): not empty, and take gets it. */
+    ck_assert(!ratelimit_empty(rl, "tok_a", 1000 * SEC + SEC / 2, &ra));
+    ck_assert_int_eq(ratelimit_take(rl, "tok_a", 1000 * SEC + SEC / 2, &ra), 0);
+    ck_assert(ratelimit_empty(rl, "tok_a", 1000 * SEC + SEC / 2, &ra));
+    ratelimit_free(rl);
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("ratelimit");
@@ -180,6 +203,7 @@ Suite *unit_suite(void)
         test_flood_of_keys_stays_bounded_and_keeps_a_busy_key,
         test_long_keys_share_one_bucket,
         test_threads_share_the_bucket,
+        test_empty_looks_without_taking_or_making_a_bucket,
     ));
     return s;
 }
