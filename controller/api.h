@@ -11,6 +11,11 @@
 /* Authenticates the bearer token into rq->auth. On failure it has replied
  * 401 (or 503 when the database is unreachable) and returns < 0. */
 int auth_request(req_t *rq);
+/* The token of an Authorization header value "Bearer TOKEN", or NULL. */
+const char *auth_bearer(const char *header);
+/* Looks token up and checks its secret: 0 with *ret filled, SBX_EAUTH
+ * (malformed, unknown, revoked, expired or a wrong secret), SBX_EDB. */
+int auth_token_check(PGconn *db, const char *token, auth_info_t *ret);
 
 /* The tenant scope of the caller: NULL for an admin, its tenant id otherwise. */
 const char *auth_scope(const req_t *rq);

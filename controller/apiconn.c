@@ -14,6 +14,7 @@
  * removes the record under that lock before evhttp closes the socket, so
  * the descriptor shut is always the connection's own. */
 #include "apiconn.h"
+#include "api.h"
 #include "conncap.h"
 #include "db.h"
 #include "http_errpage.h"
@@ -308,14 +309,8 @@ static bool method_has_body(const char *m)
 static bool token_good(apiconn_thread_t *at, const httphead_t *h, bool *ret_unavail, role_t *ret_role)
 {
     *ret_unavail = false;
-    const char *a = httphead_get(h, "Authorization");
-    if (!a || strncasecmp(a, "Bearer ", 7) != 0)
-        return false;
-    const char *token = a + 7;
-    while (*token == ' ')
-        token++;
-    char id[SBX_ID_MAX], hash[72];
-    if (token_parse_id(token, id) < 0)
+    const char *token = auth_bearer(httphead_get(h, "Authorization"));
+    if (!token)
         return false;
     if (db_ensure(at->db, at->ctl->conninfo) < 0) {
         *ret_unavail = true;
@@ -323,11 +318,10 @@ static bool token_good(apiconn_thread_t *at, const httphead_t *h, bool *ret_unav
     }
     auth_info_t auth;
     memset(&auth, 0, sizeof auth);
-    int rc = store_token_find(*at->db, id, hash, &auth);
-    if (rc == SBX_EDB)
-        *ret_unavail = true;
+    int rc = auth_token_check(*at->db, token, &auth);
+    *ret_unavail = rc == SBX_EDB;
     *ret_role = auth.role;
-    return rc == 0 && token_verify(token, hash);
+    return rc == 0;
 }
 
 static int header_count(const httphead_t *h, const char *name)

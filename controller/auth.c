@@ -7,28 +7,46 @@
 #include <string.h>
 #include <strings.h>
 
+const char *auth_bearer(const char *header)
+{
+    if (!header || strncasecmp(header, "Bearer ", 7) != 0)
+        return NULL;
+    const char *token = header + 7;
+    while (*token == ' ')
+        token++;
+    return token;
+}
+
+int auth_token_check(PGconn *db, const char *token, auth_info_t *ret)
+{
+    char id[SBX_ID_MAX], hash[72];
+    if (token_parse_id(token, id) < 0)
+        return SBX_EAUTH;
+    int rc = store_token_find(db, id, hash, ret);
+    if (rc == SBX_EDB)
+        return rc;
+    /* Unknown, revoked, expired or wrong secret: one answer for all. */
+    return rc < 0 || !token_verify(token, hash) ? SBX_EAUTH : 0;
+}
+
 int auth_request(req_t *rq)
 {
-    const char *h = http_header(rq, "Authorization");
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0) {
+    const char *token = auth_bearer(http_header(rq, "Authorization"));
+    if (!token) {
         http_reply_error(rq, API_UNAUTHORIZED, "missing bearer token (Authorization: Bearer TOKEN)");
         return SBX_EAUTH;
     }
-    const char *token = h + 7;
-    while (*token == ' ')
-        token++;
-    char id[SBX_ID_MAX], hash[72];
+    char id[SBX_ID_MAX];
     if (token_parse_id(token, id) < 0) {
         http_reply_error(rq, API_UNAUTHORIZED, "invalid token");
         return SBX_EAUTH;
     }
-    int rc = store_token_find(rq->db, id, hash, &rq->auth);
+    int rc = auth_token_check(rq->db, token, &rq->auth);
     if (rc == SBX_EDB) {
         http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
         return rc;
     }
-    if (rc < 0 || !token_verify(token, hash)) {
-        /* Unknown, revoked, expired or wrong secret: one answer for all. */
+    if (rc < 0) {
         http_reply_error(rq, API_UNAUTHORIZED, "invalid, revoked or expired token");
         return SBX_EAUTH;
     }

@@ -652,15 +652,10 @@ static int rate_check_request(req_t *rq)
  * nothing its owner has not used up already. */
 static int rate_precheck_request(req_t *rq)
 {
-    const char *h = http_header(rq, "Authorization");
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0)
-        return 0;
-    const char *token = h + 7;
-    while (*token == ' ')
-        token++;
+    const char *token = auth_bearer(http_header(rq, "Authorization"));
     char id[SBX_ID_MAX];
     int retry_after = 0;
-    if (token_parse_id(token, id) < 0 || !ratelimit_empty(rq->ctl->rl_requests, id, mono_us(), &retry_after))
+    if (!token || token_parse_id(token, id) < 0 || !ratelimit_empty(rq->ctl->rl_requests, id, mono_us(), &retry_after))
         return 0;
     return rate_refuse(rq, "request", RATE_REQUEST_WHAT, retry_after);
 }
