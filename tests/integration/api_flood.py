@@ -33,17 +33,22 @@ def post_head(clen, token=None):
             b"\r\nContent-Type: application/json\r\nContent-Length: " + str(clen).encode() + b"\r\n\r\n")
 
 
+def read_head(s, buf=b""):
+    """Reads until the end of an answer's head (or EOF): the bytes so far."""
+    while b"\r\n\r\n" not in buf:
+        b = s.recv(65536)
+        if not b:
+            break
+        buf += b
+    return buf
+
+
 def read_answer(s, limit=10.0):
     """Reads one answer (head + Content-Length body); returns (status, body, secs)."""
     t0 = time.monotonic()
-    buf = LEFT.pop(s.fileno(), b"")
     s.settimeout(limit)
     try:
-        while b"\r\n\r\n" not in buf:
-            b = s.recv(65536)
-            if not b:
-                break
-            buf += b
+        buf = read_head(s, LEFT.pop(s.fileno(), b""))
         head, _, body = buf.partition(b"\r\n\r\n")
         clen = 0
         for line in head.split(b"\r\n")[1:]:
@@ -216,11 +221,7 @@ def cmd_budget():
     s.settimeout(10)
     raw = b""
     try:
-        while b"\r\n\r\n" not in raw:
-            b = s.recv(65536)
-            if not b:
-                break
-            raw += b
+        raw = read_head(s)
     except OSError:
         pass
     head = raw.partition(b"\r\n\r\n")[0].decode(errors="replace")

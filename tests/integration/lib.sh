@@ -615,3 +615,25 @@ PY
   [ "$ours" -le 6 ] || fail "$ours '$what: accept failed' lines in 3 s (at most one a second)"
   [ "$n" -le 20 ] || fail "$n 'too many open files' lines in 3 s"
 }
+
+# itest_own_controller TAG NOFILE ENV...: a controller of the test's own on
+# the run's database (two HTTP threads, `ulimit -n NOFILE`, settings as
+# ENV=VALUE), stopped with the test; sets CTL_PORT, CTL_RPORT (its route
+# listener), CTL_URL, CTL_LOG and CTL_PID.
+itest_own_controller() {
+  local tag=$1 nofile=$2
+  shift 2
+  CTL_PORT=$(itest_free_port)
+  CTL_RPORT=$(itest_free_port)
+  CTL_LOG="$ITEST_TMP/ctl-$(basename "$0" .sh)-$tag.log"
+  (
+    ulimit -n "$nofile"
+    exec env SANDBOX_HTTP_THREADS=2 "$@" "$SANDBOXD" controller --database-url "$DATABASE_URL" \
+      --listen "127.0.0.1:$CTL_PORT" --route-listen "127.0.0.1:$CTL_RPORT"
+  ) >>"$CTL_LOG" 2>&1 </dev/null &
+  CTL_PID=$!
+  itest_track_pid "$CTL_PID"
+  itest_watch_log "$CTL_LOG"
+  CTL_URL="http://127.0.0.1:$CTL_PORT"
+  itest_wait_healthz "$CTL_URL" "$CTL_PID" "controller $tag" "$CTL_LOG" || fail "controller $tag did not start"
+}

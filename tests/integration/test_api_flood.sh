@@ -18,26 +18,6 @@ itest_as_admin "$tenant"
 member=$(itest_token "$tenant" member)
 drive="$(dirname "$0")/api_flood.py"
 
-# start_ctl TAG NOFILE ENV...: a controller of the test's own; sets CTL_URL,
-# CTL_PORT, CTL_LOG and CTL_PID.
-start_ctl() {
-  local tag=$1 nofile=$2 rport
-  shift 2
-  CTL_PORT=$(itest_free_port)
-  rport=$(itest_free_port)
-  CTL_LOG="$ITEST_TMP/apiflood-$tag.log"
-  (
-    ulimit -n "$nofile"
-    exec env SANDBOX_HTTP_THREADS=2 "$@" "$SANDBOXD" controller --database-url "$DATABASE_URL" \
-      --listen "127.0.0.1:$CTL_PORT" --route-listen "127.0.0.1:$rport"
-  ) >>"$CTL_LOG" 2>&1 </dev/null &
-  CTL_PID=$!
-  itest_track_pid "$CTL_PID"
-  itest_watch_log "$CTL_LOG"
-  CTL_URL="http://127.0.0.1:$CTL_PORT"
-  itest_wait_healthz "$CTL_URL" "$CTL_PID" "controller $tag" "$CTL_LOG" || fail "controller $tag did not start"
-}
-
 # field OUT KEY N: the Nth word after KEY on the line starting with KEY.
 field() { printf '%s\n' "$1" | awk -v k="$2" -v n="$3" '$1 == k { print $(n + 1); exit }'; }
 # probe OUT SRC: the /healthz status from SRC, asserted 200 within 2 s.
@@ -50,7 +30,7 @@ probe_ok() {
 }
 
 # ---- caps: idle sockets make room, one address cannot hold the listener
-start_ctl caps 20000 SANDBOX_API_MAX_CONNECTIONS=48 SANDBOX_API_MAX_CONNECTIONS_PER_ADDRESS=12
+itest_own_controller caps 20000 SANDBOX_API_MAX_CONNECTIONS=48 SANDBOX_API_MAX_CONNECTIONS_PER_ADDRESS=12
 out=$(python3 "$drive" idle "$CTL_PORT" - 127.0.0.2:200 127.0.0.3:10 127.0.0.4:10 127.0.0.5:10 127.0.0.6:10 \
   127.0.0.7:10 127.0.0.8:10)
 itest_log "caps 48 / 12 per address: $(printf '%s' "$out" | tr '\n' ';')"
@@ -69,7 +49,7 @@ lines=$(grep -c 'API listener: api_max_connections' "$CTL_LOG" || true)
 itest_stop_pid "$CTL_PID" "controller caps" 30 || fail "controller caps did not stop cleanly"
 
 # ---- deadlines: a slow head gets 408, silent and idle connections close
-start_ctl deadlines 20000 SANDBOX_API_HEAD_TIMEOUT_SECONDS=2 SANDBOX_API_IDLE_TIMEOUT_SECONDS=3 \
+itest_own_controller deadlines 20000 SANDBOX_API_HEAD_TIMEOUT_SECONDS=2 SANDBOX_API_IDLE_TIMEOUT_SECONDS=3 \
   SANDBOX_API_BODY_BUDGET_MIB=2 SANDBOX_API_BODY_MIN_BYTES_PER_SECOND=100000
 out=$(python3 "$drive" slowloris "$CTL_PORT")
 itest_log "slowloris: $out"
@@ -119,7 +99,7 @@ SANDBOX_URL=$CTL_URL assert_exit 0 sandbox --token "$member" list
 itest_stop_pid "$CTL_PID" "controller deadlines" 30 || fail "controller deadlines did not stop cleanly"
 
 # ---- accept() failing: EMFILE pauses the listener, logged at most once a second
-start_ctl nofile 256
+itest_own_controller nofile 256
 assert_contains "$(cat "$CTL_LOG")" "API listener: serving at most 42 connections" "the cap fits RLIMIT_NOFILE"
 itest_emfile_backoff "$CTL_PID" "$CTL_PORT" "$CTL_LOG" "API listener"
 assert_eq 200 "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$CTL_URL/healthz")" "/healthz afterwards"

@@ -29,27 +29,6 @@ assert_http 202 "" "share port 8080 with a token"
 name=$(itest_json "$HTTP_BODY" route.name)
 secret=$(itest_json "$HTTP_BODY" access_token)
 
-# start_ctl VAR [ulimit -n] ENV...: a controller of the test's own; sets
-# CTL_URL, CTL_RPORT, CTL_LOG and CTL_PID.
-start_ctl() {
-  local tag=$1 nofile=$2 port rport
-  shift 2
-  port=$(itest_free_port)
-  rport=$(itest_free_port)
-  CTL_LOG="$ITEST_TMP/flood-$tag.log"
-  (
-    ulimit -n "$nofile"
-    exec env SANDBOX_HTTP_THREADS=2 "$@" "$SANDBOXD" controller --database-url "$DATABASE_URL" \
-      --listen "127.0.0.1:$port" --route-listen "127.0.0.1:$rport"
-  ) >>"$CTL_LOG" 2>&1 </dev/null &
-  CTL_PID=$!
-  itest_track_pid "$CTL_PID"
-  itest_watch_log "$CTL_LOG"
-  CTL_URL="http://127.0.0.1:$port"
-  CTL_RPORT=$rport
-  itest_wait_healthz "$CTL_URL" "$CTL_PID" "controller $tag" "$CTL_LOG" || fail "controller $tag did not start"
-}
-
 # flood PORT IDLE_FROM IDLE_COUNT CHECK_FROM...: opens IDLE_COUNT sockets
 # from address IDLE_FROM that send nothing, then one routed request with the
 # token from each CHECK_FROM address (while the idle ones are held); prints
@@ -122,7 +101,7 @@ check_served() {
 }
 
 # ---- the listener's cap: idle sockets make room
-start_ctl cap 20000 SANDBOX_ROUTE_MAX_CONNECTIONS=32 SANDBOX_ROUTE_MAX_CONNECTIONS_PER_ADDRESS=0
+itest_own_controller cap 20000 SANDBOX_ROUTE_MAX_CONNECTIONS=32 SANDBOX_ROUTE_MAX_CONNECTIONS_PER_ADDRESS=0
 out=$(flood "$CTL_RPORT" 127.0.0.1 48 127.0.0.1 127.0.0.1 127.0.0.1)
 itest_log "cap 32, 48 idle: $(printf '%s' "$out" | tr '\n' ';')"
 check_served "$out" 127.0.0.1 "route_max_connections 32 held by 48 idle sockets"
@@ -134,7 +113,7 @@ assert_contains "$(curl -s --max-time 5 "$CTL_URL/metrics")" 'sandbox_route_conn
 itest_stop_pid "$CTL_PID" "controller cap" 30 || fail "controller cap did not stop cleanly"
 
 # ---- one address cannot hold the listener
-start_ctl addr 20000 SANDBOX_ROUTE_MAX_CONNECTIONS=32 SANDBOX_ROUTE_MAX_CONNECTIONS_PER_ADDRESS=8
+itest_own_controller addr 20000 SANDBOX_ROUTE_MAX_CONNECTIONS=32 SANDBOX_ROUTE_MAX_CONNECTIONS_PER_ADDRESS=8
 out=$(flood "$CTL_RPORT" 127.0.0.1 48 127.0.0.2 127.0.0.1)
 itest_log "cap 32, 8 per address, 48 idle from 127.0.0.1: $(printf '%s' "$out" | tr '\n' ';')"
 check_served "$out" 127.0.0.2 "another address while 127.0.0.1 floods"
@@ -144,7 +123,7 @@ idle_open=$(printf '%s\n' "$out" | sed -n 's/^idle-open //p')
 itest_stop_pid "$CTL_PID" "controller addr" 30 || fail "controller addr did not stop cleanly"
 
 # ---- file descriptors: ulimit -n 256, 400 idle sockets
-start_ctl nofile 256 SANDBOX_ROUTE_MAX_CONNECTIONS_PER_ADDRESS=0
+itest_own_controller nofile 256 SANDBOX_ROUTE_MAX_CONNECTIONS_PER_ADDRESS=0
 assert_contains "$(cat "$CTL_LOG")" "route listener: serving at most 64 connections" "the cap fits RLIMIT_NOFILE"
 log0=$(itest_file_size "$CTL_LOG")
 python3 - "$CTL_RPORT" "$CTL_URL" >"$ITEST_TMP/flood-nofile.out" <<'PY' &
