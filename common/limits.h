@@ -122,6 +122,12 @@
  * a set of SBX_RATELIMIT_WAYS makes room), so distinct keys cannot grow it. */
 #define SBX_RATELIMIT_BUCKETS         4096
 #define SBX_RATELIMIT_WAYS            8
+/* A 429 for a client that came back inside the Retry-After it was given
+ * is held at most this long before it is sent (ratelimit_hold), and each
+ * HTTP thread holds at most SBX_MAX_HELD_REFUSALS_PER_THREAD at once
+ * (past that they are sent at once). */
+#define SBX_RATE_HOLD_MAX_US          INT64_C(1000000)
+#define SBX_MAX_HELD_REFUSALS_PER_THREAD 1024
 
 /* The route listener under a flood (controller/proxy_caps.c): file
  * descriptors kept for everything else (the API listener, PostgreSQL,

@@ -21,6 +21,7 @@ typedef struct rl_bucket {
     int64_t tokens;         /* micro-requests held */
     int64_t stamp_us;       /* last refill */
     uint64_t used;          /* last use, for LRU within the set */
+    int64_t told_us;        /* the last refusal's Retry-After ends here */
 } rl_bucket_t;
 
 struct ratelimit {
@@ -80,6 +81,7 @@ static rl_bucket_t *rl_bucket_for(ratelimit_t *rl, const char *key, int64_t now_
     snprintf(victim->key, sizeof victim->key, "%s", key);
     victim->tokens = rl->burst * RL_UNIT;
     victim->stamp_us = now_us;
+    victim->told_us = 0;
     return victim;
 }
 
@@ -152,6 +154,29 @@ bool ratelimit_empty(ratelimit_t *rl, const char *key, int64_t now_us, int *ret_
     }
     pthread_mutex_unlock(&rl->mu);
     return empty;
+}
+
+int64_t ratelimit_hold(ratelimit_t *rl, const char *key, int64_t now_us, int retry_after)
+{
+    if (!rl || rl->rate == 0 || !key || !key[0] || retry_after < 1)
+        return 0;
+    char k[SBX_ID_MAX];
+    snprintf(k, sizeof k, "%s", key);
+    pthread_mutex_lock(&rl->mu);
+    rl_bucket_t *set = &rl->buckets[rl_set_of(k) * SBX_RATELIMIT_WAYS];
+    int64_t hold = 0;
+    for (int i = 0; i < SBX_RATELIMIT_WAYS; i++) {
+        rl_bucket_t *b = &set[i];
+        if (!b->key[0] || strcmp(b->key, k) != 0)
+            continue;
+        if (now_us < b->told_us)
+            hold = b->told_us - now_us > SBX_RATE_HOLD_MAX_US ? SBX_RATE_HOLD_MAX_US : b->told_us - now_us;
+        else
+            b->told_us = now_us + (int64_t)retry_after * RL_UNIT;
+        break;
+    }
+    pthread_mutex_unlock(&rl->mu);
+    return hold;
 }
 
 int ratelimit_size(ratelimit_t *rl)

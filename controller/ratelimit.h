@@ -33,6 +33,16 @@ int ratelimit_take(ratelimit_t *rl, const char *key, int64_t now_us, int *ret_re
  * used up. Thread-safe. */
 bool ratelimit_empty(ratelimit_t *rl, const char *key, int64_t now_us, int *ret_retry_after);
 
+/* A refusal of key at now_us, told to come back in retry_after seconds:
+ * returns 0 when key's last refusal had told it to come back by now (or
+ * it has none, or no bucket), and records this one's Retry-After; else
+ * the microseconds (at most SBX_RATE_HOLD_MAX_US) until the last one's
+ * ends, which this refusal is held for. So a client that keeps coming
+ * inside its Retry-After gets its answers no faster than it was told to
+ * come, and one that waits as told is never held. Never makes a bucket.
+ * Thread-safe. */
+int64_t ratelimit_hold(ratelimit_t *rl, const char *key, int64_t now_us, int retry_after);
+
 /* How many keys the limiter holds a bucket for now (at most
  * SBX_RATELIMIT_BUCKETS). Thread-safe. */
 int ratelimit_size(ratelimit_t *rl);

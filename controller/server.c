@@ -48,7 +48,8 @@ struct http_thread {
     struct event *stop_ev;
     struct event *recheck_ev;   /* timer: parked event reads look again (events held back) */
     req_t *parked;              /* doubly linked list */
-    int nparked;
+    int nparked;                /* in it, but for PARK_REFUSAL */
+    int nheld;                  /* PARK_REFUSAL in it */
     pthread_t tid;
     bool started;
 };
@@ -193,7 +194,9 @@ static void park_unlink(req_t *rq)
     if (rq->park_next)
         rq->park_next->park_prev = rq->park_prev;
     rq->park_prev = rq->park_next = NULL;
-    if (rq->park_kind)
+    if (rq->park_kind == PARK_REFUSAL)
+        th->nheld--;
+    else if (rq->park_kind)
         th->nparked--;
     rq->park_kind = 0;
     if (rq->park_timer) {
@@ -414,6 +417,8 @@ static void park_resume_scoped(req_t *rq, bool final)
         api_poll_resume(rq, final);
     else if (rq->park_kind == PARK_EVENTS)
         api_events_resume(rq, final);
+    else if (rq->park_kind == PARK_REFUSAL)
+        http_reply_error(rq, API_RATE_LIMITED, "%s; retry after %d s", rq->refusal_what, rq->refusal_retry_after);
 }
 
 static void park_timeout_cb(evutil_socket_t fd, short what, void *arg)
@@ -421,7 +426,7 @@ static void park_timeout_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     req_t *rq = arg;
-    if (db_ensure(&rq->th->db, rq->ctl->conninfo) < 0) {
+    if (rq->park_kind != PARK_REFUSAL && db_ensure(&rq->th->db, rq->ctl->conninfo) < 0) {
         http_reply_error(rq, API_UNAVAILABLE, "database unavailable");
         return;
     }
@@ -449,23 +454,40 @@ static void park_peek_cb(evutil_socket_t fd, short what, void *arg)
     park_resume(rq, true);
 }
 
-void http_park(req_t *rq, park_kind_t kind, const char *id, int wait_seconds)
+/* Puts rq on its thread's parked list, answered by park_resume when woken
+ * or after tv. Returns < 0 (rq untouched) without a timer. */
+static int park_link(req_t *rq, park_kind_t kind, const struct timeval *tv)
 {
     http_thread_t *th = rq->th;
-    if (th->nparked >= SBX_MAX_PARKED_PER_THREAD || rq->ctl->stopping) {
-        http_reply_error(rq, API_UNAVAILABLE, "too many waiting requests; retry shortly");
-        return;
-    }
-    rq->park_kind = kind;
-    snprintf(rq->park_id, sizeof rq->park_id, "%s", id);
     rq->park_timer = evtimer_new(th->base, park_timeout_cb, rq);
-    struct timeval tv = { wait_seconds, 0 };
-    evtimer_add(rq->park_timer, &tv);
+    if (!rq->park_timer)
+        return SBX_ENOMEM;
+    evtimer_add(rq->park_timer, tv);
+    rq->park_kind = kind;
     rq->park_next = th->parked;
     if (th->parked)
         th->parked->park_prev = rq;
     th->parked = rq;
-    th->nparked++;
+    if (kind == PARK_REFUSAL)
+        th->nheld++;
+    else
+        th->nparked++;
+    return 0;
+}
+
+void http_park(req_t *rq, park_kind_t kind, const char *id, int wait_seconds)
+{
+    http_thread_t *th = rq->th;
+    struct timeval tv = { wait_seconds, 0 };
+    if (th->nparked >= SBX_MAX_PARKED_PER_THREAD || rq->ctl->stopping) {
+        http_reply_error(rq, API_UNAVAILABLE, "too many waiting requests; retry shortly");
+        return;
+    }
+    snprintf(rq->park_id, sizeof rq->park_id, "%s", id);
+    if (park_link(rq, kind, &tv) < 0) {
+        http_reply_error(rq, API_UNAVAILABLE, "out of memory");
+        return;
+    }
     struct evhttp_connection *evcon = evhttp_request_get_connection(rq->ev);
     struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
     evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
@@ -514,7 +536,7 @@ static void recheck_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     http_thread_t *th = arg;
-    if (!th->parked || db_ensure(&th->db, th->ctl->conninfo) < 0)
+    if (!th->nparked || db_ensure(&th->db, th->ctl->conninfo) < 0)
         return;
     req_t **list = calloc((size_t)th->nparked, sizeof *list);
     if (list)
@@ -528,7 +550,7 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     http_thread_t *th = arg;
-    if (!th->parked)
+    if (!th->nparked)
         return;
     if (db_ensure(&th->db, th->ctl->conninfo) < 0)
         return; /* the timers still answer them */
@@ -576,7 +598,7 @@ static void stop_cb(evutil_socket_t fd, short what, void *arg)
     /* Answer everything parked with its current state, then leave. */
     while (th->parked) {
         req_t *rq = th->parked;
-        if (db_ensure(&th->db, th->ctl->conninfo) < 0) {
+        if (rq->park_kind != PARK_REFUSAL && db_ensure(&th->db, th->ctl->conninfo) < 0) {
             http_reply_error(rq, API_UNAVAILABLE, "the controller is stopping");
             continue;
         }
@@ -614,23 +636,38 @@ static bool seg_is(const req_t *rq, int i, const char *s) { return i < rq->nsegs
  * rate_limited with Retry-After and returns < 0. */
 #define RATE_REQUEST_WHAT "too many requests with this token (rate_requests_per_second)"
 
-static int rate_refuse(req_t *rq, const char *kind, const char *what, int retry_after);
+static int rate_refuse(req_t *rq, struct ratelimit *rl, const char *key, const char *kind, const char *what,
+                       int retry_after);
 
 static int rate_take(req_t *rq, struct ratelimit *rl, const char *key, const char *kind, const char *what)
 {
     int retry_after = 0;
     if (ratelimit_take(rl, key, mono_us(), &retry_after) == 0)
         return 0;
-    return rate_refuse(rq, kind, what, retry_after);
+    return rate_refuse(rq, rl, key, kind, what, retry_after);
 }
 
-/* Answers 429 rate_limited with Retry-After; returns < 0. */
-static int rate_refuse(req_t *rq, const char *kind, const char *what, int retry_after)
+/* Answers 429 rate_limited with Retry-After; returns < 0. A client back
+ * inside the Retry-After its key's last 429 gave gets this one only when
+ * that ends (ratelimit_hold; at most SBX_RATE_HOLD_MAX_US): a client that
+ * ignores Retry-After and asks again at once cannot make the controller
+ * answer it faster than it was told to come, and one that waits as told
+ * is never held. Past SBX_MAX_HELD_REFUSALS_PER_THREAD it is sent at once. */
+static int rate_refuse(req_t *rq, struct ratelimit *rl, const char *key, const char *kind, const char *what,
+                       int retry_after)
 {
     char ra[16], labels[64];
     snprintf(ra, sizeof ra, "%d", retry_after);
     evhttp_add_header(evhttp_request_get_output_headers(rq->ev), "Retry-After", ra);
     metrics_add(m_rate_limited, metrics_labels(labels, sizeof labels, "kind", kind, NULL), 1);
+    int64_t hold = ratelimit_hold(rl, key, mono_us(), retry_after);
+    if (hold > 0 && rq->th->nheld < SBX_MAX_HELD_REFUSALS_PER_THREAD && !rq->ctl->stopping) {
+        rq->refusal_what = what;
+        rq->refusal_retry_after = retry_after;
+        struct timeval tv = { (time_t)(hold / 1000000), (suseconds_t)(hold % 1000000) };
+        if (park_link(rq, PARK_REFUSAL, &tv) == 0)
+            return SBX_ETOOBIG;
+    }
     http_reply_error(rq, API_RATE_LIMITED, "%s; retry after %d s", what, retry_after);
     return SBX_ETOOBIG;
 }
@@ -656,7 +693,7 @@ static int rate_precheck_request(req_t *rq)
     int retry_after = 0;
     if (!token || token_parse_id(token, id) < 0 || !ratelimit_empty(rq->ctl->rl_requests, id, mono_us(), &retry_after))
         return 0;
-    return rate_refuse(rq, "request", RATE_REQUEST_WHAT, retry_after);
+    return rate_refuse(rq, rq->ctl->rl_requests, id, "request", RATE_REQUEST_WHAT, retry_after);
 }
 
 /* The tenant's operation rate, for rows that start an operation; an admin

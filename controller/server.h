@@ -15,7 +15,9 @@
 #include "errors.h"
 #include "store.h"
 
-typedef enum { PARK_OPERATION = 1, PARK_POLL, PARK_EVENTS } park_kind_t;
+/* PARK_REFUSAL: a 429 held back (server.c rate_refuse), not counted
+ * among the parked requests a thread can take. */
+typedef enum { PARK_OPERATION = 1, PARK_POLL, PARK_EVENTS, PARK_REFUSAL } park_kind_t;
 
 /* One request being handled. Owned by the server; handlers reply exactly
  * once (http_reply_*) or park it. */
@@ -40,6 +42,8 @@ typedef struct req {
     int poll_max;               /* PARK_POLL: assignments the worker has room for */
     int64_t park_cursor;        /* PARK_EVENTS: looked through up to here; woken when the horizon passes it */
     int64_t wake_horizon, wake_newest; /* PARK_EVENTS: the horizon the wake just read (0: read it again) */
+    const char *refusal_what;   /* PARK_REFUSAL: the 429's message (a static string) */
+    int refusal_retry_after;    /* PARK_REFUSAL: its Retry-After */
     bool conn_gone;             /* the client closed the connection */
     char request_id[SBX_REQUEST_ID_MAX + 1]; /* the client's X-Request-Id, or ours */
     int64_t t0_us;              /* monotonic start, for the access log and latency */

@@ -191,6 +191,35 @@ START_TEST(test_empty_looks_without_taking_or_making_a_bucket)
 }
 END_TEST
 
+START_TEST(test_hold_only_clients_back_inside_their_retry_after)
+{
+    ratelimit_t *rl = limiter(1, 1);
+    int ra = -1;
+    /* No bucket: nothing held, and none made. */
+    ck_assert_int_eq(ratelimit_hold(rl, "tok_x", 10 * SEC, 1), 0);
+    ck_assert_int_eq(ratelimit_size(rl), 0);
+    ck_assert_int_eq(ratelimit_take(rl, "k", 10 * SEC, &ra), 0);
+    ck_assert_int_eq(ratelimit_take(rl, "k", 10 * SEC, &ra), SBX_ETOOBIG);
+    /* The first refusal is sent at once and tells the client 1 s. */
+    ck_assert_int_eq(ratelimit_hold(rl, "k", 10 * SEC, ra), 0);
+    /* Back after 0.3 s: held for the 0.7 s left of what it was told. */
+    ck_assert_int_eq(ratelimit_hold(rl, "k", 10 * SEC + 300000, 1), 700000);
+    ck_assert_int_eq(ratelimit_hold(rl, "k", 10 * SEC + 999999, 1), 1);
+    /* Back when told: at once again, and that refusal tells 1 s more. */
+    ck_assert_int_eq(ratelimit_hold(rl, "k", 11 * SEC, 1), 0);
+    ck_assert_int_eq(ratelimit_hold(rl, "k", 11 * SEC + 500000, 1), 500000);
+    /* A long Retry-After holds at most SBX_RATE_HOLD_MAX_US. */
+    ck_assert_int_eq(ratelimit_hold(rl, "k", 20 * SEC, 30), 0);
+    ck_assert_int_eq(ratelimit_hold(rl, "k", 20 * SEC + 1, 30), SBX_RATE_HOLD_MAX_US);
+    /* A disabled limiter holds nothing. */
+    ratelimit_t *off = limiter(0, 0);
+    ck_assert_int_eq(ratelimit_hold(off, "k", 0, 1), 0);
+    ck_assert_int_eq(ratelimit_hold(off, "k", 1, 1), 0);
+    ratelimit_free(off);
+    ratelimit_free(rl);
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("ratelimit");
@@ -204,6 +233,7 @@ Suite *unit_suite(void)
         test_long_keys_share_one_bucket,
         test_threads_share_the_bucket,
         test_empty_looks_without_taking_or_making_a_bucket,
+        test_hold_only_clients_back_inside_their_retry_after,
     ));
     return s;
 }
