@@ -138,7 +138,7 @@ done
 tok_a3=$(mktok itest-rate-a member)
 hold="$ITEST_TMP/rate-hold-$$.py"
 cat >"$hold" <<'PY'
-import http.client, json, sys, time
+import http.client, json, socket, sys, time
 port, tok = int(sys.argv[1]), sys.argv[2]
 def call():
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
@@ -155,6 +155,17 @@ res["first"] = call()          # refused at once, told to come back in 1 s
 res["again"] = call()          # back at once: held until that second ends
 time.sleep(int(res["again"]["retry_after"] or 1))
 res["waited"] = call()         # back when told: answered, not held
+# used up again, then clients that hang up while their 429 is held
+while call()["status"] == 200:
+    pass
+for _ in range(20):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(f"GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {tok}\r\n\r\n".encode())
+    s.close()
+time.sleep(1.5)
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+c.request("GET", "/healthz")
+res["healthz_after_hangups"] = c.getresponse().status
 print(json.dumps(res))
 PY
 h=$("$py" "$hold" "$cport" "$tok_a3")
@@ -169,6 +180,8 @@ assert_match "$(itest_json "$h" again.retry_after)" '^[1-9][0-9]*$' "a held 429'
 [ "$(itest_json "$h" again.ms)" -le 1500 ] || fail "a held 429 was held past its Retry-After: $h"
 assert_eq 200 "$(itest_json "$h" waited.status)" "a request after waiting as told"
 [ "$(itest_json "$h" waited.ms)" -lt 500 ] || fail "a request after waiting as told was held: $h"
+assert_eq 200 "$(itest_json "$h" healthz_after_hangups)" "/healthz after 20 clients hung up on held 429s"
+kill -0 "$cpid" || fail "the controller died after clients hung up on held 429s"
 
 # ---- 2. operations: A's creates beyond its rate get 429, B's create is accepted
 sleep 2 # A2's and B's request buckets are full anyway; A's operation bucket too
@@ -214,4 +227,23 @@ assert_http 202 "" "A's create after Retry-After"
 m=$(curl -s --max-time 5 "$SANDBOX_URL/metrics")
 assert_match "$(grep '^sandbox_rate_limited_total{kind="request"}' <<<"$m")" ' [1-9][0-9]*$' "request 429s counted"
 assert_match "$(grep '^sandbox_rate_limited_total{kind="operation"}' <<<"$m")" ' [1-9][0-9]*$' "operation 429s counted"
+# the controller stops cleanly with 429s held (under ASan too)
+"$py" - "$cport" "$tok_a3" <<'PY' &
+import socket, sys, time
+port, tok = int(sys.argv[1]), sys.argv[2]
+ss = []
+for _ in range(60):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(f"GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {tok}\r\n\r\n".encode())
+    ss.append(s)
+time.sleep(5)
+PY
+held_pid=$!
+sleep 0.5
+rc=0
+itest_stop_pid "$cpid" "rate-limit controller" 30 || rc=$?
+cpid=
+assert_eq 0 "$rc" "the controller's exit status, stopped with 429s held"
+wait "$held_pid" || true
+
 echo "a token's request flood and a tenant's operation flood get 429 with Retry-After; other tenants, workers and probes are not held back"
