@@ -234,10 +234,10 @@ int cli_check_extend(cli_t *cli, opts_t *o)
 
 int cli_cmd_extend(cli_t *cli, opts_t *o)
 {
-    json_object *body = json_object_new_object(), *resp = NULL;
-    if (!body)
+    json_object *body = NULL, *resp = NULL;
+    client_extend_spec_t spec = { .ttl_seconds = o->ttl.v };
+    if (client_extend_body(&spec, &body) < 0)
         return EXIT_API;
-    jsonx_add_int(body, "ttl_seconds", o->ttl.v);
     int rc = cli_call_id(cli, "POST", "/v1/sandboxes/", o->pos[0], "/extend", "SANDBOX_ID", body, o->idem_key, &resp);
     json_object_put(body);
     if (rc != 0)
