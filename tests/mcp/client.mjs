@@ -676,7 +676,9 @@ async function main() {
   await check('sandbox_extend isError: policy_denied over the ceiling, invalid_argument for 0, not_found', async () => {
     const err = expectErr('sandbox_extend', await callTool(client, 'sandbox_extend', { sandbox_id: sbx, ttl_seconds: 2592000 }), 'policy_denied');
     assert(err.message.includes('max_ttl_seconds'), `the refusal does not name the ceiling: ${err.message}`);
-    expectErr('sandbox_extend', await callTool(client, 'sandbox_extend', { sandbox_id: sbx, ttl_seconds: 0 }), 'invalid_argument');
+    // client.callTool directly: callTool() would refuse ttl_seconds 0 first
+    expectErr('sandbox_extend', await client.callTool({ name: 'sandbox_extend', arguments: { sandbox_id: sbx, ttl_seconds: 0 } },
+      undefined, { timeout: 10000 }), 'invalid_argument');
     expectErr('sandbox_extend', await callTool(client, 'sandbox_extend', { sandbox_id: 'sbx_nope', ttl_seconds: 60 }), 'not_found');
     return err.message;
   });
