@@ -12,13 +12,10 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 itest_begin
 
-export SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN
+# A member of tenant A does the work; a member of tenant B tries to reach it.
 ta=$(itest_tenant itest-exta)
-tb=$(itest_tenant itest-extb)
-assert_exit 0 sandbox tenants create "$ta"
-assert_exit 0 sandbox tenants create "$tb"
-a=$("$SANDBOXD" token create --database-url "$DATABASE_URL" --tenant "$ta" --role member)
-b=$("$SANDBOXD" token create --database-url "$DATABASE_URL" --tenant "$tb" --role member)
+a=$(itest_token "$ta" member)
+b=$(itest_token "$(itest_tenant itest-extb)" member)
 export SANDBOX_TOKEN=$a
 
 # epoch seconds of an RFC 3339 time
