@@ -5,7 +5,8 @@
 # extended to 120 s outlives its first TTL; extended to 5 s it is deleted by
 # the TTL pass soon after. Over the ceilings 422 naming the rule, another
 # tenant's 404, a deleted one 409, a malformed body 400, an Idempotency-Key
-# replayed; a sandbox not running yet gets the TTL it starts with.
+# replayed, the tenant's operation rate applied; a sandbox not running yet
+# gets the TTL it starts with. Traffic goes only to the test's controller.
 # itest-timeout: 240
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -156,4 +157,42 @@ assert_eq null "$(field "$pend" expires_at)" "expires_at of the pending sandbox"
 # an admin reaches every tenant's sandbox
 assert_exit 0 sandbox --token "$ITEST_ADMIN_TOKEN" extend "$pend" --ttl 95
 assert_eq 95 "$(field "$pend" ttl_seconds)" "ttl_seconds after the admin's extend"
-echo "extend: moved, bounded, scoped, recorded and replayed"
+
+# --- an extend is an operation for the rate limits: 180 at once from two
+# tokens of A (90 each, within a token's request burst of 100) pass the
+# tenant's operation burst (40 at 20 a second): 429 rate_limited naming
+# rate_operations_per_second. Their bodies are refused (400), so they cost
+# the controller little: the operation bucket is taken before the body is
+# read, and the flood outpaces the refill however slow the machine.
+a2=$(itest_token "$ta" member)
+python3 - "$SANDBOX_URL" "$pend" "$a" "$a2" <<'EOF' || fail "extends past the operation rate"
+import http.client, json, sys, threading, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+codes, msgs, lock = [], set(), threading.Lock()
+def flood(token, n):
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    for _ in range(n):
+        c.request("POST", "/v1/sandboxes/%s/extend" % sys.argv[2], body=b'{"ttl_seconds":0}',
+                  headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+        r = c.getresponse()
+        body = r.read()
+        with lock:
+            codes.append(r.status)
+            if r.status == 429:
+                msgs.add(json.loads(body)["error"]["message"])
+        if r.status == 429 or r.getheader("Connection", "").lower() == "close":
+            c.close()
+            c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+ts = [threading.Thread(target=flood, args=(t, 45)) for t in sys.argv[3:] for _ in range(2)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+refused, limited = codes.count(400), codes.count(429)
+assert refused + limited == 180 and refused >= 40 and limited >= 1, codes
+assert all("rate_operations_per_second" in m for m in msgs), msgs
+print("extends at once: %d answered 400, %d answered 429" % (refused, limited))
+EOF
+sleep 3 # the bucket refills (Retry-After is at most a second or two)
+assert_exit 0 sandbox extend "$pend" --ttl 60
+echo "extend: moved, bounded, scoped, recorded, replayed and rate-limited"
