@@ -173,10 +173,16 @@ typedef struct client_share_spec {
     const char *auth;                       /* NULL: the server's default (token) */
 } client_share_spec_t;
 
+/* POST /v1/sandboxes/{id}/extend: the sandbox expires ttl_seconds from now. */
+typedef struct client_extend_spec {
+    int64_t ttl_seconds;
+} client_extend_spec_t;
+
 /* The request bodies. Return 0 with *ret (new object) or SBX_ENOMEM. */
 int client_create_body(const client_create_spec_t *s, json_object **ret);
 int client_exec_body(const client_exec_spec_t *s, json_object **ret);
 int client_share_body(const client_share_spec_t *s, json_object **ret);
+int client_extend_body(const client_extend_spec_t *s, json_object **ret);
 
 /* The create and exec bodies from a JSON object of arguments named as the
  * fields (an MCP tool call's): each field args holds, unless null, is copied as given, so

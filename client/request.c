@@ -1,4 +1,4 @@
-/* The request bodies both clients send (client.h): create, exec, share, each
+/* The request bodies both clients send (client.h): create, exec, share, extend, each
  * a table of its fields in the order they go out. */
 #include "client.h"
 
@@ -97,6 +97,7 @@ static int build(const void *spec, json_object *args, const body_field_t *fields
 #define CF(k, kind) { #k, kind, offsetof(client_create_spec_t, k), NULL }
 #define XF(k, kind) { #k, kind, offsetof(client_exec_spec_t, k), NULL }
 #define SF(k, kind) { #k, kind, offsetof(client_share_spec_t, k), NULL }
+#define EF(k, kind) { #k, kind, offsetof(client_extend_spec_t, k), NULL }
 #define FIELDS_END  { NULL, BF_STR, 0, NULL }
 
 static const body_field_t trust_fields[] = {
@@ -116,6 +117,7 @@ static const body_field_t exec_fields[] = {
 static const body_field_t share_fields[] = {
     SF(port, BF_I64), SF(ttl_seconds, BF_INT), SF(auth, BF_STR), FIELDS_END,
 };
+static const body_field_t extend_fields[] = { EF(ttl_seconds, BF_I64), FIELDS_END };
 
 /* Adds to body every field of f that args holds (and is not null), as given; a
  * nested object is always made, of the fields args holds. */
@@ -143,3 +145,4 @@ int client_create_body_args(json_object *args, json_object **ret) { return build
 int client_exec_body_args(json_object *args, json_object **ret) { return build(NULL, args, exec_fields, ret); }
 int client_exec_body(const client_exec_spec_t *s, json_object **ret) { return build(s, NULL, exec_fields, ret); }
 int client_share_body(const client_share_spec_t *s, json_object **ret) { return build(s, NULL, share_fields, ret); }
+int client_extend_body(const client_extend_spec_t *s, json_object **ret) { return build(s, NULL, extend_fields, ret); }

@@ -69,6 +69,9 @@
 #define SBX_DISK_MIB_MAX              (16 * 1024 * 1024)
 #define SBX_TTL_SECONDS_MIN           10
 #define SBX_TTL_SECONDS_MAX           (30 * 24 * 3600)
+/* An extend (POST /v1/sandboxes/{id}/extend) may ask for as little as 1 s:
+ * it counts from now, to let a sandbox go soon without deleting it now. */
+#define SBX_EXTEND_TTL_SECONDS_MIN    1
 #define SBX_EXEC_TIMEOUT_MAX          (24 * 3600)
 /* Long-poll waits: a client may ask for at most this many seconds. */
 #define SBX_MAX_WAIT_SECONDS          60

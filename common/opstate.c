@@ -7,7 +7,7 @@
 static const char *op_names[OP__COUNT] = {
     "pending", "admitted", "leased", "running", "succeeded", "failed", "cancelled",
 };
-static const char *kind_names[OPK__COUNT] = { "create", "delete", "exec", "share", "unshare" };
+static const char *kind_names[OPK__COUNT] = { "create", "delete", "exec", "share", "unshare", "extend" };
 static const char *phase_names[PH__COUNT] = {
     "pending", "scheduled", "provisioning", "running", "deleting", "deleted", "failed", "lost",
 };
@@ -16,7 +16,8 @@ static const char *phase_names[PH__COUNT] = {
  *   pending  -> admitted (policy ok) | failed (policy denies) | cancelled
  *   admitted -> leased (placed) | failed (isolation unavailable, deadline)
  *             | succeeded (completed by the controller alone: deleting a
- *               sandbox that was never placed; share and unshare) | cancelled
+ *               sandbox that was never placed; share and unshare; extend,
+ *               admitted and succeeded in its request's transaction) | cancelled
  *   leased   -> running (worker took it) | admitted (lease expired, retry)
  *             | failed (lease expired, no retry left) | cancelled
  *   running  -> succeeded | failed (worker report, or lease expired with no

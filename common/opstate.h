@@ -15,7 +15,8 @@ typedef enum {
     OP__COUNT
 } op_state_t;
 
-typedef enum { OPK_CREATE = 0, OPK_DELETE, OPK_EXEC, OPK_SHARE, OPK_UNSHARE, OPK__COUNT } op_kind_t;
+/* extend: a sandbox's TTL moved, done by the controller alone (never leased). */
+typedef enum { OPK_CREATE = 0, OPK_DELETE, OPK_EXEC, OPK_SHARE, OPK_UNSHARE, OPK_EXTEND, OPK__COUNT } op_kind_t;
 
 typedef enum {
     PH_PENDING = 0,

@@ -323,3 +323,15 @@ int64_t policy_tighter(int64_t server, int64_t tenant)
         return tenant;
     return tenant < server ? tenant : server;
 }
+
+int policy_check_limit(const char *field, int64_t asked, const char *rule, int64_t server, int64_t tenant,
+                       api_error_t *err)
+{
+    if (asked <= policy_tighter(server, tenant))
+        return 0;
+    if (tenant > 0 && tenant <= server)
+        return api_error_set(err, API_POLICY_DENIED, "%s %lld is over the tenant policy %s = %lld", field,
+                             (long long)asked, rule, (long long)tenant);
+    return api_error_set(err, API_POLICY_DENIED, "%s %lld is over the server ceiling %s = %lld", field,
+                         (long long)asked, rule, (long long)server);
+}

@@ -65,4 +65,12 @@ bool policy_network_allowed(const policy_t *p, net_mode_t m);
 /* The tighter of a server ceiling and a tenant limit (0 = unset). */
 int64_t policy_tighter(int64_t server, int64_t tenant);
 
+/* One numeric limit: asked against the tighter of the server ceiling and
+ * the tenant's policy (0 = unset). Returns 0 when within it, else
+ * SBX_EINVAL with err set to policy_denied naming the binding rule:
+ * "FIELD ASKED is over the tenant policy RULE = N" or "... the server
+ * ceiling RULE = N". */
+int policy_check_limit(const char *field, int64_t asked, const char *rule, int64_t server, int64_t tenant,
+                       api_error_t *err);
+
 #endif

@@ -577,3 +577,19 @@ json_object *exec_spec_to_json(const exec_spec_t *s)
     jsonx_add_int(o, "max_output_bytes", s->max_output_bytes);
     return o;
 }
+
+int spec_extend_from_json(json_object *o, int64_t *ret_ttl_seconds, api_error_t *err)
+{
+    static const char *const known[] = { "ttl_seconds", NULL };
+    json_object *v = NULL;
+    int64_t ttl = 0;
+    if (check_request_body(o, known, "an extend request", err) < 0)
+        return SBX_EINVAL;
+    if (!json_object_object_get_ex(o, "ttl_seconds", &v) || json_object_is_type(v, json_type_null))
+        return api_error_set(err, API_INVALID_ARGUMENT, "ttl_seconds is required: the seconds from now the "
+                             "sandbox should live (%d to %d)", SBX_EXTEND_TTL_SECONDS_MIN, SBX_TTL_SECONDS_MAX);
+    if (get_ranged_int(o, "ttl_seconds", SBX_EXTEND_TTL_SECONDS_MIN, SBX_TTL_SECONDS_MAX, 0, &ttl, err) < 0)
+        return SBX_EINVAL;
+    *ret_ttl_seconds = ttl;
+    return 0;
+}

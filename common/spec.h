@@ -90,6 +90,12 @@ int exec_spec_from_json(json_object *o, exec_spec_t *ret, api_error_t *err);
 json_object *exec_spec_to_json(const exec_spec_t *s);
 void exec_spec_release(exec_spec_t *s);
 
+/* Decodes an extend request {"ttl_seconds": N}: an object with that one
+ * field, an integer from SBX_EXTEND_TTL_SECONDS_MIN to SBX_TTL_SECONDS_MAX
+ * (the ceilings are the caller's). Returns 0 with *ret_ttl_seconds, or
+ * SBX_EINVAL with err (invalid_argument naming the field). */
+int spec_extend_from_json(json_object *o, int64_t *ret_ttl_seconds, api_error_t *err);
+
 /* kv lists as JSON objects {"K":"V",...}; kv_list_from_json validates keys
  * with the given rule ("env" keys are shell identifiers, "label" keys are
  * [A-Za-z0-9._/-]). */

@@ -26,6 +26,10 @@ void api_sandbox_list(req_t *rq);
 void api_sandbox_get(req_t *rq, const char *id);
 void api_sandbox_delete(req_t *rq, const char *id);
 void api_sandbox_exec(req_t *rq, const char *id);
+/* POST /v1/sandboxes/{id}/extend {"ttl_seconds":N}: the sandbox expires N
+ * seconds from now, an extend operation finished before the answer (200
+ * {"operation":…}). */
+void api_sandbox_extend(req_t *rq, const char *id);
 void api_route_share(req_t *rq, const char *sandbox_id);
 void api_routes_list(req_t *rq, const char *sandbox_id);
 void api_route_unshare(req_t *rq, const char *sandbox_id, const char *route_id);

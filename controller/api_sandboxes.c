@@ -54,19 +54,13 @@ static bool id_ok(req_t *rq, const char *prefix, const char *id, const char *wha
     return false;
 }
 
-/* One limit: the tighter of the server ceiling and the tenant's policy,
- * with a refusal that names the rule. */
+/* One limit (policy_check_limit); replies 422 naming the rule on a denial. */
 static int check_limit(req_t *rq, const char *field, int64_t asked, const char *rule, int64_t server, int64_t tenant)
 {
-    int64_t limit = policy_tighter(server, tenant);
-    if (asked <= limit)
+    api_error_t err;
+    if (policy_check_limit(field, asked, rule, server, tenant, &err) == 0)
         return 0;
-    if (tenant > 0 && tenant <= server)
-        http_reply_error(rq, API_POLICY_DENIED, "%s %lld is over the tenant policy %s = %lld", field,
-                         (long long)asked, rule, (long long)tenant);
-    else
-        http_reply_error(rq, API_POLICY_DENIED, "%s %lld is over the server ceiling %s = %lld", field,
-                         (long long)asked, rule, (long long)server);
+    http_reply_api_error(rq, &err);
     return SBX_EINVAL;
 }
 
@@ -288,6 +282,39 @@ void api_sandbox_exec(req_t *rq, const char *id)
     http_reply_json(rq, 202, resp);
 cleanup:
     exec_spec_release(&ex);
+    if (body)
+        json_object_put(body);
+}
+
+void api_sandbox_extend(req_t *rq, const char *id)
+{
+    controller_t *ctl = rq->ctl;
+    const char *idem;
+    if (!id_ok(rq, "sbx", id, "sandbox") || idempotency_key(rq, &idem) < 0)
+        return;
+    json_object *body = NULL, *resp = NULL;
+    api_error_t err;
+    int64_t ttl = 0;
+    if (http_read_json(rq, (size_t)ctl->max_body_client, &body) < 0)
+        return;
+    if (spec_extend_from_json(body, &ttl, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        goto cleanup;
+    }
+    char hash[65], scope_key[128], canon[32];
+    snprintf(scope_key, sizeof scope_key, "extend %s", id);
+    snprintf(canon, sizeof canon, "%lld", (long long)ttl);
+    request_hash(scope_key, canon, hash);
+    extend_req_t er = { .scope = auth_scope(rq), .sandbox_id = id, .ttl_seconds = ttl,
+                        .max_ttl_seconds = ctl->max_ttl_seconds, .idempotency_key = idem, .request_hash = hash,
+                        .created_by = rq->auth.token_id };
+    if (store_sandbox_extend(rq->db, &ctl->lim, &er, &resp, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        goto cleanup;
+    }
+    /* 200, not 202: the operation is finished when this answer is sent. */
+    http_reply_json(rq, 200, resp);
+cleanup:
     if (body)
         json_object_put(body);
 }

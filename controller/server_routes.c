@@ -24,6 +24,8 @@ static const api_route_t api_routes[] = {
       NULL },
     { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/exec", RR_CLIENT, RF_OPERATION, DENY_CLIENT, NULL, api_sandbox_exec,
       NULL },
+    { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/extend", RR_CLIENT, RF_OPERATION, DENY_CLIENT, NULL, api_sandbox_extend,
+      NULL },
     { EVHTTP_REQ_GET, "/v1/sandboxes/{id}/logs", RR_CLIENT, 0, DENY_CLIENT, NULL, api_sandbox_logs, NULL },
     { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/routes", RR_CLIENT, RF_OPERATION, DENY_CLIENT, NULL, api_route_share,
       NULL },

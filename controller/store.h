@@ -104,6 +104,24 @@ int store_sandbox_delete(PGconn *c, const store_limits_t *lim, const char *scope
 int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
                       json_object *exec_request, const char *idempotency_key, const char *request_hash,
                       const char *created_by, json_object **ret, api_error_t *err);
+/* An extend request: the sandbox expires ttl_seconds from now (one not
+ * running yet gets ttl_seconds as the TTL it starts with). */
+typedef struct extend_req {
+    const char *scope;            /* tenant id, or NULL for an admin */
+    const char *sandbox_id;
+    int64_t ttl_seconds;          /* >= SBX_EXTEND_TTL_SECONDS_MIN */
+    int64_t max_ttl_seconds;      /* the server ceiling; the tenant policy's is read in the transaction */
+    const char *idempotency_key, *request_hash, *created_by;
+} extend_req_t;
+/* {"operation":…}, the extend operation already succeeded, its result
+ * {"ttl_seconds","previous_expires_at","expires_at"}; in one transaction
+ * with its events (operation.pending/admitted/succeeded, sandbox.extended).
+ * Errors: not_found (none in scope), conflict (deleting, deleted, failed,
+ * lost, or being deleted), policy_denied (over the tighter of the ceiling
+ * and the tenant's max_ttl_seconds), conflict for an Idempotency-Key used
+ * for another request. */
+int store_sandbox_extend(PGconn *c, const store_limits_t *lim, const extend_req_t *req, json_object **ret,
+                         api_error_t *err);
 /* A share request: a route to port of the sandbox, made by a share
  * operation that the reconcile loop completes. */
 typedef struct share_req {

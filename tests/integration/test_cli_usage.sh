@@ -148,6 +148,31 @@ expect "exec argv without --" 2 stderr "unexpected argument 'ls'" stderr "after 
 run exec -- ls
 expect "exec without id" 2 stderr "missing SANDBOX_ID"
 
+# --- extend: a sandbox and --ttl from 1 to 30 days, checked before any token
+run extend --help
+expect "extend --help" 0 stdout "usage: sandbox extend SANDBOX_ID --ttl SECONDS" stdout "from now" \
+    stdout "--idempotency-key" stdout "--json" stdout "policy_denied" stdout "conflict"
+run help
+expect "sandbox help lists extend" 0 stdout "extend"
+run extend sbx_a
+expect "extend without --ttl" 2 stderr "--ttl SECONDS is required" stderr "see 'sandbox extend --help'"
+run extend --ttl 60
+expect "extend without id" 2 stderr "missing SANDBOX_ID"
+run extend sbx_a --ttl 0
+expect "extend ttl 0" 2 stderr "--ttl" stderr "out of range (1 to 2592000)"
+run extend sbx_a --ttl 2592001
+expect "extend ttl over 30 days" 2 stderr "out of range"
+run extend sbx_a --ttl 1h
+expect "extend ttl with a unit" 2 stderr "'1h' is not a whole number"
+run extend sbx_a sbx_b --ttl 60
+expect "extend with two ids" 2 stderr "unexpected argument 'sbx_b'"
+run extend sbx_a --ttl 60 --wait
+expect "extend has no --wait" 2 stderr "unknown flag '--wait'"
+run extend sbx_a --ttl 60 --url "$DEAD_URL"
+expect "extend needs a token" 2 stderr "no API token"
+SANDBOX_TOKEN=sbt_x SANDBOX_URL=$DEAD_URL run extend sbx_a --ttl 60
+expect "unreachable extend" 3 stderr "$DEAD_URL/v1/sandboxes/sbx_a/extend"
+
 # --- numbers are checked strictly
 run create --image busybox --cpu-millis abc
 expect "non-numeric cpu" 2 stderr "--cpu-millis" stderr "'abc' is not a whole number"

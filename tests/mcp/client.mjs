@@ -68,6 +68,7 @@ const TOOLS = {
     readOnly: true,
   },
   sandbox_logs: { required: ['sandbox_id'], properties: ['sandbox_id', 'tail'], readOnly: true },
+  sandbox_extend: { required: ['sandbox_id', 'ttl_seconds'], properties: ['sandbox_id', 'ttl_seconds', 'idempotency_key'] },
 };
 // A route access token (API tokens are sbt_…).
 const ROUTE_TOKEN = /^sbr_[A-Za-z0-9_-]{20,}$/;
@@ -648,6 +649,40 @@ async function main() {
       `${sbx} not in ${show(sc.sandboxes.map((s) => s.id))}`);
   });
 
+  // ---- the TTL of the running sandbox
+
+  await check('sandbox_extend: expires ttl_seconds from now, an extend operation already succeeded', async () => {
+    const before = expectOk('sandbox_get', await callTool(client, 'sandbox_get', { sandbox_id: sbx }));
+    const t0 = Date.now();
+    const sc = expectOk('sandbox_extend', await callTool(client, 'sandbox_extend', { sandbox_id: sbx, ttl_seconds: 1800 }));
+    eq([sc.operation.kind, sc.operation.state], ['extend', 'succeeded'], 'operation kind and state');
+    eq(sc.previous_expires_at, before.sandbox.expires_at, 'previous_expires_at');
+    const at = Date.parse(sc.expires_at);
+    assert(Math.abs(at - (t0 + 1800 * 1000)) < 60000, `expires_at ${sc.expires_at} is not 1800 s from now`);
+    eq(sc.operation.result.expires_at, sc.expires_at, 'operation.result.expires_at');
+    const after = expectOk('sandbox_get', await callTool(client, 'sandbox_get', { sandbox_id: sbx }));
+    eq(after.sandbox.expires_at, sc.expires_at, 'sandbox.expires_at after the extend');
+    return `${before.sandbox.expires_at} -> ${sc.expires_at}`;
+  });
+
+  await check('sandbox_extend idempotency_key: the same operation again; another ttl with the key is a conflict', async () => {
+    const key = `mcp-extend-${sbx}`;
+    const a = expectOk('sandbox_extend', await callTool(client, 'sandbox_extend', { sandbox_id: sbx, ttl_seconds: 1700, idempotency_key: key }));
+    const b = expectOk('sandbox_extend', await callTool(client, 'sandbox_extend', { sandbox_id: sbx, ttl_seconds: 1700, idempotency_key: key }));
+    eq([b.operation.id, b.expires_at], [a.operation.id, a.expires_at], 'the replayed operation and expiry');
+    expectErr('sandbox_extend', await callTool(client, 'sandbox_extend', { sandbox_id: sbx, ttl_seconds: 1600, idempotency_key: key }), 'conflict');
+  });
+
+  await check('sandbox_extend isError: policy_denied over the ceiling, invalid_argument for 0, not_found', async () => {
+    const err = expectErr('sandbox_extend', await callTool(client, 'sandbox_extend', { sandbox_id: sbx, ttl_seconds: 2592000 }), 'policy_denied');
+    assert(err.message.includes('max_ttl_seconds'), `the refusal does not name the ceiling: ${err.message}`);
+    // client.callTool directly: callTool() would refuse ttl_seconds 0 first
+    expectErr('sandbox_extend', await client.callTool({ name: 'sandbox_extend', arguments: { sandbox_id: sbx, ttl_seconds: 0 } },
+      undefined, { timeout: 10000 }), 'invalid_argument');
+    expectErr('sandbox_extend', await callTool(client, 'sandbox_extend', { sandbox_id: 'sbx_nope', ttl_seconds: 60 }), 'not_found');
+    return err.message;
+  });
+
   // ---- public routes of the running sandbox
 
   let route;
@@ -725,6 +760,13 @@ async function main() {
     cleanups.push(async () => callTool(client, 'sandbox_delete', { sandbox_id: stuck }, { timeout: 10000 }));
     assert(!TERMINAL.has(sc.operation.state), `the unplaceable create is already ${sc.operation.state}`);
     assert(Date.now() - t0 < 5000, `create without wait took ${Date.now() - t0} ms`);
+  });
+
+  await check('sandbox_extend of a sandbox not running yet: expires_at null, the TTL it starts with', async () => {
+    const sc = expectOk('sandbox_extend', await callTool(client, 'sandbox_extend', { sandbox_id: stuck, ttl_seconds: 120 }));
+    eq([sc.operation.state, sc.expires_at], ['succeeded', null], 'operation state and expires_at');
+    const got = expectOk('sandbox_get', await callTool(client, 'sandbox_get', { sandbox_id: stuck }));
+    eq([got.sandbox.expires_at, got.sandbox.ttl_seconds], [null, 120], 'expires_at and ttl_seconds of the pending sandbox');
   });
 
   await check('sandbox_wait: progress about once a second, done=false at its timeout', async () => {
@@ -988,6 +1030,11 @@ async function main() {
     eq(sc.operation.state, 'succeeded', `delete operation state (error: ${show(sc.operation.error)})`);
     const got = expectOk('sandbox_get', await callTool(client, 'sandbox_get', { sandbox_id: sbx }));
     eq(got.sandbox.phase, 'deleted', 'sandbox.phase after the delete');
+  });
+
+  await check('sandbox_extend isError conflict: the deleted sandbox', async () => {
+    const err = expectErr('sandbox_extend', await callTool(client, 'sandbox_extend', { sandbox_id: sbx, ttl_seconds: 600 }), 'conflict');
+    assert(err.message.includes('deleted'), `the conflict does not say the sandbox is deleted: ${err.message}`);
   });
 
   await check('the routes went with the sandbox', async () => {

@@ -137,6 +137,10 @@ START_TEST(test_exec_and_share_bodies)
     ck_assert_int_eq(client_share_body(&sh, &b), 0);
     ck_assert_str_eq(body_text(b), "{\"port\":8080,\"auth\":\"public\"}");
     json_object_put(b);
+    client_extend_spec_t ex = { .ttl_seconds = 5 };
+    ck_assert_int_eq(client_extend_body(&ex, &b), 0);
+    ck_assert_str_eq(body_text(b), "{\"ttl_seconds\":5}");
+    json_object_put(b);
 }
 END_TEST
 

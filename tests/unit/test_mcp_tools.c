@@ -26,6 +26,12 @@ json_object *api_failure(const api_err_t *e)
     ck_abort_msg("api_failure called");
     return NULL;
 }
+json_object *op_failure(json_object *op)
+{
+    (void)op;
+    ck_abort_msg("op_failure called");
+    return NULL;
+}
 int64_t deadline_in(int64_t ms) { return ms; }
 json_object *get_result(call_t *c, const char *path)
 {

@@ -9,7 +9,8 @@
  *   pending  -> admitted | failed (policy denies) | cancelled
  *   admitted -> leased | failed (isolation unavailable, deadline) | cancelled
  *             | succeeded (the documented extra edge: a delete of a sandbox
- *               that was never placed completes in the controller alone)
+ *               that was never placed, a share, an unshare and an extend
+ *               complete in the controller alone)
  *   leased   -> running | admitted (lease expired, retry) | failed (no retry left) | cancelled
  *   running  -> succeeded | failed | admitted (lease expired, retry) | cancelled
  *   succeeded, failed, cancelled: terminal, no outgoing edge. */
@@ -123,7 +124,8 @@ END_TEST
 
 START_TEST(test_kind_names_round_trip_through_parse)
 {
-    static const char *names[OPK__COUNT] = { "create", "delete", "exec", "share", "unshare" };
+    ck_assert_int_eq(OPK__COUNT, 6);
+    static const char *names[OPK__COUNT] = { "create", "delete", "exec", "share", "unshare", "extend" };
     ASSERT_NAMES_ROUND_TRIP(op_kind_t, OPK__COUNT, op_kind_name, op_kind_parse, names);
 }
 END_TEST
@@ -163,6 +165,8 @@ START_TEST(test_unknown_names_are_rejected_and_leave_output_alone)
     ck_assert_int_eq(op_kind_parse("Create", &k), SBX_EINVAL);
     ck_assert_int_eq(op_kind_parse("run", &k), SBX_EINVAL);
     ck_assert_int_eq(op_kind_parse("", &k), SBX_EINVAL);
+    ck_assert_int_eq(op_kind_parse("Extend", &k), SBX_EINVAL);
+    ck_assert_int_eq(op_kind_parse("extend ", &k), SBX_EINVAL);
     ck_assert_int_eq(op_kind_parse(NULL, &k), SBX_EINVAL);
     ck_assert_int_eq(k, OPK_EXEC);
 

@@ -183,6 +183,27 @@ START_TEST(test_policy_egress_allow_is_canonical_cidrs)
 }
 END_TEST
 
+START_TEST(test_policy_check_limit_names_the_rule_that_binds)
+{
+    api_error_t err;
+    memset(&err, 0, sizeof err);
+    /* Within both, and exactly at the tighter one. */
+    ck_assert_int_eq(policy_check_limit("ttl_seconds", 600, "max_ttl_seconds", 86400, 3600, &err), 0);
+    ck_assert_int_eq(policy_check_limit("ttl_seconds", 3600, "max_ttl_seconds", 86400, 3600, &err), 0);
+    ck_assert_int_eq(policy_check_limit("ttl_seconds", 86400, "max_ttl_seconds", 86400, 0, &err), 0);
+    /* The tenant's is tighter: it is the one named. */
+    ck_assert_int_eq(policy_check_limit("ttl_seconds", 3601, "max_ttl_seconds", 86400, 3600, &err), SBX_EINVAL);
+    ck_assert_int_eq(err.code, API_POLICY_DENIED);
+    ck_assert_str_eq(err.message, "ttl_seconds 3601 is over the tenant policy max_ttl_seconds = 3600");
+    /* No tenant limit, or a looser one: the server ceiling is named. */
+    ck_assert_int_eq(policy_check_limit("ttl_seconds", 86401, "max_ttl_seconds", 86400, 0, &err), SBX_EINVAL);
+    ck_assert_str_eq(err.message, "ttl_seconds 86401 is over the server ceiling max_ttl_seconds = 86400");
+    ck_assert_int_eq(policy_check_limit("ttl_seconds", 90000, "max_ttl_seconds", 86400, 100000, &err), SBX_EINVAL);
+    ck_assert_int_eq(err.code, API_POLICY_DENIED);
+    ck_assert_str_eq(err.message, "ttl_seconds 90000 is over the server ceiling max_ttl_seconds = 86400");
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("policy");
@@ -194,6 +215,7 @@ Suite *unit_suite(void)
         test_policy_tighter_takes_the_smaller_set_limit,
         test_policy_registries_narrow_by_entry,
         test_policy_egress_allow_is_canonical_cidrs,
+        test_policy_check_limit_names_the_rule_that_binds,
     ));
     return s;
 }

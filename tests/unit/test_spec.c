@@ -685,6 +685,57 @@ START_TEST(test_disk_mib_is_optional_bounded_and_kept)
 }
 END_TEST
 
+/* An extend request: {"ttl_seconds": N} and nothing else. */
+static int extend_parse(const char *text, int64_t *ret, api_error_t *err)
+{
+    json_object *o = unit_json(text);
+    int rc = spec_extend_from_json(o, ret, err);
+    json_object_put(o);
+    return rc;
+}
+
+START_TEST(test_extend_request_takes_ttl_seconds_from_one_to_the_absolute_bound)
+{
+    api_error_t err = { 0 };
+    int64_t ttl = -1;
+    ck_assert_int_eq(extend_parse("{\"ttl_seconds\":1}", &ttl, &err), 0);
+    ck_assert_int_eq(ttl, SBX_EXTEND_TTL_SECONDS_MIN);
+    char text[64];
+    snprintf(text, sizeof text, "{\"ttl_seconds\":%d}", SBX_TTL_SECONDS_MAX);
+    ck_assert_int_eq(extend_parse(text, &ttl, &err), 0);
+    ck_assert_int_eq(ttl, SBX_TTL_SECONDS_MAX);
+}
+END_TEST
+
+START_TEST(test_extend_request_refuses_anything_else_naming_the_problem)
+{
+    static const struct {
+        const char *text, *want;
+    } bad[] = {
+        { "[]", "must be a JSON object" },
+        { "\"ttl_seconds\"", "must be a JSON object" },
+        { "{}", "ttl_seconds is required" },
+        { "{\"ttl_seconds\":null}", "ttl_seconds is required" },
+        { "{\"ttl_seconds\":0}", "ttl_seconds must be between 1 and" },
+        { "{\"ttl_seconds\":-5}", "ttl_seconds must be between 1 and" },
+        { "{\"ttl_seconds\":2592001}", "ttl_seconds must be between 1 and 2592000" },
+        { "{\"ttl_seconds\":9223372036854775807}", "ttl_seconds must be between" },
+        { "{\"ttl_seconds\":\"60\"}", "ttl_seconds must be an integer" },
+        { "{\"ttl_seconds\":60.5}", "ttl_seconds must be an integer" },
+        { "{\"ttl_seconds\":1e3}", "ttl_seconds must be an integer" },
+        { "{\"ttl_seconds\":true}", "ttl_seconds must be an integer" },
+        { "{\"ttl_seconds\":60,\"ttl\":60}", "unknown field \"ttl\" in an extend request" },
+        { "{\"expires_at\":\"2030-01-01T00:00:00Z\"}", "unknown field \"expires_at\"" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        api_error_t err = { 0 };
+        int64_t ttl = 77;
+        unit_expect_invalid("extend", bad[i].text, extend_parse(bad[i].text, &ttl, &err), &err, bad[i].want);
+        ck_assert_int_eq(ttl, 77);
+    }
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("spec");
@@ -727,6 +778,10 @@ Suite *unit_suite(void)
         test_too_many_labels_are_rejected,
         test_label_bad_key_is_rejected,
         test_error_without_err_still_fails,
+    ));
+    unit_tcase_add(s, "extend", UNIT_TESTS(
+        test_extend_request_takes_ttl_seconds_from_one_to_the_absolute_bound,
+        test_extend_request_refuses_anything_else_naming_the_problem,
     ));
     return s;
 }

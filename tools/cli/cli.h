@@ -172,6 +172,8 @@ int cli_check_list(cli_t *cli, opts_t *o);
 int cli_cmd_list(cli_t *cli, opts_t *o);
 int cli_check_delete(cli_t *cli, opts_t *o);
 int cli_cmd_delete(cli_t *cli, opts_t *o);
+int cli_check_extend(cli_t *cli, opts_t *o);
+int cli_cmd_extend(cli_t *cli, opts_t *o);
 /* operations.c */
 int cli_check_op_id(cli_t *cli, opts_t *o);
 int cli_cmd_wait(cli_t *cli, opts_t *o);

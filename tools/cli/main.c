@@ -450,6 +450,30 @@ static const command_t commands[] = {
       "  --wait                   wait for the delete operation to finish\n"
       "  --timeout S              with --wait: give up after S seconds (default 900)\n"
       "  --json                   print {\"operation\":…}\n" COMMON_FLAGS_HELP },
+    { "extend", NULL, cli_check_extend, cli_cmd_extend, FLAGS(
+            FN("--ttl", ttl, SBX_EXTEND_TTL_SECONDS_MIN, SBX_TTL_SECONDS_MAX), FS("--idempotency-key", idem_key),
+            FJSON), 1, false,
+      "usage: sandbox extend SANDBOX_ID --ttl SECONDS [--idempotency-key K] [--json]\n"
+      "\n"
+      "Sets when a sandbox expires: SECONDS from now, not from its old expiry, so it\n"
+      "can shorten a lifetime as well as lengthen it (POST /v1/sandboxes/ID/extend).\n"
+      "Prints the new expiry (UTC, e.g. 2026-12-01T10:00:00.000Z). A sandbox that is\n"
+      "not running yet gets SECONDS as its TTL, counted from when it starts: '-' is\n"
+      "printed, with a note on stderr. The change is an extend operation, finished\n"
+      "before the command returns ('sandbox get' lists it; the event sandbox.extended\n"
+      "says the old and the new expiry).\n"
+      "\n"
+      "Exits 0 when extended; 1 (policy_denied) when SECONDS is over the tenant\n"
+      "policy's max_ttl_seconds or the server's ceiling, the message naming which;\n"
+      "3 when there is no such sandbox (not_found) or it is being deleted, deleted,\n"
+      "failed or lost (conflict); 2 for a usage error.\n"
+      "\n"
+      "  --ttl SECONDS            the sandbox expires SECONDS from now (1 to 2592000;\n"
+      "                           required)\n"
+      "  --idempotency-key K      retrying with the same key returns the same operation\n"
+      "                           and moves the expiry only once\n"
+      "  --json                   print {\"operation\":…}; its result has expires_at,\n"
+      "                           previous_expires_at and ttl_seconds\n" COMMON_FLAGS_HELP },
     { "share", NULL, cli_check_share, cli_cmd_share, FLAGS(
             FN("--port", port, 1, 65535), FN("--ttl", ttl, 10, SBX_TTL_SECONDS_MAX), FS("--auth", auth),
             FS("--idempotency-key", idem_key), FWAIT, FJSON), 1, false,
@@ -605,6 +629,7 @@ static const char top_usage[] =
     "  get        show a sandbox\n"
     "  list, ls   list sandboxes\n"
     "  delete, rm delete a sandbox\n"
+    "  extend     set when a sandbox expires  (sandbox extend SANDBOX_ID --ttl 3600)\n"
     "  operation, op  show an operation\n"
     "  share      give a sandbox port an address  (sandbox share SANDBOX_ID --port 8080)\n"
     "  routes     list a sandbox's routes\n"

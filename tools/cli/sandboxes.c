@@ -1,4 +1,4 @@
-/* sandbox create, get, list and delete. */
+/* sandbox create, get, list, delete and extend. */
 #include <json-c/json.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -220,4 +220,53 @@ int cli_cmd_delete(cli_t *cli, opts_t *o)
 int cli_check_list(cli_t *cli, opts_t *o)
 {
     return cli_check_name(cli->cmd, "--tenant", o->tenant);
+}
+
+int cli_check_extend(cli_t *cli, opts_t *o)
+{
+    int rc = cli_check_id(cli->cmd, "SANDBOX_ID", o->pos[0]);
+    if (rc)
+        return rc;
+    if (!o->ttl.set)
+        return cli_usage_error(cli->cmd, "--ttl SECONDS is required: the seconds from now the sandbox should live");
+    return cli_check_idem_key(cli->cmd, o->idem_key);
+}
+
+int cli_cmd_extend(cli_t *cli, opts_t *o)
+{
+    json_object *body = NULL, *resp = NULL;
+    client_extend_spec_t spec = { .ttl_seconds = o->ttl.v };
+    if (client_extend_body(&spec, &body) < 0)
+        return EXIT_API;
+    int rc = cli_call_id(cli, "POST", "/v1/sandboxes/", o->pos[0], "/extend", "SANDBOX_ID", body, o->idem_key, &resp);
+    json_object_put(body);
+    if (rc != 0)
+        return rc;
+    json_object *op = jsonx_get_obj(resp, "operation");
+    json_object *res = jsonx_get_obj(op, "result");
+    const char *oid = jsonx_get_str(op, "id"), *state = jsonx_get_str(op, "state");
+    if (!oid || !state || (strcmp(state, "succeeded") == 0 && !res)) {
+        fputs("error: bad_response: the extend answer has no operation with a state and a result\n", stderr);
+        json_object_put(resp);
+        return EXIT_API;
+    }
+    if (strcmp(state, "succeeded") != 0) {
+        /* Never so today: the controller finishes an extend before it answers. */
+        json_object *err = jsonx_get_obj(op, "error");
+        cli_print_error(jsonx_get_str(err, "code") ? jsonx_get_str(err, "code") : state,
+                        jsonx_get_str(err, "message") ? jsonx_get_str(err, "message") : "the extend did not succeed");
+        rc = EXIT_OP_FAILED;
+    } else if (cli->json) {
+        cli_print_json(resp);
+    } else {
+        const char *exp = jsonx_get_str(res, "expires_at");
+        cli_put_text(stdout, exp);
+        putchar('\n');
+        if (!exp) {
+            fprintf(stderr, "sandbox: extend: %s is not running yet: it expires %lld s after it starts\n", o->pos[0],
+                    (long long)o->ttl.v);
+        }
+    }
+    json_object_put(resp);
+    return rc;
 }

@@ -132,6 +132,21 @@ const mcp_tool_t tool_table[] = {
       "'required':['sandbox_id'],'additionalProperties':false}",
       "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
       "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':true,'openWorldHint':false}" } },
+    { .run = tool_extend, .def = { "sandbox_extend", "Set when a sandbox expires",
+      "Sets a sandbox to expire ttl_seconds from now (not from its old expiry): use it before a long task when "
+      "expires_at (sandbox_get) is near, or to let a sandbox go soon. Bounded by the tenant policy and the server "
+      "(policy_denied names the limit: ask for less). A sandbox not running yet gets ttl_seconds as its TTL, "
+      "counted from when it starts (expires_at null). A sandbox that is being deleted, deleted, failed or lost "
+      "cannot be extended (conflict): create a new one. Finished when it returns; returns the new expires_at.",
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'ttl_seconds':{'type':'integer','minimum':1,"
+      "'maximum':2592000,'description':'the sandbox expires this many seconds from now; at most the tenant "
+      "policy max_ttl_seconds and the server ceiling (86400 unless the operator changed it)'},"
+      "'idempotency_key':" DSTR("retrying with the same key returns the same operation and moves the expiry "
+      "only once") "},'required':['sandbox_id','ttl_seconds'],'additionalProperties':false}",
+      "{'type':'object','properties':{'operation':" OP_SCHEMA ",'expires_at':{'type':['string','null'],"
+      "'description':'when the sandbox now expires (UTC); null when it is not running yet'},"
+      "'previous_expires_at':{'type':['string','null']}},'required':['operation','expires_at']}",
+      "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" } },
     { .run = tool_operation, .def = { "operation_get", "Show an operation",
       "Shows an operation: kind, state, error, placement and, for exec, the result.",
       "{'type':'object','properties':{'operation_id':" OP_ID "},'required':['operation_id'],"

@@ -1,5 +1,6 @@
 /* sandbox-mcp's sandbox and operation tools: sandbox_create, sandbox_wait,
- * sandbox_exec, sandbox_get, sandbox_list, sandbox_delete, operation_get. */
+ * sandbox_exec, sandbox_get, sandbox_list, sandbox_delete, sandbox_extend,
+ * operation_get. */
 #include <json-c/json.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -173,4 +174,38 @@ json_object *tool_delete(call_t *c, json_object *args)
         !tool_id_path(path, sizeof path, "/v1/sandboxes/", sbx, NULL, &bad))
         return bad;
     return tool_op_result(c, "DELETE", path, idem, "deleting", wait, tmo);
+}
+
+json_object *tool_extend(call_t *c, json_object *args)
+{
+    json_object *bad = NULL;
+    const char *sbx = NULL, *idem = NULL;
+    int64_t ttl;
+    char path[MCP_PATH_MAX];
+    if (!tool_arg_str(args, "sandbox_id", &sbx, &bad) ||
+        !tool_arg_int(args, "ttl_seconds", SBX_EXTEND_TTL_SECONDS_MIN, SBX_TTL_SECONDS_MAX, 0, &ttl, &bad) ||
+        !tool_arg_str(args, "idempotency_key", &idem, &bad) ||
+        !tool_id_path(path, sizeof path, "/v1/sandboxes/", sbx, "/extend", &bad))
+        return bad;
+    client_extend_spec_t spec = { .ttl_seconds = ttl };
+    json_object *body = NULL, *resp = NULL;
+    if (client_extend_body(&spec, &body) < 0)
+        return mcp_tool_error("internal", "out of memory");
+    bool done = false;
+    /* No wait: the controller finishes an extend before it answers. */
+    json_object *failed = op_request(c, "POST", path, body, idem, "extending", false, 0, &resp, &done);
+    json_object_put(body);
+    if (failed)
+        return failed;
+    json_object *op = jsonx_get_obj(resp, "operation");
+    if (strcmp(jsonx_get_str(op, "state") ? jsonx_get_str(op, "state") : "", "succeeded") != 0) {
+        json_object *out = op_failure(op);
+        json_object_put(resp);
+        return out;
+    }
+    /* The new expiry beside the operation, where an agent looks first. */
+    json_object *res = jsonx_get_obj(op, "result");
+    jsonx_add_str(resp, "expires_at", jsonx_get_str(res, "expires_at"));
+    jsonx_add_str(resp, "previous_expires_at", jsonx_get_str(res, "previous_expires_at"));
+    return mcp_tool_ok(resp);
 }
