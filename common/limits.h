@@ -160,6 +160,16 @@
 #define SBX_CLAIM_MAX                 64
 /* Connections one HTTP thread accepts before the rest of its loop runs. */
 #define SBX_API_ACCEPTS_PER_TURN      32
+/* A streamed request body (PUT /v1/sandboxes/{id}/files, controller/
+ * apiconn.c): the API listener stops reading its connection while this
+ * much of it waits for the handler, and the handler stops taking it while
+ * as much waits to go to the worker, so one transfer holds about twice
+ * this; at most SBX_FILES_STREAMS_MAX transfers run in one controller at
+ * once (503 past it), and one that moves nothing for
+ * SBX_FILES_IDLE_SECONDS either way is cut off. */
+#define SBX_FILES_STREAM_HIGH_WATER   (256u * 1024u)
+#define SBX_FILES_STREAMS_MAX         128
+#define SBX_FILES_IDLE_SECONDS        60
 
 /* The buckets of a listener's per-address connection counts
  * (controller/conncap.c). */
