@@ -396,9 +396,10 @@ static int stream_judge(apiconn_t *ac, const httphead_t *h, int64_t len, refusal
 }
 
 /* What evhttp sees of a streamed request: its head without the body's
- * framing, with Content-Length 0 and APICONN_STREAM_HEADER (and
- * APICONN_EXPECT_HEADER when the client waits for 100 Continue). */
-static void stream_head(struct evbuffer *in, const httphead_t *h, bool expect)
+ * framing, with Content-Length 0 and APICONN_STREAM_HEADER saying the
+ * body's length or "chunked" (and APICONN_EXPECT_HEADER when the client
+ * waits for 100 Continue). */
+static void stream_head(struct evbuffer *in, const httphead_t *h, bool chunked, int64_t len, bool expect)
 {
     evbuffer_add_printf(in, "%s %s HTTP/1.%d\r\n", h->method, h->target, h->minor);
     for (int i = 0; i < h->nh; i++) {
@@ -407,8 +408,11 @@ static void stream_head(struct evbuffer *in, const httphead_t *h, bool expect)
             continue;
         evbuffer_add_printf(in, "%s: %s\r\n", h->name[i], h->value[i]);
     }
-    evbuffer_add_printf(in, "Content-Length: 0\r\n%s: 1\r\n%s\r\n", APICONN_STREAM_HEADER,
-                        expect ? APICONN_EXPECT_HEADER ": 100-continue\r\n" : "");
+    if (chunked)
+        evbuffer_add_printf(in, "Content-Length: 0\r\n%s: chunked\r\n", APICONN_STREAM_HEADER);
+    else
+        evbuffer_add_printf(in, "Content-Length: 0\r\n%s: %lld\r\n", APICONN_STREAM_HEADER, (long long)len);
+    evbuffer_add_printf(in, "%s\r\n", expect ? APICONN_EXPECT_HEADER ": 100-continue\r\n" : "");
 }
 
 /* Decides on a parsed head: 0 and the body's framing in ac, or < 0 with
@@ -526,7 +530,7 @@ static void head_complete(apiconn_t *ac, size_t hlen, struct evbuffer *in)
                 rf.code = API_HEADERS_TOO_LARGE;
         }
         if (rc == 0 && ac->stream_next)
-            stream_head(in, h, ac->stream_expect);
+            stream_head(in, h, ac->chunked, ac->body_left, ac->stream_expect);
         else if (rc == 0)
             evbuffer_add(in, buf, hlen);
     } else if (buf && work && h) {

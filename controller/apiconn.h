@@ -32,8 +32,9 @@
 
 #define APICONN_REFUSED_PATH   "/_sbx/refused"
 #define APICONN_REFUSAL_HEADER "X-Sbx-Refusal"
-/* On the head evhttp sees of a streamed request (below), and, when the
- * client waits for "100 Continue" before its body, the second one. A
+/* On the head evhttp sees of a streamed request (below): the body's
+ * length in bytes, or "chunked"; and, when the client waits for "100
+ * Continue" before its body, the second one. A
  * client's own X-Sbx-* headers are refused, so these are always ours. */
 #define APICONN_STREAM_HEADER  "X-Sbx-Stream"
 #define APICONN_EXPECT_HEADER  "X-Sbx-Expect"
