@@ -2,6 +2,7 @@
 #include "config.h"
 #include "errors.h"
 #include "imageref.h"
+#include "limits.h"
 #include "spec.h"
 
 #include <ctype.h>
@@ -111,9 +112,6 @@ static const cfg_setting_t settings[CFG__COUNT] = {
     [CFG_API_BODY_BUDGET_MIB] = { "api_body_budget_mib", CFGT_INT, "64", 1, 65536, false,
                                   "memory all request bodies being received share: a body that does not fit is "
                                   "answered 503 with Retry-After before it is read" },
-    [CFG_FILES_MAX_BYTES] = { "files_max_bytes", CFGT_INT, "2147483648", 1048576, 1099511627776, false,
-                              "the largest file upload (PUT /v1/sandboxes/{id}/files) a client may send: a larger "
-                              "Content-Length is refused 413 before a byte is read, a longer chunked body is cut off" },
     [CFG_ROUTE_MAX_CONNECTIONS] = { "route_max_connections", CFGT_INT, "1024", 1, 1000000, false,
                                     "routed connections the controller holds at once: a new one evicts the oldest "
                                     "idle one (no complete request head yet), and gets 503 when none is idle" },
@@ -196,6 +194,10 @@ static const cfg_setting_t settings[CFG__COUNT] = {
     [CFG_CONTROLLER_WORKER_CA] = { "controller_worker_ca", CFGT_STRING, "", 0, 0, false,
                                    "PEM CA file the controller verifies the workers' forwarders against; set, every "
                                    "route and logs connection to a worker is TLS (empty: plain TCP)" },
+    [CFG_FILES_MAX_BYTES] = { "files_max_bytes", CFGT_INT, "2147483648", SBX_FILES_MAX_BYTES_MIN,
+                              SBX_FILES_MAX_BYTES_MAX, true,
+                              "the most bytes one file upload into a sandbox may carry (PUT "
+                              "/v1/sandboxes/{id}/files); more is answered 413" },
 };
 
 #define R_C CFG_ROLE_CONTROLLER
@@ -219,7 +221,6 @@ static const unsigned roles[CFG__COUNT] = {
     [CFG_ROUTE_IDLE_TIMEOUT_SECONDS] = R_C, [CFG_ROUTE_MAX_DURATION_SECONDS] = R_C,
     [CFG_API_MAX_CONNECTIONS] = R_C, [CFG_API_MAX_CONNECTIONS_PER_ADDRESS] = R_C, [CFG_API_HEAD_TIMEOUT_SECONDS] = R_C,
     [CFG_API_IDLE_TIMEOUT_SECONDS] = R_C, [CFG_API_BODY_MIN_BYTES_PER_SECOND] = R_C, [CFG_API_BODY_BUDGET_MIB] = R_C,
-    [CFG_FILES_MAX_BYTES] = R_C,
     [CFG_ROUTE_MAX_CONNECTIONS] = R_C, [CFG_ROUTE_MAX_CONNECTIONS_PER_ADDRESS] = R_C,
     [CFG_ROUTE_DOMAIN] = R_C, [CFG_MAX_ROUTE_TTL_SECONDS] = R_C,
     [CFG_POSTGRES_BINDIR] = R_E, [CFG_LOG_LEVEL] = R_C | R_W, [CFG_WORKER_GVISOR_RUNTIME] = R_W,
@@ -232,7 +233,7 @@ static const unsigned roles[CFG__COUNT] = {
     [CFG_RATE_OPERATIONS_PER_SECOND] = R_C, [CFG_RATE_OPERATIONS_BURST] = R_C,
     [CFG_API_TLS_CERT] = R_C, [CFG_API_TLS_KEY] = R_C, [CFG_ROUTE_TLS_CERT] = R_C, [CFG_ROUTE_TLS_KEY] = R_C,
     [CFG_WORKER_CONTROLLER_CA] = R_W, [CFG_WORKER_ROUTE_TLS_CERT] = R_W, [CFG_WORKER_ROUTE_TLS_KEY] = R_W,
-    [CFG_CONTROLLER_WORKER_CA] = R_C,
+    [CFG_CONTROLLER_WORKER_CA] = R_C, [CFG_FILES_MAX_BYTES] = R_C,
 };
 #undef R_C
 #undef R_W
