@@ -37,6 +37,16 @@
 /* A log stream reads from the worker only while the client's unsent output
  * is below this: a slow client slows its own stream and nothing else. */
 #define SBX_LOGS_CLIENT_HIGH_WATER    (256u * 1024u)
+/* File transfers over the worker's forwarder (docs/worker.md "File
+ * transfers"): the JSON request line after the preamble (CRLF included),
+ * a path in the container, and the entries a directory listing holds at
+ * most (then it says truncated). */
+#define SBX_FILES_REQUEST_MAX         8192
+#define SBX_FILES_PATH_MAX            4096
+#define SBX_FILES_LIST_MAX            10000
+/* The files_max_bytes setting's bounds (common/config.c). */
+#define SBX_FILES_MAX_BYTES_MIN       (1024LL * 1024LL)
+#define SBX_FILES_MAX_BYTES_MAX       (1024LL * 1024LL * 1024LL * 1024LL)
 /* Exec argv: count and total size, so one request cannot ask the worker to
  * build an unbounded command line. */
 #define SBX_MAX_ARGV                  256
