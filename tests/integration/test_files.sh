@@ -4,7 +4,8 @@
 # forwarder and Docker Engine. Pins: a directory with a 100 MiB binary
 # file, an executable with an old mtime, a subdirectory, a symlink and a
 # name with a space goes up and comes back equal (checksums, modes, mtimes,
-# the link); the controller's and the worker's RSS grow by less than 32 MiB
+# the link); a controller's (a second one on the database, uploaded through)
+# and the worker's RSS grow by less than 32 MiB
 # while 100 MiB move; docker cp's rule (an existing directory takes the copy
 # inside it); a tar on stdin and on stdout (`-`); the raw form both ways with
 # NUL bytes; the listing and stat forms; create --upload; each transfer is a
@@ -47,8 +48,20 @@ touch -d '2001-02-03 04:05:06 UTC' "$work/src/run.sh"
 ln -s "sub dir/nul.bin" "$work/src/link"
 big_sum=$(sha256sum <"$work/src/big.bin" | cut -d' ' -f1)
 
-# ---- 1. a directory up: /work does not exist, so /work becomes the copy
-cpid=$ITEST_CONTROLLER_PID wpid=$ITEST_WORKER_PID
+# ---- 1. a directory up: /work does not exist, so /work becomes the copy.
+# The memory check reads a second controller on the same database with one
+# HTTP thread and ASan's quarantine kept small (freed buffers must not count
+# as growth), as test_logs does.
+c2port=$(itest_free_port)
+c2log="$ITEST_TMP/controller-files.log"
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1" \
+  "$SANDBOXD" controller --database-url "$DATABASE_URL" --listen "127.0.0.1:$c2port" \
+  --route-listen "127.0.0.1:$(itest_free_port)" --http-threads 1 >>"$c2log" 2>&1 </dev/null &
+cpid=$!
+itest_track_pid "$cpid"
+itest_watch_log "$c2log"
+itest_wait_healthz "http://127.0.0.1:$c2port" "$cpid" "second controller" "$c2log" || fail "second controller did not start"
+wpid=$ITEST_WORKER_PID
 c0=$(rss_kb "$cpid") w0=$(rss_kb "$wpid")
 cmax=$c0 wmax=$w0
 ( while :; do
@@ -59,7 +72,7 @@ cmax=$c0 wmax=$w0
 sampler=$!
 itest_track_pid "$sampler"
 t0=$(date +%s%N)
-out=$(sandbox cp "$work/src" "$sbx:/work") || fail "sandbox cp up failed: $out"
+out=$(SANDBOX_URL="http://127.0.0.1:$c2port" sandbox cp "$work/src" "$sbx:/work") || fail "sandbox cp up failed: $out"
 t1=$(date +%s%N)
 kill "$sampler" 2>/dev/null || true
 wait "$sampler" 2>/dev/null || true
