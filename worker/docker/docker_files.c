@@ -219,21 +219,51 @@ static size_t files_put_read_cb(char *buf, size_t size, size_t nitems, void *ud)
     return (size_t)r;
 }
 
-/* The container must run; when it has a disk quota, what is left of it
- * (quota minus its writable layer) bounds the upload. */
-static int files_put_check(files_put_io_t *io, const char *ref, api_error_t *err)
+/* True when clean is dir or below it. */
+static bool files_under(const char *clean, const char *dir)
+{
+    size_t n = strlen(dir);
+    return strncmp(clean, dir, n) == 0 && (clean[n] == '\0' || clean[n] == '/');
+}
+
+/* What a transfer needs to know of container ref: whether it runs and its
+ * disk quota (RUNTIME_LABEL_DISK_MIB, 0 none). Under gVisor, /tmp and
+ * /dev/shm are the sandbox's own tmpfs, which the Engine's archive API
+ * (working on the container's root on the host) cannot reach: a transfer
+ * there would vanish or miss, so it is refused. */
+static int files_inspect(docker_runtime_t *rt, const char *ref, const char *clean, bool *ret_running,
+                         long long *ret_disk_mib, api_error_t *err)
 {
     char path[160];
     json_object *o = NULL;
     snprintf(path, sizeof path, "/containers/%s/json", ref);
-    int r = docker_get_json(io->rt, path, DOCKER_ROUTE_TIMEOUT_MS, &o, err);
+    int r = docker_get_json(rt, path, DOCKER_ROUTE_TIMEOUT_MS, &o, err);
     if (r < 0)
         return r;
     bool running = false;
     jsonx_get_bool(jsonx_get_obj(o, "State"), "Running", &running);
     const char *disk = jsonx_get_str(jsonx_get_obj(jsonx_get_obj(o, "Config"), "Labels"), RUNTIME_LABEL_DISK_MIB);
-    long long mib = disk ? strtoll(disk, NULL, 10) : 0;
+    const char *runtime = jsonx_get_str(jsonx_get_obj(o, "HostConfig"), "Runtime");
+    bool gvisor = runtime && rt->gvisor_runtime[0] && strcmp(runtime, rt->gvisor_runtime) == 0;
+    *ret_running = running;
+    *ret_disk_mib = disk ? strtoll(disk, NULL, 10) : 0;
     json_object_put(o);
+    if (gvisor && (files_under(clean, "/tmp") || files_under(clean, "/dev")))
+        return api_error_set(err, API_INVALID_ARGUMENT, "in a gvisor sandbox %s is on the sandbox's own tmpfs, out "
+                             "of the worker's reach: use a directory of the root filesystem (/work, /home, ...)",
+                             files_under(clean, "/tmp") ? "/tmp" : "/dev");
+    return 0;
+}
+
+/* The container must run; when it has a disk quota, what is left of it
+ * (quota minus its writable layer) bounds the upload. */
+static int files_put_check(files_put_io_t *io, const char *ref, const char *clean, api_error_t *err)
+{
+    bool running = false;
+    long long mib = 0;
+    int r = files_inspect(io->rt, ref, clean, &running, &mib, err);
+    if (r < 0)
+        return r;
     if (!running)
         return api_error_set(err, API_CONFLICT, "the sandbox's container is not running");
     io->quota_room = -1;
@@ -274,6 +304,8 @@ int docker_rt_files_put(runtime_t *base, const runtime_files_put_req_t *req, int
         return api_error_set(err, API_INVALID_ARGUMENT, "the path must be absolute, at most %d bytes, without "
                              "control characters", SBX_FILES_PATH_MAX);
     const char *dir = clean;
+    if ((r = files_put_check(&io, req->ref, clean, err)) < 0)
+        goto cleanup;
     if (req->format == RUNTIME_FILES_RAW) {
         char *slash = strrchr(clean, '/');
         const char *name = slash + 1;
@@ -292,8 +324,6 @@ int docker_rt_files_put(runtime_t *base, const runtime_files_put_req_t *req, int
         *slash = '\0';
         dir = slash == clean ? "/" : clean;
     }
-    if ((r = files_put_check(&io, req->ref, err)) < 0)
-        goto cleanup;
     if (req->format == RUNTIME_FILES_RAW && io.quota_room >= 0 && req->size > io.quota_room) {
         r = api_error_set(err, API_PAYLOAD_TOO_LARGE, "the upload's %lld bytes do not fit in what the sandbox's "
                           "disk quota of %lld MiB has left (%lld bytes)", (long long)req->size,
@@ -604,6 +634,10 @@ int docker_rt_files_get(runtime_t *base, const runtime_files_get_req_t *req, api
     if (tarstream_path_clean(req->path, clean) < 0)
         return api_error_set(err, API_INVALID_ARGUMENT, "the path must be absolute, at most %d bytes, without "
                              "control characters", SBX_FILES_PATH_MAX);
+    bool running = false;
+    long long mib = 0;
+    if ((r = files_inspect(rt, req->ref, clean, &running, &mib, err)) < 0)
+        return r;
     if (req->format != RUNTIME_FILES_TAR &&
         tarstream_init(&io.tar, files_tar_entry_cb, req->format == RUNTIME_FILES_RAW ? files_tar_data_cb : NULL,
                        &io) < 0)
