@@ -2,6 +2,7 @@
 #include "config.h"
 #include "errors.h"
 #include "imageref.h"
+#include "limits.h"
 #include "spec.h"
 
 #include <ctype.h>
@@ -193,6 +194,10 @@ static const cfg_setting_t settings[CFG__COUNT] = {
     [CFG_CONTROLLER_WORKER_CA] = { "controller_worker_ca", CFGT_STRING, "", 0, 0, false,
                                    "PEM CA file the controller verifies the workers' forwarders against; set, every "
                                    "route and logs connection to a worker is TLS (empty: plain TCP)" },
+    [CFG_FILES_MAX_BYTES] = { "files_max_bytes", CFGT_INT, "2147483648", SBX_FILES_MAX_BYTES_MIN,
+                              SBX_FILES_MAX_BYTES_MAX, true,
+                              "the most bytes one file upload into a sandbox may carry (PUT "
+                              "/v1/sandboxes/{id}/files); more is answered 413" },
 };
 
 #define R_C CFG_ROLE_CONTROLLER
@@ -228,7 +233,7 @@ static const unsigned roles[CFG__COUNT] = {
     [CFG_RATE_OPERATIONS_PER_SECOND] = R_C, [CFG_RATE_OPERATIONS_BURST] = R_C,
     [CFG_API_TLS_CERT] = R_C, [CFG_API_TLS_KEY] = R_C, [CFG_ROUTE_TLS_CERT] = R_C, [CFG_ROUTE_TLS_KEY] = R_C,
     [CFG_WORKER_CONTROLLER_CA] = R_W, [CFG_WORKER_ROUTE_TLS_CERT] = R_W, [CFG_WORKER_ROUTE_TLS_KEY] = R_W,
-    [CFG_CONTROLLER_WORKER_CA] = R_C,
+    [CFG_CONTROLLER_WORKER_CA] = R_C, [CFG_FILES_MAX_BYTES] = R_C,
 };
 #undef R_C
 #undef R_W

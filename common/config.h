@@ -88,6 +88,7 @@ typedef enum {
     CFG_WORKER_ROUTE_TLS_CERT,
     CFG_WORKER_ROUTE_TLS_KEY,
     CFG_CONTROLLER_WORKER_CA,
+    CFG_FILES_MAX_BYTES,
     CFG__COUNT
 } cfg_key_t;
 

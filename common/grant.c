@@ -1,4 +1,4 @@
-/* Worker grants (routes, logs): keyed BLAKE2b over a short text (see grant.h). */
+/* Worker grants (routes, logs, files): keyed BLAKE2b over a short text (see grant.h). */
 #include "grant.h"
 #include "errors.h"
 #include "token.h"
@@ -95,9 +95,49 @@ static int logs_field_parse(const char *f, grant_t *ret)
     return 0;
 }
 
+void grant_files_digest(const char *line, size_t len, char ret[GRANT_FILES_DIGEST_HEX])
+{
+    unsigned char d[(GRANT_FILES_DIGEST_HEX - 1) / 2];
+    crypto_generichash(d, sizeof d, (const unsigned char *)line, len, NULL, 0);
+    sodium_bin2hex(ret, GRANT_FILES_DIGEST_HEX, d, sizeof d);
+}
+
+/* True for exactly GRANT_FILES_DIGEST_HEX - 1 lowercase hex digits. */
+static bool digest_ok(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+            return false;
+    return n == GRANT_FILES_DIGEST_HEX - 1;
+}
+
+/* The purpose field of a files grant: "fput-<digest>" or "fget-<digest>". */
+static int files_field(const grant_t *g, char *ret, size_t retlen)
+{
+    if (!digest_ok(g->files_digest))
+        return SBX_EINVAL;
+    int n = snprintf(ret, retlen, "%s-%s", g->purpose == GRANT_FILES_PUT ? "fput" : "fget", g->files_digest);
+    return n < 0 || (size_t)n >= retlen ? SBX_EINVAL : 0;
+}
+
+static int files_field_parse(const char *f, grant_t *ret)
+{
+    if (strncmp(f, "fput-", 5) == 0)
+        ret->purpose = GRANT_FILES_PUT;
+    else if (strncmp(f, "fget-", 5) == 0)
+        ret->purpose = GRANT_FILES_GET;
+    else
+        return SBX_EINVAL;
+    if (!digest_ok(f + 5))
+        return SBX_EINVAL;
+    memcpy(ret->files_digest, f + 5, GRANT_FILES_DIGEST_HEX);
+    return 0;
+}
+
 int grant_sign(const unsigned char key[GRANT_KEY_BYTES], const grant_t *g, char ret[GRANT_MAX])
 {
-    char field[32];
+    char field[48];
     if (!id_ok(g->worker_id) || !id_ok(g->sandbox_id) || g->expires_unix < 0)
         return SBX_EINVAL;
     if (g->purpose == GRANT_ROUTE) {
@@ -106,6 +146,9 @@ int grant_sign(const unsigned char key[GRANT_KEY_BYTES], const grant_t *g, char 
         snprintf(field, sizeof field, "%d", g->port);
     } else if (g->purpose == GRANT_LOGS) {
         if (logs_field(g, field, sizeof field) < 0)
+            return SBX_EINVAL;
+    } else if (g->purpose == GRANT_FILES_PUT || g->purpose == GRANT_FILES_GET) {
+        if (files_field(g, field, sizeof field) < 0)
             return SBX_EINVAL;
     } else {
         return SBX_EINVAL;
@@ -149,7 +192,7 @@ int grant_verify(const unsigned char key[GRANT_KEY_BYTES], const char *text, int
         port = strtol(fields[3], &end, 10);
         if (*end || port < 1 || port > 65535)
             return SBX_EINVAL;
-    } else if (logs_field_parse(fields[3], &parsed) < 0) {
+    } else if (logs_field_parse(fields[3], &parsed) < 0 && files_field_parse(fields[3], &parsed) < 0) {
         return SBX_EINVAL;
     }
     long long exp = strtoll(fields[4], &end, 10);

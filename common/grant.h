@@ -12,12 +12,16 @@
  *
  * Text form of a route grant:
  *   "v1.<worker_id>.<sandbox_id>.<port>.<expires_unix>.<mac hex>"
- * and of a logs grant (tail: a line count or "all"; follow: 0 or 1):
- *   "v1.<worker_id>.<sandbox_id>.logs-<tail>-<follow>.<expires_unix>.<mac hex>" */
+ * of a logs grant (tail: a line count or "all"; follow: 0 or 1):
+ *   "v1.<worker_id>.<sandbox_id>.logs-<tail>-<follow>.<expires_unix>.<mac hex>"
+ * and of a files grant (an upload, fput, or a download, fget; digest: the
+ * grant_files_digest of the one request line the connection may carry):
+ *   "v1.<worker_id>.<sandbox_id>.fput-<digest>.<expires_unix>.<mac hex>" */
 #ifndef SBX_GRANT_H
 #define SBX_GRANT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "limits.h"
 
@@ -27,7 +31,12 @@
 typedef enum {
     GRANT_ROUTE = 0,         /* relay to `port` inside the sandbox */
     GRANT_LOGS,              /* stream the main process's output */
+    GRANT_FILES_PUT,         /* unpack the one request line's upload into the sandbox */
+    GRANT_FILES_GET,         /* read the one request line's path out of the sandbox */
 } grant_purpose_t;
+
+/* A files grant's digest: 32 lowercase hex digits and a NUL. */
+#define GRANT_FILES_DIGEST_HEX 33
 
 /* logs_tail of a logs grant that asks for every line. */
 #define GRANT_LOGS_TAIL_ALL (-1)
@@ -40,7 +49,14 @@ typedef struct grant {
     grant_purpose_t purpose; /* zero-initialised: a route grant */
     int64_t logs_tail;       /* GRANT_LOGS: 0..SBX_LOGS_TAIL_MAX lines from the end, or GRANT_LOGS_TAIL_ALL */
     bool logs_follow;        /* GRANT_LOGS: keep streaming until the container stops */
+    char files_digest[GRANT_FILES_DIGEST_HEX]; /* GRANT_FILES_*: grant_files_digest of the request line */
 } grant_t;
+
+/* The digest a files grant carries: unkeyed BLAKE2b with a 16-byte output
+ * of the len bytes of the request line (without its CRLF), as 32 lowercase
+ * hex digits. The worker compares it with the grant's files_digest (in
+ * constant time: sodium_memcmp); a mismatch is the caller's to refuse. */
+void grant_files_digest(const char *line, size_t len, char ret[GRANT_FILES_DIGEST_HEX]);
 
 /* The key from the stored hash of the worker's token (64 hex digits);
  * SBX_EINVAL when it is not one. */
@@ -49,7 +65,8 @@ int grant_key_from_hash_hex(const char *hash_hex, unsigned char ret_key[GRANT_KE
 void grant_key_from_token(const char *token, unsigned char ret_key[GRANT_KEY_BYTES]);
 
 /* Writes the signed text of g (its purpose decides the form); SBX_EINVAL
- * for ids with '.', a bad port or tail, or an unknown purpose. */
+ * for ids with '.', a bad port or tail, a files digest that is not 32
+ * lowercase hex digits, or an unknown purpose. */
 int grant_sign(const unsigned char key[GRANT_KEY_BYTES], const grant_t *g, char ret[GRANT_MAX]);
 
 /* Checks the signature and that the grant has not expired at now_unix;

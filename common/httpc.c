@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 struct httpc {
     CURL *curl;
@@ -350,6 +351,127 @@ int httpc_stream_lines(httpc_t *c, const char *path, long timeout_ms, size_t max
         ret->status = 0;
     sbuf_release(&st.line);
     sbuf_release(&st.body);
+    curl_slist_free_all(hl);
+    free(url);
+    return r;
+}
+
+/* ---- streamed transfers ---- */
+
+typedef struct httpc_xfer {
+    CURL *h;
+    long status;
+    httpc_read_fn rd;
+    httpc_write_fn wr;
+    void *ud;
+    sbuf_t body;             /* a non-2xx answer, or a 2xx one without wr */
+    bool aborted;            /* a callback asked to stop */
+    const char *header_name;
+    size_t header_len;
+    char *header;
+} httpc_xfer_t;
+
+static size_t httpc_xfer_read_cb(char *buf, size_t size, size_t nitems, void *ud)
+{
+    httpc_xfer_t *x = ud;
+    long n = x->rd(x->ud, buf, size * nitems);
+    if (n < 0) {
+        x->aborted = true;
+        return CURL_READFUNC_ABORT;
+    }
+    return (size_t)n;
+}
+
+static size_t httpc_xfer_write_cb(char *p, size_t size, size_t nmemb, void *ud)
+{
+    httpc_xfer_t *x = ud;
+    size_t n = size * nmemb;
+    if (x->status == 0)
+        curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &x->status);
+    if (x->status < 200 || x->status >= 300 || !x->wr)
+        return sbuf_append(&x->body, p, n) < 0 ? 0 : n;
+    if (x->wr(x->ud, p, n) < 0) {
+        x->aborted = true;
+        return 0;
+    }
+    return n;
+}
+
+static size_t httpc_xfer_header_cb(char *p, size_t size, size_t nitems, void *ud)
+{
+    httpc_xfer_t *x = ud;
+    size_t n = size * nitems;
+    if (x->header_name && !x->header && n > x->header_len + 1 && strncasecmp(p, x->header_name, x->header_len) == 0 &&
+        p[x->header_len] == ':') {
+        size_t a = x->header_len + 1, b = n;
+        while (a < b && (p[a] == ' ' || p[a] == '\t'))
+            a++;
+        while (b > a && (p[b - 1] == '\r' || p[b - 1] == '\n' || p[b - 1] == ' '))
+            b--;
+        x->header = strndup(p + a, b - a);
+    }
+    return n;
+}
+
+int httpc_transfer(httpc_t *c, const char *method, const char *path, int64_t size, httpc_read_fn rd,
+                   httpc_write_fn wr, void *ud, const char *header_name, char **ret_header, long timeout_ms,
+                   httpc_response_t *ret)
+{
+    memset(ret, 0, sizeof *ret);
+    if (ret_header)
+        *ret_header = NULL;
+    CURL *h = c->curl;
+    struct curl_slist *hl = NULL;
+    char *url = httpc_start(c, path, "Accept: */*", &hl);
+    if (!url)
+        return SBX_ENOMEM;
+    httpc_xfer_t x = { .h = h, .rd = rd, .wr = wr, .ud = ud, .header_name = header_name,
+                       .header_len = header_name ? strlen(header_name) : 0 };
+    sbuf_init(&x.body, SBX_MAX_RESPONSE_BYTES);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    if (rd) {
+        hl = curl_slist_append(hl, "Content-Type: application/octet-stream");
+        curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+        curl_easy_setopt(h, CURLOPT_READFUNCTION, httpc_xfer_read_cb);
+        curl_easy_setopt(h, CURLOPT_READDATA, &x);
+        if (size >= 0)
+            curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)size);
+        else
+            hl = curl_slist_append(hl, "Transfer-Encoding: chunked");
+    } else if (strcmp(method, "GET") == 0) {
+        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    }
+    httpc_set_target(c, url, hl, httpc_xfer_write_cb, &x, timeout_ms);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, httpc_xfer_header_cb);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
+    CURLcode cr = curl_easy_perform(h);
+    int r = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &ret->status);
+    if (x.aborted || (cr == CURLE_ABORTED_BY_CALLBACK && c->abort_flag && *c->abort_flag)) {
+        snprintf(ret->error, sizeof ret->error, "aborted");
+        r = SBX_ECANCELLED;
+    } else if (x.body.truncated) {
+        snprintf(ret->error, sizeof ret->error, "response larger than %u bytes", SBX_MAX_RESPONSE_BYTES);
+        r = SBX_ETOOBIG;
+    } else if (cr != CURLE_OK && !(ret->status >= 400 && cr == CURLE_SEND_ERROR)) {
+        httpc_transport_error(c, cr, ret->error, sizeof ret->error);
+        r = cr == CURLE_OPERATION_TIMEDOUT ? SBX_ETIMEOUT : SBX_EIO;
+    }
+    if (r == 0 || ret->status >= 300) {
+        ret->body = sbuf_detach(&x.body, &ret->body_len);
+        json_object *j = NULL;
+        if (ret->body && ret->body_len > 0 && jsonx_parse(ret->body, ret->body_len, &j, NULL) == 0)
+            ret->json = j;
+        if (ret->status >= 300)
+            r = 0; /* an answer came: the caller reads its error */
+    }
+    if (r < 0 && r != SBX_ECANCELLED)
+        ret->status = 0;
+    if (ret_header)
+        *ret_header = x.header;
+    else
+        free(x.header);
+    sbuf_release(&x.body);
     curl_slist_free_all(hl);
     free(url);
     return r;

@@ -6,6 +6,7 @@
 #include <json-c/json.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct httpc httpc_t;
 
@@ -59,6 +60,25 @@ typedef int (*httpc_line_fn)(void *ud, const char *line, size_t len);
  * call httpc_response_release on ret afterwards. */
 int httpc_stream_lines(httpc_t *c, const char *path, long timeout_ms, size_t max_line, httpc_line_fn on_line,
                        void *ud, httpc_response_t *ret);
+
+/* A streamed transfer's body source: up to n bytes into buf; returns how
+ * many (0: the body ended), or < 0 to abort the transfer. */
+typedef long (*httpc_read_fn)(void *ud, char *buf, size_t n);
+/* A streamed answer's bytes as they arrive; < 0 aborts the transfer. */
+typedef int (*httpc_write_fn)(void *ud, const char *data, size_t n);
+
+/* method path with a streamed body and/or answer, never held whole: with
+ * rd the request body comes from it (size >= 0: exactly that many bytes,
+ * sent with Content-Length; -1: chunked); with wr a 2xx answer's body
+ * goes to it as it arrives (without wr a 2xx body is kept in ret, bounded,
+ * as httpc_request keeps it); any other status keeps its bounded body in
+ * ret for httpc_api_error. *ret_header, when asked, gets the value of the
+ * answer's header header_name (malloc'd; NULL when absent). The return is
+ * as httpc_stream_lines' (SBX_ECANCELLED when a callback aborted). Always
+ * call httpc_response_release on ret afterwards. */
+int httpc_transfer(httpc_t *c, const char *method, const char *path, int64_t size, httpc_read_fn rd,
+                   httpc_write_fn wr, void *ud, const char *header_name, char **ret_header, long timeout_ms,
+                   httpc_response_t *ret);
 
 /* Makes every later request on c abort (SBX_EIO, error "aborted") soon after
  * *flag becomes non-zero, e.g. to end a worker's long-poll at shutdown. */

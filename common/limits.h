@@ -37,6 +37,16 @@
 /* A log stream reads from the worker only while the client's unsent output
  * is below this: a slow client slows its own stream and nothing else. */
 #define SBX_LOGS_CLIENT_HIGH_WATER    (256u * 1024u)
+/* File transfers over the worker's forwarder (docs/worker.md "File
+ * transfers"): the JSON request line after the preamble (CRLF included),
+ * a path in the container, and the entries a directory listing holds at
+ * most (then it says truncated). */
+#define SBX_FILES_REQUEST_MAX         8192
+#define SBX_FILES_PATH_MAX            4096
+#define SBX_FILES_LIST_MAX            10000
+/* The files_max_bytes setting's bounds (common/config.c). */
+#define SBX_FILES_MAX_BYTES_MIN       (1024LL * 1024LL)
+#define SBX_FILES_MAX_BYTES_MAX       (1024LL * 1024LL * 1024LL * 1024LL)
 /* Exec argv: count and total size, so one request cannot ask the worker to
  * build an unbounded command line. */
 #define SBX_MAX_ARGV                  256
@@ -163,6 +173,16 @@
 #define SBX_CLAIM_MAX                 64
 /* Connections one HTTP thread accepts before the rest of its loop runs. */
 #define SBX_API_ACCEPTS_PER_TURN      32
+/* A streamed request body (PUT /v1/sandboxes/{id}/files, controller/
+ * apiconn.c): the API listener stops reading its connection while this
+ * much of it waits for the handler, and the handler stops taking it while
+ * as much waits to go to the worker, so one transfer holds about twice
+ * this; at most SBX_FILES_STREAMS_MAX transfers run in one controller at
+ * once (503 past it), and one that moves nothing for
+ * SBX_FILES_IDLE_SECONDS either way is cut off. */
+#define SBX_FILES_STREAM_HIGH_WATER   (256u * 1024u)
+#define SBX_FILES_STREAMS_MAX         128
+#define SBX_FILES_IDLE_SECONDS        60
 
 /* The buckets of a listener's per-address connection counts
  * (controller/conncap.c). */

@@ -40,6 +40,16 @@ void api_operation_get(req_t *rq, const char *id);
  * ends every stream of the calling HTTP thread (controller stopping). */
 void api_sandbox_logs(req_t *rq, const char *id);
 void api_logs_stop_thread(void);
+
+/* PUT and GET /v1/sandboxes/{id}/files (api_files.c): files into and out
+ * of a running sandbox, streamed through the worker's forwarder (docs/api.md
+ * "Files"). api_files_stop_thread ends the calling thread's transfers. */
+void api_sandbox_files_put(req_t *rq, const char *id);
+void api_sandbox_files_get(req_t *rq, const char *id);
+void api_files_stop_thread(void);
+/* A path in the sandbox as the files endpoints take it: absolute, at most
+ * SBX_FILES_PATH_MAX bytes, no control characters. 0 or SBX_EINVAL with err. */
+int api_files_path_check(const char *path, api_error_t *err);
 /* Parses ?tail= (a count 0..SBX_LOGS_TAIL_MAX or "all"; absent: all, as
  * GRANT_LOGS_TAIL_ALL) and ?follow= (true|false|1|0; absent: false).
  * Returns 0, or SBX_EINVAL with err saying what is wrong. */

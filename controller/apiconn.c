@@ -47,6 +47,7 @@ typedef enum {
     AC_BODY,     /* a body is passing to evhttp */
     AC_DISCARD,  /* a refused request's body: read and dropped */
     AC_CLOSING,  /* refused for good: everything more is dropped */
+    AC_STREAM,   /* a streamed body: kept, decoded, for its handler (apiconn_stream_*) */
 } ac_state_t;
 
 struct apiconn {
@@ -74,6 +75,18 @@ struct apiconn {
     int64_t discard_left;
     int64_t reserved;          /* bytes of the body budget held */
     apiconn_t **slot;          /* the request's pointer to us */
+    /* A streamed body (AC_STREAM; apiconn_stream_begin). */
+    bool stream_next;          /* head_judge: the head being judged is a streamed one */
+    bool stream_expect;        /* it asked for 100 Continue */
+    bool stream_counted;       /* holds one of SBX_FILES_STREAMS_MAX */
+    struct evbuffer *sbuf;     /* decoded body bytes the handler has not taken */
+    int stream_status;         /* 0: more due; 1: complete; < 0: malformed framing */
+    bool stream_paused;        /* reading off: sbuf over SBX_FILES_STREAM_HIGH_WATER */
+    bool stream_attached;      /* a handler took it: evhttp's read callback set aside */
+    bufferevent_data_cb saved_readcb;
+    struct event *stream_ev;   /* tells the handler, outside the buffer's callbacks */
+    void (*stream_cb)(void *);
+    void *stream_arg;
     void (*user_cb)(struct evhttp_connection *, void *);
     void *user_arg;
     struct sockaddr_storage peer;
@@ -100,7 +113,8 @@ struct apiconn_thread {
 static conncap_t api_caps;
 static bool api_caps_ready;
 static atomic_llong budget_used;
-static int64_t budget_max, min_rate;
+static int64_t budget_max, min_rate, files_max;
+static atomic_int streams_open;
 static int head_timeout_s, idle_timeout_s;
 static metric_family_t *m_refused, *m_closed;
 static _Thread_local apiconn_thread_t *tl_at;
@@ -145,6 +159,7 @@ int apiconn_setup(controller_t *ctl, char *err, size_t errlen)
     head_timeout_s = (int)cfg_int(cfg, CFG_API_HEAD_TIMEOUT_SECONDS);
     idle_timeout_s = (int)cfg_int(cfg, CFG_API_IDLE_TIMEOUT_SECONDS);
     min_rate = cfg_int(cfg, CFG_API_BODY_MIN_BYTES_PER_SECOND);
+    files_max = cfg_int(cfg, CFG_FILES_MAX_BYTES);
     budget_max = cfg_int(cfg, CFG_API_BODY_BUDGET_MIB) * 1024 * 1024;
     atomic_store(&budget_used, 0);
     if (!m_refused) {
@@ -332,6 +347,74 @@ static int header_count(const httphead_t *h, const char *name)
     return n;
 }
 
+/* Whether the head's body is streamed to its handler rather than read by
+ * evhttp: PUT /v1/sandboxes/{id}/files. */
+static bool stream_route(const httphead_t *h)
+{
+    static const char pre[] = "/v1/sandboxes/", post[] = "/files";
+    if (strcmp(h->method, "PUT") != 0 || strncmp(h->target, pre, sizeof pre - 1) != 0)
+        return false;
+    const char *id = h->target + sizeof pre - 1;
+    size_t n = strcspn(id, "/?");
+    size_t rest = strcspn(id + n, "?");
+    return n > 0 && rest == sizeof post - 1 && strncmp(id + n, post, sizeof post - 1) == 0;
+}
+
+/* A streamed body's head: its token must check out before a byte is read,
+ * its length fit files_max_bytes, and a transfer slot be free. */
+static int stream_judge(apiconn_t *ac, const httphead_t *h, int64_t len, refusal_t *rf)
+{
+    if (len > files_max) {
+        *rf = (refusal_t){ API_PAYLOAD_TOO_LARGE, 0, "too_large", "" };
+        snprintf(rf->msg, sizeof rf->msg, "upload of %lld bytes is over the limit of %lld bytes (files_max_bytes)",
+                 (long long)len, (long long)files_max);
+        ac->body_left = len;
+        return SBX_ETOOBIG;
+    }
+    bool unavail = false;
+    role_t role = ROLE_MEMBER;
+    if (!token_good(ac->at, h, &unavail, &role)) {
+        *rf = (refusal_t){ unavail ? API_UNAVAILABLE : API_UNAUTHORIZED, unavail ? 1 : 0, "auth", "" };
+        snprintf(rf->msg, sizeof rf->msg, "%s",
+                 unavail ? "database unavailable: cannot check the token of an upload"
+                         : "an upload needs a valid bearer token (Authorization: Bearer TOKEN)");
+        ac->body_left = len;
+        return SBX_EAUTH;
+    }
+    if (!apiconn_transfer_take()) {
+        *rf = (refusal_t){ API_UNAVAILABLE, 1, "budget", "" };
+        snprintf(rf->msg, sizeof rf->msg, "the controller runs too many file transfers; retry shortly");
+        ac->body_left = len;
+        return SBX_EUNAVAIL;
+    }
+    const char *expect = httphead_get(h, "Expect");
+    ac->stream_counted = true;
+    ac->stream_next = true;
+    ac->stream_expect = expect && strcasecmp(expect, "100-continue") == 0;
+    ac->body_left = len;
+    return 0;
+}
+
+/* What evhttp sees of a streamed request: its head without the body's
+ * framing, with Content-Length 0 and APICONN_STREAM_HEADER saying the
+ * body's length or "chunked" (and APICONN_EXPECT_HEADER when the client
+ * waits for 100 Continue). */
+static void stream_head(struct evbuffer *in, const httphead_t *h, bool chunked, int64_t len, bool expect)
+{
+    evbuffer_add_printf(in, "%s %s HTTP/1.%d\r\n", h->method, h->target, h->minor);
+    for (int i = 0; i < h->nh; i++) {
+        if (strcasecmp(h->name[i], "Content-Length") == 0 || strcasecmp(h->name[i], "Transfer-Encoding") == 0 ||
+            strcasecmp(h->name[i], "Expect") == 0)
+            continue;
+        evbuffer_add_printf(in, "%s: %s\r\n", h->name[i], h->value[i]);
+    }
+    if (chunked)
+        evbuffer_add_printf(in, "Content-Length: 0\r\n%s: chunked\r\n", APICONN_STREAM_HEADER);
+    else
+        evbuffer_add_printf(in, "Content-Length: 0\r\n%s: %lld\r\n", APICONN_STREAM_HEADER, (long long)len);
+    evbuffer_add_printf(in, "%s\r\n", expect ? APICONN_EXPECT_HEADER ": 100-continue\r\n" : "");
+}
+
 /* Decides on a parsed head: 0 and the body's framing in ac, or < 0 with
  * why in *rf. */
 static int head_judge(apiconn_t *ac, const httphead_t *h, refusal_t *rf)
@@ -344,6 +427,12 @@ static int head_judge(apiconn_t *ac, const httphead_t *h, refusal_t *rf)
         snprintf(rf->msg, sizeof rf->msg, "no such path");
         return SBX_EINVAL;
     }
+    for (int i = 0; i < h->nh; i++)
+        if (strncasecmp(h->name[i], "X-Sbx-", 6) == 0) {
+            *rf = (refusal_t){ API_INVALID_ARGUMENT, 0, "head", "" };
+            snprintf(rf->msg, sizeof rf->msg, "headers named X-Sbx-* are the controller's own");
+            return SBX_EINVAL;
+        }
     if (header_count(h, "Content-Length") > 1 || header_count(h, "Transfer-Encoding") > 1) {
         *rf = (refusal_t){ API_INVALID_ARGUMENT, 0, "head", "" };
         snprintf(rf->msg, sizeof rf->msg, "malformed HTTP request: more than one Content-Length or "
@@ -368,6 +457,8 @@ static int head_judge(apiconn_t *ac, const httphead_t *h, refusal_t *rf)
         }
         len = v;
     }
+    if (stream_route(h) && (ac->chunked || len > 0))
+        return stream_judge(ac, h, len, rf);
     if (len > (int64_t)SBX_MAX_BODY_BYTES) {
         *rf = (refusal_t){ API_PAYLOAD_TOO_LARGE, 0, "too_large", "" };
         snprintf(rf->msg, sizeof rf->msg, "request body over the limit of %u MiB",
@@ -438,7 +529,9 @@ static void head_complete(apiconn_t *ac, size_t hlen, struct evbuffer *in)
             if (rc == SBX_ETOOBIG)
                 rf.code = API_HEADERS_TOO_LARGE;
         }
-        if (rc == 0)
+        if (rc == 0 && ac->stream_next)
+            stream_head(in, h, ac->chunked, ac->body_left, ac->stream_expect);
+        else if (rc == 0)
             evbuffer_add(in, buf, hlen);
     } else if (buf && work && h) {
         snprintf(rf.msg, sizeof rf.msg, "malformed HTTP request");
@@ -454,12 +547,24 @@ static void head_complete(apiconn_t *ac, size_t hlen, struct evbuffer *in)
     ac->pending++;
     ac->fresh = false;
     conncap_claim(&api_caps, &ac->cap);
+    if (rc == 0 && ac->stream_next) {
+        ac->stream_next = false;
+        ac->body_got = 0;
+        ac->body_since_ms = now_ms();
+        ac->stream_status = 0;
+        ac->stream_paused = false;
+        if (!ac->sbuf)
+            ac->sbuf = evbuffer_new();
+        ac->state = ac->sbuf ? AC_STREAM : AC_CLOSING;
+        return;
+    }
     if (rc == 0) {
         ac->body_got = 0;
         ac->body_since_ms = now_ms();
         ac->state = (ac->chunked || ac->body_left > 0) ? AC_BODY : AC_HEAD;
         return;
     }
+    ac->stream_next = false;
     note(m_refused, rf.reason);
     bool close = ac->chunked || ac->body_left > SBX_API_DISCARD_MAX_BYTES || rf.code == API_INVALID_ARGUMENT ||
                  rf.code == API_HEADERS_TOO_LARGE;
@@ -524,6 +629,175 @@ static bool body_pass(apiconn_t *ac, struct evbuffer *tmp, struct evbuffer *in)
     return true;
 }
 
+/* ---- a streamed body ---- */
+
+static void stream_notify(apiconn_t *ac)
+{
+    if (ac->stream_attached && ac->stream_ev)
+        event_active(ac->stream_ev, EV_TIMEOUT, 1);
+}
+
+static void stream_finish(apiconn_t *ac, int status)
+{
+    ac->stream_status = status;
+    /* Complete: what follows is the next request's head; else nothing
+     * more of this connection is read for evhttp. */
+    ac->state = status == 1 ? AC_HEAD : AC_CLOSING;
+    ac->body_since_ms = now_ms();
+}
+
+/* Moves the body bytes at the front of tmp into ac->sbuf, decoded from
+ * their framing; stops reading the socket while sbuf is over its high
+ * water. */
+static void stream_pass(apiconn_t *ac, struct evbuffer *tmp)
+{
+    if (!ac->chunked) {
+        size_t avail = evbuffer_get_length(tmp);
+        size_t n = (int64_t)avail < ac->body_left ? avail : (size_t)ac->body_left;
+        evbuffer_remove_buffer(tmp, ac->sbuf, n);
+        ac->body_left -= (int64_t)n;
+        ac->body_got += (int64_t)n;
+        if (ac->body_left == 0)
+            stream_finish(ac, 1);
+    } else {
+        while (evbuffer_get_length(tmp) > 0 && ac->state == AC_STREAM) {
+            size_t avail = evbuffer_get_length(tmp), take = avail < 65536 ? avail : 65536, used = 0, out = 0;
+            char *p = (char *)evbuffer_pullup(tmp, (ev_ssize_t)take);
+            int rc = p ? proxy_chunked_decode(&ac->chunks, p, take, &used, &out) : SBX_ENOMEM;
+            if (rc < 0) {
+                evbuffer_drain(tmp, evbuffer_get_length(tmp));
+                stream_finish(ac, SBX_EINVAL);
+                break;
+            }
+            evbuffer_add(ac->sbuf, p, out);
+            evbuffer_drain(tmp, used);
+            ac->body_got += (int64_t)out;
+            if (rc == 1)
+                stream_finish(ac, 1);
+        }
+        if (ac->state == AC_STREAM && ac->body_got > files_max)
+            stream_finish(ac, SBX_ETOOBIG);
+    }
+    if (ac->stream_status == 0 && !ac->stream_paused && evbuffer_get_length(ac->sbuf) >= SBX_FILES_STREAM_HIGH_WATER) {
+        ac->stream_paused = true;
+        bufferevent_disable(ac->bev, EV_READ);
+    }
+    stream_notify(ac);
+}
+
+static void stream_ev_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    apiconn_t *ac = arg;
+    if (ac->stream_cb)
+        ac->stream_cb(ac->stream_arg);
+}
+
+/* While a handler streams a body, evhttp's read callback must not run (it
+ * aborts the process when called while its request is being answered):
+ * the bytes reach the handler through the input buffer's callback, and
+ * this takes the bufferevent's read callback's place. */
+static void stream_readcb(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    (void)arg;
+}
+
+static void stream_release(apiconn_t *ac)
+{
+    if (ac->stream_ev) {
+        event_free(ac->stream_ev);
+        ac->stream_ev = NULL;
+    }
+    if (ac->sbuf) {
+        evbuffer_free(ac->sbuf);
+        ac->sbuf = NULL;
+    }
+    if (ac->stream_counted) {
+        ac->stream_counted = false;
+        apiconn_transfer_release();
+    }
+    ac->stream_cb = NULL;
+    ac->stream_attached = false;
+}
+
+bool apiconn_transfer_take(void)
+{
+    if (atomic_fetch_add(&streams_open, 1) >= SBX_FILES_STREAMS_MAX) {
+        atomic_fetch_sub(&streams_open, 1);
+        return false;
+    }
+    return true;
+}
+
+void apiconn_transfer_release(void) { atomic_fetch_sub(&streams_open, 1); }
+
+int apiconn_stream_begin(apiconn_t *ac, void (*cb)(void *), void *arg)
+{
+    if (!ac || !ac->sbuf || ac->stream_attached || atomic_load(&ac->shut))
+        return SBX_EINVAL;
+    ac->stream_ev = event_new(ac->at->base, -1, 0, stream_ev_cb, ac);
+    if (!ac->stream_ev)
+        return SBX_ENOMEM;
+    bufferevent_data_cb wcb = NULL;
+    bufferevent_event_cb ecb = NULL;
+    void *cbarg = NULL;
+    bufferevent_getcb(ac->bev, &ac->saved_readcb, &wcb, &ecb, &cbarg);
+    bufferevent_setcb(ac->bev, stream_readcb, wcb, ecb, cbarg);
+    ac->stream_attached = true;
+    ac->stream_cb = cb;
+    ac->stream_arg = arg;
+    if (ac->stream_status == 0 && !ac->stream_paused)
+        bufferevent_enable(ac->bev, EV_READ);
+    if (evbuffer_get_length(ac->sbuf) > 0 || ac->stream_status != 0)
+        stream_notify(ac);
+    return 0;
+}
+
+void apiconn_stream_continue(apiconn_t *ac)
+{
+    if (ac && ac->stream_expect && ac->stream_attached) {
+        ac->stream_expect = false;
+        evbuffer_add_printf(bufferevent_get_output(ac->bev), "HTTP/1.1 100 Continue\r\n\r\n");
+    }
+}
+
+struct evbuffer *apiconn_stream_input(apiconn_t *ac) { return ac ? ac->sbuf : NULL; }
+
+int apiconn_stream_status(const apiconn_t *ac) { return ac ? ac->stream_status : SBX_EIO; }
+
+int64_t apiconn_stream_received(const apiconn_t *ac) { return ac ? ac->body_got : 0; }
+
+void apiconn_stream_drained(apiconn_t *ac)
+{
+    if (!ac || !ac->stream_paused || !ac->sbuf || evbuffer_get_length(ac->sbuf) >= SBX_FILES_STREAM_HIGH_WATER / 2)
+        return;
+    ac->stream_paused = false;
+    if (ac->stream_status == 0 && ac->stream_attached)
+        bufferevent_enable(ac->bev, EV_READ);
+}
+
+bool apiconn_stream_end(apiconn_t *ac)
+{
+    if (!ac || !ac->stream_attached)
+        return false;
+    bool complete = ac->stream_status == 1;
+    /* evhttp reads again only after it has sent the answer. */
+    bufferevent_disable(ac->bev, EV_READ);
+    bufferevent_data_cb rcb = NULL, wcb = NULL;
+    bufferevent_event_cb ecb = NULL;
+    void *cbarg = NULL;
+    bufferevent_getcb(ac->bev, &rcb, &wcb, &ecb, &cbarg);
+    bufferevent_setcb(ac->bev, ac->saved_readcb, wcb, ecb, cbarg);
+    if (!complete) {
+        ac->state = AC_CLOSING;
+        ac->body_since_ms = now_ms();
+    }
+    stream_release(ac);
+    return complete;
+}
+
 /* Takes what tmp holds of a head into ac->held; true when a whole head
  * was handled (more of tmp may follow). */
 static bool head_gather(apiconn_t *ac, struct evbuffer *tmp, struct evbuffer *in)
@@ -586,6 +860,8 @@ static void in_cb(struct evbuffer *in, const struct evbuffer_cb_info *info, void
         if (ac->state == AC_BODY) {
             if (!body_pass(ac, tmp, in))
                 break;
+        } else if (ac->state == AC_STREAM) {
+            stream_pass(ac, tmp);
         } else if (ac->state == AC_DISCARD) {
             size_t n = evbuffer_get_length(tmp);
             if ((int64_t)n > ac->discard_left)
@@ -655,6 +931,7 @@ static void close_cb(struct evhttp_connection *evcon, void *arg)
         evbuffer_remove_cb_entry(bufferevent_get_input(ac->bev), ac->in_entry);
     if (ac->held)
         evbuffer_free(ac->held);
+    stream_release(ac);
     free(ac);
 }
 
@@ -932,6 +1209,7 @@ void apiconn_thread_free(apiconn_thread_t *at)
         budget_return(ac);
         if (ac->held)
             evbuffer_free(ac->held);
+        stream_release(ac);
         free(ac);
     }
     if (at->sweep)

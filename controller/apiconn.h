@@ -32,6 +32,12 @@
 
 #define APICONN_REFUSED_PATH   "/_sbx/refused"
 #define APICONN_REFUSAL_HEADER "X-Sbx-Refusal"
+/* On the head evhttp sees of a streamed request (below): the body's
+ * length in bytes, or "chunked"; and, when the client waits for "100
+ * Continue" before its body, the second one. A
+ * client's own X-Sbx-* headers are refused, so these are always ours. */
+#define APICONN_STREAM_HEADER  "X-Sbx-Stream"
+#define APICONN_EXPECT_HEADER  "X-Sbx-Expect"
 
 typedef struct apiconn apiconn_t;
 typedef struct apiconn_thread apiconn_thread_t;
@@ -67,6 +73,43 @@ void apiconn_request_end(apiconn_t *ac);
  * code, Retry-After (0: none) and message; else false. */
 bool apiconn_refusal(struct evhttp_request *ev, api_code_t *ret_code, int *ret_retry_after, char *msg,
                      size_t msglen);
+
+/* ---- streamed bodies ----
+ * PUT /v1/sandboxes/{id}/files is not read by evhttp: once its token
+ * checked out and its Content-Length fits files_max_bytes (or it is
+ * chunked), evhttp gets its head alone (Content-Length 0,
+ * APICONN_STREAM_HEADER) and the body, decoded from its framing, waits for
+ * the handler here, at most SBX_FILES_STREAM_HIGH_WATER of it before the
+ * socket stops being read. At most SBX_FILES_STREAMS_MAX transfers (these
+ * and downloads, which take a slot with apiconn_transfer_take) run at
+ * once: past that the head is answered 503. */
+
+/* A transfer slot: false when SBX_FILES_STREAMS_MAX run already. */
+bool apiconn_transfer_take(void);
+void apiconn_transfer_release(void);
+
+/* The handler takes the body of its request's connection ac (rq->conn):
+ * cb(arg) runs on the loop whenever bytes came, the body ended or its
+ * framing turned out malformed. evhttp's reading is set aside until
+ * apiconn_stream_end. SBX_EINVAL when the request has no streamed body. */
+int apiconn_stream_begin(apiconn_t *ac, void (*cb)(void *), void *arg);
+/* Sends "100 Continue" when the client asked for it (once). */
+void apiconn_stream_continue(apiconn_t *ac);
+/* The body bytes not taken yet: the handler drains them, then calls
+ * apiconn_stream_drained so reading resumes. */
+struct evbuffer *apiconn_stream_input(apiconn_t *ac);
+void apiconn_stream_drained(apiconn_t *ac);
+/* 0 while more of the body is due, 1 once all of it came, SBX_EINVAL for
+ * malformed chunked framing, SBX_ETOOBIG for a chunked body past
+ * files_max_bytes. */
+int apiconn_stream_status(const apiconn_t *ac);
+/* The body bytes received so far. */
+int64_t apiconn_stream_received(const apiconn_t *ac);
+/* Gives the connection back to evhttp, before the handler answers: true
+ * when the whole body had come; else the rest is not read and the answer
+ * must close the connection (Connection: close). The transfer slot is
+ * returned. */
+bool apiconn_stream_end(apiconn_t *ac);
 
 /* evhttp_connection_set_closecb for handlers: the connection's close
  * callback is this module's, which calls cb first (cb NULL: none). */

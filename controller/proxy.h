@@ -100,6 +100,11 @@ typedef struct proxy_chunked {
  * over 15 hex digits, a missing CRLF, or trailer fields, which are refused
  * rather than forwarded). */
 int proxy_chunked_scan(proxy_chunked_t *c, const char *p, size_t n, size_t *ret_used);
+/* Decodes the next n bytes of a chunked body in place: the chunk data are
+ * moved to the front of p (*ret_out bytes), the framing dropped; the same
+ * returns as proxy_chunked_scan, *ret_used the bytes of p it took (all n
+ * unless the body ended within them, or up to the bad byte). */
+int proxy_chunked_decode(proxy_chunked_t *c, char *p, size_t n, size_t *ret_used, size_t *ret_out);
 
 /* Parses "a.b.c.d[/n], [v6][/n], ..." into a malloc'd array. */
 int proxy_nets_parse(const char *text, struct proxy_net **ret, int *ret_n, char *err, size_t errlen);

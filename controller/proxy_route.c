@@ -91,6 +91,31 @@ int proxy_chunked_scan(proxy_chunked_t *c, const char *p, size_t n, size_t *ret_
     return 0;
 }
 
+int proxy_chunked_decode(proxy_chunked_t *c, char *p, size_t n, size_t *ret_used, size_t *ret_out)
+{
+    size_t i = 0, out = 0;
+    int rc = 0;
+    while (i < n && rc == 0) {
+        if (c->state == CK_DATA) {
+            /* Chunk data: the body's bytes, moved up over the framing. */
+            size_t k = (uint64_t)(n - i) < c->left ? n - i : (size_t)c->left;
+            memmove(p + out, p + i, k);
+            out += k;
+            i += k;
+            c->left -= k;
+            if (!c->left)
+                c->state = CK_DATA_CR;
+            continue;
+        }
+        size_t used = 1;
+        rc = proxy_chunked_scan(c, p + i, 1, &used);
+        i++;
+    }
+    *ret_used = i;
+    *ret_out = out;
+    return rc;
+}
+
 static bool name_ok(const char *s, size_t n)
 {
     if (n != PROXY_NAME_LEN)

@@ -81,6 +81,10 @@ void http_reply_text(req_t *rq, int status, const char *content_type, const char
  * (the request still attached to it), so rq->ev must not be touched. */
 void http_stream_start(req_t *rq, const char *content_type);
 void http_stream_end(req_t *rq, bool conn_freeing);
+/* For a request whose connection libevent is freeing with the request
+ * still attached (so it frees the request itself): no answer, only the
+ * access log line (status 499, the client went away) and rq freed. */
+void http_reply_dropped(req_t *rq);
 
 /* Replies {"error":{"code","message"}} with the code's status. */
 void http_reply_error(req_t *rq, api_code_t code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -268,6 +268,10 @@ typedef struct logs_source {
  * store_logs_source_release. */
 int store_sandbox_logs_source(PGconn *c, const char *scope, const char *sandbox_id, logs_source_t *ret);
 void store_logs_source_release(logs_source_t *s);
+/* An event of the sandbox's (its tenant's), outside any state change:
+ * what the data path did (files.uploaded, files.downloaded). Takes data's
+ * reference. 0 or SBX_EDB. */
+int store_sandbox_event(PGconn *c, const char *sandbox_id, const char *kind, json_object *data);
 
 /* The NATS publisher (store/publish.c). */
 /* Tries the leader's advisory lock lock_key on c (a session of its own).

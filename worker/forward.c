@@ -2,6 +2,7 @@
  * connection, the dial into the sandbox (through the runtime) and the
  * relay (see forward.h). */
 #include "forward.h"
+#include "forward_internal.h"
 #include "errors.h"
 #include "log.h"
 #include "logframe.h"
@@ -30,65 +31,6 @@
 
 #include <sodium.h>
 
-#define FORWARD_COMPONENT        "worker"
-/* "host:port" strings: what the controller accepts as a route_address. */
-#define FORWARD_ADDRESS_MAX      256
-#define FORWARD_LISTEN_BACKLOG   128
-/* After an error line the worker reads (and drops) what the controller
- * already sent for this long, at most this much, before it closes: closing
- * with unread bytes resets the connection, and the reset could overtake the
- * line. */
-#define FORWARD_LINGER_MS        1000
-#define FORWARD_LINGER_BYTES     (64u * 1024u)
-/* accept() out of descriptors or memory: the pause before trying again, and
- * how often that is logged at most. */
-#define FORWARD_ACCEPT_BACKOFF_MS 100
-#define FORWARD_ACCEPT_LOG_MS     60000
-#define FORWARD_WORKER_ID_MAX    128
-
-struct forward {
-    char advertise[FORWARD_ADDRESS_MAX];   /* configured; "" for the bound address */
-    char listen[FORWARD_ADDRESS_MAX];      /* as configured, for messages */
-    char address[FORWARD_ADDRESS_MAX];     /* forward_address(); set by forward_start */
-    struct sockaddr_storage bind_addr;
-    socklen_t bind_len;
-    int max_connections;
-    char *worker_name;
-    runtime_t *rt;
-    forward_worker_id_fn worker_id;
-    void *worker_id_ud;
-    unsigned char key[GRANT_KEY_BYTES];
-    SSL_CTX *tls;            /* worker_route_tls_cert; NULL: plain TCP */
-
-    int listen_fd;
-    int stop_pipe[2];        /* stop writes a byte to [1]; [0] is never drained, so it
-                              * stays readable in every thread's poll */
-    pthread_t listener;
-    bool listener_started;
-    bool started;
-    bool stopped;
-
-    pthread_mutex_t mu;
-    pthread_cond_t cond;     /* active went down */
-    int active;              /* connection threads running */
-};
-
-/* One routed connection, owned by its thread. */
-typedef struct forward_conn {
-    forward_t *f;
-    int client;              /* non-blocking */
-    SSL *tls;                /* TLS over client (f->tls set); NULL: plain TCP */
-    bool tls_failed;         /* a fatal TLS error: no close_notify may follow */
-    int upstream;            /* non-blocking; -1 until connected */
-    char peer[INET6_ADDRSTRLEN + 8];
-    char sandbox_id[SBX_ID_MAX];   /* "" until the grant is read */
-    int port;
-    grant_t grant;           /* the checked grant: its purpose says what to do */
-    char *up;                /* client -> sandbox, FORWARD_BUFFER_BYTES */
-    size_t up_len;           /* bytes in up before the relay: what followed the preamble */
-    char *down;              /* sandbox -> client */
-    size_t down_len;         /* bytes in down before the relay: the 200 line */
-} forward_conn_t;
 
 /* ---- pure parts -------------------------------------------------------- */
 
@@ -98,26 +40,31 @@ void forward_line_init(forward_line_t *l)
     l->buf[0] = '\0';
 }
 
-int forward_line_push(forward_line_t *l, const char *data, size_t n, size_t *ret_used)
+int forward_line_push_buf(char *buf, size_t cap, size_t *len, const char *data, size_t n, size_t *ret_used)
 {
     for (size_t i = 0; i < n; i++) {
         char ch = data[i];
         if (ch == '\n') {
-            if (l->len == 0 || l->buf[l->len - 1] != '\r')
+            if (*len == 0 || buf[*len - 1] != '\r')
                 return SBX_EINVAL;
-            l->buf[--l->len] = '\0';
+            buf[--*len] = '\0';
             *ret_used = i + 1;
             return 1;
         }
         if (ch == '\0')
             return SBX_EINVAL;
-        /* Room for the LF that would end it: FORWARD_PREAMBLE_MAX in all. */
-        if (l->len >= FORWARD_PREAMBLE_MAX - 1)
+        /* Room for the LF that would end it: cap bytes in all. */
+        if (*len >= cap - 1)
             return SBX_ETOOBIG;
-        l->buf[l->len++] = ch;
+        buf[(*len)++] = ch;
     }
     *ret_used = n;
     return 0;
+}
+
+int forward_line_push(forward_line_t *l, const char *data, size_t n, size_t *ret_used)
+{
+    return forward_line_push_buf(l->buf, FORWARD_PREAMBLE_MAX, &l->len, data, n, ret_used);
 }
 
 int forward_preamble_parse(const char *line, char ret_grant[GRANT_MAX])
@@ -192,7 +139,7 @@ static bool forward_addr_is_wildcard(const struct sockaddr *sa)
 
 /* ---- waiting ----------------------------------------------------------- */
 
-static bool forward_stopping(const forward_t *f)
+bool forward_stopping(const forward_t *f)
 {
     struct pollfd p = { .fd = f->stop_pipe[0], .events = POLLIN };
     return poll(&p, 1, 0) > 0;
@@ -200,7 +147,7 @@ static bool forward_stopping(const forward_t *f)
 
 /* Waits up to timeout_ms for events on fd. Returns its revents (> 0), 0 on
  * timeout, -1 when the forwarder stops first. */
-static int forward_wait(const forward_t *f, int fd, short events, int64_t timeout_ms)
+int forward_wait(const forward_t *f, int fd, short events, int64_t timeout_ms)
 {
     int64_t deadline = time_deadline_ms(timeout_ms);
     for (;;) {
@@ -238,7 +185,7 @@ static ssize_t forward_tls_result(forward_conn_t *c, int r)
 }
 
 /* recv() from the controller: the plaintext, through TLS when served. */
-static ssize_t forward_client_recv(forward_conn_t *c, void *buf, size_t n)
+ssize_t forward_client_recv(forward_conn_t *c, void *buf, size_t n)
 {
     if (!c->tls)
         return recv(c->client, buf, n, 0);
@@ -248,7 +195,7 @@ static ssize_t forward_client_recv(forward_conn_t *c, void *buf, size_t n)
 
 /* send() to the controller (never SIGPIPE; sandboxd ignores it for TLS's
  * write()). */
-static ssize_t forward_client_send(forward_conn_t *c, const void *buf, size_t n)
+ssize_t forward_client_send(forward_conn_t *c, const void *buf, size_t n)
 {
     if (!c->tls)
         return send(c->client, buf, n, MSG_NOSIGNAL);
@@ -257,10 +204,10 @@ static ssize_t forward_client_send(forward_conn_t *c, const void *buf, size_t n)
 }
 
 /* Plaintext TLS holds already decrypted: poll() does not see it. */
-static bool forward_client_pending(const forward_conn_t *c) { return c->tls && SSL_pending(c->tls) > 0; }
+bool forward_client_pending(const forward_conn_t *c) { return c->tls && SSL_pending(c->tls) > 0; }
 
 /* shutdown(SHUT_WR) towards the controller, after a close_notify over TLS. */
-static void forward_client_shutdown(forward_conn_t *c)
+void forward_client_shutdown(forward_conn_t *c)
 {
     if (c->tls && !c->tls_failed && SSL_shutdown(c->tls) < 0)
         ERR_clear_error();
@@ -308,7 +255,7 @@ static int forward_tls_accept(forward_conn_t *c)
 
 /* Reads and drops what the peer sends for a short while after our last
  * line, so the close does not reset the connection under that line. */
-static void forward_linger(forward_conn_t *c)
+void forward_linger(forward_conn_t *c)
 {
     char sink[4096];
     size_t dropped = 0;
@@ -339,10 +286,7 @@ static void forward_send_line(int fd, int status, const char *code, const char *
 
 /* Answers the connection with an error line and logs why (warn; debug when
  * the worker is stopping). The connection is closed by the caller. */
-static void forward_refuse(forward_conn_t *c, int status, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void forward_refuse(forward_conn_t *c, int status, const char *code, const char *fmt, ...)
+void forward_refuse(forward_conn_t *c, int status, const char *code, const char *fmt, ...)
 {
     char msg[512], what[SBX_ID_MAX + 48] = "";
     va_list ap;
@@ -351,6 +295,8 @@ static void forward_refuse(forward_conn_t *c, int status, const char *code, cons
     va_end(ap);
     if (c->sandbox_id[0] && c->grant.purpose == GRANT_LOGS)
         snprintf(what, sizeof what, " for the logs of sandbox %s", c->sandbox_id);
+    else if (c->sandbox_id[0] && (c->grant.purpose == GRANT_FILES_PUT || c->grant.purpose == GRANT_FILES_GET))
+        snprintf(what, sizeof what, " for files of sandbox %s", c->sandbox_id);
     else if (c->sandbox_id[0])
         snprintf(what, sizeof what, " for sandbox %s port %d", c->sandbox_id, c->port);
     if (status == 503 && forward_stopping(c->f))
@@ -573,7 +519,7 @@ static void forward_relay(forward_conn_t *c, char *why, size_t whylen, uint64_t 
 
 /* Sends all n bytes to the controller, waiting while its socket is full.
  * SBX_EIO when the controller is gone or the worker stops. */
-static int forward_send_all(forward_conn_t *c, const void *p, size_t n)
+int forward_send_all(forward_conn_t *c, const void *p, size_t n)
 {
     const char *s = p;
     while (n > 0) {
@@ -704,6 +650,10 @@ static void *forward_conn_main(void *arg)
         goto cleanup;
     if (c->grant.purpose == GRANT_LOGS) {
         forward_logs(c);
+        goto cleanup;
+    }
+    if (c->grant.purpose == GRANT_FILES_PUT || c->grant.purpose == GRANT_FILES_GET) {
+        forward_files(c);
         goto cleanup;
     }
     if (c->grant.purpose != GRANT_ROUTE) {

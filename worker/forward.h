@@ -12,7 +12,13 @@
  * A logs grant (GRANT_LOGS) asks for the sandbox's main-process output
  * instead: after the 200 line the worker writes frames (common/logframe.h)
  * of Docker's logs and an END frame, reads nothing more from the
- * controller, and stops when the controller closes. */
+ * controller, and stops when the controller closes.
+ *
+ * A files grant (GRANT_FILES_PUT, GRANT_FILES_GET) is followed by one JSON
+ * request line whose digest the grant carries, then an upload's frames
+ * (put: answered by one line) or the answer line and the download's frames
+ * (get): /work/briefs/files-protocol.md, docs/worker.md "File transfers";
+ * forward_files.c. */
 #ifndef SBX_FORWARD_H
 #define SBX_FORWARD_H
 
@@ -102,6 +108,37 @@ int forward_line_push(forward_line_t *l, const char *data, size_t n, size_t *ret
  * the grant text into ret_grant; SBX_EINVAL otherwise (the grant's own
  * fields are checked by grant_verify). */
 int forward_preamble_parse(const char *line, char ret_grant[GRANT_MAX]);
+
+/* Collects a files connection's request line (JSON, at most
+ * SBX_FILES_REQUEST_MAX bytes with its CRLF) as forward_line_t does the
+ * preamble. */
+typedef struct forward_reqline {
+    char buf[SBX_FILES_REQUEST_MAX];
+    size_t len;
+} forward_reqline_t;
+
+void forward_reqline_init(forward_reqline_t *l);
+
+/* As forward_line_push, with SBX_FILES_REQUEST_MAX for the limit. */
+int forward_reqline_push(forward_reqline_t *l, const char *data, size_t n, size_t *ret_used);
+
+/* A files request line, parsed. */
+typedef struct forward_files_req {
+    bool put;                    /* "op": "put" or "get" */
+    char path[SBX_FILES_PATH_MAX + 1];
+    runtime_files_format_t format;
+    int64_t size;                /* put raw: the byte count; else -1 */
+    unsigned mode;               /* put raw: permission bits (default 0644) */
+    int64_t max_bytes;           /* put: the most bytes accepted; get: 0 */
+} forward_files_req_t;
+
+/* Parses a request line (without its CRLF) strictly: a JSON object with
+ * only the keys of its op, of the right types, path absolute without NUL
+ * and at most SBX_FILES_PATH_MAX bytes, format "tar" or "raw" (get:
+ * "list" too), size for a raw put only (required), mode for a raw put only
+ * (0..07777), max_bytes for a put only (required, > 0). SBX_EINVAL with a
+ * one-sentence reason in err otherwise. */
+int forward_files_request_parse(const char *line, size_t len, forward_files_req_t *ret, char *err, size_t errlen);
 
 /* Formats "SANDBOX-FORWARD/1 <status> <code> <message>\r\n" (no message
  * part when message is NULL or "") into buf, the message on one line

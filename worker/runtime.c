@@ -135,6 +135,29 @@ int runtime_logs_stream(runtime_t *rt, const char *ref, const runtime_logs_req_t
     return rt->ops->logs_stream(rt, ref, req, err);
 }
 
+int runtime_files_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
+                         api_error_t *err)
+{
+    if (rt->ops->files_target)
+        return rt->ops->files_target(rt, sandbox_id, worker_name, ret_ref, err);
+    return rt->ops->logs_target(rt, sandbox_id, worker_name, ret_ref, err);
+}
+
+int runtime_files_put(runtime_t *rt, const runtime_files_put_req_t *req, int64_t *ret_bytes, api_error_t *err)
+{
+    *ret_bytes = 0;
+    if (!rt->ops->files_put)
+        return api_error_set(err, API_UNAVAILABLE, "the %s runtime cannot move files", rt->ops->name);
+    return rt->ops->files_put(rt, req, ret_bytes, err);
+}
+
+int runtime_files_get(runtime_t *rt, const runtime_files_get_req_t *req, api_error_t *err)
+{
+    if (!rt->ops->files_get)
+        return api_error_set(err, API_UNAVAILABLE, "the %s runtime cannot move files", rt->ops->name);
+    return rt->ops->files_get(rt, req, err);
+}
+
 void runtime_set_cancel_flag(runtime_t *rt, const atomic_int *flag) { rt->ops->set_cancel_flag(rt, flag); }
 
 const char *runtime_disk_mode(const runtime_t *rt)

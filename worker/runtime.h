@@ -252,6 +252,102 @@ typedef struct runtime_logs_req {
  * the calling thread for as long as the stream lasts. */
 int runtime_logs_stream(runtime_t *rt, const char *ref, const runtime_logs_req_t *req, api_error_t *err);
 
+/* ---- file transfers (docs/worker.md "File transfers") ----------------- */
+
+typedef enum {
+    RUNTIME_FILES_TAR = 0,    /* a tar stream: put unpacks it into path, get is path's archive */
+    RUNTIME_FILES_RAW,        /* one regular file's bytes */
+    RUNTIME_FILES_LIST,       /* get only: a JSON listing of path's direct children */
+} runtime_files_format_t;
+
+/* What runtime_files_read_fn returns when the upload was aborted (the
+ * connection ended before its end): the transfer must fail, so nothing
+ * half-written is reported as done. */
+#define RUNTIME_FILES_ABORTED (-1)
+/* ... and when the reader refused the upload itself (its bytes are over
+ * max_bytes, a malformed frame): the reader's own error stands. */
+#define RUNTIME_FILES_REFUSED (-2)
+
+/* Pulls the next bytes of an upload into buf (cap > 0): the count (> 0),
+ * 0 once the upload is complete (its end was seen), or
+ * RUNTIME_FILES_ABORTED / RUNTIME_FILES_REFUSED. Blocks until one of those. */
+typedef ptrdiff_t (*runtime_files_read_fn)(void *ud, char *buf, size_t cap);
+
+typedef struct runtime_files_put_req {
+    const char *ref;          /* the container (runtime_files_target) */
+    const char *path;         /* absolute; TAR: the directory to unpack into; RAW: the file */
+    runtime_files_format_t format; /* RUNTIME_FILES_TAR or RUNTIME_FILES_RAW */
+    int64_t size;             /* RAW: the exact byte count; else unused */
+    unsigned mode;            /* RAW: permission bits (0..07777) */
+    int64_t max_bytes;        /* the most upload bytes accepted (RAW: size counts), > 0 */
+    runtime_files_read_fn read;
+    void *ud;
+    const int *stop_fds;      /* the transfer fails (API_CANCELLED) once one is readable */
+    size_t nstop_fds;
+} runtime_files_put_req_t;
+
+/* What a get is about (the Engine's stat of the path, not following a
+ * final symlink). */
+typedef struct runtime_files_stat {
+    char name[256];           /* the path's last component */
+    int64_t size;
+    unsigned mode;            /* permission bits (07777) */
+    const char *type;         /* "file", "dir", "symlink" or "other" (static) */
+    char mtime[48];           /* RFC 3339 */
+    char link_target[SBX_FILES_PATH_MAX];  /* a symlink's target, else "" */
+} runtime_files_stat_t;
+
+/* Called once, before any body byte, with the path's stat: returning < 0
+ * ends the transfer (the call then returns 0). */
+typedef int (*runtime_files_stat_fn)(void *ud, const runtime_files_stat_t *st);
+/* Receives the body in order, n > 0 bytes; < 0 ends the transfer (the
+ * call returns 0). */
+typedef int (*runtime_files_write_fn)(void *ud, const char *data, size_t n);
+
+typedef struct runtime_files_get_req {
+    const char *ref;
+    const char *path;         /* absolute */
+    runtime_files_format_t format;
+    runtime_files_stat_fn on_stat;
+    runtime_files_write_fn on_data;
+    void *ud;
+    const int *stop_fds;      /* the transfer ends (returns 0) once one is readable or hung up */
+    size_t nstop_fds;
+} runtime_files_get_req_t;
+
+/* The container of sandbox_id to move files into or out of: it must carry
+ * RUNTIME_LABEL_MANAGED = RUNTIME_MANAGED_SANDBOX, RUNTIME_LABEL_SANDBOX =
+ * sandbox_id and RUNTIME_LABEL_WORKER = worker_name (else API_NOT_FOUND, as
+ * a missing one; runtime_logs_target's check). ret_ref gets its id. */
+int runtime_files_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
+                         api_error_t *err);
+
+/* Streams an upload into container req->ref, pulling its bytes from
+ * req->read as the runtime takes them (never the whole upload in memory).
+ * TAR: the bytes are a tar stream unpacked into req->path (a directory),
+ * members never outside the container's root; RAW: exactly req->size bytes
+ * written as req->path with req->mode (an atomic end: the file is never
+ * complete unless the upload's end was seen). 0 with *ret_bytes the upload
+ * bytes once the runtime confirmed; errors: API_PAYLOAD_TOO_LARGE (over
+ * max_bytes, or over what the sandbox's disk quota has left: the message
+ * says which), API_INVALID_ARGUMENT (the runtime refused the archive, a raw
+ * size mismatch, a path that is not a directory), API_NOT_FOUND (no such
+ * container or directory), API_CONFLICT (the container is not running),
+ * API_CANCELLED (aborted upload, a stop descriptor, the worker stopping),
+ * API_RUNTIME_ERROR. A backend without the operation: API_UNAVAILABLE. */
+int runtime_files_put(runtime_t *rt, const runtime_files_put_req_t *req, int64_t *ret_bytes, api_error_t *err);
+
+/* Streams req->path out of container req->ref: on_stat once, then the body
+ * through on_data: TAR the runtime's tar stream as is; RAW the regular
+ * file's bytes only (anything else is API_INVALID_ARGUMENT "... is a
+ * directory; use the tar form" before on_stat); LIST one JSON document
+ * {"entries":[{"name","type","size","mode","mtime","link_target"}],
+ * "truncated":bool} of its direct children (at most SBX_FILES_LIST_MAX).
+ * 0 when it ended as asked (or a callback or stop descriptor ended it);
+ * API_NOT_FOUND for a missing path; an error after on_stat means the body
+ * stopped midway. A backend without the operation: API_UNAVAILABLE. */
+int runtime_files_get(runtime_t *rt, const runtime_files_get_req_t *req, api_error_t *err);
+
 /* One sandbox runtime_disk_enforce stopped. */
 typedef struct runtime_disk_stop {
     char sandbox_id[SBX_ID_MAX];
@@ -290,7 +386,7 @@ void runtime_free(runtime_t *rt);
 
 /* A backend's operations: one per runtime_* function above (same promises),
  * taking the runtime_t that heads the backend's own struct. Every entry is
- * set but disk_mode and disk_enforce; name is what runtime_name returns. */
+ * set but files_*, disk_mode and disk_enforce; name is what runtime_name returns. */
 typedef struct runtime_ops {
     const char *name;
     int (*ping)(runtime_t *rt, long timeout_ms, api_error_t *err);
@@ -313,6 +409,12 @@ typedef struct runtime_ops {
     const char *(*probe_result)(const runtime_t *rt, isolation_t cls);
     const char *(*network_unavailable)(const runtime_t *rt, isolation_t cls, net_mode_t mode);
     void (*set_cancel_flag)(runtime_t *rt, const atomic_int *flag);
+    /* Optional (NULL: no file transfers; files_target then falls back to
+     * logs_target's check). */
+    int (*files_target)(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
+                        api_error_t *err);
+    int (*files_put)(runtime_t *rt, const runtime_files_put_req_t *req, int64_t *ret_bytes, api_error_t *err);
+    int (*files_get)(runtime_t *rt, const runtime_files_get_req_t *req, api_error_t *err);
     /* Optional (NULL: no disk watch; a test fake). */
     const char *(*disk_mode)(const runtime_t *rt);
     int (*disk_enforce)(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_disk_stop_t *ret,

@@ -47,3 +47,16 @@ void store_logs_source_release(logs_source_t *s)
     free(s->output_tail);
     s->output_tail = NULL;
 }
+
+int store_sandbox_event(PGconn *c, const char *sandbox_id, const char *kind, json_object *data)
+{
+    char *d = data ? jsonx_dump(data) : NULL;
+    const char *p[] = { sandbox_id, kind, d ? d : "{}" };
+    int r = db_run(c, "INSERT INTO events (tenant_id, kind, sandbox_id, data) "
+                      "SELECT tenant_id, $2, id, $3::jsonb FROM sandboxes WHERE id = $1",
+                   3, p);
+    free(d);
+    if (data)
+        json_object_put(data);
+    return r;
+}

@@ -439,7 +439,7 @@ itest_start_worker() {
     "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --listen "127.0.0.1:$port" \
     --worker-name "$ITEST_WORKER_NAME" --docker-socket /var/run/docker.sock \
     >>"$ITEST_WORKER_LOG" 2>&1 </dev/null &
-  ITEST_WORKER_PID=$!
+  export ITEST_WORKER_PID=$!
   ITEST_PIDS+=("$ITEST_WORKER_PID")
   itest_await "$ITEST_WORKER_PID" "$ITEST_WORKER_LOG" 40 "worker exited before registering" \
     "worker $ITEST_WORKER_NAME not listed ready by GET /v1/workers within 60 s" \

@@ -45,6 +45,13 @@ const TOOLS = {
     properties: ['sandbox_id', 'argv', 'timeout_seconds', 'env', 'cwd', 'max_output_bytes'],
   },
   sandbox_get: { required: ['sandbox_id'], properties: ['sandbox_id'], readOnly: true },
+  sandbox_write_file: {
+    required: ['sandbox_id', 'path'],
+    properties: ['sandbox_id', 'path', 'content', 'content_base64', 'mode', 'make_dirs'],
+    destructive: true,
+  },
+  sandbox_read_file: { required: ['sandbox_id', 'path'], properties: ['sandbox_id', 'path', 'max_bytes'], readOnly: true },
+  sandbox_list_files: { required: ['sandbox_id', 'path'], properties: ['sandbox_id', 'path'], readOnly: true },
   sandbox_list: { required: [], properties: ['tenant', 'all', 'limit'], readOnly: true },
   sandbox_delete: {
     required: ['sandbox_id'],
@@ -577,6 +584,41 @@ async function main() {
     assert(progress.length >= 1, 'no notifications/progress during a 3 s exec with a progressToken');
     assert(progress.length <= 6, `${progress.length} notifications/progress during a 3 s exec (expected about one a second)`);
     return `${progress.length} progress notification(s)`;
+  });
+
+  await check('sandbox_write_file, sandbox_read_file, sandbox_list_files: text and bytes round-trip', async () => {
+    const w = expectOk('sandbox_write_file', await callTool(client, 'sandbox_write_file',
+      { sandbox_id: sbx, path: '/work/new/dir/hello.py', content: 'print("héllo")\n', mode: '755' }));
+    eq(w.bytes, Buffer.byteLength('print("héllo")\n'), 'bytes written (directories made first)');
+    const r = expectOk('sandbox_read_file', await callTool(client, 'sandbox_read_file',
+      { sandbox_id: sbx, path: '/work/new/dir/hello.py' }));
+    eq(r.encoding, 'utf-8', 'encoding of a text file');
+    eq(r.content, 'print("héllo")\n', 'content read back');
+    eq(r.truncated, false, 'truncated');
+    const bin = Buffer.from([0, 1, 2, 255, 254, 10, 0]);
+    expectOk('sandbox_write_file', await callTool(client, 'sandbox_write_file',
+      { sandbox_id: sbx, path: '/work/new/bin.dat', content_base64: bin.toString('base64') }));
+    const rb = expectOk('sandbox_read_file', await callTool(client, 'sandbox_read_file',
+      { sandbox_id: sbx, path: '/work/new/bin.dat' }));
+    eq(rb.encoding, 'base64', 'encoding of bytes that are not text');
+    eq(Buffer.from(rb.content, 'base64').equals(bin), true, 'the bytes read back');
+    const part = expectOk('sandbox_read_file', await callTool(client, 'sandbox_read_file',
+      { sandbox_id: sbx, path: '/work/new/dir/hello.py', max_bytes: 5 }));
+    eq(part.content, 'print', 'a read cut at max_bytes');
+    eq(part.truncated, true, 'truncated at max_bytes');
+    const l = expectOk('sandbox_list_files', await callTool(client, 'sandbox_list_files', { sandbox_id: sbx, path: '/work/new' }));
+    const names = l.entries.map((e) => e.name).sort();
+    eq(names, ['bin.dat', 'dir'], 'the directory listing');
+    eq(l.entries.find((e) => e.name === 'dir').type, 'dir', 'a listed directory\'s type');
+    const x = expectOk('sandbox_exec', await callTool(client, 'sandbox_exec',
+      { sandbox_id: sbx, argv: ['stat', '-c', '%a', '/work/new/dir/hello.py'], timeout_seconds: 30 }));
+    eq(x.stdout, '755\n', 'the mode written');
+    expectErr('sandbox_read_file', await callTool(client, 'sandbox_read_file',
+      { sandbox_id: sbx, path: '/work/no/such/file' }), 'not_found');
+    expectErr('sandbox_read_file', await callTool(client, 'sandbox_read_file',
+      { sandbox_id: sbx, path: 'relative' }), 'invalid_argument');
+    expectErr('sandbox_write_file', await callTool(client, 'sandbox_write_file',
+      { sandbox_id: sbx, path: '/work/x', content: 'a', content_base64: 'YQ==' }), 'invalid_argument');
   });
 
   await check('sandbox_get: running, with its operations', async () => {

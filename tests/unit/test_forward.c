@@ -1,7 +1,9 @@
 /* Unit tests for worker/forward: the preamble line as it arrives in pieces,
  * its parsing, the reply lines, and the refusals a forwarder gives before it
- * ever asks the runtime (bad preamble, bad grant, busy). */
+ * ever asks the runtime (bad preamble, bad grant, busy), and the file
+ * transfers (request line, frames, answers) against a fake runtime. */
 #include <check.h>
+#include <stdatomic.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -17,6 +19,7 @@
 #include "errors.h"
 #include "forward.h"
 #include "grant.h"
+#include "logframe.h"
 #include "timeutil.h"
 
 #define GRANT_TEXT "v1.wrk_a.sbx_b.8080.1700000000.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -511,6 +514,463 @@ START_TEST(test_a_failed_dial_is_answered_by_its_code)
 }
 END_TEST
 
+/* ---- file transfers (forward_files.c) against a fake runtime ----------- */
+
+typedef struct files_runtime {
+    runtime_t base;
+    api_code_t target_fail;       /* API_INVALID_ARGUMENT (0) = no failure */
+    bool fail_target;
+    api_code_t put_fail;
+    bool fail_put;
+    bool fail_get_midway;
+    atomic_int put_calls, get_calls, put_aborted, put_done;
+    char path[SBX_FILES_PATH_MAX + 1];
+    runtime_files_format_t format;
+    int64_t size, max_bytes;
+    unsigned mode;
+    char *got;                    /* what the upload carried */
+    size_t got_len;
+} files_runtime_t;
+
+#define FILES_GOT_MAX (1u << 20)
+
+static int files_rt_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
+                           api_error_t *err)
+{
+    files_runtime_t *fr = (files_runtime_t *)rt;
+    if (fr->fail_target)
+        return api_error_set(err, fr->target_fail, "the fake runtime has no such sandbox");
+    ck_assert_str_eq(sandbox_id, "sbx_b");
+    ck_assert_str_eq(worker_name, "w1");
+    snprintf(ret_ref, 80, "ctr_fake");
+    return 0;
+}
+
+static int files_rt_put(runtime_t *rt, const runtime_files_put_req_t *req, int64_t *ret_bytes, api_error_t *err)
+{
+    files_runtime_t *fr = (files_runtime_t *)rt;
+    atomic_fetch_add(&fr->put_calls, 1);
+    ck_assert_str_eq(req->ref, "ctr_fake");
+    snprintf(fr->path, sizeof fr->path, "%s", req->path);
+    fr->format = req->format;
+    fr->size = req->size;
+    fr->mode = req->mode;
+    fr->max_bytes = req->max_bytes;
+    for (;;) {
+        char buf[1000];
+        ptrdiff_t n = req->read(req->ud, buf, sizeof buf);
+        if (n < 0) {
+            atomic_store(&fr->put_aborted, 1);
+            return api_error_set(err, API_CANCELLED, "the upload was aborted before its end");
+        }
+        if (n == 0)
+            break;
+        ck_assert_uint_le(fr->got_len + (size_t)n, FILES_GOT_MAX);
+        memcpy(fr->got + fr->got_len, buf, (size_t)n);
+        fr->got_len += (size_t)n;
+    }
+    if (fr->fail_put)
+        return api_error_set(err, fr->put_fail, "the fake runtime refuses");
+    *ret_bytes = (int64_t)fr->got_len;
+    atomic_store(&fr->put_done, 1);
+    return 0;
+}
+
+static int files_rt_get(runtime_t *rt, const runtime_files_get_req_t *req, api_error_t *err)
+{
+    files_runtime_t *fr = (files_runtime_t *)rt;
+    atomic_fetch_add(&fr->get_calls, 1);
+    snprintf(fr->path, sizeof fr->path, "%s", req->path);
+    fr->format = req->format;
+    runtime_files_stat_t st = { .name = "report.xml", .size = 70000, .mode = 0640, .type = "file",
+                                .mtime = "2020-01-02T03:04:05Z" };
+    if (req->on_stat(req->ud, &st) < 0)
+        return 0;
+    static char body[70000];
+    for (size_t i = 0; i < sizeof body; i++)
+        body[i] = (char)(i * 7);
+    if (req->on_data(req->ud, body, sizeof body) < 0)
+        return 0;
+    if (fr->fail_get_midway)
+        return api_error_set(err, API_RUNTIME_ERROR, "docker's archive of the file ended early");
+    return 0;
+}
+
+static int files_rt_dial(runtime_t *rt, const runtime_dial_req_t *req, int *ret_fd, api_error_t *err)
+{
+    (void)rt, (void)req, (void)ret_fd;
+    return api_error_set(err, API_NOT_FOUND, "no route in the fake");
+}
+
+static const runtime_ops_t files_runtime_ops = {
+    .name = "files-fake", .dial = files_rt_dial, .files_target = files_rt_target, .files_put = files_rt_put,
+    .files_get = files_rt_get,
+};
+
+static void files_rt_init(files_runtime_t *fr)
+{
+    memset(fr, 0, sizeof *fr);
+    fr->base.ops = &files_runtime_ops;
+    fr->got = unit_xmalloc(FILES_GOT_MAX);
+}
+
+/* "SANDBOX-FORWARD/1 <files grant for line>\r\n<line>\r\n" into out; the
+ * grant's digest is of digest_line (NULL: of line). */
+static void files_preamble(grant_purpose_t purpose, const char *line, const char *digest_line, char *out,
+                           size_t outlen)
+{
+    unsigned char key[GRANT_KEY_BYTES];
+    grant_key_from_token(TOKEN, key);
+    grant_t g = { .worker_id = "wrk_a", .sandbox_id = "sbx_b", .purpose = purpose,
+                  .expires_unix = time(NULL) + 60 };
+    const char *d = digest_line ? digest_line : line;
+    grant_files_digest(d, strlen(d), g.files_digest);
+    char text[GRANT_MAX];
+    ck_assert_int_eq(grant_sign(key, &g, text), 0);
+    snprintf(out, outlen, "%s %s\r\n%s\r\n", FORWARD_PROTOCOL, text, line);
+}
+
+static void send_all_test(int fd, const void *p, size_t n)
+{
+    ck_assert_int_eq(send(fd, p, n, MSG_NOSIGNAL), (ssize_t)n);
+}
+
+static void send_frame(int fd, int type, const char *data, size_t n)
+{
+    unsigned char h[LOGFRAME_HEADER_BYTES];
+    logframe_header(h, type, (uint32_t)n);
+    send_all_test(fd, h, sizeof h);
+    if (n)
+        send_all_test(fd, data, n);
+}
+
+/* Everything until the forwarder closes (at most 5 s), with its length. */
+static size_t read_all_n(int fd, char *buf, size_t cap)
+{
+    size_t len = 0;
+    int64_t deadline = time_mono_ms() + 5000;
+    while (len < cap && time_mono_ms() < deadline) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        ssize_t n = recv(fd, buf + len, cap - len, 0);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    return len;
+}
+
+START_TEST(test_files_request_lines_are_parsed_strictly)
+{
+    forward_files_req_t q;
+    char why[200];
+    const char *put = "{\"op\":\"put\",\"path\":\"/work/a.bin\",\"format\":\"raw\",\"size\":5,\"mode\":488,\"max_bytes\":9}";
+    ck_assert_int_eq(forward_files_request_parse(put, strlen(put), &q, why, sizeof why), 0);
+    ck_assert(q.put);
+    ck_assert_str_eq(q.path, "/work/a.bin");
+    ck_assert_int_eq(q.format, RUNTIME_FILES_RAW);
+    ck_assert_int_eq(q.size, 5);
+    ck_assert_uint_eq(q.mode, 0750);
+    ck_assert_int_eq(q.max_bytes, 9);
+    const char *tar = "{\"op\":\"put\",\"path\":\"/work\",\"format\":\"tar\",\"max_bytes\":1048576}";
+    ck_assert_int_eq(forward_files_request_parse(tar, strlen(tar), &q, why, sizeof why), 0);
+    ck_assert_int_eq(q.size, -1);
+    const char *raw_default = "{\"op\":\"put\",\"path\":\"/a\",\"format\":\"raw\",\"size\":0,\"max_bytes\":1}";
+    ck_assert_int_eq(forward_files_request_parse(raw_default, strlen(raw_default), &q, why, sizeof why), 0);
+    ck_assert_uint_eq(q.mode, 0644);
+    const char *get = "{\"op\":\"get\",\"path\":\"/work\",\"format\":\"list\"}";
+    ck_assert_int_eq(forward_files_request_parse(get, strlen(get), &q, why, sizeof why), 0);
+    ck_assert(!q.put);
+    ck_assert_int_eq(q.format, RUNTIME_FILES_LIST);
+    const char *bad[] = {
+        "", "[]", "{}", "not json", "{\"op\":\"put\"}",
+        "{\"op\":\"del\",\"path\":\"/a\",\"format\":\"tar\"}",
+        "{\"op\":\"get\",\"path\":\"a\",\"format\":\"tar\"}",
+        "{\"op\":\"get\",\"path\":\"\",\"format\":\"tar\"}",
+        "{\"op\":\"get\",\"path\":\"/a\\u0000b\",\"format\":\"tar\"}",
+        "{\"op\":\"get\",\"path\":\"/a\",\"format\":\"zip\"}",
+        "{\"op\":\"put\",\"path\":\"/a\",\"format\":\"list\",\"max_bytes\":1}",
+        "{\"op\":\"get\",\"path\":\"/a\",\"format\":\"tar\",\"extra\":1}",
+        "{\"op\":\"get\",\"path\":\"/a\",\"format\":\"tar\",\"max_bytes\":1}",
+        "{\"op\":\"put\",\"path\":\"/a\",\"format\":\"tar\"}",
+        "{\"op\":\"put\",\"path\":\"/a\",\"format\":\"tar\",\"size\":1,\"max_bytes\":1}",
+        "{\"op\":\"put\",\"path\":\"/a\",\"format\":\"tar\",\"mode\":1,\"max_bytes\":1}",
+        "{\"op\":\"put\",\"path\":\"/a\",\"format\":\"raw\",\"max_bytes\":1}",
+        "{\"op\":\"put\",\"path\":\"/a\",\"format\":\"raw\",\"size\":1.5,\"max_bytes\":1}",
+        "{\"op\":\"put\",\"path\":\"/a\",\"format\":\"raw\",\"size\":\"1\",\"max_bytes\":1}",
+        "{\"op\":\"put\",\"path\":\"/a\",\"format\":\"raw\",\"size\":-1,\"max_bytes\":1}",
+        "{\"op\":\"put\",\"path\":\"/a\",\"format\":\"raw\",\"size\":1,\"mode\":4096,\"max_bytes\":1}",
+        "{\"op\":\"put\",\"path\":\"/a\",\"format\":\"raw\",\"size\":1,\"max_bytes\":0}",
+        "{\"op\":\"get\",\"path\":\"/a\",\"format\":\"tar\"} x",
+        "{\"op\":\"get\",\"op\":\"get\",\"path\":\"/a\",\"format\":\"tar\"}x",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(forward_files_request_parse(bad[i], strlen(bad[i]), &q, why, sizeof why) == SBX_EINVAL,
+                      "accepted %s", bad[i]);
+    /* A path of the maximum is taken, one byte more is not. */
+    char *p = unit_repeat('a', SBX_FILES_PATH_MAX + 1);
+    p[0] = '/';
+    char line[SBX_FILES_PATH_MAX + 128];
+    snprintf(line, sizeof line, "{\"op\":\"get\",\"path\":\"%s\",\"format\":\"tar\"}", p);
+    ck_assert_int_eq(forward_files_request_parse(line, strlen(line), &q, why, sizeof why), SBX_EINVAL);
+    p[SBX_FILES_PATH_MAX] = '\0';
+    snprintf(line, sizeof line, "{\"op\":\"get\",\"path\":\"%s\",\"format\":\"tar\"}", p);
+    ck_assert_int_eq(forward_files_request_parse(line, strlen(line), &q, why, sizeof why), 0);
+    free(p);
+}
+END_TEST
+
+START_TEST(test_files_put_takes_frames_and_answers_one_line)
+{
+    files_runtime_t fr;
+    files_rt_init(&fr);
+    forward_t *f = start_forwarder_on("wrk_a", 8, &fr.base);
+    const char *line = "{\"op\":\"put\",\"path\":\"/work/a.bin\",\"format\":\"raw\",\"size\":70000,\"mode\":488,"
+                       "\"max_bytes\":1048576}";
+    char pre[2048], reply[1024];
+    files_preamble(GRANT_FILES_PUT, line, NULL, pre, sizeof pre);
+    static char data[70000];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (char)(i * 13);
+    int fd = dial(f);
+    send_all_test(fd, pre, strlen(pre));
+    send_frame(fd, LOGFRAME_STDOUT, data, LOGFRAME_PAYLOAD_MAX);
+    send_frame(fd, LOGFRAME_STDOUT, "", 0);      /* an empty data frame is nothing */
+    send_frame(fd, LOGFRAME_STDOUT, data + LOGFRAME_PAYLOAD_MAX, sizeof data - LOGFRAME_PAYLOAD_MAX);
+    send_frame(fd, LOGFRAME_END, "", 0);
+    size_t n = read_all_n(fd, reply, sizeof reply - 1);
+    reply[n] = '\0';
+    close(fd);
+    ck_assert_str_eq(reply, "SANDBOX-FORWARD/1 200 ok {\"bytes\":70000}\r\n");
+    ck_assert_int_eq(atomic_load(&fr.put_done), 1);
+    ck_assert_uint_eq(fr.got_len, sizeof data);
+    ck_assert_mem_eq(fr.got, data, sizeof data);
+    ck_assert_str_eq(fr.path, "/work/a.bin");
+    ck_assert_int_eq(fr.format, RUNTIME_FILES_RAW);
+    ck_assert_int_eq(fr.size, 70000);
+    ck_assert_uint_eq(fr.mode, 0750);
+    ck_assert_int_eq(fr.max_bytes, 1048576);
+    forward_free(f);
+    free(fr.got);
+}
+END_TEST
+
+/* A connection that ends before the END frame is an aborted upload: the
+ * runtime's reader says so, and nothing is answered. */
+START_TEST(test_files_put_aborted_upload_is_seen_by_the_runtime)
+{
+    files_runtime_t fr;
+    files_rt_init(&fr);
+    forward_t *f = start_forwarder_on("wrk_a", 8, &fr.base);
+    const char *line = "{\"op\":\"put\",\"path\":\"/work\",\"format\":\"tar\",\"max_bytes\":1048576}";
+    char pre[2048], reply[1024];
+    files_preamble(GRANT_FILES_PUT, line, NULL, pre, sizeof pre);
+    int fd = dial(f);
+    send_all_test(fd, pre, strlen(pre));
+    send_frame(fd, LOGFRAME_STDOUT, "partial", 7);
+    shutdown(fd, SHUT_WR);
+    size_t n = read_all_n(fd, reply, sizeof reply - 1);
+    close(fd);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(atomic_load(&fr.put_aborted), 1);
+    ck_assert_int_eq(atomic_load(&fr.put_done), 0);
+    ck_assert_uint_eq(fr.got_len, 7);
+    /* Half a frame header, then the end: aborted too. */
+    atomic_store(&fr.put_aborted, 0);
+    fd = dial(f);
+    send_all_test(fd, pre, strlen(pre));
+    send_all_test(fd, "\x01\x00", 2);
+    shutdown(fd, SHUT_WR);
+    ck_assert_uint_eq(read_all_n(fd, reply, sizeof reply - 1), 0);
+    close(fd);
+    ck_assert_int_eq(atomic_load(&fr.put_aborted), 1);
+    forward_free(f);
+    free(fr.got);
+}
+END_TEST
+
+START_TEST(test_files_put_refuses_bad_frames_and_maps_runtime_errors)
+{
+    files_runtime_t fr;
+    files_rt_init(&fr);
+    forward_t *f = start_forwarder_on("wrk_a", 8, &fr.base);
+    const char *line = "{\"op\":\"put\",\"path\":\"/work\",\"format\":\"tar\",\"max_bytes\":1048576}";
+    char pre[2048], reply[1024];
+    files_preamble(GRANT_FILES_PUT, line, NULL, pre, sizeof pre);
+    /* A stderr frame, a non-empty END, an oversized frame: 400. */
+    const unsigned char bad[][5] = { { 2, 0, 0, 0, 1 }, { 3, 0, 0, 0, 1 }, { 1, 0, 1, 0, 1 } };
+    for (size_t i = 0; i < 3; i++) {
+        int fd = dial(f);
+        send_all_test(fd, pre, strlen(pre));
+        send_all_test(fd, bad[i], 5);
+        size_t n = read_all_n(fd, reply, sizeof reply - 1);
+        reply[n] = '\0';
+        close(fd);
+        ck_assert_msg(strncmp(reply, "SANDBOX-FORWARD/1 400 invalid_argument an upload", 48) == 0, "got [%s]", reply);
+    }
+    static const struct {
+        api_code_t code;
+        const char *reply;
+    } cases[] = {
+        { API_INVALID_ARGUMENT, "SANDBOX-FORWARD/1 400 invalid_argument the fake runtime refuses\r\n" },
+        { API_NOT_FOUND, "SANDBOX-FORWARD/1 404 not_found the fake runtime refuses\r\n" },
+        { API_PAYLOAD_TOO_LARGE, "SANDBOX-FORWARD/1 413 payload_too_large the fake runtime refuses\r\n" },
+        { API_CONFLICT, "SANDBOX-FORWARD/1 409 conflict the fake runtime refuses\r\n" },
+        { API_RUNTIME_ERROR, "SANDBOX-FORWARD/1 502 upstream_unavailable the fake runtime refuses\r\n" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fr.fail_put = true;
+        fr.put_fail = cases[i].code;
+        fr.got_len = 0;
+        int fd = dial(f);
+        send_all_test(fd, pre, strlen(pre));
+        send_frame(fd, LOGFRAME_STDOUT, "abc", 3);
+        send_frame(fd, LOGFRAME_END, "", 0);
+        size_t n = read_all_n(fd, reply, sizeof reply - 1);
+        reply[n] = '\0';
+        close(fd);
+        ck_assert_msg(strcmp(reply, cases[i].reply) == 0, "case %zu: got [%s]", i, reply);
+    }
+    /* No such sandbox on this worker. */
+    fr.fail_target = true;
+    fr.target_fail = API_NOT_FOUND;
+    int calls = atomic_load(&fr.put_calls);
+    int fd = dial(f);
+    send_all_test(fd, pre, strlen(pre));
+    size_t n = read_all_n(fd, reply, sizeof reply - 1);
+    reply[n] = '\0';
+    close(fd);
+    ck_assert_str_eq(reply, "SANDBOX-FORWARD/1 404 not_found the fake runtime has no such sandbox\r\n");
+    ck_assert_int_eq(atomic_load(&fr.put_calls), calls);
+    forward_free(f);
+    free(fr.got);
+}
+END_TEST
+
+/* Reads frames from buf[off, n): the STDOUT payloads into body, the END
+ * payload into end. Returns true when an END frame came. */
+static bool parse_frames(const char *buf, size_t n, size_t off, char *body, size_t *body_len, char *end)
+{
+    *body_len = 0;
+    while (off < n) {
+        logframe_t fr;
+        int r = logframe_parse((const unsigned char *)buf + off, n - off, &fr);
+        ck_assert_int_eq(r, 1);
+        if (fr.type == LOGFRAME_END) {
+            memcpy(end, fr.data, fr.len);
+            end[fr.len] = '\0';
+            return true;
+        }
+        ck_assert_int_eq(fr.type, LOGFRAME_STDOUT);
+        memcpy(body + *body_len, fr.data, fr.len);
+        *body_len += fr.len;
+        off += fr.size;
+    }
+    return false;
+}
+
+START_TEST(test_files_get_answers_the_stat_then_frames)
+{
+    files_runtime_t fr;
+    files_rt_init(&fr);
+    forward_t *f = start_forwarder_on("wrk_a", 8, &fr.base);
+    const char *line = "{\"op\":\"get\",\"path\":\"/work/report.xml\",\"format\":\"raw\"}";
+    char pre[2048], end[600];
+    static char reply[200000], body[100000];
+    files_preamble(GRANT_FILES_GET, line, NULL, pre, sizeof pre);
+    for (int round = 0; round < 2; round++) {
+        fr.fail_get_midway = round == 1;
+        int fd = dial(f);
+        send_all_test(fd, pre, strlen(pre));
+        size_t n = read_all_n(fd, reply, sizeof reply);
+        close(fd);
+        static const char head[] = "SANDBOX-FORWARD/1 200 ok {\"name\":\"report.xml\",\"size\":70000,\"mode\":416,"
+                                   "\"mtime\":\"2020-01-02T03:04:05Z\",\"link_target\":\"\",\"type\":\"file\"}\r\n";
+        ck_assert_uint_gt(n, sizeof head - 1);
+        ck_assert_msg(memcmp(reply, head, sizeof head - 1) == 0, "got [%.*s]", (int)(sizeof head - 1), reply);
+        size_t blen = 0;
+        ck_assert(parse_frames(reply, n, sizeof head - 1, body, &blen, end));
+        ck_assert_uint_eq(blen, 70000);
+        for (size_t i = 0; i < blen; i++)
+            ck_assert_int_eq(body[i], (char)(i * 7));
+        if (round == 0)
+            ck_assert_str_eq(end, "");
+        else
+            ck_assert_str_eq(end, "docker's archive of the file ended early");
+        ck_assert_str_eq(fr.path, "/work/report.xml");
+        ck_assert_int_eq(fr.format, RUNTIME_FILES_RAW);
+    }
+    /* Bytes after a get's request line are refused before the runtime is asked. */
+    int calls = atomic_load(&fr.get_calls);
+    char more[2100];
+    snprintf(more, sizeof more, "%sxyz", pre);
+    int fd = dial(f);
+    send_all_test(fd, more, strlen(more));
+    size_t n = read_all_n(fd, reply, sizeof reply - 1);
+    reply[n] = '\0';
+    close(fd);
+    ck_assert_str_eq(reply, "SANDBOX-FORWARD/1 400 invalid_argument a download takes nothing after its request "
+                            "line\r\n");
+    ck_assert_int_eq(atomic_load(&fr.get_calls), calls);
+    forward_free(f);
+    free(fr.got);
+}
+END_TEST
+
+/* The grant binds the request line: another line, another op, a bad line
+ * and a grant of another purpose are refused and the runtime never asked. */
+START_TEST(test_files_grants_bind_their_request_line)
+{
+    files_runtime_t fr;
+    files_rt_init(&fr);
+    forward_t *f = start_forwarder_on("wrk_a", 8, &fr.base);
+    char pre[SBX_FILES_REQUEST_MAX * 2], reply[1024];
+    const char *line = "{\"op\":\"get\",\"path\":\"/etc/shadow\",\"format\":\"raw\"}";
+    const char *signed_line = "{\"op\":\"get\",\"path\":\"/work/report.xml\",\"format\":\"raw\"}";
+    files_preamble(GRANT_FILES_GET, line, signed_line, pre, sizeof pre);
+    exchange(f, pre, reply, sizeof reply);
+    ck_assert_str_eq(reply, "SANDBOX-FORWARD/1 403 forbidden the request does not match its grant\r\n");
+    /* A put grant for a get line (signed as such). */
+    files_preamble(GRANT_FILES_PUT, line, NULL, pre, sizeof pre);
+    exchange(f, pre, reply, sizeof reply);
+    ck_assert_str_eq(reply, "SANDBOX-FORWARD/1 403 forbidden the request does not match its grant\r\n");
+    /* A signed line that is not a request. */
+    files_preamble(GRANT_FILES_GET, "{\"op\":\"get\",\"path\":\"rel\",\"format\":\"raw\"}", NULL, pre, sizeof pre);
+    exchange(f, pre, reply, sizeof reply);
+    ck_assert_msg(strncmp(reply, "SANDBOX-FORWARD/1 400 invalid_argument the request's path", 57) == 0, "got [%s]",
+                  reply);
+    /* A line longer than SBX_FILES_REQUEST_MAX. */
+    char *lng = unit_repeat('a', SBX_FILES_REQUEST_MAX);
+    files_preamble(GRANT_FILES_GET, lng, NULL, pre, sizeof pre);
+    exchange(f, pre, reply, sizeof reply);
+    ck_assert_msg(strncmp(reply, "SANDBOX-FORWARD/1 400 invalid_argument the request line is longer than 8192",
+                          75) == 0, "got [%s]", reply);
+    free(lng);
+    /* A route grant followed by a files request line is a route (here: none),
+     * never a file transfer. */
+    unsigned char key[GRANT_KEY_BYTES];
+    grant_key_from_token(TOKEN, key);
+    grant_t g = { .worker_id = "wrk_a", .sandbox_id = "sbx_b", .port = 8080, .expires_unix = time(NULL) + 60 };
+    char text[GRANT_MAX];
+    ck_assert_int_eq(grant_sign(key, &g, text), 0);
+    snprintf(pre, sizeof pre, "%s %s\r\n%s\r\n", FORWARD_PROTOCOL, text, signed_line);
+    exchange(f, pre, reply, sizeof reply);
+    ck_assert_str_eq(reply, "SANDBOX-FORWARD/1 404 not_found no route in the fake\r\n");
+    /* A files grant whose purpose field was rewritten is no grant at all. */
+    files_preamble(GRANT_FILES_PUT, signed_line, NULL, pre, sizeof pre);
+    char *fp = strstr(pre, ".fput-");
+    ck_assert_ptr_nonnull(fp);
+    memcpy(fp, ".fget-", 6);
+    exchange(f, pre, reply, sizeof reply);
+    ck_assert_str_eq(reply, "SANDBOX-FORWARD/1 403 forbidden the grant is not signed for this worker\r\n");
+    ck_assert_int_eq(atomic_load(&fr.get_calls), 0);
+    ck_assert_int_eq(atomic_load(&fr.put_calls), 0);
+    forward_free(f);
+    free(fr.got);
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     if (sodium_init() < 0) {
@@ -538,5 +998,14 @@ Suite *unit_suite(void)
         test_options_are_checked,
     ));
     tcase_set_timeout(tl, 30);
+    TCase *tf = unit_tcase_add(s, "files", UNIT_TESTS(
+        test_files_request_lines_are_parsed_strictly,
+        test_files_put_takes_frames_and_answers_one_line,
+        test_files_put_aborted_upload_is_seen_by_the_runtime,
+        test_files_put_refuses_bad_frames_and_maps_runtime_errors,
+        test_files_get_answers_the_stat_then_frames,
+        test_files_grants_bind_their_request_line,
+    ));
+    tcase_set_timeout(tf, 60);
     return s;
 }

@@ -235,6 +235,50 @@ START_TEST(test_chunked_refuses_what_it_cannot_vouch_for)
 }
 END_TEST
 
+/* Decodes text fed step bytes at a time; the body into out. */
+static int decode(const char *text, size_t step, char *out, size_t *ret_out, size_t *ret_end)
+{
+    proxy_chunked_t c = { 0 };
+    size_t n = strlen(text), off = 0, got = 0;
+    char buf[256];
+    while (off < n) {
+        size_t k = n - off < step ? n - off : step, used = 0, o = 0;
+        memcpy(buf, text + off, k);
+        int r = proxy_chunked_decode(&c, buf, k, &used, &o);
+        memcpy(out + got, buf, o);
+        got += o;
+        *ret_out = got;
+        if (r != 0) {
+            *ret_end = off + used;
+            return r;
+        }
+        off += k;
+    }
+    *ret_out = got;
+    return 0;
+}
+
+START_TEST(test_chunked_decode_keeps_the_data_and_drops_the_framing)
+{
+    const char *ok = "5\r\nhello\r\n1;ext=1\r\n \r\nb\r\n01234567890\r\n0\r\n\r\nGET / HTTP/1.1\r\n";
+    for (size_t step = 1; step <= 64; step++) {
+        char out[128];
+        size_t got = 0, end = 0;
+        ck_assert_int_eq(decode(ok, step, out, &got, &end), 1);
+        ck_assert_uint_eq(got, 17);
+        ck_assert(memcmp(out, "hello 01234567890", 17) == 0);
+        ck_assert_uint_eq(end, strlen(ok) - strlen("GET / HTTP/1.1\r\n"));
+    }
+    char out[128];
+    size_t got = 0, end = 0;
+    ck_assert_int_eq(decode("4\r\nabcd\r\nz\r\n", 3, out, &got, &end), SBX_EINVAL);
+    ck_assert_uint_eq(got, 4);
+    ck_assert_int_eq(decode("4\r\nabcdX", 100, out, &got, &end), SBX_EINVAL);
+    ck_assert_int_eq(decode("6\r\nabc", 100, out, &got, &end), 0); /* goes on */
+    ck_assert_uint_eq(got, 3);
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("proxy");
@@ -251,6 +295,7 @@ Suite *unit_suite(void)
     unit_tcase_add(s, "chunked", UNIT_TESTS(
         test_chunked_body_ends_where_the_next_request_begins,
         test_chunked_refuses_what_it_cannot_vouch_for,
+        test_chunked_decode_keeps_the_data_and_drops_the_framing,
     ));
     return s;
 }

@@ -30,6 +30,7 @@ typedef struct opts {
     const char *tenant, *image, *network, *idem_key, *cwd, *role, *name, *policy, *isolation, *auth;
     const char *sandbox, *operation, *kind;  /* events filters */
     const char *worker;                      /* tokens create: the worker name a worker token acts for */
+    const char *upload;                      /* create: LOCAL:/path to upload once running */
     num_opt_t cpu_millis, memory_mib, disk_mib, ttl, timeout, max_output, limit, port, after, tail, count;
     bool untrusted_repo, generated_code, hostile, wait, json, all, read_only_root, hardened, follow;
     json_object *env, *labels, *selector; /* owned; NULL until a flag adds to them */
@@ -192,6 +193,14 @@ int cli_check_events(cli_t *cli, opts_t *o);
 int cli_cmd_events(cli_t *cli, opts_t *o);
 /* logs.c */
 int cli_cmd_logs(cli_t *cli, opts_t *o);
+/* files.c */
+int cli_check_cp(cli_t *cli, opts_t *o);
+int cli_cmd_cp(cli_t *cli, opts_t *o);
+/* Makes sbx's dest a copy of the local file or directory (into it, as
+ * docker cp does, when into_existing_dir and dest is a directory there);
+ * prints the result unless quiet. Returns the exit code. */
+int cli_upload(cli_t *cli, const char *local, const char *sbx, const char *dest, bool into_existing_dir,
+               bool quiet);
 /* tenants.c, tokens.c, workers.c */
 int cli_check_tenants(cli_t *cli, opts_t *o);
 int cli_cmd_tenants(cli_t *cli, opts_t *o);

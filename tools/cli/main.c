@@ -356,14 +356,14 @@ static const command_t commands[] = {
             FB("--hostile", hostile), FKV("--env", F_ENV), FKV("--label", F_LABEL),
             FKV("--selector", F_SELECTOR), FS("--isolation", isolation),
             FB("--read-only-root", read_only_root), FB("--hardened", hardened),
-            FS("--idempotency-key", idem_key), FWAIT, FJSON), 0, false,
+            FS("--idempotency-key", idem_key), FS("--upload", upload), FWAIT, FJSON), 0, false,
       "usage: sandbox create [--image IMAGE] [--tenant T] [--cpu-millis N] [--memory-mib N]\n"
       "                      [--disk MIB] [--ttl SECONDS] [--network none|restricted|open]\n"
       "                      [--untrusted-repo] [--generated-code] [--hostile]\n"
       "                      [--isolation container|gvisor|microvm] [--read-only-root]\n"
       "                      [--hardened] [--selector K=V]...\n"
       "                      [--env K=V]... [--label K=V]... [--idempotency-key K]\n"
-      "                      [--wait [--timeout S]] [--json]\n"
+      "                      [--upload LOCAL:/path] [--wait [--timeout S]] [--json]\n"
       "\n"
       "Creates a sandbox (POST /v1/sandboxes) and prints 'SANDBOX_ID OPERATION_ID'.\n"
       "With --wait the ids are printed at once, then the command waits for the create\n"
@@ -392,6 +392,9 @@ static const command_t commands[] = {
       "  --env K=V                environment variable (repeatable)\n"
       "  --label K=V              label (repeatable)\n"
       "  --idempotency-key K      retrying with the same key returns the same sandbox\n"
+      "  --upload LOCAL:/path     once it runs, make /path a copy of the local file or\n"
+      "                           directory (as sandbox cp; implies --wait); when the\n"
+      "                           upload fails the sandbox stays and the exit code says why\n"
       "  --wait                   wait for the create operation to finish\n"
       "  --timeout S              with --wait: give up after S seconds (default 900)\n"
       "  --json                   print the API's JSON; with --wait\n"
@@ -568,6 +571,28 @@ static const command_t commands[] = {
       "  --tail N                 only the last N lines (0: none, only new output)\n"
       "  --json                   print the API's NDJSON lines as received:\n"
       "                           {\"stream\":\"stdout\"|\"stderr\"|\"output\",\"data\":…}\n" COMMON_FLAGS_HELP },
+    { "cp", NULL, cli_check_cp, cli_cmd_cp, FLAGS(FJSON), 2, false,
+      "usage: sandbox cp LOCAL SANDBOX_ID:/path [--json]\n"
+      "       sandbox cp SANDBOX_ID:/path LOCAL [--json]\n"
+      "       sandbox cp - SANDBOX_ID:/dir          (a tar on stdin, unpacked into /dir)\n"
+      "       sandbox cp SANDBOX_ID:/path -         (a tar of /path on stdout)\n"
+      "\n"
+      "Copies a file or a directory into or out of a running sandbox, as docker cp\n"
+      "does: DESTINATION becomes a copy of SOURCE, or, when DESTINATION is an\n"
+      "existing directory, the copy goes inside it (DESTINATION/NAME). Modes, mtimes\n"
+      "and symlinks are kept; owners are not (files in the sandbox belong to root,\n"
+      "local ones to you). The bytes stream through the controller and the worker\n"
+      "as a tar (PUT and GET /v1/sandboxes/ID/files), never held whole; the local\n"
+      "side is packed and unpacked by GNU tar, which refuses members that would land\n"
+      "outside DESTINATION. An upload is bounded by the server's files_max_bytes and\n"
+      "the sandbox's disk quota (413). A path of the form sbx_ID:... is the\n"
+      "sandbox's; write ./sbx_x:y for a local file of that name.\n"
+      "\n"
+      "  --json                   print the API's answer ({\"bytes\":N,...})\n"
+      "\n"
+      "Exit codes: 0 copied; 1 the local tar failed; 2 usage; 3 an API error (not\n"
+      "running: conflict; no such path: not_found; too large: payload_too_large).\n"
+      COMMON_FLAGS_HELP },
     { "tenants", NULL, cli_check_tenants, cli_cmd_tenants, FLAGS(FS("--policy", policy), FJSON), 2, false,
       "usage: sandbox tenants create NAME [--json]\n"
       "       sandbox tenants list [--json]\n"
@@ -636,6 +661,7 @@ static const char top_usage[] =
     "  unshare    remove a route\n"
     "  events     print or follow events      (sandbox events --follow --sandbox ID)\n"
     "  logs       print or follow a sandbox's output (sandbox logs SANDBOX_ID -f)\n"
+    "  cp         copy files into or out of a sandbox (sandbox cp ./src SANDBOX_ID:/work)\n"
     "  tenants    create, list, get tenants; update their policy\n"
     "  tokens     create, list, revoke API tokens\n"
     "  workers    list, drain, resume workers\n"

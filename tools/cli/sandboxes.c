@@ -13,6 +13,14 @@
 
 int cli_check_create(cli_t *cli, opts_t *o)
 {
+    if (o->upload) {
+        const char *sep = strstr(o->upload, ":/");
+        while (sep && strstr(sep + 1, ":/"))
+            sep = strstr(sep + 1, ":/");
+        if (!sep || sep == o->upload || strlen(sep + 1) > SBX_FILES_PATH_MAX || utf8_has_control(o->upload))
+            return cli_usage_error(cli->cmd, "--upload: LOCAL:/path, as --upload ./src:/work");
+        o->wait = true; /* the upload needs the sandbox running */
+    }
     int rc = cli_check_timeout_wait(cli->cmd, o);
     if (rc)
         return rc;
@@ -27,6 +35,21 @@ int cli_check_create(cli_t *cli, opts_t *o)
     if ((rc = cli_check_name(cli->cmd, "--tenant", o->tenant)) != 0)
         return rc;
     return cli_check_idem_key(cli->cmd, o->idem_key);
+}
+
+/* create --upload LOCAL:/path, once the sandbox runs: /path becomes a copy
+ * of LOCAL. */
+static int create_upload(cli_t *cli, const opts_t *o, const char *sid)
+{
+    const char *sep = strstr(o->upload, ":/");
+    while (strstr(sep + 1, ":/"))
+        sep = strstr(sep + 1, ":/");
+    char local[4096];
+    snprintf(local, sizeof local, "%.*s", (int)(sep - o->upload), o->upload);
+    int rc = cli_upload(cli, local, sid, sep + 1, false, true);
+    if (rc != 0)
+        fprintf(stderr, "sandbox: create: sandbox %s runs, but --upload failed (it was not deleted)\n", sid);
+    return rc;
 }
 
 static client_flag_t flag_of(bool b) { return b ? CLIENT_FLAG_TRUE : CLIENT_FLAG_FALSE; }
@@ -104,6 +127,8 @@ int cli_cmd_create(cli_t *cli, opts_t *o)
     }
     json_object *last = NULL;
     rc = cli_wait(cli, oid, cli_wait_timeout(o), &last);
+    if (rc == 0 && o->upload)
+        rc = create_upload(cli, o, sid);
     if (cli->json)
         print_created_json(cli, rc, sid, sbx, op, last);
     json_object_put(last);

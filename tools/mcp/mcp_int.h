@@ -30,6 +30,11 @@
 #define MCP_LOGS_MAX_BYTES     (64 * 1024) /* sandbox_logs: text returned at most (per field) */
 #define MCP_LOGS_LINE_MAX      (1024u * 1024u) /* one NDJSON line of the logs answer */
 #define MCP_ID_KEY_MAX         160      /* a request id's JSON text, to match notifications/cancelled */
+/* sandbox_write_file / sandbox_read_file: the most bytes a content carries
+ * (base64 of it still fits a 4 MiB JSON-RPC line), and what a read returns
+ * unless the call says. */
+#define MCP_FILE_MAX_BYTES     (2u * 1024u * 1024u)
+#define MCP_FILE_READ_DEFAULT  (256 * 1024)
 
 typedef struct call call_t;
 typedef struct mcp_tool mcp_tool_t;
@@ -102,6 +107,7 @@ bool tool_id_path(char *out, size_t n, const char *prefix, const char *id, const
 mcp_tool_fn_t tool_create, tool_wait, tool_exec, tool_get, tool_list, tool_delete, tool_extend, tool_operation;
 mcp_tool_fn_t tool_share, tool_routes, tool_unshare;
 mcp_tool_fn_t tool_events, tool_logs;
+mcp_tool_fn_t tool_write_file, tool_read_file, tool_list_files; /* tools_files.c */
 
 /* ---------------------------------------------------------------- the server (server.c) */
 

@@ -214,6 +214,37 @@ const mcp_tool_t tool_table[] = {
       "{'type':'object','properties':{'text':" STR ",'stdout':" STR ",'stderr':" STR ",'truncated':{'type':"
       "'boolean'}},'required':['text','stdout','stderr','truncated']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
+    { .run = tool_write_file, .def = { "sandbox_write_file", "Write a file in a sandbox",
+      "Writes one file in a running sandbox (PUT /v1/sandboxes/ID/files, raw form), replacing it if it exists. "
+      "Give content (UTF-8 text) or content_base64 (any bytes), at most 2 MiB; missing directories are made "
+      "first unless make_dirs is false. For whole directories or larger files use sandbox cp from a shell.",
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'path':" DSTR("the absolute path of the file "
+      "in the sandbox, e.g. /work/main.py") ",'content':" DSTR("the file as UTF-8 text") ",'content_base64':"
+      DSTR("the file as base64 bytes (instead of content)") ",'mode':" DSTR("octal permission bits, "
+      "default 644 (755 for a script to run)") ",'make_dirs':{'type':'boolean','description':'make missing "
+      "directories of path first (default true)'}},'required':['sandbox_id','path'],'additionalProperties':false}",
+      "{'type':'object','properties':{'path':" STR ",'bytes':{'type':'integer'}},'required':['path','bytes']}",
+      "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':true,'openWorldHint':false}" } },
+    { .run = tool_read_file, .def = { "sandbox_read_file", "Read a file from a sandbox",
+      "Reads one regular file of a running sandbox (GET /v1/sandboxes/ID/files, raw form): at most max_bytes "
+      "(default 262144, at most 2 MiB; truncated=true when the file is longer). encoding is utf-8 when content "
+      "is the text itself, base64 when the bytes are not valid UTF-8 text.",
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'path':" DSTR("the absolute path of the file "
+      "in the sandbox") ",'max_bytes':{'type':'integer','minimum':1,'maximum':2097152,'description':'read at "
+      "most this many bytes (default 262144)'}},'required':['sandbox_id','path'],'additionalProperties':false}",
+      "{'type':'object','properties':{'path':" STR ",'encoding':{'type':'string','enum':['utf-8','base64']},"
+      "'content':" STR ",'bytes':{'type':'integer'},'truncated':{'type':'boolean'}},'required':['path',"
+      "'encoding','content','bytes','truncated']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" } },
+    { .run = tool_list_files, .def = { "sandbox_list_files", "List a directory in a sandbox",
+      "Lists the direct children of a directory in a running sandbox (GET /v1/sandboxes/ID/files, list form): "
+      "name, type (file, dir, symlink, other), size, mode, mtime and link_target of each, at most 10000 "
+      "(truncated=true past that).",
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'path':" DSTR("the absolute path of the "
+      "directory, e.g. /work") "},'required':['sandbox_id','path'],'additionalProperties':false}",
+      "{'type':'object','properties':{'path':" STR ",'entries':{'type':'array','items':{'type':'object'}},"
+      "'truncated':{'type':'boolean'}},'required':['path','entries','truncated']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" } },
 };
 
 const size_t tool_count = sizeof tool_table / sizeof tool_table[0];

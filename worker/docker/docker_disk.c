@@ -11,8 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The size of container id's writable layer in bytes (SizeRw). */
-static int docker_container_size_rw(docker_runtime_t *rt, const char *id, int64_t *ret, api_error_t *err)
+int docker_container_size_rw(docker_runtime_t *rt, const char *id, int64_t *ret, api_error_t *err)
 {
     char path[160];
     json_object *o = NULL;

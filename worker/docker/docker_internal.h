@@ -343,8 +343,19 @@ void docker_disk_discover(docker_runtime_t *rt, json_object *info);
  * layer is over that quota. */
 bool docker_disk_exceeded(docker_runtime_t *rt, json_object *inspect);
 
+/* The size of container id's writable layer in bytes (SizeRw; inspect
+ * ?size=true, bounded to DOCKER_DISK_CALL_MS). */
+int docker_container_size_rw(docker_runtime_t *rt, const char *id, int64_t *ret, api_error_t *err);
+
 const char *docker_rt_disk_mode(const runtime_t *base);
 int docker_rt_disk_enforce(runtime_t *base, const char *cluster_id, const char *worker_name,
                            runtime_disk_stop_t *ret, size_t max, size_t *ret_n, api_error_t *err);
+
+/* ---- docker_files.c ---------------------------------------------------- */
+
+/* The files_put and files_get operations of docker_ops (worker/runtime.h:
+ * runtime_files_put, runtime_files_get): the Engine's archive API. */
+int docker_rt_files_put(runtime_t *base, const runtime_files_put_req_t *req, int64_t *ret_bytes, api_error_t *err);
+int docker_rt_files_get(runtime_t *base, const runtime_files_get_req_t *req, api_error_t *err);
 
 #endif

@@ -1,0 +1,811 @@
+/* PUT and GET /v1/sandboxes/{id}/files: files into and out of a running
+ * sandbox over the data path. The controller signs a files grant bound to
+ * the transfer's request line (common/grant.h), connects to the worker's
+ * forwarder (worker/forward.c) and streams: an upload's body comes from the
+ * API listener (controller/apiconn.c keeps it from evhttp) and goes to the
+ * worker as frames (common/logframe.h) ending in an END frame; a download's
+ * frames come back and go to the client as a chunked answer. Neither is ever
+ * held whole: each side stops reading while SBX_FILES_STREAM_HIGH_WATER
+ * waits to be written on the other. The protocol is docs/worker.md's "File
+ * transfers". Each transfer ends in one `files.uploaded` or
+ * `files.downloaded` event with its path, format, bytes and outcome.
+ *
+ * Everything runs on the request's HTTP thread; nothing blocks. */
+#include "api.h"
+#include "apiconn.h"
+#include "db.h"
+#include "grant.h"
+#include "ids.h"
+#include "jsonx.h"
+#include "limits.h"
+#include "log.h"
+#include "logframe.h"
+#include "proxy.h"
+#include "store.h"
+#include "tlsbev.h"
+#include "utf8.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/util.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#define FILES_COMPONENT      "files"
+/* Connecting to the worker, and a download's first line. */
+#define FILES_WORKER_SECONDS 15
+#define FILES_GRANT_SECONDS  60
+#define FILES_SWEEP_SECONDS  5
+
+typedef enum { FF_TAR, FF_RAW, FF_LIST, FF_STAT } files_format_t;
+static const char *const format_names[] = { "tar", "raw", "list", "stat" };
+
+typedef enum {
+    FX_CONNECT,   /* connecting to the worker */
+    FX_UPLOAD,    /* put: the body goes to the worker */
+    FX_REPLY,     /* put: END sent, waiting for the worker's line */
+    FX_HEAD,      /* get: waiting for the worker's line */
+    FX_BODY,      /* get: the 200 head sent, frames relayed */
+} fx_state_t;
+
+typedef struct files_xfer {
+    req_t *rq;
+    struct evhttp_connection *evcon;  /* the client's */
+    apiconn_t *ac;                    /* put: the client's connection record (its body) */
+    struct bufferevent *up;           /* the worker */
+    struct event *peek;               /* get: watches for the client hanging up */
+    struct event *sweep;              /* no progress for SBX_FILES_IDLE_SECONDS ends it */
+    fx_state_t state;
+    bool put;
+    bool counted;                     /* get: holds a transfer slot */
+    bool paused;                      /* get: not reading the worker, the client is behind */
+    files_format_t format;
+    char sandbox_id[SBX_ID_MAX];
+    char path[SBX_FILES_PATH_MAX + 1];
+    int64_t bytes;                    /* moved so far */
+    int64_t t0_ms;
+    int64_t progress_ms;              /* the last byte moved */
+    struct files_xfer *prev, *next;
+} files_xfer_t;
+
+static __thread files_xfer_t *thread_xfers;
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- pure parts -------------------------------------------------------- */
+
+int api_files_path_check(const char *path, api_error_t *err)
+{
+    if (!path || !*path)
+        return api_error_set(err, API_INVALID_ARGUMENT, "path is required: an absolute path in the sandbox");
+    size_t n = strlen(path);
+    if (path[0] != '/')
+        return api_error_set(err, API_INVALID_ARGUMENT, "path must be absolute (start with /)");
+    if (n > SBX_FILES_PATH_MAX)
+        return api_error_set(err, API_INVALID_ARGUMENT, "path is longer than %d bytes", SBX_FILES_PATH_MAX);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)path[i] < 0x20 || path[i] == 0x7f)
+            return api_error_set(err, API_INVALID_ARGUMENT, "path must not hold control characters");
+    return 0;
+}
+
+/* ---- the transfer's life ------------------------------------------------ */
+
+static void fx_unlink(files_xfer_t *fx)
+{
+    if (fx->prev)
+        fx->prev->next = fx->next;
+    else if (thread_xfers == fx)
+        thread_xfers = fx->next;
+    if (fx->next)
+        fx->next->prev = fx->prev;
+    fx->prev = fx->next = NULL;
+}
+
+/* The transfer's event: path, format, bytes, how it ended. */
+static void fx_record(files_xfer_t *fx, const char *outcome)
+{
+    req_t *rq = fx->rq;
+    if (http_db(rq) < 0)
+        return;
+    json_object *d = json_object_new_object();
+    jsonx_add(d, "path", json_object_new_string(fx->path));
+    jsonx_add(d, "format", json_object_new_string(format_names[fx->format]));
+    jsonx_add(d, "bytes", json_object_new_int64(fx->bytes));
+    jsonx_add(d, "outcome", json_object_new_string(outcome));
+    jsonx_add(d, "duration_ms", json_object_new_int64(mono_ms() - fx->t0_ms));
+    if (store_sandbox_event(rq->db, fx->sandbox_id, fx->put ? "files.uploaded" : "files.downloaded", d) < 0)
+        log_warn(FILES_COMPONENT, "sandbox %s: cannot record the file transfer's event", fx->sandbox_id);
+}
+
+/* Frees everything but the request; an upload's body goes back to evhttp
+ * (the rest of it unread: the answer then closes the connection). */
+static void fx_free(files_xfer_t *fx)
+{
+    fx_unlink(fx);
+    if (fx->ac) {
+        if (!apiconn_stream_end(fx->ac) && fx->rq->ev)
+            evhttp_add_header(evhttp_request_get_output_headers(fx->rq->ev), "Connection", "close");
+        fx->ac = NULL;
+    }
+    if (fx->counted)
+        apiconn_transfer_release();
+    if (fx->up)
+        bufferevent_free(fx->up);
+    if (fx->peek)
+        event_free(fx->peek);
+    if (fx->sweep)
+        event_free(fx->sweep);
+    if (fx->evcon)
+        apiconn_set_closecb(fx->evcon, NULL, NULL);
+    free(fx);
+}
+
+/* Before any answer was sent: an ordinary error answer. */
+static void fx_fail(files_xfer_t *fx, api_code_t code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fx_fail(files_xfer_t *fx, api_code_t code, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    req_t *rq = fx->rq;
+    log_info(FILES_COMPONENT, "%s of %s in sandbox %s failed after %lld bytes: %s", fx->put ? "upload" : "download",
+             fx->path, fx->sandbox_id, (long long)fx->bytes, msg);
+    fx_record(fx, api_code_info(code)->name);
+    fx_free(fx);
+    http_reply_error(rq, code, "%s", msg);
+}
+
+/* A download whose 200 head went out: ends the body (complete), or cuts the
+ * connection off without the last chunk so the client sees it incomplete. */
+static void fx_close(files_xfer_t *fx, bool complete, bool conn_freeing, const char *why)
+{
+    req_t *rq = fx->rq;
+    log_debug(FILES_COMPONENT, "download of %s from sandbox %s ended after %lld bytes: %s", fx->path, fx->sandbox_id,
+              (long long)fx->bytes, why);
+    fx_record(fx, complete ? "ok" : "incomplete");
+    struct evhttp_connection *evcon = fx->evcon;
+    fx_free(fx);
+    if (!complete && !conn_freeing && evcon) {
+        struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
+        evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+        if (fd >= 0)
+            shutdown(fd, SHUT_RDWR);
+    }
+    http_stream_end(rq, conn_freeing);
+}
+
+/* The worker's refusal line as the client's error. */
+static void fx_refused(files_xfer_t *fx, const proxy_worker_reply_t *rep)
+{
+    api_code_t code = API_UNAVAILABLE;
+    switch (rep->status) {
+    case 400: code = API_INVALID_ARGUMENT; break;
+    case 403: code = API_UNAVAILABLE; break;
+    case 404: code = API_NOT_FOUND; break;
+    case 409: code = API_CONFLICT; break;
+    case 413: code = API_PAYLOAD_TOO_LARGE; break;
+    default: break;
+    }
+    if (code == API_UNAVAILABLE)
+        log_warn(FILES_COMPONENT, "sandbox %s: the worker refused a file transfer: %d %s %s", fx->sandbox_id,
+                 rep->status, rep->code, rep->msg);
+    char *clean = utf8_sanitize(rep->msg, strlen(rep->msg));
+    if (code == API_UNAVAILABLE)
+        fx_fail(fx, code, "the worker running the sandbox refused: %s", clean ? clean : rep->code);
+    else
+        fx_fail(fx, code, "%s", clean ? clean : rep->code);
+    free(clean);
+}
+
+/* ---- an upload ---------------------------------------------------------- */
+
+static void put_done(files_xfer_t *fx)
+{
+    req_t *rq = fx->rq;
+    json_object *o = json_object_new_object();
+    jsonx_add(o, "sandbox_id", json_object_new_string(fx->sandbox_id));
+    jsonx_add(o, "path", json_object_new_string(fx->path));
+    jsonx_add(o, "format", json_object_new_string(format_names[fx->format]));
+    jsonx_add(o, "bytes", json_object_new_int64(fx->bytes));
+    log_info(FILES_COMPONENT, "uploaded %lld bytes to %s in sandbox %s (%s, %lld ms)", (long long)fx->bytes, fx->path,
+             fx->sandbox_id, format_names[fx->format], (long long)(mono_ms() - fx->t0_ms));
+    fx_record(fx, "ok");
+    fx_free(fx);
+    http_reply_json(rq, 200, o);
+}
+
+/* Moves what the client sent on to the worker as frames while the worker's
+ * side has room; the END frame once the whole body came. */
+static void put_pump(files_xfer_t *fx)
+{
+    if (fx->state != FX_UPLOAD)
+        return;
+    struct evbuffer *in = apiconn_stream_input(fx->ac);
+    struct evbuffer *out = bufferevent_get_output(fx->up);
+    while (in && evbuffer_get_length(in) > 0 && evbuffer_get_length(out) < SBX_FILES_STREAM_HIGH_WATER) {
+        size_t n = evbuffer_get_length(in);
+        if (n > LOGFRAME_PAYLOAD_MAX)
+            n = LOGFRAME_PAYLOAD_MAX;
+        unsigned char hdr[LOGFRAME_HEADER_BYTES];
+        logframe_header(hdr, LOGFRAME_STDOUT, (uint32_t)n);
+        evbuffer_add(out, hdr, sizeof hdr);
+        evbuffer_remove_buffer(in, out, n);
+        fx->bytes += (int64_t)n;
+        fx->progress_ms = mono_ms();
+    }
+    apiconn_stream_drained(fx->ac);
+    int st = apiconn_stream_status(fx->ac);
+    if (st == SBX_EINVAL) {
+        fx_fail(fx, API_INVALID_ARGUMENT, "malformed chunked request body");
+        return;
+    }
+    if (st == SBX_ETOOBIG) {
+        fx_fail(fx, API_PAYLOAD_TOO_LARGE, "the upload is over the limit of files_max_bytes");
+        return;
+    }
+    if (st == 1 && in && evbuffer_get_length(in) == 0) {
+        unsigned char hdr[LOGFRAME_HEADER_BYTES];
+        logframe_header(hdr, LOGFRAME_END, 0);
+        evbuffer_add(out, hdr, sizeof hdr);
+        fx->state = FX_REPLY;
+        /* The body is all here: evhttp may have the connection back. */
+        apiconn_stream_end(fx->ac);
+        fx->ac = NULL;
+    }
+}
+
+static void put_body_cb(void *arg) { put_pump(arg); }
+
+/* ---- a download --------------------------------------------------------- */
+
+static void get_drained_cb(struct evhttp_connection *evcon, void *arg);
+
+static size_t client_pending(const files_xfer_t *fx)
+{
+    struct bufferevent *bev = fx->evcon ? evhttp_connection_get_bufferevent(fx->evcon) : NULL;
+    return bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0;
+}
+
+/* Relays the whole frames in the worker's input until none is left, the
+ * client is behind, or the body ends (then fx is gone: false). */
+static bool get_pump(files_xfer_t *fx)
+{
+    struct evbuffer *in = bufferevent_get_input(fx->up);
+    while (!fx->paused) {
+        size_t n = evbuffer_get_length(in);
+        if (n < LOGFRAME_HEADER_BYTES)
+            return true;
+        unsigned char *p = evbuffer_pullup(in, LOGFRAME_HEADER_BYTES);
+        logframe_t fr;
+        int r = p ? logframe_parse(p, LOGFRAME_HEADER_BYTES, &fr) : SBX_ENOMEM;
+        uint32_t len = 0;
+        if (r == 0) {
+            len = (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 8 | (uint32_t)p[4];
+            if (n < LOGFRAME_HEADER_BYTES + (size_t)len)
+                return true;
+            p = evbuffer_pullup(in, (ev_ssize_t)(LOGFRAME_HEADER_BYTES + len));
+            r = p ? logframe_parse(p, LOGFRAME_HEADER_BYTES + len, &fr) : SBX_ENOMEM;
+        }
+        if (r < 0 || fr.type == LOGFRAME_STDERR) {
+            log_warn(FILES_COMPONENT, "the worker sent a malformed files frame for sandbox %s", fx->sandbox_id);
+            fx_close(fx, false, false, "malformed frame");
+            return false;
+        }
+        if (fr.type == LOGFRAME_END) {
+            char why[300];
+            size_t wl = fr.len < sizeof why - 1 ? fr.len : sizeof why - 1;
+            memcpy(why, fr.data, wl);
+            why[wl] = '\0';
+            if (wl)
+                log_warn(FILES_COMPONENT, "download of %s from sandbox %s failed midway: %s", fx->path,
+                         fx->sandbox_id, why);
+            fx_close(fx, wl == 0, false, wl ? why : "complete");
+            return false;
+        }
+        struct evbuffer *b = evbuffer_new();
+        if (!b) {
+            fx_close(fx, false, false, "out of memory");
+            return false;
+        }
+        evbuffer_add(b, fr.data, fr.len);
+        evbuffer_drain(in, fr.size);
+        evhttp_send_reply_chunk_with_cb(fx->rq->ev, b, get_drained_cb, fx);
+        evbuffer_free(b);
+        fx->bytes += (int64_t)fr.len;
+        fx->progress_ms = mono_ms();
+        if (client_pending(fx) >= SBX_FILES_STREAM_HIGH_WATER) {
+            fx->paused = true;
+            bufferevent_disable(fx->up, EV_READ);
+        }
+    }
+    return true;
+}
+
+static void get_drained_cb(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    files_xfer_t *fx = arg;
+    if (!fx->paused)
+        return;
+    fx->paused = false;
+    if (get_pump(fx) && !fx->paused)
+        bufferevent_enable(fx->up, EV_READ);
+}
+
+static const char *format_type(files_format_t f)
+{
+    return f == FF_TAR ? "application/x-tar" : f == FF_LIST ? "application/json" : "application/octet-stream";
+}
+
+/* The worker's 200 line: its message is the path's stat (JSON). */
+static void get_begin(files_xfer_t *fx, const proxy_worker_reply_t *rep)
+{
+    json_object *stat = NULL;
+    api_error_t perr;
+    if (jsonx_parse(rep->msg, strlen(rep->msg), &stat, &perr) < 0 || !json_object_is_type(stat, json_type_object)) {
+        json_object_put(stat);
+        stat = NULL;
+    }
+    if (fx->format == FF_STAT) {
+        req_t *rq = fx->rq;
+        if (!stat) {
+            fx_fail(fx, API_BAD_GATEWAY, "the worker sent no stat of the path");
+            return;
+        }
+        fx_record(fx, "ok");
+        fx_free(fx);
+        json_object *o = json_object_new_object();
+        jsonx_add(o, "stat", stat);
+        http_reply_json(rq, 200, o);
+        return;
+    }
+    struct evkeyvalq *h = evhttp_request_get_output_headers(fx->rq->ev);
+    if (stat) {
+        /* The stat as a header too (base64 JSON, as the Engine's own
+         * X-Docker-Container-Path-Stat), for clients of the raw form. */
+        const char *js = json_object_to_json_string_ext(stat, JSON_C_TO_STRING_PLAIN);
+        size_t jl = strlen(js), bl = sodium_base64_ENCODED_LEN(jl, sodium_base64_VARIANT_ORIGINAL);
+        char *b64 = bl < 8192 ? malloc(bl) : NULL;
+        if (b64) {
+            sodium_bin2base64(b64, bl, (const unsigned char *)js, jl, sodium_base64_VARIANT_ORIGINAL);
+            evhttp_add_header(h, "X-Sandbox-Stat", b64);
+            free(b64);
+        }
+        json_object_put(stat);
+    }
+    fx->state = FX_BODY;
+    http_stream_start(fx->rq, format_type(fx->format));
+    bufferevent_set_timeouts(fx->up, NULL, NULL); /* the sweep watches progress */
+    bufferevent_setwatermark(fx->up, EV_READ, 0, LOGFRAME_HEADER_BYTES + LOGFRAME_PAYLOAD_MAX);
+    get_pump(fx);
+}
+
+/* ---- the worker's side -------------------------------------------------- */
+
+static void up_read_cb(struct bufferevent *bev, void *arg)
+{
+    files_xfer_t *fx = arg;
+    if (fx->state == FX_BODY) {
+        get_pump(fx);
+        return;
+    }
+    proxy_worker_reply_t rep;
+    int r = proxy_worker_reply_read(bufferevent_get_input(bev), &rep);
+    if (r < 0) {
+        fx_fail(fx, API_BAD_GATEWAY, "the worker answered something else than a forward reply");
+        return;
+    }
+    if (r == 0)
+        return;
+    if (rep.status != 200) {
+        fx_refused(fx, &rep);
+        return;
+    }
+    if (!fx->put) {
+        get_begin(fx, &rep);
+        return;
+    }
+    if (fx->state != FX_REPLY) {
+        fx_fail(fx, API_BAD_GATEWAY, "the worker answered the upload before it was complete");
+        return;
+    }
+    put_done(fx);
+}
+
+static void up_write_cb(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    put_pump(arg);
+}
+
+static void up_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    files_xfer_t *fx = arg;
+    if (what & BEV_EVENT_CONNECTED) {
+        evutil_socket_t fd = bufferevent_getfd(fx->up);
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+        if (fx->put) {
+            fx->state = FX_UPLOAD;
+            apiconn_stream_continue(fx->ac);
+            put_pump(fx);
+        } else {
+            fx->state = FX_HEAD;
+        }
+        return;
+    }
+    if (fx->state == FX_BODY) {
+        bufferevent_disable(fx->up, EV_READ | EV_WRITE);
+        if (get_pump(fx))
+            fx_close(fx, false, false, "the worker connection ended early");
+        return;
+    }
+    if (fx->state == FX_REPLY || fx->state == FX_HEAD) {
+        /* A line that came with the end is read first. */
+        proxy_worker_reply_t rep;
+        if (proxy_worker_reply_read(bufferevent_get_input(bev), &rep) == 1) {
+            up_read_cb(bev, fx);
+            return;
+        }
+    }
+    char why[200];
+    tls_bev_failure(bev, why, sizeof why);
+    if (why[0] && !(what & BEV_EVENT_TIMEOUT)) {
+        log_warn(FILES_COMPONENT, "sandbox %s: TLS to the worker's forwarder failed: %s", fx->sandbox_id, why);
+        fx_fail(fx, API_UNAVAILABLE, "the worker running the sandbox failed TLS verification");
+        return;
+    }
+    fx_fail(fx, API_UNAVAILABLE, "%s",
+            what & BEV_EVENT_TIMEOUT    ? "the worker running the sandbox did not answer in time"
+            : fx->state == FX_CONNECT ? "cannot reach the worker running the sandbox"
+                                      : "the worker connection ended early");
+}
+
+/* ---- the client going away, and progress ------------------------------- */
+
+static void client_close_cb(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    files_xfer_t *fx = arg;
+    fx->evcon = NULL; /* being freed: no close callback to clear */
+    bool attached = evhttp_request_get_connection(fx->rq->ev) != NULL;
+    if (fx->ac) {
+        apiconn_stream_end(fx->ac); /* the record goes with the connection */
+        fx->ac = NULL;
+    }
+    if (fx->state == FX_BODY) {
+        fx_close(fx, false, attached, "the client connection closed");
+        return;
+    }
+    req_t *rq = fx->rq;
+    fx_record(fx, "client_gone");
+    fx_free(fx);
+    if (attached)
+        http_reply_dropped(rq);
+    else
+        http_reply_error(rq, API_UNAVAILABLE, "the client went away"); /* frees the detached request */
+}
+
+static void client_peek_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    files_xfer_t *fx = arg;
+    char b;
+    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))) {
+        event_del(fx->peek);
+        return;
+    }
+    if (fx->state == FX_BODY)
+        fx_close(fx, false, false, "the client went away");
+    else
+        fx_fail(fx, API_UNAVAILABLE, "the client went away");
+}
+
+static void sweep_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    files_xfer_t *fx = arg;
+    if (mono_ms() - fx->progress_ms < (int64_t)SBX_FILES_IDLE_SECONDS * 1000)
+        return;
+    if (fx->state == FX_BODY)
+        fx_close(fx, false, false, "no progress");
+    else if (fx->state == FX_REPLY)
+        fx_fail(fx, API_UNAVAILABLE, "the worker did not finish the upload within %d s", SBX_FILES_IDLE_SECONDS);
+    else
+        fx_fail(fx, API_REQUEST_TIMEOUT, "the transfer moved nothing for %d s", SBX_FILES_IDLE_SECONDS);
+}
+
+/* ---- the handlers ------------------------------------------------------- */
+
+static int parse_format(const char *f, bool put, files_format_t *ret, api_error_t *err)
+{
+    if (!f || strcmp(f, "tar") == 0)
+        *ret = FF_TAR;
+    else if (strcmp(f, "raw") == 0)
+        *ret = FF_RAW;
+    else if (!put && strcmp(f, "list") == 0)
+        *ret = FF_LIST;
+    else if (!put && strcmp(f, "stat") == 0)
+        *ret = FF_STAT;
+    else
+        return api_error_set(err, API_INVALID_ARGUMENT, "format must be %s", put ? "tar or raw" : "tar, raw, list or stat");
+    return 0;
+}
+
+/* The sandbox's worker, if the sandbox runs: 0 and *src, or answered. */
+static int files_source(req_t *rq, const char *id, logs_source_t *src)
+{
+    memset(src, 0, sizeof *src);
+    if (!ids_valid("sbx", id)) {
+        http_reply_error(rq, API_NOT_FOUND, "no sandbox %.64s", id);
+        return SBX_ENOTFOUND;
+    }
+    int rc = store_sandbox_logs_source(rq->db, auth_scope(rq), id, src);
+    if (rc == SBX_ENOTFOUND) {
+        http_reply_error(rq, API_NOT_FOUND, "no sandbox %.64s", id);
+        return rc;
+    }
+    if (rc < 0) {
+        http_reply_error(rq, API_UNAVAILABLE, "database unavailable");
+        return rc;
+    }
+    if (strcmp(src->phase, "running") != 0) {
+        http_reply_error(rq, API_CONFLICT, "sandbox %s is %s: files move only while it is running", id, src->phase);
+    } else if (!src->worker_id[0] || strcmp(src->worker_state, "lost") == 0) {
+        http_reply_error(rq, API_UNAVAILABLE, "the worker running sandbox %s is lost", id);
+    } else if (!src->worker_address[0] || !src->worker_token_hash[0]) {
+        http_reply_error(rq, API_UNAVAILABLE, "the worker running sandbox %s has no forwarder address", id);
+    } else {
+        return 0;
+    }
+    store_logs_source_release(src);
+    return SBX_EINVAL;
+}
+
+static int sign_files_grant(const logs_source_t *src, const char *sandbox_id, bool put, const char *line,
+                            char ret[GRANT_MAX])
+{
+    unsigned char key[GRANT_KEY_BYTES];
+    grant_t g = { .purpose = put ? GRANT_FILES_PUT : GRANT_FILES_GET,
+                  .expires_unix = (int64_t)time(NULL) + FILES_GRANT_SECONDS };
+    snprintf(g.worker_id, sizeof g.worker_id, "%s", src->worker_id);
+    snprintf(g.sandbox_id, sizeof g.sandbox_id, "%s", sandbox_id);
+    grant_files_digest(line, strlen(line), g.files_digest);
+    int rc = grant_key_from_hash_hex(src->worker_token_hash, key);
+    if (rc == 0)
+        rc = grant_sign(key, &g, ret);
+    sodium_memzero(key, sizeof key);
+    return rc;
+}
+
+/* Connects to the worker and sends the preamble and the request line; the
+ * transfer owns rq from here (a failure is answered). */
+static void fx_start(files_xfer_t *fx, const logs_source_t *src, const char *line)
+{
+    req_t *rq = fx->rq;
+    struct event_base *base = fx->evcon ? evhttp_connection_get_base(fx->evcon) : NULL;
+    char grant[GRANT_MAX];
+    struct sockaddr_storage ss;
+    int sl = (int)sizeof ss;
+    if (!base) {
+        fx_fail(fx, API_INTERNAL, "the request has no connection");
+        return;
+    }
+    if (sign_files_grant(src, fx->sandbox_id, fx->put, line, grant) < 0) {
+        fx_fail(fx, API_INTERNAL, "cannot sign the worker grant");
+        return;
+    }
+    if (evutil_parse_sockaddr_port(src->worker_address, (struct sockaddr *)&ss, &sl) < 0) {
+        sodium_memzero(grant, sizeof grant);
+        fx_fail(fx, API_UNAVAILABLE, "the worker's forwarder address is not an IP address and port");
+        return;
+    }
+    SSL_CTX *tls = rq->ctl->worker_tls;
+    fx->up = tls ? tls_bev_connect(base, tls, (const struct sockaddr *)&ss, sl)
+                 : bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    fx->sweep = event_new(base, -1, EV_PERSIST, sweep_cb, fx);
+    if (!fx->up || !fx->sweep) {
+        sodium_memzero(grant, sizeof grant);
+        fx_fail(fx, tls ? API_UNAVAILABLE : API_INTERNAL, "cannot reach the worker running the sandbox");
+        return;
+    }
+    struct timeval st = { FILES_SWEEP_SECONDS, 0 };
+    evtimer_add(fx->sweep, &st);
+    evbuffer_add_printf(bufferevent_get_output(fx->up), "SANDBOX-FORWARD/1 %s\r\n%s\r\n", grant, line);
+    sodium_memzero(grant, sizeof grant);
+    struct timeval wt = { FILES_WORKER_SECONDS, 0 };
+    /* An upload's reply may take as long as the Engine's unpacking: the
+     * sweep bounds it, not a read timeout. */
+    bufferevent_set_timeouts(fx->up, fx->put ? NULL : &wt, &wt);
+    bufferevent_setwatermark(fx->up, EV_WRITE, SBX_FILES_STREAM_HIGH_WATER / 2, 0);
+    bufferevent_setcb(fx->up, up_read_cb, fx->put ? up_write_cb : NULL, up_event_cb, fx);
+    if (!tls && bufferevent_socket_connect(fx->up, (const struct sockaddr *)&ss, sl) < 0) {
+        fx_fail(fx, API_UNAVAILABLE, "cannot reach the worker running the sandbox");
+        return;
+    }
+    bufferevent_enable(fx->up, EV_READ | EV_WRITE);
+}
+
+static files_xfer_t *fx_new(req_t *rq, const char *id, const char *path, files_format_t format, bool put)
+{
+    files_xfer_t *fx = calloc(1, sizeof *fx);
+    if (!fx)
+        return NULL;
+    fx->rq = rq;
+    fx->evcon = evhttp_request_get_connection(rq->ev);
+    fx->put = put;
+    fx->format = format;
+    fx->state = FX_CONNECT;
+    fx->t0_ms = fx->progress_ms = mono_ms();
+    snprintf(fx->sandbox_id, sizeof fx->sandbox_id, "%s", id);
+    snprintf(fx->path, sizeof fx->path, "%s", path);
+    fx->next = thread_xfers;
+    if (thread_xfers)
+        thread_xfers->prev = fx;
+    thread_xfers = fx;
+    if (fx->evcon)
+        apiconn_set_closecb(fx->evcon, client_close_cb, fx);
+    return fx;
+}
+
+/* The upload's request line: {"op":"put","path","format","size","mode","max_bytes"}. */
+static char *put_line(const char *path, files_format_t format, int64_t size, int mode, int64_t max_bytes)
+{
+    json_object *o = json_object_new_object();
+    jsonx_add(o, "op", json_object_new_string("put"));
+    jsonx_add(o, "path", json_object_new_string(path));
+    jsonx_add(o, "format", json_object_new_string(format_names[format]));
+    if (format == FF_RAW) {
+        jsonx_add(o, "size", json_object_new_int64(size));
+        jsonx_add(o, "mode", json_object_new_int(mode));
+    }
+    jsonx_add(o, "max_bytes", json_object_new_int64(max_bytes));
+    char *s = jsonx_dump(o);
+    json_object_put(o);
+    return s;
+}
+
+static int parse_mode(const char *m, int *ret, api_error_t *err)
+{
+    *ret = 0644;
+    if (!m)
+        return 0;
+    size_t n = strlen(m);
+    int v = 0;
+    bool ok = n >= 1 && n <= 5;
+    for (size_t i = 0; ok && i < n; i++) {
+        ok = m[i] >= '0' && m[i] <= '7';
+        v = v * 8 + (m[i] - '0');
+    }
+    if (!ok || v > 07777)
+        return api_error_set(err, API_INVALID_ARGUMENT, "mode must be octal permission bits (0 to 7777), as 644");
+    *ret = v;
+    return 0;
+}
+
+void api_sandbox_files_put(req_t *rq, const char *id)
+{
+    api_error_t err;
+    files_format_t format;
+    int mode = 0644;
+    const char *path = http_query(rq, "path");
+    if (api_files_path_check(path, &err) < 0 || parse_format(http_query(rq, "format"), true, &format, &err) < 0 ||
+        parse_mode(http_query(rq, "mode"), &mode, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    if (http_query(rq, "mode") && format != FF_RAW) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "mode goes with format=raw (a tar keeps its own modes)");
+        return;
+    }
+    const char *framing = http_header(rq, APICONN_STREAM_HEADER);
+    if (!framing || !rq->conn) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "the upload is empty: send a tar archive as the body "
+                                                   "(or the file's bytes with format=raw)");
+        return;
+    }
+    bool chunked = strcmp(framing, "chunked") == 0;
+    int64_t size = chunked ? -1 : strtoll(framing, NULL, 10);
+    if (format == FF_RAW && chunked) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "format=raw needs a Content-Length (a chunked upload must be "
+                                                   "a tar archive)");
+        return;
+    }
+    logs_source_t src;
+    if (files_source(rq, id, &src) < 0)
+        return;
+    char *line = put_line(path, format, size, mode, cfg_int(&rq->ctl->cfg, CFG_FILES_MAX_BYTES));
+    files_xfer_t *fx = line ? fx_new(rq, id, path, format, true) : NULL;
+    if (!fx) {
+        store_logs_source_release(&src);
+        free(line);
+        http_reply_error(rq, API_INTERNAL, "out of memory");
+        return;
+    }
+    if (apiconn_stream_begin(rq->conn, put_body_cb, fx) < 0) {
+        store_logs_source_release(&src);
+        free(line);
+        evhttp_add_header(evhttp_request_get_output_headers(rq->ev), "Connection", "close");
+        fx_fail(fx, API_UNAVAILABLE, "the upload's connection cannot be read");
+        return;
+    }
+    fx->ac = rq->conn;
+    fx_start(fx, &src, line);
+    store_logs_source_release(&src);
+    free(line);
+}
+
+void api_sandbox_files_get(req_t *rq, const char *id)
+{
+    api_error_t err;
+    files_format_t format;
+    const char *path = http_query(rq, "path");
+    if (api_files_path_check(path, &err) < 0 || parse_format(http_query(rq, "format"), false, &format, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    if (!apiconn_transfer_take()) {
+        evhttp_add_header(evhttp_request_get_output_headers(rq->ev), "Retry-After", "1");
+        http_reply_error(rq, API_UNAVAILABLE, "the controller runs too many file transfers; retry shortly");
+        return;
+    }
+    logs_source_t src;
+    if (files_source(rq, id, &src) < 0) {
+        apiconn_transfer_release();
+        return;
+    }
+    /* stat reads the 200 line of a tar download and goes. */
+    json_object *o = json_object_new_object();
+    jsonx_add(o, "op", json_object_new_string("get"));
+    jsonx_add(o, "path", json_object_new_string(path));
+    jsonx_add(o, "format", json_object_new_string(format_names[format == FF_STAT ? FF_TAR : format]));
+    char *line = jsonx_dump(o);
+    json_object_put(o);
+    files_xfer_t *fx = line ? fx_new(rq, id, path, format, false) : NULL;
+    if (!fx) {
+        apiconn_transfer_release();
+        store_logs_source_release(&src);
+        free(line);
+        http_reply_error(rq, API_INTERNAL, "out of memory");
+        return;
+    }
+    fx->counted = true;
+    struct bufferevent *cbev = fx->evcon ? evhttp_connection_get_bufferevent(fx->evcon) : NULL;
+    evutil_socket_t cfd = cbev ? bufferevent_getfd(cbev) : -1;
+    if (cfd >= 0 && (fx->peek = event_new(evhttp_connection_get_base(fx->evcon), cfd, EV_READ, client_peek_cb, fx)))
+        event_add(fx->peek, NULL);
+    fx_start(fx, &src, line);
+    store_logs_source_release(&src);
+    free(line);
+}
+
+void api_files_stop_thread(void)
+{
+    while (thread_xfers) {
+        files_xfer_t *fx = thread_xfers;
+        if (fx->state == FX_BODY)
+            fx_close(fx, false, false, "the controller is stopping");
+        else
+            fx_fail(fx, API_UNAVAILABLE, "the controller is stopping");
+    }
+}

@@ -1,0 +1,445 @@
+/* sandbox cp: files and directories into and out of a sandbox, streamed
+ * through PUT and GET /v1/sandboxes/ID/files as tar (never held whole).
+ * The local side is packed and unpacked by the system's GNU tar, which
+ * keeps modes, mtimes and symlinks and refuses members that would land
+ * outside the destination; `-` is a tar stream on stdin or stdout. */
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <linux/limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "errors.h"
+#include "ids.h"
+#include "jsonx.h"
+#include "limits.h"
+
+#define CP_PATH_MAX (SBX_FILES_PATH_MAX * 3 + 256) /* an escaped path in a URL */
+/* tar --transform's delimiter: a byte no name we pass may hold. */
+#define CP_DELIM    '\001'
+
+/* One side of a copy: SANDBOX_ID:/path, a local path, or "-". */
+typedef struct cp_end {
+    bool remote;
+    bool stdio;
+    char sandbox[CLI_ARG_ID_MAX];
+    const char *path;
+} cp_end_t;
+
+/* "sbx_…:/path" is remote; anything else is local (write ./sbx_x:y for a
+ * local name of that shape). */
+static void cp_parse(const char *arg, cp_end_t *ret)
+{
+    memset(ret, 0, sizeof *ret);
+    ret->path = arg;
+    if (strcmp(arg, "-") == 0) {
+        ret->stdio = true;
+        return;
+    }
+    const char *colon = strchr(arg, ':');
+    size_t n = colon ? (size_t)(colon - arg) : 0;
+    if (colon && n > 4 && n < sizeof ret->sandbox && strncmp(arg, "sbx_", 4) == 0) {
+        for (size_t i = 4; i < n; i++)
+            if (!((arg[i] >= 'a' && arg[i] <= 'z') || (arg[i] >= 'A' && arg[i] <= 'Z') ||
+                  (arg[i] >= '0' && arg[i] <= '9')))
+                return;
+        memcpy(ret->sandbox, arg, n);
+        ret->sandbox[n] = '\0';
+        ret->remote = true;
+        ret->path = colon + 1;
+    }
+}
+
+static bool cp_printable(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return false;
+    return true;
+}
+
+int cli_check_cp(cli_t *cli, opts_t *o)
+{
+    if (o->npos != 2)
+        return cli_usage_error(cli->cmd, "needs SOURCE and DESTINATION (one of them SANDBOX_ID:/path)");
+    cp_end_t a, b;
+    cp_parse(o->pos[0], &a);
+    cp_parse(o->pos[1], &b);
+    if (a.remote == b.remote)
+        return cli_usage_error(cli->cmd, a.remote ? "both sides are in a sandbox: one must be local (or -)"
+                                                  : "neither side is in a sandbox: write SANDBOX_ID:/path for one");
+    const cp_end_t *r = a.remote ? &a : &b, *l = a.remote ? &b : &a;
+    if (r->path[0] != '/')
+        return cli_usage_error(cli->cmd, "the sandbox's path must be absolute: %s:/path", r->sandbox);
+    if (strlen(r->path) > SBX_FILES_PATH_MAX || !cp_printable(r->path))
+        return cli_usage_error(cli->cmd, "the sandbox's path is too long or holds control characters");
+    if (!l->stdio && (!*l->path || strlen(l->path) >= PATH_MAX || !cp_printable(l->path)))
+        return cli_usage_error(cli->cmd, "the local path is empty, too long or holds control characters");
+    return 0;
+}
+
+/* ---- paths -------------------------------------------------------------- */
+
+/* Splits path into its parent and last name (trailing slashes dropped):
+ * "/a/b/" -> "/a", "b"; "b" -> ".", "b". SBX_EINVAL for "/" or "". */
+static int cp_split(const char *path, char *parent, size_t pn, char *name, size_t nn)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    if (n == 0 || (n == 1 && path[0] == '/'))
+        return SBX_EINVAL;
+    size_t s = n;
+    while (s > 0 && path[s - 1] != '/')
+        s--;
+    if (n - s >= nn || strncmp(path + s, ".", n - s) == 0 || (n - s == 2 && strncmp(path + s, "..", 2) == 0))
+        return SBX_EINVAL;
+    memcpy(name, path + s, n - s);
+    name[n - s] = '\0';
+    size_t p = s;
+    while (p > 1 && path[p - 1] == '/')
+        p--;
+    if (p == 0)
+        snprintf(parent, pn, ".");
+    else
+        snprintf(parent, pn, "%.*s", (int)p, path);
+    return 0;
+}
+
+/* Appends s to buf escaped for a GNU tar --transform regex (basic) or
+ * replacement. */
+static void cp_escape(char *buf, size_t n, const char *s, bool regex)
+{
+    size_t l = strlen(buf);
+    for (; *s && l + 3 < n; s++) {
+        if (strchr(regex ? "\\.*[]^$" : "\\&", *s))
+            buf[l++] = '\\';
+        buf[l++] = *s;
+    }
+    buf[l] = '\0';
+}
+
+/* The two --transform expressions that rename the top member from to to
+ * (and everything under it), leaving symlink targets alone. */
+static void cp_transforms(const char *from, const char *to, char x1[], char x2[], size_t n)
+{
+    snprintf(x1, n, "s%c^", CP_DELIM);
+    cp_escape(x1, n, from, true);
+    snprintf(x1 + strlen(x1), n - strlen(x1), "$%c", CP_DELIM);
+    cp_escape(x1, n, to, false);
+    snprintf(x1 + strlen(x1), n - strlen(x1), "%crhS", CP_DELIM);
+    snprintf(x2, n, "s%c^", CP_DELIM);
+    cp_escape(x2, n, from, true);
+    snprintf(x2 + strlen(x2), n - strlen(x2), "/%c", CP_DELIM);
+    cp_escape(x2, n, to, false);
+    snprintf(x2 + strlen(x2), n - strlen(x2), "/%crhS", CP_DELIM);
+}
+
+/* ---- the local tar ------------------------------------------------------ */
+
+typedef struct cp_tar {
+    pid_t pid;
+    int fd;              /* our end of its stdin or stdout; -1 once closed */
+} cp_tar_t;
+
+/* Runs tar with argv, its stdout (pack) or stdin (unpack) a pipe to us. */
+static int cp_tar_start(char *const argv[], bool pack, cp_tar_t *t)
+{
+    int p[2];
+    t->pid = -1;
+    t->fd = -1;
+    if (pipe(p) < 0)
+        return SBX_EIO;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return SBX_EIO;
+    }
+    if (pid == 0) {
+        dup2(pack ? p[1] : p[0], pack ? STDOUT_FILENO : STDIN_FILENO);
+        close(p[0]);
+        close(p[1]);
+        execvp("tar", argv);
+        fprintf(stderr, "sandbox: cp: cannot run tar: %s\n", strerror(errno));
+        _exit(127);
+    }
+    close(pack ? p[1] : p[0]);
+    t->pid = pid;
+    t->fd = pack ? p[0] : p[1];
+    return 0;
+}
+
+/* Closes our end and waits: 0 when tar succeeded. */
+static int cp_tar_finish(cp_tar_t *t)
+{
+    if (t->fd >= 0)
+        close(t->fd);
+    t->fd = -1;
+    if (t->pid <= 0)
+        return 0;
+    int st = 0;
+    while (waitpid(t->pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    t->pid = -1;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : SBX_EIO;
+}
+
+/* ---- an upload ---------------------------------------------------------- */
+
+typedef struct cp_up {
+    int fd;
+    cp_tar_t *tar;       /* NULL: fd is stdin */
+    bool tar_failed;
+} cp_up_t;
+
+static long cp_up_read(void *ud, char *buf, size_t n)
+{
+    cp_up_t *u = ud;
+    for (;;) {
+        ssize_t k = read(u->fd, buf, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return -1;
+        /* A pack that ends badly must not look like a whole upload. */
+        if (k == 0 && u->tar && cp_tar_finish(u->tar) < 0) {
+            u->tar_failed = true;
+            return -1;
+        }
+        return (long)k;
+    }
+}
+
+/* The sandbox path's type: "dir", "file", ... or "" when it does not
+ * exist; an API error other than 404 is printed and returned. */
+static int cp_remote_type(cli_t *cli, const char *sbx, const char *path, char *type, size_t tn)
+{
+    char *ep = httpc_escape(path);
+    char url[CP_PATH_MAX];
+    if (!ep || cli_path(url, sizeof url, "/v1/sandboxes/", sbx, "/files?format=stat&path=") != 0 ||
+        strlen(url) + strlen(ep) >= sizeof url) {
+        free(ep);
+        return cli_usage_error(cli->cmd, "path too long");
+    }
+    snprintf(url + strlen(url), sizeof url - strlen(url), "%s", ep);
+    free(ep);
+    httpc_response_t resp;
+    int r = httpc_request(cli->http, "GET", url, NULL, NULL, 60000, &resp);
+    type[0] = '\0';
+    int rc = EXIT_OK;
+    if (r == 0 && resp.status == 200) {
+        const char *t = jsonx_get_str(jsonx_get_obj(resp.json, "stat"), "type");
+        snprintf(type, tn, "%s", t ? t : "other");
+    } else if (!(r == 0 && resp.status == 404)) {
+        client_error_t e;
+        client_error_decode(&cli->client, "GET", url, r, &resp, &e);
+        rc = cli_call_failed(cli, "GET", url, &e);
+    }
+    httpc_response_release(&resp);
+    return rc;
+}
+
+/* PUT the tar from u into dir of sandbox sbx; prints the answer. */
+static int cp_put(cli_t *cli, const char *sbx, const char *dir, cp_up_t *u, const char *shown, bool quiet)
+{
+    char *ep = httpc_escape(dir);
+    char url[CP_PATH_MAX];
+    if (!ep || cli_path(url, sizeof url, "/v1/sandboxes/", sbx, "/files?path=") != 0 ||
+        strlen(url) + strlen(ep) >= sizeof url) {
+        free(ep);
+        return cli_usage_error(cli->cmd, "path too long");
+    }
+    snprintf(url + strlen(url), sizeof url - strlen(url), "%s", ep);
+    free(ep);
+    httpc_response_t resp;
+    int r = httpc_transfer(cli->http, "PUT", url, -1, cp_up_read, NULL, u, NULL, NULL, 0, &resp);
+    int rc = EXIT_OK;
+    if (u->tar_failed) {
+        fprintf(stderr, "sandbox: cp: tar could not pack the source (see its message above); nothing was "
+                        "reported as copied\n");
+        rc = EXIT_OP_FAILED;
+    } else if (r == 0 && resp.status == 200) {
+        if (quiet) {
+        } else if (cli->json) {
+            cli_print_json(resp.json);
+        } else {
+            int64_t bytes = 0;
+            jsonx_get_int(resp.json, "bytes", &bytes);
+            printf("copied %lld bytes (tar) to %s:", (long long)bytes, sbx);
+            cli_put_text(stdout, shown);
+            fputc('\n', stdout);
+        }
+    } else {
+        client_error_t e;
+        client_error_decode(&cli->client, "PUT", url, r, &resp, &e);
+        rc = cli_call_failed(cli, "PUT", url, &e);
+    }
+    httpc_response_release(&resp);
+    return rc;
+}
+
+int cli_upload(cli_t *cli, const char *local, const char *sbx, const char *dest, bool into_existing_dir,
+               bool quiet)
+{
+    char lparent[PATH_MAX], lname[NAME_MAX + 1], dparent[SBX_FILES_PATH_MAX + 1], dname[NAME_MAX + 1];
+    struct stat st;
+    if (cp_split(local, lparent, sizeof lparent, lname, sizeof lname) < 0)
+        return cli_usage_error(cli->cmd, "cannot copy %s: name a file or directory", local);
+    if (lstat(local, &st) < 0) {
+        fprintf(stderr, "sandbox: %s: %s: %s\n", cli->cmd, local, strerror(errno));
+        return EXIT_OP_FAILED;
+    }
+    char type[16] = "";
+    int rc = into_existing_dir ? cp_remote_type(cli, sbx, dest, type, sizeof type) : 0;
+    if (rc != 0)
+        return rc;
+    if (strcmp(type, "dir") == 0) {
+        /* An existing directory: the copy goes inside it, as docker cp does. */
+        snprintf(dparent, sizeof dparent, "%s", dest);
+        snprintf(dname, sizeof dname, "%s", lname);
+    } else if (cp_split(dest, dparent, sizeof dparent, dname, sizeof dname) < 0) {
+        return cli_usage_error(cli->cmd, "cannot copy onto %s: name a file or directory in the sandbox", dest);
+    }
+    char x1[3 * NAME_MAX + 32], x2[3 * NAME_MAX + 32];
+    cp_transforms(lname, dname, x1, x2, sizeof x1);
+    char *argv[] = { "tar", "-c", "-f", "-", "-C", lparent, "--transform", x1, "--transform", x2, "--", lname, NULL };
+    cp_tar_t t;
+    if (cp_tar_start(argv, true, &t) < 0) {
+        fprintf(stderr, "sandbox: %s: cannot start tar: %s\n", cli->cmd, strerror(errno));
+        return EXIT_OP_FAILED;
+    }
+    cp_up_t u = { .fd = t.fd, .tar = &t };
+    char shown[SBX_FILES_PATH_MAX + NAME_MAX + 2];
+    snprintf(shown, sizeof shown, "%s%s%s", dparent, strcmp(dparent, "/") == 0 ? "" : "/", dname);
+    rc = cp_put(cli, sbx, dparent, &u, shown, quiet);
+    if (t.pid > 0) {
+        kill(t.pid, SIGTERM);
+        cp_tar_finish(&t);
+    }
+    return rc;
+}
+
+/* ---- a download --------------------------------------------------------- */
+
+typedef struct cp_down {
+    cli_t *cli;
+    int fd;              /* stdout, or tar's stdin once started */
+    char *const *argv;   /* tar to start at the first byte; NULL: fd is stdout */
+    cp_tar_t tar;
+    int64_t bytes;
+    bool write_failed;
+} cp_down_t;
+
+static int cp_down_write(void *ud, const char *data, size_t n)
+{
+    cp_down_t *d = ud;
+    if (d->argv && d->tar.pid <= 0) {
+        if (cp_tar_start(d->argv, false, &d->tar) < 0) {
+            d->write_failed = true;
+            return -1;
+        }
+        d->fd = d->tar.fd;
+    }
+    while (n > 0) {
+        ssize_t k = write(d->fd, data, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            d->write_failed = true;
+            return -1;
+        }
+        data += k;
+        n -= (size_t)k;
+        d->bytes += k;
+    }
+    return 0;
+}
+
+static int cp_get(cli_t *cli, const cp_end_t *src, const cp_end_t *dst)
+{
+    char lparent[PATH_MAX], lname[NAME_MAX + 1], sparent[SBX_FILES_PATH_MAX + 1], sname[NAME_MAX + 1];
+    char x1[3 * NAME_MAX + 32], x2[3 * NAME_MAX + 32];
+    char *argv[] = { "tar", "-x", "-f", "-", "--no-same-owner", "-C", lparent, "--transform", x1, "--transform",
+                     x2, NULL };
+    cp_down_t d = { .cli = cli, .fd = STDOUT_FILENO, .tar = { -1, -1 } };
+    if (!dst->stdio) {
+        if (cp_split(src->path, sparent, sizeof sparent, sname, sizeof sname) < 0)
+            return cli_usage_error(cli->cmd, "cannot copy %s: name a file or directory in the sandbox", src->path);
+        struct stat st;
+        if (stat(dst->path, &st) == 0 && S_ISDIR(st.st_mode)) {
+            /* An existing directory: the copy goes inside it. */
+            snprintf(lparent, sizeof lparent, "%s", dst->path);
+            snprintf(lname, sizeof lname, "%s", sname);
+        } else if (cp_split(dst->path, lparent, sizeof lparent, lname, sizeof lname) < 0) {
+            return cli_usage_error(cli->cmd, "cannot copy onto %s: name a file or directory", dst->path);
+        }
+        cp_transforms(sname, lname, x1, x2, sizeof x1);
+        d.argv = argv;
+    }
+    char *ep = httpc_escape(src->path);
+    char url[CP_PATH_MAX];
+    if (!ep || cli_path(url, sizeof url, "/v1/sandboxes/", src->sandbox, "/files?path=") != 0 ||
+        strlen(url) + strlen(ep) >= sizeof url) {
+        free(ep);
+        return cli_usage_error(cli->cmd, "path too long");
+    }
+    snprintf(url + strlen(url), sizeof url - strlen(url), "%s", ep);
+    free(ep);
+    httpc_response_t resp;
+    int r = httpc_transfer(cli->http, "GET", url, -1, NULL, cp_down_write, &d, NULL, NULL, 0, &resp);
+    int rc = EXIT_OK;
+    bool tar_ok = cp_tar_finish(&d.tar) == 0;
+    if (r == 0 && resp.status == 200 && !d.write_failed && tar_ok) {
+        if (cli->json) {
+            json_object *o = json_object_new_object();
+            jsonx_add(o, "sandbox_id", json_object_new_string(src->sandbox));
+            jsonx_add(o, "path", json_object_new_string(src->path));
+            jsonx_add(o, "bytes", json_object_new_int64(d.bytes));
+            if (!dst->stdio)
+                cli_print_json(o);
+            json_object_put(o);
+        } else if (!dst->stdio) {
+            printf("copied %lld bytes (tar) from %s:", (long long)d.bytes, src->sandbox);
+            cli_put_text(stdout, src->path);
+            fputc('\n', stdout);
+        }
+    } else if (d.write_failed || !tar_ok) {
+        fprintf(stderr, "sandbox: cp: %s\n", dst->stdio ? "cannot write to stdout"
+                                                          : "tar could not unpack the copy (see its message above)");
+        rc = EXIT_OP_FAILED;
+    } else if (r < 0 && resp.status == 200) {
+        fprintf(stderr, "sandbox: cp: the copy of %s ended early (%s); what was written is incomplete\n",
+                src->path, resp.error[0] ? resp.error : "the connection closed");
+        rc = EXIT_API;
+    } else {
+        client_error_t e;
+        client_error_decode(&cli->client, "GET", url, r, &resp, &e);
+        rc = cli_call_failed(cli, "GET", url, &e);
+    }
+    httpc_response_release(&resp);
+    return rc;
+}
+
+int cli_cmd_cp(cli_t *cli, opts_t *o)
+{
+    cp_end_t a, b;
+    cp_parse(o->pos[0], &a);
+    cp_parse(o->pos[1], &b);
+    signal(SIGPIPE, SIG_IGN);
+    if (a.remote)
+        return cp_get(cli, &a, &b);
+    if (!a.stdio)
+        return cli_upload(cli, a.path, b.sandbox, b.path, true, false);
+    cp_up_t u = { .fd = STDIN_FILENO };
+    return cp_put(cli, b.sandbox, b.path, &u, b.path, false);
+}

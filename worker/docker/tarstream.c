@@ -1,0 +1,577 @@
+/* Tar streams piece by piece (see tarstream.h). */
+#include "tarstream.h"
+#include "errors.h"
+#include "utf8.h"
+
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ustar header fields: offset and length (POSIX.1-1988). */
+#define TS_NAME_OFF     0
+#define TS_NAME_LEN     100
+#define TS_MODE_OFF     100
+#define TS_UID_OFF      108
+#define TS_GID_OFF      116
+#define TS_SIZE_OFF     124
+#define TS_SIZE_LEN     12
+#define TS_MTIME_OFF    136
+#define TS_MTIME_LEN    12
+#define TS_CHKSUM_OFF   148
+#define TS_CHKSUM_LEN   8
+#define TS_TYPE_OFF     156
+#define TS_LINK_OFF     157
+#define TS_LINK_LEN     100
+#define TS_MAGIC_OFF    257
+#define TS_VERSION_OFF  263
+#define TS_UNAME_OFF    265
+#define TS_GNAME_OFF    297
+#define TS_PREFIX_OFF   345
+#define TS_PREFIX_LEN   155
+/* The largest value 11 octal digits hold; beyond it base-256 (GNU). */
+#define TS_OCTAL11_MAX  077777777777LL
+
+/* ---- writing ----------------------------------------------------------- */
+
+static void ts_octal(unsigned char *f, size_t len, int64_t v)
+{
+    char tmp[24];
+    snprintf(tmp, sizeof tmp, "%0*llo", (int)(len - 1), (unsigned long long)v);
+    memcpy(f, tmp, len - 1);
+    f[len - 1] = '\0';
+}
+
+/* A size field: octal when it fits, else base-256 (the high bit set). */
+static void ts_size_field(unsigned char *f, int64_t v)
+{
+    if (v <= TS_OCTAL11_MAX) {
+        ts_octal(f, TS_SIZE_LEN, v);
+        return;
+    }
+    memset(f, 0, TS_SIZE_LEN);
+    for (int i = TS_SIZE_LEN - 1; i > 0 && v > 0; i--, v >>= 8)
+        f[i] = (unsigned char)(v & 0xff);
+    f[0] = 0x80;
+}
+
+static void ts_checksum(unsigned char *h)
+{
+    memset(h + TS_CHKSUM_OFF, ' ', TS_CHKSUM_LEN);
+    unsigned sum = 0;
+    for (size_t i = 0; i < TARSTREAM_BLOCK; i++)
+        sum += h[i];
+    char chk[TS_CHKSUM_LEN + 1];
+    snprintf(chk, sizeof chk, "%06o", sum & 0777777u);
+    memcpy(h + TS_CHKSUM_OFF, chk, 6);
+    h[TS_CHKSUM_OFF + 6] = '\0';
+    h[TS_CHKSUM_OFF + 7] = ' ';
+}
+
+/* A ustar block of type with name (at most 100 bytes) and size. */
+static void ts_block(unsigned char *h, const char *name, size_t nlen, char type, int64_t size, unsigned mode,
+                     int64_t mtime)
+{
+    memset(h, 0, TARSTREAM_BLOCK);
+    memcpy(h + TS_NAME_OFF, name, nlen);
+    ts_octal(h + TS_MODE_OFF, 8, mode & 07777u);
+    ts_octal(h + TS_UID_OFF, 8, 0);
+    ts_octal(h + TS_GID_OFF, 8, 0);
+    ts_size_field(h + TS_SIZE_OFF, size);
+    ts_octal(h + TS_MTIME_OFF, TS_MTIME_LEN, mtime < 0 ? 0 : mtime);
+    h[TS_TYPE_OFF] = type;
+    memcpy(h + TS_MAGIC_OFF, "ustar", 6);
+    memcpy(h + TS_VERSION_OFF, "00", 2);
+    memcpy(h + TS_UNAME_OFF, "root", 4);
+    memcpy(h + TS_GNAME_OFF, "root", 4);
+    ts_checksum(h);
+}
+
+int tarstream_file_header(const char *name, int64_t size, unsigned mode, int64_t mtime,
+                          unsigned char out[TARSTREAM_HEADER_MAX])
+{
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0 || n > TARSTREAM_NAME_MAX || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || size < 0 ||
+        mode > 07777u || mtime > TS_OCTAL11_MAX)
+        return SBX_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (name[i] == '/' || (unsigned char)name[i] < 0x20 || name[i] == 0x7f)
+            return SBX_EINVAL;
+    if (n <= TS_NAME_LEN) {
+        ts_block(out, name, n, '0', size, mode, mtime);
+        return TARSTREAM_BLOCK;
+    }
+    /* A PAX record "<len> path=<name>\n", its length counting itself. */
+    char rec[TARSTREAM_BLOCK];
+    size_t body = strlen(" path=") + n + 1, len = body + 1;
+    while (len < body + (size_t)snprintf(NULL, 0, "%zu", len))
+        len++;
+    int w = snprintf(rec, sizeof rec, "%zu path=%s\n", len, name);
+    if (w < 0 || (size_t)w != len)
+        return SBX_EINVAL;
+    ts_block(out, "PaxHeader", 9, 'x', (int64_t)len, 0644, mtime);
+    memset(out + TARSTREAM_BLOCK, 0, TARSTREAM_BLOCK);
+    memcpy(out + TARSTREAM_BLOCK, rec, len);
+    ts_block(out + 2 * TARSTREAM_BLOCK, name, TS_NAME_LEN, '0', size, mode, mtime);
+    return 3 * TARSTREAM_BLOCK;
+}
+
+size_t tarstream_padding(int64_t size)
+{
+    size_t r = (size_t)(size % TARSTREAM_BLOCK);
+    return r ? TARSTREAM_BLOCK - r : 0;
+}
+
+/* ---- reading ----------------------------------------------------------- */
+
+const char *tarstream_kind(char type)
+{
+    switch (type) {
+    case '0': case '\0': case '7': return "file";
+    case '5': return "dir";
+    case '2': return "symlink";
+    default: return "other";
+    }
+}
+
+int tarstream_init(tarstream_t *t, tarstream_entry_fn on_entry, tarstream_data_fn on_data, void *ud)
+{
+    memset(t, 0, sizeof *t);
+    t->meta = malloc(TARSTREAM_META_MAX);
+    t->pending_name = malloc(SBX_FILES_PATH_MAX + 1);
+    t->pending_link = malloc(SBX_FILES_PATH_MAX + 1);
+    t->on_entry = on_entry;
+    t->on_data = on_data;
+    t->ud = ud;
+    if (!t->meta || !t->pending_name || !t->pending_link) {
+        tarstream_release(t);
+        return SBX_ENOMEM;
+    }
+    return 0;
+}
+
+void tarstream_release(tarstream_t *t)
+{
+    free(t->meta);
+    free(t->pending_name);
+    free(t->pending_link);
+    t->meta = t->pending_name = t->pending_link = NULL;
+}
+
+static int ts_fail(tarstream_t *t, const char *why)
+{
+    snprintf(t->error, sizeof t->error, "%s", why);
+    return SBX_EINVAL;
+}
+
+/* A numeric field: octal digits with leading spaces and a NUL/space end, or
+ * base-256 with the high bit set (non-negative only). */
+static int ts_number(const unsigned char *f, size_t len, int64_t *ret)
+{
+    int64_t v = 0;
+    if (f[0] & 0x80) {
+        if (f[0] != 0x80)
+            return SBX_EINVAL;  /* negative, or too large for 63 bits */
+        for (size_t i = 1; i < len; i++) {
+            if (v > (INT64_MAX >> 8))
+                return SBX_EINVAL;
+            v = (v << 8) | f[i];
+        }
+        *ret = v;
+        return 0;
+    }
+    size_t i = 0;
+    while (i < len && f[i] == ' ')
+        i++;
+    bool digits = false;
+    for (; i < len && f[i] >= '0' && f[i] <= '7'; i++) {
+        if (v > (INT64_MAX >> 3))
+            return SBX_EINVAL;
+        v = v * 8 + (f[i] - '0');
+        digits = true;
+    }
+    for (; i < len; i++)
+        if (f[i] != ' ' && f[i] != '\0')
+            return SBX_EINVAL;
+    *ret = digits ? v : 0;
+    return 0;
+}
+
+static bool ts_checksum_ok(const unsigned char *h)
+{
+    int64_t want = 0;
+    if (ts_number(h + TS_CHKSUM_OFF, TS_CHKSUM_LEN, &want) < 0)
+        return false;
+    unsigned long u = 0;
+    long s = 0;
+    for (size_t i = 0; i < TARSTREAM_BLOCK; i++) {
+        unsigned char c = i >= TS_CHKSUM_OFF && i < TS_CHKSUM_OFF + TS_CHKSUM_LEN ? ' ' : h[i];
+        u += c;
+        s += (signed char)c;
+    }
+    return (int64_t)u == want || (int64_t)s == want;
+}
+
+/* Copies a NUL-padded field into out (SBX_FILES_PATH_MAX + 1). */
+static void ts_str(const unsigned char *f, size_t len, char *out)
+{
+    size_t n = 0;
+    while (n < len && f[n])
+        n++;
+    memcpy(out, f, n);
+    out[n] = '\0';
+}
+
+/* The PAX records of t->meta: path, linkpath, size and mtime are kept for
+ * the next entry; the rest ignored. */
+static int ts_pax(tarstream_t *t)
+{
+    size_t off = 0;
+    while (off < t->meta_len) {
+        size_t len = 0, i = off;
+        while (i < t->meta_len && t->meta[i] >= '0' && t->meta[i] <= '9' && len < TARSTREAM_META_MAX)
+            len = len * 10 + (size_t)(t->meta[i++] - '0');
+        if (i == off || i >= t->meta_len || t->meta[i] != ' ' || len <= i - off + 1 || len > t->meta_len - off ||
+            t->meta[off + len - 1] != '\n')
+            return ts_fail(t, "malformed PAX header record");
+        const char *kv = t->meta + i + 1;
+        size_t kvlen = off + len - 1 - (i + 1);
+        const char *eq = memchr(kv, '=', kvlen);
+        if (!eq)
+            return ts_fail(t, "malformed PAX header record");
+        size_t klen = (size_t)(eq - kv), vlen = kvlen - klen - 1;
+        const char *v = eq + 1;
+        if ((klen == 4 && memcmp(kv, "path", 4) == 0) || (klen == 8 && memcmp(kv, "linkpath", 8) == 0)) {
+            bool is_path = klen == 4;
+            if (vlen > SBX_FILES_PATH_MAX || memchr(v, '\0', vlen))
+                return ts_fail(t, "a member name in the archive is too long");
+            char *dst = is_path ? t->pending_name : t->pending_link;
+            memcpy(dst, v, vlen);
+            dst[vlen] = '\0';
+            if (is_path)
+                t->next_name = true;
+            else
+                t->next_link = true;
+        } else if ((klen == 4 && memcmp(kv, "size", 4) == 0) || (klen == 5 && memcmp(kv, "mtime", 5) == 0)) {
+            int64_t n = 0;
+            size_t j = 0;
+            for (; j < vlen && v[j] >= '0' && v[j] <= '9'; j++) {
+                if (n > INT64_MAX / 10 - 10)
+                    return ts_fail(t, "malformed PAX number");
+                n = n * 10 + (v[j] - '0');
+            }
+            if (j == 0 || (j < vlen && !(klen == 5 && v[j] == '.')))
+                return ts_fail(t, "malformed PAX number");
+            if (klen == 4) {
+                t->pending_size = n;
+                t->next_size = true;
+            } else {
+                t->pending_mtime = n;
+                t->next_mtime = true;
+            }
+        }
+        off += len;
+    }
+    return 0;
+}
+
+/* A meta entry's content is complete. */
+static int ts_meta_done(tarstream_t *t)
+{
+    if (t->meta_type == 'x')
+        return ts_pax(t);
+    if (t->meta_type == 'L' || t->meta_type == 'K') {
+        size_t n = t->meta_len;
+        while (n > 0 && t->meta[n - 1] == '\0')
+            n--;
+        if (n > SBX_FILES_PATH_MAX || memchr(t->meta, '\0', n))
+            return ts_fail(t, "a member name in the archive is too long");
+        char *dst = t->meta_type == 'L' ? t->pending_name : t->pending_link;
+        memcpy(dst, t->meta, n);
+        dst[n] = '\0';
+        if (t->meta_type == 'L')
+            t->next_name = true;
+        else
+            t->next_link = true;
+    }
+    return 0;  /* 'g': global records, ignored */
+}
+
+static bool ts_zero_block(const unsigned char *b)
+{
+    for (size_t i = 0; i < TARSTREAM_BLOCK; i++)
+        if (b[i])
+            return false;
+    return true;
+}
+
+/* After an entry's content (or a meta entry's): its padding, or the next
+ * header. */
+static void ts_after_content(tarstream_t *t)
+{
+    t->state = t->pad > 0 ? TARSTREAM_PAD : TARSTREAM_HEADER;
+    t->block_len = 0;
+}
+
+/* A complete header block. */
+static int ts_header(tarstream_t *t)
+{
+    const unsigned char *h = t->block;
+    if (ts_zero_block(h)) {
+        if (++t->zero_blocks == 2)
+            t->state = TARSTREAM_END;
+        return 0;
+    }
+    t->zero_blocks = 0;
+    if (!ts_checksum_ok(h))
+        return ts_fail(t, "a tar header's checksum is wrong");
+    int64_t size = 0, mtime = 0, mode = 0;
+    if (ts_number(h + TS_SIZE_OFF, TS_SIZE_LEN, &size) < 0 || ts_number(h + TS_MTIME_OFF, TS_MTIME_LEN, &mtime) < 0 ||
+        ts_number(h + TS_MODE_OFF, 8, &mode) < 0)
+        return ts_fail(t, "a tar header has a malformed number");
+    char type = (char)h[TS_TYPE_OFF];
+    if (type == 'x' || type == 'g' || type == 'L' || type == 'K') {
+        if (size > (int64_t)TARSTREAM_META_MAX)
+            return ts_fail(t, "a PAX or long-name header in the archive is too large");
+        t->meta_type = type;
+        t->meta_len = 0;
+        t->remaining = size;
+        t->pad = tarstream_padding(size);
+        t->state = TARSTREAM_META;
+        if (size > 0)
+            return 0;
+        int r = ts_meta_done(t);
+        ts_after_content(t);
+        return r;
+    }
+    tarstream_entry_t *e = &t->entry;
+    memset(e, 0, sizeof *e);
+    char name[SBX_FILES_PATH_MAX + 1];
+    if (t->next_name) {
+        snprintf(name, sizeof name, "%s", t->pending_name);
+    } else {
+        char base[TS_NAME_LEN + 1], prefix[TS_PREFIX_LEN + 1] = "";
+        ts_str(h + TS_NAME_OFF, TS_NAME_LEN, base);
+        if (memcmp(h + TS_MAGIC_OFF, "ustar", 5) == 0)
+            ts_str(h + TS_PREFIX_OFF, TS_PREFIX_LEN, prefix);
+        snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "/" : "", base);
+    }
+    const char *nm = name;
+    while (nm[0] == '.' && nm[1] == '/')
+        nm += 2;
+    snprintf(e->name, sizeof e->name, "%s", nm);
+    if (t->next_link)
+        snprintf(e->link, sizeof e->link, "%s", t->pending_link);
+    else
+        ts_str(h + TS_LINK_OFF, TS_LINK_LEN, e->link);
+    e->type = type;
+    e->size = t->next_size ? t->pending_size : size;
+    e->mtime = t->next_mtime ? t->pending_mtime : mtime;
+    e->mode = (unsigned)(mode & 07777);
+    t->next_name = t->next_link = t->next_size = t->next_mtime = false;
+    if (e->size < 0)
+        return ts_fail(t, "a tar header has a negative size");
+    t->remaining = e->size;
+    t->pad = tarstream_padding(e->size);
+    t->state = TARSTREAM_CONTENT;
+    if (t->on_entry) {
+        int r = t->on_entry(t->ud, e);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+int tarstream_push(tarstream_t *t, const char *data, size_t n)
+{
+    size_t off = 0;
+    while (off < n) {
+        size_t left = n - off;
+        switch (t->state) {
+        case TARSTREAM_END:
+            return 0;
+        case TARSTREAM_HEADER: {
+            size_t k = TARSTREAM_BLOCK - t->block_len;
+            if (k > left)
+                k = left;
+            memcpy(t->block + t->block_len, data + off, k);
+            t->block_len += k;
+            off += k;
+            if (t->block_len == TARSTREAM_BLOCK) {
+                t->block_len = 0;
+                int r = ts_header(t);
+                if (r < 0)
+                    return r;
+                if (t->state == TARSTREAM_CONTENT && t->remaining == 0)
+                    ts_after_content(t);
+            }
+            break;
+        }
+        case TARSTREAM_CONTENT:
+        case TARSTREAM_META: {
+            size_t k = t->remaining < (int64_t)left ? (size_t)t->remaining : left;
+            if (t->state == TARSTREAM_META) {
+                memcpy(t->meta + t->meta_len, data + off, k);
+                t->meta_len += k;
+            } else if (t->on_data && k > 0) {
+                int r = t->on_data(t->ud, data + off, k);
+                if (r < 0)
+                    return r;
+            }
+            off += k;
+            t->remaining -= (int64_t)k;
+            if (t->remaining == 0) {
+                if (t->state == TARSTREAM_META) {
+                    int r = ts_meta_done(t);
+                    if (r < 0)
+                        return r;
+                }
+                ts_after_content(t);
+            }
+            break;
+        }
+        case TARSTREAM_PAD: {
+            size_t k = t->pad < left ? t->pad : left;
+            off += k;
+            t->pad -= k;
+            if (t->pad == 0)
+                t->state = TARSTREAM_HEADER;
+            break;
+        }
+        }
+    }
+    return 0;
+}
+
+int tarstream_finish(tarstream_t *t)
+{
+    if (t->state == TARSTREAM_END || (t->state == TARSTREAM_HEADER && t->block_len == 0))
+        return 0;
+    return ts_fail(t, "the archive ends inside an entry");
+}
+
+/* ---- listing ----------------------------------------------------------- */
+
+void tarstream_list_init(tarstream_list_t *l, size_t max)
+{
+    memset(l, 0, sizeof *l);
+    l->max = max;
+}
+
+void tarstream_time_rfc3339(int64_t t, char *out, size_t outlen)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+    if (!gmtime_r(&tt, &tm) || strftime(out, outlen, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        snprintf(out, outlen, "1970-01-01T00:00:00Z");
+}
+
+/* Adds a JSON string of the n bytes (invalid UTF-8 repaired) to o as key. */
+static int ts_json_str(json_object *o, const char *key, const char *s, size_t n)
+{
+    char *fixed = utf8_sanitize(s, n);
+    if (!fixed)
+        return SBX_ENOMEM;
+    json_object_object_add(o, key, json_object_new_string(fixed));
+    free(fixed);
+    return 0;
+}
+
+int tarstream_list_add(tarstream_list_t *l, const tarstream_entry_t *e, sbuf_t *out)
+{
+    size_t n = strlen(e->name);
+    while (n > 0 && e->name[n - 1] == '/')
+        n--;
+    const char *child = NULL;
+    size_t clen = 0;
+    if (!l->have_root) {
+        memcpy(l->root, e->name, n);
+        l->root[n] = '\0';
+        l->have_root = true;
+        l->root_is_dir = e->type == '5';
+        if (l->root_is_dir)
+            return 0;
+        const char *slash = memrchr(l->root, '/', n);
+        child = slash ? slash + 1 : l->root;
+        clen = n - (size_t)(child - l->root);
+    } else {
+        size_t rl = strlen(l->root);
+        if (!l->root_is_dir || n <= rl + 1 || memcmp(e->name, l->root, rl) != 0 || e->name[rl] != '/')
+            return 0;
+        child = e->name + rl + 1;
+        clen = n - rl - 1;
+        if (memchr(child, '/', clen))
+            return 0;
+    }
+    if (l->count >= l->max) {
+        l->truncated = true;
+        return 2;
+    }
+    json_object *o = json_object_new_object();
+    char mtime[40];
+    tarstream_time_rfc3339(e->mtime, mtime, sizeof mtime);
+    int r = !o ? SBX_ENOMEM : ts_json_str(o, "name", child, clen);
+    if (r == 0) {
+        json_object_object_add(o, "type", json_object_new_string(tarstream_kind(e->type)));
+        json_object_object_add(o, "size", json_object_new_int64(e->size));
+        json_object_object_add(o, "mode", json_object_new_int((int)e->mode));
+        json_object_object_add(o, "mtime", json_object_new_string(mtime));
+        r = ts_json_str(o, "link_target", e->link, e->type == '2' ? strlen(e->link) : 0);
+    }
+    if (r == 0 && l->count > 0)
+        r = sbuf_append(out, ",", 1);
+    if (r == 0) {
+        const char *js = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        r = sbuf_append(out, js, strlen(js));
+    }
+    json_object_put(o);
+    if (r < 0)
+        return SBX_ENOMEM;
+    l->count++;
+    return 1;
+}
+
+int tarstream_list_tail(const tarstream_list_t *l, sbuf_t *out)
+{
+    return sbuf_printf(out, "],\"truncated\":%s}", l->truncated ? "true" : "false") < 0 ? SBX_ENOMEM : 0;
+}
+
+/* ---- paths ------------------------------------------------------------- */
+
+int tarstream_path_clean(const char *path, char *out)
+{
+    size_t n = path ? strlen(path) : 0;
+    if (n == 0 || n > SBX_FILES_PATH_MAX || path[0] != '/')
+        return SBX_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)path[i] < 0x20 || path[i] == 0x7f)
+            return SBX_EINVAL;
+    size_t len = 0;                 /* out holds "" for the root */
+    const char *p = path;
+    while (*p) {
+        while (*p == '/')
+            p++;
+        const char *end = strchr(p, '/');
+        size_t cl = end ? (size_t)(end - p) : strlen(p);
+        if (cl == 0)
+            break;
+        if (cl == 1 && p[0] == '.') {
+            /* nothing */
+        } else if (cl == 2 && p[0] == '.' && p[1] == '.') {
+            while (len > 0 && out[len - 1] != '/')
+                len--;
+            if (len > 0)
+                len--;              /* the '/' before it */
+        } else {
+            out[len++] = '/';
+            memcpy(out + len, p, cl);
+            len += cl;
+        }
+        p += cl;
+    }
+    if (len == 0)
+        out[len++] = '/';
+    out[len] = '\0';
+    return 0;
+}
