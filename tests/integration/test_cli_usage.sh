@@ -148,6 +148,22 @@ expect "exec argv without --" 2 stderr "unexpected argument 'ls'" stderr "after 
 run exec -- ls
 expect "exec without id" 2 stderr "missing SANDBOX_ID"
 
+# --- cp: one side in a sandbox, an absolute path there; create --upload's shape
+run cp --help
+expect "cp --help" 0 stdout "usage: sandbox cp LOCAL SANDBOX_ID:/path" stdout "docker cp" stdout "Exit codes"
+run help
+expect "sandbox help lists cp" 0 stdout "cp "
+run cp ./a ./b
+expect "cp with no sandbox side" 2 stderr "neither side is in a sandbox"
+run cp sbx_a:/x sbx_b:/y
+expect "cp with two sandbox sides" 2 stderr "both sides are in a sandbox"
+run cp ./a sbx_a:relative
+expect "cp to a relative sandbox path" 2 stderr "must be absolute"
+run cp ./a
+expect "cp with one argument" 2 stderr "needs SOURCE and DESTINATION"
+run create --upload nocolon
+expect "create --upload without :/path" 2 stderr "--upload: LOCAL:/path"
+
 # --- extend: a sandbox and --ttl from 1 to 30 days, checked before any token
 run extend --help
 expect "extend --help" 0 stdout "usage: sandbox extend SANDBOX_ID --ttl SECONDS" stdout "from now" \
