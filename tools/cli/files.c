@@ -292,7 +292,20 @@ int cli_upload(cli_t *cli, const char *local, const char *sbx, const char *dest,
                bool quiet)
 {
     char lparent[PATH_MAX], lname[NAME_MAX + 1], dparent[SBX_FILES_PATH_MAX + 1], dname[NAME_MAX + 1];
+    char resolved[PATH_MAX];
     struct stat st;
+    /* "." or "dir/..": the directory it names, by its own name. */
+    size_t ll = strlen(local);
+    while (ll > 1 && local[ll - 1] == '/')
+        ll--;
+    if ((ll == 1 && local[0] == '.') || (ll >= 2 && strncmp(local + ll - 2, "/.", 2) == 0) ||
+        (ll == 2 && strncmp(local, "..", 2) == 0) || (ll >= 3 && strncmp(local + ll - 3, "/..", 3) == 0)) {
+        if (!realpath(local, resolved)) {
+            fprintf(stderr, "sandbox: %s: %s: %s\n", cli->cmd, local, strerror(errno));
+            return EXIT_OP_FAILED;
+        }
+        local = resolved;
+    }
     if (cp_split(local, lparent, sizeof lparent, lname, sizeof lname) < 0)
         return cli_usage_error(cli->cmd, "cannot copy %s: name a file or directory", local);
     if (lstat(local, &st) < 0) {
