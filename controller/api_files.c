@@ -139,8 +139,7 @@ static void fx_free(files_xfer_t *fx)
 {
     fx_unlink(fx);
     if (fx->ac) {
-        if (!apiconn_stream_end(fx->ac) && fx->rq->ev)
-            evhttp_add_header(evhttp_request_get_output_headers(fx->rq->ev), "Connection", "close");
+        apiconn_stream_end(fx->ac); /* an unread rest closes the connection (server.c reply_send) */
         fx->ac = NULL;
     }
     if (fx->counted)
@@ -745,7 +744,6 @@ void api_sandbox_files_put(req_t *rq, const char *id)
     if (apiconn_stream_begin(rq->conn, put_body_cb, fx) < 0) {
         store_logs_source_release(&src);
         free(line);
-        evhttp_add_header(evhttp_request_get_output_headers(rq->ev), "Connection", "close");
         fx_fail(fx, API_UNAVAILABLE, "the upload's connection cannot be read");
         return;
     }

@@ -640,6 +640,10 @@ static void stream_notify(apiconn_t *ac)
 static void stream_finish(apiconn_t *ac, int status)
 {
     ac->stream_status = status;
+    /* Nothing more is read until evhttp has the connection back (the next
+     * request of a pipelining client waits in the socket, not here). */
+    ac->stream_paused = true;
+    bufferevent_disable(ac->bev, EV_READ);
     /* Complete: what follows is the next request's head; else nothing
      * more of this connection is read for evhttp. */
     ac->state = status == 1 ? AC_HEAD : AC_CLOSING;
@@ -764,6 +768,11 @@ void apiconn_stream_continue(apiconn_t *ac)
 }
 
 struct evbuffer *apiconn_stream_input(apiconn_t *ac) { return ac ? ac->sbuf : NULL; }
+
+bool apiconn_body_unread(const apiconn_t *ac)
+{
+    return ac && (ac->state == AC_STREAM || ac->state == AC_CLOSING);
+}
 
 int apiconn_stream_status(const apiconn_t *ac) { return ac ? ac->stream_status : SBX_EIO; }
 

@@ -147,7 +147,7 @@ assert_http 400 invalid_argument "an empty upload"
 assert_exit 3 sandbox cp "$sbx:/no/such" "$work/nothing"
 assert_contains "$ITEST_ERR" "not_found" "cp of a missing path"
 # over files_max_bytes, and a bad token: refused at the head, the body never read
-r=$(python3 - "$SANDBOX_URL" "$sbx" "$SANDBOX_TOKEN" <<'PY'
+r=$(python3 - "$SANDBOX_URL" "$sbx" "$SANDBOX_TOKEN" "$stranger" <<'PY'
 import socket, sys, time, json
 url, sbx, tok = sys.argv[1], sys.argv[2], sys.argv[3]
 host, port = url.split("//")[1].split(":")
@@ -164,11 +164,33 @@ def ask(token, length):
         b += c
     s.close()
     return {"status": int(b.split(b" ", 2)[1]) if b else 0, "ms": round((time.monotonic() - t) * 1000)}
-print(json.dumps({"big": ask(tok, 5 << 40), "bad": ask("sbx_bad_token", 100 << 20)}))
+def refused_with_body(token, n):
+    # a refused upload whose body was sent anyway, then a request smuggled in the body
+    s = socket.create_connection((host, int(port)), timeout=10)
+    body = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" * (n // 40)
+    s.sendall((f"PUT /v1/sandboxes/{sbx}/files?path=/tmp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+               f"Content-Length: {len(body)}\r\n\r\n").encode() + body)
+    b = b""
+    try:
+        while True:
+            c = s.recv(65536)
+            if not c:
+                break
+            b += c
+    except OSError:
+        pass
+    s.close()
+    return {"status": int(b.split(b" ", 2)[1]) if b else 0, "answers": b.count(b"HTTP/1.1 "),
+            "close": b"Connection: close" in b}
+print(json.dumps({"big": ask(tok, 5 << 40), "bad": ask("sbx_bad_token", 100 << 20),
+                  "stranger": refused_with_body(sys.argv[4], 300 << 10)}))
 PY
 )
 assert_eq 413 "$(itest_json "$r" big.status)" "an upload over files_max_bytes, before its body ($r)"
 assert_eq 401 "$(itest_json "$r" bad.status)" "an upload with a bad token, before its body ($r)"
+assert_eq 404 "$(itest_json "$r" stranger.status)" "another tenant's upload with its body sent ($r)"
+assert_eq 1 "$(itest_json "$r" stranger.answers)" "answers to a refused upload whose body held requests ($r)"
+assert_eq true "$(itest_json "$r" stranger.close)" "a refused upload's answer closes the connection ($r)"
 # a sandbox that does not run
 gone=$(make_sandbox)
 sandbox delete "$gone" --wait --timeout 120 >/dev/null || fail "delete failed"
