@@ -439,9 +439,7 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     files_xfer_t *fx = arg;
     if (what & BEV_EVENT_CONNECTED) {
-        evutil_socket_t fd = bufferevent_getfd(fx->up);
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+        proxy_worker_keepalive(fx->up);
         if (fx->put) {
             fx->state = FX_UPLOAD;
             apiconn_stream_continue(fx->ac);
@@ -604,8 +602,6 @@ static void fx_start(files_xfer_t *fx, const logs_source_t *src, const char *lin
     req_t *rq = fx->rq;
     struct event_base *base = fx->evcon ? evhttp_connection_get_base(fx->evcon) : NULL;
     char grant[GRANT_MAX];
-    struct sockaddr_storage ss;
-    int sl = (int)sizeof ss;
     if (!base) {
         fx_fail(fx, API_INTERNAL, "the request has no connection");
         return;
@@ -614,35 +610,29 @@ static void fx_start(files_xfer_t *fx, const logs_source_t *src, const char *lin
         fx_fail(fx, API_INTERNAL, "cannot sign the worker grant");
         return;
     }
-    if (evutil_parse_sockaddr_port(src->worker_address, (struct sockaddr *)&ss, &sl) < 0) {
-        sodium_memzero(grant, sizeof grant);
-        fx_fail(fx, API_UNAVAILABLE, "the worker's forwarder address is not an IP address and port");
-        return;
-    }
-    SSL_CTX *tls = rq->ctl->worker_tls;
-    fx->up = tls ? tls_bev_connect(base, tls, (const struct sockaddr *)&ss, sl)
-                 : bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
     fx->sweep = event_new(base, -1, EV_PERSIST, sweep_cb, fx);
-    if (!fx->up || !fx->sweep) {
-        sodium_memzero(grant, sizeof grant);
-        fx_fail(fx, tls ? API_UNAVAILABLE : API_INTERNAL, "cannot reach the worker running the sandbox");
+    struct evbuffer *pre = fx->sweep ? evbuffer_new() : NULL;
+    const char *why = "out of memory";
+    if (pre)
+        evbuffer_add_printf(pre, "SANDBOX-FORWARD/1 %s\r\n%s\r\n", grant, line);
+    sodium_memzero(grant, sizeof grant);
+    fx->up = pre ? proxy_worker_dial(rq->ctl, base, src->worker_address, pre, FILES_WORKER_SECONDS, up_read_cb,
+                                     fx->put ? up_write_cb : NULL, up_event_cb, fx, &why)
+                 : NULL;
+    if (pre)
+        evbuffer_free(pre);
+    if (!fx->up) {
+        fx_fail(fx, API_UNAVAILABLE, "%s", why);
         return;
     }
     struct timeval st = { FILES_SWEEP_SECONDS, 0 };
     evtimer_add(fx->sweep, &st);
-    evbuffer_add_printf(bufferevent_get_output(fx->up), "SANDBOX-FORWARD/1 %s\r\n%s\r\n", grant, line);
-    sodium_memzero(grant, sizeof grant);
-    struct timeval wt = { FILES_WORKER_SECONDS, 0 };
-    /* An upload's reply may take as long as the Engine's unpacking: the
-     * sweep bounds it, not a read timeout. */
-    bufferevent_set_timeouts(fx->up, fx->put ? NULL : &wt, &wt);
+    /* An upload moves as fast as the Engine unpacks, and its reply comes
+     * when that is done: the sweep bounds it (no progress for
+     * SBX_FILES_IDLE_SECONDS), not the connection's timeouts. */
+    if (fx->put)
+        bufferevent_set_timeouts(fx->up, NULL, NULL);
     bufferevent_setwatermark(fx->up, EV_WRITE, SBX_FILES_STREAM_HIGH_WATER / 2, 0);
-    bufferevent_setcb(fx->up, up_read_cb, fx->put ? up_write_cb : NULL, up_event_cb, fx);
-    if (!tls && bufferevent_socket_connect(fx->up, (const struct sockaddr *)&ss, sl) < 0) {
-        fx_fail(fx, API_UNAVAILABLE, "cannot reach the worker running the sandbox");
-        return;
-    }
-    bufferevent_enable(fx->up, EV_READ | EV_WRITE);
 }
 
 static files_xfer_t *fx_new(req_t *rq, const char *id, const char *path, files_format_t format, bool put)

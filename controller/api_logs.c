@@ -49,11 +49,6 @@
 #define LOGS_GRANT_SECONDS    60
 /* A follow re-checks that its sandbox still runs on a live worker. */
 #define LOGS_SWEEP_SECONDS    5
-/* TCP keepalive on the worker connection: a worker host that vanished
- * ends a quiet follow within about a minute. */
-#define LOGS_KEEPIDLE_SECONDS 30
-#define LOGS_KEEPINTVL_SECONDS 10
-#define LOGS_KEEPCNT          3
 /* What a non-follow read forwards at most. */
 #define LOGS_READ_MAX_BYTES   SBX_EXEC_OUTPUT_CEILING
 
@@ -457,12 +452,7 @@ static void worker_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     logs_stream_t *ls = arg;
     if (what & BEV_EVENT_CONNECTED) {
-        evutil_socket_t fd = bufferevent_getfd(ls->up);
-        int one = 1, idle = LOGS_KEEPIDLE_SECONDS, intvl = LOGS_KEEPINTVL_SECONDS, cnt = LOGS_KEEPCNT;
-        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-        setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
-        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+        proxy_worker_keepalive(ls->up);
         return;
     }
     char why[200];
@@ -546,12 +536,12 @@ static int sign_logs_grant(const logs_source_t *src, const char *sandbox_id, int
     return rc;
 }
 
-/* Opens the stream of sandbox id's logs: connects to the worker at ss
- * (sl bytes), sends the preamble with grant and answers rq as the worker's
- * answer comes (the stream owns rq from here; src's output tail moves to
- * it). A failure is answered at once. */
+/* Opens the stream of sandbox id's logs: connects to the worker's
+ * forwarder at src's address, sends the preamble with grant and answers rq
+ * as the worker's answer comes (the stream owns rq from here; src's output
+ * tail moves to it). A failure is answered at once. */
 static void logs_stream_start(req_t *rq, const char *id, logs_source_t *src, int64_t tail, bool follow,
-                              const char *grant, const struct sockaddr_storage *ss, int sl)
+                              const char *grant)
 {
     struct evhttp_connection *evcon = evhttp_request_get_connection(rq->ev);
     struct bufferevent *cbev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
@@ -579,26 +569,21 @@ static void logs_stream_start(req_t *rq, const char *id, logs_source_t *src, int
         event_add(ls->peek, NULL);
     if (follow)
         ls->sweep = event_new(base, -1, EV_PERSIST, sweep_cb, ls);
-    SSL_CTX *tls = rq->ctl->worker_tls;
-    ls->up = tls ? tls_bev_connect(base, tls, (const struct sockaddr *)ss, sl)
-                 : bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
-    if (!ls->up && tls) {
-        ls_fail(ls, API_UNAVAILABLE, "cannot reach the worker running the sandbox");
-        return;
-    }
-    if (!ls->up || (follow && !ls->sweep)) {
+    if (follow && !ls->sweep) {
         ls_fail(ls, API_INTERNAL, "out of memory");
         return;
     }
-    evbuffer_add_printf(bufferevent_get_output(ls->up), "SANDBOX-FORWARD/1 %s\r\n", grant);
-    struct timeval wt = { LOGS_WORKER_SECONDS, 0 };
-    bufferevent_set_timeouts(ls->up, &wt, &wt);
-    bufferevent_setcb(ls->up, worker_read_cb, NULL, worker_event_cb, ls);
-    if (!tls && bufferevent_socket_connect(ls->up, (const struct sockaddr *)ss, sl) < 0) {
-        ls_fail(ls, API_UNAVAILABLE, "cannot reach the worker running the sandbox");
-        return;
-    }
-    bufferevent_enable(ls->up, EV_READ | EV_WRITE);
+    struct evbuffer *pre = evbuffer_new();
+    const char *why = "out of memory";
+    if (pre)
+        evbuffer_add_printf(pre, "SANDBOX-FORWARD/1 %s\r\n", grant);
+    ls->up = pre ? proxy_worker_dial(rq->ctl, base, src->worker_address, pre, LOGS_WORKER_SECONDS, worker_read_cb,
+                                     NULL, worker_event_cb, ls, &why)
+                 : NULL;
+    if (pre)
+        evbuffer_free(pre);
+    if (!ls->up)
+        ls_fail(ls, API_UNAVAILABLE, why);
 }
 
 void api_sandbox_logs(req_t *rq, const char *id)
@@ -652,13 +637,7 @@ void api_sandbox_logs(req_t *rq, const char *id)
         http_reply_error(rq, API_INTERNAL, "cannot sign the worker grant");
         goto cleanup;
     }
-    struct sockaddr_storage ss;
-    int sl = (int)sizeof ss;
-    if (evutil_parse_sockaddr_port(src.worker_address, (struct sockaddr *)&ss, &sl) < 0) {
-        http_reply_error(rq, API_UNAVAILABLE, "the worker's forwarder address is not an IP address and port");
-        goto cleanup;
-    }
-    logs_stream_start(rq, id, &src, tail, follow, grant, &ss, sl);
+    logs_stream_start(rq, id, &src, tail, follow, grant);
     sodium_memzero(grant, sizeof grant);
 cleanup:
     store_logs_source_release(&src);

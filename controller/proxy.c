@@ -358,27 +358,14 @@ static int sign_grant(const route_target_t *t, char ret[GRANT_MAX])
 /* Connects to the worker and sends it hb (taken); then waits for its line. */
 static void connect_worker(pconn_t *pc, const char *address, struct evbuffer *hb)
 {
-    struct sockaddr_storage ss;
-    int sl = (int)sizeof ss;
-    if (evutil_parse_sockaddr_port(address, (struct sockaddr *)&ss, &sl) < 0) {
-        evbuffer_free(hb);
-        proxy_conn_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker's route address is not an IP address and port");
-        return;
-    }
-    SSL_CTX *tls = pc->pt->ctl->worker_tls;
-    pc->up = tls ? tls_bev_connect(pc->pt->base, tls, (struct sockaddr *)&ss, sl)
-                 : bufferevent_socket_new(pc->pt->base, -1, BEV_OPT_CLOSE_ON_FREE);
-    if (!pc->up) {
-        evbuffer_free(hb);
-        proxy_conn_answer_error(pc, tls ? API_BAD_GATEWAY : API_INTERNAL, NULL,
-                                tls ? "cannot reach the worker running this sandbox" : "out of memory");
-        return;
-    }
-    bufferevent_write_buffer(pc->up, hb);
+    const char *why = NULL;
+    pc->up = proxy_worker_dial(pc->pt->ctl, pc->pt->base, address, hb, PROXY_WORKER_SECONDS, proxy_worker_read_cb,
+                               NULL, proxy_worker_event_cb, pc, &why);
     evbuffer_free(hb);
-    struct timeval wt = { PROXY_WORKER_SECONDS, 0 };
-    bufferevent_set_timeouts(pc->up, &wt, &wt);
-    bufferevent_setcb(pc->up, proxy_worker_read_cb, NULL, proxy_worker_event_cb, pc);
+    if (!pc->up) {
+        proxy_conn_answer_error(pc, API_BAD_GATEWAY, NULL, why);
+        return;
+    }
     /* Until the worker agrees, the client is only watched for hanging up:
      * its body waits in the kernel (what came with the head stays in the
      * input buffer). */
@@ -386,11 +373,6 @@ static void connect_worker(pconn_t *pc, const char *address, struct evbuffer *hb
     bufferevent_setcb(pc->down, NULL, NULL, proxy_client_gone_cb, pc);
     bufferevent_disable(pc->down, EV_READ);
     bufferevent_set_timeouts(pc->down, NULL, NULL);
-    if (!tls && bufferevent_socket_connect(pc->up, (struct sockaddr *)&ss, sl) < 0) {
-        proxy_conn_answer_error(pc, API_BAD_GATEWAY, NULL, "cannot reach the worker running this sandbox");
-        return;
-    }
-    bufferevent_enable(pc->up, EV_READ | EV_WRITE);
 }
 
 /* A whole request head arrived: find the route, check it and its token,

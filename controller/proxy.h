@@ -11,6 +11,7 @@
 #ifndef SBX_PROXY_H
 #define SBX_PROXY_H
 
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <libpq-fe.h>
 #include <stdbool.h>
@@ -45,6 +46,22 @@ typedef struct proxy_worker_reply {
  * in), 0 while it has not, -1 when what came is not such a line (or runs
  * past 1024 bytes without ending). */
 int proxy_worker_reply_read(struct evbuffer *in, proxy_worker_reply_t *ret);
+
+/* Connects to a worker's forwarder at address ("IP:port"; TLS verified
+ * against controller_worker_ca when ctl has it) for the data path (routes,
+ * logs, files): preamble (when not NULL) queued, timeout_s for reads and
+ * writes, the callbacks set, reading and writing on. NULL with *ret_why
+ * (a sentence for the client) when the address is not one or the
+ * connection cannot be made. */
+struct bufferevent *proxy_worker_dial(controller_t *ctl, struct event_base *base, const char *address,
+                                      struct evbuffer *preamble, int timeout_s, bufferevent_data_cb rcb,
+                                      bufferevent_data_cb wcb, bufferevent_event_cb ecb, void *arg, const char **ret_why);
+/* TCP keepalive on a connected worker connection (PROXY_KEEP*): a worker
+ * host that vanished ends a quiet stream within about a minute. */
+#define PROXY_KEEPIDLE_SECONDS 30
+#define PROXY_KEEPINTVL_SECONDS 10
+#define PROXY_KEEPCNT          3
+void proxy_worker_keepalive(struct bufferevent *up);
 
 /* Reads the route settings (limits, trusted_proxies) into ctl. */
 int proxy_config(controller_t *ctl, const cfg_t *cfg, char *err, size_t errlen);

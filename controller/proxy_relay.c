@@ -7,6 +7,9 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/util.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -339,4 +342,46 @@ void proxy_client_gone_cb(struct bufferevent *bev, short what, void *arg)
     (void)bev;
     (void)what;
     proxy_conn_free(arg, "client closed");
+}
+
+struct bufferevent *proxy_worker_dial(controller_t *ctl, struct event_base *base, const char *address,
+                                      struct evbuffer *preamble, int timeout_s, bufferevent_data_cb rcb,
+                                      bufferevent_data_cb wcb, bufferevent_event_cb ecb, void *arg, const char **ret_why)
+{
+    struct sockaddr_storage ss;
+    int sl = (int)sizeof ss;
+    *ret_why = NULL;
+    if (evutil_parse_sockaddr_port(address, (struct sockaddr *)&ss, &sl) < 0) {
+        *ret_why = "the worker's forwarder address is not an IP address and port";
+        return NULL;
+    }
+    SSL_CTX *tls = ctl->worker_tls;
+    struct bufferevent *up = tls ? tls_bev_connect(base, tls, (struct sockaddr *)&ss, sl)
+                                 : bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (!up) {
+        *ret_why = tls ? "cannot reach the worker running the sandbox" : "out of memory";
+        return NULL;
+    }
+    if (preamble)
+        bufferevent_write_buffer(up, preamble);
+    struct timeval t = { timeout_s, 0 };
+    bufferevent_set_timeouts(up, &t, &t);
+    bufferevent_setcb(up, rcb, wcb, ecb, arg);
+    if (!tls && bufferevent_socket_connect(up, (struct sockaddr *)&ss, sl) < 0) {
+        bufferevent_free(up);
+        *ret_why = "cannot reach the worker running the sandbox";
+        return NULL;
+    }
+    bufferevent_enable(up, EV_READ | EV_WRITE);
+    return up;
+}
+
+void proxy_worker_keepalive(struct bufferevent *up)
+{
+    evutil_socket_t fd = bufferevent_getfd(up);
+    int one = 1, idle = PROXY_KEEPIDLE_SECONDS, intvl = PROXY_KEEPINTVL_SECONDS, cnt = PROXY_KEEPCNT;
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
 }
