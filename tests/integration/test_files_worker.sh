@@ -10,7 +10,9 @@
 # complete file; "/../../etc/x" lands in the container's /etc, never the
 # host's; hostile tar members ("../../escape", a symlink to /etc and a file
 # through it) stay inside; max_bytes and the disk quota answer 413; a line
-# that is not the signed one 403; the transfer metrics; a gVisor sandbox too.
+# that is not the signed one 403; 128 MiB up and down with the worker's
+# memory bounded (timed beside docker cp); the transfer metrics; a gVisor
+# sandbox too.
 # itest-timeout: 300
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -33,7 +35,8 @@ finish() {
 wpid=
 itest_on_exit finish
 wtoken=$(itest_token itest-workers worker "$wname")
-SANDBOX_WORKER_TOKEN="$wtoken" SANDBOX_WORKER_CPU_MILLIS=8000 SANDBOX_WORKER_MEMORY_MIB=8192 \
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1" \
+  SANDBOX_WORKER_TOKEN="$wtoken" SANDBOX_WORKER_CPU_MILLIS=8000 SANDBOX_WORKER_MEMORY_MIB=8192 \
   SANDBOX_WORKER_LABELS="itest-files=$tag" SANDBOX_LOG_LEVEL=debug \
   "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --worker-name "$wname" --docker-socket /var/run/docker.sock \
   --worker-health-listen 127.0.0.1:0 >>"$wlog" 2>&1 </dev/null &
@@ -205,6 +208,32 @@ assert_match "$(fc "$gv" put-raw /tmp/x "$ITEST_TMP/x.txt" 0644)" \
   '^400 invalid_argument in a gvisor sandbox /tmp is on the sandbox.s own tmpfs' "a put into gVisor's /tmp"
 assert_match "$(fc "$gv" get /tmp tar "$ITEST_TMP/x")" '^400 invalid_argument in a gvisor sandbox /tmp' \
   "a get of gVisor's /tmp"
+
+# ---- 128 MiB up and down: streamed (the worker's peak memory grows by
+# less than 32 MiB), equal bytes; timed beside docker cp of the same file
+MIB128=$((128 * 1024 * 1024))
+bigf="$ITEST_TMP/big128.bin"
+head -c "$MIB128" /dev/urandom >"$bigf"
+hwm() { awk '/^VmHWM:/ {print $2}' "/proc/$wpid/status"; }
+hwm0=$(hwm)
+t0=$(date +%s%N)
+assert_eq "200 ok {\"bytes\":$MIB128}" "$(fc "$sbx" put-raw /work/big128.bin "$bigf" 0644)" "put of 128 MiB"
+t1=$(date +%s%N)
+fc "$sbx" get /work/big128.bin raw "$ITEST_TMP/big128.back" >/dev/null
+t2=$(date +%s%N)
+cmp "$bigf" "$ITEST_TMP/big128.back" || fail "the 128 MiB file that came back differs"
+rm -f "$ITEST_TMP/big128.back"
+hwm1=$(hwm)
+[ $((hwm1 - hwm0)) -lt 32768 ] || fail "the worker's peak RSS grew by $((hwm1 - hwm0)) KiB moving 128 MiB"
+docker cp "$bigf" "sbx-$sbx:/work/dcp.bin"
+t3=$(date +%s%N)
+docker cp "sbx-$sbx:/work/dcp.bin" - >/dev/null
+t4=$(date +%s%N)
+ms() { echo $((($2 - $1) / 1000000)); }
+itest_log "128 MiB: forwarder put $(ms "$t0" "$t1") ms, get $(ms "$t1" "$t2") ms; docker cp in $(ms "$t2" "$t3") ms," \
+  "out $(ms "$t3" "$t4") ms; worker peak RSS +$((hwm1 - hwm0)) KiB"
+rm -f "$bigf"
+sx "$sbx" -- rm -f /work/big128.bin /work/dcp.bin >/dev/null
 
 # ---- metrics and the log
 metrics=$(curl -sf --max-time 5 "http://127.0.0.1:$hport/metrics")
