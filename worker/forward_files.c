@@ -357,10 +357,14 @@ static void files_put(forward_conn_t *c, const forward_files_req_t *q, const cha
          * must still come, and be nothing but frames. */
         char sink[4096];
         ptrdiff_t k;
-        while ((k = files_up_read(&u, sink, sizeof sink)) > 0)
+        while ((k = files_up_read(&u, sink, sizeof sink)) > 0 && (int64_t)u.bytes <= q->max_bytes)
             ;
-        if (k < 0)
+        if ((int64_t)u.bytes > q->max_bytes) {
+            r = api_error_set(&err, API_PAYLOAD_TOO_LARGE, "the upload is larger than the %lld bytes a transfer "
+                              "may carry", (long long)q->max_bytes);
+        } else if (k < 0) {
             r = SBX_EIO;
+        }
     }
     const char *outcome = "ok";
     if (u.status) {
