@@ -128,6 +128,17 @@ assert e["run.sh"]["mode"] == 0o750 and e["run.sh"]["mtime"] == "2001-02-03T04:0
 assert doc["truncated"] is False
 EOF
 
+# a directory of 10001 entries lists 10000 and says it is truncated
+sx "$sbx" -- sh -c 'mkdir -p /work/many && cd /work/many && i=0 && while [ $i -le 10000 ]; do : >f$i; i=$((i + 1)); done' \
+  >/dev/null
+fc "$sbx" get /work/many list "$ITEST_TMP/many.json" >/dev/null
+python3 - "$ITEST_TMP/many.json" <<'EOF' || fail "the listing of 10001 entries is not 10000 and truncated"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert len(doc["entries"]) == 10000 and doc["truncated"] is True, (len(doc["entries"]), doc["truncated"])
+EOF
+sx "$sbx" -- rm -rf /work/many >/dev/null
+
 # ---- refusals
 assert_match "$(fc "$sbx" get /work raw "$ITEST_TMP/x")" '^400 invalid_argument work is a directory; use the tar form$' \
   "raw get of a directory"
