@@ -11,8 +11,8 @@
 # host's; hostile tar members ("../../escape", a symlink to /etc and a file
 # through it) stay inside; max_bytes and the disk quota answer 413; a line
 # that is not the signed one 403; 128 MiB up and down with the worker's
-# memory bounded (timed beside docker cp); the transfer metrics; a gVisor
-# sandbox too.
+# memory bounded (timed beside docker cp); over TLS; the transfer metrics;
+# a gVisor sandbox too.
 # itest-timeout: 300
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -245,6 +245,44 @@ itest_log "128 MiB: forwarder put $(ms "$t0" "$t1") ms, get $(ms "$t1" "$t2") ms
   "out $(ms "$t3" "$t4") ms; worker peak RSS +$((hwm1 - hwm0)) KiB"
 rm -f "$bigf"
 sx "$sbx" -- rm -f /work/big128.bin /work/dcp.bin >/dev/null
+
+# ---- over TLS (worker_route_tls_cert): a worker of its own, no gVisor
+pki="$ITEST_TMP/files-pki-$tag"
+mkdir -p "$pki"
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=itest files ca" -keyout "$pki/ca.key" \
+  -out "$pki/ca.pem" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$pki/server.key" -out "$pki/server.csr" 2>/dev/null
+printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$pki/server.ext"
+openssl x509 -req -in "$pki/server.csr" -CA "$pki/ca.pem" -CAkey "$pki/ca.key" -CAcreateserial -days 2 \
+  -extfile "$pki/server.ext" -out "$pki/server.pem" 2>/dev/null
+[ -s "$pki/server.pem" ] || fail "openssl could not make the test certificates"
+tname="itest-files-tls-$tag"
+tlog="$ITEST_TMP/worker-files-tls-$tag.log"
+itest_watch_log "$tlog"
+ttoken=$(itest_token itest-workers worker "$tname")
+SANDBOX_WORKER_TOKEN="$ttoken" SANDBOX_WORKER_CPU_MILLIS=8000 SANDBOX_WORKER_MEMORY_MIB=8192 \
+  SANDBOX_WORKER_LABELS="itest-files-tls=$tag" SANDBOX_WORKER_GVISOR_RUNTIME='' \
+  "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --worker-name "$tname" --docker-socket /var/run/docker.sock \
+  --worker-route-tls-cert "$pki/server.pem" --worker-route-tls-key "$pki/server.key" >>"$tlog" 2>&1 </dev/null &
+tpid=$!
+itest_track_pid "$tpid"
+itest_on_exit itest_stop_pid "$tpid" worker 30
+itest_await "$tpid" "$tlog" 60 "TLS worker exited before registering" "worker $tname not ready" itest_worker_ready "$tname"
+read -r tid taddr < <("$ITEST_PGBIN/psql" -X -q -At -F ' ' "$DATABASE_URL" \
+  -c "SELECT id, route_address FROM workers WHERE name = '$tname'")
+out=$(sandbox create --image "$ITEST_IMAGE" --memory-mib 128 --ttl 600 --selector "itest-files-tls=$tag" \
+  --wait --timeout 120) || fail "create on the TLS worker failed: $out"
+tsbx=${out%% *}
+itest_track "$tsbx"
+ftls() { FILES_CA="$pki/ca.pem" python3 "$client" "$taddr" "$ttoken" "$tid" "$tsbx" "$@"; }
+assert_eq "200 ok {\"bytes\":$size}" "$(ftls put-raw /tmp/bin.dat "$ITEST_TMP/bin.dat" 0600)" "a put over TLS"
+ftls get /tmp/bin.dat raw "$ITEST_TMP/bin.tls" >/dev/null
+cmp "$ITEST_TMP/bin.dat" "$ITEST_TMP/bin.tls" || fail "the file that came back over TLS differs"
+assert_eq "(no answer)" "$(ftls put-abort /tmp/aborted.bin 200000)" "an aborted upload over TLS"
+left=$(sx "$tsbx" -- sh -c 'stat -c %s /tmp/aborted.bin 2>/dev/null || echo none')
+[ "$left" != 200000 ] || fail "the aborted TLS upload left a complete file"
+assert_eq "" "$(FILES_CA="" python3 "$client" "$taddr" "$ttoken" "$tid" "$tsbx" get /tmp/bin.dat raw "$ITEST_TMP/x" \
+  2>/dev/null | grep ' 200 ok' || true)" "plain TCP to a TLS forwarder gets no file"
 
 # ---- metrics and the log
 metrics=$(curl -sf --max-time 5 "http://127.0.0.1:$hport/metrics")

@@ -279,11 +279,21 @@ static int files_put_check(files_put_io_t *io, const char *ref, const char *clea
     return 0;
 }
 
-/* XFERINFOFUNCTION: the worker stopping ends the transfer. */
-static int files_xferinfo_cb(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+/* XFERINFOFUNCTION (about once a second, also while Docker takes nothing):
+ * the worker stopping or a stop descriptor ends the transfer. */
+static int files_put_xferinfo_cb(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
+    files_put_io_t *io = ud;
     (void)dt, (void)dn, (void)ut, (void)un;
-    return docker_cancelled(ud) ? 1 : 0;
+    if (docker_cancelled(io->rt)) {
+        files_put_fail(io, API_CANCELLED, "the worker is shutting down");
+        return 1;
+    }
+    if (files_stop_seen(io->req->stop_fds, io->req->nstop_fds)) {
+        files_put_fail(io, API_CANCELLED, "the transfer was stopped");
+        return 1;
+    }
+    return 0;
 }
 
 int docker_rt_files_put(runtime_t *base, const runtime_files_put_req_t *req, int64_t *ret_bytes, api_error_t *err)
@@ -346,8 +356,8 @@ int docker_rt_files_put(runtime_t *base, const runtime_files_put_req_t *req, int
     curl_easy_setopt(h, CURLOPT_READDATA, &io);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, files_error_body_cb);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, files_xferinfo_cb);
-    curl_easy_setopt(h, CURLOPT_XFERINFODATA, rt);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, files_put_xferinfo_cb);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &io);
     CURLcode cr = curl_easy_perform(h);
     if (io.failed) {
         r = SBX_EIO;              /* err already says why */
