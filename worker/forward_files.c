@@ -433,18 +433,11 @@ static int files_down_stat(void *ud, const runtime_files_stat_t *st)
 static int files_down_data(void *ud, const char *data, size_t n)
 {
     files_down_t *d = ud;
-    while (n > 0) {
-        size_t k = n > LOGFRAME_PAYLOAD_MAX ? LOGFRAME_PAYLOAD_MAX : n;
-        unsigned char hdr[LOGFRAME_HEADER_BYTES];
-        logframe_header(hdr, LOGFRAME_STDOUT, (uint32_t)k);
-        if (forward_send_all(d->c, hdr, sizeof hdr) < 0 || forward_send_all(d->c, data, k) < 0) {
-            d->gone = true;
-            return SBX_EIO;
-        }
-        d->bytes += k;
-        data += k;
-        n -= k;
+    if (forward_send_frames(d->c, LOGFRAME_STDOUT, data, n) < 0) {
+        d->gone = true;
+        return SBX_EIO;
     }
+    d->bytes += n;
     return 0;
 }
 
