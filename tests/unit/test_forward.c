@@ -603,11 +603,13 @@ static const runtime_ops_t files_runtime_ops = {
     .files_get = files_rt_get,
 };
 
-static void files_rt_init(files_runtime_t *fr)
+/* A fake files runtime and a forwarder over it (wrk_a); free fr->got after. */
+static forward_t *files_forwarder(files_runtime_t *fr)
 {
     memset(fr, 0, sizeof *fr);
     fr->base.ops = &files_runtime_ops;
     fr->got = unit_xmalloc(FILES_GOT_MAX);
+    return start_forwarder_on("wrk_a", 8, &fr->base);
 }
 
 /* "SANDBOX-FORWARD/1 <files grant for line>\r\n<line>\r\n" into out; the
@@ -715,8 +717,7 @@ END_TEST
 START_TEST(test_files_put_takes_frames_and_answers_one_line)
 {
     files_runtime_t fr;
-    files_rt_init(&fr);
-    forward_t *f = start_forwarder_on("wrk_a", 8, &fr.base);
+    forward_t *f = files_forwarder(&fr);
     const char *line = "{\"op\":\"put\",\"path\":\"/work/a.bin\",\"format\":\"raw\",\"size\":70000,\"mode\":488,"
                        "\"max_bytes\":1048576}";
     char pre[2048], reply[1024];
@@ -749,8 +750,7 @@ END_TEST
 START_TEST(test_files_put_aborted_upload_is_seen_by_the_runtime)
 {
     files_runtime_t fr;
-    files_rt_init(&fr);
-    forward_t *f = start_forwarder_on("wrk_a", 8, &fr.base);
+    forward_t *f = files_forwarder(&fr);
     const char *line = "{\"op\":\"put\",\"path\":\"/work\",\"format\":\"tar\",\"max_bytes\":1048576}";
     char pre[2048], reply[1024];
     files_preamble(GRANT_FILES_PUT, line, NULL, pre, sizeof pre);
@@ -773,8 +773,7 @@ END_TEST
 START_TEST(test_files_put_refuses_bad_frames_and_maps_runtime_errors)
 {
     files_runtime_t fr;
-    files_rt_init(&fr);
-    forward_t *f = start_forwarder_on("wrk_a", 8, &fr.base);
+    forward_t *f = files_forwarder(&fr);
     const char *line = "{\"op\":\"put\",\"path\":\"/work\",\"format\":\"tar\",\"max_bytes\":1048576}";
     char pre[2048], reply[1024];
     files_preamble(GRANT_FILES_PUT, line, NULL, pre, sizeof pre);
@@ -842,8 +841,7 @@ static bool parse_frames(const char *buf, size_t n, size_t off, char *body, size
 START_TEST(test_files_get_answers_the_stat_then_frames)
 {
     files_runtime_t fr;
-    files_rt_init(&fr);
-    forward_t *f = start_forwarder_on("wrk_a", 8, &fr.base);
+    forward_t *f = files_forwarder(&fr);
     const char *line = "{\"op\":\"get\",\"path\":\"/work/report.xml\",\"format\":\"raw\"}";
     char pre[2048], end[600];
     static char reply[200000], body[100000];
@@ -885,8 +883,7 @@ END_TEST
 START_TEST(test_files_grants_bind_their_request_line)
 {
     files_runtime_t fr;
-    files_rt_init(&fr);
-    forward_t *f = start_forwarder_on("wrk_a", 8, &fr.base);
+    forward_t *f = files_forwarder(&fr);
     char pre[SBX_FILES_REQUEST_MAX * 2], reply[1024];
     const char *line = "{\"op\":\"get\",\"path\":\"/etc/shadow\",\"format\":\"raw\"}";
     const char *signed_line = "{\"op\":\"get\",\"path\":\"/work/report.xml\",\"format\":\"raw\"}";

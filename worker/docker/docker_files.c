@@ -228,11 +228,11 @@ static bool files_under(const char *clean, const char *dir)
 
 /* What a transfer needs to know of container ref: whether it runs and its
  * disk quota (RUNTIME_LABEL_DISK_MIB, 0 none). Under gVisor, /tmp and
- * /dev/shm are the sandbox's own tmpfs, which the Engine's archive API
+ * /dev are the sandbox's own tmpfs, which the Engine's archive API
  * (working on the container's root on the host) cannot reach: a transfer
  * there would vanish or miss, so it is refused. */
 static int files_inspect(docker_runtime_t *rt, const char *ref, const char *clean, bool *ret_running,
-                         long long *ret_disk_mib, api_error_t *err)
+                         int64_t *ret_disk_mib, api_error_t *err)
 {
     char path[160];
     json_object *o = NULL;
@@ -242,11 +242,11 @@ static int files_inspect(docker_runtime_t *rt, const char *ref, const char *clea
         return r;
     bool running = false;
     jsonx_get_bool(jsonx_get_obj(o, "State"), "Running", &running);
-    const char *disk = jsonx_get_str(jsonx_get_obj(jsonx_get_obj(o, "Config"), "Labels"), RUNTIME_LABEL_DISK_MIB);
+    int64_t mib = docker_disk_label(jsonx_get_obj(jsonx_get_obj(o, "Config"), "Labels"));
     const char *runtime = jsonx_get_str(jsonx_get_obj(o, "HostConfig"), "Runtime");
     bool gvisor = runtime && rt->gvisor_runtime[0] && strcmp(runtime, rt->gvisor_runtime) == 0;
     *ret_running = running;
-    *ret_disk_mib = disk ? strtoll(disk, NULL, 10) : 0;
+    *ret_disk_mib = mib;
     json_object_put(o);
     if (gvisor && (files_under(clean, "/tmp") || files_under(clean, "/dev")))
         return api_error_set(err, API_INVALID_ARGUMENT, "in a gvisor sandbox %s is on the sandbox's own tmpfs, out "
@@ -260,7 +260,7 @@ static int files_inspect(docker_runtime_t *rt, const char *ref, const char *clea
 static int files_put_check(files_put_io_t *io, const char *ref, const char *clean, api_error_t *err)
 {
     bool running = false;
-    long long mib = 0;
+    int64_t mib = 0;
     int r = files_inspect(io->rt, ref, clean, &running, &mib, err);
     if (r < 0)
         return r;
@@ -615,7 +615,7 @@ int docker_rt_files_get(runtime_t *base, const runtime_files_get_req_t *req, api
         return api_error_set(err, API_INVALID_ARGUMENT, "the path must be absolute, at most %d bytes, without "
                              "control characters", SBX_FILES_PATH_MAX);
     bool running = false;
-    long long mib = 0;
+    int64_t mib = 0;
     if ((r = files_inspect(rt, req->ref, clean, &running, &mib, err)) < 0)
         return r;
     if (req->format != RUNTIME_FILES_TAR &&
