@@ -12,6 +12,8 @@ files_client.py ADDR TOKEN WORKER_ID SANDBOX_ID CMD ARGS...
                                   closes after the data, before the END frame
   put-tar-stream DIR BYTES [MAX]  a tar upload of one file of BYTES zero bytes,
                                   streamed until the worker answers
+  put-slow PATH                   a raw upload of 100 MiB sent 1 KiB every 50 ms
+                                  until the worker answers
   get PATH FORMAT OUT             download PATH (tar, raw or list) into OUT
   digest-mismatch PATH            a get whose line differs from the signed one
 Prints the worker's answer line (without SANDBOX-FORWARD/1); a get prints its
@@ -222,6 +224,13 @@ def main(argv):
         line = Conn(s).read_line()
         print(answer(line) if line else "(no answer)")
         s.close()
+    elif cmd == "put-slow":
+        def slow():
+            while True:
+                time.sleep(0.05)
+                yield b"s" * 1024
+        put(args, {"op": "put", "path": rest[0], "format": "raw", "size": 100 << 20, "mode": 0o644,
+                   "max_bytes": big}, slow())
     elif cmd == "get":
         return get(args, rest[0], rest[1], rest[2])
     elif cmd == "digest-mismatch":

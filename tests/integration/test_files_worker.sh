@@ -11,7 +11,8 @@
 # host's; hostile tar members ("../../escape", a symlink to /etc and a file
 # through it) stay inside; max_bytes and the disk quota answer 413; a line
 # that is not the signed one 403; 128 MiB up and down with the worker's
-# memory bounded (timed beside docker cp); over TLS; the transfer metrics;
+# memory bounded (timed beside docker cp); over TLS; SIGTERM during an
+# upload answers 503 and the worker exits 0; the transfer metrics;
 # a gVisor sandbox too.
 # itest-timeout: 300
 set -euo pipefail
@@ -260,14 +261,20 @@ tname="itest-files-tls-$tag"
 tlog="$ITEST_TMP/worker-files-tls-$tag.log"
 itest_watch_log "$tlog"
 ttoken=$(itest_token itest-workers worker "$tname")
-SANDBOX_WORKER_TOKEN="$ttoken" SANDBOX_WORKER_CPU_MILLIS=8000 SANDBOX_WORKER_MEMORY_MIB=8192 \
-  SANDBOX_WORKER_LABELS="itest-files-tls=$tag" SANDBOX_WORKER_GVISOR_RUNTIME='' \
-  "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --worker-name "$tname" --docker-socket /var/run/docker.sock \
-  --worker-route-tls-cert "$pki/server.pem" --worker-route-tls-key "$pki/server.key" >>"$tlog" 2>&1 </dev/null &
-tpid=$!
-itest_track_pid "$tpid"
-itest_on_exit itest_stop_pid "$tpid" worker 30
-itest_await "$tpid" "$tlog" 60 "TLS worker exited before registering" "worker $tname not ready" itest_worker_ready "$tname"
+tpid=
+start_tls_worker() {
+  SANDBOX_WORKER_TOKEN="$ttoken" SANDBOX_WORKER_CPU_MILLIS=8000 SANDBOX_WORKER_MEMORY_MIB=8192 \
+    SANDBOX_WORKER_LABELS="itest-files-tls=$tag" SANDBOX_WORKER_GVISOR_RUNTIME='' \
+    "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --worker-name "$tname" --docker-socket /var/run/docker.sock \
+    --worker-route-tls-cert "$pki/server.pem" --worker-route-tls-key "$pki/server.key" >>"$tlog" 2>&1 </dev/null &
+  tpid=$!
+  itest_track_pid "$tpid"
+  itest_await "$tpid" "$tlog" 60 "TLS worker exited before registering" "worker $tname not ready" \
+    itest_worker_ready "$tname"
+}
+stop_tls_worker() { [ -z "$tpid" ] || itest_stop_pid "$tpid" worker 30; }
+itest_on_exit stop_tls_worker
+start_tls_worker
 read -r tid taddr < <("$ITEST_PGBIN/psql" -X -q -At -F ' ' "$DATABASE_URL" \
   -c "SELECT id, route_address FROM workers WHERE name = '$tname'")
 out=$(sandbox create --image "$ITEST_IMAGE" --memory-mib 128 --ttl 600 --selector "itest-files-tls=$tag" \
@@ -283,6 +290,23 @@ left=$(sx "$tsbx" -- sh -c 'stat -c %s /tmp/aborted.bin 2>/dev/null || echo none
 [ "$left" != 200000 ] || fail "the aborted TLS upload left a complete file"
 assert_eq "" "$(FILES_CA="" python3 "$client" "$taddr" "$ttoken" "$tid" "$tsbx" get /tmp/bin.dat raw "$ITEST_TMP/x" \
   2>/dev/null | grep ' 200 ok' || true)" "plain TCP to a TLS forwarder gets no file"
+
+# SIGTERM during an upload: the transfer is answered 503 and the worker
+# exits 0 promptly
+ftls put-slow /tmp/slow.bin >"$ITEST_TMP/slow.out" 2>&1 &
+slowpid=$!
+itest_track_pid "$slowpid"
+sleep 1
+kill -TERM "$tpid"
+t0=$(date +%s)
+rc=0
+wait "$tpid" || rc=$?
+assert_eq 0 "$rc" "the TLS worker's exit status after SIGTERM during an upload"
+[ $(($(date +%s) - t0)) -le 15 ] || fail "the worker took more than 15 s to stop during an upload"
+tpid=
+wait "$slowpid" || true
+assert_eq "503 busy the worker is shutting down" "$(cat "$ITEST_TMP/slow.out")" "the upload's answer when the worker stops"
+start_tls_worker   # back, so that its sandbox can be deleted
 
 # ---- metrics and the log
 metrics=$(curl -sf --max-time 5 "http://127.0.0.1:$hport/metrics")
