@@ -1,6 +1,7 @@
 /* The worker's route forwarder: the listener, one thread per routed
  * connection, the dial into the sandbox (through the runtime) and the
- * relay (see forward.h). */
+ * relay, and the logs stream (see forward.h); file transfers are in
+ * forward_files.c. */
 #include "forward.h"
 #include "forward_internal.h"
 #include "errors.h"
@@ -30,7 +31,6 @@
 #include <unistd.h>
 
 #include <sodium.h>
-
 
 /* ---- pure parts -------------------------------------------------------- */
 
