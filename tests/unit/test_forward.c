@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -745,6 +746,42 @@ START_TEST(test_files_put_takes_frames_and_answers_one_line)
 }
 END_TEST
 
+/* The request line and the frames sent a byte at a time: headers and
+ * payloads split across reads come out whole. */
+START_TEST(test_files_put_byte_by_byte)
+{
+    files_runtime_t fr;
+    forward_t *f = files_forwarder(&fr);
+    const char *line = "{\"op\":\"put\",\"path\":\"/w\",\"format\":\"tar\",\"max_bytes\":1048576}";
+    char pre[2048], reply[1024], body[512], want[300];
+    files_preamble(GRANT_FILES_PUT, line, NULL, pre, sizeof pre);
+    for (size_t i = 0; i < sizeof want; i++)
+        want[i] = (char)('a' + i % 26);
+    size_t blen = 0;
+    add_frame(body, &blen, LOGFRAME_STDOUT, want, 100);
+    add_frame(body, &blen, LOGFRAME_STDOUT, want + 100, 1);
+    add_frame(body, &blen, LOGFRAME_STDOUT, want + 101, sizeof want - 101);
+    add_frame(body, &blen, LOGFRAME_END, "", 0);
+    int fd = dial(f);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    for (size_t i = 0; i < strlen(pre); i++)
+        ck_assert_int_eq(send(fd, pre + i, 1, MSG_NOSIGNAL), 1);
+    for (size_t i = 0; i < blen; i++) {
+        ck_assert_int_eq(send(fd, body + i, 1, MSG_NOSIGNAL), 1);
+        if (i % 50 == 0)
+            usleep(1000);   /* let some bytes arrive alone */
+    }
+    read_all(fd, reply, sizeof reply);
+    close(fd);
+    ck_assert_str_eq(reply, "SANDBOX-FORWARD/1 200 ok {\"bytes\":300}\r\n");
+    ck_assert_uint_eq(fr.got_len, sizeof want);
+    ck_assert_mem_eq(fr.got, want, sizeof want);
+    forward_free(f);
+    free(fr.got);
+}
+END_TEST
+
 /* A connection that ends before the END frame is an aborted upload: the
  * runtime's reader says so, and nothing is answered. */
 START_TEST(test_files_put_aborted_upload_is_seen_by_the_runtime)
@@ -960,6 +997,7 @@ Suite *unit_suite(void)
     TCase *tf = unit_tcase_add(s, "files", UNIT_TESTS(
         test_files_request_lines_are_parsed_strictly,
         test_files_put_takes_frames_and_answers_one_line,
+        test_files_put_byte_by_byte,
         test_files_put_aborted_upload_is_seen_by_the_runtime,
         test_files_put_refuses_bad_frames_and_maps_runtime_errors,
         test_files_get_answers_the_stat_then_frames,
