@@ -149,6 +149,11 @@ assert_eq "403 forbidden the request does not match its grant" "$(fc "$sbx" dige
   "a request line other than the signed one"
 assert_match "$(fc sbx_nosuchsandbox00000000000 get /work tar "$ITEST_TMP/x")" '^404 not_found ' \
   "a sandbox this worker does not run"
+assert_match "$(fc "$sbx" put-tar /work/bin.dat "$ITEST_TMP/src.tar")" '^400 invalid_argument ' \
+  "a tar put into a path that is a file"
+assert_match "$(fc "$sbx" put-raw /work/sub "$ITEST_TMP/empty" 0644)" '^400 invalid_argument ' \
+  "a raw put over a directory (noOverwriteDirNonDir)"
+assert_eq "directory" "$(sx "$sbx" -- stat -c %F /work/sub)" "the directory is still one"
 
 # ---- an aborted upload leaves no complete file
 assert_eq "(no answer)" "$(fc "$sbx" put-abort /work/aborted.bin 200000)" "an upload closed before its END frame"
@@ -290,6 +295,12 @@ left=$(sx "$tsbx" -- sh -c 'stat -c %s /tmp/aborted.bin 2>/dev/null || echo none
 [ "$left" != 200000 ] || fail "the aborted TLS upload left a complete file"
 assert_eq "" "$(FILES_CA="" python3 "$client" "$taddr" "$ttoken" "$tid" "$tsbx" get /tmp/bin.dat raw "$ITEST_TMP/x" \
   2>/dev/null | grep ' 200 ok' || true)" "plain TCP to a TLS forwarder gets no file"
+# a grant this worker signed (its token) for a sandbox another worker runs
+# on the same Docker host: that container's labels are not ours
+assert_match "$(fc "$tsbx" get /tmp/bin.dat raw "$ITEST_TMP/x")" '^404 not_found ' \
+  "a sandbox of another worker on the same Docker host"
+assert_match "$(fc "$tsbx" put-raw /tmp/other "$ITEST_TMP/x.txt" 0644)" '^404 not_found ' \
+  "a put into another worker's sandbox"
 
 # SIGTERM during an upload: the transfer is answered 503 and the worker
 # exits 0 promptly
