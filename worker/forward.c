@@ -1,6 +1,7 @@
 /* The worker's route forwarder: the listener, one thread per routed
  * connection, the dial into the sandbox (through the runtime) and the
- * relay (see forward.h). */
+ * relay, and the logs stream (see forward.h); file transfers are in
+ * forward_files.c. */
 #include "forward.h"
 #include "forward_internal.h"
 #include "errors.h"
@@ -30,7 +31,6 @@
 #include <unistd.h>
 
 #include <sodium.h>
-
 
 /* ---- pure parts -------------------------------------------------------- */
 
@@ -545,22 +545,29 @@ typedef struct forward_logs {
     bool gone;               /* the controller went away (or stalled) */
 } forward_logs_t;
 
+int forward_send_frames(forward_conn_t *c, int type, const char *data, size_t n)
+{
+    while (n > 0) {
+        size_t k = n > LOGFRAME_PAYLOAD_MAX ? LOGFRAME_PAYLOAD_MAX : n;
+        unsigned char hdr[LOGFRAME_HEADER_BYTES];
+        logframe_header(hdr, type, (uint32_t)k);
+        if (forward_send_all(c, hdr, sizeof hdr) < 0 || forward_send_all(c, data, k) < 0)
+            return SBX_EIO;
+        data += k;
+        n -= k;
+    }
+    return 0;
+}
+
 /* runtime_logs_fn: frames of at most LOGFRAME_PAYLOAD_MAX bytes. */
 static int forward_logs_output(void *ud, int stream, const char *data, size_t n)
 {
     forward_logs_t *l = ud;
-    while (n > 0) {
-        size_t k = n > LOGFRAME_PAYLOAD_MAX ? LOGFRAME_PAYLOAD_MAX : n;
-        unsigned char hdr[LOGFRAME_HEADER_BYTES];
-        logframe_header(hdr, stream == 2 ? LOGFRAME_STDERR : LOGFRAME_STDOUT, (uint32_t)k);
-        if (forward_send_all(l->c, hdr, sizeof hdr) < 0 || forward_send_all(l->c, data, k) < 0) {
-            l->gone = true;
-            return SBX_EIO;
-        }
-        l->bytes += k;
-        data += k;
-        n -= k;
+    if (forward_send_frames(l->c, stream == 2 ? LOGFRAME_STDERR : LOGFRAME_STDOUT, data, n) < 0) {
+        l->gone = true;
+        return SBX_EIO;
     }
+    l->bytes += n;
     return 0;
 }
 

@@ -17,8 +17,7 @@
  * A files grant (GRANT_FILES_PUT, GRANT_FILES_GET) is followed by one JSON
  * request line whose digest the grant carries, then an upload's frames
  * (put: answered by one line) or the answer line and the download's frames
- * (get): /work/briefs/files-protocol.md, docs/worker.md "File transfers";
- * forward_files.c. */
+ * (get): docs/worker.md "File transfers"; forward_files.c. */
 #ifndef SBX_FORWARD_H
 #define SBX_FORWARD_H
 

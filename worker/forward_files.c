@@ -357,10 +357,14 @@ static void files_put(forward_conn_t *c, const forward_files_req_t *q, const cha
          * must still come, and be nothing but frames. */
         char sink[4096];
         ptrdiff_t k;
-        while ((k = files_up_read(&u, sink, sizeof sink)) > 0)
+        while ((k = files_up_read(&u, sink, sizeof sink)) > 0 && (int64_t)u.bytes <= q->max_bytes)
             ;
-        if (k < 0)
+        if ((int64_t)u.bytes > q->max_bytes) {
+            r = api_error_set(&err, API_PAYLOAD_TOO_LARGE, "the upload is larger than the %lld bytes a transfer "
+                              "may carry", (long long)q->max_bytes);
+        } else if (k < 0) {
             r = SBX_EIO;
+        }
     }
     const char *outcome = "ok";
     if (u.status) {
@@ -429,18 +433,11 @@ static int files_down_stat(void *ud, const runtime_files_stat_t *st)
 static int files_down_data(void *ud, const char *data, size_t n)
 {
     files_down_t *d = ud;
-    while (n > 0) {
-        size_t k = n > LOGFRAME_PAYLOAD_MAX ? LOGFRAME_PAYLOAD_MAX : n;
-        unsigned char hdr[LOGFRAME_HEADER_BYTES];
-        logframe_header(hdr, LOGFRAME_STDOUT, (uint32_t)k);
-        if (forward_send_all(d->c, hdr, sizeof hdr) < 0 || forward_send_all(d->c, data, k) < 0) {
-            d->gone = true;
-            return SBX_EIO;
-        }
-        d->bytes += k;
-        data += k;
-        n -= k;
+    if (forward_send_frames(d->c, LOGFRAME_STDOUT, data, n) < 0) {
+        d->gone = true;
+        return SBX_EIO;
     }
+    d->bytes += n;
     return 0;
 }
 

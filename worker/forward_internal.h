@@ -105,6 +105,10 @@ void forward_linger(forward_conn_t *c);
  * the worker stops. */
 int forward_send_all(forward_conn_t *c, const void *p, size_t n);
 
+/* Sends n bytes as frames of type (common/logframe.h), each at most
+ * LOGFRAME_PAYLOAD_MAX; SBX_EIO as forward_send_all. */
+int forward_send_frames(forward_conn_t *c, int type, const char *data, size_t n);
+
 /* Answers the connection with an error line and logs why (warn; debug when
  * the worker is stopping), then lingers. The caller closes. */
 void forward_refuse(forward_conn_t *c, int status, const char *code, const char *fmt, ...)

@@ -264,8 +264,8 @@ typedef enum {
  * connection ended before its end): the transfer must fail, so nothing
  * half-written is reported as done. */
 #define RUNTIME_FILES_ABORTED (-1)
-/* ... and when the reader refused the upload itself (its bytes are over
- * max_bytes, a malformed frame): the reader's own error stands. */
+/* ... and when the reader refused the upload itself (a malformed frame):
+ * the transfer fails and the reader's own error stands. */
 #define RUNTIME_FILES_REFUSED (-2)
 
 /* Pulls the next bytes of an upload into buf (cap > 0): the count (> 0),
@@ -331,7 +331,8 @@ int runtime_files_target(runtime_t *rt, const char *sandbox_id, const char *work
  * bytes once the runtime confirmed; errors: API_PAYLOAD_TOO_LARGE (over
  * max_bytes, or over what the sandbox's disk quota has left: the message
  * says which), API_INVALID_ARGUMENT (the runtime refused the archive, a raw
- * size mismatch, a path that is not a directory), API_NOT_FOUND (no such
+ * size mismatch, a path that is not a directory, a path the backend cannot
+ * reach: gVisor's own tmpfs), API_NOT_FOUND (no such
  * container or directory), API_CONFLICT (the container is not running),
  * API_CANCELLED (aborted upload, a stop descriptor, the worker stopping),
  * API_RUNTIME_ERROR. A backend without the operation: API_UNAVAILABLE. */
@@ -344,7 +345,8 @@ int runtime_files_put(runtime_t *rt, const runtime_files_put_req_t *req, int64_t
  * {"entries":[{"name","type","size","mode","mtime","link_target"}],
  * "truncated":bool} of its direct children (at most SBX_FILES_LIST_MAX).
  * 0 when it ended as asked (or a callback or stop descriptor ended it);
- * API_NOT_FOUND for a missing path; an error after on_stat means the body
+ * API_NOT_FOUND for a missing path, API_INVALID_ARGUMENT for one the
+ * backend cannot reach (as for put); an error after on_stat means the body
  * stopped midway. A backend without the operation: API_UNAVAILABLE. */
 int runtime_files_get(runtime_t *rt, const runtime_files_get_req_t *req, api_error_t *err);
 

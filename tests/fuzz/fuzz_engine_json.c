@@ -1,7 +1,7 @@
 /* libFuzzer harness: the worker's readers of Docker Engine answers
  * (worker/docker/docker_parse.c): a container list into the inventory, a
  * container inspect into how it ended and its disk quota label, an exec
- * inspect. Whatever the Engine (or whoever sits on its socket) answers,
+ * inspect, an archive answer's path stat. Whatever the Engine (or whoever sits on its socket) answers,
  * the ids that come out are URL-safe names, the texts fit and are one line
  * of valid UTF-8, and the numbers stay in range. */
 #include <stddef.h>
@@ -44,6 +44,10 @@ static void check_inspect(json_object *o)
         abort();
     int64_t q = docker_disk_label(jsonx_get_obj(jsonx_get_obj(o, "Config"), "Labels"));
     if (q != 0 && (q < SBX_DISK_MIB_MIN || q > SBX_DISK_MIB_MAX))
+        abort();
+    runtime_files_stat_t ps;
+    if (docker_path_stat_parse(o, &ps) && (ps.size < 0 || ps.mode > 07777 || !ps.type ||
+                                           strlen(ps.name) >= sizeof ps.name))
         abort();
     docker_exec_state_t st;
     docker_exec_from_inspect(o, &st);

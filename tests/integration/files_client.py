@@ -12,15 +12,20 @@ files_client.py ADDR TOKEN WORKER_ID SANDBOX_ID CMD ARGS...
                                   closes after the data, before the END frame
   put-tar-stream DIR BYTES [MAX]  a tar upload of one file of BYTES zero bytes,
                                   streamed until the worker answers
+  put-slow PATH                   a raw upload of 100 MiB sent 1 KiB every 50 ms
+                                  until the worker answers
   get PATH FORMAT OUT             download PATH (tar, raw or list) into OUT
   digest-mismatch PATH            a get whose line differs from the signed one
 Prints the worker's answer line (without SANDBOX-FORWARD/1); a get prints its
-line and then "end: <message>" when the stream failed midway.
+line and then "end: <message>" when the stream failed midway. With FILES_CA
+set (a PEM file) the connection is TLS, verified against it for 127.0.0.1.
 """
 import hashlib
 import io
 import json
+import os
 import socket
+import ssl
 import struct
 import sys
 import tarfile
@@ -43,7 +48,46 @@ def grant(token, worker, sandbox, purpose, line, ttl=60):
 def connect(addr):
     host, port = addr.rsplit(":", 1)
     s = socket.create_connection((host, int(port)), timeout=120)
+    ca = os.environ.get("FILES_CA")
+    if ca:
+        ctx = ssl.create_default_context(cafile=ca)
+        s = ctx.wrap_socket(s, server_hostname=host)
     return s
+
+
+class Conn:
+    """A socket and what was read ahead of the answer line."""
+
+    def __init__(self, s):
+        self.s = s
+        self.buf = b""
+
+    def try_recv(self):
+        """Reads what is there without waiting: True when the worker answered or closed."""
+        self.s.setblocking(False)
+        try:
+            d = self.s.recv(4096)
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return False
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        finally:
+            self.s.setblocking(True)
+            self.s.settimeout(120)
+        self.buf += d
+        return True
+
+    def read_line(self):
+        while b"\r\n" not in self.buf:
+            try:
+                c = self.s.recv(4096)
+            except (ConnectionResetError, BrokenPipeError):
+                c = b""
+            if not c:
+                break
+            self.buf += c
+        line, _, self.buf = self.buf.partition(b"\r\n")
+        return line.decode("utf-8", "replace")
 
 
 def open_conn(args, purpose, req, signed=None):
@@ -58,59 +102,35 @@ def frame(kind, data=b""):
     return struct.pack(">BI", kind, len(data)) + data
 
 
-def read_line(s):
-    buf = b""
-    while not buf.endswith(b"\r\n"):
-        c = s.recv(1)
-        if not c:
-            break
-        buf += c
-    return buf.decode("utf-8", "replace").rstrip("\r\n")
-
-
 def answer(line):
     return line[len(PROTO) + 1:] if line.startswith(PROTO + " ") else "(no answer) " + line
 
 
 def send_stream(s, chunks):
-    """Sends data frames from chunks, stopping when the worker answers early."""
-    s.setblocking(True)
+    """Sends data frames from chunks; False when the worker closed."""
     for data in chunks:
         for off in range(0, len(data), FRAME_MAX):
             try:
                 s.sendall(frame(1, data[off:off + FRAME_MAX]))
-            except (BrokenPipeError, ConnectionResetError):
+            except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
                 return False
     return True
 
 
-def early_answer(s):
-    s.settimeout(0)
-    try:
-        return s.recv(1, socket.MSG_PEEK) != b""
-    except BlockingIOError:
-        return False
-    finally:
-        s.settimeout(120)
-
-
 def put(args, req, chunks):
-    s = open_conn(args, "fput", req)
+    c = Conn(open_conn(args, "fput", req))
     ok = True
     for data in chunks:
-        if early_answer(s):
-            ok = False
-            break
-        if not send_stream(s, [data]):
-            ok = False
+        if c.try_recv() or not send_stream(c.s, [data]):
+            ok = False    # the worker answered early (or closed)
             break
     if ok:
         try:
-            s.sendall(frame(3))
-        except (BrokenPipeError, ConnectionResetError):
+            c.s.sendall(frame(3))
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
             pass
-    print(answer(read_line(s)))
-    s.close()
+    print(answer(c.read_line()))
+    c.s.close()
 
 
 def file_chunks(path):
@@ -139,12 +159,13 @@ def tar_of_zeros(n):
 
 
 def get(args, path, fmt, out):
-    s = open_conn(args, "fget", {"op": "get", "path": path, "format": fmt})
-    line = read_line(s)
+    c = Conn(open_conn(args, "fget", {"op": "get", "path": path, "format": fmt}))
+    s = c.s
+    line = c.read_line()
     print(answer(line))
     if " 200 ok" not in line:
         return 0
-    buf = b""
+    buf = c.buf
     with open(out, "wb") as f:
         while True:
             while len(buf) < 5:
@@ -199,16 +220,23 @@ def main(argv):
                                      "max_bytes": big})
         send_stream(s, [b"A" * n])
         time.sleep(0.5)
-        s.shutdown(socket.SHUT_WR)
-        line = read_line(s)
+        s.shutdown(socket.SHUT_WR)    # over TLS: the TCP end, no close_notify
+        line = Conn(s).read_line()
         print(answer(line) if line else "(no answer)")
         s.close()
+    elif cmd == "put-slow":
+        def slow():
+            while True:
+                time.sleep(0.05)
+                yield b"s" * 1024
+        put(args, {"op": "put", "path": rest[0], "format": "raw", "size": 100 << 20, "mode": 0o644,
+                   "max_bytes": big}, slow())
     elif cmd == "get":
         return get(args, rest[0], rest[1], rest[2])
     elif cmd == "digest-mismatch":
         signed = json.dumps({"op": "get", "path": "/work", "format": "tar"}, separators=(",", ":")).encode()
         s = open_conn(args, "fget", {"op": "get", "path": rest[0], "format": "raw"}, signed=signed)
-        print(answer(read_line(s)))
+        print(answer(Conn(s).read_line()))
         s.close()
     else:
         print(__doc__, file=sys.stderr)

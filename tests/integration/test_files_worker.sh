@@ -10,7 +10,10 @@
 # complete file; "/../../etc/x" lands in the container's /etc, never the
 # host's; hostile tar members ("../../escape", a symlink to /etc and a file
 # through it) stay inside; max_bytes and the disk quota answer 413; a line
-# that is not the signed one 403; the transfer metrics; a gVisor sandbox too.
+# that is not the signed one 403; 128 MiB up and down with the worker's
+# memory bounded (timed beside docker cp); over TLS; SIGTERM during an
+# upload answers 503 and the worker exits 0; the transfer metrics;
+# a gVisor sandbox too.
 # itest-timeout: 300
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -33,7 +36,8 @@ finish() {
 wpid=
 itest_on_exit finish
 wtoken=$(itest_token itest-workers worker "$wname")
-SANDBOX_WORKER_TOKEN="$wtoken" SANDBOX_WORKER_CPU_MILLIS=8000 SANDBOX_WORKER_MEMORY_MIB=8192 \
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1" \
+  SANDBOX_WORKER_TOKEN="$wtoken" SANDBOX_WORKER_CPU_MILLIS=8000 SANDBOX_WORKER_MEMORY_MIB=8192 \
   SANDBOX_WORKER_LABELS="itest-files=$tag" SANDBOX_LOG_LEVEL=debug \
   "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --worker-name "$wname" --docker-socket /var/run/docker.sock \
   --worker-health-listen 127.0.0.1:0 >>"$wlog" 2>&1 </dev/null &
@@ -125,6 +129,17 @@ assert e["run.sh"]["mode"] == 0o750 and e["run.sh"]["mtime"] == "2001-02-03T04:0
 assert doc["truncated"] is False
 EOF
 
+# a directory of 10001 entries lists 10000 and says it is truncated
+sx "$sbx" -- sh -c 'mkdir -p /work/many && cd /work/many && i=0 && while [ $i -le 10000 ]; do : >f$i; i=$((i + 1)); done' \
+  >/dev/null
+fc "$sbx" get /work/many list "$ITEST_TMP/many.json" >/dev/null
+python3 - "$ITEST_TMP/many.json" <<'EOF' || fail "the listing of 10001 entries is not 10000 and truncated"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert len(doc["entries"]) == 10000 and doc["truncated"] is True, (len(doc["entries"]), doc["truncated"])
+EOF
+sx "$sbx" -- rm -rf /work/many >/dev/null
+
 # ---- refusals
 assert_match "$(fc "$sbx" get /work raw "$ITEST_TMP/x")" '^400 invalid_argument work is a directory; use the tar form$' \
   "raw get of a directory"
@@ -134,6 +149,11 @@ assert_eq "403 forbidden the request does not match its grant" "$(fc "$sbx" dige
   "a request line other than the signed one"
 assert_match "$(fc sbx_nosuchsandbox00000000000 get /work tar "$ITEST_TMP/x")" '^404 not_found ' \
   "a sandbox this worker does not run"
+assert_match "$(fc "$sbx" put-tar /work/bin.dat "$ITEST_TMP/src.tar")" '^400 invalid_argument ' \
+  "a tar put into a path that is a file"
+assert_match "$(fc "$sbx" put-raw /work/sub "$ITEST_TMP/empty" 0644)" '^400 invalid_argument ' \
+  "a raw put over a directory (noOverwriteDirNonDir)"
+assert_eq "directory" "$(sx "$sbx" -- stat -c %F /work/sub)" "the directory is still one"
 
 # ---- an aborted upload leaves no complete file
 assert_eq "(no answer)" "$(fc "$sbx" put-abort /work/aborted.bin 200000)" "an upload closed before its END frame"
@@ -205,6 +225,99 @@ assert_match "$(fc "$gv" put-raw /tmp/x "$ITEST_TMP/x.txt" 0644)" \
   '^400 invalid_argument in a gvisor sandbox /tmp is on the sandbox.s own tmpfs' "a put into gVisor's /tmp"
 assert_match "$(fc "$gv" get /tmp tar "$ITEST_TMP/x")" '^400 invalid_argument in a gvisor sandbox /tmp' \
   "a get of gVisor's /tmp"
+
+# ---- 128 MiB up and down: streamed (the worker's peak memory grows by
+# less than 32 MiB), equal bytes; timed beside docker cp of the same file
+MIB128=$((128 * 1024 * 1024))
+bigf="$ITEST_TMP/big128.bin"
+head -c "$MIB128" /dev/urandom >"$bigf"
+hwm() { awk '/^VmHWM:/ {print $2}' "/proc/$wpid/status"; }
+hwm0=$(hwm)
+t0=$(date +%s%N)
+assert_eq "200 ok {\"bytes\":$MIB128}" "$(fc "$sbx" put-raw /work/big128.bin "$bigf" 0644)" "put of 128 MiB"
+t1=$(date +%s%N)
+fc "$sbx" get /work/big128.bin raw "$ITEST_TMP/big128.back" >/dev/null
+t2=$(date +%s%N)
+cmp "$bigf" "$ITEST_TMP/big128.back" || fail "the 128 MiB file that came back differs"
+rm -f "$ITEST_TMP/big128.back"
+hwm1=$(hwm)
+[ $((hwm1 - hwm0)) -lt 32768 ] || fail "the worker's peak RSS grew by $((hwm1 - hwm0)) KiB moving 128 MiB"
+docker cp "$bigf" "sbx-$sbx:/work/dcp.bin"
+t3=$(date +%s%N)
+docker cp "sbx-$sbx:/work/dcp.bin" - >/dev/null
+t4=$(date +%s%N)
+ms() { echo $((($2 - $1) / 1000000)); }
+itest_log "128 MiB: forwarder put $(ms "$t0" "$t1") ms, get $(ms "$t1" "$t2") ms; docker cp in $(ms "$t2" "$t3") ms," \
+  "out $(ms "$t3" "$t4") ms; worker peak RSS +$((hwm1 - hwm0)) KiB"
+rm -f "$bigf"
+sx "$sbx" -- rm -f /work/big128.bin /work/dcp.bin >/dev/null
+
+# ---- over TLS (worker_route_tls_cert): a worker of its own, no gVisor
+pki="$ITEST_TMP/files-pki-$tag"
+mkdir -p "$pki"
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=itest files ca" -keyout "$pki/ca.key" \
+  -out "$pki/ca.pem" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$pki/server.key" -out "$pki/server.csr" 2>/dev/null
+printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$pki/server.ext"
+openssl x509 -req -in "$pki/server.csr" -CA "$pki/ca.pem" -CAkey "$pki/ca.key" -CAcreateserial -days 2 \
+  -extfile "$pki/server.ext" -out "$pki/server.pem" 2>/dev/null
+[ -s "$pki/server.pem" ] || fail "openssl could not make the test certificates"
+tname="itest-files-tls-$tag"
+tlog="$ITEST_TMP/worker-files-tls-$tag.log"
+itest_watch_log "$tlog"
+ttoken=$(itest_token itest-workers worker "$tname")
+tpid=
+start_tls_worker() {
+  SANDBOX_WORKER_TOKEN="$ttoken" SANDBOX_WORKER_CPU_MILLIS=8000 SANDBOX_WORKER_MEMORY_MIB=8192 \
+    SANDBOX_WORKER_LABELS="itest-files-tls=$tag" SANDBOX_WORKER_GVISOR_RUNTIME='' \
+    "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --worker-name "$tname" --docker-socket /var/run/docker.sock \
+    --worker-route-tls-cert "$pki/server.pem" --worker-route-tls-key "$pki/server.key" >>"$tlog" 2>&1 </dev/null &
+  tpid=$!
+  itest_track_pid "$tpid"
+  itest_await "$tpid" "$tlog" 60 "TLS worker exited before registering" "worker $tname not ready" \
+    itest_worker_ready "$tname"
+}
+stop_tls_worker() { [ -z "$tpid" ] || itest_stop_pid "$tpid" worker 30; }
+itest_on_exit stop_tls_worker
+start_tls_worker
+read -r tid taddr < <("$ITEST_PGBIN/psql" -X -q -At -F ' ' "$DATABASE_URL" \
+  -c "SELECT id, route_address FROM workers WHERE name = '$tname'")
+out=$(sandbox create --image "$ITEST_IMAGE" --memory-mib 128 --ttl 600 --selector "itest-files-tls=$tag" \
+  --wait --timeout 120) || fail "create on the TLS worker failed: $out"
+tsbx=${out%% *}
+itest_track "$tsbx"
+ftls() { FILES_CA="$pki/ca.pem" python3 "$client" "$taddr" "$ttoken" "$tid" "$tsbx" "$@"; }
+assert_eq "200 ok {\"bytes\":$size}" "$(ftls put-raw /tmp/bin.dat "$ITEST_TMP/bin.dat" 0600)" "a put over TLS"
+ftls get /tmp/bin.dat raw "$ITEST_TMP/bin.tls" >/dev/null
+cmp "$ITEST_TMP/bin.dat" "$ITEST_TMP/bin.tls" || fail "the file that came back over TLS differs"
+assert_eq "(no answer)" "$(ftls put-abort /tmp/aborted.bin 200000)" "an aborted upload over TLS"
+left=$(sx "$tsbx" -- sh -c 'stat -c %s /tmp/aborted.bin 2>/dev/null || echo none')
+[ "$left" != 200000 ] || fail "the aborted TLS upload left a complete file"
+assert_eq "" "$(FILES_CA="" python3 "$client" "$taddr" "$ttoken" "$tid" "$tsbx" get /tmp/bin.dat raw "$ITEST_TMP/x" \
+  2>/dev/null | grep ' 200 ok' || true)" "plain TCP to a TLS forwarder gets no file"
+# a grant this worker signed (its token) for a sandbox another worker runs
+# on the same Docker host: that container's labels are not ours
+assert_match "$(fc "$tsbx" get /tmp/bin.dat raw "$ITEST_TMP/x")" '^404 not_found ' \
+  "a sandbox of another worker on the same Docker host"
+assert_match "$(fc "$tsbx" put-raw /tmp/other "$ITEST_TMP/x.txt" 0644)" '^404 not_found ' \
+  "a put into another worker's sandbox"
+
+# SIGTERM during an upload: the transfer is answered 503 and the worker
+# exits 0 promptly
+ftls put-slow /tmp/slow.bin >"$ITEST_TMP/slow.out" 2>&1 &
+slowpid=$!
+itest_track_pid "$slowpid"
+sleep 1
+kill -TERM "$tpid"
+t0=$(date +%s)
+rc=0
+wait "$tpid" || rc=$?
+assert_eq 0 "$rc" "the TLS worker's exit status after SIGTERM during an upload"
+[ $(($(date +%s) - t0)) -le 15 ] || fail "the worker took more than 15 s to stop during an upload"
+tpid=
+wait "$slowpid" || true
+assert_eq "503 busy the worker is shutting down" "$(cat "$ITEST_TMP/slow.out")" "the upload's answer when the worker stops"
+start_tls_worker   # back, so that its sandbox can be deleted
 
 # ---- metrics and the log
 metrics=$(curl -sf --max-time 5 "http://127.0.0.1:$hport/metrics")

@@ -97,6 +97,47 @@ START_TEST(test_exec_from_inspect_and_disk_label)
 }
 END_TEST
 
+/* The archive API's stat header: Go's FileMode into permission bits and a type. */
+START_TEST(test_path_stat_maps_go_file_modes)
+{
+    static const struct {
+        const char *json;
+        const char *type;
+        unsigned mode;
+    } cases[] = {
+        { "{\"name\":\"work\",\"size\":4096,\"mode\":2147484141,\"mtime\":\"2026-12-01T19:00:00.5Z\",\"linkTarget\":\"\"}",
+          "dir", 0755 },
+        { "{\"name\":\"a.bin\",\"size\":5,\"mode\":416,\"mtime\":\"x\",\"linkTarget\":\"\"}", "file", 0640 },
+        { "{\"name\":\"l\",\"size\":7,\"mode\":134218239,\"mtime\":\"x\",\"linkTarget\":\"big.bin\"}", "symlink", 0777 },
+        { "{\"name\":\"su\",\"size\":1,\"mode\":8389101,\"mtime\":\"x\",\"linkTarget\":\"\"}", "file", 04755 },
+        { "{\"name\":\"t\",\"size\":0,\"mode\":2148532735,\"mtime\":\"x\",\"linkTarget\":\"\"}", "dir", 01777 },
+        { "{\"name\":\"p\",\"size\":0,\"mode\":33554852,\"mtime\":\"x\",\"linkTarget\":\"\"}", "other", 0644 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_object *o = unit_json(cases[i].json);
+        runtime_files_stat_t st;
+        ck_assert_msg(docker_path_stat_parse(o, &st), "case %zu", i);
+        ck_assert_str_eq(st.type, cases[i].type);
+        ck_assert_uint_eq(st.mode, cases[i].mode);
+        json_object_put(o);
+    }
+    json_object *o = unit_json(cases[0].json);
+    runtime_files_stat_t st;
+    ck_assert(docker_path_stat_parse(o, &st));
+    ck_assert_str_eq(st.name, "work");
+    ck_assert_int_eq(st.size, 4096);
+    ck_assert_str_eq(st.mtime, "2026-12-01T19:00:00.5Z");
+    json_object_put(o);
+    const char *bad[] = { "{}", "{\"name\":\"a\",\"size\":1}", "{\"name\":\"a\",\"size\":-1,\"mode\":1}",
+                          "{\"name\":\"a\",\"size\":1,\"mode\":4294967296}", "{\"size\":1,\"mode\":1}" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        o = unit_json(bad[i]);
+        ck_assert_msg(!docker_path_stat_parse(o, &st), "accepted %s", bad[i]);
+        json_object_put(o);
+    }
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("docker_parse");
@@ -104,6 +145,7 @@ Suite *unit_suite(void)
         test_inventory_keeps_usable_sandboxes_of_this_worker,
         test_exit_from_inspect_bounds_what_docker_says,
         test_exec_from_inspect_and_disk_label,
+        test_path_stat_maps_go_file_modes,
     ));
     return s;
 }

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -239,21 +240,28 @@ static int dial(const forward_t *f)
     return fd;
 }
 
-/* Everything the forwarder sends until it closes (at most 5 s). */
-static void read_all(int fd, char *buf, size_t cap)
+/* Reads until max bytes came or the peer closed (at most 5 s); returns
+ * how many. */
+static size_t read_up_to(int fd, char *buf, size_t max)
 {
     size_t len = 0;
     int64_t deadline = time_mono_ms() + 5000;
-    while (len + 1 < cap && time_mono_ms() < deadline) {
+    while (len < max && time_mono_ms() < deadline) {
         struct pollfd p = { .fd = fd, .events = POLLIN };
         if (poll(&p, 1, 100) <= 0)
             continue;
-        ssize_t n = recv(fd, buf + len, cap - 1 - len, 0);
+        ssize_t n = recv(fd, buf + len, max - len, 0);
         if (n <= 0)
             break;
         len += (size_t)n;
     }
-    buf[len] = '\0';
+    return len;
+}
+
+/* Everything the forwarder sends until it closes (at most 5 s). */
+static void read_all(int fd, char *buf, size_t cap)
+{
+    buf[read_up_to(fd, buf, cap - 1)] = '\0';
 }
 
 static void exchange(const forward_t *f, const char *send_text, char *reply, size_t cap)
@@ -445,18 +453,7 @@ static const runtime_ops_t dial_runtime_ops = { .name = "dial-fake", .dial = dia
 /* Reads until want bytes came (at most 5 s). */
 static void read_n(int fd, char *buf, size_t want)
 {
-    size_t len = 0;
-    int64_t deadline = time_mono_ms() + 5000;
-    while (len < want && time_mono_ms() < deadline) {
-        struct pollfd p = { .fd = fd, .events = POLLIN };
-        if (poll(&p, 1, 100) <= 0)
-            continue;
-        ssize_t n = recv(fd, buf + len, want - len, 0);
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
-    buf[len] = '\0';
+    buf[read_up_to(fd, buf, want)] = '\0';
 }
 
 START_TEST(test_a_route_relays_to_the_connection_the_runtime_dials)
@@ -607,11 +604,13 @@ static const runtime_ops_t files_runtime_ops = {
     .files_get = files_rt_get,
 };
 
-static void files_rt_init(files_runtime_t *fr)
+/* A fake files runtime and a forwarder over it (wrk_a); free fr->got after. */
+static forward_t *files_forwarder(files_runtime_t *fr)
 {
     memset(fr, 0, sizeof *fr);
     fr->base.ops = &files_runtime_ops;
     fr->got = unit_xmalloc(FILES_GOT_MAX);
+    return start_forwarder_on("wrk_a", 8, &fr->base);
 }
 
 /* "SANDBOX-FORWARD/1 <files grant for line>\r\n<line>\r\n" into out; the
@@ -630,35 +629,30 @@ static void files_preamble(grant_purpose_t purpose, const char *line, const char
     snprintf(out, outlen, "%s %s\r\n%s\r\n", FORWARD_PROTOCOL, text, line);
 }
 
-static void send_all_test(int fd, const void *p, size_t n)
+/* Appends a frame of type with n payload bytes to buf (holding *len). */
+static void add_frame(char *buf, size_t *len, int type, const char *data, size_t n)
 {
-    ck_assert_int_eq(send(fd, p, n, MSG_NOSIGNAL), (ssize_t)n);
+    logframe_header((unsigned char *)buf + *len, type, (uint32_t)n);
+    memcpy(buf + *len + LOGFRAME_HEADER_BYTES, data, n);
+    *len += LOGFRAME_HEADER_BYTES + n;
 }
 
-static void send_frame(int fd, int type, const char *data, size_t n)
+/* Sends pre and then n bytes of body (then ends its side when half_close),
+ * and reads everything the forwarder answers until it closes: its length
+ * in reply (NUL-terminated, cap - 1 at most). */
+static size_t files_exchange(const forward_t *f, const char *pre, const char *body, size_t n, bool half_close,
+                             char *reply, size_t cap)
 {
-    unsigned char h[LOGFRAME_HEADER_BYTES];
-    logframe_header(h, type, (uint32_t)n);
-    send_all_test(fd, h, sizeof h);
-    if (n)
-        send_all_test(fd, data, n);
-}
-
-/* Everything until the forwarder closes (at most 5 s), with its length. */
-static size_t read_all_n(int fd, char *buf, size_t cap)
-{
-    size_t len = 0;
-    int64_t deadline = time_mono_ms() + 5000;
-    while (len < cap && time_mono_ms() < deadline) {
-        struct pollfd p = { .fd = fd, .events = POLLIN };
-        if (poll(&p, 1, 100) <= 0)
-            continue;
-        ssize_t n = recv(fd, buf + len, cap - len, 0);
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
-    return len;
+    int fd = dial(f);
+    ck_assert_int_eq(send(fd, pre, strlen(pre), MSG_NOSIGNAL), (ssize_t)strlen(pre));
+    if (n > 0)
+        ck_assert_int_eq(send(fd, body, n, MSG_NOSIGNAL), (ssize_t)n);
+    if (half_close)
+        shutdown(fd, SHUT_WR);
+    size_t got = read_up_to(fd, reply, cap - 1);
+    reply[got] = '\0';
+    close(fd);
+    return got;
 }
 
 START_TEST(test_files_request_lines_are_parsed_strictly)
@@ -724,24 +718,20 @@ END_TEST
 START_TEST(test_files_put_takes_frames_and_answers_one_line)
 {
     files_runtime_t fr;
-    files_rt_init(&fr);
-    forward_t *f = start_forwarder_on("wrk_a", 8, &fr.base);
+    forward_t *f = files_forwarder(&fr);
     const char *line = "{\"op\":\"put\",\"path\":\"/work/a.bin\",\"format\":\"raw\",\"size\":70000,\"mode\":488,"
                        "\"max_bytes\":1048576}";
     char pre[2048], reply[1024];
     files_preamble(GRANT_FILES_PUT, line, NULL, pre, sizeof pre);
-    static char data[70000];
+    static char data[70000], body[70100];
     for (size_t i = 0; i < sizeof data; i++)
         data[i] = (char)(i * 13);
-    int fd = dial(f);
-    send_all_test(fd, pre, strlen(pre));
-    send_frame(fd, LOGFRAME_STDOUT, data, LOGFRAME_PAYLOAD_MAX);
-    send_frame(fd, LOGFRAME_STDOUT, "", 0);      /* an empty data frame is nothing */
-    send_frame(fd, LOGFRAME_STDOUT, data + LOGFRAME_PAYLOAD_MAX, sizeof data - LOGFRAME_PAYLOAD_MAX);
-    send_frame(fd, LOGFRAME_END, "", 0);
-    size_t n = read_all_n(fd, reply, sizeof reply - 1);
-    reply[n] = '\0';
-    close(fd);
+    size_t blen = 0;
+    add_frame(body, &blen, LOGFRAME_STDOUT, data, LOGFRAME_PAYLOAD_MAX);
+    add_frame(body, &blen, LOGFRAME_STDOUT, "", 0);      /* an empty data frame is nothing */
+    add_frame(body, &blen, LOGFRAME_STDOUT, data + LOGFRAME_PAYLOAD_MAX, sizeof data - LOGFRAME_PAYLOAD_MAX);
+    add_frame(body, &blen, LOGFRAME_END, "", 0);
+    files_exchange(f, pre, body, blen, false, reply, sizeof reply);
     ck_assert_str_eq(reply, "SANDBOX-FORWARD/1 200 ok {\"bytes\":70000}\r\n");
     ck_assert_int_eq(atomic_load(&fr.put_done), 1);
     ck_assert_uint_eq(fr.got_len, sizeof data);
@@ -756,34 +746,61 @@ START_TEST(test_files_put_takes_frames_and_answers_one_line)
 }
 END_TEST
 
+/* The request line and the frames sent a byte at a time: headers and
+ * payloads split across reads come out whole. */
+START_TEST(test_files_put_byte_by_byte)
+{
+    files_runtime_t fr;
+    forward_t *f = files_forwarder(&fr);
+    const char *line = "{\"op\":\"put\",\"path\":\"/w\",\"format\":\"tar\",\"max_bytes\":1048576}";
+    char pre[2048], reply[1024], body[512], want[300];
+    files_preamble(GRANT_FILES_PUT, line, NULL, pre, sizeof pre);
+    for (size_t i = 0; i < sizeof want; i++)
+        want[i] = (char)('a' + i % 26);
+    size_t blen = 0;
+    add_frame(body, &blen, LOGFRAME_STDOUT, want, 100);
+    add_frame(body, &blen, LOGFRAME_STDOUT, want + 100, 1);
+    add_frame(body, &blen, LOGFRAME_STDOUT, want + 101, sizeof want - 101);
+    add_frame(body, &blen, LOGFRAME_END, "", 0);
+    int fd = dial(f);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    for (size_t i = 0; i < strlen(pre); i++)
+        ck_assert_int_eq(send(fd, pre + i, 1, MSG_NOSIGNAL), 1);
+    for (size_t i = 0; i < blen; i++) {
+        ck_assert_int_eq(send(fd, body + i, 1, MSG_NOSIGNAL), 1);
+        if (i % 50 == 0)
+            usleep(1000);   /* let some bytes arrive alone */
+    }
+    read_all(fd, reply, sizeof reply);
+    close(fd);
+    ck_assert_str_eq(reply, "SANDBOX-FORWARD/1 200 ok {\"bytes\":300}\r\n");
+    ck_assert_uint_eq(fr.got_len, sizeof want);
+    ck_assert_mem_eq(fr.got, want, sizeof want);
+    forward_free(f);
+    free(fr.got);
+}
+END_TEST
+
 /* A connection that ends before the END frame is an aborted upload: the
  * runtime's reader says so, and nothing is answered. */
 START_TEST(test_files_put_aborted_upload_is_seen_by_the_runtime)
 {
     files_runtime_t fr;
-    files_rt_init(&fr);
-    forward_t *f = start_forwarder_on("wrk_a", 8, &fr.base);
+    forward_t *f = files_forwarder(&fr);
     const char *line = "{\"op\":\"put\",\"path\":\"/work\",\"format\":\"tar\",\"max_bytes\":1048576}";
     char pre[2048], reply[1024];
     files_preamble(GRANT_FILES_PUT, line, NULL, pre, sizeof pre);
-    int fd = dial(f);
-    send_all_test(fd, pre, strlen(pre));
-    send_frame(fd, LOGFRAME_STDOUT, "partial", 7);
-    shutdown(fd, SHUT_WR);
-    size_t n = read_all_n(fd, reply, sizeof reply - 1);
-    close(fd);
-    ck_assert_uint_eq(n, 0);
+    char body[64];
+    size_t blen = 0;
+    add_frame(body, &blen, LOGFRAME_STDOUT, "partial", 7);
+    ck_assert_uint_eq(files_exchange(f, pre, body, blen, true, reply, sizeof reply), 0);
     ck_assert_int_eq(atomic_load(&fr.put_aborted), 1);
     ck_assert_int_eq(atomic_load(&fr.put_done), 0);
     ck_assert_uint_eq(fr.got_len, 7);
     /* Half a frame header, then the end: aborted too. */
     atomic_store(&fr.put_aborted, 0);
-    fd = dial(f);
-    send_all_test(fd, pre, strlen(pre));
-    send_all_test(fd, "\x01\x00", 2);
-    shutdown(fd, SHUT_WR);
-    ck_assert_uint_eq(read_all_n(fd, reply, sizeof reply - 1), 0);
-    close(fd);
+    ck_assert_uint_eq(files_exchange(f, pre, "\x01\x00", 2, true, reply, sizeof reply), 0);
     ck_assert_int_eq(atomic_load(&fr.put_aborted), 1);
     forward_free(f);
     free(fr.got);
@@ -793,20 +810,14 @@ END_TEST
 START_TEST(test_files_put_refuses_bad_frames_and_maps_runtime_errors)
 {
     files_runtime_t fr;
-    files_rt_init(&fr);
-    forward_t *f = start_forwarder_on("wrk_a", 8, &fr.base);
+    forward_t *f = files_forwarder(&fr);
     const char *line = "{\"op\":\"put\",\"path\":\"/work\",\"format\":\"tar\",\"max_bytes\":1048576}";
     char pre[2048], reply[1024];
     files_preamble(GRANT_FILES_PUT, line, NULL, pre, sizeof pre);
     /* A stderr frame, a non-empty END, an oversized frame: 400. */
     const unsigned char bad[][5] = { { 2, 0, 0, 0, 1 }, { 3, 0, 0, 0, 1 }, { 1, 0, 1, 0, 1 } };
     for (size_t i = 0; i < 3; i++) {
-        int fd = dial(f);
-        send_all_test(fd, pre, strlen(pre));
-        send_all_test(fd, bad[i], 5);
-        size_t n = read_all_n(fd, reply, sizeof reply - 1);
-        reply[n] = '\0';
-        close(fd);
+        files_exchange(f, pre, (const char *)bad[i], 5, false, reply, sizeof reply);
         ck_assert_msg(strncmp(reply, "SANDBOX-FORWARD/1 400 invalid_argument an upload", 48) == 0, "got [%s]", reply);
     }
     static const struct {
@@ -823,24 +834,18 @@ START_TEST(test_files_put_refuses_bad_frames_and_maps_runtime_errors)
         fr.fail_put = true;
         fr.put_fail = cases[i].code;
         fr.got_len = 0;
-        int fd = dial(f);
-        send_all_test(fd, pre, strlen(pre));
-        send_frame(fd, LOGFRAME_STDOUT, "abc", 3);
-        send_frame(fd, LOGFRAME_END, "", 0);
-        size_t n = read_all_n(fd, reply, sizeof reply - 1);
-        reply[n] = '\0';
-        close(fd);
+        char body[64];
+        size_t blen = 0;
+        add_frame(body, &blen, LOGFRAME_STDOUT, "abc", 3);
+        add_frame(body, &blen, LOGFRAME_END, "", 0);
+        files_exchange(f, pre, body, blen, false, reply, sizeof reply);
         ck_assert_msg(strcmp(reply, cases[i].reply) == 0, "case %zu: got [%s]", i, reply);
     }
     /* No such sandbox on this worker. */
     fr.fail_target = true;
     fr.target_fail = API_NOT_FOUND;
     int calls = atomic_load(&fr.put_calls);
-    int fd = dial(f);
-    send_all_test(fd, pre, strlen(pre));
-    size_t n = read_all_n(fd, reply, sizeof reply - 1);
-    reply[n] = '\0';
-    close(fd);
+    exchange(f, pre, reply, sizeof reply);
     ck_assert_str_eq(reply, "SANDBOX-FORWARD/1 404 not_found the fake runtime has no such sandbox\r\n");
     ck_assert_int_eq(atomic_load(&fr.put_calls), calls);
     forward_free(f);
@@ -873,18 +878,14 @@ static bool parse_frames(const char *buf, size_t n, size_t off, char *body, size
 START_TEST(test_files_get_answers_the_stat_then_frames)
 {
     files_runtime_t fr;
-    files_rt_init(&fr);
-    forward_t *f = start_forwarder_on("wrk_a", 8, &fr.base);
+    forward_t *f = files_forwarder(&fr);
     const char *line = "{\"op\":\"get\",\"path\":\"/work/report.xml\",\"format\":\"raw\"}";
     char pre[2048], end[600];
     static char reply[200000], body[100000];
     files_preamble(GRANT_FILES_GET, line, NULL, pre, sizeof pre);
     for (int round = 0; round < 2; round++) {
         fr.fail_get_midway = round == 1;
-        int fd = dial(f);
-        send_all_test(fd, pre, strlen(pre));
-        size_t n = read_all_n(fd, reply, sizeof reply);
-        close(fd);
+        size_t n = files_exchange(f, pre, NULL, 0, false, reply, sizeof reply);
         static const char head[] = "SANDBOX-FORWARD/1 200 ok {\"name\":\"report.xml\",\"size\":70000,\"mode\":416,"
                                    "\"mtime\":\"2020-01-02T03:04:05Z\",\"link_target\":\"\",\"type\":\"file\"}\r\n";
         ck_assert_uint_gt(n, sizeof head - 1);
@@ -905,11 +906,7 @@ START_TEST(test_files_get_answers_the_stat_then_frames)
     int calls = atomic_load(&fr.get_calls);
     char more[2100];
     snprintf(more, sizeof more, "%sxyz", pre);
-    int fd = dial(f);
-    send_all_test(fd, more, strlen(more));
-    size_t n = read_all_n(fd, reply, sizeof reply - 1);
-    reply[n] = '\0';
-    close(fd);
+    exchange(f, more, reply, sizeof reply);
     ck_assert_str_eq(reply, "SANDBOX-FORWARD/1 400 invalid_argument a download takes nothing after its request "
                             "line\r\n");
     ck_assert_int_eq(atomic_load(&fr.get_calls), calls);
@@ -923,8 +920,7 @@ END_TEST
 START_TEST(test_files_grants_bind_their_request_line)
 {
     files_runtime_t fr;
-    files_rt_init(&fr);
-    forward_t *f = start_forwarder_on("wrk_a", 8, &fr.base);
+    forward_t *f = files_forwarder(&fr);
     char pre[SBX_FILES_REQUEST_MAX * 2], reply[1024];
     const char *line = "{\"op\":\"get\",\"path\":\"/etc/shadow\",\"format\":\"raw\"}";
     const char *signed_line = "{\"op\":\"get\",\"path\":\"/work/report.xml\",\"format\":\"raw\"}";
@@ -1001,6 +997,7 @@ Suite *unit_suite(void)
     TCase *tf = unit_tcase_add(s, "files", UNIT_TESTS(
         test_files_request_lines_are_parsed_strictly,
         test_files_put_takes_frames_and_answers_one_line,
+        test_files_put_byte_by_byte,
         test_files_put_aborted_upload_is_seen_by_the_runtime,
         test_files_put_refuses_bad_frames_and_maps_runtime_errors,
         test_files_get_answers_the_stat_then_frames,

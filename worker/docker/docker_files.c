@@ -228,11 +228,11 @@ static bool files_under(const char *clean, const char *dir)
 
 /* What a transfer needs to know of container ref: whether it runs and its
  * disk quota (RUNTIME_LABEL_DISK_MIB, 0 none). Under gVisor, /tmp and
- * /dev/shm are the sandbox's own tmpfs, which the Engine's archive API
+ * /dev are the sandbox's own tmpfs, which the Engine's archive API
  * (working on the container's root on the host) cannot reach: a transfer
  * there would vanish or miss, so it is refused. */
 static int files_inspect(docker_runtime_t *rt, const char *ref, const char *clean, bool *ret_running,
-                         long long *ret_disk_mib, api_error_t *err)
+                         int64_t *ret_disk_mib, api_error_t *err)
 {
     char path[160];
     json_object *o = NULL;
@@ -242,11 +242,11 @@ static int files_inspect(docker_runtime_t *rt, const char *ref, const char *clea
         return r;
     bool running = false;
     jsonx_get_bool(jsonx_get_obj(o, "State"), "Running", &running);
-    const char *disk = jsonx_get_str(jsonx_get_obj(jsonx_get_obj(o, "Config"), "Labels"), RUNTIME_LABEL_DISK_MIB);
+    int64_t mib = docker_disk_label(jsonx_get_obj(jsonx_get_obj(o, "Config"), "Labels"));
     const char *runtime = jsonx_get_str(jsonx_get_obj(o, "HostConfig"), "Runtime");
     bool gvisor = runtime && rt->gvisor_runtime[0] && strcmp(runtime, rt->gvisor_runtime) == 0;
     *ret_running = running;
-    *ret_disk_mib = disk ? strtoll(disk, NULL, 10) : 0;
+    *ret_disk_mib = mib;
     json_object_put(o);
     if (gvisor && (files_under(clean, "/tmp") || files_under(clean, "/dev")))
         return api_error_set(err, API_INVALID_ARGUMENT, "in a gvisor sandbox %s is on the sandbox's own tmpfs, out "
@@ -260,7 +260,7 @@ static int files_inspect(docker_runtime_t *rt, const char *ref, const char *clea
 static int files_put_check(files_put_io_t *io, const char *ref, const char *clean, api_error_t *err)
 {
     bool running = false;
-    long long mib = 0;
+    int64_t mib = 0;
     int r = files_inspect(io->rt, ref, clean, &running, &mib, err);
     if (r < 0)
         return r;
@@ -279,11 +279,21 @@ static int files_put_check(files_put_io_t *io, const char *ref, const char *clea
     return 0;
 }
 
-/* XFERINFOFUNCTION: the worker stopping ends the transfer. */
-static int files_xferinfo_cb(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+/* XFERINFOFUNCTION (about once a second, also while Docker takes nothing):
+ * the worker stopping or a stop descriptor ends the transfer. */
+static int files_put_xferinfo_cb(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
+    files_put_io_t *io = ud;
     (void)dt, (void)dn, (void)ut, (void)un;
-    return docker_cancelled(ud) ? 1 : 0;
+    if (docker_cancelled(io->rt)) {
+        files_put_fail(io, API_CANCELLED, "the worker is shutting down");
+        return 1;
+    }
+    if (files_stop_seen(io->req->stop_fds, io->req->nstop_fds)) {
+        files_put_fail(io, API_CANCELLED, "the transfer was stopped");
+        return 1;
+    }
+    return 0;
 }
 
 int docker_rt_files_put(runtime_t *base, const runtime_files_put_req_t *req, int64_t *ret_bytes, api_error_t *err)
@@ -346,8 +356,8 @@ int docker_rt_files_put(runtime_t *base, const runtime_files_put_req_t *req, int
     curl_easy_setopt(h, CURLOPT_READDATA, &io);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, files_error_body_cb);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, files_xferinfo_cb);
-    curl_easy_setopt(h, CURLOPT_XFERINFODATA, rt);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, files_put_xferinfo_cb);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &io);
     CURLcode cr = curl_easy_perform(h);
     if (io.failed) {
         r = SBX_EIO;              /* err already says why */
@@ -387,6 +397,7 @@ typedef struct files_get_io {
     sbuf_t error_body;
     bool stat_done;
     bool stop;                /* a callback or a stop descriptor ended it: not an error */
+    bool list_full;           /* LIST: SBX_FILES_LIST_MAX entries listed; the transfer was cut */
     bool failed;              /* err is set */
     api_error_t *err;
     tarstream_t tar;          /* RAW, LIST */
@@ -395,26 +406,14 @@ typedef struct files_get_io {
     sbuf_t list_out;
 } files_get_io_t;
 
-/* Go's os.FileMode bits in the Engine's stat. */
-#define GO_MODE_DIR      (1u << 31)
-#define GO_MODE_SYMLINK  (1u << 27)
-#define GO_MODE_DEVICE   (1u << 26)
-#define GO_MODE_PIPE     (1u << 25)
-#define GO_MODE_SOCKET   (1u << 24)
-#define GO_MODE_SETUID   (1u << 23)
-#define GO_MODE_SETGID   (1u << 22)
-#define GO_MODE_CHARDEV  (1u << 21)
-#define GO_MODE_STICKY   (1u << 20)
-#define GO_MODE_IRREGULAR (1u << 19)
-
-/* Decodes the stat header (base64 JSON {name,size,mode,mtime,linkTarget}). */
+/* Decodes the stat header (base64 JSON; docker_path_stat_parse). */
 static int files_stat_parse(const sbuf_t *b64, runtime_files_stat_t *st, api_error_t *err)
 {
     memset(st, 0, sizeof *st);
     size_t n = b64->len;
-    while (n > 0 && (b64->data[n - 1] == '\r' || b64->data[n - 1] == '\n' || b64->data[n - 1] == ' '))
-        n--;
     const char *s = b64->data ? b64->data : "";
+    while (n > 0 && (s[n - 1] == '\r' || s[n - 1] == '\n' || s[n - 1] == ' '))
+        n--;
     while (n > 0 && *s == ' ') {
         s++;
         n--;
@@ -424,28 +423,10 @@ static int files_stat_parse(const sbuf_t *b64, runtime_files_stat_t *st, api_err
     json_object *o = NULL;
     int r = 0;
     if (!bin || sodium_base642bin(bin, n + 1, s, n, NULL, &bl, NULL, sodium_base64_VARIANT_ORIGINAL) != 0 ||
-        jsonx_parse((const char *)bin, bl, &o, err) < 0) {
+        jsonx_parse((const char *)bin, bl, &o, err) < 0)
         r = api_error_set(err, API_RUNTIME_ERROR, "docker sent no readable stat of the path");
-        goto cleanup;
-    }
-    int64_t size = 0, mode = 0;
-    const char *name = jsonx_get_str(o, "name"), *mtime = jsonx_get_str(o, "mtime");
-    const char *link = jsonx_get_str(o, "linkTarget");
-    if (!name || !jsonx_get_int(o, "size", &size) || !jsonx_get_int(o, "mode", &mode) || mode < 0) {
+    else if (!docker_path_stat_parse(o, st))
         r = api_error_set(err, API_RUNTIME_ERROR, "docker sent an incomplete stat of the path");
-        goto cleanup;
-    }
-    unsigned m = (unsigned)mode;
-    snprintf(st->name, sizeof st->name, "%s", name);
-    st->size = size;
-    st->mode = (m & 0777u) | (m & GO_MODE_SETUID ? 04000u : 0) | (m & GO_MODE_SETGID ? 02000u : 0) |
-               (m & GO_MODE_STICKY ? 01000u : 0);
-    st->type = m & GO_MODE_DIR ? "dir" : m & GO_MODE_SYMLINK ? "symlink"
-               : m & (GO_MODE_DEVICE | GO_MODE_PIPE | GO_MODE_SOCKET | GO_MODE_CHARDEV | GO_MODE_IRREGULAR) ? "other"
-                                                                                                             : "file";
-    snprintf(st->mtime, sizeof st->mtime, "%s", mtime ? mtime : "");
-    snprintf(st->link_target, sizeof st->link_target, "%s", link ? link : "");
-cleanup:
     if (o)
         json_object_put(o);
     free(bin);
@@ -500,8 +481,7 @@ static int files_tar_entry_cb(void *ud, const tarstream_entry_t *e)
     if (r < 0)
         return files_get_fail(io, API_INTERNAL, "out of memory");
     if (r == 2) {
-        io->stop = true;
-        files_list_flush(io);
+        io->list_full = true;     /* the rest is not read: the listing ends here */
         return SBX_EIO;
     }
     if (io->list_out.len >= DOCKER_FILES_LIST_FLUSH && files_list_flush(io) < 0)
@@ -560,7 +540,7 @@ static size_t files_get_write_cb(char *p, size_t size, size_t nmemb, void *ud)
         sbuf_append_bounded(&io->error_body, p, n);
         return n;
     }
-    if (io->failed || io->stop)
+    if (io->failed || io->stop || io->list_full)
         return 0;
     if (!io->stat_done && files_get_begin(io) < 0)
         return 0;
@@ -572,7 +552,7 @@ static size_t files_get_write_cb(char *p, size_t size, size_t nmemb, void *ud)
         return n;
     }
     int r = tarstream_push(&io->tar, p, n);
-    if (r < 0 && !io->stop && !io->failed)
+    if (r < 0 && !io->stop && !io->failed && !io->list_full)
         files_get_fail(io, API_RUNTIME_ERROR, io->tar.error);
     return r < 0 ? 0 : n;
 }
@@ -635,7 +615,7 @@ int docker_rt_files_get(runtime_t *base, const runtime_files_get_req_t *req, api
         return api_error_set(err, API_INVALID_ARGUMENT, "the path must be absolute, at most %d bytes, without "
                              "control characters", SBX_FILES_PATH_MAX);
     bool running = false;
-    long long mib = 0;
+    int64_t mib = 0;
     if ((r = files_inspect(rt, req->ref, clean, &running, &mib, err)) < 0)
         return r;
     if (req->format != RUNTIME_FILES_TAR &&
@@ -664,6 +644,10 @@ int docker_rt_files_get(runtime_t *base, const runtime_files_get_req_t *req, api
     }
     if (io.stop)
         goto cleanup;             /* asked to stop: not an error */
+    if (io.list_full) {
+        r = files_get_end(&io, err);
+        goto cleanup;
+    }
     if (io.status == 0)
         curl_easy_getinfo(io.h, CURLINFO_RESPONSE_CODE, &io.status);
     if (cr != CURLE_OK) {

@@ -135,3 +135,41 @@ void docker_exec_from_inspect(json_object *o, docker_exec_state_t *ret)
     ret->exit_code = (int)code;
     ret->pid = (pid_t)pid;
 }
+
+/* Go's os.FileMode bits in the Engine's stat. */
+#define GO_MODE_DIR       (1u << 31)
+#define GO_MODE_SYMLINK   (1u << 27)
+#define GO_MODE_DEVICE    (1u << 26)
+#define GO_MODE_PIPE      (1u << 25)
+#define GO_MODE_SOCKET    (1u << 24)
+#define GO_MODE_SETUID    (1u << 23)
+#define GO_MODE_SETGID    (1u << 22)
+#define GO_MODE_CHARDEV   (1u << 21)
+#define GO_MODE_STICKY    (1u << 20)
+#define GO_MODE_IRREGULAR (1u << 19)
+
+bool docker_path_stat_parse(json_object *o, runtime_files_stat_t *ret)
+{
+    memset(ret, 0, sizeof *ret);
+    ret->type = "other";
+    int64_t size = 0, mode = 0;
+    const char *name = jsonx_get_str(o, "name"), *mtime = jsonx_get_str(o, "mtime");
+    const char *link = jsonx_get_str(o, "linkTarget");
+    if (!name || !jsonx_get_int(o, "size", &size) || size < 0 || !jsonx_get_int(o, "mode", &mode) || mode < 0 ||
+        mode > (int64_t)UINT32_MAX)
+        return false;
+    unsigned m = (unsigned)mode;
+    snprintf(ret->name, sizeof ret->name, "%s", name);
+    ret->size = size;
+    ret->mode = (m & 0777u) | (m & GO_MODE_SETUID ? 04000u : 0) | (m & GO_MODE_SETGID ? 02000u : 0) |
+                (m & GO_MODE_STICKY ? 01000u : 0);
+    if (m & GO_MODE_DIR)
+        ret->type = "dir";
+    else if (m & GO_MODE_SYMLINK)
+        ret->type = "symlink";
+    else if (!(m & (GO_MODE_DEVICE | GO_MODE_PIPE | GO_MODE_SOCKET | GO_MODE_CHARDEV | GO_MODE_IRREGULAR)))
+        ret->type = "file";
+    snprintf(ret->mtime, sizeof ret->mtime, "%s", mtime ? mtime : "");
+    snprintf(ret->link_target, sizeof ret->link_target, "%s", link ? link : "");
+    return true;
+}

@@ -45,4 +45,12 @@ typedef struct docker_exec_state {
 /* Fills ret from an exec inspect answer. */
 void docker_exec_from_inspect(json_object *o, docker_exec_state_t *ret);
 
+/* Fills ret from the decoded JSON of an archive answer's
+ * X-Docker-Container-Path-Stat header ({"name","size","mode","mtime",
+ * "linkTarget"}; mode is Go's os.FileMode): the permission bits with
+ * setuid/setgid/sticky as 04000/02000/01000, the type from the mode's kind
+ * bits, texts cut to fit. false when name, size or mode is missing or out
+ * of range. */
+bool docker_path_stat_parse(json_object *o, runtime_files_stat_t *ret);
+
 #endif

@@ -1,8 +1,8 @@
 /* A one-directory ustar archive (see tarball.h). */
 #include "tarball.h"
+#include "tarstream.h"
 #include "errors.h"
 
-#include <stdio.h>
 #include <string.h>
 
 /* ustar header fields: offset and size (POSIX.1-1988). */
@@ -13,8 +13,6 @@
 #define TAR_GID_OFF      116
 #define TAR_SIZE_OFF     124
 #define TAR_MTIME_OFF    136
-#define TAR_CHKSUM_OFF   148
-#define TAR_CHKSUM_LEN   8
 #define TAR_TYPE_OFF     156
 #define TAR_MAGIC_OFF    257
 #define TAR_VERSION_OFF  263
@@ -51,16 +49,6 @@ int tarball_dir(const char *name, unsigned char out[TARBALL_DIR_BYTES])
     memcpy(h + TAR_VERSION_OFF, "00", 2);
     tar_field(h, TAR_UNAME_OFF, "root");
     tar_field(h, TAR_GNAME_OFF, "root");
-    /* The checksum is the byte sum of the header with its own field taken
-     * as eight spaces, written as six octal digits, NUL, space. */
-    memset(h + TAR_CHKSUM_OFF, ' ', TAR_CHKSUM_LEN);
-    unsigned sum = 0;
-    for (size_t i = 0; i < TARBALL_BLOCK_BYTES; i++)
-        sum += h[i];
-    char chk[TAR_CHKSUM_LEN + 1];
-    snprintf(chk, sizeof chk, "%06o", sum & 0777777u);
-    memcpy(h + TAR_CHKSUM_OFF, chk, 6);
-    h[TAR_CHKSUM_OFF + 6] = '\0';
-    h[TAR_CHKSUM_OFF + 7] = ' ';
+    tarstream_checksum(h);
     return 0;
 }

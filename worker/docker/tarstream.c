@@ -56,7 +56,7 @@ static void ts_size_field(unsigned char *f, int64_t v)
     f[0] = 0x80;
 }
 
-static void ts_checksum(unsigned char *h)
+void tarstream_checksum(unsigned char h[TARSTREAM_BLOCK])
 {
     memset(h + TS_CHKSUM_OFF, ' ', TS_CHKSUM_LEN);
     unsigned sum = 0;
@@ -85,7 +85,7 @@ static void ts_block(unsigned char *h, const char *name, size_t nlen, char type,
     memcpy(h + TS_VERSION_OFF, "00", 2);
     memcpy(h + TS_UNAME_OFF, "root", 4);
     memcpy(h + TS_GNAME_OFF, "root", 4);
-    ts_checksum(h);
+    tarstream_checksum(h);
 }
 
 int tarstream_file_header(const char *name, int64_t size, unsigned mode, int64_t mtime,

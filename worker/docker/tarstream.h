@@ -35,6 +35,10 @@
 int tarstream_file_header(const char *name, int64_t size, unsigned mode, int64_t mtime,
                           unsigned char out[TARSTREAM_HEADER_MAX]);
 
+/* Writes the checksum of ustar header block h (the byte sum with the
+ * field itself as spaces, six octal digits, NUL, space). */
+void tarstream_checksum(unsigned char h[TARSTREAM_BLOCK]);
+
 /* The padding after size content bytes, to the next block. */
 size_t tarstream_padding(int64_t size);
 
