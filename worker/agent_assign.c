@@ -1,6 +1,7 @@
 /* The worker agent's assignments: the exec result, the executors that run
  * and report them, and the poller that leases them. */
 #include "agent_internal.h"
+#include "b64.h"
 #include "errors.h"
 #include "forward.h"
 #include "health.h"
@@ -37,48 +38,62 @@ static size_t agent_utf8_cut(const char *s, size_t n)
     return n;
 }
 
+/* Adds stream's kept bytes (the first n of b) as "NAME" text and, when the
+ * text cannot carry them exactly, as "NAME_b64" too. */
+static int agent_add_stream(json_object *o, const char *name, const sbuf_t *b, size_t n)
+{
+    const char *p = b->data ? b->data : "";
+    char *text = utf8_sanitize(p, n);
+    if (!text)
+        return SBX_ENOMEM;
+    jsonx_add(o, name, json_object_new_string(text));
+    free(text);
+    if (b64_text_exact(p, n))
+        return 0;
+    char *enc = b64_encode(p, n), key[32];
+    if (!enc)
+        return SBX_ENOMEM;
+    snprintf(key, sizeof key, "%s_b64", name);
+    jsonx_add(o, key, json_object_new_string(enc));
+    free(enc);
+    return 0;
+}
+
 json_object *agent_exec_result_json(const runtime_exec_result_t *r, size_t max_json_bytes)
 {
-    char *out = utf8_sanitize(r->out.data ? r->out.data : "", r->out.len);
-    char *err = utf8_sanitize(r->err.data ? r->err.data : "", r->err.len);
-    json_object *o = NULL;
-    if (!out || !err)
-        goto cleanup;
-    size_t lo = strlen(out), le = strlen(err);
+    size_t lo = r->out.len, le = r->err.len;
     bool cut_out = false, cut_err = false;
     for (;;) {
-        o = json_object_new_object();
+        json_object *o = json_object_new_object();
         if (!o)
-            goto cleanup;
+            return NULL;
         jsonx_add_int(o, "exit_code", r->exit_code);
         jsonx_add_int(o, "signal", r->signal);
         jsonx_add_bool(o, "timed_out", r->timed_out);
         jsonx_add_int(o, "duration_ms", r->duration_ms);
-        jsonx_add(o, "stdout", json_object_new_string_len(out, (int)lo));
-        jsonx_add(o, "stderr", json_object_new_string_len(err, (int)le));
+        if (agent_add_stream(o, "stdout", &r->out, lo) < 0 || agent_add_stream(o, "stderr", &r->err, le) < 0) {
+            json_object_put(o);
+            return NULL;
+        }
         jsonx_add_bool(o, "stdout_truncated", r->out.truncated || cut_out);
         jsonx_add_bool(o, "stderr_truncated", r->err.truncated || cut_err);
         jsonx_add_int(o, "stdout_bytes", (int64_t)r->out.seen);
         jsonx_add_int(o, "stderr_bytes", (int64_t)r->err.seen);
         const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
         if (!text || strlen(text) <= max_json_bytes || (lo == 0 && le == 0))
-            break;
+            return o;
         json_object_put(o);
-        o = NULL;
-        /* Cut the larger stream (both when close) and try again. */
+        /* Cut the larger stream (both when close) and try again; the cut is
+         * on the raw bytes, so text and base64 forms keep the same prefix. */
         if (lo >= le / 2 && lo > 0) {
-            lo = agent_utf8_cut(out, lo / 2);
+            lo = agent_utf8_cut(r->out.data, lo / 2);
             cut_out = true;
         }
         if (le >= lo / 2 && le > 0) {
-            le = agent_utf8_cut(err, le / 2);
+            le = agent_utf8_cut(r->err.data, le / 2);
             cut_err = true;
         }
     }
-cleanup:
-    free(out);
-    free(err);
-    return o;
 }
 
 /* ---- executors --------------------------------------------------------- */

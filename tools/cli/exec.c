@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "b64.h"
 #include "cli.h"
 #include "errors.h"
 #include "jsonx.h"
@@ -14,13 +15,26 @@
 #define EXEC_DEFAULT_TIMEOUT_S 600        /* the API's default for timeout_seconds */
 #define EXEC_WAIT_SLACK        60         /* seconds added to an exec's wait budget */
 
-/* Writes a JSON string's bytes exactly; returns its length. */
+/* Writes a stream of the result exactly: the bytes of FIELD_b64 when the
+ * result has them (output that is not UTF-8 text), else FIELD's. Returns
+ * the length written. */
 static size_t write_stream(FILE *f, json_object *res, const char *field)
 {
+    char key[32];
+    snprintf(key, sizeof key, "%s_b64", field);
+    const char *enc = jsonx_get_str(res, key);
+    char *raw = NULL;
+    size_t n = 0;
+    if (enc && b64_decode(enc, strlen(enc), SBX_MAX_RESPONSE_BYTES, &raw, &n) == 0) {
+        fwrite(raw, 1, n, f);
+        free(raw);
+        fflush(f);
+        return n;
+    }
     json_object *v = NULL;
     if (!json_object_object_get_ex(res, field, &v) || !json_object_is_type(v, json_type_string))
         return 0;
-    size_t n = (size_t)json_object_get_string_len(v);
+    n = (size_t)json_object_get_string_len(v);
     if (n)
         fwrite(json_object_get_string(v), 1, n, f);
     fflush(f);
