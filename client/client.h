@@ -164,6 +164,8 @@ typedef struct client_exec_spec {
     json_object *env;                       /* borrowed; NULL: absent */
     const char *cwd;
     client_opt_int_t timeout_seconds, max_output_bytes;
+    const char *stdin_text;                 /* "stdin": UTF-8 text; NULL: absent */
+    const char *stdin_b64;                  /* "stdin_b64": base64 bytes; NULL: absent */
 } client_exec_spec_t;
 
 /* POST /v1/sandboxes/{id}/routes. */

@@ -41,6 +41,11 @@
  * build an unbounded command line. */
 #define SBX_MAX_ARGV                  256
 #define SBX_MAX_ARGV_BYTES            (64u * 1024u)
+/* Exec stdin carried inline in the request (and kept with the operation's
+ * request so a retried lease still has it): its base64 form plus the rest
+ * of the request fits the default max_body_bytes (1 MiB). Larger input goes
+ * in as a file. */
+#define SBX_EXEC_STDIN_INLINE_MAX     (512u * 1024u)
 /* Env and labels per sandbox or exec. */
 #define SBX_MAX_ENV                   128
 #define SBX_MAX_LABELS                64
@@ -158,6 +163,11 @@
  * queue has room for: what it cannot run yet stays leased in the
  * database, where tenants take turns). */
 #define SBX_CLAIM_MAX                 64
+/* The request bytes one poll hands out at most (execs carry stdin inline,
+ * up to SBX_EXEC_STDIN_INLINE_MAX as base64 each): well inside the
+ * SBX_MAX_RESPONSE_BYTES a worker reads; past it the rest stay leased for
+ * the next poll. */
+#define SBX_CLAIM_BYTES_MAX           (8u * 1024u * 1024u)
 /* Connections one HTTP thread accepts before the rest of its loop runs. */
 #define SBX_API_ACCEPTS_PER_TURN      32
 

@@ -601,9 +601,16 @@ int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_
     if (!r)
         goto db_fail;
     json_object *arr = json_object_new_array();
+    size_t bytes = 0;
     for (int i = 0; i < PQntuples(r); i++) {
         const char *op_id = store__col_text(t, r, i, "operation_id"), *kind = store__col_text(t, r, i, "kind"),
                    *sbx = store__col_text(t, r, i, "sandbox_id");
+        /* Requests carry inline stdin: the rest waits for the next poll
+         * rather than make an answer the worker would refuse. */
+        const char *req = store__col_text(t, r, i, "request");
+        bytes += req ? strlen(req) : 0;
+        if (*ret_n > 0 && bytes > SBX_CLAIM_BYTES_MAX)
+            break;
         /* Handing it out starts a fresh lease: from now on only the
          * worker's heartbeats (naming it as held) renew it. */
         char lease[24];

@@ -40,5 +40,65 @@ b64=$(base64 -w0 "$ITEST_TMP/rand.bin")
 sandbox exec "$sbx" -- sh -c "echo $b64 | base64 -d" >"$ITEST_TMP/rand-got.bin" || fail "random exec exited $?"
 cmp "$ITEST_TMP/rand.bin" "$ITEST_TMP/rand-got.bin" || fail "32 KiB of random bytes did not round-trip"
 
-echo "exec output is binary-safe"
+# ---- stdin
+# without -i the command's stdin is empty, as before
+out=$(echo hi | sandbox exec "$sbx" -- cat) || fail "exec cat without -i exited $?"
+assert_eq "" "$out" "stdin without -i"
+# with -i it is the CLI's stdin, closed at its end
+out=$(echo hi | sandbox exec -i "$sbx" -- cat) || fail "exec -i cat exited $?"
+assert_eq "hi" "$out" "echo hi | sandbox exec -i -- cat"
+out=$(printf 'x%.0s' $(seq 1 1000) | sandbox exec --stdin "$sbx" -- wc -c) || fail "exec --stdin wc exited $?"
+assert_eq "1000" "$(echo $out)" "bytes the command read from stdin"
+# empty stdin: the command sees EOF at once
+out=$(sandbox exec -i "$sbx" -- wc -c </dev/null) || fail "exec -i with empty stdin exited $?"
+assert_eq "0" "$(echo $out)" "empty stdin"
+# bytes round-trip: 300 KiB of random bytes through cat
+head -c 307200 /dev/urandom >"$ITEST_TMP/in.bin"
+sandbox exec -i "$sbx" --max-output 1048576 -- cat <"$ITEST_TMP/in.bin" >"$ITEST_TMP/in-got.bin" ||
+  fail "exec -i cat of random bytes exited $?"
+cmp "$ITEST_TMP/in.bin" "$ITEST_TMP/in-got.bin" || fail "300 KiB of random stdin did not come back byte for byte"
+# a command that does not read its stdin still ends, with its own code
+t0=$(date +%s)
+rc=0
+head -c 524288 /dev/zero | sandbox exec -i "$sbx" -- sh -c 'exit 7' || rc=$?
+assert_eq 7 "$rc" "exit code of a command that ignores its stdin"
+[ $(($(date +%s) - t0)) -le 20 ] || fail "a command that ignores its stdin took over 20 s"
+# a timeout still kills a command that has stdin
+t0=$(date +%s)
+rc=0
+echo x | sandbox exec -i --timeout 2 "$sbx" -- sh -c 'cat; sleep 100' >/dev/null || rc=$?
+assert_eq 137 "$rc" "exit code of exec -i that timed out"
+[ $(($(date +%s) - t0)) -le 15 ] || fail "exec -i --timeout 2 took over 15 s"
+# over the inline limit: exit 2, saying the limit and what to use instead
+rc=0
+head -c 524289 /dev/zero | sandbox exec -i "$sbx" -- cat >/dev/null 2>"$ITEST_TMP/big.err" || rc=$?
+assert_eq 2 "$rc" "exit code of exec -i with stdin over the limit"
+assert_contains "$(cat "$ITEST_TMP/big.err")" "524288 bytes" "over-limit message"
+assert_contains "$(cat "$ITEST_TMP/big.err")" "sandbox cp" "over-limit message"
+
+# the API: text stdin, base64 stdin, and bad forms refused as invalid_argument
+itest_http POST "/v1/sandboxes/$sbx/exec" "$SANDBOX_TOKEN" '{"argv":["cat"],"stdin":"text in\n"}'
+assert_http 202 "" "exec with stdin text"
+op=$(itest_json "$HTTP_BODY" operation.id)
+assert_exit 0 sandbox wait "$op" --json
+assert_eq "text in" "$(itest_json "$ITEST_OUT" operation.result.stdout)" "stdout of an exec with stdin text"
+itest_http POST "/v1/sandboxes/$sbx/exec" "$SANDBOX_TOKEN" '{"argv":["cat"],"stdin":"a","stdin_b64":"YQ=="}'
+assert_http 400 invalid_argument "exec with stdin and stdin_b64"
+itest_http POST "/v1/sandboxes/$sbx/exec" "$SANDBOX_TOKEN" '{"argv":["cat"],"stdin_b64":"not base64!"}'
+assert_http 400 invalid_argument "exec with bad stdin_b64"
+assert_contains "$(itest_json "$HTTP_BODY" error.message)" "stdin_b64" "message of a bad stdin_b64"
+
+# ---- the gvisor class takes stdin too
+itest_require_gvisor
+assert_exit 0 sandbox create --tenant "$tenant" --image "$ITEST_IMAGE" --isolation gvisor --network none --wait --timeout 300
+read -r gsbx _ <<<"$ITEST_OUT"
+itest_track "$gsbx"
+out=$(echo hi | sandbox exec -i "$gsbx" -- cat) || fail "gvisor exec -i cat exited $?"
+assert_eq "hi" "$out" "echo hi | sandbox exec -i -- cat in a gvisor sandbox"
+sandbox exec -i "$gsbx" --max-output 1048576 -- cat <"$ITEST_TMP/in.bin" >"$ITEST_TMP/in-gv.bin" ||
+  fail "gvisor exec -i cat of random bytes exited $?"
+cmp "$ITEST_TMP/in.bin" "$ITEST_TMP/in-gv.bin" || fail "random stdin did not round-trip in a gvisor sandbox"
+assert_exit 0 sandbox delete "$gsbx" --wait
+
+echo "exec output is binary-safe and exec -i gives the command its stdin"
 assert_exit 0 sandbox delete "$sbx" --wait

@@ -42,7 +42,7 @@ const TOOLS = {
   sandbox_wait: { required: ['operation_id'], properties: ['operation_id', 'timeout_seconds'], readOnly: true },
   sandbox_exec: {
     required: ['sandbox_id', 'argv'],
-    properties: ['sandbox_id', 'argv', 'timeout_seconds', 'env', 'cwd', 'max_output_bytes'],
+    properties: ['sandbox_id', 'argv', 'timeout_seconds', 'env', 'cwd', 'max_output_bytes', 'stdin', 'stdin_b64'],
   },
   sandbox_get: { required: ['sandbox_id'], properties: ['sandbox_id'], readOnly: true },
   sandbox_list: { required: [], properties: ['tenant', 'all', 'limit'], readOnly: true },
@@ -548,6 +548,17 @@ async function main() {
     for (const k of ['signal', 'duration_ms', 'stderr_truncated', 'stderr_bytes']) {
       assert(k in sc, `no ${k} in ${show(sc)}`);
     }
+  });
+
+  await check('sandbox_exec with stdin and stdin_b64; binary output comes back in stdout_b64', async () => {
+    const t = expectOk('sandbox_exec', await callTool(client, 'sandbox_exec',
+      { sandbox_id: sbx, argv: ['cat'], stdin: 'from stdin\n', timeout_seconds: 30 }));
+    eq(t.stdout, 'from stdin\n', 'stdout of cat with stdin');
+    assert(!('stdout_b64' in t), `text output has stdout_b64: ${show(t)}`);
+    const b = expectOk('sandbox_exec', await callTool(client, 'sandbox_exec',
+      { sandbox_id: sbx, argv: ['cat'], stdin_b64: 'YQBi/w==', timeout_seconds: 30 }));
+    eq(b.stdout_b64, 'YQBi/w==', 'stdout_b64 of cat with binary stdin');
+    eq(b.stdout_bytes, 4, 'stdout_bytes');
   });
 
   await check('sandbox_exec sh -c "exit 3": exit_code 3 is not isError', async () => {

@@ -32,6 +32,7 @@ typedef struct opts {
     const char *worker;                      /* tokens create: the worker name a worker token acts for */
     num_opt_t cpu_millis, memory_mib, disk_mib, ttl, timeout, max_output, limit, port, after, tail, count;
     bool untrusted_repo, generated_code, hostile, wait, json, all, read_only_root, hardened, follow;
+    bool interactive;                        /* exec -i: send this process's stdin */
     json_object *env, *labels, *selector; /* owned; NULL until a flag adds to them */
     const char *pos[2];         /* positional arguments */
     int npos;

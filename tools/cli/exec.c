@@ -113,13 +113,50 @@ static int exec_finish(cli_t *cli, json_object *last, int64_t timeout)
     return exit_code_of(code, sig, timed_out);
 }
 
+/* Reads all of this process's stdin (at most SBX_EXEC_STDIN_INLINE_MAX
+ * bytes) as base64 into *ret (free() it). EXIT_USAGE, said on stderr, when
+ * there is more or it cannot be read. */
+static int read_stdin_b64(char **ret)
+{
+    size_t cap = SBX_EXEC_STDIN_INLINE_MAX + 1, n = 0;
+    char *buf = malloc(cap);
+    if (!buf)
+        return EXIT_API;
+    while (n < cap) {
+        size_t got = fread(buf + n, 1, cap - n, stdin);
+        if (got == 0)
+            break;
+        n += got;
+    }
+    if (ferror(stdin)) {
+        free(buf);
+        fputs("sandbox: exec: cannot read stdin\n", stderr);
+        return EXIT_USAGE;
+    }
+    if (n > SBX_EXEC_STDIN_INLINE_MAX) {
+        free(buf);
+        fprintf(stderr, "sandbox: exec: stdin is over the limit of %u bytes for -i; larger input needs a file for "
+                        "now (sandbox cp)\n", SBX_EXEC_STDIN_INLINE_MAX);
+        return EXIT_USAGE;
+    }
+    *ret = b64_encode(buf, n);
+    free(buf);
+    return *ret ? 0 : EXIT_API;
+}
+
 int cli_cmd_exec(cli_t *cli, opts_t *o)
 {
     int rc;
     json_object *body = NULL;
+    char *in_b64 = NULL;
+    if (o->interactive && (rc = read_stdin_b64(&in_b64)) != 0)
+        return rc;
     client_exec_spec_t spec = { .argv = o->cmd_argv, .argc = o->cmd_argc, .env = o->env, .cwd = o->cwd,
-                                .timeout_seconds = o->timeout, .max_output_bytes = o->max_output };
-    if (client_exec_body(&spec, &body) < 0)
+                                .timeout_seconds = o->timeout, .max_output_bytes = o->max_output,
+                                .stdin_b64 = in_b64 };
+    rc = client_exec_body(&spec, &body);
+    free(in_b64);
+    if (rc < 0)
         return EXIT_API;
     int64_t timeout = o->timeout.set ? o->timeout.v : EXEC_DEFAULT_TIMEOUT_S;
     char path[CLI_ARG_ID_MAX * 3 + 32];

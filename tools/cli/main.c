@@ -409,14 +409,19 @@ static const command_t commands[] = {
       "  --json                   print {\"operation\":…} as last seen\n" COMMON_FLAGS_HELP },
     { "exec", NULL, cli_check_exec, cli_cmd_exec, FLAGS(
             FN("--timeout", timeout, 1, SBX_EXEC_TIMEOUT_MAX), FKV("--env", F_ENV), FS("--cwd", cwd),
-            FN("--max-output", max_output, 1, SBX_EXEC_OUTPUT_CEILING), FJSON), 1, true,
-      "usage: sandbox exec SANDBOX_ID [--timeout S] [--env K=V]... [--cwd DIR]\n"
+            FN("--max-output", max_output, 1, SBX_EXEC_OUTPUT_CEILING), FBS("--stdin", "-i", interactive),
+            FJSON), 1, true,
+      "usage: sandbox exec SANDBOX_ID [-i] [--timeout S] [--env K=V]... [--cwd DIR]\n"
       "                    [--max-output BYTES] [--json] -- ARGV...\n"
       "\n"
       "Runs ARGV (no shell) in the sandbox, writes its stdout and stderr to this\n"
-      "process's stdout and stderr, and exits with its exit code (128+N when killed\n"
-      "by signal N; 137 when it timed out).\n"
+      "process's stdout and stderr (exactly, bytes that are not text included), and\n"
+      "exits with its exit code (128+N when killed by signal N; 137 when it timed out).\n"
+      "Without -i the command's stdin is empty.\n"
       "\n"
+      "  -i, --stdin              send this process's stdin to the command (read to EOF\n"
+      "                           first, at most 524288 bytes; more exits 2: copy larger\n"
+      "                           input in as a file with sandbox cp)\n"
       "  --timeout S              kill the command after S seconds (default 600)\n"
       "  --env K=V                environment variable (repeatable)\n"
       "  --cwd DIR                working directory\n"

@@ -97,18 +97,25 @@ const mcp_tool_t tool_table[] = {
       "'required':['operation','done']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
     { .run = tool_exec, .def = { "sandbox_exec", "Run a command in a sandbox",
-      "Runs argv (an array, no shell) in a running sandbox and waits for it. Output is bounded: check the "
-      "truncation flags. A non-zero exit code is a result, not an error.",
+      "Runs argv (an array, no shell) in a running sandbox and waits for it, with stdin (text) or stdin_b64 "
+      "(bytes) as its input when given. Output is bounded: check the truncation flags. A non-zero exit code "
+      "is a result, not an error.",
       "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'argv':{'type':'array','items':{'type':'string'},"
       "'minItems':1,'description':'the command and its arguments, run without a shell'},'timeout_seconds':"
       "{'type':'integer','minimum':1,'description':'kill the command after this (default 60)'},"
       "'env':" DKV("environment variables of the command") ",'cwd':"
       DSTR("the working directory of the command") ",'max_output_bytes':{'type':'integer','minimum':1,"
-      "'description':'bound per stream'}},'required':['sandbox_id','argv'],'additionalProperties':false}",
+      "'description':'bound per stream'},'stdin':" DSTR("text written to the stdin of the command, which is then "
+      "closed (EOF); at most 524288 bytes; without stdin and stdin_b64 the stdin of the command is empty") ","
+      "'stdin_b64':" DSTR("the stdin of the command as standard padded base64, for bytes that are not text; at most "
+      "524288 bytes decoded; not together with stdin") "},'required':['sandbox_id','argv'],"
+      "'additionalProperties':false}",
       "{'type':'object','properties':{'operation_id':" STR ",'exit_code':{'type':'integer'},'signal':"
       "{'type':'integer'},'timed_out':{'type':'boolean'},'duration_ms':{'type':'integer'},'stdout':" STR ","
       "'stderr':" STR ",'stdout_truncated':{'type':'boolean'},'stderr_truncated':{'type':'boolean'},"
-      "'stdout_bytes':{'type':'integer'},'stderr_bytes':{'type':'integer'}},'required':['operation_id',"
+      "'stdout_bytes':{'type':'integer'},'stderr_bytes':{'type':'integer'},'stdout_b64':" DSTR("the exact "
+      "stdout bytes as base64, present only when they are not UTF-8 text (stdout then has U+FFFD for them)")
+      ",'stderr_b64':" DSTR("as stdout_b64, for stderr") "},'required':['operation_id',"
       "'exit_code','timed_out','stdout','stderr','stdout_truncated','stderr_truncated']}",
       "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" } },
     { .run = tool_get, .def = { "sandbox_get", "Show a sandbox",

@@ -105,7 +105,7 @@ json_object *tool_exec(call_t *c, json_object *args)
         jsonx_add_str(result, "operation_id", opid);
         static const char *const keys[] = { "exit_code", "signal", "timed_out", "duration_ms", "stdout", "stderr",
                                             "stdout_truncated", "stderr_truncated", "stdout_bytes", "stderr_bytes",
-                                            NULL };
+                                            "stdout_b64", "stderr_b64", NULL };
         for (int i = 0; keys[i]; i++)
             tool_arg_copy(result, res, keys[i]);
         out = mcp_tool_ok(result);
