@@ -168,6 +168,14 @@
  * SBX_MAX_RESPONSE_BYTES a worker reads; past it the rest stay leased for
  * the next poll. */
 #define SBX_CLAIM_BYTES_MAX           (8u * 1024u * 1024u)
+/* Live exec output (GET /v1/operations/{id}/output): chunks one worker
+ * request carries at most, the largest byte offset (2^50: far past any
+ * output, far from overflow), and what one read answers at most (rows and
+ * bytes; a follower reads on from next_offset). */
+#define SBX_OUTPUT_CHUNKS_MAX         1024
+#define SBX_OUTPUT_OFFSET_MAX         (1LL << 50)
+#define SBX_OUTPUT_READ_CHUNKS        256
+#define SBX_OUTPUT_READ_MAX_BYTES     (512u * 1024u)
 /* Connections one HTTP thread accepts before the rest of its loop runs. */
 #define SBX_API_ACCEPTS_PER_TURN      32
 

@@ -1,6 +1,7 @@
 /* The worker agent's assignments: the exec result, the executors that run
  * and report them, and the poller that leases them. */
 #include "agent_internal.h"
+#include "agent_output.h"
 #include "b64.h"
 #include "errors.h"
 #include "forward.h"
@@ -103,6 +104,7 @@ typedef struct agent_outcome {
     api_error_t err;
     char runtime_ref[80];
     json_object *result;     /* exec result, owned */
+    bool client_cancelled;   /* an exec a client cancelled: reported as cancelled, with its result */
     runtime_exit_t exit;     /* a create whose container was not running: how it ended */
 } agent_outcome_t;
 
@@ -223,7 +225,9 @@ static void agent_run_delete(agent_t *a, json_object *job, agent_outcome_t *o)
         o->ok = true;
 }
 
-static void agent_run_exec(agent_t *a, json_object *job, agent_outcome_t *o)
+/* Runs an exec; with c, its output is sent on live as it comes
+ * (agent_output.c), all of it before the report. */
+static void agent_run_exec(agent_t *a, httpc_t *c, json_object *job, agent_outcome_t *o)
 {
     exec_spec_t spec;
     runtime_exec_result_t res;
@@ -247,14 +251,35 @@ static void agent_run_exec(agent_t *a, json_object *job, agent_outcome_t *o)
     }
     ref = own;
     size_t max = spec.max_output_bytes > 0 ? (size_t)spec.max_output_bytes : SBX_EXEC_OUTPUT_DEFAULT;
-    if (runtime_exec(a->rt, ref, &spec, max, &res, &o->err) == 0) {
+    int64_t attempt = 0;
+    jsonx_get_int(job, "attempt", &attempt);
+    agent_output_t *live = calloc(1, sizeof *live);
+    if (live)
+        agent_output_init(live, a, c, jsonx_get_str(job, "operation_id"), attempt);
+    int rc = runtime_exec(a->rt, ref, &spec, max, live ? &live->sink : NULL, &res, &o->err);
+    if (live) {
+        /* A command that never started: what the stream carried was the
+         * runtime's own message (moved to the result's stderr), not output. */
+        static const char marker[] = "OCI runtime exec failed";
+        if (rc < 0 || (res.out.len == 0 && res.err.len >= sizeof marker - 1 &&
+                       memcmp(res.err.data, marker, sizeof marker - 1) == 0))
+            agent_output_discard(live);
+        agent_output_flush(live, true);
+        agent_output_release(live);
+        free(live);
+    }
+    if (rc == 0) {
         if (res.warning[0])
             log_warn(AGENT_COMPONENT, "exec in sandbox %s: %s", sbx ? sbx : ref, res.warning);
         o->result = agent_exec_result_json(&res, AGENT_RESULT_MAX_BYTES);
-        if (o->result)
-            o->ok = true;
-        else
+        if (!o->result)
             api_error_set(&o->err, API_INTERNAL, "out of memory building the exec result");
+        else if (res.cancelled) {
+            o->client_cancelled = true;
+            jsonx_add_bool(o->result, "cancelled", true);
+            api_error_set(&o->err, API_CANCELLED, "cancelled by a client: the command's process tree was killed");
+        } else
+            o->ok = true;
         runtime_exec_result_release(&res);
     } else if (o->err.code == API_CANCELLED) {
         /* An exec is not safe to run twice: fail it rather than let the
@@ -330,16 +355,22 @@ static void agent_run(agent_t *a, httpc_t *c, json_object *job)
     log_scope_clear();
 }
 
+static json_object *agent_run_assignment_on(agent_t *a, httpc_t *c, json_object *job);
+
 static void agent_run_scoped(agent_t *a, httpc_t *c, json_object *job)
 {
-    json_object *body = agent_run_assignment(a, job);
+    json_object *body = agent_run_assignment_on(a, c, job);
     if (!body)
         return;
     agent_report(a, c, jsonx_get_str(job, "operation_id"), body);
     json_object_put(body);
 }
 
-json_object *agent_run_assignment(agent_t *a, json_object *job)
+json_object *agent_run_assignment(agent_t *a, json_object *job) { return agent_run_assignment_on(a, NULL, job); }
+
+/* agent_run_assignment, with c for what an assignment sends while it runs
+ * (an exec's live output; NULL: nothing). */
+static json_object *agent_run_assignment_on(agent_t *a, httpc_t *c, json_object *job)
 {
     const char *op_id = jsonx_get_str(job, "operation_id");
     const char *kind = jsonx_get_str(job, "kind");
@@ -358,7 +389,7 @@ json_object *agent_run_assignment(agent_t *a, json_object *job)
     else if (kind && strcmp(kind, "delete") == 0)
         agent_run_delete(a, job, &o);
     else if (kind && strcmp(kind, "exec") == 0)
-        agent_run_exec(a, job, &o);
+        agent_run_exec(a, c, job, &o);
     else
         api_error_set(&o.err, API_INVALID_ARGUMENT, "unknown assignment kind \"%.40s\"", kind ? kind : "");
 
@@ -370,7 +401,7 @@ json_object *agent_run_assignment(agent_t *a, json_object *job)
                 metrics_labels(labels, sizeof labels, "kind", kind_label, "outcome",
                                o.ok ? "succeeded" : o.err.code == API_CANCELLED ? "cancelled" : "failed", NULL),
                 1);
-    if (!o.ok && o.err.code == API_CANCELLED) {
+    if (!o.ok && o.err.code == API_CANCELLED && !o.client_cancelled) {
         /* create and delete are idempotent: the lease expires and the
          * operation is leased again. */
         log_info(AGENT_COMPONENT, "left operation %s to its lease expiry: %s", op_id, o.err.message);

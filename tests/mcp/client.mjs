@@ -52,6 +52,7 @@ const TOOLS = {
     destructive: true,
   },
   operation_get: { required: ['operation_id'], properties: ['operation_id'], readOnly: true },
+  sandbox_exec_output: { required: ['operation_id'], properties: ['operation_id', 'offset', 'wait_seconds'], readOnly: true },
   sandbox_share: {
     required: ['sandbox_id', 'port'],
     properties: ['sandbox_id', 'port', 'ttl_seconds', 'auth', 'idempotency_key', 'wait', 'timeout_seconds'],
@@ -559,6 +560,12 @@ async function main() {
       { sandbox_id: sbx, argv: ['cat'], stdin_b64: 'YQBi/w==', timeout_seconds: 30 }));
     eq(b.stdout_b64, 'YQBi/w==', 'stdout_b64 of cat with binary stdin');
     eq(b.stdout_bytes, 4, 'stdout_bytes');
+    // the same output, read back from an offset with sandbox_exec_output
+    const o = expectOk('sandbox_exec_output', await callTool(client, 'sandbox_exec_output',
+      { operation_id: t.operation_id, offset: 5 }));
+    eq(o.done, true, 'done of a finished exec');
+    eq(o.chunks.map((c) => c.data).join(''), 'stdin\n', 'output from offset 5');
+    eq(o.next_offset, 11, 'next_offset');
   });
 
   await check('sandbox_exec sh -c "exit 3": exit_code 3 is not isError', async () => {

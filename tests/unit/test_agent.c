@@ -79,8 +79,9 @@ static int fake_create(runtime_t *rt, const runtime_create_req_t *req, char ret_
 }
 
 static int fake_exec(runtime_t *rt, const char *ref, const exec_spec_t *spec, size_t max_output,
-                     runtime_exec_result_t *ret, api_error_t *err)
+                     const runtime_output_sink_t *sink, runtime_exec_result_t *ret, api_error_t *err)
 {
+    (void)sink;
     fake_runtime_t *f = (fake_runtime_t *)rt;
     f->execs++;
     snprintf(f->exec_ref, sizeof f->exec_ref, "%s", ref ? ref : "(null)");

@@ -17,6 +17,7 @@
 
 #define MCP_MAX_CALLS          16       /* tool calls in flight */
 #define MCP_REQUEST_TIMEOUT_MS 30000L   /* one plain API call */
+#define MCP_OUTPUT_WAIT_MAX_S  20       /* sandbox_exec_output's wait: inside one plain call */
 #define MCP_WAIT_DEFAULT_S     300
 #define MCP_WAIT_MAX_S         3600
 #define MCP_EXEC_DEFAULT_S     60       /* exec timeout when the call names none */
@@ -99,7 +100,7 @@ void tool_arg_copy(json_object *body, json_object *args, const char *k);
 bool tool_id_path(char *out, size_t n, const char *prefix, const char *id, const char *suffix, json_object **bad);
 
 /* The handlers: tools_sandbox.c, tools_routes.c, tools_events.c. */
-mcp_tool_fn_t tool_create, tool_wait, tool_exec, tool_get, tool_list, tool_delete, tool_operation;
+mcp_tool_fn_t tool_create, tool_wait, tool_exec, tool_get, tool_list, tool_delete, tool_operation, tool_exec_output;
 mcp_tool_fn_t tool_share, tool_routes, tool_unshare;
 mcp_tool_fn_t tool_events, tool_logs;
 

@@ -145,6 +145,22 @@ const mcp_tool_t tool_table[] = {
       "'additionalProperties':false}",
       "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
+    { .run = tool_exec_output, .def = { "sandbox_exec_output", "Read the output of an exec",
+      "Reads the live output of an exec operation (a running or finished command) from a byte offset over both "
+      "streams: chunks of stdout and stderr in the order they were written. Read on with offset = next_offset "
+      "until done is true; the exit code is then in operation_get. With wait_seconds it waits for new output.",
+      "{'type':'object','properties':{'operation_id':" OP_ID ",'offset':{'type':'integer','minimum':0,"
+      "'description':'the byte offset to read from: 0 at first, then the next_offset of the previous call'},"
+      "'wait_seconds':{'type':'integer','minimum':0,'maximum':20,'description':'wait up to this long for output "
+      "past offset when there is none yet (default 0: answer at once)'}},'required':['operation_id'],"
+      "'additionalProperties':false}",
+      "{'type':'object','properties':{'chunks':{'type':'array','items':{'type':'object','properties':{'stream':"
+      STR ",'offset':{'type':'integer'},'data':" DSTR("the chunk as UTF-8 text") ",'data_b64':"
+      DSTR("the exact bytes as base64, present only when data is not exactly them") "}}},'next_offset':"
+      "{'type':'integer'},'end_offset':{'type':'integer'},'skipped_bytes':{'type':'integer','description':"
+      "'output before the oldest kept byte that could not be read any more'},'done':{'type':'boolean'},"
+      "'state':" STR "},'required':['chunks','next_offset','done']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" } },
     { .run = tool_share, .def = { "sandbox_share", "Share a port of a sandbox",
       "Gives a port of a running sandbox a public address (a route), to show a web app or an API to a person "
       "or a program outside. Returns route.url and, with auth token (the default), access_token: callers send "

@@ -131,6 +131,21 @@ json_object *tool_operation(call_t *c, json_object *args)
     return get_one(c, "/v1/operations/", "operation_id", args);
 }
 
+json_object *tool_exec_output(call_t *c, json_object *args)
+{
+    json_object *bad = NULL;
+    const char *op = NULL;
+    int64_t offset, wait;
+    char path[MCP_PATH_MAX], full[MCP_PATH_MAX + 64];
+    if (!tool_arg_str(args, "operation_id", &op, &bad) ||
+        !tool_arg_int(args, "offset", 0, SBX_OUTPUT_OFFSET_MAX, 0, &offset, &bad) ||
+        !tool_arg_int(args, "wait_seconds", 0, MCP_OUTPUT_WAIT_MAX_S, 0, &wait, &bad) ||
+        !tool_id_path(path, sizeof path, "/v1/operations/", op, "/output", &bad))
+        return bad;
+    snprintf(full, sizeof full, "%s?offset=%lld&wait=%lld", path, (long long)offset, (long long)wait);
+    return get_result(c, full);
+}
+
 json_object *tool_list(call_t *c, json_object *args)
 {
     json_object *bad = NULL;

@@ -266,11 +266,27 @@ static void docker_exec_kill(docker_runtime_t *rt, const char *exec_id, const do
                  "exec pid %d is not in the container's cgroup (another pid namespace?): nothing killed", (int)pid);
 }
 
+/* True once a client cancelled the exec (the sink says so). */
+static bool docker_exec_client_cancelled(const runtime_output_sink_t *sink)
+{
+    return sink && sink->cancelled && sink->cancelled(sink->ud);
+}
+
+/* Hands the output parsed by d to sink as well (none when sink is NULL). */
+static void docker_exec_tap(docker_stream_t *d, const runtime_output_sink_t *sink)
+{
+    if (sink && sink->write) {
+        d->tap = sink->write;
+        d->tap_ud = sink->ud;
+    }
+}
+
 /* Runs POST /exec/{id}/start and demultiplexes its stream into ret until it
  * ends, the deadline passes (then the process tree is killed) or the worker
  * is cancelled. */
 static int docker_exec_stream(docker_runtime_t *rt, const char *exec_id, const docker_gvisor_exec_t *gv,
-                              int64_t deadline_ms, runtime_exec_result_t *ret, bool *ret_killed, api_error_t *err)
+                              int64_t deadline_ms, const runtime_output_sink_t *sink, runtime_exec_result_t *ret,
+                              bool *ret_killed, api_error_t *err)
 {
     int r = 0;
     char path[160];
@@ -279,6 +295,7 @@ static int docker_exec_stream(docker_runtime_t *rt, const char *exec_id, const d
     memset(&io, 0, sizeof io);
     sbuf_init(&io.error_body, 4096);
     docker_stream_init(&io.demux, &ret->out, &ret->err);
+    docker_exec_tap(&io.demux, sink);
     *ret_killed = false;
 
     snprintf(path, sizeof path, "/exec/%s/start", exec_id);
@@ -300,12 +317,14 @@ static int docker_exec_stream(docker_runtime_t *rt, const char *exec_id, const d
         if (!running)
             break;
         int left = time_left_ms(deadline_ms);
-        if (left == 0 || docker_cancelled(rt)) {
+        if (left == 0 || docker_cancelled(rt) || docker_exec_client_cancelled(sink)) {
             docker_exec_kill(rt, exec_id, gv, ret);
             *ret_killed = true;
             goto cleanup; /* stop reading: the stream may be held open by escaped processes */
         }
         curl_multi_poll(dm.m, NULL, 0, left < 100 ? left : 100, NULL);
+        if (sink && sink->tick)
+            sink->tick(sink->ud);
     }
     if ((r = docker_multi_result(&dm, rt, &io.status, err)) < 0)
         goto cleanup;
@@ -332,7 +351,8 @@ cleanup:
  * output is read from it. A command that exits without reading all of its
  * stdin is not an error: the rest is dropped. */
 static int docker_exec_stream_stdin(docker_runtime_t *rt, const char *exec_id, const docker_gvisor_exec_t *gv,
-                                    const exec_spec_t *spec, int64_t deadline_ms, runtime_exec_result_t *ret,
+                                    const exec_spec_t *spec, int64_t deadline_ms,
+                                    const runtime_output_sink_t *sink, runtime_exec_result_t *ret,
                                     bool *ret_killed, api_error_t *err)
 {
     int r = 0;
@@ -340,6 +360,7 @@ static int docker_exec_stream_stdin(docker_runtime_t *rt, const char *exec_id, c
     docker_hijack_t hj = { .fd = -1 };
     docker_stream_t demux;
     docker_stream_init(&demux, &ret->out, &ret->err);
+    docker_exec_tap(&demux, sink);
     *ret_killed = false;
     snprintf(path, sizeof path, "/exec/%s/start", exec_id);
     static const char start_body[] = "{\"Detach\":false,\"Tty\":false}";
@@ -373,13 +394,15 @@ static int docker_exec_stream_stdin(docker_runtime_t *rt, const char *exec_id, c
     }
     for (;;) {
         int left = time_left_ms(deadline_ms);
-        if (left == 0 || docker_cancelled(rt)) {
+        if (left == 0 || docker_cancelled(rt) || docker_exec_client_cancelled(sink)) {
             docker_exec_kill(rt, exec_id, gv, ret);
             *ret_killed = true;
             goto cleanup;
         }
         struct pollfd p = { .fd = hj.fd, .events = (short)(POLLIN | (wr_open ? POLLOUT : 0)) };
         int n = poll(&p, 1, left < 100 ? left : 100);
+        if (sink && sink->tick)
+            sink->tick(sink->ud);
         if (n < 0 && errno != EINTR) {
             r = api_error_set(err, API_RUNTIME_ERROR, "docker exec stream: poll: %s", strerror(errno));
             goto cleanup;
@@ -512,7 +535,7 @@ static int docker_exec_wait_exit(docker_runtime_t *rt, const char *exec_id, runt
 }
 
 int docker_rt_exec(runtime_t *base, const char *ref, const exec_spec_t *spec, size_t max_output,
-                   runtime_exec_result_t *ret, api_error_t *err)
+                   const runtime_output_sink_t *sink, runtime_exec_result_t *ret, api_error_t *err)
 {
     docker_runtime_t *rt = (docker_runtime_t *)base;
     int r = 0;
@@ -542,9 +565,9 @@ int docker_rt_exec(runtime_t *base, const char *ref, const exec_spec_t *spec, si
 
     bool killed = false;
     if (spec->has_stdin)
-        r = docker_exec_stream_stdin(rt, exec_id, &gv, spec, deadline, ret, &killed, err);
+        r = docker_exec_stream_stdin(rt, exec_id, &gv, spec, deadline, sink, ret, &killed, err);
     else
-        r = docker_exec_stream(rt, exec_id, &gv, deadline, ret, &killed, err);
+        r = docker_exec_stream(rt, exec_id, &gv, deadline, sink, ret, &killed, err);
     if (r < 0)
         goto cleanup;
     if (killed) {
@@ -553,7 +576,10 @@ int docker_rt_exec(runtime_t *base, const char *ref, const exec_spec_t *spec, si
             r = api_error_set(err, API_CANCELLED, "the worker shut down while the command ran; it was killed");
             goto cleanup;
         }
-        ret->timed_out = true;
+        if (docker_exec_client_cancelled(sink))
+            ret->cancelled = true;
+        else
+            ret->timed_out = true;
         ret->signal = SIGKILL;
         ret->exit_code = 128 + SIGKILL;
         goto cleanup;

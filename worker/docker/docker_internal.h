@@ -249,7 +249,7 @@ void docker_pid_children(pid_t pid, pid_t *pids, size_t *n, size_t max);
 
 /* The exec operation of docker_ops (worker/runtime.h: runtime_exec). */
 int docker_rt_exec(runtime_t *base, const char *ref, const exec_spec_t *spec, size_t max_output,
-                   runtime_exec_result_t *ret, api_error_t *err);
+                   const runtime_output_sink_t *sink, runtime_exec_result_t *ret, api_error_t *err);
 
 /* ---- docker_attach.c --------------------------------------------------- */
 
