@@ -272,6 +272,12 @@ void api_sandbox_exec(req_t *rq, const char *id)
                          (long long)ex.max_output_bytes, (long long)ctl->exec_output_max);
         goto cleanup;
     }
+    if (ex.timeout_seconds > ctl->exec_timeout_max) {
+        http_reply_error(rq, API_POLICY_DENIED,
+                         "timeout_seconds %lld is over the server ceiling exec_timeout_max_seconds = %lld",
+                         (long long)ex.timeout_seconds, (long long)ctl->exec_timeout_max);
+        goto cleanup;
+    }
     json_object *canon = exec_spec_to_json(&ex);
     char *canon_text = jsonx_dump(canon);
     char hash[65], scope_key[128];

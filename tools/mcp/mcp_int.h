@@ -100,7 +100,8 @@ void tool_arg_copy(json_object *body, json_object *args, const char *k);
 bool tool_id_path(char *out, size_t n, const char *prefix, const char *id, const char *suffix, json_object **bad);
 
 /* The handlers: tools_sandbox.c, tools_routes.c, tools_events.c. */
-mcp_tool_fn_t tool_create, tool_wait, tool_exec, tool_get, tool_list, tool_delete, tool_operation, tool_exec_output;
+mcp_tool_fn_t tool_create, tool_wait, tool_exec, tool_get, tool_list, tool_delete, tool_operation, tool_exec_output,
+    tool_cancel;
 mcp_tool_fn_t tool_share, tool_routes, tool_unshare;
 mcp_tool_fn_t tool_events, tool_logs;
 
