@@ -31,6 +31,17 @@ int client_output_chunk_bytes(json_object *chunk, char **ret, size_t *ret_len)
     return 0;
 }
 
+/* SBX_EIO with e a bad_response: path answered without what. */
+static int follow_malformed(client_error_t *e, const char *path, const char *what)
+{
+    memset(e, 0, sizeof *e);
+    e->kind = CLIENT_E_MALFORMED;
+    e->status = 200;
+    snprintf(e->code, sizeof e->code, "bad_response");
+    snprintf(e->message, sizeof e->message, "%.400s answered %s", path, what);
+    return SBX_EIO;
+}
+
 /* Hands the chunks of one answer to f; SBX_EIO (bad_response in e) when one
  * cannot be read. */
 static int follow_take(const client_follow_t *f, const char *path, json_object *resp, int64_t *offset, bool *done,
@@ -39,14 +50,8 @@ static int follow_take(const client_follow_t *f, const char *path, json_object *
     json_object *chunks = NULL;
     int64_t next = 0, skipped = 0;
     if (!json_object_object_get_ex(resp, "chunks", &chunks) || !json_object_is_type(chunks, json_type_array) ||
-        !jsonx_get_int(resp, "next_offset", &next) || !jsonx_get_bool(resp, "done", done)) {
-        memset(e, 0, sizeof *e);
-        e->kind = CLIENT_E_MALFORMED;
-        e->status = 200;
-        snprintf(e->code, sizeof e->code, "bad_response");
-        snprintf(e->message, sizeof e->message, "%.400s answered without chunks, next_offset and done", path);
-        return SBX_EIO;
-    }
+        !jsonx_get_int(resp, "next_offset", &next) || !jsonx_get_bool(resp, "done", done))
+        return follow_malformed(e, path, "without chunks, next_offset and done");
     jsonx_get_int(resp, "skipped_bytes", &skipped);
     if (skipped > 0 && f->on_skip)
         f->on_skip(f->ud, *offset, skipped);
@@ -56,14 +61,8 @@ static int follow_take(const client_follow_t *f, const char *path, json_object *
         size_t len = 0;
         int64_t at = 0;
         jsonx_get_int(ch, "offset", &at);
-        if (client_output_chunk_bytes(ch, &raw, &len) < 0) {
-            memset(e, 0, sizeof *e);
-            e->kind = CLIENT_E_MALFORMED;
-            e->status = 200;
-            snprintf(e->code, sizeof e->code, "bad_response");
-            snprintf(e->message, sizeof e->message, "%.400s answered a chunk without data", path);
-            return SBX_EIO;
-        }
+        if (client_output_chunk_bytes(ch, &raw, &len) < 0)
+            return follow_malformed(e, path, "a chunk without data");
         if (f->on_chunk)
             f->on_chunk(f->ud, jsonx_get_str(ch, "stream"), at, raw, len);
         free(raw);

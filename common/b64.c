@@ -2,6 +2,7 @@
 #include "b64.h"
 
 #include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +45,24 @@ int b64_decode(const char *s, size_t slen, size_t max, char **ret, size_t *ret_l
     buf[n] = '\0';
     *ret = buf;
     *ret_len = n;
+    return 0;
+}
+
+int b64_json_add_bytes(json_object *o, const char *key, const char *p, size_t n)
+{
+    char *text = utf8_sanitize(n ? p : "", n);
+    if (!text)
+        return SBX_ENOMEM;
+    json_object_object_add(o, key, json_object_new_string(text));
+    free(text);
+    if (b64_text_exact(p, n))
+        return 0;
+    char *enc = b64_encode(p, n), k[64];
+    if (!enc)
+        return SBX_ENOMEM;
+    snprintf(k, sizeof k, "%s_b64", key);
+    json_object_object_add(o, k, json_object_new_string(enc));
+    free(enc);
     return 0;
 }
 

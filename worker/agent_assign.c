@@ -43,21 +43,7 @@ static size_t agent_utf8_cut(const char *s, size_t n)
  * text cannot carry them exactly, as "NAME_b64" too. */
 static int agent_add_stream(json_object *o, const char *name, const sbuf_t *b, size_t n)
 {
-    const char *p = b->data ? b->data : "";
-    char *text = utf8_sanitize(p, n);
-    if (!text)
-        return SBX_ENOMEM;
-    jsonx_add(o, name, json_object_new_string(text));
-    free(text);
-    if (b64_text_exact(p, n))
-        return 0;
-    char *enc = b64_encode(p, n), key[32];
-    if (!enc)
-        return SBX_ENOMEM;
-    snprintf(key, sizeof key, "%s_b64", name);
-    jsonx_add(o, key, json_object_new_string(enc));
-    free(enc);
-    return 0;
+    return b64_json_add_bytes(o, name, b->data ? b->data : "", n);
 }
 
 json_object *agent_exec_result_json(const runtime_exec_result_t *r, size_t max_json_bytes)

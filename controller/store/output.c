@@ -9,8 +9,6 @@
 #include "jsonx.h"
 #include "limits.h"
 
-#include "utf8.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,14 +144,7 @@ static json_object *output_chunk_json(const char *stream, int64_t offset, const 
     json_object *o = json_object_new_object();
     jsonx_add_str(o, "stream", stream);
     jsonx_add_int(o, "offset", offset);
-    char *text = utf8_sanitize(p, n);
-    jsonx_add(o, "data", text ? json_object_new_string(text) : NULL);
-    free(text);
-    if (!b64_text_exact(p, n)) {
-        char *enc = b64_encode(p, n);
-        jsonx_add(o, "data_b64", enc ? json_object_new_string(enc) : NULL);
-        free(enc);
-    }
+    b64_json_add_bytes(o, "data", p, n);
     return o;
 }
 

@@ -54,14 +54,7 @@ static void follow_chunk(void *ud, const char *stream, int64_t offset, const cha
         json_object *ch = json_object_new_object();
         jsonx_add_str(ch, "stream", s == 2 ? "stderr" : "stdout");
         jsonx_add_int(ch, "offset", offset);
-        char *text = utf8_sanitize(p, n);
-        jsonx_add(ch, "data", text ? json_object_new_string(text) : NULL);
-        free(text);
-        if (!b64_text_exact(p, n)) {
-            char *enc = b64_encode(p, n);
-            jsonx_add(ch, "data_b64", enc ? json_object_new_string(enc) : NULL);
-            free(enc);
-        }
+        b64_json_add_bytes(ch, "data", p, n);
         json_object_array_add(fw->chunks, ch);
         return;
     }
@@ -277,16 +270,8 @@ int cli_cmd_exec(cli_t *cli, opts_t *o)
         json_object_put(resp);
         return EXIT_API;
     }
-    if (o->detach) {
-        if (cli->json)
-            cli_print_json(resp);
-        else {
-            cli_put_text(stdout, oid);
-            putchar('\n');
-        }
-        json_object_put(resp);
-        return EXIT_OK;
-    }
+    if (o->detach)
+        return cli_print_or_wait_op(cli, o, resp, "exec"); /* exec has no --wait: prints the id */
     json_object *last = NULL;
     /* --max-output bounds what is printed, live or not, as it bounds the result. */
     exec_follow_t fw = { .cap = o->max_output.set ? o->max_output.v : -1 };
