@@ -107,7 +107,10 @@ void agent_output_flush(agent_output_t *ao, bool final)
         ao->npieces = 0;
         sbuf_reset(&ao->buf);
     } else {
-        /* Kept for the next try, a second from now (the exec goes on). */
+        /* Kept for the next try, a second from now (the exec goes on), on
+         * the next controller of the list when this one did not answer. */
+        if (rc < 0)
+            agent_failover(ao->a, ao->c);
         ao->failures++;
         ao->retry_at_ms = now + AGENT_OUTPUT_RETRY_MS;
         if (ao->failures == 1)

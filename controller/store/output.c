@@ -101,9 +101,11 @@ int store_output_append(PGconn *c, const char *worker_id, json_object *body, int
         char off[24];
         snprintf(off, sizeof off, "%lld", (long long)chunks[i].offset);
         const char *q[] = { op_id, off, chunks[i].stream, chunks[i].b64 };
-        /* A resent chunk (the worker retried after a lost answer) is the same bytes. */
-        if (db_run(c, "INSERT INTO exec_output (operation_id, byte_offset, stream, data) "
-                      "VALUES ($1, $2::bigint, $3, decode($4, 'base64')) ON CONFLICT DO NOTHING", 4, q) < 0)
+        /* A chunk sent again (the worker retried after a lost answer) holds
+         * the same bytes, and maybe more written since: keep the longer. */
+        if (db_run(c, "INSERT INTO exec_output AS e (operation_id, byte_offset, stream, data) "
+                      "VALUES ($1, $2::bigint, $3, decode($4, 'base64')) ON CONFLICT (operation_id, byte_offset) "
+                      "DO UPDATE SET data = EXCLUDED.data WHERE length(EXCLUDED.data) > length(e.data)", 4, q) < 0)
             goto db_fail;
     }
     char keep[24];
@@ -153,12 +155,13 @@ int store_output_read(PGconn *c, const char *scope, const char *op_id, int64_t o
 {
     char off[24];
     snprintf(off, sizeof off, "%lld", (long long)offset);
-    const char *p[] = { op_id, scope };
-    PGresult *r = db_exec(c, "SELECT o.state, o.kind, "
-                             "(SELECT min(byte_offset) FROM exec_output WHERE operation_id = o.id), "
-                             "(SELECT max(byte_offset + length(data)) FROM exec_output WHERE operation_id = o.id) "
+    const char *p[] = { op_id, scope, off };
+    PGresult *r = db_exec(c, "SELECT o.state, "
+                             "(SELECT max(byte_offset + length(data)) FROM exec_output WHERE operation_id = o.id), "
+                             "(SELECT min(byte_offset) FROM exec_output WHERE operation_id = o.id "
+                             "  AND byte_offset + length(data) > $3::bigint) "
                              "FROM operations o WHERE o.id = $1 AND ($2::text IS NULL OR o.tenant_id = $2)",
-                          2, p);
+                          3, p);
     if (!r)
         return store__db_error(err);
     if (PQntuples(r) != 1) {
@@ -168,20 +171,26 @@ int store_output_read(PGconn *c, const char *scope, const char *op_id, int64_t o
     op_state_t st = OP_PENDING;
     op_state_parse(db_get(r, 0, 0), &st);
     bool terminal = op_state_terminal(st);
-    int64_t first = db_get(r, 0, 2) ? db_get_ll(r, 0, 2) : -1, end = db_get(r, 0, 3) ? db_get_ll(r, 0, 3) : 0;
+    int64_t end = db_get(r, 0, 1) ? db_get_ll(r, 0, 1) : 0, from = db_get(r, 0, 2) ? db_get_ll(r, 0, 2) : -1;
     PQclear(r);
-    /* Bytes before the oldest kept chunk are gone: resume at it. */
+    /* Bytes before the first kept chunk past offset are gone (dropped past
+     * exec_output_keep_bytes, or never sent by the worker): resume there. */
     int64_t skipped = 0;
-    if (first > offset) {
-        skipped = first - offset;
-        offset = first;
+    if (from > offset) {
+        skipped = from - offset;
+        offset = from;
         snprintf(off, sizeof off, "%lld", (long long)offset);
     }
-    const char *q[] = { op_id, off };
-    r = db_exec(c, "SELECT byte_offset, stream, encode(data, 'hex') FROM exec_output "
-                   "WHERE operation_id = $1 AND byte_offset + length(data) > $2::bigint "
+    char maxs[24];
+    snprintf(maxs, sizeof maxs, "%zu", max_bytes);
+    const char *q[] = { op_id, off, maxs };
+    /* Only the bytes this answer can carry leave the database. */
+    r = db_exec(c, "SELECT greatest(byte_offset, $2::bigint), stream, "
+                   "encode(substring(data FROM (greatest($2::bigint - byte_offset, 0) + 1)::int FOR $3::int), 'hex') "
+                   "FROM exec_output WHERE operation_id = $1 AND byte_offset + length(data) > $2::bigint "
+                   "AND byte_offset < $2::bigint + $3::bigint "
                    "ORDER BY byte_offset LIMIT " OUTPUT_STR(SBX_OUTPUT_READ_CHUNKS),
-                2, q);
+                3, q);
     if (!r)
         return store__db_error(err);
     json_object *arr = json_object_new_array();
@@ -191,19 +200,16 @@ int store_output_read(PGconn *c, const char *scope, const char *op_id, int64_t o
     for (int i = 0; i < PQntuples(r) && sent < max_bytes; i++) {
         int64_t at = db_get_ll(r, i, 0);
         const char *hex = db_get(r, i, 2);
-        size_t len = strlen(hex) / 2;
-        if (at > next) {
-            skipped += at - next; /* a gap: bytes the worker could not send */
-            next = at;
-        }
-        size_t from = (size_t)(next - at), take = len - from;
+        size_t take = strlen(hex) / 2;
+        if (at != next)
+            break; /* a gap after what was read: the next read skips it */
         if (take > max_bytes - sent)
             take = max_bytes - sent;
         char *nb = realloc(buf, take + 1);
         if (!nb)
             break;
         buf = nb;
-        output_unhex(hex + 2 * from, buf, take);
+        output_unhex(hex, buf, take);
         json_object_array_add(arr, output_chunk_json(db_get(r, i, 1), next, buf, take));
         next += (int64_t)take;
         sent += take;
