@@ -90,6 +90,31 @@ follow "$CTL_URL" 0
 assert_eq "$offset" "$(itest_json "$FOLLOW" next_offset)" "a full re-read"
 assert_eq 0 "$(itest_json "$FOLLOW" skipped_bytes)" "nothing skipped"
 
+# ---- sandbox exec following through a controller that is killed and comes back
+ctl2() { # a controller on CTL_PORT (the second one's), for the restart
+  "$SANDBOXD" controller --database-url "$DATABASE_URL" --listen "127.0.0.1:$CTL_PORT" \
+    --route-listen "127.0.0.1:$(itest_free_port)" >>"$CTL_LOG" 2>&1 </dev/null &
+  CTL_PID=$!
+  itest_track_pid "$CTL_PID"
+  itest_wait_healthz "$CTL_URL" "$CTL_PID" "controller again" "$CTL_LOG" || fail "the controller did not start again"
+}
+: >"$ITEST_TMP/r.out"
+SANDBOX_URL=$CTL_URL "$SANDBOX_CLI" exec "$sbx" -- sh -c 'for i in 1 2 3 4 5 6 7 8; do echo r$i; sleep 0.5; done' \
+  >"$ITEST_TMP/r.out" 2>"$ITEST_TMP/r.err" &
+cli=$!
+itest_wait_until 15 "r2 through the second controller" grep -q r2 "$ITEST_TMP/r.out"
+kill -9 "$CTL_PID"
+wait "$CTL_PID" 2>/dev/null || true
+sleep 1
+ctl2
+rc=0
+wait "$cli" || rc=$?
+assert_eq 0 "$rc" "exit code of an exec followed across a controller restart"
+printf 'r1\nr2\nr3\nr4\nr5\nr6\nr7\nr8\n' >"$ITEST_TMP/r.want"
+cmp "$ITEST_TMP/r.want" "$ITEST_TMP/r.out" ||
+  fail "output across the restart: expected r1..r8 once each, got [$(cat "$ITEST_TMP/r.out")]"
+assert_contains "$(cat "$ITEST_TMP/r.err")" "reconnected" "the CLI says it reconnected"
+
 # ---- scoping and bad input
 other=$(itest_token "$(itest_tenant itest-live-other)" member)
 itest_http GET "/v1/operations/$op/output" "$other"
