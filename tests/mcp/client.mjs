@@ -619,6 +619,17 @@ async function main() {
     return `${progress.length} progress notification(s)`;
   });
 
+  await check('sandbox_exec progress carries the latest output line', async () => {
+    const progress = [];
+    const sc = expectOk('sandbox_exec', await callTool(client, 'sandbox_exec',
+      { sandbox_id: sbx, argv: ['sh', '-c', 'echo step-one; sleep 3; echo step-two'], timeout_seconds: 30 },
+      { onprogress: (p) => progress.push(p) }));
+    eq(sc.stdout, 'step-one\nstep-two\n', 'stdout');
+    const withLine = progress.filter((p) => typeof p.message === 'string' && p.message.endsWith(': step-one'));
+    assert(withLine.length >= 1, `no progress message ending in the output line: ${show(progress.map((p) => p.message))}`);
+    return `${withLine.length} of ${progress.length} notification(s) with the line`;
+  });
+
   await check('sandbox_get: running, with its operations', async () => {
     const sc = expectOk('sandbox_get', await callTool(client, 'sandbox_get', { sandbox_id: sbx }));
     eq(sc.sandbox.id, sbx, 'sandbox.id');

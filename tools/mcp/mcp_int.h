@@ -25,6 +25,10 @@
 #define MCP_POLL_WAIT_S        1        /* ?wait= per long-poll: progress and cancel granularity */
 #define MCP_EOF_GRACE_S        2        /* calls may still answer after stdin closed */
 #define MCP_PROGRESS_EVERY_MS  900      /* progress notifications at most this often */
+/* A running exec's progress message carries the last line of its output:
+ * looked for in its last bytes, cut to a line that fits a message. */
+#define MCP_PROGRESS_TAIL_BYTES 512
+#define MCP_PROGRESS_LINE_BYTES 160
 #define MCP_PATH_MAX           2048     /* an API path: two ids of 256 bytes percent-encoded fit */
 #define MCP_EVENTS_WAIT_MAX_S  30       /* sandbox_events: longest wait for a new event */
 #define MCP_LOGS_DEFAULT_TAIL  200      /* sandbox_logs: lines from the end unless the call says */
