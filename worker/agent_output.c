@@ -18,15 +18,15 @@
  * piece when it is of the same stream. */
 static int agent_output_add(agent_output_t *ao, int stream, const char *p, size_t n)
 {
-    if (ao->npieces > 0 && ao->pieces[ao->npieces - 1].stream == stream) {
-        ao->pieces[ao->npieces - 1].len += n;
-    } else {
-        if (ao->npieces == AGENT_OUTPUT_PIECES_MAX)
-            return SBX_ETOOBIG;
-        ao->pieces[ao->npieces++] = (agent_output_piece_t){ .stream = stream, .offset = ao->next_offset, .len = n };
-    }
+    bool merge = ao->npieces > 0 && ao->pieces[ao->npieces - 1].stream == stream;
+    if (!merge && ao->npieces == AGENT_OUTPUT_PIECES_MAX)
+        return SBX_ETOOBIG;
     if (sbuf_append_bounded(&ao->buf, p, n) < 0)
         return SBX_ENOMEM;
+    if (merge)
+        ao->pieces[ao->npieces - 1].len += n;
+    else
+        ao->pieces[ao->npieces++] = (agent_output_piece_t){ .stream = stream, .offset = ao->next_offset, .len = n };
     ao->next_offset += (int64_t)n;
     return 0;
 }
@@ -127,13 +127,18 @@ static void agent_output_write(void *ud, int stream, const char *p, size_t n)
     if (ao->stopped || !ao->c)
         return;
     while (n > 0) {
-        size_t room = AGENT_OUTPUT_CHUNK_MAX - (ao->buf.len % AGENT_OUTPUT_CHUNK_MAX);
-        size_t take = n < room ? n : room;
+        size_t take = n < AGENT_OUTPUT_CHUNK_MAX ? n : AGENT_OUTPUT_CHUNK_MAX;
+        /* Within the bound while sends fail (between their retries too). */
+        if (ao->buf.len + take > AGENT_OUTPUT_BUFFER_MAX)
+            agent_output_drop(ao, AGENT_OUTPUT_BUFFER_MAX - take);
         if (agent_output_add(ao, stream, p, take) < 0) {
+            /* Too many pieces pending: send them, or (no answer) give up
+             * the oldest one. */
             agent_output_flush(ao, false);
+            if (ao->npieces == AGENT_OUTPUT_PIECES_MAX)
+                agent_output_drop(ao, ao->buf.len - ao->pieces[0].len);
             if (agent_output_add(ao, stream, p, take) < 0) {
-                agent_output_drop(ao, 0);
-                ao->next_offset += (int64_t)take; /* the bytes are lost: leave their gap */
+                ao->next_offset += (int64_t)take; /* no memory: the bytes are lost, their gap stays */
                 ao->dropped += take;
             }
         }
