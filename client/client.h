@@ -115,6 +115,35 @@ int client_wait_op(client_t *cl, const char *op_id, const client_wait_t *w, clie
 
 void client_wait_result_release(client_wait_result_t *r);
 
+/* ---------------------------------------------------------------- exec output (follow.c) */
+
+/* How to follow an exec's output. */
+typedef struct client_follow {
+    int64_t timeout_s;      /* follow until done or this passes (one read is always made) */
+    int poll_wait_s;        /* ?wait= of each long-poll at most */
+    /* Each chunk's exact bytes, in order; stream "stdout" or "stderr". */
+    void (*on_chunk)(void *ud, const char *stream, int64_t offset, const char *data, size_t len);
+    /* bytes of output from offset on were dropped before they were read
+     * (exec_output_keep_bytes, or a worker that could not send them). */
+    void (*on_skip)(void *ud, int64_t offset, int64_t bytes);
+    /* As client_wait_t's. */
+    void (*on_outage)(void *ud, const client_error_t *e);
+    void *ud;
+} client_follow_t;
+
+/* Reads GET /v1/operations/{op_id}/output from *offset (updated past what
+ * was read) until the output is done (*ret_done: the operation ended and
+ * everything kept was read) or f->timeout_s passes. Lost answers are
+ * retried with backoff from the same offset. Returns 0, SBX_EIO with
+ * *ret_err (refused: not found, …; malformed; or, retryable, no answer
+ * until the time ran out), SBX_ECANCELLED or SBX_ETOOBIG (op_id too long). */
+int client_follow_output(client_t *cl, const char *op_id, int64_t *offset, const client_follow_t *f, bool *ret_done,
+                         client_error_t *ret_err);
+
+/* A chunk's exact bytes (data_b64 when present, else data) into *ret
+ * (malloc'd, NUL-terminated; *ret_len bytes). SBX_EINVAL when it has neither. */
+int client_output_chunk_bytes(json_object *chunk, char **ret, size_t *ret_len);
+
 /* ---------------------------------------------------------------- logs lines */
 
 /* One NDJSON line of GET /v1/sandboxes/{id}/logs (docs/api.md). */
@@ -164,6 +193,8 @@ typedef struct client_exec_spec {
     json_object *env;                       /* borrowed; NULL: absent */
     const char *cwd;
     client_opt_int_t timeout_seconds, max_output_bytes;
+    const char *stdin_text;                 /* "stdin": UTF-8 text; NULL: absent */
+    const char *stdin_b64;                  /* "stdin_b64": base64 bytes; NULL: absent */
 } client_exec_spec_t;
 
 /* POST /v1/sandboxes/{id}/routes. */

@@ -112,7 +112,8 @@ static const body_field_t create_fields[] = {
 };
 static const body_field_t exec_fields[] = {
     { "argv", BF_ARGV, 0, NULL }, XF(env, BF_REF), XF(cwd, BF_STR), XF(timeout_seconds, BF_INT),
-    XF(max_output_bytes, BF_INT), FIELDS_END,
+    XF(max_output_bytes, BF_INT), { "stdin", BF_STR, offsetof(client_exec_spec_t, stdin_text), NULL },
+    XF(stdin_b64, BF_STR), FIELDS_END,
 };
 static const body_field_t share_fields[] = {
     SF(port, BF_I64), SF(ttl_seconds, BF_INT), SF(auth, BF_STR), FIELDS_END,

@@ -67,6 +67,12 @@ static const cfg_setting_t settings[CFG__COUNT] = {
                                         "exec output kept per stream when the request names no bound" },
     [CFG_EXEC_OUTPUT_MAX_BYTES] = { "exec_output_max_bytes", CFGT_INT, "1048576", 1, 1048576, true,
                                     "largest exec output bound a request may ask for, per stream" },
+    [CFG_EXEC_OUTPUT_KEEP_BYTES] = { "exec_output_keep_bytes", CFGT_INT, "16777216", 65536, 1073741824, true,
+                                     "live output kept per exec for followers (GET /v1/operations/{id}/output); "
+                                     "past it the oldest is dropped" },
+    [CFG_EXEC_TIMEOUT_MAX_SECONDS] = { "exec_timeout_max_seconds", CFGT_INT, "86400", 1, 86400, true,
+                                       "longest timeout_seconds an exec may ask for (detached commands run "
+                                       "up to this)" },
     [CFG_MAX_BODY_BYTES] = { "max_body_bytes", CFGT_INT, "1048576", 1024, 8388608, false,
                              "largest client request body; worker reports may use up to 8 MiB" },
     [CFG_ISOLATION_TRUSTED] = { "isolation_trusted", CFGT_STRING, "container", 0, 0, true,
@@ -214,7 +220,8 @@ static const unsigned roles[CFG__COUNT] = {
     [CFG_WORKER_TIMEOUT_SECONDS] = R_C | R_W, [CFG_MAX_ATTEMPTS] = R_C, [CFG_OPERATION_DEADLINE_SECONDS] = R_C,
     [CFG_MAX_CPU_MILLIS] = R_C, [CFG_MAX_MEMORY_MIB] = R_C, [CFG_MAX_TTL_SECONDS] = R_C,
     [CFG_DEFAULT_DISK_MIB] = R_C, [CFG_MAX_DISK_MIB] = R_C, [CFG_WORKER_DISK_INTERVAL_MS] = R_W,
-    [CFG_EXEC_OUTPUT_DEFAULT_BYTES] = R_C, [CFG_EXEC_OUTPUT_MAX_BYTES] = R_C, [CFG_MAX_BODY_BYTES] = R_C,
+    [CFG_EXEC_OUTPUT_DEFAULT_BYTES] = R_C, [CFG_EXEC_OUTPUT_MAX_BYTES] = R_C, [CFG_EXEC_OUTPUT_KEEP_BYTES] = R_C, [CFG_EXEC_TIMEOUT_MAX_SECONDS] = R_C,
+    [CFG_MAX_BODY_BYTES] = R_C,
     [CFG_ISOLATION_TRUSTED] = R_C, [CFG_ISOLATION_UNTRUSTED] = R_C, [CFG_ISOLATION_HOSTILE] = R_C,
     [CFG_ALLOW_UNTRUSTED_OPEN_NETWORK] = R_C, [CFG_ROUTE_LISTEN] = R_C, [CFG_ROUTE_PUBLIC_URL] = R_C,
     [CFG_TRUSTED_PROXIES] = R_C, [CFG_ROUTE_MAX_REQUEST_BYTES] = R_C, [CFG_ROUTE_MAX_RESPONSE_BYTES] = R_C,

@@ -51,6 +51,11 @@
  * build an unbounded command line. */
 #define SBX_MAX_ARGV                  256
 #define SBX_MAX_ARGV_BYTES            (64u * 1024u)
+/* Exec stdin carried inline in the request (and kept with the operation's
+ * request so a retried lease still has it): its base64 form plus the rest
+ * of the request fits the default max_body_bytes (1 MiB). Larger input goes
+ * in as a file. */
+#define SBX_EXEC_STDIN_INLINE_MAX     (512u * 1024u)
 /* Env and labels per sandbox or exec. */
 #define SBX_MAX_ENV                   128
 #define SBX_MAX_LABELS                64
@@ -171,6 +176,19 @@
  * queue has room for: what it cannot run yet stays leased in the
  * database, where tenants take turns). */
 #define SBX_CLAIM_MAX                 64
+/* The request bytes one poll hands out at most (execs carry stdin inline,
+ * up to SBX_EXEC_STDIN_INLINE_MAX as base64 each): well inside the
+ * SBX_MAX_RESPONSE_BYTES a worker reads; past it the rest stay leased for
+ * the next poll. */
+#define SBX_CLAIM_BYTES_MAX           (8u * 1024u * 1024u)
+/* Live exec output (GET /v1/operations/{id}/output): chunks one worker
+ * request carries at most, the largest byte offset (2^50: far past any
+ * output, far from overflow), and what one read answers at most (rows and
+ * bytes; a follower reads on from next_offset). */
+#define SBX_OUTPUT_CHUNKS_MAX         1024
+#define SBX_OUTPUT_OFFSET_MAX         (1LL << 50)
+#define SBX_OUTPUT_READ_CHUNKS        256
+#define SBX_OUTPUT_READ_MAX_BYTES     (512u * 1024u)
 /* Connections one HTTP thread accepts before the rest of its loop runs. */
 #define SBX_API_ACCEPTS_PER_TURN      32
 /* A streamed request body (PUT /v1/sandboxes/{id}/files, controller/

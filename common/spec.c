@@ -1,5 +1,6 @@
 /* Strict codecs for the sandbox spec and the exec request. */
 #include "spec.h"
+#include "b64.h"
 #include "jsonx.h"
 #include "limits.h"
 
@@ -490,12 +491,55 @@ void exec_spec_release(exec_spec_t *s)
     free(s->argv);
     kv_list_release(&s->env);
     free(s->cwd);
+    free(s->stdin_data);
     memset(s, 0, sizeof *s);
+}
+
+/* "stdin" or "stdin_b64" of an exec request into s (absent or null: none). */
+static int exec_stdin_from_json(json_object *o, exec_spec_t *s, api_error_t *err)
+{
+    json_object *text = NULL, *b64 = NULL;
+    json_object_object_get_ex(o, "stdin", &text);
+    json_object_object_get_ex(o, "stdin_b64", &b64);
+    if (text && b64)
+        return api_error_set(err, API_INVALID_ARGUMENT, "give stdin or stdin_b64, not both");
+    json_object *v = text ? text : b64;
+    const char *field = text ? "stdin" : "stdin_b64";
+    if (!v)
+        return 0;
+    if (!json_object_is_type(v, json_type_string))
+        return api_error_set(err, API_INVALID_ARGUMENT, "%s must be a string%s", field,
+                             b64 ? " of base64" : " (use stdin_b64 for bytes)");
+    const char *p = json_object_get_string(v);
+    size_t n = (size_t)json_object_get_string_len(v);
+    if (b64) {
+        int r = b64_decode(p, n, SBX_EXEC_STDIN_INLINE_MAX, &s->stdin_data, &s->stdin_len);
+        if (r == SBX_ENOMEM)
+            return api_error_set(err, API_INTERNAL, "out of memory");
+        if (r == SBX_EINVAL)
+            return api_error_set(err, API_INVALID_ARGUMENT, "stdin_b64 is not padded standard base64");
+        n = r == SBX_ETOOBIG ? SBX_EXEC_STDIN_INLINE_MAX + 1u : s->stdin_len;
+    }
+    if (n > SBX_EXEC_STDIN_INLINE_MAX)
+        return api_error_set(err, API_INVALID_ARGUMENT,
+                             "%s is over the inline limit of %u bytes; larger input needs a file (sandbox cp)",
+                             field, SBX_EXEC_STDIN_INLINE_MAX);
+    if (!b64) {
+        s->stdin_data = malloc(n + 1);
+        if (!s->stdin_data)
+            return api_error_set(err, API_INTERNAL, "out of memory");
+        memcpy(s->stdin_data, p, n);
+        s->stdin_data[n] = '\0';
+        s->stdin_len = n;
+    }
+    s->has_stdin = true;
+    return 0;
 }
 
 int exec_spec_from_json(json_object *o, exec_spec_t *ret, api_error_t *err)
 {
-    static const char *const known[] = { "argv", "env", "cwd", "timeout_seconds", "max_output_bytes", NULL };
+    static const char *const known[] = { "argv",          "env",   "cwd", "timeout_seconds", "max_output_bytes",
+                                         "stdin",         "stdin_b64", NULL };
     exec_spec_t s;
     memset(&s, 0, sizeof s);
     memset(ret, 0, sizeof *ret);
@@ -557,6 +601,8 @@ int exec_spec_from_json(json_object *o, exec_spec_t *ret, api_error_t *err)
                        err) < 0 ||
         get_ranged_int(o, "max_output_bytes", 0, SBX_EXEC_OUTPUT_CEILING, 0, &s.max_output_bytes, err) < 0)
         goto fail;
+    if (exec_stdin_from_json(o, &s, err) < 0)
+        goto fail;
     *ret = s;
     return 0;
 fail:
@@ -575,6 +621,11 @@ json_object *exec_spec_to_json(const exec_spec_t *s)
     jsonx_add_str(o, "cwd", s->cwd);
     jsonx_add_int(o, "timeout_seconds", s->timeout_seconds);
     jsonx_add_int(o, "max_output_bytes", s->max_output_bytes);
+    if (s->has_stdin) {
+        char *b = b64_encode(s->stdin_data, s->stdin_len);
+        jsonx_add(o, "stdin_b64", b ? json_object_new_string(b) : NULL);
+        free(b);
+    }
     return o;
 }
 

@@ -65,6 +65,12 @@ typedef struct exec_spec {
     char *cwd;             /* NULL: the image's working directory */
     int64_t timeout_seconds;
     int64_t max_output_bytes; /* 0: the server default */
+    /* The command's stdin (stdin_len bytes, any bytes, NUL-terminated for
+     * convenience); has_stdin false: the command's stdin is empty and
+     * closed, as it is without a request field. */
+    bool has_stdin;
+    char *stdin_data;
+    size_t stdin_len;
 } exec_spec_t;
 
 /* Decodes a create request. Unknown fields, wrong types, out-of-range
@@ -85,8 +91,12 @@ bool spec_image_ref_valid(const char *s, char *why, size_t whylen);
 json_object *spec_to_json(const sandbox_spec_t *s);
 void spec_release(sandbox_spec_t *s);
 
-/* Decodes an exec request (argv required, non-empty). Same error rules. */
+/* Decodes an exec request (argv required, non-empty). Same error rules.
+ * stdin comes as "stdin" (a string, its bytes as given) or "stdin_b64"
+ * (standard base64), never both, at most SBX_EXEC_STDIN_INLINE_MAX bytes. */
 int exec_spec_from_json(json_object *o, exec_spec_t *ret, api_error_t *err);
+/* The canonical JSON of an exec request: stdin, when there is any, always
+ * as "stdin_b64" (so a request hashes the same whichever form it used). */
 json_object *exec_spec_to_json(const exec_spec_t *s);
 void exec_spec_release(exec_spec_t *s);
 

@@ -72,6 +72,8 @@ void api_worker_register(req_t *rq);
 void api_worker_heartbeat(req_t *rq, const char *id);
 void api_worker_poll(req_t *rq, const char *id);
 void api_worker_report(req_t *rq, const char *id);
+/* POST /v1/workers/{id}/output: a running exec's output chunks (fenced as a report). */
+void api_worker_output(req_t *rq, const char *id);
 void api_worker_list(req_t *rq);
 /* Admin: stop (drain) or resume placing new sandboxes on the worker NAME. */
 void api_worker_drain(req_t *rq, const char *name, bool drain);
@@ -79,6 +81,11 @@ void api_worker_drain(req_t *rq, const char *name, bool drain);
 /* Parked long-polls: answer now (final = the wait ran out or the
  * controller stops). api_poll_resume returns false when it stays parked. */
 void api_operation_resume(req_t *rq);
+/* GET /v1/operations/{id}/output?offset=N&wait=S, and its parked answer. */
+void api_operation_output(req_t *rq, const char *id);
+void api_output_resume(req_t *rq);
+/* POST /v1/operations/{id}/cancel: ends a pending or running exec cancelled. */
+void api_operation_cancel(req_t *rq, const char *id);
 bool api_poll_resume(req_t *rq, bool final);
 
 /* Probes and metrics (api_health.c), unauthenticated: /healthz answers 200

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "token.h"
 
+#include <errno.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -265,6 +266,12 @@ void api_sandbox_exec(req_t *rq, const char *id)
                          (long long)ex.max_output_bytes, (long long)ctl->exec_output_max);
         goto cleanup;
     }
+    if (ex.timeout_seconds > ctl->exec_timeout_max) {
+        http_reply_error(rq, API_POLICY_DENIED,
+                         "timeout_seconds %lld is over the server ceiling exec_timeout_max_seconds = %lld",
+                         (long long)ex.timeout_seconds, (long long)ctl->exec_timeout_max);
+        goto cleanup;
+    }
     json_object *canon = exec_spec_to_json(&ex);
     char *canon_text = jsonx_dump(canon);
     char hash[65], scope_key[128];
@@ -476,6 +483,75 @@ void api_operation_get(req_t *rq, const char *id)
     }
     json_object_put(resp);
     http_park(rq, PARK_OPERATION, id, wait);
+}
+
+/* The offset query parameter: a byte offset, 0 when absent. */
+static int output_offset_param(req_t *rq, int64_t *ret)
+{
+    const char *s = http_query(rq, "offset");
+    *ret = 0;
+    if (!s)
+        return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < 0 || v > SBX_OUTPUT_OFFSET_MAX) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "offset must be a byte offset (a whole number from 0)");
+        return SBX_EINVAL;
+    }
+    *ret = v;
+    return 0;
+}
+
+void api_operation_output(req_t *rq, const char *id)
+{
+    int wait = 0;
+    int64_t offset = 0;
+    if (!id_ok(rq, "op", id, "operation") || http_wait_param(rq, &wait) < 0 || output_offset_param(rq, &offset) < 0)
+        return;
+    json_object *resp = NULL;
+    api_error_t err;
+    bool ready = false;
+    if (store_output_read(rq->db, auth_scope(rq), id, offset, SBX_OUTPUT_READ_MAX_BYTES, &resp, &ready, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    if (ready || wait == 0) {
+        http_reply_json(rq, 200, resp);
+        return;
+    }
+    json_object_put(resp);
+    rq->park_cursor = offset;
+    http_park(rq, PARK_OUTPUT, id, wait);
+}
+
+void api_operation_cancel(req_t *rq, const char *id)
+{
+    if (!id_ok(rq, "op", id, "operation"))
+        return;
+    json_object *resp = NULL;
+    api_error_t err;
+    if (store_operation_cancel(rq->db, auth_scope(rq), id, &resp, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    log_info("controller", "operation %s cancel asked by %s", id, rq->auth.token_id);
+    controller_wake_waiters(rq->ctl);
+    controller_kick_reconcile(rq->ctl);
+    http_reply_json(rq, 202, resp);
+}
+
+void api_output_resume(req_t *rq)
+{
+    json_object *resp = NULL;
+    api_error_t err;
+    bool ready = false;
+    if (store_output_read(rq->db, auth_scope(rq), rq->park_id, rq->park_cursor, SBX_OUTPUT_READ_MAX_BYTES, &resp,
+                          &ready, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    http_reply_json(rq, 200, resp);
 }
 
 void api_operation_resume(req_t *rq)

@@ -225,6 +225,24 @@ void api_worker_report(req_t *rq, const char *id)
     http_reply_json(rq, 200, resp);
 }
 
+void api_worker_output(req_t *rq, const char *id)
+{
+    if (!worker_id_ok(rq, "output", id, true))
+        return;
+    json_object *body = NULL;
+    api_error_t err;
+    if (http_read_json(rq, SBX_MAX_BODY_BYTES, &body) < 0)
+        return;
+    int rc = store_output_append(rq->db, id, body, rq->ctl->lim.exec_output_keep, &err);
+    json_object_put(body);
+    if (rc < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    controller_wake_waiters(rq->ctl);
+    http_reply_json(rq, 200, json_object_new_object());
+}
+
 void api_worker_list(req_t *rq)
 {
     json_object *resp = NULL;

@@ -90,6 +90,7 @@ static int controller_read_limits(controller_t *ctl, const cfg_t *cfg, char *err
     ctl->lim.deadline_seconds = cfg_int(cfg, CFG_OPERATION_DEADLINE_SECONDS);
     ctl->lim.exec_output_default = cfg_int(cfg, CFG_EXEC_OUTPUT_DEFAULT_BYTES);
     ctl->lim.heartbeat_seconds = cfg_int(cfg, CFG_HEARTBEAT_SECONDS);
+    ctl->lim.exec_output_keep = cfg_int(cfg, CFG_EXEC_OUTPUT_KEEP_BYTES);
     ctl->max_body_client = cfg_int(cfg, CFG_MAX_BODY_BYTES);
     ctl->max_cpu_millis = cfg_int(cfg, CFG_MAX_CPU_MILLIS);
     ctl->max_memory_mib = cfg_int(cfg, CFG_MAX_MEMORY_MIB);
@@ -97,6 +98,7 @@ static int controller_read_limits(controller_t *ctl, const cfg_t *cfg, char *err
     ctl->max_disk_mib = cfg_int(cfg, CFG_MAX_DISK_MIB);
     ctl->max_ttl_seconds = cfg_int(cfg, CFG_MAX_TTL_SECONDS);
     ctl->exec_output_max = cfg_int(cfg, CFG_EXEC_OUTPUT_MAX_BYTES);
+    ctl->exec_timeout_max = cfg_int(cfg, CFG_EXEC_TIMEOUT_MAX_SECONDS);
     if (ctl->lim.exec_output_default > ctl->exec_output_max)
         ctl->lim.exec_output_default = ctl->exec_output_max;
     isolation_t classes[3];

@@ -21,6 +21,7 @@ typedef struct controller {
     store_limits_t lim;
     int64_t max_body_client;   /* client request bodies */
     int64_t max_cpu_millis, max_memory_mib, max_ttl_seconds, exec_output_max;
+    int64_t exec_timeout_max;        /* exec_timeout_max_seconds */
     int64_t default_disk_mib, max_disk_mib;
     classify_rules_t rules;    /* the server's classification rules */
     char *public_url;          /* base of path-based route addresses (route_public_url), no trailing slash */

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 struct notify_listener {
@@ -71,16 +72,19 @@ static void *notify_main(void *arg)
             c = NULL;
             continue;
         }
-        int got = 0;
+        int got = 0, work = 0;
         PGnotify *note;
         while ((note = PQnotifies(c)) != NULL) {
             got++;
+            /* Live exec output ("output") only concerns its followers. */
+            if (!note->extra || strcmp(note->extra, "output") != 0)
+                work++;
             PQfreemem(note);
         }
-        if (got) {
+        if (got)
             controller_wake_waiters(n->ctl);
+        if (work)
             controller_kick_reconcile(n->ctl);
-        }
     }
     if (c)
         PQfinish(c);

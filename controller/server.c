@@ -427,6 +427,8 @@ static void park_resume_scoped(req_t *rq, bool final)
         api_poll_resume(rq, final);
     else if (rq->park_kind == PARK_EVENTS)
         api_events_resume(rq, final);
+    else if (rq->park_kind == PARK_OUTPUT)
+        api_output_resume(rq);
     else if (rq->park_kind == PARK_REFUSAL)
         http_reply_error(rq, API_RATE_LIMITED, "%s; retry after %d s", rq->refusal_what, rq->refusal_retry_after);
 }
@@ -554,6 +556,31 @@ static void recheck_cb(evutil_socket_t fd, short what, void *arg)
     free(list);
 }
 
+/* Answers the parked output followers (PARK_OUTPUT) that have output past
+ * their offset or whose exec ended; list, ids and flags have room for n. */
+static void wake_outputs(http_thread_t *th, req_t **list, const char **ids, bool *flags, int n)
+{
+    int64_t *offsets = calloc((size_t)n, sizeof *offsets);
+    if (!offsets)
+        return;
+    int k = 0;
+    for (req_t *rq = th->parked; rq && k < n; rq = rq->park_next)
+        if (rq->park_kind == PARK_OUTPUT) {
+            list[k] = rq;
+            ids[k] = rq->park_id;
+            offsets[k] = rq->park_cursor;
+            k++;
+        }
+    if (k > 0 && store_outputs_ready(th->db, ids, offsets, k, flags) == 0)
+        for (int i = 0; i < k; i++) {
+            if (!flags[i])
+                continue;
+            list[i]->db = th->db;
+            park_resume(list[i], false);
+        }
+    free(offsets);
+}
+
 /* Re-checks every parked request of this thread with one query per kind. */
 static void wake_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -591,6 +618,7 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
             park_resume(list[i], false);
         }
     }
+    wake_outputs(th, list, ids, flags, n);
     wake_events(th, list, n);
 cleanup:
     free(list);

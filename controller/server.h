@@ -17,7 +17,7 @@
 
 /* PARK_REFUSAL: a 429 held back (server.c rate_refuse), not counted
  * among the parked requests a thread can take. */
-typedef enum { PARK_OPERATION = 1, PARK_POLL, PARK_EVENTS, PARK_REFUSAL } park_kind_t;
+typedef enum { PARK_OPERATION = 1, PARK_POLL, PARK_EVENTS, PARK_REFUSAL, PARK_OUTPUT } park_kind_t;
 
 /* One request being handled. Owned by the server; handlers reply exactly
  * once (http_reply_*) or park it. */
@@ -40,7 +40,8 @@ typedef struct req {
     struct event *park_peek;    /* watches for the client hanging up */
     uint64_t poll_gen;          /* PARK_POLL: this poll's generation */
     int poll_max;               /* PARK_POLL: assignments the worker has room for */
-    int64_t park_cursor;        /* PARK_EVENTS: looked through up to here; woken when the horizon passes it */
+    int64_t park_cursor;        /* PARK_EVENTS: looked through up to here; woken when the horizon passes it;
+                                 * PARK_OUTPUT: the byte offset the follower reads from */
     int64_t wake_horizon, wake_newest; /* PARK_EVENTS: the horizon the wake just read (0: read it again) */
     const char *refusal_what;   /* PARK_REFUSAL: the 429's message (a static string) */
     int refusal_retry_after;    /* PARK_REFUSAL: its Retry-After */

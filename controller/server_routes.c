@@ -36,6 +36,9 @@ static const api_route_t api_routes[] = {
     { EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}/routes/{route}", RR_CLIENT, RF_OPERATION, DENY_CLIENT, NULL, NULL,
       api_route_unshare },
     { EVHTTP_REQ_GET, "/v1/operations/{id}", RR_CLIENT, 0, DENY_CLIENT, NULL, api_operation_get, NULL },
+    { EVHTTP_REQ_GET, "/v1/operations/{id}/output", RR_CLIENT, 0, DENY_CLIENT, NULL, api_operation_output, NULL },
+    { EVHTTP_REQ_POST, "/v1/operations/{id}/cancel", RR_CLIENT, RF_OPERATION, DENY_CLIENT, NULL, api_operation_cancel,
+      NULL },
     { EVHTTP_REQ_GET, "/v1/events", RR_CLIENT, 0, "a %s token cannot read events", api_events_list, NULL, NULL },
     { EVHTTP_REQ_POST, "/v1/tenants", RR_CLIENT, 0, DENY_CLIENT, api_tenant_create, NULL, NULL },
     { EVHTTP_REQ_GET, "/v1/tenants", RR_CLIENT, 0, DENY_CLIENT, api_tenant_list, NULL, NULL },
@@ -55,6 +58,7 @@ static const api_route_t api_routes[] = {
       NULL },
     { EVHTTP_REQ_GET, "/v1/workers/{id}/poll", RR_WORKER, RF_ROUTINE, DENY_WORKER, NULL, api_worker_poll, NULL },
     { EVHTTP_REQ_POST, "/v1/workers/{id}/report", RR_WORKER, 0, DENY_WORKER, NULL, api_worker_report, NULL },
+    { EVHTTP_REQ_POST, "/v1/workers/{id}/output", RR_WORKER, RF_ROUTINE, DENY_WORKER, NULL, api_worker_output, NULL },
 };
 #define API_NROUTES (sizeof api_routes / sizeof api_routes[0])
 

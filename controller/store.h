@@ -37,6 +37,7 @@ typedef struct store_limits {
     int64_t max_attempts;
     int64_t deadline_seconds;
     int64_t exec_output_default;
+    int64_t exec_output_keep;        /* live output kept per exec (exec_output_keep_bytes) */
     int64_t heartbeat_seconds;
 } store_limits_t;
 
@@ -154,6 +155,27 @@ int store_operation_get(PGconn *c, const char *scope, const char *op_id, json_ob
                         api_error_t *err);
 /* Of the n operation ids, which are terminal: ret_flags[i] set to true. */
 int store_operations_terminal(PGconn *c, const char *const *ids, int n, bool *ret_flags);
+
+/* Live exec output (store/output.c). A worker's chunks (body: operation_id,
+ * attempt, chunks [{stream, offset, data_b64}]) for an exec it holds the
+ * running lease of (else API_STALE_LEASE; API_INVALID_ARGUMENT for a bad
+ * body); a resent chunk is ignored; past keep_bytes per operation the
+ * oldest chunks are dropped. Wakes followers on every controller. */
+int store_output_append(PGconn *c, const char *worker_id, json_object *body, int64_t keep_bytes, api_error_t *err);
+/* The output of op_id (in scope; else API_NOT_FOUND) from byte offset, at
+ * most max_bytes: *ret {"chunks","next_offset","end_offset","skipped_bytes",
+ * "done","state"}; *ret_ready when it has something to say (bytes, a skip
+ * past dropped output, or done). */
+int store_output_read(PGconn *c, const char *scope, const char *op_id, int64_t offset, size_t max_bytes,
+                      json_object **ret, bool *ret_ready, api_error_t *err);
+/* Cancels exec op_id (in scope; else API_NOT_FOUND): not yet running, it
+ * ends cancelled at once; running, cancel_requested_at is set and the
+ * worker's next heartbeat answer tells it to kill the command (it reports
+ * it cancelled). Another kind, or a terminal operation: API_CONFLICT.
+ * *ret {"operation":…} as it is now. */
+int store_operation_cancel(PGconn *c, const char *scope, const char *op_id, json_object **ret, api_error_t *err);
+/* Of the n operations, which have output past offsets[i] or are terminal. */
+int store_outputs_ready(PGconn *c, const char *const *ids, const int64_t *offsets, int n, bool *ret_flags);
 
 /* Events (store/events.c). A read of the events table for GET /v1/events. */
 #define SBX_EVENT_KIND_MAX 64

@@ -22,6 +22,7 @@
 #include "limits.h"
 #include "mcp.h"
 #include "timeutil.h"
+#include "utf8.h"
 #include "version.h"
 
 #include "mcp/mcp_int.h"
@@ -86,7 +87,52 @@ typedef struct wait_progress {
     const char *op_id;
     int64_t timeout_s;
     int64_t last_sent_ms;
+    int64_t out_offset;                 /* a running exec's output read so far */
+    char tail[MCP_PROGRESS_TAIL_BYTES]; /* its last bytes, as text */
+    size_t tail_len;
 } wait_progress_t;
+
+/* client_follow_t.on_chunk: keeps the last bytes of the output. */
+static void progress_chunk(void *ud, const char *stream, int64_t offset, const char *p, size_t n)
+{
+    (void)stream;
+    (void)offset;
+    wait_progress_t *wp = ud;
+    if (n >= sizeof wp->tail) {
+        p += n - sizeof wp->tail;
+        n = sizeof wp->tail;
+    }
+    size_t keep = wp->tail_len + n > sizeof wp->tail ? sizeof wp->tail - n : wp->tail_len;
+    memmove(wp->tail, wp->tail + wp->tail_len - keep, keep);
+    memcpy(wp->tail + keep, p, n);
+    wp->tail_len = keep + n;
+}
+
+/* The last non-empty line of a running exec's output so far, made safe for
+ * a message (control bytes as spaces), into line; "" when there is none. */
+static void progress_last_line(wait_progress_t *wp, char *line, size_t len)
+{
+    client_t cl = call_client(wp->c);
+    client_follow_t f = { .timeout_s = 0, .on_chunk = progress_chunk, .ud = wp };
+    bool done = false;
+    api_err_t e;
+    client_follow_output(&cl, wp->op_id, &wp->out_offset, &f, &done, &e);
+    size_t end = wp->tail_len;
+    while (end > 0 && (wp->tail[end - 1] == '\n' || wp->tail[end - 1] == '\r'))
+        end--;
+    size_t start = end;
+    while (start > 0 && wp->tail[start - 1] != '\n')
+        start--;
+    char *text = utf8_sanitize(wp->tail + start, end - start);
+    line[0] = '\0';
+    if (!text)
+        return;
+    snprintf(line, len, "%s", text);
+    free(text);
+    for (char *q = line; *q; q++)
+        if ((unsigned char)*q < 0x20 || *q == 0x7f)
+            *q = ' ';
+}
 
 static void wait_progressed(void *ud, json_object *op, int64_t waited_ms)
 {
@@ -95,9 +141,13 @@ static void wait_progressed(void *ud, json_object *op, int64_t waited_ms)
         return;
     wp->last_sent_ms = waited_ms;
     int64_t waited = (waited_ms + 500) / 1000;
-    const char *state = jsonx_get_str(op, "state");
-    progress(wp->c, waited, wp->timeout_s, "%s is %s after %llds", wp->op_id, state ? state : "?",
-             (long long)waited);
+    const char *state = jsonx_get_str(op, "state"), *kind = jsonx_get_str(op, "kind");
+    char line[MCP_PROGRESS_LINE_BYTES] = "";
+    /* A running exec's progress carries its latest output line. */
+    if (wp->c->progress_token && kind && strcmp(kind, "exec") == 0 && state && strcmp(state, "running") == 0)
+        progress_last_line(wp, line, sizeof line);
+    progress(wp->c, waited, wp->timeout_s, "%s is %s after %llds%s%s", wp->op_id, state ? state : "?",
+             (long long)waited, line[0] ? ": " : "", line);
 }
 
 /* Waits for an operation: *ret_op is the last seen (new reference), *done
@@ -224,10 +274,11 @@ static void usage(FILE *f)
           "\n"
           "A local MCP server (stdio, JSON-RPC 2.0, one message per line) exposing the\n"
           "Sandbox lifecycle as tools: sandbox_create, sandbox_wait, sandbox_exec,\n"
-          "sandbox_get, sandbox_list, sandbox_delete, sandbox_extend, operation_get,\n"
-          "sandbox_share, sandbox_routes, sandbox_unshare, sandbox_events, sandbox_logs,\n"
-          "sandbox_write_file, sandbox_read_file, sandbox_list_files. Started by an MCP\n"
-          "client (Claude Code, Codex, Gemini CLI, Cursor, ...); see docs/mcp.md.\n"
+          "sandbox_exec_output, sandbox_cancel, sandbox_get, sandbox_list, sandbox_delete,\n"
+          "sandbox_extend, operation_get, sandbox_share, sandbox_routes, sandbox_unshare,\n"
+          "sandbox_events, sandbox_logs, sandbox_write_file, sandbox_read_file,\n"
+          "sandbox_list_files. Started by an MCP client (Claude Code, Codex, Gemini CLI,\n"
+          "Cursor, ...); see docs/mcp.md.\n"
           "\n"
           "  --url URL          controller URL (else SANDBOX_URL, the config file,\n"
           "                     http://127.0.0.1:8080)\n"

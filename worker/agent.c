@@ -355,6 +355,7 @@ static void agent_free_memory(agent_t *a)
     free(a->exec_threads);
     free(a->inflight);
     free(a->inflight_tenant);
+    free(a->cancel_ops);
     free(a->held);
     agent_urls_free(a);
     free(a->controller_url);
@@ -466,7 +467,8 @@ static int agent_config_capacity(agent_t *a, const cfg_t *cfg, char *err, size_t
     a->inflight_tenant = calloc((size_t)a->executors, sizeof *a->inflight_tenant);
     a->held_cap = a->qcap + (size_t)a->executors + 64;
     a->held = calloc(a->held_cap, sizeof *a->held);
-    if (!a->queue || !a->exec_threads || !a->inflight || !a->inflight_tenant || !a->held) {
+    a->cancel_ops = calloc(AGENT_CANCEL_MAX, sizeof *a->cancel_ops);
+    if (!a->queue || !a->exec_threads || !a->inflight || !a->inflight_tenant || !a->held || !a->cancel_ops) {
         snprintf(err, errlen, "out of memory");
         return SBX_ENOMEM;
     }

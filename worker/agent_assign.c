@@ -1,6 +1,8 @@
 /* The worker agent's assignments: the exec result, the executors that run
  * and report them, and the poller that leases them. */
 #include "agent_internal.h"
+#include "agent_output.h"
+#include "b64.h"
 #include "errors.h"
 #include "forward.h"
 #include "health.h"
@@ -37,48 +39,48 @@ static size_t agent_utf8_cut(const char *s, size_t n)
     return n;
 }
 
+/* Adds stream's kept bytes (the first n of b) as "NAME" text and, when the
+ * text cannot carry them exactly, as "NAME_b64" too. */
+static int agent_add_stream(json_object *o, const char *name, const sbuf_t *b, size_t n)
+{
+    return b64_json_add_bytes(o, name, b->data ? b->data : "", n);
+}
+
 json_object *agent_exec_result_json(const runtime_exec_result_t *r, size_t max_json_bytes)
 {
-    char *out = utf8_sanitize(r->out.data ? r->out.data : "", r->out.len);
-    char *err = utf8_sanitize(r->err.data ? r->err.data : "", r->err.len);
-    json_object *o = NULL;
-    if (!out || !err)
-        goto cleanup;
-    size_t lo = strlen(out), le = strlen(err);
+    size_t lo = r->out.len, le = r->err.len;
     bool cut_out = false, cut_err = false;
     for (;;) {
-        o = json_object_new_object();
+        json_object *o = json_object_new_object();
         if (!o)
-            goto cleanup;
+            return NULL;
         jsonx_add_int(o, "exit_code", r->exit_code);
         jsonx_add_int(o, "signal", r->signal);
         jsonx_add_bool(o, "timed_out", r->timed_out);
         jsonx_add_int(o, "duration_ms", r->duration_ms);
-        jsonx_add(o, "stdout", json_object_new_string_len(out, (int)lo));
-        jsonx_add(o, "stderr", json_object_new_string_len(err, (int)le));
+        if (agent_add_stream(o, "stdout", &r->out, lo) < 0 || agent_add_stream(o, "stderr", &r->err, le) < 0) {
+            json_object_put(o);
+            return NULL;
+        }
         jsonx_add_bool(o, "stdout_truncated", r->out.truncated || cut_out);
         jsonx_add_bool(o, "stderr_truncated", r->err.truncated || cut_err);
         jsonx_add_int(o, "stdout_bytes", (int64_t)r->out.seen);
         jsonx_add_int(o, "stderr_bytes", (int64_t)r->err.seen);
         const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
         if (!text || strlen(text) <= max_json_bytes || (lo == 0 && le == 0))
-            break;
+            return o;
         json_object_put(o);
-        o = NULL;
-        /* Cut the larger stream (both when close) and try again. */
+        /* Cut the larger stream (both when close) and try again; the cut is
+         * on the raw bytes, so text and base64 forms keep the same prefix. */
         if (lo >= le / 2 && lo > 0) {
-            lo = agent_utf8_cut(out, lo / 2);
+            lo = agent_utf8_cut(r->out.data, lo / 2);
             cut_out = true;
         }
         if (le >= lo / 2 && le > 0) {
-            le = agent_utf8_cut(err, le / 2);
+            le = agent_utf8_cut(r->err.data, le / 2);
             cut_err = true;
         }
     }
-cleanup:
-    free(out);
-    free(err);
-    return o;
 }
 
 /* ---- executors --------------------------------------------------------- */
@@ -88,6 +90,7 @@ typedef struct agent_outcome {
     api_error_t err;
     char runtime_ref[80];
     json_object *result;     /* exec result, owned */
+    bool client_cancelled;   /* an exec a client cancelled: reported as cancelled, with its result */
     runtime_exit_t exit;     /* a create whose container was not running: how it ended */
 } agent_outcome_t;
 
@@ -208,7 +211,9 @@ static void agent_run_delete(agent_t *a, json_object *job, agent_outcome_t *o)
         o->ok = true;
 }
 
-static void agent_run_exec(agent_t *a, json_object *job, agent_outcome_t *o)
+/* Runs an exec; with c, its output is sent on live as it comes
+ * (agent_output.c), all of it before the report. */
+static void agent_run_exec(agent_t *a, httpc_t *c, json_object *job, agent_outcome_t *o)
 {
     exec_spec_t spec;
     runtime_exec_result_t res;
@@ -232,14 +237,35 @@ static void agent_run_exec(agent_t *a, json_object *job, agent_outcome_t *o)
     }
     ref = own;
     size_t max = spec.max_output_bytes > 0 ? (size_t)spec.max_output_bytes : SBX_EXEC_OUTPUT_DEFAULT;
-    if (runtime_exec(a->rt, ref, &spec, max, &res, &o->err) == 0) {
+    int64_t attempt = 0;
+    jsonx_get_int(job, "attempt", &attempt);
+    agent_output_t *live = calloc(1, sizeof *live);
+    if (live)
+        agent_output_init(live, a, c, jsonx_get_str(job, "operation_id"), attempt);
+    int rc = runtime_exec(a->rt, ref, &spec, max, live ? &live->sink : NULL, &res, &o->err);
+    if (live) {
+        /* A command that never started: what the stream carried was the
+         * runtime's own message (moved to the result's stderr), not output. */
+        static const char marker[] = "OCI runtime exec failed";
+        if (rc < 0 || (res.out.len == 0 && res.err.len >= sizeof marker - 1 &&
+                       memcmp(res.err.data, marker, sizeof marker - 1) == 0))
+            agent_output_discard(live);
+        agent_output_flush(live, true);
+        agent_output_release(live);
+        free(live);
+    }
+    if (rc == 0) {
         if (res.warning[0])
             log_warn(AGENT_COMPONENT, "exec in sandbox %s: %s", sbx ? sbx : ref, res.warning);
         o->result = agent_exec_result_json(&res, AGENT_RESULT_MAX_BYTES);
-        if (o->result)
-            o->ok = true;
-        else
+        if (!o->result)
             api_error_set(&o->err, API_INTERNAL, "out of memory building the exec result");
+        else if (res.cancelled) {
+            o->client_cancelled = true;
+            jsonx_add_bool(o->result, "cancelled", true);
+            api_error_set(&o->err, API_CANCELLED, "cancelled by a client: the command's process tree was killed");
+        } else
+            o->ok = true;
         runtime_exec_result_release(&res);
     } else if (o->err.code == API_CANCELLED) {
         /* An exec is not safe to run twice: fail it rather than let the
@@ -315,16 +341,22 @@ static void agent_run(agent_t *a, httpc_t *c, json_object *job)
     log_scope_clear();
 }
 
+static json_object *agent_run_assignment_on(agent_t *a, httpc_t *c, json_object *job);
+
 static void agent_run_scoped(agent_t *a, httpc_t *c, json_object *job)
 {
-    json_object *body = agent_run_assignment(a, job);
+    json_object *body = agent_run_assignment_on(a, c, job);
     if (!body)
         return;
     agent_report(a, c, jsonx_get_str(job, "operation_id"), body);
     json_object_put(body);
 }
 
-json_object *agent_run_assignment(agent_t *a, json_object *job)
+json_object *agent_run_assignment(agent_t *a, json_object *job) { return agent_run_assignment_on(a, NULL, job); }
+
+/* agent_run_assignment, with c for what an assignment sends while it runs
+ * (an exec's live output; NULL: nothing). */
+static json_object *agent_run_assignment_on(agent_t *a, httpc_t *c, json_object *job)
 {
     const char *op_id = jsonx_get_str(job, "operation_id");
     const char *kind = jsonx_get_str(job, "kind");
@@ -343,7 +375,7 @@ json_object *agent_run_assignment(agent_t *a, json_object *job)
     else if (kind && strcmp(kind, "delete") == 0)
         agent_run_delete(a, job, &o);
     else if (kind && strcmp(kind, "exec") == 0)
-        agent_run_exec(a, job, &o);
+        agent_run_exec(a, c, job, &o);
     else
         api_error_set(&o.err, API_INVALID_ARGUMENT, "unknown assignment kind \"%.40s\"", kind ? kind : "");
 
@@ -355,7 +387,7 @@ json_object *agent_run_assignment(agent_t *a, json_object *job)
                 metrics_labels(labels, sizeof labels, "kind", kind_label, "outcome",
                                o.ok ? "succeeded" : o.err.code == API_CANCELLED ? "cancelled" : "failed", NULL),
                 1);
-    if (!o.ok && o.err.code == API_CANCELLED) {
+    if (!o.ok && o.err.code == API_CANCELLED && !o.client_cancelled) {
         /* create and delete are idempotent: the lease expires and the
          * operation is leased again. */
         log_info(AGENT_COMPONENT, "left operation %s to its lease expiry: %s", op_id, o.err.message);

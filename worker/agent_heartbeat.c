@@ -205,6 +205,20 @@ static json_object *agent_heartbeat_body(agent_t *a, int *last_inv_kind, int *la
 /* Removes the runtime objects the controller no longer wants (at most
  * AGENT_ORPHANS_PER_BEAT a heartbeat, so beats stay on time), never one an
  * executor is working on. */
+/* The running execs a client cancelled, as the heartbeat's answer lists
+ * them (all of them each time: the list replaces the last one). */
+static void agent_set_cancelled(agent_t *a, json_object *list)
+{
+    pthread_mutex_lock(&a->mu);
+    a->ncancel = 0;
+    for (size_t i = 0; list && i < json_object_array_length(list) && a->ncancel < AGENT_CANCEL_MAX; i++) {
+        const char *id = json_object_get_string(json_object_array_get_idx(list, i));
+        if (id && strlen(id) < SBX_ID_MAX)
+            snprintf(a->cancel_ops[a->ncancel++], SBX_ID_MAX, "%s", id);
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
 static void agent_remove_orphans(agent_t *a, json_object *list)
 {
     size_t n = list ? json_object_array_length(list) : 0;
@@ -260,6 +274,7 @@ void *agent_heartbeat_main(void *arg)
                 last_kind = 0;
                 agent_contact(a);
                 agent_remove_orphans(a, jsonx_get_arr(resp.json, "remove"));
+                agent_set_cancelled(a, jsonx_get_arr(resp.json, "cancel"));
             } else if (rc == 0 && resp.status == 404) {
                 log_warn(AGENT_COMPONENT, "the controller does not know worker %s; registering again", wid);
                 pthread_mutex_lock(&a->mu);

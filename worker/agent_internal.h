@@ -36,6 +36,8 @@
  * envelope around the exec result. */
 #define AGENT_RESULT_MAX_BYTES   (SBX_MAX_BODY_BYTES - 64u * 1024u)
 #define AGENT_WORKER_ID_MAX      128
+/* Cancelled execs one heartbeat answer names at most (the rest next beat). */
+#define AGENT_CANCEL_MAX         256
 
 struct agent {
     char *controller_url;            /* as configured: one URL or a comma-separated list */
@@ -73,6 +75,10 @@ struct agent {
     int busy;                        /* executors running an assignment */
     int exec_slots;                  /* executor threads that took a slot */
     bool exec_stop;                  /* executors leave once idle */
+
+    /* Running execs a client cancelled (the last heartbeat's "cancel"). */
+    char (*cancel_ops)[SBX_ID_MAX];
+    size_t ncancel;
 
     atomic_int stop_poll;            /* aborts the long-poll at once */
     atomic_int stop_hb;

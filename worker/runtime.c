@@ -74,9 +74,9 @@ int runtime_create(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[
 }
 
 int runtime_exec(runtime_t *rt, const char *ref, const exec_spec_t *spec, size_t max_output,
-                 runtime_exec_result_t *ret, api_error_t *err)
+                 const runtime_output_sink_t *sink, runtime_exec_result_t *ret, api_error_t *err)
 {
-    return rt->ops->exec(rt, ref, spec, max_output, ret, err);
+    return rt->ops->exec(rt, ref, spec, max_output, sink, ret, err);
 }
 
 void runtime_exec_result_release(runtime_exec_result_t *r)

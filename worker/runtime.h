@@ -64,11 +64,26 @@ typedef struct runtime_exec_result {
     int exit_code;        /* the process's exit code; 128+signal when killed */
     int signal;           /* signal that ended it, 0 when it exited */
     bool timed_out;       /* killed because timeout_seconds passed */
+    bool cancelled;       /* killed because a client cancelled it (sink's cancelled) */
     int64_t duration_ms;
     sbuf_t out;           /* bounded stdout: out.truncated, out.seen = bytes produced */
     sbuf_t err;           /* bounded stderr */
     char warning[300];    /* "" or what the timeout kill could not do, for the worker's log */
 } runtime_exec_result_t;
+
+/* Where a running exec's output goes as it is produced (live output), apart
+ * from the bounded result: write gets every byte of stdout (stream 1) and
+ * stderr (stream 2) in order, tick is called about every 100 ms while the
+ * command runs. Both run on the exec's thread and may block briefly
+ * (they send the output on); neither may call back into the runtime. */
+typedef struct runtime_output_sink {
+    void (*write)(void *ud, int stream, const char *p, size_t n);
+    void (*tick)(void *ud);
+    /* NULL, or true once a client cancelled the exec: the command's
+     * process tree is killed as on a timeout (result.cancelled). */
+    bool (*cancelled)(void *ud);
+    void *ud;
+} runtime_output_sink_t;
 
 /* How a container that is not running ended, as the runtime saw it. */
 typedef struct runtime_exit {
@@ -158,9 +173,10 @@ int runtime_create(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[
  * error; errors are for a missing sandbox or a failing runtime. On a
  * timeout the command's process tree is killed (under gVisor, inside the
  * sandbox through runsc when it can be identified; ret->warning says when
- * something could not be killed). */
+ * something could not be killed). sink (NULL: none) sees the output as it
+ * comes. */
 int runtime_exec(runtime_t *rt, const char *ref, const exec_spec_t *spec, size_t max_output,
-                 runtime_exec_result_t *ret, api_error_t *err);
+                 const runtime_output_sink_t *sink, runtime_exec_result_t *ret, api_error_t *err);
 void runtime_exec_result_release(runtime_exec_result_t *r);
 
 /* Whose a runtime object must be: the sandbox, the installation and the
@@ -395,7 +411,7 @@ typedef struct runtime_ops {
     int (*create)(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[80], runtime_exit_t *ret_exit,
                   api_error_t *err);
     int (*exec)(runtime_t *rt, const char *ref, const exec_spec_t *spec, size_t max_output,
-                runtime_exec_result_t *ret, api_error_t *err);
+                const runtime_output_sink_t *sink, runtime_exec_result_t *ret, api_error_t *err);
     int (*remove)(runtime_t *rt, const char *sandbox_id, const char *ref, api_error_t *err);
     int (*check_owner)(runtime_t *rt, const runtime_owner_t *who, const char *ref, char ret_ref[80],
                        api_error_t *err);

@@ -521,15 +521,25 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
         PQclear(r);
         goto db_fail;
     }
-    if (db_commit(c) < 0) {
+    /* Running execs of this worker a client cancelled: it kills them. */
+    PGresult *cr = db_exec(c, "SELECT id FROM operations WHERE lease_worker_id = $1 AND state = 'running' "
+                              "AND cancel_requested_at IS NOT NULL ORDER BY cancel_requested_at LIMIT 256", 1, p);
+    if (!cr || db_commit(c) < 0) {
+        if (cr)
+            PQclear(cr);
         json_object_put(remove);
         PQclear(r);
         goto db_fail;
     }
+    json_object *cancel = json_object_new_array();
+    for (int i = 0; i < PQntuples(cr); i++)
+        json_object_array_add(cancel, json_object_new_string(db_get(cr, i, 0)));
+    PQclear(cr);
     free(inv_text);
     *ret = json_object_new_object();
     jsonx_add(*ret, "worker", store__row_json(&store__t_worker, r, 0));
     jsonx_add(*ret, "remove", remove);
+    jsonx_add(*ret, "cancel", cancel);
     PQclear(r);
     return 0;
 db_fail:
@@ -601,9 +611,16 @@ int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_
     if (!r)
         goto db_fail;
     json_object *arr = json_object_new_array();
+    size_t bytes = 0;
     for (int i = 0; i < PQntuples(r); i++) {
         const char *op_id = store__col_text(t, r, i, "operation_id"), *kind = store__col_text(t, r, i, "kind"),
                    *sbx = store__col_text(t, r, i, "sandbox_id");
+        /* Requests carry inline stdin: the rest waits for the next poll
+         * rather than make an answer the worker would refuse. */
+        const char *req = store__col_text(t, r, i, "request");
+        bytes += req ? strlen(req) : 0;
+        if (*ret_n > 0 && bytes > SBX_CLAIM_BYTES_MAX)
+            break;
         /* Handing it out starts a fresh lease: from now on only the
          * worker's heartbeats (naming it as held) renew it. */
         char lease[24];
@@ -753,6 +770,16 @@ static int report_apply(PGconn *c, const report_t *rep, const char *kind, const 
         code = "runtime_error";
     char mbuf[1024];
     snprintf(mbuf, sizeof mbuf, "%s", msg ? msg : "the worker reported a failure without a message");
+    if (strcmp(code, "cancelled") == 0 && strcmp(kind, "exec") == 0) {
+        /* A client cancelled it and the worker killed it: cancelled, with
+         * what the command wrote until then. */
+        char *res = rep->result ? jsonx_dump(rep->result) : NULL;
+        const char *xc[] = { code, mbuf, res };
+        *ret_cas = store__op_cas(c, rep->op_id, OP_RUNNING, OP_CANCELLED,
+                                 "error_code = $4, error_message = $5, result = $6::jsonb", 3, xc, NULL);
+        free(res);
+        return 0;
+    }
     const char *x[] = { code, mbuf };
     *ret_cas = store__op_cas(c, rep->op_id, OP_RUNNING, OP_FAILED, "error_code = $4, error_message = $5", 2, x, NULL);
     if (*ret_cas < 0 || !create)

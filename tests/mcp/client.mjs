@@ -42,7 +42,8 @@ const TOOLS = {
   sandbox_wait: { required: ['operation_id'], properties: ['operation_id', 'timeout_seconds'], readOnly: true },
   sandbox_exec: {
     required: ['sandbox_id', 'argv'],
-    properties: ['sandbox_id', 'argv', 'timeout_seconds', 'env', 'cwd', 'max_output_bytes'],
+    properties: ['sandbox_id', 'argv', 'timeout_seconds', 'env', 'cwd', 'max_output_bytes', 'stdin', 'stdin_b64',
+      'detach'],
   },
   sandbox_get: { required: ['sandbox_id'], properties: ['sandbox_id'], readOnly: true },
   sandbox_write_file: {
@@ -59,6 +60,8 @@ const TOOLS = {
     destructive: true,
   },
   operation_get: { required: ['operation_id'], properties: ['operation_id'], readOnly: true },
+  sandbox_exec_output: { required: ['operation_id'], properties: ['operation_id', 'offset', 'wait_seconds'], readOnly: true },
+  sandbox_cancel: { required: ['operation_id'], properties: ['operation_id'], destructive: true },
   sandbox_share: {
     required: ['sandbox_id', 'port'],
     properties: ['sandbox_id', 'port', 'ttl_seconds', 'auth', 'idempotency_key', 'wait', 'timeout_seconds'],
@@ -558,6 +561,44 @@ async function main() {
     }
   });
 
+  await check('sandbox_exec with stdin and stdin_b64; binary output comes back in stdout_b64', async () => {
+    const t = expectOk('sandbox_exec', await callTool(client, 'sandbox_exec',
+      { sandbox_id: sbx, argv: ['cat'], stdin: 'from stdin\n', timeout_seconds: 30 }));
+    eq(t.stdout, 'from stdin\n', 'stdout of cat with stdin');
+    assert(!('stdout_b64' in t), `text output has stdout_b64: ${show(t)}`);
+    const b = expectOk('sandbox_exec', await callTool(client, 'sandbox_exec',
+      { sandbox_id: sbx, argv: ['cat'], stdin_b64: 'YQBi/w==', timeout_seconds: 30 }));
+    eq(b.stdout_b64, 'YQBi/w==', 'stdout_b64 of cat with binary stdin');
+    eq(b.stdout_bytes, 4, 'stdout_bytes');
+    // the same output, read back from an offset with sandbox_exec_output
+    const o = expectOk('sandbox_exec_output', await callTool(client, 'sandbox_exec_output',
+      { operation_id: t.operation_id, offset: 5 }));
+    eq(o.done, true, 'done of a finished exec');
+    eq(o.chunks.map((c) => c.data).join(''), 'stdin\n', 'output from offset 5');
+    eq(o.next_offset, 11, 'next_offset');
+  });
+
+  await check('sandbox_exec detach, sandbox_exec_output with wait, sandbox_cancel', async () => {
+    const d = expectOk('sandbox_exec', await callTool(client, 'sandbox_exec',
+      { sandbox_id: sbx, argv: ['sh', '-c', 'echo started; sleep 300'], detach: true, timeout_seconds: 600 }));
+    eq(d.detached, true, 'detached');
+    assert(/^op_/.test(d.operation_id), `operation_id: ${show(d.operation_id)}`);
+    let seen = '';
+    let off = 0;
+    for (let i = 0; i < 10 && !seen.includes('started'); i++) {
+      const o = expectOk('sandbox_exec_output', await callTool(client, 'sandbox_exec_output',
+        { operation_id: d.operation_id, offset: off, wait_seconds: 5 }));
+      seen += o.chunks.map((c) => c.data).join('');
+      off = o.next_offset;
+    }
+    assert(seen.includes('started'), `no "started" in the output of the detached command: ${show(seen)}`);
+    const c = expectOk('sandbox_cancel', await callTool(client, 'sandbox_cancel', { operation_id: d.operation_id }));
+    eq(c.operation.id, d.operation_id, 'cancelled operation');
+    const w = await callTool(client, 'sandbox_wait', { operation_id: d.operation_id, timeout_seconds: 60 });
+    const op = expectOk('operation_get', await callTool(client, 'operation_get', { operation_id: d.operation_id }));
+    eq(op.operation.state, 'cancelled', `state after sandbox_cancel (wait said ${show(w)})`);
+  });
+
   await check('sandbox_exec sh -c "exit 3": exit_code 3 is not isError', async () => {
     const sc = expectOk('sandbox_exec', await callTool(client, 'sandbox_exec',
       { sandbox_id: sbx, argv: ['sh', '-c', 'echo oops >&2; exit 3'], timeout_seconds: 30 }));
@@ -619,6 +660,17 @@ async function main() {
       { sandbox_id: sbx, path: 'relative' }), 'invalid_argument');
     expectErr('sandbox_write_file', await callTool(client, 'sandbox_write_file',
       { sandbox_id: sbx, path: '/work/x', content: 'a', content_base64: 'YQ==' }), 'invalid_argument');
+  });
+
+  await check('sandbox_exec progress carries the latest output line', async () => {
+    const progress = [];
+    const sc = expectOk('sandbox_exec', await callTool(client, 'sandbox_exec',
+      { sandbox_id: sbx, argv: ['sh', '-c', 'echo step-one; sleep 3; echo step-two'], timeout_seconds: 30 },
+      { onprogress: (p) => progress.push(p) }));
+    eq(sc.stdout, 'step-one\nstep-two\n', 'stdout');
+    const withLine = progress.filter((p) => typeof p.message === 'string' && p.message.endsWith(': step-one'));
+    assert(withLine.length >= 1, `no progress message ending in the output line: ${show(progress.map((p) => p.message))}`);
+    return `${withLine.length} of ${progress.length} notification(s) with the line`;
   });
 
   await check('sandbox_get: running, with its operations', async () => {

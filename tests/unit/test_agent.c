@@ -1,14 +1,20 @@
 /* Unit tests for the worker's assignment logic (agent_run_assignment)
  * against a fake runtime: what each kind asks of the runtime and what the
  * report body says. No controller: the agent is made but never started. */
+#include <arpa/inet.h>
 #include <check.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "check_util.h"
 #include "agent.h"
 #include "agent_internal.h"
+#include "agent_output.h"
 #include "config.h"
 #include "errors.h"
 #include "jsonx.h"
@@ -79,8 +85,9 @@ static int fake_create(runtime_t *rt, const runtime_create_req_t *req, char ret_
 }
 
 static int fake_exec(runtime_t *rt, const char *ref, const exec_spec_t *spec, size_t max_output,
-                     runtime_exec_result_t *ret, api_error_t *err)
+                     const runtime_output_sink_t *sink, runtime_exec_result_t *ret, api_error_t *err)
 {
+    (void)sink;
     fake_runtime_t *f = (fake_runtime_t *)rt;
     f->execs++;
     snprintf(f->exec_ref, sizeof f->exec_ref, "%s", ref ? ref : "(null)");
@@ -557,6 +564,83 @@ START_TEST(test_the_queue_takes_turns_by_tenant)
 }
 END_TEST
 
+/* A loopback port nothing listens on: bound and closed again. */
+static int closed_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof sa;
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+START_TEST(test_live_output_stays_bounded_while_the_controller_is_unreachable)
+{
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", closed_port());
+    httpc_t *c = NULL;
+    ck_assert_int_eq(httpc_new(url, "unit-token", &c), 0);
+    agent_output_t *ao = calloc(1, sizeof *ao);
+    ck_assert_ptr_nonnull(ao);
+    agent_output_init(ao, agent, c, "op_unit", 1);
+    static char block[65536];
+    memset(block, 'x', sizeof block);
+    int64_t total = 0;
+    /* 5 MiB in both streams, switching often, nothing ever answering. */
+    for (int i = 0; i < 80; i++) {
+        size_t n = i % 3 == 0 ? sizeof block : 1000;
+        ao->sink.write(ao->sink.ud, 1 + i % 2, block, n);
+        total += (int64_t)n;
+    }
+    ck_assert_uint_le(ao->buf.len, AGENT_OUTPUT_BUFFER_MAX);
+    ck_assert_int_eq(ao->next_offset, total);
+    ck_assert_uint_gt(ao->dropped, 0);
+    ck_assert_uint_eq(ao->buf.len + ao->dropped, (uint64_t)total);
+    /* What is pending is contiguous and ends at the next offset. */
+    size_t sum = 0;
+    for (size_t i = 0; i + 1 < ao->npieces; i++)
+        ck_assert_int_eq(ao->pieces[i].offset + (int64_t)ao->pieces[i].len, ao->pieces[i + 1].offset);
+    for (size_t i = 0; i < ao->npieces; i++)
+        sum += ao->pieces[i].len;
+    ck_assert_uint_eq(sum, ao->buf.len);
+    ck_assert_int_eq(ao->pieces[ao->npieces - 1].offset + (int64_t)ao->pieces[ao->npieces - 1].len, total);
+    ck_assert(!ao->stopped);
+    agent_output_release(ao);
+    free(ao);
+    httpc_free(c);
+}
+END_TEST
+
+/* As a heartbeat answer's "cancel" list of one id (NULL: empty) sets it. */
+static void set_cancelled(agent_t *a, const char *op_id)
+{
+    pthread_mutex_lock(&a->mu);
+    a->ncancel = 0;
+    if (op_id)
+        snprintf(a->cancel_ops[a->ncancel++], SBX_ID_MAX, "%s", op_id);
+    pthread_mutex_unlock(&a->mu);
+}
+
+START_TEST(test_live_output_of_a_cancelled_exec_is_seen_from_the_heartbeat_list)
+{
+    agent_output_t *ao = calloc(1, sizeof *ao);
+    ck_assert_ptr_nonnull(ao);
+    agent_output_init(ao, agent, NULL, "op_cancelme", 1);
+    ck_assert(!ao->sink.cancelled(ao->sink.ud));
+    set_cancelled(agent, "op_other");
+    ck_assert(!ao->sink.cancelled(ao->sink.ud));
+    set_cancelled(agent, "op_cancelme");
+    ck_assert(ao->sink.cancelled(ao->sink.ud));
+    set_cancelled(agent, NULL);
+    ck_assert(ao->sink.cancelled(ao->sink.ud)); /* sticky: the kill is under way */
+    agent_output_release(ao);
+    free(ao);
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("agent");
@@ -584,5 +668,10 @@ Suite *unit_suite(void)
         test_the_agent_probe_result_comes_from_the_runtime,
     ));
     tcase_add_checked_fixture(tc, setup, teardown);
+    TCase *lo = unit_tcase_add(s, "live output", UNIT_TESTS(
+        test_live_output_stays_bounded_while_the_controller_is_unreachable,
+        test_live_output_of_a_cancelled_exec_is_seen_from_the_heartbeat_list,
+    ));
+    tcase_add_checked_fixture(lo, setup, teardown);
     return s;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "b64.h"
 #include "jsonx.h"
 #include "runtime.h"
 #include "sbuf.h"
@@ -82,6 +83,49 @@ START_TEST(test_escaping_heavy_output_is_cut_to_the_json_bound)
 }
 END_TEST
 
+START_TEST(test_binary_output_keeps_its_exact_bytes_in_b64)
+{
+    runtime_exec_result_t r;
+    result_init(&r, 64);
+    sbuf_append_bounded(&r.out, "a\0b\xff", 4);
+    sbuf_append_bounded(&r.err, "text\n", 5);
+    json_object *o = agent_exec_result_json(&r, 1 << 20);
+    ck_assert_ptr_nonnull(o);
+    ck_assert_str_eq(jsonx_get_str(o, "stdout"), "a\xef\xbf\xbd" "b\xef\xbf\xbd");
+    ck_assert_str_eq(jsonx_get_str(o, "stdout_b64"), "YQBi/w==");
+    /* valid text has no base64 form */
+    ck_assert(!json_object_object_get_ex(o, "stderr_b64", NULL));
+    json_object_put(o);
+    runtime_exec_result_release(&r);
+}
+END_TEST
+
+START_TEST(test_binary_output_cut_to_the_bound_keeps_one_prefix)
+{
+    runtime_exec_result_t r;
+    result_init(&r, 200000);
+    char bin[200000];
+    for (size_t i = 0; i < sizeof bin; i++)
+        bin[i] = (char)(i * 7);
+    sbuf_append_bounded(&r.out, bin, sizeof bin);
+    json_object *o = agent_exec_result_json(&r, 100000);
+    ck_assert_ptr_nonnull(o);
+    ck_assert_uint_le(strlen(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN)), 100000);
+    bool b;
+    ck_assert(jsonx_get_bool(o, "stdout_truncated", &b) && b);
+    const char *enc = jsonx_get_str(o, "stdout_b64");
+    ck_assert_ptr_nonnull(enc);
+    char *dec = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(b64_decode(enc, strlen(enc), sizeof bin, &dec, &n), 0);
+    ck_assert_uint_gt(n, 0);
+    ck_assert_mem_eq(dec, bin, n);
+    free(dec);
+    json_object_put(o);
+    runtime_exec_result_release(&r);
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("outbound");
@@ -89,6 +133,8 @@ Suite *unit_suite(void)
         test_exec_result_has_every_documented_field,
         test_invalid_utf8_is_replaced,
         test_escaping_heavy_output_is_cut_to_the_json_bound,
+        test_binary_output_keeps_its_exact_bytes_in_b64,
+        test_binary_output_cut_to_the_bound_keeps_one_prefix,
     ));
     return s;
 }

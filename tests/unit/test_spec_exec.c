@@ -290,6 +290,89 @@ START_TEST(test_kv_list_round_trips_through_json)
 }
 END_TEST
 
+/* ---- stdin ---- */
+
+START_TEST(test_exec_stdin_text_and_b64_give_the_same_bytes)
+{
+    exec_spec_t a, b;
+    exec_ok("{\"argv\":[\"cat\"],\"stdin\":\"hi\\n\"}", &a);
+    ck_assert(a.has_stdin);
+    ck_assert_uint_eq(a.stdin_len, 3);
+    ck_assert_mem_eq(a.stdin_data, "hi\n", 3);
+    /* "a\0b\xff" in base64 */
+    exec_ok("{\"argv\":[\"cat\"],\"stdin_b64\":\"YQBi/w==\"}", &b);
+    ck_assert(b.has_stdin);
+    ck_assert_uint_eq(b.stdin_len, 4);
+    ck_assert_mem_eq(b.stdin_data, "a\0b\xff", 4);
+    /* The canonical form always carries base64, and decodes to the same bytes. */
+    json_object *o = exec_spec_to_json(&a);
+    ck_assert_str_eq(jsonx_get_str(o, "stdin_b64"), "aGkK");
+    ck_assert_ptr_null(jsonx_get_str(o, "stdin"));
+    exec_spec_t c;
+    api_error_t err = { 0 };
+    ck_assert_int_eq(exec_spec_from_json(o, &c, &err), 0);
+    ck_assert_uint_eq(c.stdin_len, 3);
+    ck_assert_mem_eq(c.stdin_data, "hi\n", 3);
+    json_object_put(o);
+    exec_spec_release(&a);
+    exec_spec_release(&b);
+    exec_spec_release(&c);
+}
+END_TEST
+
+START_TEST(test_exec_without_stdin_has_none)
+{
+    exec_spec_t a;
+    exec_ok("{\"argv\":[\"cat\"],\"stdin\":null}", &a);
+    ck_assert(!a.has_stdin);
+    ck_assert_ptr_null(a.stdin_data);
+    json_object *o = exec_spec_to_json(&a);
+    ck_assert(!json_object_object_get_ex(o, "stdin_b64", NULL));
+    json_object_put(o);
+    exec_spec_release(&a);
+}
+END_TEST
+
+START_TEST(test_exec_bad_stdin_is_rejected)
+{
+    expect_exec_error("{\"argv\":[\"cat\"],\"stdin\":\"a\",\"stdin_b64\":\"YQ==\"}", "not both");
+    expect_exec_error("{\"argv\":[\"cat\"],\"stdin\":5}", "stdin must be a string");
+    expect_exec_error("{\"argv\":[\"cat\"],\"stdin_b64\":\"YQ\"}", "not padded standard base64");
+    expect_exec_error("{\"argv\":[\"cat\"],\"stdin_b64\":\"Y*==\"}", "not padded standard base64");
+}
+END_TEST
+
+START_TEST(test_exec_stdin_over_the_inline_limit_is_rejected)
+{
+    size_t n = SBX_EXEC_STDIN_INLINE_MAX + 1;
+    char *big = malloc(n + 64);
+    ck_assert_ptr_nonnull(big);
+    static const char pre[] = "{\"argv\":[\"cat\"],\"stdin\":\"";
+    static const char pre64[] = "{\"argv\":[\"cat\"],\"stdin_b64\":\"";
+    size_t pl = sizeof pre - 1, pl64 = sizeof pre64 - 1;
+    memcpy(big, pre, pl);
+    memset(big + pl, 'x', n);
+    memcpy(big + pl + n, "\"}", 3);
+    expect_exec_error(big, "over the inline limit of 524288 bytes");
+    /* base64 of n bytes: (n + 2) / 3 * 4 characters of 'A' decode to zeros */
+    size_t m = (n + 2) / 3 * 4;
+    char *big64 = malloc(m + 64);
+    ck_assert_ptr_nonnull(big64);
+    memcpy(big64, pre64, pl64);
+    memset(big64 + pl64, 'A', m);
+    memcpy(big64 + pl64 + m, "\"}", 3);
+    expect_exec_error(big64, "stdin_b64 is over the inline limit");
+    /* exactly the limit is fine */
+    memcpy(big + pl + n - 1, "\"}", 3);
+    exec_spec_t s;
+    exec_ok(big, &s);
+    ck_assert_uint_eq(s.stdin_len, SBX_EXEC_STDIN_INLINE_MAX);
+    exec_spec_release(&s);
+    free(big);
+    free(big64);
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("spec_exec");
@@ -310,6 +393,10 @@ Suite *unit_suite(void)
         test_exec_timeout_out_of_range_is_rejected,
         test_exec_max_output_over_ceiling_is_rejected,
         test_exec_bad_env_is_rejected,
+        test_exec_stdin_text_and_b64_give_the_same_bytes,
+        test_exec_without_stdin_has_none,
+        test_exec_bad_stdin_is_rejected,
+        test_exec_stdin_over_the_inline_limit_is_rejected,
     ));
     unit_tcase_add(s, "kv", UNIT_TESTS(
         test_kv_list_from_null_or_absent_is_empty,

@@ -107,9 +107,8 @@ static void op_print_failure(json_object *op)
 }
 
 /* client_wait_t.on_outage: one note when answers stop, one when they return. */
-static void wait_outage(void *ud, const client_error_t *e)
+void cli_outage_note(cli_t *cli, const client_error_t *e)
 {
-    cli_t *cli = ud;
     if (!e) {
         fputs("sandbox: reconnected\n", stderr);
         return;
@@ -120,6 +119,8 @@ static void wait_outage(void *ud, const client_error_t *e)
     cli_put_text(stderr, problem);
     fputs("; retrying\n", stderr);
 }
+
+static void wait_outage(void *ud, const client_error_t *e) { cli_outage_note(ud, e); }
 
 static void print_wait_timeout(cli_t *cli, const char *op_id, int64_t timeout_s, const client_wait_result_t *wr)
 {

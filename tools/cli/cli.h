@@ -33,6 +33,8 @@ typedef struct opts {
     const char *upload;                      /* create: LOCAL:/path to upload once running */
     num_opt_t cpu_millis, memory_mib, disk_mib, ttl, timeout, max_output, limit, port, after, tail, count;
     bool untrusted_repo, generated_code, hostile, wait, json, all, read_only_root, hardened, follow;
+    bool interactive;                        /* exec -i: send this process's stdin */
+    bool detach;                             /* exec --detach: print the operation id, do not wait */
     json_object *env, *labels, *selector; /* owned; NULL until a flag adds to them */
     const char *pos[2];         /* positional arguments */
     int npos;
@@ -129,6 +131,10 @@ int cli_path(char *buf, size_t n, const char *prefix, const char *id, const char
  * an API error (printed). */
 int cli_wait(cli_t *cli, const char *op_id, int64_t timeout_s, json_object **ret_last);
 
+/* "sandbox: <problem>; retrying" for the first lost answer of an outage,
+ * "sandbox: reconnected" (e NULL) when answers come back. */
+void cli_outage_note(cli_t *cli, const client_error_t *e);
+
 /* The --timeout of a wait, or the default. */
 int64_t cli_wait_timeout(const opts_t *o);
 
@@ -182,6 +188,8 @@ int cli_cmd_operation(cli_t *cli, opts_t *o);
 /* exec.c */
 int cli_check_exec(cli_t *cli, opts_t *o);
 int cli_cmd_exec(cli_t *cli, opts_t *o);
+int cli_cmd_output(cli_t *cli, opts_t *o);
+int cli_cmd_cancel(cli_t *cli, opts_t *o);
 /* routes.c */
 int cli_check_share(cli_t *cli, opts_t *o);
 int cli_cmd_share(cli_t *cli, opts_t *o);

@@ -412,20 +412,54 @@ static const command_t commands[] = {
       "  --json                   print {\"operation\":…} as last seen\n" COMMON_FLAGS_HELP },
     { "exec", NULL, cli_check_exec, cli_cmd_exec, FLAGS(
             FN("--timeout", timeout, 1, SBX_EXEC_TIMEOUT_MAX), FKV("--env", F_ENV), FS("--cwd", cwd),
-            FN("--max-output", max_output, 1, SBX_EXEC_OUTPUT_CEILING), FJSON), 1, true,
-      "usage: sandbox exec SANDBOX_ID [--timeout S] [--env K=V]... [--cwd DIR]\n"
+            FN("--max-output", max_output, 1, SBX_EXEC_OUTPUT_CEILING), FBS("--stdin", "-i", interactive),
+            FB("--detach", detach), FJSON), 1, true,
+      "usage: sandbox exec SANDBOX_ID [-i] [--detach] [--timeout S] [--env K=V]... [--cwd DIR]\n"
       "                    [--max-output BYTES] [--json] -- ARGV...\n"
       "\n"
       "Runs ARGV (no shell) in the sandbox, writes its stdout and stderr to this\n"
-      "process's stdout and stderr, and exits with its exit code (128+N when killed\n"
-      "by signal N; 137 when it timed out).\n"
+      "process's stdout and stderr (exactly, bytes that are not text included), and\n"
+      "exits with its exit code (128+N when killed by signal N; 137 when it timed out).\n"
+      "Without -i the command's stdin is empty.\n"
       "\n"
+      "  --detach                 start it and print its OPERATION_ID at once (see\n"
+      "                           sandbox output, sandbox cancel); --timeout may be\n"
+      "                           up to 86400 s (the server's exec_timeout_max_seconds)\n"
+      "  -i, --stdin              send this process's stdin to the command (read to EOF\n"
+      "                           first, at most 524288 bytes; more exits 2: copy larger\n"
+      "                           input in as a file with sandbox cp)\n"
       "  --timeout S              kill the command after S seconds (default 600)\n"
       "  --env K=V                environment variable (repeatable)\n"
       "  --cwd DIR                working directory\n"
       "  --max-output BYTES       bytes kept per stream (default: the server's)\n"
       "  --json                   print {\"operation\":…} with the result instead of the\n"
       "                           output; still exit with the command's code\n" COMMON_FLAGS_HELP },
+    { "output", NULL, cli_check_op_id, cli_cmd_output, FLAGS(FBS("--follow", "-f", follow),
+            FN("--timeout", timeout, 1, CLI_WAIT_TIMEOUT_MAX), FJSON), 1, false,
+      "usage: sandbox output OPERATION_ID [--follow] [--timeout S] [--json]\n"
+      "\n"
+      "Prints an exec's output (GET /v1/operations/{id}/output): its stdout and\n"
+      "stderr to this process's, exactly, as far as it is now. With --follow keeps\n"
+      "printing until the command ends (reconnecting after a lost connection).\n"
+      "Once the command has ended, exits with its exit code (as sandbox exec does;\n"
+      "1 when the operation failed or was cancelled); while it still runs, exits 0\n"
+      "(124 when --timeout passed while following).\n"
+      "\n"
+      "  -f, --follow             print new output until the command ends\n"
+      "  --timeout S              with --follow: give up after S seconds (default 900)\n"
+      "  --json                   print {\"chunks\":[…],\"next_offset\",\"done\",\"operation\"}\n"
+      "                           (operation once it ended) instead of the output\n" COMMON_FLAGS_HELP },
+    { "cancel", NULL, cli_check_op_id, cli_cmd_cancel, FLAGS(FJSON), 1, false,
+      "usage: sandbox cancel OPERATION_ID [--json]\n"
+      "\n"
+      "Cancels an exec (POST /v1/operations/{id}/cancel): one not yet running ends\n"
+      "cancelled at once; a running one has its process tree killed by its worker\n"
+      "within a heartbeat or two and then ends cancelled (its output so far kept).\n"
+      "Prints 'OPERATION_ID STATE' (cancelled, or running while the kill is on its\n"
+      "way; sandbox wait OPERATION_ID waits for the end). Another kind of operation,\n"
+      "or one that already ended: conflict (exit 3).\n"
+      "\n"
+      "  --json                   print {\"operation\":…}\n" COMMON_FLAGS_HELP },
     { "get", NULL, cli_check_sandbox_id, cli_cmd_get, FLAGS(FJSON), 1, false,
       "usage: sandbox get SANDBOX_ID [--json]\n"
       "\n"
@@ -651,6 +685,8 @@ static const char top_usage[] =
     "  create     create a sandbox            (sandbox create --wait)\n"
     "  wait       wait for an operation       (sandbox wait OPERATION_ID)\n"
     "  exec       run a command in a sandbox  (sandbox exec SANDBOX_ID -- ls -l)\n"
+    "  output     print or follow an exec's output (sandbox output OPERATION_ID -f)\n"
+    "  cancel     cancel an exec              (sandbox cancel OPERATION_ID)\n"
     "  get        show a sandbox\n"
     "  list, ls   list sandboxes\n"
     "  delete, rm delete a sandbox\n"

@@ -17,6 +17,7 @@
 
 #define MCP_MAX_CALLS          16       /* tool calls in flight */
 #define MCP_REQUEST_TIMEOUT_MS 30000L   /* one plain API call */
+#define MCP_OUTPUT_WAIT_MAX_S  20       /* sandbox_exec_output's wait: inside one plain call */
 #define MCP_WAIT_DEFAULT_S     300
 #define MCP_WAIT_MAX_S         3600
 #define MCP_EXEC_DEFAULT_S     60       /* exec timeout when the call names none */
@@ -24,6 +25,10 @@
 #define MCP_POLL_WAIT_S        1        /* ?wait= per long-poll: progress and cancel granularity */
 #define MCP_EOF_GRACE_S        2        /* calls may still answer after stdin closed */
 #define MCP_PROGRESS_EVERY_MS  900      /* progress notifications at most this often */
+/* A running exec's progress message carries the last line of its output:
+ * looked for in its last bytes, cut to a line that fits a message. */
+#define MCP_PROGRESS_TAIL_BYTES 512
+#define MCP_PROGRESS_LINE_BYTES 160
 #define MCP_PATH_MAX           2048     /* an API path: two ids of 256 bytes percent-encoded fit */
 #define MCP_EVENTS_WAIT_MAX_S  30       /* sandbox_events: longest wait for a new event */
 #define MCP_LOGS_DEFAULT_TAIL  200      /* sandbox_logs: lines from the end unless the call says */
@@ -104,7 +109,8 @@ void tool_arg_copy(json_object *body, json_object *args, const char *k);
 bool tool_id_path(char *out, size_t n, const char *prefix, const char *id, const char *suffix, json_object **bad);
 
 /* The handlers: tools_sandbox.c, tools_routes.c, tools_events.c. */
-mcp_tool_fn_t tool_create, tool_wait, tool_exec, tool_get, tool_list, tool_delete, tool_extend, tool_operation;
+mcp_tool_fn_t tool_create, tool_wait, tool_exec, tool_get, tool_list, tool_delete, tool_extend, tool_operation,
+    tool_exec_output, tool_cancel;
 mcp_tool_fn_t tool_share, tool_routes, tool_unshare;
 mcp_tool_fn_t tool_events, tool_logs;
 mcp_tool_fn_t tool_write_file, tool_read_file, tool_list_files; /* tools_files.c */

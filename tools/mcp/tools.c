@@ -97,19 +97,29 @@ const mcp_tool_t tool_table[] = {
       "'required':['operation','done']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
     { .run = tool_exec, .def = { "sandbox_exec", "Run a command in a sandbox",
-      "Runs argv (an array, no shell) in a running sandbox and waits for it. Output is bounded: check the "
-      "truncation flags. A non-zero exit code is a result, not an error.",
+      "Runs argv (an array, no shell) in a running sandbox and waits for it, with stdin (text) or stdin_b64 "
+      "(bytes) as its input when given. Output is bounded: check the truncation flags. A non-zero exit code "
+      "is a result, not an error. With detach it returns the operation_id at once instead.",
       "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'argv':{'type':'array','items':{'type':'string'},"
       "'minItems':1,'description':'the command and its arguments, run without a shell'},'timeout_seconds':"
       "{'type':'integer','minimum':1,'description':'kill the command after this (default 60)'},"
       "'env':" DKV("environment variables of the command") ",'cwd':"
       DSTR("the working directory of the command") ",'max_output_bytes':{'type':'integer','minimum':1,"
-      "'description':'bound per stream'}},'required':['sandbox_id','argv'],'additionalProperties':false}",
+      "'description':'bound per stream'},'stdin':" DSTR("text written to the stdin of the command, which is then "
+      "closed (EOF); at most 524288 bytes; without stdin and stdin_b64 the stdin of the command is empty") ","
+      "'stdin_b64':" DSTR("the stdin of the command as standard padded base64, for bytes that are not text; at most "
+      "524288 bytes decoded; not together with stdin") ",'detach':{'type':'boolean','description':'start the "
+      "command and return its operation_id at once (default false): read its output with sandbox_exec_output, "
+      "stop it with sandbox_cancel; use it for servers, watchers and anything longer than a few minutes, with "
+      "timeout_seconds up to 86400'}},'required':['sandbox_id','argv'],"
+      "'additionalProperties':false}",
       "{'type':'object','properties':{'operation_id':" STR ",'exit_code':{'type':'integer'},'signal':"
       "{'type':'integer'},'timed_out':{'type':'boolean'},'duration_ms':{'type':'integer'},'stdout':" STR ","
       "'stderr':" STR ",'stdout_truncated':{'type':'boolean'},'stderr_truncated':{'type':'boolean'},"
-      "'stdout_bytes':{'type':'integer'},'stderr_bytes':{'type':'integer'}},'required':['operation_id',"
-      "'exit_code','timed_out','stdout','stderr','stdout_truncated','stderr_truncated']}",
+      "'stdout_bytes':{'type':'integer'},'stderr_bytes':{'type':'integer'},'state':" STR ",'detached':"
+      "{'type':'boolean'},'stdout_b64':" DSTR("the exact "
+      "stdout bytes as base64, present only when they are not UTF-8 text (stdout then has U+FFFD for them)")
+      ",'stderr_b64':" DSTR("as stdout_b64, for stderr") "},'required':['operation_id']}",
       "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" } },
     { .run = tool_get, .def = { "sandbox_get", "Show a sandbox",
       "Shows a sandbox with its operations, including why it was placed where it is (or refused).",
@@ -153,6 +163,31 @@ const mcp_tool_t tool_table[] = {
       "'additionalProperties':false}",
       "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
+    { .run = tool_exec_output, .def = { "sandbox_exec_output", "Read the output of an exec",
+      "Reads the live output of an exec operation (a running or finished command) from a byte offset over both "
+      "streams: chunks of stdout and stderr in the order they were written. Read on with offset = next_offset "
+      "until done is true; the exit code is then in operation_get. With wait_seconds it waits for new output.",
+      "{'type':'object','properties':{'operation_id':" OP_ID ",'offset':{'type':'integer','minimum':0,"
+      "'description':'the byte offset to read from: 0 at first, then the next_offset of the previous call'},"
+      "'wait_seconds':{'type':'integer','minimum':0,'maximum':20,'description':'wait up to this long for output "
+      "past offset when there is none yet (default 0: answer at once)'}},'required':['operation_id'],"
+      "'additionalProperties':false}",
+      "{'type':'object','properties':{'chunks':{'type':'array','items':{'type':'object','properties':{'stream':"
+      STR ",'offset':{'type':'integer'},'data':" DSTR("the chunk as UTF-8 text") ",'data_b64':"
+      DSTR("the exact bytes as base64, present only when data is not exactly them") "}}},'next_offset':"
+      "{'type':'integer'},'end_offset':{'type':'integer'},'skipped_bytes':{'type':'integer','description':"
+      "'output before the oldest kept byte that could not be read any more'},'done':{'type':'boolean'},"
+      "'state':" STR "},'required':['chunks','next_offset','done']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" } },
+    { .run = tool_cancel, .def = { "sandbox_cancel", "Cancel an exec",
+      "Cancels an exec operation: one not yet running ends cancelled at once; a running one has its process "
+      "tree killed by its worker within a few seconds and then ends cancelled (its output so far stays readable "
+      "with sandbox_exec_output). Use it to stop a detached command. Other kinds, or an exec that already "
+      "ended, are a conflict.",
+      "{'type':'object','properties':{'operation_id':" OP_ID "},'required':['operation_id'],"
+      "'additionalProperties':false}",
+      "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
+      "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':true,'openWorldHint':false}" } },
     { .run = tool_share, .def = { "sandbox_share", "Share a port of a sandbox",
       "Gives a port of a running sandbox a public address (a route), to show a web app or an API to a person "
       "or a program outside. Returns route.url and, with auth token (the default), access_token: callers send "

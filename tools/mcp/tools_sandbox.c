@@ -83,19 +83,30 @@ json_object *tool_exec(call_t *c, json_object *args)
         !tool_arg_int(args, "max_output_bytes", 1, SBX_EXEC_OUTPUT_CEILING, 0, &maxout, &bad) ||
         !tool_id_path(path, sizeof path, "/v1/sandboxes/", sbx, "/exec", &bad))
         return bad;
+    bool detach = false;
+    if (!tool_arg_bool(args, "detach", false, &detach, &bad))
+        return bad;
     json_object *body = NULL;
     if (client_exec_body_args(args, &body) < 0)
         return mcp_tool_error("internal", "out of memory");
     jsonx_add_int(body, "timeout_seconds", tmo);   /* the tool's default when the call names none */
     json_object *resp = NULL;
     bool done = false;
-    json_object *out = op_request(c, "POST", path, body, NULL, NULL, true, tmo + MCP_EXEC_SLACK_S, &resp, &done);
+    json_object *out =
+        op_request(c, "POST", path, body, NULL, NULL, !detach, tmo + MCP_EXEC_SLACK_S, &resp, &done);
     json_object_put(body);
     if (out)
         return out;
     json_object *op = jsonx_get_obj(resp, "operation");
     const char *opid = jsonx_get_str(op, "id");
-    if (!done) {
+    if (detach) {
+        /* Started: its output is read with sandbox_exec_output, ended with sandbox_cancel. */
+        json_object *result = json_object_new_object();
+        jsonx_add_str(result, "operation_id", opid);
+        jsonx_add_str(result, "state", jsonx_get_str(op, "state"));
+        jsonx_add_bool(result, "detached", true);
+        out = mcp_tool_ok(result);
+    } else if (!done) {
         char msg[200];
         snprintf(msg, sizeof msg, "exec %s did not finish within %llds; see operation_get", opid,
                  (long long)(tmo + MCP_EXEC_SLACK_S));
@@ -106,7 +117,7 @@ json_object *tool_exec(call_t *c, json_object *args)
         jsonx_add_str(result, "operation_id", opid);
         static const char *const keys[] = { "exit_code", "signal", "timed_out", "duration_ms", "stdout", "stderr",
                                             "stdout_truncated", "stderr_truncated", "stdout_bytes", "stderr_bytes",
-                                            NULL };
+                                            "stdout_b64", "stderr_b64", NULL };
         for (int i = 0; keys[i]; i++)
             tool_arg_copy(result, res, keys[i]);
         out = mcp_tool_ok(result);
@@ -130,6 +141,35 @@ json_object *tool_get(call_t *c, json_object *args) { return get_one(c, "/v1/san
 json_object *tool_operation(call_t *c, json_object *args)
 {
     return get_one(c, "/v1/operations/", "operation_id", args);
+}
+
+json_object *tool_exec_output(call_t *c, json_object *args)
+{
+    json_object *bad = NULL;
+    const char *op = NULL;
+    int64_t offset, wait;
+    char path[MCP_PATH_MAX], full[MCP_PATH_MAX + 64];
+    if (!tool_arg_str(args, "operation_id", &op, &bad) ||
+        !tool_arg_int(args, "offset", 0, SBX_OUTPUT_OFFSET_MAX, 0, &offset, &bad) ||
+        !tool_arg_int(args, "wait_seconds", 0, MCP_OUTPUT_WAIT_MAX_S, 0, &wait, &bad) ||
+        !tool_id_path(path, sizeof path, "/v1/operations/", op, "/output", &bad))
+        return bad;
+    snprintf(full, sizeof full, "%s?offset=%lld&wait=%lld", path, (long long)offset, (long long)wait);
+    return get_result(c, full);
+}
+
+json_object *tool_cancel(call_t *c, json_object *args)
+{
+    json_object *bad = NULL;
+    const char *op = NULL;
+    char path[MCP_PATH_MAX];
+    if (!tool_arg_str(args, "operation_id", &op, &bad) ||
+        !tool_id_path(path, sizeof path, "/v1/operations/", op, "/cancel", &bad))
+        return bad;
+    json_object *resp = NULL;
+    bool done = false;
+    json_object *out = op_request(c, "POST", path, NULL, NULL, NULL, false, 0, &resp, &done);
+    return out ? out : mcp_tool_ok(resp);
 }
 
 json_object *tool_list(call_t *c, json_object *args)

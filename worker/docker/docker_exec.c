@@ -8,10 +8,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 /* ---- exec -------------------------------------------------------------- */
@@ -244,11 +246,47 @@ static int docker_exec_inspect(docker_runtime_t *rt, const char *exec_id, bool *
     return r;
 }
 
+/* Kills exec_id's process tree (its deadline passed, or the worker is
+ * shutting down); what could not be killed goes to ret->warning. */
+static void docker_exec_kill(docker_runtime_t *rt, const char *exec_id, const docker_gvisor_exec_t *gv,
+                             runtime_exec_result_t *ret)
+{
+    bool still = false;
+    int code = -1;
+    pid_t pid = 0;
+    char cid[80];
+    api_error_t ignored;
+    /* The full container id (ref may be a name) to check pids by. */
+    if (docker_exec_inspect(rt, exec_id, &still, &code, &pid, cid, &ignored) < 0 || pid <= 1 || !cid[0])
+        snprintf(ret->warning, sizeof ret->warning, "docker gave no pid for the exec: nothing killed");
+    else if (gv->gvisor)
+        docker_gvisor_kill(rt, gv, exec_id, pid, ret);
+    else if (docker_kill_tree(pid, cid) == 0)
+        snprintf(ret->warning, sizeof ret->warning,
+                 "exec pid %d is not in the container's cgroup (another pid namespace?): nothing killed", (int)pid);
+}
+
+/* True once a client cancelled the exec (the sink says so). */
+static bool docker_exec_client_cancelled(const runtime_output_sink_t *sink)
+{
+    return sink && sink->cancelled && sink->cancelled(sink->ud);
+}
+
+/* Hands the output parsed by d to sink as well (none when sink is NULL). */
+static void docker_exec_tap(docker_stream_t *d, const runtime_output_sink_t *sink)
+{
+    if (sink && sink->write) {
+        d->tap = sink->write;
+        d->tap_ud = sink->ud;
+    }
+}
+
 /* Runs POST /exec/{id}/start and demultiplexes its stream into ret until it
  * ends, the deadline passes (then the process tree is killed) or the worker
  * is cancelled. */
 static int docker_exec_stream(docker_runtime_t *rt, const char *exec_id, const docker_gvisor_exec_t *gv,
-                              int64_t deadline_ms, runtime_exec_result_t *ret, bool *ret_killed, api_error_t *err)
+                              int64_t deadline_ms, const runtime_output_sink_t *sink, runtime_exec_result_t *ret,
+                              bool *ret_killed, api_error_t *err)
 {
     int r = 0;
     char path[160];
@@ -257,6 +295,7 @@ static int docker_exec_stream(docker_runtime_t *rt, const char *exec_id, const d
     memset(&io, 0, sizeof io);
     sbuf_init(&io.error_body, 4096);
     docker_stream_init(&io.demux, &ret->out, &ret->err);
+    docker_exec_tap(&io.demux, sink);
     *ret_killed = false;
 
     snprintf(path, sizeof path, "/exec/%s/start", exec_id);
@@ -278,25 +317,14 @@ static int docker_exec_stream(docker_runtime_t *rt, const char *exec_id, const d
         if (!running)
             break;
         int left = time_left_ms(deadline_ms);
-        if (left == 0 || docker_cancelled(rt)) {
-            bool still = false;
-            int code = -1;
-            pid_t pid = 0;
-            char cid[80];
-            api_error_t ignored;
-            /* The full container id (ref may be a name) to check pids by. */
-            if (docker_exec_inspect(rt, exec_id, &still, &code, &pid, cid, &ignored) < 0 || pid <= 1 || !cid[0])
-                snprintf(ret->warning, sizeof ret->warning, "docker gave no pid for the exec: nothing killed");
-            else if (gv->gvisor)
-                docker_gvisor_kill(rt, gv, exec_id, pid, ret);
-            else if (docker_kill_tree(pid, cid) == 0)
-                snprintf(ret->warning, sizeof ret->warning,
-                         "exec pid %d is not in the container's cgroup (another pid namespace?): nothing killed",
-                         (int)pid);
+        if (left == 0 || docker_cancelled(rt) || docker_exec_client_cancelled(sink)) {
+            docker_exec_kill(rt, exec_id, gv, ret);
             *ret_killed = true;
             goto cleanup; /* stop reading: the stream may be held open by escaped processes */
         }
         curl_multi_poll(dm.m, NULL, 0, left < 100 ? left : 100, NULL);
+        if (sink && sink->tick)
+            sink->tick(sink->ud);
     }
     if ((r = docker_multi_result(&dm, rt, &io.status, err)) < 0)
         goto cleanup;
@@ -314,6 +342,96 @@ static int docker_exec_stream(docker_runtime_t *rt, const char *exec_id, const d
 cleanup:
     docker_multi_close(&dm);
     sbuf_release(&io.error_body);
+    return r;
+}
+
+/* As docker_exec_stream, for an exec with stdin: the start goes over a
+ * hijacked connection (docker_attach.c), spec's stdin is written to it and
+ * the write side closed at its end (the command sees EOF), while the
+ * output is read from it. A command that exits without reading all of its
+ * stdin is not an error: the rest is dropped. */
+static int docker_exec_stream_stdin(docker_runtime_t *rt, const char *exec_id, const docker_gvisor_exec_t *gv,
+                                    const exec_spec_t *spec, int64_t deadline_ms,
+                                    const runtime_output_sink_t *sink, runtime_exec_result_t *ret,
+                                    bool *ret_killed, api_error_t *err)
+{
+    int r = 0;
+    char path[160];
+    docker_hijack_t hj = { .fd = -1 };
+    docker_stream_t demux;
+    docker_stream_init(&demux, &ret->out, &ret->err);
+    docker_exec_tap(&demux, sink);
+    *ret_killed = false;
+    snprintf(path, sizeof path, "/exec/%s/start", exec_id);
+    static const char start_body[] = "{\"Detach\":false,\"Tty\":false}";
+    if ((r = docker_hijack_open(rt, path, start_body, sizeof start_body - 1, DOCKER_CALL_TIMEOUT_MS, &hj, err)) < 0)
+        return r;
+    if (hj.status == 404) {
+        r = api_error_set(err, API_RUNTIME_ERROR, "sandbox container not found");
+        goto cleanup;
+    }
+    /* Only an upgraded connection takes stdin: on any other answer the
+     * connection is still HTTP, and the tenant's bytes written to it would
+     * be read by the Engine as its next request. */
+    if (hj.status != 101) {
+        docker_reply_t rep = { .status = hj.status, .body = hj.early };
+        char emsg[320];
+        docker_reply_message(&rep, emsg, sizeof emsg);
+        if (hj.status == 200)
+            snprintf(emsg, sizeof emsg, "docker did not upgrade the connection (HTTP 200), so stdin cannot be sent");
+        r = api_error_set(err, API_RUNTIME_ERROR, "cannot start the command: %s", emsg);
+        goto cleanup;
+    }
+    if (docker_stream_push(&demux, hj.early.data ? hj.early.data : "", hj.early.len) < 0) {
+        r = api_error_set(err, API_INTERNAL, "out of memory");
+        goto cleanup;
+    }
+    size_t sent = 0;
+    bool wr_open = true;
+    if (spec->stdin_len == 0) {
+        shutdown(hj.fd, SHUT_WR);
+        wr_open = false;
+    }
+    for (;;) {
+        int left = time_left_ms(deadline_ms);
+        if (left == 0 || docker_cancelled(rt) || docker_exec_client_cancelled(sink)) {
+            docker_exec_kill(rt, exec_id, gv, ret);
+            *ret_killed = true;
+            goto cleanup;
+        }
+        struct pollfd p = { .fd = hj.fd, .events = (short)(POLLIN | (wr_open ? POLLOUT : 0)) };
+        int n = poll(&p, 1, left < 100 ? left : 100);
+        if (sink && sink->tick)
+            sink->tick(sink->ud);
+        if (n < 0 && errno != EINTR) {
+            r = api_error_set(err, API_RUNTIME_ERROR, "docker exec stream: poll: %s", strerror(errno));
+            goto cleanup;
+        }
+        if (n <= 0)
+            continue;
+        if (wr_open && (p.revents & (POLLOUT | POLLERR | POLLHUP))) {
+            ssize_t w = send(hj.fd, spec->stdin_data + sent, spec->stdin_len - sent, MSG_NOSIGNAL);
+            if (w > 0)
+                sent += (size_t)w;
+            /* Written, or the command no longer reads: its stdin ends. */
+            if (sent == spec->stdin_len || (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                shutdown(hj.fd, SHUT_WR);
+                wr_open = false;
+            }
+        }
+        if (p.revents & (POLLIN | POLLERR | POLLHUP)) {
+            char buf[16384];
+            ssize_t got = recv(hj.fd, buf, sizeof buf, 0);
+            if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+                break; /* the output ended (Docker closes the stream when the command has exited) */
+            if (got > 0 && docker_stream_push(&demux, buf, (size_t)got) < 0) {
+                r = api_error_set(err, API_INTERNAL, "out of memory");
+                goto cleanup;
+            }
+        }
+    }
+cleanup:
+    docker_hijack_close(&hj);
     return r;
 }
 
@@ -351,7 +469,7 @@ static int docker_exec_create(docker_runtime_t *rt, const char *ref, const exec_
     docker_reply_t rep;
     memset(&rep, 0, sizeof rep);
     json_object *body = json_object_new_object();
-    jsonx_add_bool(body, "AttachStdin", false);
+    jsonx_add_bool(body, "AttachStdin", spec->has_stdin);
     jsonx_add_bool(body, "AttachStdout", true);
     jsonx_add_bool(body, "AttachStderr", true);
     jsonx_add_bool(body, "Tty", false);
@@ -417,7 +535,7 @@ static int docker_exec_wait_exit(docker_runtime_t *rt, const char *exec_id, runt
 }
 
 int docker_rt_exec(runtime_t *base, const char *ref, const exec_spec_t *spec, size_t max_output,
-                   runtime_exec_result_t *ret, api_error_t *err)
+                   const runtime_output_sink_t *sink, runtime_exec_result_t *ret, api_error_t *err)
 {
     docker_runtime_t *rt = (docker_runtime_t *)base;
     int r = 0;
@@ -446,7 +564,10 @@ int docker_rt_exec(runtime_t *base, const char *ref, const exec_spec_t *spec, si
         goto cleanup;
 
     bool killed = false;
-    r = docker_exec_stream(rt, exec_id, &gv, deadline, ret, &killed, err);
+    if (spec->has_stdin)
+        r = docker_exec_stream_stdin(rt, exec_id, &gv, spec, deadline, sink, ret, &killed, err);
+    else
+        r = docker_exec_stream(rt, exec_id, &gv, deadline, sink, ret, &killed, err);
     if (r < 0)
         goto cleanup;
     if (killed) {
@@ -455,7 +576,10 @@ int docker_rt_exec(runtime_t *base, const char *ref, const exec_spec_t *spec, si
             r = api_error_set(err, API_CANCELLED, "the worker shut down while the command ran; it was killed");
             goto cleanup;
         }
-        ret->timed_out = true;
+        if (docker_exec_client_cancelled(sink))
+            ret->cancelled = true;
+        else
+            ret->timed_out = true;
         ret->signal = SIGKILL;
         ret->exit_code = 128 + SIGKILL;
         goto cleanup;

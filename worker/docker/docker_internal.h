@@ -249,7 +249,27 @@ void docker_pid_children(pid_t pid, pid_t *pids, size_t *n, size_t max);
 
 /* The exec operation of docker_ops (worker/runtime.h: runtime_exec). */
 int docker_rt_exec(runtime_t *base, const char *ref, const exec_spec_t *spec, size_t max_output,
-                   runtime_exec_result_t *ret, api_error_t *err);
+                   const runtime_output_sink_t *sink, runtime_exec_result_t *ret, api_error_t *err);
+
+/* ---- docker_attach.c --------------------------------------------------- */
+
+/* A hijacked Engine connection: after the answer's head, fd carries the raw
+ * stream both ways. */
+typedef struct docker_hijack {
+    int fd;          /* nonblocking, close-on-exec; -1 when closed */
+    long status;     /* of the answer: 101 when upgraded */
+    sbuf_t early;    /* 101: stream bytes read with the head; else the answer's body */
+} docker_hijack_t;
+
+/* Sends POST path (under the API version) with the body_len bytes of JSON
+ * body and Upgrade: tcp, and reads the answer's head within timeout_ms.
+ * 0 with *ret (any status: the caller checks for 101; docker_hijack_close
+ * it), or API_RUNTIME_ERROR (docker unreachable, not HTTP, too slow) or
+ * API_CANCELLED (the worker is shutting down) with *ret released. */
+int docker_hijack_open(const docker_runtime_t *rt, const char *path, const char *body, size_t body_len,
+                       long timeout_ms, docker_hijack_t *ret, api_error_t *err);
+/* Closes the connection and frees early; NULL and a closed h are fine. */
+void docker_hijack_close(docker_hijack_t *h);
 
 /* ---- docker_dial.c ----------------------------------------------------- */
 

@@ -51,6 +51,8 @@ int docker_stream_push(docker_stream_t *d, const void *p, size_t n)
         if (b) {
             if (sbuf_append_bounded(b, s, take) < 0)
                 return SBX_ENOMEM;
+            if (d->tap)
+                d->tap(d->tap_ud, b == d->err ? 2 : 1, (const char *)s, take);
         } else {
             d->ignored += take;
         }

@@ -33,6 +33,10 @@ typedef struct docker_stream {
     int stream;                                    /* stream id of the current frame */
     uint64_t frames;                               /* complete headers parsed */
     uint64_t ignored;                              /* payload bytes of unknown streams */
+    /* When set, also given every stdout (1) and stderr (2) payload byte as
+     * it is parsed, kept or not (live output). */
+    void (*tap)(void *ud, int stream, const char *p, size_t n);
+    void *tap_ud;
 } docker_stream_t;
 
 /* Starts a parser writing into out and err (both initialised by the caller,

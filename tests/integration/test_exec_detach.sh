@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Detached commands: `sandbox exec --detach` returns the operation id at once;
+# `sandbox output OP [--follow] [--json]` shows its output (and, once it
+# ended, exits with its code); `sandbox cancel OP` kills the command's
+# process tree in the container (and under gVisor) and the operation ends
+# cancelled; cancel is refused for other kinds, finished execs and other
+# tenants; exec_timeout_max_seconds bounds timeouts.
+# itest-timeout: 300
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+itest_begin
+
+itest_as_member itest-detach
+assert_exit 0 sandbox create --tenant "$tenant" --image "$ITEST_IMAGE" --network none --wait --timeout 300
+read -r sbx cop <<<"$ITEST_OUT"
+itest_track "$sbx"
+
+# ---- --detach answers at once with the operation id
+t0=$(date +%s)
+assert_exit 0 sandbox exec --detach --timeout 3600 "$sbx" -- sh -c 'echo begin; sleep 1; echo more >&2; sleep 300 & sleep 301'
+op=$ITEST_OUT
+assert_match "$op" '^op_[a-z0-9]+$' "what exec --detach prints"
+[ $(($(date +%s) - t0)) -le 5 ] || fail "exec --detach took over 5 s"
+
+# ---- output while it runs: what is there so far, exit 0
+itest_wait_until 20 "the detached command's output" sh -c "\"$SANDBOX_CLI\" output $op 2>&1 | grep -q more"
+assert_exit 0 sandbox output "$op"
+assert_eq "begin" "$ITEST_OUT" "sandbox output stdout of a running command"
+assert_eq "more" "$ITEST_ERR" "sandbox output stderr of a running command"
+assert_exit 0 sandbox output "$op" --json
+assert_eq false "$(itest_json "$ITEST_OUT" done)" "done while running"
+assert_eq "begin" "$(itest_json "$ITEST_OUT" chunks.0.data | tr -d '\n')" "first chunk"
+
+# ---- a follower, then cancel: the process tree dies, the operation ends cancelled
+sandbox output "$op" --follow >"$ITEST_TMP/follow.out" 2>"$ITEST_TMP/follow.err" &
+follower=$!
+sleep 1
+assert_exit 0 sandbox exec "$sbx" -- ps
+assert_contains "$ITEST_OUT" "sleep 301" "ps before the cancel"
+t0=$(date +%s)
+assert_exit 0 sandbox cancel "$op"
+assert_eq "$op running" "$ITEST_OUT" "sandbox cancel of a running exec"
+rc=0
+wait "$follower" || rc=$?
+took=$(($(date +%s) - t0))
+assert_eq 1 "$rc" "exit code of a follow of a cancelled exec"
+[ "$took" -le 20 ] || fail "the cancel took ${took}s to end the command"
+itest_log "cancel ended the command after ${took}s"
+assert_eq "begin" "$(cat "$ITEST_TMP/follow.out")" "followed stdout"
+assert_contains "$(cat "$ITEST_TMP/follow.err")" "more" "followed stderr"
+assert_contains "$(cat "$ITEST_TMP/follow.err")" "cancelled" "the follow says it was cancelled"
+assert_exit 0 sandbox operation "$op" --json
+assert_eq cancelled "$(itest_json "$ITEST_OUT" operation.state)" "state after cancel"
+assert_eq cancelled "$(itest_json "$ITEST_OUT" operation.error.code operation.error_code)" "error code after cancel"
+assert_exit 0 sandbox exec "$sbx" -- ps
+assert_not_contains "$ITEST_OUT" "sleep 30" "ps after the cancel: the whole tree is gone"
+# what it wrote stays readable
+assert_exit 1 sandbox output "$op"
+assert_eq "begin" "$ITEST_OUT" "output of the cancelled exec"
+
+# ---- refusals
+assert_exit 3 sandbox cancel "$op"
+assert_contains "$ITEST_ERR" "conflict" "cancel of a cancelled exec"
+assert_contains "$ITEST_ERR" "already cancelled" "cancel of a cancelled exec"
+assert_exit 3 sandbox cancel "$cop"
+assert_contains "$ITEST_ERR" "only exec operations can be cancelled" "cancel of a create"
+other=$(itest_token "$(itest_tenant itest-detach-other)" member)
+itest_http POST "/v1/operations/$op/cancel" "$other"
+assert_http 404 not_found "cancel of another tenant's exec"
+
+# ---- a finished detached command: output --follow exits with its code
+assert_exit 0 sandbox exec --detach "$sbx" -- sh -c 'echo done-here; exit 5'
+op5=$ITEST_OUT
+assert_exit 5 sandbox output "$op5" --follow
+assert_eq "done-here" "$ITEST_OUT" "output of a finished detached command"
+
+# ---- the timeout ceiling (exec_timeout_max_seconds), on a controller of our own
+itest_own_controller lowcap 1024 SANDBOX_EXEC_TIMEOUT_MAX_SECONDS=100
+SANDBOX_URL=$CTL_URL itest_http POST "/v1/sandboxes/$sbx/exec" "$SANDBOX_TOKEN" '{"argv":["true"],"timeout_seconds":200}'
+assert_http 422 policy_denied "timeout over exec_timeout_max_seconds"
+assert_contains "$(itest_json "$HTTP_BODY" error.message)" "exec_timeout_max_seconds" "the ceiling named"
+
+# ---- gVisor: the cancel kills inside the sandbox
+itest_require_gvisor
+assert_exit 0 sandbox create --tenant "$tenant" --image "$ITEST_IMAGE" --isolation gvisor --network none --wait --timeout 300
+read -r gsbx _ <<<"$ITEST_OUT"
+itest_track "$gsbx"
+assert_exit 0 sandbox exec --detach "$gsbx" -- sh -c 'sleep 310 & sleep 311'
+gop=$ITEST_OUT
+itest_wait_until 20 "the gvisor command running" sh -c "\"$SANDBOX_CLI\" exec $gsbx -- ps | grep -q 'sleep 311'"
+assert_exit 0 sandbox cancel "$gop"
+rc=0
+sandbox wait "$gop" --timeout 30 >/dev/null 2>&1 || rc=$?
+assert_eq 1 "$rc" "sandbox wait of the cancelled gvisor exec"
+assert_exit 0 sandbox operation "$gop" --json
+assert_eq cancelled "$(itest_json "$ITEST_OUT" operation.state)" "gvisor exec state after cancel"
+assert_exit 0 sandbox exec "$gsbx" -- ps
+assert_not_contains "$ITEST_OUT" "sleep 31" "ps in the gvisor sandbox after the cancel"
+assert_exit 0 sandbox delete "$gsbx" --wait
+
+echo "detached commands start at once, are followed, and cancel kills their process tree"
+assert_exit 0 sandbox delete "$sbx" --wait
