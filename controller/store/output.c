@@ -74,29 +74,16 @@ int store_output_append(PGconn *c, const char *worker_id, json_object *body, int
         goto done;
     }
     /* Fenced as a report is: only the holder of the running lease writes. */
-    const char *p[] = { op_id };
-    PGresult *r = db_exec(c, "SELECT kind, state, attempt, coalesce(lease_worker_id, '') FROM operations "
-                             "WHERE id = $1 FOR SHARE", 1, p);
-    if (!r)
+    char kind[16], sbx[SBX_ID_MAX];
+    rc = store__lease_lock(c, worker_id, op_id, attempt, "output", kind, sbx, err);
+    if (rc == 0 && strcmp(kind, "exec") != 0)
+        rc = api_error_set(err, API_STALE_LEASE, "output refused: operation %s is a %s, not an exec", op_id, kind);
+    if (rc == SBX_EINVAL) {
+        db_rollback(c);
+        goto done;
+    }
+    if (rc < 0)
         goto db_fail;
-    if (PQntuples(r) != 1) {
-        PQclear(r);
-        db_rollback(c);
-        rc = api_error_set(err, API_NOT_FOUND, "no operation %s", op_id);
-        goto done;
-    }
-    bool fresh = strcmp(db_get(r, 0, 0), "exec") == 0 && strcmp(db_get(r, 0, 1), "running") == 0 &&
-                 db_get_ll(r, 0, 2) == attempt && strcmp(db_get(r, 0, 3), worker_id) == 0;
-    if (!fresh) {
-        rc = api_error_set(err, API_STALE_LEASE,
-                           "output refused: operation %s is a %s %s at attempt %lld leased to %s; this holds attempt "
-                           "%lld", op_id, db_get(r, 0, 0), db_get(r, 0, 1), db_get_ll(r, 0, 2),
-                           *db_get(r, 0, 3) ? db_get(r, 0, 3) : "nobody", (long long)attempt);
-        PQclear(r);
-        db_rollback(c);
-        goto done;
-    }
-    PQclear(r);
     for (size_t i = 0; i < n; i++) {
         char off[24];
         snprintf(off, sizeof off, "%lld", (long long)chunks[i].offset);

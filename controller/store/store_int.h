@@ -132,6 +132,12 @@ int store__sandbox_lock(PGconn *c, const char *scope, const char *sandbox_id, ch
 int store__sandbox_request_delete(PGconn *c, const store_limits_t *lim, const char *tenant_id, const char *sandbox_id,
                                   const char *idem, const char *hash, const char *created_by, char ret_op[SBX_ID_MAX]);
 int store__flag_ids(PGconn *c, const char *sql, const char *const *ids, int n, bool *ret_flags);
+/* In a transaction: locks operation op_id and checks that worker_id holds
+ * its running lease at attempt (what: "report", "output", for the
+ * message). 0 with its kind and sandbox; SBX_EINVAL with err (not found,
+ * API_STALE_LEASE); SBX_EDB. */
+int store__lease_lock(PGconn *c, const char *worker_id, const char *op_id, int64_t attempt, const char *what,
+                      char ret_kind[16], char ret_sbx[SBX_ID_MAX], api_error_t *err);
 int store__op_fail_admitted(PGconn *c, const char *op_id, const char *kind, const char *sbx, const char *code,
                             const char *msg, json_object *placement);
 int store__place_one(PGconn *c, const store_limits_t *lim, const char *op_id);

@@ -710,31 +710,28 @@ static int report_parse(json_object *body, report_t *ret, api_error_t *err)
     return 0;
 }
 
-/* Locks the operation and checks that the report holds its lease: running,
- * this attempt, this worker. 0 with its kind and sandbox; SBX_EINVAL with
- * err (not found, stale lease); SBX_EDB. */
-static int report_lock(PGconn *c, const char *worker_id, const report_t *rep, char ret_kind[16],
-                       char ret_sbx[SBX_ID_MAX], api_error_t *err)
+int store__lease_lock(PGconn *c, const char *worker_id, const char *op_id, int64_t attempt, const char *what,
+                      char ret_kind[16], char ret_sbx[SBX_ID_MAX], api_error_t *err)
 {
-    const char *p[] = { rep->op_id };
+    const char *p[] = { op_id };
     PGresult *r = db_exec(c, "SELECT kind, state, attempt, coalesce(lease_worker_id, ''), sandbox_id "
                              "FROM operations WHERE id = $1 FOR UPDATE", 1, p);
     if (!r)
         return SBX_EDB;
     if (PQntuples(r) != 1) {
         PQclear(r);
-        return api_error_set(err, API_NOT_FOUND, "no operation %s", rep->op_id);
+        return api_error_set(err, API_NOT_FOUND, "no operation %s", op_id);
     }
     snprintf(ret_kind, 16, "%s", db_get(r, 0, 0));
-    snprintf(ret_sbx, SBX_ID_MAX, "%s", db_get(r, 0, 4));
-    bool fresh = strcmp(db_get(r, 0, 1), "running") == 0 && db_get_ll(r, 0, 2) == rep->attempt &&
+    snprintf(ret_sbx, SBX_ID_MAX, "%s", db_get(r, 0, 4) ? db_get(r, 0, 4) : "");
+    bool fresh = strcmp(db_get(r, 0, 1), "running") == 0 && db_get_ll(r, 0, 2) == attempt &&
                  strcmp(db_get(r, 0, 3), worker_id) == 0;
     int rc = 0;
     if (!fresh)
         rc = api_error_set(err, API_STALE_LEASE,
-                           "report refused: operation %s is %s at attempt %lld leased to %s; this report holds attempt "
-                           "%lld", rep->op_id, db_get(r, 0, 1), db_get_ll(r, 0, 2),
-                           *db_get(r, 0, 3) ? db_get(r, 0, 3) : "nobody", (long long)rep->attempt);
+                           "%s refused: operation %s is %s at attempt %lld leased to %s; this %s holds attempt "
+                           "%lld", what, op_id, db_get(r, 0, 1), db_get_ll(r, 0, 2),
+                           *db_get(r, 0, 3) ? db_get(r, 0, 3) : "nobody", what, (long long)attempt);
     PQclear(r);
     return rc;
 }
@@ -803,7 +800,7 @@ int store_worker_report(PGconn *c, const char *worker_id, json_object *body, jso
     if (db_begin(c) < 0)
         return store__db_error(err);
     char kind[16], sbx[SBX_ID_MAX];
-    int rc = report_lock(c, worker_id, &rep, kind, sbx, err);
+    int rc = store__lease_lock(c, worker_id, rep.op_id, rep.attempt, "report", kind, sbx, err);
     if (rc == SBX_EINVAL) {
         db_rollback(c);
         return rc;
