@@ -198,8 +198,8 @@
  * this; at most SBX_FILES_STREAMS_MAX transfers run in one controller at
  * once (503 past it), and one that moves nothing for
  * SBX_FILES_IDLE_SECONDS either way is cut off. */
-#define SBX_FILES_STREAM_HIGH_WATER   (256u * 1024u)
-#define SBX_FILES_STREAMS_MAX         128
+#define SBX_FILES_STREAM_HIGH_WATER   (1024u * 1024u)
+#define SBX_FILES_STREAMS_MAX         64
 #define SBX_FILES_IDLE_SECONDS        60
 
 /* The buckets of a listener's per-address connection counts

@@ -392,6 +392,9 @@ static void get_begin(files_xfer_t *fx, const proxy_worker_reply_t *rep)
     }
     fx->state = FX_BODY;
     http_stream_start(fx->rq, format_type(fx->format));
+    struct bufferevent *cbev = fx->evcon ? evhttp_connection_get_bufferevent(fx->evcon) : NULL;
+    if (cbev)
+        bufferevent_set_max_single_write(cbev, SBX_FILES_STREAM_HIGH_WATER);
     bufferevent_set_timeouts(fx->up, NULL, NULL); /* the sweep watches progress */
     bufferevent_setwatermark(fx->up, EV_READ, 0, LOGFRAME_HEADER_BYTES + LOGFRAME_PAYLOAD_MAX);
     get_pump(fx);
@@ -627,6 +630,9 @@ static void fx_start(files_xfer_t *fx, const logs_source_t *src, const char *lin
     }
     struct timeval st = { FILES_SWEEP_SECONDS, 0 };
     evtimer_add(fx->sweep, &st);
+    /* libevent moves 16 KiB per read or write unless told. */
+    bufferevent_set_max_single_read(fx->up, SBX_FILES_STREAM_HIGH_WATER);
+    bufferevent_set_max_single_write(fx->up, SBX_FILES_STREAM_HIGH_WATER);
     /* An upload moves as fast as the Engine unpacks, and its reply comes
      * when that is done: the sweep bounds it (no progress for
      * SBX_FILES_IDLE_SECONDS), not the connection's timeouts. */

@@ -752,6 +752,8 @@ int apiconn_stream_begin(apiconn_t *ac, void (*cb)(void *), void *arg)
     ac->stream_attached = true;
     ac->stream_cb = cb;
     ac->stream_arg = arg;
+    /* libevent reads 16 KiB at a time unless told: a stream takes more. */
+    bufferevent_set_max_single_read(ac->bev, SBX_FILES_STREAM_HIGH_WATER);
     if (ac->stream_status == 0 && !ac->stream_paused)
         bufferevent_enable(ac->bev, EV_READ);
     if (evbuffer_get_length(ac->sbuf) > 0 || ac->stream_status != 0)
