@@ -82,6 +82,7 @@ struct apiconn {
     struct evbuffer *sbuf;     /* decoded body bytes the handler has not taken */
     int stream_status;         /* 0: more due; 1: complete; < 0: malformed framing */
     bool stream_paused;        /* reading off: sbuf over SBX_FILES_STREAM_HIGH_WATER */
+    bool stream_cut;           /* the body ended unread (malformed, too long, or its handler gave up) */
     bool stream_attached;      /* a handler took it: evhttp's read callback set aside */
     bufferevent_data_cb saved_readcb;
     struct event *stream_ev;   /* tells the handler, outside the buffer's callbacks */
@@ -647,6 +648,7 @@ static void stream_finish(apiconn_t *ac, int status)
     /* Complete: what follows is the next request's head; else nothing
      * more of this connection is read for evhttp. */
     ac->state = status == 1 ? AC_HEAD : AC_CLOSING;
+    ac->stream_cut = status != 1;
     ac->body_since_ms = now_ms();
 }
 
@@ -773,7 +775,7 @@ struct evbuffer *apiconn_stream_input(apiconn_t *ac) { return ac ? ac->sbuf : NU
 
 bool apiconn_body_unread(const apiconn_t *ac)
 {
-    return ac && (ac->state == AC_STREAM || ac->state == AC_CLOSING);
+    return ac && (ac->state == AC_STREAM || ac->stream_cut);
 }
 
 int apiconn_stream_status(const apiconn_t *ac) { return ac ? ac->stream_status : SBX_EIO; }
@@ -803,6 +805,7 @@ bool apiconn_stream_end(apiconn_t *ac)
     bufferevent_setcb(ac->bev, ac->saved_readcb, wcb, ecb, cbarg);
     if (!complete) {
         ac->state = AC_CLOSING;
+        ac->stream_cut = true;
         ac->body_since_ms = now_ms();
     }
     stream_release(ac);

@@ -93,9 +93,10 @@ void apiconn_transfer_release(void);
  * framing turned out malformed. evhttp's reading is set aside until
  * apiconn_stream_end. SBX_EINVAL when the request has no streamed body. */
 int apiconn_stream_begin(apiconn_t *ac, void (*cb)(void *), void *arg);
-/* True while ac's streamed body has not all been read, or the connection
- * reads nothing more (an answer then must close the connection: server.c
- * adds Connection: close). */
+/* True while ac's streamed body has not all been read (still coming, or
+ * cut off): the answer to that request must close the connection (server.c
+ * adds Connection: close to an answer of a request with
+ * APICONN_STREAM_HEADER). */
 bool apiconn_body_unread(const apiconn_t *ac);
 /* Sends "100 Continue" when the client asked for it (once). */
 void apiconn_stream_continue(apiconn_t *ac);

@@ -229,7 +229,8 @@ static void reply_send(req_t *rq, int status, const char *content_type, const ch
         evhttp_add_header(h, "X-Request-Id", rq->request_id);
     /* An upload answered before its body was read (refused, or cut off):
      * the rest of the body must not be read as a next request. */
-    if (rq->conn && apiconn_body_unread(rq->conn) && !evhttp_find_header(h, "Connection"))
+    if (rq->conn && http_header(rq, APICONN_STREAM_HEADER) && apiconn_body_unread(rq->conn) &&
+        !evhttp_find_header(h, "Connection"))
         evhttp_add_header(h, "Connection", "close");
     evhttp_send_reply(rq->ev, status, NULL, buf);
     if (buf)
