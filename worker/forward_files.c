@@ -158,8 +158,7 @@ static void files_done(const forward_conn_t *c, const char *op, const char *path
               why);
 }
 
-/* Answers an error of the runtime as the protocol says. */
-static const char *files_refuse_err(forward_conn_t *c, const api_error_t *err)
+const char *forward_refuse_runtime(forward_conn_t *c, const api_error_t *err)
 {
     switch (err->code) {
     case API_INVALID_ARGUMENT:
@@ -186,10 +185,7 @@ static const char *files_refuse_err(forward_conn_t *c, const api_error_t *err)
 
 /* ---- the request line -------------------------------------------------- */
 
-/* Reads the request line after the preamble into l (what followed it
- * stays in c->up), within the preamble's time. Refuses and returns < 0
- * when it does not come or is too long. */
-static int files_read_line(forward_conn_t *c, forward_reqline_t *l)
+int forward_read_reqline(forward_conn_t *c, forward_reqline_t *l)
 {
     int64_t deadline = time_deadline_ms(FORWARD_PREAMBLE_TIMEOUT_MS);
     size_t have = c->up_len;
@@ -373,7 +369,7 @@ static void files_put(forward_conn_t *c, const forward_files_req_t *q, const cha
         outcome = "error";
         snprintf(u.why, sizeof u.why, "the worker is shutting down");
     } else if (r < 0) {
-        outcome = files_refuse_err(c, &err);
+        outcome = forward_refuse_runtime(c, &err);
         snprintf(u.why, sizeof u.why, "%s", err.message);
     } else {
         char msg[48], line[128];
@@ -464,7 +460,7 @@ static void files_get(forward_conn_t *c, const forward_files_req_t *q, const cha
             if (forward_stopping(f))
                 forward_refuse(c, 503, "busy", "the worker is shutting down");
         } else {
-            outcome = files_refuse_err(c, &err);
+            outcome = forward_refuse_runtime(c, &err);
             why = err.message;
         }
     } else if (d.gone) {
@@ -502,7 +498,7 @@ void forward_files(forward_conn_t *c)
         goto cleanup;
     }
     forward_reqline_init(l);
-    if (files_read_line(c, l) < 0)
+    if (forward_read_reqline(c, l) < 0)
         goto cleanup;
     grant_files_digest(l->buf, l->len, digest);
     if (sodium_memcmp(digest, c->grant.files_digest, GRANT_FILES_DIGEST_HEX - 1) != 0) {
@@ -526,7 +522,7 @@ void forward_files(forward_conn_t *c)
         goto cleanup;
     }
     if (runtime_files_target(f->rt, c->sandbox_id, f->worker_name, ref, &err) < 0) {
-        const char *outcome = files_refuse_err(c, &err);
+        const char *outcome = forward_refuse_runtime(c, &err);
         files_done(c, op, q->path, outcome, 0, t0, err.message);
         goto cleanup;
     }
