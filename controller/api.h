@@ -46,6 +46,14 @@ void api_logs_stop_thread(void);
  * "Files"). api_files_stop_thread ends the calling thread's transfers. */
 void api_sandbox_files_put(req_t *rq, const char *id);
 void api_sandbox_files_get(req_t *rq, const char *id);
+/* The worker of sandbox id (in the request's scope), if it runs and can be
+ * reached: 0 and *src (store_logs_source_release it), or answered (404
+ * for none in scope, 409 "... <what> only while it is running", 503). */
+int api_data_source(req_t *rq, const char *id, const char *what, logs_source_t *src);
+/* POST /v1/sandboxes/{id}/shell (controller/api_shell.c). */
+void api_sandbox_shell(req_t *rq, const char *id);
+/* Ends the thread's shells (the controller stops). */
+void api_shell_stop_thread(void);
 void api_files_stop_thread(void);
 /* A path in the sandbox as the files endpoints take it: absolute, at most
  * SBX_FILES_PATH_MAX bytes, no control characters. 0 or SBX_EINVAL with err. */

@@ -551,8 +551,7 @@ static int parse_format(const char *f, bool put, files_format_t *ret, api_error_
     return 0;
 }
 
-/* The sandbox's worker, if the sandbox runs: 0 and *src, or answered. */
-static int files_source(req_t *rq, const char *id, logs_source_t *src)
+int api_data_source(req_t *rq, const char *id, const char *what, logs_source_t *src)
 {
     memset(src, 0, sizeof *src);
     if (!ids_valid("sbx", id)) {
@@ -569,7 +568,7 @@ static int files_source(req_t *rq, const char *id, logs_source_t *src)
         return rc;
     }
     if (strcmp(src->phase, "running") != 0) {
-        http_reply_error(rq, API_CONFLICT, "sandbox %s is %s: files move only while it is running", id, src->phase);
+        http_reply_error(rq, API_CONFLICT, "sandbox %s is %s: %s only while it is running", id, src->phase, what);
     } else if (!src->worker_id[0] || strcmp(src->worker_state, "lost") == 0) {
         http_reply_error(rq, API_UNAVAILABLE, "the worker running sandbox %s is lost", id);
     } else if (!src->worker_address[0] || !src->worker_token_hash[0]) {
@@ -731,7 +730,7 @@ void api_sandbox_files_put(req_t *rq, const char *id)
         return;
     }
     logs_source_t src;
-    if (files_source(rq, id, &src) < 0)
+    if (api_data_source(rq, id, "files move", &src) < 0)
         return;
     char *line = put_line(path, format, size, mode, cfg_int(&rq->ctl->cfg, CFG_FILES_MAX_BYTES));
     files_xfer_t *fx = line ? fx_new(rq, id, path, format, true) : NULL;
@@ -768,7 +767,7 @@ void api_sandbox_files_get(req_t *rq, const char *id)
         return;
     }
     logs_source_t src;
-    if (files_source(rq, id, &src) < 0) {
+    if (api_data_source(rq, id, "files move", &src) < 0) {
         apiconn_transfer_release();
         return;
     }

@@ -634,6 +634,7 @@ static void stop_cb(evutil_socket_t fd, short what, void *arg)
     /* Log streams end as if their sandbox had stopped. */
     api_logs_stop_thread();
     api_files_stop_thread();
+    api_shell_stop_thread();
     /* Answer everything parked with its current state, then leave. */
     while (th->parked) {
         req_t *rq = th->parked;
