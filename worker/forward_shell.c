@@ -24,6 +24,9 @@
 
 #include <sodium.h>
 
+/* A terminal is resized at most this often (later sizes wait, the latest wins). */
+#define SHELL_RESIZE_MS 100
+
 /* ---- the request line (pure) ------------------------------------------- */
 
 static int shell_bad(char *err, size_t errlen, const char *msg)
@@ -160,6 +163,9 @@ typedef struct shell_relay {
     char pend[SHELLFRAME_PAYLOAD_MAX]; /* keystrokes not yet written to the terminal */
     size_t pend_off, pend_len;
     bool input_ended;         /* the EOF frame came */
+    unsigned want_cols, want_rows; /* the latest RESIZE not applied yet (0: none) */
+    unsigned cols, rows;      /* the size last applied */
+    int64_t resized_ms;       /* when */
     int64_t last_ms;          /* the last byte either way */
     char why[200];
 } shell_relay_t;
@@ -204,9 +210,10 @@ static int shell_take_frames(shell_relay_t *s)
             s->pend_off = 0;
             s->pend_len = f.len;
         } else if (f.type == SHELLFRAME_RESIZE) {
-            api_error_t err;
-            if (runtime_shell_resize(c->f->rt, s->sh, f.cols, f.rows, &err) < 0)
-                log_debug(FORWARD_COMPONENT, "shell in sandbox %s: resize: %s", c->sandbox_id, err.message);
+            /* Applied by shell_resize, at most every SHELL_RESIZE_MS: a
+             * flood of them is not a flood of Engine calls. */
+            s->want_cols = f.cols;
+            s->want_rows = f.rows;
         } else if (f.type == SHELLFRAME_EOF) {
             /* The terminal's end of input: its EOF character (a shell
              * reading a line sees the end). */
@@ -221,6 +228,28 @@ static int shell_take_frames(shell_relay_t *s)
     return 0;
 }
 
+/* Applies the latest RESIZE once SHELL_RESIZE_MS passed since the last
+ * one (an unchanged size costs nothing). */
+static void shell_resize(shell_relay_t *s)
+{
+    if (!s->want_cols)
+        return;
+    if (s->want_cols == s->cols && s->want_rows == s->rows) {
+        s->want_cols = s->want_rows = 0;
+        return;
+    }
+    int64_t now = time_mono_ms();
+    if (now - s->resized_ms < SHELL_RESIZE_MS)
+        return;
+    api_error_t err;
+    if (runtime_shell_resize(s->c->f->rt, s->sh, s->want_cols, s->want_rows, &err) < 0)
+        log_debug(FORWARD_COMPONENT, "shell in sandbox %s: resize: %s", s->c->sandbox_id, err.message);
+    s->cols = s->want_cols;
+    s->rows = s->want_rows;
+    s->want_cols = s->want_rows = 0;
+    s->resized_ms = now;
+}
+
 /* Relays until the command exits (1), the controller's side ends or stalls
  * (0), or a malformed frame or the worker stopping ends it (< 0). */
 static int shell_relay(shell_relay_t *s)
@@ -231,6 +260,7 @@ static int shell_relay(shell_relay_t *s)
     for (;;) {
         if (shell_take_frames(s) < 0)
             return SBX_EINVAL;
+        shell_resize(s);
         if (time_mono_ms() - s->last_ms > (int64_t)SBX_SHELL_IDLE_SECONDS * 1000) {
             snprintf(s->why, sizeof s->why, "no bytes either way for %d s", SBX_SHELL_IDLE_SECONDS);
             return 0;
@@ -242,7 +272,7 @@ static int shell_relay(shell_relay_t *s)
             { .fd = f->stop_pipe[0], .events = POLLIN },
         };
         bool pending = want_client && forward_client_pending(c);
-        int n = poll(p, 3, pending ? 0 : 1000);
+        int n = poll(p, 3, pending ? 0 : s->want_cols ? SHELL_RESIZE_MS : 1000);
         if (n < 0 && errno != EINTR) {
             snprintf(s->why, sizeof s->why, "poll: %s", strerror(errno));
             return SBX_EIO;
@@ -336,6 +366,8 @@ void forward_shell(forward_conn_t *c)
     size_t n = forward_reply_format(line, sizeof line, 200, "ok", NULL);
     s->c = c;
     s->last_ms = time_mono_ms();
+    s->cols = q.cols;
+    s->rows = q.rows;
     shellframe_dec_init(&s->dec, SHELLFRAME_TO_WORKER);
     snprintf(s->why, sizeof s->why, "exited");
     if (forward_send_all(c, line, n) < 0 || (early.len && shell_send_output(s, early.data, early.len) < 0)) {

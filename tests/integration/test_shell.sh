@@ -53,8 +53,14 @@ rc=0
 printf 'exit 7\n' | sandbox shell "$sbx" >/dev/null || rc=$?
 assert_eq 7 "$rc" "the exit code of a piped shell"
 rc=0
-sandbox shell "$sbx" -- sh -c 'exit 5' </dev/null >/dev/null || rc=$?
-assert_eq 5 "$rc" "sandbox shell -- ARGV runs ARGV"
+sandbox shell "$sbx" -- sh -c 'exit $((2+3))' </dev/null >/dev/null || rc=$?
+assert_eq 5 "$rc" "sandbox shell -- ARGV runs ARGV (a + in it kept)"
+
+# ---- usage: no id, nothing after --, --help; exit 2 and 0
+assert_exit 2 sandbox shell
+assert_exit 2 sandbox shell "$sbx" --
+assert_exit 0 sandbox shell --help
+assert_contains "$ITEST_OUT" "Exit codes: the command's own" "shell --help names its exit codes"
 
 # ---- refusals: another tenant's 404, a plain POST 400, bad sizes 400
 rc=0
