@@ -56,6 +56,16 @@ rc=0
 sandbox shell "$sbx" -- sh -c 'exit $((2+3))' </dev/null >/dev/null || rc=$?
 assert_eq 5 "$rc" "sandbox shell -- ARGV runs ARGV (a + in it kept)"
 
+# ---- a session whose client dies: its command is killed, not left running
+"$SANDBOX_CLI" shell "$sbx" -- sleep 4242 < <(sleep 30) >/dev/null 2>&1 &
+cli_pid=$!
+itest_track_pid "$cli_pid"
+itest_wait_until 20 "the abandoned shell's command runs" \
+  sh -c "\"$SANDBOX_CLI\" exec $sbx -- ps | grep -q 'sleep 4242'"
+kill -9 "$cli_pid" 2>/dev/null || true
+itest_wait_until 20 "the abandoned shell's command is killed" \
+  sh -c "! \"$SANDBOX_CLI\" exec $sbx -- ps | grep -q 'sleep 4242'"
+
 # ---- usage: no id, nothing after --, --help; exit 2 and 0
 assert_exit 2 sandbox shell
 assert_exit 2 sandbox shell "$sbx" --
