@@ -580,12 +580,12 @@ int api_data_source(req_t *rq, const char *id, const char *what, logs_source_t *
     return SBX_EINVAL;
 }
 
-static int sign_files_grant(const logs_source_t *src, const char *sandbox_id, bool put, const char *line,
-                            char ret[GRANT_MAX])
+/* The grant of purpose for sandbox_id on src's worker, bound to line. */
+static int sign_line_grant(const logs_source_t *src, const char *sandbox_id, grant_purpose_t purpose,
+                           const char *line, char ret[GRANT_MAX])
 {
     unsigned char key[GRANT_KEY_BYTES];
-    grant_t g = { .purpose = put ? GRANT_FILES_PUT : GRANT_FILES_GET,
-                  .expires_unix = (int64_t)time(NULL) + FILES_GRANT_SECONDS };
+    grant_t g = { .purpose = purpose, .expires_unix = (int64_t)time(NULL) + FILES_GRANT_SECONDS };
     snprintf(g.worker_id, sizeof g.worker_id, "%s", src->worker_id);
     snprintf(g.sandbox_id, sizeof g.sandbox_id, "%s", sandbox_id);
     grant_files_digest(line, strlen(line), g.files_digest);
@@ -596,52 +596,65 @@ static int sign_files_grant(const logs_source_t *src, const char *sandbox_id, bo
     return rc;
 }
 
+int api_worker_open(const api_worker_open_t *o, struct bufferevent **ret, api_error_t *err)
+{
+    char grant[GRANT_MAX];
+    struct sockaddr_storage ss;
+    int sl = (int)sizeof ss;
+    *ret = NULL;
+    if (sign_line_grant(o->src, o->sandbox_id, o->purpose, o->line, grant) < 0)
+        return api_error_set(err, API_INTERNAL, "cannot sign the worker grant");
+    if (evutil_parse_sockaddr_port(o->src->worker_address, (struct sockaddr *)&ss, &sl) < 0) {
+        sodium_memzero(grant, sizeof grant);
+        return api_error_set(err, API_UNAVAILABLE, "the worker's forwarder address is not an IP address and port");
+    }
+    SSL_CTX *tls = o->rq->ctl->worker_tls;
+    struct bufferevent *up = tls ? tls_bev_connect(o->base, tls, (const struct sockaddr *)&ss, sl)
+                                 : bufferevent_socket_new(o->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (!up) {
+        sodium_memzero(grant, sizeof grant);
+        return api_error_set(err, tls ? API_UNAVAILABLE : API_INTERNAL, "cannot reach the worker running the sandbox");
+    }
+    evbuffer_add_printf(bufferevent_get_output(up), "SANDBOX-FORWARD/1 %s\r\n%s\r\n", grant, o->line);
+    sodium_memzero(grant, sizeof grant);
+    struct timeval wt = { FILES_WORKER_SECONDS, 0 };
+    bufferevent_set_timeouts(up, o->read_timeout ? &wt : NULL, &wt);
+    bufferevent_setwatermark(up, EV_WRITE, SBX_FILES_STREAM_HIGH_WATER / 2, 0);
+    bufferevent_setcb(up, o->readcb, o->writecb, o->eventcb, o->arg);
+    if (!tls && bufferevent_socket_connect(up, (const struct sockaddr *)&ss, sl) < 0) {
+        bufferevent_free(up);
+        return api_error_set(err, API_UNAVAILABLE, "cannot reach the worker running the sandbox");
+    }
+    bufferevent_enable(up, EV_READ | EV_WRITE);
+    *ret = up;
+    return 0;
+}
+
 /* Connects to the worker and sends the preamble and the request line; the
  * transfer owns rq from here (a failure is answered). */
 static void fx_start(files_xfer_t *fx, const logs_source_t *src, const char *line)
 {
-    req_t *rq = fx->rq;
     struct event_base *base = fx->evcon ? evhttp_connection_get_base(fx->evcon) : NULL;
-    char grant[GRANT_MAX];
-    struct sockaddr_storage ss;
-    int sl = (int)sizeof ss;
+    api_error_t err;
     if (!base) {
         fx_fail(fx, API_INTERNAL, "the request has no connection");
         return;
     }
-    if (sign_files_grant(src, fx->sandbox_id, fx->put, line, grant) < 0) {
-        fx_fail(fx, API_INTERNAL, "cannot sign the worker grant");
-        return;
-    }
-    if (evutil_parse_sockaddr_port(src->worker_address, (struct sockaddr *)&ss, &sl) < 0) {
-        sodium_memzero(grant, sizeof grant);
-        fx_fail(fx, API_UNAVAILABLE, "the worker's forwarder address is not an IP address and port");
-        return;
-    }
-    SSL_CTX *tls = rq->ctl->worker_tls;
-    fx->up = tls ? tls_bev_connect(base, tls, (const struct sockaddr *)&ss, sl)
-                 : bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
     fx->sweep = event_new(base, -1, EV_PERSIST, sweep_cb, fx);
-    if (!fx->up || !fx->sweep) {
-        sodium_memzero(grant, sizeof grant);
-        fx_fail(fx, tls ? API_UNAVAILABLE : API_INTERNAL, "cannot reach the worker running the sandbox");
+    if (!fx->sweep) {
+        fx_fail(fx, API_INTERNAL, "out of memory");
         return;
     }
     struct timeval st = { FILES_SWEEP_SECONDS, 0 };
     evtimer_add(fx->sweep, &st);
-    evbuffer_add_printf(bufferevent_get_output(fx->up), "SANDBOX-FORWARD/1 %s\r\n%s\r\n", grant, line);
-    sodium_memzero(grant, sizeof grant);
-    struct timeval wt = { FILES_WORKER_SECONDS, 0 };
     /* An upload's reply may take as long as the Engine's unpacking: the
      * sweep bounds it, not a read timeout. */
-    bufferevent_set_timeouts(fx->up, fx->put ? NULL : &wt, &wt);
-    bufferevent_setwatermark(fx->up, EV_WRITE, SBX_FILES_STREAM_HIGH_WATER / 2, 0);
-    bufferevent_setcb(fx->up, up_read_cb, fx->put ? up_write_cb : NULL, up_event_cb, fx);
-    if (!tls && bufferevent_socket_connect(fx->up, (const struct sockaddr *)&ss, sl) < 0) {
-        fx_fail(fx, API_UNAVAILABLE, "cannot reach the worker running the sandbox");
-        return;
-    }
-    bufferevent_enable(fx->up, EV_READ | EV_WRITE);
+    api_worker_open_t o = { .rq = fx->rq, .base = base, .src = src, .sandbox_id = fx->sandbox_id,
+                            .purpose = fx->put ? GRANT_FILES_PUT : GRANT_FILES_GET, .line = line,
+                            .read_timeout = !fx->put, .readcb = up_read_cb, .writecb = fx->put ? up_write_cb : NULL,
+                            .eventcb = up_event_cb, .arg = fx };
+    if (api_worker_open(&o, &fx->up, &err) < 0)
+        fx_fail(fx, err.code, "%s", err.message);
 }
 
 static files_xfer_t *fx_new(req_t *rq, const char *id, const char *path, files_format_t format, bool put)

@@ -35,8 +35,6 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <event2/util.h>
-#include <netinet/in.h>
-#include <sodium.h>
 #include <stdarg.h>
 #include <sys/queue.h>
 #include <stdio.h>
@@ -46,9 +44,6 @@
 #include <time.h>
 
 #define SHELL_COMPONENT      "shell"
-/* Connecting to the worker and its first line. */
-#define SHELL_WORKER_SECONDS 15
-#define SHELL_GRANT_SECONDS  60
 #define SHELL_SWEEP_SECONDS  5
 #define SHELL_DEFAULT_COLS   80
 #define SHELL_DEFAULT_ROWS   24
@@ -317,6 +312,8 @@ static void sh_begin(shell_sess_t *sh)
     evbuffer_add_printf(out, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n",
                         APICONN_SHELL_UPGRADE);
     sh->out_cb = evbuffer_add_cb(out, client_out_cb, sh);
+    /* evhttp writes only while it answers: the raw bytes need it on. */
+    bufferevent_enable(sh->cbev, EV_WRITE);
     sh->progress_ms = mono_ms();
     sh_pump_worker(sh);
     if (sh->state == SH_RELAY)
@@ -495,61 +492,25 @@ static char *shell_line(const shell_sess_t *sh, unsigned cols, unsigned rows)
     return s;
 }
 
-static int sign_shell_grant(const logs_source_t *src, const char *sandbox_id, const char *line, char ret[GRANT_MAX])
-{
-    unsigned char key[GRANT_KEY_BYTES];
-    grant_t g = { .purpose = GRANT_SHELL, .expires_unix = (int64_t)time(NULL) + SHELL_GRANT_SECONDS };
-    snprintf(g.worker_id, sizeof g.worker_id, "%s", src->worker_id);
-    snprintf(g.sandbox_id, sizeof g.sandbox_id, "%s", sandbox_id);
-    grant_files_digest(line, strlen(line), g.files_digest);
-    int rc = grant_key_from_hash_hex(src->worker_token_hash, key);
-    if (rc == 0)
-        rc = grant_sign(key, &g, ret);
-    sodium_memzero(key, sizeof key);
-    return rc;
-}
-
 /* Connects to the worker with the preamble and the request line; the
  * session owns rq from here (a failure is answered). */
 static void sh_start(shell_sess_t *sh, const logs_source_t *src, const char *line)
 {
-    req_t *rq = sh->rq;
     struct event_base *base = evhttp_connection_get_base(sh->evcon);
-    char grant[GRANT_MAX];
-    struct sockaddr_storage ss;
-    int sl = (int)sizeof ss;
-    if (sign_shell_grant(src, sh->sandbox_id, line, grant) < 0) {
-        sh_fail(sh, API_INTERNAL, "cannot sign the worker grant");
-        return;
-    }
-    if (evutil_parse_sockaddr_port(src->worker_address, (struct sockaddr *)&ss, &sl) < 0) {
-        sodium_memzero(grant, sizeof grant);
-        sh_fail(sh, API_UNAVAILABLE, "the worker's forwarder address is not an IP address and port");
-        return;
-    }
-    SSL_CTX *tls = rq->ctl->worker_tls;
-    sh->up = tls ? tls_bev_connect(base, tls, (const struct sockaddr *)&ss, sl)
-                 : bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    api_error_t err;
     sh->sweep = event_new(base, -1, EV_PERSIST, sweep_cb, sh);
     sh->kick = event_new(base, -1, 0, kick_cb, sh);
-    if (!sh->up || !sh->sweep || !sh->kick) {
-        sodium_memzero(grant, sizeof grant);
-        sh_fail(sh, tls ? API_UNAVAILABLE : API_INTERNAL, "cannot reach the worker running the sandbox");
+    if (!sh->sweep || !sh->kick) {
+        sh_fail(sh, API_INTERNAL, "out of memory");
         return;
     }
     struct timeval st = { SHELL_SWEEP_SECONDS, 0 };
     evtimer_add(sh->sweep, &st);
-    evbuffer_add_printf(bufferevent_get_output(sh->up), "SANDBOX-FORWARD/1 %s\r\n%s\r\n", grant, line);
-    sodium_memzero(grant, sizeof grant);
-    struct timeval wt = { SHELL_WORKER_SECONDS, 0 };
-    bufferevent_set_timeouts(sh->up, &wt, &wt);
-    bufferevent_setwatermark(sh->up, EV_WRITE, SBX_FILES_STREAM_HIGH_WATER / 2, 0);
-    bufferevent_setcb(sh->up, up_read_cb, up_write_cb, up_event_cb, sh);
-    if (!tls && bufferevent_socket_connect(sh->up, (const struct sockaddr *)&ss, sl) < 0) {
-        sh_fail(sh, API_UNAVAILABLE, "cannot reach the worker running the sandbox");
-        return;
-    }
-    bufferevent_enable(sh->up, EV_READ | EV_WRITE);
+    api_worker_open_t o = { .rq = sh->rq, .base = base, .src = src, .sandbox_id = sh->sandbox_id,
+                            .purpose = GRANT_SHELL, .line = line, .read_timeout = true, .readcb = up_read_cb,
+                            .writecb = up_write_cb, .eventcb = up_event_cb, .arg = sh };
+    if (api_worker_open(&o, &sh->up, &err) < 0)
+        sh_fail(sh, err.code, "%s", err.message);
 }
 
 void api_sandbox_shell(req_t *rq, const char *id)
