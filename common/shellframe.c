@@ -1,6 +1,7 @@
 /* The frames of an interactive shell (see shellframe.h). */
 #include "shellframe.h"
 #include "errors.h"
+#include "logframe.h"
 
 #include <string.h>
 
@@ -11,13 +12,11 @@ void shellframe_dec_init(shellframe_dec_t *d, shellframe_dir_t dir)
     d->ready = false;
 }
 
+_Static_assert(SHELLFRAME_HEADER_BYTES == LOGFRAME_HEADER_BYTES, "one header layout for both kinds of frames");
+
 void shellframe_header(unsigned char ret[SHELLFRAME_HEADER_BYTES], int type, uint32_t len)
 {
-    ret[0] = (unsigned char)type;
-    ret[1] = (unsigned char)(len >> 24);
-    ret[2] = (unsigned char)(len >> 16);
-    ret[3] = (unsigned char)(len >> 8);
-    ret[4] = (unsigned char)len;
+    logframe_header(ret, type, len); /* the same 5-byte header: a type, a big-endian length */
 }
 
 static unsigned clamp_size(unsigned v)

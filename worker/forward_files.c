@@ -230,6 +230,21 @@ int forward_read_reqline(forward_conn_t *c, forward_reqline_t *l)
     }
 }
 
+int forward_granted_line(forward_conn_t *c, forward_reqline_t *l)
+{
+    char digest[GRANT_FILES_DIGEST_HEX];
+    forward_reqline_init(l);
+    int r = forward_read_reqline(c, l);
+    if (r < 0)
+        return r;
+    grant_files_digest(l->buf, l->len, digest);
+    if (sodium_memcmp(digest, c->grant.files_digest, GRANT_FILES_DIGEST_HEX - 1) != 0) {
+        forward_refuse(c, 403, "forbidden", "the request does not match its grant");
+        return SBX_EPERM;
+    }
+    return 0;
+}
+
 /* ---- put --------------------------------------------------------------- */
 
 /* The upload's frames as the runtime pulls them. */
@@ -491,21 +506,17 @@ void forward_files(forward_conn_t *c)
     const char *op = c->grant.purpose == GRANT_FILES_PUT ? "put" : "get";
     forward_reqline_t *l = malloc(sizeof *l);
     forward_files_req_t *q = malloc(sizeof *q);
-    char why[200], digest[GRANT_FILES_DIGEST_HEX], ref[80];
+    char why[200], ref[80];
     api_error_t err;
     if (!l || !q) {
         forward_refuse(c, 503, "busy", "out of memory");
         goto cleanup;
     }
-    forward_reqline_init(l);
-    if (forward_read_reqline(c, l) < 0)
-        goto cleanup;
-    grant_files_digest(l->buf, l->len, digest);
-    if (sodium_memcmp(digest, c->grant.files_digest, GRANT_FILES_DIGEST_HEX - 1) != 0) {
-        forward_refuse(c, 403, "forbidden", "the request does not match its grant");
+    int lr = forward_granted_line(c, l);
+    if (lr == SBX_EPERM)
         files_done(c, op, "-", "refused", 0, t0, "digest mismatch");
+    if (lr < 0)
         goto cleanup;
-    }
     if (forward_files_request_parse(l->buf, l->len, q, why, sizeof why) < 0) {
         forward_refuse(c, 400, "invalid_argument", "%s", why);
         files_done(c, op, "-", "refused", 0, t0, why);

@@ -119,6 +119,12 @@ const char *forward_refuse_runtime(forward_conn_t *c, const api_error_t *err);
  * when it does not come or is too long (forward_files.c). */
 int forward_read_reqline(forward_conn_t *c, forward_reqline_t *l);
 
+/* The request line of a grant bound to one (files, shell) into l, read
+ * as forward_read_reqline does, then checked against the grant's digest:
+ * 0; SBX_EPERM when it differs (answered 403); another < 0 when it did
+ * not come (answered when there was someone to answer). */
+int forward_granted_line(forward_conn_t *c, forward_reqline_t *l);
+
 /* Serves a shell grant (GRANT_SHELL) after its preamble: the request line,
  * then the terminal's frames both ways until the command exits
  * (forward_shell.c). */

@@ -22,7 +22,6 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include <sodium.h>
 
 /* A terminal is resized at most this often (later sizes wait, the latest wins). */
 #define SHELL_RESIZE_MS 100
@@ -329,21 +328,17 @@ void forward_shell(forward_conn_t *c)
     forward_reqline_t *l = malloc(sizeof *l);
     shell_relay_t *s = calloc(1, sizeof *s);
     forward_shell_req_t q = { 0 };
-    char why[200], digest[GRANT_FILES_DIGEST_HEX], ref[80];
+    char why[200], ref[80];
     api_error_t err;
     if (!l || !s) {
         forward_refuse(c, 503, "busy", "out of memory");
         goto cleanup;
     }
-    forward_reqline_init(l);
-    if (forward_read_reqline(c, l) < 0)
-        goto cleanup;
-    grant_files_digest(l->buf, l->len, digest);
-    if (sodium_memcmp(digest, c->grant.files_digest, GRANT_FILES_DIGEST_HEX - 1) != 0) {
-        forward_refuse(c, 403, "forbidden", "the request does not match its grant");
+    int lr = forward_granted_line(c, l);
+    if (lr == SBX_EPERM)
         shell_done(c, "refused", t0, "digest mismatch");
+    if (lr < 0)
         goto cleanup;
-    }
     if (forward_shell_request_parse(l->buf, l->len, &q, why, sizeof why) < 0) {
         forward_refuse(c, 400, "invalid_argument", "%s", why);
         shell_done(c, "refused", t0, why);
