@@ -396,7 +396,8 @@ static void client_close_cb(struct evhttp_connection *evcon, void *arg)
     sh->evcon = NULL; /* being freed: no close callback to clear */
     req_t *rq = sh->rq;
     bool attached = evhttp_request_get_connection(rq->ev) != NULL;
-    if (sh->state == SH_RELAY || sh->state == SH_ENDING)
+    bool upgraded = sh->state == SH_RELAY || sh->state == SH_ENDING;
+    if (upgraded)
         sh_record(sh);
     if (sh->ac) {
         apiconn_stream_end(sh->ac); /* the record goes with the connection */
@@ -407,7 +408,9 @@ static void client_close_cb(struct evhttp_connection *evcon, void *arg)
     sh->out_cb = NULL;
     sh->cbev = NULL;
     sh_free(sh);
-    if (attached)
+    if (attached && upgraded)
+        http_reply_upgraded(rq);
+    else if (attached)
         http_reply_dropped(rq);
     else
         http_reply_error(rq, API_UNAVAILABLE, "the client went away"); /* frees the detached request */

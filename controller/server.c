@@ -325,6 +325,12 @@ void http_reply_dropped(req_t *rq)
     reply_done(rq, 499);
 }
 
+void http_reply_upgraded(req_t *rq)
+{
+    rq->ev = NULL;
+    reply_done(rq, 101);
+}
+
 void http_reply_error(req_t *rq, api_code_t code, const char *fmt, ...)
 {
     char msg[512];

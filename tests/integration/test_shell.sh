@@ -45,6 +45,11 @@ got=$("$ITEST_PGBIN/psql" -X -q -At "$DATABASE_URL" -c "SELECT request::text FRO
 assert_eq '{"tty": true, "argv": ["/bin/sh"]}' "$got" "the shell operation's stored request"
 assert_exit 0 sandbox events --sandbox "$sbx" --operation "$op" --json
 assert_contains "$ITEST_OUT" '"sandbox.shell"' "the sandbox.shell event"
+# the access log says what the request was: upgraded, 101
+if [ -n "${ITEST_CONTROLLER_LOG:-}" ] && [ -f "$ITEST_CONTROLLER_LOG" ]; then
+  assert_contains "$(grep "route=/v1/sandboxes/{id}/shell" "$ITEST_CONTROLLER_LOG")" "status=101" \
+    "the access log line of a shell session"
+fi
 
 # ---- stdin from a pipe: typed input, its end as EOF; the exit code
 out=$(echo 'echo hi' | sandbox shell "$sbx") || fail "piped shell exited $?: $out"
