@@ -361,6 +361,30 @@ static bool stream_route(const httphead_t *h)
     return n > 0 && rest == sizeof post - 1 && strncmp(id + n, post, sizeof post - 1) == 0;
 }
 
+/* What a streamed or raw head needs before a byte after it is read: its
+ * token checked out (what: "an upload", "a shell"), and a transfer slot
+ * (busy: what runs too many). 0 (the slot taken), SBX_EAUTH or
+ * SBX_EUNAVAIL with why in *rf. */
+static int stream_admit(apiconn_t *ac, const httphead_t *h, const char *what, const char *busy, refusal_t *rf)
+{
+    bool unavail = false;
+    role_t role = ROLE_MEMBER;
+    if (!token_good(ac->at, h, &unavail, &role)) {
+        *rf = (refusal_t){ unavail ? API_UNAVAILABLE : API_UNAUTHORIZED, unavail ? 1 : 0, "auth", "" };
+        if (unavail)
+            snprintf(rf->msg, sizeof rf->msg, "database unavailable: cannot check the token of %s", what);
+        else
+            snprintf(rf->msg, sizeof rf->msg, "%s needs a valid bearer token (Authorization: Bearer TOKEN)", what);
+        return SBX_EAUTH;
+    }
+    if (!apiconn_transfer_take()) {
+        *rf = (refusal_t){ API_UNAVAILABLE, 1, "budget", "" };
+        snprintf(rf->msg, sizeof rf->msg, "the controller runs too many %s; retry shortly", busy);
+        return SBX_EUNAVAIL;
+    }
+    return 0;
+}
+
 /* Whether the head asks for a shell (POST /v1/sandboxes/{id}/shell with
  * Upgrade: sandbox-shell): what follows it is raw, for its handler. */
 static bool shell_route(const httphead_t *h)
@@ -387,20 +411,9 @@ static int shell_judge(apiconn_t *ac, const httphead_t *h, int64_t len, refusal_
         ac->body_left = len;
         return SBX_EINVAL;
     }
-    bool unavail = false;
-    role_t role = ROLE_MEMBER;
-    if (!token_good(ac->at, h, &unavail, &role)) {
-        *rf = (refusal_t){ unavail ? API_UNAVAILABLE : API_UNAUTHORIZED, unavail ? 1 : 0, "auth", "" };
-        snprintf(rf->msg, sizeof rf->msg, "%s",
-                 unavail ? "database unavailable: cannot check the token of a shell"
-                         : "a shell needs a valid bearer token (Authorization: Bearer TOKEN)");
-        return SBX_EAUTH;
-    }
-    if (!apiconn_transfer_take()) {
-        *rf = (refusal_t){ API_UNAVAILABLE, 1, "budget", "" };
-        snprintf(rf->msg, sizeof rf->msg, "the controller runs too many file transfers and shells; retry shortly");
-        return SBX_EUNAVAIL;
-    }
+    int rc = stream_admit(ac, h, "a shell", "file transfers and shells", rf);
+    if (rc < 0)
+        return rc;
     ac->stream_counted = true;
     ac->stream_next = true;
     ac->stream_raw = true;
@@ -420,21 +433,10 @@ static int stream_judge(apiconn_t *ac, const httphead_t *h, int64_t len, refusal
         ac->body_left = len;
         return SBX_ETOOBIG;
     }
-    bool unavail = false;
-    role_t role = ROLE_MEMBER;
-    if (!token_good(ac->at, h, &unavail, &role)) {
-        *rf = (refusal_t){ unavail ? API_UNAVAILABLE : API_UNAUTHORIZED, unavail ? 1 : 0, "auth", "" };
-        snprintf(rf->msg, sizeof rf->msg, "%s",
-                 unavail ? "database unavailable: cannot check the token of an upload"
-                         : "an upload needs a valid bearer token (Authorization: Bearer TOKEN)");
+    int rc = stream_admit(ac, h, "an upload", "file transfers", rf);
+    if (rc < 0) {
         ac->body_left = len;
-        return SBX_EAUTH;
-    }
-    if (!apiconn_transfer_take()) {
-        *rf = (refusal_t){ API_UNAVAILABLE, 1, "budget", "" };
-        snprintf(rf->msg, sizeof rf->msg, "the controller runs too many file transfers; retry shortly");
-        ac->body_left = len;
-        return SBX_EUNAVAIL;
+        return rc;
     }
     const char *expect = httphead_get(h, "Expect");
     ac->stream_counted = true;
