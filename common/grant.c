@@ -1,4 +1,4 @@
-/* Worker grants (routes, logs, files): keyed BLAKE2b over a short text (see grant.h). */
+/* Worker grants (routes, logs, files, shells): keyed BLAKE2b over a short text (see grant.h). */
 #include "grant.h"
 #include "errors.h"
 #include "token.h"
@@ -112,26 +112,33 @@ static bool digest_ok(const char *s)
     return n == GRANT_FILES_DIGEST_HEX - 1;
 }
 
-/* The purpose field of a files grant: "fput-<digest>" or "fget-<digest>". */
+/* The purpose field of a files grant, "fput-<digest>" or "fget-<digest>",
+ * or of a shell grant, "shell-<digest>". */
 static int files_field(const grant_t *g, char *ret, size_t retlen)
 {
     if (!digest_ok(g->files_digest))
         return SBX_EINVAL;
-    int n = snprintf(ret, retlen, "%s-%s", g->purpose == GRANT_FILES_PUT ? "fput" : "fget", g->files_digest);
+    const char *kind = g->purpose == GRANT_FILES_PUT ? "fput" : g->purpose == GRANT_FILES_GET ? "fget" : "shell";
+    int n = snprintf(ret, retlen, "%s-%s", kind, g->files_digest);
     return n < 0 || (size_t)n >= retlen ? SBX_EINVAL : 0;
 }
 
 static int files_field_parse(const char *f, grant_t *ret)
 {
-    if (strncmp(f, "fput-", 5) == 0)
+    size_t skip = 5;
+    if (strncmp(f, "fput-", 5) == 0) {
         ret->purpose = GRANT_FILES_PUT;
-    else if (strncmp(f, "fget-", 5) == 0)
+    } else if (strncmp(f, "fget-", 5) == 0) {
         ret->purpose = GRANT_FILES_GET;
-    else
+    } else if (strncmp(f, "shell-", 6) == 0) {
+        ret->purpose = GRANT_SHELL;
+        skip = 6;
+    } else {
         return SBX_EINVAL;
-    if (!digest_ok(f + 5))
+    }
+    if (!digest_ok(f + skip))
         return SBX_EINVAL;
-    memcpy(ret->files_digest, f + 5, GRANT_FILES_DIGEST_HEX);
+    memcpy(ret->files_digest, f + skip, GRANT_FILES_DIGEST_HEX);
     return 0;
 }
 
@@ -147,7 +154,7 @@ int grant_sign(const unsigned char key[GRANT_KEY_BYTES], const grant_t *g, char 
     } else if (g->purpose == GRANT_LOGS) {
         if (logs_field(g, field, sizeof field) < 0)
             return SBX_EINVAL;
-    } else if (g->purpose == GRANT_FILES_PUT || g->purpose == GRANT_FILES_GET) {
+    } else if (g->purpose == GRANT_FILES_PUT || g->purpose == GRANT_FILES_GET || g->purpose == GRANT_SHELL) {
         if (files_field(g, field, sizeof field) < 0)
             return SBX_EINVAL;
     } else {

@@ -16,7 +16,10 @@
  *   "v1.<worker_id>.<sandbox_id>.logs-<tail>-<follow>.<expires_unix>.<mac hex>"
  * and of a files grant (an upload, fput, or a download, fget; digest: the
  * grant_files_digest of the one request line the connection may carry):
- *   "v1.<worker_id>.<sandbox_id>.fput-<digest>.<expires_unix>.<mac hex>" */
+ *   "v1.<worker_id>.<sandbox_id>.fput-<digest>.<expires_unix>.<mac hex>"
+ * and of a shell grant (an interactive terminal; digest as a files grant's,
+ * of its one request line):
+ *   "v1.<worker_id>.<sandbox_id>.shell-<digest>.<expires_unix>.<mac hex>" */
 #ifndef SBX_GRANT_H
 #define SBX_GRANT_H
 
@@ -33,9 +36,10 @@ typedef enum {
     GRANT_LOGS,              /* stream the main process's output */
     GRANT_FILES_PUT,         /* unpack the one request line's upload into the sandbox */
     GRANT_FILES_GET,         /* read the one request line's path out of the sandbox */
+    GRANT_SHELL,             /* run the one request line's command on a terminal in the sandbox */
 } grant_purpose_t;
 
-/* A files grant's digest: 32 lowercase hex digits and a NUL. */
+/* A files (or shell) grant's digest: 32 lowercase hex digits and a NUL. */
 #define GRANT_FILES_DIGEST_HEX 33
 
 /* logs_tail of a logs grant that asks for every line. */
@@ -49,7 +53,7 @@ typedef struct grant {
     grant_purpose_t purpose; /* zero-initialised: a route grant */
     int64_t logs_tail;       /* GRANT_LOGS: 0..SBX_LOGS_TAIL_MAX lines from the end, or GRANT_LOGS_TAIL_ALL */
     bool logs_follow;        /* GRANT_LOGS: keep streaming until the container stops */
-    char files_digest[GRANT_FILES_DIGEST_HEX]; /* GRANT_FILES_*: grant_files_digest of the request line */
+    char files_digest[GRANT_FILES_DIGEST_HEX]; /* GRANT_FILES_*, GRANT_SHELL: grant_files_digest of the request line */
 } grant_t;
 
 /* The digest a files grant carries: unkeyed BLAKE2b with a 16-byte output

@@ -6,6 +6,8 @@
 #include "sbuf.h"
 
 #include <curl/curl.h>
+#include <poll.h>
+#include <sodium.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -475,4 +477,63 @@ int httpc_transfer(httpc_t *c, const char *method, const char *path, int64_t siz
     curl_slist_free_all(hl);
     free(url);
     return r;
+}
+
+int httpc_upgrade_open(httpc_t *c, const char *path, const char *upgrade, void **ret_curl, int *ret_fd, char *err,
+                       size_t errlen)
+{
+    *ret_curl = NULL;
+    *ret_fd = -1;
+    CURL *h = curl_easy_init();
+    const char *host = strstr(c->base, "://");
+    if (!h || !host) {
+        if (h)
+            curl_easy_cleanup(h);
+        snprintf(err, errlen, "out of memory");
+        return SBX_EIO;
+    }
+    host += 3;
+    httpc_set_transfer_options(c, h, 0);
+    curl_easy_setopt(h, CURLOPT_URL, c->base);
+    curl_easy_setopt(h, CURLOPT_CONNECT_ONLY, 1L);
+    CURLcode cr = curl_easy_perform(h);
+    curl_socket_t fd = CURL_SOCKET_BAD;
+    if (cr == CURLE_OK)
+        cr = curl_easy_getinfo(h, CURLINFO_ACTIVESOCKET, &fd);
+    if (cr != CURLE_OK || fd == CURL_SOCKET_BAD) {
+        httpc_transport_error(c, cr, err, errlen);
+        curl_easy_cleanup(h);
+        return SBX_EIO;
+    }
+    size_t cap = strlen(path) + strlen(host) + strlen(upgrade) + (c->auth_header ? strlen(c->auth_header) : 0) + 160;
+    char *req = malloc(cap);
+    int n = req ? snprintf(req, cap,
+                           "POST %s HTTP/1.1\r\nHost: %s\r\n%s%sConnection: Upgrade\r\nUpgrade: %s\r\n"
+                           "Content-Length: 0\r\n\r\n",
+                           path, host, c->auth_header ? c->auth_header : "", c->auth_header ? "\r\n" : "", upgrade)
+                : -1;
+    size_t off = 0;
+    while (n > 0 && off < (size_t)n) {
+        size_t sent = 0;
+        cr = curl_easy_send(h, req + off, (size_t)n - off, &sent);
+        if (cr == CURLE_AGAIN) {
+            struct pollfd p = { .fd = fd, .events = POLLOUT };
+            poll(&p, 1, 1000);
+            continue;
+        }
+        if (cr != CURLE_OK)
+            break;
+        off += sent;
+    }
+    if (req)
+        sodium_memzero(req, cap);
+    free(req);
+    if (n <= 0 || off < (size_t)n) {
+        snprintf(err, errlen, "%s", n <= 0 ? "out of memory" : curl_easy_strerror(cr));
+        curl_easy_cleanup(h);
+        return SBX_EIO;
+    }
+    *ret_curl = h;
+    *ret_fd = (int)fd;
+    return 0;
 }

@@ -46,6 +46,15 @@ int httpc_request(httpc_t *c, const char *method, const char *path, json_object 
 
 void httpc_response_release(httpc_response_t *r);
 
+/* An upgraded request (sandbox shell): connects to the base URL (TLS as
+ * for requests, CURLOPT_CONNECT_ONLY) and sends "POST path HTTP/1.1" with
+ * Host, the token, Connection: Upgrade and "Upgrade: upgrade", no body.
+ * 0 with *ret_curl (curl_easy_send/curl_easy_recv on it; curl_easy_cleanup
+ * at the end) and *ret_fd its socket (for poll); SBX_EIO with why in err.
+ * The answer's head is the caller's to read. */
+int httpc_upgrade_open(httpc_t *c, const char *path, const char *upgrade, void **ret_curl, int *ret_fd, char *err,
+                       size_t errlen);
+
 /* Receives one line of a streamed body (without its '\n'; a final line
  * without one is delivered too). Returning < 0 ends the transfer. */
 typedef int (*httpc_line_fn)(void *ud, const char *line, size_t len);

@@ -205,4 +205,8 @@
 /* The buckets of a listener's per-address connection counts
  * (controller/conncap.c). */
 #define SBX_CONNCAP_ADDR_BUCKETS      4096
+/* An interactive shell (sandbox shell) with no bytes either way for this
+ * long is closed, by the controller and by the worker. */
+#define SBX_SHELL_IDLE_SECONDS        1800
+
 #endif

@@ -6,7 +6,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "grant.h"
 #include "server.h"
+
+#include <event2/bufferevent.h>
 
 /* Authenticates the bearer token into rq->auth. On failure it has replied
  * 401 (or 503 when the database is unreachable) and returns < 0. */
@@ -46,6 +49,31 @@ void api_logs_stop_thread(void);
  * "Files"). api_files_stop_thread ends the calling thread's transfers. */
 void api_sandbox_files_put(req_t *rq, const char *id);
 void api_sandbox_files_get(req_t *rq, const char *id);
+/* The worker of sandbox id (in the request's scope), if it runs and can be
+ * reached: 0 and *src (store_logs_source_release it), or answered (404
+ * for none in scope, 409 "... <what> only while it is running", 503). */
+int api_data_source(req_t *rq, const char *id, const char *what, logs_source_t *src);
+/* A connection to a sandbox's worker's forwarder (api_files.c, api_shell.c). */
+typedef struct api_worker_open {
+    req_t *rq;
+    struct event_base *base;
+    const logs_source_t *src;        /* api_data_source's */
+    const char *sandbox_id;
+    grant_purpose_t purpose;         /* a grant bound to line (GRANT_FILES_*, GRANT_SHELL) */
+    const char *line;                /* the one request line */
+    bool read_timeout;               /* read and write timeouts (else none: the caller's sweep bounds it) */
+    bufferevent_data_cb readcb, writecb;
+    bufferevent_event_cb eventcb;
+    void *arg;
+} api_worker_open_t;
+/* Signs the grant, connects (TLS to workers when configured) and queues
+ * the preamble and o->line: 0 with *ret (its callbacks set, connecting), or
+ * an error to answer (unavailable, internal) with nothing left open. */
+int api_worker_open(const api_worker_open_t *o, struct bufferevent **ret, api_error_t *err);
+/* POST /v1/sandboxes/{id}/shell (controller/api_shell.c). */
+void api_sandbox_shell(req_t *rq, const char *id);
+/* Ends the thread's shells (the controller stops). */
+void api_shell_stop_thread(void);
 void api_files_stop_thread(void);
 /* A path in the sandbox as the files endpoints take it: absolute, at most
  * SBX_FILES_PATH_MAX bytes, no control characters. 0 or SBX_EINVAL with err. */

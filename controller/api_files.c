@@ -553,8 +553,7 @@ static int parse_format(const char *f, bool put, files_format_t *ret, api_error_
     return 0;
 }
 
-/* The sandbox's worker, if the sandbox runs: 0 and *src, or answered. */
-static int files_source(req_t *rq, const char *id, logs_source_t *src)
+int api_data_source(req_t *rq, const char *id, const char *what, logs_source_t *src)
 {
     memset(src, 0, sizeof *src);
     if (!ids_valid("sbx", id)) {
@@ -571,7 +570,7 @@ static int files_source(req_t *rq, const char *id, logs_source_t *src)
         return rc;
     }
     if (strcmp(src->phase, "running") != 0) {
-        http_reply_error(rq, API_CONFLICT, "sandbox %s is %s: files move only while it is running", id, src->phase);
+        http_reply_error(rq, API_CONFLICT, "sandbox %s is %s: %s only while it is running", id, src->phase, what);
     } else if (!src->worker_id[0] || strcmp(src->worker_state, "lost") == 0) {
         http_reply_error(rq, API_UNAVAILABLE, "the worker running sandbox %s is lost", id);
     } else if (!src->worker_address[0] || !src->worker_token_hash[0]) {
@@ -583,12 +582,12 @@ static int files_source(req_t *rq, const char *id, logs_source_t *src)
     return SBX_EINVAL;
 }
 
-static int sign_files_grant(const logs_source_t *src, const char *sandbox_id, bool put, const char *line,
-                            char ret[GRANT_MAX])
+/* The grant of purpose for sandbox_id on src's worker, bound to line. */
+static int sign_line_grant(const logs_source_t *src, const char *sandbox_id, grant_purpose_t purpose,
+                           const char *line, char ret[GRANT_MAX])
 {
     unsigned char key[GRANT_KEY_BYTES];
-    grant_t g = { .purpose = put ? GRANT_FILES_PUT : GRANT_FILES_GET,
-                  .expires_unix = (int64_t)time(NULL) + FILES_GRANT_SECONDS };
+    grant_t g = { .purpose = purpose, .expires_unix = (int64_t)time(NULL) + FILES_GRANT_SECONDS };
     snprintf(g.worker_id, sizeof g.worker_id, "%s", src->worker_id);
     snprintf(g.sandbox_id, sizeof g.sandbox_id, "%s", sandbox_id);
     grant_files_digest(line, strlen(line), g.files_digest);
@@ -599,47 +598,62 @@ static int sign_files_grant(const logs_source_t *src, const char *sandbox_id, bo
     return rc;
 }
 
+int api_worker_open(const api_worker_open_t *o, struct bufferevent **ret, api_error_t *err)
+{
+    char grant[GRANT_MAX];
+    *ret = NULL;
+    if (sign_line_grant(o->src, o->sandbox_id, o->purpose, o->line, grant) < 0)
+        return api_error_set(err, API_INTERNAL, "cannot sign the worker grant");
+    struct evbuffer *pre = evbuffer_new();
+    if (pre)
+        evbuffer_add_printf(pre, "SANDBOX-FORWARD/1 %s\r\n%s\r\n", grant, o->line);
+    sodium_memzero(grant, sizeof grant);
+    if (!pre)
+        return api_error_set(err, API_INTERNAL, "out of memory");
+    const char *why = NULL;
+    struct bufferevent *up = proxy_worker_dial(o->rq->ctl, o->base, o->src->worker_address, pre, FILES_WORKER_SECONDS,
+                                               o->readcb, o->writecb, o->eventcb, o->arg, &why);
+    evbuffer_free(pre);
+    if (!up)
+        return api_error_set(err, API_UNAVAILABLE, "%s", why);
+    if (!o->read_timeout)
+        bufferevent_set_timeouts(up, NULL, NULL);
+    bufferevent_setwatermark(up, EV_WRITE, SBX_FILES_STREAM_HIGH_WATER / 2, 0);
+    *ret = up;
+    return 0;
+}
+
 /* Connects to the worker and sends the preamble and the request line; the
  * transfer owns rq from here (a failure is answered). */
 static void fx_start(files_xfer_t *fx, const logs_source_t *src, const char *line)
 {
-    req_t *rq = fx->rq;
     struct event_base *base = fx->evcon ? evhttp_connection_get_base(fx->evcon) : NULL;
-    char grant[GRANT_MAX];
+    api_error_t err;
     if (!base) {
         fx_fail(fx, API_INTERNAL, "the request has no connection");
         return;
     }
-    if (sign_files_grant(src, fx->sandbox_id, fx->put, line, grant) < 0) {
-        fx_fail(fx, API_INTERNAL, "cannot sign the worker grant");
-        return;
-    }
     fx->sweep = event_new(base, -1, EV_PERSIST, sweep_cb, fx);
-    struct evbuffer *pre = fx->sweep ? evbuffer_new() : NULL;
-    const char *why = "out of memory";
-    if (pre)
-        evbuffer_add_printf(pre, "SANDBOX-FORWARD/1 %s\r\n%s\r\n", grant, line);
-    sodium_memzero(grant, sizeof grant);
-    fx->up = pre ? proxy_worker_dial(rq->ctl, base, src->worker_address, pre, FILES_WORKER_SECONDS, up_read_cb,
-                                     fx->put ? up_write_cb : NULL, up_event_cb, fx, &why)
-                 : NULL;
-    if (pre)
-        evbuffer_free(pre);
-    if (!fx->up) {
-        fx_fail(fx, API_UNAVAILABLE, "%s", why);
+    if (!fx->sweep) {
+        fx_fail(fx, API_INTERNAL, "out of memory");
         return;
     }
     struct timeval st = { FILES_SWEEP_SECONDS, 0 };
     evtimer_add(fx->sweep, &st);
-    /* libevent moves 16 KiB per read or write unless told. */
-    bufferevent_set_max_single_read(fx->up, SBX_FILES_STREAM_HIGH_WATER);
-    bufferevent_set_max_single_write(fx->up, SBX_FILES_STREAM_HIGH_WATER);
     /* An upload moves as fast as the Engine unpacks, and its reply comes
      * when that is done: the sweep bounds it (no progress for
      * SBX_FILES_IDLE_SECONDS), not the connection's timeouts. */
-    if (fx->put)
-        bufferevent_set_timeouts(fx->up, NULL, NULL);
-    bufferevent_setwatermark(fx->up, EV_WRITE, SBX_FILES_STREAM_HIGH_WATER / 2, 0);
+    api_worker_open_t o = { .rq = fx->rq, .base = base, .src = src, .sandbox_id = fx->sandbox_id,
+                            .purpose = fx->put ? GRANT_FILES_PUT : GRANT_FILES_GET, .line = line,
+                            .read_timeout = !fx->put, .readcb = up_read_cb, .writecb = fx->put ? up_write_cb : NULL,
+                            .eventcb = up_event_cb, .arg = fx };
+    if (api_worker_open(&o, &fx->up, &err) < 0) {
+        fx_fail(fx, err.code, "%s", err.message);
+        return;
+    }
+    /* libevent moves 16 KiB per read or write unless told. */
+    bufferevent_set_max_single_read(fx->up, SBX_FILES_STREAM_HIGH_WATER);
+    bufferevent_set_max_single_write(fx->up, SBX_FILES_STREAM_HIGH_WATER);
 }
 
 static files_xfer_t *fx_new(req_t *rq, const char *id, const char *path, files_format_t format, bool put)
@@ -728,7 +742,7 @@ void api_sandbox_files_put(req_t *rq, const char *id)
         return;
     }
     logs_source_t src;
-    if (files_source(rq, id, &src) < 0)
+    if (api_data_source(rq, id, "files move", &src) < 0)
         return;
     char *line = put_line(path, format, size, mode, cfg_int(&rq->ctl->cfg, CFG_FILES_MAX_BYTES));
     files_xfer_t *fx = line ? fx_new(rq, id, path, format, true) : NULL;
@@ -765,7 +779,7 @@ void api_sandbox_files_get(req_t *rq, const char *id)
         return;
     }
     logs_source_t src;
-    if (files_source(rq, id, &src) < 0) {
+    if (api_data_source(rq, id, "files move", &src) < 0) {
         apiconn_transfer_release();
         return;
     }

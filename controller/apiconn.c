@@ -79,6 +79,7 @@ struct apiconn {
     bool stream_next;          /* head_judge: the head being judged is a streamed one */
     bool stream_expect;        /* it asked for 100 Continue */
     bool stream_counted;       /* holds one of SBX_FILES_STREAMS_MAX */
+    bool stream_raw;           /* an upgraded shell: no framing, no end; every byte to the handler */
     struct evbuffer *sbuf;     /* decoded body bytes the handler has not taken */
     int stream_status;         /* 0: more due; 1: complete; < 0: malformed framing */
     bool stream_paused;        /* reading off: sbuf over SBX_FILES_STREAM_HIGH_WATER */
@@ -361,6 +362,67 @@ static bool stream_route(const httphead_t *h)
     return n > 0 && rest == sizeof post - 1 && strncmp(id + n, post, sizeof post - 1) == 0;
 }
 
+/* What a streamed or raw head needs before a byte after it is read: its
+ * token checked out (what: "an upload", "a shell"), and a transfer slot
+ * (busy: what runs too many). 0 (the slot taken), SBX_EAUTH or
+ * SBX_EUNAVAIL with why in *rf. */
+static int stream_admit(apiconn_t *ac, const httphead_t *h, const char *what, const char *busy, refusal_t *rf)
+{
+    bool unavail = false;
+    role_t role = ROLE_MEMBER;
+    if (!token_good(ac->at, h, &unavail, &role)) {
+        *rf = (refusal_t){ unavail ? API_UNAVAILABLE : API_UNAUTHORIZED, unavail ? 1 : 0, "auth", "" };
+        if (unavail)
+            snprintf(rf->msg, sizeof rf->msg, "database unavailable: cannot check the token of %s", what);
+        else
+            snprintf(rf->msg, sizeof rf->msg, "%s needs a valid bearer token (Authorization: Bearer TOKEN)", what);
+        return SBX_EAUTH;
+    }
+    if (!apiconn_transfer_take()) {
+        *rf = (refusal_t){ API_UNAVAILABLE, 1, "budget", "" };
+        snprintf(rf->msg, sizeof rf->msg, "the controller runs too many %s; retry shortly", busy);
+        return SBX_EUNAVAIL;
+    }
+    return 0;
+}
+
+/* Whether the head asks for a shell (POST /v1/sandboxes/{id}/shell with
+ * Upgrade: sandbox-shell): what follows it is raw, for its handler. */
+static bool shell_route(const httphead_t *h)
+{
+    static const char pre[] = "/v1/sandboxes/", post[] = "/shell";
+    const char *up = httphead_get(h, "Upgrade");
+    if (strcmp(h->method, "POST") != 0 || !up || strcasecmp(up, APICONN_SHELL_UPGRADE) != 0 ||
+        strncmp(h->target, pre, sizeof pre - 1) != 0)
+        return false;
+    const char *id = h->target + sizeof pre - 1;
+    size_t n = strcspn(id, "/?");
+    size_t rest = strcspn(id + n, "?");
+    return n > 0 && rest == sizeof post - 1 && strncmp(id + n, post, sizeof post - 1) == 0;
+}
+
+/* A shell's head: no body of its own, its token checked before a byte
+ * after it is read, a transfer slot free; then raw. */
+static int shell_judge(apiconn_t *ac, const httphead_t *h, int64_t len, refusal_t *rf)
+{
+    if (ac->chunked || len > 0 || header_count(h, "Upgrade") != 1) {
+        *rf = (refusal_t){ API_INVALID_ARGUMENT, 0, "head", "" };
+        snprintf(rf->msg, sizeof rf->msg, "a shell request has no body and one Upgrade header (its argv, cols and "
+                                          "rows are query parameters)");
+        ac->body_left = len;
+        return SBX_EINVAL;
+    }
+    int rc = stream_admit(ac, h, "a shell", "file transfers and shells", rf);
+    if (rc < 0)
+        return rc;
+    ac->stream_counted = true;
+    ac->stream_next = true;
+    ac->stream_raw = true;
+    ac->stream_expect = false;
+    ac->body_left = 0;
+    return 0;
+}
+
 /* A streamed body's head: its token must check out before a byte is read,
  * its length fit files_max_bytes, and a transfer slot be free. */
 static int stream_judge(apiconn_t *ac, const httphead_t *h, int64_t len, refusal_t *rf)
@@ -372,21 +434,10 @@ static int stream_judge(apiconn_t *ac, const httphead_t *h, int64_t len, refusal
         ac->body_left = len;
         return SBX_ETOOBIG;
     }
-    bool unavail = false;
-    role_t role = ROLE_MEMBER;
-    if (!token_good(ac->at, h, &unavail, &role)) {
-        *rf = (refusal_t){ unavail ? API_UNAVAILABLE : API_UNAUTHORIZED, unavail ? 1 : 0, "auth", "" };
-        snprintf(rf->msg, sizeof rf->msg, "%s",
-                 unavail ? "database unavailable: cannot check the token of an upload"
-                         : "an upload needs a valid bearer token (Authorization: Bearer TOKEN)");
+    int rc = stream_admit(ac, h, "an upload", "file transfers", rf);
+    if (rc < 0) {
         ac->body_left = len;
-        return SBX_EAUTH;
-    }
-    if (!apiconn_transfer_take()) {
-        *rf = (refusal_t){ API_UNAVAILABLE, 1, "budget", "" };
-        snprintf(rf->msg, sizeof rf->msg, "the controller runs too many file transfers; retry shortly");
-        ac->body_left = len;
-        return SBX_EUNAVAIL;
+        return rc;
     }
     const char *expect = httphead_get(h, "Expect");
     ac->stream_counted = true;
@@ -400,7 +451,7 @@ static int stream_judge(apiconn_t *ac, const httphead_t *h, int64_t len, refusal
  * framing, with Content-Length 0 and APICONN_STREAM_HEADER saying the
  * body's length or "chunked" (and APICONN_EXPECT_HEADER when the client
  * waits for 100 Continue). */
-static void stream_head(struct evbuffer *in, const httphead_t *h, bool chunked, int64_t len, bool expect)
+static void stream_head(struct evbuffer *in, const httphead_t *h, bool raw, bool chunked, int64_t len, bool expect)
 {
     evbuffer_add_printf(in, "%s %s HTTP/1.%d\r\n", h->method, h->target, h->minor);
     for (int i = 0; i < h->nh; i++) {
@@ -409,7 +460,9 @@ static void stream_head(struct evbuffer *in, const httphead_t *h, bool chunked, 
             continue;
         evbuffer_add_printf(in, "%s: %s\r\n", h->name[i], h->value[i]);
     }
-    if (chunked)
+    if (raw)
+        evbuffer_add_printf(in, "Content-Length: 0\r\n%s: raw\r\n", APICONN_STREAM_HEADER);
+    else if (chunked)
         evbuffer_add_printf(in, "Content-Length: 0\r\n%s: chunked\r\n", APICONN_STREAM_HEADER);
     else
         evbuffer_add_printf(in, "Content-Length: 0\r\n%s: %lld\r\n", APICONN_STREAM_HEADER, (long long)len);
@@ -460,6 +513,8 @@ static int head_judge(apiconn_t *ac, const httphead_t *h, refusal_t *rf)
     }
     if (stream_route(h) && (ac->chunked || len > 0))
         return stream_judge(ac, h, len, rf);
+    if (shell_route(h))
+        return shell_judge(ac, h, len, rf);
     if (len > (int64_t)SBX_MAX_BODY_BYTES) {
         *rf = (refusal_t){ API_PAYLOAD_TOO_LARGE, 0, "too_large", "" };
         snprintf(rf->msg, sizeof rf->msg, "request body over the limit of %u MiB",
@@ -531,7 +586,7 @@ static void head_complete(apiconn_t *ac, size_t hlen, struct evbuffer *in)
                 rf.code = API_HEADERS_TOO_LARGE;
         }
         if (rc == 0 && ac->stream_next)
-            stream_head(in, h, ac->chunked, ac->body_left, ac->stream_expect);
+            stream_head(in, h, ac->stream_raw, ac->chunked, ac->body_left, ac->stream_expect);
         else if (rc == 0)
             evbuffer_add(in, buf, hlen);
     } else if (buf && work && h) {
@@ -566,6 +621,7 @@ static void head_complete(apiconn_t *ac, size_t hlen, struct evbuffer *in)
         return;
     }
     ac->stream_next = false;
+    ac->stream_raw = false;
     note(m_refused, rf.reason);
     bool close = ac->chunked || ac->body_left > SBX_API_DISCARD_MAX_BYTES || rf.code == API_INVALID_ARGUMENT ||
                  rf.code == API_HEADERS_TOO_LARGE;
@@ -657,7 +713,12 @@ static void stream_finish(apiconn_t *ac, int status)
  * water. */
 static void stream_pass(apiconn_t *ac, struct evbuffer *tmp)
 {
-    if (!ac->chunked) {
+    if (ac->stream_raw) {
+        /* An upgraded shell: everything, until the connection closes. */
+        size_t n = evbuffer_get_length(tmp);
+        evbuffer_remove_buffer(tmp, ac->sbuf, n);
+        ac->body_got += (int64_t)n;
+    } else if (!ac->chunked) {
         size_t avail = evbuffer_get_length(tmp);
         size_t n = (int64_t)avail < ac->body_left ? avail : (size_t)ac->body_left;
         evbuffer_remove_buffer(tmp, ac->sbuf, n);
@@ -726,6 +787,7 @@ static void stream_release(apiconn_t *ac)
     }
     ac->stream_cb = NULL;
     ac->stream_attached = false;
+    ac->stream_raw = false;
 }
 
 bool apiconn_transfer_take(void)

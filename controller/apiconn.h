@@ -38,6 +38,8 @@
  * client's own X-Sbx-* headers are refused, so these are always ours. */
 #define APICONN_STREAM_HEADER  "X-Sbx-Stream"
 #define APICONN_EXPECT_HEADER  "X-Sbx-Expect"
+/* The Upgrade token of POST /v1/sandboxes/{id}/shell. */
+#define APICONN_SHELL_UPGRADE  "sandbox-shell"
 
 typedef struct apiconn apiconn_t;
 typedef struct apiconn_thread apiconn_thread_t;
@@ -83,6 +85,13 @@ bool apiconn_refusal(struct evhttp_request *ev, api_code_t *ret_code, int *ret_r
  * socket stops being read. At most SBX_FILES_STREAMS_MAX transfers (these
  * and downloads, which take a slot with apiconn_transfer_take) run at
  * once: past that the head is answered 503. */
+
+/* POST /v1/sandboxes/{id}/shell with Upgrade: sandbox-shell (and no
+ * body) is raw: once its token checked out and a transfer slot was taken,
+ * evhttp gets its head alone (APICONN_STREAM_HEADER: raw) and every byte
+ * after it goes to the handler, unframed and without end, until the
+ * connection closes (the apiconn_stream_* calls below; status stays 0).
+ * The connection never goes back to evhttp for another request. */
 
 /* A transfer slot: false when SBX_FILES_STREAMS_MAX run already. */
 bool apiconn_transfer_take(void);

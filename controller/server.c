@@ -326,6 +326,12 @@ void http_reply_dropped(req_t *rq)
     reply_done(rq, 499);
 }
 
+void http_reply_upgraded(req_t *rq)
+{
+    rq->ev = NULL;
+    reply_done(rq, 101);
+}
+
 void http_reply_error(req_t *rq, api_code_t code, const char *fmt, ...)
 {
     char msg[512];
@@ -635,6 +641,7 @@ static void stop_cb(evutil_socket_t fd, short what, void *arg)
     /* Log streams end as if their sandbox had stopped. */
     api_logs_stop_thread();
     api_files_stop_thread();
+    api_shell_stop_thread();
     /* Answer everything parked with its current state, then leave. */
     while (th->parked) {
         req_t *rq = th->parked;

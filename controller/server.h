@@ -86,6 +86,9 @@ void http_stream_end(req_t *rq, bool conn_freeing);
  * still attached (so it frees the request itself): no answer, only the
  * access log line (status 499, the client went away) and rq freed. */
 void http_reply_dropped(req_t *rq);
+/* As http_reply_dropped for a request answered 101 on its own connection
+ * (an upgraded shell that ended): the access log line says 101. */
+void http_reply_upgraded(req_t *rq);
 
 /* Replies {"error":{"code","message"}} with the code's status. */
 void http_reply_error(req_t *rq, api_code_t code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -30,6 +30,8 @@ static const api_route_t api_routes[] = {
     { EVHTTP_REQ_PUT, "/v1/sandboxes/{id}/files", RR_CLIENT, RF_OPERATION, DENY_CLIENT, NULL, api_sandbox_files_put,
       NULL },
     { EVHTTP_REQ_GET, "/v1/sandboxes/{id}/files", RR_CLIENT, 0, DENY_CLIENT, NULL, api_sandbox_files_get, NULL },
+    { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/shell", RR_CLIENT, RF_OPERATION, DENY_CLIENT, NULL, api_sandbox_shell,
+      NULL },
     { EVHTTP_REQ_POST, "/v1/sandboxes/{id}/routes", RR_CLIENT, RF_OPERATION, DENY_CLIENT, NULL, api_route_share,
       NULL },
     { EVHTTP_REQ_GET, "/v1/sandboxes/{id}/routes", RR_CLIENT, 0, DENY_CLIENT, NULL, api_routes_list, NULL },

@@ -123,6 +123,21 @@ typedef struct extend_req {
  * for another request. */
 int store_sandbox_extend(PGconn *c, const store_limits_t *lim, const extend_req_t *req, json_object **ret,
                          api_error_t *err);
+/* A shell session that ended (sandbox shell). */
+typedef struct shell_record {
+    const char *sandbox_id;
+    const char *const *argv;      /* argc strings */
+    size_t argc;
+    int exit_code;                /* -1: the session ended before the command */
+    int64_t duration_ms;
+    const char *created_by;       /* the token id */
+} shell_record_t;
+/* Records the session as an exec operation that already succeeded, request
+ * {"argv","tty":true}, result {"exit_code","duration_ms"}, with its events
+ * (operation.pending/admitted/succeeded, sandbox.shell), in one
+ * transaction: 0 and its id in ret_op_id, or not_found, unavailable. */
+int store_shell_record(PGconn *c, const store_limits_t *lim, const shell_record_t *rec, char ret_op_id[SBX_ID_MAX],
+                       api_error_t *err);
 /* A share request: a route to port of the sandbox, made by a share
  * operation that the reconcile loop completes. */
 typedef struct share_req {

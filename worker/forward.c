@@ -297,6 +297,8 @@ void forward_refuse(forward_conn_t *c, int status, const char *code, const char 
         snprintf(what, sizeof what, " for the logs of sandbox %s", c->sandbox_id);
     else if (c->sandbox_id[0] && (c->grant.purpose == GRANT_FILES_PUT || c->grant.purpose == GRANT_FILES_GET))
         snprintf(what, sizeof what, " for files of sandbox %s", c->sandbox_id);
+    else if (c->sandbox_id[0] && c->grant.purpose == GRANT_SHELL)
+        snprintf(what, sizeof what, " for a shell in sandbox %s", c->sandbox_id);
     else if (c->sandbox_id[0])
         snprintf(what, sizeof what, " for sandbox %s port %d", c->sandbox_id, c->port);
     if (status == 503 && forward_stopping(c->f))
@@ -661,6 +663,10 @@ static void *forward_conn_main(void *arg)
     }
     if (c->grant.purpose == GRANT_FILES_PUT || c->grant.purpose == GRANT_FILES_GET) {
         forward_files(c);
+        goto cleanup;
+    }
+    if (c->grant.purpose == GRANT_SHELL) {
+        forward_shell(c);
         goto cleanup;
     }
     if (c->grant.purpose != GRANT_ROUTE) {

@@ -139,6 +139,23 @@ typedef struct forward_files_req {
  * one-sentence reason in err otherwise. */
 int forward_files_request_parse(const char *line, size_t len, forward_files_req_t *ret, char *err, size_t errlen);
 
+/* A shell request line, parsed. */
+typedef struct forward_shell_req {
+    char **argv;                 /* argc strings (NULL-terminated); forward_shell_req_release */
+    size_t argc;
+    unsigned cols, rows;
+} forward_shell_req_t;
+
+/* Parses a shell request line (without its CRLF) strictly: a JSON object
+ * {"op":"shell","argv":[...],"cols":N,"rows":N} and nothing else, argv 1 to
+ * SBX_MAX_ARGV non-empty strings without NUL, cols and rows integers
+ * 1..SHELLFRAME_SIZE_MAX. SBX_EINVAL with a one-sentence reason in err
+ * otherwise (*ret then holds nothing). */
+int forward_shell_request_parse(const char *line, size_t len, forward_shell_req_t *ret, char *err, size_t errlen);
+
+/* Frees a parsed request's argv; a zeroed one is fine. */
+void forward_shell_req_release(forward_shell_req_t *q);
+
 /* Formats "SANDBOX-FORWARD/1 <status> <code> <message>\r\n" (no message
  * part when message is NULL or "") into buf, the message on one line
  * (control characters become spaces) and cut to fit. Returns the length. */

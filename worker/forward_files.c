@@ -158,8 +158,7 @@ static void files_done(const forward_conn_t *c, const char *op, const char *path
               why);
 }
 
-/* Answers an error of the runtime as the protocol says. */
-static const char *files_refuse_err(forward_conn_t *c, const api_error_t *err)
+const char *forward_refuse_runtime(forward_conn_t *c, const api_error_t *err)
 {
     switch (err->code) {
     case API_INVALID_ARGUMENT:
@@ -186,10 +185,7 @@ static const char *files_refuse_err(forward_conn_t *c, const api_error_t *err)
 
 /* ---- the request line -------------------------------------------------- */
 
-/* Reads the request line after the preamble into l (what followed it
- * stays in c->up), within the preamble's time. Refuses and returns < 0
- * when it does not come or is too long. */
-static int files_read_line(forward_conn_t *c, forward_reqline_t *l)
+int forward_read_reqline(forward_conn_t *c, forward_reqline_t *l)
 {
     int64_t deadline = time_deadline_ms(FORWARD_PREAMBLE_TIMEOUT_MS);
     size_t have = c->up_len;
@@ -232,6 +228,21 @@ static int files_read_line(forward_conn_t *c, forward_reqline_t *l)
             return SBX_EIO;       /* gone before its request: nothing to answer */
         have = (size_t)n;
     }
+}
+
+int forward_granted_line(forward_conn_t *c, forward_reqline_t *l)
+{
+    char digest[GRANT_FILES_DIGEST_HEX];
+    forward_reqline_init(l);
+    int r = forward_read_reqline(c, l);
+    if (r < 0)
+        return r;
+    grant_files_digest(l->buf, l->len, digest);
+    if (sodium_memcmp(digest, c->grant.files_digest, GRANT_FILES_DIGEST_HEX - 1) != 0) {
+        forward_refuse(c, 403, "forbidden", "the request does not match its grant");
+        return SBX_EPERM;
+    }
+    return 0;
 }
 
 /* ---- put --------------------------------------------------------------- */
@@ -377,7 +388,7 @@ static void files_put(forward_conn_t *c, const forward_files_req_t *q, const cha
         outcome = "error";
         snprintf(u.why, sizeof u.why, "the worker is shutting down");
     } else if (r < 0) {
-        outcome = files_refuse_err(c, &err);
+        outcome = forward_refuse_runtime(c, &err);
         snprintf(u.why, sizeof u.why, "%s", err.message);
     } else {
         char msg[48], line[128];
@@ -461,7 +472,7 @@ static void files_get(forward_conn_t *c, const forward_files_req_t *q, const cha
             if (forward_stopping(f))
                 forward_refuse(c, 503, "busy", "the worker is shutting down");
         } else {
-            outcome = files_refuse_err(c, &err);
+            outcome = forward_refuse_runtime(c, &err);
             why = err.message;
         }
     } else if (d.gone) {
@@ -492,21 +503,17 @@ void forward_files(forward_conn_t *c)
     const char *op = c->grant.purpose == GRANT_FILES_PUT ? "put" : "get";
     forward_reqline_t *l = malloc(sizeof *l);
     forward_files_req_t *q = malloc(sizeof *q);
-    char why[200], digest[GRANT_FILES_DIGEST_HEX], ref[80];
+    char why[200], ref[80];
     api_error_t err;
     if (!l || !q) {
         forward_refuse(c, 503, "busy", "out of memory");
         goto cleanup;
     }
-    forward_reqline_init(l);
-    if (files_read_line(c, l) < 0)
-        goto cleanup;
-    grant_files_digest(l->buf, l->len, digest);
-    if (sodium_memcmp(digest, c->grant.files_digest, GRANT_FILES_DIGEST_HEX - 1) != 0) {
-        forward_refuse(c, 403, "forbidden", "the request does not match its grant");
+    int lr = forward_granted_line(c, l);
+    if (lr == SBX_EPERM)
         files_done(c, op, "-", "refused", 0, t0, "digest mismatch");
+    if (lr < 0)
         goto cleanup;
-    }
     if (forward_files_request_parse(l->buf, l->len, q, why, sizeof why) < 0) {
         forward_refuse(c, 400, "invalid_argument", "%s", why);
         files_done(c, op, "-", "refused", 0, t0, why);
@@ -523,7 +530,7 @@ void forward_files(forward_conn_t *c)
         goto cleanup;
     }
     if (runtime_files_target(f->rt, c->sandbox_id, f->worker_name, ref, &err) < 0) {
-        const char *outcome = files_refuse_err(c, &err);
+        const char *outcome = forward_refuse_runtime(c, &err);
         files_done(c, op, q->path, outcome, 0, t0, err.message);
         goto cleanup;
     }

@@ -1,5 +1,5 @@
 /* What the worker's forwarder (forward.c) shares with its file transfers
- * (forward_files.c): the forwarder and connection structs and the helpers
+ * (forward_files.c) and shells (forward_shell.c): the forwarder and connection structs and the helpers
  * that talk to the controller's side. Not for use outside worker/forward*.c. */
 #ifndef SBX_FORWARD_INTERNAL_H
 #define SBX_FORWARD_INTERNAL_H
@@ -113,6 +113,26 @@ int forward_send_frames(forward_conn_t *c, int type, const char *data, size_t n)
  * the worker is stopping), then lingers. The caller closes. */
 void forward_refuse(forward_conn_t *c, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* Answers an error of the runtime as the protocol says (400, 404, 409,
+ * 413, 503 or 502); returns the outcome for the metrics: "refused" or "error". */
+const char *forward_refuse_runtime(forward_conn_t *c, const api_error_t *err);
+
+/* Reads the request line after the preamble into l (what followed it
+ * stays in c->up), within the preamble's time. Refuses and returns < 0
+ * when it does not come or is too long (forward_files.c). */
+int forward_read_reqline(forward_conn_t *c, forward_reqline_t *l);
+
+/* The request line of a grant bound to one (files, shell) into l, read
+ * as forward_read_reqline does, then checked against the grant's digest:
+ * 0; SBX_EPERM when it differs (answered 403); another < 0 when it did
+ * not come (answered when there was someone to answer). */
+int forward_granted_line(forward_conn_t *c, forward_reqline_t *l);
+
+/* Serves a shell grant (GRANT_SHELL) after its preamble: the request line,
+ * then the terminal's frames both ways until the command exits
+ * (forward_shell.c). */
+void forward_shell(forward_conn_t *c);
 
 /* Serves a files grant (GRANT_FILES_PUT or GRANT_FILES_GET) after its
  * preamble: the request line, then the upload or the download

@@ -158,6 +158,34 @@ int runtime_files_get(runtime_t *rt, const runtime_files_get_req_t *req, api_err
     return rt->ops->files_get(rt, req, err);
 }
 
+int runtime_shell_open(runtime_t *rt, const runtime_shell_req_t *req, runtime_shell_t **ret, int *ret_fd,
+                       runtime_shell_early_t *ret_early, api_error_t *err)
+{
+    *ret = NULL;
+    *ret_fd = -1;
+    ret_early->data = NULL;
+    ret_early->len = 0;
+    if (!rt->ops->shell_open)
+        return api_error_set(err, API_UNAVAILABLE, "the %s runtime has no interactive shells", rt->ops->name);
+    return rt->ops->shell_open(rt, req, ret, ret_fd, ret_early, err);
+}
+
+int runtime_shell_resize(runtime_t *rt, runtime_shell_t *s, unsigned cols, unsigned rows, api_error_t *err)
+{
+    return rt->ops->shell_resize(rt, s, cols, rows, err);
+}
+
+int runtime_shell_exit_code(runtime_t *rt, runtime_shell_t *s, int *ret_code, api_error_t *err)
+{
+    return rt->ops->shell_exit_code(rt, s, ret_code, err);
+}
+
+void runtime_shell_close(runtime_t *rt, runtime_shell_t *s)
+{
+    if (s)
+        rt->ops->shell_close(rt, s);
+}
+
 void runtime_set_cancel_flag(runtime_t *rt, const atomic_int *flag) { rt->ops->set_cancel_flag(rt, flag); }
 
 const char *runtime_disk_mode(const runtime_t *rt)

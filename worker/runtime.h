@@ -366,6 +366,45 @@ int runtime_files_put(runtime_t *rt, const runtime_files_put_req_t *req, int64_t
  * stopped midway. A backend without the operation: API_UNAVAILABLE. */
 int runtime_files_get(runtime_t *rt, const runtime_files_get_req_t *req, api_error_t *err);
 
+/* ---- interactive shells (docs/worker.md "Shells") --------------------- */
+
+/* A command on a terminal in a sandbox, held by the backend. */
+typedef struct runtime_shell runtime_shell_t;
+
+/* Output the backend read while starting the shell: to be sent before
+ * anything read from the stream (valid until runtime_shell_close). */
+typedef struct runtime_shell_early {
+    const char *data;
+    size_t len;
+} runtime_shell_early_t;
+
+typedef struct runtime_shell_req {
+    const char *ref;          /* the container (runtime_files_target) */
+    const char *const *argv;  /* argc strings */
+    size_t argc;
+    unsigned cols, rows;      /* the terminal's size, 1..SHELLFRAME_SIZE_MAX */
+} runtime_shell_req_t;
+
+/* Starts req->argv on a new terminal (a pseudo-terminal: stdout and stderr
+ * are one stream) in container req->ref. *ret_fd is a nonblocking two-way
+ * stream owned by *ret: bytes written to it are the terminal's input, bytes
+ * read from it its output; it ends (reads 0) when the command has exited.
+ * Errors: API_SANDBOX_EXITED (the container is not running),
+ * API_RUNTIME_ERROR, API_CANCELLED; a backend without shells:
+ * API_UNAVAILABLE. *ret_early: output already read, to send first. */
+int runtime_shell_open(runtime_t *rt, const runtime_shell_req_t *req, runtime_shell_t **ret, int *ret_fd,
+                       runtime_shell_early_t *ret_early, api_error_t *err);
+
+/* Sets the terminal's size (1..SHELLFRAME_SIZE_MAX each). */
+int runtime_shell_resize(runtime_t *rt, runtime_shell_t *s, unsigned cols, unsigned rows, api_error_t *err);
+
+/* After the stream ended: the command's exit code (128+N for a signal N). */
+int runtime_shell_exit_code(runtime_t *rt, runtime_shell_t *s, int *ret_code, api_error_t *err);
+
+/* Ends the shell: a command still running is killed with its process tree,
+ * the stream closed, s freed. NULL is fine. */
+void runtime_shell_close(runtime_t *rt, runtime_shell_t *s);
+
 /* One sandbox runtime_disk_enforce stopped. */
 typedef struct runtime_disk_stop {
     char sandbox_id[SBX_ID_MAX];
@@ -404,7 +443,7 @@ void runtime_free(runtime_t *rt);
 
 /* A backend's operations: one per runtime_* function above (same promises),
  * taking the runtime_t that heads the backend's own struct. Every entry is
- * set but files_*, disk_mode and disk_enforce; name is what runtime_name returns. */
+ * set but files_*, shell_*, disk_mode and disk_enforce; name is what runtime_name returns. */
 typedef struct runtime_ops {
     const char *name;
     int (*ping)(runtime_t *rt, long timeout_ms, api_error_t *err);
@@ -433,6 +472,12 @@ typedef struct runtime_ops {
                         api_error_t *err);
     int (*files_put)(runtime_t *rt, const runtime_files_put_req_t *req, int64_t *ret_bytes, api_error_t *err);
     int (*files_get)(runtime_t *rt, const runtime_files_get_req_t *req, api_error_t *err);
+    /* Optional (NULL: no shells). */
+    int (*shell_open)(runtime_t *rt, const runtime_shell_req_t *req, runtime_shell_t **ret, int *ret_fd,
+                      runtime_shell_early_t *ret_early, api_error_t *err);
+    int (*shell_resize)(runtime_t *rt, runtime_shell_t *s, unsigned cols, unsigned rows, api_error_t *err);
+    int (*shell_exit_code)(runtime_t *rt, runtime_shell_t *s, int *ret_code, api_error_t *err);
+    void (*shell_close)(runtime_t *rt, runtime_shell_t *s);
     /* Optional (NULL: no disk watch; a test fake). */
     const char *(*disk_mode)(const runtime_t *rt);
     int (*disk_enforce)(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_disk_stop_t *ret,

@@ -21,6 +21,7 @@
 #include "forward.h"
 #include "grant.h"
 #include "logframe.h"
+#include "shellframe.h"
 #include "timeutil.h"
 
 #define GRANT_TEXT "v1.wrk_a.sbx_b.8080.1700000000.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -604,14 +605,28 @@ static const runtime_ops_t files_runtime_ops = {
     .files_get = files_rt_get,
 };
 
-/* A fake files runtime and a forwarder over it (wrk_a); free fr->got after. */
-static forward_t *files_forwarder(files_runtime_t *fr)
+/* A fake files runtime (free fr->got after). */
+static void files_rt_init(files_runtime_t *fr)
 {
     memset(fr, 0, sizeof *fr);
     fr->base.ops = &files_runtime_ops;
     fr->got = unit_xmalloc(FILES_GOT_MAX);
+}
+
+/* A fake files runtime and a forwarder over it (wrk_a); free fr->got after. */
+static forward_t *files_forwarder(files_runtime_t *fr)
+{
+    files_rt_init(fr);
     return start_forwarder_on("wrk_a", 8, &fr->base);
 }
+
+static void send_all_test(int fd, const void *p, size_t n)
+{
+    ck_assert_int_eq(send(fd, p, n, MSG_NOSIGNAL), (ssize_t)n);
+}
+
+/* Everything until the forwarder closes (at most 5 s), with its length. */
+static size_t read_all_n(int fd, char *buf, size_t cap) { return read_up_to(fd, buf, cap); }
 
 /* "SANDBOX-FORWARD/1 <files grant for line>\r\n<line>\r\n" into out; the
  * grant's digest is of digest_line (NULL: of line). */
@@ -967,6 +982,244 @@ START_TEST(test_files_grants_bind_their_request_line)
 }
 END_TEST
 
+/* ---- shells ------------------------------------------------------------ */
+
+START_TEST(test_shell_request_lines_are_parsed_strictly)
+{
+    forward_shell_req_t q;
+    char why[200];
+    const char *ok = "{\"op\":\"shell\",\"argv\":[\"/bin/sh\",\"-l\"],\"cols\":80,\"rows\":24}";
+    ck_assert_int_eq(forward_shell_request_parse(ok, strlen(ok), &q, why, sizeof why), 0);
+    ck_assert_uint_eq(q.argc, 2);
+    ck_assert_str_eq(q.argv[1], "-l");
+    ck_assert_ptr_null(q.argv[2]);
+    ck_assert_uint_eq(q.cols, 80);
+    ck_assert_uint_eq(q.rows, 24);
+    forward_shell_req_release(&q);
+    const char *bad[] = {
+        "", "[]", "{\"op\":\"shell\",\"argv\":[\"sh\"],\"cols\":80}",
+        "{\"op\":\"get\",\"argv\":[\"sh\"],\"cols\":80,\"rows\":24}",
+        "{\"argv\":[\"sh\"],\"cols\":80,\"rows\":24}",
+        "{\"op\":\"shell\",\"argv\":[],\"cols\":80,\"rows\":24}",
+        "{\"op\":\"shell\",\"argv\":\"sh\",\"cols\":80,\"rows\":24}",
+        "{\"op\":\"shell\",\"argv\":[\"\"],\"cols\":80,\"rows\":24}",
+        "{\"op\":\"shell\",\"argv\":[\"s\\u0000h\"],\"cols\":80,\"rows\":24}",
+        "{\"op\":\"shell\",\"argv\":[1],\"cols\":80,\"rows\":24}",
+        "{\"op\":\"shell\",\"argv\":[\"sh\"],\"cols\":0,\"rows\":24}",
+        "{\"op\":\"shell\",\"argv\":[\"sh\"],\"cols\":1001,\"rows\":24}",
+        "{\"op\":\"shell\",\"argv\":[\"sh\"],\"cols\":80.5,\"rows\":24}",
+        "{\"op\":\"shell\",\"argv\":[\"sh\"],\"cols\":\"80\",\"rows\":24}",
+        "{\"op\":\"shell\",\"argv\":[\"sh\"],\"cols\":80,\"rows\":-1}",
+        "{\"op\":\"shell\",\"argv\":[\"sh\"],\"cols\":80,\"rows\":24,\"env\":[]}",
+        "{\"op\":\"shell\",\"argv\":[\"sh\"],\"cols\":80,\"rows\":24} x",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(forward_shell_request_parse(bad[i], strlen(bad[i]), &q, why, sizeof why) == SBX_EINVAL,
+                      "accepted [%s]", bad[i]);
+    /* 257 argv entries are too many. */
+    char line[4096];
+    size_t n = (size_t)snprintf(line, sizeof line, "{\"op\":\"shell\",\"cols\":1,\"rows\":1,\"argv\":[\"a\"");
+    for (int i = 0; i < 256; i++)
+        n += (size_t)snprintf(line + n, sizeof line - n, ",\"a\"");
+    snprintf(line + n, sizeof line - n, "]}");
+    ck_assert_int_eq(forward_shell_request_parse(line, strlen(line), &q, why, sizeof why), SBX_EINVAL);
+}
+END_TEST
+
+/* A runtime whose shell is one end of a socketpair (the other end is the
+ * "terminal"): it records the size and resizes, and kills on close. */
+typedef struct shell_runtime {
+    files_runtime_t files;
+    int term;                 /* the terminal's end */
+    char argv0[64];
+    unsigned cols, rows;
+    atomic_uint resized;      /* cols << 16 | rows of the last resize */
+    atomic_int closed;
+    int exit_code;
+} shell_runtime_t;
+
+struct runtime_shell { int fd; };
+
+static int shell_rt_open(runtime_t *rt, const runtime_shell_req_t *req, runtime_shell_t **ret, int *ret_fd,
+                         runtime_shell_early_t *ret_early, api_error_t *err)
+{
+    shell_runtime_t *sr = (shell_runtime_t *)rt;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
+        return api_error_set(err, API_RUNTIME_ERROR, "socketpair failed");
+    ck_assert_str_eq(req->ref, "ctr_fake");
+    snprintf(sr->argv0, sizeof sr->argv0, "%s", req->argv[0]);
+    sr->cols = req->cols;
+    sr->rows = req->rows;
+    sr->term = sv[1];
+    runtime_shell_t *s = unit_xmalloc(sizeof *s);
+    s->fd = sv[0];
+    *ret = s;
+    *ret_fd = sv[0];
+    ret_early->data = "$ ";
+    ret_early->len = 2;
+    return 0;
+}
+
+static int shell_rt_resize(runtime_t *rt, runtime_shell_t *s, unsigned cols, unsigned rows, api_error_t *err)
+{
+    (void)s, (void)err;
+    atomic_store(&((shell_runtime_t *)rt)->resized, cols << 16 | rows);
+    return 0;
+}
+
+static int shell_rt_exit_code(runtime_t *rt, runtime_shell_t *s, int *ret_code, api_error_t *err)
+{
+    (void)s, (void)err;
+    *ret_code = ((shell_runtime_t *)rt)->exit_code;
+    return 0;
+}
+
+static void shell_rt_close(runtime_t *rt, runtime_shell_t *s)
+{
+    atomic_store(&((shell_runtime_t *)rt)->closed, 1);
+    close(s->fd);
+    free(s);
+}
+
+static const runtime_ops_t shell_runtime_ops = {
+    .name = "shell-fake", .dial = files_rt_dial, .files_target = files_rt_target, .shell_open = shell_rt_open,
+    .shell_resize = shell_rt_resize, .shell_exit_code = shell_rt_exit_code, .shell_close = shell_rt_close,
+};
+
+/* Reads shell frames from fd until an EXIT frame or the end (5 s at most):
+ * the DATA bytes into out, the exit code (or INT32_MIN for none). */
+static int32_t shell_read_frames(int fd, char *out, size_t cap, size_t *ret_len)
+{
+    static char buf[1 << 16];
+    size_t n = read_all_n(fd, buf, sizeof buf), off = 0;
+    shellframe_dec_t *d = unit_xmalloc(sizeof *d);
+    shellframe_dec_init(d, SHELLFRAME_TO_CLIENT);
+    int32_t code = INT32_MIN;
+    *ret_len = 0;
+    while (off < n) {
+        size_t used = 0;
+        shellframe_t fr;
+        int r = shellframe_next(d, buf + off, n - off, &used, &fr);
+        ck_assert_int_ge(r, 0);
+        off += used;
+        if (r == 0)
+            break;
+        if (fr.type == SHELLFRAME_DATA) {
+            ck_assert_uint_le(*ret_len + fr.len, cap);
+            memcpy(out + *ret_len, fr.data, fr.len);
+            *ret_len += fr.len;
+        } else {
+            code = fr.exit_code;
+        }
+    }
+    free(d);
+    return code;
+}
+
+START_TEST(test_shell_relays_keystrokes_resizes_and_the_exit_code)
+{
+    shell_runtime_t sr;
+    memset(&sr, 0, sizeof sr);
+    files_rt_init(&sr.files);
+    sr.files.base.ops = &shell_runtime_ops;
+    sr.term = -1;
+    sr.exit_code = 3;
+    forward_t *f = start_forwarder_on("wrk_a", 8, &sr.files.base);
+    char pre[2048];
+    const char *line = "{\"op\":\"shell\",\"argv\":[\"/bin/bash\"],\"cols\":100,\"rows\":30}";
+    files_preamble(GRANT_SHELL, line, NULL, pre, sizeof pre);
+    int fd = dial(f);
+    send_all_test(fd, pre, strlen(pre));
+    char head[64];
+    static const char ok[] = "SANDBOX-FORWARD/1 200 ok\r\n";
+    read_n(fd, head, sizeof ok - 1);
+    ck_assert_str_eq(head, ok);
+    ck_assert_str_eq(sr.argv0, "/bin/bash");
+    ck_assert_uint_eq(sr.cols, 100);
+    ck_assert_uint_eq(sr.rows, 30);
+    /* Keystrokes (Ctrl-C a byte like any other) reach the terminal. */
+    unsigned char h[SHELLFRAME_HEADER_BYTES], rs[SHELLFRAME_HEADER_BYTES + 4];
+    shellframe_header(h, SHELLFRAME_DATA, 4);
+    send_all_test(fd, h, sizeof h);
+    send_all_test(fd, "ls\x03\r", 4);
+    shellframe_resize(rs, 132, 43);
+    send_all_test(fd, rs, sizeof rs);
+    shellframe_header(h, SHELLFRAME_EOF, 0);
+    send_all_test(fd, h, sizeof h);
+    char got[16];
+    read_n(sr.term, got, 5);
+    ck_assert(memcmp(got, "ls\x03\r\x04", 5) == 0);
+    for (int i = 0; i < 100 && atomic_load(&sr.resized) == 0; i++)
+        usleep(10000);
+    ck_assert_uint_eq(atomic_load(&sr.resized), 132u << 16 | 43u);
+    /* The terminal's output, then its end: the exit code last. */
+    send_all_test(sr.term, "hello\r\n", 7);
+    close(sr.term);
+    char out[256];
+    size_t out_len = 0;
+    ck_assert_int_eq(shell_read_frames(fd, out, sizeof out, &out_len), 3);
+    ck_assert_uint_eq(out_len, 9);
+    ck_assert(memcmp(out, "$ hello\r\n", 9) == 0);
+    close(fd);
+    for (int i = 0; i < 100 && !atomic_load(&sr.closed); i++)
+        usleep(10000);
+    ck_assert_int_eq(atomic_load(&sr.closed), 1);
+    forward_free(f);
+    free(sr.files.got);
+}
+END_TEST
+
+START_TEST(test_shell_grant_binds_its_line_and_bad_frames_end_it)
+{
+    shell_runtime_t sr;
+    memset(&sr, 0, sizeof sr);
+    files_rt_init(&sr.files);
+    sr.files.base.ops = &shell_runtime_ops;
+    sr.term = -1;
+    forward_t *f = start_forwarder_on("wrk_a", 8, &sr.files.base);
+    char pre[2048], reply[1024];
+    const char *line = "{\"op\":\"shell\",\"argv\":[\"/bin/rm\",\"-rf\",\"/\"],\"cols\":80,\"rows\":24}";
+    const char *signed_line = "{\"op\":\"shell\",\"argv\":[\"/bin/sh\"],\"cols\":80,\"rows\":24}";
+    files_preamble(GRANT_SHELL, line, signed_line, pre, sizeof pre);
+    exchange(f, pre, reply, sizeof reply);
+    ck_assert_str_eq(reply, "SANDBOX-FORWARD/1 403 forbidden the request does not match its grant\r\n");
+    /* A files grant for a shell line is a file transfer's, refused as one. */
+    files_preamble(GRANT_FILES_GET, signed_line, NULL, pre, sizeof pre);
+    exchange(f, pre, reply, sizeof reply);
+    ck_assert_msg(strncmp(reply, "SANDBOX-FORWARD/1 400 invalid_argument", 38) == 0, "got [%s]", reply);
+    ck_assert_int_eq(sr.term, -1);
+    /* A signed but malformed line. */
+    files_preamble(GRANT_SHELL, "{\"op\":\"shell\",\"argv\":[\"sh\"],\"cols\":0,\"rows\":24}", NULL, pre, sizeof pre);
+    exchange(f, pre, reply, sizeof reply);
+    ck_assert_msg(strncmp(reply, "SANDBOX-FORWARD/1 400 invalid_argument the request's cols", 57) == 0, "got [%s]",
+                  reply);
+    /* An EXIT frame from the controller's side ends the session, the command killed. */
+    files_preamble(GRANT_SHELL, signed_line, NULL, pre, sizeof pre);
+    int fd = dial(f);
+    send_all_test(fd, pre, strlen(pre));
+    static const char ok[] = "SANDBOX-FORWARD/1 200 ok\r\n";
+    char head[64];
+    read_n(fd, head, sizeof ok - 1);
+    ck_assert_str_eq(head, ok);
+    unsigned char ex[SHELLFRAME_HEADER_BYTES + 4];
+    shellframe_exit(ex, 0);
+    send_all_test(fd, ex, sizeof ex);
+    char out[256];
+    size_t out_len = 0;
+    ck_assert_int_eq(shell_read_frames(fd, out, sizeof out, &out_len), INT32_MIN);
+    ck_assert_uint_eq(out_len, 2); /* the prompt, then the end: no EXIT frame */
+    close(fd);
+    for (int i = 0; i < 100 && !atomic_load(&sr.closed); i++)
+        usleep(10000);
+    ck_assert_int_eq(atomic_load(&sr.closed), 1);
+    if (sr.term >= 0)
+        close(sr.term);
+    forward_free(f);
+    free(sr.files.got);
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     if (sodium_init() < 0) {
@@ -1004,5 +1257,11 @@ Suite *unit_suite(void)
         test_files_grants_bind_their_request_line,
     ));
     tcase_set_timeout(tf, 60);
+    TCase *ts = unit_tcase_add(s, "shell", UNIT_TESTS(
+        test_shell_request_lines_are_parsed_strictly,
+        test_shell_relays_keystrokes_resizes_and_the_exit_code,
+        test_shell_grant_binds_its_line_and_bad_frames_end_it,
+    ));
+    tcase_set_timeout(ts, 30);
     return s;
 }

@@ -141,6 +141,44 @@ START_TEST(test_files_grant_refuses_malformed_digests)
 }
 END_TEST
 
+START_TEST(test_shell_grants_round_trip_and_stay_apart)
+{
+    unsigned char k[GRANT_KEY_BYTES];
+    grant_key_from_token("sbt_shell", k);
+    const char *line = "{\"op\":\"shell\",\"argv\":[\"/bin/sh\"],\"cols\":80,\"rows\":24}";
+    grant_t g, out;
+    char text[GRANT_MAX];
+    files_grant(GRANT_SHELL, line, &g);
+    ck_assert_int_eq(grant_sign(k, &g, text), 0);
+    ck_assert_ptr_nonnull(strstr(text, ".shell-"));
+    ck_assert_int_eq(grant_verify_purpose(k, text, 0, GRANT_SHELL, &out), 0);
+    ck_assert_str_eq(out.files_digest, g.files_digest);
+    ck_assert_str_eq(out.sandbox_id, "sbx_def");
+    /* A shell grant is no files, logs or route grant, and none of those is a shell grant. */
+    ck_assert_int_eq(grant_verify_purpose(k, text, 0, GRANT_FILES_PUT, &out), SBX_EPERM);
+    ck_assert_int_eq(grant_verify_purpose(k, text, 0, GRANT_FILES_GET, &out), SBX_EPERM);
+    ck_assert_int_eq(grant_verify_purpose(k, text, 0, GRANT_ROUTE, &out), SBX_EPERM);
+    ck_assert_int_eq(grant_verify_purpose(k, text, 0, GRANT_LOGS, &out), SBX_EPERM);
+    ck_assert_int_eq(grant_verify_purpose(k, text, 2001, GRANT_SHELL, &out), SBX_ETIMEOUT);
+    files_grant(GRANT_FILES_PUT, line, &g);
+    ck_assert_int_eq(grant_sign(k, &g, text), 0);
+    ck_assert_int_eq(grant_verify_purpose(k, text, 0, GRANT_SHELL, &out), SBX_EPERM);
+    /* Renaming the purpose under the same MAC does not make one. */
+    char *f = strstr(text, ".fput-");
+    ck_assert_ptr_nonnull(f);
+    char swapped[GRANT_MAX * 2];
+    snprintf(swapped, sizeof swapped, "%.*s.shell-%s", (int)(f - text), text, f + 6);
+    ck_assert_int_eq(grant_verify(k, swapped, 0, &out), SBX_EAUTH);
+    /* Malformed shell digests. */
+    ck_assert_int_eq(verify_field(k, "shell-0123456789abcdef0123456789abcdef"), 0);
+    const char *bad[] = { "shell-", "shell-0123456789abcdef0123456789abcde", "shell-0123456789abcdef0123456789abcdef0",
+                          "shell-0123456789ABCDEF0123456789abcdef", "shel-0123456789abcdef0123456789abcdef",
+                          "shell0123456789abcdef0123456789abcdef", "SHELL-0123456789abcdef0123456789abcdef" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(verify_field(k, bad[i]) == SBX_EINVAL, "accepted %s", bad[i]);
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     if (sodium_init() < 0) {
@@ -153,6 +191,9 @@ Suite *unit_suite(void)
         test_files_grants_round_trip,
         test_files_purposes_do_not_mix,
         test_files_grant_refuses_malformed_digests,
+    ));
+    unit_tcase_add(s, "shell", UNIT_TESTS(
+        test_shell_grants_round_trip_and_stay_apart,
     ));
     return s;
 }

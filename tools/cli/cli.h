@@ -202,6 +202,8 @@ int cli_cmd_events(cli_t *cli, opts_t *o);
 /* logs.c */
 int cli_cmd_logs(cli_t *cli, opts_t *o);
 /* files.c */
+int cli_check_shell(cli_t *cli, opts_t *o);
+int cli_cmd_shell(cli_t *cli, opts_t *o);
 int cli_check_cp(cli_t *cli, opts_t *o);
 int cli_cmd_cp(cli_t *cli, opts_t *o);
 /* Makes sbx's dest a copy of the local file or directory (into it, as

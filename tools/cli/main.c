@@ -605,6 +605,23 @@ static const command_t commands[] = {
       "  --tail N                 only the last N lines (0: none, only new output)\n"
       "  --json                   print the API's NDJSON lines as received:\n"
       "                           {\"stream\":\"stdout\"|\"stderr\"|\"output\",\"data\":…}\n" COMMON_FLAGS_HELP },
+    { "shell", NULL, cli_check_shell, cli_cmd_shell, (const flag_def_t[]){ FEND }, 1, true,
+      "usage: sandbox shell SANDBOX_ID [-- ARGV...]\n"
+      "\n"
+      "Opens an interactive terminal in a running sandbox (POST\n"
+      "/v1/sandboxes/ID/shell, an upgraded connection through the controller and\n"
+      "the worker) running ARGV (default /bin/sh) on a pseudo-terminal. When stdin\n"
+      "is a terminal it is put in raw mode (restored on exit): every key, Ctrl-C\n"
+      "and Ctrl-D included, goes to the sandbox, and the window size is sent at\n"
+      "the start and whenever it changes. When stdin is not a terminal, its bytes\n"
+      "are sent as typed input and its end as the terminal's end of input (Ctrl-D).\n"
+      "The session is recorded as an exec operation (sandbox get lists it) with\n"
+      "the exit code; one with no bytes either way for 30 minutes is closed.\n"
+      "\n"
+      "Exit codes: the command's own (0-255; 128+N when killed by signal N);\n"
+      "2 usage; 3 an API or connection error (not running: conflict; no such\n"
+      "sandbox: not_found; the connection lost before the exit code).\n"
+      COMMON_FLAGS_HELP },
     { "cp", NULL, cli_check_cp, cli_cmd_cp, FLAGS(FJSON), 2, false,
       "usage: sandbox cp LOCAL SANDBOX_ID:/path [--json]\n"
       "       sandbox cp SANDBOX_ID:/path LOCAL [--json]\n"
@@ -687,6 +704,7 @@ static const char top_usage[] =
     "  exec       run a command in a sandbox  (sandbox exec SANDBOX_ID -- ls -l)\n"
     "  output     print or follow an exec's output (sandbox output OPERATION_ID -f)\n"
     "  cancel     cancel an exec              (sandbox cancel OPERATION_ID)\n"
+    "  shell      an interactive terminal in a sandbox (sandbox shell SANDBOX_ID)\n"
     "  get        show a sandbox\n"
     "  list, ls   list sandboxes\n"
     "  delete, rm delete a sandbox\n"

@@ -110,18 +110,10 @@ static size_t docker_kill_tree(pid_t root, const char *container_id)
     return killed;
 }
 
-/* What the timeout kill of an exec in a gVisor sandbox needs, found before
- * the exec starts. */
-typedef struct docker_gvisor_exec {
-    bool gvisor;              /* the container runs under the gvisor runtime */
-    char container_id[80];
-    int after_pid;            /* largest pid in the sandbox before the exec; -1 unknown */
-    char note[200];           /* why after_pid is unknown */
-} docker_gvisor_exec_t;
 
 /* Finds out whether ref runs under gVisor and, if so, the largest pid in
  * the sandbox now: the exec's processes will be the ones above it. */
-static void docker_gvisor_exec_prepare(docker_runtime_t *rt, const char *ref, docker_gvisor_exec_t *gv)
+void docker_gvisor_exec_prepare(docker_runtime_t *rt, const char *ref, docker_gvisor_exec_t *gv)
 {
     char path[160];
     json_object *o = NULL;
@@ -215,7 +207,7 @@ static size_t docker_exec_write_cb(char *p, size_t size, size_t nmemb, void *ud)
 
 /* GET /exec/{id}/json: Running, ExitCode (-1 while unknown), Pid and, when
  * ret_container is not NULL, the full container id. */
-static int docker_exec_inspect(docker_runtime_t *rt, const char *exec_id, bool *ret_running, int *ret_exit,
+int docker_exec_inspect(docker_runtime_t *rt, const char *exec_id, bool *ret_running, int *ret_exit,
                                pid_t *ret_pid, char ret_container[80], api_error_t *err)
 {
     char path[160];
@@ -248,7 +240,7 @@ static int docker_exec_inspect(docker_runtime_t *rt, const char *exec_id, bool *
 
 /* Kills exec_id's process tree (its deadline passed, or the worker is
  * shutting down); what could not be killed goes to ret->warning. */
-static void docker_exec_kill(docker_runtime_t *rt, const char *exec_id, const docker_gvisor_exec_t *gv,
+void docker_exec_kill(docker_runtime_t *rt, const char *exec_id, const docker_gvisor_exec_t *gv,
                              runtime_exec_result_t *ret)
 {
     bool still = false;

@@ -251,6 +251,38 @@ void docker_pid_children(pid_t pid, pid_t *pids, size_t *n, size_t max);
 int docker_rt_exec(runtime_t *base, const char *ref, const exec_spec_t *spec, size_t max_output,
                    const runtime_output_sink_t *sink, runtime_exec_result_t *ret, api_error_t *err);
 
+/* What the timeout kill of an exec in a gVisor sandbox needs, found before
+ * the exec starts. */
+typedef struct docker_gvisor_exec {
+    bool gvisor;              /* the container runs under the gvisor runtime */
+    char container_id[80];
+    int after_pid;            /* largest pid in the sandbox before the exec; -1 unknown */
+    char note[200];           /* why after_pid is unknown */
+} docker_gvisor_exec_t;
+
+/* Finds out whether ref runs under gVisor and, if so, the largest pid in
+ * the sandbox now (before an exec starts). */
+void docker_gvisor_exec_prepare(docker_runtime_t *rt, const char *ref, docker_gvisor_exec_t *gv);
+
+/* GET /exec/{id}/json: Running, ExitCode (-1 while unknown), Pid and, when
+ * ret_container is not NULL, the full container id. */
+int docker_exec_inspect(docker_runtime_t *rt, const char *exec_id, bool *ret_running, int *ret_exit,
+                        pid_t *ret_pid, char ret_container[80], api_error_t *err);
+
+/* Kills exec_id's process tree (gv from docker_gvisor_exec_prepare); what
+ * could not be killed goes to ret->warning. */
+void docker_exec_kill(docker_runtime_t *rt, const char *exec_id, const docker_gvisor_exec_t *gv,
+                      runtime_exec_result_t *ret);
+
+/* ---- docker_shell.c ---------------------------------------------------- */
+
+/* The shell operations of docker_ops (worker/runtime.h: runtime_shell_*). */
+int docker_rt_shell_open(runtime_t *base, const runtime_shell_req_t *req, runtime_shell_t **ret, int *ret_fd,
+                         runtime_shell_early_t *ret_early, api_error_t *err);
+int docker_rt_shell_resize(runtime_t *base, runtime_shell_t *s, unsigned cols, unsigned rows, api_error_t *err);
+int docker_rt_shell_exit_code(runtime_t *base, runtime_shell_t *s, int *ret_code, api_error_t *err);
+void docker_rt_shell_close(runtime_t *base, runtime_shell_t *s);
+
 /* ---- docker_attach.c --------------------------------------------------- */
 
 /* A hijacked Engine connection: after the answer's head, fd carries the raw
