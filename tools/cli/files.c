@@ -220,19 +220,29 @@ static long cp_up_read(void *ud, char *buf, size_t n)
     }
 }
 
+/* /v1/sandboxes/SBX/files?<query>path=<path escaped> into url (query ""
+ * or "k=v&"): 0, or SBX_ETOOBIG when it does not fit. */
+static int cp_url(char *url, size_t n, const char *sbx, const char *query, const char *path)
+{
+    char *ep = httpc_escape(path);
+    int rc = ep && cli_path(url, n, "/v1/sandboxes/", sbx, "/files?") == 0 ? 0 : SBX_ETOOBIG;
+    if (rc == 0) {
+        size_t l = strlen(url);
+        int w = snprintf(url + l, n - l, "%spath=%s", query, ep);
+        if (w < 0 || (size_t)w >= n - l)
+            rc = SBX_ETOOBIG;
+    }
+    free(ep);
+    return rc;
+}
+
 /* The sandbox path's type: "dir", "file", ... or "" when it does not
  * exist; an API error other than 404 is printed and returned. */
 static int cp_remote_type(cli_t *cli, const char *sbx, const char *path, char *type, size_t tn)
 {
-    char *ep = httpc_escape(path);
     char url[CP_PATH_MAX];
-    if (!ep || cli_path(url, sizeof url, "/v1/sandboxes/", sbx, "/files?format=stat&path=") != 0 ||
-        strlen(url) + strlen(ep) >= sizeof url) {
-        free(ep);
+    if (cp_url(url, sizeof url, sbx, "format=stat&", path) < 0)
         return cli_usage_error(cli->cmd, "path too long");
-    }
-    snprintf(url + strlen(url), sizeof url - strlen(url), "%s", ep);
-    free(ep);
     httpc_response_t resp;
     int r = httpc_request(cli->http, "GET", url, NULL, NULL, 60000, &resp);
     type[0] = '\0';
@@ -252,15 +262,9 @@ static int cp_remote_type(cli_t *cli, const char *sbx, const char *path, char *t
 /* PUT the tar from u into dir of sandbox sbx; prints the answer. */
 static int cp_put(cli_t *cli, const char *sbx, const char *dir, cp_up_t *u, const char *shown, bool quiet)
 {
-    char *ep = httpc_escape(dir);
     char url[CP_PATH_MAX];
-    if (!ep || cli_path(url, sizeof url, "/v1/sandboxes/", sbx, "/files?path=") != 0 ||
-        strlen(url) + strlen(ep) >= sizeof url) {
-        free(ep);
+    if (cp_url(url, sizeof url, sbx, "", dir) < 0)
         return cli_usage_error(cli->cmd, "path too long");
-    }
-    snprintf(url + strlen(url), sizeof url - strlen(url), "%s", ep);
-    free(ep);
     httpc_response_t resp;
     int r = httpc_transfer(cli->http, "PUT", url, -1, cp_up_read, NULL, u, NULL, NULL, 0, &resp);
     int rc = EXIT_OK;
@@ -399,15 +403,9 @@ static int cp_get(cli_t *cli, const cp_end_t *src, const cp_end_t *dst)
         cp_transforms(sname, lname, x1, x2, sizeof x1);
         d.argv = argv;
     }
-    char *ep = httpc_escape(src->path);
     char url[CP_PATH_MAX];
-    if (!ep || cli_path(url, sizeof url, "/v1/sandboxes/", src->sandbox, "/files?path=") != 0 ||
-        strlen(url) + strlen(ep) >= sizeof url) {
-        free(ep);
+    if (cp_url(url, sizeof url, src->sandbox, "", src->path) < 0)
         return cli_usage_error(cli->cmd, "path too long");
-    }
-    snprintf(url + strlen(url), sizeof url - strlen(url), "%s", ep);
-    free(ep);
     httpc_response_t resp;
     int r = httpc_transfer(cli->http, "GET", url, -1, NULL, cp_down_write, &d, NULL, NULL, 0, &resp);
     int rc = EXIT_OK;
