@@ -2,6 +2,7 @@
 #include "config.h"
 #include "errors.h"
 #include "imageref.h"
+#include "jsonx.h"
 #include "limits.h"
 #include "spec.h"
 
@@ -168,7 +169,8 @@ static const cfg_setting_t settings[CFG__COUNT] = {
                                "empty: any but loopback, link-local, private, IP-literal and localhost ones, "
                                "which only an entry naming them exactly allows" },
     [CFG_WORKER_RUNTIME] = { "worker_runtime", CFGT_STRING, "docker", 0, 0, false,
-                             "runtime backend the worker runs sandboxes with: docker (the only one today)" },
+                             "runtime backends the worker runs sandboxes with, a comma-separated list of docker "
+                             "(dockerd) and external (worker_driver_command; docs/runtime-drivers.md)" },
     [CFG_RATE_REQUESTS_PER_SECOND] = { "rate_requests_per_second", CFGT_INT, "50", 0, 1000000, false,
                                        "API requests a client token may make a second (more get 429; worker "
                                        "tokens and probes are not limited; per controller process; 0: no limit)" },
@@ -179,6 +181,8 @@ static const cfg_setting_t settings[CFG__COUNT] = {
                                          "start a second (more get 429; per controller process; 0: no limit)" },
     [CFG_RATE_OPERATIONS_BURST] = { "rate_operations_burst", CFGT_INT, "40", 1, 1000000, false,
                                     "operations a tenant may start at once above its rate" },
+    [CFG_POOL_REFILL_PER_SECOND] = { "pool_refill_per_second", CFGT_INT, "20", 1, 10000, true,
+                                     "warm pool members the reconcile loop adds per second, over all pools" },
     [CFG_API_TLS_CERT] = { "api_tls_cert", CFGT_STRING, "", 0, 0, false,
                            "PEM certificate (chain) the API listener serves TLS with (empty: plain HTTP; "
                            "needs api_tls_key)" },
@@ -204,6 +208,9 @@ static const cfg_setting_t settings[CFG__COUNT] = {
                               SBX_FILES_MAX_BYTES_MAX, true,
                               "the most bytes one file upload into a sandbox may carry (PUT "
                               "/v1/sandboxes/{id}/files); more is answered 413" },
+    [CFG_WORKER_DRIVER_COMMAND] = { "worker_driver_command", CFGT_STRING, "", 0, 0, false,
+                                    "the external runtime driver's argv as a JSON array of strings, e.g. "
+                                    "[\"/usr/lib/sandbox/sandbox-vmm\"] (used when worker_runtime names external)" },
 };
 
 #define R_C CFG_ROLE_CONTROLLER
@@ -237,10 +244,10 @@ static const unsigned roles[CFG__COUNT] = {
     [CFG_RETENTION_EVENTS_SECONDS] = R_C, [CFG_RETENTION_INTERVAL_SECONDS] = R_C,
     [CFG_WORKER_HEALTH_LISTEN] = R_W, [CFG_DEFAULT_IMAGE] = R_C, [CFG_IMAGE_REGISTRIES] = R_C | R_W,
     [CFG_WORKER_RUNTIME] = R_W, [CFG_RATE_REQUESTS_PER_SECOND] = R_C, [CFG_RATE_REQUESTS_BURST] = R_C,
-    [CFG_RATE_OPERATIONS_PER_SECOND] = R_C, [CFG_RATE_OPERATIONS_BURST] = R_C,
+    [CFG_RATE_OPERATIONS_PER_SECOND] = R_C, [CFG_RATE_OPERATIONS_BURST] = R_C, [CFG_POOL_REFILL_PER_SECOND] = R_C,
     [CFG_API_TLS_CERT] = R_C, [CFG_API_TLS_KEY] = R_C, [CFG_ROUTE_TLS_CERT] = R_C, [CFG_ROUTE_TLS_KEY] = R_C,
     [CFG_WORKER_CONTROLLER_CA] = R_W, [CFG_WORKER_ROUTE_TLS_CERT] = R_W, [CFG_WORKER_ROUTE_TLS_KEY] = R_W,
-    [CFG_CONTROLLER_WORKER_CA] = R_C, [CFG_FILES_MAX_BYTES] = R_C,
+    [CFG_CONTROLLER_WORKER_CA] = R_C, [CFG_FILES_MAX_BYTES] = R_C, [CFG_WORKER_DRIVER_COMMAND] = R_W,
 };
 #undef R_C
 #undef R_W
@@ -281,6 +288,57 @@ void cfg_release(cfg_t *c)
     }
 }
 
+/* worker_runtime: a comma-separated list of docker and external, each at
+ * most once, none empty. */
+static int cfg_runtime_list_check(const char *value, char *err, size_t errlen)
+{
+    static const char *const names[] = { "docker", "external" };
+    bool seen[2] = { false, false };
+    const char *p = value;
+    do {
+        size_t len = strcspn(p, ",");
+        int k = -1;
+        for (int i = 0; i < 2; i++)
+            if (strlen(names[i]) == len && strncmp(p, names[i], len) == 0)
+                k = i;
+        if (k < 0 || seen[k]) {
+            snprintf(err, errlen, "worker_runtime must be a comma-separated list of docker, external, each at most "
+                     "once (got \"%s\")", value);
+            return SBX_EINVAL;
+        }
+        seen[k] = true;
+        p += len;
+    } while (*p++ == ',');
+    return 0;
+}
+
+/* worker_driver_command: empty, or a JSON array of 1..SBX_DRIVER_ARGV_MAX
+ * non-empty strings shorter than SBX_DRIVER_ARG_MAX (the external backend
+ * checks the rest when it starts the driver). */
+static int cfg_driver_command_check(const char *value, char *err, size_t errlen)
+{
+    json_object *o = NULL;
+    api_error_t perr;
+    bool ok = false;
+    if (!*value)
+        return 0;
+    if (jsonx_parse(value, strlen(value), &o, &perr) == 0 && json_object_is_type(o, json_type_array)) {
+        size_t n = json_object_array_length(o);
+        ok = n >= 1 && n <= SBX_DRIVER_ARGV_MAX;
+        for (size_t i = 0; ok && i < n; i++) {
+            json_object *a = json_object_array_get_idx(o, i);
+            size_t l = json_object_is_type(a, json_type_string) ? (size_t)json_object_get_string_len(a) : 0;
+            ok = l > 0 && l < SBX_DRIVER_ARG_MAX && strlen(json_object_get_string(a)) == l;
+        }
+    }
+    if (o)
+        json_object_put(o);
+    if (!ok)
+        snprintf(err, errlen, "worker_driver_command must be a JSON array of 1..%d non-empty strings, e.g. "
+                 "[\"/usr/lib/sandbox/sandbox-vmm\"]", SBX_DRIVER_ARGV_MAX);
+    return ok ? 0 : SBX_EINVAL;
+}
+
 static int cfg_validate(const cfg_setting_t *s, const char *value, char *err, size_t errlen)
 {
     if (s->type == CFGT_INT) {
@@ -311,11 +369,12 @@ static int cfg_validate(const cfg_setting_t *s, const char *value, char *err, si
             snprintf(err, errlen, "log_format must be logfmt or json (got \"%s\")", value);
             return SBX_EINVAL;
         }
-    } else if (strcmp(s->name, "worker_runtime") == 0) {
-        if (strcmp(value, "docker")) {
-            snprintf(err, errlen, "worker_runtime must be docker (got \"%s\")", value);
+    } else if (strcmp(s->name, "worker_driver_command") == 0) {
+        if (cfg_driver_command_check(value, err, errlen) < 0)
             return SBX_EINVAL;
-        }
+    } else if (strcmp(s->name, "worker_runtime") == 0) {
+        if (cfg_runtime_list_check(value, err, errlen) < 0)
+            return SBX_EINVAL;
     } else if (strcmp(s->name, "default_image") == 0) {
         char why[200];
         if (!spec_image_ref_valid(value, why, sizeof why)) {

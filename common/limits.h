@@ -95,11 +95,35 @@
 #define SBX_MAX_PARKED_PER_THREAD     20000
 /* Worker inventory entries accepted in one heartbeat. */
 #define SBX_MAX_INVENTORY             100000
+/* A worker's heartbeat sends its full inventory at least this often (and
+ * after each register); the beats between send only what changed. */
+#define SBX_INVENTORY_FULL_SECONDS    60
 /* (token, worker) pairs whose worker-identity refusal the controller
  * remembers, so each is logged and made an event once. */
 #define SBX_WORKER_DENIED_SEEN_MAX    512
+/* Statements each PostgreSQL connection keeps prepared (controller/db.c):
+ * the controller's distinct SQL texts are a few hundred; past this many
+ * (text built at run time gone wrong) the rest run unprepared. */
+#define SBX_DB_STMT_CACHE_MAX         512
+/* Verified tokens each controller remembers (controller/auth.c), and for
+ * how long: a revocation reaches every controller at once through NOTIFY;
+ * this bounds how long a missed notification leaves a revoked token
+ * working. */
+#define SBX_AUTH_CACHE_MAX            1024
+#define SBX_AUTH_CACHE_TTL_MS         2000
+/* Ended operations a wake-up names per HTTP thread between two of its
+ * re-checks (controller/server.c); past it, every operation wait is
+ * re-checked. */
+#define SBX_WAKE_OPS_MAX              64
 /* Rows a reconcile pass claims per transaction. */
 #define SBX_RECONCILE_BATCH           100
+/* Warm pools: the largest pool (members are running containers nobody is
+ * charged for until claimed), the pools one tenant may declare, the pools
+ * in all, and a pool's name (the CLI and URLs carry it). */
+#define SBX_POOL_SIZE_MAX             256
+#define SBX_POOLS_PER_TENANT_MAX      8
+#define SBX_POOLS_MAX                 64
+#define SBX_POOL_NAME_MAX             63
 /* List endpoints: default and maximum page size. */
 #define SBX_LIST_DEFAULT              100
 #define SBX_LIST_MAX                  1000
@@ -208,5 +232,36 @@
 /* An interactive shell (sandbox shell) with no bytes either way for this
  * long is closed, by the controller and by the worker. */
 #define SBX_SHELL_IDLE_SECONDS        1800
+
+/* External runtime drivers (docs/runtime-drivers.md): a control-channel
+ * line is at most this long (a longer one is a protocol error, the driver is
+ * restarted); a driver's stderr line is cut at this many bytes before it
+ * goes to the worker's log; worker_driver_command holds at most this many
+ * arguments; a driver's ref is at most this long ([A-Za-z0-9_.-]); an
+ * inventory lists at most this many sandboxes; a driver's messages are cut. */
+#define SBX_DRIVER_LINE_MAX           (1024u * 1024u)
+#define SBX_DRIVER_STDERR_LINE_MAX    4096
+#define SBX_DRIVER_ARGV_MAX           64
+#define SBX_DRIVER_ARG_MAX            4096
+#define SBX_DRIVER_REF_MAX            64
+#define SBX_DRIVER_INVENTORY_MAX      10000
+#define SBX_DRIVER_MESSAGE_MAX        400
+/* Restart back-off of a driver: from the first to the last, doubling; reset
+ * once a driver lived SBX_DRIVER_STABLE_MS. */
+#define SBX_DRIVER_BACKOFF_MIN_MS     200
+#define SBX_DRIVER_BACKOFF_MAX_MS     10000
+#define SBX_DRIVER_STABLE_MS          60000
+/* worker_runtime names at most this many backends (one composite runtime). */
+#define SBX_RUNTIME_BACKENDS_MAX      4
+/* MicroVMs (worker/vmm/): the agent channel's largest frame payload (an
+ * OPEN carries argv and env within their own bounds; data frames are
+ * cut to VMM_DATA_CHUNK), the bytes of one session's input the guest agent holds for a
+ * process that does not read (then it stops reading the port), and how long
+ * the host waits for a booted guest's agent to answer (TCG boots in ~10 s). */
+#define SBX_VMM_FRAME_MAX             (1024u * 1024u)
+#define SBX_VMM_INPUT_PENDING_MAX     (1024u * 1024u)
+#define SBX_VMM_BOOT_TIMEOUT_MS       120000
+/* Sessions (exec, shell, dial) one guest agent runs at once. */
+#define SBX_VMM_SESSIONS_MAX          64
 
 #endif

@@ -51,6 +51,7 @@ static const struct {
     { "max_total_memory_mib", offsetof(policy_t, max_total_memory_mib), INT64_C(1000000000) },
     { "exec_output_default_bytes", offsetof(policy_t, exec_output_default_bytes), SBX_EXEC_OUTPUT_CEILING },
     { "exec_output_max_bytes", offsetof(policy_t, exec_output_max_bytes), SBX_EXEC_OUTPUT_CEILING },
+    { "max_pool_size", offsetof(policy_t, max_pool_size), SBX_POOL_SIZE_MAX },
 };
 #define POLICY_NNUMS (sizeof policy_nums / sizeof policy_nums[0])
 

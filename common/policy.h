@@ -19,6 +19,7 @@ typedef struct policy {
     int64_t max_cpu_millis, max_memory_mib, max_ttl_seconds, max_disk_mib;
     int64_t max_sandboxes, max_total_cpu_millis, max_total_memory_mib;
     int64_t exec_output_default_bytes, exec_output_max_bytes;
+    int64_t max_pool_size;  /* the largest pool this tenant may declare itself; 0: it may declare none */
     char **images;          /* allowlist: exact names or "prefix/" followed by a star; NULL = any */
     size_t n_images;
     bool images_set;

@@ -57,6 +57,8 @@ static int header_check(shellframe_dir_t dir, int type, uint32_t len)
         return dir == SHELLFRAME_TO_WORKER && len == 0 ? 0 : SBX_EINVAL;
     case SHELLFRAME_EXIT:
         return dir == SHELLFRAME_TO_CLIENT && len == 4 ? 0 : SBX_EINVAL;
+    case SHELLFRAME_STDERR:
+        return dir == SHELLFRAME_TO_CLIENT && len >= 1 && len <= SHELLFRAME_PAYLOAD_MAX ? 0 : SBX_EINVAL;
     default:
         return SBX_EINVAL;
     }

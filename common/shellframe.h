@@ -11,7 +11,12 @@
  *                      big-endian uint16, each 1..SHELLFRAME_SIZE_MAX;
  *   SHELLFRAME_EOF     client -> worker: empty; the client's input ended;
  *   SHELLFRAME_EXIT    worker -> client, the last frame: 4 bytes, the exit
- *                      code as a big-endian int32 (-1: unknown). */
+ *                      code as a big-endian int32 (-1: unknown);
+ *   SHELLFRAME_STDERR  worker -> client, only without a terminal (tty=false):
+ *                      the command's stderr, 1..PAYLOAD_MAX bytes (DATA is
+ *                      then its stdout alone).
+ * Without a terminal EOF closes the command's stdin (it reads end of file)
+ * and RESIZE is ignored. */
 #ifndef SBX_SHELLFRAME_H
 #define SBX_SHELLFRAME_H
 
@@ -32,12 +37,13 @@ enum {
     SHELLFRAME_RESIZE = 2,
     SHELLFRAME_EOF = 3,
     SHELLFRAME_EXIT = 4,
+    SHELLFRAME_STDERR = 5,
 };
 
 /* Which direction a decoder reads: the types it accepts. */
 typedef enum {
     SHELLFRAME_TO_WORKER = 0, /* DATA, RESIZE, EOF */
-    SHELLFRAME_TO_CLIENT,     /* DATA, EXIT */
+    SHELLFRAME_TO_CLIENT,     /* DATA, STDERR, EXIT */
 } shellframe_dir_t;
 
 typedef struct shellframe {
@@ -62,7 +68,7 @@ void shellframe_dec_init(shellframe_dec_t *d, shellframe_dir_t dir);
 /* Takes bytes from the n at data, *ret_used of them: 1 once a whole frame
  * is decoded (*ret points into d, valid until the next call); 0 when all n
  * were taken and no frame is complete; SBX_EINVAL for a type the direction
- * does not take, a DATA frame that is empty or over SHELLFRAME_PAYLOAD_MAX,
+ * does not take, a DATA or STDERR frame that is empty or over SHELLFRAME_PAYLOAD_MAX,
  * a RESIZE not 4 bytes or with a size outside 1..SHELLFRAME_SIZE_MAX, an
  * EOF with a payload, an EXIT not 4 bytes (the decoder is then useless). */
 int shellframe_next(shellframe_dec_t *d, const void *data, size_t n, size_t *ret_used, shellframe_t *ret);

@@ -1,5 +1,6 @@
 /* Strict codecs for the sandbox spec and the exec request. */
 #include "spec.h"
+#include "utf8.h"
 #include "b64.h"
 #include "jsonx.h"
 #include "limits.h"
@@ -62,6 +63,14 @@ static bool label_key_ok(const char *k)
         if (!(isalnum((unsigned char)*k) || strchr("._/-", *k)))
             return false;
     return true;
+}
+
+bool spec_cwd_ok(const char *s, size_t n)
+{
+    bool ok = s && n >= 1 && n <= SBX_MAX_PATH_BYTES && s[0] == '/' && utf8_valid(s, n);
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (unsigned char)s[i] >= 0x20 && s[i] != 0x7f;
+    return ok;
 }
 
 void kv_list_release(kv_list_t *l)

@@ -106,6 +106,10 @@ void exec_spec_release(exec_spec_t *s);
  * SBX_EINVAL with err (invalid_argument naming the field). */
 int spec_extend_from_json(json_object *o, int64_t *ret_ttl_seconds, api_error_t *err);
 
+/* Whether the n bytes at s are a working directory a command may be given:
+ * absolute, 1..SBX_MAX_PATH_BYTES, UTF-8, no NUL or other control byte. */
+bool spec_cwd_ok(const char *s, size_t n);
+
 /* kv lists as JSON objects {"K":"V",...}; kv_list_from_json validates keys
  * with the given rule ("env" keys are shell identifiers, "label" keys are
  * [A-Za-z0-9._/-]). */

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "classify.h"
 #include "grant.h"
 #include "server.h"
 
@@ -20,12 +21,34 @@ const char *auth_bearer(const char *header);
  * (malformed, unknown, revoked, expired or a wrong secret), SBX_EDB. */
 int auth_token_check(PGconn *db, const char *token, auth_info_t *ret);
 
+/* Verified tokens are remembered for at most SBX_AUTH_CACHE_TTL_MS (never
+ * past their expiry; the secret is checked against the kept hash every
+ * time), so most requests skip the lookup. auth_cache_forget drops one
+ * token (revoked here, or a "token:ID" notification from any controller);
+ * auth_cache_forget_all drops every one (notifications may have been
+ * missed). Thread-safe. */
+void auth_cache_forget(const char *token_id);
+void auth_cache_forget_all(void);
+
 /* The tenant scope of the caller: NULL for an admin, its tenant id otherwise. */
 const char *auth_scope(const req_t *rq);
 
 /* Client endpoints. */
 void api_sandbox_create(req_t *rq);
 void api_sandbox_list(req_t *rq);
+/* A create's spec judged as every create is (api_sandboxes.c): the
+ * default disk within the binding ceilings, the server's and the tenant's
+ * rules, then classification (spec->hardened set from it). 0 with
+ * *ret_cls, or a reply sent and SBX_EINVAL. Warm pools judge their
+ * members' spec with it too. */
+int api_spec_admit(req_t *rq, sandbox_spec_t *spec, const policy_t *policy, classification_t *ret_cls);
+/* Warm pools (api_pools.c): POST /v1/pools {"name","size","image",…} 201
+ * {"pool":…}; GET /v1/pools {"pools":[…]}; GET and DELETE /v1/pools/{name}
+ * {"pool":…} (delete also asks for the unclaimed members' deletion). */
+void api_pool_create(req_t *rq);
+void api_pool_list(req_t *rq);
+void api_pool_get(req_t *rq, const char *name);
+void api_pool_delete(req_t *rq, const char *name);
 void api_sandbox_get(req_t *rq, const char *id);
 void api_sandbox_delete(req_t *rq, const char *id);
 void api_sandbox_exec(req_t *rq, const char *id);

@@ -235,6 +235,7 @@ void api_token_revoke(req_t *rq, const char *id)
         http_reply_api_error(rq, &err);
         return;
     }
+    auth_cache_forget(id); /* here at once; other controllers by NOTIFY */
     log_info("controller", "token %s revoked by %s", id, rq->auth.token_id);
     http_reply_json(rq, 200, resp);
 }

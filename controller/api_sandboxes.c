@@ -98,6 +98,44 @@ static int policy_check_spec(req_t *rq, const sandbox_spec_t *s, const policy_t 
     return 0;
 }
 
+int api_spec_admit(req_t *rq, sandbox_spec_t *spec, const policy_t *policy, classification_t *ret_cls)
+{
+    controller_t *ctl = rq->ctl;
+    api_error_t err;
+    /* No disk_mib: the server default, within the ceilings that bind this
+     * tenant (a default above them would refuse every plain create), but
+     * never below the spec's minimum (a tenant ceiling under it refuses). */
+    if (spec->disk_mib == 0) {
+        int64_t cap = policy_tighter(ctl->max_disk_mib, policy->max_disk_mib);
+        spec->disk_mib = ctl->default_disk_mib < cap ? ctl->default_disk_mib : cap;
+        if (spec->disk_mib < SBX_DISK_MIB_MIN)
+            spec->disk_mib = SBX_DISK_MIB_MIN;
+    }
+    if (policy_check_spec(rq, spec, policy) < 0)
+        return SBX_EINVAL;
+    /* Classify: the minimum isolation class, the hardening and the network
+     * rules for untrusted work. Placement never runs it on a weaker class. */
+    classify_rules_t rules = ctl->rules;
+    classify_rules_tenant(&rules, policy);
+    if (classify(spec, &rules, ret_cls, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return SBX_EINVAL;
+    }
+    spec->hardened = ret_cls->hardened;
+    return 0;
+}
+
+/* Kicks the reconcile loop when the request's operation was left for it
+ * (pending or admitted: a create behind others waiting for room, a delete
+ * behind its sandbox's create); one admitted and placed in its request's
+ * transaction needs no turn of the loop. */
+static void kick_if_waiting(controller_t *ctl, json_object *resp)
+{
+    const char *st = jsonx_get_str(jsonx_get_obj(resp, "operation"), "state");
+    if (!st || strcmp(st, "pending") == 0 || strcmp(st, "admitted") == 0)
+        controller_kick_reconcile(ctl);
+}
+
 void api_sandbox_create(req_t *rq)
 {
     controller_t *ctl = rq->ctl;
@@ -139,27 +177,9 @@ void api_sandbox_create(req_t *rq)
         http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
         goto cleanup;
     }
-    /* No disk_mib: the server default, within the ceilings that bind this
-     * tenant (a default above them would refuse every plain create), but
-     * never below the spec's minimum (a tenant ceiling under it refuses). */
-    if (spec.disk_mib == 0) {
-        int64_t cap = policy_tighter(ctl->max_disk_mib, policy.max_disk_mib);
-        spec.disk_mib = ctl->default_disk_mib < cap ? ctl->default_disk_mib : cap;
-        if (spec.disk_mib < SBX_DISK_MIB_MIN)
-            spec.disk_mib = SBX_DISK_MIB_MIN;
-    }
-    if (policy_check_spec(rq, &spec, &policy) < 0)
-        goto cleanup;
-    /* Classify: the minimum isolation class, the hardening and the network
-     * rules for untrusted work. Placement never runs it on a weaker class. */
-    classify_rules_t rules = ctl->rules;
-    classify_rules_tenant(&rules, &policy);
     classification_t cls;
-    if (classify(&spec, &rules, &cls, &err) < 0) {
-        http_reply_api_error(rq, &err);
+    if (api_spec_admit(rq, &spec, &policy, &cls) < 0)
         goto cleanup;
-    }
-    spec.hardened = cls.hardened;
     isolation_t iso = cls.isolation;
     classification = classification_to_json(&cls);
     json_object *canon = spec_to_json(&spec);
@@ -171,13 +191,18 @@ void api_sandbox_create(req_t *rq)
     create_req_t cr = { .tenant_id = tenant_id, .spec = &spec, .isolation = iso, .classification = classification,
                         .idempotency_key = idem,
                         .request_hash = hash, .created_by = rq->auth.token_id, .policy = &policy };
+    /* A warm pool may serve it unless an open sandbox needs the tenant's
+     * egress_allow rules (set on a container when it is made). */
+    char pool_key[SBX_MAX_IMAGE_BYTES + 160];
+    if (!(spec.network == NET_OPEN && policy.egress_allow_set) && store_pool_key(&spec, iso, pool_key, sizeof pool_key))
+        cr.pool_key = pool_key;
     bool replayed = false;
     if (store_sandbox_create(rq->db, &ctl->lim, &cr, &resp, &replayed, &err) < 0) {
         http_reply_api_error(rq, &err);
         goto cleanup;
     }
     if (!replayed)
-        controller_kick_reconcile(ctl);
+        kick_if_waiting(ctl, resp);
     http_reply_json(rq, 202, resp);
 cleanup:
     spec_release(&spec);
@@ -206,7 +231,12 @@ void api_sandbox_list(req_t *rq)
     json_object *resp = NULL;
     api_error_t err;
     bool include_deleted = all && (strcmp(all, "true") == 0 || strcmp(all, "1") == 0);
-    if (store_sandbox_list(rq->db, auth_scope(rq), tenant, include_deleted, limit, &resp, &err) < 0) {
+    const char *after = http_query(rq, "after");
+    if (after && !store_list_cursor_valid(after)) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "after must be the next cursor of a previous list answer");
+        return;
+    }
+    if (store_sandbox_list(rq->db, auth_scope(rq), tenant, include_deleted, limit, after, &resp, &err) < 0) {
         http_reply_api_error(rq, &err);
         return;
     }
@@ -240,7 +270,7 @@ void api_sandbox_delete(req_t *rq, const char *id)
         http_reply_api_error(rq, &err);
         return;
     }
-    controller_kick_reconcile(rq->ctl);
+    kick_if_waiting(rq->ctl, resp);
     http_reply_json(rq, 202, resp);
 }
 
@@ -285,7 +315,7 @@ void api_sandbox_exec(req_t *rq, const char *id)
         http_reply_api_error(rq, &err);
         goto cleanup;
     }
-    controller_kick_reconcile(ctl);
+    kick_if_waiting(ctl, resp);
     http_reply_json(rq, 202, resp);
 cleanup:
     exec_spec_release(&ex);

@@ -1,6 +1,8 @@
 /* POST /v1/sandboxes/{id}/shell: an interactive terminal in a running
  * sandbox. The client asks with Connection: Upgrade, Upgrade:
- * sandbox-shell and no body (argv, cols, rows in the query); apiconn.c
+ * sandbox-shell and no body (argv, cols, rows, tty, env, cwd in the
+ * query; tty=false is a command with its stdin streamed and its stdout and
+ * stderr apart, `sandbox exec -i` with a large stdin); apiconn.c
  * hands every byte after that head to this module. The controller signs a
  * shell grant bound to the session's request line (common/grant.h),
  * connects to the worker's forwarder (worker/forward_shell.c) and, once the
@@ -47,12 +49,16 @@
 #define SHELL_SWEEP_SECONDS  5
 #define SHELL_DEFAULT_COLS   80
 #define SHELL_DEFAULT_ROWS   24
+#define SHELL_LINGER_MS      1000
 
 typedef enum {
     SH_CONNECT,   /* connecting to the worker */
     SH_HEAD,      /* waiting for the worker's line */
     SH_RELAY,     /* 101 sent: frames both ways */
     SH_ENDING,    /* the worker is gone; the client's last bytes drain, then it is closed */
+    SH_LINGER,    /* all sent, our side shut: the client's bytes still coming are dropped
+                   * for SHELL_LINGER_MS (a close with unread bytes resets the
+                   * connection, and the EXIT frame may not have left yet) */
 } sh_state_t;
 
 typedef struct shell_sess {
@@ -70,6 +76,9 @@ typedef struct shell_sess {
     char sandbox_id[SBX_ID_MAX];
     char **argv;
     size_t argc;
+    bool tty;                         /* false: no terminal (the query's tty=false) */
+    json_object *env;                 /* the query's env=K=V as an exec's env object, or NULL */
+    char *cwd;                        /* the query's cwd, or NULL */
     int exit_code;                    /* -1 until the EXIT frame */
     bool recorded;
     int64_t t0_ms, progress_ms;
@@ -110,7 +119,7 @@ static void sh_record(shell_sess_t *sh)
     api_error_t err;
     char op_id[SBX_ID_MAX];
     shell_record_t rec = { .sandbox_id = sh->sandbox_id, .argv = (const char *const *)sh->argv, .argc = sh->argc,
-                           .exit_code = sh->exit_code, .duration_ms = mono_ms() - sh->t0_ms,
+                           .tty = sh->tty, .exit_code = sh->exit_code, .duration_ms = mono_ms() - sh->t0_ms,
                            .created_by = rq->auth.token_id };
     if (store_shell_record(rq->db, &rq->ctl->lim, &rec, op_id, &err) < 0)
         log_warn(SHELL_COMPONENT, "sandbox %s: cannot record the shell session: %s", sh->sandbox_id, err.message);
@@ -140,6 +149,9 @@ static void sh_free(shell_sess_t *sh)
     for (size_t i = 0; sh->argv && i < sh->argc; i++)
         free(sh->argv[i]);
     free(sh->argv);
+    if (sh->env)
+        json_object_put(sh->env);
+    free(sh->cwd);
     free(sh->cdec);
     free(sh->wdec);
     free(sh);
@@ -267,6 +279,16 @@ static void sh_pump_worker(shell_sess_t *sh)
     }
 }
 
+/* Lingering: what the client sent is dropped, and more read. */
+static void sh_drop_client(shell_sess_t *sh)
+{
+    struct evbuffer *in = sh->ac ? apiconn_stream_input(sh->ac) : NULL;
+    if (!in)
+        return;
+    evbuffer_drain(in, evbuffer_get_length(in));
+    apiconn_stream_drained(sh->ac);
+}
+
 /* The client's output changed: work to do once it drained. */
 static void client_out_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 {
@@ -286,6 +308,18 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
     if (sh->state == SH_ENDING) {
         if (sh->cbev && evbuffer_get_length(bufferevent_get_output(sh->cbev)) > 0)
             return; /* client_out_cb kicks again once it drained */
+        /* All sent: our side shut, the client's bytes dropped for a while,
+         * then the connection freed (the kick again, as a timer). */
+        sh->state = SH_LINGER;
+        evutil_socket_t fd = sh->cbev ? bufferevent_getfd(sh->cbev) : -1;
+        if (fd >= 0)
+            shutdown(fd, SHUT_WR);
+        sh_drop_client(sh);
+        struct timeval lt = { SHELL_LINGER_MS / 1000, (SHELL_LINGER_MS % 1000) * 1000 };
+        evtimer_add(sh->kick, &lt);
+        return;
+    }
+    if (sh->state == SH_LINGER) {
         /* Frees the connection: client_close_cb drops the request and frees sh. */
         struct evhttp_connection *evcon = sh->evcon;
         if (evcon)
@@ -299,7 +333,14 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-static void client_in_cb(void *arg) { sh_pump_client(arg); }
+static void client_in_cb(void *arg)
+{
+    shell_sess_t *sh = arg;
+    if (sh->state == SH_LINGER)
+        sh_drop_client(sh);
+    else
+        sh_pump_client(sh);
+}
 
 /* ---- the worker's side -------------------------------------------------- */
 
@@ -396,7 +437,7 @@ static void client_close_cb(struct evhttp_connection *evcon, void *arg)
     sh->evcon = NULL; /* being freed: no close callback to clear */
     req_t *rq = sh->rq;
     bool attached = evhttp_request_get_connection(rq->ev) != NULL;
-    bool upgraded = sh->state == SH_RELAY || sh->state == SH_ENDING;
+    bool upgraded = sh->state == SH_RELAY || sh->state == SH_ENDING || sh->state == SH_LINGER;
     if (upgraded)
         sh_record(sh);
     if (sh->ac) {
@@ -408,8 +449,8 @@ static void client_close_cb(struct evhttp_connection *evcon, void *arg)
     sh->out_cb = NULL;
     sh->cbev = NULL;
     sh_free(sh);
-    if (attached && upgraded)
-        http_reply_upgraded(rq);
+    if (upgraded)
+        http_reply_upgraded(rq); /* also when the client closed first (detached) */
     else if (attached)
         http_reply_dropped(rq);
     else
@@ -421,7 +462,7 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     shell_sess_t *sh = arg;
-    if (sh->state == SH_ENDING)
+    if (sh->state == SH_ENDING || sh->state == SH_LINGER)
         return;
     if (sh->state == SH_RELAY && mono_ms() - sh->progress_ms >= (int64_t)SBX_SHELL_IDLE_SECONDS * 1000)
         sh_end(sh, "no bytes either way for the idle bound");
@@ -480,7 +521,49 @@ static int parse_argv(req_t *rq, shell_sess_t *sh, api_error_t *err)
     return 0;
 }
 
-/* The request line: {"op":"shell","argv":[...],"cols":N,"rows":N}. */
+/* The query's tty (true|false; default true), env=K=V (repeated) and cwd
+ * into sh, checked as an exec's (kv_list_from_json, an absolute cwd). */
+static int parse_exec_opts(req_t *rq, shell_sess_t *sh, api_error_t *err)
+{
+    const char *tty = http_query(rq, "tty");
+    sh->tty = true;
+    if (tty && strcmp(tty, "false") == 0)
+        sh->tty = false;
+    else if (tty && strcmp(tty, "true") != 0)
+        return api_error_set(err, API_INVALID_ARGUMENT, "tty must be true or false");
+    struct evkeyval *kv;
+    TAILQ_FOREACH(kv, &rq->query, next) {
+        if (strcmp(kv->key, "env") != 0)
+            continue;
+        const char *eq = strchr(kv->value, '=');
+        if (!eq || eq == kv->value || !utf8_valid(kv->value, strlen(kv->value)))
+            return api_error_set(err, API_INVALID_ARGUMENT, "each env must be KEY=VALUE in UTF-8");
+        if (!sh->env && !(sh->env = json_object_new_object()))
+            return api_error_set(err, API_INTERNAL, "out of memory");
+        char key[SBX_MAX_KEY_BYTES + 1];
+        size_t kl = (size_t)(eq - kv->value);
+        if (kl > SBX_MAX_KEY_BYTES)
+            return api_error_set(err, API_INVALID_ARGUMENT, "an env key is longer than %d bytes", SBX_MAX_KEY_BYTES);
+        memcpy(key, kv->value, kl);
+        key[kl] = '\0';
+        jsonx_add_str(sh->env, key, eq + 1);
+    }
+    kv_list_t checked;
+    if (kv_list_from_json(sh->env, "env", true, SBX_MAX_ENV, &checked, err) < 0)
+        return SBX_EINVAL;
+    kv_list_release(&checked);
+    const char *cwd = http_query(rq, "cwd");
+    if (cwd) {
+        if (!spec_cwd_ok(cwd, strlen(cwd)))
+            return api_error_set(err, API_INVALID_ARGUMENT, "cwd must be an absolute path without control bytes");
+        if (!(sh->cwd = strdup(cwd)))
+            return api_error_set(err, API_INTERNAL, "out of memory");
+    }
+    return 0;
+}
+
+/* The request line: {"op":"shell","argv":[...],"cols":N,"rows":N} with
+ * "tty":false, "env", "cwd" when the query set them. */
 static char *shell_line(const shell_sess_t *sh, unsigned cols, unsigned rows)
 {
     json_object *o = json_object_new_object(), *a = json_object_new_array();
@@ -490,6 +573,12 @@ static char *shell_line(const shell_sess_t *sh, unsigned cols, unsigned rows)
     jsonx_add(o, "argv", a);
     jsonx_add(o, "cols", json_object_new_int((int)cols));
     jsonx_add(o, "rows", json_object_new_int((int)rows));
+    if (!sh->tty)
+        jsonx_add_bool(o, "tty", false);
+    if (sh->env)
+        jsonx_add(o, "env", json_object_get(sh->env));
+    if (sh->cwd)
+        jsonx_add_str(o, "cwd", sh->cwd);
     char *s = jsonx_dump(o);
     json_object_put(o);
     return s;
@@ -551,7 +640,7 @@ void api_sandbox_shell(req_t *rq, const char *id)
     shellframe_dec_init(sh->wdec, SHELLFRAME_TO_CLIENT);
     logs_source_t src;
     char *line = NULL;
-    if (parse_argv(rq, sh, &err) < 0) {
+    if (parse_argv(rq, sh, &err) < 0 || parse_exec_opts(rq, sh, &err) < 0) {
         sh_free(sh);
         http_reply_api_error(rq, &err);
         return;
@@ -559,7 +648,8 @@ void api_sandbox_shell(req_t *rq, const char *id)
     if (!(line = shell_line(sh, cols, rows)) || strlen(line) + 2 > SBX_FILES_REQUEST_MAX) {
         sh_free(sh);
         http_reply_error(rq, line ? API_INVALID_ARGUMENT : API_INTERNAL, "%s",
-                         line ? "argv is too long for a shell (at most about 8 KiB as JSON)" : "out of memory");
+                         line ? "argv, env and cwd are too long for a shell (at most about 8 KiB as JSON)"
+                              : "out of memory");
         free(line);
         return;
     }
@@ -589,7 +679,7 @@ void api_shell_stop_thread(void)
 {
     while (thread_shells) {
         shell_sess_t *sh = thread_shells;
-        if (sh->state == SH_RELAY || sh->state == SH_ENDING) {
+        if (sh->state == SH_RELAY || sh->state == SH_ENDING || sh->state == SH_LINGER) {
             sh_record(sh);
             struct evhttp_connection *evcon = sh->evcon;
             if (evcon)

@@ -220,8 +220,14 @@ void api_worker_report(req_t *rq, const char *id)
         http_reply_api_error(rq, &err);
         return;
     }
-    controller_wake_waiters(rq->ctl);
-    controller_kick_reconcile(rq->ctl);
+    /* The operation ended: its waiters and event readers look again. An
+     * end of a create or a delete may let the loop place what waited (room
+     * freed, a delete behind its create); an exec's end frees no room. */
+    json_object *op = jsonx_get_obj(resp, "operation");
+    const char *op_id = jsonx_get_str(op, "id"), *kind = jsonx_get_str(op, "kind");
+    controller_wake(rq->ctl, op_id ? WAKE_EVENTS : WAKE_ALL, &op_id, op_id ? 1 : 0);
+    if (!kind || strcmp(kind, "exec") != 0)
+        controller_kick_reconcile(rq->ctl);
     http_reply_json(rq, 200, resp);
 }
 
@@ -239,7 +245,7 @@ void api_worker_output(req_t *rq, const char *id)
         http_reply_api_error(rq, &err);
         return;
     }
-    controller_wake_waiters(rq->ctl);
+    controller_wake(rq->ctl, WAKE_OUTPUT, NULL, 0);
     http_reply_json(rq, 200, json_object_new_object());
 }
 

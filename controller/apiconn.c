@@ -14,6 +14,7 @@
  * removes the record under that lock before evhttp closes the socket, so
  * the descriptor shut is always the connection's own. */
 #include "apiconn.h"
+#include "apiconn_int.h"
 #include "api.h"
 #include "conncap.h"
 #include "db.h"
@@ -31,6 +32,8 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,88 +45,17 @@
 #include <sys/socket.h>
 #include <time.h>
 
-typedef enum {
-    AC_HEAD,     /* waiting for (or holding back) a request head */
-    AC_BODY,     /* a body is passing to evhttp */
-    AC_DISCARD,  /* a refused request's body: read and dropped */
-    AC_CLOSING,  /* refused for good: everything more is dropped */
-    AC_STREAM,   /* a streamed body: kept, decoded, for its handler (apiconn_stream_*) */
-} ac_state_t;
-
-struct apiconn {
-    apiconn_thread_t *at;
-    struct bufferevent *bev;
-    struct evhttp_connection *evcon;
-    struct evbuffer_cb_entry *in_entry;
-    evutil_socket_t fd;
-    bool ready;                /* set up: counted, our close callback set */
-    bool broken;               /* could not be set up: never touched again */
-    bool in_cb;                /* our own changes to the input buffer */
-    bool busy;                 /* a head went to evhttp; its request is not answered yet */
-    int pending;               /* heads handed to evhttp and not answered yet */
-    bool fresh;                /* no request yet */
-    atomic_bool shut;          /* we shut the socket down: evhttp closes it next */
-    ac_state_t state;
-    struct evbuffer *held;     /* the head so far (AC_HEAD) */
-    int64_t head_since_ms;     /* the head's first byte (0: none yet) */
-    int64_t idle_since_ms;     /* accepted, or the last request answered */
-    int64_t body_since_ms;
-    int64_t body_left;         /* Content-Length bytes still to come */
-    bool chunked;
-    proxy_chunked_t chunks;
-    int64_t body_got;
-    int64_t discard_left;
-    int64_t reserved;          /* bytes of the body budget held */
-    apiconn_t **slot;          /* the request's pointer to us */
-    /* A streamed body (AC_STREAM; apiconn_stream_begin). */
-    bool stream_next;          /* head_judge: the head being judged is a streamed one */
-    bool stream_expect;        /* it asked for 100 Continue */
-    bool stream_counted;       /* holds one of SBX_FILES_STREAMS_MAX */
-    bool stream_raw;           /* an upgraded shell: no framing, no end; every byte to the handler */
-    struct evbuffer *sbuf;     /* decoded body bytes the handler has not taken */
-    int stream_status;         /* 0: more due; 1: complete; < 0: malformed framing */
-    bool stream_paused;        /* reading off: sbuf over SBX_FILES_STREAM_HIGH_WATER */
-    bool stream_cut;           /* the body ended unread (malformed, too long, or its handler gave up) */
-    bool stream_attached;      /* a handler took it: evhttp's read callback set aside */
-    bufferevent_data_cb saved_readcb;
-    struct event *stream_ev;   /* tells the handler, outside the buffer's callbacks */
-    void (*stream_cb)(void *);
-    void *stream_arg;
-    void (*user_cb)(struct evhttp_connection *, void *);
-    void *user_arg;
-    struct sockaddr_storage peer;
-    conncap_entry_t cap;
-    TAILQ_ENTRY(apiconn) link;
-    apiconn_t *hnext;          /* the thread's table, by evcon */
-};
-
-struct apiconn_thread {
-    controller_t *ctl;
-    struct event_base *base;
-    PGconn **db;
-    void *bev_arg;
-    struct event *sweep;
-    struct event *resume;      /* accepting again after accept() failed */
-    struct event *turn;        /* the loop's next turn: accepting again after SBX_API_ACCEPTS_PER_TURN */
-    int accepted;              /* connections accepted in this turn of the loop */
-    bool turn_paused;          /* the listener is off until the next turn */
-    struct evconnlistener *listener;
-    TAILQ_HEAD(, apiconn) conns;
-    apiconn_t *table[SBX_API_CONN_BUCKETS];
-};
-
 static conncap_t api_caps;
 static bool api_caps_ready;
 static atomic_llong budget_used;
-static int64_t budget_max, min_rate, files_max;
-static atomic_int streams_open;
+static int64_t budget_max, min_rate;
 static int head_timeout_s, idle_timeout_s;
 static metric_family_t *m_refused, *m_closed;
 static _Thread_local apiconn_thread_t *tl_at;
 
 #define AC_OF(e) ((apiconn_t *)((char *)(e) - offsetof(apiconn_t, cap)))
 
-static int64_t now_ms(void)
+int64_t apiconn__now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -161,7 +93,7 @@ int apiconn_setup(controller_t *ctl, char *err, size_t errlen)
     head_timeout_s = (int)cfg_int(cfg, CFG_API_HEAD_TIMEOUT_SECONDS);
     idle_timeout_s = (int)cfg_int(cfg, CFG_API_IDLE_TIMEOUT_SECONDS);
     min_rate = cfg_int(cfg, CFG_API_BODY_MIN_BYTES_PER_SECOND);
-    files_max = cfg_int(cfg, CFG_FILES_MAX_BYTES);
+    apiconn__files_max = cfg_int(cfg, CFG_FILES_MAX_BYTES);
     budget_max = cfg_int(cfg, CFG_API_BODY_BUDGET_MIB) * 1024 * 1024;
     atomic_store(&budget_used, 0);
     if (!m_refused) {
@@ -309,12 +241,6 @@ bool apiconn_refusal(struct evhttp_request *ev, api_code_t *ret_code, int *ret_r
 
 /* ---- a complete head: hand it on, or refuse it ---- */
 
-typedef struct {
-    api_code_t code;
-    int retry_after;
-    const char *reason;        /* the metric's label */
-    char msg[200];
-} refusal_t;
 
 static bool method_has_body(const char *m)
 {
@@ -323,7 +249,7 @@ static bool method_has_body(const char *m)
 
 /* Whether the head's bearer token is one we know (live, its secret
  * right); false too when the database cannot say, with *ret_unavail. */
-static bool token_good(apiconn_thread_t *at, const httphead_t *h, bool *ret_unavail, role_t *ret_role)
+bool apiconn__token_good(apiconn_thread_t *at, const httphead_t *h, bool *ret_unavail, role_t *ret_role)
 {
     *ret_unavail = false;
     const char *token = auth_bearer(httphead_get(h, "Authorization"));
@@ -341,132 +267,12 @@ static bool token_good(apiconn_thread_t *at, const httphead_t *h, bool *ret_unav
     return rc == 0;
 }
 
-static int header_count(const httphead_t *h, const char *name)
+int apiconn__header_count(const httphead_t *h, const char *name)
 {
     int n = 0;
     for (int i = 0; i < h->nh; i++)
         n += strcasecmp(h->name[i], name) == 0;
     return n;
-}
-
-/* Whether the head's body is streamed to its handler rather than read by
- * evhttp: PUT /v1/sandboxes/{id}/files. */
-static bool stream_route(const httphead_t *h)
-{
-    static const char pre[] = "/v1/sandboxes/", post[] = "/files";
-    if (strcmp(h->method, "PUT") != 0 || strncmp(h->target, pre, sizeof pre - 1) != 0)
-        return false;
-    const char *id = h->target + sizeof pre - 1;
-    size_t n = strcspn(id, "/?");
-    size_t rest = strcspn(id + n, "?");
-    return n > 0 && rest == sizeof post - 1 && strncmp(id + n, post, sizeof post - 1) == 0;
-}
-
-/* What a streamed or raw head needs before a byte after it is read: its
- * token checked out (what: "an upload", "a shell"), and a transfer slot
- * (busy: what runs too many). 0 (the slot taken), SBX_EAUTH or
- * SBX_EUNAVAIL with why in *rf. */
-static int stream_admit(apiconn_t *ac, const httphead_t *h, const char *what, const char *busy, refusal_t *rf)
-{
-    bool unavail = false;
-    role_t role = ROLE_MEMBER;
-    if (!token_good(ac->at, h, &unavail, &role)) {
-        *rf = (refusal_t){ unavail ? API_UNAVAILABLE : API_UNAUTHORIZED, unavail ? 1 : 0, "auth", "" };
-        if (unavail)
-            snprintf(rf->msg, sizeof rf->msg, "database unavailable: cannot check the token of %s", what);
-        else
-            snprintf(rf->msg, sizeof rf->msg, "%s needs a valid bearer token (Authorization: Bearer TOKEN)", what);
-        return SBX_EAUTH;
-    }
-    if (!apiconn_transfer_take()) {
-        *rf = (refusal_t){ API_UNAVAILABLE, 1, "budget", "" };
-        snprintf(rf->msg, sizeof rf->msg, "the controller runs too many %s; retry shortly", busy);
-        return SBX_EUNAVAIL;
-    }
-    return 0;
-}
-
-/* Whether the head asks for a shell (POST /v1/sandboxes/{id}/shell with
- * Upgrade: sandbox-shell): what follows it is raw, for its handler. */
-static bool shell_route(const httphead_t *h)
-{
-    static const char pre[] = "/v1/sandboxes/", post[] = "/shell";
-    const char *up = httphead_get(h, "Upgrade");
-    if (strcmp(h->method, "POST") != 0 || !up || strcasecmp(up, APICONN_SHELL_UPGRADE) != 0 ||
-        strncmp(h->target, pre, sizeof pre - 1) != 0)
-        return false;
-    const char *id = h->target + sizeof pre - 1;
-    size_t n = strcspn(id, "/?");
-    size_t rest = strcspn(id + n, "?");
-    return n > 0 && rest == sizeof post - 1 && strncmp(id + n, post, sizeof post - 1) == 0;
-}
-
-/* A shell's head: no body of its own, its token checked before a byte
- * after it is read, a transfer slot free; then raw. */
-static int shell_judge(apiconn_t *ac, const httphead_t *h, int64_t len, refusal_t *rf)
-{
-    if (ac->chunked || len > 0 || header_count(h, "Upgrade") != 1) {
-        *rf = (refusal_t){ API_INVALID_ARGUMENT, 0, "head", "" };
-        snprintf(rf->msg, sizeof rf->msg, "a shell request has no body and one Upgrade header (its argv, cols and "
-                                          "rows are query parameters)");
-        ac->body_left = len;
-        return SBX_EINVAL;
-    }
-    int rc = stream_admit(ac, h, "a shell", "file transfers and shells", rf);
-    if (rc < 0)
-        return rc;
-    ac->stream_counted = true;
-    ac->stream_next = true;
-    ac->stream_raw = true;
-    ac->stream_expect = false;
-    ac->body_left = 0;
-    return 0;
-}
-
-/* A streamed body's head: its token must check out before a byte is read,
- * its length fit files_max_bytes, and a transfer slot be free. */
-static int stream_judge(apiconn_t *ac, const httphead_t *h, int64_t len, refusal_t *rf)
-{
-    if (len > files_max) {
-        *rf = (refusal_t){ API_PAYLOAD_TOO_LARGE, 0, "too_large", "" };
-        snprintf(rf->msg, sizeof rf->msg, "upload of %lld bytes is over the limit of %lld bytes (files_max_bytes)",
-                 (long long)len, (long long)files_max);
-        ac->body_left = len;
-        return SBX_ETOOBIG;
-    }
-    int rc = stream_admit(ac, h, "an upload", "file transfers", rf);
-    if (rc < 0) {
-        ac->body_left = len;
-        return rc;
-    }
-    const char *expect = httphead_get(h, "Expect");
-    ac->stream_counted = true;
-    ac->stream_next = true;
-    ac->stream_expect = expect && strcasecmp(expect, "100-continue") == 0;
-    ac->body_left = len;
-    return 0;
-}
-
-/* What evhttp sees of a streamed request: its head without the body's
- * framing, with Content-Length 0 and APICONN_STREAM_HEADER saying the
- * body's length or "chunked" (and APICONN_EXPECT_HEADER when the client
- * waits for 100 Continue). */
-static void stream_head(struct evbuffer *in, const httphead_t *h, bool raw, bool chunked, int64_t len, bool expect)
-{
-    evbuffer_add_printf(in, "%s %s HTTP/1.%d\r\n", h->method, h->target, h->minor);
-    for (int i = 0; i < h->nh; i++) {
-        if (strcasecmp(h->name[i], "Content-Length") == 0 || strcasecmp(h->name[i], "Transfer-Encoding") == 0 ||
-            strcasecmp(h->name[i], "Expect") == 0)
-            continue;
-        evbuffer_add_printf(in, "%s: %s\r\n", h->name[i], h->value[i]);
-    }
-    if (raw)
-        evbuffer_add_printf(in, "Content-Length: 0\r\n%s: raw\r\n", APICONN_STREAM_HEADER);
-    else if (chunked)
-        evbuffer_add_printf(in, "Content-Length: 0\r\n%s: chunked\r\n", APICONN_STREAM_HEADER);
-    else
-        evbuffer_add_printf(in, "Content-Length: 0\r\n%s: %lld\r\n", APICONN_STREAM_HEADER, (long long)len);
-    evbuffer_add_printf(in, "%s\r\n", expect ? APICONN_EXPECT_HEADER ": 100-continue\r\n" : "");
 }
 
 /* Decides on a parsed head: 0 and the body's framing in ac, or < 0 with
@@ -487,7 +293,7 @@ static int head_judge(apiconn_t *ac, const httphead_t *h, refusal_t *rf)
             snprintf(rf->msg, sizeof rf->msg, "headers named X-Sbx-* are the controller's own");
             return SBX_EINVAL;
         }
-    if (header_count(h, "Content-Length") > 1 || header_count(h, "Transfer-Encoding") > 1) {
+    if (apiconn__header_count(h, "Content-Length") > 1 || apiconn__header_count(h, "Transfer-Encoding") > 1) {
         *rf = (refusal_t){ API_INVALID_ARGUMENT, 0, "head", "" };
         snprintf(rf->msg, sizeof rf->msg, "malformed HTTP request: more than one Content-Length or "
                                           "Transfer-Encoding header");
@@ -511,10 +317,10 @@ static int head_judge(apiconn_t *ac, const httphead_t *h, refusal_t *rf)
         }
         len = v;
     }
-    if (stream_route(h) && (ac->chunked || len > 0))
-        return stream_judge(ac, h, len, rf);
-    if (shell_route(h))
-        return shell_judge(ac, h, len, rf);
+    if (apiconn__stream_route(h) && (ac->chunked || len > 0))
+        return apiconn__stream_judge(ac, h, len, rf);
+    if (apiconn__shell_route(h))
+        return apiconn__shell_judge(ac, h, len, rf);
     if (len > (int64_t)SBX_MAX_BODY_BYTES) {
         *rf = (refusal_t){ API_PAYLOAD_TOO_LARGE, 0, "too_large", "" };
         snprintf(rf->msg, sizeof rf->msg, "request body over the limit of %u MiB",
@@ -524,7 +330,7 @@ static int head_judge(apiconn_t *ac, const httphead_t *h, refusal_t *rf)
     if (ac->chunked || len > SBX_API_ANON_BODY_BYTES) {
         bool unavail = false;
         role_t role = ROLE_MEMBER;
-        bool good = token_good(ac->at, h, &unavail, &role);
+        bool good = apiconn__token_good(ac->at, h, &unavail, &role);
         /* A client's bodies are bounded by max_body_bytes, a worker's
          * reports by SBX_MAX_BODY_BYTES: say so before reading one. */
         if (good && role != ROLE_WORKER && len > ac->at->ctl->max_body_client) {
@@ -586,7 +392,7 @@ static void head_complete(apiconn_t *ac, size_t hlen, struct evbuffer *in)
                 rf.code = API_HEADERS_TOO_LARGE;
         }
         if (rc == 0 && ac->stream_next)
-            stream_head(in, h, ac->stream_raw, ac->chunked, ac->body_left, ac->stream_expect);
+            apiconn__stream_head(in, h, ac->stream_raw, ac->chunked, ac->body_left, ac->stream_expect);
         else if (rc == 0)
             evbuffer_add(in, buf, hlen);
     } else if (buf && work && h) {
@@ -606,7 +412,7 @@ static void head_complete(apiconn_t *ac, size_t hlen, struct evbuffer *in)
     if (rc == 0 && ac->stream_next) {
         ac->stream_next = false;
         ac->body_got = 0;
-        ac->body_since_ms = now_ms();
+        ac->body_since_ms = apiconn__now_ms();
         ac->stream_status = 0;
         ac->stream_paused = false;
         if (!ac->sbuf)
@@ -616,7 +422,7 @@ static void head_complete(apiconn_t *ac, size_t hlen, struct evbuffer *in)
     }
     if (rc == 0) {
         ac->body_got = 0;
-        ac->body_since_ms = now_ms();
+        ac->body_since_ms = apiconn__now_ms();
         ac->state = (ac->chunked || ac->body_left > 0) ? AC_BODY : AC_HEAD;
         return;
     }
@@ -630,7 +436,7 @@ static void head_complete(apiconn_t *ac, size_t hlen, struct evbuffer *in)
         ac->state = AC_CLOSING;
     } else {
         ac->discard_left = ac->body_left;
-        ac->body_since_ms = now_ms();
+        ac->body_since_ms = apiconn__now_ms();
         ac->body_got = 0;
         ac->state = ac->discard_left > 0 ? AC_DISCARD : AC_HEAD;
     }
@@ -644,7 +450,7 @@ static void conn_maybe_idle(apiconn_t *ac)
         return;
     ac->busy = false;
     if (!(ac->held && evbuffer_get_length(ac->held) > 0)) {
-        ac->idle_since_ms = now_ms();
+        ac->idle_since_ms = apiconn__now_ms();
         conncap_release(&api_caps, &ac->cap);
     }
 }
@@ -686,194 +492,6 @@ static bool body_pass(apiconn_t *ac, struct evbuffer *tmp, struct evbuffer *in)
     return true;
 }
 
-/* ---- a streamed body ---- */
-
-static void stream_notify(apiconn_t *ac)
-{
-    if (ac->stream_attached && ac->stream_ev)
-        event_active(ac->stream_ev, EV_TIMEOUT, 1);
-}
-
-static void stream_finish(apiconn_t *ac, int status)
-{
-    ac->stream_status = status;
-    /* Nothing more is read until evhttp has the connection back (the next
-     * request of a pipelining client waits in the socket, not here). */
-    ac->stream_paused = true;
-    bufferevent_disable(ac->bev, EV_READ);
-    /* Complete: what follows is the next request's head; else nothing
-     * more of this connection is read for evhttp. */
-    ac->state = status == 1 ? AC_HEAD : AC_CLOSING;
-    ac->stream_cut = status != 1;
-    ac->body_since_ms = now_ms();
-}
-
-/* Moves the body bytes at the front of tmp into ac->sbuf, decoded from
- * their framing; stops reading the socket while sbuf is over its high
- * water. */
-static void stream_pass(apiconn_t *ac, struct evbuffer *tmp)
-{
-    if (ac->stream_raw) {
-        /* An upgraded shell: everything, until the connection closes. */
-        size_t n = evbuffer_get_length(tmp);
-        evbuffer_remove_buffer(tmp, ac->sbuf, n);
-        ac->body_got += (int64_t)n;
-    } else if (!ac->chunked) {
-        size_t avail = evbuffer_get_length(tmp);
-        size_t n = (int64_t)avail < ac->body_left ? avail : (size_t)ac->body_left;
-        evbuffer_remove_buffer(tmp, ac->sbuf, n);
-        ac->body_left -= (int64_t)n;
-        ac->body_got += (int64_t)n;
-        if (ac->body_left == 0)
-            stream_finish(ac, 1);
-    } else {
-        while (evbuffer_get_length(tmp) > 0 && ac->state == AC_STREAM) {
-            size_t avail = evbuffer_get_length(tmp), take = avail < 65536 ? avail : 65536, used = 0, out = 0;
-            char *p = (char *)evbuffer_pullup(tmp, (ev_ssize_t)take);
-            int rc = p ? proxy_chunked_decode(&ac->chunks, p, take, &used, &out) : SBX_ENOMEM;
-            if (rc < 0) {
-                evbuffer_drain(tmp, evbuffer_get_length(tmp));
-                stream_finish(ac, SBX_EINVAL);
-                break;
-            }
-            evbuffer_add(ac->sbuf, p, out);
-            evbuffer_drain(tmp, used);
-            ac->body_got += (int64_t)out;
-            if (rc == 1)
-                stream_finish(ac, 1);
-        }
-        if (ac->state == AC_STREAM && ac->body_got > files_max)
-            stream_finish(ac, SBX_ETOOBIG);
-    }
-    if (ac->stream_status == 0 && !ac->stream_paused && evbuffer_get_length(ac->sbuf) >= SBX_FILES_STREAM_HIGH_WATER) {
-        ac->stream_paused = true;
-        bufferevent_disable(ac->bev, EV_READ);
-    }
-    stream_notify(ac);
-}
-
-static void stream_ev_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    apiconn_t *ac = arg;
-    if (ac->stream_cb)
-        ac->stream_cb(ac->stream_arg);
-}
-
-/* While a handler streams a body, evhttp's read callback must not run (it
- * aborts the process when called while its request is being answered):
- * the bytes reach the handler through the input buffer's callback, and
- * this takes the bufferevent's read callback's place. */
-static void stream_readcb(struct bufferevent *bev, void *arg)
-{
-    (void)bev;
-    (void)arg;
-}
-
-static void stream_release(apiconn_t *ac)
-{
-    if (ac->stream_ev) {
-        event_free(ac->stream_ev);
-        ac->stream_ev = NULL;
-    }
-    if (ac->sbuf) {
-        evbuffer_free(ac->sbuf);
-        ac->sbuf = NULL;
-    }
-    if (ac->stream_counted) {
-        ac->stream_counted = false;
-        apiconn_transfer_release();
-    }
-    ac->stream_cb = NULL;
-    ac->stream_attached = false;
-    ac->stream_raw = false;
-}
-
-bool apiconn_transfer_take(void)
-{
-    if (atomic_fetch_add(&streams_open, 1) >= SBX_FILES_STREAMS_MAX) {
-        atomic_fetch_sub(&streams_open, 1);
-        return false;
-    }
-    return true;
-}
-
-void apiconn_transfer_release(void) { atomic_fetch_sub(&streams_open, 1); }
-
-int apiconn_stream_begin(apiconn_t *ac, void (*cb)(void *), void *arg)
-{
-    if (!ac || !ac->sbuf || ac->stream_attached || atomic_load(&ac->shut))
-        return SBX_EINVAL;
-    ac->stream_ev = event_new(ac->at->base, -1, 0, stream_ev_cb, ac);
-    if (!ac->stream_ev)
-        return SBX_ENOMEM;
-    bufferevent_data_cb wcb = NULL;
-    bufferevent_event_cb ecb = NULL;
-    void *cbarg = NULL;
-    bufferevent_getcb(ac->bev, &ac->saved_readcb, &wcb, &ecb, &cbarg);
-    bufferevent_setcb(ac->bev, stream_readcb, wcb, ecb, cbarg);
-    ac->stream_attached = true;
-    ac->stream_cb = cb;
-    ac->stream_arg = arg;
-    /* libevent reads 16 KiB at a time unless told: a stream takes more. */
-    bufferevent_set_max_single_read(ac->bev, SBX_FILES_STREAM_HIGH_WATER);
-    if (ac->stream_status == 0 && !ac->stream_paused)
-        bufferevent_enable(ac->bev, EV_READ);
-    if (evbuffer_get_length(ac->sbuf) > 0 || ac->stream_status != 0)
-        stream_notify(ac);
-    return 0;
-}
-
-void apiconn_stream_continue(apiconn_t *ac)
-{
-    if (ac && ac->stream_expect && ac->stream_attached) {
-        ac->stream_expect = false;
-        evbuffer_add_printf(bufferevent_get_output(ac->bev), "HTTP/1.1 100 Continue\r\n\r\n");
-    }
-}
-
-struct evbuffer *apiconn_stream_input(apiconn_t *ac) { return ac ? ac->sbuf : NULL; }
-
-bool apiconn_body_unread(const apiconn_t *ac)
-{
-    return ac && (ac->state == AC_STREAM || ac->stream_cut);
-}
-
-int apiconn_stream_status(const apiconn_t *ac) { return ac ? ac->stream_status : SBX_EIO; }
-
-int64_t apiconn_stream_received(const apiconn_t *ac) { return ac ? ac->body_got : 0; }
-
-void apiconn_stream_drained(apiconn_t *ac)
-{
-    if (!ac || !ac->stream_paused || !ac->sbuf || evbuffer_get_length(ac->sbuf) >= SBX_FILES_STREAM_HIGH_WATER / 2)
-        return;
-    ac->stream_paused = false;
-    if (ac->stream_status == 0 && ac->stream_attached)
-        bufferevent_enable(ac->bev, EV_READ);
-}
-
-bool apiconn_stream_end(apiconn_t *ac)
-{
-    if (!ac || !ac->stream_attached)
-        return false;
-    bool complete = ac->stream_status == 1;
-    /* evhttp reads again only after it has sent the answer. */
-    bufferevent_disable(ac->bev, EV_READ);
-    bufferevent_data_cb rcb = NULL, wcb = NULL;
-    bufferevent_event_cb ecb = NULL;
-    void *cbarg = NULL;
-    bufferevent_getcb(ac->bev, &rcb, &wcb, &ecb, &cbarg);
-    bufferevent_setcb(ac->bev, ac->saved_readcb, wcb, ecb, cbarg);
-    if (!complete) {
-        ac->state = AC_CLOSING;
-        ac->stream_cut = true;
-        ac->body_since_ms = now_ms();
-    }
-    stream_release(ac);
-    return complete;
-}
-
 /* Takes what tmp holds of a head into ac->held; true when a whole head
  * was handled (more of tmp may follow). */
 static bool head_gather(apiconn_t *ac, struct evbuffer *tmp, struct evbuffer *in)
@@ -890,7 +508,7 @@ static bool head_gather(apiconn_t *ac, struct evbuffer *tmp, struct evbuffer *in
             evbuffer_drain(tmp, 1);
         if (evbuffer_get_length(tmp) == 0)
             return false;
-        ac->head_since_ms = now_ms();
+        ac->head_since_ms = apiconn__now_ms();
     }
     evbuffer_remove_buffer(tmp, ac->held, evbuffer_get_length(tmp));
     size_t len = evbuffer_get_length(ac->held);
@@ -937,7 +555,7 @@ static void in_cb(struct evbuffer *in, const struct evbuffer_cb_info *info, void
             if (!body_pass(ac, tmp, in))
                 break;
         } else if (ac->state == AC_STREAM) {
-            stream_pass(ac, tmp);
+            apiconn__stream_pass(ac, tmp);
         } else if (ac->state == AC_DISCARD) {
             size_t n = evbuffer_get_length(tmp);
             if ((int64_t)n > ac->discard_left)
@@ -1007,7 +625,7 @@ static void close_cb(struct evhttp_connection *evcon, void *arg)
         evbuffer_remove_cb_entry(bufferevent_get_input(ac->bev), ac->in_entry);
     if (ac->held)
         evbuffer_free(ac->held);
-    stream_release(ac);
+    apiconn__stream_release(ac);
     free(ac);
 }
 
@@ -1036,12 +654,17 @@ static void setup_cb(evutil_socket_t fd, short what, void *arg)
         ac->broken = true;
         return;
     }
+    /* Answers go out as soon as they are written: without this, an answer
+     * past one segment waits for the client's delayed ACK (≈ 40 ms) on a
+     * kept-alive connection. Not a TCP socket (a test's socketpair): no-op. */
+    int one = 1;
+    (void)setsockopt(ac->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     ac->ready = true;
     evhttp_connection_set_closecb(ac->evcon, close_cb, ac);
     unsigned b = conn_hash(ac->evcon);
     ac->hnext = at->table[b];
     at->table[b] = ac;
-    ac->idle_since_ms = now_ms();
+    ac->idle_since_ms = apiconn__now_ms();
     bool exempt = proxy_nets_contain(at->ctl->trusted_proxies, at->ctl->ntrusted_proxies,
                                      (const struct sockaddr *)&ac->peer);
     conncap_admit_t res = conncap_admit(&api_caps, &ac->cap, &ac->peer, exempt, evict_locked, NULL);
@@ -1174,7 +797,7 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     apiconn_thread_t *at = arg;
-    int64_t now = now_ms();
+    int64_t now = apiconn__now_ms();
     apiconn_t *ac, *next;
     for (ac = TAILQ_FIRST(&at->conns); ac; ac = next) {
         next = TAILQ_NEXT(ac, link);
@@ -1285,7 +908,7 @@ void apiconn_thread_free(apiconn_thread_t *at)
         budget_return(ac);
         if (ac->held)
             evbuffer_free(ac->held);
-        stream_release(ac);
+        apiconn__stream_release(ac);
         free(ac);
     }
     if (at->sweep)

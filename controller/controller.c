@@ -251,4 +251,9 @@ void controller_stop(controller_t *ctl)
 
 void controller_wake_waiters(controller_t *ctl) { server_wake_all(ctl); }
 
+void controller_wake(controller_t *ctl, unsigned mask, const char *const *ops, int nops)
+{
+    server_wake(ctl, mask, ops, nops);
+}
+
 void controller_kick_reconcile(controller_t *ctl) { reconcile_kick(ctl->rec); }

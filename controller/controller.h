@@ -60,6 +60,19 @@ void controller_stop(controller_t *ctl);
 /* Wakes every parked long-poll so it re-checks its condition. Thread-safe. */
 void controller_wake_waiters(controller_t *ctl);
 
+/* What a wake-up says changed: parked requests of the other kinds are not
+ * re-checked (controller_wake). */
+#define WAKE_OPERATIONS 1u /* any operation may have ended: every operation wait */
+#define WAKE_LEASES     2u /* an operation was leased: the workers' polls */
+#define WAKE_OUTPUT     4u /* live exec output: its followers */
+#define WAKE_EVENTS     8u /* events were written: event long-polls */
+#define WAKE_ALL        (WAKE_OPERATIONS | WAKE_LEASES | WAKE_OUTPUT | WAKE_EVENTS)
+
+/* Wakes only the parked long-polls mask says can have been answered, and
+ * the waits on the operations named in ops (ended; may be NULL).
+ * Thread-safe. */
+void controller_wake(controller_t *ctl, unsigned mask, const char *const *ops, int nops);
+
 /* Makes the reconcile loop run now. Thread-safe. */
 void controller_kick_reconcile(controller_t *ctl);
 

@@ -1,9 +1,13 @@
 /* libpq helpers shared by the HTTP threads and the reconcile loop. */
 #include "db.h"
+#include "dbcache.h"
 #include "errors.h"
+#include "limits.h"
 #include "log.h"
 #include "metrics.h"
 #include "timeutil.h"
+
+#include <libpq-events.h>
 
 #include <pthread.h>
 #include <stdio.h>
@@ -47,6 +51,33 @@ static void db_note_error(PGconn *c, PGresult *r)
     metrics_add(m_errors, metrics_labels(labels, sizeof labels, "class", cls[0] ? cls : "none", NULL), 1);
 }
 
+/* Each connection's prepared statements (dbcache.h) hang on the
+ * connection as libpq instance data: created with it, emptied when libpq
+ * resets it (the server forgot them), freed with it (PQfinish). */
+static int db_stmt_event(PGEventId id, void *info, void *pass)
+{
+    (void)pass;
+    if (id == PGEVT_CONNRESET) {
+        dbcache_clear(PQinstanceData(((PGEventConnReset *)info)->conn, db_stmt_event));
+    } else if (id == PGEVT_CONNDESTROY) {
+        PGconn *c = ((PGEventConnDestroy *)info)->conn;
+        dbcache_free(PQinstanceData(c, db_stmt_event));
+        PQsetInstanceData(c, db_stmt_event, NULL);
+    }
+    return 1;
+}
+
+/* Gives c a statement cache; without one (no memory) it runs unprepared. */
+static void db_stmt_cache_attach(PGconn *c)
+{
+    dbcache_t *cache = NULL;
+    if (dbcache_new(SBX_DB_STMT_CACHE_MAX, &cache) < 0)
+        return;
+    if (!PQregisterEventProc(c, db_stmt_event, "sbx_stmt_cache", NULL) ||
+        !PQsetInstanceData(c, db_stmt_event, cache))
+        dbcache_free(cache);
+}
+
 PGconn *db_connect(const char *conninfo, char *err, size_t errlen)
 {
     const char *keys[] = { "dbname", "connect_timeout", "application_name", "options", NULL };
@@ -68,6 +99,7 @@ PGconn *db_connect(const char *conninfo, char *err, size_t errlen)
     }
     PGresult *r = PQexec(c, "SET client_min_messages = warning");
     PQclear(r);
+    db_stmt_cache_attach(c);
     return c;
 }
 
@@ -103,6 +135,37 @@ int db_ensure(PGconn **conn, const char *conninfo)
     return 0;
 }
 
+/* The name sql is prepared under on c, preparing it first when it is new:
+ * 0 with ret_name filled, or left "" when it runs unprepared (no cache, the
+ * cache full); SBX_EDB when PostgreSQL refused it (the error noted, as the
+ * statement itself would have failed). */
+static int db_stmt_prepared(PGconn *c, dbcache_t *cache, const char *sql, char ret_name[DBCACHE_NAME_MAX])
+{
+    if (!cache)
+        return 0;
+    const char *known = dbcache_find(cache, sql);
+    if (known) {
+        snprintf(ret_name, DBCACHE_NAME_MAX, "%s", known);
+        return 0;
+    }
+    const char *added = NULL;
+    if (dbcache_add(cache, sql, &added) < 0)
+        return 0;
+    char name[DBCACHE_NAME_MAX];
+    snprintf(name, sizeof name, "%s", added);
+    PGresult *p = PQprepare(c, name, sql, 0, NULL);
+    if (p && PQresultStatus(p) == PGRES_COMMAND_OK) {
+        PQclear(p);
+        snprintf(ret_name, DBCACHE_NAME_MAX, "%s", name);
+        return 0;
+    }
+    dbcache_remove(cache, sql);
+    db_note_error(c, p);
+    log_debug("db", "statement failed: %s", last_error);
+    PQclear(p);
+    return SBX_EDB;
+}
+
 PGresult *db_exec(PGconn *c, const char *sql, int nparams, const char *const *params)
 {
     last_error[0] = '\0';
@@ -111,11 +174,23 @@ PGresult *db_exec(PGconn *c, const char *sql, int nparams, const char *const *pa
         snprintf(last_error, sizeof last_error, "no database connection");
         return NULL;
     }
-    PGresult *r = PQexecParams(c, sql, nparams, NULL, params, NULL, NULL, 0);
+    /* BEGIN and COMMIT have nothing to plan: preparing them saves nothing
+     * (and would hide them from pg_stat_statements' counts). */
+    bool txn = strcmp(sql, "BEGIN") == 0 || strcmp(sql, "COMMIT") == 0;
+    dbcache_t *cache = txn ? NULL : PQinstanceData(c, db_stmt_event);
+    char name[DBCACHE_NAME_MAX] = "";
+    if (db_stmt_prepared(c, cache, sql, name) < 0)
+        return NULL;
+    PGresult *r = *name ? PQexecPrepared(c, name, nparams, params, NULL, NULL, 0)
+                        : PQexecParams(c, sql, nparams, NULL, params, NULL, NULL, 0);
     ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
     if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
         return r;
     db_note_error(c, r);
+    /* The server no longer has it (26000) or its plan no longer fits the
+     * tables (0A000, after a migration): prepared afresh next time. */
+    if (*name && (strcmp(last_sqlstate, "26000") == 0 || strcmp(last_sqlstate, "0A000") == 0))
+        dbcache_remove(cache, sql);
     log_debug("db", "statement failed: %s", last_error);
     PQclear(r);
     return NULL;

@@ -14,7 +14,10 @@ PGconn *db_connect(const char *conninfo, char *err, size_t errlen);
  * restart). Returns 0 or SBX_EUNAVAIL. */
 int db_ensure(PGconn **conn, const char *conninfo);
 
-/* Runs sql with text parameters (NULL entries are SQL NULL). Returns the
+/* Runs sql with text parameters (NULL entries are SQL NULL), prepared once
+ * per connection and SQL text (a connection from db_connect keeps up to
+ * SBX_DB_STMT_CACHE_MAX; text built at run time is keyed by the text, and
+ * past the bound statements run unprepared). Returns the
  * result when it is PGRES_COMMAND_OK or PGRES_TUPLES_OK (caller PQclear()s),
  * otherwise NULL after logging the error at debug level; db_last_error()
  * then says why and db_last_sqlstate() gives the SQLSTATE. */

@@ -1,8 +1,11 @@
-/* LISTEN sandbox_wake on a dedicated connection; every notification wakes
- * the parked long-polls and kicks the reconcile loop. Losing notifications
+/* LISTEN sandbox_wake on a dedicated connection; a notification wakes the
+ * parked long-polls it can have answered, and kicks the reconcile loop when
+ * it says the loop may have work. Losing notifications
  * (while reconnecting) only delays work until the next reconcile tick. */
 #include "notify.h"
+#include "api.h"
 #include "db.h"
+#include "limits.h"
 #include "log.h"
 
 #include <poll.h>
@@ -31,6 +34,53 @@ static PGconn *notify_connect(controller_t *ctl)
     return c;
 }
 
+/* What one notification says changed, added to *mask and ops (room for
+ * SBX_WAKE_OPS_MAX, *nops used; more: WAKE_OPERATIONS). Returns true when
+ * the reconcile loop may have work: room was freed or a worker came
+ * (";room"), or the payload does not say. Payloads: "" (anything: all),
+ * "output" (live exec output), "ev[;lease][;room][;ops=ID,ID…]" (migrations
+ * 0015, 0016). Other events need no turn of this loop: the controller that
+ * took the request placed its operation there or kicked its own loop. */
+static bool notify_parse(const char *extra, unsigned *mask, char ops[][SBX_ID_MAX], int *nops)
+{
+    if (!extra || strcmp(extra, "output") == 0) {
+        *mask |= extra ? WAKE_OUTPUT : WAKE_ALL;
+        return !extra;
+    }
+    if (strncmp(extra, "ev", 2) != 0 || (extra[2] != '\0' && extra[2] != ';')) {
+        *mask |= WAKE_ALL;
+        return true;
+    }
+    *mask |= WAKE_EVENTS;
+    const char *p = extra + 2;
+    bool work = false;
+    if (strncmp(p, ";lease", 6) == 0 && (p[6] == '\0' || p[6] == ';')) {
+        *mask |= WAKE_LEASES;
+        p += 6;
+    }
+    if (strncmp(p, ";room", 5) == 0 && (p[5] == '\0' || p[5] == ';')) {
+        work = true;
+        p += 5;
+    }
+    if (strncmp(p, ";ops=", 5) == 0) {
+        p += 5;
+        while (*p) {
+            size_t len = strcspn(p, ",");
+            if (len == 0 || len >= SBX_ID_MAX || *nops >= SBX_WAKE_OPS_MAX)
+                *mask |= WAKE_OPERATIONS;
+            else
+                snprintf(ops[(*nops)++], SBX_ID_MAX, "%.*s", (int)len, p);
+            p += len;
+            if (*p == ',')
+                p++;
+        }
+    } else if (*p) {
+        *mask |= WAKE_ALL; /* a form this controller does not know */
+        work = true;
+    }
+    return work;
+}
+
 static void *notify_main(void *arg)
 {
     struct notify_listener *n = arg;
@@ -57,6 +107,8 @@ static void *notify_main(void *arg)
                 log_info("notify", "listening for wake-ups again");
             logged_down = false;
             backoff_ms = 100;
+            /* A revocation may have gone by unheard. */
+            auth_cache_forget_all();
             /* Whatever happened while we were away: look now. */
             controller_wake_waiters(n->ctl);
             controller_kick_reconcile(n->ctl);
@@ -72,17 +124,25 @@ static void *notify_main(void *arg)
             c = NULL;
             continue;
         }
-        int got = 0, work = 0;
+        bool work = false;
+        unsigned mask = 0;
+        static char ops[SBX_WAKE_OPS_MAX][SBX_ID_MAX];
+        int nops = 0;
         PGnotify *note;
         while ((note = PQnotifies(c)) != NULL) {
-            got++;
-            /* Live exec output ("output") only concerns its followers. */
-            if (!note->extra || strcmp(note->extra, "output") != 0)
-                work++;
+            /* A revoked token (store_token_revoke): only its cached lookup. */
+            if (note->extra && strncmp(note->extra, "token:", 6) == 0)
+                auth_cache_forget(note->extra + 6);
+            else if (notify_parse(note->extra && *note->extra ? note->extra : NULL, &mask, ops, &nops))
+                work = true;
             PQfreemem(note);
         }
-        if (got)
-            controller_wake_waiters(n->ctl);
+        if (mask) {
+            const char *names[SBX_WAKE_OPS_MAX];
+            for (int i = 0; i < nops; i++)
+                names[i] = ops[i];
+            controller_wake(n->ctl, mask, names, nops);
+        }
         if (work)
             controller_kick_reconcile(n->ctl);
     }

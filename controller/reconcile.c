@@ -26,6 +26,9 @@ struct reconcile {
      * be recorded: workers are not blamed for that. */
     int64_t healthy_since_ms;
     int64_t next_prune_ms;      /* monotonic time of the next retention pass */
+    double pool_tokens;         /* warm pool members the refill pass may still add (pool_refill_per_second) */
+    int64_t pool_tokens_ms;     /* when pool_tokens was last topped up */
+    int64_t next_timed_ms;      /* monotonic time the clock-driven passes are due again */
 };
 
 static metric_family_t *m_pass_seconds, *m_pass_rows, *m_pass_errors, *m_round_seconds, *m_pruned;
@@ -90,18 +93,55 @@ static int retention_pass(struct reconcile *r)
     if (p.events || p.operations || p.sandboxes || p.routes)
         log_info("retention", "pruned %lld events, %lld operations, %lld sandboxes and %lld routes", p.events,
                  p.operations, p.sandboxes, p.routes);
+    long long corrected = 0;
+    if (rc >= 0 && (rc = store_usage_check(r->db, &corrected)) >= 0 && corrected > 0)
+        log_warn("retention", "the live counters differed from a recount for %lld tenant/worker keys; corrected",
+                 corrected);
     if (rc < 0)
         r->next_prune_ms = now; /* try again next tick */
     return rc;
 }
 
-/* One round of every pass. Returns rows changed, or < 0 on a database error. */
+/* The warm pools' refill, bounded to pool_refill_per_second members (a
+ * bucket holding at most one second's worth). */
+static int pool_refill_pass(struct reconcile *r, int *changed)
+{
+    double rate = (double)cfg_int(&r->ctl->cfg, CFG_POOL_REFILL_PER_SECOND);
+    int64_t now = time_mono_ms();
+    r->pool_tokens += rate * (double)(now - r->pool_tokens_ms) / 1000.0;
+    r->pool_tokens_ms = now;
+    if (r->pool_tokens > rate)
+        r->pool_tokens = rate;
+    int added = 0;
+    int rc = store_pool_refill(r->db, &r->ctl->lim, r->ctl->max_ttl_seconds, (int)r->pool_tokens, &added);
+    r->pool_tokens -= added;
+    *changed += added;
+    return rc;
+}
+
+/* One round of the passes. Admission and placement run every round (a kick
+ * means new operations or freed room); the passes driven by the clock or by
+ * what went wrong (worker liveness, TTLs, route expiry, pool refills, lease expiry,
+ * deadlines, delete retries, retention) at most once a
+ * reconcile_interval_ms, so a busy controller's kicks do not run them all
+ * each time. Returns rows changed, or < 0 on a database error. */
 static int reconcile_pass(struct reconcile *r)
 {
     controller_t *ctl = r->ctl;
     int changed = 0, leased = 0, rc = 0;
     if (db_ensure(&r->db, ctl->conninfo) < 0)
         return SBX_EDB;
+    int64_t now = time_mono_ms();
+    bool timed = now >= r->next_timed_ms;
+    if (timed)
+        r->next_timed_ms = now + cfg_int(&ctl->cfg, CFG_RECONCILE_INTERVAL_MS);
+    if (!timed) {
+        RUN_PASS("admit", store_admit_pending(r->db, &changed));
+        RUN_PASS("place", store_place_admitted(r->db, &ctl->lim, &changed, &leased));
+        if (changed)
+            controller_wake_waiters(ctl);
+        return rc < 0 ? rc : changed;
+    }
     if (r->healthy_since_ms == 0)
         r->healthy_since_ms = time_mono_ms();
     int64_t healthy_ms = time_mono_ms() - r->healthy_since_ms;
@@ -114,12 +154,15 @@ static int reconcile_pass(struct reconcile *r)
         RUN_PASS("worker_liveness", store_mark_lost_workers(r->db, &ctl->lim, &changed));
     RUN_PASS("ttl", store_expire_ttls(r->db, &ctl->lim, &changed));
     RUN_PASS("route_expiry", store_expire_routes(r->db, &changed));
+    RUN_PASS("pool_refill", pool_refill_pass(r, &changed));
     RUN_PASS("admit", store_admit_pending(r->db, &changed));
     RUN_PASS("place", store_place_admitted(r->db, &ctl->lim, &changed, &leased));
     if (judge_leases)
         RUN_PASS("lease_expiry", store_expire_leases(r->db, &ctl->lim, &changed));
     RUN_PASS("deadline", store_fail_overdue(r->db, &changed));
     RUN_PASS("delete_retry", store_retry_deletes(r->db, &ctl->lim, &changed));
+    int folded = 0; /* counters only: no sandbox changed */
+    RUN_PASS("usage_fold", store_usage_fold(r->db, &folded));
     if (rc >= 0)
         rc = retention_pass(r);
     if (rc < 0) {

@@ -52,6 +52,12 @@ struct http_thread {
     int nheld;                  /* PARK_REFUSAL in it */
     pthread_t tid;
     bool started;
+    /* What the wake-ups since the last wake_cb said changed (server_wake),
+     * under wake_mu: WAKE_* bits, and the operations that ended. */
+    pthread_mutex_t wake_mu;
+    unsigned wake_mask;
+    int nwake_ops;
+    char wake_ops[SBX_WAKE_OPS_MAX][SBX_ID_MAX];
 };
 
 /* The latest long-poll of each worker. A worker has one poller: when it
@@ -110,7 +116,7 @@ bool server_poll_current(const char *worker_id, uint64_t gen)
 /* A connection's read and write timeout: longer than any long-poll. */
 #define HTTP_CONN_TIMEOUT_SECONDS (SBX_MAX_WAIT_SECONDS * 2)
 
-static metric_family_t *m_requests, *m_duration, *m_rate_limited;
+static metric_family_t *m_requests, *m_duration, *m_rate_limited, *m_rechecked;
 static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
 static void server_metrics_init(void)
@@ -127,6 +133,10 @@ static void server_metrics_init(void)
     m_rate_limited = metrics_family("sandbox_rate_limited_total", METRIC_COUNTER,
                                     "Requests answered 429 rate_limited, by kind: request (a client token's request "
                                     "rate) or operation (a tenant's operation rate).", NULL, 0);
+    m_rechecked = metrics_family("sandbox_wake_rechecked_total", METRIC_COUNTER,
+                                 "Parked long-polls re-checked after a wake-up, by kind: operation (a wait on an "
+                                 "operation) or poll (a worker's poll). A wake-up re-checks only those what "
+                                 "changed can have answered.", NULL, 0);
 }
 
 static int64_t mono_us(void)
@@ -328,6 +338,10 @@ void http_reply_dropped(req_t *rq)
 
 void http_reply_upgraded(req_t *rq)
 {
+    /* A request evhttp detached (the client closed first) is freed by a
+     * reply, which then sends nothing. */
+    if (rq->ev && !evhttp_request_get_connection(rq->ev))
+        evhttp_send_reply(rq->ev, 101, NULL, NULL);
     rq->ev = NULL;
     reply_done(rq, 101);
 }
@@ -588,12 +602,31 @@ static void wake_outputs(http_thread_t *th, req_t **list, const char **ids, bool
     free(offsets);
 }
 
-/* Re-checks every parked request of this thread with one query per kind. */
+/* True when op_id is one of the ended operations a wake-up named. */
+static bool wake_named(char (*ops)[SBX_ID_MAX], int n, const char *op_id)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(ops[i], op_id) == 0)
+            return true;
+    return false;
+}
+
+/* Re-checks the parked requests of this thread that what changed can have
+ * answered (all of them after a wake-up that did not say), with one query
+ * per kind. */
 static void wake_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     http_thread_t *th = arg;
+    static __thread char ops[SBX_WAKE_OPS_MAX][SBX_ID_MAX];
+    pthread_mutex_lock(&th->wake_mu);
+    unsigned mask = th->wake_mask;
+    int nops = th->nwake_ops;
+    memcpy(ops, th->wake_ops, (size_t)nops * sizeof ops[0]);
+    th->wake_mask = 0;
+    th->nwake_ops = 0;
+    pthread_mutex_unlock(&th->wake_mu);
     if (!th->nparked)
         return;
     if (db_ensure(&th->db, th->ctl->conninfo) < 0)
@@ -605,15 +638,23 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
     if (!list || !ids || !flags)
         goto cleanup;
     for (int kind = PARK_OPERATION; kind <= PARK_POLL; kind++) {
+        if (kind == PARK_POLL && !(mask & WAKE_LEASES))
+            continue;
+        bool all_ops = (mask & WAKE_OPERATIONS) != 0;
+        if (kind == PARK_OPERATION && !all_ops && nops == 0)
+            continue;
         int k = 0;
         for (req_t *rq = th->parked; rq && k < n; rq = rq->park_next)
-            if ((int)rq->park_kind == kind) {
+            if ((int)rq->park_kind == kind &&
+                (kind != PARK_OPERATION || all_ops || wake_named(ops, nops, rq->park_id))) {
                 list[k] = rq;
                 ids[k] = rq->park_id;
                 k++;
             }
         if (k == 0)
             continue;
+        pthread_once(&metrics_once, server_metrics_init);
+        metrics_add(m_rechecked, kind == PARK_OPERATION ? "kind=\"operation\"" : "kind=\"poll\"", k);
         int rc = kind == PARK_OPERATION ? store_operations_terminal(th->db, ids, k, flags)
                                         : store_workers_with_leases(th->db, ids, k, flags);
         if (rc < 0)
@@ -625,8 +666,11 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
             park_resume(list[i], false);
         }
     }
-    wake_outputs(th, list, ids, flags, n);
-    wake_events(th, list, n);
+    /* A follower also answers when its exec ended. */
+    if ((mask & (WAKE_OUTPUT | WAKE_OPERATIONS)) || nops > 0)
+        wake_outputs(th, list, ids, flags, n);
+    if (mask & WAKE_EVENTS)
+        wake_events(th, list, n);
 cleanup:
     free(list);
     free(ids);
@@ -930,6 +974,7 @@ static void thread_free(http_thread_t *th)
         event_base_free(th->base);
     if (th->db)
         PQfinish(th->db);
+    pthread_mutex_destroy(&th->wake_mu);
     free(th);
 }
 
@@ -959,6 +1004,7 @@ int server_start(controller_t *ctl, char *err, size_t errlen)
             snprintf(err, errlen, "out of memory");
             return SBX_ENOMEM;
         }
+        pthread_mutex_init(&th->wake_mu, NULL);
         ctl->threads[i] = th;
         th->ctl = ctl;
         th->idx = i;
@@ -1016,12 +1062,26 @@ int server_start(controller_t *ctl, char *err, size_t errlen)
     return 0;
 }
 
-void server_wake_all(controller_t *ctl)
+void server_wake(controller_t *ctl, unsigned mask, const char *const *ops, int nops)
 {
-    for (int i = 0; ctl->threads && i < ctl->nthreads; i++)
-        if (ctl->threads[i] && ctl->threads[i]->started)
-            event_active(ctl->threads[i]->wake_ev, 0, 0);
+    for (int i = 0; ctl->threads && i < ctl->nthreads; i++) {
+        http_thread_t *th = ctl->threads[i];
+        if (!th || !th->started)
+            continue;
+        pthread_mutex_lock(&th->wake_mu);
+        th->wake_mask |= mask;
+        for (int j = 0; j < nops && !(th->wake_mask & WAKE_OPERATIONS); j++) {
+            if (th->nwake_ops >= SBX_WAKE_OPS_MAX || strlen(ops[j]) >= SBX_ID_MAX)
+                th->wake_mask |= WAKE_OPERATIONS; /* too many to name: all */
+            else
+                snprintf(th->wake_ops[th->nwake_ops++], SBX_ID_MAX, "%s", ops[j]);
+        }
+        pthread_mutex_unlock(&th->wake_mu);
+        event_active(th->wake_ev, 0, 0);
+    }
 }
+
+void server_wake_all(controller_t *ctl) { server_wake(ctl, WAKE_ALL, NULL, 0); }
 
 /* Frees the rate limiters (after the threads that use them stopped). */
 static void server_rate_free(controller_t *ctl)

@@ -65,6 +65,11 @@ bool server_poll_current(const char *worker_id, uint64_t gen);
 
 /* Wakes parked requests on every thread. Thread-safe. */
 void server_wake_all(controller_t *ctl);
+/* Wakes, on every thread, only the parked requests that what changed
+ * (mask: WAKE_* of controller.h) can have answered; ops (may be NULL)
+ * names operations that ended, whose waiters are re-checked even without
+ * WAKE_OPERATIONS. Thread-safe. */
+void server_wake(controller_t *ctl, unsigned mask, const char *const *ops, int nops);
 
 /* Replies with a JSON body (takes the reference) and frees the request. */
 void http_reply_json(req_t *rq, int status, json_object *body);
@@ -87,7 +92,8 @@ void http_stream_end(req_t *rq, bool conn_freeing);
  * access log line (status 499, the client went away) and rq freed. */
 void http_reply_dropped(req_t *rq);
 /* As http_reply_dropped for a request answered 101 on its own connection
- * (an upgraded shell that ended): the access log line says 101. */
+ * (an upgraded shell that ended): the access log line says 101. A request
+ * evhttp already detached (the client closed first) is freed here. */
 void http_reply_upgraded(req_t *rq);
 
 /* Replies {"error":{"code","message"}} with the code's status. */

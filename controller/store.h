@@ -41,9 +41,10 @@ typedef struct store_limits {
     int64_t heartbeat_seconds;
 } store_limits_t;
 
-/* Looks a token up by id. Returns 0 with ret filled and ret_hash (hex) set;
- * SBX_ENOTFOUND when unknown; SBX_EAUTH when revoked or expired; SBX_EDB. */
-int store_token_find(PGconn *c, const char *token_id, char ret_hash[72], auth_info_t *ret);
+/* Looks a token up by id. Returns 0 with ret filled, ret_hash (hex) set and
+ * *ret_left_ms the milliseconds until it expires (-1: never); SBX_ENOTFOUND
+ * when unknown; SBX_EAUTH when revoked or expired; SBX_EDB. */
+int store_token_find(PGconn *c, const char *token_id, char ret_hash[72], auth_info_t *ret, int64_t *ret_left_ms);
 
 /* Creates a token for tenant (created when missing) and role; a worker
  * token with worker_name set acts for that worker only (NULL: bound at its
@@ -91,12 +92,49 @@ typedef struct create_req {
     const char *request_hash;    /* hex digest of the canonical request */
     const char *created_by;      /* token id */
     const policy_t *policy;      /* the tenant's quotas, checked under its row lock; may be NULL */
+    const char *pool_key;        /* store_pool_key of the spec: a ready member of a matching pool is taken;
+                                  * NULL: this create may not take one (always a cold create) */
 } create_req_t;
 
 /* {"sandbox":…,"operation":…}; *ret_replayed is true when an idempotency
  * key returned the original operation. */
 int store_sandbox_create(PGconn *c, const store_limits_t *lim, const create_req_t *req, json_object **ret,
                          bool *ret_replayed, api_error_t *err);
+/* Warm pools (store/pools.c). A pool's members are ordinary sandboxes of
+ * the '_pools' tenant with pool_id set until a matching create claims one. */
+typedef struct pool_decl {
+    const char *name;
+    const char *tenant_id;        /* NULL: any tenant may claim its members */
+    const sandbox_spec_t *spec;   /* the members' spec, classified */
+    isolation_t isolation;
+    json_object *classification;  /* stored with each member */
+    int64_t size;
+    const char *created_by;       /* token id */
+} pool_decl_t;
+/* The text a create's spec must share with a pool to take one of its
+ * members: image, cpu, memory, disk, network, class, hardening, read-only
+ * root. False (out not written) when the spec cannot be served warm:
+ * env or a worker selector (both fixed when a container is made). */
+bool store_pool_key(const sandbox_spec_t *s, isolation_t iso, char *out, size_t outlen);
+/* {"pool":…}; conflict when the name is taken or a cap (SBX_POOLS_MAX,
+ * SBX_POOLS_PER_TENANT_MAX) is reached. */
+int store_pool_create(PGconn *c, const pool_decl_t *d, json_object **ret, api_error_t *err);
+/* {"pools":[…]}: every pool for an admin (scope NULL), else the scope's own
+ * and the shared ones (tenant NULL). */
+int store_pool_list(PGconn *c, const char *scope, json_object **ret, api_error_t *err);
+/* {"pool":…}; another tenant's pool is not found. */
+int store_pool_get(PGconn *c, const char *scope, const char *name, json_object **ret, api_error_t *err);
+/* Deletes the pool (a member only its own, never a shared one) and asks
+ * for the deletion of its unclaimed members; {"pool":…} as it was, with
+ * "deleted_members". */
+int store_pool_delete(PGconn *c, const store_limits_t *lim, const char *scope, const char *name, json_object **ret,
+                      api_error_t *err);
+/* The reconcile pass: for each pool short of its size, adds create
+ * operations for at most budget missing members in all (each pool under
+ * its row lock, so controllers do not overfill); member_ttl_seconds is
+ * their TTL (they are replaced when it runs out). *ret_added += added. */
+int store_pool_refill(PGconn *c, const store_limits_t *lim, int64_t member_ttl_seconds, int budget, int *ret_added);
+
 /* {"operation":…} */
 int store_sandbox_delete(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
                          const char *idempotency_key, const char *request_hash, const char *created_by,
@@ -128,6 +166,7 @@ typedef struct shell_record {
     const char *sandbox_id;
     const char *const *argv;      /* argc strings */
     size_t argc;
+    bool tty;                     /* false: a command with its stdin streamed, no terminal */
     int exit_code;                /* -1: the session ended before the command */
     int64_t duration_ms;
     const char *created_by;       /* the token id */
@@ -162,9 +201,13 @@ int store_routes_list(PGconn *c, const char *scope, const char *sandbox_id, bool
 
 /* {"sandbox":…,"operations":[…]} */
 int store_sandbox_get(PGconn *c, const char *scope, const char *sandbox_id, json_object **ret, api_error_t *err);
-/* {"sandboxes":[…]}; tenant_name filters (NULL: all in scope). */
+/* {"sandboxes":[…],"next":CURSOR|null}, newest first; tenant_name filters
+ * (NULL: all in scope); after (NULL: from the newest) is a previous answer's
+ * next. SBX_EINVAL with err set for a malformed cursor. */
 int store_sandbox_list(PGconn *c, const char *scope, const char *tenant_name, bool include_deleted, int limit,
-                       json_object **ret, api_error_t *err);
+                       const char *after, json_object **ret, api_error_t *err);
+/* Whether cursor has the shape of a list answer's next. */
+bool store_list_cursor_valid(const char *cursor);
 /* {"operation":…}; *ret_terminal tells whether it is finished. */
 int store_operation_get(PGconn *c, const char *scope, const char *op_id, json_object **ret, bool *ret_terminal,
                         api_error_t *err);
@@ -357,5 +400,13 @@ typedef struct store_pruned {
  * transaction, skipping locked rows, at most SBX_RETENTION_MAX_BATCHES per
  * table; ret_pruned (zeroed first) says how many. Returns 0 or SBX_EDB. */
 int store_prune(PGconn *c, int64_t operations_seconds, int64_t events_seconds, store_pruned_t *ret_pruned);
+
+/* Folds the live counters' log into sandbox_usage (one controller at a
+ * time; the others fold nothing). Adds the log rows folded to *ret_folded.
+ * 0 or SBX_EDB. */
+int store_usage_fold(PGconn *c, int *ret_folded);
+/* Recounts the live sandboxes and corrects the counters where they differ
+ * (they never should); *ret_corrected is the number of keys corrected. */
+int store_usage_check(PGconn *c, long long *ret_corrected);
 
 #endif

@@ -6,12 +6,16 @@
 
 # Everything Sandbox needs to build, run and test on Debian 12 (runsc: the
 # gVisor runtime the worker offers as isolation class gvisor when dockerd
-# has it registered).
+# has it registered; for the microvm class (worker/vmm): qemu-system-x86,
+# qemu-utils for overlays, linux-image-amd64 as the guest kernel, xz-utils
+# to unpack it, e2fsprogs for mkfs.ext4 -d root disks; gnuplot-nox draws
+# tests/bench/scale.sh's chart).
 SBX_PACKAGES=(
   build-essential meson ninja-build pkg-config
   libpq-dev libevent-dev libssl-dev libjson-c-dev libcurl4-openssl-dev libsodium-dev check openssl
   postgresql-15 docker.io busybox-static curl runsc
-  libnats-dev nats-server
+  libnats-dev nats-server gnuplot-nox
+  qemu-system-x86 qemu-utils linux-image-amd64 e2fsprogs xz-utils
 )
 
 sbx_say() { printf '==> %s\n' "$*" >&2; }

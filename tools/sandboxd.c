@@ -15,6 +15,7 @@
 #include "version.h"
 
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -348,7 +349,8 @@ static int token_file(const char *conninfo, const char *path, const char *tenant
             char err[256], hash[72];
             auth_info_t ai;
             PGconn *c = db_connect(conninfo, err, sizeof err);
-            int rc = c ? store_token_find(c, id, hash, &ai) : SBX_EDB;
+            int64_t left_ms;
+            int rc = c ? store_token_find(c, id, hash, &ai, &left_ms) : SBX_EDB;
             if (c)
                 PQfinish(c);
             bool renamed = rc == 0 && worker_name && ai.worker_name[0] && strcmp(ai.worker_name, worker_name) != 0;
@@ -410,6 +412,135 @@ static void print_gvisor_line(const cfg_t *cfg, const agent_t *agent)
         printf("gVisor: %s. Check it with `docker run --rm --runtime=%s sandbox/busybox:latest true` and restart "
                "sandboxd\n", probe ? probe : "not offered", rtname);
     }
+    fflush(stdout);
+}
+
+/* true when an executable named name is in one of PATH's directories. */
+static bool in_path(const char *name)
+{
+    const char *path = getenv("PATH");
+    char dir[1024];
+    while (path && *path) {
+        size_t n = strcspn(path, ":");
+        if (n > 0 && n < sizeof dir - 64) {
+            snprintf(dir, sizeof dir, "%.*s/%s", (int)n, path, name);
+            if (access(dir, X_OK) == 0)
+                return true;
+        }
+        path += n + (path[n] == ':');
+    }
+    return false;
+}
+
+/* true when every directory on the way to path (absolute or relative to
+ * the working directory) lets others pass (o+x). */
+static bool others_reach(const char *path)
+{
+    char full[1024];
+    if (path[0] == '/')
+        snprintf(full, sizeof full, "%s", path);
+    else if (getcwd(full, sizeof full) == NULL || strlen(full) + strlen(path) + 2 > sizeof full)
+        return false;
+    else
+        snprintf(full + strlen(full), sizeof full - strlen(full), "/%s", path);
+    for (char *p = full + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            struct stat st;
+            bool ok = stat(full, &st) == 0 && (st.st_mode & S_IXOTH);
+            *p = c;
+            if (!ok)
+                return false;
+            if (c == '\0')
+                return true;
+        }
+    }
+}
+
+/* FNV-1a of a path: one VM state dir per data dir. */
+static unsigned path_hash(const char *s)
+{
+    unsigned h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+/* Why `sandboxd all` cannot offer microvm by itself ("" when it can): the
+ * driver sandbox-vmm beside this program, QEMU, a /boot kernel and root (QEMU
+ * is started as an unprivileged user). driver gets sandbox-vmm's path. */
+static const char *microvm_missing(char *driver, size_t cap)
+{
+    char self[1024];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return "cannot find this program's directory";
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    *slash = '\0';
+    if ((size_t)snprintf(driver, cap, "%s/sandbox-vmm", self) >= cap || access(driver, X_OK) != 0)
+        return "sandbox-vmm is not installed beside sandboxd";
+    if (geteuid() != 0)
+        return "sandboxd does not run as root (QEMU is started as an unprivileged user)";
+    if (!in_path("qemu-system-x86_64") || !in_path("qemu-img"))
+        return "qemu-system-x86_64 or qemu-img is not installed (apt-get install qemu-system-x86 qemu-utils)";
+    DIR *boot = opendir("/boot");
+    struct dirent *e;
+    bool kernel = false;
+    while (boot && !kernel && (e = readdir(boot)) != NULL)
+        kernel = strncmp(e->d_name, "vmlinuz-", 8) == 0;
+    if (boot)
+        closedir(boot);
+    if (!kernel)
+        return "no kernel in /boot (apt-get install linux-image-amd64)";
+    return "";
+}
+
+/* `sandboxd all` with worker_runtime unset: when it can, the embedded worker
+ * runs docker and the microVM driver (worker_runtime = docker,external,
+ * state under DATA_DIR/vmm), so microvm is offered beside container without
+ * a flag; else one line says why not. Never fails the start. */
+static void embed_microvm(cfg_t *cfg, const char *data_dir)
+{
+    if (strcmp(cfg->sources[CFG_WORKER_RUNTIME], "default") != 0) {
+        if (strstr(cfg_str(cfg, CFG_WORKER_RUNTIME), "external") == NULL)
+            printf("microVM: not offered: worker_runtime = %s names no external driver\n",
+                   cfg_str(cfg, CFG_WORKER_RUNTIME));
+        return;
+    }
+    char driver[1024], state[1024], cmd[2200], err[256], abs_dir[PATH_MAX];
+    const char *why = microvm_missing(driver, sizeof driver);
+    if (realpath(data_dir, abs_dir) == NULL) /* the driver takes an absolute state dir */
+        why = "cannot resolve the data dir's path";
+    else
+        data_dir = abs_dir;
+    if (*why)
+        ;
+    else if ((size_t)snprintf(state, sizeof state, "%s/vmm", data_dir) >= sizeof state)
+        why = "the data dir's path is too long";
+    else if (!others_reach(data_dir)) /* QEMU's unprivileged user must reach its VM's directory */
+        snprintf(state, sizeof state, "/var/lib/sandbox/vmm-%08x", path_hash(data_dir));
+    if (!*why && strncmp(state, "/var/lib/sandbox/", 17) == 0 && mkdir("/var/lib/sandbox", 0711) < 0 &&
+        errno != EEXIST)
+        why = "cannot create /var/lib/sandbox for the VM state";
+    if (!*why && mkdir(state, 0711) < 0 && errno != EEXIST)
+        why = "cannot create the VM state dir in the data dir";
+    if (!*why && (strchr(driver, '"') || strchr(driver, '\\') || strchr(state, '"') || strchr(state, '\\')))
+        why = "the driver's or data dir's path holds a quote or backslash";
+    if (*why) {
+        printf("microVM: not offered: %s\n", why);
+        log_info("sandboxd", "microvm not offered: %s", why);
+        return;
+    }
+    snprintf(cmd, sizeof cmd, "[\"%s\",\"--state\",\"%s\"]", driver, state);
+    if (cfg_set(cfg, "worker_runtime", "docker,external", "all", err, sizeof err) < 0 ||
+        cfg_set(cfg, "worker_driver_command", cmd, "all", err, sizeof err) < 0) {
+        printf("microVM: not offered: %s\n", err);
+        return;
+    }
+    printf("microVM: the worker runs %s (state in %s); it offers microvm once its probe VM ran "
+           "(`sandbox workers` shows the probe)\n", driver, state);
     fflush(stdout);
 }
 
@@ -480,6 +611,7 @@ static int run_daemon(cfg_t *cfg, bool with_controller, bool with_worker)
         char url[128];
         snprintf(url, sizeof url, "http://127.0.0.1:%d", ctl->port);
         cfg_set(cfg, "controller_url", url, "all", err, sizeof err);
+        embed_microvm(cfg, data_dir);
     }
     if (with_worker) {
         if (agent_new(cfg, *worker_token ? worker_token : NULL, &agent, err, sizeof err) < 0) {

@@ -34,6 +34,30 @@ done
 passed=0
 failed=0
 lines=()
+# Every failure again, short, printed last (CI shows only a run's tail):
+# the integration runner and meson_digest below write to it.
+ITEST_DIGEST=$(mktemp /tmp/sbx-test-digest.XXXXXX)
+export ITEST_DIGEST
+trap 'rm -f "$ITEST_DIGEST"' EXIT
+
+# meson_digest DIR TESTLOG_JSON: the tests in a meson test log that did not
+# pass, each with the tail of its output, into the digest.
+meson_digest() {
+  [ -f "$2" ] || return 0
+  python3 - "$1" "$2" >>"$ITEST_DIGEST" <<'EOF2' || true
+import json, sys
+for line in open(sys.argv[2], encoding="utf-8"):
+    line = line.strip()
+    if not line:
+        continue
+    t = json.loads(line)
+    if t.get("result") == "OK":
+        continue
+    print("== %s: meson test %s: %s (%.0fs)" % (sys.argv[1], t.get("name"), t.get("result"), t.get("duration", 0)))
+    out = (t.get("stdout") or "").splitlines()
+    print("\n".join(out[-30:]))
+EOF2
+}
 
 # run_suite NAME BUILD_DIR [meson setup options...]: builds, runs the unit
 # tests (anything but OK counts as failed: fail, timeout, skip) and the
@@ -66,6 +90,7 @@ print(ok, bad)
 EOF
     )
   fi
+  meson_digest "$dir" "$testlog"
   if [ "$unit_rc" -ne 0 ] && [ "$uf" -eq 0 ]; then
     sbx_say "[$name] meson test failed (exit $unit_rc) without a failed test in $testlog"
     uf=1
@@ -74,7 +99,9 @@ EOF
   if [ "$unit_only" -eq 0 ]; then
     ilog=$(mktemp /tmp/sbx-itest-summary.XXXXXX)
     sbx_say "[$name] integration tests: tests/integration/run.sh $dir"
-    ITEST_EXCLUDE="${SBX_ITEST_EXCLUDE:-}" bash tests/integration/run.sh "$dir" 2>&1 | tee "$ilog" || irc=$?
+    # test_microvm_*: run by the microvm suite below (meson test --suite microvm)
+    ITEST_EXCLUDE="${SBX_ITEST_EXCLUDE:-} test_microvm_*" bash tests/integration/run.sh "$dir" 2>&1 | tee "$ilog" ||
+      irc=$?
     summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$ilog" | tail -n 1 || true)
     rm -f "$ilog"
     if [ -n "$summary" ]; then
@@ -89,10 +116,28 @@ EOF
       if_=1
     fi
   fi
-  lines+=("$(printf '%-10s unit %d passed, %d failed; integration %d passed, %d failed' \
-    "$name" "$up" "$uf" "$ip" "$if_")")
-  passed=$((passed + up + ip))
-  failed=$((failed + uf + if_))
+  # meson test --suite microvm: QEMU microVMs under KVM or TCG (as root);
+  # like the fault tests, once: in the sanitized build when it runs
+  local mp=0 mf=0 mrc=0 mlog
+  if [ "$unit_only" -eq 0 ] && [ "${SBX_SKIP_MICROVM:-0}" != 1 ]; then
+    sbx_say "[$name] microvm suite: meson test -C $dir --suite microvm"
+    mlog="$dir/meson-logs/testlog.json"
+    rm -f "$mlog"
+    meson test -C "$dir" --suite microvm --print-errorlogs || mrc=$?
+    if [ -f "$mlog" ]; then
+      mp=$(grep -c '"result": "OK"' "$mlog" || true)
+      mf=$(grep -vc '"result": "OK"' "$mlog" || true)
+    fi
+    meson_digest "$dir" "$mlog"
+    if [ "$mrc" -ne 0 ] && [ "$mf" -eq 0 ]; then
+      sbx_say "[$name] the microvm suite failed (exit $mrc) without a failed test in $mlog"
+      mf=1
+    fi
+  fi
+  lines+=("$(printf '%-10s unit %d passed, %d failed; integration %d passed, %d failed; microvm %d passed, %d failed' \
+    "$name" "$up" "$uf" "$ip" "$if_" "$mp" "$mf")")
+  passed=$((passed + up + ip + mp))
+  failed=$((failed + uf + if_ + mf))
 }
 
 # tests/integration/test_mcp.sh drives sandbox-mcp through the MCP TypeScript
@@ -117,6 +162,7 @@ run_fuzz() {
   sbx_say "[fuzz] tools/fuzz.sh --seconds ${SANDBOX_FUZZ_SECONDS:-15}"
   bash tools/fuzz.sh --seconds "${SANDBOX_FUZZ_SECONDS:-15}" 2>&1 | tee "$flog" || frc=$?
   summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$flog" | tail -n 1 || true)
+  grep -E '^FAIL' "$flog" | sed 's/^/== fuzz: /' >>"$ITEST_DIGEST" || true
   rm -f "$flog"
   if [ -n "$summary" ]; then
     fp=${summary%% passed*}
@@ -144,21 +190,38 @@ if [ "$unit_only" -eq 0 ]; then
   sbx_install_node
 fi
 if [ "$plain" -eq 1 ]; then
-  if [ "$sanitize" -eq 1 ]; then SBX_ITEST_EXCLUDE='test_fault_*'; fi
+  # What runs once, in the sanitized build, when both run: the fault
+  # injection, the external driver's crash and hang cases, the microVMs,
+  # and three tests of about a minute each whose waits are fixed times, not
+  # speed (sandbox-sim's lost workers, worker identity's heartbeat graces,
+  # the MCP SDK's client): their code paths get the sanitizers there.
+  if [ "$sanitize" -eq 1 ]; then
+    SBX_ITEST_EXCLUDE='test_fault_* test_external_driver test_sim test_worker_identity test_mcp'
+    SBX_SKIP_MICROVM=1
+  fi
   run_suite plain "${SANDBOX_BUILD_DIR:-build}"
   SBX_ITEST_EXCLUDE=
+  SBX_SKIP_MICROVM=0
 fi
 if [ "$sanitize" -eq 1 ]; then
   # Fail on the first sanitizer report, in every binary the tests start.
   export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
   # shellcheck disable=SC2054 # one meson option, not two array elements
+  # 1 when the plain run ran too: a test may then leave a long timing-only
+  # check to it (test_logs); with --sanitize alone every check runs here.
+  export SBX_ITEST_SANITIZED=$plain
   run_suite sanitized "${SANDBOX_ASAN_BUILD_DIR:-build-asan}" -Db_sanitize=address,undefined -Db_lundef=false
+  unset SBX_ITEST_SANITIZED
 fi
 if [ "$unit_only" -eq 0 ]; then
   run_fuzz
 fi
 
+if [ -s "$ITEST_DIGEST" ]; then
+  echo "---- failures (the tail of each; the whole output is above)"
+  tail -n 250 "$ITEST_DIGEST"
+fi
 echo "---- test summary ($(( $(date +%s) - start ))s)"
 for l in "${lines[@]}"; do echo "$l"; done
 echo "$passed passed, $failed failed"

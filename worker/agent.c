@@ -635,6 +635,7 @@ void agent_stop(agent_t *a)
     if (!a || a->stopped)
         return;
     a->stopped = true;
+    atomic_store(&a->stopping, true);
     /* /readyz says so at once; /healthz answers until the end. */
     health_set_stopping(a->health);
     /* 0. No new route connections; open ones are closed (a route is a
@@ -648,6 +649,8 @@ void agent_stop(agent_t *a)
     if (a->poller_started)
         pthread_join(a->poller, NULL);
     a->poller_started = false;
+    /* ... and the controller knows: nothing new is placed here meanwhile. */
+    agent_heartbeat_stopping(a);
 
     /* 2. Assignments not started yet are left to their lease expiry; the
      * ones running finish, within a grace period after which the runtime

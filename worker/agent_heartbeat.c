@@ -134,6 +134,7 @@ int agent_register(agent_t *a, httpc_t *c)
                 a->heartbeat_seconds = hb > 0 ? hb : 5;
                 a->registered = true;
                 a->need_register = false;
+                a->register_epoch++;
                 a->last_contact_ms = time_mono_ms();
                 a->last_error[0] = '\0';
                 pthread_cond_broadcast(&a->cond);
@@ -170,6 +171,8 @@ static void agent_add_holding(agent_t *a, json_object *o)
 static json_object *agent_heartbeat_body(agent_t *a, int *last_inv_kind, int *last_img_kind)
 {
     json_object *o = json_object_new_object();
+    if (atomic_load(&a->stopping))
+        jsonx_add_bool(o, "stopping", true); /* a beat while it stops keeps saying so */
     agent_add_images(a, o, last_img_kind);
     runtime_object_t *objs = NULL;
     size_t n = 0;
@@ -200,6 +203,137 @@ static json_object *agent_heartbeat_body(agent_t *a, int *last_inv_kind, int *la
     runtime_inventory_free(objs, n);
     agent_add_holding(a, o);
     return o;
+}
+
+/* ---- inventory changes -------------------------------------------------
+ * The controller holds the inventory of the last heartbeat it applied, by
+ * generation. A beat sends the whole inventory (with a new generation) after
+ * each register, every SBX_INVENTORY_FULL_SECONDS and whenever the last
+ * answer did not acknowledge one; otherwise an inventory_delta from the
+ * acknowledged generation: the sandboxes whose entries changed (all of a
+ * sandbox's entries), every entry of a stopped container again (its details
+ * are what the controller fails the sandbox with, maybe only after the
+ * inventory grace), and the sandboxes gone. */
+typedef struct inv_track {
+    json_object *acked;      /* sandbox id → array of its entries, as acknowledged; NULL: none */
+    int64_t acked_gen;
+    int64_t last_full_ms;
+    uint64_t epoch;          /* register_epoch of the acknowledged full one */
+    json_object *sent;       /* the map of the beat in flight */
+    int64_t sent_gen;
+    bool sent_full;
+} inv_track_t;
+
+/* The inventory array as sandbox id → array of entries (new references). */
+static json_object *inv_map(json_object *inv)
+{
+    json_object *m = json_object_new_object();
+    for (size_t i = 0; i < json_object_array_length(inv); i++) {
+        json_object *e = json_object_array_get_idx(inv, i);
+        const char *id = jsonx_get_str(e, "sandbox_id");
+        json_object *list = NULL;
+        if (!id)
+            continue;
+        if (!json_object_object_get_ex(m, id, &list)) {
+            list = json_object_new_array();
+            json_object_object_add(m, id, list);
+        }
+        json_object_array_add(list, json_object_get(e));
+    }
+    return m;
+}
+
+static bool inv_list_stopped(json_object *list)
+{
+    for (size_t i = 0; i < json_object_array_length(list); i++) {
+        const char *st = jsonx_get_str(json_object_array_get_idx(list, i), "state");
+        if (!st || strcmp(st, "running") != 0)
+            return true;
+    }
+    return false;
+}
+
+/* Turns the body's "inventory" into a delta when one may be sent, and
+ * remembers what the beat says (t->sent) for its acknowledgement. */
+static void inv_prepare(inv_track_t *t, json_object *body, uint64_t epoch)
+{
+    json_object *inv = jsonx_get_arr(body, "inventory");
+    if (t->sent)
+        json_object_put(t->sent);
+    t->sent = NULL;
+    if (!inv)
+        return; /* the runtime could not be listed: nothing is said */
+    json_object *cur = inv_map(inv);
+    int64_t now = time_mono_ms();
+    t->sent_full = !t->acked || t->acked_gen <= 0 || epoch != t->epoch ||
+                   now - t->last_full_ms >= SBX_INVENTORY_FULL_SECONDS * 1000;
+    t->sent = cur;
+    if (t->sent_full) {
+        int64_t g = time_wall_ms();
+        t->sent_gen = g > t->acked_gen ? g : t->acked_gen + 1;
+        jsonx_add_int(body, "inventory_generation", t->sent_gen);
+        return;
+    }
+    t->sent_gen = t->acked_gen + 1;
+    json_object *up = json_object_new_array(), *gone = json_object_new_array();
+    json_object_object_foreach(cur, id, list)
+    {
+        json_object *old = NULL;
+        bool changed = !json_object_object_get_ex(t->acked, id, &old) ||
+                       strcmp(json_object_to_json_string_ext(old, JSON_C_TO_STRING_PLAIN),
+                              json_object_to_json_string_ext(list, JSON_C_TO_STRING_PLAIN)) != 0;
+        if (changed || inv_list_stopped(list))
+            for (size_t i = 0; i < json_object_array_length(list); i++)
+                json_object_array_add(up, json_object_get(json_object_array_get_idx(list, i)));
+    }
+    json_object_object_foreach(t->acked, aid, alist)
+    {
+        (void)alist;
+        if (!json_object_object_get_ex(cur, aid, NULL))
+            json_object_array_add(gone, json_object_new_string(aid));
+    }
+    json_object *d = json_object_new_object();
+    jsonx_add_int(d, "base", t->acked_gen);
+    jsonx_add_int(d, "generation", t->sent_gen);
+    jsonx_add(d, "upsert", up);
+    jsonx_add(d, "gone", gone);
+    json_object_object_del(body, "inventory");
+    jsonx_add(body, "inventory_delta", d);
+}
+
+/* A 200 answer: what the controller now holds. Without an acknowledgement
+ * of the generation sent (an older controller, or a resync asked for) the
+ * next beat is a full one. */
+static void inv_answered(inv_track_t *t, json_object *resp, uint64_t epoch)
+{
+    int64_t ack = 0;
+    bool resync = false;
+    jsonx_get_bool(resp, "inventory_resync", &resync);
+    if (!t->sent)
+        return;
+    if (resync || !jsonx_get_int(resp, "inventory_generation", &ack) || ack != t->sent_gen) {
+        if (resync)
+            log_info(AGENT_COMPONENT, "the controller asked for the whole inventory; sending it with the next beat");
+        t->acked_gen = 0;
+        return;
+    }
+    if (t->acked)
+        json_object_put(t->acked);
+    t->acked = t->sent;
+    t->sent = NULL;
+    t->acked_gen = ack;
+    if (t->sent_full) {
+        t->last_full_ms = time_mono_ms();
+        t->epoch = epoch;
+    }
+}
+
+static void inv_track_release(inv_track_t *t)
+{
+    if (t->acked)
+        json_object_put(t->acked);
+    if (t->sent)
+        json_object_put(t->sent);
 }
 
 /* Removes the runtime objects the controller no longer wants (at most
@@ -241,11 +375,41 @@ static void agent_remove_orphans(agent_t *a, json_object *list)
     }
 }
 
+void agent_heartbeat_stopping(agent_t *a)
+{
+    pthread_mutex_lock(&a->mu);
+    bool registered = a->registered && !a->need_register;
+    pthread_mutex_unlock(&a->mu);
+    if (!registered)
+        return;
+    httpc_t *c = agent_client(a, NULL, "the stopping heartbeat");
+    if (!c)
+        return;
+    char wid[AGENT_WORKER_ID_MAX], path[AGENT_WORKER_ID_MAX + 32];
+    agent_worker_id(a, wid, sizeof wid);
+    snprintf(path, sizeof path, "/v1/workers/%s/heartbeat", wid);
+    /* No inventory: the controller then concludes nothing about sandboxes. */
+    json_object *body = json_object_new_object();
+    jsonx_add_bool(body, "stopping", true);
+    agent_add_holding(a, body);
+    httpc_response_t resp;
+    int rc = httpc_request(c, "POST", path, body, NULL, AGENT_STOPPING_BEAT_MS, &resp);
+    if (rc == 0 && resp.status == 200)
+        log_info(AGENT_COMPONENT, "told the controller worker %s is stopping: nothing new is placed on it", a->name);
+    else
+        log_warn(AGENT_COMPONENT, "could not tell the controller worker %s is stopping (%s); it is placed on until "
+                                  "its heartbeat is missed", a->name, rc == 0 ? "refused" : "unreachable");
+    json_object_put(body);
+    httpc_response_release(&resp);
+    httpc_free(c);
+}
+
 void *agent_heartbeat_main(void *arg)
 {
     agent_t *a = arg;
     httpc_t *c = NULL;
     int last_kind = 0, last_inv_kind = 0, last_img_kind = 0;
+    inv_track_t track = { 0 };
     if (!(c = agent_client(a, &a->stop_hb, "the heartbeat")))
         return NULL;
     while (!agent_flag(&a->stop_hb)) {
@@ -254,6 +418,7 @@ void *agent_heartbeat_main(void *arg)
             pthread_cond_wait(&a->cond, &a->mu);
         int64_t period_ms = a->heartbeat_seconds * 1000;
         bool skip = a->need_register;
+        uint64_t epoch = a->register_epoch;
         pthread_mutex_unlock(&a->mu);
         if (agent_flag(&a->stop_hb))
             break;
@@ -263,6 +428,7 @@ void *agent_heartbeat_main(void *arg)
             agent_worker_id(a, wid, sizeof wid);
             snprintf(path, sizeof path, "/v1/workers/%s/heartbeat", wid);
             json_object *body = agent_heartbeat_body(a, &last_inv_kind, &last_img_kind);
+            inv_prepare(&track, body, epoch);
             httpc_response_t resp;
             long timeout = period_ms > 10000 ? period_ms : 10000;
             int rc = httpc_request(c, "POST", path, body, NULL, timeout, &resp);
@@ -273,6 +439,7 @@ void *agent_heartbeat_main(void *arg)
             if (beat_ok) {
                 last_kind = 0;
                 agent_contact(a);
+                inv_answered(&track, resp.json, epoch);
                 agent_remove_orphans(a, jsonx_get_arr(resp.json, "remove"));
                 agent_set_cancelled(a, jsonx_get_arr(resp.json, "cancel"));
             } else if (rc == 0 && resp.status == 404) {
@@ -290,6 +457,7 @@ void *agent_heartbeat_main(void *arg)
         if (left > 0)
             agent_sleep_ms(a, left, &a->stop_hb);
     }
+    inv_track_release(&track);
     httpc_free(c);
     return NULL;
 }

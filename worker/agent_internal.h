@@ -27,6 +27,8 @@
  * full the poller stops polling (nothing leased is ever dropped). */
 #define AGENT_QUEUE_PER_EXECUTOR 4
 #define AGENT_REPORT_ATTEMPTS    5
+/* The heartbeat saying the worker stops waits at most this for its answer. */
+#define AGENT_STOPPING_BEAT_MS 3000
 /* Orphans removed per heartbeat at most (each is a Docker call). */
 #define AGENT_ORPHANS_PER_BEAT   16
 /* At stop, how long in-flight assignments may run before the runtime is
@@ -66,6 +68,7 @@ struct agent {
     size_t nheld, held_cap;
     bool registered;
     bool need_register;
+    uint64_t register_epoch;         /* registrations so far: the heartbeat's next inventory is full after one */
     int64_t heartbeat_seconds;
     int64_t lease_seconds;
     int64_t last_contact_ms;         /* time_mono_ms() of the last answer from the controller; 0: none */
@@ -89,6 +92,7 @@ struct agent {
     int exec_started;
     bool poller_started, heartbeat_started, disk_started;
     bool stopped;
+    atomic_bool stopping;     /* agent_stop began: every heartbeat says so */
 };
 
 /* The shared flags (stop, cancel): set once, read by every thread. */
@@ -167,6 +171,11 @@ void *agent_disk_main(void *arg);
 /* Registers, retrying with backoff until the controller answers 200 or the
  * agent stops. Returns 0 when registered. */
 int agent_register(agent_t *a, httpc_t *c);
+/* Tells the controller this worker stops (a heartbeat with "stopping":
+ * true, bounded by AGENT_STOPPING_BEAT_MS): nothing new is placed on it,
+ * and the creates it was leased but had not started go elsewhere at once.
+ * A failure is only logged. */
+void agent_heartbeat_stopping(agent_t *a);
 
 /* Tenants one pick tells apart (more share as if they were this many). */
 #define AGENT_PICK_TENANTS 64

@@ -255,13 +255,15 @@ static int forward_tls_accept(forward_conn_t *c)
 
 /* Reads and drops what the peer sends for a short while after our last
  * line, so the close does not reset the connection under that line. */
-void forward_linger(forward_conn_t *c)
+void forward_linger(forward_conn_t *c) { forward_linger_bytes(c, FORWARD_LINGER_BYTES); }
+
+void forward_linger_bytes(forward_conn_t *c, size_t max_bytes)
 {
     char sink[4096];
     size_t dropped = 0;
     int64_t deadline = time_deadline_ms(FORWARD_LINGER_MS);
     forward_client_shutdown(c);
-    while (dropped < FORWARD_LINGER_BYTES) {
+    while (dropped < max_bytes) {
         int left = time_left_ms(deadline);
         if (left == 0 || (!forward_client_pending(c) && forward_wait(c->f, c->client, POLLIN, left) <= 0))
             break;

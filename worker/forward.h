@@ -144,16 +144,23 @@ typedef struct forward_shell_req {
     char **argv;                 /* argc strings (NULL-terminated); forward_shell_req_release */
     size_t argc;
     unsigned cols, rows;
+    bool tty;                    /* false: no terminal, stdout and stderr apart */
+    char **env;                  /* envc "K=V" strings (NULL-terminated, or NULL) */
+    size_t envc;
+    char *cwd;                   /* NULL: the sandbox's own */
 } forward_shell_req_t;
 
 /* Parses a shell request line (without its CRLF) strictly: a JSON object
- * {"op":"shell","argv":[...],"cols":N,"rows":N} and nothing else, argv 1 to
- * SBX_MAX_ARGV non-empty strings without NUL, cols and rows integers
- * 1..SHELLFRAME_SIZE_MAX. SBX_EINVAL with a one-sentence reason in err
- * otherwise (*ret then holds nothing). */
+ * {"op":"shell","argv":[...],"cols":N,"rows":N} with optionally "tty"
+ * (boolean; default true), "env" (an object of at most SBX_MAX_ENV string
+ * values, keys shell identifiers, as an exec's) and "cwd" (an absolute path
+ * of at most SBX_MAX_PATH_BYTES without control bytes), and nothing else;
+ * argv 1 to SBX_MAX_ARGV non-empty strings without NUL, cols and rows
+ * integers 1..SHELLFRAME_SIZE_MAX. SBX_EINVAL with a one-sentence reason in
+ * err otherwise (*ret then holds nothing). */
 int forward_shell_request_parse(const char *line, size_t len, forward_shell_req_t *ret, char *err, size_t errlen);
 
-/* Frees a parsed request's argv; a zeroed one is fine. */
+/* Frees what a parsed request holds; a zeroed one is fine. */
 void forward_shell_req_release(forward_shell_req_t *q);
 
 /* Formats "SANDBOX-FORWARD/1 <status> <code> <message>\r\n" (no message

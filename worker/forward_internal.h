@@ -99,6 +99,10 @@ void forward_client_shutdown(forward_conn_t *c);
  * while (FORWARD_LINGER_MS, FORWARD_LINGER_BYTES), so the close does not
  * reset the connection before the line is read. */
 void forward_linger(forward_conn_t *c);
+/* The same with a byte bound of its own: after a shell's EXIT frame, when
+ * the controller may still be sending a large stdin (a close with unread
+ * bytes would reset the connection and drop the frame unsent). */
+void forward_linger_bytes(forward_conn_t *c, size_t max_bytes);
 
 /* Sends all n bytes to the controller, waiting while its socket is full.
  * SBX_EIO when the controller is gone, stalls FORWARD_IDLE_TIMEOUT_MS, or

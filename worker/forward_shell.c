@@ -12,6 +12,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "shellframe.h"
+#include "spec.h"
 #include "timeutil.h"
 
 #include <errno.h>
@@ -22,6 +23,10 @@
 #include <string.h>
 #include <sys/socket.h>
 
+
+/* After the EXIT frame, stdin still coming is read and dropped (for at most
+ * FORWARD_LINGER_MS) up to this much before the connection is closed. */
+#define SHELL_LINGER_BYTES (64u * 1024u * 1024u)
 
 /* A terminal is resized at most this often (later sizes wait, the latest wins). */
 #define SHELL_RESIZE_MS 100
@@ -42,6 +47,52 @@ void forward_shell_req_release(forward_shell_req_t *q)
     free(q->argv);
     q->argv = NULL;
     q->argc = 0;
+    if (q->env)
+        for (size_t i = 0; i < q->envc; i++)
+            free(q->env[i]);
+    free(q->env);
+    q->env = NULL;
+    q->envc = 0;
+    free(q->cwd);
+    q->cwd = NULL;
+}
+
+/* "env": an exec's env object (kv_list_from_json's rules) as "K=V" strings. */
+static int shell_env(json_object *v, forward_shell_req_t *ret, char *err, size_t errlen)
+{
+    kv_list_t kv;
+    api_error_t je;
+    if (!json_object_is_type(v, json_type_object) || kv_list_from_json(v, "env", true, SBX_MAX_ENV, &kv, &je) < 0)
+        return shell_bad(err, errlen, "the request's env must be an object of at most 128 string values");
+    int r = 0;
+    if (!(ret->env = calloc(kv.n + 1, sizeof *ret->env))) {
+        r = shell_bad(err, errlen, "out of memory");
+        goto cleanup;
+    }
+    for (size_t i = 0; i < kv.n; i++) {
+        size_t n = strlen(kv.items[i].key) + strlen(kv.items[i].value) + 2;
+        if (!(ret->env[i] = malloc(n))) {
+            r = shell_bad(err, errlen, "out of memory");
+            goto cleanup;
+        }
+        snprintf(ret->env[i], n, "%s=%s", kv.items[i].key, kv.items[i].value);
+        ret->envc = i + 1;
+    }
+cleanup:
+    kv_list_release(&kv);
+    return r;
+}
+
+/* "cwd": an absolute path without control bytes. */
+static int shell_cwd(json_object *v, forward_shell_req_t *ret, char *err, size_t errlen)
+{
+    const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+    size_t n = s ? (size_t)json_object_get_string_len(v) : 0;
+    if (!s || strlen(s) != n || !spec_cwd_ok(s, n))
+        return shell_bad(err, errlen, "the request's cwd must be an absolute path without control bytes");
+    if (!(ret->cwd = strdup(s)))
+        return shell_bad(err, errlen, "out of memory");
+    return 0;
 }
 
 /* A terminal size member: an integer 1..SHELLFRAME_SIZE_MAX. */
@@ -84,8 +135,9 @@ int forward_shell_request_parse(const char *line, size_t len, forward_shell_req_
     api_error_t je;
     json_object *o = NULL;
     int r = 0;
-    bool have_argv = false, have_cols = false, have_rows = false;
+    bool have_argv = false, have_cols = false, have_rows = false, have_tty = false;
     memset(ret, 0, sizeof *ret);
+    ret->tty = true;
     if (jsonx_parse(line, len, &o, &je) < 0 || !json_object_is_type(o, json_type_object)) {
         r = shell_bad(err, errlen, "the request line must be one JSON object");
         goto cleanup;
@@ -109,6 +161,19 @@ int forward_shell_request_parse(const char *line, size_t len, forward_shell_req_
                 goto cleanup;
             }
             *(cols ? &have_cols : &have_rows) = true;
+        } else if (strcmp(key, "tty") == 0 && !have_tty) {
+            if (!json_object_is_type(val, json_type_boolean)) {
+                r = shell_bad(err, errlen, "the request's tty must be true or false");
+                goto cleanup;
+            }
+            ret->tty = json_object_get_boolean(val);
+            have_tty = true;
+        } else if (strcmp(key, "env") == 0 && !ret->env) {
+            if ((r = shell_env(val, ret, err, errlen)) < 0)
+                goto cleanup;
+        } else if (strcmp(key, "cwd") == 0 && !ret->cwd) {
+            if ((r = shell_cwd(val, ret, err, errlen)) < 0)
+                goto cleanup;
         } else {
             char msg[160];
             snprintf(msg, sizeof msg, "the request has a key \"%.40s\" a shell request does not take", key);
@@ -162,6 +227,12 @@ typedef struct shell_relay {
     char pend[SHELLFRAME_PAYLOAD_MAX]; /* keystrokes not yet written to the terminal */
     size_t pend_off, pend_len;
     bool input_ended;         /* the EOF frame came */
+    bool tty;                 /* false: the stream is framed (runtime.h) and EOF closes stdin */
+    bool wr_shut;             /* !tty: the command's stdin was closed */
+    unsigned char mhdr[RUNTIME_SHELL_MUX_HEADER]; /* !tty: the output frame header being read */
+    size_t mhdr_len;
+    uint32_t mleft;           /* !tty: payload bytes left of the current output frame */
+    int mtype;                /* !tty: its shell frame type (DATA or STDERR; 0: skipped) */
     unsigned want_cols, want_rows; /* the latest RESIZE not applied yet (0: none) */
     unsigned cols, rows;      /* the size last applied */
     int64_t resized_ms;       /* when */
@@ -169,15 +240,47 @@ typedef struct shell_relay {
     char why[200];
 } shell_relay_t;
 
-/* Sends the n bytes of terminal output as DATA frames. */
-static int shell_send_output(shell_relay_t *s, const char *p, size_t n)
+/* Sends n bytes of output as frames of type. */
+static int shell_send_frames(shell_relay_t *s, int type, const char *p, size_t n)
 {
     while (n > 0) {
         size_t k = n > SHELLFRAME_PAYLOAD_MAX ? SHELLFRAME_PAYLOAD_MAX : n;
         unsigned char hdr[SHELLFRAME_HEADER_BYTES];
-        shellframe_header(hdr, SHELLFRAME_DATA, (uint32_t)k);
+        shellframe_header(hdr, type, (uint32_t)k);
         if (forward_send_all(s->c, hdr, sizeof hdr) < 0 || forward_send_all(s->c, p, k) < 0)
             return SBX_EIO;
+        p += k;
+        n -= k;
+    }
+    return 0;
+}
+
+/* Sends the n bytes read from the runtime's stream: on a terminal as DATA
+ * frames; without one, its framing (runtime.h RUNTIME_SHELL_MUX_HEADER)
+ * undone into DATA (stdout) and STDERR frames, other streams dropped. */
+static int shell_send_output(shell_relay_t *s, const char *p, size_t n)
+{
+    if (s->tty)
+        return shell_send_frames(s, SHELLFRAME_DATA, p, n);
+    while (n > 0) {
+        if (s->mleft == 0) {
+            size_t k = sizeof s->mhdr - s->mhdr_len;
+            k = k < n ? k : n;
+            memcpy(s->mhdr + s->mhdr_len, p, k);
+            s->mhdr_len += k;
+            p += k;
+            n -= k;
+            if (s->mhdr_len < sizeof s->mhdr)
+                break;
+            s->mhdr_len = 0;
+            s->mleft = (uint32_t)s->mhdr[4] << 24 | (uint32_t)s->mhdr[5] << 16 | (uint32_t)s->mhdr[6] << 8 | s->mhdr[7];
+            s->mtype = s->mhdr[0] == 1 ? SHELLFRAME_DATA : s->mhdr[0] == 2 ? SHELLFRAME_STDERR : 0;
+            continue;
+        }
+        size_t k = s->mleft < n ? s->mleft : n;
+        if (s->mtype && shell_send_frames(s, s->mtype, p, k) < 0)
+            return SBX_EIO;
+        s->mleft -= (uint32_t)k;
         p += k;
         n -= k;
     }
@@ -213,6 +316,9 @@ static int shell_take_frames(shell_relay_t *s)
              * flood of them is not a flood of Engine calls. */
             s->want_cols = f.cols;
             s->want_rows = f.rows;
+        } else if (f.type == SHELLFRAME_EOF && !s->tty) {
+            /* The command's stdin closes once what came before is written. */
+            s->input_ended = true;
         } else if (f.type == SHELLFRAME_EOF) {
             /* The terminal's end of input: its EOF character (a shell
              * reading a line sees the end). */
@@ -231,7 +337,7 @@ static int shell_take_frames(shell_relay_t *s)
  * one (an unchanged size costs nothing). */
 static void shell_resize(shell_relay_t *s)
 {
-    if (!s->want_cols)
+    if (!s->want_cols || !s->tty)
         return;
     if (s->want_cols == s->cols && s->want_rows == s->rows) {
         s->want_cols = s->want_rows = 0;
@@ -260,6 +366,10 @@ static int shell_relay(shell_relay_t *s)
         if (shell_take_frames(s) < 0)
             return SBX_EINVAL;
         shell_resize(s);
+        if (s->input_ended && !s->tty && !s->pend_len && !s->wr_shut) {
+            shutdown(s->eng, SHUT_WR);
+            s->wr_shut = true;
+        }
         if (time_mono_ms() - s->last_ms > (int64_t)SBX_SHELL_IDLE_SECONDS * 1000) {
             snprintf(s->why, sizeof s->why, "no bytes either way for %d s", SBX_SHELL_IDLE_SECONDS);
             return 0;
@@ -349,7 +459,8 @@ void forward_shell(forward_conn_t *c)
         goto cleanup;
     }
     runtime_shell_req_t req = { .ref = ref, .argv = (const char *const *)q.argv, .argc = q.argc, .cols = q.cols,
-                                .rows = q.rows };
+                                .rows = q.rows, .tty = q.tty, .env = (const char *const *)q.env, .envc = q.envc,
+                                .cwd = q.cwd };
     runtime_shell_early_t early;
     if (runtime_shell_open(f->rt, &req, &s->sh, &s->eng, &early, &err) < 0) {
         if (err.code == API_SANDBOX_EXITED)
@@ -363,6 +474,7 @@ void forward_shell(forward_conn_t *c)
     s->last_ms = time_mono_ms();
     s->cols = q.cols;
     s->rows = q.rows;
+    s->tty = q.tty;
     shellframe_dec_init(&s->dec, SHELLFRAME_TO_WORKER);
     snprintf(s->why, sizeof s->why, "exited");
     if (forward_send_all(c, line, n) < 0 || (early.len && shell_send_output(s, early.data, early.len) < 0)) {
@@ -377,7 +489,7 @@ void forward_shell(forward_conn_t *c)
         unsigned char ex[SHELLFRAME_HEADER_BYTES + 4];
         shellframe_exit(ex, code);
         if (forward_send_all(c, ex, sizeof ex) == 0)
-            forward_client_shutdown(c);
+            forward_linger_bytes(c, SHELL_LINGER_BYTES);
         snprintf(why, sizeof why, "exit code %d", code);
         shell_done(c, "exited", t0, why);
     } else {

@@ -3,6 +3,7 @@
  * runtime_open, the one place that knows the backends. */
 #include "runtime.h"
 #include "docker/runtime_docker.h"
+#include "external/runtime_external.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -21,20 +22,66 @@ static int runtime_open_docker(const cfg_t *cfg, const char *worker_name, runtim
     return runtime_docker_open(&opt, ret, err);
 }
 
+/* Opens the external driver backend with its settings from cfg. */
+static int runtime_open_external(const cfg_t *cfg, const char *worker_name, runtime_t **ret, api_error_t *err)
+{
+    runtime_external_options_t opt = {
+        .command = cfg_str(cfg, CFG_WORKER_DRIVER_COMMAND),
+        .worker_name = worker_name,
+    };
+    return runtime_external_open(&opt, ret, err);
+}
+
 static const struct {
     const char *name;
     int (*open)(const cfg_t *cfg, const char *worker_name, runtime_t **ret, api_error_t *err);
 } runtime_backends[] = {
     { RUNTIME_BACKEND_DOCKER, runtime_open_docker },
+    { RUNTIME_BACKEND_EXTERNAL, runtime_open_external },
 };
+
+/* Opens the backend named by the n bytes at name. */
+static int runtime_open_one(const cfg_t *cfg, const char *name, size_t n, const char *worker_name, runtime_t **ret,
+                            api_error_t *err)
+{
+    for (size_t i = 0; i < sizeof runtime_backends / sizeof runtime_backends[0]; i++)
+        if (strlen(runtime_backends[i].name) == n && strncmp(name, runtime_backends[i].name, n) == 0)
+            return runtime_backends[i].open(cfg, worker_name, ret, err);
+    return api_error_set(err, API_INVALID_ARGUMENT,
+                         "worker_runtime must be a list of docker, external (got \"%.*s\")", (int)(n > 64 ? 64 : n),
+                         name);
+}
 
 int runtime_open(const cfg_t *cfg, const char *worker_name, runtime_t **ret, api_error_t *err)
 {
-    const char *name = cfg_str(cfg, CFG_WORKER_RUNTIME);
-    for (size_t i = 0; i < sizeof runtime_backends / sizeof runtime_backends[0]; i++)
-        if (strcmp(name, runtime_backends[i].name) == 0)
-            return runtime_backends[i].open(cfg, worker_name, ret, err);
-    return api_error_set(err, API_INVALID_ARGUMENT, "worker_runtime must be docker (got \"%.64s\")", name);
+    const char *list = cfg_str(cfg, CFG_WORKER_RUNTIME);
+    runtime_t *rts[SBX_RUNTIME_BACKENDS_MAX] = { 0 };
+    size_t n = 0;
+    int r = 0;
+    for (const char *p = list; *p && r == 0;) {
+        size_t len = strcspn(p, ",");
+        if (n == SBX_RUNTIME_BACKENDS_MAX)
+            r = api_error_set(err, API_INVALID_ARGUMENT, "worker_runtime names more than %d backends",
+                              SBX_RUNTIME_BACKENDS_MAX);
+        else
+            r = runtime_open_one(cfg, p, len, worker_name, &rts[n], err);
+        if (r == 0)
+            n++;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    if (r == 0 && n == 0)
+        r = api_error_set(err, API_INVALID_ARGUMENT, "worker_runtime is empty");
+    if (r == 0 && n == 1) {
+        *ret = rts[0];
+        return 0;
+    }
+    if (r == 0)
+        r = runtime_multi_new(rts, n, ret, err);
+    for (size_t i = 0; i < n; i++)
+        runtime_free(rts[i]); /* NULL once taken */
+    return r;
 }
 
 int runtime_ping(runtime_t *rt, long timeout_ms, api_error_t *err) { return rt->ops->ping(rt, timeout_ms, err); }

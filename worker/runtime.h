@@ -1,6 +1,6 @@
-/* The runtime interface a worker drives: one backend per worker, chosen by
- * the worker_runtime setting (Docker, worker/docker/, for now; an external
- * driver later). A backend is a table of operations (runtime_ops_t) and a
+/* The runtime interface a worker drives: the backends named by the
+ * worker_runtime setting (Docker, worker/docker/; an external driver,
+ * worker/external/; several at once through worker/runtime_multi.c). A backend is a table of operations (runtime_ops_t) and a
  * struct that embeds runtime_t first; the runtime_* functions below dispatch
  * through the table (worker/runtime.c). Calls are blocking and thread-safe:
  * the worker runs them on its executor threads. */
@@ -109,9 +109,11 @@ typedef struct runtime_object {
     runtime_exit_t exit;  /* for a stopped container ("exited", "dead"), when fetched */
 } runtime_object_t;
 
-/* The backends runtime_open knows, by the worker_runtime setting: "docker"
- * only, for now. */
-#define RUNTIME_BACKEND_DOCKER "docker"
+/* The backends runtime_open knows, by the worker_runtime setting (a
+ * comma-separated list of them; several make one composite runtime,
+ * worker/runtime_multi.c). */
+#define RUNTIME_BACKEND_DOCKER   "docker"
+#define RUNTIME_BACKEND_EXTERNAL "external"
 
 /* Opens the backend cfg's worker_runtime names, with that backend's own
  * settings from cfg (Docker: docker_socket, worker_gvisor_runtime,
@@ -382,13 +384,25 @@ typedef struct runtime_shell_req {
     const char *ref;          /* the container (runtime_files_target) */
     const char *const *argv;  /* argc strings */
     size_t argc;
-    unsigned cols, rows;      /* the terminal's size, 1..SHELLFRAME_SIZE_MAX */
+    unsigned cols, rows;      /* the terminal's size, 1..SHELLFRAME_SIZE_MAX (tty only) */
+    bool tty;                 /* false: no terminal; the output is framed (below) */
+    const char *const *env;   /* envc "K=V" strings added to the sandbox's (may be NULL) */
+    size_t envc;
+    const char *cwd;          /* NULL: the sandbox's working directory */
 } runtime_shell_req_t;
 
-/* Starts req->argv on a new terminal (a pseudo-terminal: stdout and stderr
- * are one stream) in container req->ref. *ret_fd is a nonblocking two-way
- * stream owned by *ret: bytes written to it are the terminal's input, bytes
- * read from it its output; it ends (reads 0) when the command has exited.
+/* Without a terminal, what is read from a shell's stream is framed: an
+ * 8-byte header (byte 0 the stream, 1 stdout or 2 stderr, any other to be
+ * skipped; bytes 4..7 the payload's length, big-endian), then the payload
+ * (Docker's own framing of an exec without a TTY). */
+#define RUNTIME_SHELL_MUX_HEADER 8
+
+/* Starts req->argv in container req->ref: on a new terminal (req->tty: a
+ * pseudo-terminal, stdout and stderr are one stream), or with pipes
+ * (!req->tty: the output framed as RUNTIME_SHELL_MUX_HEADER says; a write
+ * shutdown of the stream closes the command's stdin). *ret_fd is a
+ * nonblocking two-way stream owned by *ret: bytes written to it are the
+ * command's input, bytes read from it its output; it ends (reads 0) when the command has exited.
  * Errors: API_SANDBOX_EXITED (the container is not running),
  * API_RUNTIME_ERROR, API_CANCELLED; a backend without shells:
  * API_UNAVAILABLE. *ret_early: output already read, to send first. */
@@ -446,6 +460,9 @@ void runtime_free(runtime_t *rt);
  * set but files_*, shell_*, disk_mode and disk_enforce; name is what runtime_name returns. */
 typedef struct runtime_ops {
     const char *name;
+    /* The prefix of every ref the backend hands out (NULL or "": none), by
+     * which a composite runtime finds the backend of a ref. */
+    const char *ref_prefix;
     int (*ping)(runtime_t *rt, long timeout_ms, api_error_t *err);
     int (*create)(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[80], runtime_exit_t *ret_exit,
                   api_error_t *err);
@@ -484,6 +501,13 @@ typedef struct runtime_ops {
                         size_t max, size_t *ret_n, api_error_t *err);
     void (*free)(runtime_t *rt);   /* never called with NULL */
 } runtime_ops_t;
+
+/* A composite of n backends (1..4; taken: the array's entries are set to
+ * NULL and freed with *ret), worker/runtime_multi.c: the union of their
+ * classes, a create by class (the first backend offering it exactly), later
+ * calls by ref prefix or by asking each backend, the union of their
+ * inventories. 0, or SBX_EINVAL / SBX_ENOMEM (err; nothing taken). */
+int runtime_multi_new(runtime_t **backends, size_t n, runtime_t **ret, api_error_t *err);
 
 /* The common head of every backend's runtime: each embeds it FIRST
  * (struct docker_runtime { runtime_t base; ... }), so a runtime_t * is also

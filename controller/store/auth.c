@@ -3,13 +3,14 @@
 
 /* ---- tokens and tenants ---- */
 
-int store_token_find(PGconn *c, const char *token_id, char ret_hash[72], auth_info_t *ret)
+int store_token_find(PGconn *c, const char *token_id, char ret_hash[72], auth_info_t *ret, int64_t *ret_left_ms)
 {
     const char *p[] = { token_id };
     PGresult *r = db_exec(c,
                           "SELECT t.hash, t.role, t.tenant_id, tn.name, "
                           "  (t.revoked_at IS NOT NULL OR (t.expires_at IS NOT NULL AND t.expires_at <= now())), "
-                          "  coalesce(t.worker_name, '') "
+                          "  coalesce(t.worker_name, ''), "
+                          "  coalesce(floor(extract(epoch FROM t.expires_at - now()) * 1000)::bigint, -1) "
                           "FROM api_tokens t JOIN tenants tn ON tn.id = t.tenant_id WHERE t.id = $1",
                           1, p);
     if (!r)
@@ -29,6 +30,7 @@ int store_token_find(PGconn *c, const char *token_id, char ret_hash[72], auth_in
     snprintf(ret->tenant_id, sizeof ret->tenant_id, "%s", db_get(r, 0, 2));
     snprintf(ret->tenant, sizeof ret->tenant, "%s", db_get(r, 0, 3));
     snprintf(ret->worker_name, sizeof ret->worker_name, "%s", db_get(r, 0, 5));
+    *ret_left_ms = db_get_ll(r, 0, 6);
     if (role_parse(db_get(r, 0, 1), &ret->role) < 0)
         rc = SBX_EAUTH;
 cleanup:
@@ -208,7 +210,10 @@ int store_token_revoke(PGconn *c, const char *id, json_object **ret, api_error_t
 {
     const char *p[] = { id };
     bool found = false;
-    if (store__one_row(c, "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING id",
+    /* The NOTIFY (at commit) makes every controller forget the token's
+     * cached lookup (controller/auth.c, controller/notify.c). */
+    if (store__one_row(c, "WITH r AS (UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 "
+                          "RETURNING id) SELECT id, pg_notify('sandbox_wake', 'token:' || id) FROM r",
                        1, p, &found) < 0)
         return store__db_error(err);
     if (!found)

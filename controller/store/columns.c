@@ -29,8 +29,14 @@ static const store_col_t sandbox_cols[] = {
     { "hardened", "coalesce(s.spec->'hardened' = 'true'::jsonb, false)", COL_BOOL },
     { "selector", "coalesce(s.spec->'selector', '{}')::text", COL_JSON },
     { "classification", "s.classification::text", COL_JSON },
+    /* the warm pool it was claimed from (absent: a cold create) */
+    { "pool", "(SELECT p.name FROM pools p WHERE p.id = s.pool_id AND s.claimed_at IS NOT NULL)", COL_TEXT_OMIT },
     /* What the runtime observed when the sandbox stopped by itself. */
     { "failure", "s.failure::text", COL_JSON },
+    /* microvm: how its worker's driver runs VMs ("kvm" / "tcg"), from the
+     * worker's probe text ("... accel tcg ..."); absent otherwise */
+    { "accelerator", "CASE WHEN s.isolation = 'microvm' THEN substring(w.probes->>'microvm' from 'accel (kvm|tcg)') END",
+      COL_TEXT_OMIT },
 };
 
 /* "error": {"code","message"} when the operation failed, else null. */
@@ -79,6 +85,7 @@ static const store_col_t worker_cols[] = {
     { "allocated.slots", "alloc_slots", COL_INT },
     { "version", "version", COL_TEXT },
     { "state", "state", COL_TEXT },
+    { "stopping", "stopping_at IS NOT NULL", COL_BOOL },
     { "last_heartbeat", TS("last_heartbeat"), COL_TEXT },
     { "created_at", TS("created_at"), COL_TEXT },
     { "networks", "networks::text", COL_JSON },
@@ -145,6 +152,30 @@ static const store_col_t assignment_cols[] = {
     { "egress_allow", "tn.policy->'egress_allow'", COL_HIDDEN },
 };
 
+/* FROM pools p LEFT JOIN tenants tn (store/pools.c); members are counted
+ * through the sandboxes_pool_ready index. */
+#define POOL_MEMBERS "(SELECT count(*) FROM sandboxes m WHERE m.pool_id = p.id AND m.claimed_at IS NULL " \
+                     "AND m.desired_state = 'running' AND m.phase "
+static const store_col_t pool_cols[] = {
+    { "id", "p.id", COL_TEXT },
+    { "name", "p.name", COL_TEXT },
+    { "tenant", "tn.name", COL_TEXT },
+    { "image", "p.spec->>'image'", COL_TEXT },
+    { "cpu_millis", "p.cpu_millis", COL_INT },
+    { "memory_mib", "p.memory_mib", COL_INT },
+    { "disk_mib", "coalesce((p.spec->>'disk_mib')::bigint, 0)", COL_INT },
+    { "network", "p.spec->>'network'", COL_TEXT },
+    { "isolation", "p.isolation", COL_TEXT },
+    { "hardened", "coalesce(p.spec->'hardened' = 'true'::jsonb, false)", COL_BOOL },
+    { "size", "p.size", COL_INT },
+    { "ready", POOL_MEMBERS "= 'running')", COL_INT },
+    { "creating", POOL_MEMBERS "IN ('pending', 'scheduled', 'provisioning'))", COL_INT },
+    { "hits", "p.hits", COL_INT },
+    { "misses", "p.misses", COL_INT },
+    { "refills", "p.refills", COL_INT },
+    { "created_at", TS("p.created_at"), COL_TEXT },
+};
+
 #define TABLE(cols, hook) { cols, (int)(sizeof cols / sizeof cols[0]), hook, NULL }
 store_table_t store__t_sandbox = TABLE(sandbox_cols, NULL);
 store_table_t store__t_op = TABLE(op_cols, op_hook);
@@ -154,10 +185,11 @@ store_table_t store__t_tenant = TABLE(tenant_cols, NULL);
 store_table_t store__t_token = TABLE(token_cols, NULL);
 store_table_t store__t_event = TABLE(event_cols, NULL);
 store_table_t store__t_assignment = TABLE(assignment_cols, NULL);
+store_table_t store__t_pool = TABLE(pool_cols, NULL);
 
 static store_table_t *const all_tables[] = { &store__t_sandbox, &store__t_op, &store__t_worker, &store__t_route,
                                              &store__t_tenant, &store__t_token, &store__t_event,
-                                             &store__t_assignment };
+                                             &store__t_assignment, &store__t_pool };
 static pthread_once_t lists_once = PTHREAD_ONCE_INIT;
 
 static bool col_selected(const store_col_t *col) { return col->kind != COL_HOOK; }

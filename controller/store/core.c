@@ -118,7 +118,7 @@ int store__event_add(PGconn *c, const char *tenant_id, const char *kind, const c
 }
 
 static metric_family_t *m_op_stage, *m_op_duration, *m_op_finished;
-metric_family_t *store__m_lease_expiries;
+metric_family_t *store__m_lease_expiries, *store__m_placed_now;
 pthread_once_t store__metrics_once = PTHREAD_ONCE_INIT;
 
 void store__metrics_init(void)
@@ -132,6 +132,10 @@ void store__metrics_init(void)
                                    metrics_latency_buckets, metrics_latency_nbuckets);
     m_op_finished = metrics_family("sandbox_operations_finished_total", METRIC_COUNTER,
                                    "Operations this controller moved to a final state, by kind and state.", NULL, 0);
+    store__m_placed_now = metrics_family("sandbox_operations_placed_on_request_total", METRIC_COUNTER,
+                                         "Operations admitted and placed (leased, or finished or refused) in their "
+                                         "own request's transaction rather than by the reconcile loop, by kind.",
+                                         NULL, 0);
     store__m_lease_expiries = metrics_family("sandbox_lease_expiries_total", METRIC_COUNTER,
                                       "Leases that expired (the worker stopped renewing), by what followed: retried "
                                       "or failed.",
@@ -175,119 +179,103 @@ json_object *store__event_reason(const char *why)
     return d;
 }
 
-/* What an operation event adds from store__op_cas's RETURNING row: the attempt,
- * the worker holding the lease, the error, an exec's exit code. Never the
- * request or the output (they may hold secrets). */
-static void event_data_add_op(json_object *d, const PGresult *r)
-{
-    if (db_get_ll(r, 0, 3) > 0)
-        jsonx_add_int(d, "attempt", db_get_ll(r, 0, 3));
-    if (db_get(r, 0, 4))
-        jsonx_add_str(d, "worker", db_get(r, 0, 4));
-    if (db_get(r, 0, 5)) {
-        jsonx_add_str(d, "error_code", db_get(r, 0, 5));
-        jsonx_add_str(d, "error_message", db_get(r, 0, 6));
-    }
-    if (db_get(r, 0, 7))
-        jsonx_add_int(d, "exit_code", db_get_ll(r, 0, 7));
-}
-
 /* The one place operations change state: asserts the table, then
- * UPDATE … WHERE id = $1 AND state = from, plus an events row.
- * extra_set is appended to SET and may use $4… for extra params.
- * Returns 0, SBX_ECONFLICT when the state had moved, SBX_EDB. */
+ * UPDATE … WHERE id = $1 AND state = from and its events row, in one
+ * statement (the event's data built from the updated row: the attempt, the
+ * worker holding the lease, the error, an exec's exit code; never the
+ * request or the output, which may hold secrets; event_data's members,
+ * taken, come first). extra_set is appended to SET and may use $4… for
+ * extra params. Returns 0, SBX_ECONFLICT when the state had moved, SBX_EDB. */
 int store__op_cas(PGconn *c, const char *op_id, op_state_t from, op_state_t to, const char *extra_set, int nextra,
                   const char *const *extra, json_object *event_data)
 {
+    char *ed = event_data ? jsonx_dump(event_data) : NULL;
+    if (event_data)
+        json_object_put(event_data);
     if (!op_transition_allowed(from, to)) {
         log_error("store", "refusing forbidden transition %s -> %s of %s", op_state_name(from), op_state_name(to),
                   op_id);
-        if (event_data)
-            json_object_put(event_data);
+        free(ed);
         return SBX_EINVAL;
     }
-    char sql[1024];
+    if (nextra > 8)
+        nextra = 8;
+    char sql[2048];
     snprintf(sql, sizeof sql,
-             "UPDATE operations SET state = $2, updated_at = now()%s%s%s "
-             "WHERE id = $1 AND state = $3 RETURNING tenant_id, sandbox_id, kind, attempt, "
-             "(SELECT name FROM workers w WHERE w.id = lease_worker_id), error_code, left(error_message, 300), "
-             "result->>'exit_code', extract(epoch FROM now() - created_at), extract(epoch FROM now() - leased_at), "
-             "extract(epoch FROM now() - started_at)",
+             "WITH u AS (UPDATE operations SET state = $2, updated_at = now()%s%s%s "
+             "  WHERE id = $1 AND state = $3 RETURNING tenant_id, sandbox_id, kind, attempt, lease_worker_id, "
+             "  error_code, left(error_message, 300) AS em, result->'exit_code' AS ec, "
+             "  extract(epoch FROM now() - created_at) AS sc, extract(epoch FROM now() - leased_at) AS sl, "
+             "  extract(epoch FROM now() - started_at) AS ss), "
+             "e AS (INSERT INTO events (tenant_id, kind, sandbox_id, operation_id, data) "
+             "  SELECT tenant_id, 'operation.' || $2::text, sandbox_id, $1, coalesce($%d::jsonb, '{}') || "
+             "  jsonb_strip_nulls(jsonb_build_object('kind', kind, 'from', $3::text, 'to', $2::text, "
+             "  'attempt', CASE WHEN attempt > 0 THEN attempt END, "
+             "  'worker', (SELECT name FROM workers w WHERE w.id = u.lease_worker_id), 'error_code', error_code, "
+             "  'error_message', CASE WHEN error_code IS NOT NULL THEN em END, "
+             "  'exit_code', CASE WHEN jsonb_typeof(ec) = 'number' THEN ec END)) FROM u) "
+             "SELECT kind, sc, sl, ss FROM u",
              op_state_terminal(to) ? ", finished_at = now()"
              : to == OP_LEASED     ? ", leased_at = now(), started_at = NULL"
              : to == OP_RUNNING    ? ", started_at = now()"
                                    : "",
-             extra_set ? ", " : "", extra_set ? extra_set : "");
+             extra_set ? ", " : "", extra_set ? extra_set : "", 4 + nextra);
     const char *p[12] = { op_id, op_state_name(to), op_state_name(from) };
-    for (int i = 0; i < nextra && i < 9; i++)
+    for (int i = 0; i < nextra; i++)
         p[3 + i] = extra[i];
-    PGresult *r = db_exec(c, sql, 3 + nextra, p);
-    if (!r) {
-        if (event_data)
-            json_object_put(event_data);
+    p[3 + nextra] = ed;
+    PGresult *r = db_exec(c, sql, 4 + nextra, p);
+    free(ed);
+    if (!r)
         return SBX_EDB;
-    }
     if (PQntuples(r) != 1) {
         PQclear(r);
-        if (event_data)
-            json_object_put(event_data);
         return SBX_ECONFLICT;
     }
-    op_observe(db_get(r, 0, 2), to, db_get(r, 0, 8), db_get(r, 0, 9), db_get(r, 0, 10));
-    json_object *d = event_data ? event_data : json_object_new_object();
-    jsonx_add_str(d, "kind", db_get(r, 0, 2));
-    jsonx_add_str(d, "from", op_state_name(from));
-    jsonx_add_str(d, "to", op_state_name(to));
-    event_data_add_op(d, r);
-    char kind[64];
-    snprintf(kind, sizeof kind, "operation.%s", op_state_name(to));
-    int rc = store__event_add(c, db_get(r, 0, 0), kind, db_get(r, 0, 1), op_id, d);
+    op_observe(db_get(r, 0, 0), to, db_get(r, 0, 1), db_get(r, 0, 2), db_get(r, 0, 3));
     PQclear(r);
-    return rc;
+    return 0;
 }
 
 /* Sets a sandbox's phase (with optional extra SET using $3…) and writes its
- * event, adding event_data's members (taken; may be NULL) to its data. */
+ * event, adding event_data's members (taken; may be NULL) to its data, in
+ * one statement. A sandbox that stops running takes its routes with it in
+ * the same statement: nothing can reach it through a route afterwards. */
 static int sandbox_set_phase_ev(PGconn *c, const char *sandbox_id, sandbox_phase_t phase, const char *extra_set,
                                 int nextra, const char *const *extra, json_object *event_data)
 {
-    char sql[1024];
+    char *ed = event_data ? jsonx_dump(event_data) : NULL;
+    if (event_data)
+        json_object_put(event_data);
+    if (nextra > 7)
+        nextra = 7;
+    bool gone = phase == PH_DELETING || phase == PH_DELETED || phase == PH_FAILED || phase == PH_LOST;
+    char sql[2048];
     snprintf(sql, sizeof sql,
-             "UPDATE sandboxes SET phase = $2, updated_at = now()%s%s WHERE id = $1 RETURNING tenant_id, "
-             "(SELECT name FROM workers w WHERE w.id = worker_id), isolation",
-             extra_set ? ", " : "", extra_set ? extra_set : "");
+             "WITH u AS (UPDATE sandboxes SET phase = $2, updated_at = now()%s%s WHERE id = $1 "
+             "  RETURNING tenant_id, worker_id, isolation), "
+             "e AS (INSERT INTO events (tenant_id, kind, sandbox_id, data) SELECT tenant_id, 'sandbox.' || $2::text, "
+             "  $1, coalesce($%d::jsonb, '{}') || jsonb_build_object('worker', "
+             "  (SELECT name FROM workers w WHERE w.id = u.worker_id))%s FROM u)%s "
+             "SELECT 1 FROM u",
+             extra_set ? ", " : "", extra_set ? extra_set : "", 3 + nextra,
+             phase == PH_SCHEDULED ? " || jsonb_build_object('isolation', isolation)" : "",
+             gone ? ", g AS (UPDATE routes SET state = 'removed', removed_at = now(), "
+                    "  removed_reason = 'sandbox ' || $2::text WHERE sandbox_id = $1 AND state = 'active' "
+                    "  AND EXISTS (SELECT 1 FROM u) RETURNING id, tenant_id, port, removed_reason), "
+                    "ge AS (INSERT INTO events (tenant_id, kind, sandbox_id, data) SELECT tenant_id, 'route.removed', "
+                    "  $1, jsonb_build_object('route', id, 'port', port, 'reason', removed_reason) FROM g)"
+                  : "");
     const char *p[10] = { sandbox_id, sandbox_phase_name(phase) };
-    for (int i = 0; i < nextra && i < 8; i++)
+    for (int i = 0; i < nextra; i++)
         p[2 + i] = extra[i];
-    PGresult *r = db_exec(c, sql, 2 + nextra, p);
-    if (!r || PQntuples(r) != 1) {
-        if (event_data)
-            json_object_put(event_data);
-        if (!r)
-            return SBX_EDB;
-        PQclear(r);
-        return SBX_ENOTFOUND;
-    }
-    char kind[64];
-    snprintf(kind, sizeof kind, "sandbox.%s", sandbox_phase_name(phase));
-    json_object *ed = event_data ? event_data : json_object_new_object();
-    jsonx_add_str(ed, "worker", db_get(r, 0, 1));
-    if (phase == PH_SCHEDULED)
-        jsonx_add_str(ed, "isolation", db_get(r, 0, 2));
-    int rc = store__event_add(c, db_get(r, 0, 0), kind, sandbox_id, NULL, ed);
+    p[2 + nextra] = ed;
+    PGresult *r = db_exec(c, sql, 3 + nextra, p);
+    free(ed);
+    if (!r)
+        return SBX_EDB;
+    int rc = PQntuples(r) == 1 ? 0 : SBX_ENOTFOUND;
     PQclear(r);
-    /* A sandbox that stops running takes its routes with it, in the same
-     * transaction: nothing can reach it through a route afterwards. */
-    if (rc == 0 && (phase == PH_DELETING || phase == PH_DELETED || phase == PH_FAILED || phase == PH_LOST)) {
-        const char *q[] = { sandbox_id, sandbox_phase_name(phase) };
-        rc = db_run(c, "WITH gone AS (UPDATE routes SET state = 'removed', removed_at = now(), "
-                       "  removed_reason = 'sandbox ' || $2 WHERE sandbox_id = $1 AND state = 'active' "
-                       "  RETURNING id, tenant_id, port, removed_reason) "
-                       "INSERT INTO events (tenant_id, kind, sandbox_id, data) SELECT tenant_id, 'route.removed', $1, "
-                       "  jsonb_build_object('route', id, 'port', port, 'reason', removed_reason) FROM gone",
-                    2, q);
-        rc = rc < 0 ? SBX_EDB : 0;
-    }
     return rc;
 }
 
@@ -297,7 +285,9 @@ int store__sandbox_set_phase(PGconn *c, const char *sandbox_id, sandbox_phase_t 
     return sandbox_set_phase_ev(c, sandbox_id, phase, extra_set, nextra, extra, NULL);
 }
 
-/* Gives back the sandbox's share of its worker's capacity, once. */
+/* Gives back the sandbox's share of its worker's capacity, once. It locks
+ * the worker row: call it after every operation and sandbox row the
+ * transaction will lock (lock order, docs/architecture.md "Concurrency"). */
 int store__sandbox_release_allocation(PGconn *c, const char *sandbox_id)
 {
     const char *p[] = { sandbox_id };
@@ -337,11 +327,11 @@ int store__sandbox_fail_observed(PGconn *c, const char *sandbox_id, json_object 
                                   "failure = $3::jsonb || jsonb_build_object('at', " TS("now()") "), "
                                   "output_tail = $4",
                                   2, x, ed);
-    if (rc == 0)
-        rc = store__sandbox_release_allocation(c, sandbox_id) < 0 ? SBX_EDB : 0;
+    /* Its execs before its capacity: the worker row is locked last (lock
+     * order, docs/architecture.md "Concurrency"), the execs in id order. */
     PGresult *r = rc < 0 ? NULL
                          : db_exec(c, "SELECT id, state FROM operations WHERE sandbox_id = $1 AND kind = 'exec' "
-                                      "AND state IN ('pending', 'admitted', 'leased', 'running') FOR UPDATE",
+                                      "AND state IN ('pending', 'admitted', 'leased', 'running') ORDER BY id FOR UPDATE",
                                    1, (const char *const[]){ sandbox_id });
     if (rc == 0 && !r)
         rc = SBX_EDB;
@@ -359,7 +349,36 @@ int store__sandbox_fail_observed(PGconn *c, const char *sandbox_id, json_object 
             rc = x2;
     }
     PQclear(r);
+    if (rc == 0)
+        rc = store__sandbox_release_allocation(c, sandbox_id) < 0 ? SBX_EDB : 0;
     free(ftext);
     json_object_put(failure);
     return rc;
+}
+
+int store__op_record_done(PGconn *c, const store_limits_t *lim, const char *kind, const char *tenant_id,
+                          const char *sandbox_id, const op_origin_t *from, const char *request_text, const char *op_id,
+                          json_object *result)
+{
+    char deadline[24];
+    snprintf(deadline, sizeof deadline, "%lld", (long long)lim->deadline_seconds);
+    const char *po[] = { op_id,          tenant_id, sandbox_id, from->idempotency_key, from->request_hash,
+                         request_text,   deadline,  from->created_by, kind };
+    if (db_run(c, "INSERT INTO operations (id, tenant_id, sandbox_id, kind, state, idempotency_key, request_hash, "
+                  "request, deadline, created_by) VALUES ($1, $2, $3, $9, 'pending', $4, $5, $6::jsonb, "
+                  "now() + make_interval(secs => $7::bigint), $8)",
+               9, po) < 0)
+        return SBX_EDB;
+    json_object *ed = json_object_new_object();
+    jsonx_add_str(ed, "kind", kind);
+    jsonx_add_str(ed, "to", "pending");
+    if (store__event_add(c, tenant_id, "operation.pending", sandbox_id, op_id, ed) < 0)
+        return SBX_EDB;
+    char *res = jsonx_dump(result);
+    const char *x[] = { res };
+    int rc = store__op_cas(c, op_id, OP_PENDING, OP_ADMITTED, NULL, 0, NULL, NULL);
+    if (rc == 0)
+        rc = store__op_cas(c, op_id, OP_ADMITTED, OP_SUCCEEDED, "result = $4::jsonb", 1, x, NULL);
+    free(res);
+    return rc == 0 ? 0 : SBX_EDB;
 }

@@ -49,28 +49,10 @@ static json_object *extend_json(int64_t ttl_seconds, const extend_times_t *t)
 static int extend_op_record(PGconn *c, const store_limits_t *lim, const extend_req_t *req, const char *tenant_id,
                             const char *op_id, json_object *result)
 {
-    char deadline[24], ttl[24];
-    snprintf(deadline, sizeof deadline, "%lld", (long long)lim->deadline_seconds);
+    char ttl[48];
     snprintf(ttl, sizeof ttl, "{\"ttl_seconds\":%lld}", (long long)req->ttl_seconds);
-    const char *po[] = { op_id, tenant_id, req->sandbox_id, req->idempotency_key, req->request_hash, ttl, deadline,
-                         req->created_by };
-    if (db_run(c, "INSERT INTO operations (id, tenant_id, sandbox_id, kind, state, idempotency_key, request_hash, "
-                  "request, deadline, created_by) VALUES ($1, $2, $3, 'extend', 'pending', $4, $5, $6::jsonb, "
-                  "now() + make_interval(secs => $7::bigint), $8)",
-               8, po) < 0)
-        return SBX_EDB;
-    json_object *ed = json_object_new_object();
-    jsonx_add_str(ed, "kind", "extend");
-    jsonx_add_str(ed, "to", "pending");
-    if (store__event_add(c, tenant_id, "operation.pending", req->sandbox_id, op_id, ed) < 0)
-        return SBX_EDB;
-    char *res = jsonx_dump(result);
-    const char *x[] = { res };
-    int rc = store__op_cas(c, op_id, OP_PENDING, OP_ADMITTED, NULL, 0, NULL, NULL);
-    if (rc == 0)
-        rc = store__op_cas(c, op_id, OP_ADMITTED, OP_SUCCEEDED, "result = $4::jsonb", 1, x, NULL);
-    free(res);
-    return rc == 0 ? 0 : SBX_EDB;
+    const op_origin_t from = { req->idempotency_key, req->request_hash, req->created_by };
+    return store__op_record_done(c, lim, "extend", tenant_id, req->sandbox_id, &from, ttl, op_id, result);
 }
 
 /* 409 for a sandbox that is gone or going, 422 over the TTL ceiling; 0

@@ -163,9 +163,10 @@ static int place_load(PGconn *c, const store_limits_t *lim, const char *tenant_i
                         "  w.labels::text, array_to_string(w.isolation, ','), w.networks::text, w.cpu_millis, "
                         "  w.memory_mib, w.cpu_millis - w.alloc_cpu_millis, w.memory_mib - w.alloc_memory_mib, "
                         "  w.slots - w.alloc_slots, w.images ? $2, "
-                        "  (SELECT count(*) FROM sandboxes s WHERE s.worker_id = w.id AND s.tenant_id = $3 "
-                        "     AND s.phase IN ('scheduled', 'provisioning', 'running')) "
-                        "FROM workers w WHERE w.state <> 'lost' ORDER BY w.name LIMIT 1000",
+                        "  (SELECT coalesce(sum(placed), 0)::bigint FROM (SELECT placed FROM sandbox_usage u "
+                        "     WHERE u.tenant_id = $3 AND u.worker_id = w.id UNION ALL SELECT placed "
+                        "     FROM sandbox_usage_log l WHERE l.tenant_id = $3 AND l.worker_id = w.id) n) "
+                        "FROM workers w WHERE w.state <> 'lost' AND w.stopping_at IS NULL ORDER BY w.name LIMIT 1000",
                         3, p);
     if (!ret->rows) {
         place_loaded_release(ret);
@@ -217,7 +218,7 @@ static int place_commit(PGconn *c, const store_limits_t *lim, const char *op_id,
                        "UPDATE workers SET alloc_cpu_millis = alloc_cpu_millis + $2, "
                        "  alloc_memory_mib = alloc_memory_mib + $3, alloc_slots = alloc_slots + 1, "
                        "  updated_at = now() "
-                       "WHERE id = $1 AND state = 'ready' AND alloc_cpu_millis + $2 <= cpu_millis "
+                       "WHERE id = $1 AND state = 'ready' AND stopping_at IS NULL AND alloc_cpu_millis + $2 <= cpu_millis "
                        "  AND alloc_memory_mib + $3 <= memory_mib AND alloc_slots + 1 <= slots RETURNING id",
                        3, q, &got) < 0)
         return SBX_EDB;
@@ -277,7 +278,7 @@ static int place_op_load(PGconn *c, const char *op_id, place_op_t *ret)
                           "  s.spec::text "
                           "FROM operations o JOIN sandboxes s ON s.id = o.sandbox_id "
                           "LEFT JOIN workers w ON w.id = s.worker_id "
-                          "WHERE o.id = $1 AND o.state = 'admitted' FOR UPDATE OF o, s SKIP LOCKED",
+                          "WHERE o.id = $1 AND o.state = 'admitted' FOR NO KEY UPDATE OF o, s SKIP LOCKED",
                           1, p);
     if (!r)
         return SBX_EDB;
@@ -353,6 +354,50 @@ static int place_on_worker(PGconn *c, const store_limits_t *lim, const char *op_
     }
     rc = lease_where_it_runs(c, lim, op_id, o, "runs where the sandbox runs");
     return rc == 0 ? 2 : rc;
+}
+
+/* Admission and placement on the request path: in the transaction that
+ * inserted op_id as pending, with its events, and that holds its sandbox
+ * row (a create: the new row and its tenant's), moves it on as the loop's
+ * admit and place passes would, through the same code and checks. The
+ * worker's parked poll hears of the lease from this transaction's own
+ * commit (the events NOTIFY), without a turn of the reconcile loop. A
+ * create is placed here only while no other create waits admitted: one
+ * that arrives behind a backlog (full workers) stays pending for the loop,
+ * which places the backlog oldest first with tenants in turns. Returns 1
+ * when it moved past admitted (leased, finished or failed), 0 when it
+ * waits for the loop (a delete behind its sandbox's create, a create with
+ * no room or behind others), < 0 on error (the caller rolls back). */
+int store__place_now(PGconn *c, const store_limits_t *lim, const char *op_id, bool create)
+{
+    if (create) {
+        bool backlog = false;
+        if (store__one_row(c, "SELECT 1 FROM operations WHERE state = 'admitted' AND kind = 'create' LIMIT 1", 0,
+                           NULL, &backlog) < 0)
+            return SBX_EDB;
+        if (backlog)
+            return 0;
+    }
+    int rc = store__op_cas(c, op_id, OP_PENDING, OP_ADMITTED, NULL, 0, NULL, NULL);
+    if (rc < 0)
+        return rc;
+    place_op_t o;
+    rc = place_op_load(c, op_id, &o);
+    if (rc < 0)
+        return rc == SBX_ENOTFOUND ? SBX_ECONFLICT : rc;
+    if (strcmp(o.kind, "create") == 0)
+        rc = place_create(c, lim, op_id, o.sbx, o.tenant_id, o.iso, o.spec_text, o.cpu, o.mem);
+    else if (strcmp(o.kind, "exec") == 0 || strcmp(o.kind, "delete") == 0)
+        rc = place_on_worker(c, lim, op_id, &o);
+    else
+        rc = 0;
+    if (rc > 0) {
+        char labels[48];
+        pthread_once(&store__metrics_once, store__metrics_init);
+        metrics_add(store__m_placed_now, metrics_labels(labels, sizeof labels, "kind", o.kind, NULL), 1);
+    }
+    free(o.spec_text);
+    return rc < 0 ? rc : rc > 0;
 }
 
 /* One admitted operation in its own transaction. Returns 1 when it moved
@@ -581,7 +626,7 @@ static int sandboxes_pass(PGconn *c, const store_limits_t *lim, const char *sele
     if (!r)
         return SBX_EDB;
     char lock_sql[512];
-    snprintf(lock_sql, sizeof lock_sql, "SELECT tenant_id FROM sandboxes WHERE id = $1 AND %s FOR UPDATE SKIP LOCKED",
+    snprintf(lock_sql, sizeof lock_sql, "SELECT tenant_id FROM sandboxes WHERE id = $1 AND %s FOR NO KEY UPDATE SKIP LOCKED",
              lock_cond);
     int rc = 0;
     for (int i = 0; i < PQntuples(r); i++) {

@@ -47,17 +47,25 @@ int store__idem_replay(PGconn *c, const char *tenant_id, const char *key, const 
 }
 
 /* Inside the create's transaction: locks the tenant row (serializing
- * concurrent creates of one tenant, so no race can pass a quota) and checks
+ * concurrent creates of one tenant, so no race can pass a quota; NO KEY, so
+ * foreign-key checks of other transactions, which may hold a worker row this
+ * create's placement will lock, never wait for it) and checks
  * req->policy's quotas. 0, SBX_EINVAL with err set (quota_exceeded), SBX_EDB. */
 static int quota_check(PGconn *c, const create_req_t *req, api_error_t *err)
 {
     const char *pq[] = { req->tenant_id };
-    PGresult *q = db_exec(c, "SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE", 1, pq);
+    PGresult *q = db_exec(c, "SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE", 1, pq);
     PQclear(q);
     if (!q)
         return SBX_EDB;
-    q = db_exec(c, "SELECT count(*), coalesce(sum(cpu_millis), 0), coalesce(sum(memory_mib), 0) FROM sandboxes "
-                   "WHERE tenant_id = $1 AND desired_state = 'running' AND phase NOT IN ('deleted', 'failed', 'lost')",
+    /* The tenant's live counters (migration 0014), not a count of its rows:
+     * the folded row plus the log not folded yet. */
+    q = db_exec(c, "SELECT coalesce(sum(live), 0)::bigint, coalesce(sum(live_cpu_millis), 0)::bigint, "
+                   "coalesce(sum(live_memory_mib), 0)::bigint FROM ("
+                   "SELECT live, live_cpu_millis, live_memory_mib FROM sandbox_usage "
+                   "WHERE tenant_id = $1 AND worker_id = '' UNION ALL "
+                   "SELECT live, live_cpu_millis, live_memory_mib FROM sandbox_usage_log "
+                   "WHERE tenant_id = $1 AND worker_id = '') u",
                 1, pq);
     if (!q)
         return SBX_EDB;
@@ -97,6 +105,22 @@ static int create_events(PGconn *c, const create_req_t *req, const char *sbx_id,
     return store__event_add(c, req->tenant_id, "operation.pending", sbx_id, op_id, ed) < 0 ? SBX_EDB : 0;
 }
 
+/* A create's insert failed in its transaction: when a concurrent request
+ * with the same idempotency key won (unique violation), answers with its
+ * operation; else a database error. Rolls back either way. */
+static int create_idem_race(PGconn *c, const create_req_t *req, json_object **ret, bool *ret_replayed,
+                            api_error_t *err)
+{
+    bool dup = req->idempotency_key && db_last_unique_violation();
+    store__db_error(err);
+    db_rollback(c);
+    if (!dup)
+        return SBX_EDB;
+    int rr = store__idem_replay(c, req->tenant_id, req->idempotency_key, "create", req->request_hash, true, ret, err);
+    *ret_replayed = rr > 0;
+    return rr > 0 ? 0 : (rr < 0 ? rr : store__db_error(err));
+}
+
 int store_sandbox_create(PGconn *c, const store_limits_t *lim, const create_req_t *req, json_object **ret,
                          bool *ret_replayed, api_error_t *err)
 {
@@ -133,6 +157,18 @@ int store_sandbox_create(PGconn *c, const store_limits_t *lim, const create_req_
         if (q < 0)
             goto db_fail;
     }
+    if (req->pool_key) {
+        /* A ready member of a matching pool: the create is done now. */
+        int got = store__pool_claim(c, lim, req, spec_text, op_id, sbx_id);
+        if (got > 0 && db_commit(c) == 0) {
+            free(spec_text);
+            return store__op_reply(c, sbx_id, op_id, ret, err);
+        }
+        if (got != 0) {
+            free(spec_text);
+            return create_idem_race(c, req, ret, ret_replayed, err);
+        }
+    }
     char *class_text = req->classification ? jsonx_dump(req->classification) : NULL;
     const char *ps[] = { sbx_id, req->tenant_id, spec_text, isolation_name(req->isolation), cpu, mem, ttl,
                          req->created_by, class_text };
@@ -147,18 +183,10 @@ int store_sandbox_create(PGconn *c, const store_limits_t *lim, const create_req_
     if (db_run(c, "INSERT INTO operations (id, tenant_id, sandbox_id, kind, state, idempotency_key, request_hash, "
                   "request, deadline, created_by) VALUES ($1, $2, $3, 'create', 'pending', $4, $5, $6::jsonb, "
                   "now() + make_interval(secs => $7::bigint), $8)", 8, po) < 0) {
-        if (req->idempotency_key && db_last_unique_violation()) {
-            /* A concurrent request with the same key won: answer with its operation. */
-            db_rollback(c);
-            free(spec_text);
-            int rr = store__idem_replay(c, req->tenant_id, req->idempotency_key, "create", req->request_hash, true, ret,
-                                 err);
-            *ret_replayed = rr > 0;
-            return rr > 0 ? 0 : (rr < 0 ? rr : store__db_error(err));
-        }
-        goto db_fail;
+        free(spec_text);
+        return create_idem_race(c, req, ret, ret_replayed, err);
     }
-    if (create_events(c, req, sbx_id, op_id) < 0 || db_commit(c) < 0)
+    if (create_events(c, req, sbx_id, op_id) < 0 || store__place_now(c, lim, op_id, true) < 0 || db_commit(c) < 0)
         goto db_fail;
     free(spec_text);
     return store__op_reply(c, sbx_id, op_id, ret, err);
@@ -263,7 +291,7 @@ int store__sandbox_request_delete(PGconn *c, const store_limits_t *lim, const ch
     if (store__event_add(c, tenant_id, "operation.pending", sandbox_id, op_id, ed) < 0)
         return SBX_EDB;
     memcpy(ret_op, op_id, SBX_ID_MAX);
-    return 0;
+    return store__place_now(c, lim, op_id, false) < 0 ? SBX_EDB : 0;
 }
 
 int store_sandbox_delete(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
@@ -348,7 +376,8 @@ int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, c
     json_object *ed = json_object_new_object();
     jsonx_add_str(ed, "kind", "exec");
     jsonx_add_str(ed, "to", "pending");
-    if (store__event_add(c, tenant_id, "operation.pending", sandbox_id, op_id, ed) < 0 || db_commit(c) < 0) {
+    if (store__event_add(c, tenant_id, "operation.pending", sandbox_id, op_id, ed) < 0 ||
+        store__place_now(c, lim, op_id, false) < 0 || db_commit(c) < 0) {
         store__db_error(err);
         db_rollback(c);
         return SBX_EDB;
@@ -423,16 +452,73 @@ int store_sandbox_get(PGconn *c, const char *scope, const char *sandbox_id, json
     return 0;
 }
 
-int store_sandbox_list(PGconn *c, const char *scope, const char *tenant_name, bool include_deleted, int limit,
-                       json_object **ret, api_error_t *err)
+bool store_list_cursor_valid(const char *cursor)
 {
-    char lim[16];
-    snprintf(lim, sizeof lim, "%d", limit);
-    const char *p[] = { scope, tenant_name, include_deleted ? "t" : "f", lim };
-    return store__api_list(c, &store__t_sandbox,
-                           SANDBOX_FROM "WHERE ($1::text IS NULL OR s.tenant_id = $1) AND ($2::text IS NULL OR tn.name = $2) "
-                           "AND ($3::boolean OR s.phase <> 'deleted') ORDER BY s.created_at DESC LIMIT $4::int",
-                           4, p, "sandboxes", ret, err);
+    /* YYYYMMDDTHHMMSS.ffffff_sbx_… : the last row's created_at (UTC, to
+     * the microsecond) and id. */
+    static const char shape[] = "ddddddddTdddddd.dddddd_";
+    size_t n = sizeof shape - 1;
+    if (!cursor || strlen(cursor) <= n)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        bool ok = shape[i] == 'd' ? (cursor[i] >= '0' && cursor[i] <= '9') : cursor[i] == shape[i];
+        if (!ok)
+            return false;
+    }
+    return ids_valid("sbx", cursor + n);
+}
+
+/* The page's rows are chosen by id alone, on an index, in the inner query
+ * (keyset: strictly after the cursor's (created_at, id), newest first); only
+ * those rows are then fetched, joined and formatted. One more row than asked tells
+ * whether a next page exists. */
+int store_sandbox_list(PGconn *c, const char *scope, const char *tenant_name, bool include_deleted, int limit,
+                       const char *after, json_object **ret, api_error_t *err)
+{
+    if (after && !store_list_cursor_valid(after))
+        return api_error_set(err, API_INVALID_ARGUMENT, "after must be a cursor from a list answer's next");
+    char lim[16], tail[1024];
+    snprintf(lim, sizeof lim, "%d", limit + 1);
+    const char *p[4] = { lim };
+    int n = 1;
+    char where[512] = "";
+    size_t w = 0;
+    if (scope) {
+        p[n++] = scope;
+        w += (size_t)snprintf(where + w, sizeof where - w, " AND k.tenant_id = $%d", n);
+    }
+    if (tenant_name) {
+        p[n++] = tenant_name;
+        w += (size_t)snprintf(where + w, sizeof where - w,
+                              " AND k.tenant_id = (SELECT id FROM tenants WHERE name = $%d)", n);
+    }
+    if (after) {
+        p[n++] = after;
+        w += (size_t)snprintf(where + w, sizeof where - w,
+                              " AND (k.created_at, k.id) < ((split_part($%d, '_', 1)::timestamp AT TIME ZONE 'UTC'), "
+                              "substr($%d, 24))", n, n);
+    }
+    if (!include_deleted)
+        snprintf(where + w, sizeof where - w, " AND k.phase <> 'deleted'");
+    /* The ids as an array, so that the page's rows are then fetched by
+     * primary key (a join on the subquery may hash all of sandboxes). */
+    snprintf(tail, sizeof tail,
+             ", to_char(s.created_at AT TIME ZONE 'UTC', 'YYYYMMDD\"T\"HH24MISS.US') || '_' || s.id "
+             SANDBOX_FROM "WHERE s.id = ANY (ARRAY(SELECT k.id FROM sandboxes k WHERE true%s "
+             "ORDER BY k.created_at DESC, k.id DESC LIMIT $1::int)) ORDER BY s.created_at DESC, s.id DESC",
+             where);
+    PGresult *r = store__exec_cols(c, &store__t_sandbox, "SELECT ", tail, n, p);
+    if (!r)
+        return store__db_error(err);
+    int rows = PQntuples(r), shown = rows > limit ? limit : rows;
+    json_object *arr = json_object_new_array();
+    for (int i = 0; i < shown; i++)
+        json_object_array_add(arr, store__row_json(&store__t_sandbox, r, i));
+    *ret = store__wrap("sandboxes", arr);
+    int cur = PQnfields(r) - 1;
+    jsonx_add(*ret, "next", rows > limit ? json_object_new_string(db_get(r, shown - 1, cur)) : NULL);
+    PQclear(r);
+    return 0;
 }
 
 int store_operation_get(PGconn *c, const char *scope, const char *op_id, json_object **ret, bool *ret_terminal,

@@ -19,7 +19,7 @@ int store_shell_record(PGconn *c, const store_limits_t *lim, const shell_record_
     for (size_t i = 0; i < rec->argc; i++)
         json_object_array_add(argv, json_object_new_string(rec->argv[i]));
     jsonx_add(req, "argv", argv);
-    jsonx_add_bool(req, "tty", true);
+    jsonx_add_bool(req, "tty", rec->tty);
     jsonx_add_int(res, "exit_code", rec->exit_code);
     jsonx_add_int(res, "duration_ms", rec->duration_ms);
     req_s = jsonx_dump(req);

@@ -63,7 +63,7 @@ struct store_table {
 };
 
 extern store_table_t store__t_sandbox, store__t_op, store__t_worker, store__t_route, store__t_tenant,
-    store__t_token, store__t_event, store__t_assignment;
+    store__t_token, store__t_event, store__t_assignment, store__t_pool;
 
 /* The table's SELECT list ("s.id, tn.name, …"); NULL only out of memory. */
 const char *store__cols(const store_table_t *t);
@@ -94,12 +94,26 @@ int store__api_get(PGconn *c, const store_table_t *t, const char *tail, int n, c
                    const char *key, const char *name, json_object **ret, api_error_t *err);
 
 /* Lease expiries by outcome (core.c registers it; reconcile.c counts). */
-extern metric_family_t *store__m_lease_expiries;
+extern metric_family_t *store__m_lease_expiries, *store__m_placed_now;
 extern pthread_once_t store__metrics_once;
 
 /* SQL: the api_tokens row under alias t (a string literal) is alive,
  * neither revoked nor expired. */
 #define STORE_TOKEN_LIVE(t) t ".revoked_at IS NULL AND (" t ".expires_at IS NULL OR " t ".expires_at > now())"
+
+/* Who asked for an operation: its Idempotency-Key and request hash (both
+ * may be NULL) and the token that made it. */
+typedef struct op_origin {
+    const char *idempotency_key, *request_hash, *created_by;
+} op_origin_t;
+
+/* An operation the controller finishes alone, in the caller's
+ * transaction: inserted pending (as every operation starts) with its
+ * event, then admitted, then succeeded with result (not taken). 0 or
+ * SBX_EDB. */
+int store__op_record_done(PGconn *c, const store_limits_t *lim, const char *kind, const char *tenant_id,
+                          const char *sandbox_id, const op_origin_t *from, const char *request_text, const char *op_id,
+                          json_object *result);
 
 int store__db_error(api_error_t *err);
 json_object *store__parse_json_text(const char *s);
@@ -131,6 +145,14 @@ int store__sandbox_lock(PGconn *c, const char *scope, const char *sandbox_id, ch
                         char ret_phase[24], char ret_desired[16], api_error_t *err);
 int store__sandbox_request_delete(PGconn *c, const store_limits_t *lim, const char *tenant_id, const char *sandbox_id,
                                   const char *idem, const char *hash, const char *created_by, char ret_op[SBX_ID_MAX]);
+/* Inside a create's transaction (store/pools.c): when req->pool_key
+ * matches a pool the caller's tenant may use, takes a ready member (pool
+ * row locked, member FOR UPDATE SKIP LOCKED), gives it the claimer's
+ * tenant, spec, TTL and created_by and records the create op_id succeeded.
+ * 1 with ret_sbx (claimed), 0 (no pool, or none ready: a miss, counted),
+ * SBX_EDB (a unique violation when the idempotency key raced). */
+int store__pool_claim(PGconn *c, const store_limits_t *lim, const create_req_t *req, const char *spec_text,
+                      const char *op_id, char ret_sbx[SBX_ID_MAX]);
 int store__flag_ids(PGconn *c, const char *sql, const char *const *ids, int n, bool *ret_flags);
 /* In a transaction: locks operation op_id and checks that worker_id holds
  * its running lease at attempt (what: "report", "output", for the
@@ -141,6 +163,7 @@ int store__lease_lock(PGconn *c, const char *worker_id, const char *op_id, int64
 int store__op_fail_admitted(PGconn *c, const char *op_id, const char *kind, const char *sbx, const char *code,
                             const char *msg, json_object *placement);
 int store__place_one(PGconn *c, const store_limits_t *lim, const char *op_id);
+int store__place_now(PGconn *c, const store_limits_t *lim, const char *op_id, bool create);
 int store__place_route_op(PGconn *c, const char *op_id, const char *kind, const char *sbx, const char *phase,
                           const char *tenant_id);
 

@@ -233,7 +233,8 @@ int store_worker_register(PGconn *c, json_object *body, const char *token_id, js
                           "networks = EXCLUDED.networks, probes = EXCLUDED.probes, images = EXCLUDED.images, "
                           "route_address = EXCLUDED.route_address, token_id = EXCLUDED.token_id, "
                           "state = CASE WHEN workers.state = 'draining' THEN 'draining' ELSE 'ready' END, "
-                          "last_heartbeat = now(), updated_at = now() RETURNING ", "",
+                          "stopping_at = NULL, inventory_generation = 0, last_heartbeat = now(), "
+                          "updated_at = now() RETURNING ", "",
                           14, p);
     free(labels_text);
     free(nets_text);
@@ -366,15 +367,134 @@ static int inventory_check(json_object *inv, char **ret_text, api_error_t *err)
     return 0;
 }
 
+/* A heartbeat's inventory_delta (docs/worker.md): the changes since the
+ * inventory of generation base. Borrowed from the body. */
+typedef struct inv_delta {
+    int64_t base, generation;
+    json_object *upsert; /* entries, as in a full inventory */
+    json_object *gone;   /* sandbox ids */
+} inv_delta_t;
+
+/* *ret_has tells whether the body has one; 0, or SBX_EINVAL with err set. */
+static int inventory_delta_parse(json_object *body, bool *ret_has, inv_delta_t *ret, api_error_t *err)
+{
+    json_object *d = NULL;
+    memset(ret, 0, sizeof *ret);
+    *ret_has = json_object_object_get_ex(body, "inventory_delta", &d) && !json_object_is_type(d, json_type_null);
+    if (!*ret_has)
+        return 0;
+    ret->upsert = jsonx_get_arr(d, "upsert");
+    ret->gone = jsonx_get_arr(d, "gone");
+    if (!json_object_is_type(d, json_type_object) || !jsonx_get_int(d, "base", &ret->base) ||
+        !jsonx_get_int(d, "generation", &ret->generation) || ret->base < 1 || ret->generation <= ret->base ||
+        !ret->upsert || !ret->gone)
+        return api_error_set(err, API_INVALID_ARGUMENT, "inventory_delta needs base (>= 1), generation (> base), "
+                             "upsert and gone arrays");
+    if (json_object_array_length(ret->upsert) > SBX_MAX_INVENTORY ||
+        json_object_array_length(ret->gone) > SBX_MAX_INVENTORY)
+        return api_error_set(err, API_INVALID_ARGUMENT, "inventory_delta lists more than %d entries",
+                             SBX_MAX_INVENTORY);
+    for (size_t i = 0; i < json_object_array_length(ret->gone); i++) {
+        json_object *g = json_object_array_get_idx(ret->gone, i);
+        const char *id = json_object_get_string(g);
+        size_t n = json_object_is_type(g, json_type_string) ? (size_t)json_object_get_string_len(g) : 0;
+        if (n == 0 || n >= SBX_ID_MAX || strlen(id) != n || utf8_has_control(id))
+            return api_error_set(err, API_INVALID_ARGUMENT, "inventory_delta.gone[%zu] must be a sandbox id", i);
+    }
+    return 0;
+}
+
+static int inv_id_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The stored inventory (kept form, stored_text) with a delta applied: the
+ * entries gone or upserted dropped, the upserted ones (kept form, up_text)
+ * appended. *ret is malloc'd text. 0, SBX_EINVAL (too many) or SBX_ENOMEM. */
+static int inventory_merge(const char *stored_text, const char *up_text, json_object *gone, char **ret,
+                           api_error_t *err)
+{
+    json_object *stored = store__parse_json_text(stored_text), *up = store__parse_json_text(up_text);
+    size_t ns = stored && json_object_is_type(stored, json_type_array) ? json_object_array_length(stored) : 0;
+    size_t nu = up ? json_object_array_length(up) : 0, ng = json_object_array_length(gone), nk = 0;
+    const char **drop = calloc(nu + ng + 1, sizeof *drop);
+    json_object *merged = json_object_new_array();
+    int rc = 0;
+    *ret = NULL;
+    if (!drop || !up || !merged) {
+        rc = api_error_set(err, API_INTERNAL, "out of memory");
+        goto cleanup;
+    }
+    for (size_t i = 0; i < nu; i++)
+        drop[nk++] = jsonx_get_str(json_object_array_get_idx(up, i), "sandbox_id");
+    for (size_t i = 0; i < ng; i++)
+        drop[nk++] = json_object_get_string(json_object_array_get_idx(gone, i));
+    qsort(drop, nk, sizeof *drop, inv_id_cmp);
+    for (size_t i = 0; i < ns; i++) {
+        json_object *e = json_object_array_get_idx(stored, i);
+        const char *id = jsonx_get_str(e, "sandbox_id");
+        if (id && !bsearch(&id, drop, nk, sizeof *drop, inv_id_cmp))
+            json_object_array_add(merged, json_object_get(e));
+    }
+    for (size_t i = 0; i < nu; i++)
+        json_object_array_add(merged, json_object_get(json_object_array_get_idx(up, i)));
+    if (json_object_array_length(merged) > SBX_MAX_INVENTORY) {
+        rc = api_error_set(err, API_INVALID_ARGUMENT, "inventory has more than %d entries", SBX_MAX_INVENTORY);
+        goto cleanup;
+    }
+    *ret = jsonx_dump(merged);
+    if (!*ret)
+        rc = api_error_set(err, API_INTERNAL, "out of memory");
+cleanup:
+    free(drop);
+    json_object_put(merged);
+    json_object_put(stored);
+    json_object_put(up);
+    return rc;
+}
+
+/* In the heartbeat's transaction, before the worker row is updated: reads
+ * it (no lock: the worker row is locked last, and the update checks the
+ * base again) and, when the delta's base is the generation the controller holds,
+ * makes *ret_text the inventory with the delta applied (*ret_same: equal
+ * to the stored text); otherwise sets
+ * *ret_resync (the worker must send a full one) and leaves *ret_text NULL.
+ * An unknown worker is neither (the update then answers 404). 0, SBX_EDB,
+ * SBX_EINVAL with err set. */
+static int heartbeat_delta_apply(PGconn *c, const char *worker_id, const inv_delta_t *d, const char *up_text,
+                                 char **ret_text, bool *ret_resync, bool *ret_same, api_error_t *err)
+{
+    const char *p[] = { worker_id };
+    *ret_text = NULL;
+    *ret_resync = false;
+    PGresult *r = db_exec(c, "SELECT inventory_generation, inventory::text FROM workers WHERE id = $1",
+                          1, p);
+    if (!r)
+        return SBX_EDB;
+    int rc = 0;
+    *ret_same = false;
+    if (PQntuples(r) == 1) {
+        if (db_get_ll(r, 0, 0) != d->base)
+            *ret_resync = true;
+        else if ((rc = inventory_merge(db_get(r, 0, 1), up_text, d->gone, ret_text, err)) == 0)
+            *ret_same = strcmp(*ret_text, db_get(r, 0, 1)) == 0;
+    }
+    PQclear(r);
+    return rc;
+}
+
 /* Compares a worker's inventory with what the controller wants, inside the
  * heartbeat's transaction: runtime objects it no longer wants go into
  * `remove` (orphans); running sandboxes of this worker whose container
  * stopped (the entry's observed details) or vanished become failed, with
  * the failure the runtime observed. Both respect the inventory grace (the
  * snapshot may predate a report), except a container that finished after
- * the controller last changed the sandbox: that is no stale snapshot. */
+ * the controller last changed the sandbox: that is no stale snapshot.
+ * gone_text (a delta's "gone", JSON; NULL after a full inventory) narrows
+ * the search for vanished containers to what a delta can have changed. */
 static int heartbeat_reconcile(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object *inv,
-                               const char *inv_text, json_object *remove)
+                               const char *inv_text, const char *gone_text, json_object *remove)
 {
     char grace[24];
     snprintf(grace, sizeof grace, "%lld", (long long)inventory_grace_seconds(lim));
@@ -412,9 +532,19 @@ static int heartbeat_reconcile(PGconn *c, const store_limits_t *lim, const char 
     }
     if (rc < 0)
         return rc;
+    /* An entry of a sandbox live on this worker is never an orphan: those
+     * are set aside first from one index-only scan of the worker's live
+     * sandboxes (migration 0014's sandboxes_worker_inventory); only the
+     * others (usually none) are looked up by primary key, where the
+     * lateral LIMIT keeps the planner from hashing all of sandboxes. */
     PGresult *r = db_exec(c,
-                          "SELECT e->>'sandbox_id', e->>'ref' FROM jsonb_array_elements($2::jsonb) e "
-                          "LEFT JOIN sandboxes s ON s.id = e->>'sandbox_id' "
+                          "WITH inv AS (SELECT e->>'sandbox_id' AS id, e->>'ref' AS ref "
+                          "  FROM jsonb_array_elements($2::jsonb) e), "
+                          "rest AS (SELECT inv.id, inv.ref FROM inv WHERE inv.id NOT IN (SELECT m.id FROM sandboxes m "
+                          "  WHERE m.worker_id = $1 AND m.phase NOT IN ('deleted', 'failed', 'lost'))) "
+                          "SELECT rest.id, rest.ref FROM rest "
+                          "LEFT JOIN LATERAL (SELECT s.id, s.phase, s.worker_id, s.updated_at FROM sandboxes s "
+                          "  WHERE s.id = rest.id LIMIT 1) s ON true "
                           "WHERE s.id IS NULL OR s.phase IN ('deleted', 'failed', 'lost') "
                           "   OR (s.worker_id IS DISTINCT FROM $1 "
                           "       AND s.updated_at < now() - make_interval(secs => $3::bigint)) "
@@ -429,12 +559,22 @@ static int heartbeat_reconcile(PGconn *c, const store_limits_t *lim, const char 
         json_object_array_add(remove, o);
     }
     PQclear(r);
+    /* After a delta, only the sandboxes that can have just gone missing: a
+     * running one changed within the last two full inventories (migration
+     * 0014's sandboxes_worker_running), or one the delta says is gone; an
+     * older one missing since before was found then, or by the last full
+     * inventory, which checks them all. */
+    char window[24];
+    snprintf(window, sizeof window, "%d", 2 * SBX_INVENTORY_FULL_SECONDS);
+    const char *pm[] = { worker_id, inv_text, grace, gone_text, window };
     r = db_exec(c,
                 "SELECT s.id FROM sandboxes s WHERE s.worker_id = $1 AND s.phase = 'running' "
                 "AND s.updated_at < now() - make_interval(secs => $3::bigint) "
+                "AND ($4::jsonb IS NULL OR s.updated_at > now() - make_interval(secs => $3::bigint + $5::bigint) "
+                "     OR s.id IN (SELECT jsonb_array_elements_text($4::jsonb))) "
                 "AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements($2::jsonb) e WHERE e->>'sandbox_id' = s.id) "
                 "FOR UPDATE OF s SKIP LOCKED",
-                3, p);
+                5, pm);
     if (!r)
         return SBX_EDB;
     for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
@@ -449,101 +589,232 @@ static int heartbeat_reconcile(PGconn *c, const store_limits_t *lim, const char 
     return rc;
 }
 
-int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object *body,
-                           json_object **ret, api_error_t *err)
+/* Renews the worker's leases in the heartbeat's transaction: only for what
+ * it says it holds (and for what it has not been handed yet), so an
+ * assignment that went to a connection nobody read expires instead of
+ * living for ever. A stopping worker takes nothing more: a create it was
+ * leased and has not started expires now, for the lease pass to place
+ * elsewhere (an exec or a delete belongs to this worker's sandbox: it
+ * waits for the worker's next process, as before). 0 or SBX_EDB. */
+static int heartbeat_renew(PGconn *c, const char *worker_id, const char *lease, bool stopping, json_object *body)
 {
+    json_object *holding = NULL;
+    char *holding_text = NULL;
+    if (json_object_object_get_ex(body, "holding", &holding) && json_object_is_type(holding, json_type_array) &&
+        json_object_array_length(holding) <= SBX_MAX_INVENTORY)
+        holding_text = jsonx_dump(holding);
+    const char *pl[] = { worker_id, lease, holding_text, stopping ? "true" : "false" };
+    /* Runs before the worker row is written (lock order: operations in id
+     * order, then sandboxes, then workers), so it reads this beat's
+     * "stopping" itself. */
+    int renew = db_run(c, "WITH l AS (SELECT o.id, o.state, o.kind FROM operations o "
+                          "  WHERE o.lease_worker_id = $1 AND (o.state = 'leased' OR "
+                          "  (o.state = 'running' AND ($3::jsonb IS NULL OR "
+                          "   o.id IN (SELECT jsonb_array_elements_text($3::jsonb))))) "
+                          "  ORDER BY o.id FOR NO KEY UPDATE) "
+                          "UPDATE operations o SET lease_expires_at = CASE WHEN o.state = 'leased' AND "
+                          "  o.kind = 'create' AND (w.stopping_at IS NOT NULL OR $4::boolean) THEN now() "
+                          "  ELSE now() + make_interval(secs => $2::bigint) END "
+                          "FROM l, workers w WHERE o.id = l.id AND w.id = $1 AND o.lease_worker_id = $1 "
+                          "AND o.state IN ('leased', 'running')",
+                       4, pl);
+    free(holding_text);
+    return renew < 0 ? SBX_EDB : 0;
+}
+
+/* What a heartbeat's body says, checked (texts malloc'd, the rest
+ * borrowed from the body). */
+typedef struct heartbeat_in {
+    json_object *inv;         /* a full inventory, or NULL */
+    inv_delta_t delta;        /* when has_delta */
+    bool has_delta;
+    int64_t full_gen;         /* a full inventory's inventory_generation (0: none) */
+    char *inv_text, *up_text, *images_text;
+} heartbeat_in_t;
+
+static void heartbeat_in_release(heartbeat_in_t *in)
+{
+    free(in->inv_text);
+    free(in->up_text);
+    free(in->images_text);
+}
+
+static int heartbeat_in_parse(json_object *body, heartbeat_in_t *in, api_error_t *err)
+{
+    memset(in, 0, sizeof *in);
     /* No inventory means the worker could not list its runtime: the
      * heartbeat still counts, and the last known inventory stays. */
     json_object *inv = NULL;
     if (json_object_object_get_ex(body, "inventory", &inv) && !json_object_is_type(inv, json_type_null) &&
         !json_object_is_type(inv, json_type_array))
         return api_error_set(err, API_INVALID_ARGUMENT, "inventory must be an array");
-    if (inv && json_object_is_type(inv, json_type_array) && json_object_array_length(inv) > SBX_MAX_INVENTORY)
+    in->inv = inv && json_object_is_type(inv, json_type_array) ? inv : NULL;
+    if (in->inv && json_object_array_length(in->inv) > SBX_MAX_INVENTORY)
         return api_error_set(err, API_INVALID_ARGUMENT, "inventory has more than %d entries", SBX_MAX_INVENTORY);
-    char *inv_text = NULL;
-    if (inv && json_object_is_type(inv, json_type_array) && inventory_check(inv, &inv_text, err) < 0)
+    if (inventory_delta_parse(body, &in->has_delta, &in->delta, err) < 0)
         return SBX_EINVAL;
-    char *images_text = NULL;
-    if (worker_images_text(body, &images_text, err) < 0) {
-        free(inv_text);
+    if (in->has_delta && in->inv)
+        return api_error_set(err, API_INVALID_ARGUMENT, "inventory and inventory_delta exclude each other");
+    if (jsonx_get_int(body, "inventory_generation", &in->full_gen) && in->full_gen < 0)
+        return api_error_set(err, API_INVALID_ARGUMENT, "inventory_generation must be >= 0");
+    if ((in->inv && inventory_check(in->inv, &in->inv_text, err) < 0) ||
+        (in->has_delta && inventory_check(in->delta.upsert, &in->up_text, err) < 0) ||
+        worker_images_text(body, &in->images_text, err) < 0) {
+        heartbeat_in_release(in);
         return SBX_EINVAL;
     }
-    char lease[24];
-    snprintf(lease, sizeof lease, "%lld", (long long)lim->lease_seconds);
-    const char *p[] = { worker_id, inv_text, images_text };
-    if (db_begin(c) < 0) {
-        free(inv_text);
-        free(images_text);
-        return store__db_error(err);
-    }
-    /* Heard again after it was lost: say so, in the heartbeat's transaction. */
-    if (db_run(c, "INSERT INTO events (kind, data) SELECT 'worker.ready', jsonb_build_object('worker', name, "
-                  "'worker_id', id, 'reason', 'heard again') FROM workers WHERE id = $1 AND state = 'lost'",
-               1, p) < 0) {
-        free(images_text);
-        goto db_fail;
-    }
-    PGresult *r = store__exec_cols(c, &store__t_worker,
-                                   "UPDATE workers SET last_heartbeat = now(), inventory = coalesce($2::jsonb, inventory), "
-                                   "images = coalesce($3::jsonb, images), updated_at = now(), "
-                                   "state = CASE WHEN state = 'lost' THEN 'ready' ELSE state END "
-                                   "WHERE id = $1 RETURNING ", "", 3, p);
-    free(images_text);
-    if (!r)
-        goto db_fail;
-    if (PQntuples(r) != 1) {
-        PQclear(r);
-        db_rollback(c);
-        free(inv_text);
-        return api_error_set(err, API_NOT_FOUND, "no worker %.64s; register again", worker_id);
-    }
-    /* Leases are renewed only for what the worker says it holds (and for
-     * what it has not been handed yet): an assignment that went to a
-     * connection nobody read expires instead of living for ever. */
-    json_object *holding = NULL;
-    char *holding_text = NULL;
-    if (json_object_object_get_ex(body, "holding", &holding) && json_object_is_type(holding, json_type_array) &&
-        json_object_array_length(holding) <= SBX_MAX_INVENTORY)
-        holding_text = jsonx_dump(holding);
-    const char *pl[] = { worker_id, lease, holding_text };
-    int renew = db_run(c, "UPDATE operations SET lease_expires_at = now() + make_interval(secs => $2::bigint) "
-                          "WHERE lease_worker_id = $1 AND (state = 'leased' OR (state = 'running' AND "
-                          "  ($3::jsonb IS NULL OR id IN (SELECT jsonb_array_elements_text($3::jsonb)))))",
-                       3, pl);
-    free(holding_text);
-    if (renew < 0) {
-        PQclear(r);
-        goto db_fail;
-    }
-    json_object *remove = json_object_new_array();
-    if (inv_text && heartbeat_reconcile(c, lim, worker_id, inv, inv_text, remove) < 0) {
-        json_object_put(remove);
-        PQclear(r);
-        goto db_fail;
-    }
-    /* Running execs of this worker a client cancelled: it kills them. */
+    return 0;
+}
+
+/* Reads the running execs of this worker a client cancelled (it kills
+ * them), commits, and makes the heartbeat's answer from the worker row r;
+ * it takes remove. The inventory part: the generation applied, or a full
+ * inventory asked for. 0, or SBX_EDB with nothing committed. */
+static int heartbeat_answer(PGconn *c, const char *worker_id, const PGresult *r, json_object *remove, bool resync,
+                            bool applied, int64_t gen, json_object **ret)
+{
+    const char *p[] = { worker_id };
     PGresult *cr = db_exec(c, "SELECT id FROM operations WHERE lease_worker_id = $1 AND state = 'running' "
                               "AND cancel_requested_at IS NOT NULL ORDER BY cancel_requested_at LIMIT 256", 1, p);
     if (!cr || db_commit(c) < 0) {
         if (cr)
             PQclear(cr);
         json_object_put(remove);
-        PQclear(r);
-        goto db_fail;
+        return SBX_EDB;
     }
     json_object *cancel = json_object_new_array();
     for (int i = 0; i < PQntuples(cr); i++)
         json_object_array_add(cancel, json_object_new_string(db_get(cr, i, 0)));
     PQclear(cr);
-    free(inv_text);
     *ret = json_object_new_object();
     jsonx_add(*ret, "worker", store__row_json(&store__t_worker, r, 0));
     jsonx_add(*ret, "remove", remove);
     jsonx_add(*ret, "cancel", cancel);
+    if (resync)
+        jsonx_add_bool(*ret, "inventory_resync", true);
+    else if (applied)
+        jsonx_add_int(*ret, "inventory_generation", gen);
+    return 0;
+}
+
+/* The worker row's update at the end of a beat (lock order: last). With
+ * p[5] set (the base of an applied delta) it writes only while the stored
+ * generation is still that base: a register in between answers 0 rows, and
+ * the beat is then recorded without its inventory (p[1], p[4], p[5] NULL)
+ * and *ret_resync set, to ask for a full one. */
+static PGresult *heartbeat_worker_update(PGconn *c, const char *p[6], bool *ret_resync)
+{
+    static const char sql[] =
+        "UPDATE workers SET last_heartbeat = now(), "
+        "inventory = CASE WHEN $2::jsonb IS NULL OR inventory = $2::jsonb THEN inventory "
+        "  ELSE $2::jsonb END, "
+        "inventory_generation = coalesce($5::bigint, inventory_generation), "
+        "images = coalesce($3::jsonb, images), updated_at = now(), "
+        "state = CASE WHEN state = 'lost' THEN 'ready' ELSE state END, "
+        "stopping_at = CASE WHEN $4::boolean THEN coalesce(stopping_at, now()) "
+        "  ELSE stopping_at END "
+        "WHERE id = $1 AND ($6::bigint IS NULL OR inventory_generation = $6::bigint) RETURNING ";
+    PGresult *r = store__exec_cols(c, &store__t_worker, sql, "", 6, p);
+    if (r && PQntuples(r) == 0 && p[5]) {
+        PQclear(r);
+        *ret_resync = true;
+        p[1] = p[4] = p[5] = NULL;
+        r = store__exec_cols(c, &store__t_worker, sql, "", 6, p);
+    }
+    return r;
+}
+
+int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object *body,
+                           json_object **ret, api_error_t *err)
+{
+    heartbeat_in_t in;
+    if (heartbeat_in_parse(body, &in, err) < 0)
+        return SBX_EINVAL;
+    bool resync = false, same = false;
+    char *inv_text = in.inv_text, *images_text = in.images_text, *up_text = in.up_text;
+    inv_delta_t delta = in.delta;
+    bool has_delta = in.has_delta;
+    int64_t full_gen = in.full_gen;
+    json_object *inv = in.inv;
+    char lease[24];
+    snprintf(lease, sizeof lease, "%lld", (long long)lim->lease_seconds);
+    bool stopping = false;
+    jsonx_get_bool(body, "stopping", &stopping);
+    char gen[24], base[24];
+    json_object *remove = NULL;
+    PGresult *r = NULL;
+    if (db_begin(c) < 0) {
+        free(inv_text);
+        free(up_text);
+        free(images_text);
+        return store__db_error(err);
+    }
+    /* Lock order (docs/architecture.md "Concurrency"): the leases
+     * (operations), then the inventory (sandboxes, and capacity it gives
+     * back), the worker row last, as every report and placement does. The
+     * delta's base inventory is read without a lock; the final update
+     * checks that it is still the base. */
+    if (heartbeat_renew(c, worker_id, lease, stopping, body) < 0)
+        goto db_fail;
+    if (has_delta) {
+        int dr = heartbeat_delta_apply(c, worker_id, &delta, up_text, &inv_text, &resync, &same, err);
+        if (dr < 0) {
+            free(images_text);
+            free(up_text);
+            db_rollback(c);
+            return dr == SBX_EDB ? store__db_error(err) : dr;
+        }
+    }
+    remove = json_object_new_array();
+    /* A delta's upsert has every stopped entry (with its details) again
+     * each beat: the stopped pass reads it as it reads a full inventory. */
+    char *gone_text = has_delta ? jsonx_dump(delta.gone) : NULL;
+    int hr = inv_text ? heartbeat_reconcile(c, lim, worker_id, has_delta ? delta.upsert : inv, inv_text, gone_text,
+                                            remove) : 0;
+    free(gone_text);
+    if (hr < 0)
+        goto db_fail;
+    /* Heard again after it was lost: say so, in the heartbeat's transaction. */
+    if (db_run(c, "INSERT INTO events (kind, data) SELECT 'worker.ready', jsonb_build_object('worker', name, "
+                  "'worker_id', id, 'reason', 'heard again') FROM workers WHERE id = $1 AND state = 'lost'",
+               1, (const char *const[]){ worker_id }) < 0)
+        goto db_fail;
+    /* The generation the inventory now has: a full one's, an applied
+     * delta's; NULL (kept) without an inventory or when a resync is asked. */
+    snprintf(gen, sizeof gen, "%lld", (long long)(has_delta ? delta.generation : full_gen));
+    snprintf(base, sizeof base, "%lld", (long long)delta.base);
+    /* An unchanged inventory is not written again (the stored value, and
+     * its TOAST chunks, stay as they are). */
+    const char *p[6] = { worker_id, same ? NULL : inv_text, images_text, stopping ? "true" : "false",
+                         inv_text ? gen : NULL, has_delta && inv_text ? base : NULL };
+    r = heartbeat_worker_update(c, p, &resync);
+    if (!r)
+        goto db_fail;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        json_object_put(remove);
+        free(images_text);
+        db_rollback(c);
+        free(inv_text);
+        free(up_text);
+        return api_error_set(err, API_NOT_FOUND, "no worker %.64s; register again", worker_id);
+    }
+    free(images_text);
+    images_text = NULL;
+    bool applied = p[4] != NULL; /* an inventory was written (not when a resync was asked) */
+    int ar = heartbeat_answer(c, worker_id, r, remove, resync, applied, has_delta ? delta.generation : full_gen, ret);
+    remove = NULL; /* heartbeat_answer took it */
     PQclear(r);
+    if (ar < 0)
+        goto db_fail;
+    free(inv_text);
+    free(up_text);
     return 0;
 db_fail:
+    json_object_put(remove);
+    free(images_text);
     free(inv_text);
+    free(up_text);
     store__db_error(err);
     db_rollback(c);
     return SBX_EDB;

@@ -3,6 +3,7 @@
  * in both directions and in pieces of the input's own choosing. */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "shellframe.h"
@@ -29,12 +30,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (used > n || (r == 0 && used != n))
             abort();
         if (r == 1) {
-            if (f.type == SHELLFRAME_DATA && (f.len < 1 || f.len > SHELLFRAME_PAYLOAD_MAX))
+            if ((f.type == SHELLFRAME_DATA || f.type == SHELLFRAME_STDERR) &&
+                (f.len < 1 || f.len > SHELLFRAME_PAYLOAD_MAX))
                 abort();
             if (f.type == SHELLFRAME_RESIZE && (f.cols < 1 || f.rows < 1 || f.cols > SHELLFRAME_SIZE_MAX ||
                                                f.rows > SHELLFRAME_SIZE_MAX))
                 abort();
-            if ((f.type == SHELLFRAME_EXIT) != ((data[0] & 1) && f.type != SHELLFRAME_DATA))
+            /* Towards the client (data[0] odd): DATA, STDERR, EXIT; towards
+             * the worker: DATA, RESIZE, EOF. */
+            bool to_client = data[0] & 1;
+            bool client_only = f.type == SHELLFRAME_EXIT || f.type == SHELLFRAME_STDERR;
+            bool worker_only = f.type == SHELLFRAME_RESIZE || f.type == SHELLFRAME_EOF;
+            if ((client_only && !to_client) || (worker_only && to_client))
                 abort();
         }
         off += used;

@@ -63,6 +63,11 @@ record() { # record PASS|FAIL NAME SECONDS [REASON]
   results+=("$line")
   echo "$line"
   if [ "$1" = PASS ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+  # ITEST_DIGEST (set by tools/test.sh): failures again, short, for the end
+  # of a long run's output (CI shows only its tail)
+  if [ "$1" != PASS ] && [ -n "${ITEST_DIGEST:-}" ]; then
+    printf '== %s: %s\n' "$(basename "$build")" "$line" >>"$ITEST_DIGEST" 2>/dev/null || true
+  fi
 }
 
 # run_one TEST_FILE: runs one test under its time limit and records it; on
@@ -84,8 +89,12 @@ run_one() {
   echo "=== RUN  $name (limit ${tmo}s)"
   t0=$(date +%s%N)
   rc=0
-  timeout --kill-after=15 "$tmo" bash "$t" </dev/null 2>&1 | sed -u "s/^/    /" || rc=${PIPESTATUS[0]}
+  # Into a file, not a pipe: a background process the test left with its
+  # stdout (a sleep feeding a stdin, killed by its own timeout) does not
+  # hold the runner until it ends.
+  timeout --kill-after=15 "$tmo" bash "$t" </dev/null >"$ITEST_TMP/$name.out" 2>&1 || rc=$?
   secs=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
+  sed "s/^/    /" "$ITEST_TMP/$name.out"
   if [ "$rc" -eq 0 ] && [ -s "$ITEST_FAIL_MARKER" ]; then
     # an assertion failed but the exit status was lost (e.g. a replaced EXIT trap)
     rc=1
@@ -103,6 +112,15 @@ run_one() {
     itest_log_tail "$ITEST_WORKER_LOG" "$woff" 60
   fi
   record FAIL "$name" "$secs" "$why"
+  if [ -n "${ITEST_DIGEST:-}" ]; then
+    {
+      tail -n 30 "$ITEST_TMP/$name.out"
+      if [ -n "${ITEST_CONTROLLER_PID:-}" ]; then
+        echo "-- controller log (last 10 lines of this test)"
+        tail -c +"$((coff + 1))" "$ITEST_CONTROLLER_LOG" 2>/dev/null | tail -n 10
+      fi
+    } >>"$ITEST_DIGEST" 2>/dev/null || true
+  fi
 }
 
 setup_error=

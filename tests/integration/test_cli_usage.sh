@@ -75,6 +75,19 @@ run create --help
 expect "create --help" 0 stdout "--image" stdout "--tenant" stdout "--cpu-millis" stdout "--memory-mib" \
     stdout "--ttl" stdout "--network" stdout "--untrusted-repo" stdout "--generated-code" stdout "--hostile" \
     stdout "--env" stdout "--label" stdout "--idempotency-key" stdout "--wait" stdout "--timeout" stdout "--json"
+run pools --help
+expect "pools --help" 0 stdout "sandbox pools list" stdout "create NAME --size N" stdout "--image" \
+    stdout "--tenant" stdout "--isolation" stdout "--json" stdout "max_pool_size"
+run pools create warm
+expect "pools create without --size" 2 stderr "create needs --size N"
+run pools create warm --size 0
+expect "pools create --size 0" 2 stderr "--size"
+run pools get
+expect "pools get without NAME" 2 stderr "get needs a pool NAME"
+run pools list --size 3
+expect "pools list with a spec flag" 2 stderr "go with create"
+run pools frob
+expect "pools unknown subcommand" 2 stderr "unknown subcommand 'frob'"
 run wait --help
 expect "wait --help" 0 stdout "OPERATION_ID" stdout "--timeout" stdout "--json"
 run exec --help

@@ -2,7 +2,8 @@
 # Exec I/O: output that is not UTF-8 round-trips byte for byte (the JSON
 # result keeps a text form and adds stdout_b64/stderr_b64); `sandbox exec -i`
 # gives the command the CLI's stdin (text and bytes, container and gvisor
-# classes) and refuses stdin over the inline limit with exit 2.
+# classes); stdin over the inline limit is streamed over a shell connection
+# without a terminal (checksum, stdout/stderr apart, exit code, timeout).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -69,12 +70,51 @@ rc=0
 echo x | sandbox exec -i --timeout 2 "$sbx" -- sh -c 'cat; sleep 100' >/dev/null || rc=$?
 assert_eq 137 "$rc" "exit code of exec -i that timed out"
 [ $(($(date +%s) - t0)) -le 15 ] || fail "exec -i --timeout 2 took over 15 s"
-# over the inline limit: exit 2, saying the limit and what to use instead
+# ---- over the inline limit: streamed (a shell connection without a terminal)
+# 24 MiB of random bytes through sha256sum: the checksum, stdout and stderr
+# apart, the command's own exit code, --env and --cwd kept
+head -c 25165824 /dev/urandom >"$ITEST_TMP/big.bin"
+want=$(sha256sum <"$ITEST_TMP/big.bin" | cut -d' ' -f1)
 rc=0
-head -c 524289 /dev/zero | sandbox exec -i "$sbx" -- cat >/dev/null 2>"$ITEST_TMP/big.err" || rc=$?
-assert_eq 2 "$rc" "exit code of exec -i with stdin over the limit"
-assert_contains "$(cat "$ITEST_TMP/big.err")" "524288 bytes" "over-limit message"
-assert_contains "$(cat "$ITEST_TMP/big.err")" "sandbox cp" "over-limit message"
+sandbox exec -i --env GREETING=streamed --cwd /tmp "$sbx" -- \
+  sh -c 'sha256sum | cut -d" " -f1; echo "$GREETING in $(pwd)" >&2; exit 5' \
+  <"$ITEST_TMP/big.bin" >"$ITEST_TMP/big.out" 2>"$ITEST_TMP/big.err" || rc=$?
+assert_eq 5 "$rc" "exit code of exec -i with 24 MiB of streamed stdin"
+assert_eq "$want" "$(cat "$ITEST_TMP/big.out")" "sha256 of 24 MiB of stdin streamed into the sandbox"
+assert_eq "streamed in /tmp" "$(cat "$ITEST_TMP/big.err")" "stderr apart, --env and --cwd of a streamed exec"
+# bytes round-trip both ways: 2 MiB through cat
+head -c 2097152 "$ITEST_TMP/big.bin" >"$ITEST_TMP/two.bin"
+sandbox exec -i "$sbx" -- cat <"$ITEST_TMP/two.bin" >"$ITEST_TMP/two-got.bin" ||
+  fail "streamed exec -i cat exited $?"
+cmp "$ITEST_TMP/two.bin" "$ITEST_TMP/two-got.bin" || fail "2 MiB of streamed stdin did not come back byte for byte"
+# recorded as an exec operation with tty false and the exit code
+got=$("$ITEST_PGBIN/psql" -X -q -At "$DATABASE_URL" -c "SELECT request->>'tty', result->>'exit_code' FROM operations
+  WHERE sandbox_id = '$sbx' AND kind = 'exec' AND request->>'tty' = 'false' ORDER BY created_at LIMIT 1")
+assert_eq "false|5" "$got" "the streamed exec's operation (tty false, exit code 5)"
+# a command that stops reading: the rest is dropped, its own code comes back
+rc=0
+head -c 4194304 /dev/zero | sandbox exec -i "$sbx" -- sh -c 'head -c 10 >/dev/null; exit 4' || rc=$?
+assert_eq 4 "$rc" "exit code of a streamed command that stops reading"
+# the timeout kills it (137), as an inline exec's
+t0=$(date +%s)
+rc=0
+sandbox exec -i --timeout 2 "$sbx" -- sh -c 'cat >/dev/null' < <(head -c 600000 /dev/zero; exec timeout 20 sleep 30 2>/dev/null) || rc=$?
+assert_eq 137 "$rc" "exit code of a streamed exec that timed out"
+[ $(($(date +%s) - t0)) -le 20 ] || fail "a streamed exec -i --timeout 2 took over 20 s"
+itest_wait_until 20 "the timed-out streamed command is killed" \
+  sh -c "! \"$SANDBOX_CLI\" exec $sbx -- ps | grep -q 'cat'"
+# --json and --detach need an operation: refused, saying why (exit 2)
+rc=0
+head -c 524289 /dev/zero | sandbox exec -i --json "$sbx" -- cat >/dev/null 2>"$ITEST_TMP/big.err" || rc=$?
+assert_eq 2 "$rc" "exit code of exec -i --json with stdin over the inline limit"
+assert_contains "$(cat "$ITEST_TMP/big.err")" "524288 bytes" "the message says the inline limit"
+# the stream path's own checks: tty must be a boolean, env KEY=VALUE, cwd absolute
+for q in "tty=maybe" "tty=false&env=NOEQUALS" "tty=false&env=1BAD=x" "tty=false&cwd=relative"; do
+  code=$(curl -s -o "$ITEST_TMP/body" -w '%{http_code}' --max-time 20 -X POST -H "Authorization: Bearer $SANDBOX_TOKEN" \
+    -H 'Connection: Upgrade' -H 'Upgrade: sandbox-shell' "$SANDBOX_URL/v1/sandboxes/$sbx/shell?argv=cat&$q") || true
+  assert_eq 400 "$code" "a shell request with $q"
+  assert_contains "$(cat "$ITEST_TMP/body")" '"invalid_argument"' "the error code for $q"
+done
 
 # the API: text stdin, base64 stdin, and bad forms refused as invalid_argument
 itest_http POST "/v1/sandboxes/$sbx/exec" "$SANDBOX_TOKEN" '{"argv":["cat"],"stdin":"text in\n"}'
@@ -98,6 +138,9 @@ assert_eq "hi" "$out" "echo hi | sandbox exec -i -- cat in a gvisor sandbox"
 sandbox exec -i "$gsbx" --max-output 1048576 -- cat <"$ITEST_TMP/in.bin" >"$ITEST_TMP/in-gv.bin" ||
   fail "gvisor exec -i cat of random bytes exited $?"
 cmp "$ITEST_TMP/in.bin" "$ITEST_TMP/in-gv.bin" || fail "random stdin did not round-trip in a gvisor sandbox"
+sandbox exec -i "$gsbx" -- cat <"$ITEST_TMP/two.bin" >"$ITEST_TMP/two-gv.bin" ||
+  fail "gvisor streamed exec -i cat exited $?"
+cmp "$ITEST_TMP/two.bin" "$ITEST_TMP/two-gv.bin" || fail "streamed stdin did not round-trip in a gvisor sandbox"
 assert_exit 0 sandbox delete "$gsbx" --wait
 
 echo "exec output is binary-safe and exec -i gives the command its stdin"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Extend: `sandbox extend SBX --ttl N` (POST /v1/sandboxes/{id}/extend) sets
 # a sandbox to expire N seconds from now, as an extend operation finished
-# before the answer, with a sandbox.extended event. A sandbox with a 20 s TTL
+# before the answer, with a sandbox.extended event. A sandbox with a 10 s TTL
 # extended to 120 s outlives its first TTL; extended to 5 s it is deleted by
 # the TTL pass soon after. Over the ceilings 422 naming the rule, another
 # tenant's 404, a deleted one 409, a malformed body 400, an Idempotency-Key
@@ -28,12 +28,12 @@ field() { # field SANDBOX_ID PATH: a field of the sandbox as the API shows it no
 }
 phase_is() { [ "$(field "$1" phase)" = "$2" ]; }
 
-assert_exit 0 sandbox create --image "$ITEST_IMAGE" --cpu-millis 100 --memory-mib 32 --ttl 20 --wait --timeout 120
+assert_exit 0 sandbox create --image "$ITEST_IMAGE" --cpu-millis 100 --memory-mib 32 --ttl 10 --wait --timeout 120
 read -r sbx _ <<<"$ITEST_OUT"
 itest_track "$sbx"
 t0=$(date +%s)
 e0=$(field "$sbx" expires_at)
-assert_match "$e0" '^20[0-9-]+T[0-9:.]+Z$' "expires_at of the 20 s sandbox"
+assert_match "$e0" '^20[0-9-]+T[0-9:.]+Z$' "expires_at of the 10 s sandbox"
 
 # --- 120 s from now: printed, stored, the operation already succeeded
 assert_exit 0 sandbox extend "$sbx" --ttl 120
@@ -44,7 +44,7 @@ d=$(($(epoch "$e1") - now))
 [ "$d" -ge 110 ] && [ "$d" -le 121 ] || fail "extend --ttl 120 expires in ${d}s"
 [ "$(epoch "$e1")" -gt "$(epoch "$e0")" ] || fail "expires_at did not move: $e0 -> $e1"
 assert_eq "$e1" "$(field "$sbx" expires_at)" "sandbox.expires_at after the extend"
-assert_eq 20 "$(field "$sbx" ttl_seconds)" "ttl_seconds keeps what create asked for"
+assert_eq 10 "$(field "$sbx" ttl_seconds)" "ttl_seconds keeps what create asked for"
 
 assert_exit 0 sandbox extend "$sbx" --ttl 120 --json
 op=$(itest_json "$ITEST_OUT" operation.id)
@@ -119,11 +119,11 @@ curl -s -o "$ITEST_TMP/idem.json" -w '%{http_code}' -X POST -H "Authorization: B
 assert_eq 409 "$(cat "$ITEST_TMP/idem.code")" "the key reused for another ttl"
 assert_contains "$(cat "$ITEST_TMP/idem.json")" "was already used for a different extend request" "its message"
 
-# --- it outlives its first TTL (20 s from t0) by far
-left=$((t0 + 30 - $(date +%s)))
+# --- it outlives its first TTL (10 s from t0) by far
+left=$((t0 + 16 - $(date +%s)))
 [ "$left" -gt 0 ] && sleep "$left"
-phase_is "$sbx" running || fail "the extended sandbox is $(field "$sbx" phase) 30 s after a 20 s TTL"
-[ -n "$(docker ps -q --filter "label=dev.sandbox.id=$sbx")" ] || fail "no running container 30 s after a 20 s TTL"
+phase_is "$sbx" running || fail "the extended sandbox is $(field "$sbx" phase) 16 s after a 10 s TTL"
+[ -n "$(docker ps -q --filter "label=dev.sandbox.id=$sbx")" ] || fail "no running container 16 s after a 10 s TTL"
 
 # --- 5 s from now: the TTL pass deletes it soon after, not before
 assert_exit 0 sandbox extend "$sbx" --ttl 5

@@ -110,8 +110,12 @@ assert_grew 0 "$(metric "$m1" 'sandbox_workers{state="ready"}')" "ready workers"
 assert_grew 0 "$(metric "$m1" 'sandbox_workers_capacity{state="ready",resource="memory_bytes"}')" "worker memory capacity"
 assert_grew "$(metric "$m0" 'sandbox_reconcile_pass_duration_seconds_count{pass="place"}')" \
   "$(metric "$m1" 'sandbox_reconcile_pass_duration_seconds_count{pass="place"}')" "place pass samples"
-assert_grew "$(metric "$m0" 'sandbox_reconcile_rows_total{pass="admit"}')" \
-  "$(metric "$m1" 'sandbox_reconcile_rows_total{pass="admit"}')" "rows the admit pass moved"
+# on an idle controller each of the three is admitted and placed in its own
+# request's transaction, not by the loop's passes
+for kind in create exec delete; do
+  assert_grew "$(metric "$m0" "sandbox_operations_placed_on_request_total{kind=\"$kind\"}")" \
+    "$(metric "$m1" "sandbox_operations_placed_on_request_total{kind=\"$kind\"}")" "$kind placed on its request"
+done
 assert_grew 0 "$(metric "$m1" sandbox_events_last_id)" "newest event id"
 assert_grew 0 "$(metric "$m1" 'sandbox_db_connections{state="active"}')" "active sandboxd database connections"
 assert_grew 2 "$(metric "$m1" sandbox_db_pool_size)" "the controller's connection pool size"

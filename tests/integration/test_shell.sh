@@ -62,7 +62,7 @@ sandbox shell "$sbx" -- sh -c 'exit $((2+3))' </dev/null >/dev/null || rc=$?
 assert_eq 5 "$rc" "sandbox shell -- ARGV runs ARGV (a + in it kept)"
 
 # ---- a session whose client dies: its command is killed, not left running
-"$SANDBOX_CLI" shell "$sbx" -- sleep 4242 < <(sleep 30) >/dev/null 2>&1 &
+"$SANDBOX_CLI" shell "$sbx" -- sleep 4242 < <(exec timeout 25 sleep 30 2>/dev/null) >/dev/null 2>&1 &
 cli_pid=$!
 itest_track_pid "$cli_pid"
 itest_wait_until 20 "the abandoned shell's command runs" \

@@ -166,6 +166,16 @@ assert_eq 60 "$rc" "the route without the CA: certificate verification failed"
 assert_exit 0 timeout 60 "$SANDBOX_CLI" exec "$sbx" -- sh -c 'echo logs-over-tls >/proc/1/fd/1'
 assert_exit 0 timeout 30 "$SANDBOX_CLI" logs "$sbx"
 assert_contains "$ITEST_OUT" logs-over-tls "sandbox logs through the TLS forwarder"
+# a shell (an upgraded connection through both TLS hops), and stdin over the
+# inline limit streamed on the same path without a terminal
+out=$(printf 'echo shell-over-$((6*7))\n' | timeout 60 "$SANDBOX_CLI" shell "$sbx") ||
+  fail "sandbox shell over https exited $?: $out"
+assert_contains "$out" "shell-over-42" "sandbox shell through https and the TLS forwarder"
+head -c 1500000 /dev/urandom >"$ITEST_TMP/tls-stdin.bin"
+want=$(sha256sum <"$ITEST_TMP/tls-stdin.bin" | cut -d' ' -f1)
+got=$(timeout 60 "$SANDBOX_CLI" exec -i "$sbx" -- sh -c 'sha256sum | cut -d" " -f1' <"$ITEST_TMP/tls-stdin.bin") ||
+  fail "a streamed exec -i over https exited $?"
+assert_eq "$want" "$got" "1.5 MB of stdin streamed through https and the TLS forwarder"
 
 # ---- a forwarder whose certificate the controller's CA did not sign
 rc=0

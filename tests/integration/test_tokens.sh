@@ -2,7 +2,8 @@
 # Tenants and tokens through the API and CLI: an admin creates a tenant and a
 # member token (secret printed once, only its hash kept); the member works in
 # its tenant only and cannot manage tokens; list never shows secrets; revoked
-# and expired tokens get 401 at once.
+# and expired tokens get 401 at once, on a second controller sharing the
+# database within a second (its remembered lookup is forgotten by NOTIFY).
 # itest-timeout: 120
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -75,4 +76,38 @@ assert_http 200 "" "token before it expires"
 sleep 2
 itest_http GET /v1/sandboxes "$short"
 assert_http 401 unauthorized "expired token"
+
+# A second controller on the same database remembers a token's lookup
+# (sandbox_auth_cache_total hits), and a revocation through the first
+# reaches it within a second (a NOTIFY), not after its cache time.
+port2=$(itest_free_port)
+url2="http://127.0.0.1:$port2"
+log2="$ITEST_TMP/tokens-controller2.log"
+itest_watch_log "$log2"
+"$SANDBOXD" controller --database-url "$DATABASE_URL" --listen "127.0.0.1:$port2" >>"$log2" 2>&1 </dev/null &
+ctl2=$!
+itest_track_pid "$ctl2"
+itest_wait_healthz "$url2" "$ctl2" controller "$log2" || fail "second controller did not start"
+assert_exit 0 sandbox tokens create --tenant "$tenant" --role member --name two
+two=$ITEST_OUT
+tid2=$(printf '%s' "$ITEST_ERR" | sed -n 's/.*token id: \(tok_[a-z2-7]*\).*/\1/p')
+for i in 1 2 3; do
+  SANDBOX_URL=$url2 itest_http GET /v1/sandboxes "$two"
+  assert_http 200 "" "member on the second controller ($i)"
+done
+hits=$(curl -s -H "Authorization: Bearer $ITEST_ADMIN_TOKEN" "$url2/metrics" \
+  | sed -n 's/^sandbox_auth_cache_total{result="hit"} \([0-9.e+]*\)$/\1/p')
+[ -n "$hits" ] && python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= 2 else 1)' "$hits" \
+  || fail "second controller remembered no token lookup (hits: ${hits:-none})"
+# Make sure the token is cached there right now, then revoke it on the first.
+SANDBOX_URL=$url2 itest_http GET /v1/sandboxes "$two"
+assert_http 200 "" "member on the second controller before revocation"
+assert_exit 0 sandbox tokens revoke "$tid2"
+t0=$(date +%s%N)
+refused() { SANDBOX_URL=$url2 itest_http GET /v1/sandboxes "$two"; [ "$HTTP_STATUS" = 401 ]; }
+until refused; do
+  [ $(( ($(date +%s%N) - t0) / 1000000 )) -lt 1000 ] || fail "the second controller still took the revoked token after 1 s"
+  sleep 0.05
+done
+itest_log "second controller refused the revoked token after $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 echo "tenants and tokens managed; revoked and expired tokens refused"

@@ -54,6 +54,7 @@ const TOOLS = {
   sandbox_read_file: { required: ['sandbox_id', 'path'], properties: ['sandbox_id', 'path', 'max_bytes'], readOnly: true },
   sandbox_list_files: { required: ['sandbox_id', 'path'], properties: ['sandbox_id', 'path'], readOnly: true },
   sandbox_list: { required: [], properties: ['tenant', 'all', 'limit'], readOnly: true },
+  sandbox_pools: { required: [], properties: [], readOnly: true },
   sandbox_delete: {
     required: ['sandbox_id'],
     properties: ['sandbox_id', 'wait', 'timeout_seconds', 'idempotency_key'],
@@ -683,6 +684,11 @@ async function main() {
   });
 
   let eventsCursor = 0;
+  await check('sandbox_pools: the warm pools this token may take from, as a list', async () => {
+    const sc = expectOk('sandbox_pools', await callTool(client, 'sandbox_pools', {}));
+    assert(Array.isArray(sc.pools), `pools is not a list: ${show(sc)}`);
+  });
+
   await check('sandbox_events: the sandbox\'s life so far, oldest first; after=next_after gives nothing new', async () => {
     const sc = expectOk('sandbox_events', await callTool(client, 'sandbox_events', { sandbox_id: sbx, limit: 1000 }));
     const kinds = sc.events.map((e) => e.kind);

@@ -301,7 +301,8 @@ END_TEST
 
 START_TEST(test_worker_runtime_accepts_only_docker)
 {
-    static const char *const bad[] = { "", "Docker", "firecracker", "docker " };
+    static const char *const bad[] = { "", "Docker", "firecracker", "docker ", "docker,docker", "docker,",
+                                       ",external", "docker,,external" };
     cfg_t c;
     ck_assert_int_eq(cfg_init(&c), 0);
     ck_assert_str_eq(cfg_str(&c, CFG_WORKER_RUNTIME), "docker");
@@ -310,8 +311,23 @@ START_TEST(test_worker_runtime_accepts_only_docker)
     char err[256] = "";
     ck_assert_int_eq(cfg_set(&c, "worker_runtime", "docker", "flag", err, sizeof err), 0);
     expect_each_value_refused(&c, "worker_runtime", "flag", bad, sizeof bad / sizeof *bad,
-                              "worker_runtime must be docker (got \"%s\")");
+                              "worker_runtime must be a comma-separated list of docker, external, each at most "
+                              "once (got \"%s\")");
     ck_assert_str_eq(cfg_str(&c, CFG_WORKER_RUNTIME), "docker");
+    /* a list of backends: one worker holding several (docs/runtime-drivers.md) */
+    static const char *const good[] = { "external", "docker,external", "external,docker" };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        ck_assert_msg(cfg_set(&c, "worker_runtime", good[i], "flag", err, sizeof err) == 0, "%s: %s", good[i], err);
+        ck_assert_str_eq(cfg_str(&c, CFG_WORKER_RUNTIME), good[i]);
+    }
+    ck_assert(cfg_setting_roles(CFG_WORKER_DRIVER_COMMAND) & CFG_ROLE_WORKER);
+    ck_assert_str_eq(cfg_str(&c, CFG_WORKER_DRIVER_COMMAND), "");
+    ck_assert_int_eq(cfg_set(&c, "worker_driver_command", "[\"/usr/bin/python3\",\"/a b.py\"]", "flag", err,
+                             sizeof err), 0);
+    static const char *const bad_cmd[] = { "/usr/bin/driver", "[]", "[\"\"]", "[1]", "{}", "[\"a\"" };
+    expect_each_value_refused(&c, "worker_driver_command", "flag", bad_cmd, sizeof bad_cmd / sizeof *bad_cmd,
+                              "worker_driver_command must be a JSON array of 1..64 non-empty strings, e.g. "
+                              "[\"/usr/lib/sandbox/sandbox-vmm\"]");
     cfg_release(&c);
 }
 END_TEST

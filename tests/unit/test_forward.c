@@ -1023,6 +1023,35 @@ START_TEST(test_shell_request_lines_are_parsed_strictly)
         n += (size_t)snprintf(line + n, sizeof line - n, ",\"a\"");
     snprintf(line + n, sizeof line - n, "]}");
     ck_assert_int_eq(forward_shell_request_parse(line, strlen(line), &q, why, sizeof why), SBX_EINVAL);
+    /* Without a terminal: tty false, env as an exec's, an absolute cwd. */
+    const char *pipes = "{\"op\":\"shell\",\"argv\":[\"cat\"],\"cols\":80,\"rows\":24,\"tty\":false,"
+                        "\"env\":{\"A\":\"1\",\"B_2\":\"x=y\"},\"cwd\":\"/work\"}";
+    ck_assert_int_eq(forward_shell_request_parse(pipes, strlen(pipes), &q, why, sizeof why), 0);
+    ck_assert(!q.tty);
+    ck_assert_uint_eq(q.envc, 2);
+    ck_assert_str_eq(q.env[1], "B_2=x=y");
+    ck_assert_ptr_null(q.env[2]);
+    ck_assert_str_eq(q.cwd, "/work");
+    forward_shell_req_release(&q);
+    ck_assert_int_eq(forward_shell_request_parse(ok, strlen(ok), &q, why, sizeof why), 0);
+    ck_assert(q.tty);
+    ck_assert_ptr_null(q.env);
+    ck_assert_ptr_null(q.cwd);
+    forward_shell_req_release(&q);
+    const char *bad2[] = {
+        "{\"op\":\"shell\",\"argv\":[\"sh\"],\"cols\":80,\"rows\":24,\"tty\":0}",
+        "{\"op\":\"shell\",\"argv\":[\"sh\"],\"cols\":80,\"rows\":24,\"tty\":\"false\"}",
+        "{\"op\":\"shell\",\"argv\":[\"sh\"],\"cols\":80,\"rows\":24,\"env\":{\"1A\":\"x\"}}",
+        "{\"op\":\"shell\",\"argv\":[\"sh\"],\"cols\":80,\"rows\":24,\"env\":{\"A\":1}}",
+        "{\"op\":\"shell\",\"argv\":[\"sh\"],\"cols\":80,\"rows\":24,\"env\":\"A=1\"}",
+        "{\"op\":\"shell\",\"argv\":[\"sh\"],\"cols\":80,\"rows\":24,\"cwd\":\"work\"}",
+        "{\"op\":\"shell\",\"argv\":[\"sh\"],\"cols\":80,\"rows\":24,\"cwd\":\"/a\\nb\"}",
+        "{\"op\":\"shell\",\"argv\":[\"sh\"],\"cols\":80,\"rows\":24,\"cwd\":\"\"}",
+        "{\"op\":\"shell\",\"argv\":[\"sh\"],\"cols\":80,\"rows\":24,\"cwd\":7}",
+    };
+    for (size_t i = 0; i < sizeof bad2 / sizeof bad2[0]; i++)
+        ck_assert_msg(forward_shell_request_parse(bad2[i], strlen(bad2[i]), &q, why, sizeof why) == SBX_EINVAL,
+                      "accepted [%s]", bad2[i]);
 }
 END_TEST
 
@@ -1036,6 +1065,9 @@ typedef struct shell_runtime {
     atomic_uint resized;      /* cols << 16 | rows of the last resize */
     atomic_int closed;
     int exit_code;
+    bool tty;
+    char env0[64], cwd[64];
+    size_t envc;
 } shell_runtime_t;
 
 struct runtime_shell { int fd; };
@@ -1051,13 +1083,18 @@ static int shell_rt_open(runtime_t *rt, const runtime_shell_req_t *req, runtime_
     snprintf(sr->argv0, sizeof sr->argv0, "%s", req->argv[0]);
     sr->cols = req->cols;
     sr->rows = req->rows;
+    sr->tty = req->tty;
+    sr->envc = req->envc;
+    snprintf(sr->env0, sizeof sr->env0, "%s", req->envc ? req->env[0] : "");
+    snprintf(sr->cwd, sizeof sr->cwd, "%s", req->cwd ? req->cwd : "");
     sr->term = sv[1];
     runtime_shell_t *s = unit_xmalloc(sizeof *s);
     s->fd = sv[0];
     *ret = s;
     *ret_fd = sv[0];
-    ret_early->data = "$ ";
-    ret_early->len = 2;
+    /* Without a terminal the early bytes are framed as the stream is. */
+    ret_early->data = req->tty ? "$ " : "\x01\0\0\0\0\0\0\x02$ ";
+    ret_early->len = req->tty ? 2 : 10;
     return 0;
 }
 
@@ -1170,6 +1207,85 @@ START_TEST(test_shell_relays_keystrokes_resizes_and_the_exit_code)
 }
 END_TEST
 
+START_TEST(test_shell_without_a_terminal_splits_stdout_and_stderr_and_closes_stdin)
+{
+    shell_runtime_t sr;
+    memset(&sr, 0, sizeof sr);
+    files_rt_init(&sr.files);
+    sr.files.base.ops = &shell_runtime_ops;
+    sr.term = -1;
+    sr.exit_code = 5;
+    forward_t *f = start_forwarder_on("wrk_a", 8, &sr.files.base);
+    char pre[2048];
+    const char *line = "{\"op\":\"shell\",\"argv\":[\"cat\"],\"cols\":80,\"rows\":24,\"tty\":false,"
+                       "\"env\":{\"K\":\"v\"},\"cwd\":\"/tmp\"}";
+    files_preamble(GRANT_SHELL, line, NULL, pre, sizeof pre);
+    int fd = dial(f);
+    send_all_test(fd, pre, strlen(pre));
+    char head[64];
+    static const char ok[] = "SANDBOX-FORWARD/1 200 ok\r\n";
+    read_n(fd, head, sizeof ok - 1);
+    ck_assert_str_eq(head, ok);
+    ck_assert(!sr.tty);
+    ck_assert_uint_eq(sr.envc, 1);
+    ck_assert_str_eq(sr.env0, "K=v");
+    ck_assert_str_eq(sr.cwd, "/tmp");
+    /* stdin: the bytes, then EOF closes it (a read of 0), no Ctrl-D byte;
+     * a RESIZE is ignored. */
+    unsigned char h[SHELLFRAME_HEADER_BYTES], rs[SHELLFRAME_HEADER_BYTES + 4];
+    shellframe_header(h, SHELLFRAME_DATA, 3);
+    send_all_test(fd, h, sizeof h);
+    send_all_test(fd, "abc", 3);
+    shellframe_resize(rs, 132, 43);
+    send_all_test(fd, rs, sizeof rs);
+    shellframe_header(h, SHELLFRAME_EOF, 0);
+    send_all_test(fd, h, sizeof h);
+    char got[16];
+    size_t n = read_all_n(sr.term, got, sizeof got);
+    ck_assert_uint_eq(n, 3);
+    ck_assert(memcmp(got, "abc", 3) == 0);
+    ck_assert_uint_eq(atomic_load(&sr.resized), 0);
+    /* Output framed by stream, a header split across writes, a stream 3 skipped. */
+    send_all_test(sr.term, "\x01\0\0\0\0\0", 6);
+    usleep(20000);
+    static const char rest[] = "\0\x03out\x02\0\0\0\0\0\0\x03" "err\x03\0\0\0\0\0\0\x02zz";
+    send_all_test(sr.term, rest, sizeof rest - 1);
+    close(sr.term);
+    static char buf[4096];
+    n = read_all_n(fd, buf, sizeof buf);
+    shellframe_dec_t *d = unit_xmalloc(sizeof *d);
+    shellframe_dec_init(d, SHELLFRAME_TO_CLIENT);
+    char out[64] = "", err[64] = "";
+    size_t off = 0, on = 0, en = 0;
+    int32_t code = INT32_MIN;
+    while (off < n) {
+        size_t used = 0;
+        shellframe_t fr;
+        int r = shellframe_next(d, buf + off, n - off, &used, &fr);
+        ck_assert_int_ge(r, 0);
+        off += used;
+        if (r == 0)
+            break;
+        if (fr.type == SHELLFRAME_DATA) {
+            memcpy(out + on, fr.data, fr.len);
+            on += fr.len;
+        } else if (fr.type == SHELLFRAME_STDERR) {
+            memcpy(err + en, fr.data, fr.len);
+            en += fr.len;
+        } else {
+            code = fr.exit_code;
+        }
+    }
+    free(d);
+    ck_assert_str_eq(out, "$ out");
+    ck_assert_str_eq(err, "err");
+    ck_assert_int_eq(code, 5);
+    close(fd);
+    forward_free(f);
+    free(sr.files.got);
+}
+END_TEST
+
 START_TEST(test_shell_grant_binds_its_line_and_bad_frames_end_it)
 {
     shell_runtime_t sr;
@@ -1260,6 +1376,7 @@ Suite *unit_suite(void)
     TCase *ts = unit_tcase_add(s, "shell", UNIT_TESTS(
         test_shell_request_lines_are_parsed_strictly,
         test_shell_relays_keystrokes_resizes_and_the_exit_code,
+        test_shell_without_a_terminal_splits_stdout_and_stderr_and_closes_stdin,
         test_shell_grant_binds_its_line_and_bad_frames_end_it,
     ));
     tcase_set_timeout(ts, 30);

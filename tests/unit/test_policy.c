@@ -204,6 +204,28 @@ START_TEST(test_policy_check_limit_names_the_rule_that_binds)
 }
 END_TEST
 
+START_TEST(test_policy_max_pool_size_is_bounded_and_unset_by_default)
+{
+    policy_t p;
+    api_error_t err;
+    policy_init(&p);
+    ck_assert_int_eq(p.max_pool_size, 0); /* unset: the tenant may declare no pool */
+    ck_assert_int_eq(parse("{\"max_pool_size\":4}", &p, &err), 0);
+    ck_assert_int_eq(p.max_pool_size, 4);
+    json_object *j = policy_to_json(&p);
+    int64_t v = 0;
+    ck_assert(jsonx_get_int(j, "max_pool_size", &v) && v == 4);
+    json_object_put(j);
+    policy_release(&p);
+    static const char *const bad[] = { "{\"max_pool_size\":-1}", "{\"max_pool_size\":257}",
+                                       "{\"max_pool_size\":true}" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(parse(bad[i], &p, &err), SBX_EINVAL);
+        ck_assert_msg(strstr(err.message, "max_pool_size"), "%s: %s", bad[i], err.message);
+    }
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("policy");
@@ -216,6 +238,7 @@ Suite *unit_suite(void)
         test_policy_registries_narrow_by_entry,
         test_policy_egress_allow_is_canonical_cidrs,
         test_policy_check_limit_names_the_rule_that_binds,
+        test_policy_max_pool_size_is_bounded_and_unset_by_default,
     ));
     return s;
 }

@@ -101,9 +101,18 @@ START_TEST(test_directions_and_bounds_are_enforced)
     ck_assert_int_eq(one(SHELLFRAME_TO_CLIENT, b, 9), SBX_EINVAL);
     shellframe_header(b, SHELLFRAME_EOF, 0);
     ck_assert_int_eq(one(SHELLFRAME_TO_CLIENT, b, 5), SBX_EINVAL);
+    /* STDERR (a command without a terminal) only towards the client, 1..PAYLOAD_MAX. */
+    shellframe_header(b, SHELLFRAME_STDERR, 1);
+    b[5] = 'e';
+    ck_assert_int_eq(one(SHELLFRAME_TO_CLIENT, b, 6), 1);
+    ck_assert_int_eq(one(SHELLFRAME_TO_WORKER, b, 6), SBX_EINVAL);
+    shellframe_header(b, SHELLFRAME_STDERR, 0);
+    ck_assert_int_eq(one(SHELLFRAME_TO_CLIENT, b, 5), SBX_EINVAL);
+    shellframe_header(b, SHELLFRAME_STDERR, SHELLFRAME_PAYLOAD_MAX + 1);
+    ck_assert_int_eq(one(SHELLFRAME_TO_CLIENT, b, 5), SBX_EINVAL);
     /* Unknown types, an empty DATA, an EOF with bytes, a short RESIZE. */
     for (int t = 0; t < 256; t++) {
-        if (t >= SHELLFRAME_DATA && t <= SHELLFRAME_EXIT)
+        if (t >= SHELLFRAME_DATA && t <= SHELLFRAME_STDERR)
             continue;
         shellframe_header(b, t, 1);
         ck_assert_int_eq(one(SHELLFRAME_TO_WORKER, b, 5), SBX_EINVAL);

@@ -41,15 +41,15 @@ static void assert_row_json(const store_table_t *t, int n, const char *const *va
 START_TEST(test_worker_row_nests_capacity_and_omits_a_null_route_address)
 {
     const char *v[] = { "wrk_1", "w1", "{\"zone\":\"a\"}", "[\"container\"]", "docker", "1000", "512", "4", "250",
-                        "128", "1", "1.2", "ready", "T1", "T0", "{}", "{}", "3", NULL };
-    assert_row_json(&store__t_worker, 19, v,
+                        "128", "1", "1.2", "ready", "t", "T1", "T0", "{}", "{}", "3", NULL };
+    assert_row_json(&store__t_worker, 20, v,
                     "{\"id\":\"wrk_1\",\"name\":\"w1\",\"labels\":{\"zone\":\"a\"},\"isolation\":[\"container\"],"
                     "\"runtime\":\"docker\",\"capacity\":{\"cpu_millis\":1000,\"memory_mib\":512,\"slots\":4},"
                     "\"allocated\":{\"cpu_millis\":250,\"memory_mib\":128,\"slots\":1},\"version\":\"1.2\","
-                    "\"state\":\"ready\",\"last_heartbeat\":\"T1\",\"created_at\":\"T0\",\"networks\":{},"
+                    "\"state\":\"ready\",\"stopping\":true,\"last_heartbeat\":\"T1\",\"created_at\":\"T0\",\"networks\":{},"
                     "\"probes\":{},\"images_present\":3}");
-    v[18] = "10.0.0.1:7000";
-    PGresult *r = one_row(19, v);
+    v[19] = "10.0.0.1:7000";
+    PGresult *r = one_row(20, v);
     json_object *o = store__row_json(&store__t_worker, r, 0);
     ck_assert_str_eq(jsonx_get_str(o, "route_address"), "10.0.0.1:7000");
     ck_assert_str_eq(store__col_text(&store__t_worker, r, 0, "id"), "wrk_1");

@@ -31,7 +31,9 @@ typedef struct opts {
     const char *sandbox, *operation, *kind;  /* events filters */
     const char *worker;                      /* tokens create: the worker name a worker token acts for */
     const char *upload;                      /* create: LOCAL:/path to upload once running */
+    const char *cursor;                      /* list --after: a previous answer's next */
     num_opt_t cpu_millis, memory_mib, disk_mib, ttl, timeout, max_output, limit, port, after, tail, count;
+    num_opt_t size;                          /* pools create: members kept ready */
     bool untrusted_repo, generated_code, hostile, wait, json, all, read_only_root, hardened, follow;
     bool interactive;                        /* exec -i: send this process's stdin */
     bool detach;                             /* exec --detach: print the operation id, do not wait */
@@ -204,6 +206,12 @@ int cli_cmd_logs(cli_t *cli, opts_t *o);
 /* files.c */
 int cli_check_shell(cli_t *cli, opts_t *o);
 int cli_cmd_shell(cli_t *cli, opts_t *o);
+/* sandbox exec -i with more stdin than fits inline: the command over a
+ * shell connection without a terminal (tty=false), head (stdin's first
+ * head_len bytes, already read) and then the rest of stdin streamed to it,
+ * its stdout and stderr written here as they come (within --max-output),
+ * killed after timeout_s (exit 137). Returns its exit code or ours. */
+int cli_exec_streamed(cli_t *cli, opts_t *o, const char *head, size_t head_len, int64_t timeout_s);
 int cli_check_cp(cli_t *cli, opts_t *o);
 int cli_cmd_cp(cli_t *cli, opts_t *o);
 /* Makes sbx's dest a copy of the local file or directory (into it, as
@@ -218,5 +226,8 @@ int cli_check_tokens(cli_t *cli, opts_t *o);
 int cli_cmd_tokens(cli_t *cli, opts_t *o);
 int cli_check_workers(cli_t *cli, opts_t *o);
 int cli_cmd_workers(cli_t *cli, opts_t *o);
+/* pools.c */
+int cli_check_pools(cli_t *cli, opts_t *o);
+int cli_cmd_pools(cli_t *cli, opts_t *o);
 
 #endif

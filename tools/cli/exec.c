@@ -1,11 +1,13 @@
 /* sandbox exec: run a command in a sandbox, its output and exit code as our
  * own; sandbox output and sandbox cancel for a detached one. */
+#include <errno.h>
 #include <json-c/json.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "b64.h"
 #include "cli.h"
@@ -208,44 +210,63 @@ static int exec_follow(cli_t *cli, const char *op_id, int64_t budget_s, exec_fol
     return cli_wait(cli, op_id, done || left < 1 ? 1 : left, ret_last);
 }
 
-/* Reads all of this process's stdin (at most SBX_EXEC_STDIN_INLINE_MAX
- * bytes) as base64 into *ret (free() it). EXIT_USAGE, said on stderr, when
- * there is more or it cannot be read. */
-static int read_stdin_b64(char **ret)
+/* Reads this process's stdin up to one byte over SBX_EXEC_STDIN_INLINE_MAX
+ * into *ret (malloc'd; free() it) and *ret_n: more than the inline bound
+ * means the rest is to be streamed (cli_exec_streamed). EXIT_USAGE, said on
+ * stderr, when it cannot be read. */
+static int read_stdin_head(char **ret, size_t *ret_n)
 {
     size_t cap = SBX_EXEC_STDIN_INLINE_MAX + 1, n = 0;
     char *buf = malloc(cap);
     if (!buf)
         return EXIT_API;
+    /* read(2), not stdio: what stdio would read ahead past the head would
+     * be lost to the streamed rest, which is read from the descriptor. */
     while (n < cap) {
-        size_t got = fread(buf + n, 1, cap - n, stdin);
+        ssize_t got = read(STDIN_FILENO, buf + n, cap - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            free(buf);
+            fprintf(stderr, "sandbox: exec: cannot read stdin: %s\n", strerror(errno));
+            return EXIT_USAGE;
+        }
         if (got == 0)
             break;
-        n += got;
+        n += (size_t)got;
     }
-    if (ferror(stdin)) {
-        free(buf);
-        fputs("sandbox: exec: cannot read stdin\n", stderr);
-        return EXIT_USAGE;
-    }
-    if (n > SBX_EXEC_STDIN_INLINE_MAX) {
-        free(buf);
-        fprintf(stderr, "sandbox: exec: stdin is over the limit of %u bytes for -i; larger input needs a file for "
-                        "now (sandbox cp)\n", SBX_EXEC_STDIN_INLINE_MAX);
-        return EXIT_USAGE;
-    }
-    *ret = b64_encode(buf, n);
-    free(buf);
-    return *ret ? 0 : EXIT_API;
+    *ret = buf;
+    *ret_n = n;
+    return 0;
 }
 
 int cli_cmd_exec(cli_t *cli, opts_t *o)
 {
     int rc;
     json_object *body = NULL;
-    char *in_b64 = NULL;
-    if (o->interactive && (rc = read_stdin_b64(&in_b64)) != 0)
+    char *in_b64 = NULL, *head = NULL;
+    size_t head_len = 0;
+    int64_t timeout = o->timeout.set ? o->timeout.v : EXEC_DEFAULT_TIMEOUT_S;
+    if (o->interactive && (rc = read_stdin_head(&head, &head_len)) != 0)
         return rc;
+    if (head_len > SBX_EXEC_STDIN_INLINE_MAX) {
+        /* Too much to send inline: streamed over a shell connection. */
+        if (cli->json || o->detach)
+            rc = cli_usage_error(cli->cmd, "stdin is over %u bytes, so it is streamed, and a streamed command "
+                                           "has no operation to print or detach: drop %s, or copy the input "
+                                           "in as a file (sandbox cp)", SBX_EXEC_STDIN_INLINE_MAX,
+                                 cli->json ? "--json" : "--detach");
+        else
+            rc = cli_exec_streamed(cli, o, head, head_len, timeout);
+        free(head);
+        return rc;
+    }
+    if (head) {
+        in_b64 = b64_encode(head, head_len);
+        free(head);
+        if (!in_b64)
+            return EXIT_API;
+    }
     client_exec_spec_t spec = { .argv = o->cmd_argv, .argc = o->cmd_argc, .env = o->env, .cwd = o->cwd,
                                 .timeout_seconds = o->timeout, .max_output_bytes = o->max_output,
                                 .stdin_b64 = in_b64 };
@@ -253,7 +274,6 @@ int cli_cmd_exec(cli_t *cli, opts_t *o)
     free(in_b64);
     if (rc < 0)
         return EXIT_API;
-    int64_t timeout = o->timeout.set ? o->timeout.v : EXEC_DEFAULT_TIMEOUT_S;
     char path[CLI_ARG_ID_MAX * 3 + 32];
     if (cli_path(path, sizeof path, "/v1/sandboxes/", o->pos[0], "/exec") != 0) {
         json_object_put(body);

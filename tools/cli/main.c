@@ -425,9 +425,10 @@ static const command_t commands[] = {
       "  --detach                 start it and print its OPERATION_ID at once (see\n"
       "                           sandbox output, sandbox cancel); --timeout may be\n"
       "                           up to 86400 s (the server's exec_timeout_max_seconds)\n"
-      "  -i, --stdin              send this process's stdin to the command (read to EOF\n"
-      "                           first, at most 524288 bytes; more exits 2: copy larger\n"
-      "                           input in as a file with sandbox cp)\n"
+      "  -i, --stdin              send this process's stdin to the command: up to\n"
+      "                           524288 bytes inline (read to EOF first); more is\n"
+      "                           streamed as it is read, over a shell connection with\n"
+      "                           no terminal (then not with --json or --detach)\n"
       "  --timeout S              kill the command after S seconds (default 600)\n"
       "  --env K=V                environment variable (repeatable)\n"
       "  --cwd DIR                working directory\n"
@@ -467,15 +468,19 @@ static const command_t commands[] = {
       "\n"
       "  --json                   print {\"sandbox\":…,\"operations\":[…]}\n" COMMON_FLAGS_HELP },
     { "list", "ls", cli_check_list, cli_cmd_list, FLAGS(
-            FS("--tenant", tenant), FB("--all", all), FN("--limit", limit, 1, SBX_LIST_MAX), FJSON), 0, false,
-      "usage: sandbox list [--tenant T] [--all] [--limit N] [--json]\n"
+            FS("--tenant", tenant), FB("--all", all), FN("--limit", limit, 1, SBX_LIST_MAX),
+            FS("--after", cursor), FJSON), 0, false,
+      "usage: sandbox list [--tenant T] [--all] [--limit N] [--after CURSOR] [--json]\n"
       "\n"
-      "Lists sandboxes, newest first: ID TENANT IMAGE PHASE WORKER AGE.\n"
+      "Lists sandboxes, newest first: ID TENANT IMAGE PHASE WORKER AGE. When more\n"
+      "follow, the last line (on stderr) is 'next: --after CURSOR': the same command\n"
+      "with that flag shows the next page.\n"
       "\n"
       "  --tenant T               only this tenant's (admin tokens)\n"
       "  --all                    include deleted sandboxes\n"
-      "  --limit N                at most N (default 100, at most 1000)\n"
-      "  --json                   print {\"sandboxes\":[…]}\n" COMMON_FLAGS_HELP },
+      "  --limit N                at most N per page (default 100, at most 1000)\n"
+      "  --after CURSOR           the page after a previous answer's next\n"
+      "  --json                   print {\"sandboxes\":[…],\"next\":CURSOR|null}\n" COMMON_FLAGS_HELP },
     { "delete", "rm", cli_check_delete, cli_cmd_delete, FLAGS(
             FS("--idempotency-key", idem_key), FWAIT, FJSON), 1, false,
       "usage: sandbox delete SANDBOX_ID [--idempotency-key K] [--wait [--timeout S]] [--json]\n"
@@ -658,6 +663,39 @@ static const command_t commands[] = {
       "                           \"network_modes\":[\"none\"]}'\n"
       "                           (see docs/api.md for every field)\n"
       "  --json                   print the API's JSON\n" COMMON_FLAGS_HELP },
+    { "pools", NULL, cli_check_pools, cli_cmd_pools, FLAGS(
+            FN("--size", size, 1, SBX_POOL_SIZE_MAX), FS("--tenant", tenant), FS("--image", image),
+            FN("--cpu-millis", cpu_millis, SBX_CPU_MILLIS_MIN, SBX_CPU_MILLIS_MAX),
+            FN("--memory-mib", memory_mib, SBX_MEMORY_MIB_MIN, SBX_MEMORY_MIB_MAX),
+            FN("--disk", disk_mib, SBX_DISK_MIB_MIN, SBX_DISK_MIB_MAX), FS("--network", network),
+            FS("--isolation", isolation), FB("--read-only-root", read_only_root), FJSON), 2, false,
+      "usage: sandbox pools list [--json]\n"
+      "       sandbox pools create NAME --size N [--tenant T] [--image IMAGE] [--cpu-millis N]\n"
+      "                            [--memory-mib N] [--disk MIB] [--network none|restricted|open]\n"
+      "                            [--isolation container|gvisor|microvm] [--read-only-root] [--json]\n"
+      "       sandbox pools get NAME [--json]\n"
+      "       sandbox pools delete NAME [--json]\n"
+      "\n"
+      "Warm pools: the controller keeps --size sandboxes of one spec created and\n"
+      "running; a 'sandbox create' with the same image, limits, isolation class and\n"
+      "network (and no --env or --selector) takes one at once, with its own labels\n"
+      "and TTL, and the pool refills in the background. A sandbox is never handed\n"
+      "out twice. list and get print NAME TENANT(* = every tenant) IMAGE CLASS/NETWORK\n"
+      "size= ready= creating= hits= misses=. An admin token declares any pool (without\n"
+      "--tenant: one every tenant may claim from); a member token only its own\n"
+      "tenant's, up to its policy's max_pool_size. delete also deletes the pool's\n"
+      "unclaimed members.\n"
+      "\n"
+      "  --size N                 members kept ready (1 to 256)\n"
+      "  --tenant T               only T's creates may claim (default for a member token:\n"
+      "                           its tenant; for an admin: every tenant)\n"
+      "  --image, --cpu-millis, --memory-mib, --disk, --network, --isolation,\n"
+      "  --read-only-root         the members' spec, with create's defaults\n"
+      "  --json                   print the API's JSON\n"
+      "\n"
+      "Exit codes: 0 done; 1 refused by policy (policy_denied: over max_pool_size or\n"
+      "the tenant's rules); 2 usage; 3 an API error (forbidden: no pool policy;\n"
+      "conflict: the name is taken; not_found: no such pool).\n" COMMON_FLAGS_HELP },
     { "workers", NULL, cli_check_workers, cli_cmd_workers, FLAGS(FJSON), 2, false,
       "usage: sandbox workers list [--json]\n"
       "       sandbox workers drain NAME [--json]\n"
@@ -719,6 +757,7 @@ static const char top_usage[] =
     "  tenants    create, list, get tenants; update their policy\n"
     "  tokens     create, list, revoke API tokens\n"
     "  workers    list, drain, resume workers\n"
+    "  pools      list, create, get, delete warm pools\n"
     "  help [COMMAND] show help\n"
     "  version    print the version\n"
     "\n"

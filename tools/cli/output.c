@@ -170,8 +170,14 @@ static void print_failure(json_object *f)
 void cli_print_sandbox(json_object *s)
 {
     KV_ROWS(s, { "id:", "id" }, { "tenant:", "tenant" }, { "image:", "image" }, { "phase:", "phase" },
-            { "desired state:", "desired_state" }, { "worker:", "worker" }, { "isolation:", "isolation" },
-            { "cpu:", "cpu_millis", " millicpu" }, { "memory:", "memory_mib", " MiB" },
+            { "desired state:", "desired_state" }, { "worker:", "worker" });
+    /* microvm (kvm) / microvm (tcg): how its VM runs */
+    const char *iso = jsonx_get_str(s, "isolation"), *accel = jsonx_get_str(s, "accelerator");
+    char isobuf[96];
+    if (iso && accel)
+        snprintf(isobuf, sizeof isobuf, "%.40s (%.40s)", iso, accel);
+    kv_line("isolation:", iso && accel ? isobuf : iso);
+    KV_ROWS(s, { "cpu:", "cpu_millis", " millicpu" }, { "memory:", "memory_mib", " MiB" },
             { "disk:", "disk_mib", " MiB" }, { "ttl:", "ttl_seconds", " s" },
             { "network:", "network" });
     print_trust(jsonx_get_obj(s, "trust"));

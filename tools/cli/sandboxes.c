@@ -171,10 +171,16 @@ int cli_cmd_list(cli_t *cli, opts_t *o)
     char *t = o->tenant ? httpc_escape(o->tenant) : NULL;
     if (o->tenant && !t)
         return EXIT_API;
-    int w = snprintf(path, sizeof path, "/v1/sandboxes?limit=%lld%s%s%s", (long long)(o->limit.set ? o->limit.v
-                                                                                                 : SBX_LIST_DEFAULT),
-                     o->all ? "&all=true" : "", t ? "&tenant=" : "", t ? t : "");
+    char *a = o->cursor ? httpc_escape(o->cursor) : NULL;
+    if (o->cursor && !a) {
+        free(t);
+        return EXIT_API;
+    }
+    int w = snprintf(path, sizeof path, "/v1/sandboxes?limit=%lld%s%s%s%s%s",
+                     (long long)(o->limit.set ? o->limit.v : SBX_LIST_DEFAULT), o->all ? "&all=true" : "",
+                     t ? "&tenant=" : "", t ? t : "", a ? "&after=" : "", a ? a : "");
     free(t);
+    free(a);
     if (w < 0 || (size_t)w >= sizeof path)
         return cli_usage_error(cli->cmd, "--tenant is too long");
     json_object *resp = NULL;
@@ -219,6 +225,9 @@ int cli_cmd_list(cli_t *cli, opts_t *o)
     }
     if (n == 0)
         fputs("sandbox: no sandboxes\n", stderr);
+    const char *next = jsonx_get_str(resp, "next");
+    if (next)
+        fprintf(stderr, "next: --after %s\n", next);
     json_object_put(resp);
     return 0;
 }
@@ -244,7 +253,17 @@ int cli_cmd_delete(cli_t *cli, opts_t *o)
 
 int cli_check_list(cli_t *cli, opts_t *o)
 {
-    return cli_check_name(cli->cmd, "--tenant", o->tenant);
+    int rc = cli_check_name(cli->cmd, "--tenant", o->tenant);
+    if (rc)
+        return rc;
+    /* The controller judges the cursor; here only its size and alphabet. */
+    size_t n = o->cursor ? strlen(o->cursor) : 0;
+    bool ok = !o->cursor || (n > 0 && n <= 128);
+    for (size_t i = 0; ok && i < n; i++) {
+        char ch = o->cursor[i];
+        ok = (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_' || ch == '.';
+    }
+    return ok ? 0 : cli_usage_error(cli->cmd, "--after takes the CURSOR a previous list printed after 'next:'");
 }
 
 int cli_check_extend(cli_t *cli, opts_t *o)

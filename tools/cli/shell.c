@@ -3,7 +3,9 @@
  * on every way out), its size sent at the start and on SIGWINCH, every
  * byte typed (Ctrl-C too) sent to the sandbox's terminal, its output
  * written here, and the remote command's exit code as our own. Without a
- * terminal on stdin, stdin's bytes are sent and its end with them. */
+ * terminal on stdin, stdin's bytes are sent and its end with them.
+ * cli_exec_streamed is the same connection without a terminal (tty=false):
+ * `sandbox exec -i` with a stdin too large to send inline. */
 #include <curl/curl.h>
 #include <errno.h>
 #include <json-c/json.h>
@@ -80,8 +82,20 @@ static void shell_size(unsigned *cols, unsigned *rows)
     }
 }
 
-/* The request's path: /v1/sandboxes/ID/shell?cols=&rows=[&argv=...]. */
-static int shell_path(cli_t *cli, const opts_t *o, unsigned cols, unsigned rows, sbuf_t *ret)
+/* Appends "&NAME=escaped(v)" to ret: 0, or EXIT_API. */
+static int shell_param(sbuf_t *ret, const char *name, const char *v)
+{
+    char *e = httpc_escape(v);
+    if (!e)
+        return EXIT_API;
+    sbuf_printf(ret, "&%s=%s", name, e);
+    free(e);
+    return 0;
+}
+
+/* The request's path: /v1/sandboxes/ID/shell?cols=&rows=[&argv=...]; without
+ * a terminal also tty=false and o's --env and --cwd. */
+static int shell_path(cli_t *cli, const opts_t *o, unsigned cols, unsigned rows, bool tty, sbuf_t *ret)
 {
     char base[512];
     int rc = cli_path(base, sizeof base, "/v1/sandboxes/", o->pos[0], "/shell");
@@ -89,12 +103,24 @@ static int shell_path(cli_t *cli, const opts_t *o, unsigned cols, unsigned rows,
         return rc;
     (void)cli;
     sbuf_printf(ret, "%s?cols=%u&rows=%u", base, cols, rows);
-    for (int i = 0; i < o->cmd_argc; i++) {
-        char *e = httpc_escape(o->cmd_argv[i]);
-        if (!e)
+    for (int i = 0; i < o->cmd_argc; i++)
+        if (shell_param(ret, "argv", o->cmd_argv[i]) != 0)
             return EXIT_API;
-        sbuf_printf(ret, "&argv=%s", e);
-        free(e);
+    if (!tty) {
+        sbuf_printf(ret, "&tty=false");
+        if (o->env) {
+            json_object_object_foreach(o->env, key, val) {
+                sbuf_t kv;
+                sbuf_init(&kv, SBX_FILES_REQUEST_MAX);
+                sbuf_printf(&kv, "%s=%s", key, json_object_get_string(val));
+                rc = kv.truncated ? EXIT_USAGE : shell_param(ret, "env", sbuf_cstr(&kv));
+                sbuf_release(&kv);
+                if (rc)
+                    return rc;
+            }
+        }
+        if (o->cwd && shell_param(ret, "cwd", o->cwd) != 0)
+            return EXIT_API;
     }
     return ret->truncated ? EXIT_USAGE : 0;
 }
@@ -218,65 +244,127 @@ cleanup:
     return rc;
 }
 
-/* Relays until the EXIT frame: the remote exit code, or EXIT_API. */
-static int shell_relay(shell_conn_t *c, const sbuf_t *early, bool tty)
+/* How a session relays: on a terminal (sandbox shell) or without one
+ * (cli_exec_streamed: stdin's first bytes already read, a deadline, a
+ * bound on the bytes written per stream). */
+typedef struct shell_opts {
+    bool term;                /* this terminal is in raw mode: CRLF in our notes */
+    bool tty;                 /* the remote command has a terminal */
+    const char *head;         /* sent before stdin's next bytes */
+    size_t head_len;
+    int64_t timeout_s;        /* 0: none */
+    int64_t cap;              /* bytes written per stream at most; < 0: no bound */
+} shell_opts_t;
+
+/* One line on stderr, on its own line even in raw mode. */
+static void shell_note(const shell_opts_t *so, const char *msg)
+{
+    fprintf(stderr, so->term ? "\r\nsandbox: %s: %s\r\n" : "sandbox: %s: %s\n", so->tty ? "shell" : "exec", msg);
+}
+
+/* Writes n bytes of stream fd within the bound: 0, or -1 when it fails. */
+static int shell_write(int fd, const unsigned char *p, size_t n, const shell_opts_t *so, uint64_t *written)
+{
+    if (so->cap >= 0) {
+        uint64_t room = (uint64_t)so->cap > *written ? (uint64_t)so->cap - *written : 0;
+        n = n > room ? (size_t)room : n;
+    }
+    *written += n;
+    for (size_t off = 0; off < n;) {
+        ssize_t w = write(fd, p + off, n - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        off += (size_t)w;
+    }
+    return 0;
+}
+
+/* Writes the output frames of the n bytes at *p (taken from them): true
+ * when the session is over, *rc then its exit code (the EXIT frame's, or
+ * EXIT_API for a malformed frame or a failed write). */
+static bool shell_output(shellframe_dec_t *dec, const char **p, size_t *n, const shell_opts_t *so,
+                         uint64_t written[2], int *rc)
+{
+    while (*n > 0) {
+        size_t used = 0;
+        shellframe_t f;
+        int r = shellframe_next(dec, *p, *n, &used, &f);
+        *p += used;
+        *n -= used;
+        if (r < 0) {
+            shell_note(so, "the server sent a malformed frame");
+            *rc = EXIT_API;
+            return true;
+        }
+        if (r == 0)
+            return false;
+        if (f.type == SHELLFRAME_EXIT) {
+            *rc = f.exit_code >= 0 && f.exit_code <= 255 ? f.exit_code : EXIT_API;
+            if (f.exit_code < 0)
+                shell_note(so, "the command's exit code is unknown");
+            return true;
+        }
+        bool err = f.type == SHELLFRAME_STDERR;
+        if (shell_write(err ? STDERR_FILENO : STDOUT_FILENO, f.data, f.len, so, &written[err]) < 0) {
+            *rc = EXIT_API;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Relays until the EXIT frame: the remote exit code, EXIT_API, or 137 when
+ * so->timeout_s passed first (the connection's end kills the command). */
+static int shell_relay(shell_conn_t *c, const sbuf_t *early, const shell_opts_t *so)
 {
     shellframe_dec_t *dec = malloc(sizeof *dec);
     char *buf = malloc(SHELLFRAME_PAYLOAD_MAX);
     bool in_open = true;
     int rc = EXIT_API;
+    size_t head_off = 0;
+    uint64_t written[2] = { 0, 0 };
+    time_t until = so->timeout_s > 0 ? time(NULL) + so->timeout_s : 0;
     if (!dec || !buf)
         goto cleanup;
     shellframe_dec_init(dec, SHELLFRAME_TO_CLIENT);
     const char *pending = early->data;
     size_t npending = early->len;
     for (;;) {
-        /* Frames from the server: the terminal's output, then its exit code. */
-        while (npending > 0) {
-            size_t used = 0;
-            shellframe_t f;
-            int r = shellframe_next(dec, pending, npending, &used, &f);
-            pending += used;
-            npending -= used;
-            if (r < 0) {
-                fprintf(stderr, "\r\nsandbox: shell: the server sent a malformed frame\r\n");
-                goto cleanup;
-            }
-            if (r == 0)
-                break;
-            if (f.type == SHELLFRAME_EXIT) {
-                rc = f.exit_code >= 0 && f.exit_code <= 255 ? f.exit_code : EXIT_API;
-                if (f.exit_code < 0)
-                    fprintf(stderr, "\r\nsandbox: shell: the command's exit code is unknown\r\n");
-                goto cleanup;
-            }
-            for (size_t off = 0; off < f.len;) {
-                ssize_t w = write(STDOUT_FILENO, f.data + off, f.len - off);
-                if (w < 0 && errno == EINTR)
-                    continue;
-                if (w <= 0)
-                    goto cleanup;
-                off += (size_t)w;
-            }
-        }
+        if (shell_output(dec, &pending, &npending, so, written, &rc))
+            goto cleanup;
         if (shell_stop) {
-            fprintf(stderr, "\r\nsandbox: shell: stopped by a signal\r\n");
+            shell_note(so, "stopped by a signal");
             goto cleanup;
         }
-        if (shell_winch && tty && c->out_len + 9 <= sizeof c->out) {
+        if (until && time(NULL) >= until) {
+            char msg[80];
+            snprintf(msg, sizeof msg, "command timed out after %lld s", (long long)so->timeout_s);
+            shell_note(so, msg);
+            rc = 128 + 9;
+            goto cleanup;
+        }
+        if (shell_winch && so->tty && c->out_len + 9 <= sizeof c->out) {
             shell_winch = 0;
             shell_queue_resize(c);
         }
+        if (head_off < so->head_len && c->out_len == 0) {
+            size_t k = so->head_len - head_off;
+            k = k > SHELLFRAME_PAYLOAD_MAX ? SHELLFRAME_PAYLOAD_MAX : k;
+            shell_queue(c, SHELLFRAME_DATA, so->head + head_off, k);
+            head_off += k;
+        }
         if (shell_flush(c) < 0) {
-            fprintf(stderr, "\r\nsandbox: shell: the connection failed\r\n");
+            shell_note(so, "the connection failed");
             goto cleanup;
         }
-        bool room = c->out_len == 0;
+        bool room = c->out_len == 0 && head_off == so->head_len;
         struct pollfd p[2] = {
             { .fd = c->fd, .events = (short)(POLLIN | (c->out_len ? POLLOUT : 0)) },
             { .fd = in_open && room ? STDIN_FILENO : -1, .events = POLLIN },
         };
-        int n = poll(p, 2, 1000);
+        int n = poll(p, 2, head_off < so->head_len && c->out_len == 0 ? 0 : 1000);
         if (n < 0 && errno != EINTR)
             goto cleanup;
         if (n <= 0)
@@ -296,7 +384,7 @@ static int shell_relay(shell_conn_t *c, const sbuf_t *early, bool tty)
             if (cr == CURLE_AGAIN)
                 continue;
             if (cr != CURLE_OK || got == 0) {
-                fprintf(stderr, "\r\nsandbox: shell: the connection ended before the command's exit code\r\n");
+                shell_note(so, "the connection ended before the command's exit code");
                 goto cleanup;
             }
             /* buf is reused: decode from a copy kept in the decoder. */
@@ -310,9 +398,10 @@ cleanup:
     return rc;
 }
 
-int cli_cmd_shell(cli_t *cli, opts_t *o)
+/* Opens the upgraded connection and relays a session as so says: the exit
+ * code the command gave, or ours (a refusal printed). */
+static int shell_session(cli_t *cli, opts_t *o, shell_opts_t *so)
 {
-    bool tty = isatty(STDIN_FILENO) == 1;
     unsigned cols, rows;
     shell_size(&cols, &rows);
     sbuf_t path, early;
@@ -321,16 +410,17 @@ int cli_cmd_shell(cli_t *cli, opts_t *o)
     shell_conn_t *c = calloc(1, sizeof *c);
     struct termios saved;
     bool raw = false;
-    int rc = c ? shell_path(cli, o, cols, rows, &path) : EXIT_API;
+    int rc = c ? shell_path(cli, o, cols, rows, so->tty, &path) : EXIT_API;
     if (rc) {
         if (rc == EXIT_USAGE)
-            cli_usage_error(cli->cmd, "the command line is too long");
+            cli_usage_error(cli->cmd, so->tty ? "the command line is too long"
+                                              : "the command line, --env and --cwd are too long");
         goto cleanup;
     }
     char err[256] = "";
     void *h = NULL;
     if (httpc_upgrade_open(cli->http, sbuf_cstr(&path), "sandbox-shell", &h, &c->fd, err, sizeof err) < 0) {
-        fprintf(stderr, "sandbox: shell: cannot reach %s: ", cli->url);
+        fprintf(stderr, "sandbox: %s: cannot reach %s: ", cli->cmd, cli->url);
         cli_put_text(stderr, err);
         fputc('\n', stderr);
         rc = EXIT_API;
@@ -347,12 +437,13 @@ int cli_cmd_shell(cli_t *cli, opts_t *o)
     sigaction(SIGHUP, &sa, NULL);
     sigaction(SIGINT, &sa, NULL); /* only without a terminal: in raw mode Ctrl-C is a byte */
     signal(SIGPIPE, SIG_IGN);
-    if (tty && tcgetattr(STDIN_FILENO, &saved) == 0) {
+    if (so->term && tcgetattr(STDIN_FILENO, &saved) == 0) {
         struct termios t = saved;
         cfmakeraw(&t);
         raw = tcsetattr(STDIN_FILENO, TCSANOW, &t) == 0;
     }
-    rc = shell_relay(c, &early, tty);
+    so->term = raw;
+    rc = shell_relay(c, &early, so);
 cleanup:
     if (raw)
         tcsetattr(STDIN_FILENO, TCSANOW, &saved);
@@ -362,4 +453,18 @@ cleanup:
     sbuf_release(&path);
     sbuf_release(&early);
     return rc;
+}
+
+int cli_cmd_shell(cli_t *cli, opts_t *o)
+{
+    bool tty = isatty(STDIN_FILENO) == 1;
+    shell_opts_t so = { .term = tty, .tty = true, .cap = -1 };
+    return shell_session(cli, o, &so);
+}
+
+int cli_exec_streamed(cli_t *cli, opts_t *o, const char *head, size_t head_len, int64_t timeout_s)
+{
+    shell_opts_t so = { .tty = false, .head = head, .head_len = head_len, .timeout_s = timeout_s,
+                        .cap = o->max_output.set ? o->max_output.v : -1 };
+    return shell_session(cli, o, &so);
 }

@@ -36,6 +36,9 @@ static void print_worker_row(json_object *w)
     cli_put_text(stdout, jsonx_get_str(w, "name"));
     putchar(' ');
     cli_put_text(stdout, jsonx_get_str(w, "state"));
+    bool stopping = false;
+    if (jsonx_get_bool(w, "stopping", &stopping) && stopping)
+        fputs(",stopping", stdout);
     printf(" cpu=%lld/%lldm memory=%lld/%lldMiB slots=%lld/%lld heartbeat=", (long long)a[0], (long long)c[0],
            (long long)a[1], (long long)c[1], (long long)a[2], (long long)c[2]);
     cli_put_text(stdout, jsonx_get_str(w, "last_heartbeat"));

@@ -129,12 +129,14 @@ const mcp_tool_t tool_table[] = {
       "}},'required':['sandbox','operations']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
     { .run = tool_list, .def = { "sandbox_list", "List sandboxes",
-      "Lists the sandboxes this token may see, newest first; deleted ones only with all=true.",
+      "Lists the sandboxes this token may see, newest first; deleted ones only with all=true. When more "
+      "follow, next is a cursor: pass it as after for the next page.",
       "{'type':'object','properties':{'tenant':" DSTR("only this tenant (an admin token sees every tenant)")
       ",'all':{'type':'boolean','description':'include deleted sandboxes'},'limit':{'type':'integer',"
-      "'minimum':1,'maximum':1000,'description':'at most this many (default 100)'}},'additionalProperties':false}",
-      "{'type':'object','properties':{'sandboxes':{'type':'array','items':" SBX_SCHEMA "}},"
-      "'required':['sandboxes']}",
+      "'minimum':1,'maximum':1000,'description':'at most this many (default 100)'},'after':"
+      DSTR("the next cursor of a previous answer: the page after it") "},'additionalProperties':false}",
+      "{'type':'object','properties':{'sandboxes':{'type':'array','items':" SBX_SCHEMA "},"
+      "'next':{'type':['string','null']}},'required':['sandboxes']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
     { .run = tool_delete, .def = { "sandbox_delete", "Delete a sandbox",
       "Deletes a sandbox and everything it holds. Do this when the task ends, also after a failure.",
@@ -220,6 +222,20 @@ const mcp_tool_t tool_table[] = {
       "'required':['sandbox_id','route_id'],'additionalProperties':false}",
       "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
       "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':true,'openWorldHint':false}" } },
+    { .run = tool_pools, .def = { "sandbox_pools", "List warm pools",
+      "Lists the warm pools this token may take sandboxes from (its tenant's and the shared ones): each "
+      "keeps size sandboxes of one spec running ahead of demand. A sandbox_create with the same image, "
+      "cpu_millis, memory_mib, disk_mib, network and isolation class, and no env or selector, takes a ready "
+      "one and is running at once (its sandbox then names the pool); otherwise it is an ordinary create. "
+      "Operators declare pools with the sandbox CLI (sandbox pools create).",
+      "{'type':'object','properties':{},'additionalProperties':false}",
+      "{'type':'object','properties':{'pools':{'type':'array','items':{'type':'object','properties':{"
+      "'name':{'type':'string'},'tenant':{'type':['string','null'],'description':'null: every tenant may "
+      "claim'},'image':{'type':'string'},'cpu_millis':{'type':'integer'},'memory_mib':{'type':'integer'},"
+      "'disk_mib':{'type':'integer'},'network':{'type':'string'},'isolation':{'type':'string'},'size':"
+      "{'type':'integer'},'ready':{'type':'integer'},'creating':{'type':'integer'},'hits':{'type':'integer'},"
+      "'misses':{'type':'integer'}},'required':['name','image','size','ready']}}},'required':['pools']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" } },
     { .run = tool_events, .def = { "sandbox_events", "List events",
       "Lists what happened, oldest first: sandbox phases (sandbox.pending ... sandbox.running, sandbox.deleted, "
       "failed, lost), operation states (operation.admitted ... operation.succeeded or failed, with error codes "

@@ -175,13 +175,15 @@ json_object *tool_cancel(call_t *c, json_object *args)
 json_object *tool_list(call_t *c, json_object *args)
 {
     json_object *bad = NULL;
-    const char *tenant = NULL;
+    const char *tenant = NULL, *after = NULL;
     bool all = false;
     int64_t limit;
     if (!tool_arg_str(args, "tenant", &tenant, &bad) || !tool_arg_bool(args, "all", false, &all, &bad) ||
-        !tool_arg_int(args, "limit", 1, SBX_LIST_MAX, 0, &limit, &bad))
+        !tool_arg_int(args, "limit", 1, SBX_LIST_MAX, 0, &limit, &bad) || !tool_arg_str(args, "after", &after, &bad))
         return bad;
-    char path[400] = "/v1/sandboxes";
+    if (after && strlen(after) > 128)
+        return mcp_tool_error("invalid_argument", "after must be the next cursor of a previous sandbox_list answer");
+    char path[600] = "/v1/sandboxes";
     const char *sep = "?";
     if (tenant) {
         char *esc = httpc_escape(tenant);
@@ -198,6 +200,13 @@ json_object *tool_list(call_t *c, json_object *args)
     if (limit > 0) {
         size_t l = strlen(path);
         snprintf(path + l, sizeof path - l, "%slimit=%lld", sep, (long long)limit);
+        sep = "&";
+    }
+    if (after) {
+        char *esc = httpc_escape(after);
+        size_t l = strlen(path);
+        snprintf(path + l, sizeof path - l, "%safter=%s", sep, esc ? esc : "");
+        free(esc);
     }
     return get_result(c, path);
 }
@@ -248,4 +257,10 @@ json_object *tool_extend(call_t *c, json_object *args)
     jsonx_add_str(resp, "expires_at", jsonx_get_str(res, "expires_at"));
     jsonx_add_str(resp, "previous_expires_at", jsonx_get_str(res, "previous_expires_at"));
     return mcp_tool_ok(resp);
+}
+
+json_object *tool_pools(call_t *c, json_object *args)
+{
+    (void)args;
+    return get_result(c, "/v1/pools");
 }

@@ -153,6 +153,8 @@ static size_t docker_tail_write_cb(char *p, size_t size, size_t nmemb, void *ud)
     }
     const char *d = t->chunk.data;
     size_t m = t->chunk.len;
+    if (m == 0) /* a frame header alone: no bytes (and data may be NULL) */
+        return n;
     if (m >= t->max) {
         memcpy(t->keep, d + m - t->max, t->max);
         t->len = t->max;

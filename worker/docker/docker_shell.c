@@ -24,7 +24,8 @@ struct runtime_shell {
     docker_hijack_t hj;
 };
 
-/* POST /containers/{ref}/exec with Tty and all three streams attached. */
+/* POST /containers/{ref}/exec with all three streams attached, a terminal
+ * when req->tty. */
 static int shell_create(docker_runtime_t *rt, const runtime_shell_req_t *req, char exec_id[80], api_error_t *err)
 {
     char path[160];
@@ -40,13 +41,18 @@ static int shell_create(docker_runtime_t *rt, const runtime_shell_req_t *req, ch
     }
     for (size_t i = 0; i < req->argc; i++)
         json_object_array_add(cmd, json_object_new_string(req->argv[i]));
-    json_object_array_add(env, json_object_new_string("TERM=xterm"));
+    if (req->tty)
+        json_object_array_add(env, json_object_new_string("TERM=xterm"));
+    for (size_t i = 0; req->env && i < req->envc; i++)
+        json_object_array_add(env, json_object_new_string(req->env[i]));
     jsonx_add_bool(body, "AttachStdin", true);
     jsonx_add_bool(body, "AttachStdout", true);
     jsonx_add_bool(body, "AttachStderr", true);
-    jsonx_add_bool(body, "Tty", true);
+    jsonx_add_bool(body, "Tty", req->tty);
     jsonx_add(body, "Cmd", cmd);
     jsonx_add(body, "Env", env);
+    if (req->cwd)
+        jsonx_add_str(body, "WorkingDir", req->cwd);
     snprintf(path, sizeof path, "/containers/%s/exec", req->ref);
     if ((r = docker_call(rt, "POST", path, body, DOCKER_CALL_TIMEOUT_MS, &rep, err)) < 0)
         goto cleanup;
@@ -108,9 +114,8 @@ int docker_rt_shell_open(runtime_t *base, const runtime_shell_req_t *req, runtim
     if ((r = shell_create(rt, req, s->exec_id, err)) < 0)
         goto cleanup;
     snprintf(path, sizeof path, "/exec/%s/start", s->exec_id);
-    static const char start_body[] = "{\"Detach\":false,\"Tty\":true}";
-    if ((r = docker_hijack_open(rt, path, start_body, sizeof start_body - 1, DOCKER_CALL_TIMEOUT_MS, &s->hj, err)) <
-        0)
+    const char *start_body = req->tty ? "{\"Detach\":false,\"Tty\":true}" : "{\"Detach\":false,\"Tty\":false}";
+    if ((r = docker_hijack_open(rt, path, start_body, strlen(start_body), DOCKER_CALL_TIMEOUT_MS, &s->hj, err)) < 0)
         goto cleanup;
     if (s->hj.status != 101) {
         /* Not upgraded: the connection is still HTTP, and keystrokes written
@@ -124,8 +129,8 @@ int docker_rt_shell_open(runtime_t *base, const runtime_shell_req_t *req, runtim
     /* The first size: Docker may not have the process yet. */
     int64_t until = time_deadline_ms(DOCKER_SHELL_RESIZE_RETRY_MS);
     api_error_t rerr;
-    while (shell_resize_once(rt, s->exec_id, req->cols, req->rows, &rerr) < 0 && time_left_ms(until) > 0 &&
-           !docker_cancelled(rt))
+    while (req->tty && shell_resize_once(rt, s->exec_id, req->cols, req->rows, &rerr) < 0 &&
+           time_left_ms(until) > 0 && !docker_cancelled(rt))
         usleep(20000);
     *ret_fd = s->hj.fd;
     ret_early->data = s->hj.early.data;

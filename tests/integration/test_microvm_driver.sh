@@ -1,0 +1,258 @@
+#!/usr/bin/env bash
+# The microvm class for real: the controller, a worker with
+# worker_runtime = docker,external and the reference driver sandbox-vmm
+# (tools/sandbox-vmm.c over worker/vmm: QEMU microvm guests, KVM or TCG), and
+# the CLI. The worker's probe offers microvm (the accelerator in its text);
+# `sandbox create --hostile` lands in a VM (a QEMU process, no container);
+# `uname -r` is the guest kernel; output over the bound is truncated; an exec
+# timeout kills the tree; stdin; cp up and down; a PTY shell; a route to a
+# guest port; the guest sees none of the host's files, processes or network;
+# the worker and its driver killed -9 mid-run: on restart the VM is found
+# again and usable; TTL expiry removes the VM; a VM the controller no longer wants is removed on
+# restart; delete leaves no QEMU process or VM file. Slow under TCG: one VM
+# serves most checks. Traffic goes only to the test's controller on loopback.
+# itest-standalone
+# itest-timeout: 600
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+itest_begin
+
+[ "$(id -u)" -eq 0 ] || fail "needs root (QEMU drops to an unprivileged user)"
+command -v qemu-system-x86_64 >/dev/null || fail "qemu-system-x86 is not installed (tools/lib.sh installs it)"
+vmm="$ITEST_BUILD/tools/sandbox-vmm"
+[ -x "$vmm" ] || fail "no $vmm"
+
+db="itest_vmmdrv_$$"
+"$ITEST_PGBIN/psql" -X -q "$DATABASE_URL" -c "CREATE DATABASE $db"
+dburl="${DATABASE_URL%/*}/$db"
+assert_exit 0 "$SANDBOXD" migrate --database-url "$dburl"
+
+work=$(mktemp -d "$ITEST_TMP/vmmdrv.XXXXXX")
+# the driver's state: QEMU's unprivileged user must reach its VM directory
+vstate=$(mktemp -d /tmp/sbx-vmmdrv-state.XXXXXX)
+chmod 711 "$vstate"
+clog="$work/controller.log"
+wlog="$work/worker.log"
+itest_watch_log "$clog"
+itest_watch_log "$wlog"
+port=$(itest_free_port)
+rport=$(itest_free_port)
+export SANDBOX_URL="http://127.0.0.1:$port" SANDBOX_ROUTE_URL="http://127.0.0.1:$rport"
+"$SANDBOXD" controller --database-url "$dburl" --listen "127.0.0.1:$port" --route-listen "127.0.0.1:$rport" \
+  >>"$clog" 2>&1 </dev/null &
+cpid=$!
+itest_track_pid "$cpid"
+itest_wait_healthz "$SANDBOX_URL" "$cpid" controller "$clog" || fail "controller did not come up"
+ITEST_ADMIN_TOKEN=$("$SANDBOXD" token create --database-url "$dburl" --tenant itest-vmmdrv --role admin)
+export ITEST_ADMIN_TOKEN SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN
+wtoken=$("$SANDBOXD" token create --database-url "$dburl" --tenant itest-vmmdrv --role worker)
+wname=itest-vmmdrv-worker
+
+# on exit: every QEMU of this state dir, by its pid file, then the state
+cleanup_vms() {
+  local f
+  for f in "$vstate"/vms/*/qemu.pid; do
+    [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
+  done
+  sleep 0.5
+  rm -rf "$vstate"
+  true
+}
+itest_on_exit cleanup_vms
+
+start_worker() {
+  SANDBOX_WORKER_TOKEN="$wtoken" SANDBOX_WORKER_CPU_MILLIS=8000 SANDBOX_WORKER_MEMORY_MIB=16384 \
+    "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --worker-name "$wname" \
+    --worker-runtime docker,external \
+    --worker-driver-command "[\"$vmm\",\"--state\",\"$vstate\",\"--image\",\"$ITEST_IMAGE\"]" \
+    >>"$wlog" 2>&1 </dev/null &
+  wpid=$!
+  itest_track_pid "$wpid"
+  itest_wait_until 240 "worker $wname ready with microvm" worker_has_microvm
+}
+worker_doc() {
+  itest_http GET /v1/workers "$ITEST_ADMIN_TOKEN"
+  python3 -c '
+import json, sys
+doc = json.loads(sys.argv[1])
+print(json.dumps(next((w for w in doc["workers"] if w["name"] == sys.argv[2]), {})))
+' "$HTTP_BODY" "$wname"
+}
+worker_has_microvm() { itest_worker_ready "$wname" && itest_json "$(worker_doc)" isolation | grep -q '"microvm"'; }
+qemu_pids() { pgrep -f -- "$vstate/vms/" || true; }
+# a live process (a zombie the host's init has yet to reap is gone)
+alive() { [ -e "/proc/$1" ] && [ "$(ps -o stat= -p "$1" | cut -c1)" != Z ]; }
+driver_pid() { pgrep -f -- "^$vmm --state $vstate" | head -n1 || true; }
+
+# ---- the worker offers microvm, probed, with its accelerator
+t0=$(date +%s%N)
+start_worker
+itest_log "worker ready with microvm after $((($(date +%s%N) - t0) / 1000000)) ms (includes the first template)"
+w=$(worker_doc)
+assert_contains "$(itest_json "$w" isolation)" '"container"' "classes of the worker"
+probe=$(itest_json "$w" probes.microvm)
+assert_match "$probe" '^ok: sandbox-vmm 0\.1\.0 ran a probe sandbox: qemu microvm, kernel .*, accel (kvm|tcg)' "probe result of microvm"
+assert_contains "$probe" "open not offered" "the probe says why open is not offered"
+accel=$(grep -o 'accel \(kvm\|tcg\)' <<<"$probe" | head -n1 | cut -d' ' -f2)
+assert_eq '["none","restricted"]' "$(itest_json "$w" networks.microvm | tr -d ' ')" "networks of microvm"
+assert_eq "" "$(ls "$vstate/vms")" "VMs left after the probe"
+assert_eq "" "$(ls "$vstate/sandboxes")" "records left after the probe"
+
+# ---- --hostile lands in a VM
+t0=$(date +%s%N)
+assert_exit 0 sandbox create --image "$ITEST_IMAGE" --hostile --network none --wait --timeout 200
+create_ms=$((($(date +%s%N) - t0) / 1000000))
+read -r hsb _ <<<"$ITEST_OUT"
+itest_track "$hsb"
+assert_exit 0 sandbox get "$hsb" --json
+assert_eq microvm "$(itest_json "$ITEST_OUT" sandbox.isolation)" "class of the hostile sandbox"
+assert_eq running "$(itest_json "$ITEST_OUT" sandbox.phase)" "phase of the hostile sandbox"
+assert_eq "$accel" "$(itest_json "$ITEST_OUT" sandbox.accelerator)" "accelerator of the hostile sandbox"
+assert_exit 0 sandbox get "$hsb"
+assert_contains "$ITEST_OUT" "microvm ($accel)" "sandbox get shows the class with its accelerator"
+ref=$("$ITEST_PGBIN/psql" -X -q -At "$dburl" -c "SELECT runtime_ref FROM sandboxes WHERE id = '$hsb'")
+assert_match "$ref" '^x:v[0-9a-f]{16}$' "runtime_ref of the hostile sandbox"
+vm=${ref#x:}
+[ -d "$vstate/vms/$vm" ] || fail "no VM directory for $vm"
+qpid=$(cat "$vstate/vms/$vm/qemu.pid")
+assert_contains "$(tr '\0' ' ' <"/proc/$qpid/cmdline")" "-M microvm" "the sandbox's QEMU"
+assert_eq "" "$(docker ps -aq --filter "label=dev.sandbox.id=$hsb")" "Docker containers of the hostile sandbox"
+grep -q "\"sandbox_id\":\"$hsb\"" "$vstate/sandboxes/$vm.json" || fail "no sandbox record with the labels"
+
+# ---- a tenant whose policy requires microvm for all its work: a plain
+# create (no trust flag) runs in a VM too
+assert_exit 0 sandbox tenants create itest-vmonly
+assert_exit 0 sandbox tenants update itest-vmonly --policy '{"isolation_trusted":"microvm"}'
+assert_exit 0 sandbox create --tenant itest-vmonly --image "$ITEST_IMAGE" --network none --wait --timeout 200
+read -r psb _ <<<"$ITEST_OUT"
+itest_track "$psb"
+assert_exit 0 sandbox get "$psb" --json
+assert_eq microvm "$(itest_json "$ITEST_OUT" sandbox.isolation)" "class of a trusted create in a microvm-only tenant"
+assert_exit 0 sandbox delete "$psb" --wait --timeout 120
+
+# ---- a sandbox with the shortest TTL: checked at the end (its VM gone)
+assert_exit 0 sandbox create --image "$ITEST_IMAGE" --hostile --network none --ttl 10 --wait --timeout 200
+read -r tsb _ <<<"$ITEST_OUT"
+itest_track "$tsb"
+tref=$("$ITEST_PGBIN/psql" -X -q -At "$dburl" -c "SELECT runtime_ref FROM sandboxes WHERE id = '$tsb'")
+tpid=$(cat "$vstate/vms/${tref#x:}/qemu.pid")
+
+# ---- exec: the guest kernel, stdout/stderr/exit code, the bound, timeout, stdin
+t0=$(date +%s%N)
+assert_exit 0 sandbox exec "$hsb" -- true
+exec_ms=$((($(date +%s%N) - t0) / 1000000))
+guest_kernel=$(ls /boot/vmlinuz-* | sort -V | tail -n1)
+guest_kernel=${guest_kernel#/boot/vmlinuz-}
+assert_exit 0 sandbox exec "$hsb" -- uname -r
+assert_eq "$guest_kernel" "$ITEST_OUT" "uname -r in the VM"
+assert_exit 0 sandbox exec "$hsb" -- cat /proc/1/cmdline
+assert_eq "/init" "$(tr -d '\0' <<<"$ITEST_OUT")" "PID 1 of the guest is the agent"
+assert_exit 3 sandbox exec "$hsb" -- sh -c 'echo out; echo err >&2; exit 3'
+assert_eq out "$ITEST_OUT" "stdout"
+assert_contains "$ITEST_ERR" err "stderr"
+assert_exit 0 sandbox exec "$hsb" --max-output 1000 --json -- sh -c 'head -c 5000 /dev/zero | tr "\0" a'
+assert_eq true "$(itest_json "$ITEST_OUT" operation.result.stdout_truncated result.stdout_truncated)" "stdout_truncated"
+assert_eq 5000 "$(itest_json "$ITEST_OUT" operation.result.stdout_bytes result.stdout_bytes)" "stdout_bytes"
+kept=$(itest_json "$ITEST_OUT" operation.result.stdout result.stdout)
+assert_eq 1000 "${#kept}" "bytes of stdout kept"
+assert_exit 137 sandbox exec --timeout 2 --json "$hsb" -- sh -c 'sleep 300 & sleep 300'
+assert_eq true "$(itest_json "$ITEST_OUT" operation.result.timed_out result.timed_out timed_out)" "timed_out"
+assert_exit 0 sandbox exec "$hsb" -- sh -c 'ps -o comm | grep -c "^sleep" || true'
+assert_eq 0 "$ITEST_OUT" "sleeps left in the guest after the timeout (the tree was killed)"
+# three execs at once in one VM run side by side (the driver interleaves them)
+t0=$(date +%s%N)
+pids=()
+for _ in 1 2 3; do
+  sandbox exec "$hsb" -- sleep 3 >/dev/null 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || fail "a parallel exec failed"; done
+par_ms=$((($(date +%s%N) - t0) / 1000000))
+[ "$par_ms" -lt 8000 ] || fail "three 3 s execs in one VM took $par_ms ms: serialised"
+out=$(head -c 3000 /dev/zero | tr '\0' x | sandbox exec --stdin "$hsb" -- wc -c) || fail "exec --stdin exited $?"
+assert_eq 3000 "$(echo $out)" "stdin bytes into the VM"
+assert_exit 127 sandbox exec "$hsb" -- /no/such/program
+
+# ---- files up and down
+head -c 200000 /dev/urandom >"$work/up.bin"
+assert_exit 0 sandbox cp "$work/up.bin" "$hsb:/tmp/up.bin"
+assert_exit 0 sandbox exec "$hsb" -- md5sum /tmp/up.bin
+assert_eq "$(md5sum <"$work/up.bin" | cut -d' ' -f1)" "$(cut -d' ' -f1 <<<"$ITEST_OUT")" "the uploaded file in the VM"
+assert_exit 0 sandbox cp "$hsb:/tmp/up.bin" "$work/down.bin"
+cmp -s "$work/up.bin" "$work/down.bin" || fail "the downloaded file differs"
+assert_exit 3 sandbox cp "$hsb:/no/such" "$work/nothing"
+assert_contains "$ITEST_ERR" "not_found" "cp of a missing path"
+
+# ---- a PTY session
+python3 "$(dirname "$0")/shell_client.py" "$SANDBOX_CLI" "$hsb" >"$work/pty.out" 2>&1 ||
+  fail "the terminal session in the VM: $(cat "$work/pty.out")"
+
+# ---- a route to a guest port (busybox httpd on the guest's loopback)
+hp=8080
+assert_exit 0 sandbox exec "$hsb" -- sh -c 'echo hello-from-the-vm >/tmp/index.html'
+assert_exit 0 sandbox exec --detach --timeout 300 "$hsb" -- httpd -f -p "127.0.0.1:$hp" -h /tmp
+itest_http POST "/v1/sandboxes/$hsb/routes" "$SANDBOX_TOKEN" "{\"port\":$hp,\"auth\":\"public\"}"
+assert_http 202 "" "share port $hp of the VM"
+rurl=$(itest_json "$HTTP_BODY" route.url)
+route_serves() { [ "$(curl -s --max-time 5 "${rurl}index.html")" = "hello-from-the-vm" ]; }
+itest_wait_until 60 "the route to the VM" route_serves
+
+# ---- the guest sees nothing of the host
+marker="/tmp/sbx-vmmdrv-host-marker.$$"
+echo secret >"$marker"
+assert_exit 0 sandbox exec "$hsb" -- sh -c "ls $marker 2>&1; ls /work 2>&1; true"
+assert_contains "$ITEST_OUT" "No such file" "the host's files are not in the guest"
+rm -f "$marker"
+assert_exit 0 sandbox exec "$hsb" -- sh -c 'ps -o comm'
+assert_not_contains "$ITEST_OUT" "sandboxd" "the host's processes are not in the guest"
+assert_not_contains "$ITEST_OUT" "qemu" "the host's processes are not in the guest"
+assert_exit 0 sandbox exec "$hsb" -- ls /sys/class/net
+assert_eq "lo" "$(echo $ITEST_OUT)" "the guest's only network interface"
+
+# ---- the worker and its driver killed -9 mid-run: the VM is found again
+p0=$(driver_pid)
+[ -n "$p0" ] || fail "no driver process"
+kill -9 "$wpid" "$p0"
+wait "$wpid" 2>/dev/null || true
+alive "$qpid" || fail "the VM died with its driver"
+start_worker
+assert_exit 0 sandbox exec "$hsb" -- echo after-kill
+assert_eq after-kill "$ITEST_OUT" "exec in the VM after the worker's and driver's restart"
+assert_exit 0 sandbox get "$hsb" --json
+assert_eq running "$(itest_json "$ITEST_OUT" sandbox.phase)" "phase after the restart"
+assert_eq "$qpid" "$(cat "$vstate/vms/$vm/qemu.pid")" "the same QEMU after the restart"
+
+# ---- a VM the controller no longer wants: deleted while its worker and
+# driver are dead (kill -9), removed once the worker is back
+t0=$(date +%s%N)
+assert_exit 0 sandbox create --image "$ITEST_IMAGE" --hostile --network restricted --wait --timeout 200
+warm_ms=$((($(date +%s%N) - t0) / 1000000))
+read -r lsb _ <<<"$ITEST_OUT"
+itest_track "$lsb"
+assert_exit 0 sandbox get "$lsb" --json
+assert_eq microvm "$(itest_json "$ITEST_OUT" sandbox.isolation)" "class of the restricted sandbox"
+lref=$("$ITEST_PGBIN/psql" -X -q -At "$dburl" -c "SELECT runtime_ref FROM sandboxes WHERE id = '$lsb'")
+lpid=$(cat "$vstate/vms/${lref#x:}/qemu.pid")
+kill -9 "$wpid" "$(driver_pid)"
+wait "$wpid" 2>/dev/null || true
+assert_exit 0 sandbox delete "$lsb"
+start_worker
+lgone() { ! alive "$lpid" && [ ! -e "$vstate/vms/${lref#x:}" ]; }
+itest_wait_until 120 "the unwanted VM removed after the restart" lgone
+
+# ---- TTL expiry removed its VM
+ttl_gone() {
+  [ "$(itest_json "$(sandbox get "$tsb" --json)" sandbox.phase)" = deleted ] && ! alive "$tpid" &&
+    [ ! -e "$vstate/vms/${tref#x:}" ]
+}
+itest_wait_until 120 "the TTL sandbox's VM removed" ttl_gone
+
+# ---- delete: no QEMU process, no VM file
+assert_exit 0 sandbox delete "$hsb" --wait --timeout 60
+gone() { [ -z "$(ls "$vstate/vms")" ] && [ -z "$(qemu_pids)" ]; }
+itest_wait_until 30 "no VM after delete" gone
+assert_eq "" "$(ls "$vstate/sandboxes")" "sandbox records after delete"
+alive "$qpid" && fail "QEMU $qpid outlived its sandbox"
+itest_log "TCG/KVM ($accel) figures: create --hostile --wait ${create_ms} ms (first of its size: makes its template), ${warm_ms} ms (from the template), exec true ${exec_ms} ms (through CLI, controller, worker, driver)"
+true

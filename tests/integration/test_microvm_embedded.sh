@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The embedded default offers microvm: `sandboxd all` with no runtime flag,
+# on a machine with QEMU, a kernel and sandbox-vmm beside sandboxd (as root),
+# says so on its first screen, its worker offers container and microvm, and
+# `sandbox create --hostile` lands in a VM; `sandbox get` shows
+# `microvm (tcg)` or `microvm (kvm)`; delete leaves no VM. With
+# worker_runtime set by hand it runs no driver and says why microvm is not
+# offered. Traffic goes only to this test's own sandboxd on loopback.
+# itest-standalone
+# itest-timeout: 300
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+itest_begin
+
+[ "$(id -u)" -eq 0 ] || fail "needs root (QEMU drops to an unprivileged user)"
+command -v qemu-system-x86_64 >/dev/null || fail "qemu-system-x86 is not installed (tools/lib.sh installs it)"
+dir="$ITEST_TMP/microvm-all-$$"
+port=$(itest_free_port)
+rport=$(itest_free_port)
+log="$ITEST_TMP/microvm-all-$$.log"
+url="http://127.0.0.1:$port"
+itest_watch_log "$log"
+cleanup_vms() {
+  local f
+  for f in "$dir"/vmm/vms/*/qemu.pid; do
+    [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
+  done
+  true
+}
+itest_on_exit cleanup_vms
+
+start_all() {
+  env -u SANDBOX_DATABASE_URL -u DATABASE_URL -u SANDBOX_WORKER_RUNTIME -u SANDBOX_WORKER_DRIVER_COMMAND \
+    SANDBOX_WORKER_CPU_MILLIS=8000 SANDBOX_WORKER_MEMORY_MIB=16384 \
+    "$SANDBOXD" all --data-dir "$dir" --listen "127.0.0.1:$port" --route-listen "127.0.0.1:$rport" \
+    --controller-url "$url" "$@" >>"$log" 2>&1 </dev/null &
+  all_pid=$!
+  itest_track_pid "$all_pid"
+  itest_wait_healthz "$url" "$all_pid" "sandboxd all" "$log" || fail "sandboxd all did not come up"
+  itest_wait_until 30 "$dir/admin.token" test -s "$dir/admin.token"
+  export SANDBOX_URL=$url SANDBOX_TOKEN
+  SANDBOX_TOKEN=$(tr -d '[:space:]' <"$dir/admin.token")
+  ITEST_ADMIN_TOKEN=$SANDBOX_TOKEN
+}
+worker_doc() {
+  itest_http GET /v1/workers "$SANDBOX_TOKEN"
+  python3 -c 'import json, sys; ws = json.loads(sys.argv[1])["workers"]; print(json.dumps(ws[0] if ws else {}))' "$HTTP_BODY"
+}
+offers_microvm() { itest_json "$(worker_doc)" isolation | grep -q '"microvm"'; }
+
+# ---- no flag: the first screen says the driver runs, the worker offers microvm
+start_all
+itest_wait_until 30 "the microVM line" grep -q '^microVM: ' "$log"
+assert_contains "$(grep '^microVM: ' "$log")" "sandbox-vmm" "the first screen's microVM line"
+itest_wait_until 200 "the embedded worker offering microvm" offers_microvm
+w=$(worker_doc)
+assert_contains "$(itest_json "$w" isolation)" '"container"' "classes of the embedded worker"
+assert_eq "docker,external" "$(itest_json "$w" runtime)" "the embedded worker's runtime"
+accel=$(grep -o 'accel \(kvm\|tcg\)' <<<"$(itest_json "$w" probes.microvm)" | head -n1 | cut -d' ' -f2)
+assert_match "$accel" '^(kvm|tcg)$' "the accelerator in the probe"
+
+assert_exit 0 sandbox create --image "$ITEST_IMAGE" --hostile --wait --timeout 200
+read -r sbx _ <<<"$ITEST_OUT"
+itest_track "$sbx"
+assert_exit 0 sandbox get "$sbx"
+assert_contains "$ITEST_OUT" "microvm ($accel)" "sandbox get shows the VM's class"
+assert_exit 0 sandbox exec "$sbx" -- cat /proc/1/cmdline
+assert_eq "/init" "$(tr -d '\0' <<<"$ITEST_OUT")" "PID 1 in the hostile sandbox is the guest agent"
+[ -n "$(ls "$dir/vmm/vms" 2>/dev/null)" ] || fail "no VM under the data dir's vmm/"
+assert_exit 0 sandbox delete "$sbx" --wait --timeout 60
+no_vm() { [ -z "$(ls "$dir/vmm/vms")" ]; }
+itest_wait_until 30 "no VM after delete" no_vm
+itest_stop_pid "$all_pid" "sandboxd all" 60
+
+# ---- worker_runtime set by hand: no driver, one line saying so
+start_all --worker-runtime docker
+itest_wait_until 30 "the second microVM line" grep -q '^microVM: not offered: worker_runtime = docker' "$log"
+w=$(worker_doc)
+assert_not_contains "$(itest_json "$w" isolation)" '"microvm"' "classes with worker_runtime = docker"
+assert_exit 1 sandbox create --image "$ITEST_IMAGE" --hostile --wait --timeout 60
+assert_contains "$ITEST_ERR" "isolation_unavailable" "hostile create without microvm"
+itest_stop_pid "$all_pid" "sandboxd all" 60
+true

@@ -1,0 +1,586 @@
+/* sandbox-vmm's sandboxes: a record per sandbox in <state>/sandboxes/REF.json
+ * (sandbox id, tenant, labels, env, image: what inventory reports after a
+ * driver restart), the VM itself under <state>/vms/REF (worker/vmm), and the
+ * shared, locked connection to each VM's agent. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "errors.h"
+#include "limits.h"
+#include "vmmdrv.h"
+
+#define ATTACH_MS      15000
+#define RECORD_MAX     (256 * 1024)
+#define IMAGES_MAX     64
+
+static char images[IMAGES_MAX][256]; /* names exported by this process, for `images` */
+
+static int ref_ok(const char *r)
+{
+    size_t n = r ? strlen(r) : 0;
+    if (n == 0 || n >= VMM_ID_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = r[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_'))
+            return 0;
+    }
+    return 1;
+}
+
+static int record_path(vmmdrv_t *d, const char *ref, char *out, size_t cap)
+{
+    if (!ref_ok(ref) || (size_t)snprintf(out, cap, "%.3000s/sandboxes/%s.json", d->state_dir, ref) >= cap)
+        return SBX_EINVAL;
+    return 0;
+}
+
+/* The record of ref, or NULL. */
+static json_object *record_read(vmmdrv_t *d, const char *ref)
+{
+    char path[VMM_PATH_MAX];
+    if (record_path(d, ref, path, sizeof(path)) != 0)
+        return NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return NULL;
+    char *buf = malloc(RECORD_MAX);
+    ssize_t n = buf ? read(fd, buf, RECORD_MAX - 1) : -1;
+    close(fd);
+    json_object *o = NULL;
+    if (n > 0) {
+        buf[n] = '\0';
+        o = json_tokener_parse(buf);
+    }
+    free(buf);
+    if (o != NULL && !json_object_is_type(o, json_type_object)) {
+        json_object_put(o);
+        o = NULL;
+    }
+    return o;
+}
+
+static int record_write(vmmdrv_t *d, const char *ref, json_object *rec)
+{
+    char path[VMM_PATH_MAX], tmp[VMM_PATH_MAX + 8];
+    if (record_path(d, ref, path, sizeof(path)) != 0)
+        return SBX_EINVAL;
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    const char *s = json_object_to_json_string_ext(rec, JSON_C_TO_STRING_PLAIN);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return SBX_EIO;
+    size_t n = strlen(s);
+    int ok = write(fd, s, n) == (ssize_t)n && fsync(fd) == 0;
+    close(fd);
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return SBX_EIO;
+    }
+    return 0;
+}
+
+static const char *rec_str(json_object *rec, const char *key)
+{
+    json_object *v;
+    return rec && json_object_object_get_ex(rec, key, &v) && json_object_is_type(v, json_type_string)
+               ? json_object_get_string(v) : "";
+}
+
+/* Calls fn for each record (ref, rec) until it returns nonzero; returns that. */
+static int records_each(vmmdrv_t *d, int (*fn)(void *arg, const char *ref, json_object *rec), void *arg)
+{
+    char dir[VMM_PATH_MAX];
+    snprintf(dir, sizeof(dir), "%.3000s/sandboxes", d->state_dir);
+    DIR *dd = opendir(dir);
+    struct dirent *e;
+    int rc = 0, count = 0;
+    while (rc == 0 && dd != NULL && (e = readdir(dd)) != NULL && count < SBX_DRIVER_INVENTORY_MAX) {
+        size_t n = strlen(e->d_name);
+        if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0 || n - 5 >= VMM_ID_MAX)
+            continue;
+        char ref[VMM_ID_MAX];
+        snprintf(ref, sizeof(ref), "%.*s", (int)(n - 5), e->d_name);
+        json_object *rec = record_read(d, ref);
+        if (rec == NULL)
+            continue;
+        count++;
+        rc = fn(arg, ref, rec);
+        json_object_put(rec);
+    }
+    if (dd != NULL)
+        closedir(dd);
+    return rc;
+}
+
+static int vm_running(vmmdrv_t *d, const char *ref)
+{
+    vmm_info_t *l = NULL;
+    size_t n = 0;
+    int running = 0;
+    if (vmm_list(&d->cfg, &l, &n) != 0)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(l[i].id, ref) == 0)
+            running = l[i].running;
+    free(l);
+    return running;
+}
+
+/* ---- the connection registry ---- */
+
+vmmdrv_vm_t *vmmdrv_vm_get(vmmdrv_t *d, const char *ref, vmmdrv_call_t *call)
+{
+    if (!ref_ok(ref)) {
+        vmmdrv_fail(call, "not_found", "no such sandbox (bad ref)");
+        return NULL;
+    }
+    pthread_mutex_lock(&d->mu);
+    vmmdrv_vm_t *v = d->vms;
+    while (v != NULL && strcmp(v->id, ref) != 0)
+        v = v->next;
+    if (v == NULL && (v = calloc(1, sizeof(*v))) != NULL) {
+        snprintf(v->id, sizeof(v->id), "%s", ref);
+        pthread_mutex_init(&v->mu, NULL);
+        v->next = d->vms;
+        d->vms = v;
+    }
+    if (v != NULL)
+        v->refs++;
+    pthread_mutex_unlock(&d->mu);
+    if (v == NULL) {
+        vmmdrv_fail(call, "runtime_error", "out of memory");
+        return NULL;
+    }
+    pthread_mutex_lock(&v->mu);
+    if (v->vm == NULL && !v->dead) {
+        json_object *rec = record_read(d, ref);
+        int known = rec != NULL;
+        char why[VMM_WHY_MAX] = "";
+        int rc = !known ? SBX_ENOTFOUND : vmm_attach(&d->cfg, ref, ATTACH_MS, &v->vm, why);
+        json_object_put(rec);
+        if (rc != 0) {
+            v->vm = NULL;
+            vmmdrv_vm_put(d, v, 0);
+            if (!known)
+                vmmdrv_fail(call, "not_found", "no such sandbox %s", ref);
+            else if (rc == SBX_ENOTFOUND)
+                vmmdrv_fail(call, "sandbox_exited", "the VM of %s is not running", ref);
+            else
+                vmmdrv_fail(call, "runtime_error", "attach to VM %s: %s", ref, why);
+            return NULL;
+        }
+    }
+    if (v->dead) {
+        vmmdrv_vm_put(d, v, 0);
+        vmmdrv_fail(call, "not_found", "sandbox %s was removed", ref);
+        return NULL;
+    }
+    return v;
+}
+
+void vmmdrv_vm_put(vmmdrv_t *d, vmmdrv_vm_t *v, int broken)
+{
+    if (broken && v->vm != NULL) {
+        vmm_detach(v->vm);
+        v->vm = NULL;
+    }
+    pthread_mutex_unlock(&v->mu);
+    pthread_mutex_lock(&d->mu);
+    int last = --v->refs == 0;
+    if (last) {
+        for (vmmdrv_vm_t **pp = &d->vms; *pp; pp = &(*pp)->next) {
+            if (*pp == v) {
+                *pp = v->next;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (last) { /* nobody uses it: the connection closes (the VM runs on) */
+        vmm_detach(v->vm);
+        pthread_mutex_destroy(&v->mu);
+        free(v);
+    }
+}
+
+void vmmdrv_strv_free(char **v, size_t n)
+{
+    for (size_t i = 0; v != NULL && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+char **vmmdrv_vm_env(vmmdrv_t *d, const char *ref, size_t *ret_n)
+{
+    json_object *rec = record_read(d, ref), *env;
+    *ret_n = 0;
+    if (rec == NULL || !json_object_object_get_ex(rec, "env", &env) || !json_object_is_type(env, json_type_object)) {
+        json_object_put(rec);
+        return NULL;
+    }
+    size_t cap = (size_t)json_object_object_length(env), n = 0;
+    char **out = calloc(cap + 1, sizeof(*out));
+    json_object_object_foreach(env, k, val) {
+        if (out == NULL || n >= cap || !json_object_is_type(val, json_type_string))
+            continue;
+        size_t len = strlen(k) + strlen(json_object_get_string(val)) + 2;
+        if ((out[n] = malloc(len)) != NULL)
+            snprintf(out[n++], len, "%s=%s", k, json_object_get_string(val));
+    }
+    json_object_put(rec);
+    *ret_n = n;
+    return out;
+}
+
+/* ---- sweeping ---- */
+
+void vmmdrv_vm_sweep(vmmdrv_t *d)
+{
+    vmm_info_t *l = NULL;
+    size_t n = 0;
+    if (vmm_list(&d->cfg, &l, &n) != 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        json_object *rec = record_read(d, l[i].id);
+        if (rec == NULL) {
+            char why[VMM_WHY_MAX] = "";
+            fprintf(stderr, "sandbox-vmm: VM %s has no sandbox record (a create cut short): destroyed\n", l[i].id);
+            if (vmm_destroy(&d->cfg, l[i].id, why) != 0)
+                fprintf(stderr, "sandbox-vmm: destroy %s: %s\n", l[i].id, why);
+        }
+        json_object_put(rec);
+    }
+    free(l);
+}
+
+/* ---- methods ---- */
+
+static json_object *sandbox_obj(vmmdrv_t *d, const char *ref, json_object *rec)
+{
+    json_object *o = json_object_new_object(), *labels;
+    json_object_object_add(o, "ref", json_object_new_string(ref));
+    json_object_object_add(o, "sandbox_id", json_object_new_string(rec_str(rec, "sandbox_id")));
+    json_object_object_add(o, "tenant", json_object_new_string(rec_str(rec, "tenant")));
+    json_object_object_add(o, "labels", json_object_object_get_ex(rec, "labels", &labels) ? json_object_get(labels)
+                                                                                          : json_object_new_object());
+    int running = vm_running(d, ref);
+    json_object_object_add(o, "state", json_object_new_string(running ? "running" : "exited"));
+    json_object_object_add(o, "accel", json_object_new_string(rec_str(rec, "accel")));
+    if (!running) {
+        json_object *ex = json_object_new_object();
+        json_object_object_add(ex, "exit_code", json_object_new_int(137));
+        json_object_object_add(ex, "oom_killed", json_object_new_boolean(0));
+        json_object_object_add(ex, "finished_at", json_object_new_string(""));
+        json_object_object_add(ex, "error", json_object_new_string("the VM's QEMU is not running"));
+        json_object_object_add(o, "exit", ex);
+    }
+    return o;
+}
+
+typedef struct {
+    const char *sandbox_id;
+    char ref[VMM_ID_MAX];
+} find_t;
+
+static int find_cb(void *arg, const char *ref, json_object *rec)
+{
+    find_t *f = arg;
+    if (strcmp(rec_str(rec, "sandbox_id"), f->sandbox_id) != 0)
+        return 0;
+    snprintf(f->ref, sizeof(f->ref), "%s", ref);
+    return 1;
+}
+
+/* The ref a request names (ref, or sandbox_id looked up); "" when none. */
+static void ref_of(vmmdrv_t *d, json_object *p, char *out)
+{
+    json_object *v;
+    out[0] = '\0';
+    if (json_object_object_get_ex(p, "ref", &v) && json_object_is_type(v, json_type_string)) {
+        snprintf(out, VMM_ID_MAX, "%s", ref_ok(json_object_get_string(v)) ? json_object_get_string(v) : "");
+        return;
+    }
+    if (json_object_object_get_ex(p, "sandbox_id", &v) && json_object_is_type(v, json_type_string)) {
+        find_t f = {.sandbox_id = json_object_get_string(v)};
+        if (records_each(d, find_cb, &f))
+            snprintf(out, VMM_ID_MAX, "%s", f.ref);
+    }
+}
+
+json_object *vmmdrv_m_inspect(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
+{
+    char ref[VMM_ID_MAX];
+    ref_of(d, p, ref);
+    json_object *rec = ref[0] ? record_read(d, ref) : NULL;
+    if (rec == NULL)
+        return vmmdrv_fail(call, "not_found", "no such sandbox");
+    json_object *o = sandbox_obj(d, ref, rec);
+    json_object_put(rec);
+    return o;
+}
+
+static int inv_cb(void *arg, const char *ref, json_object *rec)
+{
+    json_object **a = arg;
+    json_object_array_add(a[1], sandbox_obj((vmmdrv_t *)a[0], ref, rec));
+    return 0;
+}
+
+json_object *vmmdrv_m_inventory(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
+{
+    (void)p;
+    (void)call;
+    json_object *arr = json_object_new_array();
+    json_object *a[2] = {(json_object *)d, arr};
+    records_each(d, inv_cb, a);
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "sandboxes", arr);
+    return o;
+}
+
+json_object *vmmdrv_m_images(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
+{
+    (void)p;
+    (void)call;
+    json_object *arr = json_object_new_array();
+    pthread_mutex_lock(&d->mu);
+    for (int i = 0; i < IMAGES_MAX && images[i][0]; i++)
+        json_object_array_add(arr, json_object_new_string(images[i]));
+    pthread_mutex_unlock(&d->mu);
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "images", arr);
+    return o;
+}
+
+/* Stops the VM of ref and removes all of it; the record last. */
+static int destroy(vmmdrv_t *d, const char *ref, char *why)
+{
+    pthread_mutex_lock(&d->mu);
+    for (vmmdrv_vm_t *v = d->vms; v; v = v->next)
+        if (strcmp(v->id, ref) == 0)
+            v->dead = 1;
+    pthread_mutex_unlock(&d->mu);
+    int rc = vmm_destroy(&d->cfg, ref, why);
+    char path[VMM_PATH_MAX];
+    if (rc == 0 && record_path(d, ref, path, sizeof(path)) == 0 && unlink(path) != 0 && errno != ENOENT)
+        rc = SBX_EIO;
+    return rc;
+}
+
+json_object *vmmdrv_m_remove(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
+{
+    char ref[VMM_ID_MAX], why[VMM_WHY_MAX] = "";
+    ref_of(d, p, ref);
+    if (ref[0] && destroy(d, ref, why) != 0)
+        return vmmdrv_fail(call, "runtime_error", "remove %s: %s", ref, why);
+    return json_object_new_object();
+}
+
+typedef struct {
+    const char *image;
+    unsigned vcpus, memory_mb;
+    uint64_t disk_bytes;
+} want_t;
+
+/* Exports the image from Docker and makes its base disk. */
+static int base_disk(vmmdrv_t *d, const want_t *w, char *base, vmmdrv_call_t *call)
+{
+    char tmpl[VMM_PATH_MAX], iid[80], why[VMM_WHY_MAX] = "";
+    snprintf(tmpl, sizeof(tmpl), "%.3000s/export.XXXXXX", d->state_dir);
+    int fd = mkostemp(tmpl, O_CLOEXEC);
+    if (fd < 0) {
+        vmmdrv_fail(call, "runtime_error", "export file: %s", strerror(errno));
+        return -1;
+    }
+    unlink(tmpl);
+    int rc = vmm_docker_export(d->docker_sock, w->image, fd, iid, why);
+    if (rc != 0) {
+        close(fd);
+        vmmdrv_fail(call, "image_unavailable", "image %s: %s", w->image, why);
+        return -1;
+    }
+    lseek(fd, 0, SEEK_SET);
+    rc = vmm_image_prepare(&d->cfg, iid, fd, w->disk_bytes, base, VMM_PATH_MAX, why);
+    close(fd);
+    if (rc != 0) {
+        vmmdrv_fail(call, "runtime_error", "root disk of %s: %s", w->image, why);
+        return -1;
+    }
+    pthread_mutex_lock(&d->mu);
+    int i = 0;
+    while (i < IMAGES_MAX - 1 && images[i][0] && strcmp(images[i], w->image) != 0)
+        i++;
+    snprintf(images[i], sizeof(images[i]), "%s", w->image);
+    pthread_mutex_unlock(&d->mu);
+    return 0;
+}
+
+/* Boots ref from the image's template (made at first use), else cold. */
+static int boot(vmmdrv_t *d, const char *ref, const want_t *w, vmm_t **ret_vm, vmmdrv_call_t *call)
+{
+    char base[VMM_PATH_MAX], tdir[VMM_PATH_MAX], why[VMM_WHY_MAX] = "";
+    pthread_mutex_lock(&d->build_mu);
+    if (base_disk(d, w, base, call) != 0) {
+        pthread_mutex_unlock(&d->build_mu);
+        return -1;
+    }
+    vmm_spec_t spec = {.id = ref, .base_disk = base, .disk_bytes = w->disk_bytes, .vcpus = w->vcpus,
+                       .memory_mb = w->memory_mb};
+    if (vmm_template_ensure(&d->cfg, &spec, tdir, sizeof(tdir), why) == 0)
+        spec.template_dir = tdir;
+    else
+        fprintf(stderr, "sandbox-vmm: no template (%s): cold boot\n", why);
+    pthread_mutex_unlock(&d->build_mu);
+    int rc = vmm_boot(&d->cfg, &spec, ret_vm, why);
+    if (rc != 0 && spec.template_dir != NULL) {
+        fprintf(stderr, "sandbox-vmm: restore of %s failed (%s): cold boot\n", ref, why);
+        spec.template_dir = NULL;
+        vmm_destroy(&d->cfg, ref, why);
+        rc = vmm_boot(&d->cfg, &spec, ret_vm, why);
+    }
+    if (rc != 0) {
+        vmmdrv_fail(call, "runtime_error", "boot: %s", why);
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads the create's sizes and image; NULL with call's error when refused. */
+static int want_of(vmmdrv_t *d, json_object *p, want_t *w, vmmdrv_call_t *call)
+{
+    const char *cls = rec_str(p, "class"), *net = rec_str(p, "network");
+    if (strcmp(cls, "microvm") != 0) {
+        vmmdrv_fail(call, "isolation_unavailable", "sandbox-vmm offers class microvm only, not %.64s", cls);
+        return -1;
+    }
+    if (net[0] && strcmp(net, "none") != 0 && strcmp(net, "restricted") != 0) {
+        vmmdrv_fail(call, "isolation_unavailable",
+                    "sandbox-vmm offers network none and restricted, not %.64s: a guest has no NIC, and open "
+                    "egress cannot be made as tight as the container class's here", net);
+        return -1;
+    }
+    json_object *v;
+    int64_t cpu = json_object_object_get_ex(p, "cpu_millis", &v) ? json_object_get_int64(v) : 0;
+    int64_t mem = json_object_object_get_ex(p, "memory_mib", &v) ? json_object_get_int64(v) : 0;
+    int64_t disk = json_object_object_get_ex(p, "disk_mib", &v) ? json_object_get_int64(v) : 0;
+    if (cpu < 0 || mem < 0 || disk < 0 || cpu > 64000 || mem > 65536 || disk > 1024 * 1024) {
+        vmmdrv_fail(call, "invalid_argument", "cpu_millis, memory_mib or disk_mib out of range");
+        return -1;
+    }
+    w->vcpus = cpu <= 0 ? 1 : (unsigned)((cpu + 999) / 1000);
+    w->memory_mb = mem <= 0 ? 256 : mem < 64 ? 64 : (unsigned)mem;
+    w->disk_bytes = (uint64_t)(disk <= 0 ? 1024 : disk < 64 ? 64 : disk) << 20;
+    w->image = rec_str(p, "image")[0] ? rec_str(p, "image") : d->default_image;
+    return 0;
+}
+
+static json_object *record_new(vmmdrv_t *d, json_object *p)
+{
+    json_object *rec = json_object_new_object(), *v;
+    json_object_object_add(rec, "sandbox_id", json_object_new_string(rec_str(p, "sandbox_id")));
+    json_object_object_add(rec, "tenant", json_object_new_string(rec_str(p, "tenant")));
+    json_object_object_add(rec, "image", json_object_new_string(rec_str(p, "image")));
+    json_object_object_add(rec, "accel", json_object_new_string(vmm_accel_name(d->cfg.accel)));
+    json_object_object_add(rec, "network", json_object_new_string(rec_str(p, "network")));
+    json_object_object_add(rec, "labels", json_object_object_get_ex(p, "labels", &v) &&
+                           json_object_is_type(v, json_type_object) ? json_object_get(v) : json_object_new_object());
+    json_object_object_add(rec, "env", json_object_object_get_ex(p, "env", &v) &&
+                           json_object_is_type(v, json_type_object) ? json_object_get(v) : json_object_new_object());
+    json_object_object_add(rec, "created_at", json_object_new_int64((int64_t)time(NULL)));
+    return rec;
+}
+
+/* The sandbox ids whose create runs: a second create of one waits for the
+ * first (then finds its VM) instead of booting another. */
+#define CREATING_MAX 64
+static char creating[CREATING_MAX][130];
+
+static int creating_enter(vmmdrv_t *d, const char *sid)
+{
+    for (int tries = 0; tries < 2000; tries++) { /* 200 s: within the create's deadline */
+        pthread_mutex_lock(&d->mu);
+        int busy = 0, slot = -1;
+        for (int i = 0; i < CREATING_MAX; i++) {
+            busy |= strcmp(creating[i], sid) == 0;
+            if (!creating[i][0] && slot < 0)
+                slot = i;
+        }
+        if (!busy && slot >= 0)
+            snprintf(creating[slot], sizeof(creating[slot]), "%s", sid);
+        pthread_mutex_unlock(&d->mu);
+        if (!busy && slot >= 0)
+            return slot;
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return -1;
+}
+
+static void creating_leave(vmmdrv_t *d, int slot)
+{
+    pthread_mutex_lock(&d->mu);
+    creating[slot][0] = '\0';
+    pthread_mutex_unlock(&d->mu);
+}
+
+static json_object *create_one(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
+
+json_object *vmmdrv_m_create(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
+{
+    const char *sid = rec_str(p, "sandbox_id");
+    if (!sid[0] || strlen(sid) > 128)
+        return vmmdrv_fail(call, "invalid_argument", "create needs a sandbox_id of at most 128 bytes");
+    int slot = creating_enter(d, sid);
+    if (slot < 0)
+        return vmmdrv_fail(call, "unavailable", "too many creates at once");
+    json_object *o = create_one(d, p, call);
+    creating_leave(d, slot);
+    return o;
+}
+
+static json_object *create_one(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
+{
+    const char *sid = rec_str(p, "sandbox_id");
+    find_t f = {.sandbox_id = sid};
+    if (records_each(d, find_cb, &f)) { /* idempotent: that sandbox runs, or is replaced */
+        char why[VMM_WHY_MAX] = "";
+        if (vm_running(d, f.ref))
+            goto done;
+        destroy(d, f.ref, why);
+    }
+    want_t w;
+    if (want_of(d, p, &w, call) != 0)
+        return NULL;
+    unsigned char rnd[8];
+    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+        return vmmdrv_fail(call, "runtime_error", "getrandom: %s", strerror(errno));
+    snprintf(f.ref, sizeof(f.ref), "v%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3], rnd[4],
+             rnd[5], rnd[6], rnd[7]);
+    json_object *rec = record_new(d, p);
+    int rc = record_write(d, f.ref, rec);
+    json_object_put(rec);
+    if (rc != 0)
+        return vmmdrv_fail(call, "runtime_error", "cannot write the sandbox record: %s", strerror(errno));
+    vmm_t *vm = NULL;
+    if (boot(d, f.ref, &w, &vm, call) != 0) {
+        char why[VMM_WHY_MAX] = "";
+        destroy(d, f.ref, why);
+        return NULL;
+    }
+    vmm_detach(vm); /* the registry attaches again at first use */
+done:;
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "ref", json_object_new_string(f.ref));
+    json_object_object_add(o, "state", json_object_new_string("running"));
+    json_object_object_add(o, "accel", json_object_new_string(vmm_accel_name(d->cfg.accel)));
+    return o;
+}

@@ -1,0 +1,408 @@
+/* A composite runtime: one worker holding several backends
+ * (worker_runtime = docker,external). It offers the union of their classes,
+ * sends a create to the first backend offering exactly its class, finds the
+ * backend of every later call by the ref's prefix (runtime_ops_t.ref_prefix)
+ * or, for calls naming only a sandbox, by asking each in turn, and reports
+ * the union of their inventories. */
+#include "runtime.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct multi_runtime {
+    runtime_t base;
+    runtime_ops_t ops;        /* the table below with this runtime's name */
+    char name[64];
+    runtime_t *b[SBX_RUNTIME_BACKENDS_MAX];
+    size_t n;
+} multi_runtime_t;
+
+/* A shell handle: which backend holds it. */
+typedef struct multi_shell {
+    runtime_t *b;
+    runtime_shell_t *s;
+} multi_shell_t;
+
+static multi_runtime_t *multi(runtime_t *rt) { return (multi_runtime_t *)rt; }
+static const multi_runtime_t *cmulti(const runtime_t *rt) { return (const multi_runtime_t *)rt; }
+
+static bool multi_offers(const runtime_t *b, isolation_t cls)
+{
+    isolation_t list[8];
+    size_t n = runtime_isolation_classes(b, list, 8);
+    for (size_t i = 0; i < n; i++)
+        if (list[i] == cls)
+            return true;
+    return false;
+}
+
+/* The backend offering cls (the first in the list), NULL none. */
+static runtime_t *multi_by_class(const multi_runtime_t *m, isolation_t cls)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (multi_offers(m->b[i], cls))
+            return m->b[i];
+    return NULL;
+}
+
+/* The backend whose prefix ref has; else the first without a prefix. */
+static runtime_t *multi_by_ref(const multi_runtime_t *m, const char *ref)
+{
+    runtime_t *plain = NULL;
+    for (size_t i = 0; i < m->n; i++) {
+        const char *p = m->b[i]->ops->ref_prefix;
+        if (p && *p) {
+            if (ref && strncmp(ref, p, strlen(p)) == 0)
+                return m->b[i];
+        } else if (!plain) {
+            plain = m->b[i];
+        }
+    }
+    return plain ? plain : m->b[0];
+}
+
+static int multi_ping(runtime_t *rt, long timeout_ms, api_error_t *err)
+{
+    multi_runtime_t *m = multi(rt);
+    for (size_t i = 0; i < m->n; i++) {
+        int r = runtime_ping(m->b[i], timeout_ms, err);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+static int multi_create(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[80], runtime_exit_t *ret_exit,
+                        api_error_t *err)
+{
+    multi_runtime_t *m = multi(rt);
+    runtime_t *b = multi_by_class(m, req->isolation);
+    if (!b) {
+        if (ret_exit)
+            memset(ret_exit, 0, sizeof *ret_exit);
+        const char *why = NULL;
+        for (size_t i = 0; i < m->n && !why; i++)
+            why = runtime_probe_result(m->b[i], req->isolation);
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE, "isolation %s is not offered by this worker%s%.300s",
+                             isolation_name(req->isolation), why ? ": " : "", why ? why : "");
+    }
+    return runtime_create(b, req, ret_ref, ret_exit, err);
+}
+
+static int multi_exec(runtime_t *rt, const char *ref, const exec_spec_t *spec, size_t max_output,
+                      const runtime_output_sink_t *sink, runtime_exec_result_t *ret, api_error_t *err)
+{
+    return runtime_exec(multi_by_ref(multi(rt), ref), ref, spec, max_output, sink, ret, err);
+}
+
+static int multi_remove(runtime_t *rt, const char *sandbox_id, const char *ref, api_error_t *err)
+{
+    multi_runtime_t *m = multi(rt);
+    if (ref && *ref)
+        return runtime_remove(multi_by_ref(m, ref), sandbox_id, ref, err);
+    int r = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        api_error_t e;
+        int ri = runtime_remove(m->b[i], sandbox_id, NULL, &e);
+        if (ri < 0 && r == 0) {
+            r = ri;
+            *err = e;
+        }
+    }
+    return r;
+}
+
+static int multi_check_owner(runtime_t *rt, const runtime_owner_t *who, const char *ref, char ret_ref[80],
+                             api_error_t *err)
+{
+    multi_runtime_t *m = multi(rt);
+    if (ref && *ref)
+        return runtime_check_owner(multi_by_ref(m, ref), who, ref, ret_ref, err);
+    int r = SBX_ENOTFOUND;
+    for (size_t i = 0; i < m->n; i++) {
+        r = runtime_check_owner(m->b[i], who, NULL, ret_ref, err);
+        if (r != SBX_ENOTFOUND)
+            return r;
+    }
+    return r;
+}
+
+static int multi_inventory(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_object_t **ret,
+                           size_t *ret_n, api_error_t *err)
+{
+    multi_runtime_t *m = multi(rt);
+    runtime_object_t *all = NULL;
+    size_t total = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        runtime_object_t *objs = NULL;
+        size_t n = 0;
+        int r = runtime_inventory(m->b[i], cluster_id, worker_name, &objs, &n, err);
+        if (r < 0) {
+            runtime_inventory_free(all, total);
+            return r;
+        }
+        runtime_object_t *grown = realloc(all, (total + n + 1) * sizeof *grown);
+        if (!grown) {
+            runtime_inventory_free(objs, n);
+            runtime_inventory_free(all, total);
+            return api_error_set(err, API_INTERNAL, "out of memory");
+        }
+        all = grown;
+        memcpy(all + total, objs, n * sizeof *objs); /* the exits' tails move with them */
+        total += n;
+        free(objs);
+    }
+    *ret = all;
+    *ret_n = total;
+    return 0;
+}
+
+static int multi_images(runtime_t *rt, char ***ret, size_t *ret_n, api_error_t *err)
+{
+    multi_runtime_t *m = multi(rt);
+    char **names = calloc(RUNTIME_MAX_IMAGES, sizeof *names);
+    size_t n = 0;
+    if (!names)
+        return api_error_set(err, API_INTERNAL, "out of memory");
+    for (size_t i = 0; i < m->n; i++) {
+        char **one = NULL;
+        size_t k = 0;
+        int r = runtime_images(m->b[i], &one, &k, err);
+        if (r < 0) {
+            runtime_images_free(names, n);
+            return r;
+        }
+        for (size_t j = 0; j < k; j++) {
+            bool dup = false;
+            for (size_t q = 0; q < n && !dup; q++)
+                dup = strcmp(names[q], one[j]) == 0;
+            if (!dup && n < RUNTIME_MAX_IMAGES) {
+                names[n++] = one[j];
+                one[j] = NULL;
+            }
+        }
+        runtime_images_free(one, k);
+    }
+    *ret = names;
+    *ret_n = n;
+    return 0;
+}
+
+static int multi_dial(runtime_t *rt, const runtime_dial_req_t *req, int *ret_fd, api_error_t *err)
+{
+    multi_runtime_t *m = multi(rt);
+    int r = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        r = runtime_dial(m->b[i], req, ret_fd, err);
+        if (r == 0 || err->code != API_NOT_FOUND)
+            return r;
+    }
+    return r;
+}
+
+static int multi_logs_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
+                             api_error_t *err)
+{
+    multi_runtime_t *m = multi(rt);
+    int r = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        r = runtime_logs_target(m->b[i], sandbox_id, worker_name, ret_ref, err);
+        if (r == 0 || err->code != API_NOT_FOUND)
+            return r;
+    }
+    return r;
+}
+
+static int multi_logs_stream(runtime_t *rt, const char *ref, const runtime_logs_req_t *req, api_error_t *err)
+{
+    return runtime_logs_stream(multi_by_ref(multi(rt), ref), ref, req, err);
+}
+
+static int multi_files_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
+                              api_error_t *err)
+{
+    multi_runtime_t *m = multi(rt);
+    int r = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        r = runtime_files_target(m->b[i], sandbox_id, worker_name, ret_ref, err);
+        if (r == 0 || err->code != API_NOT_FOUND)
+            return r;
+    }
+    return r;
+}
+
+static int multi_files_put(runtime_t *rt, const runtime_files_put_req_t *req, int64_t *ret_bytes, api_error_t *err)
+{
+    return runtime_files_put(multi_by_ref(multi(rt), req->ref), req, ret_bytes, err);
+}
+
+static int multi_files_get(runtime_t *rt, const runtime_files_get_req_t *req, api_error_t *err)
+{
+    return runtime_files_get(multi_by_ref(multi(rt), req->ref), req, err);
+}
+
+static int multi_shell_open(runtime_t *rt, const runtime_shell_req_t *req, runtime_shell_t **ret, int *ret_fd,
+                            runtime_shell_early_t *ret_early, api_error_t *err)
+{
+    multi_shell_t *ms = calloc(1, sizeof *ms);
+    if (!ms)
+        return api_error_set(err, API_INTERNAL, "out of memory");
+    ms->b = multi_by_ref(multi(rt), req->ref);
+    int r = runtime_shell_open(ms->b, req, &ms->s, ret_fd, ret_early, err);
+    if (r < 0) {
+        free(ms);
+        return r;
+    }
+    *ret = (runtime_shell_t *)ms;
+    return 0;
+}
+
+static int multi_shell_resize(runtime_t *rt, runtime_shell_t *s, unsigned cols, unsigned rows, api_error_t *err)
+{
+    (void)rt;
+    multi_shell_t *ms = (multi_shell_t *)s;
+    return runtime_shell_resize(ms->b, ms->s, cols, rows, err);
+}
+
+static int multi_shell_exit_code(runtime_t *rt, runtime_shell_t *s, int *ret_code, api_error_t *err)
+{
+    (void)rt;
+    multi_shell_t *ms = (multi_shell_t *)s;
+    return runtime_shell_exit_code(ms->b, ms->s, ret_code, err);
+}
+
+static void multi_shell_close(runtime_t *rt, runtime_shell_t *s)
+{
+    (void)rt;
+    multi_shell_t *ms = (multi_shell_t *)s;
+    runtime_shell_close(ms->b, ms->s);
+    free(ms);
+}
+
+static size_t multi_isolation_classes(const runtime_t *rt, isolation_t *ret, size_t max)
+{
+    const multi_runtime_t *m = cmulti(rt);
+    size_t n = 0;
+    for (int c = ISO_CONTAINER; c <= ISO_MICROVM && n < max; c++)
+        if (multi_by_class(m, (isolation_t)c))
+            ret[n++] = (isolation_t)c;
+    return n;
+}
+
+static unsigned multi_network_modes(const runtime_t *rt, isolation_t cls)
+{
+    runtime_t *b = multi_by_class(cmulti(rt), cls);
+    return b ? runtime_network_modes(b, cls) : 0;
+}
+
+static const char *multi_probe_result(const runtime_t *rt, isolation_t cls)
+{
+    const multi_runtime_t *m = cmulti(rt);
+    runtime_t *b = multi_by_class(m, cls);
+    if (b)
+        return runtime_probe_result(b, cls);
+    for (size_t i = 0; i < m->n; i++) {
+        const char *t = runtime_probe_result(m->b[i], cls);
+        if (t)
+            return t;
+    }
+    return NULL;
+}
+
+static const char *multi_network_unavailable(const runtime_t *rt, isolation_t cls, net_mode_t mode)
+{
+    const multi_runtime_t *m = cmulti(rt);
+    runtime_t *b = multi_by_class(m, cls);
+    if (b)
+        return runtime_network_unavailable(b, cls, mode);
+    const char *t = multi_probe_result(rt, cls);
+    return t ? t : "the class is not offered by this worker";
+}
+
+static void multi_set_cancel_flag(runtime_t *rt, const atomic_int *flag)
+{
+    multi_runtime_t *m = multi(rt);
+    for (size_t i = 0; i < m->n; i++)
+        runtime_set_cancel_flag(m->b[i], flag);
+}
+
+static const char *multi_disk_mode(const runtime_t *rt) { return runtime_disk_mode(cmulti(rt)->b[0]); }
+
+static int multi_disk_enforce(runtime_t *rt, const char *cluster_id, const char *worker_name,
+                              runtime_disk_stop_t *ret, size_t max, size_t *ret_n, api_error_t *err)
+{
+    multi_runtime_t *m = multi(rt);
+    size_t total = 0;
+    int r = 0;
+    for (size_t i = 0; i < m->n && total < max; i++) {
+        size_t k = 0;
+        api_error_t e;
+        int ri = runtime_disk_enforce(m->b[i], cluster_id, worker_name, ret + total, max - total, &k, &e);
+        total += k;
+        if (ri < 0 && r == 0) {
+            r = ri;
+            *err = e;
+        }
+    }
+    *ret_n = total;
+    return r;
+}
+
+static void multi_free(runtime_t *rt)
+{
+    multi_runtime_t *m = multi(rt);
+    for (size_t i = 0; i < m->n; i++)
+        runtime_free(m->b[i]);
+    free(m);
+}
+
+static const runtime_ops_t multi_ops = {
+    .ping = multi_ping,
+    .create = multi_create,
+    .exec = multi_exec,
+    .remove = multi_remove,
+    .check_owner = multi_check_owner,
+    .inventory = multi_inventory,
+    .images = multi_images,
+    .dial = multi_dial,
+    .logs_target = multi_logs_target,
+    .logs_stream = multi_logs_stream,
+    .files_target = multi_files_target,
+    .files_put = multi_files_put,
+    .files_get = multi_files_get,
+    .shell_open = multi_shell_open,
+    .shell_resize = multi_shell_resize,
+    .shell_exit_code = multi_shell_exit_code,
+    .shell_close = multi_shell_close,
+    .isolation_classes = multi_isolation_classes,
+    .network_modes = multi_network_modes,
+    .probe_result = multi_probe_result,
+    .network_unavailable = multi_network_unavailable,
+    .set_cancel_flag = multi_set_cancel_flag,
+    .disk_mode = multi_disk_mode,
+    .disk_enforce = multi_disk_enforce,
+    .free = multi_free,
+};
+
+int runtime_multi_new(runtime_t **backends, size_t n, runtime_t **ret, api_error_t *err)
+{
+    if (n == 0 || n > SBX_RUNTIME_BACKENDS_MAX)
+        return api_error_set(err, API_INVALID_ARGUMENT, "a composite runtime holds 1..%d backends",
+                             SBX_RUNTIME_BACKENDS_MAX);
+    multi_runtime_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return api_error_set(err, API_INTERNAL, "out of memory");
+    m->ops = multi_ops;
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(m->name);
+        snprintf(m->name + l, sizeof m->name - l, "%s%s", i ? "," : "", backends[i]->ops->name);
+        m->b[i] = backends[i];
+        backends[i] = NULL;
+    }
+    m->n = n;
+    m->ops.name = m->name;
+    m->base.ops = &m->ops;
+    *ret = &m->base;
+    return 0;
+}

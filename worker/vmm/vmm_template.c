@@ -1,0 +1,260 @@
+/* worker/vmm's fast start: a booted template saved with QEMU's migration
+ * (through its QMP socket, the stream taken on a unix socket of ours) and its
+ * frozen disk, for vmm_boot to restore from (vmm.h vmm_template_ensure). */
+#include "vmm_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "errors.h"
+
+static int unix_path(struct sockaddr_un *a, const char *path)
+{
+    memset(a, 0, sizeof(*a));
+    a->sun_family = AF_UNIX;
+    return vmm__path(a->sun_path, sizeof(a->sun_path), "%s", path);
+}
+
+/* Reads QMP lines until one holds "return" (0) or "error" (SBX_ERUNTIME), skipping events. */
+static int qmp_reply(int fd, long timeout_ms, char *why)
+{
+    char buf[8192];
+    size_t n = 0;
+    long long deadline = vmm__now_ms() + timeout_ms;
+    for (;;) {
+        char *nl;
+        while ((nl = memchr(buf, '\n', n)) != NULL) {
+            *nl = '\0';
+            int rc = strstr(buf, "\"return\"") ? 0 : strstr(buf, "\"error\"") ? SBX_ERUNTIME : 1;
+            if (rc == SBX_ERUNTIME)
+                vmm__why(why, "qmp: %.200s", buf);
+            size_t used = (size_t)(nl - buf) + 1;
+            memmove(buf, buf + used, n - used);
+            n -= used;
+            if (rc != 1)
+                return rc;
+        }
+        if (n == sizeof(buf))
+            n = 0; /* an over-long event: drop it */
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        long left = (long)(deadline - vmm__now_ms());
+        if (left <= 0 || poll(&pf, 1, (int)left) <= 0) {
+            vmm__why(why, "qmp: no answer");
+            return SBX_ETIMEOUT;
+        }
+        ssize_t r = read(fd, buf + n, sizeof(buf) - n);
+        if (r <= 0) {
+            vmm__why(why, "qmp: connection closed");
+            return SBX_EIO;
+        }
+        n += (size_t)r;
+    }
+}
+
+static int qmp_cmd(int fd, const char *json, long timeout_ms, char *why)
+{
+    size_t n = strlen(json);
+    if (write(fd, json, n) != (ssize_t)n || write(fd, "\n", 1) != 1) {
+        vmm__why(why, "qmp: write: %s", strerror(errno));
+        return SBX_EIO;
+    }
+    return qmp_reply(fd, timeout_ms, why);
+}
+
+/* Copies the migration stream from c to out until QEMU closes it. */
+static int copy_stream(int c, int out, char *why)
+{
+    char buf[1 << 16];
+    for (;;) {
+        ssize_t r = read(c, buf, sizeof(buf));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            vmm__why(why, "reading the state: %s", strerror(errno));
+            return SBX_EIO;
+        }
+        if (r == 0)
+            return 0;
+        for (ssize_t off = 0; off < r; ) {
+            ssize_t w = write(out, buf + off, (size_t)(r - off));
+            if (w < 0) {
+                vmm__why(why, "writing the state: %s", strerror(errno));
+                return SBX_EIO;
+            }
+            off += w;
+        }
+    }
+}
+
+/* Asks QEMU (QMP on q) until it says the migration completed; then syncs out. */
+static int migration_wait(int q, int out, char *why)
+{
+    for (int i = 0; i < 100; i++) {
+        char reply[4096];
+        if (write(q, "{\"execute\":\"query-migrate\"}\n", 28) != 28)
+            break;
+        struct pollfd qp = {.fd = q, .events = POLLIN};
+        if (poll(&qp, 1, 5000) <= 0)
+            break;
+        ssize_t r = read(q, reply, sizeof(reply) - 1);
+        if (r <= 0)
+            break;
+        reply[r] = '\0';
+        if (strstr(reply, "\"completed\""))
+            return fsync(out) == 0 ? 0 : SBX_EIO;
+        if (strstr(reply, "\"failed\"")) {
+            vmm__why(why, "QEMU's migration failed");
+            return SBX_ERUNTIME;
+        }
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    vmm__why(why, "QEMU did not say its migration completed");
+    return SBX_ERUNTIME;
+}
+
+/* Saves the running VM in dir: its migration stream into out_path (QEMU pauses it at the end). */
+static int save_state(const char *dir, uid_t uid, const char *out_path, char *why)
+{
+    char qmp_path[VMM_PATH_MAX], mig_path[VMM_PATH_MAX], cmd[VMM_PATH_MAX + 128];
+    struct sockaddr_un a;
+    int q = -1, l = -1, c = -1, out = -1, rc;
+    vmm__path(qmp_path, sizeof(qmp_path), "%s/qmp.sock", dir);
+    vmm__path(mig_path, sizeof(mig_path), "%s/mig.sock", dir);
+    if ((rc = unix_path(&a, qmp_path)) != 0)
+        return rc;
+    q = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (q < 0 || connect(q, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        vmm__why(why, "qmp connect: %s", strerror(errno));
+        rc = SBX_EIO;
+        goto cleanup;
+    }
+    /* the greeting has no "return": read it as an event up to the capabilities' answer */
+    if ((rc = qmp_cmd(q, "{\"execute\":\"qmp_capabilities\"}", 10000, why)) != 0)
+        goto cleanup;
+    if ((rc = unix_path(&a, mig_path)) != 0)
+        goto cleanup;
+    l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(l, 1) != 0 || chown(mig_path, uid, (gid_t)-1) != 0) {
+        vmm__why(why, "migration socket: %s", strerror(errno));
+        rc = SBX_EIO;
+        goto cleanup;
+    }
+    /* no stop first: a stream taken from a running guest restores running
+     * (QEMU pauses the source itself when the migration completes) */
+    snprintf(cmd, sizeof(cmd), "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"unix:%s\"}}", mig_path);
+    if ((rc = qmp_cmd(q, cmd, 10000, why)) != 0)
+        goto cleanup;
+    struct pollfd pf = {.fd = l, .events = POLLIN};
+    if (poll(&pf, 1, 30000) <= 0 || (c = accept4(l, NULL, NULL, SOCK_CLOEXEC)) < 0) {
+        vmm__why(why, "QEMU did not connect to send its state");
+        rc = SBX_ETIMEOUT;
+        goto cleanup;
+    }
+    out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0) {
+        vmm__why(why, "create %s: %s", out_path, strerror(errno));
+        rc = SBX_EIO;
+        goto cleanup;
+    }
+    if ((rc = copy_stream(c, out, why)) == 0)
+        rc = migration_wait(q, out, why);
+cleanup:
+    if (out >= 0)
+        close(out);
+    if (c >= 0)
+        close(c);
+    if (l >= 0) {
+        close(l);
+        unlink(mig_path);
+    }
+    if (q >= 0)
+        close(q);
+    return rc;
+}
+
+int vmm_template_ensure(const vmm_config_t *cfg, const vmm_spec_t *spec, char *ret_dir, size_t dir_cap, char *ret_why)
+{
+    char kernel[VMM_PATH_MAX], release[128], cache[VMM_PATH_MAX], tdir[VMM_PATH_MAX], tmpdir[VMM_PATH_MAX];
+    char key[3 * VMM_PATH_MAX], path[VMM_PATH_MAX], id[VMM_ID_MAX], append[256] = "", initrd[VMM_PATH_MAX];
+    vmm_t *vm = NULL;
+    int rc;
+    if (spec == NULL || spec->base_disk == NULL) {
+        vmm__why(ret_why, "a template needs a base disk");
+        return SBX_EINVAL;
+    }
+    if ((rc = vmm_kernel_find(cfg, kernel, sizeof(kernel), release, sizeof(release), ret_why)) != 0 ||
+        (rc = vmm_initramfs_ensure(cfg, initrd, sizeof(initrd), ret_why)) != 0)
+        return rc;
+    /* the initramfs's name carries the agent's hash: a new agent, a new template */
+    snprintf(key, sizeof(key), "%.127s|%.4000s|%.4000s|%u|%u|%llu|%d", release, initrd, spec->base_disk, spec->vcpus, spec->memory_mb,
+             (unsigned long long)spec->disk_bytes, cfg->accel);
+    uint64_t h = vmm__fnv1a(VMM_FNV_START, key, strlen(key));
+    if ((rc = vmm__cache_dir(cfg, cache, sizeof(cache))) != 0 ||
+        (rc = vmm__path(tdir, sizeof(tdir), "%s/tpl-%016llx", cache, (unsigned long long)h)) != 0)
+        return rc;
+    vmm__path(path, sizeof(path), "%s/state.mig", tdir);
+    if (access(path, R_OK) == 0)
+        return vmm__path(ret_dir, dir_cap, "%s", tdir);
+    snprintf(id, sizeof(id), "tpl-%016llx-%d", (unsigned long long)h, (int)getpid());
+    vmm__path(tmpdir, sizeof(tmpdir), "%s.tmp.%d", tdir, (int)getpid());
+    vmm__rm_tree(tmpdir);
+    if (mkdir(tmpdir, 0755) != 0) {
+        vmm__why(ret_why, "mkdir %s: %s", tmpdir, strerror(errno));
+        return SBX_EIO;
+    }
+    vmm_spec_t s = *spec;
+    s.id = id;
+    s.template_dir = NULL;
+    vmm_boot_extra_t x = {.qmp = 1, .ret_append = append};
+    if ((rc = vmm__boot(cfg, &s, &x, &vm, ret_why)) != 0)
+        goto cleanup;
+    /* let the agent see the host go (it forgets the connection) before the state is taken */
+    vmm_detach(vm);
+    vm = NULL;
+    struct timespec ts = {0, 300 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    char vdir[VMM_PATH_MAX], from[VMM_PATH_MAX], to[VMM_PATH_MAX];
+    vmm__vm_dir(cfg, id, vdir, sizeof(vdir));
+    struct stat st;
+    if (stat(vdir, &st) != 0) {
+        rc = SBX_EIO;
+        goto cleanup;
+    }
+    vmm__path(to, sizeof(to), "%s/state.mig", tmpdir);
+    if ((rc = save_state(vdir, st.st_uid, to, ret_why)) != 0)
+        goto cleanup;
+    vmm__path(from, sizeof(from), "%s/overlay.qcow2", vdir);
+    vmm__path(to, sizeof(to), "%s/disk.qcow2", tmpdir);
+    /* QEMU is stopped and stays so until destroyed: the disk is frozen as the state saw it */
+    if (rename(from, to) != 0 || chown(to, 0, 0) != 0 || chmod(to, 0644) != 0) {
+        vmm__why(ret_why, "keep the template's disk: %s", strerror(errno));
+        rc = SBX_EIO;
+        goto cleanup;
+    }
+    vmm__path(to, sizeof(to), "%s/append", tmpdir);
+    if ((rc = vmm__write_file(to, append, strlen(append), 0644)) != 0)
+        goto cleanup;
+    if (rename(tmpdir, tdir) != 0) {
+        if (access(path, R_OK) != 0) { /* else another driver made it meanwhile */
+            vmm__why(ret_why, "rename %s: %s", tdir, strerror(errno));
+            rc = SBX_EIO;
+            goto cleanup;
+        }
+    }
+    rc = vmm__path(ret_dir, dir_cap, "%s", tdir);
+cleanup:
+    vmm_detach(vm);
+    vmm_destroy(cfg, id, NULL);
+    vmm__rm_tree(tmpdir);
+    return rc;
+}
