@@ -387,46 +387,33 @@ int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, c
 
 static char *text_array(const char *const *ids, int n);
 
-/* Adds "history":[{"state","at"}…] (from the events table, oldest first) to
- * each operation object of the array. */
-static int attach_history(PGconn *c, json_object *ops)
+/* The operations of "SELECT <op columns>" + tail, each with
+ * "history":[{"state","at"}…] (its operation.* events, oldest first), in
+ * one statement: the history is a correlated subquery on the events'
+ * (operation_id, id) index, an extra last column. *ret: a new array.
+ * 0 or SBX_EDB. */
+#define OP_HISTORY_COL                                                                                              \
+    ", coalesce((SELECT json_agg(json_build_object('state', coalesce(e.data->>'to', substr(e.kind, 11)), 'at', " \
+    TS("e.ts") ") ORDER BY e.id)::text FROM events e WHERE e.operation_id = o.id AND e.kind LIKE 'operation.%'), " \
+    "'[]') "
+static int fetch_ops_with_history(PGconn *c, const char *tail, int n, const char *const *p, json_object **ret)
 {
-    size_t n = json_object_array_length(ops);
-    if (n == 0)
-        return 0;
-    const char **ids = calloc(n, sizeof *ids);
-    if (!ids)
-        return SBX_ENOMEM;
-    for (size_t i = 0; i < n; i++) {
-        ids[i] = jsonx_get_str(json_object_array_get_idx(ops, i), "id");
-        jsonx_add(json_object_array_get_idx(ops, i), "history", json_object_new_array());
-    }
-    char *arr = text_array(ids, (int)n);
-    if (!arr) {
-        free(ids);
-        return SBX_ENOMEM;
-    }
-    const char *p[] = { arr };
-    PGresult *r = db_exec(c, "SELECT operation_id, coalesce(data->>'to', substr(kind, 11)), " TS("ts")
-                             " FROM events WHERE operation_id = ANY($1::text[]) AND kind LIKE 'operation.%' "
-                             "ORDER BY id", 1, p);
-    free(arr);
-    if (!r) {
-        free(ids);
+    char sql[512];
+    snprintf(sql, sizeof sql, "%s%s", OP_HISTORY_COL, tail);
+    PGresult *r = store__exec_cols(c, &store__t_op, "SELECT ", sql, n, p);
+    if (!r)
         return SBX_EDB;
-    }
-    for (int k = 0; k < PQntuples(r); k++) {
-        for (size_t i = 0; i < n; i++) {
-            if (!ids[i] || strcmp(ids[i], db_get(r, k, 0)) != 0)
-                continue;
-            json_object *h = json_object_new_object();
-            jsonx_add_str(h, "state", db_get(r, k, 1));
-            jsonx_add_str(h, "at", db_get(r, k, 2));
-            json_object_array_add(jsonx_get_arr(json_object_array_get_idx(ops, i), "history"), h);
-        }
+    json_object *arr = json_object_new_array();
+    int hist = PQnfields(r) - 1;
+    for (int i = 0; i < PQntuples(r); i++) {
+        json_object *op = store__row_json(&store__t_op, r, i), *h = store__parse_json_text(db_get(r, i, hist));
+        jsonx_add(op, "history", h && json_object_is_type(h, json_type_array) ? h : json_object_new_array());
+        if (h && !json_object_is_type(h, json_type_array))
+            json_object_put(h);
+        json_object_array_add(arr, op);
     }
     PQclear(r);
-    free(ids);
+    *ret = arr;
     return 0;
 }
 
@@ -440,10 +427,8 @@ int store_sandbox_get(PGconn *c, const char *scope, const char *sandbox_id, json
         return api_error_set(err, API_NOT_FOUND, "no sandbox %.64s", sandbox_id);
     if (rc < 0)
         return store__db_error(err);
-    if (store__fetch_all(c, &store__t_op, " FROM operations o WHERE o.sandbox_id = $1 ORDER BY o.created_at DESC LIMIT 20",
-                         1, p, &ops) < 0 ||
-        attach_history(c, ops) < 0) {
-        json_object_put(ops);
+    if (fetch_ops_with_history(c, " FROM operations o WHERE o.sandbox_id = $1 ORDER BY o.created_at DESC LIMIT 20", 1,
+                               p, &ops) < 0) {
         json_object_put(sbx);
         return store__db_error(err);
     }
@@ -526,8 +511,8 @@ int store_operation_get(PGconn *c, const char *scope, const char *op_id, json_ob
 {
     const char *p[] = { op_id, scope };
     json_object *one = NULL;
-    int rc = store__fetch_all(c, &store__t_op, " FROM operations o WHERE o.id = $1 AND ($2::text IS NULL OR o.tenant_id = $2)",
-                              2, p, &one);
+    int rc = fetch_ops_with_history(c, " FROM operations o WHERE o.id = $1 AND ($2::text IS NULL OR o.tenant_id = $2)", 2,
+                                    p, &one);
     if (rc < 0)
         return store__db_error(err);
     if (json_object_array_length(one) != 1) {
@@ -538,10 +523,6 @@ int store_operation_get(PGconn *c, const char *scope, const char *op_id, json_ob
     op_state_parse(jsonx_get_str(json_object_array_get_idx(one, 0), "state"), &st);
     if (ret_terminal)
         *ret_terminal = op_state_terminal(st);
-    if (attach_history(c, one) < 0) {
-        json_object_put(one);
-        return store__db_error(err);
-    }
     *ret = store__wrap("operation", json_object_get(json_object_array_get_idx(one, 0)));
     json_object_put(one);
     return 0;

@@ -46,6 +46,17 @@ assert_eq "" "$(docker ps -a --filter "label=dev.sandbox.id=$sbx" -q)" "containe
 
 assert_exit 0 sandbox get "$sbx" --json
 assert_eq "deleted" "$(itest_json "$ITEST_OUT" sandbox.phase phase)" "phase after delete"
+# each operation's history, oldest first, with a time for every step: the
+# create's (in `sandbox get`) and the same through GET /v1/operations/{id}
+hist() { python3 -c 'import json, sys
+d = json.loads(sys.argv[1]); ops = d["operations"] if "operations" in d else [d["operation"]]
+o = [x for x in ops if x["id"] == sys.argv[2]][0]
+assert all(h["at"].endswith("Z") for h in o["history"]), o["history"]
+print(" ".join(h["state"] for h in o["history"]))' "$1" "$2"; }
+assert_eq "pending admitted leased running succeeded" "$(hist "$ITEST_OUT" "$op")" "the create's history in sandbox get"
+assert_eq "pending admitted leased running succeeded" \
+  "$(hist "$(curl -sf -H "Authorization: Bearer $SANDBOX_TOKEN" "$SANDBOX_URL/v1/operations/$op")" "$op")" \
+  "the create's history in GET /v1/operations/{id}"
 
 # ---- no image: the server's default_image, shown in the sandbox and run
 assert_exit 0 sandbox create --tenant platform --cpu-millis 100 --memory-mib 32 --wait --timeout 300
