@@ -29,6 +29,12 @@ int auth_token_check(PGconn *db, const char *token, auth_info_t *ret);
  * missed). Thread-safe. */
 void auth_cache_forget(const char *token_id);
 void auth_cache_forget_all(void);
+/* A worker token's right to act as a worker id, remembered in its cache
+ * entry once store_worker_authorize said yes (a token's bound worker name
+ * never changes, nor does a worker id's name), and forgotten with it:
+ * auth_worker_known is true when token_id's live entry holds worker_id. */
+bool auth_worker_known(const char *token_id, const char *worker_id);
+void auth_worker_remember(const char *token_id, const char *worker_id);
 
 /* The tenant scope of the caller: NULL for an admin, its tenant id otherwise. */
 const char *auth_scope(const req_t *rq);

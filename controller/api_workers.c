@@ -82,8 +82,12 @@ static bool worker_id_ok(req_t *rq, const char *endpoint, const char *id, bool m
         http_reply_error(rq, API_NOT_FOUND, "no worker %.64s; register again", id);
         return false;
     }
+    if (auth_worker_known(rq->auth.token_id, id))
+        return true;
     char name[SBX_MAX_NAME_BYTES + 1] = "", bound[SBX_MAX_NAME_BYTES + 1] = "";
     int rc = store_worker_authorize(rq->db, rq->auth.token_id, id, name, bound);
+    if (rc == 0)
+        auth_worker_remember(rq->auth.token_id, id);
     if (rc == 0 || (rc == SBX_ENOTFOUND && missing_ok))
         return true;
     if (rc == SBX_ENOTFOUND) {

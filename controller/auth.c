@@ -19,6 +19,7 @@ typedef struct auth_cached {
     char hash[72];
     auth_info_t info;       /* info.token_id "": empty slot */
     int64_t until_ms;       /* time_mono_ms after which it is looked up again */
+    char worker_id[SBX_ID_MAX]; /* a worker token: the worker it was found to act for ("": not yet) */
 } auth_cached_t;
 
 static auth_cached_t auth_cache[SBX_AUTH_CACHE_MAX];
@@ -76,6 +77,8 @@ static void auth_cache_put(uint64_t gen, const char hash[72], const auth_info_t 
     pthread_mutex_lock(&auth_cache_mu);
     if (gen == auth_cache_gen && keep > 0) {
         auth_cached_t *e = &auth_cache[auth_cache_slot(info->token_id)];
+        if (strcmp(e->info.token_id, info->token_id) != 0)
+            e->worker_id[0] = '\0';
         memcpy(e->hash, hash, 72);
         e->info = *info;
         e->until_ms = time_mono_ms() + keep;
@@ -98,6 +101,25 @@ void auth_cache_forget_all(void)
     pthread_mutex_lock(&auth_cache_mu);
     auth_cache_gen++;
     memset(auth_cache, 0, sizeof auth_cache);
+    pthread_mutex_unlock(&auth_cache_mu);
+}
+
+bool auth_worker_known(const char *token_id, const char *worker_id)
+{
+    pthread_mutex_lock(&auth_cache_mu);
+    auth_cached_t *e = &auth_cache[auth_cache_slot(token_id)];
+    bool known = e->worker_id[0] && strcmp(e->info.token_id, token_id) == 0 && strcmp(e->worker_id, worker_id) == 0 &&
+                 time_mono_ms() < e->until_ms;
+    pthread_mutex_unlock(&auth_cache_mu);
+    return known;
+}
+
+void auth_worker_remember(const char *token_id, const char *worker_id)
+{
+    pthread_mutex_lock(&auth_cache_mu);
+    auth_cached_t *e = &auth_cache[auth_cache_slot(token_id)];
+    if (strcmp(e->info.token_id, token_id) == 0)
+        snprintf(e->worker_id, sizeof e->worker_id, "%s", worker_id);
     pthread_mutex_unlock(&auth_cache_mu);
 }
 

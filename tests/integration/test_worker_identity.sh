@@ -67,6 +67,11 @@ itest_http POST "/v1/workers/$wid/heartbeat" "$t1" '{"inventory":[]}'
 assert_http 200 "" "heartbeat with the bound token"
 itest_http GET "/v1/workers/$wid/poll?wait=0" "$t1"
 assert_http 200 "" "poll with the bound token"
+# the controller remembers that t1 acts for $wid (no lookup per request):
+# for that worker id only, and not past a revocation (at the end)
+swid0=$(psql_q "SELECT id FROM workers WHERE name = '${ITEST_WORKER_NAME:-itest-worker}'")
+itest_http POST "/v1/workers/$swid0/heartbeat" "$t1" '{"inventory":[]}'
+assert_http 403 forbidden "the bound token as another worker once its own was remembered"
 itest_http POST /v1/workers/register "$t1" "$(register_body "$victim-2")"
 assert_http 403 forbidden "a token made with --worker registering as another name"
 assert_contains "$(itest_json "$HTTP_BODY" error.message)" "acts for worker $victim" "the 403 names the binding"
@@ -183,4 +188,10 @@ set_ref "$b" "$cb"
 gone() { [ -z "$(docker ps -aq --filter "label=dev.sandbox.id=$a")$(docker ps -aq --filter "label=dev.sandbox.id=$b")" ]; }
 itest_wait_until 120 "both sandboxes deleted by the retry once their refs are their own" gone
 assert_eq true "$(docker inspect -f '{{.State.Running}}' "$cp")" "the plain container at the end"
+# a revoked worker token is refused at once, remembered rights or not
+itest_http GET "/v1/workers/$wid/poll?wait=0" "$t1"
+assert_http 200 "" "poll with the bound token before its revocation"
+assert_exit 0 sandbox tokens revoke "$t1_id"
+itest_http GET "/v1/workers/$wid/poll?wait=0" "$t1"
+assert_http 401 unauthorized "poll with the bound token after its revocation"
 echo "worker identity: one name per worker token (403, logged once, metric, event), label checks before exec and delete"
