@@ -655,8 +655,17 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
             continue;
         pthread_once(&metrics_once, server_metrics_init);
         metrics_add(m_rechecked, kind == PARK_OPERATION ? "kind=\"operation\"" : "kind=\"poll\"", k);
-        int rc = kind == PARK_OPERATION ? store_operations_terminal(th->db, ids, k, flags)
+        int rc = 0;
+        if (kind == PARK_OPERATION && !all_ops) {
+            /* The wake-up named them as ended (the events trigger lists
+             * the operations that reached a final state): no need to ask
+             * the database; the resumed handler reads each one anyway. */
+            for (int i = 0; i < k; i++)
+                flags[i] = true;
+        } else {
+            rc = kind == PARK_OPERATION ? store_operations_terminal(th->db, ids, k, flags)
                                         : store_workers_with_leases(th->db, ids, k, flags);
+        }
         if (rc < 0)
             continue;
         for (int i = 0; i < k; i++) {

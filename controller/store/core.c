@@ -144,7 +144,7 @@ void store__metrics_init(void)
 
 /* Observes the stage that the transition to `to` ends; secs[] are the
  * seconds since created_at, leased_at and started_at (NULL: unknown). */
-static void op_observe(const char *kind, op_state_t to, const char *since_created, const char *since_leased,
+void store__op_observe(const char *kind, op_state_t to, const char *since_created, const char *since_leased,
                        const char *since_started)
 {
     pthread_once(&store__metrics_once, store__metrics_init);
@@ -189,6 +189,13 @@ json_object *store__event_reason(const char *why)
 int store__op_cas(PGconn *c, const char *op_id, op_state_t from, op_state_t to, const char *extra_set, int nextra,
                   const char *const *extra, json_object *event_data)
 {
+    return store__op_cas_ex(c, op_id, from, to, extra_set, NULL, nextra, extra, event_data, NULL);
+}
+
+int store__op_cas_ex(PGconn *c, const char *op_id, op_state_t from, op_state_t to, const char *extra_set,
+                     const char *extra_where, int nextra, const char *const *extra, json_object *event_data,
+                     json_object **ret_op)
+{
     char *ed = event_data ? jsonx_dump(event_data) : NULL;
     if (event_data)
         json_object_put(event_data);
@@ -202,29 +209,31 @@ int store__op_cas(PGconn *c, const char *op_id, op_state_t from, op_state_t to, 
         nextra = 8;
     char sql[2048];
     snprintf(sql, sizeof sql,
-             "WITH u AS (UPDATE operations SET state = $2, updated_at = now()%s%s%s "
-             "  WHERE id = $1 AND state = $3 RETURNING tenant_id, sandbox_id, kind, attempt, lease_worker_id, "
-             "  error_code, left(error_message, 300) AS em, result->'exit_code' AS ec, "
-             "  extract(epoch FROM now() - created_at) AS sc, extract(epoch FROM now() - leased_at) AS sl, "
-             "  extract(epoch FROM now() - started_at) AS ss), "
+             "WITH o AS (UPDATE operations SET state = $2, updated_at = now()%s%s%s "
+             "  WHERE id = $1 AND state = $3%s%s RETURNING *, left(error_message, 300) AS em, "
+             "  result->'exit_code' AS ec, extract(epoch FROM now() - created_at) AS sc, "
+             "  extract(epoch FROM now() - leased_at) AS sl, extract(epoch FROM now() - started_at) AS ss), "
              "e AS (INSERT INTO events (tenant_id, kind, sandbox_id, operation_id, data) "
              "  SELECT tenant_id, 'operation.' || $2::text, sandbox_id, $1, coalesce($%d::jsonb, '{}') || "
              "  jsonb_strip_nulls(jsonb_build_object('kind', kind, 'from', $3::text, 'to', $2::text, "
              "  'attempt', CASE WHEN attempt > 0 THEN attempt END, "
-             "  'worker', (SELECT name FROM workers w WHERE w.id = u.lease_worker_id), 'error_code', error_code, "
+             "  'worker', (SELECT name FROM workers w WHERE w.id = o.lease_worker_id), 'error_code', error_code, "
              "  'error_message', CASE WHEN error_code IS NOT NULL THEN em END, "
-             "  'exit_code', CASE WHEN jsonb_typeof(ec) = 'number' THEN ec END)) FROM u) "
-             "SELECT kind, sc, sl, ss FROM u",
+             "  'exit_code', CASE WHEN jsonb_typeof(ec) = 'number' THEN ec END)) FROM o) "
+             "%s",
              op_state_terminal(to) ? ", finished_at = now()"
              : to == OP_LEASED     ? ", leased_at = now(), started_at = NULL"
              : to == OP_RUNNING    ? ", started_at = now()"
                                    : "",
-             extra_set ? ", " : "", extra_set ? extra_set : "", 4 + nextra);
+             extra_set ? ", " : "", extra_set ? extra_set : "", extra_where ? " AND " : "",
+             extra_where ? extra_where : "", 4 + nextra, ret_op ? "SELECT " : "SELECT o.kind, o.sc, o.sl, o.ss FROM o");
     const char *p[12] = { op_id, op_state_name(to), op_state_name(from) };
     for (int i = 0; i < nextra; i++)
         p[3 + i] = extra[i];
     p[3 + nextra] = ed;
-    PGresult *r = db_exec(c, sql, 4 + nextra, p);
+    /* With ret_op: the table's columns, then the four above. */
+    PGresult *r = ret_op ? store__exec_cols(c, &store__t_op, sql, ", o.kind, o.sc, o.sl, o.ss FROM o", 4 + nextra, p)
+                         : db_exec(c, sql, 4 + nextra, p);
     free(ed);
     if (!r)
         return SBX_EDB;
@@ -232,7 +241,95 @@ int store__op_cas(PGconn *c, const char *op_id, op_state_t from, op_state_t to, 
         PQclear(r);
         return SBX_ECONFLICT;
     }
-    op_observe(db_get(r, 0, 0), to, db_get(r, 0, 1), db_get(r, 0, 2), db_get(r, 0, 3));
+    int k = ret_op ? PQnfields(r) - 4 : 0;
+    store__op_observe(db_get(r, 0, k), to, db_get(r, 0, k + 1), db_get(r, 0, k + 2), db_get(r, 0, k + 3));
+    if (ret_op)
+        *ret_op = store__row_json(&store__t_op, r, 0);
+    PQclear(r);
+    return 0;
+}
+
+/* One step of store__op_insert's path: the event data store__op_cas would
+ * have written for from → to (attempt and worker only once leased). */
+static json_object *op_insert_step(const op_insert_t *o, op_state_t from, op_state_t to)
+{
+    json_object *d = json_object_new_object();
+    jsonx_add_str(d, "kind", o->kind);
+    if (from != to)
+        jsonx_add_str(d, "from", op_state_name(from));
+    jsonx_add_str(d, "to", op_state_name(to));
+    if (to == OP_LEASED) {
+        jsonx_add_int(d, "attempt", 1);
+        if (o->worker_name)
+            jsonx_add_str(d, "worker", o->worker_name);
+    }
+    json_object *ec = NULL;
+    if (op_state_terminal(to) && o->result && json_object_object_get_ex(o->result, "exit_code", &ec) &&
+        (json_object_is_type(ec, json_type_int) || json_object_is_type(ec, json_type_double)))
+        jsonx_add(d, "exit_code", json_object_get(ec));
+    return d;
+}
+
+int store__op_insert(PGconn *c, const op_insert_t *o, json_object **ret_op)
+{
+    op_state_t path[3] = { OP_PENDING };
+    int n = 1;
+    if (o->state == OP_LEASED || o->state == OP_SUCCEEDED) {
+        path[n++] = OP_ADMITTED;
+        path[n++] = o->state;
+    } else if (o->state != OP_PENDING) {
+        json_object_put(o->pending_data);
+        return SBX_EINVAL;
+    }
+    json_object *steps = json_object_new_array();
+    for (int i = 0; i < n; i++) {
+        assert(i == 0 || op_transition_allowed(path[i - 1], path[i]));
+        json_object *d = op_insert_step(o, i ? path[i - 1] : OP_PENDING, path[i]);
+        if (i == 0 && o->pending_data) {
+            json_object_object_foreach(o->pending_data, k, v) jsonx_add(d, k, json_object_get(v));
+        }
+        json_object_array_add(steps, d);
+    }
+    json_object_put(o->pending_data);
+    char deadline[24], lease[24];
+    snprintf(deadline, sizeof deadline, "%lld", (long long)o->deadline_seconds);
+    snprintf(lease, sizeof lease, "%lld", (long long)o->lease_seconds);
+    bool leased = o->state == OP_LEASED;
+    char *steps_text = jsonx_dump(steps), *pl = leased && o->placement ? jsonx_dump(o->placement) : NULL,
+         *res = o->state == OP_SUCCEEDED && o->result ? jsonx_dump(o->result) : NULL;
+    json_object_put(steps);
+    const char *p[] = { o->id, o->tenant_id, o->sandbox_id, o->kind, op_state_name(o->state), o->idempotency_key,
+                        o->request_hash, o->request_text, deadline, o->created_by, leased ? o->worker_id : NULL,
+                        lease, pl, res, steps_text };
+    const store_table_t *t = &store__t_op;
+    PGresult *r = store__exec_cols(
+        c, t,
+        "WITH o AS (INSERT INTO operations AS o (id, tenant_id, sandbox_id, kind, state, idempotency_key, "
+        "  request_hash, request, deadline, created_by, attempt, lease_worker_id, lease_expires_at, leased_at, "
+        "  placement, result, finished_at) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8::jsonb, '{}'), now() + make_interval(secs => $9::bigint), "
+        "  $10, CASE WHEN $11::text IS NULL THEN 0 ELSE 1 END, $11, CASE WHEN $11::text IS NOT NULL THEN "
+        "  now() + make_interval(secs => $12::bigint) END, CASE WHEN $11::text IS NOT NULL THEN now() END, "
+        "  $13::jsonb, $14::jsonb, CASE WHEN $5 IN ('succeeded', 'failed', 'cancelled') THEN now() END) "
+        "RETURNING ",
+        "), e AS (INSERT INTO events (tenant_id, kind, sandbox_id, operation_id, data) "
+        "  SELECT $2, 'operation.' || (x->>'to'), $3, $1, x "
+        "  FROM jsonb_array_elements($15::jsonb) WITH ORDINALITY AS s(x, n) ORDER BY n) "
+        "SELECT * FROM o",
+        15, p);
+    free(steps_text);
+    free(pl);
+    free(res);
+    if (!r)
+        return SBX_EDB;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return SBX_EDB;
+    }
+    if (o->state != OP_PENDING)
+        store__op_observe(o->kind, o->state, "0", NULL, NULL);
+    if (ret_op)
+        *ret_op = store__row_json(t, r, 0);
     PQclear(r);
     return 0;
 }

@@ -84,7 +84,7 @@ int store_sandbox_extend(PGconn *c, const store_limits_t *lim, const extend_req_
 {
     char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX], ttl[24];
     int rc = store__sandbox_request_begin(c, req->scope, req->sandbox_id, req->idempotency_key, "extend",
-                                          req->request_hash, ret, tenant_id, phase, desired, err);
+                                          req->request_hash, ret, tenant_id, phase, desired, NULL, err);
     if (rc != 0)
         return rc > 0 ? 0 : rc;
     if ((rc = extend_allowed(c, req, tenant_id, phase, desired, err)) < 0) {

@@ -391,13 +391,17 @@ int store__place_now(PGconn *c, const store_limits_t *lim, const char *op_id, bo
         rc = place_on_worker(c, lim, op_id, &o);
     else
         rc = 0;
-    if (rc > 0) {
-        char labels[48];
-        pthread_once(&store__metrics_once, store__metrics_init);
-        metrics_add(store__m_placed_now, metrics_labels(labels, sizeof labels, "kind", o.kind, NULL), 1);
-    }
+    if (rc > 0)
+        store__count_placed_now(o.kind);
     free(o.spec_text);
     return rc < 0 ? rc : rc > 0;
+}
+
+void store__count_placed_now(const char *kind)
+{
+    char labels[48];
+    pthread_once(&store__metrics_once, store__metrics_init);
+    metrics_add(store__m_placed_now, metrics_labels(labels, sizeof labels, "kind", kind, NULL), 1);
 }
 
 /* One admitted operation in its own transaction. Returns 1 when it moved
@@ -658,7 +662,7 @@ static int request_delete_step(PGconn *c, const store_limits_t *lim, const char 
     char op[SBX_ID_MAX];
     if (st->event_kind && store__event_add(c, tenant, st->event_kind, sbx, NULL, NULL) < 0)
         return SBX_EDB;
-    return store__sandbox_request_delete(c, lim, tenant, sbx, NULL, NULL, st->created_by, op);
+    return store__sandbox_request_delete(c, lim, tenant, sbx, NULL, NULL, st->created_by, op, NULL);
 }
 
 static int request_deletes(PGconn *c, const store_limits_t *lim, const char *select_sql, const char *lock_cond,

@@ -31,7 +31,7 @@ int store_route_share(PGconn *c, const store_limits_t *lim, const share_req_t *r
 {
     char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX];
     int rc = store__sandbox_request_begin(c, req->scope, req->sandbox_id, req->idempotency_key, "share",
-                                          req->request_hash, ret, tenant_id, phase, desired, err);
+                                          req->request_hash, ret, tenant_id, phase, desired, NULL, err);
     if (rc != 0)
         return rc > 0 ? 0 : rc;
     if (strcmp(phase, "running") != 0 || strcmp(desired, "running") != 0) {
@@ -102,7 +102,7 @@ int store_route_unshare(PGconn *c, const store_limits_t *lim, const char *scope,
                         const char *route_id, const char *created_by, json_object **ret, api_error_t *err)
 {
     char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX];
-    int rc = store__sandbox_begin_locked(c, scope, sandbox_id, tenant_id, phase, desired, err);
+    int rc = store__sandbox_begin_locked(c, scope, sandbox_id, tenant_id, phase, desired, NULL, err);
     if (rc < 0)
         return rc;
     const char *p[] = { route_id, sandbox_id };

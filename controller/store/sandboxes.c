@@ -197,13 +197,16 @@ db_fail:
     return SBX_EDB;
 }
 
-/* Locks the sandbox row in scope. Returns 0 with tenant id and phase. */
+/* Locks the sandbox row in scope. Returns 0 with tenant id and phase, and
+ * the worker it is on into *ret_worker (may be NULL). */
 int store__sandbox_lock(PGconn *c, const char *scope, const char *sandbox_id, char ret_tenant[SBX_ID_MAX],
-                        char ret_phase[24], char ret_desired[16], api_error_t *err)
+                        char ret_phase[24], char ret_desired[16], sbx_worker_t *ret_worker, api_error_t *err)
 {
     const char *p[] = { sandbox_id, scope };
-    PGresult *r = db_exec(c, "SELECT tenant_id, phase, desired_state FROM sandboxes "
-                             "WHERE id = $1 AND ($2::text IS NULL OR tenant_id = $2) FOR UPDATE", 2, p);
+    PGresult *r = db_exec(c, "SELECT s.tenant_id, s.phase, s.desired_state, coalesce(s.worker_id, ''), "
+                             "  coalesce(w.state, ''), coalesce(w.name, '') "
+                             "FROM sandboxes s LEFT JOIN workers w ON w.id = s.worker_id "
+                             "WHERE s.id = $1 AND ($2::text IS NULL OR s.tenant_id = $2) FOR UPDATE OF s", 2, p);
     if (!r)
         return store__db_error(err);
     if (PQntuples(r) != 1) {
@@ -213,6 +216,11 @@ int store__sandbox_lock(PGconn *c, const char *scope, const char *sandbox_id, ch
     snprintf(ret_tenant, SBX_ID_MAX, "%s", db_get(r, 0, 0));
     snprintf(ret_phase, 24, "%s", db_get(r, 0, 1));
     snprintf(ret_desired, 16, "%s", db_get(r, 0, 2));
+    if (ret_worker) {
+        snprintf(ret_worker->id, sizeof ret_worker->id, "%s", db_get(r, 0, 3));
+        snprintf(ret_worker->state, sizeof ret_worker->state, "%s", db_get(r, 0, 4));
+        snprintf(ret_worker->name, sizeof ret_worker->name, "%s", db_get(r, 0, 5));
+    }
     PQclear(r);
     return 0;
 }
@@ -220,11 +228,11 @@ int store__sandbox_lock(PGconn *c, const char *scope, const char *sandbox_id, ch
 /* Begins a transaction and locks the sandbox row in scope (as
  * store__sandbox_lock); on failure the transaction is rolled back. */
 int store__sandbox_begin_locked(PGconn *c, const char *scope, const char *sandbox_id, char ret_tenant[SBX_ID_MAX],
-                                char ret_phase[24], char ret_desired[16], api_error_t *err)
+                                char ret_phase[24], char ret_desired[16], sbx_worker_t *ret_worker, api_error_t *err)
 {
     if (db_begin(c) < 0)
         return store__db_error(err);
-    int rc = store__sandbox_lock(c, scope, sandbox_id, ret_tenant, ret_phase, ret_desired, err);
+    int rc = store__sandbox_lock(c, scope, sandbox_id, ret_tenant, ret_phase, ret_desired, ret_worker, err);
     if (rc < 0)
         db_rollback(c);
     return rc;
@@ -235,60 +243,125 @@ int store__sandbox_begin_locked(PGconn *c, const char *scope, const char *sandbo
  * transaction holding the sandbox row (returns 0). < 0 with err set. */
 int store__sandbox_request_begin(PGconn *c, const char *scope, const char *sandbox_id, const char *idem,
                                  const char *kind, const char *hash, json_object **ret, char ret_tenant[SBX_ID_MAX],
-                                 char ret_phase[24], char ret_desired[16], api_error_t *err)
+                                 char ret_phase[24], char ret_desired[16], sbx_worker_t *ret_worker,
+                                 api_error_t *err)
 {
     if (idem && scope) {
         int rr = store__idem_replay(c, scope, idem, kind, hash, false, ret, err);
         if (rr != 0)
             return rr;
     }
-    return store__sandbox_begin_locked(c, scope, sandbox_id, ret_tenant, ret_phase, ret_desired, err);
+    return store__sandbox_begin_locked(c, scope, sandbox_id, ret_tenant, ret_phase, ret_desired, ret_worker, err);
 }
 
 /* Inside a transaction that holds the sandbox row: records the wish to
  * delete, cancels a create that has not been placed, and adds a delete
- * operation (or returns the open one). ret_op gets its id. */
+ * operation (or returns the open one). ret_op gets its id; *ret_op_json
+ * (ret_op_json may be NULL) the operation, or NULL when the caller must
+ * read it. */
 int store__sandbox_request_delete(PGconn *c, const store_limits_t *lim, const char *tenant_id, const char *sandbox_id,
-                                  const char *idem, const char *hash, const char *created_by, char ret_op[SBX_ID_MAX])
+                                  const char *idem, const char *hash, const char *created_by, char ret_op[SBX_ID_MAX],
+                                  json_object **ret_op_json)
 {
+    if (ret_op_json)
+        *ret_op_json = NULL;
     const char *p[] = { sandbox_id };
-    int open = store__one_text(c, "SELECT id FROM operations WHERE sandbox_id = $1 AND kind = 'delete' "
-                                  "AND state IN ('pending', 'admitted', 'leased', 'running', 'succeeded') "
-                                  "ORDER BY created_at DESC LIMIT 1", 1, p, ret_op, SBX_ID_MAX);
-    if (open != SBX_ENOTFOUND)
-        return open;
-    if (db_run(c, "UPDATE sandboxes SET desired_state = 'deleted', updated_at = now() WHERE id = $1", 1, p) < 0)
+    /* What the delete depends on, in one read: an open delete, a create
+     * nobody has taken yet, another operation in a worker's hands, where
+     * the sandbox is. */
+    PGresult *f = db_exec(c,
+                          "SELECT (SELECT id FROM operations WHERE sandbox_id = $1 AND kind = 'delete' "
+                          "    AND state IN ('pending', 'admitted', 'leased', 'running', 'succeeded') "
+                          "    ORDER BY created_at DESC LIMIT 1), "
+                          "  EXISTS (SELECT 1 FROM operations WHERE sandbox_id = $1 AND kind = 'create' "
+                          "    AND state IN ('pending', 'admitted')), "
+                          "  EXISTS (SELECT 1 FROM operations WHERE sandbox_id = $1 AND kind <> 'exec' "
+                          "    AND state IN ('leased', 'running')), "
+                          "  s.phase, s.desired_state, coalesce(s.worker_id, ''), coalesce(w.state, ''), "
+                          "  coalesce(w.name, '') "
+                          "FROM sandboxes s LEFT JOIN workers w ON w.id = s.worker_id WHERE s.id = $1",
+                          1, p);
+    if (!f)
         return SBX_EDB;
+    if (PQntuples(f) != 1) {
+        PQclear(f);
+        return SBX_EDB;
+    }
+    if (db_get(f, 0, 0)) {
+        snprintf(ret_op, SBX_ID_MAX, "%s", db_get(f, 0, 0));
+        PQclear(f);
+        return 0;
+    }
+    bool unplaced = db_get_bool(f, 0, 1), busy = db_get_bool(f, 0, 2);
+    char phase[24], desired[16];
+    sbx_worker_t w;
+    snprintf(phase, sizeof phase, "%s", db_get(f, 0, 3));
+    snprintf(desired, sizeof desired, "%s", db_get(f, 0, 4));
+    snprintf(w.id, sizeof w.id, "%s", db_get(f, 0, 5));
+    snprintf(w.state, sizeof w.state, "%s", db_get(f, 0, 6));
+    snprintf(w.name, sizeof w.name, "%s", db_get(f, 0, 7));
+    PQclear(f);
+    char op_id[SBX_ID_MAX];
+    ids_new("op", op_id);
+    json_object *ed = json_object_new_object();
+    if (created_by && (strcmp(created_by, "ttl") == 0 || strcmp(created_by, "retry") == 0))
+        jsonx_add_str(ed, "reason", created_by);
+    op_insert_t oi = { .id = op_id, .tenant_id = tenant_id, .sandbox_id = sandbox_id, .kind = "delete",
+                       .idempotency_key = idem, .request_hash = hash, .created_by = created_by,
+                       .deadline_seconds = lim->deadline_seconds, .state = OP_PENDING, .pending_data = ed };
+    if (!unplaced && !busy && w.id[0] && strcmp(w.state, "lost") != 0 && strcmp(phase, "pending") != 0) {
+        /* Nothing to cancel or wait for: leased to the sandbox's worker
+         * now, as place_on_worker would, the sandbox deleting. */
+        json_object *pl = json_object_new_object(), *reasons = json_object_new_array();
+        jsonx_add_str(pl, "worker", w.name);
+        json_object_array_add(reasons, json_object_new_string("deleted where the sandbox runs"));
+        jsonx_add(pl, "reasons", reasons);
+        oi.state = OP_LEASED;
+        oi.worker_id = w.id;
+        oi.worker_name = w.name;
+        oi.lease_seconds = lim->lease_seconds;
+        oi.placement = pl;
+        int rc = strcmp(phase, "deleting") != 0
+                     ? store__sandbox_set_phase(c, sandbox_id, PH_DELETING, "desired_state = 'deleted'", 0, NULL)
+                 : strcmp(desired, "deleted") != 0
+                     ? db_run(c, "UPDATE sandboxes SET desired_state = 'deleted', updated_at = now() WHERE id = $1", 1, p)
+                     : 0;
+        if (rc == 0)
+            rc = store__op_insert(c, &oi, ret_op_json);
+        else
+            json_object_put(ed);
+        json_object_put(pl);
+        if (rc < 0)
+            return SBX_EDB;
+        store__count_placed_now("delete");
+        memcpy(ret_op, op_id, SBX_ID_MAX);
+        return 0;
+    }
+    if (db_run(c, "UPDATE sandboxes SET desired_state = 'deleted', updated_at = now() WHERE id = $1", 1, p) < 0) {
+        json_object_put(ed);
+        return SBX_EDB;
+    }
     /* A create nobody has taken yet is simply cancelled. */
-    PGresult *r = db_exec(c, "SELECT id, state FROM operations WHERE sandbox_id = $1 AND kind = 'create' "
-                          "AND state IN ('pending', 'admitted')", 1, p);
-    if (!r)
+    PGresult *r = unplaced ? db_exec(c, "SELECT id, state FROM operations WHERE sandbox_id = $1 AND kind = 'create' "
+                                        "AND state IN ('pending', 'admitted')", 1, p)
+                           : NULL;
+    if (unplaced && !r) {
+        json_object_put(ed);
         return SBX_EDB;
-    for (int i = 0; i < PQntuples(r); i++) {
+    }
+    for (int i = 0; r && i < PQntuples(r); i++) {
         op_state_t from;
         op_state_parse(db_get(r, i, 1), &from);
         const char *x[] = { "cancelled", "the sandbox was deleted before it was placed" };
         int rc = store__op_cas(c, db_get(r, i, 0), from, OP_CANCELLED, "error_code = $4, error_message = $5", 2, x, NULL);
         if (rc == SBX_EDB) {
             PQclear(r);
+            json_object_put(ed);
             return SBX_EDB;
         }
     }
     PQclear(r);
-    char op_id[SBX_ID_MAX], deadline[24];
-    ids_new("op", op_id);
-    snprintf(deadline, sizeof deadline, "%lld", (long long)lim->deadline_seconds);
-    const char *po[] = { op_id, tenant_id, sandbox_id, idem, hash, deadline, created_by };
-    if (db_run(c, "INSERT INTO operations (id, tenant_id, sandbox_id, kind, state, idempotency_key, request_hash, "
-                  "deadline, created_by) VALUES ($1, $2, $3, 'delete', 'pending', $4, $5, "
-                  "now() + make_interval(secs => $6::bigint), $7)", 7, po) < 0)
-        return SBX_EDB;
-    json_object *ed = json_object_new_object();
-    jsonx_add_str(ed, "kind", "delete");
-    jsonx_add_str(ed, "to", "pending");
-    if (created_by && (strcmp(created_by, "ttl") == 0 || strcmp(created_by, "retry") == 0))
-        jsonx_add_str(ed, "reason", created_by);
-    if (store__event_add(c, tenant_id, "operation.pending", sandbox_id, op_id, ed) < 0)
+    if (store__op_insert(c, &oi, NULL) < 0)
         return SBX_EDB;
     memcpy(ret_op, op_id, SBX_ID_MAX);
     return store__place_now(c, lim, op_id, false) < 0 ? SBX_EDB : 0;
@@ -300,14 +373,21 @@ int store_sandbox_delete(PGconn *c, const store_limits_t *lim, const char *scope
 {
     char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX];
     int rc = store__sandbox_request_begin(c, scope, sandbox_id, idempotency_key, "delete", request_hash, ret, tenant_id,
-                                          phase, desired, err);
+                                          phase, desired, NULL, err);
     if (rc != 0)
         return rc > 0 ? 0 : rc;
-    if (store__sandbox_request_delete(c, lim, tenant_id, sandbox_id, idempotency_key, request_hash, created_by, op_id) < 0 ||
+    json_object *op = NULL;
+    if (store__sandbox_request_delete(c, lim, tenant_id, sandbox_id, idempotency_key, request_hash, created_by, op_id,
+                                      &op) < 0 ||
         db_commit(c) < 0) {
+        json_object_put(op);
         store__db_error(err);
         db_rollback(c);
         return SBX_EDB;
+    }
+    if (op) {
+        *ret = store__wrap("operation", op);
+        return 0;
     }
     return store__op_reply(c, NULL, op_id, ret, err);
 }
@@ -316,9 +396,10 @@ int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, c
                       json_object *exec_request, const char *idempotency_key, const char *request_hash,
                       const char *created_by, json_object **ret, api_error_t *err)
 {
-    char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX], deadline[24];
+    char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX];
+    sbx_worker_t w;
     int rc = store__sandbox_request_begin(c, scope, sandbox_id, idempotency_key, "exec", request_hash, ret, tenant_id,
-                                          phase, desired, err);
+                                          phase, desired, &w, err);
     if (rc != 0)
         return rc > 0 ? 0 : rc;
     if (strcmp(phase, "running") != 0 || strcmp(desired, "running") != 0) {
@@ -357,13 +438,24 @@ int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, c
     }
     policy_release(&pol);
     ids_new("op", op_id);
-    snprintf(deadline, sizeof deadline, "%lld", (long long)lim->deadline_seconds);
     char *req_text = jsonx_dump(exec_request);
-    const char *po[] = { op_id, tenant_id, sandbox_id, idempotency_key, request_hash, req_text, deadline, created_by };
-    if (db_run(c, "INSERT INTO operations (id, tenant_id, sandbox_id, kind, state, idempotency_key, request_hash, "
-                  "request, deadline, created_by) VALUES ($1, $2, $3, 'exec', 'pending', $4, $5, $6::jsonb, "
-                  "now() + make_interval(secs => $7::bigint), $8)", 8, po) < 0) {
-        free(req_text);
+    /* An exec runs where its sandbox runs: leased to that worker in this
+     * transaction (as place_on_worker would), one statement with its
+     * events; the worker's parked poll hears of it from the commit. */
+    json_object *pl = json_object_new_object(), *reasons = json_object_new_array();
+    jsonx_add_str(pl, "worker", w.name);
+    json_object_array_add(reasons, json_object_new_string("runs where the sandbox runs"));
+    jsonx_add(pl, "reasons", reasons);
+    op_insert_t oi = { .id = op_id, .tenant_id = tenant_id, .sandbox_id = sandbox_id, .kind = "exec",
+                       .idempotency_key = idempotency_key, .request_hash = request_hash, .request_text = req_text,
+                       .created_by = created_by, .deadline_seconds = lim->deadline_seconds,
+                       .state = w.id[0] ? OP_LEASED : OP_PENDING, .worker_id = w.id, .worker_name = w.name,
+                       .lease_seconds = lim->lease_seconds, .placement = pl };
+    json_object *op = NULL;
+    rc = store__op_insert(c, &oi, &op);
+    json_object_put(pl);
+    free(req_text);
+    if (rc < 0) {
         bool dup = idempotency_key && db_last_unique_violation();
         db_rollback(c);
         if (dup) {
@@ -372,17 +464,19 @@ int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, c
         }
         return store__db_error(err);
     }
-    free(req_text);
-    json_object *ed = json_object_new_object();
-    jsonx_add_str(ed, "kind", "exec");
-    jsonx_add_str(ed, "to", "pending");
-    if (store__event_add(c, tenant_id, "operation.pending", sandbox_id, op_id, ed) < 0 ||
-        store__place_now(c, lim, op_id, false) < 0 || db_commit(c) < 0) {
+    if ((oi.state == OP_PENDING && store__place_now(c, lim, op_id, false) < 0) || db_commit(c) < 0) {
+        json_object_put(op);
         store__db_error(err);
         db_rollback(c);
         return SBX_EDB;
     }
-    return store__op_reply(c, NULL, op_id, ret, err);
+    if (oi.state == OP_PENDING) {
+        json_object_put(op);
+        return store__op_reply(c, NULL, op_id, ret, err);
+    }
+    store__count_placed_now("exec");
+    *ret = store__wrap("operation", op);
+    return 0;
 }
 
 static char *text_array(const char *const *ids, int n);

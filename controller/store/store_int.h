@@ -123,18 +123,62 @@ int store__one_row(PGconn *c, const char *sql, int n, const char *const *p, bool
 int store__one_text(PGconn *c, const char *sql, int n, const char *const *p, char *ret, size_t len);
 int store__begin_returning(PGconn *c, const store_table_t *t, const char *head, int n, const char *const *p,
                            PGresult **ret);
+/* The worker a locked sandbox is on (all "" when none), as
+ * store__sandbox_lock reads it with the row. */
+typedef struct sbx_worker {
+    char id[SBX_ID_MAX], state[16], name[SBX_MAX_NAME_BYTES + 1];
+} sbx_worker_t;
 int store__sandbox_begin_locked(PGconn *c, const char *scope, const char *sandbox_id, char ret_tenant[SBX_ID_MAX],
-                                char ret_phase[24], char ret_desired[16], api_error_t *err);
+                                char ret_phase[24], char ret_desired[16], sbx_worker_t *ret_worker,
+                                api_error_t *err);
 int store__sandbox_request_begin(PGconn *c, const char *scope, const char *sandbox_id, const char *idem,
                                  const char *kind, const char *hash, json_object **ret, char ret_tenant[SBX_ID_MAX],
-                                 char ret_phase[24], char ret_desired[16], api_error_t *err);
+                                 char ret_phase[24], char ret_desired[16], sbx_worker_t *ret_worker,
+                                 api_error_t *err);
 int store__op_reply(PGconn *c, const char *sandbox_id, const char *op_id, json_object **ret, api_error_t *err);
 int store__event_add(PGconn *c, const char *tenant_id, const char *kind, const char *sandbox_id, const char *op_id,
                      json_object *data);
 void store__metrics_init(void);
 json_object *store__event_reason(const char *why);
+/* store__op_cas with more: extra_where (may be NULL) is ANDed to the
+ * WHERE and may use the extra params too; with ret_op (may be NULL) the
+ * changed operation as the API shows it. */
+/* Observes the stage a transition to `to` ends (metrics); the since_*
+ * are seconds since created_at, leased_at and started_at as text (NULL:
+ * unknown). */
+void store__op_observe(const char *kind, op_state_t to, const char *since_created, const char *since_leased,
+                       const char *since_started);
+int store__op_cas_ex(PGconn *c, const char *op_id, op_state_t from, op_state_t to, const char *extra_set,
+                     const char *extra_where, int nextra, const char *const *extra, json_object *event_data,
+                     json_object **ret_op);
 int store__op_cas(PGconn *c, const char *op_id, op_state_t from, op_state_t to, const char *extra_set, int nextra,
                   const char *const *extra, json_object *event_data);
+/* A new operation, inserted straight into the state its request's
+ * transaction would have moved it to one transition after the other:
+ * OP_PENDING (as every operation starts), OP_LEASED (pending → admitted →
+ * leased to worker_id, attempt 1) or OP_SUCCEEDED (pending → admitted →
+ * succeeded with result). Each step is checked against the transition
+ * table and gets the events row store__op_cas would have written, all in
+ * one statement: nothing outside the transaction can see the steps
+ * between, so the row and its history are the same. */
+typedef struct op_insert {
+    const char *id, *tenant_id, *sandbox_id, *kind;
+    const char *idempotency_key, *request_hash; /* may be NULL */
+    const char *request_text;                   /* JSON text; NULL: {} */
+    const char *created_by;
+    int64_t deadline_seconds;
+    op_state_t state;
+    json_object *pending_data;                  /* members added to the operation.pending event's data (taken; may be NULL) */
+    const char *worker_id, *worker_name;        /* OP_LEASED */
+    int64_t lease_seconds;                      /* OP_LEASED */
+    json_object *placement;                     /* OP_LEASED: borrowed; may be NULL */
+    json_object *result;                        /* OP_SUCCEEDED: borrowed; may be NULL */
+} op_insert_t;
+/* Inserts o (o->pending_data is always taken); *ret_op (ret_op may be
+ * NULL) gets the new operation as the API shows it. 0; SBX_EINVAL for a
+ * state other than those three; SBX_EDB (db_last_unique_violation() tells
+ * an Idempotency-Key taken meanwhile). */
+int store__op_insert(PGconn *c, const op_insert_t *o, json_object **ret_op);
 int store__sandbox_set_phase(PGconn *c, const char *sandbox_id, sandbox_phase_t phase, const char *extra_set,
                              int nextra, const char *const *extra);
 int store__sandbox_release_allocation(PGconn *c, const char *sandbox_id);
@@ -142,9 +186,10 @@ int store__sandbox_fail_observed(PGconn *c, const char *sandbox_id, json_object 
 int store__idem_replay(PGconn *c, const char *tenant_id, const char *key, const char *kind, const char *hash,
                        bool with_sandbox, json_object **ret, api_error_t *err);
 int store__sandbox_lock(PGconn *c, const char *scope, const char *sandbox_id, char ret_tenant[SBX_ID_MAX],
-                        char ret_phase[24], char ret_desired[16], api_error_t *err);
+                        char ret_phase[24], char ret_desired[16], sbx_worker_t *ret_worker, api_error_t *err);
 int store__sandbox_request_delete(PGconn *c, const store_limits_t *lim, const char *tenant_id, const char *sandbox_id,
-                                  const char *idem, const char *hash, const char *created_by, char ret_op[SBX_ID_MAX]);
+                                  const char *idem, const char *hash, const char *created_by, char ret_op[SBX_ID_MAX],
+                                  json_object **ret_op_json);
 /* Inside a create's transaction (store/pools.c): when req->pool_key
  * matches a pool the caller's tenant may use, takes a ready member (pool
  * row locked, member FOR UPDATE SKIP LOCKED), gives it the claimer's
@@ -163,6 +208,9 @@ int store__lease_lock(PGconn *c, const char *worker_id, const char *op_id, int64
 int store__op_fail_admitted(PGconn *c, const char *op_id, const char *kind, const char *sbx, const char *code,
                             const char *msg, json_object *placement);
 int store__place_one(PGconn *c, const store_limits_t *lim, const char *op_id);
+/* Counts an operation admitted and placed in its own request's
+ * transaction (sandbox_operations_placed_on_request_total{kind}). */
+void store__count_placed_now(const char *kind);
 int store__place_now(PGconn *c, const store_limits_t *lim, const char *op_id, bool create);
 int store__place_route_op(PGconn *c, const char *op_id, const char *kind, const char *sbx, const char *phase,
                           const char *tenant_id);

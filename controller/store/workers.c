@@ -856,61 +856,67 @@ int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_
     *ret_n = 0;
     if (max < 1 || max > SBX_CLAIM_MAX)
         max = SBX_CLAIM_MAX;
-    if (db_begin(c) < 0)
-        return store__db_error(err);
-    char maxs[16];
+    assert(op_transition_allowed(OP_LEASED, OP_RUNNING));
+    char maxs[16], bytes[24], lease[24];
     snprintf(maxs, sizeof maxs, "%d", max);
-    const char *p[] = { worker_id, maxs };
+    snprintf(bytes, sizeof bytes, "%u", SBX_CLAIM_BYTES_MAX);
+    snprintf(lease, sizeof lease, "%lld", (long long)lim->lease_seconds);
+    const char *p[] = { worker_id, maxs, bytes, lease };
     const store_table_t *t = &store__t_assignment;
-    PGresult *r = store__exec_cols(c, t, "SELECT ",
-                                   /* In turns by tenant, counting what each already
-                                    * runs here (its oldest first), so one tenant's
-                                    * backlog does not hold another's operations
-                                    * back on this worker. */
-                                   " FROM (SELECT l.id, l.created_at, coalesce(r.n, 0) + row_number() OVER "
-                                   "  (PARTITION BY l.tenant_id ORDER BY l.created_at) AS turn "
-                                   "  FROM operations l LEFT JOIN (SELECT tenant_id, count(*) AS n FROM operations "
-                                   "   WHERE lease_worker_id = $1 AND state = 'running' GROUP BY tenant_id) r "
-                                   "   ON r.tenant_id = l.tenant_id "
-                                   "  WHERE l.lease_worker_id = $1 AND l.state = 'leased' ORDER BY turn, l.created_at "
-                                   "  LIMIT $2::int) q "
-                                   "JOIN operations o ON o.id = q.id JOIN sandboxes s ON s.id = o.sandbox_id "
-                                   "JOIN tenants tn ON tn.id = o.tenant_id "
-                                   "WHERE o.state = 'leased' "
-                                   "ORDER BY q.turn, q.created_at FOR UPDATE OF o SKIP LOCKED",
-                                   2, p);
-    if (!r)
-        goto db_fail;
+    /* One statement: the operations leased to this worker, in turns by
+     * tenant (counting what each already runs here, its oldest first, so
+     * one tenant's backlog does not hold another's back on this worker),
+     * as many as fit the answer (requests carry inline stdin: the first
+     * always, the rest while their requests add up to at most $3 bytes;
+     * the others wait for the next poll), each moved leased → running with
+     * a fresh lease (from now on only the worker's heartbeats naming it
+     * renew it) and its event, a create's sandbox to provisioning with its
+     * event, the events in claim order. */
+    PGresult *r = store__exec_cols(
+        c, t,
+        "WITH q AS (SELECT o.id, q0.turn, q0.created_at, octet_length(o.request::text) AS len "
+        "  FROM (SELECT l.id, l.created_at, coalesce(r.n, 0) + row_number() OVER "
+        "    (PARTITION BY l.tenant_id ORDER BY l.created_at) AS turn "
+        "    FROM operations l LEFT JOIN (SELECT tenant_id, count(*) AS n FROM operations "
+        "      WHERE lease_worker_id = $1 AND state = 'running' GROUP BY tenant_id) r ON r.tenant_id = l.tenant_id "
+        "    WHERE l.lease_worker_id = $1 AND l.state = 'leased' ORDER BY turn, l.created_at LIMIT $2::int) q0 "
+        "  JOIN operations o ON o.id = q0.id WHERE o.state = 'leased' "
+        "  ORDER BY q0.turn, q0.created_at FOR UPDATE OF o SKIP LOCKED), "
+        "k AS (SELECT id, turn, created_at FROM (SELECT id, turn, created_at, row_number() OVER w AS rn, "
+        "  sum(len) OVER w AS upto FROM q WINDOW w AS (ORDER BY turn, created_at)) z "
+        "  WHERE rn = 1 OR upto <= $3::bigint), "
+        "o AS (UPDATE operations o SET state = 'running', updated_at = now(), started_at = now(), "
+        "  lease_expires_at = now() + make_interval(secs => $4::bigint) FROM k "
+        "  WHERE o.id = k.id AND o.state = 'leased' "
+        "  RETURNING o.*, k.turn AS claim_turn, k.created_at AS claim_at, "
+        "  extract(epoch FROM now() - o.leased_at) AS since_leased), "
+        "sp AS (UPDATE sandboxes s SET phase = 'provisioning', updated_at = now() FROM o "
+        "  WHERE o.kind = 'create' AND s.id = o.sandbox_id "
+        "  RETURNING s.id, s.tenant_id, s.worker_id, o.claim_turn, o.claim_at), "
+        "e AS (INSERT INTO events (tenant_id, kind, sandbox_id, operation_id, data) "
+        "  SELECT tenant_id, kind, sandbox_id, operation_id, data FROM ("
+        "    SELECT o.tenant_id, 'operation.running' AS kind, o.sandbox_id, o.id AS operation_id, "
+        "      jsonb_strip_nulls(jsonb_build_object('kind', o.kind, 'from', 'leased', 'to', 'running', "
+        "      'attempt', CASE WHEN o.attempt > 0 THEN o.attempt END, "
+        "      'worker', (SELECT name FROM workers w WHERE w.id = o.lease_worker_id))) AS data, "
+        "      o.claim_turn, o.claim_at, 0 AS n FROM o "
+        "    UNION ALL SELECT sp.tenant_id, 'sandbox.provisioning', sp.id, NULL, "
+        "      jsonb_build_object('worker', (SELECT name FROM workers w WHERE w.id = sp.worker_id)), "
+        "      sp.claim_turn, sp.claim_at, 1 FROM sp) ev "
+        "  ORDER BY claim_turn, claim_at, n) "
+        "SELECT ",
+        ", o.since_leased FROM o JOIN sandboxes s ON s.id = o.sandbox_id JOIN tenants tn ON tn.id = o.tenant_id "
+        "ORDER BY o.claim_turn, o.claim_at",
+        4, p);
+    if (!r) {
+        store__db_error(err);
+        return SBX_EDB;
+    }
     json_object *arr = json_object_new_array();
-    size_t bytes = 0;
+    int since = PQnfields(r) - 1;
     for (int i = 0; i < PQntuples(r); i++) {
-        const char *op_id = store__col_text(t, r, i, "operation_id"), *kind = store__col_text(t, r, i, "kind"),
-                   *sbx = store__col_text(t, r, i, "sandbox_id");
-        /* Requests carry inline stdin: the rest waits for the next poll
-         * rather than make an answer the worker would refuse. */
-        const char *req = store__col_text(t, r, i, "request");
-        bytes += req ? strlen(req) : 0;
-        if (*ret_n > 0 && bytes > SBX_CLAIM_BYTES_MAX)
-            break;
-        /* Handing it out starts a fresh lease: from now on only the
-         * worker's heartbeats (naming it as held) renew it. */
-        char lease[24];
-        snprintf(lease, sizeof lease, "%lld", (long long)lim->lease_seconds);
-        const char *lx[] = { lease };
-        int rc = store__op_cas(c, op_id, OP_LEASED, OP_RUNNING, "lease_expires_at = now() + make_interval(secs => $4::bigint)",
-                        1, lx, NULL);
-        if (rc == SBX_ECONFLICT)
-            continue;
-        if (rc < 0) {
-            json_object_put(arr);
-            PQclear(r);
-            goto db_fail;
-        }
-        if (strcmp(kind, "create") == 0 && store__sandbox_set_phase(c, sbx, PH_PROVISIONING, NULL, 0, NULL) < 0) {
-            json_object_put(arr);
-            PQclear(r);
-            goto db_fail;
-        }
+        const char *kind = store__col_text(t, r, i, "kind");
+        store__op_observe(kind, OP_RUNNING, NULL, db_get(r, i, since), NULL);
         json_object *a = store__row_json(t, r, i);
         if (strcmp(kind, "exec") == 0) {
             json_object *ex = store__parse_json_text(store__col_text(t, r, i, "request"));
@@ -930,18 +936,9 @@ int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_
         (*ret_n)++;
     }
     PQclear(r);
-    if (db_commit(c) < 0) {
-        json_object_put(arr);
-        goto db_fail;
-    }
     *ret = json_object_new_object();
     jsonx_add(*ret, "assignments", arr);
     return 0;
-db_fail:
-    *ret_n = 0;
-    store__db_error(err);
-    db_rollback(c);
-    return SBX_EDB;
 }
 
 /* A worker's report, checked. Borrowed from the body. */
@@ -1008,49 +1005,63 @@ int store__lease_lock(PGconn *c, const char *worker_id, const char *op_id, int64
 }
 
 /* The operation's end and what it means for its sandbox, in the report's
- * transaction. *ret_cas is the operation's compare-and-set result (< 0:
- * nothing else was done); returns 0 or SBX_EDB. */
-static int report_apply(PGconn *c, const report_t *rep, const char *kind, const char *sbx, int *ret_cas)
+ * transaction. The compare-and-set is also the fencing check: it moves
+ * the operation only while it is running under this worker's lease at
+ * the report's attempt ($2 … of lease_params). *ret_cas is its result
+ * (< 0: nothing else was done), *ret_op the operation it left; returns 0
+ * or SBX_EDB. */
+static int report_apply(PGconn *c, const report_t *rep, const char *worker_id, int *ret_cas, json_object **ret_op)
 {
-    bool create = strcmp(kind, "create") == 0;
-    if (rep->ok) {
-        char *res = rep->result ? jsonx_dump(rep->result) : NULL;
-        const char *x[] = { res };
-        *ret_cas = store__op_cas(c, rep->op_id, OP_RUNNING, OP_SUCCEEDED, res ? "result = $4::jsonb" : NULL,
-                                 res ? 1 : 0, x, NULL);
-        free(res);
-        if (*ret_cas < 0)
-            return 0;
-        const char *y[] = { rep->runtime_ref };
-        if (create)
-            return store__sandbox_set_phase(c, sbx, PH_RUNNING,
-                                            "runtime_ref = $3, expires_at = now() + make_interval(secs => "
-                                            "ttl_seconds), observed_generation = generation", 1, y) < 0 ? SBX_EDB : 0;
-        if (strcmp(kind, "delete") == 0 &&
-            (store__sandbox_set_phase(c, sbx, PH_DELETED, "deleted_at = now(), runtime_ref = NULL", 0, NULL) < 0 ||
-             store__sandbox_release_allocation(c, sbx) < 0))
-            return SBX_EDB;
-        return 0;
-    }
+    char attempt[24];
+    snprintf(attempt, sizeof attempt, "%lld", (long long)rep->attempt);
+    char *res = rep->result ? jsonx_dump(rep->result) : NULL;
     const char *code = jsonx_get_str(rep->error, "code");
     const char *msg = jsonx_get_str(rep->error, "message");
     if (!code || api_code_parse(code) < 0)
         code = "runtime_error";
     char mbuf[1024];
     snprintf(mbuf, sizeof mbuf, "%s", msg ? msg : "the worker reported a failure without a message");
-    if (strcmp(code, "cancelled") == 0 && strcmp(kind, "exec") == 0) {
-        /* A client cancelled it and the worker killed it: cancelled, with
-         * what the command wrote until then. */
-        char *res = rep->result ? jsonx_dump(rep->result) : NULL;
-        const char *xc[] = { code, mbuf, res };
-        *ret_cas = store__op_cas(c, rep->op_id, OP_RUNNING, OP_CANCELLED,
-                                 "error_code = $4, error_message = $5, result = $6::jsonb", 3, xc, NULL);
-        free(res);
+    op_state_t to = rep->ok ? OP_SUCCEEDED : strcmp(code, "cancelled") == 0 ? OP_CANCELLED : OP_FAILED;
+    /* $4 attempt, $5 worker, then the result and the error (as each
+     * outcome has them); a cancel counts only for an exec (which a cancel
+     * is for). */
+    const char *lease_where = "attempt = $4::int AND lease_worker_id = $5";
+    const char *xs[] = { attempt, worker_id, res }, *xf[] = { attempt, worker_id, code, mbuf },
+               *xc[] = { attempt, worker_id, res, code, mbuf };
+    if (to == OP_SUCCEEDED)
+        *ret_cas = store__op_cas_ex(c, rep->op_id, OP_RUNNING, to, "result = coalesce($6::jsonb, result)",
+                                    lease_where, 3, xs, NULL, ret_op);
+    else if (to == OP_CANCELLED)
+        *ret_cas = store__op_cas_ex(c, rep->op_id, OP_RUNNING, to,
+                                    "error_code = $7, error_message = $8, result = coalesce($6::jsonb, result)",
+                                    "attempt = $4::int AND lease_worker_id = $5 AND kind = 'exec'", 5, xc, NULL,
+                                    ret_op);
+    if (to == OP_FAILED || (to == OP_CANCELLED && *ret_cas == SBX_ECONFLICT)) {
+        /* "cancelled" for anything but an exec is a failure */
+        to = OP_FAILED;
+        *ret_cas = store__op_cas_ex(c, rep->op_id, OP_RUNNING, to, "error_code = $6, error_message = $7", lease_where,
+                                    4, xf, NULL, ret_op);
+    }
+    free(res);
+    if (*ret_cas < 0)
+        return 0;
+    const char *kind = jsonx_get_str(*ret_op, "kind"), *sbx = jsonx_get_str(*ret_op, "sandbox_id");
+    bool create = kind && strcmp(kind, "create") == 0, del = kind && strcmp(kind, "delete") == 0;
+    if (!sbx)
+        return 0;
+    if (to == OP_SUCCEEDED) {
+        const char *y[] = { rep->runtime_ref };
+        if (create)
+            return store__sandbox_set_phase(c, sbx, PH_RUNNING,
+                                            "runtime_ref = $3, expires_at = now() + make_interval(secs => "
+                                            "ttl_seconds), observed_generation = generation", 1, y) < 0 ? SBX_EDB : 0;
+        if (del &&
+            (store__sandbox_set_phase(c, sbx, PH_DELETED, "deleted_at = now(), runtime_ref = NULL", 0, NULL) < 0 ||
+             store__sandbox_release_allocation(c, sbx) < 0))
+            return SBX_EDB;
         return 0;
     }
-    const char *x[] = { code, mbuf };
-    *ret_cas = store__op_cas(c, rep->op_id, OP_RUNNING, OP_FAILED, "error_code = $4, error_message = $5", 2, x, NULL);
-    if (*ret_cas < 0 || !create)
+    if (!create)
         return 0;
     if (rep->observed) {
         char *tail = rep->ob.output_tail ? strndup(rep->ob.output_tail, rep->ob.output_tail_len) : NULL;
@@ -1070,23 +1081,28 @@ int store_worker_report(PGconn *c, const char *worker_id, json_object *body, jso
         return SBX_EINVAL;
     if (db_begin(c) < 0)
         return store__db_error(err);
-    char kind[16], sbx[SBX_ID_MAX];
-    int rc = store__lease_lock(c, worker_id, rep.op_id, rep.attempt, "report", kind, sbx, err);
-    if (rc == SBX_EINVAL) {
-        db_rollback(c);
-        return rc;
-    }
     int cas = 0;
-    if (rc < 0 || report_apply(c, &rep, kind, sbx, &cas) < 0 || (cas >= 0 && db_commit(c) < 0)) {
+    json_object *op = NULL;
+    if (report_apply(c, &rep, worker_id, &cas, &op) < 0 || (cas >= 0 && db_commit(c) < 0)) {
+        json_object_put(op);
         store__db_error(err);
         db_rollback(c);
         return SBX_EDB;
     }
     if (cas < 0) {
         db_rollback(c);
-        if (cas == SBX_ECONFLICT)
-            return api_error_set(err, API_STALE_LEASE, "report refused: operation %s changed state", rep.op_id);
-        return store__db_error(err);
+        if (cas != SBX_ECONFLICT)
+            return store__db_error(err);
+        /* Not moved: say why (unknown, another worker's, another attempt,
+         * no longer running). */
+        char kind[16], sbx[SBX_ID_MAX];
+        int rc = store__lease_lock(c, worker_id, rep.op_id, rep.attempt, "report", kind, sbx, err);
+        if (rc == SBX_EINVAL)
+            return rc;
+        if (rc < 0)
+            return store__db_error(err);
+        return api_error_set(err, API_STALE_LEASE, "report refused: operation %s changed state", rep.op_id);
     }
-    return store__op_reply(c, NULL, rep.op_id, ret, err);
+    *ret = store__wrap("operation", op);
+    return 0;
 }

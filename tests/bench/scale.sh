@@ -87,6 +87,7 @@ unix_socket_directories = '$TMP/pg/run'
 max_connections = 300
 shared_preload_libraries = 'pg_stat_statements'
 pg_stat_statements.track = all
+pg_stat_statements.track_planning = on
 fsync = off
 synchronous_commit = off
 full_page_writes = off
@@ -208,11 +209,13 @@ if want load; then
     pgms=$(pg_cpu_ms "$TMP/cpu0" "$TMP/cpu1")
     f="$TMP/load-$c.json"
     ops=$(jget "$f" ops)
-    # where the statements go: calls per operation, top level and nested
+    # where the statements go: calls per operation, top level or nested,
+    # mean execution and planning time per call, execution time per operation
     q "SELECT round(calls::numeric / greatest($ops, 1), 2) || ' | ' || CASE WHEN toplevel THEN 'top' ELSE 'nested' END \
-      || ' | ' || round(total_exec_time::numeric / greatest($ops, 1), 3) || ' ms | ' || left(regexp_replace(query, '\s+', ' ', 'g'), 110) \
+      || ' | ' || round(mean_exec_time::numeric, 3) || ' | ' || round(total_plan_time::numeric / greatest(calls, 1), 3) \
+      || ' | ' || round(total_exec_time::numeric / greatest($ops, 1), 3) || ' | ' || left(regexp_replace(query, '\s+', ' ', 'g'), 110) \
       FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = 'sandbox' \
-      ORDER BY calls DESC LIMIT 40" >"$OUT/statements-$c.txt" 2>/dev/null || true
+      ORDER BY calls DESC LIMIT 60" >"$OUT/statements-$c.txt" 2>/dev/null || true
     LOAD_ROWS+=("$c|$(jget "$f" ops_per_s)|$(jget "$f" kinds.create.latency.p50_ms)|$(jget "$f" kinds.create.latency.p99_ms)|$(jget "$f" kinds.exec.latency.p50_ms)|$(jget "$f" kinds.exec.latency.p99_ms)|$(jget "$f" kinds.delete.latency.p50_ms)|$(jget "$f" kinds.delete.latency.p99_ms)|$(jget "$f" kinds.create.accepted_to_succeeded.p50_ms)|$(jget "$f" kinds.create.accepted_to_succeeded.p99_ms)|$(calc "round(($x1 - $x0) / max($ops, 1), 1)")|$(calc "round(($s1 - $s0) / max($ops, 1), 1)")|$(calc "round($pgms / max($ops, 1), 2)")|$(calc "round(($k1 - $k0) * 1000 / $HZ / max($ops, 1), 2)")|$(jget "$f" errors)")
     printf '%s\n' "$c $(jget "$f" ops_per_s) $(jget "$f" kinds.create.latency.p50_ms) $(jget "$f" kinds.create.latency.p99_ms)" >>"$TMP/chart.dat"
   done

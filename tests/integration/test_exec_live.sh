@@ -132,6 +132,9 @@ itest_http POST /v1/workers/register "$wtok" \
   '{"name":"live-scripted","runtime":"docker","isolation":["container"],"labels":{},"capacity":{"cpu_millis":1000,"memory_mib":512,"slots":1},"version":"test"}'
 assert_http 200 "" "register a scripted worker"
 wid=$(itest_json "$HTTP_BODY" worker.id)
+# it never runs anything: drained at once, so no test after this one (in
+# whatever order) gets its creates placed on it while it looks fresh
+SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN sandbox workers drain live-scripted >/dev/null
 itest_http POST "/v1/sandboxes/$sbx/exec" "$SANDBOX_TOKEN" '{"argv":["sleep","3"]}'
 op2=$(itest_json "$HTTP_BODY" operation.id)
 sleep 1
