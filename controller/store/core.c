@@ -270,7 +270,19 @@ static json_object *op_insert_step(const op_insert_t *o, op_state_t from, op_sta
     return d;
 }
 
-int store__op_insert(PGconn *c, const op_insert_t *o, json_object **ret_op)
+/* {"kind","operation_id","data"}: one events row for store__events_json's
+ * statements. */
+json_object *store__event_json(const char *kind, const char *op_id, json_object *data)
+{
+    json_object *e = json_object_new_object();
+    jsonx_add_str(e, "kind", kind);
+    if (op_id)
+        jsonx_add_str(e, "operation_id", op_id);
+    jsonx_add(e, "data", data ? data : json_object_new_object());
+    return e;
+}
+
+int store__op_insert_events(const op_insert_t *o, json_object *arr)
 {
     op_state_t path[3] = { OP_PENDING };
     int n = 1;
@@ -281,16 +293,27 @@ int store__op_insert(PGconn *c, const op_insert_t *o, json_object **ret_op)
         json_object_put(o->pending_data);
         return SBX_EINVAL;
     }
-    json_object *steps = json_object_new_array();
     for (int i = 0; i < n; i++) {
         assert(i == 0 || op_transition_allowed(path[i - 1], path[i]));
         json_object *d = op_insert_step(o, i ? path[i - 1] : OP_PENDING, path[i]);
         if (i == 0 && o->pending_data) {
             json_object_object_foreach(o->pending_data, k, v) jsonx_add(d, k, json_object_get(v));
         }
-        json_object_array_add(steps, d);
+        char kind[32];
+        snprintf(kind, sizeof kind, "operation.%s", op_state_name(path[i]));
+        json_object_array_add(arr, store__event_json(kind, o->id, d));
     }
     json_object_put(o->pending_data);
+    return 0;
+}
+
+int store__op_insert(PGconn *c, const op_insert_t *o, json_object **ret_op)
+{
+    json_object *steps = json_object_new_array();
+    if (store__op_insert_events(o, steps) < 0) {
+        json_object_put(steps);
+        return SBX_EINVAL;
+    }
     char deadline[24], lease[24];
     snprintf(deadline, sizeof deadline, "%lld", (long long)o->deadline_seconds);
     snprintf(lease, sizeof lease, "%lld", (long long)o->lease_seconds);
@@ -312,11 +335,7 @@ int store__op_insert(PGconn *c, const op_insert_t *o, json_object **ret_op)
         "  now() + make_interval(secs => $12::bigint) END, CASE WHEN $11::text IS NOT NULL THEN now() END, "
         "  $13::jsonb, $14::jsonb, CASE WHEN $5 IN ('succeeded', 'failed', 'cancelled') THEN now() END) "
         "RETURNING ",
-        "), e AS (INSERT INTO events (tenant_id, kind, sandbox_id, operation_id, data) "
-        "  SELECT $2, 'operation.' || (x->>'to'), $3, $1, x "
-        "  FROM jsonb_array_elements($15::jsonb) WITH ORDINALITY AS s(x, n) ORDER BY n) "
-        "SELECT * FROM o",
-        15, p);
+        "), e AS (" STORE_EVENTS_INSERT("$2", "$3", "$15") ") SELECT * FROM o", 15, p);
     free(steps_text);
     free(pl);
     free(res);

@@ -258,6 +258,118 @@ static int place_create(PGconn *c, const store_limits_t *lim, const char *op_id,
     return rc;
 }
 
+int store__create_placed(PGconn *c, const store_limits_t *lim, const create_req_t *req, const char *spec_text,
+                         const char *class_text, const char *sbx_id, const char *op_id, json_object **ret_op)
+{
+    bool backlog = false;
+    if (store__one_row(c, "SELECT 1 FROM operations WHERE state = 'admitted' AND kind = 'create' LIMIT 1", 0, NULL,
+                       &backlog) < 0)
+        return SBX_EDB;
+    if (backlog)
+        return 0;
+    place_loaded_t l;
+    int rc = place_load(c, lim, req->tenant_id, isolation_name(req->isolation), spec_text, req->spec->cpu_millis,
+                        req->spec->memory_mib, &l);
+    if (rc < 0)
+        return rc;
+    place_decision_t d;
+    memset(&d, 0, sizeof d);
+    int worker = -1;
+    while (worker < 0) {
+        if ((rc = place_decide(&l.in, &d)) < 0)
+            break;
+        if (d.action != PLACE_LEASE) {
+            rc = 0; /* waits or is refused: the caller's way, through the loop's code */
+            break;
+        }
+        const aegis_worker_t *k = &l.in.ws[d.worker];
+        char cpus[24], mems[24];
+        snprintf(cpus, sizeof cpus, "%lld", (long long)l.in.rq.cpu);
+        snprintf(mems, sizeof mems, "%lld", (long long)l.in.rq.mem);
+        const char *q[] = { k->id, cpus, mems };
+        bool got = false;
+        if (store__one_row(c,
+                           "UPDATE workers SET alloc_cpu_millis = alloc_cpu_millis + $2, "
+                           "  alloc_memory_mib = alloc_memory_mib + $3, alloc_slots = alloc_slots + 1, "
+                           "  updated_at = now() "
+                           "WHERE id = $1 AND state = 'ready' AND stopping_at IS NULL "
+                           "  AND alloc_cpu_millis + $2 <= cpu_millis AND alloc_memory_mib + $3 <= memory_mib "
+                           "  AND alloc_slots + 1 <= slots RETURNING id",
+                           3, q, &got) < 0) {
+            rc = SBX_EDB;
+            break;
+        }
+        if (got) {
+            worker = d.worker;
+            break;
+        }
+        /* Another controller took the room meanwhile: decide again
+         * without this worker's stale numbers. */
+        l.in.ws[d.worker].free_slots = 0;
+        place_decision_release(&d);
+        memset(&d, 0, sizeof d);
+    }
+    if (worker < 0) {
+        place_decision_release(&d);
+        place_loaded_release(&l);
+        return rc;
+    }
+    /* Leased to it: the sandbox (scheduled there), its create (leased,
+     * attempt 1) and their events in the order the steps one by one would
+     * have written them, in one statement. */
+    const aegis_worker_t *k = &l.in.ws[worker];
+    json_object *ev = json_object_new_array(), *sd = json_object_new_object();
+    jsonx_add_str(sd, "image", req->spec->image);
+    jsonx_add_str(sd, "isolation", isolation_name(req->isolation));
+    jsonx_add_str(sd, "network", net_mode_name(req->spec->network));
+    jsonx_add_int(sd, "cpu_millis", req->spec->cpu_millis);
+    jsonx_add_int(sd, "memory_mib", req->spec->memory_mib);
+    jsonx_add_int(sd, "ttl_seconds", req->spec->ttl_seconds);
+    json_object_array_add(ev, store__event_json("sandbox.pending", NULL, sd));
+    op_insert_t oi = { .id = op_id, .kind = "create", .state = OP_LEASED, .worker_name = k->name };
+    store__op_insert_events(&oi, ev);
+    json_object *scheduled = json_object_new_object();
+    jsonx_add_str(scheduled, "worker", k->name);
+    jsonx_add_str(scheduled, "isolation", isolation_name(d.run_as));
+    json_object_array_add(ev, store__event_json("sandbox.scheduled", NULL, scheduled));
+    char *ev_text = jsonx_dump(ev), *pl = jsonx_dump(d.placement);
+    json_object_put(ev);
+    char cpu[24], mem[24], ttl[24], deadline[24], lease[24];
+    snprintf(cpu, sizeof cpu, "%lld", (long long)req->spec->cpu_millis);
+    snprintf(mem, sizeof mem, "%lld", (long long)req->spec->memory_mib);
+    snprintf(ttl, sizeof ttl, "%lld", (long long)req->spec->ttl_seconds);
+    snprintf(deadline, sizeof deadline, "%lld", (long long)lim->deadline_seconds);
+    snprintf(lease, sizeof lease, "%lld", (long long)lim->lease_seconds);
+    const char *p[] = { sbx_id, req->tenant_id, spec_text, isolation_name(d.run_as), cpu, mem, ttl,
+                        req->created_by, class_text, k->id, op_id, req->idempotency_key, req->request_hash,
+                        deadline, lease, pl, ev_text };
+    PGresult *r = store__exec_cols(
+        c, &store__t_op,
+        "WITH s AS (INSERT INTO sandboxes (id, tenant_id, spec, desired_state, phase, isolation, cpu_millis, "
+        "  memory_mib, ttl_seconds, created_by, classification, worker_id, allocated) "
+        "  VALUES ($1, $2, $3::jsonb, 'running', 'scheduled', $4, $5, $6, $7, $8, $9::jsonb, $10, true) "
+        "  RETURNING id), "
+        "o AS (INSERT INTO operations AS o (id, tenant_id, sandbox_id, kind, state, idempotency_key, request_hash, "
+        "  request, deadline, created_by, attempt, lease_worker_id, lease_expires_at, leased_at, placement) "
+        "  SELECT $11, $2, s.id, 'create', 'leased', $12, $13, $3::jsonb, "
+        "  now() + make_interval(secs => $14::bigint), $8, 1, $10, now() + make_interval(secs => $15::bigint), "
+        "  now(), $16::jsonb FROM s RETURNING ",
+        "), e AS (" STORE_EVENTS_INSERT("$2", "$1", "$17") ") SELECT * FROM o", 17, p);
+    free(ev_text);
+    free(pl);
+    place_decision_release(&d);
+    place_loaded_release(&l);
+    if (!r || PQntuples(r) != 1) {
+        PQclear(r);
+        return SBX_EDB;
+    }
+    *ret_op = store__row_json(&store__t_op, r, 0);
+    PQclear(r);
+    store__op_observe("create", OP_LEASED, "0", NULL, NULL);
+    store__count_placed_now("create");
+    return 1;
+}
+
 /* The admitted operation and its sandbox, as store__place_one reads them. */
 typedef struct place_op {
     char kind[16], sbx[SBX_ID_MAX], phase[24], worker[SBX_ID_MAX], iso[16], wstate[16];

@@ -170,6 +170,31 @@ int store_sandbox_create(PGconn *c, const store_limits_t *lim, const create_req_
         }
     }
     char *class_text = req->classification ? jsonx_dump(req->classification) : NULL;
+    json_object *op = NULL;
+    int placed = store__create_placed(c, lim, req, spec_text, class_text, sbx_id, op_id, &op);
+    if (placed < 0) {
+        free(class_text);
+        free(spec_text);
+        return create_idem_race(c, req, ret, ret_replayed, err);
+    }
+    if (placed > 0) {
+        json_object *sbx = NULL;
+        free(class_text);
+        free(spec_text);
+        if (db_commit(c) < 0) {
+            json_object_put(op);
+            store__db_error(err);
+            db_rollback(c);
+            return SBX_EDB;
+        }
+        if (store__load_sandbox(c, sbx_id, &sbx) < 0) {
+            json_object_put(op);
+            return store__db_error(err);
+        }
+        *ret = store__wrap("sandbox", sbx);
+        jsonx_add(*ret, "operation", op);
+        return 0;
+    }
     const char *ps[] = { sbx_id, req->tenant_id, spec_text, isolation_name(req->isolation), cpu, mem, ttl,
                          req->created_by, class_text };
     int ins = db_run(c, "INSERT INTO sandboxes (id, tenant_id, spec, desired_state, phase, isolation, cpu_millis, "

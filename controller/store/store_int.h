@@ -174,6 +174,19 @@ typedef struct op_insert {
     json_object *placement;                     /* OP_LEASED: borrowed; may be NULL */
     json_object *result;                        /* OP_SUCCEEDED: borrowed; may be NULL */
 } op_insert_t;
+/* Appends to arr the events rows of o's path, as store__event_json makes
+ * them (o->pending_data taken). 0 or SBX_EINVAL (a state other than the three). */
+int store__op_insert_events(const op_insert_t *o, json_object *arr);
+/* {"kind","operation_id","data"} (data taken; NULL: {}; op_id may be NULL):
+ * one row for STORE_EVENTS_INSERT. */
+json_object *store__event_json(const char *kind, const char *op_id, json_object *data);
+/* SQL: inserts the events rows of the JSON array param arr (text, e.g.
+ * "$15") of store__event_json objects, in the array's order, for tenant
+ * and sandbox (params). */
+#define STORE_EVENTS_INSERT(tenant, sandbox, arr)                                                                   \
+    "INSERT INTO events (tenant_id, kind, sandbox_id, operation_id, data) SELECT " tenant ", x->>'kind', " sandbox \
+    ", x->>'operation_id', x->'data' FROM jsonb_array_elements(" arr "::jsonb) WITH ORDINALITY AS ev(x, n) "      \
+    "ORDER BY n"
 /* Inserts o (o->pending_data is always taken); *ret_op (ret_op may be
  * NULL) gets the new operation as the API shows it. 0; SBX_EINVAL for a
  * state other than those three; SBX_EDB (db_last_unique_violation() tells
@@ -208,6 +221,16 @@ int store__lease_lock(PGconn *c, const char *worker_id, const char *op_id, int64
 int store__op_fail_admitted(PGconn *c, const char *op_id, const char *kind, const char *sbx, const char *code,
                             const char *msg, json_object *placement);
 int store__place_one(PGconn *c, const store_limits_t *lim, const char *op_id);
+/* A create placed in its own request's transaction, before anything of
+ * it is written (the caller holds the tenant's row): when no other create
+ * waits admitted and AEGIS leases it to a worker with room now, takes the
+ * room and inserts the sandbox (scheduled there), its create (op_id,
+ * leased) and their events in one statement: 1 with *ret_op. 0 when it
+ * waits or is refused (nothing written: the caller inserts it pending and
+ * lets store__place_now decide as the loop does). < 0 on error
+ * (db_last_unique_violation() tells an Idempotency-Key taken meanwhile). */
+int store__create_placed(PGconn *c, const store_limits_t *lim, const create_req_t *req, const char *spec_text,
+                         const char *class_text, const char *sbx_id, const char *op_id, json_object **ret_op);
 /* Counts an operation admitted and placed in its own request's
  * transaction (sandbox_operations_placed_on_request_total{kind}). */
 void store__count_placed_now(const char *kind);
