@@ -117,6 +117,13 @@
 #define SBX_WAKE_OPS_MAX              64
 /* Rows a reconcile pass claims per transaction. */
 #define SBX_RECONCILE_BATCH           100
+/* The least time between two reconcile rounds that kicks started: under
+ * load every create and delete report kicks the loop, and most rounds find
+ * nothing (operations are placed on their own requests); kicks that come
+ * closer together are served by one round. What waits for the loop (a
+ * create waiting for room, a delete behind its create) waits at most this
+ * much longer. */
+#define SBX_RECONCILE_KICK_GAP_MS     20
 /* Warm pools: the largest pool (members are running containers nobody is
  * charged for until claimed), the pools one tenant may declare, the pools
  * in all, and a pool's name (the CLI and URLs carry it). */

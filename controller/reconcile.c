@@ -136,8 +136,13 @@ static int reconcile_pass(struct reconcile *r)
     if (timed)
         r->next_timed_ms = now + cfg_int(&ctl->cfg, CFG_RECONCILE_INTERVAL_MS);
     if (!timed) {
-        RUN_PASS("admit", store_admit_pending(r->db, &changed));
-        RUN_PASS("place", store_place_admitted(r->db, &ctl->lim, &changed, &leased));
+        bool pending = false, admitted = false;
+        if (store_ops_waiting(r->db, &pending, &admitted) < 0)
+            return SBX_EDB;
+        if (pending)
+            RUN_PASS("admit", store_admit_pending(r->db, &changed));
+        if (pending || admitted)
+            RUN_PASS("place", store_place_admitted(r->db, &ctl->lim, &changed, &leased));
         if (changed)
             controller_wake_waiters(ctl);
         return rc < 0 ? rc : changed;
@@ -202,12 +207,20 @@ static void *reconcile_main(void *arg)
         if (took > 1000)
             log_warn("reconcile", "a reconcile round took %lld ms", (long long)took);
         pthread_mutex_lock(&r->mu);
-        if (r->stop || r->kicked)
-            continue;
-        struct timespec ts = time_mono_timespec_after(cfg_int(&r->ctl->cfg, CFG_RECONCILE_INTERVAL_MS));
-        while (!r->stop && !r->kicked)
-            if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) != 0)
-                break;
+        if (!r->stop && !r->kicked) {
+            struct timespec ts = time_mono_timespec_after(cfg_int(&r->ctl->cfg, CFG_RECONCILE_INTERVAL_MS));
+            while (!r->stop && !r->kicked)
+                if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) != 0)
+                    break;
+        }
+        /* Kicks closer together than SBX_RECONCILE_KICK_GAP_MS are served
+         * by one round: the kicked flag stays set meanwhile. */
+        int64_t due = t0 + SBX_RECONCILE_KICK_GAP_MS;
+        if (!r->stop && r->kicked && time_mono_ms() < due) {
+            struct timespec ts = time_mono_timespec_after(due - time_mono_ms());
+            while (!r->stop && pthread_cond_timedwait(&r->cv, &r->mu, &ts) == 0)
+                ;
+        }
     }
     pthread_mutex_unlock(&r->mu);
     return NULL;

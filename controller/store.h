@@ -306,6 +306,10 @@ int store_worker_identity_denied_event(PGconn *c, const char *token_id, const ch
 /* Reconcile passes. Each returns 0 or SBX_EDB and adds the rows it changed
  * to *ret_changed; ret_leased (place only) counts new leases (worker wake). */
 int store_admit_pending(PGconn *c, int *ret_changed);
+/* Whether any operation is pending (*ret_pending) or admitted
+ * (*ret_admitted): one read of the active operations' index, so a kicked
+ * round with nothing to do costs one statement. 0 or SBX_EDB. */
+int store_ops_waiting(PGconn *c, bool *ret_pending, bool *ret_admitted);
 int store_place_admitted(PGconn *c, const store_limits_t *lim, int *ret_changed, int *ret_leased);
 int store_expire_leases(PGconn *c, const store_limits_t *lim, int *ret_changed);
 int store_fail_overdue(PGconn *c, int *ret_changed);

@@ -32,6 +32,20 @@ int store_admit_pending(PGconn *c, int *ret_changed)
     return 0;
 }
 
+int store_ops_waiting(PGconn *c, bool *ret_pending, bool *ret_admitted)
+{
+    PGresult *r = db_exec(c,
+                          "SELECT EXISTS (SELECT 1 FROM operations WHERE state = 'pending'), "
+                          "EXISTS (SELECT 1 FROM operations WHERE state = 'admitted')",
+                          0, NULL);
+    if (!r)
+        return SBX_EDB;
+    *ret_pending = db_get_bool(r, 0, 0);
+    *ret_admitted = db_get_bool(r, 0, 1);
+    PQclear(r);
+    return 0;
+}
+
 /* Ids of up to `limit` operations in `state`, oldest first (not locked: each
  * is then claimed in its own transaction with SKIP LOCKED). */
 static PGresult *ops_in_state(PGconn *c, const char *where)
