@@ -411,7 +411,9 @@ static const struct option sim_api_opts[] = {
     { "memory-mib", required_argument, NULL, SIM_O_MEM }, { "json", no_argument, NULL, SIM_O_JSON },
     { "help", no_argument, NULL, SIM_O_HELP }, { "count", required_argument, NULL, SIM_O_COUNT },
     { "get", required_argument, NULL, SIM_O_GET }, { "list", required_argument, NULL, SIM_O_LIST },
-    { "list-limit", required_argument, NULL, SIM_O_LIMIT }, { NULL, 0, NULL, 0 },
+    { "list-limit", required_argument, NULL, SIM_O_LIMIT }, { "rate", required_argument, NULL, SIM_O_RATE },
+    { "pool", required_argument, NULL, SIM_O_POOL }, { "ids", required_argument, NULL, SIM_O_IDS },
+    { NULL, 0, NULL, 0 },
 };
 
 static const char sim_load_usage[] =
@@ -480,6 +482,9 @@ int sim_api_options(int argc, char **argv, const char *usage, unsigned allowed, 
         case SIM_O_GET: bad = sim_parse_int(optarg, 0, 10000000, &o->get) < 0; break;
         case SIM_O_LIST: bad = sim_parse_int(optarg, 0, 10000000, &o->list) < 0; break;
         case SIM_O_LIMIT: bad = sim_parse_int(optarg, 1, SBX_LIST_MAX, &o->limit) < 0; break;
+        case SIM_O_RATE: bad = sim_parse_int(optarg, 1, 10000, &o->rate) < 0; break;
+        case SIM_O_POOL: o->pool = optarg; break;
+        case SIM_O_IDS: o->ids = optarg; break;
         default: bad = true;
         }
         if (bad) {

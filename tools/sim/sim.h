@@ -108,6 +108,7 @@ typedef struct sim_api {
 enum sim_opt {
     SIM_O_CTL = 1, SIM_O_TOKEN, SIM_O_TOKFILE, SIM_O_CLIENTS, SIM_O_DURATION, SIM_O_MIX, SIM_O_IMAGE, SIM_O_SELECTOR,
     SIM_O_TTL, SIM_O_CPU, SIM_O_MEM, SIM_O_JSON, SIM_O_HELP, SIM_O_COUNT, SIM_O_GET, SIM_O_LIST, SIM_O_LIMIT,
+    SIM_O_RATE, SIM_O_POOL, SIM_O_IDS,
 };
 
 /* The bit of option SIM_O_name in a subcommand's mask of allowed options. */
@@ -116,8 +117,8 @@ enum sim_opt {
 /* The command line's values beyond sim_api_t's; seen has the SIM_OPT bit
  * of every option given. */
 typedef struct sim_opts {
-    const char *url, *token, *tokfile, *mix, *selector;
-    long clients, duration, count, get, list, limit;
+    const char *url, *token, *tokfile, *mix, *selector, *pool, *ids;
+    long clients, duration, count, get, list, limit, rate;
     unsigned seen;
 } sim_opts_t;
 
@@ -153,5 +154,7 @@ int sim_workers_main(int argc, char **argv);
 int sim_load_main(int argc, char **argv);
 int sim_populate_main(int argc, char **argv);
 int sim_probe_main(int argc, char **argv);
+/* sandbox-sim claim ARGS (claim.c). */
+int sim_claim_main(int argc, char **argv);
 
 #endif
