@@ -145,7 +145,9 @@ assert_eq 0 "$(itest_json "$claim" duplicates)" "no sandbox handed to two claims
 assert_eq 8 "$(itest_json "$claim" deleted)" "every claimed sandbox deleted"
 assert_eq 8 "$(wc -l <"$ITEST_TMP/claims.ids")" "8 claimed ids written"
 assert_eq 8 "$(cut -d' ' -f1 "$ITEST_TMP/claims.ids" | sort -u | wc -l)" "8 different sandboxes"
-assert_eq "$hits" "$(grep -c ' hit$' "$ITEST_TMP/claims.ids")" "the ids file marks the hits"
+assert_eq "$hits" "$(grep -c ' hit ' "$ITEST_TMP/claims.ids")" "the ids file marks the hits"
+assert_eq 8 "$(grep -cE '^sbx_[a-z0-9]+ (hit|miss) [0-9]+\.[0-9]{3} [0-9]+\.[0-9]{2}$' "$ITEST_TMP/claims.ids")" \
+  "each ids line: ID hit|miss DUE_S MS"
 # The controller's view: the pool counted exactly those hits and misses,
 # each hit sandbox was claimed once (one pool.claimed event) from this pool
 # into the claimer's tenant, and no member ever went to the real worker.

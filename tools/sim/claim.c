@@ -39,10 +39,12 @@ typedef struct sim_pool_view {
     int64_t t_us;                   /* when the answer came */
 } sim_pool_view_t;
 
-/* A sandbox the claims got, and whether its 202 was a hit. */
+/* A sandbox the claims got: whether its 202 was a hit, when its claim
+ * was due (from the start) and how long it took to the 202. */
 typedef struct sim_claimed {
     char id[SBX_ID_MAX];
     bool hit;
+    int64_t due_us, took_us;
 } sim_claimed_t;
 
 struct sim_claims {
@@ -269,7 +271,7 @@ static void sim_claim_timer_cb(evutil_socket_t fd, short what, void *arg)
     sim_claim_step(arg);
 }
 
-static void sim_claims_record(sim_claims_t *R, const char *id, bool hit)
+static void sim_claims_record(sim_claims_t *R, const char *id, bool hit, int64_t due_us, int64_t took_us)
 {
     if (R->nclaimed == R->capclaimed) {
         size_t cap = R->capclaimed ? R->capclaimed * 2 : 1024;
@@ -282,6 +284,8 @@ static void sim_claims_record(sim_claims_t *R, const char *id, bool hit)
     sim_claimed_t *c = &R->claimed[R->nclaimed++];
     snprintf(c->id, sizeof c->id, "%s", id);
     c->hit = hit;
+    c->due_us = due_us;
+    c->took_us = took_us;
 }
 
 static void sim_claim_create_done(void *ud, const sim_resp_t *r)
@@ -309,7 +313,7 @@ static void sim_claim_create_done(void *ud, const sim_resp_t *r)
     R->t_last_answer = now;
     const char *phase = sim_jstr(sbx, "phase"), *state = sim_jstr(op, "state");
     bool hit = phase && state && strcmp(phase, "running") == 0 && strcmp(state, "succeeded") == 0;
-    sim_claims_record(R, sbx_id, hit);
+    sim_claims_record(R, sbx_id, hit, cl->t_due - R->t0, now - cl->t_due);
     if (hit) {
         R->hits++;
         sim_samples_add(&R->hit_us, now - cl->t_due);
@@ -576,14 +580,16 @@ static void sim_claims_print(sim_claims_t *R, long dups)
     fflush(stdout);
 }
 
-/* Writes "ID hit|miss" a line for every claimed sandbox to path. */
+/* Writes "ID hit|miss DUE_S MS" a line for every claimed sandbox to path:
+ * when its claim was due (seconds from the start) and its due → 202. */
 static int sim_claims_write_ids(const sim_claims_t *R, const char *path)
 {
     FILE *fp = fopen(path, "w");
     if (!fp)
         return SBX_EIO;
     for (size_t i = 0; i < R->nclaimed; i++)
-        fprintf(fp, "%s %s\n", R->claimed[i].id, R->claimed[i].hit ? "hit" : "miss");
+        fprintf(fp, "%s %s %.3f %.2f\n", R->claimed[i].id, R->claimed[i].hit ? "hit" : "miss",
+                (double)R->claimed[i].due_us / 1e6, (double)R->claimed[i].took_us / 1000.0);
     return fclose(fp) == 0 ? 0 : SBX_EIO;
 }
 
@@ -603,7 +609,8 @@ static const char sim_claim_usage[] =
     "  --pool NAME          the pool whose spec the creates take, and whose counters are shown\n"
     "  --rate N             claims a second (1 to 10000, default 100)\n"
     "  --duration S         seconds of claims (default 10); rate x duration at most 1000000\n"
-    "  --ids F              write each claimed sandbox's id and hit or miss to F, one a line\n"
+    "  --ids F              write a line per claimed sandbox to F: ID hit|miss DUE_S MS (when its claim was\n"
+    "                       due, seconds from the start, and due -> 202 in ms)\n"
     "  --image I            without --pool: image of the creates (default sandbox/busybox:latest)\n"
     "  --cpu-millis N       without --pool: CPU of each sandbox (default 100)\n"
     "  --memory-mib N       without --pool: memory of each sandbox (default 64)\n"
