@@ -431,9 +431,17 @@ if want warm; then
     wait_full 120 || die "pool $POOL did not refill within 120 s (ready $(pool_ready) of $POOL_SIZE)"
     say "warm: claims at $rate/s for $SECONDS_WARM s"
     f="$TMP/warm-$rate.json"
+    q "SELECT pg_stat_statements_reset()" >/dev/null
     "$SIM" claim --controller "$URL1" --token-file "$TMP/member.token" --pool "$POOL" --rate "$rate" \
       --duration "$SECONDS_WARM" --ids "$OUT/warm-$rate.ids" --json >"$f" 2>"$f.err" \
       || { cat "$f.err" >&2; [ -s "$f" ] || die "sandbox-sim claim failed ($rate/s)"; }
+    # where the database's time went during the claims: total, mean and
+    # slowest call of the busiest statements
+    q "SELECT round(total_exec_time::numeric) || ' ms | ' || calls || ' calls | mean ' \
+      || round(mean_exec_time::numeric, 3) || ' | max ' || round(max_exec_time::numeric, 1) || ' | ' \
+      || left(regexp_replace(query, '\s+', ' ', 'g'), 110) \
+      FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = 'sandbox' \
+      ORDER BY total_exec_time DESC LIMIT 30" >"$OUT/statements-warm-$rate.txt" 2>/dev/null || true
     errs=$(($(jget "$f" errors) + $(jget "$f" rate_limited) + $(jget "$f" not_sent) + $(jget "$f" duplicates)))
     WARM_ROWS+=("$rate|$(jget "$f" claims_per_s)|$(jget "$f" hits)|$(jget "$f" misses)|$(jget "$f" hit.p50_ms)|$(jget "$f" hit.p99_ms)|$(jget "$f" hit.max_ms)|$(jget "$f" miss_succeeded.p50_ms)|$(jget "$f" pool.ready_before)|$(jget "$f" pool.ready_min)|$(jget "$f" pool.ready_after)|$(jget "$f" pool.refills)|$(jget "$f" pool.refills_per_s)|$errs")
   done
