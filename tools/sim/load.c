@@ -511,7 +511,11 @@ int sim_api_options(int argc, char **argv, const char *usage, unsigned allowed, 
         }
         fclose(fp);
         line[strcspn(line, "\r\n")] = '\0';
-        snprintf(a->token, sizeof a->token, "%s", line);
+        if (strlen(line) > SBX_TOKEN_MAX) {
+            sim_errorf("--token-file %s: its first line is longer than a token", o->tokfile);
+            return 2;
+        }
+        memcpy(a->token, line, strlen(line) + 1);
     } else {
         if (strlen(o->token) > SBX_TOKEN_MAX) {
             sim_errorf("--token is longer than a token");
