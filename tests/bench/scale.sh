@@ -344,7 +344,8 @@ done
 SIM_PID=$!
 PIDS+=("$SIM_PID")
 for _ in $(seq 150); do
-  n=$(curl -s -H "Authorization: Bearer $ADMIN" "$URL1/v1/workers" | grep -o '"state":"ready"' | wc -l)
+  # (|| true: before the first registration grep finds nothing, and pipefail)
+  n=$(curl -s -H "Authorization: Bearer $ADMIN" "$URL1/v1/workers" | grep -o '"state":"ready"' | wc -l || true)
   [ "$n" -ge "$WORKERS" ] && break
   sleep 0.2
 done
