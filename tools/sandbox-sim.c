@@ -13,6 +13,7 @@ static const char sim_usage[] =
     "  load       client loops create -> exec -> delete; throughput and latency percentiles\n"
     "  populate   create N live sandboxes quickly (on hollow workers)\n"
     "  probe      latency of GET /v1/sandboxes/{id} and of the list\n"
+    "  claim      warm pool claims at a fixed rate: hits, misses, latency, the pool's refills\n"
     "Errors are one line on stderr; exit 2 usage, 1 failure.\n";
 
 typedef struct sim_cmd {
@@ -25,6 +26,7 @@ static const sim_cmd_t sim_cmds[] = {
     { "load", sim_load_main },
     { "populate", sim_populate_main },
     { "probe", sim_probe_main },
+    { "claim", sim_claim_main },
 };
 
 int main(int argc, char **argv)

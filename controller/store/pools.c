@@ -303,14 +303,32 @@ static int refill_one(PGconn *c, const store_limits_t *lim, const PGresult *pr, 
     return store__event_add(c, POOL_TENANT, "operation.pending", sbx, op, ed) < 0 ? SBX_EDB : 0;
 }
 
-/* One pool, in its own transaction under its row lock: how many members
- * it misses, and up to *budget of them added. *ret_added += added. */
+/* One pool, in its own transaction: how many members it misses, and up
+ * to *budget of them added. *ret_added += added. The refills of a pool
+ * take turns on a transaction-wide advisory lock (another controller's
+ * refill under way: this pass leaves the pool to it), and the counts are
+ * read after it, so two controllers do not overfill. Not on the pool's
+ * row: every claim updates that row, so under steady claims a pass that
+ * needed it was skipped (SKIP LOCKED) or, once it had it, held every claim
+ * while it added up to a second's worth of members. FOR KEY SHARE keeps
+ * the pool from being deleted meanwhile without blocking a claim. */
 static int refill_pool(PGconn *c, const store_limits_t *lim, const char *pool_id, const char *ttl, int *budget,
                        int *ret_added)
 {
     const char *p[] = { pool_id };
     if (db_begin(c) < 0)
         return SBX_EDB;
+    PGresult *lr = db_exec(c, "SELECT pg_try_advisory_xact_lock(hashtext('sandbox_pool_refill'), hashtext($1))", 1, p);
+    if (!lr) {
+        db_rollback(c);
+        return SBX_EDB;
+    }
+    bool turn = db_get_bool(lr, 0, 0);
+    PQclear(lr);
+    if (!turn) {
+        db_rollback(c);
+        return 0;
+    }
     /* live: members not gone; ready: those running; recent_failures:
      * members that failed in the last minute (a pool whose image cannot
      * start waits instead of failing creates at the refill rate). */
@@ -322,7 +340,7 @@ static int refill_pool(PGconn *c, const store_limits_t *lim, const char *pool_id
                           "   AND s.desired_state = 'running' AND s.phase = 'running'), "
                           "  (SELECT count(*) FROM sandboxes s WHERE s.pool_id = p.id AND s.phase = 'failed' "
                           "   AND s.updated_at > now() - interval '60 seconds') "
-                          "FROM pools p WHERE p.id = $1 FOR UPDATE OF p SKIP LOCKED",
+                          "FROM pools p WHERE p.id = $1 FOR KEY SHARE OF p",
                           1, p);
     if (!r) {
         db_rollback(c);

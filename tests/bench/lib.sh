@@ -67,8 +67,10 @@ bench_fail() {
 }
 
 # Starts `sandboxd all` with the default flags, then EXTRA flags (a flag given
-# again overrides the default, e.g. --route-listen), and waits for /healthz,
-# the admin token and a ready worker (at most 30 s together).
+# again overrides the default, e.g. --route-listen), and waits for /healthz
+# and the admin token (20 s), then a ready worker (120 s: the embedded worker
+# probes its isolation classes, gVisor and microVM, before it registers,
+# 20-30 s on a busy machine).
 bench_start() {
   local port i
   port=$(bench_freeport)
@@ -83,7 +85,8 @@ bench_start() {
     sleep 0.2
   done
   SANDBOX_TOKEN=$(cat "$BENCH_TMP/data/admin.token")
-  for i in $(seq 50); do
+  for i in $(seq 600); do
+    kill -0 "$BENCH_PID" 2>/dev/null || bench_fail "sandboxd all exited while its worker started"
     if curl -sf -H "Authorization: Bearer $SANDBOX_TOKEN" "$SANDBOX_URL/v1/workers" | grep -q '"ready"'; then
       # the benchmarks' tenant (a create never makes one)
       "$CLI" tenants create bench >/dev/null || bench_fail "sandbox tenants create bench failed"
@@ -91,7 +94,7 @@ bench_start() {
     fi
     sleep 0.2
   done
-  bench_fail "the embedded worker was not ready within 10 s"
+  bench_fail "the embedded worker was not ready within 120 s"
 }
 
 # Prints min, p50, p95 and max of its arguments, each with STATS_FMT

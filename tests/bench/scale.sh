@@ -7,23 +7,31 @@
 # transactions, statements and PostgreSQL CPU per operation); two
 # controllers on the one database; 0 / 1,000 / 10,000 live sandboxes (idle
 # CPU of controller and PostgreSQL, statements/s, WAL bytes/s, controller
-# RSS, GET and list latency). Prints markdown tables and draws scale.png
-# (gnuplot). No Docker: every sandbox is hollow.
+# RSS, GET and list latency); warm pool claims at a fixed rate on the
+# hollow workers (sandbox-sim claim: hits, misses, create → running
+# latency, the pool's refills); and, when a dockerd answers, the
+# controller's share of a real create / exec / delete next to Docker alone
+# (tests/bench/lifecycle.sh, its own `sandboxd all`). Prints markdown tables
+# and draws scale.png (gnuplot). Only the docker section uses Docker.
 # usage: tests/bench/scale.sh [--quick] [--only SECTION,...] [--out DIR]
-#   sections: pgbench, load, two, live (default all); --quick: a smoke run
-#   (short windows, 0 and 1,000 live; 3 to 4 minutes on a loaded machine); the
-#   full run takes about 15 minutes (populating 10,000 live: 5 of them).
+#   sections: docker, pgbench, load, two, warm, live (default all); --quick: a
+#   smoke run (short windows, 0 and 1,000 live; 4 to 5 minutes on a loaded
+#   machine, docker's 20 pairs included); the full run takes about 17 minutes
+#   (populating 10,000 live: 5 of them).
 # Environment: BUILD (default build), WORKERS (50), CONCURRENCY ("8 32 64"),
 # LIVE ("0 1000 10000"; quick "0 1000"), SECONDS_LOAD (30; quick 8),
-# SECONDS_PGBENCH (20; quick 8), SECONDS_IDLE (10; quick 5), SIM (another
-# sandbox-sim build, e.g. an ASan one), BENCH_KEEP.
+# SECONDS_PGBENCH (20; quick 8), SECONDS_IDLE (10; quick 5), WARM_RATES
+# (claims/s, "20 100"), SECONDS_WARM (20; quick 8), POOL_SIZE (256, the
+# most a pool may hold), POOL_REFILL (the controller's
+# pool_refill_per_second, 200), LIFECYCLE_N (lifecycle.sh's pairs, 20), SIM
+# (another sandbox-sim build, e.g. an ASan one), BENCH_KEEP.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 BUILD=${BUILD:-build}
 SBXD="$BUILD/tools/sandboxd"
 CLI="$BUILD/tools/sandbox"
 SIM=${SIM:-$BUILD/tools/sandbox-sim}
-quick='' only=pgbench,load,two,live out=''
+quick='' only=docker,pgbench,load,two,warm,live out=''
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
@@ -44,8 +52,16 @@ if [ -n "$quick" ]; then
 else
   LIVE=${LIVE:-0 1000 10000}; SECONDS_LOAD=${SECONDS_LOAD:-30}; SECONDS_PGBENCH=${SECONDS_PGBENCH:-20}; SECONDS_IDLE=${SECONDS_IDLE:-10}
 fi
+WARM_RATES=${WARM_RATES:-20 100}
+POOL_SIZE=${POOL_SIZE:-256}
+POOL_REFILL=${POOL_REFILL:-200}
+LIFECYCLE_N=${LIFECYCLE_N:-20}
+if [ -n "$quick" ]; then SECONDS_WARM=${SECONDS_WARM:-8}; else SECONDS_WARM=${SECONDS_WARM:-20}; fi
 LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
 want() { case ",$only," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+for s in ${only//,/ }; do
+  case "$s" in docker|pgbench|load|two|warm|live) ;; *) echo "scale: unknown section $s (see --help)" >&2; exit 2 ;; esac
+done
 command -v gnuplot >/dev/null 2>&1 || echo "scale: gnuplot missing (apt-get install gnuplot-nox): no chart" >&2
 
 TMP=$(mktemp -d /tmp/sbx-scale.XXXXXX)
@@ -73,6 +89,154 @@ trap 'exit 143' TERM
 die() { echo "scale: $*" >&2; for f in "$TMP"/*.log; do [ -s "$f" ] && { echo "--- $f" >&2; tail -n 8 "$f" >&2; }; done; exit 1; }
 say() { printf '[scale %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+calc() { python3 -c "import sys; print(eval(sys.argv[1]))" "$1"; }
+jget() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."): d = d.get(k, {}) if isinstance(d, dict) else {}
+print(d if d != {} else 0)' "$1" "$2"; }
+
+# The tables (scale.md) and the chart (scale.png) of the sections that ran.
+report() {
+  {
+    echo "#### Machine"
+    echo
+    echo "$(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1)), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) memory, shared with other work (figures are noisy: load average $LOADAVG when the run began); $([ -z "$CTL_SECTIONS" ] || echo "PostgreSQL $("$PGBIN/postgres" --version | awk '{print $3}') on the same machine (fsync off); $WORKERS hollow workers (sandbox-sim, latency create=50 exec=5 delete=20 ms); ")$(date -u +%Y-%m-%d)$([ -n "$quick" ] && echo ", --quick run")."
+    echo
+    if want docker; then
+      echo "#### The controller's share next to Docker alone (tests/bench/lifecycle.sh $LIFECYCLE_N, alternating pairs)"
+      echo
+      if [ -n "$DOCKER_NOTE" ]; then
+        echo "$DOCKER_NOTE"
+      else
+        echo "| step | sandbox p50 ms | Docker p50 ms | controller's share ms | ratio | target |"
+        echo "|---|---|---|---|---|---|"
+        for r in "${DOCKER_ROWS[@]}"; do
+          IFS='|' read -r what sp dp diff ratio target <<<"$r"
+          echo "| $what | $sp | $dp | $diff | $ratio | ≤ $target |"
+        done
+        echo
+        echo "(\`sandbox\` CLI through \`sandboxd all\` with its embedded PostgreSQL, against the \`docker\` CLI; p50 of $LIFECYCLE_N runs each; lifecycle.sh's own table is lifecycle.txt next to scale.md.)"
+      fi
+      echo
+    fi
+    if want pgbench; then
+      echo "#### Yardstick: pgbench -N on the same cluster"
+      echo
+      echo "| pgbench -N -c 8, ${SECONDS_PGBENCH} s | tps | PostgreSQL CPU per transaction (ms) |"
+      echo "|---|---|---|"
+      echo "| scale 10 | $PGB_TPS | $PGB_CPU_MS |"
+      echo
+    fi
+    if want load; then
+      echo "#### One controller: create → exec → delete loops (${SECONDS_LOAD} s each)"
+      echo
+      echo "| clients | ops/s | create p50 / p99 ms | exec p50 / p99 ms | delete p50 / p99 ms | create accepted→succeeded p50 / p99 ms | transactions / op | statements / op | PostgreSQL CPU ms / op | controller CPU ms / op | errors |"
+      echo "|---|---|---|---|---|---|---|---|---|---|---|"
+      for r in "${LOAD_ROWS[@]}"; do
+        IFS='|' read -r c ops c50 c99 e50 e99 d50 d99 a50 a99 tx st pc kc er <<<"$r"
+        echo "| $c | $ops | $c50 / $c99 | $e50 / $e99 | $d50 / $d99 | $a50 / $a99 | $tx | $st | $pc | $kc | $er |"
+      done
+      [ "$PGB_TPS" = 0 ] || echo "
+  pgbench -N did $PGB_TPS transactions/s on the same cluster."
+      echo
+    fi
+    if want two; then
+      IFS='|' read -r c one two pct <<<"$TWO_ROW"
+      echo "#### Two controllers on one database ($c clients, ${SECONDS_LOAD} s)"
+      echo
+      echo "| one controller ops/s | two controllers ops/s | change |"
+      echo "|---|---|---|"
+      echo "| $one | $two | $pct % |"
+      echo
+    fi
+    if want warm; then
+      echo "#### Warm pool claims (a shared pool of $POOL_SIZE on the hollow workers, pool_refill_per_second $POOL_REFILL, ${SECONDS_WARM} s at each rate)"
+      echo
+      echo "$WARM_FILL"
+      echo
+      echo "| target claims/s | achieved claims/s | hits | misses | hit (create → running) p50 / p99 / max ms | miss → succeeded p50 ms | pool ready before / min / after | refills (per s) | errors |"
+      echo "|---|---|---|---|---|---|---|---|---|"
+      for r in "${WARM_ROWS[@]}"; do
+        IFS='|' read -r rate got hits misses h50 h99 hmax m50 rb rmin ra refills rps errs <<<"$r"
+        echo "| $rate | $got | $hits | $misses | $h50 / $h99 / $hmax | $m50 | $rb / $rmin / $ra | $refills ($rps) | $errs |"
+      done
+      echo
+      echo "Latency is from when each claim was due (an open loop: one create every 1/rate s) to its 202; a hit's 202 has the sandbox running. Target (issue 18): p50 ≤ 15 ms, p99 ≤ 50 ms at 100 claims/s."
+      echo
+    fi
+    if want live; then
+      echo "#### Live sandboxes (idle ${SECONDS_IDLE} s; then GET/list one at a time; then 8 clients' creates/s)"
+      echo
+      echo "| live | controller CPU ms/s | PostgreSQL CPU ms/s | transactions/s | statements/s | WAL KiB/s | controller RSS MiB | GET p50 / p99 ms | list (100) p50 / p99 ms | creates/s, 8 clients |"
+      echo "|---|---|---|---|---|---|---|---|---|---|"
+      for r in "${LIVE_ROWS[@]}"; do
+        IFS='|' read -r n kc pc tx st wl rss g50 g99 l50 l99 cr <<<"$r"
+        [ "$n" != 0 ] || { g50=–; g99=–; }
+        echo "| $n | $kc | $pc | $tx | $st | $wl | $rss | $g50 / $g99 | $l50 / $l99 | $cr |"
+      done
+      echo
+    fi
+  } | tee "$OUT/scale.md"
+
+  if command -v gnuplot >/dev/null 2>&1 && [ -s "$TMP/chart.dat" ]; then
+    gnuplot <<EOF || echo "scale: gnuplot failed" >&2
+set terminal png size 900,500
+set output '$OUT/scale.png'
+set title 'One controller, $WORKERS hollow workers: create -> exec -> delete loops'
+set xlabel 'clients in flight'
+set ylabel 'operations/s'
+set y2label 'create latency (ms)'
+set ytics nomirror
+set y2tics
+set yrange [0:*]
+set y2range [0:*]
+set key top left
+set grid
+plot '$TMP/chart.dat' using 1:2 with linespoints lw 2 title 'ops/s', \
+     '' using 1:3 axes x1y2 with linespoints title 'create p50 ms', \
+     '' using 1:4 axes x1y2 with linespoints title 'create p99 ms'
+EOF
+    [ -s "$OUT/scale.png" ] && echo "chart: $OUT/scale.png" >&2
+  fi
+  [ -n "$out" ] || { [ -n "${BENCH_KEEP:-}" ] || echo "scale: pass --out DIR to keep scale.md and scale.png" >&2; }
+}
+
+# ---- the controller's share next to Docker alone -----------------------------
+# First, before this script's PostgreSQL and hollow workers exist, so that
+# they add nothing to the machine's load. tests/bench/lifecycle.sh starts
+# its own `sandboxd all` (embedded PostgreSQL, the machine's dockerd), runs
+# create --wait / exec / delete --wait and docker run -d / exec / rm -f in
+# alternating pairs, and stops what it started. No dockerd: said, skipped.
+DOCKER_ROWS=() DOCKER_NOTE=
+if want docker; then
+  if docker info >/dev/null 2>&1; then
+    say "docker: tests/bench/lifecycle.sh $LIFECYCLE_N (sandbox next to docker, alternating pairs)"
+    BUILD=$BUILD tests/bench/lifecycle.sh "$LIFECYCLE_N" >"$TMP/lifecycle.txt" 2>"$TMP/lifecycle.err" \
+      || { cat "$TMP/lifecycle.txt" "$TMP/lifecycle.err" >&2; die "tests/bench/lifecycle.sh failed"; }
+    [ "$OUT" = "$TMP" ] || cp "$TMP/lifecycle.txt" "$OUT/lifecycle.txt"
+    # the p50 column of a row of lifecycle.sh's table (label, min, p50, p95, max)
+    lc_p50() { awk -v k="$1" 'index($0, k) == 1 {print $(NF - 2)}' "$TMP/lifecycle.txt"; }
+    while IFS='|' read -r what ours theirs target; do
+      sp=$(lc_p50 "$ours"); dp=$(lc_p50 "$theirs")
+      [ -n "$sp" ] && [ -n "$dp" ] || die "lifecycle.sh printed no row $ours or $theirs"
+      DOCKER_ROWS+=("$what|$sp|$dp|$((sp - dp))|$(calc "'%.2f' % ($sp / max($dp, 1))")|$target")
+    done <<'ROWS'
+create --wait / docker run -d|sandbox create --wait|docker run -d (CLI)|1.03
+exec true / docker exec true|sandbox exec -- true|docker exec true (CLI)|1.05
+delete --wait / docker rm -f|sandbox delete --wait|docker rm -f (CLI)|1.05
+ROWS
+  else
+    DOCKER_NOTE="Skipped: no dockerd answers here (\`docker info\` failed), so this run has no Docker figures."
+    say "docker: skipped, no dockerd answers (docker info failed)"
+  fi
+fi
+# The other sections need this script's PostgreSQL (pgbench) and its
+# controller with the hollow workers (load, two, warm, live).
+CTL_SECTIONS=
+for s in load two warm live; do want "$s" && CTL_SECTIONS+=" $s"; done
+if [ -z "$CTL_SECTIONS" ] && ! want pgbench; then
+  report
+  exit 0
+fi
 
 # ---- the private PostgreSQL ------------------------------------------------
 mkdir -p "$TMP/pg/run"
@@ -124,10 +288,6 @@ xacts() { q "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datn
 stmts() { q "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = 'sandbox'"; }
 wal() { q "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn"; }
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
-calc() { python3 -c "import sys; print(eval(sys.argv[1]))" "$1"; }
-jget() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."): d = d.get(k, {}) if isinstance(d, dict) else {}
-print(d if d != {} else 0)' "$1" "$2"; }
 
 # ---- pgbench: the yardstick ------------------------------------------------
 PGB_TPS=0 PGB_CPU_MS=0
@@ -152,7 +312,8 @@ fi
 # ---- the controller and the hollow workers ---------------------------------
 "$SBXD" migrate --database-url "$DATABASE_URL" >"$TMP/migrate.log" 2>&1 || die "sandboxd migrate failed"
 CTL_ENV=(SANDBOX_RATE_REQUESTS_PER_SECOND=0 SANDBOX_RATE_OPERATIONS_PER_SECOND=0
-         SANDBOX_API_MAX_CONNECTIONS_PER_ADDRESS=0 SANDBOX_LOG_LEVEL=warn)
+         SANDBOX_API_MAX_CONNECTIONS_PER_ADDRESS=0 SANDBOX_LOG_LEVEL=warn
+         SANDBOX_POOL_REFILL_PER_SECOND="$POOL_REFILL")
 start_controller() { # TAG: sets CTL_PID_<TAG> and CTL_URL_<TAG>
   local port rport
   port=$(freeport); rport=$(freeport)
@@ -184,7 +345,8 @@ done
 SIM_PID=$!
 PIDS+=("$SIM_PID")
 for _ in $(seq 150); do
-  n=$(curl -s -H "Authorization: Bearer $ADMIN" "$URL1/v1/workers" | grep -o '"state":"ready"' | wc -l)
+  # (|| true: before the first registration grep finds nothing, and pipefail)
+  n=$(curl -s -H "Authorization: Bearer $ADMIN" "$URL1/v1/workers" | grep -o '"state":"ready"' | wc -l || true)
   [ "$n" -ge "$WORKERS" ] && break
   sleep 0.2
 done
@@ -241,6 +403,62 @@ if want two; then
   wait "$CTL_PID_2" 2>/dev/null || true
 fi
 
+# ---- warm pool claims ---------------------------------------------------------
+# A shared pool (admin, no tenant) of POOL_SIZE on the hollow workers with
+# the spec of `sandbox-sim claim --pool`'s creates (they carry no selector:
+# a create with one never matches a pool, and only hollow workers exist
+# here). It fills from empty (the refill figure), then the member token
+# claims at each of WARM_RATES for SECONDS_WARM, each rate from a full pool.
+WARM_ROWS=() WARM_FILL=
+if want warm; then
+  POOL=scale-warm
+  pool_ready() {
+    SANDBOX_URL=$URL1 SANDBOX_TOKEN=$ADMIN "$CLI" pools get "$POOL" --json >"$TMP/pool.json" 2>/dev/null \
+      && jget "$TMP/pool.json" pool.ready
+  }
+  wait_full() { # SECONDS: true once the pool holds POOL_SIZE ready members
+    local i
+    for i in $(seq $(($1 * 5))); do
+      [ "$(pool_ready || echo 0)" -ge "$POOL_SIZE" ] && return 0
+      sleep 0.2
+    done
+    return 1
+  }
+  say "warm: a pool of $POOL_SIZE (pool_refill_per_second $POOL_REFILL)"
+  SANDBOX_URL=$URL1 SANDBOX_TOKEN=$ADMIN "$CLI" pools create "$POOL" --size "$POOL_SIZE" --image sandbox/busybox:latest \
+    --cpu-millis 100 --memory-mib 64 --network none >/dev/null || die "sandbox pools create failed"
+  t0=$(date +%s%N)
+  wait_full 180 || die "pool $POOL did not fill within 180 s (ready $(pool_ready) of $POOL_SIZE)"
+  fill_ms=$((($(date +%s%N) - t0) / 1000000))
+  WARM_FILL="The pool filled from empty in $(calc "round($fill_ms / 1000, 1)") s: $(calc "round($POOL_SIZE * 1000 / max($fill_ms, 1), 1)") members/s made ready (the refill pass asks for them once a reconcile_interval_ms, at most pool_refill_per_second; placed like any create; 50 ms each on a hollow worker)."
+  for rate in $WARM_RATES; do
+    wait_full 120 || die "pool $POOL did not refill within 120 s (ready $(pool_ready) of $POOL_SIZE)"
+    say "warm: claims at $rate/s for $SECONDS_WARM s"
+    f="$TMP/warm-$rate.json"
+    q "SELECT pg_stat_statements_reset()" >/dev/null
+    "$SIM" claim --controller "$URL1" --token-file "$TMP/member.token" --pool "$POOL" --rate "$rate" \
+      --duration "$SECONDS_WARM" --ids "$OUT/warm-$rate.ids" --json >"$f" 2>"$f.err" \
+      || { cat "$f.err" >&2; [ -s "$f" ] || die "sandbox-sim claim failed ($rate/s)"; }
+    # where the database's time went during the claims: total, mean and
+    # slowest call of the busiest statements
+    q "SELECT round(total_exec_time::numeric) || ' ms | ' || calls || ' calls | mean ' \
+      || round(mean_exec_time::numeric, 3) || ' | max ' || round(max_exec_time::numeric, 1) || ' | ' \
+      || left(regexp_replace(query, '\s+', ' ', 'g'), 110) \
+      FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = 'sandbox' \
+      ORDER BY total_exec_time DESC LIMIT 30" >"$OUT/statements-warm-$rate.txt" 2>/dev/null || true
+    errs=$(($(jget "$f" errors) + $(jget "$f" rate_limited) + $(jget "$f" not_sent) + $(jget "$f" duplicates)))
+    WARM_ROWS+=("$rate|$(jget "$f" claims_per_s)|$(jget "$f" hits)|$(jget "$f" misses)|$(jget "$f" hit.p50_ms)|$(jget "$f" hit.p99_ms)|$(jget "$f" hit.max_ms)|$(jget "$f" miss_succeeded.p50_ms)|$(jget "$f" pool.ready_before)|$(jget "$f" pool.ready_min)|$(jget "$f" pool.ready_after)|$(jget "$f" pool.refills)|$(jget "$f" pool.refills_per_s)|$errs")
+  done
+  # Deleting the pool deletes its unclaimed members; the live section
+  # counts every live sandbox, so it waits for them to go.
+  SANDBOX_URL=$URL1 SANDBOX_TOKEN=$ADMIN "$CLI" pools delete "$POOL" >/dev/null || die "sandbox pools delete failed"
+  for _ in $(seq 300); do
+    [ "$(q "SELECT count(*) FROM sandboxes WHERE tenant_id = '_pools' AND phase NOT IN ('deleted', 'failed', 'lost')")" = 0 ] \
+      && break
+    sleep 0.2
+  done
+fi
+
 # ---- 0 / 1,000 / 10,000 live -----------------------------------------------
 LIVE_ROWS=()
 if want live; then
@@ -266,74 +484,4 @@ if want live; then
   done
 fi
 
-# ---- the tables --------------------------------------------------------------
-{
-  echo "#### Machine"
-  echo
-  echo "$(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1)), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) memory, shared with other work (figures are noisy: load average $LOADAVG when the run began); PostgreSQL $("$PGBIN/postgres" --version | awk '{print $3}') on the same machine (fsync off); $WORKERS hollow workers (sandbox-sim, latency create=50 exec=5 delete=20 ms); $(date -u +%Y-%m-%d)$([ -n "$quick" ] && echo ", --quick run")."
-  echo
-  if want pgbench; then
-    echo "#### Yardstick: pgbench -N on the same cluster"
-    echo
-    echo "| pgbench -N -c 8, ${SECONDS_PGBENCH} s | tps | PostgreSQL CPU per transaction (ms) |"
-    echo "|---|---|---|"
-    echo "| scale 10 | $PGB_TPS | $PGB_CPU_MS |"
-    echo
-  fi
-  if want load; then
-    echo "#### One controller: create → exec → delete loops (${SECONDS_LOAD} s each)"
-    echo
-    echo "| clients | ops/s | create p50 / p99 ms | exec p50 / p99 ms | delete p50 / p99 ms | create accepted→succeeded p50 / p99 ms | transactions / op | statements / op | PostgreSQL CPU ms / op | controller CPU ms / op | errors |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|"
-    for r in "${LOAD_ROWS[@]}"; do
-      IFS='|' read -r c ops c50 c99 e50 e99 d50 d99 a50 a99 tx st pc kc er <<<"$r"
-      echo "| $c | $ops | $c50 / $c99 | $e50 / $e99 | $d50 / $d99 | $a50 / $a99 | $tx | $st | $pc | $kc | $er |"
-    done
-    [ "$PGB_TPS" = 0 ] || echo "
-pgbench -N did $PGB_TPS transactions/s on the same cluster."
-    echo
-  fi
-  if want two; then
-    IFS='|' read -r c one two pct <<<"$TWO_ROW"
-    echo "#### Two controllers on one database ($c clients, ${SECONDS_LOAD} s)"
-    echo
-    echo "| one controller ops/s | two controllers ops/s | change |"
-    echo "|---|---|---|"
-    echo "| $one | $two | $pct % |"
-    echo
-  fi
-  if want live; then
-    echo "#### Live sandboxes (idle ${SECONDS_IDLE} s; then GET/list one at a time; then 8 clients' creates/s)"
-    echo
-    echo "| live | controller CPU ms/s | PostgreSQL CPU ms/s | transactions/s | statements/s | WAL KiB/s | controller RSS MiB | GET p50 / p99 ms | list (100) p50 / p99 ms | creates/s, 8 clients |"
-    echo "|---|---|---|---|---|---|---|---|---|---|"
-    for r in "${LIVE_ROWS[@]}"; do
-      IFS='|' read -r n kc pc tx st wl rss g50 g99 l50 l99 cr <<<"$r"
-      [ "$n" != 0 ] || { g50=–; g99=–; }
-      echo "| $n | $kc | $pc | $tx | $st | $wl | $rss | $g50 / $g99 | $l50 / $l99 | $cr |"
-    done
-    echo
-  fi
-} | tee "$OUT/scale.md"
-
-if command -v gnuplot >/dev/null 2>&1 && [ -s "$TMP/chart.dat" ]; then
-  gnuplot <<EOF || echo "scale: gnuplot failed" >&2
-set terminal png size 900,500
-set output '$OUT/scale.png'
-set title 'One controller, $WORKERS hollow workers: create -> exec -> delete loops'
-set xlabel 'clients in flight'
-set ylabel 'operations/s'
-set y2label 'create latency (ms)'
-set ytics nomirror
-set y2tics
-set yrange [0:*]
-set y2range [0:*]
-set key top left
-set grid
-plot '$TMP/chart.dat' using 1:2 with linespoints lw 2 title 'ops/s', \
-     '' using 1:3 axes x1y2 with linespoints title 'create p50 ms', \
-     '' using 1:4 axes x1y2 with linespoints title 'create p99 ms'
-EOF
-  [ -s "$OUT/scale.png" ] && echo "chart: $OUT/scale.png" >&2
-fi
-[ -n "$out" ] || { [ -n "${BENCH_KEEP:-}" ] || echo "scale: pass --out DIR to keep scale.md and scale.png" >&2; }
+report

@@ -6,8 +6,12 @@
 # which has no such label, takes none), and 8 clients looping create →
 # exec → delete for 10 s see every operation succeed (429s of the tenant's
 # operation rate are waited out, not errors) and a throughput above 0.
-# populate and probe work on them; killing sandbox-sim makes the controller
-# mark the workers lost. Usage errors exit 2 with one line.
+# populate and probe work on them. sandbox-sim claim against a warm pool
+# only they can hold (isolation microvm, which they offer and the run's
+# real worker does not): a few claims at a low rate hit, each a different
+# sandbox claimed once (the pool's hits counter and its pool.claimed events
+# agree with the claims), and each is deleted. Killing sandbox-sim makes the
+# controller mark the workers lost. Usage errors exit 2 with one line.
 # itest-timeout: 240
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -25,7 +29,7 @@ N=20
 # ---- usage
 assert_exit 0 "$SIM" --help
 assert_contains "$ITEST_OUT" "workers" "sandbox-sim --help lists workers"
-for sub in workers load populate probe; do
+for sub in workers load populate probe claim; do
   assert_exit 0 "$SIM" "$sub" --help
   assert_contains "$ITEST_OUT" "usage: sandbox-sim $sub" "$sub --help"
 done
@@ -35,6 +39,11 @@ assert_contains "$ITEST_ERR" "--token serves one worker" "one token cannot serve
 assert_exit 2 "$SIM" load --controller "$SANDBOX_URL" --token x --clients 0
 assert_exit 2 "$SIM" load --controller "https://127.0.0.1:1" --token x
 assert_exit 2 "$SIM" load --controller "$SANDBOX_URL" --token x --mix exec,create
+assert_exit 2 "$SIM" claim --controller "$SANDBOX_URL" --token x --rate 0
+assert_exit 2 "$SIM" claim --controller "$SANDBOX_URL" --token x --pool p --image busybox
+assert_contains "$ITEST_ERR" "--pool takes the spec from the pool" "claim: --pool with --image"
+assert_exit 2 "$SIM" claim --controller "$SANDBOX_URL" --token x --clients 4
+assert_eq 1 "$(printf '%s\n' "$ITEST_ERR" | wc -l)" "a usage error is one line"
 
 # ---- the tenant, its member token, one worker token per hollow worker
 tenant=$(itest_tenant itest-sim)
@@ -57,6 +66,7 @@ assert_contains "$ITEST_ERR" "acts for worker" "a token bound to another worker 
 simlog="$ITEST_TMP/sim-workers.log"
 "$SIM" workers --controller "$SANDBOX_URL" --token-file "$ITEST_TMP/sim-workers.tokens" --count "$N" \
   --name-prefix "$prefix" --heartbeat-ms 1000 --latency-ms create=20,exec=2,delete=10 --capacity-sandboxes 100 \
+  --classes container,gvisor,microvm \
   >"$ITEST_TMP/sim-workers.out" 2>"$simlog" </dev/null &
 sim_pid=$!
 itest_track_pid "$sim_pid"
@@ -110,6 +120,67 @@ for id in $(psql_q "SELECT id FROM sandboxes WHERE tenant_id = (SELECT id FROM t
   assert_exit 0 sandbox delete "$id" --wait --timeout 60
 done
 
+# ---- warm pool claims: a pool on the hollow workers only (microvm)
+pool="itest-sim-$suffix"
+assert_exit 0 sandbox pools create "$pool" --size 4 --isolation microvm --cpu-millis 100 --memory-mib 64 --network none
+pool_field() { itest_json "$(sandbox pools get "$pool" --json)" "pool.$1"; }
+pool_full() { [ "$(pool_field ready)" = 4 ]; }
+itest_wait_until 60 "pool $pool ready=4" pool_full
+pool_id=$(psql_q "SELECT id FROM pools WHERE name = '$pool'")
+assert_exit 1 "$SIM" claim --controller "$SANDBOX_URL" --token-file "$ITEST_TMP/sim-member.token" --pool "nosuch-$suffix" \
+  --rate 1 --duration 1
+assert_contains "$ITEST_ERR" "HTTP 404" "claim from a pool that does not exist"
+# 8 claims at 4/s: the pool of 4 refills in between (a miss is allowed, not an error).
+assert_exit 0 "$SIM" claim --controller "$SANDBOX_URL" --token-file "$ITEST_TMP/sim-member.token" --pool "$pool" \
+  --rate 4 --duration 2 --ids "$ITEST_TMP/claims.ids" --json
+claim=$ITEST_OUT
+itest_log "claim: $claim"
+hits=$(itest_json "$claim" hits)
+misses=$(itest_json "$claim" misses)
+assert_eq 8 "$(itest_json "$claim" sent)" "8 claims sent"
+assert_eq 8 "$((hits + misses))" "every claim answered, a hit or a miss"
+[ "$hits" -gt 0 ] || fail "no claim hit the full pool: $claim"
+assert_eq 0 "$(itest_json "$claim" errors)" "no claim failed"
+assert_eq 0 "$(itest_json "$claim" duplicates)" "no sandbox handed to two claims (the tool's count)"
+assert_eq 8 "$(itest_json "$claim" deleted)" "every claimed sandbox deleted"
+assert_eq 8 "$(wc -l <"$ITEST_TMP/claims.ids")" "8 claimed ids written"
+assert_eq 8 "$(cut -d' ' -f1 "$ITEST_TMP/claims.ids" | sort -u | wc -l)" "8 different sandboxes"
+assert_eq "$hits" "$(grep -c ' hit ' "$ITEST_TMP/claims.ids")" "the ids file marks the hits"
+assert_eq 8 "$(grep -cE '^sbx_[a-z0-9]+ (hit|miss) [0-9]+\.[0-9]{3} [0-9]+\.[0-9]{2}$' "$ITEST_TMP/claims.ids")" \
+  "each ids line: ID hit|miss DUE_S MS"
+# The controller's view: the pool counted exactly those hits and misses,
+# each hit sandbox was claimed once (one pool.claimed event) from this pool
+# into the claimer's tenant, and no member ever went to the real worker.
+assert_eq "$hits" "$(pool_field hits)" "the pool's hits counter equals the claims that hit"
+assert_eq "$misses" "$(pool_field misses)" "the pool's misses counter equals the claims that missed"
+hit_ids=$(awk -v q="'" '$2 == "hit" {print q $1 q}' "$ITEST_TMP/claims.ids" | paste -sd, -)
+assert_eq "$hits" "$(psql_q "SELECT count(*) FROM events WHERE kind = 'pool.claimed' AND sandbox_id IN ($hit_ids)")" \
+  "one pool.claimed event per hit"
+assert_eq 0 "$(psql_q "SELECT count(*) FROM (SELECT sandbox_id FROM events WHERE kind = 'pool.claimed'
+                      GROUP BY sandbox_id HAVING count(*) > 1) x")" "no sandbox claimed twice, ever"
+assert_eq "$hits" "$(psql_q "SELECT count(*) FROM sandboxes WHERE id IN ($hit_ids) AND pool_id = '$pool_id'
+                            AND claimed_at IS NOT NULL AND tenant_id = (SELECT id FROM tenants WHERE name = '$tenant')")" \
+  "each hit is a member of the pool, claimed into the claimer's tenant"
+assert_eq 0 "$(psql_q "SELECT count(*) FROM sandboxes s JOIN workers w ON w.id = s.worker_id WHERE s.pool_id = '$pool_id'
+                      AND w.name NOT LIKE '$prefix%'")" "no pool member on the real worker"
+claims_deleted() {
+  [ "$(psql_q "SELECT count(*) FROM sandboxes WHERE id IN ($hit_ids) AND phase = 'deleted'")" = "$hits" ]
+}
+itest_wait_until 30 "the claimed sandboxes deleted" claims_deleted
+# the text form
+assert_exit 0 "$SIM" claim --controller "$SANDBOX_URL" --token-file "$ITEST_TMP/sim-member.token" --pool "$pool" \
+  --rate 2 --duration 1
+assert_contains "$ITEST_OUT" "claims/s" "claim prints the rate it got"
+assert_contains "$ITEST_OUT" "hit: -> 202 (running)" "claim prints the hits' latency"
+assert_contains "$ITEST_OUT" "pool $pool: size 4" "claim prints the pool's counters"
+# (deleting a pool sets its members' pool_id to null: list them first)
+left=$(psql_q "SELECT string_agg(quote_literal(id), ',') FROM sandboxes WHERE pool_id = '$pool_id' AND claimed_at IS NULL
+               AND phase NOT IN ('deleted', 'failed', 'lost')")
+[ -n "$left" ] || fail "the pool has no unclaimed member left to delete"
+assert_exit 0 sandbox pools delete "$pool"
+pool_gone() { [ "$(psql_q "SELECT count(*) FROM sandboxes WHERE id IN ($left) AND phase <> 'deleted'")" = 0 ]; }
+itest_wait_until 30 "the pool's unclaimed members deleted" pool_gone
+
 # ---- killing sandbox-sim: the controller marks its workers lost
 kill -TERM "$sim_pid"
 wait "$sim_pid" || fail "sandbox-sim workers did not exit 0 on SIGTERM"
@@ -120,4 +191,4 @@ sim_lost() {
 }
 for _ in $(seq 120); do sim_lost && break; sleep 0.5; done
 sim_lost || fail "the controller did not mark the $N hollow workers lost within 60 s of the kill"
-echo "sandbox-sim: $N hollow workers ready, 8 clients for 10 s with no error, populate and probe, lost after the kill"
+echo "sandbox-sim: $N hollow workers ready, 8 clients for 10 s with no error, populate and probe, $hits of 8 claims hit the warm pool, lost after the kill"

@@ -1,6 +1,7 @@
 /* sandbox-sim load, populate and probe: clients of the real API that loop
  * create → wait → exec → wait → delete → wait, make N live sandboxes, or
- * time GET and list of sandboxes; they print throughput and latency. */
+ * time GET and list of sandboxes; they print throughput and latency. The
+ * option table of every client subcommand (claim.c's too) is here. */
 #include "sim.h"
 #include "errors.h"
 #include "limits.h"
@@ -19,18 +20,6 @@
 
 enum { K_CREATE, K_EXEC, K_DELETE, K_N };
 static const char *const sim_kind_names[K_N] = { "create", "exec", "delete" };
-
-/* What load, populate and probe share: the controller, the token, the
- * create body's fields. */
-typedef struct sim_api {
-    sim_target_t t;
-    struct event_base *base;
-    char token[SBX_TOKEN_MAX + 1];
-    const char *image;
-    json_object *selector;      /* owned */
-    long ttl_seconds, cpu_millis, memory_mib;
-    bool json;
-} sim_api_t;
 
 typedef struct sim_kind_stats {
     uint64_t ops;               /* succeeded inside the window */
@@ -412,33 +401,20 @@ static void sim_load_release(sim_load_t *L)
 
 /* ---- options ----------------------------------------------------------- */
 
-enum { O_CTL = 1, O_TOKEN, O_TOKFILE, O_CLIENTS, O_DURATION, O_MIX, O_IMAGE, O_SELECTOR, O_TTL, O_CPU, O_MEM,
-       O_JSON, O_HELP, O_COUNT, O_GET, O_LIST, O_LIMIT };
-
+/* The option table of the client subcommands, indexed by SIM_O_ - 1. */
 static const struct option sim_api_opts[] = {
-    { "controller", required_argument, NULL, O_CTL }, { "token", required_argument, NULL, O_TOKEN },
-    { "token-file", required_argument, NULL, O_TOKFILE }, { "clients", required_argument, NULL, O_CLIENTS },
-    { "duration", required_argument, NULL, O_DURATION }, { "mix", required_argument, NULL, O_MIX },
-    { "image", required_argument, NULL, O_IMAGE }, { "selector", required_argument, NULL, O_SELECTOR },
-    { "ttl", required_argument, NULL, O_TTL }, { "cpu-millis", required_argument, NULL, O_CPU },
-    { "memory-mib", required_argument, NULL, O_MEM }, { "json", no_argument, NULL, O_JSON },
-    { "help", no_argument, NULL, O_HELP }, { "count", required_argument, NULL, O_COUNT },
-    { "get", required_argument, NULL, O_GET }, { "list", required_argument, NULL, O_LIST },
-    { "list-limit", required_argument, NULL, O_LIMIT }, { NULL, 0, NULL, 0 },
+    { "controller", required_argument, NULL, SIM_O_CTL }, { "token", required_argument, NULL, SIM_O_TOKEN },
+    { "token-file", required_argument, NULL, SIM_O_TOKFILE }, { "clients", required_argument, NULL, SIM_O_CLIENTS },
+    { "duration", required_argument, NULL, SIM_O_DURATION }, { "mix", required_argument, NULL, SIM_O_MIX },
+    { "image", required_argument, NULL, SIM_O_IMAGE }, { "selector", required_argument, NULL, SIM_O_SELECTOR },
+    { "ttl", required_argument, NULL, SIM_O_TTL }, { "cpu-millis", required_argument, NULL, SIM_O_CPU },
+    { "memory-mib", required_argument, NULL, SIM_O_MEM }, { "json", no_argument, NULL, SIM_O_JSON },
+    { "help", no_argument, NULL, SIM_O_HELP }, { "count", required_argument, NULL, SIM_O_COUNT },
+    { "get", required_argument, NULL, SIM_O_GET }, { "list", required_argument, NULL, SIM_O_LIST },
+    { "list-limit", required_argument, NULL, SIM_O_LIMIT }, { "rate", required_argument, NULL, SIM_O_RATE },
+    { "pool", required_argument, NULL, SIM_O_POOL }, { "ids", required_argument, NULL, SIM_O_IDS },
+    { NULL, 0, NULL, 0 },
 };
-
-#define SIM_API_HELP                                                                                              \
-    "  --controller URL     http://HOST:PORT of the controller\n"                                                 \
-    "  --token T            a member or admin token (its tenant gets the sandboxes)\n"                            \
-    "  --token-file F       the token from the first line of F instead\n"                                         \
-    "  --json               print the figures as one JSON object\n"
-#define SIM_CREATE_HELP                                                                                           \
-    "  --image I            image of the creates (default sandbox/busybox:latest; hollow workers pull nothing)\n" \
-    "  --selector K=V,...   worker labels the creates need (default sim=hollow: only sandbox-sim workers;\n"      \
-    "                       \"\" for none)\n"                                                                     \
-    "  --ttl S              sandbox TTL (default 600)\n"                                                          \
-    "  --cpu-millis N       CPU of each sandbox (default 100)\n"                                                  \
-    "  --memory-mib N       memory of each sandbox (default 64)\n"
 
 static const char sim_load_usage[] =
     "usage: sandbox-sim load --controller URL --token T [--clients 32] [--duration 30] [--mix create,exec,delete]\n"
@@ -471,22 +447,12 @@ static const char sim_probe_usage[] =
     "With no sandbox in the token's tenant only the list is timed (get n 0).\n"
     "Exit: 0, 1 a request failed, 2 usage.\n";
 
-#define B(o) (1u << (o))
-
-typedef struct sim_opts {
-    const char *url, *token, *tokfile, *mix, *selector;
-    long clients, duration, count, get, list, limit;
-} sim_opts_t;
-
-/* Parses the options of load, populate and probe into o and a; allowed is
- * a mask of the O_ values the subcommand takes. Returns -1 to go on, else
- * the exit code (0 for --help). */
-static int sim_api_options(int argc, char **argv, const char *usage, unsigned allowed, sim_opts_t *o, sim_api_t *a)
+int sim_api_options(int argc, char **argv, const char *usage, unsigned allowed, sim_opts_t *o, sim_api_t *a)
 {
     int c, idx = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", sim_api_opts, &idx)) != -1) {
-        if (c == O_HELP) {
+        if (c == SIM_O_HELP) {
             fputs(usage, stdout);
             return 0;
         }
@@ -498,23 +464,27 @@ static int sim_api_options(int argc, char **argv, const char *usage, unsigned al
             return 2;
         }
         bool bad = false;
+        o->seen |= 1u << c;
         switch (c) {
-        case O_CTL: o->url = optarg; break;
-        case O_TOKEN: o->token = optarg; break;
-        case O_TOKFILE: o->tokfile = optarg; break;
-        case O_CLIENTS: bad = sim_parse_int(optarg, 1, SIM_MAX_CLIENTS, &o->clients) < 0; break;
-        case O_DURATION: bad = sim_parse_int(optarg, 1, 86400, &o->duration) < 0; break;
-        case O_MIX: o->mix = optarg; break;
-        case O_IMAGE: a->image = optarg; break;
-        case O_SELECTOR: o->selector = optarg; break;
-        case O_TTL: bad = sim_parse_int(optarg, SBX_TTL_SECONDS_MIN, SBX_TTL_SECONDS_MAX, &a->ttl_seconds) < 0; break;
-        case O_CPU: bad = sim_parse_int(optarg, SBX_CPU_MILLIS_MIN, SBX_CPU_MILLIS_MAX, &a->cpu_millis) < 0; break;
-        case O_MEM: bad = sim_parse_int(optarg, SBX_MEMORY_MIB_MIN, SBX_MEMORY_MIB_MAX, &a->memory_mib) < 0; break;
-        case O_JSON: a->json = true; break;
-        case O_COUNT: bad = sim_parse_int(optarg, 1, 1000000, &o->count) < 0; break;
-        case O_GET: bad = sim_parse_int(optarg, 0, 10000000, &o->get) < 0; break;
-        case O_LIST: bad = sim_parse_int(optarg, 0, 10000000, &o->list) < 0; break;
-        case O_LIMIT: bad = sim_parse_int(optarg, 1, SBX_LIST_MAX, &o->limit) < 0; break;
+        case SIM_O_CTL: o->url = optarg; break;
+        case SIM_O_TOKEN: o->token = optarg; break;
+        case SIM_O_TOKFILE: o->tokfile = optarg; break;
+        case SIM_O_CLIENTS: bad = sim_parse_int(optarg, 1, SIM_MAX_CLIENTS, &o->clients) < 0; break;
+        case SIM_O_DURATION: bad = sim_parse_int(optarg, 1, 86400, &o->duration) < 0; break;
+        case SIM_O_MIX: o->mix = optarg; break;
+        case SIM_O_IMAGE: a->image = optarg; break;
+        case SIM_O_SELECTOR: o->selector = optarg; break;
+        case SIM_O_TTL: bad = sim_parse_int(optarg, SBX_TTL_SECONDS_MIN, SBX_TTL_SECONDS_MAX, &a->ttl_seconds) < 0; break;
+        case SIM_O_CPU: bad = sim_parse_int(optarg, SBX_CPU_MILLIS_MIN, SBX_CPU_MILLIS_MAX, &a->cpu_millis) < 0; break;
+        case SIM_O_MEM: bad = sim_parse_int(optarg, SBX_MEMORY_MIB_MIN, SBX_MEMORY_MIB_MAX, &a->memory_mib) < 0; break;
+        case SIM_O_JSON: a->json = true; break;
+        case SIM_O_COUNT: bad = sim_parse_int(optarg, 1, 1000000, &o->count) < 0; break;
+        case SIM_O_GET: bad = sim_parse_int(optarg, 0, 10000000, &o->get) < 0; break;
+        case SIM_O_LIST: bad = sim_parse_int(optarg, 0, 10000000, &o->list) < 0; break;
+        case SIM_O_LIMIT: bad = sim_parse_int(optarg, 1, SBX_LIST_MAX, &o->limit) < 0; break;
+        case SIM_O_RATE: bad = sim_parse_int(optarg, 1, 10000, &o->rate) < 0; break;
+        case SIM_O_POOL: o->pool = optarg; break;
+        case SIM_O_IDS: o->ids = optarg; break;
         default: bad = true;
         }
         if (bad) {
@@ -541,7 +511,11 @@ static int sim_api_options(int argc, char **argv, const char *usage, unsigned al
         }
         fclose(fp);
         line[strcspn(line, "\r\n")] = '\0';
-        snprintf(a->token, sizeof a->token, "%s", line);
+        if (strlen(line) > SBX_TOKEN_MAX) {
+            sim_errorf("--token-file %s: its first line is longer than a token", o->tokfile);
+            return 2;
+        }
+        memcpy(a->token, line, strlen(line) + 1);
     } else {
         if (strlen(o->token) > SBX_TOKEN_MAX) {
             sim_errorf("--token is longer than a token");
@@ -578,14 +552,12 @@ static int sim_api_options(int argc, char **argv, const char *usage, unsigned al
     return -1;
 }
 
-static void sim_api_release(sim_api_t *a)
+void sim_api_release(sim_api_t *a)
 {
     json_object_put(a->selector);
     if (a->base)
         event_base_free(a->base);
 }
-
-#define SIM_API_DEFAULTS { .image = "sandbox/busybox:latest", .ttl_seconds = 600, .cpu_millis = 100, .memory_mib = 64 }
 
 static int sim_parse_mix(sim_load_t *L, const char *mix)
 {
@@ -610,7 +582,9 @@ int sim_load_main(int argc, char **argv)
     sim_opts_t o = { .clients = 32, .duration = 30, .mix = "create,exec,delete", .selector = "sim=hollow" };
     sim_api_t a = SIM_API_DEFAULTS;
     sim_load_t L = { .api = &a };
-    unsigned allowed = B(O_CTL) | B(O_TOKEN) | B(O_TOKFILE) | B(O_CLIENTS) | B(O_DURATION) | B(O_MIX) | B(O_IMAGE) | B(O_SELECTOR) | B(O_TTL) | B(O_CPU) | B(O_MEM) | B(O_JSON);
+    unsigned allowed = SIM_OPT(CTL) | SIM_OPT(TOKEN) | SIM_OPT(TOKFILE) | SIM_OPT(CLIENTS) | SIM_OPT(DURATION) |
+                       SIM_OPT(MIX) | SIM_OPT(IMAGE) | SIM_OPT(SELECTOR) | SIM_OPT(TTL) | SIM_OPT(CPU) | SIM_OPT(MEM) |
+                       SIM_OPT(JSON);
     int rc = sim_api_options(argc, argv, sim_load_usage, allowed, &o, &a);
     if (rc >= 0)
         goto cleanup;
@@ -639,7 +613,8 @@ int sim_populate_main(int argc, char **argv)
     sim_api_t a = SIM_API_DEFAULTS;
     a.ttl_seconds = 24 * 3600;
     sim_load_t L = { .api = &a };
-    unsigned allowed = B(O_CTL) | B(O_TOKEN) | B(O_TOKFILE) | B(O_CLIENTS) | B(O_COUNT) | B(O_IMAGE) | B(O_SELECTOR) | B(O_TTL) | B(O_CPU) | B(O_MEM) | B(O_JSON);
+    unsigned allowed = SIM_OPT(CTL) | SIM_OPT(TOKEN) | SIM_OPT(TOKFILE) | SIM_OPT(CLIENTS) | SIM_OPT(COUNT) |
+                       SIM_OPT(IMAGE) | SIM_OPT(SELECTOR) | SIM_OPT(TTL) | SIM_OPT(CPU) | SIM_OPT(MEM) | SIM_OPT(JSON);
     int rc = sim_api_options(argc, argv, sim_populate_usage, allowed, &o, &a);
     if (rc >= 0)
         goto cleanup;
@@ -751,7 +726,8 @@ int sim_probe_main(int argc, char **argv)
     sim_opts_t o = { .get = 200, .list = 50, .limit = SBX_LIST_DEFAULT };
     sim_api_t a = SIM_API_DEFAULTS;
     sim_probe_t p = { .api = &a };
-    unsigned allowed = B(O_CTL) | B(O_TOKEN) | B(O_TOKFILE) | B(O_GET) | B(O_LIST) | B(O_LIMIT) | B(O_JSON);
+    unsigned allowed = SIM_OPT(CTL) | SIM_OPT(TOKEN) | SIM_OPT(TOKFILE) | SIM_OPT(GET) | SIM_OPT(LIST) |
+                       SIM_OPT(LIMIT) | SIM_OPT(JSON);
     int rc = sim_api_options(argc, argv, sim_probe_usage, allowed, &o, &a);
     if (rc >= 0)
         goto cleanup;

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "limits.h"
+
 /* ---- the controller's address and one HTTP exchange (simhttp.c) ---- */
 
 typedef struct sim_target {
@@ -86,6 +88,64 @@ int sim_parse_int(const char *s, long lo, long hi, long *ret);
 /* One line to stderr, "sandbox-sim: ..." */
 void sim_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* ---- the client subcommands' options (load.c) ---- */
+
+/* What the client subcommands (load, populate, probe, claim) share: the
+ * controller, the token, the create body's fields. */
+typedef struct sim_api {
+    sim_target_t t;
+    struct event_base *base;
+    char token[SBX_TOKEN_MAX + 1];
+    const char *image;
+    json_object *selector;      /* owned */
+    long ttl_seconds, cpu_millis, memory_mib;
+    bool json;
+} sim_api_t;
+
+#define SIM_API_DEFAULTS { .image = "sandbox/busybox:latest", .ttl_seconds = 600, .cpu_millis = 100, .memory_mib = 64 }
+
+/* The client options, one row each in load.c's option table. */
+enum sim_opt {
+    SIM_O_CTL = 1, SIM_O_TOKEN, SIM_O_TOKFILE, SIM_O_CLIENTS, SIM_O_DURATION, SIM_O_MIX, SIM_O_IMAGE, SIM_O_SELECTOR,
+    SIM_O_TTL, SIM_O_CPU, SIM_O_MEM, SIM_O_JSON, SIM_O_HELP, SIM_O_COUNT, SIM_O_GET, SIM_O_LIST, SIM_O_LIMIT,
+    SIM_O_RATE, SIM_O_POOL, SIM_O_IDS,
+};
+
+/* The bit of option SIM_O_name in a subcommand's mask of allowed options. */
+#define SIM_OPT(name) (1u << SIM_O_##name)
+
+/* The command line's values beyond sim_api_t's; seen has the SIM_OPT bit
+ * of every option given. */
+typedef struct sim_opts {
+    const char *url, *token, *tokfile, *mix, *selector, *pool, *ids;
+    long clients, duration, count, get, list, limit, rate;
+    unsigned seen;
+} sim_opts_t;
+
+/* The --help lines of the options every client subcommand takes, and of
+ * the create body's. */
+#define SIM_API_HELP                                                                                              \
+    "  --controller URL     http://HOST:PORT of the controller\n"                                                 \
+    "  --token T            a member or admin token (its tenant gets the sandboxes)\n"                            \
+    "  --token-file F       the token from the first line of F instead\n"                                         \
+    "  --json               print the figures as one JSON object\n"
+#define SIM_CREATE_HELP                                                                                           \
+    "  --image I            image of the creates (default sandbox/busybox:latest; hollow workers pull nothing)\n" \
+    "  --selector K=V,...   worker labels the creates need (default sim=hollow: only sandbox-sim workers;\n"      \
+    "                       \"\" for none)\n"                                                                     \
+    "  --ttl S              sandbox TTL (default 600)\n"                                                          \
+    "  --cpu-millis N       CPU of each sandbox (default 100)\n"                                                  \
+    "  --memory-mib N       memory of each sandbox (default 64)\n"
+
+/* Parses a client subcommand's command line into o and a (defaults set by
+ * the caller); allowed is the mask of SIM_OPT bits it takes. Reads the
+ * token (file), makes a's event loop and target. Returns -1 to go on,
+ * else the exit code, the error already said (0 after --help). Release a
+ * with sim_api_release either way. */
+int sim_api_options(int argc, char **argv, const char *usage, unsigned allowed, sim_opts_t *o, sim_api_t *a);
+/* Frees what sim_api_options made in a. */
+void sim_api_release(sim_api_t *a);
+
 /* ---- the subcommands ---- */
 
 /* sandbox-sim workers ARGS: exit code (0, 1 failure, 2 usage). */
@@ -94,5 +154,7 @@ int sim_workers_main(int argc, char **argv);
 int sim_load_main(int argc, char **argv);
 int sim_populate_main(int argc, char **argv);
 int sim_probe_main(int argc, char **argv);
+/* sandbox-sim claim ARGS (claim.c). */
+int sim_claim_main(int argc, char **argv);
 
 #endif
