@@ -124,6 +124,10 @@
  * create waiting for room, a delete behind its create) waits at most this
  * much longer. */
 #define SBX_RECONCILE_KICK_GAP_MS     20
+/* While warm pools are short of their size, their refill runs this often
+ * (pool_refill_per_second spread over the ticks), not once a
+ * reconcile_interval_ms with a whole second's worth at once. */
+#define SBX_POOL_REFILL_TICK_MS       100
 /* Warm pools: the largest pool (members are running containers nobody is
  * charged for until claimed), the pools one tenant may declare, the pools
  * in all, and a pool's name (the CLI and URLs carry it). */

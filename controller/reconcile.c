@@ -29,6 +29,8 @@ struct reconcile {
     double pool_tokens;         /* warm pool members the refill pass may still add (pool_refill_per_second) */
     int64_t pool_tokens_ms;     /* when pool_tokens was last topped up */
     int64_t next_timed_ms;      /* monotonic time the clock-driven passes are due again */
+    int64_t next_refill_ms;     /* monotonic time the pool refill pass is due again */
+    bool pools_short;           /* the last refill pass added members: refill again in SBX_POOL_REFILL_TICK_MS */
 };
 
 static metric_family_t *m_pass_seconds, *m_pass_rows, *m_pass_errors, *m_round_seconds, *m_pruned;
@@ -116,6 +118,11 @@ static int pool_refill_pass(struct reconcile *r, int *changed)
     int rc = store_pool_refill(r->db, &r->ctl->lim, r->ctl->max_ttl_seconds, (int)r->pool_tokens, &added);
     r->pool_tokens -= added;
     *changed += added;
+    /* Pools being drained are refilled in slices every tick, not a
+     * second's worth at once: a burst of members to create and report
+     * would queue the claims behind it. */
+    r->pools_short = added > 0;
+    r->next_refill_ms = now + SBX_POOL_REFILL_TICK_MS;
     return rc;
 }
 
@@ -136,6 +143,8 @@ static int reconcile_pass(struct reconcile *r)
     if (timed)
         r->next_timed_ms = now + cfg_int(&ctl->cfg, CFG_RECONCILE_INTERVAL_MS);
     if (!timed) {
+        if (now >= r->next_refill_ms && r->pools_short)
+            RUN_PASS("pool_refill", pool_refill_pass(r, &changed));
         bool pending = false, admitted = false;
         if (store_ops_waiting(r->db, &pending, &admitted) < 0)
             return SBX_EDB;
@@ -208,7 +217,10 @@ static void *reconcile_main(void *arg)
             log_warn("reconcile", "a reconcile round took %lld ms", (long long)took);
         pthread_mutex_lock(&r->mu);
         if (!r->stop && !r->kicked) {
-            struct timespec ts = time_mono_timespec_after(cfg_int(&r->ctl->cfg, CFG_RECONCILE_INTERVAL_MS));
+            int64_t wait_ms = cfg_int(&r->ctl->cfg, CFG_RECONCILE_INTERVAL_MS);
+            if (r->pools_short && r->next_refill_ms - time_mono_ms() < wait_ms)
+                wait_ms = r->next_refill_ms > time_mono_ms() ? r->next_refill_ms - time_mono_ms() : 0;
+            struct timespec ts = time_mono_timespec_after(wait_ms);
             while (!r->stop && !r->kicked)
                 if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) != 0)
                     break;

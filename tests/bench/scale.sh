@@ -472,9 +472,17 @@ if want live; then
     fi
     sleep 2 # let the last reports and beats settle
     say "idle $SECONDS_IDLE s at $n live"
+    q "SELECT pg_stat_statements_reset()" >/dev/null
     x0=$(xacts); s0=$(stmts); w0=$(wal); pg_cpu_snap sandbox "$TMP/cpu0"; k0=$(pid_ticks "$CTL_PID_1")
     sleep "$SECONDS_IDLE"
     x1=$(xacts); s1=$(stmts); w1=$(wal); pg_cpu_snap sandbox "$TMP/cpu1"; k1=$(pid_ticks "$CTL_PID_1")
+    # what the idle window cost, by statement: calls per second, mean and
+    # total execution time per second (ms), rows written to WAL per call
+    q "SELECT round(calls::numeric / $SECONDS_IDLE, 1) || ' | ' || CASE WHEN toplevel THEN 'top' ELSE 'nested' END \
+      || ' | ' || round(mean_exec_time::numeric, 3) || ' | ' || round(total_exec_time::numeric / $SECONDS_IDLE, 2) \
+      || ' | ' || round(wal_bytes::numeric / greatest(calls, 1)) || ' | ' || left(regexp_replace(query, '\s+', ' ', 'g'), 110) \
+      FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = 'sandbox' \
+      ORDER BY total_exec_time DESC LIMIT 30" >"$OUT/statements-live-$n.txt" 2>/dev/null || true
     pgms=$(pg_cpu_ms "$TMP/cpu0" "$TMP/cpu1")
     rss=$(rss_kib "$CTL_PID_1")
     "$SIM" probe --controller "$URL1" --token-file "$TMP/member.token" --get 200 --list 50 --json \
