@@ -430,7 +430,7 @@ if want warm; then
   t0=$(date +%s%N)
   wait_full 180 || die "pool $POOL did not fill within 180 s (ready $(pool_ready) of $POOL_SIZE)"
   fill_ms=$((($(date +%s%N) - t0) / 1000000))
-  WARM_FILL="The pool filled from empty in $(calc "round($fill_ms / 1000, 1)") s: $(calc "round($POOL_SIZE * 1000 / max($fill_ms, 1), 1)") members/s made ready (the refill pass asks for them once a reconcile_interval_ms, at most pool_refill_per_second; placed like any create; 50 ms each on a hollow worker)."
+  WARM_FILL="The pool filled from empty in $(calc "round($fill_ms / 1000, 1)") s: $(calc "round($POOL_SIZE * 1000 / max($fill_ms, 1), 1)") members/s made ready (the refill pass asks for them every 100 ms while the pool is short, at most pool_refill_per_second; placed like any create; 50 ms each on a hollow worker)."
   for rate in $WARM_RATES; do
     wait_full 120 || die "pool $POOL did not refill within 120 s (ready $(pool_ready) of $POOL_SIZE)"
     say "warm: claims at $rate/s for $SECONDS_WARM s"
