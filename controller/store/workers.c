@@ -572,7 +572,8 @@ static int heartbeat_reconcile(PGconn *c, const store_limits_t *lim, const char 
                 "AND s.updated_at < now() - make_interval(secs => $3::bigint) "
                 "AND ($4::jsonb IS NULL OR s.updated_at > now() - make_interval(secs => $3::bigint + $5::bigint) "
                 "     OR s.id IN (SELECT jsonb_array_elements_text($4::jsonb))) "
-                "AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements($2::jsonb) e WHERE e->>'sandbox_id' = s.id) "
+                "AND s.id NOT IN (SELECT e->>'sandbox_id' FROM jsonb_array_elements($2::jsonb) e "
+                "  WHERE e->>'sandbox_id' IS NOT NULL) " /* hashed once, not a scan of the inventory per row */
                 "FOR UPDATE OF s SKIP LOCKED",
                 5, pm);
     if (!r)

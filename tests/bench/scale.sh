@@ -471,6 +471,9 @@ if want live; then
       have=$n
     fi
     sleep 2 # let the last reports and beats settle
+    # the steady state, not the populate's aftermath: what autovacuum would
+    # do about the rows it just wrote, done now
+    q "VACUUM ANALYZE sandboxes" >/dev/null; q "VACUUM ANALYZE operations" >/dev/null; q "VACUUM ANALYZE events" >/dev/null
     say "idle $SECONDS_IDLE s at $n live"
     q "SELECT pg_stat_statements_reset()" >/dev/null
     x0=$(xacts); s0=$(stmts); w0=$(wal); pg_cpu_snap sandbox "$TMP/cpu0"; k0=$(pid_ticks "$CTL_PID_1")

@@ -116,6 +116,13 @@ assert_eq 5 "$(itest_json "$ITEST_OUT" list.n)" "probe timed 5 lists"
 sleep 2
 assert_eq 6 "$(psql_q "SELECT sum(jsonb_array_length(inventory)) FROM workers WHERE name LIKE '$prefix%'")" \
   "the hollow workers heartbeat their inventory (6 sandboxes)"
+# as changes, like sandboxd worker: a whole inventory's generation is the
+# wall clock in ms when sent, a delta's its base + 1; with beats every
+# second, whole ones each beat would keep it within about a second of now
+lag=$(psql_q "SELECT min(CASE WHEN inventory_generation > 0 THEN floor(extract(epoch FROM now()) * 1000) - inventory_generation END) FROM workers WHERE name LIKE '$prefix%'")
+[ -n "$lag" ] || fail "the hollow workers send no inventory generations"
+[ "$lag" -gt 2500 ] || fail "the hollow workers' inventory generations lag now by only $lag ms: whole inventories each beat, not changes"
+[ "$lag" -lt 3600000 ] || fail "the hollow workers' inventory generations lag now by $lag ms: not a recent whole one's"
 for id in $(psql_q "SELECT id FROM sandboxes WHERE tenant_id = (SELECT id FROM tenants WHERE name = '$tenant') AND phase = 'running'"); do
   assert_exit 0 sandbox delete "$id" --wait --timeout 60
 done

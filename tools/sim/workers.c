@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define SIM_POLL_WAIT_S        30
 #define SIM_REPORT_TRIES       20
@@ -21,6 +22,12 @@
 
 typedef struct sim_fleet sim_fleet_t;
 typedef struct sim_worker sim_worker_t;
+
+/* A sorted set of sandbox ids. */
+typedef struct sim_idset {
+    char (*ids)[SBX_ID_MAX];
+    size_t n;
+} sim_idset_t;
 
 typedef struct sim_sbx {
     char id[SBX_ID_MAX];
@@ -48,6 +55,12 @@ struct sim_worker {
     struct event *hb_timer, *poll_timer;
     sim_sbx_t *inv;
     size_t ninv, capinv;
+    /* Inventory changes, as sandboxd worker sends them (docs/worker.md):
+     * the ids the controller acknowledged at acked_gen, those of the beat
+     * in flight, and when the last full inventory was acknowledged. */
+    sim_idset_t acked, sent;
+    int64_t acked_gen, sent_gen, last_full_ms;
+    bool sent_full;
     sim_job_t *jobs;
     bool registered, registering, polling;
     int64_t backoff_ms;
@@ -340,19 +353,84 @@ static void sim_poll_timer_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- heartbeat --------------------------------------------------------- */
 
+static int sim_id_cmp(const void *a, const void *b) { return strcmp(a, b); }
+
+static bool sim_idset_has(const sim_idset_t *s, const char *id)
+{
+    return s->n && bsearch(id, s->ids, s->n, sizeof s->ids[0], sim_id_cmp);
+}
+
+static void sim_idset_release(sim_idset_t *s)
+{
+    free(s->ids);
+    s->ids = NULL;
+    s->n = 0;
+}
+
+/* The worker's inventory ids, sorted, into *ret (empty when out of memory:
+ * the next beat is then a full one). */
+static void sim_idset_of(const sim_worker_t *w, sim_idset_t *ret)
+{
+    ret->n = 0;
+    ret->ids = w->ninv ? malloc(w->ninv * sizeof ret->ids[0]) : NULL;
+    if (!ret->ids)
+        return;
+    for (size_t i = 0; i < w->ninv; i++)
+        memcpy(ret->ids[ret->n++], w->inv[i].id, SBX_ID_MAX);
+    qsort(ret->ids, ret->n, sizeof ret->ids[0], sim_id_cmp);
+}
+
+static json_object *sim_inv_entry(const sim_sbx_t *s)
+{
+    json_object *e = json_object_new_object();
+    json_object_object_add(e, "sandbox_id", json_object_new_string(s->id));
+    json_object_object_add(e, "tenant", json_object_new_string(s->tenant));
+    json_object_object_add(e, "ref", json_object_new_string(s->ref));
+    json_object_object_add(e, "state", json_object_new_string("running"));
+    return e;
+}
+
+static int64_t sim_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The whole inventory with a new generation after a register, every
+ * SBX_INVENTORY_FULL_SECONDS and after an answer that did not acknowledge
+ * the last one; otherwise the changes since the acknowledged generation. */
 static json_object *sim_heartbeat_body(sim_worker_t *w)
 {
     json_object *o = json_object_new_object();
-    json_object *inv = json_object_new_array_ext((int)w->ninv);
-    for (size_t i = 0; i < w->ninv; i++) {
-        json_object *e = json_object_new_object();
-        json_object_object_add(e, "sandbox_id", json_object_new_string(w->inv[i].id));
-        json_object_object_add(e, "tenant", json_object_new_string(w->inv[i].tenant));
-        json_object_object_add(e, "ref", json_object_new_string(w->inv[i].ref));
-        json_object_object_add(e, "state", json_object_new_string("running"));
-        json_object_array_add(inv, e);
+    sim_idset_release(&w->sent);
+    sim_idset_of(w, &w->sent);
+    int64_t now = sim_now_us() / 1000;
+    w->sent_full = w->acked_gen <= 0 || (w->ninv && !w->sent.ids) ||
+                   now - w->last_full_ms >= (int64_t)SBX_INVENTORY_FULL_SECONDS * 1000;
+    if (w->sent_full) {
+        json_object *inv = json_object_new_array_ext((int)w->ninv);
+        for (size_t i = 0; i < w->ninv; i++)
+            json_object_array_add(inv, sim_inv_entry(&w->inv[i]));
+        json_object_object_add(o, "inventory", inv);
+        int64_t g = sim_wall_ms();
+        w->sent_gen = g > w->acked_gen ? g : w->acked_gen + 1;
+        json_object_object_add(o, "inventory_generation", json_object_new_int64(w->sent_gen));
+    } else {
+        w->sent_gen = w->acked_gen + 1;
+        json_object *up = json_object_new_array(), *gone = json_object_new_array(), *d = json_object_new_object();
+        for (size_t i = 0; i < w->ninv; i++)
+            if (!sim_idset_has(&w->acked, w->inv[i].id))
+                json_object_array_add(up, sim_inv_entry(&w->inv[i]));
+        for (size_t i = 0; i < w->acked.n; i++)
+            if (!sim_idset_has(&w->sent, w->acked.ids[i]))
+                json_object_array_add(gone, json_object_new_string(w->acked.ids[i]));
+        json_object_object_add(d, "base", json_object_new_int64(w->acked_gen));
+        json_object_object_add(d, "generation", json_object_new_int64(w->sent_gen));
+        json_object_object_add(d, "upsert", up);
+        json_object_object_add(d, "gone", gone);
+        json_object_object_add(o, "inventory_delta", d);
     }
-    json_object_object_add(o, "inventory", inv);
     json_object *held = json_object_new_array();
     for (sim_job_t *j = w->jobs; j; j = j->next)
         json_object_array_add(held, json_object_new_string(sim_jstr(j->job, "operation_id")));
@@ -368,6 +446,21 @@ static void sim_heartbeat_done(void *ud, const sim_resp_t *r)
     char why[512];
     if (r->status == 200) {
         w->f->c.beats_ok++;
+        json_object *g = NULL, *resync = NULL;
+        bool acked = r->json && json_object_object_get_ex(r->json, "inventory_generation", &g) &&
+                     json_object_get_int64(g) == w->sent_gen &&
+                     !(json_object_object_get_ex(r->json, "inventory_resync", &resync) &&
+                       json_object_get_boolean(resync));
+        if (acked) {
+            sim_idset_release(&w->acked);
+            w->acked = w->sent;
+            w->sent = (sim_idset_t){ 0 };
+            w->acked_gen = w->sent_gen;
+            if (w->sent_full)
+                w->last_full_ms = sim_now_us() / 1000;
+        } else {
+            w->acked_gen = 0; /* the next beat sends the whole inventory */
+        }
         /* Orphans the controller no longer wants: gone from the inventory. */
         if (r->json && json_object_object_get_ex(r->json, "remove", &remove) &&
             json_object_is_type(remove, json_type_array))
@@ -455,6 +548,7 @@ static void sim_register_done(void *ud, const sim_resp_t *r)
         w->f->c.registered++;
     w->registered = true;
     w->backoff_ms = 0;
+    w->acked_gen = 0; /* a register resets the controller's generation */
     int64_t secs = 5;
     if (json_object_object_get_ex(r->json, "heartbeat_seconds", &hb))
         secs = json_object_get_int64(hb);
@@ -484,7 +578,8 @@ static const char sim_workers_usage[] =
     "usage: sandbox-sim workers --controller URL (--token-file F | --token T) --count N [options]\n"
     "Runs N hollow workers in this process: each registers through the real worker API, long-polls,\n"
     "answers creates, execs and deletes after a simulated latency (an exec exits 0 with \"sim\\n\"),\n"
-    "reports with the fencing token and heartbeats its in-memory inventory. Runs until SIGINT/SIGTERM\n"
+    "reports with the fencing token and heartbeats its in-memory inventory (as changes, a whole\n"
+    "one every 60 s, as sandboxd worker does). Runs until SIGINT/SIGTERM\n"
     "or --duration, then prints one summary line (--json: an object) and exits 0.\n"
     "  --controller URL          http://HOST:PORT of the controller\n"
     "  --token-file F            worker tokens, one a line: worker i uses line i (a worker token acts for one\n"
@@ -798,6 +893,8 @@ static void sim_fleet_release(sim_fleet_t *f)
         if (w->ctl_c)
             evhttp_connection_free(w->ctl_c);
         free(w->inv);
+        sim_idset_release(&w->acked);
+        sim_idset_release(&w->sent);
     }
     free(f->w);
     sim_http_release_all();
