@@ -493,6 +493,11 @@ static int heartbeat_delta_apply(PGconn *c, const char *worker_id, const inv_del
  * the controller last changed the sandbox: that is no stale snapshot.
  * gone_text (a delta's "gone", JSON; NULL after a full inventory) narrows
  * the search for vanished containers to what a delta can have changed. */
+/* SQL: the inventory a heartbeat's passes read: $2, or (NULL: an empty
+ * delta, nothing changed) the one the controller holds, read in the
+ * database rather than sent back and forth. */
+#define HB_INVENTORY "coalesce($2::jsonb, (SELECT inventory FROM workers WHERE id = $1))"
+
 static int heartbeat_reconcile(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object *inv,
                                const char *inv_text, const char *gone_text, json_object *remove)
 {
@@ -539,7 +544,7 @@ static int heartbeat_reconcile(PGconn *c, const store_limits_t *lim, const char 
      * lateral LIMIT keeps the planner from hashing all of sandboxes. */
     PGresult *r = db_exec(c,
                           "WITH inv AS (SELECT e->>'sandbox_id' AS id, e->>'ref' AS ref "
-                          "  FROM jsonb_array_elements($2::jsonb) e), "
+                          "  FROM jsonb_array_elements(" HB_INVENTORY ") e), "
                           "rest AS (SELECT inv.id, inv.ref FROM inv WHERE inv.id NOT IN (SELECT m.id FROM sandboxes m "
                           "  WHERE m.worker_id = $1 AND m.phase NOT IN ('deleted', 'failed', 'lost'))) "
                           "SELECT rest.id, rest.ref FROM rest "
@@ -572,7 +577,7 @@ static int heartbeat_reconcile(PGconn *c, const store_limits_t *lim, const char 
                 "AND s.updated_at < now() - make_interval(secs => $3::bigint) "
                 "AND ($4::jsonb IS NULL OR s.updated_at > now() - make_interval(secs => $3::bigint + $5::bigint) "
                 "     OR s.id IN (SELECT jsonb_array_elements_text($4::jsonb))) "
-                "AND s.id NOT IN (SELECT e->>'sandbox_id' FROM jsonb_array_elements($2::jsonb) e "
+                "AND s.id NOT IN (SELECT e->>'sandbox_id' FROM jsonb_array_elements(" HB_INVENTORY ") e "
                 "  WHERE e->>'sandbox_id' IS NOT NULL) " /* hashed once, not a scan of the inventory per row */
                 "FOR UPDATE OF s SKIP LOCKED",
                 5, pm);
@@ -714,13 +719,15 @@ static PGresult *heartbeat_worker_update(PGconn *c, const char *p[6], bool *ret_
         "state = CASE WHEN state = 'lost' THEN 'ready' ELSE state END, "
         "stopping_at = CASE WHEN $4::boolean THEN coalesce(stopping_at, now()) "
         "  ELSE stopping_at END "
+        "FROM (SELECT state AS was FROM workers WHERE id = $1) o "
         "WHERE id = $1 AND ($6::bigint IS NULL OR inventory_generation = $6::bigint) RETURNING ";
-    PGresult *r = store__exec_cols(c, &store__t_worker, sql, "", 6, p);
+    /* the table's columns, then the state it had (lost: heard again) */
+    PGresult *r = store__exec_cols(c, &store__t_worker, sql, ", o.was", 6, p);
     if (r && PQntuples(r) == 0 && p[5]) {
         PQclear(r);
         *ret_resync = true;
         p[1] = p[4] = p[5] = NULL;
-        r = store__exec_cols(c, &store__t_worker, sql, "", 6, p);
+        r = store__exec_cols(c, &store__t_worker, sql, ", o.was", 6, p);
     }
     return r;
 }
@@ -757,7 +764,25 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
      * checks that it is still the base. */
     if (heartbeat_renew(c, worker_id, lease, stopping, body) < 0)
         goto db_fail;
-    if (has_delta) {
+    /* A delta that says nothing changed needs neither the stored
+     * inventory nor a merge: the update below checks its base. */
+    bool empty_delta = has_delta && json_object_array_length(delta.upsert) == 0 &&
+                       json_object_array_length(delta.gone) == 0;
+    if (empty_delta) {
+        /* Its base must be what this controller holds (the generation
+         * alone: the inventory stays unread). */
+        char held[24] = "";
+        if (store__one_text(c, "SELECT inventory_generation FROM workers WHERE id = $1", 1,
+                            (const char *const[]){ worker_id }, held, sizeof held) == SBX_EDB)
+            goto db_fail;
+        if (strtoll(held, NULL, 10) != delta.base) {
+            empty_delta = false;
+            resync = true; /* nothing of it is applied: a full one next */
+        } else {
+            same = true;
+        }
+    }
+    if (has_delta && !empty_delta && !resync) {
         int dr = heartbeat_delta_apply(c, worker_id, &delta, up_text, &inv_text, &resync, &same, err);
         if (dr < 0) {
             free(images_text);
@@ -770,15 +795,11 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
     /* A delta's upsert has every stopped entry (with its details) again
      * each beat: the stopped pass reads it as it reads a full inventory. */
     char *gone_text = has_delta ? jsonx_dump(delta.gone) : NULL;
-    int hr = inv_text ? heartbeat_reconcile(c, lim, worker_id, has_delta ? delta.upsert : inv, inv_text, gone_text,
-                                            remove) : 0;
+    int hr = inv_text || empty_delta ? heartbeat_reconcile(c, lim, worker_id, has_delta ? delta.upsert : inv, inv_text,
+                                                           gone_text, remove)
+                                     : 0;
     free(gone_text);
     if (hr < 0)
-        goto db_fail;
-    /* Heard again after it was lost: say so, in the heartbeat's transaction. */
-    if (db_run(c, "INSERT INTO events (kind, data) SELECT 'worker.ready', jsonb_build_object('worker', name, "
-                  "'worker_id', id, 'reason', 'heard again') FROM workers WHERE id = $1 AND state = 'lost'",
-               1, (const char *const[]){ worker_id }) < 0)
         goto db_fail;
     /* The generation the inventory now has: a full one's, an applied
      * delta's; NULL (kept) without an inventory or when a resync is asked. */
@@ -786,8 +807,9 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
     snprintf(base, sizeof base, "%lld", (long long)delta.base);
     /* An unchanged inventory is not written again (the stored value, and
      * its TOAST chunks, stay as they are). */
+    bool inv_said = inv_text || empty_delta;
     const char *p[6] = { worker_id, same ? NULL : inv_text, images_text, stopping ? "true" : "false",
-                         inv_text ? gen : NULL, has_delta && inv_text ? base : NULL };
+                         inv_said ? gen : NULL, has_delta && inv_said ? base : NULL };
     r = heartbeat_worker_update(c, p, &resync);
     if (!r)
         goto db_fail;
@@ -802,6 +824,15 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
     }
     free(images_text);
     images_text = NULL;
+    /* Heard again after it was lost: say so, in the heartbeat's transaction. */
+    const char *was = db_get(r, 0, PQnfields(r) - 1);
+    if (was && strcmp(was, "lost") == 0 &&
+        db_run(c, "INSERT INTO events (kind, data) SELECT 'worker.ready', jsonb_build_object('worker', name, "
+                  "'worker_id', id, 'reason', 'heard again') FROM workers WHERE id = $1",
+               1, (const char *const[]){ worker_id }) < 0) {
+        PQclear(r);
+        goto db_fail;
+    }
     bool applied = p[4] != NULL; /* an inventory was written (not when a resync was asked) */
     int ar = heartbeat_answer(c, worker_id, r, remove, resync, applied, has_delta ? delta.generation : full_gen, ret);
     remove = NULL; /* heartbeat_answer took it */

@@ -81,6 +81,20 @@ hb '{"inventory_delta":{"base":10,"generation":12,"upsert":[],"gone":[]}}'
 assert_eq 200 "$HTTP_STATUS" "stale delta"
 assert_eq true "$(itest_json "$HTTP_BODY" inventory_resync)" "stale delta asks for a full inventory"
 assert_eq 11 "$(q -c "SELECT inventory_generation FROM workers WHERE id = '$wid'")" "stale delta changed nothing"
+# an empty delta from the held generation (the usual idle beat) is applied
+# without the stored inventory being read or written; the orphan pass still
+# runs on the stored one (the unknown container is still to be removed)
+hb '{"inventory_delta":{"base":11,"generation":12,"upsert":[],"gone":[]}}'
+assert_eq 200 "$HTTP_STATUS" "empty delta"
+assert_eq 12 "$(itest_json "$HTTP_BODY" inventory_generation)" "empty delta acknowledged"
+assert_contains "$HTTP_BODY" '"sandbox_id":"sbx_zzzzzzzzzzzzzzzzzzzzzzzzzz","ref":"c-unknown"' \
+  "the stored inventory's unknown container, listed again after an empty delta"
+assert_eq 600 "$(q -c "SELECT jsonb_array_length(inventory) FROM workers WHERE id = '$wid'")" "empty delta kept the inventory"
+hb '{"inventory_delta":{"base":12,"generation":13,"upsert":[],"gone":[]}}'
+assert_eq 13 "$(itest_json "$HTTP_BODY" inventory_generation)" "a second empty delta acknowledged"
+hb '{"inventory_delta":{"base":11,"generation":12,"upsert":[],"gone":[]}}'
+assert_eq true "$(itest_json "$HTTP_BODY" inventory_resync)" "an empty delta from an old base asks for a full inventory"
+assert_eq 13 "$(q -c "SELECT inventory_generation FROM workers WHERE id = '$wid'")" "and changed nothing"
 
 for bad in '{"inventory_delta":{"base":0,"generation":1,"upsert":[],"gone":[]}}' \
   '{"inventory_delta":{"base":11,"generation":11,"upsert":[],"gone":[]}}' \
@@ -92,7 +106,7 @@ for bad in '{"inventory_delta":{"base":0,"generation":1,"upsert":[],"gone":[]}}'
   assert_eq 400 "$HTTP_STATUS" "malformed delta $bad"
   assert_contains "$HTTP_BODY" '"code":"invalid_argument"' "malformed delta's error"
 done
-assert_eq 11 "$(q -c "SELECT inventory_generation FROM workers WHERE id = '$wid'")" "malformed deltas changed nothing"
+assert_eq 13 "$(q -c "SELECT inventory_generation FROM workers WHERE id = '$wid'")" "malformed deltas changed nothing"
 
 # ---- 2. the real worker (the run's shared one)
 export SANDBOX_TOKEN
