@@ -24,5 +24,10 @@ sleep $((FAULT_LEASE + 2))
 itest_log "SIGCONT worker"
 kill -CONT "$FAULT_WORKER_PID"
 fault_probe_recovery "$t0"
+# its first heartbeat after the pause said so (the heartbeat's own update
+# tells that the worker was lost)
+heard() { [ "$(fault_sql "SELECT count(*) FROM events WHERE kind = 'worker.ready' AND data->>'reason' = 'heard again'
+  AND data->>'worker' = 'fault-worker_pause'")" -ge 1 ]; }
+itest_wait_until 30 "a worker.ready event (heard again) once the worker resumed" heard
 fault_burst_wait
 fault_audit
