@@ -24,7 +24,10 @@
 # (claims/s, "20 100"), SECONDS_WARM (20; quick 8), POOL_SIZE (256, the
 # most a pool may hold), POOL_REFILL (the controller's
 # pool_refill_per_second, 200), LIFECYCLE_N (lifecycle.sh's pairs, 20), SIM
-# (another sandbox-sim build, e.g. an ASan one), BENCH_KEEP.
+# (another sandbox-sim build, e.g. an ASan one), SETTLE (seconds to wait
+# after populating before the idle window, so that the heartbeats' check of
+# recently changed sandboxes has nothing left to look at: the steady state;
+# 150; quick 0), BENCH_KEEP.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 BUILD=${BUILD:-build}
@@ -49,8 +52,10 @@ WORKERS=${WORKERS:-50}
 CONCURRENCY=${CONCURRENCY:-8 32 64}
 if [ -n "$quick" ]; then
   LIVE=${LIVE:-0 1000}; SECONDS_LOAD=${SECONDS_LOAD:-8}; SECONDS_PGBENCH=${SECONDS_PGBENCH:-8}; SECONDS_IDLE=${SECONDS_IDLE:-5}
+  SETTLE=${SETTLE:-0}
 else
   LIVE=${LIVE:-0 1000 10000}; SECONDS_LOAD=${SECONDS_LOAD:-30}; SECONDS_PGBENCH=${SECONDS_PGBENCH:-20}; SECONDS_IDLE=${SECONDS_IDLE:-10}
+  SETTLE=${SETTLE:-150}
 fi
 WARM_RATES=${WARM_RATES:-20 100}
 POOL_SIZE=${POOL_SIZE:-256}
@@ -471,6 +476,10 @@ if want live; then
       have=$n
     fi
     sleep 2 # let the last reports and beats settle
+    if [ "$n" -gt 0 ] && [ "$SETTLE" -gt 0 ]; then
+      say "settle $SETTLE s at $n live (past the heartbeats' window of recent changes)"
+      sleep "$SETTLE"
+    fi
     # the steady state, not the populate's aftermath: what autovacuum would
     # do about the rows it just wrote, done now
     q "VACUUM ANALYZE sandboxes" >/dev/null; q "VACUUM ANALYZE operations" >/dev/null; q "VACUUM ANALYZE events" >/dev/null
