@@ -3,6 +3,8 @@
 
 #include "utf8.h"
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +166,39 @@ int jsonx_parse(const char *s, size_t n, json_object **ret, api_error_t *err)
     }
     *ret = o;
     return 0;
+}
+
+static pthread_key_t jsonx_tok_key;
+static pthread_once_t jsonx_tok_once = PTHREAD_ONCE_INIT;
+
+static void jsonx_tok_free(void *p) { json_tokener_free(p); }
+static void jsonx_tok_init(void) { pthread_key_create(&jsonx_tok_key, jsonx_tok_free); }
+
+json_object *jsonx_parse_stored(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (!s || n >= (size_t)INT32_MAX)
+        return NULL;
+    pthread_once(&jsonx_tok_once, jsonx_tok_init);
+    json_tokener *tok = pthread_getspecific(jsonx_tok_key);
+    if (!tok) {
+        tok = json_tokener_new_ex(JSONX_MAX_DEPTH);
+        if (!tok || pthread_setspecific(jsonx_tok_key, tok) != 0) {
+            json_tokener_free(tok);
+            return NULL;
+        }
+    }
+    json_tokener_reset(tok);
+    /* with its NUL, so that a bare number or literal ends */
+    json_object *o = json_tokener_parse_ex(tok, s, (int)n + 1);
+    bool ok = o && json_tokener_get_error(tok) == json_tokener_success;
+    for (size_t i = ok ? (size_t)json_tokener_get_parse_end(tok) : n; ok && i < n; i++)
+        ok = s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n';
+    if (o && !ok) {
+        json_object_put(o);
+        o = NULL;
+    }
+    return o;
 }
 
 int jsonx_refuse_nul(json_object *o, api_error_t *err)

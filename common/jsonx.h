@@ -15,6 +15,11 @@
  * or string that is not valid UTF-8 is API_INVALID_ARGUMENT naming the field
  * ("invalid UTF-8 in \"labels.team\""). A NUL ("\u0000") is admitted here. */
 int jsonx_parse(const char *s, size_t n, json_object **ret, api_error_t *err);
+/* Parses text that was checked on its way in and comes back from our own
+ * store (PostgreSQL's jsonb output): no strictness checks, and one
+ * tokener per thread reused rather than one made per call. A new object,
+ * or NULL when s is not JSON (or is null). */
+json_object *jsonx_parse_stored(const char *s);
 
 /* For text bound for the store (PostgreSQL refuses NUL in text and jsonb):
  * returns 0 when no key or string under o holds a NUL, else fills err with

@@ -26,10 +26,13 @@ json_object *store__parse_json_text(const char *s)
 {
     if (!s)
         return NULL;
-    json_object *o = NULL;
-    if (jsonx_parse(s, strlen(s), &o, NULL) < 0)
-        return NULL;
-    return o;
+    /* What most columns hold (no labels, no selector): no tokener for
+     * them, which a list of 100 sandboxes would otherwise make 200 times. */
+    if (strcmp(s, "{}") == 0)
+        return json_object_new_object();
+    if (strcmp(s, "[]") == 0)
+        return json_object_new_array();
+    return jsonx_parse_stored(s);
 }
 
 /* Loads one operation as JSON (no scope check). */

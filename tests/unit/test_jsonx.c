@@ -381,6 +381,31 @@ START_TEST(test_dump_round_trips_through_parse)
 }
 END_TEST
 
+START_TEST(test_parse_stored_reads_values_again_and_again)
+{
+    /* one tokener per thread, reset between texts: a value after a broken
+     * one, scalars that end at the text's end, null and junk give NULL */
+    const char *texts[] = { "{\"a\": [1, 2, {\"b\": \"c\"}]}", "{\"a\": [1,", "123", "true", "\"s\"", "[]" };
+    const char *want[] = { "{\"a\":[1,2,{\"b\":\"c\"}]}", NULL, "123", "true", "\"s\"", "[]" };
+    for (int round = 0; round < 3; round++)
+        for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+            json_object *o = jsonx_parse_stored(texts[i]);
+            if (!want[i]) {
+                ck_assert_ptr_null(o);
+                continue;
+            }
+            ck_assert_ptr_nonnull(o);
+            char *d = jsonx_dump(o);
+            ck_assert_str_eq(d, want[i]);
+            free(d);
+            json_object_put(o);
+        }
+    ck_assert_ptr_null(jsonx_parse_stored("null"));
+    ck_assert_ptr_null(jsonx_parse_stored("{} x"));
+    ck_assert_ptr_null(jsonx_parse_stored(NULL));
+}
+END_TEST
+
 START_TEST(test_error_body_has_code_and_message)
 {
     json_object *e = jsonx_error_body("invalid_argument", "cpu_millis must be an integer");
@@ -413,6 +438,7 @@ Suite *unit_suite(void)
         test_parse_rejects_invalid_utf8_naming_the_field,
         test_refuse_nul_names_the_field,
         test_parse_accepts_valid_multibyte_utf8,
+        test_parse_stored_reads_values_again_and_again,
     ));
     unit_tcase_add(s, "access", UNIT_TESTS(
         test_getters_return_values_of_matching_type,
