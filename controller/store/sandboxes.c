@@ -617,7 +617,7 @@ int store_sandbox_list(PGconn *c, const char *scope, const char *tenant_name, bo
     int rows = PQntuples(r), shown = rows > limit ? limit : rows;
     json_object *arr = json_object_new_array();
     for (int i = 0; i < shown; i++)
-        json_object_array_add(arr, store__row_json(&store__t_sandbox, r, i));
+        json_object_array_add(arr, store__row_raw(&store__t_sandbox, r, i));
     *ret = store__wrap("sandboxes", arr);
     int cur = PQnfields(r) - 1;
     jsonx_add(*ret, "next", rows > limit ? json_object_new_string(db_get(r, shown - 1, cur)) : NULL);

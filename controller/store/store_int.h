@@ -72,6 +72,10 @@ const char *store__cols(const store_table_t *t);
 const char *store__col_text(const store_table_t *t, const PGresult *r, int row, const char *key);
 /* A row selected with t's list → a new JSON object. */
 json_object *store__row_json(const store_table_t *t, const PGresult *r, int row);
+/* The same JSON as store__row_json, as one object that serializes as its
+ * text, written straight from the row (for answers of many rows; its
+ * members cannot be read back). */
+json_object *store__row_raw(const store_table_t *t, const PGresult *r, int row);
 /* Every row → a new JSON array (r is not cleared). */
 json_object *store__rows_json(const store_table_t *t, const PGresult *r);
 /* Runs head, t's SELECT list, then tail ("SELECT ", " FROM … WHERE …", or

@@ -27,7 +27,10 @@ static PGresult *one_row(int n, const char *const *vals)
     return r;
 }
 
-static void assert_row_json(const store_table_t *t, int n, const char *const *vals, const char *want)
+/* The row's JSON from store__row_json, and the same text from
+ * store__row_raw unless the row holds unreadable JSON (the text writer
+ * passes PostgreSQL's JSON through). */
+static void assert_row_json_ex(const store_table_t *t, int n, const char *const *vals, const char *want, bool raw)
 {
     PGresult *r = one_row(n, vals);
     json_object *o = store__row_json(t, r, 0);
@@ -35,7 +38,19 @@ static void assert_row_json(const store_table_t *t, int n, const char *const *va
     ck_assert_str_eq(got, want);
     free(got);
     json_object_put(o);
+    if (raw) {
+        o = store__row_raw(t, r, 0);
+        got = jsonx_dump(o);
+        ck_assert_str_eq(got, want);
+        free(got);
+        json_object_put(o);
+    }
     PQclear(r);
+}
+
+static void assert_row_json(const store_table_t *t, int n, const char *const *vals, const char *want)
+{
+    assert_row_json_ex(t, n, vals, want, true);
 }
 
 START_TEST(test_worker_row_nests_capacity_and_omits_a_null_route_address)
@@ -82,9 +97,23 @@ START_TEST(test_event_data_is_an_object_even_when_unreadable)
                     "{\"id\":7,\"ts\":\"T\",\"tenant\":null,\"kind\":\"worker.lost\",\"sandbox_id\":null,"
                     "\"operation_id\":null,\"data\":{}}");
     v[6] = "not json";
-    assert_row_json(&store__t_event, 7, v,
+    assert_row_json_ex(&store__t_event, 7, v,
                     "{\"id\":7,\"ts\":\"T\",\"tenant\":null,\"kind\":\"worker.lost\",\"sandbox_id\":null,"
-                    "\"operation_id\":null,\"data\":{}}");
+                    "\"operation_id\":null,\"data\":{}}", false);
+}
+END_TEST
+
+START_TEST(test_raw_rows_escape_text_and_compact_postgres_json)
+{
+    /* strings with quotes, backslashes, slashes, control characters and
+     * UTF-8; JSON as jsonb prints it (spaces after colons and commas, none
+     * inside strings kept out) */
+    const char *v[] = { "7", "T", "t\"e\\n/a\x01\n\t\xc3\xa9", "k", NULL, "op_1",
+                        "{\"a\": [1, 2.5, {\"b c\": \"x, y: z\\\" }\"}], \"d\": null, \"e\": true}" };
+    assert_row_json(&store__t_event, 7, v,
+                    "{\"id\":7,\"ts\":\"T\",\"tenant\":\"t\\\"e\\\\n/a\\u0001\\n\\t\xc3\xa9\",\"kind\":\"k\","
+                    "\"sandbox_id\":null,\"operation_id\":\"op_1\","
+                    "\"data\":{\"a\":[1,2.5,{\"b c\":\"x, y: z\\\" }\"}],\"d\":null,\"e\":true}}");
 }
 END_TEST
 
@@ -138,6 +167,7 @@ Suite *unit_suite(void)
         test_worker_row_nests_capacity_and_omits_a_null_route_address,
         test_operation_error_comes_from_its_hidden_columns,
         test_event_data_is_an_object_even_when_unreadable,
+        test_raw_rows_escape_text_and_compact_postgres_json,
         test_sandbox_row_keeps_its_key_order_and_types,
         test_assignment_keeps_the_request_hidden,
         test_select_lists_come_from_the_tables,
