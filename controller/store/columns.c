@@ -167,6 +167,7 @@ static const store_col_t pool_cols[] = {
     { "network", "p.spec->>'network'", COL_TEXT },
     { "isolation", "p.isolation", COL_TEXT },
     { "hardened", "coalesce(p.spec->'hardened' = 'true'::jsonb, false)", COL_BOOL },
+    { "read_only_root", "coalesce(p.spec->'read_only_root' = 'true'::jsonb, false)", COL_BOOL },
     { "size", "p.size", COL_INT },
     { "ready", POOL_MEMBERS "= 'running')", COL_INT },
     { "creating", POOL_MEMBERS "IN ('pending', 'scheduled', 'provisioning'))", COL_INT },

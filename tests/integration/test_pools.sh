@@ -70,6 +70,7 @@ assert_http 400 invalid_argument "size 0"
 # ---- a pool of 2 fills
 assert_exit 0 sandbox --token "$pa" pools create warm --size 2 "${SPEC[@]}" --json
 assert_eq pa "$(itest_json "$ITEST_OUT" pool.tenant)" "a member's pool is its tenant's"
+assert_eq false "$(itest_json "$ITEST_OUT" pool.read_only_root)" "the pool object shows read_only_root (part of the match)"
 t0=$(date +%s)
 itest_wait_until 90 "pool warm ready=2" pool_ready_is warm 2
 itest_log "pool warm filled in $(($(date +%s) - t0)) s"

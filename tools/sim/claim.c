@@ -455,6 +455,8 @@ static json_object *sim_claims_pool_body(const sim_claims_t *R, json_object *p)
     json_object *h = NULL;
     if (json_object_object_get_ex(p, "hardened", &h) && json_object_get_boolean(h))
         json_object_object_add(o, "hardened", json_object_new_boolean(true));
+    if (json_object_object_get_ex(p, "read_only_root", &h) && json_object_get_boolean(h))
+        json_object_object_add(o, "read_only_root", json_object_new_boolean(true));
     json_object_object_add(o, "ttl_seconds", json_object_new_int64(R->api->ttl_seconds));
     return o;
 }
