@@ -213,7 +213,8 @@ int store__op_cas_ex(PGconn *c, const char *op_id, op_state_t from, op_state_t t
     char sql[2048];
     snprintf(sql, sizeof sql,
              "WITH o AS (UPDATE operations SET state = $2, updated_at = now()%s%s%s "
-             "  WHERE id = $1 AND state = $3%s%s RETURNING *, left(error_message, 300) AS em, "
+             "  WHERE id = $1 AND state = $3%s%s RETURNING id, tenant_id, sandbox_id, kind, attempt, lease_worker_id, "
+             "  error_code%s, left(error_message, 300) AS em, "
              "  result->'exit_code' AS ec, extract(epoch FROM now() - created_at) AS sc, "
              "  extract(epoch FROM now() - leased_at) AS sl, extract(epoch FROM now() - started_at) AS ss), "
              "e AS (INSERT INTO events (tenant_id, kind, sandbox_id, operation_id, data) "
@@ -229,7 +230,11 @@ int store__op_cas_ex(PGconn *c, const char *op_id, op_state_t from, op_state_t t
              : to == OP_RUNNING    ? ", started_at = now()"
                                    : "",
              extra_set ? ", " : "", extra_set ? extra_set : "", extra_where ? " AND " : "",
-             extra_where ? extra_where : "", 4 + nextra, ret_op ? "SELECT " : "SELECT o.kind, o.sc, o.sl, o.ss FROM o");
+             extra_where ? extra_where : "",
+             /* what the answer's operation shows (never the request, which
+              * may be 512 KiB of stdin) */
+             ret_op ? ", state, created_at, updated_at, finished_at, placement, result, error_message" : "",
+             4 + nextra, ret_op ? "SELECT " : "SELECT o.kind, o.sc, o.sl, o.ss FROM o");
     const char *p[12] = { op_id, op_state_name(to), op_state_name(from) };
     for (int i = 0; i < nextra; i++)
         p[3 + i] = extra[i];
@@ -273,8 +278,7 @@ static json_object *op_insert_step(const op_insert_t *o, op_state_t from, op_sta
     return d;
 }
 
-/* {"kind","operation_id","data"}: one events row for store__events_json's
- * statements. */
+/* {"kind","operation_id","data"}: one events row for STORE_EVENTS_INSERT. */
 json_object *store__event_json(const char *kind, const char *op_id, json_object *data)
 {
     json_object *e = json_object_new_object();

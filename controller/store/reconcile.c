@@ -176,11 +176,15 @@ static int place_load(PGconn *c, const store_limits_t *lim, const char *tenant_i
                         "SELECT w.id, w.name, w.state, w.last_heartbeat > now() - make_interval(secs => $1::bigint), "
                         "  w.labels::text, array_to_string(w.isolation, ','), w.networks::text, w.cpu_millis, "
                         "  w.memory_mib, w.cpu_millis - w.alloc_cpu_millis, w.memory_mib - w.alloc_memory_mib, "
-                        "  w.slots - w.alloc_slots, w.images ? $2, "
-                        "  (SELECT coalesce(sum(placed), 0)::bigint FROM (SELECT placed FROM sandbox_usage u "
-                        "     WHERE u.tenant_id = $3 AND u.worker_id = w.id UNION ALL SELECT placed "
-                        "     FROM sandbox_usage_log l WHERE l.tenant_id = $3 AND l.worker_id = w.id) n) "
-                        "FROM workers w WHERE w.state <> 'lost' AND w.stopping_at IS NULL ORDER BY w.name LIMIT 1000",
+                        "  w.slots - w.alloc_slots, w.images ? $2, coalesce(sp.placed, 0) "
+                        /* the tenant's sandboxes per worker (spread), from its
+                         * live counters read once for all workers, not once
+                         * per worker */
+                        "FROM workers w LEFT JOIN (SELECT worker_id, sum(placed)::bigint AS placed FROM ("
+                        "    SELECT worker_id, placed FROM sandbox_usage WHERE tenant_id = $3 AND worker_id <> '' "
+                        "    UNION ALL SELECT worker_id, placed FROM sandbox_usage_log "
+                        "    WHERE tenant_id = $3 AND worker_id <> '') n GROUP BY worker_id) sp ON sp.worker_id = w.id "
+                        "WHERE w.state <> 'lost' AND w.stopping_at IS NULL ORDER BY w.name LIMIT 1000",
                         3, p);
     if (!ret->rows) {
         place_loaded_release(ret);
@@ -196,6 +200,24 @@ static int place_load(PGconn *c, const store_limits_t *lim, const char *tenant_i
     for (int i = 0; i < n; i++)
         place_worker_from_row(ret->rows, i, &ret->in.ws[i]);
     return 0;
+}
+
+/* Takes rq's cpu, memory and a slot of worker_id, if it is ready, not
+ * stopping and has them: *ret_got. 0 or SBX_EDB. */
+static int place_take_room(PGconn *c, const char *worker_id, const aegis_request_t *rq, bool *ret_got)
+{
+    char cpus[24], mems[24];
+    snprintf(cpus, sizeof cpus, "%lld", (long long)rq->cpu);
+    snprintf(mems, sizeof mems, "%lld", (long long)rq->mem);
+    const char *q[] = { worker_id, cpus, mems };
+    return store__one_row(c,
+                          "UPDATE workers SET alloc_cpu_millis = alloc_cpu_millis + $2, "
+                          "  alloc_memory_mib = alloc_memory_mib + $3, alloc_slots = alloc_slots + 1, "
+                          "  updated_at = now() "
+                          "WHERE id = $1 AND state = 'ready' AND stopping_at IS NULL "
+                          "  AND alloc_cpu_millis + $2 <= cpu_millis AND alloc_memory_mib + $3 <= memory_mib "
+                          "  AND alloc_slots + 1 <= slots RETURNING id",
+                          3, q, ret_got);
 }
 
 /* place_commit's answer when the chosen worker's room went meanwhile. */
@@ -223,18 +245,8 @@ static int place_commit(PGconn *c, const store_limits_t *lim, const char *op_id,
         return rc < 0 ? rc : 0;
     }
     const aegis_worker_t *k = &in->ws[d->worker];
-    char cpus[24], mems[24];
-    snprintf(cpus, sizeof cpus, "%lld", (long long)in->rq.cpu);
-    snprintf(mems, sizeof mems, "%lld", (long long)in->rq.mem);
-    const char *q[] = { k->id, cpus, mems };
     bool got = false;
-    if (store__one_row(c,
-                       "UPDATE workers SET alloc_cpu_millis = alloc_cpu_millis + $2, "
-                       "  alloc_memory_mib = alloc_memory_mib + $3, alloc_slots = alloc_slots + 1, "
-                       "  updated_at = now() "
-                       "WHERE id = $1 AND state = 'ready' AND stopping_at IS NULL AND alloc_cpu_millis + $2 <= cpu_millis "
-                       "  AND alloc_memory_mib + $3 <= memory_mib AND alloc_slots + 1 <= slots RETURNING id",
-                       3, q, &got) < 0)
+    if (place_take_room(c, k->id, &in->rq, &got) < 0)
         return SBX_EDB;
     if (!got)
         return PLACE_ROOM_GONE;
@@ -296,20 +308,8 @@ int store__create_placed(PGconn *c, const store_limits_t *lim, const create_req_
             rc = 0; /* waits or is refused: the caller's way, through the loop's code */
             break;
         }
-        const aegis_worker_t *k = &l.in.ws[d.worker];
-        char cpus[24], mems[24];
-        snprintf(cpus, sizeof cpus, "%lld", (long long)l.in.rq.cpu);
-        snprintf(mems, sizeof mems, "%lld", (long long)l.in.rq.mem);
-        const char *q[] = { k->id, cpus, mems };
         bool got = false;
-        if (store__one_row(c,
-                           "UPDATE workers SET alloc_cpu_millis = alloc_cpu_millis + $2, "
-                           "  alloc_memory_mib = alloc_memory_mib + $3, alloc_slots = alloc_slots + 1, "
-                           "  updated_at = now() "
-                           "WHERE id = $1 AND state = 'ready' AND stopping_at IS NULL "
-                           "  AND alloc_cpu_millis + $2 <= cpu_millis AND alloc_memory_mib + $3 <= memory_mib "
-                           "  AND alloc_slots + 1 <= slots RETURNING id",
-                           3, q, &got) < 0) {
+        if (place_take_room(c, l.in.ws[d.worker].id, &l.in.rq, &got) < 0) {
             rc = SBX_EDB;
             break;
         }
@@ -332,14 +332,8 @@ int store__create_placed(PGconn *c, const store_limits_t *lim, const create_req_
      * attempt 1) and their events in the order the steps one by one would
      * have written them, in one statement. */
     const aegis_worker_t *k = &l.in.ws[worker];
-    json_object *ev = json_object_new_array(), *sd = json_object_new_object();
-    jsonx_add_str(sd, "image", req->spec->image);
-    jsonx_add_str(sd, "isolation", isolation_name(req->isolation));
-    jsonx_add_str(sd, "network", net_mode_name(req->spec->network));
-    jsonx_add_int(sd, "cpu_millis", req->spec->cpu_millis);
-    jsonx_add_int(sd, "memory_mib", req->spec->memory_mib);
-    jsonx_add_int(sd, "ttl_seconds", req->spec->ttl_seconds);
-    json_object_array_add(ev, store__event_json("sandbox.pending", NULL, sd));
+    json_object *ev = json_object_new_array();
+    json_object_array_add(ev, store__event_json("sandbox.pending", NULL, store__sandbox_pending_data(req)));
     op_insert_t oi = { .id = op_id, .kind = "create", .state = OP_LEASED, .worker_name = k->name };
     store__op_insert_events(&oi, ev);
     json_object *scheduled = json_object_new_object();
@@ -427,15 +421,21 @@ static int place_op_load(PGconn *c, const char *op_id, place_op_t *ret)
     return ret->spec_text ? 0 : SBX_ENOMEM;
 }
 
+json_object *store__placement_here(const char *worker_name, const char *why)
+{
+    json_object *pl = json_object_new_object();
+    jsonx_add_str(pl, "worker", worker_name);
+    json_object *rs = json_object_new_array();
+    json_object_array_add(rs, json_object_new_string(why));
+    jsonx_add(pl, "reasons", rs);
+    return pl;
+}
+
 /* Leases op to the worker its sandbox is on, the placement saying why. */
 static int lease_where_it_runs(PGconn *c, const store_limits_t *lim, const char *op_id, const place_op_t *o,
                                const char *why)
 {
-    json_object *pl = json_object_new_object();
-    jsonx_add_str(pl, "worker", o->wname);
-    json_object *rs = json_object_new_array();
-    json_object_array_add(rs, json_object_new_string(why));
-    jsonx_add(pl, "reasons", rs);
+    json_object *pl = store__placement_here(o->wname, why);
     int rc = op_lease(c, lim, op_id, o->worker, pl);
     json_object_put(pl);
     return rc;
@@ -467,7 +467,7 @@ static int place_on_worker(PGconn *c, const store_limits_t *lim, const char *op_
                 rc = store__sandbox_release_allocation(c, o->sbx);
             return rc == 0 ? 1 : rc;
         }
-        rc = lease_where_it_runs(c, lim, op_id, o, "deleted where the sandbox runs");
+        rc = lease_where_it_runs(c, lim, op_id, o, STORE_WHY_DELETE_HERE);
         if (rc == 0 && strcmp(o->phase, "deleting") != 0)
             rc = store__sandbox_set_phase(c, o->sbx, PH_DELETING, NULL, 0, NULL);
         return rc == 0 ? 2 : rc;
@@ -478,7 +478,7 @@ static int place_on_worker(PGconn *c, const store_limits_t *lim, const char *op_
         rc = store__op_fail_admitted(c, op_id, o->kind, o->sbx, "conflict", msg, NULL);
         return rc == 0 ? 1 : rc;
     }
-    rc = lease_where_it_runs(c, lim, op_id, o, "runs where the sandbox runs");
+    rc = lease_where_it_runs(c, lim, op_id, o, STORE_WHY_EXEC_HERE);
     return rc == 0 ? 2 : rc;
 }
 

@@ -88,7 +88,7 @@ static int quota_check(PGconn *c, const create_req_t *req, api_error_t *err)
 
 /* The events of a new sandbox: sandbox.pending (what it asked for) and its
  * create's operation.pending. 0 or SBX_EDB. */
-static int create_events(PGconn *c, const create_req_t *req, const char *sbx_id, const char *op_id)
+json_object *store__sandbox_pending_data(const create_req_t *req)
 {
     json_object *sd = json_object_new_object();
     jsonx_add_str(sd, "image", req->spec->image);
@@ -97,7 +97,12 @@ static int create_events(PGconn *c, const create_req_t *req, const char *sbx_id,
     jsonx_add_int(sd, "cpu_millis", req->spec->cpu_millis);
     jsonx_add_int(sd, "memory_mib", req->spec->memory_mib);
     jsonx_add_int(sd, "ttl_seconds", req->spec->ttl_seconds);
-    if (store__event_add(c, req->tenant_id, "sandbox.pending", sbx_id, NULL, sd) < 0)
+    return sd;
+}
+
+static int create_events(PGconn *c, const create_req_t *req, const char *sbx_id, const char *op_id)
+{
+    if (store__event_add(c, req->tenant_id, "sandbox.pending", sbx_id, NULL, store__sandbox_pending_data(req)) < 0)
         return SBX_EDB;
     json_object *ed = json_object_new_object();
     jsonx_add_str(ed, "kind", "create");
@@ -337,10 +342,7 @@ int store__sandbox_request_delete(PGconn *c, const store_limits_t *lim, const ch
     if (!unplaced && !busy && w.id[0] && strcmp(w.state, "lost") != 0 && strcmp(phase, "pending") != 0) {
         /* Nothing to cancel or wait for: leased to the sandbox's worker
          * now, as place_on_worker would, the sandbox deleting. */
-        json_object *pl = json_object_new_object(), *reasons = json_object_new_array();
-        jsonx_add_str(pl, "worker", w.name);
-        json_object_array_add(reasons, json_object_new_string("deleted where the sandbox runs"));
-        jsonx_add(pl, "reasons", reasons);
+        json_object *pl = store__placement_here(w.name, STORE_WHY_DELETE_HERE);
         oi.state = OP_LEASED;
         oi.worker_id = w.id;
         oi.worker_name = w.name;
@@ -467,10 +469,7 @@ int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, c
     /* An exec runs where its sandbox runs: leased to that worker in this
      * transaction (as place_on_worker would), one statement with its
      * events; the worker's parked poll hears of it from the commit. */
-    json_object *pl = json_object_new_object(), *reasons = json_object_new_array();
-    jsonx_add_str(pl, "worker", w.name);
-    json_object_array_add(reasons, json_object_new_string("runs where the sandbox runs"));
-    jsonx_add(pl, "reasons", reasons);
+    json_object *pl = store__placement_here(w.name, STORE_WHY_EXEC_HERE);
     op_insert_t oi = { .id = op_id, .tenant_id = tenant_id, .sandbox_id = sandbox_id, .kind = "exec",
                        .idempotency_key = idempotency_key, .request_hash = request_hash, .request_text = req_text,
                        .created_by = created_by, .deadline_seconds = lim->deadline_seconds,

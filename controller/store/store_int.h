@@ -225,6 +225,9 @@ int store__lease_lock(PGconn *c, const char *worker_id, const char *op_id, int64
 int store__op_fail_admitted(PGconn *c, const char *op_id, const char *kind, const char *sbx, const char *code,
                             const char *msg, json_object *placement);
 int store__place_one(PGconn *c, const store_limits_t *lim, const char *op_id);
+/* The data of a new sandbox's sandbox.pending event: what it asked for
+ * (new). */
+json_object *store__sandbox_pending_data(const create_req_t *req);
 /* A create placed in its own request's transaction, before anything of
  * it is written (the caller holds the tenant's row): when no other create
  * waits admitted and AEGIS leases it to a worker with room now, takes the
@@ -235,6 +238,11 @@ int store__place_one(PGconn *c, const store_limits_t *lim, const char *op_id);
  * (db_last_unique_violation() tells an Idempotency-Key taken meanwhile). */
 int store__create_placed(PGconn *c, const store_limits_t *lim, const create_req_t *req, const char *spec_text,
                          const char *class_text, const char *sbx_id, const char *op_id, json_object **ret_op);
+/* The placement of an operation that goes where its sandbox runs:
+ * {"worker":worker_name,"reasons":[why]} (new). */
+json_object *store__placement_here(const char *worker_name, const char *why);
+#define STORE_WHY_EXEC_HERE "runs where the sandbox runs"
+#define STORE_WHY_DELETE_HERE "deleted where the sandbox runs"
 /* Counts an operation admitted and placed in its own request's
  * transaction (sandbox_operations_placed_on_request_total{kind}). */
 void store__count_placed_now(const char *kind);

@@ -108,7 +108,7 @@ for b in blocks:
 print("queries %d plans %d" % (len(seen), len(blocks)))
 for q in sorted(set(bad)):
     print("SEQSCAN " + q)
-for want in ("sandbox_usage_log WHERE tenant_id", "u.worker_id = w.id", "ORDER BY k.created_at DESC",
+for want in ("sandbox_usage_log WHERE tenant_id", "sp.worker_id = w.id", "ORDER BY k.created_at DESC",
              "jsonb_array_elements", "INSERT INTO sandbox_usage_log", "sandbox_usage_fold"):
     if not any(want in q for q in seen):
         print("MISSING " + want)

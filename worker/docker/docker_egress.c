@@ -418,9 +418,13 @@ static bool egress_allow_parse(char *line, egress_allow_rule_t *ret)
 /* Deletes every allow rule of the EGRESS chains (both families) that keep
  * refuses. 0, or -1 when a chain cannot be listed (the other is still
  * pruned). */
-static int egress_allow_prune(const egress_names_t *n, egress_keep_fn keep, void *ud)
+/* Deletes the allow rules keep() says to drop; *ret_kept (may be NULL)
+ * counts those it keeps. */
+static int egress_allow_prune(const egress_names_t *n, egress_keep_fn keep, void *ud, size_t *ret_kept)
 {
     int rc = 0;
+    if (ret_kept)
+        *ret_kept = 0;
     char *list = malloc(EG_LIST_MAX);
     if (!list)
         return -1;
@@ -437,8 +441,13 @@ static int egress_allow_prune(const egress_names_t *n, egress_keep_fn keep, void
             if (next)
                 *next++ = '\0';
             egress_allow_rule_t rule;
-            if (!egress_allow_parse(line, &rule) || keep(&rule, ud))
+            if (!egress_allow_parse(line, &rule))
                 continue;
+            if (keep(&rule, ud)) {
+                if (ret_kept)
+                    (*ret_kept)++;
+                continue;
+            }
             const char *del[EG_ARGV_MAX + 4];
             size_t k = 0;
             del[k++] = tool;
@@ -537,8 +546,10 @@ int docker_egress_allow_add(docker_runtime_t *rt, const char *sandbox_id, const 
         return api_error_set(err, API_RUNTIME_ERROR, "the container of sandbox %s has no address on network %s",
                              sandbox_id, rt->net_name[NET_OPEN]);
     egress_names_init(&n, rt);
+    atomic_fetch_add(&rt->egress_adds, 1);
+    atomic_store(&rt->egress_rules_any, true);
     egress_other_t other = { sandbox_id, src };
-    egress_allow_prune(&n, egress_keep_other, &other);
+    egress_allow_prune(&n, egress_keep_other, &other, NULL);
     r = egress_allow_apply(&n, sandbox_id, src, allow, err);
     if (r < 0)
         docker_egress_allow_drop(rt, sandbox_id);
@@ -548,11 +559,11 @@ int docker_egress_allow_add(docker_runtime_t *rt, const char *sandbox_id, const 
 void docker_egress_allow_drop(docker_runtime_t *rt, const char *sandbox_id)
 {
     egress_names_t n;
-    if (!rt->egress_ready || !sandbox_id)
+    if (!rt->egress_ready || !sandbox_id || !atomic_load(&rt->egress_rules_any))
         return;
     egress_names_init(&n, rt);
     egress_other_t other = { sandbox_id, NULL };
-    egress_allow_prune(&n, egress_keep_other, &other);
+    egress_allow_prune(&n, egress_keep_other, &other, NULL);
 }
 
 /* keep: a running sandbox container (any worker's: the chains are the
@@ -595,7 +606,13 @@ void docker_egress_allow_sweep(docker_runtime_t *rt)
         return;
     egress_names_init(&n, rt);
     egress_live_t live = { rt, NULL, false, false };
-    egress_allow_prune(&n, egress_keep_live, &live);
+    unsigned adds = atomic_load(&rt->egress_adds);
+    size_t kept = 0;
+    /* Until a sweep has run (after a restart) rules may be left from
+     * before: egress_rules_any starts true. */
+    if (egress_allow_prune(&n, egress_keep_live, &live, &kept) == 0 && kept == 0 &&
+        atomic_load(&rt->egress_adds) == adds)
+        atomic_store(&rt->egress_rules_any, false);
     if (live.list)
         json_object_put(live.list);
 }

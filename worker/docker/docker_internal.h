@@ -92,6 +92,11 @@ typedef struct docker_runtime {
     bool egress_docker_user;                         /* jump from DOCKER-USER (else FORWARD) */
     char egress_bridge[DOCKER_EGRESS_BRIDGE_MAX];    /* the open network's bridge interface */
     char egress_tool[2][RUNSC_PATH_MAX];             /* iptables, ip6tables */
+    /* Whether any sandbox may have allow rules: set by every add, cleared
+     * by a sweep that found none (and saw no add meanwhile). A delete runs
+     * iptables only then: two processes per delete otherwise. */
+    atomic_bool egress_rules_any;
+    atomic_uint egress_adds;
 } docker_runtime_t;
 
 typedef struct docker_reply {

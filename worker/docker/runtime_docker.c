@@ -527,8 +527,11 @@ int runtime_docker_open(const runtime_docker_options_t *opt, runtime_t **ret, ap
                                  "%s must be letters, digits, '.', '_' or '-' (at most %d), got \"%.64s\"",
                                  names[i][0], DOCKER_NETWORK_NAME_MAX - 1, names[i][1]);
     docker_runtime_t *rt = calloc(1, sizeof *rt);
-    if (rt)
+    if (rt) {
         rt->base.ops = &docker_ops;
+        atomic_init(&rt->egress_rules_any, true);
+        atomic_init(&rt->egress_adds, 0);
+    }
     if (!rt || !(rt->socket_path = strdup(sock))) {
         api_error_set(err, API_INTERNAL, "out of memory");
         r = SBX_ENOMEM;
