@@ -16,8 +16,9 @@
 # usage: tests/bench/scale.sh [--quick] [--only SECTION,...] [--out DIR]
 #   sections: docker, pgbench, load, two, warm, live (default all); --quick: a
 #   smoke run (short windows, 0 and 1,000 live; 4 to 5 minutes on a loaded
-#   machine, docker's 20 pairs included); the full run takes about 12 minutes (11 m 25 s measured, with a dockerd)
-#   (populating 10,000 live: 5 of them).
+#   machine, docker's 20 pairs included); the full run takes about 12
+#   minutes (11 m 25 s measured, with a dockerd; 5 of them are the two
+#   settles and populating 10,000 live).
 # Environment: BUILD (default build), WORKERS (50), CONCURRENCY ("8 32 64"),
 # LIVE ("0 1000 10000"; quick "0 1000"), SECONDS_LOAD (30; quick 8),
 # SECONDS_PGBENCH (20; quick 8), SECONDS_IDLE (10; quick 5), WARM_RATES
