@@ -348,15 +348,15 @@ int store__sandbox_request_delete(PGconn *c, const store_limits_t *lim, const ch
         oi.worker_name = w.name;
         oi.lease_seconds = lim->lease_seconds;
         oi.placement = pl;
-        int rc = strcmp(phase, "deleting") != 0
+        /* its events first, then the sandbox's, as the steps one by one
+         * would have written them */
+        int rc = store__op_insert(c, &oi, ret_op_json);
+        if (rc == 0)
+            rc = strcmp(phase, "deleting") != 0
                      ? store__sandbox_set_phase(c, sandbox_id, PH_DELETING, "desired_state = 'deleted'", 0, NULL)
                  : strcmp(desired, "deleted") != 0
                      ? db_run(c, "UPDATE sandboxes SET desired_state = 'deleted', updated_at = now() WHERE id = $1", 1, p)
                      : 0;
-        if (rc == 0)
-            rc = store__op_insert(c, &oi, ret_op_json);
-        else
-            json_object_put(ed);
         json_object_put(pl);
         if (rc < 0)
             return SBX_EDB;

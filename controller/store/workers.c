@@ -1039,7 +1039,7 @@ int store__lease_lock(PGconn *c, const char *worker_id, const char *op_id, int64
 /* The operation's end and what it means for its sandbox, in the report's
  * transaction. The compare-and-set is also the fencing check: it moves
  * the operation only while it is running under this worker's lease at
- * the report's attempt ($2 … of lease_params). *ret_cas is its result
+ * the report's attempt. *ret_cas is its result
  * (< 0: nothing else was done), *ret_op the operation it left; returns 0
  * or SBX_EDB. */
 static int report_apply(PGconn *c, const report_t *rep, const char *worker_id, int *ret_cas, json_object **ret_op)
