@@ -31,6 +31,14 @@
 /* A terminal is resized at most this often (later sizes wait, the latest wins). */
 #define SHELL_RESIZE_MS 100
 
+/* Once the client's input ended, a terminal's EOF character is typed again
+ * after this long with no output while the command runs. The first one may
+ * be read by a command the shell ran (`cat`, a REPL), or arrive while the
+ * shell's line editor has the terminal in canonical mode and be lost in the
+ * mode switch (gVisor's line discipline does this): each quiet interval
+ * another, as a person would press Ctrl-D again, until the command exits. */
+#define SHELL_EOF_REPEAT_MS 500
+
 /* ---- the request line (pure) ------------------------------------------- */
 
 static int shell_bad(char *err, size_t errlen, const char *msg)
@@ -227,6 +235,7 @@ typedef struct shell_relay {
     char pend[SHELLFRAME_PAYLOAD_MAX]; /* keystrokes not yet written to the terminal */
     size_t pend_off, pend_len;
     bool input_ended;         /* the EOF frame came */
+    int64_t eof_ms;           /* tty: when the EOF character was last queued */
     bool tty;                 /* false: the stream is framed (runtime.h) and EOF closes stdin */
     bool wr_shut;             /* !tty: the command's stdin was closed */
     unsigned char mhdr[RUNTIME_SHELL_MUX_HEADER]; /* !tty: the output frame header being read */
@@ -287,6 +296,15 @@ static int shell_send_output(shell_relay_t *s, const char *p, size_t n)
     return 0;
 }
 
+/* Queues the terminal's EOF character (Ctrl-D) as the next keystroke. */
+static void shell_type_eof(shell_relay_t *s)
+{
+    s->pend[0] = 0x04;
+    s->pend_off = 0;
+    s->pend_len = 1;
+    s->eof_ms = time_mono_ms();
+}
+
 /* Decodes the frames pending from the controller while no keystrokes wait:
  * 0, or SBX_EINVAL for a malformed frame (s->why says). */
 static int shell_take_frames(shell_relay_t *s)
@@ -323,9 +341,7 @@ static int shell_take_frames(shell_relay_t *s)
             /* The terminal's end of input: its EOF character (a shell
              * reading a line sees the end). */
             s->input_ended = true;
-            s->pend[0] = 0x04;
-            s->pend_off = 0;
-            s->pend_len = 1;
+            shell_type_eof(s);
         }
     }
     if (s->up_off == c->up_len)
@@ -370,6 +386,12 @@ static int shell_relay(shell_relay_t *s)
             shutdown(s->eng, SHUT_WR);
             s->wr_shut = true;
         }
+        bool eof_repeats = s->tty && s->input_ended;
+        if (eof_repeats && !s->pend_len) {
+            int64_t now = time_mono_ms();
+            if (now - s->last_ms >= SHELL_EOF_REPEAT_MS && now - s->eof_ms >= SHELL_EOF_REPEAT_MS)
+                shell_type_eof(s);
+        }
         if (time_mono_ms() - s->last_ms > (int64_t)SBX_SHELL_IDLE_SECONDS * 1000) {
             snprintf(s->why, sizeof s->why, "no bytes either way for %d s", SBX_SHELL_IDLE_SECONDS);
             return 0;
@@ -381,7 +403,10 @@ static int shell_relay(shell_relay_t *s)
             { .fd = f->stop_pipe[0], .events = POLLIN },
         };
         bool pending = want_client && forward_client_pending(c);
-        int n = poll(p, 3, pending ? 0 : s->want_cols ? SHELL_RESIZE_MS : 1000);
+        int n = poll(p, 3, pending                  ? 0
+                           : s->want_cols           ? SHELL_RESIZE_MS
+                           : eof_repeats            ? SHELL_EOF_REPEAT_MS / 4
+                                                    : 1000);
         if (n < 0 && errno != EINTR) {
             snprintf(s->why, sizeof s->why, "poll: %s", strerror(errno));
             return SBX_EIO;
