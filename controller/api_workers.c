@@ -179,6 +179,24 @@ void api_worker_poll(req_t *rq, const char *id)
     }
     snprintf(rq->park_id, sizeof rq->park_id, "%s", id);
     rq->poll_gen = server_poll_begin(id);
+    if (wait > 0) {
+        /* A worker polls again right after each report, usually with
+         * nothing leased to it yet: an index read says so, where the claim
+         * (a statement that writes, and runs the events triggers even when
+         * it claims nothing) would have said it more dearly. What is
+         * leased later wakes the parked poll (store_workers_with_leases
+         * again, then the claim). */
+        const char *ids[] = { id };
+        bool leased = true;
+        if (store_workers_with_leases(rq->db, ids, 1, &leased) < 0) {
+            http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
+            return;
+        }
+        if (!leased) {
+            http_park(rq, PARK_POLL, id, wait);
+            return;
+        }
+    }
     if (api_poll_resume(rq, wait == 0))
         return;
     http_park(rq, PARK_POLL, id, wait);
