@@ -511,6 +511,14 @@ itest_begin() {
 itest_track() { ITEST_TRACKED+=("$1"); }
 itest_on_exit() { ITEST_ON_EXIT+=("$*"); }
 itest_track_pid() { ITEST_TEST_PIDS+=("$1"); }
+# itest_descendants PID: the pids of PID's children, theirs, and so on.
+itest_descendants() {
+  local k
+  for k in $(pgrep -P "$1" 2>/dev/null); do
+    echo "$k"
+    itest_descendants "$k"
+  done
+}
 itest_watch_log() { ITEST_WATCHED+=("$1"); }
 
 itest_end() {
@@ -525,7 +533,14 @@ itest_end() {
     eval "$p"
   done
   for p in "${ITEST_TEST_PIDS[@]}"; do
+    # $! of `cmd &` can be a subshell that forked cmd rather than exec'ing
+    # it (bash does so while a trap is set): its descendants are stopped
+    # too, or they would outlive the test
+    f=$(itest_descendants "$p")
     itest_stop_pid "$p" "test process" 30
+    for id in $f; do
+      itest_stop_pid "$id" "a test process's child" 10
+    done
   done
   for id in "${ITEST_TRACKED[@]}"; do
     SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN timeout 60 "$SANDBOX_CLI" delete "$id" --wait --timeout 50 >/dev/null 2>&1
