@@ -218,8 +218,9 @@ static void *reconcile_main(void *arg)
         pthread_mutex_lock(&r->mu);
         if (!r->stop && !r->kicked) {
             int64_t wait_ms = cfg_int(&r->ctl->cfg, CFG_RECONCILE_INTERVAL_MS);
-            if (r->pools_short && r->next_refill_ms - time_mono_ms() < wait_ms)
-                wait_ms = r->next_refill_ms > time_mono_ms() ? r->next_refill_ms - time_mono_ms() : 0;
+            int64_t refill_in = r->next_refill_ms - time_mono_ms();
+            if (r->pools_short && refill_in < wait_ms)
+                wait_ms = refill_in > 0 ? refill_in : 0;
             struct timespec ts = time_mono_timespec_after(wait_ms);
             while (!r->stop && !r->kicked)
                 if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) != 0)

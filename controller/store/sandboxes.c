@@ -86,8 +86,6 @@ static int quota_check(PGconn *c, const create_req_t *req, api_error_t *err)
     return 0;
 }
 
-/* The events of a new sandbox: sandbox.pending (what it asked for) and its
- * create's operation.pending. 0 or SBX_EDB. */
 json_object *store__sandbox_pending_data(const create_req_t *req)
 {
     json_object *sd = json_object_new_object();
@@ -100,6 +98,8 @@ json_object *store__sandbox_pending_data(const create_req_t *req)
     return sd;
 }
 
+/* The events of a new sandbox: sandbox.pending (what it asked for) and its
+ * create's operation.pending. 0 or SBX_EDB. */
 static int create_events(PGconn *c, const create_req_t *req, const char *sbx_id, const char *op_id)
 {
     if (store__event_add(c, req->tenant_id, "sandbox.pending", sbx_id, NULL, store__sandbox_pending_data(req)) < 0)

@@ -484,6 +484,11 @@ static int heartbeat_delta_apply(PGconn *c, const char *worker_id, const inv_del
     return rc;
 }
 
+/* SQL: the inventory a heartbeat's passes read: $2, or (NULL: an empty
+ * delta, nothing changed) the one the controller holds, read in the
+ * database rather than sent back and forth. */
+#define HB_INVENTORY "coalesce($2::jsonb, (SELECT inventory FROM workers WHERE id = $1))"
+
 /* Compares a worker's inventory with what the controller wants, inside the
  * heartbeat's transaction: runtime objects it no longer wants go into
  * `remove` (orphans); running sandboxes of this worker whose container
@@ -493,10 +498,6 @@ static int heartbeat_delta_apply(PGconn *c, const char *worker_id, const inv_del
  * the controller last changed the sandbox: that is no stale snapshot.
  * gone_text (a delta's "gone", JSON; NULL after a full inventory) narrows
  * the search for vanished containers to what a delta can have changed. */
-/* SQL: the inventory a heartbeat's passes read: $2, or (NULL: an empty
- * delta, nothing changed) the one the controller holds, read in the
- * database rather than sent back and forth. */
-#define HB_INVENTORY "coalesce($2::jsonb, (SELECT inventory FROM workers WHERE id = $1))"
 
 static int heartbeat_reconcile(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object *inv,
                                const char *inv_text, const char *gone_text, json_object *remove)
