@@ -107,12 +107,12 @@ void api_pool_create(req_t *rq)
         spec.tenant = strdup(rq->auth.tenant);
     char tenant_id[SBX_ID_MAX];
     if (spec.tenant) {
-        int rc = store_tenant_resolve(rq->db, spec.tenant, false, tenant_id);
+        int rc = store_tenant_policy_by_name(rq->db, spec.tenant, tenant_id, &policy);
         if (rc == SBX_ENOTFOUND) {
             http_reply_error(rq, API_NOT_FOUND, "no tenant %s", spec.tenant);
             goto cleanup;
         }
-        if (rc < 0 || store_tenant_policy(rq->db, tenant_id, &policy) < 0) {
+        if (rc < 0) {
             http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
             goto cleanup;
         }

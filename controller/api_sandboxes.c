@@ -167,13 +167,13 @@ void api_sandbox_create(req_t *rq)
     /* Never made on the fly, not even for an admin: a typo'd tenant would
      * otherwise become a new tenant with no policy. Tenants are made with
      * POST /v1/tenants (`sandbox tenants create`). */
-    int rc = store_tenant_resolve(rq->db, spec.tenant, false, tenant_id);
+    int rc = store_tenant_policy_by_name(rq->db, spec.tenant, tenant_id, &policy);
     if (rc == SBX_ENOTFOUND) {
         http_reply_error(rq, API_NOT_FOUND, "no tenant %s (an admin makes one with: sandbox tenants create %s)",
                          spec.tenant, spec.tenant);
         goto cleanup;
     }
-    if (rc < 0 || store_tenant_policy(rq->db, tenant_id, &policy) < 0) {
+    if (rc < 0) {
         http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
         goto cleanup;
     }

@@ -21,7 +21,17 @@ const char *db_last_error(void) { return last_error[0] ? last_error : "no databa
 const char *db_last_sqlstate(void) { return last_sqlstate; }
 bool db_last_unique_violation(void) { return strcmp(last_sqlstate, "23505") == 0; }
 
-static metric_family_t *m_connects, *m_errors;
+/* The connection of this thread whose BEGIN waits for the transaction's
+ * first statement (db_begin), or NULL. A thread drives its connections one
+ * statement at a time, so one is enough: a db_begin on another connection
+ * first sends this one's. */
+static __thread PGconn *begin_pending;
+/* The connection whose next statement also commits (db_commit_with_next),
+ * and the one whose COMMIT went with its last statement, successfully
+ * (db_commit then only says so). */
+static __thread PGconn *commit_next, *commit_sent;
+
+static metric_family_t *m_connects, *m_errors, *m_trips;
 static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
 static void db_metrics_init(void)
@@ -32,6 +42,17 @@ static void db_metrics_init(void)
                               "Statements PostgreSQL refused or could not run, by SQLSTATE class "
                               "(\"none\": no answer, e.g. the connection was lost).",
                               NULL, 0);
+    m_trips = metrics_family("sandbox_db_round_trips_total", METRIC_COUNTER,
+                             "Requests sent to PostgreSQL and waited for: a statement, with the BEGIN or COMMIT "
+                             "pipelined with it, counts once (tests/bench/scale.sh divides it by operations).",
+                             NULL, 0);
+}
+
+/* One more request to PostgreSQL waited for. */
+static void db_trip(void)
+{
+    pthread_once(&metrics_once, db_metrics_init);
+    metrics_add(m_trips, NULL, 1);
 }
 
 static void db_note_error(PGconn *c, PGresult *r)
@@ -100,6 +121,12 @@ PGconn *db_connect(const char *conninfo, char *err, size_t errlen)
     PGresult *r = PQexec(c, "SET client_min_messages = warning");
     PQclear(r);
     db_stmt_cache_attach(c);
+    if (begin_pending == c) /* a freed connection's address, reused */
+        begin_pending = NULL;
+    if (commit_next == c)
+        commit_next = NULL;
+    if (commit_sent == c)
+        commit_sent = NULL;
     return c;
 }
 
@@ -153,6 +180,7 @@ static int db_stmt_prepared(PGconn *c, dbcache_t *cache, const char *sql, char r
         return 0;
     char name[DBCACHE_NAME_MAX];
     snprintf(name, sizeof name, "%s", added);
+    db_trip();
     PGresult *p = PQprepare(c, name, sql, 0, NULL);
     if (p && PQresultStatus(p) == PGRES_COMMAND_OK) {
         PQclear(p);
@@ -166,10 +194,86 @@ static int db_stmt_prepared(PGconn *c, dbcache_t *cache, const char *sql, char r
     return SBX_EDB;
 }
 
+/* The statement with the BEGIN db_begin left for it and/or the COMMIT
+ * db_commit_with_next asked for, in one round trip (pipeline mode): the
+ * statement's result, or NULL with the error noted (BEGIN's or COMMIT's
+ * when one of them failed; an error aborts what follows it, so a failed
+ * statement leaves the transaction open and failed, for db_rollback). When
+ * libpq refuses pipeline mode, one after the other. */
+static PGresult *db_exec_piped(PGconn *c, bool begin, bool commit, const char *name, const char *sql, int nparams,
+                               const char *const *params)
+{
+    PGresult *rq[3] = { NULL, NULL, NULL }; /* BEGIN, the statement, COMMIT */
+    int first = begin ? 0 : 1, last = commit ? 2 : 1;
+    if (PQenterPipelineMode(c) != 1) {
+        for (int k = first; k <= last; k++) {
+            rq[k] = k == 1 ? (*name ? PQexecPrepared(c, name, nparams, params, NULL, NULL, 0)
+                                    : PQexecParams(c, sql, nparams, NULL, params, NULL, NULL, 0))
+                           : PQexec(c, k == 0 ? "BEGIN" : "COMMIT");
+            ExecStatusType st = rq[k] ? PQresultStatus(rq[k]) : PGRES_FATAL_ERROR;
+            if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+                break;
+        }
+    } else {
+        bool sent = true;
+        for (int k = first; sent && k <= last; k++)
+            sent = (k == 1 ? (*name ? PQsendQueryPrepared(c, name, nparams, params, NULL, NULL, 0)
+                                    : PQsendQueryParams(c, sql, nparams, NULL, params, NULL, NULL, 0))
+                           : PQsendQueryParams(c, k == 0 ? "BEGIN" : "COMMIT", 0, NULL, NULL, NULL, NULL, 0)) == 1;
+        sent = sent && PQpipelineSync(c) == 1;
+        /* The answer: each query's result and a NULL after it, then the
+         * sync. */
+        int k = first;
+        for (int i = 0; sent && i < 16; i++) {
+            PGresult *x = PQgetResult(c);
+            if (!x) {
+                if (++k > last + 1 && db_conn_bad(c))
+                    break;
+                continue;
+            }
+            if (PQresultStatus(x) == PGRES_PIPELINE_SYNC) {
+                PQclear(x);
+                break;
+            }
+            if (k <= last && !rq[k])
+                rq[k] = x;
+            else
+                PQclear(x);
+        }
+        /* Something still owed means the answer broke off: a lost
+         * connection is replaced by db_ensure; one still up cannot be
+         * trusted with the next statement, so it starts afresh. */
+        if (PQexitPipelineMode(c) != 1 && !db_conn_bad(c))
+            PQreset(c);
+    }
+    for (int k = first; k <= last; k++) {
+        ExecStatusType st = rq[k] ? PQresultStatus(rq[k]) : PGRES_FATAL_ERROR;
+        if (k != 1 && st != PGRES_COMMAND_OK) {
+            /* BEGIN or COMMIT failed (or never answered): the statement's
+             * own error, if it has one, says more */
+            PGresult *why = rq[1] && PQresultStatus(rq[1]) == PGRES_FATAL_ERROR ? rq[1] : rq[k];
+            db_note_error(c, why);
+            for (int j = 0; j < 3; j++)
+                PQclear(rq[j]);
+            return NULL;
+        }
+    }
+    PQclear(rq[0]);
+    PQclear(rq[2]);
+    return rq[1];
+}
+
 PGresult *db_exec(PGconn *c, const char *sql, int nparams, const char *const *params)
 {
     last_error[0] = '\0';
     last_sqlstate[0] = '\0';
+    bool begin = c && begin_pending == c, commit = c && commit_next == c;
+    if (begin)
+        begin_pending = NULL;
+    if (commit) {
+        commit_next = NULL;
+        commit_sent = c;
+    }
     if (!c) {
         snprintf(last_error, sizeof last_error, "no database connection");
         return NULL;
@@ -179,10 +283,20 @@ PGresult *db_exec(PGconn *c, const char *sql, int nparams, const char *const *pa
     bool txn = strcmp(sql, "BEGIN") == 0 || strcmp(sql, "COMMIT") == 0;
     dbcache_t *cache = txn ? NULL : PQinstanceData(c, db_stmt_event);
     char name[DBCACHE_NAME_MAX] = "";
-    if (db_stmt_prepared(c, cache, sql, name) < 0)
+    if (db_stmt_prepared(c, cache, sql, name) < 0) {
+        commit_sent = NULL; /* nothing was sent */
         return NULL;
-    PGresult *r = *name ? PQexecPrepared(c, name, nparams, params, NULL, NULL, 0)
-                        : PQexecParams(c, sql, nparams, NULL, params, NULL, NULL, 0);
+    }
+    db_trip(); /* the fallback without a pipeline counts once too: it is rare */
+    PGresult *r = begin || commit ? db_exec_piped(c, begin, commit, name, sql, nparams, params)
+                  : *name ? PQexecPrepared(c, name, nparams, params, NULL, NULL, 0)
+                          : PQexecParams(c, sql, nparams, NULL, params, NULL, NULL, 0);
+    if ((begin || commit) && !r) { /* noted */
+        commit_sent = NULL;        /* the caller's db_rollback ends what is left */
+        if (*name && (strcmp(last_sqlstate, "26000") == 0 || strcmp(last_sqlstate, "0A000") == 0))
+            dbcache_remove(cache, sql);
+        return NULL;
+    }
     ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
     if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
         return r;
@@ -205,13 +319,52 @@ int db_run(PGconn *c, const char *sql, int nparams, const char *const *params)
     return 0;
 }
 
-int db_begin(PGconn *c) { return db_run(c, "BEGIN", 0, NULL); }
-int db_commit(PGconn *c) { return db_run(c, "COMMIT", 0, NULL); }
+int db_begin_now(PGconn *c) { return db_run(c, "BEGIN", 0, NULL); }
+
+int db_begin(PGconn *c)
+{
+    if (!c) {
+        snprintf(last_error, sizeof last_error, "no database connection");
+        return SBX_EDB;
+    }
+    if (begin_pending && begin_pending != c && db_begin_now(begin_pending) < 0) {
+        begin_pending = NULL;
+        return SBX_EDB;
+    }
+    begin_pending = c;
+    return 0;
+}
+
+void db_commit_with_next(PGconn *c) { commit_next = c; }
+
+int db_commit(PGconn *c)
+{
+    if (c && commit_sent == c) { /* committed with its last statement */
+        commit_sent = NULL;
+        return 0;
+    }
+    if (c && commit_next == c)
+        commit_next = NULL;
+    if (c && begin_pending == c) { /* nothing ran: nothing to commit */
+        begin_pending = NULL;
+        return 0;
+    }
+    return db_run(c, "COMMIT", 0, NULL);
+}
 
 void db_rollback(PGconn *c)
 {
+    if (c && commit_next == c)
+        commit_next = NULL;
+    if (c && commit_sent == c) /* the COMMIT went: nothing is left open */
+        commit_sent = NULL;
+    if (c && begin_pending == c) {
+        begin_pending = NULL;
+        return;
+    }
     if (!c || PQstatus(c) != CONNECTION_OK)
         return;
+    db_trip();
     PGresult *r = PQexec(c, "ROLLBACK");
     PQclear(r);
 }

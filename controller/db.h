@@ -33,7 +33,18 @@ bool db_last_unique_violation(void);
 /* True when the connection is unusable (server gone). */
 bool db_conn_bad(PGconn *c);
 
+/* Begins a transaction. The BEGIN is sent with the transaction's first
+ * statement through db_exec, in one round trip (libpq pipeline mode), so
+ * statements must go through db_exec/db_run; before libpq is used on c
+ * directly, use db_begin_now. A transaction that ends before any
+ * statement costs nothing. */
 int db_begin(PGconn *c);
+/* Begins a transaction at once (one round trip). */
+int db_begin_now(PGconn *c);
+/* The transaction's next statement through db_exec is its last: the
+ * COMMIT goes with it in one round trip, and db_commit afterwards only
+ * says how it went. Only where exactly one statement follows. */
+void db_commit_with_next(PGconn *c);
 int db_commit(PGconn *c);
 /* Rolls back, ignoring errors (the connection may be gone). */
 void db_rollback(PGconn *c);

@@ -86,7 +86,7 @@ int migrate_apply(PGconn *c, int *ret_applied, char *err, size_t errlen)
             goto cleanup;
         }
         migrate_checksum(m, sum);
-        if (db_begin(c) < 0) {
+        if (db_begin_now(c) < 0) { /* the SQL goes to libpq directly */
             rc = SBX_EDB;
             snprintf(err, errlen, "%s", db_last_error());
             goto cleanup;

@@ -133,22 +133,29 @@ static int token_load(PGconn *c, const char *id, json_object **ret)
     return store__fetch_one(c, &store__t_token, TOKEN_FROM "WHERE t.id = $1", 1, (const char *const[]){ id }, ret);
 }
 
-int store_tenant_policy(PGconn *c, const char *tenant_id, policy_t *ret)
+void store__policy_parse(const char *text, policy_t *ret)
 {
-    const char *p[] = { tenant_id };
     policy_init(ret);
-    PGresult *r = db_exec(c, "SELECT policy::text FROM tenants WHERE id = $1", 1, p);
+    json_object *o = text ? store__parse_json_text(text) : NULL;
+    /* A stored policy was validated on its way in; an unreadable one
+     * (edited by hand) denies nothing rather than everything. */
+    if (o && policy_from_json(o, ret, NULL) < 0)
+        policy_init(ret);
+    if (o)
+        json_object_put(o);
+}
+
+int store_tenant_policy_by_name(PGconn *c, const char *name, char ret_id[SBX_ID_MAX], policy_t *ret)
+{
+    const char *p[] = { name };
+    policy_init(ret);
+    PGresult *r = db_exec(c, "SELECT id, policy::text FROM tenants WHERE name = $1", 1, p);
     if (!r)
         return SBX_EDB;
     int rc = SBX_ENOTFOUND;
     if (PQntuples(r) == 1) {
-        json_object *o = store__parse_json_text(db_get(r, 0, 0));
-        /* A stored policy was validated on its way in; an unreadable one
-         * (edited by hand) denies nothing rather than everything. */
-        if (!o || policy_from_json(o, ret, NULL) < 0)
-            policy_init(ret);
-        if (o)
-            json_object_put(o);
+        snprintf(ret_id, SBX_ID_MAX, "%s", db_get(r, 0, 0));
+        store__policy_parse(db_get(r, 0, 1), ret);
         rc = 0;
     }
     PQclear(r);

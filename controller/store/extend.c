@@ -58,8 +58,8 @@ static int extend_op_record(PGconn *c, const store_limits_t *lim, const extend_r
 /* 409 for a sandbox that is gone or going, 422 over the TTL ceiling; 0
  * when the extend may go on. Inside the transaction (rolled back by the
  * caller on a refusal). */
-static int extend_allowed(PGconn *c, const extend_req_t *req, const char *tenant_id, const char *phase,
-                          const char *desired, api_error_t *err)
+static int extend_allowed(const extend_req_t *req, const policy_t *pol, const char *phase, const char *desired,
+                          api_error_t *err)
 {
     static const char *const gone[] = { "deleting", "deleted", "failed", "lost", NULL };
     bool live = strcmp(desired, "running") == 0;
@@ -70,24 +70,22 @@ static int extend_allowed(PGconn *c, const extend_req_t *req, const char *tenant
                              req->sandbox_id, phase,
                              strcmp(desired, "deleted") == 0 && strcmp(phase, "deleted") != 0 ? " and being deleted"
                                                                                                 : "");
-    policy_t pol;
-    if (store_tenant_policy(c, tenant_id, &pol) < 0)
-        return store__db_error(err);
-    int rc = policy_check_limit("ttl_seconds", req->ttl_seconds, "max_ttl_seconds", req->max_ttl_seconds,
-                                pol.max_ttl_seconds, err);
-    policy_release(&pol);
-    return rc;
+    return policy_check_limit("ttl_seconds", req->ttl_seconds, "max_ttl_seconds", req->max_ttl_seconds,
+                              pol->max_ttl_seconds, err);
 }
 
 int store_sandbox_extend(PGconn *c, const store_limits_t *lim, const extend_req_t *req, json_object **ret,
                          api_error_t *err)
 {
     char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX], ttl[24];
+    policy_t pol;
     int rc = store__sandbox_request_begin(c, req->scope, req->sandbox_id, req->idempotency_key, "extend",
-                                          req->request_hash, ret, tenant_id, phase, desired, NULL, err);
+                                          req->request_hash, ret, tenant_id, phase, desired, NULL, &pol, err);
     if (rc != 0)
         return rc > 0 ? 0 : rc;
-    if ((rc = extend_allowed(c, req, tenant_id, phase, desired, err)) < 0) {
+    rc = extend_allowed(req, &pol, phase, desired, err);
+    policy_release(&pol);
+    if (rc < 0) {
         db_rollback(c);
         return rc;
     }

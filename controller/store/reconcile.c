@@ -144,7 +144,9 @@ static void place_worker_from_row(const PGresult *r, int i, aegis_worker_t *w)
 
 /* Loads what placing a create reads: the request (from the sandbox's
  * class, spec and size) and every worker not lost, with its free room, its
- * image and the tenant's sandboxes on it. 0, SBX_EDB or SBX_ENOMEM. */
+ * image and the tenant's sandboxes on it (and, on every row, whether
+ * creates wait admitted: PLACE_BACKLOG_COL). 0, SBX_EDB or SBX_ENOMEM. */
+#define PLACE_BACKLOG_COL 14
 static int place_load(PGconn *c, const store_limits_t *lim, const char *tenant_id, const char *iso_text,
                       const char *spec_text, int64_t cpu, int64_t mem, place_loaded_t *ret)
 {
@@ -176,7 +178,10 @@ static int place_load(PGconn *c, const store_limits_t *lim, const char *tenant_i
                         "SELECT w.id, w.name, w.state, w.last_heartbeat > now() - make_interval(secs => $1::bigint), "
                         "  w.labels::text, array_to_string(w.isolation, ','), w.networks::text, w.cpu_millis, "
                         "  w.memory_mib, w.cpu_millis - w.alloc_cpu_millis, w.memory_mib - w.alloc_memory_mib, "
-                        "  w.slots - w.alloc_slots, w.images ? $2, coalesce(sp.placed, 0) "
+                        "  w.slots - w.alloc_slots, w.images ? $2, coalesce(sp.placed, 0), "
+                        /* whether creates wait admitted (a backlog the
+                         * loop places first), once for the statement */
+                        "  EXISTS (SELECT 1 FROM operations WHERE state = 'admitted' AND kind = 'create') "
                         /* the tenant's sandboxes per worker (spread), from its
                          * live counters read once for all workers, not once
                          * per worker */
@@ -287,17 +292,17 @@ static int place_create(PGconn *c, const store_limits_t *lim, const char *op_id,
 int store__create_placed(PGconn *c, const store_limits_t *lim, const create_req_t *req, const char *spec_text,
                          const char *class_text, const char *sbx_id, const char *op_id, json_object **ret_op)
 {
-    bool backlog = false;
-    if (store__one_row(c, "SELECT 1 FROM operations WHERE state = 'admitted' AND kind = 'create' LIMIT 1", 0, NULL,
-                       &backlog) < 0)
-        return SBX_EDB;
-    if (backlog)
-        return 0;
     place_loaded_t l;
     int rc = place_load(c, lim, req->tenant_id, isolation_name(req->isolation), spec_text, req->spec->cpu_millis,
                         req->spec->memory_mib, &l);
     if (rc < 0)
         return rc;
+    /* Creates waiting admitted go first, the loop's way (with no worker
+     * at all this one waits anyway). */
+    if (l.in.n > 0 && db_get_bool(l.rows, 0, PLACE_BACKLOG_COL)) {
+        place_loaded_release(&l);
+        return 0;
+    }
     place_decision_t d;
     memset(&d, 0, sizeof d);
     int worker = -1;
@@ -351,6 +356,8 @@ int store__create_placed(PGconn *c, const store_limits_t *lim, const create_req_
     const char *p[] = { sbx_id, req->tenant_id, spec_text, isolation_name(d.run_as), cpu, mem, ttl,
                         req->created_by, class_text, k->id, op_id, req->idempotency_key, req->request_hash,
                         deadline, lease, pl, ev_text };
+    /* the transaction's last statement: the COMMIT goes with it */
+    db_commit_with_next(c);
     PGresult *r = store__exec_cols(
         c, &store__t_op,
         "WITH s AS (INSERT INTO sandboxes (id, tenant_id, spec, desired_state, phase, isolation, cpu_millis, "

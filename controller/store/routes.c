@@ -30,10 +30,13 @@ int store_route_share(PGconn *c, const store_limits_t *lim, const share_req_t *r
                       api_error_t *err)
 {
     char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX];
+    policy_t pol;
     int rc = store__sandbox_request_begin(c, req->scope, req->sandbox_id, req->idempotency_key, "share",
-                                          req->request_hash, ret, tenant_id, phase, desired, NULL, err);
+                                          req->request_hash, ret, tenant_id, phase, desired, NULL, &pol, err);
     if (rc != 0)
         return rc > 0 ? 0 : rc;
+    bool routes_denied = pol.routes == 0;
+    policy_release(&pol);
     if (strcmp(phase, "running") != 0 || strcmp(desired, "running") != 0) {
         db_rollback(c);
         return api_error_set(err, API_CONFLICT, "sandbox %s is %s%s; only a running sandbox can be shared",
@@ -54,13 +57,6 @@ int store_route_share(PGconn *c, const store_limits_t *lim, const share_req_t *r
         return api_error_set(err, API_CONFLICT, "sandbox %s runs under gVisor, whose network stack is inside the "
                              "sandbox: its ports cannot be shared", req->sandbox_id);
     }
-    policy_t pol;
-    if (store_tenant_policy(c, tenant_id, &pol) < 0) {
-        db_rollback(c);
-        return store__db_error(err);
-    }
-    bool routes_denied = pol.routes == 0;
-    policy_release(&pol);
     if (routes_denied) {
         db_rollback(c);
         return api_error_set(err, API_POLICY_DENIED, "the tenant policy does not allow public routes (routes = false)");
@@ -102,7 +98,7 @@ int store_route_unshare(PGconn *c, const store_limits_t *lim, const char *scope,
                         const char *route_id, const char *created_by, json_object **ret, api_error_t *err)
 {
     char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX];
-    int rc = store__sandbox_begin_locked(c, scope, sandbox_id, tenant_id, phase, desired, NULL, err);
+    int rc = store__sandbox_begin_locked(c, scope, sandbox_id, tenant_id, phase, desired, NULL, NULL, err);
     if (rc < 0)
         return rc;
     const char *p[] = { route_id, sandbox_id };

@@ -227,16 +227,28 @@ db_fail:
     return SBX_EDB;
 }
 
-/* Locks the sandbox row in scope. Returns 0 with tenant id and phase, and
- * the worker it is on into *ret_worker (may be NULL). */
+/* Locks the sandbox row in scope. Returns 0 with tenant id and phase, the
+ * worker it is on into *ret_worker (may be NULL) and, read in the same
+ * statement, its tenant's policy into *ret_policy (may be NULL: not read;
+ * else the caller releases it). */
 int store__sandbox_lock(PGconn *c, const char *scope, const char *sandbox_id, char ret_tenant[SBX_ID_MAX],
-                        char ret_phase[24], char ret_desired[16], sbx_worker_t *ret_worker, api_error_t *err)
+                        char ret_phase[24], char ret_desired[16], sbx_worker_t *ret_worker, policy_t *ret_policy,
+                        api_error_t *err)
 {
     const char *p[] = { sandbox_id, scope };
-    PGresult *r = db_exec(c, "SELECT s.tenant_id, s.phase, s.desired_state, coalesce(s.worker_id, ''), "
-                             "  coalesce(w.state, ''), coalesce(w.name, '') "
-                             "FROM sandboxes s LEFT JOIN workers w ON w.id = s.worker_id "
-                             "WHERE s.id = $1 AND ($2::text IS NULL OR s.tenant_id = $2) FOR UPDATE OF s", 2, p);
+    if (ret_policy)
+        policy_init(ret_policy);
+    PGresult *r = db_exec(c,
+                          ret_policy ? "SELECT s.tenant_id, s.phase, s.desired_state, coalesce(s.worker_id, ''), "
+                                       "  coalesce(w.state, ''), coalesce(w.name, ''), tn.policy::text "
+                                       "FROM sandboxes s LEFT JOIN workers w ON w.id = s.worker_id "
+                                       "JOIN tenants tn ON tn.id = s.tenant_id "
+                                       "WHERE s.id = $1 AND ($2::text IS NULL OR s.tenant_id = $2) FOR UPDATE OF s"
+                                     : "SELECT s.tenant_id, s.phase, s.desired_state, coalesce(s.worker_id, ''), "
+                                       "  coalesce(w.state, ''), coalesce(w.name, '') "
+                                       "FROM sandboxes s LEFT JOIN workers w ON w.id = s.worker_id "
+                                       "WHERE s.id = $1 AND ($2::text IS NULL OR s.tenant_id = $2) FOR UPDATE OF s",
+                          2, p);
     if (!r)
         return store__db_error(err);
     if (PQntuples(r) != 1) {
@@ -251,6 +263,8 @@ int store__sandbox_lock(PGconn *c, const char *scope, const char *sandbox_id, ch
         snprintf(ret_worker->state, sizeof ret_worker->state, "%s", db_get(r, 0, 4));
         snprintf(ret_worker->name, sizeof ret_worker->name, "%s", db_get(r, 0, 5));
     }
+    if (ret_policy)
+        store__policy_parse(db_get(r, 0, 6), ret_policy);
     PQclear(r);
     return 0;
 }
@@ -258,11 +272,13 @@ int store__sandbox_lock(PGconn *c, const char *scope, const char *sandbox_id, ch
 /* Begins a transaction and locks the sandbox row in scope (as
  * store__sandbox_lock); on failure the transaction is rolled back. */
 int store__sandbox_begin_locked(PGconn *c, const char *scope, const char *sandbox_id, char ret_tenant[SBX_ID_MAX],
-                                char ret_phase[24], char ret_desired[16], sbx_worker_t *ret_worker, api_error_t *err)
+                                char ret_phase[24], char ret_desired[16], sbx_worker_t *ret_worker,
+                                policy_t *ret_policy, api_error_t *err)
 {
     if (db_begin(c) < 0)
         return store__db_error(err);
-    int rc = store__sandbox_lock(c, scope, sandbox_id, ret_tenant, ret_phase, ret_desired, ret_worker, err);
+    int rc = store__sandbox_lock(c, scope, sandbox_id, ret_tenant, ret_phase, ret_desired, ret_worker, ret_policy,
+                                 err);
     if (rc < 0)
         db_rollback(c);
     return rc;
@@ -274,14 +290,15 @@ int store__sandbox_begin_locked(PGconn *c, const char *scope, const char *sandbo
 int store__sandbox_request_begin(PGconn *c, const char *scope, const char *sandbox_id, const char *idem,
                                  const char *kind, const char *hash, json_object **ret, char ret_tenant[SBX_ID_MAX],
                                  char ret_phase[24], char ret_desired[16], sbx_worker_t *ret_worker,
-                                 api_error_t *err)
+                                 policy_t *ret_policy, api_error_t *err)
 {
     if (idem && scope) {
         int rr = store__idem_replay(c, scope, idem, kind, hash, false, ret, err);
         if (rr != 0)
             return rr;
     }
-    return store__sandbox_begin_locked(c, scope, sandbox_id, ret_tenant, ret_phase, ret_desired, ret_worker, err);
+    return store__sandbox_begin_locked(c, scope, sandbox_id, ret_tenant, ret_phase, ret_desired, ret_worker,
+                                       ret_policy, err);
 }
 
 /* Inside a transaction that holds the sandbox row: records the wish to
@@ -400,7 +417,7 @@ int store_sandbox_delete(PGconn *c, const store_limits_t *lim, const char *scope
 {
     char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX];
     int rc = store__sandbox_request_begin(c, scope, sandbox_id, idempotency_key, "delete", request_hash, ret, tenant_id,
-                                          phase, desired, NULL, err);
+                                          phase, desired, NULL, NULL, err);
     if (rc != 0)
         return rc > 0 ? 0 : rc;
     json_object *op = NULL;
@@ -425,11 +442,13 @@ int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, c
 {
     char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX];
     sbx_worker_t w;
+    policy_t pol;
     int rc = store__sandbox_request_begin(c, scope, sandbox_id, idempotency_key, "exec", request_hash, ret, tenant_id,
-                                          phase, desired, &w, err);
+                                          phase, desired, &w, &pol, err);
     if (rc != 0)
         return rc > 0 ? 0 : rc;
     if (strcmp(phase, "running") != 0 || strcmp(desired, "running") != 0) {
+        policy_release(&pol);
         /* Say why a failed sandbox stopped. */
         char why[200] = "";
         PGresult *f = db_exec(c, "SELECT failure->>'reason', failure->>'exit_code' FROM sandboxes "
@@ -441,11 +460,6 @@ int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, c
         db_rollback(c);
         return api_error_set(err, API_CONFLICT, "sandbox %s is %s%s%s; exec needs a running sandbox", sandbox_id,
                              phase, why, strcmp(desired, "deleted") == 0 ? " and being deleted" : "");
-    }
-    policy_t pol;
-    if (store_tenant_policy(c, tenant_id, &pol) < 0) {
-        db_rollback(c);
-        return store__db_error(err);
     }
     int64_t asked = 0;
     jsonx_get_int(exec_request, "max_output_bytes", &asked);
@@ -476,6 +490,8 @@ int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, c
                        .state = w.id[0] ? OP_LEASED : OP_PENDING, .worker_id = w.id, .worker_name = w.name,
                        .lease_seconds = lim->lease_seconds, .placement = pl };
     json_object *op = NULL;
+    if (oi.state == OP_LEASED)
+        db_commit_with_next(c); /* the insert is the transaction's last statement */
     rc = store__op_insert(c, &oi, &op);
     json_object_put(pl);
     free(req_text);

@@ -134,11 +134,11 @@ typedef struct sbx_worker {
 } sbx_worker_t;
 int store__sandbox_begin_locked(PGconn *c, const char *scope, const char *sandbox_id, char ret_tenant[SBX_ID_MAX],
                                 char ret_phase[24], char ret_desired[16], sbx_worker_t *ret_worker,
-                                api_error_t *err);
+                                policy_t *ret_policy, api_error_t *err);
 int store__sandbox_request_begin(PGconn *c, const char *scope, const char *sandbox_id, const char *idem,
                                  const char *kind, const char *hash, json_object **ret, char ret_tenant[SBX_ID_MAX],
                                  char ret_phase[24], char ret_desired[16], sbx_worker_t *ret_worker,
-                                 api_error_t *err);
+                                 policy_t *ret_policy, api_error_t *err);
 int store__op_reply(PGconn *c, const char *sandbox_id, const char *op_id, json_object **ret, api_error_t *err);
 int store__event_add(PGconn *c, const char *tenant_id, const char *kind, const char *sandbox_id, const char *op_id,
                      json_object *data);
@@ -203,7 +203,10 @@ int store__sandbox_fail_observed(PGconn *c, const char *sandbox_id, json_object 
 int store__idem_replay(PGconn *c, const char *tenant_id, const char *key, const char *kind, const char *hash,
                        bool with_sandbox, json_object **ret, api_error_t *err);
 int store__sandbox_lock(PGconn *c, const char *scope, const char *sandbox_id, char ret_tenant[SBX_ID_MAX],
-                        char ret_phase[24], char ret_desired[16], sbx_worker_t *ret_worker, api_error_t *err);
+                        char ret_phase[24], char ret_desired[16], sbx_worker_t *ret_worker, policy_t *ret_policy,
+                        api_error_t *err);
+/* A tenant's stored policy text (NULL: none) into *ret, initialised here. */
+void store__policy_parse(const char *text, policy_t *ret);
 int store__sandbox_request_delete(PGconn *c, const store_limits_t *lim, const char *tenant_id, const char *sandbox_id,
                                   const char *idem, const char *hash, const char *created_by, char ret_op[SBX_ID_MAX],
                                   json_object **ret_op_json);
@@ -232,7 +235,8 @@ json_object *store__sandbox_pending_data(const create_req_t *req);
  * it is written (the caller holds the tenant's row): when no other create
  * waits admitted and AEGIS leases it to a worker with room now, takes the
  * room and inserts the sandbox (scheduled there), its create (op_id,
- * leased) and their events in one statement: 1 with *ret_op. 0 when it
+ * leased) and their events in one statement that also commits (the
+ * caller's db_commit only says how it went): 1 with *ret_op. 0 when it
  * waits or is refused (nothing written: the caller inserts it pending and
  * lets store__place_now decide as the loop does). < 0 on error
  * (db_last_unique_violation() tells an Idempotency-Key taken meanwhile). */

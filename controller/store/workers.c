@@ -1082,18 +1082,23 @@ static int report_apply(PGconn *c, const report_t *rep, const char *worker_id, i
     bool create = kind && strcmp(kind, "create") == 0, del = kind && strcmp(kind, "delete") == 0;
     if (!sbx)
         return 0;
-    if (to == OP_SUCCEEDED) {
+    /* A success's last statement takes the COMMIT with it (one round
+     * trip; the caller's db_commit then only says how it went). */
+    if (to == OP_SUCCEEDED && create) {
         const char *y[] = { rep->runtime_ref };
-        if (create)
-            return store__sandbox_set_phase(c, sbx, PH_RUNNING,
-                                            "runtime_ref = $3, expires_at = now() + make_interval(secs => "
-                                            "ttl_seconds), observed_generation = generation", 1, y) < 0 ? SBX_EDB : 0;
-        if (del &&
-            (store__sandbox_set_phase(c, sbx, PH_DELETED, "deleted_at = now(), runtime_ref = NULL", 0, NULL) < 0 ||
-             store__sandbox_release_allocation(c, sbx) < 0))
-            return SBX_EDB;
-        return 0;
+        db_commit_with_next(c);
+        return store__sandbox_set_phase(c, sbx, PH_RUNNING,
+                                        "runtime_ref = $3, expires_at = now() + make_interval(secs => "
+                                        "ttl_seconds), observed_generation = generation", 1, y) < 0 ? SBX_EDB : 0;
     }
+    if (to == OP_SUCCEEDED && del) {
+        if (store__sandbox_set_phase(c, sbx, PH_DELETED, "deleted_at = now(), runtime_ref = NULL", 0, NULL) < 0)
+            return SBX_EDB;
+        db_commit_with_next(c);
+        return store__sandbox_release_allocation(c, sbx) < 0 ? SBX_EDB : 0;
+    }
+    if (to == OP_SUCCEEDED)
+        return 0;
     if (!create)
         return 0;
     if (rep->observed) {
