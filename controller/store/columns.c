@@ -150,6 +150,9 @@ static const store_col_t assignment_cols[] = {
     /* the tenant's policy egress_allow (as it is when the create is
      * handed out), added to a create's assignment */
     { "egress_allow", "tn.policy->'egress_allow'", COL_HIDDEN },
+    /* when the operation was accepted: a worker may log how long it
+     * waited (sandbox-sim measures accepted → worker receives with it) */
+    { "created_at", TS("o.created_at"), COL_TEXT },
 };
 
 /* FROM pools p LEFT JOIN tenants tn (store/pools.c); members are counted

@@ -28,7 +28,8 @@
 # (another sandbox-sim build, e.g. an ASan one), SETTLE (seconds to wait
 # after populating before the idle window, so that the heartbeats' check of
 # recently changed sandboxes has nothing left to look at: the steady state;
-# 150; quick 0), BENCH_KEEP.
+# 150; quick 0), PG_VIA (socket, as `sandboxd all` reaches its own
+# PostgreSQL, or tcp: 127.0.0.1; pgbench goes the same way), BENCH_KEEP.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 BUILD=${BUILD:-build}
@@ -50,6 +51,7 @@ for x in "$SBXD" "$CLI" "$SIM"; do
   [ -x "$x" ] || { echo "scale: build first ($x missing: meson setup $BUILD && meson compile -C $BUILD)" >&2; exit 2; }
 done
 WORKERS=${WORKERS:-50}
+PG_VIA=${PG_VIA:-socket}
 CONCURRENCY=${CONCURRENCY:-8 32 64}
 if [ -n "$quick" ]; then
   LIVE=${LIVE:-0 1000}; SECONDS_LOAD=${SECONDS_LOAD:-8}; SECONDS_PGBENCH=${SECONDS_PGBENCH:-8}; SECONDS_IDLE=${SECONDS_IDLE:-5}
@@ -135,11 +137,11 @@ report() {
     if want load; then
       echo "#### One controller: create → exec → delete loops (${SECONDS_LOAD} s each)"
       echo
-      echo "| clients | ops/s | create p50 / p99 ms | exec p50 / p99 ms | delete p50 / p99 ms | create accepted→succeeded p50 / p99 ms | transactions / op | statements / op | PostgreSQL CPU ms / op | controller CPU ms / op | errors |"
-      echo "|---|---|---|---|---|---|---|---|---|---|---|"
+      echo "| clients | ops/s | create p50 / p99 ms | exec p50 / p99 ms | delete p50 / p99 ms | create accepted→succeeded p50 / p99 ms | accepted→worker receives p50 / p99 ms | transactions / op | round trips / op | statements / op | PostgreSQL CPU ms / op | controller CPU ms / op | errors |"
+      echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
       for r in "${LOAD_ROWS[@]}"; do
-        IFS='|' read -r c ops c50 c99 e50 e99 d50 d99 a50 a99 tx st pc kc er <<<"$r"
-        echo "| $c | $ops | $c50 / $c99 | $e50 / $e99 | $d50 / $d99 | $a50 / $a99 | $tx | $st | $pc | $kc | $er |"
+        IFS='|' read -r c ops c50 c99 e50 e99 d50 d99 a50 a99 w50 w99 tx rt st pc kc er <<<"$r"
+        echo "| $c | $ops | $c50 / $c99 | $e50 / $e99 | $d50 / $d99 | $a50 / $a99 | $w50 / $w99 | $tx | $rt | $st | $pc | $kc | $er |"
       done
       [ "$PGB_TPS" = 0 ] || echo "
   pgbench -N did $PGB_TPS transactions/s on the same cluster."
@@ -264,10 +266,18 @@ full_page_writes = off
 EOF
 PGDATA_DIR="$TMP/pg/data"
 as_pg "$PGBIN/pg_ctl" start -D "$PGDATA_DIR" -l "$TMP/pg/postgres.log" -w -t 60 >/dev/null || die "pg_ctl start failed"
-PSQL=("$PGBIN/psql" -X -q -At -h 127.0.0.1 -p "$PGPORT" -U postgres)
+# Clients reach PostgreSQL as `sandboxd all` reaches its own cluster: over
+# the unix socket (PG_VIA=tcp: over 127.0.0.1, as a remote database would
+# be, with the TCP stack's cost on both sides; pgbench goes the same way).
+case "$PG_VIA" in
+  socket) PGHOST_B="$TMP/pg/run" ;;
+  tcp) PGHOST_B=127.0.0.1 ;;
+  *) die "PG_VIA must be socket or tcp, not $PG_VIA" ;;
+esac
+PSQL=("$PGBIN/psql" -X -q -At -h "$PGHOST_B" -p "$PGPORT" -U postgres)
 "${PSQL[@]}" -d postgres -c 'CREATE DATABASE sandbox' -c 'CREATE DATABASE pgbench' >/dev/null || die "CREATE DATABASE failed"
 "${PSQL[@]}" -d sandbox -c 'CREATE EXTENSION pg_stat_statements' >/dev/null || die "CREATE EXTENSION pg_stat_statements failed"
-DATABASE_URL="postgresql://postgres@127.0.0.1:$PGPORT/sandbox"
+DATABASE_URL="host=$PGHOST_B port=$PGPORT user=postgres dbname=sandbox"
 q() { "${PSQL[@]}" -d sandbox -c "$1"; }
 
 # PostgreSQL CPU: the user + system ticks of the backends of one database
@@ -299,8 +309,8 @@ rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 PGB_TPS=0 PGB_CPU_MS=0
 if want pgbench; then
   say "pgbench -i, then pgbench -N -T $SECONDS_PGBENCH -c 8"
-  "$PGBIN/pgbench" -i -q -s 10 -h 127.0.0.1 -p "$PGPORT" -U postgres pgbench >"$TMP/pgbench-init.log" 2>&1 || die "pgbench -i failed"
-  "$PGBIN/pgbench" -N -T "$SECONDS_PGBENCH" -c 8 -j 2 -h 127.0.0.1 -p "$PGPORT" -U postgres pgbench >"$TMP/pgbench.log" 2>&1 &
+  "$PGBIN/pgbench" -i -q -s 10 -h "$PGHOST_B" -p "$PGPORT" -U postgres pgbench >"$TMP/pgbench-init.log" 2>&1 || die "pgbench -i failed"
+  "$PGBIN/pgbench" -N -T "$SECONDS_PGBENCH" -c 8 -j 2 -h "$PGHOST_B" -p "$PGPORT" -U postgres pgbench >"$TMP/pgbench.log" 2>&1 &
   pgb=$!
   # CPU per transaction from inside the run: pgbench's backends exit with
   # it, and their ticks with them.
@@ -347,6 +357,7 @@ for i in $(seq 0 $((WORKERS - 1))); do
 done
 "$SIM" workers --controller "$URL1" --token-file "$TMP/workers.tokens" --count "$WORKERS" --name-prefix scale- \
   --capacity-cpus 1000 --capacity-memory-mib 10000000 --capacity-sandboxes 100000 --quiet \
+  --received-log "$TMP/received.log" \
   >"$TMP/sim-workers.out" 2>"$TMP/sim-workers.log" &
 SIM_PID=$!
 PIDS+=("$SIM_PID")
@@ -365,6 +376,23 @@ run_load() {
     >"$4" 2>"$4.err" || { cat "$4.err" >&2; die "sandbox-sim load failed ($2 clients)"; }
 }
 
+# accepted → worker receives: the hollow workers' --received-log lines
+# (KIND MS, one per assignment) from line $1 to $2, as "p50|p99" in ms
+# (nearest rank, all kinds together).
+# The controller's requests to PostgreSQL so far (its /metrics counter).
+round_trips() { curl -sf "$1/metrics" | awk '/^sandbox_db_round_trips_total / {print $2; f=1} END {if (!f) print 0}'; }
+received_lines() { wc -l <"$TMP/received.log" 2>/dev/null || echo 0; }
+received_p() {
+  python3 - "$TMP/received.log" "$1" "$2" <<'PY'
+import sys
+lines = open(sys.argv[1]).read().splitlines()[int(sys.argv[2]):int(sys.argv[3])]
+v = sorted(float(l.split()[1]) for l in lines if len(l.split()) == 2)
+def p(q):
+    return round(v[max(int(q * len(v) + 0.999999) - 1, 0)], 1) if v else 0
+print(f"{p(0.5)}|{p(0.99)}")
+PY
+}
+
 # ---- throughput against concurrency ----------------------------------------
 LOAD_ROWS=()
 if want load; then
@@ -372,8 +400,10 @@ if want load; then
     say "load: $c clients for $SECONDS_LOAD s"
     q "SELECT pg_stat_statements_reset()" >/dev/null
     x0=$(xacts); s0=$(stmts); pg_cpu_snap sandbox "$TMP/cpu0"; k0=$(pid_ticks "$CTL_PID_1")
+    r0=$(received_lines); t0=$(round_trips "$URL1")
     run_load "$URL1" "$c" "$SECONDS_LOAD" "$TMP/load-$c.json"
     x1=$(xacts); s1=$(stmts); pg_cpu_snap sandbox "$TMP/cpu1"; k1=$(pid_ticks "$CTL_PID_1")
+    recv=$(received_p "$r0" "$(received_lines)"); t1=$(round_trips "$URL1")
     pgms=$(pg_cpu_ms "$TMP/cpu0" "$TMP/cpu1")
     f="$TMP/load-$c.json"
     ops=$(jget "$f" ops)
@@ -384,7 +414,7 @@ if want load; then
       || ' | ' || round(total_exec_time::numeric / greatest($ops, 1), 3) || ' | ' || left(regexp_replace(query, '\s+', ' ', 'g'), 110) \
       FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = 'sandbox' \
       ORDER BY calls DESC LIMIT 60" >"$OUT/statements-$c.txt" 2>/dev/null || true
-    LOAD_ROWS+=("$c|$(jget "$f" ops_per_s)|$(jget "$f" kinds.create.latency.p50_ms)|$(jget "$f" kinds.create.latency.p99_ms)|$(jget "$f" kinds.exec.latency.p50_ms)|$(jget "$f" kinds.exec.latency.p99_ms)|$(jget "$f" kinds.delete.latency.p50_ms)|$(jget "$f" kinds.delete.latency.p99_ms)|$(jget "$f" kinds.create.accepted_to_succeeded.p50_ms)|$(jget "$f" kinds.create.accepted_to_succeeded.p99_ms)|$(calc "round(($x1 - $x0) / max($ops, 1), 1)")|$(calc "round(($s1 - $s0) / max($ops, 1), 1)")|$(calc "round($pgms / max($ops, 1), 2)")|$(calc "round(($k1 - $k0) * 1000 / $HZ / max($ops, 1), 2)")|$(jget "$f" errors)")
+    LOAD_ROWS+=("$c|$(jget "$f" ops_per_s)|$(jget "$f" kinds.create.latency.p50_ms)|$(jget "$f" kinds.create.latency.p99_ms)|$(jget "$f" kinds.exec.latency.p50_ms)|$(jget "$f" kinds.exec.latency.p99_ms)|$(jget "$f" kinds.delete.latency.p50_ms)|$(jget "$f" kinds.delete.latency.p99_ms)|$(jget "$f" kinds.create.accepted_to_succeeded.p50_ms)|$(jget "$f" kinds.create.accepted_to_succeeded.p99_ms)|$recv|$(calc "round(($x1 - $x0) / max($ops, 1), 1)")|$(calc "round(($t1 - $t0) / max($ops, 1), 1)")|$(calc "round(($s1 - $s0) / max($ops, 1), 1)")|$(calc "round($pgms / max($ops, 1), 2)")|$(calc "round(($k1 - $k0) * 1000 / $HZ / max($ops, 1), 2)")|$(jget "$f" errors)")
     printf '%s\n' "$c $(jget "$f" ops_per_s) $(jget "$f" kinds.create.latency.p50_ms) $(jget "$f" kinds.create.latency.p99_ms)" >>"$TMP/chart.dat"
   done
 fi

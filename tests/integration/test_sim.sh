@@ -6,7 +6,8 @@
 # which has no such label, takes none), and 8 clients looping create →
 # exec → delete for 10 s see every operation succeed (429s of the tenant's
 # operation rate are waited out, not errors) and a throughput above 0.
-# populate and probe work on them. sandbox-sim claim against a warm pool
+# Their --received-log has a line per assignment with its wait since the
+# controller accepted it. populate and probe work on them. sandbox-sim claim against a warm pool
 # only they can hold (isolation microvm, which they offer and the run's
 # real worker does not): a few claims at a low rate hit, each a different
 # sandbox claimed once (the pool's hits counter and its pool.claimed events
@@ -66,7 +67,7 @@ assert_contains "$ITEST_ERR" "acts for worker" "a token bound to another worker 
 simlog="$ITEST_TMP/sim-workers.log"
 "$SIM" workers --controller "$SANDBOX_URL" --token-file "$ITEST_TMP/sim-workers.tokens" --count "$N" \
   --name-prefix "$prefix" --heartbeat-ms 1000 --latency-ms create=20,exec=2,delete=10 --capacity-sandboxes 100 \
-  --classes container,gvisor,microvm \
+  --classes container,gvisor,microvm --received-log "$ITEST_TMP/sim-received.log" \
   >"$ITEST_TMP/sim-workers.out" 2>"$simlog" </dev/null &
 sim_pid=$!
 itest_track_pid "$sim_pid"
@@ -91,6 +92,17 @@ load=$ITEST_OUT
 assert_eq 0 "$(itest_json "$load" errors)" "no operation of the load failed"
 python3 -c 'import json,sys; d=json.loads(sys.argv[1]); sys.exit(0 if d["ops_per_s"] > 0 and d["kinds"]["create"]["ops"] > 0 and d["kinds"]["exec"]["ops"] > 0 and d["kinds"]["delete"]["ops"] > 0 else 1)' "$load" \
   || fail "throughput: $load"
+# Each assignment the hollow workers took is logged with its wait since
+# the controller accepted it (the assignment's created_at): every kind, at
+# least one line per operation the load saw succeed, and plausible waits.
+python3 - "$ITEST_TMP/sim-received.log" "$(itest_json "$load" ops)" <<'EOF' || fail "--received-log: $(head -c 300 "$ITEST_TMP/sim-received.log")"
+import sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+kinds = {r[0] for r in rows}
+ms = [float(r[1]) for r in rows]
+print(len(rows), sorted(kinds), min(ms), max(ms))
+sys.exit(0 if kinds >= {"create", "exec", "delete"} and len(rows) >= int(sys.argv[2]) and 0 <= min(ms) and max(ms) < 60000 else 1)
+EOF
 itest_log "load: $(itest_json "$load" ops_per_s) ops/s, $(itest_json "$load" ops) operations, $(itest_json "$load" rate_limited) rate-limited retries"
 assert_eq 0 "$(psql_q "SELECT count(*) FROM sandboxes s JOIN workers w ON w.id = s.worker_id WHERE s.tenant_id = (SELECT id FROM tenants WHERE name = '$tenant') AND w.name NOT LIKE '$prefix%'")" \
   "no create of the load went to a real worker"

@@ -85,6 +85,7 @@ struct sim_fleet {
     int64_t heartbeat_ms;      /* 0: the controller's heartbeat_seconds */
     sim_counts_t c;
     bool quiet;
+    FILE *received;            /* --received-log, or NULL */
 };
 
 static const char *const sim_kinds[3] = { "create", "exec", "delete" };
@@ -301,6 +302,36 @@ static void sim_job_start(sim_worker_t *w, json_object *job)
 
 /* ---- long poll --------------------------------------------------------- */
 
+/* An API timestamp (YYYY-MM-DDTHH:MM:SS.mmmZ, UTC) in microseconds since
+ * the epoch; -1 when it is not one. */
+static int64_t sim_ts_us(const char *ts)
+{
+    struct tm tm = { 0 };
+    int ms = 0, n = 0;
+    if (!ts || sscanf(ts, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                      &tm.tm_min, &tm.tm_sec, &ms, &n) != 7 || ts[n] != '\0')
+        return -1;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    time_t t = timegm(&tm);
+    return t == (time_t)-1 ? -1 : (int64_t)t * 1000000 + ms * 1000;
+}
+
+/* --received-log: the assignment's wait from acceptance to now. */
+static void sim_job_received(sim_fleet_t *f, json_object *job)
+{
+    if (!f->received)
+        return;
+    int64_t at = sim_ts_us(sim_jstr(job, "created_at"));
+    const char *kind = sim_jstr(job, "kind");
+    if (at < 0 || !kind || sim_kind_index(kind) < 0)
+        return;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t us = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000 - at;
+    fprintf(f->received, "%s %.3f\n", kind, (double)(us < 0 ? 0 : us) / 1000.0);
+}
+
 static void sim_poll_done(void *ud, const sim_resp_t *r)
 {
     sim_worker_t *w = ud;
@@ -310,8 +341,13 @@ static void sim_poll_done(void *ud, const sim_resp_t *r)
     if (r->status == 200 && r->json && json_object_object_get_ex(r->json, "assignments", &list) &&
         json_object_is_type(list, json_type_array)) {
         w->backoff_ms = 0;
-        for (size_t i = 0; i < json_object_array_length(list); i++)
-            sim_job_start(w, json_object_array_get_idx(list, i));
+        for (size_t i = 0; i < json_object_array_length(list); i++) {
+            json_object *job = json_object_array_get_idx(list, i);
+            sim_job_received(w->f, job);
+            sim_job_start(w, job);
+        }
+        if (w->f->received)
+            fflush(w->f->received);
         sim_worker_poll(w);
         return;
     }
@@ -599,6 +635,9 @@ static const char sim_workers_usage[] =
     "  --duration S              stop after S seconds (default: until a signal)\n"
     "  --quiet                   log only failures that end something (a report given up)\n"
     "  --json                    print the summary as JSON\n"
+    "  --received-log F          append a line \"KIND MS\" for each assignment received: the milliseconds from\n"
+    "                            the controller accepting the operation (its created_at) to the worker's poll\n"
+    "                            answer arriving (one clock: the controller on the same machine)\n"
     "Exit: 0 stopped, 1 failure (no worker could register), 2 usage.\n";
 
 static int sim_parse_latency(sim_fleet_t *f, const char *s)
@@ -711,7 +750,7 @@ static void sim_fleet_summary(sim_fleet_t *f, bool json)
 
 /* What the command line says beyond the fleet's own fields. */
 typedef struct sim_workers_opts {
-    const char *url, *tokfile, *token, *prefix, *labels, *images;
+    const char *url, *tokfile, *token, *prefix, *labels, *images, *received;
     long count, duration;
     bool json;
 } sim_workers_opts_t;
@@ -735,7 +774,7 @@ static int sim_parse_classes(sim_fleet_t *f, const char *classes)
 static int sim_workers_parse(int argc, char **argv, sim_fleet_t *f, sim_workers_opts_t *o)
 {
     enum { O_CTL = 1, O_TOKFILE, O_TOKEN, O_COUNT, O_PREFIX, O_LAT, O_CPUS, O_MEM, O_SBX, O_CLASSES, O_LABELS,
-           O_IMAGES, O_HB, O_DUR, O_QUIET, O_JSON, O_HELP };
+           O_IMAGES, O_HB, O_DUR, O_QUIET, O_JSON, O_RECEIVED, O_HELP };
     static const struct option opts[] = {
         { "controller", required_argument, NULL, O_CTL }, { "token-file", required_argument, NULL, O_TOKFILE },
         { "token", required_argument, NULL, O_TOKEN }, { "count", required_argument, NULL, O_COUNT },
@@ -746,7 +785,7 @@ static int sim_workers_parse(int argc, char **argv, sim_fleet_t *f, sim_workers_
         { "labels", required_argument, NULL, O_LABELS }, { "images", required_argument, NULL, O_IMAGES },
         { "heartbeat-ms", required_argument, NULL, O_HB }, { "duration", required_argument, NULL, O_DUR },
         { "quiet", no_argument, NULL, O_QUIET }, { "json", no_argument, NULL, O_JSON },
-        { "help", no_argument, NULL, O_HELP }, { NULL, 0, NULL, 0 },
+        { "received-log", required_argument, NULL, O_RECEIVED }, { "help", no_argument, NULL, O_HELP }, { NULL, 0, NULL, 0 },
     };
     const char *classes = "container,gvisor";
     long v = 0;
@@ -788,6 +827,7 @@ static int sim_workers_parse(int argc, char **argv, sim_fleet_t *f, sim_workers_
         case O_DUR: bad = sim_parse_int(optarg, 1, 30 * 86400, &o->duration) < 0; break;
         case O_QUIET: f->quiet = true; break;
         case O_JSON: o->json = true; break;
+        case O_RECEIVED: o->received = optarg; break;
         case O_HELP: fputs(sim_workers_usage, stdout); return 0;
         default: fputs(sim_workers_usage, stderr); return 2;
         }
@@ -834,6 +874,10 @@ static int sim_fleet_setup(sim_fleet_t *f, const sim_workers_opts_t *o)
     }
     if (o->images)
         sim_parse_list(f->images, o->images);
+    if (o->received && !(f->received = fopen(o->received, "a"))) {
+        sim_errorf("--received-log %s cannot be opened for appending", o->received);
+        return 1;
+    }
     if (!(f->base = event_base_new())) {
         sim_errorf("cannot create the event loop");
         return 1;
@@ -900,6 +944,8 @@ static void sim_fleet_release(sim_fleet_t *f)
     sim_http_release_all();
     json_object_put(f->labels);
     json_object_put(f->images);
+    if (f->received)
+        fclose(f->received);
     if (f->base)
         event_base_free(f->base);
 }
