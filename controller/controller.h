@@ -67,10 +67,12 @@ void controller_wake_waiters(controller_t *ctl);
 #define WAKE_OUTPUT     4u /* live exec output: its followers */
 #define WAKE_EVENTS     8u /* events were written: event long-polls */
 #define WAKE_ALL        (WAKE_OPERATIONS | WAKE_LEASES | WAKE_OUTPUT | WAKE_EVENTS)
+#define WAKE_LEASES_NAMED 16u /* operations were leased to the workers named in ops: their polls */
 
-/* Wakes only the parked long-polls mask says can have been answered, and
- * the waits on the operations named in ops (ended; may be NULL).
- * Thread-safe. */
+/* Wakes only the parked long-polls mask says can have been answered, the
+ * waits on the operations named in ops (ended; may be NULL) and, with
+ * WAKE_LEASES_NAMED, the polls of the workers named there (worker ids
+ * and operation ids never meet: their prefixes differ). Thread-safe. */
 void controller_wake(controller_t *ctl, unsigned mask, const char *const *ops, int nops);
 
 /* Makes the reconcile loop run now. Thread-safe. */

@@ -38,9 +38,10 @@ static PGconn *notify_connect(controller_t *ctl)
  * SBX_WAKE_OPS_MAX, *nops used; more: WAKE_OPERATIONS). Returns true when
  * the reconcile loop may have work: room was freed or a worker came
  * (";room"), or the payload does not say. Payloads: "" (anything: all),
- * "output" (live exec output), "ev[;lease][;room][;ops=ID,ID…]" (migrations
- * 0015, 0016). Other events need no turn of this loop: the controller that
- * took the request placed its operation there or kicked its own loop. */
+ * "output" (live exec output), "ev[;lease[=WORKER,…]][;room][;ops=ID,ID…]"
+ * (migrations 0015, 0016, 0018; the workers' ids go into ops too). Other
+ * events need no turn of this loop: the controller that took the request
+ * placed its operation there or kicked its own loop. */
 static bool notify_parse(const char *extra, unsigned *mask, char ops[][SBX_ID_MAX], int *nops)
 {
     if (!extra || strcmp(extra, "output") == 0) {
@@ -57,6 +58,20 @@ static bool notify_parse(const char *extra, unsigned *mask, char ops[][SBX_ID_MA
     if (strncmp(p, ";lease", 6) == 0 && (p[6] == '\0' || p[6] == ';')) {
         *mask |= WAKE_LEASES;
         p += 6;
+    } else if (strncmp(p, ";lease=", 7) == 0) {
+        /* the workers leased to (0018): their polls alone */
+        *mask |= WAKE_LEASES_NAMED;
+        p += 7;
+        while (*p && *p != ';') {
+            size_t len = strcspn(p, ",;");
+            if (len == 0 || len >= SBX_ID_MAX || *nops >= SBX_WAKE_OPS_MAX)
+                *mask |= WAKE_LEASES; /* too many to name: every poll */
+            else
+                snprintf(ops[(*nops)++], SBX_ID_MAX, "%.*s", (int)len, p);
+            p += len;
+            if (*p == ',')
+                p++;
+        }
     }
     if (strncmp(p, ";room", 5) == 0 && (p[5] == '\0' || p[5] == ';')) {
         work = true;

@@ -638,15 +638,16 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
     if (!list || !ids || !flags)
         goto cleanup;
     for (int kind = PARK_OPERATION; kind <= PARK_POLL; kind++) {
-        if (kind == PARK_POLL && !(mask & WAKE_LEASES))
+        if (kind == PARK_POLL && !(mask & (WAKE_LEASES | WAKE_LEASES_NAMED)))
             continue;
-        bool all_ops = (mask & WAKE_OPERATIONS) != 0;
-        if (kind == PARK_OPERATION && !all_ops && nops == 0)
+        /* every wait of the kind, or only those the wake-up named (ended
+         * operations, workers leased to) */
+        bool all = (mask & (kind == PARK_OPERATION ? WAKE_OPERATIONS : WAKE_LEASES)) != 0;
+        if (kind == PARK_OPERATION && !all && nops == 0)
             continue;
         int k = 0;
         for (req_t *rq = th->parked; rq && k < n; rq = rq->park_next)
-            if ((int)rq->park_kind == kind &&
-                (kind != PARK_OPERATION || all_ops || wake_named(ops, nops, rq->park_id))) {
+            if ((int)rq->park_kind == kind && (all || wake_named(ops, nops, rq->park_id))) {
                 list[k] = rq;
                 ids[k] = rq->park_id;
                 k++;
@@ -656,10 +657,11 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
         pthread_once(&metrics_once, server_metrics_init);
         metrics_add(m_rechecked, kind == PARK_OPERATION ? "kind=\"operation\"" : "kind=\"poll\"", k);
         int rc = 0;
-        if (kind == PARK_OPERATION && !all_ops) {
-            /* The wake-up named them as ended (the events trigger lists
-             * the operations that reached a final state): no need to ask
-             * the database; the resumed handler reads each one anyway. */
+        if (!all) {
+            /* The wake-up named them (the events trigger lists the
+             * operations that reached a final state and the workers
+             * something was leased to): no need to ask the database; the
+             * resumed handler reads each one, a poll by its claim. */
             for (int i = 0; i < k; i++)
                 flags[i] = true;
         } else {
@@ -1079,9 +1081,10 @@ void server_wake(controller_t *ctl, unsigned mask, const char *const *ops, int n
             continue;
         pthread_mutex_lock(&th->wake_mu);
         th->wake_mask |= mask;
-        for (int j = 0; j < nops && !(th->wake_mask & WAKE_OPERATIONS); j++) {
+        for (int j = 0; j < nops && (th->wake_mask & (WAKE_OPERATIONS | WAKE_LEASES)) !=
+                                        (WAKE_OPERATIONS | WAKE_LEASES); j++) {
             if (th->nwake_ops >= SBX_WAKE_OPS_MAX || strlen(ops[j]) >= SBX_ID_MAX)
-                th->wake_mask |= WAKE_OPERATIONS; /* too many to name: all */
+                th->wake_mask |= WAKE_OPERATIONS | WAKE_LEASES; /* too many to name: all */
             else
                 snprintf(th->wake_ops[th->nwake_ops++], SBX_ID_MAX, "%s", ops[j]);
         }

@@ -2,7 +2,8 @@
 # Wake-ups re-check only what changed: with ten clients parked on ten
 # operations, a worker's report ending one of them wakes its waiter at once
 # and re-checks that wait alone (sandbox_wake_rechecked_total), not all ten;
-# the nine others stay parked and answer when their own operations end.
+# the nine others stay parked and answer when their own operations end. A
+# lease wakes the poll of the worker it went to alone.
 # Execs on a running sandbox are leased in their own requests and kick no
 # turn of the reconcile loop.
 # itest-timeout: 120
@@ -101,4 +102,39 @@ a1=$(admits) ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 itest_log "20 execs in $ms ms: the admit pass ran ${a0:-0} -> $a1 times"
 python3 -c 'import sys; a0, a1, ms = (float(x) for x in sys.argv[1:]); sys.exit(0 if a1 - a0 <= ms / 200 + 4 else 1)' \
   "${a0:-0}" "${a1:-0}" "$ms" || fail "20 execs ran the loop's admission ${a0:-0} -> $a1 times in $ms ms (kicked per exec)"
-echo "an ended operation wakes its own waiters only; execs are placed on their request"
+
+# A lease's wake-up names its worker (migration 0018): of two workers'
+# parked polls, the one the exec was leased to answers with it and is the
+# only poll re-checked (a bare wake-up re-checked both); the other stays
+# parked.
+wtok2=$("$SANDBOXD" token create --database-url "$url" --tenant wake-w --role worker)
+itest_http POST /v1/workers/register "$wtok2" \
+  '{"name":"scripted2","runtime":"docker","isolation":["container"],"labels":{},"capacity":{"cpu_millis":64000,"memory_mib":65536,"slots":64},"version":"test"}'
+assert_http 200 "" "register a second worker"
+wid2=$(itest_json "$HTTP_BODY" worker.id)
+itest_http GET "/v1/workers/$wid/poll?wait=0" "$wtok"
+assert_http 200 "" "the first worker takes the twenty execs"
+polls_rechecked() {
+  curl -s -H "Authorization: Bearer $admin" "$SANDBOX_URL/metrics" \
+    | sed -n 's/^sandbox_wake_rechecked_total{kind="poll"} \([0-9.e+]*\)$/\1/p'
+}
+curl -s --max-time 30 -H "Authorization: Bearer $wtok" "$SANDBOX_URL/v1/workers/$wid/poll?wait=20" \
+  >"$ITEST_TMP/poll-1.json" &
+itest_track_pid $!
+curl -s --max-time 30 -H "Authorization: Bearer $wtok2" "$SANDBOX_URL/v1/workers/$wid2/poll?wait=20" \
+  >"$ITEST_TMP/poll-2.json" &
+itest_track_pid $!
+sleep 1 # both parked
+p0=$(polls_rechecked)
+itest_http POST "/v1/sandboxes/$sbx0/exec" "$admin" '{"argv":["true"]}'
+assert_http 202 "" "an exec for the first worker"
+xid=$(itest_json "$HTTP_BODY" operation.id)
+got_exec() { grep -q "$xid" "$ITEST_TMP/poll-1.json"; }
+itest_wait_until 5 "the first worker's parked poll got the exec" got_exec
+sleep 1 # any other wake-up too
+p1=$(polls_rechecked)
+itest_log "worker polls re-checked: ${p0:-none} before, ${p1:-none} after the lease"
+[ ! -s "$ITEST_TMP/poll-2.json" ] || fail "the other worker's poll answered: $(cat "$ITEST_TMP/poll-2.json")"
+python3 -c 'import sys; a, b = float(sys.argv[1] or 0), float(sys.argv[2] or 0); sys.exit(0 if b - a == 1 else 1)' \
+  "${p0:-0}" "${p1:-0}" || fail "one lease re-checked ${p0:-0} -> ${p1:-0} parked polls (not only its worker's)"
+echo "an ended operation wakes its own waiters only, a lease its worker's poll only; execs are placed on their request"
