@@ -166,7 +166,7 @@ int store_pool_delete(PGconn *c, const store_limits_t *lim, const char *scope, c
     int n = PQntuples(r);
     for (int i = 0; i < n; i++) {
         char op[SBX_ID_MAX];
-        if (store__sandbox_request_delete(c, lim, POOL_TENANT, db_get(r, i, 0), NULL, NULL, NULL, op, NULL) < 0) {
+        if (store__sandbox_request_delete(c, lim, POOL_TENANT, db_get(r, i, 0), NULL, NULL, NULL, op, NULL, false) < 0) {
             PQclear(r);
             goto db_fail;
         }

@@ -795,7 +795,7 @@ static int request_delete_step(PGconn *c, const store_limits_t *lim, const char 
     char op[SBX_ID_MAX];
     if (st->event_kind && store__event_add(c, tenant, st->event_kind, sbx, NULL, NULL) < 0)
         return SBX_EDB;
-    return store__sandbox_request_delete(c, lim, tenant, sbx, NULL, NULL, st->created_by, op, NULL);
+    return store__sandbox_request_delete(c, lim, tenant, sbx, NULL, NULL, st->created_by, op, NULL, false);
 }
 
 static int request_deletes(PGconn *c, const store_limits_t *lim, const char *select_sql, const char *lock_cond,

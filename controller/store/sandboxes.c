@@ -305,10 +305,11 @@ int store__sandbox_request_begin(PGconn *c, const char *scope, const char *sandb
  * delete, cancels a create that has not been placed, and adds a delete
  * operation (or returns the open one). ret_op gets its id; *ret_op_json
  * (ret_op_json may be NULL) the operation, or NULL when the caller must
- * read it. */
+ * read it. then_commit: the caller commits right after, so the last
+ * statement may take the COMMIT with it (db_commit_with_next). */
 int store__sandbox_request_delete(PGconn *c, const store_limits_t *lim, const char *tenant_id, const char *sandbox_id,
                                   const char *idem, const char *hash, const char *created_by, char ret_op[SBX_ID_MAX],
-                                  json_object **ret_op_json)
+                                  json_object **ret_op_json, bool then_commit)
 {
     if (ret_op_json)
         *ret_op_json = NULL;
@@ -368,6 +369,8 @@ int store__sandbox_request_delete(PGconn *c, const store_limits_t *lim, const ch
         /* its events first, then the sandbox's, as the steps one by one
          * would have written them */
         int rc = store__op_insert(c, &oi, ret_op_json);
+        if (rc == 0 && then_commit)
+            db_commit_with_next(c); /* what follows is one statement or none */
         if (rc == 0)
             rc = strcmp(phase, "deleting") != 0
                      ? store__sandbox_set_phase(c, sandbox_id, PH_DELETING, "desired_state = 'deleted'", 0, NULL)
@@ -422,7 +425,7 @@ int store_sandbox_delete(PGconn *c, const store_limits_t *lim, const char *scope
         return rc > 0 ? 0 : rc;
     json_object *op = NULL;
     if (store__sandbox_request_delete(c, lim, tenant_id, sandbox_id, idempotency_key, request_hash, created_by, op_id,
-                                      &op) < 0 ||
+                                      &op, true) < 0 ||
         db_commit(c) < 0) {
         json_object_put(op);
         store__db_error(err);

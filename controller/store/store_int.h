@@ -209,7 +209,7 @@ int store__sandbox_lock(PGconn *c, const char *scope, const char *sandbox_id, ch
 void store__policy_parse(const char *text, policy_t *ret);
 int store__sandbox_request_delete(PGconn *c, const store_limits_t *lim, const char *tenant_id, const char *sandbox_id,
                                   const char *idem, const char *hash, const char *created_by, char ret_op[SBX_ID_MAX],
-                                  json_object **ret_op_json);
+                                  json_object **ret_op_json, bool then_commit);
 /* Inside a create's transaction (store/pools.c): when req->pool_key
  * matches a pool the caller's tenant may use, takes a ready member (pool
  * row locked, member FOR UPDATE SKIP LOCKED), gives it the claimer's
