@@ -327,9 +327,11 @@ int db_begin(PGconn *c)
         snprintf(last_error, sizeof last_error, "no database connection");
         return SBX_EDB;
     }
-    if (begin_pending && begin_pending != c && db_begin_now(begin_pending) < 0) {
-        begin_pending = NULL;
-        return SBX_EDB;
+    if (begin_pending && begin_pending != c) {
+        PGconn *other = begin_pending;
+        begin_pending = NULL; /* so that its BEGIN goes alone */
+        if (db_begin_now(other) < 0)
+            return SBX_EDB;
     }
     begin_pending = c;
     return 0;

@@ -107,7 +107,7 @@ report() {
   {
     echo "#### Machine"
     echo
-    echo "$(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1)), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) memory, shared with other work (figures are noisy: load average $LOADAVG when the run began); $([ -z "$CTL_SECTIONS" ] || echo "PostgreSQL $("$PGBIN/postgres" --version | awk '{print $3}') on the same machine (fsync off); $WORKERS hollow workers (sandbox-sim, latency create=50 exec=5 delete=20 ms); ")$(date -u +%Y-%m-%d)$([ -n "$quick" ] && echo ", --quick run")."
+    echo "$(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1)), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) memory, shared with other work (figures are noisy: load average $LOADAVG when the run began); $([ -z "$CTL_SECTIONS" ] || echo "PostgreSQL $("$PGBIN/postgres" --version | awk '{print $3}') on the same machine (fsync off, reached over $([ "$PG_VIA" = tcp ] && echo 127.0.0.1 || echo "its unix socket")); $WORKERS hollow workers (sandbox-sim, latency create=50 exec=5 delete=20 ms); ")$(date -u +%Y-%m-%d)$([ -n "$quick" ] && echo ", --quick run")."
     echo
     if want docker; then
       echo "#### The controller's share next to Docker alone (tests/bench/lifecycle.sh $LIFECYCLE_N, alternating pairs)"
@@ -376,11 +376,11 @@ run_load() {
     >"$4" 2>"$4.err" || { cat "$4.err" >&2; die "sandbox-sim load failed ($2 clients)"; }
 }
 
+# The controller's requests to PostgreSQL so far (its /metrics counter).
+round_trips() { curl -sf "$1/metrics" | awk '/^sandbox_db_round_trips_total / {print $2; f=1} END {if (!f) print 0}'; }
 # accepted → worker receives: the hollow workers' --received-log lines
 # (KIND MS, one per assignment) from line $1 to $2, as "p50|p99" in ms
 # (nearest rank, all kinds together).
-# The controller's requests to PostgreSQL so far (its /metrics counter).
-round_trips() { curl -sf "$1/metrics" | awk '/^sandbox_db_round_trips_total / {print $2; f=1} END {if (!f) print 0}'; }
 received_lines() { wc -l <"$TMP/received.log" 2>/dev/null || echo 0; }
 received_p() {
   python3 - "$TMP/received.log" "$1" "$2" <<'PY'
