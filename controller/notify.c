@@ -34,6 +34,25 @@ static PGconn *notify_connect(controller_t *ctl)
     return c;
 }
 
+/* The ids of a payload's list "ID,ID…" at p into ops (room for
+ * SBX_WAKE_OPS_MAX, *nops used); one that does not fit sets all in *mask
+ * (every wait of its kind is re-checked). Returns where the list ends (at
+ * the next ";" or the end). */
+static const char *notify_ids(const char *p, unsigned all, unsigned *mask, char ops[][SBX_ID_MAX], int *nops)
+{
+    while (*p && *p != ';') {
+        size_t len = strcspn(p, ",;");
+        if (len == 0 || len >= SBX_ID_MAX || *nops >= SBX_WAKE_OPS_MAX)
+            *mask |= all;
+        else
+            snprintf(ops[(*nops)++], SBX_ID_MAX, "%.*s", (int)len, p);
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return p;
+}
+
 /* What one notification says changed, added to *mask and ops (room for
  * SBX_WAKE_OPS_MAX, *nops used; more: WAKE_OPERATIONS). Returns true when
  * the reconcile loop may have work: room was freed or a worker came
@@ -61,35 +80,15 @@ static bool notify_parse(const char *extra, unsigned *mask, char ops[][SBX_ID_MA
     } else if (strncmp(p, ";lease=", 7) == 0) {
         /* the workers leased to (0018): their polls alone */
         *mask |= WAKE_LEASES_NAMED;
-        p += 7;
-        while (*p && *p != ';') {
-            size_t len = strcspn(p, ",;");
-            if (len == 0 || len >= SBX_ID_MAX || *nops >= SBX_WAKE_OPS_MAX)
-                *mask |= WAKE_LEASES; /* too many to name: every poll */
-            else
-                snprintf(ops[(*nops)++], SBX_ID_MAX, "%.*s", (int)len, p);
-            p += len;
-            if (*p == ',')
-                p++;
-        }
+        p = notify_ids(p + 7, WAKE_LEASES, mask, ops, nops);
     }
     if (strncmp(p, ";room", 5) == 0 && (p[5] == '\0' || p[5] == ';')) {
         work = true;
         p += 5;
     }
-    if (strncmp(p, ";ops=", 5) == 0) {
-        p += 5;
-        while (*p) {
-            size_t len = strcspn(p, ",");
-            if (len == 0 || len >= SBX_ID_MAX || *nops >= SBX_WAKE_OPS_MAX)
-                *mask |= WAKE_OPERATIONS;
-            else
-                snprintf(ops[(*nops)++], SBX_ID_MAX, "%.*s", (int)len, p);
-            p += len;
-            if (*p == ',')
-                p++;
-        }
-    } else if (*p) {
+    if (strncmp(p, ";ops=", 5) == 0)
+        p = notify_ids(p + 5, WAKE_OPERATIONS, mask, ops, nops);
+    if (*p) {
         *mask |= WAKE_ALL; /* a form this controller does not know */
         work = true;
     }
