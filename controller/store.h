@@ -61,9 +61,9 @@ int store_tenant_create(PGconn *c, const char *name, json_object **ret, api_erro
 int store_tenant_list(PGconn *c, const char *scope, json_object **ret, api_error_t *err);
 /* {"tenant":…}; another tenant is not found for a member. */
 int store_tenant_get(PGconn *c, const char *scope, const char *name, json_object **ret, api_error_t *err);
-/* The tenant's policy (empty when none is set). SBX_ENOTFOUND, SBX_EDB. */
-/* A tenant's id and policy by its name, in one read: 0, SBX_ENOTFOUND or
- * SBX_EDB (*ret initialised in every case; the caller releases it). */
+/* A tenant's id and policy (empty when none is set) by its name, in one
+ * read: 0, SBX_ENOTFOUND or SBX_EDB (*ret initialised in every case; the
+ * caller releases it). */
 int store_tenant_policy_by_name(PGconn *c, const char *name, char ret_id[SBX_ID_MAX], policy_t *ret);
 /* Replaces the tenant's policy; {"tenant":…}. */
 int store_tenant_set_policy(PGconn *c, const char *name, const policy_t *policy, json_object **ret, api_error_t *err);

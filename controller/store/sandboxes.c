@@ -238,17 +238,19 @@ int store__sandbox_lock(PGconn *c, const char *scope, const char *sandbox_id, ch
     const char *p[] = { sandbox_id, scope };
     if (ret_policy)
         policy_init(ret_policy);
+    /* one statement, with the tenant's policy joined in or not */
+#define LOCK_COLS "SELECT s.tenant_id, s.phase, s.desired_state, coalesce(s.worker_id, ''), " \
+                  "  coalesce(w.state, ''), coalesce(w.name, '')"
+#define LOCK_FROM " FROM sandboxes s LEFT JOIN workers w ON w.id = s.worker_id "
+#define LOCK_WHERE "WHERE s.id = $1 AND ($2::text IS NULL OR s.tenant_id = $2) FOR UPDATE OF s"
     PGresult *r = db_exec(c,
-                          ret_policy ? "SELECT s.tenant_id, s.phase, s.desired_state, coalesce(s.worker_id, ''), "
-                                       "  coalesce(w.state, ''), coalesce(w.name, ''), tn.policy::text "
-                                       "FROM sandboxes s LEFT JOIN workers w ON w.id = s.worker_id "
-                                       "JOIN tenants tn ON tn.id = s.tenant_id "
-                                       "WHERE s.id = $1 AND ($2::text IS NULL OR s.tenant_id = $2) FOR UPDATE OF s"
-                                     : "SELECT s.tenant_id, s.phase, s.desired_state, coalesce(s.worker_id, ''), "
-                                       "  coalesce(w.state, ''), coalesce(w.name, '') "
-                                       "FROM sandboxes s LEFT JOIN workers w ON w.id = s.worker_id "
-                                       "WHERE s.id = $1 AND ($2::text IS NULL OR s.tenant_id = $2) FOR UPDATE OF s",
+                          ret_policy ? LOCK_COLS ", tn.policy::text" LOCK_FROM
+                                                 "JOIN tenants tn ON tn.id = s.tenant_id " LOCK_WHERE
+                                     : LOCK_COLS LOCK_FROM LOCK_WHERE,
                           2, p);
+#undef LOCK_COLS
+#undef LOCK_FROM
+#undef LOCK_WHERE
     if (!r)
         return store__db_error(err);
     if (PQntuples(r) != 1) {
