@@ -3,7 +3,9 @@
 # operations, a worker's report ending one of them wakes its waiter at once
 # and re-checks that wait alone (sandbox_wake_rechecked_total), not all ten;
 # the nine others stay parked and answer when their own operations end. A
-# lease wakes the poll of the worker it went to alone.
+# lease wakes the poll of the worker it went to alone. Room freed or a
+# worker come (";room", migration 0016) turns another controller's loop;
+# a lease or an ended operation does not.
 # Execs on a running sandbox are leased in their own requests and kick no
 # turn of the reconcile loop.
 # itest-timeout: 120
@@ -13,8 +15,14 @@ set -euo pipefail
 itest_begin
 
 itest_private_db itest_wake
-ctl_pid=
-stop_ctl() { if [ -n "$ctl_pid" ]; then kill -TERM "$ctl_pid" 2>/dev/null || true; wait "$ctl_pid" 2>/dev/null || true; fi; ctl_pid=; }
+ctl_pid= ctl2_pid=
+stop_ctl() {
+  local p
+  for p in "$ctl_pid" "$ctl2_pid"; do
+    if [ -n "$p" ]; then kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; fi
+  done
+  ctl_pid= ctl2_pid=
+}
 trap 'rc=$?; stop_ctl; itest_drop_private_db; itest_end $rc' EXIT
 
 port=$(itest_free_port)
@@ -137,4 +145,50 @@ itest_log "worker polls re-checked: ${p0:-none} before, ${p1:-none} after the le
 [ ! -s "$ITEST_TMP/poll-2.json" ] || fail "the other worker's poll answered: $(cat "$ITEST_TMP/poll-2.json")"
 python3 -c 'import sys; a, b = float(sys.argv[1] or 0), float(sys.argv[2] or 0); sys.exit(0 if b - a == 1 else 1)' \
   "${p0:-0}" "${p1:-0}" || fail "one lease re-checked ${p0:-0} -> ${p1:-0} parked polls (not only its worker's)"
-echo "an ended operation wakes its own waiters only, a lease its worker's poll only; execs are placed on their request"
+
+# ";room" turns another controller's loop. Controller b shares the database
+# and has a 600 s clock, so its loop turns only when kicked: none of its own
+# requests do (it gets none), and of the wake-ups only ";room" (a worker
+# came, room was freed) or one it cannot read. A lease, an admitted create
+# and an ended operation leave it still; a worker registering on controller
+# a turns it within the second.
+port2=$(itest_free_port)
+log2="$ITEST_TMP/wake-controller-b.log"
+itest_watch_log "$log2"
+"$SANDBOXD" controller --database-url "$url" --listen "127.0.0.1:$port2" --lease-seconds 60 \
+  --heartbeat-seconds 1 --worker-timeout-seconds 60 --reconcile-interval-ms 600000 >>"$log2" 2>&1 </dev/null &
+ctl2_pid=$!
+itest_wait_healthz "http://127.0.0.1:$port2" "$ctl2_pid" "controller b" "$log2" || fail "controller b did not start"
+rounds_b() {
+  curl -s -H "Authorization: Bearer $admin" "http://127.0.0.1:$port2/metrics" \
+    | sed -n 's/^sandbox_reconcile_round_duration_seconds_count \([0-9.e+]*\)$/\1/p'
+}
+b_started() { python3 -c 'import sys; sys.exit(0 if float(sys.argv[1] or 0) >= 1 else 1)' "$(rounds_b)"; }
+itest_wait_until 10 "controller b's first reconcile round" b_started
+sleep 1 # its LISTEN on too
+b0=$(rounds_b)
+itest_http POST "/v1/sandboxes/$sbx0/exec" "$admin" '{"argv":["true"]}'
+assert_http 202 "" "an exec on controller a (a lease)"
+itest_http POST "/v1/workers/$wid/report" "$wtok" \
+  "{\"operation_id\":\"${ops[1]}\",\"attempt\":$(attempt_of "${ops[1]}"),\"outcome\":\"succeeded\",\"runtime_ref\":\"r1\"}"
+assert_http 200 "" "a create's report on controller a (an ended operation)"
+itest_http POST /v1/sandboxes "$admin" '{"tenant":"wake","image":"img:1","cpu_millis":100,"memory_mib":64,"selector":{"zone":"b"}}'
+assert_http 202 "" "a create no worker matches (it waits admitted)"
+zid=$(itest_json "$HTTP_BODY" operation.id)
+sleep 1.5 # their wake-ups reached b
+b1=$(rounds_b)
+itest_log "controller b's loop: $b0 rounds before, $b1 after a lease, an ended create and an admitted one"
+assert_eq "$b0" "$b1" "controller b's rounds after wake-ups without ;room"
+wtok3=$("$SANDBOXD" token create --database-url "$url" --tenant wake-w --role worker)
+itest_http POST /v1/workers/register "$wtok3" \
+  '{"name":"scripted3","runtime":"docker","isolation":["container"],"labels":{"zone":"b"},"capacity":{"cpu_millis":64000,"memory_mib":65536,"slots":64},"version":"test"}'
+assert_http 200 "" "a worker registers on controller a"
+b_turned() { [ "$(rounds_b)" != "$b1" ]; }
+itest_wait_until 3 "controller b's loop turned on the ;room wake-up" b_turned
+itest_log "controller b's loop: $(rounds_b) rounds after the registration"
+placed() {
+  itest_http GET "/v1/operations/$zid" "$admin"
+  [ "$(itest_json "$HTTP_BODY" operation.state)" = leased ]
+}
+itest_wait_until 5 "the waiting create placed on the new worker" placed
+echo "an ended operation wakes its own waiters only, a lease its worker's poll only; execs are placed on their request; ;room turns another controller's loop"
