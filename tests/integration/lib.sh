@@ -204,6 +204,26 @@ itest_stop_pid() {
   return "$rc"
 }
 
+# itest_leftovers TRACE_FILE [KEEP_PID...]: the live processes (zombies
+# aside) whose environment carries ITEST_TRACE_FILE=TRACE_FILE: started by
+# that test, directly or through others, and running still; not a KEEP_PID
+# or a child of one (a shared daemon the test restarted on purpose). One
+# line each: PID ARGS. (A process that cleared its environment is not seen.)
+itest_leftovers() {
+  local trace=$1 f pid st ppid
+  shift
+  for f in $(env -u ITEST_TRACE_FILE grep -lzxF "ITEST_TRACE_FILE=$trace" /proc/[0-9]*/environ 2>/dev/null); do
+    pid=${f#/proc/}
+    pid=${pid%/environ}
+    [ "$pid" != "$$" ] && [ "$pid" != "${BASHPID:-}" ] || continue
+    st=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$pid/status" 2>/dev/null) || continue
+    [ -n "$st" ] && [ "$st" != Z ] || continue
+    ppid=$(sed -n 's/^PPid:[[:space:]]*//p' "/proc/$pid/status" 2>/dev/null)
+    case " $* " in *" $pid "* | *" $ppid "*) continue ;; esac
+    printf '%s %s\n' "$pid" "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-160)"
+  done
+}
+
 # Prints the tail of a log file, from byte offset $2 on when given.
 itest_log_tail() {
   local file=$1 from=${2:-0} lines=${3:-60}

@@ -73,7 +73,7 @@ record() { # record PASS|FAIL NAME SECONDS [REASON]
 # run_one TEST_FILE: runs one test under its time limit and records it; on
 # failure prints the tail of its trace and of the daemons' logs since it began.
 run_one() {
-  local t=$1 name tmo coff woff t0 rc secs why=
+  local t=$1 name tmo coff woff t0 rc secs why= left= i
   name=$(basename "$t" .sh)
   tmo=$(sed -n 's/^# itest-timeout: *\([0-9][0-9]*\).*/\1/p' "$t" | head -n 1)
   tmo=${tmo:-$default_timeout}
@@ -100,12 +100,27 @@ run_one() {
     rc=1
     why="exit 0 after a failed assertion: $(head -n 1 "$ITEST_FAIL_MARKER")"
   fi
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then why="timed out after ${tmo}s"; fi
+  # Nothing the test started may outlive it (a stopping daemon gets 10 s);
+  # what does is listed, killed by pid, and fails the test. The shared
+  # PostgreSQL is the run's, whoever restarted it (test_fault_postgres_restart).
+  for ((i = 0; i < 100; i++)); do
+    left=$(itest_leftovers "$ITEST_TRACE_FILE" "$(head -n 1 "${ITEST_PG_DATA:-/nonexistent}/postmaster.pid" 2>/dev/null)")
+    [ -n "$left" ] || break
+    sleep 0.1
+  done
+  if [ -n "$left" ]; then
+    printf '    left running after the test ended (killed now):\n%s\n' "$(sed 's/^/      /' <<<"$left")"
+    # shellcheck disable=SC2046 # pids, one word each
+    kill -KILL $(cut -d' ' -f1 <<<"$left") 2>/dev/null || true
+    why="${why:+$why; }left $(wc -l <<<"$left") process(es) running: $(head -n 1 <<<"$left" | cut -c1-80)"
+    [ "$rc" -ne 0 ] || rc=1
+  fi
   if [ "$rc" -eq 0 ]; then
     record PASS "$name" "$secs"
     return 0
   fi
   why=${why:-"exit $rc"}
-  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then why="timed out after ${tmo}s"; fi
   itest_log_tail "$ITEST_TRACE_FILE" 0 25
   if [ -n "${ITEST_CONTROLLER_PID:-}" ]; then
     itest_log_tail "$ITEST_CONTROLLER_LOG" "$coff" 60

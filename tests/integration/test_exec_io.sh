@@ -99,6 +99,7 @@ assert_eq 4 "$rc" "exit code of a streamed command that stops reading"
 t0=$(date +%s)
 rc=0
 sandbox exec -i --timeout 2 "$sbx" -- sh -c 'cat >/dev/null' < <(head -c 600000 /dev/zero; exec timeout 20 sleep 30 2>/dev/null) || rc=$?
+itest_track_pid "$!" # the feeder that holds stdin open: stopped at the end
 assert_eq 137 "$rc" "exit code of a streamed exec that timed out"
 [ $(($(date +%s) - t0)) -le 20 ] || fail "a streamed exec -i --timeout 2 took over 20 s"
 itest_wait_until 20 "the timed-out streamed command is killed" \

@@ -67,9 +67,13 @@ sandbox shell "$sbx" -- sh -c 'exit $((2+3))' </dev/null >/dev/null || rc=$?
 assert_eq 5 "$rc" "sandbox shell -- ARGV runs ARGV (a + in it kept)"
 
 # ---- a session whose client dies: its command is killed, not left running
-"$SANDBOX_CLI" shell "$sbx" -- sleep 4242 < <(exec timeout 25 sleep 30 2>/dev/null) >/dev/null 2>&1 &
+# (its stdin stays open: a feeder the test stops, by pid, at the end)
+exec {feed}< <(exec timeout 25 sleep 30 2>/dev/null)
+itest_track_pid "$!"
+"$SANDBOX_CLI" shell "$sbx" -- sleep 4242 <&"$feed" >/dev/null 2>&1 &
 cli_pid=$!
 itest_track_pid "$cli_pid"
+exec {feed}<&-
 itest_wait_until 20 "the abandoned shell's command runs" \
   sh -c "\"$SANDBOX_CLI\" exec $sbx -- ps | grep -q 'sleep 4242'"
 kill -9 "$cli_pid" 2>/dev/null || true

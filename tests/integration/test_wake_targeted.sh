@@ -15,13 +15,13 @@ set -euo pipefail
 itest_begin
 
 itest_private_db itest_wake
-ctl_pid= ctl2_pid=
+ctl_pid='' ctl2_pid=''
 stop_ctl() {
   local p
   for p in "$ctl_pid" "$ctl2_pid"; do
     if [ -n "$p" ]; then kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; fi
   done
-  ctl_pid= ctl2_pid=
+  ctl_pid='' ctl2_pid=''
 }
 trap 'rc=$?; stop_ctl; itest_drop_private_db; itest_end $rc' EXIT
 
