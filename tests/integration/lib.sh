@@ -220,7 +220,8 @@ itest_leftovers() {
     [ -n "$st" ] && [ "$st" != Z ] || continue
     ppid=$(sed -n 's/^PPid:[[:space:]]*//p' "/proc/$pid/status" 2>/dev/null)
     case " $* " in *" $pid "* | *" $ppid "*) continue ;; esac
-    printf '%s %s\n' "$pid" "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-160)"
+    # (a token among the arguments is not printed)
+    printf '%s %s\n' "$pid" "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | sed 's/sbt_[A-Za-z0-9_-]*/sbt_…/g' | cut -c1-160)"
   done
 }
 

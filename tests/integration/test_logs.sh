@@ -208,7 +208,8 @@ rss3=$(rss_kb "$c2pid")
 itest_log "controller RSS ${rss2} kB before 15 MB to a client that does not read, ${rss3} kB after"
 [ $((rss3 - rss2)) -lt 65536 ] || fail "a client that does not read grew the controller by $((rss3 - rss2)) kB"
 wait "${burst_pids[@]}"
-kill "$spid" 2>/dev/null || true
+# $spid may be a subshell that forked python3 (a trap is set): both go now
+for p in $(itest_descendants "$spid") "$spid"; do kill "$p" 2>/dev/null || true; done
 
 # ---- the quiet follow started first is still there after 130 s, and
 # ends (exit 0) when its sandbox is deleted.
