@@ -101,6 +101,7 @@ run_one() {
     why="exit 0 after a failed assertion: $(head -n 1 "$ITEST_FAIL_MARKER")"
   fi
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then why="timed out after ${tmo}s"; fi
+  if [ "$rc" -ne 0 ]; then why=${why:-"exit $rc"}; fi
   # Nothing the test started may outlive it (a stopping daemon gets 10 s);
   # what does is listed, killed by pid, and fails the test. The shared
   # PostgreSQL is the run's, whoever restarted it (test_fault_postgres_restart).
@@ -120,7 +121,6 @@ run_one() {
     record PASS "$name" "$secs"
     return 0
   fi
-  why=${why:-"exit $rc"}
   itest_log_tail "$ITEST_TRACE_FILE" 0 25
   if [ -n "${ITEST_CONTROLLER_PID:-}" ]; then
     itest_log_tail "$ITEST_CONTROLLER_LOG" "$coff" 60
