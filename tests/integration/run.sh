@@ -73,7 +73,7 @@ record() { # record PASS|FAIL NAME SECONDS [REASON]
 # run_one TEST_FILE: runs one test under its time limit and records it; on
 # failure prints the tail of its trace and of the daemons' logs since it began.
 run_one() {
-  local t=$1 name tmo coff woff t0 rc secs why= left= i
+  local t=$1 name tmo coff woff t0 rc secs why='' left='' i
   name=$(basename "$t" .sh)
   tmo=$(sed -n 's/^# itest-timeout: *\([0-9][0-9]*\).*/\1/p' "$t" | head -n 1)
   tmo=${tmo:-$default_timeout}
