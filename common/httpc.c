@@ -1,6 +1,7 @@
 /* JSON-over-HTTP client on libcurl. */
 #include "httpc.h"
 #include "errors.h"
+#include "fdutil.h"
 #include "jsonx.h"
 #include "limits.h"
 #include "sbuf.h"
@@ -156,6 +157,7 @@ static void httpc_set_target(httpc_t *c, const char *url, struct curl_slist *hl,
 static char *httpc_start(httpc_t *c, const char *path, const char *accept, struct curl_slist **ret_headers)
 {
     curl_easy_reset(c->curl);
+    fd_curl_cloexec(c->curl);
     size_t ul = strlen(c->base) + strlen(path) + 1;
     char *url = malloc(ul);
     if (!url)
@@ -492,6 +494,7 @@ int httpc_upgrade_open(httpc_t *c, const char *path, const char *upgrade, void *
         snprintf(err, errlen, "out of memory");
         return SBX_EIO;
     }
+    fd_curl_cloexec(h);
     host += 3;
     httpc_set_transfer_options(c, h, 0);
     curl_easy_setopt(h, CURLOPT_URL, c->base);

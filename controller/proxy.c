@@ -18,6 +18,7 @@
 #include "proxy_internal.h"
 #include "db.h"
 #include "errors.h"
+#include "fdutil.h"
 #include "grant.h"
 #include "jsonx.h"
 #include "log.h"
@@ -634,7 +635,7 @@ proxy_thread_t *proxy_thread_new(controller_t *ctl, struct event_base *base, PGc
     pt->base = base;
     pt->db = db;
     TAILQ_INIT(&pt->conns);
-    int fd = dup(ctl->route_fd);
+    int fd = fd_dup_cloexec(ctl->route_fd); /* no child may hold the listener */
     if (fd >= 0)
         evutil_make_socket_nonblocking(fd);
     pt->listener = fd >= 0 ? evconnlistener_new(base, accept_cb, pt, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,

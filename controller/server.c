@@ -6,6 +6,7 @@
 #include "apiconn.h"
 #include "conncap.h"
 #include "db.h"
+#include "fdutil.h"
 #include "http_errpage.h"
 #include "jsonx.h"
 #include "limits.h"
@@ -1046,7 +1047,8 @@ int server_start(controller_t *ctl, char *err, size_t errlen)
             return SBX_ENOMEM;
         }
         evhttp_set_bevcb(th->http, apiconn_bev, th->conns);
-        th->fd = dup(ctl->listen_fd);
+        /* close-on-exec: no child (a driver, QEMU) may hold the listener */
+        th->fd = fd_dup_cloexec(ctl->listen_fd);
         struct evhttp_bound_socket *bound = th->fd >= 0 ? evhttp_accept_socket_with_handle(th->http, th->fd) : NULL;
         if (!bound) {
             snprintf(err, errlen, "cannot accept on the listening socket");

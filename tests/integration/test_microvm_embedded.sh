@@ -5,7 +5,9 @@
 # `sandbox create --hostile` lands in a VM; `sandbox get` shows
 # `microvm (tcg)` or `microvm (kvm)`; delete leaves no VM. With
 # worker_runtime set by hand it runs no driver and says why microvm is not
-# offered. Traffic goes only to this test's own sandboxd on loopback.
+# offered. No child of sandboxd all shares a socket with it, and after its
+# kill -9 the ports are free at once and a restart finds the VM. Traffic
+# goes only to this test's own sandboxd on loopback.
 # itest-standalone
 # itest-timeout: 300
 set -euo pipefail
@@ -59,6 +61,11 @@ assert_contains "$(itest_json "$w" isolation)" '"container"' "classes of the emb
 assert_eq "docker,external" "$(itest_json "$w" runtime)" "the embedded worker's runtime"
 accel=$(grep -o 'accel \(kvm\|tcg\)' <<<"$(itest_json "$w" probes.microvm)" | head -n1 | cut -d' ' -f2)
 assert_match "$accel" '^(kvm|tcg)$' "the accelerator in the probe"
+# the driver reports the project's version (meson.build's), as sandboxd does
+want=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" "$(dirname "$0")/../../meson.build" | head -n 1)
+assert_eq "sandboxd $want" "$("$SANDBOXD" --version)" "sandboxd --version"
+assert_eq "sandbox-vmm $want" "$("$ITEST_BUILD/tools/sandbox-vmm" --version)" "sandbox-vmm --version"
+assert_contains "$(itest_json "$w" probes.microvm)" "sandbox-vmm $want" "the worker's microvm probe"
 
 assert_exit 0 sandbox create --image "$ITEST_IMAGE" --hostile --wait --timeout 200
 read -r sbx _ <<<"$ITEST_OUT"
@@ -68,6 +75,31 @@ assert_contains "$ITEST_OUT" "microvm ($accel)" "sandbox get shows the VM's clas
 assert_exit 0 sandbox exec "$sbx" -- cat /proc/1/cmdline
 assert_eq "/init" "$(tr -d '\0' <<<"$ITEST_OUT")" "PID 1 in the hostile sandbox is the guest agent"
 [ -n "$(ls "$dir/vmm/vms" 2>/dev/null)" ] || fail "no VM under the data dir's vmm/"
+
+# ---- descriptors: no child of sandboxd all (sandbox-vmm, QEMU, the
+# embedded PostgreSQL, helpers) holds a socket sandboxd holds: the API and
+# route listeners above all (docs/security.md "Descriptors")
+pgpid=$(head -n 1 "$dir/postgres/postmaster.pid")
+assert_exit 0 python3 "$(dirname "$0")/fd_shared.py" "$all_pid" "$pgpid"
+assert_contains "$ITEST_OUT" "qemu-system" "the descendants looked at"
+assert_contains "$ITEST_OUT" "sandbox-vmm" "the descendants looked at"
+assert_contains "$ITEST_OUT" "postgres" "the descendants looked at"
+# kill -9: its ports are free at once (no survivor holds them), and a
+# restart on the same data dir serves again and finds the running VM
+kill -KILL "$all_pid"
+wait "$all_pid" 2>/dev/null || true
+port_free() {
+  python3 -c 'import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))' "$1"
+}
+port_free "$port" || fail "the API port $port is still held after kill -9 of sandboxd: $(ss -ltnpH "sport = :$port")"
+port_free "$rport" || fail "the route port $rport is still held after kill -9 of sandboxd: $(ss -ltnpH "sport = :$rport")"
+start_all
+itest_wait_until 200 "the restarted worker offering microvm" offers_microvm
+assert_exit 0 sandbox exec "$sbx" -- echo alive
+assert_eq "alive" "$ITEST_OUT" "the VM after sandboxd's kill -9 and restart"
 assert_exit 0 sandbox delete "$sbx" --wait --timeout 60
 no_vm() { [ -z "$(ls "$dir/vmm/vms")" ]; }
 itest_wait_until 30 "no VM after delete" no_vm

@@ -19,6 +19,7 @@
 
 #include "cli.h"
 #include "errors.h"
+#include "fdutil.h"
 #include "ids.h"
 #include "jsonx.h"
 #include "limits.h"
@@ -167,8 +168,7 @@ static int cp_tar_start(char *const argv[], bool pack, cp_tar_t *t)
     }
     if (pid == 0) {
         dup2(pack ? p[1] : p[0], pack ? STDOUT_FILENO : STDIN_FILENO);
-        close(p[0]);
-        close(p[1]);
+        fd_close_from(3);
         execvp("tar", argv);
         fprintf(stderr, "sandbox: cp: cannot run tar: %s\n", strerror(errno));
         _exit(127);

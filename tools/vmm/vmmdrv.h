@@ -10,9 +10,11 @@
 #include <pthread.h>
 #include <stddef.h>
 
+#include "version.h"
 #include "vmm.h"
 
-#define VMMDRV_VERSION "0.1.0"
+/* The project's version (meson.build), as every other binary reports. */
+#define VMMDRV_VERSION SBX_VERSION
 #define VMMDRV_MSG_MAX 400
 
 /* A method's failure: data.code (an API error code) and the message. */

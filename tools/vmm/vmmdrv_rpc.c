@@ -107,7 +107,7 @@ static void *stream_server(void *arg)
 {
     int srv = (int)(intptr_t)arg;
     for (;;) {
-        int fd = accept(srv, NULL, NULL);
+        int fd = accept4(srv, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) {
                 struct timespec ts = {0, 50 * 1000 * 1000};

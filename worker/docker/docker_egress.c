@@ -4,6 +4,7 @@
  * bridges. Made at start, checked by the readiness probe and before each
  * open create. Runs iptables/ip6tables (argv, never a shell). */
 #include "docker_internal.h"
+#include "fdutil.h"
 #include "jsonx.h"
 #include "log.h"
 #include "netaddr.h"
@@ -118,6 +119,7 @@ static int egress_run_out(const char *tool, const char *const *argv, char *out, 
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
     posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+    fd_spawn_close_from(&fa, 3);
     int e = posix_spawn(&pid, tool, &fa, NULL, (char *const *)argv, environ);
     close(fds[1]);
     fds[1] = -1;

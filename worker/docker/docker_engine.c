@@ -1,6 +1,7 @@
 /* The Docker backend's Engine API client: requests over the unix socket
  * with libcurl, their metrics, replies and the names the Engine accepts. */
 #include "docker_internal.h"
+#include "fdutil.h"
 #include "jsonx.h"
 #include "metrics.h"
 #include "timeutil.h"
@@ -42,6 +43,7 @@ CURL *docker_handle_new(const docker_runtime_t *rt, const char *method, const ch
     CURL *h = curl_easy_init();
     if (!h)
         return NULL;
+    fd_curl_cloexec(h);
     struct curl_slist *hl = NULL;
     hl = curl_slist_append(hl, "Expect:");
     if (body) {

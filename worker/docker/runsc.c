@@ -2,6 +2,7 @@
  * `runsc kill --pid` (see runsc.h). */
 #include "runsc.h"
 #include "errors.h"
+#include "fdutil.h"
 #include "sbuf.h"
 #include "timeutil.h"
 
@@ -257,6 +258,7 @@ static int runsc_run(const runsc_host_t *h, char *const argv[], sbuf_t *out)
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
     posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    fd_spawn_close_from(&fa, 3);
     /* The worker's threads block every signal; runsc gets the defaults. */
     sigset_t none, all;
     sigemptyset(&none);

@@ -4,6 +4,7 @@
  * the log, and kills and restarts it with back-off when it exits, breaks the
  * protocol or misses a deadline. */
 #include "extdrv.h"
+#include "fdutil.h"
 #include "jsonx.h"
 #include "log.h"
 #include "sbuf.h"
@@ -128,6 +129,9 @@ static int extdrv_spawn(extdrv_t *d, pid_t *ret_pid, int *ret_in, int *ret_out, 
                 signal(sig, SIG_DFL);
         if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(er[1], 2) < 0)
             _exit(126);
+        /* stdio only: nothing of the worker's (or a controller's in
+         * sandboxd all) reaches the driver or what it starts */
+        fd_close_from(3);
         execvpe(d->argv[0], d->argv, env);
         static const char msg[] = "cannot execute the driver\n";
         ssize_t ignored = write(2, msg, sizeof msg - 1);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "fdutil.h"
 #include "limits.h"
 
 #include <x86intrin.h>
@@ -124,6 +125,7 @@ static void kvm_kernel_try(const vmm_config_t *cfg, const char *kernel, uid_t ui
         dup2(nul, 0);
         dup2(pfd[1], 1);
         dup2(pfd[1], 2);
+        fd_close_from(3);
         if (chdir("/") != 0 || drop_to(uid, gid, true) != 0)
             _exit(126);
         execlp(qemu_bin(cfg), qemu_bin(cfg), "-M", "microvm,isa-serial=on", "-accel", "kvm", "-cpu", "host",
@@ -549,6 +551,8 @@ static pid_t qemu_spawn(const vmm_config_t *cfg, const vmm_spec_t *spec, const v
         /* dup2 clears close-on-exec, but not when the fd is 3 already */
         if (mig_fd >= 0 && (mig_fd == 3 ? fcntl(3, F_SETFD, 0) != 0 : dup2(mig_fd, 3) != 3))
             _exit(126);
+        /* stdio and the saved state only: QEMU runs a hostile guest */
+        fd_close_from(mig_fd >= 0 ? 4 : 3);
         if (chdir(dir) != 0 || drop_to(uid, gid, cfg->accel == VMM_ACCEL_KVM) != 0)
             _exit(126);
         execvp(argv[0], (char *const *)argv);

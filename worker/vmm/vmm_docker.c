@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "fdutil.h"
 #include "sbuf.h"
 
 typedef struct {
@@ -50,6 +51,7 @@ static int engine(const char *sock, const char *method, const char *path, const 
     int rc = 0;
     if (c == NULL)
         return SBX_ENOMEM;
+    fd_curl_cloexec(c);
     snprintf(url, sizeof(url), "http://docker%s", path);
     curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, sock);
     curl_easy_setopt(c, CURLOPT_URL, url);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "fdutil.h"
 
 void vmm__why(char *why, const char *fmt, ...)
 {
@@ -96,6 +97,7 @@ int vmm__run(const char *const *argv, int in_fd, int out_fd, long timeout_ms, ch
         dup2(in_fd >= 0 ? in_fd : nul, 0);
         dup2(out_fd >= 0 ? out_fd : cap[1], 1);
         dup2(cap[1], 2);
+        fd_close_from(3);
         execvp(argv[0], (char *const *)argv);
         dprintf(2, "cannot run: %s\n", strerror(errno));
         _exit(127);
