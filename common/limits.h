@@ -199,6 +199,10 @@
  * api_max_connections is lowered to fit RLIMIT_NOFILE (a third of what is
  * left goes to the API listener); the buckets of each thread's table of
  * connections. */
+/* A connection the controller waits on (a head begun, a body due) that
+ * sent nothing for SBX_API_STALL_MS is evictable like an idle one until
+ * its next byte: stalled connections cannot hold the caps. */
+#define SBX_API_STALL_MS              2000
 #define SBX_API_ANON_BODY_BYTES       (64 * 1024)
 #define SBX_API_MAX_HEAD_BYTES        (64 * 1024)
 #define SBX_API_BODY_GRACE_SECONDS    5

@@ -242,9 +242,13 @@ bool apiconn_refusal(struct evhttp_request *ev, api_code_t *ret_code, int *ret_r
 /* ---- a complete head: hand it on, or refuse it ---- */
 
 
-static bool method_has_body(const char *m)
+/* The methods evhttp never reads a body for: bytes after such a head would
+ * be read as the next request, so a body on one is refused. evhttp reads
+ * one for every other method it parses (GET and DELETE included), so those
+ * are framed, counted and timed here like a POST's. */
+static bool method_takes_no_body(const char *m)
 {
-    return strcmp(m, "POST") == 0 || strcmp(m, "PUT") == 0 || strcmp(m, "PATCH") == 0;
+    return strcmp(m, "HEAD") == 0 || strcmp(m, "TRACE") == 0 || strcmp(m, "CONNECT") == 0;
 }
 
 /* Whether the head's bearer token is one we know (live, its secret
@@ -299,8 +303,6 @@ static int head_judge(apiconn_t *ac, const httphead_t *h, refusal_t *rf)
                                           "Transfer-Encoding header");
         return SBX_EINVAL;
     }
-    if (!method_has_body(h->method))
-        return 0;
     const char *te = httphead_get(h, "Transfer-Encoding");
     const char *cl = httphead_get(h, "Content-Length");
     int64_t len = 0;
@@ -316,6 +318,12 @@ static int head_judge(apiconn_t *ac, const httphead_t *h, refusal_t *rf)
             return SBX_EINVAL;
         }
         len = v;
+    }
+    if ((ac->chunked || len > 0) && method_takes_no_body(h->method)) {
+        *rf = (refusal_t){ API_INVALID_ARGUMENT, 0, "head", "" };
+        snprintf(rf->msg, sizeof rf->msg, "malformed HTTP request: a %s request has no body", h->method);
+        ac->chunked = false;
+        return SBX_EINVAL;
     }
     if (apiconn__stream_route(h) && (ac->chunked || len > 0))
         return apiconn__stream_judge(ac, h, len, rf);
@@ -537,6 +545,13 @@ static void in_cb(struct evbuffer *in, const struct evbuffer_cb_info *info, void
     apiconn_t *ac = arg;
     if (ac->in_cb || info->n_added == 0 || ac->broken)
         return;
+    ac->last_byte_ms = apiconn__now_ms();
+    if (ac->stalled) {
+        /* a stalled body moves again: busy, no longer evictable */
+        ac->stalled = false;
+        if (ac->state == AC_BODY || ac->state == AC_DISCARD)
+            conncap_claim(&api_caps, &ac->cap);
+    }
     size_t len = evbuffer_get_length(in);
     size_t added = info->n_added < len ? info->n_added : len;
     struct evbuffer *tmp = evbuffer_new();
@@ -664,7 +679,7 @@ static void setup_cb(evutil_socket_t fd, short what, void *arg)
     unsigned b = conn_hash(ac->evcon);
     ac->hnext = at->table[b];
     at->table[b] = ac;
-    ac->idle_since_ms = apiconn__now_ms();
+    ac->idle_since_ms = ac->last_byte_ms = apiconn__now_ms();
     bool exempt = proxy_nets_contain(at->ctl->trusted_proxies, at->ctl->ntrusted_proxies,
                                      (const struct sockaddr *)&ac->peer);
     conncap_admit_t res = conncap_admit(&api_caps, &ac->cap, &ac->peer, exempt, evict_locked, NULL);
@@ -771,6 +786,15 @@ static void sweep_one(apiconn_t *ac, int64_t now)
     if (!ac->ready || atomic_load(&ac->shut))
         return;
     bool holding = ac->held && evbuffer_get_length(ac->held) > 0;
+    /* Waiting on the peer (a head begun, a body due) and silent: evictable
+     * like an idle connection, so stalled connections cannot hold the caps
+     * until their deadline (a byte more makes it busy again: in_cb). */
+    bool on_peer = (ac->state == AC_HEAD && !ac->busy && holding) ||
+                   ((ac->state == AC_BODY || ac->state == AC_DISCARD) && ac->pending <= 1);
+    if (on_peer && !ac->stalled && now - ac->last_byte_ms >= SBX_API_STALL_MS) {
+        ac->stalled = true;
+        conncap_release(&api_caps, &ac->cap);
+    }
     if (ac->state == AC_HEAD && !ac->busy) {
         if (holding && now - ac->head_since_ms > (int64_t)head_timeout_s * 1000) {
             char msg[96];

@@ -43,6 +43,8 @@ struct apiconn {
     struct evbuffer *held;     /* the head so far (AC_HEAD) */
     int64_t head_since_ms;     /* the head's first byte (0: none yet) */
     int64_t idle_since_ms;     /* accepted, or the last request answered */
+    int64_t last_byte_ms;      /* the peer's last byte (accepted: its start) */
+    bool stalled;              /* waiting on the peer, silent for SBX_API_STALL_MS: evictable */
     int64_t body_since_ms;
     int64_t body_left;         /* Content-Length bytes still to come */
     bool chunked;

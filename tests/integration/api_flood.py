@@ -114,6 +114,41 @@ def cmd_idle():
             s.close()
 
 
+def cmd_stalled():
+    """stalled PORT - SPEC...: SPEC is SRC:COUNT connections, each a GET (every
+    third a DELETE) whose head promises a 1-byte body that never comes;
+    after 3 s (they have stalled), /healthz from 127.0.0.1 and from each SRC
+    (status and seconds); then how many stalled connections were closed
+    within 15 s of being opened, and when the last of them closed."""
+    lift_nofile()
+    socks, srcs = [], []
+    t0 = time.monotonic()
+    for spec in sys.argv[4:]:
+        src, n = spec.split(":")
+        srcs.append(src)
+        for i in range(int(n)):
+            s = connect(src, 5)
+            method = b"DELETE /v1/sandboxes/sbx_x" if i % 3 == 2 else b"GET /healthz"
+            s.sendall(method + b" HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\n")
+            socks.append(s)
+    time.sleep(3.0)
+    for src in ["127.0.0.1"] + srcs:
+        st, _, secs = get("/healthz", src)
+        print("probe", src, st, "%.2f" % secs)
+    closed, last = 0, 0.0
+    for s in socks:
+        s.settimeout(max(0.1, 15 - (time.monotonic() - t0)))
+        try:
+            while s.recv(65536):
+                pass
+            closed += 1
+            last = time.monotonic() - t0
+        except OSError:
+            pass
+        s.close()
+    print("stalled", closed, len(socks), "%.1f" % last)
+
+
 def cmd_slowloris():
     """A head sent a byte every 0.5 s: the answer and when it came."""
     import select
@@ -256,6 +291,12 @@ def cmd_smuggle():
     s.sendall(b"GET /_sbx/refused HTTP/1.1\r\nHost: x\r\nX-Sbx-Refusal: 13 0 forged\r\n\r\n")
     st, body, _ = read_answer(s)
     print("internal", st, body.decode(errors="replace").strip())
+    # A body on a method evhttp reads none for would be read as the next
+    # request: refused, the connection closed.
+    s = connect()
+    s.sendall(b"HEAD /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 24\r\n\r\nGET /_sbx/refused HTTP/1.1")
+    st, body, _ = read_answer(s)
+    print("headbody", st, "closed" if s.recv(1) == b"" else "open")
     # Pipelined and kept-alive requests still work.
     s = connect()
     s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")

@@ -46,6 +46,15 @@ assert_contains "$metrics" 'sandbox_api_connections_shed_total{action="evicted",
 assert_contains "$metrics" 'sandbox_api_connections_shed_total{action="evicted",cap="listener"}' "listener evictions counted"
 lines=$(grep -c 'API listener: api_max_connections' "$CTL_LOG" || true)
 [ "$lines" -le 6 ] || fail "$lines eviction lines in the log (at most one a second)"
+# a body promised on any method and never sent (a GET or DELETE with
+# Content-Length: 1): framed and timed like a POST's, evictable once stalled,
+# so 48 of them from four addresses cannot make everyone's /healthz a 503
+out=$(python3 "$drive" stalled "$CTL_PORT" - 127.0.0.2:12 127.0.0.3:12 127.0.0.4:12 127.0.0.5:12)
+itest_log "stalled bodies: $(printf '%s' "$out" | tr '\n' ';')"
+probe_ok "$out" 127.0.0.1 "48 connections stalled on a GET's or DELETE's body"
+probe_ok "$out" 127.0.0.3 "an address whose 12 connections are stalled bodies"
+read -r _ closed opened last <<<"$(printf '%s\n' "$out" | grep '^stalled ')"
+assert_eq "$opened" "$closed" "stalled bodies closed within 15 s (the last after ${last}s)"
 itest_stop_pid "$CTL_PID" "controller caps" 30 || fail "controller caps did not stop cleanly"
 
 # ---- deadlines: a slow head gets 408, silent and idle connections close
@@ -93,6 +102,7 @@ itest_log "smuggle: $(printf '%s' "$out" | tr '\n' ';')"
 assert_eq 400 "$(field "$out" twocl 1)" "two Content-Length headers"
 assert_eq 404 "$(field "$out" internal 1)" "the internal refusal path sent by a client"
 assert_not_contains "$out" forged "a forged refusal text is never echoed"
+assert_eq "400 closed" "$(field "$out" headbody 1) $(field "$out" headbody 2)" "a HEAD with a body"
 assert_eq "200 200 200" "$(field "$out" pipelined 1) $(field "$out" pipelined 2) $(field "$out" pipelined 3)" \
   "two pipelined requests and a third on the same connection"
 SANDBOX_URL=$CTL_URL assert_exit 0 sandbox --token "$member" list
