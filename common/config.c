@@ -211,6 +211,25 @@ static const cfg_setting_t settings[CFG__COUNT] = {
     [CFG_WORKER_DRIVER_COMMAND] = { "worker_driver_command", CFGT_STRING, "", 0, 0, false,
                                     "the external runtime driver's argv as a JSON array of strings, e.g. "
                                     "[\"/usr/lib/sandbox/sandbox-vmm\"] (used when worker_runtime names external)" },
+    [CFG_TENANT_MAX_TRANSFERS] = { "tenant_max_transfers", CFGT_INT, "16", 1, SBX_FILES_STREAMS_MAX, false,
+                                   "file transfers and shells one tenant holds open at once on a controller, of "
+                                   "its 64 in all (more get 429; a tenant's policy "
+                                   "max_transfers may lower it)" },
+    [CFG_TENANT_MAX_SHELLS] = { "tenant_max_shells", CFGT_INT, "8", 1, SBX_FILES_STREAMS_MAX, false,
+                                "interactive shells one tenant holds open at once on a controller (more get "
+                                "429; policy max_shells may lower it)" },
+    [CFG_TENANT_MAX_LOG_STREAMS] = { "tenant_max_log_streams", CFGT_INT, "32", 1, 1000000, false,
+                                     "log streams (sandbox logs, --follow or not) one tenant holds open at once on "
+                                     "a controller (more get 429; policy max_log_streams may lower it)" },
+    [CFG_TENANT_MAX_WORKER_CONNECTIONS] = { "tenant_max_worker_connections", CFGT_INT, "64", 1, 1000000, false,
+                                            "connections to workers' forwarders (routes, logs, files, shells) one "
+                                            "controller holds for one tenant at once (more get 429, a route 503; "
+                                            "policy max_worker_connections may lower it)" },
+    [CFG_SHELL_IDLE_TIMEOUT_SECONDS] = { "shell_idle_timeout_seconds", CFGT_INT, "900", 10, SBX_SHELL_IDLE_SECONDS,
+                                         false,
+                                         "an interactive shell with no bytes either way for this long is closed "
+                                         "(the worker closes one at 1800 s whatever "
+                                         "this says)" },
 };
 
 #define R_C CFG_ROLE_CONTROLLER
@@ -248,6 +267,8 @@ static const unsigned roles[CFG__COUNT] = {
     [CFG_API_TLS_CERT] = R_C, [CFG_API_TLS_KEY] = R_C, [CFG_ROUTE_TLS_CERT] = R_C, [CFG_ROUTE_TLS_KEY] = R_C,
     [CFG_WORKER_CONTROLLER_CA] = R_W, [CFG_WORKER_ROUTE_TLS_CERT] = R_W, [CFG_WORKER_ROUTE_TLS_KEY] = R_W,
     [CFG_CONTROLLER_WORKER_CA] = R_C, [CFG_FILES_MAX_BYTES] = R_C, [CFG_WORKER_DRIVER_COMMAND] = R_W,
+    [CFG_TENANT_MAX_TRANSFERS] = R_C, [CFG_TENANT_MAX_SHELLS] = R_C, [CFG_TENANT_MAX_LOG_STREAMS] = R_C,
+    [CFG_TENANT_MAX_WORKER_CONNECTIONS] = R_C, [CFG_SHELL_IDLE_TIMEOUT_SECONDS] = R_C,
 };
 #undef R_C
 #undef R_W

@@ -52,6 +52,10 @@ static const struct {
     { "exec_output_default_bytes", offsetof(policy_t, exec_output_default_bytes), SBX_EXEC_OUTPUT_CEILING },
     { "exec_output_max_bytes", offsetof(policy_t, exec_output_max_bytes), SBX_EXEC_OUTPUT_CEILING },
     { "max_pool_size", offsetof(policy_t, max_pool_size), SBX_POOL_SIZE_MAX },
+    { "max_transfers", offsetof(policy_t, max_transfers), SBX_FILES_STREAMS_MAX },
+    { "max_shells", offsetof(policy_t, max_shells), SBX_FILES_STREAMS_MAX },
+    { "max_log_streams", offsetof(policy_t, max_log_streams), 1000000 },
+    { "max_worker_connections", offsetof(policy_t, max_worker_connections), 1000000 },
 };
 #define POLICY_NNUMS (sizeof policy_nums / sizeof policy_nums[0])
 

@@ -20,6 +20,9 @@ typedef struct policy {
     int64_t max_sandboxes, max_total_cpu_millis, max_total_memory_mib;
     int64_t exec_output_default_bytes, exec_output_max_bytes;
     int64_t max_pool_size;  /* the largest pool this tenant may declare itself; 0: it may declare none */
+    /* What one controller holds open for the tenant at once (tighten the
+     * tenant_max_* settings; controller/tenantcap.h). */
+    int64_t max_transfers, max_shells, max_log_streams, max_worker_connections;
     char **images;          /* allowlist: exact names or "prefix/" followed by a star; NULL = any */
     size_t n_images;
     bool images_set;

@@ -9,6 +9,7 @@
 #include "classify.h"
 #include "grant.h"
 #include "server.h"
+#include "tenantcap.h"
 
 #include <event2/bufferevent.h>
 
@@ -20,6 +21,10 @@ const char *auth_bearer(const char *header);
 /* Looks token up and checks its secret: 0 with *ret filled, SBX_EAUTH
  * (malformed, unknown, revoked, expired or a wrong secret), SBX_EDB. */
 int auth_token_check(PGconn *db, const char *token, auth_info_t *ret);
+/* Whether token_id is still live (known, not revoked, not expired): 1 or
+ * 0, SBX_EDB. What a long-lived stream asks every few seconds, so that a
+ * revoked token's shell or log stream ends. */
+int auth_token_live(PGconn *db, const char *token_id);
 
 /* Verified tokens are remembered for at most SBX_AUTH_CACHE_TTL_MS (never
  * past their expiry; the secret is checked against the kept hash every
@@ -82,6 +87,10 @@ void api_sandbox_files_get(req_t *rq, const char *id);
  * reached: 0 and *src (store_logs_source_release it), or answered (404
  * for none in scope, 409 "... <what> only while it is running", 503). */
 int api_data_source(req_t *rq, const char *id, const char *what, logs_source_t *src);
+/* Takes `kinds` (TCAP_BIT()s) of the fair share of src's tenant on this
+ * controller into *hold (controller/tenantcap.h; release it when the
+ * stream ends): 0, or answered 429 quota_exceeded naming the cap. */
+int api_tenant_take(req_t *rq, const logs_source_t *src, unsigned kinds, tenantcap_hold_t *hold);
 /* A connection to a sandbox's worker's forwarder (api_files.c, api_shell.c). */
 typedef struct api_worker_open {
     req_t *rq;

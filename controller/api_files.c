@@ -68,6 +68,7 @@ typedef struct files_xfer {
     fx_state_t state;
     bool put;
     bool counted;                     /* get: holds a transfer slot */
+    tenantcap_hold_t tcap;            /* its tenant's share taken (transfers, worker connections) */
     bool paused;                      /* get: not reading the worker, the client is behind */
     files_format_t format;
     char sandbox_id[SBX_ID_MAX];
@@ -145,6 +146,7 @@ static void fx_free(files_xfer_t *fx)
     }
     if (fx->counted)
         apiconn_transfer_release();
+    tenantcap_release(&fx->tcap);
     if (fx->up)
         bufferevent_free(fx->up);
     if (fx->peek)
@@ -582,6 +584,20 @@ int api_data_source(req_t *rq, const char *id, const char *what, logs_source_t *
     return SBX_EINVAL;
 }
 
+int api_tenant_take(req_t *rq, const logs_source_t *src, unsigned kinds, tenantcap_hold_t *hold)
+{
+    tenantcap_limits_t lim;
+    tcap_kind_t over = TCAP_TRANSFERS;
+    tenantcap_limits(&rq->ctl->cfg, &src->caps, &lim);
+    if (tenantcap_take(hold, src->tenant_id, kinds, &lim, &over) == 0)
+        return 0;
+    char msg[300];
+    tenantcap_message(&lim, over, msg, sizeof msg);
+    evhttp_add_header(evhttp_request_get_output_headers(rq->ev), "Retry-After", "5");
+    http_reply_error(rq, API_QUOTA_EXCEEDED, "%s", msg);
+    return SBX_ETOOBIG;
+}
+
 /* The grant of purpose for sandbox_id on src's worker, bound to line. */
 static int sign_line_grant(const logs_source_t *src, const char *sandbox_id, grant_purpose_t purpose,
                            const char *line, char ret[GRANT_MAX])
@@ -742,11 +758,19 @@ void api_sandbox_files_put(req_t *rq, const char *id)
         return;
     }
     logs_source_t src;
+    tenantcap_hold_t tcap = { .kinds = 0 };
     if (api_data_source(rq, id, "files move", &src) < 0)
         return;
+    if (api_tenant_take(rq, &src, TCAP_BIT(TCAP_TRANSFERS) | TCAP_BIT(TCAP_WORKER_CONNS), &tcap) < 0) {
+        store_logs_source_release(&src);
+        return;
+    }
     char *line = put_line(path, format, size, mode, cfg_int(&rq->ctl->cfg, CFG_FILES_MAX_BYTES));
     files_xfer_t *fx = line ? fx_new(rq, id, path, format, true) : NULL;
+    if (fx)
+        fx->tcap = tcap; /* the transfer's now: fx_free gives it back */
     if (!fx) {
+        tenantcap_release(&tcap);
         store_logs_source_release(&src);
         free(line);
         http_reply_error(rq, API_INTERNAL, "out of memory");
@@ -779,8 +803,14 @@ void api_sandbox_files_get(req_t *rq, const char *id)
         return;
     }
     logs_source_t src;
+    tenantcap_hold_t tcap = { .kinds = 0 };
     if (api_data_source(rq, id, "files move", &src) < 0) {
         apiconn_transfer_release();
+        return;
+    }
+    if (api_tenant_take(rq, &src, TCAP_BIT(TCAP_TRANSFERS) | TCAP_BIT(TCAP_WORKER_CONNS), &tcap) < 0) {
+        apiconn_transfer_release();
+        store_logs_source_release(&src);
         return;
     }
     /* stat reads the 200 line of a tar download and goes. */
@@ -791,7 +821,10 @@ void api_sandbox_files_get(req_t *rq, const char *id)
     char *line = jsonx_dump(o);
     json_object_put(o);
     files_xfer_t *fx = line ? fx_new(rq, id, path, format, false) : NULL;
+    if (fx)
+        fx->tcap = tcap;
     if (!fx) {
+        tenantcap_release(&tcap);
         apiconn_transfer_release();
         store_logs_source_release(&src);
         free(line);

@@ -71,6 +71,8 @@ typedef struct logs_stream {
     uint64_t sent;                    /* output bytes forwarded */
     char carry[2][4];                 /* per stream: an unfinished UTF-8 sequence */
     size_t carry_len[2];
+    char token_id[SBX_ID_MAX];        /* the request's token: revoked, a follow ends */
+    tenantcap_hold_t tcap;            /* its tenant's share taken (log streams, worker connections) */
     struct logs_stream *prev, *next;
 } logs_stream_t;
 
@@ -161,6 +163,7 @@ static void ls_unlink(logs_stream_t *ls)
 static void ls_free(logs_stream_t *ls)
 {
     ls_unlink(ls);
+    tenantcap_release(&ls->tcap);
     if (ls->up)
         bufferevent_free(ls->up);
     if (ls->peek)
@@ -516,6 +519,12 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
     if (!alive) {
         flush_carries(ls);
         ls_close(ls, false, "the sandbox is no longer running");
+        return;
+    }
+    /* A revoked (or expired) token's follow ends within a sweep. */
+    if (ls->token_id[0] && auth_token_live(ls->rq->db, ls->token_id) == 0) {
+        flush_carries(ls);
+        ls_close(ls, false, "the request's token was revoked or expired");
     }
 }
 
@@ -541,16 +550,20 @@ static int sign_logs_grant(const logs_source_t *src, const char *sandbox_id, int
  * as the worker's answer comes (the stream owns rq from here; src's output
  * tail moves to it). A failure is answered at once. */
 static void logs_stream_start(req_t *rq, const char *id, logs_source_t *src, int64_t tail, bool follow,
-                              const char *grant)
+                              const char *grant, tenantcap_hold_t *tcap)
 {
     struct evhttp_connection *evcon = evhttp_request_get_connection(rq->ev);
     struct bufferevent *cbev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
     struct event_base *base = evcon ? evhttp_connection_get_base(evcon) : NULL;
     logs_stream_t *ls = base ? calloc(1, sizeof *ls) : NULL;
     if (!ls) {
+        tenantcap_release(tcap);
         http_reply_error(rq, API_INTERNAL, "out of memory");
         return;
     }
+    ls->tcap = *tcap; /* the stream's now: ls_free gives it back */
+    tcap->kinds = 0;
+    snprintf(ls->token_id, sizeof ls->token_id, "%s", rq->auth.token_id);
     ls->rq = rq;
     ls->evcon = evcon;
     ls->tail = tail;
@@ -632,12 +645,16 @@ void api_sandbox_logs(req_t *rq, const char *id)
         http_reply_error(rq, API_UNAVAILABLE, "too many log streams; retry shortly");
         goto cleanup;
     }
+    tenantcap_hold_t tcap = { .kinds = 0 };
+    if (api_tenant_take(rq, &src, TCAP_BIT(TCAP_LOG_STREAMS) | TCAP_BIT(TCAP_WORKER_CONNS), &tcap) < 0)
+        goto cleanup;
     char grant[GRANT_MAX];
     if (sign_logs_grant(&src, id, tail, follow, grant) < 0) {
+        tenantcap_release(&tcap);
         http_reply_error(rq, API_INTERNAL, "cannot sign the worker grant");
         goto cleanup;
     }
-    logs_stream_start(rq, id, &src, tail, follow, grant);
+    logs_stream_start(rq, id, &src, tail, follow, grant, &tcap);
     sodium_memzero(grant, sizeof grant);
 cleanup:
     store_logs_source_release(&src);

@@ -11,7 +11,8 @@
  * size but not reading DATA, each side not read while
  * SBX_FILES_STREAM_HIGH_WATER waits to be written on the other. The
  * connection never goes back to evhttp: at the end (the worker's EXIT
- * frame, either side closing, SBX_SHELL_IDLE_SECONDS without a byte) it is
+ * frame, either side closing, shell_idle_timeout_seconds without a byte,
+ * its token revoked: the last two with a line saying so) it is
  * closed, and the session recorded as an exec operation with its exit code
  * (store_shell_record). The protocol is docs/api.md's "Shell".
  *
@@ -82,6 +83,9 @@ typedef struct shell_sess {
     int exit_code;                    /* -1 until the EXIT frame */
     bool recorded;
     int64_t t0_ms, progress_ms;
+    int64_t idle_ms;                  /* shell_idle_timeout_seconds */
+    char token_id[SBX_ID_MAX];        /* the session's token: revoked, the session ends */
+    tenantcap_hold_t tcap;            /* its tenant's share taken (transfers, shells, worker connections) */
     struct shell_sess *prev, *next;
 } shell_sess_t;
 
@@ -132,6 +136,7 @@ static void sh_record(shell_sess_t *sh)
 static void sh_free(shell_sess_t *sh)
 {
     sh_unlink(sh);
+    tenantcap_release(&sh->tcap);
     if (sh->ac) {
         apiconn_stream_end(sh->ac); /* the rest is never read: the connection closes */
         sh->ac = NULL;
@@ -170,6 +175,26 @@ static void sh_fail(shell_sess_t *sh, api_code_t code, const char *fmt, ...)
     log_info(SHELL_COMPONENT, "shell in sandbox %s refused: %s", sh->sandbox_id, msg);
     sh_free(sh);
     http_reply_error(rq, code, "%s", msg);
+}
+
+/* After the 101: tells the client why the controller ends the session, as
+ * the terminal's output (DATA) or, without one, the command's stderr; the
+ * client's output holds whole frames only, so one more is in step. */
+static void sh_notice(shell_sess_t *sh, const char *why)
+{
+    if (sh->state != SH_RELAY || !sh->cbev)
+        return;
+    char msg[256];
+    int n = snprintf(msg, sizeof msg, "%ssandbox: the controller closed this session: %s%s", sh->tty ? "\r\n" : "",
+                     why, sh->tty ? "\r\n" : "\n");
+    if (n < 0)
+        return;
+    size_t len = (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;
+    unsigned char hdr[SHELLFRAME_HEADER_BYTES];
+    shellframe_header(hdr, sh->tty ? SHELLFRAME_DATA : SHELLFRAME_STDERR, (uint32_t)len);
+    struct evbuffer *out = bufferevent_get_output(sh->cbev);
+    evbuffer_add(out, hdr, sizeof hdr);
+    evbuffer_add(out, msg, len);
 }
 
 /* After the 101: the session is over; the client's connection is closed
@@ -462,10 +487,24 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     shell_sess_t *sh = arg;
-    if (sh->state == SH_ENDING || sh->state == SH_LINGER)
+    if (sh->state != SH_RELAY)
         return;
-    if (sh->state == SH_RELAY && mono_ms() - sh->progress_ms >= (int64_t)SBX_SHELL_IDLE_SECONDS * 1000)
+    if (mono_ms() - sh->progress_ms >= sh->idle_ms) {
+        char why[96];
+        snprintf(why, sizeof why, "no bytes either way for %lld s (shell_idle_timeout_seconds)",
+                 (long long)(sh->idle_ms / 1000));
+        sh_notice(sh, why);
         sh_end(sh, "no bytes either way for the idle bound");
+        return;
+    }
+    /* A revoked (or expired) token's session ends within a sweep, on
+     * whichever controller holds it (the revocation reaches every cache). */
+    if (sh->token_id[0] && http_db(sh->rq) == 0 && auth_token_live(sh->rq->db, sh->token_id) == 0) {
+        log_info(SHELL_COMPONENT, "shell in sandbox %s ends: token %s is revoked or expired", sh->sandbox_id,
+                 sh->token_id);
+        sh_notice(sh, "its token was revoked or expired");
+        sh_end(sh, "its token was revoked or expired");
+    }
 }
 
 /* ---- the handler -------------------------------------------------------- */
@@ -634,6 +673,8 @@ void api_sandbox_shell(req_t *rq, const char *id)
     sh->rq = rq;
     sh->exit_code = -1;
     sh->state = SH_CONNECT;
+    sh->idle_ms = cfg_int(&rq->ctl->cfg, CFG_SHELL_IDLE_TIMEOUT_SECONDS) * 1000;
+    snprintf(sh->token_id, sizeof sh->token_id, "%s", rq->auth.token_id);
     sh->t0_ms = sh->progress_ms = mono_ms();
     snprintf(sh->sandbox_id, sizeof sh->sandbox_id, "%s", id);
     shellframe_dec_init(sh->cdec, SHELLFRAME_TO_WORKER);
@@ -655,6 +696,13 @@ void api_sandbox_shell(req_t *rq, const char *id)
     }
     if (api_data_source(rq, id, "a shell runs", &src) < 0) {
         sh_free(sh); /* answered */
+        free(line);
+        return;
+    }
+    if (api_tenant_take(rq, &src, TCAP_BIT(TCAP_TRANSFERS) | TCAP_BIT(TCAP_SHELLS) | TCAP_BIT(TCAP_WORKER_CONNS),
+                        &sh->tcap) < 0) {
+        sh_free(sh); /* answered */
+        store_logs_source_release(&src);
         free(line);
         return;
     }

@@ -9,6 +9,7 @@
 #include "token.h"
 
 #include <pthread.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -154,6 +155,18 @@ int auth_token_check(PGconn *db, const char *token, auth_info_t *ret)
         return SBX_EAUTH;
     auth_cache_put(gen, hash, ret, left_ms);
     return 0;
+}
+
+int auth_token_live(PGconn *db, const char *token_id)
+{
+    char hash[72];
+    auth_info_t info;
+    if (auth_cache_get(token_id, hash, &info) == 0)
+        return 1; /* verified within SBX_AUTH_CACHE_TTL_MS, never past a revocation seen */
+    int64_t left_ms = -1;
+    int rc = store_token_find(db, token_id, hash, &info, &left_ms);
+    sodium_memzero(hash, sizeof hash);
+    return rc == SBX_EDB ? rc : rc == 0 ? 1 : 0;
 }
 
 int auth_request(req_t *rq)

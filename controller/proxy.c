@@ -92,6 +92,7 @@ void proxy_conn_free(pconn_t *pc, const char *why)
                  pc->route_id[0] ? pc->route_id : "(none)", pc->method, pc->path, pc->peer_text, why, answered,
                  (long long)pc->body_bytes, (long long)pc->resp_bytes, ms);
     }
+    tenantcap_release(&pc->tcap);
     if (pc->down)
         bufferevent_free(pc->down);
     if (pc->up)
@@ -459,6 +460,18 @@ static void handle_head(pconn_t *pc, char *buf, size_t len)
     char grant[GRANT_MAX];
     if (!t.worker_address[0] || !t.worker_token_hash[0]) {
         proxy_conn_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker running this sandbox does not forward routes");
+        return;
+    }
+    /* The route's tenant's fair share of connections to workers: a busy
+     * route of one tenant cannot fill a worker's forwarder for the rest. */
+    policy_t pol;
+    policy_init(&pol);
+    pol.max_worker_connections = t.max_worker_connections;
+    tenantcap_limits_t lim;
+    tenantcap_limits(&ctl->cfg, &pol, &lim);
+    if (tenantcap_take(&pc->tcap, t.tenant_id, TCAP_BIT(TCAP_WORKER_CONNS), &lim, NULL) < 0) {
+        proxy_conn_answer_error(pc, API_UNAVAILABLE, "Retry-After: 1\r\n",
+                                "the sandbox's tenant holds its share of connections to workers; retry shortly");
         return;
     }
     if (sign_grant(&t, grant) < 0) {

@@ -8,6 +8,7 @@
 #include "conncap.h"
 #include "errors.h"
 #include "limits.h"
+#include "tenantcap.h"
 
 #include <arpa/inet.h>
 #include <event2/bufferevent.h>
@@ -61,6 +62,7 @@ typedef struct pconn {
     time_t last_activity;
     struct timespec started;
     int status;                /* what we answered ourselves, 0 when proxied */
+    tenantcap_hold_t tcap;     /* the route's tenant's share of worker connections */
     /* The caps (proxy_caps.c, on controller/conncap.c). */
     struct event *evict_ev;    /* another thread chose this one to evict */
     conncap_entry_t cap;       /* evictable: no request in progress (head pending, or our answer flushing) */

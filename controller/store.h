@@ -330,6 +330,7 @@ typedef struct route_target {
     char secret_hash[TOKEN_HASH_HEX];      /* token_auth only */
     char worker_address[256];              /* "" when the worker forwards no routes */
     char worker_token_hash[TOKEN_HASH_HEX]; /* signs grants; "" when unknown or revoked */
+    int64_t max_worker_connections;        /* its tenant policy's (0: unset) */
 } route_target_t;
 /* The active, unexpired route `name` whose sandbox is running on a worker
  * that is not lost: 0, or SBX_ENOTFOUND, or SBX_EDB. */
@@ -348,6 +349,9 @@ typedef struct logs_source {
     char worker_address[256];              /* "" when the worker forwards nothing */
     char worker_token_hash[TOKEN_HASH_HEX]; /* signs grants; "" when unknown or revoked */
     char *output_tail;                     /* malloc'd; NULL when none was kept */
+    char tenant_id[SBX_ID_MAX];            /* the sandbox's tenant: whose fair share a stream takes */
+    policy_t caps;                         /* its policy's max_transfers, max_shells, max_log_streams and
+                                            * max_worker_connections (the rest unset) */
 } logs_source_t;
 /* The sandbox in scope (tenant id, NULL for an admin): 0, SBX_ENOTFOUND
  * (also another tenant's), SBX_EDB or SBX_ENOMEM. Release with

@@ -18,8 +18,13 @@ int store_sandbox_logs_source(PGconn *c, const char *scope, const char *sandbox_
                           "  coalesce(w.route_address, ''), "
                           "  CASE WHEN " STORE_TOKEN_LIVE("t") " "
                           "       THEN coalesce(t.hash, '') ELSE '' END, "
-                          "  s.output_tail "
-                          "FROM sandboxes s LEFT JOIN workers w ON w.id = s.worker_id "
+                          "  s.output_tail, s.tenant_id, "
+                          "  coalesce((tn.policy->>'max_transfers')::bigint, 0), "
+                          "  coalesce((tn.policy->>'max_shells')::bigint, 0), "
+                          "  coalesce((tn.policy->>'max_log_streams')::bigint, 0), "
+                          "  coalesce((tn.policy->>'max_worker_connections')::bigint, 0) "
+                          "FROM sandboxes s JOIN tenants tn ON tn.id = s.tenant_id "
+                          "LEFT JOIN workers w ON w.id = s.worker_id "
                           "LEFT JOIN api_tokens t ON t.id = w.token_id "
                           "WHERE s.id = $1 AND ($2::text IS NULL OR s.tenant_id = $2)",
                           2, p);
@@ -32,6 +37,12 @@ int store_sandbox_logs_source(PGconn *c, const char *scope, const char *sandbox_
         snprintf(ret->worker_state, sizeof ret->worker_state, "%s", db_get(r, 0, 2));
         snprintf(ret->worker_address, sizeof ret->worker_address, "%s", db_get(r, 0, 3));
         snprintf(ret->worker_token_hash, sizeof ret->worker_token_hash, "%s", db_get(r, 0, 4));
+        snprintf(ret->tenant_id, sizeof ret->tenant_id, "%s", db_get(r, 0, 6));
+        policy_init(&ret->caps);
+        ret->caps.max_transfers = db_get_ll(r, 0, 7);
+        ret->caps.max_shells = db_get_ll(r, 0, 8);
+        ret->caps.max_log_streams = db_get_ll(r, 0, 9);
+        ret->caps.max_worker_connections = db_get_ll(r, 0, 10);
         const char *tail = db_get(r, 0, 5);
         if (tail && *tail && !(ret->output_tail = strdup(tail)))
             rc = SBX_ENOMEM;

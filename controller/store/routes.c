@@ -242,8 +242,10 @@ int store_route_target(PGconn *c, const char *name, route_target_t *ret)
                           "SELECT r.id, r.sandbox_id, r.tenant_id, s.worker_id, r.port, r.auth, "
                           "  coalesce(r.secret_hash, ''), coalesce(w.route_address, ''), "
                           "  CASE WHEN " STORE_TOKEN_LIVE("t") " "
-                          "       THEN coalesce(t.hash, '') ELSE '' END "
+                          "       THEN coalesce(t.hash, '') ELSE '' END, "
+                          "  coalesce((tn.policy->>'max_worker_connections')::bigint, 0) "
                           "FROM routes r JOIN sandboxes s ON s.id = r.sandbox_id "
+                          "JOIN tenants tn ON tn.id = r.tenant_id "
                           "JOIN workers w ON w.id = s.worker_id "
                           "LEFT JOIN api_tokens t ON t.id = w.token_id "
                           "WHERE r.name = $1 AND r.state = 'active' AND (r.expires_at IS NULL OR r.expires_at > now()) "
@@ -262,6 +264,7 @@ int store_route_target(PGconn *c, const char *name, route_target_t *ret)
         snprintf(ret->secret_hash, sizeof ret->secret_hash, "%s", db_get(r, 0, 6));
         snprintf(ret->worker_address, sizeof ret->worker_address, "%s", db_get(r, 0, 7));
         snprintf(ret->worker_token_hash, sizeof ret->worker_token_hash, "%s", db_get(r, 0, 8));
+        ret->max_worker_connections = db_get_ll(r, 0, 9);
     }
     PQclear(r);
     return rc;
