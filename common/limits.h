@@ -276,6 +276,13 @@
 #define SBX_VMM_FRAME_MAX             (1024u * 1024u)
 #define SBX_VMM_INPUT_PENDING_MAX     (1024u * 1024u)
 #define SBX_VMM_BOOT_TIMEOUT_MS       120000
+/* A microVM's console.log (its serial port, which the guest writes as fast
+ * as it likes): past SBX_VMM_CONSOLE_MAX it is cut to its last
+ * SBX_VMM_CONSOLE_KEEP bytes (sandbox-vmm looks every 2 s), so a guest
+ * cannot fill the worker's disk through it; what is kept still shows a boot
+ * failure or an oops. */
+#define SBX_VMM_CONSOLE_MAX           (1024u * 1024u)
+#define SBX_VMM_CONSOLE_KEEP          (256u * 1024u)
 /* Sessions (exec, shell, dial) one guest agent runs at once. */
 #define SBX_VMM_SESSIONS_MAX          64
 

@@ -138,16 +138,18 @@ static int probe(vmmdrv_t *d, const char *accel)
     return 0;
 }
 
-/* Reaps our QEMU children that exited (a VM destroyed, a template's QEMU
+/* Every 2 s: keeps the VMs' console logs bounded (vmm_console_trim), and
+ * reaps our QEMU children that exited (a VM destroyed, a template's QEMU
  * done): only zombies named qemu*, by pid, so the library's own waits for
  * its helpers (qemu-img, mkfs) keep their statuses. */
 static void *reaper(void *arg)
 {
-    (void)arg;
+    const vmmdrv_t *drv_ = arg;
     pid_t self = getpid();
     for (;;) {
         struct timespec ts = {2, 0};
         nanosleep(&ts, NULL);
+        vmm_console_trim(&drv_->cfg);
         DIR *d = opendir("/proc");
         struct dirent *e;
         while (d != NULL && (e = readdir(d)) != NULL) {
@@ -210,7 +212,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "sandbox-vmm: %s\n", drv.probe);
     vmmdrv_vm_sweep(&drv);
     pthread_t t;
-    if (pthread_create(&t, NULL, reaper, NULL) == 0)
+    if (pthread_create(&t, NULL, reaper, &drv) == 0)
         pthread_detach(t);
     return vmmdrv_serve(&drv);
 }

@@ -5,7 +5,8 @@
 # the CLI. The worker's probe offers microvm (the accelerator in its text);
 # `sandbox create --hostile` lands in a VM (a QEMU process, no container);
 # `uname -r` is the guest kernel; output over the bound is truncated; an exec
-# timeout kills the tree; stdin; cp up and down; a PTY shell; a route to a
+# timeout kills the tree; stdin; the console log stays bounded while the
+# guest floods its serial port; cp up and down; a PTY shell; a route to a
 # guest port; the guest sees none of the host's files, processes or network;
 # the worker and its driver killed -9 mid-run: on restart the VM is found
 # again and usable; TTL expiry removes the VM; a VM the controller no longer wants is removed on
@@ -173,6 +174,27 @@ par_ms=$((($(date +%s%N) - t0) / 1000000))
 out=$(head -c 3000 /dev/zero | tr '\0' x | sandbox exec --stdin "$hsb" -- wc -c) || fail "exec --stdin exited $?"
 assert_eq 3000 "$(echo $out)" "stdin bytes into the VM"
 assert_exit 127 sandbox exec "$hsb" -- /no/such/program
+
+# ---- the console: a guest writing 3 MB to its serial port as fast as it
+# can does not grow console.log past SBX_VMM_CONSOLE_MAX (1 MiB) for more
+# than a trim interval (2 s); what is kept says what was dropped
+con="$vstate/vms/$vm/console.log"
+peak=0
+sandbox exec --timeout 120 "$hsb" -- sh -c 'head -c 3000000 /dev/zero | tr "\0" x >/dev/ttyS0' >/dev/null 2>&1 &
+wpid=$!
+itest_track_pid "$wpid"
+while kill -0 "$wpid" 2>/dev/null; do
+  sz=$(stat -c %s "$con")
+  [ "$sz" -le "$peak" ] || peak=$sz
+  sleep 0.2
+done
+wait "$wpid" || fail "the serial writer exited $?"
+sleep 2.5
+final=$(stat -c %s "$con")
+itest_log "console.log while the guest wrote 3 MB to ttyS0: peak $peak bytes, $final after it"
+[ "$final" -le 1048576 ] || fail "console.log is $final bytes after the guest wrote 3 MB (bound 1 MiB)"
+[ "$peak" -le 2097152 ] || fail "console.log reached $peak bytes while the guest wrote 3 MB"
+grep -q "earlier console output dropped" "$con" || fail "console.log does not say output was dropped"
 
 # ---- files up and down
 head -c 200000 /dev/urandom >"$work/up.bin"

@@ -212,6 +212,14 @@ typedef struct {
  * *ret is malloc'd (free it), *ret_n its length. */
 int vmm_list(const vmm_config_t *cfg, vmm_info_t **ret, size_t *ret_n);
 
+/* Keeps every VM's console.log (what the guest writes to its serial port,
+ * unthrottled: a hostile guest writes hundreds of KB a second) under
+ * SBX_VMM_CONSOLE_MAX: one past it is cut to its last SBX_VMM_CONSOLE_KEEP
+ * bytes behind a line saying so. A driver calls it every few seconds; the
+ * files are QEMU's and are treated as hostile (no symlink followed).
+ * Returns how many were cut. */
+int vmm_console_trim(const vmm_config_t *cfg);
+
 /* Kills the VM's QEMU (after checking the pid is our QEMU for this VM's
  * directory), removes its cgroup and its directory. 0 also when it was
  * already gone; SBX_EINVAL for a bad id. */

@@ -500,7 +500,8 @@ static pid_t qemu_spawn(const vmm_config_t *cfg, const vmm_spec_t *spec, const v
     snprintf(name, sizeof(name), "sbx-vmm-%s", spec->id);
     snprintf(accel, sizeof(accel), cfg->accel == VMM_ACCEL_KVM ? "kvm" : "tcg,tb-size=%d", TCG_TB_MB);
     snprintf(sock, sizeof(sock), "socket,id=agent,path=%s/agent.sock,server=on,wait=off", dir);
-    snprintf(console, sizeof(console), "file,id=con,path=%s/console.log", dir);
+    /* appended: vmm_console_trim may cut the file down under QEMU */
+    snprintf(console, sizeof(console), "file,id=con,path=%s/console.log,append=on", dir);
     snprintf(drive, sizeof(drive), "id=root,file=%s/overlay.qcow2,format=qcow2,if=none,discard=unmap", dir);
     snprintf(qmp, sizeof(qmp), "unix:%s/qmp.sock,server=on,wait=off", dir);
     kernel_cmdline(cfg, x, append);
@@ -730,6 +731,63 @@ int vmm_list(const vmm_config_t *cfg, vmm_info_t **ret, size_t *ret_n)
     *ret = out;
     *ret_n = n;
     return 0;
+}
+
+/* Cuts one VM's console.log (in the directory dfd, QEMU's user's) to its
+ * last SBX_VMM_CONSOLE_KEEP bytes once it is past SBX_VMM_CONSOLE_MAX. The
+ * file is QEMU's, which runs a hostile guest: no symlink is followed, and
+ * only a regular file of QEMU's user with one link is touched. 1 when cut. */
+static int console_trim_one(int dfd, uid_t uid)
+{
+    static const char mark[] = "\n[sandbox-vmm: earlier console output dropped: the console log is kept to its "
+                               "last bytes]\n";
+    int fd = openat(dfd, "console.log", O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    int cut = 0;
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != uid || st.st_nlink != 1 ||
+        st.st_size <= (off_t)SBX_VMM_CONSOLE_MAX)
+        goto done;
+    char *keep = malloc(SBX_VMM_CONSOLE_KEEP);
+    if (keep == NULL)
+        goto done;
+    ssize_t n = pread(fd, keep, SBX_VMM_CONSOLE_KEEP, st.st_size - (off_t)SBX_VMM_CONSOLE_KEEP);
+    /* QEMU appends (append=on): what it writes meanwhile lands after the
+     * kept tail or is lost with the cut, a console line at most */
+    if (n > 0 && pwrite(fd, mark, sizeof mark - 1, 0) == (ssize_t)(sizeof mark - 1) &&
+        pwrite(fd, keep, (size_t)n, (off_t)(sizeof mark - 1)) == n &&
+        ftruncate(fd, (off_t)(sizeof mark - 1) + n) == 0)
+        cut = 1;
+    free(keep);
+done:
+    close(fd);
+    return cut;
+}
+
+int vmm_console_trim(const vmm_config_t *cfg)
+{
+    char vms[VMM_PATH_MAX];
+    uid_t uid;
+    gid_t gid;
+    char why[VMM_WHY_MAX];
+    int cut = 0;
+    if (vmm__path(vms, sizeof(vms), "%s/vms", cfg->state_dir) != 0 || run_as(cfg, &uid, &gid, why) != 0)
+        return 0;
+    DIR *d = opendir(vms);
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        if (!vmm__id_ok(e->d_name))
+            continue;
+        int dfd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
+            continue;
+        cut += console_trim_one(dfd, uid);
+        close(dfd);
+    }
+    if (d != NULL)
+        closedir(d);
+    return cut;
 }
 
 int vmm_destroy(const vmm_config_t *cfg, const char *id, char *ret_why)
