@@ -63,7 +63,7 @@ __attribute__((format(printf, 2, 3))) static void warn(client_config_t *c, const
 /* Fills c->url / c->token / c->ca_file from the file where they are still NULL. */
 static int config_load(client_config_t *c, char *err, size_t errlen)
 {
-    FILE *f = fopen(c->path, "r");
+    FILE *f = fopen(c->path, "re");
     if (!f) {
         if (errno != ENOENT)
             warn(c, "cannot read %s: %s", c->path, strerror(errno));

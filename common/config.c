@@ -450,7 +450,7 @@ static char *trim(char *s)
 
 int cfg_load_file(cfg_t *c, const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "re");
     if (!f) {
         snprintf(err, errlen, "cannot open config file %s: %s", path, strerror(errno));
         return SBX_EIO;

@@ -337,7 +337,7 @@ static int token_file(const char *conninfo, const char *path, const char *tenant
                       const char *worker_name, char ret[SBX_TOKEN_MAX], bool *ret_created)
 {
     *ret_created = false;
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "re");
     if (f) {
         char buf[SBX_TOKEN_MAX + 2] = "";
         bool ok = fgets(buf, sizeof buf, f) != NULL;

@@ -264,7 +264,7 @@ cleanup:
 /* MemTotal from /proc/meminfo in MiB, or 0. */
 static int64_t agent_host_memory_mib(void)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
+    FILE *f = fopen("/proc/meminfo", "re");
     if (!f)
         return 0;
     char line[256];
