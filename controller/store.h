@@ -112,6 +112,7 @@ typedef struct pool_decl {
     json_object *classification;  /* stored with each member */
     int64_t size;
     const char *created_by;       /* token id */
+    const policy_t *policy;       /* the tenant's, whose quotas the pool's size counts against; NULL: shared */
 } pool_decl_t;
 /* The text a create's spec must share with a pool to take one of its
  * members: image, cpu, memory, disk, network, class, hardening, read-only
@@ -119,7 +120,10 @@ typedef struct pool_decl {
  * env or a worker selector (both fixed when a container is made). */
 bool store_pool_key(const sandbox_spec_t *s, isolation_t iso, char *out, size_t outlen);
 /* {"pool":…}; conflict when the name is taken or a cap (SBX_POOLS_MAX,
- * SBX_POOLS_PER_TENANT_MAX) is reached. */
+ * SBX_POOLS_PER_TENANT_MAX) is reached; quota_exceeded when the tenant's
+ * live sandboxes, its pools and this one's size (each member at the
+ * pool's cpu and memory) would pass a quota of d->policy. A shared pool
+ * counts against no tenant (its claims count against their claimers). */
 int store_pool_create(PGconn *c, const pool_decl_t *d, json_object **ret, api_error_t *err);
 /* {"pools":[…]}: every pool for an admin (scope NULL), else the scope's own
  * and the shared ones (tenant NULL). */
@@ -133,9 +137,11 @@ int store_pool_delete(PGconn *c, const store_limits_t *lim, const char *scope, c
                       api_error_t *err);
 /* The reconcile pass: for each pool short of its size, adds create
  * operations for at most budget missing members in all (each pool under
- * its row lock, so controllers do not overfill); member_ttl_seconds is
- * their TTL (they are replaced when it runs out). *ret_added += added. */
-int store_pool_refill(PGconn *c, const store_limits_t *lim, int64_t member_ttl_seconds, int budget, int *ret_added);
+ * its row lock, so controllers do not overfill); a member's TTL is its
+ * pool's ttl_seconds, at most max_ttl_seconds (the server ceiling now: it
+ * may have been lowered since the declaration); a member is replaced when
+ * it runs out. *ret_added += added. */
+int store_pool_refill(PGconn *c, const store_limits_t *lim, int64_t max_ttl_seconds, int budget, int *ret_added);
 
 /* {"operation":…} */
 int store_sandbox_delete(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
