@@ -228,6 +228,9 @@
 #define SBX_OUTPUT_OFFSET_MAX         (1LL << 50)
 #define SBX_OUTPUT_READ_CHUNKS        256
 #define SBX_OUTPUT_READ_MAX_BYTES     (512u * 1024u)
+/* A worker runs at most this many executors (worker_executors); it also
+ * bounds a tenant policy's max_executors_per_worker. */
+#define SBX_WORKER_EXECUTORS_MAX      256
 /* Connections one HTTP thread accepts before the rest of its loop runs. */
 #define SBX_API_ACCEPTS_PER_TURN      32
 /* A streamed request body (PUT /v1/sandboxes/{id}/files, controller/

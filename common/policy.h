@@ -20,6 +20,9 @@ typedef struct policy {
     int64_t max_sandboxes, max_total_cpu_millis, max_total_memory_mib;
     int64_t exec_output_default_bytes, exec_output_max_bytes;
     int64_t max_pool_size;  /* the largest pool this tenant may declare itself; 0: it may declare none */
+    /* fair shares (issue 27): executors one worker runs for this tenant at once (tightens the
+     * worker's worker_tenant_executors_percent) */
+    int64_t max_executors_per_worker;
     char **images;          /* allowlist: exact names or "prefix/" followed by a star; NULL = any */
     size_t n_images;
     bool images_set;

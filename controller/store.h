@@ -281,9 +281,13 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
                            json_object **ret, api_error_t *err);
 /* Moves up to max (1..SBX_CLAIM_MAX) of the worker's leased operations to
  * running, in turns by tenant, and returns them as assignments:
- * {"assignments":[…]} and *ret_n. */
-int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_id, int max, json_object **ret,
-                       int *ret_n, api_error_t *err);
+ * {"assignments":[…]} and *ret_n. A tenant's operations are taken only
+ * while it runs fewer than its cap on the worker (the tighter of
+ * tenant_cap, the worker's worker_tenant_executors_percent share, 0: none,
+ * and its policy's max_executors_per_worker); its deletes always are (one
+ * may be what ends its long commands). The others stay leased. */
+int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_id, int max, int tenant_cap,
+                       json_object **ret, int *ret_n, api_error_t *err);
 /* Of the n worker ids, which have leased operations waiting. */
 int store_workers_with_leases(PGconn *c, const char *const *ids, int n, bool *ret_flags);
 /* Applies a report; 409 stale_lease when the fencing token or state does not match. */
