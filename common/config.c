@@ -80,6 +80,10 @@ static const cfg_setting_t settings[CFG__COUNT] = {
                                               "on this worker at once, rounded down, at least 1 (the rest stay "
                                               "leased until one ends; 100: no cap); a tenant policy's "
                                               "max_executors_per_worker tightens it" },
+    [CFG_EXEC_OUTPUT_TENANT_KEEP_BYTES] = { "exec_output_tenant_keep_bytes", CFGT_INT, "67108864",
+                                            SBX_OUTPUT_TENANT_KEEP_MIN, SBX_OUTPUT_TENANT_KEEP_MAX, false,
+                                            "live exec output kept per tenant over all its operations; past it "
+                                            "the tenant's oldest chunks go (finished operations' first)" },
     [CFG_MAX_BODY_BYTES] = { "max_body_bytes", CFGT_INT, "1048576", 1024, 8388608, false,
                              "largest client request body; worker reports may use up to 8 MiB" },
     [CFG_ISOLATION_TRUSTED] = { "isolation_trusted", CFGT_STRING, "container", 0, 0, true,
@@ -235,7 +239,7 @@ static const unsigned roles[CFG__COUNT] = {
     [CFG_DEFAULT_DISK_MIB] = R_C, [CFG_MAX_DISK_MIB] = R_C, [CFG_WORKER_DISK_INTERVAL_MS] = R_W,
     [CFG_EXEC_OUTPUT_DEFAULT_BYTES] = R_C, [CFG_EXEC_OUTPUT_MAX_BYTES] = R_C, [CFG_EXEC_OUTPUT_KEEP_BYTES] = R_C, [CFG_EXEC_TIMEOUT_MAX_SECONDS] = R_C,
     [CFG_MAX_BODY_BYTES] = R_C,
-    [CFG_WORKER_TENANT_EXECUTORS_PERCENT] = R_W,
+    [CFG_WORKER_TENANT_EXECUTORS_PERCENT] = R_W, [CFG_EXEC_OUTPUT_TENANT_KEEP_BYTES] = R_C,
     [CFG_ISOLATION_TRUSTED] = R_C, [CFG_ISOLATION_UNTRUSTED] = R_C, [CFG_ISOLATION_HOSTILE] = R_C,
     [CFG_ALLOW_UNTRUSTED_OPEN_NETWORK] = R_C, [CFG_ROUTE_LISTEN] = R_C, [CFG_ROUTE_PUBLIC_URL] = R_C,
     [CFG_TRUSTED_PROXIES] = R_C, [CFG_ROUTE_MAX_REQUEST_BYTES] = R_C, [CFG_ROUTE_MAX_RESPONSE_BYTES] = R_C,

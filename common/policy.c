@@ -53,6 +53,7 @@ static const struct {
     { "exec_output_max_bytes", offsetof(policy_t, exec_output_max_bytes), SBX_EXEC_OUTPUT_CEILING },
     { "max_pool_size", offsetof(policy_t, max_pool_size), SBX_POOL_SIZE_MAX },
     { "max_executors_per_worker", offsetof(policy_t, max_executors_per_worker), SBX_WORKER_EXECUTORS_MAX },
+    { "exec_output_tenant_keep_bytes", offsetof(policy_t, exec_output_tenant_keep_bytes), SBX_OUTPUT_TENANT_KEEP_MAX },
 };
 #define POLICY_NNUMS (sizeof policy_nums / sizeof policy_nums[0])
 

@@ -21,8 +21,9 @@ typedef struct policy {
     int64_t exec_output_default_bytes, exec_output_max_bytes;
     int64_t max_pool_size;  /* the largest pool this tenant may declare itself; 0: it may declare none */
     /* fair shares (issue 27): executors one worker runs for this tenant at once (tightens the
-     * worker's worker_tenant_executors_percent) */
-    int64_t max_executors_per_worker;
+     * worker's worker_tenant_executors_percent); live exec output kept over all its operations
+     * (tightens exec_output_tenant_keep_bytes) */
+    int64_t max_executors_per_worker, exec_output_tenant_keep_bytes;
     char **images;          /* allowlist: exact names or "prefix/" followed by a star; NULL = any */
     size_t n_images;
     bool images_set;

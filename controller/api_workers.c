@@ -290,7 +290,7 @@ void api_worker_output(req_t *rq, const char *id)
     api_error_t err;
     if (http_read_json(rq, SBX_MAX_BODY_BYTES, &body) < 0)
         return;
-    int rc = store_output_append(rq->db, id, body, rq->ctl->lim.exec_output_keep, &err);
+    int rc = store_output_append(rq->db, &rq->ctl->lim, id, body, &err);
     json_object_put(body);
     if (rc < 0) {
         http_reply_api_error(rq, &err);

@@ -38,6 +38,7 @@ typedef struct store_limits {
     int64_t deadline_seconds;
     int64_t exec_output_default;
     int64_t exec_output_keep;        /* live output kept per exec (exec_output_keep_bytes) */
+    int64_t exec_output_tenant_keep; /* and per tenant over all its execs (exec_output_tenant_keep_bytes) */
     int64_t heartbeat_seconds;
 } store_limits_t;
 
@@ -225,9 +226,15 @@ int store_operations_terminal(PGconn *c, const char *const *ids, int n, bool *re
 /* Live exec output (store/output.c). A worker's chunks (body: operation_id,
  * attempt, chunks [{stream, offset, data_b64}]) for an exec it holds the
  * running lease of (else API_STALE_LEASE; API_INVALID_ARGUMENT for a bad
- * body); a resent chunk is ignored; past keep_bytes per operation the
- * oldest chunks are dropped. Wakes followers on every controller. */
-int store_output_append(PGconn *c, const char *worker_id, json_object *body, int64_t keep_bytes, api_error_t *err);
+ * body); a resent chunk is ignored; past lim->exec_output_keep per
+ * operation the oldest chunks are dropped, and past the tenant's bound
+ * (lim->exec_output_tenant_keep, tightened by its policy's
+ * exec_output_tenant_keep_bytes) over all its operations the tenant's
+ * oldest chunks, those of finished operations first, then of running ones
+ * (this append's last), in the same transaction; the append is never
+ * refused for it. Wakes followers on every controller. */
+int store_output_append(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object *body,
+                        api_error_t *err);
 /* The output of op_id (in scope; else API_NOT_FOUND) from byte offset, at
  * most max_bytes: *ret {"chunks","next_offset","end_offset","skipped_bytes",
  * "done","state"}; *ret_ready when it has something to say (bytes, a skip
