@@ -128,7 +128,8 @@ itest_log "output bound: $(($(date +%s) - t_out)) s"
 # hands the worker only A's share (worker_tenant_executors_percent 75: 6),
 # so tenant B's exec answers at once instead of when A's sleeps end
 aops=()
-itest_on_exit 'for o in "${aops[@]}"; do "$SANDBOX_CLI" cancel "$o" >/dev/null 2>&1; done'
+cancel_aops() { for o in "${aops[@]}"; do "$SANDBOX_CLI" cancel "$o" >/dev/null 2>&1 || true; done; }
+itest_on_exit cancel_aops
 t_fair=$(date +%s)
 for _ in 1 2 3 4 5 6 7 8; do
   assert_exit 0 sandbox exec --detach --timeout 300 "$sbx" -- sleep 120
@@ -153,7 +154,7 @@ assert_eq "6 2" "$(sql "SELECT count(*) FILTER (WHERE state = 'running') || ' ' 
 assert_exit 0 sandbox cancel "${aops[0]}"
 started() { [ "$(sql "SELECT count(*) FROM operations WHERE id IN ($in_ops) AND state = 'leased'")" = 1 ]; }
 itest_wait_until 15 "one of A's waiting sleeps started after one ended" started
-for o in "${aops[@]}"; do sandbox cancel "$o" >/dev/null 2>&1 || true; done
+cancel_aops
 # a tenant policy tightens the share: B at 2 runs no third; B's delete of
 # its sandbox still runs at once (a delete is never held back: it is what
 # ends the long commands)
