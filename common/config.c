@@ -35,7 +35,7 @@ static const cfg_setting_t settings[CFG__COUNT] = {
                                 "memory capacity advertised in MiB (0: host memory)" },
     [CFG_WORKER_SLOTS] = { "worker_slots", CFGT_INT, "64", 1, 100000, false,
                            "most sandboxes the worker holds at once" },
-    [CFG_WORKER_EXECUTORS] = { "worker_executors", CFGT_INT, "8", 1, 256, false,
+    [CFG_WORKER_EXECUTORS] = { "worker_executors", CFGT_INT, "8", 1, SBX_WORKER_EXECUTORS_MAX, false,
                                "runtime calls the worker runs in parallel" },
     [CFG_HTTP_THREADS] = { "http_threads", CFGT_INT, "0", 0, 256, false,
                            "controller event-loop threads (0: one per core)" },
@@ -74,6 +74,16 @@ static const cfg_setting_t settings[CFG__COUNT] = {
     [CFG_EXEC_TIMEOUT_MAX_SECONDS] = { "exec_timeout_max_seconds", CFGT_INT, "86400", 1, 86400, true,
                                        "longest timeout_seconds an exec may ask for (detached commands run "
                                        "up to this)" },
+    /* fair shares between tenants (issue 27) */
+    [CFG_WORKER_TENANT_EXECUTORS_PERCENT] = { "worker_tenant_executors_percent", CFGT_INT, "75", 1, 100, false,
+                                              "the share of worker_executors one tenant's assignments may hold "
+                                              "on this worker at once, rounded down, at least 1 (the rest stay "
+                                              "leased until one ends; 100: no cap); a tenant policy's "
+                                              "max_executors_per_worker tightens it" },
+    [CFG_EXEC_OUTPUT_TENANT_KEEP_BYTES] = { "exec_output_tenant_keep_bytes", CFGT_INT, "67108864",
+                                            SBX_OUTPUT_TENANT_KEEP_MIN, SBX_OUTPUT_TENANT_KEEP_MAX, false,
+                                            "live exec output kept per tenant over all its operations; past it "
+                                            "the tenant's oldest chunks go (finished operations' first)" },
     [CFG_MAX_BODY_BYTES] = { "max_body_bytes", CFGT_INT, "1048576", 1024, 8388608, false,
                              "largest client request body; worker reports may use up to 8 MiB" },
     [CFG_ISOLATION_TRUSTED] = { "isolation_trusted", CFGT_STRING, "container", 0, 0, true,
@@ -248,6 +258,7 @@ static const unsigned roles[CFG__COUNT] = {
     [CFG_DEFAULT_DISK_MIB] = R_C, [CFG_MAX_DISK_MIB] = R_C, [CFG_WORKER_DISK_INTERVAL_MS] = R_W,
     [CFG_EXEC_OUTPUT_DEFAULT_BYTES] = R_C, [CFG_EXEC_OUTPUT_MAX_BYTES] = R_C, [CFG_EXEC_OUTPUT_KEEP_BYTES] = R_C, [CFG_EXEC_TIMEOUT_MAX_SECONDS] = R_C,
     [CFG_MAX_BODY_BYTES] = R_C,
+    [CFG_WORKER_TENANT_EXECUTORS_PERCENT] = R_W, [CFG_EXEC_OUTPUT_TENANT_KEEP_BYTES] = R_C,
     [CFG_ISOLATION_TRUSTED] = R_C, [CFG_ISOLATION_UNTRUSTED] = R_C, [CFG_ISOLATION_HOSTILE] = R_C,
     [CFG_ALLOW_UNTRUSTED_OPEN_NETWORK] = R_C, [CFG_ROUTE_LISTEN] = R_C, [CFG_ROUTE_PUBLIC_URL] = R_C,
     [CFG_TRUSTED_PROXIES] = R_C, [CFG_ROUTE_MAX_REQUEST_BYTES] = R_C, [CFG_ROUTE_MAX_RESPONSE_BYTES] = R_C,

@@ -228,6 +228,22 @@
 #define SBX_OUTPUT_OFFSET_MAX         (1LL << 50)
 #define SBX_OUTPUT_READ_CHUNKS        256
 #define SBX_OUTPUT_READ_MAX_BYTES     (512u * 1024u)
+/* Fair shares between tenants (issue 27). A worker runs at most
+ * SBX_WORKER_EXECUTORS_MAX executors (worker_executors), which also bounds
+ * a tenant policy's max_executors_per_worker. A tenant's stored live output
+ * (exec_output_tenant_keep_bytes, and the policy field of that name) is at
+ * least SBX_OUTPUT_TENANT_KEEP_MIN as a setting (a few requests' worth of
+ * 64 KiB chunks: below it every append would trim) and at most
+ * SBX_OUTPUT_TENANT_KEEP_MAX (a tenant's share of a database); an append
+ * over the tenant's bound deletes the oldest chunks SBX_OUTPUT_TRIM_BATCH
+ * at a time, at most SBX_OUTPUT_TRIM_ROUNDS batches (what is left goes at
+ * the next append: a lowered bound is reached over a few appends, not in
+ * one long transaction). */
+#define SBX_WORKER_EXECUTORS_MAX      256
+#define SBX_OUTPUT_TENANT_KEEP_MIN    (1024LL * 1024LL)
+#define SBX_OUTPUT_TENANT_KEEP_MAX    (64LL * 1024LL * 1024LL * 1024LL)
+#define SBX_OUTPUT_TRIM_BATCH         256
+#define SBX_OUTPUT_TRIM_ROUNDS        16
 /* Connections one HTTP thread accepts before the rest of its loop runs. */
 #define SBX_API_ACCEPTS_PER_TURN      32
 /* A streamed request body (PUT /v1/sandboxes/{id}/files, controller/

@@ -56,6 +56,8 @@ static const struct {
     { "max_shells", offsetof(policy_t, max_shells), SBX_FILES_STREAMS_MAX },
     { "max_log_streams", offsetof(policy_t, max_log_streams), 1000000 },
     { "max_worker_connections", offsetof(policy_t, max_worker_connections), 1000000 },
+    { "max_executors_per_worker", offsetof(policy_t, max_executors_per_worker), SBX_WORKER_EXECUTORS_MAX },
+    { "exec_output_tenant_keep_bytes", offsetof(policy_t, exec_output_tenant_keep_bytes), SBX_OUTPUT_TENANT_KEEP_MAX },
 };
 #define POLICY_NNUMS (sizeof policy_nums / sizeof policy_nums[0])
 

@@ -23,6 +23,10 @@ typedef struct policy {
     /* What one controller holds open for the tenant at once (tighten the
      * tenant_max_* settings; controller/tenantcap.h). */
     int64_t max_transfers, max_shells, max_log_streams, max_worker_connections;
+    /* Executors one worker runs for this tenant at once (tightens the
+     * worker's worker_tenant_executors_percent); live exec output kept over all its operations
+     * (tightens exec_output_tenant_keep_bytes) */
+    int64_t max_executors_per_worker, exec_output_tenant_keep_bytes;
     char **images;          /* allowlist: exact names or "prefix/" followed by a star; NULL = any */
     size_t n_images;
     bool images_set;

@@ -117,6 +117,7 @@ void api_tenant_set_policy(req_t *rq, const char *name)
         { "max_ttl_seconds", p.max_ttl_seconds, ctl->max_ttl_seconds },
         { "exec_output_max_bytes", p.exec_output_max_bytes, ctl->exec_output_max },
         { "exec_output_default_bytes", p.exec_output_default_bytes, ctl->exec_output_max },
+        { "exec_output_tenant_keep_bytes", p.exec_output_tenant_keep_bytes, ctl->lim.exec_output_tenant_keep },
     };
     for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
         if (caps[i].tenant > caps[i].server) {

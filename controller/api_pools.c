@@ -22,9 +22,10 @@ static bool pool_name_valid(const char *s)
 }
 
 /* The members' spec fields of a declaration (the rest: name, size). No
- * env, labels, selector or TTL: those belong to whoever claims. */
+ * env, labels or selector: those belong to whoever claims. ttl_seconds is
+ * an unclaimed member's (a claim sets the claimer's). */
 static const char *const pool_spec_fields[] = { "tenant", "image", "cpu_millis", "memory_mib", "disk_mib", "network",
-                                                "isolation", "read_only_root", "trust", NULL };
+                                                "isolation", "read_only_root", "trust", "ttl_seconds", NULL };
 
 /* The body's spec part as a new object; replies 400 on an unknown field. */
 static json_object *pool_spec_object(req_t *rq, json_object *body)
@@ -41,8 +42,8 @@ static json_object *pool_spec_object(req_t *rq, json_object *body)
         if (spec_field) {
             json_object_object_add(so, key, json_object_get(val));
         } else if (strcmp(key, "name") != 0 && strcmp(key, "size") != 0) {
-            http_reply_error(rq, API_INVALID_ARGUMENT, "unknown field \"%.64s\" (a pool has no env, labels, "
-                             "selector or ttl_seconds: the create that claims a member brings its own)", key);
+            http_reply_error(rq, API_INVALID_ARGUMENT, "unknown field \"%.64s\" (a pool has no env, labels or "
+                             "selector: the create that claims a member brings its own)", key);
             json_object_put(so);
             return NULL;
         }
@@ -119,6 +120,14 @@ void api_pool_create(req_t *rq)
     }
     if (pool_allowed(rq, spec.tenant, &policy, size) < 0)
         goto cleanup;
+    /* No ttl_seconds: what a create of the tenant gets by default, within
+     * the ceilings that bind it (a default above them would refuse the
+     * pool of a tenant whose max_ttl_seconds is under it). */
+    json_object *ttl;
+    if (!json_object_object_get_ex(so, "ttl_seconds", &ttl) || json_object_is_type(ttl, json_type_null)) {
+        int64_t cap = policy_tighter(ctl->max_ttl_seconds, policy.max_ttl_seconds);
+        spec.ttl_seconds = SPEC_DEFAULT_TTL_SECONDS < cap ? SPEC_DEFAULT_TTL_SECONDS : cap;
+    }
     /* The members are judged as the creates that will claim them are:
      * the ceilings, the tenant's rules (a shared pool: the server's). */
     classification_t cls;
@@ -132,7 +141,7 @@ void api_pool_create(req_t *rq)
     classification = classification_to_json(&cls);
     pool_decl_t d = { .name = name, .tenant_id = spec.tenant ? tenant_id : NULL, .spec = &spec,
                       .isolation = cls.isolation, .classification = classification, .size = size,
-                      .created_by = rq->auth.token_id };
+                      .created_by = rq->auth.token_id, .policy = spec.tenant ? &policy : NULL };
     if (store_pool_create(rq->db, &d, &resp, &err) < 0) {
         http_reply_api_error(rq, &err);
         goto cleanup;

@@ -177,6 +177,23 @@ void api_worker_poll(req_t *rq, const char *id)
         }
         rq->poll_max = v > SBX_CLAIM_MAX ? SBX_CLAIM_MAX : (int)v;
     }
+    /* tenant_executors: what one tenant may hold of the worker's executors
+     * (its worker_tenant_executors_percent share; absent: no share of the
+     * worker's, the tenant policy's max_executors_per_worker alone). */
+    const char *te = http_query(rq, "tenant_executors");
+    rq->poll_tenant_cap = 0;
+    rq->poll_held = false;
+    if (te) {
+        char *end;
+        errno = 0;
+        long v = strtol(te, &end, 10);
+        if (errno || end == te || *end || v < 1 || v > SBX_WORKER_EXECUTORS_MAX) {
+            http_reply_error(rq, API_INVALID_ARGUMENT, "tenant_executors must be a whole number from 1 to %d",
+                             SBX_WORKER_EXECUTORS_MAX);
+            return;
+        }
+        rq->poll_tenant_cap = (int)v;
+    }
     snprintf(rq->park_id, sizeof rq->park_id, "%s", id);
     rq->poll_gen = server_poll_begin(id);
     if (wait > 0) {
@@ -214,11 +231,16 @@ bool api_poll_resume(req_t *rq, bool final)
         http_reply_json(rq, 200, resp);
         return true;
     }
-    if (store_worker_claim(rq->db, &rq->ctl->lim, rq->park_id, rq->poll_max, &resp, &n, &err) < 0) {
+    if (store_worker_claim(rq->db, &rq->ctl->lim, rq->park_id, rq->poll_max, rq->poll_tenant_cap, &resp, &n,
+                           &err) < 0) {
         http_reply_api_error(rq, &err);
         return true;
     }
     if (n == 0 && !final) {
+        /* Something was leased (the claim runs only then) and nothing could
+         * be taken: tenants at their executor cap here. An end of one of
+         * this worker's operations looks again (api_worker_report). */
+        rq->poll_held = true;
         json_object_put(resp);
         return false;
     }
@@ -242,12 +264,19 @@ void api_worker_report(req_t *rq, const char *id)
         http_reply_api_error(rq, &err);
         return;
     }
-    /* The operation ended: its waiters and event readers look again. An
-     * end of a create or a delete may let the loop place what waited (room
-     * freed, a delete behind its create); an exec's end frees no room. */
+    /* The operation ended: its waiters and event readers look again, and
+     * so does this worker's poll when a tenant's executor cap held it back
+     * (one of its executors is free now; a poll parked on another
+     * controller claims at its next wake-up or its wait's end). An end of a
+     * create or a delete may let the loop place what waited (room freed, a
+     * delete behind its create); an exec's end frees no room. */
     json_object *op = jsonx_get_obj(resp, "operation");
     const char *op_id = jsonx_get_str(op, "id"), *kind = jsonx_get_str(op, "kind");
-    controller_wake(rq->ctl, op_id ? WAKE_EVENTS : WAKE_ALL, &op_id, op_id ? 1 : 0);
+    const char *named[] = { op_id, id };
+    if (op_id)
+        controller_wake(rq->ctl, WAKE_EVENTS | WAKE_POLL_FREED, named, 2);
+    else
+        controller_wake(rq->ctl, WAKE_ALL | WAKE_POLL_FREED, named + 1, 1);
     if (!kind || strcmp(kind, "exec") != 0)
         controller_kick_reconcile(rq->ctl);
     http_reply_json(rq, 200, resp);
@@ -261,7 +290,7 @@ void api_worker_output(req_t *rq, const char *id)
     api_error_t err;
     if (http_read_json(rq, SBX_MAX_BODY_BYTES, &body) < 0)
         return;
-    int rc = store_output_append(rq->db, id, body, rq->ctl->lim.exec_output_keep, &err);
+    int rc = store_output_append(rq->db, &rq->ctl->lim, id, body, &err);
     json_object_put(body);
     if (rc < 0) {
         http_reply_api_error(rq, &err);

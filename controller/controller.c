@@ -91,6 +91,7 @@ static int controller_read_limits(controller_t *ctl, const cfg_t *cfg, char *err
     ctl->lim.exec_output_default = cfg_int(cfg, CFG_EXEC_OUTPUT_DEFAULT_BYTES);
     ctl->lim.heartbeat_seconds = cfg_int(cfg, CFG_HEARTBEAT_SECONDS);
     ctl->lim.exec_output_keep = cfg_int(cfg, CFG_EXEC_OUTPUT_KEEP_BYTES);
+    ctl->lim.exec_output_tenant_keep = cfg_int(cfg, CFG_EXEC_OUTPUT_TENANT_KEEP_BYTES);
     ctl->max_body_client = cfg_int(cfg, CFG_MAX_BODY_BYTES);
     ctl->max_cpu_millis = cfg_int(cfg, CFG_MAX_CPU_MILLIS);
     ctl->max_memory_mib = cfg_int(cfg, CFG_MAX_MEMORY_MIB);

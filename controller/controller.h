@@ -68,6 +68,8 @@ void controller_wake_waiters(controller_t *ctl);
 #define WAKE_EVENTS     8u /* events were written: event long-polls */
 #define WAKE_ALL        (WAKE_OPERATIONS | WAKE_LEASES | WAKE_OUTPUT | WAKE_EVENTS)
 #define WAKE_LEASES_NAMED 16u /* operations were leased to the workers named in ops: their polls */
+#define WAKE_POLL_FREED 32u   /* an operation ended on the workers named in ops: their polls held back by a
+                               * tenant's executor cap (req_t.poll_held) claim again */
 
 /* Wakes only the parked long-polls mask says can have been answered, the
  * waits on the operations named in ops (ended; may be NULL) and, with

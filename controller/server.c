@@ -639,16 +639,19 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
     if (!list || !ids || !flags)
         goto cleanup;
     for (int kind = PARK_OPERATION; kind <= PARK_POLL; kind++) {
-        if (kind == PARK_POLL && !(mask & (WAKE_LEASES | WAKE_LEASES_NAMED)))
+        if (kind == PARK_POLL && !(mask & (WAKE_LEASES | WAKE_LEASES_NAMED | WAKE_POLL_FREED)))
             continue;
         /* every wait of the kind, or only those the wake-up named (ended
-         * operations, workers leased to) */
+         * operations, workers leased to; workers an operation ended on:
+         * only their polls a tenant's executor cap held back) */
         bool all = (mask & (kind == PARK_OPERATION ? WAKE_OPERATIONS : WAKE_LEASES)) != 0;
         if (kind == PARK_OPERATION && !all && nops == 0)
             continue;
         int k = 0;
         for (req_t *rq = th->parked; rq && k < n; rq = rq->park_next)
-            if ((int)rq->park_kind == kind && (all || wake_named(ops, nops, rq->park_id))) {
+            if ((int)rq->park_kind == kind &&
+                (all || (wake_named(ops, nops, rq->park_id) &&
+                         (kind != PARK_POLL || (mask & WAKE_LEASES_NAMED) || rq->poll_held)))) {
                 list[k] = rq;
                 ids[k] = rq->park_id;
                 k++;

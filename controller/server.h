@@ -40,6 +40,9 @@ typedef struct req {
     struct event *park_peek;    /* watches for the client hanging up */
     uint64_t poll_gen;          /* PARK_POLL: this poll's generation */
     int poll_max;               /* PARK_POLL: assignments the worker has room for */
+    int poll_tenant_cap;        /* PARK_POLL: executors one tenant may hold there (0: the policy's alone) */
+    bool poll_held;             /* PARK_POLL: its last claim took nothing while operations were leased to the
+                                 * worker (tenants at their executor cap): an end there may free one */
     int64_t park_cursor;        /* PARK_EVENTS: looked through up to here; woken when the horizon passes it;
                                  * PARK_OUTPUT: the byte offset the follower reads from */
     int64_t wake_horizon, wake_newest; /* PARK_EVENTS: the horizon the wake just read (0: read it again) */

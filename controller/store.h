@@ -38,6 +38,7 @@ typedef struct store_limits {
     int64_t deadline_seconds;
     int64_t exec_output_default;
     int64_t exec_output_keep;        /* live output kept per exec (exec_output_keep_bytes) */
+    int64_t exec_output_tenant_keep; /* and per tenant over all its execs (exec_output_tenant_keep_bytes) */
     int64_t heartbeat_seconds;
 } store_limits_t;
 
@@ -112,6 +113,7 @@ typedef struct pool_decl {
     json_object *classification;  /* stored with each member */
     int64_t size;
     const char *created_by;       /* token id */
+    const policy_t *policy;       /* the tenant's, whose quotas the pool's size counts against; NULL: shared */
 } pool_decl_t;
 /* The text a create's spec must share with a pool to take one of its
  * members: image, cpu, memory, disk, network, class, hardening, read-only
@@ -119,7 +121,10 @@ typedef struct pool_decl {
  * env or a worker selector (both fixed when a container is made). */
 bool store_pool_key(const sandbox_spec_t *s, isolation_t iso, char *out, size_t outlen);
 /* {"pool":…}; conflict when the name is taken or a cap (SBX_POOLS_MAX,
- * SBX_POOLS_PER_TENANT_MAX) is reached. */
+ * SBX_POOLS_PER_TENANT_MAX) is reached; quota_exceeded when the tenant's
+ * live sandboxes, its pools and this one's size (each member at the
+ * pool's cpu and memory) would pass a quota of d->policy. A shared pool
+ * counts against no tenant (its claims count against their claimers). */
 int store_pool_create(PGconn *c, const pool_decl_t *d, json_object **ret, api_error_t *err);
 /* {"pools":[…]}: every pool for an admin (scope NULL), else the scope's own
  * and the shared ones (tenant NULL). */
@@ -133,9 +138,11 @@ int store_pool_delete(PGconn *c, const store_limits_t *lim, const char *scope, c
                       api_error_t *err);
 /* The reconcile pass: for each pool short of its size, adds create
  * operations for at most budget missing members in all (each pool under
- * its row lock, so controllers do not overfill); member_ttl_seconds is
- * their TTL (they are replaced when it runs out). *ret_added += added. */
-int store_pool_refill(PGconn *c, const store_limits_t *lim, int64_t member_ttl_seconds, int budget, int *ret_added);
+ * its row lock, so controllers do not overfill); a member's TTL is its
+ * pool's ttl_seconds, at most max_ttl_seconds (the server ceiling now: it
+ * may have been lowered since the declaration); a member is replaced when
+ * it runs out. *ret_added += added. */
+int store_pool_refill(PGconn *c, const store_limits_t *lim, int64_t max_ttl_seconds, int budget, int *ret_added);
 
 /* {"operation":…} */
 int store_sandbox_delete(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
@@ -219,9 +226,15 @@ int store_operations_terminal(PGconn *c, const char *const *ids, int n, bool *re
 /* Live exec output (store/output.c). A worker's chunks (body: operation_id,
  * attempt, chunks [{stream, offset, data_b64}]) for an exec it holds the
  * running lease of (else API_STALE_LEASE; API_INVALID_ARGUMENT for a bad
- * body); a resent chunk is ignored; past keep_bytes per operation the
- * oldest chunks are dropped. Wakes followers on every controller. */
-int store_output_append(PGconn *c, const char *worker_id, json_object *body, int64_t keep_bytes, api_error_t *err);
+ * body); a resent chunk is ignored; past lim->exec_output_keep per
+ * operation the oldest chunks are dropped, and past the tenant's bound
+ * (lim->exec_output_tenant_keep, tightened by its policy's
+ * exec_output_tenant_keep_bytes) over all its operations the tenant's
+ * oldest chunks, those of finished operations first, then of running ones
+ * (this append's last), in the same transaction; the append is never
+ * refused for it. Wakes followers on every controller. */
+int store_output_append(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object *body,
+                        api_error_t *err);
 /* The output of op_id (in scope; else API_NOT_FOUND) from byte offset, at
  * most max_bytes: *ret {"chunks","next_offset","end_offset","skipped_bytes",
  * "done","state"}; *ret_ready when it has something to say (bytes, a skip
@@ -275,9 +288,13 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
                            json_object **ret, api_error_t *err);
 /* Moves up to max (1..SBX_CLAIM_MAX) of the worker's leased operations to
  * running, in turns by tenant, and returns them as assignments:
- * {"assignments":[…]} and *ret_n. */
-int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_id, int max, json_object **ret,
-                       int *ret_n, api_error_t *err);
+ * {"assignments":[…]} and *ret_n. A tenant's operations are taken only
+ * while it runs fewer than its cap on the worker (the tighter of
+ * tenant_cap, the worker's worker_tenant_executors_percent share, 0: none,
+ * and its policy's max_executors_per_worker); its deletes always are (one
+ * may be what ends its long commands). The others stay leased. */
+int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_id, int max, int tenant_cap,
+                       json_object **ret, int *ret_n, api_error_t *err);
 /* Of the n worker ids, which have leased operations waiting. */
 int store_workers_with_leases(PGconn *c, const char *const *ids, int n, bool *ret_flags);
 /* Applies a report; 409 stale_lease when the fencing token or state does not match. */

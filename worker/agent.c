@@ -458,6 +458,8 @@ static int agent_config_capacity(agent_t *a, const cfg_t *cfg, char *err, size_t
     a->executors = (int)cfg_int(cfg, CFG_WORKER_EXECUTORS);
     if (a->executors <= 0)
         a->executors = 8;
+    a->tenant_executors =
+        agent_tenant_executors(a->executors, (int)cfg_int(cfg, CFG_WORKER_TENANT_EXECUTORS_PERCENT));
     a->heartbeat_seconds = 5;
     a->lease_seconds = 30;
     a->qcap = (size_t)a->executors * AGENT_QUEUE_PER_EXECUTOR;
@@ -620,9 +622,10 @@ int agent_start(agent_t *a, char *err, size_t errlen)
         goto cleanup;
     }
     a->poller_started = true;
-    log_info(AGENT_COMPONENT, "worker %s started: controller %s, runtime %s, %d executors, cpu_millis=%lld "
-             "memory_mib=%lld slots=%lld", a->name, a->controller_url, runtime_name(a->rt), a->executors,
-             (long long)a->cpu_millis, (long long)a->memory_mib, (long long)a->slots);
+    log_info(AGENT_COMPONENT, "worker %s started: controller %s, runtime %s, %d executors (%d per tenant), "
+             "cpu_millis=%lld memory_mib=%lld slots=%lld", a->name, a->controller_url, runtime_name(a->rt),
+             a->executors, a->tenant_executors, (long long)a->cpu_millis, (long long)a->memory_mib,
+             (long long)a->slots);
 cleanup:
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (r < 0)

@@ -426,6 +426,14 @@ static json_object *agent_run_assignment_on(agent_t *a, httpc_t *c, json_object 
     return body;
 }
 
+int agent_tenant_executors(int executors, int percent)
+{
+    if (percent >= 100 || executors <= 1)
+        return executors > 0 ? executors : 1;
+    int n = (int)((int64_t)executors * (percent > 0 ? percent : 1) / 100);
+    return n >= 1 ? n : 1;
+}
+
 static bool tenant_seen(const char *const *seen, int n, const char *t)
 {
     for (int i = 0; i < n; i++)
@@ -576,9 +584,14 @@ void *agent_poller_main(void *arg)
         if (agent_flag(&a->stop_poll))
             break;
         int max = room < 1 ? 1 : room > SBX_CLAIM_MAX ? SBX_CLAIM_MAX : (int)room;
-        char wid[AGENT_WORKER_ID_MAX], path[AGENT_WORKER_ID_MAX + 64];
+        char wid[AGENT_WORKER_ID_MAX], path[AGENT_WORKER_ID_MAX + 96], cap[40] = "";
         agent_worker_id(a, wid, sizeof wid);
-        snprintf(path, sizeof path, "/v1/workers/%s/poll?wait=%d&max=%d", wid, AGENT_POLL_WAIT_S, max);
+        /* One tenant's long commands (detached execs) hold an executor until
+         * they end: the claim hands this worker at most tenant_executors of a
+         * tenant's at once, so the others always find one free. */
+        if (a->tenant_executors < a->executors)
+            snprintf(cap, sizeof cap, "&tenant_executors=%d", a->tenant_executors);
+        snprintf(path, sizeof path, "/v1/workers/%s/poll?wait=%d&max=%d%s", wid, AGENT_POLL_WAIT_S, max, cap);
         httpc_response_t resp;
         int rc = httpc_request(c, "GET", path, NULL, NULL, AGENT_POLL_TIMEOUT_MS, &resp);
         if (agent_flag(&a->stop_poll)) {

@@ -54,6 +54,7 @@ struct agent {
     int64_t slots;
     int64_t disk_interval_ms;        /* worker_disk_interval_ms: the disk watch's period */
     int executors;
+    int tenant_executors;            /* what one tenant may hold of them (agent_tenant_executors) */
     runtime_t *rt;
     forward_t *fwd;                  /* the route forwarder (worker_route_listen) */
     health_t *health;                /* /healthz, /readyz, /metrics (worker_health_listen); NULL when not served */
@@ -176,6 +177,13 @@ int agent_register(agent_t *a, httpc_t *c);
  * and the creates it was leased but had not started go elsewhere at once.
  * A failure is only logged. */
 void agent_heartbeat_stopping(agent_t *a);
+
+/* The executors one tenant's assignments may hold on this worker at once:
+ * percent (worker_tenant_executors_percent) of executors, rounded down, at
+ * least 1. Equal to executors: no cap. The worker asks its poll to hold to
+ * it (`poll?tenant_executors=N`); the controller's claim enforces it,
+ * tightened by the tenant policy's max_executors_per_worker. */
+int agent_tenant_executors(int executors, int percent);
 
 /* Tenants one pick tells apart (more share as if they were this many). */
 #define AGENT_PICK_TENANTS 64

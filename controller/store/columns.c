@@ -171,6 +171,8 @@ static const store_col_t pool_cols[] = {
     { "isolation", "p.isolation", COL_TEXT },
     { "hardened", "coalesce(p.spec->'hardened' = 'true'::jsonb, false)", COL_BOOL },
     { "read_only_root", "coalesce(p.spec->'read_only_root' = 'true'::jsonb, false)", COL_BOOL },
+    /* an unclaimed member's TTL (a claim sets the claimer's) */
+    { "ttl_seconds", "(p.spec->>'ttl_seconds')::bigint", COL_INT },
     { "size", "p.size", COL_INT },
     { "ready", POOL_MEMBERS "= 'running')", COL_INT },
     { "creating", POOL_MEMBERS "IN ('pending', 'scheduled', 'provisioning'))", COL_INT },

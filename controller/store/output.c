@@ -1,7 +1,7 @@
 /* The store's room for live exec output: chunks a worker sends while an
- * exec runs (fenced by its lease), bounded per operation, and the reads of
- * GET /v1/operations/{id}/output from a byte offset; and the cancel of an
- * exec (POST /v1/operations/{id}/cancel). */
+ * exec runs (fenced by its lease), bounded per operation and per tenant,
+ * and the reads of GET /v1/operations/{id}/output from a byte offset; and
+ * the cancel of an exec (POST /v1/operations/{id}/cancel). */
 #include "store_int.h"
 
 #include "b64.h"
@@ -9,6 +9,7 @@
 #include "jsonx.h"
 #include "limits.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,79 @@ static int output_parse(json_object *body, const char **ret_op, int64_t *ret_att
     return 0;
 }
 
-int store_output_append(PGconn *c, const char *worker_id, json_object *body, int64_t keep_bytes, api_error_t *err)
+static metric_family_t *m_tenant_dropped;
+static pthread_once_t output_metrics_once = PTHREAD_ONCE_INIT;
+
+static void output_metrics_init(void)
+{
+    m_tenant_dropped = metrics_family("sandbox_exec_output_tenant_dropped_bytes_total", METRIC_COUNTER,
+                                      "Live exec output deleted to keep a tenant within its "
+                                      "exec_output_tenant_keep_bytes, by the state of the operation it was of "
+                                      "(finished: kept for later reads; running: followers skip it).",
+                                      NULL, 0);
+}
+
+/* One batch of the tenant's oldest chunks, of finished or of running
+ * operations, deleted until excess bytes went (the last one may take it
+ * past), skipping rows another transaction holds (retention deleting them
+ * already). *ret_n chunks and *ret_bytes deleted; 0 or SBX_EDB. */
+static int output_trim_batch(PGconn *c, const char *tenant_id, bool finished, int64_t excess, int *ret_n,
+                             int64_t *ret_bytes)
+{
+    char ex[24];
+    snprintf(ex, sizeof ex, "%lld", (long long)excess);
+    const char *p[] = { tenant_id, finished ? "true" : "false", ex };
+    PGresult *r = db_exec(c,
+                          "WITH c AS (SELECT e.operation_id, e.byte_offset, e.created_at, length(e.data) AS n "
+                          "  FROM exec_output e JOIN operations o ON o.id = e.operation_id "
+                          "  WHERE e.tenant_id = $1 AND (o.state IN ('succeeded', 'failed', 'cancelled')) = $2::boolean "
+                          "  ORDER BY e.created_at, e.operation_id, e.byte_offset "
+                          "  LIMIT " OUTPUT_STR(SBX_OUTPUT_TRIM_BATCH) " FOR UPDATE OF e SKIP LOCKED), "
+                          "k AS (SELECT operation_id, byte_offset FROM (SELECT operation_id, byte_offset, "
+                          "  sum(n) OVER (ORDER BY created_at, operation_id, byte_offset) - n AS before FROM c) x "
+                          "  WHERE before < $3::bigint), "
+                          "d AS (DELETE FROM exec_output e USING k WHERE e.operation_id = k.operation_id "
+                          "  AND e.byte_offset = k.byte_offset RETURNING length(e.data) AS n) "
+                          "SELECT count(*), coalesce(sum(n), 0)::bigint FROM d",
+                          3, p);
+    if (!r)
+        return SBX_EDB;
+    *ret_n = (int)db_get_ll(r, 0, 0);
+    *ret_bytes = db_get_ll(r, 0, 1);
+    PQclear(r);
+    return 0;
+}
+
+/* Takes the tenant back within its bound: excess bytes of its oldest
+ * chunks go, those of finished operations first (kept only for later
+ * reads), then those of running ones, oldest first (what their followers
+ * have not read yet: they are told the skip), so the newest output, this
+ * append's, is the last to go and the append itself is never refused. At
+ * most SBX_OUTPUT_TRIM_ROUNDS batches: what is left goes at the next
+ * append. 0 or SBX_EDB. */
+static int output_tenant_trim(PGconn *c, const char *tenant_id, int64_t excess)
+{
+    pthread_once(&output_metrics_once, output_metrics_init);
+    bool finished = true;
+    for (int round = 0; round < SBX_OUTPUT_TRIM_ROUNDS && excess > 0; round++) {
+        int n = 0;
+        int64_t bytes = 0;
+        if (output_trim_batch(c, tenant_id, finished, excess, &n, &bytes) < 0)
+            return SBX_EDB;
+        excess -= bytes;
+        if (bytes > 0)
+            metrics_add(m_tenant_dropped, finished ? "from=\"finished\"" : "from=\"running\"", (double)bytes);
+        if (n < SBX_OUTPUT_TRIM_BATCH) {
+            if (!finished)
+                break; /* nothing more it may take */
+            finished = false;
+        }
+    }
+    return 0;
+}
+
+int store_output_append(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object *body,
+                        api_error_t *err)
 {
     const char *op_id = NULL;
     int64_t attempt = -1;
@@ -89,19 +162,41 @@ int store_output_append(PGconn *c, const char *worker_id, json_object *body, int
         snprintf(off, sizeof off, "%lld", (long long)chunks[i].offset);
         const char *q[] = { op_id, off, chunks[i].stream, chunks[i].b64 };
         /* A chunk sent again (the worker retried after a lost answer) holds
-         * the same bytes, and maybe more written since: keep the longer. */
-        if (db_run(c, "INSERT INTO exec_output AS e (operation_id, byte_offset, stream, data) "
-                      "VALUES ($1, $2::bigint, $3, decode($4, 'base64')) ON CONFLICT (operation_id, byte_offset) "
+         * the same bytes, and maybe more written since: keep the longer.
+         * The tenant's counter (exec_output_usage, migration 0019) follows
+         * by trigger, its row locked until the commit: the tenant's appends
+         * take turns from here. */
+        if (db_run(c, "INSERT INTO exec_output AS e (operation_id, tenant_id, byte_offset, stream, data) "
+                      "VALUES ($1, (SELECT tenant_id FROM operations WHERE id = $1), $2::bigint, $3, "
+                      "decode($4, 'base64')) ON CONFLICT (operation_id, byte_offset) "
                       "DO UPDATE SET data = EXCLUDED.data WHERE length(EXCLUDED.data) > length(e.data)", 4, q) < 0)
             goto db_fail;
     }
-    char keep[24];
-    snprintf(keep, sizeof keep, "%lld", (long long)keep_bytes);
-    const char *k[] = { op_id, keep };
-    /* Past the bound the oldest chunks go, whole: at most keep bytes stay. */
-    if (db_run(c, "DELETE FROM exec_output WHERE operation_id = $1 AND byte_offset < "
-                  "(SELECT max(byte_offset + length(data)) - $2::bigint FROM exec_output WHERE operation_id = $1)",
-               2, k) < 0 ||
+    char keep[24], tkeep[24];
+    snprintf(keep, sizeof keep, "%lld", (long long)lim->exec_output_keep);
+    snprintf(tkeep, sizeof tkeep, "%lld", (long long)lim->exec_output_tenant_keep);
+    const char *k[] = { op_id, keep, tkeep };
+    /* Past the operation's bound its oldest chunks go, whole: at most keep
+     * bytes stay. The same statement reads what the tenant is over its own
+     * bound by (its counter after this append's chunks, less what this
+     * deletes: the counter follows when the statement ends). */
+    PGresult *r = db_exec(c, "WITH d AS (DELETE FROM exec_output WHERE operation_id = $1 AND byte_offset < "
+                             "  (SELECT max(byte_offset + length(data)) - $2::bigint FROM exec_output "
+                             "   WHERE operation_id = $1) RETURNING length(data) AS n) "
+                             "SELECT o.tenant_id, coalesce(u.bytes, 0) - (SELECT coalesce(sum(n), 0) FROM d) - "
+                             "  least($3::bigint, (tn.policy->>'exec_output_tenant_keep_bytes')::bigint) "
+                             "FROM operations o JOIN tenants tn ON tn.id = o.tenant_id "
+                             "LEFT JOIN exec_output_usage u ON u.tenant_id = o.tenant_id WHERE o.id = $1",
+                          3, k);
+    if (!r || PQntuples(r) != 1) {
+        PQclear(r);
+        goto db_fail;
+    }
+    char tenant_id[SBX_ID_MAX];
+    snprintf(tenant_id, sizeof tenant_id, "%s", db_get(r, 0, 0));
+    int64_t excess = db_get_ll(r, 0, 1);
+    PQclear(r);
+    if ((excess > 0 && output_tenant_trim(c, tenant_id, excess) < 0) ||
         db_run(c, "SELECT pg_notify('sandbox_wake', 'output')", 0, NULL) < 0 || db_commit(c) < 0)
         goto db_fail;
     rc = 0;

@@ -72,7 +72,25 @@ int store_pool_create(PGconn *c, const pool_decl_t *d, json_object **ret, api_er
     const char *p[] = { id, d->name, d->tenant_id, spec_text, key, isolation_name(d->isolation), cpu, mem, size,
                         d->created_by };
     int rc = 0;
-    if (db_begin(c) < 0 || db_run(c, "SELECT pg_advisory_xact_lock(hashtext('sandbox_pools'))", 0, NULL) < 0)
+    if (db_begin(c) < 0)
+        goto db_fail;
+    if (d->tenant_id && d->policy) {
+        /* The members are the tenant's in all but name: they count against
+         * its quotas from the declaration on (its creates count them too),
+         * under its row lock as a create's quota is. */
+        char what[SBX_POOL_NAME_MAX + 48];
+        snprintf(what, sizeof what, "pool %s of %lld", d->name, (long long)d->size);
+        quota_use_t asked = { d->size, d->size * d->spec->cpu_millis, d->size * d->spec->memory_mib };
+        rc = store__tenant_quota(c, d->tenant_id, d->policy, &asked, what, err);
+        if (rc == SBX_EINVAL) {
+            db_rollback(c);
+            free(spec_text);
+            return rc;
+        }
+        if (rc < 0)
+            goto db_fail;
+    }
+    if (db_run(c, "SELECT pg_advisory_xact_lock(hashtext('sandbox_pools'))", 0, NULL) < 0)
         goto db_fail;
     const char *pc[] = { d->name, d->tenant_id, cap, tcap };
     PGresult *r = db_exec(c,
@@ -273,10 +291,12 @@ int store__pool_claim(PGconn *c, const store_limits_t *lim, const create_req_t *
 
 /* ---- the refill pass ---- */
 
-/* Adds one member of the locked pool: its sandbox row (tenant '_pools')
- * and a pending create, with the events of any create. 0 or SBX_EDB. */
-static int refill_one(PGconn *c, const store_limits_t *lim, const PGresult *pr, const char *ttl)
+/* Adds one member of the locked pool: its sandbox row (tenant '_pools',
+ * the pool's TTL) and a pending create, with the events of any create. 0
+ * or SBX_EDB. */
+static int refill_one(PGconn *c, const store_limits_t *lim, const PGresult *pr)
 {
+    const char *ttl = db_get(pr, 0, 10);
     char sbx[SBX_ID_MAX], op[SBX_ID_MAX], deadline[24];
     ids_new("sbx", sbx);
     ids_new("op", op);
@@ -312,10 +332,10 @@ static int refill_one(PGconn *c, const store_limits_t *lim, const PGresult *pr, 
  * needed it was skipped (SKIP LOCKED) or, once it had it, held every claim
  * while it added up to a second's worth of members. FOR KEY SHARE keeps
  * the pool from being deleted meanwhile without blocking a claim. */
-static int refill_pool(PGconn *c, const store_limits_t *lim, const char *pool_id, const char *ttl, int *budget,
+static int refill_pool(PGconn *c, const store_limits_t *lim, const char *pool_id, const char *max_ttl, int *budget,
                        int *ret_added)
 {
-    const char *p[] = { pool_id };
+    const char *p[] = { pool_id, max_ttl };
     if (db_begin(c) < 0)
         return SBX_EDB;
     PGresult *lr = db_exec(c, "SELECT pg_try_advisory_xact_lock(hashtext('sandbox_pool_refill'), hashtext($1))", 1, p);
@@ -339,9 +359,10 @@ static int refill_pool(PGconn *c, const store_limits_t *lim, const char *pool_id
                           "  (SELECT count(*) FROM sandboxes s WHERE s.pool_id = p.id AND s.claimed_at IS NULL "
                           "   AND s.desired_state = 'running' AND s.phase = 'running'), "
                           "  (SELECT count(*) FROM sandboxes s WHERE s.pool_id = p.id AND s.phase = 'failed' "
-                          "   AND s.updated_at > now() - interval '60 seconds') "
+                          "   AND s.updated_at > now() - interval '60 seconds'), "
+                          "  least(coalesce((p.spec->>'ttl_seconds')::bigint, $2::bigint), $2::bigint) "
                           "FROM pools p WHERE p.id = $1 FOR KEY SHARE OF p",
-                          1, p);
+                          2, p);
     if (!r) {
         db_rollback(c);
         return SBX_EDB;
@@ -351,7 +372,7 @@ static int refill_pool(PGconn *c, const store_limits_t *lim, const char *pool_id
         long long size = db_get_ll(r, 0, 6), live = db_get_ll(r, 0, 7), fails = db_get_ll(r, 0, 9);
         long long want = fails >= 3 ? 0 : size - live;
         for (; rc == 0 && added < want && *budget > 0; added++, (*budget)--)
-            rc = refill_one(c, lim, r, ttl);
+            rc = refill_one(c, lim, r);
         if (rc == 0 && added > 0) {
             char n[24];
             snprintf(n, sizeof n, "%d", added);
@@ -369,10 +390,10 @@ static int refill_pool(PGconn *c, const store_limits_t *lim, const char *pool_id
     return 0;
 }
 
-int store_pool_refill(PGconn *c, const store_limits_t *lim, int64_t member_ttl_seconds, int budget, int *ret_added)
+int store_pool_refill(PGconn *c, const store_limits_t *lim, int64_t max_ttl_seconds, int budget, int *ret_added)
 {
     char ttl[24];
-    snprintf(ttl, sizeof ttl, "%lld", (long long)member_ttl_seconds);
+    snprintf(ttl, sizeof ttl, "%lld", (long long)max_ttl_seconds);
     /* One statement finds the pools short of their size (and feeds the
      * ready gauge); only those are locked and refilled. */
     PGresult *r = db_exec(c,

@@ -896,10 +896,16 @@ int store_prune(PGconn *c, int64_t operations_seconds, int64_t events_seconds, s
                             "  WHERE ts < now() - make_interval(secs => $1::bigint) ORDER BY ts "
                             "  LIMIT " STR(SBX_RETENTION_BATCH) " FOR UPDATE SKIP LOCKED)",
                             ev_s, &ret_pruned->events)) < 0 ||
+        /* A batch's live output goes in one statement of its own, before
+         * the cascade would take it operation by operation: the tenants'
+         * output counters (migration 0019) are then taken in one go, in
+         * tenant order, as every other writer of several takes them. */
         (rc = prune_batches(c,
-                            "DELETE FROM operations WHERE id IN (SELECT id FROM operations "
+                            "WITH gone AS (SELECT id FROM operations "
                             "  WHERE finished_at < now() - make_interval(secs => $1::bigint) "
-                            "  LIMIT " STR(SBX_RETENTION_BATCH) " FOR UPDATE SKIP LOCKED)",
+                            "  LIMIT " STR(SBX_RETENTION_BATCH) " FOR UPDATE SKIP LOCKED), "
+                            "out AS (DELETE FROM exec_output WHERE operation_id IN (SELECT id FROM gone)) "
+                            "DELETE FROM operations WHERE id IN (SELECT id FROM gone)",
                             ops_s, &ret_pruned->operations)) < 0 ||
         (rc = prune_batches(c,
                             "DELETE FROM routes WHERE id IN (SELECT id FROM routes "

@@ -46,44 +46,34 @@ int store__idem_replay(PGconn *c, const char *tenant_id, const char *key, const 
     return 1;
 }
 
-/* Inside the create's transaction: locks the tenant row (serializing
- * concurrent creates of one tenant, so no race can pass a quota; NO KEY, so
- * foreign-key checks of other transactions, which may hold a worker row this
- * create's placement will lock, never wait for it) and checks
- * req->policy's quotas. 0, SBX_EINVAL with err set (quota_exceeded), SBX_EDB. */
-static int quota_check(PGconn *c, const create_req_t *req, api_error_t *err)
+int store__tenant_quota(PGconn *c, const char *tenant_id, const policy_t *pol, const quota_use_t *asked,
+                        const char *what, api_error_t *err)
 {
-    const char *pq[] = { req->tenant_id };
+    const char *pq[] = { tenant_id };
     PGresult *q = db_exec(c, "SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE", 1, pq);
     PQclear(q);
     if (!q)
         return SBX_EDB;
     /* The tenant's live counters (migration 0014), not a count of its rows:
-     * the folded row plus the log not folded yet. */
-    q = db_exec(c, "SELECT coalesce(sum(live), 0)::bigint, coalesce(sum(live_cpu_millis), 0)::bigint, "
-                   "coalesce(sum(live_memory_mib), 0)::bigint FROM ("
+     * the folded row plus the log not folded yet; and what its warm pools
+     * hold for it (their sizes, each member at its pool's cpu and memory:
+     * at most SBX_POOLS_PER_TENANT_MAX rows). */
+    q = db_exec(c, "SELECT u.n, u.cpu, u.mem, p.n, p.cpu, p.mem FROM ("
+                   "SELECT coalesce(sum(live), 0)::bigint AS n, coalesce(sum(live_cpu_millis), 0)::bigint AS cpu, "
+                   "coalesce(sum(live_memory_mib), 0)::bigint AS mem FROM ("
                    "SELECT live, live_cpu_millis, live_memory_mib FROM sandbox_usage "
                    "WHERE tenant_id = $1 AND worker_id = '' UNION ALL "
                    "SELECT live, live_cpu_millis, live_memory_mib FROM sandbox_usage_log "
-                   "WHERE tenant_id = $1 AND worker_id = '') u",
+                   "WHERE tenant_id = $1 AND worker_id = '') x) u, ("
+                   "SELECT coalesce(sum(size), 0)::bigint AS n, coalesce(sum(size * cpu_millis), 0)::bigint AS cpu, "
+                   "coalesce(sum(size * memory_mib), 0)::bigint AS mem FROM pools WHERE tenant_id = $1) p",
                 1, pq);
     if (!q)
         return SBX_EDB;
-    long long n = db_get_ll(q, 0, 0), tcpu = db_get_ll(q, 0, 1), tmem = db_get_ll(q, 0, 2);
+    quota_use_t live = { db_get_ll(q, 0, 0), db_get_ll(q, 0, 1), db_get_ll(q, 0, 2) },
+                held = { db_get_ll(q, 0, 3), db_get_ll(q, 0, 4), db_get_ll(q, 0, 5) };
     PQclear(q);
-    const policy_t *pol = req->policy;
-    if (pol->max_sandboxes && n + 1 > pol->max_sandboxes)
-        return api_error_set(err, API_QUOTA_EXCEEDED, "tenant quota max_sandboxes = %lld: %lld sandboxes live",
-                             (long long)pol->max_sandboxes, n);
-    if (pol->max_total_cpu_millis && tcpu + req->spec->cpu_millis > pol->max_total_cpu_millis)
-        return api_error_set(err, API_QUOTA_EXCEEDED,
-                             "tenant quota max_total_cpu_millis = %lld: %lld in use, %lld asked",
-                             (long long)pol->max_total_cpu_millis, tcpu, (long long)req->spec->cpu_millis);
-    if (pol->max_total_memory_mib && tmem + req->spec->memory_mib > pol->max_total_memory_mib)
-        return api_error_set(err, API_QUOTA_EXCEEDED,
-                             "tenant quota max_total_memory_mib = %lld: %lld MiB in use, %lld asked",
-                             (long long)pol->max_total_memory_mib, tmem, (long long)req->spec->memory_mib);
-    return 0;
+    return quota_check(pol, &live, &held, asked, what, err);
 }
 
 json_object *store__sandbox_pending_data(const create_req_t *req)
@@ -153,7 +143,8 @@ int store_sandbox_create(PGconn *c, const store_limits_t *lim, const create_req_
     if (db_begin(c) < 0)
         goto db_fail;
     if (req->policy) {
-        int q = quota_check(c, req, err);
+        quota_use_t one = { 1, req->spec->cpu_millis, req->spec->memory_mib };
+        int q = store__tenant_quota(c, req->tenant_id, req->policy, &one, NULL, err);
         if (q == SBX_EINVAL) {
             db_rollback(c);
             free(spec_text);

@@ -15,6 +15,7 @@
 #include "metrics.h"
 #include "observed.h"
 #include "opstate.h"
+#include "quota.h"
 #include "token.h"
 #include "utf8.h"
 
@@ -210,6 +211,14 @@ void store__policy_parse(const char *text, policy_t *ret);
 int store__sandbox_request_delete(PGconn *c, const store_limits_t *lim, const char *tenant_id, const char *sandbox_id,
                                   const char *idem, const char *hash, const char *created_by, char ret_op[SBX_ID_MAX],
                                   json_object **ret_op_json, bool then_commit);
+/* In a transaction: locks the tenant row (serializing its creates and pool
+ * declarations, so no race can pass a quota; NO KEY, so foreign-key checks
+ * of other transactions, which may hold a worker row a create's placement
+ * will lock, never wait for it) and checks pol's quotas against its live
+ * sandboxes, what its warm pools hold and asked (quota_check; what as
+ * there). 0, SBX_EINVAL with err set (quota_exceeded), SBX_EDB. */
+int store__tenant_quota(PGconn *c, const char *tenant_id, const policy_t *pol, const quota_use_t *asked,
+                        const char *what, api_error_t *err);
 /* Inside a create's transaction (store/pools.c): when req->pool_key
  * matches a pool the caller's tenant may use, takes a ready member (pool
  * row locked, member FOR UPDATE SKIP LOCKED), gives it the claimer's

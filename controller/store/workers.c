@@ -883,36 +883,45 @@ int store_worker_list(PGconn *c, json_object **ret, api_error_t *err)
     return store__api_list(c, &store__t_worker, " FROM workers ORDER BY name", 0, NULL, "workers", ret, err);
 }
 
-int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_id, int max, json_object **ret,
-                       int *ret_n, api_error_t *err)
+int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_id, int max, int tenant_cap,
+                       json_object **ret, int *ret_n, api_error_t *err)
 {
     *ret_n = 0;
     if (max < 1 || max > SBX_CLAIM_MAX)
         max = SBX_CLAIM_MAX;
+    if (tenant_cap < 0)
+        tenant_cap = 0;
     assert(op_transition_allowed(OP_LEASED, OP_RUNNING));
-    char maxs[16], bytes[24], lease[24];
+    char maxs[16], bytes[24], lease[24], caps[16];
     snprintf(maxs, sizeof maxs, "%d", max);
     snprintf(bytes, sizeof bytes, "%u", SBX_CLAIM_BYTES_MAX);
     snprintf(lease, sizeof lease, "%lld", (long long)lim->lease_seconds);
-    const char *p[] = { worker_id, maxs, bytes, lease };
+    snprintf(caps, sizeof caps, "%d", tenant_cap);
+    const char *p[] = { worker_id, maxs, bytes, lease, caps };
     const store_table_t *t = &store__t_assignment;
     /* One statement: the operations leased to this worker, in turns by
      * tenant (counting what each already runs here, its oldest first, so
      * one tenant's backlog does not hold another's back on this worker),
-     * as many as fit the answer (requests carry inline stdin: the first
-     * always, the rest while their requests add up to at most $3 bytes;
-     * the others wait for the next poll), each moved leased → running with
-     * a fresh lease (from now on only the worker's heartbeats naming it
-     * renew it) and its event, a create's sandbox to provisioning with its
-     * event, the events in claim order. */
+     * each tenant's only while its turn is within its executor cap ($5,
+     * tightened by its policy; a delete always: it may be what ends the
+     * tenant's long commands), as many as fit the answer (requests carry
+     * inline stdin: the first always, the rest while their requests add up
+     * to at most $3 bytes; the others wait for the next poll), each moved
+     * leased → running with a fresh lease (from now on only the worker's
+     * heartbeats naming it renew it) and its event, a create's sandbox to
+     * provisioning with its event, the events in claim order. */
     PGresult *r = store__exec_cols(
         c, t,
         "WITH q AS (SELECT o.id, q0.turn, q0.created_at, octet_length(o.request::text) AS len "
-        "  FROM (SELECT l.id, l.created_at, coalesce(r.n, 0) + row_number() OVER "
-        "    (PARTITION BY l.tenant_id ORDER BY l.created_at) AS turn "
+        "  FROM (SELECT id, created_at, turn FROM (SELECT l.id, l.created_at, l.kind, coalesce(r.n, 0) + "
+        "    row_number() OVER (PARTITION BY l.tenant_id ORDER BY l.created_at) AS turn, "
+        "    least(nullif($5::int, 0), (tn.policy->>'max_executors_per_worker')::int) AS cap "
         "    FROM operations l LEFT JOIN (SELECT tenant_id, count(*) AS n FROM operations "
         "      WHERE lease_worker_id = $1 AND state = 'running' GROUP BY tenant_id) r ON r.tenant_id = l.tenant_id "
-        "    WHERE l.lease_worker_id = $1 AND l.state = 'leased' ORDER BY turn, l.created_at LIMIT $2::int) q0 "
+        "    LEFT JOIN tenants tn ON tn.id = l.tenant_id "
+        "    WHERE l.lease_worker_id = $1 AND l.state = 'leased') l0 "
+        "    WHERE l0.kind = 'delete' OR l0.cap IS NULL OR l0.turn <= l0.cap "
+        "    ORDER BY turn, created_at LIMIT $2::int) q0 "
         "  JOIN operations o ON o.id = q0.id WHERE o.state = 'leased' "
         "  ORDER BY q0.turn, q0.created_at FOR UPDATE OF o SKIP LOCKED), "
         "k AS (SELECT id, turn, created_at FROM (SELECT id, turn, created_at, row_number() OVER w AS rn, "
@@ -940,7 +949,7 @@ int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_
         "SELECT ",
         ", o.since_leased FROM o JOIN sandboxes s ON s.id = o.sandbox_id JOIN tenants tn ON tn.id = o.tenant_id "
         "ORDER BY o.claim_turn, o.claim_at",
-        4, p);
+        5, p);
     if (!r) {
         store__db_error(err);
         return SBX_EDB;

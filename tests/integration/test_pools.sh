@@ -5,7 +5,9 @@
 # TTL; the pool refills; concurrent claims each get a different sandbox and
 # none is handed out twice; pools survive a controller restart; a worker
 # loss refills on the other worker; tenants and policy bound who may
-# declare and claim; deleting a pool deletes its unclaimed members.
+# declare and claim; a pool counts against its tenant's quotas; a pool's
+# TTL defaults within its tenant's max_ttl_seconds; deleting a pool deletes
+# its unclaimed members.
 # itest-timeout: 240
 # itest-standalone
 set -euo pipefail
@@ -67,6 +69,42 @@ assert_http 400 invalid_argument "a bad pool name"
 itest_http POST /v1/pools "$FAULT_ADMIN" '{"name":"zero","size":0}'
 assert_http 400 invalid_argument "size 0"
 
+# ---- a pool counts against its tenant's quotas (issue 27): a member whose
+# policy allows 3 sandboxes cannot declare 8 pools of 2 (16 sandboxes
+# charged to nobody); an admin cannot declare one for it either; its creates
+# count what its pools hold; a shared pool counts against nobody
+assert_exit 0 sandbox tenants create pq
+assert_exit 0 sandbox tenants update pq --policy '{"max_pool_size":2,"max_sandboxes":3}'
+pq=$("$SANDBOXD" token create --database-url "$FAULT_URL" --tenant pq --role member)
+assert_exit 0 sandbox --token "$pq" pools create q1 --size 2 "${SPEC[@]}"
+for i in 2 3 4 5 6 7 8; do
+  itest_http POST /v1/pools "$pq" "{\"name\":\"q$i\",\"size\":2,\"image\":\"$ITEST_IMAGE\",\"memory_mib\":32}"
+  assert_http 429 quota_exceeded "pool q$i of 2 past max_sandboxes 3 (q1 holds 2)"
+done
+assert_contains "$(itest_json "$HTTP_BODY" error.message)" \
+  "tenant quota max_sandboxes = 3: 0 sandboxes live and 2 held by its warm pools; pool q8 of 2 asks 2 more" \
+  "the refusal names the rule and the pool"
+assert_exit 1 sandbox pools create qa --size 2 --tenant pq "${SPEC[@]}"
+assert_contains "$ITEST_ERR" "quota_exceeded" "an admin's pool for pq counts against pq too"
+assert_eq 1 "$(fault_sql "SELECT count(*) FROM pools p JOIN tenants t ON t.id = p.tenant_id WHERE t.name = 'pq'")" \
+  "pools of pq"
+assert_exit 0 sandbox tenants update pq --policy '{"max_pool_size":2,"max_sandboxes":2}'
+assert_exit 1 sandbox --token "$pq" create --image "$ITEST_IMAGE" --cpu-millis 150 --memory-mib 32
+assert_contains "$ITEST_ERR" "max_sandboxes = 2: 0 sandboxes live and 2 held by its warm pools" \
+  "a create counts what pq's pool holds"
+assert_exit 0 sandbox --token "$pq" pools delete q1
+
+# ---- a pool's TTL (issue 27): a tenant whose max_ttl_seconds is under
+# create's default 3600 declares a pool (its members get 600, what a create
+# there may have), an explicit one over the policy is refused, and a claim
+# from it works with the claimer's TTL
+assert_exit 0 sandbox tenants create pt
+assert_exit 0 sandbox tenants update pt --policy '{"max_pool_size":1,"max_ttl_seconds":600}'
+pt=$("$SANDBOXD" token create --database-url "$FAULT_URL" --tenant pt --role member)
+assert_exit 0 sandbox --token "$pt" pools create short --size 1 --image "$ITEST_IMAGE" --cpu-millis 120 --memory-mib 32 --json
+assert_eq 600 "$(itest_json "$ITEST_OUT" pool.ttl_seconds)" "a pool's default TTL within the tenant's max_ttl_seconds"
+assert_exit 1 sandbox --token "$pt" pools create long --size 1 --ttl 900 "${SPEC[@]}"
+assert_contains "$ITEST_ERR" "ttl_seconds 900 is over the tenant policy max_ttl_seconds = 600" "a pool TTL over the policy"
 # ---- a pool of 2 fills
 assert_exit 0 sandbox --token "$pa" pools create warm --size 2 "${SPEC[@]}" --json
 assert_eq pa "$(itest_json "$ITEST_OUT" pool.tenant)" "a member's pool is its tenant's"
@@ -80,6 +118,17 @@ assert_match "$ITEST_OUT" '^warm pa .* size=2 ready=2 ' "pools list row"
 assert_exit 0 sandbox --token "$pa" list --json
 assert_eq 0 "$(python3 -c 'import json,sys; print(len(json.loads(sys.argv[1])["sandboxes"]))' "$ITEST_OUT")" \
   "pa owns no sandbox before it claims"
+
+# pt's pool (declared above) filled meanwhile: its member lives 600 s
+# unclaimed, and a create with the claimer's TTL takes it
+itest_wait_until 60 "pool short ready=1" pool_ready_is short 1
+assert_eq 600 "$(fault_sql "SELECT s.ttl_seconds FROM sandboxes s JOIN pools p ON p.id = s.pool_id
+                            WHERE p.name = 'short' AND s.claimed_at IS NULL LIMIT 1")" "an unclaimed member's TTL"
+assert_exit 0 sandbox --token "$pt" create --image "$ITEST_IMAGE" --cpu-millis 120 --memory-mib 32 --ttl 300 --json
+assert_eq short "$(itest_json "$ITEST_OUT" sandbox.pool)" "pt's create claimed from its pool"
+assert_eq 300 "$(itest_json "$ITEST_OUT" sandbox.ttl_seconds)" "the claimer's TTL"
+assert_exit 0 sandbox --token "$pt" delete "$(itest_json "$ITEST_OUT" sandbox.id)"
+assert_exit 0 sandbox --token "$pt" pools delete short
 
 # ---- a matching create is a hit: running at once, the claimer's labels/TTL
 before=$(members warm)

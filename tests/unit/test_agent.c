@@ -564,6 +564,23 @@ START_TEST(test_the_queue_takes_turns_by_tenant)
 }
 END_TEST
 
+START_TEST(test_a_tenant_holds_its_share_of_the_executors_at_least_one)
+{
+    /* the default, 75 %: 6 of 8 (two stay for other tenants), 3 of 4 */
+    ck_assert_int_eq(agent_tenant_executors(8, 75), 6);
+    ck_assert_int_eq(agent_tenant_executors(4, 75), 3);
+    ck_assert_int_eq(agent_tenant_executors(32, 75), 24);
+    /* rounded down, never below one */
+    ck_assert_int_eq(agent_tenant_executors(3, 50), 1);
+    ck_assert_int_eq(agent_tenant_executors(2, 75), 1);
+    ck_assert_int_eq(agent_tenant_executors(1, 75), 1);
+    ck_assert_int_eq(agent_tenant_executors(8, 1), 1);
+    /* 100: every executor (no cap asked of the claim) */
+    ck_assert_int_eq(agent_tenant_executors(8, 100), 8);
+    ck_assert_int_eq(agent_tenant_executors(256, 100), 256);
+}
+END_TEST
+
 /* A loopback port nothing listens on: bound and closed again. */
 static int closed_port(void)
 {
@@ -644,7 +661,8 @@ END_TEST
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("agent");
-    unit_tcase_add(s, "queue", UNIT_TESTS(test_the_queue_takes_turns_by_tenant,));
+    unit_tcase_add(s, "queue", UNIT_TESTS(test_the_queue_takes_turns_by_tenant,
+                                          test_a_tenant_holds_its_share_of_the_executors_at_least_one,));
     TCase *tc = unit_tcase_add(s, "assignments", UNIT_TESTS(
         test_create_passes_the_assignment_to_the_runtime_and_reports_its_ref,
         test_create_without_isolation_is_the_container_class,

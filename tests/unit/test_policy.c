@@ -226,6 +226,47 @@ START_TEST(test_policy_max_pool_size_is_bounded_and_unset_by_default)
 }
 END_TEST
 
+START_TEST(test_policy_max_executors_per_worker_is_bounded)
+{
+    policy_t p;
+    api_error_t err;
+    ck_assert_int_eq(parse("{\"max_executors_per_worker\":2}", &p, &err), 0);
+    ck_assert_int_eq(p.max_executors_per_worker, 2);
+    json_object *j = policy_to_json(&p);
+    int64_t v = 0;
+    ck_assert(jsonx_get_int(j, "max_executors_per_worker", &v) && v == 2);
+    json_object_put(j);
+    policy_release(&p);
+    static const char *const bad[] = { "{\"max_executors_per_worker\":0}", "{\"max_executors_per_worker\":257}",
+                                       "{\"max_executors_per_worker\":\"2\"}" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(parse(bad[i], &p, &err), SBX_EINVAL);
+        ck_assert_msg(strstr(err.message, "max_executors_per_worker"), "%s: %s", bad[i], err.message);
+    }
+}
+END_TEST
+
+START_TEST(test_policy_exec_output_tenant_keep_bytes_is_bounded)
+{
+    policy_t p;
+    api_error_t err;
+    ck_assert_int_eq(parse("{\"exec_output_tenant_keep_bytes\":1048576}", &p, &err), 0);
+    ck_assert_int_eq(p.exec_output_tenant_keep_bytes, 1048576);
+    json_object *j = policy_to_json(&p);
+    int64_t v = 0;
+    ck_assert(jsonx_get_int(j, "exec_output_tenant_keep_bytes", &v) && v == 1048576);
+    json_object_put(j);
+    policy_release(&p);
+    char big[96];
+    snprintf(big, sizeof big, "{\"exec_output_tenant_keep_bytes\":%lld}", (long long)SBX_OUTPUT_TENANT_KEEP_MAX + 1);
+    const char *const bad[] = { "{\"exec_output_tenant_keep_bytes\":0}", big };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(parse(bad[i], &p, &err), SBX_EINVAL);
+        ck_assert_msg(strstr(err.message, "exec_output_tenant_keep_bytes"), "%s: %s", bad[i], err.message);
+    }
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("policy");
@@ -239,6 +280,8 @@ Suite *unit_suite(void)
         test_policy_egress_allow_is_canonical_cidrs,
         test_policy_check_limit_names_the_rule_that_binds,
         test_policy_max_pool_size_is_bounded_and_unset_by_default,
+        test_policy_max_executors_per_worker_is_bounded,
+        test_policy_exec_output_tenant_keep_bytes_is_bounded,
     ));
     return s;
 }

@@ -669,11 +669,13 @@ static const command_t commands[] = {
             FN("--cpu-millis", cpu_millis, SBX_CPU_MILLIS_MIN, SBX_CPU_MILLIS_MAX),
             FN("--memory-mib", memory_mib, SBX_MEMORY_MIB_MIN, SBX_MEMORY_MIB_MAX),
             FN("--disk", disk_mib, SBX_DISK_MIB_MIN, SBX_DISK_MIB_MAX), FS("--network", network),
-            FS("--isolation", isolation), FB("--read-only-root", read_only_root), FJSON), 2, false,
+            FS("--isolation", isolation), FB("--read-only-root", read_only_root),
+            FN("--ttl", ttl, SBX_TTL_SECONDS_MIN, SBX_TTL_SECONDS_MAX), FJSON), 2, false,
       "usage: sandbox pools list [--json]\n"
       "       sandbox pools create NAME --size N [--tenant T] [--image IMAGE] [--cpu-millis N]\n"
       "                            [--memory-mib N] [--disk MIB] [--network none|restricted|open]\n"
-      "                            [--isolation container|gvisor|microvm] [--read-only-root] [--json]\n"
+      "                            [--isolation container|gvisor|microvm] [--read-only-root]\n"
+      "                            [--ttl SECONDS] [--json]\n"
       "       sandbox pools get NAME [--json]\n"
       "       sandbox pools delete NAME [--json]\n"
       "\n"
@@ -684,18 +686,23 @@ static const command_t commands[] = {
       "out twice. list and get print NAME TENANT(* = every tenant) IMAGE CLASS/NETWORK\n"
       "size= ready= creating= hits= misses=. An admin token declares any pool (without\n"
       "--tenant: one every tenant may claim from); a member token only its own\n"
-      "tenant's, up to its policy's max_pool_size. delete also deletes the pool's\n"
-      "unclaimed members.\n"
+      "tenant's, up to its policy's max_pool_size. A tenant's pool counts against its\n"
+      "quotas (max_sandboxes, max_total_cpu_millis, max_total_memory_mib) as --size\n"
+      "sandboxes of its spec. delete also deletes the pool's unclaimed members.\n"
       "\n"
       "  --size N                 members kept ready (1 to 256)\n"
       "  --tenant T               only T's creates may claim (default for a member token:\n"
       "                           its tenant; for an admin: every tenant)\n"
       "  --image, --cpu-millis, --memory-mib, --disk, --network, --isolation,\n"
       "  --read-only-root         the members' spec, with create's defaults\n"
+      "  --ttl SECONDS            an unclaimed member's lifetime, then it is replaced\n"
+      "                           (default: 3600 within the tenant's max_ttl_seconds;\n"
+      "                           a claim gives the sandbox the claimer's TTL)\n"
       "  --json                   print the API's JSON\n"
       "\n"
       "Exit codes: 0 done; 1 refused by policy (policy_denied: over max_pool_size or\n"
-      "the tenant's rules); 2 usage; 3 an API error (forbidden: no pool policy;\n"
+      "the tenant's rules; quota_exceeded: the pool would take the tenant past a\n"
+      "quota); 2 usage; 3 an API error (forbidden: no pool policy;\n"
       "conflict: the name is taken; not_found: no such pool).\n" COMMON_FLAGS_HELP },
     { "workers", NULL, cli_check_workers, cli_cmd_workers, FLAGS(FJSON), 2, false,
       "usage: sandbox workers list [--json]\n"

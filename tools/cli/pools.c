@@ -14,7 +14,8 @@ int cli_check_pools(cli_t *cli, opts_t *o)
 {
     bool create = o->npos > 0 && strcmp(o->pos[0], "create") == 0;
     if (o->npos > 0 && !create && (o->size.set || o->image || o->tenant || o->cpu_millis.set || o->memory_mib.set ||
-                                   o->disk_mib.set || o->network || o->isolation || o->read_only_root))
+                                   o->disk_mib.set || o->network || o->isolation || o->read_only_root ||
+                                   o->ttl.set))
         return cli_usage_error(cli->cmd, "the spec flags (--size, --image, ...) go with create");
     int rc = cli_check_subcommand(cli, o, "list, create, get or delete");
     if (rc >= 0)
@@ -74,6 +75,8 @@ static json_object *pool_body(const opts_t *o)
         jsonx_add_str(b, "isolation", o->isolation);
     if (o->read_only_root)
         json_object_object_add(b, "read_only_root", json_object_new_boolean(true));
+    if (o->ttl.set)
+        jsonx_add_int(b, "ttl_seconds", o->ttl.v);
     return b;
 }
 

@@ -234,7 +234,9 @@ const mcp_tool_t tool_table[] = {
       "claim'},'image':{'type':'string'},'cpu_millis':{'type':'integer'},'memory_mib':{'type':'integer'},"
       "'disk_mib':{'type':'integer'},'network':{'type':'string'},'isolation':{'type':'string'},'size':"
       "{'type':'integer'},'ready':{'type':'integer'},'creating':{'type':'integer'},'hits':{'type':'integer'},"
-      "'misses':{'type':'integer'}},'required':['name','image','size','ready']}}},'required':['pools']}",
+      "'misses':{'type':'integer'},'ttl_seconds':{'type':'integer','description':'how long an unclaimed "
+      "member lives; a claim gives the sandbox its own ttl_seconds'}},'required':['name','image','size','ready']}}},"
+      "'required':['pools']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
     { .run = tool_events, .def = { "sandbox_events", "List events",
       "Lists what happened, oldest first: sandbox phases (sandbox.pending ... sandbox.running, sandbox.deleted, "
