@@ -1,5 +1,5 @@
 /* libFuzzer harness: the streaming tar reader of the worker's file
- * transfers (worker/docker/tarstream.h), fed the input in pieces whose
+ * transfers (common/tarstream.h), fed the input in pieces whose
  * sizes the first byte chooses, every entry also put through the listing. */
 #include <stddef.h>
 #include <stdint.h>

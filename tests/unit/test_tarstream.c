@@ -1,8 +1,8 @@
-/* The pure tar parts of the worker's file transfers (worker/docker/tarstream.h):
+/* The pure tar parts of the worker's file transfers (common/tarstream.h):
  * the raw upload's header, the streaming reader (in pieces of any size, PAX
  * and GNU long names, bad input refused), the listing and path cleaning. */
 #include "check_util.h"
-#include "docker/tarstream.h"
+#include "tarstream.h"
 
 #include <stdio.h>
 #include <stdlib.h>

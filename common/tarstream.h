@@ -1,6 +1,6 @@
-/* Tar streams, piece by piece: what the worker's file transfers
- * (docker_files.c) need of the format without holding an archive in
- * memory. A header writer for the one-entry archive a raw upload becomes,
+/* Tar streams, piece by piece: what file transfers need of the format
+ * without holding an archive in memory (the worker's Docker backend,
+ * worker/docker/docker_files.c, and forwarder; the CLI's sandbox cp). A header writer for the one-entry archive a raw upload becomes,
  * a streaming reader that takes the Engine's archive in pieces of any size
  * and calls back once per entry (PAX 'x' and GNU 'L'/'K' long names and
  * links handled) and with each entry's content, and the listing a
