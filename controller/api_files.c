@@ -73,6 +73,7 @@ typedef struct files_xfer {
     char sandbox_id[SBX_ID_MAX];
     char path[SBX_FILES_PATH_MAX + 1];
     int64_t bytes;                    /* moved so far */
+    int64_t max_bytes;                /* get: files_max_bytes, the body's bound */
     int64_t t0_ms;
     int64_t progress_ms;              /* the last byte moved */
     struct files_xfer *prev, *next;
@@ -117,8 +118,9 @@ static void fx_unlink(files_xfer_t *fx)
     fx->prev = fx->next = NULL;
 }
 
-/* The transfer's event: path, format, bytes, how it ended. */
-static void fx_record(files_xfer_t *fx, const char *outcome)
+/* The transfer's event: path, format, bytes, how it ended (and why, when
+ * a download was cut midway: error). */
+static void fx_record_why(files_xfer_t *fx, const char *outcome, const char *error)
 {
     req_t *rq = fx->rq;
     /* A stat moves no file (sandbox cp asks one before each upload). */
@@ -130,8 +132,19 @@ static void fx_record(files_xfer_t *fx, const char *outcome)
     jsonx_add(d, "bytes", json_object_new_int64(fx->bytes));
     jsonx_add(d, "outcome", json_object_new_string(outcome));
     jsonx_add(d, "duration_ms", json_object_new_int64(mono_ms() - fx->t0_ms));
+    if (error && *error) {
+        char *clean = utf8_sanitize(error, strlen(error));
+        if (clean)
+            jsonx_add(d, "error", json_object_new_string(clean));
+        free(clean);
+    }
     if (store_sandbox_event(rq->db, fx->sandbox_id, fx->put ? "files.uploaded" : "files.downloaded", d) < 0)
         log_warn(FILES_COMPONENT, "sandbox %s: cannot record the file transfer's event", fx->sandbox_id);
+}
+
+static void fx_record(files_xfer_t *fx, const char *outcome)
+{
+    fx_record_why(fx, outcome, NULL);
 }
 
 /* Frees everything but the request; an upload's body goes back to evhttp
@@ -180,7 +193,7 @@ static void fx_close(files_xfer_t *fx, bool complete, bool conn_freeing, const c
     req_t *rq = fx->rq;
     log_debug(FILES_COMPONENT, "download of %s from sandbox %s ended after %lld bytes: %s", fx->path, fx->sandbox_id,
               (long long)fx->bytes, why);
-    fx_record(fx, complete ? "ok" : "incomplete");
+    fx_record_why(fx, complete ? "ok" : "incomplete", complete ? NULL : why);
     struct evhttp_connection *evcon = fx->evcon;
     fx_free(fx);
     if (!complete && !conn_freeing && evcon) {
@@ -318,6 +331,14 @@ static bool get_pump(files_xfer_t *fx)
                 log_warn(FILES_COMPONENT, "download of %s from sandbox %s failed midway: %s", fx->path,
                          fx->sandbox_id, why);
             fx_close(fx, wl == 0, false, wl ? why : "complete");
+            return false;
+        }
+        if (fx->bytes + (int64_t)fr.len > fx->max_bytes) {
+            char why[160];
+            snprintf(why, sizeof why, "the download is larger than the %lld bytes a transfer may carry "
+                     "(files_max_bytes)", (long long)fx->max_bytes);
+            log_warn(FILES_COMPONENT, "download of %s from sandbox %s cut: %s", fx->path, fx->sandbox_id, why);
+            fx_close(fx, false, false, why);
             return false;
         }
         struct evbuffer *b = evbuffer_new();
@@ -667,6 +688,7 @@ static files_xfer_t *fx_new(req_t *rq, const char *id, const char *path, files_f
     fx->format = format;
     fx->state = FX_CONNECT;
     fx->t0_ms = fx->progress_ms = mono_ms();
+    fx->max_bytes = cfg_int(&rq->ctl->cfg, CFG_FILES_MAX_BYTES);
     snprintf(fx->sandbox_id, sizeof fx->sandbox_id, "%s", id);
     snprintf(fx->path, sizeof fx->path, "%s", path);
     fx->next = thread_xfers;
