@@ -485,7 +485,8 @@ static void files_put(forward_conn_t *c, const forward_files_req_t *q, const cha
         snprintf(u.why, sizeof u.why, "%s", err.message);
     } else {
         char msg[48], line[128];
-        snprintf(msg, sizeof msg, "{\"bytes\":%lld}", (long long)bytes);
+        /* the upload's bytes: a tar's padding past its end blocks is not handed on, but it came */
+        snprintf(msg, sizeof msg, "{\"bytes\":%lld}", u.gate ? (long long)u.bytes : (long long)bytes);
         size_t n = forward_reply_format(line, sizeof line, 200, "ok", msg);
         if (forward_send_all(c, line, n) == 0)
             forward_client_shutdown(c);
