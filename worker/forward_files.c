@@ -531,7 +531,7 @@ static int files_down_cut(files_down_t *d, const char *fmt, ...)
 static void files_down_bound(const files_down_t *d, int64_t n, char *out, size_t outlen)
 {
     if (d->fs_bytes > 0 && n > d->fs_bytes)
-        snprintf(out, outlen, "more than the sandbox's filesystem holds (%lld bytes: its image and disk_mib)",
+        snprintf(out, outlen, "more than the sandbox's filesystem holds (%lld bytes)",
                  (long long)d->fs_bytes);
     else
         snprintf(out, outlen, "more than the %lld bytes a transfer may carry (files_max_bytes)",
@@ -584,8 +584,8 @@ static int files_down_send(files_down_t *d, const char *data, size_t n)
         return files_down_cut(d, "the download is larger than the %lld bytes a transfer may carry (files_max_bytes)",
                               (long long)d->max_bytes);
     if (d->fs_bytes > 0 && d->format == RUNTIME_FILES_RAW && d->bytes + n > (uint64_t)d->fs_bytes)
-        return files_down_cut(d, "the file is larger than the sandbox's filesystem holds (%lld bytes: its image and "
-                              "disk_mib)", (long long)d->fs_bytes);
+        return files_down_cut(d, "the file is larger than the sandbox's filesystem holds (%lld bytes)",
+                              (long long)d->fs_bytes);
     if (forward_send_frames(d->c, LOGFRAME_STDOUT, data, n) < 0) {
         d->gone = true;
         return SBX_EIO;
@@ -643,8 +643,8 @@ static int files_down_judge(void *ud, const tarstream_entry_t *e)
     }
     d->content += e->size;
     if (d->fs_bytes > 0 && d->content > d->fs_bytes)
-        return files_down_cut(d, "the download is larger than the sandbox's filesystem holds (%lld bytes: its image "
-                              "and disk_mib): member %s brings its content to %lld bytes", (long long)d->fs_bytes, q,
+        return files_down_cut(d, "the download is larger than the sandbox's filesystem holds (%lld bytes): member %s "
+                              "brings its content to %lld bytes", (long long)d->fs_bytes, q,
                               (long long)d->content);
     return 0;
 }

@@ -443,7 +443,10 @@ static int cp_get(cli_t *cli, const cp_end_t *src, const cp_end_t *dst)
         return cli_usage_error(cli->cmd, "path too long");
     }
     httpc_response_t resp;
-    int r = httpc_transfer(cli->http, "GET", url, -1, NULL, cp_down_write, &d, NULL, NULL, 0, &resp);
+    char *stat_hdr = NULL;   /* a 200 download's head carries it: the answer began */
+    int r = httpc_transfer(cli->http, "GET", url, -1, NULL, cp_down_write, &d, "X-Sandbox-Stat", &stat_hdr, 0, &resp);
+    bool began = resp.status == 200 || stat_hdr != NULL;
+    free(stat_hdr);
     int rc = EXIT_OK;
     if (r == 0 && resp.status == 200 && d.untar && untar_finish(d.untar) < 0)
         d.refused = true;
@@ -474,7 +477,7 @@ static int cp_get(cli_t *cli, const cp_end_t *src, const cp_end_t *dst)
         cli_put_text(stderr, src->path);
         fprintf(stderr, " is empty: nothing was written\n");
         rc = EXIT_OP_FAILED;
-    } else if (r < 0 && resp.status == 200) {
+    } else if (r < 0 && began) {
         char why[600];
         cp_down_why(cli, src->sandbox, src->path, why, sizeof why);
         fprintf(stderr, "sandbox: cp: the copy of ");
