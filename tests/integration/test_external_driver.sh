@@ -10,7 +10,8 @@
 # in the user's folder, a device, a setuid file, a sparse member, one that
 # says 1 TiB, an endless stream) are cut by the worker or refused by the CLI,
 # which exits non-zero and writes nothing outside the destination, no
-# device and no setuid bit; a driver killed -9 mid-exec fails that exec clearly and is
+# device and no setuid bit; a sparse upload is refused before the driver
+# sees it; a driver killed -9 mid-exec fails that exec clearly and is
 # restarted, the sandbox still listed and usable; a driver that hangs, or
 # sends garbage or a line over 1 MiB, is killed and restarted; a terminal
 # session (shell_open) and a route (dial) reach the sandbox; a cancelled exec's
@@ -203,6 +204,15 @@ assert_contains "$ITEST_ERR" "the download is larger than the sandbox's filesyst
 hostile_cp endless 3
 assert_contains "$ITEST_ERR" "the download is larger than the 8388608 bytes a transfer may carry" "the cut's reason"
 assert_contains "$(cat "$wlog")" "cut after" "the worker logs the cut transfers"
+# a sparse member uploaded is refused before the driver sees a byte of it
+truncate -s 6G "$work/sparse.img"
+tar -C "$work" --sparse --format=posix --sparse-version=1.0 -cf "$work/sparse.tar" sparse.img
+code=$(curl -s -o "$work/sp.json" -w '%{http_code}' -X PUT -H "Authorization: Bearer $SANDBOX_TOKEN" \
+  --data-binary @"$work/sparse.tar" "$SANDBOX_URL/v1/sandboxes/$hsb/files?path=/tmp/top")
+assert_eq 400 "$code" "a sparse upload to the driver ($(cat "$work/sp.json"))"
+assert_contains "$(cat "$work/sp.json")" "member sparse.img is a sparse file (PAX 1.0" "the sparse upload's refusal"
+assert_eq "" "$(find "$state" -name 'sparse.img' -o -name 'GNUSparseFile*')" "what the sparse upload left in the driver"
+rm -f "$work/sparse.img" "$work/sparse.tar"
 itest_log "hostile archives: $((($(date +%s%N) - t_hostile) / 1000000)) ms"
 
 # ---- the driver's inventory is reconciled: a sandbox of this worker the
