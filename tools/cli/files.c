@@ -148,20 +148,20 @@ static void cp_transforms(const char *from, const char *to, char x1[], char x2[]
     snprintf(x2 + strlen(x2), n - strlen(x2), "/%crhS", CP_DELIM);
 }
 
-/* ---- the local tar ------------------------------------------------------ */
+/* ---- the local tar (an upload's packing) -------------------------------- */
 
 typedef struct cp_tar {
     pid_t pid;
-    int fd;              /* our end of its stdin or stdout; -1 once closed */
+    int fd;              /* our end of its stdout; -1 once closed */
 } cp_tar_t;
 
-/* Runs tar with argv, its stdout (pack) or stdin (unpack) a pipe to us. */
-static int cp_tar_start(char *const argv[], bool pack, cp_tar_t *t)
+/* Runs tar with argv, its stdout a pipe to us. */
+static int cp_tar_start(char *const argv[], cp_tar_t *t)
 {
     int p[2];
     t->pid = -1;
     t->fd = -1;
-    if (pipe(p) < 0)
+    if (pipe2(p, O_CLOEXEC) < 0)
         return SBX_EIO;
     pid_t pid = fork();
     if (pid < 0) {
@@ -170,15 +170,15 @@ static int cp_tar_start(char *const argv[], bool pack, cp_tar_t *t)
         return SBX_EIO;
     }
     if (pid == 0) {
-        dup2(pack ? p[1] : p[0], pack ? STDOUT_FILENO : STDIN_FILENO);
+        dup2(p[1], STDOUT_FILENO);
         fd_close_from(3);
         execvp("tar", argv);
         fprintf(stderr, "sandbox: cp: cannot run tar: %s\n", strerror(errno));
         _exit(127);
     }
-    close(pack ? p[1] : p[0]);
+    close(p[1]);
     t->pid = pid;
-    t->fd = pack ? p[0] : p[1];
+    t->fd = p[0];
     return 0;
 }
 
@@ -334,7 +334,7 @@ int cli_upload(cli_t *cli, const char *local, const char *sbx, const char *dest,
     cp_transforms(lname, dname, x1, x2, sizeof x1);
     char *argv[] = { "tar", "-c", "-f", "-", "-C", lparent, "--transform", x1, "--transform", x2, "--", lname, NULL };
     cp_tar_t t;
-    if (cp_tar_start(argv, true, &t) < 0) {
+    if (cp_tar_start(argv, &t) < 0) {
         fprintf(stderr, "sandbox: %s: cannot start tar: %s\n", cli->cmd, strerror(errno));
         return EXIT_OP_FAILED;
     }
