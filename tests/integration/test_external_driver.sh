@@ -181,7 +181,8 @@ hostile_cp() { # hostile_cp KIND EXIT: sandbox cp of /tmp/top under FAKEDRIVER_F
   assert_eq "$want" "$rc" "the CLI's exit status for a $kind archive ($ITEST_ERR)"
   [ "$want" = 0 ] || assert_not_contains "$ITEST_OUT" "copied" "the CLI's output for a $kind archive"
   assert_eq "" "$(ls -A "$work/outside-$kind")" "files outside the destination after a $kind archive"
-  assert_eq "" "$(ls -A "$work/dl-$kind" | grep -vx top || true)" "files beside the copy after a $kind archive"
+  assert_eq "" "$(find "$work/dl-$kind" -mindepth 1 -maxdepth 1 ! -name top -printf '%f ')" \
+    "files beside the copy after a $kind archive"
 }
 hostile_cp sibling 3
 assert_contains "$ITEST_ERR" "member sibling.txt is not the copied path's own name or below it" "the cut's reason"
