@@ -152,7 +152,7 @@ int tarstream_name_under(const char *name, const char *top, const char **ret_res
 
 /* Bytes a gate holds at most: the headers pending for one entry, its
  * header block and one piece of TARSTREAM_GATE_PIECE. */
-#define TARSTREAM_GATE_PIECE  (64u * 1024u)
+#define TARSTREAM_GATE_PIECE  SBX_TAR_GATE_PIECE
 #define TARSTREAM_GATE_CAP    (TARSTREAM_PREFIX_MAX + 2 * TARSTREAM_BLOCK + TARSTREAM_GATE_PIECE)
 
 /* A tar stream on its way somewhere: bytes are pushed in, and only those
