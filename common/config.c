@@ -216,8 +216,9 @@ static const cfg_setting_t settings[CFG__COUNT] = {
                                    "route and logs connection to a worker is TLS (empty: plain TCP)" },
     [CFG_FILES_MAX_BYTES] = { "files_max_bytes", CFGT_INT, "2147483648", SBX_FILES_MAX_BYTES_MIN,
                               SBX_FILES_MAX_BYTES_MAX, true,
-                              "the most bytes one file upload into a sandbox may carry (PUT "
-                              "/v1/sandboxes/{id}/files); more is answered 413" },
+                              "the most bytes one file transfer may carry: an upload into a sandbox (PUT "
+                              "/v1/sandboxes/{id}/files; more is answered 413) and a download out of it (cut off "
+                              "with an error past it, by the controller and by the worker)" },
     [CFG_WORKER_DRIVER_COMMAND] = { "worker_driver_command", CFGT_STRING, "", 0, 0, false,
                                     "the external runtime driver's argv as a JSON array of strings, e.g. "
                                     "[\"/usr/lib/sandbox/sandbox-vmm\"] (used when worker_runtime names external)" },
@@ -277,7 +278,7 @@ static const unsigned roles[CFG__COUNT] = {
     [CFG_RATE_OPERATIONS_PER_SECOND] = R_C, [CFG_RATE_OPERATIONS_BURST] = R_C, [CFG_POOL_REFILL_PER_SECOND] = R_C,
     [CFG_API_TLS_CERT] = R_C, [CFG_API_TLS_KEY] = R_C, [CFG_ROUTE_TLS_CERT] = R_C, [CFG_ROUTE_TLS_KEY] = R_C,
     [CFG_WORKER_CONTROLLER_CA] = R_W, [CFG_WORKER_ROUTE_TLS_CERT] = R_W, [CFG_WORKER_ROUTE_TLS_KEY] = R_W,
-    [CFG_CONTROLLER_WORKER_CA] = R_C, [CFG_FILES_MAX_BYTES] = R_C, [CFG_WORKER_DRIVER_COMMAND] = R_W,
+    [CFG_CONTROLLER_WORKER_CA] = R_C, [CFG_FILES_MAX_BYTES] = R_C | R_W, [CFG_WORKER_DRIVER_COMMAND] = R_W,
     [CFG_TENANT_MAX_TRANSFERS] = R_C, [CFG_TENANT_MAX_SHELLS] = R_C, [CFG_TENANT_MAX_LOG_STREAMS] = R_C,
     [CFG_TENANT_MAX_WORKER_CONNECTIONS] = R_C, [CFG_SHELL_IDLE_TIMEOUT_SECONDS] = R_C,
 };

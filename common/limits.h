@@ -44,6 +44,21 @@
 #define SBX_FILES_REQUEST_MAX         8192
 #define SBX_FILES_PATH_MAX            4096
 #define SBX_FILES_LIST_MAX            10000
+/* sandbox cp unpacking a download (client/untar.c): warning lines about
+ * skipped devices and FIFOs (then one line with the count); directories
+ * whose modes and mtimes are set after their contents, and the bytes of
+ * their names kept for it; files remembered as what a hard link may point
+ * at. Each bounds the CLI's memory whatever a download holds. */
+#define SBX_CP_WARN_MAX               10
+#define SBX_CP_DIRS_MAX               (1 << 20)
+#define SBX_CP_DIR_NAMES_MAX          (64u * 1024u * 1024u)
+#define SBX_CP_LINK_TARGETS_MAX       (1u << 20)
+/* A tar stream judged member by member as it passes (common/tarstream.h
+ * tarstream_gate: the worker's uploads and downloads): the bytes it takes
+ * at once, besides the headers of one member it holds back until it can
+ * judge it (TARSTREAM_PREFIX_MAX: 64 KiB of PAX records and two long
+ * names); together about 140 KiB per transfer. */
+#define SBX_TAR_GATE_PIECE            (64u * 1024u)
 /* The files_max_bytes setting's bounds (common/config.c). */
 #define SBX_FILES_MAX_BYTES_MIN       (1024LL * 1024LL)
 #define SBX_FILES_MAX_BYTES_MAX       (1024LL * 1024LL * 1024LL * 1024LL)

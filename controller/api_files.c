@@ -46,6 +46,8 @@
 #define FILES_WORKER_SECONDS 15
 #define FILES_GRANT_SECONDS  60
 #define FILES_SWEEP_SECONDS  5
+/* A download's reason to stop midway (the worker's END frame), kept at most. */
+#define FILES_CUT_WHY_MAX    520
 
 typedef enum { FF_TAR, FF_RAW, FF_LIST, FF_STAT } files_format_t;
 static const char *const format_names[] = { "tar", "raw", "list", "stat" };
@@ -70,10 +72,15 @@ typedef struct files_xfer {
     bool counted;                     /* get: holds a transfer slot */
     tenantcap_hold_t tcap;            /* its tenant's share taken (transfers, worker connections) */
     bool paused;                      /* get: not reading the worker, the client is behind */
+    bool cutting;                     /* get: cut midway, the client's queued bytes going out first */
+    struct event *cut_ev;             /* ... then this cuts the connection */
+    struct evbuffer_cb_entry *cut_cbe; /* ... when the client's output buffer drains */
+    char cut_why[FILES_CUT_WHY_MAX];
     files_format_t format;
     char sandbox_id[SBX_ID_MAX];
     char path[SBX_FILES_PATH_MAX + 1];
     int64_t bytes;                    /* moved so far */
+    int64_t max_bytes;                /* get: files_max_bytes, the body's bound */
     int64_t t0_ms;
     int64_t progress_ms;              /* the last byte moved */
     struct files_xfer *prev, *next;
@@ -118,8 +125,9 @@ static void fx_unlink(files_xfer_t *fx)
     fx->prev = fx->next = NULL;
 }
 
-/* The transfer's event: path, format, bytes, how it ended. */
-static void fx_record(files_xfer_t *fx, const char *outcome)
+/* The transfer's event: path, format, bytes, how it ended (and why, when
+ * a download was cut midway: error). */
+static void fx_record_why(files_xfer_t *fx, const char *outcome, const char *error)
 {
     req_t *rq = fx->rq;
     /* A stat moves no file (sandbox cp asks one before each upload). */
@@ -131,8 +139,19 @@ static void fx_record(files_xfer_t *fx, const char *outcome)
     jsonx_add(d, "bytes", json_object_new_int64(fx->bytes));
     jsonx_add(d, "outcome", json_object_new_string(outcome));
     jsonx_add(d, "duration_ms", json_object_new_int64(mono_ms() - fx->t0_ms));
+    if (error && *error) {
+        char *clean = utf8_sanitize(error, strlen(error));
+        if (clean)
+            jsonx_add(d, "error", json_object_new_string(clean));
+        free(clean);
+    }
     if (store_sandbox_event(rq->db, fx->sandbox_id, fx->put ? "files.uploaded" : "files.downloaded", d) < 0)
         log_warn(FILES_COMPONENT, "sandbox %s: cannot record the file transfer's event", fx->sandbox_id);
+}
+
+static void fx_record(files_xfer_t *fx, const char *outcome)
+{
+    fx_record_why(fx, outcome, NULL);
 }
 
 /* Frees everything but the request; an upload's body goes back to evhttp
@@ -149,6 +168,13 @@ static void fx_free(files_xfer_t *fx)
     tenantcap_release(&fx->tcap);
     if (fx->up)
         bufferevent_free(fx->up);
+    if (fx->cut_cbe && fx->evcon) {
+        struct bufferevent *cbev = evhttp_connection_get_bufferevent(fx->evcon);
+        if (cbev)
+            evbuffer_remove_cb_entry(bufferevent_get_output(cbev), fx->cut_cbe);
+    }
+    if (fx->cut_ev)
+        event_free(fx->cut_ev);
     if (fx->peek)
         event_free(fx->peek);
     if (fx->sweep)
@@ -182,7 +208,7 @@ static void fx_close(files_xfer_t *fx, bool complete, bool conn_freeing, const c
     req_t *rq = fx->rq;
     log_debug(FILES_COMPONENT, "download of %s from sandbox %s ended after %lld bytes: %s", fx->path, fx->sandbox_id,
               (long long)fx->bytes, why);
-    fx_record(fx, complete ? "ok" : "incomplete");
+    fx_record_why(fx, complete ? "ok" : "incomplete", complete ? NULL : why);
     struct evhttp_connection *evcon = fx->evcon;
     fx_free(fx);
     if (!complete && !conn_freeing && evcon) {
@@ -192,6 +218,46 @@ static void fx_close(files_xfer_t *fx, bool complete, bool conn_freeing, const c
             shutdown(fd, SHUT_RDWR);
     }
     http_stream_end(rq, conn_freeing);
+}
+
+static void cut_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    files_xfer_t *fx = arg;
+    fx_close(fx, false, false, fx->cut_why);
+}
+
+static void cut_drain_cb(struct evbuffer *b, const struct evbuffer_cb_info *info, void *arg)
+{
+    (void)info;
+    files_xfer_t *fx = arg;
+    if (evbuffer_get_length(b) == 0 && fx->cut_ev)
+        event_active(fx->cut_ev, EV_TIMEOUT, 1);  /* not from inside the bufferevent's write */
+}
+
+static size_t client_pending(const files_xfer_t *fx);
+
+/* A download that must stop midway: nothing more is read from the worker,
+ * what is queued for the client (the 200 head, whole chunks) is written
+ * first, and then fx_close cuts the connection before the last chunk, so
+ * the client sees an answer that began and did not end. The sweep bounds
+ * a client that takes nothing. */
+static void fx_cut(files_xfer_t *fx, const char *why)
+{
+    struct bufferevent *cbev = fx->evcon ? evhttp_connection_get_bufferevent(fx->evcon) : NULL;
+    struct event_base *base = fx->evcon ? evhttp_connection_get_base(fx->evcon) : NULL;
+    if (!cbev || !base || client_pending(fx) == 0) {
+        fx_close(fx, false, false, why);
+        return;
+    }
+    snprintf(fx->cut_why, sizeof fx->cut_why, "%s", why);
+    fx->cutting = true;
+    bufferevent_disable(fx->up, EV_READ);
+    fx->cut_ev = event_new(base, -1, 0, cut_cb, fx);
+    fx->cut_cbe = fx->cut_ev ? evbuffer_add_cb(bufferevent_get_output(cbev), cut_drain_cb, fx) : NULL;
+    if (!fx->cut_cbe)
+        fx_close(fx, false, false, why);
 }
 
 /* The worker's refusal line as the client's error. */
@@ -290,6 +356,8 @@ static size_t client_pending(const files_xfer_t *fx)
  * client is behind, or the body ends (then fx is gone: false). */
 static bool get_pump(files_xfer_t *fx)
 {
+    if (fx->cutting)
+        return false;
     struct evbuffer *in = bufferevent_get_input(fx->up);
     while (!fx->paused) {
         size_t n = evbuffer_get_length(in);
@@ -312,14 +380,25 @@ static bool get_pump(files_xfer_t *fx)
             return false;
         }
         if (fr.type == LOGFRAME_END) {
-            char why[300];
+            char why[FILES_CUT_WHY_MAX];
             size_t wl = fr.len < sizeof why - 1 ? fr.len : sizeof why - 1;
             memcpy(why, fr.data, wl);
             why[wl] = '\0';
-            if (wl)
+            if (wl) {
                 log_warn(FILES_COMPONENT, "download of %s from sandbox %s failed midway: %s", fx->path,
                          fx->sandbox_id, why);
-            fx_close(fx, wl == 0, false, wl ? why : "complete");
+                fx_cut(fx, why);
+            } else {
+                fx_close(fx, true, false, "complete");
+            }
+            return false;
+        }
+        if (fx->bytes + (int64_t)fr.len > fx->max_bytes) {
+            char why[160];
+            snprintf(why, sizeof why, "the download is larger than the %lld bytes a transfer may carry "
+                     "(files_max_bytes)", (long long)fx->max_bytes);
+            log_warn(FILES_COMPONENT, "download of %s from sandbox %s cut: %s", fx->path, fx->sandbox_id, why);
+            fx_cut(fx, why);
             return false;
         }
         struct evbuffer *b = evbuffer_new();
@@ -486,8 +565,13 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
 
 static void client_close_cb(struct evhttp_connection *evcon, void *arg)
 {
-    (void)evcon;
     files_xfer_t *fx = arg;
+    if (fx->cut_cbe) {
+        struct bufferevent *cbev = evhttp_connection_get_bufferevent(evcon);
+        if (cbev)
+            evbuffer_remove_cb_entry(bufferevent_get_output(cbev), fx->cut_cbe);
+        fx->cut_cbe = NULL;
+    }
     fx->evcon = NULL; /* being freed: no close callback to clear */
     bool attached = evhttp_request_get_connection(fx->rq->ev) != NULL;
     if (fx->ac) {
@@ -683,6 +767,7 @@ static files_xfer_t *fx_new(req_t *rq, const char *id, const char *path, files_f
     fx->format = format;
     fx->state = FX_CONNECT;
     fx->t0_ms = fx->progress_ms = mono_ms();
+    fx->max_bytes = cfg_int(&rq->ctl->cfg, CFG_FILES_MAX_BYTES);
     snprintf(fx->sandbox_id, sizeof fx->sandbox_id, "%s", id);
     snprintf(fx->path, sizeof fx->path, "%s", path);
     fx->next = thread_xfers;

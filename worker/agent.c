@@ -501,6 +501,7 @@ static int agent_open_parts(agent_t *a, const cfg_t *cfg, char *err, size_t errl
         .worker_id_ud = a,
         .tls_cert = cfg_str(cfg, CFG_WORKER_ROUTE_TLS_CERT),
         .tls_key = cfg_str(cfg, CFG_WORKER_ROUTE_TLS_KEY),
+        .files_max_bytes = cfg_int(cfg, CFG_FILES_MAX_BYTES),
     };
     if ((r = forward_new(&fopt, &a->fwd, err, errlen)) < 0)
         return r;

@@ -854,6 +854,7 @@ int forward_new(const forward_options_t *opt, forward_t **ret, char *err, size_t
     snprintf(f->listen, sizeof f->listen, "%s", listen);
     snprintf(f->advertise, sizeof f->advertise, "%s", adv);
     f->max_connections = opt->max_connections;
+    f->files_max_bytes = opt->files_max_bytes > 0 ? opt->files_max_bytes : SBX_FILES_MAX_BYTES_MAX;
     f->rt = opt->rt;
     f->worker_id = opt->worker_id;
     f->worker_id_ud = opt->worker_id_ud;

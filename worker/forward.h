@@ -23,6 +23,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "grant.h"
 #include "runtime.h"
@@ -61,6 +62,8 @@ typedef struct forward_options {
     void *worker_id_ud;
     const char *tls_cert;        /* PEM certificate and key: the controller's connections are TLS; */
     const char *tls_key;         /* both NULL or "": plain TCP (worker_route_tls_cert / _key) */
+    int64_t files_max_bytes;     /* a download carries at most this many bytes (files_max_bytes);
+                                  * <= 0: SBX_FILES_MAX_BYTES_MAX */
 } forward_options_t;
 
 /* Checks and copies the options (nothing is bound yet). A wildcard listen

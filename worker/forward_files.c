@@ -1,7 +1,16 @@
 /* The forwarder's file transfers: a files grant's request line (checked
  * against the grant's digest, parsed strictly), then an upload's frames
  * pulled into the runtime as it takes them, or a download's stat line and
- * frames (forward.h; the protocol: docs/worker.md "File transfers"). */
+ * frames (forward.h; the protocol: docs/worker.md "File transfers").
+ *
+ * Both directions of a tar transfer pass a tar gate (common/tarstream.h),
+ * whatever the runtime: an upload's members are judged before a byte of
+ * them reaches the runtime (sparse members refused: the runtime would
+ * write their holes out in full); a download's before a byte of them
+ * leaves the worker (only the asked path's own tree, no sparse member,
+ * only files, directories, symlinks and hard links within the tree, no
+ * more content than the sandbox's filesystem can hold), since a sandbox's
+ * runtime may answer with an archive of the guest's own making. */
 #include "forward.h"
 #include "forward_internal.h"
 #include "errors.h"
@@ -9,12 +18,14 @@
 #include "log.h"
 #include "logframe.h"
 #include "metrics.h"
+#include "tarstream.h"
 #include "timeutil.h"
 #include "utf8.h"
 
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +36,8 @@
 #define FILES_STAT_LINE_MAX   (2 * SBX_FILES_PATH_MAX + 1024)
 /* An END frame's message is cut to this. */
 #define FILES_END_MESSAGE_MAX 512
+/* A member name quoted in an error message, at most (bytes). */
+#define FILES_NAME_QUOTE_MAX  200
 
 /* ---- pure parts -------------------------------------------------------- */
 
@@ -247,6 +260,24 @@ int forward_granted_line(forward_conn_t *c, forward_reqline_t *l)
 
 /* ---- put --------------------------------------------------------------- */
 
+/* A member name for a message: control bytes as '?', cut to
+ * FILES_NAME_QUOTE_MAX bytes (then "..."). */
+static void files_quote(const char *name, char *out, size_t outlen)
+{
+    size_t n = 0, i = 0;
+    for (; name[i] && i < FILES_NAME_QUOTE_MAX && n + 4 < outlen; i++)
+        out[n++] = (unsigned char)name[i] < 0x20 || name[i] == 0x7f ? '?' : name[i];
+    if (name[i] && n + 4 < outlen) {
+        while (n > 0 && ((unsigned char)out[n - 1] & 0xC0) == 0x80)
+            n--;                  /* not inside a UTF-8 sequence */
+        if (n > 0 && (unsigned char)out[n - 1] >= 0xC0)
+            n--;
+        memcpy(out + n, "...", 3);
+        n += 3;
+    }
+    out[n] = '\0';
+}
+
 /* The upload's frames as the runtime pulls them. */
 typedef struct files_up {
     forward_conn_t *c;
@@ -254,12 +285,14 @@ typedef struct files_up {
     unsigned char hdr[LOGFRAME_HEADER_BYTES];
     size_t hdr_len;
     uint32_t payload_left;
-    uint64_t bytes;          /* data bytes handed on */
+    uint64_t bytes;          /* data bytes taken from the frames */
     bool ended;              /* the END frame came */
     bool aborted;            /* the controller's side ended (or stalled) before it */
     bool stopping;           /* the worker stops */
     int status;              /* the reader's own refusal: 400 ...; 0 none */
     char why[600];
+    tarstream_gate_t *gate;  /* a tar upload: members judged before they are handed on */
+    bool gate_done;          /* the gate saw the end and let the rest go */
 } files_up_t;
 
 /* Makes sure bytes are pending. false when the connection ended, failed,
@@ -297,14 +330,14 @@ static bool files_up_fill(files_up_t *u)
 static ptrdiff_t files_up_refuse(files_up_t *u, const char *why)
 {
     u->status = 400;
-    snprintf(u->why, sizeof u->why, "%s", why);
+    if (why != u->why)
+        snprintf(u->why, sizeof u->why, "%s", why);
     return RUNTIME_FILES_REFUSED;
 }
 
-/* runtime_files_read_fn over the frames. */
-static ptrdiff_t files_up_read(void *ud, char *buf, size_t cap)
+/* The frames' payload, as it comes. */
+static ptrdiff_t files_up_frames(files_up_t *u, char *buf, size_t cap)
 {
-    files_up_t *u = ud;
     forward_conn_t *c = u->c;
     if (u->ended)
         return 0;
@@ -351,12 +384,72 @@ static ptrdiff_t files_up_read(void *ud, char *buf, size_t cap)
     }
 }
 
+/* The gate's judge of an upload's members: sparse ones are refused (the
+ * runtime would write their holes out in full, past what the quota counted
+ * as the bytes streamed). */
+static int files_up_judge(void *ud, const tarstream_entry_t *e)
+{
+    files_up_t *u = ud;
+    if (!e->sparse)
+        return 0;
+    char q[FILES_NAME_QUOTE_MAX + 8];
+    files_quote(e->name, q, sizeof q);
+    snprintf(u->why, sizeof u->why, "member %s is a sparse file (%s, %lld bytes once unpacked): sparse members are "
+             "refused, their holes would be written out in full; pack it without --sparse", q, e->sparse_kind,
+             (long long)e->realsize);
+    u->status = 400;
+    return SBX_EINVAL;
+}
+
+/* runtime_files_read_fn: the frames' payload; a tar upload through the
+ * gate, so a member reaches the runtime only once it was judged. */
+static ptrdiff_t files_up_read(void *ud, char *buf, size_t cap)
+{
+    files_up_t *u = ud;
+    if (!u->gate)
+        return files_up_frames(u, buf, cap);
+    for (;;) {
+        size_t n = 0;
+        const char *p = tarstream_gate_ready(u->gate, &n);
+        if (n > 0) {
+            size_t k = n < cap ? n : cap;
+            memcpy(buf, p, k);
+            tarstream_gate_consume(u->gate, k);
+            return (ptrdiff_t)k;
+        }
+        if (u->gate_done)
+            return files_up_frames(u, buf, cap) < 0 ? RUNTIME_FILES_ABORTED : 0;
+        size_t room = tarstream_gate_room(u->gate);
+        ptrdiff_t got = files_up_frames(u, buf, cap < room ? cap : room);
+        if (got < 0)
+            return got;
+        int r = got > 0 ? tarstream_gate_push(u->gate, buf, (size_t)got) : tarstream_gate_finish(u->gate);
+        if (r < 0) {
+            if (u->status)
+                return RUNTIME_FILES_REFUSED;   /* the judge said why */
+            char why[300];
+            snprintf(why, sizeof why, "the upload is not a tar stream the worker passes on: %s", u->gate->tar.error);
+            return files_up_refuse(u, why);
+        }
+        u->gate_done = got == 0;
+    }
+}
+
 static void files_put(forward_conn_t *c, const forward_files_req_t *q, const char *ref, int64_t t0)
 {
     forward_t *f = c->f;
     files_up_t u = { .c = c };
+    tarstream_gate_t gate;
     api_error_t err;
     int stop_fds[1] = { f->stop_pipe[0] };
+    if (q->format == RUNTIME_FILES_TAR) {
+        if (tarstream_gate_init(&gate, files_up_judge, &u) < 0) {
+            forward_refuse(c, 503, "busy", "out of memory");
+            files_done(c, "put", q->path, "error", 0, t0, "out of memory");
+            return;
+        }
+        u.gate = &gate;
+    }
     runtime_files_put_req_t req = {
         .ref = ref, .path = q->path, .format = q->format, .size = q->size, .mode = q->mode,
         .max_bytes = q->max_bytes, .read = files_up_read, .ud = &u, .stop_fds = stop_fds, .nstop_fds = 1,
@@ -392,13 +485,16 @@ static void files_put(forward_conn_t *c, const forward_files_req_t *q, const cha
         snprintf(u.why, sizeof u.why, "%s", err.message);
     } else {
         char msg[48], line[128];
-        snprintf(msg, sizeof msg, "{\"bytes\":%lld}", (long long)bytes);
+        /* the upload's bytes: a tar's padding past its end blocks is not handed on, but it came */
+        snprintf(msg, sizeof msg, "{\"bytes\":%lld}", u.gate ? (long long)u.bytes : (long long)bytes);
         size_t n = forward_reply_format(line, sizeof line, 200, "ok", msg);
         if (forward_send_all(c, line, n) == 0)
             forward_client_shutdown(c);
         snprintf(u.why, sizeof u.why, "unpacked");
     }
     files_done(c, "put", q->path, outcome, u.bytes, t0, u.why);
+    if (u.gate)
+        tarstream_gate_release(u.gate);
 }
 
 /* ---- get --------------------------------------------------------------- */
@@ -407,13 +503,54 @@ typedef struct files_down {
     forward_conn_t *c;
     bool answered;           /* the 200 line went out */
     bool gone;               /* the controller went away (or stalled) */
-    uint64_t bytes;
+    uint64_t bytes;          /* body bytes sent */
+    int64_t max_bytes;       /* the body's bound (files_max_bytes) */
+    int64_t fs_bytes;        /* the sandbox's filesystem size: content bound (0 none) */
+    runtime_files_format_t format;
+    tarstream_gate_t *gate;  /* a tar download: members judged before they leave */
+    const char *top;         /* the archive's top name: the path's last component ("" for /) */
+    int64_t content;         /* content bytes the members declared so far */
+    int status;              /* refused before the 200 line: 413 ...; 0 none */
+    char cut[FILES_END_MESSAGE_MAX + 1];   /* why the body was cut ("" none) */
 } files_down_t;
 
-/* runtime_files_stat_fn: the 200 line with the stat. */
+/* The body is cut with why (the END frame's message). */
+static int files_down_cut(files_down_t *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int files_down_cut(files_down_t *d, const char *fmt, ...)
+{
+    if (!d->cut[0]) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(d->cut, sizeof d->cut, fmt, ap);
+        va_end(ap);
+    }
+    return SBX_EIO;
+}
+
+/* The smaller of the bounds that apply to n content bytes: a message part. */
+static void files_down_bound(const files_down_t *d, int64_t n, char *out, size_t outlen)
+{
+    if (d->fs_bytes > 0 && n > d->fs_bytes)
+        snprintf(out, outlen, "more than the sandbox's filesystem holds (%lld bytes)",
+                 (long long)d->fs_bytes);
+    else
+        snprintf(out, outlen, "more than the %lld bytes a transfer may carry (files_max_bytes)",
+                 (long long)d->max_bytes);
+}
+
+/* runtime_files_stat_fn: the 200 line with the stat; a regular file the
+ * stat says is over a bound is refused 413 before it. */
 static int files_down_stat(void *ud, const runtime_files_stat_t *st)
 {
     files_down_t *d = ud;
+    if (d->format != RUNTIME_FILES_LIST && strcmp(st->type, "file") == 0 &&
+        (st->size > d->max_bytes || (d->fs_bytes > 0 && st->size > d->fs_bytes))) {
+        char bound[160];
+        files_down_bound(d, st->size, bound, sizeof bound);
+        d->status = 413;
+        snprintf(d->cut, sizeof d->cut, "the file is %lld bytes, %s", (long long)st->size, bound);
+        return SBX_ETOOBIG;
+    }
     json_object *o = json_object_new_object();
     char *name = utf8_sanitize(st->name, strlen(st->name));
     char *link = utf8_sanitize(st->link_target, strlen(st->link_target));
@@ -440,10 +577,15 @@ static int files_down_stat(void *ud, const runtime_files_stat_t *st)
     return r;
 }
 
-/* runtime_files_write_fn: data frames. */
-static int files_down_data(void *ud, const char *data, size_t n)
+/* n body bytes as data frames, within max_bytes. */
+static int files_down_send(files_down_t *d, const char *data, size_t n)
 {
-    files_down_t *d = ud;
+    if (d->bytes + n > (uint64_t)d->max_bytes)
+        return files_down_cut(d, "the download is larger than the %lld bytes a transfer may carry (files_max_bytes)",
+                              (long long)d->max_bytes);
+    if (d->fs_bytes > 0 && d->format == RUNTIME_FILES_RAW && d->bytes + n > (uint64_t)d->fs_bytes)
+        return files_down_cut(d, "the file is larger than the sandbox's filesystem holds (%lld bytes)",
+                              (long long)d->fs_bytes);
     if (forward_send_frames(d->c, LOGFRAME_STDOUT, data, n) < 0) {
         d->gone = true;
         return SBX_EIO;
@@ -452,20 +594,121 @@ static int files_down_data(void *ud, const char *data, size_t n)
     return 0;
 }
 
-static void files_get(forward_conn_t *c, const forward_files_req_t *q, const char *ref, int64_t t0)
+/* Why name is not top or below it, for a message. */
+static const char *files_name_problem(const char *name, const char *top)
+{
+    if (*top && name[0] == '/')
+        return "has an absolute name";
+    for (const char *p = name; *p;) {
+        size_t n = strcspn(p, "/");
+        if ((n == 2 && p[0] == '.' && p[1] == '.') || (n == 1 && p[0] == '.'))
+            return "has a '.' or '..' component";
+        if (n == 0 && p != name)
+            return "has an empty component ('//')";
+        p += n + (p[n] == '/');
+    }
+    return *top ? "is not the copied path's own name or below it" : "is not a relative name";
+}
+
+/* The gate's judge of a download's members: only the asked path's own
+ * tree, nothing sparse, no device or FIFO, hard links within the tree, and
+ * no more content than the sandbox's filesystem holds. */
+static int files_down_judge(void *ud, const tarstream_entry_t *e)
+{
+    files_down_t *d = ud;
+    const char *rest = NULL;
+    size_t rl = 0;
+    char q[FILES_NAME_QUOTE_MAX + 8], ql[FILES_NAME_QUOTE_MAX + 8];
+    files_quote(e->name, q, sizeof q);
+    if (tarstream_name_under(e->name, d->top, &rest, &rl) < 0)
+        return files_down_cut(d, "the archive is refused: member %s %s", q, files_name_problem(e->name, d->top));
+    if (e->sparse)
+        return files_down_cut(d, "the archive is refused: member %s is a sparse file (%s, %lld bytes once unpacked)",
+                              q, e->sparse_kind, (long long)e->realsize);
+    switch (e->type) {
+    case '0': case '\0': case '7': case '5': case '2':
+        break;
+    case '1':
+        if (tarstream_name_under(e->link, d->top, &rest, &rl) < 0) {
+            files_quote(e->link, ql, sizeof ql);
+            return files_down_cut(d, "the archive is refused: hard link %s points at %s, outside the copy", q, ql);
+        }
+        break;
+    default:
+        return files_down_cut(d, "the archive is refused: member %s is a %s (tar type '%c'); a download carries "
+                              "regular files, directories, symlinks and hard links only", q,
+                              e->type == '3' ? "character device" : e->type == '4' ? "block device"
+                              : e->type == '6' ? "FIFO" : "special entry",
+                              (unsigned char)e->type >= 0x20 && e->type != 0x7f ? e->type : '?');
+    }
+    d->content += e->size;
+    if (d->fs_bytes > 0 && d->content > d->fs_bytes)
+        return files_down_cut(d, "the download is larger than the sandbox's filesystem holds (%lld bytes): member %s "
+                              "brings its content to %lld bytes", (long long)d->fs_bytes, q,
+                              (long long)d->content);
+    return 0;
+}
+
+/* runtime_files_write_fn: data frames; a tar body through the gate. */
+static int files_down_data(void *ud, const char *data, size_t n)
+{
+    files_down_t *d = ud;
+    if (!d->gate)
+        return files_down_send(d, data, n);
+    while (n > 0) {
+        size_t room = tarstream_gate_room(d->gate), k = n < room ? n : room;
+        int r = tarstream_gate_push(d->gate, data, k);
+        data += k;
+        n -= k;
+        size_t ready = 0;
+        const char *p = tarstream_gate_ready(d->gate, &ready);
+        if (ready > 0) {
+            /* What was judged before a refusal still goes: it is whole members. */
+            if (files_down_send(d, p, ready) < 0)
+                return SBX_EIO;
+            tarstream_gate_consume(d->gate, ready);
+        }
+        if (r < 0)
+            return files_down_cut(d, "the archive is refused: %s", d->gate->tar.error);
+    }
+    return 0;
+}
+
+static void files_get(forward_conn_t *c, const forward_files_req_t *q, const char *ref, int64_t fs_bytes,
+                      int64_t t0)
 {
     forward_t *f = c->f;
-    files_down_t d = { .c = c };
+    const char *slash = strrchr(q->path, '/');
+    files_down_t d = { .c = c, .max_bytes = f->files_max_bytes, .fs_bytes = fs_bytes, .format = q->format,
+                       .top = slash ? slash + 1 : q->path };
+    tarstream_gate_t gate;
     api_error_t err;
+    if (q->format == RUNTIME_FILES_TAR) {
+        if (tarstream_gate_init(&gate, files_down_judge, &d) < 0) {
+            forward_refuse(c, 503, "busy", "out of memory");
+            files_done(c, "get", q->path, "error", 0, t0, "out of memory");
+            return;
+        }
+        d.gate = &gate;
+    }
     int stop_fds[2] = { c->client, f->stop_pipe[0] };
     runtime_files_get_req_t req = {
         .ref = ref, .path = q->path, .format = q->format, .on_stat = files_down_stat, .on_data = files_down_data,
         .ud = &d, .stop_fds = stop_fds, .nstop_fds = 2,
     };
     int r = runtime_files_get(f->rt, &req, &err);
+    if (r == 0 && d.gate && d.answered && !d.gone && !d.cut[0] && !forward_stopping(f)) {
+        /* The runtime's stream ended: it must end between members. */
+        if (tarstream_gate_finish(d.gate) < 0)
+            files_down_cut(&d, "the archive is refused: %s", d.gate->tar.error);
+    }
     const char *outcome = "ok", *why = "sent";
     if (!d.answered) {
-        if (r == 0) {
+        if (d.status) {
+            forward_refuse(c, d.status, "payload_too_large", "%s", d.cut);
+            outcome = "refused";
+            why = d.cut;
+        } else if (r == 0) {
             /* Stopped before the stat: the controller went away or the worker stops. */
             outcome = forward_stopping(f) ? "error" : "aborted";
             why = forward_stopping(f) ? "the worker is shutting down" : "the controller went away";
@@ -479,7 +722,8 @@ static void files_get(forward_conn_t *c, const forward_files_req_t *q, const cha
         outcome = "aborted";
         why = "the controller went away";
     } else {
-        const char *msg = r < 0 ? err.message : forward_stopping(f) ? "the worker is shutting down" : "";
+        const char *msg = d.cut[0] ? d.cut : r < 0 ? err.message : forward_stopping(f) ? "the worker is shutting down"
+                                                                                      : "";
         size_t wl = strlen(msg) > FILES_END_MESSAGE_MAX ? FILES_END_MESSAGE_MAX : strlen(msg);
         unsigned char hdr[LOGFRAME_HEADER_BYTES];
         logframe_header(hdr, LOGFRAME_END, (uint32_t)wl);
@@ -487,11 +731,16 @@ static void files_get(forward_conn_t *c, const forward_files_req_t *q, const cha
             forward_send_all(c, msg, wl);
         forward_client_shutdown(c);
         if (wl > 0) {
-            outcome = "error";
+            outcome = d.cut[0] ? "refused" : "error";
             why = msg;
+            if (d.cut[0])
+                log_warn(FORWARD_COMPONENT, "download of %.200s from sandbox %s cut after %llu bytes: %s", q->path,
+                         c->sandbox_id, (unsigned long long)d.bytes, d.cut);
         }
     }
     files_done(c, "get", q->path, outcome, d.bytes, t0, why);
+    if (d.gate)
+        tarstream_gate_release(d.gate);
 }
 
 /* ---- the connection ---------------------------------------------------- */
@@ -503,7 +752,7 @@ void forward_files(forward_conn_t *c)
     const char *op = c->grant.purpose == GRANT_FILES_PUT ? "put" : "get";
     forward_reqline_t *l = malloc(sizeof *l);
     forward_files_req_t *q = malloc(sizeof *q);
-    char why[200], ref[80];
+    char why[200], ref[80], clean[SBX_FILES_PATH_MAX + 1];
     api_error_t err;
     if (!l || !q) {
         forward_refuse(c, 503, "busy", "out of memory");
@@ -529,7 +778,17 @@ void forward_files(forward_conn_t *c)
         files_done(c, op, q->path, "refused", 0, t0, "bytes after a get's request line");
         goto cleanup;
     }
-    if (runtime_files_target(f->rt, c->sandbox_id, f->worker_name, ref, &err) < 0) {
+    /* Every runtime gets the path cleaned (the Docker backend cleans it
+     * again); a download's archive is then named by its last component. */
+    if (tarstream_path_clean(q->path, clean) < 0) {
+        forward_refuse(c, 400, "invalid_argument", "the path must be absolute, at most %d bytes, without control "
+                       "characters", SBX_FILES_PATH_MAX);
+        files_done(c, op, "-", "refused", 0, t0, "a path with control characters");
+        goto cleanup;
+    }
+    memcpy(q->path, clean, strlen(clean) + 1);
+    int64_t fs_bytes = 0;
+    if (runtime_files_target(f->rt, c->sandbox_id, f->worker_name, ref, &fs_bytes, &err) < 0) {
         const char *outcome = forward_refuse_runtime(c, &err);
         files_done(c, op, q->path, outcome, 0, t0, err.message);
         goto cleanup;
@@ -537,7 +796,7 @@ void forward_files(forward_conn_t *c)
     if (q->put)
         files_put(c, q, ref, t0);
     else
-        files_get(c, q, ref, t0);
+        files_get(c, q, ref, fs_bytes, t0);
 cleanup:
     free(l);
     free(q);

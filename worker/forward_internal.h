@@ -37,6 +37,7 @@ struct forward {
     struct sockaddr_storage bind_addr;
     socklen_t bind_len;
     int max_connections;
+    int64_t files_max_bytes; /* a download's bound (forward_options_t) */
     char *worker_name;
     runtime_t *rt;
     forward_worker_id_fn worker_id;

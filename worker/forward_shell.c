@@ -479,7 +479,7 @@ void forward_shell(forward_conn_t *c)
         shell_done(c, "refused", t0, why);
         goto cleanup;
     }
-    if (runtime_files_target(f->rt, c->sandbox_id, f->worker_name, ref, &err) < 0) {
+    if (runtime_files_target(f->rt, c->sandbox_id, f->worker_name, ref, NULL, &err) < 0) {
         shell_done(c, forward_refuse_runtime(c, &err), t0, err.message);
         goto cleanup;
     }

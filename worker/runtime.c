@@ -183,10 +183,12 @@ int runtime_logs_stream(runtime_t *rt, const char *ref, const runtime_logs_req_t
 }
 
 int runtime_files_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
-                         api_error_t *err)
+                         int64_t *ret_fs_bytes, api_error_t *err)
 {
+    if (ret_fs_bytes)
+        *ret_fs_bytes = 0;
     if (rt->ops->files_target)
-        return rt->ops->files_target(rt, sandbox_id, worker_name, ret_ref, err);
+        return rt->ops->files_target(rt, sandbox_id, worker_name, ret_ref, ret_fs_bytes, err);
     return rt->ops->logs_target(rt, sandbox_id, worker_name, ret_ref, err);
 }
 

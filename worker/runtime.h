@@ -336,9 +336,14 @@ typedef struct runtime_files_get_req {
 /* The container of sandbox_id to move files into or out of: it must carry
  * RUNTIME_LABEL_MANAGED = RUNTIME_MANAGED_SANDBOX, RUNTIME_LABEL_SANDBOX =
  * sandbox_id and RUNTIME_LABEL_WORKER = worker_name (else API_NOT_FOUND, as
- * a missing one; runtime_logs_target's check). ret_ref gets its id. */
+ * a missing one; runtime_logs_target's check). ret_ref gets its id and,
+ * when ret_fs_bytes is not NULL, *ret_fs_bytes the size of its filesystem
+ * as far as the runtime knows it (a download of the sandbox cannot honestly
+ * hold more content): Docker the image's size plus the disk quota
+ * (RUNTIME_LABEL_DISK_MIB), a driver's sandbox its disk quota; 0 when
+ * unknown (no quota). */
 int runtime_files_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
-                         api_error_t *err);
+                         int64_t *ret_fs_bytes, api_error_t *err);
 
 /* Streams an upload into container req->ref, pulling its bytes from
  * req->read as the runtime takes them (never the whole upload in memory).
@@ -486,7 +491,7 @@ typedef struct runtime_ops {
     /* Optional (NULL: no file transfers; files_target then falls back to
      * logs_target's check). */
     int (*files_target)(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
-                        api_error_t *err);
+                        int64_t *ret_fs_bytes, api_error_t *err);
     int (*files_put)(runtime_t *rt, const runtime_files_put_req_t *req, int64_t *ret_bytes, api_error_t *err);
     int (*files_get)(runtime_t *rt, const runtime_files_get_req_t *req, api_error_t *err);
     /* Optional (NULL: no shells). */

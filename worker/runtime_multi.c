@@ -220,12 +220,12 @@ static int multi_logs_stream(runtime_t *rt, const char *ref, const runtime_logs_
 }
 
 static int multi_files_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
-                              api_error_t *err)
+                              int64_t *ret_fs_bytes, api_error_t *err)
 {
     multi_runtime_t *m = multi(rt);
     int r = 0;
     for (size_t i = 0; i < m->n; i++) {
-        r = runtime_files_target(m->b[i], sandbox_id, worker_name, ret_ref, err);
+        r = runtime_files_target(m->b[i], sandbox_id, worker_name, ret_ref, ret_fs_bytes, err);
         if (r == 0 || err->code != API_NOT_FOUND)
             return r;
     }

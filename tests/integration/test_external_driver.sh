@@ -5,7 +5,13 @@
 # host directories): one worker with worker_runtime = docker,external offers
 # container and microvm; --hostile lands on the driver, a plain create on
 # Docker; exec (output, exit code, stdin, timeout), files up and down, the
-# inventory reconciled (an orphan removed); a driver killed -9 mid-exec fails that exec clearly and is
+# inventory reconciled (an orphan removed); hostile archives where a guest's
+# answer arrives (files_get: members beside the copy, "..", through a symlink
+# in the user's folder, a device, a setuid file, a sparse member, one that
+# says 1 TiB, an endless stream) are cut by the worker or refused by the CLI,
+# which exits non-zero and writes nothing outside the destination, no
+# device and no setuid bit; a sparse upload is refused before the driver
+# sees it; a driver killed -9 mid-exec fails that exec clearly and is
 # restarted, the sandbox still listed and usable; a driver that hangs, or
 # sends garbage or a line over 1 MiB, is killed and restarted; a terminal
 # session (shell_open) and a route (dial) reach the sandbox; a cancelled exec's
@@ -67,6 +73,7 @@ itest_on_exit cleanup_driver
 start_worker() { # start_worker [ENV=V...]: the worker with both backends
   env "$@" FAKEDRIVER_STATE="$state" FAKEDRIVER_CONTROL="$control" FAKEDRIVER_PIDFILE="$pidfile" \
     SANDBOX_WORKER_TOKEN="$wtoken" SANDBOX_WORKER_CPU_MILLIS=64000 SANDBOX_WORKER_MEMORY_MIB=262144 \
+    SANDBOX_FILES_MAX_BYTES=8388608 \
     "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --worker-name "$wname" \
     --worker-runtime docker,external --worker-driver-command "[\"/usr/bin/python3\",\"$driver\"]" \
     >>"$wlog" 2>&1 </dev/null &
@@ -156,6 +163,58 @@ assert_exit 3 sandbox cp "$work/up.txt" "$hsb:/nope/up.txt"
 assert_contains "$ITEST_ERR" "not_found" "cp into a missing directory"
 assert_exit 3 sandbox cp "$hsb:/no/such" "$work/nothing"
 assert_contains "$ITEST_ERR" "not_found" "cp of a missing path"
+
+# ---- files out are data, not instructions: the driver stands where a
+# guest's own answer to files_get arrives (its tar replaced). Each copy goes
+# into an existing folder dl-KIND (so the copy is dl-KIND/top); nothing may
+# appear beside it or outside, the CLI must not say "copied".
+assert_exit 0 sandbox exec "$hsb" -- mkdir -p tmp/top
+t_hostile=$(date +%s%N)
+hostile_cp() { # hostile_cp KIND EXIT: sandbox cp of /tmp/top under FAKEDRIVER_FILES_GET=KIND
+  local kind=$1 want=$2
+  mkdir -p "$work/dl-$kind" "$work/outside-$kind"
+  set_mode "{\"files_get\":\"$kind\"}"
+  ITEST_OUT=$(timeout 30 "$SANDBOX_CLI" cp "$hsb:/tmp/top" "$work/dl-$kind" 2>"$work/cp.err") && rc=0 || rc=$?
+  ITEST_ERR=$(cat "$work/cp.err")
+  set_mode '{}'
+  itest_log "hostile files_get $kind: exit $rc: $ITEST_ERR"
+  assert_eq "$want" "$rc" "the CLI's exit status for a $kind archive ($ITEST_ERR)"
+  [ "$want" = 0 ] || assert_not_contains "$ITEST_OUT" "copied" "the CLI's output for a $kind archive"
+  assert_eq "" "$(ls -A "$work/outside-$kind")" "files outside the destination after a $kind archive"
+  assert_eq "" "$(find "$work/dl-$kind" -mindepth 1 -maxdepth 1 ! -name top -printf '%f ')" \
+    "files beside the copy after a $kind archive"
+}
+hostile_cp sibling 3
+assert_contains "$ITEST_ERR" "member sibling.txt is not the copied path's own name or below it" "the cut's reason"
+hostile_cp dotdot 3
+assert_contains "$ITEST_ERR" "member top/../../escape.txt has a '.' or '..' component" "the cut's reason"
+[ ! -e "$work/escape.txt" ] || fail "a .. member landed beside the destination's folder"
+mkdir -p "$work/dl-symlink/top"
+ln -s "$work/outside-symlink" "$work/dl-symlink/top/sub"
+hostile_cp symlink 1
+assert_contains "$ITEST_ERR" "refused member top/sub/evil.txt: it would go through the symlink sub" "the CLI's refusal"
+hostile_cp device 3
+assert_contains "$ITEST_ERR" "member top/null is a character device" "the cut's reason"
+[ ! -e "$work/dl-device/top/null" ] || fail "a device node was made from a sandbox's archive"
+hostile_cp setuid 0
+assert_eq "755 $(id -u)" "$(stat -c '%a %u' "$work/dl-setuid/top/suid")" "a setuid file of uid 1234, copied out"
+hostile_cp sparse 3
+assert_contains "$ITEST_ERR" "member top/big is a sparse file (PAX 1.0" "the cut's reason"
+hostile_cp huge 3
+assert_contains "$ITEST_ERR" "the download is larger than the sandbox's filesystem holds" "the cut's reason"
+hostile_cp endless 3
+assert_contains "$ITEST_ERR" "the download is larger than the 8388608 bytes a transfer may carry" "the cut's reason"
+assert_contains "$(cat "$wlog")" "cut after" "the worker logs the cut transfers"
+# a sparse member uploaded is refused before the driver sees a byte of it
+truncate -s 6G "$work/sparse.img"
+tar -C "$work" --sparse --format=posix --sparse-version=1.0 -cf "$work/sparse.tar" sparse.img
+code=$(curl -s -o "$work/sp.json" -w '%{http_code}' -X PUT -H "Authorization: Bearer $SANDBOX_TOKEN" \
+  --data-binary @"$work/sparse.tar" "$SANDBOX_URL/v1/sandboxes/$hsb/files?path=/tmp/top")
+assert_eq 400 "$code" "a sparse upload to the driver ($(cat "$work/sp.json"))"
+assert_contains "$(cat "$work/sp.json")" "member sparse.img is a sparse file (PAX 1.0" "the sparse upload's refusal"
+assert_eq "" "$(find "$state" -name 'sparse.img' -o -name 'GNUSparseFile*')" "what the sparse upload left in the driver"
+rm -f "$work/sparse.img" "$work/sparse.tar"
+itest_log "hostile archives: $((($(date +%s%N) - t_hostile) / 1000000)) ms"
 
 # ---- the driver's inventory is reconciled: a sandbox of this worker the
 # controller does not know is removed (an orphan, as a crash between create

@@ -13,7 +13,10 @@
 # bad paths 400, a missing path 404, an upload over files_max_bytes 413 and a
 # bad token 401 before a byte of the body is read; a hostile tar (a member
 # named ../../x, an absolute one, a symlink pointing out then written
-# through) leaves the host untouched; and a gVisor sandbox's files move too.
+# through) leaves the host untouched; a setuid file of another uid comes out
+# without its setuid bit and the CLI user's; a sparse member of every dialect
+# GNU tar writes (6 GiB each) is refused 400 with nothing written and the
+# sandbox's disk use unchanged; and a gVisor sandbox's files move too.
 # itest-timeout: 240
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -227,6 +230,38 @@ curl -sf "${auth[@]}" "$SANDBOX_URL/v1/sandboxes/$sbx/files?path=/tmp/root/etc/s
   -o "$work/mark" || fail "a download through the sandbox's own symlink failed"
 assert_eq "sandbox-side" "$(cat "$work/mark")" "a download through a symlink to / reads the sandbox's file"
 [ ! -e /etc/sbx-itest-mark ] || fail "the sandbox's file is on the host"
+
+# ---- 6b. files out are data: a root-run CLI keeps no setuid or setgid bit
+# and no owner of the sandbox's
+t6=$(date +%s%N)
+in_sbx "$sbx" 'mkdir -p /work/sx/sg && printf "#!/bin/sh\n" > /work/sx/suid && chown 1234:1234 /work/sx/suid &&
+  chmod 4755 /work/sx/suid && chown 1234:1234 /work/sx/sg && chmod 2775 /work/sx/sg' >/dev/null
+sandbox cp "$sbx:/work/sx/suid" "$work/suid" >/dev/null || fail "cp of a setuid file failed"
+assert_eq "755 $(id -u):$(id -g)" "$(stat -c '%a %u:%g' "$work/suid")" "a 4755 file of uid 1234, copied out by uid $(id -u)"
+sandbox cp "$sbx:/work/sx" "$work/sx" >/dev/null || fail "cp of a directory with setuid and setgid entries failed"
+assert_eq "755 775 $(id -u)" "$(stat -c %a "$work/sx/suid") $(stat -c '%a %u' "$work/sx/sg")" \
+  "a 4755 file and a 2775 directory of uid 1234, copied out as a tree"
+
+# ---- 6c. sparse members (every dialect GNU tar writes, each 6 GiB with 4
+# bytes of data) are refused before a byte reaches Docker: 400, nothing in
+# the directory, the writable layer as large as before
+truncate -s 6G "$work/sparse.img"
+printf data | dd of="$work/sparse.img" bs=1 seek=1048576 conv=notrunc status=none
+for v in 1.0 0.1 0.0; do tar -C "$work" --sparse --format=posix --sparse-version="$v" -cf "$work/sp-$v.tar" sparse.img; done
+tar -C "$work" --sparse --format=gnu -cf "$work/sp-gnu.tar" sparse.img
+in_sbx "$sbx" 'mkdir -p /work/sp' >/dev/null
+size_rw() { docker inspect --size -f '{{.SizeRw}}' "sbx-$sbx"; }
+rw0=$(size_rw)
+for v in 1.0 0.1 0.0 gnu; do
+  code=$(curl -s -o "$work/sp.json" -w '%{http_code}' -X PUT "${auth[@]}" --data-binary @"$work/sp-$v.tar" \
+    "$SANDBOX_URL/v1/sandboxes/$sbx/files?path=/work/sp")
+  assert_eq 400 "$code" "a sparse upload ($v: $(cat "$work/sp.json"))"
+  assert_contains "$(cat "$work/sp.json")" "member sparse.img is a sparse file" "the refusal of a sparse upload ($v)"
+done
+assert_eq "" "$(in_sbx "$sbx" 'ls -A /work/sp')" "what the sparse uploads left in /work/sp"
+assert_eq "$rw0" "$(size_rw)" "the sandbox's writable layer (bytes) after the sparse uploads"
+rm -f "$work/sparse.img" "$work"/sp-*.tar
+itest_log "setuid and sparse steps: $((($(date +%s%N) - t6) / 1000000)) ms"
 
 # ---- 7. create --upload, events, and a gVisor sandbox
 out=$(sandbox create --image "$ITEST_IMAGE" --memory-mib 128 --upload "$work/src/sub dir:/src" --timeout 120) ||

@@ -10,7 +10,10 @@
 # complete file; "/../../etc/x" lands in the container's /etc, never the
 # host's; hostile tar members ("../../escape", a symlink to /etc and a file
 # through it) stay inside; max_bytes and the disk quota answer 413; a line
-# that is not the signed one 403; 128 MiB up and down with the worker's
+# that is not the signed one 403; a download past the sandbox's filesystem
+# (a sparse file bigger than its image and disk_mib) refused 413 as a file
+# and cut with the reason as a tree, the CLI exiting 3 with it and writing
+# nothing of it; 128 MiB up and down with the worker's
 # memory bounded (timed beside docker cp); over TLS; SIGTERM during an
 # upload answers 503 and the worker exits 0; the transfer metrics;
 # a gVisor sandbox too.
@@ -36,9 +39,12 @@ finish() {
 wpid=
 itest_on_exit finish
 wtoken=$(itest_token itest-workers worker "$wname")
+# The disk watch measures once a minute (its first pass at registration):
+# the download bound below keeps a sparse file over the quota for a moment,
+# and a watch pass then would stop the sandbox before it is read.
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1" \
   SANDBOX_WORKER_TOKEN="$wtoken" SANDBOX_WORKER_CPU_MILLIS=8000 SANDBOX_WORKER_MEMORY_MIB=8192 \
-  SANDBOX_WORKER_LABELS="itest-files=$tag" SANDBOX_LOG_LEVEL=debug \
+  SANDBOX_WORKER_LABELS="itest-files=$tag" SANDBOX_LOG_LEVEL=debug SANDBOX_WORKER_DISK_INTERVAL_MS=60000 \
   "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --worker-name "$wname" --docker-socket /var/run/docker.sock \
   --worker-health-listen 127.0.0.1:0 >>"$wlog" 2>&1 </dev/null &
 wpid=$!
@@ -63,6 +69,30 @@ sx() { sandbox exec "$@"; }
 sbx=$(create)
 itest_track "$sbx"
 sx "$sbx" -- mkdir -p /work >/dev/null
+
+# ---- a download is bounded by the sandbox's filesystem (its image's size
+# and disk_mib): a sparse file past it (truncate costs no disk) is 413 as a
+# file, and a tree holding it is cut at its header with the reason, through
+# the forwarder and through the controller and CLI. Early, within the disk
+# watch's first minute.
+t_bound=$(date +%s%N)
+small=$(create --disk 16)
+itest_track "$small"
+sx "$small" -- sh -c 'mkdir -p /work/sp && printf x > /work/sp/a && truncate -s 1G /work/sp/big.img' >/dev/null
+assert_match "$(fc "$small" get /work/sp/big.img raw "$ITEST_TMP/x")" \
+  "^413 payload_too_large the file is 1073741824 bytes, more than the sandbox's filesystem holds \\([0-9]+ bytes\\)$" \
+  "a raw get of a sparse file past the sandbox's filesystem"
+got=$(fc "$small" get /work/sp tar "$ITEST_TMP/sp.tar" || true)
+assert_match "$got" "end: the download is larger than the sandbox's filesystem holds \\([0-9]+ bytes\\): member sp/big.img" \
+  "a tree holding it, cut at its header"
+assert_exit 3 sandbox cp "$small:/work/sp" "$ITEST_TMP/spdl"
+assert_contains "$ITEST_ERR" "ended early (the download is larger than the sandbox's filesystem holds" "sandbox cp of the tree"
+[ ! -e "$ITEST_TMP/spdl/big.img" ] || fail "sandbox cp wrote the sparse file that was cut"
+assert_exit 3 sandbox cp "$small:/work/sp/big.img" "$ITEST_TMP/big.img"
+assert_contains "$ITEST_ERR" "payload_too_large" "sandbox cp of the file"
+[ ! -e "$ITEST_TMP/big.img" ] || fail "sandbox cp wrote the sparse file that was refused"
+sx "$small" -- rm -f /work/sp/big.img >/dev/null
+itest_log "download bound: $((($(date +%s%N) - t_bound) / 1000000)) ms"
 
 # ---- a directory as a tar, up and back
 src="$ITEST_TMP/files-src-$tag"
@@ -201,8 +231,6 @@ assert_match "$(fc "$sbx" put-raw-size /work/big2 $((2 * 1024 * 1024)) $((1024 *
   '^413 payload_too_large the upload is larger than the 1048576 bytes' "a raw upload over max_bytes"
 assert_match "$(fc "$sbx" put-tar-stream /work $((3 * 1024 * 1024)) $((1024 * 1024)))" \
   '^413 payload_too_large the upload is larger than the 1048576 bytes' "a tar upload streaming past max_bytes"
-small=$(create --disk 16)
-itest_track "$small"
 assert_match "$(fc "$small" put-raw-size /tmp/fill $((20 * 1024 * 1024)))" \
   "^413 payload_too_large the upload's 20971520 bytes do not fit in what the sandbox's disk quota of 16 MiB has left" \
   "a raw upload over the disk quota"

@@ -6,7 +6,10 @@
 # `sandbox create --hostile` lands in a VM (a QEMU process, no container);
 # `uname -r` is the guest kernel; output over the bound is truncated; an exec
 # timeout kills the tree; stdin; the console log stays bounded while the
-# guest floods its serial port; cp up and down; a PTY shell; a route to a
+# guest floods its serial port; cp up and down; a guest that replaced its
+# tar answers a download with a hostile archive (a setuid file, then a
+# member beside the copy): the worker cuts it, the CLI exits 3, nothing lands
+# beside the copy and no setuid bit; a PTY shell; a route to a
 # guest port; the guest sees none of the host's files, processes or network;
 # the worker and its driver killed -9 mid-run: on restart the VM is found
 # again and usable; TTL expiry removes the VM; a VM the controller no longer wants is removed on
@@ -205,6 +208,34 @@ assert_exit 0 sandbox cp "$hsb:/tmp/up.bin" "$work/down.bin"
 cmp -s "$work/up.bin" "$work/down.bin" || fail "the downloaded file differs"
 assert_exit 3 sandbox cp "$hsb:/no/such" "$work/nothing"
 assert_contains "$ITEST_ERR" "not_found" "cp of a missing path"
+
+# ---- the guest is root and makes its own archives: it replaces the tar
+# sandbox-vmm runs in it (/.sbx/busybox tar -c) with one answering a hostile
+# tar; the worker cuts the download, the CLI writes nothing beside the copy
+t_guest=$(date +%s%N)
+python3 - "$work/evil.tar" <<'PY'
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
+    d = tarfile.TarInfo("top"); d.type = tarfile.DIRTYPE; d.mode = 0o755; t.addfile(d)
+    f = tarfile.TarInfo("top/suid"); f.size = 3; f.mode = 0o4755; f.uid = 1234; t.addfile(f, io.BytesIO(b"hi\n"))
+    b = tarfile.TarInfo("beside.txt"); b.size = 3; t.addfile(b, io.BytesIO(b"no\n"))
+PY
+assert_exit 0 sandbox cp "$work/evil.tar" "$hsb:/tmp/evil.tar"
+# /.sbx is read-only to the guest, but the guest is root: a copy of it with
+# a tar of its own, mounted over it
+# shellcheck disable=SC2016 # $1, $2 and $@ are the guest's shell's
+assert_exit 0 sandbox exec "$hsb" -- sh -c 'mkdir -p /tmp/top /tmp/sbx/real && cp -a /.sbx/. /tmp/sbx/ &&
+  cp /.sbx/busybox /tmp/sbx/real/busybox &&
+  printf "#!/bin/sh\nif [ \"\$1 \$2\" = \"tar -c\" ]; then exec cat /tmp/evil.tar; fi\nexec /.sbx/real/busybox \"\$@\"\n" \
+    >/tmp/sbx/busybox && chmod 755 /tmp/sbx/busybox && mount --bind /tmp/sbx /.sbx'
+mkdir -p "$work/guestdl"
+assert_exit 3 sandbox cp "$hsb:/tmp/top" "$work/guestdl"
+assert_contains "$ITEST_ERR" "member beside.txt is not the copied path's own name or below it" "the cut's reason"
+assert_eq "" "$(find "$work/guestdl" -mindepth 1 -maxdepth 1 ! -name top -printf '%f ')" \
+  "what the guest's archive put beside the copy"
+[ ! -e "$work/guestdl/top/suid" ] || assert_eq 755 "$(stat -c %a "$work/guestdl/top/suid")" "the guest's setuid file"
+assert_exit 0 sandbox exec "$hsb" -- sh -c 'umount /.sbx && rm -rf /tmp/sbx /tmp/evil.tar /tmp/top'
+itest_log "a guest's own tar: $((($(date +%s%N) - t_guest) / 1000000)) ms"
 
 # ---- a PTY session
 python3 "$(dirname "$0")/shell_client.py" "$SANDBOX_CLI" "$hsb" >"$work/pty.out" 2>&1 ||

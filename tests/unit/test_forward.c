@@ -22,6 +22,7 @@
 #include "grant.h"
 #include "logframe.h"
 #include "shellframe.h"
+#include "tarstream.h"
 #include "timeutil.h"
 
 #define GRANT_TEXT "v1.wrk_a.sbx_b.8080.1700000000.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -521,10 +522,14 @@ typedef struct files_runtime {
     api_code_t put_fail;
     bool fail_put;
     bool fail_get_midway;
+    const char *get_body;         /* the tar a get answers (stat: a directory "top") instead of the file */
+    size_t get_body_len;
+    int64_t stat_size;            /* the raw file's stat size (0: 70000) */
     atomic_int put_calls, get_calls, put_aborted, put_done;
     char path[SBX_FILES_PATH_MAX + 1];
     runtime_files_format_t format;
     int64_t size, max_bytes;
+    int64_t fs_bytes;             /* what files_target says of the sandbox's filesystem */
     unsigned mode;
     char *got;                    /* what the upload carried */
     size_t got_len;
@@ -533,9 +538,11 @@ typedef struct files_runtime {
 #define FILES_GOT_MAX (1u << 20)
 
 static int files_rt_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
-                           api_error_t *err)
+                           int64_t *ret_fs_bytes, api_error_t *err)
 {
     files_runtime_t *fr = (files_runtime_t *)rt;
+    if (ret_fs_bytes)
+        *ret_fs_bytes = fr->fs_bytes;
     if (fr->fail_target)
         return api_error_set(err, fr->target_fail, "the fake runtime has no such sandbox");
     ck_assert_str_eq(sandbox_id, "sbx_b");
@@ -580,10 +587,23 @@ static int files_rt_get(runtime_t *rt, const runtime_files_get_req_t *req, api_e
     atomic_fetch_add(&fr->get_calls, 1);
     snprintf(fr->path, sizeof fr->path, "%s", req->path);
     fr->format = req->format;
-    runtime_files_stat_t st = { .name = "report.xml", .size = 70000, .mode = 0640, .type = "file",
-                                .mtime = "2020-01-02T03:04:05Z" };
+    runtime_files_stat_t st = { .name = "report.xml", .size = fr->stat_size ? fr->stat_size : 70000, .mode = 0640,
+                                .type = "file", .mtime = "2020-01-02T03:04:05Z" };
+    if (fr->get_body) {
+        snprintf(st.name, sizeof st.name, "top");
+        st.type = "dir";
+    }
     if (req->on_stat(req->ud, &st) < 0)
         return 0;
+    if (fr->get_body) {
+        /* in pieces of 1000 bytes, as a runtime's stream comes */
+        for (size_t off = 0; off < fr->get_body_len; off += 1000) {
+            size_t k = fr->get_body_len - off < 1000 ? fr->get_body_len - off : 1000;
+            if (req->on_data(req->ud, fr->get_body + off, k) < 0)
+                return 0;
+        }
+        return 0;
+    }
     static char body[70000];
     for (size_t i = 0; i < sizeof body; i++)
         body[i] = (char)(i * 7);
@@ -768,10 +788,13 @@ START_TEST(test_files_put_byte_by_byte)
     files_runtime_t fr;
     forward_t *f = files_forwarder(&fr);
     const char *line = "{\"op\":\"put\",\"path\":\"/w\",\"format\":\"tar\",\"max_bytes\":1048576}";
-    char pre[2048], reply[1024], body[512], want[300];
+    char pre[2048], reply[1024], body[2200], want[2048];
     files_preamble(GRANT_FILES_PUT, line, NULL, pre, sizeof pre);
-    for (size_t i = 0; i < sizeof want; i++)
-        want[i] = (char)('a' + i % 26);
+    /* a tar of one 100-byte file: header, content, padding, end blocks */
+    memset(want, 0, sizeof want);
+    ck_assert_int_eq(tarstream_file_header("a.txt", 100, 0644, 0, (unsigned char *)want), TARSTREAM_BLOCK);
+    for (size_t i = 0; i < 100; i++)
+        want[512 + i] = (char)('a' + i % 26);
     size_t blen = 0;
     add_frame(body, &blen, LOGFRAME_STDOUT, want, 100);
     add_frame(body, &blen, LOGFRAME_STDOUT, want + 100, 1);
@@ -789,7 +812,7 @@ START_TEST(test_files_put_byte_by_byte)
     }
     read_all(fd, reply, sizeof reply);
     close(fd);
-    ck_assert_str_eq(reply, "SANDBOX-FORWARD/1 200 ok {\"bytes\":300}\r\n");
+    ck_assert_str_eq(reply, "SANDBOX-FORWARD/1 200 ok {\"bytes\":2048}\r\n");
     ck_assert_uint_eq(fr.got_len, sizeof want);
     ck_assert_mem_eq(fr.got, want, sizeof want);
     forward_free(f);
@@ -812,7 +835,7 @@ START_TEST(test_files_put_aborted_upload_is_seen_by_the_runtime)
     ck_assert_uint_eq(files_exchange(f, pre, body, blen, true, reply, sizeof reply), 0);
     ck_assert_int_eq(atomic_load(&fr.put_aborted), 1);
     ck_assert_int_eq(atomic_load(&fr.put_done), 0);
-    ck_assert_uint_eq(fr.got_len, 7);
+    ck_assert_uint_eq(fr.got_len, 0);   /* half a tar header: held back by the gate, never judged */
     /* Half a frame header, then the end: aborted too. */
     atomic_store(&fr.put_aborted, 0);
     ck_assert_uint_eq(files_exchange(f, pre, "\x01\x00", 2, true, reply, sizeof reply), 0);
@@ -849,9 +872,11 @@ START_TEST(test_files_put_refuses_bad_frames_and_maps_runtime_errors)
         fr.fail_put = true;
         fr.put_fail = cases[i].code;
         fr.got_len = 0;
-        char body[64];
+        char body[2100], tar[2048] = { 0 };
+        tarstream_file_header("abc", 3, 0644, 0, (unsigned char *)tar);
+        memcpy(tar + 512, "abc", 3);
         size_t blen = 0;
-        add_frame(body, &blen, LOGFRAME_STDOUT, "abc", 3);
+        add_frame(body, &blen, LOGFRAME_STDOUT, tar, sizeof tar);
         add_frame(body, &blen, LOGFRAME_END, "", 0);
         files_exchange(f, pre, body, blen, false, reply, sizeof reply);
         ck_assert_msg(strcmp(reply, cases[i].reply) == 0, "case %zu: got [%s]", i, reply);
@@ -925,6 +950,224 @@ START_TEST(test_files_get_answers_the_stat_then_frames)
     ck_assert_str_eq(reply, "SANDBOX-FORWARD/1 400 invalid_argument a download takes nothing after its request "
                             "line\r\n");
     ck_assert_int_eq(atomic_load(&fr.get_calls), calls);
+    forward_free(f);
+    free(fr.got);
+}
+END_TEST
+
+
+/* ---- tar gates: sparse uploads, hostile downloads ---------------------- */
+
+/* The bytes of tests/unit/data/NAME; the caller frees them. */
+static char *fixture(const char *name, size_t *ret_n)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", UNIT_DATA_DIR, name);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    char *b = unit_xmalloc(1 << 20);
+    *ret_n = fread(b, 1, 1 << 20, f);
+    fclose(f);
+    return b;
+}
+
+/* Appends a tar member (type, name, link, n content bytes of c) to buf. */
+static void tar_add(char *buf, size_t *len, const char *name, char type, const char *link, int64_t size, char c)
+{
+    unsigned char *h = (unsigned char *)buf + *len;
+    ck_assert_int_eq(tarstream_file_header("x", size, 04755, 0, h), TARSTREAM_BLOCK);
+    memset(h, 0, 100);
+    memcpy(h, name, strlen(name));
+    h[156] = (unsigned char)type;
+    memcpy(h + 157, link, strlen(link));
+    tarstream_checksum(h);
+    *len += TARSTREAM_BLOCK;
+    size_t n = (size_t)size;
+    memset(buf + *len, c, n);
+    memset(buf + *len + n, 0, tarstream_padding(size));
+    *len += n + tarstream_padding(size);
+}
+
+/* A tar upload of one small file and then fixture (its frames in body). */
+START_TEST(test_files_put_refuses_sparse_members_before_the_runtime_sees_them)
+{
+    files_runtime_t fr;
+    forward_t *f = files_forwarder(&fr);
+    const char *line = "{\"op\":\"put\",\"path\":\"/work\",\"format\":\"tar\",\"max_bytes\":1048576}";
+    char pre[2048];
+    files_preamble(GRANT_FILES_PUT, line, NULL, pre, sizeof pre);
+    static const struct {
+        const char *file, *kind;
+    } cases[] = {
+        { "sparse-gnu.tar", TARSTREAM_SPARSE_GNU }, { "sparse-gnu-ext.tar", TARSTREAM_SPARSE_GNU },
+        { "sparse-pax00.tar", TARSTREAM_SPARSE_PAX00 }, { "sparse-pax01.tar", TARSTREAM_SPARSE_PAX01 },
+        { "sparse-pax10.tar", TARSTREAM_SPARSE_PAX10 },
+    };
+    static char tar[1 << 17], body[1 << 18], reply[2048];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = 0, tlen = 0, blen = 0;
+        char *sp = fixture(cases[i].file, &n);
+        tar_add(tar, &tlen, "ok.txt", '0', "", 700, 'k');
+        size_t first = tlen;
+        memcpy(tar + tlen, sp, n);
+        tlen += n;
+        free(sp);
+        for (size_t off = 0; off < tlen; off += 4000)
+            add_frame(body, &blen, LOGFRAME_STDOUT, tar + off, tlen - off < 4000 ? tlen - off : 4000);
+        add_frame(body, &blen, LOGFRAME_END, "", 0);
+        fr.got_len = 0;
+        files_exchange(f, pre, body, blen, false, reply, sizeof reply);
+        char want[200];
+        snprintf(want, sizeof want, "SANDBOX-FORWARD/1 400 invalid_argument member %s is a sparse file (%s, "
+                 "6442450944 bytes once unpacked)", strstr(cases[i].file, "ext") ? "ext.img" : "big.img",
+                 cases[i].kind);
+        ck_assert_msg(strncmp(reply, want, strlen(want)) == 0, "%s: got [%s]", cases[i].file, reply);
+        /* the runtime had the first member whole and not a byte of the sparse one */
+        ck_assert_uint_eq(fr.got_len, first);
+        ck_assert_mem_eq(fr.got, tar, first);
+    }
+    forward_free(f);
+    free(fr.got);
+}
+END_TEST
+
+/* A get of a tar whose runtime answers tar: the frames' body and the END
+ * frame's message (into end). */
+static void get_tar(files_runtime_t *fr, forward_t *f, const char *tar, size_t n, char *body, size_t *blen,
+                    char *end)
+{
+    const char *line = "{\"op\":\"get\",\"path\":\"/work/../data/top\",\"format\":\"tar\"}";
+    char pre[2048];
+    static char reply[1 << 18];
+    files_preamble(GRANT_FILES_GET, line, NULL, pre, sizeof pre);
+    fr->get_body = tar;
+    fr->get_body_len = n;
+    size_t got = files_exchange(f, pre, NULL, 0, false, reply, sizeof reply);
+    const char *nl = memchr(reply, '\n', got);
+    ck_assert_ptr_nonnull(nl);
+    ck_assert_msg(strncmp(reply, "SANDBOX-FORWARD/1 200 ok ", 25) == 0, "got [%.*s]", (int)(nl - reply), reply);
+    ck_assert_msg(parse_frames(reply, got, (size_t)(nl + 1 - reply), body, blen, end), "no END frame");
+    ck_assert_str_eq(fr->path, "/data/top");   /* the runtime gets the path cleaned */
+}
+
+START_TEST(test_files_get_hands_on_only_the_asked_tree)
+{
+    files_runtime_t fr;
+    forward_t *f = files_forwarder(&fr);
+    fr.fs_bytes = 1 << 20;
+    static char tar[1 << 17], body[1 << 17];
+    char end[600];
+    size_t tlen = 0, blen = 0;
+    /* the tree itself passes whole */
+    tar_add(tar, &tlen, "top/", '5', "", 0, 0);
+    tar_add(tar, &tlen, "top/a.txt", '0', "", 3000, 'a');
+    tar_add(tar, &tlen, "top/ln", '2', "/etc/passwd", 0, 0);
+    tar_add(tar, &tlen, "top/hard", '1', "top/a.txt", 0, 0);
+    memset(tar + tlen, 0, 1024);
+    tlen += 1024;
+    get_tar(&fr, f, tar, tlen, body, &blen, end);
+    ck_assert_str_eq(end, "");
+    ck_assert_uint_eq(blen, tlen);
+    ck_assert_mem_eq(body, tar, tlen);
+    /* each hostile member cuts the body before its header, with a reason */
+    static const struct {
+        const char *name;
+        char type;
+        const char *link;
+        int64_t size;
+        const char *want;
+    } bad[] = {
+        { "sibling", '0', "", 4, "member sibling is not the copied path's own name or below it" },
+        { "top/../../x", '0', "", 4, "member top/../../x has a '.' or '..' component" },
+        { "/etc/x", '0', "", 4, "member /etc/x has an absolute name" },
+        { "topx/y", '0', "", 4, "member topx/y is not the copied path's own name" },
+        { "top/fifo", '6', "", 0, "member top/fifo is a FIFO (tar type '6')" },
+        { "top/sda", '4', "", 0, "member top/sda is a block device (tar type '4')" },
+        { "top/tty", '3', "", 0, "member top/tty is a character device (tar type '3')" },
+        { "top/h", '1', "/etc/shadow", 0, "hard link top/h points at /etc/shadow, outside the copy" },
+        { "top/h", '1', "top/../x", 0, "hard link top/h points at top/../x, outside the copy" },
+        { "top/big", '0', "", 2 << 20, "the download is larger than the sandbox's filesystem holds (1048576" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tlen = 0;
+        tar_add(tar, &tlen, "top/", '5', "", 0, 0);
+        tar_add(tar, &tlen, "top/a.txt", '0', "", 3000, 'a');
+        size_t good = tlen;
+        tar_add(tar, &tlen, bad[i].name, bad[i].type, bad[i].link, bad[i].size > 4096 ? 0 : bad[i].size, 'x');
+        if (bad[i].size > 4096) {   /* the header alone says how big */
+            unsigned char *h = (unsigned char *)tar + good;
+            char sz[24];
+            snprintf(sz, sizeof sz, "%011llo", (unsigned long long)bad[i].size);
+            memcpy(h + 124, sz, 11);
+            tarstream_checksum(h);
+        }
+        get_tar(&fr, f, tar, tlen, body, &blen, end);
+        ck_assert_msg(strstr(end, bad[i].want) != NULL, "%s: END [%s]", bad[i].name, end);
+        ck_assert_uint_eq(blen, good);
+        ck_assert_mem_eq(body, tar, good);
+    }
+    /* sparse, and a stream that ends inside a member */
+    size_t n = 0;
+    char *sp = fixture("sparse-pax10.tar", &n);
+    char *sp2 = unit_xmalloc(n + 512);
+    memcpy(sp2, sp, n);
+    /* renamed into the tree: GNU.sparse.name big.img -> top/b.i, same length */
+    char *nm = memmem(sp2, n, "GNU.sparse.name=big.img", 23);
+    ck_assert_ptr_nonnull(nm);
+    memcpy(nm + 16, "top/b.i", 7);
+    get_tar(&fr, f, sp2, n, body, &blen, end);
+    ck_assert_msg(strstr(end, "member top/b.i is a sparse file (PAX 1.0") != NULL, "END [%s]", end);
+    ck_assert_uint_eq(blen, 0);
+    free(sp);
+    free(sp2);
+    tlen = 0;
+    tar_add(tar, &tlen, "top/a.txt", '0', "", 3000, 'a');
+    get_tar(&fr, f, tar, 600, body, &blen, end);
+    ck_assert_msg(strstr(end, "ends inside an entry") != NULL, "END [%s]", end);
+    forward_free(f);
+    free(fr.got);
+}
+END_TEST
+
+/* A raw get of a file its stat says is over the sandbox's filesystem: 413
+ * before anything; a body past files_max_bytes is cut. */
+START_TEST(test_files_get_is_bounded)
+{
+    files_runtime_t fr;
+    files_rt_init(&fr);
+    forward_options_t o = { .listen = "127.0.0.1:0", .max_connections = 4, .token = TOKEN, .worker_name = "w1",
+                            .rt = &fr.base, .worker_id = worker_id_cb, .worker_id_ud = (void *)"wrk_a",
+                            .files_max_bytes = 50000 };
+    forward_t *f = NULL;
+    char err[256] = "";
+    ck_assert_int_eq(forward_new(&o, &f, err, sizeof err), 0);
+    ck_assert_int_eq(forward_start(f, err, sizeof err), 0);
+    const char *line = "{\"op\":\"get\",\"path\":\"/work/report.xml\",\"format\":\"raw\"}";
+    char pre[2048], end[600];
+    static char reply[200000], body[100000];
+    files_preamble(GRANT_FILES_GET, line, NULL, pre, sizeof pre);
+    /* the stat says 70000 bytes, over files_max_bytes: refused before the 200 */
+    files_exchange(f, pre, NULL, 0, false, reply, sizeof reply);
+    ck_assert_str_eq(reply, "SANDBOX-FORWARD/1 413 payload_too_large the file is 70000 bytes, more than the 50000 "
+                            "bytes a transfer may carry (files_max_bytes)\r\n");
+    /* a stat that lies: the body is cut at the bound */
+    fr.stat_size = 10;
+    size_t n = files_exchange(f, pre, NULL, 0, false, reply, sizeof reply);
+    const char *nl = memchr(reply, '\n', n);
+    size_t blen = 0;
+    ck_assert(parse_frames(reply, n, (size_t)(nl + 1 - reply), body, &blen, end));
+    ck_assert_uint_eq(blen, 0);
+    ck_assert_str_eq(end, "the download is larger than the 50000 bytes a transfer may carry (files_max_bytes)");
+    /* the sandbox's filesystem bounds a raw file too */
+    forward_free(f);
+    o.files_max_bytes = 0;
+    fr.fs_bytes = 60000;
+    fr.stat_size = 0;
+    ck_assert_int_eq(forward_new(&o, &f, err, sizeof err), 0);
+    ck_assert_int_eq(forward_start(f, err, sizeof err), 0);
+    files_exchange(f, pre, NULL, 0, false, reply, sizeof reply);
+    ck_assert_msg(strncmp(reply, "SANDBOX-FORWARD/1 413 payload_too_large the file is 70000 bytes, more than the "
+                          "sandbox's filesystem holds (60000 bytes", 98) == 0, "got [%s]", reply);
     forward_free(f);
     free(fr.got);
 }
@@ -1371,6 +1614,9 @@ Suite *unit_suite(void)
         test_files_put_refuses_bad_frames_and_maps_runtime_errors,
         test_files_get_answers_the_stat_then_frames,
         test_files_grants_bind_their_request_line,
+        test_files_put_refuses_sparse_members_before_the_runtime_sees_them,
+        test_files_get_hands_on_only_the_asked_tree,
+        test_files_get_is_bounded,
     ));
     tcase_set_timeout(tf, 60);
     TCase *ts = unit_tcase_add(s, "shell", UNIT_TESTS(

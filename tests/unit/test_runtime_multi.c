@@ -209,9 +209,9 @@ START_TEST(test_calls_by_sandbox_ask_each_backend)
     ck_assert_int_eq(runtime_check_owner(multi, &who, NULL, ref, &err), SBX_ENOTFOUND);
     ck_assert_int_eq(runtime_logs_target(multi, "sbx_x", "w", ref, &err), 0);
     ck_assert_str_eq(ref, "x:1");
-    ck_assert_int_eq(runtime_files_target(multi, "sbx_d", "w", ref, &err), 0);
+    ck_assert_int_eq(runtime_files_target(multi, "sbx_d", "w", ref, NULL, &err), 0);
     ck_assert_str_eq(ref, "1");
-    ck_assert_int_lt(runtime_files_target(multi, "sbx_none", "w", ref, &err), 0);
+    ck_assert_int_lt(runtime_files_target(multi, "sbx_none", "w", ref, NULL, &err), 0);
     ck_assert_int_eq(err.code, API_NOT_FOUND);
 }
 END_TEST

@@ -1,8 +1,10 @@
 /* sandbox cp: files and directories into and out of a sandbox, streamed
  * through PUT and GET /v1/sandboxes/ID/files as tar (never held whole).
- * The local side is packed and unpacked by the system's GNU tar, which
- * keeps modes, mtimes and symlinks and refuses members that would land
- * outside the destination; `-` is a tar stream on stdin or stdout. */
+ * An upload is packed by the system's GNU tar (the user's own files); a
+ * download is unpacked in process (client/untar.h), as data, not
+ * instructions: only inside the destination, following no symlink, no
+ * device or FIFO made, no setuid bit or owner kept, whatever the sandbox
+ * answered. `-` is a tar stream on stdin or stdout, passed through as is. */
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -23,6 +25,7 @@
 #include "ids.h"
 #include "jsonx.h"
 #include "limits.h"
+#include "untar.h"
 
 #define CP_PATH_MAX (SBX_FILES_PATH_MAX * 3 + 256) /* an escaped path in a URL */
 /* tar --transform's delimiter: a byte no name we pass may hold. */
@@ -145,20 +148,20 @@ static void cp_transforms(const char *from, const char *to, char x1[], char x2[]
     snprintf(x2 + strlen(x2), n - strlen(x2), "/%crhS", CP_DELIM);
 }
 
-/* ---- the local tar ------------------------------------------------------ */
+/* ---- the local tar (an upload's packing) -------------------------------- */
 
 typedef struct cp_tar {
     pid_t pid;
-    int fd;              /* our end of its stdin or stdout; -1 once closed */
+    int fd;              /* our end of its stdout; -1 once closed */
 } cp_tar_t;
 
-/* Runs tar with argv, its stdout (pack) or stdin (unpack) a pipe to us. */
-static int cp_tar_start(char *const argv[], bool pack, cp_tar_t *t)
+/* Runs tar with argv, its stdout a pipe to us. */
+static int cp_tar_start(char *const argv[], cp_tar_t *t)
 {
     int p[2];
     t->pid = -1;
     t->fd = -1;
-    if (pipe(p) < 0)
+    if (pipe2(p, O_CLOEXEC) < 0)
         return SBX_EIO;
     pid_t pid = fork();
     if (pid < 0) {
@@ -167,15 +170,15 @@ static int cp_tar_start(char *const argv[], bool pack, cp_tar_t *t)
         return SBX_EIO;
     }
     if (pid == 0) {
-        dup2(pack ? p[1] : p[0], pack ? STDOUT_FILENO : STDIN_FILENO);
+        dup2(p[1], STDOUT_FILENO);
         fd_close_from(3);
         execvp("tar", argv);
         fprintf(stderr, "sandbox: cp: cannot run tar: %s\n", strerror(errno));
         _exit(127);
     }
-    close(pack ? p[1] : p[0]);
+    close(p[1]);
     t->pid = pid;
-    t->fd = pack ? p[0] : p[1];
+    t->fd = p[0];
     return 0;
 }
 
@@ -331,7 +334,7 @@ int cli_upload(cli_t *cli, const char *local, const char *sbx, const char *dest,
     cp_transforms(lname, dname, x1, x2, sizeof x1);
     char *argv[] = { "tar", "-c", "-f", "-", "-C", lparent, "--transform", x1, "--transform", x2, "--", lname, NULL };
     cp_tar_t t;
-    if (cp_tar_start(argv, true, &t) < 0) {
+    if (cp_tar_start(argv, &t) < 0) {
         fprintf(stderr, "sandbox: %s: cannot start tar: %s\n", cli->cmd, strerror(errno));
         return EXIT_OP_FAILED;
     }
@@ -350,22 +353,28 @@ int cli_upload(cli_t *cli, const char *local, const char *sbx, const char *dest,
 
 typedef struct cp_down {
     cli_t *cli;
-    int fd;              /* stdout, or tar's stdin once started */
-    char *const *argv;   /* tar to start at the first byte; NULL: fd is stdout */
-    cp_tar_t tar;
+    int fd;              /* stdout (the raw tar), when untar_opts is NULL */
+    const untar_opts_t *untar_opts;   /* the unpacking to start at the first byte */
+    untar_t *untar;
     int64_t bytes;
-    bool write_failed;
+    bool write_failed;   /* stdout */
+    bool refused;        /* the unpacking failed (untar_error) */
 } cp_down_t;
 
 static int cp_down_write(void *ud, const char *data, size_t n)
 {
     cp_down_t *d = ud;
-    if (d->argv && d->tar.pid <= 0) {
-        if (cp_tar_start(d->argv, false, &d->tar) < 0) {
+    if (d->untar_opts) {
+        if (!d->untar && untar_new(d->untar_opts, &d->untar) < 0) {
             d->write_failed = true;
             return -1;
         }
-        d->fd = d->tar.fd;
+        d->bytes += (int64_t)n;
+        if (untar_push(d->untar, data, n) < 0) {
+            d->refused = true;
+            return -1;
+        }
+        return 0;
     }
     while (n > 0) {
         ssize_t k = write(d->fd, data, n);
@@ -382,13 +391,32 @@ static int cp_down_write(void *ud, const char *data, size_t n)
     return 0;
 }
 
+/* Why a download of path from sbx ended early, as the controller recorded
+ * it (the files.downloaded event's error): into why, "" when it says none. */
+static void cp_down_why(cli_t *cli, const char *sbx, const char *path, char *why, size_t n)
+{
+    char url[CP_PATH_MAX];
+    why[0] = '\0';
+    if (cli_path(url, sizeof url, "/v1/events?kind=files.downloaded&tail=5&sandbox=", sbx, "") < 0)
+        return;
+    httpc_response_t resp;
+    if (httpc_request(cli->http, "GET", url, NULL, NULL, 10000, &resp) == 0 && resp.status == 200) {
+        json_object *evs = jsonx_get_arr(resp.json, "events");
+        for (size_t i = evs ? json_object_array_length(evs) : 0; i > 0 && !why[0]; i--) {
+            json_object *data = jsonx_get_obj(json_object_array_get_idx(evs, i - 1), "data");
+            const char *p = jsonx_get_str(data, "path"), *e = jsonx_get_str(data, "error");
+            if (p && e && strcmp(p, path) == 0)
+                snprintf(why, n, "%s", e);
+        }
+    }
+    httpc_response_release(&resp);
+}
+
 static int cp_get(cli_t *cli, const cp_end_t *src, const cp_end_t *dst)
 {
     char lparent[PATH_MAX], lname[NAME_MAX + 1], sparent[SBX_FILES_PATH_MAX + 1], sname[NAME_MAX + 1];
-    char x1[3 * NAME_MAX + 32], x2[3 * NAME_MAX + 32];
-    char *argv[] = { "tar", "-x", "-f", "-", "--no-same-owner", "-C", lparent, "--transform", x1, "--transform",
-                     x2, NULL };
-    cp_down_t d = { .cli = cli, .fd = STDOUT_FILENO, .tar = { -1, -1 } };
+    cp_down_t d = { .cli = cli, .fd = STDOUT_FILENO };
+    untar_opts_t uo = { .dir_fd = -1, .from = sname, .to = lname, .warn = stderr };
     if (!dst->stdio) {
         if (cp_split(src->path, sparent, sizeof sparent, sname, sizeof sname) < 0)
             return cli_usage_error(cli->cmd, "cannot copy %s: name a file or directory in the sandbox", src->path);
@@ -400,17 +428,29 @@ static int cp_get(cli_t *cli, const cp_end_t *src, const cp_end_t *dst)
         } else if (cp_split(dst->path, lparent, sizeof lparent, lname, sizeof lname) < 0) {
             return cli_usage_error(cli->cmd, "cannot copy onto %s: name a file or directory", dst->path);
         }
-        cp_transforms(sname, lname, x1, x2, sizeof x1);
-        d.argv = argv;
+        /* The user's own path is theirs to follow; below it nothing is. */
+        uo.dir_fd = open(lparent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (uo.dir_fd < 0) {
+            fprintf(stderr, "sandbox: cp: %s: %s\n", lparent, strerror(errno));
+            return EXIT_OP_FAILED;
+        }
+        d.untar_opts = &uo;
     }
     char url[CP_PATH_MAX];
-    if (cp_url(url, sizeof url, src->sandbox, "", src->path) < 0)
+    if (cp_url(url, sizeof url, src->sandbox, "", src->path) < 0) {
+        if (uo.dir_fd >= 0)
+            close(uo.dir_fd);
         return cli_usage_error(cli->cmd, "path too long");
+    }
     httpc_response_t resp;
-    int r = httpc_transfer(cli->http, "GET", url, -1, NULL, cp_down_write, &d, NULL, NULL, 0, &resp);
+    char *stat_hdr = NULL;   /* a 200 download's head carries it: the answer began */
+    int r = httpc_transfer(cli->http, "GET", url, -1, NULL, cp_down_write, &d, "X-Sandbox-Stat", &stat_hdr, 0, &resp);
+    bool began = resp.status == 200 || stat_hdr != NULL;
+    free(stat_hdr);
     int rc = EXIT_OK;
-    bool tar_ok = cp_tar_finish(&d.tar) == 0;
-    if (r == 0 && resp.status == 200 && !d.write_failed && tar_ok) {
+    if (r == 0 && resp.status == 200 && d.untar && untar_finish(d.untar) < 0)
+        d.refused = true;
+    if (r == 0 && resp.status == 200 && !d.write_failed && !d.refused && (d.untar || !d.untar_opts)) {
         if (cli->json) {
             json_object *o = json_object_new_object();
             jsonx_add(o, "sandbox_id", json_object_new_string(src->sandbox));
@@ -424,13 +464,27 @@ static int cp_get(cli_t *cli, const cp_end_t *src, const cp_end_t *dst)
             cli_put_text(stdout, src->path);
             fputc('\n', stdout);
         }
-    } else if (d.write_failed || !tar_ok) {
-        fprintf(stderr, "sandbox: cp: %s\n", dst->stdio ? "cannot write to stdout"
-                                                          : "tar could not unpack the copy (see its message above)");
+    } else if (d.refused) {
+        fprintf(stderr, "sandbox: cp: ");
+        cli_put_text(stderr, untar_error(d.untar));
+        fprintf(stderr, "; the copy stopped there (what was written before it stays)\n");
         rc = EXIT_OP_FAILED;
-    } else if (r < 0 && resp.status == 200) {
-        fprintf(stderr, "sandbox: cp: the copy of %s ended early (%s); what was written is incomplete\n",
-                src->path, resp.error[0] ? resp.error : "the connection closed");
+    } else if (d.write_failed) {
+        fprintf(stderr, "sandbox: cp: %s\n", dst->stdio ? "cannot write to stdout" : "out of memory");
+        rc = EXIT_OP_FAILED;
+    } else if (r == 0 && resp.status == 200) {
+        fprintf(stderr, "sandbox: cp: the copy of ");
+        cli_put_text(stderr, src->path);
+        fprintf(stderr, " is empty: nothing was written\n");
+        rc = EXIT_OP_FAILED;
+    } else if (r < 0 && began) {
+        char why[600];
+        cp_down_why(cli, src->sandbox, src->path, why, sizeof why);
+        fprintf(stderr, "sandbox: cp: the copy of ");
+        cli_put_text(stderr, src->path);
+        fprintf(stderr, " ended early (");
+        cli_put_text(stderr, why[0] ? why : resp.error[0] ? resp.error : "the connection closed");
+        fprintf(stderr, "); what was written is incomplete\n");
         rc = EXIT_API;
     } else {
         client_error_t e;
@@ -438,6 +492,9 @@ static int cp_get(cli_t *cli, const cp_end_t *src, const cp_end_t *dst)
         rc = cli_call_failed(cli, "GET", url, &e);
     }
     httpc_response_release(&resp);
+    untar_free(d.untar);
+    if (uo.dir_fd >= 0)
+        close(uo.dir_fd);
     return rc;
 }
 

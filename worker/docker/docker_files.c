@@ -75,6 +75,39 @@ static size_t files_error_body_cb(char *p, size_t size, size_t nmemb, void *ud)
     return size * nmemb;
 }
 
+/* ---- the target --------------------------------------------------------- */
+
+int docker_rt_files_target(runtime_t *base, const char *sandbox_id, const char *worker_name, char ret_ref[80],
+                           int64_t *ret_fs_bytes, api_error_t *err)
+{
+    docker_runtime_t *rt = (docker_runtime_t *)base;
+    json_object *o = NULL, *img = NULL;
+    const char *id = NULL;
+    int r = docker_sandbox_inspect(rt, sandbox_id, worker_name, "has no container on this worker", &o, &id, err);
+    if (r < 0)
+        return r;
+    snprintf(ret_ref, 80, "%s", id);
+    int64_t mib = docker_disk_label(jsonx_get_obj(jsonx_get_obj(o, "Config"), "Labels"));
+    const char *image = jsonx_get_str(o, "Image");
+    if (image && strncmp(image, "sha256:", 7) == 0)
+        image += 7;
+    if (ret_fs_bytes && mib > 0 && image && docker_name_ok(image, 80)) {
+        /* The container's files are its image's and its writable layer's
+         * (at most the quota); the image's Size counts every layer's files. */
+        char path[128];
+        int64_t size = 0;
+        api_error_t ierr;
+        snprintf(path, sizeof path, "/images/%s/json", image);
+        if (docker_get_json(rt, path, DOCKER_ROUTE_TIMEOUT_MS, &img, &ierr) == 0 && jsonx_get_int(img, "Size", &size) &&
+            size >= 0)
+            *ret_fs_bytes = size + mib * 1024 * 1024;
+    }
+    if (img)
+        json_object_put(img);
+    json_object_put(o);
+    return 0;
+}
+
 /* ---- put --------------------------------------------------------------- */
 
 typedef enum { PUT_HEADER = 0, PUT_DATA, PUT_TRAILER, PUT_DONE } files_put_phase_t;

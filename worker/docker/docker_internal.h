@@ -410,8 +410,12 @@ int docker_rt_disk_enforce(runtime_t *base, const char *cluster_id, const char *
 
 /* ---- docker_files.c ---------------------------------------------------- */
 
-/* The files_put and files_get operations of docker_ops (worker/runtime.h:
- * runtime_files_put, runtime_files_get): the Engine's archive API. */
+/* The files_target, files_put and files_get operations of docker_ops
+ * (worker/runtime.h: runtime_files_target, runtime_files_put,
+ * runtime_files_get): the owned container (its image's size and disk quota
+ * for a download's bound), the Engine's archive API. */
+int docker_rt_files_target(runtime_t *base, const char *sandbox_id, const char *worker_name, char ret_ref[80],
+                           int64_t *ret_fs_bytes, api_error_t *err);
 int docker_rt_files_put(runtime_t *base, const runtime_files_put_req_t *req, int64_t *ret_bytes, api_error_t *err);
 int docker_rt_files_get(runtime_t *base, const runtime_files_get_req_t *req, api_error_t *err);
 

@@ -136,6 +136,19 @@ static int ext_rt_ping(runtime_t *base, long timeout_ms, api_error_t *err)
     return 0;
 }
 
+/* The disk quota a sandbox object's labels carry (RUNTIME_LABEL_DISK_MIB,
+ * as the worker gave it at create), 0 when none or malformed (the Docker
+ * backend's docker_disk_label reads the same label). */
+static int64_t ext_disk_label(json_object *labels)
+{
+    const char *v = jsonx_get_str(labels, RUNTIME_LABEL_DISK_MIB);
+    if (!v || !*v || strspn(v, "0123456789") != strlen(v) || strlen(v) > 12)
+        return 0;
+    errno = 0;
+    long long q = strtoll(v, NULL, 10);
+    return errno == 0 && q >= SBX_DISK_MIB_MIN && q <= SBX_DISK_MIB_MAX ? (int64_t)q : 0;
+}
+
 /* Checks labels (a sandbox object's) against who. */
 static int ext_owner_labels(json_object *labels, const runtime_owner_t *who, api_error_t *err)
 {
@@ -207,12 +220,26 @@ static int ext_rt_check_owner(runtime_t *base, const runtime_owner_t *who, const
 }
 
 /* The check of route, logs and file targets: the sandbox's object, made by
- * worker_name. */
+ * worker_name; its disk quota label is the size of its filesystem (a VM's
+ * disk holds the image too). */
 static int ext_rt_files_target(runtime_t *base, const char *sandbox_id, const char *worker_name, char ret_ref[80],
-                               api_error_t *err)
+                               int64_t *ret_fs_bytes, api_error_t *err)
 {
+    ext_runtime_t *rt = (ext_runtime_t *)base;
     runtime_owner_t who = { .sandbox_id = sandbox_id, .worker_name = worker_name };
-    int r = ext_rt_check_owner(base, &who, NULL, ret_ref, err);
+    runtime_object_t obj;
+    json_object *o = NULL;
+    int r = ext_inspect(rt, sandbox_id, NULL, &obj, &o, err);
+    if (r < 0)
+        return r;
+    json_object *labels = jsonx_get_obj(o, "labels");
+    r = ext_owner_labels(labels, &who, err);
+    if (r == 0) {
+        snprintf(ret_ref, 80, "%s", obj.ref);
+        if (ret_fs_bytes)
+            *ret_fs_bytes = ext_disk_label(labels) * 1024 * 1024;
+    }
+    json_object_put(o);
     if (r == SBX_EPERM)
         api_error_set(err, API_NOT_FOUND, "no sandbox %.40s on this worker", sandbox_id);
     return r;
@@ -222,7 +249,7 @@ static int ext_rt_dial(runtime_t *base, const runtime_dial_req_t *req, int *ret_
 {
     ext_runtime_t *rt = (ext_runtime_t *)base;
     char ref[80];
-    int r = ext_rt_files_target(base, req->sandbox_id, req->worker_name, ref, err);
+    int r = ext_rt_files_target(base, req->sandbox_id, req->worker_name, ref, NULL, err);
     if (r < 0)
         return r;
     if (!rt->hello.cap_dial)
@@ -235,7 +262,7 @@ static int ext_rt_logs_target(runtime_t *base, const char *sandbox_id, const cha
                               api_error_t *err)
 {
     ext_runtime_t *rt = (ext_runtime_t *)base;
-    int r = ext_rt_files_target(base, sandbox_id, worker_name, ret_ref, err);
+    int r = ext_rt_files_target(base, sandbox_id, worker_name, ret_ref, NULL, err);
     if (r < 0)
         return r;
     return api_error_set(err, API_UNAVAILABLE, "sandboxes of driver %s have no logs (protocol %d has no logs method)",

@@ -15,9 +15,17 @@ JSON object in $FAKEDRIVER_CONTROL (keys in lower case without the prefix):
   FAKEDRIVER_HUGE=METHOD       answer METHOD with a 2 MiB line
   FAKEDRIVER_PROTOCOL=N        hello claims protocol N
   FAKEDRIVER_PROBE_FAIL=1      exec in a probe sandbox exits 1
+  FAKEDRIVER_FILES_GET=KIND    answer a tar files_get with a hostile archive, as a
+                               guest that replaced its tar could: sibling (a member
+                               beside the copy), dotdot (top/../../escape.txt),
+                               symlink (top/sub/evil.txt with no entry for sub, to go
+                               through a symlink the user's folder holds), device (a
+                               character device 1,3), setuid (a 4755 file of uid 1234),
+                               sparse (PAX 1.0, 6 GiB), huge (one member that says
+                               1 TiB, then zeros), endless (1 MiB members, forever)
 FAKEDRIVER_PIDFILE gets the driver's pid, FAKEDRIVER_PIDFILE.rundir its
 $SBX_DRIVER_RUNDIR."""
-import base64, json, os, shutil, signal, socket, struct, subprocess, sys, tarfile, threading, time
+import base64, io, json, os, shutil, signal, socket, struct, subprocess, sys, tarfile, threading, time
 
 STATE = os.environ.get("FAKEDRIVER_STATE") or os.path.join(os.environ["SBX_DRIVER_RUNDIR"], "fake-state")
 RUNDIR = os.environ["SBX_DRIVER_RUNDIR"]
@@ -413,6 +421,46 @@ def m_files_put(p):
     return {"bytes": n}
 
 
+def hostile_tar(w, top, kind):
+    """Writes the archive of KIND (FAKEDRIVER_FILES_GET) for the path named
+    top to the stream w, as a guest that made its own could."""
+    now = int(time.time())
+
+    def add(name, kind_=tarfile.REGTYPE, data=b"", mode_=0o644, fmt=tarfile.PAX_FORMAT, size=None, **kw):
+        ti = tarfile.TarInfo(name)
+        ti.type, ti.size, ti.mode, ti.mtime = kind_, len(data) if size is None else size, mode_, now
+        for k, v in kw.items():
+            setattr(ti, k, v)
+        w.write(ti.tobuf(format=fmt, encoding="utf-8", errors="surrogateescape"))
+        if data:
+            w.write(data + bytes(-len(data) % 512))
+
+    add(top, tarfile.DIRTYPE, mode_=0o755)
+    if kind == "sibling":
+        add("sibling.txt", data=b"beside\n")
+    elif kind == "dotdot":
+        add(top + "/../../escape.txt", data=b"up\n")
+    elif kind == "symlink":
+        add(top + "/sub/evil.txt", data=b"through\n")
+    elif kind == "device":
+        add(top + "/null", tarfile.CHRTYPE, mode_=0o666, devmajor=1, devminor=3)
+    elif kind == "setuid":
+        add(top + "/suid", data=b"#!/bin/sh\n", mode_=0o4755, uid=1234, gid=1234)
+    elif kind == "sparse":
+        # GNU tar's PAX 1.0 form: the map (1 region: 1 byte at the last offset) heads the data
+        add(top + "/GNUSparseFile.0/big", data=b"1\n6442450943\n1\n".ljust(512, b"\0") + b"x",
+            pax_headers={"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": top + "/big",
+                         "GNU.sparse.realsize": str(6 << 30)})
+    elif kind == "huge":
+        add(top + "/huge", size=1 << 40, fmt=tarfile.GNU_FORMAT)
+        while True:
+            w.write(bytes(65536))
+    elif kind == "endless":
+        for i in range(1 << 30):
+            add("%s/f%d" % (top, i), data=bytes(1 << 20))
+    w.write(bytes(1024))
+
+
 def m_files_get(p):
     m = meta(p["ref"])
     root, full = inside(m, p["path"])
@@ -431,11 +479,19 @@ def m_files_get(p):
             elif p["format"] == "list":
                 ents = [fstat(os.path.join(full, n)) for n in sorted(os.listdir(full))[:10000]]
                 c.sendall(json.dumps({"entries": ents, "truncated": False}).encode())
+            elif mode("files_get"):
+                with c.makefile("wb") as w:
+                    hostile_tar(w, st["name"], mode("files_get"))
             else:
                 with c.makefile("wb") as w, tarfile.open(fileobj=w, mode="w|") as t:
                     t.add(full, arcname=st["name"])
+        except OSError:
+            pass  # the worker cut the stream
         finally:
-            c.shutdown(socket.SHUT_WR)
+            try:
+                c.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
             c.close()
     threading.Timer(0.05, body).start()  # the body after the answer
     return {"stat": st}

@@ -4,6 +4,7 @@
 #include "utf8.h"
 
 #include <json-c/json.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,6 +126,15 @@ size_t tarstream_padding(int64_t size)
 
 /* ---- reading ----------------------------------------------------------- */
 
+/* GNU ('ustar  ') header fields of an 'S' entry, and the flag of an
+ * extension block that says another one follows. */
+#define TS_GNU_ISEXT_OFF     482
+#define TS_GNU_REALSIZE_OFF  483
+#define TS_GNU_EXT_ISEXT_OFF 504
+/* star's ustar variant: a 131-byte prefix and "tar\0" at the end. */
+#define TS_STAR_PREFIX_LEN   131
+#define TS_STAR_TRAILER_OFF  508
+
 const char *tarstream_kind(char type)
 {
     switch (type) {
@@ -133,6 +143,13 @@ const char *tarstream_kind(char type)
     case '2': return "symlink";
     default: return "other";
     }
+}
+
+/* Types whose entries carry no content, whatever their size field says
+ * (Go's archive/tar skips none for them). */
+static bool ts_header_only(char type)
+{
+    return type == '1' || type == '2' || type == '3' || type == '4' || type == '5' || type == '6';
 }
 
 int tarstream_init(tarstream_t *t, tarstream_entry_fn on_entry, tarstream_data_fn on_data, void *ud)
@@ -159,9 +176,13 @@ void tarstream_release(tarstream_t *t)
     t->meta = t->pending_name = t->pending_link = NULL;
 }
 
-static int ts_fail(tarstream_t *t, const char *why)
+static int ts_fail(tarstream_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int ts_fail(tarstream_t *t, const char *fmt, ...)
 {
-    snprintf(t->error, sizeof t->error, "%s", why);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->error, sizeof t->error, fmt, ap);
+    va_end(ap);
     return SBX_EINVAL;
 }
 
@@ -223,11 +244,35 @@ static void ts_str(const unsigned char *f, size_t len, char *out)
     out[n] = '\0';
 }
 
-/* The PAX records of t->meta: path, linkpath, size and mtime are kept for
- * the next entry; the rest ignored. */
+/* A PAX decimal of vlen bytes (a fraction after '.' when frac). */
+static bool ts_decimal(const char *v, size_t vlen, bool frac, int64_t *ret)
+{
+    int64_t n = 0;
+    size_t j = 0;
+    for (; j < vlen && v[j] >= '0' && v[j] <= '9'; j++) {
+        if (n > INT64_MAX / 10 - 10)
+            return false;
+        n = n * 10 + (v[j] - '0');
+    }
+    if (j == 0 || (j < vlen && !(frac && v[j] == '.')))
+        return false;
+    *ret = n;
+    return true;
+}
+
+static bool ts_key(const char *k, size_t klen, const char *want)
+{
+    return klen == strlen(want) && memcmp(k, want, klen) == 0;
+}
+
+/* The records of a PAX 'x' header (t->meta): path, linkpath, size and mtime
+ * are kept for the next entry, and any GNU.sparse.* record makes it a
+ * sparse one (GNU.sparse.name its name, GNU.sparse.size or .realsize its
+ * size once unpacked); the rest is ignored. */
 static int ts_pax(tarstream_t *t)
 {
     size_t off = 0;
+    bool sparse = false, major1 = false, map = false, blocks = false;
     while (off < t->meta_len) {
         size_t len = 0, i = off;
         while (i < t->meta_len && t->meta[i] >= '0' && t->meta[i] <= '9' && len < TARSTREAM_META_MAX)
@@ -242,37 +287,54 @@ static int ts_pax(tarstream_t *t)
             return ts_fail(t, "malformed PAX header record");
         size_t klen = (size_t)(eq - kv), vlen = kvlen - klen - 1;
         const char *v = eq + 1;
-        if ((klen == 4 && memcmp(kv, "path", 4) == 0) || (klen == 8 && memcmp(kv, "linkpath", 8) == 0)) {
-            bool is_path = klen == 4;
+        bool is_sname = ts_key(kv, klen, "GNU.sparse.name");
+        if (ts_key(kv, klen, "path") || ts_key(kv, klen, "linkpath") || is_sname) {
+            bool is_link = ts_key(kv, klen, "linkpath");
             if (vlen > SBX_FILES_PATH_MAX || memchr(v, '\0', vlen))
                 return ts_fail(t, "a member name in the archive is too long");
-            char *dst = is_path ? t->pending_name : t->pending_link;
+            if (!is_link && t->sparse_name && !is_sname) {
+                off += len;       /* GNU.sparse.name stands over path */
+                continue;
+            }
+            char *dst = is_link ? t->pending_link : t->pending_name;
             memcpy(dst, v, vlen);
             dst[vlen] = '\0';
-            if (is_path)
-                t->next_name = true;
-            else
-                t->next_link = true;
-        } else if ((klen == 4 && memcmp(kv, "size", 4) == 0) || (klen == 5 && memcmp(kv, "mtime", 5) == 0)) {
-            int64_t n = 0;
-            size_t j = 0;
-            for (; j < vlen && v[j] >= '0' && v[j] <= '9'; j++) {
-                if (n > INT64_MAX / 10 - 10)
-                    return ts_fail(t, "malformed PAX number");
-                n = n * 10 + (v[j] - '0');
+            if (is_link) {
+                t->next_link = t->pax_linkpath = true;
+            } else {
+                t->next_name = t->pax_path = true;
+                t->sparse_name |= is_sname;
             }
-            if (j == 0 || (j < vlen && !(klen == 5 && v[j] == '.')))
+        } else if (ts_key(kv, klen, "size") || ts_key(kv, klen, "mtime")) {
+            bool is_size = klen == 4;
+            int64_t n = 0;
+            if (!ts_decimal(v, vlen, !is_size, &n))
                 return ts_fail(t, "malformed PAX number");
-            if (klen == 4) {
+            if (is_size) {
                 t->pending_size = n;
                 t->next_size = true;
             } else {
                 t->pending_mtime = n;
                 t->next_mtime = true;
             }
+        } else if (ts_key(kv, klen, "GNU.sparse.size") || ts_key(kv, klen, "GNU.sparse.realsize")) {
+            int64_t n = 0;
+            if (!ts_decimal(v, vlen, false, &n))
+                return ts_fail(t, "malformed PAX number");
+            t->pending_realsize = n;
+            t->next_realsize = true;
+        }
+        if (klen >= 11 && memcmp(kv, "GNU.sparse.", 11) == 0) {
+            sparse = true;
+            major1 |= ts_key(kv, klen, "GNU.sparse.major") && vlen == 1 && v[0] == '1';
+            map |= ts_key(kv, klen, "GNU.sparse.map");
+            blocks |= ts_key(kv, klen, "GNU.sparse.offset") || ts_key(kv, klen, "GNU.sparse.numbytes");
         }
         off += len;
     }
+    if (sparse)
+        t->next_sparse = major1 ? TARSTREAM_SPARSE_PAX10 : map ? TARSTREAM_SPARSE_PAX01
+                                                             : blocks ? TARSTREAM_SPARSE_PAX00 : TARSTREAM_SPARSE_PAX;
     return 0;
 }
 
@@ -286,7 +348,7 @@ static int ts_meta_done(tarstream_t *t)
         while (n > 0 && t->meta[n - 1] == '\0')
             n--;
         if (n > SBX_FILES_PATH_MAX || memchr(t->meta, '\0', n))
-            return ts_fail(t, "a member name in the archive is too long");
+            return ts_fail(t, "a member name in the archive is too long or holds a NUL");
         char *dst = t->meta_type == 'L' ? t->pending_name : t->pending_link;
         memcpy(dst, t->meta, n);
         dst[n] = '\0';
@@ -295,7 +357,7 @@ static int ts_meta_done(tarstream_t *t)
         else
             t->next_link = true;
     }
-    return 0;  /* 'g': global records, ignored */
+    return 0;  /* 'g': global records, ignored (as Docker's untar does) */
 }
 
 static bool ts_zero_block(const unsigned char *b)
@@ -307,11 +369,70 @@ static bool ts_zero_block(const unsigned char *b)
 }
 
 /* After an entry's content (or a meta entry's): its padding, or the next
- * header. */
+ * header. A complete PAX 'g' header, or an accepted entry's content, is
+ * judged once its padding is. */
 static void ts_after_content(tarstream_t *t)
 {
     t->state = t->pad > 0 ? TARSTREAM_PAD : TARSTREAM_HEADER;
     t->block_len = 0;
+    if (t->pad == 0 && t->meta_type == 'g') {
+        t->prefix = 0;
+        t->meta_type = 0;
+    }
+    if (t->pad == 0 && t->prefix == 0)
+        t->judged = t->offset;
+}
+
+/* The next entry's name: a GNU long name or PAX path, else the header's
+ * (the ustar prefix only in POSIX ustar headers, as Go and GNU tar read
+ * them), a leading "./" removed. */
+static void ts_entry_name(tarstream_t *t, const unsigned char *h, char *out)
+{
+    char name[SBX_FILES_PATH_MAX + 1];
+    if (t->next_name) {
+        snprintf(name, sizeof name, "%s", t->pending_name);
+    } else {
+        char base[TS_NAME_LEN + 1], prefix[TS_PREFIX_LEN + 1] = "";
+        ts_str(h + TS_NAME_OFF, TS_NAME_LEN, base);
+        if (memcmp(h + TS_MAGIC_OFF, "ustar\0" "00", 8) == 0) {
+            bool star = memcmp(h + TS_STAR_TRAILER_OFF, "tar\0", 4) == 0;
+            ts_str(h + TS_PREFIX_OFF, star ? TS_STAR_PREFIX_LEN : TS_PREFIX_LEN, prefix);
+        }
+        snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "/" : "", base);
+    }
+    const char *nm = name;
+    while (nm[0] == '.' && nm[1] == '/')
+        nm += 2;
+    snprintf(out, SBX_FILES_PATH_MAX + 1, "%s", nm);
+}
+
+/* A meta header (PAX 'x' or 'g', GNU 'L' or 'K') of size content bytes. */
+static int ts_meta_header(tarstream_t *t, char type, int64_t size)
+{
+    if (type == 'g' && t->prefix > 0)
+        return ts_fail(t, "a PAX global header between the headers of one member");
+    if ((type == 'x' && t->have_x) || (type == 'L' && t->have_l) || (type == 'K' && t->have_k))
+        return ts_fail(t, "two %s headers for one member", type == 'x' ? "PAX" : "GNU long-name");
+    if ((type == 'L' || type == 'K') && size > SBX_FILES_PATH_MAX + 1)
+        return ts_fail(t, "a member name in the archive is too long");
+    if (size > (int64_t)TARSTREAM_META_MAX)
+        return ts_fail(t, "a PAX or long-name header in the archive is too large");
+    t->have_x |= type == 'x';
+    t->have_l |= type == 'L';
+    t->have_k |= type == 'K';
+    t->prefix += TARSTREAM_BLOCK + (uint64_t)size + tarstream_padding(size);
+    if (t->prefix > TARSTREAM_PREFIX_MAX)
+        return ts_fail(t, "the headers of one member in the archive are too large");
+    t->meta_type = type;
+    t->meta_len = 0;
+    t->remaining = size;
+    t->pad = tarstream_padding(size);
+    t->state = TARSTREAM_META;
+    if (size > 0)
+        return 0;
+    int r = ts_meta_done(t);
+    ts_after_content(t);
+    return r;
 }
 
 /* A complete header block. */
@@ -319,11 +440,15 @@ static int ts_header(tarstream_t *t)
 {
     const unsigned char *h = t->block;
     if (ts_zero_block(h)) {
+        if (t->prefix > 0)
+            return ts_fail(t, "the archive ends after a member's own headers");
         if (++t->zero_blocks == 2)
             t->state = TARSTREAM_END;
+        t->judged = t->offset;
         return 0;
     }
-    t->zero_blocks = 0;
+    if (t->zero_blocks)
+        return ts_fail(t, "a zero block inside the archive (its end) is followed by more members");
     if (!ts_checksum_ok(h))
         return ts_fail(t, "a tar header's checksum is wrong");
     int64_t size = 0, mtime = 0, mode = 0;
@@ -331,55 +456,60 @@ static int ts_header(tarstream_t *t)
         ts_number(h + TS_MODE_OFF, 8, &mode) < 0)
         return ts_fail(t, "a tar header has a malformed number");
     char type = (char)h[TS_TYPE_OFF];
-    if (type == 'x' || type == 'g' || type == 'L' || type == 'K') {
-        if (size > (int64_t)TARSTREAM_META_MAX)
-            return ts_fail(t, "a PAX or long-name header in the archive is too large");
-        t->meta_type = type;
-        t->meta_len = 0;
-        t->remaining = size;
-        t->pad = tarstream_padding(size);
-        t->state = TARSTREAM_META;
-        if (size > 0)
-            return 0;
-        int r = ts_meta_done(t);
-        ts_after_content(t);
-        return r;
-    }
+    if (type == 'x' || type == 'g' || type == 'L' || type == 'K')
+        return ts_meta_header(t, type, size);
+    if (t->have_l && t->pax_path)
+        return ts_fail(t, "a member has both a GNU long name and a PAX path");
+    if (t->have_k && t->pax_linkpath)
+        return ts_fail(t, "a member has both a GNU long link name and a PAX linkpath");
     tarstream_entry_t *e = &t->entry;
     memset(e, 0, sizeof *e);
-    char name[SBX_FILES_PATH_MAX + 1];
-    if (t->next_name) {
-        snprintf(name, sizeof name, "%s", t->pending_name);
-    } else {
-        char base[TS_NAME_LEN + 1], prefix[TS_PREFIX_LEN + 1] = "";
-        ts_str(h + TS_NAME_OFF, TS_NAME_LEN, base);
-        if (memcmp(h + TS_MAGIC_OFF, "ustar", 5) == 0)
-            ts_str(h + TS_PREFIX_OFF, TS_PREFIX_LEN, prefix);
-        snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "/" : "", base);
-    }
-    const char *nm = name;
-    while (nm[0] == '.' && nm[1] == '/')
-        nm += 2;
-    snprintf(e->name, sizeof e->name, "%s", nm);
+    ts_entry_name(t, h, e->name);
     if (t->next_link)
         snprintf(e->link, sizeof e->link, "%s", t->pending_link);
     else
         ts_str(h + TS_LINK_OFF, TS_LINK_LEN, e->link);
-    e->type = type;
+    size_t nl = strlen(e->name);
+    e->type = type == '\0' && nl > 0 && e->name[nl - 1] == '/' ? '5' : type;
     e->size = t->next_size ? t->pending_size : size;
     e->mtime = t->next_mtime ? t->pending_mtime : mtime;
     e->mode = (unsigned)(mode & 07777);
+    e->realsize = e->size;
+    bool extended = false;
+    if (type == 'S') {
+        int64_t real = 0;
+        if (ts_number(h + TS_GNU_REALSIZE_OFF, 12, &real) < 0)
+            return ts_fail(t, "a tar header has a malformed number");
+        e->sparse = true;
+        e->sparse_kind = TARSTREAM_SPARSE_GNU;
+        e->realsize = real;
+        extended = h[TS_GNU_ISEXT_OFF] != 0;
+    } else if (t->next_sparse) {
+        e->sparse = true;
+        e->sparse_kind = t->next_sparse;
+        if (t->next_realsize)
+            e->realsize = t->pending_realsize;
+    }
+    t->have_x = t->have_l = t->have_k = false;
     t->next_name = t->next_link = t->next_size = t->next_mtime = false;
+    t->pax_path = t->pax_linkpath = t->sparse_name = t->next_realsize = false;
+    t->next_sparse = NULL;
     if (e->size < 0)
         return ts_fail(t, "a tar header has a negative size");
-    t->remaining = e->size;
-    t->pad = tarstream_padding(e->size);
-    t->state = TARSTREAM_CONTENT;
+    if (ts_header_only(e->type) && e->size != 0)
+        return ts_fail(t, "member %.80s (type '%c') says it has %lld content bytes, which tar readers disagree on",
+                       e->name, e->type, (long long)e->size);
     if (t->on_entry) {
         int r = t->on_entry(t->ud, e);
         if (r < 0)
             return r;
     }
+    t->prefix = 0;
+    t->meta_type = 0;
+    t->judged = t->offset;
+    t->remaining = e->size;
+    t->pad = tarstream_padding(e->size);
+    t->state = extended ? TARSTREAM_SPARSE_EXT : TARSTREAM_CONTENT;
     return 0;
 }
 
@@ -390,22 +520,30 @@ int tarstream_push(tarstream_t *t, const char *data, size_t n)
         size_t left = n - off;
         switch (t->state) {
         case TARSTREAM_END:
+            t->offset += left;
             return 0;
-        case TARSTREAM_HEADER: {
+        case TARSTREAM_HEADER:
+        case TARSTREAM_SPARSE_EXT: {
             size_t k = TARSTREAM_BLOCK - t->block_len;
             if (k > left)
                 k = left;
             memcpy(t->block + t->block_len, data + off, k);
             t->block_len += k;
             off += k;
-            if (t->block_len == TARSTREAM_BLOCK) {
-                t->block_len = 0;
+            t->offset += k;
+            if (t->block_len < TARSTREAM_BLOCK)
+                break;
+            t->block_len = 0;
+            if (t->state == TARSTREAM_SPARSE_EXT) {
+                if (t->block[TS_GNU_EXT_ISEXT_OFF] == 0)
+                    t->state = TARSTREAM_CONTENT;
+            } else {
                 int r = ts_header(t);
                 if (r < 0)
                     return r;
-                if (t->state == TARSTREAM_CONTENT && t->remaining == 0)
-                    ts_after_content(t);
             }
+            if (t->state == TARSTREAM_CONTENT && t->remaining == 0)
+                ts_after_content(t);
             break;
         }
         case TARSTREAM_CONTENT:
@@ -420,7 +558,10 @@ int tarstream_push(tarstream_t *t, const char *data, size_t n)
                     return r;
             }
             off += k;
+            t->offset += k;
             t->remaining -= (int64_t)k;
+            if (t->state == TARSTREAM_CONTENT)
+                t->judged = t->offset;
             if (t->remaining == 0) {
                 if (t->state == TARSTREAM_META) {
                     int r = ts_meta_done(t);
@@ -434,9 +575,17 @@ int tarstream_push(tarstream_t *t, const char *data, size_t n)
         case TARSTREAM_PAD: {
             size_t k = t->pad < left ? t->pad : left;
             off += k;
+            t->offset += k;
             t->pad -= k;
-            if (t->pad == 0)
+            if (t->pad == 0) {
                 t->state = TARSTREAM_HEADER;
+                if (t->meta_type == 'g') {
+                    t->prefix = 0;
+                    t->meta_type = 0;
+                }
+            }
+            if (t->prefix == 0)
+                t->judged = t->offset;
             break;
         }
         }
@@ -446,9 +595,103 @@ int tarstream_push(tarstream_t *t, const char *data, size_t n)
 
 int tarstream_finish(tarstream_t *t)
 {
-    if (t->state == TARSTREAM_END || (t->state == TARSTREAM_HEADER && t->block_len == 0))
+    if (t->state == TARSTREAM_END || (t->state == TARSTREAM_HEADER && t->block_len == 0 && t->prefix == 0))
         return 0;
+    if (t->state == TARSTREAM_HEADER && t->block_len == 0)
+        return ts_fail(t, "the archive ends after a member's own headers");
     return ts_fail(t, "the archive ends inside an entry");
+}
+
+int tarstream_name_under(const char *name, const char *top, const char **ret_rest, size_t *ret_len)
+{
+    size_t n = strlen(name), tl = strlen(top);
+    while (n > 0 && name[n - 1] == '/')
+        n--;
+    const char *rest = name;
+    if (tl == 0) {
+        while (rest < name + n && *rest == '/')
+            rest++;
+    } else {
+        if (n < tl || memcmp(name, top, tl) != 0 || (n > tl && name[tl] != '/'))
+            return SBX_EINVAL;
+        rest = name + (n > tl ? tl + 1 : tl);
+    }
+    size_t rl = n - (size_t)(rest - name);
+    for (size_t i = 0; i < rl;) {
+        size_t j = i;
+        while (j < rl && rest[j] != '/')
+            j++;
+        size_t cl = j - i;
+        if (cl == 0 || (cl == 1 && rest[i] == '.') || (cl == 2 && rest[i] == '.' && rest[i + 1] == '.'))
+            return SBX_EINVAL;
+        i = j + 1;
+    }
+    *ret_rest = rest;
+    *ret_len = rl;
+    return 0;
+}
+
+/* ---- the gate ---------------------------------------------------------- */
+
+int tarstream_gate_init(tarstream_gate_t *g, tarstream_entry_fn judge, void *ud)
+{
+    memset(g, 0, sizeof *g);
+    g->buf = malloc(TARSTREAM_GATE_CAP);
+    if (!g->buf || tarstream_init(&g->tar, judge, NULL, ud) < 0) {
+        free(g->buf);
+        g->buf = NULL;
+        return SBX_ENOMEM;
+    }
+    return 0;
+}
+
+void tarstream_gate_release(tarstream_gate_t *g)
+{
+    tarstream_release(&g->tar);
+    free(g->buf);
+    g->buf = NULL;
+}
+
+size_t tarstream_gate_room(const tarstream_gate_t *g)
+{
+    return TARSTREAM_GATE_CAP - g->len;
+}
+
+int tarstream_gate_push(tarstream_gate_t *g, const char *data, size_t n)
+{
+    if (n > tarstream_gate_room(g))
+        return ts_fail(&g->tar, "the tar gate was given more than it can hold");
+    if (g->start + g->len + n > TARSTREAM_GATE_CAP) {
+        memmove(g->buf, g->buf + g->start, g->len);
+        g->start = 0;
+    }
+    memcpy(g->buf + g->start + g->len, data, n);
+    g->len += n;
+    int r = tarstream_push(&g->tar, data, n);
+    if (r == 0 && g->tar.state == TARSTREAM_END)
+        g->len = (size_t)(g->tar.judged - g->taken);  /* what follows the end blocks is dropped */
+    return r;
+}
+
+const char *tarstream_gate_ready(const tarstream_gate_t *g, size_t *ret_n)
+{
+    uint64_t ready = g->tar.judged > g->taken ? g->tar.judged - g->taken : 0;
+    *ret_n = ready < g->len ? (size_t)ready : g->len;
+    return (const char *)g->buf + g->start;
+}
+
+void tarstream_gate_consume(tarstream_gate_t *g, size_t n)
+{
+    g->start += n;
+    g->len -= n;
+    g->taken += n;
+    if (g->len == 0)
+        g->start = 0;
+}
+
+int tarstream_gate_finish(tarstream_gate_t *g)
+{
+    return tarstream_finish(&g->tar);
 }
 
 /* ---- listing ----------------------------------------------------------- */
