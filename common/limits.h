@@ -209,23 +209,25 @@
  * this long (evhttp's max_headers_size too); a body gets this long before
  * api_body_min_bytes_per_second applies; a refused request's body up to
  * this long is read and dropped so the connection lives on (a longer one
- * closes it); how often the deadlines are looked at; how long accepting
+ * closes it; every body the controller reads at all, so a client that sent
+ * its body at once reads its 4xx, not the reset a close with unread bytes
+ * sends); how often the deadlines are looked at; how long accepting
  * pauses after accept() fails; the file descriptors kept for the rest when
  * api_max_connections is lowered to fit RLIMIT_NOFILE (a third of what is
  * left goes to the API listener); the buckets of each thread's table of
  * connections. */
-/* A connection the controller waits on (a head begun, a body due) that
- * sent nothing for SBX_API_STALL_MS is evictable like an idle one until
- * its next byte: stalled connections cannot hold the caps. */
-#define SBX_API_STALL_MS              2000
 #define SBX_API_ANON_BODY_BYTES       (64 * 1024)
 #define SBX_API_MAX_HEAD_BYTES        (64 * 1024)
 #define SBX_API_BODY_GRACE_SECONDS    5
-#define SBX_API_DISCARD_MAX_BYTES     (1024 * 1024)
+#define SBX_API_DISCARD_MAX_BYTES     SBX_MAX_BODY_BYTES
 #define SBX_API_SWEEP_MS              1000
 #define SBX_API_ACCEPT_BACKOFF_MS     250
 #define SBX_API_FD_RESERVE            128
 #define SBX_API_CONN_BUCKETS          1024
+/* A connection the controller waits on (a head begun, a body due) that
+ * sent nothing for SBX_API_STALL_MS is evictable like an idle one until
+ * its next byte: stalled connections cannot hold the caps. */
+#define SBX_API_STALL_MS              2000
 /* Assignments one worker poll takes at most (a worker asks for what its
  * queue has room for: what it cannot run yet stays leased in the
  * database, where tenants take turns). */
