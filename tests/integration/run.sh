@@ -10,7 +10,9 @@
 #      are listed, not counted).
 # A test with a "# itest-standalone" line runs its own sandboxd: it runs after
 # the shared controller and worker have stopped, so two controllers never
-# share one dockerd.
+# share one dockerd. A test with a "# itest-beside" line (one that mostly
+# waits, in a tenant of its own) runs in the background beside the shared
+# tests, from the first to the last of them.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -70,10 +72,14 @@ record() { # record PASS|FAIL NAME SECONDS [REASON]
   fi
 }
 
-# run_one TEST_FILE: runs one test under its time limit and records it; on
-# failure prints the tail of its trace and of the daemons' logs since it began.
-run_one() {
-  local t=$1 name tmo coff woff t0 rc secs why='' left='' i
+# test_start TEST_FILE: starts one test under its time limit in the
+# background (its own trace file and failure marker, found again by its
+# name); test_finish NAME waits for it and records it, on failure with the
+# tail of its trace and of the daemons' logs since it began. run_one runs
+# one test to its end.
+declare -A T_PID T_T0 T_COFF T_WOFF T_TMO T_BG
+test_start() {
+  local t=$1 name tmo
   name=$(basename "$t" .sh)
   tmo=$(sed -n 's/^# itest-timeout: *\([0-9][0-9]*\).*/\1/p' "$t" | head -n 1)
   tmo=${tmo:-$default_timeout}
@@ -81,32 +87,41 @@ run_one() {
   if [ -n "${ITEST_CONTROLLER_PID:-}" ] && ! kill -0 "$ITEST_CONTROLLER_PID" 2>/dev/null; then
     itest_log "the shared controller is no longer running (see $ITEST_CONTROLLER_LOG)"
   fi
-  coff=$(itest_file_size "$ITEST_CONTROLLER_LOG")
-  woff=$(itest_file_size "$ITEST_WORKER_LOG")
-  export ITEST_TRACE_FILE="$ITEST_TMP/$name.trace"
-  export ITEST_FAIL_MARKER="$ITEST_TMP/$name.failed"
-  rm -f "$ITEST_FAIL_MARKER"
+  T_COFF[$name]=$(itest_file_size "$ITEST_CONTROLLER_LOG")
+  T_WOFF[$name]=$(itest_file_size "$ITEST_WORKER_LOG")
+  T_TMO[$name]=$tmo
+  rm -f "$ITEST_TMP/$name.failed"
   echo "=== RUN  $name (limit ${tmo}s)"
-  t0=$(date +%s%N)
-  rc=0
+  T_T0[$name]=$(date +%s%N)
   # Into a file, not a pipe: a background process the test left with its
   # stdout (a sleep feeding a stdin, killed by its own timeout) does not
   # hold the runner until it ends.
-  timeout --kill-after=15 "$tmo" bash "$t" </dev/null >"$ITEST_TMP/$name.out" 2>&1 || rc=$?
-  secs=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
+  ITEST_TRACE_FILE="$ITEST_TMP/$name.trace" ITEST_FAIL_MARKER="$ITEST_TMP/$name.failed" \
+    timeout --kill-after=15 "$tmo" bash "$t" </dev/null >"$ITEST_TMP/$name.out" 2>&1 &
+  T_PID[$name]=$!
+}
+
+test_finish() {
+  local name=$1 rc=0 secs why='' left='' i coff woff
+  local trace="$ITEST_TMP/$name.trace" marker="$ITEST_TMP/$name.failed"
+  wait "${T_PID[$name]}" || rc=$?
+  coff=${T_COFF[$name]}
+  woff=${T_WOFF[$name]}
+  secs=$(awk -v a="${T_T0[$name]}" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
+  [ "${T_BG[$name]:-0}" = 1 ] && echo "=== END  $name (ran beside the others)"
   sed "s/^/    /" "$ITEST_TMP/$name.out"
-  if [ "$rc" -eq 0 ] && [ -s "$ITEST_FAIL_MARKER" ]; then
+  if [ "$rc" -eq 0 ] && [ -s "$marker" ]; then
     # an assertion failed but the exit status was lost (e.g. a replaced EXIT trap)
     rc=1
-    why="exit 0 after a failed assertion: $(head -n 1 "$ITEST_FAIL_MARKER")"
+    why="exit 0 after a failed assertion: $(head -n 1 "$marker")"
   fi
-  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then why="timed out after ${tmo}s"; fi
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then why="timed out after ${T_TMO[$name]}s"; fi
   if [ "$rc" -ne 0 ]; then why=${why:-"exit $rc"}; fi
   # Nothing the test started may outlive it (a stopping daemon gets 10 s);
   # what does is listed, killed by pid, and fails the test. The shared
   # PostgreSQL is the run's, whoever restarted it (test_fault_postgres_restart).
   for ((i = 0; i < 100; i++)); do
-    left=$(itest_leftovers "$ITEST_TRACE_FILE" "$(head -n 1 "${ITEST_PG_DATA:-/nonexistent}/postmaster.pid" 2>/dev/null)")
+    left=$(itest_leftovers "$trace" "$(head -n 1 "${ITEST_PG_DATA:-/nonexistent}/postmaster.pid" 2>/dev/null)")
     [ -n "$left" ] || break
     sleep 0.1
   done
@@ -121,7 +136,7 @@ run_one() {
     record PASS "$name" "$secs"
     return 0
   fi
-  itest_log_tail "$ITEST_TRACE_FILE" 0 25
+  itest_log_tail "$trace" 0 25
   if [ -n "${ITEST_CONTROLLER_PID:-}" ]; then
     itest_log_tail "$ITEST_CONTROLLER_LOG" "$coff" 60
     itest_log_tail "$ITEST_WORKER_LOG" "$woff" 60
@@ -136,6 +151,11 @@ run_one() {
       fi
     } >>"$ITEST_DIGEST" 2>/dev/null || true
   fi
+}
+
+run_one() {
+  test_start "$1"
+  test_finish "$(basename "$1" .sh)"
 }
 
 setup_error=
@@ -153,11 +173,28 @@ if [ -n "$setup_error" ]; then
 else
   shared=()
   standalone=()
+  beside=()
   for t in "${tests[@]}"; do
-    if grep -q '^# itest-standalone' "$t"; then standalone+=("$t"); else shared+=("$t"); fi
+    if grep -q '^# itest-standalone' "$t"; then
+      standalone+=("$t")
+    elif grep -q '^# itest-beside' "$t"; then
+      beside+=("$t")
+    else
+      shared+=("$t")
+    fi
+  done
+  # Tests that mostly wait (a timing property of minutes) run beside the
+  # others on the shared daemons, started first and recorded after them;
+  # each keeps to its own tenant and counts nothing global.
+  for t in "${beside[@]}"; do
+    T_BG[$(basename "$t" .sh)]=1
+    test_start "$t"
   done
   for t in "${shared[@]}"; do
     run_one "$t"
+  done
+  for t in "${beside[@]}"; do
+    test_finish "$(basename "$t" .sh)"
   done
 
   # The shared daemons must stop cleanly: SIGTERM -> exit 0 (docs/server-setup.md: SIGTERM finishes or releases what is in flight).

@@ -19,6 +19,10 @@ itest_as_admin "$ta" "$tb"
 a_tok=$(itest_token "$ta" member)
 b_tok=$(itest_token "$tb" member)
 
+# Its own controller on the run's database: the counts it reads
+# (sandbox_tenant_streams) are this test's alone, whatever runs beside it.
+itest_own_controller fair 4096
+export SANDBOX_URL=$CTL_URL
 export SANDBOX_TOKEN=$a_tok
 assert_exit 0 sandbox create --image "$ITEST_IMAGE" --wait --timeout 120
 read -r sa _ <<<"$ITEST_OUT"
@@ -28,19 +32,20 @@ read -r sb _ <<<"$ITEST_OUT"
 itest_track "$sb"
 
 # bg NAME CMD...: CMD in the background, its output in $ITEST_TMP/fair-NAME.out,
-# stopped with the test.
+# its pid in pids[NAME], stopped with the test.
+declare -A pids
 bg() {
   local name=$1
   shift
   "$@" </dev/null >"$ITEST_TMP/fair-$name.out" 2>&1 &
   itest_track_pid "$!"
-  eval "pid_$name=$!"
+  pids[$name]=$!
 }
 # sleeps N TAG: how many `sleep N` run in sandbox sa (a shell's command each).
 sleeps() {
   SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN "$SANDBOX_CLI" exec "$sa" -- sh -c "ps | grep -c '[s]leep $1'" 2>/dev/null || true
 }
-held() { # held KIND: the controller's sandbox_tenant_streams{kind="KIND"}
+held() { # held KIND: the test's controller's sandbox_tenant_streams{kind="KIND"}
   curl -s --max-time 5 "$SANDBOX_URL/metrics" |
     sed -n "s/^sandbox_tenant_streams{kind=\"$1\"} \([0-9]*\).*/\1/p"
 }
@@ -64,9 +69,9 @@ assert_exit 1 sandbox shell "$sa" -- true
 assert_contains "$ITEST_ERR" "quota_exceeded" "A's ninth shell"
 assert_contains "$ITEST_ERR" "8 shells" "A's ninth shell"
 assert_contains "$ITEST_ERR" "tenant_max_shells" "A's ninth shell"
-# what the shared controller holds (the idle shell is on the other one)
-assert_eq 8 "$(held shells)" "shells held on the shared controller"
-assert_eq 8 "$(held transfers)" "transfers held on the shared controller"
+# what the test's controller holds (the idle shell is on the other one)
+assert_eq 8 "$(held shells)" "shells held on the test's controller"
+assert_eq 8 "$(held transfers)" "transfers held on the test's controller"
 # A's own transfers still fit its share; B's shell and cp are untouched
 assert_exit 0 sandbox cp "$sa:/etc/hostname" "$ITEST_TMP/fair-a-hostname"
 SANDBOX_TOKEN=$b_tok assert_exit 0 sandbox shell "$sb" -- echo "b's shell runs"
@@ -77,7 +82,7 @@ SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN assert_exit 0 sandbox tenants update "$ta" --po
 assert_exit 1 sandbox cp "$sa:/etc/hostname" "$ITEST_TMP/fair-a-hostname2"
 assert_contains "$ITEST_ERR" "max_transfers" "A's cp at its policy's max_transfers"
 for i in 1 2 3 4 5 6 7 8; do
-  eval "kill \$pid_shell$i"
+  kill "${pids[shell$i]}"
 done
 itest_wait_until 30 "A's shells gone" sleeps_are 173 0
 itest_wait_until 10 "A's shells released" held_is shells 0
@@ -101,7 +106,7 @@ assert_contains "$(cat "$ITEST_TMP/fair-route.out")" "share of connections to wo
 assert_exit 1 sandbox logs "$sa" --follow
 assert_contains "$ITEST_ERR" "quota_exceeded" "A's third follow"
 assert_contains "$ITEST_ERR" "max_worker_connections" "A's third follow"
-kill "$pid_follow2"
+kill "${pids[follow2]}"
 itest_wait_until 10 "one follow closed" held_is log_streams 1
 assert_eq 200 "$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$url")" "A's route under its share again"
 
@@ -116,14 +121,14 @@ itest_wait_until 30 "the shell of the token to revoke" sleeps_are 179 1
 itest_wait_until 10 "its follow" held_is log_streams 2
 SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN assert_exit 0 sandbox tokens revoke "$rid"
 t0=$(date +%s)
-gone() { ! kill -0 "$pid_rshell" 2>/dev/null && ! kill -0 "$pid_rfollow" 2>/dev/null; }
+gone() { ! kill -0 "${pids[rshell]}" 2>/dev/null && ! kill -0 "${pids[rfollow]}" 2>/dev/null; }
 itest_wait_until 15 "the revoked token's shell and follow to end" gone
 itest_log "the revoked token's shell and follow ended $(($(date +%s) - t0)) s after the revocation"
 assert_contains "$(cat "$ITEST_TMP/fair-rshell.out")" "token was revoked" "the revoked shell's last line"
 itest_wait_until 30 "the revoked shell's command gone" sleeps_are 179 0
 
 # ---- the idle shell: closed after 10 s without a byte, saying so
-itest_wait_until 30 "the idle shell to end" bash -c "! kill -0 $pid_idle 2>/dev/null"
+itest_wait_until 30 "the idle shell to end" bash -c "! kill -0 ${pids[idle]} 2>/dev/null"
 idle_secs=$(($(date +%s) - idle_t0))
 assert_contains "$(cat "$ITEST_TMP/fair-idle.out")" "no bytes either way for 10 s" "the idle shell's last line"
 itest_log "the idle shell ended within ${idle_secs} s of its start (bound 10 s, swept every 5 s)"
