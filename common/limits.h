@@ -209,9 +209,11 @@
  * this long (evhttp's max_headers_size too); a body gets this long before
  * api_body_min_bytes_per_second applies; a refused request's body up to
  * this long is read and dropped so the connection lives on (a longer one
- * closes it; every body the controller reads at all, so a client that sent
- * its body at once reads its 4xx, not the reset a close with unread bytes
- * sends); how often the deadlines are looked at; how long accepting
+ * closes it) — up to every body the controller reads at all once the
+ * token checked out (..._TOKEN_...), so a client that sent its body at once
+ * reads its 4xx rather than the reset a close with unread bytes sends;
+ * without a valid token 1 MiB: an anonymous client's bytes are not read
+ * for it; how often the deadlines are looked at; how long accepting
  * pauses after accept() fails; the file descriptors kept for the rest when
  * api_max_connections is lowered to fit RLIMIT_NOFILE (a third of what is
  * left goes to the API listener); the buckets of each thread's table of
@@ -219,7 +221,8 @@
 #define SBX_API_ANON_BODY_BYTES       (64 * 1024)
 #define SBX_API_MAX_HEAD_BYTES        (64 * 1024)
 #define SBX_API_BODY_GRACE_SECONDS    5
-#define SBX_API_DISCARD_MAX_BYTES     SBX_MAX_BODY_BYTES
+#define SBX_API_DISCARD_MAX_BYTES     (1024 * 1024)
+#define SBX_API_DISCARD_TOKEN_MAX_BYTES SBX_MAX_BODY_BYTES
 #define SBX_API_SWEEP_MS              1000
 #define SBX_API_ACCEPT_BACKOFF_MS     250
 #define SBX_API_FD_RESERVE            128

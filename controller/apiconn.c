@@ -285,6 +285,7 @@ static int head_judge(apiconn_t *ac, const httphead_t *h, refusal_t *rf)
 {
     ac->chunked = false;
     ac->body_left = 0;
+    ac->discard_max = SBX_API_DISCARD_MAX_BYTES;
     memset(&ac->chunks, 0, sizeof ac->chunks);
     if (strncmp(h->target, "/_sbx/", 6) == 0 || strcmp(h->target, "/_sbx") == 0) {
         *rf = (refusal_t){ API_NOT_FOUND, 0, "head", "no such path" };
@@ -339,6 +340,8 @@ static int head_judge(apiconn_t *ac, const httphead_t *h, refusal_t *rf)
         bool unavail = false;
         role_t role = ROLE_MEMBER;
         bool good = apiconn__token_good(ac->at, h, &unavail, &role);
+        if (good)
+            ac->discard_max = SBX_API_DISCARD_TOKEN_MAX_BYTES;
         /* A client's bodies are bounded by max_body_bytes, a worker's
          * reports by SBX_MAX_BODY_BYTES: say so before reading one. */
         if (good && role != ROLE_WORKER && len > ac->at->ctl->max_body_client) {
@@ -437,7 +440,7 @@ static void head_complete(apiconn_t *ac, size_t hlen, struct evbuffer *in)
     ac->stream_next = false;
     ac->stream_raw = false;
     note(m_refused, rf.reason);
-    bool close = ac->chunked || ac->body_left > SBX_API_DISCARD_MAX_BYTES || rf.code == API_INVALID_ARGUMENT ||
+    bool close = ac->chunked || ac->body_left > ac->discard_max || rf.code == API_INVALID_ARGUMENT ||
                  rf.code == API_HEADERS_TOO_LARGE;
     refusal_head(in, minor, rf.code, rf.retry_after, rf.msg, close);
     if (close) {

@@ -51,6 +51,7 @@ struct apiconn {
     proxy_chunked_t chunks;
     int64_t body_got;
     int64_t discard_left;
+    int64_t discard_max;       /* a refused body this long at most is read and dropped (else closed) */
     int64_t reserved;          /* bytes of the body budget held */
     apiconn_t **slot;          /* the request's pointer to us */
     /* A streamed body (AC_STREAM; apiconn_stream_begin). */
