@@ -11,11 +11,13 @@
 #include "proxy.h"
 
 #include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 int64_t apiconn__files_max;
 
@@ -280,12 +282,30 @@ int apiconn_stream_begin(apiconn_t *ac, void (*cb)(void *), void *arg)
     return 0;
 }
 
+/* evhttp keeps a connection's writes off while it reads a request (it turns
+ * them on for its answer), so a 100 Continue only added to the output would
+ * wait there for the answer, and the client for its own expect timeout (1 s
+ * in curl) before it sends the body. On a plain socket with nothing queued
+ * before it, the line goes to the socket here; whatever does not fit (a
+ * full socket buffer) and a TLS connection's line go with the answer: such
+ * a client waits out its timeout, as before. (Turning writes on would call
+ * evhttp's write callback, which would take the line's draining for the end
+ * of an answer.) */
 void apiconn_stream_continue(apiconn_t *ac)
 {
-    if (ac && ac->stream_expect && ac->stream_attached) {
-        ac->stream_expect = false;
-        evbuffer_add_printf(bufferevent_get_output(ac->bev), "HTTP/1.1 100 Continue\r\n\r\n");
+    static const char line[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    if (!ac || !ac->stream_expect || !ac->stream_attached)
+        return;
+    ac->stream_expect = false;
+    struct evbuffer *out = bufferevent_get_output(ac->bev);
+    size_t n = sizeof line - 1, sent = 0;
+    evutil_socket_t fd = bufferevent_getfd(ac->bev);
+    if (evbuffer_get_length(out) == 0 && !bufferevent_openssl_get_ssl(ac->bev) && fd >= 0) {
+        ssize_t w = send(fd, line, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        sent = w > 0 ? (size_t)w : 0;
     }
+    if (sent < n)
+        evbuffer_add(out, line + sent, n - sent);
 }
 
 struct evbuffer *apiconn_stream_input(apiconn_t *ac) { return ac ? ac->sbuf : NULL; }

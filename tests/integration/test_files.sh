@@ -119,6 +119,16 @@ code=$(curl -s -o "$work/put.json" -w '%{http_code}' -X PUT "${auth[@]}" --data-
   "$SANDBOX_URL/v1/sandboxes/$sbx/files?path=/tmp/raw.bin&format=raw&mode=600")
 assert_eq 200 "$code" "a raw upload ($(cat "$work/put.json"))"
 assert_eq 6 "$(itest_json "$(cat "$work/put.json")" bytes)" "the raw upload's byte count"
+# A client that asks for 100 Continue (curl does on every PUT) gets it
+# before it sends the body, not with the answer after its own timeout
+# (before: curl waited out its 1 s, here 5 s, on every upload).
+trace=$(curl -sv -o "$work/put100.json" -w 'status=%{http_code}\n' -X PUT "${auth[@]}" -H 'Expect: 100-continue' \
+  --expect100-timeout 5 --data-binary @"$work/src/sub dir/nul.bin" \
+  "$SANDBOX_URL/v1/sandboxes/$sbx/files?path=/tmp/raw100.bin&format=raw" 2>&1 |
+  grep -E 'status=|100 Continue|Done waiting' || true)
+assert_contains "$trace" "status=200" "an upload with Expect: 100-continue ($(cat "$work/put100.json"))"
+assert_contains "$trace" "HTTP/1.1 100 Continue" "the 100 Continue"
+assert_not_contains "$trace" "Done waiting for 100-continue" "curl's wait for the 100 Continue"
 curl -sf "${auth[@]}" "$SANDBOX_URL/v1/sandboxes/$sbx/files?path=/tmp/raw.bin&format=raw" -o "$work/raw.back" ||
   fail "a raw download failed"
 cmp "$work/src/sub dir/nul.bin" "$work/raw.back" || fail "the raw file came back different"
