@@ -87,7 +87,21 @@ static int policy_check_spec(req_t *rq, const sandbox_spec_t *s, const policy_t 
         return SBX_EINVAL;
     }
     if (!policy_image_allowed(p, s->image)) {
-        http_reply_error(rq, API_POLICY_DENIED, "image %s is not in the tenant policy images allowlist", s->image);
+        /* Name what is allowed, so the next try can be right. */
+        char allowed[240] = "";
+        size_t used = 0, i = 0;
+        for (; i < p->n_images; i++) {
+            size_t need = strlen(p->images[i]) + (i ? 2 : 0);
+            if (used + need + 1 > sizeof allowed - 24)
+                break;
+            used += (size_t)snprintf(allowed + used, sizeof allowed - used, "%s%s", i ? ", " : "", p->images[i]);
+        }
+        if (i < p->n_images)
+            snprintf(allowed + used, sizeof allowed - used, "%s%zu more", i ? ", and " : "", p->n_images - i);
+        http_reply_error(rq, API_POLICY_DENIED,
+                         "image %s is not in the tenant policy images allowlist (allowed: %s); use one of those, "
+                         "or ask an admin to add it to the tenant's policy",
+                         s->image, p->n_images ? allowed : "none");
         return SBX_EINVAL;
     }
     if (!policy_network_allowed(p, s->network)) {

@@ -36,6 +36,7 @@ SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN sandbox tenants update "$other" --policy '{"ima
 assert_exit 1 env SANDBOX_TOKEN="$ITEST_ADMIN_TOKEN" "$SANDBOX_CLI" create --tenant "$other" --cpu-millis 100
 assert_contains "$ITEST_ERR" "image sandbox/busybox:latest is not in the tenant policy images allowlist" \
   "the default image under an allowlist without it"
+assert_contains "$ITEST_ERR" "(allowed: registry.local/*)" "the refusal names what the allowlist holds"
 
 # Quota under a race: 20 creates at once, max_sandboxes 3.
 body="{\"image\":\"$ITEST_IMAGE\",\"cpu_millis\":100,\"memory_mib\":32}"
