@@ -38,9 +38,9 @@ int store_route_share(PGconn *c, const store_limits_t *lim, const share_req_t *r
     bool routes_denied = pol.routes == 0;
     policy_release(&pol);
     if (strcmp(phase, "running") != 0 || strcmp(desired, "running") != 0) {
+        int r = store__not_running(c, req->sandbox_id, phase, desired, "sharing a port", err);
         db_rollback(c);
-        return api_error_set(err, API_CONFLICT, "sandbox %s is %s%s; only a running sandbox can be shared",
-                             req->sandbox_id, phase, strcmp(desired, "deleted") == 0 ? " and being deleted" : "");
+        return r;
     }
     /* A worker reaches a sandbox's port from the sandbox's network
      * namespace; under gVisor the network stack is inside the sandbox. */

@@ -432,6 +432,47 @@ int store_sandbox_delete(PGconn *c, const store_limits_t *lim, const char *scope
     return store__op_reply(c, NULL, op_id, ret, err);
 }
 
+int store__not_running(PGconn *c, const char *sandbox_id, const char *phase, const char *desired, const char *what,
+                       api_error_t *err)
+{
+    bool going = strcmp(desired, "deleted") == 0;
+    if (going && strcmp(phase, "deleted") == 0)
+        return api_error_set(err, API_CONFLICT, "sandbox %s is deleted; %s needs a running sandbox: create a new one",
+                             sandbox_id, what);
+    if (going)
+        return api_error_set(err, API_CONFLICT,
+                             "sandbox %s is being deleted (phase %s); %s needs a running sandbox: create a new one",
+                             sandbox_id, phase, what);
+    if (strcmp(phase, "failed") == 0 || strcmp(phase, "lost") == 0) {
+        /* Say why a failed sandbox stopped. */
+        char why[200] = "";
+        PGresult *f = db_exec(c, "SELECT failure->>'reason', failure->>'exit_code' FROM sandboxes "
+                                 "WHERE id = $1 AND failure IS NOT NULL", 1, (const char *const[]){ sandbox_id });
+        if (f && PQntuples(f) == 1 && db_get(f, 0, 0))
+            snprintf(why, sizeof why, " (%.60s%s%.20s)", db_get(f, 0, 0), db_get(f, 0, 1) ? ", exit code " : "",
+                     db_get(f, 0, 1) ? db_get(f, 0, 1) : "");
+        PQclear(f);
+        return api_error_set(err, API_CONFLICT,
+                             "sandbox %s is %s%s; %s needs a running sandbox: read its logs and events, delete it "
+                             "and create a new one",
+                             sandbox_id, phase, why, what);
+    }
+    /* Not running yet: name the create operation to wait for. */
+    char op[SBX_ID_MAX] = "";
+    PGresult *o = db_exec(c, "SELECT id FROM operations WHERE sandbox_id = $1 AND kind = 'create' "
+                             "ORDER BY created_at DESC LIMIT 1", 1, (const char *const[]){ sandbox_id });
+    if (o && PQntuples(o) == 1 && db_get(o, 0, 0))
+        snprintf(op, sizeof op, "%s", db_get(o, 0, 0));
+    PQclear(o);
+    if (*op)
+        return api_error_set(err, API_CONFLICT,
+                             "sandbox %s is %s, not running yet; wait for its create operation %s (sandbox wait %s, "
+                             "MCP sandbox_wait) and try again",
+                             sandbox_id, phase, op, op);
+    return api_error_set(err, API_CONFLICT, "sandbox %s is %s, not running yet; %s needs a running sandbox",
+                         sandbox_id, phase, what);
+}
+
 int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
                       json_object *exec_request, const char *idempotency_key, const char *request_hash,
                       const char *created_by, json_object **ret, api_error_t *err)
@@ -445,17 +486,9 @@ int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, c
         return rc > 0 ? 0 : rc;
     if (strcmp(phase, "running") != 0 || strcmp(desired, "running") != 0) {
         policy_release(&pol);
-        /* Say why a failed sandbox stopped. */
-        char why[200] = "";
-        PGresult *f = db_exec(c, "SELECT failure->>'reason', failure->>'exit_code' FROM sandboxes "
-                                 "WHERE id = $1 AND failure IS NOT NULL", 1, (const char *const[]){ sandbox_id });
-        if (f && PQntuples(f) == 1 && db_get(f, 0, 0))
-            snprintf(why, sizeof why, " (%.60s%s%.20s)", db_get(f, 0, 0), db_get(f, 0, 1) ? ", exit code " : "",
-                     db_get(f, 0, 1) ? db_get(f, 0, 1) : "");
-        PQclear(f);
+        int r = store__not_running(c, sandbox_id, phase, desired, "exec", err);
         db_rollback(c);
-        return api_error_set(err, API_CONFLICT, "sandbox %s is %s%s%s; exec needs a running sandbox", sandbox_id,
-                             phase, why, strcmp(desired, "deleted") == 0 ? " and being deleted" : "");
+        return r;
     }
     int64_t asked = 0;
     jsonx_get_int(exec_request, "max_output_bytes", &asked);

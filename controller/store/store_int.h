@@ -141,6 +141,12 @@ int store__sandbox_request_begin(PGconn *c, const char *scope, const char *sandb
                                  char ret_phase[24], char ret_desired[16], sbx_worker_t *ret_worker,
                                  policy_t *ret_policy, api_error_t *err);
 int store__op_reply(PGconn *c, const char *sandbox_id, const char *op_id, json_object **ret, api_error_t *err);
+/* A conflict for `what` (e.g. "exec") on a sandbox that is not running, in
+ * words that name the next step: the create operation to wait for, that it
+ * is deleted or being deleted, or why it failed. Reads in c's transaction;
+ * returns err's code. */
+int store__not_running(PGconn *c, const char *sandbox_id, const char *phase, const char *desired, const char *what,
+                       api_error_t *err);
 int store__event_add(PGconn *c, const char *tenant_id, const char *kind, const char *sandbox_id, const char *op_id,
                      json_object *data);
 void store__metrics_init(void);

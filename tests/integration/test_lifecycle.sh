@@ -80,3 +80,18 @@ itest_http POST /v1/sandboxes "$SANDBOX_TOKEN" '{"tenant":"platform","image":"",
 assert_http 400 invalid_argument "create with an empty image"
 assert_exit 0 sandbox delete "$dsbx" --wait
 assert_exit 0 sandbox delete "$nid" --wait
+
+# Errors that name the next step (issue 28 item 5): an exec before the
+# sandbox runs names its create operation and how to wait for it; after a
+# delete it says the sandbox is deleted, not "deleted and being deleted".
+assert_exit 0 sandbox create --tenant platform --image "$ITEST_IMAGE" --cpu-millis 100 --memory-mib 32 --ttl 60 \
+  --selector nosuch=label
+read -r psbx pop <<<"$ITEST_OUT"
+itest_track "$psbx"
+assert_exit 3 sandbox exec "$psbx" -- true
+assert_contains "$ITEST_ERR" "is pending, not running yet; wait for its create operation $pop (sandbox wait $pop" \
+  "exec on a pending sandbox"
+assert_exit 0 sandbox delete "$psbx" --wait
+assert_exit 3 sandbox exec "$dsbx" -- true
+assert_contains "$ITEST_ERR" "sandbox $dsbx is deleted; exec needs a running sandbox: create a new one" \
+  "exec on a deleted sandbox"
