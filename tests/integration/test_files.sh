@@ -155,10 +155,15 @@ itest_http GET "/v1/sandboxes/$sbx/files?path=/work&format=zip" "$SANDBOX_TOKEN"
 assert_http 400 invalid_argument "an unknown format"
 itest_http GET "/v1/sandboxes/$sbx/files?path=/no/such/file" "$SANDBOX_TOKEN"
 assert_http 404 not_found "a missing path"
+# in the sandbox's words: the path, not Docker's container id
+assert_contains "$HTTP_BODY" "no such file or directory in the sandbox: /no/such/file" "a missing path's message"
+assert_not_contains "$HTTP_BODY" "container" "a missing path's message"
 itest_http PUT "/v1/sandboxes/$sbx/files?path=/work" "$SANDBOX_TOKEN"
 assert_http 400 invalid_argument "an empty upload"
 assert_exit 3 sandbox cp "$sbx:/no/such" "$work/nothing"
 assert_contains "$ITEST_ERR" "not_found" "cp of a missing path"
+assert_contains "$ITEST_ERR" "/no/such" "cp of a missing path names it"
+assert_eq "" "$(printf '%s' "$ITEST_ERR" | grep -oE '[0-9a-f]{64}' || true)" "a container id in cp's error"
 # over files_max_bytes, and a bad token: refused at the head, the body never read
 r=$(python3 - "$SANDBOX_URL" "$sbx" "$SANDBOX_TOKEN" "$stranger" <<'PY'
 import socket, sys, time, json

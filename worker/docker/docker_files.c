@@ -10,6 +10,7 @@
 #include "jsonx.h"
 #include "tarstream.h"
 
+#include <ctype.h>
 #include <poll.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -49,14 +50,41 @@ static int files_url(const char *ref, const char *path, bool put, char *out, siz
     return n < 0 || (size_t)n >= outlen ? SBX_ETOOBIG : 0;
 }
 
-/* Maps an Engine answer other than 200 to an error, with its message. */
-static int files_engine_error(long status, const sbuf_t *body, const char *what, api_error_t *err)
+/* The Engine's words name its container by its 64-digit id, which means
+ * nothing to the sandbox's user: each such id becomes "the sandbox". */
+static void files_scrub_ids(char *msg)
+{
+    static const char repl[] = "the sandbox";
+    for (char *p = msg; *p; p++) {
+        size_t n = 0;
+        while (isxdigit((unsigned char)p[n]))
+            n++;
+        if (n == 64 && (p == msg || !isalnum((unsigned char)p[-1]))) {
+            memcpy(p, repl, sizeof repl - 1);
+            memmove(p + sizeof repl - 1, p + n, strlen(p + n) + 1);
+            p += sizeof repl - 2;
+        } else if (n > 0) {
+            p += n - 1;
+        }
+    }
+}
+
+/* Maps an Engine answer other than 200 to an error, in the project's
+ * words where the Engine's are about its container: path is the sandbox
+ * path the transfer was for. */
+static int files_engine_error(long status, const sbuf_t *body, const char *what, const char *path, api_error_t *err)
 {
     docker_reply_t rep = { .status = status, .body = *body };
     char msg[320];
     docker_reply_message(&rep, msg, sizeof msg);
+    files_scrub_ids(msg);
     switch (status) {
     case 404:
+        if (strstr(msg, "No such container"))
+            return api_error_set(err, API_NOT_FOUND, "the sandbox's container is gone (%s)", msg);
+        if (strstr(msg, "Could not find the file") || strstr(msg, "no such file"))
+            return api_error_set(err, API_NOT_FOUND,
+                                 "no such file or directory in the sandbox: %.200s", path);
         return api_error_set(err, API_NOT_FOUND, "%s", msg);
     case 409:
         return api_error_set(err, API_CONFLICT, "%s", msg);
@@ -403,7 +431,7 @@ int docker_rt_files_put(runtime_t *base, const runtime_files_put_req_t *req, int
         goto cleanup;
     }
     if (status != 200) {
-        r = files_engine_error(status, &body, "upload", err);
+        r = files_engine_error(status, &body, "upload", req->path, err);
         goto cleanup;
     }
     if (cr != CURLE_OK) {
@@ -688,7 +716,7 @@ int docker_rt_files_get(runtime_t *base, const runtime_files_get_req_t *req, api
         goto cleanup;
     }
     if (io.status != 200) {
-        r = files_engine_error(io.status, &io.error_body, "download", err);
+        r = files_engine_error(io.status, &io.error_body, "download", req->path, err);
         goto cleanup;
     }
     r = files_get_end(&io, err);
