@@ -442,11 +442,31 @@ static int docker_exec_fix_start_failure(runtime_exec_result_t *res, const exec_
     if (spec->cwd && strstr(s, "chdir to cwd"))
         return api_error_set(err, API_INVALID_ARGUMENT,
                              "cwd %.200s does not exist in the sandbox (or is not a directory)", spec->cwd);
-    if (strstr(s, "executable file not found") || strstr(s, "no such file or directory"))
+    bool missing = strstr(s, "executable file not found") || strstr(s, "no such file or directory");
+    if (missing)
         res->exit_code = 127;
-    sbuf_t empty = res->err;
-    res->err = res->out;
-    res->out = empty;
+    /* In the project's words, as a shell would say it: the command, then
+     * the cause (the runtime's text after the command's name, without its
+     * trailing ": unknown"), never the OCI runtime's preamble. */
+    const char *argv0 = spec->argv && spec->argv[0] ? spec->argv[0] : "the command";
+    char cause[240] = "";
+    const char *c = strstr(s, "\": ");
+    if (c) {
+        c += 3;
+        size_t n = strcspn(c, "\r\n");
+        const char *tail = ": unknown";
+        if (n >= strlen(tail) && memcmp(c + n - strlen(tail), tail, strlen(tail)) == 0)
+            n -= strlen(tail);
+        snprintf(cause, sizeof cause, "%.*s", (int)(n < sizeof cause - 1 ? n : sizeof cause - 1), c);
+    }
+    sbuf_reset(&res->out);
+    sbuf_reset(&res->err);
+    if (missing)
+        sbuf_printf(&res->err, "sandbox: %.200s: command not found in the sandbox (%s)\n", argv0,
+                    *cause ? cause : "no such file, or not in its PATH");
+    else
+        sbuf_printf(&res->err, "sandbox: %.200s: cannot be run in the sandbox (%s)\n", argv0,
+                    *cause ? cause : "permission denied, or not an executable");
     return 0;
 }
 
@@ -526,12 +546,70 @@ static int docker_exec_wait_exit(docker_runtime_t *rt, const char *exec_id, runt
     }
 }
 
+/* The OCI runtime's "could not start" text arrives as the first bytes of
+ * stdout; the live output must not show it either (the result gets the
+ * project's words instead, docker_exec_fix_start_failure). Stdout is held
+ * while it is a prefix of the marker, and all of it (up to the guard's
+ * buffer) once it starts with it; anything else passes at once. */
+#define EXEC_GUARD_MARKER "OCI runtime exec failed"
+typedef struct exec_guard {
+    runtime_output_sink_t sink;    /* ours: write is exec_guard_write */
+    const runtime_output_sink_t *to;
+    char held[1024];
+    size_t n;
+    int state;                     /* 0 deciding, 1 passing, 2 holding the marker's line */
+} exec_guard_t;
+
+static void exec_guard_flush(exec_guard_t *g)
+{
+    if (g->n)
+        g->to->write(g->to->ud, 1, g->held, g->n);
+    g->n = 0;
+    g->state = 1;
+}
+
+static void exec_guard_write(void *ud, int stream, const char *p, size_t n)
+{
+    exec_guard_t *g = ud;
+    if (stream != 1 || g->state == 1) {
+        g->to->write(g->to->ud, stream, p, n);
+        return;
+    }
+    static const char marker[] = EXEC_GUARD_MARKER;
+    if (n > sizeof g->held - g->n) {
+        exec_guard_flush(g);
+        g->to->write(g->to->ud, stream, p, n);
+        return;
+    }
+    memcpy(g->held + g->n, p, n);
+    g->n += n;
+    size_t cmp = g->n < sizeof marker - 1 ? g->n : sizeof marker - 1;
+    if (memcmp(g->held, marker, cmp) != 0)
+        exec_guard_flush(g);
+    else if (g->n >= sizeof marker - 1)
+        g->state = 2;
+}
+
+static bool exec_guard_cancelled(void *ud)
+{
+    exec_guard_t *g = ud;
+    return g->to->cancelled && g->to->cancelled(g->to->ud);
+}
+
+static void exec_guard_tick(void *ud)
+{
+    exec_guard_t *g = ud;
+    if (g->to->tick)
+        g->to->tick(g->to->ud);
+}
+
 int docker_rt_exec(runtime_t *base, const char *ref, const exec_spec_t *spec, size_t max_output,
                    const runtime_output_sink_t *sink, runtime_exec_result_t *ret, api_error_t *err)
 {
     docker_runtime_t *rt = (docker_runtime_t *)base;
     int r = 0;
     char exec_id[80];
+    exec_guard_t guard = { .to = NULL };
     memset(ret, 0, sizeof *ret);
     if (max_output == 0)
         max_output = SBX_EXEC_OUTPUT_DEFAULT;
@@ -555,6 +633,12 @@ int docker_rt_exec(runtime_t *base, const char *ref, const exec_spec_t *spec, si
     if ((r = docker_exec_create(rt, ref, spec, exec_id, err)) < 0)
         goto cleanup;
 
+    guard.to = sink;
+    if (sink && sink->write) {
+        guard.sink = (runtime_output_sink_t){ .write = exec_guard_write, .tick = exec_guard_tick,
+                                              .cancelled = exec_guard_cancelled, .ud = &guard };
+        sink = &guard.sink;
+    }
     bool killed = false;
     if (spec->has_stdin)
         r = docker_exec_stream_stdin(rt, exec_id, &gv, spec, deadline, sink, ret, &killed, err);
@@ -584,7 +668,17 @@ int docker_rt_exec(runtime_t *base, const char *ref, const exec_spec_t *spec, si
         ret->signal = ret->exit_code - 128;
     r = docker_exec_fix_start_failure(ret, spec, err);
     ret->duration_ms = time_mono_ms() - start;
+    if (guard.to && guard.to->write) {
+        /* a start failure's text gives way to the project's words */
+        if (r == 0 && guard.state == 2 && ret->out.len == 0 && ret->err.len > 0) {
+            guard.n = 0;
+            guard.to->write(guard.to->ud, 2, ret->err.data, ret->err.len);
+        }
+        exec_guard_flush(&guard);
+    }
 cleanup:
+    if (guard.to && guard.to->write)
+        exec_guard_flush(&guard); /* a kill or an error: what was held is output too */
     if (r < 0)
         runtime_exec_result_release(ret);
     return r;
