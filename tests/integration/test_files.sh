@@ -285,6 +285,54 @@ up=${out%% *}
 itest_track "$up"
 nul_sum=$(sha256sum <"$work/src/sub dir/nul.bin" | cut -d' ' -f1)
 assert_eq "$nul_sum" "$(in_sbx "$up" 'sha256sum /src/nul.bin' | cut -d' ' -f1)" "create --upload: /src/nul.bin"
+# --upload of a project leaves out .git and what .gitignore lists, and
+# --exclude's patterns; --no-ignore sends them; cp sends everything but
+# --exclude's (issue 28 item 7)
+proj="$work/proj"
+mkdir -p "$proj/src" "$proj/build" "$proj/node_modules/m"
+git init -q "$proj" || fail "git init failed"
+printf 'build/\n*.o\n' >"$proj/.gitignore"
+printf 'int main;\n' >"$proj/src/a.c"
+printf 'obj' >"$proj/src/a.o"
+printf 'out' >"$proj/build/out"
+printf 'x' >"$proj/node_modules/m/i.js"
+printf 'tmp' >"$proj/src/scratch.tmp"
+files() { in_sbx "$1" "find $2 -type f | sort | tr '\n' ' ' | sed 's/ \$//'"; }
+out=$(sandbox create --image "$ITEST_IMAGE" --memory-mib 64 --upload "$proj:/p" --exclude node_modules \
+  --exclude '*.tmp' --timeout 120) || fail "create --upload with --exclude failed: $out"
+pu=${out%% *}
+itest_track "$pu"
+assert_eq "/p/.gitignore /p/src/a.c" "$(files "$pu" /p)" \
+  "what --upload sent of a git project (.git, what .gitignore lists and --exclude's patterns left out)"
+# not a git work tree: tar's reading of .gitignore (patterns like *.o) and no VCS folder
+plain="$work/plainproj"
+mkdir -p "$plain/.hg" "$plain/src"
+printf '*.o\n' >"$plain/.gitignore"
+printf 'int main;\n' >"$plain/src/a.c"
+printf 'obj' >"$plain/src/a.o"
+printf 'x' >"$plain/.hg/store"
+sandbox cp "$plain" "$pu:/q" >/dev/null || fail "cp of a plain folder failed"
+assert_eq "/q/.gitignore /q/.hg/store /q/src/a.c /q/src/a.o" "$(files "$pu" /q)" "cp sends everything"
+out=$(sandbox create --image "$ITEST_IMAGE" --memory-mib 64 --upload "$proj:/p" --no-ignore --timeout 120) ||
+  fail "create --upload --no-ignore failed: $out"
+pn=${out%% *}
+itest_track "$pn"
+assert_eq "/p/.gitignore /p/build/out /p/node_modules/m/i.js /p/src/a.c /p/src/a.o /p/src/scratch.tmp" \
+  "$(files "$pn" /p | tr ' ' '\n' | grep -v '^/p/\.git/' | tr '\n' ' ' | sed 's/ $//')" "what --upload --no-ignore sent"
+assert_contains "$(files "$pn" /p)" "/p/.git/HEAD" "--upload --no-ignore sends .git"
+sandbox cp "$proj" "$pn:/c" --exclude .git --exclude 'build' >/dev/null || fail "cp --exclude failed"
+assert_eq "/c/.gitignore /c/node_modules/m/i.js /c/src/a.c /c/src/a.o /c/src/scratch.tmp" "$(files "$pn" /c)" \
+  "what cp --exclude sent"
+out=$(sandbox create --image "$ITEST_IMAGE" --memory-mib 64 --upload "$plain:/r" --timeout 120) ||
+  fail "create --upload of a plain folder failed: $out"
+pr=${out%% *}
+itest_track "$pr"
+assert_eq "/r/src/a.c" "$(files "$pr" /r)" "what --upload sent of a folder outside git (tar's reading)"
+assert_exit 2 sandbox cp "$pn:/c" "$work/cback" --exclude x
+assert_contains "$ITEST_ERR" "--exclude applies to an upload" "cp --exclude on a download"
+assert_exit 2 sandbox create --exclude x
+assert_contains "$ITEST_ERR" "--exclude applies to --upload" "create --exclude without --upload"
+for x in "$pu" "$pn" "$pr"; do sandbox delete "$x" >/dev/null || fail "delete $x failed"; done
 ev=$(curl -sf "${auth[@]}" "$SANDBOX_URL/v1/events?sandbox=$sbx&kind=files.")
 assert_contains "$ev" '"files.uploaded"' "an upload's event"
 assert_contains "$ev" '"files.downloaded"' "a download's event"
@@ -295,4 +343,4 @@ assert_eq "$nul_sum" "$(in_sbx "$gv" 'sha256sum /g/nul.bin' | cut -d' ' -f1)" "t
 sandbox cp "$gv:/g" "$work/gback" >/dev/null || fail "cp out of a gVisor sandbox failed"
 cmp "$work/src/sub dir/nul.bin" "$work/gback/nul.bin" || fail "the gVisor copy came back different"
 rm -rf "$work"
-echo "files up and down: 100 MiB equal with bounded RSS, modes, mtimes, links, docker cp's rule, tar on stdin/stdout, raw, list, stat, errors, a hostile tar, create --upload, events, gVisor"
+echo "files up and down: 100 MiB equal with bounded RSS, modes, mtimes, links, docker cp's rule, tar on stdin/stdout, raw, list, stat, errors, a hostile tar, create --upload (with .git, .gitignore and --exclude left out), events, gVisor"

@@ -25,6 +25,10 @@ typedef client_opt_int_t num_opt_t;
 
 /* Everything any command may be given; each command's flag table says which
  * of these it accepts. */
+/* --exclude given at most this many times, each pattern at most this long. */
+#define CLI_EXCLUDES_MAX 64
+#define CLI_EXCLUDE_MAX_BYTES 1024
+
 typedef struct opts {
     const char *url, *token, *ca_file;
     const char *tenant, *image, *network, *idem_key, *cwd, *role, *name, *policy, *isolation, *auth;
@@ -38,6 +42,9 @@ typedef struct opts {
     bool interactive;                        /* exec -i: send this process's stdin */
     bool detach;                             /* exec --detach: print the operation id, do not wait */
     json_object *env, *labels, *selector; /* owned; NULL until a flag adds to them */
+    const char *excludes[CLI_EXCLUDES_MAX];  /* cp, create --upload: --exclude PATTERN... */
+    int n_excludes;
+    bool no_ignore;                          /* create --upload: send .git and .gitignore'd files too */
     const char *pos[2];         /* positional arguments */
     int npos;
     char **cmd_argv;            /* exec: everything after "--" */
@@ -45,7 +52,7 @@ typedef struct opts {
     bool saw_dashdash;
 } opts_t;
 
-typedef enum { F_BOOL, F_STR, F_NUM, F_ENV, F_LABEL, F_SELECTOR } flag_kind_t;
+typedef enum { F_BOOL, F_STR, F_NUM, F_ENV, F_LABEL, F_SELECTOR, F_EXCLUDE } flag_kind_t;
 
 typedef struct flag_def {
     const char *name;   /* "--tenant" */
@@ -214,11 +221,20 @@ int cli_cmd_shell(cli_t *cli, opts_t *o);
 int cli_exec_streamed(cli_t *cli, opts_t *o, const char *head, size_t head_len, int64_t timeout_s);
 int cli_check_cp(cli_t *cli, opts_t *o);
 int cli_cmd_cp(cli_t *cli, opts_t *o);
+/* What an upload leaves out: GNU tar exclude patterns, and with vcs the
+ * version control folders and what .gitignore files (and the other VCS
+ * ignore files) list. */
+typedef struct cli_upload_filter {
+    const char *const *patterns;
+    int n;
+    bool vcs;
+} cli_upload_filter_t;
 /* Makes sbx's dest a copy of the local file or directory (into it, as
- * docker cp does, when into_existing_dir and dest is a directory there);
- * prints the result unless quiet. Returns the exit code. */
+ * docker cp does, when into_existing_dir and dest is a directory there),
+ * without what f leaves out (f may be NULL); prints the result unless
+ * quiet. Returns the exit code. */
 int cli_upload(cli_t *cli, const char *local, const char *sbx, const char *dest, bool into_existing_dir,
-               bool quiet);
+               bool quiet, const cli_upload_filter_t *f);
 /* tenants.c, tokens.c, workers.c */
 int cli_check_tenants(cli_t *cli, opts_t *o);
 int cli_cmd_tenants(cli_t *cli, opts_t *o);

@@ -88,6 +88,8 @@ int cli_check_cp(cli_t *cli, opts_t *o)
         return cli_usage_error(cli->cmd, "the sandbox's path is too long or holds control characters");
     if (!l->stdio && (!*l->path || strlen(l->path) >= PATH_MAX || !cp_printable(l->path)))
         return cli_usage_error(cli->cmd, "the local path is empty, too long or holds control characters");
+    if (o->n_excludes > 0 && (a.remote || a.stdio))
+        return cli_usage_error(cli->cmd, "--exclude applies to an upload of a local file or directory");
     return 0;
 }
 
@@ -155,8 +157,8 @@ typedef struct cp_tar {
     int fd;              /* our end of its stdout; -1 once closed */
 } cp_tar_t;
 
-/* Runs tar with argv, its stdout a pipe to us. */
-static int cp_tar_start(char *const argv[], cp_tar_t *t)
+/* Runs tar with argv, its stdout a pipe to us (its stdin in_fd when >= 0). */
+static int cp_tar_start(char *const argv[], int in_fd, cp_tar_t *t)
 {
     int p[2];
     t->pid = -1;
@@ -171,6 +173,8 @@ static int cp_tar_start(char *const argv[], cp_tar_t *t)
     }
     if (pid == 0) {
         dup2(p[1], STDOUT_FILENO);
+        if (in_fd >= 0)
+            dup2(in_fd, STDIN_FILENO);
         fd_close_from(3);
         execvp("tar", argv);
         fprintf(stderr, "sandbox: cp: cannot run tar: %s\n", strerror(errno));
@@ -295,8 +299,66 @@ static int cp_put(cli_t *cli, const char *sbx, const char *dir, cp_up_t *u, cons
     return rc;
 }
 
+/* The files git would keep of the directory dir (tracked, and untracked
+ * ones its ignore rules do not exclude), each as "name/PATH\0", in an
+ * unlinked temporary file read from its start: tar's list (--null -T -).
+ * -1 when dir is not in a git work tree or git cannot run: the caller
+ * falls back to tar's own reading of .gitignore. Names git lists that are
+ * gone from the folder (deleted, not committed) are left out. */
+static int cp_git_list(const char *dir, const char *name)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(p[1], STDOUT_FILENO);
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0)
+            dup2(devnull, STDERR_FILENO);
+        fd_close_from(3);
+        execlp("git", "git", "-C", dir, "ls-files", "-z", "--cached", "--others", "--exclude-standard", (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    const char *tmpdir = getenv("TMPDIR");
+    int out = open(tmpdir && *tmpdir ? tmpdir : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    FILE *in = fdopen(p[0], "r");
+    bool ok = out >= 0 && in;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while (ok && (n = getdelim(&line, &cap, '\0', in)) > 0) {
+        char path[PATH_MAX];
+        struct stat st;
+        if (snprintf(path, sizeof path, "%s/%s", dir, line) >= (int)sizeof path || lstat(path, &st) < 0)
+            continue;
+        if (dprintf(out, "%s/%s", name, line) < 0 || write(out, "", 1) != 1)
+            ok = false;
+    }
+    free(line);
+    if (in)
+        fclose(in);
+    else
+        close(p[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (!ok || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || lseek(out, 0, SEEK_SET) != 0) {
+        if (out >= 0)
+            close(out);
+        return -1;
+    }
+    return out;
+}
+
 int cli_upload(cli_t *cli, const char *local, const char *sbx, const char *dest, bool into_existing_dir,
-               bool quiet)
+               bool quiet, const cli_upload_filter_t *f)
 {
     char lparent[PATH_MAX], lname[NAME_MAX + 1], dparent[SBX_FILES_PATH_MAX + 1], dname[NAME_MAX + 1];
     char resolved[PATH_MAX];
@@ -332,9 +394,34 @@ int cli_upload(cli_t *cli, const char *local, const char *sbx, const char *dest,
     }
     char x1[3 * NAME_MAX + 32], x2[3 * NAME_MAX + 32];
     cp_transforms(lname, dname, x1, x2, sizeof x1);
-    char *argv[] = { "tar", "-c", "-f", "-", "-C", lparent, "--transform", x1, "--transform", x2, "--", lname, NULL };
+    /* tar -c -f - -C PARENT [--exclude-vcs --exclude-vcs-ignores] [--exclude=P]... --transform X1 --transform X2
+     * -- NAME */
+    char *argv[16 + 2 * CLI_EXCLUDES_MAX];
+    char excl[CLI_EXCLUDES_MAX][CLI_EXCLUDE_MAX_BYTES + 16];
+    int ac = 0;
+    /* A directory in a git work tree: what git keeps of it (its own ignore
+     * rules, exactly); elsewhere tar's reading of .gitignore files (which
+     * does not know a pattern ending in '/'). */
+    int list_fd = f && f->vcs && S_ISDIR(st.st_mode) ? cp_git_list(local, lname) : -1;
+    argv[ac++] = "tar", argv[ac++] = "-c", argv[ac++] = "-f", argv[ac++] = "-", argv[ac++] = "-C";
+    argv[ac++] = lparent;
+    if (f && f->vcs && list_fd < 0)
+        argv[ac++] = "--exclude-vcs", argv[ac++] = "--exclude-vcs-ignores";
+    for (int i = 0; f && i < f->n && i < CLI_EXCLUDES_MAX; i++) {
+        snprintf(excl[i], sizeof excl[i], "--exclude=%s", f->patterns[i]);
+        argv[ac++] = excl[i];
+    }
+    argv[ac++] = "--transform", argv[ac++] = x1, argv[ac++] = "--transform", argv[ac++] = x2;
+    if (list_fd >= 0)
+        argv[ac++] = "--null", argv[ac++] = "--no-recursion", argv[ac++] = "-T", argv[ac++] = "-";
+    else
+        argv[ac++] = "--", argv[ac++] = lname;
+    argv[ac] = NULL;
     cp_tar_t t;
-    if (cp_tar_start(argv, &t) < 0) {
+    int started = cp_tar_start(argv, list_fd, &t);
+    if (list_fd >= 0)
+        close(list_fd);
+    if (started < 0) {
         fprintf(stderr, "sandbox: %s: cannot start tar: %s\n", cli->cmd, strerror(errno));
         return EXIT_OP_FAILED;
     }
@@ -507,7 +594,8 @@ int cli_cmd_cp(cli_t *cli, opts_t *o)
     if (a.remote)
         return cp_get(cli, &a, &b);
     if (!a.stdio)
-        return cli_upload(cli, a.path, b.sandbox, b.path, true, false);
+        return cli_upload(cli, a.path, b.sandbox, b.path, true, false,
+                          &(cli_upload_filter_t){ .patterns = o->excludes, .n = o->n_excludes });
     cp_up_t u = { .fd = STDIN_FILENO };
     return cp_put(cli, b.sandbox, b.path, &u, b.path, false);
 }

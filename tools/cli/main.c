@@ -232,6 +232,14 @@ static int parse_args(const command_t *c, int argc, char **argv, int first, opts
         case F_SELECTOR:
             r = parse_kv(c->name, f->name, val, false, &o->selector);
             break;
+        case F_EXCLUDE:
+            if (o->n_excludes >= CLI_EXCLUDES_MAX)
+                return cli_usage_error(c->name, "%s given more than %d times", f->name, CLI_EXCLUDES_MAX);
+            if (!*val || strlen(val) > CLI_EXCLUDE_MAX_BYTES || utf8_has_control(val))
+                return cli_usage_error(c->name, "%s needs a pattern of at most %d printable bytes", f->name,
+                                       CLI_EXCLUDE_MAX_BYTES);
+            o->excludes[o->n_excludes++] = val;
+            break;
         case F_BOOL:
             break;
         }
@@ -356,14 +364,16 @@ static const command_t commands[] = {
             FB("--hostile", hostile), FKV("--env", F_ENV), FKV("--label", F_LABEL),
             FKV("--selector", F_SELECTOR), FS("--isolation", isolation),
             FB("--read-only-root", read_only_root), FB("--hardened", hardened),
-            FS("--idempotency-key", idem_key), FS("--upload", upload), FWAIT, FJSON), 0, false,
+            FS("--idempotency-key", idem_key), FS("--upload", upload), FKV("--exclude", F_EXCLUDE),
+            FB("--no-ignore", no_ignore), FWAIT, FJSON), 0, false,
       "usage: sandbox create [--image IMAGE] [--tenant T] [--cpu-millis N] [--memory-mib N]\n"
       "                      [--disk MIB] [--ttl SECONDS] [--network none|restricted|open]\n"
       "                      [--untrusted-repo] [--generated-code] [--hostile]\n"
       "                      [--isolation container|gvisor|microvm] [--read-only-root]\n"
       "                      [--hardened] [--selector K=V]...\n"
       "                      [--env K=V]... [--label K=V]... [--idempotency-key K]\n"
-      "                      [--upload LOCAL:/path] [--wait [--timeout S]] [--json]\n"
+      "                      [--upload LOCAL:/path [--exclude PATTERN]... [--no-ignore]]\n"
+      "                      [--wait [--timeout S]] [--json]\n"
       "\n"
       "Creates a sandbox (POST /v1/sandboxes) and prints 'SANDBOX_ID OPERATION_ID'.\n"
       "With --wait the ids are printed at once, then the command waits for the create\n"
@@ -394,7 +404,12 @@ static const command_t commands[] = {
       "  --idempotency-key K      retrying with the same key returns the same sandbox\n"
       "  --upload LOCAL:/path     once it runs, make /path a copy of the local file or\n"
       "                           directory (as sandbox cp; implies --wait); when the\n"
-      "                           upload fails the sandbox stays and the exit code says why\n"
+      "                           upload fails the sandbox stays and the exit code says why.\n"
+      "                           Left out: .git (and other VCS folders), what .gitignore\n"
+      "                           files list, and --exclude's patterns\n"
+      "  --exclude PATTERN        with --upload: leave out files matching PATTERN, a GNU\n"
+      "                           tar pattern ('*.log', 'node_modules') (repeatable)\n"
+      "  --no-ignore              with --upload: send .git and .gitignore'd files too\n"
       "  --wait                   wait for the create operation to finish\n"
       "  --timeout S              with --wait: give up after S seconds (default 900)\n"
       "  --json                   print the API's JSON; with --wait\n"
@@ -628,8 +643,8 @@ static const command_t commands[] = {
       "2 usage; 3 an API or connection error (not running: conflict; no such\n"
       "sandbox: not_found; the connection lost before the exit code).\n"
       COMMON_FLAGS_HELP },
-    { "cp", NULL, cli_check_cp, cli_cmd_cp, FLAGS(FJSON), 2, false,
-      "usage: sandbox cp LOCAL SANDBOX_ID:/path [--json]\n"
+    { "cp", NULL, cli_check_cp, cli_cmd_cp, FLAGS(FKV("--exclude", F_EXCLUDE), FJSON), 2, false,
+      "usage: sandbox cp LOCAL SANDBOX_ID:/path [--exclude PATTERN]... [--json]\n"
       "       sandbox cp SANDBOX_ID:/path LOCAL [--json]\n"
       "       sandbox cp - SANDBOX_ID:/dir          (a tar on stdin, unpacked into /dir)\n"
       "       sandbox cp SANDBOX_ID:/path -         (a tar of /path on stdout)\n"
@@ -640,11 +655,14 @@ static const command_t commands[] = {
       "and symlinks are kept; owners are not (files in the sandbox belong to root,\n"
       "local ones to you). The bytes stream through the controller and the worker\n"
       "as a tar (PUT and GET /v1/sandboxes/ID/files), never held whole; the local\n"
-      "side is packed and unpacked by GNU tar, which refuses members that would land\n"
-      "outside DESTINATION. An upload is bounded by the server's files_max_bytes and\n"
+      "side is packed by GNU tar and unpacked by sandbox itself, which writes only\n"
+      "inside DESTINATION (no symlink followed, no device, no setuid bit, whatever\n"
+      "the sandbox sends). An upload is bounded by the server's files_max_bytes and\n"
       "the sandbox's disk quota (413). A path of the form sbx_ID:... is the\n"
       "sandbox's; write ./sbx_x:y for a local file of that name.\n"
       "\n"
+      "  --exclude PATTERN        an upload leaves out files matching PATTERN, a GNU tar\n"
+      "                           pattern ('*.log', 'node_modules', '.git') (repeatable)\n"
       "  --json                   print the API's answer ({\"bytes\":N,...})\n"
       "\n"
       "Exit codes: 0 copied; 1 the local tar failed; 2 usage; 3 an API error (not\n"

@@ -20,6 +20,8 @@ int cli_check_create(cli_t *cli, opts_t *o)
         if (!sep || sep == o->upload || strlen(sep + 1) > SBX_FILES_PATH_MAX || utf8_has_control(o->upload))
             return cli_usage_error(cli->cmd, "--upload: LOCAL:/path, as --upload ./src:/work");
         o->wait = true; /* the upload needs the sandbox running */
+    } else if (o->n_excludes > 0 || o->no_ignore) {
+        return cli_usage_error(cli->cmd, "%s applies to --upload", o->no_ignore ? "--no-ignore" : "--exclude");
     }
     int rc = cli_check_timeout_wait(cli->cmd, o);
     if (rc)
@@ -46,7 +48,8 @@ static int create_upload(cli_t *cli, const opts_t *o, const char *sid)
         sep = strstr(sep + 1, ":/");
     char local[4096];
     snprintf(local, sizeof local, "%.*s", (int)(sep - o->upload), o->upload);
-    int rc = cli_upload(cli, local, sid, sep + 1, false, true);
+    int rc = cli_upload(cli, local, sid, sep + 1, false, true,
+                        &(cli_upload_filter_t){ .patterns = o->excludes, .n = o->n_excludes, .vcs = !o->no_ignore });
     if (rc != 0)
         fprintf(stderr, "sandbox: create: sandbox %s runs, but --upload failed (it was not deleted)\n", sid);
     return rc;
