@@ -80,6 +80,7 @@ PY
 ) || bench_fail "the MCP rounds failed: $mcp"
 while read -r key v; do t[$key]="${t[$key]:-} $v"; done <<<"$mcp"
 
+# shellcheck disable=SC2086 # the values, one word each
 p50() { printf '%s\n' $1 | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 printf '\n%-10s %6s %6s %6s %6s %8s\n' what min p50 p95 max "p50/exec"
 for key in exec cp_in cp_out mcp_exec mcp_write mcp_read; do
