@@ -677,8 +677,11 @@ int docker_rt_exec(runtime_t *base, const char *ref, const exec_spec_t *spec, si
         exec_guard_flush(&guard);
     }
 cleanup:
-    if (guard.to && guard.to->write)
-        exec_guard_flush(&guard); /* a kill or an error: what was held is output too */
+    if (guard.to && guard.to->write) {
+        if (r < 0 && guard.state == 2)
+            guard.n = 0;          /* a start failure refused whole (a missing cwd): its text is no output */
+        exec_guard_flush(&guard); /* a kill or another error: what was held is output too */
+    }
     if (r < 0)
         runtime_exec_result_release(ret);
     return r;
