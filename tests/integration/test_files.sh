@@ -328,11 +328,17 @@ out=$(sandbox create --image "$ITEST_IMAGE" --memory-mib 64 --upload "$plain:/r"
 pr=${out%% *}
 itest_track "$pr"
 assert_eq "/r/src/a.c" "$(files "$pr" /r)" "what --upload sent of a folder outside git (tar's reading)"
+# a folder git ignores as a whole (a build output) is sent as it is
+out=$(sandbox create --image "$ITEST_IMAGE" --memory-mib 64 --upload "$proj/build:/b" --timeout 120) ||
+  fail "create --upload of an ignored folder failed: $out"
+pb=${out%% *}
+itest_track "$pb"
+assert_eq "/b/out" "$(files "$pb" /b)" "what --upload sent of a folder git ignores"
 assert_exit 2 sandbox cp "$pn:/c" "$work/cback" --exclude x
 assert_contains "$ITEST_ERR" "--exclude applies to an upload" "cp --exclude on a download"
 assert_exit 2 sandbox create --exclude x
 assert_contains "$ITEST_ERR" "--exclude applies to --upload" "create --exclude without --upload"
-for x in "$pu" "$pn" "$pr"; do sandbox delete "$x" >/dev/null || fail "delete $x failed"; done
+for x in "$pu" "$pn" "$pr" "$pb"; do sandbox delete "$x" >/dev/null || fail "delete $x failed"; done
 ev=$(curl -sf "${auth[@]}" "$SANDBOX_URL/v1/events?sandbox=$sbx&kind=files.")
 assert_contains "$ev" '"files.uploaded"' "an upload's event"
 assert_contains "$ev" '"files.downloaded"' "a download's event"

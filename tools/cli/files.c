@@ -303,8 +303,9 @@ static int cp_put(cli_t *cli, const char *sbx, const char *dir, cp_up_t *u, cons
  * ones its ignore rules do not exclude), each as "name/PATH\0", in an
  * unlinked temporary file read from its start: tar's list (--null -T -).
  * -1 when dir is not in a git work tree or git cannot run: the caller
- * falls back to tar's own reading of .gitignore. Names git lists that are
- * gone from the folder (deleted, not committed) are left out. */
+ * falls back to tar's own reading of .gitignore, as when git keeps nothing
+ * of it. Names git lists that are gone from the folder (deleted, not
+ * committed) are left out. */
 static int cp_git_list(const char *dir, const char *name)
 {
     int p[2];
@@ -330,6 +331,7 @@ static int cp_git_list(const char *dir, const char *name)
     int out = open(tmpdir && *tmpdir ? tmpdir : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     FILE *in = fdopen(p[0], "r");
     bool ok = out >= 0 && in;
+    size_t kept = 0;
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
@@ -340,6 +342,7 @@ static int cp_git_list(const char *dir, const char *name)
             continue;
         if (dprintf(out, "%s/%s", name, line) < 0 || write(out, "", 1) != 1)
             ok = false;
+        kept++;
     }
     free(line);
     if (in)
@@ -349,7 +352,9 @@ static int cp_git_list(const char *dir, const char *name)
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
-    if (!ok || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || lseek(out, 0, SEEK_SET) != 0) {
+    /* Nothing kept: the folder is one git ignores (a build output): its
+     * rules are not the folder's own, tar's reading applies. */
+    if (!ok || kept == 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || lseek(out, 0, SEEK_SET) != 0) {
         if (out >= 0)
             close(out);
         return -1;
@@ -412,10 +417,12 @@ int cli_upload(cli_t *cli, const char *local, const char *sbx, const char *dest,
         argv[ac++] = excl[i];
     }
     argv[ac++] = "--transform", argv[ac++] = x1, argv[ac++] = "--transform", argv[ac++] = x2;
-    if (list_fd >= 0)
-        argv[ac++] = "--null", argv[ac++] = "--no-recursion", argv[ac++] = "-T", argv[ac++] = "-";
-    else
+    if (list_fd >= 0) {
+        argv[ac++] = "--null", argv[ac++] = "--verbatim-files-from", argv[ac++] = "--no-recursion";
+        argv[ac++] = "-T", argv[ac++] = "-";
+    } else {
         argv[ac++] = "--", argv[ac++] = lname;
+    }
     argv[ac] = NULL;
     cp_tar_t t;
     int started = cp_tar_start(argv, list_fd, &t);
