@@ -235,6 +235,11 @@
  * queue has room for: what it cannot run yet stays leased in the
  * database, where tenants take turns). */
 #define SBX_CLAIM_MAX                 64
+/* A poll's id (the worker makes one per poll: the claim records it) and
+ * the ids of polls whose answers never reached the worker that one poll
+ * may name (their operations are handed out again). */
+#define SBX_POLL_ID_MAX               32
+#define SBX_POLL_UNANSWERED_MAX       8
 /* The request bytes one poll hands out at most (execs carry stdin inline,
  * up to SBX_EXEC_STDIN_INLINE_MAX as base64 each): well inside the
  * SBX_MAX_RESPONSE_BYTES a worker reads; past it the rest stay leased for

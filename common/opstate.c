@@ -22,12 +22,15 @@ static const char *phase_names[PH__COUNT] = {
  *             | failed (lease expired, no retry left) | cancelled
  *   running  -> succeeded | failed (worker report, or lease expired with no
  *               retry left) | admitted (lease expired, retry) | cancelled
+ *             | leased (the worker says the answer of the poll that handed
+ *               it out never reached it: it never started)
  * Terminal states never move. */
 static const bool allowed[OP__COUNT][OP__COUNT] = {
     [OP_PENDING]  = { [OP_ADMITTED] = true, [OP_FAILED] = true, [OP_CANCELLED] = true },
     [OP_ADMITTED] = { [OP_LEASED] = true, [OP_FAILED] = true, [OP_SUCCEEDED] = true, [OP_CANCELLED] = true },
     [OP_LEASED]   = { [OP_RUNNING] = true, [OP_ADMITTED] = true, [OP_FAILED] = true, [OP_CANCELLED] = true },
-    [OP_RUNNING]  = { [OP_SUCCEEDED] = true, [OP_FAILED] = true, [OP_ADMITTED] = true, [OP_CANCELLED] = true },
+    [OP_RUNNING]  = { [OP_LEASED] = true, [OP_SUCCEEDED] = true, [OP_FAILED] = true, [OP_ADMITTED] = true,
+                      [OP_CANCELLED] = true },
 };
 
 const char *op_state_name(op_state_t s) { return (unsigned)s < OP__COUNT ? op_names[s] : "unknown"; }

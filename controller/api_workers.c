@@ -7,6 +7,7 @@
 #include "log.h"
 #include "metrics.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -157,6 +158,33 @@ void api_worker_heartbeat(req_t *rq, const char *id)
     http_reply_json(rq, 200, resp);
 }
 
+static bool poll_id_ok(const char *s, size_t n)
+{
+    if (n == 0 || n > SBX_POLL_ID_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '_')
+            return false;
+    return true;
+}
+
+/* Splits "a,b,c" (checked ids, at most SBX_POLL_UNANSWERED_MAX) into buf
+ * and out; their count, or -1. */
+static int poll_ids_split(const char *list, char *buf, const char **out)
+{
+    int n = 0;
+    strcpy(buf, list);
+    for (char *p = buf, *next; p; p = next) {
+        next = strchr(p, ',');
+        if (next)
+            *next++ = '\0';
+        if (n == SBX_POLL_UNANSWERED_MAX || !poll_id_ok(p, strlen(p)))
+            return -1;
+        out[n++] = p;
+    }
+    return n;
+}
+
 void api_worker_poll(req_t *rq, const char *id)
 {
     int wait = 0;
@@ -193,6 +221,45 @@ void api_worker_poll(req_t *rq, const char *id)
             return;
         }
         rq->poll_tenant_cap = (int)v;
+    }
+    /* poll: the id the worker gave this poll, recorded on what it hands
+     * out; unanswered: polls of this worker whose answers never reached it
+     * (their operations never started: handed out again, below). So is
+     * what this poll's own id claimed already: a worker never uses an id
+     * twice, so this is the same request sent again, which a client
+     * (libcurl) does when a reused connection closed before any answer. */
+    const char *pid = http_query(rq, "poll"), *un = http_query(rq, "unanswered");
+    char unbuf[SBX_POLL_UNANSWERED_MAX * (SBX_POLL_ID_MAX + 1) + 1];
+    const char *polls[SBX_POLL_UNANSWERED_MAX + 1];
+    int npolls = 0;
+    rq->poll_id[0] = '\0';
+    if (pid && !poll_id_ok(pid, strlen(pid))) {
+        http_reply_error(rq, API_INVALID_ARGUMENT,
+                         "poll must be 1 to %d letters, digits, '-' or '_' (an id the worker makes for each poll)",
+                         SBX_POLL_ID_MAX);
+        return;
+    }
+    if (pid)
+        snprintf(rq->poll_id, sizeof rq->poll_id, "%s", pid);
+    if (un && (strlen(un) >= sizeof unbuf || (npolls = poll_ids_split(un, unbuf, polls)) < 0)) {
+        http_reply_error(rq, API_INVALID_ARGUMENT,
+                         "unanswered must be at most %d poll ids, comma-separated (polls whose answers never reached "
+                         "the worker)",
+                         SBX_POLL_UNANSWERED_MAX);
+        return;
+    }
+    if (pid)
+        polls[npolls++] = rq->poll_id;
+    if (npolls > 0) {
+        api_error_t err;
+        int back = 0;
+        if (store_worker_unclaim(rq->db, &rq->ctl->lim, id, polls, npolls, &back, &err) < 0) {
+            http_reply_api_error(rq, &err);
+            return;
+        }
+        if (back > 0)
+            log_info("controller", "worker %s got no answer to a poll: %d operations it never started handed out "
+                                   "again", id, back);
     }
     snprintf(rq->park_id, sizeof rq->park_id, "%s", id);
     rq->poll_gen = server_poll_begin(id);
@@ -231,8 +298,8 @@ bool api_poll_resume(req_t *rq, bool final)
         http_reply_json(rq, 200, resp);
         return true;
     }
-    if (store_worker_claim(rq->db, &rq->ctl->lim, rq->park_id, rq->poll_max, rq->poll_tenant_cap, &resp, &n,
-                           &err) < 0) {
+    if (store_worker_claim(rq->db, &rq->ctl->lim, rq->park_id, rq->poll_max, rq->poll_tenant_cap, rq->poll_id,
+                           &resp, &n, &err) < 0) {
         http_reply_api_error(rq, &err);
         return true;
     }

@@ -41,6 +41,7 @@ typedef struct req {
     uint64_t poll_gen;          /* PARK_POLL: this poll's generation */
     int poll_max;               /* PARK_POLL: assignments the worker has room for */
     int poll_tenant_cap;        /* PARK_POLL: executors one tenant may hold there (0: the policy's alone) */
+    char poll_id[SBX_POLL_ID_MAX + 1]; /* PARK_POLL: the id the worker gave this poll ("": none) */
     bool poll_held;             /* PARK_POLL: its last claim took nothing while operations were leased to the
                                  * worker (tenants at their executor cap): an end there may free one */
     int64_t park_cursor;        /* PARK_EVENTS: looked through up to here; woken when the horizon passes it;

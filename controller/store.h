@@ -292,9 +292,17 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
  * while it runs fewer than its cap on the worker (the tighter of
  * tenant_cap, the worker's worker_tenant_executors_percent share, 0: none,
  * and its policy's max_executors_per_worker); its deletes always are (one
- * may be what ends its long commands). The others stay leased. */
+ * may be what ends its long commands). The others stay leased. poll_id
+ * (NULL: none) is recorded on each: the poll that handed it out. */
 int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_id, int max, int tenant_cap,
-                       json_object **ret, int *ret_n, api_error_t *err);
+                       const char *poll_id, json_object **ret, int *ret_n, api_error_t *err);
+/* The worker got no answer to the n (at most SBX_POLL_UNANSWERED_MAX + 1)
+ * polls named (their ids checked by the caller): what they handed it out,
+ * still running under its lease, never started; back to leased (with an
+ * operation.leased event, reason answer_lost) for its next claim. *ret_n:
+ * how many. */
+int store_worker_unclaim(PGconn *c, const store_limits_t *lim, const char *worker_id, const char *const *polls,
+                         int n, int *ret_n, api_error_t *err);
 /* Of the n worker ids, which have leased operations waiting. */
 int store_workers_with_leases(PGconn *c, const char *const *ids, int n, bool *ret_flags);
 /* Applies a report; 409 stale_lease when the fencing token or state does not match. */

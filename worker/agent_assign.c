@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -554,12 +555,64 @@ static bool agent_enqueue(agent_t *a, json_object *job)
     return true;
 }
 
+void agent_unanswered_add(agent_unanswered_t *u, const char *id, int64_t now)
+{
+    if (u->n == SBX_POLL_UNANSWERED_MAX) {
+        memmove(&u->id[0], &u->id[1], sizeof u->id[0] * (SBX_POLL_UNANSWERED_MAX - 1));
+        memmove(&u->failed_at[0], &u->failed_at[1], sizeof u->failed_at[0] * (SBX_POLL_UNANSWERED_MAX - 1));
+        u->n--;
+    }
+    snprintf(u->id[u->n], sizeof u->id[u->n], "%s", id);
+    u->failed_at[u->n] = now;
+    u->n++;
+}
+
+void agent_unanswered_answered(agent_unanswered_t *u, int64_t now)
+{
+    int k = 0;
+    for (int i = 0; i < u->n; i++)
+        if (now - u->failed_at[i] < AGENT_UNANSWERED_KEEP_MS) {
+            if (k != i) {
+                memcpy(u->id[k], u->id[i], sizeof u->id[k]);
+                u->failed_at[k] = u->failed_at[i];
+            }
+            k++;
+        }
+    u->n = k;
+}
+
+void agent_unanswered_query(const agent_unanswered_t *u, char *out, size_t cap)
+{
+    size_t len = 0;
+    if (cap)
+        out[0] = '\0';
+    for (int i = 0; i < u->n && len < cap; i++) {
+        int w = snprintf(out + len, cap - len, "%s%s", i ? "," : "&unanswered=", u->id[i]);
+        if (w < 0 || (size_t)w >= cap - len) {
+            out[len] = '\0';
+            break;
+        }
+        len += (size_t)w;
+    }
+}
+
+/* A fresh poll id: 16 hex digits. */
+static void agent_poll_id(char *out, size_t cap)
+{
+    static _Atomic uint64_t counter;
+    uint64_t v;
+    if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v)
+        v = ((uint64_t)time_mono_ms() << 20) ^ (uint64_t)getpid() ^ atomic_fetch_add(&counter, 1);
+    snprintf(out, cap, "%016llx", (unsigned long long)v);
+}
+
 void *agent_poller_main(void *arg)
 {
     agent_t *a = arg;
     httpc_t *c = NULL;
     int last_kind = 0;
     int64_t backoff = AGENT_BACKOFF_MIN_MS;
+    agent_unanswered_t unanswered = { .n = 0 };
     if (!(c = agent_client(a, &a->stop_poll, "the poller")))
         return NULL;
     while (!agent_flag(&a->stop_poll)) {
@@ -584,14 +637,21 @@ void *agent_poller_main(void *arg)
         if (agent_flag(&a->stop_poll))
             break;
         int max = room < 1 ? 1 : room > SBX_CLAIM_MAX ? SBX_CLAIM_MAX : (int)room;
-        char wid[AGENT_WORKER_ID_MAX], path[AGENT_WORKER_ID_MAX + 96], cap[40] = "";
+        char wid[AGENT_WORKER_ID_MAX], path[AGENT_WORKER_ID_MAX + 480], cap[40] = "", pid[SBX_POLL_ID_MAX + 1],
+            un[SBX_POLL_UNANSWERED_MAX * (SBX_POLL_ID_MAX + 1) + 16];
         agent_worker_id(a, wid, sizeof wid);
         /* One tenant's long commands (detached execs) hold an executor until
          * they end: the claim hands this worker at most tenant_executors of a
          * tenant's at once, so the others always find one free. */
         if (a->tenant_executors < a->executors)
             snprintf(cap, sizeof cap, "&tenant_executors=%d", a->tenant_executors);
-        snprintf(path, sizeof path, "/v1/workers/%s/poll?wait=%d&max=%d%s", wid, AGENT_POLL_WAIT_S, max, cap);
+        /* Each poll has an id, which its claim records: when its answer
+         * does not arrive, the next polls say so and what it claimed is
+         * handed out again (this worker never started it). */
+        agent_poll_id(pid, sizeof pid);
+        agent_unanswered_query(&unanswered, un, sizeof un);
+        snprintf(path, sizeof path, "/v1/workers/%s/poll?wait=%d&max=%d%s&poll=%s%s", wid, AGENT_POLL_WAIT_S, max,
+                 cap, pid, un);
         httpc_response_t resp;
         int rc = httpc_request(c, "GET", path, NULL, NULL, AGENT_POLL_TIMEOUT_MS, &resp);
         if (agent_flag(&a->stop_poll)) {
@@ -599,6 +659,12 @@ void *agent_poller_main(void *arg)
             break;
         }
         json_object *list = rc == 0 && resp.status == 200 ? jsonx_get_arr(resp.json, "assignments") : NULL;
+        /* Anything but the list (a proxy's 502 too) may hide a claim; to
+         * name a poll that claimed nothing is harmless. */
+        if (list)
+            agent_unanswered_answered(&unanswered, time_mono_ms());
+        else
+            agent_unanswered_add(&unanswered, pid, time_mono_ms());
         if (list) {
             agent_contact(a);
             backoff = AGENT_BACKOFF_MIN_MS;

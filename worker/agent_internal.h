@@ -185,6 +185,26 @@ void agent_heartbeat_stopping(agent_t *a);
  * tightened by the tenant policy's max_executors_per_worker. */
 int agent_tenant_executors(int executors, int percent);
 
+/* The polls whose answers never reached this worker (a transport error,
+ * a cut connection, an answer that was not the list): each next poll names
+ * them (`poll?…&unanswered=ID,…`), and the controller hands what they
+ * claimed out again, since the worker never started it. A poll's id stays
+ * named for AGENT_UNANSWERED_KEEP_MS after it failed, past the longest a
+ * controller still holding that request could take to claim for it. */
+#define AGENT_UNANSWERED_KEEP_MS 60000
+typedef struct agent_unanswered {
+    char id[SBX_POLL_UNANSWERED_MAX][SBX_POLL_ID_MAX + 1];
+    int64_t failed_at[SBX_POLL_UNANSWERED_MAX];
+    int n;
+} agent_unanswered_t;
+/* Notes that the poll id got no answer at now (ms); when full, the oldest
+ * is dropped. */
+void agent_unanswered_add(agent_unanswered_t *u, const char *id, int64_t now);
+/* A poll naming them all was answered at now: those named long enough go. */
+void agent_unanswered_answered(agent_unanswered_t *u, int64_t now);
+/* "&unanswered=A,B" (or "") into out. */
+void agent_unanswered_query(const agent_unanswered_t *u, char *out, size_t cap);
+
 /* Tenants one pick tells apart (more share as if they were this many). */
 #define AGENT_PICK_TENANTS 64
 /* Which queued assignment an executor takes next: the oldest of the tenant

@@ -883,8 +883,50 @@ int store_worker_list(PGconn *c, json_object **ret, api_error_t *err)
     return store__api_list(c, &store__t_worker, " FROM workers ORDER BY name", 0, NULL, "workers", ret, err);
 }
 
+int store_worker_unclaim(PGconn *c, const store_limits_t *lim, const char *worker_id, const char *const *polls,
+                         int n, int *ret_n, api_error_t *err)
+{
+    *ret_n = 0;
+    assert(op_transition_allowed(OP_RUNNING, OP_LEASED));
+    if (n <= 0)
+        return 0;
+    /* a text[] literal: the ids are letters, digits, '-' and '_' (checked) */
+    if (n > SBX_POLL_UNANSWERED_MAX + 1)
+        n = SBX_POLL_UNANSWERED_MAX + 1;
+    char arr[(SBX_POLL_UNANSWERED_MAX + 1) * (SBX_POLL_ID_MAX + 1) + 3] = "{";
+    for (int i = 0; i < n; i++) {
+        strncat(arr, polls[i], SBX_POLL_ID_MAX);
+        strcat(arr, i + 1 < n ? "," : "");
+    }
+    strcat(arr, "}");
+    char lease[24];
+    snprintf(lease, sizeof lease, "%lld", (long long)lim->lease_seconds);
+    const char *p[] = { worker_id, arr, lease };
+    /* Locked in id order (operations first: the lock order), then moved
+     * back with their events, in one statement. */
+    PGresult *r = db_exec(c,
+                          "WITH l AS (SELECT id FROM operations WHERE lease_worker_id = $1 AND state = 'running' "
+                          "  AND claim_poll = ANY($2::text[]) ORDER BY id FOR NO KEY UPDATE), "
+                          "o AS (UPDATE operations o SET state = 'leased', started_at = NULL, claim_poll = NULL, "
+                          "  updated_at = now(), lease_expires_at = now() + make_interval(secs => $3::bigint) "
+                          "  FROM l WHERE o.id = l.id AND o.state = 'running' "
+                          "  RETURNING o.id, o.tenant_id, o.sandbox_id, o.kind, o.attempt), "
+                          "e AS (INSERT INTO events (tenant_id, kind, sandbox_id, operation_id, data) "
+                          "  SELECT tenant_id, 'operation.leased', sandbox_id, id, "
+                          "  jsonb_strip_nulls(jsonb_build_object('kind', kind, 'from', 'running', 'to', 'leased', "
+                          "  'attempt', CASE WHEN attempt > 0 THEN attempt END, 'reason', 'answer_lost', "
+                          "  'worker', (SELECT name FROM workers w WHERE w.id = $1))) FROM o ORDER BY id) "
+                          "SELECT id FROM o",
+                          3, p);
+    if (!r)
+        return store__db_error(err);
+    *ret_n = PQntuples(r);
+    PQclear(r);
+    return 0;
+}
+
 int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_id, int max, int tenant_cap,
-                       json_object **ret, int *ret_n, api_error_t *err)
+                       const char *poll_id, json_object **ret, int *ret_n, api_error_t *err)
 {
     *ret_n = 0;
     if (max < 1 || max > SBX_CLAIM_MAX)
@@ -897,7 +939,7 @@ int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_
     snprintf(bytes, sizeof bytes, "%u", SBX_CLAIM_BYTES_MAX);
     snprintf(lease, sizeof lease, "%lld", (long long)lim->lease_seconds);
     snprintf(caps, sizeof caps, "%d", tenant_cap);
-    const char *p[] = { worker_id, maxs, bytes, lease, caps };
+    const char *p[] = { worker_id, maxs, bytes, lease, caps, poll_id && *poll_id ? poll_id : NULL };
     const store_table_t *t = &store__t_assignment;
     /* One statement: the operations leased to this worker, in turns by
      * tenant (counting what each already runs here, its oldest first, so
@@ -908,8 +950,9 @@ int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_
      * inline stdin: the first always, the rest while their requests add up
      * to at most $3 bytes; the others wait for the next poll), each moved
      * leased → running with a fresh lease (from now on only the worker's
-     * heartbeats naming it renew it) and its event, a create's sandbox to
-     * provisioning with its event, the events in claim order. */
+     * heartbeats naming it renew it) recording the poll ($6) that hands it
+     * out, and its event, a create's sandbox to provisioning with its
+     * event, the events in claim order. */
     PGresult *r = store__exec_cols(
         c, t,
         "WITH q AS (SELECT o.id, q0.turn, q0.created_at, octet_length(o.request::text) AS len "
@@ -928,7 +971,7 @@ int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_
         "  sum(len) OVER w AS upto FROM q WINDOW w AS (ORDER BY turn, created_at)) z "
         "  WHERE rn = 1 OR upto <= $3::bigint), "
         "o AS (UPDATE operations o SET state = 'running', updated_at = now(), started_at = now(), "
-        "  lease_expires_at = now() + make_interval(secs => $4::bigint) FROM k "
+        "  claim_poll = $6, lease_expires_at = now() + make_interval(secs => $4::bigint) FROM k "
         "  WHERE o.id = k.id AND o.state = 'leased' "
         "  RETURNING o.*, k.turn AS claim_turn, k.created_at AS claim_at, "
         "  extract(epoch FROM now() - o.leased_at) AS since_leased), "
@@ -949,7 +992,7 @@ int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_
         "SELECT ",
         ", o.since_leased FROM o JOIN sandboxes s ON s.id = o.sandbox_id JOIN tenants tn ON tn.id = o.tenant_id "
         "ORDER BY o.claim_turn, o.claim_at",
-        5, p);
+        6, p);
     if (!r) {
         store__db_error(err);
         return SBX_EDB;

@@ -50,8 +50,8 @@ assert_exit 3 sandbox create --tenant leases --image img:2 --idempotency-key k1
 assert_contains "$ITEST_ERR" "conflict" "same key, other body"
 assert_eq 1 "$(sql "SELECT count(*) FROM sandboxes")" "sandboxes after replays"
 
-poll() { # poll -> sets ASSIGN (first assignment JSON) or fails
-  itest_http GET "/v1/workers/$wid/poll?wait=10" "$wtok"
+poll() { # poll [QUERY] -> sets ASSIGN (first assignment JSON) or fails
+  itest_http GET "/v1/workers/$wid/poll?wait=10${1:+&$1}" "$wtok"
   assert_http 200 "" poll
   ASSIGN=$(itest_json "$HTTP_BODY" assignments.0) || fail "no assignment in [$HTTP_BODY]"
 }
@@ -72,6 +72,49 @@ assert_http 200 "" "report with the current token"
 assert_eq "running c0ffee" "$(sql "SELECT phase || ' ' || runtime_ref FROM sandboxes WHERE id = '$sbx'")" "sandbox after the report"
 report "$op" 2 failed '"error":{"code":"runtime_error","message":"late"}'
 assert_http 409 stale_lease "a second report of a finished operation"
+
+# exec whose poll's answer never reached the worker (the controller killed
+# between the claim's commit and the write): the worker's next poll names
+# that poll, and the exec, which never started, is handed out again, not
+# left to expire into worker_lost.
+sandbox exec "$sbx" --timeout 20 -- echo once >"$ITEST_TMP/leases-lost.out" 2>&1 &
+lost_pid=$!
+poll "poll=lost-1"
+lop=$(itest_json "$ASSIGN" operation_id)
+assert_eq "running lost-1" "$(sql "SELECT state || ' ' || claim_poll FROM operations WHERE id = '$lop'")" "exec claimed by poll lost-1"
+itest_http GET "/v1/workers/$wid/poll?wait=0&poll=bad!" "$wtok"
+assert_http 400 invalid_argument "a poll id that is not letters and digits"
+itest_http GET "/v1/workers/$wid/poll?wait=0&unanswered=a,b,c,d,e,f,g,h,i" "$wtok"
+assert_http 400 invalid_argument "nine unanswered polls"
+# another worker (its own token) naming that poll moves nothing
+wtok2=$("$SANDBOXD" token create --database-url "$url" --tenant leases-w2 --role worker)
+itest_http POST /v1/workers/register "$wtok2" \
+  '{"name":"other","runtime":"docker","isolation":["container"],"labels":{},"capacity":{"cpu_millis":1000,"memory_mib":1024,"slots":1},"version":"test"}'
+assert_http 200 "" "register a second worker"
+wid2=$(itest_json "$HTTP_BODY" worker.id)
+itest_http GET "/v1/workers/$wid2/poll?wait=0&poll=x1&unanswered=lost-1" "$wtok2"
+assert_http 200 "" "the other worker's poll"
+assert_eq running "$(sql "SELECT state FROM operations WHERE id = '$lop'")" "exec after another worker named its poll"
+# the same poll sent again (libcurl resends a request whose reused
+# connection closed before any answer): what that id claimed comes again
+poll "poll=lost-1"
+assert_eq "$lop" "$(itest_json "$ASSIGN" operation_id)" "the exec handed to the resent poll"
+poll "poll=lost-2&unanswered=lost-1"
+assert_eq "$lop" "$(itest_json "$ASSIGN" operation_id)" "the exec handed out again"
+assert_eq 1 "$(itest_json "$ASSIGN" attempt)" "its attempt (it never started)"
+report "$lop" 1 succeeded '"result":{"exit_code":0,"stdout":"once\n","stderr":""}'
+assert_http 200 "" "report of the exec handed out again"
+rc=0
+wait "$lost_pid" || rc=$?
+assert_eq 0 "$rc" "exit code of the exec whose first answer was lost ($(cat "$ITEST_TMP/leases-lost.out"))"
+assert_eq "leased running leased running leased running succeeded" \
+  "$(sql "SELECT string_agg(data->>'to', ' ' ORDER BY id) FROM events WHERE operation_id = '$lop' AND data->>'to' IN ('leased', 'running', 'succeeded')")" \
+  "exec history"
+assert_eq answer_lost "$(sql "SELECT data->>'reason' FROM events WHERE operation_id = '$lop' AND data->>'from' = 'running' AND data->>'to' = 'leased' LIMIT 1")" "why it was leased again"
+# naming it again once it ended moves nothing
+itest_http GET "/v1/workers/$wid/poll?wait=0&poll=lost-3&unanswered=lost-1,lost-2" "$wtok"
+assert_http 200 "" "a poll naming ended polls"
+assert_eq succeeded "$(sql "SELECT state FROM operations WHERE id = '$lop'")" "exec after its polls were named again"
 
 # exec: its lease expires -> worker_lost, never leased again.
 sandbox exec "$sbx" --timeout 20 -- true >"$ITEST_TMP/leases-exec.out" 2>&1 &

@@ -184,14 +184,14 @@ assert_exit 127 sandbox exec "$hsb" -- /no/such/program
 con="$vstate/vms/$vm/console.log"
 peak=0
 sandbox exec --timeout 120 "$hsb" -- sh -c 'head -c 3000000 /dev/zero | tr "\0" x >/dev/ttyS0' >/dev/null 2>&1 &
-wpid=$!
-itest_track_pid "$wpid"
-while kill -0 "$wpid" 2>/dev/null; do
+spid=$!
+itest_track_pid "$spid"
+while kill -0 "$spid" 2>/dev/null; do
   sz=$(stat -c %s "$con")
   [ "$sz" -le "$peak" ] || peak=$sz
   sleep 0.2
 done
-wait "$wpid" || fail "the serial writer exited $?"
+wait "$spid" || fail "the serial writer exited $?"
 sleep 2.5
 final=$(stat -c %s "$con")
 itest_log "console.log while the guest wrote 3 MB to ttyS0: peak $peak bytes, $final after it"

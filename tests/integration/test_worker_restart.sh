@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A restarted worker (same name, so the same worker id) gets every new
 # operation: nothing is handed to the long-poll of the process that stopped
-# (docs/worker.md: restarted, it re-registers and continues).
+# (docs/worker.md: restarted, it re-registers and continues). A poll whose
+# answer is lost on the way (lost_answer_proxy.py) costs its exec nothing:
+# it runs once, at once, not worker_lost at its lease's expiry.
 # itest-standalone
 # itest-timeout: 240
 set -euo pipefail
@@ -32,7 +34,7 @@ wname=itest-restart-worker
 
 start_worker() {
   SANDBOX_WORKER_TOKEN="$wtoken" SANDBOX_WORKER_CPU_MILLIS=64000 SANDBOX_WORKER_MEMORY_MIB=262144 \
-    "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --worker-name "$wname" \
+    "$SANDBOXD" worker --controller-url "${1:-$SANDBOX_URL}" --worker-name "$wname" \
     >>"$wlog" 2>&1 </dev/null &
   wpid=$!
   itest_track_pid "$wpid"
@@ -61,4 +63,35 @@ for i in 1 2 3 4 5; do
   [ "$ms" -lt 10000 ] || fail "exec $i after the worker restart took $ms ms (a lease expiry, not a prompt answer)"
   itest_log "exec $i after the restart: $ms ms"
 done
+
+# ---- a poll's answer lost on the way, as when the controller dies between
+# the claim's commit and the write: the worker never got the exec, and its
+# next poll names the poll that got no answer; the exec is handed out again
+pport=$(itest_free_port)
+arm="$ITEST_TMP/lost-arm-$$"
+plog="$ITEST_TMP/lost-proxy-$$.log"
+python3 "$(dirname "$0")/lost_answer_proxy.py" "$pport" "$port" "$arm" "$plog" >"$plog.out" 2>&1 </dev/null &
+itest_track_pid "$!"
+itest_wait_until 10 "the proxy" grep -q ready "$plog.out"
+itest_stop_pid "$wpid" worker 30 || fail "the worker did not stop"
+start_worker "http://127.0.0.1:$pport"
+# close: libcurl sends the same poll again; cut: the poll fails and the
+# worker's next poll names it (poll?…&unanswered=ID)
+n=0
+for mode in close cut; do
+  n=$((n + 1))
+  echo "$mode" >"$arm"
+  t0=$(date +%s%N)
+  assert_exit 0 timeout 60 "$SANDBOX_CLI" exec "$sbx" -- sh -c 'echo ran >>/tmp/lost.log && wc -l </tmp/lost.log'
+  ms=$((($(date +%s%N) - t0) / 1000000))
+  [ ! -e "$arm" ] || fail "the proxy lost no answer ($mode: still armed)"
+  lop=$(sed -n "s/^lost ($mode) the answer handing out //p" "$plog")
+  assert_match "$lop" '^op_' "the operation whose answer was lost ($mode)"
+  assert_eq "$n" "$ITEST_OUT" "times the execs ran ($mode)"
+  [ "$ms" -lt 15000 ] || fail "the exec whose answer was lost ($mode) took $ms ms (its lease's expiry, not the next poll)"
+  itest_log "an exec whose poll answer was lost ($mode, $lop): $ms ms"
+done
+assert_eq 2 "$(grep -c "got no answer to a poll: 1 operations it never started handed out again" "$clog")" \
+  "the controller's log lines for the two lost answers"
+assert_contains "$(cat "$wlog")" "failed to poll the controller" "the worker's log after the cut answer"
 assert_exit 0 timeout 60 "$SANDBOX_CLI" delete "$sbx" --wait --timeout 50

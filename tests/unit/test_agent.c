@@ -658,11 +658,44 @@ START_TEST(test_live_output_of_a_cancelled_exec_is_seen_from_the_heartbeat_list)
 }
 END_TEST
 
+START_TEST(test_unanswered_polls_are_named_until_kept_long_enough_the_oldest_dropped_when_full)
+{
+    agent_unanswered_t u = { .n = 0 };
+    char q[512];
+    agent_unanswered_query(&u, q, sizeof q);
+    ck_assert_str_eq(q, "");
+    agent_unanswered_add(&u, "aaaa", 1000);
+    agent_unanswered_add(&u, "bbbb", 30000);
+    agent_unanswered_query(&u, q, sizeof q);
+    ck_assert_str_eq(q, "&unanswered=aaaa,bbbb");
+    /* answered before aaaa was kept long enough: both named again */
+    agent_unanswered_answered(&u, 1000 + AGENT_UNANSWERED_KEEP_MS - 1);
+    ck_assert_int_eq(u.n, 2);
+    /* answered past aaaa's keep: aaaa goes, bbbb stays */
+    agent_unanswered_answered(&u, 1000 + AGENT_UNANSWERED_KEEP_MS);
+    agent_unanswered_query(&u, q, sizeof q);
+    ck_assert_str_eq(q, "&unanswered=bbbb");
+    /* full: the oldest goes first */
+    char id[8];
+    for (int i = 0; i < SBX_POLL_UNANSWERED_MAX + 2; i++) {
+        snprintf(id, sizeof id, "p%d", i);
+        agent_unanswered_add(&u, id, 40000 + i);
+    }
+    ck_assert_int_eq(u.n, SBX_POLL_UNANSWERED_MAX);
+    ck_assert_str_eq(u.id[0], "p2");
+    ck_assert_str_eq(u.id[SBX_POLL_UNANSWERED_MAX - 1], "p9");
+    /* a buffer too small for all: whole ids only */
+    agent_unanswered_query(&u, q, 20);
+    ck_assert_str_eq(q, "&unanswered=p2,p3");
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("agent");
     unit_tcase_add(s, "queue", UNIT_TESTS(test_the_queue_takes_turns_by_tenant,
-                                          test_a_tenant_holds_its_share_of_the_executors_at_least_one,));
+                                          test_a_tenant_holds_its_share_of_the_executors_at_least_one,
+                                          test_unanswered_polls_are_named_until_kept_long_enough_the_oldest_dropped_when_full,));
     TCase *tc = unit_tcase_add(s, "assignments", UNIT_TESTS(
         test_create_passes_the_assignment_to_the_runtime_and_reports_its_ref,
         test_create_without_isolation_is_the_container_class,

@@ -13,6 +13,7 @@
  *               complete in the controller alone)
  *   leased   -> running | admitted (lease expired, retry) | failed (no retry left) | cancelled
  *   running  -> succeeded | failed | admitted (lease expired, retry) | cancelled
+ *             | leased (the poll's answer never reached the worker)
  *   succeeded, failed, cancelled: terminal, no outgoing edge. */
 enum { P = OP_PENDING, A = OP_ADMITTED, L = OP_LEASED, R = OP_RUNNING, S = OP_SUCCEEDED, F = OP_FAILED,
        C = OP_CANCELLED };
@@ -21,7 +22,7 @@ static const int expected[OP__COUNT][OP__COUNT] = {
     [P] = { 0, 1, 0, 0, 0, 1, 1 },
     [A] = { 0, 0, 1, 0, 1, 1, 1 },
     [L] = { 0, 1, 0, 1, 0, 1, 1 },
-    [R] = { 0, 1, 0, 0, 1, 1, 1 },
+    [R] = { 0, 1, 1, 0, 1, 1, 1 },
     [S] = { 0, 0, 0, 0, 0, 0, 0 },
     [F] = { 0, 0, 0, 0, 0, 0, 0 },
     [C] = { 0, 0, 0, 0, 0, 0, 0 },

@@ -81,6 +81,7 @@ class Stats:
         self.exec_markers = {}      # marker -> (sandbox id, op id)
         self.marker_counts = {}     # marker -> times found in its sandbox
         self.unverifiable = 0       # exec markers in sandboxes that did not survive to be read
+        self.unverifiable_why = []  # why each read-back failed
         self.errors = []
         self.sandboxes = []
 
@@ -126,14 +127,16 @@ def lifecycle(api, tenant, image, execs, stats, stop_at, pace):
         if markers:
             st, doc = api.call("POST", "/v1/sandboxes/%s/exec" % sbx,
                                {"argv": ["cat", "/tmp/exec.log"], "timeout_seconds": 60}, key="r-" + key)
-            read = None
+            read, why = None, "read-back: HTTP %s %s" % (st, doc)
             if st == 202:
                 rop = api.wait(doc["operation"]["id"])
                 if rop["state"] == "succeeded" and rop["result"]["exit_code"] == 0:
                     read = rop["result"]["stdout"].split()
+                why = "read-back %s of %s: %s %s" % (rop["id"], sbx, rop["state"], rop.get("error"))
             with stats.lock:
                 if read is None:
                     stats.unverifiable += len(markers)
+                    stats.unverifiable_why.append(why)
                 else:
                     for m in markers:
                         stats.marker_counts[m] = read.count(m)
@@ -220,6 +223,7 @@ def main():
         "exec_markers": len(stats.exec_markers),
         "exec_verified": len(stats.marker_counts),
         "exec_unverifiable": stats.unverifiable,
+        "unverifiable_why": stats.unverifiable_why,
         "duplicates": len(dup),
         "missing_writes": len(missing),
         "errors": stats.errors[:20],

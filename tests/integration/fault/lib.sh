@@ -175,7 +175,7 @@ fault_audit() {
   # exec handed out in the instant its controller died fails worker_lost
   # (it is never run twice), at most one per fault.
   if [ "${FAULT_EXPECT_NO_LOSS:-0}" = 1 ]; then
-    [ "$(fault_json exec_unverifiable)" = 0 ] || fail "sandboxes were lost: $(fault_json exec_unverifiable) exec markers unverifiable"
+    [ "$(fault_json exec_unverifiable)" = 0 ] || fail "sandboxes were lost: $(fault_json exec_unverifiable) exec markers unverifiable ($(fault_json unverifiable_why))"
     python3 -c '
 import json, sys
 o = json.load(open(sys.argv[1]))["outcomes"]
