@@ -238,6 +238,8 @@
 /* A poll's id (the worker makes one per poll: the claim records it) and
  * the ids of polls whose answers never reached the worker that one poll
  * may name (their operations are handed out again). */
+/* Images GET /v1/images lists at most (each worker reports up to 512). */
+#define SBX_IMAGES_LIST_MAX           4096
 #define SBX_POLL_ID_MAX               32
 #define SBX_POLL_UNANSWERED_MAX       8
 /* The request bytes one poll hands out at most (execs carry stdin inline,

@@ -308,6 +308,10 @@ int store_workers_with_leases(PGconn *c, const char *const *ids, int n, bool *re
 /* Applies a report; 409 stale_lease when the fencing token or state does not match. */
 int store_worker_report(PGconn *c, const char *worker_id, json_object *body, json_object **ret, api_error_t *err);
 int store_worker_list(PGconn *c, json_object **ret, api_error_t *err);
+/* The images of the ready workers, by name: an array of {"name", "workers":
+ * [names], "isolation": [classes those workers offer]}, at most
+ * SBX_IMAGES_LIST_MAX, by name. */
+int store_images_list(PGconn *c, json_object **ret, api_error_t *err);
 /* Drains (no new placements; its sandboxes live out their TTL) or resumes
  * the worker NAME; {"worker":…}. */
 int store_worker_set_draining(PGconn *c, const char *name, bool drain, json_object **ret, api_error_t *err);

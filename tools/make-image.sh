@@ -3,11 +3,18 @@
 #   tools/make-image.sh busybox [NAME]  sandbox/busybox:latest from Debian's
 #       busybox-static: the server's default_image, what tools/run.sh builds
 #       (tools/lib.sh sbx_base_image; about a second)
-#   tools/make-image.sh debian [NAME]   sandbox/debian:12: a minimal Debian 12
-#       (debootstrap --variant=minbase bookworm) from the mirror apt uses
-#       (/etc/apt/sources.list.d/debian.sources); a few minutes, about 120 MB
-# Nothing depends on the debian image; name it in a create (--image
-# sandbox/debian:12) or as default_image. Run as root or as a user with sudo.
+#   tools/make-image.sh debian [NAME] [--packages "PKG..."]
+#       sandbox/debian:12: a minimal Debian 12 (debootstrap --variant=minbase
+#       bookworm) from the mirror apt uses (/etc/apt/sources.list.d/
+#       debian.sources); a few minutes, about 120 MB. --packages adds Debian
+#       packages (and what they depend on) to it: a toolchain image, e.g.
+#       --packages "python3 python3-pytest", named sandbox/debian:12-python3-
+#       python3-pytest unless NAME is given
+# Nothing depends on the debian images; name one in a create (--image
+# sandbox/debian:12) or as default_image; `sandbox images` lists what the
+# workers have. Another worker host gets an image without a registry by
+#   docker save NAME | ssh HOST docker load
+# Run as root or as a user with sudo.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -31,11 +38,24 @@ debian_mirror() {
   printf '%s\n' "${uri:-http://deb.debian.org/debian}"
 }
 
+# The image name for a package list: sandbox/debian:12-PKG-PKG (a tag's
+# characters; a list too long for a tag gets a digest of it instead).
+debian_name() {
+  local tag
+  [ -n "$1" ] || { echo sandbox/debian:12; return; }
+  tag=12-$(tr ' ' '\n' <<<"$1" | sed '/^$/d' | tr '+' 'p' | paste -sd- -)
+  if [ "${#tag}" -gt 100 ]; then tag=12-$(sha256sum <<<"$1" | cut -c1-12); fi
+  echo "sandbox/debian:$tag"
+}
+
 make_debian() {
-  local name=${1:-sandbox/debian:12} have mirror root rc=0
+  local packages=$2 name=${1:-} have mirror root rc=0 recipe include=()
+  [ -n "$name" ] || name=$(debian_name "$packages")
+  recipe=$SBX_DEBIAN_RECIPE${packages:+ packages=$(tr ' ' ',' <<<"$packages")}
+  [ -z "$packages" ] || include=(--include="$(tr ' ' ',' <<<"$packages")")
   have=$(sbx_docker image inspect --format '{{ index .Config.Labels "dev.sandbox.image-recipe" }}' "$name" 2>/dev/null || true)
-  if [ "$have" = "$SBX_DEBIAN_RECIPE" ]; then
-    sbx_say "$name is current (recipe $SBX_DEBIAN_RECIPE); docker image rm $name to rebuild it"
+  if [ "$have" = "$recipe" ]; then
+    sbx_say "$name is current (recipe $recipe); docker image rm $name to rebuild it"
     return 0
   fi
   if ! command -v debootstrap >/dev/null 2>&1; then
@@ -46,8 +66,8 @@ make_debian() {
   root=$(mktemp -d "${TMPDIR:-/tmp}/sbx-debian.XXXXXX")
   # shellcheck disable=SC2064 # the folder is fixed now
   trap "sbx_as_root rm -rf '$root'" EXIT
-  sbx_say "debootstrap --variant=minbase bookworm from $mirror into $root (a few minutes)"
-  sbx_as_root debootstrap --variant=minbase bookworm "$root" "$mirror" >"$root.log" 2>&1 \
+  sbx_say "debootstrap --variant=minbase ${include[*]} bookworm from $mirror into $root (a few minutes)"
+  sbx_as_root debootstrap --variant=minbase "${include[@]}" bookworm "$root" "$mirror" >"$root.log" 2>&1 \
     || { tail -n 20 "$root.log" >&2; sbx_die "debootstrap failed (log: $root.log)"; }
   rm -f "$root.log"
   # what a container does not need: downloaded packages, package lists
@@ -56,16 +76,34 @@ make_debian() {
     | sbx_docker import \
       --change 'CMD ["/bin/bash"]' \
       --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-      --change "LABEL dev.sandbox.image-recipe=$SBX_DEBIAN_RECIPE" \
-      --message "Debian 12 minbase (tools/make-image.sh debian) from $mirror" \
+      --change "LABEL dev.sandbox.image-recipe=$recipe" \
+      --message "Debian 12 minbase${packages:+ with $packages} (tools/make-image.sh debian) from $mirror" \
       - "$name" >/dev/null || rc=$?
   [ "$rc" -eq 0 ] || sbx_die "docker import of $name failed"
   sbx_say "built $name ($(sbx_docker image inspect --format '{{.Size}}' "$name" | awk '{ printf "%d MB", $1 / 1e6 }'))"
 }
 
-case "${1:-}" in
-  busybox) sbx_base_image "${2:-$SBX_BASE_IMAGE}" || exit 1 ;;
-  debian) make_debian "${2:-}" ;;
-  -h | --help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' ;;
-  *) echo "usage: tools/make-image.sh busybox|debian [NAME]  (see --help)" >&2; exit 2 ;;
+usage() { echo "usage: tools/make-image.sh busybox [NAME] | debian [NAME] [--packages \"PKG...\"]  (see --help)" >&2; exit 2; }
+kind=${1:-}
+[ $# -eq 0 ] || shift
+name='' packages=''
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --packages)
+      if [ "$kind" != debian ] || [ $# -lt 2 ]; then usage; fi
+      packages=$(tr -s ' \t,' ' ' <<<"$2" | sed 's/^ //; s/ $//')
+      # Debian package names: lowercase letters, digits, + - . (policy 5.6.1)
+      grep -Eq '^[a-z0-9][a-z0-9+.-]*( [a-z0-9][a-z0-9+.-]*)*$' <<<"$packages" \
+        || sbx_die "--packages: '$2' is not a list of Debian package names"
+      shift 2 ;;
+    -h | --help) kind=--help; shift ;;
+    -*) usage ;;
+    *) [ -z "$name" ] || usage; name=$1; shift ;;
+  esac
+done
+case "$kind" in
+  busybox) sbx_base_image "${name:-$SBX_BASE_IMAGE}" || exit 1 ;;
+  debian) make_debian "$name" "$packages" ;;
+  -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) usage ;;
 esac

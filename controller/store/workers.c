@@ -883,6 +883,33 @@ int store_worker_list(PGconn *c, json_object **ret, api_error_t *err)
     return store__api_list(c, &store__t_worker, " FROM workers ORDER BY name", 0, NULL, "workers", ret, err);
 }
 
+int store_images_list(PGconn *c, json_object **ret, api_error_t *err)
+{
+    char lim[16];
+    snprintf(lim, sizeof lim, "%d", SBX_IMAGES_LIST_MAX);
+    const char *p[] = { lim };
+    PGresult *r = db_exec(c,
+                          "SELECT i.img, jsonb_agg(w.name ORDER BY w.name)::text, "
+                          "  (SELECT coalesce(jsonb_agg(DISTINCT cls ORDER BY cls), '[]') FROM workers w2, "
+                          "   unnest(w2.isolation) cls WHERE w2.state = 'ready' AND w2.images ? i.img)::text "
+                          "FROM workers w CROSS JOIN LATERAL jsonb_array_elements_text(w.images) AS i(img) "
+                          "WHERE w.state = 'ready' GROUP BY i.img ORDER BY i.img LIMIT $1::int",
+                          1, p);
+    if (!r)
+        return store__db_error(err);
+    json_object *arr = json_object_new_array();
+    for (int i = 0; i < PQntuples(r); i++) {
+        json_object *o = json_object_new_object();
+        jsonx_add_str(o, "name", db_get(r, i, 0));
+        jsonx_add(o, "workers", store__parse_json_text(db_get(r, i, 1)));
+        jsonx_add(o, "isolation", store__parse_json_text(db_get(r, i, 2)));
+        json_object_array_add(arr, o);
+    }
+    PQclear(r);
+    *ret = arr;
+    return 0;
+}
+
 int store_worker_unclaim(PGconn *c, const store_limits_t *lim, const char *worker_id, const char *const *polls,
                          int n, int *ret_n, api_error_t *err)
 {

@@ -38,6 +38,28 @@ assert_contains "$ITEST_ERR" "image sandbox/busybox:latest is not in the tenant 
   "the default image under an allowlist without it"
 assert_contains "$ITEST_ERR" "(allowed: registry.local/*)" "the refusal names what the allowlist holds"
 
+# What exists: sandbox images lists the workers' images the tenant may use.
+assert_exit 0 sandbox images
+assert_contains "$ITEST_OUT" "$ITEST_IMAGE" "the member's images (policy sandbox/*)"
+assert_contains "$ITEST_OUT" "container" "the isolation classes of the image's workers"
+assert_eq "$ITEST_IMAGE" "$(sandbox images -q | grep -Fx "$ITEST_IMAGE")" "images -q: names only"
+assert_exit 0 sandbox images --json
+assert_eq "sandbox/*" "$(itest_json "$ITEST_OUT" allowed.0)" "the policy's patterns in the answer"
+assert_exit 3 sandbox images --tenant "$other"
+assert_contains "$ITEST_ERR" "forbidden" "a member listing another tenant's images"
+assert_exit 2 sandbox images extra
+# the tenant allowed only registry.local/*: nothing listed, and it says why
+assert_exit 0 env SANDBOX_TOKEN="$ITEST_ADMIN_TOKEN" "$SANDBOX_CLI" images --tenant "$other"
+assert_not_contains "$ITEST_OUT" "$ITEST_IMAGE" "images of a tenant allowed only registry.local/*"
+assert_contains "$ITEST_ERR" "that tenant $other's policy does not allow (images: registry.local/*)" \
+  "what the workers have that the policy refuses"
+# an admin without --tenant sees every image
+assert_exit 0 env SANDBOX_TOKEN="$ITEST_ADMIN_TOKEN" "$SANDBOX_CLI" images -q
+assert_contains "$ITEST_OUT" "$ITEST_IMAGE" "the admin's images"
+wtok=$("$SANDBOXD" token create --database-url "$DATABASE_URL" --tenant "$tenant" --role worker --worker itest-pol-nobody)
+itest_http GET /v1/images "$wtok"
+assert_http 403 "" "a worker token listing images"
+
 # Quota under a race: 20 creates at once, max_sandboxes 3.
 body="{\"image\":\"$ITEST_IMAGE\",\"cpu_millis\":100,\"memory_mib\":32}"
 dir="$ITEST_TMP/policy-race"

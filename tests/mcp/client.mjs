@@ -55,6 +55,7 @@ const TOOLS = {
   sandbox_list_files: { required: ['sandbox_id', 'path'], properties: ['sandbox_id', 'path'], readOnly: true },
   sandbox_list: { required: [], properties: ['tenant', 'all', 'limit'], readOnly: true },
   sandbox_pools: { required: [], properties: [], readOnly: true },
+  sandbox_list_images: { required: [], properties: ['tenant'], readOnly: true },
   sandbox_delete: {
     required: ['sandbox_id'],
     properties: ['sandbox_id', 'wait', 'timeout_seconds', 'idempotency_key'],
@@ -687,6 +688,15 @@ async function main() {
   await check('sandbox_pools: the warm pools this token may take from, as a list', async () => {
     const sc = expectOk('sandbox_pools', await callTool(client, 'sandbox_pools', {}));
     assert(Array.isArray(sc.pools), `pools is not a list: ${show(sc)}`);
+  });
+
+  await check('sandbox_list_images: the image this test runs on, on a worker, with its isolation classes', async () => {
+    const sc = expectOk('sandbox_list_images', await callTool(client, 'sandbox_list_images', {}));
+    assert(Array.isArray(sc.images), `images is not a list: ${show(sc)}`);
+    const img = sc.images.find((i) => i.name === IMAGE);
+    assert(img, `${IMAGE} is not among ${show(sc.images.map((i) => i.name))}`);
+    assert(img.workers.length >= 1 && img.isolation.includes('container'), `${IMAGE}: ${show(img)}`);
+    return `${sc.images.length} image(s)`;
   });
 
   await check('sandbox_events: the sandbox\'s life so far, oldest first; after=next_after gives nothing new', async () => {

@@ -45,6 +45,7 @@ typedef struct opts {
     const char *excludes[CLI_EXCLUDES_MAX];  /* cp, create --upload: --exclude PATTERN... */
     int n_excludes;
     bool no_ignore;                          /* create --upload: send .git and .gitignore'd files too */
+    bool quiet;                              /* images -q: names only */
     const char *pos[2];         /* positional arguments */
     int npos;
     char **cmd_argv;            /* exec: everything after "--" */
@@ -242,6 +243,8 @@ int cli_check_tokens(cli_t *cli, opts_t *o);
 int cli_cmd_tokens(cli_t *cli, opts_t *o);
 int cli_check_workers(cli_t *cli, opts_t *o);
 int cli_cmd_workers(cli_t *cli, opts_t *o);
+int cli_check_images(cli_t *cli, opts_t *o);
+int cli_cmd_images(cli_t *cli, opts_t *o);
 /* pools.c */
 int cli_check_pools(cli_t *cli, opts_t *o);
 int cli_cmd_pools(cli_t *cli, opts_t *o);

@@ -722,6 +722,26 @@ static const command_t commands[] = {
       "the tenant's rules; quota_exceeded: the pool would take the tenant past a\n"
       "quota); 2 usage; 3 an API error (forbidden: no pool policy;\n"
       "conflict: the name is taken; not_found: no such pool).\n" COMMON_FLAGS_HELP },
+    { "images", NULL, cli_check_images, cli_cmd_images, FLAGS(FS("--tenant", tenant), FBS("--quiet", "-q", quiet),
+            FJSON), 1, false,
+      "usage: sandbox images [--tenant T] [-q] [--json]\n"
+      "\n"
+      "Lists the images the ready workers have, what a create may name without a\n"
+      "pull: IMAGE ISOLATION WORKERS, by name, '(default)' after the server's\n"
+      "default_image. A member token sees only what its tenant's policy allows (a\n"
+      "line on stderr says how many more the workers have, and the policy's image\n"
+      "patterns); an admin sees every image, or with --tenant what T may use. An\n"
+      "image reaches a worker by tools/make-image.sh or docker load on its host\n"
+      "(docs/client-setup.md#images).\n"
+      "\n"
+      "  --tenant T               (admin) only what tenant T's policy allows\n"
+      "  -q, --quiet              the names only, one per line\n"
+      "  --json                   print the API's JSON ({\"images\":[{\"name\",\"workers\",\n"
+      "                           \"isolation\"}],\"default_image\",\"allowed\",\"not_allowed\"})\n"
+      "\n"
+      "Exit codes: 0 listed (also when nothing is); 2 usage; 3 an API error\n"
+      "(forbidden: another tenant's, with a member token; not_found: no such tenant).\n"
+      COMMON_FLAGS_HELP },
     { "workers", NULL, cli_check_workers, cli_cmd_workers, FLAGS(FJSON), 2, false,
       "usage: sandbox workers list [--json]\n"
       "       sandbox workers drain NAME [--json]\n"
@@ -782,6 +802,7 @@ static const char top_usage[] =
     "  cp         copy files into or out of a sandbox (sandbox cp ./src SANDBOX_ID:/work)\n"
     "  tenants    create, list, get tenants; update their policy\n"
     "  tokens     create, list, revoke API tokens\n"
+    "  images     list the images sandboxes can use (sandbox images)\n"
     "  workers    list, drain, resume workers\n"
     "  pools      list, create, get, delete warm pools\n"
     "  help [COMMAND] show help\n"

@@ -86,3 +86,93 @@ int cli_cmd_workers(cli_t *cli, opts_t *o)
     }
     return cli_print_listing(cli, rc, resp, "worker", "workers", print_worker_row);
 }
+
+/* ---- sandbox images ---- */
+
+int cli_check_images(cli_t *cli, opts_t *o)
+{
+    if (o->npos != 0)
+        return cli_usage_error(cli->cmd, "takes no arguments (did you mean --tenant %s?)", o->pos[0]);
+    return cli_check_name(cli->cmd, "--tenant", o->tenant);
+}
+
+/* Joins a JSON array of strings with commas. */
+static void put_list(json_object *a)
+{
+    size_t n = a && json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
+    for (size_t i = 0; i < n; i++) {
+        fputs(i ? "," : "", stdout);
+        cli_put_text(stdout, json_object_get_string(json_object_array_get_idx(a, i)));
+    }
+    if (!n)
+        putchar('-');
+}
+
+int cli_cmd_images(cli_t *cli, opts_t *o)
+{
+    char path[SBX_MAX_NAME_BYTES + 32];
+    json_object *resp = NULL;
+    int rc = 0;
+    snprintf(path, sizeof path, "/v1/images");
+    if (o->tenant)
+        rc = cli_path(path, sizeof path, "/v1/images?tenant=", o->tenant, "");
+    if (rc == 0)
+        rc = cli_call(cli, "GET", path, NULL, NULL, &resp);
+    if (rc != 0)
+        return rc;
+    if (cli->json) {
+        cli_print_json(resp);
+        json_object_put(resp);
+        return 0;
+    }
+    json_object *arr = jsonx_get_arr(resp, "images");
+    size_t n = arr ? json_object_array_length(arr) : 0;
+    const char *def = jsonx_get_str(resp, "default_image");
+    if (!o->quiet && n)
+        printf("%-40s %-24s %s\n", "IMAGE", "ISOLATION", "WORKERS");
+    for (size_t i = 0; i < n; i++) {
+        json_object *img = json_object_array_get_idx(arr, i);
+        const char *name = jsonx_get_str(img, "name");
+        if (o->quiet) {
+            cli_put_text(stdout, name);
+            putchar('\n');
+            continue;
+        }
+        cli_put_text(stdout, name);
+        bool is_def = def && name && strcmp(def, name) == 0;
+        int w = (int)(name ? strlen(name) : 0) + (is_def ? 10 : 0);
+        if (is_def)
+            fputs(" (default)", stdout);
+        printf("%*s ", w < 40 ? 40 - w : 0, "");
+        json_object *iso = jsonx_get_arr(img, "isolation");
+        put_list(iso);
+        size_t il = 0;
+        for (size_t k = 0; iso && k < json_object_array_length(iso); k++)
+            il += strlen(json_object_get_string(json_object_array_get_idx(iso, k))) + (k ? 1 : 0);
+        printf("%*s ", il < 24 ? (int)(24 - il) : 0, "");
+        put_list(jsonx_get_arr(img, "workers"));
+        putchar('\n');
+    }
+    if (!o->quiet) {
+        int64_t hidden = 0;
+        const char *tenant = jsonx_get_str(resp, "tenant");
+        json_object *allowed = jsonx_get_arr(resp, "allowed");
+        if (n == 0)
+            fputs("sandbox: no image on a ready worker", stderr);
+        if (n == 0 && tenant)
+            fputs(" that this tenant may use", stderr);
+        if (n == 0)
+            fputs(def ? "; a create without --image uses " : "\n", stderr);
+        if (n == 0 && def)
+            fprintf(stderr, "%s, pulled if the server may pull it\n", def);
+        if (jsonx_get_int(resp, "not_allowed", &hidden) && hidden > 0) {
+            fprintf(stderr, "sandbox: %lld more on the workers that tenant %s's policy does not allow (images: ",
+                    (long long)hidden, tenant ? tenant : "?");
+            for (size_t k = 0; allowed && k < json_object_array_length(allowed); k++)
+                fprintf(stderr, "%s%s", k ? ", " : "", json_object_get_string(json_object_array_get_idx(allowed, k)));
+            fputs(allowed ? ")\n" : "any; its registries or the server's image_registries)\n", stderr);
+        }
+    }
+    json_object_put(resp);
+    return 0;
+}

@@ -211,6 +211,21 @@ json_object *tool_list(call_t *c, json_object *args)
     return get_result(c, path);
 }
 
+json_object *tool_images(call_t *c, json_object *args)
+{
+    json_object *bad = NULL;
+    const char *tenant = NULL;
+    if (!tool_arg_str(args, "tenant", &tenant, &bad))
+        return bad;
+    char path[600] = "/v1/images";
+    if (tenant) {
+        char *esc = httpc_escape(tenant);
+        snprintf(path + strlen(path), sizeof path - strlen(path), "?tenant=%s", esc ? esc : "");
+        free(esc);
+    }
+    return get_result(c, path);
+}
+
 json_object *tool_delete(call_t *c, json_object *args)
 {
     json_object *bad = NULL;
