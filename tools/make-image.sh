@@ -76,7 +76,7 @@ make_debian() {
     | sbx_docker import \
       --change 'CMD ["/bin/bash"]' \
       --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-      --change "LABEL dev.sandbox.image-recipe=$recipe" \
+      --change "LABEL dev.sandbox.image-recipe=\"$recipe\"" \
       --message "Debian 12 minbase${packages:+ with $packages} (tools/make-image.sh debian) from $mirror" \
       - "$name" >/dev/null || rc=$?
   [ "$rc" -eq 0 ] || sbx_die "docker import of $name failed"
