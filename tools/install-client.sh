@@ -342,7 +342,7 @@ def toml_block(kept):
     lines = ["[mcp_servers.sandbox]", "command = " + toml_str(BIN), "args = []"]
     if not tok:
         lines.append('env_vars = ["SANDBOX_TOKEN"]')
-    lines += ["tool_timeout_sec = 330", "", "[mcp_servers.sandbox.env]", "SANDBOX_URL = " + toml_str(URL)]
+    lines += ["tool_timeout_sec = 660", "", "[mcp_servers.sandbox.env]", "SANDBOX_URL = " + toml_str(URL)]
     if tok:
         lines.append("SANDBOX_TOKEN = " + toml_str(tok))
     return "\n".join(lines) + "\n"

@@ -193,12 +193,16 @@ json_object *op_failure(json_object *op)
 int64_t deadline_in(int64_t ms) { return time_mono_ms() + ms; }
 
 /* GET path; its answer is the tool's result. */
-json_object *get_result(call_t *c, const char *path)
+json_object *get_result(call_t *c, const char *path) { return get_result_shaped(c, path, NULL); }
+
+json_object *get_result_shaped(call_t *c, const char *path, void (*shape)(json_object *resp))
 {
     json_object *resp = NULL;
     api_err_t e;
     if (api(c, "GET", path, NULL, NULL, deadline_in(MCP_REQUEST_TIMEOUT_MS), &resp, &e) < 0)
         return api_failure(&e);
+    if (shape)
+        shape(resp);
     return mcp_tool_ok(resp);
 }
 

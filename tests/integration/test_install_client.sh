@@ -116,7 +116,7 @@ check(s == {"type": "stdio", "command": mcp, "args": [], "env": {"SANDBOX_URL": 
 check(claude["numStartups"] == 7 and "/src/app" in claude["projects"] and claude["mcpServers"]["github"] == {"command": "gh-mcp"}, "claude's other keys")
 codex = tomllib.load(open(home + "/.codex/config.toml", "rb"))
 s = codex["mcp_servers"]["sandbox"]
-check(s["command"] == mcp and s["env"] == {"SANDBOX_URL": url} and s["env_vars"] == ["SANDBOX_TOKEN"] and s["tool_timeout_sec"] == 330, "codex entry %r" % s)
+check(s["command"] == mcp and s["env"] == {"SANDBOX_URL": url} and s["env_vars"] == ["SANDBOX_TOKEN"] and s["tool_timeout_sec"] == 660, "codex entry %r" % s)
 check(codex["model"] == "o4-mini" and codex["mcp_servers"]["other"] == {"command": "other-mcp"} and codex["profiles"]["fast"] == {"model": "o3"}, "codex's other keys %r" % codex)
 gemini = json.load(open(home + "/.gemini/settings.json"))
 s = gemini["mcpServers"]["sandbox"]

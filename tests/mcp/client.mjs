@@ -675,13 +675,21 @@ async function main() {
     return `${withLine.length} of ${progress.length} notification(s) with the line`;
   });
 
-  await check('sandbox_get: running, with its operations', async () => {
+  await check('sandbox_get: running, with its newest operations in short (a small answer after many execs)', async () => {
     const sc = expectOk('sandbox_get', await callTool(client, 'sandbox_get', { sandbox_id: sbx }));
     eq(sc.sandbox.id, sbx, 'sandbox.id');
     eq(sc.sandbox.phase, 'running', 'sandbox.phase');
     eq(sc.sandbox.labels, { suite: 'mcp' }, 'sandbox.labels');
-    assert(Array.isArray(sc.operations) && sc.operations.some((o) => o.id === createOp),
-      `operations do not include the create ${createOp}: ${show(sc.operations)}`);
+    assert(Array.isArray(sc.operations) && sc.operations.length > 0 && sc.operations.length <= 10,
+      `operations: ${show(sc.operations)}`);
+    const exec = sc.operations.find((o) => o.kind === 'exec' && o.state === 'succeeded');
+    assert(exec && typeof exec.result.exit_code === 'number' && exec.result.stdout === undefined && exec.history === undefined,
+      `an exec in short (exit code, no output, no history): ${show(exec)}`);
+    const op = expectOk('operation_get', await callTool(client, 'operation_get', { operation_id: exec.id }));
+    assert(typeof op.operation.result.stdout === 'string', `operation_get shows the exec whole: ${show(op)}`);
+    const bytes = JSON.stringify(sc).length;
+    assert(bytes < 6000, `sandbox_get answered ${bytes} bytes`);
+    return `${bytes} bytes, ${sc.operations.length} operations (create ${createOp} ${sc.operations.some((o) => o.id === createOp) ? 'among them' : 'older'})`;
   });
 
   let eventsCursor = 0;

@@ -39,6 +39,41 @@ json_object *get_result(call_t *c, const char *path)
     ck_abort_msg("get_result called");
     return NULL;
 }
+/* A canned GET /v1/sandboxes/{id} with 14 operations: a create placed
+ * with its scores and reasons, 13 execs with output; shape applied. */
+static char last_path[256];
+static int canned_ops = 14;
+json_object *get_result_shaped(call_t *c, const char *path, void (*shape)(json_object *resp))
+{
+    (void)c;
+    snprintf(last_path, sizeof last_path, "%s", path);
+    json_object *resp = NULL, *ops = json_object_new_array();
+    for (int i = canned_ops - 1; i >= 0; i--) {
+        char op[2048];
+        if (i == 0)
+            snprintf(op, sizeof op,
+                     "{\"id\":\"op_c\",\"kind\":\"create\",\"state\":\"succeeded\",\"attempt\":1,"
+                     "\"created_at\":\"t0\",\"error\":null,\"placement\":{\"worker\":\"w1\",\"summary\":"
+                     "\"placed on w1\",\"score\":{\"score\":950},\"reasons\":[\"w1: chosen\",\"w2: filtered\"]},"
+                     "\"result\":null,\"history\":[{\"to\":\"leased\"},{\"to\":\"running\"}]}");
+        else
+            snprintf(op, sizeof op,
+                     "{\"id\":\"op_e%d\",\"kind\":\"exec\",\"state\":\"%s\",\"created_at\":\"t%d\","
+                     "\"error\":%s,\"placement\":null,\"result\":{\"exit_code\":%d,\"stdout\":\"%0200d\","
+                     "\"stderr\":\"\",\"duration_ms\":7},\"history\":[{\"to\":\"running\"}]}",
+                     i, i == canned_ops - 1 ? "failed" : "succeeded", i,
+                     i == canned_ops - 1 ? "{\"code\":\"sandbox_exited\",\"message\":\"gone\",\"details\":{}}" : "null", i % 3, 0);
+        json_object *o = NULL;
+        ck_assert_int_eq(jsonx_parse(op, strlen(op), &o, NULL), 0);
+        json_object_array_add(ops, o);
+    }
+    const char *sbx = "{\"sandbox\":{\"id\":\"sbx_1\",\"phase\":\"running\"}}";
+    ck_assert_int_eq(jsonx_parse(sbx, strlen(sbx), &resp, NULL), 0);
+    jsonx_add(resp, "operations", ops);
+    if (shape)
+        shape(resp);
+    return mcp_tool_ok(resp);
+}
 json_object *wait_outcome(call_t *c, const char *op_id, int64_t timeout_s, json_object **ret_op, bool *ret_done)
 {
     (void)c, (void)op_id, (void)timeout_s, (void)ret_op, (void)ret_done;
@@ -251,11 +286,63 @@ START_TEST(test_args_check)
 }
 END_TEST
 
+/* sandbox_get keeps an agent's context small: the newest operations only,
+ * in short (no output, no placement reasons, no history). */
+START_TEST(test_sandbox_get_is_compact)
+{
+    json_object *args = json_object_new_object();
+    jsonx_add_str(args, "sandbox_id", "sbx_1");
+    json_object *res = tool_get(NULL, args);
+    json_object_put(args);
+    ck_assert_str_eq(last_path, "/v1/sandboxes/sbx_1");
+    json_object *sc = jsonx_get_obj(res, "structuredContent");
+    ck_assert_ptr_nonnull(sc);
+    json_object *ops = jsonx_get_arr(sc, "operations");
+    ck_assert_int_eq((int)json_object_array_length(ops), MCP_GET_OPS_MAX);
+    json_object *newest = json_object_array_get_idx(ops, 0);
+    ck_assert_str_eq(jsonx_get_str(newest, "id"), "op_e13");
+    ck_assert_str_eq(jsonx_get_str(jsonx_get_obj(newest, "error"), "code"), "sandbox_exited");
+    ck_assert(!json_object_object_get_ex(jsonx_get_obj(newest, "error"), "details", NULL));
+    json_object *r = jsonx_get_obj(newest, "result");
+    int64_t ec = -1;
+    ck_assert(jsonx_get_int(r, "exit_code", &ec) && ec == 1);
+    ck_assert(!json_object_object_get_ex(r, "stdout", NULL));
+    ck_assert(!json_object_object_get_ex(newest, "history", NULL));
+    ck_assert_ptr_nonnull(jsonx_get_str(sc, "operations_note"));
+    const char *text = json_object_to_json_string(sc);
+    ck_assert_msg(strlen(text) < 2500, "sandbox_get answered %zu bytes", strlen(text));
+    json_object_put(res);
+}
+END_TEST
+
+/* The placement of a create is its worker and summary, not its scores. */
+START_TEST(test_sandbox_get_placement_is_its_summary)
+{
+    canned_ops = 3;
+    json_object *args = json_object_new_object();
+    jsonx_add_str(args, "sandbox_id", "sbx_1");
+    json_object *res = tool_get(NULL, args);
+    json_object_put(args);
+    canned_ops = 14;
+    json_object *ops = jsonx_get_arr(jsonx_get_obj(res, "structuredContent"), "operations");
+    ck_assert_int_eq((int)json_object_array_length(ops), 3);
+    json_object *create = json_object_array_get_idx(ops, 2);
+    ck_assert_str_eq(jsonx_get_str(create, "kind"), "create");
+    json_object *pl = jsonx_get_obj(create, "placement");
+    ck_assert_str_eq(jsonx_get_str(pl, "worker"), "w1");
+    ck_assert_str_eq(jsonx_get_str(pl, "summary"), "placed on w1");
+    ck_assert(!json_object_object_get_ex(pl, "reasons", NULL) && !json_object_object_get_ex(pl, "score", NULL));
+    ck_assert(!json_object_object_get_ex(create, "result", NULL));
+    json_object_put(res);
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("mcp_tools");
     TCase *tc = unit_tcase_add(s, "table", UNIT_TESTS(
-        test_rows, test_input_schemas, test_output_schemas_and_annotations, test_dispatch_to_rows, test_args_check,));
+        test_rows, test_input_schemas, test_output_schemas_and_annotations, test_dispatch_to_rows, test_args_check,
+        test_sandbox_get_is_compact, test_sandbox_get_placement_is_its_summary,));
     tcase_add_checked_fixture(tc, setup, teardown);
     return s;
 }

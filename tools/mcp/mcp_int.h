@@ -20,7 +20,8 @@
 #define MCP_OUTPUT_WAIT_MAX_S  20       /* sandbox_exec_output's wait: inside one plain call */
 #define MCP_WAIT_DEFAULT_S     300
 #define MCP_WAIT_MAX_S         3600
-#define MCP_EXEC_DEFAULT_S     60       /* exec timeout when the call names none */
+#define MCP_EXEC_DEFAULT_S     600      /* exec timeout when the call names none: the CLI's and the API's */
+#define MCP_GET_OPS_MAX        10       /* operations sandbox_get shows, newest first, compact */
 #define MCP_EXEC_SLACK_S       60       /* added to an exec's wait budget */
 #define MCP_POLL_WAIT_S        1        /* ?wait= per long-poll: progress and cancel granularity */
 #define MCP_EOF_GRACE_S        2        /* calls may still answer after stdin closed */
@@ -194,6 +195,9 @@ int64_t deadline_in(int64_t ms);
 
 /* GET path; its answer is the tool's result. */
 json_object *get_result(call_t *c, const char *path);
+/* As get_result, shape(resp) first changing the answer in place (what an
+ * agent's context gets). */
+json_object *get_result_shaped(call_t *c, const char *path, void (*shape)(json_object *resp));
 
 /* Waits for an operation. Returns the isError result to give back when the
  * wait failed or the operation finished without succeeding; else NULL with

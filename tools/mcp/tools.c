@@ -102,7 +102,7 @@ const mcp_tool_t tool_table[] = {
       "is a result, not an error. With detach it returns the operation_id at once instead.",
       "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'argv':{'type':'array','items':{'type':'string'},"
       "'minItems':1,'description':'the command and its arguments, run without a shell'},'timeout_seconds':"
-      "{'type':'integer','minimum':1,'description':'kill the command after this (default 60)'},"
+      "{'type':'integer','minimum':1,'description':'kill the command after this (default 600)'},"
       "'env':" DKV("environment variables of the command") ",'cwd':"
       DSTR("the working directory of the command") ",'max_output_bytes':{'type':'integer','minimum':1,"
       "'description':'bound per stream'},'stdin':" DSTR("text written to the stdin of the command, which is then "
@@ -122,7 +122,8 @@ const mcp_tool_t tool_table[] = {
       ",'stderr_b64':" DSTR("as stdout_b64, for stderr") "},'required':['operation_id']}",
       "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" } },
     { .run = tool_get, .def = { "sandbox_get", "Show a sandbox",
-      "Shows a sandbox with its operations, including why it was placed where it is (or refused).",
+      "Shows a sandbox and its newest operations in short (kind, state, error, where it was placed, an exec's "
+      "exit code); operation_get shows one whole.",
       "{'type':'object','properties':{'sandbox_id':" SBX_ID "},'required':['sandbox_id'],"
       "'additionalProperties':false}",
       "{'type':'object','properties':{'sandbox':" SBX_SCHEMA ",'operations':{'type':'array','items':" OP_SCHEMA

@@ -136,7 +136,76 @@ static json_object *get_one(call_t *c, const char *prefix, const char *id_arg, j
     return get_result(c, path);
 }
 
-json_object *tool_get(call_t *c, json_object *args) { return get_one(c, "/v1/sandboxes/", "sandbox_id", args); }
+/* Copies key of from into to when present and not null. */
+static void copy_key(json_object *to, json_object *from, const char *key)
+{
+    json_object *v;
+    if (json_object_object_get_ex(from, key, &v) && v)
+        jsonx_add(to, key, json_object_get(v));
+}
+
+/* One operation as sandbox_get shows it: what it was and how it ended; the
+ * output, the placement's scores and reasons and the history stay with
+ * operation_get. */
+static json_object *op_compact(json_object *op)
+{
+    json_object *o = json_object_new_object(), *v;
+    static const char *const keys[] = { "id", "kind", "state", "attempt", "created_at", "finished_at" };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        copy_key(o, op, keys[i]);
+    json_object *err = jsonx_get_obj(op, "error");
+    if (err) {
+        v = json_object_new_object();
+        copy_key(v, err, "code");
+        copy_key(v, err, "message");
+        jsonx_add(o, "error", v);
+    }
+    json_object *pl = jsonx_get_obj(op, "placement");
+    if (pl) {
+        v = json_object_new_object();
+        copy_key(v, pl, "worker");
+        copy_key(v, pl, "summary");
+        jsonx_add(o, "placement", v);
+    }
+    json_object *res = jsonx_get_obj(op, "result");
+    if (res && strcmp(jsonx_get_str(op, "kind") ? jsonx_get_str(op, "kind") : "", "exec") == 0) {
+        v = json_object_new_object();
+        static const char *const rkeys[] = { "exit_code", "signal", "timed_out", "duration_ms", "cancelled" };
+        for (size_t i = 0; i < sizeof rkeys / sizeof rkeys[0]; i++)
+            copy_key(v, res, rkeys[i]);
+        jsonx_add(o, "result", v);
+    }
+    return o;
+}
+
+/* sandbox_get's answer: the sandbox, its newest MCP_GET_OPS_MAX operations
+ * compact (an agent's context pays for every byte: 35 execs made 10 KB). */
+static void sandbox_compact(json_object *resp)
+{
+    json_object *ops = jsonx_get_arr(resp, "operations");
+    if (!ops)
+        return;
+    size_t n = json_object_array_length(ops);
+    json_object *out = json_object_new_array();
+    for (size_t i = 0; i < n && i < MCP_GET_OPS_MAX; i++)
+        json_object_array_add(out, op_compact(json_object_array_get_idx(ops, i)));
+    jsonx_add(resp, "operations", out);
+    jsonx_add_str(resp, "operations_note",
+                  n > MCP_GET_OPS_MAX ? "the newest operations, in short; operation_get OPERATION_ID shows one whole "
+                                        "(output, placement reasons, history)"
+                                      : "in short; operation_get OPERATION_ID shows one whole (output, placement "
+                                        "reasons, history)");
+}
+
+json_object *tool_get(call_t *c, json_object *args)
+{
+    json_object *bad = NULL;
+    const char *id = NULL;
+    char path[MCP_PATH_MAX];
+    if (!tool_arg_str(args, "sandbox_id", &id, &bad) || !tool_id_path(path, sizeof path, "/v1/sandboxes/", id, NULL, &bad))
+        return bad;
+    return get_result_shaped(c, path, sandbox_compact);
+}
 
 json_object *tool_operation(call_t *c, json_object *args)
 {
