@@ -243,13 +243,63 @@ void httpc_response_release(httpc_response_t *r)
     memset(r, 0, sizeof *r);
 }
 
+/* A body's own words, for an answer that is not the API's: an HTML page's
+ * <title> (what nginx and most proxies send: "413 Request Entity Too
+ * Large"), else its first line of text; printable ASCII, spaces collapsed,
+ * at most cap - 1 bytes. "" when there is none. */
+static void httpc_body_words(const char *body, size_t len, char *out, size_t cap)
+{
+    const char *p = body, *end = body + len;
+    const char *t = body ? strcasestr(body, "<title>") : NULL;
+    if (t && t < end) {
+        p = t + 7;
+        const char *te = strcasestr(p, "</title>");
+        end = te ? te : end;
+    }
+    size_t n = 0;
+    bool space = false, in_tag = false;
+    for (; p && p < end && n + 1 < cap; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch == '<')
+            in_tag = true;
+        if (in_tag) {
+            in_tag = ch != '>';
+            continue;
+        }
+        if (ch == '\n' && n > 0 && !t)
+            break;
+        if (ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n') {
+            space = n > 0;
+            continue;
+        }
+        if (ch < 0x20 || ch > 0x7e)
+            continue;
+        if (space && n + 2 < cap)
+            out[n++] = ' ';
+        space = false;
+        out[n++] = (char)ch;
+    }
+    out[n] = '\0';
+}
+
 void httpc_api_error(const httpc_response_t *r, const char **ret_code, const char **ret_message)
 {
+    static _Thread_local char foreign[320];
     json_object *e = jsonx_get_obj(r->json, "error");
     const char *code = jsonx_get_str(e, "code");
     const char *msg = jsonx_get_str(e, "message");
     *ret_code = code ? code : "http_error";
-    *ret_message = msg ? msg : (r->status ? "the server answered without an error body" : r->error);
+    if (msg || !r->status) {
+        *ret_message = msg ? msg : r->error;
+        return;
+    }
+    /* Not the API's answer: something in front of the controller (a
+     * proxy's 413, 502 or 504) answered; say so, in its own words. */
+    char words[160];
+    httpc_body_words(r->body, r->body_len, words, sizeof words);
+    snprintf(foreign, sizeof foreign, "HTTP %ld without the API's error body, so likely from a proxy in front of the "
+             "controller%s%s", r->status, words[0] ? ": " : " (an empty body)", words);
+    *ret_message = foreign;
 }
 
 char *httpc_escape(const char *s)

@@ -152,8 +152,9 @@ sbx_install_node() {
   sbx_apt_get install -y -q --no-install-recommends nodejs npm || sbx_die "apt-get install nodejs npm failed"
 }
 
-# tools/fuzz.sh builds its harnesses with clang and libFuzzer
-SBX_PACKAGES+=(clang libclang-rt-14-dev)
+# tools/fuzz.sh builds its harnesses with clang and libFuzzer;
+# test_nginx_recipe.sh runs docs/custom-domains.md's nginx block
+SBX_PACKAGES+=(clang libclang-rt-14-dev nginx-light)
 
 # run_fuzz: tools/fuzz.sh; each harness is one test.
 run_fuzz() {
