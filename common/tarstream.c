@@ -89,16 +89,33 @@ static void ts_block(unsigned char *h, const char *name, size_t nlen, char type,
     tarstream_checksum(h);
 }
 
-int tarstream_file_header(const char *name, int64_t size, unsigned mode, int64_t mtime,
+/* Components of 1.. bytes separated by single '/', none "." or "..", no
+ * control bytes; at most one component unless several is set. */
+static bool ts_rel_name_ok(const char *name, size_t n, bool several)
+{
+    size_t start = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n && ((unsigned char)name[i] < 0x20 || name[i] == 0x7f))
+            return false;
+        if (i < n && name[i] != '/')
+            continue;
+        size_t cl = i - start;
+        if (cl == 0 || (cl == 1 && name[start] == '.') || (cl == 2 && name[start] == '.' && name[start + 1] == '.'))
+            return false;
+        if (i < n && !several)
+            return false;
+        start = i + 1;
+    }
+    return true;
+}
+
+static int ts_file_header(const char *name, bool several, int64_t size, unsigned mode, int64_t mtime,
                           unsigned char out[TARSTREAM_HEADER_MAX])
 {
     size_t n = name ? strlen(name) : 0;
-    if (n == 0 || n > TARSTREAM_NAME_MAX || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || size < 0 ||
-        mode > 07777u || mtime > TS_OCTAL11_MAX)
+    if (n == 0 || n > TARSTREAM_NAME_MAX || !ts_rel_name_ok(name, n, several) || size < 0 || mode > 07777u ||
+        mtime > TS_OCTAL11_MAX)
         return SBX_EINVAL;
-    for (size_t i = 0; i < n; i++)
-        if (name[i] == '/' || (unsigned char)name[i] < 0x20 || name[i] == 0x7f)
-            return SBX_EINVAL;
     if (n <= TS_NAME_LEN) {
         ts_block(out, name, n, '0', size, mode, mtime);
         return TARSTREAM_BLOCK;
@@ -116,6 +133,18 @@ int tarstream_file_header(const char *name, int64_t size, unsigned mode, int64_t
     memcpy(out + TARSTREAM_BLOCK, rec, len);
     ts_block(out + 2 * TARSTREAM_BLOCK, name, TS_NAME_LEN, '0', size, mode, mtime);
     return 3 * TARSTREAM_BLOCK;
+}
+
+int tarstream_file_header(const char *name, int64_t size, unsigned mode, int64_t mtime,
+                          unsigned char out[TARSTREAM_HEADER_MAX])
+{
+    return ts_file_header(name, false, size, mode, mtime, out);
+}
+
+int tarstream_file_header_rel(const char *name, int64_t size, unsigned mode, int64_t mtime,
+                              unsigned char out[TARSTREAM_HEADER_MAX])
+{
+    return ts_file_header(name, true, size, mode, mtime, out);
 }
 
 size_t tarstream_padding(int64_t size)

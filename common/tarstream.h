@@ -34,6 +34,10 @@
  * Returns its length (a multiple of TARSTREAM_BLOCK), or SBX_EINVAL. */
 int tarstream_file_header(const char *name, int64_t size, unsigned mode, int64_t mtime,
                           unsigned char out[TARSTREAM_HEADER_MAX]);
+/* As tarstream_file_header, name a relative path of such components
+ * ("a/b/f"): unpacking makes the directories above the file. */
+int tarstream_file_header_rel(const char *name, int64_t size, unsigned mode, int64_t mtime,
+                              unsigned char out[TARSTREAM_HEADER_MAX]);
 
 /* Writes the checksum of ustar header block h (the byte sum with the
  * field itself as spaces, six octal digits, NUL, space). */

@@ -779,8 +779,9 @@ static files_xfer_t *fx_new(req_t *rq, const char *id, const char *path, files_f
     return fx;
 }
 
-/* The upload's request line: {"op":"put","path","format","size","mode","max_bytes"}. */
-static char *put_line(const char *path, files_format_t format, int64_t size, int mode, int64_t max_bytes)
+/* The upload's request line: {"op":"put","path","format","size","mode","parents","max_bytes"}. */
+static char *put_line(const char *path, files_format_t format, int64_t size, int mode, bool parents,
+                      int64_t max_bytes)
 {
     json_object *o = json_object_new_object();
     jsonx_add(o, "op", json_object_new_string("put"));
@@ -789,6 +790,8 @@ static char *put_line(const char *path, files_format_t format, int64_t size, int
     if (format == FF_RAW) {
         jsonx_add(o, "size", json_object_new_int64(size));
         jsonx_add(o, "mode", json_object_new_int(mode));
+        if (parents)
+            jsonx_add(o, "parents", json_object_new_boolean(true));
     }
     jsonx_add(o, "max_bytes", json_object_new_int64(max_bytes));
     char *s = jsonx_dump(o);
@@ -829,6 +832,18 @@ void api_sandbox_files_put(req_t *rq, const char *id)
         http_reply_error(rq, API_INVALID_ARGUMENT, "mode goes with format=raw (a tar keeps its own modes)");
         return;
     }
+    /* parents=true: the missing directories above a raw file are made
+     * (as mkdir -p, by the worker: no tool in the image needed) */
+    const char *pq = http_query(rq, "parents");
+    bool parents = pq && (strcmp(pq, "true") == 0 || strcmp(pq, "1") == 0);
+    if (pq && !parents && strcmp(pq, "false") != 0 && strcmp(pq, "0") != 0) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "parents must be true or false");
+        return;
+    }
+    if (parents && format != FF_RAW) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "parents goes with format=raw (a tar carries its directories)");
+        return;
+    }
     const char *framing = http_header(rq, APICONN_STREAM_HEADER);
     if (!framing || !rq->conn) {
         http_reply_error(rq, API_INVALID_ARGUMENT, "the upload is empty: send a tar archive as the body "
@@ -850,7 +865,7 @@ void api_sandbox_files_put(req_t *rq, const char *id)
         store_logs_source_release(&src);
         return;
     }
-    char *line = put_line(path, format, size, mode, cfg_int(&rq->ctl->cfg, CFG_FILES_MAX_BYTES));
+    char *line = put_line(path, format, size, mode, parents, cfg_int(&rq->ctl->cfg, CFG_FILES_MAX_BYTES));
     files_xfer_t *fx = line ? fx_new(rq, id, path, format, true) : NULL;
     if (fx)
         fx->tcap = tcap; /* the transfer's now: fx_free gives it back */

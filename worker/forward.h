@@ -131,6 +131,7 @@ typedef struct forward_files_req {
     runtime_files_format_t format;
     int64_t size;                /* put raw: the byte count; else -1 */
     unsigned mode;               /* put raw: permission bits (default 0644) */
+    bool parents;                /* put raw: make the missing directories above the file */
     int64_t max_bytes;           /* put: the most bytes accepted; get: 0 */
 } forward_files_req_t;
 

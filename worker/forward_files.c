@@ -117,6 +117,12 @@ int forward_files_request_parse(const char *line, size_t len, forward_files_req_
                 goto cleanup;
             }
             ret->mode = (unsigned)v;
+        } else if (strcmp(key, "parents") == 0 && raw_put) {
+            if (!json_object_is_type(val, json_type_boolean)) {
+                r = files_bad(err, errlen, "the request's parents must be true or false");
+                goto cleanup;
+            }
+            ret->parents = json_object_get_boolean(val);
         } else if (strcmp(key, "max_bytes") == 0 && ret->put) {
             if (!files_int(val, &v) || v < 1) {
                 r = files_bad(err, errlen, "the request's max_bytes must be a positive byte count");
@@ -451,7 +457,7 @@ static void files_put(forward_conn_t *c, const forward_files_req_t *q, const cha
         u.gate = &gate;
     }
     runtime_files_put_req_t req = {
-        .ref = ref, .path = q->path, .format = q->format, .size = q->size, .mode = q->mode,
+        .ref = ref, .path = q->path, .format = q->format, .size = q->size, .mode = q->mode, .parents = q->parents,
         .max_bytes = q->max_bytes, .read = files_up_read, .ud = &u, .stop_fds = stop_fds, .nstop_fds = 1,
     };
     int64_t bytes = 0;

@@ -297,6 +297,9 @@ typedef struct runtime_files_put_req {
     runtime_files_format_t format; /* RUNTIME_FILES_TAR or RUNTIME_FILES_RAW */
     int64_t size;             /* RAW: the exact byte count; else unused */
     unsigned mode;            /* RAW: permission bits (0..07777) */
+    bool parents;             /* RAW: make the missing directories above the file (0755), as mkdir -p,
+                               * without any tool in the image; a backend that cannot: the 404 of a
+                               * missing directory */
     int64_t max_bytes;        /* the most upload bytes accepted (RAW: size counts), > 0 */
     runtime_files_read_fn read;
     void *ud;

@@ -141,6 +141,38 @@ itest_http GET "/v1/sandboxes/$sbx/files?path=/work/big.bin&format=stat" "$SANDB
 assert_http 200 "" "the stat"
 assert_eq $((100 * 1024 * 1024)) "$(itest_json "$HTTP_BODY" stat.size)" "the stat's size"
 
+# ---- 4b. a file where no directory is yet, in an image with no mkdir (nor
+# sh: its one program is busybox named sleep, which the sandbox runs): the
+# worker makes the directories in the upload itself (parents=true, what MCP
+# sandbox_write_file sends); nothing in the image is called
+nomk="sandbox/itest-nomkdir:$$"
+mkdir -p "$work/nomk/bin"
+cp /bin/busybox "$work/nomk/bin/sleep"
+tar -C "$work/nomk" -c . | docker import - "$nomk" >/dev/null || fail "docker import of $nomk failed"
+out=$(sandbox create --image "$nomk" --memory-mib 64 --wait --timeout 120) || fail "create on $nomk failed: $out"
+nsb=${out%% *}
+itest_track "$nsb"
+assert_exit 127 sandbox exec "$nsb" -- mkdir -p /tmp/agent
+put_raw() { # put_raw SANDBOX PATH QUERY -> code, body in $work/p.json
+  curl -s -o "$work/p.json" -w '%{http_code}' -X PUT "${auth[@]}" --data-binary 'notes, no mkdir' \
+    "$SANDBOX_URL/v1/sandboxes/$1/files?path=$2&format=raw$3"
+}
+assert_eq 404 "$(put_raw "$nsb" /tmp/agent/deep/notes.txt '')" "a raw upload into a missing directory"
+assert_eq 200 "$(put_raw "$nsb" /tmp/agent/deep/notes.txt '&parents=true')" \
+  "a raw upload with parents=true into missing directories ($(cat "$work/p.json"))"
+assert_eq "notes, no mkdir" "$(curl -sf "${auth[@]}" \
+  "$SANDBOX_URL/v1/sandboxes/$nsb/files?path=/tmp/agent/deep/notes.txt&format=raw")" "the file read back"
+itest_http GET "/v1/sandboxes/$nsb/files?path=/tmp/agent&format=stat" "$SANDBOX_TOKEN"
+assert_eq "dir 493" "$(itest_json "$HTTP_BODY" stat.type) $(itest_json "$HTTP_BODY" stat.mode)" "the directory made (0755)"
+assert_eq 200 "$(put_raw "$nsb" /tmp/agent/second.txt '&parents=true')" "parents=true where the directory exists"
+assert_eq 400 "$(put_raw "$nsb" /tmp/agent/x.txt '&parents=maybe')" "parents that is not a boolean"
+itest_http PUT "/v1/sandboxes/$nsb/files?path=/tmp&parents=true" "$SANDBOX_TOKEN" ''
+assert_http 400 invalid_argument "parents with a tar upload"
+assert_eq 200 "$(put_raw "$sbx" /work/a/b/c.txt '&parents=true')" "parents=true in a busybox sandbox"
+assert_eq "notes, no mkdir" "$(in_sbx "$sbx" 'cat /work/a/b/c.txt')" "the file made with its directories"
+sandbox delete "$nsb" --wait >/dev/null || fail "delete of the no-mkdir sandbox failed"
+docker image rm "$nomk" >/dev/null || true
+
 # ---- 5. errors
 itest_http GET "/v1/sandboxes/$sbx/files?path=/work" "$stranger"
 assert_http 404 not_found "another tenant's download"

@@ -114,6 +114,13 @@ START_TEST(test_file_header_refuses_bad_names_and_modes)
     ck_assert_int_eq(tarstream_file_header("a", 1, 010000, 0, h), SBX_EINVAL);
     ck_assert_int_eq(tarstream_file_header("a", -1, 0644, 0, h), SBX_EINVAL);
     ck_assert_int_eq(tarstream_file_header("..a", 1, 07777, 0, h), TARSTREAM_BLOCK);
+    /* a relative path: components, never absolute, empty, "." or ".." */
+    const char *bad_rel[] = { "", "/a", "a/", "a//b", "a/./b", "a/../b", "../a", "a/..", "a/b\n" };
+    for (size_t i = 0; i < sizeof bad_rel / sizeof bad_rel[0]; i++)
+        ck_assert_msg(tarstream_file_header_rel(bad_rel[i], 1, 0644, 0, h) == SBX_EINVAL, "accepted \"%s\"",
+                      bad_rel[i]);
+    ck_assert_int_eq(tarstream_file_header_rel("agent/notes.txt", 1, 0644, 0, h), TARSTREAM_BLOCK);
+    ck_assert_int_eq(tarstream_file_header_rel("..a/.b/c", 1, 0644, 0, h), TARSTREAM_BLOCK);
 }
 END_TEST
 

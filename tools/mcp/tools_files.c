@@ -166,6 +166,12 @@ json_object *tool_write_file(call_t *c, json_object *args)
         size_t l = strlen(url);
         snprintf(url + l, sizeof url - l, "&mode=%.8s", mode);
     }
+    /* The worker makes the missing directories (no mkdir in the image
+     * needed); a runtime that cannot answers 404, and mkdir -p follows. */
+    if (parents) {
+        size_t l = strlen(url);
+        snprintf(url + l, sizeof url - l, "&parents=true");
+    }
     httpc_response_t resp;
     int r = put_raw(c, url, data, len, &resp);
     json_object *out = NULL;

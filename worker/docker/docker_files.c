@@ -340,6 +340,64 @@ static int files_put_check(files_put_io_t *io, const char *ref, const char *clea
     return 0;
 }
 
+/* Whether path exists in container ref (the Engine's HEAD of its archive,
+ * which needs nothing in the image): 1, 0, or < 0 with err. */
+static int files_exists(docker_runtime_t *rt, const char *ref, const char *path, api_error_t *err)
+{
+    char url[3 * SBX_FILES_PATH_MAX + 256];
+    struct curl_slist *hl = NULL;
+    if (files_url(ref, path, false, url, sizeof url) < 0)
+        return api_error_set(err, API_INVALID_ARGUMENT, "the path is too long");
+    CURL *h = docker_handle_new(rt, "HEAD", url, NULL, 0, NULL, DOCKER_ROUTE_TIMEOUT_MS, &hl);
+    if (!h)
+        return api_error_set(err, API_INTERNAL, "out of memory");
+    curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    CURLcode cr = curl_easy_perform(h);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(h);
+    curl_slist_free_all(hl);
+    if (cr != CURLE_OK)
+        return docker_transport_error(rt, cr, err);
+    if (status == 200)
+        return 1;
+    if (status == 404)
+        return 0;
+    return api_error_set(err, API_RUNTIME_ERROR, "docker answered %ld to the stat of %s", status, path);
+}
+
+/* RAW with parents: the deepest directory above clean's file that exists
+ * (into dir), and the file's name below it (into name: "a/b/f"), which the
+ * Engine's unpacking makes the missing directories of (0755). */
+static int files_parents_split(docker_runtime_t *rt, const char *ref, const char *clean, char *dir, size_t dircap,
+                               char *name, size_t namecap, api_error_t *err)
+{
+    char cur[SBX_FILES_PATH_MAX + 1];
+    snprintf(cur, sizeof cur, "%s", clean);
+    for (int depth = 0; depth < 64; depth++) {
+        char *slash = strrchr(cur, '/');
+        if (!slash)
+            break;
+        if (slash == cur) {
+            snprintf(dir, dircap, "/");
+            break;
+        }
+        *slash = '\0';
+        int e = files_exists(rt, ref, cur, err);
+        if (e < 0)
+            return e;
+        if (e == 1) {
+            snprintf(dir, dircap, "%s", cur);
+            break;
+        }
+    }
+    size_t dl = strcmp(dir, "/") == 0 ? 0 : strlen(dir);
+    if ((size_t)snprintf(name, namecap, "%s", clean + dl + 1) >= namecap)
+        return api_error_set(err, API_INVALID_ARGUMENT, "the file's path below its deepest existing directory is "
+                             "over %d bytes", TARSTREAM_NAME_MAX);
+    return 0;
+}
+
 /* XFERINFOFUNCTION (about once a second, also while Docker takes nothing):
  * the worker stopping or a stop descriptor ends the transfer. */
 static int files_put_xferinfo_cb(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
@@ -377,23 +435,30 @@ int docker_rt_files_put(runtime_t *base, const runtime_files_put_req_t *req, int
     const char *dir = clean;
     if ((r = files_put_check(&io, req->ref, clean, err)) < 0)
         goto cleanup;
+    char pdir[SBX_FILES_PATH_MAX + 1] = "", pname[SBX_FILES_PATH_MAX + 1] = "";
     if (req->format == RUNTIME_FILES_RAW) {
         char *slash = strrchr(clean, '/');
         const char *name = slash + 1;
         if (!*name)
             return api_error_set(err, API_INVALID_ARGUMENT, "a raw upload's path must name a file, not /");
+        if (req->parents) {
+            if ((r = files_parents_split(rt, req->ref, clean, pdir, sizeof pdir, pname, sizeof pname, err)) < 0)
+                goto cleanup;
+            name = pname;
+        }
         if (req->size < 0)
             return api_error_set(err, API_INVALID_ARGUMENT, "a raw upload needs its size");
         if (req->size > req->max_bytes)
             return api_error_set(err, API_PAYLOAD_TOO_LARGE, "the upload is larger than the %lld bytes a "
                                  "transfer may carry", (long long)req->max_bytes);
-        int hn = tarstream_file_header(name, req->size, req->mode, (int64_t)time(NULL), io.hdr);
+        int hn = req->parents ? tarstream_file_header_rel(name, req->size, req->mode, (int64_t)time(NULL), io.hdr)
+                              : tarstream_file_header(name, req->size, req->mode, (int64_t)time(NULL), io.hdr);
         if (hn < 0)
             return api_error_set(err, API_INVALID_ARGUMENT, "a raw upload's file name must be 1 to %d bytes "
                                  "without control characters", TARSTREAM_NAME_MAX);
         io.hdr_len = (size_t)hn;
         *slash = '\0';
-        dir = slash == clean ? "/" : clean;
+        dir = req->parents ? pdir : slash == clean ? "/" : clean;
     }
     if (req->format == RUNTIME_FILES_RAW && io.quota_room >= 0 && req->size > io.quota_room) {
         r = api_error_set(err, API_PAYLOAD_TOO_LARGE, "the upload's %lld bytes do not fit in what the sandbox's "
