@@ -1,6 +1,8 @@
 /* /healthz, /readyz and /metrics: what load balancers, orchestrators and
  * Prometheus ask the controller. */
 #include "api.h"
+#include "migrate_data.h"
+#include "version.h"
 #include "db.h"
 #include "store.h"
 #include "jsonx.h"
@@ -14,6 +16,20 @@
 
 /* The rendered page stays far below this; the cap only bounds a bug. */
 #define METRICS_MAX_BYTES (8u * 1024u * 1024u)
+
+/* GET /v1/version: what this controller is, for `sandbox version` and an
+ * operator checking skew (workers report theirs in GET /v1/workers). */
+void api_version(req_t *rq)
+{
+    json_object *o = json_object_new_object();
+    jsonx_add_str(o, "version", SBX_VERSION);
+    jsonx_add_str(o, "api", "v1");
+    const char *last = migration_file_count > 0 ? migration_files[migration_file_count - 1].name : "";
+    char schema[8] = "";
+    snprintf(schema, sizeof schema, "%.4s", last);
+    jsonx_add_str(o, "schema", schema);
+    http_reply_json(rq, 200, o);
+}
 
 void api_healthz(req_t *rq)
 {

@@ -6,6 +6,7 @@
 #include "jsonx.h"
 #include "limits.h"
 #include "log.h"
+#include "opstate.h"
 #include "token.h"
 
 #include <errno.h>
@@ -227,6 +228,57 @@ cleanup:
         json_object_put(body);
 }
 
+/* "K=V,K2=V2" into a JSON object's text (malloc'd), each pair checked as a
+ * create's labels are. */
+static int list_labels_json(const char *q, char **ret, api_error_t *err)
+{
+    json_object *o = json_object_new_object();
+    char buf[4096];
+    if (strlen(q) >= sizeof buf) {
+        json_object_put(o);
+        return api_error_set(err, API_INVALID_ARGUMENT, "label must be at most %zu bytes", sizeof buf - 1);
+    }
+    snprintf(buf, sizeof buf, "%s", q);
+    for (char *p = buf, *next; p; p = next) {
+        next = strchr(p, ',');
+        if (next)
+            *next++ = '\0';
+        char *eq = strchr(p, '=');
+        if (!eq || eq == p) {
+            json_object_put(o);
+            return api_error_set(err, API_INVALID_ARGUMENT, "label must be K=V pairs, comma-separated (got \"%.64s\")",
+                                 p);
+        }
+        *eq = '\0';
+        jsonx_add_str(o, p, eq + 1);
+    }
+    kv_list_t kv;
+    memset(&kv, 0, sizeof kv);
+    int rc = kv_list_from_json(o, "label", false, SBX_MAX_LABELS, &kv, err);
+    kv_list_release(&kv);
+    if (rc == 0)
+        *ret = jsonx_dump(o);
+    json_object_put(o);
+    return rc;
+}
+
+static bool list_phases_ok(const char *q)
+{
+    char buf[256];
+    if (!*q || strlen(q) >= sizeof buf)
+        return false;
+    snprintf(buf, sizeof buf, "%s", q);
+    for (char *p = buf, *next; p; p = next) {
+        next = strchr(p, ',');
+        if (next)
+            *next++ = '\0';
+        sandbox_phase_t ph;
+        if (sandbox_phase_parse(p, &ph) < 0)
+            return false;
+    }
+    return true;
+}
+
 void api_sandbox_list(req_t *rq)
 {
     const char *tenant = http_query(rq, "tenant");
@@ -250,7 +302,25 @@ void api_sandbox_list(req_t *rq)
         http_reply_error(rq, API_INVALID_ARGUMENT, "after must be the next cursor of a previous list answer");
         return;
     }
-    if (store_sandbox_list(rq->db, auth_scope(rq), tenant, include_deleted, limit, after, &resp, &err) < 0) {
+    /* label=K=V,K2=V2: sandboxes with all those labels (as kubectl -l);
+     * phase=P,P2: in one of those phases (deleted ones too when named). */
+    const char *label = http_query(rq, "label"), *phase = http_query(rq, "phase");
+    char *labels_json = NULL;
+    if (label && list_labels_json(label, &labels_json, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    if (phase && !list_phases_ok(phase)) {
+        free(labels_json);
+        http_reply_error(rq, API_INVALID_ARGUMENT,
+                         "phase must be a comma-separated list of pending, scheduled, provisioning, running, deleting, "
+                         "deleted, failed, lost");
+        return;
+    }
+    int rc = store_sandbox_list(rq->db, auth_scope(rq), tenant, include_deleted, limit, after, labels_json, phase,
+                                &resp, &err);
+    free(labels_json);
+    if (rc < 0) {
         http_reply_api_error(rq, &err);
         return;
     }

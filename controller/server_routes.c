@@ -41,6 +41,7 @@ static const api_route_t api_routes[] = {
     { EVHTTP_REQ_GET, "/v1/operations/{id}/output", RR_CLIENT, 0, DENY_CLIENT, NULL, api_operation_output, NULL },
     { EVHTTP_REQ_POST, "/v1/operations/{id}/cancel", RR_CLIENT, RF_OPERATION, DENY_CLIENT, NULL, api_operation_cancel,
       NULL },
+    { EVHTTP_REQ_GET, "/v1/version", RR_CLIENT, 0, DENY_CLIENT, api_version, NULL, NULL },
     { EVHTTP_REQ_GET, "/v1/images", RR_CLIENT, 0, DENY_CLIENT, api_images_list, NULL, NULL },
     { EVHTTP_REQ_GET, "/v1/events", RR_CLIENT, 0, "a %s token cannot read events", api_events_list, NULL, NULL },
     { EVHTTP_REQ_POST, "/v1/pools", RR_CLIENT, 0, DENY_CLIENT, api_pool_create, NULL, NULL },

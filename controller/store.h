@@ -214,7 +214,11 @@ int store_sandbox_get(PGconn *c, const char *scope, const char *sandbox_id, json
  * (NULL: all in scope); after (NULL: from the newest) is a previous answer's
  * next. SBX_EINVAL with err set for a malformed cursor. */
 int store_sandbox_list(PGconn *c, const char *scope, const char *tenant_name, bool include_deleted, int limit,
-                       const char *after, json_object **ret, api_error_t *err);
+                       const char *after, const char *labels_json, const char *phases, json_object **ret,
+                       api_error_t *err);
+/* (store_sandbox_list: labels_json, a JSON object, keeps the sandboxes
+ * whose labels hold all of it; phases, a comma-separated list of checked
+ * phase names, those in one of them, deleted ones too when named.) */
 /* Whether cursor has the shape of a list answer's next. */
 bool store_list_cursor_valid(const char *cursor);
 /* {"operation":…}; *ret_terminal tells whether it is finished. */

@@ -621,13 +621,14 @@ bool store_list_cursor_valid(const char *cursor)
  * those rows are then fetched, joined and formatted. One more row than asked tells
  * whether a next page exists. */
 int store_sandbox_list(PGconn *c, const char *scope, const char *tenant_name, bool include_deleted, int limit,
-                       const char *after, json_object **ret, api_error_t *err)
+                       const char *after, const char *labels_json, const char *phases, json_object **ret,
+                       api_error_t *err)
 {
     if (after && !store_list_cursor_valid(after))
         return api_error_set(err, API_INVALID_ARGUMENT, "after must be a cursor from a list answer's next");
     char lim[16], tail[1024];
     snprintf(lim, sizeof lim, "%d", limit + 1);
-    const char *p[4] = { lim };
+    const char *p[6] = { lim };
     int n = 1;
     char where[512] = "";
     size_t w = 0;
@@ -646,8 +647,16 @@ int store_sandbox_list(PGconn *c, const char *scope, const char *tenant_name, bo
                               " AND (k.created_at, k.id) < ((split_part($%d, '_', 1)::timestamp AT TIME ZONE 'UTC'), "
                               "substr($%d, 24))", n, n);
     }
-    if (!include_deleted)
+    if (labels_json) {
+        p[n++] = labels_json;
+        w += (size_t)snprintf(where + w, sizeof where - w, " AND k.spec->'labels' @> $%d::jsonb", n);
+    }
+    if (phases) {
+        p[n++] = phases;
+        w += (size_t)snprintf(where + w, sizeof where - w, " AND k.phase = ANY (string_to_array($%d, ','))", n);
+    } else if (!include_deleted) {
         snprintf(where + w, sizeof where - w, " AND k.phase <> 'deleted'");
+    }
     /* The ids as an array, so that the page's rows are then fetched by
      * primary key (a join on the subquery may hash all of sandboxes). */
     snprintf(tail, sizeof tail,

@@ -78,8 +78,49 @@ itest_track "$nid"
 assert_eq "sandbox/busybox:latest" "$(itest_json "$HTTP_BODY" sandbox.image sandbox.spec.image)" "image of a create with image null"
 itest_http POST /v1/sandboxes "$SANDBOX_TOKEN" '{"tenant":"platform","image":"","cpu_millis":100}'
 assert_http 400 invalid_argument "create with an empty image"
-assert_exit 0 sandbox delete "$dsbx" --wait
-assert_exit 0 sandbox delete "$nid" --wait
+# rm of several ids: each deleted, each operation printed
+assert_exit 0 sandbox rm "$dsbx" "$nid" --wait
+assert_eq 2 "$(grep -c ' succeeded$' <<<"$ITEST_OUT")" "rm of two sandboxes with --wait"
+
+# ---- docker's and kubectl's habits (issue 28 item 8): -e, -w/--workdir,
+# -l, list -l/--phase/-q, rm -l
+lbl="habit=h$$"
+habit_sandbox() {
+  assert_exit 0 sandbox create --tenant platform --image "$ITEST_IMAGE" --cpu-millis 100 --memory-mib 32 \
+    -l "$lbl" -e GREETING=hi --wait --timeout 300
+  read -r hs _ <<<"$ITEST_OUT"
+  itest_track "$hs"
+}
+habit_sandbox
+h1=$hs
+habit_sandbox
+h2=$hs
+one_line() { paste -sd' ' <<<"$1"; }
+# shellcheck disable=SC2016 # the sandbox's shell expands them
+assert_exit 0 sandbox exec "$h1" -e WHO=you -w /tmp -- sh -c 'echo "$GREETING $WHO $(pwd)"'
+assert_eq "hi you /tmp" "$ITEST_OUT" "exec -e -w in a sandbox created with -e"
+assert_exit 0 sandbox exec "$h1" --workdir /etc -- pwd
+assert_eq /etc "$ITEST_OUT" "exec --workdir"
+assert_exit 0 sandbox list -l "$lbl" -q
+assert_eq "$h2 $h1" "$(one_line "$ITEST_OUT")" "list -l -q: the two, newest first, ids only"
+assert_exit 0 sandbox list -l "$lbl" -l "other=x" -q
+assert_eq "" "$ITEST_OUT" "list with two labels, one no sandbox has"
+assert_exit 0 sandbox list -l "$lbl" --phase failed,lost -q
+assert_eq "" "$ITEST_OUT" "list -l --phase failed,lost"
+assert_exit 0 sandbox list -l "$lbl" --phase running
+assert_contains "$ITEST_OUT" "$h1" "list --phase running"
+assert_exit 2 sandbox list --phase 'running;x'
+itest_http GET "/v1/sandboxes?phase=sleeping" "$SANDBOX_TOKEN"
+assert_http 400 invalid_argument "list of a phase that does not exist"
+itest_http GET "/v1/sandboxes?label=nokey" "$SANDBOX_TOKEN"
+assert_http 400 invalid_argument "list with a label that is not K=V"
+assert_exit 2 sandbox rm -l "$lbl" "$h1"
+assert_exit 0 sandbox rm -l "$lbl" --wait
+assert_eq 2 "$(grep -c ' succeeded$' <<<"$ITEST_OUT")" "rm -l of the two sandboxes with the label"
+assert_exit 0 sandbox list -l "$lbl" --phase deleted -q
+assert_eq "$h2 $h1" "$(one_line "$ITEST_OUT")" "list --phase deleted shows deleted ones without --all"
+assert_exit 0 sandbox rm -l "$lbl"
+assert_contains "$ITEST_ERR" "no sandbox has those labels" "rm -l when they are all deleted"
 
 # Errors that name the next step (issue 28 item 5): an exec before the
 # sandbox runs names its create operation and how to wait for it; after a
@@ -95,3 +136,13 @@ assert_exit 0 sandbox delete "$psbx" --wait
 assert_exit 3 sandbox exec "$dsbx" -- true
 assert_contains "$ITEST_ERR" "sandbox $dsbx is deleted; exec needs a running sandbox: create a new one" \
   "exec on a deleted sandbox"
+
+# sandbox version: the client's, then the controller's (GET /v1/version)
+assert_exit 0 sandbox version
+cv=$("$SANDBOX_CLI" --version | cut -d' ' -f2)
+schema=$(basename "$(find "$(dirname "$0")/../../migrations" -name '0*.sql' | sort | tail -n 1)" | cut -c1-4)
+assert_contains "$ITEST_OUT" "client: sandbox $cv" "the client's version"
+assert_contains "$ITEST_OUT" "server: sandboxd $cv (api v1, schema $schema) at $SANDBOX_URL" "the controller's version"
+assert_exit 0 sandbox version --json
+assert_eq "$cv $cv" "$(itest_json "$ITEST_OUT" client.version) $(itest_json "$ITEST_OUT" server.version)" \
+  "versions in version --json"

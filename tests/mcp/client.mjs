@@ -53,7 +53,7 @@ const TOOLS = {
   },
   sandbox_read_file: { required: ['sandbox_id', 'path'], properties: ['sandbox_id', 'path', 'max_bytes'], readOnly: true },
   sandbox_list_files: { required: ['sandbox_id', 'path'], properties: ['sandbox_id', 'path'], readOnly: true },
-  sandbox_list: { required: [], properties: ['tenant', 'all', 'limit'], readOnly: true },
+  sandbox_list: { required: [], properties: ['tenant', 'all', 'limit', 'labels', 'phase'], readOnly: true },
   sandbox_pools: { required: [], properties: [], readOnly: true },
   sandbox_list_images: { required: [], properties: ['tenant'], readOnly: true },
   sandbox_delete: {
@@ -761,10 +761,16 @@ async function main() {
     expectErr('sandbox_logs', await callTool(client, 'sandbox_logs', { sandbox_id: 'sbx_nope' }), 'not_found');
   });
 
-  await check('sandbox_list contains it', async () => {
+  await check('sandbox_list contains it, also filtered by labels and phase', async () => {
     const sc = expectOk('sandbox_list', await callTool(client, 'sandbox_list', { limit: 100 }));
     assert(Array.isArray(sc.sandboxes) && sc.sandboxes.some((s) => s.id === sbx),
       `${sbx} not in ${show(sc.sandboxes.map((s) => s.id))}`);
+    const byLabel = expectOk('sandbox_list', await callTool(client, 'sandbox_list', { labels: { suite: 'mcp' }, phase: 'running' }));
+    assert(byLabel.sandboxes.some((s) => s.id === sbx) && byLabel.sandboxes.every((s) => s.labels.suite === 'mcp'),
+      `labels {suite: mcp}, phase running: ${show(byLabel.sandboxes.map((s) => s.id))}`);
+    const none = expectOk('sandbox_list', await callTool(client, 'sandbox_list', { labels: { suite: 'no-such' } }));
+    eq(none.sandboxes.length, 0, 'sandboxes with a label no sandbox has');
+    expectErr('sandbox_list', await callTool(client, 'sandbox_list', { phase: 'sleeping' }), 'invalid_argument');
   });
 
   // ---- the TTL of the running sandbox

@@ -27,6 +27,8 @@ typedef client_opt_int_t num_opt_t;
  * of these it accepts. */
 /* --exclude given at most this many times, each pattern at most this long. */
 #define CLI_EXCLUDES_MAX 64
+/* positional arguments a command takes at most (delete ID...) */
+#define CLI_POS_MAX 256
 #define CLI_EXCLUDE_MAX_BYTES 1024
 
 typedef struct opts {
@@ -36,6 +38,7 @@ typedef struct opts {
     const char *worker;                      /* tokens create: the worker name a worker token acts for */
     const char *upload;                      /* create: LOCAL:/path to upload once running */
     const char *cursor;                      /* list --after: a previous answer's next */
+    const char *phase;                       /* list --phase P[,P2]: only sandboxes in those phases */
     num_opt_t cpu_millis, memory_mib, disk_mib, ttl, timeout, max_output, limit, port, after, tail, count;
     num_opt_t size;                          /* pools create: members kept ready */
     bool untrusted_repo, generated_code, hostile, wait, json, all, read_only_root, hardened, follow;
@@ -45,8 +48,8 @@ typedef struct opts {
     const char *excludes[CLI_EXCLUDES_MAX];  /* cp, create --upload: --exclude PATTERN... */
     int n_excludes;
     bool no_ignore;                          /* create --upload: send .git and .gitignore'd files too */
-    bool quiet;                              /* images -q: names only */
-    const char *pos[2];         /* positional arguments */
+    bool quiet;                              /* images, list -q: names or ids only */
+    const char *pos[CLI_POS_MAX]; /* positional arguments */
     int npos;
     char **cmd_argv;            /* exec: everything after "--" */
     int cmd_argc;
@@ -60,7 +63,7 @@ typedef struct flag_def {
     flag_kind_t kind;
     size_t off;         /* target inside opts_t */
     int64_t min, max;   /* F_NUM bounds */
-    const char *short_name; /* "-f", or NULL: F_BOOL flags only */
+    const char *short_name; /* "-f", "-e", or NULL */
 } flag_def_t;
 
 /* ---------------------------------------------------------------- state */
@@ -244,6 +247,8 @@ int cli_cmd_tokens(cli_t *cli, opts_t *o);
 int cli_check_workers(cli_t *cli, opts_t *o);
 int cli_cmd_workers(cli_t *cli, opts_t *o);
 int cli_check_images(cli_t *cli, opts_t *o);
+int cli_check_version(cli_t *cli, opts_t *o);
+int cli_cmd_version(cli_t *cli, opts_t *o);
 int cli_cmd_images(cli_t *cli, opts_t *o);
 /* pools.c */
 int cli_check_pools(cli_t *cli, opts_t *o);

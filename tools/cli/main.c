@@ -27,6 +27,8 @@
 #define FN(n, f, lo, hi) { n, F_NUM, offsetof(opts_t, f), lo, hi }
 #define FBS(n, s, f)    { n, F_BOOL, offsetof(opts_t, f), 0, 0, s }
 #define FKV(n, k)       { n, k, 0, 0, 0 }
+#define FSS(n, s, f)    { n, F_STR, offsetof(opts_t, f), 0, 0, s }
+#define FKVS(n, s, k)   { n, k, 0, 0, 0, s }
 #define FJSON           FB("--json", json)
 #define FWAIT           FB("--wait", wait), FN("--timeout", timeout, 0, CLI_WAIT_TIMEOUT_MAX)
 #define FEND            { NULL, F_BOOL, 0, 0, 0 }
@@ -174,22 +176,25 @@ static int parse_args(const command_t *c, int argc, char **argv, int first, opts
             o->pos[o->npos++] = a;
             continue;
         }
+        const char *eq = NULL;
+        size_t nl;
+        const flag_def_t *f;
         if (a[1] != '-') {
-            const flag_def_t *sf = c->flags;
-            while (sf->name && !(sf->short_name && strcmp(sf->short_name, a) == 0))
-                sf++;
-            if (!sf->name)
+            /* a short flag (-e K=V, -w DIR, -f): docker's and kubectl's */
+            f = c->flags;
+            while (f->name && !(f->short_name && strcmp(f->short_name, a) == 0))
+                f++;
+            if (!f->name)
                 return cli_usage_error(c->name, "unknown flag '%s'", a);
-            *(bool *)((char *)o + sf->off) = true;
-            continue;
+        } else {
+            eq = strchr(a, '=');
+            nl = eq ? (size_t)(eq - a) : strlen(a);
+            f = flag_find(c->flags, a, nl);
+            if (!f)
+                f = flag_find(global_flags, a, nl);
+            if (!f)
+                return cli_usage_error(c->name, "unknown flag '%.*s'", (int)nl, a);
         }
-        const char *eq = strchr(a, '=');
-        size_t nl = eq ? (size_t)(eq - a) : strlen(a);
-        const flag_def_t *f = flag_find(c->flags, a, nl);
-        if (!f)
-            f = flag_find(global_flags, a, nl);
-        if (!f)
-            return cli_usage_error(c->name, "unknown flag '%.*s'", (int)nl, a);
         if (f->kind == F_BOOL) {
             if (eq)
                 return cli_usage_error(c->name, "%s takes no value", f->name);
@@ -361,7 +366,7 @@ static const command_t commands[] = {
             FN("--disk", disk_mib, SBX_DISK_MIB_MIN, SBX_DISK_MIB_MAX),
             FN("--ttl", ttl, SBX_TTL_SECONDS_MIN, SBX_TTL_SECONDS_MAX), FS("--network", network),
             FB("--untrusted-repo", untrusted_repo), FB("--generated-code", generated_code),
-            FB("--hostile", hostile), FKV("--env", F_ENV), FKV("--label", F_LABEL),
+            FB("--hostile", hostile), FKVS("--env", "-e", F_ENV), FKVS("--label", "-l", F_LABEL),
             FKV("--selector", F_SELECTOR), FS("--isolation", isolation),
             FB("--read-only-root", read_only_root), FB("--hardened", hardened),
             FS("--idempotency-key", idem_key), FS("--upload", upload), FKV("--exclude", F_EXCLUDE),
@@ -371,7 +376,7 @@ static const command_t commands[] = {
       "                      [--untrusted-repo] [--generated-code] [--hostile]\n"
       "                      [--isolation container|gvisor|microvm] [--read-only-root]\n"
       "                      [--hardened] [--selector K=V]...\n"
-      "                      [--env K=V]... [--label K=V]... [--idempotency-key K]\n"
+      "                      [-e K=V]... [-l K=V]... [--idempotency-key K]\n"
       "                      [--upload LOCAL:/path [--exclude PATTERN]... [--no-ignore]]\n"
       "                      [--wait [--timeout S]] [--json]\n"
       "\n"
@@ -399,8 +404,8 @@ static const command_t commands[] = {
       "  --hardened               no Linux capabilities at all (always so for untrusted\n"
       "                           or hostile work)\n"
       "  --selector K=V           run only on a worker with this label (repeatable)\n"
-      "  --env K=V                environment variable (repeatable)\n"
-      "  --label K=V              label (repeatable)\n"
+      "  -e, --env K=V            environment variable (repeatable)\n"
+      "  -l, --label K=V          label (repeatable)\n"
       "  --idempotency-key K      retrying with the same key returns the same sandbox\n"
       "  --upload LOCAL:/path     once it runs, make /path a copy of the local file or\n"
       "                           directory (as sandbox cp; implies --wait); when the\n"
@@ -426,10 +431,11 @@ static const command_t commands[] = {
       "  --timeout S              give up after S seconds (default 900)\n"
       "  --json                   print {\"operation\":…} as last seen\n" COMMON_FLAGS_HELP },
     { "exec", NULL, cli_check_exec, cli_cmd_exec, FLAGS(
-            FN("--timeout", timeout, 1, SBX_EXEC_TIMEOUT_MAX), FKV("--env", F_ENV), FS("--cwd", cwd),
+            FN("--timeout", timeout, 1, SBX_EXEC_TIMEOUT_MAX), FKVS("--env", "-e", F_ENV), FSS("--cwd", "-w", cwd),
+            FS("--workdir", cwd),
             FN("--max-output", max_output, 1, SBX_EXEC_OUTPUT_CEILING), FBS("--stdin", "-i", interactive),
             FB("--detach", detach), FJSON), 1, true,
-      "usage: sandbox exec SANDBOX_ID [-i] [--detach] [--timeout S] [--env K=V]... [--cwd DIR]\n"
+      "usage: sandbox exec SANDBOX_ID [-i] [--detach] [--timeout S] [-e K=V]... [-w DIR]\n"
       "                    [--max-output BYTES] [--json] -- ARGV...\n"
       "\n"
       "Runs ARGV (no shell) in the sandbox, writes its stdout and stderr to this\n"
@@ -445,8 +451,8 @@ static const command_t commands[] = {
       "                           streamed as it is read, over a shell connection with\n"
       "                           no terminal (then not with --json or --detach)\n"
       "  --timeout S              kill the command after S seconds (default 600)\n"
-      "  --env K=V                environment variable (repeatable)\n"
-      "  --cwd DIR                working directory\n"
+      "  -e, --env K=V            environment variable (repeatable)\n"
+      "  -w, --cwd, --workdir DIR working directory\n"
       "  --max-output BYTES       bytes kept per stream (default: the server's)\n"
       "  --json                   print {\"operation\":…} with the result instead of the\n"
       "                           output; still exit with the command's code\n" COMMON_FLAGS_HELP },
@@ -484,8 +490,10 @@ static const command_t commands[] = {
       "  --json                   print {\"sandbox\":…,\"operations\":[…]}\n" COMMON_FLAGS_HELP },
     { "list", "ls", cli_check_list, cli_cmd_list, FLAGS(
             FS("--tenant", tenant), FB("--all", all), FN("--limit", limit, 1, SBX_LIST_MAX),
-            FS("--after", cursor), FJSON), 0, false,
-      "usage: sandbox list [--tenant T] [--all] [--limit N] [--after CURSOR] [--json]\n"
+            FS("--after", cursor), FKVS("--label", "-l", F_LABEL), FS("--phase", phase),
+            FBS("--quiet", "-q", quiet), FJSON), 0, false,
+      "usage: sandbox list [--tenant T] [--all] [-l K=V]... [--phase P[,P]] [-q] [--limit N]\n"
+      "                    [--after CURSOR] [--json]\n"
       "\n"
       "Lists sandboxes, newest first: ID TENANT IMAGE PHASE WORKER AGE. When more\n"
       "follow, the last line (on stderr) is 'next: --after CURSOR': the same command\n"
@@ -493,17 +501,28 @@ static const command_t commands[] = {
       "\n"
       "  --tenant T               only this tenant's (admin tokens)\n"
       "  --all                    include deleted sandboxes\n"
+      "  -l, --label K=V          only sandboxes with this label (repeatable: all of them)\n"
+      "  --phase P[,P]            only sandboxes in these phases (pending, scheduled,\n"
+      "                           provisioning, running, deleting, deleted, failed, lost)\n"
+      "  -q, --quiet              the ids only, one per line\n"
       "  --limit N                at most N per page (default 100, at most 1000)\n"
       "  --after CURSOR           the page after a previous answer's next\n"
       "  --json                   print {\"sandboxes\":[…],\"next\":CURSOR|null}\n" COMMON_FLAGS_HELP },
     { "delete", "rm", cli_check_delete, cli_cmd_delete, FLAGS(
-            FS("--idempotency-key", idem_key), FWAIT, FJSON), 1, false,
-      "usage: sandbox delete SANDBOX_ID [--idempotency-key K] [--wait [--timeout S]] [--json]\n"
+            FS("--idempotency-key", idem_key), FKVS("--label", "-l", F_LABEL), FS("--tenant", tenant), FWAIT,
+            FJSON), CLI_POS_MAX, false,
+      "usage: sandbox delete SANDBOX_ID... [--idempotency-key K] [--wait [--timeout S]] [--json]\n"
+      "       sandbox delete -l K=V... [--tenant T] [--wait [--timeout S]] [--json]\n"
       "\n"
-      "Deletes a sandbox and prints the delete OPERATION_ID; with --wait, waits for it\n"
-      "and prints 'OPERATION_ID succeeded'.\n"
+      "Deletes sandboxes and prints each delete's OPERATION_ID; with --wait, waits for\n"
+      "each and prints 'OPERATION_ID succeeded'. When one fails the others are still\n"
+      "deleted, and the exit code is the first failure's.\n"
       "\n"
-      "  --idempotency-key K      retrying with the same key returns the same operation\n"
+      "  -l, --label K=V          every sandbox with this label (repeatable: all of them),\n"
+      "                           not deleting or deleted already\n"
+      "  --tenant T               with --label: only this tenant's (admin tokens)\n"
+      "  --idempotency-key K      (one SANDBOX_ID) retrying with the same key returns the\n"
+      "                           same operation\n"
       "  --wait                   wait for the delete operation to finish\n"
       "  --timeout S              with --wait: give up after S seconds (default 900)\n"
       "  --json                   print {\"operation\":…}\n" COMMON_FLAGS_HELP },
@@ -742,6 +761,20 @@ static const command_t commands[] = {
       "Exit codes: 0 listed (also when nothing is); 2 usage; 3 an API error\n"
       "(forbidden: another tenant's, with a member token; not_found: no such tenant).\n"
       COMMON_FLAGS_HELP },
+    { "version", NULL, cli_check_version, cli_cmd_version, FLAGS(FJSON), 0, false,
+      "usage: sandbox version [--json]\n"
+      "\n"
+      "Prints this client's version, then the controller's (GET /v1/version):\n"
+      "  client: sandbox 0.1.0\n"
+      "  server: sandboxd 0.1.0 (api v1, schema 0020) at http://127.0.0.1:8080\n"
+      "The workers' versions are in 'sandbox workers list --json' (admin). sandbox\n"
+      "--version prints the client's alone, without a server.\n"
+      "\n"
+      "  --json                   print {\"client\":{\"version\"},\"server\":{\"version\",\"api\",\n"
+      "                           \"schema\",\"url\"}}\n"
+      "\n"
+      "Exit codes: 0 both printed; 3 the controller could not be asked (the client's\n"
+      "line is printed first).\n" COMMON_FLAGS_HELP },
     { "workers", NULL, cli_check_workers, cli_cmd_workers, FLAGS(FJSON), 2, false,
       "usage: sandbox workers list [--json]\n"
       "       sandbox workers drain NAME [--json]\n"
@@ -806,7 +839,7 @@ static const char top_usage[] =
     "  workers    list, drain, resume workers\n"
     "  pools      list, create, get, delete warm pools\n"
     "  help [COMMAND] show help\n"
-    "  version    print the version\n"
+    "  version    print the client's and the controller's versions\n"
     "\n"
     "Global flags (also accepted after the command):\n" COMMON_FLAGS_HELP
     "  --version                print the version\n"
@@ -882,10 +915,6 @@ int main(int argc, char **argv)
         if (!hc)
             return cli_usage_error(NULL, "unknown command '%s'", argv[i + 1]);
         fputs(hc->usage, stdout);
-        return EXIT_OK;
-    }
-    if (strcmp(name, "version") == 0) {
-        printf("sandbox %s\n", SBX_VERSION);
         return EXIT_OK;
     }
     const command_t *c = command_find(name);

@@ -170,7 +170,6 @@ int cli_cmd_get(cli_t *cli, opts_t *o)
 
 int cli_cmd_list(cli_t *cli, opts_t *o)
 {
-    char path[512];
     char *t = o->tenant ? httpc_escape(o->tenant) : NULL;
     if (o->tenant && !t)
         return EXIT_API;
@@ -179,13 +178,30 @@ int cli_cmd_list(cli_t *cli, opts_t *o)
         free(t);
         return EXIT_API;
     }
-    int w = snprintf(path, sizeof path, "/v1/sandboxes?limit=%lld%s%s%s%s%s",
+    /* --label K=V... as label=K=V,K2=V2 (every one must match), --phase */
+    char labels[3072] = "";
+    size_t ll = 0;
+    if (o->labels) {
+        json_object_object_foreach(o->labels, k, v) {
+            char *ek = httpc_escape(k), *ev = httpc_escape(json_object_get_string(v));
+            if (ek && ev)
+                ll += (size_t)snprintf(labels + ll, ll < sizeof labels ? sizeof labels - ll : 0, "%s%s%%3D%s",
+                                       ll ? "%2C" : "&label=", ek, ev);
+            free(ek);
+            free(ev);
+        }
+    }
+    char *ph = o->phase ? httpc_escape(o->phase) : NULL;
+    char path[4096];
+    int w = snprintf(path, sizeof path, "/v1/sandboxes?limit=%lld%s%s%s%s%s%s%s%s",
                      (long long)(o->limit.set ? o->limit.v : SBX_LIST_DEFAULT), o->all ? "&all=true" : "",
-                     t ? "&tenant=" : "", t ? t : "", a ? "&after=" : "", a ? a : "");
+                     t ? "&tenant=" : "", t ? t : "", a ? "&after=" : "", a ? a : "", labels, ph ? "&phase=" : "",
+                     ph ? ph : "");
     free(t);
     free(a);
-    if (w < 0 || (size_t)w >= sizeof path)
-        return cli_usage_error(cli->cmd, "--tenant is too long");
+    free(ph);
+    if (w < 0 || (size_t)w >= sizeof path || ll >= sizeof labels)
+        return cli_usage_error(cli->cmd, "--tenant, --label or --phase is too long");
     json_object *resp = NULL;
     int rc = cli_call(cli, "GET", path, NULL, NULL, &resp);
     if (rc)
@@ -198,6 +214,17 @@ int cli_cmd_list(cli_t *cli, opts_t *o)
     }
     if (cli->json) {
         cli_print_json(resp);
+        json_object_put(resp);
+        return 0;
+    }
+    if (o->quiet) { /* ids only, for xargs and $(...) */
+        for (size_t i = 0; i < json_object_array_length(arr); i++) {
+            cli_put_text(stdout, jsonx_get_str(json_object_array_get_idx(arr, i), "id"));
+            putchar('\n');
+        }
+        const char *next = jsonx_get_str(resp, "next");
+        if (next)
+            fprintf(stderr, "next: --after %s\n", next);
         json_object_put(resp);
         return 0;
     }
@@ -237,21 +264,107 @@ int cli_cmd_list(cli_t *cli, opts_t *o)
 
 int cli_check_delete(cli_t *cli, opts_t *o)
 {
-    int rc = cli_check_id(cli->cmd, "SANDBOX_ID", o->pos[0]);
-    if (rc)
+    int rc;
+    if (o->npos == 0 && !o->labels)
+        return cli_usage_error(cli->cmd, "missing SANDBOX_ID (or --label K=V)");
+    if (o->npos > 0 && o->labels)
+        return cli_usage_error(cli->cmd, "give SANDBOX_IDs or --label, not both");
+    for (int i = 0; i < o->npos; i++)
+        if ((rc = cli_check_id(cli->cmd, "SANDBOX_ID", o->pos[i])) != 0)
+            return rc;
+    if (o->idem_key && (o->npos != 1 || o->labels))
+        return cli_usage_error(cli->cmd, "--idempotency-key is for one SANDBOX_ID");
+    if (o->tenant && !o->labels)
+        return cli_usage_error(cli->cmd, "--tenant goes with --label");
+    if ((rc = cli_check_name(cli->cmd, "--tenant", o->tenant)) != 0)
         return rc;
     if ((rc = cli_check_timeout_wait(cli->cmd, o)) != 0)
         return rc;
     return cli_check_idem_key(cli->cmd, o->idem_key);
 }
 
+/* The ids of the sandboxes (not deleted) with all of o->labels, every
+ * page: a malloc'd array of malloc'd ids, or an exit code. */
+static int ids_by_label(cli_t *cli, opts_t *o, char ***ret, size_t *ret_n)
+{
+    char labels[3072] = "", path[4096], cursor[160] = "";
+    size_t ll = 0, n = 0, cap = 0;
+    char **ids = NULL;
+    json_object_object_foreach(o->labels, k, v) {
+        char *ek = httpc_escape(k), *ev = httpc_escape(json_object_get_string(v));
+        if (ek && ev)
+            ll += (size_t)snprintf(labels + ll, ll < sizeof labels ? sizeof labels - ll : 0, "%s%s%%3D%s",
+                                   ll ? "%2C" : "&label=", ek, ev);
+        free(ek);
+        free(ev);
+    }
+    if (ll >= sizeof labels)
+        return cli_usage_error(cli->cmd, "--label is too long");
+    for (int page = 0; page < 1000; page++) {
+        snprintf(path, sizeof path, "/v1/sandboxes?limit=%d%s%s%s%s", SBX_LIST_MAX, labels,
+                 o->tenant ? "&tenant=" : "", o->tenant ? o->tenant : "", cursor);
+        json_object *resp = NULL;
+        int rc = cli_call(cli, "GET", path, NULL, NULL, &resp);
+        if (rc) {
+            for (size_t i = 0; i < n; i++)
+                free(ids[i]);
+            free(ids);
+            return rc;
+        }
+        json_object *arr = jsonx_get_arr(resp, "sandboxes");
+        for (size_t i = 0; arr && i < json_object_array_length(arr); i++) {
+            json_object *sb = json_object_array_get_idx(arr, i);
+            const char *id = jsonx_get_str(sb, "id"), *ph = jsonx_get_str(sb, "phase");
+            if (!id || (ph && (strcmp(ph, "deleting") == 0 || strcmp(ph, "deleted") == 0)))
+                continue;
+            if (n == cap) {
+                cap = cap ? cap * 2 : 16;
+                char **nids = realloc(ids, cap * sizeof *ids);
+                if (!nids)
+                    break;
+                ids = nids;
+            }
+            ids[n++] = strdup(id);
+        }
+        const char *next = jsonx_get_str(resp, "next");
+        if (next && strlen(next) < 128)
+            snprintf(cursor, sizeof cursor, "&after=%s", next);
+        json_object_put(resp);
+        if (!next)
+            break;
+    }
+    *ret = ids;
+    *ret_n = n;
+    return 0;
+}
+
+/* sandbox delete ID [ID...] | --label K=V: each deleted in turn; the exit
+ * code is the first failure's (the others are still deleted). */
 int cli_cmd_delete(cli_t *cli, opts_t *o)
 {
-    json_object *resp = NULL;
-    int rc = cli_call_id(cli, "DELETE", "/v1/sandboxes/", o->pos[0], NULL, "SANDBOX_ID", NULL, o->idem_key, &resp);
-    if (rc != 0)
-        return rc;
-    return cli_print_or_wait_op(cli, o, resp, "delete");
+    char **byl = NULL;
+    size_t n = (size_t)o->npos;
+    if (o->labels) {
+        int rc = ids_by_label(cli, o, &byl, &n);
+        if (rc)
+            return rc;
+        if (n == 0)
+            fputs("sandbox: no sandbox has those labels\n", stderr);
+    }
+    int worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *id = byl ? byl[i] : o->pos[i];
+        json_object *resp = NULL;
+        int rc = cli_call_id(cli, "DELETE", "/v1/sandboxes/", id, NULL, "SANDBOX_ID", NULL, o->idem_key, &resp);
+        if (rc == 0)
+            rc = cli_print_or_wait_op(cli, o, resp, "delete");
+        if (rc && !worst)
+            worst = rc;
+    }
+    for (size_t i = 0; byl && i < n; i++)
+        free(byl[i]);
+    free(byl);
+    return worst;
 }
 
 int cli_check_list(cli_t *cli, opts_t *o)
@@ -259,6 +372,8 @@ int cli_check_list(cli_t *cli, opts_t *o)
     int rc = cli_check_name(cli->cmd, "--tenant", o->tenant);
     if (rc)
         return rc;
+    if (o->phase && (strlen(o->phase) > 200 || strspn(o->phase, "abcdefghijklmnopqrstuvwxyz,") != strlen(o->phase)))
+        return cli_usage_error(cli->cmd, "--phase takes phases, comma-separated (running,failed)");
     /* The controller judges the cursor; here only its size and alphabet. */
     size_t n = o->cursor ? strlen(o->cursor) : 0;
     bool ok = !o->cursor || (n > 0 && n <= 128);

@@ -9,6 +9,7 @@
 #include "errors.h"
 #include "jsonx.h"
 #include "limits.h"
+#include "version.h"
 
 int cli_check_workers(cli_t *cli, opts_t *o)
 {
@@ -173,6 +174,48 @@ int cli_cmd_images(cli_t *cli, opts_t *o)
             fputs(allowed ? ")\n" : "any; its registries or the server's image_registries)\n", stderr);
         }
     }
+    json_object_put(resp);
+    return 0;
+}
+
+/* ---- sandbox version ---- */
+
+int cli_check_version(cli_t *cli, opts_t *o)
+{
+    (void)o;
+    if (!cli->json) {
+        printf("client: sandbox %s\n", SBX_VERSION);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+int cli_cmd_version(cli_t *cli, opts_t *o)
+{
+    (void)o;
+    json_object *resp = NULL;
+    int rc = cli_call(cli, "GET", "/v1/version", NULL, NULL, &resp);
+    if (rc != 0)
+        return rc;
+    if (cli->json) {
+        json_object *out = json_object_new_object(), *cl = json_object_new_object();
+        jsonx_add_str(cl, "version", SBX_VERSION);
+        jsonx_add(out, "client", cl);
+        jsonx_add_str(resp, "url", cli->url);
+        jsonx_add(out, "server", resp);
+        cli_print_json(out);
+        json_object_put(out);
+        return 0;
+    }
+    fputs("server: sandboxd ", stdout);
+    cli_put_text(stdout, jsonx_get_str(resp, "version") ? jsonx_get_str(resp, "version") : "?");
+    fputs(" (api ", stdout);
+    cli_put_text(stdout, jsonx_get_str(resp, "api") ? jsonx_get_str(resp, "api") : "?");
+    fputs(", schema ", stdout);
+    cli_put_text(stdout, jsonx_get_str(resp, "schema") ? jsonx_get_str(resp, "schema") : "?");
+    fputs(") at ", stdout);
+    cli_put_text(stdout, cli->url);
+    putchar('\n');
     json_object_put(resp);
     return 0;
 }

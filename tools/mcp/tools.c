@@ -135,7 +135,9 @@ const mcp_tool_t tool_table[] = {
       "{'type':'object','properties':{'tenant':" DSTR("only this tenant (an admin token sees every tenant)")
       ",'all':{'type':'boolean','description':'include deleted sandboxes'},'limit':{'type':'integer',"
       "'minimum':1,'maximum':1000,'description':'at most this many (default 100)'},'after':"
-      DSTR("the next cursor of a previous answer: the page after it") "},'additionalProperties':false}",
+      DSTR("the next cursor of a previous answer: the page after it") ",'labels':" DKV("only sandboxes with all "
+      "these labels") ",'phase':" DSTR("only sandboxes in these phases, comma-separated (running,failed); deleted "
+      "ones too when deleted is named") "},'additionalProperties':false}",
       "{'type':'object','properties':{'sandboxes':{'type':'array','items':" SBX_SCHEMA "},"
       "'next':{'type':['string','null']}},'required':['sandboxes']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },

@@ -252,7 +252,7 @@ json_object *tool_list(call_t *c, json_object *args)
         return bad;
     if (after && strlen(after) > 128)
         return mcp_tool_error("invalid_argument", "after must be the next cursor of a previous sandbox_list answer");
-    char path[600] = "/v1/sandboxes";
+    char path[4096] = "/v1/sandboxes";
     const char *sep = "?";
     if (tenant) {
         char *esc = httpc_escape(tenant);
@@ -276,7 +276,38 @@ json_object *tool_list(call_t *c, json_object *args)
         size_t l = strlen(path);
         snprintf(path + l, sizeof path - l, "%safter=%s", sep, esc ? esc : "");
         free(esc);
+        sep = "&";
     }
+    /* labels {"K":"V"}: all of them (label=K=V,…); phase "running,failed" */
+    json_object *labels = NULL;
+    const char *phase = NULL;
+    if (!tool_arg_str(args, "phase", &phase, &bad))
+        return bad;
+    if (json_object_object_get_ex(args, "labels", &labels) && labels) {
+        if (!json_object_is_type(labels, json_type_object))
+            return mcp_tool_error("invalid_argument", "labels must be an object of label names to values");
+        size_t l = strlen(path);
+        snprintf(path + l, sizeof path - l, "%slabel=", sep);
+        const char *comma = "";
+        json_object_object_foreach(labels, k, v) {
+            char *ek = httpc_escape(k), *ev = httpc_escape(json_object_is_type(v, json_type_string)
+                                                              ? json_object_get_string(v) : "");
+            l = strlen(path);
+            snprintf(path + l, sizeof path - l, "%s%s%%3D%s", comma, ek ? ek : "", ev ? ev : "");
+            free(ek);
+            free(ev);
+            comma = "%2C";
+        }
+        sep = "&";
+    }
+    if (phase) {
+        char *esc = httpc_escape(phase);
+        size_t l = strlen(path);
+        snprintf(path + l, sizeof path - l, "%sphase=%s", sep, esc ? esc : "");
+        free(esc);
+    }
+    if (strlen(path) >= sizeof path - 1)
+        return mcp_tool_error("invalid_argument", "tenant, labels, phase and after are too long together");
     return get_result(c, path);
 }
 
