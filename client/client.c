@@ -120,6 +120,33 @@ int client_path(char *buf, size_t n, const char *prefix, const char *id, const c
     return w < 0 || (size_t)w >= n ? SBX_ETOOBIG : 0;
 }
 
+int client_labels_query(json_object *labels, const char *lead, char *buf, size_t n, size_t *len)
+{
+    size_t at = *len;
+    int w = snprintf(buf + at, at < n ? n - at : 0, "%slabel=", lead);
+    const char *comma = "";
+    json_object_object_foreach(labels, k, v) {
+        if (w < 0 || at + (size_t)w >= n)
+            break;
+        at += (size_t)w;
+        char *ek = httpc_escape(k), *ev = httpc_escape(json_object_is_type(v, json_type_string)
+                                                          ? json_object_get_string(v) : "");
+        w = ek && ev ? snprintf(buf + at, n - at, "%s%s%%3D%s", comma, ek, ev) : -1;
+        free(ek);
+        free(ev);
+        if (w < 0)
+            return SBX_ENOMEM;
+        comma = "%2C";
+    }
+    if (w < 0 || at + (size_t)w >= n) {
+        if (*len < n)
+            buf[*len] = '\0';
+        return SBX_ETOOBIG;
+    }
+    *len = at + (size_t)w;
+    return 0;
+}
+
 bool client_sleep_ms(client_t *cl, int64_t ms)
 {
     int64_t end = time_mono_ms() + ms;

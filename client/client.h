@@ -74,6 +74,13 @@ void client_error_decode(const client_t *cl, const char *method, const char *pat
  * SBX_ENOMEM, or SBX_ETOOBIG when it does not fit. */
 int client_path(char *buf, size_t n, const char *prefix, const char *id, const char *suffix);
 
+/* lead ("?" or "&") then "label=K%3DV%2CK2%3DV2" (each pair
+ * percent-encoded) of labels, a JSON object of strings, appended at *len in
+ * buf (n bytes): GET /v1/sandboxes' filter. Returns
+ * 0, SBX_ENOMEM, or SBX_ETOOBIG when it does not fit (buf then holds what
+ * came before). */
+int client_labels_query(json_object *labels, const char *lead, char *buf, size_t n, size_t *len);
+
 /* Sleeps ms milliseconds in short steps, returning early (true) when the
  * client's cancel callback says stop. */
 bool client_sleep_ms(client_t *cl, int64_t ms);

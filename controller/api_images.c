@@ -39,12 +39,12 @@ void api_images_list(req_t *rq)
     if (tenant) {
         char tenant_id[SBX_ID_MAX];
         int rc = store_tenant_policy_by_name(rq->db, tenant, tenant_id, &policy);
-        if (rc == SBX_ENOTFOUND) {
-            http_reply_error(rq, API_NOT_FOUND, "no tenant %s", tenant);
-            return;
-        }
         if (rc < 0) {
-            http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
+            policy_release(&policy);
+            if (rc == SBX_ENOTFOUND)
+                http_reply_error(rq, API_NOT_FOUND, "no tenant %s", tenant);
+            else
+                http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
             return;
         }
     }

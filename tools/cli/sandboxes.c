@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "client.h"
 #include "errors.h"
 #include "jsonx.h"
 #include "limits.h"
@@ -181,16 +182,7 @@ int cli_cmd_list(cli_t *cli, opts_t *o)
     /* --label K=V... as label=K=V,K2=V2 (every one must match), --phase */
     char labels[3072] = "";
     size_t ll = 0;
-    if (o->labels) {
-        json_object_object_foreach(o->labels, k, v) {
-            char *ek = httpc_escape(k), *ev = httpc_escape(json_object_get_string(v));
-            if (ek && ev)
-                ll += (size_t)snprintf(labels + ll, ll < sizeof labels ? sizeof labels - ll : 0, "%s%s%%3D%s",
-                                       ll ? "%2C" : "&label=", ek, ev);
-            free(ek);
-            free(ev);
-        }
-    }
+    int lr = o->labels ? client_labels_query(o->labels, "&", labels, sizeof labels, &ll) : 0;
     char *ph = o->phase ? httpc_escape(o->phase) : NULL;
     char path[4096];
     int w = snprintf(path, sizeof path, "/v1/sandboxes?limit=%lld%s%s%s%s%s%s%s%s",
@@ -200,7 +192,7 @@ int cli_cmd_list(cli_t *cli, opts_t *o)
     free(t);
     free(a);
     free(ph);
-    if (w < 0 || (size_t)w >= sizeof path || ll >= sizeof labels)
+    if (w < 0 || (size_t)w >= sizeof path || lr < 0)
         return cli_usage_error(cli->cmd, "--tenant, --label or --phase is too long");
     json_object *resp = NULL;
     int rc = cli_call(cli, "GET", path, NULL, NULL, &resp);
@@ -290,15 +282,7 @@ static int ids_by_label(cli_t *cli, opts_t *o, char ***ret, size_t *ret_n)
     char labels[3072] = "", path[4096], cursor[160] = "";
     size_t ll = 0, n = 0, cap = 0;
     char **ids = NULL;
-    json_object_object_foreach(o->labels, k, v) {
-        char *ek = httpc_escape(k), *ev = httpc_escape(json_object_get_string(v));
-        if (ek && ev)
-            ll += (size_t)snprintf(labels + ll, ll < sizeof labels ? sizeof labels - ll : 0, "%s%s%%3D%s",
-                                   ll ? "%2C" : "&label=", ek, ev);
-        free(ek);
-        free(ev);
-    }
-    if (ll >= sizeof labels)
+    if (client_labels_query(o->labels, "&", labels, sizeof labels, &ll) < 0)
         return cli_usage_error(cli->cmd, "--label is too long");
     for (int page = 0; page < 1000; page++) {
         snprintf(path, sizeof path, "/v1/sandboxes?limit=%d%s%s%s%s", SBX_LIST_MAX, labels,

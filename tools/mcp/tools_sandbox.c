@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client.h"
 #include "errors.h"
 #include "httpc.h"
 #include "jsonx.h"
@@ -136,12 +137,15 @@ static json_object *get_one(call_t *c, const char *prefix, const char *id_arg, j
     return get_result(c, path);
 }
 
-/* Copies key of from into to when present and not null. */
-static void copy_key(json_object *to, json_object *from, const char *key)
+/* A new object with those of keys (NULL-terminated) that from has, not
+ * null. */
+static json_object *pick(json_object *from, const char *const *keys)
 {
-    json_object *v;
-    if (json_object_object_get_ex(from, key, &v) && v)
-        jsonx_add(to, key, json_object_get(v));
+    json_object *o = json_object_new_object(), *v;
+    for (; *keys; keys++)
+        if (json_object_object_get_ex(from, *keys, &v) && v)
+            jsonx_add(o, *keys, json_object_get(v));
+    return o;
 }
 
 /* One operation as sandbox_get shows it: what it was and how it ended; the
@@ -149,32 +153,18 @@ static void copy_key(json_object *to, json_object *from, const char *key)
  * operation_get. */
 static json_object *op_compact(json_object *op)
 {
-    json_object *o = json_object_new_object(), *v;
-    static const char *const keys[] = { "id", "kind", "state", "attempt", "created_at", "finished_at" };
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        copy_key(o, op, keys[i]);
-    json_object *err = jsonx_get_obj(op, "error");
-    if (err) {
-        v = json_object_new_object();
-        copy_key(v, err, "code");
-        copy_key(v, err, "message");
-        jsonx_add(o, "error", v);
-    }
-    json_object *pl = jsonx_get_obj(op, "placement");
-    if (pl) {
-        v = json_object_new_object();
-        copy_key(v, pl, "worker");
-        copy_key(v, pl, "summary");
-        jsonx_add(o, "placement", v);
-    }
-    json_object *res = jsonx_get_obj(op, "result");
-    if (res && strcmp(jsonx_get_str(op, "kind") ? jsonx_get_str(op, "kind") : "", "exec") == 0) {
-        v = json_object_new_object();
-        static const char *const rkeys[] = { "exit_code", "signal", "timed_out", "duration_ms", "cancelled" };
-        for (size_t i = 0; i < sizeof rkeys / sizeof rkeys[0]; i++)
-            copy_key(v, res, rkeys[i]);
-        jsonx_add(o, "result", v);
-    }
+    static const char *const keys[] = { "id", "kind", "state", "attempt", "created_at", "finished_at", NULL };
+    static const char *const ekeys[] = { "code", "message", NULL }, *const pkeys[] = { "worker", "summary", NULL };
+    static const char *const rkeys[] = { "exit_code", "signal", "timed_out", "duration_ms", "cancelled", NULL };
+    json_object *o = pick(op, keys), *err = jsonx_get_obj(op, "error"), *pl = jsonx_get_obj(op, "placement"),
+                *res = jsonx_get_obj(op, "result");
+    const char *kind = jsonx_get_str(op, "kind");
+    if (err)
+        jsonx_add(o, "error", pick(err, ekeys));
+    if (pl)
+        jsonx_add(o, "placement", pick(pl, pkeys));
+    if (res && kind && strcmp(kind, "exec") == 0)
+        jsonx_add(o, "result", pick(res, rkeys));
     return o;
 }
 
@@ -287,17 +277,8 @@ json_object *tool_list(call_t *c, json_object *args)
         if (!json_object_is_type(labels, json_type_object))
             return mcp_tool_error("invalid_argument", "labels must be an object of label names to values");
         size_t l = strlen(path);
-        snprintf(path + l, sizeof path - l, "%slabel=", sep);
-        const char *comma = "";
-        json_object_object_foreach(labels, k, v) {
-            char *ek = httpc_escape(k), *ev = httpc_escape(json_object_is_type(v, json_type_string)
-                                                              ? json_object_get_string(v) : "");
-            l = strlen(path);
-            snprintf(path + l, sizeof path - l, "%s%s%%3D%s", comma, ek ? ek : "", ev ? ev : "");
-            free(ek);
-            free(ev);
-            comma = "%2C";
-        }
+        if (client_labels_query(labels, sep, path, sizeof path, &l) < 0)
+            return mcp_tool_error("invalid_argument", "tenant, labels, phase and after are too long together");
         sep = "&";
     }
     if (phase) {
