@@ -161,6 +161,7 @@ static int pump(vmm_t *vm, int wait_ms, int want_write)
         return SBX_EIO;
     }
     vm->rhave += (size_t)n;
+    vm->rtotal += (unsigned long long)n;
     size_t off = 0;
     for (;;) {
         vmm_frame_t f;
@@ -270,6 +271,21 @@ int vmm__agent_connect(vmm_t *vm, long timeout_ms, char *why)
     }
     vmm__why(why, "the guest agent did not answer in %ld ms (see %s/console.log)", timeout_ms, vm->dir);
     return SBX_ETIMEOUT;
+}
+
+int vmm__agent_quiesce(vmm_t *vm, long quiet_ms, long max_ms)
+{
+    long long now = vmm__now_ms(), end = now + max_ms, quiet_from = now;
+    unsigned long long seen = vm->rtotal;
+    while ((now = vmm__now_ms()) < end && now - quiet_from < quiet_ms) {
+        if (pump(vm, 20, 0) != 0)
+            return SBX_EIO;
+        if (vm->rtotal != seen) {
+            seen = vm->rtotal;
+            quiet_from = vmm__now_ms();
+        }
+    }
+    return now - quiet_from >= quiet_ms ? 0 : SBX_ETIMEOUT;
 }
 
 /* ---- sessions ---- */

@@ -71,6 +71,7 @@ struct vmm {
     char cgnote[VMM_WHY_MAX];
     uint8_t *rbuf;
     size_t rhave;
+    unsigned long long rtotal; /* bytes read from the agent, ever */
     uint32_t next_ch;
     int broken;              /* the stream failed: every call fails with SBX_EIO */
     int bad_version;         /* the guest's HELLO named another protocol version: */
@@ -81,6 +82,9 @@ struct vmm {
 /* Connects vm->fd to <dir>/agent.sock and trades HELLO, retrying until
  * timeout_ms passed (the guest may still be booting). */
 int vmm__agent_connect(vmm_t *vm, long timeout_ms, char *why);
+/* Reads (and dispatches) what the agent sends until it has been silent for
+ * quiet_ms, at most max_ms: nothing of the guest's is in flight after it. */
+int vmm__agent_quiesce(vmm_t *vm, long quiet_ms, long max_ms);
 
 /* What a template's boot and a restore add to vmm_boot. */
 typedef struct {

@@ -218,10 +218,19 @@ int vmm_template_ensure(const vmm_config_t *cfg, const vmm_spec_t *spec, char *r
     vmm_boot_extra_t x = {.qmp = 1, .ret_append = append};
     if ((rc = vmm__boot(cfg, &s, &x, &vm, ret_why)) != 0)
         goto cleanup;
-    /* let the agent see the host go (it forgets the connection) before the state is taken */
+    /* Nothing of the guest's in flight when the host goes: the agent answers
+     * every HELLO that queued up while it booted, and a reply written as the
+     * host hangs up can leave QEMU's end of the port throttled in the saved
+     * state, a restored VM that never answers. Then let the agent see the
+     * host go (it forgets the connection) before the state is taken. */
+    if (vmm__agent_quiesce(vm, 500, 10000) != 0) {
+        vmm__why(ret_why, "the guest agent of the template did not fall silent");
+        rc = SBX_ERUNTIME;
+        goto cleanup;
+    }
     vmm_detach(vm);
     vm = NULL;
-    struct timespec ts = {0, 300 * 1000 * 1000};
+    struct timespec ts = {0, 500 * 1000 * 1000};
     nanosleep(&ts, NULL);
     char vdir[VMM_PATH_MAX], from[VMM_PATH_MAX], to[VMM_PATH_MAX];
     vmm__vm_dir(cfg, id, vdir, sizeof(vdir));
