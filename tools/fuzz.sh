@@ -6,7 +6,9 @@
 # input there and is printed with the command that replays it (copy it into
 # tests/fuzz/corpus/NAME/ once fixed: it then stays a regression test).
 # Prints one line per harness and "N passed, N failed"; exits 1 on a failure.
-# Usage: tools/fuzz.sh [--seconds N] [HARNESS...]   (default: 15 s each, all)
+# Usage: tools/fuzz.sh [--seconds N] [--build-only] [HARNESS...]   (default: 15 s each, all)
+#   --build-only  builds the harnesses and stops (tools/test.sh builds them
+#                 early, beside tests that mostly wait)
 # Env: SANDBOX_FUZZ_BUILD_DIR (default build-fuzz), SANDBOX_FUZZ_SECONDS.
 set -euo pipefail
 
@@ -17,10 +19,12 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 seconds=${SANDBOX_FUZZ_SECONDS:-15}
 dir=${SANDBOX_FUZZ_BUILD_DIR:-build-fuzz}
 targets=()
+build_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) [ $# -ge 2 ] || sbx_die "--seconds needs a number"; seconds=$2; shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --build-only) build_only=1; shift ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) sbx_die "unknown option: $1 (see --help)" ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -33,6 +37,7 @@ command -v clang >/dev/null 2>&1 || sbx_die "clang is missing (apt-get install c
 
 CC=clang sbx_build "$dir" -Dfuzz=true -Dtests=false \
   -Db_sanitize=address,undefined -Db_lundef=false
+[ "$build_only" -eq 0 ] || exit 0
 
 work=$(mktemp -d /tmp/sbx-fuzz.XXXXXX)
 passed=0

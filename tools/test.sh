@@ -5,8 +5,9 @@
 # The fault-injection tests (test_fault_*, about 7 minutes) run once, in the
 # sanitized build, when both builds run: what they add over the plain run is
 # the crash and recovery paths, and those are where a memory error would hide.
-# Last, tools/fuzz.sh replays tests/fuzz/corpus and fuzzes each libFuzzer
-# harness for SANDBOX_FUZZ_SECONDS (15) seconds: one test per harness.
+# tools/fuzz.sh replays tests/fuzz/corpus and fuzzes each libFuzzer harness
+# for SANDBOX_FUZZ_SECONDS (15) seconds: one test per harness. Compiles and
+# fuzzing run niced beside integration tests, which mostly wait (bg_start).
 # Usage: tools/test.sh [--plain | --sanitize] [--unit-only]   (as root, or a user with sudo)
 #   --plain      only the plain build (build/)
 #   --sanitize   only the sanitized build (build-asan/, -Db_sanitize=address,undefined)
@@ -97,6 +98,7 @@ EOF
   fi
 
   if [ "$unit_only" -eq 0 ]; then
+    bg_start "$name"
     ilog=$(mktemp /tmp/sbx-itest-summary.XXXXXX)
     sbx_say "[$name] integration tests: tests/integration/run.sh $dir"
     # test_microvm_*: run by the microvm suite below (meson test --suite microvm)
@@ -115,6 +117,9 @@ EOF
     if [ "$irc" -ne 0 ] && [ "$if_" -eq 0 ]; then
       if_=1
     fi
+  fi
+  if [ "$unit_only" -eq 0 ]; then
+    bg_wait "$name"
   fi
   # meson test --suite microvm: QEMU microVMs under KVM or TCG (as root);
   # like the fault tests, once: in the sanitized build when it runs
@@ -156,15 +161,68 @@ sbx_install_node() {
 # test_nginx_recipe.sh runs docs/custom-domains.md's nginx block
 SBX_PACKAGES+=(clang libclang-rt-14-dev nginx-light)
 
+# Work in the background, at the lowest CPU priority, beside the integration
+# tests (which mostly wait on Docker): while the plain build's run, the
+# sanitized and fuzzing builds compile; while the sanitized build's run, the
+# fuzzers run (each harness for a fixed time: fewer inputs when the CPU is
+# busy, never a later end). bg_start NAME starts what goes beside NAME's
+# integration tests, bg_wait NAME waits for it (and records the fuzzing).
+bg_pid=
+bg_log=
+fuzz_done=0
+bg_start() {
+  bg_pid=
+  if [ "$1" = plain ] && [ "$sanitize" -eq 1 ]; then
+    bg_log=$(mktemp /tmp/sbx-prebuild.XXXXXX)
+    sbx_say "[plain] beside the integration tests (niced; log $bg_log): meson compile -C ${SANDBOX_ASAN_BUILD_DIR:-build-asan}, tools/fuzz.sh --build-only"
+    (
+      renice -n 19 -p "$BASHPID" >/dev/null
+      sbx_build "${SANDBOX_ASAN_BUILD_DIR:-build-asan}" -Db_sanitize=address,undefined -Db_lundef=false
+      bash tools/fuzz.sh --build-only
+    ) >"$bg_log" 2>&1 </dev/null &
+    bg_pid=$!
+  elif [ "$1" = sanitized ]; then
+    bg_log=$(mktemp /tmp/sbx-fuzz-summary.XXXXXX)
+    sbx_say "[fuzz] beside the sanitized integration tests (niced): tools/fuzz.sh --seconds ${SANDBOX_FUZZ_SECONDS:-15}"
+    (
+      renice -n 19 -p "$BASHPID" >/dev/null
+      bash tools/fuzz.sh --seconds "${SANDBOX_FUZZ_SECONDS:-15}"
+    ) >"$bg_log" 2>&1 </dev/null &
+    bg_pid=$!
+  fi
+}
+bg_wait() {
+  local rc=0
+  [ -n "$bg_pid" ] || return 0
+  wait "$bg_pid" || rc=$?
+  bg_pid=
+  if [ "$1" = plain ]; then
+    # a failed build is built again, in the foreground, by its own suite
+    [ "$rc" -eq 0 ] || { sbx_say "[plain] the background build failed (exit $rc); its log:"; tail -n 40 "$bg_log"; }
+  else
+    sbx_say "[fuzz] tools/fuzz.sh (it ran beside the sanitized integration tests)"
+    cat "$bg_log"
+    fuzz_record "$bg_log" "$rc"
+    fuzz_done=1
+  fi
+  rm -f "$bg_log"
+}
+
 # run_fuzz: tools/fuzz.sh; each harness is one test.
 run_fuzz() {
-  local flog fp=0 ff=0 summary frc=0
+  local flog frc=0
   flog=$(mktemp /tmp/sbx-fuzz-summary.XXXXXX)
   sbx_say "[fuzz] tools/fuzz.sh --seconds ${SANDBOX_FUZZ_SECONDS:-15}"
   bash tools/fuzz.sh --seconds "${SANDBOX_FUZZ_SECONDS:-15}" 2>&1 | tee "$flog" || frc=$?
+  fuzz_record "$flog" "$frc"
+  rm -f "$flog"
+}
+
+# fuzz_record LOG RC: tools/fuzz.sh's summary in LOG into the totals.
+fuzz_record() {
+  local flog=$1 frc=$2 fp=0 ff=0 summary
   summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$flog" | tail -n 1 || true)
   grep -E '^FAIL' "$flog" | sed 's/^/== fuzz: /' >>"$ITEST_DIGEST" || true
-  rm -f "$flog"
   if [ -n "$summary" ]; then
     fp=${summary%% passed*}
     ff=${summary#*passed, }
@@ -216,7 +274,7 @@ if [ "$sanitize" -eq 1 ]; then
   # shellcheck disable=SC2054 # one meson option, not two array elements
   run_suite sanitized "${SANDBOX_ASAN_BUILD_DIR:-build-asan}" -Db_sanitize=address,undefined -Db_lundef=false
 fi
-if [ "$unit_only" -eq 0 ]; then
+if [ "$unit_only" -eq 0 ] && [ "$fuzz_done" -eq 0 ]; then
   run_fuzz
 fi
 

@@ -12,7 +12,12 @@
 # the shared controller and worker have stopped, so two controllers never
 # share one dockerd. A test with a "# itest-beside" line (one that mostly
 # waits, in a tenant of its own) runs in the background beside the shared
-# tests, from the first to the last of them.
+# tests, from the first to the last of them. Tests with a "# itest-parallel"
+# line (each in tenants of its own, asserting nothing global, leaving the
+# shared daemons alone) run first, ITEST_JOBS (default 2) at a time; the
+# other shared tests then run one at a time. A failure names its test and
+# prints its own output; the daemons' log lines since it began may then hold
+# a concurrent test's lines too.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -96,8 +101,15 @@ test_start() {
   # Into a file, not a pipe: a background process the test left with its
   # stdout (a sleep feeding a stdin, killed by its own timeout) does not
   # hold the runner until it ends.
-  ITEST_TRACE_FILE="$ITEST_TMP/$name.trace" ITEST_FAIL_MARKER="$ITEST_TMP/$name.failed" \
-    timeout --kill-after=15 "$tmo" bash "$t" </dev/null >"$ITEST_TMP/$name.out" 2>&1 &
+  # $name.rc when it ends: how a pool of concurrent tests sees which ended
+  rm -f "$ITEST_TMP/$name.rc"
+  (
+    rc=0
+    ITEST_TRACE_FILE="$ITEST_TMP/$name.trace" ITEST_FAIL_MARKER="$ITEST_TMP/$name.failed" \
+      timeout --kill-after=15 "$tmo" bash "$t" </dev/null >"$ITEST_TMP/$name.out" 2>&1 || rc=$?
+    echo "$rc" >"$ITEST_TMP/$name.rc"
+    exit "$rc"
+  ) &
   T_PID[$name]=$!
 }
 
@@ -158,6 +170,27 @@ run_one() {
   test_finish "$(basename "$1" .sh)"
 }
 
+# run_pool JOBS TEST_FILE...: runs the tests, JOBS at a time, each recorded
+# (test_finish) as it ends.
+run_pool() {
+  local jobs=$1 t n left
+  shift
+  local running=()
+  for t in "$@" ''; do
+    while [ "${#running[@]}" -gt 0 ] && { [ -z "$t" ] || [ "${#running[@]}" -ge "$jobs" ]; }; do
+      left=()
+      for n in "${running[@]}"; do
+        if [ -e "$ITEST_TMP/$n.rc" ]; then test_finish "$n"; else left+=("$n"); fi
+      done
+      running=("${left[@]}")
+      if [ "${#running[@]}" -gt 0 ] && { [ -z "$t" ] || [ "${#running[@]}" -ge "$jobs" ]; }; then sleep 0.2; fi
+    done
+    [ -n "$t" ] || break
+    test_start "$t"
+    running+=("$(basename "$t" .sh)")
+  done
+}
+
 setup_error=
 itest_ensure_docker || setup_error="no Docker daemon (see above)"
 if [ -z "$setup_error" ]; then itest_busybox_image || setup_error="cannot build image $ITEST_IMAGE"; fi
@@ -174,11 +207,14 @@ else
   shared=()
   standalone=()
   beside=()
+  parallel=()
   for t in "${tests[@]}"; do
     if grep -q '^# itest-standalone' "$t"; then
       standalone+=("$t")
     elif grep -q '^# itest-beside' "$t"; then
       beside+=("$t")
+    elif grep -q '^# itest-parallel' "$t"; then
+      parallel+=("$t")
     else
       shared+=("$t")
     fi
@@ -190,6 +226,9 @@ else
     T_BG[$(basename "$t" .sh)]=1
     test_start "$t"
   done
+  if [ "${#parallel[@]}" -gt 0 ]; then
+    run_pool "${ITEST_JOBS:-2}" "${parallel[@]}"
+  fi
   for t in "${shared[@]}"; do
     run_one "$t"
   done

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Authentication and tenancy: bad or missing token 401 with an error body;
 # another tenant's member sees 404 and an empty list; role checks (403).
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -2,6 +2,7 @@
 # Hostile and broken requests get 400/413/422 with the error body and never
 # hurt the controller; a missing image fails the operation with
 # image_unavailable; afterwards the controller still serves.
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

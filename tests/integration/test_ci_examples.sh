@@ -8,6 +8,7 @@
 # the sandbox is deleted; when a test fails the test step fails, and the
 # report is still copied back and the sandbox still deleted.
 # itest-timeout: 240
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -5,6 +5,7 @@
 # with env; untrusted work runs hardened (no capabilities); a tenant can
 # raise a class but not lower it; `sandbox get` explains the decision.
 # itest-timeout: 180
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Pins the sandbox CLI's help, usage errors and exit codes; needs no server.
 # Usage: SANDBOX_CLI=build/tools/sandbox tests/integration/test_cli_usage.sh
+# itest-parallel
 set -euo pipefail
 
 CLI=${SANDBOX_CLI:-build/tools/sandbox}

@@ -4,6 +4,7 @@
 # endpoints its role may not call), the same Idempotency-Key in two tenants
 # gives two sandboxes, and A's sandbox is untouched afterwards.
 # itest-timeout: 180
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -8,6 +8,7 @@
 # never 503 with the database's words; the route listener's own errors are
 # JSON too; afterwards the controller still serves.
 # itest-timeout: 120
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -2,6 +2,7 @@
 # Exec bounds: output over --max-output is truncated and flagged with the real
 # byte count; --timeout kills (137, timed_out); a missing command is 127 and a non-executable 126, each named in the project's words;
 # stderr goes to stderr.
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

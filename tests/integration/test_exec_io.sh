@@ -4,6 +4,7 @@
 # gives the command the CLI's stdin (text and bytes, container and gvisor
 # classes); stdin over the inline limit is streamed over a shell connection
 # without a terminal (checksum, stdout/stderr apart, exit code, timeout).
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

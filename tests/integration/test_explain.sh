@@ -11,6 +11,7 @@
 # the retention pass's recount of the live counters (sandbox_usage_check: a
 # full count once a retention interval, by design).
 # itest-timeout: 200
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

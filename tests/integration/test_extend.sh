@@ -8,6 +8,7 @@
 # replayed, the tenant's operation rate applied; a sandbox not running yet
 # gets the TTL it starts with. Traffic goes only to the test's controller.
 # itest-timeout: 240
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -9,6 +9,7 @@
 # shell_idle_timeout_seconds with a line saying so. Traffic goes only to the
 # test's controllers and worker on loopback.
 # itest-timeout: 240
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -9,6 +9,7 @@
 # Needs dockerd with runsc registered (run.sh does that for a dockerd it
 # starts; see itest_require_gvisor).
 # itest-timeout: 180
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

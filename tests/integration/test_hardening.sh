@@ -6,6 +6,7 @@
 # pids, memory and swap limits, Init and no privileges are set on the
 # container.
 # itest-timeout: 150
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -10,6 +10,7 @@
 # docs/mcp.md's member-token steps work against the shared controller.
 # Needs no network (loopback only).
 # itest-timeout: 180
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

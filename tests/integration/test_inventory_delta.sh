@@ -13,6 +13,7 @@
 #    generation the controller holds goes up by one a beat), and a container
 #    removed behind its back still fails its sandbox (removed).
 # itest-timeout: 200
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -3,6 +3,7 @@
 # 2 CPUs, 4 GiB), wait, exec with exit code, the restricted network, Docker
 # limits and labels, delete --wait, container gone, phase deleted. A create
 # without an image gets the server's default_image (sandbox/busybox:latest).
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -10,6 +10,7 @@
 #    fills it, is refused a third, deletes one and may create again, and its
 #    counters equal the recount of its sandboxes.
 # itest-timeout: 200
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -6,6 +6,7 @@
 # locks in one order (docs/architecture.md "Concurrency"), so PostgreSQL
 # detects no deadlock and no request answers 503.
 # itest-timeout: 240
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

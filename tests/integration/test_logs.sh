@@ -12,6 +12,7 @@
 # a truncated line and the controller's RSS bounded, a client that stops
 # reading, and a gVisor sandbox's logs.
 # itest-timeout: 240
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -3,6 +3,7 @@
 # time, and refuses (as does the controller) a database whose recorded
 # migration checksum no longer matches the landed file.
 # itest-timeout: 120
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

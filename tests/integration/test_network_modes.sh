@@ -6,6 +6,7 @@
 # service either (not through its network's gateway: the worker's egress rules). Each on the Docker network the
 # worker created with the documented options.
 # itest-timeout: 180
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

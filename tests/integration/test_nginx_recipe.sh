@@ -6,6 +6,7 @@
 # that refuses on its own (a 1 KiB client_max_body_size, a server block of
 # the test's) is reported by the CLI with its status and its own words.
 # itest-timeout: 240
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

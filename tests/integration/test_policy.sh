@@ -4,6 +4,7 @@
 # server's ceilings; quotas hold under 20 concurrent creates (429
 # quota_exceeded, never exceeded); the exec output ceiling applies.
 # itest-timeout: 180
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

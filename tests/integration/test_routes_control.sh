@@ -6,6 +6,7 @@
 # (one reconcile tick) and in the same transaction as the sandbox leaving
 # running; the tenant policy can forbid routes; another tenant sees nothing.
 # itest-timeout: 120
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

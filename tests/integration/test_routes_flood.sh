@@ -10,6 +10,7 @@
 # `ulimit -n 256`) on the run's database; clients are on loopback only
 # (127.0.0.1 and 127.0.0.2).
 # itest-timeout: 360
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

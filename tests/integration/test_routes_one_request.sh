@@ -7,6 +7,7 @@
 # reads on. The app is a shell script in the sandbox that answers up to two
 # requests per connection with the head it received.
 # itest-timeout: 240
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

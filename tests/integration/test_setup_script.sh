@@ -6,6 +6,7 @@
 # pid to reload; apt-get waiting for a busy lock; no sudo when root; the
 # base image (applets, /tmp, recipe label, cached, stale rebuilt).
 # itest-timeout: 120
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

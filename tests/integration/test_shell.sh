@@ -9,6 +9,7 @@
 # 400; a gVisor sandbox's shell works too. Traffic goes only to the test's
 # controller and worker on loopback.
 # itest-timeout: 300
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

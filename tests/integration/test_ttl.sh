@@ -2,6 +2,7 @@
 # TTL: a sandbox with --ttl 10 (the minimum) is deleted by the controller
 # after it expires (phase deleted, container gone) within a few ticks.
 # itest-timeout: 180
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -9,6 +9,7 @@
 # Execs on a running sandbox are leased in their own requests and kick no
 # turn of the reconcile loop.
 # itest-timeout: 120
+# itest-parallel
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
