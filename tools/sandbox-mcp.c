@@ -274,7 +274,7 @@ json_object *op_request(call_t *c, const char *method, const char *path, json_ob
 
 static void usage(FILE *f)
 {
-    fputs("usage: sandbox-mcp [--url URL] [--token TOKEN] [--log-level LEVEL]\n"
+    fputs("usage: sandbox-mcp [--url URL] [--token TOKEN] [--context NAME] [--log-level LEVEL]\n"
           "\n"
           "A local MCP server (stdio, JSON-RPC 2.0, one message per line) exposing the\n"
           "Sandbox lifecycle as tools: sandbox_create, sandbox_wait, sandbox_exec,\n"
@@ -289,6 +289,8 @@ static void usage(FILE *f)
           "  --token TOKEN      API token (else SANDBOX_TOKEN, the config file)\n"
           "                     (an https URL is verified against SANDBOX_CA_FILE or the\n"
           "                     config file's 'ca_file' when set, else the system's CAs)\n"
+          "  --context NAME     the config file's [context NAME] (else SANDBOX_CONTEXT,\n"
+          "                     the file's 'context = NAME'); see docs/client-setup.md\n"
           "  --log-level LEVEL  stderr log level: debug, info (default), warning or error\n"
           "  -h, --help         show this help\n"
           "  --version          print the version\n"
@@ -302,12 +304,13 @@ static void usage(FILE *f)
 
 /* Reads the command line into *url, *token and *level. Returns -1 to go
  * on, else the exit code (0 after --help or --version, 2 for a bad one). */
-static int parse_args(int argc, char **argv, const char **url, const char **token, const char **level)
+static int parse_args(int argc, char **argv, const char **url, const char **token, const char **context,
+                      const char **level)
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char **dst = strcmp(a, "--url") == 0 ? url : strcmp(a, "--token") == 0 ? token
-                                                    : strcmp(a, "--log-level") == 0 ? level : NULL;
+                           : strcmp(a, "--context") == 0 ? context : strcmp(a, "--log-level") == 0 ? level : NULL;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
@@ -328,10 +331,10 @@ static int parse_args(int argc, char **argv, const char **url, const char **toke
 
 /* Resolves the controller URL and token (flags, environment, config file)
  * into s, warning on stderr about what tool calls will then refuse. */
-static void resolve_config(server_t *s, const char *url, const char *token)
+static void resolve_config(server_t *s, const char *url, const char *token, const char *context)
 {
     client_config_t cc;
-    if (client_config_resolve(url, token, &cc, s->config_error, sizeof s->config_error) == 0) {
+    if (client_config_resolve(url, token, context, &cc, s->config_error, sizeof s->config_error) == 0) {
         s->url = cc.url;
         s->token = cc.token;
         s->ca_file = cc.ca_file;
@@ -349,8 +352,8 @@ static void resolve_config(server_t *s, const char *url, const char *token)
 
 int main(int argc, char **argv)
 {
-    const char *url = NULL, *token = NULL, *level = "info";
-    int rc = parse_args(argc, argv, &url, &token, &level);
+    const char *url = NULL, *token = NULL, *context = NULL, *level = "info";
+    int rc = parse_args(argc, argv, &url, &token, &context, &level);
     if (rc >= 0)
         return rc;
     server_t s;
@@ -364,7 +367,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sandbox-mcp: cannot initialise\n");
         return 1;
     }
-    resolve_config(&s, url, token);
+    resolve_config(&s, url, token, context);
     s.info = (mcp_server_info_t){
         .name = "sandbox-mcp",
         .title = "Sandbox",

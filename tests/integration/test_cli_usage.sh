@@ -14,7 +14,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 # No config from the person running the tests, no token or URL from the env.
 export HOME=$TMP/home XDG_CONFIG_HOME=$TMP/xdg
-unset SANDBOX_URL SANDBOX_TOKEN
+unset SANDBOX_URL SANDBOX_TOKEN SANDBOX_CONTEXT
 mkdir -p "$HOME" "$XDG_CONFIG_HOME"
 # A port nothing listens on: bind one, note it, close it.
 DEAD_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()' 2>/dev/null || echo 9)
@@ -272,6 +272,83 @@ printf 'this is not a setting\n' >"$XDG_CONFIG_HOME/sandbox/config"
 run list
 expect "malformed config" 2 stderr "config:1"
 rm -f "$XDG_CONFIG_HOME/sandbox/config"
+
+# --- contexts: [context NAME] sections, --context / SANDBOX_CONTEXT / 'context ='
+# (two dead ports: which one a command reached says which context it used)
+DEAD2=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+cat >"$XDG_CONFIG_HOME/sandbox/config" <<EOF
+url = http://127.0.0.1:$DEAD2
+token = sbt_top
+context = one
+
+[context one]
+url = $DEAD_URL
+token = sbt_one
+
+[context two]
+url = http://127.0.0.1:$DEAD2/two
+EOF
+chmod 600 "$XDG_CONFIG_HOME/sandbox/config"
+run context
+expect "context list" 0 stdout "* one" stdout "two" stdout "none"
+if grep -q sbt_ "$OUT" "$ERR"; then fail "context list shows a token"; else passed=$((passed + 1)); fi
+run list
+expect "the file's 'context =' picks one" 3 stderr "$DEAD_URL/v1/sandboxes"
+run --context two list
+expect "a context without a token: no token (never another context's)" 2 stderr "no API token"
+SANDBOX_CONTEXT=two SANDBOX_TOKEN=sbt_env run list
+expect "SANDBOX_CONTEXT wins over SANDBOX_TOKEN (never mixed)" 2 stderr "no API token"
+SANDBOX_URL=http://127.0.0.1:$DEAD2/env run list
+expect "SANDBOX_URL without a named context: the file's context is left out" 3 stderr "$DEAD2/env/v1/sandboxes"
+run --context two --token sbt_flag list
+expect "--token still wins over a context" 3 stderr "$DEAD2/two/v1/sandboxes"
+run context show --context two
+expect "context show" 0 stdout "context: two" stdout "token: none" stdout "/two"
+run --context nope list
+expect "an unknown --context" 2 stderr "no context 'nope'" stderr "one, two"
+run context use nope
+expect "context use of an unknown context" 1 stderr "no context 'nope'"
+run context use two
+expect "context use" 0 stdout "context two"
+if [[ "$(head -n 1 "$XDG_CONFIG_HOME/sandbox/config")" != "context = two" ]] || grep -q '^context = one' "$XDG_CONFIG_HOME/sandbox/config" ||
+    ! grep -q '^token = sbt_one' "$XDG_CONFIG_HOME/sandbox/config" || [[ "$(stat -c %a "$XDG_CONFIG_HOME/sandbox/config")" != 600 ]]; then
+    fail "context use keeps the file's other lines and mode"
+else
+    passed=$((passed + 1))
+fi
+run context show
+expect "context use made it the default" 0 stdout "context: two"
+printf '[context bad name]\nurl = http://x\n' >"$XDG_CONFIG_HOME/sandbox/config"
+run list
+expect "a malformed context section" 2 stderr "config:1" stderr "[context NAME]"
+rm -f "$XDG_CONFIG_HOME/sandbox/config"
+
+# --- completion: a script made from the command table, run in bash
+run completion bash
+expect "completion bash" 0 stdout "complete -F _sandbox_cli sandbox"
+cp "$OUT" "$TMP/comp.bash"
+comp() { # comp WORDS...: what bash would offer for the last word
+    bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 )); COMPREPLY=(); _sandbox_cli; echo "${COMPREPLY[*]}"' \
+        comp "$TMP/comp.bash" "$@"
+}
+check_comp() { # check_comp NAME WANT WORDS...
+    local name=$1 want=$2 got
+    shift 2
+    got=$(comp "$@")
+    if [[ " $got " == *" $want "* ]]; then passed=$((passed + 1)); else fail "completion: $name: [$want] not in [$got]"; fi
+}
+check_comp "a command" create sandbox cr
+check_comp "an alias" rm sandbox r
+check_comp "a command's flag" --env sandbox exec x --e
+check_comp "a short flag" -w sandbox exec x -
+check_comp "a subcommand" drain sandbox workers d
+check_comp "completion's shells" zsh sandbox completion z
+check_comp "help's commands" extend sandbox help ex
+if [[ -z "$(comp sandbox create --tenant '')" ]]; then passed=$((passed + 1)); else fail "completion: nothing offered for a flag's value"; fi
+run completion zsh
+expect "completion zsh" 0 stdout "bashcompinit" stdout "complete -F _sandbox_cli sandbox"
+run completion fish
+expect "completion of another shell" 2 stderr "bash or zsh"
 
 # --- sandboxd: each command's --help prints its usage and only its flags
 SANDBOXD=${SANDBOXD:-$(dirname "$CLI")/sandboxd}

@@ -82,6 +82,12 @@ itest_wait_until 20 "the abandoned shell's command is killed" \
   sh -c "! \"$SANDBOX_CLI\" exec $sbx -- ps | grep -q 'sleep 4242'"
 
 # ---- usage: no id, nothing after --, --help; exit 2 and 0
+# docker's habit: exec -it is the shell's terminal session, with exec's -e and -w
+out=$(printf 'echo "tty=$(tty) v=$V wd=$(pwd)"\nexit 4\n' | sandbox exec "$sbx" -it -e V=x9 -w /tmp -- /bin/sh) && rc=0 || rc=$?
+assert_eq 4 "$rc" "exec -it exits with the command's code"
+assert_contains "$out" "tty=/dev/pts/" "exec -it runs on a pseudo-terminal"
+assert_contains "$out" "v=x9 wd=/tmp" "exec -it passes -e and -w"
+assert_exit 2 sandbox exec "$sbx" -it --detach -- sh
 assert_exit 2 sandbox shell
 assert_exit 2 sandbox shell "$sbx" --
 assert_exit 0 sandbox shell --help

@@ -32,7 +32,7 @@ typedef client_opt_int_t num_opt_t;
 #define CLI_EXCLUDE_MAX_BYTES 1024
 
 typedef struct opts {
-    const char *url, *token, *ca_file;
+    const char *url, *token, *ca_file, *context;
     const char *tenant, *image, *network, *idem_key, *cwd, *role, *name, *policy, *isolation, *auth;
     const char *sandbox, *operation, *kind;  /* events filters */
     const char *worker;                      /* tokens create: the worker name a worker token acts for */
@@ -43,6 +43,7 @@ typedef struct opts {
     num_opt_t size;                          /* pools create: members kept ready */
     bool untrusted_repo, generated_code, hostile, wait, json, all, read_only_root, hardened, follow;
     bool interactive;                        /* exec -i: send this process's stdin */
+    bool tty;                                /* exec -t: on a pseudo-terminal (sandbox shell) */
     bool detach;                             /* exec --detach: print the operation id, do not wait */
     json_object *env, *labels, *selector; /* owned; NULL until a flag adds to them */
     const char *excludes[CLI_EXCLUDES_MAX];  /* cp, create --upload: --exclude PATTERN... */
@@ -87,6 +88,7 @@ typedef struct command {
     int max_pos;
     bool takes_argv;
     const char *usage;
+    bool offline;        /* runs without a server (no token needed) */
 } command_t;
 
 /* ---------------------------------------------------------------- main.c */
@@ -239,6 +241,13 @@ typedef struct cli_upload_filter {
  * quiet. Returns the exit code. */
 int cli_upload(cli_t *cli, const char *local, const char *sbx, const char *dest, bool into_existing_dir,
                bool quiet, const cli_upload_filter_t *f);
+/* main.c: the command table (for completion) */
+const command_t *cli_commands(size_t *n);
+/* config.c: context list|show|use, completion bash|zsh */
+int cli_check_context(cli_t *cli, opts_t *o);
+int cli_cmd_context(cli_t *cli, opts_t *o);
+int cli_check_completion(cli_t *cli, opts_t *o);
+int cli_cmd_completion(cli_t *cli, opts_t *o);
 /* tenants.c, tokens.c, workers.c */
 int cli_check_tenants(cli_t *cli, opts_t *o);
 int cli_cmd_tenants(cli_t *cli, opts_t *o);

@@ -143,6 +143,11 @@ int cli_check_exec(cli_t *cli, opts_t *o)
                            SBX_MAX_ARGV_BYTES);
     if (o->cwd && (strlen(o->cwd) > SBX_MAX_PATH_BYTES || utf8_has_control(o->cwd)))
         return cli_usage_error(cli->cmd, "--cwd: not a usable path");
+    if (o->tty && (o->detach || o->json || o->timeout.set || o->max_output.set))
+        return cli_usage_error(cli->cmd, "-t (a terminal session, as sandbox shell) does not go with %s",
+                               o->detach ? "--detach" : o->json ? "--json" : o->timeout.set ? "--timeout" : "--max-output");
+    if (o->tty)
+        return cli_check_shell(cli, o);
     return 0;
 }
 
@@ -246,6 +251,8 @@ int cli_cmd_exec(cli_t *cli, opts_t *o)
     json_object *body = NULL;
     char *in_b64 = NULL, *head = NULL;
     size_t head_len = 0;
+    if (o->tty) /* docker's exec -it: the terminal session of sandbox shell */
+        return cli_cmd_shell(cli, o);
     int64_t timeout = o->timeout.set ? o->timeout.v : EXEC_DEFAULT_TIMEOUT_S;
     if (o->interactive && (rc = read_stdin_head(&head, &head_len)) != 0)
         return rc;

@@ -40,6 +40,7 @@ static const flag_def_t global_flags[] = {
     FS("--url", url),
     FS("--token", token),
     FS("--ca-file", ca_file),
+    FS("--context", context),
     FEND,
 };
 
@@ -184,6 +185,25 @@ static int parse_args(const command_t *c, int argc, char **argv, int first, opts
             f = c->flags;
             while (f->name && !(f->short_name && strcmp(f->short_name, a) == 0))
                 f++;
+            if (!f->name && strlen(a) > 2) {
+                /* switches together, docker's -it: each one a short flag without a value */
+                const flag_def_t *each[8];
+                size_t k = 0, len = strlen(a);
+                for (size_t j = 1; j < len && k < 8; j++) {
+                    char one[3] = { '-', a[j], '\0' };
+                    const flag_def_t *g = c->flags;
+                    while (g->name && !(g->short_name && strcmp(g->short_name, one) == 0))
+                        g++;
+                    if (!g->name || g->kind != F_BOOL)
+                        break;
+                    each[k++] = g;
+                }
+                if (k == len - 1) {
+                    for (size_t j = 0; j < k; j++)
+                        *(bool *)((char *)o + each[j]->off) = true;
+                    continue;
+                }
+            }
             if (!f->name)
                 return cli_usage_error(c->name, "unknown flag '%s'", a);
         } else {
@@ -307,7 +327,7 @@ static int cli_connect(cli_t *cli, const opts_t *o)
 {
     client_config_t cc;
     char err[512];
-    int r = client_config_resolve(o->url, o->token, &cc, err, sizeof err);
+    int r = client_config_resolve(o->url, o->token, o->context, &cc, err, sizeof err);
     for (int i = 0; i < 2; i++)
         if (cc.warnings[i][0])
             fprintf(stderr, "sandbox: warning: %s\n", cc.warnings[i]);
@@ -356,6 +376,8 @@ static int cli_connect(cli_t *cli, const opts_t *o)
     "  --token TOKEN            API token (else SANDBOX_TOKEN, config file)\n"             \
     "  --ca-file FILE           PEM CA an https URL is verified against (else\n"          \
     "                           SANDBOX_CA_FILE, config file 'ca_file', system CAs)\n"  \
+    "  --context NAME           the config file's [context NAME] (else SANDBOX_CONTEXT,\n" \
+    "                           the file's 'context = NAME'; sandbox context --help)\n" \
     "  -h, --help               show this help\n"
 
 static const command_t commands[] = {
@@ -434,8 +456,8 @@ static const command_t commands[] = {
             FN("--timeout", timeout, 1, SBX_EXEC_TIMEOUT_MAX), FKVS("--env", "-e", F_ENV), FSS("--cwd", "-w", cwd),
             FS("--workdir", cwd),
             FN("--max-output", max_output, 1, SBX_EXEC_OUTPUT_CEILING), FBS("--stdin", "-i", interactive),
-            FB("--detach", detach), FJSON), 1, true,
-      "usage: sandbox exec SANDBOX_ID [-i] [--detach] [--timeout S] [-e K=V]... [-w DIR]\n"
+            FBS("--tty", "-t", tty), FB("--detach", detach), FJSON), 1, true,
+      "usage: sandbox exec SANDBOX_ID [-i] [-t] [--detach] [--timeout S] [-e K=V]... [-w DIR]\n"
       "                    [--max-output BYTES] [--json] -- ARGV...\n"
       "\n"
       "Runs ARGV (no shell) in the sandbox, writes its stdout and stderr to this\n"
@@ -450,6 +472,10 @@ static const command_t commands[] = {
       "                           524288 bytes inline (read to EOF first); more is\n"
       "                           streamed as it is read, over a shell connection with\n"
       "                           no terminal (then not with --json or --detach)\n"
+      "  -t, --tty                on a pseudo-terminal, interactively, as sandbox shell\n"
+      "                           (-it, docker's habit): stdin is sent, a terminal\n"
+      "                           stdin is put in raw mode; not with --detach, --json,\n"
+      "                           --timeout or --max-output\n"
       "  --timeout S              kill the command after S seconds (default 600)\n"
       "  -e, --env K=V            environment variable (repeatable)\n"
       "  -w, --cwd, --workdir DIR working directory\n"
@@ -775,6 +801,40 @@ static const command_t commands[] = {
       "\n"
       "Exit codes: 0 both printed; 3 the controller could not be asked (the client's\n"
       "line is printed first).\n" COMMON_FLAGS_HELP },
+    { "context", NULL, cli_check_context, cli_cmd_context, FLAGS(FBS("--quiet", "-q", quiet), FJSON), 2, false,
+      "usage: sandbox context [list] [-q] [--json]\n"
+      "       sandbox context show [--json]\n"
+      "       sandbox context use NAME\n"
+      "\n"
+      "Named controllers in the config file ($XDG_CONFIG_HOME/sandbox/config or\n"
+      "~/.config/sandbox/config), one '[context NAME]' section each with its own\n"
+      "'url = ', 'token = ' and 'ca_file = ' lines. --context NAME or SANDBOX_CONTEXT\n"
+      "picks one for a command (over SANDBOX_URL and SANDBOX_TOKEN, which it never\n"
+      "mixes with; --url and --token still win); else the file's 'context = NAME'\n"
+      "line; else the file's top lines. Needs no server.\n"
+      "\n"
+      "  list                     NAME URL TOKEN (set or none, never shown), '*' on the\n"
+      "                           one in use; -q: the names only\n"
+      "  show                     what a command would use here: context, url, whether\n"
+      "                           a token is set, ca_file, the config file\n"
+      "  use NAME                 writes 'context = NAME' at the file's top (the other\n"
+      "                           lines are kept)\n"
+      "  --json                   print JSON\n"
+      "\n"
+      "Exit codes: 0 done; 1 no such context for use, or the file cannot be written;\n"
+      "2 usage, a malformed config file, an unknown --context.\n" COMMON_FLAGS_HELP, true },
+    { "completion", NULL, cli_check_completion, cli_cmd_completion, (const flag_def_t[]){ FEND }, 1, false,
+      "usage: sandbox completion bash|zsh\n"
+      "\n"
+      "Prints a completion script for the shell: commands, each command's flags and\n"
+      "subcommands, sandbox ids (from 'sandbox list -q', with the --url, --token or\n"
+      "--context already typed), images after --image, contexts after --context.\n"
+      "  bash: eval \"$(sandbox completion bash)\"   (in ~/.bashrc), or\n"
+      "        sandbox completion bash > /etc/bash_completion.d/sandbox\n"
+      "  zsh:  eval \"$(sandbox completion zsh)\"    (in ~/.zshrc)\n"
+      "Needs no server.\n"
+      "\n"
+      "Exit codes: 0 printed; 2 usage (a shell other than bash or zsh).\n", true },
     { "workers", NULL, cli_check_workers, cli_cmd_workers, FLAGS(FJSON), 2, false,
       "usage: sandbox workers list [--json]\n"
       "       sandbox workers drain NAME [--json]\n"
@@ -840,17 +900,26 @@ static const char top_usage[] =
     "  pools      list, create, get, delete warm pools\n"
     "  help [COMMAND] show help\n"
     "  version    print the client's and the controller's versions\n"
+    "  context    list, show, use the config file's named controllers\n"
+    "  completion print a bash or zsh completion script\n"
     "\n"
     "Global flags (also accepted after the command):\n" COMMON_FLAGS_HELP
     "  --version                print the version\n"
     "\n"
     "Configuration: --url/--token, else SANDBOX_URL/SANDBOX_TOKEN, else\n"
     "$XDG_CONFIG_HOME/sandbox/config (~/.config/sandbox/config) with lines\n"
-    "'url = …', 'token = …' and 'ca_file = …'.\n"
+    "'url = …', 'token = …' and 'ca_file = …', or [context NAME] sections of them\n"
+    "picked by --context NAME or SANDBOX_CONTEXT (sandbox context --help).\n"
     "\n"
     "Exit codes: 0 success; 1 operation failed or cancelled; 2 usage error;\n"
     "3 API or connection error; 124 --timeout elapsed. exec exits with the\n"
     "command's own code. See 'sandbox COMMAND --help'.\n";
+
+const command_t *cli_commands(size_t *n)
+{
+    *n = NCOMMANDS;
+    return commands;
+}
 
 static const command_t *command_find(const char *name)
 {
@@ -933,9 +1002,12 @@ int main(int argc, char **argv)
     /* Everything that needs no server is checked before looking for a token. */
     if (rc == 0)
         rc = c->check(&cli, &o);
-    if (rc == 0)
+    if (rc == 0 && c->offline) {
+        rc = c->run(&cli, &o);
+        fflush(stdout);
+    } else if (rc == 0)
         rc = cli_connect(&cli, &o);
-    if (rc == 0) {
+    if (rc == 0 && !c->offline) {
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
             fputs("sandbox: cannot initialise libcurl\n", stderr);
             rc = EXIT_API;
