@@ -128,6 +128,7 @@ const char *api_logs_tail_lines(const char *text, int64_t tail);
 void api_tenant_create(req_t *rq);
 void api_tenant_list(req_t *rq);
 void api_tenant_get(req_t *rq, const char *name);
+void api_tenant_delete(req_t *rq, const char *name);
 void api_tenant_set_policy(req_t *rq, const char *name);
 void api_token_create(req_t *rq);
 void api_token_list(req_t *rq);

@@ -95,6 +95,25 @@ void api_tenant_get(req_t *rq, const char *name)
     http_reply_json(rq, 200, resp);
 }
 
+void api_tenant_delete(req_t *rq, const char *name)
+{
+    json_object *resp = NULL;
+    api_error_t err;
+    if (!require_admin(rq, "deleting tenants"))
+        return;
+    if (strcmp(name, rq->auth.tenant) == 0) {
+        http_reply_error(rq, API_FORBIDDEN, "a token cannot delete its own tenant %s (its tokens, this one "
+                         "included, would be revoked): use an admin token of another tenant", name);
+        return;
+    }
+    if (store_tenant_delete(rq->db, name, &resp, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    log_info("controller", "tenant %s deleted by %s (its tokens revoked)", name, rq->auth.token_id);
+    http_reply_json(rq, 200, resp);
+}
+
 void api_tenant_set_policy(req_t *rq, const char *name)
 {
     json_object *body = NULL, *resp = NULL;

@@ -51,6 +51,7 @@ static const api_route_t api_routes[] = {
     { EVHTTP_REQ_POST, "/v1/tenants", RR_CLIENT, 0, DENY_CLIENT, api_tenant_create, NULL, NULL },
     { EVHTTP_REQ_GET, "/v1/tenants", RR_CLIENT, 0, DENY_CLIENT, api_tenant_list, NULL, NULL },
     { EVHTTP_REQ_GET, "/v1/tenants/{id}", RR_CLIENT, 0, DENY_CLIENT, NULL, api_tenant_get, NULL },
+    { EVHTTP_REQ_DELETE, "/v1/tenants/{id}", RR_CLIENT, 0, DENY_CLIENT, NULL, api_tenant_delete, NULL },
     { EVHTTP_REQ_PUT, "/v1/tenants/{id}/policy", RR_CLIENT, 0, DENY_CLIENT, NULL, api_tenant_set_policy, NULL },
     { EVHTTP_REQ_POST, "/v1/tokens", RR_CLIENT, 0, DENY_CLIENT, api_token_create, NULL, NULL },
     { EVHTTP_REQ_GET, "/v1/tokens", RR_CLIENT, 0, DENY_CLIENT, api_token_list, NULL, NULL },

@@ -60,8 +60,13 @@ int store_token_create(PGconn *c, const char *tenant, role_t role, const char *n
 int store_tenant_create(PGconn *c, const char *name, json_object **ret, api_error_t *err);
 /* {"tenants":[…]}: all for an admin (scope NULL), else the caller's own. */
 int store_tenant_list(PGconn *c, const char *scope, json_object **ret, api_error_t *err);
-/* {"tenant":…}; another tenant is not found for a member. */
+/* {"tenant":…} with "usage" (live sandboxes, cpu and memory, pools, active
+ * tokens); another tenant is not found for a member. */
 int store_tenant_get(PGconn *c, const char *scope, const char *name, json_object **ret, api_error_t *err);
+/* Deletes a tenant that owns no live sandbox and no pool (409 otherwise,
+ * naming what to delete first): its tokens are revoked, the row renamed
+ * NAME.deleted.ID and marked; {"tenant":…,"deleted":true}. */
+int store_tenant_delete(PGconn *c, const char *name, json_object **ret, api_error_t *err);
 /* A tenant's id and policy (empty when none is set) by its name, in one
  * read: 0, SBX_ENOTFOUND or SBX_EDB (*ret initialised in every case; the
  * caller releases it). */

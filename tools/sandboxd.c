@@ -102,9 +102,19 @@ static int usage_command(FILE *out, const char *cmd)
           "(runc, or gVisor's runsc when dockerd has it registered).\n",
           CFG_ROLE_WORKER },
         { "migrate",
-          "usage: sandboxd migrate --database-url URL\n"
+          "usage: sandboxd migrate --database-url URL [--status | --dry-run]\n"
           "\n"
-          "Applies the pending database migrations and exits.\n",
+          "Applies the pending database migrations and exits.\n"
+          "\n"
+          "  --status                       lists every migration, applied (when) or pending, and\n"
+          "                                 what the database holds that this sandboxd does not know;\n"
+          "                                 changes nothing\n"
+          "  --dry-run                      --status, then applies the pending ones in one\n"
+          "                                 transaction and rolls it back: whether they apply\n"
+          "\n"
+          "Exit codes: 0 applied, or (--status, --dry-run) the schema is current; 1 the migrate\n"
+          "failed, or migrations are pending (--dry-run: and apply cleanly), or the schema does not\n"
+          "match this sandboxd; 2 usage, or a dry run that failed; 3 the database could not be read.\n",
           CFG_ROLE_DATABASE },
         { "token",
           "usage: sandboxd token create --database-url URL --tenant T --role admin|member|worker [--name N]\n"
@@ -171,6 +181,7 @@ typedef struct opts {
     const char *command;
     const char *subcommand;
     bool print_config;
+    bool status, dry_run; /* migrate --status, --dry-run */
     const char *tenant, *role, *name, *worker;
 } opts_t;
 
@@ -209,6 +220,10 @@ static int parse_args(int argc, char **argv, cfg_t *cfg, opts_t *o)
         }
         if (strcmp(a, "--print-config") == 0) {
             o->print_config = true;
+            continue;
+        }
+        if (strcmp(a, "--status") == 0 || strcmp(a, "--dry-run") == 0) {
+            *(a[2] == 's' ? &o->status : &o->dry_run) = true;
             continue;
         }
         if (strncmp(a, "--", 2) != 0) {
@@ -265,7 +280,7 @@ static int wait_for_signal(void)
     return sig;
 }
 
-static int cmd_migrate(const cfg_t *cfg)
+static int cmd_migrate(const cfg_t *cfg, const opts_t *o)
 {
     const char *url = cfg_str(cfg, CFG_DATABASE_URL);
     if (!*url) {
@@ -276,7 +291,16 @@ static int cmd_migrate(const cfg_t *cfg)
     PGconn *c = db_connect(url, err, sizeof err);
     if (!c) {
         fprintf(stderr, "sandboxd: cannot connect to the database: %s\n", err);
-        return 1;
+        return o->status || o->dry_run ? 3 : 1;
+    }
+    if (o->status || o->dry_run) {
+        int st = migrate_status(c, stdout, o->dry_run, err, sizeof err);
+        PQfinish(c);
+        if (st < 0) {
+            fprintf(stderr, "sandboxd: migrate: %s\n", err);
+            return 3;
+        }
+        return st;
     }
     int applied = 0;
     int rc = migrate_apply(c, &applied, err, sizeof err);
@@ -668,6 +692,12 @@ int main(int argc, char **argv)
         cfg_release(&cfg);
         return 2;
     }
+    if ((o.status || o.dry_run) && (strcmp(o.command, "migrate") != 0 || (o.status && o.dry_run))) {
+        fprintf(stderr, "sandboxd: %s goes with migrate, alone (see sandboxd migrate --help)\n",
+                o.status ? "--status" : "--dry-run");
+        cfg_release(&cfg);
+        return 2;
+    }
     log_level_t lvl;
     if (log_level_parse(cfg_str(&cfg, CFG_LOG_LEVEL), &lvl) == 0)
         log_set_level(lvl);
@@ -695,7 +725,7 @@ int main(int argc, char **argv)
     else if (strcmp(o.command, "worker") == 0)
         code = run_daemon(&cfg, false, true);
     else if (strcmp(o.command, "migrate") == 0)
-        code = cmd_migrate(&cfg);
+        code = cmd_migrate(&cfg, &o);
     else if (strcmp(o.command, "token") == 0)
         code = cmd_token_create(&cfg, &o);
     else {

@@ -41,7 +41,8 @@ cleanup:
 int store_tenant_resolve(PGconn *c, const char *name, bool create, char ret_id[SBX_ID_MAX])
 {
     const char *p[] = { name };
-    int rc = store__one_text(c, "SELECT id FROM tenants WHERE name = $1", 1, p, ret_id, SBX_ID_MAX);
+    int rc = store__one_text(c, "SELECT id FROM tenants WHERE name = $1 AND deleted_at IS NULL", 1, p, ret_id,
+                             SBX_ID_MAX);
     if (rc != SBX_ENOTFOUND || !create)
         return rc;
     char id[SBX_ID_MAX];
@@ -50,7 +51,8 @@ int store_tenant_resolve(PGconn *c, const char *name, bool create, char ret_id[S
     /* Concurrent creators: the loser's insert does nothing, then both read. */
     if (db_run(c, "INSERT INTO tenants (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING", 2, q) < 0)
         return SBX_EDB;
-    rc = store__one_text(c, "SELECT id FROM tenants WHERE name = $1", 1, p, ret_id, SBX_ID_MAX);
+    rc = store__one_text(c, "SELECT id FROM tenants WHERE name = $1 AND deleted_at IS NULL", 1, p, ret_id,
+                         SBX_ID_MAX);
     return rc == SBX_ENOTFOUND ? SBX_EDB : rc;
 }
 
@@ -116,14 +118,113 @@ int store_tenant_list(PGconn *c, const char *scope, json_object **ret, api_error
 {
     const char *p[] = { scope };
     return store__api_list(c, &store__t_tenant, " FROM tenants tn WHERE ($1::text IS NULL OR tn.id = $1) "
-                           "ORDER BY tn.name LIMIT 10000", 1, p, "tenants", ret, err);
+                           "AND tn.deleted_at IS NULL ORDER BY tn.name LIMIT 10000", 1, p, "tenants", ret, err);
 }
 
 int store_tenant_get(PGconn *c, const char *scope, const char *name, json_object **ret, api_error_t *err)
 {
     const char *p[] = { scope, name };
-    return store__api_get(c, &store__t_tenant, " FROM tenants tn WHERE ($1::text IS NULL OR tn.id = $1) "
-                          "AND tn.name = $2", 2, p, "tenant", name, ret, err);
+    int rc = store__api_get(c, &store__t_tenant, " FROM tenants tn WHERE ($1::text IS NULL OR tn.id = $1) "
+                            "AND tn.name = $2 AND tn.deleted_at IS NULL", 2, p, "tenant", name, ret, err);
+    if (rc < 0)
+        return rc;
+    /* What it uses now: the live counters (migration 0014) and what its
+     * pools hold, as quotas count them (store__tenant_quota); its tokens. */
+    PGresult *r = db_exec(c, "SELECT u.n, u.cpu, u.mem, p.n, p.size, p.cpu, p.mem, k.n FROM ("
+                             "SELECT coalesce(sum(live), 0)::bigint AS n, coalesce(sum(live_cpu_millis), 0)::bigint AS cpu, "
+                             "coalesce(sum(live_memory_mib), 0)::bigint AS mem FROM sandbox_usage_now "
+                             "WHERE tenant_id = (SELECT id FROM tenants WHERE name = $1 AND deleted_at IS NULL) "
+                             "AND worker_id = '') u, ("
+                             "SELECT count(*) AS n, coalesce(sum(size), 0)::bigint AS size, "
+                             "coalesce(sum(size * cpu_millis), 0)::bigint AS cpu, "
+                             "coalesce(sum(size * memory_mib), 0)::bigint AS mem FROM pools "
+                             "WHERE tenant_id = (SELECT id FROM tenants WHERE name = $1 AND deleted_at IS NULL)) p, ("
+                             "SELECT count(*) AS n FROM api_tokens WHERE revoked_at IS NULL "
+                             "AND (expires_at IS NULL OR expires_at > now()) "
+                             "AND tenant_id = (SELECT id FROM tenants WHERE name = $1 AND deleted_at IS NULL)) k",
+                          1, (const char *const[]){ name });
+    if (!r) {
+        json_object_put(*ret);
+        *ret = NULL;
+        return store__db_error(err);
+    }
+    if (PQntuples(r) == 1) {
+        json_object *u = json_object_new_object();
+        static const char *const keys[] = { "live_sandboxes", "live_cpu_millis", "live_memory_mib", "pools",
+                                            "pool_members", "pool_cpu_millis", "pool_memory_mib", "active_tokens" };
+        for (int i = 0; i < 8; i++)
+            jsonx_add(u, keys[i], json_object_new_int64(strtoll(db_get(r, 0, i) ? db_get(r, 0, i) : "0", NULL, 10)));
+        jsonx_add(jsonx_get_obj(*ret, "tenant"), "usage", u);
+    }
+    PQclear(r);
+    return 0;
+}
+
+int store_tenant_delete(PGconn *c, const char *name, json_object **ret, api_error_t *err)
+{
+    char id[SBX_ID_MAX];
+    if (db_begin(c) < 0)
+        return store__db_error(err);
+    /* the row locked FOR UPDATE: a create's quota check locks it FOR NO KEY
+     * UPDATE (store__tenant_quota) and then sees it deleted */
+    int rc = store__one_text(c, "SELECT id FROM tenants WHERE name = $1 AND deleted_at IS NULL FOR UPDATE", 1,
+                             (const char *const[]){ name }, id, sizeof id);
+    if (rc == SBX_ENOTFOUND) {
+        db_rollback(c);
+        return api_error_set(err, API_NOT_FOUND, "no tenant %s", name);
+    }
+    if (rc < 0) {
+        db_rollback(c);
+        return store__db_error(err);
+    }
+    PGresult *r = db_exec(c, "SELECT (SELECT count(*) FROM sandboxes WHERE tenant_id = $1 "
+                             "AND phase NOT IN ('deleted', 'failed')), "
+                             "(SELECT count(*) FROM pools WHERE tenant_id = $1)",
+                          1, (const char *const[]){ id });
+    if (!r || PQntuples(r) != 1) {
+        PQclear(r);
+        db_rollback(c);
+        return store__db_error(err);
+    }
+    long long live = strtoll(db_get(r, 0, 0), NULL, 10), pools = strtoll(db_get(r, 0, 1), NULL, 10);
+    PQclear(r);
+    if (live > 0 || pools > 0) {
+        db_rollback(c);
+        if (live > 0)
+            return api_error_set(err, API_CONFLICT, "tenant %s owns %lld sandbox%s not deleted yet: delete %s first "
+                                 "(sandbox list --tenant %s; sandbox rm ID...)", name, live, live == 1 ? "" : "es",
+                                 live == 1 ? "it" : "them", name);
+        return api_error_set(err, API_CONFLICT, "tenant %s has %lld warm pool%s: delete %s first (sandbox pools "
+                             "list; sandbox pools delete NAME)", name, pools, pools == 1 ? "" : "s",
+                             pools == 1 ? "it" : "them");
+    }
+    /* Its tokens stop at once (the NOTIFY at commit makes every controller
+     * forget their cached lookups, as a revoke does); the row keeps the
+     * history's names, under a name no new tenant can take. */
+    r = store__exec_cols(c, &store__t_tenant,
+                         "WITH k AS (UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) "
+                         "  WHERE tenant_id = $1 RETURNING pg_notify('sandbox_wake', 'token:' || id)) "
+                         "UPDATE tenants tn SET deleted_at = now(), name = tn.name || '.deleted.' || tn.id "
+                         "WHERE tn.id = $1 RETURNING ",
+                         "", 1, (const char *const[]){ id });
+    if (!r || PQntuples(r) != 1) {
+        PQclear(r);
+        db_rollback(c);
+        return store__db_error(err);
+    }
+    json_object *t = store__row_json(&store__t_tenant, r, 0);
+    PQclear(r);
+    json_object *ed = json_object_new_object();
+    jsonx_add_str(ed, "name", name);
+    if (store__event_add(c, id, "tenant.deleted", NULL, NULL, ed) < 0 || db_commit(c) < 0) {
+        json_object_put(t);
+        db_rollback(c);
+        return store__db_error(err);
+    }
+    jsonx_add_str(t, "name", name);
+    jsonx_add(t, "deleted", json_object_new_boolean(1));
+    *ret = store__wrap("tenant", t);
+    return 0;
 }
 
 #define TOKEN_FROM " FROM api_tokens t JOIN tenants tn ON tn.id = t.tenant_id "
@@ -149,7 +250,7 @@ int store_tenant_policy_by_name(PGconn *c, const char *name, char ret_id[SBX_ID_
 {
     const char *p[] = { name };
     policy_init(ret);
-    PGresult *r = db_exec(c, "SELECT id, policy::text FROM tenants WHERE name = $1", 1, p);
+    PGresult *r = db_exec(c, "SELECT id, policy::text FROM tenants WHERE name = $1 AND deleted_at IS NULL", 1, p);
     if (!r)
         return SBX_EDB;
     int rc = SBX_ENOTFOUND;
@@ -170,7 +271,7 @@ int store_tenant_set_policy(PGconn *c, const char *name, const policy_t *policy,
     const char *p[] = { name, text };
     PGresult *r = NULL;
     int rc = store__begin_returning(c, &store__t_tenant, "UPDATE tenants tn SET policy = $2::jsonb WHERE name = $1 "
-                                    "RETURNING ", 2, p, &r);
+                                    "AND deleted_at IS NULL RETURNING ", 2, p, &r);
     free(text);
     if (rc == SBX_ENOTFOUND)
         return api_error_set(err, API_NOT_FOUND, "no tenant %.64s", name);

@@ -50,10 +50,13 @@ int store__tenant_quota(PGconn *c, const char *tenant_id, const policy_t *pol, c
                         const char *what, api_error_t *err)
 {
     const char *pq[] = { tenant_id };
-    PGresult *q = db_exec(c, "SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE", 1, pq);
-    PQclear(q);
+    PGresult *q = db_exec(c, "SELECT deleted_at IS NOT NULL FROM tenants WHERE id = $1 FOR NO KEY UPDATE", 1, pq);
     if (!q)
         return SBX_EDB;
+    bool gone = PQntuples(q) != 1 || strcmp(db_get(q, 0, 0), "t") == 0;
+    PQclear(q);
+    if (gone)
+        return api_error_set(err, API_NOT_FOUND, "the tenant was deleted");
     /* The tenant's live counters (migration 0014), not a count of its rows:
      * the folded row plus the log not folded yet; and what its warm pools
      * hold for it (their sizes, each member at its pool's cpu and memory:

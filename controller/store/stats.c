@@ -31,6 +31,15 @@ static const gauge_t gauges[] = {
     { "sandbox_workers_allocated",
       "Allocated on the workers, by worker state and resource (cpu in millicores, memory in bytes).",
       { "state", "resource" }, 2, WORKER_RESOURCES("alloc_cpu_millis", "alloc_memory_mib", "alloc_slots") },
+    { "sandbox_tenant_usage",
+      "What each tenant's live sandboxes hold now, by tenant and resource (sandboxes; cpu in millicores; memory in "
+      "bytes); a tenant holding nothing is left out.",
+      { "tenant", "resource" }, 2,
+      "SELECT tn.name, x.r, x.v FROM (SELECT tenant_id, sum(live) AS n, sum(live_cpu_millis) AS cpu, "
+      "sum(live_memory_mib) AS mem FROM sandbox_usage_now WHERE worker_id = '' GROUP BY 1) u "
+      "JOIN tenants tn ON tn.id = u.tenant_id AND tn.deleted_at IS NULL, "
+      "LATERAL (VALUES ('sandboxes', u.n::numeric), ('cpu_millis', u.cpu::numeric), "
+      "('memory_bytes', u.mem::numeric * 1048576)) AS x(r, v) WHERE u.n > 0 ORDER BY 1, 2" },
     { "sandbox_routes_active", "Active public routes.", { NULL }, 0,
       "SELECT count(*) FROM routes WHERE state = 'active'" },
     { "sandbox_events_last_id", "Id of the newest event.", { NULL }, 0, "SELECT coalesce(max(id), 0) FROM events" },

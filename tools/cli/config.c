@@ -188,7 +188,7 @@ int cli_check_completion(cli_t *cli, opts_t *o)
 static const char *subcommands(const char *cmd)
 {
     static const char *const t[][2] = {
-        { "tenants", "create list get update" }, { "tokens", "create list revoke" },
+        { "tenants", "create list get update delete" }, { "tokens", "create list revoke" },
         { "workers", "list drain resume" },              { "pools", "list create get delete" },
         { "context", "list show use" },                  { "completion", "bash zsh" },
     };

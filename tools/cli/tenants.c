@@ -1,4 +1,4 @@
-/* sandbox tenants create, list, get and update. */
+/* sandbox tenants create, list, get (with what it uses), update and delete. */
 #include <json-c/json.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -13,7 +13,7 @@
 
 int cli_check_tenants(cli_t *cli, opts_t *o)
 {
-    int rc = cli_check_subcommand(cli, o, "create, list, get or update");
+    int rc = cli_check_subcommand(cli, o, "create, list, get, update or delete");
     if (rc >= 0)
         return rc;
     const char *sub = o->pos[0];
@@ -21,20 +21,33 @@ int cli_check_tenants(cli_t *cli, opts_t *o)
         return cli_usage_error(cli->cmd, "update needs --policy JSON");
     if (o->policy && strcmp(sub, "update") != 0)
         return cli_usage_error(cli->cmd, "--policy goes with update");
-    if (strcmp(sub, "create") == 0 || strcmp(sub, "get") == 0 || strcmp(sub, "update") == 0) {
+    if (strcmp(sub, "create") == 0 || strcmp(sub, "get") == 0 || strcmp(sub, "update") == 0 ||
+        strcmp(sub, "delete") == 0) {
         if (o->npos != 2)
             return cli_usage_error(cli->cmd, "%s needs a tenant NAME", sub);
         if (strlen(o->pos[1]) > SBX_MAX_NAME_BYTES || utf8_has_control(o->pos[1]))
             return cli_usage_error(cli->cmd, "NAME: at most %d printable bytes", SBX_MAX_NAME_BYTES);
         return 0;
     }
-    return cli_usage_error(cli->cmd, "unknown subcommand '%s' (create, list, get or update)", sub);
+    return cli_usage_error(cli->cmd, "unknown subcommand '%s' (create, list, get, update or delete)", sub);
 }
 
 static void print_tenant_row(json_object *t)
 {
     static const char *const fields[] = { "name", "id", "created_at", NULL };
     cli_print_fields("", t, fields);
+    json_object *u = jsonx_get_obj(t, "usage");
+    if (u) { /* tenants get: what it uses now */
+        static const char *const k[] = { "live_sandboxes", "live_cpu_millis", "live_memory_mib", "pools",
+                                         "pool_members", "pool_cpu_millis", "pool_memory_mib", "active_tokens" };
+        int64_t v[8] = { 0 };
+        for (int i = 0; i < 8; i++)
+            jsonx_get_int(u, k[i], &v[i]);
+        printf("  usage: %lld live sandboxes, %lld mCPU, %lld MiB; %lld pools holding %lld sandboxes (%lld mCPU, "
+               "%lld MiB); %lld active tokens\n",
+               (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3], (long long)v[4], (long long)v[5],
+               (long long)v[6], (long long)v[7]);
+    }
 }
 
 int cli_cmd_tenants(cli_t *cli, opts_t *o)
@@ -56,6 +69,13 @@ int cli_cmd_tenants(cli_t *cli, opts_t *o)
                          policy, NULL, &resp);
         if (policy)
             json_object_put(policy);
+    } else if (strcmp(sub, "delete") == 0) {
+        rc = cli_call_id(cli, "DELETE", "/v1/tenants/", o->pos[1], NULL, "NAME", NULL, NULL, &resp);
+        if (rc == 0 && !cli->json) {
+            printf("deleted tenant %s (its tokens are revoked)\n", o->pos[1]);
+            json_object_put(resp);
+            return EXIT_OK;
+        }
     } else {
         rc = cli_call(cli, "GET", "/v1/tenants", NULL, NULL, &resp);
     }
