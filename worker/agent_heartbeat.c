@@ -44,6 +44,10 @@ static void agent_add_images(agent_t *a, json_object *o, int *last_kind)
         json_object_array_add(arr, json_object_new_string(names[i]));
     jsonx_add(o, "images", arr);
     runtime_images_free(names, n);
+    /* their sizes and creation times, when the runtime keeps them */
+    json_object *details = NULL;
+    if (runtime_image_details(a->rt, &details, &err) == 0)
+        jsonx_add(o, "image_details", details);
 }
 
 static json_object *agent_register_body(agent_t *a)

@@ -107,6 +107,14 @@ int runtime_images(runtime_t *rt, char ***ret, size_t *ret_n, api_error_t *err)
     return rt->ops->images(rt, ret, ret_n, err);
 }
 
+int runtime_image_details(runtime_t *rt, struct json_object **ret, api_error_t *err)
+{
+    *ret = NULL;
+    if (!rt->ops->image_details)
+        return api_error_set(err, API_UNAVAILABLE, "the %s runtime keeps no image details", rt->ops->name);
+    return rt->ops->image_details(rt, ret, err);
+}
+
 void runtime_images_free(char **names, size_t n)
 {
     for (size_t i = 0; names && i < n; i++)

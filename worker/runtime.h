@@ -152,6 +152,11 @@ const char *runtime_network_unavailable(const runtime_t *rt, isolation_t cls, ne
  * malloc'd array of malloc'd strings (runtime_images_free). */
 int runtime_images(runtime_t *rt, char ***ret, size_t *ret_n, api_error_t *err);
 void runtime_images_free(char **names, size_t n);
+/* What the runtime knows of its local images, for GET /v1/images: a JSON
+ * object {"repo:tag":{"size":BYTES,"created":UNIX_SECONDS}} of the names
+ * runtime_images gives (the caller owns it). SBX_EUNAVAIL when the runtime
+ * keeps no such details (the heartbeat then leaves them out). */
+int runtime_image_details(runtime_t *rt, struct json_object **ret, api_error_t *err);
 
 /* Creates and starts the sandbox; pulls the image when missing (a failed
  * pull: API_IMAGE_UNAVAILABLE with the runtime's message). A class the
@@ -482,6 +487,8 @@ typedef struct runtime_ops {
     int (*inventory)(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_object_t **ret,
                      size_t *ret_n, api_error_t *err);
     int (*images)(runtime_t *rt, char ***ret, size_t *ret_n, api_error_t *err);
+    /* optional (NULL: none) */
+    int (*image_details)(runtime_t *rt, struct json_object **ret, api_error_t *err);
     int (*dial)(runtime_t *rt, const runtime_dial_req_t *req, int *ret_fd, api_error_t *err);
     int (*logs_target)(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
                        api_error_t *err);

@@ -6,6 +6,8 @@
  * the union of their inventories. */
 #include "runtime.h"
 
+#include <json-c/json.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +191,31 @@ static int multi_images(runtime_t *rt, char ***ret, size_t *ret_n, api_error_t *
     return 0;
 }
 
+static int multi_image_details(runtime_t *rt, json_object **ret, api_error_t *err)
+{
+    multi_runtime_t *m = multi(rt);
+    json_object *all = NULL;
+    for (size_t i = 0; i < m->n; i++) {
+        json_object *one = NULL;
+        api_error_t e;
+        if (runtime_image_details(m->b[i], &one, &e) < 0)
+            continue; /* a backend without details (or failing): the others' still count */
+        if (!all) {
+            all = one;
+            continue;
+        }
+        json_object_object_foreach(one, k, v) {
+            if (!json_object_object_get_ex(all, k, NULL))
+                json_object_object_add(all, k, json_object_get(v));
+        }
+        json_object_put(one);
+    }
+    if (!all)
+        return api_error_set(err, API_UNAVAILABLE, "no runtime keeps image details");
+    *ret = all;
+    return 0;
+}
+
 static int multi_dial(runtime_t *rt, const runtime_dial_req_t *req, int *ret_fd, api_error_t *err)
 {
     multi_runtime_t *m = multi(rt);
@@ -365,6 +392,7 @@ static const runtime_ops_t multi_ops = {
     .check_owner = multi_check_owner,
     .inventory = multi_inventory,
     .images = multi_images,
+    .image_details = multi_image_details,
     .dial = multi_dial,
     .logs_target = multi_logs_target,
     .logs_stream = multi_logs_stream,

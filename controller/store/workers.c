@@ -28,6 +28,42 @@ static int worker_images_text(json_object *body, char **ret, api_error_t *err)
     return *ret ? 0 : api_error_set(err, API_INTERNAL, "out of memory");
 }
 
+/* The images' details a worker reports ("image_details": an object of at
+ * most WORKER_MAX_IMAGES names, each {"size":BYTES,"created":UNIX_SECONDS},
+ * both optional): the JSON text to store (malloc'd), NULL when absent, or
+ * SBX_EINVAL with err. */
+static int worker_image_details_text(json_object *body, char **ret, api_error_t *err)
+{
+    json_object *d = NULL;
+    *ret = NULL;
+    if (!json_object_object_get_ex(body, "image_details", &d) || json_object_is_type(d, json_type_null))
+        return 0;
+    if (!json_object_is_type(d, json_type_object) || json_object_object_length(d) > WORKER_MAX_IMAGES)
+        return api_error_set(err, API_INVALID_ARGUMENT, "image_details must be an object of at most %d images",
+                             WORKER_MAX_IMAGES);
+    json_object *clean = json_object_new_object();
+    json_object_object_foreach(d, name, v) {
+        int64_t size = -1, created = -1;
+        if (strlen(name) == 0 || strlen(name) > SBX_MAX_IMAGE_BYTES || !json_object_is_type(v, json_type_object) ||
+            (json_object_object_get_ex(v, "size", NULL) && (!jsonx_get_int(v, "size", &size) || size < 0)) ||
+            (json_object_object_get_ex(v, "created", NULL) && (!jsonx_get_int(v, "created", &created) ||
+                                                               created < 0 || created > 32503680000LL))) {
+            json_object_put(clean);
+            return api_error_set(err, API_INVALID_ARGUMENT, "image_details[%.64s] must be {\"size\",\"created\"}, "
+                                 "whole numbers >= 0", name);
+        }
+        json_object *one = json_object_new_object();
+        if (size >= 0)
+            jsonx_add_int(one, "size", size);
+        if (created >= 0)
+            jsonx_add_int(one, "created", created);
+        json_object_object_add(clean, name, one);
+    }
+    *ret = jsonx_dump(clean);
+    json_object_put(clean);
+    return *ret ? 0 : api_error_set(err, API_INTERNAL, "out of memory");
+}
+
 /* The register body's "networks" ({"class":["mode",…]}, only offered
  * classes) and "probes" ({"class":"text"}), normalised. A worker that says
  * nothing about networks offers only "none": it is never assumed to
@@ -197,9 +233,11 @@ int store_worker_register(PGconn *c, json_object *body, const char *token_id, js
     char *nets_text = NULL, *probes_text = NULL, *images_text = NULL;
     if (worker_caps_text(body, offered, &nets_text, &probes_text, err) < 0)
         return SBX_EINVAL;
-    if (worker_images_text(body, &images_text, err) < 0) {
+    char *details_text = NULL;
+    if (worker_images_text(body, &images_text, err) < 0 || worker_image_details_text(body, &details_text, err) < 0) {
         free(nets_text);
         free(probes_text);
+        free(images_text);
         return SBX_EINVAL;
     }
     kv_list_t lab;
@@ -207,6 +245,7 @@ int store_worker_register(PGconn *c, json_object *body, const char *token_id, js
         free(nets_text);
         free(probes_text);
         free(images_text);
+        free(details_text);
         return SBX_EINVAL;
     }
     json_object *lj = kv_list_to_json(&lab);
@@ -244,10 +283,14 @@ int store_worker_register(PGconn *c, json_object *body, const char *token_id, js
         db_rollback(c);
         return bind_rc;
     }
+    const char *wid = r ? store__col_text(&store__t_worker, r, 0, "id") : NULL;
+    int dr = wid && details_text ? db_run(c, "UPDATE workers SET image_details = $2::jsonb WHERE id = $1", 2,
+                                          (const char *const[]){ wid, details_text }) : 0;
+    free(details_text);
     json_object *ed = json_object_new_object();
     jsonx_add_str(ed, "worker", name);
-    jsonx_add_str(ed, "worker_id", r ? store__col_text(&store__t_worker, r, 0, "id") : NULL);
-    if (!r || store__event_add(c, NULL, "worker.registered", NULL, NULL, ed) < 0 || db_commit(c) < 0) {
+    jsonx_add_str(ed, "worker_id", wid);
+    if (!r || dr < 0 || store__event_add(c, NULL, "worker.registered", NULL, NULL, ed) < 0 || db_commit(c) < 0) {
         PQclear(r);
         store__db_error(err);
         db_rollback(c);
@@ -636,7 +679,7 @@ typedef struct heartbeat_in {
     inv_delta_t delta;        /* when has_delta */
     bool has_delta;
     int64_t full_gen;         /* a full inventory's inventory_generation (0: none) */
-    char *inv_text, *up_text, *images_text;
+    char *inv_text, *up_text, *images_text, *details_text;
 } heartbeat_in_t;
 
 static void heartbeat_in_release(heartbeat_in_t *in)
@@ -644,6 +687,7 @@ static void heartbeat_in_release(heartbeat_in_t *in)
     free(in->inv_text);
     free(in->up_text);
     free(in->images_text);
+    free(in->details_text);
 }
 
 static int heartbeat_in_parse(json_object *body, heartbeat_in_t *in, api_error_t *err)
@@ -666,7 +710,8 @@ static int heartbeat_in_parse(json_object *body, heartbeat_in_t *in, api_error_t
         return api_error_set(err, API_INVALID_ARGUMENT, "inventory_generation must be >= 0");
     if ((in->inv && inventory_check(in->inv, &in->inv_text, err) < 0) ||
         (in->has_delta && inventory_check(in->delta.upsert, &in->up_text, err) < 0) ||
-        worker_images_text(body, &in->images_text, err) < 0) {
+        worker_images_text(body, &in->images_text, err) < 0 ||
+        worker_image_details_text(body, &in->details_text, err) < 0) {
         heartbeat_in_release(in);
         return SBX_EINVAL;
     }
@@ -709,7 +754,7 @@ static int heartbeat_answer(PGconn *c, const char *worker_id, const PGresult *r,
  * generation is still that base: a register in between answers 0 rows, and
  * the beat is then recorded without its inventory (p[1], p[4], p[5] NULL)
  * and *ret_resync set, to ask for a full one. */
-static PGresult *heartbeat_worker_update(PGconn *c, const char *p[6], bool *ret_resync)
+static PGresult *heartbeat_worker_update(PGconn *c, const char *p[7], bool *ret_resync)
 {
     static const char sql[] =
         "UPDATE workers SET last_heartbeat = now(), "
@@ -717,28 +762,29 @@ static PGresult *heartbeat_worker_update(PGconn *c, const char *p[6], bool *ret_
         "  ELSE $2::jsonb END, "
         "inventory_generation = coalesce($5::bigint, inventory_generation), "
         "images = coalesce($3::jsonb, images), updated_at = now(), "
+        "image_details = CASE WHEN $7::jsonb IS NULL OR image_details = $7::jsonb THEN image_details "
+        "  ELSE $7::jsonb END, "
         "state = CASE WHEN state = 'lost' THEN 'ready' ELSE state END, "
         "stopping_at = CASE WHEN $4::boolean THEN coalesce(stopping_at, now()) "
         "  ELSE stopping_at END "
         "FROM (SELECT state AS was FROM workers WHERE id = $1) o "
         "WHERE id = $1 AND ($6::bigint IS NULL OR inventory_generation = $6::bigint) RETURNING ";
     /* the table's columns, then the state it had (lost: heard again) */
-    PGresult *r = store__exec_cols(c, &store__t_worker, sql, ", o.was", 6, p);
+    PGresult *r = store__exec_cols(c, &store__t_worker, sql, ", o.was", 7, p);
     if (r && PQntuples(r) == 0 && p[5]) {
         PQclear(r);
         *ret_resync = true;
         p[1] = p[4] = p[5] = NULL;
-        r = store__exec_cols(c, &store__t_worker, sql, ", o.was", 6, p);
+        r = store__exec_cols(c, &store__t_worker, sql, ", o.was", 7, p);
     }
     return r;
 }
 
-int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object *body,
-                           json_object **ret, api_error_t *err)
+/* store_worker_heartbeat once its body is parsed into in (whose texts it
+ * takes, all but details_text, the caller's). */
+static int heartbeat_parsed(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object *body,
+                            heartbeat_in_t in, const char *details_text, json_object **ret, api_error_t *err)
 {
-    heartbeat_in_t in;
-    if (heartbeat_in_parse(body, &in, err) < 0)
-        return SBX_EINVAL;
     bool resync = false, same = false;
     char *inv_text = in.inv_text, *images_text = in.images_text, *up_text = in.up_text;
     inv_delta_t delta = in.delta;
@@ -809,8 +855,8 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
     /* An unchanged inventory is not written again (the stored value, and
      * its TOAST chunks, stay as they are). */
     bool inv_said = inv_text || empty_delta;
-    const char *p[6] = { worker_id, same ? NULL : inv_text, images_text, stopping ? "true" : "false",
-                         inv_said ? gen : NULL, has_delta && inv_said ? base : NULL };
+    const char *p[7] = { worker_id, same ? NULL : inv_text, images_text, stopping ? "true" : "false",
+                         inv_said ? gen : NULL, has_delta && inv_said ? base : NULL, details_text };
     r = heartbeat_worker_update(c, p, &resync);
     if (!r)
         goto db_fail;
@@ -853,6 +899,19 @@ db_fail:
     return SBX_EDB;
 }
 
+int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *worker_id, json_object *body,
+                           json_object **ret, api_error_t *err)
+{
+    heartbeat_in_t in;
+    if (heartbeat_in_parse(body, &in, err) < 0)
+        return SBX_EINVAL;
+    char *details_text = in.details_text;
+    in.details_text = NULL;
+    int rc = heartbeat_parsed(c, lim, worker_id, body, in, details_text, ret, err);
+    free(details_text);
+    return rc;
+}
+
 int store_worker_set_draining(PGconn *c, const char *name, bool drain, json_object **ret, api_error_t *err)
 {
     const char *p[] = { name, drain ? "draining" : "ready" };
@@ -891,7 +950,12 @@ int store_images_list(PGconn *c, json_object **ret, api_error_t *err)
     PGresult *r = db_exec(c,
                           "SELECT i.img, jsonb_agg(w.name ORDER BY w.name)::text, "
                           "  (SELECT coalesce(jsonb_agg(DISTINCT cls ORDER BY cls), '[]') FROM workers w2, "
-                          "   unnest(w2.isolation) cls WHERE w2.state = 'ready' AND w2.images ? i.img)::text "
+                          "   unnest(w2.isolation) cls WHERE w2.state = 'ready' AND w2.images ? i.img)::text, "
+                          /* the workers' own copies may differ: the newest's */
+                          "  (array_agg(w.image_details -> i.img -> 'size' ORDER BY "
+                          "   (w.image_details -> i.img ->> 'created')::bigint DESC NULLS LAST))[1]::text, "
+                          "  to_char(to_timestamp(max((w.image_details -> i.img ->> 'created')::bigint)) "
+                          "   AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') "
                           "FROM workers w CROSS JOIN LATERAL jsonb_array_elements_text(w.images) AS i(img) "
                           "WHERE w.state = 'ready' GROUP BY i.img ORDER BY i.img LIMIT $1::int",
                           1, p);
@@ -903,6 +967,11 @@ int store_images_list(PGconn *c, json_object **ret, api_error_t *err)
         jsonx_add_str(o, "name", db_get(r, i, 0));
         jsonx_add(o, "workers", store__parse_json_text(db_get(r, i, 1)));
         jsonx_add(o, "isolation", store__parse_json_text(db_get(r, i, 2)));
+        /* null when no worker said (an older worker, a runtime that keeps none) */
+        const char *size = db_get(r, i, 3), *created = db_get(r, i, 4);
+        jsonx_add(o, "size", size && *size && strcmp(size, "null") != 0
+                                 ? json_object_new_int64(strtoll(size, NULL, 10)) : NULL);
+        jsonx_add(o, "created", created && *created ? json_object_new_string(created) : NULL);
         json_object_array_add(arr, o);
     }
     PQclear(r);

@@ -46,6 +46,18 @@ assert_contains "$ITEST_OUT" "container" "the isolation classes of the image's w
 assert_eq "$ITEST_IMAGE" "$(sandbox images -q | grep -Fx "$ITEST_IMAGE")" "images -q: names only"
 assert_exit 0 sandbox images --json
 assert_eq "sandbox/*" "$(itest_json "$ITEST_OUT" allowed.0)" "the policy's patterns in the answer"
+# its size and creation time, as the worker's Docker has them
+got=$(python3 -c '
+import json, sys
+doc = json.loads(sys.argv[1])
+img = [i for i in doc["images"] if i["name"] == sys.argv[2]][0]
+print("ok" if isinstance(img.get("size"), int) and img["size"] > 1000 and str(img.get("created", "")).startswith("20") else img)
+' "$ITEST_OUT" "$ITEST_IMAGE")
+want_size=$(docker image inspect -f '{{.Size}}' "$ITEST_IMAGE")
+assert_eq ok "$got" "an image's size and created"
+assert_contains "$ITEST_OUT" "\"size\": $want_size" "the size is Docker's"
+assert_exit 0 sandbox images
+assert_contains "$ITEST_OUT" "SIZE" "images prints a SIZE column"
 assert_exit 3 sandbox images --tenant "$other"
 assert_contains "$ITEST_ERR" "forbidden" "a member listing another tenant's images"
 assert_exit 2 sandbox images extra

@@ -130,7 +130,7 @@ int cli_cmd_images(cli_t *cli, opts_t *o)
     size_t n = arr ? json_object_array_length(arr) : 0;
     const char *def = jsonx_get_str(resp, "default_image");
     if (!o->quiet && n)
-        printf("%-40s %-24s %s\n", "IMAGE", "ISOLATION", "WORKERS");
+        printf("%-40s %-24s %-9s %-7s %s\n", "IMAGE", "ISOLATION", "SIZE", "CREATED", "WORKERS");
     for (size_t i = 0; i < n; i++) {
         json_object *img = json_object_array_get_idx(arr, i);
         const char *name = jsonx_get_str(img, "name");
@@ -151,6 +151,15 @@ int cli_cmd_images(cli_t *cli, opts_t *o)
         for (size_t k = 0; iso && k < json_object_array_length(iso); k++)
             il += strlen(json_object_get_string(json_object_array_get_idx(iso, k))) + (k ? 1 : 0);
         printf("%*s ", il < 24 ? (int)(24 - il) : 0, "");
+        /* docker images' habit: decimal megabytes, an age */
+        int64_t size = -1;
+        char sz[16] = "-", age[16] = "-";
+        if (jsonx_get_int(img, "size", &size) && size >= 0)
+            snprintf(sz, sizeof sz, size >= 1000000000 ? "%.2fGB" : size >= 1000000 ? "%.1fMB" : "%.1fkB",
+                     size >= 1000000000 ? size / 1e9 : size >= 1000000 ? size / 1e6 : size / 1e3);
+        if (jsonx_get_str(img, "created"))
+            cli_format_age(cli_age_seconds(jsonx_get_str(img, "created")), age, sizeof age);
+        printf("%-9s %-7s ", sz, age);
         put_list(jsonx_get_arr(img, "workers"));
         putchar('\n');
     }

@@ -632,6 +632,42 @@ static int docker_rt_images(runtime_t *base, char ***ret, size_t *ret_n, api_err
     return 0;
 }
 
+/* {"repo:tag":{"size","created"}} from the Engine's image list (Size in
+ * bytes, Created in Unix seconds), for the names docker_rt_images gives. */
+static int docker_rt_image_details(runtime_t *base, json_object **ret, api_error_t *err)
+{
+    docker_runtime_t *rt = (docker_runtime_t *)base;
+    json_object *list = NULL;
+    int r = docker_get_json(rt, "/images/json", DOCKER_CALL_TIMEOUT_MS, &list, err);
+    if (r < 0)
+        return r;
+    json_object *out = json_object_new_object();
+    size_t count = json_object_is_type(list, json_type_array) ? json_object_array_length(list) : 0, n = 0;
+    for (size_t i = 0; i < count && n < RUNTIME_MAX_IMAGES; i++) {
+        json_object *img = json_object_array_get_idx(list, i);
+        json_object *tags = jsonx_get_arr(img, "RepoTags");
+        int64_t size = -1, created = -1;
+        jsonx_get_int(img, "Size", &size);
+        jsonx_get_int(img, "Created", &created);
+        size_t nt = tags ? json_object_array_length(tags) : 0;
+        for (size_t j = 0; j < nt && n < RUNTIME_MAX_IMAGES; j++) {
+            const char *t = json_object_get_string(json_object_array_get_idx(tags, j));
+            if (!t || !*t || strcmp(t, "<none>:<none>") == 0 || strlen(t) > RUNTIME_MAX_IMAGE_NAME)
+                continue;
+            json_object *d = json_object_new_object();
+            if (size >= 0)
+                jsonx_add_int(d, "size", size);
+            if (created >= 0)
+                jsonx_add_int(d, "created", created);
+            json_object_object_add(out, t, d);
+            n++;
+        }
+    }
+    json_object_put(list);
+    *ret = out;
+    return 0;
+}
+
 /* ---- the operations table ---------------------------------------------- */
 
 static const runtime_ops_t docker_ops = {
@@ -643,6 +679,7 @@ static const runtime_ops_t docker_ops = {
     .check_owner = docker_rt_check_owner,
     .inventory = docker_rt_inventory,
     .images = docker_rt_images,
+    .image_details = docker_rt_image_details,
     .dial = docker_rt_dial,
     .logs_target = docker_rt_logs_target,
     .logs_stream = docker_rt_logs_stream,
