@@ -145,9 +145,14 @@ fault_audit() {
   # a second terminal transition of one operation.
   stale=$(fault_sql "SELECT count(*) FROM (SELECT operation_id FROM events WHERE kind IN
     ('operation.succeeded', 'operation.failed', 'operation.cancelled') GROUP BY operation_id HAVING count(*) > 1) x")
-  # An exec is handed to a worker at most once.
+  # An exec is handed to a worker at most once: a hand-out whose answer
+  # never reached the worker (the controller killed between the claim's
+  # commit and the answer) is taken back (running -> leased, reason
+  # answer_lost) and does not count; the markers (dups) show what ran.
   twice=$(fault_sql "SELECT count(*) FROM (SELECT e.operation_id FROM events e JOIN operations o ON o.id = e.operation_id
-    WHERE o.kind = 'exec' AND e.kind = 'operation.running' GROUP BY e.operation_id HAVING count(*) > 1) x")
+    WHERE o.kind = 'exec' AND e.kind IN ('operation.running', 'operation.leased') GROUP BY e.operation_id
+    HAVING count(*) FILTER (WHERE e.kind = 'operation.running')
+      - count(*) FILTER (WHERE e.kind = 'operation.leased' AND e.data->>'reason' = 'answer_lost') > 1) x")
   for ((i = 0; i < 60; i++)); do
     orphans=$(fault_orphans)
     [ "$orphans" -eq 0 ] && break
