@@ -64,7 +64,7 @@ assert_contains "$ITEST_ERR" "not_found" "a deleted tenant is not found"
 assert_exit 0 sandbox tenants list
 assert_not_contains "$ITEST_OUT" "$tenant" "a deleted tenant is not listed"
 assert_exit 0 sandbox events --json --kind tenant.deleted
-assert_contains "$ITEST_OUT" "\"name\": \"$tenant\"" "the tenant.deleted event names it"
+assert_contains "$ITEST_OUT" "\"data\":{\"name\":\"$tenant\"}" "the tenant.deleted event names it"
 assert_exit 3 sandbox tenants delete "$tenant"
 assert_contains "$ITEST_ERR" "not_found" "deleting it twice"
 # the name is free: a new tenant, a new id, nothing of the old one's
@@ -74,4 +74,4 @@ new_id=$(itest_json "$ITEST_OUT" tenant.id)
 assert_exit 0 sandbox tenants get "$tenant" --json
 assert_eq 0 "$(itest_json "$ITEST_OUT" tenant.usage.active_tokens)" "the old tenant's tokens are not the new one's"
 assert_exit 0 sandbox tenants delete "$tenant"
-itest_end
+echo "tenants get shows the usage; delete is refused while owning, then revokes, hides and frees the name"

@@ -66,9 +66,13 @@ static int context_use(cli_t *cli, const char *path, const char *name)
         const char *p = line + strspn(line, " \t");
         if (*p == '[')
             top = false;
-        if (top && strncmp(p, "context", 7) == 0 && strspn(p + 7, " \t") + 7 < strlen(p) &&
-            p[7 + strspn(p + 7, " \t")] == '=')
-            continue;
+        if (top && strncmp(p, "context", 7) == 0) {
+            const char *q = p + 7;
+            while (*q == ' ' || *q == '\t')
+                q++;
+            if (*q == '=')
+                continue;
+        }
         fputs(line, out);
     }
     bool failed = ferror(in) != 0;

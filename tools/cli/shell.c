@@ -93,8 +93,8 @@ static int shell_param(sbuf_t *ret, const char *name, const char *v)
     return 0;
 }
 
-/* The request's path: /v1/sandboxes/ID/shell?cols=&rows=[&argv=...]; without
- * a terminal also tty=false and o's --env and --cwd. */
+/* The request's path: /v1/sandboxes/ID/shell?cols=&rows=[&argv=...], o's
+ * --env and --cwd (exec -i, exec -it); without a terminal also tty=false. */
 static int shell_path(cli_t *cli, const opts_t *o, unsigned cols, unsigned rows, bool tty, sbuf_t *ret)
 {
     char base[512];
@@ -106,8 +106,9 @@ static int shell_path(cli_t *cli, const opts_t *o, unsigned cols, unsigned rows,
     for (int i = 0; i < o->cmd_argc; i++)
         if (shell_param(ret, "argv", o->cmd_argv[i]) != 0)
             return EXIT_API;
-    if (!tty) {
+    if (!tty)
         sbuf_printf(ret, "&tty=false");
+    {
         if (o->env) {
             json_object_object_foreach(o->env, key, val) {
                 sbuf_t kv;
