@@ -17,7 +17,13 @@
 # shared daemons alone) run first, ITEST_JOBS (default 2) at a time; the
 # other shared tests then run one at a time. A failure names its test and
 # prints its own output; the daemons' log lines since it began may then hold
-# a concurrent test's lines too.
+# a concurrent test's lines too. A test is not itest-parallel when it counts
+# anything another tenant changes (all sandboxes, workers, global metrics,
+# Docker's containers, a log's lines), drains, stops or pauses the shared
+# worker, controller or PostgreSQL, starts an extra worker (other tenants'
+# sandboxes could land on it; a Docker worker also rebuilds the host-wide
+# egress chains), fills a worker or floods the API, or asserts a latency a
+# second test's CPU use could break.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
