@@ -142,13 +142,15 @@ const mcp_tool_t tool_table[] = {
       "'next':{'type':['string','null']}},'required':['sandboxes']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
     { .run = tool_images, .def = { "sandbox_list_images", "List the images sandboxes can use",
-      "Lists the images the workers have that this token's tenant may use (name, isolation classes, workers), "
+      "Lists the images the workers have that this token's tenant may use (name, isolation classes, workers, "
+      "size in bytes, created), "
       "and default_image, what a create without image gets. Call it before naming an image in sandbox_create; "
       "not_allowed counts the workers' images the tenant policy refuses, allowed lists its patterns.",
       "{'type':'object','properties':{'tenant':" DSTR("(admin token) only what this tenant may use") "},"
       "'additionalProperties':false}",
       "{'type':'object','properties':{'images':{'type':'array','items':{'type':'object','properties':{'name':" STR
-      ",'workers':{'type':'array','items':" STR "},'isolation':{'type':'array','items':" STR "}}}},"
+      ",'workers':{'type':'array','items':" STR "},'isolation':{'type':'array','items':" STR "},"
+      "'size':{'type':['integer','null']},'created':{'type':['string','null']}}}},"
       "'default_image':" STR ",'tenant':" STR ",'allowed':{'type':'array','items':" STR "},"
       "'not_allowed':{'type':'integer'}},'required':['images']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
