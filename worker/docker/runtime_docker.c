@@ -595,6 +595,14 @@ static int docker_rt_ping(runtime_t *base, long timeout_ms, api_error_t *err)
     return r;
 }
 
+/* RepoTags[j] of an Engine image, or NULL for one not listed: empty,
+ * "<none>:<none>", longer than RUNTIME_MAX_IMAGE_NAME. */
+static const char *image_tag(json_object *tags, size_t j)
+{
+    const char *t = json_object_get_string(json_object_array_get_idx(tags, j));
+    return t && *t && strcmp(t, "<none>:<none>") != 0 && strlen(t) <= RUNTIME_MAX_IMAGE_NAME ? t : NULL;
+}
+
 static int docker_rt_images(runtime_t *base, char ***ret, size_t *ret_n, api_error_t *err)
 {
     docker_runtime_t *rt = (docker_runtime_t *)base;
@@ -614,8 +622,8 @@ static int docker_rt_images(runtime_t *base, char ***ret, size_t *ret_n, api_err
         json_object *tags = jsonx_get_arr(json_object_array_get_idx(list, i), "RepoTags");
         size_t nt = tags ? json_object_array_length(tags) : 0;
         for (size_t j = 0; j < nt && n < RUNTIME_MAX_IMAGES; j++) {
-            const char *t = json_object_get_string(json_object_array_get_idx(tags, j));
-            if (!t || !*t || strcmp(t, "<none>:<none>") == 0 || strlen(t) > RUNTIME_MAX_IMAGE_NAME)
+            const char *t = image_tag(tags, j);
+            if (!t)
                 continue;
             if (!(names[n] = strdup(t))) {
                 runtime_images_free(names, n);
@@ -651,8 +659,8 @@ static int docker_rt_image_details(runtime_t *base, json_object **ret, api_error
         jsonx_get_int(img, "Created", &created);
         size_t nt = tags ? json_object_array_length(tags) : 0;
         for (size_t j = 0; j < nt && n < RUNTIME_MAX_IMAGES; j++) {
-            const char *t = json_object_get_string(json_object_array_get_idx(tags, j));
-            if (!t || !*t || strcmp(t, "<none>:<none>") == 0 || strlen(t) > RUNTIME_MAX_IMAGE_NAME)
+            const char *t = image_tag(tags, j);
+            if (!t)
                 continue;
             json_object *d = json_object_new_object();
             if (size >= 0)
