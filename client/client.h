@@ -184,6 +184,7 @@ typedef enum { CLIENT_FLAG_UNSET = 0, CLIENT_FLAG_FALSE, CLIENT_FLAG_TRUE } clie
 /* POST /v1/sandboxes. NULL strings and unset fields are left out (the
  * server's defaults); "trust" is always sent, with the flags that are set. */
 typedef struct client_create_spec {
+    const char *name;                       /* the sandbox's name, usable wherever its id is */
     const char *tenant, *image, *network, *isolation;
     client_opt_int_t cpu_millis, memory_mib, disk_mib, ttl_seconds;
     client_flag_t untrusted_repo, generated_code, hostile;

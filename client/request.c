@@ -105,7 +105,7 @@ static const body_field_t trust_fields[] = {
 };
 /* image left out: the server's default_image. */
 static const body_field_t create_fields[] = {
-    CF(tenant, BF_STR), CF(image, BF_STR), CF(cpu_millis, BF_INT), CF(memory_mib, BF_INT), CF(disk_mib, BF_INT),
+    CF(name, BF_STR), CF(tenant, BF_STR), CF(image, BF_STR), CF(cpu_millis, BF_INT), CF(memory_mib, BF_INT), CF(disk_mib, BF_INT),
     CF(ttl_seconds, BF_INT),
     CF(network, BF_STR), { "trust", BF_OBJ, 0, trust_fields }, CF(env, BF_REF), CF(labels, BF_REF),
     CF(selector, BF_REF), CF(isolation, BF_STR), CF(read_only_root, BF_FLAG), CF(hardened, BF_FLAG), FIELDS_END,

@@ -220,6 +220,20 @@ static int check_request_body(json_object *o, const char *const *known, const ch
     return check_known_fields(o, known, where, err);
 }
 
+bool spec_sandbox_name_ok(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > SBX_SANDBOX_NAME_MAX || strncmp(s, "sbx_", 4) == 0)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (!alnum && (i == 0 || (c != '_' && c != '.' && c != '-')))
+            return false;
+    }
+    return true;
+}
+
 static bool tenant_name_ok(const char *s)
 {
     if (!*s || strlen(s) > 63 || !isalnum((unsigned char)*s))

@@ -82,6 +82,12 @@ int spec_from_json(json_object *o, sandbox_spec_t *ret, api_error_t *err);
  * default_image (copied; NULL: the image is required). */
 int spec_from_json_default(json_object *o, const char *default_image, sandbox_spec_t *ret, api_error_t *err);
 
+/* A sandbox's name (create's "name"; usable wherever its id is): 1 to
+ * SBX_SANDBOX_NAME_MAX letters, digits, '_', '.' or '-', starting with a
+ * letter or digit, and not starting "sbx_" (ids and names never meet). */
+#define SBX_SANDBOX_NAME_MAX 63
+bool spec_sandbox_name_ok(const char *s);
+
 /* True when s is an image reference: [DOMAIN[:PORT]/]NAME[/NAME...][:TAG][@ALGO:HEX],
  * names lowercase [a-z0-9] separated by . _ -, at most SBX_MAX_IMAGE_BYTES.
  * On false, why (if not NULL) gets a one-line reason. */

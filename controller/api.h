@@ -67,6 +67,11 @@ void api_sandbox_exec(req_t *rq, const char *id);
  * seconds from now, an extend operation finished before the answer (200
  * {"operation":…}). */
 void api_sandbox_extend(req_t *rq, const char *id);
+/* A path's sandbox given by name ("/v1/sandboxes/NAME/…"): *id becomes
+ * the id of the tenant's sandbox of that name (rq->sandbox_id). An id, or
+ * text that is neither, is left for the handler. False when a reply was
+ * sent (no such name: 404; a name in several tenants, for an admin: 409). */
+bool api_sandbox_ref(req_t *rq, const char **id);
 void api_route_share(req_t *rq, const char *sandbox_id);
 void api_routes_list(req_t *rq, const char *sandbox_id);
 void api_route_unshare(req_t *rq, const char *sandbox_id, const char *route_id);

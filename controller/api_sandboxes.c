@@ -56,6 +56,19 @@ static bool id_ok(req_t *rq, const char *prefix, const char *id, const char *wha
     return false;
 }
 
+bool api_sandbox_ref(req_t *rq, const char **id)
+{
+    if (!*id || ids_valid("sbx", *id) || !spec_sandbox_name_ok(*id))
+        return true;
+    api_error_t err;
+    if (store_sandbox_by_name(rq->db, auth_scope(rq), rq->auth.tenant_id, *id, rq->sandbox_id, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return false;
+    }
+    *id = rq->sandbox_id;
+    return true;
+}
+
 /* One limit (policy_check_limit); replies 422 naming the rule on a denial. */
 static int check_limit(req_t *rq, const char *field, int64_t asked, const char *rule, int64_t server, int64_t tenant)
 {
@@ -167,6 +180,22 @@ void api_sandbox_create(req_t *rq)
         return;
     /* A request without an image gets the server's default_image, before
      * policy: the tenant's allowlist judges the image actually used. */
+    /* "name" is the sandbox's, not the runtime's: kept out of the spec. */
+    char name[SBX_SANDBOX_NAME_MAX + 1] = "";
+    json_object *nv = NULL;
+    if (json_object_is_type(body, json_type_object) && json_object_object_get_ex(body, "name", &nv)) {
+        if (!json_object_is_type(nv, json_type_null)) {
+            if (!json_object_is_type(nv, json_type_string) || !spec_sandbox_name_ok(json_object_get_string(nv))) {
+                http_reply_error(rq, API_INVALID_ARGUMENT,
+                                 "name must be 1 to %d letters, digits, _, . or -, starting with a letter or digit, "
+                                 "and must not start with sbx_ (an id's shape)",
+                                 SBX_SANDBOX_NAME_MAX);
+                goto cleanup;
+            }
+            snprintf(name, sizeof name, "%s", json_object_get_string(nv));
+        }
+        json_object_object_del(body, "name");
+    }
     if (spec_from_json_default(body, cfg_str(&ctl->cfg, CFG_DEFAULT_IMAGE), &spec, &err) < 0) {
         http_reply_api_error(rq, &err);
         goto cleanup;
@@ -198,6 +227,8 @@ void api_sandbox_create(req_t *rq)
     isolation_t iso = cls.isolation;
     classification = classification_to_json(&cls);
     json_object *canon = spec_to_json(&spec);
+    if (name[0])
+        jsonx_add_str(canon, "name", name);
     char *canon_text = jsonx_dump(canon);
     json_object_put(canon);
     char hash[65];
@@ -205,7 +236,8 @@ void api_sandbox_create(req_t *rq)
     free(canon_text);
     create_req_t cr = { .tenant_id = tenant_id, .spec = &spec, .isolation = iso, .classification = classification,
                         .idempotency_key = idem,
-                        .request_hash = hash, .created_by = rq->auth.token_id, .policy = &policy };
+                        .request_hash = hash, .created_by = rq->auth.token_id, .name = name[0] ? name : NULL,
+                        .policy = &policy };
     /* A warm pool may serve it unless an open sandbox needs the tenant's
      * egress_allow rules (set on a container when it is made). */
     char pool_key[SBX_MAX_IMAGE_BYTES + 160];

@@ -856,6 +856,16 @@ static void route(req_t *rq)
     }
     if (rate_check_operation(rq, r) < 0)
         return;
+    /* A sandbox named instead of its id: the id, from here on (logs too). */
+    if (params[0] && strncmp(r->tmpl, "/v1/sandboxes/{id}", 18) == 0) {
+        const char *given = params[0];
+        if (!api_sandbox_ref(rq, &params[0]))
+            return;
+        if (params[0] != given) {
+            rq->segs[2] = rq->sandbox_id;
+            request_scope_enter(rq);
+        }
+    }
     if (r->h2)
         r->h2(rq, params[0], params[1]);
     else if (r->h1)

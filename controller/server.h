@@ -55,6 +55,7 @@ typedef struct req {
     const char *route_tmpl;     /* static route template for metrics ("/v1/sandboxes/{id}") */
     struct req *park_prev, *park_next;
     struct apiconn *conn;       /* its connection's record (controller/apiconn.c); NULL when gone */
+    char sandbox_id[SBX_ID_MAX]; /* the id a sandbox's name in the path stood for (api_sandbox_ref) */
 } req_t;
 
 /* Starts nthreads event-loop threads on listen_fd. */

@@ -99,6 +99,8 @@ typedef struct create_req {
     const char *idempotency_key; /* may be NULL */
     const char *request_hash;    /* hex digest of the canonical request */
     const char *created_by;      /* token id */
+    const char *name;            /* the sandbox's name (spec_sandbox_name_ok), unique in the tenant among
+                                  * sandboxes not deleted; NULL: none */
     const policy_t *policy;      /* the tenant's quotas, checked under its row lock; may be NULL */
     const char *pool_key;        /* store_pool_key of the spec: a ready member of a matching pool is taken;
                                   * NULL: this create may not take one (always a cold create) */
@@ -215,6 +217,12 @@ int store_routes_list(PGconn *c, const char *scope, const char *sandbox_id, bool
 
 /* {"sandbox":…,"operations":[…]} */
 int store_sandbox_get(PGconn *c, const char *scope, const char *sandbox_id, json_object **ret, api_error_t *err);
+/* The id of the sandbox named name, not deleted: in the tenant scope (a
+ * member's), or for an admin (scope NULL) in any tenant, own_tenant's
+ * first. 0 with ret_id; SBX_ENOTFOUND (err: not_found naming it);
+ * SBX_EINVAL (err: conflict, the name is in several tenants); SBX_EDB. */
+int store_sandbox_by_name(PGconn *c, const char *scope, const char *own_tenant, const char *name,
+                          char ret_id[SBX_ID_MAX], api_error_t *err);
 /* {"sandboxes":[…],"next":CURSOR|null}, newest first; tenant_name filters
  * (NULL: all in scope); after (NULL: from the newest) is a previous answer's
  * next. SBX_EINVAL with err set for a malformed cursor. */

@@ -9,6 +9,7 @@
 
 static const store_col_t sandbox_cols[] = {
     { "id", "s.id", COL_TEXT },
+    { "name", "s.name", COL_TEXT_OMIT }, /* absent: made without a name */
     { "tenant", "tn.name", COL_TEXT },
     { "image", "s.spec->>'image'", COL_TEXT },
     { "phase", "s.phase", COL_TEXT },

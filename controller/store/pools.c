@@ -258,18 +258,18 @@ int store__pool_claim(PGconn *c, const store_limits_t *lim, const create_req_t *
      * (an admin could reach a member before it is claimed). */
     char ttl[24], *class_text = req->classification ? jsonx_dump(req->classification) : NULL;
     snprintf(ttl, sizeof ttl, "%lld", (long long)req->spec->ttl_seconds);
-    const char *u[] = { pool_id, req->tenant_id, spec_text, ttl, req->created_by, class_text };
+    const char *u[] = { pool_id, req->tenant_id, spec_text, ttl, req->created_by, class_text, req->name };
     int rc = store__one_text(c,
                              "UPDATE sandboxes SET tenant_id = $2, spec = $3::jsonb, ttl_seconds = $4::bigint, "
                              "expires_at = now() + make_interval(secs => $4::bigint), created_by = $5, "
                              "classification = coalesce($6::jsonb, classification), claimed_at = now(), "
-                             "updated_at = now() "
+                             "name = $7, updated_at = now() "
                              "WHERE claimed_at IS NULL AND id = (SELECT s.id FROM sandboxes s WHERE s.pool_id = $1 "
                              "  AND s.claimed_at IS NULL AND s.desired_state = 'running' AND s.phase = 'running' "
                              "  AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.sandbox_id = s.id "
                              "                  AND o.kind <> 'create') "
                              "  ORDER BY s.created_at LIMIT 1 FOR UPDATE OF s SKIP LOCKED) RETURNING id",
-                             6, u, sbx, sizeof sbx);
+                             7, u, sbx, sizeof sbx);
     free(class_text);
     if (rc == SBX_ENOTFOUND) {
         const char *p[] = { pool_id };

@@ -355,21 +355,21 @@ int store__create_placed(PGconn *c, const store_limits_t *lim, const create_req_
     snprintf(lease, sizeof lease, "%lld", (long long)lim->lease_seconds);
     const char *p[] = { sbx_id, req->tenant_id, spec_text, isolation_name(d.run_as), cpu, mem, ttl,
                         req->created_by, class_text, k->id, op_id, req->idempotency_key, req->request_hash,
-                        deadline, lease, pl, ev_text };
+                        deadline, lease, pl, ev_text, req->name };
     /* the transaction's last statement: the COMMIT goes with it */
     db_commit_with_next(c);
     PGresult *r = store__exec_cols(
         c, &store__t_op,
         "WITH s AS (INSERT INTO sandboxes (id, tenant_id, spec, desired_state, phase, isolation, cpu_millis, "
-        "  memory_mib, ttl_seconds, created_by, classification, worker_id, allocated) "
-        "  VALUES ($1, $2, $3::jsonb, 'running', 'scheduled', $4, $5, $6, $7, $8, $9::jsonb, $10, true) "
+        "  memory_mib, ttl_seconds, created_by, classification, worker_id, allocated, name) "
+        "  VALUES ($1, $2, $3::jsonb, 'running', 'scheduled', $4, $5, $6, $7, $8, $9::jsonb, $10, true, $18) "
         "  RETURNING id), "
         "o AS (INSERT INTO operations AS o (id, tenant_id, sandbox_id, kind, state, idempotency_key, request_hash, "
         "  request, deadline, created_by, attempt, lease_worker_id, lease_expires_at, leased_at, placement) "
         "  SELECT $11, $2, s.id, 'create', 'leased', $12, $13, $3::jsonb, "
         "  now() + make_interval(secs => $14::bigint), $8, 1, $10, now() + make_interval(secs => $15::bigint), "
         "  now(), $16::jsonb FROM s RETURNING ",
-        "), e AS (" STORE_EVENTS_INSERT("$2", "$1", "$17") ") SELECT * FROM o", 17, p);
+        "), e AS (" STORE_EVENTS_INSERT("$2", "$1", "$17") ") SELECT * FROM o", 18, p);
     free(ev_text);
     free(pl);
     place_decision_release(&d);

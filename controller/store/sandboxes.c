@@ -119,6 +119,28 @@ static int create_idem_race(PGconn *c, const create_req_t *req, json_object **re
     return rr > 0 ? 0 : (rr < 0 ? rr : store__db_error(err));
 }
 
+/* In the create's transaction: the name is free in the tenant (a
+ * conflict naming the sandbox that has it otherwise). Creates of one name
+ * take turns on a transaction-wide advisory lock, so the second sees the
+ * first's row; the unique index (migration 0023) stands behind it. 0,
+ * SBX_EINVAL (err filled) or SBX_EDB. */
+static int create_name_free(PGconn *c, const create_req_t *req, api_error_t *err)
+{
+    const char *p[] = { req->tenant_id, req->name };
+    if (db_run(c, "SELECT pg_advisory_xact_lock(hashtext('sandbox.name:' || $1 || '/' || $2))", 2, p) < 0)
+        return SBX_EDB;
+    char id[SBX_ID_MAX];
+    int rc = store__one_text(c, "SELECT id FROM sandboxes WHERE tenant_id = $1 AND name = $2 "
+                                "AND desired_state = 'running'", 2, p, id, sizeof id);
+    if (rc == SBX_ENOTFOUND)
+        return 0;
+    if (rc < 0)
+        return SBX_EDB;
+    return api_error_set(err, API_CONFLICT,
+                         "a sandbox named %s exists already in this tenant (%s); pick another name, or delete it "
+                         "first: sandbox rm %s", req->name, id, req->name);
+}
+
 int store_sandbox_create(PGconn *c, const store_limits_t *lim, const create_req_t *req, json_object **ret,
                          bool *ret_replayed, api_error_t *err)
 {
@@ -145,6 +167,16 @@ int store_sandbox_create(PGconn *c, const store_limits_t *lim, const create_req_
 
     if (db_begin(c) < 0)
         goto db_fail;
+    if (req->name) {
+        int nf = create_name_free(c, req, err);
+        if (nf == SBX_EINVAL) {
+            db_rollback(c);
+            free(spec_text);
+            return SBX_EINVAL;
+        }
+        if (nf < 0)
+            goto db_fail;
+    }
     if (req->policy) {
         quota_use_t one = { 1, req->spec->cpu_millis, req->spec->memory_mib };
         int q = store__tenant_quota(c, req->tenant_id, req->policy, &one, NULL, err);
@@ -195,10 +227,10 @@ int store_sandbox_create(PGconn *c, const store_limits_t *lim, const create_req_
         return 0;
     }
     const char *ps[] = { sbx_id, req->tenant_id, spec_text, isolation_name(req->isolation), cpu, mem, ttl,
-                         req->created_by, class_text };
+                         req->created_by, class_text, req->name };
     int ins = db_run(c, "INSERT INTO sandboxes (id, tenant_id, spec, desired_state, phase, isolation, cpu_millis, "
-                        "memory_mib, ttl_seconds, created_by, classification) VALUES ($1, $2, $3::jsonb, 'running', "
-                        "'pending', $4, $5, $6, $7, $8, $9::jsonb)", 9, ps);
+                        "memory_mib, ttl_seconds, created_by, classification, name) VALUES ($1, $2, $3::jsonb, "
+                        "'running', 'pending', $4, $5, $6, $7, $8, $9::jsonb, $10)", 10, ps);
     free(class_text);
     if (ins < 0)
         goto db_fail;
@@ -755,4 +787,33 @@ int store_workers_with_leases(PGconn *c, const char *const *ids, int n, bool *re
 {
     return store__flag_ids(c, "SELECT DISTINCT lease_worker_id FROM operations WHERE lease_worker_id = ANY($1::text[]) "
                        "AND state = 'leased'", ids, n, ret_flags);
+}
+
+int store_sandbox_by_name(PGconn *c, const char *scope, const char *own_tenant, const char *name,
+                          char ret_id[SBX_ID_MAX], api_error_t *err)
+{
+    const char *p[] = { name, scope, own_tenant && own_tenant[0] ? own_tenant : NULL };
+    PGresult *r = db_exec(c, "SELECT s.id, tn.name, s.tenant_id = $3 FROM sandboxes s JOIN tenants tn ON "
+                             "tn.id = s.tenant_id WHERE s.name = $1 AND s.desired_state = 'running' "
+                             "AND ($2::text IS NULL OR s.tenant_id = $2) "
+                             "ORDER BY s.tenant_id = $3 DESC NULLS LAST, s.id LIMIT 3",
+                          3, p);
+    if (!r)
+        return store__db_error(err);
+    int n = PQntuples(r);
+    if (n == 0) {
+        PQclear(r);
+        api_error_set(err, API_NOT_FOUND,
+                      "no sandbox named %s (a deleted sandbox's name is free; see: sandbox list --all)", name);
+        return SBX_ENOTFOUND;
+    }
+    if (n > 1 && !db_get_bool(r, 0, 2)) {
+        api_error_set(err, API_CONFLICT, "the name %s is used in several tenants (%s in %s, %s in %s); use the id",
+                      name, db_get(r, 0, 0), db_get(r, 0, 1), db_get(r, 1, 0), db_get(r, 1, 1));
+        PQclear(r);
+        return SBX_EINVAL;
+    }
+    snprintf(ret_id, SBX_ID_MAX, "%s", db_get(r, 0, 0));
+    PQclear(r);
+    return 0;
 }

@@ -92,14 +92,14 @@ expect "pools unknown subcommand" 2 stderr "unknown subcommand 'frob'"
 run wait --help
 expect "wait --help" 0 stdout "OPERATION_ID" stdout "--timeout" stdout "--json"
 run exec --help
-expect "exec --help" 0 stdout "SANDBOX_ID" stdout "--timeout" stdout "--env" stdout "--cwd" stdout "--max-output" \
+expect "exec --help" 0 stdout "SANDBOX" stdout "--timeout" stdout "--env" stdout "--cwd" stdout "--max-output" \
     stdout "--json" stdout "-- ARGV"
 run get --help
-expect "get --help" 0 stdout "SANDBOX_ID" stdout "--json"
+expect "get --help" 0 stdout "SANDBOX" stdout "--json"
 run list --help
 expect "list --help" 0 stdout "--tenant" stdout "--all" stdout "--json"
 run delete --help
-expect "delete --help" 0 stdout "SANDBOX_ID" stdout "--wait" stdout "--timeout" stdout "--idempotency-key" stdout "--json"
+expect "delete --help" 0 stdout "SANDBOX" stdout "--wait" stdout "--timeout" stdout "--idempotency-key" stdout "--json"
 run operation --help
 expect "operation --help" 0 stdout "OPERATION_ID" stdout "--json"
 run op -h
@@ -146,7 +146,7 @@ expect "idempotency key with a space" 2 stderr "--idempotency-key"
 run delete sbx_a --idempotency-key "$(printf 'k%.0s' {1..129})"
 expect "idempotency key too long" 2 stderr "--idempotency-key"
 run get
-expect "get without id" 2 stderr "missing SANDBOX_ID" stderr "see 'sandbox get --help'"
+expect "get without id" 2 stderr "missing SANDBOX" stderr "see 'sandbox get --help'"
 run get sbx_a sbx_b
 expect "get with two ids" 2 stderr "unexpected argument 'sbx_b'"
 run wait
@@ -160,11 +160,11 @@ expect "exec with empty argv" 2 stderr "missing the command"
 run exec sbx_a ls -l
 expect "exec argv without --" 2 stderr "unexpected argument 'ls'" stderr "after '--'"
 run exec -- ls
-expect "exec without id" 2 stderr "missing SANDBOX_ID"
+expect "exec without id" 2 stderr "missing SANDBOX"
 
 # --- cp: one side in a sandbox, an absolute path there; create --upload's shape
 run cp --help
-expect "cp --help" 0 stdout "usage: sandbox cp LOCAL SANDBOX_ID:/path" stdout "docker cp" stdout "Exit codes"
+expect "cp --help" 0 stdout "usage: sandbox cp LOCAL SANDBOX:/path" stdout "docker cp" stdout "Exit codes"
 run help
 expect "sandbox help lists cp" 0 stdout "cp "
 run cp ./a ./b
@@ -180,14 +180,14 @@ expect "create --upload without :/path" 2 stderr "--upload: LOCAL:/path"
 
 # --- extend: a sandbox and --ttl from 1 to 30 days, checked before any token
 run extend --help
-expect "extend --help" 0 stdout "usage: sandbox extend SANDBOX_ID --ttl SECONDS" stdout "from now" \
+expect "extend --help" 0 stdout "usage: sandbox extend SANDBOX --ttl SECONDS" stdout "from now" \
     stdout "--idempotency-key" stdout "--json" stdout "policy_denied" stdout "conflict"
 run help
 expect "sandbox help lists extend" 0 stdout "extend"
 run extend sbx_a
 expect "extend without --ttl" 2 stderr "--ttl SECONDS is required" stderr "see 'sandbox extend --help'"
 run extend --ttl 60
-expect "extend without id" 2 stderr "missing SANDBOX_ID"
+expect "extend without id" 2 stderr "missing SANDBOX"
 run extend sbx_a --ttl 0
 expect "extend ttl 0" 2 stderr "--ttl" stderr "out of range (1 to 2592000)"
 run extend sbx_a --ttl 2592001

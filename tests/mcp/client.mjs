@@ -35,7 +35,7 @@ const TOOLS = {
     // image is optional: the server fills in its default_image
     required: [],
     optional: ['image'],
-    properties: ['image', 'tenant', 'cpu_millis', 'memory_mib', 'ttl_seconds', 'network', 'untrusted_repo',
+    properties: ['name', 'image', 'tenant', 'cpu_millis', 'memory_mib', 'ttl_seconds', 'network', 'untrusted_repo',
       'generated_code', 'hostile', 'isolation', 'read_only_root', 'hardened', 'env', 'labels', 'selector',
       'idempotency_key', 'wait', 'timeout_seconds'],
   },
@@ -518,13 +518,15 @@ async function main() {
 
   let sbx;
   let createOp;
+  const sbxName = `mcp-${process.pid}-${Date.now() % 100000}`;
   await check('sandbox_create wait=true: the sandbox runs', async () => {
     const progress = [];
     const res = await callTool(client, 'sandbox_create', {
-      image: IMAGE, cpu_millis: 200, memory_mib: 64, ttl_seconds: 600, network: 'none',
+      name: sbxName, image: IMAGE, cpu_millis: 200, memory_mib: 64, ttl_seconds: 600, network: 'none',
       labels: { suite: 'mcp' }, wait: true, timeout_seconds: 120,
     }, { onprogress: (p) => progress.push(p) });
     const sc = expectOk('sandbox_create', res);
+    eq(sc.sandbox.name, sbxName, 'sandbox.name');
     assert(sc.sandbox && /^sbx_/.test(sc.sandbox.id), `sandbox.id: ${show(sc.sandbox)}`);
     assert(sc.operation && /^op_/.test(sc.operation.id), `operation.id: ${show(sc.operation)}`);
     sbx = sc.sandbox.id;
@@ -546,6 +548,14 @@ async function main() {
     const sc = expectOk('operation_get', await callTool(client, 'operation_get', { operation_id: createOp }));
     eq(sc.operation.id, createOp, 'operation.id');
     eq(sc.operation.sandbox_id, sbx, 'operation.sandbox_id');
+  });
+
+  await check('sandbox_exec and sandbox_get by the name given at create', async () => {
+    const sc = expectOk('sandbox_exec', await callTool(client, 'sandbox_exec',
+      { sandbox_id: sbxName, argv: ['echo', 'by name'], timeout_seconds: 30 }));
+    eq(sc.stdout, 'by name\n', 'stdout');
+    const g = expectOk('sandbox_get', await callTool(client, 'sandbox_get', { sandbox_id: sbxName }));
+    eq(g.sandbox.id, sbx, 'sandbox_get by name: sandbox.id');
   });
 
   await check('sandbox_exec echo hello', async () => {

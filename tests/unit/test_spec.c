@@ -736,6 +736,27 @@ START_TEST(test_extend_request_refuses_anything_else_naming_the_problem)
 }
 END_TEST
 
+START_TEST(test_sandbox_names_are_short_plain_and_never_an_id)
+{
+    static const char *const good[] = { "web", "W", "a1", "web-1.test_2", "0lead-digit",
+                                        "sbx", "sbxweb", "Sbx_upper" };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        ck_assert_msg(spec_sandbox_name_ok(good[i]), "%s should be a name", good[i]);
+    char longest[SBX_SANDBOX_NAME_MAX + 2];
+    memset(longest, 'n', SBX_SANDBOX_NAME_MAX);
+    longest[SBX_SANDBOX_NAME_MAX] = '\0';
+    ck_assert(spec_sandbox_name_ok(longest));
+    longest[SBX_SANDBOX_NAME_MAX] = 'n';
+    longest[SBX_SANDBOX_NAME_MAX + 1] = '\0';
+    ck_assert(!spec_sandbox_name_ok(longest));
+    static const char *const bad[] = { "", "-web", ".web", "_web", "web/1", "web:1", "web 1", "we\tb",
+                                       "sbx_abc", "sbx_aaaaaaaaaaaaaaaaaaaaaaaaaa", "caf\xc3\xa9", "..", "a/../b" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        ck_assert_msg(!spec_sandbox_name_ok(bad[i]), "%s should not be a name", bad[i]);
+    ck_assert(!spec_sandbox_name_ok(NULL));
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("spec");
@@ -778,6 +799,7 @@ Suite *unit_suite(void)
         test_too_many_labels_are_rejected,
         test_label_bad_key_is_rejected,
         test_error_without_err_still_fails,
+        test_sandbox_names_are_short_plain_and_never_an_id,
     ));
     unit_tcase_add(s, "extend", UNIT_TESTS(
         test_extend_request_takes_ttl_seconds_from_one_to_the_absolute_bound,

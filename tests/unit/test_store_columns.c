@@ -119,10 +119,10 @@ END_TEST
 
 START_TEST(test_sandbox_row_keeps_its_key_order_and_types)
 {
-    const char *v[] = { "sbx_1", "acme", "busybox", "running", "running", "w1", "container", "100", "32", "64",
-                        "3600", "none", NULL, "{\"a\":\"b\"}", "TE", "TC", "TU", "f", "t", "{}", NULL, NULL };
-    assert_row_json(&store__t_sandbox, 22, v,
-                    "{\"id\":\"sbx_1\",\"tenant\":\"acme\",\"image\":\"busybox\",\"phase\":\"running\","
+    const char *v[] = { "sbx_1", "web", "acme", "busybox", "running", "running", "w1", "container", "100", "32",
+                        "64", "3600", "none", NULL, "{\"a\":\"b\"}", "TE", "TC", "TU", "f", "t", "{}", NULL, NULL };
+    assert_row_json(&store__t_sandbox, 23, v,
+                    "{\"id\":\"sbx_1\",\"name\":\"web\",\"tenant\":\"acme\",\"image\":\"busybox\",\"phase\":\"running\","
                     "\"desired_state\":\"running\",\"worker\":\"w1\",\"isolation\":\"container\",\"cpu_millis\":100,"
                     "\"memory_mib\":32,\"disk_mib\":64,\"ttl_seconds\":3600,\"network\":\"none\",\"trust\":null,"
                     "\"labels\":{\"a\":\"b\"},\"expires_at\":\"TE\",\"created_at\":\"TC\",\"updated_at\":\"TU\","

@@ -293,7 +293,7 @@ int cli_cmd_completion(cli_t *cli, opts_t *o)
            "      [ \"$npos\" -eq 0 ] || [ \"$cmd\" = delete ] || [ \"$cmd\" = rm ] || return 0\n"
            "      COMPREPLY=($(compgen -W \"$(sandbox \"${g[@]}\" list -q 2>/dev/null)\" -- \"$cur\")) ;;\n"
            "    cp)\n"
-           "      # SANDBOX_ID: for the sandbox end, local paths otherwise\n"
+           "      # SANDBOX: for the sandbox end, local paths otherwise\n"
            "      COMPREPLY=($(compgen -f -- \"$cur\") $(compgen -W \"$(sandbox \"${g[@]}\" list -q 2>/dev/null | sed 's/$/:/')\" -- \"$cur\"))\n"
            "      compopt -o nospace 2>/dev/null ;;\n"
            "    context) [ \"$npos\" -eq 1 ] && COMPREPLY=($(compgen -W \"$(sandbox context list -q 2>/dev/null)\" -- \"$cur\")) ;;\n"

@@ -127,11 +127,11 @@ static void note_truncated(json_object *res, const char *stream, uint64_t kept)
 
 int cli_check_exec(cli_t *cli, opts_t *o)
 {
-    int rc = cli_check_id(cli->cmd, "SANDBOX_ID", o->pos[0]);
+    int rc = cli_check_id(cli->cmd, "SANDBOX", o->pos[0]);
     if (rc)
         return rc;
     if (!o->saw_dashdash || o->cmd_argc == 0)
-        return cli_usage_error(cli->cmd, "missing the command: sandbox exec SANDBOX_ID -- ARGV...");
+        return cli_usage_error(cli->cmd, "missing the command: sandbox exec SANDBOX -- ARGV...");
     if (o->cmd_argc > SBX_MAX_ARGV)
         return cli_usage_error(cli->cmd, "the command has %d arguments; at most %d are allowed", o->cmd_argc,
                            SBX_MAX_ARGV);
@@ -284,7 +284,7 @@ int cli_cmd_exec(cli_t *cli, opts_t *o)
     char path[CLI_ARG_ID_MAX * 3 + 32];
     if (cli_path(path, sizeof path, "/v1/sandboxes/", o->pos[0], "/exec") != 0) {
         json_object_put(body);
-        return cli_usage_error(cli->cmd, "SANDBOX_ID too long");
+        return cli_usage_error(cli->cmd, "SANDBOX too long");
     }
     json_object *resp = NULL;
     rc = cli_call(cli, "POST", path, body, NULL, &resp);

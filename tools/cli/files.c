@@ -25,13 +25,14 @@
 #include "ids.h"
 #include "jsonx.h"
 #include "limits.h"
+#include "spec.h"
 #include "untar.h"
 
 #define CP_PATH_MAX (SBX_FILES_PATH_MAX * 3 + 256) /* an escaped path in a URL */
 /* tar --transform's delimiter: a byte no name we pass may hold. */
 #define CP_DELIM    '\001'
 
-/* One side of a copy: SANDBOX_ID:/path, a local path, or "-". */
+/* One side of a copy: SANDBOX:/path, a local path, or "-". */
 typedef struct cp_end {
     bool remote;
     bool stdio;
@@ -39,7 +40,8 @@ typedef struct cp_end {
     const char *path;
 } cp_end_t;
 
-/* "sbx_…:/path" is remote; anything else is local (write ./sbx_x:y for a
+/* "sbx_…:/path" and "NAME:/path" (a sandbox's name, as docker cp's
+ * CONTAINER:PATH) are remote; anything else is local (write ./x:/y for a
  * local name of that shape). */
 static void cp_parse(const char *arg, cp_end_t *ret)
 {
@@ -51,16 +53,20 @@ static void cp_parse(const char *arg, cp_end_t *ret)
     }
     const char *colon = strchr(arg, ':');
     size_t n = colon ? (size_t)(colon - arg) : 0;
-    if (colon && n > 4 && n < sizeof ret->sandbox && strncmp(arg, "sbx_", 4) == 0) {
-        for (size_t i = 4; i < n; i++)
-            if (!((arg[i] >= 'a' && arg[i] <= 'z') || (arg[i] >= 'A' && arg[i] <= 'Z') ||
-                  (arg[i] >= '0' && arg[i] <= '9')))
-                return;
-        memcpy(ret->sandbox, arg, n);
-        ret->sandbox[n] = '\0';
-        ret->remote = true;
-        ret->path = colon + 1;
-    }
+    if (!colon || n == 0 || n >= sizeof ret->sandbox)
+        return;
+    char who[CLI_ARG_ID_MAX];
+    memcpy(who, arg, n);
+    who[n] = '\0';
+    bool id = n > 4 && strncmp(who, "sbx_", 4) == 0;
+    for (size_t i = 4; id && i < n; i++)
+        if (!((who[i] >= 'a' && who[i] <= 'z') || (who[i] >= 'A' && who[i] <= 'Z') || (who[i] >= '0' && who[i] <= '9')))
+            id = false;
+    if (!id && !(colon[1] == '/' && spec_sandbox_name_ok(who)))
+        return;
+    memcpy(ret->sandbox, who, n + 1);
+    ret->remote = true;
+    ret->path = colon + 1;
 }
 
 static bool cp_printable(const char *s)
@@ -74,13 +80,13 @@ static bool cp_printable(const char *s)
 int cli_check_cp(cli_t *cli, opts_t *o)
 {
     if (o->npos != 2)
-        return cli_usage_error(cli->cmd, "needs SOURCE and DESTINATION (one of them SANDBOX_ID:/path)");
+        return cli_usage_error(cli->cmd, "needs SOURCE and DESTINATION (one of them SANDBOX:/path)");
     cp_end_t a, b;
     cp_parse(o->pos[0], &a);
     cp_parse(o->pos[1], &b);
     if (a.remote == b.remote)
         return cli_usage_error(cli->cmd, a.remote ? "both sides are in a sandbox: one must be local (or -)"
-                                                  : "neither side is in a sandbox: write SANDBOX_ID:/path for one");
+                                                  : "neither side is in a sandbox: write SANDBOX:/path for one");
     const cp_end_t *r = a.remote ? &a : &b, *l = a.remote ? &b : &a;
     if (r->path[0] != '/')
         return cli_usage_error(cli->cmd, "the sandbox's path must be absolute: %s:/path", r->sandbox);

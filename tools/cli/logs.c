@@ -70,7 +70,7 @@ int cli_cmd_logs(cli_t *cli, opts_t *o)
 {
     char path[CLI_ARG_ID_MAX * 3 + 96];
     if (cli_path(path, sizeof path, "/v1/sandboxes/", o->pos[0], "/logs") != 0)
-        return cli_usage_error(cli->cmd, "SANDBOX_ID too long");
+        return cli_usage_error(cli->cmd, "SANDBOX too long");
     size_t pl = strlen(path);
     snprintf(path + pl, sizeof path - pl, "?follow=%s", o->follow ? "true" : "false");
     if (o->tail.set) {

@@ -382,7 +382,7 @@ static int cli_connect(cli_t *cli, const opts_t *o)
 
 static const command_t commands[] = {
     { "create", NULL, cli_check_create, cli_cmd_create, FLAGS(
-            FS("--tenant", tenant), FS("--image", image),
+            FS("--name", name), FS("--tenant", tenant), FS("--image", image),
             FN("--cpu-millis", cpu_millis, SBX_CPU_MILLIS_MIN, SBX_CPU_MILLIS_MAX),
             FN("--memory-mib", memory_mib, SBX_MEMORY_MIB_MIN, SBX_MEMORY_MIB_MAX),
             FN("--disk", disk_mib, SBX_DISK_MIB_MIN, SBX_DISK_MIB_MAX),
@@ -393,8 +393,9 @@ static const command_t commands[] = {
             FB("--read-only-root", read_only_root), FB("--hardened", hardened),
             FS("--idempotency-key", idem_key), FS("--upload", upload), FKV("--exclude", F_EXCLUDE),
             FB("--no-ignore", no_ignore), FWAIT, FJSON), 0, false,
-      "usage: sandbox create [--image IMAGE] [--tenant T] [--cpu-millis N] [--memory-mib N]\n"
-      "                      [--disk MIB] [--ttl SECONDS] [--network none|restricted|open]\n"
+      "usage: sandbox create [--name NAME] [--image IMAGE] [--tenant T] [--cpu-millis N]\n"
+      "                      [--memory-mib N] [--disk MIB] [--ttl SECONDS]\n"
+      "                      [--network none|restricted|open]\n"
       "                      [--untrusted-repo] [--generated-code] [--hostile]\n"
       "                      [--isolation container|gvisor|microvm] [--read-only-root]\n"
       "                      [--hardened] [--selector K=V]...\n"
@@ -406,6 +407,9 @@ static const command_t commands[] = {
       "With --wait the ids are printed at once, then the command waits for the create\n"
       "operation and exits 0 when it succeeded, 1 when it failed, 124 on timeout.\n"
       "\n"
+      "  --name NAME              a name for the sandbox, usable wherever its id is\n"
+      "                           (exec NAME, cp NAME:/path, rm NAME); unique in the\n"
+      "                           tenant until the sandbox is deleted\n"
       "  --tenant T               tenant (default: the token's tenant)\n"
       "  --image IMAGE            container image (default: the server's default_image,\n"
       "                           sandbox/busybox:latest unless the operator changed it;\n"
@@ -457,7 +461,7 @@ static const command_t commands[] = {
             FS("--workdir", cwd),
             FN("--max-output", max_output, 1, SBX_EXEC_OUTPUT_CEILING), FBS("--stdin", "-i", interactive),
             FBS("--tty", "-t", tty), FB("--detach", detach), FJSON), 1, true,
-      "usage: sandbox exec SANDBOX_ID [-i] [-t] [--detach] [--timeout S] [-e K=V]... [-w DIR]\n"
+      "usage: sandbox exec SANDBOX [-i] [-t] [--detach] [--timeout S] [-e K=V]... [-w DIR]\n"
       "                    [--max-output BYTES] [--json] -- ARGV...\n"
       "\n"
       "Runs ARGV (no shell) in the sandbox, writes its stdout and stderr to this\n"
@@ -509,7 +513,7 @@ static const command_t commands[] = {
       "\n"
       "  --json                   print {\"operation\":…}\n" COMMON_FLAGS_HELP },
     { "get", NULL, cli_check_sandbox_id, cli_cmd_get, FLAGS(FJSON), 1, false,
-      "usage: sandbox get SANDBOX_ID [--json]\n"
+      "usage: sandbox get SANDBOX [--json]\n"
       "\n"
       "Shows a sandbox and its latest operations.\n"
       "\n"
@@ -537,7 +541,7 @@ static const command_t commands[] = {
     { "delete", "rm", cli_check_delete, cli_cmd_delete, FLAGS(
             FS("--idempotency-key", idem_key), FKVS("--label", "-l", F_LABEL), FS("--tenant", tenant), FWAIT,
             FJSON), CLI_POS_MAX, false,
-      "usage: sandbox delete SANDBOX_ID... [--idempotency-key K] [--wait [--timeout S]] [--json]\n"
+      "usage: sandbox delete SANDBOX... [--idempotency-key K] [--wait [--timeout S]] [--json]\n"
       "       sandbox delete -l K=V... [--tenant T] [--wait [--timeout S]] [--json]\n"
       "\n"
       "Deletes sandboxes and prints each delete's OPERATION_ID; with --wait, waits for\n"
@@ -547,7 +551,7 @@ static const command_t commands[] = {
       "  -l, --label K=V          every sandbox with this label (repeatable: all of them),\n"
       "                           not deleting or deleted already\n"
       "  --tenant T               with --label: only this tenant's (admin tokens)\n"
-      "  --idempotency-key K      (one SANDBOX_ID) retrying with the same key returns the\n"
+      "  --idempotency-key K      (one SANDBOX) retrying with the same key returns the\n"
       "                           same operation\n"
       "  --wait                   wait for the delete operation to finish\n"
       "  --timeout S              with --wait: give up after S seconds (default 900)\n"
@@ -555,7 +559,7 @@ static const command_t commands[] = {
     { "extend", NULL, cli_check_extend, cli_cmd_extend, FLAGS(
             FN("--ttl", ttl, SBX_EXTEND_TTL_SECONDS_MIN, SBX_TTL_SECONDS_MAX), FS("--idempotency-key", idem_key),
             FJSON), 1, false,
-      "usage: sandbox extend SANDBOX_ID --ttl SECONDS [--idempotency-key K] [--json]\n"
+      "usage: sandbox extend SANDBOX --ttl SECONDS [--idempotency-key K] [--json]\n"
       "\n"
       "Sets when a sandbox expires: SECONDS from now, not from its old expiry, so it\n"
       "can shorten a lifetime as well as lengthen it (POST /v1/sandboxes/ID/extend).\n"
@@ -579,7 +583,7 @@ static const command_t commands[] = {
     { "share", NULL, cli_check_share, cli_cmd_share, FLAGS(
             FN("--port", port, 1, 65535), FN("--ttl", ttl, 10, SBX_TTL_SECONDS_MAX), FS("--auth", auth),
             FS("--idempotency-key", idem_key), FWAIT, FJSON), 1, false,
-      "usage: sandbox share SANDBOX_ID --port PORT [--ttl SECONDS] [--auth token|public]\n"
+      "usage: sandbox share SANDBOX --port PORT [--ttl SECONDS] [--auth token|public]\n"
       "                     [--idempotency-key K] [--wait [--timeout S]] [--json]\n"
       "\n"
       "Gives a port of a running sandbox a public address (POST /v1/sandboxes/ID/routes)\n"
@@ -603,14 +607,14 @@ static const command_t commands[] = {
       "  --timeout S              with --wait: give up after S seconds (default 900)\n"
       "  --json                   print {\"operation\":…,\"route\":…,\"access_token\":…}\n" COMMON_FLAGS_HELP },
     { "routes", NULL, cli_check_sandbox_id, cli_cmd_routes, FLAGS(FB("--all", all), FJSON), 1, false,
-      "usage: sandbox routes SANDBOX_ID [--all] [--json]\n"
+      "usage: sandbox routes SANDBOX [--all] [--json]\n"
       "\n"
       "Lists the sandbox's routes: ROUTE PORT AUTH STATE EXPIRES URL.\n"
       "\n"
       "  --all                    include removed routes\n"
       "  --json                   print {\"routes\":[…]}\n" COMMON_FLAGS_HELP },
     { "unshare", NULL, cli_check_unshare, cli_cmd_unshare, FLAGS(FWAIT, FJSON), 2, false,
-      "usage: sandbox unshare SANDBOX_ID ROUTE_ID [--wait [--timeout S]] [--json]\n"
+      "usage: sandbox unshare SANDBOX ROUTE_ID [--wait [--timeout S]] [--json]\n"
       "\n"
       "Removes a route (an unshare operation) and prints its OPERATION_ID; with --wait,\n"
       "waits for it and prints 'OPERATION_ID succeeded'.\n"
@@ -656,7 +660,7 @@ static const command_t commands[] = {
       "  --json                   one JSON object per line (JSON Lines)\n" COMMON_FLAGS_HELP },
     { "logs", NULL, cli_check_sandbox_id, cli_cmd_logs, FLAGS(
             FBS("--follow", "-f", follow), FN("--tail", tail, 0, SBX_LOGS_TAIL_MAX), FJSON), 1, false,
-      "usage: sandbox logs SANDBOX_ID [--follow|-f] [--tail N] [--json]\n"
+      "usage: sandbox logs SANDBOX [--follow|-f] [--tail N] [--json]\n"
       "\n"
       "Prints what the sandbox's main process wrote (GET /v1/sandboxes/ID/logs): its\n"
       "stdout to stdout and its stderr to stderr, as it arrives. Without --follow:\n"
@@ -671,7 +675,7 @@ static const command_t commands[] = {
       "  --json                   print the API's NDJSON lines as received:\n"
       "                           {\"stream\":\"stdout\"|\"stderr\"|\"output\",\"data\":…}\n" COMMON_FLAGS_HELP },
     { "shell", NULL, cli_check_shell, cli_cmd_shell, (const flag_def_t[]){ FEND }, 1, true,
-      "usage: sandbox shell SANDBOX_ID [-- ARGV...]\n"
+      "usage: sandbox shell SANDBOX [-- ARGV...]\n"
       "\n"
       "Opens an interactive terminal in a running sandbox (POST\n"
       "/v1/sandboxes/ID/shell, an upgraded connection through the controller and\n"
@@ -689,10 +693,10 @@ static const command_t commands[] = {
       "sandbox: not_found; the connection lost before the exit code).\n"
       COMMON_FLAGS_HELP },
     { "cp", NULL, cli_check_cp, cli_cmd_cp, FLAGS(FKV("--exclude", F_EXCLUDE), FJSON), 2, false,
-      "usage: sandbox cp LOCAL SANDBOX_ID:/path [--exclude PATTERN]... [--json]\n"
-      "       sandbox cp SANDBOX_ID:/path LOCAL [--json]\n"
-      "       sandbox cp - SANDBOX_ID:/dir          (a tar on stdin, unpacked into /dir)\n"
-      "       sandbox cp SANDBOX_ID:/path -         (a tar of /path on stdout)\n"
+      "usage: sandbox cp LOCAL SANDBOX:/path [--exclude PATTERN]... [--json]\n"
+      "       sandbox cp SANDBOX:/path LOCAL [--json]\n"
+      "       sandbox cp - SANDBOX:/dir          (a tar on stdin, unpacked into /dir)\n"
+      "       sandbox cp SANDBOX:/path -         (a tar of /path on stdout)\n"
       "\n"
       "Copies a file or a directory into or out of a running sandbox, as docker cp\n"
       "does: DESTINATION becomes a copy of SOURCE, or, when DESTINATION is an\n"
@@ -703,8 +707,9 @@ static const command_t commands[] = {
       "side is packed by GNU tar and unpacked by sandbox itself, which writes only\n"
       "inside DESTINATION (no symlink followed, no device, no setuid bit, whatever\n"
       "the sandbox sends). An upload is bounded by the server's files_max_bytes and\n"
-      "the sandbox's disk quota (413). A path of the form sbx_ID:... is the\n"
-      "sandbox's; write ./sbx_x:y for a local file of that name.\n"
+      "the sandbox's disk quota (413). sbx_ID:PATH and NAME:/PATH (a name given\n"
+      "with create --name) are the sandbox's; write ./x:/y for a local file of\n"
+      "such a name.\n"
       "\n"
       "  --exclude PATTERN        an upload leaves out files matching PATTERN, a GNU tar\n"
       "                           pattern ('*.log', 'node_modules', '.git') (repeatable)\n"
@@ -884,21 +889,21 @@ static const char top_usage[] =
     "Commands:\n"
     "  create     create a sandbox            (sandbox create --wait)\n"
     "  wait       wait for an operation       (sandbox wait OPERATION_ID)\n"
-    "  exec       run a command in a sandbox  (sandbox exec SANDBOX_ID -- ls -l)\n"
+    "  exec       run a command in a sandbox  (sandbox exec SANDBOX -- ls -l)\n"
     "  output     print or follow an exec's output (sandbox output OPERATION_ID -f)\n"
     "  cancel     cancel an exec              (sandbox cancel OPERATION_ID)\n"
-    "  shell      an interactive terminal in a sandbox (sandbox shell SANDBOX_ID)\n"
+    "  shell      an interactive terminal in a sandbox (sandbox shell SANDBOX)\n"
     "  get        show a sandbox\n"
     "  list, ls   list sandboxes\n"
     "  delete, rm delete a sandbox\n"
-    "  extend     set when a sandbox expires  (sandbox extend SANDBOX_ID --ttl 3600)\n"
+    "  extend     set when a sandbox expires  (sandbox extend SANDBOX --ttl 3600)\n"
     "  operation, op  show an operation\n"
-    "  share      give a sandbox port an address  (sandbox share SANDBOX_ID --port 8080)\n"
+    "  share      give a sandbox port an address  (sandbox share SANDBOX --port 8080)\n"
     "  routes     list a sandbox's routes\n"
     "  unshare    remove a route\n"
     "  events     print or follow events      (sandbox events --follow --sandbox ID)\n"
-    "  logs       print or follow a sandbox's output (sandbox logs SANDBOX_ID -f)\n"
-    "  cp         copy files into or out of a sandbox (sandbox cp ./src SANDBOX_ID:/work)\n"
+    "  logs       print or follow a sandbox's output (sandbox logs SANDBOX -f)\n"
+    "  cp         copy files into or out of a sandbox (sandbox cp ./src SANDBOX:/work)\n"
     "  tenants    create, list, get, delete tenants; update their policy\n"
     "  tokens     create, list, revoke API tokens\n"
     "  images     list the images sandboxes can use (sandbox images)\n"
@@ -908,6 +913,8 @@ static const char top_usage[] =
     "  version    print the client's and the controller's versions\n"
     "  context    list, show, use the config file's named controllers\n"
     "  completion print a bash or zsh completion script\n"
+    "\n"
+    "SANDBOX is a sandbox's id (sbx_...) or the name it was given (create --name).\n"
     "\n"
     "Global flags (also accepted after the command):\n" COMMON_FLAGS_HELP
     "  --version                print the version\n"

@@ -169,7 +169,10 @@ static void print_failure(json_object *f)
 
 void cli_print_sandbox(json_object *s)
 {
-    KV_ROWS(s, { "id:", "id" }, { "tenant:", "tenant" }, { "image:", "image" }, { "phase:", "phase" },
+    KV_ROWS(s, { "id:", "id" });
+    if (jsonx_get_str(s, "name"))
+        kv_line("name:", jsonx_get_str(s, "name"));
+    KV_ROWS(s, { "tenant:", "tenant" }, { "image:", "image" }, { "phase:", "phase" },
             { "desired state:", "desired_state" }, { "worker:", "worker" });
     /* microvm (kvm) / microvm (tcg): how its VM runs */
     const char *iso = jsonx_get_str(s, "isolation"), *accel = jsonx_get_str(s, "accelerator");

@@ -12,7 +12,7 @@
 
 int cli_check_share(cli_t *cli, opts_t *o)
 {
-    int rc = cli_check_id(cli->cmd, "SANDBOX_ID", o->pos[0]);
+    int rc = cli_check_id(cli->cmd, "SANDBOX", o->pos[0]);
     if (rc)
         return rc;
     if (!o->port.set)
@@ -29,7 +29,7 @@ int cli_cmd_share(cli_t *cli, opts_t *o)
     int rc;
     char path[CLI_ARG_ID_MAX * 3 + 32];
     if (cli_path(path, sizeof path, "/v1/sandboxes/", o->pos[0], "/routes") != 0)
-        return cli_usage_error(cli->cmd, "SANDBOX_ID too long");
+        return cli_usage_error(cli->cmd, "SANDBOX too long");
     json_object *body = NULL;
     client_share_spec_t spec = { .port = o->port.v, .ttl_seconds = o->ttl, .auth = o->auth };
     if (client_share_body(&spec, &body) < 0)
@@ -77,7 +77,7 @@ int cli_cmd_share(cli_t *cli, opts_t *o)
 int cli_cmd_routes(cli_t *cli, opts_t *o)
 {
     json_object *resp = NULL;
-    int rc = cli_call_id(cli, "GET", "/v1/sandboxes/", o->pos[0], o->all ? "/routes?all=true" : "/routes", "SANDBOX_ID",
+    int rc = cli_call_id(cli, "GET", "/v1/sandboxes/", o->pos[0], o->all ? "/routes?all=true" : "/routes", "SANDBOX",
                          NULL, NULL, &resp);
     if (rc != 0)
         return rc;
@@ -120,7 +120,7 @@ int cli_cmd_routes(cli_t *cli, opts_t *o)
 
 int cli_check_unshare(cli_t *cli, opts_t *o)
 {
-    int rc = cli_check_id(cli->cmd, "SANDBOX_ID", o->pos[0]);
+    int rc = cli_check_id(cli->cmd, "SANDBOX", o->pos[0]);
     if (rc == 0)
         rc = cli_check_id(cli->cmd, "ROUTE_ID", o->pos[1]);
     if (rc == 0)
@@ -137,7 +137,7 @@ int cli_cmd_unshare(cli_t *cli, opts_t *o)
     snprintf(suffix, sizeof suffix, "/routes/%s", e);
     free(e);
     json_object *resp = NULL;
-    int rc = cli_call_id(cli, "DELETE", "/v1/sandboxes/", o->pos[0], suffix, "SANDBOX_ID", NULL, NULL, &resp);
+    int rc = cli_call_id(cli, "DELETE", "/v1/sandboxes/", o->pos[0], suffix, "SANDBOX", NULL, NULL, &resp);
     if (rc != 0)
         return rc;
     return cli_print_or_wait_op(cli, o, resp, "unshare");

@@ -10,6 +10,7 @@
 #include "errors.h"
 #include "jsonx.h"
 #include "limits.h"
+#include "spec.h"
 #include "utf8.h"
 
 int cli_check_create(cli_t *cli, opts_t *o)
@@ -37,6 +38,10 @@ int cli_check_create(cli_t *cli, opts_t *o)
         return cli_usage_error(cli->cmd, "--image: at most %d printable bytes", SBX_MAX_IMAGE_BYTES);
     if ((rc = cli_check_name(cli->cmd, "--tenant", o->tenant)) != 0)
         return rc;
+    if (o->name && !spec_sandbox_name_ok(o->name))
+        return cli_usage_error(cli->cmd,
+                               "--name: '%s' is not a sandbox name (1 to %d letters, digits, _, . or -, starting "
+                               "with a letter or digit, not sbx_...)", o->name, SBX_SANDBOX_NAME_MAX);
     return cli_check_idem_key(cli->cmd, o->idem_key);
 }
 
@@ -62,7 +67,7 @@ static client_flag_t flag_of(bool b) { return b ? CLIENT_FLAG_TRUE : CLIENT_FLAG
 static client_create_spec_t create_spec(const opts_t *o)
 {
     return (client_create_spec_t){
-        .tenant = o->tenant, .image = o->image, .network = o->network, .isolation = o->isolation,
+        .name = o->name, .tenant = o->tenant, .image = o->image, .network = o->network, .isolation = o->isolation,
         .cpu_millis = o->cpu_millis, .memory_mib = o->memory_mib, .disk_mib = o->disk_mib,
         .ttl_seconds = o->ttl,
         .untrusted_repo = flag_of(o->untrusted_repo), .generated_code = flag_of(o->generated_code),
@@ -142,13 +147,13 @@ int cli_cmd_create(cli_t *cli, opts_t *o)
 
 int cli_check_sandbox_id(cli_t *cli, opts_t *o)
 {
-    return cli_check_id(cli->cmd, "SANDBOX_ID", o->pos[0]);
+    return cli_check_id(cli->cmd, "SANDBOX", o->pos[0]);
 }
 
 int cli_cmd_get(cli_t *cli, opts_t *o)
 {
     json_object *resp = NULL;
-    int rc = cli_call_id(cli, "GET", "/v1/sandboxes/", o->pos[0], NULL, "SANDBOX_ID", NULL, NULL, &resp);
+    int rc = cli_call_id(cli, "GET", "/v1/sandboxes/", o->pos[0], NULL, "SANDBOX", NULL, NULL, &resp);
     if (rc != 0)
         return rc;
     if (cli->json) {
@@ -220,9 +225,9 @@ int cli_cmd_list(cli_t *cli, opts_t *o)
         json_object_put(resp);
         return 0;
     }
-    static const char *const heads[] = { "ID", "TENANT", "IMAGE", "PHASE", "WORKER", "AGE" };
-    static const char *const fields[] = { "id", "tenant", "image", "phase", "worker" };
-    enum { NCOL = 6 };
+    static const char *const heads[] = { "ID", "NAME", "TENANT", "IMAGE", "PHASE", "WORKER", "AGE" };
+    static const char *const fields[] = { "id", "name", "tenant", "image", "phase", "worker" };
+    enum { NCOL = 7 };
     int width[NCOL];
     for (int c = 0; c < NCOL; c++)
         width[c] = (int)strlen(heads[c]);
@@ -258,14 +263,14 @@ int cli_check_delete(cli_t *cli, opts_t *o)
 {
     int rc;
     if (o->npos == 0 && !o->labels)
-        return cli_usage_error(cli->cmd, "missing SANDBOX_ID (or --label K=V)");
+        return cli_usage_error(cli->cmd, "missing SANDBOX (or --label K=V)");
     if (o->npos > 0 && o->labels)
-        return cli_usage_error(cli->cmd, "give SANDBOX_IDs or --label, not both");
+        return cli_usage_error(cli->cmd, "give SANDBOXs or --label, not both");
     for (int i = 0; i < o->npos; i++)
-        if ((rc = cli_check_id(cli->cmd, "SANDBOX_ID", o->pos[i])) != 0)
+        if ((rc = cli_check_id(cli->cmd, "SANDBOX", o->pos[i])) != 0)
             return rc;
     if (o->idem_key && (o->npos != 1 || o->labels))
-        return cli_usage_error(cli->cmd, "--idempotency-key is for one SANDBOX_ID");
+        return cli_usage_error(cli->cmd, "--idempotency-key is for one SANDBOX");
     if (o->tenant && !o->labels)
         return cli_usage_error(cli->cmd, "--tenant goes with --label");
     if ((rc = cli_check_name(cli->cmd, "--tenant", o->tenant)) != 0)
@@ -339,7 +344,7 @@ int cli_cmd_delete(cli_t *cli, opts_t *o)
     for (size_t i = 0; i < n; i++) {
         const char *id = byl ? byl[i] : o->pos[i];
         json_object *resp = NULL;
-        int rc = cli_call_id(cli, "DELETE", "/v1/sandboxes/", id, NULL, "SANDBOX_ID", NULL, o->idem_key, &resp);
+        int rc = cli_call_id(cli, "DELETE", "/v1/sandboxes/", id, NULL, "SANDBOX", NULL, o->idem_key, &resp);
         if (rc == 0)
             rc = cli_print_or_wait_op(cli, o, resp, "delete");
         if (rc && !worst)
@@ -370,7 +375,7 @@ int cli_check_list(cli_t *cli, opts_t *o)
 
 int cli_check_extend(cli_t *cli, opts_t *o)
 {
-    int rc = cli_check_id(cli->cmd, "SANDBOX_ID", o->pos[0]);
+    int rc = cli_check_id(cli->cmd, "SANDBOX", o->pos[0]);
     if (rc)
         return rc;
     if (!o->ttl.set)
@@ -384,7 +389,7 @@ int cli_cmd_extend(cli_t *cli, opts_t *o)
     client_extend_spec_t spec = { .ttl_seconds = o->ttl.v };
     if (client_extend_body(&spec, &body) < 0)
         return EXIT_API;
-    int rc = cli_call_id(cli, "POST", "/v1/sandboxes/", o->pos[0], "/extend", "SANDBOX_ID", body, o->idem_key, &resp);
+    int rc = cli_call_id(cli, "POST", "/v1/sandboxes/", o->pos[0], "/extend", "SANDBOX", body, o->idem_key, &resp);
     json_object_put(body);
     if (rc != 0)
         return rc;

@@ -49,11 +49,11 @@ static void shell_on_stop(int sig)
 
 int cli_check_shell(cli_t *cli, opts_t *o)
 {
-    int rc = cli_check_id(cli->cmd, "SANDBOX_ID", o->pos[0]);
+    int rc = cli_check_id(cli->cmd, "SANDBOX", o->pos[0]);
     if (rc)
         return rc;
     if (o->saw_dashdash && o->cmd_argc == 0)
-        return cli_usage_error(cli->cmd, "nothing after --: sandbox shell SANDBOX_ID [-- ARGV...]");
+        return cli_usage_error(cli->cmd, "nothing after --: sandbox shell SANDBOX [-- ARGV...]");
     if (o->cmd_argc > SBX_MAX_ARGV)
         return cli_usage_error(cli->cmd, "the command has %d arguments; at most %d are allowed", o->cmd_argc,
                                SBX_MAX_ARGV);

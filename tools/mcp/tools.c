@@ -21,7 +21,7 @@
 /* An input property of those types with its description. */
 #define DSTR(d) "{'type':'string','description':'" d "'}"
 #define DKV(d)  "{'type':'object','additionalProperties':{'type':'string'},'description':'" d "'}"
-#define SBX_ID  DSTR("the sandbox id (sbx_...)")
+#define SBX_ID  DSTR("the sandbox id (sbx_...) or its name")
 #define OP_ID   DSTR("the operation id (op_...)")
 #define IDEM    DSTR("retrying with the same key returns the same answer")
 #define OP_SCHEMA                                                                                               \
@@ -32,6 +32,7 @@
     "'required':['id','kind','state']}"
 #define SBX_SCHEMA                                                                                              \
     "{'type':'object','description':'A sandbox (docs/api.md)','properties':{'id':{'type':'string'},"          \
+    "'name':{'type':'string'},"                                                                               \
     "'tenant':{'type':'string'},'image':{'type':['string','null']},'phase':{'type':'string'},"               \
     "'isolation':{'type':'string'},'network':{'type':['string','null']},'worker':{'type':['string','null']}," \
     "'expires_at':{'type':['string','null']}},'required':['id','phase']}"
@@ -62,7 +63,9 @@ const mcp_tool_t tool_table[] = {
       "than run it weaker. Network is none unless asked. Leave image out to get the server's default image "
       "(a small local busybox image unless the operator set another). Returns the sandbox and its create "
       "operation; with wait=true, once that operation finished.",
-      "{'type':'object','properties':{'image':{'type':'string','description':'container image; when absent "
+      "{'type':'object','properties':{'name':{'type':'string','description':'a name for the sandbox, usable "
+      "as its sandbox_id in every other tool; unique in the tenant until it is deleted'},"
+      "'image':{'type':'string','description':'container image; when absent "
       "the server uses its default_image (sandbox/busybox:latest unless the operator changed it). Name one "
       "only when the task needs tools the default lacks and the tenant policy allows it'},'tenant':"
       DSTR("the tenant to create it in (default: the tenant of the token)") ",'cpu_millis':{'type':'integer',"
