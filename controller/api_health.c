@@ -17,8 +17,8 @@
 /* The rendered page stays far below this; the cap only bounds a bug. */
 #define METRICS_MAX_BYTES (8u * 1024u * 1024u)
 
-/* GET /v1/version: what this controller is, for `sandbox version` and an
- * operator checking skew (workers report theirs in GET /v1/workers). */
+/* GET /v1/version: what this controller is and how many workers run each
+ * version, for `sandbox version` and an operator checking skew. */
 void api_version(req_t *rq)
 {
     json_object *o = json_object_new_object();
@@ -28,6 +28,11 @@ void api_version(req_t *rq)
     char schema[8] = "";
     snprintf(schema, sizeof schema, "%.4s", last);
     jsonx_add_str(o, "schema", schema);
+    /* the workers' versions, counted (names are for admins: GET
+     * /v1/workers); left out when the database does not answer */
+    json_object *wv = NULL;
+    if (http_db(rq) == 0 && store_worker_versions(rq->db, &wv) == 0)
+        jsonx_add(o, "workers", wv);
     http_reply_json(rq, 200, o);
 }
 

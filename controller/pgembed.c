@@ -47,6 +47,7 @@ struct pgembed {
     char location[2 * PATH_MAX + 256];
     char conninfo[2 * PATH_MAX + 128];
     bool drop_privs;          /* run the server as PGEMBED_USER */
+    bool reused;              /* it ran already when pgembed_start came (another sandboxd's, or a killed one's) */
     uid_t uid;
     gid_t gid;
     char **envp;              /* our environment without PG* variables */
@@ -642,6 +643,7 @@ static int start_cluster(pgembed_t *pg, char *err, size_t errlen)
     }
     if (ping == PQPING_OK) {
         log_debug(PGEMBED_COMPONENT, "reusing the running cluster in %s", pg->pgdata);
+        pg->reused = true;
         return 0;
     }
     for (int attempt = 1;; attempt++) {
@@ -730,6 +732,18 @@ cleanup:
 const char *pgembed_conninfo(const pgembed_t *pg) { return pg ? pg->conninfo : ""; }
 
 const char *pgembed_location(const pgembed_t *pg) { return pg ? pg->location : "(none)"; }
+
+const char *pgembed_bindir(const pgembed_t *pg) { return pg ? pg->bindir : ""; }
+
+bool pgembed_reused(const pgembed_t *pg) { return pg && pg->reused; }
+
+void pgembed_release(pgembed_t *pg)
+{
+    if (!pg)
+        return;
+    free(pg->envp);
+    free(pg);
+}
 
 void pgembed_stop(pgembed_t *pg)
 {

@@ -3,6 +3,7 @@
 #ifndef SBX_PGEMBED_H
 #define SBX_PGEMBED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct pgembed pgembed_t;
@@ -32,6 +33,16 @@ const char *pgembed_conninfo(const pgembed_t *pg);
 /* Where the cluster lives, for the log line, never NULL; when the fallback
  * location is used it ends with a parenthesised reason. Owned by pg. */
 const char *pgembed_location(const pgembed_t *pg);
+
+/* The bin directory of the PostgreSQL it runs (pg_dump, pg_restore). */
+const char *pgembed_bindir(const pgembed_t *pg);
+
+/* True when the cluster already ran when pgembed_start came: another
+ * process's (a running `sandboxd all`), not to be stopped by this one. */
+bool pgembed_reused(const pgembed_t *pg);
+
+/* Frees pg without stopping its cluster. Accepts NULL. */
+void pgembed_release(pgembed_t *pg);
 
 /* pg_ctl stop -m fast (then immediate if that fails), waits, frees.
  * Accepts NULL. */

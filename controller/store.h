@@ -325,6 +325,9 @@ int store_workers_with_leases(PGconn *c, const char *const *ids, int n, bool *re
 /* Applies a report; 409 stale_lease when the fencing token or state does not match. */
 int store_worker_report(PGconn *c, const char *worker_id, json_object *body, json_object **ret, api_error_t *err);
 int store_worker_list(PGconn *c, json_object **ret, api_error_t *err);
+/* [{"version","workers":N}…]: how many workers not lost (ready or
+ * draining) report each version, by version. 0 or SBX_EDB. */
+int store_worker_versions(PGconn *c, json_object **ret);
 /* The images of the ready workers, by name: an array of {"name", "workers":
  * [names], "isolation": [classes those workers offer]}, at most
  * SBX_IMAGES_LIST_MAX, by name. */

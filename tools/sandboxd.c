@@ -3,6 +3,7 @@
  * libraries → database → controller → worker; signals are waited for on the
  * main thread, which then shuts down in reverse order. */
 #include "agent.h"
+#include "backup.h"
 #include "config.h"
 #include "controller.h"
 #include "db.h"
@@ -63,6 +64,8 @@ static void usage(FILE *out)
           "  controller   the HTTP API, policy, placement and reconcile loops\n"
           "  worker       runs sandboxes in Docker for a controller\n"
           "  migrate      applies pending database migrations\n"
+          "  backup FILE  writes the database to FILE (the embedded one too), while it runs\n"
+          "  restore FILE replaces the database with a backup (controllers stopped)\n"
           "  token create creates an API token and prints it once\n"
           "\n"
           "`sandboxd COMMAND --help` lists only the flags of that command.\n"
@@ -116,6 +119,28 @@ static int usage_command(FILE *out, const char *cmd)
           "failed, or migrations are pending (--dry-run: and apply cleanly), or the schema does not\n"
           "match this sandboxd; 2 usage, or a dry run that failed; 3 the database could not be read.\n",
           CFG_ROLE_DATABASE },
+        { "backup",
+          "usage: sandboxd backup FILE [--database-url URL | --data-dir DIR]\n"
+          "\n"
+          "Writes a consistent copy of the controller's database to FILE (\"-\": stdout) with\n"
+          "PostgreSQL's pg_dump (custom format, mode 600; FILE.partial until it is whole). It\n"
+          "may run while controllers do. Without --database-url it backs up the embedded\n"
+          "database of `sandboxd all` in --data-dir, running or not.\n"
+          "\n"
+          "Exit codes: 0 written; 1 the backup failed (nothing is left at FILE); 2 usage.\n",
+          CFG_ROLE_DATABASE | CFG_ROLE_EMBEDDED },
+        { "restore",
+          "usage: sandboxd restore FILE [--database-url URL | --data-dir DIR]\n"
+          "\n"
+          "Replaces everything the database holds with a backup, all or nothing, then migrates\n"
+          "it to this sandboxd's schema. Stop every controller (and `sandboxd all`) using the\n"
+          "database first: it is refused while another sandboxd is connected. Workers may run\n"
+          "on: when the controller starts again it reconciles them with what the backup says\n"
+          "(docs/operations.md#backup-and-restore).\n"
+          "\n"
+          "Exit codes: 0 restored; 1 the restore failed (the database is as it was); 2 usage,\n"
+          "or FILE is not a sandboxd backup; 3 another sandboxd is connected.\n",
+          CFG_ROLE_DATABASE | CFG_ROLE_EMBEDDED },
         { "token",
           "usage: sandboxd token create --database-url URL --tenant T --role admin|member|worker [--name N]\n"
           "                             [--worker NAME]\n"
@@ -311,6 +336,61 @@ static int cmd_migrate(const cfg_t *cfg, const opts_t *o)
     }
     printf("applied %d migration(s); schema is current\n", applied);
     return 0;
+}
+
+/* backup FILE | restore FILE: the database of --database-url, or without
+ * one the embedded cluster in --data-dir (a running `sandboxd all`'s is
+ * used and left running; one this command started is stopped again). */
+static int cmd_backup_restore(const cfg_t *cfg, const opts_t *o, bool restore)
+{
+    const char *cmd = restore ? "restore" : "backup";
+    if (!o->subcommand) {
+        fprintf(stderr, "sandboxd: usage: sandboxd %s FILE [--database-url URL | --data-dir DIR] (see sandboxd %s "
+                        "--help)\n", cmd, cmd);
+        return 2;
+    }
+    const char *conninfo = cfg_str(cfg, CFG_DATABASE_URL), *bindir = cfg_str(cfg, CFG_POSTGRES_BINDIR);
+    const char *data_dir = cfg_str(cfg, CFG_DATA_DIR);
+    char err[1024];
+    pgembed_t *pg = NULL;
+    if (!*conninfo) {
+        struct stat st;
+        char pgdir[PATH_MAX];
+        snprintf(pgdir, sizeof pgdir, "%s/postgres", data_dir);
+        if (stat(data_dir, &st) < 0) {
+            fprintf(stderr, "sandboxd: %s: no --database-url, and no embedded database in %s (%s)\n", cmd, data_dir,
+                    strerror(errno));
+            return 2;
+        }
+        if (pgembed_start(data_dir, bindir, &pg, err, sizeof err) < 0) {
+            fprintf(stderr, "sandboxd: %s: the embedded PostgreSQL of %s does not start: %s\n", cmd, data_dir, err);
+            return 1;
+        }
+        conninfo = pgembed_conninfo(pg);
+        bindir = pgembed_bindir(pg);
+    }
+    int rc, code = 0;
+    if (restore) {
+        int migrated = 0;
+        rc = backup_restore(conninfo, bindir, o->subcommand, &migrated, err, sizeof err);
+        if (rc == 0)
+            printf("restored %s; %d migration(s) applied after it; schema is current\n", o->subcommand, migrated);
+    } else {
+        int64_t bytes = 0;
+        rc = backup_dump(conninfo, bindir, o->subcommand, &bytes, err, sizeof err);
+        if (rc == 0 && strcmp(o->subcommand, "-") != 0)
+            printf("backed up to %s (%lld bytes); restore with: sandboxd restore %s\n", o->subcommand,
+                   (long long)bytes, o->subcommand);
+    }
+    if (rc < 0) {
+        fprintf(stderr, "sandboxd: %s: %s\n", cmd, err);
+        code = rc == SBX_EINVAL ? 2 : rc == SBX_ECONFLICT ? 3 : 1;
+    }
+    if (pgembed_reused(pg))
+        pgembed_release(pg);
+    else
+        pgembed_stop(pg);
+    return code;
 }
 
 static int cmd_token_create(const cfg_t *cfg, const opts_t *o)
@@ -728,6 +808,8 @@ int main(int argc, char **argv)
         code = cmd_migrate(&cfg, &o);
     else if (strcmp(o.command, "token") == 0)
         code = cmd_token_create(&cfg, &o);
+    else if (strcmp(o.command, "backup") == 0 || strcmp(o.command, "restore") == 0)
+        code = cmd_backup_restore(&cfg, &o, o.command[0] == 'r');
     else {
         fprintf(stderr, "sandboxd: unknown command \"%s\" (see sandboxd --help)\n", o.command);
         code = 2;

@@ -1292,3 +1292,21 @@ int store_worker_report(PGconn *c, const char *worker_id, json_object *body, jso
     *ret = store__wrap("operation", op);
     return 0;
 }
+
+int store_worker_versions(PGconn *c, json_object **ret)
+{
+    PGresult *r = db_exec(c, "SELECT coalesce(nullif(version, ''), 'unknown'), count(*) FROM workers "
+                             "WHERE state IN ('ready', 'draining') GROUP BY 1 ORDER BY 1", 0, NULL);
+    if (!r)
+        return SBX_EDB;
+    json_object *a = json_object_new_array();
+    for (int i = 0; i < PQntuples(r); i++) {
+        json_object *o = json_object_new_object();
+        jsonx_add_str(o, "version", db_get(r, i, 0));
+        jsonx_add_int(o, "workers", atoll(db_get(r, i, 1)));
+        json_object_array_add(a, o);
+    }
+    PQclear(r);
+    *ret = a;
+    return 0;
+}

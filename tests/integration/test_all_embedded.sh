@@ -2,6 +2,8 @@
 # `sandboxd all` with no database URL: starts its embedded PostgreSQL (as the
 # postgres user when root), writes a bootstrap admin token, serves the
 # lifecycle, stops PostgreSQL on SIGTERM (exit 0) and reuses the data on restart;
+# `sandboxd backup` of its database while it runs, `sandboxd restore` refused
+# while it runs and done while it is stopped;
 # its first screen says whether gVisor is offered and how to turn it on; a
 # port another process holds is a start failure naming the listener's flag.
 # itest-standalone
@@ -84,7 +86,24 @@ assert_eq embedded "$ITEST_OUT" "exec through sandboxd all"
 assert_exit 0 sandbox delete "$sbx" --wait
 assert_eq "" "$(docker ps -a --filter "label=dev.sandbox.id=$sbx" -q)" "containers left after delete"
 
+# backup of the embedded database while sandboxd all runs: written, and the
+# cluster left running for it; a restore is refused while it runs
+assert_exit 0 env -u SANDBOX_DATABASE_URL -u DATABASE_URL "$SANDBOXD" backup "$ITEST_TMP/emb.dump" --data-dir "$dir"
+assert_contains "$ITEST_OUT" "backed up to $ITEST_TMP/emb.dump" "backup of the embedded database"
+assert_eq 600 "$(stat -c %a "$ITEST_TMP/emb.dump")" "mode of the backup file"
+assert_exit 0 sandbox tenants create "$tenant-after"
+assert_exit 3 env -u SANDBOX_DATABASE_URL -u DATABASE_URL "$SANDBOXD" restore "$ITEST_TMP/emb.dump" --data-dir "$dir"
+assert_contains "$ITEST_ERR" "stop every controller" "a restore while sandboxd all runs"
+assert_exit 0 sandbox tenants get "$tenant-after"
+
 stop_all
+# restored while stopped: the cluster started for it and stopped again; what
+# came after the backup (a tenant) is gone on the next start
+assert_exit 0 env -u SANDBOX_DATABASE_URL -u DATABASE_URL "$SANDBOXD" restore "$ITEST_TMP/emb.dump" --data-dir "$dir"
+assert_contains "$ITEST_OUT" "restored $ITEST_TMP/emb.dump" "restore of the embedded database"
+rc=0
+itest_as_pg "$ITEST_PGBIN/pg_ctl" status -D "$dir/postgres" >/dev/null 2>&1 || rc=$?
+assert_eq 3 "$rc" "pg_ctl status after a restore that started the cluster (3 = not running)"
 
 # again: the same cluster and data (the old token and sandbox are still known);
 # this time the worker looks for a gVisor runtime dockerd does not have, and
@@ -99,6 +118,9 @@ assert_contains "$hint" '/etc/docker/daemon.json' "the gVisor hint names daemon.
 assert_contains "$hint" '"sbx-no-such-runtime":{"path":"/usr/bin/runsc"' "the gVisor hint's snippet"
 assert_contains "$hint" 'kill -HUP' "the gVisor hint says how to reload dockerd"
 assert_contains "$hint" 'tools/run.sh' "the gVisor hint names tools/run.sh"
+assert_exit 3 sandbox tenants get "$tenant-after"
+assert_contains "$ITEST_ERR" "not_found" "a tenant made after the backup, after the restore"
+assert_exit 0 sandbox tenants get "$tenant"
 assert_exit 0 sandbox get "$sbx" --json
 assert_eq deleted "$(itest_json "$ITEST_OUT" sandbox.phase phase)" "phase of the sandbox after restart"
 

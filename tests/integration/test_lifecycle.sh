@@ -144,6 +144,8 @@ cv=$("$SANDBOX_CLI" --version | cut -d' ' -f2)
 schema=$(basename "$(find "$(dirname "$0")/../../migrations" -name '0*.sql' | sort | tail -n 1)" | cut -c1-4)
 assert_contains "$ITEST_OUT" "client: sandbox $cv" "the client's version"
 assert_contains "$ITEST_OUT" "server: sandboxd $cv (api v1, schema $schema) at $SANDBOX_URL" "the controller's version"
+assert_match "$ITEST_OUT" "workers: [0-9]+ at $cv" "the workers' version, the same as the controller's"
+assert_not_contains "$ITEST_OUT" "skew" "no skew when all run one version"
 assert_exit 0 sandbox version --json
 assert_eq "$cv $cv" "$(itest_json "$ITEST_OUT" client.version) $(itest_json "$ITEST_OUT" server.version)" \
   "versions in version --json"

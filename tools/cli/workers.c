@@ -225,6 +225,29 @@ int cli_cmd_version(cli_t *cli, opts_t *o)
     fputs(") at ", stdout);
     cli_put_text(stdout, cli->url);
     putchar('\n');
+    /* workers: 2 at 0.1.0, 1 at 0.0.9; and a skew line when one differs */
+    json_object *wv = jsonx_get_arr(resp, "workers");
+    size_t n = wv ? json_object_array_length(wv) : 0;
+    const char *mine = jsonx_get_str(resp, "version");
+    bool skew = false;
+    if (wv) {
+        fputs("workers: ", stdout);
+        if (n == 0)
+            fputs("none ready", stdout);
+        for (size_t i = 0; i < n; i++) {
+            json_object *e = json_object_array_get_idx(wv, i);
+            int64_t k = 0;
+            jsonx_get_int(e, "workers", &k);
+            const char *v = jsonx_get_str(e, "version");
+            printf("%s%lld at ", i ? ", " : "", (long long)k);
+            cli_put_text(stdout, v);
+            if (!v || !mine || strcmp(v, mine) != 0)
+                skew = true;
+        }
+        putchar('\n');
+    }
+    if (skew)
+        puts("skew: some workers run another version than the controller (sandbox workers list shows which)");
     json_object_put(resp);
     return 0;
 }
