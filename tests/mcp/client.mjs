@@ -454,6 +454,10 @@ async function main() {
     const { tools } = await client.listTools(undefined, { timeout: 5000 });
     toolsByName = Object.fromEntries(tools.map((t) => [t.name, t]));
     eq(tools.length, Object.keys(TOOLS).length, `number of tools (${show(Object.keys(toolsByName))})`);
+    // what an agent's context pays for the tool list (issue 28 item 6: 42 KB
+    // once; the shared object schemas are short now)
+    const listBytes = JSON.stringify({ tools }).length;
+    assert(listBytes <= 29000, `tools/list is ${listBytes} bytes of JSON, over the 29000 it was brought down to`);
     for (const [name, want] of Object.entries(TOOLS)) {
       const t = toolsByName[name];
       assert(t, `tool ${name} missing; tools are ${show(Object.keys(toolsByName))}`);
