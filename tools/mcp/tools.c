@@ -28,17 +28,18 @@
  * to rely on them; every other field is there as the API has it. Kept
  * short: each is in several tools' outputSchema, and tools/list is read
  * into an agent's context. */
-#define OP_SCHEMA                                                                                               \
-    "{'type':'object','properties':{'id':" STR ",'kind':" STR ",'state':{'enum':['pending','admitted',"       \
-    "'leased','running','succeeded','failed','cancelled']}},'required':['id','kind','state']}"
-#define SBX_SCHEMA                                                                                              \
+#define OP_SCHEMA                                                                                  \
+    "{'type':'object','properties':{'id':" STR ",'kind':" STR ",'state':{'type':'string','enum':"  \
+    "['pending','admitted','leased','running','succeeded','failed','cancelled']}},"                 \
+    "'required':['id','kind','state']}"
+#define SBX_SCHEMA                                                                                 \
     "{'type':'object','properties':{'id':" STR ",'name':" STR ",'phase':" STR "},'required':['id','phase']}"
-#define EVENT_SCHEMA                                                                                            \
-    "{'type':'object','properties':{'id':{'type':'integer'},'kind':" STR ",'data':{'type':'object'}},"        \
-    "'required':['id','ts','kind','data']}"
-#define ROUTE_SCHEMA                                                                                            \
-    "{'type':'object','properties':{'id':" STR ",'port':{'type':'integer'},'auth':{'enum':['token','public']}," \
-    "'url':" STR "},'required':['id','port','auth','url']}"
+#define EVENT_SCHEMA                                                                               \
+    "{'type':'object','properties':{'id':{'type':'integer'},'ts':" STR ",'kind':" STR ",'data':"   \
+    "{'type':'object'}},'required':['id','ts','kind','data']}"
+#define ROUTE_SCHEMA                                                                               \
+    "{'type':'object','properties':{'id':" STR ",'port':{'type':'integer'},'auth':{'type':'string'," \
+    "'enum':['token','public']},'url':" STR "},'required':['id','port','auth','url']}"
 /* wait and timeout_seconds of a tool that starts an operation; d is the
  * default of wait. */
 #define WAIT_PROPS_DEFAULT(d)                                                                              \
