@@ -213,11 +213,57 @@ typedef struct cp_up {
     int fd;
     cp_tar_t *tar;       /* NULL: fd is stdin */
     bool tar_failed;
+    char *head;          /* what cp_up_prefetch read, sent first */
+    size_t head_len, head_off;
+    bool head_is_all;    /* the source ended within it */
 } cp_up_t;
+
+/* A small upload (the usual file or two) is read whole before it is sent:
+ * its size is known, so it goes with a Content-Length and without waiting
+ * for 100 Continue, where a stream goes chunked. */
+#define CP_PREFETCH_MAX (256 * 1024)
+
+static long cp_up_read(void *ud, char *buf, size_t n);
+
+/* Reads up to CP_PREFETCH_MAX bytes of u's source into u->head; the size
+ * of the whole upload when the source ended within them, else -1. */
+static int64_t cp_up_prefetch(cp_up_t *u)
+{
+    char *buf = malloc(CP_PREFETCH_MAX);
+    size_t len = 0;
+    int64_t size = -1;
+    if (!buf)
+        return -1;
+    while (len < CP_PREFETCH_MAX) {
+        long k = cp_up_read(u, buf + len, CP_PREFETCH_MAX - len);
+        if (k < 0)
+            break; /* the transfer's first read says so again */
+        if (k == 0) {
+            size = (int64_t)len;
+            break;
+        }
+        len += (size_t)k;
+    }
+    /* set only now: cp_up_read serves the head once there is one */
+    u->head = buf;
+    u->head_len = len;
+    u->head_is_all = size >= 0;
+    return size;
+}
 
 static long cp_up_read(void *ud, char *buf, size_t n)
 {
     cp_up_t *u = ud;
+    if (u->head && u->head_off < u->head_len) {
+        size_t k = u->head_len - u->head_off < n ? u->head_len - u->head_off : n;
+        memcpy(buf, u->head + u->head_off, k);
+        u->head_off += k;
+        return (long)k;
+    }
+    if (u->head && u->head_is_all)
+        return 0;
+    if (u->tar_failed)
+        return -1;
     for (;;) {
         ssize_t k = read(u->fd, buf, n);
         if (k < 0 && errno == EINTR)
@@ -279,7 +325,10 @@ static int cp_put(cli_t *cli, const char *sbx, const char *dir, cp_up_t *u, cons
     if (cp_url(url, sizeof url, sbx, "", dir) < 0)
         return cli_usage_error(cli->cmd, "path too long");
     httpc_response_t resp;
-    int r = httpc_transfer(cli->http, "PUT", url, -1, cp_up_read, NULL, u, NULL, NULL, 0, &resp);
+    int64_t size = cp_up_prefetch(u);
+    int r = httpc_transfer(cli->http, "PUT", url, size, cp_up_read, NULL, u, NULL, NULL, 0, &resp);
+    free(u->head);
+    u->head = NULL;
     int rc = EXIT_OK;
     if (u->tar_failed) {
         fprintf(stderr, "sandbox: cp: tar could not pack the source (see its message above); nothing was "

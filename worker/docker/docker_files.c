@@ -26,17 +26,23 @@
 /* Docker's error body kept at most. */
 #define DOCKER_FILES_ERROR_MAX  4096u
 #define DOCKER_FILES_STAT_HEADER "X-Docker-Container-Path-Stat:"
+/* After the stat of a download went out: how long its client may take to
+ * hang up (it wanted the stat alone) before the body is fetched. */
+#define DOCKER_FILES_STAT_LINGER_MS 10
 
-/* True once one of fds is readable or hung up (a poll that does not wait). */
-static bool files_stop_seen(const int *fds, size_t n)
+/* True once one of fds is readable or hung up, waiting up to ms for it. */
+static bool files_stop_wait(const int *fds, size_t n, int ms)
 {
     struct pollfd p[4];
     if (n > 4)
         n = 4;
     for (size_t i = 0; i < n; i++)
         p[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
-    return n > 0 && poll(p, (nfds_t)n, 0) > 0;
+    return n > 0 && poll(p, (nfds_t)n, ms) > 0;
 }
+
+/* True once one of fds is readable or hung up (a poll that does not wait). */
+static bool files_stop_seen(const int *fds, size_t n) { return files_stop_wait(fds, n, 0); }
 
 /* "/containers/<ref>/archive?path=<escaped>[&noOverwriteDirNonDir=true]". */
 static int files_url(const char *ref, const char *path, bool put, char *out, size_t outlen)
@@ -340,9 +346,15 @@ static int files_put_check(files_put_io_t *io, const char *ref, const char *clea
     return 0;
 }
 
-/* Whether path exists in container ref (the Engine's HEAD of its archive,
- * which needs nothing in the image): 1, 0, or < 0 with err. */
-static int files_exists(docker_runtime_t *rt, const char *ref, const char *path, api_error_t *err)
+struct files_get_io;
+static size_t files_get_header_cb(char *p, size_t size, size_t nmemb, void *ud);
+
+/* The Engine's HEAD of path's archive in container ref, which needs nothing
+ * in the image and costs about a millisecond (a GET readies the whole
+ * archive, about 100 ms, before its first byte): the status (200, 404…),
+ * its stat header into io->stat_b64 when io is not NULL, or < 0 with err. */
+static long files_head(docker_runtime_t *rt, const char *ref, const char *path, struct files_get_io *io,
+                       api_error_t *err)
 {
     char url[3 * SBX_FILES_PATH_MAX + 256];
     struct curl_slist *hl = NULL;
@@ -352,6 +364,10 @@ static int files_exists(docker_runtime_t *rt, const char *ref, const char *path,
     if (!h)
         return api_error_set(err, API_INTERNAL, "out of memory");
     curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    if (io) {
+        curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, files_get_header_cb);
+        curl_easy_setopt(h, CURLOPT_HEADERDATA, io);
+    }
     CURLcode cr = curl_easy_perform(h);
     long status = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
@@ -359,6 +375,15 @@ static int files_exists(docker_runtime_t *rt, const char *ref, const char *path,
     curl_slist_free_all(hl);
     if (cr != CURLE_OK)
         return docker_transport_error(rt, cr, err);
+    return status;
+}
+
+/* Whether path exists in container ref: 1, 0, or < 0 with err. */
+static int files_exists(docker_runtime_t *rt, const char *ref, const char *path, api_error_t *err)
+{
+    long status = files_head(rt, ref, path, NULL, err);
+    if (status < 0)
+        return (int)status;
     if (status == 200)
         return 1;
     if (status == 404)
@@ -751,6 +776,19 @@ int docker_rt_files_get(runtime_t *base, const runtime_files_get_req_t *req, api
     if (files_url(req->ref, clean, false, url, sizeof url) < 0) {
         r = api_error_set(err, API_INVALID_ARGUMENT, "the path is too long");
         goto cleanup;
+    }
+    /* The stat first, from the HEAD: a client that wanted only the stat
+     * (sandbox cp asks one before each upload) has it at once and hangs
+     * up, and the GET is not made; a download waits up to
+     * DOCKER_FILES_STAT_LINGER_MS more for it. When the HEAD says anything
+     * but 200, the GET says it as before (its error has the words). */
+    if (files_head(rt, req->ref, clean, &io, err) == 200 && io.stat_b64.len > 0) {
+        if (files_get_begin(&io) < 0) {
+            r = io.failed ? SBX_EIO : 0;
+            goto cleanup;
+        }
+        if (files_stop_wait(req->stop_fds, req->nstop_fds, DOCKER_FILES_STAT_LINGER_MS))
+            goto cleanup;
     }
     io.h = docker_handle_new(rt, "GET", url, NULL, 0, NULL, 0, &hl);
     if (!io.h) {
