@@ -277,6 +277,21 @@ curl -sf "${auth[@]}" "$SANDBOX_URL/v1/sandboxes/$sbx/files?path=/tmp/root/etc/s
   -o "$work/mark" || fail "a download through the sandbox's own symlink failed"
 assert_eq "sandbox-side" "$(cat "$work/mark")" "a download through a symlink to / reads the sandbox's file"
 [ ! -e /etc/sbx-itest-mark ] || fail "the sandbox's file is on the host"
+# parents=true through symlinks the sandbox made: the missing directories
+# are looked up and made inside the sandbox, never on the host (one link to
+# a host-looking path, one climbing out with ..)
+mark="sbx-itest-parents-$$"
+in_sbx "$sbx" "mkdir /tmp/$mark-host /tmp/$mark-up && ln -s /tmp/$mark-host /tmp/plink &&
+  ln -s ../../../../../../tmp/$mark-up /tmp/pup && ln -s /tmp/$mark-dangling /tmp/pdangle" >/dev/null
+assert_eq 200 "$(put_raw "$sbx" "/tmp/plink/a/b.txt" '&parents=true')" "parents=true through a symlink ($(cat "$work/p.json"))"
+assert_eq 200 "$(put_raw "$sbx" "/tmp/pup/c/d.txt" '&parents=true')" "parents=true through a symlink with .. ($(cat "$work/p.json"))"
+assert_eq 404 "$(put_raw "$sbx" "/tmp/pdangle/e/f.txt" '&parents=true')" "parents=true through a dangling symlink"
+for f in "/tmp/$mark-host" "/tmp/$mark-up" "/tmp/$mark-dangling"; do
+  [ ! -e "$f" ] || { rm -rf "$f"; fail "parents=true through a sandbox's symlink made $f on the host"; }
+done
+assert_eq "notes, no mkdir|notes, no mkdir" \
+  "$(in_sbx "$sbx" "cat /tmp/$mark-host/a/b.txt; echo '|'; cat /tmp/$mark-up/c/d.txt" | tr -d '\n')" \
+  "the files landed in the sandbox, where its links point there"
 
 # ---- 6b. files out are data: a root-run CLI keeps no setuid or setgid bit
 # and no owner of the sandbox's
