@@ -40,6 +40,11 @@ assert_contains "$ITEST_OUT" "from the host" "cp into NAME:/path"
 assert_exit 0 sandbox logs "$name"
 assert_exit 0 sandbox extend "$name" --ttl 600
 assert_exit 0 sandbox routes "$name"
+assert_exit 0 sandbox events --sandbox "$name" --json
+assert_contains "$ITEST_OUT" "\"sandbox_id\":\"$sbx\"" "events --sandbox NAME"
+others=$(printf '%s\n' "$ITEST_OUT" | grep -c '"sandbox_id"' | tr -d ' ')
+assert_eq "$others" "$(printf '%s\n' "$ITEST_OUT" | grep -c "\"sandbox_id\":\"$sbx\"" | tr -d ' ')" \
+  "events --sandbox NAME: only that sandbox's events"
 # a local file whose name has a colon stays local: "x:y" is not NAME:/path
 printf 'local\n' >"$ITEST_TMP/x:y"
 assert_exit 0 sandbox cp "$ITEST_TMP/x:y" "$name:/tmp/xy"
