@@ -114,6 +114,7 @@ head -c 20000 /dev/urandom >"$d/mid.bin"
 assert_exit 3 env SANDBOX_URL="http://127.0.0.1:$small" "$SANDBOX_CLI" cp "$d/mid.bin" "$sbx:/tmp/mid.bin"
 assert_contains "$ITEST_ERR" "HTTP 413 without the API's error body, so likely from a proxy in front of the controller: 413 Request Entity Too Large" \
   "what the CLI says of nginx's 413"
+assert_not_contains "$ITEST_ERR" "HTTP 413: HTTP 413" "the status said once"
 
 px assert_exit 0 sandbox delete "$sbx" --wait
 echo "cp, exec -i, shell and logs -f pass through the documented nginx block"

@@ -30,7 +30,12 @@ int cli_call_failed(cli_t *cli, const char *method, const char *path, const clie
         return EXIT_API;
     case CLIENT_E_HTTP:
         print_call(cli, "http_error", method, path);
-        fprintf(stderr, " answered HTTP %ld: ", e->status);
+        /* a message that names the status itself (httpc_api_error's for a
+         * proxy's answer) follows "answered" without saying it twice */
+        if (strncmp(e->message, "HTTP ", 5) == 0)
+            fputs(" answered ", stderr);
+        else
+            fprintf(stderr, " answered HTTP %ld: ", e->status);
         cli_put_text(stderr, e->message);
         fputc('\n', stderr);
         return EXIT_API;
