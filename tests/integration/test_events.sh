@@ -136,7 +136,7 @@ python3 "$here/events_client.py" page "$SANDBOX_URL" "$a" || fail "paging tenant
 
 # ---- bad parameters
 for q in 'after=-1' 'after=abc' 'after=1.5' 'limit=0' 'limit=1001' 'tail=0' 'tail=5&after=3' 'tail=5&limit=3' \
-  "sandbox=$(printf 'x%.0s' $(seq 1 80))" 'sandbox=notanid' 'operation=sbx_x' "kind=$(printf 'k%.0s' $(seq 1 70))" \
+  "sandbox=$(printf 'x%.0s' $(seq 1 80))" 'sandbox=not%20an%20id' 'operation=sbx_x' "kind=$(printf 'k%.0s' $(seq 1 70))" \
   'kind=a%20b' 'kind=*' 'wait=x' 'bogus=1' 'after=1&after=2'; do
   itest_http GET "/v1/events?$q" "$a"
   assert_http 400 invalid_argument "GET /v1/events?$q"
@@ -150,6 +150,9 @@ assert_contains "$ITEST_OUT" "sandbox.running" "events --follow --count 1 ends a
 assert_exit 2 sandbox --token "$a" events --count 0
 assert_exit 2 sandbox --token "$a" events --timeout 3
 assert_exit 3 sandbox --token "$a" events --sandbox notanid
+assert_contains "$ITEST_ERR" "not_found: no sandbox named notanid" "events --sandbox with a name no sandbox has"
+itest_http GET "/v1/events?sandbox=notanid" "$a"
+assert_http 404 not_found "GET /v1/events?sandbox=NAME of no sandbox"
 
 # ---- an empty long-poll: [] after its wait, cursor unchanged
 newest=$(sql "SELECT max(id) FROM events")
