@@ -178,8 +178,6 @@ void api_sandbox_create(req_t *rq)
         return;
     if (http_read_json(rq, (size_t)ctl->max_body_client, &body) < 0)
         return;
-    /* A request without an image gets the server's default_image, before
-     * policy: the tenant's allowlist judges the image actually used. */
     /* "name" is the sandbox's, not the runtime's: kept out of the spec. */
     char name[SBX_SANDBOX_NAME_MAX + 1] = "";
     json_object *nv = NULL;
@@ -196,6 +194,8 @@ void api_sandbox_create(req_t *rq)
         }
         json_object_object_del(body, "name");
     }
+    /* A request without an image gets the server's default_image, before
+     * policy: the tenant's allowlist judges the image actually used. */
     if (spec_from_json_default(body, cfg_str(&ctl->cfg, CFG_DEFAULT_IMAGE), &spec, &err) < 0) {
         http_reply_api_error(rq, &err);
         goto cleanup;
