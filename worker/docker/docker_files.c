@@ -782,7 +782,8 @@ int docker_rt_files_get(runtime_t *base, const runtime_files_get_req_t *req, api
      * up, and the GET is not made; a download waits up to
      * DOCKER_FILES_STAT_LINGER_MS more for it. When the HEAD says anything
      * but 200, the GET says it as before (its error has the words). */
-    if (files_head(rt, req->ref, clean, &io, err) == 200 && io.stat_b64.len > 0) {
+    api_error_t head_err; /* a HEAD that failed leaves the words to the GET */
+    if (files_head(rt, req->ref, clean, &io, &head_err) == 200 && io.stat_b64.len > 0) {
         if (files_get_begin(&io) < 0) {
             r = io.failed ? SBX_EIO : 0;
             goto cleanup;
