@@ -251,15 +251,12 @@ fi
 if [ "$plain" -eq 1 ]; then
   # What runs once, in the sanitized build, when both run: the fault
   # injection, the external driver's crash and hang cases, the microVMs,
-  # and tests of half a minute or more whose time is fixed waits, not
-  # speed (they take as long sanitized): sandbox-sim's lost workers, worker
-  # identity's heartbeat graces, the MCP SDK's client, TTLs running out
-  # (extend), workers started, drained and lost (placement, routes on a
-  # lost worker, worker health), heartbeats' inventories (inventory_delta,
-  # observed_state), pools refilling. Their code paths get the sanitizers
-  # there.
+  # and tests of a minute whose time is fixed waits, not speed (they take
+  # as long sanitized): sandbox-sim's lost workers, worker identity's
+  # heartbeat graces, the MCP SDK's client. Their code paths get the
+  # sanitizers there.
   if [ "$sanitize" -eq 1 ]; then
-    SBX_ITEST_EXCLUDE='test_fault_* test_external_driver test_sim test_worker_identity test_mcp test_extend test_placement test_routes_worker_loss test_worker_health test_inventory_delta test_observed_state test_pools'
+    SBX_ITEST_EXCLUDE='test_fault_* test_external_driver test_sim test_worker_identity test_mcp'
     SBX_SKIP_MICROVM=1
   fi
   run_suite plain "${SANDBOX_BUILD_DIR:-build}"

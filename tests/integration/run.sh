@@ -9,8 +9,12 @@
 #      out the tests whose names match (only when no TEST_NAME is given; they
 #      are listed, not counted).
 # A test with a "# itest-standalone" line runs its own sandboxd: it runs after
-# the shared controller and worker have stopped, so two controllers never
-# share one dockerd. A test with a "# itest-beside" line (one that mostly
+# the shared controller and worker have stopped, ITEST_STANDALONE_JOBS
+# (default 2) at a time: each runs its own cluster and worker names, whose
+# inventories see only their own containers (dockerd's cluster label), in
+# a database of its own. One that also has a "# itest-alone" line (it
+# restarts the run's PostgreSQL, which the others' databases live in) runs
+# after them, by itself. A test with a "# itest-beside" line (one that mostly
 # waits, in a tenant of its own) runs in the background beside the shared
 # tests, from the first to the last of them. Tests with a "# itest-parallel"
 # line (each in tenants of its own, asserting nothing global, leaving the
@@ -212,10 +216,13 @@ if [ -n "$setup_error" ]; then
 else
   shared=()
   standalone=()
+  alone=()
   beside=()
   parallel=()
   for t in "${tests[@]}"; do
-    if grep -q '^# itest-standalone' "$t"; then
+    if grep -q '^# itest-standalone' "$t" && grep -q '^# itest-alone' "$t"; then
+      alone+=("$t")
+    elif grep -q '^# itest-standalone' "$t"; then
       standalone+=("$t")
     elif grep -q '^# itest-beside' "$t"; then
       beside+=("$t")
@@ -263,9 +270,12 @@ else
     record FAIL shutdown_sigterm "$secs" "$why"
   fi
 
-  # Tests that run their own sandboxd, with no other controller or worker
-  # sharing dockerd (each would take the other's containers for orphans).
-  for t in "${standalone[@]}"; do
+  # Tests that run their own sandboxd, after the shared one stopped: two at
+  # a time, each in its own cluster; then the ones that must be alone.
+  if [ "${#standalone[@]}" -gt 0 ]; then
+    run_pool "${ITEST_STANDALONE_JOBS:-2}" "${standalone[@]}"
+  fi
+  for t in "${alone[@]}"; do
     run_one "$t"
   done
 fi

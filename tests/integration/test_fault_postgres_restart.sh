@@ -4,6 +4,7 @@
 # controller and worker reconnect and lose nothing.
 # itest-timeout: 600
 # itest-standalone
+# itest-alone: it restarts the run's PostgreSQL, where the other standalone tests' databases are
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
