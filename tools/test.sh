@@ -170,6 +170,11 @@ SBX_PACKAGES+=(clang libclang-rt-14-dev nginx-light)
 bg_pid=
 bg_log=
 fuzz_done=0
+# The sanitized build: its folder and meson options (bg_start builds it
+# beside the plain tests, run_suite builds it again when that did not run).
+ASAN_DIR=${SANDBOX_ASAN_BUILD_DIR:-build-asan}
+# shellcheck disable=SC2054 # one meson option, not two array elements
+ASAN_OPTS=(-Db_sanitize=address,undefined -Db_lundef=false)
 bg_start() {
   bg_pid=
   if [ "$1" = plain ] && [ "$sanitize" -eq 1 ]; then
@@ -177,7 +182,7 @@ bg_start() {
     sbx_say "[plain] beside the integration tests (niced; log $bg_log): meson compile -C ${SANDBOX_ASAN_BUILD_DIR:-build-asan}, tools/fuzz.sh --build-only"
     (
       renice -n 19 -p "$BASHPID" >/dev/null
-      sbx_build "${SANDBOX_ASAN_BUILD_DIR:-build-asan}" -Db_sanitize=address,undefined -Db_lundef=false
+      sbx_build "$ASAN_DIR" "${ASAN_OPTS[@]}"
       bash tools/fuzz.sh --build-only
     ) >"$bg_log" 2>&1 </dev/null &
     bg_pid=$!
@@ -268,8 +273,7 @@ if [ "$sanitize" -eq 1 ]; then
   # Fail on the first sanitizer report, in every binary the tests start.
   export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
-  # shellcheck disable=SC2054 # one meson option, not two array elements
-  run_suite sanitized "${SANDBOX_ASAN_BUILD_DIR:-build-asan}" -Db_sanitize=address,undefined -Db_lundef=false
+  run_suite sanitized "$ASAN_DIR" "${ASAN_OPTS[@]}"
 fi
 if [ "$unit_only" -eq 0 ] && [ "$fuzz_done" -eq 0 ]; then
   run_fuzz
