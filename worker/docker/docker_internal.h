@@ -6,6 +6,7 @@
 
 #include <curl/curl.h>
 #include <json-c/json.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -97,6 +98,11 @@ typedef struct docker_runtime {
      * iptables only then: two processes per delete otherwise. */
     atomic_bool egress_rules_any;
     atomic_uint egress_adds;
+    /* The Engine's image list, kept DOCKER_IMAGES_REUSE_MS: a heartbeat
+     * asks for the names and then their details (docker_image_list). */
+    pthread_mutex_t images_mu;
+    struct json_object *images_list;
+    int64_t images_at_ms;
 } docker_runtime_t;
 
 typedef struct docker_reply {

@@ -21,6 +21,9 @@ static void docker_runtime_free(docker_runtime_t *rt)
     if (!rt)
         return;
     free(rt->socket_path);
+    if (rt->images_list)
+        json_object_put(rt->images_list);
+    pthread_mutex_destroy(&rt->images_mu);
     free(rt);
 }
 
@@ -529,6 +532,7 @@ int runtime_docker_open(const runtime_docker_options_t *opt, runtime_t **ret, ap
     docker_runtime_t *rt = calloc(1, sizeof *rt);
     if (rt) {
         rt->base.ops = &docker_ops;
+        pthread_mutex_init(&rt->images_mu, NULL);
         atomic_init(&rt->egress_rules_any, true);
         atomic_init(&rt->egress_adds, 0);
     }
@@ -603,11 +607,40 @@ static const char *image_tag(json_object *tags, size_t j)
     return t && *t && strcmp(t, "<none>:<none>") != 0 && strlen(t) <= RUNTIME_MAX_IMAGE_NAME ? t : NULL;
 }
 
+/* How long one image list serves: a heartbeat's names and then their
+ * details (two runtime calls) take one Engine call. */
+#define DOCKER_IMAGES_REUSE_MS 2000
+
+/* The Engine's image list, a copy of the caller's own (json-c's reference
+ * counts are not atomic: the kept list is touched under the lock only);
+ * the one kept when it is younger than DOCKER_IMAGES_REUSE_MS. */
+static int docker_image_list(docker_runtime_t *rt, json_object **ret, api_error_t *err)
+{
+    int r = 0;
+    pthread_mutex_lock(&rt->images_mu);
+    int64_t now = time_mono_ms();
+    if (!rt->images_list || now - rt->images_at_ms >= DOCKER_IMAGES_REUSE_MS) {
+        json_object *list = NULL;
+        r = docker_get_json(rt, "/images/json", DOCKER_CALL_TIMEOUT_MS, &list, err);
+        if (r == 0) {
+            if (rt->images_list)
+                json_object_put(rt->images_list);
+            rt->images_list = list;
+            rt->images_at_ms = now;
+        }
+    }
+    *ret = NULL;
+    if (r == 0 && json_object_deep_copy(rt->images_list, ret, NULL) < 0)
+        r = api_error_set(err, API_INTERNAL, "out of memory");
+    pthread_mutex_unlock(&rt->images_mu);
+    return r;
+}
+
 static int docker_rt_images(runtime_t *base, char ***ret, size_t *ret_n, api_error_t *err)
 {
     docker_runtime_t *rt = (docker_runtime_t *)base;
     json_object *list = NULL;
-    int r = docker_get_json(rt, "/images/json", DOCKER_CALL_TIMEOUT_MS, &list, err);
+    int r = docker_image_list(rt, &list, err);
     if (r < 0)
         return r;
     size_t n = 0;
@@ -646,7 +679,7 @@ static int docker_rt_image_details(runtime_t *base, json_object **ret, api_error
 {
     docker_runtime_t *rt = (docker_runtime_t *)base;
     json_object *list = NULL;
-    int r = docker_get_json(rt, "/images/json", DOCKER_CALL_TIMEOUT_MS, &list, err);
+    int r = docker_image_list(rt, &list, err);
     if (r < 0)
         return r;
     json_object *out = json_object_new_object();
