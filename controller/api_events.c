@@ -5,7 +5,6 @@
 #include "ids.h"
 #include "jsonx.h"
 #include "limits.h"
-#include "spec.h"
 
 #include <errno.h>
 #include <event2/keyvalq_struct.h>
@@ -177,11 +176,10 @@ void api_events_list(req_t *rq)
     int wait = 0;
     /* sandbox=NAME: the id of the caller's sandbox of that name (live
      * ones: a deleted sandbox's events are found by its id) */
-    const char *named = http_query(rq, "sandbox");
-    if (named && !ids_valid("sbx", named) && spec_sandbox_name_ok(named)) {
-        const char *id = named;
-        if (!api_sandbox_ref(rq, &id))
-            return;
+    const char *named = http_query(rq, "sandbox"), *id = named;
+    if (!api_sandbox_ref(rq, &id))
+        return;
+    if (id != named) {
         evhttp_remove_header(&rq->query, "sandbox");
         evhttp_add_header(&rq->query, "sandbox", id);
     }

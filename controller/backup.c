@@ -6,11 +6,12 @@
 #include "errors.h"
 #include "fdutil.h"
 #include "migrate.h"
+#include "pgembed.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libpq-fe.h>
+#include <linux/limits.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -20,43 +21,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
-
 #define BACKUP_ASIDE "sandbox_pre_restore"
-#define BACKUP_ENV_MAX 64
-
-/* The program name of PostgreSQL's: in bindir, else the newest
- * /usr/lib/postgresql/N/bin that has it, else name alone (the PATH's). */
-static void backup_tool(const char *bindir, const char *name, char *out, size_t outlen)
-{
-    if (bindir && *bindir) {
-        snprintf(out, outlen, "%s/%s", bindir, name);
-        return;
-    }
-    snprintf(out, outlen, "%s", name);
-    DIR *d = opendir("/usr/lib/postgresql");
-    if (!d)
-        return;
-    long best = -1;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char *end;
-        long v = strtol(e->d_name, &end, 10);
-        char p[PATH_MAX];
-        if (end == e->d_name || *end || v <= best)
-            continue;
-        snprintf(p, sizeof p, "/usr/lib/postgresql/%s/bin/%s", e->d_name, name);
-        if (access(p, X_OK) == 0) {
-            best = v;
-            snprintf(out, outlen, "%s", p);
-        }
-    }
-    closedir(d);
-}
 
 typedef struct child_env {
-    char *vars[BACKUP_ENV_MAX + 1];
-    int n;
+    char **vars;       /* pgembed_env_without_pg()'s, then the connection's PG* (owned, from own_from on) */
+    size_t n, own_from;
     PQconninfoOption *opts;
 } child_env_t;
 
@@ -72,23 +41,35 @@ static int child_env_make(const char *conninfo, child_env_t *ce, char *err, size
         PQfreemem(perr);
         return SBX_EINVAL;
     }
-    for (char **e = environ; *e && ce->n < BACKUP_ENV_MAX / 2; e++)
-        if (strncmp(*e, "PG", 2) != 0)
-            ce->vars[ce->n++] = strdup(*e);
-    for (PQconninfoOption *o = ce->opts; o->keyword && ce->n < BACKUP_ENV_MAX; o++) {
+    size_t k = 0;
+    for (PQconninfoOption *o = ce->opts; o->keyword; o++)
+        k++;
+    char **base = pgembed_env_without_pg();
+    while (base && base[ce->n])
+        ce->n++;
+    char **vars = base ? realloc(base, (ce->n + k + 1) * sizeof *vars) : NULL;
+    if (!vars) {
+        free(base);
+        ce->n = 0;
+        snprintf(err, errlen, "out of memory");
+        return SBX_ENOMEM;
+    }
+    ce->vars = vars;
+    ce->own_from = ce->n;
+    for (PQconninfoOption *o = ce->opts; o->keyword; o++) {
         if (!o->val || !*o->val || !o->envvar)
             continue;
         size_t l = strlen(o->envvar) + strlen(o->val) + 2;
         char *v = malloc(l);
-        if (v)
-            snprintf(v, l, "%s=%s", o->envvar, o->val);
-        ce->vars[ce->n++] = v;
-    }
-    for (int i = 0; i < ce->n; i++)
-        if (!ce->vars[i]) {
+        if (!v) {
+            ce->vars[ce->n] = NULL;
             snprintf(err, errlen, "out of memory");
             return SBX_ENOMEM;
         }
+        snprintf(v, l, "%s=%s", o->envvar, o->val);
+        ce->vars[ce->n++] = v;
+    }
+    ce->vars[ce->n] = NULL;
     return 0;
 }
 
@@ -108,11 +89,12 @@ static const char *child_env_dbname(const child_env_t *ce)
 
 static void child_env_free(child_env_t *ce)
 {
-    for (int i = 0; i < ce->n; i++) {
-        if (ce->vars[i] && strncmp(ce->vars[i], "PGPASSWORD=", 11) == 0)
+    for (size_t i = ce->own_from; ce->vars && i < ce->n; i++) {
+        if (strncmp(ce->vars[i], "PGPASSWORD=", 11) == 0)
             explicit_bzero(ce->vars[i], strlen(ce->vars[i]));
         free(ce->vars[i]);
     }
+    free(ce->vars);
     PQconninfoFree(ce->opts);
     memset(ce, 0, sizeof *ce);
 }
@@ -146,7 +128,7 @@ int backup_dump(const char *conninfo, const char *bindir, const char *file, int6
                 size_t errlen)
 {
     char prog[PATH_MAX], partial[PATH_MAX];
-    backup_tool(bindir, "pg_dump", prog, sizeof prog);
+    pgembed_tool(bindir, "pg_dump", prog, sizeof prog);
     bool to_stdout = strcmp(file, "-") == 0;
     if (!to_stdout && snprintf(partial, sizeof partial, "%s.partial", file) >= (int)sizeof partial) {
         snprintf(err, errlen, "the file name is too long");
@@ -255,7 +237,7 @@ int backup_restore(const char *conninfo, const char *bindir, const char *file, i
                    size_t errlen)
 {
     char prog[PATH_MAX];
-    backup_tool(bindir, "pg_restore", prog, sizeof prog);
+    pgembed_tool(bindir, "pg_restore", prog, sizeof prog);
     *ret_migrated = 0;
     if (access(file, R_OK) != 0) {
         snprintf(err, errlen, "cannot read %s: %s", file, strerror(errno));

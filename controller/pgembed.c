@@ -86,14 +86,24 @@ static bool is_exec(const char *dir, const char *name)
     return fmt_path(p, sizeof p, dir, name) == 0 && access(p, X_OK) == 0;
 }
 
-/* The newest /usr/lib/postgresql/<N>/bin with initdb and pg_ctl, or <prefer>
- * when that one is installed (the major version of an existing cluster). */
-static int find_bindir(const char *prefer, char *out, size_t outlen)
+/* Whether dir has every one of progs (NULL-terminated), executable. */
+static bool has_all(const char *dir, const char *const *progs)
+{
+    for (; *progs; progs++)
+        if (!is_exec(dir, *progs))
+            return false;
+    return true;
+}
+
+/* The newest /usr/lib/postgresql/<N>/bin with every one of progs, or
+ * <prefer> when that one has them (the major version of an existing
+ * cluster). */
+static int find_bindir(const char *prefer, const char *const *progs, char *out, size_t outlen)
 {
     if (prefer && *prefer) {
         char cand[PATH_MAX];
         int n = snprintf(cand, sizeof cand, PGEMBED_PGROOT "/%s/bin", prefer);
-        if (n > 0 && (size_t)n < sizeof cand && is_exec(cand, "initdb") && is_exec(cand, "pg_ctl")) {
+        if (n > 0 && (size_t)n < sizeof cand && has_all(cand, progs)) {
             if ((size_t)n >= outlen)
                 return SBX_ETOOBIG;
             memcpy(out, cand, (size_t)n + 1);
@@ -115,7 +125,7 @@ static int find_bindir(const char *prefer, char *out, size_t outlen)
         int n = snprintf(cand, sizeof cand, PGEMBED_PGROOT "/%s/bin", e->d_name);
         if (n < 0 || (size_t)n >= sizeof cand || (size_t)n >= outlen)
             continue;
-        if (is_exec(cand, "initdb") && is_exec(cand, "pg_ctl")) {
+        if (has_all(cand, progs)) {
             best = v;
             memcpy(out, cand, (size_t)n + 1);
         }
@@ -124,9 +134,21 @@ static int find_bindir(const char *prefer, char *out, size_t outlen)
     return best < 0 ? SBX_ENOTFOUND : 0;
 }
 
+void pgembed_tool(const char *bindir, const char *name, char *out, size_t outlen)
+{
+    const char *const progs[] = { name, NULL };
+    char dir[PATH_MAX];
+    if (bindir && *bindir)
+        snprintf(out, outlen, "%s/%s", bindir, name);
+    else if (find_bindir(NULL, progs, dir, sizeof dir) == 0)
+        snprintf(out, outlen, "%s/%s", dir, name);
+    else
+        snprintf(out, outlen, "%s", name);
+}
+
 /* Everything but PG* variables, so a PGHOST or PGDATA of the caller cannot
  * steer initdb or pg_ctl elsewhere. */
-static char **env_without_pg(void)
+char **pgembed_env_without_pg(void)
 {
     size_t n = 0;
     while (environ && environ[n])
@@ -614,13 +636,14 @@ static int choose_user(pgembed_t *pg, char *err, size_t errlen)
  * that made the cluster (version, "" for a new one) or the newest. */
 static int choose_bindir(pgembed_t *pg, const char *bindir, const char *version, char *err, size_t errlen)
 {
+    static const char *const server_progs[] = { "initdb", "pg_ctl", NULL };
     if (bindir && *bindir) {
-        if (!is_exec(bindir, "initdb") || !is_exec(bindir, "pg_ctl")) {
+        if (!has_all(bindir, server_progs)) {
             snprintf(err, errlen, "postgres_bindir %s has no executable initdb and pg_ctl", bindir);
             return SBX_EUNAVAIL;
         }
         snprintf(pg->bindir, sizeof pg->bindir, "%s", bindir);
-    } else if (find_bindir(version, pg->bindir, sizeof pg->bindir) < 0) {
+    } else if (find_bindir(version, server_progs, pg->bindir, sizeof pg->bindir) < 0) {
         snprintf(err, errlen,
                  "PostgreSQL is not installed: no " PGEMBED_PGROOT "/<N>/bin with initdb and pg_ctl "
                  "(apt-get install postgresql, set postgres_bindir, or set database_url)");
@@ -676,7 +699,7 @@ int pgembed_start(const char *data_dir, const char *bindir, pgembed_t **ret, cha
         return SBX_EINVAL;
     }
     pg = calloc(1, sizeof *pg);
-    if (!pg || !(pg->envp = env_without_pg())) {
+    if (!pg || !(pg->envp = pgembed_env_without_pg())) {
         snprintf(err, errlen, "out of memory");
         r = SBX_ENOMEM;
         goto cleanup;

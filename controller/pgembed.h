@@ -41,6 +41,16 @@ const char *pgembed_bindir(const pgembed_t *pg);
  * process's (a running `sandboxd all`), not to be stopped by this one. */
 bool pgembed_reused(const pgembed_t *pg);
 
+/* The path of PostgreSQL's program name (pg_dump, pg_restore…): in bindir
+ * when it is set, else in the newest /usr/lib/postgresql/<N>/bin that has
+ * it, else name alone (the PATH's). */
+void pgembed_tool(const char *bindir, const char *name, char *out, size_t outlen);
+
+/* The environment without PG* variables (a caller's PGHOST or PGDATA must
+ * not steer PostgreSQL's programs): a malloc'd array of environ's own
+ * strings, NULL-terminated; free the array only. NULL when out of memory. */
+char **pgembed_env_without_pg(void);
+
 /* Frees pg without stopping its cluster. Accepts NULL. */
 void pgembed_release(pgembed_t *pg);
 

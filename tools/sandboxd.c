@@ -355,8 +355,6 @@ static int cmd_backup_restore(const cfg_t *cfg, const opts_t *o, bool restore)
     pgembed_t *pg = NULL;
     if (!*conninfo) {
         struct stat st;
-        char pgdir[PATH_MAX];
-        snprintf(pgdir, sizeof pgdir, "%s/postgres", data_dir);
         if (stat(data_dir, &st) < 0) {
             fprintf(stderr, "sandboxd: %s: no --database-url, and no embedded database in %s (%s)\n", cmd, data_dir,
                     strerror(errno));
