@@ -411,16 +411,18 @@ itest_wait_healthz() {
   return 1
 }
 
-# Runs `sandboxd migrate`, starts the controller on a free port, exports
-# SANDBOX_URL, ITEST_CONTROLLER_LOG and ITEST_ADMIN_TOKEN (tenant itest-admin).
+# itest_start_controller [TAG]: runs `sandboxd migrate` on DATABASE_URL,
+# starts a controller on a free port, exports SANDBOX_URL, SANDBOX_ROUTE_URL,
+# ITEST_CONTROLLER_LOG (controller$TAG.log), ITEST_CONTROLLER_PID and
+# ITEST_ADMIN_TOKEN (tenant itest-admin).
 itest_start_controller() {
-  local port rport
+  local port rport tag=${1:-}
   [ -x "$SANDBOXD" ] || { itest_log "$SANDBOXD is not built"; return 1; }
-  "$SANDBOXD" migrate --database-url "$DATABASE_URL" >"$ITEST_TMP/migrate.log" 2>&1 \
-    || { itest_log_tail "$ITEST_TMP/migrate.log" 0 20; itest_log "sandboxd migrate failed"; return 1; }
+  "$SANDBOXD" migrate --database-url "$DATABASE_URL" >"$ITEST_TMP/migrate$tag.log" 2>&1 \
+    || { itest_log_tail "$ITEST_TMP/migrate$tag.log" 0 20; itest_log "sandboxd migrate failed"; return 1; }
   port=$(itest_free_port)
   rport=$(itest_free_port)
-  export ITEST_CONTROLLER_LOG="$ITEST_TMP/controller.log"
+  export ITEST_CONTROLLER_LOG="$ITEST_TMP/controller$tag.log"
   export SANDBOX_URL="http://127.0.0.1:$port"
   export SANDBOX_ROUTE_URL="http://127.0.0.1:$rport"
   "$SANDBOXD" controller --database-url "$DATABASE_URL" --listen "127.0.0.1:$port" --route-listen "127.0.0.1:$rport" \
@@ -445,18 +447,21 @@ sys.exit(0 if ok else 1)
 ' "$body" "$1" 2>/dev/null
 }
 
-# Starts a worker against the controller (generous advertised capacity so the
-# tests' 4 GiB sandboxes fit on any host); waits until it is registered ready.
+# itest_start_worker [TAG [ENV=VALUE...]]: starts worker itest-worker$TAG
+# (log worker$TAG.log, settings ENV) against SANDBOX_URL with generous
+# advertised capacity (so the tests' 4 GiB sandboxes fit on any host); waits
+# until it is registered ready. Exports ITEST_WORKER_NAME, ITEST_WORKER_LOG,
+# ITEST_WORKER_PID and ITEST_WORKER_TOKEN.
 itest_start_worker() {
-  local port i
-  export ITEST_WORKER_NAME=${ITEST_WORKER_NAME:-itest-worker}
-  export ITEST_WORKER_LOG="$ITEST_TMP/worker.log"
-  if [ -z "${ITEST_WORKER_TOKEN:-}" ]; then
-    ITEST_WORKER_TOKEN=$(itest_token itest-workers worker "$ITEST_WORKER_NAME") \
-      || { itest_log "sandboxd token create --role worker failed"; return 1; }
-  fi
+  local port i tag=${1:-}
+  shift $(($# > 0 ? 1 : 0))
+  export ITEST_WORKER_NAME="itest-worker$tag"
+  export ITEST_WORKER_LOG="$ITEST_TMP/worker$tag.log"
+  ITEST_WORKER_TOKEN=$(itest_token itest-workers worker "$ITEST_WORKER_NAME") \
+    || { itest_log "sandboxd token create --role worker failed"; return 1; }
+  export ITEST_WORKER_TOKEN
   port=$(itest_free_port)
-  SANDBOX_WORKER_TOKEN="$ITEST_WORKER_TOKEN" SANDBOX_WORKER_CPU_MILLIS=64000 SANDBOX_WORKER_MEMORY_MIB=262144 \
+  env SANDBOX_WORKER_TOKEN="$ITEST_WORKER_TOKEN" SANDBOX_WORKER_CPU_MILLIS=64000 SANDBOX_WORKER_MEMORY_MIB=262144 "$@" \
     "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --listen "127.0.0.1:$port" \
     --worker-name "$ITEST_WORKER_NAME" --docker-socket /var/run/docker.sock \
     >>"$ITEST_WORKER_LOG" 2>&1 </dev/null &
@@ -468,11 +473,15 @@ itest_start_worker() {
   itest_log "worker $ITEST_WORKER_NAME ready (pid $ITEST_WORKER_PID, log $ITEST_WORKER_LOG)"
 }
 
-# Removes the containers of every sandbox the run's database knows.
+# Removes the containers of every sandbox the run's databases know:
+# every database of the run's shared environments: ITEST_DBS (run.sh), else
+# DATABASE_URL.
 itest_remove_run_containers() {
-  local ids id cids
-  [ -n "${DATABASE_URL:-}" ] || return 0
-  ids=$("$ITEST_PGBIN/psql" -X -q -At "$DATABASE_URL" -c 'SELECT id FROM sandboxes' 2>/dev/null || true)
+  local ids='' id cids url
+  for url in "${ITEST_DBS[@]:-${DATABASE_URL:-}}"; do
+    [ -n "$url" ] || continue
+    ids+=" $("$ITEST_PGBIN/psql" -X -q -At "$url" -c 'SELECT id FROM sandboxes' 2>/dev/null || true)"
+  done
   for id in $ids; do
     cids=$(docker ps -aq --filter "label=dev.sandbox.id=$id" 2>/dev/null || true)
     if [ -n "$cids" ]; then

@@ -8,26 +8,38 @@
 #      240), ITEST_KEEP=1 keeps the temp folder, ITEST_EXCLUDE="GLOB ..." leaves
 #      out the tests whose names match (only when no TEST_NAME is given; they
 #      are listed, not counted).
-# A test with a "# itest-standalone" line runs its own sandboxd: it runs after
-# the shared controller and worker have stopped, ITEST_STANDALONE_JOBS
-# (default 2) at a time: each runs its own cluster and worker names, whose
-# inventories see only their own containers (dockerd's cluster label), in
-# a database of its own. One that also has a "# itest-alone" line (it
-# restarts the run's PostgreSQL, which the others' databases live in) runs
-# after them, by itself. A test with a "# itest-beside" line (one that mostly
-# waits, in a tenant of its own) runs in the background beside the shared
-# tests, from the first to the last of them. Tests with a "# itest-parallel"
-# line (each in tenants of its own, asserting nothing global, leaving the
-# shared daemons alone) run first, ITEST_JOBS (default 2) at a time; the
-# other shared tests then run one at a time. A failure names its test and
-# prints its own output; the daemons' log lines since it began may then hold
-# a concurrent test's lines too. A test is not itest-parallel when it counts
-# anything another tenant changes (all sandboxes, workers, global metrics,
-# Docker's containers, a log's lines), drains, stops or pauses the shared
-# worker, controller or PostgreSQL, starts an extra worker (other tenants'
-# sandboxes could land on it; a Docker worker also rebuilds the host-wide
-# egress chains), fills a worker or floods the API, or asserts a latency a
-# second test's CPU use could break.
+# Env: ITEST_JOBS (default 2) parallel tests at a time, ITEST_STANDALONE_JOBS
+#      (default 2) standalone ones; ITEST_LANES=1 runs without environment B.
+# What may run beside what is said by a line in each test (run_lanes below
+# schedules the shared ones; a test without any line is a "shared" one):
+# - Shared environments: A, the run's controller and worker, and B, a second
+#   pair on database sandbox_b whose worker has no open network.
+# - "# itest-parallel": in tenants of its own, asserting nothing global,
+#   leaving the shared daemons alone; ITEST_JOBS at a time on A, first. Not
+#   parallel: a test that counts anything another tenant changes (all
+#   sandboxes, workers, global metrics, Docker's containers, a log's lines),
+#   drains, stops or pauses the shared worker, controller or PostgreSQL,
+#   starts an extra worker (other tenants' sandboxes could land on it),
+#   fills a worker or floods the API, or asserts a latency a second test's
+#   CPU use could break.
+# - shared (no line): one at a time on A, once the parallel ones have ended.
+# - "# itest-any-env": a shared test that leaves the host alone: it starts no
+#   Docker worker (one with the open network rebuilds that network's
+#   host-wide egress rules), needs no open network, changes no Docker state
+#   but its own containers and images, and asserts no latency a busy host
+#   could break (budgets of seconds, not milliseconds). One at a time on B
+#   from the start (beside the parallel ones), and on A once A's shared
+#   tests are done.
+# - "# itest-beside": mostly waits, in a tenant of its own; on A in the
+#   background from the first shared test to the last.
+# - "# itest-standalone": runs its own sandboxd (its own cluster, worker
+#   names and database on the run's PostgreSQL; inventories see only their
+#   own cluster's containers), after the shared daemons have stopped,
+#   ITEST_STANDALONE_JOBS at a time. With "# itest-alone" (it restarts the
+#   run's PostgreSQL) it runs last, by itself.
+# A failure names its test and prints its own output and the tail of its
+# environment's daemon logs since it began (which may hold a concurrent
+# test's lines too).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -87,18 +99,49 @@ record() { # record PASS|FAIL NAME SECONDS [REASON]
   fi
 }
 
-# test_start TEST_FILE: starts one test under its time limit in the
+# The shared environments, each a controller and a worker: A, and (with
+# ITEST_LANES=2, the default) B on a database of its own whose worker has no
+# open network (it leaves the host's egress rules to A's). env_save NAME
+# keeps the current environment's variables in the map NAME, env_load NAME
+# exports them again.
+ENV_VARS=(DATABASE_URL SANDBOX_URL SANDBOX_ROUTE_URL ITEST_CONTROLLER_LOG ITEST_CONTROLLER_PID ITEST_ADMIN_TOKEN
+  ITEST_WORKER_NAME ITEST_WORKER_LOG ITEST_WORKER_PID ITEST_WORKER_TOKEN)
+declare -A ENV_A=() ENV_B=()
+env_save() {
+  local -n m=$1
+  local v
+  for v in "${ENV_VARS[@]}"; do m[$v]=${!v-}; done
+}
+env_load() {
+  local -n m=$1
+  local v
+  for v in "${ENV_VARS[@]}"; do export "$v=${m[$v]-}"; done
+}
+# env_use A|B: exports environment A's or B's variables; in B the workers a
+# test starts have no open network (SANDBOX_WORKER_OPEN_NETWORK empty).
+env_use() {
+  env_load "ENV_$1"
+  case $1 in
+    B) export SANDBOX_WORKER_OPEN_NETWORK= ;;
+    *) unset SANDBOX_WORKER_OPEN_NETWORK ;;
+  esac
+}
+
+# test_start TEST_FILE [ENV]: starts one test under its time limit in the
 # background (its own trace file and failure marker, found again by its
-# name); test_finish NAME waits for it and records it, on failure with the
-# tail of its trace and of the daemons' logs since it began. run_one runs
-# one test to its end.
-declare -A T_PID T_T0 T_COFF T_WOFF T_TMO T_BG
+# name) in environment ENV (env_use; A by default); test_finish NAME waits
+# for it and records it, on failure with the tail of its trace and of its
+# environment's daemons' logs since it began.
+declare -A T_PID T_T0 T_COFF T_WOFF T_TMO T_BG T_ENV
 test_start() {
-  local t=$1 name tmo
+  local t=$1 name tmo env=${2:-A}
   name=$(basename "$t" .sh)
   tmo=$(sed -n 's/^# itest-timeout: *\([0-9][0-9]*\).*/\1/p' "$t" | head -n 1)
   tmo=${tmo:-$default_timeout}
   if [ "$tmo" -gt "$max_timeout" ]; then tmo=$max_timeout; fi
+  T_ENV[$name]=$env
+  # the environment's variables, in this shell until the next test_start
+  env_use "$env"
   if [ -n "${ITEST_CONTROLLER_PID:-}" ] && ! kill -0 "$ITEST_CONTROLLER_PID" 2>/dev/null; then
     itest_log "the shared controller is no longer running (see $ITEST_CONTROLLER_LOG)"
   fi
@@ -106,7 +149,7 @@ test_start() {
   T_WOFF[$name]=$(itest_file_size "$ITEST_WORKER_LOG")
   T_TMO[$name]=$tmo
   rm -f "$ITEST_TMP/$name.failed"
-  echo "=== RUN  $name (limit ${tmo}s)"
+  echo "=== RUN  $name (limit ${tmo}s, environment $env)"
   T_T0[$name]=$(date +%s%N)
   # Into a file, not a pipe: a background process the test left with its
   # stdout (a sleep feeding a stdin, killed by its own timeout) does not
@@ -127,6 +170,7 @@ test_finish() {
   local name=$1 rc=0 secs why='' left='' i coff woff
   local trace="$ITEST_TMP/$name.trace" marker="$ITEST_TMP/$name.failed"
   wait "${T_PID[$name]}" || rc=$?
+  env_use "${T_ENV[$name]}"
   coff=${T_COFF[$name]}
   woff=${T_WOFF[$name]}
   secs=$(awk -v a="${T_T0[$name]}" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
@@ -179,9 +223,6 @@ run_one() {
   test_start "$1"
   test_finish "$(basename "$1" .sh)"
 }
-
-# run_pool JOBS TEST_FILE...: runs the tests, JOBS at a time, each recorded
-# (test_finish) as it ends.
 run_pool() {
   local jobs=$1 t n left
   shift
@@ -201,12 +242,108 @@ run_pool() {
   done
 }
 
+# run_lanes: the shared tests, in slots that each run one test at a time:
+# - beside tests start first (environment A) and are recorded last;
+# - ITEST_JOBS (default 2) slots run the itest-parallel tests on A;
+# - slot A runs the other shared tests on A once the parallel ones have
+#   ended, then itest-any-env ones;
+# - slot B runs the itest-any-env tests on B from the start.
+# Without B, the itest-any-env tests run on A, last.
+run_lanes() {
+  local -a pq=("${parallel[@]}") aq=("${shared[@]}") bq=("${anyenv[@]}") prun=() left=()
+  local arun='' brun='' n t
+  for t in "${beside[@]}"; do
+    T_BG[$(basename "$t" .sh)]=1
+    test_start "$t" A
+  done
+  while :; do
+    left=()
+    for n in "${prun[@]}"; do
+      if [ -e "$ITEST_TMP/$n.rc" ]; then test_finish "$n"; else left+=("$n"); fi
+    done
+    prun=("${left[@]}")
+    for n in arun brun; do
+      if [ -n "${!n}" ] && [ -e "$ITEST_TMP/${!n}.rc" ]; then test_finish "${!n}"; printf -v "$n" ''; fi
+    done
+    while [ "${#prun[@]}" -lt "${ITEST_JOBS:-2}" ] && [ "${#pq[@]}" -gt 0 ]; do
+      test_start "${pq[0]}" A
+      prun+=("$(basename "${pq[0]}" .sh)")
+      pq=("${pq[@]:1}")
+    done
+    if [ -z "$brun" ] && [ "${#ENV_B[@]}" -gt 0 ] && [ "${#bq[@]}" -gt 0 ]; then
+      test_start "${bq[0]}" B
+      brun=$(basename "${bq[0]}" .sh)
+      bq=("${bq[@]:1}")
+    fi
+    if [ -z "$arun" ] && [ "${#pq[@]}" -eq 0 ] && [ "${#prun[@]}" -eq 0 ]; then
+      if [ "${#aq[@]}" -gt 0 ]; then
+        test_start "${aq[0]}" A
+        arun=$(basename "${aq[0]}" .sh)
+        aq=("${aq[@]:1}")
+      elif [ "${#bq[@]}" -gt 0 ]; then
+        test_start "${bq[0]}" A
+        arun=$(basename "${bq[0]}" .sh)
+        bq=("${bq[@]:1}")
+      fi
+    fi
+    if [ -z "$arun$brun" ] && [ "${#prun[@]}" -eq 0 ] && [ "$((${#pq[@]} + ${#aq[@]} + ${#bq[@]}))" -eq 0 ]; then
+      break
+    fi
+    sleep 0.2
+  done
+  for t in "${beside[@]}"; do
+    test_finish "$(basename "$t" .sh)"
+  done
+}
+
+# start_env_b: environment B (a database sandbox_b on the run's PostgreSQL,
+# controller-b.log, worker itest-worker-b without an open network).
+start_env_b() {
+  local base=${DATABASE_URL%/*}
+  "$ITEST_PGBIN/psql" -X -q "$base/postgres" -c 'CREATE DATABASE sandbox_b' || return 1
+  export DATABASE_URL="$base/sandbox_b"
+  ITEST_DBS+=("$DATABASE_URL")
+  itest_start_controller -b || return 1
+  itest_start_worker -b SANDBOX_WORKER_OPEN_NETWORK= || return 1
+  env_save ENV_B
+}
+
 setup_error=
+ITEST_DBS=()
 itest_ensure_docker || setup_error="no Docker daemon (see above)"
 if [ -z "$setup_error" ]; then itest_busybox_image || setup_error="cannot build image $ITEST_IMAGE"; fi
 if [ -z "$setup_error" ]; then itest_start_postgres || setup_error="cannot start PostgreSQL"; fi
+ITEST_DBS+=("${DATABASE_URL:-}")
 if [ -z "$setup_error" ]; then itest_start_controller || setup_error="cannot start the controller"; fi
 if [ -z "$setup_error" ]; then itest_start_worker || setup_error="cannot start the worker"; fi
+env_save ENV_A
+shared=()
+anyenv=()
+standalone=()
+alone=()
+beside=()
+parallel=()
+for t in "${tests[@]}"; do
+  if grep -q '^# itest-standalone' "$t" && grep -q '^# itest-alone' "$t"; then
+    alone+=("$t")
+  elif grep -q '^# itest-standalone' "$t"; then
+    standalone+=("$t")
+  elif grep -q '^# itest-beside' "$t"; then
+    beside+=("$t")
+  elif grep -q '^# itest-parallel' "$t"; then
+    parallel+=("$t")
+  elif grep -q '^# itest-any-env' "$t"; then
+    anyenv+=("$t")
+  else
+    shared+=("$t")
+  fi
+done
+# B only when it has tests to run and A has others beside them
+if [ -z "$setup_error" ] && [ "${ITEST_LANES:-2}" -ge 2 ] && [ "${#anyenv[@]}" -gt 0 ] &&
+  [ "$((${#shared[@]} + ${#parallel[@]}))" -gt 0 ]; then
+  start_env_b || setup_error="cannot start environment B (controller and worker on database sandbox_b)"
+  env_load ENV_A
+fi
 
 if [ -n "$setup_error" ]; then
   echo "integration environment failed: $setup_error" >&2
@@ -214,63 +351,35 @@ if [ -n "$setup_error" ]; then
     record FAIL "$(basename "$t" .sh)" 0 "environment: $setup_error"
   done
 else
-  shared=()
-  standalone=()
-  alone=()
-  beside=()
-  parallel=()
-  for t in "${tests[@]}"; do
-    if grep -q '^# itest-standalone' "$t" && grep -q '^# itest-alone' "$t"; then
-      alone+=("$t")
-    elif grep -q '^# itest-standalone' "$t"; then
-      standalone+=("$t")
-    elif grep -q '^# itest-beside' "$t"; then
-      beside+=("$t")
-    elif grep -q '^# itest-parallel' "$t"; then
-      parallel+=("$t")
-    else
-      shared+=("$t")
-    fi
-  done
-  # Tests that mostly wait (a timing property of minutes) run beside the
-  # others on the shared daemons, started first and recorded after them;
-  # each keeps to its own tenant and counts nothing global.
-  for t in "${beside[@]}"; do
-    T_BG[$(basename "$t" .sh)]=1
-    test_start "$t"
-  done
-  if [ "${#parallel[@]}" -gt 0 ]; then
-    run_pool "${ITEST_JOBS:-2}" "${parallel[@]}"
-  fi
-  for t in "${shared[@]}"; do
-    run_one "$t"
-  done
-  for t in "${beside[@]}"; do
-    test_finish "$(basename "$t" .sh)"
-  done
+  run_lanes
 
   # The shared daemons must stop cleanly: SIGTERM -> exit 0 (docs/server-setup.md: SIGTERM finishes or releases what is in flight).
   t0=$(date +%s%N)
   why=
-  rc=0
-  itest_stop_pid "$ITEST_WORKER_PID" worker 30 || rc=$?
-  [ "$rc" -eq 0 ] || why="worker exited $rc after SIGTERM"
-  rc=0
-  itest_stop_pid "$ITEST_CONTROLLER_PID" controller 30 || rc=$?
-  [ "$rc" -eq 0 ] || why="${why:+$why; }controller exited $rc after SIGTERM"
+  for e in B A; do
+    [ "$e" = A ] || [ "${#ENV_B[@]}" -gt 0 ] || continue
+    env_load "ENV_$e"
+    rc=0
+    itest_stop_pid "$ITEST_WORKER_PID" "worker $ITEST_WORKER_NAME" 30 || rc=$?
+    [ "$rc" -eq 0 ] || why="${why:+$why; }worker $ITEST_WORKER_NAME exited $rc after SIGTERM"
+    rc=0
+    itest_stop_pid "$ITEST_CONTROLLER_PID" "controller $e" 30 || rc=$?
+    [ "$rc" -eq 0 ] || why="${why:+$why; }controller $e exited $rc after SIGTERM"
+    [ -n "$why" ] || continue
+    itest_log_tail "$ITEST_CONTROLLER_LOG" 0 30
+    itest_log_tail "$ITEST_WORKER_LOG" 0 30
+  done
   ITEST_PIDS=()
-  ITEST_WORKER_PID=
-  ITEST_CONTROLLER_PID=
+  export ITEST_WORKER_PID='' ITEST_CONTROLLER_PID=''
+  env_save ENV_A
+  ENV_B=()
   secs=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
   if [ -z "$why" ]; then
     record PASS shutdown_sigterm "$secs"
   else
-    itest_log_tail "$ITEST_CONTROLLER_LOG" 0 30
-    itest_log_tail "$ITEST_WORKER_LOG" 0 30
     record FAIL shutdown_sigterm "$secs" "$why"
   fi
-
-  # Tests that run their own sandboxd, after the shared one stopped: two at
+  # Tests that run their own sandboxd, after the shared ones stopped: two at
   # a time, each in its own cluster; then the ones that must be alone.
   if [ "${#standalone[@]}" -gt 0 ]; then
     run_pool "${ITEST_STANDALONE_JOBS:-2}" "${standalone[@]}"

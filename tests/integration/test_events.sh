@@ -5,6 +5,7 @@
 # controller and on a second one (LISTEN path), `events --follow` live and
 # across a controller restart, 400 on bad parameters, no secrets in events.
 # itest-timeout: 180
+# itest-any-env
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -9,6 +9,7 @@
 # tenant's long commands hold at most its share of a worker's executors
 # (another tenant's exec answers at once), tightened by its policy.
 # itest-timeout: 300
+# itest-any-env
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -7,6 +7,7 @@
 # oldest first and the follower is told where it resumes; only the worker
 # holding the lease may write it.
 # itest-timeout: 300
+# itest-any-env
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

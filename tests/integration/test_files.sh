@@ -18,6 +18,7 @@
 # GNU tar writes (6 GiB each) is refused 400 with nothing written and the
 # sandbox's disk use unchanged; and a gVisor sandbox's files move too.
 # itest-timeout: 240
+# itest-any-env
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -6,6 +6,7 @@
 # worker becomes lost, its running sandbox lost, and when it comes back its
 # heartbeat is told to remove the orphan. Idempotency keys replay creates.
 # itest-timeout: 180
+# itest-any-env
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -9,6 +9,7 @@
 # flag / environment / config file sources. Installs the
 # SDK with npm in tests/mcp when node_modules is missing or stale.
 # itest-timeout: 240
+# itest-any-env
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -7,6 +7,7 @@
 # id missing; a restart neither skips nor floods; a bad nats_url does not
 # stop the API.
 # itest-timeout: 150
+# itest-any-env
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -8,6 +8,7 @@
 # retention loop pruning backdated events, operations and a deleted sandbox
 # while leaving newer rows alone.
 # itest-timeout: 150
+# itest-any-env
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -4,6 +4,7 @@
 # most once a reconcile_interval_ms however many kicks come, while every
 # create is still admitted at once.
 # itest-timeout: 90
+# itest-any-env
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

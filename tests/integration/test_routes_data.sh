@@ -9,6 +9,7 @@
 # unshare, after `sandbox delete --wait` at once, after its expiry and
 # after the sandbox's TTL. Worker loss is in test_routes_worker_loss.sh.
 # itest-timeout: 300
+# itest-any-env
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

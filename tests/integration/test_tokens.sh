@@ -5,6 +5,7 @@
 # and expired tokens get 401 at once, on a second controller sharing the
 # database within a second (its remembered lookup is forgotten by NOTIFY).
 # itest-timeout: 120
+# itest-any-env
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
