@@ -106,13 +106,16 @@ record() { # record PASS|FAIL NAME SECONDS [REASON]
 # exports them again.
 ENV_VARS=(DATABASE_URL SANDBOX_URL SANDBOX_ROUTE_URL ITEST_CONTROLLER_LOG ITEST_CONTROLLER_PID ITEST_ADMIN_TOKEN
   ITEST_WORKER_NAME ITEST_WORKER_LOG ITEST_WORKER_PID ITEST_WORKER_TOKEN)
+# shellcheck disable=SC2034 # ENV_A is read through env_load's nameref
 declare -A ENV_A=() ENV_B=()
 env_save() {
+  # shellcheck disable=SC2178 # a nameref to an associative array
   local -n m=$1
   local v
-  for v in "${ENV_VARS[@]}"; do m[$v]=${!v-}; done
+  for v in "${ENV_VARS[@]}"; do m["$v"]=${!v-}; done
 }
 env_load() {
+  # shellcheck disable=SC2178 # a nameref to an associative array
   local -n m=$1
   local v
   for v in "${ENV_VARS[@]}"; do export "$v=${m[$v]-}"; done
@@ -223,6 +226,9 @@ run_one() {
   test_start "$1"
   test_finish "$(basename "$1" .sh)"
 }
+
+# run_pool JOBS TEST_FILE...: runs the tests, JOBS at a time, each recorded
+# (test_finish) as it ends.
 run_pool() {
   local jobs=$1 t n left
   shift
@@ -359,13 +365,14 @@ else
   for e in B A; do
     [ "$e" = A ] || [ "${#ENV_B[@]}" -gt 0 ] || continue
     env_load "ENV_$e"
-    rc=0
-    itest_stop_pid "$ITEST_WORKER_PID" "worker $ITEST_WORKER_NAME" 30 || rc=$?
-    [ "$rc" -eq 0 ] || why="${why:+$why; }worker $ITEST_WORKER_NAME exited $rc after SIGTERM"
-    rc=0
-    itest_stop_pid "$ITEST_CONTROLLER_PID" "controller $e" 30 || rc=$?
-    [ "$rc" -eq 0 ] || why="${why:+$why; }controller $e exited $rc after SIGTERM"
-    [ -n "$why" ] || continue
+    wrc=0
+    crc=0
+    itest_stop_pid "$ITEST_WORKER_PID" "worker $ITEST_WORKER_NAME" 30 || wrc=$?
+    [ "$wrc" -eq 0 ] || why="${why:+$why; }worker $ITEST_WORKER_NAME exited $wrc after SIGTERM"
+    itest_stop_pid "$ITEST_CONTROLLER_PID" "controller $e" 30 || crc=$?
+    [ "$crc" -eq 0 ] || why="${why:+$why; }controller $e exited $crc after SIGTERM"
+    # this environment's logs, when one of its daemons did not stop cleanly
+    [ "$wrc$crc" != 00 ] || continue
     itest_log_tail "$ITEST_CONTROLLER_LOG" 0 30
     itest_log_tail "$ITEST_WORKER_LOG" 0 30
   done
