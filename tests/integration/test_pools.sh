@@ -233,10 +233,12 @@ else
   fault_kill_worker; survivor=$w2
 fi
 itest_log "killed worker $victim; the pool refills on $survivor"
+# Counted in one query: the API's ready count and a second query apart, the
+# victim's members can be both ready (before its loss) and gone (after).
 only_on_survivor() {
-  pool_ready_is warm 2 && [ "$(fault_sql "SELECT count(*) FROM sandboxes s JOIN pools p ON p.id = s.pool_id
-    JOIN workers w ON w.id = s.worker_id WHERE p.name = 'warm' AND s.claimed_at IS NULL AND s.phase = 'running'
-    AND w.name <> '$survivor'")" = 0 ]
+  [ "$(fault_sql "SELECT count(*) FILTER (WHERE w.name = '$survivor') || ' ' || count(*) FILTER (WHERE w.name <> '$survivor')
+    FROM sandboxes s JOIN pools p ON p.id = s.pool_id JOIN workers w ON w.id = s.worker_id
+    WHERE p.name = 'warm' AND s.claimed_at IS NULL AND s.desired_state = 'running' AND s.phase = 'running'")" = "2 0" ]
 }
 itest_wait_until 90 "pool warm refilled on $survivor" only_on_survivor
 assert_exit 0 sandbox --token "$pa" create "${SPEC[@]}" --json
