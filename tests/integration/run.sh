@@ -22,7 +22,8 @@
 #   starts an extra worker (other tenants' sandboxes could land on it),
 #   fills a worker or floods the API, or asserts a latency a second test's
 #   CPU use could break.
-# - shared (no line): one at a time on A, once the parallel ones have ended.
+# - shared (no line): one at a time on A, once the parallel ones have ended;
+#   those with "# itest-waits" (mostly waiting on timeouts) first.
 # - "# itest-any-env": a shared test that leaves the host alone: it starts no
 #   Docker worker (one with the open network rebuilds that network's
 #   host-wide egress rules), needs no open network, changes no Docker state
@@ -34,9 +35,13 @@
 #   background from the first shared test to the last.
 # - "# itest-standalone": runs its own sandboxd (its own cluster, worker
 #   names and database on the run's PostgreSQL; inventories see only their
-#   own cluster's containers), after the shared daemons have stopped,
-#   ITEST_STANDALONE_JOBS at a time. With "# itest-alone" (it restarts the
-#   run's PostgreSQL) it runs last, by itself.
+#   own cluster's containers) whose workers have no open network
+#   (SANDBOX_WORKER_OPEN_NETWORK empty), ITEST_STANDALONE_JOBS at a time
+#   beside A's shared tests, once the parallel ones have ended. With
+#   "# itest-open-network" (its worker's open network rebuilds the host-wide
+#   egress rules A's tests rely on) it runs after the shared daemons have
+#   stopped; with "# itest-alone" (it restarts the run's PostgreSQL), last,
+#   by itself.
 # A failure names its test and prints its own output and the tail of its
 # environment's daemon logs since it began (which may hold a concurrent
 # test's lines too).
@@ -120,12 +125,15 @@ env_load() {
   local v
   for v in "${ENV_VARS[@]}"; do export "$v=${m[$v]-}"; done
 }
-# env_use A|B: exports environment A's or B's variables; in B the workers a
-# test starts have no open network (SANDBOX_WORKER_OPEN_NETWORK empty).
+# env_use A|B|S: exports environment A's or B's variables; in B the workers
+# a test starts have no open network (SANDBOX_WORKER_OPEN_NETWORK empty). S,
+# a standalone test's, is A's without its daemons (the test starts its own)
+# and without the open network either.
 env_use() {
-  env_load "ENV_$1"
+  env_load "ENV_${1/S/A}"
   case $1 in
     B) export SANDBOX_WORKER_OPEN_NETWORK= ;;
+    S) export ITEST_CONTROLLER_PID='' ITEST_WORKER_PID='' SANDBOX_WORKER_OPEN_NETWORK= ;;
     *) unset SANDBOX_WORKER_OPEN_NETWORK ;;
   esac
 }
@@ -253,10 +261,13 @@ run_pool() {
 # - ITEST_JOBS (default 2) slots run the itest-parallel tests on A;
 # - slot A runs the other shared tests on A once the parallel ones have
 #   ended, then itest-any-env ones;
-# - slot B runs the itest-any-env tests on B from the start.
+# - slot B runs the itest-any-env tests on B from the start;
+# - ITEST_STANDALONE_JOBS (default 2) slots run the standalone tests
+#   (environment S) once the parallel ones have ended, beside slot A: they
+#   wait on their own daemons while A's shared tests mostly wait on theirs.
 # Without B, the itest-any-env tests run on A, last.
 run_lanes() {
-  local -a pq=("${parallel[@]}") aq=("${shared[@]}") bq=("${anyenv[@]}") prun=() left=()
+  local -a pq=("${parallel[@]}") aq=("${shared[@]}") bq=("${anyenv[@]}") sq=("${standalone[@]}") prun=() srun=() left=()
   local arun='' brun='' n t
   for t in "${beside[@]}"; do
     T_BG[$(basename "$t" .sh)]=1
@@ -264,35 +275,25 @@ run_lanes() {
   done
   while :; do
     left=()
-    for n in "${prun[@]}"; do
+    for n in "${prun[@]}" "${srun[@]}"; do
       if [ -e "$ITEST_TMP/$n.rc" ]; then test_finish "$n"; else left+=("$n"); fi
     done
-    prun=("${left[@]}")
+    prun=()
+    srun=()
+    for n in "${left[@]}"; do
+      if [ "${T_ENV[$n]}" = S ]; then srun+=("$n"); else prun+=("$n"); fi
+    done
     for n in arun brun; do
       if [ -n "${!n}" ] && [ -e "$ITEST_TMP/${!n}.rc" ]; then test_finish "${!n}"; printf -v "$n" ''; fi
     done
-    while [ "${#prun[@]}" -lt "${ITEST_JOBS:-2}" ] && [ "${#pq[@]}" -gt 0 ]; do
-      test_start "${pq[0]}" A
-      prun+=("$(basename "${pq[0]}" .sh)")
-      pq=("${pq[@]:1}")
-    done
-    if [ -z "$brun" ] && [ "${#ENV_B[@]}" -gt 0 ] && [ "${#bq[@]}" -gt 0 ]; then
-      test_start "${bq[0]}" B
-      brun=$(basename "${bq[0]}" .sh)
-      bq=("${bq[@]:1}")
+    while [ "${#prun[@]}" -lt "${ITEST_JOBS:-2}" ] && lane_start pq A; do prun+=("$started"); done
+    if [ -z "$brun" ] && [ "${#ENV_B[@]}" -gt 0 ] && lane_start bq B; then brun=$started; fi
+    if [ "${#pq[@]}" -eq 0 ] && [ "${#prun[@]}" -eq 0 ]; then
+      if [ -z "$arun" ] && { lane_start aq A || lane_start bq A; }; then arun=$started; fi
+      while [ "${#srun[@]}" -lt "${ITEST_STANDALONE_JOBS:-2}" ] && lane_start sq S; do srun+=("$started"); done
     fi
-    if [ -z "$arun" ] && [ "${#pq[@]}" -eq 0 ] && [ "${#prun[@]}" -eq 0 ]; then
-      if [ "${#aq[@]}" -gt 0 ]; then
-        test_start "${aq[0]}" A
-        arun=$(basename "${aq[0]}" .sh)
-        aq=("${aq[@]:1}")
-      elif [ "${#bq[@]}" -gt 0 ]; then
-        test_start "${bq[0]}" A
-        arun=$(basename "${bq[0]}" .sh)
-        bq=("${bq[@]:1}")
-      fi
-    fi
-    if [ -z "$arun$brun" ] && [ "${#prun[@]}" -eq 0 ] && [ "$((${#pq[@]} + ${#aq[@]} + ${#bq[@]}))" -eq 0 ]; then
+    if [ -z "$arun$brun" ] && [ "$((${#prun[@]} + ${#srun[@]}))" -eq 0 ] &&
+      [ "$((${#pq[@]} + ${#aq[@]} + ${#bq[@]} + ${#sq[@]}))" -eq 0 ]; then
       break
     fi
     sleep 0.2
@@ -300,6 +301,18 @@ run_lanes() {
   for t in "${beside[@]}"; do
     test_finish "$(basename "$t" .sh)"
   done
+}
+
+# lane_start QUEUE ENV: starts the first test of the array named QUEUE in
+# environment ENV and takes it off the queue; its name in $started. 1 when
+# the queue is empty.
+lane_start() {
+  # shellcheck disable=SC2178 # a nameref to an array
+  local -n q=$1
+  [ "${#q[@]}" -gt 0 ] || return 1
+  test_start "${q[0]}" "$2"
+  started=$(basename "${q[0]}" .sh)
+  q=("${q[@]:1}")
 }
 
 # start_env_b: environment B (a database sandbox_b on the run's PostgreSQL,
@@ -325,13 +338,18 @@ if [ -z "$setup_error" ]; then itest_start_worker || setup_error="cannot start t
 env_save ENV_A
 shared=()
 anyenv=()
+waits=()
 standalone=()
+after=()
 alone=()
+started=
 beside=()
 parallel=()
 for t in "${tests[@]}"; do
   if grep -q '^# itest-standalone' "$t" && grep -q '^# itest-alone' "$t"; then
     alone+=("$t")
+  elif grep -q '^# itest-standalone' "$t" && grep -q '^# itest-open-network' "$t"; then
+    after+=("$t")
   elif grep -q '^# itest-standalone' "$t"; then
     standalone+=("$t")
   elif grep -q '^# itest-beside' "$t"; then
@@ -340,10 +358,15 @@ for t in "${tests[@]}"; do
     parallel+=("$t")
   elif grep -q '^# itest-any-env' "$t"; then
     anyenv+=("$t")
+  elif grep -q '^# itest-waits' "$t"; then
+    waits+=("$t")
   else
     shared+=("$t")
   fi
 done
+# the shared tests that mostly wait go first: beside the standalone ones,
+# which keep the CPU busy
+shared=("${waits[@]}" "${shared[@]}")
 # B only when it has tests to run and A has others beside them
 if [ -z "$setup_error" ] && [ "${ITEST_LANES:-2}" -ge 2 ] && [ "${#anyenv[@]}" -gt 0 ] &&
   [ "$((${#shared[@]} + ${#parallel[@]}))" -gt 0 ]; then
@@ -386,10 +409,11 @@ else
   else
     record FAIL shutdown_sigterm "$secs" "$why"
   fi
-  # Tests that run their own sandboxd, after the shared ones stopped: two at
-  # a time, each in its own cluster; then the ones that must be alone.
-  if [ "${#standalone[@]}" -gt 0 ]; then
-    run_pool "${ITEST_STANDALONE_JOBS:-2}" "${standalone[@]}"
+  # Standalone tests whose workers have the open network, after the shared
+  # daemons stopped: ITEST_STANDALONE_JOBS at a time, each in its own
+  # cluster; then the ones that must be alone.
+  if [ "${#after[@]}" -gt 0 ]; then
+    run_pool "${ITEST_STANDALONE_JOBS:-2}" "${after[@]}"
   fi
   for t in "${alone[@]}"; do
     run_one "$t"

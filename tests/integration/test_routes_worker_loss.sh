@@ -4,6 +4,7 @@
 # worker: 502), and once the controller declares the worker lost the
 # sandbox is lost and its route removed in the same transaction: 404, and
 # `sandbox routes --all` shows it removed.
+# itest-waits: most of it is the controller's worker timeout
 # itest-timeout: 180
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh

@@ -13,6 +13,7 @@
 # sandbox claimed once (the pool's hits counter and its pool.claimed events
 # agree with the claims), and each is deleted. Killing sandbox-sim makes the
 # controller mark the workers lost. Usage errors exit 2 with one line.
+# itest-waits: most of its minute is the controller's worker timeout
 # itest-timeout: 240
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh

@@ -7,6 +7,7 @@
 # connections do not block probes; a Docker that stops answering makes
 # /readyz 503 naming the runtime (and /healthz still 200) until it answers
 # again; a health port already in use is a start failure that says so.
+# itest-waits: most of it is heartbeats and readiness flips
 # itest-timeout: 120
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh

@@ -9,6 +9,7 @@
 # from before bindings, at its worker's next request). The worker checks a
 # container's labels before exec and delete: a runtime_ref pointing at a
 # plain container or at another sandbox's is refused with not_found.
+# itest-waits: most of its minute is heartbeat graces slept through
 # itest-timeout: 240
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
