@@ -38,10 +38,10 @@
 #   own cluster's containers) whose workers have no open network
 #   (SANDBOX_WORKER_OPEN_NETWORK empty), ITEST_STANDALONE_JOBS at a time
 #   beside A's shared tests, once the parallel ones have ended. With
-#   "# itest-open-network" (its worker's open network rebuilds the host-wide
-#   egress rules A's tests rely on) it runs after the shared daemons have
-#   stopped; with "# itest-alone" (it restarts the run's PostgreSQL), last,
-#   by itself.
+#   "# itest-after-shared" (e.g. its worker has the open network, which
+#   rebuilds the host-wide egress rules A's tests rely on) it runs after the
+#   shared daemons have stopped; with "# itest-alone" (it restarts the run's
+#   PostgreSQL), last, by itself.
 # A failure names its test and prints its own output and the tail of its
 # environment's daemon logs since it began (which may hold a concurrent
 # test's lines too).
@@ -348,7 +348,7 @@ parallel=()
 for t in "${tests[@]}"; do
   if grep -q '^# itest-standalone' "$t" && grep -q '^# itest-alone' "$t"; then
     alone+=("$t")
-  elif grep -q '^# itest-standalone' "$t" && grep -q '^# itest-open-network' "$t"; then
+  elif grep -q '^# itest-standalone' "$t" && grep -q '^# itest-after-shared' "$t"; then
     after+=("$t")
   elif grep -q '^# itest-standalone' "$t"; then
     standalone+=("$t")
@@ -409,8 +409,8 @@ else
   else
     record FAIL shutdown_sigterm "$secs" "$why"
   fi
-  # Standalone tests whose workers have the open network, after the shared
-  # daemons stopped: ITEST_STANDALONE_JOBS at a time, each in its own
+  # Standalone tests marked itest-after-shared, after the shared daemons
+  # stopped: ITEST_STANDALONE_JOBS at a time, each in its own
   # cluster; then the ones that must be alone.
   if [ "${#after[@]}" -gt 0 ]; then
     run_pool "${ITEST_STANDALONE_JOBS:-2}" "${after[@]}"

@@ -7,7 +7,7 @@
 # shows fails the test (ids, secrets and times masked; the README's ports
 # 8080/8081 become the test's own).
 # itest-standalone
-# itest-open-network: `sandboxd all` as the README runs it, with the open network
+# itest-after-shared: `sandboxd all` as the README runs it has the open network
 # itest-timeout: 420
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
