@@ -238,16 +238,12 @@ run_one() {
 # run_pool JOBS TEST_FILE...: runs the tests, JOBS at a time, each recorded
 # (test_finish) as it ends.
 run_pool() {
-  local jobs=$1 t n left
+  local jobs=$1 t
   shift
   local running=()
   for t in "$@" ''; do
     while [ "${#running[@]}" -gt 0 ] && { [ -z "$t" ] || [ "${#running[@]}" -ge "$jobs" ]; }; do
-      left=()
-      for n in "${running[@]}"; do
-        if [ -e "$ITEST_TMP/$n.rc" ]; then test_finish "$n"; else left+=("$n"); fi
-      done
-      running=("${left[@]}")
+      lane_reap running
       if [ "${#running[@]}" -gt 0 ] && { [ -z "$t" ] || [ "${#running[@]}" -ge "$jobs" ]; }; then sleep 0.2; fi
     done
     [ -n "$t" ] || break
@@ -267,22 +263,15 @@ run_pool() {
 #   wait on their own daemons while A's shared tests mostly wait on theirs.
 # Without B, the itest-any-env tests run on A, last.
 run_lanes() {
-  local -a pq=("${parallel[@]}") aq=("${shared[@]}") bq=("${anyenv[@]}") sq=("${standalone[@]}") prun=() srun=() left=()
+  local -a pq=("${parallel[@]}") aq=("${shared[@]}") bq=("${anyenv[@]}") sq=("${standalone[@]}") prun=() srun=()
   local arun='' brun='' n t
   for t in "${beside[@]}"; do
     T_BG[$(basename "$t" .sh)]=1
     test_start "$t" A
   done
   while :; do
-    left=()
-    for n in "${prun[@]}" "${srun[@]}"; do
-      if [ -e "$ITEST_TMP/$n.rc" ]; then test_finish "$n"; else left+=("$n"); fi
-    done
-    prun=()
-    srun=()
-    for n in "${left[@]}"; do
-      if [ "${T_ENV[$n]}" = S ]; then srun+=("$n"); else prun+=("$n"); fi
-    done
+    lane_reap prun
+    lane_reap srun
     for n in arun brun; do
       if [ -n "${!n}" ] && [ -e "$ITEST_TMP/${!n}.rc" ]; then test_finish "${!n}"; printf -v "$n" ''; fi
     done
@@ -301,6 +290,18 @@ run_lanes() {
   for t in "${beside[@]}"; do
     test_finish "$(basename "$t" .sh)"
   done
+}
+
+# lane_reap RUNNING: records (test_finish) the tests of the array named
+# RUNNING that have ended and takes them off it.
+lane_reap() {
+  # shellcheck disable=SC2178 # a nameref to an array
+  local -n r=$1
+  local n left=()
+  for n in "${r[@]}"; do
+    if [ -e "$ITEST_TMP/$n.rc" ]; then test_finish "$n"; else left+=("$n"); fi
+  done
+  r=("${left[@]}")
 }
 
 # lane_start QUEUE ENV: starts the first test of the array named QUEUE in
