@@ -314,11 +314,19 @@ itest_busybox_image() {
   sbx_base_image "$ITEST_IMAGE" || { itest_log "cannot build $ITEST_IMAGE (see above)"; return 1; }
 }
 
-# Starts a private PostgreSQL cluster (as the postgres user when root) on a
-# free 127.0.0.1 port with trust auth; creates database sandbox and exports
-# DATABASE_URL.
+# Starts the run's PostgreSQL cluster (itest_pg_cluster in ITEST_TMP/pg,
+# ITEST_PG_DATA: stopped by itest_cleanup).
 itest_start_postgres() {
-  local bin port dir
+  ITEST_PG_DATA="$ITEST_TMP/pg/data"
+  itest_pg_cluster "$ITEST_TMP/pg"
+}
+
+# itest_pg_cluster DIR: starts a private PostgreSQL cluster in DIR (as the
+# postgres user when root; DIR's parent must let it in) on a free 127.0.0.1
+# port with trust auth; creates database sandbox and exports DATABASE_URL.
+# Its caller stops it: itest_as_pg "$ITEST_PGBIN/pg_ctl" stop -D DIR/data.
+itest_pg_cluster() {
+  local bin port dir=$1
   bin=$(find /usr/lib/postgresql -maxdepth 3 -path '*/bin/initdb' 2>/dev/null | sort -V | tail -n 1)
   [ -n "$bin" ] || { itest_log "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb; apt-get install postgresql-15)"; return 1; }
   ITEST_PGBIN=$(dirname "$bin")
@@ -327,7 +335,6 @@ itest_start_postgres() {
     itest_log "running as root but system user $ITEST_PGUSER does not exist (initdb refuses root)"
     return 1
   fi
-  dir="$ITEST_TMP/pg"
   mkdir -p "$dir/run"
   if [ "$(id -u)" -eq 0 ]; then
     chown -R "$ITEST_PGUSER:" "$dir"
@@ -344,7 +351,6 @@ fsync = off
 synchronous_commit = off
 full_page_writes = off
 EOF
-  ITEST_PG_DATA="$dir/data"
   itest_as_pg "$ITEST_PGBIN/pg_ctl" start -D "$dir/data" -l "$dir/postgres.log" -w -t 60 >/dev/null \
     || { itest_log_tail "$dir/postgres.log" 0 20; itest_log "pg_ctl start failed"; return 1; }
   "$ITEST_PGBIN/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -d postgres -c 'CREATE DATABASE sandbox' \

@@ -24,13 +24,14 @@
 #   CPU use could break.
 # - shared (no line): one at a time on A, once the parallel ones have ended;
 #   those with "# itest-waits" (mostly waiting on timeouts) first.
-# - "# itest-any-env": a shared test that leaves the host alone: it starts no
-#   Docker worker (one with the open network rebuilds that network's
-#   host-wide egress rules), needs no open network, changes no Docker state
-#   but its own containers and images, and asserts no latency a busy host
-#   could break (budgets of seconds, not milliseconds). One at a time on B
-#   from the start (beside the parallel ones), and on A once A's shared
-#   tests are done.
+# - "# itest-any-env": a shared test that leaves the host alone: a Docker
+#   worker it starts takes SANDBOX_WORKER_OPEN_NETWORK from the environment
+#   (empty on B: one with the open network rebuilds that network's host-wide
+#   egress rules), it needs no open network, changes no Docker state but its
+#   own containers and images, and asserts no latency a busy host could
+#   break (budgets of seconds, not milliseconds). One at a time on B from
+#   the start (beside the parallel ones), and on A once A's shared tests are
+#   done.
 # - "# itest-beside": mostly waits, in a tenant of its own; on A in the
 #   background from the first shared test to the last.
 # - "# itest-standalone": runs its own sandboxd (its own cluster, worker
@@ -40,8 +41,8 @@
 #   beside A's shared tests, once the parallel ones have ended. With
 #   "# itest-after-shared" (e.g. its worker has the open network, which
 #   rebuilds the host-wide egress rules A's tests rely on) it runs after the
-#   shared daemons have stopped; with "# itest-alone" (it restarts the run's
-#   PostgreSQL), last, by itself.
+#   shared daemons have stopped. (A test that restarts PostgreSQL restarts a
+#   cluster of its own: itest_pg_cluster.)
 # A failure names its test and prints its own output and the tail of its
 # environment's daemon logs since it began (which may hold a concurrent
 # test's lines too).
@@ -91,6 +92,7 @@ trap 'exit 130' INT TERM
 passed=0
 failed=0
 results=()
+RUN_T0=$(date +%s%N)
 record() { # record PASS|FAIL NAME SECONDS [REASON]
   local line
   line=$(printf '%-4s %-28s %6ss%s' "$1" "$2" "$3" "${4:+  ($4)}")
@@ -160,8 +162,10 @@ test_start() {
   T_WOFF[$name]=$(itest_file_size "$ITEST_WORKER_LOG")
   T_TMO[$name]=$tmo
   rm -f "$ITEST_TMP/$name.failed"
-  echo "=== RUN  $name (limit ${tmo}s, environment $env)"
   T_T0[$name]=$(date +%s%N)
+  # when it started, in seconds from the runner's start: how a run's
+  # schedule can be read again from its output
+  echo "=== RUN  $name (limit ${tmo}s, environment $env, at $(((T_T0[$name] - RUN_T0) / 1000000000))s)"
   # Into a file, not a pipe: a background process the test left with its
   # stdout (a sleep feeding a stdin, killed by its own timeout) does not
   # hold the runner until it ends.
@@ -228,11 +232,6 @@ test_finish() {
       fi
     } >>"$ITEST_DIGEST" 2>/dev/null || true
   fi
-}
-
-run_one() {
-  test_start "$1"
-  test_finish "$(basename "$1" .sh)"
 }
 
 # run_pool JOBS TEST_FILE...: runs the tests, JOBS at a time, each recorded
@@ -342,14 +341,11 @@ anyenv=()
 waits=()
 standalone=()
 after=()
-alone=()
 started=
 beside=()
 parallel=()
 for t in "${tests[@]}"; do
-  if grep -q '^# itest-standalone' "$t" && grep -q '^# itest-alone' "$t"; then
-    alone+=("$t")
-  elif grep -q '^# itest-standalone' "$t" && grep -q '^# itest-after-shared' "$t"; then
+  if grep -q '^# itest-standalone' "$t" && grep -q '^# itest-after-shared' "$t"; then
     after+=("$t")
   elif grep -q '^# itest-standalone' "$t"; then
     standalone+=("$t")
@@ -411,14 +407,10 @@ else
     record FAIL shutdown_sigterm "$secs" "$why"
   fi
   # Standalone tests marked itest-after-shared, after the shared daemons
-  # stopped: ITEST_STANDALONE_JOBS at a time, each in its own
-  # cluster; then the ones that must be alone.
+  # stopped: ITEST_STANDALONE_JOBS at a time, each in its own cluster.
   if [ "${#after[@]}" -gt 0 ]; then
     run_pool "${ITEST_STANDALONE_JOBS:-2}" "${after[@]}"
   fi
-  for t in "${alone[@]}"; do
-    run_one "$t"
-  done
 fi
 
 itest_cleanup

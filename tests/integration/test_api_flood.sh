@@ -8,6 +8,7 @@
 # (503 + Retry-After), a minimum body rate, accept() back-off. The test runs
 # controllers of its own (small caps and deadlines) on the run's database;
 # clients are on loopback only (127.0.0.1 .. 127.0.0.9).
+# itest-any-env
 # itest-timeout: 300
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Draining a worker: no new placements on it, its sandboxes keep running and
 # answer exec; resuming it places what waited. Workers are admin-only.
+# itest-any-env
 # itest-timeout: 120
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh

@@ -2,16 +2,19 @@
 # Fault injection: restart PostgreSQL (pg_ctl restart -m fast) in the middle of
 # a burst, then stop it for a few seconds (API calls answer 503 at once);
 # controller and worker reconnect and lose nothing.
+# The PostgreSQL it restarts is a cluster of its own, so that it runs beside
+# the other standalone tests, whose databases are on the run's.
 # itest-timeout: 600
 # itest-standalone
-# itest-alone: it restarts the run's PostgreSQL, where the other standalone tests' databases are
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/integration/fault/lib.sh
 . "$(dirname "$0")/fault/lib.sh"
 itest_begin
-trap 'rc=$?; fault_teardown; itest_end $rc' EXIT
+pgdir="$ITEST_TMP/pg-restart-$$"
+trap 'rc=$?; fault_teardown; itest_as_pg "$ITEST_PGBIN/pg_ctl" stop -D "$pgdir/data" -m immediate -w -t 60 >/dev/null 2>&1; itest_end $rc' EXIT
+itest_pg_cluster "$pgdir" || fail "cannot start a PostgreSQL cluster of this test's own in $pgdir"
 
 fault_setup postgres_restart 1
 fault_burst_start

@@ -6,6 +6,7 @@
 # worker; a selector restricts the choice; a full worker is filtered with
 # its numbers; the spread penalty moves a tenant's next sandbox; a draining
 # worker is filtered; every decision is explained by `sandbox get`.
+# itest-any-env
 # itest-timeout: 240
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
