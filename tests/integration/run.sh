@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every tests/integration/test_*.sh against one environment set up here
 # (PostgreSQL, dockerd, controller, worker), each under a time limit; prints
-# PASS/FAIL per test and "N passed, N failed" as the last line.
+# PASS/FAIL per test (its time, and the CPU time of the processes it ran and
+# waited for) and "N passed, N failed" as the last line.
 # Usage: tests/integration/run.sh BUILD_DIR [TEST_NAME...]
 # Env: ITEST_TIMEOUT (default per-test limit, seconds; a test may set its own
 #      with a "# itest-timeout: N" line, capped by ITEST_MAX_TIMEOUT, default
@@ -93,9 +94,9 @@ passed=0
 failed=0
 results=()
 RUN_T0=$(date +%s%N)
-record() { # record PASS|FAIL NAME SECONDS [REASON]
+record() { # record PASS|FAIL NAME SECONDS [REASON [CPU_SECONDS]]
   local line
-  line=$(printf '%-4s %-28s %6ss%s' "$1" "$2" "$3" "${4:+  ($4)}")
+  line=$(printf '%-4s %-28s %6ss%s%s' "$1" "$2" "$3" "${5:+  cpu ${5}s}" "${4:+  ($4)}")
   results+=("$line")
   echo "$line"
   if [ "$1" = PASS ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
@@ -175,6 +176,9 @@ test_start() {
     rc=0
     ITEST_TRACE_FILE="$ITEST_TMP/$name.trace" ITEST_FAIL_MARKER="$ITEST_TMP/$name.failed" \
       timeout --kill-after=15 "$tmo" bash "$t" </dev/null >"$ITEST_TMP/$name.out" 2>&1 || rc=$?
+    # the CPU time of what the test ran and waited for (not the shared
+    # daemons', not its containers'): what makes a run CPU-bound
+    times >"$ITEST_TMP/$name.times"
     echo "$rc" >"$ITEST_TMP/$name.rc"
     exit "$rc"
   ) &
@@ -182,9 +186,16 @@ test_start() {
 }
 
 test_finish() {
-  local name=$1 rc=0 secs why='' left='' i coff woff
+  local name=$1 rc=0 secs why='' left='' i coff woff cpu
   local trace="$ITEST_TMP/$name.trace" marker="$ITEST_TMP/$name.failed"
-  wait "${T_PID[$name]}" || rc=$?
+  # The exit status is the one the test's subshell wrote, not wait's: a run
+  # goes through pid_max's 32768 pids, and once a later child of this shell
+  # takes an ended test's pid, bash drops that test's status and `wait`
+  # answers 127 (a beside test's pass was once recorded as exit 127)
+  wait "${T_PID[$name]}" 2>/dev/null || true
+  while [ ! -e "$ITEST_TMP/$name.rc" ] && kill -0 "${T_PID[$name]}" 2>/dev/null; do sleep 0.2; done
+  rc=$(cat "$ITEST_TMP/$name.rc" 2>/dev/null) || rc=
+  [ -n "$rc" ] || { rc=1; why="its runner subshell ended without an exit status"; }
   env_use "${T_ENV[$name]}"
   coff=${T_COFF[$name]}
   woff=${T_WOFF[$name]}
@@ -213,8 +224,11 @@ test_finish() {
     why="${why:+$why; }left $(wc -l <<<"$left") process(es) running: $(head -n 1 <<<"$left" | cut -c1-80)"
     [ "$rc" -ne 0 ] || rc=1
   fi
+  # user + system seconds of its children (the second line of `times`)
+  cpu=$(awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); t += p[1] * 60 + p[2] } printf "%.1f", t }' \
+    "$ITEST_TMP/$name.times" 2>/dev/null)
   if [ "$rc" -eq 0 ]; then
-    record PASS "$name" "$secs"
+    record PASS "$name" "$secs" "" "$cpu"
     return 0
   fi
   itest_log_tail "$trace" 0 25
@@ -222,7 +236,7 @@ test_finish() {
     itest_log_tail "$ITEST_CONTROLLER_LOG" "$coff" 60
     itest_log_tail "$ITEST_WORKER_LOG" "$woff" 60
   fi
-  record FAIL "$name" "$secs" "$why"
+  record FAIL "$name" "$secs" "$why" "$cpu"
   if [ -n "${ITEST_DIGEST:-}" ]; then
     {
       tail -n 30 "$ITEST_TMP/$name.out"
