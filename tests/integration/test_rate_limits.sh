@@ -187,22 +187,30 @@ kill -0 "$cpid" || fail "the controller died after clients hung up on held 429s"
 # ---- 2. operations: A's creates beyond its rate get 429, B's create is accepted
 sleep 2 # A2's and B's request buckets are full anyway; A's operation bucket too
 create='{"image":"busybox:latest","cpu_millis":100,"memory_mib":32}'
+# at_once N NAME CMD...: N copies of CMD started together (one after
+# another, a busy host spaces them past the refill of one a second, and
+# every one gets a token): ITEST_TMP/NAME-I.out, .err and .rc.
+at_once() {
+  local n=$1 name=$2 i pids=()
+  shift 2
+  for ((i = 1; i <= n; i++)); do
+    (
+      rc=0
+      "$@" >"$ITEST_TMP/$name-$i.out" 2>"$ITEST_TMP/$name-$i.err" || rc=$?
+      echo "$rc" >"$ITEST_TMP/$name-$i.rc"
+    ) &
+    pids+=("$!")
+  done
+  wait "${pids[@]}" || true
+}
 n202=0 n429=0
-# six at once (one after another, a busy host spaced them past the refill
-# of one a second: each got a token)
-pids=()
 t0=$(date +%s%N)
-for i in 1 2 3 4 5 6; do
-  curl -s -o "$ITEST_TMP/rate-create-$i.json" -w '%{http_code}' --max-time 60 -H 'Expect:' \
-    -H "Authorization: Bearer $tok_a2" -H 'Content-Type: application/json' --data-binary "$create" \
-    "$SANDBOX_URL/v1/sandboxes" >"$ITEST_TMP/rate-create-$i.code" &
-  pids+=("$!")
-done
-wait "${pids[@]}" || true
+at_once 6 rate-create curl -s --max-time 60 -w '\n%{http_code}' -H 'Expect:' -H "Authorization: Bearer $tok_a2" \
+  -H 'Content-Type: application/json' --data-binary "$create" "$SANDBOX_URL/v1/sandboxes"
 refills=$((($(date +%s%N) - t0 + 999999999) / 1000000000))
 for i in 1 2 3 4 5 6; do
-  HTTP_STATUS=$(cat "$ITEST_TMP/rate-create-$i.code")
-  HTTP_BODY=$(cat "$ITEST_TMP/rate-create-$i.json")
+  HTTP_STATUS=$(tail -n 1 "$ITEST_TMP/rate-create-$i.out")
+  HTTP_BODY=$(sed '$d' "$ITEST_TMP/rate-create-$i.out")
   case "$HTTP_STATUS" in
     202) n202=$((n202 + 1)) ;;
     429)
@@ -218,34 +226,42 @@ done
 [ "$n202" -ge 2 ] && [ "$n202" -le $((2 + refills)) ] ||
   fail "A's creates accepted: expected the burst of 2 (and at most $refills refilled in their ${refills}s), got $n202"
 [ "$n429" -ge 1 ] || fail "A's creates refused: expected at least 1 of 6, got $n429 (they took ${refills}s)"
-# the CLI names it and exits 3 (an API error: retry later); on a busy host
-# the bucket may have refilled meanwhile: a create that passes uses it up
-for _ in 1 2 3 4; do
-  rc=0
-  SANDBOX_TOKEN=$tok_a2 "$SANDBOX_CLI" create --image busybox:latest --cpu-millis 100 --memory-mib 32 \
-    >/dev/null 2>"$ITEST_TMP/rate-cli.err" || rc=$?
-  [ "$rc" -eq 0 ] || break
+# the CLI names it and exits 3 (an API error: retry later); a create that
+# a refill let through exits 0
+at_once 4 rate-cli env SANDBOX_TOKEN="$tok_a2" "$SANDBOX_CLI" create --image busybox:latest --cpu-millis 100 \
+  --memory-mib 32
+refused=
+for i in 1 2 3 4; do
+  case $(cat "$ITEST_TMP/rate-cli-$i.rc") in
+    0) ;;
+    3) refused=$i ;;
+    *) fail "a CLI create past A's operation rate exited $(cat "$ITEST_TMP/rate-cli-$i.rc"): $(cat "$ITEST_TMP/rate-cli-$i.err")" ;;
+  esac
 done
-assert_eq 3 "$rc" "the CLI's exit code past A's operation rate ($(cat "$ITEST_TMP/rate-cli.err"))"
-assert_contains "$(cat "$ITEST_TMP/rate-cli.err")" "rate_limited" "the CLI's refusal"
+[ -n "$refused" ] || fail "none of 4 CLI creates at once past A's operation rate exited 3"
+assert_contains "$(cat "$ITEST_TMP/rate-cli-$refused.err")" "rate_limited" "the CLI's refusal"
 # another tenant is not held back by A
 itest_http POST /v1/sandboxes "$tok_b" "$create"
 assert_http 202 "" "B's create while A is over its operation rate"
-# an exec is an operation too (counted before the sandbox is looked at)
-# (404 for this made-up sandbox when a refill let it through: then again)
-for _ in 1 2 3 4; do
-  itest_http POST "/v1/sandboxes/sbx_aaaaaaaaaaaaaaaaaaaaaaaaaa/exec" "$tok_a2" '{"argv":["true"]}'
-  [ "$HTTP_STATUS" = 404 ] || break
+# an exec is an operation too (counted before the sandbox is looked at; 404
+# for this made-up sandbox when a refill let it through)
+at_once 4 rate-exec curl -s --max-time 60 -w '\n%{http_code}' -H "Authorization: Bearer $tok_a2" \
+  -H 'Content-Type: application/json' --data-binary '{"argv":["true"]}' \
+  "$SANDBOX_URL/v1/sandboxes/sbx_aaaaaaaaaaaaaaaaaaaaaaaaaa/exec"
+n429=0
+for i in 1 2 3 4; do
+  HTTP_STATUS=$(tail -n 1 "$ITEST_TMP/rate-exec-$i.out")
+  HTTP_BODY=$(sed '$d' "$ITEST_TMP/rate-exec-$i.out")
+  case $HTTP_STATUS in
+    404) ;;
+    *) n429=$((n429 + 1)); assert_http 429 rate_limited "A's exec past its operation rate" ;;
+  esac
 done
-assert_http 429 rate_limited "A's exec past its operation rate"
-# after Retry-After, A is accepted again (a held 429 lets the bucket refill
-# meanwhile, so a create may pass before one is refused)
-for _ in 1 2 3 4; do
-  ra=$(curl -s -o /dev/null -D - --max-time 10 -X POST -H "Authorization: Bearer $tok_a2" \
-    -H 'Content-Type: application/json' --data-binary "$create" "$SANDBOX_URL/v1/sandboxes" \
-    | tr -d '\r' | sed -n 's/^[Rr]etry-[Aa]fter: *//p')
-  [ -z "$ra" ] || break
-done
+[ "$n429" -ge 1 ] || fail "none of 4 execs at once past A's operation rate was refused (429)"
+# after Retry-After, A is accepted again
+at_once 4 rate-ra curl -s -o /dev/null -D - --max-time 60 -X POST -H "Authorization: Bearer $tok_a2" \
+  -H 'Content-Type: application/json' --data-binary "$create" "$SANDBOX_URL/v1/sandboxes"
+ra=$(cat "$ITEST_TMP"/rate-ra-[1-4].out | tr -d '\r' | sed -n 's/^[Rr]etry-[Aa]fter: *//p' | sort -n | tail -n 1)
 assert_match "$ra" '^[1-9][0-9]*$' "Retry-After of an operation 429"
 sleep "$ra"
 itest_http POST /v1/sandboxes "$tok_a2" "$create"
