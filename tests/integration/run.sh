@@ -191,8 +191,9 @@ test_finish() {
   # The exit status is the one the test's subshell wrote, not wait's: a run
   # goes through pid_max's 32768 pids, and once a later child of this shell
   # takes an ended test's pid, bash drops that test's status and `wait`
-  # answers 127 (a beside test's pass was once recorded as exit 127)
-  wait "${T_PID[$name]}" 2>/dev/null || true
+  # answers 127 (a beside test's pass was once recorded as exit 127), or
+  # waits for that other child. So wait only for a test still running.
+  [ -e "$ITEST_TMP/$name.rc" ] || wait "${T_PID[$name]}" 2>/dev/null || true
   while [ ! -e "$ITEST_TMP/$name.rc" ] && kill -0 "${T_PID[$name]}" 2>/dev/null; do sleep 0.2; done
   rc=$(cat "$ITEST_TMP/$name.rc" 2>/dev/null) || rc=
   [ -n "$rc" ] || { rc=1; why="its runner subshell ended without an exit status"; }

@@ -8,6 +8,7 @@
 # back in the operation's error; a worker without the setting refuses the
 # pull itself; a tenant policy only narrows the server's list.
 # Traffic goes only to the test's own listener on 127.0.0.1.
+# itest-any-env
 # itest-timeout: 240
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh

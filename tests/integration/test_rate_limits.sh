@@ -153,6 +153,10 @@ def call():
     return out
 res = {"burst": [call()["status"] for _ in range(10)]}
 res["first"] = call()          # refused at once, told to come back in 1 s
+res["refilled"] = 0            # (unless a busy host's slow calls let the
+while res["first"]["status"] == 200 and res["refilled"] < 40:  # bucket refill)
+    res["refilled"] += 1
+    res["first"] = call()
 res["again"] = call()          # back at once: held until that second ends
 time.sleep(int(res["again"]["retry_after"] or 1))
 res["waited"] = call()         # back when told: answered, not held
@@ -172,7 +176,7 @@ PY
 h=$("$py" "$hold" "$cport" "$tok_a3")
 itest_log "hold: $h"
 assert_eq "[200, 200, 200, 200, 200, 200, 200, 200, 200, 200]" "$(itest_json "$h" burst)" "the burst of 10"
-assert_eq 429 "$(itest_json "$h" first.status)" "the first request past the burst"
+assert_eq 429 "$(itest_json "$h" first.status)" "the first request past the burst (and its refills: $(itest_json "$h" refilled))"
 [ "$(itest_json "$h" first.ms)" -lt 500 ] || fail "the first 429 was held: $h"
 assert_eq 429 "$(itest_json "$h" again.status)" "a request at once after a 429"
 assert_eq rate_limited "$(itest_json "$h" again.code)" "a held 429's error code"
