@@ -175,6 +175,14 @@ int store_pool_delete(PGconn *c, const store_limits_t *lim, const char *scope, c
     const char *q[] = { pool_id };
     if (store__fetch_one(c, &store__t_pool, POOL_FROM "WHERE p.id = $1", 1, q, &pool) < 0)
         goto db_fail;
+    /* Every sandbox row that names the pool, claimed or gone too, locked
+     * in id order before any other (docs/architecture.md "Lock order"):
+     * the DELETE below sets each one's pool_id to NULL, and leaving the
+     * claimed ones to that cascade, after the unclaimed ones, deadlocked
+     * with a transaction that held a claimed member's row and went on to
+     * release an unclaimed one's allocation. */
+    if (db_run(c, "SELECT 1 FROM sandboxes WHERE pool_id = $1 ORDER BY id FOR UPDATE", 1, q) < 0)
+        goto db_fail;
     PGresult *r = db_exec(c, "SELECT id FROM sandboxes WHERE pool_id = $1 AND claimed_at IS NULL "
                              "AND desired_state = 'running' AND phase NOT IN ('deleted', 'failed', 'lost') "
                              "ORDER BY id FOR UPDATE",
