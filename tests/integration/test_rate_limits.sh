@@ -207,14 +207,19 @@ at_once() {
   done
   wait "${pids[@]}" || true
 }
+# answer_of NAME I: HTTP_STATUS and HTTP_BODY of at_once's copy I of a curl
+# run with -w '\n%{http_code}' (so that assert_http reads them)
+answer_of() {
+  HTTP_STATUS=$(tail -n 1 "$ITEST_TMP/$1-$2.out")
+  HTTP_BODY=$(sed '$d' "$ITEST_TMP/$1-$2.out")
+}
 n202=0 n429=0
 t0=$(date +%s%N)
 at_once 6 rate-create curl -s --max-time 60 -w '\n%{http_code}' -H 'Expect:' -H "Authorization: Bearer $tok_a2" \
   -H 'Content-Type: application/json' --data-binary "$create" "$SANDBOX_URL/v1/sandboxes"
 refills=$((($(date +%s%N) - t0 + 999999999) / 1000000000))
 for i in 1 2 3 4 5 6; do
-  HTTP_STATUS=$(tail -n 1 "$ITEST_TMP/rate-create-$i.out")
-  HTTP_BODY=$(sed '$d' "$ITEST_TMP/rate-create-$i.out")
+  answer_of rate-create "$i"
   case "$HTTP_STATUS" in
     202) n202=$((n202 + 1)) ;;
     429)
@@ -254,8 +259,7 @@ at_once 4 rate-exec curl -s --max-time 60 -w '\n%{http_code}' -H "Authorization:
   "$SANDBOX_URL/v1/sandboxes/sbx_aaaaaaaaaaaaaaaaaaaaaaaaaa/exec"
 n429=0
 for i in 1 2 3 4; do
-  HTTP_STATUS=$(tail -n 1 "$ITEST_TMP/rate-exec-$i.out")
-  HTTP_BODY=$(sed '$d' "$ITEST_TMP/rate-exec-$i.out")
+  answer_of rate-exec "$i"
   case $HTTP_STATUS in
     404) ;;
     *) n429=$((n429 + 1)); assert_http 429 rate_limited "A's exec past its operation rate" ;;
