@@ -659,6 +659,9 @@ int api_data_source(req_t *rq, const char *id, const char *what, logs_source_t *
         http_reply_error(rq, API_CONFLICT, "sandbox %s is %s: %s only while it is running", id, src->phase, what);
     } else if (!src->worker_id[0] || strcmp(src->worker_state, "lost") == 0) {
         http_reply_error(rq, API_UNAVAILABLE, "the worker running sandbox %s is lost", id);
+    } else if (src->unreachable[0]) {
+        http_reply_error(rq, API_UNAVAILABLE, "sandbox %s: %s only while its worker answers, and %s; retry once it "
+                         "is back", id, what, src->unreachable);
     } else if (!src->worker_address[0] || !src->worker_token_hash[0]) {
         http_reply_error(rq, API_UNAVAILABLE, "the worker running sandbox %s has no forwarder address", id);
     } else {

@@ -637,6 +637,11 @@ void api_sandbox_logs(req_t *rq, const char *id)
         http_reply_error(rq, API_UNAVAILABLE, "the worker running sandbox %s is lost", id);
         goto cleanup;
     }
+    if (src.unreachable[0]) {
+        http_reply_error(rq, API_UNAVAILABLE, "cannot read the logs of sandbox %s now: %s; retry once it is back",
+                         id, src.unreachable);
+        goto cleanup;
+    }
     if (!src.worker_address[0] || !src.worker_token_hash[0]) {
         http_reply_error(rq, API_UNAVAILABLE, "the worker running sandbox %s has no forwarder address", id);
         goto cleanup;

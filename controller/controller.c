@@ -86,6 +86,10 @@ static int controller_read_limits(controller_t *ctl, const cfg_t *cfg, char *err
 {
     ctl->lim.lease_seconds = cfg_int(cfg, CFG_LEASE_SECONDS);
     ctl->lim.worker_timeout_seconds = cfg_int(cfg, CFG_WORKER_TIMEOUT_SECONDS);
+    /* unreachable first, lost after the grace: never lost before unreachable */
+    ctl->lim.worker_lost_after_seconds = cfg_int(cfg, CFG_WORKER_LOST_AFTER_SECONDS);
+    if (ctl->lim.worker_lost_after_seconds < ctl->lim.worker_timeout_seconds)
+        ctl->lim.worker_lost_after_seconds = ctl->lim.worker_timeout_seconds;
     ctl->lim.max_attempts = cfg_int(cfg, CFG_MAX_ATTEMPTS);
     ctl->lim.deadline_seconds = cfg_int(cfg, CFG_OPERATION_DEADLINE_SECONDS);
     ctl->lim.exec_output_default = cfg_int(cfg, CFG_EXEC_OUTPUT_DEFAULT_BYTES);

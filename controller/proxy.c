@@ -458,6 +458,14 @@ static void handle_head(pconn_t *pc, char *buf, size_t len)
         }
     }
     char grant[GRANT_MAX];
+    if (t.unreachable[0]) {
+        /* the reason alone: a public route's callers learn no worker name */
+        char msg[160];
+        snprintf(msg, sizeof msg, "the sandbox behind this route is unreachable for now (its worker: %s); retry "
+                 "shortly", t.unreachable);
+        proxy_conn_answer_error(pc, API_UNAVAILABLE, "Retry-After: 10\r\n", msg);
+        return;
+    }
     if (!t.worker_address[0] || !t.worker_token_hash[0]) {
         proxy_conn_answer_error(pc, API_BAD_GATEWAY, NULL, "the worker running this sandbox does not forward routes");
         return;

@@ -160,7 +160,8 @@ static int reconcile_pass(struct reconcile *r)
         r->healthy_since_ms = time_mono_ms();
     int64_t healthy_ms = time_mono_ms() - r->healthy_since_ms;
     /* After an outage, give workers a worker timeout to be heard again
-     * before calling them lost, and two heartbeats to renew their leases
+     * before calling them unreachable (the grace before lost then counts
+     * in full from that moment), and two heartbeats to renew their leases
      * before expiring them. */
     bool judge_workers = healthy_ms >= ctl->lim.worker_timeout_seconds * 1000;
     bool judge_leases = healthy_ms >= ctl->lim.heartbeat_seconds * 2000;

@@ -34,6 +34,7 @@ typedef struct auth_info {
 typedef struct store_limits {
     int64_t lease_seconds;
     int64_t worker_timeout_seconds;
+    int64_t worker_lost_after_seconds; /* >= worker_timeout_seconds */
     int64_t max_attempts;
     int64_t deadline_seconds;
     int64_t exec_output_default;
@@ -380,13 +381,26 @@ typedef struct route_target {
     char worker_address[256];              /* "" when the worker forwards no routes */
     char worker_token_hash[TOKEN_HASH_HEX]; /* signs grants; "" when unknown or revoked */
     int64_t max_worker_connections;        /* its tenant policy's (0: unset) */
+    char unreachable[32];                  /* its worker is unreachable: why ("restarting", "no heartbeat"),
+                                            * else "" */
 } route_target_t;
 /* The active, unexpired route `name` whose sandbox is running on a worker
  * that is not lost: 0, or SBX_ENOTFOUND, or SBX_EDB. */
 int store_route_target(PGconn *c, const char *name, route_target_t *ret);
 /* ret_flags[i]: route names[i] is still active and unexpired. */
 int store_routes_alive(PGconn *c, const char *const *names, int n, bool *ret_flags);
+/* Workers silent for worker_timeout_seconds: unreachable (their sandboxes
+ * stay running, shown unreachable, with their capacity); unreachable past
+ * their lost_at (worker_lost_after_seconds): lost, their running sandboxes
+ * lost and their capacity released. */
 int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_changed);
+/* When worker_id is unreachable: 1, and ret says so, for a message ("its
+ * worker W is unreachable (restarting since T; its sandboxes are lost at
+ * T2 unless it returns)"); 0 when it is not; SBX_EDB. */
+int store_worker_unreachable(PGconn *c, const char *worker_id, char *ret, size_t len);
+/* A worker's last heartbeat said it stopped (it restarts): unreachable now,
+ * the grace counted from now. 0 or SBX_EDB. */
+int store_worker_stopped(PGconn *c, const store_limits_t *lim, const char *worker_id);
 /* Sandboxes that should be gone whose last delete failed: a new delete. */
 int store_retry_deletes(PGconn *c, const store_limits_t *lim, int *ret_changed);
 
@@ -395,6 +409,7 @@ typedef struct logs_source {
     char phase[24];
     char worker_id[SBX_ID_MAX];            /* "" when never placed */
     char worker_state[16];
+    char unreachable[400];                 /* worker_state unreachable: why and since when (else "") */
     char worker_address[256];              /* "" when the worker forwards nothing */
     char worker_token_hash[TOKEN_HASH_HEX]; /* signs grants; "" when unknown or revoked */
     char *output_tail;                     /* malloc'd; NULL when none was kept */

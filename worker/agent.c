@@ -653,20 +653,41 @@ void agent_stop(agent_t *a)
     if (a->poller_started)
         pthread_join(a->poller, NULL);
     a->poller_started = false;
-    /* ... and the controller knows: nothing new is placed here meanwhile. */
-    agent_heartbeat_stopping(a);
-
-    /* 2. Assignments not started yet are left to their lease expiry; the
-     * ones running finish, within a grace period after which the runtime
-     * gives up (an exec is killed and reported failed). */
+    /* 2. Assignments taken but not started go back (no executor can start
+     * them once they are out of the queue): an exec or a delete waits for
+     * this worker's return, a create goes elsewhere. */
+    json_object *unstarted = json_object_new_array();
     pthread_mutex_lock(&a->mu);
-    if (a->qlen)
-        log_warn(AGENT_COMPONENT, "stopping: left %zu queued assignments to their lease expiry", a->qlen);
     while (a->qlen) {
-        json_object_put(a->queue[a->qhead]);
+        json_object *job = a->queue[a->qhead], *u = json_object_new_object();
+        const char *op_id = jsonx_get_str(job, "operation_id");
+        int64_t attempt = 0;
+        jsonx_get_int(job, "attempt", &attempt);
+        jsonx_add_str(u, "operation_id", op_id);
+        jsonx_add_int(u, "attempt", attempt);
+        json_object_array_add(unstarted, u);
+        for (size_t i = 0; op_id && i < a->nheld; i++)
+            if (strcmp(a->held[i], op_id) == 0) {
+                memmove(a->held[i], a->held[a->nheld - 1], SBX_ID_MAX);
+                a->nheld--;
+                break;
+            }
+        json_object_put(job);
         a->qhead = (a->qhead + 1) % a->qcap;
         a->qlen--;
     }
+    pthread_mutex_unlock(&a->mu);
+    if (json_object_array_length(unstarted))
+        log_info(AGENT_COMPONENT, "stopping: giving back %zu assignments not started",
+                 json_object_array_length(unstarted));
+    /* ... and the controller knows: nothing new is placed here meanwhile,
+     * and what it gave back is leased again. */
+    agent_heartbeat_stopping(a, false, unstarted);
+    json_object_put(unstarted);
+
+    /* 3. The ones running finish, within a grace period after which the
+     * runtime gives up (an exec is killed and reported failed). */
+    pthread_mutex_lock(&a->mu);
     a->exec_stop = true;
     pthread_cond_broadcast(&a->cond);
     if (a->busy)
@@ -686,13 +707,17 @@ void agent_stop(agent_t *a)
         pthread_join(a->exec_threads[i], NULL);
     a->exec_started = 0;
 
-    /* 3. The heartbeat kept leases alive until the reports went out. */
+    /* 4. The heartbeat kept leases alive until the reports went out. */
     pthread_mutex_lock(&a->mu);
     agent_flag_set(&a->stop_hb);
     pthread_cond_broadcast(&a->cond);
     pthread_mutex_unlock(&a->mu);
     if (a->heartbeat_started)
         pthread_join(a->heartbeat, NULL);
+    /* 5. Its last word: stopped, so the controller waits for its return
+     * (worker_lost_after_seconds) from now, not a worker timeout later. */
+    if (a->heartbeat_started)
+        agent_heartbeat_stopping(a, true, NULL);
     a->heartbeat_started = false;
     if (a->disk_started)
         pthread_join(a->disk, NULL);

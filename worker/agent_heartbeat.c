@@ -379,7 +379,7 @@ static void agent_remove_orphans(agent_t *a, json_object *list)
     }
 }
 
-void agent_heartbeat_stopping(agent_t *a)
+void agent_heartbeat_stopping(agent_t *a, bool stopped, json_object *unstarted)
 {
     pthread_mutex_lock(&a->mu);
     bool registered = a->registered && !a->need_register;
@@ -395,11 +395,21 @@ void agent_heartbeat_stopping(agent_t *a)
     /* No inventory: the controller then concludes nothing about sandboxes. */
     json_object *body = json_object_new_object();
     jsonx_add_bool(body, "stopping", true);
+    if (stopped)
+        jsonx_add_bool(body, "stopped", true);
+    if (unstarted && json_object_array_length(unstarted))
+        jsonx_add(body, "unstarted", json_object_get(unstarted));
     agent_add_holding(a, body);
     httpc_response_t resp;
     int rc = httpc_request(c, "POST", path, body, NULL, AGENT_STOPPING_BEAT_MS, &resp);
-    if (rc == 0 && resp.status == 200)
+    if (rc == 0 && resp.status == 200 && stopped)
+        log_info(AGENT_COMPONENT, "told the controller worker %s stopped: its sandboxes wait for it (restarting)",
+                 a->name);
+    else if (rc == 0 && resp.status == 200)
         log_info(AGENT_COMPONENT, "told the controller worker %s is stopping: nothing new is placed on it", a->name);
+    else if (stopped)
+        log_warn(AGENT_COMPONENT, "could not tell the controller worker %s stopped (%s); it is unreachable once its "
+                                  "heartbeat is missed", a->name, rc == 0 ? "refused" : "unreachable");
     else
         log_warn(AGENT_COMPONENT, "could not tell the controller worker %s is stopping (%s); it is placed on until "
                                   "its heartbeat is missed", a->name, rc == 0 ? "refused" : "unreachable");

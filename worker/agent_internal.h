@@ -174,9 +174,12 @@ void *agent_disk_main(void *arg);
 int agent_register(agent_t *a, httpc_t *c);
 /* Tells the controller this worker stops (a heartbeat with "stopping":
  * true, bounded by AGENT_STOPPING_BEAT_MS): nothing new is placed on it,
- * and the creates it was leased but had not started go elsewhere at once.
- * A failure is only logged. */
-void agent_heartbeat_stopping(agent_t *a);
+ * and the creates it was leased but had not started go elsewhere at once;
+ * unstarted (NULL: none), [{"operation_id","attempt"}], are assignments it
+ * took and gives back unstarted. With stopped (its last beat, once its
+ * work is reported): it is unreachable, restarting, from now on, its
+ * sandboxes kept for worker_lost_after_seconds. A failure is only logged. */
+void agent_heartbeat_stopping(agent_t *a, bool stopped, json_object *unstarted);
 
 /* The executors one tenant's assignments may hold on this worker at once:
  * percent (worker_tenant_executors_percent) of executors, rounded down, at

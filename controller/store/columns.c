@@ -32,6 +32,13 @@ static const store_col_t sandbox_cols[] = {
     { "classification", "s.classification::text", COL_JSON },
     /* the warm pool it was claimed from (absent: a cold create) */
     { "pool", "(SELECT p.name FROM pools p WHERE p.id = s.pool_id AND s.claimed_at IS NOT NULL)", COL_TEXT_OMIT },
+    /* Its worker is unreachable (docs/operations.md): it keeps running
+     * there, as far as anyone knows, until the worker returns or lost_at. */
+    { "unreachable",
+      "CASE WHEN w.state = 'unreachable' AND s.phase IN ('running', 'deleting') THEN json_build_object('worker', "
+      "w.name, 'reason', w.unreachable_reason, 'since', " TS("w.unreachable_since") ", 'lost_at', " TS("w.lost_at")
+      ")::text END",
+      COL_JSON_OMIT },
     /* What the runtime observed when the sandbox stopped by itself. */
     { "failure", "s.failure::text", COL_JSON },
     /* microvm: how its worker's driver runs VMs ("kvm" / "tcg"), from the
@@ -93,6 +100,12 @@ static const store_col_t worker_cols[] = {
     { "probes", "probes::text", COL_JSON },
     { "images_present", "jsonb_array_length(images)", COL_INT },
     { "route_address", "route_address", COL_TEXT_OMIT },
+    /* silent (or stopped, restarting) past worker_timeout_seconds: since
+     * when, why, and when it is lost unless heard again */
+    { "unreachable",
+      "CASE WHEN state = 'unreachable' THEN json_build_object('reason', unreachable_reason, 'since', "
+      TS("unreachable_since") ", 'lost_at', " TS("lost_at") ")::text END",
+      COL_JSON_OMIT },
 };
 
 static const store_col_t route_cols[] = {
@@ -248,6 +261,13 @@ const char *store__col_text(const store_table_t *t, const PGresult *r, int row, 
     return i < 0 ? NULL : db_get(r, row, i);
 }
 
+/* A column with no key of its own, or an _OMIT one that is SQL NULL. */
+static bool col_left_out(const store_col_t *col, const PGresult *r, int row, int at)
+{
+    return col->kind == COL_HIDDEN ||
+           ((col->kind == COL_TEXT_OMIT || col->kind == COL_JSON_OMIT) && PQgetisnull(r, row, at));
+}
+
 /* The JSON of one column's text. */
 static json_object *col_value(const store_col_t *col, const PGresult *r, int row, int at)
 {
@@ -261,6 +281,7 @@ static json_object *col_value(const store_col_t *col, const PGresult *r, int row
     case COL_BOOL:
         return json_object_new_boolean(db_get_bool(r, row, at));
     case COL_JSON:
+    case COL_JSON_OMIT:
         return store__parse_json_text(v);
     case COL_JSON_OBJ: {
         json_object *o = store__parse_json_text(v);
@@ -278,7 +299,7 @@ json_object *store__row_json(const store_table_t *t, const PGresult *r, int row)
     for (int i = 0; i < t->ncols; i++) {
         const store_col_t *col = &t->cols[i];
         int here = col_selected(col) ? at++ : -1;
-        if (col->kind == COL_HIDDEN || (col->kind == COL_TEXT_OMIT && PQgetisnull(r, row, here)))
+        if (col_left_out(col, r, row, here))
             continue;
         json_object *v = col->kind == COL_HOOK ? t->hook(t, col->key, r, row) : col_value(col, r, row, here);
         /* "parent.member": into the object "parent", made where its first
@@ -406,7 +427,7 @@ json_object *store__row_raw(const store_table_t *t, const PGresult *r, int row)
     for (int i = 0; i < t->ncols; i++) {
         const store_col_t *col = &t->cols[i];
         int here = col_selected(col) ? at++ : -1;
-        if (col->kind == COL_HIDDEN || (col->kind == COL_TEXT_OMIT && PQgetisnull(r, row, here)))
+        if (col_left_out(col, r, row, here))
             continue;
         const char *dot = strchr(col->key, '.'), *name = dot ? dot + 1 : col->key;
         bool member = open && dot && (size_t)(dot - col->key) == open_len && strncmp(col->key, open, open_len) == 0;
@@ -447,11 +468,12 @@ json_object *store__row_raw(const store_table_t *t, const PGresult *r, int row)
             sbuf_append(&b, db_get_bool(r, row, here) ? "true" : "false", db_get_bool(r, row, here) ? 4 : 5);
             break;
         case COL_JSON:
+        case COL_JSON_OMIT:
         case COL_JSON_OBJ:
             if (v && *v)
                 raw_json_compact(&b, v);
             else
-                sbuf_append(&b, col->kind == COL_JSON ? "null" : "{}", col->kind == COL_JSON ? 4 : 2);
+                sbuf_append(&b, col->kind == COL_JSON_OBJ ? "{}" : "null", col->kind == COL_JSON_OBJ ? 2 : 4);
             break;
         case COL_HOOK: {
             json_object *hv = t->hook(t, col->key, r, row);

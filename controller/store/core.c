@@ -59,6 +59,30 @@ int store__one_row(PGconn *c, const char *sql, int n, const char *const *p, bool
     return 0;
 }
 
+int store_worker_unreachable(PGconn *c, const char *worker_id, char *ret, size_t len)
+{
+    if (!worker_id || !*worker_id)
+        return 0;
+    int rc = store__one_text(c,
+                             "SELECT format('its worker %s is unreachable (%s since %s; its sandboxes are lost at %s "
+                             "unless it returns)', name, unreachable_reason, " TS("unreachable_since") ", "
+                             TS("lost_at") ") FROM workers WHERE id = $1 AND state = 'unreachable'",
+                             1, (const char *const[]){ worker_id }, ret, len);
+    return rc == SBX_ENOTFOUND ? 0 : rc < 0 ? rc : 1;
+}
+
+int store__worker_away(PGconn *c, const sbx_worker_t *w, char *ret, size_t len)
+{
+    if (strcmp(w->state, "stopping") == 0) {
+        snprintf(ret, len, "its worker %s is stopping (restarting)", w->name);
+        return 0;
+    }
+    int u = store_worker_unreachable(c, w->id, ret, len);
+    if (u == 0)
+        snprintf(ret, len, "its worker %s is unreachable", w->name);
+    return u < 0 ? u : 0;
+}
+
 /* Runs sql; the first column of its one row into ret (len bytes).
  * 0, SBX_ENOTFOUND (not exactly one row), SBX_EDB. */
 int store__one_text(PGconn *c, const char *sql, int n, const char *const *p, char *ret, size_t len)

@@ -43,6 +43,9 @@ int store_sandbox_logs_source(PGconn *c, const char *scope, const char *sandbox_
         ret->caps.max_shells = db_get_ll(r, 0, 8);
         ret->caps.max_log_streams = db_get_ll(r, 0, 9);
         ret->caps.max_worker_connections = db_get_ll(r, 0, 10);
+        if (strcmp(ret->worker_state, "unreachable") == 0 &&
+            store_worker_unreachable(c, ret->worker_id, ret->unreachable, sizeof ret->unreachable) < 0)
+            rc = SBX_EDB;
         const char *tail = db_get(r, 0, 5);
         if (tail && *tail && !(ret->output_tail = strdup(tail)))
             rc = SBX_ENOMEM;

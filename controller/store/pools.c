@@ -274,6 +274,8 @@ int store__pool_claim(PGconn *c, const store_limits_t *lim, const create_req_t *
                              "name = $7, updated_at = now() "
                              "WHERE claimed_at IS NULL AND id = (SELECT s.id FROM sandboxes s WHERE s.pool_id = $1 "
                              "  AND s.claimed_at IS NULL AND s.desired_state = 'running' AND s.phase = 'running' "
+                             "  AND EXISTS (SELECT 1 FROM workers w WHERE w.id = s.worker_id AND w.state IN ('ready', "
+                             "              'draining')) " /* not one whose worker is away */
                              "  AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.sandbox_id = s.id "
                              "                  AND o.kind <> 'create') "
                              "  ORDER BY s.created_at LIMIT 1 FOR UPDATE OF s SKIP LOCKED) RETURNING id",

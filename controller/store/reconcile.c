@@ -401,8 +401,8 @@ static int place_op_load(PGconn *c, const char *op_id, place_op_t *ret)
     const char *p[] = { op_id };
     PGresult *r = db_exec(c,
                           "SELECT o.kind, o.sandbox_id, s.phase, coalesce(s.worker_id, ''), s.isolation, "
-                          "  s.cpu_millis, s.memory_mib, coalesce(w.state, ''), coalesce(w.name, ''), s.tenant_id, "
-                          "  s.spec::text "
+                          "  s.cpu_millis, s.memory_mib, " STORE_WORKER_GO_STATE ", coalesce(w.name, ''), "
+                          "  s.tenant_id, s.spec::text "
                           "FROM operations o JOIN sandboxes s ON s.id = o.sandbox_id "
                           "LEFT JOIN workers w ON w.id = s.worker_id "
                           "WHERE o.id = $1 AND o.state = 'admitted' FOR NO KEY UPDATE OF o, s SKIP LOCKED",
@@ -474,15 +474,31 @@ static int place_on_worker(PGconn *c, const store_limits_t *lim, const char *op_
                 rc = store__sandbox_release_allocation(c, o->sbx);
             return rc == 0 ? 1 : rc;
         }
-        rc = lease_where_it_runs(c, lim, op_id, o, STORE_WHY_DELETE_HERE);
+        bool away = strcmp(o->wstate, "unreachable") == 0 || strcmp(o->wstate, "stopping") == 0;
+        /* Its worker unreachable (or stopping): deleting, and waits for the
+         * worker's return (then leased there) or its loss (then done here). */
+        rc = away ? 0 : lease_where_it_runs(c, lim, op_id, o, STORE_WHY_DELETE_HERE);
         if (rc == 0 && strcmp(o->phase, "deleting") != 0)
             rc = store__sandbox_set_phase(c, o->sbx, PH_DELETING, NULL, 0, NULL);
-        return rc == 0 ? 2 : rc;
+        return rc < 0 ? rc : away ? 0 : 2;
     }
     if (strcmp(o->phase, "running") != 0 || !*o->worker) {
         char msg[128];
         snprintf(msg, sizeof msg, "sandbox %s is %s; exec needs a running sandbox", o->sbx, o->phase);
         rc = store__op_fail_admitted(c, op_id, o->kind, o->sbx, "conflict", msg, NULL);
+        return rc == 0 ? 1 : rc;
+    }
+    if (strcmp(o->wstate, "unreachable") == 0 || strcmp(o->wstate, "stopping") == 0) {
+        char why[400], msg[512];
+        sbx_worker_t w = { 0 };
+        snprintf(w.id, sizeof w.id, "%s", o->worker);
+        snprintf(w.state, sizeof w.state, "%s", o->wstate);
+        snprintf(w.name, sizeof w.name, "%s", o->wname);
+        int u = store__worker_away(c, &w, why, sizeof why);
+        if (u < 0)
+            return u;
+        snprintf(msg, sizeof msg, "cannot exec in sandbox %s now: %s; retry once it is back", o->sbx, why);
+        rc = store__op_fail_admitted(c, op_id, o->kind, o->sbx, "unavailable", msg, NULL);
         return rc == 0 ? 1 : rc;
     }
     rc = lease_where_it_runs(c, lim, op_id, o, STORE_WHY_EXEC_HERE);
@@ -720,8 +736,15 @@ static void lease_expired_count(int gave_up)
 
 int store_expire_leases(PGconn *c, const store_limits_t *lim, int *ret_changed)
 {
-    return ops_pass(c, lim, "state IN ('leased', 'running') AND lease_expires_at < now()", lease_expire_step,
-                    lease_expired_count, ret_changed);
+    /* An exec or a delete its unreachable worker has not taken yet waits
+     * for it (it never started: nothing can have run twice); it can go
+     * nowhere else, and expires once the worker is lost. A create goes
+     * elsewhere; what the worker took may have run, and expires. */
+    return ops_pass(c, lim,
+                    "state IN ('leased', 'running') AND lease_expires_at < now() "
+                    "AND NOT (state = 'leased' AND kind <> 'create' AND lease_worker_id IN "
+                    "  (SELECT id FROM workers WHERE state = 'unreachable'))",
+                    lease_expire_step, lease_expired_count, ret_changed);
 }
 
 /* Past its deadline before any worker took it: failed with timeout. */
@@ -838,18 +861,60 @@ static int lost_step(PGconn *c, const store_limits_t *lim, const char *sbx, cons
     return 0;
 }
 
+/* Marks unreachable the workers silent for worker_timeout_seconds, or
+ * (worker_id set) that worker, which said it stopped: it restarts. Nothing
+ * new is placed there; its sandboxes stay running, shown unreachable, with
+ * their capacity, until lost_at: the grace counts from the last heartbeat,
+ * and in full from now when the controller itself could not hear anyone
+ * meanwhile (an outage). 0 or SBX_EDB. */
+static int mark_unreachable(PGconn *c, const store_limits_t *lim, const char *worker_id, int *ret_changed)
+{
+    char tmo[24], after[24];
+    snprintf(tmo, sizeof tmo, "%lld", (long long)lim->worker_timeout_seconds);
+    snprintf(after, sizeof after, "%lld", (long long)lim->worker_lost_after_seconds);
+    const char *p[] = { tmo, after, worker_id };
+    PGresult *r = db_exec(c,
+                          "WITH u AS (UPDATE workers SET state = 'unreachable', resume_state = state, "
+                          "  unreachable_since = now(), updated_at = now(), "
+                          "  unreachable_reason = CASE WHEN $3::text IS NOT NULL OR stopping_at IS NOT NULL "
+                          "    THEN 'restarting' ELSE 'no heartbeat' END, "
+                          "  lost_at = greatest(last_heartbeat + make_interval(secs => $2::bigint), "
+                          "    now() + make_interval(secs => $2::bigint - $1::bigint)) "
+                          "  WHERE state IN ('ready', 'draining') AND CASE WHEN $3::text IS NULL "
+                          "    THEN last_heartbeat < now() - make_interval(secs => $1::bigint) ELSE id = $3 END "
+                          "  RETURNING id, name, unreachable_reason, lost_at), "
+                          "s AS (INSERT INTO events (tenant_id, kind, sandbox_id, data) "
+                          "  SELECT s.tenant_id, 'sandbox.unreachable', s.id, jsonb_build_object('worker', u.name, "
+                          "    'reason', u.unreachable_reason, 'lost_at', u.lost_at) "
+                          "  FROM u JOIN sandboxes s ON s.worker_id = u.id AND s.phase = 'running') "
+                          "INSERT INTO events (kind, data) SELECT 'worker.unreachable', "
+                          "  jsonb_build_object('worker', name, 'worker_id', id, 'reason', unreachable_reason, "
+                          "  'lost_at', lost_at) FROM u",
+                          3, p);
+    if (!r)
+        return SBX_EDB;
+    *ret_changed += cmd_rows(r);
+    PQclear(r);
+    return 0;
+}
+
+int store_worker_stopped(PGconn *c, const store_limits_t *lim, const char *worker_id)
+{
+    int changed = 0;
+    return mark_unreachable(c, lim, worker_id, &changed);
+}
+
 int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_changed)
 {
-    char tmo[24];
-    snprintf(tmo, sizeof tmo, "%lld", (long long)lim->worker_timeout_seconds);
-    const char *p[] = { tmo };
+    if (mark_unreachable(c, lim, NULL, ret_changed) < 0)
+        return SBX_EDB;
+    /* Past its grace: lost. */
     PGresult *r = db_exec(c,
                           "WITH lost AS (UPDATE workers SET state = 'lost', updated_at = now() "
-                          "  WHERE state IN ('ready', 'draining') "
-                          "  AND last_heartbeat < now() - make_interval(secs => $1::bigint) RETURNING id, name) "
+                          "  WHERE state = 'unreachable' AND lost_at <= now() RETURNING id, name) "
                           "INSERT INTO events (kind, data) SELECT 'worker.lost', "
                           "  jsonb_build_object('worker', name, 'worker_id', id) FROM lost",
-                          1, p);
+                          0, NULL);
     if (!r)
         return SBX_EDB;
     *ret_changed += cmd_rows(r);

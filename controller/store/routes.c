@@ -243,7 +243,9 @@ int store_route_target(PGconn *c, const char *name, route_target_t *ret)
                           "  coalesce(r.secret_hash, ''), coalesce(w.route_address, ''), "
                           "  CASE WHEN " STORE_TOKEN_LIVE("t") " "
                           "       THEN coalesce(t.hash, '') ELSE '' END, "
-                          "  coalesce((tn.policy->>'max_worker_connections')::bigint, 0) "
+                          "  coalesce((tn.policy->>'max_worker_connections')::bigint, 0), "
+                          "  CASE WHEN w.state = 'unreachable' THEN coalesce(w.unreachable_reason, 'unreachable') "
+                          "    ELSE '' END "
                           "FROM routes r JOIN sandboxes s ON s.id = r.sandbox_id "
                           "JOIN tenants tn ON tn.id = r.tenant_id "
                           "JOIN workers w ON w.id = s.worker_id "
@@ -265,6 +267,7 @@ int store_route_target(PGconn *c, const char *name, route_target_t *ret)
         snprintf(ret->worker_address, sizeof ret->worker_address, "%s", db_get(r, 0, 7));
         snprintf(ret->worker_token_hash, sizeof ret->worker_token_hash, "%s", db_get(r, 0, 8));
         ret->max_worker_connections = db_get_ll(r, 0, 9);
+        snprintf(ret->unreachable, sizeof ret->unreachable, "%s", db_get(r, 0, 10));
     }
     PQclear(r);
     return rc;

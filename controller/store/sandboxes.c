@@ -266,7 +266,7 @@ int store__sandbox_lock(PGconn *c, const char *scope, const char *sandbox_id, ch
         policy_init(ret_policy);
     /* one statement, with the tenant's policy joined in or not */
 #define LOCK_COLS "SELECT s.tenant_id, s.phase, s.desired_state, coalesce(s.worker_id, ''), " \
-                  "  coalesce(w.state, ''), coalesce(w.name, '')"
+                  "  " STORE_WORKER_GO_STATE ", coalesce(w.name, '')"
 #define LOCK_FROM " FROM sandboxes s LEFT JOIN workers w ON w.id = s.worker_id "
 #define LOCK_WHERE "WHERE s.id = $1 AND ($2::text IS NULL OR s.tenant_id = $2) FOR UPDATE OF s"
     PGresult *r = db_exec(c,
@@ -353,7 +353,7 @@ int store__sandbox_request_delete(PGconn *c, const store_limits_t *lim, const ch
                           "    AND state IN ('pending', 'admitted')), "
                           "  EXISTS (SELECT 1 FROM operations WHERE sandbox_id = $1 AND kind <> 'exec' "
                           "    AND state IN ('leased', 'running')), "
-                          "  s.phase, s.desired_state, coalesce(s.worker_id, ''), coalesce(w.state, ''), "
+                          "  s.phase, s.desired_state, coalesce(s.worker_id, ''), " STORE_WORKER_GO_STATE ", "
                           "  coalesce(w.name, '') "
                           "FROM sandboxes s LEFT JOIN workers w ON w.id = s.worker_id WHERE s.id = $1",
                           1, p);
@@ -385,7 +385,10 @@ int store__sandbox_request_delete(PGconn *c, const store_limits_t *lim, const ch
     op_insert_t oi = { .id = op_id, .tenant_id = tenant_id, .sandbox_id = sandbox_id, .kind = "delete",
                        .idempotency_key = idem, .request_hash = hash, .created_by = created_by,
                        .deadline_seconds = lim->deadline_seconds, .state = OP_PENDING, .pending_data = ed };
-    if (!unplaced && !busy && w.id[0] && strcmp(w.state, "lost") != 0 && strcmp(phase, "pending") != 0) {
+    /* (a sandbox whose worker is unreachable or stopping waits for it,
+     * deleting: see place_on_worker) */
+    if (!unplaced && !busy && w.id[0] && strcmp(w.state, "lost") != 0 && strcmp(w.state, "unreachable") != 0 &&
+        strcmp(w.state, "stopping") != 0 && strcmp(phase, "pending") != 0) {
         /* Nothing to cancel or wait for: leased to the sandbox's worker
          * now, as place_on_worker would, the sandbox deleting. */
         json_object *pl = store__placement_here(w.name, STORE_WHY_DELETE_HERE);
@@ -524,6 +527,18 @@ int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, c
         int r = store__not_running(c, sandbox_id, phase, desired, "exec", err);
         db_rollback(c);
         return r;
+    }
+    if (strcmp(w.state, "unreachable") == 0 || strcmp(w.state, "stopping") == 0) {
+        /* Never queued for a worker that may not return (or is on its
+         * way out): the caller retries once it is back. */
+        char why[400];
+        int u = store__worker_away(c, &w, why, sizeof why);
+        db_rollback(c);
+        policy_release(&pol);
+        if (u < 0)
+            return store__db_error(err);
+        return api_error_set(err, API_UNAVAILABLE, "cannot exec in sandbox %s now: %s; retry once it is back",
+                             sandbox_id, why);
     }
     int64_t asked = 0;
     jsonx_get_int(exec_request, "max_output_bytes", &asked);

@@ -43,6 +43,7 @@ typedef enum {
     COL_BOOL,      /* 't' → true, anything else false */
     COL_JSON,      /* JSON text, parsed; SQL NULL or unreadable → null */
     COL_JSON_OBJ,  /* as COL_JSON, but SQL NULL or unreadable → {} */
+    COL_JSON_OMIT, /* as COL_JSON, but SQL NULL → the key is left out */
     COL_HIDDEN,    /* selected for the table's hook or its caller; no key of its own */
     COL_HOOK,      /* no SQL: the table's hook makes the value from the row */
 } col_kind_t;
@@ -128,11 +129,22 @@ int store__one_row(PGconn *c, const char *sql, int n, const char *const *p, bool
 int store__one_text(PGconn *c, const char *sql, int n, const char *const *p, char *ret, size_t len);
 int store__begin_returning(PGconn *c, const store_table_t *t, const char *head, int n, const char *const *p,
                            PGresult **ret);
+/* SQL: the state of worker w where an exec or a delete decides whether it
+ * can go there now: "stopping" for one that began a graceful stop (it
+ * takes nothing more, and will be unreachable, restarting, in a moment),
+ * else its state ("" when none). */
+#define STORE_WORKER_GO_STATE                                                                               \
+    "coalesce(CASE WHEN w.stopping_at IS NOT NULL AND w.state IN ('ready', 'draining') THEN 'stopping' " \
+    "ELSE w.state END, '')"
+
 /* The worker a locked sandbox is on (all "" when none), as
- * store__sandbox_lock reads it with the row. */
+ * store__sandbox_lock reads it with the row (state: STORE_WORKER_GO_STATE). */
 typedef struct sbx_worker {
     char id[SBX_ID_MAX], state[16], name[SBX_MAX_NAME_BYTES + 1];
 } sbx_worker_t;
+/* Why w (state "unreachable" or "stopping") takes no exec now, for a
+ * message ("its worker W is …"): 0, or SBX_EDB. */
+int store__worker_away(PGconn *c, const sbx_worker_t *w, char *ret, size_t len);
 int store__sandbox_begin_locked(PGconn *c, const char *scope, const char *sandbox_id, char ret_tenant[SBX_ID_MAX],
                                 char ret_phase[24], char ret_desired[16], sbx_worker_t *ret_worker,
                                 policy_t *ret_policy, api_error_t *err);

@@ -195,6 +195,29 @@ static int worker_bind(PGconn *c, const char *token_id, const char *name, api_er
     return rc;
 }
 
+/* After a register or a heartbeat of a worker that was (was) unreachable or
+ * lost: a worker.ready event (reason why) and, when it was unreachable, a
+ * sandbox.reachable one for each of its running sandboxes (a lost one's
+ * sandboxes are lost: its inventory decides nothing for them any more).
+ * Whether each is still there is the inventory's to say: the first
+ * heartbeat fails a sandbox whose container is gone. 0 or SBX_EDB. */
+static int worker_heard_again(PGconn *c, const char *worker_id, const char *was, const char *why)
+{
+    if (!worker_id || !was || (strcmp(was, "unreachable") != 0 && strcmp(was, "lost") != 0))
+        return 0;
+    const char *p[] = { worker_id, why, was };
+    return db_run(c,
+                  "WITH s AS (INSERT INTO events (tenant_id, kind, sandbox_id, data) "
+                  "  SELECT s.tenant_id, 'sandbox.reachable', s.id, jsonb_build_object('worker', w.name) "
+                  "  FROM sandboxes s JOIN workers w ON w.id = s.worker_id "
+                  "  WHERE s.worker_id = $1 AND s.phase = 'running' AND $3 = 'unreachable') "
+                  "INSERT INTO events (kind, data) SELECT 'worker.ready', jsonb_build_object('worker', name, "
+                  "'worker_id', id, 'reason', $2::text, 'was', $3::text) FROM workers WHERE id = $1",
+                  3, p) < 0
+               ? SBX_EDB
+               : 0;
+}
+
 int store_worker_register(PGconn *c, json_object *body, const char *token_id, json_object **ret, api_error_t *err)
 {
     const char *name = jsonx_get_str(body, "name");
@@ -271,10 +294,13 @@ int store_worker_register(PGconn *c, json_object *body, const char *token_id, js
                           "memory_mib = EXCLUDED.memory_mib, slots = EXCLUDED.slots, version = EXCLUDED.version, "
                           "networks = EXCLUDED.networks, probes = EXCLUDED.probes, images = EXCLUDED.images, "
                           "route_address = EXCLUDED.route_address, token_id = EXCLUDED.token_id, "
-                          "state = CASE WHEN workers.state = 'draining' THEN 'draining' ELSE 'ready' END, "
+                          "state = CASE WHEN workers.state = 'draining' OR (workers.state IN ('unreachable', "
+                          "  'lost') AND workers.resume_state = 'draining') THEN 'draining' ELSE 'ready' END, "
+                          "unreachable_since = NULL, unreachable_reason = NULL, lost_at = NULL, resume_state = NULL, "
                           "stopping_at = NULL, inventory_generation = 0, last_heartbeat = now(), "
-                          "updated_at = now() RETURNING ", "",
-                          14, p);
+                          "updated_at = now() RETURNING ",
+                          /* the state it had (unreachable, lost: heard again) */
+                          ", (SELECT state FROM workers WHERE name = $2)", 14, p);
     free(labels_text);
     free(nets_text);
     free(probes_text);
@@ -290,7 +316,9 @@ int store_worker_register(PGconn *c, json_object *body, const char *token_id, js
     json_object *ed = json_object_new_object();
     jsonx_add_str(ed, "worker", name);
     jsonx_add_str(ed, "worker_id", wid);
-    if (!r || dr < 0 || store__event_add(c, NULL, "worker.registered", NULL, NULL, ed) < 0 || db_commit(c) < 0) {
+    if (!r || dr < 0 || store__event_add(c, NULL, "worker.registered", NULL, NULL, ed) < 0 ||
+        worker_heard_again(c, wid, db_get(r, 0, PQnfields(r) - 1), "registered again") < 0 ||
+        db_commit(c) < 0) {
         PQclear(r);
         store__db_error(err);
         db_rollback(c);
@@ -639,6 +667,38 @@ static int heartbeat_reconcile(PGconn *c, const store_limits_t *lim, const char 
     return rc;
 }
 
+/* What a stopping worker gives back (unstarted, JSON text): the
+ * assignments it took and never started, at the attempt it was handed,
+ * leased to it again (an operation.leased event, reason "returned"): a
+ * create then goes elsewhere at once (heartbeat_renew), an exec or a delete
+ * waits for the worker's return, as a lease it never took would. Locked in
+ * id order, first in the heartbeat's transaction (the lock order). 0 or
+ * SBX_EDB. */
+static int heartbeat_unstarted(PGconn *c, const store_limits_t *lim, const char *worker_id, const char *unstarted)
+{
+    assert(op_transition_allowed(OP_RUNNING, OP_LEASED));
+    char lease[24];
+    snprintf(lease, sizeof lease, "%lld", (long long)lim->lease_seconds);
+    const char *p[] = { worker_id, unstarted, lease };
+    return db_run(c,
+                  "WITH x AS (SELECT operation_id, attempt FROM jsonb_to_recordset($2::jsonb) "
+                  "  AS x(operation_id text, attempt bigint)), "
+                  "l AS (SELECT o.id FROM operations o JOIN x ON x.operation_id = o.id AND x.attempt = o.attempt "
+                  "  WHERE o.lease_worker_id = $1 AND o.state = 'running' ORDER BY o.id FOR NO KEY UPDATE OF o), "
+                  "o AS (UPDATE operations o SET state = 'leased', started_at = NULL, claim_poll = NULL, "
+                  "  updated_at = now(), lease_expires_at = now() + make_interval(secs => $3::bigint) "
+                  "  FROM l WHERE o.id = l.id AND o.state = 'running' "
+                  "  RETURNING o.id, o.tenant_id, o.sandbox_id, o.kind, o.attempt) "
+                  "INSERT INTO events (tenant_id, kind, sandbox_id, operation_id, data) "
+                  "  SELECT tenant_id, 'operation.leased', sandbox_id, id, "
+                  "  jsonb_strip_nulls(jsonb_build_object('kind', kind, 'from', 'running', 'to', 'leased', "
+                  "  'attempt', CASE WHEN attempt > 0 THEN attempt END, 'reason', 'returned', "
+                  "  'worker', (SELECT name FROM workers w WHERE w.id = $1))) FROM o ORDER BY id",
+                  3, p) < 0
+               ? SBX_EDB
+               : 0;
+}
+
 /* Renews the worker's leases in the heartbeat's transaction: only for what
  * it says it holds (and for what it has not been handed yet), so an
  * assignment that went to a connection nobody read expires instead of
@@ -675,6 +735,7 @@ static int heartbeat_renew(PGconn *c, const char *worker_id, const char *lease, 
 /* What a heartbeat's body says, checked (texts malloc'd, the rest
  * borrowed from the body). */
 typedef struct heartbeat_in {
+    char *unstarted_text;     /* [{"operation_id","attempt"}] a stopping worker gives back, or NULL */
     json_object *inv;         /* a full inventory, or NULL */
     inv_delta_t delta;        /* when has_delta */
     bool has_delta;
@@ -684,6 +745,7 @@ typedef struct heartbeat_in {
 
 static void heartbeat_in_release(heartbeat_in_t *in)
 {
+    free(in->unstarted_text);
     free(in->inv_text);
     free(in->up_text);
     free(in->images_text);
@@ -708,6 +770,22 @@ static int heartbeat_in_parse(json_object *body, heartbeat_in_t *in, api_error_t
         return api_error_set(err, API_INVALID_ARGUMENT, "inventory and inventory_delta exclude each other");
     if (jsonx_get_int(body, "inventory_generation", &in->full_gen) && in->full_gen < 0)
         return api_error_set(err, API_INVALID_ARGUMENT, "inventory_generation must be >= 0");
+    json_object *un = NULL;
+    if (json_object_object_get_ex(body, "unstarted", &un) && !json_object_is_type(un, json_type_null)) {
+        if (!json_object_is_type(un, json_type_array) || json_object_array_length(un) > SBX_MAX_INVENTORY)
+            return api_error_set(err, API_INVALID_ARGUMENT, "unstarted must be an array of at most %d entries",
+                                 SBX_MAX_INVENTORY);
+        for (size_t i = 0; i < json_object_array_length(un); i++) {
+            json_object *e = json_object_array_get_idx(un, i);
+            const char *op = jsonx_get_str(e, "operation_id");
+            int64_t attempt;
+            if (!op || !ids_valid("op", op) || !jsonx_get_int(e, "attempt", &attempt) || attempt < 0)
+                return api_error_set(err, API_INVALID_ARGUMENT,
+                                     "unstarted[%zu] needs operation_id (an operation id) and attempt (>= 0)", i);
+        }
+        if (json_object_array_length(un) && !(in->unstarted_text = jsonx_dump(un)))
+            return api_error_set(err, API_INTERNAL, "out of memory");
+    }
     if ((in->inv && inventory_check(in->inv, &in->inv_text, err) < 0) ||
         (in->has_delta && inventory_check(in->delta.upsert, &in->up_text, err) < 0) ||
         worker_images_text(body, &in->images_text, err) < 0 ||
@@ -764,7 +842,8 @@ static PGresult *heartbeat_worker_update(PGconn *c, const char *p[7], bool *ret_
         "images = coalesce($3::jsonb, images), updated_at = now(), "
         "image_details = CASE WHEN $7::jsonb IS NULL OR image_details = $7::jsonb THEN image_details "
         "  ELSE $7::jsonb END, "
-        "state = CASE WHEN state = 'lost' THEN 'ready' ELSE state END, "
+        "state = CASE WHEN state IN ('unreachable', 'lost') THEN coalesce(resume_state, 'ready') ELSE state END, "
+        "unreachable_since = NULL, unreachable_reason = NULL, lost_at = NULL, resume_state = NULL, "
         "stopping_at = CASE WHEN $4::boolean THEN coalesce(stopping_at, now()) "
         "  ELSE stopping_at END "
         "FROM (SELECT state AS was FROM workers WHERE id = $1) o "
@@ -809,7 +888,8 @@ static int heartbeat_parsed(PGconn *c, const store_limits_t *lim, const char *wo
      * back), the worker row last, as every report and placement does. The
      * delta's base inventory is read without a lock; the final update
      * checks that it is still the base. */
-    if (heartbeat_renew(c, worker_id, lease, stopping, body) < 0)
+    if ((in.unstarted_text && heartbeat_unstarted(c, lim, worker_id, in.unstarted_text) < 0) ||
+        heartbeat_renew(c, worker_id, lease, stopping, body) < 0)
         goto db_fail;
     /* A delta that says nothing changed needs neither the stored
      * inventory nor a merge: the update below checks its base. */
@@ -871,12 +951,9 @@ static int heartbeat_parsed(PGconn *c, const store_limits_t *lim, const char *wo
     }
     free(images_text);
     images_text = NULL;
-    /* Heard again after it was lost: say so, in the heartbeat's transaction. */
-    const char *was = db_get(r, 0, PQnfields(r) - 1);
-    if (was && strcmp(was, "lost") == 0 &&
-        db_run(c, "INSERT INTO events (kind, data) SELECT 'worker.ready', jsonb_build_object('worker', name, "
-                  "'worker_id', id, 'reason', 'heard again') FROM workers WHERE id = $1",
-               1, (const char *const[]){ worker_id }) < 0) {
+    /* Heard again after it was unreachable or lost: say so, in the
+     * heartbeat's transaction. */
+    if (worker_heard_again(c, worker_id, db_get(r, 0, PQnfields(r) - 1), "heard again") < 0) {
         PQclear(r);
         goto db_fail;
     }
@@ -909,16 +986,29 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
     in.details_text = NULL;
     int rc = heartbeat_parsed(c, lim, worker_id, body, in, details_text, ret, err);
     free(details_text);
+    free(in.unstarted_text);
+    /* Its last one, as it stops on purpose: unreachable (restarting) now,
+     * not a worker timeout later. */
+    bool stopped = false;
+    if (rc == 0 && jsonx_get_bool(body, "stopped", &stopped) && stopped &&
+        store_worker_stopped(c, lim, worker_id) < 0) {
+        json_object_put(*ret);
+        *ret = NULL;
+        return store__db_error(err);
+    }
     return rc;
 }
 
 int store_worker_set_draining(PGconn *c, const char *name, bool drain, json_object **ret, api_error_t *err)
 {
     const char *p[] = { name, drain ? "draining" : "ready" };
-    /* A lost worker stays lost until it is heard again. */
+    /* An unreachable or lost worker stays so until it is heard again, and
+     * is then in the state asked now. */
     PGresult *r = NULL;
-    int rc = store__begin_returning(c, &store__t_worker, "UPDATE workers SET state = CASE WHEN state = 'lost' THEN "
-                                    "'lost' ELSE $2 END, updated_at = now() WHERE name = $1 RETURNING ", 2, p, &r);
+    int rc = store__begin_returning(c, &store__t_worker,
+                                    "UPDATE workers SET state = CASE WHEN state IN ('unreachable', 'lost') THEN state "
+                                    "ELSE $2 END, resume_state = CASE WHEN state IN ('unreachable', 'lost') THEN $2 "
+                                    "END, updated_at = now() WHERE name = $1 RETURNING ", 2, p, &r);
     if (rc == SBX_ENOTFOUND)
         return api_error_set(err, API_NOT_FOUND, "no worker named %.128s", name);
     if (rc < 0)

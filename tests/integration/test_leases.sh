@@ -24,7 +24,7 @@ log="$ITEST_TMP/leases-controller.log"
 itest_watch_log "$log"
 start_ctl() { # start_ctl WORKER_TIMEOUT
   "$SANDBOXD" controller --database-url "$url" --listen "127.0.0.1:$port" --lease-seconds 4 \
-    --heartbeat-seconds 1 --worker-timeout-seconds "$1" --reconcile-interval-ms 200 --max-attempts 3 \
+    --heartbeat-seconds 1 --worker-timeout-seconds "$1" --worker-lost-after-seconds "$1" --reconcile-interval-ms 200 --max-attempts 3 \
     >>"$log" 2>&1 </dev/null &
   ctl_pid=$!
   itest_wait_healthz "$SANDBOX_URL" "$ctl_pid" controller "$log" || fail "controller did not start"
@@ -78,6 +78,13 @@ assert_http 409 stale_lease "a second report of a finished operation"
 # between the claim's commit and the write): the worker's next poll names
 # that poll, and the exec, which never started, is handed out again, not
 # left to expire into worker_lost.
+# (a second worker, registered first: the exec's 4 s lease has no heartbeat
+# to renew it, so little may run between its claim and the checks)
+wtok2=$("$SANDBOXD" token create --database-url "$url" --tenant leases-w2 --role worker)
+itest_http POST /v1/workers/register "$wtok2" \
+  '{"name":"other","runtime":"docker","isolation":["container"],"labels":{},"capacity":{"cpu_millis":1000,"memory_mib":1024,"slots":1},"version":"test"}'
+assert_http 200 "" "register a second worker"
+wid2=$(itest_json "$HTTP_BODY" worker.id)
 sandbox exec "$sbx" --timeout 20 -- echo once >"$ITEST_TMP/leases-lost.out" 2>&1 &
 lost_pid=$!
 poll "poll=lost-1"
@@ -88,11 +95,6 @@ assert_http 400 invalid_argument "a poll id that is not letters and digits"
 itest_http GET "/v1/workers/$wid/poll?wait=0&unanswered=a,b,c,d,e,f,g,h,i" "$wtok"
 assert_http 400 invalid_argument "nine unanswered polls"
 # another worker (its own token) naming that poll moves nothing
-wtok2=$("$SANDBOXD" token create --database-url "$url" --tenant leases-w2 --role worker)
-itest_http POST /v1/workers/register "$wtok2" \
-  '{"name":"other","runtime":"docker","isolation":["container"],"labels":{},"capacity":{"cpu_millis":1000,"memory_mib":1024,"slots":1},"version":"test"}'
-assert_http 200 "" "register a second worker"
-wid2=$(itest_json "$HTTP_BODY" worker.id)
 itest_http GET "/v1/workers/$wid2/poll?wait=0&poll=x1&unanswered=lost-1" "$wtok2"
 assert_http 200 "" "the other worker's poll"
 assert_eq running "$(sql "SELECT state FROM operations WHERE id = '$lop'")" "exec after another worker named its poll"
@@ -132,8 +134,8 @@ assert_eq 1 "$(sql "SELECT count(*) FROM events WHERE operation_id = '$eop' AND 
 report "$eop" 1 succeeded '"result":{"exit_code":0}'
 assert_http 409 stale_lease "late report of the expired exec"
 
-# Worker loss: restart the controller with a 3 s worker timeout; the silent
-# worker becomes lost and its running sandbox lost.
+# Worker loss: restart the controller with a 3 s worker timeout and no grace
+# past it; the silent worker becomes lost and its running sandbox lost.
 stop_ctl
 start_ctl 3
 lost() { [ "$(sql "SELECT w.state || ' ' || s.phase FROM workers w, sandboxes s WHERE w.id = '$wid' AND s.id = '$sbx'")" = "lost lost" ]; }

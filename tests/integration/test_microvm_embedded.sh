@@ -6,10 +6,12 @@
 # `microvm (tcg)` or `microvm (kvm)`; delete leaves no VM. With
 # worker_runtime set by hand it runs no driver and says why microvm is not
 # offered. No child of sandboxd all shares a socket with it, and after its
-# kill -9 the ports are free at once and a restart finds the VM. Traffic
+# kill -9 the ports are free at once and a restart finds the VM; stopped
+# (SIGTERM) for 60 s and started again, the VM and a container sandbox run
+# on with their files and a process that kept counting (issue 29). Traffic
 # goes only to this test's own sandboxd on loopback.
 # itest-standalone
-# itest-timeout: 300
+# itest-timeout: 480
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -100,6 +102,37 @@ start_all
 itest_wait_until 200 "the restarted worker offering microvm" offers_microvm
 assert_exit 0 sandbox exec "$sbx" -- echo alive
 assert_eq "alive" "$ITEST_OUT" "the VM after sandboxd's kill -9 and restart"
+
+# ---- stopped (SIGTERM) for 60 s and started again: the VM and a container
+# sandbox are running with their files and a process that kept counting
+assert_exit 0 sandbox create --image "$ITEST_IMAGE" --wait --timeout 120
+read -r csbx _ <<<"$ITEST_OUT"
+itest_track "$csbx"
+count() { "$SANDBOX_CLI" exec "$1" -- cat /tmp/count; }
+declare -A before
+for s in "$sbx" "$csbx"; do
+  assert_exit 0 sandbox exec "$s" -- sh -c "echo kept >/tmp/kept && (i=0; while :; do i=\$((i+1)); echo \$i >/tmp/count; sleep 1; done) >/dev/null 2>&1 </dev/null &"
+  itest_wait_until 20 "the counter in $s" count "$s"
+  before[$s]=$(count "$s")
+done
+itest_stop_pid "$all_pid" "sandboxd all" 60 || fail "sandboxd all did not stop on SIGTERM"
+t0=$(date +%s)
+sleep 60
+start_all
+# (its row keeps the classes it offered: back means registered again, ready)
+back() { [ "$(itest_json "$(worker_doc)" state)" = ready ] && offers_microvm; }
+itest_wait_until 200 "the worker back and offering microvm after 60 s away" back
+itest_log "sandboxd all was stopped for $(($(date +%s) - t0)) s"
+for s in "$sbx" "$csbx"; do
+  assert_exit 0 sandbox get "$s" --json
+  assert_eq running "$(itest_json "$ITEST_OUT" sandbox.phase)" "the phase of $s after 60 s away"
+  assert_exit 0 sandbox exec "$s" -- cat /tmp/kept
+  assert_eq kept "$ITEST_OUT" "the file in $s after 60 s away"
+  now=$(count "$s")
+  [ "$now" -ge $((before[$s] + 55)) ] || fail "the counter in $s went from ${before[$s]} to $now over 60 s away"
+  itest_log "$s counted ${before[$s]} -> $now"
+done
+assert_exit 0 sandbox delete "$csbx" --wait --timeout 60
 assert_exit 0 sandbox delete "$sbx" --wait --timeout 60
 no_vm() { [ -z "$(ls "$dir/vmm/vms")" ]; }
 itest_wait_until 30 "no VM after delete" no_vm

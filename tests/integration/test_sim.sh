@@ -12,7 +12,7 @@
 # real worker does not): a few claims at a low rate hit, each a different
 # sandbox claimed once (the pool's hits counter and its pool.claimed events
 # agree with the claims), and each is deleted. Killing sandbox-sim makes the
-# controller mark the workers lost. Usage errors exit 2 with one line.
+# controller mark the workers unreachable. Usage errors exit 2 with one line.
 # itest-waits: most of its minute is the controller's worker timeout
 # itest-timeout: 240
 set -euo pipefail
@@ -201,14 +201,15 @@ assert_exit 0 sandbox pools delete "$pool"
 pool_gone() { [ "$(psql_q "SELECT count(*) FROM sandboxes WHERE id IN ($left) AND phase <> 'deleted'")" = 0 ]; }
 itest_wait_until 30 "the pool's unclaimed members deleted" pool_gone
 
-# ---- killing sandbox-sim: the controller marks its workers lost
+# ---- killing sandbox-sim: the controller marks its workers unreachable
+# (lost only after worker_lost_after_seconds, minutes)
 kill -TERM "$sim_pid"
 wait "$sim_pid" || fail "sandbox-sim workers did not exit 0 on SIGTERM"
 assert_contains "$(cat "$ITEST_TMP/sim-workers.out")" "$N registered of $N" "the summary line"
 assert_contains "$(cat "$ITEST_TMP/sim-workers.out")" "failed=0" "no report given up"
-sim_lost() {
-  [ "$(psql_q "SELECT count(*) FROM workers WHERE name LIKE '$prefix%' AND state = 'lost'")" = "$N" ]
+sim_away() {
+  [ "$(psql_q "SELECT count(*) FROM workers WHERE name LIKE '$prefix%' AND state = 'unreachable'")" = "$N" ]
 }
-for _ in $(seq 120); do sim_lost && break; sleep 0.5; done
-sim_lost || fail "the controller did not mark the $N hollow workers lost within 60 s of the kill"
-echo "sandbox-sim: $N hollow workers ready, 8 clients for 10 s with no error, populate and probe, $hits of 8 claims hit the warm pool, lost after the kill"
+for _ in $(seq 120); do sim_away && break; sleep 0.5; done
+sim_away || fail "the controller did not mark the $N hollow workers unreachable within 60 s of the kill"
+echo "sandbox-sim: $N hollow workers ready, 8 clients for 10 s with no error, populate and probe, $hits of 8 claims hit the warm pool, unreachable after the kill"

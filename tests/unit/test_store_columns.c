@@ -56,17 +56,25 @@ static void assert_row_json(const store_table_t *t, int n, const char *const *va
 START_TEST(test_worker_row_nests_capacity_and_omits_a_null_route_address)
 {
     const char *v[] = { "wrk_1", "w1", "{\"zone\":\"a\"}", "[\"container\"]", "docker", "1000", "512", "4", "250",
-                        "128", "1", "1.2", "ready", "t", "T1", "T0", "{}", "{}", "3", NULL };
-    assert_row_json(&store__t_worker, 20, v,
+                        "128", "1", "1.2", "ready", "t", "T1", "T0", "{}", "{}", "3", NULL, NULL };
+    assert_row_json(&store__t_worker, 21, v,
                     "{\"id\":\"wrk_1\",\"name\":\"w1\",\"labels\":{\"zone\":\"a\"},\"isolation\":[\"container\"],"
                     "\"runtime\":\"docker\",\"capacity\":{\"cpu_millis\":1000,\"memory_mib\":512,\"slots\":4},"
                     "\"allocated\":{\"cpu_millis\":250,\"memory_mib\":128,\"slots\":1},\"version\":\"1.2\","
                     "\"state\":\"ready\",\"stopping\":true,\"last_heartbeat\":\"T1\",\"created_at\":\"T0\",\"networks\":{},"
                     "\"probes\":{},\"images_present\":3}");
     v[19] = "10.0.0.1:7000";
-    PGresult *r = one_row(20, v);
+    v[20] = "{\"reason\": \"restarting\", \"since\": \"T2\", \"lost_at\": \"T3\"}";
+    PGresult *r = one_row(21, v);
     json_object *o = store__row_json(&store__t_worker, r, 0);
     ck_assert_str_eq(jsonx_get_str(o, "route_address"), "10.0.0.1:7000");
+    ck_assert_str_eq(jsonx_get_str(jsonx_get_obj(o, "unreachable"), "reason"), "restarting");
+    json_object *raw = store__row_raw(&store__t_worker, r, 0);
+    char *text = jsonx_dump(raw);
+    ck_assert_ptr_nonnull(
+        strstr(text, ",\"unreachable\":{\"reason\":\"restarting\",\"since\":\"T2\",\"lost_at\":\"T3\"}}"));
+    free(text);
+    json_object_put(raw);
     ck_assert_str_eq(store__col_text(&store__t_worker, r, 0, "id"), "wrk_1");
     ck_assert_ptr_null(store__col_text(&store__t_worker, r, 0, "no_such_key"));
     json_object_put(o);
@@ -120,14 +128,17 @@ END_TEST
 START_TEST(test_sandbox_row_keeps_its_key_order_and_types)
 {
     const char *v[] = { "sbx_1", "web", "acme", "busybox", "running", "running", "w1", "container", "100", "32",
-                        "64", "3600", "none", NULL, "{\"a\":\"b\"}", "TE", "TC", "TU", "f", "t", "{}", NULL, NULL };
-    assert_row_json(&store__t_sandbox, 23, v,
+                        "64", "3600", "none", NULL, "{\"a\":\"b\"}", "TE", "TC", "TU", "f", "t", "{}", NULL, NULL,
+                        "{\"worker\": \"w1\", \"reason\": \"no heartbeat\", \"since\": \"T1\", \"lost_at\": \"T2\"}",
+                        NULL, NULL };
+    assert_row_json(&store__t_sandbox, 26, v,
                     "{\"id\":\"sbx_1\",\"name\":\"web\",\"tenant\":\"acme\",\"image\":\"busybox\",\"phase\":\"running\","
                     "\"desired_state\":\"running\",\"worker\":\"w1\",\"isolation\":\"container\",\"cpu_millis\":100,"
                     "\"memory_mib\":32,\"disk_mib\":64,\"ttl_seconds\":3600,\"network\":\"none\",\"trust\":null,"
                     "\"labels\":{\"a\":\"b\"},\"expires_at\":\"TE\",\"created_at\":\"TC\",\"updated_at\":\"TU\","
                     "\"read_only_root\":false,\"hardened\":true,\"selector\":{},\"classification\":null,"
-                    "\"failure\":null}");
+                    "\"unreachable\":{\"worker\":\"w1\",\"reason\":\"no heartbeat\",\"since\":\"T1\","
+                    "\"lost_at\":\"T2\"},\"failure\":null}");
 }
 END_TEST
 

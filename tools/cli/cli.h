@@ -169,6 +169,9 @@ void cli_print_error(const char *code, const char *message);
 void cli_print_json(json_object *o);
 /* A sandbox, an operation, and a sandbox's operations, for people. */
 void cli_print_sandbox(json_object *s);
+/* A sandbox's phase as people see it: "running (unreachable)" while its
+ * worker is unreachable (buf holds it then), else the phase itself. */
+const char *cli_phase_shown(json_object *s, char *buf, size_t len);
 void cli_print_operation(json_object *op);
 void cli_print_op_details(json_object *op, int ind);
 /* Seconds since an RFC 3339 UTC time (-1 unreadable), and "12s"/"5m"/"3h"/"2d". */

@@ -167,13 +167,38 @@ static void print_failure(json_object *f)
     putchar('\n');
 }
 
+const char *cli_phase_shown(json_object *s, char *buf, size_t len)
+{
+    const char *ph = jsonx_get_str(s, "phase");
+    if (!ph || !jsonx_get_obj(s, "unreachable"))
+        return ph;
+    snprintf(buf, len, "%.40s (unreachable)", ph);
+    return buf;
+}
+
 void cli_print_sandbox(json_object *s)
 {
     KV_ROWS(s, { "id:", "id" });
     if (jsonx_get_str(s, "name"))
         kv_line("name:", jsonx_get_str(s, "name"));
-    KV_ROWS(s, { "tenant:", "tenant" }, { "image:", "image" }, { "phase:", "phase" },
-            { "desired state:", "desired_state" }, { "worker:", "worker" });
+    char phase[64];
+    KV_ROWS(s, { "tenant:", "tenant" }, { "image:", "image" });
+    kv_line("phase:", cli_phase_shown(s, phase, sizeof phase));
+    KV_ROWS(s, { "desired state:", "desired_state" }, { "worker:", "worker" });
+    json_object *away = jsonx_get_obj(s, "unreachable");
+    if (away) {
+        /* its worker is away: why, since when, and when it is given up */
+        printf("%-15s ", "unreachable:");
+        fputs("worker ", stdout);
+        cli_put_text(stdout, jsonx_get_str(away, "worker") ? jsonx_get_str(away, "worker") : "?");
+        fputs(" ", stdout);
+        cli_put_text(stdout, jsonx_get_str(away, "reason") ? jsonx_get_str(away, "reason") : "?");
+        fputs(" since ", stdout);
+        cli_put_text(stdout, jsonx_get_str(away, "since") ? jsonx_get_str(away, "since") : "?");
+        fputs("; lost at ", stdout);
+        cli_put_text(stdout, jsonx_get_str(away, "lost_at") ? jsonx_get_str(away, "lost_at") : "?");
+        fputs(" unless it returns\n", stdout);
+    }
     /* microvm (kvm) / microvm (tcg): how its VM runs */
     const char *iso = jsonx_get_str(s, "isolation"), *accel = jsonx_get_str(s, "accelerator");
     char isobuf[96];

@@ -232,10 +232,11 @@ int cli_cmd_list(cli_t *cli, opts_t *o)
     for (int c = 0; c < NCOL; c++)
         width[c] = (int)strlen(heads[c]);
     size_t n = json_object_array_length(arr);
+    char phase[64];
     for (size_t i = 0; i < n; i++) {
         json_object *s = json_object_array_get_idx(arr, i);
         for (int c = 0; c < NCOL - 1; c++) {
-            int cw = cli_cell_width(jsonx_get_str(s, fields[c]));
+            int cw = cli_cell_width(c == 4 ? cli_phase_shown(s, phase, sizeof phase) : jsonx_get_str(s, fields[c]));
             if (cw > width[c])
                 width[c] = cw;
         }
@@ -245,7 +246,8 @@ int cli_cmd_list(cli_t *cli, opts_t *o)
     for (size_t i = 0; i < n; i++) {
         json_object *s = json_object_array_get_idx(arr, i);
         for (int c = 0; c < NCOL - 1; c++)
-            cli_print_cell(jsonx_get_str(s, fields[c]), width[c], false);
+            cli_print_cell(c == 4 ? cli_phase_shown(s, phase, sizeof phase) : jsonx_get_str(s, fields[c]), width[c],
+                           false);
         char age[32];
         cli_format_age(cli_age_seconds(jsonx_get_str(s, "created_at")), age, sizeof age);
         cli_print_cell(age, 0, true);

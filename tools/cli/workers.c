@@ -62,6 +62,16 @@ static void print_worker_row(json_object *w)
     if (!nc)
         fputs("none", stdout);
     putchar('\n');
+    json_object *away = jsonx_get_obj(w, "unreachable");
+    if (away) {
+        fputs("  unreachable: ", stdout);
+        cli_put_text(stdout, jsonx_get_str(away, "reason") ? jsonx_get_str(away, "reason") : "?");
+        fputs(" since ", stdout);
+        cli_put_text(stdout, jsonx_get_str(away, "since") ? jsonx_get_str(away, "since") : "?");
+        fputs("; its sandboxes are lost at ", stdout);
+        cli_put_text(stdout, jsonx_get_str(away, "lost_at") ? jsonx_get_str(away, "lost_at") : "?");
+        fputs(" unless it returns\n", stdout);
+    }
     json_object *probes = jsonx_get_obj(w, "probes");
     if (probes) {
         json_object_object_foreach(probes, pc, pt) {

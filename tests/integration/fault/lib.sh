@@ -6,8 +6,10 @@
 FAULT_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # Short timeouts so that recovery happens within a test's time.
 FAULT_LEASE=6
+# (no grace past the worker timeout unless a scenario sets FAULT_LOST_AFTER:
+# most are about a worker declared lost)
 FAULT_OPTS=(--lease-seconds "$FAULT_LEASE" --heartbeat-seconds 1 --worker-timeout-seconds 4
-            --reconcile-interval-ms 250 --max-attempts 5 --log-level info)
+            --worker-lost-after-seconds "${FAULT_LOST_AFTER:-4}" --reconcile-interval-ms 250 --max-attempts 5 --log-level info)
 FAULT_CTL_PIDS=()
 FAULT_CTL_PORTS=()
 FAULT_WORKER_PID=
