@@ -132,7 +132,7 @@ oom_seen() {
   esac
   return 1
 }
-itest_wait_until 10 "Docker's OOMKilled after the hog" oom_seen
+itest_wait_until 30 "Docker's OOMKilled after the hog" oom_seen
 wait_failed "$sbx" "$t0" $((HB + SLACK))
 check_failed "$sbx" oom_killed 137
 assert_contains "$(json_get "$sbx" failure.message)" "OOM" "the message says OOM"
