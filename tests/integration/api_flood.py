@@ -211,7 +211,7 @@ def cmd_bigbodies():
     pid, n = int(sys.argv[4]), int(sys.argv[5])
     lift_nofile()
     rss0 = rss_kib(pid)
-    socks, got401, peak = [], 0, rss0
+    socks, got401, peak, other = [], 0, rss0, {}
     chunk = b"x" * 65536
     for _ in range(n):
         s = connect(timeout=10)
@@ -220,6 +220,8 @@ def cmd_bigbodies():
     for s in socks:
         st, body, _ = read_answer(s, 10)
         got401 += st == "401"
+        if st != "401":
+            other[st] = other.get(st, 0) + 1
         try:
             s.setblocking(False)
             for _ in range(16):
@@ -231,7 +233,9 @@ def cmd_bigbodies():
     peak = max(peak, rss_kib(pid))
     for s in socks:
         s.close()
-    print("bigbodies", got401, n, "rss_growth_mib", (peak - rss0) // 1024)
+    # (what the others got, for a failure's message)
+    print("bigbodies", got401, n, "rss_growth_mib", (peak - rss0) // 1024, "others",
+          ",".join("%s:%d" % kv for kv in sorted(other.items())) or "none")
 
 
 def cmd_budget():

@@ -43,7 +43,9 @@
 #   "# itest-after-shared" (e.g. its worker has the open network, which
 #   rebuilds the host-wide egress rules A's tests rely on) it runs after the
 #   shared daemons have stopped. (A test that restarts PostgreSQL restarts a
-#   cluster of its own: itest_pg_cluster.)
+#   cluster of its own: itest_pg_cluster.) With "# itest-waits" (a minute
+#   or more of its time is a deliberate wait, e.g. a worker kept away) it
+#   runs in a slot of its own beside those, one such test after another.
 # A failure names its test and prints its own output and the tail of its
 # environment's daemon logs since it began (which may hold a concurrent
 # test's lines too).
@@ -274,11 +276,14 @@ run_pool() {
 # - slot B runs the itest-any-env tests on B from the start;
 # - ITEST_STANDALONE_JOBS (default 2) slots run the standalone tests
 #   (environment S) once the parallel ones have ended, beside slot A: they
-#   wait on their own daemons while A's shared tests mostly wait on theirs.
+#   wait on their own daemons while A's shared tests mostly wait on theirs;
+#   slot W beside them runs the standalone itest-waits ones (they sleep:
+#   their waits cost no CPU and need not hold an S slot).
 # Without B, the itest-any-env tests run on A, last.
 run_lanes() {
   local -a pq=("${parallel[@]}") aq=("${shared[@]}") bq=("${anyenv[@]}") sq=("${standalone[@]}") prun=() srun=()
-  local arun='' brun='' n t
+  local -a wq=("${swaits[@]}")
+  local arun='' brun='' wrun='' n t
   for t in "${beside[@]}"; do
     T_BG[$(basename "$t" .sh)]=1
     test_start "$t" A
@@ -286,7 +291,7 @@ run_lanes() {
   while :; do
     lane_reap prun
     lane_reap srun
-    for n in arun brun; do
+    for n in arun brun wrun; do
       if [ -n "${!n}" ] && [ -e "$ITEST_TMP/${!n}.rc" ]; then test_finish "${!n}"; printf -v "$n" ''; fi
     done
     while [ "${#prun[@]}" -lt "${ITEST_JOBS:-2}" ] && lane_start pq A; do prun+=("$started"); done
@@ -294,9 +299,10 @@ run_lanes() {
     if [ "${#pq[@]}" -eq 0 ] && [ "${#prun[@]}" -eq 0 ]; then
       if [ -z "$arun" ] && { lane_start aq A || lane_start bq A; }; then arun=$started; fi
       while [ "${#srun[@]}" -lt "${ITEST_STANDALONE_JOBS:-2}" ] && lane_start sq S; do srun+=("$started"); done
+      if [ -z "$wrun" ] && lane_start wq S; then wrun=$started; fi
     fi
-    if [ -z "$arun$brun" ] && [ "$((${#prun[@]} + ${#srun[@]}))" -eq 0 ] &&
-      [ "$((${#pq[@]} + ${#aq[@]} + ${#bq[@]} + ${#sq[@]}))" -eq 0 ]; then
+    if [ -z "$arun$brun$wrun" ] && [ "$((${#prun[@]} + ${#srun[@]}))" -eq 0 ] &&
+      [ "$((${#pq[@]} + ${#aq[@]} + ${#bq[@]} + ${#sq[@]} + ${#wq[@]}))" -eq 0 ]; then
       break
     fi
     sleep 0.2
@@ -355,6 +361,7 @@ shared=()
 anyenv=()
 waits=()
 standalone=()
+swaits=()
 after=()
 started=
 beside=()
@@ -362,6 +369,8 @@ parallel=()
 for t in "${tests[@]}"; do
   if grep -q '^# itest-standalone' "$t" && grep -q '^# itest-after-shared' "$t"; then
     after+=("$t")
+  elif grep -q '^# itest-standalone' "$t" && grep -q '^# itest-waits' "$t"; then
+    swaits+=("$t")
   elif grep -q '^# itest-standalone' "$t"; then
     standalone+=("$t")
   elif grep -q '^# itest-beside' "$t"; then

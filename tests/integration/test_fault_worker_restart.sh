@@ -11,6 +11,9 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 FAULT_LOST_AFTER=120
+# a smaller burst than the other scenarios': one restart needs fewer
+# lifecycles around it, and the suite's time is CPU-bound
+FAULT_SANDBOXES=30
 # shellcheck source=tests/integration/fault/lib.sh
 . "$(dirname "$0")/fault/lib.sh"
 itest_begin
