@@ -11,8 +11,9 @@
 # member beside the copy): the worker cuts it, the CLI exits 3, nothing lands
 # beside the copy and no setuid bit; a PTY shell; a route to a
 # guest port; the guest sees none of the host's files, processes or network;
-# the worker and its driver killed -9 mid-run: on restart the VM is found
-# again and usable; TTL expiry removes the VM; a VM the controller no longer wants is removed on
+# the worker and its driver killed -9 mid-run and kept away for 60 s: the
+# sandbox is unreachable meanwhile, and on restart the VM is found again
+# with its file and a process that kept counting; TTL expiry removes the VM; a VM the controller no longer wants is removed on
 # restart; delete leaves no QEMU process or VM file. Slow under TCG: one VM
 # serves most checks. Traffic goes only to the test's controller on loopback.
 # itest-standalone
@@ -263,18 +264,37 @@ assert_not_contains "$ITEST_OUT" "qemu" "the host's processes are not in the gue
 assert_exit 0 sandbox exec "$hsb" -- ls /sys/class/net
 assert_eq "lo" "$(echo $ITEST_OUT)" "the guest's only network interface"
 
-# ---- the worker and its driver killed -9 mid-run: the VM is found again
+# ---- the worker and its driver killed -9 mid-run and kept away for 60 s
+# while the controller runs (issue 29): the sandbox is unreachable, not
+# lost, meanwhile; back, the VM is found again with its file and a process
+# that kept counting
+count() { "$SANDBOX_CLI" exec "$hsb" -- cat /tmp/count; }
+assert_exit 0 sandbox exec "$hsb" -- sh -c "echo kept >/tmp/kept && (i=0; while :; do i=\$((i+1)); echo \$i >/tmp/count; sleep 1; done) >/dev/null 2>&1 </dev/null &"
+itest_wait_until 20 "the counter in the VM" count
+before=$(count)
 p0=$(driver_pid)
 [ -n "$p0" ] || fail "no driver process"
 kill -9 "$wpid" "$p0"
+t0=$(date +%s)
 wait "$wpid" 2>/dev/null || true
 alive "$qpid" || fail "the VM died with its driver"
+away() { itest_json "$(sandbox get "$hsb" --json)" sandbox.unreachable.worker >/dev/null 2>&1; }
+itest_wait_until 60 "the VM's sandbox shown unreachable (worker_timeout_seconds)" away
+assert_exit 3 sandbox exec "$hsb" -- true
+assert_contains "$ITEST_ERR" "is unreachable" "an exec while the worker is away"
+left=$((60 - ($(date +%s) - t0)))
+[ "$left" -le 0 ] || sleep "$left"
 start_worker
+itest_log "the worker and its driver were away for $(($(date +%s) - t0)) s"
 assert_exit 0 sandbox exec "$hsb" -- echo after-kill
 assert_eq after-kill "$ITEST_OUT" "exec in the VM after the worker's and driver's restart"
 assert_exit 0 sandbox get "$hsb" --json
 assert_eq running "$(itest_json "$ITEST_OUT" sandbox.phase)" "phase after the restart"
 assert_eq "$qpid" "$(cat "$vstate/vms/$vm/qemu.pid")" "the same QEMU after the restart"
+assert_exit 0 sandbox exec "$hsb" -- cat /tmp/kept
+assert_eq kept "$ITEST_OUT" "the VM's file after 60 s away"
+now=$(count)
+[ "$now" -ge $((before + 55)) ] || fail "the VM's counter went from $before to $now over 60 s away"
 
 # ---- a VM the controller no longer wants: deleted while its worker and
 # driver are dead (kill -9), removed once the worker is back
