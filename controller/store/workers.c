@@ -667,36 +667,52 @@ static int heartbeat_reconcile(PGconn *c, const store_limits_t *lim, const char 
     return rc;
 }
 
+/* Moves the running operations of worker $1 that pick (a CTE "l" of their
+ * ids, from $1 and $2 = arg, locked in id order: operations first, the
+ * lock order) back to leased, with their operation.leased events (reason
+ * why), in one statement; its answer lists their ids. NULL on error. */
+static PGresult *ops_back_to_leased(PGconn *c, const store_limits_t *lim, const char *worker_id, const char *pick,
+                                    const char *arg, const char *why)
+{
+    assert(op_transition_allowed(OP_RUNNING, OP_LEASED));
+    char lease[24], sql[2048];
+    snprintf(lease, sizeof lease, "%lld", (long long)lim->lease_seconds);
+    snprintf(sql, sizeof sql,
+             "WITH %s, "
+             "o AS (UPDATE operations o SET state = 'leased', started_at = NULL, claim_poll = NULL, "
+             "  updated_at = now(), lease_expires_at = now() + make_interval(secs => $3::bigint) "
+             "  FROM l WHERE o.id = l.id AND o.state = 'running' "
+             "  RETURNING o.id, o.tenant_id, o.sandbox_id, o.kind, o.attempt), "
+             "e AS (INSERT INTO events (tenant_id, kind, sandbox_id, operation_id, data) "
+             "  SELECT tenant_id, 'operation.leased', sandbox_id, id, "
+             "  jsonb_strip_nulls(jsonb_build_object('kind', kind, 'from', 'running', 'to', 'leased', "
+             "  'attempt', CASE WHEN attempt > 0 THEN attempt END, 'reason', $4::text, "
+             "  'worker', (SELECT name FROM workers w WHERE w.id = $1))) FROM o ORDER BY id) "
+             "SELECT id FROM o",
+             pick);
+    const char *p[] = { worker_id, arg, lease, why };
+    return db_exec(c, sql, 4, p);
+}
+
 /* What a stopping worker gives back (unstarted, JSON text): the
  * assignments it took and never started, at the attempt it was handed,
  * leased to it again (an operation.leased event, reason "returned"): a
  * create then goes elsewhere at once (heartbeat_renew), an exec or a delete
- * waits for the worker's return, as a lease it never took would. Locked in
- * id order, first in the heartbeat's transaction (the lock order). 0 or
- * SBX_EDB. */
+ * waits for the worker's return, as a lease it never took would. First in
+ * the heartbeat's transaction (the lock order). 0 or SBX_EDB. */
 static int heartbeat_unstarted(PGconn *c, const store_limits_t *lim, const char *worker_id, const char *unstarted)
 {
-    assert(op_transition_allowed(OP_RUNNING, OP_LEASED));
-    char lease[24];
-    snprintf(lease, sizeof lease, "%lld", (long long)lim->lease_seconds);
-    const char *p[] = { worker_id, unstarted, lease };
-    return db_run(c,
-                  "WITH x AS (SELECT operation_id, attempt FROM jsonb_to_recordset($2::jsonb) "
-                  "  AS x(operation_id text, attempt bigint)), "
-                  "l AS (SELECT o.id FROM operations o JOIN x ON x.operation_id = o.id AND x.attempt = o.attempt "
-                  "  WHERE o.lease_worker_id = $1 AND o.state = 'running' ORDER BY o.id FOR NO KEY UPDATE OF o), "
-                  "o AS (UPDATE operations o SET state = 'leased', started_at = NULL, claim_poll = NULL, "
-                  "  updated_at = now(), lease_expires_at = now() + make_interval(secs => $3::bigint) "
-                  "  FROM l WHERE o.id = l.id AND o.state = 'running' "
-                  "  RETURNING o.id, o.tenant_id, o.sandbox_id, o.kind, o.attempt) "
-                  "INSERT INTO events (tenant_id, kind, sandbox_id, operation_id, data) "
-                  "  SELECT tenant_id, 'operation.leased', sandbox_id, id, "
-                  "  jsonb_strip_nulls(jsonb_build_object('kind', kind, 'from', 'running', 'to', 'leased', "
-                  "  'attempt', CASE WHEN attempt > 0 THEN attempt END, 'reason', 'returned', "
-                  "  'worker', (SELECT name FROM workers w WHERE w.id = $1))) FROM o ORDER BY id",
-                  3, p) < 0
-               ? SBX_EDB
-               : 0;
+    PGresult *r = ops_back_to_leased(c, lim, worker_id,
+                                     "x AS (SELECT operation_id, attempt FROM jsonb_to_recordset($2::jsonb) "
+                                     "  AS x(operation_id text, attempt bigint)), "
+                                     "l AS (SELECT o.id FROM operations o JOIN x ON x.operation_id = o.id "
+                                     "  AND x.attempt = o.attempt WHERE o.lease_worker_id = $1 "
+                                     "  AND o.state = 'running' ORDER BY o.id FOR NO KEY UPDATE OF o)",
+                                     unstarted, "returned");
+    if (!r)
+        return SBX_EDB;
+    PQclear(r);
+    return 0;
 }
 
 /* Renews the worker's leases in the heartbeat's transaction: only for what
@@ -1073,7 +1089,6 @@ int store_worker_unclaim(PGconn *c, const store_limits_t *lim, const char *worke
                          int n, int *ret_n, api_error_t *err)
 {
     *ret_n = 0;
-    assert(op_transition_allowed(OP_RUNNING, OP_LEASED));
     if (n <= 0)
         return 0;
     /* a text[] literal: the ids are letters, digits, '-' and '_' (checked) */
@@ -1085,25 +1100,11 @@ int store_worker_unclaim(PGconn *c, const store_limits_t *lim, const char *worke
         strcat(arr, i + 1 < n ? "," : "");
     }
     strcat(arr, "}");
-    char lease[24];
-    snprintf(lease, sizeof lease, "%lld", (long long)lim->lease_seconds);
-    const char *p[] = { worker_id, arr, lease };
-    /* Locked in id order (operations first: the lock order), then moved
-     * back with their events, in one statement. */
-    PGresult *r = db_exec(c,
-                          "WITH l AS (SELECT id FROM operations WHERE lease_worker_id = $1 AND state = 'running' "
-                          "  AND claim_poll = ANY($2::text[]) ORDER BY id FOR NO KEY UPDATE), "
-                          "o AS (UPDATE operations o SET state = 'leased', started_at = NULL, claim_poll = NULL, "
-                          "  updated_at = now(), lease_expires_at = now() + make_interval(secs => $3::bigint) "
-                          "  FROM l WHERE o.id = l.id AND o.state = 'running' "
-                          "  RETURNING o.id, o.tenant_id, o.sandbox_id, o.kind, o.attempt), "
-                          "e AS (INSERT INTO events (tenant_id, kind, sandbox_id, operation_id, data) "
-                          "  SELECT tenant_id, 'operation.leased', sandbox_id, id, "
-                          "  jsonb_strip_nulls(jsonb_build_object('kind', kind, 'from', 'running', 'to', 'leased', "
-                          "  'attempt', CASE WHEN attempt > 0 THEN attempt END, 'reason', 'answer_lost', "
-                          "  'worker', (SELECT name FROM workers w WHERE w.id = $1))) FROM o ORDER BY id) "
-                          "SELECT id FROM o",
-                          3, p);
+    PGresult *r = ops_back_to_leased(c, lim, worker_id,
+                                     "l AS (SELECT id FROM operations WHERE lease_worker_id = $1 "
+                                     "  AND state = 'running' AND claim_poll = ANY($2::text[]) "
+                                     "  ORDER BY id FOR NO KEY UPDATE)",
+                                     arr, "answer_lost");
     if (!r)
         return store__db_error(err);
     *ret_n = PQntuples(r);
