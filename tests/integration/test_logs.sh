@@ -75,7 +75,9 @@ assert_eq "" "$(sandbox logs "$sbx" --tail 0 2>&1)" "logs --tail 0"
 
 # ---- --json: the NDJSON lines as the API sends them
 json=$(sandbox logs "$sbx" --json)
-first=$(printf '%s\n' "$json" | head -n 1)
+# (not printf | head: head may exit before bash's line-buffered printf has
+# written the rest, and pipefail turns that SIGPIPE into a failure)
+first=${json%%$'\n'*}
 assert_eq "stdout" "$(itest_json "$first" stream)" "first NDJSON line's stream"
 assert_contains "$json" '"stream":"stderr","data":"hello-err-1\n"' "the stderr line in --json output"
 
@@ -95,7 +97,7 @@ assert_http 405 "*" "POST to logs"
 assert_exit 3 env SANDBOX_TOKEN="$stranger" "$SANDBOX_CLI" logs "$sbx"
 assert_exit 2 sandbox logs
 assert_exit 2 sandbox logs "$sbx" --tail x
-sandbox logs --help | grep -q -- "--follow" || fail "sandbox logs --help does not mention --follow"
+assert_contains "$(sandbox logs --help)" "--follow" "sandbox logs --help"
 
 # A sandbox that waits for placement has no container: 409.
 pend=$(sandbox create --image "$ITEST_IMAGE" --selector "nowhere=$RANDOM" --memory-mib 64) || fail "create: $pend"

@@ -61,7 +61,7 @@ c() { "$ctl" --state "$state" "$@"; }
 
 # ---- KVM or TCG, said with its reason
 probe=$(c probe)
-accel=$(printf '%s\n' "$probe" | head -n1)
+accel=${probe%%$'\n'*}
 case "$accel" in kvm | tcg) ok "probe: $accel ($(printf '%s\n' "$probe" | sed -n 2p))" ;; *) bad "probe said [$probe]" ;; esac
 if [ "$accel" = tcg ]; then check_has "probe says why not kvm" "$probe" "tcg:"; fi
 
