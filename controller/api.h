@@ -151,6 +151,8 @@ void api_worker_list(req_t *rq);
 void api_images_list(req_t *rq);
 /* GET /v1/version (api_health.c). */
 void api_version(req_t *rq);
+/* GET /v1/openapi.json (api_health.c): the embedded OpenAPI document. */
+void api_openapi(req_t *rq);
 /* Admin: stop (drain) or resume placing new sandboxes on the worker NAME. */
 void api_worker_drain(req_t *rq, const char *name, bool drain);
 

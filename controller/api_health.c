@@ -2,6 +2,7 @@
  * Prometheus ask the controller. */
 #include "api.h"
 #include "migrate_data.h"
+#include "openapi.h"
 #include "version.h"
 #include "db.h"
 #include "store.h"
@@ -34,6 +35,13 @@ void api_version(req_t *rq)
     if (http_db(rq) == 0 && store_worker_versions(rq->db, &wv) == 0)
         jsonx_add(o, "workers", wv);
     http_reply_json(rq, 200, o);
+}
+
+/* GET /v1/openapi.json: the API's OpenAPI document, as built in; no token,
+ * so a client or a code generator can read it before it has one. */
+void api_openapi(req_t *rq)
+{
+    http_reply_text(rq, 200, "application/json", openapi_json, openapi_json_len);
 }
 
 void api_healthz(req_t *rq)

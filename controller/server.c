@@ -20,6 +20,7 @@
 #include "utf8.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -282,9 +283,43 @@ static void reply_done(req_t *rq, int status)
     req_free(rq);
 }
 
+/* A test facility: with SANDBOXD_RECORD_RESPONSES=FILE in its environment
+ * the controller appends every JSON answer of a route to FILE, one line
+ * {"method","route","status","body"} each, so the test suite can check each
+ * against the OpenAPI document (tests/openapi/check.mjs). One write(2) a
+ * line on an O_APPEND file: several controllers may share it. Never set in
+ * production: the file holds what the answers held, tokens shown once too. */
+static int record_fd = -1;
+static pthread_once_t record_once = PTHREAD_ONCE_INIT;
+
+static void record_open(void)
+{
+    const char *path = getenv("SANDBOXD_RECORD_RESPONSES");
+    if (path && *path) {
+        record_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        if (record_fd < 0)
+            log_warn("http", "cannot open SANDBOXD_RECORD_RESPONSES=%s: %s; answers are not recorded", path,
+                     strerror(errno));
+    }
+}
+
+static void record_answer(const req_t *rq, int status, const char *body)
+{
+    if (record_fd < 0 || !rq->route_tmpl || rq->conn_gone) /* conn_gone: nobody receives it */
+        return;
+    sbuf_t b;
+    sbuf_init(&b, 0);
+    int rc = sbuf_printf(&b, "{\"method\":\"%s\",\"route\":\"%s\",\"status\":%d,\"body\":%s}\n", method_name(rq->method),
+                rq->route_tmpl, status, body);
+    if (rc == 0 && write(record_fd, b.data, b.len) < 0)
+        log_debug("http", "recording an answer failed: %s", strerror(errno));
+    sbuf_release(&b);
+}
+
 void http_reply_json(req_t *rq, int status, json_object *body)
 {
     const char *s = json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+    record_answer(rq, status, s);
     reply_send(rq, status, "application/json", s, strlen(s), true);
     json_object_put(body);
 }
@@ -1006,6 +1041,7 @@ static void thread_free(http_thread_t *th)
 int server_start(controller_t *ctl, char *err, size_t errlen)
 {
     pthread_once(&metrics_once, server_metrics_init);
+    pthread_once(&record_once, record_open);
     /* This process's connections: one per HTTP thread, the reconcile loop,
      * the LISTEN connection, and the NATS publisher when configured. */
     metric_family_t *pool = metrics_family("sandbox_db_pool_size", METRIC_GAUGE,

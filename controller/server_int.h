@@ -6,6 +6,7 @@
 
 #include <event2/http.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "server.h"
 
@@ -33,6 +34,11 @@ typedef struct api_route {
     void (*h1)(req_t *rq, const char *a);
     void (*h2)(req_t *rq, const char *a, const char *b);
 } api_route_t;
+
+/* The table's rows, for tests that compare it with the OpenAPI document
+ * (tests/unit/test_openapi.c): how many, and row i (NULL past the end). */
+size_t api_route_count(void);
+const api_route_t *api_route_at(size_t i);
 
 /* The row for rq: *ret_path the first row whose path fits (any method; NULL
  * when none), the return value the row whose method fits too (NULL: none). */

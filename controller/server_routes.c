@@ -41,6 +41,7 @@ static const api_route_t api_routes[] = {
     { EVHTTP_REQ_GET, "/v1/operations/{id}/output", RR_CLIENT, 0, DENY_CLIENT, NULL, api_operation_output, NULL },
     { EVHTTP_REQ_POST, "/v1/operations/{id}/cancel", RR_CLIENT, RF_OPERATION, DENY_CLIENT, NULL, api_operation_cancel,
       NULL },
+    { EVHTTP_REQ_GET, "/v1/openapi.json", RR_NONE, RF_HEAD, NULL, api_openapi, NULL, NULL },
     { EVHTTP_REQ_GET, "/v1/version", RR_CLIENT, 0, DENY_CLIENT, api_version, NULL, NULL },
     { EVHTTP_REQ_GET, "/v1/images", RR_CLIENT, 0, DENY_CLIENT, api_images_list, NULL, NULL },
     { EVHTTP_REQ_GET, "/v1/events", RR_CLIENT, 0, "a %s token cannot read events", api_events_list, NULL, NULL },
@@ -70,6 +71,16 @@ static const api_route_t api_routes[] = {
     { EVHTTP_REQ_POST, "/v1/workers/{id}/output", RR_WORKER, RF_ROUTINE, DENY_WORKER, NULL, api_worker_output, NULL },
 };
 #define API_NROUTES (sizeof api_routes / sizeof api_routes[0])
+
+size_t api_route_count(void)
+{
+    return API_NROUTES;
+}
+
+const api_route_t *api_route_at(size_t i)
+{
+    return i < API_NROUTES ? &api_routes[i] : NULL;
+}
 
 /* True when rq's path fits tmpl segment by segment; fills ret_params with
  * the segments {x} stood for (at most 2). A literal segment of a template

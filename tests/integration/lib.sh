@@ -233,6 +233,47 @@ itest_leftovers() {
   done
 }
 
+# itest_npm_install DIR WHAT: npm packages for a test (WHAT names them in
+# messages) in DIR, with `npm ci` from its lock file (`npm install` without
+# one), when node_modules is missing or older than package.json or the lock
+# (npm writes node_modules/.package-lock.json on every install). Returns 1
+# with ITEST_NPM_ERROR set to the reason: no node or npm, node older than
+# 18, an unreachable registry, or npm's failure (its log's tail is shown).
+itest_npm_install() {
+  local dir=$1 what=$2 stamp log cmd
+  # shellcheck disable=SC2034 # read by the caller
+  ITEST_NPM_ERROR=
+  if ! command -v node >/dev/null 2>&1; then
+    ITEST_NPM_ERROR="node is not installed: apt-get install nodejs npm (tools/test.sh installs them when node is missing)"
+    return 1
+  fi
+  if ! command -v npm >/dev/null 2>&1; then
+    ITEST_NPM_ERROR="npm is not installed next to $(command -v node) ($(node --version)): install npm"
+    return 1
+  fi
+  if [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 18 ]; then
+    ITEST_NPM_ERROR="node $(node --version) is too old: $what needs Node.js 18 or later"
+    return 1
+  fi
+  stamp="$dir/node_modules/.package-lock.json"
+  if [ -f "$stamp" ] && ! [ "$dir/package.json" -nt "$stamp" ] &&
+    ! { [ -f "$dir/package-lock.json" ] && [ "$dir/package-lock.json" -nt "$stamp" ]; }; then
+    return 0
+  fi
+  log="$ITEST_TMP/npm-$(basename "$dir")-$$.log"
+  if [ -f "$dir/package-lock.json" ]; then cmd=(npm ci); else cmd=(npm install); fi
+  itest_log "installing $what: ${cmd[*]} in $dir (log: $log)"
+  if ! (cd "$dir" && timeout 180 "${cmd[@]}" --no-audit --no-fund >"$log" 2>&1); then
+    itest_log_tail "$log" 0 30
+    if grep -Eq 'ENOTFOUND|EAI_AGAIN|ETIMEDOUT|ECONNREFUSED|ECONNRESET|network' "$log"; then
+      ITEST_NPM_ERROR="${cmd[*]} in $dir failed: the npm registry ($(npm config get registry)) is unreachable"
+    else
+      ITEST_NPM_ERROR="${cmd[*]} in $dir failed (log above, $log)"
+    fi
+    return 1
+  fi
+}
+
 # Prints the tail of a log file, from byte offset $2 on when given.
 itest_log_tail() {
   local file=$1 from=${2:-0} lines=${3:-60}

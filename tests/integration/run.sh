@@ -90,6 +90,10 @@ fi
 
 itest_init "$build"
 trap 'itest_cleanup' EXIT
+# Every controller of the run appends each JSON answer it sends to this file
+# (controller/server.c, record_answer); api_schema below checks them all
+# against docs/openapi.json.
+export SANDBOXD_RECORD_RESPONSES="$ITEST_TMP/api-answers.ndjson"
 trap 'exit 130' INT TERM
 
 passed=0
@@ -448,6 +452,25 @@ if [ -z "${setup_error:-}" ]; then
   python3 "$here/check_log_secrets.py" "$ITEST_TMP" 2>&1 | sed -u "s/^/    /" || rc=${PIPESTATUS[0]}
   secs=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
   if [ "$rc" -eq 0 ]; then record PASS log_secrets "$secs"; else record FAIL log_secrets "$secs" "exit $rc"; fi
+fi
+
+# The API's answers match its OpenAPI document: docs/openapi.json is valid
+# OpenAPI 3.1 and every JSON answer the controllers sent in this run meets
+# the schema of its path, method and status (tests/openapi/check.mjs).
+if [ -z "${setup_error:-}" ]; then
+  t0=$(date +%s%N)
+  echo "=== RUN  api_schema"
+  rc=0
+  oa_dir=$(cd "$here/../openapi" && pwd)
+  if ! itest_npm_install "$oa_dir" "the OpenAPI checks (swagger-parser, ajv)"; then
+    echo "    $ITEST_NPM_ERROR"
+    rc=1
+  else
+    node "$oa_dir/check.mjs" "$(cd "$here/../.." && pwd)/docs/openapi.json" "$SANDBOXD_RECORD_RESPONSES" 2>&1 | sed -u "s/^/    /" ||
+      rc=${PIPESTATUS[0]}
+  fi
+  secs=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
+  if [ "$rc" -eq 0 ]; then record PASS api_schema "$secs"; else record FAIL api_schema "$secs" "exit $rc"; fi
 fi
 
 if [ "$failed" -eq 0 ] && [ "${ITEST_KEEP:-0}" != 1 ]; then

@@ -21,29 +21,7 @@ mcp_bin="$(dirname "$SANDBOX_CLI")/sandbox-mcp"
 
 # ---- Node.js and the SDK
 
-command -v node >/dev/null 2>&1 \
-  || fail "node is not installed: apt-get install nodejs npm (tools/test.sh installs them when node is missing)"
-command -v npm >/dev/null 2>&1 \
-  || fail "npm is not installed next to $(command -v node) ($(node --version)): install npm"
-node_major=$(node -p 'process.versions.node.split(".")[0]')
-[ "$node_major" -ge 18 ] || fail "node $(node --version) is too old: the MCP SDK needs Node.js 18 or later"
-
-# npm writes node_modules/.package-lock.json on every install: older than
-# the lock file (or package.json) means node_modules is stale.
-stamp="$mcp_dir/node_modules/.package-lock.json"
-if [ ! -f "$stamp" ] || [ "$mcp_dir/package.json" -nt "$stamp" ] \
-  || { [ -f "$mcp_dir/package-lock.json" ] && [ "$mcp_dir/package-lock.json" -nt "$stamp" ]; }; then
-  npm_log="$ITEST_TMP/mcp-npm.log"
-  if [ -f "$mcp_dir/package-lock.json" ]; then npm_cmd=(npm ci); else npm_cmd=(npm install); fi
-  itest_log "installing the MCP SDK: ${npm_cmd[*]} in $mcp_dir (log: $npm_log)"
-  if ! (cd "$mcp_dir" && timeout 180 "${npm_cmd[@]}" --no-audit --no-fund >"$npm_log" 2>&1); then
-    itest_log_tail "$npm_log" 0 30
-    if grep -Eq 'ENOTFOUND|EAI_AGAIN|ETIMEDOUT|ECONNREFUSED|ECONNRESET|network' "$npm_log"; then
-      fail "${npm_cmd[*]} in $mcp_dir failed: the npm registry ($(npm config get registry)) is unreachable"
-    fi
-    fail "${npm_cmd[*]} in $mcp_dir failed (log above, $npm_log)"
-  fi
-fi
+itest_npm_install "$mcp_dir" "the MCP SDK" || fail "$ITEST_NPM_ERROR"
 [ -f "$mcp_dir/node_modules/@modelcontextprotocol/sdk/package.json" ] \
   || fail "$mcp_dir/node_modules has no @modelcontextprotocol/sdk after npm"
 

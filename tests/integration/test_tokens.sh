@@ -74,11 +74,13 @@ itest_http GET /v1/sandboxes "$member"
 assert_http 401 unauthorized "revoked token"
 
 # expiry
-assert_exit 0 sandbox tokens create --tenant "$tenant" --role member --ttl 1
+# (5 s: a busy host once took over a second from the create to the first use)
+assert_exit 0 sandbox tokens create --tenant "$tenant" --role member --ttl 5
 short=$ITEST_OUT
 itest_http GET /v1/sandboxes "$short"
 assert_http 200 "" "token before it expires"
-sleep 2
+itest_wait_until 15 "the 5 s token expires" bash -c \
+  "[ \"\$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer $short' '$SANDBOX_URL/v1/sandboxes')\" = 401 ]"
 itest_http GET /v1/sandboxes "$short"
 assert_http 401 unauthorized "expired token"
 
