@@ -239,9 +239,9 @@ itest_leftovers() {
 # (npm writes node_modules/.package-lock.json on every install). Returns 1
 # with ITEST_NPM_ERROR set to the reason: no node or npm, node older than
 # 18, an unreachable registry, or npm's failure (its log's tail is shown).
+# shellcheck disable=SC2034 # ITEST_NPM_ERROR is read by the caller
 itest_npm_install() {
   local dir=$1 what=$2 stamp log cmd
-  # shellcheck disable=SC2034 # read by the caller
   ITEST_NPM_ERROR=
   if ! command -v node >/dev/null 2>&1; then
     ITEST_NPM_ERROR="node is not installed: apt-get install nodejs npm (tools/test.sh installs them when node is missing)"
