@@ -155,8 +155,10 @@ EOF
 }
 
 # tests/integration/test_mcp.sh drives sandbox-mcp through the MCP TypeScript
-# SDK (installed with npm into tests/mcp): Debian's Node.js and npm, only when
-# no node is installed (a newer one from elsewhere is kept).
+# SDK (installed with npm into tests/mcp), test_sdk_typescript.sh builds
+# client/typescript with tsc and the run's api_schema check uses swagger-parser
+# and ajv (tests/openapi): Debian's Node.js and npm, only when no node is
+# installed (a newer one from elsewhere is kept).
 sbx_install_node() {
   if command -v node >/dev/null 2>&1; then
     return 0
@@ -167,8 +169,10 @@ sbx_install_node() {
 }
 
 # tools/fuzz.sh builds its harnesses with clang and libFuzzer;
-# test_nginx_recipe.sh runs docs/custom-domains.md's nginx block
-SBX_PACKAGES+=(clang libclang-rt-14-dev nginx-light)
+# test_nginx_recipe.sh runs docs/custom-domains.md's nginx block;
+# test_sdk_python.sh installs client/python offline into a venv (pip and
+# setuptools from python3-venv, wheel from python3-wheel)
+SBX_PACKAGES+=(clang libclang-rt-14-dev nginx-light python3-venv python3-wheel)
 
 # Work in the background, at the lowest CPU priority, beside the integration
 # tests (which mostly wait on Docker): while the plain build's run, the

@@ -233,6 +233,26 @@ itest_leftovers() {
   done
 }
 
+# itest_make_pki DIR: test certificates in DIR: ca.pem/ca.key (a CA),
+# server.pem/server.key (signed by it, for 127.0.0.1 and localhost) and
+# other.pem/other.key (another CA, which must not be trusted for it).
+itest_make_pki() {
+  local d=$1 n
+  mkdir -p "$d"
+  for n in ca other; do
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=itest $n" -keyout "$d/$n.key" \
+      -out "$d/$n.pem" -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
+      >/dev/null 2>&1
+  done
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$d/server.key" -out "$d/server.csr" \
+    >/dev/null 2>&1
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$d/server.ext"
+  openssl x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial -days 2 \
+    -extfile "$d/server.ext" -out "$d/server.pem" >/dev/null 2>&1
+  chmod 600 "$d"/*.key
+  [ -s "$d/server.pem" ] && [ -s "$d/other.pem" ] || fail "openssl could not make the test certificates in $d"
+}
+
 # itest_npm_install DIR WHAT: npm packages for a test (WHAT names them in
 # messages) in DIR, with `npm ci` from its lock file (`npm install` without
 # one), when node_modules is missing or older than package.json or the lock

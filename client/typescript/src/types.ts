@@ -1,0 +1,76 @@
+// The API's objects as the SDK passes them on (docs/api.md, "Objects"). Field
+// names are the API's own (snake_case): these are the raw answers, kept whole
+// in `.data` so a field the controller adds later is never lost.
+
+export interface ApiErrorBody {
+  code: string;
+  message: string;
+}
+
+export interface SandboxData {
+  id: string;
+  name?: string;
+  tenant: string;
+  image: string;
+  phase: string;
+  desired_state?: string;
+  worker?: string | null;
+  isolation?: string;
+  network?: string;
+  labels?: Record<string, string>;
+  expires_at?: string | null;
+  failure?: { reason: string; exit_code?: number; at: string; message: string } | null;
+  [field: string]: unknown;
+}
+
+export interface OperationData {
+  id: string;
+  kind: string;
+  state: string;
+  sandbox_id?: string | null;
+  error: ApiErrorBody | null;
+  result: Record<string, unknown> | null;
+  [field: string]: unknown;
+}
+
+export interface FileEntry {
+  name: string;
+  type: "file" | "dir" | "symlink" | "other";
+  size: number;
+  mode: number;
+  mtime: string | number;
+  link_target?: string | null;
+  [field: string]: unknown;
+}
+
+export interface Route {
+  id: string;
+  name?: string;
+  url: string;
+  port: number;
+  auth: string;
+  state?: string;
+  /** The route's access token, only in share()'s answer of a `token` route (shown once). */
+  accessToken?: string;
+  [field: string]: unknown;
+}
+
+export interface SandboxEvent {
+  id: number;
+  ts: string;
+  tenant: string | null;
+  kind: string;
+  sandbox_id: string | null;
+  operation_id: string | null;
+  data: Record<string, unknown>;
+}
+
+export interface LogLine {
+  /** `stdout`, `stderr`, `output` (the kept tail of a gone container) or `truncated`. */
+  stream: string;
+  data: string;
+  /** On the `truncated` line: the bound a read without follow reached. */
+  limitBytes?: number;
+}
+
+export type JsonObject = Record<string, unknown>;
