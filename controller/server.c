@@ -309,8 +309,8 @@ static void record_answer(const req_t *rq, int status, const char *body)
         return;
     sbuf_t b;
     sbuf_init(&b, 0);
-    int rc = sbuf_printf(&b, "{\"method\":\"%s\",\"route\":\"%s\",\"status\":%d,\"body\":%s}\n", method_name(rq->method),
-                rq->route_tmpl, status, body);
+    int rc = sbuf_printf(&b, "{\"method\":\"%s\",\"route\":\"%s\",\"status\":%d,\"body\":%s}\n",
+                         method_name(rq->method), rq->route_tmpl, status, body);
     if (rc == 0 && write(record_fd, b.data, b.len) < 0)
         log_debug("http", "recording an answer failed: %s", strerror(errno));
     sbuf_release(&b);

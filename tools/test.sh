@@ -271,10 +271,12 @@ if [ "$plain" -eq 1 ]; then
   # injection, the external driver's crash and hang cases, the microVMs,
   # and tests of a minute whose time is fixed waits, not speed (they take
   # as long sanitized): sandbox-sim's lost workers, worker identity's
-  # heartbeat graces, the MCP SDK's client, workers away for a minute.
+  # heartbeat graces, the MCP SDK's client and the Python and TypeScript
+  # SDKs (clients in other languages: the sanitizers see only the
+  # controller's side of them), workers away for a minute.
   # Their code paths get the sanitizers there.
   if [ "$sanitize" -eq 1 ]; then
-    SBX_ITEST_EXCLUDE='test_fault_* test_external_driver test_sim test_worker_identity test_mcp test_worker_outage'
+    SBX_ITEST_EXCLUDE='test_fault_* test_external_driver test_sim test_worker_identity test_mcp test_sdk_* test_worker_outage'
     SBX_SKIP_MICROVM=1
   fi
   run_suite plain "${SANDBOX_BUILD_DIR:-build}"
