@@ -635,6 +635,17 @@ itest_begin() {
 
 itest_track() { ITEST_TRACKED+=("$1"); }
 itest_on_exit() { ITEST_ON_EXIT+=("$*"); }
+# itest_track_tenant TENANT: when the test ends, every sandbox TENANT still
+# has is deleted with the tracked ones (what a client under test made and
+# left behind when a check stopped it midway).
+itest_track_tenant() { itest_on_exit itest_track_tenant_now "$1"; }
+itest_track_tenant_now() {
+  local json id
+  json=$(SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN "$SANDBOX_CLI" list --tenant "$1" --json 2>/dev/null) || return 0
+  for id in $(python3 -c 'import json,sys; print(" ".join(s["id"] for s in json.loads(sys.argv[1]).get("sandboxes", [])))' "$json"); do
+    itest_track "$id"
+  done
+}
 itest_track_pid() { ITEST_TEST_PIDS+=("$1"); }
 # itest_descendants PID: the pids of PID's children, theirs, and so on.
 itest_descendants() {

@@ -60,14 +60,7 @@ assert_contains "$nul_out" '"id":3,"result":{}' "MCP ping after the NUL line is 
 
 # Whatever client.mjs leaves behind (it deletes its sandboxes itself, also
 # when a check fails) is deleted when the test exits.
-mcp_leftovers() {
-  local json id
-  json=$(SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN "$SANDBOX_CLI" list --tenant "$tenant" --json 2>/dev/null) || return 0
-  for id in $(python3 -c 'import json,sys; print(" ".join(s["id"] for s in json.loads(sys.argv[1]).get("sandboxes", [])))' "$json"); do
-    itest_track "$id"
-  done
-}
-itest_on_exit mcp_leftovers
+itest_track_tenant "$tenant"
 
 # ---- the client
 

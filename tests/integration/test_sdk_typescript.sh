@@ -88,14 +88,11 @@ tenant=$(itest_tenant itest-sdk-ts)
 ids_file="$ITEST_TMP/sdk-ts-ids-$$"
 : >"$ids_file"
 sdk_leftovers() { # what the program made and may have left (it deletes its own as it goes)
-  local id json
+  local id
   for id in $(sort -u "$ids_file"); do itest_track "$id"; done
-  json=$(SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN "$SANDBOX_CLI" list --tenant "$tenant" --json 2>/dev/null) || return 0
-  for id in $(python3 -c 'import json,sys; print(" ".join(s["id"] for s in json.loads(sys.argv[1]).get("sandboxes", [])))' "$json"); do
-    itest_track "$id"
-  done
 }
 itest_on_exit sdk_leftovers
+itest_track_tenant "$tenant"
 
 prog_tmp="$ITEST_TMP/sdk-ts-work"
 mkdir -p "$prog_tmp"

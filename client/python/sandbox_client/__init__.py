@@ -14,36 +14,8 @@ __version__ = "0.1.0"
 from ._config import ConfigError  # noqa: E402
 from ._tar import UnsafeArchive  # noqa: E402
 from .client import Client, EventStream  # noqa: E402
-from .errors import (  # noqa: E402
-    SandboxError,
-    SandboxConnectionError,
-    InvalidArgument,
-    InvalidJson,
-    Unauthorized,
-    Forbidden,
-    NotFound,
-    MethodNotAllowed,
-    Conflict,
-    StaleLease,
-    PayloadTooLarge,
-    PolicyDenied,
-    IsolationUnavailable,
-    QuotaExceeded,
-    Unavailable,
-    InternalError,
-    ImageUnavailable,
-    SandboxRuntimeError,
-    OperationTimeout,
-    WorkerLost,
-    Cancelled,
-    BadGateway,
-    HeadersTooLarge,
-    SandboxExited,
-    RateLimited,
-    RequestTimeout,
-    ERROR_CLASSES,
-    error_from,
-)
+from . import errors  # noqa: E402
+from .errors import *  # noqa: E402,F401,F403  (one class per API code; errors.__all__)
 from .models import ExecResult, FileEntry, LogLine, OutputChunk, Route  # noqa: E402
 from .operation import Operation, OutputStream  # noqa: E402
 from .sandbox import ExecStream, Files, LogStream, Sandbox  # noqa: E402
@@ -65,32 +37,5 @@ __all__ = [
     "Sandbox",
     "UnsafeArchive",
     "__version__",
-    "SandboxError",
-    "SandboxConnectionError",
-    "InvalidArgument",
-    "InvalidJson",
-    "Unauthorized",
-    "Forbidden",
-    "NotFound",
-    "MethodNotAllowed",
-    "Conflict",
-    "StaleLease",
-    "PayloadTooLarge",
-    "PolicyDenied",
-    "IsolationUnavailable",
-    "QuotaExceeded",
-    "Unavailable",
-    "InternalError",
-    "ImageUnavailable",
-    "SandboxRuntimeError",
-    "OperationTimeout",
-    "WorkerLost",
-    "Cancelled",
-    "BadGateway",
-    "HeadersTooLarge",
-    "SandboxExited",
-    "RateLimited",
-    "RequestTimeout",
-    "ERROR_CLASSES",
-    "error_from",
 ]
+__all__ += errors.__all__
