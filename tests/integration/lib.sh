@@ -647,6 +647,17 @@ itest_track_tenant_now() {
   done
 }
 itest_track_pid() { ITEST_TEST_PIDS+=("$1"); }
+# A counter that survives only if the sandbox's processes do: itest_counter_start
+# SBX starts a loop in SBX that writes 1, 2, ... to /tmp/count once a second
+# (by rename, so a reader never sees the file half-written); itest_counter SBX
+# prints its value and fails when it cannot be read.
+itest_counter_start() {
+  "$SANDBOX_CLI" exec "$1" -- sh -c '(i=0; while :; do i=$((i+1)); echo $i >/tmp/count.new; mv /tmp/count.new /tmp/count; sleep 1; done) >/dev/null 2>&1 </dev/null &'
+}
+itest_counter() {
+  local n
+  n=$("$SANDBOX_CLI" exec "$1" -- cat /tmp/count) && [ -n "$n" ] && printf '%s\n' "$n"
+}
 # itest_descendants PID: the pids of PID's children, theirs, and so on.
 itest_descendants() {
   local k

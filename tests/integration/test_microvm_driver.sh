@@ -268,10 +268,11 @@ assert_eq "lo" "$(echo $ITEST_OUT)" "the guest's only network interface"
 # while the controller runs (issue 29): the sandbox is unreachable, not
 # lost, meanwhile; back, the VM is found again with its file and a process
 # that kept counting
-count() { "$SANDBOX_CLI" exec "$hsb" -- cat /tmp/count; }
-assert_exit 0 sandbox exec "$hsb" -- sh -c "echo kept >/tmp/kept && (i=0; while :; do i=\$((i+1)); echo \$i >/tmp/count; sleep 1; done) >/dev/null 2>&1 </dev/null &"
+count() { itest_counter "$hsb"; }
+assert_exit 0 sandbox exec "$hsb" -- sh -c "echo kept >/tmp/kept"
+assert_exit 0 itest_counter_start "$hsb"
 itest_wait_until 20 "the counter in the VM" count
-before=$(count)
+before=$(count) || fail "cannot read the counter in the VM"
 p0=$(driver_pid)
 [ -n "$p0" ] || fail "no driver process"
 kill -9 "$wpid" "$p0"
@@ -293,7 +294,7 @@ assert_eq running "$(itest_json "$ITEST_OUT" sandbox.phase)" "phase after the re
 assert_eq "$qpid" "$(cat "$vstate/vms/$vm/qemu.pid")" "the same QEMU after the restart"
 assert_exit 0 sandbox exec "$hsb" -- cat /tmp/kept
 assert_eq kept "$ITEST_OUT" "the VM's file after 60 s away"
-now=$(count)
+now=$(count) || fail "cannot read the counter in the VM after the restart"
 [ "$now" -ge $((before + 55)) ] || fail "the VM's counter went from $before to $now over 60 s away"
 
 # ---- a VM the controller no longer wants: deleted while its worker and

@@ -109,12 +109,13 @@ assert_eq "alive" "$ITEST_OUT" "the VM after sandboxd's kill -9 and restart"
 assert_exit 0 sandbox create --image "$ITEST_IMAGE" --wait --timeout 120
 read -r csbx _ <<<"$ITEST_OUT"
 itest_track "$csbx"
-count() { "$SANDBOX_CLI" exec "$1" -- cat /tmp/count; }
+count() { itest_counter "$1"; }
 declare -A before
 for s in "$sbx" "$csbx"; do
-  assert_exit 0 sandbox exec "$s" -- sh -c "echo kept >/tmp/kept && (i=0; while :; do i=\$((i+1)); echo \$i >/tmp/count; sleep 1; done) >/dev/null 2>&1 </dev/null &"
+  assert_exit 0 sandbox exec "$s" -- sh -c "echo kept >/tmp/kept"
+  assert_exit 0 itest_counter_start "$s"
   itest_wait_until 20 "the counter in $s" count "$s"
-  before[$s]=$(count "$s")
+  before[$s]=$(count "$s") || fail "cannot read the counter in $s"
 done
 itest_stop_pid "$all_pid" "sandboxd all" 60 || fail "sandboxd all did not stop on SIGTERM"
 t0=$(date +%s)
@@ -129,7 +130,7 @@ for s in "$sbx" "$csbx"; do
   assert_eq running "$(itest_json "$ITEST_OUT" sandbox.phase)" "the phase of $s after 60 s away"
   assert_exit 0 sandbox exec "$s" -- cat /tmp/kept
   assert_eq kept "$ITEST_OUT" "the file in $s after 60 s away"
-  now=$(count "$s")
+  now=$(count "$s") || fail "cannot read the counter in $s after the restart"
   [ "$now" -ge $((before[$s] + 55)) ] || fail "the counter in $s went from ${before[$s]} to $now over 60 s away"
   itest_log "$s counted ${before[$s]} -> $now"
 done

@@ -101,7 +101,8 @@ for r in term kill part; do
     --selector "role=$r" --wait --timeout 120
   read -r sbx[$r] _ <<<"$ITEST_OUT"
   itest_track "${sbx[$r]}"
-  assert_exit 0 sandbox exec "${sbx[$r]}" -- sh -c "echo kept-$r >/tmp/kept && mkdir -p /tmp/w && echo alive-$r >/tmp/w/index.html && httpd -p 8080 -h /tmp/w && (i=0; while :; do i=\$((i+1)); echo \$i >/tmp/count; sleep 1; done) >/dev/null 2>&1 </dev/null &"
+  assert_exit 0 sandbox exec "${sbx[$r]}" -- sh -c "echo kept-$r >/tmp/kept && mkdir -p /tmp/w && echo alive-$r >/tmp/w/index.html && httpd -p 8080 -h /tmp/w"
+  assert_exit 0 itest_counter_start "${sbx[$r]}"
 done
 # one more on the killed worker, deleted while it is away
 assert_exit 0 sandbox create --tenant "$tenant" --image "$ITEST_IMAGE" --cpu-millis 100 --memory-mib 64 \
@@ -111,13 +112,11 @@ itest_track "$doomed"
 assert_exit 0 sandbox share "${sbx[term]}" --port 8080 --auth public --json
 route=$(itest_json "$ITEST_OUT" route.url)
 assert_eq alive-term "$(curl -s --max-time 10 "$route")" "the route before the outage"
-count() { # count ROLE: the counter in its sandbox
-  "$SANDBOX_CLI" exec "${sbx[$1]}" -- cat /tmp/count
-}
+count() { itest_counter "${sbx[$1]}"; } # count ROLE: the counter in its sandbox
 declare -A before
 for r in term kill part; do
   itest_wait_until 10 "the counter of ${sbx[$r]}" count "$r"
-  before[$r]=$(count "$r")
+  before[$r]=$(count "$r") || fail "cannot read the counter of ${sbx[$r]}"
 done
 slots() { sql "SELECT alloc_slots FROM workers WHERE name = 'outage-$1'"; }
 assert_eq 2 "$(slots kill)" "the killed worker's slots before the outage"
@@ -188,7 +187,7 @@ for r in term kill part; do
   itest_wait_until 30 "an exec in ${sbx[$r]} after its worker is back" count "$r"
   assert_exit 0 sandbox exec "${sbx[$r]}" -- cat /tmp/kept
   assert_eq "kept-$r" "$ITEST_OUT" "the file of ${sbx[$r]}"
-  now=$(count "$r")
+  now=$(count "$r") || fail "cannot read the counter of ${sbx[$r]} after the outage"
   [ "$now" -ge $((before[$r] + 55)) ] || fail "the counter of ${sbx[$r]} went from ${before[$r]} to $now over the outage"
   itest_log "${sbx[$r]} ($r): counted ${before[$r]} -> $now"
 done
