@@ -1,4 +1,4 @@
-/* Worker grants (routes, logs, files, shells): keyed BLAKE2b over a short text (see grant.h). */
+/* Worker grants (routes, logs, files, shells, envd): keyed BLAKE2b over a short text (see grant.h). */
 #include "grant.h"
 #include "errors.h"
 #include "token.h"
@@ -113,12 +113,15 @@ static bool digest_ok(const char *s)
 }
 
 /* The purpose field of a files grant, "fput-<digest>" or "fget-<digest>",
- * or of a shell grant, "shell-<digest>". */
+ * of a shell grant, "shell-<digest>", or of an envd grant, "envd-<digest>". */
 static int files_field(const grant_t *g, char *ret, size_t retlen)
 {
     if (!digest_ok(g->files_digest))
         return SBX_EINVAL;
-    const char *kind = g->purpose == GRANT_FILES_PUT ? "fput" : g->purpose == GRANT_FILES_GET ? "fget" : "shell";
+    const char *kind = g->purpose == GRANT_FILES_PUT   ? "fput"
+                       : g->purpose == GRANT_FILES_GET ? "fget"
+                       : g->purpose == GRANT_ENVD      ? "envd"
+                                                       : "shell";
     int n = snprintf(ret, retlen, "%s-%s", kind, g->files_digest);
     return n < 0 || (size_t)n >= retlen ? SBX_EINVAL : 0;
 }
@@ -133,6 +136,8 @@ static int files_field_parse(const char *f, grant_t *ret)
     } else if (strncmp(f, "shell-", 6) == 0) {
         ret->purpose = GRANT_SHELL;
         skip = 6;
+    } else if (strncmp(f, "envd-", 5) == 0) {
+        ret->purpose = GRANT_ENVD;
     } else {
         return SBX_EINVAL;
     }
@@ -154,7 +159,8 @@ int grant_sign(const unsigned char key[GRANT_KEY_BYTES], const grant_t *g, char 
     } else if (g->purpose == GRANT_LOGS) {
         if (logs_field(g, field, sizeof field) < 0)
             return SBX_EINVAL;
-    } else if (g->purpose == GRANT_FILES_PUT || g->purpose == GRANT_FILES_GET || g->purpose == GRANT_SHELL) {
+    } else if (g->purpose == GRANT_FILES_PUT || g->purpose == GRANT_FILES_GET || g->purpose == GRANT_SHELL ||
+               g->purpose == GRANT_ENVD) {
         if (files_field(g, field, sizeof field) < 0)
             return SBX_EINVAL;
     } else {

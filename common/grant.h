@@ -37,6 +37,7 @@ typedef enum {
     GRANT_FILES_PUT,         /* unpack the one request line's upload into the sandbox */
     GRANT_FILES_GET,         /* read the one request line's path out of the sandbox */
     GRANT_SHELL,             /* run the one request line's command on a terminal in the sandbox */
+    GRANT_ENVD,              /* serve the one request line's E2B envd call (worker/envd.h) */
 } grant_purpose_t;
 
 /* A files (or shell) grant's digest: 32 lowercase hex digits and a NUL. */
@@ -53,7 +54,7 @@ typedef struct grant {
     grant_purpose_t purpose; /* zero-initialised: a route grant */
     int64_t logs_tail;       /* GRANT_LOGS: 0..SBX_LOGS_TAIL_MAX lines from the end, or GRANT_LOGS_TAIL_ALL */
     bool logs_follow;        /* GRANT_LOGS: keep streaming until the container stops */
-    char files_digest[GRANT_FILES_DIGEST_HEX]; /* GRANT_FILES_*, GRANT_SHELL: grant_files_digest of the request line */
+    char files_digest[GRANT_FILES_DIGEST_HEX]; /* GRANT_FILES_*, GRANT_SHELL, GRANT_ENVD: grant_files_digest of the request line */
 } grant_t;
 
 /* The digest a files grant carries: unkeyed BLAKE2b with a 16-byte output

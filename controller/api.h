@@ -16,6 +16,9 @@
 /* Authenticates the bearer token into rq->auth. On failure it has replied
  * 401 (or 503 when the database is unreachable) and returns < 0. */
 int auth_request(req_t *rq);
+/* auth_request for a token found elsewhere (E2B's X-API-Key): missing is
+ * the 401's message when token is NULL or empty. */
+int auth_token_request(req_t *rq, const char *token, const char *missing);
 /* The token of an Authorization header value "Bearer TOKEN", or NULL. */
 const char *auth_bearer(const char *header);
 /* Looks token up and checks its secret: 0 with *ret filled, SBX_EAUTH
@@ -46,6 +49,15 @@ const char *auth_scope(const req_t *rq);
 
 /* Client endpoints. */
 void api_sandbox_create(req_t *rq);
+/* The create of body (a POST /v1/sandboxes request's JSON, not taken):
+ * judged and stored as that endpoint does (idem: its Idempotency-Key or
+ * NULL). 0 with *ret its 202 answer's body ({"sandbox","operation"}) and
+ * *ret_replayed set when an earlier request with that key made it; < 0
+ * once an error was answered. The caller kicks the reconcile loop when
+ * the operation waits for it (api_kick_if_waiting). */
+int api_sandbox_create_json(req_t *rq, json_object *body, const char *idem, json_object **ret, bool *ret_replayed);
+/* Kicks the reconcile loop when resp's operation was left for it. */
+void api_kick_if_waiting(controller_t *ctl, json_object *resp);
 void api_sandbox_list(req_t *rq);
 /* A create's spec judged as every create is (api_sandboxes.c): the
  * default disk within the binding ceilings, the server's and the tenant's

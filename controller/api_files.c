@@ -14,6 +14,7 @@
 #include "api.h"
 #include "apiconn.h"
 #include "db.h"
+#include "e2b.h"
 #include "grant.h"
 #include "ids.h"
 #include "jsonx.h"
@@ -38,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -77,6 +79,8 @@ typedef struct files_xfer {
     struct evbuffer_cb_entry *cut_cbe; /* ... when the client's output buffer drains */
     char cut_why[FILES_CUT_WHY_MAX];
     files_format_t format;
+    bool envd;                        /* an E2B envd call (api_envd_relay): any body up, the worker's answer down */
+    bool envd_write;                  /* ... a file write (POST /files), recorded as files.uploaded */
     char sandbox_id[SBX_ID_MAX];
     char path[SBX_FILES_PATH_MAX + 1];
     int64_t bytes;                    /* moved so far */
@@ -130,12 +134,13 @@ static void fx_unlink(files_xfer_t *fx)
 static void fx_record_why(files_xfer_t *fx, const char *outcome, const char *error)
 {
     req_t *rq = fx->rq;
-    /* A stat moves no file (sandbox cp asks one before each upload). */
-    if (fx->format == FF_STAT || http_db(rq) < 0)
+    /* A stat moves no file (sandbox cp asks one before each upload); of
+     * envd's calls only a file write (POST /files) is one. */
+    if (fx->format == FF_STAT || (fx->envd && !fx->envd_write) || http_db(rq) < 0)
         return;
     json_object *d = json_object_new_object();
     jsonx_add(d, "path", json_object_new_string(fx->path));
-    jsonx_add(d, "format", json_object_new_string(format_names[fx->format]));
+    jsonx_add(d, "format", json_object_new_string(fx->envd ? "e2b" : format_names[fx->format]));
     jsonx_add(d, "bytes", json_object_new_int64(fx->bytes));
     jsonx_add(d, "outcome", json_object_new_string(outcome));
     jsonx_add(d, "duration_ms", json_object_new_int64(mono_ms() - fx->t0_ms));
@@ -306,8 +311,16 @@ static void put_pump(files_xfer_t *fx)
 {
     if (fx->state != FX_UPLOAD)
         return;
-    struct evbuffer *in = apiconn_stream_input(fx->ac);
     struct evbuffer *out = bufferevent_get_output(fx->up);
+    if (!fx->ac) {
+        /* An envd call without a body: its END frame alone. */
+        unsigned char hdr[LOGFRAME_HEADER_BYTES];
+        logframe_header(hdr, LOGFRAME_END, 0);
+        evbuffer_add(out, hdr, sizeof hdr);
+        fx->state = FX_REPLY;
+        return;
+    }
+    struct evbuffer *in = apiconn_stream_input(fx->ac);
     while (in && evbuffer_get_length(in) > 0 && evbuffer_get_length(out) < SBX_FILES_STREAM_HIGH_WATER) {
         size_t n = evbuffer_get_length(in);
         if (n > LOGFRAME_PAYLOAD_MAX)
@@ -345,6 +358,7 @@ static void put_body_cb(void *arg) { put_pump(arg); }
 /* ---- a download --------------------------------------------------------- */
 
 static void get_drained_cb(struct evhttp_connection *evcon, void *arg);
+static void client_peek_cb(evutil_socket_t fd, short what, void *arg);
 
 static size_t client_pending(const files_xfer_t *fx)
 {
@@ -482,6 +496,48 @@ static void get_begin(files_xfer_t *fx, const proxy_worker_reply_t *rep)
     get_pump(fx);
 }
 
+/* An envd call's 200 line: its message is the answer's head, {"status":S,
+ * "headers":{"content-type":…}}; the body follows as frames. */
+static const char *const envd_answer_headers[] = { "content-type", "connect-content-encoding",
+                                                   "connect-accept-encoding", "content-encoding", NULL };
+
+static void envd_begin(files_xfer_t *fx, const proxy_worker_reply_t *rep)
+{
+    json_object *head = NULL;
+    api_error_t perr;
+    int64_t status = 0;
+    if (jsonx_parse(rep->msg, strlen(rep->msg), &head, &perr) < 0 || !jsonx_get_int(head, "status", &status) ||
+        status < 200 || status > 599) {
+        json_object_put(head);
+        fx_fail(fx, API_BAD_GATEWAY, "the worker sent no answer head for the envd call");
+        return;
+    }
+    struct evkeyvalq *h = evhttp_request_get_output_headers(fx->rq->ev);
+    json_object *hs = jsonx_get_obj(head, "headers");
+    const char *ct = jsonx_get_str(hs, "content-type");
+    for (int i = 1; envd_answer_headers[i]; i++) {
+        const char *v = jsonx_get_str(hs, envd_answer_headers[i]);
+        if (v && strlen(v) < 256 && !strpbrk(v, "\r\n"))
+            evhttp_add_header(h, envd_answer_headers[i], v);
+    }
+    fx->state = FX_BODY;
+    http_stream_start_status(fx->rq, (int)status, ct && strlen(ct) < 256 && !strpbrk(ct, "\r\n") ? ct
+                                                                                              : "application/json");
+    json_object_put(head);
+    struct bufferevent *cbev = fx->evcon ? evhttp_connection_get_bufferevent(fx->evcon) : NULL;
+    if (cbev)
+        bufferevent_set_max_single_write(cbev, SBX_FILES_STREAM_HIGH_WATER);
+    bufferevent_set_timeouts(fx->up, NULL, NULL); /* the sweep watches progress */
+    bufferevent_setwatermark(fx->up, EV_READ, 0, LOGFRAME_HEADER_BYTES + LOGFRAME_PAYLOAD_MAX);
+    /* The call's body is all up: watch for the client hanging up (a
+     * process's output stream it stopped reading). */
+    evutil_socket_t cfd = cbev ? bufferevent_getfd(cbev) : -1;
+    if (!fx->peek && cfd >= 0 &&
+        (fx->peek = event_new(evhttp_connection_get_base(fx->evcon), cfd, EV_READ, client_peek_cb, fx)))
+        event_add(fx->peek, NULL);
+    get_pump(fx);
+}
+
 /* ---- the worker's side -------------------------------------------------- */
 
 static void up_read_cb(struct bufferevent *bev, void *arg)
@@ -511,6 +567,10 @@ static void up_read_cb(struct bufferevent *bev, void *arg)
         fx_fail(fx, API_BAD_GATEWAY, "the worker answered the upload before it was complete");
         return;
     }
+    if (fx->envd) {
+        envd_begin(fx, &rep);
+        return;
+    }
     put_done(fx);
 }
 
@@ -527,7 +587,8 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
         proxy_worker_keepalive(fx->up);
         if (fx->put) {
             fx->state = FX_UPLOAD;
-            apiconn_stream_continue(fx->ac);
+            if (fx->ac)
+                apiconn_stream_continue(fx->ac);
             put_pump(fx);
         } else {
             fx->state = FX_HEAD;
@@ -747,7 +808,8 @@ static void fx_start(files_xfer_t *fx, const logs_source_t *src, const char *lin
      * when that is done: the sweep bounds it (no progress for
      * SBX_FILES_IDLE_SECONDS), not the connection's timeouts. */
     api_worker_open_t o = { .rq = fx->rq, .base = base, .src = src, .sandbox_id = fx->sandbox_id,
-                            .purpose = fx->put ? GRANT_FILES_PUT : GRANT_FILES_GET, .line = line,
+                            .purpose = fx->envd ? GRANT_ENVD : fx->put ? GRANT_FILES_PUT : GRANT_FILES_GET,
+                            .line = line,
                             .read_timeout = !fx->put, .readcb = up_read_cb, .writecb = fx->put ? up_write_cb : NULL,
                             .eventcb = up_event_cb, .arg = fx };
     if (api_worker_open(&o, &fx->up, &err) < 0) {
@@ -939,6 +1001,142 @@ void api_sandbox_files_get(req_t *rq, const char *id)
     evutil_socket_t cfd = cbev ? bufferevent_getfd(cbev) : -1;
     if (cfd >= 0 && (fx->peek = event_new(evhttp_connection_get_base(fx->evcon), cfd, EV_READ, client_peek_cb, fx)))
         event_add(fx->peek, NULL);
+    fx_start(fx, &src, line);
+    store_logs_source_release(&src);
+    free(line);
+}
+
+/* ---- E2B envd calls ------------------------------------------------------ */
+
+/* Request headers an envd call may need on the worker (docs/worker.md
+ * "E2B envd"); the key and everything else stay here. Authorization goes
+ * only as Basic: it names the E2B user, never a secret of ours. */
+static const char *const envd_request_headers[] = { "content-type", "connect-protocol-version", "connect-timeout-ms",
+                                                    "connect-accept-encoding", "connect-content-encoding", "accept",
+                                                    "e2b-sandbox-port", "range", "content-encoding",
+                                                    "keepalive-ping-interval", NULL };
+
+/* The envd request line: {"op":"envd","method","path","query","headers","body","max_bytes"}. */
+static char *envd_line(req_t *rq, const char *path, int64_t body)
+{
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(rq->ev);
+    const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
+    json_object *o = json_object_new_object(), *h = json_object_new_object();
+    jsonx_add_str(o, "op", "envd");
+    jsonx_add_str(o, "method", rq->method == EVHTTP_REQ_POST ? "POST" : rq->method == EVHTTP_REQ_PUT ? "PUT"
+                               : rq->method == EVHTTP_REQ_DELETE ? "DELETE" : rq->method == EVHTTP_REQ_HEAD ? "HEAD"
+                               : "GET");
+    jsonx_add_str(o, "path", path);
+    jsonx_add_str(o, "query", query ? query : "");
+    for (int i = 0; envd_request_headers[i]; i++) {
+        const char *v = http_header(rq, envd_request_headers[i]);
+        if (v)
+            jsonx_add_str(h, envd_request_headers[i], v);
+    }
+    const char *auth = http_header(rq, "Authorization");
+    if (auth && strncasecmp(auth, "Basic ", 6) == 0)
+        jsonx_add_str(h, "authorization", auth);
+    jsonx_add(o, "headers", h);
+    jsonx_add_int(o, "body", body);
+    jsonx_add_int(o, "max_bytes", cfg_int(&rq->ctl->cfg, CFG_FILES_MAX_BYTES));
+    char *s = jsonx_dump(o);
+    json_object_put(o);
+    return s && strlen(s) + 2 <= SBX_FILES_REQUEST_MAX ? s : (free(s), NULL);
+}
+
+/* An envd answer of E2B's edge: {"code":status,"message"} as plain JSON
+ * whatever the call's dialect (the SDK reads a 502 as "the sandbox is
+ * gone": isRunning() false, SandboxNotFoundError on a stream). */
+static void envd_edge_error(req_t *rq, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void envd_edge_error(req_t *rq, int status, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_object *o = json_object_new_object();
+    jsonx_add_int(o, "code", status);
+    jsonx_add_str(o, "message", msg);
+    http_reply_json(rq, status, o);
+}
+
+/* api_data_source for envd: a sandbox that is not running (or not the
+ * caller's) is 502, one whose worker is away 503. */
+static int envd_source(req_t *rq, const char *id, logs_source_t *src)
+{
+    memset(src, 0, sizeof *src);
+    int rc = store_sandbox_logs_source(rq->db, auth_scope(rq), id, src);
+    if (rc == SBX_ENOTFOUND) {
+        envd_edge_error(rq, 502, "sandbox %.64s not found", id);
+        return rc;
+    }
+    if (rc < 0) {
+        envd_edge_error(rq, 503, "database unavailable");
+        return rc;
+    }
+    if (strcmp(src->phase, "running") != 0)
+        envd_edge_error(rq, 502, "sandbox %s not found: it is %s", id, src->phase);
+    else if (!src->worker_id[0] || strcmp(src->worker_state, "lost") == 0)
+        envd_edge_error(rq, 502, "sandbox %s not found: its worker is lost", id);
+    else if (src->unreachable[0])
+        envd_edge_error(rq, 503, "sandbox %s: %s; retry once it is back", id, src->unreachable);
+    else if (!src->worker_address[0] || !src->worker_token_hash[0])
+        envd_edge_error(rq, 503, "the worker running sandbox %s has no forwarder address", id);
+    else
+        return 0;
+    store_logs_source_release(src);
+    return SBX_EINVAL;
+}
+
+void api_envd_relay(req_t *rq, const char *sandbox_id, const char *path)
+{
+    const char *framing = http_header(rq, APICONN_STREAM_HEADER);
+    int64_t body = !framing ? 0 : strcmp(framing, "chunked") == 0 ? -1 : strtoll(framing, NULL, 10);
+    if (!apiconn_transfer_take()) {
+        evhttp_add_header(evhttp_request_get_output_headers(rq->ev), "Retry-After", "1");
+        http_reply_error(rq, API_UNAVAILABLE, "the controller runs too many file transfers and envd calls; retry "
+                                              "shortly");
+        return;
+    }
+    logs_source_t src;
+    tenantcap_hold_t tcap = { .kinds = 0 };
+    if (envd_source(rq, sandbox_id, &src) < 0) {
+        apiconn_transfer_release();
+        return;
+    }
+    if (api_tenant_take(rq, &src, TCAP_BIT(TCAP_TRANSFERS) | TCAP_BIT(TCAP_WORKER_CONNS), &tcap) < 0) {
+        apiconn_transfer_release();
+        store_logs_source_release(&src);
+        return;
+    }
+    char *line = envd_line(rq, path, body);
+    files_xfer_t *fx = line ? fx_new(rq, sandbox_id, path, FF_RAW, true) : NULL;
+    if (fx) {
+        fx->tcap = tcap;
+        fx->counted = true;
+        fx->envd = true;
+        /* Only a file write is a transfer to record (fx_record). */
+        fx->envd_write = rq->method == EVHTTP_REQ_POST && strcmp(path, "/files") == 0;
+    }
+    if (!fx) {
+        tenantcap_release(&tcap);
+        apiconn_transfer_release();
+        store_logs_source_release(&src);
+        free(line);
+        http_reply_error(rq, line ? API_INTERNAL : API_INVALID_ARGUMENT,
+                         line ? "out of memory" : "the envd call's path, query and headers are too long");
+        return;
+    }
+    if (framing && rq->conn) {
+        if (apiconn_stream_begin(rq->conn, put_body_cb, fx) < 0) {
+            store_logs_source_release(&src);
+            free(line);
+            fx_fail(fx, API_UNAVAILABLE, "the call's connection cannot be read");
+            return;
+        }
+        fx->ac = rq->conn;
+    }
     fx_start(fx, &src, line);
     store_logs_source_release(&src);
     free(line);

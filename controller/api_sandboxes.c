@@ -157,7 +157,7 @@ int api_spec_admit(req_t *rq, sandbox_spec_t *spec, const policy_t *policy, clas
  * (pending or admitted: a create behind others waiting for room, a delete
  * behind its sandbox's create); one admitted and placed in its request's
  * transaction needs no turn of the loop. */
-static void kick_if_waiting(controller_t *ctl, json_object *resp)
+void api_kick_if_waiting(controller_t *ctl, json_object *resp)
 {
     const char *st = jsonx_get_str(jsonx_get_obj(resp, "operation"), "state");
     if (!st || strcmp(st, "pending") == 0 || strcmp(st, "admitted") == 0)
@@ -166,18 +166,33 @@ static void kick_if_waiting(controller_t *ctl, json_object *resp)
 
 void api_sandbox_create(req_t *rq)
 {
+    json_object *body = NULL, *resp = NULL;
+    const char *idem;
+    if (idempotency_key(rq, &idem) < 0)
+        return;
+    if (http_read_json(rq, (size_t)rq->ctl->max_body_client, &body) < 0)
+        return;
+    bool replayed = false;
+    int rc = api_sandbox_create_json(rq, body, idem, &resp, &replayed);
+    json_object_put(body);
+    if (rc < 0)
+        return;
+    if (!replayed)
+        api_kick_if_waiting(rq->ctl, resp);
+    http_reply_json(rq, 202, resp);
+}
+
+int api_sandbox_create_json(req_t *rq, json_object *body, const char *idem, json_object **ret, bool *ret_replayed)
+{
     controller_t *ctl = rq->ctl;
-    json_object *body = NULL, *resp = NULL, *classification = NULL;
+    json_object *resp = NULL, *classification = NULL;
     sandbox_spec_t spec;
     policy_t policy;
     api_error_t err;
-    const char *idem;
+    int result = SBX_EINVAL;
     memset(&spec, 0, sizeof spec);
     policy_init(&policy);
-    if (idempotency_key(rq, &idem) < 0)
-        return;
-    if (http_read_json(rq, (size_t)ctl->max_body_client, &body) < 0)
-        return;
+    *ret = NULL;
     /* "name" is the sandbox's, not the runtime's: kept out of the spec. */
     char name[SBX_SANDBOX_NAME_MAX + 1] = "";
     json_object *nv = NULL;
@@ -243,21 +258,18 @@ void api_sandbox_create(req_t *rq)
     char pool_key[SBX_MAX_IMAGE_BYTES + 160];
     if (!(spec.network == NET_OPEN && policy.egress_allow_set) && store_pool_key(&spec, iso, pool_key, sizeof pool_key))
         cr.pool_key = pool_key;
-    bool replayed = false;
-    if (store_sandbox_create(rq->db, &ctl->lim, &cr, &resp, &replayed, &err) < 0) {
+    if (store_sandbox_create(rq->db, &ctl->lim, &cr, &resp, ret_replayed, &err) < 0) {
         http_reply_api_error(rq, &err);
         goto cleanup;
     }
-    if (!replayed)
-        kick_if_waiting(ctl, resp);
-    http_reply_json(rq, 202, resp);
+    *ret = resp;
+    result = 0;
 cleanup:
     spec_release(&spec);
     policy_release(&policy);
     if (classification)
         json_object_put(classification);
-    if (body)
-        json_object_put(body);
+    return result;
 }
 
 /* "K=V,K2=V2" into a JSON object's text (malloc'd), each pair checked as a
@@ -386,7 +398,7 @@ void api_sandbox_delete(req_t *rq, const char *id)
         http_reply_api_error(rq, &err);
         return;
     }
-    kick_if_waiting(rq->ctl, resp);
+    api_kick_if_waiting(rq->ctl, resp);
     http_reply_json(rq, 202, resp);
 }
 
@@ -431,7 +443,7 @@ void api_sandbox_exec(req_t *rq, const char *id)
         http_reply_api_error(rq, &err);
         goto cleanup;
     }
-    kick_if_waiting(ctl, resp);
+    api_kick_if_waiting(ctl, resp);
     http_reply_json(rq, 202, resp);
 cleanup:
     exec_spec_release(&ex);

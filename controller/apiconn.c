@@ -257,7 +257,13 @@ bool apiconn__token_good(apiconn_thread_t *at, const httphead_t *h, bool *ret_un
 {
     *ret_unavail = false;
     const char *token = auth_bearer(httphead_get(h, "Authorization"));
-    if (!token)
+    /* E2B's clients send their key in headers of their own (controller/e2b.c). */
+    if (!token && strncmp(h->target, "/e2b/", 5) == 0) {
+        token = httphead_get(h, "X-Access-Token");
+        if (!token || !*token)
+            token = httphead_get(h, "X-API-Key");
+    }
+    if (!token || !*token)
         return false;
     if (db_ensure(at->db, at->ctl->conninfo) < 0) {
         *ret_unavail = true;

@@ -22,10 +22,13 @@
 int64_t apiconn__files_max;
 
 /* Whether the head's body is streamed to its handler rather than read by
- * evhttp: PUT /v1/sandboxes/{id}/files. */
+ * evhttp: PUT /v1/sandboxes/{id}/files, and every E2B envd call (relayed to
+ * the worker as it comes: a file write's body is any size). */
 bool apiconn__stream_route(const httphead_t *h)
 {
-    static const char pre[] = "/v1/sandboxes/", post[] = "/files";
+    static const char pre[] = "/v1/sandboxes/", post[] = "/files", envd[] = "/e2b/envd/";
+    if (strncmp(h->target, envd, sizeof envd - 1) == 0)
+        return true;
     if (strcmp(h->method, "PUT") != 0 || strncmp(h->target, pre, sizeof pre - 1) != 0)
         return false;
     const char *id = h->target + sizeof pre - 1;

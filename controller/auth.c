@@ -171,9 +171,14 @@ int auth_token_live(PGconn *db, const char *token_id)
 
 int auth_request(req_t *rq)
 {
-    const char *token = auth_bearer(http_header(rq, "Authorization"));
-    if (!token) {
-        http_reply_error(rq, API_UNAUTHORIZED, "missing bearer token (Authorization: Bearer TOKEN)");
+    return auth_token_request(rq, auth_bearer(http_header(rq, "Authorization")),
+                              "missing bearer token (Authorization: Bearer TOKEN)");
+}
+
+int auth_token_request(req_t *rq, const char *token, const char *missing)
+{
+    if (!token || !*token) {
+        http_reply_error(rq, API_UNAUTHORIZED, "%s", missing);
         return SBX_EAUTH;
     }
     char id[SBX_ID_MAX];

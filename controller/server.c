@@ -6,6 +6,7 @@
 #include "apiconn.h"
 #include "conncap.h"
 #include "db.h"
+#include "e2b.h"
 #include "fdutil.h"
 #include "http_errpage.h"
 #include "jsonx.h"
@@ -305,7 +306,9 @@ static void record_open(void)
 
 static void record_answer(const req_t *rq, int status, const char *body)
 {
-    if (record_fd < 0 || !rq->route_tmpl || rq->conn_gone) /* conn_gone: nobody receives it */
+    /* conn_gone: nobody receives it; another dialect's answers are not
+     * this API's (docs/openapi.json covers /v1) */
+    if (record_fd < 0 || !rq->route_tmpl || rq->conn_gone || rq->dialect != DIALECT_SANDBOX)
         return;
     sbuf_t b;
     sbuf_init(&b, 0);
@@ -331,6 +334,12 @@ void http_reply_text(req_t *rq, int status, const char *content_type, const char
 
 void http_stream_start(req_t *rq, const char *content_type)
 {
+    http_stream_start_status(rq, 200, content_type);
+}
+
+void http_stream_start_status(req_t *rq, int status, const char *content_type)
+{
+    rq->stream_status = status;
     struct evkeyvalq *h = evhttp_request_get_output_headers(rq->ev);
     evhttp_add_header(h, "Content-Type", content_type);
     evhttp_add_header(h, "Cache-Control", "no-store");
@@ -338,7 +347,7 @@ void http_stream_start(req_t *rq, const char *content_type)
     evhttp_add_header(h, "X-Accel-Buffering", "no");
     if (rq->request_id[0])
         evhttp_add_header(h, "X-Request-Id", rq->request_id);
-    evhttp_send_reply_start(rq->ev, 200, "OK");
+    evhttp_send_reply_start(rq->ev, status, NULL);
     /* While the body streams, libevent reads the connection only to see it
      * close: a quiet stream must not hit the read timeout, but a client
      * that stops reading still hits the write timeout. */
@@ -363,7 +372,7 @@ void http_stream_end(req_t *rq, bool conn_freeing)
         evhttp_send_reply_end(rq->ev);
     }
     rq->ev = NULL;
-    reply_done(rq, 200);
+    reply_done(rq, rq->stream_status ? rq->stream_status : 200);
 }
 
 void http_reply_dropped(req_t *rq)
@@ -390,6 +399,14 @@ void http_reply_error(req_t *rq, api_code_t code, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     const api_code_info_t *info = api_code_info(code);
+    if (rq->dialect == DIALECT_E2B) {
+        e2b_reply_error(rq, code, msg);
+        return;
+    }
+    if (rq->dialect == DIALECT_CONNECT) {
+        e2b_reply_connect_error(rq, code, msg);
+        return;
+    }
     http_reply_json(rq, info->http_status, jsonx_error_body(info->name, msg));
 }
 
@@ -478,7 +495,9 @@ static void park_resume_scoped(req_t *rq, bool final)
         http_reply_json(rq, 200, json_object_new_object());
         return;
     }
-    if (rq->park_kind == PARK_OPERATION)
+    if (rq->park_kind == PARK_OPERATION && rq->park_resume)
+        rq->park_resume(rq, final);
+    else if (rq->park_kind == PARK_OPERATION)
         api_operation_resume(rq);
     else if (rq->park_kind == PARK_POLL)
         api_poll_resume(rq, final);
@@ -548,6 +567,11 @@ void http_park(req_t *rq, park_kind_t kind, const char *id, int wait_seconds)
 {
     http_thread_t *th = rq->th;
     struct timeval tv = { wait_seconds, 0 };
+    char copy[SBX_ID_MAX];
+    snprintf(copy, sizeof copy, "%s", id); /* id may be rq->park_id itself */
+    id = copy;
+    if (rq->park_kind)
+        park_unlink(rq); /* parked again from its own resume */
     if (th->nparked >= SBX_MAX_PARKED_PER_THREAD || rq->ctl->stopping) {
         http_reply_error(rq, API_UNAVAILABLE, "too many waiting requests; retry shortly");
         return;
@@ -827,9 +851,8 @@ static int rate_check_request(req_t *rq)
  * token's requests past its rate costs no lookups). Only authenticated
  * requests take from a bucket, so naming someone else's token id refuses
  * nothing its owner has not used up already. */
-static int rate_precheck_request(req_t *rq)
+static int rate_precheck_request(req_t *rq, const char *token)
 {
-    const char *token = auth_bearer(http_header(rq, "Authorization"));
     char id[SBX_ID_MAX];
     int retry_after = 0;
     if (!token || token_parse_id(token, id) < 0 || !ratelimit_empty(rq->ctl->rl_requests, id, mono_us(), &retry_after))
@@ -852,6 +875,21 @@ static int rate_check_operation(req_t *rq, const api_route_t *r)
                      "this tenant starts operations too fast (rate_operations_per_second)");
 }
 
+int server_client_auth(req_t *rq, const char *token, const char *missing)
+{
+    if (rate_precheck_request(rq, token) < 0)
+        return SBX_ETOOBIG;
+    if (auth_token_request(rq, token, missing) < 0)
+        return SBX_EAUTH;
+    request_scope_enter(rq);
+    return rate_check_request(rq);
+}
+
+int server_rate_operation(req_t *rq, const api_route_t *r)
+{
+    return rate_check_operation(rq, r);
+}
+
 /* Dispatch from the table: a path under /v1 is authenticated first (an
  * unknown one too, so probing paths needs a token), and a client token's
  * request rate is taken (429); then 404 for a path no row fits, 405 for a
@@ -860,6 +898,10 @@ static int rate_check_operation(req_t *rq, const api_route_t *r)
  * handler. */
 static void route(req_t *rq)
 {
+    if (seg_is(rq, 0, "e2b")) {
+        e2b_route(rq);
+        return;
+    }
     const api_route_t *path = NULL;
     const char *params[2] = { NULL, NULL };
     const api_route_t *r = route_lookup(rq, &path, params);
@@ -868,15 +910,9 @@ static void route(req_t *rq)
         http_reply_error(rq, API_NOT_FOUND, "no such endpoint: %.200s", rq->path);
         return;
     }
-    if (!(path && path->role == RR_NONE)) {
-        if (rate_precheck_request(rq) < 0)
-            return;
-        if (auth_request(rq) < 0)
-            return;
-        request_scope_enter(rq);
-        if (rate_check_request(rq) < 0)
-            return;
-    }
+    if (!(path && path->role == RR_NONE) && server_client_auth(rq, auth_bearer(http_header(rq, "Authorization")),
+                                                               "missing bearer token (Authorization: Bearer TOKEN)") < 0)
+        return;
     if (!path) {
         http_reply_error(rq, API_NOT_FOUND, "no such endpoint: %s %.200s", method_name(rq->method), rq->path);
         return;

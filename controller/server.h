@@ -19,6 +19,11 @@
  * among the parked requests a thread can take. */
 typedef enum { PARK_OPERATION = 1, PARK_POLL, PARK_EVENTS, PARK_REFUSAL, PARK_OUTPUT } park_kind_t;
 
+/* The dialect a request's errors are answered in: ours
+ * ({"error":{"code","message"}}), E2B's control API and envd HTTP
+ * ({"code":status,"message"}) or Connect's (controller/e2b.c). */
+typedef enum { DIALECT_SANDBOX = 0, DIALECT_E2B, DIALECT_CONNECT } dialect_t;
+
 /* One request being handled. Owned by the server; handlers reply exactly
  * once (http_reply_*) or park it. */
 typedef struct req {
@@ -56,6 +61,9 @@ typedef struct req {
     struct req *park_prev, *park_next;
     struct apiconn *conn;       /* its connection's record (controller/apiconn.c); NULL when gone */
     char sandbox_id[SBX_ID_MAX]; /* the id a sandbox's name in the path stood for (api_sandbox_ref) */
+    dialect_t dialect;          /* how its errors are answered */
+    int stream_status;          /* a streamed answer's status (http_stream_start_status) */
+    void (*park_resume)(struct req *rq, bool final); /* PARK_OPERATION: answers in place of GET /v1/operations/{id} */
 } req_t;
 
 /* Starts nthreads event-loop threads on listen_fd. */
@@ -91,6 +99,8 @@ void http_reply_text(req_t *rq, int status, const char *content_type, const char
  * the connection's close callback while libevent frees the connection
  * (the request still attached to it), so rq->ev must not be touched. */
 void http_stream_start(req_t *rq, const char *content_type);
+/* The same with another status (an E2B envd call's answer, relayed). */
+void http_stream_start_status(req_t *rq, int status, const char *content_type);
 void http_stream_end(req_t *rq, bool conn_freeing);
 /* For a request whose connection libevent is freeing with the request
  * still attached (so it frees the request itself): no answer, only the
@@ -119,7 +129,8 @@ const char *http_header(req_t *rq, const char *name);
 int http_wait_param(req_t *rq, int *ret);
 
 /* Parks the request until woken (the thread re-checks its condition) or
- * wait_seconds pass. Replies 503 itself when too many are parked. */
+ * wait_seconds pass. Replies 503 itself when too many are parked. A
+ * resumed request may be parked again (id may be its own park_id). */
 void http_park(req_t *rq, park_kind_t kind, const char *id, int wait_seconds);
 
 /* Makes the request's thread re-check its parked requests in a few ms

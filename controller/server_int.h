@@ -43,6 +43,9 @@ const api_route_t *api_route_at(size_t i);
 /* The row for rq: *ret_path the first row whose path fits (any method; NULL
  * when none), the return value the row whose method fits too (NULL: none). */
 const api_route_t *route_lookup(const req_t *rq, const api_route_t **ret_path, const char *ret_params[2]);
+/* The same over another table (the E2B dialect's, controller/e2b.c). */
+const api_route_t *route_lookup_in(const api_route_t *table, size_t n, const req_t *rq,
+                                   const api_route_t **ret_path, const char *ret_params[2]);
 /* The route's label for metrics and logs: its template, or "other". */
 const char *route_template(const req_t *rq);
 /* Whether a token of role have may call a route that needs need. */
@@ -54,4 +57,15 @@ bool route_is_routine(const char *tmpl);
 /* The probes answer without the database (readyz and metrics report it). */
 bool route_is_probe(const char *tmpl);
 
+/* A client request's token (NULL: none; missing is the 401's message):
+ * its request rate checked before and after the lookup (429), the token
+ * authenticated into rq->auth (401, 503), the log scope entered. 0, or
+ * < 0 once answered. route() does this for /v1; controller/e2b.c for the
+ * E2B dialects, whose token comes in other headers. */
+int server_client_auth(req_t *rq, const char *token, const char *missing);
+/* The tenant's operation rate for a row with RF_OPERATION: 0, or < 0
+ * once answered 429. */
+int server_rate_operation(req_t *rq, const api_route_t *r);
+/* The E2B dialects under /e2b (controller/e2b.c). */
+void e2b_route(req_t *rq);
 #endif

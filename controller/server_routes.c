@@ -114,22 +114,28 @@ static bool route_method_fits(const api_route_t *r, enum evhttp_cmd_type m)
 
 /* The row for rq: *ret_path the first row whose path fits (any method; NULL
  * when none), the return value the row whose method fits too (NULL: none). */
-const api_route_t *route_lookup(const req_t *rq, const api_route_t **ret_path, const char *ret_params[2])
+const api_route_t *route_lookup_in(const api_route_t *table, size_t n, const req_t *rq,
+                                   const api_route_t **ret_path, const char *ret_params[2])
 {
     *ret_path = NULL;
-    for (size_t i = 0; i < API_NROUTES; i++) {
+    for (size_t i = 0; i < n; i++) {
         const char *params[2] = { NULL, NULL };
-        if (!route_path_fits(api_routes[i].tmpl, rq, params))
+        if (!route_path_fits(table[i].tmpl, rq, params))
             continue;
         if (!*ret_path)
-            *ret_path = &api_routes[i];
-        if (route_method_fits(&api_routes[i], rq->method)) {
+            *ret_path = &table[i];
+        if (route_method_fits(&table[i], rq->method)) {
             ret_params[0] = params[0];
             ret_params[1] = params[1];
-            return &api_routes[i];
+            return &table[i];
         }
     }
     return NULL;
+}
+
+const api_route_t *route_lookup(const req_t *rq, const api_route_t **ret_path, const char *ret_params[2])
+{
+    return route_lookup_in(api_routes, API_NROUTES, rq, ret_path, ret_params);
 }
 
 /* The route's label for metrics and logs: its template, or "other". */
