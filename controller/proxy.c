@@ -19,6 +19,7 @@
 #include "db.h"
 #include "errors.h"
 #include "fdutil.h"
+#include "api.h"
 #include "grant.h"
 #include "jsonx.h"
 #include "log.h"
@@ -223,7 +224,8 @@ static bool token_list_has(const char *list, const char *tok)
 
 /* Headers we never forward: hop-by-hop ones, what the Connection header
  * names, the route's own credentials and X-Forwarded-* (set anew). */
-static bool drop_header(const proxy_head_t *h, int i, const char *connection, bool upgrade, bool cred_in_auth)
+static bool drop_header(const proxy_head_t *h, int i, const char *connection, bool upgrade, bool cred_in_auth,
+                        bool port_host)
 {
     static const char *const hop[] = { "connection", "keep-alive", "proxy-connection", "te", "trailer",
                                        "proxy-authorization", "proxy-authenticate", "x-sandbox-route-token",
@@ -237,6 +239,8 @@ static bool drop_header(const proxy_head_t *h, int i, const char *connection, bo
         return !upgrade;
     if (strcasecmp(n, "authorization") == 0)
         return cred_in_auth;
+    if (port_host && strcasecmp(n, "x-access-token") == 0)
+        return true; /* the caller's API token (port_target) */
     return connection && token_list_has(connection, n) && strcasecmp(n, "upgrade") != 0;
 }
 
@@ -327,7 +331,7 @@ static struct evbuffer *upstream_head(const pconn_t *pc, const proxy_head_t *h, 
     evbuffer_add_printf(hb, "SANDBOX-FORWARD/1 %s\r\n", grant);
     evbuffer_add_printf(hb, "%s %s HTTP/1.%d\r\n", h->method, target, h->minor);
     for (int i = 0; i < h->nh; i++)
-        if (!drop_header(h, i, connection, pc->upgrade, cred_in_auth))
+        if (!drop_header(h, i, connection, pc->upgrade, cred_in_auth, pc->port_host))
             evbuffer_add_printf(hb, "%s: %s\r\n", h->name[i], h->value[i]);
     evbuffer_add_printf(hb, "Connection: %s\r\n", pc->upgrade ? "Upgrade" : "close");
     if (fw->chain[0])
@@ -377,6 +381,49 @@ static void connect_worker(pconn_t *pc, const char *address, struct evbuffer *hb
     bufferevent_set_timeouts(pc->down, NULL, NULL);
 }
 
+/* A port of a sandbox named by host (E2B's getHost: "{port}-{id}.{domain}"):
+ * the sandbox running, the caller's API token (X-Access-Token, or Bearer,
+ * or X-Sandbox-Route-Token) a member of its tenant or an admin, its tenant
+ * allowing routes. True with *t; else answered. The token is not passed
+ * on to the app. */
+static bool port_target(pconn_t *pc, const proxy_head_t *h, int port, route_target_t *t, bool *ret_cred_in_auth)
+{
+    proxy_thread_t *pt = pc->pt;
+    bool routes_allowed = false;
+    int rc = db_ensure(pt->db, pt->ctl->conninfo) < 0 ? SBX_EDB
+                                                       : store_port_target(*pt->db, pc->sandbox_id, port, t,
+                                                                           &routes_allowed);
+    if (rc < 0) {
+        proxy_conn_answer_error(pc, rc == SBX_ENOTFOUND ? API_NOT_FOUND : API_UNAVAILABLE, NULL,
+                                rc == SBX_ENOTFOUND ? "no such sandbox running" : "database unavailable");
+        return false;
+    }
+    const char *presented = proxy_head_get(h, "x-access-token");
+    if (!presented)
+        presented = route_credential(h, ret_cred_in_auth);
+    auth_info_t who;
+    memset(&who, 0, sizeof who);
+    rc = presented ? auth_token_check(*pt->db, presented, &who) : SBX_EAUTH;
+    if (rc == SBX_EDB) {
+        proxy_conn_answer_error(pc, API_UNAVAILABLE, NULL, "database unavailable");
+        return false;
+    }
+    bool allowed = rc == 0 && (who.role == ROLE_ADMIN || (who.role == ROLE_MEMBER && strcmp(who.tenant_id, t->tenant_id) == 0));
+    if (!allowed) {
+        /* One answer whether the sandbox is another tenant's or the token
+         * bad: a port host says nothing to a stranger. */
+        proxy_conn_answer_error(pc, API_UNAUTHORIZED, "WWW-Authenticate: Bearer realm=\"sandbox-route\"\r\n",
+                                presented ? "the token is not valid for this sandbox"
+                                          : "a sandbox's port needs an API token of its tenant: X-Access-Token: sbt_...");
+        return false;
+    }
+    if (!routes_allowed) {
+        proxy_conn_answer_error(pc, API_POLICY_DENIED, NULL, "the tenant policy has routes: false");
+        return false;
+    }
+    return true;
+}
+
 /* A whole request head arrived: find the route, check it and its token,
  * and hand the request to the worker. */
 static void handle_head(pconn_t *pc, char *buf, size_t len)
@@ -401,7 +448,10 @@ static void handle_head(pconn_t *pc, char *buf, size_t len)
     forwarded_read(pc, &h, &fw);
     const char *host = fw.host[0] ? fw.host : proxy_head_get(&h, "host");
     const char *rest = NULL;
-    proxy_route_kind_t kind = proxy_route_for(host, h.target, ctl->route_domain, pc->name, &rest);
+    int port_no = 0;
+    pc->port_host = proxy_port_host(host, ctl->route_domain, pc->sandbox_id, &port_no);
+    proxy_route_kind_t kind = pc->port_host ? PROXY_ROUTE_HOST
+                                            : proxy_route_for(host, h.target, ctl->route_domain, pc->name, &rest);
     const char *app_path = kind == PROXY_ROUTE_PATH ? rest : kind == PROXY_ROUTE_REDIRECT ? "/" : h.target;
     size_t pl = strcspn(app_path, "?");
     if (pl >= sizeof pc->path)
@@ -440,15 +490,20 @@ static void handle_head(pconn_t *pc, char *buf, size_t len)
     pc->body_done = !pc->chunked && content_length == 0;
 
     route_target_t t;
-    rc = db_ensure(pt->db, ctl->conninfo) < 0 ? SBX_EDB : store_route_target(*pt->db, pc->name, &t);
-    if (rc < 0) {
-        proxy_conn_answer_error(pc, rc == SBX_ENOTFOUND ? API_NOT_FOUND : API_UNAVAILABLE, NULL,
-                        rc == SBX_ENOTFOUND ? "no such route" : "database unavailable");
-        return;
-    }
-    snprintf(pc->route_id, sizeof pc->route_id, "%s", t.route_id);
     bool cred_in_auth = false;
-    if (t.token_auth) {
+    if (pc->port_host) {
+        if (!port_target(pc, &h, port_no, &t, &cred_in_auth))
+            return;
+    } else {
+        rc = db_ensure(pt->db, ctl->conninfo) < 0 ? SBX_EDB : store_route_target(*pt->db, pc->name, &t);
+        if (rc < 0) {
+            proxy_conn_answer_error(pc, rc == SBX_ENOTFOUND ? API_NOT_FOUND : API_UNAVAILABLE, NULL,
+                                    rc == SBX_ENOTFOUND ? "no such route" : "database unavailable");
+            return;
+        }
+        snprintf(pc->route_id, sizeof pc->route_id, "%s", t.route_id);
+    }
+    if (t.token_auth && !pc->port_host) {
         const char *presented = route_credential(&h, &cred_in_auth);
         if (!presented || !token_verify(presented, t.secret_hash)) {
             proxy_conn_answer_error(pc, API_UNAUTHORIZED, "WWW-Authenticate: Bearer realm=\"sandbox-route\"\r\n",
@@ -610,8 +665,42 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     bufferevent_enable(pc->down, EV_READ | EV_WRITE);
 }
 
+/* Closes the connections of one kind (routes, or sandboxes' ports by
+ * host) whose route or sandbox has gone, with one query. */
+static void sweep_kind(proxy_thread_t *pt, bool port_host)
+{
+    int n = 0;
+    pconn_t *pc;
+    TAILQ_FOREACH(pc, &pt->conns, link)
+        n += (pc->state == PC_PIPE || pc->state == PC_WORKER) && pc->port_host == port_host;
+    if (n == 0)
+        return;
+    pconn_t **list = calloc((size_t)n, sizeof *list);
+    const char **names = calloc((size_t)n, sizeof *names);
+    bool *alive = calloc((size_t)n, sizeof *alive);
+    int k = 0;
+    if (list && names && alive) {
+        TAILQ_FOREACH(pc, &pt->conns, link)
+            if ((pc->state == PC_PIPE || pc->state == PC_WORKER) && pc->port_host == port_host && k < n) {
+                list[k] = pc;
+                names[k] = port_host ? pc->sandbox_id : pc->name;
+                k++;
+            }
+        int rc = port_host ? store_sandboxes_running(*pt->db, names, k, alive)
+                           : store_routes_alive(*pt->db, names, k, alive);
+        if (rc == 0)
+            for (int i = 0; i < k; i++)
+                if (!alive[i])
+                    proxy_conn_free(list[i], port_host ? "sandbox no longer running" : "route removed");
+    }
+    free(list);
+    free(names);
+    free(alive);
+}
+
 /* Closes the connections whose route has gone (unshared, expired, its
- * sandbox deleted or lost) with one query per thread. */
+ * sandbox deleted or lost), or whose sandbox no longer runs (a port by
+ * host), with one query per kind and thread. */
 static void sweep_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -623,25 +712,8 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
         n += pc->state == PC_PIPE || pc->state == PC_WORKER;
     if (n == 0 || db_ensure(pt->db, pt->ctl->conninfo) < 0)
         return;
-    pconn_t **list = calloc((size_t)n, sizeof *list);
-    const char **names = calloc((size_t)n, sizeof *names);
-    bool *alive = calloc((size_t)n, sizeof *alive);
-    int k = 0;
-    if (list && names && alive) {
-        TAILQ_FOREACH(pc, &pt->conns, link)
-            if ((pc->state == PC_PIPE || pc->state == PC_WORKER) && k < n) {
-                list[k] = pc;
-                names[k] = pc->name;
-                k++;
-            }
-        if (store_routes_alive(*pt->db, names, k, alive) == 0)
-            for (int i = 0; i < k; i++)
-                if (!alive[i])
-                    proxy_conn_free(list[i], "route removed");
-    }
-    free(list);
-    free(names);
-    free(alive);
+    sweep_kind(pt, false);
+    sweep_kind(pt, true);
 }
 
 proxy_thread_t *proxy_thread_new(controller_t *ctl, struct event_base *base, PGconn **db, char *err, size_t errlen)

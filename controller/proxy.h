@@ -22,6 +22,7 @@
 #include "config.h"
 #include "controller.h"
 #include "httphead.h"
+#include "limits.h"
 
 /* A network whose X-Forwarded-* headers are believed (trusted_proxies). */
 struct proxy_net {
@@ -102,6 +103,14 @@ typedef enum {
  * "?query"). */
 proxy_route_kind_t proxy_route_for(const char *host, const char *target, const char *route_domain,
                                    char ret_name[PROXY_NAME_LEN + 1], const char **ret_rest);
+
+/* Whether host names a port of a sandbox the way E2B's SDK does
+ * (sandbox.getHost(port)): "{port}-{sandbox id}.{route_domain}", the port
+ * 1..65535 without leading zeros, the id sbx_ and 26 base32 characters (any
+ * case; ret_sandbox gets it in lower case). route_domain may end with the
+ * listener's ":port" (then host must carry it too); else host's own port
+ * is ignored. */
+bool proxy_port_host(const char *host, const char *route_domain, char ret_sandbox[SBX_ID_MAX], int *ret_port);
 
 /* Where a chunked request body ends: the scanner's state, zeroed to start. */
 typedef struct proxy_chunked {

@@ -40,6 +40,8 @@ typedef struct pconn {
     bool trusted_peer;
     char name[PROXY_NAME_LEN + 1];
     char route_id[SBX_ID_MAX]; /* for the log: the name is a public route's only secret */
+    bool port_host;            /* a sandbox's port by host, E2B's getHost (proxy_port_host): no route */
+    char sandbox_id[SBX_ID_MAX]; /* ... that sandbox */
     char method[16];
     char path[128];            /* for the log: the app's path, without the query */
     bool upgrade;              /* asked for; a tunnel only once the app answered 101 */

@@ -160,6 +160,42 @@ proxy_route_kind_t proxy_route_for(const char *host, const char *target, const c
     return n[nl] == '/' ? PROXY_ROUTE_PATH : PROXY_ROUTE_REDIRECT;
 }
 
+bool proxy_port_host(const char *host, const char *route_domain, char ret_sandbox[SBX_ID_MAX], int *ret_port)
+{
+    ret_sandbox[0] = '\0';
+    *ret_port = 0;
+    if (!host || !route_domain || !*route_domain || host[0] == '[')
+        return false;
+    /* route_domain may carry the listener's port (E2B's SDK puts whatever
+     * domain it is given after the label): compare with it, else without. */
+    size_t hl = strlen(host), dl = strlen(route_domain);
+    if (!strchr(route_domain, ':'))
+        hl = strcspn(host, ":");
+    if (hl <= dl + 1 || host[hl - dl - 1] != '.' || strncasecmp(host + hl - dl, route_domain, dl) != 0)
+        return false;
+    size_t ll = hl - dl - 1;
+    /* {port}-sbx_{26 base32} */
+    size_t pl = 0;
+    while (pl < ll && pl < 6 && host[pl] >= '0' && host[pl] <= '9')
+        pl++;
+    if (pl == 0 || pl > 5 || host[0] == '0' || pl >= ll || host[pl] != '-')
+        return false;
+    long port = strtol(host, NULL, 10);
+    size_t il = ll - pl - 1;
+    const char *id = host + pl + 1;
+    if (port < 1 || port > 65535 || il != 4 + PROXY_NAME_LEN || strncasecmp(id, "sbx_", 4) != 0)
+        return false;
+    char low[SBX_ID_MAX];
+    for (size_t i = 0; i < il; i++)
+        low[i] = (char)tolower((unsigned char)id[i]);
+    low[il] = '\0';
+    if (!name_ok(low + 4, PROXY_NAME_LEN))
+        return false;
+    memcpy(ret_sandbox, low, il + 1);
+    *ret_port = (int)port;
+    return true;
+}
+
 int proxy_nets_parse(const char *text, struct proxy_net **ret, int *ret_n, char *err, size_t errlen)
 {
     *ret = NULL;

@@ -387,6 +387,14 @@ typedef struct route_target {
 /* The active, unexpired route `name` whose sandbox is running on a worker
  * that is not lost: 0, or SBX_ENOTFOUND, or SBX_EDB. */
 int store_route_target(PGconn *c, const char *name, route_target_t *ret);
+/* What the route proxy needs to forward to port of a running sandbox named
+ * by its id (E2B's getHost, controller/proxy.c): as store_route_target,
+ * route_id empty; *ret_routes_allowed is false when the tenant's policy has
+ * routes: false. 0, SBX_ENOTFOUND (not running, or its worker lost),
+ * SBX_EDB. */
+int store_port_target(PGconn *c, const char *sandbox_id, int port, route_target_t *ret, bool *ret_routes_allowed);
+/* ret_flags[i]: sandbox ids[i] is running. */
+int store_sandboxes_running(PGconn *c, const char *const *ids, int n, bool *ret_flags);
 /* ret_flags[i]: route names[i] is still active and unexpired. */
 int store_routes_alive(PGconn *c, const char *const *names, int n, bool *ret_flags);
 /* Workers silent for worker_timeout_seconds: unreachable (their sandboxes

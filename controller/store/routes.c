@@ -273,6 +273,49 @@ int store_route_target(PGconn *c, const char *name, route_target_t *ret)
     return rc;
 }
 
+int store_port_target(PGconn *c, const char *sandbox_id, int port, route_target_t *ret, bool *ret_routes_allowed)
+{
+    memset(ret, 0, sizeof *ret);
+    *ret_routes_allowed = false;
+    const char *p[] = { sandbox_id };
+    PGresult *r = db_exec(c,
+                          "SELECT s.id, s.tenant_id, s.worker_id, coalesce(w.route_address, ''), "
+                          "  CASE WHEN " STORE_TOKEN_LIVE("t") " "
+                          "       THEN coalesce(t.hash, '') ELSE '' END, "
+                          "  coalesce((tn.policy->>'max_worker_connections')::bigint, 0), "
+                          "  CASE WHEN w.state = 'unreachable' THEN coalesce(w.unreachable_reason, 'unreachable') "
+                          "    ELSE '' END, "
+                          "  coalesce((tn.policy->>'routes')::boolean, true) "
+                          "FROM sandboxes s JOIN tenants tn ON tn.id = s.tenant_id "
+                          "JOIN workers w ON w.id = s.worker_id "
+                          "LEFT JOIN api_tokens t ON t.id = w.token_id "
+                          "WHERE s.id = $1 AND s.phase = 'running' AND w.state <> 'lost'",
+                          1, p);
+    if (!r)
+        return SBX_EDB;
+    int rc = PQntuples(r) == 1 ? 0 : SBX_ENOTFOUND;
+    if (rc == 0) {
+        snprintf(ret->sandbox_id, sizeof ret->sandbox_id, "%s", db_get(r, 0, 0));
+        snprintf(ret->tenant_id, sizeof ret->tenant_id, "%s", db_get(r, 0, 1));
+        snprintf(ret->worker_id, sizeof ret->worker_id, "%s", db_get(r, 0, 2));
+        ret->port = port;
+        ret->token_auth = true;
+        snprintf(ret->worker_address, sizeof ret->worker_address, "%s", db_get(r, 0, 3));
+        snprintf(ret->worker_token_hash, sizeof ret->worker_token_hash, "%s", db_get(r, 0, 4));
+        ret->max_worker_connections = db_get_ll(r, 0, 5);
+        snprintf(ret->unreachable, sizeof ret->unreachable, "%s", db_get(r, 0, 6));
+        *ret_routes_allowed = strcmp(db_get(r, 0, 7), "t") == 0;
+    }
+    PQclear(r);
+    return rc;
+}
+
+int store_sandboxes_running(PGconn *c, const char *const *ids, int n, bool *ret_flags)
+{
+    return store__flag_ids(c, "SELECT id FROM sandboxes WHERE id = ANY($1::text[]) AND phase = 'running'", ids, n,
+                           ret_flags);
+}
+
 int store_routes_alive(PGconn *c, const char *const *names, int n, bool *ret_flags)
 {
     return store__flag_ids(c, "SELECT name FROM routes WHERE name = ANY($1::text[]) AND state = 'active' "

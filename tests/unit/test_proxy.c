@@ -107,6 +107,44 @@ START_TEST(test_route_by_path_host_and_redirect)
 }
 END_TEST
 
+START_TEST(test_port_host_names_a_sandbox_port)
+{
+    char id[SBX_ID_MAX];
+    int port = 0;
+    /* E2B's getHost: {port}-{id}.{domain}; the host's own port is ignored */
+    ck_assert(proxy_port_host("8080-sbx_" NAME ".e2b.example.com", "e2b.example.com", id, &port));
+    ck_assert_str_eq(id, "sbx_" NAME);
+    ck_assert_int_eq(port, 8080);
+    ck_assert(proxy_port_host("1-SBX_" NAME2 ".E2B.example.com:8443", "e2b.example.com", id, &port));
+    ck_assert_str_eq(id, "sbx_" NAME2);
+    ck_assert_int_eq(port, 1);
+    ck_assert(proxy_port_host("65535-sbx_" NAME ".e2b.test", "e2b.test", id, &port));
+    ck_assert_int_eq(port, 65535);
+    /* a domain with the listener's port: the host must carry it */
+    ck_assert(proxy_port_host("3000-sbx_" NAME ".localhost:9001", "localhost:9001", id, &port));
+    ck_assert_int_eq(port, 3000);
+    ck_assert(!proxy_port_host("3000-sbx_" NAME ".localhost:9002", "localhost:9001", id, &port));
+    ck_assert(!proxy_port_host("3000-sbx_" NAME ".localhost", "localhost:9001", id, &port));
+    /* not one */
+    ck_assert(!proxy_port_host("0-sbx_" NAME ".e2b.test", "e2b.test", id, &port));
+    ck_assert(!proxy_port_host("08080-sbx_" NAME ".e2b.test", "e2b.test", id, &port));
+    ck_assert(!proxy_port_host("65536-sbx_" NAME ".e2b.test", "e2b.test", id, &port));
+    ck_assert(!proxy_port_host("123456-sbx_" NAME ".e2b.test", "e2b.test", id, &port));
+    ck_assert(!proxy_port_host("-sbx_" NAME ".e2b.test", "e2b.test", id, &port));
+    ck_assert(!proxy_port_host("80sbx_" NAME ".e2b.test", "e2b.test", id, &port));
+    ck_assert(!proxy_port_host("80-op_" NAME ".e2b.test", "e2b.test", id, &port));
+    ck_assert(!proxy_port_host("80-sbx_" NAME "a.e2b.test", "e2b.test", id, &port));
+    ck_assert(!proxy_port_host("80-sbx_abcdefghijklmnopqrstuvwxy1.e2b.test", "e2b.test", id, &port));
+    ck_assert(!proxy_port_host("80-sbx_" NAME ".other.test", "e2b.test", id, &port));
+    ck_assert(!proxy_port_host("80-sbx_" NAME ".xe2b.test", "e2b.test", id, &port));
+    ck_assert(!proxy_port_host(NAME ".e2b.test", "e2b.test", id, &port));
+    ck_assert(!proxy_port_host("80-sbx_" NAME ".e2b.test", NULL, id, &port));
+    ck_assert(!proxy_port_host("80-sbx_" NAME ".e2b.test", "", id, &port));
+    ck_assert(!proxy_port_host(NULL, "e2b.test", id, &port));
+    ck_assert(!proxy_port_host("[::1]:80", "e2b.test", id, &port));
+}
+END_TEST
+
 START_TEST(test_route_refuses_what_is_not_a_route_address)
 {
     char name[PROXY_NAME_LEN + 1];
@@ -290,6 +328,7 @@ Suite *unit_suite(void)
     unit_tcase_add(s, "routes", UNIT_TESTS(
         test_route_by_path_host_and_redirect,
         test_route_refuses_what_is_not_a_route_address,
+        test_port_host_names_a_sandbox_port,
         test_trusted_proxy_networks,
     ));
     unit_tcase_add(s, "chunked", UNIT_TESTS(
