@@ -66,6 +66,10 @@
  * build an unbounded command line. */
 #define SBX_MAX_ARGV                  256
 #define SBX_MAX_ARGV_BYTES            (64u * 1024u)
+/* Ended processes of E2B clients one POST /v1/workers/{id}/sessions
+ * reports (each becomes an exec operation); the worker sends the rest in
+ * its next one. */
+#define SBX_WORKER_SESSIONS_MAX       64
 /* Exec stdin carried inline in the request (and kept with the operation's
  * request so a retried lease still has it): its base64 form plus the rest
  * of the request fits the default max_body_bytes (1 MiB). Larger input goes

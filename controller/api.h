@@ -158,6 +158,11 @@ void api_worker_poll(req_t *rq, const char *id);
 void api_worker_report(req_t *rq, const char *id);
 /* POST /v1/workers/{id}/output: a running exec's output chunks (fenced as a report). */
 void api_worker_output(req_t *rq, const char *id);
+/* POST /v1/workers/{id}/sessions {"sessions":[{"sandbox_id","argv","tty",
+ * "exit_code","duration_ms","caller"}]}: processes E2B clients ran through
+ * the worker's envd that ended, each recorded as an exec operation
+ * (store_shell_record, via "e2b"); 200 {"recorded":N}. */
+void api_worker_sessions(req_t *rq, const char *id);
 void api_worker_list(req_t *rq);
 /* GET /v1/images (api_images.c). */
 void api_images_list(req_t *rq);

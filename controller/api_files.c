@@ -1016,7 +1016,7 @@ static const char *const envd_request_headers[] = { "content-type", "connect-pro
                                                     "e2b-sandbox-port", "range", "content-encoding",
                                                     "keepalive-ping-interval", NULL };
 
-/* The envd request line: {"op":"envd","method","path","query","headers","body","max_bytes"}. */
+/* The envd request line: {"op":"envd","method","path","query","headers","caller","body","max_bytes"}. */
 static char *envd_line(req_t *rq, const char *path, int64_t body)
 {
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(rq->ev);
@@ -1037,6 +1037,8 @@ static char *envd_line(req_t *rq, const char *path, int64_t body)
     if (auth && strncasecmp(auth, "Basic ", 6) == 0)
         jsonx_add_str(h, "authorization", auth);
     jsonx_add(o, "headers", h);
+    /* whose call it is: a process's record names the token that started it */
+    jsonx_add_str(o, "caller", rq->auth.token_id);
     jsonx_add_int(o, "body", body);
     jsonx_add_int(o, "max_bytes", cfg_int(&rq->ctl->cfg, CFG_FILES_MAX_BYTES));
     char *s = jsonx_dump(o);

@@ -349,6 +349,107 @@ void api_worker_report(req_t *rq, const char *id)
     http_reply_json(rq, 200, resp);
 }
 
+/* One ended process of a sessions report, checked strictly: 0 with rec
+ * filled (argv pointing into o), or SBX_EINVAL with err naming the field. */
+static int session_parse(json_object *o, size_t i, shell_record_t *rec, const char **argv, api_error_t *err)
+{
+    static const char *const keys[] = { "sandbox_id", "argv", "tty", "exit_code", "duration_ms", "caller", NULL };
+    if (!json_object_is_type(o, json_type_object))
+        return api_error_set(err, API_INVALID_ARGUMENT, "sessions[%zu] must be an object", i);
+    json_object_object_foreach(o, key, val) {
+        (void)val;
+        bool known = false;
+        for (int k = 0; keys[k] && !known; k++)
+            known = strcmp(key, keys[k]) == 0;
+        if (!known)
+            return api_error_set(err, API_INVALID_ARGUMENT, "sessions[%zu] has an unknown field", i);
+    }
+    const char *sid = jsonx_get_str(o, "sandbox_id"), *caller = jsonx_get_str(o, "caller");
+    json_object *av = jsonx_get_arr(o, "argv");
+    int64_t code = 0, ms = 0;
+    bool tty = false;
+    if (!sid || !ids_valid("sbx", sid))
+        return api_error_set(err, API_INVALID_ARGUMENT, "sessions[%zu].sandbox_id must be a sandbox id", i);
+    if (!av || json_object_array_length(av) < 1 || json_object_array_length(av) > SBX_MAX_ARGV)
+        return api_error_set(err, API_INVALID_ARGUMENT, "sessions[%zu].argv must hold 1 to %d strings", i, SBX_MAX_ARGV);
+    size_t n = json_object_array_length(av), total = 0;
+    for (size_t k = 0; k < n; k++) {
+        json_object *a = json_object_array_get_idx(av, k);
+        if (!json_object_is_type(a, json_type_string))
+            return api_error_set(err, API_INVALID_ARGUMENT, "sessions[%zu].argv[%zu] must be a string", i, k);
+        total += (size_t)json_object_get_string_len(a);
+        argv[k] = json_object_get_string(a);
+    }
+    if (total > SBX_MAX_ARGV_BYTES)
+        return api_error_set(err, API_INVALID_ARGUMENT, "sessions[%zu].argv holds more than %u bytes", i,
+                             SBX_MAX_ARGV_BYTES);
+    if (!jsonx_get_bool(o, "tty", &tty) || !jsonx_get_int(o, "exit_code", &code) || code < -1 || code > 0x7fffffff ||
+        !jsonx_get_int(o, "duration_ms", &ms) || ms < 0)
+        return api_error_set(err, API_INVALID_ARGUMENT, "sessions[%zu] needs tty (boolean), exit_code (-1 or more) and "
+                             "duration_ms (0 or more)", i);
+    if (caller && !ids_valid("tok", caller))
+        return api_error_set(err, API_INVALID_ARGUMENT, "sessions[%zu].caller must be a token id", i);
+    *rec = (shell_record_t){ .sandbox_id = sid, .argv = argv, .argc = n, .tty = tty, .exit_code = (int)code,
+                             .duration_ms = ms, .created_by = caller, .via = "e2b" };
+    return 0;
+}
+
+void api_worker_sessions(req_t *rq, const char *id)
+{
+    if (!worker_id_ok(rq, "sessions", id, true))
+        return;
+    json_object *body = NULL;
+    api_error_t err;
+    if (http_read_json(rq, SBX_MAX_BODY_BYTES, &body) < 0)
+        return;
+    json_object *list = jsonx_get_arr(body, "sessions");
+    size_t n = list ? json_object_array_length(list) : 0;
+    if (!list || json_object_object_length(body) != 1 || n > SBX_WORKER_SESSIONS_MAX) {
+        json_object_put(body);
+        http_reply_error(rq, API_INVALID_ARGUMENT, "the body is {\"sessions\":[…]} with at most %d entries",
+                         SBX_WORKER_SESSIONS_MAX);
+        return;
+    }
+    /* All or nothing is judged first: a malformed entry refuses the body. */
+    static __thread const char *argv[SBX_MAX_ARGV];
+    for (size_t i = 0; i < n; i++) {
+        shell_record_t rec;
+        if (session_parse(json_object_array_get_idx(list, i), i, &rec, argv, &err) < 0) {
+            json_object_put(body);
+            http_reply_api_error(rq, &err);
+            return;
+        }
+    }
+    int recorded = 0;
+    for (size_t i = 0; i < n; i++) {
+        shell_record_t rec;
+        char op_id[SBX_ID_MAX];
+        session_parse(json_object_array_get_idx(list, i), i, &rec, argv, &err);
+        /* Only for sandboxes this worker runs; the caller's token id or,
+         * when the worker does not know it, the worker's own. */
+        rec.worker_id = id;
+        if (!rec.created_by)
+            rec.created_by = rq->auth.token_id;
+        if (store_shell_record(rq->db, &rq->ctl->lim, &rec, op_id, &err) < 0) {
+            if (err.code != API_NOT_FOUND) {
+                json_object_put(body);
+                http_reply_api_error(rq, &err);
+                return;
+            }
+            log_warn("controller", "worker %s reported a process of sandbox %s, which it does not run", id,
+                     rec.sandbox_id);
+            continue;
+        }
+        recorded++;
+    }
+    json_object_put(body);
+    if (recorded)
+        controller_wake(rq->ctl, WAKE_EVENTS, NULL, 0);
+    json_object *o = json_object_new_object();
+    jsonx_add_int(o, "recorded", recorded);
+    http_reply_json(rq, 200, o);
+}
+
 void api_worker_output(req_t *rq, const char *id)
 {
     if (!worker_id_ok(rq, "output", id, true))

@@ -37,6 +37,8 @@
 /* The metadata key that asks for a trust classification (never weaker
  * than the server's rules make it). */
 #define E2B_TRUST_KEY "sandbox.trust"
+/* The metadata key that names the weakest isolation class accepted. */
+#define E2B_ISOLATION_KEY "sandbox.isolation"
 /* E2B's sandbox timeout when a create gives none (its OpenAPI default). */
 #define E2B_DEFAULT_TIMEOUT_SECONDS 300
 
@@ -286,6 +288,12 @@ static int create_body(req_t *rq, json_object *in, json_object **ret, api_error_
     /* E2B's default timeout, when the SDK sends none. */
     if (!json_object_object_get_ex(out, "ttl_seconds", NULL))
         jsonx_add_int(out, "ttl_seconds", E2B_DEFAULT_TIMEOUT_SECONDS);
+    /* sandbox.isolation in the metadata names the weakest class the
+     * caller accepts (container, gvisor, microvm), as a /v1 create's
+     * isolation: the rules may require a stronger one, never a weaker. */
+    const char *iso = jsonx_get_str(jsonx_get_obj(out, "labels"), E2B_ISOLATION_KEY);
+    if (iso)
+        jsonx_add_str(out, "isolation", iso);
     /* sandbox.trust in the metadata asks for a classification (placement
      * never gives less than the server's rules make it). */
     const char *trust = jsonx_get_str(jsonx_get_obj(out, "labels"), E2B_TRUST_KEY);

@@ -69,6 +69,7 @@ static const api_route_t api_routes[] = {
     { EVHTTP_REQ_GET, "/v1/workers/{id}/poll", RR_WORKER, RF_ROUTINE, DENY_WORKER, NULL, api_worker_poll, NULL },
     { EVHTTP_REQ_POST, "/v1/workers/{id}/report", RR_WORKER, 0, DENY_WORKER, NULL, api_worker_report, NULL },
     { EVHTTP_REQ_POST, "/v1/workers/{id}/output", RR_WORKER, RF_ROUTINE, DENY_WORKER, NULL, api_worker_output, NULL },
+    { EVHTTP_REQ_POST, "/v1/workers/{id}/sessions", RR_WORKER, 0, DENY_WORKER, NULL, api_worker_sessions, NULL },
 };
 #define API_NROUTES (sizeof api_routes / sizeof api_routes[0])
 

@@ -187,6 +187,8 @@ typedef struct shell_record {
     int exit_code;                /* -1: the session ended before the command */
     int64_t duration_ms;
     const char *created_by;       /* the token id */
+    const char *via;              /* what ran it, in the request and the event ("e2b"); NULL: a shell */
+    const char *worker_id;        /* when set, the sandbox must run on this worker (else not_found) */
 } shell_record_t;
 /* Records the session as an exec operation that already succeeded, request
  * {"argv","tty":true}, result {"exit_code","duration_ms"}, with its events

@@ -502,6 +502,8 @@ static int agent_open_parts(agent_t *a, const cfg_t *cfg, char *err, size_t errl
         .tls_cert = cfg_str(cfg, CFG_WORKER_ROUTE_TLS_CERT),
         .tls_key = cfg_str(cfg, CFG_WORKER_ROUTE_TLS_KEY),
         .files_max_bytes = cfg_int(cfg, CFG_FILES_MAX_BYTES),
+        .session_done = agent_session_ended,
+        .session_ud = a,
     };
     if ((r = forward_new(&fopt, &a->fwd, err, errlen)) < 0)
         return r;
@@ -736,6 +738,7 @@ void agent_free(agent_t *a)
         a->qhead = (a->qhead + 1) % a->qcap;
         a->qlen--;
     }
+    json_object_put(a->sessions);
     pthread_cond_destroy(&a->cond);
     pthread_mutex_destroy(&a->mu);
     agent_free_memory(a);

@@ -418,6 +418,70 @@ void agent_heartbeat_stopping(agent_t *a, bool stopped, json_object *unstarted)
     httpc_free(c);
 }
 
+void agent_session_ended(void *ud, const forward_session_t *s)
+{
+    agent_t *a = ud;
+    json_object *o = json_object_new_object(), *argv = json_object_new_array();
+    for (size_t i = 0; i < s->argc; i++)
+        json_object_array_add(argv, json_object_new_string(s->argv[i]));
+    jsonx_add_str(o, "sandbox_id", s->sandbox_id);
+    jsonx_add(o, "argv", argv);
+    jsonx_add_bool(o, "tty", s->tty);
+    jsonx_add_int(o, "exit_code", s->exit_code);
+    jsonx_add_int(o, "duration_ms", s->duration_ms < 0 ? 0 : s->duration_ms);
+    if (s->caller && *s->caller)
+        jsonx_add_str(o, "caller", s->caller);
+    pthread_mutex_lock(&a->mu);
+    if (!a->sessions)
+        a->sessions = json_object_new_array();
+    if (json_object_array_length(a->sessions) >= AGENT_SESSIONS_MAX) {
+        json_object_array_del_idx(a->sessions, 0, 1);
+        a->sessions_dropped++;
+    }
+    json_object_array_add(a->sessions, o);
+    pthread_mutex_unlock(&a->mu);
+}
+
+void agent_report_sessions(agent_t *a, httpc_t *c, const char *wid)
+{
+    pthread_mutex_lock(&a->mu);
+    size_t n = a->sessions ? json_object_array_length(a->sessions) : 0;
+    int64_t dropped = a->sessions_dropped;
+    a->sessions_dropped = 0;
+    json_object *list = NULL;
+    if (n > 0) {
+        if (n > SBX_WORKER_SESSIONS_MAX)
+            n = SBX_WORKER_SESSIONS_MAX;
+        list = json_object_new_array();
+        for (size_t i = 0; i < n; i++)
+            json_object_array_add(list, json_object_get(json_object_array_get_idx(a->sessions, i)));
+    }
+    pthread_mutex_unlock(&a->mu);
+    if (dropped)
+        log_warn(AGENT_COMPONENT, "%lld ended E2B processes were not reported (more than %d waited for the "
+                 "controller)", (long long)dropped, AGENT_SESSIONS_MAX);
+    if (!list)
+        return;
+    char path[AGENT_WORKER_ID_MAX + 32];
+    snprintf(path, sizeof path, "/v1/workers/%s/sessions", wid);
+    json_object *body = json_object_new_object();
+    jsonx_add(body, "sessions", list);
+    httpc_response_t resp;
+    int rc = httpc_request(c, "POST", path, body, NULL, 10000, &resp);
+    json_object_put(body);
+    /* Taken (recorded, or refused as malformed: sending it again would not
+     * help): off the queue. The controller out of reach: next time. */
+    if (rc == 0 && (resp.status == 200 || resp.status == 400)) {
+        if (resp.status == 400)
+            log_warn(AGENT_COMPONENT, "the controller refused %zu ended E2B processes: %s", n,
+                     jsonx_get_str(jsonx_get_obj(resp.json, "error"), "message"));
+        pthread_mutex_lock(&a->mu);
+        json_object_array_del_idx(a->sessions, 0, n);
+        pthread_mutex_unlock(&a->mu);
+    }
+    httpc_response_release(&resp);
+}
+
 void *agent_heartbeat_main(void *arg)
 {
     agent_t *a = arg;
@@ -456,6 +520,7 @@ void *agent_heartbeat_main(void *arg)
                 inv_answered(&track, resp.json, epoch);
                 agent_remove_orphans(a, jsonx_get_arr(resp.json, "remove"));
                 agent_set_cancelled(a, jsonx_get_arr(resp.json, "cancel"));
+                agent_report_sessions(a, c, wid);
             } else if (rc == 0 && resp.status == 404) {
                 log_warn(AGENT_COMPONENT, "the controller does not know worker %s; registering again", wid);
                 pthread_mutex_lock(&a->mu);

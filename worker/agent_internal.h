@@ -57,6 +57,8 @@ struct agent {
     int tenant_executors;            /* what one tenant may hold of them (agent_tenant_executors) */
     runtime_t *rt;
     forward_t *fwd;                  /* the route forwarder (worker_route_listen) */
+    json_object *sessions;           /* ended E2B processes not reported yet (under mu; agent_report_sessions) */
+    int64_t sessions_dropped;        /* ... dropped past AGENT_SESSIONS_MAX, not yet logged */
     health_t *health;                /* /healthz, /readyz, /metrics (worker_health_listen); NULL when not served */
 
     pthread_mutex_t mu;
@@ -220,5 +222,16 @@ void agent_unanswered_query(const agent_unanswered_t *u, char *out, size_t cap);
  * when every queued tenant has its share running (the executor waits). */
 size_t agent_queue_pick(json_object *const *queue, size_t qcap, size_t qhead, size_t qlen,
                         const char (*running)[SBX_MAX_NAME_BYTES + 1], int nrun);
+
+/* Ended E2B processes kept for reporting at most: past it the oldest go
+ * (counted in a warning), so a controller out of reach costs bounded memory. */
+#define AGENT_SESSIONS_MAX 1024
+/* forward_session_fn: queues an ended E2B process for the controller. */
+void agent_session_ended(void *ud, const forward_session_t *s);
+/* Reports what agent_session_ended queued, up to SBX_WORKER_SESSIONS_MAX a
+ * request, over c (the heartbeat thread's client): POST
+ * /v1/workers/{wid}/sessions. What the controller did not take stays
+ * queued for the next heartbeat. */
+void agent_report_sessions(agent_t *a, httpc_t *c, const char *wid);
 
 #endif

@@ -301,6 +301,8 @@ void forward_refuse(forward_conn_t *c, int status, const char *code, const char 
         snprintf(what, sizeof what, " for files of sandbox %s", c->sandbox_id);
     else if (c->sandbox_id[0] && c->grant.purpose == GRANT_SHELL)
         snprintf(what, sizeof what, " for a shell in sandbox %s", c->sandbox_id);
+    else if (c->sandbox_id[0] && c->grant.purpose == GRANT_ENVD)
+        snprintf(what, sizeof what, " for envd of sandbox %s", c->sandbox_id);
     else if (c->sandbox_id[0])
         snprintf(what, sizeof what, " for sandbox %s port %d", c->sandbox_id, c->port);
     if (status == 503 && forward_stopping(c->f))
@@ -671,6 +673,10 @@ static void *forward_conn_main(void *arg)
         forward_shell(c);
         goto cleanup;
     }
+    if (c->grant.purpose == GRANT_ENVD) {
+        forward_envd(c);
+        goto cleanup;
+    }
     if (c->grant.purpose != GRANT_ROUTE) {
         forward_refuse(c, 403, "forbidden", "the grant's purpose is not one this worker serves");
         goto cleanup;
@@ -858,6 +864,8 @@ int forward_new(const forward_options_t *opt, forward_t **ret, char *err, size_t
     f->rt = opt->rt;
     f->worker_id = opt->worker_id;
     f->worker_id_ud = opt->worker_id_ud;
+    f->session_done = opt->session_done;
+    f->session_ud = opt->session_ud;
     grant_key_from_token(opt->token, f->key);
     int tr = tls_server_ctx_new("worker_route_tls", opt->tls_cert, opt->tls_key, &f->tls, err, errlen);
     if (tr < 0) {
@@ -930,6 +938,7 @@ void forward_stop(forward_t *f)
     while (f->active > 0)
         pthread_cond_wait(&f->cond, &f->mu);
     pthread_mutex_unlock(&f->mu);
+    forward_envd_stop(f);
 }
 
 void forward_free(forward_t *f)

@@ -17,7 +17,12 @@
  * A files grant (GRANT_FILES_PUT, GRANT_FILES_GET) is followed by one JSON
  * request line whose digest the grant carries, then an upload's frames
  * (put: answered by one line) or the answer line and the download's frames
- * (get): docs/worker.md "File transfers"; forward_files.c. */
+ * (get): docs/worker.md "File transfers"; forward_files.c.
+ *
+ * A shell grant (GRANT_SHELL) runs a command on a terminal or with pipes
+ * (forward_shell.c); an envd grant (GRANT_ENVD) serves one call of E2B's
+ * envd, its head as a JSON line and its body and answer as frames
+ * (docs/worker.md "E2B envd"; worker/envd.h). */
 #ifndef SBX_FORWARD_H
 #define SBX_FORWARD_H
 
@@ -51,6 +56,20 @@ typedef struct forward forward_t;
  * Called from the forwarding threads: must be thread-safe. */
 typedef void (*forward_worker_id_fn)(void *ud, char *ret, size_t retlen);
 
+/* A process an E2B client ran through envd (worker/envd.h) that ended:
+ * what the agent reports to be recorded as an exec operation. */
+typedef struct forward_session {
+    const char *sandbox_id;
+    const char *const *argv;     /* argc strings: the command as it ran */
+    size_t argc;
+    bool tty;                    /* on a terminal (a PTY) */
+    int exit_code;               /* -1: killed by a signal, or unknown */
+    int64_t duration_ms;
+    const char *caller;          /* the client's token id, or NULL */
+} forward_session_t;
+/* Called from the forwarding threads (must be thread-safe). */
+typedef void (*forward_session_fn)(void *ud, const forward_session_t *s);
+
 typedef struct forward_options {
     const char *listen;          /* "host:port" or "[v6]:port"; port 0: any free port */
     const char *advertise;       /* "host:port" the controller connects to; NULL or "": the bound address */
@@ -64,6 +83,8 @@ typedef struct forward_options {
     const char *tls_key;         /* both NULL or "": plain TCP (worker_route_tls_cert / _key) */
     int64_t files_max_bytes;     /* a download carries at most this many bytes (files_max_bytes);
                                   * <= 0: SBX_FILES_MAX_BYTES_MAX */
+    forward_session_fn session_done; /* an E2B client's process ended (NULL: not reported) */
+    void *session_ud;
 } forward_options_t;
 
 /* Checks and copies the options (nothing is bound yet). A wildcard listen

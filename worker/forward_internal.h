@@ -1,6 +1,8 @@
 /* What the worker's forwarder (forward.c) shares with its file transfers
- * (forward_files.c) and shells (forward_shell.c): the forwarder and connection structs and the helpers
- * that talk to the controller's side. Not for use outside worker/forward*.c. */
+ * (forward_files.c), shells (forward_shell.c) and E2B envd calls
+ * (envd*.c): the forwarder and connection structs and the helpers that
+ * talk to the controller's side. Not for use outside worker/forward*.c
+ * and worker/envd*.c. */
 #ifndef SBX_FORWARD_INTERNAL_H
 #define SBX_FORWARD_INTERNAL_H
 
@@ -56,6 +58,10 @@ struct forward {
     pthread_mutex_t mu;
     pthread_cond_t cond;     /* active went down */
     int active;              /* connection threads running */
+    struct envd_table *envd; /* the envd processes (envd_process.c); made at the first envd
+                              * call under mu, ended by forward_envd_stop */
+    forward_session_fn session_done; /* an envd process ended (forward_options_t); NULL: not reported */
+    void *session_ud;
 };
 
 /* One routed connection, owned by its thread. */
@@ -138,6 +144,15 @@ int forward_granted_line(forward_conn_t *c, forward_reqline_t *l);
  * then the terminal's frames both ways until the command exits
  * (forward_shell.c). */
 void forward_shell(forward_conn_t *c);
+
+/* Serves an envd grant (GRANT_ENVD) after its preamble: the request line,
+ * the body's frames, then the E2B envd call's answer (worker/envd.c). */
+void forward_envd(forward_conn_t *c);
+
+/* Ends every process envd calls started (each thread sees the stop pipe)
+ * and waits for their threads; called by forward_stop once the
+ * connections are gone (envd_process.c). */
+void forward_envd_stop(forward_t *f);
 
 /* Serves a files grant (GRANT_FILES_PUT or GRANT_FILES_GET) after its
  * preamble: the request line, then the upload or the download

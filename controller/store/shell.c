@@ -1,4 +1,5 @@
-/* A shell session (sandbox shell) recorded when it ends: an exec operation
+/* A shell session (sandbox shell), or a process an E2B client ran (via
+ * "e2b", reported by the worker), recorded when it ends: an exec operation
  * the controller completes alone, created, admitted and succeeded in one
  * transaction with its events, as an extend is. */
 #include "store_int.h"
@@ -20,6 +21,8 @@ int store_shell_record(PGconn *c, const store_limits_t *lim, const shell_record_
         json_object_array_add(argv, json_object_new_string(rec->argv[i]));
     jsonx_add(req, "argv", argv);
     jsonx_add_bool(req, "tty", rec->tty);
+    if (rec->via)
+        jsonx_add_str(req, "via", rec->via);
     jsonx_add_int(res, "exit_code", rec->exit_code);
     jsonx_add_int(res, "duration_ms", rec->duration_ms);
     req_s = jsonx_dump(req);
@@ -32,8 +35,8 @@ int store_shell_record(PGconn *c, const store_limits_t *lim, const shell_record_
         rc = store__db_error(err);
         goto cleanup;
     }
-    const char *ps[] = { rec->sandbox_id };
-    PGresult *r = db_exec(c, "SELECT tenant_id FROM sandboxes WHERE id = $1", 1, ps);
+    const char *ps[] = { rec->sandbox_id, rec->worker_id ? rec->worker_id : "" };
+    PGresult *r = db_exec(c, "SELECT tenant_id FROM sandboxes WHERE id = $1 AND ($2 = '' OR worker_id = $2)", 2, ps);
     if (!r || PQntuples(r) != 1) {
         PQclear(r);
         db_rollback(c);
@@ -61,8 +64,17 @@ int store_shell_record(PGconn *c, const store_limits_t *lim, const shell_record_
         rc = store__op_cas(c, op_id, OP_PENDING, OP_ADMITTED, NULL, 0, NULL, NULL);
     if (rc == 0)
         rc = store__op_cas(c, op_id, OP_ADMITTED, OP_SUCCEEDED, "result = $4::jsonb", 1, x, NULL);
+    json_object *sd = json_object_get(res);
+    if (rec->via) {
+        sd = json_object_new_object();
+        jsonx_add_int(sd, "exit_code", rec->exit_code);
+        jsonx_add_int(sd, "duration_ms", rec->duration_ms);
+        jsonx_add_str(sd, "via", rec->via);
+    }
     if (rc == 0)
-        rc = store__event_add(c, tenant_id, "sandbox.shell", rec->sandbox_id, op_id, json_object_get(res));
+        rc = store__event_add(c, tenant_id, "sandbox.shell", rec->sandbox_id, op_id, sd);
+    else
+        json_object_put(sd);
     if (rc < 0 || db_commit(c) < 0) {
         db_rollback(c);
         rc = store__db_error(err);

@@ -26,7 +26,165 @@ async function expectReject(promise, cls, what) {
   assert.fail(`${what}: expected ${cls.name}, but it succeeded`);
 }
 
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function until(what, fn, ms = 20_000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) assert.fail(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+// An HTTP GET of path on the route listener, the Host header naming the
+// sandbox's port (sandbox.getHost); resolves {status, body}.
+function getViaHost(route, host, headers = {}) {
+  const [h, port] = route.split(':');
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: h, port: Number(port), path: '/', headers: { Host: host, ...headers } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { body += d; });
+      res.on('end', () => resolve({ status: res.statusCode, body }));
+    });
+    req.on('error', reject);
+    req.setTimeout(10_000, () => req.destroy(new Error('timed out')));
+    req.end();
+  });
+}
+
+async function envdChecks(sbx) {
+  // ---- a background command: output before it ends, listed, killed
+  let early = '';
+  const bg = await sbx.commands.run('echo started; sleep 60; echo never', {
+    background: true, timeoutMs: 0, onStdout: (d) => { early += d; },
+  });
+  await until('the background command\'s first line', () => early.includes('started\n'));
+  const listed = await sbx.commands.list();
+  assert.ok(listed.some((p) => p.pid === bg.pid), `commands.list shows the background pid ${bg.pid}: ${JSON.stringify(listed)}`);
+  assert.equal(await bg.kill(), true, 'kill of a running command');
+  const killed = await expectReject(bg.wait(), CommandExitError, 'wait of a killed command');
+  assert.notEqual(killed.exitCode, 0, 'a killed command\'s exit code');
+  assert.ok(!bg.stdout.includes('never'), 'the killed command did not go on');
+  assert.equal(await sbx.commands.kill(bg.pid), false, 'kill of a pid that has ended');
+  log('background command ok');
+
+  // ---- stdin to a running process
+  const cat = await sbx.commands.run('cat; echo eof', { background: true, stdin: true, timeoutMs: 0 });
+  await sbx.commands.sendStdin(cat.pid, 'hello stdin\n');
+  await until('cat echoing its stdin', () => cat.stdout.includes('hello stdin\n'));
+  await sbx.commands.closeStdin(cat.pid);
+  const catEnd = await cat.wait();
+  assert.equal(catEnd.exitCode, 0);
+  assert.equal(catEnd.stdout, 'hello stdin\neof\n', 'stdin, then its end');
+  log('stdin ok');
+
+  // ---- a PTY session with resize
+  let screen = '';
+  const dec = new TextDecoder();
+  const pty = await sbx.pty.create({ cols: 80, rows: 24, timeoutMs: 0, onData: (d) => { screen += dec.decode(d, { stream: true }); } });
+  await sbx.pty.sendInput(pty.pid, new TextEncoder().encode('stty size; echo tty-$TERM\n'));
+  await until('the terminal\'s size', () => /24 80/.test(screen) && screen.includes('tty-xterm'));
+  await sbx.pty.resize(pty.pid, { cols: 100, rows: 30 });
+  await sbx.pty.sendInput(pty.pid, new TextEncoder().encode('stty size\n'));
+  await until('the resized terminal', () => /30 100/.test(screen));
+  await sbx.pty.sendInput(pty.pid, new TextEncoder().encode('exit 0\n'));
+  const ptyEnd = await pty.wait();
+  assert.equal(ptyEnd.exitCode, 0, 'the PTY session\'s exit code');
+  log('pty ok');
+
+  // ---- files: text and binary written, read, listed, stat'ed, moved, removed
+  const bin = new Uint8Array(256);
+  for (let i = 0; i < 256; i++) bin[i] = i;
+  await sbx.files.write('/tmp/e2b/a.txt', 'hello file\n');
+  const many = await sbx.files.write([{ path: '/tmp/e2b/bin/b.bin', data: bin }, { path: '/tmp/e2b/c.txt', data: 'c' }]);
+  assert.equal(many.length, 2, 'a write of two files answers two entries');
+  assert.equal(await sbx.files.read('/tmp/e2b/a.txt'), 'hello file\n');
+  assert.deepEqual(await sbx.files.read('/tmp/e2b/bin/b.bin', { format: 'bytes' }), bin, 'binary read back');
+  const names = (await sbx.files.list('/tmp/e2b')).map((e) => `${e.name}:${e.type}`).sort();
+  assert.deepEqual(names, ['a.txt:file', 'bin:dir', 'c.txt:file'], 'files.list');
+  const deep = (await sbx.files.list('/tmp/e2b', { depth: 2 })).map((e) => e.path).sort();
+  assert.ok(deep.includes('/tmp/e2b/bin/b.bin'), `files.list depth 2: ${deep}`);
+  const st = await sbx.files.getInfo('/tmp/e2b/bin/b.bin');
+  assert.equal(st.size, 256, 'getInfo size');
+  assert.equal(st.type, 'file');
+  assert.equal(await sbx.files.exists('/tmp/e2b/nothing'), false, 'exists of a missing file');
+  assert.equal(await sbx.files.makeDir('/tmp/e2b/new/deeper'), true, 'makeDir');
+  assert.equal(await sbx.files.makeDir('/tmp/e2b/new/deeper'), false, 'makeDir of an existing directory');
+  const moved = await sbx.files.rename('/tmp/e2b/c.txt', '/tmp/e2b/new/c2.txt');
+  assert.equal(moved.path, '/tmp/e2b/new/c2.txt', 'rename');
+  assert.equal(await sbx.files.read('/tmp/e2b/new/c2.txt'), 'c');
+  await sbx.files.remove('/tmp/e2b/new');
+  assert.equal(await sbx.files.exists('/tmp/e2b/new'), false, 'remove');
+  await expectReject(sbx.files.read('/tmp/e2b/missing.txt'), NotFoundError, 'read of a missing file');
+  const seen = await sbx.commands.run('cat /tmp/e2b/a.txt; wc -c < /tmp/e2b/bin/b.bin | tr -d " "');
+  assert.equal(seen.stdout, 'hello file\n256\n', 'what commands see of the written files');
+  log('files ok');
+
+  // ---- a port served by a background command, through getHost
+  const route = process.env.E2B_CHECK_ROUTE;
+  if (route) {
+    await sbx.files.write('/tmp/www/index.html', 'port-ok\n');
+    await sbx.commands.run('httpd -f -p 8080 -h /tmp/www', { background: true, timeoutMs: 0 });
+    const host = sbx.getHost(8080);
+    const key = process.env.E2B_API_KEY;
+    const got = await until('the served port', async () => {
+      const r = await getViaHost(route, host, { 'X-Access-Token': key });
+      return r.status === 200 ? r : null;
+    });
+    assert.equal(got.body, 'port-ok\n', `GET ${host}`);
+    assert.equal((await getViaHost(route, host)).status, 401, 'a port without the key');
+    if (process.env.E2B_CHECK_OTHER_KEY) {
+      const r = await getViaHost(route, host, { 'X-Access-Token': process.env.E2B_CHECK_OTHER_KEY });
+      assert.equal(r.status, 401, 'a port with another tenant\'s key');
+    }
+    log(`port ok (${host})`);
+  }
+}
+
+// The SDK on a microVM sandbox (metadata sandbox.isolation: microvm): run by
+// tests/integration/test_microvm_driver.sh, whose worker has the driver.
+async function microvmChecks() {
+  const vm = await Sandbox.create({ metadata: { 'sandbox.isolation': 'microvm' }, timeoutMs: 300_000 });
+  created.push(vm);
+  const info = await vm.getInfo();
+  assert.equal(info.metadata['sandbox.isolation'], 'microvm');
+  const r = await vm.commands.run('echo in-vm; uname -r; exit 0');
+  assert.equal(r.stdout.split('\n')[0], 'in-vm', 'a command in the microVM');
+  const failed = await expectReject(vm.commands.run('exit 4'), CommandExitError, 'a failing command in the microVM');
+  assert.equal(failed.exitCode, 4);
+  let early = '';
+  const bg = await vm.commands.run('echo vm-started; sleep 60', { background: true, timeoutMs: 0, onStdout: (d) => { early += d; } });
+  await until('the microVM command\'s first line', () => early.includes('vm-started\n'), 60_000);
+  assert.equal(await bg.kill(), true, 'kill in the microVM');
+  await expectReject(bg.wait(), CommandExitError, 'wait of a killed command in the microVM');
+  // the driver's shells are terminals only: stdin without a pty is refused
+  // with its reason (docs/e2b.md); on a PTY it goes
+  const noStdin = await expectReject(vm.commands.run('cat', { background: true, stdin: true }), Error,
+    'stdin without a terminal in the microVM');
+  assert.match(noStdin.message, /without a terminal/);
+  let screen = '';
+  const dec = new TextDecoder();
+  const pty = await vm.pty.create({ cols: 80, rows: 24, timeoutMs: 0, onData: (d) => { screen += dec.decode(d, { stream: true }); } });
+  await vm.pty.sendInput(pty.pid, new TextEncoder().encode('echo vm-$((6*7))\n'));
+  await until('the microVM terminal', () => screen.includes('vm-42'), 60_000);
+  await vm.pty.sendInput(pty.pid, new TextEncoder().encode('exit 0\n'));
+  assert.equal((await pty.wait()).exitCode, 0, 'the microVM PTY session');
+  await vm.files.write('/root/vm.txt', 'vm file\n');
+  assert.equal(await vm.files.read('/root/vm.txt'), 'vm file\n');
+  assert.equal((await vm.commands.run('cat /root/vm.txt')).stdout, 'vm file\n');
+  assert.equal(await vm.kill(), true);
+  log('microvm ok');
+}
+
 async function main() {
+  if (want('microvm') && !parts.has('all')) {
+    await microvmChecks();
+    log('all ok');
+    return;
+  }
   const label = `e2b-check-${process.pid}`;
   const t0 = performance.now();
   const sbx = await Sandbox.create({ metadata: { suite: label, role: 'main' }, timeoutMs: 600_000 });
@@ -47,8 +205,10 @@ async function main() {
     assert.equal(failed.stdout, 'before\n', 'stdout of the failed command');
     log('foreground commands ok');
   } else {
-    log(`timing create_ms=${Math.round(tCreated - t0)}`);
+    log(`timing create_ms=${Math.round(tCreated - t0)} total_ms=${Math.round(tCreated - t0)}`);
   }
+
+  if (want('envd')) await envdChecks(sbx);
 
   // ---- info, list with a metadata filter, set timeout
   const info = await sbx.getInfo();
@@ -77,6 +237,24 @@ async function main() {
     assert.equal(r2.stdout, 'from-second-client\n');
   }
   log('second client ok');
+
+  // ---- the same SDK on a gVisor sandbox (metadata sandbox.isolation)
+  if (want('gvisor')) {
+    const gv = await Sandbox.create({ metadata: { suite: label, 'sandbox.isolation': 'gvisor' }, timeoutMs: 120_000 });
+    created.push(gv);
+    const kernel = await gv.commands.run('dmesg | head -n 3');
+    assert.match(kernel.stdout, /gVisor/, 'dmesg inside the gVisor sandbox');
+    // gVisor's /tmp is its own tmpfs, out of the worker's reach: files go elsewhere
+    await gv.files.write('/root/gv.txt', 'in gvisor\n');
+    assert.equal((await gv.commands.run('cat /root/gv.txt')).stdout, 'in gvisor\n');
+    assert.equal(await gv.files.read('/root/gv.txt'), 'in gvisor\n');
+    let out = '';
+    const h = await gv.commands.run('echo one; sleep 30', { background: true, timeoutMs: 0, onStdout: (d) => { out += d; } });
+    await until('gVisor background output', () => out.includes('one\n'));
+    assert.equal(await h.kill(), true);
+    assert.equal(await gv.kill(), true);
+    log('gvisor ok');
+  }
 
   // ---- kill, and what a missing sandbox raises
   assert.equal(await other.kill(), true, 'kill of a running sandbox');

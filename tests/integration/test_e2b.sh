@@ -22,7 +22,24 @@ assert_eq "$(node -p "require('$dir/package.json').dependencies.e2b")" "$sdk_ver
 
 itest_as_member e2b
 itest_track_tenant "$tenant"
+other_key=$(itest_token "$(itest_tenant e2b-other)" member)
+
+# A controller of this test's own on the same database, with a route
+# domain: the create answer's domain, which sandbox.getHost(port) puts
+# after "{port}-{id}.", so that name reaches the port on its route listener.
+c2port=$(itest_free_port)
+c2rport=$(itest_free_port)
+c2log="$ITEST_TMP/controller-e2b.log"
+"$SANDBOXD" controller --database-url "$DATABASE_URL" --listen "127.0.0.1:$c2port" \
+  --route-listen "127.0.0.1:$c2rport" --route-domain e2b.test >>"$c2log" 2>&1 </dev/null &
+c2pid=$!
+itest_track_pid "$c2pid"
+itest_watch_log "$c2log"
+itest_wait_healthz "http://127.0.0.1:$c2port" "$c2pid" "the E2B test's controller" "$c2log" ||
+  fail "the E2B test's controller did not start"
+SANDBOX_URL="http://127.0.0.1:$c2port"
 export E2B_API_URL="$SANDBOX_URL/e2b" E2B_SANDBOX_URL="$SANDBOX_URL/e2b/envd" E2B_API_KEY="$SANDBOX_TOKEN"
+export E2B_CHECK_ROUTE="127.0.0.1:$c2rport" E2B_CHECK_OTHER_KEY="$other_key"
 unset E2B_DOMAIN E2B_DEBUG
 
 # ---- the control API's own answers (curl), before the SDK
@@ -41,21 +58,43 @@ assert_eq 502 "$code" "envd of a sandbox that does not exist (E2B's edge answers
 
 # ---- the SDK
 out="$ITEST_TMP/e2b-check-$$.out"
-# envd (commands, files) comes with the worker's side of it; the control
-# API is checked on its own until then
-if ! (cd "$dir" && E2B_CHECK_PARTS=control timeout 240 node e2b_check.mjs) >"$out" 2>&1; then
+if ! (cd "$dir" && E2B_CHECK_PARTS=${E2B_CHECK_PARTS:-all} timeout 240 node e2b_check.mjs) >"$out" 2>&1; then
   cat "$out"
   fail "tests/e2b/e2b_check.mjs failed (output above)"
 fi
 cat "$out"
 assert_contains "$(cat "$out")" "e2b-check: all ok" "the E2B SDK's run"
-e2b_ms=$(sed -n 's/.*timing create_ms=\([0-9]*\).*/\1/p' "$out")
+# ---- what /v1 saw: each command an exec operation (reported by the worker
+# when it ended, request via "e2b", created by the caller's token), each
+# file write a files.uploaded event
+e2b_execs() {
+  itest_http GET "/v1/events?kind=sandbox.shell&limit=1000" "$SANDBOX_TOKEN"
+  [ "$HTTP_STATUS" = 200 ] && python3 -c '
+import json, sys
+ev = [e for e in json.loads(sys.argv[1])["events"] if e["data"].get("via") == "e2b"]
+sys.exit(0 if len(ev) >= 8 else 1)' "$HTTP_BODY"
+}
+itest_wait_until 30 "the E2B processes recorded as exec operations" e2b_execs
+op=$(python3 -c '
+import json, sys
+ev = [e for e in json.loads(sys.argv[1])["events"] if e["data"].get("via") == "e2b"]
+print(ev[0]["operation_id"])' "$HTTP_BODY")
+itest_http GET "/v1/operations/$op" "$SANDBOX_TOKEN"
+assert_eq 200 "$HTTP_STATUS" "GET the operation of an E2B process"
+assert_eq exec "$(itest_json "$HTTP_BODY" operation.kind)" "the kind of an E2B process's operation"
+assert_eq succeeded "$(itest_json "$HTTP_BODY" operation.state)" "the state of an E2B process's operation"
+itest_http GET "/v1/events?kind=files.uploaded&limit=100" "$SANDBOX_TOKEN"
+assert_contains "$HTTP_BODY" '"format":"e2b"' "the files.uploaded events of E2B writes"
 
-# ---- the same through the CLI: create until it runs
+e2b_ms=$(sed -n 's/.*timing .*total_ms=\([0-9]*\).*/\1/p' "$out")
+[ -n "$e2b_ms" ] || fail "the E2B run printed no timing line"
+
+# ---- the same through the CLI: create, then the first command
 t0=$(date +%s%N)
 assert_exit 0 sandbox create --wait --timeout 120
 read -r cli_sbx _ <<<"$ITEST_OUT"
 itest_track "$cli_sbx"
+assert_exit 0 sandbox exec "$cli_sbx" -- sh -c 'echo out'
 cli_ms=$((($(date +%s%N) - t0) / 1000000))
-itest_log "create until running: E2B SDK ${e2b_ms} ms, sandbox CLI ${cli_ms} ms (e2b $sdk_version)"
-echo "the official E2B SDK $sdk_version drives Sandbox's control API; create: E2B ${e2b_ms} ms, CLI ${cli_ms} ms"
+itest_log "create -> first command: E2B SDK ${e2b_ms} ms, sandbox CLI ${cli_ms} ms (e2b $sdk_version)"
+echo "the official E2B SDK $sdk_version drives Sandbox; create -> first command: E2B ${e2b_ms} ms, CLI ${cli_ms} ms"

@@ -136,6 +136,18 @@ assert_exit 0 sandbox get "$psb" --json
 assert_eq microvm "$(itest_json "$ITEST_OUT" sandbox.isolation)" "class of a trusted create in a microvm-only tenant"
 assert_exit 0 sandbox delete "$psb" --wait --timeout 120
 
+# ---- the official E2B SDK on a microVM (docs/e2b.md): a command, its exit
+# code, stdin to a running process, a file written and read
+e2b_dir="$(dirname "$0")/../e2b"
+itest_npm_install "$e2b_dir" "the E2B SDK (e2b)" || fail "$ITEST_NPM_ERROR"
+e2b_out="$work/e2b.out"
+if ! (cd "$e2b_dir" && E2B_API_URL="$SANDBOX_URL/e2b" E2B_SANDBOX_URL="$SANDBOX_URL/e2b/envd" \
+  E2B_API_KEY="$SANDBOX_TOKEN" E2B_CHECK_PARTS=microvm timeout 300 node e2b_check.mjs) >"$e2b_out" 2>&1; then
+  cat "$e2b_out"
+  fail "the E2B SDK on a microVM failed (output above)"
+fi
+assert_contains "$(cat "$e2b_out")" "e2b-check: microvm ok" "the E2B SDK on a microVM"
+
 # ---- a sandbox with the shortest TTL: checked at the end (its VM gone)
 assert_exit 0 sandbox create --image "$ITEST_IMAGE" --hostile --network none --ttl 10 --wait --timeout 200
 read -r tsb _ <<<"$ITEST_OUT"

@@ -17,6 +17,8 @@
 /* A resize right after the start may come before Docker has the process:
  * it is tried again for this long. */
 #define DOCKER_SHELL_RESIZE_RETRY_MS 2000
+/* A shell closed before Docker runs its process waits this long for it to. */
+#define DOCKER_SHELL_START_WAIT_MS 2000
 
 struct runtime_shell {
     char exec_id[80];
@@ -175,14 +177,26 @@ void docker_rt_shell_close(runtime_t *base, runtime_shell_t *s)
     if (!s)
         return;
     if (s->exec_id[0]) {
-        bool running = false;
-        int code = -1;
-        pid_t pid = 0;
-        api_error_t ignored;
-        if (docker_exec_inspect(rt, s->exec_id, &running, &code, &pid, NULL, &ignored) == 0 && running) {
-            runtime_exec_result_t res;
-            memset(&res, 0, sizeof res);
-            docker_exec_kill(rt, s->exec_id, &s->gv, &res);
+        /* Closed right after its start, the exec may not run yet (not
+         * running, no exit code, no pid): wait for it to, as the resize
+         * does, or it would be left running. */
+        int64_t until = time_deadline_ms(DOCKER_SHELL_START_WAIT_MS);
+        for (;;) {
+            bool running = false;
+            int code = -1;
+            pid_t pid = 0;
+            api_error_t ignored;
+            if (docker_exec_inspect(rt, s->exec_id, &running, &code, &pid, NULL, &ignored) < 0)
+                break;
+            if (running) {
+                runtime_exec_result_t res;
+                memset(&res, 0, sizeof res);
+                docker_exec_kill(rt, s->exec_id, &s->gv, &res);
+                break;
+            }
+            if (code >= 0 || pid != 0 || time_left_ms(until) == 0)
+                break; /* it ended */
+            usleep(20000);
         }
     }
     docker_hijack_close(&s->hj);
