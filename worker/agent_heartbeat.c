@@ -437,6 +437,7 @@ void agent_session_ended(void *ud, const forward_session_t *s)
     if (json_object_array_length(a->sessions) >= AGENT_SESSIONS_MAX) {
         json_object_array_del_idx(a->sessions, 0, 1);
         a->sessions_dropped++;
+        a->sessions_shifted++;
     }
     json_object_array_add(a->sessions, o);
     pthread_mutex_unlock(&a->mu);
@@ -447,6 +448,7 @@ void agent_report_sessions(agent_t *a, httpc_t *c, const char *wid)
     pthread_mutex_lock(&a->mu);
     size_t n = a->sessions ? json_object_array_length(a->sessions) : 0;
     int64_t dropped = a->sessions_dropped;
+    uint64_t shifted = a->sessions_shifted;
     a->sessions_dropped = 0;
     json_object *list = NULL;
     if (n > 0) {
@@ -475,8 +477,12 @@ void agent_report_sessions(agent_t *a, httpc_t *c, const char *wid)
         if (resp.status == 400)
             log_warn(AGENT_COMPONENT, "the controller refused %zu ended E2B processes: %s", n,
                      jsonx_get_str(jsonx_get_obj(resp.json, "error"), "message"));
+        /* What was sent is the front less what overflow dropped meanwhile. */
         pthread_mutex_lock(&a->mu);
-        json_object_array_del_idx(a->sessions, 0, n);
+        uint64_t gone = a->sessions_shifted - shifted;
+        size_t left = gone >= n ? 0 : n - (size_t)gone;
+        if (left)
+            json_object_array_del_idx(a->sessions, 0, left);
         pthread_mutex_unlock(&a->mu);
     }
     httpc_response_release(&resp);

@@ -59,6 +59,7 @@ struct agent {
     forward_t *fwd;                  /* the route forwarder (worker_route_listen) */
     json_object *sessions;           /* ended E2B processes not reported yet (under mu; agent_report_sessions) */
     int64_t sessions_dropped;        /* ... dropped past AGENT_SESSIONS_MAX, not yet logged */
+    uint64_t sessions_shifted;       /* ... dropped from the front ever: a report in flight knows what moved */
     health_t *health;                /* /healthz, /readyz, /metrics (worker_health_listen); NULL when not served */
 
     pthread_mutex_t mu;

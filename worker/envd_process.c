@@ -355,14 +355,17 @@ static void *envd_proc_main(void *arg)
     envd_proc_t *p = arg;
     envd_table_t *t = p->t;
     runtime_t *rt = p->f->rt;
-    char *buf = malloc(ENVD_READ_CHUNK), *pend = malloc(ENVD_INPUT_MAX);
+    /* Stdin's buffer only for a process that can be sent input (a
+     * terminal, or stdin asked for): most commands never are. */
+    bool wants_input = p->tty || !p->close_stdin;
+    char *buf = malloc(ENVD_READ_CHUNK), *pend = wants_input ? malloc(ENVD_INPUT_MAX) : NULL;
     size_t pend_off = 0, pend_len = 0;
     bool stdin_closed = false, stopping = false;
     int sig = 0;
     api_error_t err;
     int exec_code = -1;
     bool exec_done = false;
-    if (!buf || !pend) {
+    if (!buf || (wants_input && !pend)) {
         sig = 9;                  /* out of memory: the process cannot be followed */
         goto ended;
     }
@@ -1015,18 +1018,10 @@ void envd_process_start(envd_call_t *k, json_object *msg)
         p->tty = s.tty;
         p->config = s.config;
         s.config = NULL;
-        if (p->exec_mode) {
-            /* the command is the exec's: its record shows the same */
-            p->argv = malloc((p->spec.argc + 1) * sizeof *p->argv);
-            for (size_t i = 0; p->argv && i < p->spec.argc; i++)
-                p->argv[i] = strdup(p->spec.argv[i]);
-            p->argc = p->argv ? p->spec.argc : 0;
-        } else {
-            p->argv = s.argv;     /* taken: the command as it runs */
-            p->argc = s.argc;
-            s.argv = NULL;
-            s.argc = 0;
-        }
+        p->argv = s.argv;         /* taken: the command as it runs (an exec's spec has its own copy) */
+        p->argc = s.argc;
+        s.argv = NULL;
+        s.argc = 0;
         snprintf(p->caller, sizeof p->caller, "%s", k->q.caller);
         p->t0 = time_mono_ms();
         p->close_stdin = !s.stdin_open && !s.tty;  /* no stdin asked for: its EOF at once */
