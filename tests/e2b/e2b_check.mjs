@@ -7,7 +7,10 @@
 //                     (the control API alone) and envd (commands, files)
 // Prints one line per check; exits non-zero on the first failure. The
 // timing line (create -> first command) is read by the shell test.
-import { Sandbox, CommandExitError, NotFoundError, SandboxNotFoundError, AuthenticationError } from 'e2b';
+import {
+  Sandbox, CommandExitError, NotFoundError, SandboxNotFoundError, AuthenticationError, InvalidArgumentError,
+  TimeoutError, RateLimitError,
+} from 'e2b';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 
@@ -204,6 +207,12 @@ async function main() {
     assert.equal(failed.exitCode, 7, 'CommandExitError.exitCode');
     assert.equal(failed.stdout, 'before\n', 'stdout of the failed command');
     log('foreground commands ok');
+    // ---- the SDK's own errors: a cwd that does not exist, a command past its timeoutMs
+    await expectReject(sbx.commands.run('true', { cwd: '/no/such/dir' }), InvalidArgumentError, 'a missing cwd');
+    const t1 = performance.now();
+    await expectReject(sbx.commands.run('sleep 30', { timeoutMs: 1500 }), TimeoutError, 'a command past its timeoutMs');
+    assert.ok(performance.now() - t1 < 10_000, 'the timeout ended the command');
+    log('errors of commands ok');
   } else {
     log(`timing create_ms=${Math.round(tCreated - t0)} total_ms=${Math.round(tCreated - t0)}`);
   }
@@ -264,6 +273,20 @@ async function main() {
   assert.equal(await other.isRunning(), false, 'isRunning of a killed sandbox');
   await expectReject(Sandbox.list({ apiKey: 'sbt_aaaaaaaaaaaaaaaaaaaaaaaaaa_' + 'a'.repeat(43) }).nextItems(),
     AuthenticationError, 'a wrong API key');
+  // a controller with a tight request rate (the test's third): past it a
+  // 429 whose Retry-After does not fit the request's deadline
+  const limited = process.env.E2B_CHECK_LIMITED_URL;
+  if (limited) {
+    let err = null;
+    for (let i = 0; i < 20 && !err; i++) {
+      try {
+        await Sandbox.list({ apiUrl: limited, requestTimeoutMs: 500 }).nextItems();
+      } catch (e) {
+        err = e;
+      }
+    }
+    assert.ok(err instanceof RateLimitError, `past the rate: expected RateLimitError, got ${err}`);
+  }
   log('kill and errors ok');
 
   await sbx.kill();

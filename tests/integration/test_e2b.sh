@@ -37,6 +37,17 @@ itest_track_pid "$c2pid"
 itest_watch_log "$c2log"
 itest_wait_healthz "http://127.0.0.1:$c2port" "$c2pid" "the E2B test's controller" "$c2log" ||
   fail "the E2B test's controller did not start"
+# and a third with a tight request rate, for the SDK's RateLimitError
+c3port=$(itest_free_port)
+c3log="$ITEST_TMP/controller-e2b-limited.log"
+"$SANDBOXD" controller --database-url "$DATABASE_URL" --listen "127.0.0.1:$c3port" --route-listen 127.0.0.1:0 \
+  --rate-requests-per-second 1 --rate-requests-burst 2 >>"$c3log" 2>&1 </dev/null &
+c3pid=$!
+itest_track_pid "$c3pid"
+itest_watch_log "$c3log"
+itest_wait_healthz "http://127.0.0.1:$c3port" "$c3pid" "the E2B test's rate-limited controller" "$c3log" ||
+  fail "the E2B test's rate-limited controller did not start"
+export E2B_CHECK_LIMITED_URL="http://127.0.0.1:$c3port/e2b"
 SANDBOX_URL="http://127.0.0.1:$c2port"
 export E2B_API_URL="$SANDBOX_URL/e2b" E2B_SANDBOX_URL="$SANDBOX_URL/e2b/envd" E2B_API_KEY="$SANDBOX_TOKEN"
 export E2B_CHECK_ROUTE="127.0.0.1:$c2rport" E2B_CHECK_OTHER_KEY="$other_key"
