@@ -67,6 +67,40 @@ code=$(curl -s -o "$ITEST_TMP/e2b-env-$$" -w '%{http_code}' -H "X-Access-Token: 
   -H "E2b-Sandbox-Id: sbx_aaaaaaaaaaaaaaaaaaaaaaaaaa" "$SANDBOX_URL/e2b/envd/health")
 assert_eq 502 "$code" "envd of a sandbox that does not exist (E2B's edge answers 502)"
 
+# ---- trust boundaries: another tenant's key reaches nothing of this
+# tenant's, by the control API or by envd; a worker token is no E2B key;
+# sandbox.trust in the metadata never gets a weaker class than it needs
+assert_exit 0 sandbox create --wait --timeout 120
+read -r mine _ <<<"$ITEST_OUT"
+itest_track "$mine"
+e2b_call() { # METHOD PATH KEY [BODY]: sets code and body
+  local args=(-s -o "$ITEST_TMP/e2b-call-$$" -w '%{http_code}' -X "$1" -H "X-API-Key: $3" -H "X-Access-Token: $3"
+    -H "E2b-Sandbox-Id: $mine")
+  [ -z "${4:-}" ] || args+=(-H 'Content-Type: application/json' --data "$4")
+  code=$(curl "${args[@]}" "$SANDBOX_URL$2")
+  body=$(cat "$ITEST_TMP/e2b-call-$$")
+}
+e2b_call GET "/e2b/sandboxes/$mine" "$SANDBOX_TOKEN"
+assert_eq 200 "$code" "this tenant's sandbox through the E2B API"
+e2b_call GET "/e2b/sandboxes/$mine" "$other_key"
+assert_eq 404 "$code" "another tenant's sandbox through the E2B API"
+assert_eq 404 "$(itest_json "$body" code)" "the 404's E2B body"
+e2b_call DELETE "/e2b/sandboxes/$mine" "$other_key"
+assert_eq 404 "$code" "another tenant's kill"
+e2b_call POST /e2b/envd/process.Process/List "$SANDBOX_TOKEN" '{}'
+assert_eq 200 "$code" "envd's List with this tenant's key"
+assert_eq '{"processes":[]}' "$body" "envd's List of a new sandbox"
+e2b_call POST /e2b/envd/process.Process/List "$other_key" '{}'
+assert_eq 502 "$code" "envd of another tenant's sandbox (as if it did not exist)"
+e2b_call GET /e2b/envd/files?path=/etc/hostname "$other_key"
+assert_eq 502 "$code" "a file of another tenant's sandbox"
+e2b_call POST /e2b/envd/process.Process/List "$wtok" '{}'
+assert_eq 403 "$code" "envd with a worker token"
+assert_eq permission_denied "$(itest_json "$body" code)" "envd's Connect error for a worker token"
+e2b_call POST /e2b/v2/sandboxes "$SANDBOX_TOKEN" '{"templateID":"base","metadata":{"sandbox.trust":"hostile"}}'
+assert_eq 422 "$code" "a hostile create where no worker offers microvm"
+assert_contains "$body" "isolation_unavailable" "the refused hostile create"
+
 # ---- the SDK
 out="$ITEST_TMP/e2b-check-$$.out"
 if ! (cd "$dir" && E2B_CHECK_PARTS=${E2B_CHECK_PARTS:-all} timeout 240 node e2b_check.mjs) >"$out" 2>&1; then
