@@ -1016,8 +1016,8 @@ static const char *const envd_request_headers[] = { "content-type", "connect-pro
                                                     "e2b-sandbox-port", "range", "content-encoding",
                                                     "keepalive-ping-interval", NULL };
 
-/* The envd request line: {"op":"envd","method","path","query","headers","caller","body","max_bytes"}. */
-static char *envd_line(req_t *rq, const char *path, int64_t body)
+/* The envd request line: {"op":"envd","method","path","query","headers","caller","tenant","body","max_bytes"}. */
+static char *envd_line(req_t *rq, const char *path, const char *tenant_id, int64_t body)
 {
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(rq->ev);
     const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
@@ -1039,6 +1039,8 @@ static char *envd_line(req_t *rq, const char *path, int64_t body)
     jsonx_add(o, "headers", h);
     /* whose call it is: a process's record names the token that started it */
     jsonx_add_str(o, "caller", rq->auth.token_id);
+    /* the sandbox's tenant: the worker bounds each tenant's processes */
+    jsonx_add_str(o, "tenant", tenant_id);
     jsonx_add_int(o, "body", body);
     jsonx_add_int(o, "max_bytes", cfg_int(&rq->ctl->cfg, CFG_FILES_MAX_BYTES));
     char *s = jsonx_dump(o);
@@ -1112,7 +1114,7 @@ void api_envd_relay(req_t *rq, const char *sandbox_id, const char *path)
         store_logs_source_release(&src);
         return;
     }
-    char *line = envd_line(rq, path, body);
+    char *line = envd_line(rq, path, src.tenant_id, body);
     files_xfer_t *fx = line ? fx_new(rq, sandbox_id, path, FF_RAW, true) : NULL;
     if (fx) {
         fx->tcap = tcap;

@@ -297,6 +297,21 @@ const char *envd_code_of(const api_error_t *err)
     }
 }
 
+bool envd_msg_str(json_object *msg, const char *key, const char **ret)
+{
+    json_object *v = NULL;
+    *ret = NULL;
+    if (!json_object_object_get_ex(msg, key, &v) || !v)
+        return true;              /* absent or null: proto3 JSON's default */
+    if (!json_object_is_type(v, json_type_string))
+        return false;
+    const char *s = json_object_get_string(v);
+    if (strlen(s) != (size_t)json_object_get_string_len(v))
+        return false;
+    *ret = s;
+    return true;
+}
+
 /* ---- stat -------------------------------------------------------------- */
 
 typedef struct envd_stat_io {
@@ -346,6 +361,7 @@ typedef struct envd_route {
     const char *path;
     envd_kind_t kind;
     void (*handler)(envd_call_t *k, json_object *msg);  /* NULL: unimplemented */
+    size_t body_max;          /* a Connect call's message, at most */
 } envd_route_t;
 
 static void envd_health(envd_call_t *k, json_object *msg);
@@ -354,25 +370,27 @@ static const envd_route_t envd_routes[] = {
     { "GET", "/health", ENVD_HTTP, envd_health },
     { "GET", "/files", ENVD_HTTP, envd_files_get },
     { "POST", "/files", ENVD_HTTP, envd_files_post },
-    { "POST", "/process.Process/Start", ENVD_STREAM, envd_process_start },
-    { "POST", "/process.Process/Connect", ENVD_STREAM, envd_process_connect },
-    { "POST", "/process.Process/List", ENVD_UNARY, envd_process_list },
-    { "POST", "/process.Process/SendInput", ENVD_UNARY, envd_process_send_input },
-    { "POST", "/process.Process/CloseStdin", ENVD_UNARY, envd_process_close_stdin },
-    { "POST", "/process.Process/SendSignal", ENVD_UNARY, envd_process_send_signal },
-    { "POST", "/process.Process/Update", ENVD_UNARY, envd_process_update },
+    /* json-c makes about 35 bytes of objects of each byte of a message
+     * ("[0,0,...]"): each call takes no more than it needs. */
+    { "POST", "/process.Process/Start", ENVD_STREAM, envd_process_start, ENVD_START_BODY_MAX },
+    { "POST", "/process.Process/Connect", ENVD_STREAM, envd_process_connect, ENVD_CALL_BODY_MAX },
+    { "POST", "/process.Process/List", ENVD_UNARY, envd_process_list, ENVD_CALL_BODY_MAX },
+    { "POST", "/process.Process/SendInput", ENVD_UNARY, envd_process_send_input, ENVD_RPC_BODY_MAX },
+    { "POST", "/process.Process/CloseStdin", ENVD_UNARY, envd_process_close_stdin, ENVD_CALL_BODY_MAX },
+    { "POST", "/process.Process/SendSignal", ENVD_UNARY, envd_process_send_signal, ENVD_CALL_BODY_MAX },
+    { "POST", "/process.Process/Update", ENVD_UNARY, envd_process_update, ENVD_CALL_BODY_MAX },
     /* a client stream: the SDK does not use it (SendInput instead) */
-    { "POST", "/process.Process/StreamInput", ENVD_UNARY, NULL },
-    { "POST", "/filesystem.Filesystem/Stat", ENVD_UNARY, envd_fs_stat },
-    { "POST", "/filesystem.Filesystem/ListDir", ENVD_UNARY, envd_fs_list_dir },
-    { "POST", "/filesystem.Filesystem/MakeDir", ENVD_UNARY, envd_fs_make_dir },
-    { "POST", "/filesystem.Filesystem/Move", ENVD_UNARY, envd_fs_move },
-    { "POST", "/filesystem.Filesystem/Remove", ENVD_UNARY, envd_fs_remove },
-    { "POST", "/filesystem.Filesystem/WatchDir", ENVD_STREAM, envd_fs_watch_dir },
+    { "POST", "/process.Process/StreamInput", ENVD_STREAM, NULL, ENVD_CALL_BODY_MAX },
+    { "POST", "/filesystem.Filesystem/Stat", ENVD_UNARY, envd_fs_stat, ENVD_CALL_BODY_MAX },
+    { "POST", "/filesystem.Filesystem/ListDir", ENVD_UNARY, envd_fs_list_dir, ENVD_CALL_BODY_MAX },
+    { "POST", "/filesystem.Filesystem/MakeDir", ENVD_UNARY, envd_fs_make_dir, ENVD_CALL_BODY_MAX },
+    { "POST", "/filesystem.Filesystem/Move", ENVD_UNARY, envd_fs_move, ENVD_CALL_BODY_MAX },
+    { "POST", "/filesystem.Filesystem/Remove", ENVD_UNARY, envd_fs_remove, ENVD_CALL_BODY_MAX },
+    { "POST", "/filesystem.Filesystem/WatchDir", ENVD_STREAM, envd_fs_watch_dir, ENVD_CALL_BODY_MAX },
     /* the unary watchers: the SDK does not use them (WatchDir instead) */
-    { "POST", "/filesystem.Filesystem/CreateWatcher", ENVD_UNARY, NULL },
-    { "POST", "/filesystem.Filesystem/GetWatcherEvents", ENVD_UNARY, NULL },
-    { "POST", "/filesystem.Filesystem/RemoveWatcher", ENVD_UNARY, NULL },
+    { "POST", "/filesystem.Filesystem/CreateWatcher", ENVD_UNARY, NULL, ENVD_CALL_BODY_MAX },
+    { "POST", "/filesystem.Filesystem/GetWatcherEvents", ENVD_UNARY, NULL, ENVD_CALL_BODY_MAX },
+    { "POST", "/filesystem.Filesystem/RemoveWatcher", ENVD_UNARY, NULL, ENVD_CALL_BODY_MAX },
 };
 
 /* GET /health: envd's 204. */
@@ -399,15 +417,28 @@ static void envd_rpc(envd_call_t *k, const envd_route_t *row)
     json_object *msg = NULL;
     api_error_t je;
     char why[200];
-    int r = envd_body_all(k, ENVD_RPC_BODY_MAX, &body);
-    if (r == SBX_ETOOBIG) {
-        envd_rpc_error(k, "resource_exhausted", "the request's message is larger than %u bytes", ENVD_RPC_BODY_MAX);
-        forward_linger(k->c);     /* the rest of the body, so the close does not reset the answer */
-        goto cleanup;
-    }
-    if (r < 0) {
+    int r = envd_body_all(k, row->body_max, &body);
+    if (r < 0 && r != SBX_ETOOBIG) {
         if (r == SBX_EINVAL)
             forward_refuse(k->c, 400, "invalid_argument", "%s", k->why);
+        else if (forward_stopping(k->c->f))
+            forward_refuse(k->c, 503, "busy", "the worker is shutting down");
+        goto cleanup;             /* else nobody is there to answer */
+    }
+    if (!row->handler) {
+        /* Whatever its body and content type: the client learns it is not served. */
+        if (stream && envd_stream_begin(k) == 0)
+            envd_stream_end(k, "unimplemented", "this envd call is not served by Sandbox");
+        else if (!stream)
+            envd_rpc_error(k, "unimplemented", "this envd call is not served by Sandbox");
+        if (r == SBX_ETOOBIG)
+            forward_linger(k->c); /* the rest of the body, so the close does not reset the answer */
+        goto cleanup;
+    }
+    if (r == SBX_ETOOBIG) {
+        envd_rpc_error(k, "resource_exhausted", "the request's message is larger than the %zu bytes %s takes: send "
+                       "less at once", row->body_max, row->path);
+        forward_linger(k->c);
         goto cleanup;
     }
     if (!envd_ct_is(ct, stream ? "application/connect+json" : "application/json")) {
@@ -419,13 +450,6 @@ static void envd_rpc(envd_call_t *k, const envd_route_t *row)
     }
     if (enc && strcmp(enc, "identity") != 0) {
         envd_rpc_error(k, "unimplemented", "compressed requests are not served: send them with identity encoding");
-        goto cleanup;
-    }
-    if (!row->handler) {
-        if (stream && envd_stream_begin(k) == 0)
-            envd_stream_end(k, "unimplemented", "this envd call is not served by Sandbox");
-        else if (!stream)
-            envd_rpc_error(k, "unimplemented", "this envd call is not served by Sandbox");
         goto cleanup;
     }
     const char *m = body.data ? body.data : "";
@@ -522,23 +546,27 @@ void forward_envd(forward_conn_t *c)
             k->deadline_ms = time_mono_ms() + ms;
     }
     if (!row || (row->kind == ENVD_HTTP && strcmp(row->method, "POST") != 0)) {
-        /* Calls without a body: its END frame is read before the answer. */
+        /* Calls without a body, and calls that are not served (whatever
+         * their body): the END frame is read before the answer. */
         sbuf_t body;
         int r = envd_body_all(k, ENVD_EMPTY_BODY_MAX, &body);
         sbuf_release(&body);
         if (r == SBX_EINVAL) {
             forward_refuse(c, 400, "invalid_argument", "%s", k->why);
+        } else if (r < 0 && r != SBX_ETOOBIG) {
+            if (forward_stopping(f))
+                forward_refuse(c, 503, "busy", "the worker is shutting down");
+        } else if (!row && path_known) {
+            envd_http_error(k, 405, "%s does not take %s", k->q.path, k->q.method);
+        } else if (!row) {
+            envd_http_error(k, 404, "envd has no %s", k->q.path);
         } else if (r == SBX_ETOOBIG) {
-            envd_http_error(k, 400, "%s %s takes no body", k->q.method, k->q.path);
-            forward_linger(c);
-        } else if (r == 0 && !row) {
-            if (path_known)
-                envd_http_error(k, 405, "%s does not take %s", k->q.path, k->q.method);
-            else
-                envd_http_error(k, 404, "envd has no %s", k->q.path);
-        } else if (r == 0) {
+            envd_http_error(k, 400, "%s %s takes no body: send it without one", k->q.method, k->q.path);
+        } else {
             row->handler(k, NULL);
         }
+        if (r == SBX_ETOOBIG)
+            forward_linger(c);    /* the rest of the body, so the close does not reset the answer */
     } else if (row->kind == ENVD_HTTP) {
         row->handler(k, NULL);
     } else {

@@ -22,12 +22,17 @@
 #define ENVD_HEADERS_MAX        16
 #define ENVD_HEADER_NAME_MAX    64
 #define ENVD_HEADER_VALUE_MAX   1024
-/* The request line's caller (a token id), at most. */
+/* The request line's caller (a token id) and tenant (a tenant id), at most. */
 #define ENVD_CALLER_MAX         64
+#define ENVD_TENANT_MAX         64
 /* The request's path (no query), at most. */
 #define ENVD_PATH_MAX           256
-/* A Connect call's request body, at most (its one message). */
-#define ENVD_RPC_BODY_MAX       (4u * 1024u * 1024u)
+/* A Connect call's request body (its one message), at most: SendInput's
+ * (its data), Start's (a command and its environment) and every other
+ * call's. */
+#define ENVD_RPC_BODY_MAX       ((size_t)4 * 1024 * 1024)
+#define ENVD_START_BODY_MAX     ((size_t)1024 * 1024)
+#define ENVD_CALL_BODY_MAX      ((size_t)64 * 1024)
 /* A Connect envelope's header: a flags byte, a big-endian 32-bit length. */
 #define ENVD_ENVELOPE_HEADER    5
 #define ENVD_FLAG_COMPRESSED    0x01
@@ -45,6 +50,8 @@ typedef struct envd_req {
     int64_t max_bytes;                   /* the upload bound, > 0 */
     char caller[ENVD_CALLER_MAX + 1];    /* the client's token id, "" when not said: who started a
                                           * process, for its record (forward_session_t) */
+    char tenant[ENVD_TENANT_MAX + 1];    /* the client's tenant, "" when not said: whose processes
+                                          * count against a per-tenant bound */
 } envd_req_t;
 
 /* Parses a request line (without its CRLF) strictly: the keys of the
@@ -53,8 +60,8 @@ typedef struct envd_req {
  * without '?'; query printable ASCII of at most SBX_FILES_REQUEST_MAX
  * bytes; headers an object of at most ENVD_HEADERS_MAX string values,
  * names lower-case token characters, values without control bytes; body
- * >= -1; max_bytes > 0; optionally "caller", 1..ENVD_CALLER_MAX letters,
- * digits and '_'. SBX_EINVAL with a one-sentence reason in err otherwise
+ * >= -1; max_bytes > 0; optionally "caller" and "tenant", each
+ * 1..ENVD_CALLER_MAX (ENVD_TENANT_MAX) letters, digits and '_'. SBX_EINVAL with a one-sentence reason in err otherwise
  * (*ret then holds nothing). */
 int envd_request_parse(const char *line, size_t len, envd_req_t *ret, char *err, size_t errlen);
 

@@ -14,19 +14,26 @@
 #include "log.h"
 #include "spec.h"
 #include "tarstream.h"
+#include "timeutil.h"
 #include "utf8.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/statvfs.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
 /* A ListDir answers at most this many entries (more: resource_exhausted). */
 #define ENVD_LIST_MAX       SBX_FILES_LIST_MAX
+/* A ListDir's answer, at most (an estimate of its JSON as it is built). */
+#define ENVD_LIST_BYTES_MAX (16 * 1024 * 1024)
 /* MakeDir makes at most this many missing directories at once. */
 #define ENVD_MKDIR_DEPTH    64
 /* mv and rm: their time, and the output kept for a message. */
@@ -85,10 +92,10 @@ static json_object *envd_entry_of_stat(const runtime_files_stat_t *st, const cha
  * invalid_argument. */
 static bool envd_req_path(envd_call_t *k, json_object *msg, const char *key, char *out)
 {
-    const char *p = jsonx_get_str(msg, key);
-    if (!p || envd_path_resolve(p, out) < 0) {
-        envd_rpc_error(k, "invalid_argument", "the request's %s must be a path without control bytes, at most "
-                       "%d bytes", key, SBX_FILES_PATH_MAX);
+    const char *p = NULL;
+    if (!envd_msg_str(msg, key, &p) || !p || envd_path_resolve(p, out) < 0) {
+        envd_rpc_error(k, "invalid_argument", "the request's %s must be a path without control bytes (NUL "
+                       "included), at most %d bytes", key, SBX_FILES_PATH_MAX);
         return false;
     }
     return true;
@@ -129,14 +136,27 @@ void envd_fs_stat(envd_call_t *k, json_object *msg)
 
 /* ---- walking a directory (ListDir, WatchDir) ------------------------------- */
 
+/* Why a walk stopped before the archive's end. */
+typedef enum {
+    ENVD_WALK_ON = 0,
+    ENVD_WALK_FULL,           /* more than ENVD_LIST_MAX entries to list */
+    ENVD_WALK_CROWDED,        /* more than ENVD_WALK_SEEN_MAX entries seen */
+    ENVD_WALK_HEAVY,          /* more than budget archive bytes */
+    ENVD_WALK_LATE,           /* the call's deadline passed */
+    ENVD_WALK_REFUSED,        /* the callback said stop */
+} envd_walk_stop_t;
+
 typedef struct envd_walk {
     int64_t depth;
     tarstream_t tar;
     char root[SBX_FILES_PATH_MAX + 1];   /* the archive's first entry's name, without '/' */
     bool have_root;
-    size_t count;
-    bool full;                /* more than ENVD_LIST_MAX */
-    bool refused;             /* the callback said stop */
+    size_t count;             /* entries listed */
+    size_t seen;              /* entries in the archive */
+    int64_t bytes, budget;    /* archive bytes read, and their bound */
+    int64_t deadline_ms;      /* 0 none */
+    envd_walk_stop_t stop;
+    int refusal;              /* the callback's value (ENVD_WALK_REFUSED) */
     envd_walk_fn fn;
     void *ud;
 } envd_walk_t;
@@ -146,6 +166,10 @@ static int envd_walk_entry(void *ud, const tarstream_entry_t *e)
     envd_walk_t *w = ud;
     char name[SBX_FILES_PATH_MAX + 1];
     const char *nm = e->name;
+    if (++w->seen > ENVD_WALK_SEEN_MAX) {
+        w->stop = ENVD_WALK_CROWDED;
+        return SBX_ETOOBIG;
+    }
     while (*nm == '/')
         nm++;                     /* the archive of / names its members "/bin", ... */
     snprintf(name, sizeof name, "%s", nm);
@@ -173,24 +197,64 @@ static int envd_walk_entry(void *ud, const tarstream_entry_t *e)
     if (level > w->depth)
         return 0;
     if (w->count >= ENVD_LIST_MAX) {
-        w->full = true;
+        w->stop = ENVD_WALK_FULL;
         return SBX_ETOOBIG;
     }
     w->count++;
     int r = w->fn(w->ud, rel, e);
-    if (r < 0)
-        w->refused = true;
+    if (r < 0) {
+        w->stop = ENVD_WALK_REFUSED;
+        w->refusal = r;
+    }
     return r;
 }
 
 static int envd_walk_data(void *ud, const char *p, size_t n)
 {
     envd_walk_t *w = ud;
+    if ((w->bytes += (int64_t)n) > w->budget) {
+        w->stop = ENVD_WALK_HEAVY;
+        return SBX_ETOOBIG;
+    }
+    if (w->deadline_ms && time_mono_ms() >= w->deadline_ms) {
+        w->stop = ENVD_WALK_LATE;
+        return SBX_ETOOBIG;
+    }
     return tarstream_push(&w->tar, p, n) < 0 ? SBX_EIO : 0;
 }
 
-int envd_walk(envd_call_t *k, const char *path, int64_t depth, envd_walk_fn fn, void *ud, const char **ret_code,
-              char *msg, size_t msglen)
+/* A descriptor readable once the call's deadline passes (the walk's stop
+ * descriptor: a runtime that stalls sends no bytes to check the time by);
+ * -1 without a deadline or a timerfd. */
+static int envd_deadline_fd(int64_t deadline_ms)
+{
+    if (!deadline_ms)
+        return -1;
+    int fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    /* time_mono_ms is CLOCK_MONOTONIC */
+    struct itimerspec its = { .it_value = { .tv_sec = (time_t)(deadline_ms / 1000),
+                                            .tv_nsec = (long)(deadline_ms % 1000) * 1000000L } };
+    if (timerfd_settime(fd, TFD_TIMER_ABSTIME, &its, NULL) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Whether the controller left: it sends nothing after the body's END
+ * frame, so its side readable (EOF, an error, a TLS close) means it did. */
+static bool envd_client_left(envd_call_t *k)
+{
+    struct pollfd pf = { .fd = k->c->client, .events = POLLIN };
+    if (forward_client_pending(k->c) || poll(&pf, 1, 0) > 0)
+        k->gone = true;
+    return k->gone;
+}
+
+int envd_walk(envd_call_t *k, const char *path, int64_t depth, int64_t budget, envd_walk_fn fn, void *ud,
+              const char **ret_code, char *msg, size_t msglen)
 {
     runtime_files_stat_t *st = malloc(sizeof *st);
     envd_walk_t *w = calloc(1, sizeof *w);
@@ -206,6 +270,8 @@ int envd_walk(envd_call_t *k, const char *path, int64_t depth, envd_walk_fn fn, 
     w->depth = depth;
     w->fn = fn;
     w->ud = ud;
+    w->budget = k->fs_bytes > 0 && k->fs_bytes < budget ? k->fs_bytes : budget;
+    w->deadline_ms = k->deadline_ms;
     if (envd_stat(k, path, st, &err) < 0) {
         *ret_code = err.code == API_NOT_FOUND ? "not_found" : envd_code_of(&err);
         if (err.code == API_NOT_FOUND)
@@ -219,21 +285,40 @@ int envd_walk(envd_call_t *k, const char *path, int64_t depth, envd_walk_fn fn, 
         snprintf(msg, msglen, "path is not a directory: %.300s", path);
         goto cleanup;
     }
-    int stop_fds[1] = { k->c->f->stop_pipe[0] };
+    /* The walk ends with the worker, the controller's leaving or the deadline. */
+    int tfd = envd_deadline_fd(k->deadline_ms);
+    int stop_fds[3] = { k->c->f->stop_pipe[0], k->c->client, tfd };
     runtime_files_get_req_t req = { .ref = k->ref, .path = path, .format = RUNTIME_FILES_TAR,
-                                    .on_data = envd_walk_data, .ud = w, .stop_fds = stop_fds, .nstop_fds = 1 };
+                                    .on_data = envd_walk_data, .ud = w, .stop_fds = stop_fds,
+                                    .nstop_fds = tfd >= 0 ? 3 : 2 };
     int gr = runtime_files_get(k->c->f->rt, &req, &err);
-    if (w->full) {
-        snprintf(msg, msglen, "%.300s holds more than %d entries down to depth %lld: ask for fewer levels", path,
-                 ENVD_LIST_MAX, (long long)depth);
-    } else if (w->refused) {
-        /* the callback's own failure: out of memory */
-    } else if (gr < 0) {
-        *ret_code = err.code == API_NOT_FOUND ? "not_found" : envd_code_of(&err);
-        snprintf(msg, msglen, "%s", err.message);
+    if (tfd >= 0)
+        close(tfd);
+    if (w->stop == ENVD_WALK_FULL) {
+        snprintf(msg, msglen, "%.300s holds more than %d entries down to depth %lld: list a smaller directory or "
+                 "fewer levels (depth)", path, ENVD_LIST_MAX, (long long)depth);
+    } else if (w->stop == ENVD_WALK_CROWDED) {
+        snprintf(msg, msglen, "the tree below %.300s holds more than %d entries, which the worker reads whatever the "
+                 "depth: list or watch a smaller directory", path, ENVD_WALK_SEEN_MAX);
+    } else if (w->stop == ENVD_WALK_HEAVY) {
+        snprintf(msg, msglen, "the tree below %.300s is larger than the %lld bytes the worker reads to list or "
+                 "watch it (file contents included, whatever the depth): list or watch a smaller directory", path,
+                 (long long)w->budget);
+    } else if (w->stop == ENVD_WALK_REFUSED) {
+        r = w->refusal == SBX_ETOOBIG ? SBX_ETOOBIG : SBX_ENOMEM;   /* the callback's own bound, else memory */
+        goto cleanup;
     } else if (forward_stopping(k->c->f)) {
         *ret_code = "unavailable";
         snprintf(msg, msglen, "the worker is shutting down");
+    } else if (w->stop == ENVD_WALK_LATE || (k->deadline_ms && time_mono_ms() >= k->deadline_ms)) {
+        *ret_code = "deadline_exceeded";
+        snprintf(msg, msglen, "the call's timeout (connect-timeout-ms) passed while the worker read %.300s", path);
+    } else if (envd_client_left(k)) {
+        *ret_code = "canceled";
+        snprintf(msg, msglen, "the client went away");
+    } else if (gr < 0) {
+        *ret_code = err.code == API_NOT_FOUND ? "not_found" : envd_code_of(&err);
+        snprintf(msg, msglen, "%s", err.message);
     } else if (w->tar.state != TARSTREAM_END && tarstream_finish(&w->tar) < 0) {
         *ret_code = "internal";
         snprintf(msg, msglen, "the runtime's archive of %.300s is not a tar stream: %s", path, w->tar.error);
@@ -252,6 +337,7 @@ cleanup:
 typedef struct envd_list {
     const char *base;         /* the listed path */
     json_object *entries;
+    size_t bytes;             /* the answer's JSON so far, at most (an estimate) */
 } envd_list_t;
 
 json_object *envd_entry_of_tar(const char *base, const char *rel, const tarstream_entry_t *e)
@@ -267,6 +353,11 @@ json_object *envd_entry_of_tar(const char *base, const char *rel, const tarstrea
 static int envd_list_entry(void *ud, const char *rel, const tarstream_entry_t *e)
 {
     envd_list_t *l = ud;
+    /* json-c writes a control byte as \u00XX: a name, path and symlink
+     * target cost up to 6 times their bytes, the other members about 256. */
+    l->bytes += 6 * (2 * strlen(rel) + strlen(l->base) + 1 + strlen(e->link)) + 256;
+    if (l->bytes > ENVD_LIST_BYTES_MAX)
+        return SBX_ETOOBIG;
     json_object *o = envd_entry_of_tar(l->base, rel, e);
     if (!o)
         return SBX_ENOMEM;
@@ -290,8 +381,14 @@ void envd_fs_list_dir(envd_call_t *k, json_object *msg)
         envd_rpc_error(k, "resource_exhausted", "the worker is out of memory");
         return;
     }
-    if (envd_walk(k, path, depth < 1 ? 1 : depth, envd_list_entry, &l, &code, why, sizeof why) < 0) {
+    int r = envd_walk(k, path, depth < 1 ? 1 : depth, ENVD_WALK_LIST_BYTES, envd_list_entry, &l, &code, why,
+                      sizeof why);
+    if (r == SBX_ETOOBIG)
+        envd_rpc_error(k, "resource_exhausted", "the listing of %.300s is larger than the %d bytes of JSON an answer "
+                       "may carry: list a smaller directory or fewer levels (depth)", path, ENVD_LIST_BYTES_MAX);
+    else if (r < 0 && !k->gone)
         envd_rpc_error(k, code, "%s", why);
+    if (r < 0) {
         json_object_put(l.entries);
         return;
     }
@@ -592,8 +689,11 @@ typedef struct envd_up {
     int spool;                /* the current file's bytes; -1 none */
     bool skip;                /* the current part is not a file */
     char path[SBX_FILES_PATH_MAX + 1];   /* where the current file goes */
-    int64_t total;            /* bytes of every file so far (max_bytes bounds them) */
+    int64_t max;              /* the upload's bound: the line's max_bytes within files_max_bytes */
+    int64_t total;            /* bytes of every file so far (max bounds them) */
     int64_t size;             /* of the current file */
+    int64_t room;             /* what the current file may spool before the disk's reserve */
+    int64_t spooled;          /* its bytes counted in envd_spooled */
     size_t files;
     json_object *written;     /* the answer: [{"name","type","path"}] */
     int status;               /* an error's HTTP status; 0 none */
@@ -609,12 +709,29 @@ static int envd_up_fail(envd_up_t *u, int status, const char *why)
     return SBX_EINVAL;
 }
 
+/* The bytes every upload on the worker holds in its spool files now
+ * (ENVD_SPOOL_TOTAL_MAX bounds them): the spool is the host's disk, which
+ * every sandbox on it shares. */
+static _Atomic int64_t envd_spooled;
+
+/* Gives the current file's spooled bytes back to envd_spooled. */
+static void envd_up_unspool(envd_up_t *u)
+{
+    atomic_fetch_sub(&envd_spooled, u->spooled);
+    u->spooled = 0;
+}
+
+static const char *envd_spool_dir(void)
+{
+    const char *dir = getenv("TMPDIR");
+    return dir && *dir ? dir : "/tmp";
+}
+
 /* A temporary file nobody else can open: unlinked at once. */
 static int envd_spool_open(void)
 {
-    const char *dir = getenv("TMPDIR");
     char tmpl[512];
-    snprintf(tmpl, sizeof tmpl, "%s/sbx-envd-XXXXXX", dir && *dir ? dir : "/tmp");
+    snprintf(tmpl, sizeof tmpl, "%s/sbx-envd-XXXXXX", envd_spool_dir());
     int fd = mkostemp(tmpl, O_CLOEXEC);
     if (fd >= 0)
         unlink(tmpl);
@@ -634,8 +751,20 @@ static int envd_up_begin_file(envd_up_t *u, const char *where)
         snprintf(u->path, sizeof u->path, "%s", u->query_path);
     if (strcmp(u->path, "/") == 0)
         return envd_up_fail(u, 400, "a file cannot be written as /");
+    /* The spool's filesystem keeps ENVD_SPOOL_RESERVE free: it is often
+     * the one of the runtime's images and containers. */
+    struct statvfs sv;
+    char why[200];
+    if (statvfs(envd_spool_dir(), &sv) < 0) {
+        snprintf(why, sizeof why, "the worker cannot check its spool's free space: %s", strerror(errno));
+        return envd_up_fail(u, 507, why);
+    }
+    int64_t room = (int64_t)((uint64_t)sv.f_bavail * sv.f_frsize) - ENVD_SPOOL_RESERVE;
+    if (room <= 0 || (u->k->q.body > 0 && u->k->q.body > room))
+        return envd_up_fail(u, 507, "the worker's disk is too full to take this upload: retry later, or upload "
+                            "less at once");
+    u->room = room;
     if ((u->spool = envd_spool_open()) < 0) {
-        char why[200];
         snprintf(why, sizeof why, "the worker cannot make a temporary file: %s", strerror(errno));
         return envd_up_fail(u, 507, why);
     }
@@ -647,12 +776,23 @@ static int envd_up_data(envd_up_t *u, const char *p, size_t n)
 {
     if (u->skip || u->spool < 0)
         return 0;
-    if (u->total + (int64_t)n > u->k->q.max_bytes) {
+    if (u->total + (int64_t)n > u->max) {
         char why[160];
         snprintf(why, sizeof why, "the upload is larger than the %lld bytes a transfer may carry",
-                 (long long)u->k->q.max_bytes);
+                 (long long)u->max);
         return envd_up_fail(u, 413, why);
     }
+    if (u->size + (int64_t)n > u->room)
+        return envd_up_fail(u, 507, "the worker's disk is too full to take this upload: retry later, or upload "
+                            "less at once");
+    if (atomic_fetch_add(&envd_spooled, (int64_t)n) + (int64_t)n > ENVD_SPOOL_TOTAL_MAX) {
+        atomic_fetch_sub(&envd_spooled, (int64_t)n);
+        char why[200];
+        snprintf(why, sizeof why, "the worker's upload spool is full (%lld bytes of uploads in flight): retry later",
+                 (long long)ENVD_SPOOL_TOTAL_MAX);
+        return envd_up_fail(u, 507, why);
+    }
+    u->spooled += (int64_t)n;
     for (size_t off = 0; off < n;) {
         ssize_t w = write(u->spool, p + off, n - off);
         if (w < 0 && errno == EINTR)
@@ -696,6 +836,7 @@ static int envd_up_end_file(envd_up_t *u)
                                               : api_error_set(&err, API_INTERNAL, "the spooled upload is lost");
     close(u->spool);
     u->spool = -1;
+    envd_up_unspool(u);
     if (r < 0) {
         char why[400];
         snprintf(why, sizeof why, "%.200s: %.190s", u->path, err.message);
@@ -731,7 +872,9 @@ void envd_files_post(envd_call_t *k, json_object *msg)
     (void)msg;
     char raw[SBX_FILES_PATH_MAX + 1], qpath[SBX_FILES_PATH_MAX + 1], boundary[ENVD_MP_BOUNDARY_MAX + 1];
     const char *ct = envd_req_header(&k->q, "content-type");
-    envd_up_t u = { .k = k, .spool = -1, .written = json_object_new_array() };
+    int64_t fmax = k->c->f->files_max_bytes > 0 ? k->c->f->files_max_bytes : SBX_FILES_MAX_BYTES_MAX;
+    envd_up_t u = { .k = k, .spool = -1, .written = json_object_new_array(),
+                    .max = k->q.max_bytes < fmax ? k->q.max_bytes : fmax };
     envd_mp_t mp = { 0 };
     bool multipart = envd_mp_boundary(ct, boundary, sizeof boundary) == 0;
     bool octets = ct && strncasecmp(ct, "application/octet-stream", 24) == 0;
@@ -793,6 +936,7 @@ void envd_files_post(envd_call_t *k, json_object *msg)
 cleanup:
     if (u.spool >= 0)
         close(u.spool);
+    envd_up_unspool(&u);
     if (u.written)
         json_object_put(u.written);
     envd_mp_release(&mp);

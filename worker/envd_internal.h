@@ -78,16 +78,42 @@ const char *envd_code_of(const api_error_t *err);
  * 0, or < 0 with err (API_NOT_FOUND for a missing path). */
 int envd_stat(envd_call_t *k, const char *path, runtime_files_stat_t *ret, api_error_t *err);
 
+/* A walk reads the runtime's tar archive of the whole tree below a
+ * directory, file contents included, whatever the depth asked for: a
+ * sparse file of 8 EiB costs the sandbox nothing and the worker days. So a
+ * walk reads at most this many archive bytes (and at most the sandbox's
+ * filesystem size when the runtime knows it), */
+#define ENVD_WALK_LIST_BYTES    (256LL * 1024 * 1024)   /* for ListDir */
+#define ENVD_WALK_WATCH_BYTES   (64LL * 1024 * 1024)    /* for each of WatchDir's walks */
+/* and sees at most this many entries, listed or not. */
+#define ENVD_WALK_SEEN_MAX      (10 * SBX_FILES_LIST_MAX)
+
+/* POST /files spools each file to the worker's disk first: all uploads on
+ * the worker together hold at most this much there, and none may leave
+ * less than ENVD_SPOOL_RESERVE free on the spool's filesystem. */
+#define ENVD_SPOOL_TOTAL_MAX    (4LL * 1024 * 1024 * 1024)
+#define ENVD_SPOOL_RESERVE      (1LL * 1024 * 1024 * 1024)
+
 /* One entry below a walked directory: rel its path below it ("d/e.txt"),
- * e the archive's entry; < 0 stops the walk (out of memory). */
+ * e the archive's entry; < 0 stops the walk (SBX_ENOMEM out of memory,
+ * SBX_ETOOBIG the callback's own bound: the caller says which). */
 typedef int (*envd_walk_fn)(void *ud, const char *rel, const tarstream_entry_t *e);
 
 /* Walks the entries below directory path down to depth levels (>= 1)
- * through the runtime's tar archive of it, at most SBX_FILES_LIST_MAX (more
- * is an error): 0; else < 0 with the Connect code in *ret_code and a
- * message (a path that is missing, not a directory, a runtime error). */
-int envd_walk(envd_call_t *k, const char *path, int64_t depth, envd_walk_fn fn, void *ud, const char **ret_code,
-              char *msg, size_t msglen);
+ * through the runtime's tar archive of it: at most SBX_FILES_LIST_MAX
+ * entries listed, ENVD_WALK_SEEN_MAX seen and budget archive bytes (fewer
+ * when k->fs_bytes is smaller), within k->deadline_ms, while the
+ * controller stays (it sends nothing after the body, so its side readable
+ * means it left: k->gone is set). 0; else < 0 with the Connect code in
+ * *ret_code and a message (a path that is missing, not a directory, a
+ * bound passed, a runtime error); SBX_ETOOBIG when fn refused. */
+int envd_walk(envd_call_t *k, const char *path, int64_t depth, int64_t budget, envd_walk_fn fn, void *ud,
+              const char **ret_code, char *msg, size_t msglen);
+
+/* The string member key of a request's message: true with *ret (NULL when
+ * absent); false when it is not a string or holds a NUL, which C would cut
+ * it at (the caller answers invalid_argument naming key). */
+bool envd_msg_str(json_object *msg, const char *key, const char **ret);
 
 /* The EntryInfo of an archive entry rel below directory base (a new object; NULL without memory). */
 json_object *envd_entry_of_tar(const char *base, const char *rel, const tarstream_entry_t *e);

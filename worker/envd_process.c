@@ -30,6 +30,10 @@
 /* Processes at once, per sandbox and per worker (more: resource_exhausted). */
 #define ENVD_PROC_MAX_PER_SANDBOX 64
 #define ENVD_PROC_MAX             1024
+/* ... and per tenant (the request line's, which the controller signs):
+ * processes outlive their connections, so the tenant's caps on the
+ * controller do not bound them; one tenant cannot take the whole table. */
+#define ENVD_PROC_MAX_PER_TENANT  256
 /* The first pid handed out (worker-wide counter; not the sandbox's pids). */
 #define ENVD_FIRST_PID            1000
 /* A stream's queue of events not yet sent, at most (then it is cut). */
@@ -79,6 +83,7 @@ struct envd_proc {
     char **argv;              /* the command as it ran (argc strings), for its record */
     size_t argc;
     char caller[ENVD_CALLER_MAX + 1];   /* the Start's caller ("" unknown) */
+    char tenant[ENVD_TENANT_MAX + 1];   /* the sandbox's tenant ("" unknown) */
     int64_t t0;               /* when it started (monotonic ms) */
     bool tty;
     runtime_shell_t *sh;
@@ -821,9 +826,8 @@ static int envd_start_parse(envd_call_t *k, envd_table_t *t, json_object *msg, e
     json_object *proc = jsonx_get_obj(msg, "process"), *args, *envs, *v;
     api_error_t err;
     memset(s, 0, sizeof *s);
-    s->cmd = proc ? jsonx_get_str(proc, "cmd") : NULL;
-    if (!s->cmd || !*s->cmd || strlen(s->cmd) > SBX_MAX_PATH_BYTES) {
-        snprintf(why, whylen, "the request's process must say its cmd");
+    if (!proc || !envd_msg_str(proc, "cmd", &s->cmd) || !s->cmd || !*s->cmd || strlen(s->cmd) > SBX_MAX_PATH_BYTES) {
+        snprintf(why, whylen, "the request's process must say its cmd (a string without NUL)");
         return SBX_EINVAL;
     }
     args = json_object_object_get_ex(proc, "args", &v) ? v : NULL;
@@ -879,8 +883,8 @@ static int envd_start_parse(envd_call_t *k, envd_table_t *t, json_object *msg, e
     }
     /* No cwd: the sandbox's own working directory (E2B's default, the
      * user's home, may not exist here). */
-    const char *cwd = jsonx_get_str(proc, "cwd");
-    if (cwd && *cwd && envd_path_resolve(cwd, s->cwd) < 0) {
+    const char *cwd = NULL;
+    if (!envd_msg_str(proc, "cwd", &cwd) || (cwd && *cwd && envd_path_resolve(cwd, s->cwd) < 0)) {
         snprintf(why, whylen, "the process's cwd must be a path without control bytes");
         return SBX_EINVAL;
     }
@@ -894,9 +898,8 @@ static int envd_start_parse(envd_call_t *k, envd_table_t *t, json_object *msg, e
         s->tty = true;
     }
     jsonx_get_bool(msg, "stdin", &s->stdin_open);
-    s->tag = jsonx_get_str(msg, "tag");
-    if (s->tag && (!*s->tag || strlen(s->tag) > 256)) {
-        snprintf(why, whylen, "the request's tag must be 1 to 256 bytes");
+    if (!envd_msg_str(msg, "tag", &s->tag) || (s->tag && (!*s->tag || strlen(s->tag) > 256))) {
+        snprintf(why, whylen, "the request's tag must be 1 to 256 bytes without NUL");
         return SBX_EINVAL;
     }
     /* List answers the config as it was asked for. */
@@ -963,12 +966,14 @@ void envd_process_start(envd_call_t *k, json_object *msg)
     }
     /* A place in the table first (the bounds), the shell after. */
     pthread_mutex_lock(&t->mu);
-    size_t mine = 0;
-    for (envd_proc_t *q = t->procs; q; q = q->next)
+    size_t mine = 0, theirs = 0;
+    for (envd_proc_t *q = t->procs; q; q = q->next) {
         mine += strcmp(q->sandbox_id, k->c->sandbox_id) == 0;
+        theirs += k->q.tenant[0] && strcmp(q->tenant, k->q.tenant) == 0;
+    }
     bool tag_taken = s.tag && envd_proc_find(t, k->c->sandbox_id, 0, s.tag);
-    bool full = t->nprocs >= ENVD_PROC_MAX;
-    if (mine < ENVD_PROC_MAX_PER_SANDBOX && !full && !tag_taken &&
+    bool full = t->nprocs >= ENVD_PROC_MAX, tenant_full = theirs >= ENVD_PROC_MAX_PER_TENANT;
+    if (mine < ENVD_PROC_MAX_PER_SANDBOX && !full && !tenant_full && !tag_taken &&
         (p = calloc(1, sizeof *p)) && (sub = envd_sub_new())) {
         p->t = t;
         p->f = f;
@@ -977,6 +982,7 @@ void envd_process_start(envd_call_t *k, json_object *msg)
         p->fd = -1;
         p->wake[0] = p->wake[1] = -1;
         snprintf(p->sandbox_id, sizeof p->sandbox_id, "%s", k->c->sandbox_id);
+        snprintf(p->tenant, sizeof p->tenant, "%s", k->q.tenant);
         p->next = t->procs;
         t->procs = p;
         t->nprocs++;
@@ -992,6 +998,9 @@ void envd_process_start(envd_call_t *k, json_object *msg)
                 envd_stream_end(k, "resource_exhausted", "the sandbox runs 64 processes already: end one first");
             else if (full)
                 envd_stream_end(k, "resource_exhausted", "the worker runs 1024 processes already");
+            else if (tenant_full)
+                envd_stream_end(k, "resource_exhausted", "the tenant runs 256 processes on this worker already: "
+                                "end some first");
             else
                 envd_stream_end(k, "resource_exhausted", "the worker is out of memory");
         }
@@ -1175,10 +1184,12 @@ void envd_process_send_input(envd_call_t *k, json_object *msg)
 {
     envd_table_t *t = envd_table(k->c->f);
     json_object *in = jsonx_get_obj(msg, "input");
-    const char *b = in ? jsonx_get_str(in, "stdin") : NULL;
-    bool pty = false;
-    if (in && !b && (b = jsonx_get_str(in, "pty")))
+    const char *b = NULL;
+    bool pty = false, ok = !in || envd_msg_str(in, "stdin", &b);
+    if (ok && in && !b && envd_msg_str(in, "pty", &b) && b)
         pty = true;
+    if (!ok)
+        b = NULL;                 /* a NUL in the base64: refused below as malformed */
     char *data = NULL;
     size_t n = 0;
     if (!t) {

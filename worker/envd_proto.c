@@ -97,6 +97,17 @@ static bool envd_int(json_object *v, int64_t *ret)
     return errno == 0;
 }
 
+/* An id of the request line (caller, tenant): 1..max letters, digits and '_'. */
+static bool envd_id(const char *s, size_t max)
+{
+    size_t n = s ? strlen(s) : 0;
+    bool ok = n >= 1 && n <= max;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+             s[i] == '_';
+    return ok;
+}
+
 int envd_request_parse(const char *line, size_t len, envd_req_t *ret, char *err, size_t errlen)
 {
     api_error_t je;
@@ -154,16 +165,17 @@ int envd_request_parse(const char *line, size_t len, envd_req_t *ret, char *err,
             }
             have_body = true;
         } else if (strcmp(key, "caller") == 0 && !ret->caller[0]) {
-            size_t cl = s ? strlen(s) : 0;
-            bool ok = cl >= 1 && cl <= ENVD_CALLER_MAX;
-            for (size_t i = 0; ok && i < cl; i++)
-                ok = (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
-                     s[i] == '_';
-            if (!ok) {
+            if (!envd_id(s, ENVD_CALLER_MAX)) {
                 r = envd_bad(err, errlen, "the request's caller must be a token id");
                 goto cleanup;
             }
-            memcpy(ret->caller, s, cl + 1);
+            memcpy(ret->caller, s, strlen(s) + 1);
+        } else if (strcmp(key, "tenant") == 0 && !ret->tenant[0]) {
+            if (!envd_id(s, ENVD_TENANT_MAX)) {
+                r = envd_bad(err, errlen, "the request's tenant must be a tenant id: 1..64 letters, digits and '_'");
+                goto cleanup;
+            }
+            memcpy(ret->tenant, s, strlen(s) + 1);
         } else if (strcmp(key, "max_bytes") == 0 && !have_max) {
             if (!envd_int(val, &ret->max_bytes) || ret->max_bytes < 1) {
                 r = envd_bad(err, errlen, "the request's max_bytes must be a positive byte count");

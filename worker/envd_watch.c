@@ -1,16 +1,17 @@
 /* envd's WatchDir as a polling watcher: no runtime tells the worker of
  * changes inside a sandbox, so the directory is walked (envd_walk: the
- * runtime's archive of it) about every ENVD_WATCH_POLL_MS and each walk
- * compared with the one before: a new name is a create, a gone one a
- * remove, a changed size, modification time or type a write, changed
- * permission bits a chmod. A rename is a remove and a create; a change
- * that keeps the size within the second a walk sees is missed
- * (docs/worker.md "E2B envd"). */
+ * runtime's archive of it) every ENVD_WATCH_POLL_MS or more (a slow walk
+ * spaces the next ones) and each walk compared with the one before: a new
+ * name is a create, a gone one a remove, a changed size, modification
+ * time or type a write, changed permission bits a chmod. A rename is a
+ * remove and a create; a change that keeps the size within the pause
+ * between walks is missed (docs/worker.md "E2B envd"). */
 #include "envd.h"
 #include "envd_internal.h"
 #include "errors.h"
 #include "jsonx.h"
 #include "timeutil.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -18,8 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The pause between two walks. */
+/* The pause between two walks, at least; and at least this many times
+ * the last walk's time, so a tree that is slow to read is read less often. */
 #define ENVD_WATCH_POLL_MS      1000
+#define ENVD_WATCH_POLL_FACTOR  4
+/* What a watch keeps of one walk, at most (it holds two). */
+#define ENVD_WATCH_SNAP_BYTES   (8 * 1024 * 1024)
 /* A recursive watch walks this many levels at most. */
 #define ENVD_WATCH_DEPTH_MAX    64
 /* A keepalive message after this long without one. */
@@ -37,6 +42,8 @@ typedef struct watch_entry {
 typedef struct watch_snap {
     watch_entry_t *v;
     size_t n, cap;
+    bool links;               /* keep symlink targets: only an event's entry shows them */
+    size_t bytes;             /* held, at most ENVD_WATCH_SNAP_BYTES */
 } watch_snap_t;
 
 static void watch_snap_release(watch_snap_t *s)
@@ -60,9 +67,13 @@ static int watch_snap_add(void *ud, const char *rel, const tarstream_entry_t *e)
         s->v = v;
         s->cap = cap;
     }
+    bool link = s->links && e->type == '2';
+    s->bytes += sizeof(watch_entry_t) + strlen(rel) + 1 + (link ? strlen(e->link) + 1 : 0);
+    if (s->bytes > ENVD_WATCH_SNAP_BYTES)
+        return SBX_ETOOBIG;
     watch_entry_t *w = &s->v[s->n];
     memset(w, 0, sizeof *w);
-    if (!(w->rel = strdup(rel)) || (e->type == '2' && !(w->link = strdup(e->link)))) {
+    if (!(w->rel = strdup(rel)) || (link && !(w->link = strdup(e->link)))) {
         free(w->rel);
         return SBX_ENOMEM;
     }
@@ -79,13 +90,19 @@ static int watch_cmp(const void *a, const void *b)
     return strcmp(((const watch_entry_t *)a)->rel, ((const watch_entry_t *)b)->rel);
 }
 
-/* A walk of the directory into s (sorted by name): 0, or < 0 with the
- * Connect code and message. */
-static int watch_walk(envd_call_t *k, const char *path, int64_t depth, watch_snap_t *s, const char **code, char *msg,
-                      size_t msglen)
+/* A walk of the directory into s (sorted by name; symlink targets kept
+ * when links): 0, or < 0 with the Connect code and message. */
+static int watch_walk(envd_call_t *k, const char *path, int64_t depth, bool links, watch_snap_t *s,
+                      const char **code, char *msg, size_t msglen)
 {
     memset(s, 0, sizeof *s);
-    int r = envd_walk(k, path, depth, watch_snap_add, s, code, msg, msglen);
+    s->links = links;
+    int r = envd_walk(k, path, depth, ENVD_WALK_WATCH_BYTES, watch_snap_add, s, code, msg, msglen);
+    if (r == SBX_ETOOBIG) {
+        *code = "resource_exhausted";
+        snprintf(msg, msglen, "the names below %.200s take more than the %d bytes a watch keeps of one walk: watch "
+                 "a smaller directory, or without recursive", path, ENVD_WATCH_SNAP_BYTES);
+    }
     if (r < 0) {
         watch_snap_release(s);
         return r;
@@ -95,13 +112,16 @@ static int watch_walk(envd_call_t *k, const char *path, int64_t depth, watch_sna
     return 0;
 }
 
-/* Sends one FilesystemEvent (with the entry when asked for). */
-static int watch_send(envd_call_t *k, const char *base, const watch_entry_t *w, const char *type, bool with_entry)
+/* Sends one FilesystemEvent (with the entry when asked for): 0;
+ * SBX_ETOOBIG when it does not fit a frame; SBX_EIO, SBX_ENOMEM. */
+static int watch_send_one(envd_call_t *k, const char *base, const watch_entry_t *w, const char *type,
+                          bool with_entry)
 {
     json_object *o = json_object_new_object(), *ev = json_object_new_object();
+    char *name = utf8_sanitize(w->rel, strlen(w->rel));   /* as an entry's name is */
     int r = SBX_ENOMEM;
-    if (o && ev) {
-        jsonx_add_str(ev, "name", w->rel);
+    if (o && ev && name) {
+        jsonx_add_str(ev, "name", name);
         jsonx_add_str(ev, "type", type);
         if (with_entry) {
             tarstream_entry_t *e = calloc(1, sizeof *e);
@@ -125,7 +145,16 @@ static int watch_send(envd_call_t *k, const char *base, const watch_entry_t *w, 
         json_object_put(ev);
     if (o)
         json_object_put(o);
+    free(name);
     return r;
+}
+
+/* An event whose entry does not fit a frame (a long name and symlink
+ * target of control bytes, each escaped to 6 bytes) goes without it. */
+static int watch_send(envd_call_t *k, const char *base, const watch_entry_t *w, const char *type, bool with_entry)
+{
+    int r = watch_send_one(k, base, w, type, with_entry);
+    return r == SBX_ETOOBIG && with_entry ? watch_send_one(k, base, w, type, false) : r;
 }
 
 /* Sends the events that lead from walk a to walk b (both sorted). */
@@ -155,25 +184,35 @@ static int watch_diff(envd_call_t *k, const char *base, const watch_snap_t *a, c
     return r;
 }
 
+/* The pause after a walk that took walk_ms. */
+static int64_t watch_pause(int64_t walk_ms)
+{
+    return ENVD_WATCH_POLL_FACTOR * walk_ms > ENVD_WATCH_POLL_MS ? ENVD_WATCH_POLL_FACTOR * walk_ms
+                                                                 : ENVD_WATCH_POLL_MS;
+}
+
 void envd_fs_watch_dir(envd_call_t *k, json_object *msg)
 {
     forward_conn_t *c = k->c;
     char path[SBX_FILES_PATH_MAX + 1], why[400];
-    const char *code = NULL, *p = jsonx_get_str(msg, "path");
+    const char *code = NULL, *p = NULL;
     bool recursive = false, with_entry = false;
     watch_snap_t prev = { 0 }, cur = { 0 };
     jsonx_get_bool(msg, "recursive", &recursive);
     jsonx_get_bool(msg, "includeEntry", &with_entry);
     int64_t depth = recursive ? ENVD_WATCH_DEPTH_MAX : 1;
-    if (!p || envd_path_resolve(p, path) < 0) {
+    if (!envd_msg_str(msg, "path", &p) || !p || envd_path_resolve(p, path) < 0) {
         if (envd_stream_begin(k) == 0)
-            envd_stream_end(k, "invalid_argument", "the request's path must be a path without control bytes");
+            envd_stream_end(k, "invalid_argument", "the request's path must be a path without control bytes (NUL "
+                            "included)");
         return;
     }
     /* The first walk before the start message: a path that cannot be
      * watched is the stream's error. */
-    int r = watch_walk(k, path, depth, &prev, &code, why, sizeof why);
-    if (envd_stream_begin(k) < 0)
+    int64_t t0 = time_mono_ms();
+    int r = watch_walk(k, path, depth, with_entry, &prev, &code, why, sizeof why);
+    int64_t walk_ms = time_mono_ms() - t0;
+    if (k->gone || envd_stream_begin(k) < 0)
         goto cleanup;
     if (r < 0) {
         envd_stream_end(k, code, why);
@@ -183,15 +222,22 @@ void envd_fs_watch_dir(envd_call_t *k, json_object *msg)
     if (envd_stream_send(k, start, sizeof start - 1) < 0)
         goto cleanup;
     int64_t last = time_mono_ms();
+    int64_t next = last + watch_pause(walk_ms);
     for (;;) {
         int64_t now = time_mono_ms();
         if (k->deadline_ms && now >= k->deadline_ms) {
             envd_stream_end(k, "deadline_exceeded", "the call's timeout (connect-timeout-ms) passed");
             break;
         }
-        int64_t wait = ENVD_WATCH_POLL_MS;
-        if (k->deadline_ms && k->deadline_ms - now < wait)
-            wait = k->deadline_ms - now;
+        if (now - last >= ENVD_WATCH_KEEPALIVE_MS) {
+            if (envd_stream_send(k, keepalive, sizeof keepalive - 1) < 0)
+                break;
+            last = now;
+        }
+        int64_t wake = next < last + ENVD_WATCH_KEEPALIVE_MS ? next : last + ENVD_WATCH_KEEPALIVE_MS;
+        if (k->deadline_ms && k->deadline_ms < wake)
+            wake = k->deadline_ms;
+        int64_t wait = wake > now ? wake - now : 0;
         bool pending = forward_client_pending(c);
         struct pollfd pf[2] = { { .fd = c->client, .events = POLLIN },
                                 { .fd = c->f->stop_pipe[0], .events = POLLIN } };
@@ -204,7 +250,15 @@ void envd_fs_watch_dir(envd_call_t *k, json_object *msg)
         }
         if (pending || (n > 0 && pf[0].revents))
             break;                /* the controller closed: the watch ends */
-        if (watch_walk(k, path, depth, &cur, &code, why, sizeof why) < 0) {
+        if (time_mono_ms() < next)
+            continue;
+        t0 = time_mono_ms();
+        r = watch_walk(k, path, depth, with_entry, &cur, &code, why, sizeof why);
+        walk_ms = time_mono_ms() - t0;
+        next = time_mono_ms() + watch_pause(walk_ms);
+        if (r < 0 && k->gone)
+            break;                /* the controller closed during the walk */
+        if (r < 0) {
             if (strcmp(code, "not_found") == 0)
                 snprintf(why, sizeof why, "the watched directory %.300s is gone", path);
             envd_stream_end(k, code, why);
@@ -214,6 +268,8 @@ void envd_fs_watch_dir(envd_call_t *k, json_object *msg)
         if ((r = watch_diff(k, path, &prev, &cur, with_entry, &sent)) < 0) {
             if (r == SBX_ENOMEM)
                 envd_stream_end(k, "resource_exhausted", "the worker is out of memory");
+            else if (r == SBX_ETOOBIG)
+                envd_stream_end(k, "resource_exhausted", "an event's name is too long to send");
             break;
         }
         watch_snap_release(&prev);
@@ -221,11 +277,6 @@ void envd_fs_watch_dir(envd_call_t *k, json_object *msg)
         memset(&cur, 0, sizeof cur);
         if (sent > 0)
             last = time_mono_ms();
-        if (time_mono_ms() - last >= ENVD_WATCH_KEEPALIVE_MS) {
-            if (envd_stream_send(k, keepalive, sizeof keepalive - 1) < 0)
-                break;
-            last = time_mono_ms();
-        }
     }
 cleanup:
     watch_snap_release(&prev);

@@ -59,17 +59,20 @@ typedef struct fake_rt {
     atomic_int sessions;
     bool terminals_only;          /* shells are terminals only (an external driver's): execs run commands */
     atomic_int exec_block;        /* such an exec runs until it is cancelled */
+    int64_t fs_bytes;             /* the sandbox's filesystem size files_target says */
+    atomic_int endless;           /* a tar get of /tmp streams a huge file until a stop descriptor is readable */
+    atomic_int endless_stopped;   /* such a get ended because of a stop descriptor */
 } fake_rt_t;
 
 static int fake_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
                        int64_t *ret_fs_bytes, api_error_t *err)
 {
-    (void)rt, (void)err;
+    (void)err;
     ck_assert_str_eq(sandbox_id, "sbx_b");
     ck_assert_str_eq(worker_name, "w1");
     snprintf(ret_ref, 80, "ctr_fake");
     if (ret_fs_bytes)
-        *ret_fs_bytes = 0;
+        *ret_fs_bytes = ((fake_rt_t *)rt)->fs_bytes;
     return 0;
 }
 
@@ -153,6 +156,36 @@ static int fake_tar_entry(void *ud, const tarstream_entry_t *e)
     return 0;
 }
 
+static void tar_add(char *buf, size_t *len, const char *name, char type, const char *link, int64_t size,
+                    unsigned mode);
+
+/* The archive of a /tmp holding a sparse file of 1 GiB, streamed slowly as
+ * a runtime does, until a stop descriptor is readable (a runtime's check). */
+static int fake_endless(fake_rt_t *fr, const runtime_files_get_req_t *req)
+{
+    static char head[2 * TARSTREAM_BLOCK + 1024];
+    size_t n = 0;
+    tar_add(head, &n, "tmp/", '5', NULL, 0, 01777);
+    tar_add(head, &n, "tmp/sparse", '0', NULL, 0, 0644);
+    snprintf(head + TARSTREAM_BLOCK + 124, 12, "%011llo", 1ULL << 30);
+    tarstream_checksum((unsigned char *)head + TARSTREAM_BLOCK);
+    if (req->on_data(req->ud, head, 2 * TARSTREAM_BLOCK) < 0)
+        return 0;
+    static const char zeros[4096];
+    for (;;) {
+        for (size_t i = 0; i < req->nstop_fds; i++) {
+            struct pollfd p = { .fd = req->stop_fds[i], .events = POLLIN };
+            if (poll(&p, 1, 0) > 0) {
+                atomic_store(&fr->endless_stopped, 1);
+                return 0;
+            }
+        }
+        if (req->on_data(req->ud, zeros, sizeof zeros) < 0)
+            return 0;
+        usleep(1000);
+    }
+}
+
 static int fake_get(runtime_t *rt, const runtime_files_get_req_t *req, api_error_t *err)
 {
     fake_rt_t *fr = (fake_rt_t *)rt;
@@ -186,6 +219,8 @@ static int fake_get(runtime_t *rt, const runtime_files_get_req_t *req, api_error
     const char *tree = fr->tree;
     size_t tree_len = fr->tree_len;
     pthread_mutex_unlock(&fr->mu);
+    if (req->format == RUNTIME_FILES_TAR && atomic_load(&fr->endless))
+        return fake_endless(fr, req);
     if (req->format == RUNTIME_FILES_TAR && tree)
         for (size_t off = 0; off < tree_len; off += 700) /* in pieces, as a runtime's stream comes */
             if (req->on_data(req->ud, tree + off, tree_len - off < 700 ? tree_len - off : 700) < 0)
@@ -280,6 +315,9 @@ static void session_cb(void *ud, const forward_session_t *s)
     atomic_fetch_add(&fr->sessions, 1);
 }
 
+/* The forwarder's files_max_bytes for the next start (0: its default). */
+static int64_t start_files_max;
+
 static forward_t *start(fake_rt_t *fr)
 {
     memset(fr, 0, sizeof *fr);
@@ -289,7 +327,7 @@ static forward_t *start(fake_rt_t *fr)
         fr->term[i] = -1;
     forward_options_t o = { .listen = "127.0.0.1:0", .max_connections = 16, .token = TOKEN, .worker_name = "w1",
                             .rt = &fr->base, .worker_id = worker_id_cb, .worker_id_ud = (void *)"wrk_a",
-                            .session_done = session_cb, .session_ud = fr };
+                            .session_done = session_cb, .session_ud = fr, .files_max_bytes = start_files_max };
     forward_t *f = NULL;
     char err[256] = "";
     ck_assert_msg(forward_new(&o, &f, err, sizeof err) == 0, "forward_new: %s", err);
@@ -830,8 +868,11 @@ START_TEST(test_health_filesystem_calls_and_unimplemented_ones)
                            body, sizeof body), 200);
     ck_assert_str_eq(fr.exec_argv, "mv|--|/tmp/a.txt|/tmp");
     ck_assert(strstr(body, "FILE_TYPE_DIRECTORY"));
-    ck_assert_int_eq(unary(f, "/process.Process/StreamInput", "{}", body, sizeof body), 501);
-    ck_assert(strstr(body, "\"code\":\"unimplemented\""));
+    /* a client stream: unimplemented as a stream, not refused for its content type */
+    fd = stream_open(f, "/process.Process/StreamInput", "{}", STREAM_CT);
+    ck_assert_int_eq(stream_next(fd, ev, sizeof ev), ENVD_FLAG_END_STREAM);
+    ck_assert_msg(strstr(ev, "\"code\":\"unimplemented\""), "%s", ev);
+    close(fd);
     ck_assert_int_eq(unary(f, "/filesystem.Filesystem/CreateWatcher", "{\"path\":\"/tmp\"}", body, sizeof body), 501);
     fd = stream_open(f, "/filesystem.Filesystem/WatchDir", "{\"path\":\"/nope\"}", STREAM_CT);
     ck_assert_int_eq(stream_next(fd, ev, sizeof ev), ENVD_FLAG_END_STREAM);
@@ -842,6 +883,26 @@ START_TEST(test_health_filesystem_calls_and_unimplemented_ones)
     fd = call_open(f, "GET", "/nothing", "", "{}", NULL, 0);
     ck_assert_int_eq(read_answer(fd, ct, sizeof ct, body, sizeof body), 404);
     close(fd);
+    /* an unknown path or method with a body: still 404 and 405 */
+    static char big[8192];
+    memset(big, 'x', sizeof big);
+    fd = call_open(f, "POST", "/nothing", "", "{}", big, sizeof big);
+    ck_assert_int_eq(read_answer(fd, ct, sizeof ct, body, sizeof body), 404);
+    close(fd);
+    fd = call_open(f, "PUT", "/filesystem.Filesystem/Stat", "", "{}", big, sizeof big);
+    ck_assert_int_eq(read_answer(fd, ct, sizeof ct, body, sizeof body), 405);
+    close(fd);
+    /* a NUL in a string is refused, not cut at */
+    ck_assert_int_eq(unary(f, "/filesystem.Filesystem/Stat", "{\"path\":\"/tmp/a.txt\\u0000/x\"}", body,
+                           sizeof body), 400);
+    ck_assert_msg(strstr(body, "invalid_argument") && strstr(body, "path") && strstr(body, "NUL"), "%s", body);
+    /* each call takes a message of its own size: Stat at most 64 KiB */
+    static char msg[70 * 1024];
+    int n = snprintf(msg, sizeof msg, "{\"path\":\"/tmp/a.txt\",\"x\":\"");
+    memset(msg + n, 'a', sizeof msg - (size_t)n - 3);
+    memcpy(msg + sizeof msg - 3, "\"}", 3);
+    ck_assert_int_eq(unary(f, "/filesystem.Filesystem/Stat", msg, body, sizeof body), 429);
+    ck_assert_msg(strstr(body, "resource_exhausted") && strstr(body, "65536"), "%s", body);
     finish(&fr, f);
 }
 END_TEST
@@ -1047,6 +1108,151 @@ START_TEST(test_watch_dir_reports_what_changed_between_walks)
 }
 END_TEST
 
+/* Appends a GNU long name ('L') or long link ('K') for the next entry. */
+static void tar_long(char *buf, size_t *len, char type, const char *s)
+{
+    size_t at = *len + TARSTREAM_BLOCK;
+    tar_add(buf, len, "././@LongLink", type, NULL, (int64_t)strlen(s) + 1, 0644);
+    memcpy(buf + at, s, strlen(s) + 1);
+}
+
+START_TEST(test_a_watch_event_too_large_for_a_frame_goes_without_its_entry)
+{
+    fake_rt_t fr;
+    forward_t *f = start(&fr);
+    static char a[8192], b[32768], name[4100], link[4001];
+    size_t an = tree_of(a, (const char *const[]){ "tmp/a.txt", NULL }, (const int64_t[]){ 1 });
+    size_t bn = 0;
+    tar_add(b, &bn, "tmp/", '5', NULL, 0, 01777);
+    tar_add(b, &bn, "tmp/a.txt", '0', NULL, 1, 0644);
+    /* a symlink whose name and target are 4000 control bytes: 6 bytes each as JSON */
+    memcpy(name, "tmp/", 4);
+    memset(name + 4, '\x01', 4000);
+    memset(link, '\x01', 4000);
+    tar_long(b, &bn, 'L', name);
+    tar_long(b, &bn, 'K', link);
+    tar_add(b, &bn, "long", '2', NULL, 0, 0777);
+    tar_add(b, &bn, "tmp/c\xff", '0', NULL, 1, 0644);   /* not UTF-8: sanitized as entry names are */
+    memset(b + bn, 0, 2 * TARSTREAM_BLOCK);
+    bn += 2 * TARSTREAM_BLOCK;
+    fr.tree = a;
+    fr.tree_len = an;
+    static char ev[70000];
+    int fd = stream_open(f, "/filesystem.Filesystem/WatchDir", "{\"path\":\"/tmp\",\"includeEntry\":true}", STREAM_CT);
+    ck_assert_int_eq(stream_next(fd, ev, sizeof ev), 0);
+    pthread_mutex_lock(&fr.mu);
+    fr.tree = b;
+    fr.tree_len = bn;
+    pthread_mutex_unlock(&fr.mu);
+    ck_assert_int_eq(stream_next(fd, ev, sizeof ev), 0);
+    ck_assert_msg(strstr(ev, "{\"filesystem\":{\"name\":\"\\u0001\\u0001") == ev, "%.200s", ev);
+    ck_assert(strstr(ev, "EVENT_TYPE_CREATE"));
+    ck_assert_ptr_null(strstr(ev, "\"entry\""));
+    ck_assert_uint_gt(strlen(ev), 24000);
+    ck_assert_int_eq(stream_next(fd, ev, sizeof ev), 0);
+    ck_assert_msg(strstr(ev, "{\"filesystem\":{\"name\":\"c\xef\xbf\xbd\",\"type\":\"EVENT_TYPE_CREATE\",\"entry\":") == ev,
+                  "%s", ev);
+    close(fd);
+    finish(&fr, f);
+}
+END_TEST
+
+START_TEST(test_a_walk_is_bounded_by_bytes_answer_size_deadline_and_the_client)
+{
+    fake_rt_t fr;
+    forward_t *f = start(&fr);
+    static char tree[16 * 1024];
+    size_t n = tree_of(tree, (const char *const[]){ "tmp/a.txt", "tmp/b.txt", NULL }, (const int64_t[]){ 3000, 3000 });
+    fr.tree = tree;
+    fr.tree_len = n;
+    char body[8192], ct[128], ev[4096];
+    /* the archive's bytes: at most the sandbox's filesystem size */
+    fr.fs_bytes = 4096;
+    ck_assert_int_eq(unary(f, "/filesystem.Filesystem/ListDir", "{\"path\":\"/tmp\"}", body, sizeof body), 429);
+    ck_assert_msg(strstr(body, "resource_exhausted") && strstr(body, "4096 bytes") &&
+                  strstr(body, "smaller directory"), "%s", body);
+    int fd = stream_open(f, "/filesystem.Filesystem/WatchDir", "{\"path\":\"/tmp\"}", STREAM_CT);
+    ck_assert_int_eq(stream_next(fd, ev, sizeof ev), ENVD_FLAG_END_STREAM);
+    ck_assert_msg(strstr(ev, "resource_exhausted") && strstr(ev, "4096 bytes"), "%s", ev);
+    close(fd);
+    fr.fs_bytes = 0;
+    ck_assert_int_eq(unary(f, "/filesystem.Filesystem/ListDir", "{\"path\":\"/tmp\"}", body, sizeof body), 200);
+    /* the answer's JSON: 9000 symlinks with long names and targets are more than 16 MiB escaped */
+    size_t cap = 9003 * TARSTREAM_BLOCK;         /* the directory, 9000 links, the end */
+    char *many = malloc(cap);
+    ck_assert_ptr_nonnull(many);
+    n = 0;
+    tar_add(many, &n, "tmp/", '5', NULL, 0, 01777);
+    char name[100], link[100];
+    memset(link, '\x01', 99);
+    link[99] = '\0';
+    for (int i = 0; i < 9000; i++) {
+        char idx[8];
+        snprintf(idx, sizeof idx, "%05d", i);
+        memset(name, '\x01', 99);
+        name[99] = '\0';
+        memcpy(name, "tmp/", 4);
+        memcpy(name + 4, idx, 5);
+        tar_add(many, &n, name, '2', link, 0, 0777);
+    }
+    memset(many + n, 0, 2 * TARSTREAM_BLOCK);
+    n += 2 * TARSTREAM_BLOCK;
+    ck_assert_uint_eq(n, cap);
+    pthread_mutex_lock(&fr.mu);
+    fr.tree = many;
+    fr.tree_len = n;
+    pthread_mutex_unlock(&fr.mu);
+    ck_assert_int_eq(unary(f, "/filesystem.Filesystem/ListDir", "{\"path\":\"/tmp\"}", body, sizeof body), 429);
+    ck_assert_msg(strstr(body, "resource_exhausted") && strstr(body, "16777216 bytes of JSON"), "%s", body);
+    pthread_mutex_lock(&fr.mu);
+    fr.tree = NULL;
+    fr.tree_len = 0;
+    pthread_mutex_unlock(&fr.mu);
+    free(many);
+    /* a slow, huge archive: the call's deadline ends the walk */
+    atomic_store(&fr.endless, 1);
+    static const char msg[] = "{\"path\":\"/tmp\"}";
+    fd = call_open(f, "POST", "/filesystem.Filesystem/ListDir", "",
+                   "{\"content-type\":\"application/json\",\"connect-timeout-ms\":\"300\"}", msg, sizeof msg - 1);
+    ck_assert_int_eq(read_answer(fd, ct, sizeof ct, body, sizeof body), 504);
+    close(fd);
+    ck_assert_msg(strstr(body, "deadline_exceeded"), "%s", body);
+    ck_assert_int_eq(atomic_load(&fr.endless_stopped), 1);
+    /* and the controller's leaving ends it */
+    atomic_store(&fr.endless_stopped, 0);
+    fd = call_open(f, "POST", "/filesystem.Filesystem/ListDir", "", "{\"content-type\":\"application/json\"}", msg,
+                   sizeof msg - 1);
+    usleep(100000);
+    close(fd);
+    for (int i = 0; i < 300 && !atomic_load(&fr.endless_stopped); i++)
+        usleep(10000);
+    ck_assert_int_eq(atomic_load(&fr.endless_stopped), 1);
+    finish(&fr, f);
+}
+END_TEST
+
+START_TEST(test_an_upload_is_bounded_by_the_workers_files_max_bytes)
+{
+    fake_rt_t fr;
+    start_files_max = 4;
+    forward_t *f = start(&fr);
+    start_files_max = 0;
+    char ct[128], body[4096];
+    int fd = call_open(f, "POST", "/files", "path=%2Ftmp%2Fs.txt", "{\"content-type\":\"application/octet-stream\"}",
+                       "streamed", 8);
+    ck_assert_int_eq(read_answer(fd, ct, sizeof ct, body, sizeof body), 413);
+    close(fd);
+    ck_assert_msg(strstr(body, "\"code\":413") && strstr(body, "4 bytes"), "%s", body);
+    ck_assert_int_eq(atomic_load(&fr.nputs), 0);
+    fd = call_open(f, "POST", "/files", "path=%2Ftmp%2Fs.txt", "{\"content-type\":\"application/octet-stream\"}",
+                   "four", 4);
+    ck_assert_int_eq(read_answer(fd, ct, sizeof ct, body, sizeof body), 200);
+    close(fd);
+    ck_assert_str_eq(fr.put_data[0], "four");
+    finish(&fr, f);
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("envd");
@@ -1061,7 +1267,10 @@ Suite *unit_suite(void)
                                                test_health_filesystem_calls_and_unimplemented_ones,
                                                test_list_dir_to_its_depth_and_make_dir,
                                                test_watch_dir_reports_what_changed_between_walks,
-                                               test_envd_grant_binds_its_request_line, ));
+                                               test_envd_grant_binds_its_request_line,
+                                               test_a_walk_is_bounded_by_bytes_answer_size_deadline_and_the_client,
+                                               test_a_watch_event_too_large_for_a_frame_goes_without_its_entry,
+                                               test_an_upload_is_bounded_by_the_workers_files_max_bytes, ));
     tcase_set_timeout(tc, 30);
     return s;
 }

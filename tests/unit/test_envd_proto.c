@@ -29,11 +29,14 @@ START_TEST(test_request_line_is_parsed_with_its_headers)
     ck_assert_int_eq(q.body, 112);
     ck_assert_int_eq(q.max_bytes, 1048576);
     ck_assert_str_eq(q.caller, "");
+    ck_assert_str_eq(q.tenant, "");
     envd_req_release(&q);
     static const char with_caller[] = "{\"op\":\"envd\",\"method\":\"GET\",\"path\":\"/health\",\"query\":\"\","
-                                      "\"headers\":{},\"body\":0,\"max_bytes\":1,\"caller\":\"tok_0123abc\"}";
+                                      "\"headers\":{},\"body\":0,\"max_bytes\":1,\"caller\":\"tok_0123abc\","
+                                      "\"tenant\":\"ten_Acme_1\"}";
     ck_assert_int_eq(envd_request_parse(with_caller, strlen(with_caller), &q, why, sizeof why), 0);
     ck_assert_str_eq(q.caller, "tok_0123abc");
+    ck_assert_str_eq(q.tenant, "ten_Acme_1");
     envd_req_release(&q);
 }
 END_TEST
@@ -65,6 +68,14 @@ START_TEST(test_request_lines_are_refused_strictly)
           "must say" },
         { "{\"op\":\"envd\",\"method\":\"GET\",\"path\":\"/health\",\"query\":\"\",\"headers\":{},\"body\":0,\"max_bytes\":1,"
           "\"caller\":\"tok x\"}", "token id" },
+        { "{\"op\":\"envd\",\"method\":\"GET\",\"path\":\"/health\",\"query\":\"\",\"headers\":{},\"body\":0,\"max_bytes\":1,"
+          "\"tenant\":\"\"}", "tenant id" },
+        { "{\"op\":\"envd\",\"method\":\"GET\",\"path\":\"/health\",\"query\":\"\",\"headers\":{},\"body\":0,\"max_bytes\":1,"
+          "\"tenant\":\"ten-1\"}", "tenant id" },
+        { "{\"op\":\"envd\",\"method\":\"GET\",\"path\":\"/health\",\"query\":\"\",\"headers\":{},\"body\":0,\"max_bytes\":1,"
+          "\"tenant\":7}", "tenant id" },
+        { "{\"op\":\"envd\",\"method\":\"GET\",\"path\":\"/health\",\"query\":\"\",\"headers\":{},\"body\":0,\"max_bytes\":1,"
+          "\"tenant\":\"a0123456789012345678901234567890123456789012345678901234567890123\"}", "tenant id" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         envd_req_t q;
