@@ -1124,12 +1124,13 @@ void api_envd_relay(req_t *rq, const char *sandbox_id, const char *path)
         fx->envd_write = rq->method == EVHTTP_REQ_POST && strcmp(path, "/files") == 0;
     }
     if (!fx) {
+        bool too_long = !line;
         tenantcap_release(&tcap);
         apiconn_transfer_release();
         store_logs_source_release(&src);
         free(line);
-        http_reply_error(rq, line ? API_INTERNAL : API_INVALID_ARGUMENT,
-                         line ? "out of memory" : "the envd call's path, query and headers are too long");
+        http_reply_error(rq, too_long ? API_INVALID_ARGUMENT : API_INTERNAL,
+                         too_long ? "the envd call's path, query and headers are too long" : "out of memory");
         return;
     }
     if (framing && rq->conn) {

@@ -708,24 +708,7 @@ void e2b_route(req_t *rq)
     if (server_client_auth(rq, token, envd ? "missing access token (X-Access-Token: a Sandbox token)"
                                            : "missing API key (X-API-Key: a Sandbox token)") < 0)
         return;
-    if (!path) {
-        http_reply_error(rq, API_NOT_FOUND, "no such E2B endpoint: %s %.200s", method_name(rq->method), rq->path);
+    if (server_route_checks(rq, path, r, "E2B ") < 0)
         return;
-    }
-    if (!r) {
-        http_reply_error(rq, API_METHOD_NOT_ALLOWED, "method not allowed on %.200s", rq->path);
-        return;
-    }
-    if (!route_role_ok(r->role, rq->auth.role)) {
-        http_reply_error(rq, API_FORBIDDEN, r->deny, role_name(rq->auth.role));
-        return;
-    }
-    if (server_rate_operation(rq, r) < 0)
-        return;
-    if (r->h2)
-        r->h2(rq, params[0], params[1]);
-    else if (r->h1)
-        r->h1(rq, params[0]);
-    else
-        r->h0(rq);
+    server_route_call(rq, r, params);
 }

@@ -885,9 +885,31 @@ int server_client_auth(req_t *rq, const char *token, const char *missing)
     return rate_check_request(rq);
 }
 
-int server_rate_operation(req_t *rq, const api_route_t *r)
+int server_route_checks(req_t *rq, const api_route_t *path, const api_route_t *r, const char *what)
 {
+    if (!path) {
+        http_reply_error(rq, API_NOT_FOUND, "no such %sendpoint: %s %.200s", what, method_name(rq->method), rq->path);
+        return SBX_ENOTFOUND;
+    }
+    if (!r) {
+        http_reply_error(rq, API_METHOD_NOT_ALLOWED, "method not allowed on %.200s", rq->path);
+        return SBX_EINVAL;
+    }
+    if (!route_role_ok(r->role, rq->auth.role)) {
+        http_reply_error(rq, API_FORBIDDEN, r->deny, role_name(rq->auth.role));
+        return SBX_EPERM;
+    }
     return rate_check_operation(rq, r);
+}
+
+void server_route_call(req_t *rq, const api_route_t *r, const char *params[2])
+{
+    if (r->h2)
+        r->h2(rq, params[0], params[1]);
+    else if (r->h1)
+        r->h1(rq, params[0]);
+    else
+        r->h0(rq);
 }
 
 /* Dispatch from the table: a path under /v1 is authenticated first (an
@@ -913,19 +935,7 @@ static void route(req_t *rq)
     if (!(path && path->role == RR_NONE) && server_client_auth(rq, auth_bearer(http_header(rq, "Authorization")),
                                                                "missing bearer token (Authorization: Bearer TOKEN)") < 0)
         return;
-    if (!path) {
-        http_reply_error(rq, API_NOT_FOUND, "no such endpoint: %s %.200s", method_name(rq->method), rq->path);
-        return;
-    }
-    if (!r) {
-        http_reply_error(rq, API_METHOD_NOT_ALLOWED, "method not allowed on %.200s", rq->path);
-        return;
-    }
-    if (!route_role_ok(r->role, rq->auth.role)) {
-        http_reply_error(rq, API_FORBIDDEN, r->deny, role_name(rq->auth.role));
-        return;
-    }
-    if (rate_check_operation(rq, r) < 0)
+    if (server_route_checks(rq, path, r, "") < 0)
         return;
     /* A sandbox named instead of its id: the id, from here on (logs too). */
     if (params[0] && strncmp(r->tmpl, "/v1/sandboxes/{id}", 18) == 0) {
@@ -937,12 +947,7 @@ static void route(req_t *rq)
             request_scope_enter(rq);
         }
     }
-    if (r->h2)
-        r->h2(rq, params[0], params[1]);
-    else if (r->h1)
-        r->h1(rq, params[0]);
-    else
-        r->h0(rq);
+    server_route_call(rq, r, params);
 }
 
 /* The path, the decoded query and every header are text that may reach the

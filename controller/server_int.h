@@ -63,9 +63,13 @@ bool route_is_probe(const char *tmpl);
  * < 0 once answered. route() does this for /v1; controller/e2b.c for the
  * E2B dialects, whose token comes in other headers. */
 int server_client_auth(req_t *rq, const char *token, const char *missing);
-/* The tenant's operation rate for a row with RF_OPERATION: 0, or < 0
- * once answered 429. */
-int server_rate_operation(req_t *rq, const api_route_t *r);
+/* After the token: 404 when no row's path fits (what names the dialect in
+ * the message: "" or "E2B "), 405 when none takes the method, 403 for a
+ * token of the wrong role, 429 when the row starts an operation over the
+ * tenant's rate. 0, or < 0 once answered. */
+int server_route_checks(req_t *rq, const api_route_t *path, const api_route_t *r, const char *what);
+/* Runs the row's handler with its path parameters. */
+void server_route_call(req_t *rq, const api_route_t *r, const char *params[2]);
 /* The E2B dialects under /e2b (controller/e2b.c). */
 void e2b_route(req_t *rq);
 #endif

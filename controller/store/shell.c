@@ -64,8 +64,10 @@ int store_shell_record(PGconn *c, const store_limits_t *lim, const shell_record_
         rc = store__op_cas(c, op_id, OP_PENDING, OP_ADMITTED, NULL, 0, NULL, NULL);
     if (rc == 0)
         rc = store__op_cas(c, op_id, OP_ADMITTED, OP_SUCCEEDED, "result = $4::jsonb", 1, x, NULL);
-    json_object *sd = json_object_get(res);
-    if (rec->via) {
+    json_object *sd;
+    if (!rec->via) {
+        sd = json_object_get(res);
+    } else {
         sd = json_object_new_object();
         jsonx_add_int(sd, "exit_code", rec->exit_code);
         jsonx_add_int(sd, "duration_ms", rec->duration_ms);
