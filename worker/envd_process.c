@@ -103,11 +103,7 @@ struct envd_proc {
     int64_t deadline_ms;      /* Start's connect-timeout-ms: killed then, as envd does; 0 none */
     unsigned want_cols, want_rows;
     envd_sub_t *subs;
-    /* the output's framing without a terminal (the thread's own) */
-    unsigned char mhdr[RUNTIME_SHELL_MUX_HEADER];
-    size_t mhdr_len;
-    uint32_t mleft;
-    int mstream;
+    runtime_shell_mux_t mux;  /* the output's framing without a terminal (the thread's own) */
 };
 
 struct envd_table {
@@ -274,38 +270,22 @@ static void envd_publish_data(envd_proc_t *p, const char *stream, const char *da
     free(b);
 }
 
+/* runtime_shell_mux_push's emit. */
+static int envd_output_stream(void *ud, int stream, const char *d, size_t n)
+{
+    envd_publish_data(ud, stream == 1 ? "stdout" : "stderr", d, n);
+    return 0;
+}
+
 /* The output read from the shell's stream: on a terminal all "pty"; else
  * its framing (RUNTIME_SHELL_MUX_HEADER) undone into stdout and stderr,
  * other streams dropped. */
 static void envd_output(envd_proc_t *p, const char *d, size_t n)
 {
-    if (p->tty) {
+    if (p->tty)
         envd_publish_data(p, "pty", d, n);
-        return;
-    }
-    while (n > 0) {
-        if (p->mleft == 0) {
-            size_t k = sizeof p->mhdr - p->mhdr_len;
-            k = k < n ? k : n;
-            memcpy(p->mhdr + p->mhdr_len, d, k);
-            p->mhdr_len += k;
-            d += k;
-            n -= k;
-            if (p->mhdr_len < sizeof p->mhdr)
-                break;
-            p->mhdr_len = 0;
-            p->mleft = (uint32_t)p->mhdr[4] << 24 | (uint32_t)p->mhdr[5] << 16 | (uint32_t)p->mhdr[6] << 8 |
-                       p->mhdr[7];
-            p->mstream = p->mhdr[0];
-            continue;
-        }
-        size_t k = p->mleft < n ? p->mleft : n;
-        if (p->mstream == 1 || p->mstream == 2)
-            envd_publish_data(p, p->mstream == 1 ? "stdout" : "stderr", d, k);
-        p->mleft -= (uint32_t)k;
-        d += k;
-        n -= k;
-    }
+    else
+        runtime_shell_mux_push(&p->mux, d, n, envd_output_stream, p);
 }
 
 /* ---- the process's thread ----------------------------------------------- */

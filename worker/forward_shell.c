@@ -238,10 +238,7 @@ typedef struct shell_relay {
     int64_t eof_ms;           /* tty: when the EOF character was last queued */
     bool tty;                 /* false: the stream is framed (runtime.h) and EOF closes stdin */
     bool wr_shut;             /* !tty: the command's stdin was closed */
-    unsigned char mhdr[RUNTIME_SHELL_MUX_HEADER]; /* !tty: the output frame header being read */
-    size_t mhdr_len;
-    uint32_t mleft;           /* !tty: payload bytes left of the current output frame */
-    int mtype;                /* !tty: its shell frame type (DATA or STDERR; 0: skipped) */
+    runtime_shell_mux_t mux;  /* !tty: the output's framing being undone */
     unsigned want_cols, want_rows; /* the latest RESIZE not applied yet (0: none) */
     unsigned cols, rows;      /* the size last applied */
     int64_t resized_ms;       /* when */
@@ -264,6 +261,12 @@ static int shell_send_frames(shell_relay_t *s, int type, const char *p, size_t n
     return 0;
 }
 
+/* runtime_shell_mux_push's emit: stdout as DATA, stderr as STDERR frames. */
+static int shell_send_stream(void *ud, int stream, const char *p, size_t n)
+{
+    return shell_send_frames(ud, stream == 1 ? SHELLFRAME_DATA : SHELLFRAME_STDERR, p, n);
+}
+
 /* Sends the n bytes read from the runtime's stream: on a terminal as DATA
  * frames; without one, its framing (runtime.h RUNTIME_SHELL_MUX_HEADER)
  * undone into DATA (stdout) and STDERR frames, other streams dropped. */
@@ -271,29 +274,7 @@ static int shell_send_output(shell_relay_t *s, const char *p, size_t n)
 {
     if (s->tty)
         return shell_send_frames(s, SHELLFRAME_DATA, p, n);
-    while (n > 0) {
-        if (s->mleft == 0) {
-            size_t k = sizeof s->mhdr - s->mhdr_len;
-            k = k < n ? k : n;
-            memcpy(s->mhdr + s->mhdr_len, p, k);
-            s->mhdr_len += k;
-            p += k;
-            n -= k;
-            if (s->mhdr_len < sizeof s->mhdr)
-                break;
-            s->mhdr_len = 0;
-            s->mleft = (uint32_t)s->mhdr[4] << 24 | (uint32_t)s->mhdr[5] << 16 | (uint32_t)s->mhdr[6] << 8 | s->mhdr[7];
-            s->mtype = s->mhdr[0] == 1 ? SHELLFRAME_DATA : s->mhdr[0] == 2 ? SHELLFRAME_STDERR : 0;
-            continue;
-        }
-        size_t k = s->mleft < n ? s->mleft : n;
-        if (s->mtype && shell_send_frames(s, s->mtype, p, k) < 0)
-            return SBX_EIO;
-        s->mleft -= (uint32_t)k;
-        p += k;
-        n -= k;
-    }
-    return 0;
+    return runtime_shell_mux_push(&s->mux, p, n, shell_send_stream, s) < 0 ? SBX_EIO : 0;
 }
 
 /* Queues the terminal's EOF character (Ctrl-D) as the next keystroke. */

@@ -237,6 +237,37 @@ int runtime_shell_exit_code(runtime_t *rt, runtime_shell_t *s, int *ret_code, ap
     return rt->ops->shell_exit_code(rt, s, ret_code, err);
 }
 
+int runtime_shell_mux_push(runtime_shell_mux_t *m, const char *p, size_t n,
+                           int (*emit)(void *ud, int stream, const char *p, size_t n), void *ud)
+{
+    while (n > 0) {
+        if (m->left == 0) {
+            size_t k = sizeof m->hdr - m->hdr_len;
+            k = k < n ? k : n;
+            memcpy(m->hdr + m->hdr_len, p, k);
+            m->hdr_len += k;
+            p += k;
+            n -= k;
+            if (m->hdr_len < sizeof m->hdr)
+                break;
+            m->hdr_len = 0;
+            m->left = (uint32_t)m->hdr[4] << 24 | (uint32_t)m->hdr[5] << 16 | (uint32_t)m->hdr[6] << 8 | m->hdr[7];
+            m->stream = m->hdr[0];
+            continue;
+        }
+        size_t k = m->left < n ? m->left : n;
+        if (m->stream == 1 || m->stream == 2) {
+            int r = emit(ud, m->stream, p, k);
+            if (r < 0)
+                return r;
+        }
+        m->left -= (uint32_t)k;
+        p += k;
+        n -= k;
+    }
+    return 0;
+}
+
 void runtime_shell_close(runtime_t *rt, runtime_shell_t *s)
 {
     if (s)

@@ -410,6 +410,19 @@ typedef struct runtime_shell_req {
  * (Docker's own framing of an exec without a TTY). */
 #define RUNTIME_SHELL_MUX_HEADER 8
 
+/* Undoes that framing from bytes read in pieces of any size: emit gets each
+ * stdout (1) or stderr (2) payload piece in order (other streams are
+ * skipped); a negative value from emit stops and is returned. Zeroed to
+ * start. Used by the forwarder's shells and envd's processes. */
+typedef struct runtime_shell_mux {
+    unsigned char hdr[RUNTIME_SHELL_MUX_HEADER];
+    size_t hdr_len;
+    uint32_t left;                /* payload bytes left of the current frame */
+    int stream;                   /* its stream */
+} runtime_shell_mux_t;
+int runtime_shell_mux_push(runtime_shell_mux_t *m, const char *p, size_t n,
+                           int (*emit)(void *ud, int stream, const char *p, size_t n), void *ud);
+
 /* Starts req->argv in container req->ref: on a new terminal (req->tty: a
  * pseudo-terminal, stdout and stderr are one stream), or with pipes
  * (!req->tty: the output framed as RUNTIME_SHELL_MUX_HEADER says; a write
