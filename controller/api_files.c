@@ -1059,10 +1059,7 @@ static void envd_edge_error(req_t *rq, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    json_object *o = json_object_new_object();
-    jsonx_add_int(o, "code", status);
-    jsonx_add_str(o, "message", msg);
-    http_reply_json(rq, status, o);
+    e2b_reply_status(rq, status, msg);
 }
 
 /* api_data_source for envd: a sandbox that is not running (or not the

@@ -44,22 +44,17 @@
 
 /* ---- errors in the two dialects ---------------------------------------- */
 
-void e2b_reply_error(req_t *rq, api_code_t code, const char *msg)
+void e2b_reply_status(req_t *rq, int status, const char *msg)
 {
-    int status = api_code_info(code)->http_status;
     json_object *o = json_object_new_object();
     jsonx_add_int(o, "code", status);
     jsonx_add_str(o, "message", msg);
     http_reply_json(rq, status, o);
 }
 
-/* An E2B error with a status of its own (501 for what Sandbox does not do). */
-static void e2b_reply_status(req_t *rq, int status, const char *msg)
+void e2b_reply_error(req_t *rq, api_code_t code, const char *msg)
 {
-    json_object *o = json_object_new_object();
-    jsonx_add_int(o, "code", status);
-    jsonx_add_str(o, "message", msg);
-    http_reply_json(rq, status, o);
+    e2b_reply_status(rq, api_code_info(code)->http_status, msg);
 }
 
 const char *e2b_connect_code(api_code_t code, int *ret_status)
@@ -640,10 +635,7 @@ static void envd_call(req_t *rq, const char *path)
     }
     if (!ids_valid("sbx", id)) {
         /* E2B's edge answers 502 for a sandbox it does not know. */
-        json_object *o = json_object_new_object();
-        jsonx_add_int(o, "code", 502);
-        jsonx_add_str(o, "message", "sandbox not found: E2b-Sandbox-Id is not a sandbox id");
-        http_reply_json(rq, 502, o);
+        e2b_reply_status(rq, 502, "sandbox not found: E2b-Sandbox-Id is not a sandbox id");
         return;
     }
     api_envd_relay(rq, id, path);

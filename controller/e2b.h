@@ -25,6 +25,9 @@
 /* An error in E2B's REST shape, {"code":STATUS,"message":msg}, with code's
  * status (what the SDK's error classes are chosen by). */
 void e2b_reply_error(req_t *rq, api_code_t code, const char *msg);
+/* The same with a status of its own, whatever the request's dialect (502
+ * for a sandbox envd does not know, 501 for what Sandbox does not do). */
+void e2b_reply_status(req_t *rq, int status, const char *msg);
 /* An error of a Connect call (envd's process and filesystem services):
  * {"code":"not_found","message":msg} with the Connect code's status, or,
  * for a streaming call (application/connect+json), a 200 stream holding
