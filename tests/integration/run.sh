@@ -46,6 +46,8 @@
 #   cluster of its own: itest_pg_cluster.) With "# itest-waits" (a minute
 #   or more of its time is a deliberate wait, e.g. a worker kept away) it
 #   runs in a slot of its own beside those, one such test after another.
+#   "# itest-cost: N" (its usual seconds in the sanitized run) orders a
+#   standalone test among the others: the longest start first.
 # A failure names its test and prints its own output and the tail of its
 # environment's daemon logs since it began (which may hold a concurrent
 # test's lines too).
@@ -282,7 +284,8 @@ run_pool() {
 #   (environment S) once the parallel ones have ended, beside slot A: they
 #   wait on their own daemons while A's shared tests mostly wait on theirs;
 #   slot W beside them runs the standalone itest-waits ones (they sleep:
-#   their waits cost no CPU and need not hold an S slot).
+#   their waits cost no CPU and need not hold an S slot), then standalone
+#   ones from the S queue; both queues go longest first (by_cost).
 # Without B, the itest-any-env tests run on A, last.
 run_lanes() {
   local -a pq=("${parallel[@]}") aq=("${shared[@]}") bq=("${anyenv[@]}") sq=("${standalone[@]}") prun=() srun=()
@@ -303,7 +306,8 @@ run_lanes() {
     if [ "${#pq[@]}" -eq 0 ] && [ "${#prun[@]}" -eq 0 ]; then
       if [ -z "$arun" ] && { lane_start aq A || lane_start bq A; }; then arun=$started; fi
       while [ "${#srun[@]}" -lt "${ITEST_STANDALONE_JOBS:-2}" ] && lane_start sq S; do srun+=("$started"); done
-      if [ -z "$wrun" ] && lane_start wq S; then wrun=$started; fi
+      # slot W, once its own queue is done, takes standalone tests too
+      if [ -z "$wrun" ] && { lane_start wq S || lane_start sq S; }; then wrun=$started; fi
     fi
     if [ -z "$arun$brun$wrun" ] && [ "$((${#prun[@]} + ${#srun[@]}))" -eq 0 ] &&
       [ "$((${#pq[@]} + ${#aq[@]} + ${#bq[@]} + ${#sq[@]} + ${#wq[@]}))" -eq 0 ]; then
@@ -392,6 +396,20 @@ done
 # the shared tests that mostly wait go first: beside the standalone ones,
 # which keep the CPU busy
 shared=("${waits[@]}" "${shared[@]}")
+# by_cost TEST...: the tests, the longest first, by their "# itest-cost: N"
+# line (their usual seconds in the sanitized run on two cores; 60 without
+# one), ties in name order. The standalone slots start the longest first,
+# so that no long test starts last and runs alone at the end (a run's tail
+# the CPU idles through).
+by_cost() {
+  local t c
+  for t in "$@"; do
+    c=$(sed -n 's/^# itest-cost: \([0-9][0-9]*\).*/\1/p' "$t" | head -n 1)
+    printf '%s %s\n' "${c:-60}" "$t"
+  done | sort -s -k1,1nr | cut -d' ' -f2-
+}
+if [ "${#standalone[@]}" -gt 0 ]; then mapfile -t standalone < <(by_cost "${standalone[@]}"); fi
+if [ "${#swaits[@]}" -gt 0 ]; then mapfile -t swaits < <(by_cost "${swaits[@]}"); fi
 # B only when it has tests to run and A has others beside them
 if [ -z "$setup_error" ] && [ "${ITEST_LANES:-2}" -ge 2 ] && [ "${#anyenv[@]}" -gt 0 ] &&
   [ "$((${#shared[@]} + ${#parallel[@]}))" -gt 0 ]; then

@@ -7,6 +7,7 @@
 # its first screen says whether gVisor is offered and how to turn it on; a
 # port another process holds is a start failure naming the listener's flag.
 # itest-standalone
+# itest-cost: 60
 # itest-timeout: 300
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh

@@ -21,6 +21,7 @@
 # microvm unoffered, and --hostile is refused with isolation_unavailable.
 # Traffic goes only to the test's own controller on loopback.
 # itest-standalone
+# itest-cost: 175
 # itest-timeout: 240
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh

@@ -3,6 +3,7 @@
 # a burst of 200+ operations and restart it; nothing is lost or duplicated.
 # itest-timeout: 600
 # itest-standalone
+# itest-cost: 85
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -6,6 +6,7 @@
 # the other standalone tests, whose databases are on the run's.
 # itest-timeout: 600
 # itest-standalone
+# itest-cost: 145
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

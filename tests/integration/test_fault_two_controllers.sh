@@ -4,6 +4,7 @@
 # Nothing is placed or executed twice.
 # itest-timeout: 600
 # itest-standalone
+# itest-cost: 150
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

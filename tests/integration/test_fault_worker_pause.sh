@@ -4,6 +4,7 @@
 # refused, its containers are reconciled, nothing is lost or duplicated.
 # itest-timeout: 600
 # itest-standalone
+# itest-cost: 145
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

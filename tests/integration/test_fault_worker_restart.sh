@@ -7,6 +7,7 @@
 # and no sandbox is lost (issue 29).
 # itest-timeout: 600
 # itest-standalone
+# itest-cost: 90
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

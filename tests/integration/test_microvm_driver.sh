@@ -17,6 +17,7 @@
 # restart; delete leaves no QEMU process or VM file. Slow under TCG: one VM
 # serves most checks. Traffic goes only to the test's controller on loopback.
 # itest-standalone
+# itest-cost: 240
 # itest-timeout: 600
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh

@@ -11,6 +11,7 @@
 # on with their files and a process that kept counting (issue 29). Traffic
 # goes only to this test's own sandboxd on loopback.
 # itest-standalone
+# itest-cost: 150
 # itest-waits: a minute of it is sandboxd all kept stopped
 # itest-timeout: 480
 set -euo pipefail

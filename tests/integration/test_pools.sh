@@ -10,6 +10,7 @@
 # its unclaimed members.
 # itest-timeout: 240
 # itest-standalone
+# itest-cost: 70
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -12,6 +12,7 @@
 # did not sign; a half-configured or mismatched certificate and key stop
 # the controller at start with a line naming the file. Loopback only.
 # itest-standalone
+# itest-cost: 25
 # itest-timeout: 240
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh

@@ -13,6 +13,7 @@
 # with a grace of 4 s, a worker that stays away makes its sandbox lost
 # (capacity released, route removed) and its return removes the container.
 # itest-standalone
+# itest-cost: 285
 # itest-waits: a minute of it is workers kept away
 # itest-timeout: 300
 set -euo pipefail
