@@ -35,8 +35,15 @@ if [ "${#targets[@]}" -eq 0 ]; then
 fi
 command -v clang >/dev/null 2>&1 || sbx_die "clang is missing (apt-get install clang libclang-rt-14-dev, or run tools/test.sh, which installs it)"
 
-CC=clang sbx_build "$dir" -Dfuzz=true -Dtests=false \
-  -Db_sanitize=address,undefined -Db_lundef=false
+if [ ! -f "$dir/meson-private/coredata.dat" ]; then
+  sbx_say "meson setup $dir -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false (clang)"
+  CC=clang meson setup "$dir" -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false ||
+    sbx_die "meson setup $dir failed"
+fi
+# the harnesses asked for and what they link, not the daemons and tools
+# (half of the tree's compiles)
+sbx_say "meson compile -C $dir ${targets[*]/#/tests/fuzz/}"
+meson compile -C "$dir" "${targets[@]/#/tests/fuzz/}" || sbx_die "build failed (meson compile -C $dir)"
 [ "$build_only" -eq 0 ] || exit 0
 
 work=$(mktemp -d /tmp/sbx-fuzz.XXXXXX)
