@@ -73,7 +73,7 @@ run_suite() {
   fi
 
   testlog="$dir/meson-logs/testlog.json"
-  if [ -f "$dir/meson-logs/unit-beside.rc" ]; then
+  if [ "$dir" = "$unit_beside_dir" ] && [ -f "$dir/meson-logs/unit-beside.rc" ]; then
     sbx_say "[$name] unit tests: meson test -C $dir --suite unit ran beside the plain integration tests (niced, timeouts x4); its output:"
     cat "$dir/meson-logs/unit-beside.out"
     unit_rc=$(cat "$dir/meson-logs/unit-beside.rc")
@@ -171,6 +171,10 @@ SBX_PACKAGES+=(clang libclang-rt-14-dev nginx-light python3-venv python3-wheel)
 bg_pid=
 bg_log=
 fuzz_done=0
+# the build whose unit tests bg_start runs in the background (run_suite then
+# takes their result instead of running them; never a result left by
+# another invocation)
+unit_beside_dir=
 # The sanitized build: its folder and meson options (bg_start builds it
 # beside the plain tests, run_suite builds it again when that did not run).
 ASAN_DIR=${SANDBOX_ASAN_BUILD_DIR:-build-asan}
@@ -182,6 +186,7 @@ bg_start() {
     bg_log=$(mktemp /tmp/sbx-prebuild.XXXXXX)
     sbx_say "[plain] beside the integration tests (niced; log $bg_log): meson compile -C $ASAN_DIR, tools/fuzz.sh --build-only, the sanitized unit tests"
     rm -f "$ASAN_DIR/meson-logs/unit-beside.rc"
+    unit_beside_dir=$ASAN_DIR
     (
       renice -n 19 -p "$BASHPID" >/dev/null
       sbx_build "$ASAN_DIR" "${ASAN_OPTS[@]}"
