@@ -1217,6 +1217,10 @@ START_TEST(test_a_walk_is_bounded_by_bytes_answer_size_deadline_and_the_client)
     ck_assert_int_eq(read_answer(fd, ct, sizeof ct, body, sizeof body), 504);
     close(fd);
     ck_assert_msg(strstr(body, "deadline_exceeded"), "%s", body);
+    /* the answer goes out first; the archive's producer (another thread)
+     * sees the cancel a moment later (a fresh-clone run read 0 at once) */
+    for (int i = 0; i < 300 && !atomic_load(&fr.endless_stopped); i++)
+        usleep(10000);
     ck_assert_int_eq(atomic_load(&fr.endless_stopped), 1);
     /* and the controller's leaving ends it */
     atomic_store(&fr.endless_stopped, 0);
