@@ -171,6 +171,19 @@ static bool budget_take(apiconn_t *ac, int64_t n)
     return true;
 }
 
+/* A refusal is on its way and the connection closes after it: the sweep
+ * shuts it down api_head_timeout_seconds from now if it is still open
+ * (counted from the refusal, not from an earlier body's start, which a
+ * first request never had: with that 0, a sweep between the refusal and
+ * evhttp's answer shut the socket before the answer went out, and a
+ * loaded controller's refused clients saw the connection close without
+ * their 401). */
+static void closing_from_now(apiconn_t *ac)
+{
+    ac->state = AC_CLOSING;
+    ac->body_since_ms = apiconn__now_ms();
+}
+
 /* Shuts the socket down: evhttp reads EOF next and frees the connection
  * (our close callback runs then). */
 static void conn_shut(apiconn_t *ac, const char *reason)
@@ -450,7 +463,7 @@ static void head_complete(apiconn_t *ac, size_t hlen, struct evbuffer *in)
                  rf.code == API_HEADERS_TOO_LARGE;
     refusal_head(in, minor, rf.code, rf.retry_after, rf.msg, close);
     if (close) {
-        ac->state = AC_CLOSING;
+        closing_from_now(ac);
     } else {
         ac->discard_left = ac->body_left;
         ac->body_since_ms = apiconn__now_ms();
@@ -540,7 +553,7 @@ static bool head_gather(apiconn_t *ac, struct evbuffer *tmp, struct evbuffer *in
         refusal_head(in, 1, API_HEADERS_TOO_LARGE, 0, "request head over 64 KiB", true);
         ac->busy = true;
         conncap_claim(&api_caps, &ac->cap);
-        ac->state = AC_CLOSING;
+        closing_from_now(ac);
         return false;
     }
     head_complete(ac, hlen, in);
@@ -619,7 +632,7 @@ static void refuse_now(apiconn_t *ac, api_code_t code, int retry_after, const ch
     refusal_head(in, 1, code, retry_after, msg, true);
     input_refreeze(in, front, end);
     ac->in_cb = false;
-    ac->state = AC_CLOSING;
+    closing_from_now(ac);
     ac->busy = true;
     note(m_refused, reason);
     bufferevent_trigger(ac->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS);
