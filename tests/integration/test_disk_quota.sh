@@ -7,7 +7,7 @@
 # disk_quota_exceeded (an event, the worker's metric); the host's disk grew by
 # at most the quota plus one interval's worth of writing. A sandbox under its
 # quota runs on, and a read-only root's /tmp tmpfs is no larger than the quota.
-# itest-timeout: 150
+# itest-timeout: 240
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
