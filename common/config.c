@@ -62,6 +62,10 @@ static const cfg_setting_t settings[CFG__COUNT] = {
                                "disk quota of a sandbox whose spec names none (MiB; at most the ceilings)" },
     [CFG_MAX_DISK_MIB] = { "max_disk_mib", CFGT_INT, "65536", 16, 16777216, true,
                            "server ceiling of the disk quota per sandbox (MiB)" },
+    [CFG_MAX_SNAPSHOTS] = { "max_snapshots", CFGT_INT, "32", 0, 100000, true,
+                            "server ceiling of the snapshots one tenant keeps (0: no snapshots)" },
+    [CFG_MAX_SNAPSHOT_MIB] = { "max_snapshot_mib", CFGT_INT, "10240", 0, 16777216, true,
+                               "server ceiling of the MiB one tenant's snapshots add to their images" },
     [CFG_WORKER_DISK_INTERVAL_MS] = { "worker_disk_interval_ms", CFGT_INT, "2000", 200, 60000, false,
                                       "how often the worker measures each running sandbox's writable layer "
                                       "against its disk quota (when the storage driver cannot enforce it)" },
@@ -261,6 +265,7 @@ static const unsigned roles[CFG__COUNT] = {
     [CFG_WORKER_LOST_AFTER_SECONDS] = R_C,
     [CFG_MAX_CPU_MILLIS] = R_C, [CFG_MAX_MEMORY_MIB] = R_C, [CFG_MAX_TTL_SECONDS] = R_C,
     [CFG_DEFAULT_DISK_MIB] = R_C, [CFG_MAX_DISK_MIB] = R_C, [CFG_WORKER_DISK_INTERVAL_MS] = R_W,
+    [CFG_MAX_SNAPSHOTS] = R_C, [CFG_MAX_SNAPSHOT_MIB] = R_C,
     [CFG_EXEC_OUTPUT_DEFAULT_BYTES] = R_C, [CFG_EXEC_OUTPUT_MAX_BYTES] = R_C, [CFG_EXEC_OUTPUT_KEEP_BYTES] = R_C, [CFG_EXEC_TIMEOUT_MAX_SECONDS] = R_C,
     [CFG_MAX_BODY_BYTES] = R_C,
     [CFG_WORKER_TENANT_EXECUTORS_PERCENT] = R_W, [CFG_EXEC_OUTPUT_TENANT_KEEP_BYTES] = R_C,

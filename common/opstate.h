@@ -16,7 +16,7 @@ typedef enum {
 } op_state_t;
 
 /* extend: a sandbox's TTL moved, done by the controller alone (never leased). */
-typedef enum { OPK_CREATE = 0, OPK_DELETE, OPK_EXEC, OPK_SHARE, OPK_UNSHARE, OPK_EXTEND, OPK__COUNT } op_kind_t;
+typedef enum { OPK_CREATE = 0, OPK_DELETE, OPK_EXEC, OPK_SHARE, OPK_UNSHARE, OPK_EXTEND, OPK_SNAPSHOT, OPK__COUNT } op_kind_t;
 
 typedef enum {
     PH_PENDING = 0,

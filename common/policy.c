@@ -58,6 +58,8 @@ static const struct {
     { "max_worker_connections", offsetof(policy_t, max_worker_connections), 1000000 },
     { "max_executors_per_worker", offsetof(policy_t, max_executors_per_worker), SBX_WORKER_EXECUTORS_MAX },
     { "exec_output_tenant_keep_bytes", offsetof(policy_t, exec_output_tenant_keep_bytes), SBX_OUTPUT_TENANT_KEEP_MAX },
+    { "max_snapshots", offsetof(policy_t, max_snapshots), 100000 },
+    { "max_snapshot_mib", offsetof(policy_t, max_snapshot_mib), INT64_C(16777216) },
 };
 #define POLICY_NNUMS (sizeof policy_nums / sizeof policy_nums[0])
 

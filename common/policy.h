@@ -27,6 +27,9 @@ typedef struct policy {
      * worker's worker_tenant_executors_percent); live exec output kept over all its operations
      * (tightens exec_output_tenant_keep_bytes) */
     int64_t max_executors_per_worker, exec_output_tenant_keep_bytes;
+    /* Snapshots the tenant keeps, and the MiB they add to their images
+     * (tighten max_snapshots and max_snapshot_mib). */
+    int64_t max_snapshots, max_snapshot_mib;
     char **images;          /* allowlist: exact names or "prefix/" followed by a star; NULL = any */
     size_t n_images;
     bool images_set;

@@ -4,12 +4,14 @@
 #include "b64.h"
 #include "jsonx.h"
 #include "limits.h"
+#include "ids.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static const char *net_names[] = { "none", "restricted", "open" };
 static const char *iso_names[] = { "container", "gvisor", "microvm" };
@@ -234,6 +236,34 @@ bool spec_sandbox_name_ok(const char *s)
     return true;
 }
 
+bool spec_snapshot_name_ok(const char *s)
+{
+    return s && strncmp(s, "snp_", 4) != 0 && strncmp(s, "sbx_", 4) != 0 && strlen(s) <= SBX_SNAPSHOT_NAME_MAX &&
+           spec_sandbox_name_ok(s);
+}
+
+bool spec_snapshot_ref_ok(const char *s) { return ids_valid("snp", s) || spec_snapshot_name_ok(s); }
+
+void spec_snapshot_image(const char *snapshot_id, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%s:%s", SPEC_SNAPSHOT_REPO, snapshot_id);
+}
+
+bool spec_image_is_snapshot(const char *image)
+{
+    if (!image)
+        return false;
+    /* the name's last path component, without tag or digest */
+    size_t end = strcspn(image, "@");
+    const char *last = image;
+    for (size_t i = 0; i < end; i++)
+        if (image[i] == '/')
+            last = image + i + 1;
+    size_t n = strcspn(last, ":@");
+    size_t r = strlen(SPEC_SNAPSHOT_REPO);
+    return n == r && strncasecmp(last, SPEC_SNAPSHOT_REPO, r) == 0;
+}
+
 static bool tenant_name_ok(const char *s)
 {
     if (!*s || strlen(s) > 63 || !isalnum((unsigned char)*s))
@@ -253,6 +283,7 @@ void spec_release(sandbox_spec_t *s)
     kv_list_release(&s->env);
     kv_list_release(&s->labels);
     kv_list_release(&s->selector);
+    free(s->from);
     memset(s, 0, sizeof *s);
 }
 
@@ -265,7 +296,7 @@ int spec_from_json_default(json_object *o, const char *default_image, sandbox_sp
 {
     static const char *const known[] = { "tenant", "image", "cpu_millis", "memory_mib", "disk_mib",
                                          "ttl_seconds", "network", "trust", "env", "labels", "isolation",
-                                         "read_only_root", "hardened", "selector", NULL };
+                                         "read_only_root", "hardened", "selector", "from", NULL };
     static const char *const trust_known[] = { "untrusted_repo", "generated_code", "hostile", NULL };
     sandbox_spec_t s;
     memset(&s, 0, sizeof s);
@@ -294,6 +325,14 @@ int spec_from_json_default(json_object *o, const char *default_image, sandbox_sp
     }
     if (strchr(s.image, ' ')) {
         api_error_set(err, API_INVALID_ARGUMENT, "image must not contain spaces");
+        goto fail;
+    }
+    if (get_opt_string(o, "from", SBX_SNAPSHOT_NAME_MAX, &s.from, err) < 0)
+        goto fail;
+    if (s.from && !spec_snapshot_ref_ok(s.from)) {
+        api_error_set(err, API_INVALID_ARGUMENT,
+                      "from must name a snapshot: its id (snp_...) or its name (1 to %d letters, digits, _, . or -, "
+                      "starting with a letter or digit)", SBX_SNAPSHOT_NAME_MAX);
         goto fail;
     }
     if (get_ranged_int(o, "cpu_millis", SBX_CPU_MILLIS_MIN, SBX_CPU_MILLIS_MAX, SPEC_DEFAULT_CPU_MILLIS,
@@ -502,6 +541,8 @@ json_object *spec_to_json(const sandbox_spec_t *s)
     jsonx_add(o, "env", kv_list_to_json(&s->env));
     jsonx_add(o, "labels", kv_list_to_json(&s->labels));
     jsonx_add(o, "selector", kv_list_to_json(&s->selector));
+    if (s->from)
+        jsonx_add_str(o, "from", s->from);
     return o;
 }
 

@@ -56,6 +56,10 @@ typedef struct sandbox_spec {
     kv_list_t env;
     kv_list_t labels;
     kv_list_t selector;    /* worker labels that must all match */
+    /* The snapshot the sandbox starts from (its files instead of the
+     * image's): a client names it by id or name; the controller stores the
+     * id. NULL: the image alone. */
+    char *from;
 } sandbox_spec_t;
 
 typedef struct exec_spec {
@@ -87,6 +91,22 @@ int spec_from_json_default(json_object *o, const char *default_image, sandbox_sp
  * letter or digit, and not starting "sbx_" (ids and names never meet). */
 #define SBX_SANDBOX_NAME_MAX 63
 bool spec_sandbox_name_ok(const char *s);
+
+/* A snapshot's name (unique among a tenant's snapshots; usable wherever
+ * its id is): the rule of a sandbox's name, and not starting "snp_". */
+#define SBX_SNAPSHOT_NAME_MAX 63
+bool spec_snapshot_name_ok(const char *s);
+/* A snapshot reference: its id (snp_ and 26 base32 characters) or a name. */
+bool spec_snapshot_ref_ok(const char *s);
+
+/* The local image name a worker keeps a snapshot under (a tag of the
+ * reserved repository SPEC_SNAPSHOT_REPO), written into out. A create's
+ * image may never name that repository: only "from" reaches a snapshot. */
+#define SPEC_SNAPSHOT_REPO "sandbox-snapshot"
+void spec_snapshot_image(const char *snapshot_id, char *out, size_t outlen);
+/* True when image names the reserved snapshot repository (with or without
+ * a registry or tag). */
+bool spec_image_is_snapshot(const char *image);
 
 /* True when s is an image reference: [DOMAIN[:PORT]/]NAME[/NAME...][:TAG][@ALGO:HEX],
  * names lowercase [a-z0-9] separated by . _ -, at most SBX_MAX_IMAGE_BYTES.

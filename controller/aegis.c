@@ -69,7 +69,8 @@ static void judge(const aegis_request_t *rq, const aegis_worker_t *w, aegis_verd
     /* Isolation: the weakest offered class at least as strong as the need
      * that also provides the network mode. Never a weaker one. */
     bool any_class = false;
-    for (int c = rq->need; c <= ISO_MICROVM; c++) {
+    int top = rq->snapshot ? ISO_GVISOR : ISO_MICROVM;
+    for (int c = rq->need; c <= top; c++) {
         if (!(w->classes & (1u << c)))
             continue;
         any_class = true;
@@ -81,12 +82,22 @@ static void judge(const aegis_request_t *rq, const aegis_worker_t *w, aegis_verd
     }
     if (!v->serves_class) {
         classes_text(w->classes, cls, sizeof cls);
-        if (!any_class)
+        if (!any_class && rq->snapshot)
+            snprintf(v->why, sizeof v->why,
+                     "%s: filtered, offers %s but not %s up to gvisor (a sandbox from a snapshot runs as container or "
+                     "gvisor)", w->name, cls, isolation_name(rq->need));
+        else if (!any_class)
             snprintf(v->why, sizeof v->why, "%s: filtered, offers %s but not %s or stronger", w->name, cls,
                      isolation_name(rq->need));
         else
             snprintf(v->why, sizeof v->why, "%s: filtered, offers %s or stronger but not with network %s",
                      w->name, isolation_name(rq->need), net_mode_name(rq->network));
+        return;
+    }
+    if (rq->snapshot && !w->holds_snapshot) {
+        snprintf(v->why, sizeof v->why,
+                 "%s: filtered, does not hold snapshot %s (a sandbox starts from a snapshot on the worker that made "
+                 "it)", w->name, rq->snapshot);
         return;
     }
     int bad = selector_mismatch(rq->selector, w->labels);
@@ -156,16 +167,19 @@ aegis_outcome_t aegis_decide(const aegis_request_t *rq, const aegis_worker_t *ws
     }
     if (ready > 0 && serving == 0) {
         snprintf(msg, msglen,
-                 "no ready worker offers isolation class %s%s%s, which this sandbox requires; refusing rather than "
+                 "no ready worker offers isolation class %s%s%s%s, which this sandbox requires; refusing rather than "
                  "running it with weaker isolation",
                  isolation_name(rq->need), rq->network != NET_NONE ? " with network " : "",
-                 rq->network != NET_NONE ? net_mode_name(rq->network) : "");
+                 rq->network != NET_NONE ? net_mode_name(rq->network) : "",
+                 rq->snapshot && rq->need > ISO_GVISOR ? " for a sandbox from a snapshot (container or gvisor only)"
+                                                       : "");
         return AEGIS_REFUSE;
     }
     if (ready == 0)
         snprintf(msg, msglen, "waiting: no ready worker yet");
     else
-        snprintf(msg, msglen, "waiting: %zu worker(s) offer %s but none fits now (selector or capacity)", serving,
-                 isolation_name(rq->need));
+        snprintf(msg, msglen, "waiting: %zu worker(s) offer %s but none fits now (%s)", serving,
+                 isolation_name(rq->need), rq->snapshot ? "the snapshot's worker, selector or capacity"
+                                                         : "selector or capacity");
     return AEGIS_WAIT;
 }

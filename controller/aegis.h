@@ -30,6 +30,7 @@ typedef struct aegis_worker {
     int64_t cap_cpu, cap_mem;   /* capacity */
     int64_t free_cpu, free_mem, free_slots;
     bool has_image;
+    bool holds_snapshot;        /* holds the request's snapshot (when it names one) */
     int64_t tenant_sandboxes;   /* live sandboxes of the same tenant on it */
 } aegis_worker_t;
 
@@ -38,6 +39,9 @@ typedef struct aegis_request {
     net_mode_t network;
     int64_t cpu, mem;
     const kv_list_t *selector;  /* worker labels that must match; may be NULL */
+    /* The snapshot it starts from (NULL: none): only a worker holding it
+     * is eligible, and it runs as container or gvisor. */
+    const char *snapshot;
 } aegis_request_t;
 
 typedef struct aegis_verdict {

@@ -79,6 +79,16 @@ void api_sandbox_exec(req_t *rq, const char *id);
  * seconds from now, an extend operation finished before the answer (200
  * {"operation":…}). */
 void api_sandbox_extend(req_t *rq, const char *id);
+/* A create's "from" (api_sandboxes.c): the tenant's ready snapshot by id
+ * or name; spec->from becomes its id and spec->image its source's image
+ * (one given must be that). Replies on a refusal (404, 409, 503, 400). */
+int api_spec_from_snapshot(req_t *rq, const char *tenant_id, sandbox_spec_t *spec, bool image_given);
+/* Snapshots (api_snapshots.c): make one of a sandbox (an operation; 202),
+ * list (?sandbox=ID), get and delete by id or name. */
+void api_snapshot_create(req_t *rq, const char *id);
+void api_snapshot_list(req_t *rq);
+void api_snapshot_get(req_t *rq, const char *ref);
+void api_snapshot_delete(req_t *rq, const char *ref);
 /* A path's sandbox given by name ("/v1/sandboxes/NAME/…"): *id becomes
  * the id of the tenant's sandbox of that name (rq->sandbox_id). An id, or
  * text that is neither, is left for the handler. False when a reply was

@@ -91,6 +91,12 @@ static int policy_check_spec(req_t *rq, const sandbox_spec_t *s, const policy_t 
     /* The image's registry: the server's rule (image_registries and the
      * address rule), then the tenant's narrowing, before anything is pulled. */
     char reg[SBX_MAX_REGISTRY_BYTES + 1] = "", why[400];
+    if (spec_image_is_snapshot(s->image)) {
+        http_reply_error(rq, API_POLICY_DENIED,
+                         "image %.200s names the snapshot repository %s: start from a snapshot with from (sandbox "
+                         "create --from NAME)", s->image, SPEC_SNAPSHOT_REPO);
+        return SBX_EINVAL;
+    }
     if (imageref_check(cfg_str(&ctl->cfg, CFG_IMAGE_REGISTRIES), s->image, why, sizeof why) < 0) {
         http_reply_error(rq, API_POLICY_DENIED, "%s", why);
         return SBX_EINVAL;
@@ -164,6 +170,34 @@ void api_kick_if_waiting(controller_t *ctl, json_object *resp)
         controller_kick_reconcile(ctl);
 }
 
+int api_spec_from_snapshot(req_t *rq, const char *tenant_id, sandbox_spec_t *spec, bool image_given)
+{
+    char id[SBX_ID_MAX], base[SBX_MAX_IMAGE_BYTES + 1];
+    api_error_t err;
+    if (store_snapshot_resolve(rq->db, tenant_id, spec->from, id, base, sizeof base, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return SBX_EINVAL;
+    }
+    if (image_given && strcmp(spec->image, base) != 0) {
+        http_reply_error(rq, API_INVALID_ARGUMENT,
+                         "snapshot %s holds the files of image %s: leave image out (or name that one), not %.200s",
+                         spec->from, base, spec->image);
+        return SBX_EINVAL;
+    }
+    char *img = strdup(base), *from = strdup(id);
+    if (!img || !from) {
+        free(img);
+        free(from);
+        http_reply_error(rq, API_INTERNAL, "out of memory");
+        return SBX_ENOMEM;
+    }
+    free(spec->image);
+    free(spec->from);
+    spec->image = img;
+    spec->from = from;
+    return 0;
+}
+
 void api_sandbox_create(req_t *rq)
 {
     json_object *body = NULL, *resp = NULL;
@@ -209,6 +243,10 @@ int api_sandbox_create_json(req_t *rq, json_object *body, const char *idem, json
         }
         json_object_object_del(body, "name");
     }
+    /* With "from", the image is the snapshot's: one named must be it. */
+    json_object *iv = NULL;
+    bool image_given = json_object_is_type(body, json_type_object) && json_object_object_get_ex(body, "image", &iv) &&
+                       !json_object_is_type(iv, json_type_null);
     /* A request without an image gets the server's default_image, before
      * policy: the tenant's allowlist judges the image actually used. */
     if (spec_from_json_default(body, cfg_str(&ctl->cfg, CFG_DEFAULT_IMAGE), &spec, &err) < 0) {
@@ -236,6 +274,8 @@ int api_sandbox_create_json(req_t *rq, json_object *body, const char *idem, json
         http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
         goto cleanup;
     }
+    if (spec.from && api_spec_from_snapshot(rq, tenant_id, &spec, image_given) < 0)
+        goto cleanup;
     classification_t cls;
     if (api_spec_admit(rq, &spec, &policy, &cls) < 0)
         goto cleanup;
@@ -256,7 +296,8 @@ int api_sandbox_create_json(req_t *rq, json_object *body, const char *idem, json
     /* A warm pool may serve it unless an open sandbox needs the tenant's
      * egress_allow rules (set on a container when it is made). */
     char pool_key[SBX_MAX_IMAGE_BYTES + 160];
-    if (!(spec.network == NET_OPEN && policy.egress_allow_set) && store_pool_key(&spec, iso, pool_key, sizeof pool_key))
+    if (!(spec.network == NET_OPEN && policy.egress_allow_set) && !spec.from &&
+        store_pool_key(&spec, iso, pool_key, sizeof pool_key))
         cr.pool_key = pool_key;
     if (store_sandbox_create(rq->db, &ctl->lim, &cr, &resp, ret_replayed, &err) < 0) {
         http_reply_api_error(rq, &err);

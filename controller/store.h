@@ -41,6 +41,8 @@ typedef struct store_limits {
     int64_t exec_output_keep;        /* live output kept per exec (exec_output_keep_bytes) */
     int64_t exec_output_tenant_keep; /* and per tenant over all its execs (exec_output_tenant_keep_bytes) */
     int64_t heartbeat_seconds;
+    int64_t max_snapshots;           /* server ceilings of a tenant's snapshots (count; MiB they add) */
+    int64_t max_snapshot_mib;
 } store_limits_t;
 
 /* Looks a token up by id. Returns 0 with ret filled, ret_hash (hex) set and
@@ -156,6 +158,31 @@ int store_pool_refill(PGconn *c, const store_limits_t *lim, int64_t max_ttl_seco
 int store_sandbox_delete(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
                          const char *idempotency_key, const char *request_hash, const char *created_by,
                          json_object **ret, api_error_t *err);
+/* Snapshots (store/snapshots.c, docs/snapshots.md). A snapshot of a
+ * running container or gvisor sandbox (name may be NULL): a row and an
+ * operation of kind snapshot leased to the sandbox's worker, within the
+ * tenant's max_snapshots and max_snapshot_mib (and the server's);
+ * {"operation":…,"snapshot":…}. 409 not running, 503 its worker away, 422
+ * isolation_unavailable (microvm), 429 quota_exceeded, 409 a name taken. */
+int store_snapshot_create(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
+                          const char *name, const char *idempotency_key, const char *request_hash,
+                          const char *created_by, json_object **ret, api_error_t *err);
+/* {"snapshot":…} by id or name (another tenant's: not found). */
+int store_snapshot_get(PGconn *c, const char *scope, const char *ref, json_object **ret, api_error_t *err);
+/* {"snapshots":[…]}: the live ones (not deleted), newest first; of one
+ * sandbox when sandbox_id is not NULL. */
+int store_snapshot_list(PGconn *c, const char *scope, const char *sandbox_id, json_object **ret, api_error_t *err);
+/* Marks it deleted (its bytes go with its worker's next heartbeat, or once
+ * the last sandbox running from it is gone); {"snapshot":…}. Idempotent. */
+int store_snapshot_delete(PGconn *c, const char *scope, const char *ref, json_object **ret, api_error_t *err);
+/* For a create's "from": tenant_id's ready snapshot by id or name, its id
+ * and its source's image. 404, 409 (not ready), 503 (its worker lost). */
+int store_snapshot_resolve(PGconn *c, const char *tenant_id, const char *ref, char ret_id[SBX_ID_MAX],
+                           char *ret_image, size_t imagelen, api_error_t *err);
+/* Of the snapshots a worker's heartbeat says it holds ({"id"} objects),
+ * those no live row wants there: a new array of ids (at most 256). */
+int store_snapshot_unwanted(PGconn *c, const char *worker_id, json_object *held, json_object **ret,
+                            api_error_t *err);
 /* {"operation":…}; exec_request is the canonical exec JSON. */
 int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
                       json_object *exec_request, const char *idempotency_key, const char *request_hash,

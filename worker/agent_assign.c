@@ -7,6 +7,7 @@
 #include "forward.h"
 #include "health.h"
 #include "httpc.h"
+#include "ids.h"
 #include "jsonx.h"
 #include "limits.h"
 #include "log.h"
@@ -276,6 +277,38 @@ static void agent_run_exec(agent_t *a, httpc_t *c, json_object *job, agent_outco
     exec_spec_release(&spec);
 }
 
+/* Saves the sandbox's filesystem as the assignment's snapshot: only this
+ * sandbox's own object, whatever the controller says. */
+static void agent_run_snapshot(agent_t *a, json_object *job, agent_outcome_t *o)
+{
+    char own[80], cluster[64];
+    const char *sbx = jsonx_get_str(job, "sandbox_id");
+    const char *snp = jsonx_get_str(jsonx_get_obj(job, "snapshot"), "snapshot_id");
+    if (!sbx || !snp || !ids_valid("snp", snp)) {
+        api_error_set(&o->err, API_INVALID_ARGUMENT, "the assignment names no sandbox_id or snapshot");
+        return;
+    }
+    int owned = agent_check_owner(a, sbx, jsonx_get_str(job, "runtime_ref"), own, &o->err);
+    if (owned < 0) {
+        if (owned == SBX_ENOTFOUND)
+            api_error_set(&o->err, API_RUNTIME_ERROR, "sandbox container not found");
+        return;
+    }
+    agent_cluster_id(a, cluster);
+    runtime_snapshot_req_t req = { .ref = own, .snapshot_id = snp, .tenant = jsonx_get_str(job, "tenant"),
+                                   .cluster_id = cluster, .worker_name = a->name };
+    runtime_snapshot_t snap;
+    if (runtime_snapshot_create(a->rt, &req, &snap, &o->err) < 0)
+        return;
+    o->result = json_object_new_object();
+    jsonx_add_str(o->result, "snapshot_id", snp);
+    if (snap.size_bytes >= 0)
+        jsonx_add_int(o->result, "size_bytes", snap.size_bytes);
+    if (snap.image_bytes >= 0)
+        jsonx_add_int(o->result, "image_bytes", snap.image_bytes);
+    o->ok = true;
+}
+
 /* Sends a report, retrying transport failures and 5xx a few times. */
 static void agent_report(agent_t *a, httpc_t *c, const char *op_id, json_object *body)
 {
@@ -377,6 +410,8 @@ static json_object *agent_run_assignment_on(agent_t *a, httpc_t *c, json_object 
         agent_run_delete(a, job, &o);
     else if (kind && strcmp(kind, "exec") == 0)
         agent_run_exec(a, c, job, &o);
+    else if (kind && strcmp(kind, "snapshot") == 0)
+        agent_run_snapshot(a, job, &o);
     else
         api_error_set(&o.err, API_INVALID_ARGUMENT, "unknown assignment kind \"%.40s\"", kind ? kind : "");
 

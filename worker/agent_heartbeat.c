@@ -5,6 +5,7 @@
 #include "forward.h"
 #include "health.h"
 #include "httpc.h"
+#include "ids.h"
 #include "jsonx.h"
 #include "limits.h"
 #include "log.h"
@@ -172,6 +173,50 @@ static void agent_add_holding(agent_t *a, json_object *o)
     jsonx_add(o, "holding", h);
 }
 
+/* Adds "snapshots": the ids of the snapshots this worker holds, with their
+ * sizes (the controller answers with those it no longer wants); left out
+ * when the runtime cannot list them (an empty list is not the same). */
+static void agent_add_snapshots(agent_t *a, json_object *o, const char *cluster)
+{
+    runtime_snapshot_t *snaps = NULL;
+    size_t n = 0;
+    api_error_t err;
+    if (runtime_snapshot_list(a->rt, cluster[0] ? cluster : NULL, a->name, &snaps, &n, &err) < 0) {
+        log_debug(AGENT_COMPONENT, "cannot list the snapshots: %s", err.message);
+        return;
+    }
+    json_object *arr = json_object_new_array();
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_new_object();
+        jsonx_add_str(e, "id", snaps[i].id);
+        jsonx_add_str(e, "tenant", snaps[i].tenant);
+        if (snaps[i].image_bytes >= 0)
+            jsonx_add_int(e, "image_bytes", snaps[i].image_bytes);
+        json_object_array_add(arr, e);
+    }
+    free(snaps);
+    jsonx_add(o, "snapshots", arr);
+}
+
+/* Removes the snapshots the controller no longer wants (a few per beat;
+ * one a sandbox still runs from waits for a later beat). */
+static void agent_remove_snapshots(agent_t *a, json_object *list)
+{
+    size_t n = list ? json_object_array_length(list) : 0;
+    for (size_t i = 0; i < n && i < AGENT_ORPHANS_PER_BEAT && !agent_flag(&a->stop_hb); i++) {
+        const char *id = json_object_get_string(json_object_array_get_idx(list, i));
+        api_error_t err;
+        if (!id || !ids_valid("snp", id))
+            continue;
+        if (runtime_snapshot_remove(a->rt, id, a->name, &err) == 0)
+            log_info(AGENT_COMPONENT, "removed snapshot %s (the controller no longer wants it)", id);
+        else if (err.code == API_CONFLICT)
+            log_debug(AGENT_COMPONENT, "snapshot %s: %s", id, err.message);
+        else
+            log_warn(AGENT_COMPONENT, "failed to remove snapshot %s: %s", id, err.message);
+    }
+}
+
 static json_object *agent_heartbeat_body(agent_t *a, int *last_inv_kind, int *last_img_kind)
 {
     json_object *o = json_object_new_object();
@@ -191,6 +236,7 @@ static json_object *agent_heartbeat_body(agent_t *a, int *last_inv_kind, int *la
         return o;
     }
     *last_inv_kind = 0;
+    agent_add_snapshots(a, o, cluster);
     metrics_set(agent_m_sandboxes, NULL, (double)n);
     json_object *inv = json_object_new_array();
     for (size_t i = 0; i < n; i++) {
@@ -525,6 +571,7 @@ void *agent_heartbeat_main(void *arg)
                 agent_contact(a);
                 inv_answered(&track, resp.json, epoch);
                 agent_remove_orphans(a, jsonx_get_arr(resp.json, "remove"));
+                agent_remove_snapshots(a, jsonx_get_arr(resp.json, "remove_snapshots"));
                 agent_set_cancelled(a, jsonx_get_arr(resp.json, "cancel"));
                 agent_report_sessions(a, c, wid);
             } else if (rc == 0 && resp.status == 404) {

@@ -125,7 +125,37 @@ void runtime_images_free(char **names, size_t n)
 int runtime_create(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[80], runtime_exit_t *ret_exit,
                    api_error_t *err)
 {
+    /* Never a fresh sandbox in place of one from a snapshot. */
+    if (req->spec && req->spec->from && !rt->ops->snapshot_create)
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE,
+                             "the %s runtime cannot start a sandbox from a snapshot (isolation %s)", rt->ops->name,
+                             isolation_name(req->isolation));
     return rt->ops->create(rt, req, ret_ref, ret_exit, err);
+}
+
+int runtime_snapshot_create(runtime_t *rt, const runtime_snapshot_req_t *req, runtime_snapshot_t *ret,
+                            api_error_t *err)
+{
+    if (!rt->ops->snapshot_create)
+        return api_error_set(err, API_UNAVAILABLE, "the %s runtime keeps no snapshots", rt->ops->name);
+    return rt->ops->snapshot_create(rt, req, ret, err);
+}
+
+int runtime_snapshot_list(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_snapshot_t **ret,
+                          size_t *ret_n, api_error_t *err)
+{
+    *ret = NULL;
+    *ret_n = 0;
+    if (!rt->ops->snapshot_list)
+        return 0;
+    return rt->ops->snapshot_list(rt, cluster_id, worker_name, ret, ret_n, err);
+}
+
+int runtime_snapshot_remove(runtime_t *rt, const char *snapshot_id, const char *worker_name, api_error_t *err)
+{
+    if (!rt->ops->snapshot_remove)
+        return 0;
+    return rt->ops->snapshot_remove(rt, snapshot_id, worker_name, err);
 }
 
 int runtime_exec(runtime_t *rt, const char *ref, const exec_spec_t *spec, size_t max_output,

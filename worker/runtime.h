@@ -41,6 +41,13 @@ typedef struct runtime runtime_t;
 #define RUNTIME_MANAGED_SANDBOX "true"
 #define RUNTIME_MANAGED_PROBE   "probe"
 #define RUNTIME_MANAGED_NETWORK "network"
+/* A snapshot (a local image of the Docker backend): RUNTIME_LABEL_MANAGED
+ * says so, RUNTIME_LABEL_SNAPSHOT names it, RUNTIME_LABEL_TENANT,
+ * _CLUSTER and _WORKER say whose it is. */
+#define RUNTIME_MANAGED_SNAPSHOT "snapshot"
+#define RUNTIME_LABEL_SNAPSHOT "dev.sandbox.snapshot"
+/* The most snapshots one inventory lists. */
+#define RUNTIME_MAX_SNAPSHOTS   1024
 
 /* Local image names a worker advertises: at most this many, each at most
  * this long (longer ones are left out). */
@@ -445,6 +452,46 @@ int runtime_shell_exit_code(runtime_t *rt, runtime_shell_t *s, int *ret_code, ap
  * the stream closed, s freed. NULL is fine. */
 void runtime_shell_close(runtime_t *rt, runtime_shell_t *s);
 
+/* ---- snapshots (docs/snapshots.md) ------------------------------------ */
+
+typedef struct runtime_snapshot_req {
+    const char *ref;          /* the sandbox's object, checked by the caller (runtime_check_owner) */
+    const char *snapshot_id;  /* snp_... */
+    const char *tenant;
+    const char *cluster_id;   /* labels it; may be NULL */
+    const char *worker_name;  /* labels it; may be NULL */
+} runtime_snapshot_req_t;
+
+/* What a snapshot holds, as the runtime measured it. */
+typedef struct runtime_snapshot {
+    char id[SBX_ID_MAX];
+    char tenant[64];
+    int64_t size_bytes;       /* what it adds to its base (the sandbox's changes); -1 unknown */
+    int64_t image_bytes;      /* its whole filesystem; -1 unknown */
+} runtime_snapshot_t;
+
+/* Saves the filesystem of sandbox object req->ref as snapshot
+ * req->snapshot_id (Docker: its writable layer committed as an image, the
+ * container paused meanwhile), labelled for the snapshot, its tenant,
+ * cluster and worker; a sandbox from it (a create whose spec names it in
+ * "from") starts with those files. Idempotent: a snapshot of that id that
+ * exists already is measured and returned. *ret gets its measure.
+ * Errors: API_NOT_FOUND (no such object), API_RUNTIME_ERROR, API_CANCELLED;
+ * a backend without snapshots: API_UNAVAILABLE. */
+int runtime_snapshot_create(runtime_t *rt, const runtime_snapshot_req_t *req, runtime_snapshot_t *ret,
+                            api_error_t *err);
+
+/* The snapshots this worker made for installation cluster_id (NULL: any)
+ * that the runtime holds: at most RUNTIME_MAX_SNAPSHOTS, a malloc'd array
+ * (free). A backend without snapshots: 0 with none. */
+int runtime_snapshot_list(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_snapshot_t **ret,
+                          size_t *ret_n, api_error_t *err);
+
+/* Removes snapshot snapshot_id if this worker (worker_name) made it; gone
+ * already: 0. A snapshot a sandbox still runs from: API_CONFLICT (its
+ * bytes go once the last such sandbox does). */
+int runtime_snapshot_remove(runtime_t *rt, const char *snapshot_id, const char *worker_name, api_error_t *err);
+
 /* One sandbox runtime_disk_enforce stopped. */
 typedef struct runtime_disk_stop {
     char sandbox_id[SBX_ID_MAX];
@@ -527,6 +574,13 @@ typedef struct runtime_ops {
     const char *(*disk_mode)(const runtime_t *rt);
     int (*disk_enforce)(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_disk_stop_t *ret,
                         size_t max, size_t *ret_n, api_error_t *err);
+    /* Optional (NULL: no snapshots; a create whose spec has "from" is then
+     * refused with API_ISOLATION_UNAVAILABLE). */
+    int (*snapshot_create)(runtime_t *rt, const runtime_snapshot_req_t *req, runtime_snapshot_t *ret,
+                           api_error_t *err);
+    int (*snapshot_list)(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_snapshot_t **ret,
+                         size_t *ret_n, api_error_t *err);
+    int (*snapshot_remove)(runtime_t *rt, const char *snapshot_id, const char *worker_name, api_error_t *err);
     void (*free)(runtime_t *rt);   /* never called with NULL */
 } runtime_ops_t;
 

@@ -307,6 +307,54 @@ static void multi_shell_close(runtime_t *rt, runtime_shell_t *s)
     free(ms);
 }
 
+static int multi_snapshot_create(runtime_t *rt, const runtime_snapshot_req_t *req, runtime_snapshot_t *ret,
+                                  api_error_t *err)
+{
+    return runtime_snapshot_create(multi_by_ref(multi(rt), req->ref), req, ret, err);
+}
+
+/* The union of the backends' snapshots (a failing backend fails the list:
+ * a partial one would make the controller's wanted ones look gone). */
+static int multi_snapshot_list(runtime_t *rt, const char *cluster_id, const char *worker_name,
+                               runtime_snapshot_t **ret, size_t *ret_n, api_error_t *err)
+{
+    multi_runtime_t *m = multi(rt);
+    runtime_snapshot_t *all = NULL;
+    size_t total = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        runtime_snapshot_t *one = NULL;
+        size_t n = 0;
+        if (runtime_snapshot_list(m->b[i], cluster_id, worker_name, &one, &n, err) < 0) {
+            free(all);
+            return SBX_ERUNTIME;
+        }
+        if (n > 0) {
+            runtime_snapshot_t *grown = realloc(all, (total + n) * sizeof *all);
+            if (!grown) {
+                free(one);
+                free(all);
+                return api_error_set(err, API_INTERNAL, "out of memory");
+            }
+            all = grown;
+            memcpy(all + total, one, n * sizeof *one);
+            total += n;
+        }
+        free(one);
+    }
+    *ret = all;
+    *ret_n = total;
+    return 0;
+}
+
+static int multi_snapshot_remove(runtime_t *rt, const char *snapshot_id, const char *worker_name, api_error_t *err)
+{
+    multi_runtime_t *m = multi(rt);
+    for (size_t i = 0; i < m->n; i++)
+        if (runtime_snapshot_remove(m->b[i], snapshot_id, worker_name, err) < 0)
+            return SBX_ERUNTIME;
+    return 0;
+}
+
 static size_t multi_isolation_classes(const runtime_t *rt, isolation_t *ret, size_t max)
 {
     const multi_runtime_t *m = cmulti(rt);
@@ -410,6 +458,9 @@ static const runtime_ops_t multi_ops = {
     .set_cancel_flag = multi_set_cancel_flag,
     .disk_mode = multi_disk_mode,
     .disk_enforce = multi_disk_enforce,
+    .snapshot_create = multi_snapshot_create,
+    .snapshot_list = multi_snapshot_list,
+    .snapshot_remove = multi_snapshot_remove,
     .free = multi_free,
 };
 

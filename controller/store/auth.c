@@ -203,7 +203,9 @@ int store_tenant_delete(PGconn *c, const char *name, json_object **ret, api_erro
      * history's names, under a name no new tenant can take. */
     r = store__exec_cols(c, &store__t_tenant,
                          "WITH k AS (UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) "
-                         "  WHERE tenant_id = $1 RETURNING pg_notify('sandbox_wake', 'token:' || id)) "
+                         "  WHERE tenant_id = $1 RETURNING pg_notify('sandbox_wake', 'token:' || id)), "
+                         /* its snapshots go too (their workers remove the bytes) */
+                         "sn AS (UPDATE snapshots SET deleted_at = now() WHERE tenant_id = $1 AND deleted_at IS NULL) "
                          "UPDATE tenants tn SET deleted_at = now(), name = tn.name || '.deleted.' || tn.id "
                          "WHERE tn.id = $1 RETURNING ",
                          "", 1, (const char *const[]){ id });

@@ -39,6 +39,8 @@ static const store_col_t sandbox_cols[] = {
       "w.name, 'reason', w.unreachable_reason, 'since', " TS("w.unreachable_since") ", 'lost_at', " TS("w.lost_at")
       ")::text END",
       COL_JSON_OMIT },
+    /* the snapshot it started from (absent: its image alone) */
+    { "from", "s.spec->>'from'", COL_TEXT_OMIT },
     /* What the runtime observed when the sandbox stopped by itself. */
     { "failure", "s.failure::text", COL_JSON },
     /* microvm: how its worker's driver runs VMs ("kvm" / "tcg"), from the
@@ -196,6 +198,29 @@ static const store_col_t pool_cols[] = {
     { "created_at", TS("p.created_at"), COL_TEXT },
 };
 
+/* FROM snapshots sn JOIN tenants tn LEFT JOIN workers w LEFT JOIN
+ * operations o (SNAPSHOT_FROM, store/snapshots.c). */
+static const store_col_t snapshot_cols[] = {
+    { "id", "sn.id", COL_TEXT },
+    { "name", "sn.name", COL_TEXT_OMIT },
+    { "tenant", "tn.name", COL_TEXT },
+    { "state", STORE_SNAPSHOT_STATE, COL_TEXT },
+    { "sandbox_id", "sn.sandbox_id", COL_TEXT },
+    { "image", "sn.image", COL_TEXT },
+    { "isolation", "sn.isolation", COL_TEXT },
+    { "worker", "w.name", COL_TEXT },
+    { "size_bytes", "sn.size_bytes::text", COL_JSON },
+    { "image_bytes", "sn.image_bytes::text", COL_JSON },
+    { "operation_id", "sn.operation_id", COL_TEXT },
+    { "error",
+      "CASE WHEN sn.ready_at IS NULL AND o.state IN ('failed', 'cancelled') THEN json_build_object('code', "
+      "o.error_code, 'message', o.error_message)::text END",
+      COL_JSON_OMIT },
+    { "created_at", TS("sn.created_at"), COL_TEXT },
+    { "ready_at", TS("sn.ready_at"), COL_TEXT },
+    { "deleted_at", TS("sn.deleted_at"), COL_TEXT_OMIT },
+};
+
 #define TABLE(cols, hook) { cols, (int)(sizeof cols / sizeof cols[0]), hook, NULL }
 store_table_t store__t_sandbox = TABLE(sandbox_cols, NULL);
 store_table_t store__t_op = TABLE(op_cols, op_hook);
@@ -206,10 +231,11 @@ store_table_t store__t_token = TABLE(token_cols, NULL);
 store_table_t store__t_event = TABLE(event_cols, NULL);
 store_table_t store__t_assignment = TABLE(assignment_cols, NULL);
 store_table_t store__t_pool = TABLE(pool_cols, NULL);
+store_table_t store__t_snapshot = TABLE(snapshot_cols, NULL);
 
 static store_table_t *const all_tables[] = { &store__t_sandbox, &store__t_op, &store__t_worker, &store__t_route,
                                              &store__t_tenant, &store__t_token, &store__t_event,
-                                             &store__t_assignment, &store__t_pool };
+                                             &store__t_assignment, &store__t_pool, &store__t_snapshot };
 static pthread_once_t lists_once = PTHREAD_ONCE_INIT;
 
 static bool col_selected(const store_col_t *col) { return col->kind != COL_HOOK; }

@@ -39,7 +39,7 @@ static void pool_count(metric_family_t **f, const char *pool, const char *result
 
 bool store_pool_key(const sandbox_spec_t *s, isolation_t iso, char *out, size_t outlen)
 {
-    if (s->env.n > 0 || s->selector.n > 0)
+    if (s->env.n > 0 || s->selector.n > 0 || s->from)
         return false;
     int n = snprintf(out, outlen, "%s|%lld|%lld|%lld|%s|%s|%d|%d", s->image, (long long)s->cpu_millis,
                      (long long)s->memory_mib, (long long)s->disk_mib, net_mode_name(s->network), isolation_name(iso),
@@ -55,7 +55,7 @@ int store_pool_create(PGconn *c, const pool_decl_t *d, json_object **ret, api_er
 {
     char id[SBX_ID_MAX], key[SBX_MAX_IMAGE_BYTES + 160], size[24], cpu[24], mem[24], cap[24], tcap[24];
     if (!store_pool_key(d->spec, d->isolation, key, sizeof key))
-        return api_error_set(err, API_INVALID_ARGUMENT, "a pool's spec can have no env and no selector");
+        return api_error_set(err, API_INVALID_ARGUMENT, "a pool's spec can have no env, no selector and no from");
     ids_new("pool", id);
     snprintf(size, sizeof size, "%lld", (long long)d->size);
     snprintf(cpu, sizeof cpu, "%lld", (long long)d->spec->cpu_millis);

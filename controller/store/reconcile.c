@@ -107,6 +107,7 @@ static int op_lease(PGconn *c, const store_limits_t *lim, const char *op_id, con
 typedef struct place_loaded {
     place_input_t in;
     kv_list_t selector;
+    char snapshot[SBX_ID_MAX]; /* the spec's from ("" none) */
     PGresult *rows;
 } place_loaded_t;
 
@@ -120,6 +121,9 @@ static void place_loaded_release(place_loaded_t *l)
     kv_list_release(&l->selector);
 }
 
+/* Whether the worker holds the create's snapshot: a column after
+ * PLACE_BACKLOG_COL. */
+#define PLACE_SNAPSHOT_COL 15
 /* Row i of place_load's worker query → an AEGIS worker. */
 static void place_worker_from_row(const PGresult *r, int i, aegis_worker_t *w)
 {
@@ -140,6 +144,7 @@ static void place_worker_from_row(const PGresult *r, int i, aegis_worker_t *w)
     w->free_slots = db_get_ll(r, i, 11);
     w->has_image = db_get_bool(r, i, 12);
     w->tenant_sandboxes = db_get_ll(r, i, 13);
+    w->holds_snapshot = db_get_bool(r, i, PLACE_SNAPSHOT_COL);
 }
 
 /* Loads what placing a create reads: the request (from the sandbox's
@@ -169,11 +174,16 @@ static int place_load(PGconn *c, const store_limits_t *lim, const char *tenant_i
     rq->selector = &ret->selector;
     char ref[SBX_MAX_IMAGE_BYTES + 16];
     aegis_image_ref(image ? image : "", ref, sizeof ref);
+    const char *from = jsonx_get_str(spec, "from");
+    if (from && *from) {
+        snprintf(ret->snapshot, sizeof ret->snapshot, "%s", from);
+        rq->snapshot = ret->snapshot;
+    }
     json_object_put(spec);
 
     char tmo[24];
     snprintf(tmo, sizeof tmo, "%lld", (long long)lim->worker_timeout_seconds);
-    const char *p[] = { tmo, ref, tenant_id };
+    const char *p[] = { tmo, ref, tenant_id, ret->snapshot[0] ? ret->snapshot : NULL };
     ret->rows = db_exec(c,
                         "SELECT w.id, w.name, w.state, w.last_heartbeat > now() - make_interval(secs => $1::bigint), "
                         "  w.labels::text, array_to_string(w.isolation, ','), w.networks::text, w.cpu_millis, "
@@ -181,7 +191,10 @@ static int place_load(PGconn *c, const store_limits_t *lim, const char *tenant_i
                         "  w.slots - w.alloc_slots, w.images ? $2, coalesce(sp.placed, 0), "
                         /* whether creates wait admitted (a backlog the
                          * loop places first), once for the statement */
-                        "  EXISTS (SELECT 1 FROM operations WHERE state = 'admitted' AND kind = 'create') "
+                        "  EXISTS (SELECT 1 FROM operations WHERE state = 'admitted' AND kind = 'create'), "
+                        /* holds the snapshot the create starts from (PLACE_SNAPSHOT_COL) */
+                        "  $4::text IS NOT NULL AND EXISTS (SELECT 1 FROM snapshots sn WHERE sn.id = $4 "
+                        "    AND sn.worker_id = w.id AND sn.deleted_at IS NULL AND sn.ready_at IS NOT NULL) "
                         /* the tenant's sandboxes per worker (spread), from its
                          * live counters read once for all workers, not once
                          * per worker */
@@ -190,7 +203,7 @@ static int place_load(PGconn *c, const store_limits_t *lim, const char *tenant_i
                         "    UNION ALL SELECT worker_id, placed FROM sandbox_usage_log "
                         "    WHERE tenant_id = $3 AND worker_id <> '') n GROUP BY worker_id) sp ON sp.worker_id = w.id "
                         "WHERE w.state <> 'lost' AND w.stopping_at IS NULL ORDER BY w.name LIMIT 1000",
-                        3, p);
+                        4, p);
     if (!ret->rows) {
         place_loaded_release(ret);
         return SBX_EDB;
@@ -484,7 +497,7 @@ static int place_on_worker(PGconn *c, const store_limits_t *lim, const char *op_
     }
     if (strcmp(o->phase, "running") != 0 || !*o->worker) {
         char msg[128];
-        snprintf(msg, sizeof msg, "sandbox %s is %s; exec needs a running sandbox", o->sbx, o->phase);
+        snprintf(msg, sizeof msg, "sandbox %s is %s; %s needs a running sandbox", o->sbx, o->phase, o->kind);
         rc = store__op_fail_admitted(c, op_id, o->kind, o->sbx, "conflict", msg, NULL);
         return rc == 0 ? 1 : rc;
     }
@@ -497,7 +510,7 @@ static int place_on_worker(PGconn *c, const store_limits_t *lim, const char *op_
         int u = store__worker_away(c, &w, why, sizeof why);
         if (u < 0)
             return u;
-        snprintf(msg, sizeof msg, "cannot exec in sandbox %s now: %s; retry once it is back", o->sbx, why);
+        snprintf(msg, sizeof msg, "cannot %s in sandbox %s now: %s; retry once it is back", o->kind, o->sbx, why);
         rc = store__op_fail_admitted(c, op_id, o->kind, o->sbx, "unavailable", msg, NULL);
         return rc == 0 ? 1 : rc;
     }
@@ -536,7 +549,7 @@ int store__place_now(PGconn *c, const store_limits_t *lim, const char *op_id, bo
         return rc == SBX_ENOTFOUND ? SBX_ECONFLICT : rc;
     if (strcmp(o.kind, "create") == 0)
         rc = place_create(c, lim, op_id, o.sbx, o.tenant_id, o.iso, o.spec_text, o.cpu, o.mem);
-    else if (strcmp(o.kind, "exec") == 0 || strcmp(o.kind, "delete") == 0)
+    else if (strcmp(o.kind, "exec") == 0 || strcmp(o.kind, "delete") == 0 || strcmp(o.kind, "snapshot") == 0)
         rc = place_on_worker(c, lim, op_id, &o);
     else
         rc = 0;

@@ -65,7 +65,16 @@ struct store_table {
 };
 
 extern store_table_t store__t_sandbox, store__t_op, store__t_worker, store__t_route, store__t_tenant,
-    store__t_token, store__t_event, store__t_assignment, store__t_pool;
+    store__t_token, store__t_event, store__t_assignment, store__t_pool, store__t_snapshot;
+/* A snapshot's state from its row (sn) and its operation (o): deleted once
+ * asked, ready once its worker reported it made, failed when its
+ * operation failed (or is gone), else pending. */
+#define STORE_SNAPSHOT_STATE                                                                                      \
+    "CASE WHEN sn.deleted_at IS NOT NULL THEN 'deleted' WHEN sn.ready_at IS NOT NULL THEN 'ready' "                \
+    "WHEN o.state IS NULL OR o.state IN ('failed', 'cancelled', 'succeeded') THEN 'failed' ELSE 'pending' END"
+#define SNAPSHOT_FROM                                                                                            \
+    " FROM snapshots sn JOIN tenants tn ON tn.id = sn.tenant_id LEFT JOIN workers w ON w.id = sn.worker_id "       \
+    "LEFT JOIN operations o ON o.id = sn.operation_id "
 
 /* The table's SELECT list ("s.id, tn.name, …"); NULL only out of memory. */
 const char *store__cols(const store_table_t *t);
@@ -255,6 +264,10 @@ int store__lease_lock(PGconn *c, const char *worker_id, const char *op_id, int64
 int store__op_fail_admitted(PGconn *c, const char *op_id, const char *kind, const char *sbx, const char *code,
                             const char *msg, json_object *placement);
 int store__place_one(PGconn *c, const store_limits_t *lim, const char *op_id);
+/* In a report's transaction: the snapshot operation op_id succeeded with
+ * result ({"size_bytes","image_bytes"}): its row is ready, with its event.
+ * 0 or SBX_EDB. */
+int store__snapshot_made(PGconn *c, const char *op_id, json_object *result);
 /* The data of a new sandbox's sandbox.pending event: what it asked for
  * (new). */
 json_object *store__sandbox_pending_data(const create_req_t *req);

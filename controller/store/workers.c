@@ -996,6 +996,11 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
                            json_object **ret, api_error_t *err)
 {
     heartbeat_in_t in;
+    json_object *snaps = NULL;
+    if (json_object_object_get_ex(body, "snapshots", &snaps) && !json_object_is_type(snaps, json_type_null) &&
+        (!json_object_is_type(snaps, json_type_array) || json_object_array_length(snaps) > SBX_MAX_INVENTORY))
+        return api_error_set(err, API_INVALID_ARGUMENT, "snapshots must be an array of at most %d entries",
+                             SBX_MAX_INVENTORY);
     if (heartbeat_in_parse(body, &in, err) < 0)
         return SBX_EINVAL;
     char *details_text = in.details_text;
@@ -1011,6 +1016,15 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
         json_object_put(*ret);
         *ret = NULL;
         return store__db_error(err);
+    }
+    /* The snapshots it holds that no live row wants there: it removes them. */
+    json_object *unwanted = NULL;
+    if (rc == 0 && snaps && json_object_is_type(snaps, json_type_array) &&
+        store_snapshot_unwanted(c, worker_id, snaps, &unwanted, err) == 0) {
+        if (json_object_array_length(unwanted) > 0)
+            jsonx_add(*ret, "remove_snapshots", unwanted);
+        else
+            json_object_put(unwanted);
     }
     return rc;
 }
@@ -1196,6 +1210,8 @@ int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_
             if (ex && (!jsonx_get_int(ex, "max_output_bytes", &mo) || mo <= 0))
                 jsonx_add_int(ex, "max_output_bytes", lim->exec_output_default);
             jsonx_add(a, "exec", ex);
+        } else if (strcmp(kind, "snapshot") == 0) {
+            jsonx_add(a, "snapshot", store__parse_json_text(store__col_text(t, r, i, "request")));
         }
         json_object *allow = strcmp(kind, "create") == 0
                                  ? store__parse_json_text(store__col_text(t, r, i, "egress_allow"))
@@ -1336,6 +1352,8 @@ static int report_apply(PGconn *c, const report_t *rep, const char *worker_id, i
         db_commit_with_next(c);
         return store__sandbox_release_allocation(c, sbx) < 0 ? SBX_EDB : 0;
     }
+    if (to == OP_SUCCEEDED && kind && strcmp(kind, "snapshot") == 0)
+        return store__snapshot_made(c, rep->op_id, rep->result) < 0 ? SBX_EDB : 0;
     if (to == OP_SUCCEEDED)
         return 0;
     if (!create)

@@ -597,6 +597,24 @@ itest_remove_run_containers() {
   if [ "${#gone[@]}" -gt 0 ]; then
     docker rm -f "${gone[@]}" >/dev/null 2>&1 || true
   fi
+  # and the snapshot images of the run's snapshots (a test that stopped
+  # before deleting them, or whose worker stopped before removing them)
+  want=()
+  gone=()
+  for url in "${ITEST_DBS[@]:-${DATABASE_URL:-}}"; do
+    [ -n "$url" ] || continue
+    for id in $("$ITEST_PGBIN/psql" -X -q -At "$url" -c 'SELECT id FROM snapshots' 2>/dev/null || true); do
+      want[$id]=1
+    done
+  done
+  while read -r cid id; do
+    [ -n "$id" ] && [ -n "${want[$id]:-}" ] || continue
+    itest_log "removing leftover snapshot image $cid of $id"
+    gone+=("sandbox-snapshot:$id")
+  done < <(docker images --filter label=dev.sandbox.managed=snapshot --format '{{.ID}} {{.Tag}}' 2>/dev/null || true)
+  if [ "${#gone[@]}" -gt 0 ]; then
+    docker rmi -f "${gone[@]}" >/dev/null 2>&1 || true
+  fi
 }
 
 # Stops everything the run started (worker, controller, PostgreSQL, dockerd

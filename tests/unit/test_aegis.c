@@ -204,6 +204,42 @@ START_TEST(test_isolation_never_downgrades)
 }
 END_TEST
 
+START_TEST(test_a_snapshot_runs_only_where_it_is_held)
+{
+    /* b holds the snapshot: a, the better fit, is filtered saying why */
+    aegis_worker_t ws[2] = { worker("a"), worker("b") };
+    ws[0].free_cpu = 2000;
+    ws[0].free_mem = 2048;
+    ws[1].holds_snapshot = true;
+    aegis_request_t rq = request();
+    rq.snapshot = "snp_aaaaaaaaaaaaaaaaaaaaaaaaaa";
+    aegis_verdict_t vs[2];
+    int best;
+    char msg[512];
+    ck_assert_int_eq(aegis_decide(&rq, ws, 2, vs, &best, msg, sizeof msg), AEGIS_CHOSEN);
+    ck_assert_int_eq(best, 1);
+    ck_assert_ptr_nonnull(strstr(vs[0].why, "a: filtered, does not hold snapshot snp_aaaaaaaaaaaaaaaaaaaaaaaaaa"));
+    /* its holder full: wait for it, never another worker */
+    ws[1].free_slots = 0;
+    ck_assert_int_eq(aegis_decide(&rq, ws, 2, vs, &best, msg, sizeof msg), AEGIS_WAIT);
+    ck_assert_ptr_nonnull(strstr(msg, "the snapshot's worker"));
+    /* microvm-only work from a snapshot: refused even where microvm is
+     * offered (a snapshot runs as container or gvisor) */
+    ws[1].free_slots = 10;
+    ws[1].classes |= 1u << ISO_MICROVM;
+    ws[1].networks[ISO_MICROVM] = ALLNET;
+    rq.need = ISO_MICROVM;
+    ck_assert_int_eq(aegis_decide(&rq, ws, 2, vs, &best, msg, sizeof msg), AEGIS_REFUSE);
+    ck_assert_ptr_nonnull(strstr(msg, "for a sandbox from a snapshot"));
+    ck_assert_ptr_nonnull(strstr(vs[1].why, "up to gvisor"));
+    /* container work from it on a worker with container and microvm runs
+     * as container; without a snapshot the same worker would too */
+    rq.need = ISO_CONTAINER;
+    ck_assert_int_eq(decide(&rq, ws, 2, vs, &best), AEGIS_CHOSEN);
+    ck_assert_int_eq(vs[1].run_as, ISO_CONTAINER);
+}
+END_TEST
+
 START_TEST(test_wait_rather_than_refuse)
 {
     aegis_request_t rq = request();
@@ -378,6 +414,7 @@ Suite *unit_suite(void)
         test_ties_go_to_fewer_tenant_sandboxes_then_name,
         test_filters_say_why,
         test_isolation_never_downgrades,
+        test_a_snapshot_runs_only_where_it_is_held,
         test_wait_rather_than_refuse,
         test_image_ref,
     ));

@@ -757,6 +757,46 @@ START_TEST(test_sandbox_names_are_short_plain_and_never_an_id)
 }
 END_TEST
 
+START_TEST(test_from_names_a_snapshot_by_id_or_name_and_round_trips)
+{
+    sandbox_spec_t s;
+    spec_ok("{\"image\":\"b\"}", &s);
+    ck_assert_ptr_null(s.from);
+    json_object *j = spec_to_json(&s);
+    ck_assert(!json_object_object_get_ex(j, "from", NULL)); /* absent unless set */
+    json_object_put(j);
+    spec_release(&s);
+    spec_ok("{\"image\":\"b\",\"from\":\"snp_aaaaaaaaaaaaaaaaaaaaaaaaaa\"}", &s);
+    ck_assert_str_eq(s.from, "snp_aaaaaaaaaaaaaaaaaaaaaaaaaa");
+    spec_release(&s);
+    check_spec_round_trip("{\"image\":\"b\",\"from\":\"prepared-1.x\"}");
+    expect_spec_error("{\"image\":\"b\",\"from\":\"snp_short\"}", "from must name a snapshot");
+    expect_spec_error("{\"image\":\"b\",\"from\":\"sbx_aaaaaaaaaaaaaaaaaaaaaaaaaa\"}", "from must name a snapshot");
+    expect_spec_error("{\"image\":\"b\",\"from\":\"../x\"}", "from must name a snapshot");
+    expect_spec_error("{\"image\":\"b\",\"from\":\"\"}", "from must be 1 to 63 printable bytes");
+    expect_spec_error("{\"image\":\"b\",\"from\":7}", "from must be a string");
+    /* names: a sandbox name's rule, never an id's shape */
+    ck_assert(spec_snapshot_name_ok("prepared"));
+    ck_assert(!spec_snapshot_name_ok("snp_prepared"));
+    ck_assert(!spec_snapshot_name_ok("sbx_prepared"));
+    ck_assert(!spec_snapshot_name_ok(NULL));
+    ck_assert(spec_snapshot_ref_ok("snp_aaaaaaaaaaaaaaaaaaaaaaaaaa"));
+    /* the reserved repository, however it is spelled */
+    static const char *const snap[] = { "sandbox-snapshot", "sandbox-snapshot:snp_x", "docker.io/sandbox-snapshot:1",
+                                        "reg:5000/a/sandbox-snapshot@sha256:0123", "Sandbox-Snapshot:x" };
+    for (size_t i = 0; i < sizeof snap / sizeof *snap; i++)
+        ck_assert_msg(spec_image_is_snapshot(snap[i]), "%s names the snapshot repository", snap[i]);
+    static const char *const other[] = { "sandbox-snapshots", "sandbox/busybox:latest", "snapshot", "x/sandbox-snap",
+                                         "sandbox-snapshot-x:1" };
+    for (size_t i = 0; i < sizeof other / sizeof *other; i++)
+        ck_assert_msg(!spec_image_is_snapshot(other[i]), "%s is not the snapshot repository", other[i]);
+    char img[64];
+    spec_snapshot_image("snp_aaaaaaaaaaaaaaaaaaaaaaaaaa", img, sizeof img);
+    ck_assert_str_eq(img, "sandbox-snapshot:snp_aaaaaaaaaaaaaaaaaaaaaaaaaa");
+    ck_assert(spec_image_is_snapshot(img));
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("spec");
@@ -800,6 +840,7 @@ Suite *unit_suite(void)
         test_label_bad_key_is_rejected,
         test_error_without_err_still_fails,
         test_sandbox_names_are_short_plain_and_never_an_id,
+        test_from_names_a_snapshot_by_id_or_name_and_round_trips,
     ));
     unit_tcase_add(s, "extend", UNIT_TESTS(
         test_extend_request_takes_ttl_seconds_from_one_to_the_absolute_bound,

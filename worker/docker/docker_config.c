@@ -97,7 +97,7 @@ json_object *docker_sandbox_body(const runtime_create_req_t *req, const docker_c
     const sandbox_spec_t *s = req->spec;
 
     json_object *o = json_object_new_object();
-    jsonx_add_str(o, "Image", s->image);
+    jsonx_add_str(o, "Image", plan->image ? plan->image : s->image);
     jsonx_add(o, "Entrypoint", docker_json_strings(entrypoint));
     jsonx_add(o, "Cmd", docker_json_strings(cmd));
     jsonx_add(o, "Env", docker_json_env(&s->env));

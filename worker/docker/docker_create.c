@@ -499,6 +499,7 @@ static int docker_create_plan(docker_runtime_t *rt, isolation_t iso, net_mode_t 
     ret->runtime = iso == ISO_GVISOR ? rt->gvisor_runtime : NULL;
     ret->network_mode = net == NET_NONE ? "none" : rt->net_name[net];
     ret->storage_quota = rt->storage_quota;
+    ret->image = NULL;
     if (net != NET_NONE &&
         (docker_network_ensure(rt, net, err) < 0 || (net == NET_OPEN && docker_egress_check(rt, err) < 0))) {
         /* The network (or its egress rules) was fine at start; someone removed or replaced it. */
@@ -527,9 +528,23 @@ int docker_rt_create(runtime_t *base, const runtime_create_req_t *req, char ret_
         return r;
     snprintf(name, sizeof name, "sbx-%s", req->sandbox_id);
 
-    r = docker_image_ensure(rt, req->spec->image, err);
-    if (r < 0)
+    char snap_image[128];
+    if (req->spec->from) {
+        /* Only this tenant's snapshot that this worker made, never a pull. */
+        r = docker_snapshot_image_for(rt, req->spec->from, req->tenant ? req->tenant : req->spec->tenant,
+                                      req->cluster_id, req->worker_name, snap_image, sizeof snap_image, err);
+        if (r < 0)
+            goto cleanup;
+        plan.image = snap_image;
+    } else if (spec_image_is_snapshot(req->spec->image)) {
+        r = api_error_set(err, API_POLICY_DENIED, "image %.200s names the snapshot repository %s: start from a "
+                          "snapshot with from", req->spec->image, SPEC_SNAPSHOT_REPO);
         goto cleanup;
+    } else {
+        r = docker_image_ensure(rt, req->spec->image, err);
+        if (r < 0)
+            goto cleanup;
+    }
 
     body = docker_sandbox_body(req, &plan);
     snprintf(path, sizeof path, "/containers/create?name=%s", name);

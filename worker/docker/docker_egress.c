@@ -640,7 +640,7 @@ static void egress_allow_restore(docker_runtime_t *rt)
         const char *state = jsonx_get_str(c, "State");
         char src[2][NETADDR_CIDR_MAX];
         if (!sbx || !docker_name_ok(sbx, SBX_ID_MAX) || !managed || strcmp(managed, RUNTIME_MANAGED_SANDBOX) != 0 ||
-            !allow || !state || strcmp(state, "running") != 0)
+            !allow || !*allow || !state || strcmp(state, "running") != 0)
             continue;
         egress_container_sources(rt, c, src);
         if (egress_allow_apply(&n, sbx, src, allow, &err) < 0)

@@ -206,6 +206,29 @@ int docker_get_json(docker_runtime_t *rt, const char *path, long timeout_ms, jso
 /* A filters={"KEY":["VALUE"]} query parameter, URL-escaped (curl_free). */
 char *docker_filter_param(const char *key, const char *value);
 
+/* The Engine's image list (GET /images/json), reused for a moment: a
+ * heartbeat's names, details and snapshots take one call. A copy the
+ * caller owns. */
+int docker_image_list(docker_runtime_t *rt, json_object **ret, api_error_t *err);
+
+/* ---- docker_snapshot.c ------------------------------------------------- */
+
+/* A snapshot's commit (the container paused meanwhile). */
+#define DOCKER_COMMIT_TIMEOUT_MS (10L * 60L * 1000L)
+
+int docker_rt_snapshot_create(runtime_t *base, const runtime_snapshot_req_t *req, runtime_snapshot_t *ret,
+                              api_error_t *err);
+int docker_rt_snapshot_list(runtime_t *base, const char *cluster_id, const char *worker_name,
+                            runtime_snapshot_t **ret, size_t *ret_n, api_error_t *err);
+int docker_rt_snapshot_remove(runtime_t *base, const char *snapshot_id, const char *worker_name, api_error_t *err);
+/* For a create from snapshot_id: checks that its image is here and is
+ * this tenant's, cluster's and worker's (the controller's word is not
+ * enough), and writes the image's name into image. API_IMAGE_UNAVAILABLE
+ * naming the snapshot when it is not here (or is another's). */
+int docker_snapshot_image_for(docker_runtime_t *rt, const char *snapshot_id, const char *tenant,
+                              const char *cluster_id, const char *worker_name, char *image, size_t imagelen,
+                              api_error_t *err);
+
 /* ---- docker_create.c --------------------------------------------------- */
 
 /* Takes the error of the stream's current line, if any, into p. */

@@ -604,7 +604,11 @@ static int docker_rt_ping(runtime_t *base, long timeout_ms, api_error_t *err)
 static const char *image_tag(json_object *tags, size_t j)
 {
     const char *t = json_object_get_string(json_object_array_get_idx(tags, j));
-    return t && *t && strcmp(t, "<none>:<none>") != 0 && strlen(t) <= RUNTIME_MAX_IMAGE_NAME ? t : NULL;
+    /* snapshots are a tenant's, never advertised as images */
+    return t && *t && strcmp(t, "<none>:<none>") != 0 && strlen(t) <= RUNTIME_MAX_IMAGE_NAME &&
+                   !spec_image_is_snapshot(t)
+               ? t
+               : NULL;
 }
 
 /* How long one image list serves: a heartbeat's names and then their
@@ -614,7 +618,7 @@ static const char *image_tag(json_object *tags, size_t j)
 /* The Engine's image list, a copy of the caller's own (json-c's reference
  * counts are not atomic: the kept list is touched under the lock only);
  * the one kept when it is younger than DOCKER_IMAGES_REUSE_MS. */
-static int docker_image_list(docker_runtime_t *rt, json_object **ret, api_error_t *err)
+int docker_image_list(docker_runtime_t *rt, json_object **ret, api_error_t *err)
 {
     int r = 0;
     pthread_mutex_lock(&rt->images_mu);
@@ -720,6 +724,9 @@ static const runtime_ops_t docker_ops = {
     .check_owner = docker_rt_check_owner,
     .inventory = docker_rt_inventory,
     .images = docker_rt_images,
+    .snapshot_create = docker_rt_snapshot_create,
+    .snapshot_list = docker_rt_snapshot_list,
+    .snapshot_remove = docker_rt_snapshot_remove,
     .image_details = docker_rt_image_details,
     .dial = docker_rt_dial,
     .logs_target = docker_rt_logs_target,

@@ -1,0 +1,138 @@
+/* Client endpoints: snapshots (docs/snapshots.md). Making one is an
+ * operation on its sandbox (POST /v1/sandboxes/{id}/snapshots); listing,
+ * reading and deleting them go by id or name under /v1/snapshots. */
+#include "api.h"
+#include "ids.h"
+#include "jsonx.h"
+#include "limits.h"
+
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The Idempotency-Key header: absent (NULL), valid, or a 400 sent. */
+static int snapshot_idempotency_key(req_t *rq, const char **ret)
+{
+    const char *k = http_header(rq, "Idempotency-Key");
+    *ret = NULL;
+    if (!k)
+        return 0;
+    size_t n = strlen(k);
+    bool ok = n > 0 && n <= 128;
+    for (size_t i = 0; ok && i < n; i++)
+        if ((unsigned char)k[i] < 0x21 || (unsigned char)k[i] > 0x7e)
+            ok = false;
+    if (!ok) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "Idempotency-Key must be 1 to 128 printable ASCII characters");
+        return SBX_EINVAL;
+    }
+    *ret = k;
+    return 0;
+}
+
+static bool snapshot_ref_ok(req_t *rq, const char *ref)
+{
+    if (spec_snapshot_ref_ok(ref))
+        return true;
+    http_reply_error(rq, API_NOT_FOUND, "no snapshot %.64s", ref);
+    return false;
+}
+
+void api_snapshot_create(req_t *rq, const char *id)
+{
+    const char *idem;
+    json_object *body = NULL, *resp = NULL;
+    api_error_t err;
+    if (!ids_valid("sbx", id)) {
+        http_reply_error(rq, API_NOT_FOUND, "no sandbox %.64s", id);
+        return;
+    }
+    if (snapshot_idempotency_key(rq, &idem) < 0 || http_read_json(rq, (size_t)rq->ctl->max_body_client, &body) < 0)
+        return;
+    static const char *const known[] = { "name", NULL };
+    const char *name = NULL;
+    json_object_object_foreach(body, key, val) {
+        bool k = false;
+        for (const char *const *p = known; *p; p++)
+            k = k || strcmp(key, *p) == 0;
+        if (!k) {
+            http_reply_error(rq, API_INVALID_ARGUMENT, "unknown field \"%.64s\" in the snapshot request (known: name)",
+                             key);
+            goto cleanup;
+        }
+        (void)val;
+    }
+    json_object *nv = NULL;
+    if (json_object_object_get_ex(body, "name", &nv) && !json_object_is_type(nv, json_type_null)) {
+        if (!json_object_is_type(nv, json_type_string) || !spec_snapshot_name_ok(json_object_get_string(nv))) {
+            http_reply_error(rq, API_INVALID_ARGUMENT,
+                             "name must be 1 to %d letters, digits, _, . or -, starting with a letter or digit, and "
+                             "must not start with snp_ (an id's shape)",
+                             SBX_SNAPSHOT_NAME_MAX);
+            goto cleanup;
+        }
+        name = json_object_get_string(nv);
+    }
+    /* the same key with the same request replays; with another, 409 */
+    char hash[65];
+    unsigned char h[32];
+    char text[SBX_ID_MAX + SBX_SNAPSHOT_NAME_MAX + 16];
+    snprintf(text, sizeof text, "snapshot %s\n%s", id, name ? name : "");
+    crypto_generichash(h, sizeof h, (const unsigned char *)text, strlen(text), NULL, 0);
+    sodium_bin2hex(hash, sizeof hash, h, sizeof h);
+    if (store_snapshot_create(rq->db, &rq->ctl->lim, auth_scope(rq), id, name, idem, hash, rq->auth.token_id, &resp,
+                              &err) < 0) {
+        http_reply_api_error(rq, &err);
+        goto cleanup;
+    }
+    api_kick_if_waiting(rq->ctl, resp);
+    http_reply_json(rq, 202, resp);
+cleanup:
+    json_object_put(body);
+}
+
+void api_snapshot_list(req_t *rq)
+{
+    json_object *resp = NULL;
+    api_error_t err;
+    const char *sbx = http_query(rq, "sandbox");
+    if (sbx && !ids_valid("sbx", sbx)) {
+        if (!api_sandbox_ref(rq, &sbx))
+            return;
+        if (!ids_valid("sbx", sbx)) {
+            http_reply_error(rq, API_INVALID_ARGUMENT, "sandbox must be a sandbox id or name");
+            return;
+        }
+    }
+    if (store_snapshot_list(rq->db, auth_scope(rq), sbx, &resp, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    http_reply_json(rq, 200, resp);
+}
+
+void api_snapshot_get(req_t *rq, const char *ref)
+{
+    json_object *resp = NULL;
+    api_error_t err;
+    if (!snapshot_ref_ok(rq, ref))
+        return;
+    if (store_snapshot_get(rq->db, auth_scope(rq), ref, &resp, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    http_reply_json(rq, 200, resp);
+}
+
+void api_snapshot_delete(req_t *rq, const char *ref)
+{
+    json_object *resp = NULL;
+    api_error_t err;
+    if (!snapshot_ref_ok(rq, ref))
+        return;
+    if (store_snapshot_delete(rq->db, auth_scope(rq), ref, &resp, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    http_reply_json(rq, 200, resp);
+}

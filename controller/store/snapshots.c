@@ -1,0 +1,340 @@
+/* Snapshots: a tenant's saved sandbox filesystems (docs/snapshots.md).
+ * Making one is an operation of kind 'snapshot' leased to the worker the
+ * sandbox runs on; a row per snapshot says whose it is and where its bytes
+ * are; deleting one marks the row, and the worker's next heartbeat is told
+ * to remove the bytes (as it is for every snapshot no live row wants). */
+#include "store_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The snapshot an operation makes, added to a reply as "snapshot" (absent
+ * when the row is not found). */
+static void reply_add_snapshot(PGconn *c, const char *op_id, json_object *reply)
+{
+    json_object *sn = NULL;
+    if (op_id && store__fetch_one(c, &store__t_snapshot, SNAPSHOT_FROM "WHERE sn.operation_id = $1", 1,
+                                  (const char *const[]){ op_id }, &sn) == 0)
+        jsonx_add(reply, "snapshot", sn);
+}
+
+/* The tenant's snapshot quota, in the caller's transaction (serialized per
+ * tenant by an advisory lock held to its end): 0, or SBX_EINVAL with err
+ * (quota_exceeded, or snapshots off), SBX_EDB. */
+static int snapshot_quota(PGconn *c, const store_limits_t *lim, const char *tenant_id, const policy_t *pol,
+                          api_error_t *err)
+{
+    if (lim->max_snapshots <= 0)
+        return api_error_set(err, API_POLICY_DENIED, "snapshots are off on this server (max_snapshots = 0)");
+    int64_t max_n = policy_tighter(lim->max_snapshots, pol->max_snapshots);
+    int64_t max_mib = policy_tighter(lim->max_snapshot_mib, pol->max_snapshot_mib);
+    const char *p[] = { tenant_id };
+    PGresult *r = db_exec(c,
+                          "SELECT pg_advisory_xact_lock(hashtext('sandbox.snapshots:' || $1)), "
+                          "  (SELECT count(*) FROM snapshots sn LEFT JOIN operations o ON o.id = sn.operation_id "
+                          "    WHERE sn.tenant_id = $1 AND sn.deleted_at IS NULL AND (" STORE_SNAPSHOT_STATE
+                          ") <> 'failed'), "
+                          "  (SELECT coalesce(sum(size_bytes), 0) FROM snapshots "
+                          "    WHERE tenant_id = $1 AND deleted_at IS NULL AND ready_at IS NOT NULL)",
+                          1, p);
+    if (!r || PQntuples(r) != 1) {
+        PQclear(r);
+        return SBX_EDB;
+    }
+    long long n = db_get_ll(r, 0, 1), bytes = db_get_ll(r, 0, 2);
+    PQclear(r);
+    if (n >= max_n)
+        return api_error_set(err, API_QUOTA_EXCEEDED,
+                             "tenant quota max_snapshots = %lld: %lld snapshot%s kept; delete one first (sandbox "
+                             "snapshots delete NAME)",
+                             (long long)max_n, n, n == 1 ? "" : "s");
+    if (max_mib > 0 && bytes >= max_mib * 1024 * 1024)
+        return api_error_set(err, API_QUOTA_EXCEEDED,
+                             "tenant quota max_snapshot_mib = %lld: its snapshots hold %lld MiB; delete one first "
+                             "(sandbox snapshots delete NAME)",
+                             (long long)max_mib, bytes / (1024 * 1024));
+    return 0;
+}
+
+int store_snapshot_create(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
+                          const char *name, const char *idempotency_key, const char *request_hash,
+                          const char *created_by, json_object **ret, api_error_t *err)
+{
+    char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX], snp_id[SBX_ID_MAX];
+    sbx_worker_t w;
+    policy_t pol;
+    int rc = store__sandbox_request_begin(c, scope, sandbox_id, idempotency_key, "snapshot", request_hash, ret,
+                                          tenant_id, phase, desired, &w, &pol, err);
+    if (rc > 0) {
+        reply_add_snapshot(c, jsonx_get_str(jsonx_get_obj(*ret, "operation"), "id"), *ret);
+        return 0;
+    }
+    if (rc != 0)
+        return rc;
+    if (strcmp(phase, "running") != 0 || strcmp(desired, "running") != 0) {
+        policy_release(&pol);
+        int r = store__not_running(c, sandbox_id, phase, desired, "a snapshot", err);
+        db_rollback(c);
+        return r;
+    }
+    if (strcmp(w.state, "unreachable") == 0 || strcmp(w.state, "stopping") == 0) {
+        char why[400];
+        int u = store__worker_away(c, &w, why, sizeof why);
+        db_rollback(c);
+        policy_release(&pol);
+        if (u < 0)
+            return store__db_error(err);
+        return api_error_set(err, API_UNAVAILABLE, "cannot snapshot sandbox %s now: %s; retry once it is back",
+                             sandbox_id, why);
+    }
+    char iso[16] = "", image[SBX_MAX_IMAGE_BYTES + 1] = "";
+    PGresult *s = db_exec(c, "SELECT isolation, spec->>'image' FROM sandboxes WHERE id = $1", 1,
+                          (const char *const[]){ sandbox_id });
+    if (s && PQntuples(s) == 1) {
+        snprintf(iso, sizeof iso, "%s", db_get(s, 0, 0) ? db_get(s, 0, 0) : "");
+        snprintf(image, sizeof image, "%s", db_get(s, 0, 1) ? db_get(s, 0, 1) : "");
+    }
+    PQclear(s);
+    if (!*iso || !*image) {
+        db_rollback(c);
+        policy_release(&pol);
+        return store__db_error(err);
+    }
+    if (strcmp(iso, "container") != 0 && strcmp(iso, "gvisor") != 0) {
+        db_rollback(c);
+        policy_release(&pol);
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE,
+                             "sandbox %s runs as %s: snapshots are made of container and gvisor sandboxes only", sandbox_id,
+                             iso);
+    }
+    rc = snapshot_quota(c, lim, tenant_id, &pol, err);
+    policy_release(&pol);
+    if (rc < 0) {
+        db_rollback(c);
+        return rc == SBX_EDB ? store__db_error(err) : rc;
+    }
+    /* A failed snapshot gives its name up to the next. */
+    if (name && db_run(c,
+                       "UPDATE snapshots sn SET deleted_at = now() FROM (SELECT sn.id" SNAPSHOT_FROM
+                       "  WHERE sn.tenant_id = $1 AND sn.name = $2 AND sn.deleted_at IS NULL AND (" STORE_SNAPSHOT_STATE
+                       ") = 'failed') f WHERE sn.id = f.id",
+                       2, (const char *const[]){ tenant_id, name }) < 0) {
+        db_rollback(c);
+        return store__db_error(err);
+    }
+    ids_new("snp", snp_id);
+    ids_new("op", op_id);
+    json_object *req = json_object_new_object();
+    jsonx_add_str(req, "snapshot_id", snp_id);
+    if (name)
+        jsonx_add_str(req, "name", name);
+    char *req_text = jsonx_dump(req);
+    json_object_put(req);
+    const char *p[] = { snp_id, tenant_id, name, sandbox_id, w.id[0] ? w.id : NULL, op_id, image, iso, created_by };
+    if (db_run(c,
+               "INSERT INTO snapshots (id, tenant_id, name, sandbox_id, worker_id, operation_id, image, isolation, "
+               "created_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+               9, p) < 0) {
+        bool dup = db_last_unique_violation();
+        free(req_text);
+        db_rollback(c);
+        if (dup)
+            return api_error_set(err, API_CONFLICT,
+                                 "tenant already has a snapshot named %s: pick another name, or delete it first "
+                                 "(sandbox snapshots delete %s)",
+                                 name ? name : "?", name ? name : "?");
+        return store__db_error(err);
+    }
+    /* Made where its sandbox runs: leased to that worker in this
+     * transaction, as an exec is. */
+    json_object *pl = store__placement_here(w.name, STORE_WHY_EXEC_HERE);
+    op_insert_t oi = { .id = op_id, .tenant_id = tenant_id, .sandbox_id = sandbox_id, .kind = "snapshot",
+                       .idempotency_key = idempotency_key, .request_hash = request_hash, .request_text = req_text,
+                       .created_by = created_by, .deadline_seconds = lim->deadline_seconds,
+                       .state = w.id[0] ? OP_LEASED : OP_PENDING, .worker_id = w.id, .worker_name = w.name,
+                       .lease_seconds = lim->lease_seconds, .placement = pl };
+    json_object *op = NULL;
+    rc = store__op_insert(c, &oi, &op);
+    json_object_put(pl);
+    free(req_text);
+    if (rc < 0) {
+        bool dup = idempotency_key && db_last_unique_violation();
+        db_rollback(c);
+        if (dup) {
+            int rr = store__idem_replay(c, tenant_id, idempotency_key, "snapshot", request_hash, false, ret, err);
+            if (rr > 0)
+                reply_add_snapshot(c, jsonx_get_str(jsonx_get_obj(*ret, "operation"), "id"), *ret);
+            return rr > 0 ? 0 : (rr < 0 ? rr : store__db_error(err));
+        }
+        return store__db_error(err);
+    }
+    if ((oi.state == OP_PENDING && store__place_now(c, lim, op_id, false) < 0) || db_commit(c) < 0) {
+        json_object_put(op);
+        store__db_error(err);
+        db_rollback(c);
+        return SBX_EDB;
+    }
+    if (oi.state == OP_PENDING) {
+        json_object_put(op);
+        rc = store__op_reply(c, NULL, op_id, ret, err);
+        if (rc == 0)
+            reply_add_snapshot(c, op_id, *ret);
+        return rc;
+    }
+    store__count_placed_now("snapshot");
+    *ret = store__wrap("operation", op);
+    reply_add_snapshot(c, op_id, *ret);
+    return 0;
+}
+
+/* WHERE for one snapshot by id or name ($1) within scope ($2; NULL: any
+ * tenant): a live one (a name may be reused once deleted; an id finds a
+ * deleted one too). */
+#define SNAPSHOT_REF_WHERE                                                                                       \
+    "WHERE (sn.id = $1 OR (sn.name = $1 AND sn.deleted_at IS NULL)) AND ($2::text IS NULL OR sn.tenant_id = $2) "
+
+int store_snapshot_get(PGconn *c, const char *scope, const char *ref, json_object **ret, api_error_t *err)
+{
+    const char *p[] = { ref, scope };
+    return store__api_get(c, &store__t_snapshot, SNAPSHOT_FROM SNAPSHOT_REF_WHERE "ORDER BY sn.created_at DESC LIMIT 1",
+                          2, p, "snapshot", ref, ret, err);
+}
+
+int store_snapshot_list(PGconn *c, const char *scope, const char *sandbox_id, json_object **ret, api_error_t *err)
+{
+    const char *p[] = { scope, sandbox_id };
+    return store__api_list(c, &store__t_snapshot,
+                           SNAPSHOT_FROM "WHERE sn.deleted_at IS NULL AND ($1::text IS NULL OR sn.tenant_id = $1) "
+                                         "AND ($2::text IS NULL OR sn.sandbox_id = $2) "
+                                         "ORDER BY sn.created_at DESC, sn.id LIMIT 1000",
+                           2, p, "snapshots", ret, err);
+}
+
+int store_snapshot_delete(PGconn *c, const char *scope, const char *ref, json_object **ret, api_error_t *err)
+{
+    const char *p[] = { ref, scope };
+    if (db_begin(c) < 0)
+        return store__db_error(err);
+    char id[SBX_ID_MAX] = "", tenant_id[SBX_ID_MAX] = "", sbx[SBX_ID_MAX] = "", name[SBX_SNAPSHOT_NAME_MAX + 1] = "";
+    PGresult *r = db_exec(c,
+                          "SELECT sn.id, sn.tenant_id, sn.sandbox_id, coalesce(sn.name, ''), sn.deleted_at IS NOT NULL "
+                          "FROM snapshots sn " SNAPSHOT_REF_WHERE "ORDER BY sn.created_at DESC LIMIT 1 FOR UPDATE",
+                          2, p);
+    if (!r) {
+        db_rollback(c);
+        return store__db_error(err);
+    }
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        db_rollback(c);
+        return api_error_set(err, API_NOT_FOUND, "no snapshot %.64s", ref);
+    }
+    snprintf(id, sizeof id, "%s", db_get(r, 0, 0));
+    snprintf(tenant_id, sizeof tenant_id, "%s", db_get(r, 0, 1));
+    snprintf(sbx, sizeof sbx, "%s", db_get(r, 0, 2));
+    snprintf(name, sizeof name, "%s", db_get(r, 0, 3));
+    bool gone = db_get_bool(r, 0, 4);
+    PQclear(r);
+    if (!gone) {
+        json_object *ed = json_object_new_object();
+        jsonx_add_str(ed, "snapshot", id);
+        if (*name)
+            jsonx_add_str(ed, "name", name);
+        if (db_run(c, "UPDATE snapshots SET deleted_at = now() WHERE id = $1", 1, (const char *const[]){ id }) < 0 ||
+            store__event_add(c, tenant_id, "snapshot.deleted", sbx, NULL, ed) < 0) {
+            db_rollback(c);
+            return store__db_error(err);
+        }
+    }
+    if (db_commit(c) < 0) {
+        db_rollback(c);
+        return store__db_error(err);
+    }
+    const char *g[] = { id, NULL };
+    return store__api_get(c, &store__t_snapshot, SNAPSHOT_FROM SNAPSHOT_REF_WHERE, 2, g, "snapshot", ref, ret, err);
+}
+
+int store_snapshot_resolve(PGconn *c, const char *tenant_id, const char *ref, char ret_id[SBX_ID_MAX],
+                           char *ret_image, size_t imagelen, api_error_t *err)
+{
+    const char *p[] = { ref, tenant_id };
+    PGresult *r = db_exec(c,
+                          "SELECT sn.id, sn.image, (" STORE_SNAPSHOT_STATE "), coalesce(w.state, 'lost'), "
+                          "  coalesce(w.name, '') " SNAPSHOT_FROM SNAPSHOT_REF_WHERE
+                          "ORDER BY sn.created_at DESC LIMIT 1",
+                          2, p);
+    if (!r)
+        return store__db_error(err);
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return api_error_set(err, API_NOT_FOUND, "no snapshot %.64s (sandbox snapshots list shows them)", ref);
+    }
+    int rc = 0;
+    const char *state = db_get(r, 0, 2), *wstate = db_get(r, 0, 3);
+    if (strcmp(state, "ready") != 0)
+        rc = api_error_set(err, API_CONFLICT, "snapshot %.64s is %s; a sandbox starts only from a ready one%s", ref,
+                           state,
+                           strcmp(state, "pending") == 0 ? " (wait for its snapshot operation)" : "");
+    else if (strcmp(wstate, "lost") == 0)
+        rc = api_error_set(err, API_UNAVAILABLE,
+                           "snapshot %.64s is on worker %s, which is lost: its bytes are there only", ref,
+                           db_get(r, 0, 4));
+    if (rc == 0) {
+        snprintf(ret_id, SBX_ID_MAX, "%s", db_get(r, 0, 0));
+        snprintf(ret_image, imagelen, "%s", db_get(r, 0, 1));
+    }
+    PQclear(r);
+    return rc;
+}
+
+int store__snapshot_made(PGconn *c, const char *op_id, json_object *result)
+{
+    int64_t size = -1, image = -1;
+    jsonx_get_int(result, "size_bytes", &size);
+    jsonx_get_int(result, "image_bytes", &image);
+    char sz[24], im[24];
+    snprintf(sz, sizeof sz, "%lld", (long long)size);
+    snprintf(im, sizeof im, "%lld", (long long)image);
+    /* its ready event names it; a snapshot deleted meanwhile stays deleted
+     * (the worker's next heartbeat removes the bytes) */
+    const char *p[] = { op_id, size >= 0 ? sz : NULL, image >= 0 ? im : NULL };
+    return db_run(c,
+                  "WITH u AS (UPDATE snapshots SET ready_at = now(), size_bytes = $2::bigint, "
+                  "  image_bytes = $3::bigint WHERE operation_id = $1 AND ready_at IS NULL AND deleted_at IS NULL "
+                  "  RETURNING id, tenant_id, sandbox_id, name, size_bytes) "
+                  "INSERT INTO events (tenant_id, kind, sandbox_id, operation_id, data) "
+                  "SELECT tenant_id, 'snapshot.ready', sandbox_id, $1, jsonb_strip_nulls(jsonb_build_object("
+                  "  'snapshot', id, 'name', name, 'size_bytes', size_bytes)) FROM u",
+                  3, p);
+}
+
+int store_snapshot_unwanted(PGconn *c, const char *worker_id, json_object *held, json_object **ret,
+                            api_error_t *err)
+{
+    *ret = json_object_new_array();
+    size_t n = held ? json_object_array_length(held) : 0;
+    if (n == 0)
+        return 0;
+    json_object *ids = json_object_new_array();
+    for (size_t i = 0; i < n; i++) {
+        const char *id = jsonx_get_str(json_object_array_get_idx(held, i), "id");
+        if (id && ids_valid("snp", id))
+            json_object_array_add(ids, json_object_new_string(id));
+    }
+    char *ids_text = jsonx_dump(ids);
+    json_object_put(ids);
+    const char *p[] = { worker_id, ids_text };
+    PGresult *r = db_exec(c,
+                          "SELECT x FROM jsonb_array_elements_text($2::jsonb) x WHERE NOT EXISTS (SELECT 1 "
+                          "FROM snapshots sn WHERE sn.id = x AND sn.worker_id = $1 AND sn.deleted_at IS NULL) "
+                          "LIMIT 256",
+                          2, p);
+    free(ids_text);
+    if (!r)
+        return store__db_error(err);
+    for (int i = 0; i < PQntuples(r); i++)
+        json_object_array_add(*ret, json_object_new_string(db_get(r, i, 0)));
+    PQclear(r);
+    return 0;
+}
