@@ -7,9 +7,9 @@
 static const char *op_names[OP__COUNT] = {
     "pending", "admitted", "leased", "running", "succeeded", "failed", "cancelled",
 };
-static const char *kind_names[OPK__COUNT] = { "create", "delete", "exec", "share", "unshare", "extend", "snapshot" };
+static const char *kind_names[OPK__COUNT] = { "create", "delete", "exec", "share", "unshare", "extend", "snapshot", "pause", "resume" };
 static const char *phase_names[PH__COUNT] = {
-    "pending", "scheduled", "provisioning", "running", "deleting", "deleted", "failed", "lost",
+    "pending", "scheduled", "provisioning", "running", "deleting", "deleted", "failed", "lost", "paused",
 };
 
 /* allowed[from][to]. Read with docs/architecture.md#operations:

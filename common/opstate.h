@@ -16,7 +16,8 @@ typedef enum {
 } op_state_t;
 
 /* extend: a sandbox's TTL moved, done by the controller alone (never leased). */
-typedef enum { OPK_CREATE = 0, OPK_DELETE, OPK_EXEC, OPK_SHARE, OPK_UNSHARE, OPK_EXTEND, OPK_SNAPSHOT, OPK__COUNT } op_kind_t;
+typedef enum { OPK_CREATE = 0, OPK_DELETE, OPK_EXEC, OPK_SHARE, OPK_UNSHARE, OPK_EXTEND, OPK_SNAPSHOT, OPK_PAUSE,
+               OPK_RESUME, OPK__COUNT } op_kind_t;
 
 typedef enum {
     PH_PENDING = 0,
@@ -27,6 +28,7 @@ typedef enum {
     PH_DELETED,
     PH_FAILED,
     PH_LOST,
+    PH_PAUSED,   /* stopped and kept by a pause operation (its files kept; see docs/pause.md) */
     PH__COUNT
 } sandbox_phase_t;
 

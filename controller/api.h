@@ -79,6 +79,9 @@ void api_sandbox_exec(req_t *rq, const char *id);
  * seconds from now, an extend operation finished before the answer (200
  * {"operation":…}). */
 void api_sandbox_extend(req_t *rq, const char *id);
+/* POST /v1/sandboxes/{id}/pause and /resume (docs/pause.md): operations, 202. */
+void api_sandbox_pause(req_t *rq, const char *id);
+void api_sandbox_resume(req_t *rq, const char *id);
 /* A create's "from" (api_sandboxes.c): the tenant's ready snapshot by id
  * or name; spec->from becomes its id and spec->image its source's image
  * (one given must be that). Replies on a refusal (404, 409, 503, 400). */

@@ -10,6 +10,7 @@
 #include "token.h"
 
 #include <errno.h>
+#include <event2/buffer.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -491,6 +492,41 @@ cleanup:
     if (body)
         json_object_put(body);
 }
+
+/* POST /v1/sandboxes/{id}/pause and /resume: no body (or {}). */
+static void sandbox_pause(req_t *rq, const char *id, bool resume)
+{
+    const char *idem;
+    if (!id_ok(rq, "sbx", id, "sandbox") || idempotency_key(rq, &idem) < 0)
+        return;
+    if (evbuffer_get_length(evhttp_request_get_input_buffer(rq->ev)) > 0) {
+        json_object *body = NULL;
+        if (http_read_json(rq, (size_t)rq->ctl->max_body_client, &body) < 0)
+            return;
+        bool empty = json_object_is_type(body, json_type_object) && json_object_object_length(body) == 0;
+        json_object_put(body);
+        if (!empty) {
+            http_reply_error(rq, API_INVALID_ARGUMENT, "a %s takes no fields (send {} or nothing)",
+                             resume ? "resume" : "pause");
+            return;
+        }
+    }
+    char hash[65], scope_key[64];
+    snprintf(scope_key, sizeof scope_key, "%s %s", resume ? "resume" : "pause", id);
+    request_hash(scope_key, "", hash);
+    json_object *resp = NULL;
+    api_error_t err;
+    if (store_sandbox_pause(rq->db, &rq->ctl->lim, auth_scope(rq), id, resume, idem, hash, rq->auth.token_id, &resp,
+                            &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    api_kick_if_waiting(rq->ctl, resp);
+    http_reply_json(rq, 202, resp);
+}
+
+void api_sandbox_pause(req_t *rq, const char *id) { sandbox_pause(rq, id, false); }
+void api_sandbox_resume(req_t *rq, const char *id) { sandbox_pause(rq, id, true); }
 
 void api_sandbox_extend(req_t *rq, const char *id)
 {

@@ -49,6 +49,10 @@ void api_snapshot_create(req_t *rq, const char *id)
     }
     if (snapshot_idempotency_key(rq, &idem) < 0 || http_read_json(rq, (size_t)rq->ctl->max_body_client, &body) < 0)
         return;
+    if (!json_object_is_type(body, json_type_object)) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "the request body must be a JSON object");
+        goto cleanup;
+    }
     static const char *const known[] = { "name", NULL };
     const char *name = NULL;
     json_object_object_foreach(body, key, val) {

@@ -513,6 +513,11 @@ static void handle_head(pconn_t *pc, char *buf, size_t len)
         }
     }
     char grant[GRANT_MAX];
+    if (t.paused) {
+        proxy_conn_answer_error(pc, API_UNAVAILABLE, "Retry-After: 10\r\n",
+                                "the sandbox behind this route is paused; it answers again once resumed");
+        return;
+    }
     if (t.unreachable[0]) {
         /* the reason alone: a public route's callers learn no worker name */
         char msg[160];

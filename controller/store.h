@@ -183,6 +183,14 @@ int store_snapshot_resolve(PGconn *c, const char *tenant_id, const char *ref, ch
  * those no live row wants there: a new array of ids (at most 256). */
 int store_snapshot_unwanted(PGconn *c, const char *worker_id, json_object *held, json_object **ret,
                             api_error_t *err);
+/* A pause (resume false) or a resume of a container or gvisor sandbox
+ * (store/pause.c, docs/pause.md): an operation leased to its worker;
+ * {"operation":…}. 409 when it is not running (pause) or not paused
+ * (resume), or another pause or resume is in progress; 503 its worker
+ * away; 422 isolation_unavailable (microvm). */
+int store_sandbox_pause(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id, bool resume,
+                        const char *idempotency_key, const char *request_hash, const char *created_by,
+                        json_object **ret, api_error_t *err);
 /* {"operation":…}; exec_request is the canonical exec JSON. */
 int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
                       json_object *exec_request, const char *idempotency_key, const char *request_hash,
@@ -412,6 +420,7 @@ typedef struct route_target {
     int64_t max_worker_connections;        /* its tenant policy's (0: unset) */
     char unreachable[32];                  /* its worker is unreachable: why ("restarting", "no heartbeat"),
                                             * else "" */
+    bool paused;                           /* the sandbox is paused (docs/pause.md): 503 until resumed */
 } route_target_t;
 /* The active, unexpired route `name` whose sandbox is running on a worker
  * that is not lost: 0, or SBX_ENOTFOUND, or SBX_EDB. */

@@ -309,6 +309,31 @@ static void agent_run_snapshot(agent_t *a, json_object *job, agent_outcome_t *o)
     o->ok = true;
 }
 
+/* Pauses or resumes the assignment's sandbox: only its own object. */
+static void agent_run_pause(agent_t *a, json_object *job, bool resume, agent_outcome_t *o)
+{
+    char own[80];
+    const char *sbx = jsonx_get_str(job, "sandbox_id");
+    if (!sbx) {
+        api_error_set(&o->err, API_INVALID_ARGUMENT, "the assignment has no sandbox_id");
+        return;
+    }
+    int owned = agent_check_owner(a, sbx, jsonx_get_str(job, "runtime_ref"), own, &o->err);
+    if (owned < 0) {
+        if (owned == SBX_ENOTFOUND)
+            api_error_set(&o->err, API_RUNTIME_ERROR, "sandbox container not found");
+        return;
+    }
+    bool memory = false;
+    int rc = resume ? runtime_resume(a->rt, sbx, own, &o->exit, &o->err) : runtime_pause(a->rt, own, &memory, &o->err);
+    if (rc < 0)
+        return;
+    o->result = json_object_new_object();
+    if (!resume)
+        jsonx_add_bool(o->result, "memory", memory);
+    o->ok = true;
+}
+
 /* Sends a report, retrying transport failures and 5xx a few times. */
 static void agent_report(agent_t *a, httpc_t *c, const char *op_id, json_object *body)
 {
@@ -412,6 +437,8 @@ static json_object *agent_run_assignment_on(agent_t *a, httpc_t *c, json_object 
         agent_run_exec(a, c, job, &o);
     else if (kind && strcmp(kind, "snapshot") == 0)
         agent_run_snapshot(a, job, &o);
+    else if (kind && (strcmp(kind, "pause") == 0 || strcmp(kind, "resume") == 0))
+        agent_run_pause(a, job, strcmp(kind, "resume") == 0, &o);
     else
         api_error_set(&o.err, API_INVALID_ARGUMENT, "unknown assignment kind \"%.40s\"", kind ? kind : "");
 

@@ -133,6 +133,22 @@ int runtime_create(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[
     return rt->ops->create(rt, req, ret_ref, ret_exit, err);
 }
 
+int runtime_pause(runtime_t *rt, const char *ref, bool *ret_memory, api_error_t *err)
+{
+    *ret_memory = false;
+    if (!rt->ops->pause)
+        return api_error_set(err, API_UNAVAILABLE, "the %s runtime cannot pause a sandbox", rt->ops->name);
+    return rt->ops->pause(rt, ref, ret_memory, err);
+}
+
+int runtime_resume(runtime_t *rt, const char *sandbox_id, const char *ref, runtime_exit_t *ret_exit,
+                   api_error_t *err)
+{
+    if (!rt->ops->resume)
+        return api_error_set(err, API_UNAVAILABLE, "the %s runtime cannot resume a sandbox", rt->ops->name);
+    return rt->ops->resume(rt, sandbox_id, ref, ret_exit, err);
+}
+
 int runtime_snapshot_create(runtime_t *rt, const runtime_snapshot_req_t *req, runtime_snapshot_t *ret,
                             api_error_t *err)
 {

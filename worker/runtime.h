@@ -492,6 +492,24 @@ int runtime_snapshot_list(runtime_t *rt, const char *cluster_id, const char *wor
  * bytes go once the last such sandbox does). */
 int runtime_snapshot_remove(runtime_t *rt, const char *snapshot_id, const char *worker_name, api_error_t *err);
 
+/* ---- pause and resume (docs/pause.md) ---------------------------------- */
+
+/* Stops sandbox object ref's processes and keeps the object with its
+ * files (Docker: the container stopped, not removed). *ret_memory: whether
+ * its memory was kept, so that a resume continues its processes (false: a
+ * resume starts its main process again). Pausing a paused one succeeds.
+ * API_NOT_FOUND (no such object), API_RUNTIME_ERROR, API_CANCELLED; a
+ * backend without it: API_UNAVAILABLE. */
+int runtime_pause(runtime_t *rt, const char *ref, bool *ret_memory, api_error_t *err);
+
+/* Runs a paused sandbox object again (same object, same files), confirmed
+ * running as a create is, with the egress rules it was made with.
+ * Resuming a running one succeeds. API_SANDBOX_EXITED when it does not
+ * stay up (*ret_exit filled when not NULL: release it), API_NOT_FOUND,
+ * API_RUNTIME_ERROR; a backend without it: API_UNAVAILABLE. */
+int runtime_resume(runtime_t *rt, const char *sandbox_id, const char *ref, runtime_exit_t *ret_exit,
+                   api_error_t *err);
+
 /* One sandbox runtime_disk_enforce stopped. */
 typedef struct runtime_disk_stop {
     char sandbox_id[SBX_ID_MAX];
@@ -581,6 +599,10 @@ typedef struct runtime_ops {
     int (*snapshot_list)(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_snapshot_t **ret,
                          size_t *ret_n, api_error_t *err);
     int (*snapshot_remove)(runtime_t *rt, const char *snapshot_id, const char *worker_name, api_error_t *err);
+    /* Optional (NULL: no pause and resume). */
+    int (*pause)(runtime_t *rt, const char *ref, bool *ret_memory, api_error_t *err);
+    int (*resume)(runtime_t *rt, const char *sandbox_id, const char *ref, runtime_exit_t *ret_exit,
+                  api_error_t *err);
     void (*free)(runtime_t *rt);   /* never called with NULL */
 } runtime_ops_t;
 

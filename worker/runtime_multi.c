@@ -355,6 +355,17 @@ static int multi_snapshot_remove(runtime_t *rt, const char *snapshot_id, const c
     return 0;
 }
 
+static int multi_pause(runtime_t *rt, const char *ref, bool *ret_memory, api_error_t *err)
+{
+    return runtime_pause(multi_by_ref(multi(rt), ref), ref, ret_memory, err);
+}
+
+static int multi_resume(runtime_t *rt, const char *sandbox_id, const char *ref, runtime_exit_t *ret_exit,
+                        api_error_t *err)
+{
+    return runtime_resume(multi_by_ref(multi(rt), ref), sandbox_id, ref, ret_exit, err);
+}
+
 static size_t multi_isolation_classes(const runtime_t *rt, isolation_t *ret, size_t max)
 {
     const multi_runtime_t *m = cmulti(rt);
@@ -461,6 +472,8 @@ static const runtime_ops_t multi_ops = {
     .snapshot_create = multi_snapshot_create,
     .snapshot_list = multi_snapshot_list,
     .snapshot_remove = multi_snapshot_remove,
+    .pause = multi_pause,
+    .resume = multi_resume,
     .free = multi_free,
 };
 

@@ -39,6 +39,12 @@ static const store_col_t sandbox_cols[] = {
       "w.name, 'reason', w.unreachable_reason, 'since', " TS("w.unreachable_since") ", 'lost_at', " TS("w.lost_at")
       ")::text END",
       COL_JSON_OMIT },
+    /* paused: since when, whether its memory was kept, the TTL it has
+     * left once resumed (absent otherwise) */
+    { "paused",
+      "CASE WHEN s.phase = 'paused' THEN json_build_object('at', " TS("s.paused_at") ", 'memory', "
+      "coalesce(s.pause_memory, false), 'ttl_seconds_left', s.paused_ttl_seconds)::text END",
+      COL_JSON_OMIT },
     /* the snapshot it started from (absent: its image alone) */
     { "from", "s.spec->>'from'", COL_TEXT_OMIT },
     /* What the runtime observed when the sandbox stopped by itself. */

@@ -389,7 +389,7 @@ int store__op_insert(PGconn *c, const op_insert_t *o, json_object **ret_op)
  * one statement. A sandbox that stops running takes its routes with it in
  * the same statement: nothing can reach it through a route afterwards. */
 static int sandbox_set_phase_ev(PGconn *c, const char *sandbox_id, sandbox_phase_t phase, const char *extra_set,
-                                int nextra, const char *const *extra, json_object *event_data)
+                                int nextra, const char *const *extra, json_object *event_data, const char *from)
 {
     char *ed = event_data ? jsonx_dump(event_data) : NULL;
     if (event_data)
@@ -400,12 +400,12 @@ static int sandbox_set_phase_ev(PGconn *c, const char *sandbox_id, sandbox_phase
     char sql[2048];
     snprintf(sql, sizeof sql,
              "WITH u AS (UPDATE sandboxes SET phase = $2, updated_at = now()%s%s WHERE id = $1 "
-             "  RETURNING tenant_id, worker_id, isolation), "
+             "  AND ($%d::text IS NULL OR phase = $%d) RETURNING tenant_id, worker_id, isolation), "
              "e AS (INSERT INTO events (tenant_id, kind, sandbox_id, data) SELECT tenant_id, 'sandbox.' || $2::text, "
              "  $1, coalesce($%d::jsonb, '{}') || jsonb_build_object('worker', "
              "  (SELECT name FROM workers w WHERE w.id = u.worker_id))%s FROM u)%s "
              "SELECT 1 FROM u",
-             extra_set ? ", " : "", extra_set ? extra_set : "", 3 + nextra,
+             extra_set ? ", " : "", extra_set ? extra_set : "", 4 + nextra, 4 + nextra, 3 + nextra,
              phase == PH_SCHEDULED ? " || jsonb_build_object('isolation', isolation)" : "",
              gone ? ", g AS (UPDATE routes SET state = 'removed', removed_at = now(), "
                     "  removed_reason = 'sandbox ' || $2::text WHERE sandbox_id = $1 AND state = 'active' "
@@ -413,11 +413,12 @@ static int sandbox_set_phase_ev(PGconn *c, const char *sandbox_id, sandbox_phase
                     "ge AS (INSERT INTO events (tenant_id, kind, sandbox_id, data) SELECT tenant_id, 'route.removed', "
                     "  $1, jsonb_build_object('route', id, 'port', port, 'reason', removed_reason) FROM g)"
                   : "");
-    const char *p[10] = { sandbox_id, sandbox_phase_name(phase) };
+    const char *p[11] = { sandbox_id, sandbox_phase_name(phase) };
     for (int i = 0; i < nextra; i++)
         p[2 + i] = extra[i];
     p[2 + nextra] = ed;
-    PGresult *r = db_exec(c, sql, 3 + nextra, p);
+    p[3 + nextra] = from;
+    PGresult *r = db_exec(c, sql, 4 + nextra, p);
     free(ed);
     if (!r)
         return SBX_EDB;
@@ -426,10 +427,16 @@ static int sandbox_set_phase_ev(PGconn *c, const char *sandbox_id, sandbox_phase
     return rc;
 }
 
+int store__sandbox_set_phase_if(PGconn *c, const char *sandbox_id, sandbox_phase_t phase, const char *from,
+                                const char *extra_set, int nextra, const char *const *extra, json_object *event_data)
+{
+    return sandbox_set_phase_ev(c, sandbox_id, phase, extra_set, nextra, extra, event_data, from);
+}
+
 int store__sandbox_set_phase(PGconn *c, const char *sandbox_id, sandbox_phase_t phase, const char *extra_set,
                              int nextra, const char *const *extra)
 {
-    return sandbox_set_phase_ev(c, sandbox_id, phase, extra_set, nextra, extra, NULL);
+    return sandbox_set_phase_ev(c, sandbox_id, phase, extra_set, nextra, extra, NULL, NULL);
 }
 
 /* Gives back the sandbox's share of its worker's capacity, once. It locks
@@ -473,7 +480,7 @@ int store__sandbox_fail_observed(PGconn *c, const char *sandbox_id, json_object 
     int rc = sandbox_set_phase_ev(c, sandbox_id, PH_FAILED,
                                   "failure = $3::jsonb || jsonb_build_object('at', " TS("now()") "), "
                                   "output_tail = $4",
-                                  2, x, ed);
+                                  2, x, ed, NULL);
     /* Its execs before its capacity: the worker row is locked last (lock
      * order, docs/architecture.md "Concurrency"), the execs in id order. */
     PGresult *r = rc < 0 ? NULL

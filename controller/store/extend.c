@@ -19,7 +19,10 @@ static int extend_move(PGconn *c, const char *sandbox_id, const char *ttl, exten
                              "UPDATE sandboxes s SET updated_at = now(), "
                              "  expires_at = CASE WHEN s.phase = 'running' "
                              "    THEN now() + make_interval(secs => $2::bigint) ELSE s.expires_at END, "
-                             "  ttl_seconds = CASE WHEN s.phase = 'running' THEN s.ttl_seconds ELSE $2::bigint END "
+                             "  ttl_seconds = CASE WHEN s.phase IN ('running', 'paused') THEN s.ttl_seconds ELSE $2::bigint END, "
+                             /* paused: the seconds it will have once resumed */
+                             "  paused_ttl_seconds = CASE WHEN s.phase = 'paused' THEN $2::bigint "
+                             "    ELSE s.paused_ttl_seconds END "
                              "FROM old WHERE s.id = $1 RETURNING coalesce(" TS("old.expires_at") ", ''), "
                              "coalesce(" TS("s.expires_at") ", '')",
                           2, p);

@@ -495,9 +495,10 @@ static int place_on_worker(PGconn *c, const store_limits_t *lim, const char *op_
             rc = store__sandbox_set_phase(c, o->sbx, PH_DELETING, NULL, 0, NULL);
         return rc < 0 ? rc : away ? 0 : 2;
     }
-    if (strcmp(o->phase, "running") != 0 || !*o->worker) {
+    const char *need = strcmp(o->kind, "resume") == 0 ? "paused" : "running";
+    if (strcmp(o->phase, need) != 0 || !*o->worker) {
         char msg[128];
-        snprintf(msg, sizeof msg, "sandbox %s is %s; %s needs a running sandbox", o->sbx, o->phase, o->kind);
+        snprintf(msg, sizeof msg, "sandbox %s is %s; %s needs a %s sandbox", o->sbx, o->phase, o->kind, need);
         rc = store__op_fail_admitted(c, op_id, o->kind, o->sbx, "conflict", msg, NULL);
         return rc == 0 ? 1 : rc;
     }
@@ -549,7 +550,8 @@ int store__place_now(PGconn *c, const store_limits_t *lim, const char *op_id, bo
         return rc == SBX_ENOTFOUND ? SBX_ECONFLICT : rc;
     if (strcmp(o.kind, "create") == 0)
         rc = place_create(c, lim, op_id, o.sbx, o.tenant_id, o.iso, o.spec_text, o.cpu, o.mem);
-    else if (strcmp(o.kind, "exec") == 0 || strcmp(o.kind, "delete") == 0 || strcmp(o.kind, "snapshot") == 0)
+    else if (strcmp(o.kind, "exec") == 0 || strcmp(o.kind, "delete") == 0 || strcmp(o.kind, "snapshot") == 0 ||
+             strcmp(o.kind, "pause") == 0 || strcmp(o.kind, "resume") == 0)
         rc = place_on_worker(c, lim, op_id, &o);
     else
         rc = 0;

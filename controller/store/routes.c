@@ -245,13 +245,13 @@ int store_route_target(PGconn *c, const char *name, route_target_t *ret)
                           "       THEN coalesce(t.hash, '') ELSE '' END, "
                           "  coalesce((tn.policy->>'max_worker_connections')::bigint, 0), "
                           "  CASE WHEN w.state = 'unreachable' THEN coalesce(w.unreachable_reason, 'unreachable') "
-                          "    ELSE '' END "
+                          "    ELSE '' END, s.phase = 'paused' "
                           "FROM routes r JOIN sandboxes s ON s.id = r.sandbox_id "
                           "JOIN tenants tn ON tn.id = r.tenant_id "
                           "JOIN workers w ON w.id = s.worker_id "
                           "LEFT JOIN api_tokens t ON t.id = w.token_id "
                           "WHERE r.name = $1 AND r.state = 'active' AND (r.expires_at IS NULL OR r.expires_at > now()) "
-                          "  AND s.phase = 'running' AND w.state <> 'lost'",
+                          "  AND s.phase IN ('running', 'paused') AND w.state <> 'lost'",
                           1, p);
     if (!r)
         return SBX_EDB;
@@ -268,6 +268,7 @@ int store_route_target(PGconn *c, const char *name, route_target_t *ret)
         snprintf(ret->worker_token_hash, sizeof ret->worker_token_hash, "%s", db_get(r, 0, 8));
         ret->max_worker_connections = db_get_ll(r, 0, 9);
         snprintf(ret->unreachable, sizeof ret->unreachable, "%s", db_get(r, 0, 10));
+        ret->paused = db_get_bool(r, 0, 11);
     }
     PQclear(r);
     return rc;
@@ -285,11 +286,11 @@ int store_port_target(PGconn *c, const char *sandbox_id, int port, route_target_
                           "  coalesce((tn.policy->>'max_worker_connections')::bigint, 0), "
                           "  CASE WHEN w.state = 'unreachable' THEN coalesce(w.unreachable_reason, 'unreachable') "
                           "    ELSE '' END, "
-                          "  coalesce((tn.policy->>'routes')::boolean, true) "
+                          "  coalesce((tn.policy->>'routes')::boolean, true), s.phase = 'paused' "
                           "FROM sandboxes s JOIN tenants tn ON tn.id = s.tenant_id "
                           "JOIN workers w ON w.id = s.worker_id "
                           "LEFT JOIN api_tokens t ON t.id = w.token_id "
-                          "WHERE s.id = $1 AND s.phase = 'running' AND w.state <> 'lost'",
+                          "WHERE s.id = $1 AND s.phase IN ('running', 'paused') AND w.state <> 'lost'",
                           1, p);
     if (!r)
         return SBX_EDB;
@@ -305,6 +306,7 @@ int store_port_target(PGconn *c, const char *sandbox_id, int port, route_target_
         ret->max_worker_connections = db_get_ll(r, 0, 5);
         snprintf(ret->unreachable, sizeof ret->unreachable, "%s", db_get(r, 0, 6));
         *ret_routes_allowed = strcmp(db_get(r, 0, 7), "t") == 0;
+        ret->paused = db_get_bool(r, 0, 8);
     }
     PQclear(r);
     return rc;

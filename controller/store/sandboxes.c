@@ -481,6 +481,10 @@ int store__not_running(PGconn *c, const char *sandbox_id, const char *phase, con
         return api_error_set(err, API_CONFLICT,
                              "sandbox %s is being deleted (phase %s); %s needs a running sandbox: create a new one",
                              sandbox_id, phase, what);
+    if (strcmp(phase, "paused") == 0)
+        return api_error_set(err, API_CONFLICT,
+                             "sandbox %s is paused; %s needs a running sandbox: resume it first (sandbox resume %s)",
+                             sandbox_id, what, sandbox_id);
     if (strcmp(phase, "failed") == 0 || strcmp(phase, "lost") == 0) {
         /* Say why a failed sandbox stopped. */
         char why[200] = "";

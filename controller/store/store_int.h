@@ -224,6 +224,17 @@ json_object *store__event_json(const char *kind, const char *op_id, json_object 
  * state other than those three; SBX_EDB (db_last_unique_violation() tells
  * an Idempotency-Key taken meanwhile). */
 int store__op_insert(PGconn *c, const op_insert_t *o, json_object **ret_op);
+/* store__sandbox_set_phase only while the sandbox is in phase from (NULL:
+ * any), with event_data (taken; may be NULL) in its event's data: 0, or
+ * SBX_ENOTFOUND when it is not (nothing written). */
+int store__sandbox_set_phase_if(PGconn *c, const char *sandbox_id, sandbox_phase_t phase, const char *from,
+                                const char *extra_set, int nextra, const char *const *extra, json_object *event_data);
+/* A pause (resumed false) or resume operation succeeded (its worker's
+ * result): the sandbox paused (its TTL clock stopped, the seconds left
+ * kept) or running again (its expiry from those seconds), with the event,
+ * in the report's transaction. A sandbox no longer in the phase it left
+ * is left alone. 0 or SBX_EDB. */
+int store__sandbox_paused(PGconn *c, const char *sandbox_id, bool resumed, json_object *result);
 int store__sandbox_set_phase(PGconn *c, const char *sandbox_id, sandbox_phase_t phase, const char *extra_set,
                              int nextra, const char *const *extra);
 int store__sandbox_release_allocation(PGconn *c, const char *sandbox_id);

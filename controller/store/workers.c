@@ -596,6 +596,10 @@ static int heartbeat_reconcile(PGconn *c, const store_limits_t *lim, const char 
                            "AND (s.runtime_ref IS NULL OR $5::text IS NULL OR s.runtime_ref = $5) "
                            "AND (s.updated_at < now() - make_interval(secs => $3::bigint) "
                            "     OR ($4::timestamptz IS NOT NULL AND $4::timestamptz > s.updated_at)) "
+                           /* stopped by its pause, whose report is on its way */
+                           "AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.sandbox_id = s.id "
+                           "  AND o.kind = 'pause' AND o.state IN ('leased', 'running', 'succeeded') "
+                           "  AND o.updated_at > now() - make_interval(secs => $3::bigint)) "
                            "FOR UPDATE OF s SKIP LOCKED",
                            5, q, &fail) < 0)
             return SBX_EDB;
@@ -1352,6 +1356,8 @@ static int report_apply(PGconn *c, const report_t *rep, const char *worker_id, i
         db_commit_with_next(c);
         return store__sandbox_release_allocation(c, sbx) < 0 ? SBX_EDB : 0;
     }
+    if (to == OP_SUCCEEDED && kind && (strcmp(kind, "pause") == 0 || strcmp(kind, "resume") == 0))
+        return store__sandbox_paused(c, sbx, strcmp(kind, "resume") == 0, rep->result) < 0 ? SBX_EDB : 0;
     if (to == OP_SUCCEEDED && kind && strcmp(kind, "snapshot") == 0)
         return store__snapshot_made(c, rep->op_id, rep->result) < 0 ? SBX_EDB : 0;
     if (to == OP_SUCCEEDED)

@@ -125,8 +125,9 @@ END_TEST
 
 START_TEST(test_kind_names_round_trip_through_parse)
 {
-    ck_assert_int_eq(OPK__COUNT, 7);
-    static const char *names[OPK__COUNT] = { "create", "delete", "exec", "share", "unshare", "extend", "snapshot" };
+    ck_assert_int_eq(OPK__COUNT, 9);
+    static const char *names[OPK__COUNT] = { "create", "delete", "exec", "share", "unshare", "extend", "snapshot", "pause",
+                                             "resume" };
     ASSERT_NAMES_ROUND_TRIP(op_kind_t, OPK__COUNT, op_kind_name, op_kind_parse, names);
 }
 END_TEST
@@ -134,7 +135,7 @@ END_TEST
 START_TEST(test_phase_names_round_trip_through_parse)
 {
     static const char *names[PH__COUNT] = { "pending", "scheduled", "provisioning", "running",
-                                            "deleting", "deleted", "failed", "lost" };
+                                            "deleting", "deleted", "failed", "lost", "paused" };
     ASSERT_NAMES_ROUND_TRIP(sandbox_phase_t, PH__COUNT, sandbox_phase_name, sandbox_phase_parse, names);
 }
 END_TEST

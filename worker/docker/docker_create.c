@@ -4,6 +4,7 @@
 #include "docker_stream.h"
 #include "imageref.h"
 #include "jsonx.h"
+#include "netaddr.h"
 #include "log.h"
 #include "observed.h"
 #include "timeutil.h"
@@ -443,6 +444,72 @@ static int docker_container_run(docker_runtime_t *rt, const char *id, bool start
         if (err->code != API_CANCELLED)
             docker_container_discard(rt, id);
         return SBX_ERUNTIME;
+    }
+    return 0;
+}
+
+/* ---- pause and resume --------------------------------------------------- */
+
+int docker_rt_pause(runtime_t *base, const char *ref, bool *ret_memory, api_error_t *err)
+{
+    docker_runtime_t *rt = (docker_runtime_t *)base;
+    char path[160];
+    docker_reply_t rep;
+    *ret_memory = false; /* a stop: the files stay, the processes end */
+    if (!docker_name_ok(ref, 80))
+        return api_error_set(err, API_INVALID_ARGUMENT, "malformed container reference");
+    /* docker-init forwards the stop signal; `sleep` ends at once. A main
+     * process that ignores it is killed after the grace. */
+    snprintf(path, sizeof path, "/containers/%s/stop?t=%d", ref, DOCKER_PAUSE_GRACE_S);
+    int r = docker_call(rt, "POST", path, NULL, DOCKER_REMOVE_TIMEOUT_MS, &rep, err);
+    if (r < 0)
+        return r;
+    if (rep.status == 404)
+        r = api_error_set(err, API_NOT_FOUND, "sandbox container %.80s not found", ref);
+    else if (rep.status != 204 && rep.status != 304) { /* 304: stopped already (a retried pause) */
+        char msg[320];
+        docker_reply_message(&rep, msg, sizeof msg);
+        r = api_error_set(err, API_RUNTIME_ERROR, "cannot stop the sandbox container: %s", msg);
+    }
+    docker_reply_release(&rep);
+    return r;
+}
+
+int docker_rt_resume(runtime_t *base, const char *sandbox_id, const char *ref, runtime_exit_t *ret_exit,
+                     api_error_t *err)
+{
+    docker_runtime_t *rt = (docker_runtime_t *)base;
+    json_object *o = NULL;
+    const char *id = NULL;
+    int r = docker_container_inspect(rt, ref, DOCKER_CALL_TIMEOUT_MS, &o, &id, err);
+    if (r < 0)
+        return r == SBX_ENOTFOUND ? api_error_set(err, API_NOT_FOUND, "sandbox container %.80s not found", ref) : r;
+    char cid[80], allow[SBX_EGRESS_ALLOW_MAX * NETADDR_CIDR_MAX] = "";
+    snprintf(cid, sizeof cid, "%s", id);
+    json_object *hc = jsonx_get_obj(o, "HostConfig");
+    const char *runtime = jsonx_get_str(hc, "Runtime");
+    const char *a = jsonx_get_str(jsonx_get_obj(jsonx_get_obj(o, "Config"), "Labels"), RUNTIME_LABEL_EGRESS_ALLOW);
+    if (a)
+        snprintf(allow, sizeof allow, "%s", a);
+    bool watch_procs = !(runtime && rt->gvisor_runtime[0] && strcmp(runtime, rt->gvisor_runtime) == 0);
+    json_object_put(o);
+    /* The container is kept whatever happens: its files are the point. */
+    if (docker_container_start(rt, cid, err) < 0) {
+        docker_start_failure(rt, cid, ret_exit, err);
+        return SBX_ERUNTIME;
+    }
+    if (docker_container_confirm(rt, cid, watch_procs, ret_exit, err) < 0)
+        return SBX_ERUNTIME;
+    /* Its address may be another after a start: its egress_allow rules
+     * follow it (a sandbox that had them never runs without them). */
+    if (*allow) {
+        docker_egress_allow_drop(rt, sandbox_id);
+        if ((r = docker_egress_allow_add(rt, sandbox_id, cid, allow, err)) < 0) {
+            bool ignored;
+            api_error_t e2;
+            docker_rt_pause(base, cid, &ignored, &e2);
+            return r;
+        }
     }
     return 0;
 }

@@ -211,6 +211,15 @@ char *docker_filter_param(const char *key, const char *value);
  * caller owns. */
 int docker_image_list(docker_runtime_t *rt, json_object **ret, api_error_t *err);
 
+/* ---- pause and resume (docker_create.c) --------------------------------- */
+
+/* The grace a paused sandbox's main process gets before it is killed. */
+#define DOCKER_PAUSE_GRACE_S 5
+
+int docker_rt_pause(runtime_t *base, const char *ref, bool *ret_memory, api_error_t *err);
+int docker_rt_resume(runtime_t *base, const char *sandbox_id, const char *ref, runtime_exit_t *ret_exit,
+                     api_error_t *err);
+
 /* ---- docker_snapshot.c ------------------------------------------------- */
 
 /* A snapshot's commit (the container paused meanwhile). */
