@@ -526,6 +526,38 @@ def sandbox_work(sbx):
     log(f"routes; events ({len(kinds)} then sandbox.extended after cursor {cursor}); extend")
 
 
+# ---------------------------------------------------------------- snapshots
+def snapshot_work(sbx):
+    """A snapshot of the running sandbox, a sandbox started from it that has
+    the file written before, list, get, delete; another tenant's member
+    does not see it."""
+    sbx.exec(["sh", "-c", f"mkdir -p /work && echo {label} >/work/snap-state"])
+    snap_name = "sdk-snap-" + label
+    snap = sbx.snapshot(name=snap_name, timeout=120)
+    cleanup.append(snap)
+    check(snap["id"].startswith("snp_") and snap.get("name") == snap_name and snap["sandbox_id"] == sbx.id,
+          f"snapshot: {snap}")
+    check(snap["state"] == "ready" and (snap.get("size_bytes") or 0) > 0,
+          f"a waited snapshot is ready, with its size: {snap}")
+    child = member.sandboxes.create(from_=snap_name, network="none", labels={"sdk": label}, **SMALL)
+    cleanup.append(child)
+    check(child.from_ == snap["id"] and child.data.get("from") == snap["id"],
+          f"the sandbox shows the snapshot it came from: {child.data.get('from')} != {snap['id']}")
+    r = child.exec(["cat", "/work/snap-state"])
+    check(r.exit_code == 0 and r.text == label + "\n", f"the file the snapshot kept: {r}")
+    check(snap["id"] in [x["id"] for x in member.snapshots.list()], "snapshots.list has it")
+    check(snap["id"] in [x["id"] for x in member.snapshots.list(sandbox=sbx.id)], "snapshots.list(sandbox=)")
+    check(member.snapshots.get(snap_name)["id"] == snap["id"], "snapshots.get by name")
+    raises(sc.NotFound, lambda: Client(MAIN_URL, E["SDK_QUOTA_MEMBER"]).snapshots.get(snap["id"]),
+           "another tenant's snapshot")
+    child.delete()
+    gone = member.snapshots.delete(snap["id"])
+    check(gone["id"] == snap["id"] and gone["state"] == "deleted", f"snapshots.delete: {gone}")
+    check(snap["id"] not in [x["id"] for x in member.snapshots.list()], "a deleted snapshot leaves the list")
+    log(f"snapshots: {snap['id']} ready ({snap['size_bytes']} bytes), a sandbox from it has the file; "
+        "list, get by name, NotFound for another tenant, delete")
+
+
 def local_unpack_refusals():
     """safe_extract refuses what would land outside the destination (a
     server never sends these: the worker checks, so they are made here)."""
@@ -585,6 +617,7 @@ def main():
         print(f"SANDBOX {sbx.id}", flush=True)
         errors_main(sbx)
         sandbox_work(sbx)
+        snapshot_work(sbx)
     after = member.sandboxes.get(sbx.id)
     check(after.phase == "deleted", f"the context manager deleted the sandbox: {after.phase}")
     raises(sc.Conflict, lambda: after.exec(["true"]), "exec on a deleted sandbox")
@@ -612,6 +645,9 @@ if __name__ == "__main__":
     finally:
         for item in cleanup:
             try:
+                if isinstance(item, dict):  # a snapshot
+                    member.snapshots.delete(item["id"])
+                    continue
                 sid = item.sandbox_id if isinstance(item, sc.Operation) else item.id
                 member.sandboxes.get(sid).delete(wait=False)
             except Exception:  # the shell's own cleanup deletes what is left

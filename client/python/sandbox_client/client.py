@@ -1,5 +1,5 @@
-"""The client and its resources (sandboxes, operations, events, tenants,
-tokens, pools, workers)."""
+"""The client and its resources (sandboxes, snapshots, operations, events,
+tenants, tokens, pools, workers)."""
 
 from __future__ import annotations
 
@@ -55,6 +55,7 @@ class Client:
             user_agent=f"sandbox-client-python/{__version__}",
         )
         self.sandboxes = Sandboxes(self)
+        self.snapshots = Snapshots(self)
         self.operations = Operations(self)
         self.tenants = Tenants(self)
         self.tokens = Tokens(self)
@@ -132,6 +133,7 @@ class Sandboxes:
         selector: Optional[Mapping[str, str]] = None,
         read_only_root: Optional[bool] = None,
         hardened: Optional[bool] = None,
+        from_: Optional[str] = None,
         wait: Literal[True] = True,
         timeout: Optional[float] = 300,
     ) -> Sandbox: ...
@@ -155,6 +157,7 @@ class Sandboxes:
         selector: Optional[Mapping[str, str]] = None,
         read_only_root: Optional[bool] = None,
         hardened: Optional[bool] = None,
+        from_: Optional[str] = None,
         wait: Literal[False],
         timeout: Optional[float] = 300,
     ) -> Operation: ...
@@ -177,12 +180,15 @@ class Sandboxes:
         selector: Optional[Mapping[str, str]] = None,
         read_only_root: Optional[bool] = None,
         hardened: Optional[bool] = None,
+        from_: Optional[str] = None,
         wait: bool = True,
         timeout: Optional[float] = 300,
     ) -> Union[Sandbox, Operation]:
         """Creates a sandbox and returns it once it runs (``wait=False``: its
         create :class:`Operation` at once). Fields left None take the
-        server's defaults (docs/api.md). A create that fails raises the
+        server's defaults (docs/api.md). ``from_``: a snapshot (id or name)
+        to start from, sent as the spec's ``"from"`` (``image`` may then be
+        left out: the snapshot's is used). A create that fails raises the
         class of its error (``IsolationUnavailable``, ``ImageUnavailable``,
         ``SandboxExited``, …) with ``.operation`` set; ``timeout`` (seconds)
         running out raises :class:`TimeoutError`. The request carries an
@@ -205,6 +211,8 @@ class Sandboxes:
             read_only_root=read_only_root,
             hardened=hardened,
         )
+        if from_ is not None:
+            spec["from"] = from_
         body = self._client._transport.call("POST", "/v1/sandboxes", json=spec, idempotency_key=str(uuid.uuid4()))
         op = Operation(self._client, body["operation"])
         if not wait:
@@ -240,6 +248,31 @@ class Sandboxes:
             after = page.get("next")
             if not after:
                 return
+
+
+class Snapshots:
+    """``client.snapshots``: saved files of sandboxes (docs/snapshots.md).
+    ``Sandbox.snapshot()`` makes one, ``sandboxes.create(from_=…)`` starts
+    from one. Answers are the API's snapshot objects as dicts (``id``,
+    ``name``, ``state``, ``sandbox_id``, ``image``, ``size_bytes``, …)."""
+
+    def __init__(self, client: Client) -> None:
+        self._t = client._transport
+
+    def list(self, sandbox: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The tenant's snapshots not deleted (an admin: every tenant's),
+        newest first; ``sandbox`` (id or name): only those made of it."""
+        return self._t.call("GET", "/v1/snapshots", query={"sandbox": sandbox})["snapshots"]
+
+    def get(self, ref: str) -> Dict[str, Any]:
+        """A snapshot by id (``snp_…``) or name; another tenant's is
+        :class:`NotFound`."""
+        return self._t.call("GET", f"/v1/snapshots/{_q(ref)}")["snapshot"]
+
+    def delete(self, ref: str) -> Dict[str, Any]:
+        """Deletes a snapshot at once (``state`` ``deleted``; its name is free
+        again); its worker removes the bytes once no sandbox runs from it."""
+        return self._t.call("DELETE", f"/v1/snapshots/{_q(ref)}")["snapshot"]
 
 
 class Operations:

@@ -1,5 +1,5 @@
-"""Operations: what a create, delete, exec, share, unshare or extend is
-while the controller and a worker carry it out."""
+"""Operations: what a create, delete, exec, share, unshare, extend or
+snapshot is while the controller and a worker carry it out."""
 
 from __future__ import annotations
 

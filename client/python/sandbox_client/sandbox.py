@@ -1,5 +1,5 @@
 """A sandbox and what can be done in it: exec, files, logs, routes, TTL,
-delete."""
+snapshots, delete."""
 
 from __future__ import annotations
 
@@ -73,6 +73,12 @@ class Sandbox:
     @property
     def expires_at(self) -> Optional[str]:
         return self.data.get("expires_at")
+
+    @property
+    def from_(self) -> Optional[str]:
+        """The id (``snp_…``) of the snapshot it was created from, or None
+        (the API object's ``from``)."""
+        return self.data.get("from")
 
     @property
     def _path(self) -> str:
@@ -307,6 +313,34 @@ class Sandbox:
         if result.get("expires_at"):
             self.data["expires_at"] = result["expires_at"]
         return op
+
+    def snapshot(
+        self, name: Optional[str] = None, wait: bool = True, timeout: Optional[float] = None
+    ) -> Dict[str, Any]:
+        """Saves the sandbox's files as a snapshot (docs/snapshots.md), which
+        ``client.sandboxes.create(from_=…)`` starts new sandboxes from; the
+        sandbox goes on running. Returns the snapshot (a dict): with
+        ``wait``, once it is ``ready`` (``size_bytes``, ``image_bytes``
+        known); without, at once and ``pending`` (wait for it with
+        ``client.operations.wait(snapshot["operation_id"])``). A snapshot
+        that fails raises the class of its operation's error (``.operation``
+        set); ``timeout`` (seconds; None: no bound) running out raises
+        :class:`TimeoutError`. Refused with :class:`Conflict` (not running,
+        or the name is taken), :class:`QuotaExceeded`,
+        :class:`IsolationUnavailable` (``microvm``) or :class:`Unavailable`
+        (its worker unreachable). The request carries an Idempotency-Key, so
+        a retry after a lost answer makes no second snapshot."""
+        req: Dict[str, Any] = {}
+        if name is not None:
+            req["name"] = name
+        body = self._client._transport.call(
+            "POST", self._path + "/snapshots", json=req, idempotency_key=str(uuid.uuid4())
+        )
+        snap: Dict[str, Any] = body["snapshot"]
+        if not wait:
+            return snap
+        Operation(self._client, body["operation"]).wait(timeout)
+        return self._client.snapshots.get(str(snap["id"]))
 
     def delete(self, wait: bool = True, timeout: Optional[float] = None) -> Operation:
         """Deletes the sandbox (its files, processes and routes go); with

@@ -5,7 +5,7 @@
 import { Operations, POLL_WAIT_SECONDS } from "./operations.js";
 import { type ClientContext, type LocalFiles, Sandboxes } from "./sandbox.js";
 import { type FetchLike, Transport } from "./transport.js";
-import type { JsonObject, SandboxEvent } from "./types.js";
+import type { JsonObject, SandboxEvent, SnapshotData } from "./types.js";
 import { randomUUID, snake } from "./util.js";
 
 /** Where the CLI's default points: a controller on this machine. */
@@ -152,6 +152,34 @@ class Pools {
   }
 }
 
+/** Saved files of sandboxes (docs/snapshots.md): `sandbox.snapshot()` makes one, `sandboxes.create({ from })` starts from one. */
+class Snapshots {
+  constructor(private readonly t: Transport) {}
+  /** The tenant's snapshots not deleted (an admin: every tenant's), newest first; `sandbox` (id or name): only those made of it. */
+  async list(o: { sandbox?: string } & Sig = {}): Promise<SnapshotData[]> {
+    return (
+      await this.t.json<{ snapshots: SnapshotData[] }>({
+        method: "GET",
+        path: "/v1/snapshots",
+        query: { sandbox: o.sandbox },
+        signal: o.signal,
+      })
+    ).snapshots;
+  }
+  /** A snapshot by id (snp_…) or name; another tenant's is NotFound. */
+  async get(ref: string, o: Sig = {}): Promise<SnapshotData> {
+    return (
+      await this.t.json<{ snapshot: SnapshotData }>({ method: "GET", path: `/v1/snapshots/${encodeURIComponent(ref)}`, ...o })
+    ).snapshot;
+  }
+  /** Deletes it at once (`state` `deleted`, its name free again); its worker removes the bytes once no sandbox runs from it. */
+  async delete(ref: string, o: Sig = {}): Promise<SnapshotData> {
+    return (
+      await this.t.json<{ snapshot: SnapshotData }>({ method: "DELETE", path: `/v1/snapshots/${encodeURIComponent(ref)}`, ...o })
+    ).snapshot;
+  }
+}
+
 class Workers {
   constructor(private readonly t: Transport) {}
   async list(o: Sig = {}): Promise<JsonObject[]> {
@@ -173,6 +201,7 @@ export class Client {
   readonly url: string;
   readonly transport: Transport;
   readonly sandboxes: Sandboxes;
+  readonly snapshots: Snapshots;
   readonly operations: Operations;
   readonly tenants: Tenants;
   readonly tokens: Tokens;
@@ -202,6 +231,7 @@ export class Client {
     });
     const ctx: ClientContext = { transport: this.transport, local, newId };
     this.sandboxes = new Sandboxes(ctx);
+    this.snapshots = new Snapshots(this.transport);
     this.operations = new Operations(this.transport);
     this.tenants = new Tenants(this.transport);
     this.tokens = new Tokens(this.transport);

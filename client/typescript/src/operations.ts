@@ -1,5 +1,5 @@
 // Operations: every mutation of a sandbox is one (create, delete, exec, share,
-// unshare, extend). wait() long-polls GET /v1/operations/{id}?wait=S and
+// unshare, extend, snapshot). wait() long-polls GET /v1/operations/{id}?wait=S and
 // throws the error class of a failed operation; output() follows an exec's
 // live output (GET /v1/operations/{id}/output?offset=N&wait=S).
 

@@ -1,10 +1,10 @@
 // Sandboxes: create/get/list, and what a running one offers (exec, files,
-// logs, routes, extend, delete).
+// logs, routes, extend, snapshot, delete).
 
 import { errorFor, NotFound, SandboxConnectionError, SandboxError, SandboxExited } from "./errors.js";
 import { Operation, OutputChunk, type WaitOptions } from "./operations.js";
 import type { RequestBody, Transport } from "./transport.js";
-import type { FileEntry, LogLine, OperationData, Route, SandboxData } from "./types.js";
+import type { FileEntry, LogLine, OperationData, Route, SandboxData, SnapshotData } from "./types.js";
 import { decodeText, encodeText, fromBase64, lines, readAll, snake, toBase64 } from "./util.js";
 
 /** What only the Node entry can do: turn a local directory into a tar stream and back. */
@@ -28,7 +28,10 @@ export interface Trust {
 }
 
 export interface CreateOptions {
+  /** The image (left out with `from`: the snapshot's is used). */
   image?: string;
+  /** A snapshot (id or name, `ready`) to start from: the new sandbox has its files. */
+  from?: string;
   name?: string;
   tenant?: string;
   cpuMillis?: number;
@@ -331,6 +334,10 @@ export class Sandbox {
   get phase(): string {
     return this.data.phase;
   }
+  /** The snapshot (snp_…) it was created from, when one. */
+  get from(): string | undefined {
+    return this.data.from;
+  }
   private get path(): string {
     return `/v1/sandboxes/${encodeURIComponent(this.id)}`;
   }
@@ -478,6 +485,34 @@ export class Sandbox {
     const exp = op.result?.expires_at;
     if (exp !== undefined) this.data.expires_at = exp as string | null;
     return op;
+  }
+
+  /**
+   * Saves its files as a snapshot (docs/snapshots.md) that
+   * `sandboxes.create({ from })` starts new sandboxes from; the sandbox goes
+   * on running. With wait (default) returns the snapshot once `ready`, or
+   * throws the snapshot operation's error class (OperationTimeout when
+   * `timeout` seconds pass first); with `wait: false` the `pending` snapshot
+   * at once (`operations.wait(snapshot.operation_id)` waits for it).
+   */
+  async snapshot(
+    o: { name?: string; wait?: boolean; timeout?: number; idempotencyKey?: string; signal?: AbortSignal } = {},
+  ): Promise<SnapshotData> {
+    const r = await this.transport.json<{ operation: OperationData; snapshot: SnapshotData }>({
+      method: "POST",
+      path: `${this.path}/snapshots`,
+      json: o.name !== undefined ? { name: o.name } : {},
+      idempotencyKey: o.idempotencyKey ?? this.ctx.newId(),
+      signal: o.signal,
+    });
+    if (o.wait === false) return r.snapshot;
+    await new Operation(this.transport, r.operation).wait({ timeout: o.timeout, signal: o.signal });
+    const got = await this.transport.json<{ snapshot: SnapshotData }>({
+      method: "GET",
+      path: `/v1/snapshots/${encodeURIComponent(r.snapshot.id)}`,
+      signal: o.signal,
+    });
+    return got.snapshot;
   }
 
   /** Deletes it; with wait (default) until the delete operation ended. */

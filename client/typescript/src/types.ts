@@ -20,6 +20,32 @@ export interface SandboxData {
   labels?: Record<string, string>;
   expires_at?: string | null;
   failure?: { reason: string; exit_code?: number; at: string; message: string } | null;
+  /** The snapshot (snp_…) it was created from, when one. */
+  from?: string;
+  [field: string]: unknown;
+}
+
+/** A snapshot: a sandbox's files saved on its worker (docs/snapshots.md). */
+export interface SnapshotData {
+  id: string;
+  name?: string;
+  tenant: string;
+  /** `pending`, `ready`, `failed` or `deleted`. */
+  state: string;
+  sandbox_id: string;
+  image: string;
+  isolation?: string;
+  worker?: string | null;
+  /** What the snapshot adds to its image; null until it is ready. */
+  size_bytes: number | null;
+  /** The whole filesystem; null until it is ready. */
+  image_bytes: number | null;
+  operation_id: string;
+  /** Only when failed: the snapshot operation's error. */
+  error?: ApiErrorBody;
+  created_at: string;
+  ready_at: string | null;
+  deleted_at?: string;
   [field: string]: unknown;
 }
 

@@ -490,6 +490,44 @@ await check("extend(ttl) (and PolicyDenied over the server's ceiling); events wi
   assert.equal(follow.cursor, ev.id, "the cursor moved to the event handed out");
 });
 
+// ------------------------------------------------------------ snapshots
+
+await check("snapshot({name}) waits until ready; create({from}) has its files; snapshots list/get/delete", async () => {
+  const name = "sdk-snap-" + randomBytes(4).toString("hex");
+  await sbx.exec(["sh", "-c", `mkdir -p /work && echo ${name} >/work/snap-state`]);
+  const snap = await sbx.snapshot({ name, timeout: 120 });
+  let child;
+  let deleted = false;
+  try {
+    assert.match(snap.id, /^snp_/);
+    assert.equal(snap.name, name);
+    assert.equal(snap.sandbox_id, sbx.id);
+    assert.equal(snap.state, "ready");
+    assert.ok(snap.size_bytes > 0, `size_bytes ${snap.size_bytes}`);
+    // no image: the snapshot's is used
+    child = await member.sandboxes.create({ from: name, memoryMib: 128, cpuMillis: 250, labels: { suite: "sdk-ts-snap" } });
+    track(child.id);
+    assert.equal(child.from, snap.id);
+    assert.equal(child.data.from, snap.id);
+    const r = await child.exec(["cat", "/work/snap-state"]);
+    assert.equal(r.stdoutText, name + "\n", "the file the snapshot kept");
+    assert.ok((await member.snapshots.list()).some((x) => x.id === snap.id), "snapshots.list has it");
+    assert.deepEqual((await member.snapshots.list({ sandbox: sbx.id })).map((x) => x.id), [snap.id]);
+    assert.equal((await member.snapshots.get(name)).id, snap.id, "snapshots.get by name");
+    await child.delete();
+    const gone = await member.snapshots.delete(snap.id);
+    deleted = true;
+    assert.equal(gone.id, snap.id);
+    assert.equal(gone.state, "deleted");
+    assert.ok(!(await member.snapshots.list()).some((x) => x.id === snap.id), "a deleted snapshot leaves the list");
+  } finally {
+    if (!deleted) {
+      if (child) await child.delete({ wait: false }).catch(() => undefined);
+      await member.snapshots.delete(snap.id).catch(() => undefined);
+    }
+  }
+});
+
 // ------------------------------------------------------------ idempotent retries
 
 await check("a create whose answer is lost is retried with the same Idempotency-Key: one sandbox", async () => {
