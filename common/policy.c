@@ -15,6 +15,7 @@ void policy_init(policy_t *p)
     memset(p, 0, sizeof *p);
     p->routes = -1;
     p->untrusted_open_network = -1;
+    p->auto_pause = -1;
     for (int i = 0; i < 3; i++)
         p->isolation_min[i] = -1;
 }
@@ -206,14 +207,16 @@ int policy_from_json(json_object *o, policy_t *ret, api_error_t *err)
                 continue;
             if (policy_network_from_json(val, &p, err) < 0)
                 goto fail;
-        } else if (strcmp(key, "routes") == 0 || strcmp(key, "untrusted_open_network") == 0) {
+        } else if (strcmp(key, "routes") == 0 || strcmp(key, "untrusted_open_network") == 0 ||
+                   strcmp(key, "auto_pause") == 0) {
             if (json_object_is_type(val, json_type_null))
                 continue;
             if (!json_object_is_type(val, json_type_boolean)) {
                 api_error_set(err, API_INVALID_ARGUMENT, "policy.%s must be true or false", key);
                 goto fail;
             }
-            *(key[0] == 'r' ? &p.routes : &p.untrusted_open_network) = json_object_get_boolean(val) ? 1 : 0;
+            *(key[0] == 'r' ? &p.routes : key[0] == 'a' ? &p.auto_pause : &p.untrusted_open_network) =
+                json_object_get_boolean(val) ? 1 : 0;
         } else if (strncmp(key, "isolation_", 10) == 0) {
             int lvl = -1;
             for (int i = 0; i < 3; i++)
@@ -288,6 +291,8 @@ json_object *policy_to_json(const policy_t *p)
             jsonx_add_str(o, policy_isolation_rules[i], isolation_name((isolation_t)p->isolation_min[i]));
     if (p->untrusted_open_network >= 0)
         jsonx_add_bool(o, "untrusted_open_network", p->untrusted_open_network == 1);
+    if (p->auto_pause >= 0)
+        jsonx_add_bool(o, "auto_pause", p->auto_pause == 1);
     return o;
 }
 

@@ -47,6 +47,7 @@ typedef struct policy {
      * untrusted (repository or generated code), hostile. */
     int isolation_min[3];
     int untrusted_open_network; /* -1 unset, 0 no, 1 yes */
+    int auto_pause;         /* -1 unset, 0 no, 1 yes: a TTL that passes pauses a sandbox instead of deleting it */
 } policy_t;
 
 /* The policy field names of isolation_min[], by trust level. */

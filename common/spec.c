@@ -242,6 +242,111 @@ bool spec_snapshot_name_ok(const char *s)
            spec_sandbox_name_ok(s);
 }
 
+static int config_argv(json_object *o, const char *key, json_object *out, api_error_t *err)
+{
+    json_object *v = NULL;
+    if (!json_object_object_get_ex(o, key, &v) || json_object_is_type(v, json_type_null))
+        return 0;
+    size_t n = json_object_is_type(v, json_type_array) ? json_object_array_length(v) : 0;
+    if (!json_object_is_type(v, json_type_array) || n > SPEC_CONFIG_ARGV_MAX)
+        return api_error_set(err, API_INVALID_ARGUMENT, "config.%s must be an array of at most %d strings", key,
+                             SPEC_CONFIG_ARGV_MAX);
+    json_object *a = json_object_new_array();
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(v, i);
+        const char *s = json_object_is_type(e, json_type_string) ? json_object_get_string(e) : NULL;
+        if (!s || strlen(s) > SPEC_CONFIG_ARG_BYTES || (size_t)json_object_get_string_len(e) != strlen(s)) {
+            json_object_put(a);
+            return api_error_set(err, API_INVALID_ARGUMENT, "config.%s[%zu] must be a string of at most %d bytes",
+                                 key, i, SPEC_CONFIG_ARG_BYTES);
+        }
+        json_object_array_add(a, json_object_new_string(s));
+    }
+    jsonx_add(out, key, a);
+    return 0;
+}
+
+static bool config_user_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 64 || s[0] == '-' || s[0] == ':')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '.' && s[i] != '-' && s[i] != ':')
+            return false;
+    return true;
+}
+
+int spec_snapshot_config_from_json(json_object *o, json_object **ret, api_error_t *err)
+{
+    static const char *const known[] = { "env", "workdir", "user", "cmd", "entrypoint", "expose", NULL };
+    *ret = NULL;
+    json_object *out = json_object_new_object();
+    if (!o || json_object_is_type(o, json_type_null)) {
+        *ret = out;
+        return 0;
+    }
+    if (!json_object_is_type(o, json_type_object)) {
+        json_object_put(out);
+        return api_error_set(err, API_INVALID_ARGUMENT, "config must be an object");
+    }
+    if (check_known_fields(o, known, "config", err) < 0)
+        goto fail;
+    json_object *v = NULL;
+    if (json_object_object_get_ex(o, "env", &v) && !json_object_is_type(v, json_type_null)) {
+        kv_list_t env;
+        if (kv_list_from_json(v, "config.env", true, SBX_MAX_ENV, &env, err) < 0)
+            goto fail;
+        jsonx_add(out, "env", kv_list_to_json(&env));
+        kv_list_release(&env);
+    }
+    if (json_object_object_get_ex(o, "workdir", &v) && !json_object_is_type(v, json_type_null)) {
+        const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+        if (!s || !spec_cwd_ok(s, (size_t)json_object_get_string_len(v))) {
+            api_error_set(err, API_INVALID_ARGUMENT, "config.workdir must be an absolute path of at most %d bytes",
+                          SBX_MAX_PATH_BYTES);
+            goto fail;
+        }
+        jsonx_add_str(out, "workdir", s);
+    }
+    if (json_object_object_get_ex(o, "user", &v) && !json_object_is_type(v, json_type_null)) {
+        const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+        if (!s || !config_user_ok(s)) {
+            api_error_set(err, API_INVALID_ARGUMENT,
+                          "config.user must be a user name or id (and :group), 1 to 64 letters, digits, _, ., - or :");
+            goto fail;
+        }
+        jsonx_add_str(out, "user", s);
+    }
+    if (config_argv(o, "cmd", out, err) < 0 || config_argv(o, "entrypoint", out, err) < 0)
+        goto fail;
+    if (json_object_object_get_ex(o, "expose", &v) && !json_object_is_type(v, json_type_null)) {
+        size_t n = json_object_is_type(v, json_type_array) ? json_object_array_length(v) : 0;
+        if (!json_object_is_type(v, json_type_array) || n > SPEC_CONFIG_EXPOSE_MAX) {
+            api_error_set(err, API_INVALID_ARGUMENT, "config.expose must be an array of at most %d ports",
+                          SPEC_CONFIG_EXPOSE_MAX);
+            goto fail;
+        }
+        json_object *a = json_object_new_array();
+        for (size_t i = 0; i < n; i++) {
+            json_object *e = json_object_array_get_idx(v, i);
+            int64_t port = json_object_is_type(e, json_type_int) ? json_object_get_int64(e) : 0;
+            if (port < 1 || port > 65535) {
+                json_object_put(a);
+                api_error_set(err, API_INVALID_ARGUMENT, "config.expose[%zu] must be a port from 1 to 65535", i);
+                goto fail;
+            }
+            json_object_array_add(a, json_object_new_int64(port));
+        }
+        jsonx_add(out, "expose", a);
+    }
+    *ret = out;
+    return 0;
+fail:
+    json_object_put(out);
+    return SBX_EINVAL;
+}
+
 bool spec_snapshot_ref_ok(const char *s) { return ids_valid("snp", s) || spec_snapshot_name_ok(s); }
 
 void spec_snapshot_image(const char *snapshot_id, char *out, size_t outlen)
@@ -296,7 +401,7 @@ int spec_from_json_default(json_object *o, const char *default_image, sandbox_sp
 {
     static const char *const known[] = { "tenant", "image", "cpu_millis", "memory_mib", "disk_mib",
                                          "ttl_seconds", "network", "trust", "env", "labels", "isolation",
-                                         "read_only_root", "hardened", "selector", "from", NULL };
+                                         "read_only_root", "hardened", "selector", "from", "auto_pause", NULL };
     static const char *const trust_known[] = { "untrusted_repo", "generated_code", "hostile", NULL };
     sandbox_spec_t s;
     memset(&s, 0, sizeof s);
@@ -372,6 +477,7 @@ int spec_from_json_default(json_object *o, const char *default_image, sandbox_sp
         s.has_isolation = true;
     }
     if (get_opt_bool(o, "read_only_root", "", &s.read_only_root, err) < 0 ||
+        get_opt_bool(o, "auto_pause", "", &s.auto_pause, err) < 0 ||
         get_opt_bool(o, "hardened", "", &s.hardened, err) < 0)
         goto fail;
     json_object *env = NULL, *labels = NULL, *selector = NULL;
@@ -543,6 +649,8 @@ json_object *spec_to_json(const sandbox_spec_t *s)
     jsonx_add(o, "selector", kv_list_to_json(&s->selector));
     if (s->from)
         jsonx_add_str(o, "from", s->from);
+    if (s->auto_pause)
+        jsonx_add_bool(o, "auto_pause", true);
     return o;
 }
 

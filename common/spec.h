@@ -60,6 +60,9 @@ typedef struct sandbox_spec {
      * image's): a client names it by id or name; the controller stores the
      * id. NULL: the image alone. */
     char *from;
+    /* When its TTL passes: paused (container, gvisor) instead of deleted
+     * (docs/pause.md); absent from the canonical JSON when false. */
+    bool auto_pause;
 } sandbox_spec_t;
 
 typedef struct exec_spec {
@@ -98,6 +101,17 @@ bool spec_sandbox_name_ok(const char *s);
 bool spec_snapshot_name_ok(const char *s);
 /* A snapshot reference: its id (snp_ and 26 base32 characters) or a name. */
 bool spec_snapshot_ref_ok(const char *s);
+
+/* The defaults a template version sets for the sandboxes made from it (a
+ * snapshot request's "config"): {"env":{K:V}, "workdir":"/abs",
+ * "user":"name[:group]", "cmd":[…], "entrypoint":[…], "expose":[ports]},
+ * every field optional. Checks it (unknown fields, types and bounds are
+ * API_INVALID_ARGUMENT naming the field) and returns its canonical form
+ * (new reference; NULL o: an empty object). */
+#define SPEC_CONFIG_ARGV_MAX   64
+#define SPEC_CONFIG_EXPOSE_MAX 32
+#define SPEC_CONFIG_ARG_BYTES  4096
+int spec_snapshot_config_from_json(json_object *o, json_object **ret, api_error_t *err);
 
 /* The local image name a worker keeps a snapshot under (a tag of the
  * reserved repository SPEC_SNAPSHOT_REPO), written into out. A create's

@@ -83,15 +83,22 @@ void api_sandbox_extend(req_t *rq, const char *id);
 void api_sandbox_pause(req_t *rq, const char *id);
 void api_sandbox_resume(req_t *rq, const char *id);
 /* A create's "from" (api_sandboxes.c): the tenant's ready snapshot by id
- * or name; spec->from becomes its id and spec->image its source's image
- * (one given must be that). Replies on a refusal (404, 409, 503, 400). */
-int api_spec_from_snapshot(req_t *rq, const char *tenant_id, sandbox_spec_t *spec, bool image_given);
+ * or name (is_template: spec->from is a template's NAME[:VERSION], its
+ * newest ready version unless it names one); spec->from becomes the
+ * snapshot's id and spec->image its source's image (one given must be
+ * that). Replies on a refusal (404, 409, 503, 400). */
+int api_spec_from_snapshot(req_t *rq, const char *tenant_id, sandbox_spec_t *spec, bool image_given, bool is_template);
 /* Snapshots (api_snapshots.c): make one of a sandbox (an operation; 202),
  * list (?sandbox=ID), get and delete by id or name. */
 void api_snapshot_create(req_t *rq, const char *id);
 void api_snapshot_list(req_t *rq);
 void api_snapshot_get(req_t *rq, const char *ref);
 void api_snapshot_delete(req_t *rq, const char *ref);
+/* Templates (api_snapshots.c, docs/templates.md): list (every tenant's for
+ * an admin), get and delete (?version=N) by name in the caller's tenant. */
+void api_template_list(req_t *rq);
+void api_template_get(req_t *rq, const char *name);
+void api_template_delete(req_t *rq, const char *name);
 /* A path's sandbox given by name ("/v1/sandboxes/NAME/…"): *id becomes
  * the id of the tenant's sandbox of that name (rq->sandbox_id). An id, or
  * text that is neither, is left for the handler. False when a reply was

@@ -171,11 +171,12 @@ void api_kick_if_waiting(controller_t *ctl, json_object *resp)
         controller_kick_reconcile(ctl);
 }
 
-int api_spec_from_snapshot(req_t *rq, const char *tenant_id, sandbox_spec_t *spec, bool image_given)
+int api_spec_from_snapshot(req_t *rq, const char *tenant_id, sandbox_spec_t *spec, bool image_given, bool is_template)
 {
     char id[SBX_ID_MAX], base[SBX_MAX_IMAGE_BYTES + 1];
     api_error_t err;
-    if (store_snapshot_resolve(rq->db, tenant_id, spec->from, id, base, sizeof base, &err) < 0) {
+    if ((is_template ? store_template_resolve(rq->db, tenant_id, spec->from, id, base, sizeof base, &err)
+                     : store_snapshot_resolve(rq->db, tenant_id, spec->from, id, base, sizeof base, &err)) < 0) {
         http_reply_api_error(rq, &err);
         return SBX_EINVAL;
     }
@@ -244,6 +245,20 @@ int api_sandbox_create_json(req_t *rq, json_object *body, const char *idem, json
         }
         json_object_object_del(body, "name");
     }
+    /* "template": NAME or NAME:VERSION, a template's version to start
+     * from (its snapshot), kept out of the spec: the spec gets "from". */
+    char tmpl[SBX_SNAPSHOT_NAME_MAX + 16] = "";
+    if (json_object_is_type(body, json_type_object) && json_object_object_get_ex(body, "template", &nv)) {
+        if (!json_object_is_type(nv, json_type_null)) {
+            const char *t = json_object_is_type(nv, json_type_string) ? json_object_get_string(nv) : NULL;
+            if (!t || strlen(t) >= sizeof tmpl || !*t) {
+                http_reply_error(rq, API_INVALID_ARGUMENT, "template must be NAME or NAME:VERSION");
+                goto cleanup;
+            }
+            snprintf(tmpl, sizeof tmpl, "%s", t);
+        }
+        json_object_object_del(body, "template");
+    }
     /* With "from", the image is the snapshot's: one named must be it. */
     json_object *iv = NULL;
     bool image_given = json_object_is_type(body, json_type_object) && json_object_object_get_ex(body, "image", &iv) &&
@@ -275,7 +290,15 @@ int api_sandbox_create_json(req_t *rq, json_object *body, const char *idem, json
         http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
         goto cleanup;
     }
-    if (spec.from && api_spec_from_snapshot(rq, tenant_id, &spec, image_given) < 0)
+    if (tmpl[0] && spec.from) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "from and template exclude each other");
+        goto cleanup;
+    }
+    if (tmpl[0] && !(spec.from = strdup(tmpl))) {
+        http_reply_error(rq, API_INTERNAL, "out of memory");
+        goto cleanup;
+    }
+    if (spec.from && api_spec_from_snapshot(rq, tenant_id, &spec, image_given, tmpl[0] != 0) < 0)
         goto cleanup;
     classification_t cls;
     if (api_spec_admit(rq, &spec, &policy, &cls) < 0)

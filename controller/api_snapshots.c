@@ -8,6 +8,7 @@
 
 #include <sodium.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The Idempotency-Key header: absent (NULL), valid, or a 400 sent. */
@@ -53,15 +54,16 @@ void api_snapshot_create(req_t *rq, const char *id)
         http_reply_error(rq, API_INVALID_ARGUMENT, "the request body must be a JSON object");
         goto cleanup;
     }
-    static const char *const known[] = { "name", NULL };
-    const char *name = NULL;
+    static const char *const known[] = { "name", "template", "config", NULL };
+    const char *name = NULL, *tmpl = NULL;
+    json_object *config = NULL;
     json_object_object_foreach(body, key, val) {
         bool k = false;
         for (const char *const *p = known; *p; p++)
             k = k || strcmp(key, *p) == 0;
         if (!k) {
-            http_reply_error(rq, API_INVALID_ARGUMENT, "unknown field \"%.64s\" in the snapshot request (known: name)",
-                             key);
+            http_reply_error(rq, API_INVALID_ARGUMENT,
+                             "unknown field \"%.64s\" in the snapshot request (known: name, template, config)", key);
             goto cleanup;
         }
         (void)val;
@@ -77,21 +79,51 @@ void api_snapshot_create(req_t *rq, const char *id)
         }
         name = json_object_get_string(nv);
     }
+    if (json_object_object_get_ex(body, "template", &nv) && !json_object_is_type(nv, json_type_null)) {
+        if (!json_object_is_type(nv, json_type_string) || !spec_snapshot_name_ok(json_object_get_string(nv))) {
+            http_reply_error(rq, API_INVALID_ARGUMENT,
+                             "template must be 1 to %d letters, digits, _, . or -, starting with a letter or digit",
+                             SBX_SNAPSHOT_NAME_MAX);
+            goto cleanup;
+        }
+        tmpl = json_object_get_string(nv);
+    }
+    if (name && tmpl) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "name and template exclude each other (a template's versions "
+                                                   "are named by the template and a number)");
+        goto cleanup;
+    }
+    json_object *cv = NULL;
+    json_object_object_get_ex(body, "config", &cv);
+    if (cv && !json_object_is_type(cv, json_type_null) && !tmpl) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "config is for a template version (give template too)");
+        goto cleanup;
+    }
+    if (spec_snapshot_config_from_json(cv, &config, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        goto cleanup;
+    }
     /* the same key with the same request replays; with another, 409 */
     char hash[65];
     unsigned char h[32];
-    char text[SBX_ID_MAX + SBX_SNAPSHOT_NAME_MAX + 16];
-    snprintf(text, sizeof text, "snapshot %s\n%s", id, name ? name : "");
-    crypto_generichash(h, sizeof h, (const unsigned char *)text, strlen(text), NULL, 0);
+    char *ctext = jsonx_dump(config);
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, NULL, 0, sizeof h);
+    const char *parts[] = { "snapshot", id, name ? name : "", tmpl ? tmpl : "", ctext ? ctext : "" };
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        crypto_generichash_update(&st, (const unsigned char *)parts[i], strlen(parts[i]) + 1);
+    crypto_generichash_final(&st, h, sizeof h);
+    free(ctext);
     sodium_bin2hex(hash, sizeof hash, h, sizeof h);
-    if (store_snapshot_create(rq->db, &rq->ctl->lim, auth_scope(rq), id, name, idem, hash, rq->auth.token_id, &resp,
-                              &err) < 0) {
+    if (store_snapshot_create(rq->db, &rq->ctl->lim, auth_scope(rq), id, name, tmpl, config, idem, hash,
+                              rq->auth.token_id, &resp, &err) < 0) {
         http_reply_api_error(rq, &err);
         goto cleanup;
     }
     api_kick_if_waiting(rq->ctl, resp);
     http_reply_json(rq, 202, resp);
 cleanup:
+    json_object_put(config);
     json_object_put(body);
 }
 
@@ -135,6 +167,64 @@ void api_snapshot_delete(req_t *rq, const char *ref)
     if (!snapshot_ref_ok(rq, ref))
         return;
     if (store_snapshot_delete(rq->db, auth_scope(rq), ref, &resp, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    http_reply_json(rq, 200, resp);
+}
+
+/* ---- templates ---------------------------------------------------------- */
+
+static bool template_name_ok(req_t *rq, const char *name)
+{
+    if (spec_snapshot_name_ok(name))
+        return true;
+    http_reply_error(rq, API_NOT_FOUND, "no template %.64s", name);
+    return false;
+}
+
+void api_template_list(req_t *rq)
+{
+    json_object *resp = NULL;
+    api_error_t err;
+    if (store_template_list(rq->db, auth_scope(rq), &resp, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    http_reply_json(rq, 200, resp);
+}
+
+void api_template_get(req_t *rq, const char *name)
+{
+    json_object *resp = NULL;
+    api_error_t err;
+    if (!template_name_ok(rq, name))
+        return;
+    if (store_template_get(rq->db, rq->auth.tenant_id, name, &resp, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    http_reply_json(rq, 200, resp);
+}
+
+void api_template_delete(req_t *rq, const char *name)
+{
+    json_object *resp = NULL;
+    api_error_t err;
+    int64_t version = 0;
+    const char *v = http_query(rq, "version");
+    if (!template_name_ok(rq, name))
+        return;
+    if (v) {
+        char *end = NULL;
+        long long n = strtoll(v, &end, 10);
+        if (!*v || *end || n < 1 || n > 1000000000) {
+            http_reply_error(rq, API_INVALID_ARGUMENT, "version must be a version number (1, 2, ...)");
+            return;
+        }
+        version = n;
+    }
+    if (store_template_delete(rq->db, rq->auth.tenant_id, name, version, &resp, &err) < 0) {
         http_reply_api_error(rq, &err);
         return;
     }

@@ -165,8 +165,26 @@ int store_sandbox_delete(PGconn *c, const store_limits_t *lim, const char *scope
  * {"operation":…,"snapshot":…}. 409 not running, 503 its worker away, 422
  * isolation_unavailable (microvm), 429 quota_exceeded, 409 a name taken. */
 int store_snapshot_create(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
-                          const char *name, const char *idempotency_key, const char *request_hash,
-                          const char *created_by, json_object **ret, api_error_t *err);
+                          const char *name, const char *template_name, json_object *config,
+                          const char *idempotency_key, const char *request_hash, const char *created_by,
+                          json_object **ret, api_error_t *err);
+/* Templates (docs/templates.md): a template's versions are snapshots made
+ * with template_name (store_snapshot_create: the next version, config its
+ * canonical defaults). {"templates":[{"name","tenant","versions","latest"}]}
+ * (latest: the newest ready version's snapshot, or null). */
+int store_template_list(PGconn *c, const char *scope, json_object **ret, api_error_t *err);
+/* {"template":{"name","tenant","versions":[snapshot…]}} of tenant_id's
+ * template (newest first, not deleted); 404 when it has none. */
+int store_template_get(PGconn *c, const char *tenant_id, const char *name, json_object **ret, api_error_t *err);
+/* Deletes version (0: every version) of tenant_id's template:
+ * {"template":{"name","deleted_versions":N}}; 404 when none was live. */
+int store_template_delete(PGconn *c, const char *tenant_id, const char *name, int64_t version, json_object **ret,
+                          api_error_t *err);
+/* For a create's "template" ("NAME" or "NAME:VERSION"): the version's (or
+ * the newest ready version's) snapshot id and image, as
+ * store_snapshot_resolve. 404 none, 409 not ready. */
+int store_template_resolve(PGconn *c, const char *tenant_id, const char *ref, char ret_id[SBX_ID_MAX],
+                           char *ret_image, size_t imagelen, api_error_t *err);
 /* {"snapshot":…} by id or name (another tenant's: not found). */
 int store_snapshot_get(PGconn *c, const char *scope, const char *ref, json_object **ret, api_error_t *err);
 /* {"snapshots":[…]}: the live ones (not deleted), newest first; of one

@@ -296,7 +296,8 @@ static void agent_run_snapshot(agent_t *a, json_object *job, agent_outcome_t *o)
     }
     agent_cluster_id(a, cluster);
     runtime_snapshot_req_t req = { .ref = own, .snapshot_id = snp, .tenant = jsonx_get_str(job, "tenant"),
-                                   .cluster_id = cluster, .worker_name = a->name };
+                                   .cluster_id = cluster, .worker_name = a->name,
+                                   .config = jsonx_get_obj(jsonx_get_obj(job, "snapshot"), "config") };
     runtime_snapshot_t snap;
     if (runtime_snapshot_create(a->rt, &req, &snap, &o->err) < 0)
         return;

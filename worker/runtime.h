@@ -460,6 +460,10 @@ typedef struct runtime_snapshot_req {
     const char *tenant;
     const char *cluster_id;   /* labels it; may be NULL */
     const char *worker_name;  /* labels it; may be NULL */
+    /* A template version's defaults (spec_snapshot_config_from_json's
+     * form: env, workdir, user, cmd, entrypoint, expose), saved with it for
+     * the sandboxes made from it; NULL: none (borrowed) */
+    struct json_object *config;
 } runtime_snapshot_req_t;
 
 /* What a snapshot holds, as the runtime measured it. */

@@ -28,6 +28,8 @@ static const store_col_t sandbox_cols[] = {
     { "updated_at", TS("s.updated_at"), COL_TEXT },
     { "read_only_root", "coalesce(s.spec->'read_only_root' = 'true'::jsonb, false)", COL_BOOL },
     { "hardened", "coalesce(s.spec->'hardened' = 'true'::jsonb, false)", COL_BOOL },
+    /* its TTL pauses it instead of deleting it (its tenant's policy may too) */
+    { "auto_pause", "coalesce(s.spec->'auto_pause' = 'true'::jsonb, false)", COL_BOOL },
     { "selector", "coalesce(s.spec->'selector', '{}')::text", COL_JSON },
     { "classification", "s.classification::text", COL_JSON },
     /* the warm pool it was claimed from (absent: a cold create) */
@@ -218,6 +220,10 @@ static const store_col_t snapshot_cols[] = {
     { "size_bytes", "sn.size_bytes::text", COL_JSON },
     { "image_bytes", "sn.image_bytes::text", COL_JSON },
     { "operation_id", "sn.operation_id", COL_TEXT },
+    /* a template's version (absent for a plain snapshot) */
+    { "template", "sn.template", COL_TEXT_OMIT },
+    { "version", "sn.version::text", COL_JSON_OMIT },
+    { "config", "sn.config::text", COL_JSON_OMIT },
     { "error",
       "CASE WHEN sn.ready_at IS NULL AND o.state IN ('failed', 'cancelled') THEN json_build_object('code', "
       "o.error_code, 'message', o.error_message)::text END",

@@ -9,6 +9,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+int store__pause_op_insert(PGconn *c, const store_limits_t *lim, const char *tenant_id, const char *sandbox_id,
+                           const sbx_worker_t *w, bool resume, const char *idempotency_key, const char *request_hash,
+                           const char *created_by, json_object *pending_data, char ret_op_id[SBX_ID_MAX],
+                           bool *ret_leased, json_object **ret_op)
+{
+    ids_new("op", ret_op_id);
+    json_object *pl = store__placement_here(w->name, STORE_WHY_EXEC_HERE);
+    op_insert_t oi = { .id = ret_op_id, .tenant_id = tenant_id, .sandbox_id = sandbox_id,
+                       .kind = resume ? "resume" : "pause", .idempotency_key = idempotency_key,
+                       .request_hash = request_hash, .request_text = NULL, .created_by = created_by,
+                       .deadline_seconds = lim->deadline_seconds, .state = w->id[0] ? OP_LEASED : OP_PENDING,
+                       .pending_data = pending_data, .worker_id = w->id, .worker_name = w->name,
+                       .lease_seconds = lim->lease_seconds, .placement = pl };
+    int rc = store__op_insert(c, &oi, ret_op);
+    json_object_put(pl);
+    if (rc < 0)
+        return rc;
+    *ret_leased = oi.state == OP_LEASED;
+    if (!*ret_leased && store__place_now(c, lim, ret_op_id, false) < 0) {
+        json_object_put(*ret_op);
+        *ret_op = NULL;
+        return SBX_EDB;
+    }
+    return 0;
+}
+
 int store_sandbox_pause(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id, bool resume,
                         const char *idempotency_key, const char *request_hash, const char *created_by,
                         json_object **ret, api_error_t *err)
@@ -71,16 +97,10 @@ int store_sandbox_pause(PGconn *c, const store_limits_t *lim, const char *scope,
                              "sandbox %s runs as %s: pause and resume are for container and gvisor sandboxes only",
                              sandbox_id, iso);
     }
-    ids_new("op", op_id);
-    json_object *pl = store__placement_here(w.name, STORE_WHY_EXEC_HERE);
-    op_insert_t oi = { .id = op_id, .tenant_id = tenant_id, .sandbox_id = sandbox_id, .kind = kind,
-                       .idempotency_key = idempotency_key, .request_hash = request_hash, .request_text = NULL,
-                       .created_by = created_by, .deadline_seconds = lim->deadline_seconds,
-                       .state = w.id[0] ? OP_LEASED : OP_PENDING, .worker_id = w.id, .worker_name = w.name,
-                       .lease_seconds = lim->lease_seconds, .placement = pl };
     json_object *op = NULL;
-    rc = store__op_insert(c, &oi, &op);
-    json_object_put(pl);
+    bool leased = false;
+    rc = store__pause_op_insert(c, lim, tenant_id, sandbox_id, &w, resume, idempotency_key, request_hash, created_by,
+                                NULL, op_id, &leased, &op);
     if (rc < 0) {
         bool dup = idempotency_key && db_last_unique_violation();
         db_rollback(c);
@@ -90,13 +110,13 @@ int store_sandbox_pause(PGconn *c, const store_limits_t *lim, const char *scope,
         }
         return store__db_error(err);
     }
-    if ((oi.state == OP_PENDING && store__place_now(c, lim, op_id, false) < 0) || db_commit(c) < 0) {
+    if (db_commit(c) < 0) {
         json_object_put(op);
         store__db_error(err);
         db_rollback(c);
         return SBX_EDB;
     }
-    if (oi.state == OP_PENDING) {
+    if (!leased) {
         json_object_put(op);
         return store__op_reply(c, NULL, op_id, ret, err);
     }
@@ -109,9 +129,12 @@ int store__sandbox_paused(PGconn *c, const char *sandbox_id, bool resumed, json_
 {
     int rc;
     if (resumed) {
+        /* the seconds it had left; none left (paused by its TTL): its whole
+         * TTL again */
         rc = store__sandbox_set_phase_if(c, sandbox_id, PH_RUNNING, "paused",
                                            "expires_at = CASE WHEN paused_ttl_seconds IS NULL THEN NULL "
-                                           "  ELSE now() + make_interval(secs => paused_ttl_seconds) END, "
+                                           "  ELSE now() + make_interval(secs => CASE WHEN paused_ttl_seconds > 0 "
+                                           "    THEN paused_ttl_seconds ELSE ttl_seconds END) END, "
                                            "paused_at = NULL, paused_ttl_seconds = NULL, pause_memory = NULL",
                                            0, NULL, NULL);
         return rc == SBX_ENOTFOUND ? 0 : rc;

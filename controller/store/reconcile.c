@@ -843,12 +843,57 @@ static int request_deletes(PGconn *c, const store_limits_t *lim, const char *sel
     return sandboxes_pass(c, lim, select_sql, lock_cond, &st, ret_changed);
 }
 
+/* A sandbox whose TTL passed: deleted, or paused when it or its tenant
+ * asks for that (auto_pause; container and gvisor) — then, while its
+ * worker is away or its pause is under way, left for a later pass. */
+static int ttl_step(PGconn *c, const store_limits_t *lim, const char *sbx, const char *tenant,
+                    const sandbox_step_t *st)
+{
+    PGresult *r = db_exec(c,
+                          "SELECT s.phase = 'running' AND s.isolation IN ('container', 'gvisor') AND "
+                          "  (coalesce((s.spec->>'auto_pause')::boolean, false) "
+                          "   OR coalesce((tn.policy->>'auto_pause')::boolean, false)), "
+                          "  coalesce(w.id, ''), " STORE_WORKER_GO_STATE ", coalesce(w.name, ''), "
+                          "  EXISTS (SELECT 1 FROM operations o WHERE o.sandbox_id = s.id AND o.kind = 'pause' "
+                          "    AND o.state IN ('pending', 'admitted', 'leased', 'running')) "
+                          "FROM sandboxes s JOIN tenants tn ON tn.id = s.tenant_id "
+                          "LEFT JOIN workers w ON w.id = s.worker_id WHERE s.id = $1",
+                          1, (const char *const[]){ sbx });
+    if (!r || PQntuples(r) != 1) {
+        PQclear(r);
+        return SBX_EDB;
+    }
+    bool pause = db_get_bool(r, 0, 0), busy = db_get_bool(r, 0, 4);
+    sbx_worker_t w;
+    memset(&w, 0, sizeof w);
+    snprintf(w.id, sizeof w.id, "%s", db_get(r, 0, 1));
+    snprintf(w.state, sizeof w.state, "%s", db_get(r, 0, 2));
+    snprintf(w.name, sizeof w.name, "%s", db_get(r, 0, 3));
+    PQclear(r);
+    if (!pause)
+        return request_delete_step(c, lim, sbx, tenant, st);
+    if (busy || !w.id[0] || (strcmp(w.state, "ready") != 0 && strcmp(w.state, "draining") != 0))
+        return 0; /* its pause is under way, or waits for its worker */
+    json_object *ed = json_object_new_object();
+    jsonx_add_str(ed, "action", "pause");
+    if (store__event_add(c, tenant, "sandbox.expired", sbx, NULL, ed) < 0)
+        return SBX_EDB;
+    json_object *pd = json_object_new_object(), *op = NULL;
+    jsonx_add_str(pd, "reason", "ttl");
+    char op_id[SBX_ID_MAX];
+    bool leased = false;
+    int rc = store__pause_op_insert(c, lim, tenant, sbx, &w, false, NULL, NULL, "ttl", pd, op_id, &leased, &op);
+    json_object_put(op);
+    return rc;
+}
+
 int store_expire_ttls(PGconn *c, const store_limits_t *lim, int *ret_changed)
 {
-    return request_deletes(c, lim,
-                           "SELECT id FROM sandboxes WHERE desired_state = 'running' AND expires_at < now() "
-                           "ORDER BY expires_at LIMIT 100",
-                           "desired_state = 'running' AND expires_at < now()", "sandbox.expired", "ttl", ret_changed);
+    const sandbox_step_t st = { ttl_step, "sandbox.expired", "ttl" };
+    return sandboxes_pass(c, lim,
+                          "SELECT id FROM sandboxes WHERE desired_state = 'running' AND expires_at < now() "
+                          "ORDER BY expires_at LIMIT 100",
+                          "desired_state = 'running' AND expires_at < now()", &st, ret_changed);
 }
 
 int store_retry_deletes(PGconn *c, const store_limits_t *lim, int *ret_changed)

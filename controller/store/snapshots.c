@@ -58,8 +58,9 @@ static int snapshot_quota(PGconn *c, const store_limits_t *lim, const char *tena
 }
 
 int store_snapshot_create(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
-                          const char *name, const char *idempotency_key, const char *request_hash,
-                          const char *created_by, json_object **ret, api_error_t *err)
+                          const char *name, const char *template_name, json_object *config,
+                          const char *idempotency_key, const char *request_hash, const char *created_by,
+                          json_object **ret, api_error_t *err)
 {
     char tenant_id[SBX_ID_MAX], phase[24], desired[16], op_id[SBX_ID_MAX], snp_id[SBX_ID_MAX];
     sbx_worker_t w;
@@ -129,13 +130,25 @@ int store_snapshot_create(PGconn *c, const store_limits_t *lim, const char *scop
     jsonx_add_str(req, "snapshot_id", snp_id);
     if (name)
         jsonx_add_str(req, "name", name);
+    if (template_name)
+        jsonx_add_str(req, "template", template_name);
+    if (config && json_object_object_length(config) > 0)
+        jsonx_add(req, "config", json_object_get(config));
     char *req_text = jsonx_dump(req);
     json_object_put(req);
-    const char *p[] = { snp_id, tenant_id, name, sandbox_id, w.id[0] ? w.id : NULL, op_id, image, iso, created_by };
-    if (db_run(c,
-               "INSERT INTO snapshots (id, tenant_id, name, sandbox_id, worker_id, operation_id, image, isolation, "
-               "created_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-               9, p) < 0) {
+    char *config_text = config && json_object_object_length(config) > 0 ? jsonx_dump(config) : NULL;
+    /* a template's next version (never reused: deleted ones count), under
+     * the tenant's snapshot lock snapshot_quota took */
+    const char *p[] = { snp_id, tenant_id, name, sandbox_id, w.id[0] ? w.id : NULL, op_id, image, iso, created_by,
+                        template_name, config_text };
+    int ins = db_run(c,
+                     "INSERT INTO snapshots (id, tenant_id, name, sandbox_id, worker_id, operation_id, image, isolation, "
+                     "created_by, template, version, config) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
+                     "CASE WHEN $10::text IS NULL THEN NULL ELSE (SELECT coalesce(max(version), 0) + 1 FROM snapshots "
+                     "  WHERE tenant_id = $2 AND template = $10) END, $11::jsonb)",
+                     11, p);
+    free(config_text);
+    if (ins < 0) {
         bool dup = db_last_unique_violation();
         free(req_text);
         db_rollback(c);
@@ -337,4 +350,149 @@ int store_snapshot_unwanted(PGconn *c, const char *worker_id, json_object *held,
         json_object_array_add(*ret, json_object_new_string(db_get(r, i, 0)));
     PQclear(r);
     return 0;
+}
+
+/* ---- templates ---------------------------------------------------------- */
+
+int store_template_list(PGconn *c, const char *scope, json_object **ret, api_error_t *err)
+{
+    const char *p[] = { scope };
+    /* Every live version, each template's newest ready one first (then
+     * its newest), read with the table's own columns; the first row of
+     * each template is the one shown. */
+    PGresult *v = store__exec_cols(c, &store__t_snapshot, "SELECT ",
+                                   ", (SELECT count(*) FROM snapshots z WHERE z.tenant_id = sn.tenant_id "
+                                   "  AND z.template = sn.template AND z.deleted_at IS NULL) " SNAPSHOT_FROM
+                                   "WHERE sn.template IS NOT NULL AND sn.deleted_at IS NULL "
+                                   "AND ($1::text IS NULL OR sn.tenant_id = $1) "
+                                   "ORDER BY tn.name, sn.template, (sn.ready_at IS NOT NULL) DESC, sn.version DESC "
+                                   "LIMIT 10000",
+                                   1, p);
+    if (!v)
+        return store__db_error(err);
+    json_object *arr = json_object_new_array();
+    int nc = PQnfields(v) - 1;
+    const char *prev_t = NULL, *prev_tn = NULL;
+    for (int i = 0; i < PQntuples(v); i++) {
+        const char *tmpl = store__col_text(&store__t_snapshot, v, i, "template");
+        const char *tn = store__col_text(&store__t_snapshot, v, i, "tenant");
+        if (prev_t && strcmp(prev_t, tmpl) == 0 && strcmp(prev_tn, tn) == 0)
+            continue; /* the first row of each template is its latest */
+        prev_t = tmpl;
+        prev_tn = tn;
+        json_object *sn = store__row_json(&store__t_snapshot, v, i);
+        const char *state = jsonx_get_str(sn, "state");
+        json_object *t = json_object_new_object();
+        jsonx_add_str(t, "name", tmpl);
+        jsonx_add_str(t, "tenant", tn);
+        jsonx_add_int(t, "versions", db_get_ll(v, i, nc));
+        if (state && strcmp(state, "ready") == 0)
+            jsonx_add(t, "latest", sn);
+        else {
+            json_object_put(sn);
+            jsonx_add(t, "latest", NULL);
+        }
+        json_object_array_add(arr, t);
+    }
+    PQclear(v);
+    *ret = store__wrap("templates", arr);
+    return 0;
+}
+
+int store_template_get(PGconn *c, const char *tenant_id, const char *name, json_object **ret, api_error_t *err)
+{
+    const char *p[] = { tenant_id, name };
+    json_object *versions = NULL;
+    if (store__fetch_all(c, &store__t_snapshot,
+                         SNAPSHOT_FROM "WHERE sn.tenant_id = $1 AND sn.template = $2 AND sn.deleted_at IS NULL "
+                                       "ORDER BY sn.version DESC LIMIT 1000",
+                         2, p, &versions) < 0)
+        return store__db_error(err);
+    if (json_object_array_length(versions) == 0) {
+        json_object_put(versions);
+        return api_error_set(err, API_NOT_FOUND, "no template %.64s", name);
+    }
+    json_object *t = json_object_new_object();
+    jsonx_add_str(t, "name", name);
+    jsonx_add_str(t, "tenant", jsonx_get_str(json_object_array_get_idx(versions, 0), "tenant"));
+    jsonx_add(t, "versions", versions);
+    *ret = store__wrap("template", t);
+    return 0;
+}
+
+int store_template_delete(PGconn *c, const char *tenant_id, const char *name, int64_t version, json_object **ret,
+                          api_error_t *err)
+{
+    char v[24];
+    snprintf(v, sizeof v, "%lld", (long long)version);
+    const char *p[] = { tenant_id, name, version > 0 ? v : NULL };
+    PGresult *r = db_exec(c,
+                          "WITH d AS (UPDATE snapshots SET deleted_at = now() WHERE tenant_id = $1 AND template = $2 "
+                          "  AND ($3::int IS NULL OR version = $3::int) AND deleted_at IS NULL "
+                          "  RETURNING id, tenant_id, sandbox_id, template, version), "
+                          "e AS (INSERT INTO events (tenant_id, kind, sandbox_id, data) SELECT tenant_id, "
+                          "  'snapshot.deleted', sandbox_id, jsonb_build_object('snapshot', id, 'template', template, "
+                          "  'version', version) FROM d) "
+                          "SELECT count(*) FROM d",
+                          3, p);
+    if (!r || PQntuples(r) != 1) {
+        PQclear(r);
+        return store__db_error(err);
+    }
+    long long n = db_get_ll(r, 0, 0);
+    PQclear(r);
+    if (n == 0)
+        return version > 0 ? api_error_set(err, API_NOT_FOUND, "template %.64s has no version %lld", name,
+                                           (long long)version)
+                           : api_error_set(err, API_NOT_FOUND, "no template %.64s", name);
+    json_object *t = json_object_new_object();
+    jsonx_add_str(t, "name", name);
+    jsonx_add_int(t, "deleted_versions", n);
+    *ret = store__wrap("template", t);
+    return 0;
+}
+
+int store_template_resolve(PGconn *c, const char *tenant_id, const char *ref, char ret_id[SBX_ID_MAX],
+                           char *ret_image, size_t imagelen, api_error_t *err)
+{
+    char name[SBX_SNAPSHOT_NAME_MAX + 1], ver[24] = "";
+    const char *colon = strchr(ref, ':');
+    size_t n = colon ? (size_t)(colon - ref) : strlen(ref);
+    if (n == 0 || n > SBX_SNAPSHOT_NAME_MAX)
+        return api_error_set(err, API_NOT_FOUND, "no template %.64s", ref);
+    snprintf(name, sizeof name, "%.*s", (int)n, ref);
+    if (colon) {
+        const char *d = colon + 1;
+        if (!*d || strlen(d) > 9 || strspn(d, "0123456789") != strlen(d))
+            return api_error_set(err, API_INVALID_ARGUMENT, "template must be NAME or NAME:VERSION (got %.80s)", ref);
+        snprintf(ver, sizeof ver, "%s", d);
+    }
+    const char *p[] = { tenant_id, name, *ver ? ver : NULL };
+    PGresult *r = db_exec(c,
+                          "SELECT sn.id, sn.image, (" STORE_SNAPSHOT_STATE "), coalesce(w.state, 'lost'), sn.version "
+                          SNAPSHOT_FROM "WHERE sn.tenant_id = $1 AND sn.template = $2 AND sn.deleted_at IS NULL "
+                          "AND ($3::int IS NULL OR sn.version = $3::int) "
+                          /* the newest ready one, else the newest (to say why) */
+                          "ORDER BY (sn.ready_at IS NOT NULL) DESC, sn.version DESC LIMIT 1",
+                          3, p);
+    if (!r)
+        return store__db_error(err);
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return *ver ? api_error_set(err, API_NOT_FOUND, "template %s has no version %s", name, ver)
+                    : api_error_set(err, API_NOT_FOUND, "no template %s (sandbox templates list shows them)", name);
+    }
+    int rc = 0;
+    const char *state = db_get(r, 0, 2);
+    if (strcmp(state, "ready") != 0)
+        rc = api_error_set(err, API_CONFLICT, "template %s version %s is %s; a sandbox starts only from a ready one",
+                           name, db_get(r, 0, 4), state);
+    else if (strcmp(db_get(r, 0, 3), "lost") == 0)
+        rc = api_error_set(err, API_UNAVAILABLE, "template %s version %s is on a lost worker", name, db_get(r, 0, 4));
+    if (rc == 0) {
+        snprintf(ret_id, SBX_ID_MAX, "%s", db_get(r, 0, 0));
+        snprintf(ret_image, imagelen, "%s", db_get(r, 0, 1));
+    }
+    PQclear(r);
+    return rc;
 }

@@ -235,6 +235,15 @@ int store__sandbox_set_phase_if(PGconn *c, const char *sandbox_id, sandbox_phase
  * in the report's transaction. A sandbox no longer in the phase it left
  * is left alone. 0 or SBX_EDB. */
 int store__sandbox_paused(PGconn *c, const char *sandbox_id, bool resumed, json_object *result);
+/* Inserts a pause (or resume) operation of the sandbox (its row locked by
+ * the caller) leased to worker w, with its events (pending_data, taken,
+ * added to its operation.pending event), or pending and placed when w has
+ * no id; the caller commits. ret_op_id, *ret_leased, *ret_op (the
+ * operation). 0; SBX_EDB (a unique violation: the idempotency key raced). */
+int store__pause_op_insert(PGconn *c, const store_limits_t *lim, const char *tenant_id, const char *sandbox_id,
+                           const sbx_worker_t *w, bool resume, const char *idempotency_key, const char *request_hash,
+                           const char *created_by, json_object *pending_data, char ret_op_id[SBX_ID_MAX],
+                           bool *ret_leased, json_object **ret_op);
 int store__sandbox_set_phase(PGconn *c, const char *sandbox_id, sandbox_phase_t phase, const char *extra_set,
                              int nextra, const char *const *extra);
 int store__sandbox_release_allocation(PGconn *c, const char *sandbox_id);

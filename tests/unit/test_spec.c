@@ -797,6 +797,47 @@ START_TEST(test_from_names_a_snapshot_by_id_or_name_and_round_trips)
 }
 END_TEST
 
+/* A template version's config: every field checked, the canonical form
+ * keeps only what was given. */
+static void config_refused(const char *text, const char *want)
+{
+    json_object *o = unit_json(text), *out = NULL;
+    api_error_t err;
+    ck_assert_int_eq(spec_snapshot_config_from_json(o, &out, &err), SBX_EINVAL);
+    ck_assert_ptr_null(out);
+    ck_assert_msg(strstr(err.message, want), "%s: message [%s] lacks [%s]", text, err.message, want);
+    json_object_put(o);
+}
+
+START_TEST(test_template_config_is_checked_and_canonical)
+{
+    json_object *out = NULL;
+    api_error_t err;
+    ck_assert_int_eq(spec_snapshot_config_from_json(NULL, &out, &err), 0);
+    ck_assert_int_eq(json_object_object_length(out), 0);
+    json_object_put(out);
+    json_object *o = unit_json("{\"env\":{\"A\":\"1\",\"PATH\":\"/x:/y\"},\"workdir\":\"/app\",\"user\":\"app:app\","
+                               "\"cmd\":[\"python3\",\"-m\",\"http.server\"],\"entrypoint\":null,\"expose\":[8000,443]}");
+    ck_assert_int_eq(spec_snapshot_config_from_json(o, &out, &err), 0);
+    ck_assert_str_eq(json_object_to_json_string_ext(out, JSON_C_TO_STRING_PLAIN),
+                     "{\"env\":{\"A\":\"1\",\"PATH\":\"\\/x:\\/y\"},\"workdir\":\"\\/app\",\"user\":\"app:app\","
+                     "\"cmd\":[\"python3\",\"-m\",\"http.server\"],\"expose\":[8000,443]}");
+    json_object_put(out);
+    json_object_put(o);
+    config_refused("[1]", "config must be an object");
+    config_refused("{\"volume\":\"/d\"}", "volume");
+    config_refused("{\"env\":{\"1A\":\"x\"}}", "config.env");
+    config_refused("{\"workdir\":\"rel/dir\"}", "config.workdir must be an absolute path");
+    config_refused("{\"user\":\"-root\"}", "config.user");
+    config_refused("{\"user\":\"a b\"}", "config.user");
+    config_refused("{\"cmd\":\"sh -c x\"}", "config.cmd must be an array");
+    config_refused("{\"cmd\":[1]}", "config.cmd[0] must be a string");
+    config_refused("{\"expose\":[0]}", "config.expose[0] must be a port");
+    config_refused("{\"expose\":[65536]}", "config.expose[0]");
+    config_refused("{\"expose\":[\"80\"]}", "config.expose[0]");
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("spec");
@@ -841,6 +882,7 @@ Suite *unit_suite(void)
         test_error_without_err_still_fails,
         test_sandbox_names_are_short_plain_and_never_an_id,
         test_from_names_a_snapshot_by_id_or_name_and_round_trips,
+        test_template_config_is_checked_and_canonical,
     ));
     unit_tcase_add(s, "extend", UNIT_TESTS(
         test_extend_request_takes_ttl_seconds_from_one_to_the_absolute_bound,

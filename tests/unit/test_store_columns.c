@@ -127,16 +127,18 @@ END_TEST
 
 START_TEST(test_sandbox_row_keeps_its_key_order_and_types)
 {
+    /* ..., read_only_root, hardened, auto_pause, selector, classification,
+     * pool, unreachable, paused, from, failure, accelerator */
     const char *v[] = { "sbx_1", "web", "acme", "busybox", "running", "running", "w1", "container", "100", "32",
-                        "64", "3600", "none", NULL, "{\"a\":\"b\"}", "TE", "TC", "TU", "f", "t", "{}", NULL, NULL,
+                        "64", "3600", "none", NULL, "{\"a\":\"b\"}", "TE", "TC", "TU", "f", "t", "f", "{}", NULL, NULL,
                         "{\"worker\": \"w1\", \"reason\": \"no heartbeat\", \"since\": \"T1\", \"lost_at\": \"T2\"}",
-                        NULL, NULL };
-    assert_row_json(&store__t_sandbox, 26, v,
+                        NULL, NULL, NULL, NULL };
+    assert_row_json(&store__t_sandbox, 29, v,
                     "{\"id\":\"sbx_1\",\"name\":\"web\",\"tenant\":\"acme\",\"image\":\"busybox\",\"phase\":\"running\","
                     "\"desired_state\":\"running\",\"worker\":\"w1\",\"isolation\":\"container\",\"cpu_millis\":100,"
                     "\"memory_mib\":32,\"disk_mib\":64,\"ttl_seconds\":3600,\"network\":\"none\",\"trust\":null,"
                     "\"labels\":{\"a\":\"b\"},\"expires_at\":\"TE\",\"created_at\":\"TC\",\"updated_at\":\"TU\","
-                    "\"read_only_root\":false,\"hardened\":true,\"selector\":{},\"classification\":null,"
+                    "\"read_only_root\":false,\"hardened\":true,\"auto_pause\":false,\"selector\":{},\"classification\":null,"
                     "\"unreachable\":{\"worker\":\"w1\",\"reason\":\"no heartbeat\",\"since\":\"T1\","
                     "\"lost_at\":\"T2\"},\"failure\":null}");
 }

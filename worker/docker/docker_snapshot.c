@@ -29,6 +29,51 @@ static json_object *snapshot_labels(const runtime_snapshot_req_t *req)
     return l;
 }
 
+/* A template version's defaults into the commit's config (Docker merges
+ * the container's own under them: Env by name; the others when unset). */
+static void snapshot_config(json_object *body, json_object *config)
+{
+    json_object *env = jsonx_get_obj(config, "env");
+    if (env) {
+        json_object *list = json_object_new_array();
+        json_object_object_foreach(env, k, v) {
+            if (!json_object_is_type(v, json_type_string))
+                continue;
+            size_t n = strlen(k) + json_object_get_string_len(v) + 2;
+            char *kv = malloc(n);
+            if (!kv)
+                continue;
+            snprintf(kv, n, "%s=%s", k, json_object_get_string(v));
+            json_object_array_add(list, json_object_new_string(kv));
+            free(kv);
+        }
+        jsonx_add(body, "Env", list);
+    }
+    const char *wd = jsonx_get_str(config, "workdir"), *user = jsonx_get_str(config, "user");
+    if (wd)
+        jsonx_add_str(body, "WorkingDir", wd);
+    if (user)
+        jsonx_add_str(body, "User", user);
+    json_object *cmd = jsonx_get_arr(config, "cmd"), *ep = jsonx_get_arr(config, "entrypoint");
+    if (cmd)
+        jsonx_add(body, "Cmd", json_object_get(cmd));
+    if (ep)
+        jsonx_add(body, "Entrypoint", json_object_get(ep));
+    json_object *expose = jsonx_get_arr(config, "expose");
+    if (expose) {
+        json_object *ports = json_object_new_object();
+        for (size_t i = 0; i < json_object_array_length(expose); i++) {
+            int64_t p = json_object_get_int64(json_object_array_get_idx(expose, i));
+            if (p < 1 || p > 65535)
+                continue;
+            char key[24];
+            snprintf(key, sizeof key, "%lld/tcp", (long long)p);
+            json_object_object_add(ports, key, json_object_new_object());
+        }
+        jsonx_add(body, "ExposedPorts", ports);
+    }
+}
+
 /* Inspects image (NULL *ret when Docker has none of that name). */
 static int snapshot_inspect(docker_runtime_t *rt, const char *image, json_object **ret, api_error_t *err)
 {
@@ -118,6 +163,7 @@ int docker_rt_snapshot_create(runtime_t *base, const runtime_snapshot_req_t *req
     }
     body = json_object_new_object();
     jsonx_add(body, "Labels", snapshot_labels(req));
+    snapshot_config(body, req->config);
     snprintf(path, sizeof path, "/commit?container=%s&repo=%s&tag=%s&pause=true", req->ref, SPEC_SNAPSHOT_REPO,
              req->snapshot_id);
     r = docker_call(rt, "POST", path, body, DOCKER_COMMIT_TIMEOUT_MS, &rep, err);
