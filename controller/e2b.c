@@ -165,7 +165,8 @@ static json_object *e2b_sandbox(req_t *rq, json_object *s, bool detail)
     jsonx_add_int(o, "diskSizeMB", disk);
     json_object *labels = jsonx_get_obj(s, "labels");
     jsonx_add(o, "metadata", labels ? json_object_get(labels) : json_object_new_object());
-    jsonx_add_str(o, "state", "running");
+    const char *phase = jsonx_get_str(s, "phase");
+    jsonx_add_str(o, "state", phase && strcmp(phase, "paused") == 0 ? "paused" : "running");
     jsonx_add_str(o, "envdVersion", E2B_ENVD_VERSION);
     jsonx_add(o, "volumeMounts", json_object_new_array());
     if (detail) {
@@ -178,10 +179,11 @@ static json_object *e2b_sandbox(req_t *rq, json_object *s, bool detail)
     return o;
 }
 
-/* Phases E2B shows as a live sandbox ("running"); the others are gone to it. */
+/* Phases E2B shows as a live sandbox ("running", or "paused"); the others
+ * are gone to it. */
 static bool phase_live(const char *phase)
 {
-    static const char *const live[] = { "pending", "scheduled", "provisioning", "running" };
+    static const char *const live[] = { "pending", "scheduled", "provisioning", "running", "paused" };
     for (size_t i = 0; phase && i < sizeof live / sizeof live[0]; i++)
         if (strcmp(phase, live[i]) == 0)
             return true;
@@ -257,11 +259,15 @@ static int create_body(req_t *rq, json_object *in, json_object **ret, api_error_
             /* Every envd call needs the key here: as a secured sandbox. */
             if (!null && !json_object_is_type(val, json_type_boolean))
                 goto bad_type;
-        } else if (strcmp(key, "autoPause") == 0 || strcmp(key, "autoPauseMemory") == 0) {
+        } else if (strcmp(key, "autoPause") == 0) {
+            /* its timeout pauses it instead of killing it */
+            if (!null && json_object_is_type(val, json_type_boolean) && json_object_get_boolean(val))
+                jsonx_add_bool(out, "auto_pause", true);
+        } else if (strcmp(key, "autoPauseMemory") == 0) {
             if (!null && json_object_is_type(val, json_type_boolean) && json_object_get_boolean(val)) {
                 json_object_put(out);
-                return api_error_set(err, API_INVALID_ARGUMENT, "%s: pausing sandboxes is not supported by this "
-                                     "server yet; let the sandbox be killed at its timeout", key);
+                return api_error_set(err, API_INVALID_ARGUMENT, "%s: a pause keeps a sandbox's memory only on "
+                                     "microvm; this server does not promise it", key);
             }
         } else if (null) {
             continue;
@@ -451,24 +457,22 @@ static void e2b_list(req_t *rq)
         e2b_reply_error(rq, API_INVALID_ARGUMENT, "nextToken must be the x-next-token of a previous list answer");
         return;
     }
-    /* state: running, paused or both (comma-separated); nothing here is
-     * ever paused. */
-    bool running = !state;
+    /* state: running, paused or both (comma-separated; neither: both) */
+    bool running = !state, paused = !state;
     for (const char *p = state; p && *p;) {
         size_t n = strcspn(p, ",");
         if (n == 7 && strncmp(p, "running", 7) == 0)
             running = true;
-        else if (!(n == 6 && strncmp(p, "paused", 6) == 0)) {
+        else if (n == 6 && strncmp(p, "paused", 6) == 0)
+            paused = true;
+        else {
             e2b_reply_error(rq, API_INVALID_ARGUMENT, "state must be running, paused or both");
             return;
         }
         p += n + (p[n] == ',');
     }
     json_object *arr = json_object_new_array();
-    if (!running) {
-        http_reply_json(rq, 200, arr);
-        return;
-    }
+    const char *phases = running && paused ? LIVE_PHASES ",paused" : running ? LIVE_PHASES : "paused";
     char *labels = meta ? metadata_filter(meta, &err) : NULL;
     if (meta && !labels) {
         json_object_put(arr);
@@ -476,7 +480,7 @@ static void e2b_list(req_t *rq)
         return;
     }
     json_object *resp = NULL;
-    int rc = store_sandbox_list(rq->db, auth_scope(rq), NULL, false, limit, next, labels, LIVE_PHASES, &resp, &err);
+    int rc = store_sandbox_list(rq->db, auth_scope(rq), NULL, false, limit, next, labels, phases, &resp, &err);
     free(labels);
     if (rc < 0) {
         json_object_put(arr);
@@ -582,6 +586,89 @@ static void e2b_timeout_like(req_t *rq, const char *id, const char *key, bool re
 static void e2b_timeout(req_t *rq, const char *id) { e2b_timeout_like(rq, id, "timeout", true); }
 static void e2b_refresh(req_t *rq, const char *id) { e2b_timeout_like(rq, id, "duration", false); }
 
+/* The answer of a pause, resume or connect once its operation ended (or
+ * the wait did): park_id is the operation; a pause answers 204, the others
+ * the sandbox (201: it was resumed). */
+static void pause_done(req_t *rq, bool final, bool resumed)
+{
+    json_object *op = NULL, *got = NULL;
+    api_error_t err;
+    bool terminal = false;
+    if (store_operation_get(rq->db, auth_scope(rq), rq->park_id, &op, &terminal, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    json_object *o = jsonx_get_obj(op, "operation");
+    if (!terminal) {
+        json_object_put(op);
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t left = rq->park_cursor - (int64_t)ts.tv_sec;
+        if (final || left <= 0) {
+            e2b_reply_error(rq, API_TIMEOUT, resumed ? "the sandbox did not resume in time; it may still"
+                                                     : "the sandbox did not pause in time; it may still");
+            return;
+        }
+        http_park(rq, PARK_OPERATION, rq->park_id, (int)left);
+        return;
+    }
+    const char *state = jsonx_get_str(o, "state"), *sid = jsonx_get_str(o, "sandbox_id");
+    if (!state || strcmp(state, "succeeded") != 0) {
+        json_object *e = jsonx_get_obj(o, "error");
+        const char *code = jsonx_get_str(e, "code"), *msg = jsonx_get_str(e, "message");
+        int c = code ? api_code_parse(code) : -1;
+        char text[600];
+        snprintf(text, sizeof text, "the sandbox did not %s: %s", resumed ? "resume" : "pause", msg ? msg : "failed");
+        json_object_put(op);
+        e2b_reply_error(rq, c >= 0 ? (api_code_t)c : API_RUNTIME_ERROR, text);
+        return;
+    }
+    char id[SBX_ID_MAX];
+    snprintf(id, sizeof id, "%s", sid ? sid : "");
+    json_object_put(op);
+    if (!resumed) {
+        http_reply_text(rq, 204, "application/json", "", 0);
+        return;
+    }
+    if (live_sandbox(rq, id, &got) < 0)
+        return;
+    json_object *out = e2b_sandbox(rq, jsonx_get_obj(got, "sandbox"), true);
+    json_object_put(got);
+    http_reply_json(rq, 201, out);
+}
+static void paused_resume(req_t *rq, bool final) { pause_done(rq, final, false); }
+static void resumed_resume(req_t *rq, bool final) { pause_done(rq, final, true); }
+
+/* Starts a pause or resume of sandbox id and parks the request until it
+ * ends (pause_done answers). */
+static void pause_start(req_t *rq, const char *id, bool resume)
+{
+    json_object *resp = NULL;
+    api_error_t err;
+    if (store_sandbox_pause(rq->db, &rq->ctl->lim, auth_scope(rq), id, resume, NULL, NULL, rq->auth.token_id, &resp,
+                            &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    api_kick_if_waiting(rq->ctl, resp);
+    const char *op_id = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
+    snprintf(rq->park_id, sizeof rq->park_id, "%s", op_id ? op_id : "");
+    json_object_put(resp);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    rq->park_cursor = (int64_t)ts.tv_sec + E2B_CREATE_WAIT_SECONDS;
+    rq->park_resume = resume ? resumed_resume : paused_resume;
+    pause_done(rq, false, resume);
+}
+
+static bool sandbox_paused(json_object *got)
+{
+    const char *phase = jsonx_get_str(jsonx_get_obj(got, "sandbox"), "phase");
+    return phase && strcmp(phase, "paused") == 0;
+}
+
+/* connect: a paused sandbox is resumed first (201), a running one answered
+ * as it is (200); timeout, when given, sets its TTL. */
 static void e2b_connect(req_t *rq, const char *id)
 {
     json_object *body = NULL, *got;
@@ -593,9 +680,14 @@ static void e2b_connect(req_t *rq, const char *id)
     json_object_put(body);
     if (!ok || live_sandbox(rq, id, &got) < 0)
         return;
+    bool paused = sandbox_paused(got);
     json_object_put(got);
     if (given && set_timeout(rq, id, secs) < 0)
         return;
+    if (paused) {
+        pause_start(rq, id, true);
+        return;
+    }
     if (live_sandbox(rq, id, &got) < 0)
         return;
     json_object *out = e2b_sandbox(rq, jsonx_get_obj(got, "sandbox"), true);
@@ -603,14 +695,62 @@ static void e2b_connect(req_t *rq, const char *id)
     http_reply_json(rq, 200, out);
 }
 
+/* pause: 204 once paused; 409 when it is paused already. {"memory":true}
+ * only where a pause keeps it (microvm): the answer never claims more. */
 static void e2b_pause(req_t *rq, const char *id)
 {
-    json_object *got;
+    json_object *got, *body = NULL;
+    bool memory = false;
+    if (evbuffer_get_length(evhttp_request_get_input_buffer(rq->ev)) > 0) {
+        if (http_read_json(rq, (size_t)rq->ctl->max_body_client, &body) < 0)
+            return;
+        jsonx_get_bool(body, "memory", &memory);
+        json_object_put(body);
+    }
     if (live_sandbox(rq, id, &got) < 0)
         return;
+    bool paused = sandbox_paused(got);
+    const char *iso = jsonx_get_str(jsonx_get_obj(got, "sandbox"), "isolation");
+    bool vm = iso && strcmp(iso, "microvm") == 0;
     json_object_put(got);
-    e2b_reply_status(rq, 501, "pausing and resuming sandboxes is not supported by this server yet: the sandbox "
-                              "keeps running until it is killed or its timeout ends");
+    if (memory && !vm) {
+        e2b_reply_error(rq, API_INVALID_ARGUMENT, "memory: this server keeps a paused sandbox's memory only on "
+                                                  "microvm; pause without keepMemory (its files are kept)");
+        return;
+    }
+    if (paused) {
+        e2b_reply_error(rq, API_CONFLICT, "sandbox is already paused");
+        return;
+    }
+    pause_start(rq, id, false);
+}
+
+/* resume (the older call; connect does the same): 201 with the sandbox;
+ * 409 when it is not paused. */
+static void e2b_resume(req_t *rq, const char *id)
+{
+    json_object *body = NULL, *got;
+    int64_t secs = 0;
+    bool given = false;
+    if (evbuffer_get_length(evhttp_request_get_input_buffer(rq->ev)) > 0) {
+        if (http_read_json(rq, (size_t)rq->ctl->max_body_client, &body) < 0)
+            return;
+        bool ok = body_int(rq, body, "timeout", &secs, &given);
+        json_object_put(body);
+        if (!ok)
+            return;
+    }
+    if (live_sandbox(rq, id, &got) < 0)
+        return;
+    bool paused = sandbox_paused(got);
+    json_object_put(got);
+    if (!paused) {
+        e2b_reply_error(rq, API_CONFLICT, "sandbox is not paused");
+        return;
+    }
+    if (given && set_timeout(rq, id, secs) < 0)
+        return;
+    pause_start(rq, id, true);
 }
 
 static void e2b_metrics(req_t *rq, const char *id)
@@ -669,8 +809,8 @@ static const api_route_t e2b_routes[] = {
     { EVHTTP_REQ_POST, "/e2b/sandboxes/{id}/refreshes", RR_CLIENT, RF_OPERATION, E2B_DENY, NULL, e2b_refresh, NULL },
     { EVHTTP_REQ_POST, "/e2b/v2/sandboxes/{id}/connect", RR_CLIENT, RF_OPERATION, E2B_DENY, NULL, e2b_connect, NULL },
     { EVHTTP_REQ_POST, "/e2b/sandboxes/{id}/connect", RR_CLIENT, RF_OPERATION, E2B_DENY, NULL, e2b_connect, NULL },
-    { EVHTTP_REQ_POST, "/e2b/sandboxes/{id}/pause", RR_CLIENT, 0, E2B_DENY, NULL, e2b_pause, NULL },
-    { EVHTTP_REQ_POST, "/e2b/sandboxes/{id}/resume", RR_CLIENT, 0, E2B_DENY, NULL, e2b_pause, NULL },
+    { EVHTTP_REQ_POST, "/e2b/sandboxes/{id}/pause", RR_CLIENT, RF_OPERATION, E2B_DENY, NULL, e2b_pause, NULL },
+    { EVHTTP_REQ_POST, "/e2b/sandboxes/{id}/resume", RR_CLIENT, RF_OPERATION, E2B_DENY, NULL, e2b_resume, NULL },
     { EVHTTP_REQ_GET, "/e2b/sandboxes/{id}/metrics", RR_CLIENT, 0, E2B_DENY, NULL, e2b_metrics, NULL },
     { EVHTTP_REQ_GET, "/e2b/envd/health", RR_CLIENT, RF_ROUTINE, E2B_DENY, envd_health, NULL, NULL },
     { EVHTTP_REQ_GET, "/e2b/envd/files", RR_CLIENT, 0, E2B_DENY, envd_files, NULL, NULL },

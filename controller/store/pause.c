@@ -91,10 +91,9 @@ int store_sandbox_pause(PGconn *c, const store_limits_t *lim, const char *scope,
         return api_error_set(err, API_CONFLICT, "sandbox %s has a pause or resume in progress (operation %s): wait "
                              "for it (sandbox wait %s)", sandbox_id, open_op, open_op);
     }
-    if (strcmp(iso, "container") != 0 && strcmp(iso, "gvisor") != 0) {
+    if (strcmp(iso, "container") != 0 && strcmp(iso, "gvisor") != 0 && strcmp(iso, "microvm") != 0) {
         db_rollback(c);
-        return api_error_set(err, API_ISOLATION_UNAVAILABLE,
-                             "sandbox %s runs as %s: pause and resume are for container and gvisor sandboxes only",
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE, "sandbox %s runs as %s: it cannot be paused",
                              sandbox_id, iso);
     }
     json_object *op = NULL;

@@ -844,13 +844,13 @@ static int request_deletes(PGconn *c, const store_limits_t *lim, const char *sel
 }
 
 /* A sandbox whose TTL passed: deleted, or paused when it or its tenant
- * asks for that (auto_pause; container and gvisor) — then, while its
+ * asks for that (auto_pause) — then, while its
  * worker is away or its pause is under way, left for a later pass. */
 static int ttl_step(PGconn *c, const store_limits_t *lim, const char *sbx, const char *tenant,
                     const sandbox_step_t *st)
 {
     PGresult *r = db_exec(c,
-                          "SELECT s.phase = 'running' AND s.isolation IN ('container', 'gvisor') AND "
+                          "SELECT s.phase = 'running' AND s.isolation IN ('container', 'gvisor', 'microvm') AND "
                           "  (coalesce((s.spec->>'auto_pause')::boolean, false) "
                           "   OR coalesce((tn.policy->>'auto_pause')::boolean, false)), "
                           "  coalesce(w.id, ''), " STORE_WORKER_GO_STATE ", coalesce(w.name, ''), "

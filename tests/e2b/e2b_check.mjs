@@ -232,6 +232,17 @@ async function main() {
   assert.equal(both.length, 2, 'list by suite');
   const paused = await Sandbox.list({ query: { metadata: { suite: label }, state: ['paused'] } }).nextItems();
   assert.equal(paused.length, 0, 'nothing is paused');
+  // pause and resume (connect) on the other sandbox: its files are kept
+  await other.files.write('/tmp/kept.txt', 'kept over a pause');
+  assert.equal(await other.pause(), true, 'pause');
+  assert.equal((await other.getInfo()).state, 'paused', 'getInfo of a paused sandbox');
+  const pausedNow = await Sandbox.list({ query: { metadata: { suite: label }, state: ['paused'] } }).nextItems();
+  assert.deepEqual(pausedNow.map((s) => s.sandboxId), [other.sandboxId], 'list state paused');
+  assert.equal(await other.pause(), false, 'a second pause (409) answers false');
+  const back = await Sandbox.connect(other.sandboxId);
+  assert.equal((await back.getInfo()).state, 'running', 'connect resumed it');
+  assert.equal(await back.files.read('/tmp/kept.txt'), 'kept over a pause', 'its file after the resume');
+  log('pause, connect (resume) ok');
   const before = new Date(info.endAt).getTime();
   await sbx.setTimeout(1_800_000);
   const after = new Date((await sbx.getInfo()).endAt).getTime();

@@ -13,7 +13,8 @@
 # guest port; the guest sees none of the host's files, processes or network;
 # the worker and its driver killed -9 mid-run and kept away for 60 s: the
 # sandbox is unreachable meanwhile, and on restart the VM is found again
-# with its file and a process that kept counting; TTL expiry removes the VM; a VM the controller no longer wants is removed on
+# with its file and a process that kept counting; a pause freezes the VM
+# (memory kept) and its resume goes on with that process; TTL expiry removes the VM; a VM the controller no longer wants is removed on
 # restart; delete leaves no QEMU process or VM file. Slow under TCG: one VM
 # serves most checks. Traffic goes only to the test's controller on loopback.
 # itest-standalone
@@ -309,6 +310,24 @@ assert_exit 0 sandbox exec "$hsb" -- cat /tmp/kept
 assert_eq kept "$ITEST_OUT" "the VM's file after 60 s away"
 now=$(count) || fail "cannot read the counter in the VM after the restart"
 [ "$now" -ge $((before + 55)) ] || fail "the VM's counter went from $before to $now over 60 s away"
+
+# ---- pause and resume (docs/pause.md): the VM's QEMU frozen, its memory
+# kept: the counter process goes on where it was, its file is there
+assert_exit 0 sandbox pause "$hsb" --wait --timeout 60 --json
+assert_eq true "$(itest_json "$ITEST_OUT" operation.result.memory)" "a microvm pause keeps the memory"
+assert_eq T "$(awk '{print $3}' "/proc/$qpid/stat")" "the paused VM's QEMU is stopped"
+assert_exit 3 sandbox exec "$hsb" -- true
+assert_contains "$ITEST_ERR" "paused" "an exec in the paused VM"
+sleep 5 # paused: nothing runs in the VM
+assert_exit 0 sandbox resume "$hsb" --wait --timeout 60
+assert_eq running "$(itest_json "$(sandbox get "$hsb" --json)" sandbox.phase)" "the VM after the resume"
+assert_eq "$qpid" "$(cat "$vstate/vms/$vm/qemu.pid")" "the same QEMU after the resume"
+assert_exit 0 sandbox exec "$hsb" -- cat /tmp/kept
+assert_eq kept "$ITEST_OUT" "the VM's file after the pause"
+p1=$(count) || fail "cannot read the counter after the resume"
+counting_on() { local n; n=$(count) && [ "$n" -gt "$p1" ]; }
+itest_wait_until 20 "the counter counting on after the resume" counting_on
+[ "$p1" -ge "$now" ] && [ "$p1" -le $((now + 30)) ] || fail "the counter went from $now to $p1 over the pause (it was frozen, not restarted)"
 
 # ---- a VM the controller no longer wants: deleted while its worker and
 # driver are dead (kill -9), removed once the worker is back

@@ -18,7 +18,9 @@ hdr=$(curl -s -D - -o "$out" "$SANDBOX_URL/v1/openapi.json") || fail "GET /v1/op
 assert_contains "$hdr" "HTTP/1.1 200" "GET /v1/openapi.json without a token"
 assert_contains "$hdr" "Content-Type: application/json" "the document's content type"
 cmp -s "$out" "$doc" || fail "the served document differs from docs/openapi.json (rebuild the controller?)"
-assert_eq "3.1.0" "$(itest_json "$(cat "$out")" openapi)" "the served document's openapi version"
+# read from the file: the document is over the 128 KiB one argument may be
+assert_eq "3.1.0" "$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["openapi"])' "$out")" \
+  "the served document's openapi version"
 
 itest_http GET /v1/openapi.json "sbt_notatoken"
 assert_http 200 "" "the document with a malformed token"

@@ -98,6 +98,9 @@ void vmmdrv_strv_free(char **v, size_t n);
 
 json_object *vmmdrv_m_create(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
 json_object *vmmdrv_m_remove(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
+/* pause / resume: the VM's QEMU frozen or thawed ({"memory": true}). */
+json_object *vmmdrv_m_pause(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
+json_object *vmmdrv_m_resume(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
 json_object *vmmdrv_m_inspect(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
 json_object *vmmdrv_m_inventory(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
 json_object *vmmdrv_m_images(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);

@@ -273,7 +273,7 @@ static const struct { const char *name; method_fn fn; } methods[] = {
     {"inspect", vmmdrv_m_inspect},     {"inventory", vmmdrv_m_inventory}, {"images", vmmdrv_m_images},
     {"exec", vmmdrv_m_exec},           {"cancel", m_cancel},              {"files_put", vmmdrv_m_files_put},
     {"files_get", vmmdrv_m_files_get}, {"dial", vmmdrv_m_dial},           {"shell_open", vmmdrv_m_shell_open},
-    {"shutdown", m_shutdown},
+    {"shutdown", m_shutdown},          {"pause", vmmdrv_m_pause},         {"resume", vmmdrv_m_resume},
 };
 
 static void respond(json_object *id, json_object *result, const vmmdrv_call_t *call)

@@ -385,6 +385,25 @@ json_object *vmmdrv_m_remove(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
     return json_object_new_object();
 }
 
+static json_object *freeze(vmmdrv_t *d, json_object *p, bool frozen, vmmdrv_call_t *call)
+{
+    char ref[VMM_ID_MAX], why[VMM_WHY_MAX] = "";
+    ref_of(d, p, ref);
+    if (!ref[0])
+        return vmmdrv_fail(call, "not_found", "no such sandbox");
+    int rc = vmm_freeze(&d->cfg, ref, frozen, why);
+    if (rc == SBX_ENOTFOUND)
+        return vmmdrv_fail(call, "not_found", "%s", why);
+    if (rc != 0)
+        return vmmdrv_fail(call, "runtime_error", "%s %s: %s", frozen ? "pause" : "resume", ref, why);
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "memory", json_object_new_boolean(1));
+    return o;
+}
+
+json_object *vmmdrv_m_pause(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call) { return freeze(d, p, true, call); }
+json_object *vmmdrv_m_resume(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call) { return freeze(d, p, false, call); }
+
 typedef struct {
     const char *image;
     unsigned vcpus, memory_mb;

@@ -328,6 +328,40 @@ static int ext_rt_remove(runtime_t *base, const char *sandbox_id, const char *re
     return r;
 }
 
+/* pause / resume through the driver's methods of those names (protocol
+ * 1's optional methods: a driver without them answers "method not found",
+ * an error the operation reports). */
+static int ext_rt_freeze(runtime_t *base, const char *ref, bool pause, bool *ret_memory, api_error_t *err)
+{
+    ext_runtime_t *rt = (ext_runtime_t *)base;
+    const char *dref = ext_driver_ref(ref);
+    if (!dref)
+        return api_error_set(err, API_INVALID_ARGUMENT, "malformed sandbox reference");
+    json_object *p = json_object_new_object(), *res = NULL;
+    jsonx_add_str(p, "ref", dref);
+    int r = extdrv_call(rt->drv, pause ? "pause" : "resume", p, EXTDRV_REMOVE_MS, &res, err);
+    if (r == 0 && ret_memory) {
+        bool mem = false;
+        jsonx_get_bool(res, "memory", &mem);
+        *ret_memory = mem;
+    }
+    json_object_put(res);
+    return r;
+}
+
+static int ext_rt_pause(runtime_t *base, const char *ref, bool *ret_memory, api_error_t *err)
+{
+    return ext_rt_freeze(base, ref, true, ret_memory, err);
+}
+
+static int ext_rt_resume(runtime_t *base, const char *sandbox_id, const char *ref, runtime_exit_t *ret_exit,
+                         api_error_t *err)
+{
+    (void)sandbox_id;
+    (void)ret_exit;
+    return ext_rt_freeze(base, ref, false, NULL, err);
+}
+
 static int ext_rt_inventory(runtime_t *base, const char *cluster_id, const char *worker_name,
                             runtime_object_t **ret, size_t *ret_n, api_error_t *err)
 {
@@ -649,5 +683,7 @@ static const runtime_ops_t ext_ops = {
     .network_unavailable = ext_rt_network_unavailable,
     .set_cancel_flag = ext_rt_set_cancel_flag,
     .disk_mode = ext_rt_disk_mode,
+    .pause = ext_rt_pause,
+    .resume = ext_rt_resume,
     .free = ext_rt_free,
 };

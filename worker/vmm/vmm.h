@@ -9,6 +9,7 @@
 #ifndef SBX_VMM_H
 #define SBX_VMM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -224,5 +225,11 @@ int vmm_console_trim(const vmm_config_t *cfg);
  * directory), removes its cgroup and its directory. 0 also when it was
  * already gone; SBX_EINVAL for a bad id. */
 int vmm_destroy(const vmm_config_t *cfg, const char *id, char *ret_why);
+
+/* Freezes (SIGSTOP) or thaws (SIGCONT) the VM's QEMU, after checking the
+ * pid is our QEMU for this VM: a paused VM keeps its memory and its
+ * processes and uses no CPU. 0; SBX_ENOTFOUND when its QEMU is not
+ * running; SBX_EINVAL for a bad id. */
+int vmm_freeze(const vmm_config_t *cfg, const char *id, bool frozen, char *ret_why);
 
 #endif

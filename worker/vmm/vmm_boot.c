@@ -790,6 +790,25 @@ int vmm_console_trim(const vmm_config_t *cfg)
     return cut;
 }
 
+int vmm_freeze(const vmm_config_t *cfg, const char *id, bool frozen, char *ret_why)
+{
+    char dir[VMM_PATH_MAX];
+    meta_t m;
+    if (vmm__vm_dir(cfg, id, dir, sizeof(dir)) != 0) {
+        vmm__why(ret_why, "bad VM id");
+        return SBX_EINVAL;
+    }
+    if (meta_read(dir, &m) != 0 || !pid_is_ours(m.pid, id, m.starttime)) {
+        vmm__why(ret_why, "the QEMU of VM %s is not running", id);
+        return SBX_ENOTFOUND;
+    }
+    if (kill(m.pid, frozen ? SIGSTOP : SIGCONT) != 0) {
+        vmm__why(ret_why, "signal QEMU %d: %s", (int)m.pid, strerror(errno));
+        return SBX_EIO;
+    }
+    return 0;
+}
+
 int vmm_destroy(const vmm_config_t *cfg, const char *id, char *ret_why)
 {
     char dir[VMM_PATH_MAX];

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Fault-injection load driver: a mixed burst of sandbox operations (create,
-exec, delete; several tenants) through the real API, the way a careful CI
+exec, delete, and pause and resume in some lifecycles; several tenants) through the real API, the way a careful CI
 client drives it: every POST carries an Idempotency-Key and is retried with the
 same key on transport errors and 5xx, so a controller crash never makes an
 operation twice. Every exec appends a unique marker line to a file inside its
@@ -90,7 +90,24 @@ class Stats:
             self.accepted.append((op["id"], kind, token))
 
 
-def lifecycle(api, tenant, image, execs, stats, stop_at, pace):
+def pause_resume(api, sbx, key, stats):
+    """Pauses the sandbox and resumes it (each retried with its own key);
+    the read-back after it shows whether its files survived."""
+    for verb in ("pause", "resume"):
+        st, doc = api.call("POST", "/v1/sandboxes/%s/%s" % (sbx, verb), {}, key="%s-%s" % (verb[0], key))
+        if st == 409:
+            return  # no longer running (lost with its worker): the read-back says so
+        if st != 202:
+            stats.errors.append("%s: HTTP %s %s" % (verb, st, doc))
+            return
+        stats.add(doc["operation"], verb, api.token)
+        op = api.wait(doc["operation"]["id"])
+        stats.outcomes[op["id"]] = op["state"] if op["state"] != "failed" else "failed:" + (op["error"] or {}).get("code", "")
+        if op["state"] != "succeeded":
+            return
+
+
+def lifecycle(api, tenant, image, execs, stats, stop_at, pace, pause=False):
     key = uuid.uuid4().hex
     st, doc = api.call("POST", "/v1/sandboxes",
                        {"tenant": tenant, "image": image, "cpu_millis": 100, "memory_mib": 32, "ttl_seconds": 600},
@@ -123,6 +140,10 @@ def lifecycle(api, tenant, image, execs, stats, stop_at, pace):
             with stats.lock:
                 stats.exec_markers[marker] = (sbx, eop["id"])
             markers.append(marker)
+        # Some lifecycles pause and resume the sandbox before the read-back:
+        # its markers must survive that too.
+        if markers and pause:
+            pause_resume(api, sbx, key, stats)
         # Read the markers back (not counted as an operation of the burst).
         if markers:
             st, doc = api.call("POST", "/v1/sandboxes/%s/exec" % sbx,
@@ -161,6 +182,8 @@ def main():
     ap.add_argument("--pace", type=float, default=0.3, help="max random pause between steps (s)")
     ap.add_argument("--deadline", type=float, default=600, help="seconds the burst may take")
     ap.add_argument("--progress-file", help="file the driver touches with the count of finished lifecycles")
+    ap.add_argument("--pause-every", type=int, default=0,
+                    help="every Nth lifecycle pauses and resumes its sandbox before reading its markers back (0: none)")
     args = ap.parse_args()
     urls = [u.strip().rstrip("/") for u in args.urls.split(",") if u.strip()]
     tenants = [line.split() for line in open(args.tokens) if line.strip()]
@@ -179,7 +202,8 @@ def main():
             tenant, token = tenants[n % len(tenants)]
             api = Api(urls, token, deadline)
             try:
-                lifecycle(api, tenant, args.image, args.execs, stats, deadline, args.pace)
+                lifecycle(api, tenant, args.image, args.execs, stats, deadline, args.pace,
+                          pause=args.pause_every > 0 and n % args.pause_every == 0)
             except Exception as e:  # a lifecycle that could not finish is reported, not hidden
                 stats.errors.append("lifecycle %d: %r" % (n, e))
             with lock:

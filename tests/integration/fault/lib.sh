@@ -80,7 +80,7 @@ fault_kill_worker() { kill -KILL "$FAULT_WORKER_PID" 2>/dev/null || true; wait "
 # Starts the load driver in the background (summary in $FAULT_DIR/summary.json).
 fault_burst_start() {
   python3 "$FAULT_HERE/driver.py" --urls "$FAULT_URLS" --tokens "$FAULT_DIR/tokens" --image "$ITEST_IMAGE" \
-    --sandboxes "${FAULT_SANDBOXES:-45}" --execs 3 --concurrency 6 --deadline 420 \
+    --sandboxes "${FAULT_SANDBOXES:-45}" --execs 3 --concurrency 6 --deadline 420 --pause-every 3 \
     --progress-file "$FAULT_DIR/progress" >"$FAULT_DIR/summary.json" 2>"$FAULT_DIR/driver.log" &
   FAULT_DRIVER_PID=$!
   itest_track_pid "$FAULT_DRIVER_PID"
