@@ -235,8 +235,18 @@ static int create_body(req_t *rq, json_object *in, json_object **ret, api_error_
             if (!json_object_is_type(val, json_type_string))
                 goto bad_type;
             const char *t = json_object_get_string(val);
-            if (strcmp(t, "base") != 0)
+            json_object *tp = NULL;
+            api_error_t ignored;
+            /* a snapshot's id (Sandbox.create(snapshotId)), a template of
+             * the tenant by name, else an image */
+            if (ids_valid("snp", t))
+                jsonx_add_str(out, "from", t);
+            else if (strcmp(t, "base") != 0 && spec_snapshot_name_ok(t) &&
+                     store_template_get(rq->db, rq->auth.tenant_id, t, &tp, &ignored) == 0)
+                jsonx_add_str(out, "template", t);
+            else if (strcmp(t, "base") != 0)
                 jsonx_add_str(out, "image", t); /* else the server's default_image */
+            json_object_put(tp);
         } else if (strcmp(key, "timeout") == 0) {
             if (null)
                 continue;
@@ -794,6 +804,153 @@ static void envd_rpc(req_t *rq, const char *svc, const char *method)
     envd_call(rq, path);
 }
 
+/* ---- snapshots ----------------------------------------------------------- */
+
+/* A snapshot's answer once its operation ended: 201 {"snapshotID","names"}. */
+static void snapshot_done(req_t *rq, bool final)
+{
+    json_object *op = NULL, *sn = NULL;
+    api_error_t err;
+    bool terminal = false;
+    if (store_operation_get(rq->db, auth_scope(rq), rq->park_id, &op, &terminal, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    json_object *o = jsonx_get_obj(op, "operation");
+    if (!terminal) {
+        json_object_put(op);
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t left = rq->park_cursor - (int64_t)ts.tv_sec;
+        if (final || left <= 0) {
+            e2b_reply_error(rq, API_TIMEOUT, "the snapshot was not made in time; it may still be");
+            return;
+        }
+        http_park(rq, PARK_OPERATION, rq->park_id, (int)left);
+        return;
+    }
+    const char *state = jsonx_get_str(o, "state");
+    if (!state || strcmp(state, "succeeded") != 0) {
+        json_object *e = jsonx_get_obj(o, "error");
+        const char *code = jsonx_get_str(e, "code"), *msg = jsonx_get_str(e, "message");
+        int c = code ? api_code_parse(code) : -1;
+        char text[600];
+        snprintf(text, sizeof text, "the snapshot was not made: %s", msg ? msg : "failed");
+        json_object_put(op);
+        e2b_reply_error(rq, c >= 0 ? (api_code_t)c : API_RUNTIME_ERROR, text);
+        return;
+    }
+    char id[SBX_ID_MAX];
+    snprintf(id, sizeof id, "%s", jsonx_get_str(jsonx_get_obj(o, "result"), "snapshot_id")
+                                      ? jsonx_get_str(jsonx_get_obj(o, "result"), "snapshot_id")
+                                      : "");
+    json_object_put(op);
+    if (store_snapshot_get(rq->db, auth_scope(rq), id, &sn, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    json_object *s = jsonx_get_obj(sn, "snapshot"), *out = json_object_new_object(), *names = json_object_new_array();
+    jsonx_add_str(out, "snapshotID", jsonx_get_str(s, "id"));
+    if (jsonx_get_str(s, "name"))
+        json_object_array_add(names, json_object_new_string(jsonx_get_str(s, "name")));
+    jsonx_add(out, "names", names);
+    json_object_put(sn);
+    http_reply_json(rq, 201, out);
+}
+
+/* createSnapshot: a snapshot of the sandbox (docs/snapshots.md), answered
+ * once it is ready; a sandbox starts from it with templateID = its id. */
+static void e2b_snapshot(req_t *rq, const char *id)
+{
+    json_object *body = NULL, *got, *resp = NULL;
+    api_error_t err;
+    const char *name = NULL;
+    if (evbuffer_get_length(evhttp_request_get_input_buffer(rq->ev)) > 0 &&
+        http_read_json(rq, (size_t)rq->ctl->max_body_client, &body) < 0)
+        return;
+    name = jsonx_get_str(body, "name");
+    if (name && !spec_snapshot_name_ok(name)) {
+        json_object_put(body);
+        e2b_reply_error(rq, API_INVALID_ARGUMENT, "name must be 1 to 63 letters, digits, _, . or -, starting with a "
+                                                  "letter or digit");
+        return;
+    }
+    if (live_sandbox(rq, id, &got) < 0) {
+        json_object_put(body);
+        return;
+    }
+    json_object_put(got);
+    int rc = store_snapshot_create(rq->db, &rq->ctl->lim, auth_scope(rq), id, name, NULL, NULL, NULL, NULL,
+                                   rq->auth.token_id, &resp, &err);
+    json_object_put(body);
+    if (rc < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    api_kick_if_waiting(rq->ctl, resp);
+    const char *op_id = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
+    snprintf(rq->park_id, sizeof rq->park_id, "%s", op_id ? op_id : "");
+    json_object_put(resp);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    rq->park_cursor = (int64_t)ts.tv_sec + E2B_CREATE_WAIT_SECONDS;
+    rq->park_resume = snapshot_done;
+    snapshot_done(rq, false);
+}
+
+/* listSnapshots: [{"snapshotID","names"}], filtered by sandboxID and name. */
+static void e2b_snapshots(req_t *rq)
+{
+    json_object *resp = NULL;
+    api_error_t err;
+    const char *sbx = http_query(rq, "sandboxID"), *name = http_query(rq, "name");
+    if (sbx && !ids_valid("sbx", sbx)) {
+        http_reply_json(rq, 200, json_object_new_array());
+        return;
+    }
+    if (store_snapshot_list(rq->db, auth_scope(rq), sbx, &resp, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    json_object *arr = json_object_new_array(), *list = jsonx_get_arr(resp, "snapshots");
+    for (size_t i = 0; list && i < json_object_array_length(list); i++) {
+        json_object *s = jsonx_parse_stored(json_object_to_json_string(json_object_array_get_idx(list, i)));
+        const char *st = jsonx_get_str(s, "state"), *n = jsonx_get_str(s, "name");
+        if (s && st && strcmp(st, "ready") == 0 && (!name || (n && strcmp(n, name) == 0))) {
+            json_object *o = json_object_new_object(), *names = json_object_new_array();
+            jsonx_add_str(o, "snapshotID", jsonx_get_str(s, "id"));
+            if (n)
+                json_object_array_add(names, json_object_new_string(n));
+            jsonx_add(o, "names", names);
+            json_object_array_add(arr, o);
+        }
+        json_object_put(s);
+    }
+    json_object_put(resp);
+    http_reply_json(rq, 200, arr);
+}
+
+/* deleteSnapshot (DELETE /templates/{id}): a snapshot of the tenant by id
+ * or name, 204; 404 for anything else (E2B templates are not Sandbox's). */
+static void e2b_template_delete(req_t *rq, const char *id)
+{
+    json_object *resp = NULL;
+    api_error_t err;
+    if (!spec_snapshot_ref_ok(id)) {
+        e2b_reply_error(rq, API_NOT_FOUND, "no such snapshot");
+        return;
+    }
+    if (store_snapshot_delete(rq->db, auth_scope(rq), id, &resp, &err) < 0) {
+        if (err.code == API_NOT_FOUND)
+            e2b_reply_error(rq, API_NOT_FOUND, "no such snapshot");
+        else
+            http_reply_api_error(rq, &err);
+        return;
+    }
+    json_object_put(resp);
+    http_reply_text(rq, 204, "application/json", "", 0);
+}
+
 /* ---- the table and the dispatch ----------------------------------------- */
 
 #define E2B_DENY "a %s token cannot use the E2B API"
@@ -811,6 +968,10 @@ static const api_route_t e2b_routes[] = {
     { EVHTTP_REQ_POST, "/e2b/sandboxes/{id}/connect", RR_CLIENT, RF_OPERATION, E2B_DENY, NULL, e2b_connect, NULL },
     { EVHTTP_REQ_POST, "/e2b/sandboxes/{id}/pause", RR_CLIENT, RF_OPERATION, E2B_DENY, NULL, e2b_pause, NULL },
     { EVHTTP_REQ_POST, "/e2b/sandboxes/{id}/resume", RR_CLIENT, RF_OPERATION, E2B_DENY, NULL, e2b_resume, NULL },
+    { EVHTTP_REQ_POST, "/e2b/sandboxes/{id}/snapshots", RR_CLIENT, RF_OPERATION, E2B_DENY, NULL, e2b_snapshot,
+      NULL },
+    { EVHTTP_REQ_GET, "/e2b/snapshots", RR_CLIENT, 0, E2B_DENY, e2b_snapshots, NULL, NULL },
+    { EVHTTP_REQ_DELETE, "/e2b/templates/{id}", RR_CLIENT, 0, E2B_DENY, NULL, e2b_template_delete, NULL },
     { EVHTTP_REQ_GET, "/e2b/sandboxes/{id}/metrics", RR_CLIENT, 0, E2B_DENY, NULL, e2b_metrics, NULL },
     { EVHTTP_REQ_GET, "/e2b/envd/health", RR_CLIENT, RF_ROUTINE, E2B_DENY, envd_health, NULL, NULL },
     { EVHTTP_REQ_GET, "/e2b/envd/files", RR_CLIENT, 0, E2B_DENY, envd_files, NULL, NULL },

@@ -243,6 +243,19 @@ async function main() {
   assert.equal((await back.getInfo()).state, 'running', 'connect resumed it');
   assert.equal(await back.files.read('/tmp/kept.txt'), 'kept over a pause', 'its file after the resume');
   log('pause, connect (resume) ok');
+  // snapshots: createSnapshot, a sandbox from its id has the file, list, delete
+  const snap = await back.createSnapshot({ name: `snap-${process.pid}` });
+  assert.match(snap.snapshotId, /^snp_/, `createSnapshot: ${JSON.stringify(snap)}`);
+  assert.deepEqual(snap.names, [`snap-${process.pid}`]);
+  const fromSnap = await Sandbox.create(snap.snapshotId, { metadata: { suite: label, role: 'from-snapshot' }, timeoutMs: 120_000 });
+  created.push(fromSnap);
+  assert.equal(await fromSnap.files.read('/tmp/kept.txt'), 'kept over a pause', 'a sandbox from the snapshot');
+  const snaps = await Sandbox.listSnapshots({ sandboxId: other.sandboxId }).nextItems();
+  assert.deepEqual(snaps.map((s) => s.snapshotId), [snap.snapshotId], 'listSnapshots of the sandbox');
+  assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true, 'deleteSnapshot');
+  assert.equal(await Sandbox.deleteSnapshot('snp_aaaaaaaaaaaaaaaaaaaaaaaaaa'), false, 'deleteSnapshot of none');
+  await fromSnap.kill();
+  log('createSnapshot, create from it, listSnapshots, deleteSnapshot ok');
   const before = new Date(info.endAt).getTime();
   await sbx.setTimeout(1_800_000);
   const after = new Date((await sbx.getInfo()).endAt).getTime();

@@ -94,7 +94,7 @@ def pause_resume(api, sbx, key, stats):
     """Pauses the sandbox and resumes it (each retried with its own key);
     the read-back after it shows whether its files survived."""
     for verb in ("pause", "resume"):
-        st, doc = api.call("POST", "/v1/sandboxes/%s/%s" % (sbx, verb), {}, key="%s-%s" % (verb[0], key))
+        st, doc = api.call("POST", "/v1/sandboxes/%s/%s" % (sbx, verb), {}, key="%s-%s" % (verb, key))
         if st == 409:
             return  # no longer running (lost with its worker): the read-back says so
         if st != 202:
