@@ -186,9 +186,12 @@ typedef enum { CLIENT_FLAG_UNSET = 0, CLIENT_FLAG_FALSE, CLIENT_FLAG_TRUE } clie
 typedef struct client_create_spec {
     const char *name;                       /* the sandbox's name, usable wherever its id is */
     const char *tenant, *image, *network, *isolation;
+    const char *from;                       /* a ready snapshot (id or name) to start from; docs/snapshots.md */
+    const char *template;                   /* a template's version, NAME or NAME:VERSION; docs/templates.md */
     client_opt_int_t cpu_millis, memory_mib, disk_mib, ttl_seconds;
     client_flag_t untrusted_repo, generated_code, hostile;
     client_flag_t read_only_root, hardened;
+    client_flag_t auto_pause;               /* paused, not deleted, when its TTL passes */
     json_object *env, *labels, *selector;   /* objects of strings, borrowed; NULL: absent */
 } client_create_spec_t;
 

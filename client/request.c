@@ -103,10 +103,11 @@ static int build(const void *spec, json_object *args, const body_field_t *fields
 static const body_field_t trust_fields[] = {
     CF(untrusted_repo, BF_FLAG), CF(generated_code, BF_FLAG), CF(hostile, BF_FLAG), FIELDS_END,
 };
-/* image left out: the server's default_image. */
+/* image left out: the server's default_image (with from or template: the snapshot's). */
 static const body_field_t create_fields[] = {
-    CF(name, BF_STR), CF(tenant, BF_STR), CF(image, BF_STR), CF(cpu_millis, BF_INT), CF(memory_mib, BF_INT), CF(disk_mib, BF_INT),
-    CF(ttl_seconds, BF_INT),
+    CF(name, BF_STR), CF(tenant, BF_STR), CF(image, BF_STR), CF(from, BF_STR), CF(template, BF_STR),
+    CF(cpu_millis, BF_INT), CF(memory_mib, BF_INT), CF(disk_mib, BF_INT), CF(ttl_seconds, BF_INT),
+    CF(auto_pause, BF_FLAG),
     CF(network, BF_STR), { "trust", BF_OBJ, 0, trust_fields }, CF(env, BF_REF), CF(labels, BF_REF),
     CF(selector, BF_REF), CF(isolation, BF_STR), CF(read_only_root, BF_FLAG), CF(hardened, BF_FLAG), FIELDS_END,
 };

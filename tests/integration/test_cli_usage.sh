@@ -203,6 +203,183 @@ expect "extend needs a token" 2 stderr "no API token"
 SANDBOX_TOKEN=sbt_x SANDBOX_URL=$DEAD_URL run extend sbx_a --ttl 60
 expect "unreachable extend" 3 stderr "$DEAD_URL/v1/sandboxes/sbx_a/extend"
 
+# --- snapshot, snapshots and create --from: checked before any token
+run snapshot --help
+expect "snapshot --help" 0 stdout "usage: sandbox snapshot SANDBOX" stdout "SNAPSHOT_ID OPERATION_ID" \
+    stdout "--name" stdout "--idempotency-key" stdout "--wait" stdout "--timeout" stdout "--json" \
+    stdout "quota_exceeded" stdout "create --from"
+run snapshots --help
+expect "snapshots --help" 0 stdout "sandbox snapshots list" stdout "get SNAPSHOT" stdout "delete SNAPSHOT..." \
+    stdout "--sandbox" stdout "--json" stdout "not_found"
+run help
+expect "sandbox help lists snapshot and snapshots" 0 stdout "snapshot " stdout "snapshots "
+run create --help
+expect "create --help has --from" 0 stdout "--from SNAPSHOT"
+run snapshot
+expect "snapshot without a sandbox" 2 stderr "missing SANDBOX" stderr "see 'sandbox snapshot --help'"
+run snapshot sbx_a --name snp_x
+expect "snapshot name like an id" 2 stderr "--name" stderr "not a snapshot name"
+run snapshot sbx_a --timeout 5
+expect "snapshot --timeout without --wait" 2 stderr "--timeout needs --wait"
+run snapshot sbx_a sbx_b
+expect "snapshot of two sandboxes" 2 stderr "unexpected argument 'sbx_b'"
+run snapshots
+expect "snapshots without a subcommand" 2 stderr "missing subcommand"
+run snapshots frob
+expect "snapshots unknown subcommand" 2 stderr "unknown subcommand 'frob'"
+run snapshots get
+expect "snapshots get without SNAPSHOT" 2 stderr "get needs a SNAPSHOT"
+run snapshots get a b
+expect "snapshots get of two" 2 stderr "get takes one SNAPSHOT"
+run snapshots delete "a b"
+expect "snapshots delete of a bad name" 2 stderr "is not a snapshot id"
+run snapshots get base --sandbox sbx_a
+expect "snapshots --sandbox goes with list" 2 stderr "--sandbox goes with list"
+run create --from "no such"
+expect "create --from a bad name" 2 stderr "--from" stderr "not a snapshot id"
+run snapshot sbx_a --url "$DEAD_URL"
+expect "snapshot needs a token" 2 stderr "no API token"
+SANDBOX_TOKEN=sbt_x SANDBOX_URL=$DEAD_URL run snapshot sbx_a --name base
+expect "unreachable snapshot" 3 stderr "$DEAD_URL/v1/sandboxes/sbx_a/snapshots"
+SANDBOX_TOKEN=sbt_x SANDBOX_URL=$DEAD_URL run snapshots list --sandbox sbx_a
+expect "unreachable snapshots list" 3 stderr "$DEAD_URL/v1/snapshots?sandbox=sbx_a"
+
+# --- pause, resume and fork: checked before any token
+run pause --help
+expect "pause --help" 0 stdout "usage: sandbox pause SANDBOX" stdout "--idempotency-key" stdout "--wait" \
+    stdout "--timeout" stdout "--json" stdout "TTL clock stops" stdout "503" stdout "memory is not kept" \
+    stdout "isolation_unavailable" stdout "Exit codes"
+run resume --help
+expect "resume --help" 0 stdout "usage: sandbox resume SANDBOX" stdout "--idempotency-key" stdout "--wait" \
+    stdout "--json" stdout "what it had left" stdout "Exit codes"
+run fork --help
+expect "fork --help" 0 stdout "usage: sandbox fork SANDBOX" stdout "--count K" stdout "--name-prefix P" \
+    stdout "--keep-snapshot" stdout "--wait" stdout "--timeout" stdout "--json" stdout "SANDBOX_ID OPERATION_ID" \
+    stdout "Not one API call" stdout "Exit codes"
+run help
+expect "sandbox help lists pause, resume and fork" 0 stdout "pause " stdout "resume " stdout "fork "
+run get --help
+expect "get --help names the paused line" 0 stdout "paused: since"
+run list --help
+expect "list --help names the paused phase" 0 stdout "paused"
+run pause
+expect "pause without a sandbox" 2 stderr "missing SANDBOX" stderr "see 'sandbox pause --help'"
+run resume sbx_a sbx_b
+expect "resume of two sandboxes" 2 stderr "unexpected argument 'sbx_b'"
+run pause sbx_a --timeout 5
+expect "pause --timeout without --wait" 2 stderr "--timeout needs --wait"
+run resume sbx_a --idempotency-key "a b"
+expect "resume idempotency key with a space" 2 stderr "--idempotency-key"
+run pause sbx_a --count 2
+expect "pause has no --count" 2 stderr "unknown flag '--count'"
+run fork
+expect "fork without a sandbox" 2 stderr "missing SANDBOX" stderr "see 'sandbox fork --help'"
+run fork sbx_a --count 0
+expect "fork --count 0" 2 stderr "--count" stderr "out of range (1 to 32)"
+run fork sbx_a --count 33
+expect "fork --count 33" 2 stderr "out of range (1 to 32)"
+run fork sbx_a --name-prefix sbx_x
+expect "fork --name-prefix like an id" 2 stderr "--name-prefix" stderr "not a sandbox name"
+run fork sbx_a --name-prefix "$(printf 'a%.0s' {1..61})" --count 10
+expect "fork --name-prefix too long for P-10" 2 stderr "-10' is not a sandbox name"
+run fork sbx_a --timeout 5
+expect "fork --timeout without --wait" 2 stderr "--timeout needs --wait"
+run fork sbx_a --url "$DEAD_URL"
+expect "fork needs a token" 2 stderr "no API token"
+SANDBOX_TOKEN=sbt_x SANDBOX_URL=$DEAD_URL run pause sbx_a
+expect "unreachable pause" 3 stderr "$DEAD_URL/v1/sandboxes/sbx_a/pause"
+SANDBOX_TOKEN=sbt_x SANDBOX_URL=$DEAD_URL run resume sbx_a --wait
+expect "unreachable resume" 3 stderr "$DEAD_URL/v1/sandboxes/sbx_a/resume"
+SANDBOX_TOKEN=sbt_x SANDBOX_URL=$DEAD_URL run fork sbx_a --count 2 --json
+expect "unreachable fork: nothing made, nothing printed" 3 stderr "$DEAD_URL/v1/sandboxes/sbx_a"
+if [[ -s $OUT ]]; then fail "fork --json printed something on error"; else passed=$((passed + 1)); fi
+
+# --- templates and create --template, --auto-pause: checked before any token;
+# a Dockerfile the build cannot run is refused (exit 2) before any call
+run templates --help
+expect "templates --help" 0 stdout "usage: sandbox templates build NAME -f DOCKERFILE [CONTEXT]" \
+    stdout "--build-arg K=V" stdout "--network" stdout "--isolation" stdout "--untrusted-repo" \
+    stdout "--cpu-millis" stdout "--memory-mib" stdout "--disk" stdout "--timeout" stdout "--keep-build-sandbox" \
+    stdout "templates list [-q] [--json]" stdout "templates get NAME" stdout "templates delete NAME [--version N]" \
+    stdout "NAME VERSION SNAPSHOT_ID" stdout "#N LINE: INSTRUCTION" stdout "HEALTHCHECK" stdout "Exit codes" \
+    stdout "124" stdout "130"
+run help
+expect "sandbox help lists templates" 0 stdout "templates "
+run create --help
+expect "create --help names --template and --auto-pause" 0 stdout "--template NAME[:VERSION]" \
+    stdout "--auto-pause" stdout "paused"
+run templates
+expect "templates without a subcommand" 2 stderr "missing subcommand: build, list, get or delete"
+run templates frob
+expect "templates unknown subcommand" 2 stderr "unknown subcommand 'frob'"
+run templates get
+expect "templates get without NAME" 2 stderr "get needs one template NAME"
+run templates delete a b
+expect "templates delete of two" 2 stderr "delete needs one template NAME"
+run templates get snp_x
+expect "templates get of a snapshot id" 2 stderr "not a template name"
+run templates list extra
+expect "templates list with an argument" 2 stderr "list takes no argument"
+run templates get web --version 2
+expect "templates --version goes with delete" 2 stderr "--version goes with delete"
+run templates delete web --version 0
+expect "templates delete --version 0" 2 stderr "--version" stderr "out of range"
+run templates get web -q
+expect "templates -q goes with list" 2 stderr "-q goes with list"
+run templates list -f Dockerfile
+expect "templates list with a build flag" 2 stderr "go with build"
+run templates build
+expect "templates build without NAME" 2 stderr "build needs a template NAME"
+run templates build 'no spaces' -f /dev/null
+expect "templates build of a bad name" 2 stderr "not a template name"
+run templates build web --network wide
+expect "templates build --network" 2 stderr "--network: 'wide'"
+run templates build web --build-arg =x
+expect "templates build --build-arg without a key" 2 stderr "--build-arg" stderr "empty key"
+run templates build web "$TMP/no-such-dir"
+expect "templates build of a missing CONTEXT" 2 stderr "CONTEXT"
+mkdir -p "$TMP/tpl"
+run templates build web -f "$TMP/tpl/Dockerfile" "$TMP/tpl"
+expect "templates build of a missing Dockerfile" 2 stderr "cannot read" stderr "Dockerfile"
+printf 'FROM busybox\nRUN true\nHEALTHCHECK CMD true\n' >"$TMP/tpl/Dockerfile.bad"
+run templates build bad -f "$TMP/tpl/Dockerfile.bad" "$TMP/tpl"
+expect "templates build: an unsupported instruction, no token needed" 2 stderr "Dockerfile.bad:3:" \
+    stderr "HEALTHCHECK"
+SANDBOX_TOKEN=sbt_x SANDBOX_URL=$DEAD_URL run templates build bad -f "$TMP/tpl/Dockerfile.bad" "$TMP/tpl"
+expect "templates build: refused before any call" 2 stderr "HEALTHCHECK"
+if grep -qF "$DEAD_URL" "$ERR"; then fail "templates build called the API for a bad Dockerfile"; else passed=$((passed + 1)); fi
+printf 'FROM busybox AS build\n' >"$TMP/tpl/Dockerfile.ms"
+run templates build ms -f "$TMP/tpl/Dockerfile.ms" "$TMP/tpl"
+expect "templates build: multi-stage" 2 stderr "Dockerfile.ms:1:" stderr "multi-stage"
+printf 'FROM busybox\nUSER app\nRUN id\n' >"$TMP/tpl/Dockerfile.user"
+run templates build u -f "$TMP/tpl/Dockerfile.user" "$TMP/tpl"
+expect "templates build: RUN after USER" 2 stderr "Dockerfile.user:3:" stderr "move USER below the last RUN"
+printf 'FROM busybox\nCOPY ../escape /x\n' >"$TMP/tpl/Dockerfile.esc"
+run templates build e -f "$TMP/tpl/Dockerfile.esc" "$TMP/tpl"
+expect "templates build: a source outside the context" 2 stderr "Dockerfile.esc:2:" stderr "leaves the build context"
+printf 'FROM busybox\nCOPY missing.txt /x\n' >"$TMP/tpl/Dockerfile.miss"
+run templates build m -f "$TMP/tpl/Dockerfile.miss" "$TMP/tpl"
+expect "templates build: a source not in the context" 2 stderr "Dockerfile.miss:2: COPY missing.txt"
+printf 'FROM busybox\nADD site.tar.gz /srv/\n' >"$TMP/tpl/Dockerfile.add"
+run templates build a -f "$TMP/tpl/Dockerfile.add" "$TMP/tpl"
+expect "templates build: ADD of an archive" 2 stderr "Dockerfile.add:2:" stderr "use COPY"
+printf 'FROM busybox\nRUN true\n' >"$TMP/tpl/Dockerfile"
+run templates build web "$TMP/tpl" --url "$DEAD_URL"
+expect "templates build needs a token (CONTEXT/Dockerfile by default)" 2 stderr "no API token"
+SANDBOX_TOKEN=sbt_x SANDBOX_URL=$DEAD_URL run templates build web "$TMP/tpl" --json
+expect "unreachable templates build: nothing made, nothing printed" 3 stderr "$DEAD_URL/v1/templates/busybox"
+if [[ -s $OUT ]]; then fail "templates build --json printed something on error"; else passed=$((passed + 1)); fi
+SANDBOX_TOKEN=sbt_x SANDBOX_URL=$DEAD_URL run templates list
+expect "unreachable templates list" 3 stderr "$DEAD_URL/v1/templates"
+SANDBOX_TOKEN=sbt_x SANDBOX_URL=$DEAD_URL run templates delete web --version 2
+expect "unreachable templates delete" 3 stderr "$DEAD_URL/v1/templates/web?version=2"
+run create --template 'web:x'
+expect "create --template with a bad version" 2 stderr "--template" stderr "NAME:VERSION"
+run create --template web --from base
+expect "create --template and --from" 2 stderr "--template and --from exclude each other"
+SANDBOX_TOKEN=sbt_x SANDBOX_URL=$DEAD_URL run create --template web:2 --auto-pause
+expect "unreachable create --template" 3 stderr "$DEAD_URL/v1/sandboxes"
+
 # --- numbers are checked strictly
 run create --image busybox --cpu-millis abc
 expect "non-numeric cpu" 2 stderr "--cpu-millis" stderr "'abc' is not a whole number"
@@ -344,6 +521,10 @@ check_comp "a short flag" -w sandbox exec x -
 check_comp "a subcommand" drain sandbox workers d
 check_comp "completion's shells" zsh sandbox completion z
 check_comp "help's commands" extend sandbox help ex
+check_comp "snapshots' subcommands" delete sandbox snapshots de
+check_comp "pause in the command list" pause sandbox pau
+check_comp "fork's flags" --keep-snapshot sandbox fork x --keep
+check_comp "help's commands include resume" resume sandbox help res
 if [[ -z "$(comp sandbox create --tenant '')" ]]; then passed=$((passed + 1)); else fail "completion: nothing offered for a flag's value"; fi
 run completion zsh
 expect "completion zsh" 0 stdout "bashcompinit" stdout "complete -F _sandbox_cli sandbox"

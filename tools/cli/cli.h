@@ -39,6 +39,8 @@ typedef struct opts {
     const char *upload;                      /* create: LOCAL:/path to upload once running */
     const char *cursor;                      /* list --after: a previous answer's next */
     const char *phase;                       /* list --phase P[,P2]: only sandboxes in those phases */
+    const char *from;                        /* create --from: the snapshot to start from */
+    const char *name_prefix;                 /* fork --name-prefix P: the forks are named P-1..P-K */
     num_opt_t cpu_millis, memory_mib, disk_mib, ttl, timeout, max_output, limit, port, after, tail, count;
     num_opt_t size;                          /* pools create: members kept ready */
     bool untrusted_repo, generated_code, hostile, wait, json, all, read_only_root, hardened, follow;
@@ -50,6 +52,13 @@ typedef struct opts {
     int n_excludes;
     bool no_ignore;                          /* create --upload: send .git and .gitignore'd files too */
     bool quiet;                              /* images, list -q: names or ids only */
+    bool keep_snapshot;                      /* fork --keep-snapshot: do not delete the snapshot */
+    const char *template_ref;                /* create --template NAME[:VERSION] */
+    bool auto_pause;                         /* create --auto-pause: paused, not deleted, when its TTL passes */
+    const char *file;                        /* templates build -f DOCKERFILE */
+    json_object *build_args;                 /* templates build --build-arg K=V...; owned, NULL until given */
+    num_opt_t version;                       /* templates delete --version N */
+    bool keep_build_sandbox;                 /* templates build --keep-build-sandbox */
     const char *pos[CLI_POS_MAX]; /* positional arguments */
     int npos;
     char **cmd_argv;            /* exec: everything after "--" */
@@ -57,7 +66,7 @@ typedef struct opts {
     bool saw_dashdash;
 } opts_t;
 
-typedef enum { F_BOOL, F_STR, F_NUM, F_ENV, F_LABEL, F_SELECTOR, F_EXCLUDE } flag_kind_t;
+typedef enum { F_BOOL, F_STR, F_NUM, F_ENV, F_LABEL, F_SELECTOR, F_EXCLUDE, F_BUILD_ARG } flag_kind_t;
 
 typedef struct flag_def {
     const char *name;   /* "--tenant" */
@@ -182,6 +191,11 @@ int cli_cell_width(const char *s);
 void cli_print_cell(const char *s, int width, bool last);
 /* lead, then the fields of o (a NULL-ended list) separated by spaces, and a newline. */
 void cli_print_fields(const char *lead, json_object *o, const char *const *fields);
+/* A size in bytes as docker images shows one: "1.23GB", "45.6MB", "7.8kB";
+ * "-" when negative (unknown). */
+void cli_format_bytes(int64_t bytes, char *buf, size_t n);
+/* A snapshot, for people. */
+void cli_print_snapshot(json_object *s);
 /* Prints {"<one>":…} or {"<many>":[…]} a row each (or the JSON). */
 void cli_print_one_or_list(cli_t *cli, json_object *resp, const char *one, const char *many,
                            void (*row)(json_object *));
@@ -199,6 +213,9 @@ int cli_check_delete(cli_t *cli, opts_t *o);
 int cli_cmd_delete(cli_t *cli, opts_t *o);
 int cli_check_extend(cli_t *cli, opts_t *o);
 int cli_cmd_extend(cli_t *cli, opts_t *o);
+/* pause and resume (cli->cmd says which) */
+int cli_check_pause(cli_t *cli, opts_t *o);
+int cli_cmd_pause(cli_t *cli, opts_t *o);
 /* operations.c */
 int cli_check_op_id(cli_t *cli, opts_t *o);
 int cli_cmd_wait(cli_t *cli, opts_t *o);
@@ -244,6 +261,19 @@ typedef struct cli_upload_filter {
  * quiet. Returns the exit code. */
 int cli_upload(cli_t *cli, const char *local, const char *sbx, const char *dest, bool into_existing_dir,
                bool quiet, const cli_upload_filter_t *f);
+/* Copies what the local directory dir holds (not dir itself) into sbx's
+ * existing directory dest, quietly, as cli_upload packs and sends (one tar
+ * of dir's entries, in name order); nothing is sent when dir is empty.
+ * Returns the exit code. */
+int cli_upload_contents(cli_t *cli, const char *dir, const char *sbx, const char *dest);
+/* exec.c: runs spec in sandbox sbx as sandbox exec does, its stdout and
+ * stderr written here as they come (its stdout to stderr too with
+ * to_stderr), for up to timeout_s. Returns 0 with *ret_code (the exit code
+ * sandbox exec would exit with: 128+N for signal N, 137 when it timed out)
+ * and *ret_timed_out, or an exit code (printed) when it could not be run or
+ * followed. */
+int cli_exec_live(cli_t *cli, const char *sbx, const client_exec_spec_t *spec, int64_t timeout_s, bool to_stderr,
+                  int *ret_code, bool *ret_timed_out);
 /* main.c: the command table (for completion) */
 const command_t *cli_commands(size_t *n);
 /* config.c: context list|show|use, completion bash|zsh */
@@ -265,5 +295,23 @@ int cli_cmd_images(cli_t *cli, opts_t *o);
 /* pools.c */
 int cli_check_pools(cli_t *cli, opts_t *o);
 int cli_cmd_pools(cli_t *cli, opts_t *o);
+/* snapshots.c: snapshot SANDBOX; snapshots list|get|delete */
+int cli_check_snapshot(cli_t *cli, opts_t *o);
+int cli_cmd_snapshot(cli_t *cli, opts_t *o);
+int cli_check_snapshots(cli_t *cli, opts_t *o);
+int cli_cmd_snapshots(cli_t *cli, opts_t *o);
+/* fork.c: fork SANDBOX (a snapshot, K creates from it, the snapshot deleted) */
+#define CLI_FORK_MAX 32
+int cli_check_fork(cli_t *cli, opts_t *o);
+int cli_cmd_fork(cli_t *cli, opts_t *o);
+/* templates.c: templates list|get|delete|build (docs/templates.md); build's
+ * Dockerfile is read, parsed and its COPY sources found by the check,
+ * before any call */
+#define CLI_TEMPLATE_BUILD_TIMEOUT 1800 /* templates build --timeout's default, seconds */
+int cli_check_templates(cli_t *cli, opts_t *o);
+int cli_cmd_templates(cli_t *cli, opts_t *o);
+/* create --template's value: NAME or NAME:VERSION (a template name is a
+ * snapshot name's rule; VERSION 1, 2, ...). */
+bool cli_template_ref_ok(const char *ref);
 
 #endif

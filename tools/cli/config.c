@@ -194,7 +194,9 @@ static const char *subcommands(const char *cmd)
     static const char *const t[][2] = {
         { "tenants", "create list get update delete" }, { "tokens", "create list revoke" },
         { "workers", "list drain resume" },              { "pools", "list create get delete" },
-        { "context", "list show use" },                  { "completion", "bash zsh" },
+        { "snapshots", "list get delete" },              { "templates", "build list get delete" },
+        { "context", "list show use" },
+        { "completion", "bash zsh" },
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (strcmp(t[i][0], cmd) == 0)
@@ -205,8 +207,8 @@ static const char *subcommands(const char *cmd)
 /* The commands whose first argument is a sandbox id. */
 static bool takes_sandbox(const char *cmd)
 {
-    static const char *const t[] = { "exec", "get", "delete", "rm", "extend", "share", "routes", "unshare",
-                                     "logs", "shell", NULL };
+    static const char *const t[] = { "exec", "get", "delete", "rm", "extend", "pause", "resume", "snapshot",
+                                     "fork", "share", "routes", "unshare", "logs", "shell", NULL };
     for (int i = 0; t[i]; i++)
         if (strcmp(t[i], cmd) == 0)
             return true;
@@ -250,6 +252,9 @@ int cli_cmd_completion(cli_t *cli, opts_t *o)
            "  case $prev in\n"
            "    --context) COMPREPLY=($(compgen -W \"$(sandbox context list -q 2>/dev/null)\" -- \"$cur\")); return 0 ;;\n"
            "    --image) COMPREPLY=($(compgen -W \"$(sandbox \"${g[@]}\" images -q 2>/dev/null)\" -- \"$cur\")); return 0 ;;\n"
+           "    --from) COMPREPLY=($(compgen -W \"$(sandbox \"${g[@]}\" snapshots list -q 2>/dev/null)\" -- \"$cur\")); return 0 ;;\n"
+           "    --template) COMPREPLY=($(compgen -W \"$(sandbox \"${g[@]}\" templates list -q 2>/dev/null)\" -- \"$cur\")); return 0 ;;\n"
+           "    -f|--file) COMPREPLY=($(compgen -f -- \"$cur\")); return 0 ;;\n"
            "    --ca-file) COMPREPLY=($(compgen -f -- \"$cur\")); return 0 ;;\n"
            "  esac\n"
            "  local values=\"--url --token --ca-file --context\" flags=\"--url --token --ca-file --context --help\" subs=\n"
@@ -296,6 +301,15 @@ int cli_cmd_completion(cli_t *cli, opts_t *o)
            "      # SANDBOX: for the sandbox end, local paths otherwise\n"
            "      COMPREPLY=($(compgen -f -- \"$cur\") $(compgen -W \"$(sandbox \"${g[@]}\" list -q 2>/dev/null | sed 's/$/:/')\" -- \"$cur\"))\n"
            "      compopt -o nospace 2>/dev/null ;;\n"
+           "    snapshots) [ \"$npos\" -ge 1 ] && COMPREPLY=($(compgen -W \"$(sandbox \"${g[@]}\" snapshots list -q 2>/dev/null)\" -- \"$cur\")) ;;\n"
+           "    templates)\n"
+           "      # get and delete: a template's name; build: NAME, then the CONTEXT directory\n"
+           "      local sub= j\n"
+           "      for ((j = 1; j < COMP_CWORD; j++)); do [ \"${COMP_WORDS[j]}\" = templates ] && { sub=${COMP_WORDS[j+1]}; break; }; done\n"
+           "      case $sub in\n"
+           "        get|delete) [ \"$npos\" -eq 1 ] && COMPREPLY=($(compgen -W \"$(sandbox \"${g[@]}\" templates list -q 2>/dev/null)\" -- \"$cur\")) ;;\n"
+           "        build) [ \"$npos\" -ge 2 ] && COMPREPLY=($(compgen -d -- \"$cur\")) ;;\n"
+           "      esac ;;\n"
            "    context) [ \"$npos\" -eq 1 ] && COMPREPLY=($(compgen -W \"$(sandbox context list -q 2>/dev/null)\" -- \"$cur\")) ;;\n"
            "    wait|output|cancel|operation|op) ;;\n"
            "  esac\n"

@@ -28,6 +28,7 @@ typedef struct exec_follow {
     uint64_t seen[3], written[3];
     int64_t cap;          /* bytes written per stream at most; < 0: no bound */
     bool gap;             /* output was dropped before it was read */
+    bool to_stderr;       /* stdout too is written to stderr (templates build --json) */
 } exec_follow_t;
 
 /* Writes n bytes of stream s within the follow's bound. */
@@ -39,7 +40,7 @@ static void follow_write(exec_follow_t *fw, int s, const char *p, size_t n)
             n = (size_t)room;
     }
     if (n) {
-        FILE *f = s == 2 ? stderr : stdout;
+        FILE *f = s == 2 || fw->to_stderr ? stderr : stdout;
         fwrite(p, 1, n, f);
         fflush(f);
     }
@@ -405,4 +406,45 @@ int cli_cmd_cancel(cli_t *cli, opts_t *o)
     }
     json_object_put(resp);
     return EXIT_OK;
+}
+
+int cli_exec_live(cli_t *cli, const char *sbx, const client_exec_spec_t *spec, int64_t timeout_s, bool to_stderr,
+                  int *ret_code, bool *ret_timed_out)
+{
+    json_object *body = NULL, *resp = NULL, *last = NULL;
+    char path[CLIENT_PATH_MAX];
+    if (cli_path(path, sizeof path, "/v1/sandboxes/", sbx, "/exec") != 0)
+        return cli_usage_error(cli->cmd, "SANDBOX too long");
+    if (client_exec_body(spec, &body) < 0)
+        return EXIT_API;
+    int rc = cli_call(cli, "POST", path, body, NULL, &resp);
+    json_object_put(body);
+    if (rc)
+        return rc;
+    const char *oid = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
+    if (!oid || strlen(oid) > CLI_ARG_ID_MAX) {
+        fputs("error: bad_response: the exec answer has no operation.id\n", stderr);
+        json_object_put(resp);
+        return EXIT_API;
+    }
+    exec_follow_t fw = { .cap = -1, .to_stderr = to_stderr };
+    rc = exec_follow(cli, oid, timeout_s + EXEC_WAIT_SLACK, &fw, &last);
+    json_object_put(resp);
+    json_object *res = jsonx_get_obj(jsonx_get_obj(last, "operation"), "result");
+    int64_t code = 0, sig = 0;
+    bool timed_out = false;
+    if (rc == EXIT_OK && (!res || !jsonx_get_int(res, "exit_code", &code))) {
+        fputs("error: bad_response: the exec operation succeeded without a result.exit_code\n", stderr);
+        rc = EXIT_API;
+    }
+    if (rc == EXIT_OK) {
+        jsonx_get_int(res, "signal", &sig);
+        jsonx_get_bool(res, "timed_out", &timed_out);
+        note_truncated(res, "stdout", write_stream(&fw, res, "stdout", 1));
+        note_truncated(res, "stderr", write_stream(&fw, res, "stderr", 2));
+        *ret_code = exit_code_of(code, sig, timed_out);
+        *ret_timed_out = timed_out;
+    }
+    json_object_put(last);
+    return rc;
 }

@@ -5,6 +5,7 @@
  * instructions: only inside the destination, following no symlink, no
  * device or FIFO made, no setuid bit or owner kept, whatever the sandbox
  * answered. `-` is a tar stream on stdin or stdout, passed through as is. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -491,6 +492,71 @@ int cli_upload(cli_t *cli, const char *local, const char *sbx, const char *dest,
     char shown[SBX_FILES_PATH_MAX + NAME_MAX + 2];
     snprintf(shown, sizeof shown, "%s%s%s", dparent, strcmp(dparent, "/") == 0 ? "" : "/", dname);
     rc = cp_put(cli, sbx, dparent, &u, shown, quiet);
+    if (t.pid > 0) {
+        kill(t.pid, SIGTERM);
+        cp_tar_finish(&t);
+    }
+    return rc;
+}
+
+static int name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int cli_upload_contents(cli_t *cli, const char *dir, const char *sbx, const char *dest)
+{
+    /* dir's entries, in name order, as tar's list (--null -T -) in an
+     * unlinked temporary file: no argv bound, no name taken for a flag. */
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "sandbox: %s: %s: %s\n", cli->cmd, dir, strerror(errno));
+        return EXIT_OP_FAILED;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    bool ok = true;
+    struct dirent *e;
+    while (ok && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 32;
+            char **nn = realloc(names, cap * sizeof *nn);
+            ok = nn != NULL;
+            names = ok ? nn : names;
+        }
+        if (ok && !(names[n++] = strdup(e->d_name)))
+            ok = false, n--;
+    }
+    closedir(d);
+    int rc = EXIT_OK, list_fd = -1;
+    if (ok && n > 0) {
+        qsort(names, n, sizeof *names, name_cmp);
+        const char *tmpdir = getenv("TMPDIR");
+        list_fd = open(tmpdir && *tmpdir ? tmpdir : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        for (size_t i = 0; ok && i < n; i++)
+            ok = list_fd >= 0 && write(list_fd, names[i], strlen(names[i]) + 1) == (ssize_t)(strlen(names[i]) + 1);
+        ok = ok && lseek(list_fd, 0, SEEK_SET) == 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    if (!ok) {
+        fprintf(stderr, "sandbox: %s: cannot list %s for tar: %s\n", cli->cmd, dir, strerror(errno));
+        if (list_fd >= 0)
+            close(list_fd);
+        return EXIT_OP_FAILED;
+    }
+    if (n == 0)
+        return EXIT_OK; /* nothing to send: an empty upload is refused */
+    char *argv[] = { "tar", "-c", "-f", "-", "-C", (char *)dir, "--null", "--verbatim-files-from", "-T", "-", NULL };
+    cp_tar_t t;
+    int started = cp_tar_start(argv, list_fd, &t);
+    close(list_fd);
+    if (started < 0) {
+        fprintf(stderr, "sandbox: %s: cannot start tar: %s\n", cli->cmd, strerror(errno));
+        return EXIT_OP_FAILED;
+    }
+    cp_up_t u = { .fd = t.fd, .tar = &t };
+    rc = cp_put(cli, sbx, dest, &u, dest, true);
     if (t.pid > 0) {
         kill(t.pid, SIGTERM);
         cp_tar_finish(&t);

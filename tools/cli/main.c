@@ -257,6 +257,23 @@ static int parse_args(const command_t *c, int argc, char **argv, int first, opts
         case F_SELECTOR:
             r = parse_kv(c->name, f->name, val, false, &o->selector);
             break;
+        case F_BUILD_ARG:
+            if (!strchr(val, '=')) {
+                /* --build-arg K: K's value here, as docker build takes it (not set: not given) */
+                const char *ev = env_key_valid(val, strlen(val)) && strlen(val) <= SBX_MAX_KEY_BYTES ? getenv(val)
+                                                                                                     : NULL;
+                if (!ev)
+                    break;
+                char kv[SBX_MAX_KEY_BYTES + SBX_MAX_VALUE_BYTES + 2];
+                if (strlen(ev) > SBX_MAX_VALUE_BYTES)
+                    return cli_usage_error(c->name, "%s: the value of %s is longer than %d bytes", f->name, val,
+                                           SBX_MAX_VALUE_BYTES);
+                snprintf(kv, sizeof kv, "%s=%s", val, ev);
+                r = parse_kv(c->name, f->name, kv, true, &o->build_args);
+                break;
+            }
+            r = parse_kv(c->name, f->name, val, true, &o->build_args);
+            break;
         case F_EXCLUDE:
             if (o->n_excludes >= CLI_EXCLUDES_MAX)
                 return cli_usage_error(c->name, "%s given more than %d times", f->name, CLI_EXCLUDES_MAX);
@@ -392,10 +409,12 @@ static const command_t commands[] = {
             FKV("--selector", F_SELECTOR), FS("--isolation", isolation),
             FB("--read-only-root", read_only_root), FB("--hardened", hardened),
             FS("--idempotency-key", idem_key), FS("--upload", upload), FKV("--exclude", F_EXCLUDE),
-            FB("--no-ignore", no_ignore), FWAIT, FJSON), 0, false,
+            FB("--no-ignore", no_ignore), FS("--from", from), FS("--template", template_ref),
+            FB("--auto-pause", auto_pause), FWAIT, FJSON), 0, false,
       "usage: sandbox create [--name NAME] [--image IMAGE] [--tenant T] [--cpu-millis N]\n"
-      "                      [--memory-mib N] [--disk MIB] [--ttl SECONDS]\n"
-      "                      [--network none|restricted|open]\n"
+      "                      [--memory-mib N] [--disk MIB] [--ttl SECONDS] [--auto-pause]\n"
+      "                      [--network none|restricted|open] [--from SNAPSHOT]\n"
+      "                      [--template NAME[:VERSION]]\n"
       "                      [--untrusted-repo] [--generated-code] [--hostile]\n"
       "                      [--isolation container|gvisor|microvm] [--read-only-root]\n"
       "                      [--hardened] [--selector K=V]...\n"
@@ -414,11 +433,24 @@ static const command_t commands[] = {
       "  --image IMAGE            container image (default: the server's default_image,\n"
       "                           sandbox/busybox:latest unless the operator changed it;\n"
       "                           the tenant policy's images list applies)\n"
+      "  --from SNAPSHOT          start with a ready snapshot's files (sandbox snapshot)\n"
+      "                           over its image: --image may be left out (another image\n"
+      "                           is refused); placed on the worker holding the snapshot,\n"
+      "                           as container or gvisor only\n"
+      "  --template NAME[:VERSION]\n"
+      "                           start from a template's newest ready version (or that\n"
+      "                           VERSION): its files, and its ENV, WORKDIR and USER as\n"
+      "                           the defaults of every exec (-e adds, wins by name);\n"
+      "                           --image may be left out; not with --from (sandbox\n"
+      "                           templates --help)\n"
       "  --cpu-millis N           CPU in thousandths of a core (default 1000)\n"
       "  --memory-mib N           memory in MiB (default 512)\n"
       "  --disk MIB               disk quota in MiB (default: the server's default_disk_mib,\n"
       "                           1024); over it the sandbox fails with disk_quota_exceeded\n"
       "  --ttl SECONDS            lifetime once running (default 3600)\n"
+      "  --auto-pause             when its TTL passes the sandbox is paused (files and\n"
+      "                           routes kept; sandbox resume runs it again with its\n"
+      "                           whole TTL) instead of deleted (docs/pause.md)\n"
       "  --network MODE           none (default), restricted or open\n"
       "  --untrusted-repo         the code comes from an untrusted repository\n"
       "  --generated-code         the code was generated (e.g. by a model)\n"
@@ -515,7 +547,8 @@ static const command_t commands[] = {
     { "get", NULL, cli_check_sandbox_id, cli_cmd_get, FLAGS(FJSON), 1, false,
       "usage: sandbox get SANDBOX [--json]\n"
       "\n"
-      "Shows a sandbox and its latest operations.\n"
+      "Shows a sandbox and its latest operations. A paused sandbox has a line\n"
+      "'paused: since TIME, memory kept: yes|no, TTL left: N s' (sandbox pause).\n"
       "\n"
       "  --json                   print {\"sandbox\":…,\"operations\":[…]}\n" COMMON_FLAGS_HELP },
     { "list", "ls", cli_check_list, cli_cmd_list, FLAGS(
@@ -533,7 +566,8 @@ static const command_t commands[] = {
       "  --all                    include deleted sandboxes\n"
       "  -l, --label K=V          only sandboxes with this label (repeatable: all of them)\n"
       "  --phase P[,P]            only sandboxes in these phases (pending, scheduled,\n"
-      "                           provisioning, running, deleting, deleted, failed, lost)\n"
+      "                           provisioning, running, paused, deleting, deleted,\n"
+      "                           failed, lost)\n"
       "  -q, --quiet              the ids only, one per line\n"
       "  --limit N                at most N per page (default 100, at most 1000)\n"
       "  --after CURSOR           the page after a previous answer's next\n"
@@ -580,6 +614,128 @@ static const command_t commands[] = {
       "                           and moves the expiry only once\n"
       "  --json                   print {\"operation\":…}; its result has expires_at,\n"
       "                           previous_expires_at and ttl_seconds\n" COMMON_FLAGS_HELP },
+    { "pause", NULL, cli_check_pause, cli_cmd_pause, FLAGS(FS("--idempotency-key", idem_key), FWAIT, FJSON), 1,
+      false,
+      "usage: sandbox pause SANDBOX [--idempotency-key K] [--wait [--timeout S]]\n"
+      "                     [--json]\n"
+      "\n"
+      "Pauses a running sandbox (POST /v1/sandboxes/ID/pause) and prints the pause's\n"
+      "OPERATION_ID; with --wait, waits for it and prints 'OPERATION_ID succeeded'.\n"
+      "A pause stops the sandbox's processes and keeps its files, its routes and its\n"
+      "place on the worker (its CPU, memory and slot stay reserved there and count\n"
+      "against the tenant's quotas, so a resume never waits for room). Its phase is\n"
+      "then paused and its TTL clock stops: 'sandbox get' shows the seconds it has\n"
+      "left, and it is not deleted by its TTL. While it is paused its routes answer\n"
+      "503, and exec, cp and shell are refused (conflict) until 'sandbox resume'.\n"
+      "On container and gvisor the memory is not kept: the main process starts again\n"
+      "on resume, and a process a command left running is gone (the operation's\n"
+      "result says \"memory\": false, and a note on stderr says so). A microvm\n"
+      "sandbox's VM is frozen: its memory and processes are kept (\"memory\": true).\n"
+      "\n"
+      "  --idempotency-key K      retrying with the same key returns the same operation\n"
+      "  --wait                   wait for the pause operation to finish\n"
+      "  --timeout S              with --wait: give up after S seconds (default 900)\n"
+      "  --json                   print {\"operation\":…}; with --wait the final one, its\n"
+      "                           result {\"memory\":false}\n"
+      "\n"
+      "Exit codes: 0 done (with --wait: paused); 1 the operation failed, or\n"
+      "isolation_unavailable (a class that cannot pause); 2 usage; 3 an API error (conflict:\n"
+      "not running, already paused, or a pause or resume of it in progress;\n"
+      "unavailable: its worker is away; not_found); 124 --timeout passed.\n" COMMON_FLAGS_HELP },
+    { "resume", NULL, cli_check_pause, cli_cmd_pause, FLAGS(FS("--idempotency-key", idem_key), FWAIT, FJSON), 1,
+      false,
+      "usage: sandbox resume SANDBOX [--idempotency-key K] [--wait [--timeout S]]\n"
+      "                      [--json]\n"
+      "\n"
+      "Runs a paused sandbox again (POST /v1/sandboxes/ID/resume) and prints the\n"
+      "resume's OPERATION_ID; with --wait, waits for it and prints 'OPERATION_ID\n"
+      "succeeded'. It runs with the same id, files and routes on the same worker,\n"
+      "its phase running again and its TTL going on from what it had left (it\n"
+      "expires that many seconds after the resume). Where the pause kept no memory\n"
+      "(container, gvisor) its main process starts again. A resume whose container\n"
+      "does not start fails with the reason, and the sandbox stays paused (resume it\n"
+      "again, or delete it).\n"
+      "\n"
+      "  --idempotency-key K      retrying with the same key returns the same operation\n"
+      "  --wait                   wait for the resume operation to finish\n"
+      "  --timeout S              with --wait: give up after S seconds (default 900)\n"
+      "  --json                   print {\"operation\":…}; with --wait the final one\n"
+      "\n"
+      "Exit codes: 0 done (with --wait: running); 1 the operation failed; 2 usage;\n"
+      "3 an API error (conflict: not paused, or a pause or resume of it in progress;\n"
+      "unavailable: its worker is away; not_found); 124 --timeout passed.\n" COMMON_FLAGS_HELP },
+    { "snapshot", NULL, cli_check_snapshot, cli_cmd_snapshot, FLAGS(
+            FS("--name", name), FS("--idempotency-key", idem_key), FWAIT, FJSON), 1, false,
+      "usage: sandbox snapshot SANDBOX [--name NAME] [--idempotency-key K]\n"
+      "                        [--wait [--timeout S]] [--json]\n"
+      "\n"
+      "Saves a running sandbox's files as a snapshot (POST /v1/sandboxes/ID/snapshots)\n"
+      "and prints 'SNAPSHOT_ID OPERATION_ID'. A snapshot operation on the sandbox's\n"
+      "worker makes it; it is pending until that succeeds, then ready. 'sandbox create\n"
+      "--from SNAPSHOT' starts sandboxes with those files over the snapshot's image, on\n"
+      "that worker. Kept: the root filesystem as the sandbox left it; not kept: memory,\n"
+      "processes, a tmpfs /tmp. container and gvisor sandboxes only. With --wait the\n"
+      "ids are printed at once, then the command waits for the operation and exits 0\n"
+      "when it succeeded, 1 when it failed, 124 on timeout. 'sandbox snapshots' lists,\n"
+      "shows and deletes snapshots.\n"
+      "\n"
+      "  --name NAME              a name for the snapshot, usable wherever its id is\n"
+      "                           (create --from NAME, snapshots get NAME): 1 to 63\n"
+      "                           letters, digits, _, . or -, unique in the tenant\n"
+      "  --idempotency-key K      retrying with the same key returns the same snapshot\n"
+      "  --wait                   wait for the snapshot operation to finish\n"
+      "  --timeout S              with --wait: give up after S seconds (default 900)\n"
+      "  --json                   print the API's JSON, {\"operation\":…,\"snapshot\":…};\n"
+      "                           with --wait the snapshot as it is then (ready, with\n"
+      "                           size_bytes) and the final operation\n"
+      "\n"
+      "Exit codes: 0 done (with --wait: the snapshot is ready); 1 the operation failed,\n"
+      "or refused by policy (quota_exceeded: over the tenant's max_snapshots or\n"
+      "max_snapshot_mib; isolation_unavailable: a microvm sandbox; policy_denied:\n"
+      "snapshots are off); 2 usage; 3 an API error (conflict: the sandbox is not\n"
+      "running, or the name is taken; unavailable: its worker is away; not_found);\n"
+      "124 --timeout passed.\n" COMMON_FLAGS_HELP },
+    { "fork", NULL, cli_check_fork, cli_cmd_fork, FLAGS(
+            FN("--count", count, 1, CLI_FORK_MAX), FS("--name-prefix", name_prefix),
+            FB("--keep-snapshot", keep_snapshot), FWAIT, FJSON), 1, false,
+      "usage: sandbox fork SANDBOX [--count K] [--name-prefix P] [--keep-snapshot]\n"
+      "                    [--wait [--timeout S]] [--json]\n"
+      "\n"
+      "Starts K sandboxes with a running sandbox's files as they are now, to try K\n"
+      "variants side by side, and prints 'SANDBOX_ID OPERATION_ID' for each as its\n"
+      "create is accepted (as create does). Not one API call: this command makes\n"
+      "three kinds of them. (1) An unnamed snapshot of SANDBOX (as sandbox snapshot),\n"
+      "waited for until it is ready. (2) K creates from it (as create --from) with\n"
+      "SANDBOX's cpu, memory, disk, TTL, network, isolation class (as the weakest\n"
+      "accepted), trust flags, hardening, read-only root, labels and tenant; its env\n"
+      "is not copied (the API never shows it). (3) The snapshot deleted once every\n"
+      "create has ended: a create that has not started its container yet still\n"
+      "needs it, so the command waits for the creates even without --wait (quietly),\n"
+      "unless --keep-snapshot. The forks run on SANDBOX's worker; memory and\n"
+      "processes are not copied (each fork's main process starts afresh). container\n"
+      "and gvisor sandboxes only.\n"
+      "\n"
+      "  --count K                how many sandboxes (1 to 32, default 1)\n"
+      "  --name-prefix P          name them P-1 ... P-K (sandbox names: create --name)\n"
+      "  --keep-snapshot          keep the snapshot, its id on stderr ('sandbox: fork:\n"
+      "                           kept snapshot SNAPSHOT_ID'); the command then returns\n"
+      "                           once the creates are accepted, unless --wait\n"
+      "  --wait                   wait for every create; exit 0 only when all succeeded\n"
+      "  --timeout S              with --wait: give up after S seconds in all, the\n"
+      "                           snapshot's wait included (default 900)\n"
+      "  --json                   print {\"snapshot\":…,\"sandboxes\":[{\"sandbox\":…,\n"
+      "                           \"operation\":…}…]} at the end (with --wait, each sandbox\n"
+      "                           as it is then and its final operation)\n"
+      "\n"
+      "When one create is refused or fails the others are still made, and the exit\n"
+      "code is the first failure's. A snapshot that a fork may still need (a wait that\n"
+      "timed out) is kept, its id on stderr.\n"
+      "\n"
+      "Exit codes: 0 done (with --wait: every fork runs); 1 the snapshot or a create\n"
+      "failed, or refused by policy (quota_exceeded: the tenant's snapshots or\n"
+      "sandboxes; isolation_unavailable: a microvm sandbox); 2 usage; 3 an API error\n"
+      "(conflict: SANDBOX is not running, or a name is taken; unavailable: its worker\n"
+      "is away; not_found); 124 --timeout passed.\n" COMMON_FLAGS_HELP },
     { "share", NULL, cli_check_share, cli_cmd_share, FLAGS(
             FN("--port", port, 1, 65535), FN("--ttl", ttl, 10, SBX_TTL_SECONDS_MAX), FS("--auth", auth),
             FS("--idempotency-key", idem_key), FWAIT, FJSON), 1, false,
@@ -777,6 +933,108 @@ static const command_t commands[] = {
       "the tenant's rules; quota_exceeded: the pool would take the tenant past a\n"
       "quota); 2 usage; 3 an API error (forbidden: no pool policy;\n"
       "conflict: the name is taken; not_found: no such pool).\n" COMMON_FLAGS_HELP },
+    { "snapshots", NULL, cli_check_snapshots, cli_cmd_snapshots, FLAGS(
+            FS("--sandbox", sandbox), FBS("--quiet", "-q", quiet), FJSON), CLI_POS_MAX, false,
+      "usage: sandbox snapshots list [--sandbox SANDBOX] [-q] [--json]\n"
+      "       sandbox snapshots get SNAPSHOT [--json]\n"
+      "       sandbox snapshots delete SNAPSHOT... [--json]\n"
+      "\n"
+      "Snapshots of sandboxes (sandbox snapshot --help). SNAPSHOT is a snapshot's id\n"
+      "(snp_...) or its name. list prints the snapshots not deleted, newest first:\n"
+      "ID NAME STATE SANDBOX IMAGE SIZE WORKER CREATED (SIZE: what the snapshot adds\n"
+      "to its image; CREATED: its age). get shows one: state (pending, ready, failed\n"
+      "with its error, deleted), sizes, worker, operation and times. delete marks each\n"
+      "deleted at once and prints 'SNAPSHOT_ID deleted': no sandbox can start from it\n"
+      "any more, its name is free again, and its worker removes the bytes later (once\n"
+      "no sandbox runs from it; the sandboxes made from it run on). When one delete\n"
+      "fails the others are still done, and the exit code is the first failure's.\n"
+      "\n"
+      "  --sandbox SANDBOX        list: only the snapshots made of this sandbox\n"
+      "  -q, --quiet              list: the ids only, one per line\n"
+      "  --json                   print the API's JSON: {\"snapshots\":[…]} for list,\n"
+      "                           {\"snapshot\":…} for get and for each delete\n"
+      "\n"
+      "Exit codes: 0 done (also when nothing is listed); 2 usage; 3 an API error\n"
+      "(not_found: no such snapshot in the tenant).\n" COMMON_FLAGS_HELP },
+    { "templates", NULL, cli_check_templates, cli_cmd_templates, FLAGS(
+            FBS("--quiet", "-q", quiet), FN("--version", version, 1, 1000000000), FSS("--file", "-f", file),
+            FKV("--build-arg", F_BUILD_ARG), FS("--network", network), FS("--isolation", isolation),
+            FB("--untrusted-repo", untrusted_repo),
+            FN("--cpu-millis", cpu_millis, SBX_CPU_MILLIS_MIN, SBX_CPU_MILLIS_MAX),
+            FN("--memory-mib", memory_mib, SBX_MEMORY_MIB_MIN, SBX_MEMORY_MIB_MAX),
+            FN("--disk", disk_mib, SBX_DISK_MIB_MIN, SBX_DISK_MIB_MAX),
+            FN("--timeout", timeout, SBX_TTL_SECONDS_MIN, CLI_WAIT_TIMEOUT_MAX),
+            FB("--keep-build-sandbox", keep_build_sandbox), FJSON), 3, false,
+      "usage: sandbox templates build NAME -f DOCKERFILE [CONTEXT] [--build-arg K=V]...\n"
+      "           [--network none|restricted|open] [--isolation CLASS]\n"
+      "           [--untrusted-repo] [--cpu-millis N] [--memory-mib N] [--disk MIB]\n"
+      "           [--timeout S] [--keep-build-sandbox] [--json]\n"
+      "       sandbox templates list [-q] [--json]\n"
+      "       sandbox templates get NAME [--json]\n"
+      "       sandbox templates delete NAME [--version N] [--json]\n"
+      "\n"
+      "A template is a named, versioned environment built from a Dockerfile; 'sandbox\n"
+      "create --template NAME' starts sandboxes from its newest ready version (NAME:N\n"
+      "from version N) with its files, and its ENV, WORKDIR and USER as every exec's\n"
+      "defaults (docs/templates.md). NAME: 1 to 63 letters, digits, _, . or -, starting\n"
+      "with a letter or digit (not snp_... or sbx_...).\n"
+      "\n"
+      "build runs DOCKERFILE through the API, and adds a version (1, 2, ...) to NAME:\n"
+      "  1. it reads and checks DOCKERFILE, and finds its COPY sources in CONTEXT\n"
+      "     (default .), before any call: what the build cannot honour is an error\n"
+      "     naming FILE:LINE and the instruction (exit 2);\n"
+      "  2. it creates a build sandbox from FROM's image, or from FROM's template when\n"
+      "     FROM names one of the tenant's (FROM NAME or NAME:VERSION), with the flags\n"
+      "     below and a TTL of --timeout, and waits for it;\n"
+      "  3. it runs each instruction in order, a '#N LINE: INSTRUCTION' line on\n"
+      "     stderr before each: WORKDIR makes its directory; RUN is an exec as root\n"
+      "     (its output streamed here; with --json its stdout goes to stderr) with\n"
+      "     the ARGs and ENVs so far as its environment and the WORKDIR as its\n"
+      "     directory; COPY and ADD upload their sources as a tar (sandbox cp's),\n"
+      "     each at most files_max_bytes (2 GiB unless the operator set less); a RUN\n"
+      "     that exits non-zero ends the build ('FILE:LINE: RUN exited with code N');\n"
+      "  4. it snapshots the build sandbox as NAME's next version, with ENV (not ARG),\n"
+      "     WORKDIR, USER, CMD, ENTRYPOINT and EXPOSE as its config, waits until it is\n"
+      "     ready and prints 'NAME VERSION SNAPSHOT_ID';\n"
+      "  5. it deletes the build sandbox and waits for that, also when the build failed\n"
+      "     or was interrupted (Ctrl-C), unless --keep-build-sandbox.\n"
+      "Supported: FROM (one; no AS), ARG, ENV, WORKDIR, USER (below the last RUN, but\n"
+      "USER root), RUN (shell or exec form), COPY and ADD of paths in CONTEXT (no URL,\n"
+      "no archive, no --chown, --chmod or --from), CMD, ENTRYPOINT, EXPOSE (tcp), LABEL\n"
+      "(ignored, with a note); $VAR, ${VAR} and ${VAR:-default} of ARGs and ENVs in\n"
+      "FROM (ARGs above it), ENV, WORKDIR, USER, COPY, ADD and EXPOSE (RUN's shell\n"
+      "expands its own). Refused: ONBUILD, HEALTHCHECK, SHELL, VOLUME, STOPSIGNAL,\n"
+      "MAINTAINER, a second FROM. .dockerignore is not read.\n"
+      "\n"
+      "list prints NAME VERSIONS LATEST STATE SIZE WORKER CREATED (LATEST: the newest\n"
+      "ready version, and its state, size, worker and age). get prints a template's\n"
+      "versions, newest first, and the newest ready one's config. delete deletes every\n"
+      "version (with --version N that one) as snapshots are deleted: no sandbox starts\n"
+      "from them any more, those made from them run on; it prints 'NAME deleted' and\n"
+      "how many versions.\n"
+      "\n"
+      "  -f, --file DOCKERFILE    build: the Dockerfile (default CONTEXT/Dockerfile)\n"
+      "  --build-arg K=V          build: an ARG's value (repeatable); K alone: K's\n"
+      "                           value in this environment\n"
+      "  --network, --isolation, --untrusted-repo, --cpu-millis, --memory-mib, --disk\n"
+      "                           build: the build sandbox's, as create takes them\n"
+      "                           (CLASS: container, gvisor or microvm; its RUNs have\n"
+      "                           the network it has: none by default)\n"
+      "  --timeout S              build: give up after S seconds in all, the build\n"
+      "                           sandbox's TTL (default 1800)\n"
+      "  --keep-build-sandbox     build: keep the build sandbox (its id on stderr), to\n"
+      "                           look into it; its TTL still ends it\n"
+      "  --version N              delete: only version N\n"
+      "  -q, --quiet              list: the names only, one per line\n"
+      "  --json                   print the API's JSON: {\"templates\":[…]} for list,\n"
+      "                           {\"template\":…} for get and delete; build prints\n"
+      "                           {\"snapshot\":…}, the new version, ready\n"
+      "\n"
+      "Exit codes: 0 done (build: the version is ready); 1 a build step or the snapshot\n"
+      "failed (the message names FILE:LINE), or refused by policy (quota_exceeded: the\n"
+      "tenant's snapshots); 2 usage, or a Dockerfile the build cannot run; 3 an API\n"
+      "error (not_found: no such template; conflict: no version ready yet); 124\n"
+      "build's --timeout passed; 130 build interrupted (Ctrl-C).\n" COMMON_FLAGS_HELP },
     { "images", NULL, cli_check_images, cli_cmd_images, FLAGS(FS("--tenant", tenant), FBS("--quiet", "-q", quiet),
             FJSON), 1, false,
       "usage: sandbox images [--tenant T] [-q] [--json]\n"
@@ -899,6 +1157,12 @@ static const char top_usage[] =
     "  list, ls   list sandboxes\n"
     "  delete, rm delete a sandbox\n"
     "  extend     set when a sandbox expires  (sandbox extend SANDBOX --ttl 3600)\n"
+    "  pause      stop a sandbox, keep its files and routes (sandbox pause SANDBOX)\n"
+    "  resume     run a paused sandbox again  (sandbox resume SANDBOX)\n"
+    "  snapshot   save a sandbox's files      (sandbox snapshot SANDBOX --name base)\n"
+    "  snapshots  list, get, delete snapshots (sandbox create --from base)\n"
+    "  fork       start copies of a sandbox's files (sandbox fork SANDBOX --count 3)\n"
+    "  templates  build, list, get, delete templates (sandbox create --template web)\n"
     "  operation, op  show an operation\n"
     "  share      give a sandbox port an address  (sandbox share SANDBOX --port 8080)\n"
     "  routes     list a sandbox's routes\n"
@@ -1040,6 +1304,7 @@ int main(int argc, char **argv)
     json_object_put(o.env);
     json_object_put(o.labels);
     json_object_put(o.selector);
+    json_object_put(o.build_args);
     return rc;
 }
 

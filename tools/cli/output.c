@@ -167,6 +167,24 @@ static void print_failure(json_object *f)
     putchar('\n');
 }
 
+/* "paused: since T, memory kept: no, TTL left: 3412 s" for a paused
+ * sandbox (docs/pause.md). */
+static void print_paused(json_object *p)
+{
+    if (!p)
+        return;
+    bool memory = false;
+    int64_t left = 0;
+    printf("%-15s since ", "paused:");
+    cli_put_text(stdout, jsonx_get_str(p, "at"));
+    fputs(", memory kept: ", stdout);
+    fputs(!jsonx_get_bool(p, "memory", &memory) ? "-" : memory ? "yes" : "no", stdout);
+    if (jsonx_get_int(p, "ttl_seconds_left", &left))
+        printf(", TTL left: %lld s\n", (long long)left);
+    else
+        fputs(", TTL left: -\n", stdout);
+}
+
 const char *cli_phase_shown(json_object *s, char *buf, size_t len)
 {
     const char *ph = jsonx_get_str(s, "phase");
@@ -183,7 +201,10 @@ void cli_print_sandbox(json_object *s)
         kv_line("name:", jsonx_get_str(s, "name"));
     char phase[64];
     KV_ROWS(s, { "tenant:", "tenant" }, { "image:", "image" });
+    if (jsonx_get_str(s, "from"))
+        kv_line("from:", jsonx_get_str(s, "from")); /* the snapshot it started from */
     kv_line("phase:", cli_phase_shown(s, phase, sizeof phase));
+    print_paused(jsonx_get_obj(s, "paused"));
     KV_ROWS(s, { "desired state:", "desired_state" }, { "worker:", "worker" });
     json_object *away = jsonx_get_obj(s, "unreachable");
     if (away) {
@@ -333,6 +354,52 @@ void cli_print_operation(json_object *op)
             printf("%-15s %lld bytes%s\n", "stderr:", (long long)eb, etr ? " (truncated)" : "");
         }
     }
+}
+
+void cli_format_bytes(int64_t bytes, char *buf, size_t n)
+{
+    if (bytes < 0)
+        snprintf(buf, n, "-");
+    else if (bytes >= 1000000000)
+        snprintf(buf, n, "%.2fGB", (double)bytes / 1e9);
+    else if (bytes >= 1000000)
+        snprintf(buf, n, "%.1fMB", (double)bytes / 1e6);
+    else
+        snprintf(buf, n, "%.1fkB", (double)bytes / 1e3);
+}
+
+/* "45.6MB (45612345 bytes)", or "-" while it is not known (null). */
+static void kv_size(const char *key, json_object *o, const char *field)
+{
+    int64_t v = -1;
+    char human[32];
+    if (!jsonx_get_int(o, field, &v) || v < 0) {
+        kv_line(key, NULL);
+        return;
+    }
+    cli_format_bytes(v, human, sizeof human);
+    printf("%-15s %s (%lld bytes)\n", key, human, (long long)v);
+}
+
+void cli_print_snapshot(json_object *s)
+{
+    KV_ROWS(s, { "id:", "id" }, { "name:", "name" }, { "tenant:", "tenant" }, { "state:", "state" },
+            { "sandbox:", "sandbox_id" }, { "image:", "image" }, { "isolation:", "isolation" },
+            { "worker:", "worker" });
+    kv_size("size:", s, "size_bytes");
+    kv_size("image size:", s, "image_bytes");
+    kv_line("operation:", jsonx_get_str(s, "operation_id"));
+    json_object *err = jsonx_get_obj(s, "error");
+    if (err) {
+        printf("%-15s ", "error:");
+        cli_put_text(stdout, jsonx_get_str(err, "code"));
+        fputs(": ", stdout);
+        cli_put_text(stdout, jsonx_get_str(err, "message"));
+        putchar('\n');
+    }
+    KV_ROWS(s, { "created:", "created_at" }, { "ready:", "ready_at" });
+    if (jsonx_get_str(s, "deleted_at"))
+        kv_line("deleted:", jsonx_get_str(s, "deleted_at"));
 }
 
 /* Display width of a cell (bytes; ids and names are ASCII), capped. */

@@ -38,6 +38,13 @@ int cli_check_create(cli_t *cli, opts_t *o)
         return cli_usage_error(cli->cmd, "--image: at most %d printable bytes", SBX_MAX_IMAGE_BYTES);
     if ((rc = cli_check_name(cli->cmd, "--tenant", o->tenant)) != 0)
         return rc;
+    if (o->from && (strlen(o->from) > CLI_ARG_ID_MAX || !spec_snapshot_ref_ok(o->from)))
+        return cli_usage_error(cli->cmd, "--from: '%.80s' is not a snapshot id (snp_...) or name", o->from);
+    if (o->template_ref && !cli_template_ref_ok(o->template_ref))
+        return cli_usage_error(cli->cmd, "--template: '%.80s' is not NAME or NAME:VERSION (a template name, a "
+                                         "version 1, 2, ...)", o->template_ref);
+    if (o->template_ref && o->from)
+        return cli_usage_error(cli->cmd, "--template and --from exclude each other");
     if (o->name && !spec_sandbox_name_ok(o->name))
         return cli_usage_error(cli->cmd,
                                "--name: '%s' is not a sandbox name (1 to %d letters, digits, _, . or -, starting "
@@ -67,13 +74,15 @@ static client_flag_t flag_of(bool b) { return b ? CLIENT_FLAG_TRUE : CLIENT_FLAG
 static client_create_spec_t create_spec(const opts_t *o)
 {
     return (client_create_spec_t){
-        .name = o->name, .tenant = o->tenant, .image = o->image, .network = o->network, .isolation = o->isolation,
+        .name = o->name, .tenant = o->tenant, .image = o->image, .from = o->from, .template = o->template_ref,
+        .network = o->network, .isolation = o->isolation,
         .cpu_millis = o->cpu_millis, .memory_mib = o->memory_mib, .disk_mib = o->disk_mib,
         .ttl_seconds = o->ttl,
         .untrusted_repo = flag_of(o->untrusted_repo), .generated_code = flag_of(o->generated_code),
         .hostile = flag_of(o->hostile),
         .read_only_root = o->read_only_root ? CLIENT_FLAG_TRUE : CLIENT_FLAG_UNSET,
         .hardened = o->hardened ? CLIENT_FLAG_TRUE : CLIENT_FLAG_UNSET,
+        .auto_pause = o->auto_pause ? CLIENT_FLAG_TRUE : CLIENT_FLAG_UNSET,
         .env = o->env, .labels = o->labels, .selector = o->selector,
     };
 }
@@ -420,6 +429,56 @@ int cli_cmd_extend(cli_t *cli, opts_t *o)
                     (long long)o->ttl.v);
         }
     }
+    json_object_put(resp);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- pause, resume */
+
+int cli_check_pause(cli_t *cli, opts_t *o)
+{
+    int rc = cli_check_id(cli->cmd, "SANDBOX", o->pos[0]);
+    if (rc)
+        return rc;
+    if ((rc = cli_check_timeout_wait(cli->cmd, o)) != 0)
+        return rc;
+    return cli_check_idem_key(cli->cmd, o->idem_key);
+}
+
+/* sandbox pause|resume SANDBOX (docs/pause.md): the operation's id, or with
+ * --wait 'OPERATION_ID succeeded', as delete prints them; a pause that kept
+ * no memory says so on stderr. */
+int cli_cmd_pause(cli_t *cli, opts_t *o)
+{
+    bool pause = strcmp(cli->cmd, "pause") == 0;
+    json_object *resp = NULL;
+    int rc = cli_call_id(cli, "POST", "/v1/sandboxes/", o->pos[0], pause ? "/pause" : "/resume", "SANDBOX", NULL,
+                         o->idem_key, &resp);
+    if (rc)
+        return rc;
+    if (!o->wait)
+        return cli_print_or_wait_op(cli, o, resp, cli->cmd);
+    const char *oid = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
+    if (!oid || strlen(oid) > CLI_ARG_ID_MAX) {
+        fprintf(stderr, "error: bad_response: the %s answer has no operation.id\n", cli->cmd);
+        json_object_put(resp);
+        return EXIT_API;
+    }
+    json_object *last = NULL;
+    rc = cli_wait(cli, oid, cli_wait_timeout(o), &last);
+    if (cli->json) {
+        cli_print_json(last ? last : resp);
+    } else if (rc == EXIT_OK) {
+        printf("%s succeeded\n", oid);
+        bool memory = true;
+        json_object *res = jsonx_get_obj(jsonx_get_obj(last, "operation"), "result");
+        if (pause && jsonx_get_bool(res, "memory", &memory) && !memory) {
+            fputs("sandbox: pause: ", stderr);
+            cli_put_text(stderr, o->pos[0]);
+            fputs("'s memory was not kept: its main process starts again on resume\n", stderr);
+        }
+    }
+    json_object_put(last);
     json_object_put(resp);
     return rc;
 }

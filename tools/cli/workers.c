@@ -163,10 +163,10 @@ int cli_cmd_images(cli_t *cli, opts_t *o)
         printf("%*s ", il < 24 ? (int)(24 - il) : 0, "");
         /* docker images' habit: decimal megabytes, an age */
         int64_t size = -1;
-        char sz[16] = "-", age[16] = "-";
-        if (jsonx_get_int(img, "size", &size) && size >= 0)
-            snprintf(sz, sizeof sz, size >= 1000000000 ? "%.2fGB" : size >= 1000000 ? "%.1fMB" : "%.1fkB",
-                     size >= 1000000000 ? size / 1e9 : size >= 1000000 ? size / 1e6 : size / 1e3);
+        char sz[16], age[16] = "-";
+        if (!jsonx_get_int(img, "size", &size))
+            size = -1;
+        cli_format_bytes(size, sz, sizeof sz);
         if (jsonx_get_str(img, "created"))
             cli_format_age(cli_age_seconds(jsonx_get_str(img, "created")), age, sizeof age);
         printf("%-9s %-7s ", sz, age);

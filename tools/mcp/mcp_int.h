@@ -41,6 +41,8 @@
  * unless the call says. */
 #define MCP_FILE_MAX_BYTES     (2u * 1024u * 1024u)
 #define MCP_FILE_READ_DEFAULT  (256 * 1024)
+#define MCP_FORK_MAX           32       /* sandbox_fork: sandboxes one call makes at most */
+#define MCP_POST_ATTEMPTS      3        /* sandbox_fork: a POST whose answer was lost, sent again with its key */
 
 typedef struct call call_t;
 typedef struct mcp_tool mcp_tool_t;
@@ -109,13 +111,14 @@ void tool_arg_copy(json_object *body, json_object *args, const char *k);
  * returns false (with *bad set) when that does not fit. */
 bool tool_id_path(char *out, size_t n, const char *prefix, const char *id, const char *suffix, json_object **bad);
 
-/* The handlers: tools_sandbox.c, tools_routes.c, tools_events.c. */
+/* The handlers: tools_sandbox.c, tools_routes.c, tools_events.c, tools_files.c, tools_snapshots.c. */
 mcp_tool_fn_t tool_create, tool_wait, tool_exec, tool_get, tool_list, tool_delete, tool_extend, tool_operation,
     tool_exec_output, tool_cancel;
 mcp_tool_fn_t tool_share, tool_routes, tool_unshare;
-mcp_tool_fn_t tool_pools, tool_images; /* tools_sandbox.c */
+mcp_tool_fn_t tool_pools, tool_images, tool_pause, tool_resume; /* tools_sandbox.c */
 mcp_tool_fn_t tool_events, tool_logs;
 mcp_tool_fn_t tool_write_file, tool_read_file, tool_list_files; /* tools_files.c */
+mcp_tool_fn_t tool_snapshot, tool_snapshots, tool_snapshot_delete, tool_fork, tool_templates; /* tools_snapshots.c */
 
 /* ---------------------------------------------------------------- the server (server.c) */
 

@@ -37,6 +37,9 @@
 #define EVENT_SCHEMA                                                                               \
     "{'type':'object','properties':{'id':{'type':'integer'},'ts':" STR ",'kind':" STR ",'data':"   \
     "{'type':'object'}},'required':['id','ts','kind','data']}"
+#define SNP_SCHEMA                                                                                 \
+    "{'type':'object','properties':{'id':" STR ",'name':" STR ",'state':{'type':'string','enum':"       \
+    "['pending','ready','failed','deleted']}},'required':['id','state']}"
 #define ROUTE_SCHEMA                                                                               \
     "{'type':'object','properties':{'id':" STR ",'port':{'type':'integer'},'auth':{'type':'string'," \
     "'enum':['token','public']},'url':" STR "},'required':['id','port','auth','url']}"
@@ -60,7 +63,12 @@ const mcp_tool_t tool_table[] = {
       "'image':{'type':'string','description':'container image; when absent "
       "the server uses its default_image (sandbox/busybox:latest unless the operator changed it). Name one "
       "only when the task needs tools the default lacks and the tenant policy allows it'},'tenant':"
-      DSTR("the tenant to create it in (default: the tenant of the token)") ",'cpu_millis':{'type':'integer',"
+      DSTR("the tenant to create it in (default: the tenant of the token)") ",'from':" DSTR("a ready snapshot "
+      "(id or name) to start from: its files and image, on its worker; container or gvisor only") ",'template':"
+      DSTR("a template to start from, NAME or NAME:VERSION (sandbox_templates): its files, and its env and workdir "
+      "for every exec; not with from") ",'auto_pause':{'type':'boolean','description':'when ttl_seconds passes, "
+      "pause it (sandbox_resume runs it again) instead of deleting it'}"
+      ",'cpu_millis':{'type':'integer',"
       "'minimum':10,'description':'thousandths of a core (default 1000)'},"
       "'memory_mib':{'type':'integer','minimum':6,'description':'default 512'},"
       "'disk_mib':{'type':'integer','minimum':16,'description':'disk quota in MiB: over it the sandbox is "
@@ -170,6 +178,21 @@ const mcp_tool_t tool_table[] = {
       "'description':'when the sandbox now expires (UTC); null when it is not running yet'},"
       "'previous_expires_at':{'type':['string','null']}},'required':['operation','expires_at']}",
       "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" } },
+    { .run = tool_pause, .def = { "sandbox_pause", "Pause a sandbox",
+      "Pauses a running sandbox: its processes stop; its files, routes and place on its worker are kept and its "
+      "TTL clock stops. Until sandbox_resume, exec and files are refused and routes answer 503. On container and "
+      "gvisor memory is not kept (memory false): the main process starts again on resume. Not for microvm.",
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'wait':{'type':'boolean','description':'wait until "
+      "it is paused (default true)'}},'required':['sandbox_id'],'additionalProperties':false}",
+      "{'type':'object','properties':{'operation':" OP_SCHEMA ",'memory':{'type':'boolean','description':"
+      "'whether its memory was kept'}},'required':['operation']}",
+      "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':false,'openWorldHint':false}" } },
+    { .run = tool_resume, .def = { "sandbox_resume", "Resume a paused sandbox",
+      "Runs a paused sandbox again with the same id, files and routes; its TTL goes on from what it had left.",
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'wait':{'type':'boolean','description':'wait until "
+      "it runs (default true)'}},'required':['sandbox_id'],'additionalProperties':false}",
+      "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
+      "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" } },
     { .run = tool_operation, .def = { "operation_get", "Show an operation",
       "Shows an operation: kind, state, error, placement and, for exec, the result.",
       "{'type':'object','properties':{'operation_id':" OP_ID "},'required':['operation_id'],"
@@ -249,6 +272,51 @@ const mcp_tool_t tool_table[] = {
       "member lives; a claim gives the sandbox its own ttl_seconds'}},'required':['name','image','size','ready']}}},"
       "'required':['pools']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
+    { .run = tool_snapshot, .def = { "sandbox_snapshot", "Snapshot a sandbox",
+      "Saves the files of a running container or gvisor sandbox (not its memory or processes) as a snapshot. "
+      "sandbox_create with from = its id or name starts new sandboxes with those files, on the same worker: "
+      "prepare one sandbox, snapshot it, start many.",
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'name':" DSTR("a name for the snapshot, usable "
+      "as its id") ",'wait':{'type':'boolean','description':'wait until it is ready (default true)'}},"
+      "'required':['sandbox_id'],'additionalProperties':false}",
+      "{'type':'object','properties':{'snapshot':" SNP_SCHEMA ",'operation':" OP_SCHEMA "},"
+      "'required':['snapshot','operation']}",
+      "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" } },
+    { .run = tool_snapshots, .def = { "sandbox_snapshots", "List snapshots",
+      "Lists the snapshots not deleted, newest first, with their state, sandbox_id, image, worker and "
+      "size_bytes.",
+      "{'type':'object','properties':{'sandbox_id':" DSTR("only snapshots of this sandbox") "},"
+      "'additionalProperties':false}",
+      "{'type':'object','properties':{'snapshots':{'type':'array','items':" SNP_SCHEMA "}},"
+      "'required':['snapshots']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" } },
+    { .run = tool_snapshot_delete, .def = { "sandbox_snapshot_delete", "Delete a snapshot",
+      "Deletes a snapshot at once: no sandbox can start from it any more; those made from it run on.",
+      "{'type':'object','properties':{'snapshot_id':" DSTR("the snapshot id (snp_...) or its name") "},"
+      "'required':['snapshot_id'],'additionalProperties':false}",
+      "{'type':'object','properties':{'snapshot':" SNP_SCHEMA "},'required':['snapshot']}",
+      "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':true,'openWorldHint':false}" } },
+    { .run = tool_templates, .def = { "sandbox_templates", "List templates",
+      "Lists the templates of the tenant: name, versions and latest, the newest ready version (a snapshot with "
+      "its version and config: env, workdir, user, cmd, expose). Start a sandbox from one with sandbox_create "
+      "template. Templates are built from a Dockerfile with the sandbox CLI (sandbox templates build).",
+      "{'type':'object','properties':{},'additionalProperties':false}",
+      "{'type':'object','properties':{'templates':{'type':'array','items':{'type':'object','properties':{'name':"
+      STR ",'versions':{'type':'integer'},'latest':{'type':['object','null']}},'required':['name','versions']}}},"
+      "'required':['templates']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" } },
+    { .run = tool_fork, .def = { "sandbox_fork", "Fork a sandbox",
+      "Starts count sandboxes with the files of a running container or gvisor sandbox as they are now and its "
+      "spec (cpu, memory, disk, ttl, network, isolation, trust, labels; not env, memory or processes): to try "
+      "variants side by side. Made of other calls: a snapshot, count creates from it, the snapshot deleted once "
+      "they started (the call waits for that). A fork that failed makes the call an error unless wait is false.",
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'count':{'type':'integer','minimum':1,'maximum':32,"
+      "'description':'how many (default 1)'},'wait':{'type':'boolean','description':'false: a fork that failed "
+      "is listed, not an error (default true)'}},'required':['sandbox_id'],'additionalProperties':false}",
+      "{'type':'object','properties':{'snapshot_id':" STR ",'snapshot_deleted':{'type':'boolean'},'sandboxes':"
+      "{'type':'array','items':{'type':'object','properties':{'sandbox_id':" STR ",'operation_id':" STR ","
+      "'state':" STR "}}}},'required':['snapshot_id','sandboxes']}",
+      "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" } },
     { .run = tool_events, .def = { "sandbox_events", "List events",
       "Lists what happened, oldest first: sandbox phases (sandbox.pending ... sandbox.running, sandbox.deleted, "
       "failed, lost), operation states (operation.admitted ... operation.succeeded or failed, with error codes "

@@ -1,6 +1,6 @@
 /* sandbox-mcp's sandbox and operation tools: sandbox_create, sandbox_wait,
  * sandbox_exec, sandbox_get, sandbox_list, sandbox_delete, sandbox_extend,
- * operation_get. */
+ * sandbox_pause, sandbox_resume, operation_get. */
 #include <json-c/json.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -354,6 +354,33 @@ json_object *tool_extend(call_t *c, json_object *args)
     jsonx_add_str(resp, "previous_expires_at", jsonx_get_str(res, "previous_expires_at"));
     return mcp_tool_ok(resp);
 }
+
+/* sandbox_pause, sandbox_resume (docs/pause.md): the operation, waited for
+ * unless wait is false; beside a pause's, the memory its result says was
+ * kept. */
+static json_object *pause_or_resume(call_t *c, json_object *args, bool pause)
+{
+    json_object *bad = NULL;
+    const char *sbx = NULL;
+    bool wait = true, done = false;
+    int64_t tmo;
+    char path[MCP_PATH_MAX];
+    if (!tool_arg_str(args, "sandbox_id", &sbx, &bad) || !tool_arg_wait(args, true, &wait, &tmo, &bad) ||
+        !tool_id_path(path, sizeof path, "/v1/sandboxes/", sbx, pause ? "/pause" : "/resume", &bad))
+        return bad;
+    json_object *resp = NULL;
+    json_object *failed =
+        op_request(c, "POST", path, NULL, NULL, pause ? "pausing" : "resuming", wait, tmo, &resp, &done);
+    if (failed)
+        return failed;
+    bool memory = false;
+    if (pause && done && jsonx_get_bool(jsonx_get_obj(jsonx_get_obj(resp, "operation"), "result"), "memory", &memory))
+        jsonx_add_bool(resp, "memory", memory);
+    return mcp_tool_ok(resp);
+}
+
+json_object *tool_pause(call_t *c, json_object *args) { return pause_or_resume(c, args, true); }
+json_object *tool_resume(call_t *c, json_object *args) { return pause_or_resume(c, args, false); }
 
 json_object *tool_pools(call_t *c, json_object *args)
 {

@@ -1,0 +1,1042 @@
+/* sandbox templates list, get, delete and build (docs/templates.md). build
+ * is not an API call but a composition of calls the API has, made here: a
+ * build sandbox (create), each Dockerfile instruction as an exec or a file
+ * upload in it, a snapshot of it as the template's next version, and its
+ * delete. The Dockerfile is read, parsed (dockerfile.c) and its COPY
+ * sources found by the check, before any call: a Dockerfile the build
+ * cannot run creates nothing. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <glob.h>
+#include <json-c/json.h>
+#include <linux/limits.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "client.h"
+#include "dockerfile.h"
+#include "errors.h"
+#include "ids.h"
+#include "jsonx.h"
+#include "limits.h"
+#include "spec.h"
+#include "timeutil.h"
+#include "utf8.h"
+
+#define TPL_POST_ATTEMPTS     3          /* a POST whose answer was lost, sent again with its key */
+#define TPL_DELETE_WAIT_S     120        /* the build sandbox's delete, waited for at most */
+#define TPL_EXIT_INTERRUPTED  130        /* Ctrl-C, as a shell reports SIGINT */
+#define TPL_HEADER_TEXT_MAX   300        /* bytes of an instruction a step's header line shows */
+/* What one upload may carry unless the operator set less: the server's
+ * files_max_bytes default (docs/api.md, Files). */
+#define TPL_UPLOAD_MAX        (2LL * 1024 * 1024 * 1024)
+
+bool cli_template_ref_ok(const char *ref)
+{
+    char name[SBX_SNAPSHOT_NAME_MAX + 1];
+    const char *colon = strrchr(ref, ':');
+    size_t n = colon ? (size_t)(colon - ref) : strlen(ref);
+    if (n == 0 || n >= sizeof name)
+        return false;
+    memcpy(name, ref, n);
+    name[n] = '\0';
+    if (!spec_snapshot_name_ok(name))
+        return false;
+    if (!colon)
+        return true;
+    size_t vl = strlen(colon + 1);
+    return vl > 0 && vl <= 9 && strspn(colon + 1, "0123456789") == vl && colon[1] != '0';
+}
+
+/* ---------------------------------------------------------------- build: what the check found */
+
+/* One thing a COPY uploads: a file (or symlink, copied as one) that becomes
+ * the sandbox path dest, or a directory whose entries go into dest. */
+typedef struct copy_item {
+    char *local;
+    bool is_dir;
+    char *dest;
+    bool into_existing;   /* a file onto a path not ending in /: inside it when it is a directory */
+} copy_item_t;
+
+/* A COPY (or ADD) step: the directory to make first, then its items. */
+typedef struct copy_plan {
+    char *mkdir;
+    copy_item_t *items;
+    size_t n;
+} copy_plan_t;
+
+static struct {
+    dockerfile_t *df;
+    const char *file;         /* as given (messages name it) */
+    char *context;            /* realpath of CONTEXT */
+    copy_plan_t *plans;       /* one per step (COPY steps only have items) */
+} build;
+
+/* Set by the signal handler: a lock-free atomic_int is async-signal-safe. */
+static atomic_int build_interrupted;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    build_interrupted = 1;
+}
+
+static bool interrupted(void *ud)
+{
+    (void)ud;
+    return atomic_load(&build_interrupted) != 0;
+}
+
+/* "sandbox: templates build: " and the message, on stderr. */
+__attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("sandbox: templates build: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static int64_t left_s(int64_t deadline)
+{
+    int64_t ms = deadline - time_mono_ms();
+    return ms > 0 ? (ms + 999) / 1000 : 0;
+}
+
+/* ---------------------------------------------------------------- build: the check */
+
+/* The bytes a tar of path takes (headers, content padded to blocks),
+ * summed by nftw. */
+static int64_t tar_bytes;
+
+static int count_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)flag;
+    (void)ftw;
+    int64_t size = S_ISREG(st->st_mode) ? (int64_t)st->st_size : 0;
+    int64_t names = strlen(path) > 99 ? 1024 : 0; /* a long name's extra header */
+    tar_bytes += 512 + names + (size + 511) / 512 * 512;
+    return 0;
+}
+
+static bool inside(const char *real, const char *root)
+{
+    size_t n = strlen(root);
+    return strcmp(root, "/") == 0 || (strncmp(real, root, n) == 0 && (real[n] == '\0' || real[n] == '/'));
+}
+
+/* "FILE:LINE: INSTRUCTION " and the problem; EXIT_USAGE. */
+__attribute__((format(printf, 2, 3))) static int step_error(const df_step_t *s, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "sandbox: templates build: %s:%d: %s ", build.file, s->line, s->instruction);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return EXIT_USAGE;
+}
+
+static char *join(const char *a, const char *b)
+{
+    size_t n = strlen(a) + strlen(b) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s%s%s", a, strcmp(a, "/") == 0 ? "" : "/", b);
+    return p;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* One local path a COPY names (a source, or a match of one): checked to be
+ * in the context (the directories above it are followed, the path itself
+ * is not: a symlink is copied as one), counted, added to the plan. */
+static int plan_path(const df_step_t *s, copy_plan_t *pl, const char *path, const char *shown, bool as_dir_dest,
+                     int64_t *bytes)
+{
+    struct stat st;
+    char real[PATH_MAX], parent[PATH_MAX];
+    if (lstat(path, &st) < 0)
+        return step_error(s, "%s: %s in the build context %s", shown, strerror(errno), build.context);
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode))
+        return step_error(s, "%s: not a file, a directory or a symlink", shown);
+    snprintf(parent, sizeof parent, "%s", path);
+    char *slash = strrchr(parent, '/');
+    if (slash && slash != parent)
+        *slash = '\0';
+    if (!realpath(S_ISDIR(st.st_mode) ? path : parent, real) || !inside(real, build.context))
+        return step_error(s, "%s: leaves the build context %s (through a symlink)", shown, build.context);
+    tar_bytes = 0;
+    if (S_ISDIR(st.st_mode)) {
+        if (nftw(real, count_entry, 64, FTW_PHYS) != 0)
+            return step_error(s, "%s: cannot read it: %s", shown, strerror(errno));
+    } else {
+        struct FTW f = { 0 };
+        count_entry(path, &st, FTW_F, &f);
+    }
+    *bytes += tar_bytes;
+    copy_item_t *items = realloc(pl->items, (pl->n + 1) * sizeof *items);
+    if (!items)
+        return EXIT_API;
+    pl->items = items;
+    copy_item_t *it = &pl->items[pl->n++];
+    *it = (copy_item_t){ .is_dir = S_ISDIR(st.st_mode) };
+    it->local = strdup(S_ISDIR(st.st_mode) ? real : path);
+    /* a directory's entries go into the destination; a file into it when
+     * it is a directory, else it becomes the destination */
+    it->dest = it->is_dir || !as_dir_dest ? strdup(s->dest) : join(s->dest, base_name(shown));
+    it->into_existing = !it->is_dir && !as_dir_dest;
+    return it->local && it->dest ? 0 : EXIT_API;
+}
+
+/* The plan of a COPY: its sources found in the context (a source with * ? [
+ * is a pattern: each match), the directory to make, the size bound. */
+static int plan_copy(const df_step_t *s, copy_plan_t *pl)
+{
+    char **paths = NULL, **shown = NULL;
+    size_t n = 0;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < s->nsrcs; i++) {
+        char *full = strcmp(s->srcs[i], ".") == 0 ? strdup(build.context) : join(build.context, s->srcs[i]);
+        if (!full)
+            return EXIT_API;
+        glob_t g = { 0 };
+        bool pattern = strpbrk(s->srcs[i], "*?[") != NULL;
+        size_t k = 0;
+        if (pattern && glob(full, 0, NULL, &g) != 0) {
+            rc = step_error(s, "%s: no file in the build context %s matches it", s->srcs[i], build.context);
+        }
+        for (size_t j = 0; rc == 0 && j < (pattern ? g.gl_pathc : 1); j++) {
+            const char *p = pattern ? g.gl_pathv[j] : full;
+            const char *b = base_name(p);
+            if (pattern && (strcmp(b, ".") == 0 || strcmp(b, "..") == 0))
+                continue; /* ".*" matches them: never the context's parent */
+            char **np = realloc(paths, (n + 1) * sizeof *np), **ns = np ? realloc(shown, (n + 1) * sizeof *ns) : NULL;
+            if (np)
+                paths = np;
+            if (ns)
+                shown = ns;
+            if (!np || !ns || !(paths[n] = strdup(p)) || !(shown[n] = strdup(p + strlen(build.context) +
+                                                                              (strcmp(p, build.context) ? 1 : 0)))) {
+                rc = EXIT_API;
+                break;
+            }
+            if (!shown[n][0]) {
+                free(shown[n]);
+                shown[n] = strdup(".");
+            }
+            n++;
+            k++;
+        }
+        if (rc == 0 && pattern && k == 0)
+            rc = step_error(s, "%s: no file in the build context %s matches it", s->srcs[i], build.context);
+        if (pattern)
+            globfree(&g);
+        free(full);
+    }
+    bool as_dir = s->dest_dir || n > 1;
+    int64_t bytes = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = plan_path(s, pl, paths[i], shown[i], as_dir, &bytes);
+    if (rc == 0) {
+        bool one_file = pl->n == 1 && !pl->items[0].is_dir && !as_dir;
+        if (one_file) {
+            char *d = strdup(s->dest), *slash = d ? strrchr(d, '/') : NULL;
+            if (slash)
+                *(slash == d ? slash + 1 : slash) = '\0';
+            pl->mkdir = d;
+        } else {
+            pl->mkdir = strdup(s->dest);
+        }
+        if (!pl->mkdir)
+            rc = EXIT_API;
+    }
+    if (rc == 0 && bytes > TPL_UPLOAD_MAX)
+        rc = step_error(s, "sources are %lld bytes as a tar: an upload carries at most %lld (files_max_bytes' "
+                           "default); copy less, or fetch it with RUN", (long long)bytes, (long long)TPL_UPLOAD_MAX);
+    for (size_t i = 0; i < n; i++) {
+        free(paths[i]);
+        free(shown[i]);
+    }
+    free(paths);
+    free(shown);
+    return rc;
+}
+
+/* Reads the Dockerfile (at most DF_TEXT_MAX bytes): malloc'd, or NULL
+ * (said on stderr). */
+static char *read_dockerfile(const char *path, size_t *ret_len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        say("cannot read %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        say("cannot read %s: not a file", path);
+        close(fd);
+        return NULL;
+    }
+    char *buf = malloc(DF_TEXT_MAX + 2);
+    size_t n = 0;
+    while (buf && n <= DF_TEXT_MAX) {
+        ssize_t k = read(fd, buf + n, DF_TEXT_MAX + 1 - n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            if (k < 0) {
+                say("cannot read %s: %s", path, strerror(errno));
+                free(buf);
+                buf = NULL;
+            }
+            break;
+        }
+        n += (size_t)k;
+    }
+    close(fd);
+    if (buf && n > DF_TEXT_MAX) {
+        say("%s is longer than %d bytes: not a Dockerfile it takes", path, DF_TEXT_MAX);
+        free(buf);
+        return NULL;
+    }
+    if (buf)
+        buf[n] = '\0';
+    *ret_len = n;
+    return buf;
+}
+
+static int check_build(cli_t *cli, opts_t *o)
+{
+    if (o->npos < 2)
+        return cli_usage_error(cli->cmd, "build needs a template NAME: sandbox templates build NAME -f DOCKERFILE "
+                                         "[CONTEXT]");
+    if (o->network && strcmp(o->network, "none") != 0 && strcmp(o->network, "restricted") != 0 &&
+        strcmp(o->network, "open") != 0)
+        return cli_usage_error(cli->cmd, "--network: '%s' is not one of none, restricted, open", o->network);
+    if (o->isolation && strcmp(o->isolation, "container") != 0 && strcmp(o->isolation, "gvisor") != 0 &&
+        strcmp(o->isolation, "microvm") != 0)
+        return cli_usage_error(cli->cmd, "--isolation: '%s' is not one of container, gvisor, microvm", o->isolation);
+    if (!spec_snapshot_name_ok(o->pos[1]))
+        return cli_usage_error(cli->cmd, "'%.80s' is not a template name (1 to %d letters, digits, _, . or -, "
+                                         "starting with a letter or digit, not snp_... or sbx_...)",
+                               o->pos[1], SBX_SNAPSHOT_NAME_MAX);
+    const char *ctx = o->npos > 2 ? o->pos[2] : ".";
+    static char deffile[PATH_MAX];
+    char real[PATH_MAX];
+    struct stat st;
+    if (!realpath(ctx, real))
+        return cli_usage_error(cli->cmd, "CONTEXT %s: %s", ctx, strerror(errno));
+    if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
+        return cli_usage_error(cli->cmd, "CONTEXT %s is not a directory", ctx);
+    build.context = strdup(real);
+    if (!o->file)
+        snprintf(deffile, sizeof deffile, "%s/Dockerfile", ctx);
+    build.file = o->file ? o->file : deffile;
+    size_t len = 0;
+    char *text = read_dockerfile(build.file, &len);
+    if (!text || !build.context) {
+        free(text);
+        return EXIT_USAGE;
+    }
+    /* --build-arg K=V..., as the parser takes them */
+    size_t nargs = o->build_args ? (size_t)json_object_object_length(o->build_args) : 0, i = 0;
+    df_kv_t *args = calloc(nargs + 1, sizeof *args);
+    if (!args) {
+        free(text);
+        return EXIT_API;
+    }
+    if (o->build_args) {
+        json_object_object_foreach(o->build_args, k, v) {
+            args[i].key = k;
+            args[i++].value = (char *)json_object_get_string(v);
+        }
+    }
+    char err[1024];
+    int r = dockerfile_parse(build.file, text, len, args, nargs, &build.df, err, sizeof err);
+    free(args);
+    free(text);
+    if (r < 0) {
+        say("%s", err);
+        return r == SBX_ENOMEM ? EXIT_API : EXIT_USAGE;
+    }
+    build.plans = calloc(build.df->nsteps + 1, sizeof *build.plans);
+    if (!build.plans)
+        return EXIT_API;
+    for (size_t k = 0; k < build.df->nsteps; k++) {
+        if (build.df->steps[k].kind != DF_STEP_COPY)
+            continue;
+        int rc = plan_copy(&build.df->steps[k], &build.plans[k]);
+        if (rc)
+            return rc;
+    }
+    for (size_t k = 0; k < build.df->nnotes; k++)
+        say("%s", build.df->notes[k]);
+    return 0;
+}
+
+int cli_check_templates(cli_t *cli, opts_t *o)
+{
+    const char *sub = o->npos > 0 ? o->pos[0] : "";
+    bool is_build = strcmp(sub, "build") == 0;
+    if (o->npos > 0 && !is_build &&
+        (o->file || o->build_args || o->network || o->isolation || o->untrusted_repo || o->cpu_millis.set ||
+         o->memory_mib.set || o->disk_mib.set || o->timeout.set || o->keep_build_sandbox))
+        return cli_usage_error(cli->cmd, "the build flags (-f, --build-arg, --network, --timeout, ...) go with build");
+    if (o->npos > 0 && o->quiet && strcmp(sub, "list") != 0)
+        return cli_usage_error(cli->cmd, "-q goes with list");
+    if (o->npos > 0 && o->version.set && strcmp(sub, "delete") != 0)
+        return cli_usage_error(cli->cmd, "--version goes with delete");
+    int rc = cli_check_subcommand(cli, o, "build, list, get or delete");
+    if (rc >= 0)
+        return rc;
+    if (is_build)
+        return check_build(cli, o);
+    if (strcmp(sub, "get") != 0 && strcmp(sub, "delete") != 0)
+        return cli_usage_error(cli->cmd, "unknown subcommand '%s' (build, list, get or delete)", sub);
+    if (o->npos != 2)
+        return cli_usage_error(cli->cmd, "%s needs one template NAME", sub);
+    if (!spec_snapshot_name_ok(o->pos[1]))
+        return cli_usage_error(cli->cmd, "'%.80s' is not a template name (1 to %d letters, digits, _, . or -, "
+                                         "starting with a letter or digit)", o->pos[1], SBX_SNAPSHOT_NAME_MAX);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- list, get, delete */
+
+/* A size cell: "-" when unknown. */
+static void size_cell(json_object *s, char *buf, size_t n)
+{
+    int64_t size = -1;
+    if (!s || !jsonx_get_int(s, "size_bytes", &size))
+        size = -1;
+    cli_format_bytes(size, buf, n);
+}
+
+/* NAME VERSIONS LATEST STATE SIZE WORKER CREATED: the newest ready version's. */
+static void print_templates(json_object *arr)
+{
+    static const char *const heads[] = { "NAME", "VERSIONS", "LATEST", "STATE", "SIZE", "WORKER", "CREATED" };
+    enum { NCOL = 7 };
+    size_t n = json_object_array_length(arr);
+    int width[NCOL];
+    for (int c = 0; c < NCOL; c++)
+        width[c] = (int)strlen(heads[c]);
+    char cell[NCOL][64];
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
+            for (int c = 0; c < NCOL; c++)
+                cli_print_cell(heads[c], width[c], c == NCOL - 1);
+        for (size_t i = 0; i < n; i++) {
+            json_object *t = json_object_array_get_idx(arr, i), *latest = jsonx_get_obj(t, "latest");
+            int64_t versions = 0, version = 0;
+            jsonx_get_int(t, "versions", &versions);
+            snprintf(cell[1], sizeof cell[1], "%lld", (long long)versions);
+            if (latest && jsonx_get_int(latest, "version", &version))
+                snprintf(cell[2], sizeof cell[2], "%lld", (long long)version);
+            else
+                snprintf(cell[2], sizeof cell[2], "-");
+            size_cell(latest, cell[4], sizeof cell[4]);
+            cli_format_age(latest ? cli_age_seconds(jsonx_get_str(latest, "created_at")) : -1, cell[6],
+                           sizeof cell[6]);
+            const char *v[NCOL] = { jsonx_get_str(t, "name"), cell[1], cell[2],
+                                    latest ? jsonx_get_str(latest, "state") : "none ready", cell[4],
+                                    latest ? jsonx_get_str(latest, "worker") : "-", cell[6] };
+            for (int c = 0; c < NCOL; c++) {
+                if (pass == 0 && cli_cell_width(v[c]) > width[c])
+                    width[c] = cli_cell_width(v[c]);
+                else if (pass == 1)
+                    cli_print_cell(v[c], width[c], c == NCOL - 1);
+            }
+        }
+    }
+}
+
+/* An argv of a config as JSON text on one line. */
+static void print_config_argv(const char *key, json_object *a)
+{
+    if (!a)
+        return;
+    printf("%-15s ", key);
+    cli_put_text(stdout, json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    putchar('\n');
+}
+
+/* get: the template, its versions (VERSION SNAPSHOT STATE SIZE WORKER
+ * CREATED, newest first), and the config of the newest ready one. */
+static void print_template(json_object *t)
+{
+    printf("%-15s ", "name:");
+    cli_put_text(stdout, jsonx_get_str(t, "name"));
+    printf("\n%-15s ", "tenant:");
+    cli_put_text(stdout, jsonx_get_str(t, "tenant"));
+    putchar('\n');
+    json_object *vs = jsonx_get_arr(t, "versions"), *ready = NULL;
+    size_t n = vs ? json_object_array_length(vs) : 0;
+    printf("versions:%s\n", n ? "" : "       none");
+    static const char *const heads[] = { "  VERSION", "SNAPSHOT", "STATE", "SIZE", "WORKER", "CREATED" };
+    enum { NCOL = 6 };
+    int width[NCOL];
+    for (int c = 0; c < NCOL; c++)
+        width[c] = (int)strlen(heads[c]);
+    char cell[NCOL][64];
+    for (int pass = 0; n > 0 && pass < 2; pass++) {
+        if (pass == 1)
+            for (int c = 0; c < NCOL; c++)
+                cli_print_cell(heads[c], width[c], c == NCOL - 1);
+        for (size_t i = 0; i < n; i++) {
+            json_object *v = json_object_array_get_idx(vs, i);
+            int64_t version = 0;
+            jsonx_get_int(v, "version", &version);
+            snprintf(cell[0], sizeof cell[0], "  %lld", (long long)version);
+            size_cell(v, cell[3], sizeof cell[3]);
+            cli_format_age(cli_age_seconds(jsonx_get_str(v, "created_at")), cell[5], sizeof cell[5]);
+            const char *row[NCOL] = { cell[0], jsonx_get_str(v, "id"), jsonx_get_str(v, "state"), cell[3],
+                                      jsonx_get_str(v, "worker"), cell[5] };
+            for (int c = 0; c < NCOL; c++) {
+                if (pass == 0 && cli_cell_width(row[c]) > width[c])
+                    width[c] = cli_cell_width(row[c]);
+                else if (pass == 1)
+                    cli_print_cell(row[c], width[c], c == NCOL - 1);
+            }
+            const char *st = jsonx_get_str(v, "state");
+            if (!ready && st && strcmp(st, "ready") == 0)
+                ready = v;
+        }
+    }
+    json_object *cfg = jsonx_get_obj(ready, "config");
+    if (!cfg)
+        return;
+    int64_t version = 0;
+    jsonx_get_int(ready, "version", &version);
+    printf("config of version %lld:\n", (long long)version);
+    json_object *env = jsonx_get_obj(cfg, "env");
+    if (env) {
+        json_object_object_foreach(env, k, val) {
+            printf("  env:          ");
+            cli_put_text(stdout, k);
+            putchar('=');
+            cli_put_text(stdout, json_object_get_string(val));
+            putchar('\n');
+        }
+    }
+    if (jsonx_get_str(cfg, "workdir")) {
+        printf("  workdir:      ");
+        cli_put_text(stdout, jsonx_get_str(cfg, "workdir"));
+        putchar('\n');
+    }
+    if (jsonx_get_str(cfg, "user")) {
+        printf("  user:         ");
+        cli_put_text(stdout, jsonx_get_str(cfg, "user"));
+        putchar('\n');
+    }
+    print_config_argv("  cmd:", jsonx_get_arr(cfg, "cmd"));
+    print_config_argv("  entrypoint:", jsonx_get_arr(cfg, "entrypoint"));
+    print_config_argv("  expose:", jsonx_get_arr(cfg, "expose"));
+}
+
+static int templates_list(cli_t *cli, const opts_t *o)
+{
+    json_object *resp = NULL;
+    int rc = cli_call(cli, "GET", "/v1/templates", NULL, NULL, &resp);
+    if (rc)
+        return rc;
+    json_object *arr = jsonx_get_arr(resp, "templates");
+    if (!arr) {
+        fputs("error: bad_response: the list answer has no templates array\n", stderr);
+        json_object_put(resp);
+        return EXIT_API;
+    }
+    size_t n = json_object_array_length(arr);
+    if (cli->json) {
+        cli_print_json(resp);
+    } else if (o->quiet) {
+        for (size_t i = 0; i < n; i++) {
+            cli_put_text(stdout, jsonx_get_str(json_object_array_get_idx(arr, i), "name"));
+            putchar('\n');
+        }
+    } else if (n == 0) {
+        fputs("sandbox: no templates (sandbox templates build NAME -f Dockerfile . makes one)\n", stderr);
+    } else {
+        print_templates(arr);
+    }
+    json_object_put(resp);
+    return 0;
+}
+
+static int templates_delete(cli_t *cli, const opts_t *o)
+{
+    char suffix[32] = "";
+    if (o->version.set)
+        snprintf(suffix, sizeof suffix, "?version=%lld", (long long)o->version.v);
+    json_object *resp = NULL;
+    int rc = cli_call_id(cli, "DELETE", "/v1/templates/", o->pos[1], suffix, "NAME", NULL, NULL, &resp);
+    if (rc)
+        return rc;
+    if (cli->json) {
+        cli_print_json(resp);
+    } else {
+        json_object *t = jsonx_get_obj(resp, "template");
+        int64_t n = 0;
+        jsonx_get_int(t, "deleted_versions", &n);
+        cli_put_text(stdout, jsonx_get_str(t, "name") ? jsonx_get_str(t, "name") : o->pos[1]);
+        if (o->version.set)
+            printf(":%lld", (long long)o->version.v);
+        printf(" deleted (%lld version%s)\n", (long long)n, n == 1 ? "" : "s");
+    }
+    json_object_put(resp);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- build: the calls */
+
+/* POST path with body under the Idempotency-Key key, sent again while no
+ * answer came or the controller was restarting, TPL_POST_ATTEMPTS times at
+ * most. As cli_call otherwise. */
+static int post_keyed(cli_t *cli, const char *path, json_object *body, const char *key, json_object **ret)
+{
+    client_req_t req = { .method = "POST", .path = path, .body = body, .idem_key = key };
+    client_error_t e;
+    for (int attempt = 1;; attempt++) {
+        if (client_call(&cli->client, &req, ret, &e) == 0)
+            return 0;
+        if (!e.retryable || attempt == TPL_POST_ATTEMPTS)
+            return cli_call_failed(cli, "POST", path, &e);
+        cli_outage_note(cli, &e);
+        if (client_sleep_ms(&cli->client, (int64_t)CLIENT_RETRY_MS * attempt))
+            return cli_call_failed(cli, "POST", path, &e);
+    }
+}
+
+/* "#N LINE: INSTRUCTION" on stderr before a step (the text cut when long). */
+static void header(int n, int line, const char *text)
+{
+    fprintf(stderr, "#%d %d: ", n, line);
+    size_t len = strlen(text);
+    if (len > TPL_HEADER_TEXT_MAX) {
+        char cut[TPL_HEADER_TEXT_MAX + 1];
+        memcpy(cut, text, TPL_HEADER_TEXT_MAX);
+        cut[TPL_HEADER_TEXT_MAX] = '\0';
+        cli_put_text(stderr, cut);
+        fputs("...", stderr);
+    } else {
+        cli_put_text(stderr, text);
+    }
+    fputc('\n', stderr);
+    fflush(stderr);
+}
+
+/* FROM names one of the tenant's templates (NAME, or NAME:VERSION of a
+ * version it has): "NAME[:VERSION]" into tmpl; else it is an image (tmpl
+ * ""). A 404 says it is no template; another failure is printed and its
+ * exit code returned. */
+static int from_template(cli_t *cli, const char *ref, char *tmpl, size_t n)
+{
+    tmpl[0] = '\0';
+    if (!cli_template_ref_ok(ref))
+        return 0; /* a registry, a path, a tag or a digest: an image */
+    char name[SBX_SNAPSHOT_NAME_MAX + 1], path[CLIENT_PATH_MAX];
+    const char *colon = strrchr(ref, ':');
+    snprintf(name, sizeof name, "%.*s", (int)(colon ? (size_t)(colon - ref) : strlen(ref)), ref);
+    if (cli_path(path, sizeof path, "/v1/templates/", name, NULL) != 0)
+        return 0;
+    client_req_t req = { .method = "GET", .path = path };
+    json_object *resp = NULL;
+    client_error_t e;
+    if (client_call(&cli->client, &req, &resp, &e) < 0) {
+        if (e.kind == CLIENT_E_API && e.status == 404)
+            return 0;
+        return cli_call_failed(cli, "GET", path, &e);
+    }
+    bool is = !colon;
+    json_object *vs = jsonx_get_arr(jsonx_get_obj(resp, "template"), "versions");
+    for (size_t i = 0; !is && vs && i < json_object_array_length(vs); i++) {
+        int64_t v = 0;
+        is = jsonx_get_int(json_object_array_get_idx(vs, i), "version", &v) && v == strtoll(colon + 1, NULL, 10);
+    }
+    json_object_put(resp);
+    if (is)
+        snprintf(tmpl, n, "%s", ref);
+    return 0;
+}
+
+/* The build sandbox's create: FROM's image or template, the flags, the
+ * TTL of --timeout, labelled template-build=NAME. */
+static int create_build_sandbox(cli_t *cli, const opts_t *o, const char *tmpl, int64_t timeout, const char *key,
+                                json_object **ret)
+{
+    json_object *labels = json_object_new_object(), *body = NULL;
+    if (!labels)
+        return EXIT_API;
+    jsonx_add_str(labels, "template-build", o->pos[1]);
+    client_create_spec_t spec = {
+        .image = tmpl[0] ? NULL : build.df->from, .template = tmpl[0] ? tmpl : NULL, .network = o->network,
+        .isolation = o->isolation, .cpu_millis = o->cpu_millis, .memory_mib = o->memory_mib,
+        .disk_mib = o->disk_mib, .ttl_seconds = { timeout, true },
+        .untrusted_repo = o->untrusted_repo ? CLIENT_FLAG_TRUE : CLIENT_FLAG_UNSET, .labels = labels,
+    };
+    int rc = client_create_body(&spec, &body) < 0 ? EXIT_API : post_keyed(cli, "/v1/sandboxes", body, key, ret);
+    json_object_put(body);
+    json_object_put(labels);
+    return rc;
+}
+
+/* An exec of the build: argv with the step's env and cwd, within the
+ * deadline. Returns 0 with *code, EXIT_TIMEOUT when the deadline passed
+ * (said), or the exit code of a failure (printed). */
+static int build_exec(cli_t *cli, const char *sid, char *const *argv, size_t argc, const df_step_t *s,
+                      int64_t deadline, bool to_stderr, int *code)
+{
+    int64_t left = left_s(deadline);
+    if (left < 1)
+        return EXIT_TIMEOUT;
+    int64_t tmo = left < SBX_EXEC_TIMEOUT_MAX ? left : SBX_EXEC_TIMEOUT_MAX;
+    json_object *env = NULL;
+    if (s && s->kind == DF_STEP_RUN && s->nenv > 0) {
+        env = json_object_new_object();
+        for (size_t i = 0; env && i < s->nenv; i++)
+            jsonx_add_str(env, s->env[i].key, s->env[i].value);
+        if (!env)
+            return EXIT_API;
+    }
+    client_exec_spec_t spec = { .argv = argv, .argc = (int)argc, .env = env,
+                                .cwd = s && s->kind == DF_STEP_RUN ? s->cwd : NULL,
+                                .timeout_seconds = { tmo, true } };
+    bool timed_out = false;
+    int rc = cli_exec_live(cli, sid, &spec, tmo, to_stderr, code, &timed_out);
+    json_object_put(env);
+    if (rc == 0 && timed_out && tmo == left)
+        return EXIT_TIMEOUT;
+    return rc;
+}
+
+/* mkdir -p DIR, quietly unless it fails (*said then). */
+static int make_dir(cli_t *cli, const char *sid, const df_step_t *s, const char *dir, int64_t deadline, bool json,
+                    bool *said)
+{
+    char *argv[] = { "mkdir", "-p", "--", (char *)dir, NULL };
+    int code = 0;
+    int rc = build_exec(cli, sid, argv, 4, NULL, deadline, json, &code);
+    if (rc == 0 && code != 0) {
+        say("%s:%d: %s: mkdir -p %s exited with code %d", build.file, s->line, s->instruction, dir, code);
+        *said = true;
+        return EXIT_OP_FAILED;
+    }
+    return rc;
+}
+
+/* One step of the build: its exit code (0 done); *said when its failure
+ * was worded already. */
+static int step_do(cli_t *cli, const char *sid, size_t k, int64_t deadline, bool json, bool *said)
+{
+    const df_step_t *s = &build.df->steps[k];
+    int code = 0, rc = 0;
+    switch (s->kind) {
+    case DF_STEP_WORKDIR:
+        rc = make_dir(cli, sid, s, s->dir, deadline, json, said);
+        break;
+    case DF_STEP_RUN:
+        rc = build_exec(cli, sid, s->argv, s->argc, s, deadline, json, &code);
+        if (rc == 0 && code != 0) {
+            say("%s:%d: RUN exited with code %d", build.file, s->line, code);
+            *said = true;
+            rc = EXIT_OP_FAILED;
+        }
+        break;
+    case DF_STEP_COPY: {
+        const copy_plan_t *pl = &build.plans[k];
+        rc = make_dir(cli, sid, s, pl->mkdir, deadline, json, said);
+        for (size_t i = 0; rc == 0 && i < pl->n && !atomic_load(&build_interrupted); i++) {
+            const copy_item_t *it = &pl->items[i];
+            rc = it->is_dir ? cli_upload_contents(cli, it->local, sid, it->dest)
+                            : cli_upload(cli, it->local, sid, it->dest, it->into_existing, true, NULL);
+        }
+        break;
+    }
+    }
+    return rc;
+}
+
+static int run_step(cli_t *cli, const char *sid, size_t k, int64_t deadline, bool json)
+{
+    const df_step_t *s = &build.df->steps[k];
+    bool said = false;
+    int rc = step_do(cli, sid, k, deadline, json, &said);
+    /* a failure not worded yet (an API error, tar) gets its line; a
+     * timeout and Ctrl-C are worded at the end */
+    if (rc && !said && rc != EXIT_TIMEOUT && !atomic_load(&build_interrupted))
+        say("%s:%d: %s failed", build.file, s->line, s->instruction);
+    return rc;
+}
+
+static json_object *str_array(char **v, size_t n)
+{
+    json_object *a = json_object_new_array();
+    for (size_t i = 0; a && i < n; i++)
+        json_object_array_add(a, json_object_new_string(v[i]));
+    return a;
+}
+
+/* {"template":NAME,"config":{env, workdir, user, cmd, entrypoint, expose}}:
+ * what the Dockerfile set. */
+static json_object *snapshot_body(const char *name)
+{
+    const dockerfile_t *df = build.df;
+    json_object *body = json_object_new_object(), *cfg = json_object_new_object();
+    if (!body || !cfg) {
+        json_object_put(body);
+        json_object_put(cfg);
+        return NULL;
+    }
+    jsonx_add_str(body, "template", name);
+    if (df->nenv > 0) {
+        json_object *env = json_object_new_object();
+        for (size_t i = 0; env && i < df->nenv; i++)
+            jsonx_add_str(env, df->env[i].key, df->env[i].value);
+        jsonx_add(cfg, "env", env);
+    }
+    if (df->workdir)
+        jsonx_add_str(cfg, "workdir", df->workdir);
+    if (df->user)
+        jsonx_add_str(cfg, "user", df->user);
+    if (df->has_cmd)
+        jsonx_add(cfg, "cmd", str_array(df->cmd, df->ncmd));
+    if (df->has_entrypoint)
+        jsonx_add(cfg, "entrypoint", str_array(df->entrypoint, df->nentrypoint));
+    if (df->nexpose > 0) {
+        json_object *a = json_object_new_array();
+        for (size_t i = 0; a && i < df->nexpose; i++)
+            json_object_array_add(a, json_object_new_int(df->expose[i]));
+        jsonx_add(cfg, "expose", a);
+    }
+    jsonx_add(body, "config", cfg);
+    return body;
+}
+
+/* The snapshot of the build sandbox as NAME's next version, waited for;
+ * *ret the ready snapshot (GET /v1/snapshots/ID). */
+static int snapshot_version(cli_t *cli, const char *name, const char *sid, const char *key, int64_t deadline,
+                            json_object **ret)
+{
+    char path[CLIENT_PATH_MAX], skey[SBX_ID_MAX + 16];
+    if (cli_path(path, sizeof path, "/v1/sandboxes/", sid, "/snapshots") != 0)
+        return EXIT_API;
+    snprintf(skey, sizeof skey, "%s-snapshot", key);
+    json_object *body = snapshot_body(name), *resp = NULL, *last = NULL;
+    int rc = body ? post_keyed(cli, path, body, skey, &resp) : EXIT_API;
+    json_object_put(body);
+    if (rc)
+        return rc;
+    const char *snp = jsonx_get_str(jsonx_get_obj(resp, "snapshot"), "id");
+    const char *oid = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
+    if (!snp || !oid || strlen(snp) > CLI_ARG_ID_MAX || strlen(oid) > CLI_ARG_ID_MAX) {
+        fputs("error: bad_response: the snapshot answer has no snapshot.id or operation.id\n", stderr);
+        json_object_put(resp);
+        return EXIT_API;
+    }
+    int64_t left = left_s(deadline);
+    rc = left < 1 ? EXIT_TIMEOUT : cli_wait(cli, oid, left, &last);
+    json_object_put(last);
+    if (rc == EXIT_OK) {
+        json_object *got = NULL;
+        rc = cli_call_id(cli, "GET", "/v1/snapshots/", snp, NULL, "SNAPSHOT", NULL, NULL, &got);
+        if (rc == 0) {
+            *ret = json_object_get(jsonx_get_obj(got, "snapshot"));
+            if (!*ret) {
+                fputs("error: bad_response: the snapshot answer has no snapshot\n", stderr);
+                rc = EXIT_API;
+            }
+        }
+        json_object_put(got);
+    }
+    json_object_put(resp);
+    return rc;
+}
+
+/* The build sandbox's delete, waited for (so 'sandbox list' no longer
+ * shows it); said on stderr when it did not happen. */
+static void delete_build_sandbox(cli_t *cli, const char *sid)
+{
+    char path[CLIENT_PATH_MAX];
+    json_object *resp = NULL, *last = NULL;
+    int rc = cli_path(path, sizeof path, "/v1/sandboxes/", sid, NULL);
+    client_req_t req = { .method = "DELETE", .path = path };
+    client_error_t e;
+    for (int attempt = 1; rc == 0; attempt++) {
+        if (client_call(&cli->client, &req, &resp, &e) == 0)
+            break;
+        if (!e.retryable || attempt == TPL_POST_ATTEMPTS) {
+            rc = cli_call_failed(cli, "DELETE", path, &e);
+            break;
+        }
+        client_sleep_ms(&cli->client, (int64_t)CLIENT_RETRY_MS * attempt);
+    }
+    const char *oid = rc == 0 ? jsonx_get_str(jsonx_get_obj(resp, "operation"), "id") : NULL;
+    if (rc == 0 && oid && strlen(oid) <= CLI_ARG_ID_MAX)
+        rc = cli_wait(cli, oid, TPL_DELETE_WAIT_S, &last);
+    else if (rc == 0)
+        rc = EXIT_API;
+    if (rc)
+        say("the build sandbox %s was not deleted (its TTL ends it): sandbox delete %s", sid, sid);
+    json_object_put(last);
+    json_object_put(resp);
+}
+
+static int templates_build(cli_t *cli, opts_t *o)
+{
+    const char *name = o->pos[1];
+    int64_t timeout = o->timeout.set ? o->timeout.v : CLI_TEMPLATE_BUILD_TIMEOUT;
+    int64_t deadline = time_mono_ms() + timeout * 1000;
+    char key[SBX_ID_MAX], tmpl[SBX_SNAPSHOT_NAME_MAX + 16], sid[CLI_ARG_ID_MAX + 1] = "";
+    if (sodium_init() < 0) {
+        say("cannot initialise libsodium");
+        return EXIT_API;
+    }
+    ids_new("tbuild", key);
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    signal(SIGPIPE, SIG_IGN);
+    /* 1. the build sandbox, from FROM's template or image */
+    int rc = from_template(cli, build.df->from, tmpl, sizeof tmpl);
+    json_object *resp = NULL, *last = NULL, *snap = NULL;
+    int at = build.df->from_line; /* the line under way, for a timeout's message */
+    if (rc == 0 && atomic_load(&build_interrupted))
+        rc = TPL_EXIT_INTERRUPTED;
+    if (rc == 0) {
+        header(1, build.df->from_line, build.df->from_text);
+        rc = create_build_sandbox(cli, o, tmpl, timeout, key, &resp);
+    }
+    const char *s = rc == 0 ? jsonx_get_str(jsonx_get_obj(resp, "sandbox"), "id") : NULL;
+    const char *oid = rc == 0 ? jsonx_get_str(jsonx_get_obj(resp, "operation"), "id") : NULL;
+    if (rc == 0 && (!s || !oid || strlen(s) > CLI_ARG_ID_MAX || strlen(oid) > CLI_ARG_ID_MAX ||
+                    utf8_has_control(s))) {
+        fputs("error: bad_response: the create answer has no sandbox.id or operation.id\n", stderr);
+        rc = EXIT_API;
+    }
+    if (rc == 0) {
+        snprintf(sid, sizeof sid, "%s", s);
+        say("build sandbox %s (%s %s)", sid, tmpl[0] ? "template" : "image", tmpl[0] ? tmpl : build.df->from);
+        /* From here Ctrl-C stops what is under way; the sandbox is deleted. */
+        cli->client.cancelled = interrupted;
+        httpc_set_abort_flag(cli->http, &build_interrupted);
+        int64_t left = left_s(deadline);
+        rc = left < 1 ? EXIT_TIMEOUT : cli_wait(cli, oid, left, &last);
+        if (rc == EXIT_OP_FAILED)
+            say("%s:%d: FROM: the build sandbox did not start", build.file, build.df->from_line);
+    }
+    /* 2. the steps */
+    int n = 2;
+    for (size_t k = 0; rc == 0 && k < build.df->nsteps && !atomic_load(&build_interrupted); k++) {
+        const df_step_t *st = &build.df->steps[k];
+        at = st->line;
+        header(n++, st->line, st->text);
+        rc = run_step(cli, sid, k, deadline, cli->json);
+    }
+    /* 3. the snapshot, the template's next version */
+    if (rc == 0 && !atomic_load(&build_interrupted)) {
+        at = 0;
+        fprintf(stderr, "#%d snapshot: %s, its next version\n", n, name);
+        rc = snapshot_version(cli, name, sid, key, deadline, &snap);
+        if (rc == EXIT_OP_FAILED)
+            say("%s: the snapshot of the build sandbox failed: no version was made", build.file);
+    }
+    /* 4. the build sandbox goes, whatever happened (Ctrl-C again: at once) */
+    cli->client.cancelled = NULL;
+    httpc_set_abort_flag(cli->http, NULL);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (atomic_load(&build_interrupted)) {
+        rc = TPL_EXIT_INTERRUPTED;
+        say("interrupted%s", sid[0] && !o->keep_build_sandbox ? ": deleting the build sandbox" : "");
+    } else if (rc == EXIT_TIMEOUT && at > 0) {
+        say("%s:%d: --timeout %lld s passed before the build finished", build.file, at, (long long)timeout);
+    } else if (rc == EXIT_TIMEOUT) {
+        say("%s: --timeout %lld s passed before the snapshot was ready", build.file, (long long)timeout);
+    }
+    if (sid[0] && o->keep_build_sandbox)
+        say("kept the build sandbox %s (sandbox delete %s)", sid, sid);
+    else if (sid[0])
+        delete_build_sandbox(cli, sid);
+    if (rc == 0) {
+        int64_t version = 0;
+        jsonx_get_int(snap, "version", &version);
+        if (cli->json) {
+            json_object *out = json_object_new_object();
+            jsonx_add(out, "snapshot", json_object_get(snap));
+            cli_print_json(out);
+            json_object_put(out);
+        } else {
+            cli_put_text(stdout, name);
+            printf(" %lld ", (long long)version);
+            cli_put_text(stdout, jsonx_get_str(snap, "id"));
+            putchar('\n');
+        }
+    }
+    json_object_put(snap);
+    json_object_put(last);
+    json_object_put(resp);
+    return rc;
+}
+
+static void build_release(void)
+{
+    for (size_t k = 0; build.plans && build.df && k < build.df->nsteps; k++) {
+        for (size_t i = 0; i < build.plans[k].n; i++) {
+            free(build.plans[k].items[i].local);
+            free(build.plans[k].items[i].dest);
+        }
+        free(build.plans[k].items);
+        free(build.plans[k].mkdir);
+    }
+    free(build.plans);
+    dockerfile_free(build.df);
+    free(build.context);
+    memset(&build, 0, sizeof build);
+}
+
+int cli_cmd_templates(cli_t *cli, opts_t *o)
+{
+    const char *sub = o->pos[0];
+    if (strcmp(sub, "list") == 0)
+        return templates_list(cli, o);
+    if (strcmp(sub, "delete") == 0)
+        return templates_delete(cli, o);
+    if (strcmp(sub, "build") == 0) {
+        int rc = templates_build(cli, o);
+        build_release();
+        return rc;
+    }
+    json_object *resp = NULL;
+    int rc = cli_call_id(cli, "GET", "/v1/templates/", o->pos[1], NULL, "NAME", NULL, NULL, &resp);
+    if (rc)
+        return rc;
+    if (cli->json)
+        cli_print_json(resp);
+    else
+        print_template(jsonx_get_obj(resp, "template"));
+    json_object_put(resp);
+    return 0;
+}
