@@ -783,7 +783,10 @@ int store_fail_overdue(PGconn *c, int *ret_changed)
 }
 
 /* What a sandbox pass does to one locked sandbox (its tenant given), in
- * its transaction: 0, or < 0 (rolled back; the pass stops). */
+ * its transaction: 0, SANDBOX_STEP_SKIPPED (nothing changed: not counted,
+ * so the loop does not run again for it), or < 0 (rolled back; the pass
+ * stops). */
+#define SANDBOX_STEP_SKIPPED 1
 typedef struct sandbox_step {
     int (*fn)(PGconn *c, const store_limits_t *lim, const char *sbx, const char *tenant,
               const struct sandbox_step *st);
@@ -815,12 +818,14 @@ static int sandboxes_pass(PGconn *c, const store_limits_t *lim, const char *sele
             db_rollback(c);
             continue;
         }
-        if (st->fn(c, lim, sbx, tenant, st) < 0 || db_commit(c) < 0) {
+        int x = st->fn(c, lim, sbx, tenant, st);
+        if (x < 0 || db_commit(c) < 0) {
             db_rollback(c);
             rc = SBX_EDB;
             break;
         }
-        (*ret_changed)++;
+        if (x != SANDBOX_STEP_SKIPPED)
+            (*ret_changed)++;
     }
     PQclear(r);
     return rc;
@@ -873,7 +878,7 @@ static int ttl_step(PGconn *c, const store_limits_t *lim, const char *sbx, const
     if (!pause)
         return request_delete_step(c, lim, sbx, tenant, st);
     if (busy || !w.id[0] || (strcmp(w.state, "ready") != 0 && strcmp(w.state, "draining") != 0))
-        return 0; /* its pause is under way, or waits for its worker */
+        return SANDBOX_STEP_SKIPPED; /* its pause is under way, or waits for its worker */
     json_object *ed = json_object_new_object();
     jsonx_add_str(ed, "action", "pause");
     if (store__event_add(c, tenant, "sandbox.expired", sbx, NULL, ed) < 0)
@@ -891,8 +896,11 @@ int store_expire_ttls(PGconn *c, const store_limits_t *lim, int *ret_changed)
 {
     const sandbox_step_t st = { ttl_step, "sandbox.expired", "ttl" };
     return sandboxes_pass(c, lim,
-                          "SELECT id FROM sandboxes WHERE desired_state = 'running' AND expires_at < now() "
-                          "ORDER BY expires_at LIMIT 100",
+                          "SELECT s.id FROM sandboxes s WHERE s.desired_state = 'running' AND s.expires_at < now() "
+                          /* one whose pause (auto_pause) is under way waits for it */
+                          "AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.sandbox_id = s.id AND o.kind = 'pause' "
+                          "  AND o.state IN ('pending', 'admitted', 'leased', 'running')) "
+                          "ORDER BY s.expires_at LIMIT 100",
                           "desired_state = 'running' AND expires_at < now()", &st, ret_changed);
 }
 
