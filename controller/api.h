@@ -82,6 +82,9 @@ void api_sandbox_extend(req_t *rq, const char *id);
 /* POST /v1/sandboxes/{id}/pause and /resume (docs/pause.md): operations, 202. */
 void api_sandbox_pause(req_t *rq, const char *id);
 void api_sandbox_resume(req_t *rq, const char *id);
+/* The Idempotency-Key header (api_sandboxes.c): 0 with *ret NULL when
+ * absent or the key (1 to 128 printable ASCII bytes); < 0 with a 400 sent. */
+int api_idempotency_key(req_t *rq, const char **ret);
 /* A create's "from" (api_sandboxes.c): the tenant's ready snapshot by id
  * or name (is_template: spec->from is a template's NAME[:VERSION], its
  * newest ready version unless it names one); spec->from becomes the

@@ -29,8 +29,7 @@ static void request_hash(const char *a, const char *b, char out[65])
     sodium_bin2hex(out, 65, h, sizeof h);
 }
 
-/* The Idempotency-Key header: absent (NULL, 0), valid (0) or a reply sent. */
-static int idempotency_key(req_t *rq, const char **ret)
+int api_idempotency_key(req_t *rq, const char **ret)
 {
     const char *k = http_header(rq, "Idempotency-Key");
     *ret = NULL;
@@ -204,7 +203,7 @@ void api_sandbox_create(req_t *rq)
 {
     json_object *body = NULL, *resp = NULL;
     const char *idem;
-    if (idempotency_key(rq, &idem) < 0)
+    if (api_idempotency_key(rq, &idem) < 0)
         return;
     if (http_read_json(rq, (size_t)rq->ctl->max_body_client, &body) < 0)
         return;
@@ -452,7 +451,7 @@ void api_sandbox_get(req_t *rq, const char *id)
 void api_sandbox_delete(req_t *rq, const char *id)
 {
     const char *idem;
-    if (!id_ok(rq, "sbx", id, "sandbox") || idempotency_key(rq, &idem) < 0)
+    if (!id_ok(rq, "sbx", id, "sandbox") || api_idempotency_key(rq, &idem) < 0)
         return;
     char hash[65];
     request_hash("delete", id, hash);
@@ -471,7 +470,7 @@ void api_sandbox_exec(req_t *rq, const char *id)
 {
     controller_t *ctl = rq->ctl;
     const char *idem;
-    if (!id_ok(rq, "sbx", id, "sandbox") || idempotency_key(rq, &idem) < 0)
+    if (!id_ok(rq, "sbx", id, "sandbox") || api_idempotency_key(rq, &idem) < 0)
         return;
     json_object *body = NULL, *resp = NULL;
     exec_spec_t ex;
@@ -520,7 +519,7 @@ cleanup:
 static void sandbox_pause(req_t *rq, const char *id, bool resume)
 {
     const char *idem;
-    if (!id_ok(rq, "sbx", id, "sandbox") || idempotency_key(rq, &idem) < 0)
+    if (!id_ok(rq, "sbx", id, "sandbox") || api_idempotency_key(rq, &idem) < 0)
         return;
     if (evbuffer_get_length(evhttp_request_get_input_buffer(rq->ev)) > 0) {
         json_object *body = NULL;
@@ -555,7 +554,7 @@ void api_sandbox_extend(req_t *rq, const char *id)
 {
     controller_t *ctl = rq->ctl;
     const char *idem;
-    if (!id_ok(rq, "sbx", id, "sandbox") || idempotency_key(rq, &idem) < 0)
+    if (!id_ok(rq, "sbx", id, "sandbox") || api_idempotency_key(rq, &idem) < 0)
         return;
     json_object *body = NULL, *resp = NULL;
     api_error_t err;
@@ -605,7 +604,7 @@ void api_route_share(req_t *rq, const char *sandbox_id)
     const char *idem;
     char secret[SBX_TOKEN_MAX];
     memset(secret, 0, sizeof secret);
-    if (!id_ok(rq, "sbx", sandbox_id, "sandbox") || idempotency_key(rq, &idem) < 0)
+    if (!id_ok(rq, "sbx", sandbox_id, "sandbox") || api_idempotency_key(rq, &idem) < 0)
         return;
     json_object *body = NULL, *resp = NULL;
     if (http_read_json(rq, (size_t)ctl->max_body_client, &body) < 0)

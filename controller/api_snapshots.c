@@ -11,26 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The Idempotency-Key header: absent (NULL), valid, or a 400 sent. */
-static int snapshot_idempotency_key(req_t *rq, const char **ret)
-{
-    const char *k = http_header(rq, "Idempotency-Key");
-    *ret = NULL;
-    if (!k)
-        return 0;
-    size_t n = strlen(k);
-    bool ok = n > 0 && n <= 128;
-    for (size_t i = 0; ok && i < n; i++)
-        if ((unsigned char)k[i] < 0x21 || (unsigned char)k[i] > 0x7e)
-            ok = false;
-    if (!ok) {
-        http_reply_error(rq, API_INVALID_ARGUMENT, "Idempotency-Key must be 1 to 128 printable ASCII characters");
-        return SBX_EINVAL;
-    }
-    *ret = k;
-    return 0;
-}
-
 static bool snapshot_ref_ok(req_t *rq, const char *ref)
 {
     if (spec_snapshot_ref_ok(ref))
@@ -48,7 +28,7 @@ void api_snapshot_create(req_t *rq, const char *id)
         http_reply_error(rq, API_NOT_FOUND, "no sandbox %.64s", id);
         return;
     }
-    if (snapshot_idempotency_key(rq, &idem) < 0 || http_read_json(rq, (size_t)rq->ctl->max_body_client, &body) < 0)
+    if (api_idempotency_key(rq, &idem) < 0 || http_read_json(rq, (size_t)rq->ctl->max_body_client, &body) < 0)
         return;
     if (!json_object_is_type(body, json_type_object)) {
         http_reply_error(rq, API_INVALID_ARGUMENT, "the request body must be a JSON object");

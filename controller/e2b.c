@@ -328,15 +328,20 @@ static int create_body(req_t *rq, json_object *in, json_object **ret, api_error_
     return 0;
 }
 
-/* The create's answer once its operation ended (or the wait did). */
-static void create_resume(req_t *rq, bool final)
+/* The operation a parked request waits for (rq->park_id), once it ended:
+ * 0 with *ret (GET /v1/operations/{id}'s answer; the operation succeeded).
+ * Otherwise the request is answered or parked again (< 0): parked while it
+ * runs and the wait (rq->park_cursor) lasts, 504 timeout_msg past it, or
+ * the operation's error ("the sandbox did not <what>: CODE: MESSAGE"). */
+static int op_ended(req_t *rq, bool final, const char *what, const char *timeout_msg, json_object **ret)
 {
-    json_object *op = NULL, *sbx = NULL;
+    json_object *op = NULL;
     api_error_t err;
     bool terminal = false;
+    *ret = NULL;
     if (store_operation_get(rq->db, auth_scope(rq), rq->park_id, &op, &terminal, &err) < 0) {
         http_reply_api_error(rq, &err);
-        return;
+        return SBX_EDB;
     }
     json_object *o = jsonx_get_obj(op, "operation");
     const char *state = jsonx_get_str(o, "state");
@@ -345,25 +350,47 @@ static void create_resume(req_t *rq, bool final)
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         int64_t left = rq->park_cursor - (int64_t)ts.tv_sec;
-        if (final || left <= 0) {
-            e2b_reply_error(rq, API_TIMEOUT, "the sandbox did not start in time; it may still: list your sandboxes");
-            return;
-        }
-        http_park(rq, PARK_OPERATION, rq->park_id, (int)left);
-        return;
+        if (final || left <= 0)
+            e2b_reply_error(rq, API_TIMEOUT, timeout_msg);
+        else
+            http_park(rq, PARK_OPERATION, rq->park_id, (int)left);
+        return SBX_ETIMEOUT;
     }
     if (!state || strcmp(state, "succeeded") != 0) {
         json_object *e = jsonx_get_obj(o, "error");
         const char *code = jsonx_get_str(e, "code"), *msg = jsonx_get_str(e, "message");
         int c = code ? api_code_parse(code) : -1;
         char text[600];
-        snprintf(text, sizeof text, "the sandbox did not start: %s%s%s", code ? code : state ? state : "failed",
+        snprintf(text, sizeof text, "the sandbox did not %s: %s%s%s", what, code ? code : state ? state : "failed",
                  msg ? ": " : "", msg ? msg : "");
         json_object_put(op);
         e2b_reply_error(rq, c >= 0 ? (api_code_t)c : API_RUNTIME_ERROR, text);
-        return;
+        return SBX_ERUNTIME;
     }
-    const char *sid = jsonx_get_str(o, "sandbox_id");
+    *ret = op;
+    return 0;
+}
+
+/* Parks rq on operation op_id for at most E2B_CREATE_WAIT_SECONDS, done
+ * answering once it ended (or at once when it has). */
+static void park_on(req_t *rq, const char *op_id, void (*done)(req_t *rq, bool final))
+{
+    snprintf(rq->park_id, sizeof rq->park_id, "%s", op_id ? op_id : "");
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    rq->park_cursor = (int64_t)ts.tv_sec + E2B_CREATE_WAIT_SECONDS;
+    rq->park_resume = done;
+    done(rq, false);
+}
+
+/* The create's answer once its operation ended (or the wait did). */
+static void create_resume(req_t *rq, bool final)
+{
+    json_object *op = NULL, *sbx = NULL;
+    api_error_t err;
+    if (op_ended(rq, final, "start", "the sandbox did not start in time; it may still: list your sandboxes", &op) < 0)
+        return;
+    const char *sid = jsonx_get_str(jsonx_get_obj(op, "operation"), "sandbox_id");
     char id[SBX_ID_MAX];
     snprintf(id, sizeof id, "%s", sid ? sid : "");
     json_object_put(op);
@@ -401,13 +428,8 @@ static void e2b_create(req_t *rq)
     log_info(E2B_COMPONENT, "E2B create of sandbox %s (operation %s)",
              jsonx_get_str(jsonx_get_obj(resp, "sandbox"), "id"), id);
     json_object_put(resp);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    rq->park_cursor = (int64_t)ts.tv_sec + E2B_CREATE_WAIT_SECONDS;
-    rq->park_resume = create_resume;
     /* Answered at once when it already ended (refused at placement). */
-    snprintf(rq->park_id, sizeof rq->park_id, "%s", id);
-    create_resume(rq, false);
+    park_on(rq, id, create_resume);
 }
 
 /* ---- the other sandbox calls -------------------------------------------- */
@@ -597,42 +619,17 @@ static void e2b_timeout(req_t *rq, const char *id) { e2b_timeout_like(rq, id, "t
 static void e2b_refresh(req_t *rq, const char *id) { e2b_timeout_like(rq, id, "duration", false); }
 
 /* The answer of a pause, resume or connect once its operation ended (or
- * the wait did): park_id is the operation; a pause answers 204, the others
- * the sandbox (201: it was resumed). */
+ * the wait did): a pause answers 204, the others the sandbox (201: it was
+ * resumed). */
 static void pause_done(req_t *rq, bool final, bool resumed)
 {
     json_object *op = NULL, *got = NULL;
-    api_error_t err;
-    bool terminal = false;
-    if (store_operation_get(rq->db, auth_scope(rq), rq->park_id, &op, &terminal, &err) < 0) {
-        http_reply_api_error(rq, &err);
+    if (op_ended(rq, final, resumed ? "resume" : "pause",
+                 resumed ? "the sandbox did not resume in time; it may still" : "the sandbox did not pause in time; "
+                                                                                "it may still",
+                 &op) < 0)
         return;
-    }
-    json_object *o = jsonx_get_obj(op, "operation");
-    if (!terminal) {
-        json_object_put(op);
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        int64_t left = rq->park_cursor - (int64_t)ts.tv_sec;
-        if (final || left <= 0) {
-            e2b_reply_error(rq, API_TIMEOUT, resumed ? "the sandbox did not resume in time; it may still"
-                                                     : "the sandbox did not pause in time; it may still");
-            return;
-        }
-        http_park(rq, PARK_OPERATION, rq->park_id, (int)left);
-        return;
-    }
-    const char *state = jsonx_get_str(o, "state"), *sid = jsonx_get_str(o, "sandbox_id");
-    if (!state || strcmp(state, "succeeded") != 0) {
-        json_object *e = jsonx_get_obj(o, "error");
-        const char *code = jsonx_get_str(e, "code"), *msg = jsonx_get_str(e, "message");
-        int c = code ? api_code_parse(code) : -1;
-        char text[600];
-        snprintf(text, sizeof text, "the sandbox did not %s: %s", resumed ? "resume" : "pause", msg ? msg : "failed");
-        json_object_put(op);
-        e2b_reply_error(rq, c >= 0 ? (api_code_t)c : API_RUNTIME_ERROR, text);
-        return;
-    }
+    const char *sid = jsonx_get_str(jsonx_get_obj(op, "operation"), "sandbox_id");
     char id[SBX_ID_MAX];
     snprintf(id, sizeof id, "%s", sid ? sid : "");
     json_object_put(op);
@@ -661,14 +658,11 @@ static void pause_start(req_t *rq, const char *id, bool resume)
         return;
     }
     api_kick_if_waiting(rq->ctl, resp);
-    const char *op_id = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
-    snprintf(rq->park_id, sizeof rq->park_id, "%s", op_id ? op_id : "");
+    char op_id[SBX_ID_MAX];
+    snprintf(op_id, sizeof op_id, "%s", jsonx_get_str(jsonx_get_obj(resp, "operation"), "id") ?
+                                             jsonx_get_str(jsonx_get_obj(resp, "operation"), "id") : "");
     json_object_put(resp);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    rq->park_cursor = (int64_t)ts.tv_sec + E2B_CREATE_WAIT_SECONDS;
-    rq->park_resume = resume ? resumed_resume : paused_resume;
-    pause_done(rq, false, resume);
+    park_on(rq, op_id, resume ? resumed_resume : paused_resume);
 }
 
 static bool sandbox_paused(json_object *got)
@@ -811,39 +805,11 @@ static void snapshot_done(req_t *rq, bool final)
 {
     json_object *op = NULL, *sn = NULL;
     api_error_t err;
-    bool terminal = false;
-    if (store_operation_get(rq->db, auth_scope(rq), rq->park_id, &op, &terminal, &err) < 0) {
-        http_reply_api_error(rq, &err);
+    if (op_ended(rq, final, "snapshot", "the snapshot was not made in time; it may still be", &op) < 0)
         return;
-    }
-    json_object *o = jsonx_get_obj(op, "operation");
-    if (!terminal) {
-        json_object_put(op);
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        int64_t left = rq->park_cursor - (int64_t)ts.tv_sec;
-        if (final || left <= 0) {
-            e2b_reply_error(rq, API_TIMEOUT, "the snapshot was not made in time; it may still be");
-            return;
-        }
-        http_park(rq, PARK_OPERATION, rq->park_id, (int)left);
-        return;
-    }
-    const char *state = jsonx_get_str(o, "state");
-    if (!state || strcmp(state, "succeeded") != 0) {
-        json_object *e = jsonx_get_obj(o, "error");
-        const char *code = jsonx_get_str(e, "code"), *msg = jsonx_get_str(e, "message");
-        int c = code ? api_code_parse(code) : -1;
-        char text[600];
-        snprintf(text, sizeof text, "the snapshot was not made: %s", msg ? msg : "failed");
-        json_object_put(op);
-        e2b_reply_error(rq, c >= 0 ? (api_code_t)c : API_RUNTIME_ERROR, text);
-        return;
-    }
+    const char *sid = jsonx_get_str(jsonx_get_obj(jsonx_get_obj(op, "operation"), "result"), "snapshot_id");
     char id[SBX_ID_MAX];
-    snprintf(id, sizeof id, "%s", jsonx_get_str(jsonx_get_obj(o, "result"), "snapshot_id")
-                                      ? jsonx_get_str(jsonx_get_obj(o, "result"), "snapshot_id")
-                                      : "");
+    snprintf(id, sizeof id, "%s", sid ? sid : "");
     json_object_put(op);
     if (store_snapshot_get(rq->db, auth_scope(rq), id, &sn, &err) < 0) {
         http_reply_api_error(rq, &err);
@@ -888,14 +854,11 @@ static void e2b_snapshot(req_t *rq, const char *id)
         return;
     }
     api_kick_if_waiting(rq->ctl, resp);
-    const char *op_id = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
-    snprintf(rq->park_id, sizeof rq->park_id, "%s", op_id ? op_id : "");
+    char op_id[SBX_ID_MAX];
+    snprintf(op_id, sizeof op_id, "%s", jsonx_get_str(jsonx_get_obj(resp, "operation"), "id") ?
+                                             jsonx_get_str(jsonx_get_obj(resp, "operation"), "id") : "");
     json_object_put(resp);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    rq->park_cursor = (int64_t)ts.tv_sec + E2B_CREATE_WAIT_SECONDS;
-    rq->park_resume = snapshot_done;
-    snapshot_done(rq, false);
+    park_on(rq, op_id, snapshot_done);
 }
 
 /* listSnapshots: [{"snapshotID","names"}], filtered by sandboxID and name. */

@@ -71,6 +71,20 @@ int store_worker_unreachable(PGconn *c, const char *worker_id, char *ret, size_t
     return rc == SBX_ENOTFOUND ? 0 : rc < 0 ? rc : 1;
 }
 
+int store__refuse_if_away(PGconn *c, const sbx_worker_t *w, const char *what, const char *sandbox_id,
+                          api_error_t *err)
+{
+    if (strcmp(w->state, "unreachable") != 0 && strcmp(w->state, "stopping") != 0)
+        return 0;
+    char why[400];
+    int u = store__worker_away(c, w, why, sizeof why);
+    db_rollback(c);
+    if (u < 0)
+        return store__db_error(err);
+    return api_error_set(err, API_UNAVAILABLE, "cannot %s sandbox %s now: %s; retry once it is back", what, sandbox_id,
+                         why);
+}
+
 int store__worker_away(PGconn *c, const sbx_worker_t *w, char *ret, size_t len)
 {
     if (strcmp(w->state, "stopping") == 0) {

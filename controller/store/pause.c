@@ -61,15 +61,8 @@ int store_sandbox_pause(PGconn *c, const store_limits_t *lim, const char *scope,
         db_rollback(c);
         return r;
     }
-    if (strcmp(w.state, "unreachable") == 0 || strcmp(w.state, "stopping") == 0) {
-        char why[400];
-        int u = store__worker_away(c, &w, why, sizeof why);
-        db_rollback(c);
-        if (u < 0)
-            return store__db_error(err);
-        return api_error_set(err, API_UNAVAILABLE, "cannot %s sandbox %s now: %s; retry once it is back", kind,
-                             sandbox_id, why);
-    }
+    if ((rc = store__refuse_if_away(c, &w, kind, sandbox_id, err)) < 0)
+        return rc;
     /* One pause or resume at a time; the class must have them. */
     PGresult *r = db_exec(c,
                           "SELECT s.isolation, (SELECT o.id FROM operations o WHERE o.sandbox_id = s.id "

@@ -532,17 +532,9 @@ int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, c
         db_rollback(c);
         return r;
     }
-    if (strcmp(w.state, "unreachable") == 0 || strcmp(w.state, "stopping") == 0) {
-        /* Never queued for a worker that may not return (or is on its
-         * way out): the caller retries once it is back. */
-        char why[400];
-        int u = store__worker_away(c, &w, why, sizeof why);
-        db_rollback(c);
+    if ((rc = store__refuse_if_away(c, &w, "exec in", sandbox_id, err)) < 0) {
         policy_release(&pol);
-        if (u < 0)
-            return store__db_error(err);
-        return api_error_set(err, API_UNAVAILABLE, "cannot exec in sandbox %s now: %s; retry once it is back",
-                             sandbox_id, why);
+        return rc;
     }
     int64_t asked = 0;
     jsonx_get_int(exec_request, "max_output_bytes", &asked);

@@ -79,15 +79,9 @@ int store_snapshot_create(PGconn *c, const store_limits_t *lim, const char *scop
         db_rollback(c);
         return r;
     }
-    if (strcmp(w.state, "unreachable") == 0 || strcmp(w.state, "stopping") == 0) {
-        char why[400];
-        int u = store__worker_away(c, &w, why, sizeof why);
-        db_rollback(c);
+    if ((rc = store__refuse_if_away(c, &w, "snapshot", sandbox_id, err)) < 0) {
         policy_release(&pol);
-        if (u < 0)
-            return store__db_error(err);
-        return api_error_set(err, API_UNAVAILABLE, "cannot snapshot sandbox %s now: %s; retry once it is back",
-                             sandbox_id, why);
+        return rc;
     }
     char iso[16] = "", image[SBX_MAX_IMAGE_BYTES + 1] = "";
     PGresult *s = db_exec(c, "SELECT isolation, spec->>'image' FROM sandboxes WHERE id = $1", 1,

@@ -154,6 +154,12 @@ typedef struct sbx_worker {
 /* Why w (state "unreachable" or "stopping") takes no exec now, for a
  * message ("its worker W is …"): 0, or SBX_EDB. */
 int store__worker_away(PGconn *c, const sbx_worker_t *w, char *ret, size_t len);
+/* Never queued for a worker that may not return (or is on its way out):
+ * when w is unreachable or stopping, rolls back and returns
+ * API_UNAVAILABLE ("cannot <what> sandbox ID now: <why>; retry once it is
+ * back"; SBX_EDB on a database error); else 0. */
+int store__refuse_if_away(PGconn *c, const sbx_worker_t *w, const char *what, const char *sandbox_id,
+                          api_error_t *err);
 int store__sandbox_begin_locked(PGconn *c, const char *scope, const char *sandbox_id, char ret_tenant[SBX_ID_MAX],
                                 char ret_phase[24], char ret_desired[16], sbx_worker_t *ret_worker,
                                 policy_t *ret_policy, api_error_t *err);
