@@ -22,7 +22,7 @@ static bool snapshot_ref_ok(req_t *rq, const char *ref)
 void api_snapshot_create(req_t *rq, const char *id)
 {
     const char *idem;
-    json_object *body = NULL, *resp = NULL;
+    json_object *body = NULL, *resp = NULL, *config = NULL;
     api_error_t err;
     if (!ids_valid("sbx", id)) {
         http_reply_error(rq, API_NOT_FOUND, "no sandbox %.64s", id);
@@ -36,7 +36,6 @@ void api_snapshot_create(req_t *rq, const char *id)
     }
     static const char *const known[] = { "name", "template", "config", NULL };
     const char *name = NULL, *tmpl = NULL;
-    json_object *config = NULL;
     json_object_object_foreach(body, key, val) {
         bool k = false;
         for (const char *const *p = known; *p; p++)
