@@ -208,3 +208,18 @@ int cli_print_or_wait_op(cli_t *cli, opts_t *o, json_object *resp, const char *w
     json_object_put(resp);
     return rc;
 }
+
+int cli_post_keyed(cli_t *cli, int attempts, const char *path, json_object *body, const char *key, json_object **ret)
+{
+    client_req_t req = { .method = "POST", .path = path, .body = body, .idem_key = key };
+    client_error_t e;
+    for (int attempt = 1;; attempt++) {
+        if (client_call(&cli->client, &req, ret, &e) == 0)
+            return 0;
+        if (!e.retryable || attempt >= attempts)
+            return cli_call_failed(cli, "POST", path, &e);
+        cli_outage_note(cli, &e);
+        if (client_sleep_ms(&cli->client, (int64_t)CLIENT_RETRY_MS * attempt))
+            return cli_call_failed(cli, "POST", path, &e);
+    }
+}

@@ -159,6 +159,12 @@ int cli_wait(cli_t *cli, const char *op_id, int64_t timeout_s, json_object **ret
  * "sandbox: reconnected" (e NULL) when answers come back. */
 void cli_outage_note(cli_t *cli, const client_error_t *e);
 
+/* POST path with body under Idempotency-Key key, sent again with the same
+ * key while no answer came or the controller was restarting (retryable),
+ * at most attempts times (a backoff between, ended early by an interrupt).
+ * 0 with *ret; otherwise as cli_call (the error printed). */
+int cli_post_keyed(cli_t *cli, int attempts, const char *path, json_object *body, const char *key, json_object **ret);
+
 /* The --timeout of a wait, or the default. */
 int64_t cli_wait_timeout(const opts_t *o);
 

@@ -59,23 +59,6 @@ static int64_t left_s(int64_t deadline)
     return ms > 0 ? (ms + 999) / 1000 : 0;
 }
 
-/* POST path with body under the Idempotency-Key key, sent again while no
- * answer came or the controller was restarting (retryable), up to
- * FORK_POST_ATTEMPTS times. As cli_call otherwise. */
-static int post_keyed(cli_t *cli, const char *path, json_object *body, const char *key, json_object **ret)
-{
-    client_req_t req = { .method = "POST", .path = path, .body = body, .idem_key = key };
-    client_error_t e;
-    for (int attempt = 1;; attempt++) {
-        if (client_call(&cli->client, &req, ret, &e) == 0)
-            return 0;
-        if (!e.retryable || attempt == FORK_POST_ATTEMPTS)
-            return cli_call_failed(cli, "POST", path, &e);
-        cli_outage_note(cli, &e);
-        client_sleep_ms(&cli->client, (int64_t)CLIENT_RETRY_MS * attempt);
-    }
-}
-
 static void wait_outage(void *ud, const client_error_t *e) { cli_outage_note(ud, e); }
 
 /* Waits for a create without a word about its end (fork without --wait
@@ -211,7 +194,7 @@ static int create_forks(cli_t *cli, const opts_t *o, json_object *parent, const 
         json_object *body = NULL, *resp = NULL;
         if (fork_body(parent, snp, o->name_prefix ? name : NULL, &body) < 0)
             return worst ? worst : EXIT_API;
-        int rc = post_keyed(cli, "/v1/sandboxes", body, ckey, &resp);
+        int rc = cli_post_keyed(cli, FORK_POST_ATTEMPTS, "/v1/sandboxes", body, ckey, &resp);
         json_object_put(body);
         const char *sid = jsonx_get_str(jsonx_get_obj(resp, "sandbox"), "id");
         const char *oid = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
@@ -257,7 +240,7 @@ int cli_cmd_fork(cli_t *cli, opts_t *o)
     ids_new("fork", key);
     /* (1) An unnamed snapshot of it, ready. */
     json_object *body = json_object_new_object();
-    rc = body ? post_keyed(cli, path, body, key, &sresp) : EXIT_API;
+    rc = body ? cli_post_keyed(cli, FORK_POST_ATTEMPTS, path, body, key, &sresp) : EXIT_API;
     json_object_put(body);
     if (rc) {
         json_object_put(got);

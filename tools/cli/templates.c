@@ -609,24 +609,6 @@ static int templates_delete(cli_t *cli, const opts_t *o)
 
 /* ---------------------------------------------------------------- build: the calls */
 
-/* POST path with body under the Idempotency-Key key, sent again while no
- * answer came or the controller was restarting, TPL_POST_ATTEMPTS times at
- * most. As cli_call otherwise. */
-static int post_keyed(cli_t *cli, const char *path, json_object *body, const char *key, json_object **ret)
-{
-    client_req_t req = { .method = "POST", .path = path, .body = body, .idem_key = key };
-    client_error_t e;
-    for (int attempt = 1;; attempt++) {
-        if (client_call(&cli->client, &req, ret, &e) == 0)
-            return 0;
-        if (!e.retryable || attempt == TPL_POST_ATTEMPTS)
-            return cli_call_failed(cli, "POST", path, &e);
-        cli_outage_note(cli, &e);
-        if (client_sleep_ms(&cli->client, (int64_t)CLIENT_RETRY_MS * attempt))
-            return cli_call_failed(cli, "POST", path, &e);
-    }
-}
-
 /* "#N LINE: INSTRUCTION" on stderr before a step (the text cut when long). */
 static void header(int n, int line, const char *text)
 {
@@ -694,7 +676,7 @@ static int create_build_sandbox(cli_t *cli, const opts_t *o, const char *tmpl, i
         .disk_mib = o->disk_mib, .ttl_seconds = { timeout, true },
         .untrusted_repo = o->untrusted_repo ? CLIENT_FLAG_TRUE : CLIENT_FLAG_UNSET, .labels = labels,
     };
-    int rc = client_create_body(&spec, &body) < 0 ? EXIT_API : post_keyed(cli, "/v1/sandboxes", body, key, ret);
+    int rc = client_create_body(&spec, &body) < 0 ? EXIT_API : cli_post_keyed(cli, TPL_POST_ATTEMPTS, "/v1/sandboxes", body, key, ret);
     json_object_put(body);
     json_object_put(labels);
     return rc;
@@ -842,7 +824,7 @@ static int snapshot_version(cli_t *cli, const char *name, const char *sid, const
         return EXIT_API;
     snprintf(skey, sizeof skey, "%s-snapshot", key);
     json_object *body = snapshot_body(name), *resp = NULL, *last = NULL;
-    int rc = body ? post_keyed(cli, path, body, skey, &resp) : EXIT_API;
+    int rc = body ? cli_post_keyed(cli, TPL_POST_ATTEMPTS, path, body, skey, &resp) : EXIT_API;
     json_object_put(body);
     if (rc)
         return rc;
