@@ -193,6 +193,8 @@ typedef struct client_create_spec {
     client_flag_t read_only_root, hardened;
     client_flag_t auto_pause;               /* paused, not deleted, when its TTL passes */
     json_object *env, *labels, *selector;   /* objects of strings, borrowed; NULL: absent */
+    json_object *volumes;                   /* [{"volume","path","read_only"}], borrowed; NULL: absent;
+                                               docs/volumes.md */
 } client_create_spec_t;
 
 /* POST /v1/sandboxes/{id}/exec: argv from argv_json (an array, borrowed)

@@ -109,7 +109,8 @@ static const body_field_t create_fields[] = {
     CF(cpu_millis, BF_INT), CF(memory_mib, BF_INT), CF(disk_mib, BF_INT), CF(ttl_seconds, BF_INT),
     CF(auto_pause, BF_FLAG),
     CF(network, BF_STR), { "trust", BF_OBJ, 0, trust_fields }, CF(env, BF_REF), CF(labels, BF_REF),
-    CF(selector, BF_REF), CF(isolation, BF_STR), CF(read_only_root, BF_FLAG), CF(hardened, BF_FLAG), FIELDS_END,
+    CF(selector, BF_REF), CF(isolation, BF_STR), CF(read_only_root, BF_FLAG), CF(hardened, BF_FLAG),
+    CF(volumes, BF_REF), FIELDS_END,
 };
 static const body_field_t exec_fields[] = {
     { "argv", BF_ARGV, 0, NULL }, XF(env, BF_REF), XF(cwd, BF_STR), XF(timeout_seconds, BF_INT),

@@ -101,6 +101,10 @@
  * (a package index) fail at once; the top is 16 TiB. */
 #define SBX_DISK_MIB_MIN              16
 #define SBX_DISK_MIB_MAX              (16 * 1024 * 1024)
+/* A volume's size (volumes create --size-mib): an ext4 file system below
+ * 8 MiB has no room for its own journal; the top is 16 TiB. */
+#define SBX_VOLUME_MIB_MIN            8
+#define SBX_VOLUME_MIB_MAX            (16 * 1024 * 1024)
 #define SBX_TTL_SECONDS_MIN           10
 #define SBX_TTL_SECONDS_MAX           (30 * 24 * 3600)
 /* An extend (POST /v1/sandboxes/{id}/extend) may ask for as little as 1 s:

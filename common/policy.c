@@ -61,6 +61,8 @@ static const struct {
     { "exec_output_tenant_keep_bytes", offsetof(policy_t, exec_output_tenant_keep_bytes), SBX_OUTPUT_TENANT_KEEP_MAX },
     { "max_snapshots", offsetof(policy_t, max_snapshots), 100000 },
     { "max_snapshot_mib", offsetof(policy_t, max_snapshot_mib), INT64_C(16777216) },
+    { "max_volumes", offsetof(policy_t, max_volumes), 100000 },
+    { "max_volume_mib", offsetof(policy_t, max_volume_mib), INT64_C(16777216) },
 };
 #define POLICY_NNUMS (sizeof policy_nums / sizeof policy_nums[0])
 

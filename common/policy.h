@@ -30,6 +30,8 @@ typedef struct policy {
     /* Snapshots the tenant keeps, and the MiB they add to their images
      * (tighten max_snapshots and max_snapshot_mib). */
     int64_t max_snapshots, max_snapshot_mib;
+    /* Volumes (tighten max_volumes and max_volume_mib). */
+    int64_t max_volumes, max_volume_mib;
     char **images;          /* allowlist: exact names or "prefix/" followed by a star; NULL = any */
     size_t n_images;
     bool images_set;

@@ -347,6 +347,93 @@ fail:
     return SBX_EINVAL;
 }
 
+bool spec_volume_name_ok(const char *s) { return spec_sandbox_name_ok(s) && strncmp(s, "vol_", 4) != 0; }
+
+bool spec_volume_ref_ok(const char *s) { return ids_valid("vol", s) || spec_volume_name_ok(s); }
+
+bool spec_volume_path_ok(const char *s, char *why, size_t whylen)
+{
+    static const char *const kernel[] = { "/proc", "/sys", "/dev", NULL };
+    const char *reason = NULL;
+    size_t n = strlen(s);
+    if (n < 2 || s[0] != '/' || n > SPEC_VOLUME_PATH_MAX || !spec_cwd_ok(s, n))
+        reason = "must be an absolute path of 2 to 256 printable bytes, not /";
+    else if (s[n - 1] == '/')
+        reason = "must not end with /";
+    for (const char *p = s; !reason && *p;) {
+        p++; /* past the / */
+        size_t c = strcspn(p, "/");
+        if (c == 0 || (c == 1 && p[0] == '.') || (c == 2 && p[0] == '.' && p[1] == '.'))
+            reason = "must not have an empty, . or .. component";
+        p += c;
+    }
+    for (const char *const *k = kernel; !reason && *k; k++) {
+        size_t l = strlen(*k);
+        if (strncmp(s, *k, l) == 0 && (s[l] == '\0' || s[l] == '/'))
+            reason = "must not be under /proc, /sys or /dev";
+    }
+    if (reason && why)
+        snprintf(why, whylen, "%s", reason);
+    return !reason;
+}
+
+/* True when one of a and b is the other or below it ("/data" and
+ * "/data/x"): two volumes there would hide each other. */
+static bool path_nested(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    const char *s = la <= lb ? a : b, *l = la <= lb ? b : a;
+    size_t n = la <= lb ? la : lb;
+    return strncmp(s, l, n) == 0 && (l[n] == '\0' || l[n] == '/');
+}
+
+/* "volumes": [{"volume": REF, "path": "/abs", "read_only": bool,
+ * "size_mib": N}], at most SPEC_VOLUMES_MAX, each volume and path once. */
+static int volumes_from_json(json_object *a, sandbox_spec_t *s, api_error_t *err)
+{
+    static const char *const known[] = { "volume", "path", "read_only", "size_mib", NULL };
+    if (!a || json_object_is_type(a, json_type_null))
+        return 0;
+    if (!json_object_is_type(a, json_type_array) || json_object_array_length(a) > SPEC_VOLUMES_MAX)
+        return api_error_set(err, API_INVALID_ARGUMENT, "volumes must be an array of at most %d entries",
+                             SPEC_VOLUMES_MAX);
+    size_t n = json_object_array_length(a);
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(a, i);
+        char where[32];
+        snprintf(where, sizeof where, "volumes[%zu]", i);
+        if (!json_object_is_type(e, json_type_object))
+            return api_error_set(err, API_INVALID_ARGUMENT, "%s must be an object {\"volume\", \"path\"}", where);
+        if (check_known_fields(e, known, where, err) < 0)
+            return SBX_EINVAL;
+        spec_volume_t *v = &s->volumes[s->nvolumes];
+        memset(v, 0, sizeof *v);
+        s->nvolumes++; /* released with the spec from here on */
+        char why[96];
+        if (get_opt_string(e, "volume", SBX_SNAPSHOT_NAME_MAX, &v->volume, err) < 0 ||
+            get_opt_string(e, "path", SPEC_VOLUME_PATH_MAX, &v->path, err) < 0 ||
+            get_opt_bool(e, "read_only", "", &v->read_only, err) < 0 ||
+            get_ranged_int(e, "size_mib", 0, SBX_VOLUME_MIB_MAX, 0, &v->size_mib, err) < 0)
+            return SBX_EINVAL;
+        if (!v->volume || !spec_volume_ref_ok(v->volume))
+            return api_error_set(err, API_INVALID_ARGUMENT, "%s.volume must name a volume: its id (vol_...) or its "
+                                 "name", where);
+        if (!v->path)
+            return api_error_set(err, API_INVALID_ARGUMENT, "%s.path is required (where the volume appears)", where);
+        if (!spec_volume_path_ok(v->path, why, sizeof why))
+            return api_error_set(err, API_INVALID_ARGUMENT, "%s.path %s", where, why);
+        for (size_t j = 0; j + 1 < s->nvolumes; j++) {
+            if (strcmp(s->volumes[j].volume, v->volume) == 0)
+                return api_error_set(err, API_INVALID_ARGUMENT, "%s names volume %s a second time", where,
+                                     v->volume);
+            if (path_nested(s->volumes[j].path, v->path))
+                return api_error_set(err, API_INVALID_ARGUMENT, "%s.path %s and volumes[%zu].path %s nest", where,
+                                     v->path, j, s->volumes[j].path);
+        }
+    }
+    return 0;
+}
+
 bool spec_snapshot_ref_ok(const char *s) { return ids_valid("snp", s) || spec_snapshot_name_ok(s); }
 
 void spec_snapshot_image(const char *snapshot_id, char *out, size_t outlen)
@@ -389,6 +476,10 @@ void spec_release(sandbox_spec_t *s)
     kv_list_release(&s->labels);
     kv_list_release(&s->selector);
     free(s->from);
+    for (size_t i = 0; i < s->nvolumes; i++) {
+        free(s->volumes[i].volume);
+        free(s->volumes[i].path);
+    }
     memset(s, 0, sizeof *s);
 }
 
@@ -401,7 +492,7 @@ int spec_from_json_default(json_object *o, const char *default_image, sandbox_sp
 {
     static const char *const known[] = { "tenant", "image", "cpu_millis", "memory_mib", "disk_mib",
                                          "ttl_seconds", "network", "trust", "env", "labels", "isolation",
-                                         "read_only_root", "hardened", "selector", "from", "auto_pause", NULL };
+                                         "read_only_root", "hardened", "selector", "from", "auto_pause", "volumes", NULL };
     static const char *const trust_known[] = { "untrusted_repo", "generated_code", "hostile", NULL };
     sandbox_spec_t s;
     memset(&s, 0, sizeof s);
@@ -487,6 +578,10 @@ int spec_from_json_default(json_object *o, const char *default_image, sandbox_sp
     if (kv_list_from_json(env, "env", true, SBX_MAX_ENV, &s.env, err) < 0 ||
         kv_list_from_json(labels, "labels", false, SBX_MAX_LABELS, &s.labels, err) < 0 ||
         kv_list_from_json(selector, "selector", false, SBX_MAX_LABELS, &s.selector, err) < 0)
+        goto fail;
+    json_object *vols = NULL;
+    json_object_object_get_ex(o, "volumes", &vols);
+    if (volumes_from_json(vols, &s, err) < 0)
         goto fail;
     *ret = s;
     return 0;
@@ -651,6 +746,19 @@ json_object *spec_to_json(const sandbox_spec_t *s)
         jsonx_add_str(o, "from", s->from);
     if (s->auto_pause)
         jsonx_add_bool(o, "auto_pause", true);
+    if (s->nvolumes > 0) {
+        json_object *a = json_object_new_array();
+        for (size_t i = 0; i < s->nvolumes; i++) {
+            json_object *e = json_object_new_object();
+            jsonx_add_str(e, "volume", s->volumes[i].volume);
+            jsonx_add_str(e, "path", s->volumes[i].path);
+            jsonx_add_bool(e, "read_only", s->volumes[i].read_only);
+            if (s->volumes[i].size_mib > 0)
+                jsonx_add_int(e, "size_mib", s->volumes[i].size_mib);
+            json_object_array_add(a, e);
+        }
+        jsonx_add(o, "volumes", a);
+    }
     return o;
 }
 

@@ -36,6 +36,17 @@ typedef struct kv_list {
 #define SPEC_DEFAULT_TTL_SECONDS  3600
 #define EXEC_DEFAULT_TIMEOUT      600
 
+/* A volume a sandbox mounts (create's "volumes"): the client names it by
+ * id or name; the controller stores its id and its size. */
+#define SPEC_VOLUMES_MAX 8
+#define SPEC_VOLUME_PATH_MAX 256
+typedef struct spec_volume {
+    char *volume;        /* vol_... once admitted (a name before) */
+    char *path;          /* absolute, normalized, where it appears */
+    bool read_only;
+    int64_t size_mib;    /* set by the controller (0 from a client) */
+} spec_volume_t;
+
 typedef struct sandbox_spec {
     char *tenant;          /* NULL when the request named none */
     char *image;
@@ -63,6 +74,10 @@ typedef struct sandbox_spec {
     /* When its TTL passes: paused (container, gvisor) instead of deleted
      * (docs/pause.md); absent from the canonical JSON when false. */
     bool auto_pause;
+    /* The volumes it mounts (docs/volumes.md); absent from the canonical
+     * JSON when none. */
+    spec_volume_t volumes[SPEC_VOLUMES_MAX];
+    size_t nvolumes;
 } sandbox_spec_t;
 
 typedef struct exec_spec {
@@ -99,6 +114,15 @@ bool spec_sandbox_name_ok(const char *s);
  * its id is): the rule of a sandbox's name, and not starting "snp_". */
 #define SBX_SNAPSHOT_NAME_MAX 63
 bool spec_snapshot_name_ok(const char *s);
+/* A volume's name (unique among a tenant's live volumes): the rule of a
+ * sandbox's name, and not starting "vol_". */
+bool spec_volume_name_ok(const char *s);
+/* A volume reference: its id (vol_ and 26 base32 characters) or a name. */
+bool spec_volume_ref_ok(const char *s);
+/* Where a volume may appear in a sandbox: an absolute path of at most
+ * SPEC_VOLUME_PATH_MAX bytes, no empty, "." or ".." component, no trailing
+ * slash, not "/" and not under /proc, /sys or /dev; why gets the reason. */
+bool spec_volume_path_ok(const char *s, char *why, size_t whylen);
 /* A snapshot reference: its id (snp_ and 26 base32 characters) or a name. */
 bool spec_snapshot_ref_ok(const char *s);
 

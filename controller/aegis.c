@@ -69,7 +69,7 @@ static void judge(const aegis_request_t *rq, const aegis_worker_t *w, aegis_verd
     /* Isolation: the weakest offered class at least as strong as the need
      * that also provides the network mode. Never a weaker one. */
     bool any_class = false;
-    int top = rq->snapshot ? ISO_GVISOR : ISO_MICROVM;
+    int top = rq->snapshot || rq->volume ? ISO_GVISOR : ISO_MICROVM;
     for (int c = rq->need; c <= top; c++) {
         if (!(w->classes & (1u << c)))
             continue;
@@ -82,10 +82,11 @@ static void judge(const aegis_request_t *rq, const aegis_worker_t *w, aegis_verd
     }
     if (!v->serves_class) {
         classes_text(w->classes, cls, sizeof cls);
-        if (!any_class && rq->snapshot)
+        if (!any_class && (rq->snapshot || rq->volume))
             snprintf(v->why, sizeof v->why,
-                     "%s: filtered, offers %s but not %s up to gvisor (a sandbox from a snapshot runs as container or "
-                     "gvisor)", w->name, cls, isolation_name(rq->need));
+                     "%s: filtered, offers %s but not %s up to gvisor (a sandbox %s runs as container or gvisor)",
+                     w->name, cls, isolation_name(rq->need),
+                     rq->snapshot ? "from a snapshot" : "with a volume");
         else if (!any_class)
             snprintf(v->why, sizeof v->why, "%s: filtered, offers %s but not %s or stronger", w->name, cls,
                      isolation_name(rq->need));
@@ -98,6 +99,12 @@ static void judge(const aegis_request_t *rq, const aegis_worker_t *w, aegis_verd
         snprintf(v->why, sizeof v->why,
                  "%s: filtered, does not hold snapshot %s (a sandbox starts from a snapshot on the worker that made "
                  "it)", w->name, rq->snapshot);
+        return;
+    }
+    if (rq->volume && !w->holds_volumes) {
+        snprintf(v->why, sizeof v->why,
+                 "%s: filtered, cannot hold its volumes (one lives on another worker, or this worker has no volume "
+                 "support: root, loop devices and mkfs.ext4)", w->name);
         return;
     }
     int bad = selector_mismatch(rq->selector, w->labels);
@@ -172,6 +179,7 @@ aegis_outcome_t aegis_decide(const aegis_request_t *rq, const aegis_worker_t *ws
                  isolation_name(rq->need), rq->network != NET_NONE ? " with network " : "",
                  rq->network != NET_NONE ? net_mode_name(rq->network) : "",
                  rq->snapshot && rq->need > ISO_GVISOR ? " for a sandbox from a snapshot (container or gvisor only)"
+                 : rq->volume && rq->need > ISO_GVISOR ? " for a sandbox with a volume (container or gvisor only)"
                                                        : "");
         return AEGIS_REFUSE;
     }
@@ -180,6 +188,7 @@ aegis_outcome_t aegis_decide(const aegis_request_t *rq, const aegis_worker_t *ws
     else
         snprintf(msg, msglen, "waiting: %zu worker(s) offer %s but none fits now (%s)", serving,
                  isolation_name(rq->need), rq->snapshot ? "the snapshot's worker, selector or capacity"
+                                                         : rq->volume ? "the volumes' worker, selector or capacity"
                                                          : "selector or capacity");
     return AEGIS_WAIT;
 }

@@ -31,6 +31,8 @@ typedef struct aegis_worker {
     int64_t free_cpu, free_mem, free_slots;
     bool has_image;
     bool holds_snapshot;        /* holds the request's snapshot (when it names one) */
+    /* can hold volumes, and none of the request's lives on another worker */
+    bool holds_volumes;
     int64_t tenant_sandboxes;   /* live sandboxes of the same tenant on it */
 } aegis_worker_t;
 
@@ -42,6 +44,10 @@ typedef struct aegis_request {
     /* The snapshot it starts from (NULL: none): only a worker holding it
      * is eligible, and it runs as container or gvisor. */
     const char *snapshot;
+    /* A volume it mounts (NULL: none): only a worker that can hold volumes
+     * and where none of them lives elsewhere is eligible; it runs as
+     * container or gvisor. */
+    const char *volume;
 } aegis_request_t;
 
 typedef struct aegis_verdict {

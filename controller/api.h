@@ -91,6 +91,16 @@ int api_idempotency_key(req_t *rq, const char **ret);
  * snapshot's id and spec->image its source's image (one given must be
  * that). Replies on a refusal (404, 409, 503, 400). */
 int api_spec_from_snapshot(req_t *rq, const char *tenant_id, sandbox_spec_t *spec, bool image_given, bool is_template);
+/* A create's "volumes" (api_volumes.c): each the tenant's live volume by id
+ * or name, resolved to its id and size; all of those already placed must
+ * live on one worker. 0, or replied (404, 409, 503) and SBX_EINVAL. */
+int api_spec_volumes(req_t *rq, const char *tenant_id, sandbox_spec_t *spec);
+/* Volumes (api_volumes.c, docs/volumes.md): create (201), list, get, delete
+ * (409 while mounted). */
+void api_volume_create(req_t *rq);
+void api_volume_list(req_t *rq);
+void api_volume_get(req_t *rq, const char *ref);
+void api_volume_delete(req_t *rq, const char *ref);
 /* Snapshots (api_snapshots.c): make one of a sandbox (an operation; 202),
  * list (?sandbox=ID), get and delete by id or name. */
 void api_snapshot_create(req_t *rq, const char *id);

@@ -299,6 +299,8 @@ int api_sandbox_create_json(req_t *rq, json_object *body, const char *idem, json
     }
     if (spec.from && api_spec_from_snapshot(rq, tenant_id, &spec, image_given, tmpl[0] != 0) < 0)
         goto cleanup;
+    if (spec.nvolumes > 0 && api_spec_volumes(rq, tenant_id, &spec) < 0)
+        goto cleanup;
     classification_t cls;
     if (api_spec_admit(rq, &spec, &policy, &cls) < 0)
         goto cleanup;
@@ -319,7 +321,7 @@ int api_sandbox_create_json(req_t *rq, json_object *body, const char *idem, json
     /* A warm pool may serve it unless an open sandbox needs the tenant's
      * egress_allow rules (set on a container when it is made). */
     char pool_key[SBX_MAX_IMAGE_BYTES + 160];
-    if (!(spec.network == NET_OPEN && policy.egress_allow_set) && !spec.from &&
+    if (!(spec.network == NET_OPEN && policy.egress_allow_set) && !spec.from && spec.nvolumes == 0 &&
         store_pool_key(&spec, iso, pool_key, sizeof pool_key))
         cr.pool_key = pool_key;
     if (store_sandbox_create(rq->db, &ctl->lim, &cr, &resp, ret_replayed, &err) < 0) {

@@ -90,6 +90,8 @@ static int controller_read_limits(controller_t *ctl, const cfg_t *cfg, char *err
     ctl->lim.worker_lost_after_seconds = cfg_int(cfg, CFG_WORKER_LOST_AFTER_SECONDS);
     ctl->lim.max_snapshots = cfg_int(cfg, CFG_MAX_SNAPSHOTS);
     ctl->lim.max_snapshot_mib = cfg_int(cfg, CFG_MAX_SNAPSHOT_MIB);
+    ctl->lim.max_volumes = cfg_int(cfg, CFG_MAX_VOLUMES);
+    ctl->lim.max_volume_mib = cfg_int(cfg, CFG_MAX_VOLUME_MIB);
     if (ctl->lim.worker_lost_after_seconds < ctl->lim.worker_timeout_seconds)
         ctl->lim.worker_lost_after_seconds = ctl->lim.worker_timeout_seconds;
     ctl->lim.max_attempts = cfg_int(cfg, CFG_MAX_ATTEMPTS);

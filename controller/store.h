@@ -43,6 +43,8 @@ typedef struct store_limits {
     int64_t heartbeat_seconds;
     int64_t max_snapshots;           /* server ceilings of a tenant's snapshots (count; MiB they add) */
     int64_t max_snapshot_mib;
+    int64_t max_volumes;             /* server ceilings of a tenant's volumes (count; MiB) */
+    int64_t max_volume_mib;
 } store_limits_t;
 
 /* Looks a token up by id. Returns 0 with ret filled, ret_hash (hex) set and
@@ -199,6 +201,28 @@ int store_snapshot_resolve(PGconn *c, const char *tenant_id, const char *ref, ch
                            char *ret_image, size_t imagelen, api_error_t *err);
 /* Of the snapshots a worker's heartbeat says it holds ({"id"} objects),
  * those no live row wants there: a new array of ids (at most 256). */
+/* Volumes (store/volumes.c, docs/volumes.md). Create one of size_mib in
+ * the tenant, under its quotas (max_volumes, max_volume_mib: the server's
+ * in lim, tightened by pol): {"volume":…}; 409 when the name is taken, 429
+ * over a quota, 422 when volumes are off. */
+int store_volume_create(PGconn *c, const store_limits_t *lim, const char *tenant_id, const policy_t *pol,
+                        const char *name, int64_t size_mib, const char *created_by, json_object **ret,
+                        api_error_t *err);
+/* One by id or name within scope (NULL: any tenant): {"volume":…}, 404. */
+int store_volume_get(PGconn *c, const char *scope, const char *ref, json_object **ret, api_error_t *err);
+/* The live ones within scope: {"volumes":[…]}. */
+int store_volume_list(PGconn *c, const char *scope, json_object **ret, api_error_t *err);
+/* Marks one deleted (its worker removes the bytes after): {"volume":…};
+ * 409 while a live sandbox mounts it, 404. */
+int store_volume_delete(PGconn *c, const char *scope, const char *ref, json_object **ret, api_error_t *err);
+/* A create's volume v (by id or name, the tenant's live one): v->volume
+ * becomes its id and v->size_mib its size; ret_worker gets the worker id it
+ * lives on ("" none yet). 404, 503 when that worker is lost. */
+int store_volume_resolve(PGconn *c, const char *tenant_id, spec_volume_t *v, char ret_worker[SBX_ID_MAX],
+                         api_error_t *err);
+/* The volumes of held (a heartbeat's [{"id"}]) that no live row places on
+ * worker_id: a new array of ids into *ret. */
+int store_volume_unwanted(PGconn *c, const char *worker_id, json_object *held, json_object **ret, api_error_t *err);
 int store_snapshot_unwanted(PGconn *c, const char *worker_id, json_object *held, json_object **ret,
                             api_error_t *err);
 /* A pause (resume false) or a resume of a container or gvisor sandbox

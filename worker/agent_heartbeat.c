@@ -198,6 +198,54 @@ static void agent_add_snapshots(agent_t *a, json_object *o, const char *cluster)
     jsonx_add(o, "snapshots", arr);
 }
 
+/* Adds "volume_support" and "volumes": whether this worker can hold
+ * volumes, and those it holds (the controller answers with those it no
+ * longer wants); the list is left out when it cannot be read. */
+static void agent_add_volumes(agent_t *a, json_object *o)
+{
+    char why[160];
+    bool ok = runtime_volume_support(a->rt, why, sizeof why);
+    jsonx_add_bool(o, "volume_support", ok);
+    if (!ok)
+        return;
+    runtime_volume_t *vols = NULL;
+    size_t n = 0;
+    api_error_t err;
+    if (runtime_volume_list(a->rt, &vols, &n, &err) < 0) {
+        log_debug(AGENT_COMPONENT, "cannot list the volumes: %s", err.message);
+        return;
+    }
+    json_object *arr = json_object_new_array();
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_new_object();
+        jsonx_add_str(e, "id", vols[i].id);
+        jsonx_add_str(e, "tenant", vols[i].tenant);
+        jsonx_add_bool(e, "mounted", vols[i].mounted);
+        json_object_array_add(arr, e);
+    }
+    free(vols);
+    jsonx_add(o, "volumes", arr);
+}
+
+/* Removes the volumes the controller no longer wants (one still mounted
+ * waits for a later beat). */
+static void agent_remove_volumes(agent_t *a, json_object *list)
+{
+    size_t n = list ? json_object_array_length(list) : 0;
+    for (size_t i = 0; i < n && i < AGENT_ORPHANS_PER_BEAT && !agent_flag(&a->stop_hb); i++) {
+        const char *id = json_object_get_string(json_object_array_get_idx(list, i));
+        api_error_t err;
+        if (!id || !ids_valid("vol", id))
+            continue;
+        if (runtime_volume_remove(a->rt, id, &err) == 0)
+            log_info(AGENT_COMPONENT, "removed volume %s (the controller no longer wants it)", id);
+        else if (err.code == API_CONFLICT)
+            log_debug(AGENT_COMPONENT, "volume %s: %s", id, err.message);
+        else
+            log_warn(AGENT_COMPONENT, "failed to remove volume %s: %s", id, err.message);
+    }
+}
+
 /* Removes the snapshots the controller no longer wants (a few per beat;
  * one a sandbox still runs from waits for a later beat). */
 static void agent_remove_snapshots(agent_t *a, json_object *list)
@@ -237,6 +285,7 @@ static json_object *agent_heartbeat_body(agent_t *a, int *last_inv_kind, int *la
     }
     *last_inv_kind = 0;
     agent_add_snapshots(a, o, cluster);
+    agent_add_volumes(a, o);
     metrics_set(agent_m_sandboxes, NULL, (double)n);
     json_object *inv = json_object_new_array();
     for (size_t i = 0; i < n; i++) {
@@ -572,6 +621,7 @@ void *agent_heartbeat_main(void *arg)
                 inv_answered(&track, resp.json, epoch);
                 agent_remove_orphans(a, jsonx_get_arr(resp.json, "remove"));
                 agent_remove_snapshots(a, jsonx_get_arr(resp.json, "remove_snapshots"));
+                agent_remove_volumes(a, jsonx_get_arr(resp.json, "remove_volumes"));
                 agent_set_cancelled(a, jsonx_get_arr(resp.json, "cancel"));
                 agent_report_sessions(a, c, wid);
             } else if (rc == 0 && resp.status == 404) {

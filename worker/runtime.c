@@ -5,6 +5,7 @@
 #include "docker/runtime_docker.h"
 #include "external/runtime_external.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,7 @@ static int runtime_open_docker(const cfg_t *cfg, const char *worker_name, runtim
         .open_network = cfg_str(cfg, CFG_WORKER_OPEN_NETWORK),
         .worker_name = worker_name,
         .image_registries = cfg_str(cfg, CFG_IMAGE_REGISTRIES),
+        .volume_dir = cfg_str(cfg, CFG_WORKER_VOLUME_DIR),
     };
     return runtime_docker_open(&opt, ret, err);
 }
@@ -130,7 +132,37 @@ int runtime_create(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[
         return api_error_set(err, API_ISOLATION_UNAVAILABLE,
                              "the %s runtime cannot start a sandbox from a snapshot (isolation %s)", rt->ops->name,
                              isolation_name(req->isolation));
+    /* Never a sandbox without the volumes it asked for. */
+    char why[160];
+    if (req->spec && req->spec->nvolumes > 0 && !runtime_volume_support(rt, why, sizeof why))
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE, "this worker cannot mount volumes (isolation %s): %s",
+                             isolation_name(req->isolation), why);
     return rt->ops->create(rt, req, ret_ref, ret_exit, err);
+}
+
+bool runtime_volume_support(runtime_t *rt, char *why, size_t whylen)
+{
+    if (!rt->ops->volume_support) {
+        snprintf(why, whylen, "the %s runtime has no volumes", rt->ops->name);
+        return false;
+    }
+    return rt->ops->volume_support(rt, why, whylen);
+}
+
+int runtime_volume_list(runtime_t *rt, runtime_volume_t **ret, size_t *ret_n, api_error_t *err)
+{
+    *ret = NULL;
+    *ret_n = 0;
+    if (!rt->ops->volume_list)
+        return 0;
+    return rt->ops->volume_list(rt, ret, ret_n, err);
+}
+
+int runtime_volume_remove(runtime_t *rt, const char *volume_id, api_error_t *err)
+{
+    if (!rt->ops->volume_remove)
+        return 0;
+    return rt->ops->volume_remove(rt, volume_id, err);
 }
 
 int runtime_pause(runtime_t *rt, const char *ref, bool *ret_memory, api_error_t *err)

@@ -496,6 +496,28 @@ int runtime_snapshot_list(runtime_t *rt, const char *cluster_id, const char *wor
  * bytes go once the last such sandbox does). */
 int runtime_snapshot_remove(runtime_t *rt, const char *snapshot_id, const char *worker_name, api_error_t *err);
 
+/* ---- volumes (docs/volumes.md) ----------------------------------------- */
+
+/* A volume this worker holds. */
+typedef struct runtime_volume {
+    char id[SBX_ID_MAX];
+    char tenant[64];
+    int64_t size_mib;
+    bool mounted;             /* a sandbox here mounts it now */
+} runtime_volume_t;
+
+/* Whether this worker can hold volumes (why gets the reason when not). */
+bool runtime_volume_support(runtime_t *rt, char *why, size_t whylen);
+
+/* The volumes this worker holds (a malloc'd array; free), after releasing
+ * the mounts of sandboxes no object of which is left here. A backend
+ * without volumes: 0 with none. */
+int runtime_volume_list(runtime_t *rt, runtime_volume_t **ret, size_t *ret_n, api_error_t *err);
+
+/* Removes volume volume_id's bytes; gone already: 0; mounted by a sandbox
+ * here: API_CONFLICT (a later heartbeat tries again). */
+int runtime_volume_remove(runtime_t *rt, const char *volume_id, api_error_t *err);
+
 /* ---- pause and resume (docs/pause.md) ---------------------------------- */
 
 /* Stops sandbox object ref's processes and keeps the object with its
@@ -603,6 +625,11 @@ typedef struct runtime_ops {
     int (*snapshot_list)(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_snapshot_t **ret,
                          size_t *ret_n, api_error_t *err);
     int (*snapshot_remove)(runtime_t *rt, const char *snapshot_id, const char *worker_name, api_error_t *err);
+    /* Optional (NULL: no volumes; a create whose spec mounts one is then
+     * refused with API_ISOLATION_UNAVAILABLE). */
+    bool (*volume_support)(runtime_t *rt, char *why, size_t whylen);
+    int (*volume_list)(runtime_t *rt, runtime_volume_t **ret, size_t *ret_n, api_error_t *err);
+    int (*volume_remove)(runtime_t *rt, const char *volume_id, api_error_t *err);
     /* Optional (NULL: no pause and resume). */
     int (*pause)(runtime_t *rt, const char *ref, bool *ret_memory, api_error_t *err);
     int (*resume)(runtime_t *rt, const char *sandbox_id, const char *ref, runtime_exit_t *ret_exit,

@@ -355,6 +355,37 @@ static int multi_snapshot_remove(runtime_t *rt, const char *snapshot_id, const c
     return 0;
 }
 
+/* Volumes live with the first backend that has them (Docker's). */
+static runtime_t *multi_volumes(runtime_t *rt, char *why, size_t whylen)
+{
+    multi_runtime_t *m = multi(rt);
+    for (size_t i = 0; i < m->n; i++)
+        if (runtime_volume_support(m->b[i], why, whylen))
+            return m->b[i];
+    return NULL;
+}
+
+static bool multi_volume_support(runtime_t *rt, char *why, size_t whylen)
+{
+    return multi_volumes(rt, why, whylen) != NULL;
+}
+
+static int multi_volume_list(runtime_t *rt, runtime_volume_t **ret, size_t *ret_n, api_error_t *err)
+{
+    char why[160];
+    runtime_t *b = multi_volumes(rt, why, sizeof why);
+    *ret = NULL;
+    *ret_n = 0;
+    return b ? runtime_volume_list(b, ret, ret_n, err) : 0;
+}
+
+static int multi_volume_remove(runtime_t *rt, const char *volume_id, api_error_t *err)
+{
+    char why[160];
+    runtime_t *b = multi_volumes(rt, why, sizeof why);
+    return b ? runtime_volume_remove(b, volume_id, err) : 0;
+}
+
 static int multi_pause(runtime_t *rt, const char *ref, bool *ret_memory, api_error_t *err)
 {
     return runtime_pause(multi_by_ref(multi(rt), ref), ref, ret_memory, err);
@@ -472,6 +503,9 @@ static const runtime_ops_t multi_ops = {
     .snapshot_create = multi_snapshot_create,
     .snapshot_list = multi_snapshot_list,
     .snapshot_remove = multi_snapshot_remove,
+    .volume_support = multi_volume_support,
+    .volume_list = multi_volume_list,
+    .volume_remove = multi_volume_remove,
     .pause = multi_pause,
     .resume = multi_resume,
     .free = multi_free,

@@ -233,6 +233,26 @@ static const store_col_t snapshot_cols[] = {
     { "deleted_at", TS("sn.deleted_at"), COL_TEXT_OMIT },
 };
 
+/* FROM volumes vo JOIN tenants tn LEFT JOIN workers w (VOLUME_FROM,
+ * store/volumes.c). */
+static const store_col_t volume_cols[] = {
+    { "id", "vo.id", COL_TEXT },
+    { "name", "vo.name", COL_TEXT },
+    { "tenant", "tn.name", COL_TEXT },
+    { "state", "CASE WHEN vo.deleted_at IS NOT NULL THEN 'deleted' WHEN vo.worker_id IS NULL THEN 'unplaced' "
+               "ELSE 'ready' END", COL_TEXT },
+    { "size_mib", "vo.size_mib", COL_INT },
+    /* the worker it lives on (absent until a sandbox first mounts it) */
+    { "worker", "w.name", COL_TEXT_OMIT },
+    { "mounted_by",
+      "(SELECT coalesce(json_agg(json_build_object('sandbox', s.id, 'path', m->>'path', 'read_only', "
+      "  m->>'read_only' = 'true') ORDER BY s.id), '[]') FROM " STORE_VOLUME_MOUNTS("vo") ")::text",
+      COL_JSON },
+    { "created_at", TS("vo.created_at"), COL_TEXT },
+    { "placed_at", TS("vo.placed_at"), COL_TEXT_OMIT },
+    { "deleted_at", TS("vo.deleted_at"), COL_TEXT_OMIT },
+};
+
 #define TABLE(cols, hook) { cols, (int)(sizeof cols / sizeof cols[0]), hook, NULL }
 store_table_t store__t_sandbox = TABLE(sandbox_cols, NULL);
 store_table_t store__t_op = TABLE(op_cols, op_hook);
@@ -244,10 +264,12 @@ store_table_t store__t_event = TABLE(event_cols, NULL);
 store_table_t store__t_assignment = TABLE(assignment_cols, NULL);
 store_table_t store__t_pool = TABLE(pool_cols, NULL);
 store_table_t store__t_snapshot = TABLE(snapshot_cols, NULL);
+store_table_t store__t_volume = TABLE(volume_cols, NULL);
 
 static store_table_t *const all_tables[] = { &store__t_sandbox, &store__t_op, &store__t_worker, &store__t_route,
                                              &store__t_tenant, &store__t_token, &store__t_event,
-                                             &store__t_assignment, &store__t_pool, &store__t_snapshot };
+                                             &store__t_assignment, &store__t_pool, &store__t_snapshot,
+                                             &store__t_volume };
 static pthread_once_t lists_once = PTHREAD_ONCE_INIT;
 
 static bool col_selected(const store_col_t *col) { return col->kind != COL_HOOK; }

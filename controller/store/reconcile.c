@@ -108,6 +108,7 @@ typedef struct place_loaded {
     place_input_t in;
     kv_list_t selector;
     char snapshot[SBX_ID_MAX]; /* the spec's from ("" none) */
+    char volume[SBX_ID_MAX];   /* the spec's first volume ("" none) */
     PGresult *rows;
 } place_loaded_t;
 
@@ -145,6 +146,7 @@ static void place_worker_from_row(const PGresult *r, int i, aegis_worker_t *w)
     w->has_image = db_get_bool(r, i, 12);
     w->tenant_sandboxes = db_get_ll(r, i, 13);
     w->holds_snapshot = db_get_bool(r, i, PLACE_SNAPSHOT_COL);
+    w->holds_volumes = db_get_bool(r, i, PLACE_SNAPSHOT_COL + 1);
 }
 
 /* Loads what placing a create reads: the request (from the sandbox's
@@ -179,11 +181,19 @@ static int place_load(PGconn *c, const store_limits_t *lim, const char *tenant_i
         snprintf(ret->snapshot, sizeof ret->snapshot, "%s", from);
         rq->snapshot = ret->snapshot;
     }
+    json_object *vols = jsonx_get_arr(spec, "volumes");
+    char *vols_text = NULL;
+    if (vols && json_object_array_length(vols) > 0) {
+        const char *v0 = jsonx_get_str(json_object_array_get_idx(vols, 0), "volume");
+        snprintf(ret->volume, sizeof ret->volume, "%s", v0 ? v0 : "?");
+        rq->volume = ret->volume;
+        vols_text = jsonx_dump(vols);
+    }
     json_object_put(spec);
 
     char tmo[24];
     snprintf(tmo, sizeof tmo, "%lld", (long long)lim->worker_timeout_seconds);
-    const char *p[] = { tmo, ref, tenant_id, ret->snapshot[0] ? ret->snapshot : NULL };
+    const char *p[] = { tmo, ref, tenant_id, ret->snapshot[0] ? ret->snapshot : NULL, vols_text };
     ret->rows = db_exec(c,
                         "SELECT w.id, w.name, w.state, w.last_heartbeat > now() - make_interval(secs => $1::bigint), "
                         "  w.labels::text, array_to_string(w.isolation, ','), w.networks::text, w.cpu_millis, "
@@ -194,7 +204,10 @@ static int place_load(PGconn *c, const store_limits_t *lim, const char *tenant_i
                         "  EXISTS (SELECT 1 FROM operations WHERE state = 'admitted' AND kind = 'create'), "
                         /* holds the snapshot the create starts from (PLACE_SNAPSHOT_COL) */
                         "  $4::text IS NOT NULL AND EXISTS (SELECT 1 FROM snapshots sn WHERE sn.id = $4 "
-                        "    AND sn.worker_id = w.id AND sn.deleted_at IS NULL AND sn.ready_at IS NOT NULL) "
+                        "    AND sn.worker_id = w.id AND sn.deleted_at IS NULL AND sn.ready_at IS NOT NULL), "
+                        /* can hold the create's volumes: none lives elsewhere */
+                        "  w.volumes AND NOT EXISTS (SELECT 1 FROM volumes vo WHERE vo.worker_id <> w.id AND vo.id IN "
+                        "    (SELECT m->>'volume' FROM jsonb_array_elements(coalesce($5::jsonb, '[]'::jsonb)) m)) "
                         /* the tenant's sandboxes per worker (spread), from its
                          * live counters read once for all workers, not once
                          * per worker */
@@ -203,7 +216,8 @@ static int place_load(PGconn *c, const store_limits_t *lim, const char *tenant_i
                         "    UNION ALL SELECT worker_id, placed FROM sandbox_usage_log "
                         "    WHERE tenant_id = $3 AND worker_id <> '') n GROUP BY worker_id) sp ON sp.worker_id = w.id "
                         "WHERE w.state <> 'lost' AND w.stopping_at IS NULL ORDER BY w.name LIMIT 1000",
-                        4, p);
+                        5, p);
+    free(vols_text);
     if (!ret->rows) {
         place_loaded_release(ret);
         return SBX_EDB;
@@ -245,7 +259,7 @@ static int place_take_room(PGconn *c, const char *worker_id, const aegis_request
  * it waits, or the allocation, the lease and the scheduled phase. Returns
  * 1 when leased or refused, 0 when it waits, PLACE_ROOM_GONE, or < 0. */
 static int place_commit(PGconn *c, const store_limits_t *lim, const char *op_id, const char *sbx,
-                        const place_input_t *in, const place_decision_t *d)
+                        const char *spec_text, const place_input_t *in, const place_decision_t *d)
 {
     int rc;
     if (d->action == PLACE_REFUSE) {
@@ -263,6 +277,11 @@ static int place_commit(PGconn *c, const store_limits_t *lim, const char *op_id,
         return rc < 0 ? rc : 0;
     }
     const aegis_worker_t *k = &in->ws[d->worker];
+    /* Its volumes live there from now on (or one went elsewhere meanwhile:
+     * not this worker then). */
+    int pin = in->rq.volume ? store__volumes_pin(c, spec_text, k->id) : 1;
+    if (pin <= 0)
+        return pin < 0 ? SBX_EDB : PLACE_ROOM_GONE;
     bool got = false;
     if (place_take_room(c, k->id, &in->rq, &got) < 0)
         return SBX_EDB;
@@ -291,7 +310,7 @@ static int place_create(PGconn *c, const store_limits_t *lim, const char *op_id,
         rc = place_decide(&l.in, &d);
         if (rc < 0)
             break;
-        rc = place_commit(c, lim, op_id, sbx, &l.in, &d);
+        rc = place_commit(c, lim, op_id, sbx, spec_text, &l.in, &d);
         /* Another controller took the room meanwhile: decide again without
          * this worker's stale numbers. */
         if (rc == PLACE_ROOM_GONE)
@@ -327,7 +346,8 @@ int store__create_placed(PGconn *c, const store_limits_t *lim, const create_req_
             break;
         }
         bool got = false;
-        if (place_take_room(c, l.in.ws[d.worker].id, &l.in.rq, &got) < 0) {
+        int pin = l.in.rq.volume ? store__volumes_pin(c, spec_text, l.in.ws[d.worker].id) : 1;
+        if (pin < 0 || (pin > 0 && place_take_room(c, l.in.ws[d.worker].id, &l.in.rq, &got) < 0)) {
             rc = SBX_EDB;
             break;
         }

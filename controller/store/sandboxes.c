@@ -188,6 +188,16 @@ int store_sandbox_create(PGconn *c, const store_limits_t *lim, const create_req_
         if (q < 0)
             goto db_fail;
     }
+    if (req->spec->nvolumes > 0) {
+        int v = store__volumes_claim(c, req->tenant_id, req->spec, err);
+        if (v == SBX_EINVAL) {
+            db_rollback(c);
+            free(spec_text);
+            return SBX_EINVAL;
+        }
+        if (v < 0)
+            goto db_fail;
+    }
     if (req->pool_key) {
         /* A ready member of a matching pool: the create is done now. */
         int got = store__pool_claim(c, lim, req, spec_text, op_id, sbx_id);

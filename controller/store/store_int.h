@@ -65,7 +65,7 @@ struct store_table {
 };
 
 extern store_table_t store__t_sandbox, store__t_op, store__t_worker, store__t_route, store__t_tenant,
-    store__t_token, store__t_event, store__t_assignment, store__t_pool, store__t_snapshot;
+    store__t_token, store__t_event, store__t_assignment, store__t_pool, store__t_snapshot, store__t_volume;
 /* A snapshot's state from its row (sn) and its operation (o): deleted once
  * asked, ready once its worker reported it made, failed when its
  * operation failed (or is gone), else pending. */
@@ -294,6 +294,23 @@ int store__place_one(PGconn *c, const store_limits_t *lim, const char *op_id);
  * result ({"size_bytes","image_bytes"}): its row is ready, with its event.
  * 0 or SBX_EDB. */
 int store__snapshot_made(PGconn *c, const char *op_id, json_object *result);
+/* In a create's transaction: locks the rows of the spec's volumes (ids,
+ * resolved) and checks that no live sandbox of the tenant mounts one in a
+ * way this one excludes (read-write: any other; read-only: a writer).
+ * 0, SBX_EINVAL with err (404 deleted, 409 mounted), SBX_EDB. */
+int store__volumes_claim(PGconn *c, const char *tenant_id, const sandbox_spec_t *spec, api_error_t *err);
+/* In a placement's transaction: the volumes of spec_text not yet placed
+ * live on worker_id from now on. 1, 0 when one lives on another worker
+ * (placed meanwhile), SBX_EDB. */
+int store__volumes_pin(PGconn *c, const char *spec_text, const char *worker_id);
+/* The sandboxes that mount volume ALIAS.id (live, of its tenant), each with
+ * its entry m of their spec's volumes: "sandboxes s, jsonb_array_elements
+ * (...) m WHERE ...", for a FROM. */
+#define STORE_VOLUME_MOUNTS(alias)                                                                               \
+    "sandboxes s, jsonb_array_elements(coalesce(s.spec->'volumes', '[]'::jsonb)) m WHERE s.tenant_id = " alias   \
+    ".tenant_id AND s.phase NOT IN ('deleted', 'failed') AND s.spec ? 'volumes' AND m->>'volume' = " alias ".id"
+#define VOLUME_FROM                                                                                              \
+    " FROM volumes vo JOIN tenants tn ON tn.id = vo.tenant_id LEFT JOIN workers w ON w.id = vo.worker_id "
 /* The data of a new sandbox's sandbox.pending event: what it asked for
  * (new). */
 json_object *store__sandbox_pending_data(const create_req_t *req);

@@ -1000,11 +1000,18 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
                            json_object **ret, api_error_t *err)
 {
     heartbeat_in_t in;
-    json_object *snaps = NULL;
+    json_object *snaps = NULL, *vols = NULL, *vsup = NULL;
     if (json_object_object_get_ex(body, "snapshots", &snaps) && !json_object_is_type(snaps, json_type_null) &&
         (!json_object_is_type(snaps, json_type_array) || json_object_array_length(snaps) > SBX_MAX_INVENTORY))
         return api_error_set(err, API_INVALID_ARGUMENT, "snapshots must be an array of at most %d entries",
                              SBX_MAX_INVENTORY);
+    if (json_object_object_get_ex(body, "volumes", &vols) && !json_object_is_type(vols, json_type_null) &&
+        (!json_object_is_type(vols, json_type_array) || json_object_array_length(vols) > SBX_MAX_INVENTORY))
+        return api_error_set(err, API_INVALID_ARGUMENT, "volumes must be an array of at most %d entries",
+                             SBX_MAX_INVENTORY);
+    if (json_object_object_get_ex(body, "volume_support", &vsup) && !json_object_is_type(vsup, json_type_null) &&
+        !json_object_is_type(vsup, json_type_boolean))
+        return api_error_set(err, API_INVALID_ARGUMENT, "volume_support must be a boolean");
     if (heartbeat_in_parse(body, &in, err) < 0)
         return SBX_EINVAL;
     char *details_text = in.details_text;
@@ -1027,6 +1034,21 @@ int store_worker_heartbeat(PGconn *c, const store_limits_t *lim, const char *wor
         store_snapshot_unwanted(c, worker_id, snaps, &unwanted, err) == 0) {
         if (json_object_array_length(unwanted) > 0)
             jsonx_add(*ret, "remove_snapshots", unwanted);
+        else
+            json_object_put(unwanted);
+    }
+    /* Whether it can hold volumes (placement sends them only there), and
+     * the volumes it holds that no live row places there: it removes them. */
+    if (rc == 0) {
+        const char *p[] = { worker_id, vsup && json_object_get_boolean(vsup) ? "true" : "false" };
+        if (db_run(c, "UPDATE workers SET volumes = $2::boolean WHERE id = $1 AND volumes <> $2::boolean", 2, p) < 0)
+            log_warn("store", "cannot record worker %s's volume support: %s", worker_id, db_last_error());
+    }
+    unwanted = NULL;
+    if (rc == 0 && vols && json_object_is_type(vols, json_type_array) &&
+        store_volume_unwanted(c, worker_id, vols, &unwanted, err) == 0) {
+        if (json_object_array_length(unwanted) > 0)
+            jsonx_add(*ret, "remove_volumes", unwanted);
         else
             json_object_put(unwanted);
     }

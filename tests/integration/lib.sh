@@ -562,7 +562,8 @@ itest_start_worker() {
     || { itest_log "sandboxd token create --role worker failed"; return 1; }
   export ITEST_WORKER_TOKEN
   port=$(itest_free_port)
-  env SANDBOX_WORKER_TOKEN="$ITEST_WORKER_TOKEN" SANDBOX_WORKER_CPU_MILLIS=64000 SANDBOX_WORKER_MEMORY_MIB=262144 "$@" \
+  env SANDBOX_WORKER_TOKEN="$ITEST_WORKER_TOKEN" SANDBOX_WORKER_CPU_MILLIS=64000 SANDBOX_WORKER_MEMORY_MIB=262144 \
+    SANDBOX_WORKER_VOLUME_DIR="$ITEST_TMP/volumes$tag" "$@" \
     "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --listen "127.0.0.1:$port" \
     --worker-name "$ITEST_WORKER_NAME" --docker-socket /var/run/docker.sock \
     >>"$ITEST_WORKER_LOG" 2>&1 </dev/null &
@@ -619,6 +620,18 @@ itest_remove_run_containers() {
 
 # Stops everything the run started (worker, controller, PostgreSQL, dockerd
 # when we started it) and removes the run's containers.
+# Unmounts what the run's workers left mounted of their volumes (a test
+# that stopped before deleting its sandboxes): every mount under ITEST_TMP,
+# deepest first; the loop devices go with them (auto-clear).
+itest_unmount_volumes() {
+  local m
+  [ -n "${ITEST_TMP:-}" ] || return 0
+  while read -r m; do
+    itest_log "unmounting leftover volume mount $m"
+    umount -l "$m" 2>/dev/null || true
+  done < <(awk -v t="$ITEST_TMP/" 'index($2, t) == 1 { print $2 }' /proc/self/mounts | sort -r)
+}
+
 itest_cleanup() {
   local i
   for ((i = ${#ITEST_PIDS[@]} - 1; i >= 0; i--)); do
@@ -628,6 +641,7 @@ itest_cleanup() {
   if docker info >/dev/null 2>&1; then
     itest_remove_run_containers
   fi
+  itest_unmount_volumes
   if [ -n "${ITEST_PG_DATA:-}" ]; then
     itest_as_pg "$ITEST_PGBIN/pg_ctl" stop -D "$ITEST_PG_DATA" -m fast -w -t 60 >/dev/null 2>&1 || true
     ITEST_PG_DATA=

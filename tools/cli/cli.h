@@ -43,6 +43,7 @@ typedef struct opts {
     const char *name_prefix;                 /* fork --name-prefix P: the forks are named P-1..P-K */
     num_opt_t cpu_millis, memory_mib, disk_mib, ttl, timeout, max_output, limit, port, after, tail, count;
     num_opt_t size;                          /* pools create: members kept ready */
+    num_opt_t size_mib;                      /* volumes create --size-mib */
     bool untrusted_repo, generated_code, hostile, wait, json, all, read_only_root, hardened, follow;
     bool interactive;                        /* exec -i: send this process's stdin */
     bool tty;                                /* exec -t: on a pseudo-terminal (sandbox shell) */
@@ -57,6 +58,7 @@ typedef struct opts {
     bool auto_pause;                         /* create --auto-pause: paused, not deleted, when its TTL passes */
     const char *file;                        /* templates build -f DOCKERFILE */
     json_object *build_args;                 /* templates build --build-arg K=V...; owned, NULL until given */
+    json_object *volumes;                    /* create --volume NAME:/path[:ro]...; owned, NULL until given */
     num_opt_t version;                       /* templates delete --version N */
     bool keep_build_sandbox;                 /* templates build --keep-build-sandbox */
     const char *pos[CLI_POS_MAX]; /* positional arguments */
@@ -66,7 +68,7 @@ typedef struct opts {
     bool saw_dashdash;
 } opts_t;
 
-typedef enum { F_BOOL, F_STR, F_NUM, F_ENV, F_LABEL, F_SELECTOR, F_EXCLUDE, F_BUILD_ARG } flag_kind_t;
+typedef enum { F_BOOL, F_STR, F_NUM, F_ENV, F_LABEL, F_SELECTOR, F_EXCLUDE, F_BUILD_ARG, F_VOLUME } flag_kind_t;
 
 typedef struct flag_def {
     const char *name;   /* "--tenant" */
@@ -202,6 +204,8 @@ void cli_print_fields(const char *lead, json_object *o, const char *const *field
 void cli_format_bytes(int64_t bytes, char *buf, size_t n);
 /* A snapshot, for people. */
 void cli_print_snapshot(json_object *s);
+/* A volume (get): its fields, one per line, and who mounts it. */
+void cli_print_volume(json_object *v);
 /* Prints {"<one>":…} or {"<many>":[…]} a row each (or the JSON). */
 void cli_print_one_or_list(cli_t *cli, json_object *resp, const char *one, const char *many,
                            void (*row)(json_object *));
@@ -305,6 +309,9 @@ int cli_cmd_pools(cli_t *cli, opts_t *o);
 int cli_check_snapshot(cli_t *cli, opts_t *o);
 int cli_cmd_snapshot(cli_t *cli, opts_t *o);
 int cli_check_snapshots(cli_t *cli, opts_t *o);
+/* volumes.c: volumes create|list|get|delete (docs/volumes.md) */
+int cli_check_volumes(cli_t *cli, opts_t *o);
+int cli_cmd_volumes(cli_t *cli, opts_t *o);
 int cli_cmd_snapshots(cli_t *cli, opts_t *o);
 /* fork.c: fork SANDBOX (a snapshot, K creates from it, the snapshot deleted) */
 #define CLI_FORK_MAX 32

@@ -17,6 +17,7 @@
 #include "httpc.h"
 #include "jsonx.h"
 #include "limits.h"
+#include "spec.h"
 #include "utf8.h"
 #include "version.h"
 
@@ -137,6 +138,43 @@ static int parse_kv(const char *cmd, const char *flag, const char *s, bool env, 
     if (!json_object_object_get_ex(*target, key, NULL) && (size_t)json_object_object_length(*target) >= max)
         return cli_usage_error(cmd, "%s: at most %zu are allowed", flag, max);
     jsonx_add_str(*target, key, eq + 1);
+    return 0;
+}
+
+/* Adds "VOLUME:/path[:ro|:rw]" to the array *target (created on first
+ * use) as {"volume","path","read_only"}. */
+static int parse_volume(const char *cmd, const char *flag, const char *s, json_object **target)
+{
+    const char *colon = strchr(s, ':');
+    if (!colon || colon == s || colon[1] != '/')
+        return cli_usage_error(cmd, "%s: '%.80s' is not VOLUME:/path[:ro]", flag, s);
+    char vol[SBX_SANDBOX_NAME_MAX + 8], path[SPEC_VOLUME_PATH_MAX + 8], why[96];
+    size_t vl = (size_t)(colon - s);
+    const char *p = colon + 1, *mode = strrchr(p, ':');
+    size_t pl = mode ? (size_t)(mode - p) : strlen(p);
+    bool ro = false;
+    if (mode && strcmp(mode, ":ro") != 0 && strcmp(mode, ":rw") != 0)
+        return cli_usage_error(cmd, "%s: '%.80s' ends in '%.16s': the mode is :ro or :rw", flag, s, mode);
+    ro = mode && strcmp(mode, ":ro") == 0;
+    if (vl >= sizeof vol || pl >= sizeof path)
+        return cli_usage_error(cmd, "%s: '%.80s' is too long", flag, s);
+    memcpy(vol, s, vl);
+    vol[vl] = '\0';
+    memcpy(path, p, pl);
+    path[pl] = '\0';
+    if (!spec_volume_ref_ok(vol))
+        return cli_usage_error(cmd, "%s: '%s' is not a volume id (vol_...) or name", flag, vol);
+    if (!spec_volume_path_ok(path, why, sizeof why))
+        return cli_usage_error(cmd, "%s: the path %.80s %s", flag, path, why);
+    if (!*target && !(*target = json_object_new_array()))
+        return cli_usage_error(cmd, "out of memory");
+    if (json_object_array_length(*target) >= SPEC_VOLUMES_MAX)
+        return cli_usage_error(cmd, "%s: at most %d are allowed", flag, SPEC_VOLUMES_MAX);
+    json_object *v = json_object_new_object();
+    jsonx_add_str(v, "volume", vol);
+    jsonx_add_str(v, "path", path);
+    jsonx_add_bool(v, "read_only", ro);
+    json_object_array_add(*target, v);
     return 0;
 }
 
@@ -274,6 +312,9 @@ static int parse_args(const command_t *c, int argc, char **argv, int first, opts
             }
             r = parse_kv(c->name, f->name, val, true, &o->build_args);
             break;
+        case F_VOLUME:
+            r = parse_volume(c->name, f->name, val, &o->volumes);
+            break;
         case F_EXCLUDE:
             if (o->n_excludes >= CLI_EXCLUDES_MAX)
                 return cli_usage_error(c->name, "%s given more than %d times", f->name, CLI_EXCLUDES_MAX);
@@ -410,14 +451,14 @@ static const command_t commands[] = {
             FB("--read-only-root", read_only_root), FB("--hardened", hardened),
             FS("--idempotency-key", idem_key), FS("--upload", upload), FKV("--exclude", F_EXCLUDE),
             FB("--no-ignore", no_ignore), FS("--from", from), FS("--template", template_ref),
-            FB("--auto-pause", auto_pause), FWAIT, FJSON), 0, false,
+            FB("--auto-pause", auto_pause), FKVS("--volume", "-v", F_VOLUME), FWAIT, FJSON), 0, false,
       "usage: sandbox create [--name NAME] [--image IMAGE] [--tenant T] [--cpu-millis N]\n"
       "                      [--memory-mib N] [--disk MIB] [--ttl SECONDS] [--auto-pause]\n"
       "                      [--network none|restricted|open] [--from SNAPSHOT]\n"
       "                      [--template NAME[:VERSION]]\n"
       "                      [--untrusted-repo] [--generated-code] [--hostile]\n"
       "                      [--isolation container|gvisor|microvm] [--read-only-root]\n"
-      "                      [--hardened] [--selector K=V]...\n"
+      "                      [--hardened] [--selector K=V]... [-v VOLUME:/path[:ro]]...\n"
       "                      [-e K=V]... [-l K=V]... [--idempotency-key K]\n"
       "                      [--upload LOCAL:/path [--exclude PATTERN]... [--no-ignore]]\n"
       "                      [--wait [--timeout S]] [--json]\n"
@@ -443,6 +484,11 @@ static const command_t commands[] = {
       "                           the defaults of every exec (-e adds, wins by name);\n"
       "                           --image may be left out; not with --from (sandbox\n"
       "                           templates --help)\n"
+      "  -v, --volume VOLUME:/path[:ro]\n"
+      "                           mount a volume (sandbox volumes --help) at /path,\n"
+      "                           read-write (one sandbox at a time) or :ro (shared by\n"
+      "                           read-only mounts); placed on the worker it lives on,\n"
+      "                           as container or gvisor (repeatable, at most 8)\n"
       "  --cpu-millis N           CPU in thousandths of a core (default 1000)\n"
       "  --memory-mib N           memory in MiB (default 512)\n"
       "  --disk MIB               disk quota in MiB (default: the server's default_disk_mib,\n"
@@ -956,6 +1002,42 @@ static const command_t commands[] = {
       "\n"
       "Exit codes: 0 done (also when nothing is listed); 2 usage; 3 an API error\n"
       "(not_found: no such snapshot in the tenant).\n" COMMON_FLAGS_HELP },
+    { "volumes", "volume", cli_check_volumes, cli_cmd_volumes, FLAGS(
+            FN("--size-mib", size_mib, SBX_VOLUME_MIB_MIN, SBX_VOLUME_MIB_MAX), FS("--tenant", tenant),
+            FBS("--quiet", "-q", quiet), FJSON), CLI_POS_MAX, false,
+      "usage: sandbox volumes create NAME --size-mib N [--tenant T] [--json]\n"
+      "       sandbox volumes list [-q] [--json]\n"
+      "       sandbox volumes get VOLUME [--json]\n"
+      "       sandbox volumes delete VOLUME... [--json]\n"
+      "\n"
+      "Volumes: a tenant's file systems that outlive sandboxes (docs/volumes.md).\n"
+      "VOLUME is a volume's id (vol_...) or its name. A sandbox mounts one with\n"
+      "'sandbox create -v NAME:/data' (read-write, one sandbox at a time) or\n"
+      "'-v NAME:/data:ro' (read-only, shared); what one sandbox writes there the next\n"
+      "one reads. A volume lives on one worker, the one its first sandbox was placed\n"
+      "on, and every later sandbox that mounts it goes there (as container or gvisor).\n"
+      "Its size is enforced: writing past it fails with 'No space left on device'.\n"
+      "\n"
+      "create makes one of N MiB and prints its id (its bytes are made on its first\n"
+      "mount). list prints the volumes not deleted, newest first: ID NAME SIZE WORKER\n"
+      "MOUNTED CREATED (WORKER '-' until first mounted; MOUNTED the sandbox mounting\n"
+      "it, or how many). get shows one and who mounts it. delete refuses a volume a\n"
+      "sandbox still mounts (conflict: delete the sandbox first), else marks it\n"
+      "deleted and prints 'VOLUME_ID deleted'; its worker removes the bytes after.\n"
+      "\n"
+      "  --size-mib N             create: its size in MiB (8 to 16777216); counts\n"
+      "                           against the tenant's max_volume_mib\n"
+      "  --tenant T               create: in tenant T (an admin token; default: the\n"
+      "                           token's tenant)\n"
+      "  -q, --quiet              list: the ids only, one per line\n"
+      "  --json                   print the API's JSON: {\"volumes\":[…]} for list,\n"
+      "                           {\"volume\":…} for create, get and each delete\n"
+      "\n"
+      "Exit codes: 0 done (also when nothing is listed); 1 refused by policy\n"
+      "(quota_exceeded: over the tenant's max_volumes or max_volume_mib;\n"
+      "policy_denied: volumes are off, max_volumes 0); 2 usage; 3 an API error\n"
+      "(not_found: no such volume in the tenant; conflict: the name is taken, or a\n"
+      "sandbox mounts the volume).\n" COMMON_FLAGS_HELP },
     { "templates", NULL, cli_check_templates, cli_cmd_templates, FLAGS(
             FBS("--quiet", "-q", quiet), FN("--version", version, 1, 1000000000), FSS("--file", "-f", file),
             FKV("--build-arg", F_BUILD_ARG), FS("--network", network), FS("--isolation", isolation),
@@ -1161,6 +1243,7 @@ static const char top_usage[] =
     "  resume     run a paused sandbox again  (sandbox resume SANDBOX)\n"
     "  snapshot   save a sandbox's files      (sandbox snapshot SANDBOX --name base)\n"
     "  snapshots  list, get, delete snapshots (sandbox create --from base)\n"
+    "  volumes    create, list, get, delete volumes (sandbox create -v NAME:/data)\n"
     "  fork       start copies of a sandbox's files (sandbox fork SANDBOX --count 3)\n"
     "  templates  build, list, get, delete templates (sandbox create --template web)\n"
     "  operation, op  show an operation\n"
@@ -1305,6 +1388,7 @@ int main(int argc, char **argv)
     json_object_put(o.labels);
     json_object_put(o.selector);
     json_object_put(o.build_args);
+    json_object_put(o.volumes);
     return rc;
 }
 

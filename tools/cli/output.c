@@ -402,6 +402,34 @@ void cli_print_snapshot(json_object *s)
         kv_line("deleted:", jsonx_get_str(s, "deleted_at"));
 }
 
+void cli_print_volume(json_object *v)
+{
+    KV_ROWS(v, { "id:", "id" }, { "name:", "name" }, { "tenant:", "tenant" }, { "state:", "state" },
+            { "worker:", "worker" });
+    int64_t mib = 0;
+    jsonx_get_int(v, "size_mib", &mib);
+    printf("%-15s %lld MiB\n", "size:", (long long)mib);
+    json_object *m = jsonx_get_arr(v, "mounted_by");
+    size_t n = m ? json_object_array_length(m) : 0;
+    if (n == 0)
+        kv_line("mounted by:", "none");
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(m, i);
+        bool ro = false;
+        jsonx_get_bool(e, "read_only", &ro);
+        printf("%-15s ", i == 0 ? "mounted by:" : "");
+        cli_put_text(stdout, jsonx_get_str(e, "sandbox"));
+        fputs(" at ", stdout);
+        cli_put_text(stdout, jsonx_get_str(e, "path"));
+        fputs(ro ? " (read-only)\n" : " (read-write)\n", stdout);
+    }
+    KV_ROWS(v, { "created:", "created_at" });
+    if (jsonx_get_str(v, "placed_at"))
+        kv_line("placed:", jsonx_get_str(v, "placed_at"));
+    if (jsonx_get_str(v, "deleted_at"))
+        kv_line("deleted:", jsonx_get_str(v, "deleted_at"));
+}
+
 /* Display width of a cell (bytes; ids and names are ASCII), capped. */
 int cli_cell_width(const char *s)
 {

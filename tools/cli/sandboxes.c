@@ -83,7 +83,7 @@ static client_create_spec_t create_spec(const opts_t *o)
         .read_only_root = o->read_only_root ? CLIENT_FLAG_TRUE : CLIENT_FLAG_UNSET,
         .hardened = o->hardened ? CLIENT_FLAG_TRUE : CLIENT_FLAG_UNSET,
         .auto_pause = o->auto_pause ? CLIENT_FLAG_TRUE : CLIENT_FLAG_UNSET,
-        .env = o->env, .labels = o->labels, .selector = o->selector,
+        .env = o->env, .labels = o->labels, .selector = o->selector, .volumes = o->volumes,
     };
 }
 

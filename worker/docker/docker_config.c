@@ -130,6 +130,9 @@ json_object *docker_sandbox_body(const runtime_create_req_t *req, const docker_c
                                                   DOCKER_PIDS_LIMIT);
     jsonx_add_int(hc, "NanoCpus", s->cpu_millis * 1000000);
     jsonx_add_str(hc, "NetworkMode", plan->network_mode);
+    /* its volumes only: each a bind of the worker's own mount of it */
+    if (plan->mounts)
+        jsonx_add(hc, "Mounts", json_object_get(plan->mounts));
     if (plan->runtime)
         jsonx_add_str(hc, "Runtime", plan->runtime);
     /* tmpfs pages count against memory, not disk: each is bounded by its

@@ -29,6 +29,7 @@ typedef struct docker_create_plan {
     const char *network_mode;  /* HostConfig.NetworkMode: "none" or a network name */
     bool storage_quota;        /* the storage driver takes HostConfig.StorageOpt size (the disk quota) */
     const char *image;         /* the image to run: the spec's, or its snapshot's (NULL: the spec's) */
+    struct json_object *mounts; /* HostConfig.Mounts: its volumes (borrowed; NULL: none) */
 } docker_create_plan_t;
 
 /* The capabilities a sandbox keeps after CapDrop ALL (NULL-terminated),

@@ -584,7 +584,7 @@ int docker_rt_create(runtime_t *base, const runtime_create_req_t *req, char ret_
     docker_runtime_t *rt = (docker_runtime_t *)base;
     int r = 0;
     char name[SBX_ID_MAX + 8], path[256], id[80];
-    json_object *body = NULL;
+    json_object *body = NULL, *mounts = NULL;
     docker_reply_t rep;
     docker_create_plan_t plan;
     memset(&rep, 0, sizeof rep);
@@ -613,6 +613,12 @@ int docker_rt_create(runtime_t *base, const runtime_create_req_t *req, char ret_
             goto cleanup;
     }
 
+    if (req->spec->nvolumes > 0) {
+        r = docker_volumes_attach(rt, req, &mounts, err);
+        if (r < 0)
+            goto cleanup;
+        plan.mounts = mounts;
+    }
     body = docker_sandbox_body(req, &plan);
     snprintf(path, sizeof path, "/containers/create?name=%s", name);
     r = docker_call(rt, "POST", path, body, DOCKER_CALL_TIMEOUT_MS, &rep, err);
@@ -648,6 +654,11 @@ cleanup:
         docker_container_discard(rt, ret_ref);
         ret_ref[0] = '\0';
     }
+    /* a sandbox that did not start keeps no mount of its volumes */
+    if (r < 0 && mounts)
+        docker_volumes_release(rt, req->sandbox_id);
+    if (mounts)
+        json_object_put(mounts);
     json_object_put(body);
     docker_reply_release(&rep);
     return r;

@@ -101,7 +101,7 @@ static const char *egress_chain_name(const egress_names_t *n, egress_family_t fa
 /* Runs tool with argv (no shell), stdout and stderr into out (the first
  * line, or every line when all; at most outlen - 1 bytes). Returns the exit
  * status (0 success), or -1 when it cannot run (out says why). */
-static int egress_run_out(const char *tool, const char *const *argv, char *out, size_t outlen, bool all)
+int docker_tool_run(const char *tool, const char *const *argv, char *out, size_t outlen, bool all)
 {
     int fds[2] = { -1, -1 }, status = 0, rc = -1;
     pid_t pid = -1;
@@ -157,11 +157,11 @@ cleanup:
 
 static int egress_run(const char *tool, const char *const *argv, char *out, size_t outlen)
 {
-    return egress_run_out(tool, argv, out, outlen, false);
+    return docker_tool_run(tool, argv, out, outlen, false);
 }
 
 /* Finds iptables or ip6tables; false when neither directory has it. */
-static bool egress_tool_find(const char *name, char out[RUNSC_PATH_MAX])
+bool docker_tool_find(const char *name, char out[RUNSC_PATH_MAX])
 {
     static const char *const dirs[] = { "/usr/sbin", "/sbin", "/usr/bin", "/bin", "/usr/local/sbin", NULL };
     for (const char *const *d = dirs; *d; d++) {
@@ -309,7 +309,7 @@ int docker_egress_setup(docker_runtime_t *rt, api_error_t *err)
     char cmd[400], out[EG_OUT_MAX];
     rt->egress_ready = false;
     for (int f = EG_V4; f <= EG_V6; f++)
-        if (!egress_tool_find(egress_tools[f], rt->egress_tool[f]))
+        if (!docker_tool_find(egress_tools[f], rt->egress_tool[f]))
             return api_error_set(err, API_ISOLATION_UNAVAILABLE,
                                  "cannot set the egress rules of network %s: %s is not installed (the worker needs "
                                  "it, and CAP_NET_ADMIN, to offer network open)",
@@ -433,7 +433,7 @@ static int egress_allow_prune(const egress_names_t *n, egress_keep_fn keep, void
     for (int f = EG_V4; f <= EG_V6; f++) {
         const char *tool = n->rt->egress_tool[f];
         const char *argv[] = { tool, "-w", "5", "-S", n->egress, NULL };
-        if (egress_run_out(tool, argv, list, EG_LIST_MAX, true) != 0) {
+        if (docker_tool_run(tool, argv, list, EG_LIST_MAX, true) != 0) {
             rc = -1;
             continue;
         }

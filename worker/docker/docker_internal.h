@@ -103,6 +103,12 @@ typedef struct docker_runtime {
     pthread_mutex_t images_mu;
     struct json_object *images_list;
     int64_t images_at_ms;
+    /* Volumes (docker_volumes.c): where they live, and whether this worker
+     * can hold them (volumes_why says why not). */
+    bool volumes_ok;
+    char volume_dir[256];
+    char volumes_why[160];
+    char mkfs_ext4[RUNSC_PATH_MAX];
 } docker_runtime_t;
 
 typedef struct docker_reply {
@@ -219,6 +225,27 @@ int docker_image_list(docker_runtime_t *rt, json_object **ret, api_error_t *err)
 int docker_rt_pause(runtime_t *base, const char *ref, bool *ret_memory, api_error_t *err);
 int docker_rt_resume(runtime_t *base, const char *sandbox_id, const char *ref, runtime_exit_t *ret_exit,
                      api_error_t *err);
+
+/* ---- docker_volumes.c -------------------------------------------------- */
+
+/* Finds out whether volumes can live under dir (root, loop devices,
+ * mkfs.ext4) and makes it: rt->volumes_ok, or volumes_why. */
+void docker_volumes_probe(docker_runtime_t *rt, const char *dir);
+/* Mounts the create's volumes for its sandbox (making a volume's file
+ * system on its first mount): *ret_mounts gets the container's
+ * HostConfig.Mounts. On error nothing stays mounted. */
+int docker_volumes_attach(docker_runtime_t *rt, const runtime_create_req_t *req, json_object **ret_mounts,
+                          api_error_t *err);
+/* Unmounts what sandbox_id mounted (its container is gone). */
+void docker_volumes_release(docker_runtime_t *rt, const char *sandbox_id);
+bool docker_rt_volume_support(runtime_t *base, char *why, size_t whylen);
+int docker_rt_volume_list(runtime_t *base, runtime_volume_t **ret, size_t *ret_n, api_error_t *err);
+int docker_rt_volume_remove(runtime_t *base, const char *volume_id, api_error_t *err);
+/* Runs tool with argv (no shell), its output's first line (all: every
+ * line) into out; the exit status, or -1 when it cannot run (docker_egress.c). */
+int docker_tool_run(const char *tool, const char *const *argv, char *out, size_t outlen, bool all);
+/* Finds an executable in the system directories (docker_egress.c). */
+bool docker_tool_find(const char *name, char out[RUNSC_PATH_MAX]);
 
 /* ---- docker_snapshot.c ------------------------------------------------- */
 

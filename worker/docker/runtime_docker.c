@@ -570,6 +570,7 @@ int runtime_docker_open(const runtime_docker_options_t *opt, runtime_t **ret, ap
     docker_networks_discover(rt);
     docker_gvisor_discover(rt, info);
     docker_disk_discover(rt, info);
+    docker_volumes_probe(rt, opt->volume_dir);
     *ret = &rt->base;
     rt = NULL;
 cleanup:
@@ -727,6 +728,9 @@ static const runtime_ops_t docker_ops = {
     .snapshot_create = docker_rt_snapshot_create,
     .snapshot_list = docker_rt_snapshot_list,
     .snapshot_remove = docker_rt_snapshot_remove,
+    .volume_support = docker_rt_volume_support,
+    .volume_list = docker_rt_volume_list,
+    .volume_remove = docker_rt_volume_remove,
     .pause = docker_rt_pause,
     .resume = docker_rt_resume,
     .image_details = docker_rt_image_details,

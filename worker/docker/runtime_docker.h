@@ -19,6 +19,7 @@ typedef struct runtime_docker_options {
     const char *open_network;       /* network for NET_OPEN; NULL or "": mode not offered */
     const char *worker_name;        /* labels the probe container (RUNTIME_LABEL_WORKER); may be NULL */
     const char *image_registries;   /* registries pulls may reach (imageref); NULL or "": the address rule */
+    const char *volume_dir;         /* where volumes live (docs/volumes.md); NULL or "": none */
 } runtime_docker_options_t;
 
 /* Connects to the Docker Engine and finds out what it really offers: the
