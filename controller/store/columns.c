@@ -49,6 +49,8 @@ static const store_col_t sandbox_cols[] = {
       COL_JSON_OMIT },
     /* the snapshot it started from (absent: its image alone) */
     { "from", "s.spec->>'from'", COL_TEXT_OMIT },
+    /* the volumes it mounts (absent: none; docs/volumes.md) */
+    { "volumes", "(s.spec->'volumes')::text", COL_JSON_OMIT },
     /* What the runtime observed when the sandbox stopped by itself. */
     { "failure", "s.failure::text", COL_JSON },
     /* microvm: how its worker's driver runs VMs ("kvm" / "tcg"), from the

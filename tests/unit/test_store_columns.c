@@ -128,12 +128,12 @@ END_TEST
 START_TEST(test_sandbox_row_keeps_its_key_order_and_types)
 {
     /* ..., read_only_root, hardened, auto_pause, selector, classification,
-     * pool, unreachable, paused, from, failure, accelerator */
+     * pool, unreachable, paused, from, volumes, failure, accelerator */
     const char *v[] = { "sbx_1", "web", "acme", "busybox", "running", "running", "w1", "container", "100", "32",
                         "64", "3600", "none", NULL, "{\"a\":\"b\"}", "TE", "TC", "TU", "f", "t", "f", "{}", NULL, NULL,
                         "{\"worker\": \"w1\", \"reason\": \"no heartbeat\", \"since\": \"T1\", \"lost_at\": \"T2\"}",
-                        NULL, NULL, NULL, NULL };
-    assert_row_json(&store__t_sandbox, 29, v,
+                        NULL, NULL, NULL, NULL, NULL };
+    assert_row_json(&store__t_sandbox, 30, v,
                     "{\"id\":\"sbx_1\",\"name\":\"web\",\"tenant\":\"acme\",\"image\":\"busybox\",\"phase\":\"running\","
                     "\"desired_state\":\"running\",\"worker\":\"w1\",\"isolation\":\"container\",\"cpu_millis\":100,"
                     "\"memory_mib\":32,\"disk_mib\":64,\"ttl_seconds\":3600,\"network\":\"none\",\"trust\":null,"
