@@ -685,8 +685,10 @@ static void files_get(forward_conn_t *c, const forward_files_req_t *q, const cha
 {
     forward_t *f = c->f;
     const char *slash = strrchr(q->path, '/');
+    /* "DIR/.": DIR's contents, named relative to it (as "/" is) */
+    bool contents = slash && strcmp(slash, "/.") == 0;
     files_down_t d = { .c = c, .max_bytes = f->files_max_bytes, .fs_bytes = fs_bytes, .format = q->format,
-                       .top = slash ? slash + 1 : q->path };
+                       .top = contents ? "" : slash ? slash + 1 : q->path };
     tarstream_gate_t gate;
     api_error_t err;
     if (q->format == RUNTIME_FILES_TAR) {
@@ -792,7 +794,14 @@ void forward_files(forward_conn_t *c)
         files_done(c, op, "-", "refused", 0, t0, "a path with control characters");
         goto cleanup;
     }
-    memcpy(q->path, clean, strlen(clean) + 1);
+    /* A download of "DIR/." keeps that ending: a tar of DIR's contents
+     * (entries "./…"), as docker cp has it. */
+    size_t pl = strlen(q->path), cl = strlen(clean);
+    bool contents = !q->put && pl >= 2 && strcmp(q->path + pl - 2, "/.") == 0 && strcmp(clean, "/") != 0 &&
+                    cl + 2 <= SBX_FILES_PATH_MAX;
+    memcpy(q->path, clean, cl + 1);
+    if (contents)
+        memcpy(q->path + cl, "/.", 3);
     int64_t fs_bytes = 0;
     if (runtime_files_target(f->rt, c->sandbox_id, f->worker_name, ref, &fs_bytes, &err) < 0) {
         const char *outcome = forward_refuse_runtime(c, &err);

@@ -135,6 +135,24 @@ assert_exit 0 sandbox get "$sg" --json
 assert_eq gvisor "$(itest_json "$ITEST_OUT" sandbox.isolation)" "it runs as gvisor"
 assert_exit 0 sandbox delete "$sg" --wait --timeout 120
 
+# --- moved as tar: download from data, upload into a new volume, read there
+tarf="$ITEST_TMP/vol-$tag.tar"
+assert_exit 0 sandbox volumes download data -o "$tarf"
+tar -tf "$tarf" | grep -qx './note.txt' || fail "the download holds no ./note.txt: $(tar -tf "$tarf" | head -5)"
+assert_exit 0 sandbox volumes create moved --size-mib 16
+assert_exit 0 sandbox volumes upload moved "$tarf"
+assert_exit 0 sandbox create "${small[@]}" -v moved:/m:ro --wait --timeout 120
+read -r sm _ <<<"$ITEST_OUT"
+itest_track "$sm"
+assert_exit 0 sandbox exec "$sm" -- cat /m/note.txt
+assert_eq "written-by-a-$tag
+and-c" "$ITEST_OUT" "the uploaded volume holds the downloaded file"
+assert_exit 0 sandbox delete "$sm" --wait --timeout 120
+assert_exit 0 sandbox volumes delete moved
+rm -f "$tarf"
+assert_exit 0 sandbox list --json
+assert_not_contains "$ITEST_OUT" "volume-helper" "the helper sandboxes are gone"
+
 # --- microvm: refused, never run without the volume
 assert_exit 1 sandbox create "${small[@]}" --isolation microvm -v data:/data --wait --timeout 120
 assert_contains "$ITEST_ERR$ITEST_OUT" "isolation_unavailable" "a microvm sandbox with a volume"

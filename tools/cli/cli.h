@@ -44,6 +44,7 @@ typedef struct opts {
     num_opt_t cpu_millis, memory_mib, disk_mib, ttl, timeout, max_output, limit, port, after, tail, count;
     num_opt_t size;                          /* pools create: members kept ready */
     num_opt_t size_mib;                      /* volumes create --size-mib */
+    const char *output;                      /* volumes download -o FILE */
     bool untrusted_repo, generated_code, hostile, wait, json, all, read_only_root, hardened, follow;
     bool interactive;                        /* exec -i: send this process's stdin */
     bool tty;                                /* exec -t: on a pseudo-terminal (sandbox shell) */
@@ -276,6 +277,12 @@ int cli_upload(cli_t *cli, const char *local, const char *sbx, const char *dest,
  * of dir's entries, in name order); nothing is sent when dir is empty.
  * Returns the exit code. */
 int cli_upload_contents(cli_t *cli, const char *dir, const char *sbx, const char *dest);
+/* A tar of sandbox sbx's path written to fd, as 'sandbox cp SBX:PATH -'
+ * writes it to stdout; an exit code, the failure printed. */
+int cli_tar_out(cli_t *cli, const char *sbx, const char *path, int fd);
+/* The tar read from fd unpacked into sandbox sbx's directory dir, quietly,
+ * as 'sandbox cp - SBX:DIR' does; an exit code, the failure printed. */
+int cli_tar_in(cli_t *cli, int fd, const char *sbx, const char *dir);
 /* exec.c: runs spec in sandbox sbx as sandbox exec does, its stdout and
  * stderr written here as they come (its stdout to stderr too with
  * to_stderr), for up to timeout_s. Returns 0 with *ret_code (the exit code

@@ -713,6 +713,37 @@ static int cp_get(cli_t *cli, const cp_end_t *src, const cp_end_t *dst)
     return rc;
 }
 
+int cli_tar_out(cli_t *cli, const char *sbx, const char *path, int fd)
+{
+    cp_end_t a = { .remote = true, .path = path }, b = { .stdio = true, .path = "-" };
+    snprintf(a.sandbox, sizeof a.sandbox, "%s", sbx);
+    signal(SIGPIPE, SIG_IGN);
+    int saved = -1;
+    if (fd != STDOUT_FILENO) {
+        fflush(stdout);
+        saved = dup(STDOUT_FILENO);
+        if (saved < 0 || dup2(fd, STDOUT_FILENO) < 0) {
+            if (saved >= 0)
+                close(saved);
+            fprintf(stderr, "sandbox: cannot write the tar: %s\n", strerror(errno));
+            return EXIT_OP_FAILED;
+        }
+    }
+    int rc = cp_get(cli, &a, &b);
+    if (saved >= 0) {
+        dup2(saved, STDOUT_FILENO);
+        close(saved);
+    }
+    return rc;
+}
+
+int cli_tar_in(cli_t *cli, int fd, const char *sbx, const char *dir)
+{
+    cp_up_t u = { .fd = fd };
+    signal(SIGPIPE, SIG_IGN);
+    return cp_put(cli, sbx, dir, &u, dir, true);
+}
+
 int cli_cmd_cp(cli_t *cli, opts_t *o)
 {
     cp_end_t a, b;

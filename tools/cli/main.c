@@ -898,7 +898,8 @@ static const command_t commands[] = {
       "usage: sandbox cp LOCAL SANDBOX:/path [--exclude PATTERN]... [--json]\n"
       "       sandbox cp SANDBOX:/path LOCAL [--json]\n"
       "       sandbox cp - SANDBOX:/dir          (a tar on stdin, unpacked into /dir)\n"
-      "       sandbox cp SANDBOX:/path -         (a tar of /path on stdout)\n"
+      "       sandbox cp SANDBOX:/path -         (a tar of /path on stdout; /dir/. : a\n"
+      "                                          tar of the directory's contents, ./…)\n"
       "\n"
       "Copies a file or a directory into or out of a running sandbox, as docker cp\n"
       "does: DESTINATION becomes a copy of SOURCE, or, when DESTINATION is an\n"
@@ -1004,11 +1005,14 @@ static const command_t commands[] = {
       "(not_found: no such snapshot in the tenant).\n" COMMON_FLAGS_HELP },
     { "volumes", "volume", cli_check_volumes, cli_cmd_volumes, FLAGS(
             FN("--size-mib", size_mib, SBX_VOLUME_MIB_MIN, SBX_VOLUME_MIB_MAX), FS("--tenant", tenant),
-            FBS("--quiet", "-q", quiet), FJSON), CLI_POS_MAX, false,
+            FBS("--quiet", "-q", quiet), FSS("--output", "-o", output),
+            FN("--timeout", timeout, 1, CLI_WAIT_TIMEOUT_MAX), FJSON), CLI_POS_MAX, false,
       "usage: sandbox volumes create NAME --size-mib N [--tenant T] [--json]\n"
       "       sandbox volumes list [-q] [--json]\n"
       "       sandbox volumes get VOLUME [--json]\n"
       "       sandbox volumes delete VOLUME... [--json]\n"
+      "       sandbox volumes download VOLUME [-o FILE] [--timeout S]\n"
+      "       sandbox volumes upload VOLUME [FILE] [--timeout S]\n"
       "\n"
       "Volumes: a tenant's file systems that outlive sandboxes (docs/volumes.md).\n"
       "VOLUME is a volume's id (vol_...) or its name. A sandbox mounts one with\n"
@@ -1024,12 +1028,21 @@ static const command_t commands[] = {
       "it, or how many). get shows one and who mounts it. delete refuses a volume a\n"
       "sandbox still mounts (conflict: delete the sandbox first), else marks it\n"
       "deleted and prints 'VOLUME_ID deleted'; its worker removes the bytes after.\n"
+      "download writes a tar of the volume's files (entries ./...) to FILE or stdout;\n"
+      "upload unpacks a tar (FILE, or stdin) into it: together they move a volume to\n"
+      "another worker or installation. Each runs a helper sandbox that mounts the\n"
+      "volume at /volume (read-only for download, so it waits for no reader; upload\n"
+      "needs it unmounted), streams the tar as 'sandbox cp' does, and deletes it.\n"
       "\n"
       "  --size-mib N             create: its size in MiB (8 to 16777216); counts\n"
       "                           against the tenant's max_volume_mib\n"
       "  --tenant T               create: in tenant T (an admin token; default: the\n"
       "                           token's tenant)\n"
       "  -q, --quiet              list: the ids only, one per line\n"
+      "  -o, --output FILE        download: write the tar to FILE (else stdout, which\n"
+      "                           must not be a terminal)\n"
+      "  --timeout S              download, upload: wait at most S seconds for the\n"
+      "                           helper sandbox to start (default 900)\n"
       "  --json                   print the API's JSON: {\"volumes\":[…]} for list,\n"
       "                           {\"volume\":…} for create, get and each delete\n"
       "\n"

@@ -1,10 +1,13 @@
 /* sandbox volumes create, list, get and delete (docs/volumes.md); create
  * --volume mounts one. */
+#include <errno.h>
+#include <fcntl.h>
 #include <json-c/json.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "client.h"
@@ -17,11 +20,26 @@ int cli_check_volumes(cli_t *cli, opts_t *o)
 {
     bool list = o->npos > 0 && strcmp(o->pos[0], "list") == 0;
     bool create = o->npos > 0 && strcmp(o->pos[0], "create") == 0;
+    bool down = o->npos > 0 && strcmp(o->pos[0], "download") == 0;
+    bool up = o->npos > 0 && strcmp(o->pos[0], "upload") == 0;
+    if (o->npos > 0 && !down && o->output)
+        return cli_usage_error(cli->cmd, "-o goes with download");
+    if (down || up) {
+        if (o->npos < 2 || o->npos > (up ? 3 : 2))
+            return cli_usage_error(cli->cmd, up ? "upload takes VOLUME [FILE]" : "download takes one VOLUME");
+        if (!spec_volume_ref_ok(o->pos[1]))
+            return cli_usage_error(cli->cmd, "'%s' is not a volume id (vol_...) or name", o->pos[1]);
+        if (down && !o->output && isatty(STDOUT_FILENO))
+            return cli_usage_error(cli->cmd, "download writes a tar: give -o FILE, or send stdout to a file or pipe");
+        return 0;
+    }
+    if (o->timeout.set)
+        return cli_usage_error(cli->cmd, "--timeout goes with download and upload");
     if (o->npos > 0 && !list && o->quiet)
         return cli_usage_error(cli->cmd, "-q goes with list");
     if (o->npos > 0 && !create && o->size_mib.set)
         return cli_usage_error(cli->cmd, "--size-mib goes with create");
-    int rc = cli_check_subcommand(cli, o, "create, list, get or delete");
+    int rc = cli_check_subcommand(cli, o, "create, list, get, delete, download or upload");
     if (rc > 0)
         return rc;
     if (rc == 0)
@@ -41,7 +59,8 @@ int cli_check_volumes(cli_t *cli, opts_t *o)
     }
     bool get = strcmp(sub, "get") == 0;
     if (!get && strcmp(sub, "delete") != 0)
-        return cli_usage_error(cli->cmd, "unknown subcommand '%s' (create, list, get or delete)", sub);
+        return cli_usage_error(cli->cmd, "unknown subcommand '%s' (create, list, get, delete, download or upload)",
+                               sub);
     if (o->npos < 2)
         return cli_usage_error(cli->cmd, "%s needs a VOLUME (its id or name)", sub);
     if (get && o->npos > 2)
@@ -128,6 +147,93 @@ static int volumes_list(cli_t *cli, const opts_t *o)
     return 0;
 }
 
+/* Where a helper sandbox mounts the volume it moves. */
+#define VOL_HELPER_PATH "/volume"
+
+/* A helper sandbox that mounts volume vol at VOL_HELPER_PATH (read-only
+ * for a download), running: its id into sid. An exit code. */
+static int helper_start(cli_t *cli, const opts_t *o, const char *vol, bool ro, char sid[CLI_ARG_ID_MAX])
+{
+    json_object *vols = json_object_new_array(), *e = json_object_new_object(), *labels = json_object_new_object();
+    jsonx_add_str(e, "volume", vol);
+    jsonx_add_str(e, "path", VOL_HELPER_PATH);
+    jsonx_add_bool(e, "read_only", ro);
+    json_object_array_add(vols, e);
+    jsonx_add_str(labels, "sandbox.volume-helper", ro ? "download" : "upload");
+    client_create_spec_t spec = { .tenant = o->tenant, .cpu_millis = { 250, true }, .memory_mib = { 128, true },
+                                  .ttl_seconds = { 3600, true }, .volumes = vols, .labels = labels };
+    json_object *body = NULL, *resp = NULL;
+    int rc = client_create_body(&spec, &body) < 0 ? EXIT_API : 0;
+    json_object_put(vols);
+    json_object_put(labels);
+    if (rc == 0)
+        rc = cli_call(cli, "POST", "/v1/sandboxes", body, NULL, &resp);
+    json_object_put(body);
+    if (rc)
+        return rc;
+    const char *id = jsonx_get_str(jsonx_get_obj(resp, "sandbox"), "id");
+    const char *op = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
+    if (!id || !op || strlen(id) >= CLI_ARG_ID_MAX) {
+        fputs("error: bad_response: the create answer has no sandbox.id or operation.id\n", stderr);
+        json_object_put(resp);
+        return EXIT_API;
+    }
+    snprintf(sid, CLI_ARG_ID_MAX, "%s", id);
+    json_object *last = NULL;
+    rc = cli_wait(cli, op, cli_wait_timeout(o), &last);
+    json_object_put(last);
+    json_object_put(resp);
+    if (rc)
+        fprintf(stderr, "sandbox: volumes: the helper sandbox %s that mounts %s did not start\n", sid, vol);
+    return rc;
+}
+
+/* Deletes the helper sandbox and waits for it (so that the volume is free
+ * again when the command ends). */
+static void helper_end(cli_t *cli, const char *sid)
+{
+    json_object *resp = NULL, *last = NULL;
+    if (cli_call_id(cli, "DELETE", "/v1/sandboxes/", sid, NULL, "SANDBOX", NULL, NULL, &resp) == 0) {
+        const char *op = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
+        if (op)
+            cli_wait(cli, op, 300, &last);
+    } else {
+        fprintf(stderr, "sandbox: volumes: the helper sandbox %s was not deleted (its TTL ends it): sandbox "
+                        "delete %s\n", sid, sid);
+    }
+    json_object_put(last);
+    json_object_put(resp);
+}
+
+/* volumes download VOLUME [-o FILE]: a tar of its files (entries ./...).
+ * volumes upload VOLUME [FILE]: a tar unpacked into it. Both through a
+ * helper sandbox that mounts it, deleted after. */
+static int volumes_move(cli_t *cli, const opts_t *o, bool down)
+{
+    const char *vol = o->pos[1], *file = down ? o->output : (o->npos > 2 ? o->pos[2] : NULL);
+    int fd = down ? STDOUT_FILENO : STDIN_FILENO;
+    if (file && strcmp(file, "-") != 0) {
+        fd = down ? open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : open(file, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            fprintf(stderr, "sandbox: volumes: %s: %s\n", file, strerror(errno));
+            return EXIT_OP_FAILED;
+        }
+    }
+    char sid[CLI_ARG_ID_MAX] = "";
+    int rc = helper_start(cli, o, vol, down, sid);
+    if (rc == 0)
+        rc = down ? cli_tar_out(cli, sid, VOL_HELPER_PATH "/.", fd) : cli_tar_in(cli, fd, sid, VOL_HELPER_PATH);
+    if (sid[0])
+        helper_end(cli, sid);
+    if (fd != STDOUT_FILENO && fd != STDIN_FILENO && close(fd) < 0 && rc == 0) {
+        fprintf(stderr, "sandbox: volumes: %s: %s\n", file, strerror(errno));
+        rc = EXIT_OP_FAILED;
+    }
+    if (rc == 0 && !down)
+        fprintf(stderr, "sandbox: volumes: unpacked into %s\n", vol);
+    return rc;
+}
+
 int cli_cmd_volumes(cli_t *cli, opts_t *o)
 {
     const char *sub = o->pos[0];
@@ -135,6 +241,8 @@ int cli_cmd_volumes(cli_t *cli, opts_t *o)
     int rc;
     if (strcmp(sub, "list") == 0)
         return volumes_list(cli, o);
+    if (strcmp(sub, "download") == 0 || strcmp(sub, "upload") == 0)
+        return volumes_move(cli, o, sub[0] == 'd');
     if (strcmp(sub, "create") == 0) {
         json_object *body = json_object_new_object();
         jsonx_add_str(body, "name", o->pos[1]);

@@ -773,7 +773,14 @@ int docker_rt_files_get(runtime_t *base, const runtime_files_get_req_t *req, api
         tarstream_init(&io.tar, files_tar_entry_cb, req->format == RUNTIME_FILES_RAW ? files_tar_data_cb : NULL,
                        &io) < 0)
         return api_error_set(err, API_INTERNAL, "out of memory");
-    if (files_url(req->ref, clean, false, url, sizeof url) < 0) {
+    /* A tar of "DIR/." holds DIR's contents (entries "./…"), as docker cp
+     * has it: the Engine's own rule, given the cleaned path with it. */
+    char dotted[SBX_FILES_PATH_MAX + 3];
+    size_t pl = strlen(req->path);
+    bool contents = req->format == RUNTIME_FILES_TAR && pl >= 2 && strcmp(req->path + pl - 2, "/.") == 0 &&
+                    strcmp(clean, "/") != 0;
+    snprintf(dotted, sizeof dotted, "%s%s", clean, contents ? "/." : "");
+    if (files_url(req->ref, dotted, false, url, sizeof url) < 0) {
         r = api_error_set(err, API_INVALID_ARGUMENT, "the path is too long");
         goto cleanup;
     }
