@@ -121,6 +121,7 @@ static int files_field(const grant_t *g, char *ret, size_t retlen)
     const char *kind = g->purpose == GRANT_FILES_PUT   ? "fput"
                        : g->purpose == GRANT_FILES_GET ? "fget"
                        : g->purpose == GRANT_ENVD      ? "envd"
+                       : g->purpose == GRANT_SNAPSHOT  ? "snapx"
                                                        : "shell";
     int n = snprintf(ret, retlen, "%s-%s", kind, g->files_digest);
     return n < 0 || (size_t)n >= retlen ? SBX_EINVAL : 0;
@@ -138,6 +139,9 @@ static int files_field_parse(const char *f, grant_t *ret)
         skip = 6;
     } else if (strncmp(f, "envd-", 5) == 0) {
         ret->purpose = GRANT_ENVD;
+    } else if (strncmp(f, "snapx-", 6) == 0) {
+        ret->purpose = GRANT_SNAPSHOT;
+        skip = 6;
     } else {
         return SBX_EINVAL;
     }
@@ -160,7 +164,7 @@ int grant_sign(const unsigned char key[GRANT_KEY_BYTES], const grant_t *g, char 
         if (logs_field(g, field, sizeof field) < 0)
             return SBX_EINVAL;
     } else if (g->purpose == GRANT_FILES_PUT || g->purpose == GRANT_FILES_GET || g->purpose == GRANT_SHELL ||
-               g->purpose == GRANT_ENVD) {
+               g->purpose == GRANT_ENVD || g->purpose == GRANT_SNAPSHOT) {
         if (files_field(g, field, sizeof field) < 0)
             return SBX_EINVAL;
     } else {

@@ -38,6 +38,7 @@ typedef enum {
     GRANT_FILES_GET,         /* read the one request line's path out of the sandbox */
     GRANT_SHELL,             /* run the one request line's command on a terminal in the sandbox */
     GRANT_ENVD,              /* serve the one request line's E2B envd call (worker/envd.h) */
+    GRANT_SNAPSHOT,          /* send the snapshot (the grant's sandbox field) as a docker-save tar, for a copy */
 } grant_purpose_t;
 
 /* A files (or shell) grant's digest: 32 lowercase hex digits and a NUL. */

@@ -95,6 +95,16 @@ int api_spec_from_snapshot(req_t *rq, const char *tenant_id, sandbox_spec_t *spe
  * or name, resolved to its id and size; all of those already placed must
  * live on one worker. 0, or replied (404, 409, 503) and SBX_EINVAL. */
 int api_spec_volumes(req_t *rq, const char *tenant_id, sandbox_spec_t *spec);
+/* Whether the caller's worker token acts for worker id (api_workers.c);
+ * false: answered (404, 403, 503). */
+bool api_worker_id_ok(req_t *rq, const char *endpoint, const char *id, bool missing_ok);
+/* GET /v1/workers/{id}/snapshots/{snp}/export (api_files.c): the worker
+ * taking a copy of snapshot snp reads it, streamed from the worker holding
+ * it, only while that copy is leased to it. */
+void api_worker_snapshot_export(req_t *rq, const char *id, const char *snp);
+/* POST /v1/snapshots/{id}/copies {"worker"} (api_snapshots.c): a
+ * snapshot_copy operation (202). */
+void api_snapshot_copy(req_t *rq, const char *ref);
 /* Volumes (api_volumes.c, docs/volumes.md): create (201), list, get, delete
  * (409 while mounted). */
 void api_volume_create(req_t *rq);

@@ -81,6 +81,7 @@ typedef struct files_xfer {
     files_format_t format;
     bool envd;                        /* an E2B envd call (api_envd_relay): any body up, the worker's answer down */
     bool envd_write;                  /* ... a file write (POST /files), recorded as files.uploaded */
+    bool snapshot;                    /* a snapshot's export to the worker taking a copy (no files event) */
     char sandbox_id[SBX_ID_MAX];
     char path[SBX_FILES_PATH_MAX + 1];
     int64_t bytes;                    /* moved so far */
@@ -136,7 +137,7 @@ static void fx_record_why(files_xfer_t *fx, const char *outcome, const char *err
     req_t *rq = fx->rq;
     /* A stat moves no file (sandbox cp asks one before each upload); of
      * envd's calls only a file write (POST /files) is one. */
-    if (fx->format == FF_STAT || (fx->envd && !fx->envd_write) || http_db(rq) < 0)
+    if (fx->format == FF_STAT || (fx->envd && !fx->envd_write) || fx->snapshot || http_db(rq) < 0)
         return;
     json_object *d = json_object_new_object();
     jsonx_add(d, "path", json_object_new_string(fx->path));
@@ -808,7 +809,10 @@ static void fx_start(files_xfer_t *fx, const logs_source_t *src, const char *lin
      * when that is done: the sweep bounds it (no progress for
      * SBX_FILES_IDLE_SECONDS), not the connection's timeouts. */
     api_worker_open_t o = { .rq = fx->rq, .base = base, .src = src, .sandbox_id = fx->sandbox_id,
-                            .purpose = fx->envd ? GRANT_ENVD : fx->put ? GRANT_FILES_PUT : GRANT_FILES_GET,
+                            .purpose = fx->snapshot ? GRANT_SNAPSHOT
+                                       : fx->envd   ? GRANT_ENVD
+                                       : fx->put    ? GRANT_FILES_PUT
+                                                    : GRANT_FILES_GET,
                             .line = line,
                             .read_timeout = !fx->put, .readcb = up_read_cb, .writecb = fx->put ? up_write_cb : NULL,
                             .eventcb = up_event_cb, .arg = fx };
@@ -997,6 +1001,56 @@ void api_sandbox_files_get(req_t *rq, const char *id)
         return;
     }
     fx->counted = true;
+    struct bufferevent *cbev = fx->evcon ? evhttp_connection_get_bufferevent(fx->evcon) : NULL;
+    evutil_socket_t cfd = cbev ? bufferevent_getfd(cbev) : -1;
+    if (cfd >= 0 && (fx->peek = event_new(evhttp_connection_get_base(fx->evcon), cfd, EV_READ, client_peek_cb, fx)))
+        event_add(fx->peek, NULL);
+    fx_start(fx, &src, line);
+    store_logs_source_release(&src);
+    free(line);
+}
+
+void api_worker_snapshot_export(req_t *rq, const char *id, const char *snp)
+{
+    api_error_t err;
+    if (!api_worker_id_ok(rq, "snapshot export", id, false))
+        return;
+    if (!ids_valid("snp", snp)) {
+        http_reply_error(rq, API_NOT_FOUND, "no snapshot %.64s", snp);
+        return;
+    }
+    if (!apiconn_transfer_take()) {
+        evhttp_add_header(evhttp_request_get_output_headers(rq->ev), "Retry-After", "1");
+        http_reply_error(rq, API_UNAVAILABLE, "the controller runs too many transfers; retry shortly");
+        return;
+    }
+    logs_source_t src;
+    int64_t image_bytes = 0;
+    if (store_snapshot_export_source(rq->db, id, snp, &src, &image_bytes, &err) < 0) {
+        apiconn_transfer_release();
+        http_reply_api_error(rq, &err);
+        return;
+    }
+    json_object *o = json_object_new_object();
+    jsonx_add_str(o, "op", "snapshot_export");
+    jsonx_add_str(o, "snapshot", snp);
+    char *line = jsonx_dump(o);
+    json_object_put(o);
+    files_xfer_t *fx = line ? fx_new(rq, snp, "snapshot", FF_TAR, false) : NULL;
+    if (!fx) {
+        apiconn_transfer_release();
+        store_logs_source_release(&src);
+        free(line);
+        http_reply_error(rq, API_INTERNAL, "out of memory");
+        return;
+    }
+    fx->snapshot = true;
+    fx->counted = true;
+    /* a docker-save tar is about the image's size: that with room for the
+     * tar's own headers, never less than a file transfer's bound */
+    int64_t bound = image_bytes + image_bytes / 4 + (int64_t)64 * 1024 * 1024;
+    if (bound > fx->max_bytes)
+        fx->max_bytes = bound;
     struct bufferevent *cbev = fx->evcon ? evhttp_connection_get_bufferevent(fx->evcon) : NULL;
     evutil_socket_t cfd = cbev ? bufferevent_getfd(cbev) : -1;
     if (cfd >= 0 && (fx->peek = event_new(evhttp_connection_get_base(fx->evcon), cfd, EV_READ, client_peek_cb, fx)))

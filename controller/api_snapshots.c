@@ -152,6 +152,28 @@ void api_snapshot_delete(req_t *rq, const char *ref)
     http_reply_json(rq, 200, resp);
 }
 
+void api_snapshot_copy(req_t *rq, const char *ref)
+{
+    json_object *body = NULL, *resp = NULL;
+    api_error_t err;
+    if (!snapshot_ref_ok(rq, ref) || http_read_json(rq, (size_t)rq->ctl->max_body_client, &body) < 0)
+        return;
+    const char *worker = jsonx_get_str(body, "worker");
+    if (!json_object_is_type(body, json_type_object) || json_object_object_length(body) != 1 || !worker ||
+        !*worker || strlen(worker) > SBX_MAX_NAME_BYTES) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "the copy request is {\"worker\": NAME}: the worker to copy to");
+        goto cleanup;
+    }
+    if (store_snapshot_copy_create(rq->db, &rq->ctl->lim, auth_scope(rq), ref, worker, rq->auth.token_id, &resp,
+                                   &err) < 0) {
+        http_reply_api_error(rq, &err);
+        goto cleanup;
+    }
+    http_reply_json(rq, 202, resp);
+cleanup:
+    json_object_put(body);
+}
+
 /* ---- templates ---------------------------------------------------------- */
 
 static bool template_name_ok(req_t *rq, const char *name)

@@ -77,7 +77,7 @@ static void worker_identity_denied(req_t *rq, const char *endpoint, const char *
  * (register again), another worker's 403; an unknown one is 404 unless
  * missing_ok (the handler's store call then says so, after checking the
  * body). Replies when not. */
-static bool worker_id_ok(req_t *rq, const char *endpoint, const char *id, bool missing_ok)
+bool api_worker_id_ok(req_t *rq, const char *endpoint, const char *id, bool missing_ok)
 {
     if (!ids_valid("wrk", id)) {
         http_reply_error(rq, API_NOT_FOUND, "no worker %.64s; register again", id);
@@ -143,7 +143,7 @@ void api_worker_register(req_t *rq)
 
 void api_worker_heartbeat(req_t *rq, const char *id)
 {
-    if (!worker_id_ok(rq, "heartbeat", id, true))
+    if (!api_worker_id_ok(rq, "heartbeat", id, true))
         return;
     json_object *body = NULL, *resp = NULL;
     api_error_t err;
@@ -188,7 +188,7 @@ static int poll_ids_split(const char *list, char *buf, const char **out)
 void api_worker_poll(req_t *rq, const char *id)
 {
     int wait = 0;
-    if (!worker_id_ok(rq, "poll", id, false) || http_wait_param(rq, &wait) < 0)
+    if (!api_worker_id_ok(rq, "poll", id, false) || http_wait_param(rq, &wait) < 0)
         return;
     /* max: what the worker's queue has room for (older workers: none, the
      * most one poll takes). */
@@ -317,7 +317,7 @@ bool api_poll_resume(req_t *rq, bool final)
 
 void api_worker_report(req_t *rq, const char *id)
 {
-    if (!worker_id_ok(rq, "report", id, true))
+    if (!api_worker_id_ok(rq, "report", id, true))
         return;
     json_object *body = NULL, *resp = NULL;
     api_error_t err;
@@ -396,7 +396,7 @@ static int session_parse(json_object *o, size_t i, shell_record_t *rec, const ch
 
 void api_worker_sessions(req_t *rq, const char *id)
 {
-    if (!worker_id_ok(rq, "sessions", id, true))
+    if (!api_worker_id_ok(rq, "sessions", id, true))
         return;
     json_object *body = NULL;
     api_error_t err;
@@ -452,7 +452,7 @@ void api_worker_sessions(req_t *rq, const char *id)
 
 void api_worker_output(req_t *rq, const char *id)
 {
-    if (!worker_id_ok(rq, "output", id, true))
+    if (!api_worker_id_ok(rq, "output", id, true))
         return;
     json_object *body = NULL;
     api_error_t err;

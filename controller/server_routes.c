@@ -35,6 +35,8 @@ static const api_route_t api_routes[] = {
     { EVHTTP_REQ_GET, "/v1/snapshots", RR_CLIENT, 0, DENY_CLIENT, api_snapshot_list, NULL, NULL },
     { EVHTTP_REQ_GET, "/v1/snapshots/{id}", RR_CLIENT, 0, DENY_CLIENT, NULL, api_snapshot_get, NULL },
     { EVHTTP_REQ_DELETE, "/v1/snapshots/{id}", RR_CLIENT, 0, DENY_CLIENT, NULL, api_snapshot_delete, NULL },
+    { EVHTTP_REQ_POST, "/v1/snapshots/{id}/copies", RR_CLIENT, RF_OPERATION, DENY_CLIENT, NULL, api_snapshot_copy,
+      NULL },
     { EVHTTP_REQ_POST, "/v1/volumes", RR_CLIENT, RF_OPERATION, DENY_CLIENT, api_volume_create, NULL, NULL },
     { EVHTTP_REQ_GET, "/v1/volumes", RR_CLIENT, 0, DENY_CLIENT, api_volume_list, NULL, NULL },
     { EVHTTP_REQ_GET, "/v1/volumes/{id}", RR_CLIENT, 0, DENY_CLIENT, NULL, api_volume_get, NULL },
@@ -86,6 +88,8 @@ static const api_route_t api_routes[] = {
     { EVHTTP_REQ_POST, "/v1/workers/{id}/report", RR_WORKER, 0, DENY_WORKER, NULL, api_worker_report, NULL },
     { EVHTTP_REQ_POST, "/v1/workers/{id}/output", RR_WORKER, RF_ROUTINE, DENY_WORKER, NULL, api_worker_output, NULL },
     { EVHTTP_REQ_POST, "/v1/workers/{id}/sessions", RR_WORKER, 0, DENY_WORKER, NULL, api_worker_sessions, NULL },
+    { EVHTTP_REQ_GET, "/v1/workers/{id}/snapshots/{snapshot}/export", RR_WORKER, 0, DENY_WORKER, NULL, NULL,
+      api_worker_snapshot_export },
 };
 #define API_NROUTES (sizeof api_routes / sizeof api_routes[0])
 

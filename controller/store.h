@@ -223,6 +223,13 @@ int store_volume_resolve(PGconn *c, const char *tenant_id, spec_volume_t *v, cha
 /* The volumes of held (a heartbeat's [{"id"}]) that no live row places on
  * worker_id: a new array of ids into *ret. */
 int store_volume_unwanted(PGconn *c, const char *worker_id, json_object *held, json_object **ret, api_error_t *err);
+/* Copies a ready snapshot (by id or name within scope) to worker_name: an
+ * operation of kind snapshot_copy leased to that worker (202
+ * {"operation":…,"snapshot":…}); 404 no snapshot or worker, 409 not ready,
+ * made there, already copied or being copied there, the worker not ready;
+ * 422 a worker without container or gvisor. */
+int store_snapshot_copy_create(PGconn *c, const store_limits_t *lim, const char *scope, const char *ref,
+                               const char *worker_name, const char *created_by, json_object **ret, api_error_t *err);
 int store_snapshot_unwanted(PGconn *c, const char *worker_id, json_object *held, json_object **ret,
                             api_error_t *err);
 /* A pause (resume false) or a resume of a container or gvisor sandbox
@@ -510,6 +517,12 @@ typedef struct logs_source {
  * store_logs_source_release. */
 int store_sandbox_logs_source(PGconn *c, const char *scope, const char *sandbox_id, logs_source_t *ret);
 void store_logs_source_release(logs_source_t *s);
+/* For worker_id's export request of snapshot_id: only while a copy of it
+ * is leased to that worker; src gets the worker holding it (its forwarder
+ * and token hash, to sign a grant) and the snapshot's tenant, and
+ * *ret_image_bytes its size. 403 no such copy; 503 the holder unreachable. */
+int store_snapshot_export_source(PGconn *c, const char *worker_id, const char *snapshot_id, logs_source_t *src,
+                                 int64_t *ret_image_bytes, api_error_t *err);
 /* An event of the sandbox's (its tenant's), outside any state change:
  * what the data path did (files.uploaded, files.downloaded). Takes data's
  * reference. 0 or SBX_EDB. */

@@ -31,7 +31,7 @@
 
 /* The worker's metrics (the process registry, common/metrics.h). */
 static const char *const agent_kinds[] = { "create", "delete", "exec", "snapshot", "pause",
-                                             "resume" };   /* assignment kinds, as labels */
+                                             "resume", "snapshot_copy" };   /* assignment kinds, as labels */
 static pthread_once_t agent_metrics_once = PTHREAD_ONCE_INIT;
 metric_family_t *agent_m_assignments, *agent_m_assignment_seconds, *agent_m_running, *agent_m_sandboxes,
     *agent_m_heartbeats, *agent_m_capacity, *agent_m_disk_stops;

@@ -20,6 +20,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -310,6 +311,119 @@ static void agent_run_snapshot(agent_t *a, json_object *job, agent_outcome_t *o)
     o->ok = true;
 }
 
+/* ---- a snapshot's copy: the bytes through the controller into Docker ---- */
+
+typedef struct copy_fetch {
+    httpc_t *c;
+    char path[256];
+    int fd;                  /* the pipe's write end: closed when the answer ends */
+    int rc;                  /* the transfer's */
+    httpc_response_t resp;
+    int64_t bytes;
+} copy_fetch_t;
+
+static int copy_fetch_write(void *ud, const char *data, size_t n)
+{
+    copy_fetch_t *f = ud;
+    while (n > 0) {
+        ssize_t w = write(f->fd, data, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return SBX_EIO; /* the load stopped reading: abort */
+        data += w;
+        n -= (size_t)w;
+        f->bytes += w;
+    }
+    return 0;
+}
+
+static void *copy_fetch_main(void *arg)
+{
+    copy_fetch_t *f = arg;
+    f->rc = httpc_transfer(f->c, "GET", f->path, -1, NULL, copy_fetch_write, f, NULL, NULL, 0, &f->resp);
+    close(f->fd);
+    f->fd = -1;
+    return NULL;
+}
+
+static ptrdiff_t copy_pipe_read(void *ud, char *buf, size_t cap)
+{
+    int fd = *(int *)ud;
+    for (;;) {
+        ssize_t r = read(fd, buf, cap);
+        if (r < 0 && errno == EINTR)
+            continue;
+        return r < 0 ? -1 : (ptrdiff_t)r;
+    }
+}
+
+/* Takes a copy of another worker's snapshot: the controller streams it
+ * (GET /v1/workers/{id}/snapshots/{snp}/export, allowed only while this
+ * operation is leased here) and the runtime loads it as this worker's. */
+static void agent_run_snapshot_copy(agent_t *a, httpc_t *c, json_object *job, agent_outcome_t *o)
+{
+    char cluster[64], wid[AGENT_WORKER_ID_MAX];
+    const char *snp = jsonx_get_str(jsonx_get_obj(job, "snapshot_copy"), "snapshot_id");
+    if (!snp || !ids_valid("snp", snp)) {
+        api_error_set(&o->err, API_INVALID_ARGUMENT, "the assignment names no snapshot to copy");
+        return;
+    }
+    pthread_mutex_lock(&a->mu);
+    snprintf(wid, sizeof wid, "%s", a->worker_id);
+    pthread_mutex_unlock(&a->mu);
+    httpc_t *own = c ? NULL : agent_client(a, NULL, "a snapshot copy");
+    copy_fetch_t f = { .c = c ? c : own, .fd = -1 };
+    if (!f.c) {
+        api_error_set(&o->err, API_UNAVAILABLE, "cannot reach the controller for the snapshot's bytes");
+        return;
+    }
+    snprintf(f.path, sizeof f.path, "/v1/workers/%s/snapshots/%s/export", wid, snp);
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) < 0) {
+        api_error_set(&o->err, API_INTERNAL, "pipe: %s", strerror(errno));
+        if (own)
+            httpc_free(own);
+        return;
+    }
+    f.fd = fds[1];
+    pthread_t th;
+    if (pthread_create(&th, NULL, copy_fetch_main, &f) != 0) {
+        close(fds[0]);
+        close(fds[1]);
+        api_error_set(&o->err, API_INTERNAL, "cannot start the copy's reader");
+        if (own)
+            httpc_free(own);
+        return;
+    }
+    agent_cluster_id(a, cluster);
+    runtime_snapshot_req_t req = { .snapshot_id = snp, .tenant = jsonx_get_str(job, "tenant"), .cluster_id = cluster,
+                                   .worker_name = a->name };
+    runtime_snapshot_t snap;
+    api_error_t ierr;
+    int r = runtime_snapshot_import(a->rt, &req, copy_pipe_read, &fds[0], &snap, &ierr);
+    close(fds[0]); /* a load that stopped early ends the transfer too */
+    pthread_join(th, NULL);
+    if (f.rc < 0 || f.resp.status != 200) {
+        const char *code = NULL, *msg = NULL;
+        httpc_api_error(&f.resp, &code, &msg);
+        api_error_set(&o->err, API_UNAVAILABLE, "the snapshot's bytes did not come through the controller: %s",
+                      f.rc < 0 ? (f.resp.error[0] ? f.resp.error : "the transfer failed") : msg ? msg : "refused");
+    } else if (r < 0) {
+        o->err = ierr;
+    } else {
+        o->result = json_object_new_object();
+        jsonx_add_str(o->result, "snapshot_id", snp);
+        jsonx_add_int(o->result, "bytes", f.bytes);
+        if (snap.image_bytes >= 0)
+            jsonx_add_int(o->result, "image_bytes", snap.image_bytes);
+        o->ok = true;
+    }
+    httpc_response_release(&f.resp);
+    if (own)
+        httpc_free(own);
+}
+
 /* Pauses or resumes the assignment's sandbox: only its own object. */
 static void agent_run_pause(agent_t *a, json_object *job, bool resume, agent_outcome_t *o)
 {
@@ -438,6 +552,8 @@ static json_object *agent_run_assignment_on(agent_t *a, httpc_t *c, json_object 
         agent_run_exec(a, c, job, &o);
     else if (kind && strcmp(kind, "snapshot") == 0)
         agent_run_snapshot(a, job, &o);
+    else if (kind && strcmp(kind, "snapshot_copy") == 0)
+        agent_run_snapshot_copy(a, c, job, &o);
     else if (kind && (strcmp(kind, "pause") == 0 || strcmp(kind, "resume") == 0))
         agent_run_pause(a, job, strcmp(kind, "resume") == 0, &o);
     else

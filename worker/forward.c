@@ -677,6 +677,10 @@ static void *forward_conn_main(void *arg)
         forward_envd(c);
         goto cleanup;
     }
+    if (c->grant.purpose == GRANT_SNAPSHOT) {
+        forward_snapshot(c);
+        goto cleanup;
+    }
     if (c->grant.purpose != GRANT_ROUTE) {
         forward_refuse(c, 403, "forbidden", "the grant's purpose is not one this worker serves");
         goto cleanup;

@@ -159,4 +159,8 @@ void forward_envd_stop(forward_t *f);
  * (forward_files.c). */
 void forward_files(forward_conn_t *c);
 
+/* Serves a snapshot grant (GRANT_SNAPSHOT) after its preamble: the request
+ * line, then the snapshot as a docker-save tar (forward_snapshot.c). */
+void forward_snapshot(forward_conn_t *c);
+
 #endif

@@ -140,6 +140,23 @@ int runtime_create(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[
     return rt->ops->create(rt, req, ret_ref, ret_exit, err);
 }
 
+int runtime_snapshot_export(runtime_t *rt, const runtime_snapshot_export_req_t *req, api_error_t *err)
+{
+    if (!rt->ops->snapshot_export)
+        return api_error_set(err, API_UNAVAILABLE, "the %s runtime cannot send a snapshot", rt->ops->name);
+    return rt->ops->snapshot_export(rt, req, err);
+}
+
+int runtime_snapshot_import(runtime_t *rt, const runtime_snapshot_req_t *req, runtime_files_read_fn read, void *ud,
+                            runtime_snapshot_t *ret, api_error_t *err)
+{
+    memset(ret, 0, sizeof *ret);
+    if (!rt->ops->snapshot_import)
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE, "the %s runtime cannot take a snapshot's copy",
+                             rt->ops->name);
+    return rt->ops->snapshot_import(rt, req, read, ud, ret, err);
+}
+
 bool runtime_volume_support(runtime_t *rt, char *why, size_t whylen)
 {
     if (!rt->ops->volume_support) {

@@ -496,6 +496,27 @@ int runtime_snapshot_list(runtime_t *rt, const char *cluster_id, const char *wor
  * bytes go once the last such sandbox does). */
 int runtime_snapshot_remove(runtime_t *rt, const char *snapshot_id, const char *worker_name, api_error_t *err);
 
+/* A snapshot sent to another worker: snapshot_id, one this worker holds,
+ * as a docker-save tar handed to on_data in pieces (< 0 from it stops the
+ * export, not an error); a stop descriptor readable ends it too. */
+typedef struct runtime_snapshot_export_req {
+    const char *snapshot_id;
+    const char *worker_name;
+    int (*on_data)(void *ud, const char *data, size_t n);
+    void *ud;
+    const int *stop_fds;
+    size_t nstop_fds;
+} runtime_snapshot_export_req_t;
+int runtime_snapshot_export(runtime_t *rt, const runtime_snapshot_export_req_t *req, api_error_t *err);
+
+/* Takes snapshot req->snapshot_id, made by another worker of this
+ * installation, from the tar read (as runtime_snapshot_export sent it),
+ * after checking that it is that snapshot of req->tenant and cluster, and
+ * keeps it as this worker's copy (sandboxes start from it here, it is
+ * listed and removed as this worker's). Idempotent. *ret its measure. */
+int runtime_snapshot_import(runtime_t *rt, const runtime_snapshot_req_t *req, runtime_files_read_fn read, void *ud,
+                            runtime_snapshot_t *ret, api_error_t *err);
+
 /* ---- volumes (docs/volumes.md) ----------------------------------------- */
 
 /* A volume this worker holds. */
@@ -625,6 +646,9 @@ typedef struct runtime_ops {
     int (*snapshot_list)(runtime_t *rt, const char *cluster_id, const char *worker_name, runtime_snapshot_t **ret,
                          size_t *ret_n, api_error_t *err);
     int (*snapshot_remove)(runtime_t *rt, const char *snapshot_id, const char *worker_name, api_error_t *err);
+    int (*snapshot_export)(runtime_t *rt, const runtime_snapshot_export_req_t *req, api_error_t *err);
+    int (*snapshot_import)(runtime_t *rt, const runtime_snapshot_req_t *req, runtime_files_read_fn read, void *ud,
+                           runtime_snapshot_t *ret, api_error_t *err);
     /* Optional (NULL: no volumes; a create whose spec mounts one is then
      * refused with API_ISOLATION_UNAVAILABLE). */
     bool (*volume_support)(runtime_t *rt, char *why, size_t whylen);

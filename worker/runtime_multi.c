@@ -355,6 +355,26 @@ static int multi_snapshot_remove(runtime_t *rt, const char *snapshot_id, const c
     return 0;
 }
 
+/* Snapshots are the Docker backend's: the first that can. */
+static int multi_snapshot_export(runtime_t *rt, const runtime_snapshot_export_req_t *req, api_error_t *err)
+{
+    multi_runtime_t *m = multi(rt);
+    for (size_t i = 0; i < m->n; i++)
+        if (m->b[i]->ops->snapshot_export)
+            return runtime_snapshot_export(m->b[i], req, err);
+    return api_error_set(err, API_UNAVAILABLE, "no runtime here can send a snapshot");
+}
+
+static int multi_snapshot_import(runtime_t *rt, const runtime_snapshot_req_t *req, runtime_files_read_fn read,
+                                 void *ud, runtime_snapshot_t *ret, api_error_t *err)
+{
+    multi_runtime_t *m = multi(rt);
+    for (size_t i = 0; i < m->n; i++)
+        if (m->b[i]->ops->snapshot_import)
+            return runtime_snapshot_import(m->b[i], req, read, ud, ret, err);
+    return api_error_set(err, API_ISOLATION_UNAVAILABLE, "no runtime here can take a snapshot's copy");
+}
+
 /* Volumes live with the first backend that has them (Docker's). */
 static runtime_t *multi_volumes(runtime_t *rt, char *why, size_t whylen)
 {
@@ -503,6 +523,8 @@ static const runtime_ops_t multi_ops = {
     .snapshot_create = multi_snapshot_create,
     .snapshot_list = multi_snapshot_list,
     .snapshot_remove = multi_snapshot_remove,
+    .snapshot_export = multi_snapshot_export,
+    .snapshot_import = multi_snapshot_import,
     .volume_support = multi_volume_support,
     .volume_list = multi_volume_list,
     .volume_remove = multi_volume_remove,

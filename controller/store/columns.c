@@ -222,6 +222,14 @@ static const store_col_t snapshot_cols[] = {
     { "size_bytes", "sn.size_bytes::text", COL_JSON },
     { "image_bytes", "sn.image_bytes::text", COL_JSON },
     { "operation_id", "sn.operation_id", COL_TEXT },
+    /* its copies on other workers (sandbox snapshots copy): worker, state */
+    { "copies",
+      "(SELECT coalesce(json_agg(json_build_object('worker', cw.name, 'state', CASE WHEN sc.ready_at IS NOT NULL "
+      "  THEN 'ready' WHEN co.state IN ('failed', 'cancelled', 'succeeded') THEN 'failed' ELSE 'pending' END, "
+      "  'operation_id', sc.operation_id) ORDER BY cw.name), '[]') FROM snapshot_copies sc "
+      "  JOIN workers cw ON cw.id = sc.worker_id LEFT JOIN operations co ON co.id = sc.operation_id "
+      "  WHERE sc.snapshot_id = sn.id)::text",
+      COL_JSON },
     /* a template's version (absent for a plain snapshot) */
     { "template", "sn.template", COL_TEXT_OMIT },
     { "version", "sn.version::text", COL_JSON_OMIT },

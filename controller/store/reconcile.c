@@ -204,7 +204,9 @@ static int place_load(PGconn *c, const store_limits_t *lim, const char *tenant_i
                         "  EXISTS (SELECT 1 FROM operations WHERE state = 'admitted' AND kind = 'create'), "
                         /* holds the snapshot the create starts from (PLACE_SNAPSHOT_COL) */
                         "  $4::text IS NOT NULL AND EXISTS (SELECT 1 FROM snapshots sn WHERE sn.id = $4 "
-                        "    AND sn.worker_id = w.id AND sn.deleted_at IS NULL AND sn.ready_at IS NOT NULL), "
+                        "    AND sn.deleted_at IS NULL AND sn.ready_at IS NOT NULL AND (sn.worker_id = w.id OR EXISTS "
+                        "      (SELECT 1 FROM snapshot_copies sc WHERE sc.snapshot_id = sn.id AND sc.worker_id = w.id "
+                        "        AND sc.ready_at IS NOT NULL))), "
                         /* can hold the create's volumes: none lives elsewhere */
                         "  w.volumes AND NOT EXISTS (SELECT 1 FROM volumes vo WHERE vo.worker_id <> w.id AND vo.id IN "
                         "    (SELECT m->>'volume' FROM jsonb_array_elements(coalesce($5::jsonb, '[]'::jsonb)) m)) "
@@ -573,6 +575,13 @@ int store__place_now(PGconn *c, const store_limits_t *lim, const char *op_id, bo
     else if (strcmp(o.kind, "exec") == 0 || strcmp(o.kind, "delete") == 0 || strcmp(o.kind, "snapshot") == 0 ||
              strcmp(o.kind, "pause") == 0 || strcmp(o.kind, "resume") == 0)
         rc = place_on_worker(c, lim, op_id, &o);
+    else if (strcmp(o.kind, "snapshot_copy") == 0)
+        /* leased to the worker it is for, and that worker let the lease
+         * go (it stopped or was lost): not moved elsewhere, failed; a new
+         * copy may be asked */
+        rc = store__op_fail_admitted(c, op_id, o.kind, o.sbx, "unavailable",
+                                     "the worker taking the copy stopped before it finished; ask for the copy again",
+                                     NULL) < 0 ? SBX_EDB : 1;
     else
         rc = 0;
     if (rc > 0)

@@ -267,7 +267,10 @@ int store_snapshot_resolve(PGconn *c, const char *tenant_id, const char *ref, ch
 {
     const char *p[] = { ref, tenant_id };
     PGresult *r = db_exec(c,
-                          "SELECT sn.id, sn.image, (" STORE_SNAPSHOT_STATE "), coalesce(w.state, 'lost'), "
+                          "SELECT sn.id, sn.image, (" STORE_SNAPSHOT_STATE "), CASE WHEN EXISTS (SELECT 1 FROM "
+                          "  snapshot_copies sc JOIN workers cw ON cw.id = sc.worker_id WHERE sc.snapshot_id = sn.id "
+                          "  AND sc.ready_at IS NOT NULL AND cw.state <> 'lost') THEN 'ready' "
+                          "  ELSE coalesce(w.state, 'lost') END, "
                           "  coalesce(w.name, '') " SNAPSHOT_FROM SNAPSHOT_REF_WHERE
                           "ORDER BY sn.created_at DESC LIMIT 1",
                           2, p);
@@ -334,7 +337,10 @@ int store_snapshot_unwanted(PGconn *c, const char *worker_id, json_object *held,
     const char *p[] = { worker_id, ids_text };
     PGresult *r = db_exec(c,
                           "SELECT x FROM jsonb_array_elements_text($2::jsonb) x WHERE NOT EXISTS (SELECT 1 "
-                          "FROM snapshots sn WHERE sn.id = x AND sn.worker_id = $1 AND sn.deleted_at IS NULL) "
+                          "FROM snapshots sn WHERE sn.id = x AND sn.deleted_at IS NULL AND (sn.worker_id = $1 OR "
+                          "  EXISTS (SELECT 1 FROM snapshot_copies sc LEFT JOIN operations o ON o.id = sc.operation_id "
+                          "    WHERE sc.snapshot_id = sn.id AND sc.worker_id = $1 AND (sc.ready_at IS NOT NULL "
+                          "      OR o.state IN ('pending', 'admitted', 'leased', 'running'))))) "
                           "LIMIT 256",
                           2, p);
     free(ids_text);
@@ -489,4 +495,192 @@ int store_template_resolve(PGconn *c, const char *tenant_id, const char *ref, ch
     }
     PQclear(r);
     return rc;
+}
+
+/* ---- copies on other workers ------------------------------------------- */
+
+int store_snapshot_copy_create(PGconn *c, const store_limits_t *lim, const char *scope, const char *ref,
+                               const char *worker_name, const char *created_by, json_object **ret, api_error_t *err)
+{
+    const char *p[] = { ref, scope };
+    if (db_begin(c) < 0)
+        return store__db_error(err);
+    PGresult *r = db_exec(c,
+                          "SELECT sn.id, sn.tenant_id, sn.sandbox_id, (" STORE_SNAPSHOT_STATE "), "
+                          "  coalesce(sn.worker_id, ''), coalesce(w.name, '') " SNAPSHOT_FROM SNAPSHOT_REF_WHERE
+                          "ORDER BY sn.created_at DESC LIMIT 1 FOR UPDATE OF sn",
+                          2, p);
+    if (!r || PQntuples(r) != 1) {
+        bool none = r != NULL;
+        PQclear(r);
+        db_rollback(c);
+        return none ? api_error_set(err, API_NOT_FOUND, "no snapshot %.64s", ref) : store__db_error(err);
+    }
+    char id[SBX_ID_MAX], tenant_id[SBX_ID_MAX], sbx[SBX_ID_MAX], holder[SBX_ID_MAX], holder_name[160];
+    snprintf(id, sizeof id, "%s", db_get(r, 0, 0));
+    snprintf(tenant_id, sizeof tenant_id, "%s", db_get(r, 0, 1));
+    snprintf(sbx, sizeof sbx, "%s", db_get(r, 0, 2));
+    snprintf(holder, sizeof holder, "%s", db_get(r, 0, 4));
+    snprintf(holder_name, sizeof holder_name, "%s", db_get(r, 0, 5));
+    bool ready = strcmp(db_get(r, 0, 3), "ready") == 0;
+    char state[16];
+    snprintf(state, sizeof state, "%s", db_get(r, 0, 3));
+    PQclear(r);
+    int rc = 0;
+    if (!ready)
+        rc = api_error_set(err, API_CONFLICT, "snapshot %.64s is %s: only a ready one is copied", ref, state);
+    char wid[SBX_ID_MAX] = "", wname[160] = "";
+    if (rc == 0) {
+        r = db_exec(c,
+                    "SELECT w.id, w.name, w.state, w.stopping_at IS NULL, "
+                    "  'container' = ANY(w.isolation) OR 'gvisor' = ANY(w.isolation) FROM workers w WHERE w.name = $1",
+                    1, (const char *const[]){ worker_name });
+        if (!r) {
+            db_rollback(c);
+            return store__db_error(err);
+        }
+        if (PQntuples(r) != 1)
+            rc = api_error_set(err, API_NOT_FOUND, "no worker %.64s (sandbox workers lists them)", worker_name);
+        else if (strcmp(db_get(r, 0, 2), "ready") != 0 || !db_get_bool(r, 0, 3))
+            rc = api_error_set(err, API_CONFLICT, "worker %s is %s: a copy goes to a ready worker", db_get(r, 0, 1),
+                               db_get_bool(r, 0, 3) ? db_get(r, 0, 2) : "stopping");
+        else if (!db_get_bool(r, 0, 4))
+            rc = api_error_set(err, API_ISOLATION_UNAVAILABLE,
+                               "worker %s offers neither container nor gvisor: a snapshot's sandboxes run as those",
+                               db_get(r, 0, 1));
+        else if (strcmp(db_get(r, 0, 0), holder) == 0)
+            rc = api_error_set(err, API_CONFLICT, "snapshot %s was made on worker %s: it is there already", id,
+                               holder_name);
+        if (rc == 0) {
+            snprintf(wid, sizeof wid, "%s", db_get(r, 0, 0));
+            snprintf(wname, sizeof wname, "%s", db_get(r, 0, 1));
+        }
+        PQclear(r);
+    }
+    if (rc == 0) {
+        /* one copy per worker: a failed one gives its place to the next */
+        const char *q[] = { id, wid };
+        r = db_exec(c,
+                    "SELECT sc.operation_id, sc.ready_at IS NOT NULL, coalesce(o.state, 'failed') "
+                    "FROM snapshot_copies sc LEFT JOIN operations o ON o.id = sc.operation_id "
+                    "WHERE sc.snapshot_id = $1 AND sc.worker_id = $2",
+                    2, q);
+        if (!r) {
+            db_rollback(c);
+            return store__db_error(err);
+        }
+        if (PQntuples(r) == 1) {
+            bool failed = !db_get_bool(r, 0, 1) && (strcmp(db_get(r, 0, 2), "failed") == 0 ||
+                                                     strcmp(db_get(r, 0, 2), "cancelled") == 0 ||
+                                                     strcmp(db_get(r, 0, 2), "succeeded") == 0);
+            if (!failed)
+                rc = api_error_set(err, API_CONFLICT, "worker %s %s snapshot %s (operation %s)", wname,
+                                   db_get_bool(r, 0, 1) ? "holds a copy of" : "is taking a copy of", id,
+                                   db_get(r, 0, 0));
+            else if (db_run(c, "DELETE FROM snapshot_copies WHERE snapshot_id = $1 AND worker_id = $2", 2, q) < 0) {
+                PQclear(r);
+                db_rollback(c);
+                return store__db_error(err);
+            }
+        }
+        PQclear(r);
+    }
+    if (rc < 0) {
+        db_rollback(c);
+        return rc;
+    }
+    char op_id[SBX_ID_MAX];
+    ids_new("op", op_id);
+    json_object *req = json_object_new_object();
+    jsonx_add_str(req, "snapshot_id", id);
+    jsonx_add_str(req, "worker", wname);
+    char *req_text = jsonx_dump(req);
+    json_object_put(req);
+    json_object *pl = store__placement_here(wname, "the worker the copy is for");
+    op_insert_t oi = { .id = op_id, .tenant_id = tenant_id, .sandbox_id = sbx, .kind = "snapshot_copy",
+                       .request_hash = "", .request_text = req_text, .created_by = created_by,
+                       .deadline_seconds = lim->deadline_seconds, .state = OP_LEASED, .worker_id = wid,
+                       .worker_name = wname, .lease_seconds = lim->lease_seconds, .placement = pl };
+    json_object *op = NULL;
+    rc = store__op_insert(c, &oi, &op);
+    json_object_put(pl);
+    free(req_text);
+    const char *ins[] = { id, wid, holder[0] ? holder : NULL, op_id };
+    if (rc < 0 ||
+        db_run(c, "INSERT INTO snapshot_copies (snapshot_id, worker_id, source_worker_id, operation_id) "
+                  "VALUES ($1, $2, $3, $4)", 4, ins) < 0 ||
+        db_commit(c) < 0) {
+        json_object_put(op);
+        store__db_error(err);
+        db_rollback(c);
+        return SBX_EDB;
+    }
+    store__count_placed_now("snapshot_copy");
+    *ret = store__wrap("operation", op);
+    json_object *sn = NULL;
+    const char *g[] = { id, NULL };
+    if (store__fetch_one(c, &store__t_snapshot, SNAPSHOT_FROM SNAPSHOT_REF_WHERE, 2, g, &sn) == 0)
+        jsonx_add(*ret, "snapshot", sn);
+    return 0;
+}
+
+int store_snapshot_export_source(PGconn *c, const char *worker_id, const char *snapshot_id, logs_source_t *src,
+                                 int64_t *ret_image_bytes, api_error_t *err)
+{
+    memset(src, 0, sizeof *src);
+    const char *p[] = { worker_id, snapshot_id };
+    PGresult *r = db_exec(c,
+                          "SELECT coalesce(hw.id, ''), coalesce(hw.state, 'lost'), coalesce(hw.route_address, ''), "
+                          "  CASE WHEN " STORE_TOKEN_LIVE("t") " THEN coalesce(t.hash, '') ELSE '' END, "
+                          "  sn.tenant_id, coalesce(sn.image_bytes, 0), coalesce(hw.name, '') "
+                          "FROM operations o JOIN snapshot_copies sc ON sc.operation_id = o.id "
+                          "JOIN snapshots sn ON sn.id = sc.snapshot_id "
+                          "LEFT JOIN workers hw ON hw.id = sn.worker_id LEFT JOIN api_tokens t ON t.id = hw.token_id "
+                          "WHERE o.kind = 'snapshot_copy' AND o.state IN ('leased', 'running') AND o.lease_worker_id = $1 "
+                          "  AND sc.worker_id = $1 AND sn.id = $2 AND sn.deleted_at IS NULL AND sn.ready_at IS NOT NULL "
+                          "LIMIT 1",
+                          2, p);
+    if (!r)
+        return store__db_error(err);
+    int rc = 0;
+    if (PQntuples(r) != 1)
+        rc = api_error_set(err, API_FORBIDDEN,
+                           "no copy of snapshot %.64s is leased to this worker: a worker reads a snapshot only for "
+                           "its own copy operation",
+                           snapshot_id);
+    else if (strcmp(db_get(r, 0, 1), "ready") != 0 && strcmp(db_get(r, 0, 1), "draining") != 0)
+        rc = api_error_set(err, API_UNAVAILABLE, "the worker holding snapshot %s (%s) is %s", snapshot_id,
+                           db_get(r, 0, 6), db_get(r, 0, 1));
+    else if (!db_get(r, 0, 2)[0] || !db_get(r, 0, 3)[0])
+        rc = api_error_set(err, API_UNAVAILABLE, "the worker holding snapshot %s (%s) has no forwarder address",
+                           snapshot_id, db_get(r, 0, 6));
+    if (rc == 0) {
+        snprintf(src->phase, sizeof src->phase, "running");
+        snprintf(src->worker_id, sizeof src->worker_id, "%s", db_get(r, 0, 0));
+        snprintf(src->worker_state, sizeof src->worker_state, "%s", db_get(r, 0, 1));
+        snprintf(src->worker_address, sizeof src->worker_address, "%s", db_get(r, 0, 2));
+        snprintf(src->worker_token_hash, sizeof src->worker_token_hash, "%s", db_get(r, 0, 3));
+        snprintf(src->tenant_id, sizeof src->tenant_id, "%s", db_get(r, 0, 4));
+        policy_init(&src->caps);
+        *ret_image_bytes = db_get_ll(r, 0, 5);
+    }
+    PQclear(r);
+    return rc;
+}
+
+int store__snapshot_copied(PGconn *c, const char *op_id, json_object *result)
+{
+    int64_t image = -1;
+    jsonx_get_int(result, "image_bytes", &image);
+    char im[24];
+    snprintf(im, sizeof im, "%lld", (long long)image);
+    const char *p[] = { op_id, image >= 0 ? im : NULL };
+    return db_run(c,
+                  "WITH u AS (UPDATE snapshot_copies SET ready_at = now(), image_bytes = $2::bigint "
+                  "  WHERE operation_id = $1 AND ready_at IS NULL RETURNING snapshot_id, worker_id) "
+                  "INSERT INTO events (tenant_id, kind, sandbox_id, operation_id, data) "
+                  "SELECT sn.tenant_id, 'snapshot.copied', sn.sandbox_id, $1, jsonb_build_object('snapshot', sn.id, "
+                  "  'worker', w.name) FROM u JOIN snapshots sn ON sn.id = u.snapshot_id "
+                  "  JOIN workers w ON w.id = u.worker_id",
+                  2, p);
 }

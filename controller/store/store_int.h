@@ -294,6 +294,9 @@ int store__place_one(PGconn *c, const store_limits_t *lim, const char *op_id);
  * result ({"size_bytes","image_bytes"}): its row is ready, with its event.
  * 0 or SBX_EDB. */
 int store__snapshot_made(PGconn *c, const char *op_id, json_object *result);
+/* In a report's transaction: the snapshot_copy operation op_id succeeded:
+ * its copy is ready (and its event). 0 or SBX_EDB. */
+int store__snapshot_copied(PGconn *c, const char *op_id, json_object *result);
 /* In a create's transaction: locks the rows of the spec's volumes (ids,
  * resolved) and checks that no live sandbox of the tenant mounts one in a
  * way this one excludes (read-write: any other; read-only: a writer).

@@ -1238,6 +1238,8 @@ int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_
             jsonx_add(a, "exec", ex);
         } else if (strcmp(kind, "snapshot") == 0) {
             jsonx_add(a, "snapshot", store__parse_json_text(store__col_text(t, r, i, "request")));
+        } else if (strcmp(kind, "snapshot_copy") == 0) {
+            jsonx_add(a, "snapshot_copy", store__parse_json_text(store__col_text(t, r, i, "request")));
         }
         json_object *allow = strcmp(kind, "create") == 0
                                  ? store__parse_json_text(store__col_text(t, r, i, "egress_allow"))
@@ -1382,6 +1384,8 @@ static int report_apply(PGconn *c, const report_t *rep, const char *worker_id, i
         return store__sandbox_paused(c, sbx, strcmp(kind, "resume") == 0, rep->result) < 0 ? SBX_EDB : 0;
     if (to == OP_SUCCEEDED && kind && strcmp(kind, "snapshot") == 0)
         return store__snapshot_made(c, rep->op_id, rep->result) < 0 ? SBX_EDB : 0;
+    if (to == OP_SUCCEEDED && kind && strcmp(kind, "snapshot_copy") == 0)
+        return store__snapshot_copied(c, rep->op_id, rep->result) < 0 ? SBX_EDB : 0;
     if (to == OP_SUCCEEDED)
         return 0;
     if (!create)

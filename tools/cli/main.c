@@ -981,10 +981,12 @@ static const command_t commands[] = {
       "quota); 2 usage; 3 an API error (forbidden: no pool policy;\n"
       "conflict: the name is taken; not_found: no such pool).\n" COMMON_FLAGS_HELP },
     { "snapshots", NULL, cli_check_snapshots, cli_cmd_snapshots, FLAGS(
-            FS("--sandbox", sandbox), FBS("--quiet", "-q", quiet), FJSON), CLI_POS_MAX, false,
+            FS("--sandbox", sandbox), FBS("--quiet", "-q", quiet), FS("--worker", worker), FWAIT, FJSON),
+      CLI_POS_MAX, false,
       "usage: sandbox snapshots list [--sandbox SANDBOX] [-q] [--json]\n"
       "       sandbox snapshots get SNAPSHOT [--json]\n"
       "       sandbox snapshots delete SNAPSHOT... [--json]\n"
+      "       sandbox snapshots copy SNAPSHOT --worker NAME [--wait [--timeout S]] [--json]\n"
       "\n"
       "Snapshots of sandboxes (sandbox snapshot --help). SNAPSHOT is a snapshot's id\n"
       "(snp_...) or its name. list prints the snapshots not deleted, newest first:\n"
@@ -995,8 +997,15 @@ static const command_t commands[] = {
       "any more, its name is free again, and its worker removes the bytes later (once\n"
       "no sandbox runs from it; the sandboxes made from it run on). When one delete\n"
       "fails the others are still done, and the exit code is the first failure's.\n"
+      "copy puts a copy of a ready snapshot on another worker (an operation leased to\n"
+      "that worker, which reads the snapshot's bytes through the controller from the\n"
+      "worker holding it, never through a registry) and prints its id; sandboxes\n"
+      "made from the snapshot may then be placed there too. get shows its copies.\n"
       "\n"
       "  --sandbox SANDBOX        list: only the snapshots made of this sandbox\n"
+      "  --worker NAME            copy: the worker to copy to (sandbox workers)\n"
+      "  --wait                   copy: wait for the copy operation (exit 0 done, 1\n"
+      "                           failed, 124 on --timeout S, default 900)\n"
       "  -q, --quiet              list: the ids only, one per line\n"
       "  --json                   print the API's JSON: {\"snapshots\":[…]} for list,\n"
       "                           {\"snapshot\":…} for get and for each delete\n"

@@ -386,6 +386,15 @@ void cli_print_snapshot(json_object *s)
     KV_ROWS(s, { "id:", "id" }, { "name:", "name" }, { "tenant:", "tenant" }, { "state:", "state" },
             { "sandbox:", "sandbox_id" }, { "image:", "image" }, { "isolation:", "isolation" },
             { "worker:", "worker" });
+    json_object *cp = jsonx_get_arr(s, "copies");
+    for (size_t i = 0; cp && i < json_object_array_length(cp); i++) {
+        json_object *e = json_object_array_get_idx(cp, i);
+        printf("%-15s ", i == 0 ? "copies:" : "");
+        cli_put_text(stdout, jsonx_get_str(e, "worker"));
+        fputs(" (", stdout);
+        cli_put_text(stdout, jsonx_get_str(e, "state"));
+        fputs(")\n", stdout);
+    }
     kv_size("size:", s, "size_bytes");
     kv_size("image size:", s, "image_bytes");
     kv_line("operation:", jsonx_get_str(s, "operation_id"));

@@ -109,8 +109,19 @@ static int check_ref(cli_t *cli, const char *ref)
 int cli_check_snapshots(cli_t *cli, opts_t *o)
 {
     bool list = o->npos > 0 && strcmp(o->pos[0], "list") == 0;
+    bool copy = o->npos > 0 && strcmp(o->pos[0], "copy") == 0;
     if (o->npos > 0 && !list && (o->sandbox || o->quiet))
         return cli_usage_error(cli->cmd, "%s goes with list", o->sandbox ? "--sandbox" : "-q");
+    if (o->npos > 0 && !copy && (o->worker || o->wait))
+        return cli_usage_error(cli->cmd, "%s goes with copy", o->worker ? "--worker" : "--wait");
+    if (copy) {
+        if (o->npos != 2)
+            return cli_usage_error(cli->cmd, "copy takes one SNAPSHOT");
+        if (!o->worker)
+            return cli_usage_error(cli->cmd, "copy needs --worker NAME (sandbox workers lists them)");
+        int r = cli_check_timeout_wait(cli->cmd, o);
+        return r ? r : check_ref(cli, o->pos[1]);
+    }
     int rc = cli_check_subcommand(cli, o, "list, get or delete");
     if (rc > 0)
         return rc;
@@ -119,7 +130,7 @@ int cli_check_snapshots(cli_t *cli, opts_t *o)
     const char *sub = o->pos[0];
     bool get = strcmp(sub, "get") == 0;
     if (!get && strcmp(sub, "delete") != 0)
-        return cli_usage_error(cli->cmd, "unknown subcommand '%s' (list, get or delete)", sub);
+        return cli_usage_error(cli->cmd, "unknown subcommand '%s' (list, get, delete or copy)", sub);
     if (o->npos < 2)
         return cli_usage_error(cli->cmd, "%s needs a SNAPSHOT (its id or name)", sub);
     if (get && o->npos > 2)
@@ -202,6 +213,13 @@ int cli_cmd_snapshots(cli_t *cli, opts_t *o)
     const char *sub = o->pos[0];
     if (strcmp(sub, "list") == 0)
         return snapshots_list(cli, o);
+    if (strcmp(sub, "copy") == 0) {
+        json_object *body = json_object_new_object(), *resp = NULL;
+        jsonx_add_str(body, "worker", o->worker);
+        int rc = cli_call_id(cli, "POST", "/v1/snapshots/", o->pos[1], "/copies", "SNAPSHOT", body, NULL, &resp);
+        json_object_put(body);
+        return rc ? rc : cli_print_or_wait_op(cli, o, resp, "copy");
+    }
     if (strcmp(sub, "get") == 0) {
         json_object *resp = NULL;
         int rc = cli_call_id(cli, "GET", "/v1/snapshots/", o->pos[1], NULL, "SNAPSHOT", NULL, NULL, &resp);

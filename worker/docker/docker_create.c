@@ -567,6 +567,7 @@ static int docker_create_plan(docker_runtime_t *rt, isolation_t iso, net_mode_t 
     ret->network_mode = net == NET_NONE ? "none" : rt->net_name[net];
     ret->storage_quota = rt->storage_quota;
     ret->image = NULL;
+    ret->mounts = NULL;
     if (net != NET_NONE &&
         (docker_network_ensure(rt, net, err) < 0 || (net == NET_OPEN && docker_egress_check(rt, err) < 0))) {
         /* The network (or its egress rules) was fine at start; someone removed or replaced it. */
@@ -586,7 +587,7 @@ int docker_rt_create(runtime_t *base, const runtime_create_req_t *req, char ret_
     char name[SBX_ID_MAX + 8], path[256], id[80];
     json_object *body = NULL, *mounts = NULL;
     docker_reply_t rep;
-    docker_create_plan_t plan;
+    docker_create_plan_t plan = { 0 };
     memset(&rep, 0, sizeof rep);
     if (!docker_name_ok(req->sandbox_id, SBX_ID_MAX) || !req->spec || !req->spec->image)
         return api_error_set(err, API_INVALID_ARGUMENT, "malformed create request (sandbox id or image)");

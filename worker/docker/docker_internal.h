@@ -261,6 +261,11 @@ int docker_rt_snapshot_remove(runtime_t *base, const char *snapshot_id, const ch
  * this tenant's, cluster's and worker's (the controller's word is not
  * enough), and writes the image's name into image. API_IMAGE_UNAVAILABLE
  * naming the snapshot when it is not here (or is another's). */
+int docker_rt_snapshot_export(runtime_t *base, const runtime_snapshot_export_req_t *req, api_error_t *err);
+int docker_rt_snapshot_import(runtime_t *base, const runtime_snapshot_req_t *req, runtime_files_read_fn read,
+                              void *ud, runtime_snapshot_t *ret, api_error_t *err);
+/* The tag a worker keeps its copy of another's snapshot under. */
+void docker_snapshot_copy_image(const char *snapshot_id, const char *worker_name, char *out, size_t outlen);
 int docker_snapshot_image_for(docker_runtime_t *rt, const char *snapshot_id, const char *tenant,
                               const char *cluster_id, const char *worker_name, char *image, size_t imagelen,
                               api_error_t *err);
