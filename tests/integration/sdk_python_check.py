@@ -558,6 +558,51 @@ def snapshot_work(sbx):
         "list, get by name, NotFound for another tenant, delete")
 
 
+# ---------------------------------------------------------------- volumes
+def volume_work():
+    """A volume mounted read-write by a sandbox that writes a file (Conflict
+    to delete it meanwhile), then read-only by a second that reads it; list,
+    get, delete."""
+    vname = "sdk-vol-" + label
+    vol = member.volumes.create(vname, size_mib=16)
+    check(vol["id"].startswith("vol_") and vol["name"] == vname and vol["state"] == "unplaced"
+          and vol["size_mib"] == 16, f"volumes.create: {vol}")
+    made = []
+    try:
+        a = member.sandboxes.create(IMAGE, network="none", labels={"sdk": label},
+                                    volumes=[{"volume": vname, "path": "/data"}], **SMALL)
+        made.append(a)
+        check([m["volume"] for m in a.volumes] == [vol["id"]], f"the sandbox shows its mount by id: {a.volumes}")
+        check(a.exec(["sh", "-c", f"echo {label} > /data/note && sync"]).exit_code == 0, "writing in the volume")
+        got = member.volumes.get(vname)
+        check(got["state"] == "ready" and [m["sandbox"] for m in got["mounted_by"]] == [a.id],
+              f"volumes.get once mounted: {got}")
+        raises(sc.Conflict, lambda: member.volumes.delete(vname), "deleting a mounted volume")
+        a.delete()
+        b = member.sandboxes.create(IMAGE, network="none", labels={"sdk": label},
+                                    volumes=[{"volume": vol["id"], "path": "/data", "read_only": True}], **SMALL)
+        made.append(b)
+        r = b.exec(["cat", "/data/note"])
+        check(r.exit_code == 0 and r.text == label + "\n", f"the file read through a read-only mount: {r}")
+        b.delete()
+        check(vol["id"] in [v["id"] for v in member.volumes.list()], "volumes.list has it")
+        gone = member.volumes.delete(vol["id"])
+        check(gone["id"] == vol["id"] and gone["state"] == "deleted", f"volumes.delete: {gone}")
+        check(vol["id"] not in [v["id"] for v in member.volumes.list()], "a deleted volume leaves the list")
+    finally:
+        for sbx in made:
+            try:
+                sbx.delete()
+            except Exception:
+                pass
+        try:
+            member.volumes.delete(vol["id"])
+        except Exception:
+            pass
+    log(f"volumes: {vol['id']} written through a read-write mount, read through a read-only one; "
+        "Conflict while mounted, list, get, delete")
+
+
 def local_unpack_refusals():
     """safe_extract refuses what would land outside the destination (a
     server never sends these: the worker checks, so they are made here)."""
@@ -618,6 +663,7 @@ def main():
         errors_main(sbx)
         sandbox_work(sbx)
         snapshot_work(sbx)
+    volume_work()
     after = member.sandboxes.get(sbx.id)
     check(after.phase == "deleted", f"the context manager deleted the sandbox: {after.phase}")
     raises(sc.Conflict, lambda: after.exec(["true"]), "exec on a deleted sandbox")

@@ -3,7 +3,9 @@
 # (tests/mcp/client.mjs) with a member token of a tenant of its own: tool
 # schemas and annotations, the full lifecycle with structured results,
 # public routes (share with its URL and one-time access token, list,
-# unshare, gone with the sandbox), isError for policy_denied / not_found /
+# unshare, gone with the sandbox), volumes (sandbox_volume_create, mounted
+# read-write then read-only through sandbox_create, sandbox_volumes,
+# sandbox_volume_delete: conflict while mounted, then deleted), isError for policy_denied / not_found /
 # unauthenticated / invalid_argument, progress and cancellation, parse
 # errors and unknown methods, version negotiation, exit on stdin EOF, the
 # flag / environment / config file sources. Installs the
@@ -79,4 +81,7 @@ assert_contains "$(tail -n 1 "$client_log")" "checks passed" "last line of clien
 assert_exit 0 sandbox list --tenant "$tenant" --json
 assert_eq 0 "$(python3 -c 'import json,sys; print(len(json.loads(sys.argv[1])["sandboxes"]))' "$ITEST_OUT")" \
   "live sandboxes of $tenant after client.mjs"
+SANDBOX_TOKEN=$member assert_exit 0 sandbox volumes list --json
+assert_eq 0 "$(python3 -c 'import json,sys; print(len(json.loads(sys.argv[1])["volumes"]))' "$ITEST_OUT")" \
+  "volumes of $tenant after client.mjs"
 echo "sandbox-mcp answers the MCP SDK and raw JSON-RPC as its contract says"

@@ -6,10 +6,11 @@
 # detached exec followed and cancelled, a 50 MiB file both ways with equal
 # sha256, a directory tree up and down, logs, routes, extend, events with
 # the cursor, the context manager deleting, a create whose answer is lost
-# retried into exactly one sandbox) and the error classes the API can be
-# made to answer; on a second controller of its own (TLS with a CA this
-# test makes, small request rates, a database of its own so its admin
-# calls touch nothing shared): TLS verification, RateLimited with
+# retried into exactly one sandbox, a volume written through one sandbox's
+# mount and read through the next one's read-only mount) and the error
+# classes the API can be made to answer; on a second controller of its
+# own (TLS with a CA this test makes, small request rates, a database of
+# its own so its admin calls touch nothing shared): TLS verification, RateLimited with
 # retry_after, tenants, tokens, pools, workers. Then the package is
 # installed offline into a venv (pip --no-index --no-build-isolation) and
 # the example examples/sdk/python/run_tests.py runs with it.

@@ -6,7 +6,8 @@
 # (sandboxes, exec with streamed output, detached exec followed and
 # cancelled, files with a 50 MiB round trip, directory upload/download as tar,
 # logs, routes, extend, events with the cursor, operations, AbortSignal,
-# admin calls), provokes each error class it can for real (and checks the
+# snapshots, a volume written through one sandbox's mount and read through
+# the next one's read-only mount, admin calls), provokes each error class it can for real (and checks the
 # mapping of every code of docs/api.md's table), makes a create whose answer
 # is lost and checks its retry made one sandbox, and talks to a second
 # controller of this test's own serving TLS with a private CA and small rate

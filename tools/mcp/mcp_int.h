@@ -111,7 +111,8 @@ void tool_arg_copy(json_object *body, json_object *args, const char *k);
  * returns false (with *bad set) when that does not fit. */
 bool tool_id_path(char *out, size_t n, const char *prefix, const char *id, const char *suffix, json_object **bad);
 
-/* The handlers: tools_sandbox.c, tools_routes.c, tools_events.c, tools_files.c, tools_snapshots.c. */
+/* The handlers: tools_sandbox.c, tools_routes.c, tools_events.c, tools_files.c, tools_snapshots.c,
+ * tools_volumes.c. */
 mcp_tool_fn_t tool_create, tool_wait, tool_exec, tool_get, tool_list, tool_delete, tool_extend, tool_operation,
     tool_exec_output, tool_cancel;
 mcp_tool_fn_t tool_share, tool_routes, tool_unshare;
@@ -119,6 +120,7 @@ mcp_tool_fn_t tool_pools, tool_images, tool_pause, tool_resume; /* tools_sandbox
 mcp_tool_fn_t tool_events, tool_logs;
 mcp_tool_fn_t tool_write_file, tool_read_file, tool_list_files; /* tools_files.c */
 mcp_tool_fn_t tool_snapshot, tool_snapshots, tool_snapshot_delete, tool_fork, tool_templates; /* tools_snapshots.c */
+mcp_tool_fn_t tool_volume_create, tool_volumes, tool_volume_delete; /* tools_volumes.c */
 
 /* ---------------------------------------------------------------- the server (server.c) */
 

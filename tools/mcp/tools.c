@@ -40,6 +40,9 @@
 #define SNP_SCHEMA                                                                                 \
     "{'type':'object','properties':{'id':" STR ",'name':" STR ",'state':{'type':'string','enum':"       \
     "['pending','ready','failed','deleted']}},'required':['id','state']}"
+#define VOL_SCHEMA                                                                                 \
+    "{'type':'object','properties':{'id':" STR ",'name':" STR ",'state':{'type':'string','enum':"       \
+    "['unplaced','ready','deleted']},'size_mib':{'type':'integer'}},'required':['id','state']}"
 #define ROUTE_SCHEMA                                                                               \
     "{'type':'object','properties':{'id':" STR ",'port':{'type':'integer'},'auth':{'type':'string'," \
     "'enum':['token','public']},'url':" STR "},'required':['id','port','auth','url']}"
@@ -67,7 +70,11 @@ const mcp_tool_t tool_table[] = {
       "(id or name) to start from: its files and image, on its worker; container or gvisor only") ",'template':"
       DSTR("a template to start from, NAME or NAME:VERSION (sandbox_templates): its files, and its env and workdir "
       "for every exec; not with from") ",'auto_pause':{'type':'boolean','description':'when ttl_seconds passes, "
-      "pause it (sandbox_resume runs it again) instead of deleting it'}"
+      "pause it (sandbox_resume runs it again) instead of deleting it'},'volumes':{'type':'array','maxItems':8,"
+      "'description':'volumes to mount (sandbox_volume_create): read-write by one live sandbox at a time, "
+      "read-only by many; container or gvisor only','items':{'type':'object','properties':{'volume':"
+      DSTR("the volume id (vol_...) or its name") ",'path':" DSTR("absolute mount path, e.g. /cache") ","
+      "'read_only':{'type':'boolean'}},'required':['volume','path'],'additionalProperties':false}}"
       ",'cpu_millis':{'type':'integer',"
       "'minimum':10,'description':'thousandths of a core (default 1000)'},"
       "'memory_mib':{'type':'integer','minimum':6,'description':'default 512'},"
@@ -317,6 +324,27 @@ const mcp_tool_t tool_table[] = {
       "{'type':'array','items':{'type':'object','properties':{'sandbox_id':" STR ",'operation_id':" STR ","
       "'state':" STR "}}}},'required':['snapshot_id','sandboxes']}",
       "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" } },
+    { .run = tool_volume_create, .def = { "sandbox_volume_create", "Create a volume",
+      "Creates a volume: a file system of size_mib that outlives sandboxes (a cache, work kept between "
+      "sessions). Mount it with sandbox_create volumes; it lives on the worker of the first sandbox that mounts "
+      "it. Over the tenant quota it is quota_exceeded.",
+      "{'type':'object','properties':{'name':" DSTR("1 to 63 letters, digits, _, . or -, unique in the tenant, "
+      "usable as its id") ",'size_mib':{'type':'integer','minimum':8,'maximum':16777216,'description':'its size; "
+      "a write past it fails'}},'required':['name','size_mib'],'additionalProperties':false}",
+      "{'type':'object','properties':{'volume':" VOL_SCHEMA "},'required':['volume']}",
+      "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" } },
+    { .run = tool_volumes, .def = { "sandbox_volumes", "List volumes",
+      "Lists the volumes not deleted, newest first, with state, size_mib, worker and mounted_by (the live "
+      "sandboxes that mount each, with path and read_only).",
+      "{'type':'object','properties':{},'additionalProperties':false}",
+      "{'type':'object','properties':{'volumes':{'type':'array','items':" VOL_SCHEMA "}},'required':['volumes']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" } },
+    { .run = tool_volume_delete, .def = { "sandbox_volume_delete", "Delete a volume",
+      "Deletes a volume and its files at once; conflict while a live sandbox mounts it (delete that first).",
+      "{'type':'object','properties':{'volume':" DSTR("the volume id (vol_...) or its name") "},"
+      "'required':['volume'],'additionalProperties':false}",
+      "{'type':'object','properties':{'volume':" VOL_SCHEMA "},'required':['volume']}",
+      "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':true,'openWorldHint':false}" } },
     { .run = tool_events, .def = { "sandbox_events", "List events",
       "Lists what happened, oldest first: sandbox phases (sandbox.pending ... sandbox.running, sandbox.deleted, "
       "failed, lost), operation states (operation.admitted ... operation.succeeded or failed, with error codes "

@@ -1,5 +1,5 @@
-"""The client and its resources (sandboxes, snapshots, operations, events,
-tenants, tokens, pools, workers)."""
+"""The client and its resources (sandboxes, snapshots, volumes, operations,
+events, tenants, tokens, pools, workers)."""
 
 from __future__ import annotations
 
@@ -56,6 +56,7 @@ class Client:
         )
         self.sandboxes = Sandboxes(self)
         self.snapshots = Snapshots(self)
+        self.volumes = Volumes(self)
         self.operations = Operations(self)
         self.tenants = Tenants(self)
         self.tokens = Tokens(self)
@@ -134,6 +135,7 @@ class Sandboxes:
         read_only_root: Optional[bool] = None,
         hardened: Optional[bool] = None,
         from_: Optional[str] = None,
+        volumes: Optional[Sequence[Mapping[str, Any]]] = None,
         wait: Literal[True] = True,
         timeout: Optional[float] = 300,
     ) -> Sandbox: ...
@@ -158,6 +160,7 @@ class Sandboxes:
         read_only_root: Optional[bool] = None,
         hardened: Optional[bool] = None,
         from_: Optional[str] = None,
+        volumes: Optional[Sequence[Mapping[str, Any]]] = None,
         wait: Literal[False],
         timeout: Optional[float] = 300,
     ) -> Operation: ...
@@ -181,6 +184,7 @@ class Sandboxes:
         read_only_root: Optional[bool] = None,
         hardened: Optional[bool] = None,
         from_: Optional[str] = None,
+        volumes: Optional[Sequence[Mapping[str, Any]]] = None,
         wait: bool = True,
         timeout: Optional[float] = 300,
     ) -> Union[Sandbox, Operation]:
@@ -188,7 +192,9 @@ class Sandboxes:
         create :class:`Operation` at once). Fields left None take the
         server's defaults (docs/api.md). ``from_``: a snapshot (id or name)
         to start from, sent as the spec's ``"from"`` (``image`` may then be
-        left out: the snapshot's is used). A create that fails raises the
+        left out: the snapshot's is used). ``volumes``: at most 8 mounts
+        ``{"volume": NAME_OR_ID, "path": "/abs", "read_only": bool}``
+        (docs/volumes.md). A create that fails raises the
         class of its error (``IsolationUnavailable``, ``ImageUnavailable``,
         ``SandboxExited``, …) with ``.operation`` set; ``timeout`` (seconds)
         running out raises :class:`TimeoutError`. The request carries an
@@ -210,6 +216,7 @@ class Sandboxes:
             selector=dict(selector) if selector is not None else None,
             read_only_root=read_only_root,
             hardened=hardened,
+            volumes=[dict(v) for v in volumes] if volumes is not None else None,
         )
         if from_ is not None:
             spec["from"] = from_
@@ -273,6 +280,40 @@ class Snapshots:
         """Deletes a snapshot at once (``state`` ``deleted``; its name is free
         again); its worker removes the bytes once no sandbox runs from it."""
         return self._t.call("DELETE", f"/v1/snapshots/{_q(ref)}")["snapshot"]
+
+
+class Volumes:
+    """``client.volumes``: a tenant's file systems that outlive sandboxes
+    (docs/volumes.md); ``sandboxes.create(volumes=[…])`` mounts one. Answers
+    are the API's volume objects as dicts (``id``, ``name``, ``state``,
+    ``size_mib``, ``worker``, ``mounted_by``, …)."""
+
+    def __init__(self, client: Client) -> None:
+        self._t = client._transport
+
+    def create(self, name: str, size_mib: int, tenant: Optional[str] = None) -> Dict[str, Any]:
+        """A new volume of ``size_mib`` MiB (8 to 16777216), ``unplaced``
+        until a sandbox first mounts it. A name taken is :class:`Conflict`,
+        over the tenant's quota :class:`QuotaExceeded`, volumes turned off
+        :class:`PolicyDenied`."""
+        body = _spec(name=name, size_mib=int(size_mib), tenant=tenant)
+        return self._t.call("POST", "/v1/volumes", json=body)["volume"]
+
+    def list(self) -> List[Dict[str, Any]]:
+        """The tenant's volumes not deleted (an admin: every tenant's),
+        newest first."""
+        return self._t.call("GET", "/v1/volumes")["volumes"]
+
+    def get(self, ref: str) -> Dict[str, Any]:
+        """A volume by id (``vol_…``) or name; another tenant's is
+        :class:`NotFound`."""
+        return self._t.call("GET", f"/v1/volumes/{_q(ref)}")["volume"]
+
+    def delete(self, ref: str) -> Dict[str, Any]:
+        """Deletes a volume at once (``state`` ``deleted``; its name is free
+        again); :class:`Conflict` while a live sandbox mounts it. Its worker
+        removes the bytes."""
+        return self._t.call("DELETE", f"/v1/volumes/{_q(ref)}")["volume"]
 
 
 class Operations:

@@ -81,6 +81,12 @@ class Sandbox:
         return self.data.get("from")
 
     @property
+    def volumes(self) -> List[Dict[str, Any]]:
+        """The volumes it mounts (``[{"volume": "vol_…", "path", "read_only"}]``),
+        empty when none."""
+        return list(self.data.get("volumes") or [])
+
+    @property
     def _path(self) -> str:
         return f"/v1/sandboxes/{_q(self.id)}"
 

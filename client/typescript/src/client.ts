@@ -5,7 +5,7 @@
 import { Operations, POLL_WAIT_SECONDS } from "./operations.js";
 import { type ClientContext, type LocalFiles, Sandboxes } from "./sandbox.js";
 import { type FetchLike, Transport } from "./transport.js";
-import type { JsonObject, SandboxEvent, SnapshotData } from "./types.js";
+import type { JsonObject, SandboxEvent, SnapshotData, VolumeData } from "./types.js";
 import { randomUUID, snake } from "./util.js";
 
 /** Where the CLI's default points: a controller on this machine. */
@@ -180,6 +180,31 @@ class Snapshots {
   }
 }
 
+/** A tenant's file systems that outlive sandboxes (docs/volumes.md): `sandboxes.create({ volumes })` mounts one. */
+class Volumes {
+  constructor(private readonly t: Transport) {}
+  /** A new volume of `sizeMib` MiB (8 to 16777216), `unplaced` until a sandbox first mounts it. */
+  async create(o: { name: string; sizeMib: number; tenant?: string } & Sig): Promise<VolumeData> {
+    const { signal, ...body } = o;
+    return (await this.t.json<{ volume: VolumeData }>({ method: "POST", path: "/v1/volumes", json: snake(body), signal })).volume;
+  }
+  /** The tenant's volumes not deleted (an admin: every tenant's), newest first. */
+  async list(o: Sig = {}): Promise<VolumeData[]> {
+    return (await this.t.json<{ volumes: VolumeData[] }>({ method: "GET", path: "/v1/volumes", ...o })).volumes;
+  }
+  /** A volume by id (vol_…) or name; another tenant's is NotFound. */
+  async get(ref: string, o: Sig = {}): Promise<VolumeData> {
+    return (await this.t.json<{ volume: VolumeData }>({ method: "GET", path: `/v1/volumes/${encodeURIComponent(ref)}`, ...o }))
+      .volume;
+  }
+  /** Deletes it at once (`state` `deleted`, its name free again); Conflict while a live sandbox mounts it. */
+  async delete(ref: string, o: Sig = {}): Promise<VolumeData> {
+    return (
+      await this.t.json<{ volume: VolumeData }>({ method: "DELETE", path: `/v1/volumes/${encodeURIComponent(ref)}`, ...o })
+    ).volume;
+  }
+}
+
 class Workers {
   constructor(private readonly t: Transport) {}
   async list(o: Sig = {}): Promise<JsonObject[]> {
@@ -202,6 +227,7 @@ export class Client {
   readonly transport: Transport;
   readonly sandboxes: Sandboxes;
   readonly snapshots: Snapshots;
+  readonly volumes: Volumes;
   readonly operations: Operations;
   readonly tenants: Tenants;
   readonly tokens: Tokens;
@@ -232,6 +258,7 @@ export class Client {
     const ctx: ClientContext = { transport: this.transport, local, newId };
     this.sandboxes = new Sandboxes(ctx);
     this.snapshots = new Snapshots(this.transport);
+    this.volumes = new Volumes(this.transport);
     this.operations = new Operations(this.transport);
     this.tenants = new Tenants(this.transport);
     this.tokens = new Tokens(this.transport);

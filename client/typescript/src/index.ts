@@ -9,6 +9,6 @@ export * from "./errors.js";
 export { Operation, Operations, OutputChunk, OutputStream } from "./operations.js";
 export type { OutputOptions, WaitOptions } from "./operations.js";
 export { ExecResult, ExecStream, Files, Paged, Sandbox, Sandboxes } from "./sandbox.js";
-export type { CreateOptions, ExecOptions, ListOptions, LocalFiles, Trust } from "./sandbox.js";
+export type { CreateOptions, ExecOptions, ListOptions, LocalFiles, Trust, VolumeMount } from "./sandbox.js";
 export type { FetchLike, RequestBody } from "./transport.js";
 export type * from "./types.js";

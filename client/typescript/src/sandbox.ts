@@ -27,6 +27,16 @@ export interface Trust {
   hostile?: boolean;
 }
 
+/** A volume a create mounts (docs/volumes.md). */
+export interface VolumeMount {
+  /** The volume's id (vol_…) or name. */
+  volume: string;
+  /** An absolute path, not `/` nor under /proc, /sys or /dev. */
+  path: string;
+  /** Read-only mounts are shared; a read-write one is one live sandbox's (default false). */
+  readOnly?: boolean;
+}
+
 export interface CreateOptions {
   /** The image (left out with `from`: the snapshot's is used). */
   image?: string;
@@ -46,6 +56,8 @@ export interface CreateOptions {
   selector?: Record<string, string>;
   readOnlyRoot?: boolean;
   hardened?: boolean;
+  /** Volumes to mount, at most 8. */
+  volumes?: VolumeMount[];
   /** Wait until it runs (default true) and return a Sandbox; false returns the create Operation. */
   wait?: boolean;
   /** Seconds to wait for it to run (default 300). */
@@ -338,6 +350,10 @@ export class Sandbox {
   get from(): string | undefined {
     return this.data.from;
   }
+  /** The volumes it mounts (by volume id), [] when none. */
+  get volumes(): NonNullable<SandboxData["volumes"]> {
+    return this.data.volumes ?? [];
+  }
   private get path(): string {
     return `/v1/sandboxes/${encodeURIComponent(this.id)}`;
   }
@@ -603,9 +619,10 @@ export class Sandboxes {
   create(o?: CreateOptions & { wait?: true }): Promise<Sandbox>;
   create(o: CreateOptions & { wait: false }): Promise<Operation>;
   async create(o: CreateOptions = {}): Promise<Sandbox | Operation> {
-    const { wait, timeout, idempotencyKey, signal, trust, ...spec } = o;
+    const { wait, timeout, idempotencyKey, signal, trust, volumes, ...spec } = o;
     const body = snake(spec as Record<string, unknown>);
     if (trust) body.trust = snake(trust as Record<string, unknown>);
+    if (volumes) body.volumes = volumes.map((v) => snake(v as unknown as Record<string, unknown>));
     const t = this.ctx.transport;
     const r = await t.json<{ sandbox: SandboxData; operation: OperationData }>({
       method: "POST",

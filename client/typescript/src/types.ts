@@ -22,6 +22,8 @@ export interface SandboxData {
   failure?: { reason: string; exit_code?: number; at: string; message: string } | null;
   /** The snapshot (snp_…) it was created from, when one. */
   from?: string;
+  /** The volumes it mounts, by volume id (vol_…), when any. */
+  volumes?: { volume: string; path: string; read_only: boolean; size_mib?: number }[];
   [field: string]: unknown;
 }
 
@@ -46,6 +48,24 @@ export interface SnapshotData {
   created_at: string;
   ready_at: string | null;
   deleted_at?: string;
+  [field: string]: unknown;
+}
+
+/** A volume: a tenant's file system that outlives its sandboxes, on one worker (docs/volumes.md). */
+export interface VolumeData {
+  id: string;
+  name: string;
+  tenant: string;
+  /** `unplaced` (until a sandbox first mounts it), `ready` or `deleted`. */
+  state: string;
+  size_mib: number;
+  /** The worker it lives on, once placed. */
+  worker?: string | null;
+  /** The live sandboxes that mount it. */
+  mounted_by: { sandbox: string; path: string; read_only: boolean }[];
+  created_at: string;
+  placed_at?: string | null;
+  deleted_at?: string | null;
   [field: string]: unknown;
 }
 

@@ -528,6 +528,47 @@ await check("snapshot({name}) waits until ready; create({from}) has its files; s
   }
 });
 
+// ------------------------------------------------------------ volumes
+
+await check("volumes.create; create({volumes}) writes, a read-only mount reads; Conflict while mounted; list/get/delete", async () => {
+  const name = "sdk-vol-" + randomBytes(4).toString("hex");
+  const vol = await member.volumes.create({ name, sizeMib: 16 });
+  const made = [];
+  let deleted = false;
+  try {
+    assert.match(vol.id, /^vol_/);
+    assert.equal(vol.state, "unplaced");
+    assert.equal(vol.size_mib, 16);
+    const mount = async (readOnly) => {
+      const s = await member.sandboxes.create({ ...small, volumes: [{ volume: name, path: "/data", readOnly }] });
+      track(s.id);
+      made.push(s);
+      assert.deepEqual(s.volumes.map((m) => [m.volume, m.read_only]), [[vol.id, readOnly]]);
+      return s;
+    };
+    const a = await mount(false);
+    assert.equal((await a.exec(["sh", "-c", `echo ${name} > /data/note && sync`])).exitCode, 0);
+    const got = await member.volumes.get(name);
+    assert.equal(got.state, "ready");
+    assert.deepEqual(got.mounted_by.map((m) => m.sandbox), [a.id]);
+    await throwsClass(sdk.Conflict, () => member.volumes.delete(name), "deleting a mounted volume");
+    await a.delete();
+    const b = await mount(true);
+    assert.equal((await b.exec(["cat", "/data/note"])).stdoutText, name + "\n", "read through a read-only mount");
+    await b.delete();
+    assert.ok((await member.volumes.list()).some((v) => v.id === vol.id), "volumes.list has it");
+    const gone = await member.volumes.delete(vol.id);
+    deleted = true;
+    assert.equal(gone.state, "deleted");
+    assert.ok(!(await member.volumes.list()).some((v) => v.id === vol.id), "a deleted volume leaves the list");
+  } finally {
+    if (!deleted) {
+      for (const s of made) await s.delete().catch(() => undefined);
+      await member.volumes.delete(vol.id).catch(() => undefined);
+    }
+  }
+});
+
 // ------------------------------------------------------------ idempotent retries
 
 await check("a create whose answer is lost is retried with the same Idempotency-Key: one sandbox", async () => {
