@@ -25,7 +25,8 @@ void api_volume_create(req_t *rq)
     api_error_t err;
     policy_t pol;
     memset(&pol, 0, sizeof pol);
-    if (http_read_json(rq, (size_t)rq->ctl->max_body_client, &body) < 0)
+    const char *idem = NULL;
+    if (api_idempotency_key(rq, &idem) < 0 || http_read_json(rq, (size_t)rq->ctl->max_body_client, &body) < 0)
         return;
     static const char *const known[] = { "name", "size_mib", "tenant", NULL };
     if (!json_object_is_type(body, json_type_object)) {
@@ -77,8 +78,8 @@ void api_volume_create(req_t *rq)
         http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
         goto cleanup;
     }
-    if (store_volume_create(rq->db, &rq->ctl->lim, tenant_id, &pol, name, size, rq->auth.token_id, &resp, &err) <
-        0) {
+    if (store_volume_create(rq->db, &rq->ctl->lim, tenant_id, &pol, name, size, idem, rq->auth.token_id, &resp,
+                            &err) < 0) {
         http_reply_api_error(rq, &err);
         goto cleanup;
     }

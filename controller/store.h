@@ -204,10 +204,12 @@ int store_snapshot_resolve(PGconn *c, const char *tenant_id, const char *ref, ch
 /* Volumes (store/volumes.c, docs/volumes.md). Create one of size_mib in
  * the tenant, under its quotas (max_volumes, max_volume_mib: the server's
  * in lim, tightened by pol): {"volume":…}; 409 when the name is taken, 429
- * over a quota, 422 when volumes are off. */
+ * over a quota, 422 when volumes are off. With idempotency_key (may be
+ * NULL): the volume that key made in the tenant, when it made one of this
+ * name and size (409 otherwise). */
 int store_volume_create(PGconn *c, const store_limits_t *lim, const char *tenant_id, const policy_t *pol,
-                        const char *name, int64_t size_mib, const char *created_by, json_object **ret,
-                        api_error_t *err);
+                        const char *name, int64_t size_mib, const char *idempotency_key, const char *created_by,
+                        json_object **ret, api_error_t *err);
 /* One by id or name within scope (NULL: any tenant): {"volume":…}, 404. */
 int store_volume_get(PGconn *c, const char *scope, const char *ref, json_object **ret, api_error_t *err);
 /* The live ones within scope: {"volumes":[…]}. */

@@ -21,3 +21,8 @@ CREATE TABLE snapshot_copies (
 );
 CREATE INDEX snapshot_copies_worker ON snapshot_copies (worker_id);
 CREATE INDEX snapshot_copies_operation ON snapshot_copies (operation_id);
+
+-- A volume create may carry an Idempotency-Key: the same key in the same
+-- tenant answers with the volume it made (a retry whose answer was lost).
+ALTER TABLE volumes ADD COLUMN idempotency_key text;
+CREATE UNIQUE INDEX volumes_idempotency ON volumes (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL;

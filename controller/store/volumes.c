@@ -50,12 +50,35 @@ static int volume_quota(PGconn *c, const store_limits_t *lim, const char *tenant
 }
 
 int store_volume_create(PGconn *c, const store_limits_t *lim, const char *tenant_id, const policy_t *pol,
-                        const char *name, int64_t size_mib, const char *created_by, json_object **ret,
-                        api_error_t *err)
+                        const char *name, int64_t size_mib, const char *idempotency_key, const char *created_by,
+                        json_object **ret, api_error_t *err)
 {
     char id[SBX_ID_MAX], sz[24];
     if (db_begin(c) < 0)
         return store__db_error(err);
+    if (idempotency_key) {
+        /* the key's volume, when this tenant used it already: the same
+         * request answers with it, another is a conflict */
+        const char *k[] = { tenant_id, idempotency_key };
+        PGresult *r = db_exec(c, "SELECT id, name, size_mib FROM volumes WHERE tenant_id = $1 AND idempotency_key = $2",
+                              2, k);
+        if (!r) {
+            db_rollback(c);
+            return store__db_error(err);
+        }
+        if (PQntuples(r) == 1) {
+            bool same = strcmp(db_get(r, 0, 1), name) == 0 && db_get_ll(r, 0, 2) == size_mib;
+            snprintf(id, sizeof id, "%s", db_get(r, 0, 0));
+            PQclear(r);
+            db_rollback(c);
+            if (!same)
+                return api_error_set(err, API_CONFLICT,
+                                     "this Idempotency-Key made volume %s with another name or size", id);
+            const char *g[] = { id, NULL };
+            return store__api_get(c, &store__t_volume, VOLUME_FROM VOLUME_REF_WHERE, 2, g, "volume", id, ret, err);
+        }
+        PQclear(r);
+    }
     int rc = volume_quota(c, lim, tenant_id, pol, size_mib, err);
     if (rc < 0) {
         db_rollback(c);
@@ -63,9 +86,9 @@ int store_volume_create(PGconn *c, const store_limits_t *lim, const char *tenant
     }
     ids_new("vol", id);
     snprintf(sz, sizeof sz, "%lld", (long long)size_mib);
-    const char *p[] = { id, tenant_id, name, sz, created_by };
-    if (db_run(c, "INSERT INTO volumes (id, tenant_id, name, size_mib, created_by) VALUES ($1, $2, $3, $4, $5)", 5,
-               p) < 0) {
+    const char *p[] = { id, tenant_id, name, sz, created_by, idempotency_key };
+    if (db_run(c, "INSERT INTO volumes (id, tenant_id, name, size_mib, created_by, idempotency_key) "
+                  "VALUES ($1, $2, $3, $4, $5, $6)", 6, p) < 0) {
         bool dup = db_last_unique_violation();
         db_rollback(c);
         if (dup)

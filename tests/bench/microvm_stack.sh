@@ -4,8 +4,11 @@
 # itself) and the CLI on loopback. Rows: `sandbox create --hostile --wait`
 # (create -> running, from a warm template), `sandbox exec -- true` (a new
 # CLI process, the API, the worker, the driver, the guest agent), `sandbox
-# delete --wait` (QEMU killed, files removed). Median of N (5), in ms; the
-# first create (which makes the template of its size) is shown on its own.
+# pause --wait` and `sandbox resume --wait` (QEMU stopped and continued, its
+# memory kept: docs/pause.md), `sandbox delete --wait` (QEMU killed, files
+# removed). Median of N (5), in ms; the first create (a cold boot, which
+# makes the template of its size) is shown on its own, and resume is set
+# against both ways of starting: the template restore and the cold boot.
 # Usage: tests/bench/microvm_stack.sh [N]   (as root; env BUILD, IMAGE)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -44,7 +47,7 @@ accel=$("$cli" workers list --json | grep -o 'accel \(kvm\|tcg\)' | head -n1 | c
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-create=() exec_true=() delete=()
+create=() exec_true=() delete=() pause=() resume=()
 first=0
 for i in $(seq 0 "$n"); do
   a=$(ms); id=$("$cli" create --image "$image" --hostile --wait --timeout 200 | awk '{print $1}'); b=$(ms)
@@ -53,6 +56,11 @@ for i in $(seq 0 "$n"); do
     a=$(ms); "$cli" exec "$id" -- true; b=$(ms)
     exec_true+=($((b - a)))
   done
+  a=$(ms); "$cli" pause "$id" --wait --timeout 120 >/dev/null; b=$(ms)
+  pause+=($((b - a)))
+  a=$(ms); "$cli" resume "$id" --wait --timeout 120 >/dev/null; b=$(ms)
+  resume+=($((b - a)))
+  "$cli" exec "$id" -- true || { echo "exec after resume failed" >&2; exit 1; }
   a=$(ms); "$cli" delete "$id" --wait --timeout 60 >/dev/null; b=$(ms)
   delete+=($((b - a)))
 done
@@ -60,4 +68,8 @@ printf '| microvm (%s), through sandboxd all and the CLI | median of %s, ms |\n|
 printf '| first create (makes the template) | %s |\n' "$first"
 printf '| create --hostile --wait (template restore) | %s |\n' "$(median "${create[@]}")"
 printf '| exec true | %s |\n' "$(median "${exec_true[@]}")"
+printf '| pause --wait | %s |\n' "$(median "${pause[@]}")"
+printf '| resume --wait | %s |\n' "$(median "${resume[@]}")"
 printf '| delete --wait | %s |\n' "$(median "${delete[@]}")"
+c=$(median "${create[@]}") r=$(median "${resume[@]}")
+awk -v r="$r" -v c="$c" -v f="$first" 'BEGIN { printf "| resume / template restore | %.2fx |\n| resume / cold boot (first create) | %.2fx |\n", r / c, r / f }' 

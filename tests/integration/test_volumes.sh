@@ -157,6 +157,17 @@ assert_not_contains "$ITEST_OUT" "volume-helper" "the helper sandboxes are gone"
 assert_exit 1 sandbox create "${small[@]}" --isolation microvm -v data:/data --wait --timeout 120
 assert_contains "$ITEST_ERR$ITEST_OUT" "isolation_unavailable" "a microvm sandbox with a volume"
 
+# --- a retried create under one Idempotency-Key makes one volume
+key="vk-$tag"
+idem() { curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $a" -H "Idempotency-Key: $key" \
+  -H 'Content-Type: application/json' --data-binary "$1" "$SANDBOX_URL/v1/volumes"; }
+assert_eq 201 "$(idem '{"name":"keyed","size_mib":8}')" "the first keyed create"
+assert_eq 201 "$(idem '{"name":"keyed","size_mib":8}')" "the same keyed create again answers with the volume"
+assert_eq 409 "$(idem '{"name":"keyed","size_mib":16}')" "the key with another size"
+assert_exit 0 sandbox volumes list --json
+[ "$(grep -o '"name": *"keyed"' <<<"$ITEST_OUT" | wc -l)" = 1 ] || fail "the keyed create made more than one volume"
+assert_exit 0 sandbox volumes delete keyed
+
 # --- the quota: max_volumes 2 allows one more, then 429
 SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN assert_exit 0 sandbox tenants update "$ta" --policy '{"max_volumes":2}'
 assert_exit 0 sandbox volumes create second --size-mib 8
