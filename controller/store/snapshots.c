@@ -73,7 +73,9 @@ int store_snapshot_create(PGconn *c, const store_limits_t *lim, const char *scop
     }
     if (rc != 0)
         return rc;
-    if (strcmp(phase, "running") != 0 || strcmp(desired, "running") != 0) {
+    /* A paused sandbox's files are all there (container, gvisor): it may
+     * be snapshotted, and so forked, without a resume. */
+    if ((strcmp(phase, "running") != 0 && strcmp(phase, "paused") != 0) || strcmp(desired, "running") != 0) {
         policy_release(&pol);
         int r = store__not_running(c, sandbox_id, phase, desired, "a snapshot", err);
         db_rollback(c);

@@ -81,6 +81,14 @@ itest_http POST "/v1/sandboxes/$sbx/resume" "$b" ''
 assert_http 404 not_found "another tenant's resume"
 sleep 3 # the TTL clock stands still meanwhile
 assert_eq "$left" "$(field "$sbx" paused.ttl_seconds_left)" "ttl_seconds_left does not run while paused"
+# a paused sandbox forks without a resume: its files are all there
+assert_exit 0 sandbox fork "$sbx" --count 1 --wait --timeout 120
+read -r pf _ <<<"$ITEST_OUT"
+itest_track "$pf"
+assert_exit 0 sandbox exec "$pf" -- cat /root/kept
+assert_eq "kept-$tag" "$ITEST_OUT" "a fork of the paused sandbox has its file"
+assert_eq paused "$(field "$sbx" phase)" "the paused sandbox stays paused through its fork"
+assert_exit 0 sandbox delete "$pf" --wait --timeout 60
 
 # --- the resume: same id, same container, files and route back
 assert_exit 0 sandbox resume "$sbx" --wait --timeout 60
