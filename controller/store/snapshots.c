@@ -321,8 +321,8 @@ int store__snapshot_made(PGconn *c, const char *op_id, json_object *result)
                   3, p);
 }
 
-int store_snapshot_unwanted(PGconn *c, const char *worker_id, json_object *held, json_object **ret,
-                            api_error_t *err)
+int store__held_unwanted(PGconn *c, const char *worker_id, json_object *held, const char *prefix, const char *sql,
+                         json_object **ret, api_error_t *err)
 {
     *ret = json_object_new_array();
     size_t n = held ? json_object_array_length(held) : 0;
@@ -331,20 +331,13 @@ int store_snapshot_unwanted(PGconn *c, const char *worker_id, json_object *held,
     json_object *ids = json_object_new_array();
     for (size_t i = 0; i < n; i++) {
         const char *id = jsonx_get_str(json_object_array_get_idx(held, i), "id");
-        if (id && ids_valid("snp", id))
+        if (id && ids_valid(prefix, id))
             json_object_array_add(ids, json_object_new_string(id));
     }
     char *ids_text = jsonx_dump(ids);
     json_object_put(ids);
     const char *p[] = { worker_id, ids_text };
-    PGresult *r = db_exec(c,
-                          "SELECT x FROM jsonb_array_elements_text($2::jsonb) x WHERE NOT EXISTS (SELECT 1 "
-                          "FROM snapshots sn WHERE sn.id = x AND sn.deleted_at IS NULL AND (sn.worker_id = $1 OR "
-                          "  EXISTS (SELECT 1 FROM snapshot_copies sc LEFT JOIN operations o ON o.id = sc.operation_id "
-                          "    WHERE sc.snapshot_id = sn.id AND sc.worker_id = $1 AND (sc.ready_at IS NOT NULL "
-                          "      OR o.state IN ('pending', 'admitted', 'leased', 'running'))))) "
-                          "LIMIT 256",
-                          2, p);
+    PGresult *r = db_exec(c, sql, 2, p);
     free(ids_text);
     if (!r)
         return store__db_error(err);
@@ -352,6 +345,20 @@ int store_snapshot_unwanted(PGconn *c, const char *worker_id, json_object *held,
         json_object_array_add(*ret, json_object_new_string(db_get(r, i, 0)));
     PQclear(r);
     return 0;
+}
+
+int store_snapshot_unwanted(PGconn *c, const char *worker_id, json_object *held, json_object **ret,
+                            api_error_t *err)
+{
+    return store__held_unwanted(
+        c, worker_id, held, "snp",
+        "SELECT x FROM jsonb_array_elements_text($2::jsonb) x WHERE NOT EXISTS (SELECT 1 "
+        "FROM snapshots sn WHERE sn.id = x AND sn.deleted_at IS NULL AND (sn.worker_id = $1 OR "
+        "  EXISTS (SELECT 1 FROM snapshot_copies sc LEFT JOIN operations o ON o.id = sc.operation_id "
+        "    WHERE sc.snapshot_id = sn.id AND sc.worker_id = $1 AND (sc.ready_at IS NOT NULL "
+        "      OR o.state IN ('pending', 'admitted', 'leased', 'running'))))) "
+        "LIMIT 256",
+        ret, err);
 }
 
 /* ---- templates ---------------------------------------------------------- */

@@ -294,6 +294,11 @@ int store__place_one(PGconn *c, const store_limits_t *lim, const char *op_id);
  * result ({"size_bytes","image_bytes"}): its row is ready, with its event.
  * 0 or SBX_EDB. */
 int store__snapshot_made(PGconn *c, const char *op_id, json_object *result);
+/* Of held (a heartbeat's [{"id"}], ids of prefix), those sql ($1 the
+ * worker, $2 the ids as a JSON array; one column) says the worker should
+ * no longer keep: a new array into *ret. 0 or SBX_EDB. */
+int store__held_unwanted(PGconn *c, const char *worker_id, json_object *held, const char *prefix, const char *sql,
+                         json_object **ret, api_error_t *err);
 /* In a report's transaction: the snapshot_copy operation op_id succeeded:
  * its copy is ready (and its event). 0 or SBX_EDB. */
 int store__snapshot_copied(PGconn *c, const char *op_id, json_object *result);

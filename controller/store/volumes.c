@@ -271,28 +271,9 @@ int store__volumes_pin(PGconn *c, const char *spec_text, const char *worker_id)
 
 int store_volume_unwanted(PGconn *c, const char *worker_id, json_object *held, json_object **ret, api_error_t *err)
 {
-    *ret = json_object_new_array();
-    size_t n = held ? json_object_array_length(held) : 0;
-    if (n == 0)
-        return 0;
-    json_object *ids = json_object_new_array();
-    for (size_t i = 0; i < n; i++) {
-        const char *id = jsonx_get_str(json_object_array_get_idx(held, i), "id");
-        if (id && ids_valid("vol", id))
-            json_object_array_add(ids, json_object_new_string(id));
-    }
-    char *ids_text = jsonx_dump(ids);
-    json_object_put(ids);
-    const char *p[] = { worker_id, ids_text };
-    PGresult *r = db_exec(c,
-                          "SELECT x FROM jsonb_array_elements_text($2::jsonb) x WHERE NOT EXISTS (SELECT 1 "
-                          "FROM volumes vo WHERE vo.id = x AND vo.worker_id = $1 AND vo.deleted_at IS NULL) LIMIT 256",
-                          2, p);
-    free(ids_text);
-    if (!r)
-        return store__db_error(err);
-    for (int i = 0; i < PQntuples(r); i++)
-        json_object_array_add(*ret, json_object_new_string(db_get(r, i, 0)));
-    PQclear(r);
-    return 0;
+    return store__held_unwanted(c, worker_id, held, "vol",
+                                "SELECT x FROM jsonb_array_elements_text($2::jsonb) x WHERE NOT EXISTS (SELECT 1 "
+                                "FROM volumes vo WHERE vo.id = x AND vo.worker_id = $1 AND vo.deleted_at IS NULL) "
+                                "LIMIT 256",
+                                ret, err);
 }
