@@ -309,7 +309,7 @@ run create --help
 expect "create --help names --template and --auto-pause" 0 stdout "--template NAME[:VERSION]" \
     stdout "--auto-pause" stdout "paused"
 run templates
-expect "templates without a subcommand" 2 stderr "missing subcommand: build, list, get or delete"
+expect "templates without a subcommand" 2 stderr "missing subcommand: build, list, get, logs or delete"
 run templates frob
 expect "templates unknown subcommand" 2 stderr "unknown subcommand 'frob'"
 run templates get

@@ -38,6 +38,7 @@ COPY src/ ./
 RUN sh ./setup.sh && \\
     echo "\$FLAVOUR" > /app/flavour
 RUN pwd > /app/where
+RUN echo said-v1-$tag
 EXPOSE 8000
 CMD ["sh", "-c", "echo run"]
 EOF
@@ -72,6 +73,7 @@ assert_eq "$v1" "$(itest_json "$ITEST_OUT" sandbox.from)" "the sandbox's from is
 
 # --- a rebuild makes version 2; creates take it, NAME:1 names the first
 sed -i 's/^RUN pwd > \/app\/where$/RUN pwd > \/app\/where \&\& echo two > \/app\/version/' "$ctx/Dockerfile"
+sed -i "s/said-v1-/said-v2-/" "$ctx/Dockerfile"
 assert_exit 0 sandbox templates build "web-$tag" -f "$ctx/Dockerfile" "$ctx" --json
 assert_eq 2 "$(itest_json "$ITEST_OUT" snapshot.version)" "the rebuild's version"
 assert_exit 0 sandbox create --template "web-$tag" --cpu-millis 100 --memory-mib 64 --wait --timeout 120
@@ -84,6 +86,17 @@ assert_exit 0 sandbox create --template "web-$tag:1" --cpu-millis 100 --memory-m
 read -r s3 _ <<<"$ITEST_OUT"
 itest_track "$s3"
 assert_exit 1 sandbox exec "$s3" -- cat /app/version
+# --- the builds' logs: each RUN with what it printed, per version
+assert_exit 0 sandbox templates logs "web-$tag" --version 1
+assert_contains "$ITEST_OUT" "version 1" "the logs name the version"
+assert_contains "$ITEST_OUT" "==> exec op_" "the logs list the build's execs"
+assert_contains "$ITEST_OUT" "succeeded, exit 0" "each with its outcome"
+assert_contains "$ITEST_OUT" "said-v1-$tag" "a RUN's output in version 1's logs"
+assert_not_contains "$ITEST_OUT" "said-v2-$tag" "version 1's logs hold nothing of version 2"
+assert_exit 0 sandbox templates logs "web-$tag"
+assert_contains "$ITEST_OUT" "said-v2-$tag" "logs without --version: the newest version's"
+assert_exit 0 sandbox templates logs "web-$tag" --json
+assert_eq 2 "$(itest_json "$ITEST_OUT" version)" "logs --json: the version"
 assert_exit 0 sandbox templates list --json
 assert_eq 2 "$(python3 -c 'import json,sys; t=[x for x in json.loads(sys.argv[1])["templates"] if x["name"]==sys.argv[2]][0]; print(t["versions"])' "$ITEST_OUT" "web-$tag")" "two versions listed"
 

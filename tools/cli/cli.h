@@ -235,6 +235,9 @@ int cli_cmd_operation(cli_t *cli, opts_t *o);
 int cli_check_exec(cli_t *cli, opts_t *o);
 int cli_cmd_exec(cli_t *cli, opts_t *o);
 int cli_cmd_output(cli_t *cli, opts_t *o);
+/* The kept output of exec op_id, as 'sandbox output OP' prints it (stdout
+ * and stderr to ours): an exit code. */
+int cli_output_print(cli_t *cli, const char *op_id);
 int cli_cmd_cancel(cli_t *cli, opts_t *o);
 /* routes.c */
 int cli_check_share(cli_t *cli, opts_t *o);

@@ -339,6 +339,14 @@ static int output_read_all(cli_t *cli, const char *op_id, int64_t *offset, exec_
     }
 }
 
+int cli_output_print(cli_t *cli, const char *op_id)
+{
+    exec_follow_t fw = { .cli = cli, .cap = -1 };
+    int64_t offset = 0;
+    bool done = false;
+    return output_read_all(cli, op_id, &offset, &fw, &done);
+}
+
 int cli_cmd_output(cli_t *cli, opts_t *o)
 {
     const char *op_id = o->pos[0];

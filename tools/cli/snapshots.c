@@ -122,7 +122,7 @@ int cli_check_snapshots(cli_t *cli, opts_t *o)
         int r = cli_check_timeout_wait(cli->cmd, o);
         return r ? r : check_ref(cli, o->pos[1]);
     }
-    int rc = cli_check_subcommand(cli, o, "list, get or delete");
+    int rc = cli_check_subcommand(cli, o, "list, get, delete or copy");
     if (rc > 0)
         return rc;
     if (rc == 0)

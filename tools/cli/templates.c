@@ -404,15 +404,15 @@ int cli_check_templates(cli_t *cli, opts_t *o)
         return cli_usage_error(cli->cmd, "the build flags (-f, --build-arg, --network, --timeout, ...) go with build");
     if (o->npos > 0 && o->quiet && strcmp(sub, "list") != 0)
         return cli_usage_error(cli->cmd, "-q goes with list");
-    if (o->npos > 0 && o->version.set && strcmp(sub, "delete") != 0)
-        return cli_usage_error(cli->cmd, "--version goes with delete");
-    int rc = cli_check_subcommand(cli, o, "build, list, get or delete");
+    if (o->npos > 0 && o->version.set && strcmp(sub, "delete") != 0 && strcmp(sub, "logs") != 0)
+        return cli_usage_error(cli->cmd, "--version goes with delete and logs");
+    int rc = cli_check_subcommand(cli, o, "build, list, get, logs or delete");
     if (rc >= 0)
         return rc;
     if (is_build)
         return check_build(cli, o);
-    if (strcmp(sub, "get") != 0 && strcmp(sub, "delete") != 0)
-        return cli_usage_error(cli->cmd, "unknown subcommand '%s' (build, list, get or delete)", sub);
+    if (strcmp(sub, "get") != 0 && strcmp(sub, "delete") != 0 && strcmp(sub, "logs") != 0)
+        return cli_usage_error(cli->cmd, "unknown subcommand '%s' (build, list, get, logs or delete)", sub);
     if (o->npos != 2)
         return cli_usage_error(cli->cmd, "%s needs one template NAME", sub);
     if (!spec_snapshot_name_ok(o->pos[1]))
@@ -999,9 +999,104 @@ static void build_release(void)
     memset(&build, 0, sizeof build);
 }
 
+/* templates logs NAME [--version N]: what the build of a version ran and
+ * printed, from its build sandbox's exec operations (their kept output;
+ * docs/templates.md). */
+static int templates_logs(cli_t *cli, const opts_t *o)
+{
+    json_object *resp = NULL;
+    int rc = cli_call_id(cli, "GET", "/v1/templates/", o->pos[1], NULL, "NAME", NULL, NULL, &resp);
+    if (rc)
+        return rc;
+    json_object *vers = jsonx_get_arr(jsonx_get_obj(resp, "template"), "versions"), *pick = NULL;
+    int64_t best = 0;
+    for (size_t i = 0; vers && i < json_object_array_length(vers); i++) {
+        json_object *v = json_object_array_get_idx(vers, i);
+        int64_t n = 0;
+        jsonx_get_int(v, "version", &n);
+        if (o->version.set ? n == o->version.v : n > best) {
+            best = n;
+            pick = v;
+        }
+    }
+    const char *sbx = jsonx_get_str(pick, "sandbox_id");
+    if (!pick || !sbx) {
+        fprintf(stderr, "sandbox: templates: %s has no version %s\n", o->pos[1], o->version.set ? "of that number"
+                                                                                               : "yet");
+        json_object_put(resp);
+        return EXIT_API;
+    }
+    char sid[CLI_ARG_ID_MAX];
+    snprintf(sid, sizeof sid, "%s", sbx);
+    if (!cli->json)
+        printf("# %s version %lld, built in sandbox %s\n", o->pos[1], (long long)best, sid);
+    json_object_put(resp);
+    /* The build's execs, in order: the first event of each exec operation
+     * of the build sandbox, paged by the events cursor. */
+    json_object *steps = cli->json ? json_object_new_array() : NULL, *seen = json_object_new_object();
+    int64_t after = 0;
+    for (int page = 0; page < 100 && rc == 0; page++) {
+        char path[CLIENT_PATH_MAX];
+        snprintf(path, sizeof path, "/v1/events?sandbox=%s&limit=500&after=%lld", sid, (long long)after);
+        json_object *ev = NULL;
+        if ((rc = cli_call(cli, "GET", path, NULL, NULL, &ev)) != 0)
+            break;
+        json_object *arr = jsonx_get_arr(ev, "events");
+        size_t n = arr ? json_object_array_length(arr) : 0;
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            json_object *e = json_object_array_get_idx(arr, i);
+            const char *op = jsonx_get_str(e, "operation_id");
+            const char *kind = jsonx_get_str(jsonx_get_obj(e, "data"), "kind");
+            if (!op || !kind || strcmp(kind, "exec") != 0 || json_object_object_get_ex(seen, op, NULL))
+                continue;
+            json_object_object_add(seen, op, NULL);
+            json_object *got = NULL;
+            if ((rc = cli_call_id(cli, "GET", "/v1/operations/", op, NULL, "OPERATION", NULL, NULL, &got)) != 0)
+                break;
+            json_object *opj = jsonx_get_obj(got, "operation");
+            if (steps) {
+                json_object_array_add(steps, json_object_get(opj));
+            } else {
+                /* (an operation's argv is never shown back: it may hold
+                 * what a build passed on a command line) */
+                int64_t code = -1;
+                jsonx_get_int(jsonx_get_obj(opj, "result"), "exit_code", &code);
+                fputs("==> exec ", stdout);
+                cli_put_text(stdout, op);
+                printf(": %s", jsonx_get_str(opj, "state") ? jsonx_get_str(opj, "state") : "?");
+                if (code >= 0)
+                    printf(", exit %lld", (long long)code);
+                putchar('\n');
+                fflush(stdout);
+                rc = cli_output_print(cli, op);
+            }
+            json_object_put(got);
+        }
+        int64_t next = after;
+        jsonx_get_int(ev, "next_after", &next);
+        json_object_put(ev);
+        if (n == 0 || next <= after)
+            break;
+        after = next;
+    }
+    json_object_put(seen);
+    if (steps) {
+        json_object *out = json_object_new_object();
+        jsonx_add_str(out, "sandbox_id", sid);
+        jsonx_add_int(out, "version", best);
+        jsonx_add(out, "steps", steps);
+        if (rc == 0)
+            cli_print_json(out);
+        json_object_put(out);
+    }
+    return rc;
+}
+
 int cli_cmd_templates(cli_t *cli, opts_t *o)
 {
     const char *sub = o->pos[0];
+    if (strcmp(sub, "logs") == 0)
+        return templates_logs(cli, o);
     if (strcmp(sub, "list") == 0)
         return templates_list(cli, o);
     if (strcmp(sub, "delete") == 0)
