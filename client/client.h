@@ -205,6 +205,7 @@ typedef struct client_exec_spec {
     int argc;
     json_object *env;                       /* borrowed; NULL: absent */
     const char *cwd;
+    const char *user;                       /* "user": name[:group] to run as; NULL: the image's */
     client_opt_int_t timeout_seconds, max_output_bytes;
     const char *stdin_text;                 /* "stdin": UTF-8 text; NULL: absent */
     const char *stdin_b64;                  /* "stdin_b64": base64 bytes; NULL: absent */

@@ -113,7 +113,7 @@ static const body_field_t create_fields[] = {
     CF(volumes, BF_REF), FIELDS_END,
 };
 static const body_field_t exec_fields[] = {
-    { "argv", BF_ARGV, 0, NULL }, XF(env, BF_REF), XF(cwd, BF_STR), XF(timeout_seconds, BF_INT),
+    { "argv", BF_ARGV, 0, NULL }, XF(env, BF_REF), XF(cwd, BF_STR), XF(user, BF_STR), XF(timeout_seconds, BF_INT),
     XF(max_output_bytes, BF_INT), { "stdin", BF_STR, offsetof(client_exec_spec_t, stdin_text), NULL },
     XF(stdin_b64, BF_STR), FIELDS_END,
 };

@@ -771,6 +771,7 @@ void exec_spec_release(exec_spec_t *s)
     free(s->argv);
     kv_list_release(&s->env);
     free(s->cwd);
+    free(s->user);
     free(s->stdin_data);
     memset(s, 0, sizeof *s);
 }
@@ -819,7 +820,7 @@ static int exec_stdin_from_json(json_object *o, exec_spec_t *s, api_error_t *err
 int exec_spec_from_json(json_object *o, exec_spec_t *ret, api_error_t *err)
 {
     static const char *const known[] = { "argv",          "env",   "cwd", "timeout_seconds", "max_output_bytes",
-                                         "stdin",         "stdin_b64", NULL };
+                                         "stdin",         "stdin_b64", "user", NULL };
     exec_spec_t s;
     memset(&s, 0, sizeof s);
     memset(ret, 0, sizeof *ret);
@@ -877,6 +878,13 @@ int exec_spec_from_json(json_object *o, exec_spec_t *ret, api_error_t *err)
         api_error_set(err, API_INVALID_ARGUMENT, "cwd must be an absolute path");
         goto fail;
     }
+    if (get_opt_string(o, "user", 64, &s.user, err) < 0)
+        goto fail;
+    if (s.user && !config_user_ok(s.user)) {
+        api_error_set(err, API_INVALID_ARGUMENT, "user must be a user name or id and :group, 1 to 64 letters, digits, "
+                      "_, ., - or :");
+        goto fail;
+    }
     if (get_ranged_int(o, "timeout_seconds", 1, SBX_EXEC_TIMEOUT_MAX, EXEC_DEFAULT_TIMEOUT, &s.timeout_seconds,
                        err) < 0 ||
         get_ranged_int(o, "max_output_bytes", 0, SBX_EXEC_OUTPUT_CEILING, 0, &s.max_output_bytes, err) < 0)
@@ -899,6 +907,8 @@ json_object *exec_spec_to_json(const exec_spec_t *s)
     jsonx_add(o, "argv", a);
     jsonx_add(o, "env", kv_list_to_json(&s->env));
     jsonx_add_str(o, "cwd", s->cwd);
+    if (s->user)
+        jsonx_add_str(o, "user", s->user);
     jsonx_add_int(o, "timeout_seconds", s->timeout_seconds);
     jsonx_add_int(o, "max_output_bytes", s->max_output_bytes);
     if (s->has_stdin) {

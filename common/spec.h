@@ -85,6 +85,7 @@ typedef struct exec_spec {
     size_t argc;
     kv_list_t env;
     char *cwd;             /* NULL: the image's working directory */
+    char *user;            /* NULL: the image's user; else name[:group] (container, gvisor) */
     int64_t timeout_seconds;
     int64_t max_output_bytes; /* 0: the server default */
     /* The command's stdin (stdin_len bytes, any bytes, NUL-terminated for

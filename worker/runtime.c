@@ -226,6 +226,10 @@ int runtime_snapshot_remove(runtime_t *rt, const char *snapshot_id, const char *
 int runtime_exec(runtime_t *rt, const char *ref, const exec_spec_t *spec, size_t max_output,
                  const runtime_output_sink_t *sink, runtime_exec_result_t *ret, api_error_t *err)
 {
+    /* never as root in place of the user asked for */
+    if (spec && spec->user && !rt->ops->exec_user)
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE, "the %s runtime cannot run an exec as user %s",
+                             rt->ops->name, spec->user);
     return rt->ops->exec(rt, ref, spec, max_output, sink, ret, err);
 }
 

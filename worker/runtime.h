@@ -659,6 +659,9 @@ typedef struct runtime_ops {
     int (*resume)(runtime_t *rt, const char *sandbox_id, const char *ref, runtime_exit_t *ret_exit,
                   api_error_t *err);
     void (*free)(runtime_t *rt);   /* never called with NULL */
+    /* Whether exec honours exec_spec_t.user (false: an exec with a user is
+     * refused with API_ISOLATION_UNAVAILABLE, never run as root). */
+    bool exec_user;
 } runtime_ops_t;
 
 /* A composite of n backends (1..4; taken: the array's entries are set to

@@ -525,6 +525,7 @@ static const runtime_ops_t multi_ops = {
     .snapshot_remove = multi_snapshot_remove,
     .snapshot_export = multi_snapshot_export,
     .snapshot_import = multi_snapshot_import,
+    .exec_user = true, /* each backend's runtime_exec says for itself */
     .volume_support = multi_volume_support,
     .volume_list = multi_volume_list,
     .volume_remove = multi_volume_remove,

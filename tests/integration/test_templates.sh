@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Templates (docs/templates.md): `sandbox templates build NAME -f Dockerfile
-# CONTEXT` runs a Dockerfile with FROM, ARG, ENV, WORKDIR, COPY, RUN, USER,
+# CONTEXT` runs a Dockerfile with FROM, ARG, ENV, WORKDIR, COPY, RUN, USER (a RUN after it as that user),
 # CMD and EXPOSE through the API (a build sandbox, execs, a file upload, a
 # snapshot as the template's version 1); `sandbox create --template NAME`
 # starts sandboxes with its files, its ENV and its WORKDIR; a rebuild makes
@@ -119,6 +119,22 @@ assert_exit 1 sandbox templates build "fail-$tag" -f "$ctx/Dockerfile.fail" "$ct
 assert_contains "$ITEST_ERR" ":3" "the failure names line 3"
 itest_http GET "/v1/templates/fail-$tag" "$a"
 assert_http 404 not_found "a failed build makes no version"
+
+# --- RUN after USER runs as that user (an exec's user), and so do the
+# sandboxes made from the template
+printf 'FROM %s\nRUN id -u > /tmp/root-uid\nUSER nobody\nRUN id -u > /tmp/user-uid\n' "$ITEST_IMAGE" \
+  >"$ctx/Dockerfile.user"
+assert_exit 0 sandbox templates build "user-$tag" -f "$ctx/Dockerfile.user" "$ctx"
+assert_exit 0 sandbox create --template "user-$tag" --cpu-millis 100 --memory-mib 64 --wait --timeout 120
+read -r su _ <<<"$ITEST_OUT"
+itest_track "$su"
+assert_exit 0 sandbox exec "$su" -- cat /tmp/root-uid /tmp/user-uid
+assert_eq "0
+65534" "$ITEST_OUT" "the RUN before USER ran as root, the one after as nobody"
+itest_http POST "/v1/sandboxes/$su/exec" "$a" '{"argv":["id"],"user":"bad user"}'
+assert_http 400 invalid_argument "an exec user with a space"
+assert_exit 0 sandbox delete "$su" --wait --timeout 60
+assert_exit 0 sandbox templates delete "user-$tag"
 
 # --- delete: one version, then the rest
 assert_exit 0 sandbox templates delete "web-$tag" --version 1

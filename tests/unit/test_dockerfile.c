@@ -217,6 +217,8 @@ START_TEST(test_workdir_user_cmd_entrypoint_expose)
     ck_assert_str_eq(df->steps[0].dir, "/srv/app");
     ck_assert_str_eq(df->steps[1].dir, "/srv/app/lib");
     ck_assert_str_eq(df->steps[2].cwd, "/srv/app/lib");
+    ck_assert_ptr_null(df->steps[2].user);
+    ck_assert_ptr_null(df->steps[3].user); /* after USER root */
     ck_assert_str_eq(df->workdir, "/srv/app/lib");
     ck_assert_str_eq(df->user, "app:app");
     ck_assert_uint_eq(df->nentrypoint, 3);
@@ -229,6 +231,11 @@ START_TEST(test_workdir_user_cmd_entrypoint_expose)
     ck_assert_int_eq(df->expose[3], 9002);
     ck_assert_uint_eq(df->nnotes, 1);
     ck_assert_ptr_nonnull(strstr(df->notes[0], "Dockerfile:13: LABEL"));
+    dockerfile_free(df);
+    /* a RUN after USER runs as that user; USER root again: as root */
+    df = parse("FROM x\nUSER app:staff\nRUN id\nUSER 0\nRUN id\n");
+    ck_assert_str_eq(df->steps[0].user, "app:staff");
+    ck_assert_ptr_null(df->steps[1].user);
     dockerfile_free(df);
     /* the exec form of RUN, and a [ that is not JSON is the shell form */
     df = parse("FROM x\nRUN [\"echo\", \"a b\"]\nRUN [ -f /etc/passwd ] && echo yes\n");
@@ -294,7 +301,6 @@ START_TEST(test_refusals_name_file_line_and_instruction)
     refused("RUN true\n", ":1:", "RUN before FROM", NULL);
     refused("# only a comment\n", "Dockerfile: no FROM", NULL);
     refused("ARG BASE\nFROM ${BASE}\n", ":2:", "FROM", NULL);
-    refused("FROM x\nUSER app\nRUN id\n", ":3:", "RUN after USER app (line 2)", "move USER below the last RUN", NULL);
     refused("FROM x\nRUN --mount=type=cache,target=/c make\n", ":2:", "RUN --mount", NULL);
     refused("FROM x\nCOPY --chown=app a /b\n", ":2:", "COPY --chown", NULL);
     refused("FROM x\nCOPY --chmod=755 a /b\n", ":2:", "COPY --chmod", NULL);

@@ -45,6 +45,7 @@ typedef struct opts {
     num_opt_t size;                          /* pools create: members kept ready */
     num_opt_t size_mib;                      /* volumes create --size-mib */
     const char *output;                      /* volumes download -o FILE */
+    const char *exec_user;                   /* exec -u USER[:GROUP] */
     bool untrusted_repo, generated_code, hostile, wait, json, all, read_only_root, hardened, follow;
     bool interactive;                        /* exec -i: send this process's stdin */
     bool tty;                                /* exec -t: on a pseudo-terminal (sandbox shell) */

@@ -548,6 +548,7 @@ static void step_release(df_step_t *s)
     strv_free(s->argv, s->argc);
     kv_free(s->env, s->nenv);
     free(s->cwd);
+    free(s->user);
     strv_free(s->srcs, s->nsrcs);
     free(s->dest);
 }
@@ -766,9 +767,6 @@ static int run_env(parse_t *p, df_step_t *s)
 
 static int do_run(parse_t *p, const char *args, const char *text)
 {
-    if (p->user && !user_is_root(p->user))
-        return fail(p, "RUN after USER %.64s (line %d): the build runs RUN as root; move USER below the last RUN",
-                    p->user, p->user_line);
     if (args[0] == '-' && args[1] == '-' && isalpha((unsigned char)args[2]))
         return fail(p, "RUN --%.*s is not supported (no RUN flags: the build runs each RUN as an exec)",
                     (int)strcspn(args + 2, "= \t"), args + 2);
@@ -797,6 +795,9 @@ static int do_run(parse_t *p, const char *args, const char *text)
     s->argv = av.v;
     s->argc = av.n;
     if (p->workdir && !(s->cwd = strdup(p->workdir)))
+        return oom(p);
+    /* a RUN after USER runs as that user (an exec's "user") */
+    if (p->user && !user_is_root(p->user) && !(s->user = strdup(p->user)))
         return oom(p);
     return run_env(p, s);
 }

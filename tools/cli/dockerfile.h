@@ -33,6 +33,7 @@ typedef struct df_step {
     df_kv_t *env;               /* RUN: the ARGs (set) and ENVs so far, an ENV winning by name */
     size_t nenv;
     char *cwd;                  /* RUN: the WORKDIR so far, or NULL (the image's) */
+    char *user;                 /* RUN: the USER so far when not root, or NULL (root) */
     char **srcs;                /* COPY/ADD: paths in the build context, clean and relative ("." is */
     size_t nsrcs;               /* the context itself), variables substituted; may hold * ? [ */
     char *dest;                 /* COPY/ADD: the absolute destination, clean (no trailing /) */

@@ -147,6 +147,8 @@ int cli_check_exec(cli_t *cli, opts_t *o)
     if (o->tty && (o->detach || o->json || o->timeout.set || o->max_output.set))
         return cli_usage_error(cli->cmd, "-t (a terminal session, as sandbox shell) does not go with %s",
                                o->detach ? "--detach" : o->json ? "--json" : o->timeout.set ? "--timeout" : "--max-output");
+    if (o->exec_user && o->tty)
+        return cli_usage_error(cli->cmd, "--user does not go with -t (a terminal session runs as the image's user)");
     if (o->tty)
         return cli_check_shell(cli, o);
     return 0;
@@ -259,7 +261,11 @@ int cli_cmd_exec(cli_t *cli, opts_t *o)
         return rc;
     if (head_len > SBX_EXEC_STDIN_INLINE_MAX) {
         /* Too much to send inline: streamed over a shell connection. */
-        if (cli->json || o->detach)
+        if (o->exec_user)
+            rc = cli_usage_error(cli->cmd, "stdin is over %u bytes, so it is streamed over a terminal-less shell, "
+                                           "which runs as the image's user: drop --user, or copy the input in "
+                                           "as a file (sandbox cp)", SBX_EXEC_STDIN_INLINE_MAX);
+        else if (cli->json || o->detach)
             rc = cli_usage_error(cli->cmd, "stdin is over %u bytes, so it is streamed, and a streamed command "
                                            "has no operation to print or detach: drop %s, or copy the input "
                                            "in as a file (sandbox cp)", SBX_EXEC_STDIN_INLINE_MAX,
@@ -276,6 +282,7 @@ int cli_cmd_exec(cli_t *cli, opts_t *o)
             return EXIT_API;
     }
     client_exec_spec_t spec = { .argv = o->cmd_argv, .argc = o->cmd_argc, .env = o->env, .cwd = o->cwd,
+                                .user = o->exec_user,
                                 .timeout_seconds = o->timeout, .max_output_bytes = o->max_output,
                                 .stdin_b64 = in_b64 };
     rc = client_exec_body(&spec, &body);

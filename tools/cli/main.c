@@ -536,11 +536,11 @@ static const command_t commands[] = {
       "  --json                   print {\"operation\":…} as last seen\n" COMMON_FLAGS_HELP },
     { "exec", NULL, cli_check_exec, cli_cmd_exec, FLAGS(
             FN("--timeout", timeout, 1, SBX_EXEC_TIMEOUT_MAX), FKVS("--env", "-e", F_ENV), FSS("--cwd", "-w", cwd),
-            FS("--workdir", cwd),
+            FS("--workdir", cwd), FSS("--user", "-u", exec_user),
             FN("--max-output", max_output, 1, SBX_EXEC_OUTPUT_CEILING), FBS("--stdin", "-i", interactive),
             FBS("--tty", "-t", tty), FB("--detach", detach), FJSON), 1, true,
       "usage: sandbox exec SANDBOX [-i] [-t] [--detach] [--timeout S] [-e K=V]... [-w DIR]\n"
-      "                    [--max-output BYTES] [--json] -- ARGV...\n"
+      "                    [-u USER] [--max-output BYTES] [--json] -- ARGV...\n"
       "\n"
       "Runs ARGV (no shell) in the sandbox, writes its stdout and stderr to this\n"
       "process's stdout and stderr (exactly, bytes that are not text included), and\n"
@@ -561,6 +561,8 @@ static const command_t commands[] = {
       "  --timeout S              kill the command after S seconds (default 600)\n"
       "  -e, --env K=V            environment variable (repeatable)\n"
       "  -w, --cwd, --workdir DIR working directory\n"
+      "  -u, --user USER[:GROUP]  run as that user (a name or id; default: the image's,\n"
+      "                           a template's USER); container and gvisor only\n"
       "  --max-output BYTES       bytes kept per stream (default: the server's)\n"
       "  --json                   print {\"operation\":…} with the result instead of the\n"
       "                           output; still exit with the command's code\n" COMMON_FLAGS_HELP },

@@ -702,6 +702,7 @@ static int build_exec(cli_t *cli, const char *sid, char *const *argv, size_t arg
     }
     client_exec_spec_t spec = { .argv = argv, .argc = (int)argc, .env = env,
                                 .cwd = s && s->kind == DF_STEP_RUN ? s->cwd : NULL,
+                                .user = s && s->kind == DF_STEP_RUN ? s->user : NULL,
                                 .timeout_seconds = { tmo, true } };
     bool timed_out = false;
     int rc = cli_exec_live(cli, sid, &spec, tmo, to_stderr, code, &timed_out);

@@ -489,6 +489,8 @@ static int docker_exec_create(docker_runtime_t *rt, const char *ref, const exec_
     jsonx_add(body, "Env", docker_json_env(&spec->env));
     if (spec->cwd)
         jsonx_add_str(body, "WorkingDir", spec->cwd);
+    if (spec->user)
+        jsonx_add_str(body, "User", spec->user);
     snprintf(path, sizeof path, "/containers/%s/exec", ref);
     r = docker_call(rt, "POST", path, body, DOCKER_CALL_TIMEOUT_MS, &rep, err);
     if (r < 0)

@@ -730,6 +730,7 @@ static const runtime_ops_t docker_ops = {
     .snapshot_remove = docker_rt_snapshot_remove,
     .snapshot_export = docker_rt_snapshot_export,
     .snapshot_import = docker_rt_snapshot_import,
+    .exec_user = true,
     .volume_support = docker_rt_volume_support,
     .volume_list = docker_rt_volume_list,
     .volume_remove = docker_rt_volume_remove,
