@@ -351,9 +351,11 @@ if grep -qF "$DEAD_URL" "$ERR"; then fail "templates build called the API for a 
 printf 'FROM busybox AS build\n' >"$TMP/tpl/Dockerfile.ms"
 run templates build ms -f "$TMP/tpl/Dockerfile.ms" "$TMP/tpl"
 expect "templates build: multi-stage" 2 stderr "Dockerfile.ms:1:" stderr "multi-stage"
-printf 'FROM busybox\nUSER app\nRUN id\n' >"$TMP/tpl/Dockerfile.user"
+printf 'FROM busybox\nRUN id\nUSER a/b\nRUN id\n' >"$TMP/tpl/Dockerfile.user"
 run templates build u -f "$TMP/tpl/Dockerfile.user" "$TMP/tpl"
-expect "templates build: RUN after USER" 2 stderr "Dockerfile.user:3:" stderr "move USER below the last RUN"
+expect "templates build: a USER that is no user name" 2 stderr "Dockerfile.user:3:" stderr "USER 'a/b'"
+run exec sbx_aaaaaaaaaaaaaaaaaaaaaaaaaa -t -u app -- sh
+expect "exec -u with -t" 2 stderr "--user does not go with -t"
 printf 'FROM busybox\nCOPY ../escape /x\n' >"$TMP/tpl/Dockerfile.esc"
 run templates build e -f "$TMP/tpl/Dockerfile.esc" "$TMP/tpl"
 expect "templates build: a source outside the context" 2 stderr "Dockerfile.esc:2:" stderr "leaves the build context"
