@@ -596,10 +596,13 @@ static int heartbeat_reconcile(PGconn *c, const store_limits_t *lim, const char 
                            "AND (s.runtime_ref IS NULL OR $5::text IS NULL OR s.runtime_ref = $5) "
                            "AND (s.updated_at < now() - make_interval(secs => $3::bigint) "
                            "     OR ($4::timestamptz IS NOT NULL AND $4::timestamptz > s.updated_at)) "
-                           /* stopped by its pause, whose report is on its way */
+                           /* stopped by its pause, whose report is on its way:
+                            * one in the worker's hands however long ago it
+                            * started (a PostgreSQL outage holds its report
+                            * back), or one that just succeeded */
                            "AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.sandbox_id = s.id "
-                           "  AND o.kind = 'pause' AND o.state IN ('leased', 'running', 'succeeded') "
-                           "  AND o.updated_at > now() - make_interval(secs => $3::bigint)) "
+                           "  AND o.kind = 'pause' AND (o.state IN ('leased', 'running') OR (o.state = 'succeeded' "
+                           "  AND o.updated_at > now() - make_interval(secs => $3::bigint)))) "
                            "FOR UPDATE OF s SKIP LOCKED",
                            5, q, &fail) < 0)
             return SBX_EDB;
