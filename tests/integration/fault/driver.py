@@ -146,14 +146,23 @@ def lifecycle(api, tenant, image, execs, stats, stop_at, pace, pause=False):
             pause_resume(api, sbx, key, stats)
         # Read the markers back (not counted as an operation of the burst).
         if markers:
-            st, doc = api.call("POST", "/v1/sandboxes/%s/exec" % sbx,
-                               {"argv": ["cat", "/tmp/exec.log"], "timeout_seconds": 60}, key="r-" + key)
-            read, why = None, "read-back: HTTP %s %s" % (st, doc)
-            if st == 202:
+            # The read-back is a read, not what is verified: one the fault
+            # cut (its worker restarted under it: worker_lost, never retried
+            # by the controller since an exec may have run) is asked again.
+            read, why = None, None
+            for attempt in range(3):
+                st, doc = api.call("POST", "/v1/sandboxes/%s/exec" % sbx,
+                                   {"argv": ["cat", "/tmp/exec.log"], "timeout_seconds": 60},
+                                   key="r-%s-%d" % (key, attempt))
+                why = "read-back: HTTP %s %s" % (st, doc)
+                if st != 202:
+                    break
                 rop = api.wait(doc["operation"]["id"])
                 if rop["state"] == "succeeded" and rop["result"]["exit_code"] == 0:
                     read = rop["result"]["stdout"].split()
                 why = "read-back %s of %s: %s %s" % (rop["id"], sbx, rop["state"], rop.get("error"))
+                if read is not None or (rop.get("error") or {}).get("code") != "worker_lost":
+                    break
             with stats.lock:
                 if read is None:
                     stats.unverifiable += len(markers)
