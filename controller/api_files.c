@@ -361,6 +361,17 @@ static void put_body_cb(void *arg) { put_pump(arg); }
 static void get_drained_cb(struct evhttp_connection *evcon, void *arg);
 static void client_peek_cb(evutil_socket_t fd, short what, void *arg);
 
+/* Watches the client's connection for its hanging up while the worker's
+ * answer streams to it (once: a watch already set stays). */
+static void fx_watch_client(files_xfer_t *fx)
+{
+    struct bufferevent *cbev = fx->evcon ? evhttp_connection_get_bufferevent(fx->evcon) : NULL;
+    evutil_socket_t cfd = cbev ? bufferevent_getfd(cbev) : -1;
+    if (!fx->peek && cfd >= 0 &&
+        (fx->peek = event_new(evhttp_connection_get_base(fx->evcon), cfd, EV_READ, client_peek_cb, fx)))
+        event_add(fx->peek, NULL);
+}
+
 static size_t client_pending(const files_xfer_t *fx)
 {
     struct bufferevent *bev = fx->evcon ? evhttp_connection_get_bufferevent(fx->evcon) : NULL;
@@ -532,10 +543,7 @@ static void envd_begin(files_xfer_t *fx, const proxy_worker_reply_t *rep)
     bufferevent_setwatermark(fx->up, EV_READ, 0, LOGFRAME_HEADER_BYTES + LOGFRAME_PAYLOAD_MAX);
     /* The call's body is all up: watch for the client hanging up (a
      * process's output stream it stopped reading). */
-    evutil_socket_t cfd = cbev ? bufferevent_getfd(cbev) : -1;
-    if (!fx->peek && cfd >= 0 &&
-        (fx->peek = event_new(evhttp_connection_get_base(fx->evcon), cfd, EV_READ, client_peek_cb, fx)))
-        event_add(fx->peek, NULL);
+    fx_watch_client(fx);
     get_pump(fx);
 }
 
@@ -1001,10 +1009,7 @@ void api_sandbox_files_get(req_t *rq, const char *id)
         return;
     }
     fx->counted = true;
-    struct bufferevent *cbev = fx->evcon ? evhttp_connection_get_bufferevent(fx->evcon) : NULL;
-    evutil_socket_t cfd = cbev ? bufferevent_getfd(cbev) : -1;
-    if (cfd >= 0 && (fx->peek = event_new(evhttp_connection_get_base(fx->evcon), cfd, EV_READ, client_peek_cb, fx)))
-        event_add(fx->peek, NULL);
+    fx_watch_client(fx);
     fx_start(fx, &src, line);
     store_logs_source_release(&src);
     free(line);
@@ -1051,10 +1056,7 @@ void api_worker_snapshot_export(req_t *rq, const char *id, const char *snp)
     int64_t bound = image_bytes + image_bytes / 4 + (int64_t)64 * 1024 * 1024;
     if (bound > fx->max_bytes)
         fx->max_bytes = bound;
-    struct bufferevent *cbev = fx->evcon ? evhttp_connection_get_bufferevent(fx->evcon) : NULL;
-    evutil_socket_t cfd = cbev ? bufferevent_getfd(cbev) : -1;
-    if (cfd >= 0 && (fx->peek = event_new(evhttp_connection_get_base(fx->evcon), cfd, EV_READ, client_peek_cb, fx)))
-        event_add(fx->peek, NULL);
+    fx_watch_client(fx);
     fx_start(fx, &src, line);
     store_logs_source_release(&src);
     free(line);
