@@ -91,19 +91,31 @@ class Stats:
 
 
 def pause_resume(api, sbx, key, stats):
-    """Pauses the sandbox and resumes it (each retried with its own key);
-    the read-back after it shows whether its files survived."""
+    """Pauses the sandbox and resumes it; the read-back after it shows
+    whether its files survived. Each verb is retried with its own key, the
+    way a careful client would, when the fault failed it as "retry later"
+    (unavailable: its worker not heard from yet after the fault; worker_lost)."""
     for verb in ("pause", "resume"):
-        st, doc = api.call("POST", "/v1/sandboxes/%s/%s" % (sbx, verb), {}, key="%s-%s" % (verb, key))
-        if st == 409:
-            return  # no longer running (lost with its worker): the read-back says so
-        if st != 202:
-            stats.errors.append("%s: HTTP %s %s" % (verb, st, doc))
-            return
-        stats.add(doc["operation"], verb, api.token)
-        op = api.wait(doc["operation"]["id"])
-        stats.outcomes[op["id"]] = op["state"] if op["state"] != "failed" else "failed:" + (op["error"] or {}).get("code", "")
-        if op["state"] != "succeeded":
+        for attempt in range(5):
+            st, doc = api.call("POST", "/v1/sandboxes/%s/%s" % (sbx, verb), {},
+                               key="%s-%s-%d" % (verb, key, attempt))
+            if st == 409:
+                if attempt > 0:
+                    break  # an earlier attempt did it after all
+                return  # no longer running (lost with its worker): the read-back says so
+            if st != 202:
+                stats.errors.append("%s: HTTP %s %s" % (verb, st, doc))
+                return
+            stats.add(doc["operation"], verb, api.token)
+            op = api.wait(doc["operation"]["id"])
+            code = (op.get("error") or {}).get("code", "")
+            stats.outcomes[op["id"]] = op["state"] if op["state"] != "failed" else "failed:" + code
+            if op["state"] == "succeeded":
+                break
+            if code not in ("unavailable", "worker_lost"):
+                return
+            time.sleep(1 + attempt)
+        else:
             return
 
 
@@ -148,7 +160,8 @@ def lifecycle(api, tenant, image, execs, stats, stop_at, pace, pause=False):
         if markers:
             # The read-back is a read, not what is verified: one the fault
             # cut (its worker restarted under it: worker_lost, never retried
-            # by the controller since an exec may have run) is asked again.
+            # by the controller since an exec may have run; or its worker not
+            # heard from yet after the fault: unavailable) is asked again.
             read, why = None, None
             for attempt in range(3):
                 st, doc = api.call("POST", "/v1/sandboxes/%s/exec" % sbx,
@@ -161,8 +174,9 @@ def lifecycle(api, tenant, image, execs, stats, stop_at, pace, pause=False):
                 if rop["state"] == "succeeded" and rop["result"]["exit_code"] == 0:
                     read = rop["result"]["stdout"].split()
                 why = "read-back %s of %s: %s %s" % (rop["id"], sbx, rop["state"], rop.get("error"))
-                if read is not None or (rop.get("error") or {}).get("code") != "worker_lost":
+                if read is not None or (rop.get("error") or {}).get("code") not in ("worker_lost", "unavailable"):
                     break
+                time.sleep(1 + attempt)
             with stats.lock:
                 if read is None:
                     stats.unverifiable += len(markers)
