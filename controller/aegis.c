@@ -69,7 +69,7 @@ static void judge(const aegis_request_t *rq, const aegis_worker_t *w, aegis_verd
     /* Isolation: the weakest offered class at least as strong as the need
      * that also provides the network mode. Never a weaker one. */
     bool any_class = false;
-    int top = rq->snapshot || rq->volume ? ISO_GVISOR : ISO_MICROVM;
+    int top = rq->snapshot ? ISO_GVISOR : ISO_MICROVM;
     for (int c = rq->need; c <= top; c++) {
         if (!(w->classes & (1u << c)))
             continue;
@@ -82,11 +82,11 @@ static void judge(const aegis_request_t *rq, const aegis_worker_t *w, aegis_verd
     }
     if (!v->serves_class) {
         classes_text(w->classes, cls, sizeof cls);
-        if (!any_class && (rq->snapshot || rq->volume))
+        if (!any_class && rq->snapshot)
             snprintf(v->why, sizeof v->why,
                      "%s: filtered, offers %s but not %s up to gvisor (a sandbox %s runs as container or gvisor)",
                      w->name, cls, isolation_name(rq->need),
-                     rq->snapshot ? "from a snapshot" : "with a volume");
+                     "from a snapshot");
         else if (!any_class)
             snprintf(v->why, sizeof v->why, "%s: filtered, offers %s but not %s or stronger", w->name, cls,
                      isolation_name(rq->need));
@@ -179,7 +179,6 @@ aegis_outcome_t aegis_decide(const aegis_request_t *rq, const aegis_worker_t *ws
                  isolation_name(rq->need), rq->network != NET_NONE ? " with network " : "",
                  rq->network != NET_NONE ? net_mode_name(rq->network) : "",
                  rq->snapshot && rq->need > ISO_GVISOR ? " for a sandbox from a snapshot (container or gvisor only)"
-                 : rq->volume && rq->need > ISO_GVISOR ? " for a sandbox with a volume (container or gvisor only)"
                                                        : "");
         return AEGIS_REFUSE;
     }

@@ -54,6 +54,8 @@ json_object *vmmdrv_m_hello(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
     json_object_array_add(caps, json_object_new_string("files"));
     json_object_array_add(caps, json_object_new_string("shell"));
     json_object_array_add(caps, json_object_new_string("dial"));
+    json_object_array_add(caps, json_object_new_string("disks"));
+    json_object_array_add(caps, json_object_new_string("snapshots"));
     json_object_object_add(o, "name", json_object_new_string("sandbox-vmm"));
     json_object_object_add(o, "version", json_object_new_string(VMMDRV_VERSION));
     json_object_object_add(o, "protocol", json_object_new_int(1));

@@ -132,9 +132,11 @@ int runtime_create(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[
         return api_error_set(err, API_ISOLATION_UNAVAILABLE,
                              "the %s runtime cannot start a sandbox from a snapshot (isolation %s)", rt->ops->name,
                              isolation_name(req->isolation));
-    /* Never a sandbox without the volumes it asked for. */
+    /* Never a sandbox without the volumes it asked for (mounted by this
+     * backend, or as disks another one claimed: runtime_multi.c). */
     char why[160];
-    if (req->spec && req->spec->nvolumes > 0 && !runtime_volume_support(rt, why, sizeof why))
+    if (req->spec && req->spec->nvolumes > 0 && req->ndisks != req->spec->nvolumes &&
+        !runtime_volume_support(rt, why, sizeof why))
         return api_error_set(err, API_ISOLATION_UNAVAILABLE, "this worker cannot mount volumes (isolation %s): %s",
                              isolation_name(req->isolation), why);
     return rt->ops->create(rt, req, ret_ref, ret_exit, err);
@@ -180,6 +182,28 @@ int runtime_volume_remove(runtime_t *rt, const char *volume_id, api_error_t *err
     if (!rt->ops->volume_remove)
         return 0;
     return rt->ops->volume_remove(rt, volume_id, err);
+}
+
+int runtime_volume_disks(runtime_t *rt, const runtime_create_req_t *req, runtime_disk_t **ret, size_t *ret_n,
+                         api_error_t *err)
+{
+    *ret = NULL;
+    *ret_n = 0;
+    if (!rt->ops->volume_disks)
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE, "the %s runtime cannot hold volumes", rt->ops->name);
+    return rt->ops->volume_disks(rt, req, ret, ret_n, err);
+}
+
+void runtime_volume_release(runtime_t *rt, const char *sandbox_id)
+{
+    if (rt->ops->volume_release)
+        rt->ops->volume_release(rt, sandbox_id);
+}
+
+void runtime_volume_sweep_disks(runtime_t *rt, const char *const *live, size_t n)
+{
+    if (rt->ops->volume_sweep_disks)
+        rt->ops->volume_sweep_disks(rt, live, n);
 }
 
 int runtime_pause(runtime_t *rt, const char *ref, bool *ret_memory, api_error_t *err)

@@ -65,6 +65,11 @@ typedef struct runtime_create_req {
     const char *worker_name;  /* labels the object; may be NULL */
     const char *egress_allow; /* the tenant's egress_allow: canonical CIDRs joined by ","
                                * (network open only); NULL or "" = none */
+    /* The spec's volumes as disk images another backend of this worker
+     * claimed for the sandbox (runtime_volume_disks), one per spec volume
+     * in order: for a backend that mounts no files of the host (microvm). */
+    const struct runtime_disk *disks;
+    size_t ndisks;
 } runtime_create_req_t;
 
 typedef struct runtime_exec_result {
@@ -539,6 +544,30 @@ int runtime_volume_list(runtime_t *rt, runtime_volume_t **ret, size_t *ret_n, ap
  * here: API_CONFLICT (a later heartbeat tries again). */
 int runtime_volume_remove(runtime_t *rt, const char *volume_id, api_error_t *err);
 
+/* A volume as a disk image: a sandbox of a backend that takes disks, not
+ * mounts (microvm), gets it so; claimed as a mount is (read-write one
+ * sandbox's, read-only shared) until runtime_volume_release. */
+typedef struct runtime_disk {
+    char path[512];           /* the volume's ext4 image on this host */
+    const char *target;       /* the spec's mount path (borrowed from it) */
+    bool read_only;
+} runtime_disk_t;
+
+/* Claims the volumes of req's spec for sandbox req->sandbox_id as disks
+ * (each made at first use, as a mount would): *ret (malloc'd, free) with
+ * one per spec volume. Errors as a create's. A backend without volumes:
+ * API_ISOLATION_UNAVAILABLE. */
+int runtime_volume_disks(runtime_t *rt, const runtime_create_req_t *req, runtime_disk_t **ret, size_t *ret_n,
+                         api_error_t *err);
+
+/* Lets go of whatever volume sandbox_id holds here (mounts and disk
+ * claims). Idempotent; no backend with volumes: nothing. */
+void runtime_volume_release(runtime_t *rt, const char *sandbox_id);
+
+/* Releases the disk claims of sandboxes that are not in live (n ids; those
+ * are the sandboxes a disk backend still holds) and older than a create. */
+void runtime_volume_sweep_disks(runtime_t *rt, const char *const *live, size_t n);
+
 /* ---- pause and resume (docs/pause.md) ---------------------------------- */
 
 /* Stops sandbox object ref's processes and keeps the object with its
@@ -654,6 +683,10 @@ typedef struct runtime_ops {
     bool (*volume_support)(runtime_t *rt, char *why, size_t whylen);
     int (*volume_list)(runtime_t *rt, runtime_volume_t **ret, size_t *ret_n, api_error_t *err);
     int (*volume_remove)(runtime_t *rt, const char *volume_id, api_error_t *err);
+    int (*volume_disks)(runtime_t *rt, const runtime_create_req_t *req, runtime_disk_t **ret, size_t *ret_n,
+                        api_error_t *err);
+    void (*volume_release)(runtime_t *rt, const char *sandbox_id);
+    void (*volume_sweep_disks)(runtime_t *rt, const char *const *live, size_t n);
     /* Optional (NULL: no pause and resume). */
     int (*pause)(runtime_t *rt, const char *ref, bool *ret_memory, api_error_t *err);
     int (*resume)(runtime_t *rt, const char *sandbox_id, const char *ref, runtime_exit_t *ret_exit,

@@ -75,6 +75,8 @@ static int multi_ping(runtime_t *rt, long timeout_ms, api_error_t *err)
     return 0;
 }
 
+static runtime_t *multi_volumes(runtime_t *rt, char *why, size_t whylen);
+
 static int multi_create(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[80], runtime_exit_t *ret_exit,
                         api_error_t *err)
 {
@@ -89,7 +91,26 @@ static int multi_create(runtime_t *rt, const runtime_create_req_t *req, char ret
         return api_error_set(err, API_ISOLATION_UNAVAILABLE, "isolation %s is not offered by this worker%s%.300s",
                              isolation_name(req->isolation), why ? ": " : "", why ? why : "");
     }
-    return runtime_create(b, req, ret_ref, ret_exit, err);
+    char why[160];
+    runtime_t *vb = req->spec && req->spec->nvolumes > 0 ? multi_volumes(rt, why, sizeof why) : NULL;
+    if (!vb || vb == b)
+        return runtime_create(b, req, ret_ref, ret_exit, err);
+    /* a backend that takes disks (microvm): the volume backend claims the
+     * volumes' images for it */
+    runtime_create_req_t r2 = *req;
+    runtime_disk_t *disks = NULL;
+    int r = runtime_volume_disks(vb, req, &disks, &r2.ndisks, err);
+    if (r < 0) {
+        if (ret_exit)
+            memset(ret_exit, 0, sizeof *ret_exit);
+        return r;
+    }
+    r2.disks = disks;
+    r = runtime_create(b, &r2, ret_ref, ret_exit, err);
+    free(disks);
+    if (r < 0)
+        runtime_volume_release(vb, req->sandbox_id);
+    return r;
 }
 
 static int multi_exec(runtime_t *rt, const char *ref, const exec_spec_t *spec, size_t max_output,
@@ -101,8 +122,15 @@ static int multi_exec(runtime_t *rt, const char *ref, const exec_spec_t *spec, s
 static int multi_remove(runtime_t *rt, const char *sandbox_id, const char *ref, api_error_t *err)
 {
     multi_runtime_t *m = multi(rt);
-    if (ref && *ref)
-        return runtime_remove(multi_by_ref(m, ref), sandbox_id, ref, err);
+    char why[160];
+    runtime_t *vb = multi_volumes(rt, why, sizeof why);
+    if (ref && *ref) {
+        runtime_t *b = multi_by_ref(m, ref);
+        int r = runtime_remove(b, sandbox_id, ref, err);
+        if (r == 0 && vb && vb != b) /* the volume disks it held */
+            runtime_volume_release(vb, sandbox_id);
+        return r;
+    }
     int r = 0;
     for (size_t i = 0; i < m->n; i++) {
         api_error_t e;
@@ -112,6 +140,8 @@ static int multi_remove(runtime_t *rt, const char *sandbox_id, const char *ref, 
             *err = e;
         }
     }
+    if (r == 0 && vb)
+        runtime_volume_release(vb, sandbox_id);
     return r;
 }
 
@@ -154,6 +184,17 @@ static int multi_inventory(runtime_t *rt, const char *cluster_id, const char *wo
         memcpy(all + total, objs, n * sizeof *objs); /* the exits' tails move with them */
         total += n;
         free(objs);
+    }
+    /* the volume disks of sandboxes no backend holds any more (removed
+     * while the worker was down) are let go */
+    char why[160];
+    runtime_t *vb = multi_volumes(rt, why, sizeof why);
+    const char **live = vb ? calloc(total + 1, sizeof *live) : NULL;
+    if (live) {
+        for (size_t i = 0; i < total; i++)
+            live[i] = all[i].sandbox_id;
+        runtime_volume_sweep_disks(vb, live, total);
+        free(live);
     }
     *ret = all;
     *ret_n = total;

@@ -15,7 +15,8 @@
 # sandbox is unreachable meanwhile, and on restart the VM is found again
 # with its file and a process that kept counting; a pause freezes the VM
 # (memory kept) and its resume goes on with that process; TTL expiry removes the VM; a VM the controller no longer wants is removed on
-# restart; delete leaves no QEMU process or VM file. Slow under TCG: one VM
+# restart; a volume is a VM's disk, written there and read by a container
+# and a read-only VM after it; delete leaves no QEMU process or VM file. Slow under TCG: one VM
 # serves most checks. Traffic goes only to the test's controller on loopback.
 # itest-standalone
 # itest-cost: 240
@@ -70,7 +71,7 @@ itest_on_exit cleanup_vms
 
 start_worker() {
   SANDBOX_WORKER_TOKEN="$wtoken" SANDBOX_WORKER_CPU_MILLIS=8000 SANDBOX_WORKER_MEMORY_MIB=16384 \
-    "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --worker-name "$wname" \
+    SANDBOX_WORKER_VOLUME_DIR="$work/volumes" "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --worker-name "$wname" \
     --worker-runtime docker,external \
     --worker-driver-command "[\"$vmm\",\"--state\",\"$vstate\",\"--image\",\"$ITEST_IMAGE\"]" \
     >>"$wlog" 2>&1 </dev/null &
@@ -354,11 +355,46 @@ ttl_gone() {
 }
 itest_wait_until 120 "the TTL sandbox's VM removed" ttl_gone
 
+# ---- volumes (docs/volumes.md): a VM gets a volume as a disk, mounted at
+# its path; what it wrote is read by a container after it, and by a
+# container and a VM at once read-only; the claims go with the sandboxes
+assert_exit 0 sandbox volumes create vmdata --size-mib 16
+t0=$(date +%s%N)
+assert_exit 0 sandbox create --image "$ITEST_IMAGE" --hostile --network none -v vmdata:/data --wait --timeout 200
+vol_ms=$((($(date +%s%N) - t0) / 1000000))
+read -r vsb _ <<<"$ITEST_OUT"
+itest_track "$vsb"
+assert_exit 0 sandbox get "$vsb" --json
+assert_eq microvm "$(itest_json "$ITEST_OUT" sandbox.isolation)" "class of the sandbox with a volume"
+vpid=$(cat "$vstate/vms/$("$ITEST_PGBIN/psql" -X -q -At "$dburl" -c "SELECT substr(runtime_ref, 3) FROM sandboxes WHERE id = '$vsb'")/qemu.pid")
+assert_contains "$(tr '\0' ' ' <"/proc/$vpid/cmdline")" "serial=sbxvol0" "the VM's QEMU has the volume's disk"
+assert_exit 0 sandbox exec "$vsb" -- sh -c 'grep " /data " /proc/mounts; echo from-the-vm > /data/f; sync'
+assert_match "$ITEST_OUT" '^/dev/vd[b-z] /data ext4 rw' "the volume is an ext4 disk at /data in the guest"
+[ -f "$work/volumes/mnt/$vsb/"*.rw ] || fail "no read-write claim of the VM's volume on the worker"
+assert_exit 0 sandbox delete "$vsb" --wait --timeout 60
+[ ! -e "$work/volumes/mnt/$vsb" ] || fail "the VM's volume claim outlived it"
+assert_exit 0 sandbox create --image "$ITEST_IMAGE" --isolation container -v vmdata:/data:ro --wait --timeout 120
+read -r csb _ <<<"$ITEST_OUT"
+itest_track "$csb"
+assert_exit 0 sandbox create --image "$ITEST_IMAGE" --hostile --network none -v vmdata:/data:ro --wait --timeout 200
+read -r rsb _ <<<"$ITEST_OUT"
+itest_track "$rsb"
+assert_exit 0 sandbox exec "$csb" -- cat /data/f
+assert_eq from-the-vm "$ITEST_OUT" "a container reads what the VM wrote"
+assert_exit 0 sandbox exec "$rsb" -- cat /data/f
+assert_eq from-the-vm "$ITEST_OUT" "a read-only VM reads it beside the container"
+assert_exit 0 sandbox exec "$rsb" -- sh -c 'echo x > /data/g && echo wrote || echo refused'
+assert_eq refused "$ITEST_OUT" "a write to a read-only disk"
+assert_contains "$ITEST_ERR" "Read-only file system" "why the write to a read-only disk failed"
+assert_exit 0 sandbox delete "$csb" "$rsb" --wait --timeout 60
+assert_eq "" "$(ls "$work/volumes/mnt")" "volume mounts and claims left after the sandboxes"
+assert_exit 0 sandbox volumes delete vmdata
+
 # ---- delete: no QEMU process, no VM file
 assert_exit 0 sandbox delete "$hsb" --wait --timeout 60
 gone() { [ -z "$(ls "$vstate/vms")" ] && [ -z "$(qemu_pids)" ]; }
 itest_wait_until 30 "no VM after delete" gone
 assert_eq "" "$(ls "$vstate/sandboxes")" "sandbox records after delete"
 alive "$qpid" && fail "QEMU $qpid outlived its sandbox"
-itest_log "TCG/KVM ($accel) figures: create --hostile --wait ${create_ms} ms (first of its size: makes its template), ${warm_ms} ms (from the template), exec true ${exec_ms} ms (through CLI, controller, worker, driver)"
+itest_log "TCG/KVM ($accel) figures: create --hostile --wait ${create_ms} ms (first of its size: makes its template), ${warm_ms} ms (from the template), ${vol_ms} ms with a volume (a cold boot), exec true ${exec_ms} ms (through CLI, controller, worker, driver)"
 true

@@ -7,7 +7,8 @@
 # deleted (409), writing past its size fails (ENOSPC), a read-only mount
 # refuses writes; another tenant reaches it by neither name nor id; the
 # tenant's max_volumes refuses one too many (429); a microvm sandbox with a
-# volume is refused (isolation_unavailable); on gvisor the file is there
+# volume on workers without microvm is refused (isolation_unavailable; a
+# VM's volume disk is test_microvm_driver's); on gvisor the file is there
 # too. Once deleted, its worker removes its bytes, and no mount of the
 # test's sandboxes is left on the host. Traffic goes only to the test's
 # controller.
@@ -153,7 +154,7 @@ rm -f "$tarf"
 assert_exit 0 sandbox list --json
 assert_not_contains "$ITEST_OUT" "volume-helper" "the helper sandboxes are gone"
 
-# --- microvm: refused, never run without the volume
+# --- microvm where no worker offers it: refused, never run without the volume
 assert_exit 1 sandbox create "${small[@]}" --isolation microvm -v data:/data --wait --timeout 120
 assert_contains "$ITEST_ERR$ITEST_OUT" "isolation_unavailable" "a microvm sandbox with a volume"
 

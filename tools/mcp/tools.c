@@ -72,7 +72,7 @@ const mcp_tool_t tool_table[] = {
       "for every exec; not with from") ",'auto_pause':{'type':'boolean','description':'when ttl_seconds passes, "
       "pause it (sandbox_resume runs it again) instead of deleting it'},'volumes':{'type':'array','maxItems':8,"
       "'description':'volumes to mount (sandbox_volume_create): read-write by one live sandbox at a time, "
-      "read-only by many; container or gvisor only','items':{'type':'object','properties':{'volume':"
+      "read-only by many (a microvm gets each as a disk)','items':{'type':'object','properties':{'volume':"
       DSTR("the volume id (vol_...) or its name") ",'path':" DSTR("absolute mount path, e.g. /cache") ","
       "'read_only':{'type':'boolean'}},'required':['volume','path'],'additionalProperties':false}}"
       ",'cpu_millis':{'type':'integer',"

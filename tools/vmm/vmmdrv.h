@@ -105,6 +105,24 @@ json_object *vmmdrv_m_inspect(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
 json_object *vmmdrv_m_inventory(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
 json_object *vmmdrv_m_images(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
 
+/* The record of sandbox ref (a new reference: put it), or NULL. */
+json_object *vmmdrv_vm_record(vmmdrv_t *d, const char *ref);
+/* 1 when a sandbox here was made from snapshot id. */
+int vmmdrv_vm_uses_snapshot(vmmdrv_t *d, const char *id);
+
+/* ---- vmmdrv_snap.c ---- */
+
+/* snapshot {ref, snapshot_id, tenant, labels} → {id, tenant, labels,
+ * size_bytes, image_bytes, memory}; snapshots → {snapshots: [that]};
+ * snapshot_remove {snapshot_id} (conflict while a sandbox runs from it). */
+json_object *vmmdrv_m_snapshot(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
+json_object *vmmdrv_m_snapshots(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
+json_object *vmmdrv_m_snapshot_remove(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
+/* The disk of tenant's snapshot id (a VM's backing file) and the disk size
+ * it was made with; -1 with call's error when there is none. */
+int vmmdrv_snapshot_disk(vmmdrv_t *d, const char *id, const char *tenant, char *ret_path, size_t cap,
+                         uint64_t *ret_disk_bytes, vmmdrv_call_t *call);
+
 /* ---- vmmdrv_io.c ---- */
 
 json_object *vmmdrv_m_exec(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);

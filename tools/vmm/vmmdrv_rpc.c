@@ -274,6 +274,8 @@ static const struct { const char *name; method_fn fn; } methods[] = {
     {"exec", vmmdrv_m_exec},           {"cancel", m_cancel},              {"files_put", vmmdrv_m_files_put},
     {"files_get", vmmdrv_m_files_get}, {"dial", vmmdrv_m_dial},           {"shell_open", vmmdrv_m_shell_open},
     {"shutdown", m_shutdown},          {"pause", vmmdrv_m_pause},         {"resume", vmmdrv_m_resume},
+    {"snapshot", vmmdrv_m_snapshot},   {"snapshots", vmmdrv_m_snapshots},
+    {"snapshot_remove", vmmdrv_m_snapshot_remove},
 };
 
 static void respond(json_object *id, json_object *result, const vmmdrv_call_t *call)

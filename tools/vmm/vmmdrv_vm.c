@@ -262,6 +262,22 @@ void vmmdrv_vm_sweep(vmmdrv_t *d)
     free(l);
 }
 
+json_object *vmmdrv_vm_record(vmmdrv_t *d, const char *ref)
+{
+    return ref_ok(ref) ? record_read(d, ref) : NULL;
+}
+
+static int from_cb(void *arg, const char *ref, json_object *rec)
+{
+    (void)ref;
+    return strcmp(rec_str(rec, "from"), (const char *)arg) == 0;
+}
+
+int vmmdrv_vm_uses_snapshot(vmmdrv_t *d, const char *id)
+{
+    return records_each(d, from_cb, (void *)id);
+}
+
 /* ---- methods ---- */
 
 static json_object *sandbox_obj(vmmdrv_t *d, const char *ref, json_object *rec)
@@ -408,7 +424,55 @@ typedef struct {
     const char *image;
     unsigned vcpus, memory_mb;
     uint64_t disk_bytes;
+    char from[VMM_PATH_MAX];         /* "": none; else a snapshot's disk (backing) */
+    vmm_disk_t disks[VMM_DISKS_MAX]; /* volumes, open; want_close */
+    const char *targets[VMM_DISKS_MAX];
+    unsigned ndisks;
 } want_t;
+
+static void want_close(want_t *w)
+{
+    for (unsigned i = 0; i < w->ndisks; i++)
+        if (w->disks[i].fd >= 0)
+            close(w->disks[i].fd);
+    w->ndisks = 0;
+}
+
+/* Mounts each data disk at its target in the just booted guest (found by
+ * its serial, sbxvol<N>), as the container class binds a volume. */
+static int mount_disks(vmm_t *vm, const want_t *w, vmmdrv_call_t *call)
+{
+    static const char *const script =
+        "B=/.sbx/busybox; dev=; for d in /sys/block/vd*; do"
+        " [ \"$($B cat \"$d/serial\" 2>/dev/null)\" = \"$1\" ] && dev=/dev/${d##*/}; done;"
+        " [ -n \"$dev\" ] || { echo \"no disk with serial $1\" >&2; exit 2; };"
+        " $B mkdir -p -- \"$2\" && $B mount -t ext4 -o \"$3\" \"$dev\" \"$2\"";
+    static const char *const env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+    for (unsigned i = 0; i < w->ndisks; i++) {
+        char serial[16];
+        snprintf(serial, sizeof(serial), "sbxvol%u", i);
+        const char *argv[] = {"/.sbx/busybox", "sh", "-c", script, "sh", serial, w->targets[i],
+                              w->disks[i].read_only ? "ro,noload,nosuid,nodev" : "rw,nosuid,nodev", NULL};
+        vmm_exec_req_t req = {.stdin_fd = -1, .max_output = 512, .timeout_ms = 30000};
+        req.cmd.argv = argv;
+        req.cmd.argc = 8;
+        req.cmd.env = env;
+        req.cmd.envc = 1;
+        req.cmd.cwd = "/";
+        vmm_exec_result_t r;
+        char why[VMM_WHY_MAX] = "";
+        if (vmm_exec(vm, &req, &r, why) != 0) {
+            vmmdrv_fail(call, "runtime_error", "mount volume at %.300s: %s", w->targets[i], why);
+            return -1;
+        }
+        if (r.how != VMM_EXIT_CODE || r.code != 0) {
+            vmmdrv_fail(call, "runtime_error", "mount volume at %.300s in the guest failed (exit %d; its console "
+                        "log says more)", w->targets[i], r.code);
+            return -1;
+        }
+    }
+    return 0;
+}
 
 /* Exports the image from Docker and makes its base disk. */
 static int base_disk(vmmdrv_t *d, const want_t *w, char *base, vmmdrv_call_t *call)
@@ -443,18 +507,31 @@ static int base_disk(vmmdrv_t *d, const want_t *w, char *base, vmmdrv_call_t *ca
     return 0;
 }
 
-/* Boots ref from the image's template (made at first use), else cold. */
+/* Boots ref from the image's template (made at first use), else cold; a
+ * sandbox from a snapshot boots over that snapshot's disk. */
 static int boot(vmmdrv_t *d, const char *ref, const want_t *w, vmm_t **ret_vm, vmmdrv_call_t *call)
 {
     char base[VMM_PATH_MAX], tdir[VMM_PATH_MAX], why[VMM_WHY_MAX] = "";
+    if (w->from[0]) {
+        vmm_spec_t spec = {.id = ref, .base_disk = w->from, .backing = w->from, .disk_bytes = w->disk_bytes,
+                           .vcpus = w->vcpus, .memory_mb = w->memory_mb, .disks = w->disks, .ndisks = w->ndisks};
+        if (vmm_boot(&d->cfg, &spec, ret_vm, why) != 0) {
+            vmmdrv_fail(call, "runtime_error", "boot: %s", why);
+            return -1;
+        }
+        return 0;
+    }
     pthread_mutex_lock(&d->build_mu);
     if (base_disk(d, w, base, call) != 0) {
         pthread_mutex_unlock(&d->build_mu);
         return -1;
     }
     vmm_spec_t spec = {.id = ref, .base_disk = base, .disk_bytes = w->disk_bytes, .vcpus = w->vcpus,
-                       .memory_mb = w->memory_mb};
-    if (vmm_template_ensure(&d->cfg, &spec, tdir, sizeof(tdir), why) == 0)
+                       .memory_mb = w->memory_mb, .disks = w->disks, .ndisks = w->ndisks};
+    /* a restored machine cannot gain the volumes' disks: those boot cold */
+    if (w->ndisks > 0)
+        ;
+    else if (vmm_template_ensure(&d->cfg, &spec, tdir, sizeof(tdir), why) == 0)
         spec.template_dir = tdir;
     else
         fprintf(stderr, "sandbox-vmm: no template (%s): cold boot\n", why);
@@ -499,10 +576,47 @@ static int want_of(vmmdrv_t *d, json_object *p, want_t *w, vmmdrv_call_t *call)
     w->memory_mb = mem <= 0 ? 256 : mem < 64 ? 64 : (unsigned)mem;
     w->disk_bytes = (uint64_t)(disk <= 0 ? 1024 : disk < 64 ? 64 : disk) << 20;
     w->image = rec_str(p, "image")[0] ? rec_str(p, "image") : d->default_image;
+    w->from[0] = '\0';
+    if (rec_str(p, "from")[0]) {
+        uint64_t sbytes = 0;
+        if (vmmdrv_snapshot_disk(d, rec_str(p, "from"), rec_str(p, "tenant"), w->from, sizeof(w->from), &sbytes,
+                                 call) != 0)
+            return -1;
+        if (sbytes > w->disk_bytes) /* its file system fills the disk it was made on */
+            w->disk_bytes = sbytes;
+    }
+    /* the volumes' images, which the worker claimed for this sandbox */
+    w->ndisks = 0;
+    json_object *disks = json_object_object_get_ex(p, "disks", &v) ? v : NULL;
+    size_t nd = disks && json_object_is_type(disks, json_type_array) ? json_object_array_length(disks) : 0;
+    if (disks && (!json_object_is_type(disks, json_type_array) || nd > VMM_DISKS_MAX)) {
+        vmmdrv_fail(call, "invalid_argument", "disks: an array of at most %d", VMM_DISKS_MAX);
+        return -1;
+    }
+    for (size_t i = 0; i < nd; i++) {
+        json_object *o = json_object_array_get_idx(disks, i);
+        const char *path = json_object_is_type(o, json_type_object) ? rec_str(o, "path") : "";
+        const char *target = json_object_is_type(o, json_type_object) ? rec_str(o, "target") : "";
+        int ro = json_object_object_get_ex(o, "read_only", &v) && json_object_get_boolean(v);
+        if (path[0] != '/' || strstr(path, "/../") || target[0] != '/' || strlen(target) > 1024) {
+            want_close(w);
+            vmmdrv_fail(call, "invalid_argument", "disk %zu: an absolute path and target", i);
+            return -1;
+        }
+        int fd = open(path, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) {
+            int e = errno;
+            want_close(w);
+            vmmdrv_fail(call, "runtime_error", "volume disk %zu: %s", i, strerror(e));
+            return -1;
+        }
+        w->disks[w->ndisks] = (vmm_disk_t){.fd = fd, .read_only = ro};
+        w->targets[w->ndisks++] = target;
+    }
     return 0;
 }
 
-static json_object *record_new(vmmdrv_t *d, json_object *p)
+static json_object *record_new(vmmdrv_t *d, json_object *p, const want_t *w)
 {
     json_object *rec = json_object_new_object(), *v;
     json_object_object_add(rec, "sandbox_id", json_object_new_string(rec_str(p, "sandbox_id")));
@@ -515,6 +629,8 @@ static json_object *record_new(vmmdrv_t *d, json_object *p)
     json_object_object_add(rec, "env", json_object_object_get_ex(p, "env", &v) &&
                            json_object_is_type(v, json_type_object) ? json_object_get(v) : json_object_new_object());
     json_object_object_add(rec, "created_at", json_object_new_int64((int64_t)time(NULL)));
+    json_object_object_add(rec, "from", json_object_new_string(rec_str(p, "from")));
+    json_object_object_add(rec, "disk_bytes", json_object_new_int64((int64_t)w->disk_bytes));
     return rec;
 }
 
@@ -580,17 +696,27 @@ static json_object *create_one(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
     if (want_of(d, p, &w, call) != 0)
         return NULL;
     unsigned char rnd[8];
-    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+        want_close(&w);
         return vmmdrv_fail(call, "runtime_error", "getrandom: %s", strerror(errno));
+    }
     snprintf(f.ref, sizeof(f.ref), "v%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3], rnd[4],
              rnd[5], rnd[6], rnd[7]);
-    json_object *rec = record_new(d, p);
+    json_object *rec = record_new(d, p, &w);
     int rc = record_write(d, f.ref, rec);
     json_object_put(rec);
-    if (rc != 0)
+    if (rc != 0) {
+        want_close(&w);
         return vmmdrv_fail(call, "runtime_error", "cannot write the sandbox record: %s", strerror(errno));
+    }
     vmm_t *vm = NULL;
-    if (boot(d, f.ref, &w, &vm, call) != 0) {
+    int brc = boot(d, f.ref, &w, &vm, call);
+    if (brc == 0 && mount_disks(vm, &w, call) != 0) {
+        vmm_detach(vm);
+        brc = -1;
+    }
+    want_close(&w); /* QEMU has its own copies */
+    if (brc != 0) {
         char why[VMM_WHY_MAX] = "";
         destroy(d, f.ref, why);
         return NULL;

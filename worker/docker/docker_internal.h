@@ -241,6 +241,10 @@ void docker_volumes_release(docker_runtime_t *rt, const char *sandbox_id);
 bool docker_rt_volume_support(runtime_t *base, char *why, size_t whylen);
 int docker_rt_volume_list(runtime_t *base, runtime_volume_t **ret, size_t *ret_n, api_error_t *err);
 int docker_rt_volume_remove(runtime_t *base, const char *volume_id, api_error_t *err);
+int docker_rt_volume_disks(runtime_t *base, const runtime_create_req_t *req, runtime_disk_t **ret, size_t *ret_n,
+                           api_error_t *err);
+void docker_rt_volume_release(runtime_t *base, const char *sandbox_id);
+void docker_rt_volume_sweep_disks(runtime_t *base, const char *const *live, size_t n);
 /* Runs tool with argv (no shell), its output's first line (all: every
  * line) into out; the exit status, or -1 when it cannot run (docker_egress.c). */
 int docker_tool_run(const char *tool, const char *const *argv, char *out, size_t outlen, bool all);

@@ -3,9 +3,11 @@
  * enforced by the file system), made on its first mount, with its tenant's
  * name in <dir>/<id>.tenant. A sandbox that mounts it gets a mount of its
  * own through a loop device (auto-cleared on unmount) at
- * <dir>/mnt/<sandbox>/<id>.rw or .ro, bound into its container. Read-write
- * is exclusive on this worker and read-only shared, checked here under a
- * lock whatever the controller said. */
+ * <dir>/mnt/<sandbox>/<id>.rw or .ro, bound into its container. A sandbox
+ * of a backend that takes disks (microvm) gets the image itself instead,
+ * claimed by a plain file of the same name. Read-write is exclusive on this
+ * worker and read-only shared, across both kinds, checked here under a lock
+ * whatever the controller said. */
 #include "docker_internal.h"
 #include "ids.h"
 #include "jsonx.h"
@@ -95,8 +97,15 @@ static bool is_mount_point(const char *path)
     return stat(path, &a) == 0 && stat(parent, &b) == 0 && a.st_dev != b.st_dev;
 }
 
-/* Counts the mounts of volume id on this worker: read-write and read-only
- * ones, other than sandbox except_sbx's. */
+/* True when path is a disk claim (a regular file, not followed). */
+static bool is_disk_claim(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Counts the mounts (and disk claims) of volume id on this worker:
+ * read-write and read-only ones, other than sandbox except_sbx's. */
 static void volume_mounts(docker_runtime_t *rt, const char *id, const char *except_sbx, int *ret_rw, int *ret_ro)
 {
     *ret_rw = *ret_ro = 0;
@@ -111,7 +120,7 @@ static void volume_mounts(docker_runtime_t *rt, const char *id, const char *exce
             continue;
         for (int ro = 0; ro < 2; ro++) {
             snprintf(path, sizeof path, "%s/mnt/%s/%s.%s", rt->volume_dir, e->d_name, id, ro ? "ro" : "rw");
-            if (is_mount_point(path))
+            if (is_mount_point(path) || is_disk_claim(path))
                 (*(ro ? ret_ro : ret_rw))++;
         }
     }
@@ -224,16 +233,19 @@ static int loop_attach(const char *img, bool ro, char dev[32], api_error_t *err)
 }
 
 /* Mounts volume v for sandbox sbx at its mount directory: its path into
- * ret_path. */
-static int volume_mount(docker_runtime_t *rt, const char *sbx, const spec_volume_t *v, char *ret_path,
+ * ret_path. disk: claims it as a disk instead (ret_path: the image). */
+static int volume_mount(docker_runtime_t *rt, const char *sbx, const spec_volume_t *v, bool disk, char *ret_path,
                         size_t pathlen, api_error_t *err)
 {
     char img[VOL_PATH_MAX], dir[VOL_PATH_MAX / 2], dev[32];
     snprintf(img, sizeof img, "%s/%s.img", rt->volume_dir, v->volume);
     snprintf(dir, sizeof dir, "%s/mnt/%s", rt->volume_dir, sbx);
     snprintf(ret_path, pathlen, "%s/%s.%s", dir, v->volume, v->read_only ? "ro" : "rw");
-    if (is_mount_point(ret_path))
-        return 0; /* a retried create: mounted already */
+    if (disk ? is_disk_claim(ret_path) : is_mount_point(ret_path)) {
+        if (disk)
+            snprintf(ret_path, pathlen, "%s", img);
+        return 0; /* a retried create: mounted (claimed) already */
+    }
     int rw, ro;
     volume_mounts(rt, v->volume, sbx, &rw, &ro);
     if (rw > 0 || (!v->read_only && ro > 0))
@@ -242,6 +254,15 @@ static int volume_mount(docker_runtime_t *rt, const char *sbx, const spec_volume
                              rw + ro == 1 ? "" : "es", rw > 0 ? "read-write" : "read-only",
                              v->read_only ? "a read-only mount waits for the writer to go"
                                           : "a read-write mount is one sandbox's");
+    if (disk) {
+        int fd = -1;
+        if ((mkdir(dir, 0700) < 0 && errno != EEXIST) ||
+            (fd = open(ret_path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
+            return api_error_set(err, API_RUNTIME_ERROR, "cannot claim volume %s: %s", v->volume, strerror(errno));
+        close(fd);
+        snprintf(ret_path, pathlen, "%s", img);
+        return 0;
+    }
     if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || (mkdir(ret_path, 0700) < 0 && errno != EEXIST))
         return api_error_set(err, API_RUNTIME_ERROR, "cannot make %s: %s", ret_path, strerror(errno));
     int lfd = loop_attach(img, v->read_only, dev, err);
@@ -283,7 +304,7 @@ int docker_volumes_attach(docker_runtime_t *rt, const runtime_create_req_t *req,
             break;
         }
         if ((r = volume_image(rt, v, tenant, err)) < 0 ||
-            (r = volume_mount(rt, req->sandbox_id, v, path, sizeof path, err)) < 0)
+            (r = volume_mount(rt, req->sandbox_id, v, false, path, sizeof path, err)) < 0)
             break;
         json_object *m = json_object_new_object();
         jsonx_add_str(m, "Type", "bind");
@@ -324,7 +345,7 @@ void docker_volumes_release(docker_runtime_t *rt, const char *sandbox_id)
             if (is_mount_point(path) && umount2(path, UMOUNT_NOFOLLOW) < 0 &&
                 umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
                 log_warn(VOL_COMPONENT, "cannot unmount %s: %s", path, strerror(errno));
-            if (rmdir(path) < 0 && errno != ENOENT)
+            if (rmdir(path) < 0 && errno != ENOENT && (errno != ENOTDIR || unlink(path) < 0))
                 log_warn(VOL_COMPONENT, "cannot remove %s: %s", path, strerror(errno));
         }
         closedir(d);
@@ -332,6 +353,23 @@ void docker_volumes_release(docker_runtime_t *rt, const char *sandbox_id)
             log_warn(VOL_COMPONENT, "cannot remove %s: %s", dir, strerror(errno));
     }
     pthread_mutex_unlock(&volumes_mu);
+}
+
+/* True when the sandbox mount directory dir holds a disk claim. */
+static bool has_disk_claims(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    bool any = false;
+    struct dirent *e;
+    char path[VOL_PATH_MAX];
+    while (!any && (e = readdir(d))) {
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        any = e->d_name[0] != '.' && is_disk_claim(path);
+    }
+    closedir(d);
+    return any;
 }
 
 /* Releases the mounts of sandboxes no container of which is left here
@@ -352,8 +390,9 @@ static void volumes_sweep(docker_runtime_t *rt)
     while ((e = readdir(d))) {
         struct stat st;
         snprintf(path, sizeof path, "%s/mnt/%s", rt->volume_dir, e->d_name);
-        if (!ids_valid("sbx", e->d_name) || stat(path, &st) < 0 || now - st.st_mtime < DOCKER_VOLUME_SWEEP_AGE_S)
-            continue;
+        if (!ids_valid("sbx", e->d_name) || stat(path, &st) < 0 || now - st.st_mtime < DOCKER_VOLUME_SWEEP_AGE_S ||
+            has_disk_claims(path))
+            continue; /* young, or a disk sandbox's (runtime_volume_sweep_disks) */
         if (!list && docker_container_list(rt, label, &list, &err) < 0)
             break; /* Docker does not answer: another time */
         bool live = false;
@@ -456,4 +495,86 @@ int docker_rt_volume_remove(runtime_t *base, const char *volume_id, api_error_t 
     }
     pthread_mutex_unlock(&volumes_mu);
     return r;
+}
+
+int docker_rt_volume_disks(runtime_t *base, const runtime_create_req_t *req, runtime_disk_t **ret, size_t *ret_n,
+                           api_error_t *err)
+{
+    docker_runtime_t *rt = (docker_runtime_t *)base;
+    const sandbox_spec_t *s = req->spec;
+    const char *tenant = req->tenant ? req->tenant : s->tenant;
+    *ret = NULL;
+    *ret_n = 0;
+    if (!rt->volumes_ok)
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE, "this worker cannot hold volumes: %s", rt->volumes_why);
+    if (!tenant || !*tenant)
+        return api_error_set(err, API_INVALID_ARGUMENT, "a create with volumes names no tenant");
+    if (!req->sandbox_id || !ids_valid("sbx", req->sandbox_id))
+        return api_error_set(err, API_INVALID_ARGUMENT, "malformed sandbox id");
+    runtime_disk_t *disks = calloc(s->nvolumes ? s->nvolumes : 1, sizeof *disks);
+    if (!disks)
+        return api_error_set(err, API_INTERNAL, "out of memory");
+    int r = 0;
+    char mnt[VOL_PATH_MAX / 2];
+    snprintf(mnt, sizeof mnt, "%s/mnt", rt->volume_dir);
+    pthread_mutex_lock(&volumes_mu);
+    if (mkdir_p(mnt, 0700) < 0)
+        r = api_error_set(err, API_RUNTIME_ERROR, "cannot make %s: %s", mnt, strerror(errno));
+    for (size_t i = 0; i < s->nvolumes && r == 0; i++) {
+        const spec_volume_t *v = &s->volumes[i];
+        char why[96];
+        if (!v->volume || !ids_valid("vol", v->volume) || v->size_mib < SBX_VOLUME_MIB_MIN ||
+            v->size_mib > SBX_VOLUME_MIB_MAX || !v->path || !spec_volume_path_ok(v->path, why, sizeof why)) {
+            r = api_error_set(err, API_INVALID_ARGUMENT, "malformed volume %zu in the create", i);
+            break;
+        }
+        if ((r = volume_image(rt, v, tenant, err)) < 0 ||
+            (r = volume_mount(rt, req->sandbox_id, v, true, disks[i].path, sizeof disks[i].path, err)) < 0)
+            break;
+        disks[i].target = v->path;
+        disks[i].read_only = v->read_only;
+    }
+    pthread_mutex_unlock(&volumes_mu);
+    if (r < 0) {
+        free(disks);
+        docker_volumes_release(rt, req->sandbox_id);
+        return r;
+    }
+    *ret = disks;
+    *ret_n = s->nvolumes;
+    return 0;
+}
+
+void docker_rt_volume_release(runtime_t *base, const char *sandbox_id)
+{
+    docker_volumes_release((docker_runtime_t *)base, sandbox_id);
+}
+
+void docker_rt_volume_sweep_disks(runtime_t *base, const char *const *live, size_t n)
+{
+    docker_runtime_t *rt = (docker_runtime_t *)base;
+    if (!rt->volumes_ok)
+        return;
+    char path[VOL_PATH_MAX];
+    snprintf(path, sizeof path, "%s/mnt", rt->volume_dir);
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    time_t now = time(NULL);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        struct stat st;
+        snprintf(path, sizeof path, "%s/mnt/%s", rt->volume_dir, e->d_name);
+        if (!ids_valid("sbx", e->d_name) || stat(path, &st) < 0 || now - st.st_mtime < DOCKER_VOLUME_SWEEP_AGE_S ||
+            !has_disk_claims(path))
+            continue;
+        bool held = false;
+        for (size_t i = 0; i < n && !held; i++)
+            held = live[i] && strcmp(live[i], e->d_name) == 0;
+        if (!held) {
+            log_info(VOL_COMPONENT, "releasing the volume disks of sandbox %s (no VM of it is left)", e->d_name);
+            docker_volumes_release(rt, e->d_name);
+        }
+    }
+    closedir(d);
 }

@@ -143,6 +143,8 @@ int extdrv_hello_parse(json_object *result, extdrv_hello_t *ret, api_error_t *er
         h.cap_shell |= strcmp(c, "shell") == 0;
         h.cap_dial |= strcmp(c, "dial") == 0;
         h.cap_images |= strcmp(c, "images") == 0;
+        h.cap_disks |= strcmp(c, "disks") == 0;
+        h.cap_snapshots |= strcmp(c, "snapshots") == 0;
     }
     *ret = h;
     return 0;
@@ -195,6 +197,8 @@ json_object *extdrv_create_params(const runtime_create_req_t *req)
     jsonx_add_str(p, "tenant", req->tenant ? req->tenant : "");
     jsonx_add_str(p, "class", isolation_name(req->isolation));
     jsonx_add_str(p, "image", s->image);
+    if (s->from && *s->from)
+        jsonx_add_str(p, "from", s->from);
     jsonx_add_int(p, "cpu_millis", s->cpu_millis);
     jsonx_add_int(p, "memory_mib", s->memory_mib);
     jsonx_add_int(p, "disk_mib", s->disk_mib);
@@ -216,6 +220,17 @@ json_object *extdrv_create_params(const runtime_create_req_t *req)
         jsonx_add_str(labels, RUNTIME_LABEL_DISK_MIB, disk);
     }
     jsonx_add(p, "labels", labels);
+    if (req->ndisks > 0) {
+        json_object *disks = json_object_new_array();
+        for (size_t i = 0; i < req->ndisks; i++) {
+            json_object *d = json_object_new_object();
+            jsonx_add_str(d, "path", req->disks[i].path);
+            jsonx_add_str(d, "target", req->disks[i].target);
+            jsonx_add_bool(d, "read_only", req->disks[i].read_only);
+            json_object_array_add(disks, d);
+        }
+        jsonx_add(p, "disks", disks);
+    }
     return p;
 }
 

@@ -2,6 +2,7 @@
  * what it offers, create, remove, ownership checks, inventory, images and
  * the operations table. The byte-moving calls are in external_io.c. */
 #include "external_internal.h"
+#include "ids.h"
 #include "jsonx.h"
 #include "log.h"
 
@@ -310,6 +311,16 @@ static int ext_rt_create(runtime_t *base, const runtime_create_req_t *req, char 
     if (!(rt->net_modes[cls] & (1u << req->spec->network)))
         return api_error_set(err, API_ISOLATION_UNAVAILABLE, "isolation %s cannot provide network %s on this worker",
                              isolation_name(cls), net_mode_name(req->spec->network));
+    /* never a fresh sandbox in place of one from a snapshot */
+    if (req->spec->from && *req->spec->from && !rt->hello.cap_snapshots)
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE, "driver %s cannot start a sandbox from a snapshot",
+                             extdrv_name(rt->drv));
+    /* volumes come as disks the worker claimed (runtime_multi.c): never
+     * a create without them */
+    if (req->spec->nvolumes > 0 && (!rt->hello.cap_disks || req->ndisks != req->spec->nvolumes))
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE,
+                             "driver %s cannot mount volumes%s", extdrv_name(rt->drv),
+                             rt->hello.cap_disks ? " without this worker's volume support" : " (no disks capability)");
     return ext_create(rt, extdrv_create_params(req), EXTDRV_CREATE_MS, ret_ref, err);
 }
 
@@ -347,6 +358,92 @@ static int ext_rt_freeze(runtime_t *base, const char *ref, bool pause, bool *ret
     }
     json_object_put(res);
     return r;
+}
+
+/* ---- snapshots (docs/snapshots.md): the driver's snapshot, snapshots and
+ * snapshot_remove methods (capability "snapshots"); the worker's name and
+ * cluster travel as labels, as a Docker snapshot's do */
+
+static void ext_snapshot_measure(json_object *o, runtime_snapshot_t *ret)
+{
+    memset(ret, 0, sizeof *ret);
+    const char *id = jsonx_get_str(o, "id"), *tenant = jsonx_get_str(o, "tenant");
+    snprintf(ret->id, sizeof ret->id, "%s", id ? id : "");
+    snprintf(ret->tenant, sizeof ret->tenant, "%s", tenant ? tenant : "");
+    if (!jsonx_get_int(o, "size_bytes", &ret->size_bytes))
+        ret->size_bytes = -1;
+    if (!jsonx_get_int(o, "image_bytes", &ret->image_bytes))
+        ret->image_bytes = -1;
+}
+
+static int ext_rt_snapshot_create(runtime_t *base, const runtime_snapshot_req_t *req, runtime_snapshot_t *ret,
+                                  api_error_t *err)
+{
+    ext_runtime_t *rt = (ext_runtime_t *)base;
+    if (!rt->hello.cap_snapshots)
+        return api_error_set(err, API_UNAVAILABLE, "driver %s cannot take snapshots", extdrv_name(rt->drv));
+    const char *dref = ext_driver_ref(req->ref);
+    if (!dref)
+        return api_error_set(err, API_INVALID_ARGUMENT, "malformed sandbox reference");
+    json_object *p = json_object_new_object(), *labels = json_object_new_object(), *res = NULL;
+    jsonx_add_str(p, "ref", dref);
+    jsonx_add_str(p, "snapshot_id", req->snapshot_id);
+    jsonx_add_str(p, "tenant", req->tenant ? req->tenant : "");
+    jsonx_add_str(labels, RUNTIME_LABEL_MANAGED, RUNTIME_MANAGED_SNAPSHOT);
+    jsonx_add_str(labels, RUNTIME_LABEL_CLUSTER, req->cluster_id ? req->cluster_id : "");
+    jsonx_add_str(labels, RUNTIME_LABEL_WORKER, req->worker_name ? req->worker_name : "");
+    jsonx_add(p, "labels", labels);
+    /* the guest's sync and the disk's copy: bounded like a remove's */
+    int r = extdrv_call(rt->drv, "snapshot", p, EXTDRV_CREATE_MS, &res, err);
+    if (r == 0)
+        ext_snapshot_measure(res, ret);
+    json_object_put(res);
+    return r;
+}
+
+static int ext_rt_snapshot_list(runtime_t *base, const char *cluster_id, const char *worker_name,
+                                runtime_snapshot_t **ret, size_t *ret_n, api_error_t *err)
+{
+    ext_runtime_t *rt = (ext_runtime_t *)base;
+    *ret = NULL;
+    *ret_n = 0;
+    if (!rt->hello.cap_snapshots)
+        return 0;
+    json_object *res = NULL;
+    int r = extdrv_call(rt->drv, "snapshots", NULL, EXTDRV_QUERY_MS, &res, err);
+    if (r < 0)
+        return r;
+    json_object *list = jsonx_get_arr(res, "snapshots");
+    size_t n = list ? json_object_array_length(list) : 0;
+    runtime_snapshot_t *all = calloc(n ? n : 1, sizeof *all);
+    size_t k = 0;
+    for (size_t i = 0; all && i < n && k < RUNTIME_MAX_SNAPSHOTS; i++) {
+        json_object *o = json_object_array_get_idx(list, i), *l = jsonx_get_obj(o, "labels");
+        const char *cl = jsonx_get_str(l, RUNTIME_LABEL_CLUSTER), *wn = jsonx_get_str(l, RUNTIME_LABEL_WORKER);
+        const char *id = jsonx_get_str(o, "id");
+        if (!id || !ids_valid("snp", id) || (cluster_id && (!cl || strcmp(cl, cluster_id) != 0)) ||
+            (worker_name && (!wn || strcmp(wn, worker_name) != 0)))
+            continue;
+        ext_snapshot_measure(o, &all[k++]);
+    }
+    json_object_put(res);
+    if (!all)
+        return api_error_set(err, API_INTERNAL, "out of memory");
+    *ret = all;
+    *ret_n = k;
+    return 0;
+}
+
+static int ext_rt_snapshot_remove(runtime_t *base, const char *snapshot_id, const char *worker_name,
+                                  api_error_t *err)
+{
+    ext_runtime_t *rt = (ext_runtime_t *)base;
+    (void)worker_name; /* the driver's snapshots are this worker's */
+    if (!rt->hello.cap_snapshots)
+        return 0;
+    json_object *p = json_object_new_object();
+    jsonx_add_str(p, "snapshot_id", snapshot_id);
+    return extdrv_call(rt->drv, "snapshot_remove", p, EXTDRV_REMOVE_MS, NULL, err);
 }
 
 static int ext_rt_pause(runtime_t *base, const char *ref, bool *ret_memory, api_error_t *err)
@@ -685,5 +782,8 @@ static const runtime_ops_t ext_ops = {
     .disk_mode = ext_rt_disk_mode,
     .pause = ext_rt_pause,
     .resume = ext_rt_resume,
+    .snapshot_create = ext_rt_snapshot_create,
+    .snapshot_list = ext_rt_snapshot_list,
+    .snapshot_remove = ext_rt_snapshot_remove,
     .free = ext_rt_free,
 };

@@ -80,6 +80,16 @@ int vmm_image_prepare(const vmm_config_t *cfg, const char *image_key, int tar_fd
 int vmm_docker_export(const char *docker_sock, const char *image, int out_fd, char ret_image_id[80],
                       char *ret_why);
 
+/* A data disk (a volume's ext4 image, docs/volumes.md): QEMU gets the open
+ * fd (it cannot open the root-owned file itself) as a virtio-blk device
+ * with serial "sbxvol<N>" (N its index), the way the guest finds it. */
+typedef struct {
+    int fd;                  /* open O_RDWR, or O_RDONLY when read_only */
+    int read_only;
+} vmm_disk_t;
+
+#define VMM_DISKS_MAX 8
+
 /* A VM to boot. */
 typedef struct {
     const char *id;          /* VMM_ID_MAX rules */
@@ -91,6 +101,11 @@ typedef struct {
     long boot_timeout_ms;    /* 0: SBX_VMM_BOOT_TIMEOUT_MS */
     const char *template_dir;/* NULL: cold boot; else restore from vmm_template_ensure's
                                 template (same base disk, vcpus, memory and disk size) */
+    const char *backing;     /* NULL: the overlay is backed by base_disk (raw); else by this
+                                qcow2 (a snapshot's disk, vmm_disk_save), on a cold boot */
+    const vmm_disk_t *disks; /* data disks (at most VMM_DISKS_MAX; a cold boot only: a
+                                restored machine cannot gain devices) */
+    unsigned ndisks;
 } vmm_spec_t;
 
 typedef struct vmm vmm_t;
@@ -225,6 +240,18 @@ int vmm_console_trim(const vmm_config_t *cfg);
  * directory), removes its cgroup and its directory. 0 also when it was
  * already gone; SBX_EINVAL for a bad id. */
 int vmm_destroy(const vmm_config_t *cfg, const char *id, char *ret_why);
+
+/* Saves VM id's root disk as it is now (the overlay read through its
+ * backing chain) into out_path, a standalone qcow2 a later VM can be backed
+ * by (vmm_spec_t.backing). The caller makes it consistent (the guest's
+ * sync, the VM frozen). *ret_bytes: the file's size. 0, or a negative code
+ * with ret_why. */
+int vmm_disk_save(const vmm_config_t *cfg, const char *id, const char *out_path, long long *ret_bytes,
+                  char *ret_why);
+
+/* 1 when VM id's QEMU is frozen (vmm_freeze), 0 when not, < 0 when it is
+ * not running. */
+int vmm_frozen(const vmm_config_t *cfg, const char *id);
 
 /* Freezes (SIGSTOP) or thaws (SIGCONT) the VM's QEMU, after checking the
  * pid is our QEMU for this VM: a paused VM keeps its memory and its

@@ -420,7 +420,7 @@ static int run_as(const vmm_config_t *cfg, uid_t *uid, gid_t *gid, char *why)
     return 0;
 }
 
-#define ARG_MAX_N 64
+#define ARG_MAX_N (64 + 8 * VMM_DISKS_MAX)
 
 /* The host's TSC rate in kHz, measured over 50 ms. Under TCG the guest reads
  * the host's TSC, and its kernel's own calibration against the emulated PIT
@@ -526,6 +526,25 @@ static pid_t qemu_spawn(const vmm_config_t *cfg, const vmm_spec_t *spec, const v
         argv[na++] = "-qmp";
         argv[na++] = qmp;
     }
+    /* data disks: fds 4+2i (as given) and 5+2i (read-only) in QEMU, fd set
+     * 1+i (qemu_open takes /dev/fdset/N for a file name and dups the fd of
+     * the access it asks for: read-only to probe, then read-write) */
+    char addfd[VMM_DISKS_MAX][2][48], vdrive[VMM_DISKS_MAX][96], vdev[VMM_DISKS_MAX][80];
+    for (unsigned i = 0; i < spec->ndisks; i++) {
+        snprintf(addfd[i][0], sizeof(addfd[i][0]), "fd=%u,set=%u", 4 + 2 * i, 1 + i);
+        snprintf(addfd[i][1], sizeof(addfd[i][1]), "fd=%u,set=%u", 5 + 2 * i, 1 + i);
+        snprintf(vdrive[i], sizeof(vdrive[i]), "id=vol%u,file=/dev/fdset/%u,format=raw,if=none,readonly=%s", i,
+                 1 + i, spec->disks[i].read_only ? "on" : "off");
+        snprintf(vdev[i], sizeof(vdev[i]), "virtio-blk-device,drive=vol%u,serial=sbxvol%u", i, i);
+        argv[na++] = "-add-fd";
+        argv[na++] = addfd[i][0];
+        argv[na++] = "-add-fd";
+        argv[na++] = addfd[i][1];
+        argv[na++] = "-drive";
+        argv[na++] = vdrive[i];
+        argv[na++] = "-device";
+        argv[na++] = vdev[i];
+    }
     int mig_fd = -1;
     if (x->incoming != NULL) {
         /* the saved state on fd 3: no exec: migration (spawn=deny) and no file: URI in QEMU 7.2 */
@@ -552,8 +571,26 @@ static pid_t qemu_spawn(const vmm_config_t *cfg, const vmm_spec_t *spec, const v
         /* dup2 clears close-on-exec, but not when the fd is 3 already */
         if (mig_fd >= 0 && (mig_fd == 3 ? fcntl(3, F_SETFD, 0) != 0 : dup2(mig_fd, 3) != 3))
             _exit(126);
-        /* stdio and the saved state only: QEMU runs a hostile guest */
-        fd_close_from(mig_fd >= 0 ? 4 : 3);
+        /* the disks to 4.. by way of copies above them (a disk's fd may be
+         * one of the targets) */
+        int high[VMM_DISKS_MAX][2];
+        for (unsigned i = 0; i < spec->ndisks; i++) {
+            char self[64];
+            snprintf(self, sizeof(self), "/proc/self/fd/%d", spec->disks[i].fd);
+            int ro = open(self, O_RDONLY | O_CLOEXEC);
+            if (ro < 0 || (high[i][0] = fcntl(spec->disks[i].fd, F_DUPFD_CLOEXEC, 64)) < 0 ||
+                (high[i][1] = fcntl(ro, F_DUPFD_CLOEXEC, 64)) < 0)
+                _exit(126);
+            close(ro); /* it may sit on a target below */
+        }
+        for (unsigned i = 0; i < spec->ndisks; i++)
+            for (int k = 0; k < 2; k++)
+                if (dup2(high[i][k], 4 + 2 * (int)i + k) != 4 + 2 * (int)i + k)
+                    _exit(126);
+        /* stdio, the saved state and the disks only: QEMU runs a hostile guest */
+        if (mig_fd < 0)
+            close(3);
+        fd_close_from(spec->ndisks > 0 ? 4 + 2 * (int)spec->ndisks : mig_fd >= 0 ? 4 : 3);
         if (chdir(dir) != 0 || drop_to(uid, gid, cfg->accel == VMM_ACCEL_KVM) != 0)
             _exit(126);
         execvp(argv[0], (char *const *)argv);
@@ -579,8 +616,10 @@ int vmm__boot(const vmm_config_t *cfg, const vmm_spec_t *spec, const vmm_boot_ex
     vmm_t *vm = NULL;
     int rc, made = 0;
     if (spec == NULL || !vmm__id_ok(spec->id) || spec->base_disk == NULL || spec->vcpus < 1 || spec->vcpus > 64 ||
-        spec->memory_mb < 64 || spec->memory_mb > 65536 || spec->disk_bytes < (64ull << 20)) {
-        vmm__why(ret_why, "bad VM spec (id, base disk, 1..64 vcpus, 64..65536 MiB, disk >= 64 MiB)");
+        spec->memory_mb < 64 || spec->memory_mb > 65536 || spec->disk_bytes < (64ull << 20) ||
+        spec->ndisks > VMM_DISKS_MAX || (spec->ndisks > 0 && (spec->disks == NULL || x->incoming != NULL))) {
+        vmm__why(ret_why, "bad VM spec (id, base disk, 1..64 vcpus, 64..65536 MiB, disk >= 64 MiB, at most %d data "
+                 "disks and those on a cold boot)", VMM_DISKS_MAX);
         return SBX_EINVAL;
     }
     if ((rc = vmm_kernel_find(cfg, kernel, sizeof(kernel), release, sizeof(release), ret_why)) != 0 ||
@@ -652,6 +691,8 @@ int vmm_boot(const vmm_config_t *cfg, const vmm_spec_t *spec, vmm_t **ret_vm, ch
         x.backing = backing;
         x.incoming = state;
         x.append = append;
+    } else if (spec != NULL && spec->backing != NULL) {
+        x.backing = spec->backing;
     }
     return vmm__boot(cfg, spec, &x, ret_vm, ret_why);
 }
@@ -834,5 +875,55 @@ int vmm_destroy(const vmm_config_t *cfg, const char *id, char *ret_why)
         vmm__why(ret_why, "remove %s: %s", dir, strerror(errno));
         return SBX_EIO;
     }
+    return 0;
+}
+
+int vmm_frozen(const vmm_config_t *cfg, const char *id)
+{
+    char dir[VMM_PATH_MAX], path[64], st[512];
+    meta_t m;
+    if (vmm__vm_dir(cfg, id, dir, sizeof(dir)) != 0 || meta_read(dir, &m) != 0 ||
+        !pid_is_ours(m.pid, id, m.starttime))
+        return SBX_ENOTFOUND;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)m.pid);
+    if (vmm__read_file(path, st, sizeof(st)) <= 0)
+        return SBX_ENOTFOUND;
+    const char *p = strrchr(st, ')'); /* the name may hold anything */
+    return p != NULL && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+}
+
+int vmm_disk_save(const vmm_config_t *cfg, const char *id, const char *out_path, long long *ret_bytes,
+                  char *ret_why)
+{
+    char dir[VMM_PATH_MAX], overlay[VMM_PATH_MAX], tmp[VMM_PATH_MAX];
+    int rc;
+    if ((rc = vmm__vm_dir(cfg, id, dir, sizeof(dir))) != 0 ||
+        (rc = vmm__path(overlay, sizeof(overlay), "%s/overlay.qcow2", dir)) != 0 ||
+        (rc = vmm__path(tmp, sizeof(tmp), "%s.part", out_path)) != 0) {
+        vmm__why(ret_why, "bad VM id or path");
+        return rc;
+    }
+    if (access(overlay, R_OK) != 0) {
+        vmm__why(ret_why, "VM %s has no disk", id);
+        return SBX_ENOTFOUND;
+    }
+    /* -U: the running (frozen) QEMU holds the image's lock */
+    const char *argv[] = {cfg->qemu_img ? cfg->qemu_img : "qemu-img", "convert", "-U", "-O", "qcow2", overlay, tmp,
+                          NULL};
+    unlink(tmp);
+    if ((rc = vmm__run(argv, -1, -1, 600000, ret_why)) != 0) {
+        unlink(tmp);
+        return rc;
+    }
+    /* QEMU's user reads it as a later VM's backing file; no one else */
+    struct stat sb, db;
+    if (stat(dir, &db) != 0 || chown(tmp, db.st_uid, db.st_gid) != 0 || chmod(tmp, 0600) != 0 ||
+        stat(tmp, &sb) != 0 || rename(tmp, out_path) != 0) {
+        vmm__why(ret_why, "%s: %s", out_path, strerror(errno));
+        unlink(tmp);
+        return SBX_EIO;
+    }
+    if (ret_bytes != NULL)
+        *ret_bytes = (long long)sb.st_blocks * 512;
     return 0;
 }
