@@ -69,7 +69,9 @@ static void judge(const aegis_request_t *rq, const aegis_worker_t *w, aegis_verd
     /* Isolation: the weakest offered class at least as strong as the need
      * that also provides the network mode. Never a weaker one. */
     bool any_class = false;
-    int top = rq->snapshot ? ISO_GVISOR : ISO_MICROVM;
+    /* a snapshot's sandbox runs in its snapshot's kind of class (the
+     * create raised a microvm snapshot's need to microvm) */
+    int top = rq->snapshot && rq->need < ISO_MICROVM ? ISO_GVISOR : ISO_MICROVM;
     for (int c = rq->need; c <= top; c++) {
         if (!(w->classes & (1u << c)))
             continue;
@@ -178,8 +180,9 @@ aegis_outcome_t aegis_decide(const aegis_request_t *rq, const aegis_worker_t *ws
                  "running it with weaker isolation",
                  isolation_name(rq->need), rq->network != NET_NONE ? " with network " : "",
                  rq->network != NET_NONE ? net_mode_name(rq->network) : "",
-                 rq->snapshot && rq->need > ISO_GVISOR ? " for a sandbox from a snapshot (container or gvisor only)"
-                                                       : "");
+                 rq->snapshot && rq->need < ISO_MICROVM
+                     ? " for a sandbox from a snapshot (a container's or gvisor's snapshot runs as one of those)"
+                     : "");
         return AEGIS_REFUSE;
     }
     if (ready == 0)

@@ -90,7 +90,8 @@ int api_idempotency_key(req_t *rq, const char **ret);
  * newest ready version unless it names one); spec->from becomes the
  * snapshot's id and spec->image its source's image (one given must be
  * that). Replies on a refusal (404, 409, 503, 400). */
-int api_spec_from_snapshot(req_t *rq, const char *tenant_id, sandbox_spec_t *spec, bool image_given, bool is_template);
+int api_spec_from_snapshot(req_t *rq, const char *tenant_id, sandbox_spec_t *spec, bool image_given, bool is_template,
+                           isolation_t *ret_iso);
 /* A create's "volumes" (api_volumes.c): each the tenant's live volume by id
  * or name, resolved to its id and size; all of those already placed must
  * live on one worker. 0, or replied (404, 409, 503) and SBX_EINVAL. */

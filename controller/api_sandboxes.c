@@ -170,12 +170,14 @@ void api_kick_if_waiting(controller_t *ctl, json_object *resp)
         controller_kick_reconcile(ctl);
 }
 
-int api_spec_from_snapshot(req_t *rq, const char *tenant_id, sandbox_spec_t *spec, bool image_given, bool is_template)
+int api_spec_from_snapshot(req_t *rq, const char *tenant_id, sandbox_spec_t *spec, bool image_given, bool is_template,
+                           isolation_t *ret_iso)
 {
     char id[SBX_ID_MAX], base[SBX_MAX_IMAGE_BYTES + 1];
     api_error_t err;
-    if ((is_template ? store_template_resolve(rq->db, tenant_id, spec->from, id, base, sizeof base, &err)
-                     : store_snapshot_resolve(rq->db, tenant_id, spec->from, id, base, sizeof base, &err)) < 0) {
+    if ((is_template ? store_template_resolve(rq->db, tenant_id, spec->from, id, base, sizeof base, ret_iso, &err)
+                     : store_snapshot_resolve(rq->db, tenant_id, spec->from, id, base, sizeof base, ret_iso, &err)) <
+        0) {
         http_reply_api_error(rq, &err);
         return SBX_EINVAL;
     }
@@ -297,13 +299,29 @@ int api_sandbox_create_json(req_t *rq, json_object *body, const char *idem, json
         http_reply_error(rq, API_INTERNAL, "out of memory");
         goto cleanup;
     }
-    if (spec.from && api_spec_from_snapshot(rq, tenant_id, &spec, image_given, tmpl[0] != 0) < 0)
+    isolation_t snap_iso = ISO_CONTAINER;
+    if (spec.from && api_spec_from_snapshot(rq, tenant_id, &spec, image_given, tmpl[0] != 0, &snap_iso) < 0)
         goto cleanup;
     if (spec.nvolumes > 0 && api_spec_volumes(rq, tenant_id, &spec) < 0)
         goto cleanup;
     classification_t cls;
     if (api_spec_admit(rq, &spec, &policy, &cls) < 0)
         goto cleanup;
+    /* A snapshot's disk or image runs as the class it was made in: a
+     * microvm one raises the need to microvm; a container's or gvisor's
+     * one cannot serve a sandbox that needs microvm. */
+    if (spec.from && snap_iso == ISO_MICROVM && cls.isolation < ISO_MICROVM) {
+        cls.isolation = ISO_MICROVM;
+        if (cls.nreasons < CLASSIFY_MAX_REASONS)
+            snprintf(cls.reasons[cls.nreasons++], sizeof cls.reasons[0],
+                     "isolation microvm: it starts from a microvm snapshot (its disk)");
+    } else if (spec.from && snap_iso != ISO_MICROVM && cls.isolation == ISO_MICROVM) {
+        http_reply_error(rq, API_ISOLATION_UNAVAILABLE,
+                         "%s %s was made of a %s sandbox: its sandboxes run as container or gvisor, and this one needs "
+                         "microvm (start it from a microvm sandbox's snapshot, or without one)",
+                         tmpl[0] ? "template" : "snapshot", tmpl[0] ? tmpl : spec.from, isolation_name(snap_iso));
+        goto cleanup;
+    }
     isolation_t iso = cls.isolation;
     classification = classification_to_json(&cls);
     json_object *canon = spec_to_json(&spec);

@@ -186,7 +186,7 @@ int store_template_delete(PGconn *c, const char *tenant_id, const char *name, in
  * the newest ready version's) snapshot id and image, as
  * store_snapshot_resolve. 404 none, 409 not ready. */
 int store_template_resolve(PGconn *c, const char *tenant_id, const char *ref, char ret_id[SBX_ID_MAX],
-                           char *ret_image, size_t imagelen, api_error_t *err);
+                           char *ret_image, size_t imagelen, isolation_t *ret_iso, api_error_t *err);
 /* {"snapshot":…} by id or name (another tenant's: not found). */
 int store_snapshot_get(PGconn *c, const char *scope, const char *ref, json_object **ret, api_error_t *err);
 /* {"snapshots":[…]}: the live ones (not deleted), newest first; of one
@@ -195,10 +195,11 @@ int store_snapshot_list(PGconn *c, const char *scope, const char *sandbox_id, js
 /* Marks it deleted (its bytes go with its worker's next heartbeat, or once
  * the last sandbox running from it is gone); {"snapshot":…}. Idempotent. */
 int store_snapshot_delete(PGconn *c, const char *scope, const char *ref, json_object **ret, api_error_t *err);
-/* For a create's "from": tenant_id's ready snapshot by id or name, its id
- * and its source's image. 404, 409 (not ready), 503 (its worker lost). */
+/* For a create's "from": tenant_id's ready snapshot by id or name, its id,
+ * its source's image and class (ret_iso may be NULL). 404, 409 (not ready),
+ * 503 (its worker lost). */
 int store_snapshot_resolve(PGconn *c, const char *tenant_id, const char *ref, char ret_id[SBX_ID_MAX],
-                           char *ret_image, size_t imagelen, api_error_t *err);
+                           char *ret_image, size_t imagelen, isolation_t *ret_iso, api_error_t *err);
 /* Of the snapshots a worker's heartbeat says it holds ({"id"} objects),
  * those no live row wants there: a new array of ids (at most 256). */
 /* Volumes (store/volumes.c, docs/volumes.md). Create one of size_mib in

@@ -98,12 +98,12 @@ int store_snapshot_create(PGconn *c, const store_limits_t *lim, const char *scop
         policy_release(&pol);
         return store__db_error(err);
     }
-    if (strcmp(iso, "container") != 0 && strcmp(iso, "gvisor") != 0) {
+    isolation_t icls;
+    if (isolation_parse(iso, &icls) < 0) {
         db_rollback(c);
         policy_release(&pol);
-        return api_error_set(err, API_ISOLATION_UNAVAILABLE,
-                             "sandbox %s runs as %s: snapshots are made of container and gvisor sandboxes only", sandbox_id,
-                             iso);
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE, "sandbox %s runs as %s: no snapshots of that class",
+                             sandbox_id, iso);
     }
     rc = snapshot_quota(c, lim, tenant_id, &pol, err);
     policy_release(&pol);
@@ -265,7 +265,7 @@ int store_snapshot_delete(PGconn *c, const char *scope, const char *ref, json_ob
 }
 
 int store_snapshot_resolve(PGconn *c, const char *tenant_id, const char *ref, char ret_id[SBX_ID_MAX],
-                           char *ret_image, size_t imagelen, api_error_t *err)
+                           char *ret_image, size_t imagelen, isolation_t *ret_iso, api_error_t *err)
 {
     const char *p[] = { ref, tenant_id };
     PGresult *r = db_exec(c,
@@ -273,7 +273,7 @@ int store_snapshot_resolve(PGconn *c, const char *tenant_id, const char *ref, ch
                           "  snapshot_copies sc JOIN workers cw ON cw.id = sc.worker_id WHERE sc.snapshot_id = sn.id "
                           "  AND sc.ready_at IS NOT NULL AND cw.state <> 'lost') THEN 'ready' "
                           "  ELSE coalesce(w.state, 'lost') END, "
-                          "  coalesce(w.name, '') " SNAPSHOT_FROM SNAPSHOT_REF_WHERE
+                          "  coalesce(w.name, ''), sn.isolation " SNAPSHOT_FROM SNAPSHOT_REF_WHERE
                           "ORDER BY sn.created_at DESC LIMIT 1",
                           2, p);
     if (!r)
@@ -295,6 +295,8 @@ int store_snapshot_resolve(PGconn *c, const char *tenant_id, const char *ref, ch
     if (rc == 0) {
         snprintf(ret_id, SBX_ID_MAX, "%s", db_get(r, 0, 0));
         snprintf(ret_image, imagelen, "%s", db_get(r, 0, 1));
+        if (ret_iso && isolation_parse(db_get(r, 0, 5), ret_iso) < 0)
+            *ret_iso = ISO_CONTAINER;
     }
     PQclear(r);
     return rc;
@@ -462,7 +464,7 @@ int store_template_delete(PGconn *c, const char *tenant_id, const char *name, in
 }
 
 int store_template_resolve(PGconn *c, const char *tenant_id, const char *ref, char ret_id[SBX_ID_MAX],
-                           char *ret_image, size_t imagelen, api_error_t *err)
+                           char *ret_image, size_t imagelen, isolation_t *ret_iso, api_error_t *err)
 {
     char name[SBX_SNAPSHOT_NAME_MAX + 1], ver[24] = "";
     const char *colon = strchr(ref, ':');
@@ -478,7 +480,7 @@ int store_template_resolve(PGconn *c, const char *tenant_id, const char *ref, ch
     }
     const char *p[] = { tenant_id, name, *ver ? ver : NULL };
     PGresult *r = db_exec(c,
-                          "SELECT sn.id, sn.image, (" STORE_SNAPSHOT_STATE "), coalesce(w.state, 'lost'), sn.version "
+                          "SELECT sn.id, sn.image, (" STORE_SNAPSHOT_STATE "), coalesce(w.state, 'lost'), sn.version, sn.isolation "
                           SNAPSHOT_FROM "WHERE sn.tenant_id = $1 AND sn.template = $2 AND sn.deleted_at IS NULL "
                           "AND ($3::int IS NULL OR sn.version = $3::int) "
                           /* the newest ready one, else the newest (to say why) */
@@ -501,6 +503,8 @@ int store_template_resolve(PGconn *c, const char *tenant_id, const char *ref, ch
     if (rc == 0) {
         snprintf(ret_id, SBX_ID_MAX, "%s", db_get(r, 0, 0));
         snprintf(ret_image, imagelen, "%s", db_get(r, 0, 1));
+        if (ret_iso && isolation_parse(db_get(r, 0, 5), ret_iso) < 0)
+            *ret_iso = ISO_CONTAINER;
     }
     PQclear(r);
     return rc;
@@ -516,8 +520,8 @@ int store_snapshot_copy_create(PGconn *c, const store_limits_t *lim, const char 
         return store__db_error(err);
     PGresult *r = db_exec(c,
                           "SELECT sn.id, sn.tenant_id, sn.sandbox_id, (" STORE_SNAPSHOT_STATE "), "
-                          "  coalesce(sn.worker_id, ''), coalesce(w.name, '') " SNAPSHOT_FROM SNAPSHOT_REF_WHERE
-                          "ORDER BY sn.created_at DESC LIMIT 1 FOR UPDATE OF sn",
+                          "  coalesce(sn.worker_id, ''), coalesce(w.name, ''), sn.isolation " SNAPSHOT_FROM
+                          SNAPSHOT_REF_WHERE "ORDER BY sn.created_at DESC LIMIT 1 FOR UPDATE OF sn",
                           2, p);
     if (!r || PQntuples(r) != 1) {
         bool none = r != NULL;
@@ -534,10 +538,15 @@ int store_snapshot_copy_create(PGconn *c, const store_limits_t *lim, const char 
     bool ready = strcmp(db_get(r, 0, 3), "ready") == 0;
     char state[16];
     snprintf(state, sizeof state, "%s", db_get(r, 0, 3));
+    bool vm = strcmp(db_get(r, 0, 6), "microvm") == 0;
     PQclear(r);
     int rc = 0;
     if (!ready)
         rc = api_error_set(err, API_CONFLICT, "snapshot %.64s is %s: only a ready one is copied", ref, state);
+    else if (vm)
+        rc = api_error_set(err, API_ISOLATION_UNAVAILABLE,
+                           "snapshot %.64s is a microvm's disk: it stays on worker %s (copies are of container and "
+                           "gvisor snapshots)", ref, holder_name);
     char wid[SBX_ID_MAX] = "", wname[160] = "";
     if (rc == 0) {
         r = db_exec(c,

@@ -16,7 +16,8 @@
 # with its file and a process that kept counting; a pause freezes the VM
 # (memory kept) and its resume goes on with that process; TTL expiry removes the VM; a VM the controller no longer wants is removed on
 # restart; a volume is a VM's disk, written there and read by a container
-# and a read-only VM after it; delete leaves no QEMU process or VM file. Slow under TCG: one VM
+# and a read-only VM after it; a paused VM's snapshot starts a microvm with
+# its file; delete leaves no QEMU process or VM file. Slow under TCG: one VM
 # serves most checks. Traffic goes only to the test's controller on loopback.
 # itest-standalone
 # itest-cost: 240
@@ -390,11 +391,42 @@ assert_exit 0 sandbox delete "$csb" "$rsb" --wait --timeout 60
 assert_eq "" "$(ls "$work/volumes/mnt")" "volume mounts and claims left after the sandboxes"
 assert_exit 0 sandbox volumes delete vmdata
 
+# ---- snapshots (docs/snapshots.md): a VM's disk, taken while it is paused
+# (the guest syncs, the VM frozen again after); a create from it is a
+# microvm without asking and starts with the file; the two diverge; the
+# snapshot stays on its worker (no copies), and its bytes go once deleted
+assert_exit 0 sandbox exec "$hsb" -- sh -c 'echo snapped > /snap.txt'
+assert_exit 0 sandbox pause "$hsb" --wait --timeout 60
+t0=$(date +%s%N)
+assert_exit 0 sandbox snapshot "$hsb" --name vmsnap --wait --timeout 120 --json
+snap_ms=$((($(date +%s%N) - t0) / 1000000))
+assert_eq microvm "$(itest_json "$ITEST_OUT" snapshot.isolation)" "class of the VM's snapshot"
+assert_eq T "$(awk '{print $3}' "/proc/$qpid/stat")" "the paused VM is frozen again after its snapshot"
+assert_exit 0 sandbox resume "$hsb" --wait --timeout 60
+assert_exit 0 sandbox exec "$hsb" -- sh -c 'echo after > /snap.txt'
+assert_exit 0 sandbox create --from vmsnap --wait --timeout 200
+read -r fsb _ <<<"$ITEST_OUT"
+itest_track "$fsb"
+assert_exit 0 sandbox get "$fsb" --json
+assert_eq microvm "$(itest_json "$ITEST_OUT" sandbox.isolation)" "class of a sandbox from a VM's snapshot"
+assert_exit 0 sandbox exec "$fsb" -- cat /snap.txt
+assert_eq snapped "$ITEST_OUT" "the file as the snapshot took it"
+assert_exit 0 sandbox exec "$hsb" -- cat /snap.txt
+assert_eq after "$ITEST_OUT" "the source went on without the copy"
+assert_exit 1 sandbox snapshots copy vmsnap --worker "$wname"
+assert_contains "$ITEST_ERR" "isolation_unavailable" "a microvm snapshot is not copied"
+[ -f "$vstate/snapshots/$(itest_json "$(sandbox snapshots get vmsnap --json)" snapshot.id)/disk.qcow2" ] ||
+  fail "no disk of the snapshot in the driver's state"
+assert_exit 0 sandbox delete "$fsb" --wait --timeout 60
+assert_exit 0 sandbox snapshots delete vmsnap
+snaps_gone() { [ -z "$(ls "$vstate/snapshots")" ]; }
+itest_wait_until 60 "the VM snapshot's bytes removed" snaps_gone
+
 # ---- delete: no QEMU process, no VM file
 assert_exit 0 sandbox delete "$hsb" --wait --timeout 60
 gone() { [ -z "$(ls "$vstate/vms")" ] && [ -z "$(qemu_pids)" ]; }
 itest_wait_until 30 "no VM after delete" gone
 assert_eq "" "$(ls "$vstate/sandboxes")" "sandbox records after delete"
 alive "$qpid" && fail "QEMU $qpid outlived its sandbox"
-itest_log "TCG/KVM ($accel) figures: create --hostile --wait ${create_ms} ms (first of its size: makes its template), ${warm_ms} ms (from the template), ${vol_ms} ms with a volume (a cold boot), exec true ${exec_ms} ms (through CLI, controller, worker, driver)"
+itest_log "TCG/KVM ($accel) figures: create --hostile --wait ${create_ms} ms (first of its size: makes its template), ${warm_ms} ms (from the template), ${vol_ms} ms with a volume (a cold boot), snapshot of a paused VM ${snap_ms} ms, exec true ${exec_ms} ms (through CLI, controller, worker, driver)"
 true

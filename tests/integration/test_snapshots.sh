@@ -48,6 +48,10 @@ assert_exit 0 sandbox snapshot "$parent" --name base --wait --timeout 120 --json
 snp=$(itest_json "$ITEST_OUT" snapshot.id)
 assert_match "$snp" '^snp_[a-z2-7]{26}$' "the snapshot's id"
 assert_eq ready "$(itest_json "$ITEST_OUT" snapshot.state)" "the snapshot's state after --wait"
+# a container's snapshot cannot serve a sandbox that needs microvm
+itest_http POST /v1/sandboxes "$a" '{"from":"base","trust":{"hostile":true},"cpu_millis":100,"memory_mib":64}'
+assert_http 422 isolation_unavailable "a hostile create from a container's snapshot"
+assert_contains "$HTTP_BODY" "needs microvm" "why a container's snapshot cannot start a microvm"
 assert_eq base "$(itest_json "$ITEST_OUT" snapshot.name)" "its name"
 assert_eq "$parent" "$(itest_json "$ITEST_OUT" snapshot.sandbox_id)" "its sandbox"
 assert_eq "$ITEST_IMAGE" "$(itest_json "$ITEST_OUT" snapshot.image)" "its image"

@@ -223,15 +223,22 @@ START_TEST(test_a_snapshot_runs_only_where_it_is_held)
     ws[1].free_slots = 0;
     ck_assert_int_eq(aegis_decide(&rq, ws, 2, vs, &best, msg, sizeof msg), AEGIS_WAIT);
     ck_assert_ptr_nonnull(strstr(msg, "the snapshot's worker"));
-    /* microvm-only work from a snapshot: refused even where microvm is
-     * offered (a snapshot runs as container or gvisor) */
+    /* gvisor work from a (container's) snapshot on a holder offering
+     * container and microvm: refused, never run as a microvm (a snapshot's
+     * sandbox runs in its kind of class) */
     ws[1].free_slots = 10;
     ws[1].classes |= 1u << ISO_MICROVM;
     ws[1].networks[ISO_MICROVM] = ALLNET;
-    rq.need = ISO_MICROVM;
+    rq.need = ISO_GVISOR;
     ck_assert_int_eq(aegis_decide(&rq, ws, 2, vs, &best, msg, sizeof msg), AEGIS_REFUSE);
     ck_assert_ptr_nonnull(strstr(msg, "for a sandbox from a snapshot"));
     ck_assert_ptr_nonnull(strstr(vs[1].why, "up to gvisor"));
+    /* a microvm snapshot's sandbox (its create raised the need to microvm)
+     * runs as microvm on its holder */
+    rq.need = ISO_MICROVM;
+    ck_assert_int_eq(decide(&rq, ws, 2, vs, &best), AEGIS_CHOSEN);
+    ck_assert_int_eq(best, 1);
+    ck_assert_int_eq(vs[1].run_as, ISO_MICROVM);
     /* container work from it on a worker with container and microvm runs
      * as container; without a snapshot the same worker would too */
     rq.need = ISO_CONTAINER;

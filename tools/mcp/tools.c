@@ -67,7 +67,7 @@ const mcp_tool_t tool_table[] = {
       "the server uses its default_image (sandbox/busybox:latest unless the operator changed it). Name one "
       "only when the task needs tools the default lacks and the tenant policy allows it'},'tenant':"
       DSTR("the tenant to create it in (default: the tenant of the token)") ",'from':" DSTR("a ready snapshot "
-      "(id or name) to start from: its files and image, on its worker; container or gvisor only") ",'template':"
+      "(id or name) to start from: its files and image, on its worker, in its kind of class") ",'template':"
       DSTR("a template to start from, NAME or NAME:VERSION (sandbox_templates): its files, and its env and workdir "
       "for every exec; not with from") ",'auto_pause':{'type':'boolean','description':'when ttl_seconds passes, "
       "pause it (sandbox_resume runs it again) instead of deleting it'},'volumes':{'type':'array','maxItems':8,"
@@ -280,7 +280,8 @@ const mcp_tool_t tool_table[] = {
       "'required':['pools']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
     { .run = tool_snapshot, .def = { "sandbox_snapshot", "Snapshot a sandbox",
-      "Saves the files of a running container or gvisor sandbox (not its memory or processes) as a snapshot. "
+      "Saves the files of a running or paused sandbox (not its memory or processes; a microvm: its disk) as a "
+      "snapshot. "
       "sandbox_create with from = its id or name starts new sandboxes with those files, on the same worker: "
       "prepare one sandbox, snapshot it, start many.",
       "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'name':" DSTR("a name for the snapshot, usable "
@@ -313,7 +314,7 @@ const mcp_tool_t tool_table[] = {
       "'required':['templates']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
     { .run = tool_fork, .def = { "sandbox_fork", "Fork a sandbox",
-      "Starts count sandboxes with the files of a running container or gvisor sandbox as they are now and its "
+      "Starts count sandboxes with the files of a running sandbox as they are now and its "
       "spec (cpu, memory, disk, ttl, network, isolation, trust, labels; not env, memory or processes): to try "
       "variants side by side. Made of other calls: a snapshot, count creates from it, the snapshot deleted once "
       "they started (the call waits for that). A fork that failed makes the call an error unless wait is false.",
