@@ -449,7 +449,7 @@ static int mount_disks(vmm_t *vm, const want_t *w, vmmdrv_call_t *call)
         " $B mkdir -p -- \"$2\" && $B mount -t ext4 -o \"$3\" \"$dev\" \"$2\"";
     static const char *const env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
     for (unsigned i = 0; i < w->ndisks; i++) {
-        char serial[16];
+        char serial[24];
         snprintf(serial, sizeof(serial), "sbxvol%u", i);
         const char *argv[] = {"/.sbx/busybox", "sh", "-c", script, "sh", serial, w->targets[i],
                               w->disks[i].read_only ? "ro,noload,nosuid,nodev" : "rw,nosuid,nodev", NULL};
