@@ -300,6 +300,99 @@ static int place_commit(PGconn *c, const store_limits_t *lim, const char *op_id,
 /* Placement of a create through AEGIS: load, decide, commit. Returns 1
  * when leased or refused, 0 when it must wait (the reasons are kept on the
  * operation), negative on error. */
+/* The summary of a waiting create whose snapshot is being copied for it. */
+static int place_copy_summary(place_decision_t *wait, const char *snapshot, const char *worker, const char *copy_op)
+{
+    snprintf(wait->summary, sizeof wait->summary,
+             "waiting: no worker holding snapshot %s may take it; it is being copied to %s (operation %s), "
+             "which then will", snapshot, worker, copy_op);
+    if (wait->placement)
+        jsonx_add_str(wait->placement, "summary", wait->summary);
+    return 0;
+}
+
+/* A create from a snapshot that waits because no worker holding it may
+ * take it (full, draining, away, or not what its selector asks): the
+ * snapshot is copied to the worker that would take it were the snapshot
+ * there (an operation of its own, in this transaction), and the create is
+ * placed there once the copy is ready. Only while nothing else copies the
+ * snapshot, from a maker that can send it (fresh, ready or draining), never
+ * twice to one worker (a failed copy is left to an operator), never a
+ * microvm's disk. 0 or SBX_EDB. */
+static int place_auto_copy(PGconn *c, const store_limits_t *lim, place_loaded_t *l, const char *op_id,
+                           const char *tenant_id, place_decision_t *wait)
+{
+    char tmo[24];
+    snprintf(tmo, sizeof tmo, "%lld", (long long)lim->worker_timeout_seconds);
+    const char *p[] = { l->snapshot, tmo };
+    PGresult *r = db_exec(c,
+                          "SELECT sn.worker_id, sn.sandbox_id, sn.isolation = 'microvm', "
+                          "  w.state IN ('ready', 'draining') AND w.stopping_at IS NULL "
+                          "    AND w.last_heartbeat > now() - make_interval(secs => $2::bigint), "
+                          "  (SELECT o.id || ' ' || cw.name FROM snapshot_copies sc JOIN operations o "
+                          "    ON o.id = sc.operation_id JOIN workers cw ON cw.id = sc.worker_id "
+                          "    WHERE sc.snapshot_id = sn.id AND sc.ready_at IS NULL "
+                          "    AND o.state NOT IN ('failed', 'cancelled', 'succeeded') LIMIT 1) "
+                          "FROM snapshots sn JOIN workers w ON w.id = sn.worker_id "
+                          "WHERE sn.id = $1 AND sn.deleted_at IS NULL AND sn.ready_at IS NOT NULL",
+                          2, p);
+    if (!r)
+        return SBX_EDB;
+    char busy[200] = "", copy_op[SBX_ID_MAX] = "", copy_worker[160] = "";
+    bool go = PQntuples(r) == 1 && !db_get_bool(r, 0, 2) && db_get_bool(r, 0, 3);
+    if (go && !PQgetisnull(r, 0, 4))
+        snprintf(busy, sizeof busy, "%s", db_get(r, 0, 4));
+    char maker[SBX_ID_MAX] = "", source_sbx[SBX_ID_MAX] = "";
+    if (go) {
+        snprintf(maker, sizeof maker, "%s", db_get(r, 0, 0));
+        snprintf(source_sbx, sizeof source_sbx, "%s", db_get(r, 0, 1));
+    }
+    PQclear(r);
+    if (!go)
+        return 0;
+    if (busy[0]) { /* a copy on its way: the create's wait says so */
+        sscanf(busy, "%63s %159s", copy_op, copy_worker);
+        return place_copy_summary(wait, l->snapshot, copy_worker, copy_op);
+    }
+    /* where it would go were the snapshot everywhere */
+    bool *held = calloc((size_t)(l->in.n ? l->in.n : 1), sizeof *held);
+    if (!held)
+        return 0;
+    for (int i = 0; i < l->in.n; i++) {
+        held[i] = l->in.ws[i].holds_snapshot;
+        l->in.ws[i].holds_snapshot = true;
+    }
+    place_decision_t d;
+    memset(&d, 0, sizeof d);
+    int rc = place_decide(&l->in, &d);
+    for (int i = 0; i < l->in.n; i++)
+        l->in.ws[i].holds_snapshot = held[i];
+    int target = rc == 0 && d.action == PLACE_LEASE && !held[d.worker] ? d.worker : -1;
+    free(held);
+    place_decision_release(&d);
+    if (target < 0)
+        return 0;
+    const aegis_worker_t *w = &l->in.ws[target];
+    const char *q[] = { l->snapshot, w->id };
+    bool tried = false;
+    if (store__one_row(c, "SELECT 1 FROM snapshot_copies WHERE snapshot_id = $1 AND worker_id = $2", 2, q,
+                       &tried) < 0)
+        return SBX_EDB;
+    if (tried)
+        return 0;
+    char why[200];
+    snprintf(why, sizeof why, "a create from snapshot %s (operation %s) that no worker holding it may take goes here",
+             l->snapshot, op_id);
+    json_object *cop = NULL;
+    if (store__snapshot_copy_insert(c, lim, l->snapshot, tenant_id, source_sbx, w->id, w->name, maker, NULL, why,
+                                    &cop) < 0)
+        return SBX_EDB;
+    snprintf(copy_op, sizeof copy_op, "%s", jsonx_get_str(cop, "id") ? jsonx_get_str(cop, "id") : "?");
+    json_object_put(cop);
+    store__count_placed_now("snapshot_copy");
+    return place_copy_summary(wait, l->snapshot, w->name, copy_op);
+}
+
 static int place_create(PGconn *c, const store_limits_t *lim, const char *op_id, const char *sbx,
                         const char *tenant_id, const char *iso_text, const char *spec_text, int64_t cpu, int64_t mem)
 {
@@ -312,6 +405,11 @@ static int place_create(PGconn *c, const store_limits_t *lim, const char *op_id,
         rc = place_decide(&l.in, &d);
         if (rc < 0)
             break;
+        if (d.action == PLACE_WAIT && l.snapshot[0] && place_auto_copy(c, lim, &l, op_id, tenant_id, &d) < 0) {
+            place_decision_release(&d);
+            rc = SBX_EDB;
+            break;
+        }
         rc = place_commit(c, lim, op_id, sbx, spec_text, &l.in, &d);
         /* Another controller took the room meanwhile: decide again without
          * this worker's stale numbers. */

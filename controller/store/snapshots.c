@@ -512,6 +512,35 @@ int store_template_resolve(PGconn *c, const char *tenant_id, const char *ref, ch
 
 /* ---- copies on other workers ------------------------------------------- */
 
+int store__snapshot_copy_insert(PGconn *c, const store_limits_t *lim, const char *snapshot_id, const char *tenant_id,
+                                const char *sandbox_id, const char *worker_id, const char *worker_name,
+                                const char *source_worker_id, const char *created_by, const char *why,
+                                json_object **ret_op)
+{
+    char op_id[SBX_ID_MAX];
+    ids_new("op", op_id);
+    json_object *req = json_object_new_object();
+    jsonx_add_str(req, "snapshot_id", snapshot_id);
+    jsonx_add_str(req, "worker", worker_name);
+    char *req_text = jsonx_dump(req);
+    json_object_put(req);
+    json_object *pl = store__placement_here(worker_name, why);
+    op_insert_t oi = { .id = op_id, .tenant_id = tenant_id, .sandbox_id = sandbox_id, .kind = "snapshot_copy",
+                       .request_hash = "", .request_text = req_text, .created_by = created_by,
+                       .deadline_seconds = lim->deadline_seconds, .state = OP_LEASED, .worker_id = worker_id,
+                       .worker_name = worker_name, .lease_seconds = lim->lease_seconds, .placement = pl };
+    int rc = store__op_insert(c, &oi, ret_op);
+    json_object_put(pl);
+    free(req_text);
+    const char *ins[] = { snapshot_id, worker_id, source_worker_id && *source_worker_id ? source_worker_id : NULL,
+                          op_id };
+    if (rc < 0 ||
+        db_run(c, "INSERT INTO snapshot_copies (snapshot_id, worker_id, source_worker_id, operation_id) "
+                  "VALUES ($1, $2, $3, $4)", 4, ins) < 0)
+        return SBX_EDB;
+    return 0;
+}
+
 int store_snapshot_copy_create(PGconn *c, const store_limits_t *lim, const char *scope, const char *ref,
                                const char *worker_name, const char *created_by, json_object **ret, api_error_t *err)
 {
@@ -607,26 +636,9 @@ int store_snapshot_copy_create(PGconn *c, const store_limits_t *lim, const char 
         db_rollback(c);
         return rc;
     }
-    char op_id[SBX_ID_MAX];
-    ids_new("op", op_id);
-    json_object *req = json_object_new_object();
-    jsonx_add_str(req, "snapshot_id", id);
-    jsonx_add_str(req, "worker", wname);
-    char *req_text = jsonx_dump(req);
-    json_object_put(req);
-    json_object *pl = store__placement_here(wname, "the worker the copy is for");
-    op_insert_t oi = { .id = op_id, .tenant_id = tenant_id, .sandbox_id = sbx, .kind = "snapshot_copy",
-                       .request_hash = "", .request_text = req_text, .created_by = created_by,
-                       .deadline_seconds = lim->deadline_seconds, .state = OP_LEASED, .worker_id = wid,
-                       .worker_name = wname, .lease_seconds = lim->lease_seconds, .placement = pl };
     json_object *op = NULL;
-    rc = store__op_insert(c, &oi, &op);
-    json_object_put(pl);
-    free(req_text);
-    const char *ins[] = { id, wid, holder[0] ? holder : NULL, op_id };
-    if (rc < 0 ||
-        db_run(c, "INSERT INTO snapshot_copies (snapshot_id, worker_id, source_worker_id, operation_id) "
-                  "VALUES ($1, $2, $3, $4)", 4, ins) < 0 ||
+    if (store__snapshot_copy_insert(c, lim, id, tenant_id, sbx, wid, wname, holder, created_by,
+                                    "the worker the copy is for", &op) < 0 ||
         db_commit(c) < 0) {
         json_object_put(op);
         store__db_error(err);

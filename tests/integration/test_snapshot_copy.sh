@@ -4,7 +4,10 @@
 # leased to B, which reads the snapshot's bytes through the controller from
 # A's forwarder (docker save there, docker load here, never a registry) and
 # keeps them relabelled as its own. A create --from SNAP that may run only on
-# B then starts there with the parent's file. B's worker token cannot read a
+# B then starts there with the parent's file. A create from a second
+# snapshot that only B may take makes the controller copy it there by
+# itself (one copy operation, however long the create waits), then starts
+# there. B's worker token cannot read a
 # snapshot it has no copy operation for (403), another tenant cannot copy one
 # (404), a copy to the maker or twice is refused (409), and deleting the
 # snapshot removes both images. The two workers share one Docker daemon, as
@@ -75,17 +78,6 @@ assert_exit 0 sandbox snapshot "$parent" --name base --wait --timeout 120 --json
 snp=$(itest_json "$ITEST_OUT" snapshot.id)
 assert_eq snpcopy-a "$(itest_json "$ITEST_OUT" snapshot.worker)" "the snapshot is on A"
 
-# a create --from it that may only run on B waits: B does not hold it
-itest_http POST /v1/sandboxes "$admin" '{"from":"base","cpu_millis":100,"memory_mib":64,"selector":{"site":"b"}}'
-assert_http 202 "" "a create from the snapshot on B, before the copy"
-early=$(itest_json "$HTTP_BODY" sandbox.id)
-early_op=$(itest_json "$HTTP_BODY" operation.id)
-itest_track "$early"
-sleep 2
-assert_exit 0 sandbox get "$early" --json
-assert_eq pending "$(itest_json "$ITEST_OUT" sandbox.phase)" "the early create waits"
-assert_contains "$ITEST_OUT" "does not hold snapshot" "its placement says why"
-
 # --- what must be refused
 widb=$(sql "SELECT id FROM workers WHERE name = 'snpcopy-b'")
 itest_http GET "/v1/workers/$widb/snapshots/$snp/export" "${wtok[b]}"
@@ -116,22 +108,44 @@ assert_http 409 conflict "a second copy to B"
 assert_exit 0 sandbox events --json
 assert_contains "$ITEST_OUT" '"snapshot.copied"' "the snapshot.copied event"
 
-# --- the early create now runs on B, and a new one too: the parent's file
-assert_exit 0 sandbox wait "$early_op" --timeout 120
-for s in "$early" new; do
-  if [ "$s" = new ]; then
-    assert_exit 0 sandbox create --from base --cpu-millis 100 --memory-mib 64 --selector site=b --wait --timeout 120
-    read -r s _ <<<"$ITEST_OUT"
-    itest_track "$s"
-  fi
-  assert_exit 0 sandbox get "$s" --json
-  assert_eq snpcopy-b "$(itest_json "$ITEST_OUT" sandbox.worker)" "the sandbox from the copy runs on B"
-  assert_exit 0 sandbox exec "$s" -- cat /work/note.txt
-  assert_eq "made-on-a-$tag" "$ITEST_OUT" "a sandbox on B reads the file made on A"
-done
+# --- a create on B now runs there: the parent's file
+assert_exit 0 sandbox create --from base --cpu-millis 100 --memory-mib 64 --selector site=b --wait --timeout 120
+read -r s _ <<<"$ITEST_OUT"
+itest_track "$s"
+assert_exit 0 sandbox get "$s" --json
+assert_eq snpcopy-b "$(itest_json "$ITEST_OUT" sandbox.worker)" "the sandbox from the copy runs on B"
+assert_exit 0 sandbox exec "$s" -- cat /work/note.txt
+assert_eq "made-on-a-$tag" "$ITEST_OUT" "a sandbox on B reads the file made on A"
+
+# --- a create from a snapshot that only B may take, with no copy asked for:
+# the controller copies it to B by itself and the create waits for that
+assert_exit 0 sandbox exec "$parent" -- sh -c "echo second-$tag > /work/two.txt"
+assert_exit 0 sandbox snapshot "$parent" --name second --wait --timeout 120 --json
+snp2=$(itest_json "$ITEST_OUT" snapshot.id)
+itest_http POST /v1/sandboxes "$admin" '{"from":"second","cpu_millis":100,"memory_mib":64,"selector":{"site":"b"}}'
+assert_http 202 "" "a create from the second snapshot that only B may take"
+auto=$(itest_json "$HTTP_BODY" sandbox.id)
+auto_op=$(itest_json "$HTTP_BODY" operation.id)
+itest_track "$auto"
+assert_exit 0 sandbox wait "$auto_op" --timeout 180
+assert_exit 0 sandbox get "$auto" --json
+assert_eq snpcopy-b "$(itest_json "$ITEST_OUT" sandbox.worker)" "the create from the copied snapshot runs on B"
+assert_exit 0 sandbox exec "$auto" -- cat /work/two.txt
+assert_eq "second-$tag" "$ITEST_OUT" "it reads the file of the second snapshot"
+assert_eq 1 "$(sql "SELECT count(*) FROM operations WHERE kind = 'snapshot_copy' AND request->>'snapshot_id' = '$snp2'")" \
+  "copy operations of the second snapshot (one, made by the controller)"
+assert_eq "" "$(sql "SELECT coalesce(created_by, '') FROM operations WHERE kind = 'snapshot_copy' AND request->>'snapshot_id' = '$snp2'")" \
+  "the automatic copy is no token's"
+assert_contains "$(sql "SELECT placement::text FROM operations WHERE kind = 'snapshot_copy' AND request->>'snapshot_id' = '$snp2'")" \
+  "a create from snapshot $snp2 (operation $auto_op) that no worker holding it may take goes here" \
+  "the automatic copy's placement names the create it is for"
+assert_exit 0 sandbox snapshots get second --json
+assert_eq ready "$(itest_json "$ITEST_OUT" snapshot.copies.0.state)" "the automatic copy is ready"
 
 # --- deleted: both images go once their sandboxes do
-assert_exit 0 sandbox delete "$early" "$s" "$parent" --wait --timeout 120
-assert_exit 0 sandbox snapshots delete base
-itest_wait_until 60 "both images of $snp removed" \
-  bash -c "[ -z \"\$(docker images --filter label=dev.sandbox.snapshot=$snp -q)\" ]"
+assert_exit 0 sandbox delete "$auto" "$s" "$parent" --wait --timeout 120
+assert_exit 0 sandbox snapshots delete base second
+for id in "$snp" "$snp2"; do
+  itest_wait_until 60 "both images of $id removed" \
+    bash -c "[ -z \"\$(docker images --filter label=dev.sandbox.snapshot=$id -q)\" ]"
+done

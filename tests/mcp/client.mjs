@@ -608,6 +608,10 @@ async function main() {
     eq(o.done, true, 'done of a finished exec');
     eq(o.chunks.map((c) => c.data).join(''), 'stdin\n', 'output from offset 5');
     eq(o.next_offset, 11, 'next_offset');
+    // as another user, as sandbox exec -u
+    const u = expectOk('sandbox_exec', await callTool(client, 'sandbox_exec',
+      { sandbox_id: sbx, argv: ['id', '-u'], user: 'nobody', timeout_seconds: 30 }));
+    eq(u.stdout, '65534\n', 'id -u of an exec with user nobody');
   });
 
   await check('sandbox_exec detach, sandbox_exec_output with wait, sandbox_cancel', async () => {
