@@ -69,8 +69,9 @@ static void judge(const aegis_request_t *rq, const aegis_worker_t *w, aegis_verd
     /* Isolation: the weakest offered class at least as strong as the need
      * that also provides the network mode. Never a weaker one. */
     bool any_class = false;
-    /* a snapshot's sandbox runs in its snapshot's kind of class (the
-     * create raised a microvm snapshot's need to microvm) */
+    /* a snapshot's sandbox runs as container or gvisor, or as a microvm
+     * when it needs one (a microvm snapshot's does: its create raised the
+     * need; a container's image starts a VM with its files) */
     int top = rq->snapshot && rq->need < ISO_MICROVM ? ISO_GVISOR : ISO_MICROVM;
     for (int c = rq->need; c <= top; c++) {
         if (!(w->classes & (1u << c)))

@@ -307,20 +307,14 @@ int api_sandbox_create_json(req_t *rq, json_object *body, const char *idem, json
     classification_t cls;
     if (api_spec_admit(rq, &spec, &policy, &cls) < 0)
         goto cleanup;
-    /* A snapshot's disk or image runs as the class it was made in: a
-     * microvm one raises the need to microvm; a container's or gvisor's
-     * one cannot serve a sandbox that needs microvm. */
+    /* A microvm snapshot's disk runs only in a microvm: it raises the need.
+     * (A container's or gvisor's snapshot, an image, also starts a microvm
+     * with its files, on a worker that holds it and offers microvm.) */
     if (spec.from && snap_iso == ISO_MICROVM && cls.isolation < ISO_MICROVM) {
         cls.isolation = ISO_MICROVM;
         if (cls.nreasons < CLASSIFY_MAX_REASONS)
             snprintf(cls.reasons[cls.nreasons++], sizeof cls.reasons[0],
                      "isolation microvm: it starts from a microvm snapshot (its disk)");
-    } else if (spec.from && snap_iso != ISO_MICROVM && cls.isolation == ISO_MICROVM) {
-        http_reply_error(rq, API_ISOLATION_UNAVAILABLE,
-                         "%s %s was made of a %s sandbox: its sandboxes run as container or gvisor, and this one needs "
-                         "microvm (start it from a microvm sandbox's snapshot, or without one)",
-                         tmpl[0] ? "template" : "snapshot", tmpl[0] ? tmpl : spec.from, isolation_name(snap_iso));
-        goto cleanup;
     }
     isolation_t iso = cls.isolation;
     classification = classification_to_json(&cls);

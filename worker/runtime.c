@@ -184,6 +184,14 @@ int runtime_volume_remove(runtime_t *rt, const char *volume_id, api_error_t *err
     return rt->ops->volume_remove(rt, volume_id, err);
 }
 
+int runtime_snapshot_image(runtime_t *rt, const runtime_create_req_t *req, char *image, size_t len,
+                           api_error_t *err)
+{
+    if (!rt->ops->snapshot_image || !req->spec || !req->spec->from)
+        return api_error_set(err, API_IMAGE_UNAVAILABLE, "the %s runtime holds no snapshot images", rt->ops->name);
+    return rt->ops->snapshot_image(rt, req, image, len, err);
+}
+
 int runtime_volume_disks(runtime_t *rt, const runtime_create_req_t *req, runtime_disk_t **ret, size_t *ret_n,
                          api_error_t *err)
 {

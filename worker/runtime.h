@@ -70,6 +70,10 @@ typedef struct runtime_create_req {
      * in order: for a backend that mounts no files of the host (microvm). */
     const struct runtime_disk *disks;
     size_t ndisks;
+    /* The spec's image is the image of a snapshot another backend of this
+     * worker holds (runtime_snapshot_image), put there by the worker, never
+     * a client's: the one case a create may name the snapshot repository. */
+    bool image_of_snapshot;
 } runtime_create_req_t;
 
 typedef struct runtime_exec_result {
@@ -522,6 +526,14 @@ int runtime_snapshot_export(runtime_t *rt, const runtime_snapshot_export_req_t *
 int runtime_snapshot_import(runtime_t *rt, const runtime_snapshot_req_t *req, runtime_files_read_fn read, void *ud,
                             runtime_snapshot_t *ret, api_error_t *err);
 
+/* The local image of snapshot req->spec->from that this backend holds for
+ * req's tenant, cluster and worker (Docker: the commit or its copy), into
+ * image: 0, or a negative code (API_IMAGE_UNAVAILABLE: not here). For a
+ * backend that starts sandboxes from an image's files (microvm): a
+ * container's snapshot or template starts a VM with its filesystem. */
+int runtime_snapshot_image(runtime_t *rt, const runtime_create_req_t *req, char *image, size_t len,
+                           api_error_t *err);
+
 /* ---- volumes (docs/volumes.md) ----------------------------------------- */
 
 /* A volume this worker holds. */
@@ -678,6 +690,8 @@ typedef struct runtime_ops {
     int (*snapshot_export)(runtime_t *rt, const runtime_snapshot_export_req_t *req, api_error_t *err);
     int (*snapshot_import)(runtime_t *rt, const runtime_snapshot_req_t *req, runtime_files_read_fn read, void *ud,
                            runtime_snapshot_t *ret, api_error_t *err);
+    int (*snapshot_image)(runtime_t *rt, const runtime_create_req_t *req, char *image, size_t len,
+                          api_error_t *err);
     /* Optional (NULL: no volumes; a create whose spec mounts one is then
      * refused with API_ISOLATION_UNAVAILABLE). */
     bool (*volume_support)(runtime_t *rt, char *why, size_t whylen);

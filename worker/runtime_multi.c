@@ -92,14 +92,29 @@ static int multi_create(runtime_t *rt, const runtime_create_req_t *req, char ret
                              isolation_name(req->isolation), why ? ": " : "", why ? why : "");
     }
     char why[160];
+    runtime_create_req_t r2 = *req;
+    /* a snapshot another backend holds as an image (a container's, or a
+     * template's): the backend that runs the class starts from its files */
+    sandbox_spec_t s2;
+    char simage[256];
+    for (size_t i = 0; req->spec && req->spec->from && i < m->n; i++) {
+        api_error_t e;
+        if (m->b[i] == b || runtime_snapshot_image(m->b[i], req, simage, sizeof simage, &e) < 0)
+            continue;
+        s2 = *req->spec;
+        s2.image = simage;
+        s2.from = NULL;
+        r2.spec = &s2;
+        r2.image_of_snapshot = true;
+        break;
+    }
     runtime_t *vb = req->spec && req->spec->nvolumes > 0 ? multi_volumes(rt, why, sizeof why) : NULL;
     if (!vb || vb == b)
-        return runtime_create(b, req, ret_ref, ret_exit, err);
+        return runtime_create(b, &r2, ret_ref, ret_exit, err);
     /* a backend that takes disks (microvm): the volume backend claims the
      * volumes' images for it */
-    runtime_create_req_t r2 = *req;
     runtime_disk_t *disks = NULL;
-    int r = runtime_volume_disks(vb, req, &disks, &r2.ndisks, err);
+    int r = runtime_volume_disks(vb, &r2, &disks, &r2.ndisks, err);
     if (r < 0) {
         if (ret_exit)
             memset(ret_exit, 0, sizeof *ret_exit);

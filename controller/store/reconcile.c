@@ -351,7 +351,8 @@ static int place_auto_copy(PGconn *c, const store_limits_t *lim, place_loaded_t 
     if (!go)
         return 0;
     if (busy[0]) { /* a copy on its way: the create's wait says so */
-        sscanf(busy, "%63s %159s", copy_op, copy_worker);
+        _Static_assert(SBX_ID_MAX == 40 && sizeof copy_worker == 160, "the widths below");
+        sscanf(busy, "%39s %159s", copy_op, copy_worker);
         return place_copy_summary(wait, l->snapshot, copy_worker, copy_op);
     }
     /* where it would go were the snapshot everywhere */

@@ -17,7 +17,8 @@
 # (memory kept) and its resume goes on with that process; TTL expiry removes the VM; a VM the controller no longer wants is removed on
 # restart; a volume is a VM's disk, written there and read by a container
 # and a read-only VM after it; a paused VM's snapshot starts a microvm with
-# its file; delete leaves no QEMU process or VM file. Slow under TCG: one VM
+# its file; a template built in a container starts a microvm with its
+# files, ENV and WORKDIR; delete leaves no QEMU process or VM file. Slow under TCG: one VM
 # serves most checks. Traffic goes only to the test's controller on loopback.
 # itest-standalone
 # itest-cost: 240
@@ -422,11 +423,32 @@ assert_exit 0 sandbox snapshots delete vmsnap
 snaps_gone() { [ -z "$(ls "$vstate/snapshots")" ]; }
 itest_wait_until 60 "the VM snapshot's bytes removed" snaps_gone
 
+# ---- a template built from a Dockerfile (by a container build sandbox)
+# starts a microvm with its files, its ENV and its WORKDIR
+ctx="$work/tpl"
+mkdir -p "$ctx"
+printf '%s\n' "FROM $ITEST_IMAGE" "ENV GREETING=from-the-template" "WORKDIR /app" \
+  "RUN echo built-in-a-container > /app/built.txt" >"$ctx/Dockerfile"
+assert_exit 0 sandbox templates build vmtpl -f "$ctx/Dockerfile" "$ctx" --isolation container
+t0=$(date +%s%N)
+assert_exit 0 sandbox create --template vmtpl --hostile --network none --wait --timeout 200
+tpl_ms=$((($(date +%s%N) - t0) / 1000000))
+read -r tsb2 _ <<<"$ITEST_OUT"
+itest_track "$tsb2"
+assert_exit 0 sandbox get "$tsb2" --json
+assert_eq microvm "$(itest_json "$ITEST_OUT" sandbox.isolation)" "class of a hostile sandbox from a template"
+assert_exit 0 sandbox exec "$tsb2" -- sh -c 'echo "$GREETING $(pwd) $(cat built.txt)"'
+assert_eq "from-the-template /app built-in-a-container" "$ITEST_OUT" "the template's ENV, WORKDIR and files in the VM"
+tref=$("$ITEST_PGBIN/psql" -X -q -At "$dburl" -c "SELECT runtime_ref FROM sandboxes WHERE id = '$tsb2'")
+assert_match "$tref" '^x:v[0-9a-f]{16}$' "the template's sandbox is a VM of the driver"
+assert_exit 0 sandbox delete "$tsb2" --wait --timeout 60
+assert_exit 0 sandbox templates delete vmtpl
+
 # ---- delete: no QEMU process, no VM file
 assert_exit 0 sandbox delete "$hsb" --wait --timeout 60
 gone() { [ -z "$(ls "$vstate/vms")" ] && [ -z "$(qemu_pids)" ]; }
 itest_wait_until 30 "no VM after delete" gone
 assert_eq "" "$(ls "$vstate/sandboxes")" "sandbox records after delete"
 alive "$qpid" && fail "QEMU $qpid outlived its sandbox"
-itest_log "TCG/KVM ($accel) figures: create --hostile --wait ${create_ms} ms (first of its size: makes its template), ${warm_ms} ms (from the template), ${vol_ms} ms with a volume (a cold boot), snapshot of a paused VM ${snap_ms} ms, exec true ${exec_ms} ms (through CLI, controller, worker, driver)"
+itest_log "TCG/KVM ($accel) figures: create --hostile --wait ${create_ms} ms (first of its size: makes its template), ${warm_ms} ms (from the template), ${vol_ms} ms with a volume (a cold boot), snapshot of a paused VM ${snap_ms} ms, from a template ${tpl_ms} ms, exec true ${exec_ms} ms (through CLI, controller, worker, driver)"
 true

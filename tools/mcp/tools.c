@@ -67,7 +67,7 @@ const mcp_tool_t tool_table[] = {
       "the server uses its default_image (sandbox/busybox:latest unless the operator changed it). Name one "
       "only when the task needs tools the default lacks and the tenant policy allows it'},'tenant':"
       DSTR("the tenant to create it in (default: the tenant of the token)") ",'from':" DSTR("a ready snapshot "
-      "(id or name) to start from: its files and image, on its worker, in its kind of class") ",'template':"
+      "(id or name) to start from: its files and image, on its worker (a microvm snapshot starts a microvm)") ",'template':"
       DSTR("a template to start from, NAME or NAME:VERSION (sandbox_templates): its files, and its env and workdir "
       "for every exec; not with from") ",'auto_pause':{'type':'boolean','description':'when ttl_seconds passes, "
       "pause it (sandbox_resume runs it again) instead of deleting it'},'volumes':{'type':'array','maxItems':8,"

@@ -93,7 +93,7 @@ vmmdrv_vm_t *vmmdrv_vm_get(vmmdrv_t *d, const char *ref, vmmdrv_call_t *call);
 void vmmdrv_vm_put(vmmdrv_t *d, vmmdrv_vm_t *v, int broken);
 
 /* The sandbox's env ("K=V" strings, malloc'd array of malloc'd strings) kept at create. */
-char **vmmdrv_vm_env(vmmdrv_t *d, const char *ref, size_t *ret_n);
+char **vmmdrv_vm_env(vmmdrv_t *d, const char *ref, size_t *ret_n, char *ret_workdir, size_t wdcap);
 void vmmdrv_strv_free(char **v, size_t n);
 
 json_object *vmmdrv_m_create(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
@@ -104,6 +104,13 @@ json_object *vmmdrv_m_resume(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
 json_object *vmmdrv_m_inspect(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
 json_object *vmmdrv_m_inventory(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
 json_object *vmmdrv_m_images(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
+
+/* The JSON object in file path (at most max bytes read; not following a
+ * final link), or NULL. */
+json_object *vmmdrv_json_read(const char *path, size_t max);
+/* Runs argv (NULL-terminated) in the guest as root in /, with a plain PATH,
+ * output kept to 512 bytes and dropped: 0 with *ret, or as vmm_exec. */
+int vmmdrv_guest_run(vmm_t *vm, const char *const *argv, long timeout_ms, vmm_exec_result_t *ret, char *why);
 
 /* The record of sandbox ref (a new reference: put it), or NULL. */
 json_object *vmmdrv_vm_record(vmmdrv_t *d, const char *ref);

@@ -55,7 +55,8 @@ static int64_t pint(json_object *p, const char *key, int64_t dflt)
                                                                                             : dflt;
 }
 
-/* A command as the agent takes it: argv and env ("K=V": base, the sandbox's, the call's). */
+/* A command as the agent takes it: argv and env ("K=V", each name once: the
+ * call's over the sandbox's over the base). */
 typedef struct {
     vmm_cmd_t cmd;
     const char **argv, **env;
@@ -63,7 +64,19 @@ typedef struct {
     size_t nowned;
     char **senv;
     size_t nsenv;
+    char workdir[1024];      /* the image's WorkingDir: the default cwd */
 } cmdbuf_t;
+
+/* Appends kv to env[*k] unless its name is there already. */
+static void env_add(const char **env, size_t *k, const char *kv)
+{
+    const char *eq = strchr(kv, '=');
+    size_t n = eq ? (size_t)(eq - kv) + 1 : strlen(kv);
+    for (size_t i = 0; i < *k; i++)
+        if (strncmp(env[i], kv, n) == 0)
+            return;
+    env[(*k)++] = kv;
+}
 
 static void cmd_free(cmdbuf_t *c)
 {
@@ -85,7 +98,7 @@ static int cmd_make(vmmdrv_t *d, const char *ref, json_object *p, const char *te
     size_t na = json_object_array_length(argv);
     json_object_object_get_ex(p, "env", &env);
     size_t ne = env && json_object_is_type(env, json_type_object) ? (size_t)json_object_object_length(env) : 0;
-    c->senv = vmmdrv_vm_env(d, ref, &c->nsenv);
+    c->senv = vmmdrv_vm_env(d, ref, &c->nsenv, c->workdir, sizeof(c->workdir));
     c->argv = calloc(na + 1, sizeof(char *));
     c->env = calloc(BASE_ENV_N + c->nsenv + ne + 2, sizeof(char *));
     c->owned = calloc(ne + 1, sizeof(char *));
@@ -102,12 +115,6 @@ static int cmd_make(vmmdrv_t *d, const char *ref, json_object *p, const char *te
         c->argv[i] = json_object_get_string(a);
     }
     size_t k = 0;
-    for (; k < BASE_ENV_N; k++)
-        c->env[k] = base_env[k];
-    if (term)
-        c->env[k++] = term;
-    for (size_t i = 0; i < c->nsenv; i++)
-        c->env[k++] = c->senv[i];
     if (ne > 0) {
         json_object_object_foreach(env, key, val) {
             if (!json_object_is_type(val, json_type_string) || strchr(key, '=') || !key[0])
@@ -116,14 +123,20 @@ static int cmd_make(vmmdrv_t *d, const char *ref, json_object *p, const char *te
             if ((c->owned[c->nowned] = malloc(len)) == NULL)
                 continue;
             snprintf(c->owned[c->nowned], len, "%s=%s", key, json_object_get_string(val));
-            c->env[k++] = c->owned[c->nowned++];
+            env_add(c->env, &k, c->owned[c->nowned++]);
         }
     }
+    if (term)
+        env_add(c->env, &k, term);
+    for (size_t i = 0; i < c->nsenv; i++)
+        env_add(c->env, &k, c->senv[i]);
+    for (size_t i = 0; i < BASE_ENV_N; i++)
+        env_add(c->env, &k, base_env[i]);
     c->cmd.argv = c->argv;
     c->cmd.argc = (uint32_t)na;
     c->cmd.env = c->env;
     c->cmd.envc = (uint32_t)k;
-    c->cmd.cwd = pstr(p, "cwd") ? pstr(p, "cwd") : "/";
+    c->cmd.cwd = pstr(p, "cwd") ? pstr(p, "cwd") : c->workdir[0] == '/' ? c->workdir : "/";
     c->cmd.rows = (uint16_t)pint(p, "rows", 24);
     c->cmd.cols = (uint16_t)pint(p, "cols", 80);
     return 0;

@@ -41,23 +41,7 @@ static json_object *meta_read(vmmdrv_t *d, const char *id)
     if (snap_dir(d, id, dir, sizeof(dir)) != 0)
         return NULL;
     snprintf(path, sizeof(path), "%s/meta.json", dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return NULL;
-    char *buf = malloc(META_MAX);
-    ssize_t n = buf ? read(fd, buf, META_MAX - 1) : -1;
-    close(fd);
-    json_object *o = NULL;
-    if (n > 0) {
-        buf[n] = '\0';
-        o = json_tokener_parse(buf);
-    }
-    free(buf);
-    if (o != NULL && !json_object_is_type(o, json_type_object)) {
-        json_object_put(o);
-        o = NULL;
-    }
-    return o;
+    return vmmdrv_json_read(path, META_MAX);
 }
 
 static json_object *measure(json_object *meta)
@@ -81,17 +65,10 @@ static int guest_sync(vmmdrv_t *d, const char *ref, vmmdrv_call_t *call)
     vmmdrv_vm_t *v = vmmdrv_vm_get(d, ref, call);
     if (v == NULL)
         return -1;
-    static const char *const argv[] = {"/.sbx/busybox", "sync"};
-    static const char *const env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
-    vmm_exec_req_t req = {.stdin_fd = -1, .max_output = 256, .timeout_ms = 60000};
-    req.cmd.argv = argv;
-    req.cmd.argc = 2;
-    req.cmd.env = env;
-    req.cmd.envc = 1;
-    req.cmd.cwd = "/";
+    static const char *const argv[] = {"/.sbx/busybox", "sync", NULL};
     vmm_exec_result_t r;
     char why[VMM_WHY_MAX] = "";
-    int rc = vmm_exec(v->vm, &req, &r, why);
+    int rc = vmmdrv_guest_run(v->vm, argv, 60000, &r, why);
     vmmdrv_vm_put(d, v, rc != 0);
     if (rc != 0 || r.how != VMM_EXIT_CODE || r.code != 0) {
         vmmdrv_fail(call, "runtime_error", "sync in the guest: %s", rc != 0 ? why : "it failed");

@@ -43,17 +43,13 @@ static int record_path(vmmdrv_t *d, const char *ref, char *out, size_t cap)
     return 0;
 }
 
-/* The record of ref, or NULL. */
-static json_object *record_read(vmmdrv_t *d, const char *ref)
+json_object *vmmdrv_json_read(const char *path, size_t max)
 {
-    char path[VMM_PATH_MAX];
-    if (record_path(d, ref, path, sizeof(path)) != 0)
-        return NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
         return NULL;
-    char *buf = malloc(RECORD_MAX);
-    ssize_t n = buf ? read(fd, buf, RECORD_MAX - 1) : -1;
+    char *buf = malloc(max);
+    ssize_t n = buf ? read(fd, buf, max - 1) : -1;
     close(fd);
     json_object *o = NULL;
     if (n > 0) {
@@ -66,6 +62,30 @@ static json_object *record_read(vmmdrv_t *d, const char *ref)
         o = NULL;
     }
     return o;
+}
+
+int vmmdrv_guest_run(vmm_t *vm, const char *const *argv, long timeout_ms, vmm_exec_result_t *ret, char *why)
+{
+    static const char *const env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+    vmm_exec_req_t req = {.stdin_fd = -1, .max_output = 512, .timeout_ms = timeout_ms};
+    uint32_t n = 0;
+    while (argv[n] != NULL)
+        n++;
+    req.cmd.argv = argv;
+    req.cmd.argc = n;
+    req.cmd.env = env;
+    req.cmd.envc = 1;
+    req.cmd.cwd = "/";
+    return vmm_exec(vm, &req, ret, why);
+}
+
+/* The record of ref, or NULL. */
+static json_object *record_read(vmmdrv_t *d, const char *ref)
+{
+    char path[VMM_PATH_MAX];
+    if (record_path(d, ref, path, sizeof(path)) != 0)
+        return NULL;
+    return vmmdrv_json_read(path, RECORD_MAX);
 }
 
 static int record_write(vmmdrv_t *d, const char *ref, json_object *rec)
@@ -219,10 +239,12 @@ void vmmdrv_strv_free(char **v, size_t n)
     free(v);
 }
 
-char **vmmdrv_vm_env(vmmdrv_t *d, const char *ref, size_t *ret_n)
+char **vmmdrv_vm_env(vmmdrv_t *d, const char *ref, size_t *ret_n, char *ret_workdir, size_t wdcap)
 {
     json_object *rec = record_read(d, ref), *env;
     *ret_n = 0;
+    if (ret_workdir != NULL && wdcap > 0)
+        snprintf(ret_workdir, wdcap, "%s", rec_str(rec, "workdir"));
     if (rec == NULL || !json_object_object_get_ex(rec, "env", &env) || !json_object_is_type(env, json_type_object)) {
         json_object_put(rec);
         return NULL;
@@ -260,6 +282,27 @@ void vmmdrv_vm_sweep(vmmdrv_t *d)
         json_object_put(rec);
     }
     free(l);
+    /* private disks whose sandbox is gone (removed while the driver was down) */
+    char dir[VMM_PATH_MAX];
+    snprintf(dir, sizeof(dir), "%.3000s/private", d->state_dir);
+    DIR *dd = opendir(dir);
+    struct dirent *e;
+    while (dd != NULL && (e = readdir(dd)) != NULL) {
+        size_t len = strlen(e->d_name);
+        char ref[VMM_ID_MAX], path[VMM_PATH_MAX];
+        if (len < 6 || len - 5 >= sizeof(ref) || strcmp(e->d_name + len - 5, ".ext4") != 0)
+            continue;
+        snprintf(ref, sizeof(ref), "%.*s", (int)(len - 5), e->d_name);
+        json_object *rec = ref_ok(ref) ? record_read(d, ref) : NULL;
+        if (rec == NULL) {
+            snprintf(path, sizeof(path), "%.3000s/%.200s", dir, e->d_name);
+            fprintf(stderr, "sandbox-vmm: private disk %s has no sandbox: removed\n", e->d_name);
+            unlink(path);
+        }
+        json_object_put(rec);
+    }
+    if (dd != NULL)
+        closedir(dd);
 }
 
 json_object *vmmdrv_vm_record(vmmdrv_t *d, const char *ref)
@@ -377,6 +420,13 @@ json_object *vmmdrv_m_images(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
     return o;
 }
 
+/* <state>/private/<ref>.ext4: the base disk of a VM whose image is a
+ * tenant's snapshot (never cached, never shared, gone with the VM). */
+static void private_path(vmmdrv_t *d, const char *ref, char *out, size_t cap)
+{
+    snprintf(out, cap, "%.3000s/private/%.64s.ext4", d->state_dir, ref);
+}
+
 /* Stops the VM of ref and removes all of it; the record last. */
 static int destroy(vmmdrv_t *d, const char *ref, char *why)
 {
@@ -387,6 +437,11 @@ static int destroy(vmmdrv_t *d, const char *ref, char *why)
     pthread_mutex_unlock(&d->mu);
     int rc = vmm_destroy(&d->cfg, ref, why);
     char path[VMM_PATH_MAX];
+    if (rc == 0) {
+        private_path(d, ref, path, sizeof(path));
+        if (unlink(path) != 0 && errno != ENOENT)
+            rc = SBX_EIO;
+    }
     if (rc == 0 && record_path(d, ref, path, sizeof(path)) == 0 && unlink(path) != 0 && errno != ENOENT)
         rc = SBX_EIO;
     return rc;
@@ -425,6 +480,7 @@ typedef struct {
     unsigned vcpus, memory_mb;
     uint64_t disk_bytes;
     char from[VMM_PATH_MAX];         /* "": none; else a snapshot's disk (backing) */
+    int private_image;               /* the image is a tenant's snapshot: a disk of this VM alone */
     vmm_disk_t disks[VMM_DISKS_MAX]; /* volumes, open; want_close */
     const char *targets[VMM_DISKS_MAX];
     unsigned ndisks;
@@ -447,21 +503,14 @@ static int mount_disks(vmm_t *vm, const want_t *w, vmmdrv_call_t *call)
         " [ \"$($B cat \"$d/serial\" 2>/dev/null)\" = \"$1\" ] && dev=/dev/${d##*/}; done;"
         " [ -n \"$dev\" ] || { echo \"no disk with serial $1\" >&2; exit 2; };"
         " $B mkdir -p -- \"$2\" && $B mount -t ext4 -o \"$3\" \"$dev\" \"$2\"";
-    static const char *const env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
     for (unsigned i = 0; i < w->ndisks; i++) {
         char serial[24];
         snprintf(serial, sizeof(serial), "sbxvol%u", i);
         const char *argv[] = {"/.sbx/busybox", "sh", "-c", script, "sh", serial, w->targets[i],
                               w->disks[i].read_only ? "ro,noload,nosuid,nodev" : "rw,nosuid,nodev", NULL};
-        vmm_exec_req_t req = {.stdin_fd = -1, .max_output = 512, .timeout_ms = 30000};
-        req.cmd.argv = argv;
-        req.cmd.argc = 8;
-        req.cmd.env = env;
-        req.cmd.envc = 1;
-        req.cmd.cwd = "/";
         vmm_exec_result_t r;
         char why[VMM_WHY_MAX] = "";
-        if (vmm_exec(vm, &req, &r, why) != 0) {
+        if (vmmdrv_guest_run(vm, argv, 30000, &r, why) != 0) {
             vmmdrv_fail(call, "runtime_error", "mount volume at %.300s: %s", w->targets[i], why);
             return -1;
         }
@@ -474,8 +523,9 @@ static int mount_disks(vmm_t *vm, const want_t *w, vmmdrv_call_t *call)
     return 0;
 }
 
-/* Exports the image from Docker and makes its base disk. */
-static int base_disk(vmmdrv_t *d, const want_t *w, char *base, vmmdrv_call_t *call)
+/* Exports the image from Docker and makes its base disk (ref's own when
+ * the image is private). */
+static int base_disk(vmmdrv_t *d, const char *ref, const want_t *w, char *base, vmmdrv_call_t *call)
 {
     char tmpl[VMM_PATH_MAX], iid[80], why[VMM_WHY_MAX] = "";
     snprintf(tmpl, sizeof(tmpl), "%.3000s/export.XXXXXX", d->state_dir);
@@ -492,6 +542,20 @@ static int base_disk(vmmdrv_t *d, const want_t *w, char *base, vmmdrv_call_t *ca
         return -1;
     }
     lseek(fd, 0, SEEK_SET);
+    if (w->private_image) {
+        char dir[VMM_PATH_MAX];
+        snprintf(dir, sizeof(dir), "%.3000s/private", d->state_dir);
+        mkdir(dir, 0711);
+        private_path(d, ref, base, VMM_PATH_MAX);
+        rc = vmm_image_prepare_private(&d->cfg, fd, w->disk_bytes, base, why);
+        close(fd);
+        if (rc != 0) {
+            unlink(base);
+            vmmdrv_fail(call, "runtime_error", "root disk of %s: %s", w->image, why);
+            return -1;
+        }
+        return 0; /* not listed among the images either */
+    }
     rc = vmm_image_prepare(&d->cfg, iid, fd, w->disk_bytes, base, VMM_PATH_MAX, why);
     close(fd);
     if (rc != 0) {
@@ -522,14 +586,15 @@ static int boot(vmmdrv_t *d, const char *ref, const want_t *w, vmm_t **ret_vm, v
         return 0;
     }
     pthread_mutex_lock(&d->build_mu);
-    if (base_disk(d, w, base, call) != 0) {
+    if (base_disk(d, ref, w, base, call) != 0) {
         pthread_mutex_unlock(&d->build_mu);
         return -1;
     }
     vmm_spec_t spec = {.id = ref, .base_disk = base, .disk_bytes = w->disk_bytes, .vcpus = w->vcpus,
                        .memory_mb = w->memory_mb, .disks = w->disks, .ndisks = w->ndisks};
-    /* a restored machine cannot gain the volumes' disks: those boot cold */
-    if (w->ndisks > 0)
+    /* a restored machine cannot gain the volumes' disks: those boot cold;
+     * so does a private image's VM (no template keeps its files) */
+    if (w->ndisks > 0 || w->private_image)
         ;
     else if (vmm_template_ensure(&d->cfg, &spec, tdir, sizeof(tdir), why) == 0)
         spec.template_dir = tdir;
@@ -577,6 +642,7 @@ static int want_of(vmmdrv_t *d, json_object *p, want_t *w, vmmdrv_call_t *call)
     w->disk_bytes = (uint64_t)(disk <= 0 ? 1024 : disk < 64 ? 64 : disk) << 20;
     w->image = rec_str(p, "image")[0] ? rec_str(p, "image") : d->default_image;
     w->from[0] = '\0';
+    w->private_image = json_object_object_get_ex(p, "image_private", &v) && json_object_get_boolean(v);
     if (rec_str(p, "from")[0]) {
         uint64_t sbytes = 0;
         if (vmmdrv_snapshot_disk(d, rec_str(p, "from"), rec_str(p, "tenant"), w->from, sizeof(w->from), &sbytes,
@@ -616,9 +682,28 @@ static int want_of(vmmdrv_t *d, json_object *p, want_t *w, vmmdrv_call_t *call)
     return 0;
 }
 
-static json_object *record_new(vmmdrv_t *d, json_object *p, const want_t *w)
+/* The record of a new sandbox: the create's params, with the image's
+ * Config (config, may be NULL) as Docker would apply it: its Env under the
+ * create's env, its WorkingDir as the execs' default directory. */
+static json_object *record_new(vmmdrv_t *d, json_object *p, const want_t *w, json_object *config)
 {
-    json_object *rec = json_object_new_object(), *v;
+    json_object *rec = json_object_new_object(), *v, *env = json_object_new_object(), *ienv;
+    if (config != NULL && json_object_object_get_ex(config, "Env", &ienv) &&
+        json_object_is_type(ienv, json_type_array))
+        for (size_t i = 0; i < json_object_array_length(ienv) && i < SBX_MAX_ENV; i++) {
+            const char *kv = json_object_get_string(json_object_array_get_idx(ienv, i)), *eq;
+            if (kv == NULL || (eq = strchr(kv, '=')) == NULL || eq == kv || eq - kv > 255)
+                continue;
+            char key[256];
+            snprintf(key, sizeof(key), "%.*s", (int)(eq - kv), kv);
+            json_object_object_add(env, key, json_object_new_string(eq + 1));
+        }
+    if (json_object_object_get_ex(p, "env", &v) && json_object_is_type(v, json_type_object)) {
+        json_object_object_foreach(v, key, val)
+            json_object_object_add(env, key, json_object_get(val));
+    }
+    const char *wd = config != NULL && json_object_object_get_ex(config, "WorkingDir", &v) &&
+                             json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
     json_object_object_add(rec, "sandbox_id", json_object_new_string(rec_str(p, "sandbox_id")));
     json_object_object_add(rec, "tenant", json_object_new_string(rec_str(p, "tenant")));
     json_object_object_add(rec, "image", json_object_new_string(rec_str(p, "image")));
@@ -626,8 +711,8 @@ static json_object *record_new(vmmdrv_t *d, json_object *p, const want_t *w)
     json_object_object_add(rec, "network", json_object_new_string(rec_str(p, "network")));
     json_object_object_add(rec, "labels", json_object_object_get_ex(p, "labels", &v) &&
                            json_object_is_type(v, json_type_object) ? json_object_get(v) : json_object_new_object());
-    json_object_object_add(rec, "env", json_object_object_get_ex(p, "env", &v) &&
-                           json_object_is_type(v, json_type_object) ? json_object_get(v) : json_object_new_object());
+    json_object_object_add(rec, "env", env);
+    json_object_object_add(rec, "workdir", json_object_new_string(wd[0] == '/' ? wd : ""));
     json_object_object_add(rec, "created_at", json_object_new_int64((int64_t)time(NULL)));
     json_object_object_add(rec, "from", json_object_new_string(rec_str(p, "from")));
     json_object_object_add(rec, "disk_bytes", json_object_new_int64((int64_t)w->disk_bytes));
@@ -702,7 +787,14 @@ static json_object *create_one(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
     }
     snprintf(f.ref, sizeof(f.ref), "v%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3], rnd[4],
              rnd[5], rnd[6], rnd[7]);
-    json_object *rec = record_new(d, p, &w);
+    /* the image's Config (its env and working directory), as Docker
+     * applies it to a container */
+    json_object *config = NULL;
+    char cwhy[VMM_WHY_MAX] = "";
+    if (w.image != NULL && w.image[0] && vmm_docker_image_config(d->docker_sock, w.image, &config, cwhy) != 0)
+        config = NULL;
+    json_object *rec = record_new(d, p, &w, config);
+    json_object_put(config);
     int rc = record_write(d, f.ref, rec);
     json_object_put(rec);
     if (rc != 0) {

@@ -244,6 +244,8 @@ int docker_rt_volume_remove(runtime_t *base, const char *volume_id, api_error_t 
 int docker_rt_volume_disks(runtime_t *base, const runtime_create_req_t *req, runtime_disk_t **ret, size_t *ret_n,
                            api_error_t *err);
 void docker_rt_volume_release(runtime_t *base, const char *sandbox_id);
+int docker_rt_snapshot_image(runtime_t *base, const runtime_create_req_t *req, char *image, size_t len,
+                             api_error_t *err);
 void docker_rt_volume_sweep_disks(runtime_t *base, const char *const *live, size_t n);
 /* Runs tool with argv (no shell), its output's first line (all: every
  * line) into out; the exit status, or -1 when it cannot run (docker_egress.c). */

@@ -279,6 +279,14 @@ int docker_snapshot_image_for(docker_runtime_t *rt, const char *snapshot_id, con
     return 0;
 }
 
+int docker_rt_snapshot_image(runtime_t *base, const runtime_create_req_t *req, char *image, size_t len,
+                             api_error_t *err)
+{
+    return docker_snapshot_image_for((docker_runtime_t *)base, req->spec->from,
+                                     req->tenant ? req->tenant : req->spec->tenant, req->cluster_id, req->worker_name,
+                                     image, len, err);
+}
+
 /* ---- copies between workers (docs/snapshots.md "Copies") ---------------- */
 
 void docker_snapshot_copy_image(const char *snapshot_id, const char *worker_name, char *out, size_t outlen)

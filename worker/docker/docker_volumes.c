@@ -277,18 +277,21 @@ static int volume_mount(docker_runtime_t *rt, const char *sbx, const spec_volume
     return 0;
 }
 
-int docker_volumes_attach(docker_runtime_t *rt, const runtime_create_req_t *req, json_object **ret_mounts,
-                          api_error_t *err)
+/* Mounts (disk: claims) every volume of req for its sandbox, under the
+ * lock, each made at first use: paths[i] (nvolumes of them) gets the mount
+ * directory (disk: the image). On an error nothing of the sandbox's stays. */
+static int volumes_take(docker_runtime_t *rt, const runtime_create_req_t *req, bool disk,
+                        char (*paths)[VOL_PATH_MAX], api_error_t *err)
 {
     const sandbox_spec_t *s = req->spec;
     const char *tenant = req->tenant ? req->tenant : s->tenant;
-    *ret_mounts = NULL;
     if (!rt->volumes_ok)
         return api_error_set(err, API_ISOLATION_UNAVAILABLE, "this worker cannot mount volumes: %s",
                              rt->volumes_why);
     if (!tenant || !*tenant)
         return api_error_set(err, API_INVALID_ARGUMENT, "a create with volumes names no tenant");
-    json_object *mounts = json_object_new_array();
+    if (!req->sandbox_id || !ids_valid("sbx", req->sandbox_id))
+        return api_error_set(err, API_INVALID_ARGUMENT, "malformed sandbox id");
     int r = 0;
     char mnt[VOL_PATH_MAX / 2];
     snprintf(mnt, sizeof mnt, "%s/mnt", rt->volume_dir);
@@ -297,31 +300,48 @@ int docker_volumes_attach(docker_runtime_t *rt, const runtime_create_req_t *req,
         r = api_error_set(err, API_RUNTIME_ERROR, "cannot make %s: %s", mnt, strerror(errno));
     for (size_t i = 0; i < s->nvolumes && r == 0; i++) {
         const spec_volume_t *v = &s->volumes[i];
-        char path[VOL_PATH_MAX], why[96];
+        char why[96];
         if (!v->volume || !ids_valid("vol", v->volume) || v->size_mib < SBX_VOLUME_MIB_MIN ||
             v->size_mib > SBX_VOLUME_MIB_MAX || !v->path || !spec_volume_path_ok(v->path, why, sizeof why)) {
             r = api_error_set(err, API_INVALID_ARGUMENT, "malformed volume %zu in the create", i);
             break;
         }
         if ((r = volume_image(rt, v, tenant, err)) < 0 ||
-            (r = volume_mount(rt, req->sandbox_id, v, false, path, sizeof path, err)) < 0)
+            (r = volume_mount(rt, req->sandbox_id, v, disk, paths[i], VOL_PATH_MAX, err)) < 0)
             break;
+    }
+    pthread_mutex_unlock(&volumes_mu);
+    if (r < 0)
+        docker_volumes_release(rt, req->sandbox_id);
+    return r;
+}
+
+int docker_volumes_attach(docker_runtime_t *rt, const runtime_create_req_t *req, json_object **ret_mounts,
+                          api_error_t *err)
+{
+    const sandbox_spec_t *s = req->spec;
+    *ret_mounts = NULL;
+    char (*paths)[VOL_PATH_MAX] = calloc(s->nvolumes ? s->nvolumes : 1, sizeof *paths);
+    if (!paths)
+        return api_error_set(err, API_INTERNAL, "out of memory");
+    int r = volumes_take(rt, req, false, paths, err);
+    if (r < 0) {
+        free(paths);
+        return r;
+    }
+    json_object *mounts = json_object_new_array();
+    for (size_t i = 0; i < s->nvolumes; i++) {
         json_object *m = json_object_new_object();
         jsonx_add_str(m, "Type", "bind");
-        jsonx_add_str(m, "Source", path);
-        jsonx_add_str(m, "Target", v->path);
-        jsonx_add_bool(m, "ReadOnly", v->read_only);
+        jsonx_add_str(m, "Source", paths[i]);
+        jsonx_add_str(m, "Target", s->volumes[i].path);
+        jsonx_add_bool(m, "ReadOnly", s->volumes[i].read_only);
         json_object *bo = json_object_new_object();
         jsonx_add_str(bo, "Propagation", "rprivate");
         jsonx_add(m, "BindOptions", bo);
         json_object_array_add(mounts, m);
     }
-    pthread_mutex_unlock(&volumes_mu);
-    if (r < 0) {
-        json_object_put(mounts);
-        docker_volumes_release(rt, req->sandbox_id);
-        return r;
-    }
+    free(paths);
     *ret_mounts = mounts;
     return 0;
 }
@@ -502,42 +522,21 @@ int docker_rt_volume_disks(runtime_t *base, const runtime_create_req_t *req, run
 {
     docker_runtime_t *rt = (docker_runtime_t *)base;
     const sandbox_spec_t *s = req->spec;
-    const char *tenant = req->tenant ? req->tenant : s->tenant;
     *ret = NULL;
     *ret_n = 0;
-    if (!rt->volumes_ok)
-        return api_error_set(err, API_ISOLATION_UNAVAILABLE, "this worker cannot hold volumes: %s", rt->volumes_why);
-    if (!tenant || !*tenant)
-        return api_error_set(err, API_INVALID_ARGUMENT, "a create with volumes names no tenant");
-    if (!req->sandbox_id || !ids_valid("sbx", req->sandbox_id))
-        return api_error_set(err, API_INVALID_ARGUMENT, "malformed sandbox id");
-    runtime_disk_t *disks = calloc(s->nvolumes ? s->nvolumes : 1, sizeof *disks);
-    if (!disks)
-        return api_error_set(err, API_INTERNAL, "out of memory");
-    int r = 0;
-    char mnt[VOL_PATH_MAX / 2];
-    snprintf(mnt, sizeof mnt, "%s/mnt", rt->volume_dir);
-    pthread_mutex_lock(&volumes_mu);
-    if (mkdir_p(mnt, 0700) < 0)
-        r = api_error_set(err, API_RUNTIME_ERROR, "cannot make %s: %s", mnt, strerror(errno));
-    for (size_t i = 0; i < s->nvolumes && r == 0; i++) {
-        const spec_volume_t *v = &s->volumes[i];
-        char why[96];
-        if (!v->volume || !ids_valid("vol", v->volume) || v->size_mib < SBX_VOLUME_MIB_MIN ||
-            v->size_mib > SBX_VOLUME_MIB_MAX || !v->path || !spec_volume_path_ok(v->path, why, sizeof why)) {
-            r = api_error_set(err, API_INVALID_ARGUMENT, "malformed volume %zu in the create", i);
-            break;
-        }
-        if ((r = volume_image(rt, v, tenant, err)) < 0 ||
-            (r = volume_mount(rt, req->sandbox_id, v, true, disks[i].path, sizeof disks[i].path, err)) < 0)
-            break;
-        disks[i].target = v->path;
-        disks[i].read_only = v->read_only;
+    size_t n = s->nvolumes ? s->nvolumes : 1;
+    char (*paths)[VOL_PATH_MAX] = calloc(n, sizeof *paths);
+    runtime_disk_t *disks = calloc(n, sizeof *disks);
+    int r = paths && disks ? volumes_take(rt, req, true, paths, err)
+                           : api_error_set(err, API_INTERNAL, "out of memory");
+    for (size_t i = 0; r == 0 && i < s->nvolumes; i++) {
+        snprintf(disks[i].path, sizeof disks[i].path, "%s", paths[i]);
+        disks[i].target = s->volumes[i].path;
+        disks[i].read_only = s->volumes[i].read_only;
     }
-    pthread_mutex_unlock(&volumes_mu);
+    free(paths);
     if (r < 0) {
         free(disks);
-        docker_volumes_release(rt, req->sandbox_id);
         return r;
     }
     *ret = disks;

@@ -735,6 +735,7 @@ static const runtime_ops_t docker_ops = {
     .volume_list = docker_rt_volume_list,
     .volume_remove = docker_rt_volume_remove,
     .volume_disks = docker_rt_volume_disks,
+    .snapshot_image = docker_rt_snapshot_image,
     .volume_release = docker_rt_volume_release,
     .volume_sweep_disks = docker_rt_volume_sweep_disks,
     .pause = docker_rt_pause,

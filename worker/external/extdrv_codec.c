@@ -199,6 +199,8 @@ json_object *extdrv_create_params(const runtime_create_req_t *req)
     jsonx_add_str(p, "image", s->image);
     if (s->from && *s->from)
         jsonx_add_str(p, "from", s->from);
+    if (req->image_of_snapshot) /* a tenant's files: a disk of this sandbox alone */
+        jsonx_add_bool(p, "image_private", true);
     jsonx_add_int(p, "cpu_millis", s->cpu_millis);
     jsonx_add_int(p, "memory_mib", s->memory_mib);
     jsonx_add_int(p, "disk_mib", s->disk_mib);

@@ -311,6 +311,10 @@ static int ext_rt_create(runtime_t *base, const runtime_create_req_t *req, char 
     if (!(rt->net_modes[cls] & (1u << req->spec->network)))
         return api_error_set(err, API_ISOLATION_UNAVAILABLE, "isolation %s cannot provide network %s on this worker",
                              isolation_name(cls), net_mode_name(req->spec->network));
+    /* the snapshot repository's images only as the worker put them there */
+    if (spec_image_is_snapshot(req->spec->image) && !req->image_of_snapshot)
+        return api_error_set(err, API_POLICY_DENIED, "image %.200s names the snapshot repository: start from a "
+                             "snapshot with from", req->spec->image);
     /* never a fresh sandbox in place of one from a snapshot */
     if (req->spec->from && *req->spec->from && !rt->hello.cap_snapshots)
         return api_error_set(err, API_ISOLATION_UNAVAILABLE, "driver %s cannot start a sandbox from a snapshot",

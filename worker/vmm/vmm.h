@@ -73,6 +73,12 @@ int vmm_initramfs_ensure(const vmm_config_t *cfg, char *ret_path, size_t path_ca
 int vmm_image_prepare(const vmm_config_t *cfg, const char *image_key, int tar_fd, uint64_t disk_bytes,
                       char *ret_path, size_t path_cap, char *ret_why);
 
+/* The same for one VM alone: the disk made at path (no cache), owned by
+ * QEMU's user, mode 0600 (an image of a tenant's snapshot: other VMs never
+ * share it, and nothing of it stays once the caller removes path). */
+int vmm_image_prepare_private(const vmm_config_t *cfg, int tar_fd, uint64_t disk_bytes, const char *path,
+                              char *ret_why);
+
 /* Exports image (a name or id the local Docker knows) through the Engine API
  * on docker_sock (NULL: /var/run/docker.sock): creates a stopped container,
  * streams its filesystem as tar into out_fd, removes the container. Sets
@@ -89,6 +95,12 @@ typedef struct {
 } vmm_disk_t;
 
 #define VMM_DISKS_MAX 8
+
+/* The Config of image (Env, WorkingDir, User, …) as the local Docker's
+ * inspect has it: *ret_config (a new reference), or a negative code. */
+struct json_object;
+int vmm_docker_image_config(const char *docker_sock, const char *image, struct json_object **ret_config,
+                            char *ret_why);
 
 /* A VM to boot. */
 typedef struct {

@@ -36,7 +36,6 @@ const char *vmm_accel_name(int accel) { return accel == VMM_ACCEL_KVM ? "kvm" : 
 
 static const char *qemu_bin(const vmm_config_t *cfg) { return cfg->qemu ? cfg->qemu : "qemu-system-x86_64"; }
 
-static int run_as(const vmm_config_t *cfg, uid_t *uid, gid_t *gid, char *why);
 
 /* The group QEMU's user needs to open /dev/kvm: its group when the group
  * may read and write it (Debian: root:kvm 0660), as libvirt gives its qemu
@@ -95,7 +94,7 @@ int vmm_probe(const vmm_config_t *cfg, int *ret_accel, char *ret_why)
      * dir yet, and an unreadable kernel must not pass for a KVM that fails. */
     uid_t uid;
     gid_t gid;
-    if (run_as(cfg, &uid, &gid, why) != 0) {
+    if (vmm__run_as(cfg, &uid, &gid, why) != 0) {
         vmm__why(ret_why, "tcg: %s", why);
         return 0;
     }
@@ -405,7 +404,7 @@ static int meta_write(const char *dir, const vmm_spec_t *spec, const vmm_config_
 }
 
 /* The user QEMU runs as. */
-static int run_as(const vmm_config_t *cfg, uid_t *uid, gid_t *gid, char *why)
+int vmm__run_as(const vmm_config_t *cfg, uid_t *uid, gid_t *gid, char *why)
 {
     const char *name = cfg->run_as;
     struct passwd *pw = getpwnam(name ? name : "sandbox-vmm");
@@ -624,7 +623,7 @@ int vmm__boot(const vmm_config_t *cfg, const vmm_spec_t *spec, const vmm_boot_ex
     }
     if ((rc = vmm_kernel_find(cfg, kernel, sizeof(kernel), release, sizeof(release), ret_why)) != 0 ||
         (rc = vmm_initramfs_ensure(cfg, initrd, sizeof(initrd), ret_why)) != 0 ||
-        (rc = run_as(cfg, &uid, &gid, ret_why)) != 0 ||
+        (rc = vmm__run_as(cfg, &uid, &gid, ret_why)) != 0 ||
         (rc = vmm__vm_dir(cfg, spec->id, dir, sizeof(dir))) != 0 ||
         (rc = vmm__path(overlay, sizeof(overlay), "%s/overlay.qcow2", dir)) != 0)
         return rc;
@@ -813,7 +812,7 @@ int vmm_console_trim(const vmm_config_t *cfg)
     gid_t gid;
     char why[VMM_WHY_MAX];
     int cut = 0;
-    if (vmm__path(vms, sizeof(vms), "%s/vms", cfg->state_dir) != 0 || run_as(cfg, &uid, &gid, why) != 0)
+    if (vmm__path(vms, sizeof(vms), "%s/vms", cfg->state_dir) != 0 || vmm__run_as(cfg, &uid, &gid, why) != 0)
         return 0;
     DIR *d = opendir(vms);
     struct dirent *e;

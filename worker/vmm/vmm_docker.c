@@ -143,3 +143,30 @@ cleanup:
     sbuf_release(&s.body);
     return rc;
 }
+
+int vmm_docker_image_config(const char *docker_sock, const char *image, json_object **ret_config, char *ret_why)
+{
+    const char *sock = docker_sock ? docker_sock : "/var/run/docker.sock";
+    sink_t s = {.out_fd = -1};
+    long st = 0;
+    char path[512];
+    *ret_config = NULL;
+    sbuf_init(&s.body, 1u << 20);
+    char *esc = curl_easy_escape(NULL, image, 0);
+    if (esc == NULL)
+        return SBX_ENOMEM;
+    snprintf(path, sizeof(path), "/images/%s/json", esc);
+    curl_free(esc);
+    int rc = engine(sock, "GET", path, NULL, &s, &st, ret_why);
+    json_object *body = rc == 0 ? json_tokener_parse(sbuf_cstr(&s.body)) : NULL, *cfg = NULL;
+    if (rc == 0 && (st != 200 || !json_object_object_get_ex(body, "Config", &cfg) ||
+                    !json_object_is_type(cfg, json_type_object))) {
+        vmm__why(ret_why, "image %s: not in the local Docker (HTTP %ld)", image, st);
+        rc = SBX_ENOTFOUND;
+    }
+    if (rc == 0)
+        *ret_config = json_object_get(cfg);
+    json_object_put(body);
+    sbuf_release(&s.body);
+    return rc;
+}

@@ -439,10 +439,68 @@ static int image_key_ok(const char *k)
     return k[0] != '.';
 }
 
+/* Unpacks the tar read from tar_fd into a scratch directory beside path and
+ * makes path an ext4 disk of disk_bytes holding it (mode, through a
+ * temporary file and rename; owner uid/gid unless uid is -1). */
+static int image_build(const char *path, int tar_fd, uint64_t disk_bytes, mode_t mode, uid_t uid, gid_t gid,
+                       char *ret_why)
+{
+    char tmpdir[VMM_PATH_MAX], tmpimg[VMM_PATH_MAX];
+    int rc;
+    if ((rc = vmm__path(tmpdir, sizeof(tmpdir), "%s.unpack.%d", path, (int)getpid())) != 0 ||
+        (rc = vmm__path(tmpimg, sizeof(tmpimg), "%s.tmp.%d", path, (int)getpid())) != 0)
+        return rc;
+    vmm__rm_tree(tmpdir);
+    if (mkdir(tmpdir, 0700) != 0) {
+        vmm__why(ret_why, "mkdir %s: %s", tmpdir, strerror(errno));
+        return SBX_EIO;
+    }
+    /* owners, modes and device nodes as the image has them: we run as root */
+    const char *tar_argv[] = {"tar", "-x", "-p", "--numeric-owner", "-C", tmpdir, "-f", "-", NULL};
+    if ((rc = vmm__run(tar_argv, tar_fd, -1, 600000, ret_why)) != 0)
+        goto cleanup;
+    int fd = open(tmpimg, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || ftruncate(fd, (off_t)disk_bytes) != 0) {
+        vmm__why(ret_why, "create %s: %s", tmpimg, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        rc = SBX_EIO;
+        goto cleanup;
+    }
+    close(fd);
+    /* -m 0: the sandbox's quota is all its own; lazy init keeps the file sparse */
+    const char *mkfs_argv[] = {"mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1",
+                               "-d", tmpdir, tmpimg, NULL};
+    if ((rc = vmm__run(mkfs_argv, -1, -1, 600000, ret_why)) != 0)
+        goto cleanup;
+    if ((uid != (uid_t)-1 && chown(tmpimg, uid, gid) != 0) || chmod(tmpimg, mode) != 0 ||
+        rename(tmpimg, path) != 0) {
+        vmm__why(ret_why, "%s: %s", path, strerror(errno));
+        rc = SBX_EIO;
+    }
+cleanup:
+    vmm__rm_tree(tmpdir);
+    unlink(tmpimg);
+    return rc;
+}
+
+int vmm_image_prepare_private(const vmm_config_t *cfg, int tar_fd, uint64_t disk_bytes, const char *path,
+                              char *ret_why)
+{
+    uid_t uid;
+    gid_t gid;
+    if (disk_bytes < (64ull << 20) || disk_bytes > (1ull << 40)) {
+        vmm__why(ret_why, "disk size %llu outside 64 MiB..1 TiB", (unsigned long long)disk_bytes);
+        return SBX_EINVAL;
+    }
+    int rc = vmm__run_as(cfg, &uid, &gid, ret_why);
+    return rc != 0 ? rc : image_build(path, tar_fd, disk_bytes, 0600, uid, gid, ret_why);
+}
+
 int vmm_image_prepare(const vmm_config_t *cfg, const char *image_key, int tar_fd, uint64_t disk_bytes,
                       char *ret_path, size_t path_cap, char *ret_why)
 {
-    char cache[VMM_PATH_MAX], path[VMM_PATH_MAX], tmpdir[VMM_PATH_MAX], tmpimg[VMM_PATH_MAX], key[128];
+    char cache[VMM_PATH_MAX], path[VMM_PATH_MAX], key[128];
     int rc;
     if (!image_key_ok(image_key)) {
         vmm__why(ret_why, "bad image key");
@@ -467,40 +525,7 @@ int vmm_image_prepare(const vmm_config_t *cfg, const char *image_key, int tar_fd
     }
     mkdir(cfg->state_dir, 0711);
     mkdir(cache, 0755);
-    vmm__path(tmpdir, sizeof(tmpdir), "%s/unpack-%s.%d", cache, key, (int)getpid());
-    vmm__path(tmpimg, sizeof(tmpimg), "%s.tmp.%d", path, (int)getpid());
-    vmm__rm_tree(tmpdir);
-    if (mkdir(tmpdir, 0755) != 0) {
-        vmm__why(ret_why, "mkdir %s: %s", tmpdir, strerror(errno));
-        return SBX_EIO;
-    }
-    /* owners, modes and device nodes as the image has them: we run as root */
-    const char *tar_argv[] = {"tar", "-x", "-p", "--numeric-owner", "-C", tmpdir, "-f", "-", NULL};
-    if ((rc = vmm__run(tar_argv, tar_fd, -1, 600000, ret_why)) != 0)
-        goto cleanup;
-    int fd = open(tmpimg, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 || ftruncate(fd, (off_t)disk_bytes) != 0) {
-        vmm__why(ret_why, "create %s: %s", tmpimg, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        rc = SBX_EIO;
-        goto cleanup;
-    }
-    close(fd);
-    /* -m 0: the sandbox's quota is all its own; lazy init keeps the file sparse */
-    const char *mkfs_argv[] = {"mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1",
-                               "-d", tmpdir, tmpimg, NULL};
-    if ((rc = vmm__run(mkfs_argv, -1, -1, 600000, ret_why)) != 0)
-        goto cleanup;
-    chmod(tmpimg, 0644);
-    if (rename(tmpimg, path) != 0) {
-        vmm__why(ret_why, "rename %s: %s", path, strerror(errno));
-        rc = SBX_EIO;
-        goto cleanup;
-    }
-    rc = vmm__path(ret_path, path_cap, "%s", path);
-cleanup:
-    vmm__rm_tree(tmpdir);
-    unlink(tmpimg);
-    return rc;
+    if ((rc = image_build(path, tar_fd, disk_bytes, 0644, (uid_t)-1, 0, ret_why)) != 0)
+        return rc;
+    return vmm__path(ret_path, path_cap, "%s", path);
 }

@@ -30,6 +30,9 @@ int vmm__write_file(const char *path, const void *data, size_t n, mode_t mode);
 /* Reads at most cap-1 bytes of path into buf, NUL-terminated. Returns the length or -1. */
 long vmm__read_file(const char *path, char *buf, size_t cap);
 
+/* The unprivileged user QEMU runs as (vmm_config_t.run_as). 0 or SBX_E*. */
+int vmm__run_as(const vmm_config_t *cfg, uid_t *uid, gid_t *gid, char *why);
+
 /* The directories: <state>/cache and <state>/vms/<id> (id checked). */
 int vmm__cache_dir(const vmm_config_t *cfg, char *out, size_t cap);
 int vmm__vm_dir(const vmm_config_t *cfg, const char *id, char *out, size_t cap);
