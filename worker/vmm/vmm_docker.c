@@ -77,6 +77,34 @@ static int engine(const char *sock, const char *method, const char *path, const 
     return rc;
 }
 
+/* The local Docker's inspect of image (its 200 answer): *ret (a new
+ * object), or a negative code with why. */
+static int image_inspect(const char *sock, const char *image, json_object **ret, char *why)
+{
+    sink_t s = {.out_fd = -1};
+    long st = 0;
+    char path[512];
+    *ret = NULL;
+    char *esc = curl_easy_escape(NULL, image, 0);
+    if (esc == NULL)
+        return SBX_ENOMEM;
+    snprintf(path, sizeof(path), "/images/%s/json", esc);
+    curl_free(esc);
+    sbuf_init(&s.body, 1u << 20);
+    int rc = engine(sock, "GET", path, NULL, &s, &st, why);
+    json_object *body = rc == 0 ? json_tokener_parse(sbuf_cstr(&s.body)) : NULL;
+    sbuf_release(&s.body);
+    if (rc == 0 && (st != 200 || !json_object_is_type(body, json_type_object))) {
+        vmm__why(why, "image %s: not in the local Docker (HTTP %ld)", image, st);
+        rc = SBX_ENOTFOUND;
+    }
+    if (rc == 0)
+        *ret = body;
+    else
+        json_object_put(body);
+    return rc;
+}
+
 int vmm_docker_export(const char *docker_sock, const char *image, int out_fd, char ret_image_id[80], char *ret_why)
 {
     const char *sock = docker_sock ? docker_sock : "/var/run/docker.sock";
@@ -86,17 +114,11 @@ int vmm_docker_export(const char *docker_sock, const char *image, int out_fd, ch
     json_object *body = NULL, *req = NULL;
     int rc;
     sbuf_init(&s.body, 1u << 20);
-    char *esc = curl_easy_escape(NULL, image, 0);
-    if (esc == NULL)
-        return SBX_ENOMEM;
-    snprintf(path, sizeof(path), "/images/%s/json", esc);
-    curl_free(esc);
-    if ((rc = engine(sock, "GET", path, NULL, &s, &st, ret_why)) != 0)
+    if ((rc = image_inspect(sock, image, &body, ret_why)) != 0)
         goto cleanup;
-    body = json_tokener_parse(sbuf_cstr(&s.body));
     json_object *id = NULL;
-    if (st != 200 || !json_object_object_get_ex(body, "Id", &id)) {
-        vmm__why(ret_why, "image %s: not in the local Docker (HTTP %ld)", image, st);
+    if (!json_object_object_get_ex(body, "Id", &id)) {
+        vmm__why(ret_why, "image %s: no Id in its inspect", image);
         rc = SBX_ENOTFOUND;
         goto cleanup;
     }
@@ -146,27 +168,15 @@ cleanup:
 
 int vmm_docker_image_config(const char *docker_sock, const char *image, json_object **ret_config, char *ret_why)
 {
-    const char *sock = docker_sock ? docker_sock : "/var/run/docker.sock";
-    sink_t s = {.out_fd = -1};
-    long st = 0;
-    char path[512];
+    json_object *body = NULL, *cfg = NULL;
     *ret_config = NULL;
-    sbuf_init(&s.body, 1u << 20);
-    char *esc = curl_easy_escape(NULL, image, 0);
-    if (esc == NULL)
-        return SBX_ENOMEM;
-    snprintf(path, sizeof(path), "/images/%s/json", esc);
-    curl_free(esc);
-    int rc = engine(sock, "GET", path, NULL, &s, &st, ret_why);
-    json_object *body = rc == 0 ? json_tokener_parse(sbuf_cstr(&s.body)) : NULL, *cfg = NULL;
-    if (rc == 0 && (st != 200 || !json_object_object_get_ex(body, "Config", &cfg) ||
-                    !json_object_is_type(cfg, json_type_object))) {
-        vmm__why(ret_why, "image %s: not in the local Docker (HTTP %ld)", image, st);
+    int rc = image_inspect(docker_sock ? docker_sock : "/var/run/docker.sock", image, &body, ret_why);
+    if (rc == 0 && (!json_object_object_get_ex(body, "Config", &cfg) || !json_object_is_type(cfg, json_type_object))) {
+        vmm__why(ret_why, "image %s: no Config in its inspect", image);
         rc = SBX_ENOTFOUND;
     }
     if (rc == 0)
         *ret_config = json_object_get(cfg);
     json_object_put(body);
-    sbuf_release(&s.body);
     return rc;
 }
