@@ -329,20 +329,24 @@ static int place_auto_copy(PGconn *c, const store_limits_t *lim, place_loaded_t 
                           "SELECT sn.worker_id, sn.sandbox_id, sn.isolation = 'microvm', "
                           "  w.state IN ('ready', 'draining') AND w.stopping_at IS NULL "
                           "    AND w.last_heartbeat > now() - make_interval(secs => $2::bigint), "
-                          "  (SELECT o.id || ' ' || cw.name FROM snapshot_copies sc JOIN operations o "
-                          "    ON o.id = sc.operation_id JOIN workers cw ON cw.id = sc.worker_id "
-                          "    WHERE sc.snapshot_id = sn.id AND sc.ready_at IS NULL "
-                          "    AND o.state NOT IN ('failed', 'cancelled', 'succeeded') LIMIT 1) "
+                          "  cp.op_id, cp.worker_name "
                           "FROM snapshots sn JOIN workers w ON w.id = sn.worker_id "
+                          /* a copy of it on its way, if any */
+                          "LEFT JOIN LATERAL (SELECT o.id AS op_id, cw.name AS worker_name FROM snapshot_copies sc "
+                          "    JOIN operations o ON o.id = sc.operation_id JOIN workers cw ON cw.id = sc.worker_id "
+                          "    WHERE sc.snapshot_id = sn.id AND sc.ready_at IS NULL "
+                          "    AND o.state NOT IN ('failed', 'cancelled', 'succeeded') LIMIT 1) cp ON true "
                           "WHERE sn.id = $1 AND sn.deleted_at IS NULL AND sn.ready_at IS NOT NULL",
                           2, p);
     if (!r)
         return SBX_EDB;
-    char busy[200] = "", copy_op[SBX_ID_MAX] = "", copy_worker[160] = "";
     bool go = PQntuples(r) == 1 && !db_get_bool(r, 0, 2) && db_get_bool(r, 0, 3);
-    if (go && !PQgetisnull(r, 0, 4))
-        snprintf(busy, sizeof busy, "%s", db_get(r, 0, 4));
-    char maker[SBX_ID_MAX] = "", source_sbx[SBX_ID_MAX] = "";
+    if (go && !PQgetisnull(r, 0, 4)) { /* a copy on its way: the create's wait says so */
+        int rc = place_copy_summary(wait, l->snapshot, db_get(r, 0, 5), db_get(r, 0, 4));
+        PQclear(r);
+        return rc;
+    }
+    char maker[SBX_ID_MAX] = "", source_sbx[SBX_ID_MAX] = "", copy_op[SBX_ID_MAX] = "";
     if (go) {
         snprintf(maker, sizeof maker, "%s", db_get(r, 0, 0));
         snprintf(source_sbx, sizeof source_sbx, "%s", db_get(r, 0, 1));
@@ -350,11 +354,6 @@ static int place_auto_copy(PGconn *c, const store_limits_t *lim, place_loaded_t 
     PQclear(r);
     if (!go)
         return 0;
-    if (busy[0]) { /* a copy on its way: the create's wait says so */
-        _Static_assert(SBX_ID_MAX == 40 && sizeof copy_worker == 160, "the widths below");
-        sscanf(busy, "%39s %159s", copy_op, copy_worker);
-        return place_copy_summary(wait, l->snapshot, copy_worker, copy_op);
-    }
     /* where it would go were the snapshot everywhere */
     bool *held = calloc((size_t)(l->in.n ? l->in.n : 1), sizeof *held);
     if (!held)
