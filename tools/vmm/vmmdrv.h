@@ -105,6 +105,8 @@ json_object *vmmdrv_m_inspect(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
 json_object *vmmdrv_m_inventory(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
 json_object *vmmdrv_m_images(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
 
+/* The string at key in object rec, or "" (not there, not a string, rec NULL). */
+const char *vmmdrv_str(json_object *rec, const char *key);
 /* The JSON object in file path (at most max bytes read; not following a
  * final link), or NULL. */
 json_object *vmmdrv_json_read(const char *path, size_t max);

@@ -20,13 +20,6 @@
 
 #define META_MAX (64 * 1024)
 
-static const char *str_of(json_object *o, const char *key)
-{
-    json_object *v;
-    return o && json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string)
-               ? json_object_get_string(v) : "";
-}
-
 static int snap_dir(vmmdrv_t *d, const char *id, char *out, size_t cap)
 {
     if (!ids_valid("snp", id) || (size_t)snprintf(out, cap, "%.3000s/snapshots/%s", d->state_dir, id) >= cap)
@@ -47,8 +40,8 @@ static json_object *meta_read(vmmdrv_t *d, const char *id)
 static json_object *measure(json_object *meta)
 {
     json_object *o = json_object_new_object(), *v;
-    json_object_object_add(o, "id", json_object_new_string(str_of(meta, "id")));
-    json_object_object_add(o, "tenant", json_object_new_string(str_of(meta, "tenant")));
+    json_object_object_add(o, "id", json_object_new_string(vmmdrv_str(meta, "id")));
+    json_object_object_add(o, "tenant", json_object_new_string(vmmdrv_str(meta, "tenant")));
     json_object_object_add(o, "labels", json_object_object_get_ex(meta, "labels", &v) ? json_object_get(v)
                                                                                        : json_object_new_object());
     json_object_object_add(o, "size_bytes", json_object_new_int64(json_object_object_get_ex(meta, "size_bytes", &v)
@@ -79,7 +72,7 @@ static int guest_sync(vmmdrv_t *d, const char *ref, vmmdrv_call_t *call)
 
 json_object *vmmdrv_m_snapshot(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
 {
-    const char *ref = str_of(p, "ref"), *id = str_of(p, "snapshot_id"), *tenant = str_of(p, "tenant");
+    const char *ref = vmmdrv_str(p, "ref"), *id = vmmdrv_str(p, "snapshot_id"), *tenant = vmmdrv_str(p, "tenant");
     char dir[VMM_PATH_MAX], disk[VMM_PATH_MAX + 16], path[VMM_PATH_MAX + 16], why[VMM_WHY_MAX] = "";
     if (snap_dir(d, id, dir, sizeof(dir)) != 0 || !tenant[0] || strlen(tenant) > 63)
         return vmmdrv_fail(call, "invalid_argument", "snapshot needs a snapshot_id (snp_…) and a tenant");
@@ -88,7 +81,7 @@ json_object *vmmdrv_m_snapshot(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
         return vmmdrv_fail(call, "not_found", "no such sandbox");
     json_object *have = meta_read(d, id);
     if (have != NULL) { /* idempotent: made already */
-        json_object *o = strcmp(str_of(have, "tenant"), tenant) == 0
+        json_object *o = strcmp(vmmdrv_str(have, "tenant"), tenant) == 0
                              ? measure(have) : vmmdrv_fail(call, "conflict", "snapshot %s is another's", id);
         json_object_put(have);
         json_object_put(rec);
@@ -128,11 +121,11 @@ json_object *vmmdrv_m_snapshot(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
         json_object_object_add(meta, "labels", json_object_object_get_ex(p, "labels", &v) &&
                                    json_object_is_type(v, json_type_object) ? json_object_get(v)
                                                                             : json_object_new_object());
-        json_object_object_add(meta, "image", json_object_new_string(str_of(rec, "image")));
+        json_object_object_add(meta, "image", json_object_new_string(vmmdrv_str(rec, "image")));
         json_object_object_add(meta, "disk_bytes", json_object_new_int64(
                                    json_object_object_get_ex(rec, "disk_bytes", &v) ? json_object_get_int64(v) : 0));
         json_object_object_add(meta, "size_bytes", json_object_new_int64(bytes));
-        json_object_object_add(meta, "source", json_object_new_string(str_of(rec, "sandbox_id")));
+        json_object_object_add(meta, "source", json_object_new_string(vmmdrv_str(rec, "sandbox_id")));
         json_object_object_add(meta, "created_at", json_object_new_int64((int64_t)time(NULL)));
         const char *text = json_object_to_json_string_ext(meta, JSON_C_TO_STRING_PLAIN);
         char tmp[VMM_PATH_MAX + 32];
@@ -184,7 +177,7 @@ json_object *vmmdrv_m_snapshots(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call
 
 json_object *vmmdrv_m_snapshot_remove(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
 {
-    const char *id = str_of(p, "snapshot_id");
+    const char *id = vmmdrv_str(p, "snapshot_id");
     char dir[VMM_PATH_MAX], path[VMM_PATH_MAX + 16];
     if (snap_dir(d, id, dir, sizeof(dir)) != 0)
         return vmmdrv_fail(call, "invalid_argument", "snapshot_remove needs a snapshot_id (snp_…)");
@@ -211,7 +204,7 @@ int vmmdrv_snapshot_disk(vmmdrv_t *d, const char *id, const char *tenant, char *
         vmmdrv_fail(call, "not_found", "no snapshot %.64s on this worker's microVM driver", id);
         return -1;
     }
-    int ok = strcmp(str_of(meta, "tenant"), tenant) == 0;
+    int ok = strcmp(vmmdrv_str(meta, "tenant"), tenant) == 0;
     int64_t bytes = json_object_object_get_ex(meta, "disk_bytes", &v) ? json_object_get_int64(v) : 0;
     json_object_put(meta);
     if (!ok) {

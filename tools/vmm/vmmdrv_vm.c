@@ -108,7 +108,7 @@ static int record_write(vmmdrv_t *d, const char *ref, json_object *rec)
     return 0;
 }
 
-static const char *rec_str(json_object *rec, const char *key)
+const char *vmmdrv_str(json_object *rec, const char *key)
 {
     json_object *v;
     return rec && json_object_object_get_ex(rec, key, &v) && json_object_is_type(v, json_type_string)
@@ -244,7 +244,7 @@ char **vmmdrv_vm_env(vmmdrv_t *d, const char *ref, size_t *ret_n, char *ret_work
     json_object *rec = record_read(d, ref), *env;
     *ret_n = 0;
     if (ret_workdir != NULL && wdcap > 0)
-        snprintf(ret_workdir, wdcap, "%s", rec_str(rec, "workdir"));
+        snprintf(ret_workdir, wdcap, "%s", vmmdrv_str(rec, "workdir"));
     if (rec == NULL || !json_object_object_get_ex(rec, "env", &env) || !json_object_is_type(env, json_type_object)) {
         json_object_put(rec);
         return NULL;
@@ -313,7 +313,7 @@ json_object *vmmdrv_vm_record(vmmdrv_t *d, const char *ref)
 static int from_cb(void *arg, const char *ref, json_object *rec)
 {
     (void)ref;
-    return strcmp(rec_str(rec, "from"), (const char *)arg) == 0;
+    return strcmp(vmmdrv_str(rec, "from"), (const char *)arg) == 0;
 }
 
 int vmmdrv_vm_uses_snapshot(vmmdrv_t *d, const char *id)
@@ -327,13 +327,13 @@ static json_object *sandbox_obj(vmmdrv_t *d, const char *ref, json_object *rec)
 {
     json_object *o = json_object_new_object(), *labels;
     json_object_object_add(o, "ref", json_object_new_string(ref));
-    json_object_object_add(o, "sandbox_id", json_object_new_string(rec_str(rec, "sandbox_id")));
-    json_object_object_add(o, "tenant", json_object_new_string(rec_str(rec, "tenant")));
+    json_object_object_add(o, "sandbox_id", json_object_new_string(vmmdrv_str(rec, "sandbox_id")));
+    json_object_object_add(o, "tenant", json_object_new_string(vmmdrv_str(rec, "tenant")));
     json_object_object_add(o, "labels", json_object_object_get_ex(rec, "labels", &labels) ? json_object_get(labels)
                                                                                           : json_object_new_object());
     int running = vm_running(d, ref);
     json_object_object_add(o, "state", json_object_new_string(running ? "running" : "exited"));
-    json_object_object_add(o, "accel", json_object_new_string(rec_str(rec, "accel")));
+    json_object_object_add(o, "accel", json_object_new_string(vmmdrv_str(rec, "accel")));
     if (!running) {
         json_object *ex = json_object_new_object();
         json_object_object_add(ex, "exit_code", json_object_new_int(137));
@@ -353,7 +353,7 @@ typedef struct {
 static int find_cb(void *arg, const char *ref, json_object *rec)
 {
     find_t *f = arg;
-    if (strcmp(rec_str(rec, "sandbox_id"), f->sandbox_id) != 0)
+    if (strcmp(vmmdrv_str(rec, "sandbox_id"), f->sandbox_id) != 0)
         return 0;
     snprintf(f->ref, sizeof(f->ref), "%s", ref);
     return 1;
@@ -618,7 +618,7 @@ static int boot(vmmdrv_t *d, const char *ref, const want_t *w, vmm_t **ret_vm, v
 /* Reads the create's sizes and image; NULL with call's error when refused. */
 static int want_of(vmmdrv_t *d, json_object *p, want_t *w, vmmdrv_call_t *call)
 {
-    const char *cls = rec_str(p, "class"), *net = rec_str(p, "network");
+    const char *cls = vmmdrv_str(p, "class"), *net = vmmdrv_str(p, "network");
     if (strcmp(cls, "microvm") != 0) {
         vmmdrv_fail(call, "isolation_unavailable", "sandbox-vmm offers class microvm only, not %.64s", cls);
         return -1;
@@ -640,12 +640,12 @@ static int want_of(vmmdrv_t *d, json_object *p, want_t *w, vmmdrv_call_t *call)
     w->vcpus = cpu <= 0 ? 1 : (unsigned)((cpu + 999) / 1000);
     w->memory_mb = mem <= 0 ? 256 : mem < 64 ? 64 : (unsigned)mem;
     w->disk_bytes = (uint64_t)(disk <= 0 ? 1024 : disk < 64 ? 64 : disk) << 20;
-    w->image = rec_str(p, "image")[0] ? rec_str(p, "image") : d->default_image;
+    w->image = vmmdrv_str(p, "image")[0] ? vmmdrv_str(p, "image") : d->default_image;
     w->from[0] = '\0';
     w->private_image = json_object_object_get_ex(p, "image_private", &v) && json_object_get_boolean(v);
-    if (rec_str(p, "from")[0]) {
+    if (vmmdrv_str(p, "from")[0]) {
         uint64_t sbytes = 0;
-        if (vmmdrv_snapshot_disk(d, rec_str(p, "from"), rec_str(p, "tenant"), w->from, sizeof(w->from), &sbytes,
+        if (vmmdrv_snapshot_disk(d, vmmdrv_str(p, "from"), vmmdrv_str(p, "tenant"), w->from, sizeof(w->from), &sbytes,
                                  call) != 0)
             return -1;
         if (sbytes > w->disk_bytes) /* its file system fills the disk it was made on */
@@ -661,8 +661,8 @@ static int want_of(vmmdrv_t *d, json_object *p, want_t *w, vmmdrv_call_t *call)
     }
     for (size_t i = 0; i < nd; i++) {
         json_object *o = json_object_array_get_idx(disks, i);
-        const char *path = json_object_is_type(o, json_type_object) ? rec_str(o, "path") : "";
-        const char *target = json_object_is_type(o, json_type_object) ? rec_str(o, "target") : "";
+        const char *path = json_object_is_type(o, json_type_object) ? vmmdrv_str(o, "path") : "";
+        const char *target = json_object_is_type(o, json_type_object) ? vmmdrv_str(o, "target") : "";
         int ro = json_object_object_get_ex(o, "read_only", &v) && json_object_get_boolean(v);
         if (path[0] != '/' || strstr(path, "/../") || target[0] != '/' || strlen(target) > 1024) {
             want_close(w);
@@ -704,17 +704,17 @@ static json_object *record_new(vmmdrv_t *d, json_object *p, const want_t *w, jso
     }
     const char *wd = config != NULL && json_object_object_get_ex(config, "WorkingDir", &v) &&
                              json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
-    json_object_object_add(rec, "sandbox_id", json_object_new_string(rec_str(p, "sandbox_id")));
-    json_object_object_add(rec, "tenant", json_object_new_string(rec_str(p, "tenant")));
-    json_object_object_add(rec, "image", json_object_new_string(rec_str(p, "image")));
+    json_object_object_add(rec, "sandbox_id", json_object_new_string(vmmdrv_str(p, "sandbox_id")));
+    json_object_object_add(rec, "tenant", json_object_new_string(vmmdrv_str(p, "tenant")));
+    json_object_object_add(rec, "image", json_object_new_string(vmmdrv_str(p, "image")));
     json_object_object_add(rec, "accel", json_object_new_string(vmm_accel_name(d->cfg.accel)));
-    json_object_object_add(rec, "network", json_object_new_string(rec_str(p, "network")));
+    json_object_object_add(rec, "network", json_object_new_string(vmmdrv_str(p, "network")));
     json_object_object_add(rec, "labels", json_object_object_get_ex(p, "labels", &v) &&
                            json_object_is_type(v, json_type_object) ? json_object_get(v) : json_object_new_object());
     json_object_object_add(rec, "env", env);
     json_object_object_add(rec, "workdir", json_object_new_string(wd[0] == '/' ? wd : ""));
     json_object_object_add(rec, "created_at", json_object_new_int64((int64_t)time(NULL)));
-    json_object_object_add(rec, "from", json_object_new_string(rec_str(p, "from")));
+    json_object_object_add(rec, "from", json_object_new_string(vmmdrv_str(p, "from")));
     json_object_object_add(rec, "disk_bytes", json_object_new_int64((int64_t)w->disk_bytes));
     return rec;
 }
@@ -756,7 +756,7 @@ static json_object *create_one(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
 
 json_object *vmmdrv_m_create(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
 {
-    const char *sid = rec_str(p, "sandbox_id");
+    const char *sid = vmmdrv_str(p, "sandbox_id");
     if (!sid[0] || strlen(sid) > 128)
         return vmmdrv_fail(call, "invalid_argument", "create needs a sandbox_id of at most 128 bytes");
     int slot = creating_enter(d, sid);
@@ -769,7 +769,7 @@ json_object *vmmdrv_m_create(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
 
 static json_object *create_one(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
 {
-    const char *sid = rec_str(p, "sandbox_id");
+    const char *sid = vmmdrv_str(p, "sandbox_id");
     find_t f = {.sandbox_id = sid};
     if (records_each(d, find_cb, &f)) { /* idempotent: that sandbox runs, or is replaced */
         char why[VMM_WHY_MAX] = "";
