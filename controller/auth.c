@@ -25,9 +25,12 @@ typedef struct auth_cached {
 
 static auth_cached_t auth_cache[SBX_AUTH_CACHE_MAX];
 static pthread_mutex_t auth_cache_mu = PTHREAD_MUTEX_INITIALIZER;
-/* Bumped by every forget: a lookup that began before it must not put back
- * what the forget removed. */
+/* Bumped by a forget: a lookup that began before it must not put back
+ * what the forget removed. One per slot (a forget of one token spoils only
+ * the lookups in flight for its slot, so a storm of revocations elsewhere
+ * does not turn every lookup into a miss) and one for forget_all. */
 static uint64_t auth_cache_gen;
+static uint64_t auth_slot_gen[SBX_AUTH_CACHE_MAX];
 
 static size_t auth_cache_slot(const char *id)
 {
@@ -70,14 +73,25 @@ static int auth_cache_get(const char *id, char ret_hash[72], auth_info_t *ret)
     return rc;
 }
 
+/* The generation a lookup of slot starts under: both counters. */
+static uint64_t auth_cache_gen_of(size_t slot)
+{
+    pthread_mutex_lock(&auth_cache_mu);
+    uint64_t gen = auth_cache_gen + auth_slot_gen[slot];
+    pthread_mutex_unlock(&auth_cache_mu);
+    return gen;
+}
+
 static void auth_cache_put(uint64_t gen, const char hash[72], const auth_info_t *info, int64_t left_ms)
 {
     int64_t keep = SBX_AUTH_CACHE_TTL_MS;
     if (left_ms >= 0 && left_ms < keep)
         keep = left_ms;
+    size_t slot = auth_cache_slot(info->token_id);
     pthread_mutex_lock(&auth_cache_mu);
-    if (gen == auth_cache_gen && keep > 0) {
-        auth_cached_t *e = &auth_cache[auth_cache_slot(info->token_id)];
+    /* both only grow: an unchanged sum means neither moved */
+    if (gen == auth_cache_gen + auth_slot_gen[slot] && keep > 0) {
+        auth_cached_t *e = &auth_cache[slot];
         if (strcmp(e->info.token_id, info->token_id) != 0)
             e->worker_id[0] = '\0';
         memcpy(e->hash, hash, 72);
@@ -89,9 +103,10 @@ static void auth_cache_put(uint64_t gen, const char hash[72], const auth_info_t 
 
 void auth_cache_forget(const char *token_id)
 {
+    size_t slot = auth_cache_slot(token_id);
     pthread_mutex_lock(&auth_cache_mu);
-    auth_cache_gen++;
-    auth_cached_t *e = &auth_cache[auth_cache_slot(token_id)];
+    auth_slot_gen[slot]++;
+    auth_cached_t *e = &auth_cache[slot];
     if (strcmp(e->info.token_id, token_id) == 0)
         memset(e, 0, sizeof *e);
     pthread_mutex_unlock(&auth_cache_mu);
@@ -143,9 +158,7 @@ int auth_token_check(PGconn *db, const char *token, auth_info_t *ret)
     auth_cache_count(hit);
     if (hit)
         return token_verify(token, hash) ? 0 : SBX_EAUTH;
-    pthread_mutex_lock(&auth_cache_mu);
-    uint64_t gen = auth_cache_gen;
-    pthread_mutex_unlock(&auth_cache_mu);
+    uint64_t gen = auth_cache_gen_of(auth_cache_slot(id));
     int64_t left_ms = -1;
     int rc = store_token_find(db, id, hash, ret, &left_ms);
     if (rc == SBX_EDB)
