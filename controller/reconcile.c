@@ -25,6 +25,9 @@ struct reconcile {
      * While the database (or this controller) was away, no heartbeat could
      * be recorded: workers are not blamed for that. */
     int64_t healthy_since_ms;
+    /* Some worker was heard since healthy_since_ms: the way from workers to
+     * the database works again, so a silence now is the worker's own. */
+    bool heard_since_healthy;
     int64_t next_prune_ms;      /* monotonic time of the next retention pass */
     double pool_tokens;         /* warm pool members the refill pass may still add (pool_refill_per_second) */
     int64_t pool_tokens_ms;     /* when pool_tokens was last topped up */
@@ -162,8 +165,18 @@ static int reconcile_pass(struct reconcile *r)
     /* After an outage, give workers a worker timeout to be heard again
      * before calling them unreachable (the grace before lost then counts
      * in full from that moment), and two heartbeats to renew their leases
-     * before expiring them. */
-    bool judge_workers = healthy_ms >= ctl->lim.worker_timeout_seconds * 1000;
+     * before expiring them. A worker timeout is not always enough: every
+     * HTTP thread reconnects on its own back-off, and a loaded host's first
+     * heartbeats after an outage were seen to take 13 s to be recorded. So
+     * until some worker has been heard again (any worker: the path works),
+     * silence is judged only after three worker timeouts. */
+    int64_t tmo_ms = ctl->lim.worker_timeout_seconds * 1000;
+    if (healthy_ms < tmo_ms)
+        r->heard_since_healthy = false;
+    else if (!r->heard_since_healthy && healthy_ms < 3 * tmo_ms &&
+             store_worker_heard_within(r->db, healthy_ms, &r->heard_since_healthy) < 0)
+        return SBX_EDB;
+    bool judge_workers = healthy_ms >= tmo_ms && (r->heard_since_healthy || healthy_ms >= 3 * tmo_ms);
     bool judge_leases = healthy_ms >= ctl->lim.heartbeat_seconds * 2000;
     if (judge_workers)
         RUN_PASS("worker_liveness", store_mark_lost_workers(r->db, &ctl->lim, &changed));

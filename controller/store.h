@@ -492,6 +492,9 @@ int store_routes_alive(PGconn *c, const char *const *names, int n, bool *ret_fla
  * their lost_at (worker_lost_after_seconds): lost, their running sandboxes
  * lost and their capacity released. */
 int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_changed);
+/* *ret_heard: some worker's heartbeat was recorded within the last
+ * within_ms (by any controller). 0 or SBX_EDB. */
+int store_worker_heard_within(PGconn *c, int64_t within_ms, bool *ret_heard);
 /* When worker_id is unreachable: 1, and ret says so, for a message ("its
  * worker W is unreachable (restarting since T; its sandboxes are lost at
  * T2 unless it returns)"); 0 when it is not; SBX_EDB. */

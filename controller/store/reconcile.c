@@ -1099,6 +1099,16 @@ int store_worker_stopped(PGconn *c, const store_limits_t *lim, const char *worke
     return mark_unreachable(c, lim, worker_id, &changed);
 }
 
+int store_worker_heard_within(PGconn *c, int64_t within_ms, bool *ret_heard)
+{
+    char ms[24];
+    snprintf(ms, sizeof ms, "%lld", (long long)within_ms);
+    return store__one_row(c,
+                          "SELECT 1 FROM workers WHERE last_heartbeat > now() - make_interval(secs => $1::bigint / 1000.0) "
+                          "LIMIT 1",
+                          1, (const char *const[]){ ms }, ret_heard);
+}
+
 int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_changed)
 {
     if (mark_unreachable(c, lim, NULL, ret_changed) < 0)
