@@ -75,6 +75,12 @@
  * of the request fits the default max_body_bytes (1 MiB). Larger input goes
  * in as a file. */
 #define SBX_EXEC_STDIN_INLINE_MAX     (512u * 1024u)
+/* A template build the server drives (docs/templates.md): its steps at
+ * most, its tenant's unfinished builds at most, and its build sandbox's
+ * TTL when the request gives none (what bounds the build). */
+#define SBX_BUILD_STEPS_MAX           1000
+#define SBX_BUILDS_ACTIVE_MAX         4
+#define SBX_BUILD_TTL_SECONDS_DEFAULT 1800
 /* Env and labels per sandbox or exec. */
 #define SBX_MAX_ENV                   128
 #define SBX_MAX_LABELS                64

@@ -58,6 +58,10 @@ void api_sandbox_create(req_t *rq);
 int api_sandbox_create_json(req_t *rq, json_object *body, const char *idem, json_object **ret, bool *ret_replayed);
 /* Kicks the reconcile loop when resp's operation was left for it. */
 void api_kick_if_waiting(controller_t *ctl, json_object *resp);
+/* An exec request's body checked (exec_spec_from_json) and held to the
+ * server's ceilings (exec_output_max_bytes, exec_timeout_max_seconds):
+ * 0 with *ex (exec_spec_release), else SBX_EINVAL with err. */
+int api_exec_spec(const controller_t *ctl, json_object *body, exec_spec_t *ex, api_error_t *err);
 void api_sandbox_list(req_t *rq);
 /* A create's spec judged as every create is (api_sandboxes.c): the
  * default disk within the binding ceilings, the server's and the tenant's
@@ -123,6 +127,9 @@ void api_snapshot_delete(req_t *rq, const char *ref);
 void api_template_list(req_t *rq);
 void api_template_get(req_t *rq, const char *name);
 void api_template_delete(req_t *rq, const char *name);
+void api_build_create(req_t *rq, const char *name);
+void api_build_list(req_t *rq, const char *name);
+void api_build_get(req_t *rq, const char *name, const char *id);
 /* A path's sandbox given by name ("/v1/sandboxes/NAME/…"): *id becomes
  * the id of the tenant's sandbox of that name (rq->sandbox_id). An id, or
  * text that is neither, is left for the handler. False when a reply was

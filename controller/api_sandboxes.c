@@ -480,6 +480,21 @@ void api_sandbox_delete(req_t *rq, const char *id)
     http_reply_json(rq, 202, resp);
 }
 
+int api_exec_spec(const controller_t *ctl, json_object *body, exec_spec_t *ex, api_error_t *err)
+{
+    if (exec_spec_from_json(body, ex, err) < 0)
+        return SBX_EINVAL;
+    if (ex->max_output_bytes > ctl->exec_output_max)
+        return api_error_set(err, API_POLICY_DENIED,
+                             "max_output_bytes %lld is over the server ceiling exec_output_max_bytes = %lld",
+                             (long long)ex->max_output_bytes, (long long)ctl->exec_output_max);
+    if (ex->timeout_seconds > ctl->exec_timeout_max)
+        return api_error_set(err, API_POLICY_DENIED,
+                             "timeout_seconds %lld is over the server ceiling exec_timeout_max_seconds = %lld",
+                             (long long)ex->timeout_seconds, (long long)ctl->exec_timeout_max);
+    return 0;
+}
+
 void api_sandbox_exec(req_t *rq, const char *id)
 {
     controller_t *ctl = rq->ctl;
@@ -492,20 +507,8 @@ void api_sandbox_exec(req_t *rq, const char *id)
     memset(&ex, 0, sizeof ex);
     if (http_read_json(rq, (size_t)ctl->max_body_client, &body) < 0)
         return;
-    if (exec_spec_from_json(body, &ex, &err) < 0) {
+    if (api_exec_spec(ctl, body, &ex, &err) < 0) {
         http_reply_api_error(rq, &err);
-        goto cleanup;
-    }
-    if (ex.max_output_bytes > ctl->exec_output_max) {
-        http_reply_error(rq, API_POLICY_DENIED,
-                         "max_output_bytes %lld is over the server ceiling exec_output_max_bytes = %lld",
-                         (long long)ex.max_output_bytes, (long long)ctl->exec_output_max);
-        goto cleanup;
-    }
-    if (ex.timeout_seconds > ctl->exec_timeout_max) {
-        http_reply_error(rq, API_POLICY_DENIED,
-                         "timeout_seconds %lld is over the server ceiling exec_timeout_max_seconds = %lld",
-                         (long long)ex.timeout_seconds, (long long)ctl->exec_timeout_max);
         goto cleanup;
     }
     json_object *canon = exec_spec_to_json(&ex);

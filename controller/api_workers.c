@@ -344,7 +344,7 @@ void api_worker_report(req_t *rq, const char *id)
         controller_wake(rq->ctl, WAKE_EVENTS | WAKE_POLL_FREED, named, 2);
     else
         controller_wake(rq->ctl, WAKE_ALL | WAKE_POLL_FREED, named + 1, 1);
-    if (!kind || strcmp(kind, "exec") != 0)
+    if (!kind || strcmp(kind, "exec") != 0 || atomic_load(&rq->ctl->builds_active))
         controller_kick_reconcile(rq->ctl);
     http_reply_json(rq, 200, resp);
 }

@@ -47,6 +47,9 @@ typedef struct controller {
     notify_listener_t *notify;
     publisher_t *publisher;    /* NATS event publisher; NULL without nats_url */
     atomic_int stopping;
+    /* The reconcile loop's last builds pass saw unfinished template builds:
+     * an exec's end then kicks it too (a build's next step waits on it). */
+    atomic_bool builds_active;
 } controller_t;
 
 /* Migrates the database, binds the listening socket and starts the HTTP

@@ -90,14 +90,15 @@ static int retention_pass(struct reconcile *r)
     store_pruned_t p;
     int rc = store_prune(r->db, cfg_int(cfg, CFG_RETENTION_OPERATIONS_SECONDS),
                          cfg_int(cfg, CFG_RETENTION_EVENTS_SECONDS), &p);
-    pass_done("retention", now, (int)(p.events + p.operations + p.sandboxes + p.routes), rc);
+    pass_done("retention", now, (int)(p.events + p.operations + p.sandboxes + p.routes + p.builds), rc);
     metrics_add(m_pruned, "table=\"events\"", (double)p.events);
     metrics_add(m_pruned, "table=\"operations\"", (double)p.operations);
     metrics_add(m_pruned, "table=\"sandboxes\"", (double)p.sandboxes);
     metrics_add(m_pruned, "table=\"routes\"", (double)p.routes);
-    if (p.events || p.operations || p.sandboxes || p.routes)
-        log_info("retention", "pruned %lld events, %lld operations, %lld sandboxes and %lld routes", p.events,
-                 p.operations, p.sandboxes, p.routes);
+    metrics_add(m_pruned, "table=\"template_builds\"", (double)p.builds);
+    if (p.events || p.operations || p.sandboxes || p.routes || p.builds)
+        log_info("retention", "pruned %lld events, %lld operations, %lld sandboxes, %lld routes and %lld template builds",
+                 p.events, p.operations, p.sandboxes, p.routes, p.builds);
     long long corrected = 0;
     if (rc >= 0 && (rc = store_usage_check(r->db, &corrected)) >= 0 && corrected > 0)
         log_warn("retention", "the live counters differed from a recount for %lld tenant/worker keys; corrected",
@@ -155,6 +156,12 @@ static int reconcile_pass(struct reconcile *r)
             RUN_PASS("admit", store_admit_pending(r->db, &changed));
         if (pending || admitted)
             RUN_PASS("place", store_place_admitted(r->db, &ctl->lim, &changed, &leased));
+        /* a build's next step as soon as its last one finished (a kick) */
+        if (atomic_load(&ctl->builds_active)) {
+            bool active = true;
+            RUN_PASS("builds", store_builds_drive(r->db, &ctl->lim, &changed, &active));
+            atomic_store(&ctl->builds_active, active);
+        }
         if (changed)
             controller_wake_waiters(ctl);
         return rc < 0 ? rc : changed;
@@ -189,6 +196,9 @@ static int reconcile_pass(struct reconcile *r)
         RUN_PASS("lease_expiry", store_expire_leases(r->db, &ctl->lim, &changed));
     RUN_PASS("deadline", store_fail_overdue(r->db, &changed));
     RUN_PASS("delete_retry", store_retry_deletes(r->db, &ctl->lim, &changed));
+    bool builds = true;
+    RUN_PASS("builds", store_builds_drive(r->db, &ctl->lim, &changed, &builds));
+    atomic_store(&ctl->builds_active, builds);
     int folded = 0; /* counters only: no sandbox changed */
     RUN_PASS("usage_fold", store_usage_fold(r->db, &folded));
     if (rc >= 0)

@@ -182,6 +182,33 @@ int store_template_get(PGconn *c, const char *tenant_id, const char *name, json_
  * {"template":{"name","deleted_versions":N}}; 404 when none was live. */
 int store_template_delete(PGconn *c, const char *tenant_id, const char *name, int64_t version, json_object **ret,
                           api_error_t *err);
+/* Template builds the server drives (store/builds.c): the build sandbox
+ * made (its create operation create_op_id), a row of state building. */
+typedef struct build_req {
+    const char *tenant_id, *template_name, *sandbox_id, *create_op_id;
+    json_object *steps;          /* [exec request…], each canonical (exec_spec_to_json) */
+    json_object *config;         /* the version's defaults, canonical; may be NULL */
+    const char *idempotency_key; /* may be NULL */
+    const char *created_by;
+} build_req_t;
+/* {"build":…}; with a key another request of the tenant made a build
+ * under already: that build. */
+int store_build_create(PGconn *c, const build_req_t *b, json_object **ret, api_error_t *err);
+/* The build tenant_id made under key: 0 with *ret ({"build":…}),
+ * SBX_ENOTFOUND, SBX_EDB. */
+int store_build_by_key(PGconn *c, const char *tenant_id, const char *key, json_object **ret);
+/* The tenant's builds still under way or cleaning up. */
+int store_build_active_count(PGconn *c, const char *tenant_id, int64_t *ret);
+/* {"build":…} of tenant_id's template; 404. */
+int store_build_get(PGconn *c, const char *tenant_id, const char *template_name, const char *build_id,
+                    json_object **ret, api_error_t *err);
+/* {"builds":[…]}, newest first, at most 100. */
+int store_build_list(PGconn *c, const char *tenant_id, const char *template_name, json_object **ret,
+                     api_error_t *err);
+/* The reconcile pass: moves each unfinished build on (its next step's
+ * operation, the snapshot, the build sandbox's delete) once what it waits
+ * on has finished. *ret_active: some build is unfinished. */
+int store_builds_drive(PGconn *c, const store_limits_t *lim, int *ret_changed, bool *ret_active);
 /* For a create's "template" ("NAME" or "NAME:VERSION"): the version's (or
  * the newest ready version's) snapshot id and image, as
  * store_snapshot_resolve. 404 none, 409 not ready. */
@@ -571,12 +598,13 @@ int store_stats_render(PGconn *c, sbuf_t *out);
 
 /* Rows one retention pass deleted, per table. */
 typedef struct store_pruned {
-    long long events, operations, sandboxes, routes;
+    long long events, operations, sandboxes, routes, builds;
 } store_pruned_t;
 
 /* Retention: deletes events older than events_seconds, operations finished
  * more than operations_seconds ago, and deleted sandboxes (with their removed
- * routes) whose operations are all gone, plus routes removed that long ago.
+ * routes) whose operations are all gone, plus routes removed that long ago
+ * and template builds finished (and cleaned up) that long ago.
  * Each statement deletes at most SBX_RETENTION_BATCH rows in its own
  * transaction, skipping locked rows, at most SBX_RETENTION_MAX_BATCHES per
  * table; ret_pruned (zeroed first) says how many. Returns 0 or SBX_EDB. */

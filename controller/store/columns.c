@@ -279,7 +279,7 @@ store_table_t store__t_volume = TABLE(volume_cols, NULL);
 static store_table_t *const all_tables[] = { &store__t_sandbox, &store__t_op, &store__t_worker, &store__t_route,
                                              &store__t_tenant, &store__t_token, &store__t_event,
                                              &store__t_assignment, &store__t_pool, &store__t_snapshot,
-                                             &store__t_volume };
+                                             &store__t_volume, &store__t_build };
 static pthread_once_t lists_once = PTHREAD_ONCE_INIT;
 
 static bool col_selected(const store_col_t *col) { return col->kind != COL_HOOK; }

@@ -550,3 +550,9 @@ int store__op_record_done(PGconn *c, const store_limits_t *lim, const char *kind
     free(res);
     return rc == 0 ? 0 : SBX_EDB;
 }
+
+int store__cmd_rows(PGresult *r)
+{
+    const char *t = PQcmdTuples(r);
+    return t && *t ? (int)strtol(t, NULL, 10) : 0;
+}

@@ -5,12 +5,6 @@
 
 /* ---- reconcile passes ---- */
 
-static int cmd_rows(PGresult *r)
-{
-    const char *t = PQcmdTuples(r);
-    return t && *t ? (int)strtol(t, NULL, 10) : 0;
-}
-
 int store_admit_pending(PGconn *c, int *ret_changed)
 {
     assert(op_transition_allowed(OP_PENDING, OP_ADMITTED));
@@ -27,7 +21,7 @@ int store_admit_pending(PGconn *c, int *ret_changed)
                           0, NULL);
     if (!r)
         return SBX_EDB;
-    *ret_changed += cmd_rows(r);
+    *ret_changed += store__cmd_rows(r);
     PQclear(r);
     return 0;
 }
@@ -1088,7 +1082,7 @@ static int mark_unreachable(PGconn *c, const store_limits_t *lim, const char *wo
                           3, p);
     if (!r)
         return SBX_EDB;
-    *ret_changed += cmd_rows(r);
+    *ret_changed += store__cmd_rows(r);
     PQclear(r);
     return 0;
 }
@@ -1122,7 +1116,7 @@ int store_mark_lost_workers(PGconn *c, const store_limits_t *lim, int *ret_chang
                           0, NULL);
     if (!r)
         return SBX_EDB;
-    *ret_changed += cmd_rows(r);
+    *ret_changed += store__cmd_rows(r);
     PQclear(r);
     /* Running sandboxes of lost workers are lost, and their share of
      * capacity is released. (Operations in flight there resolve through
@@ -1142,7 +1136,7 @@ static int prune_batches(PGconn *c, const char *sql, const char *seconds, long l
         PGresult *r = db_exec(c, sql, 1, p);
         if (!r)
             return SBX_EDB;
-        int n = cmd_rows(r);
+        int n = store__cmd_rows(r);
         PQclear(r);
         *ret_rows += n;
         if (n < SBX_RETENTION_BATCH)
@@ -1181,7 +1175,12 @@ int store_prune(PGconn *c, int64_t operations_seconds, int64_t events_seconds, s
                             "DELETE FROM routes WHERE id IN (SELECT id FROM routes "
                             "  WHERE state = 'removed' AND removed_at < now() - make_interval(secs => $1::bigint) "
                             "  LIMIT " STR(SBX_RETENTION_BATCH) " FOR UPDATE SKIP LOCKED)",
-                            ops_s, &ret_pruned->routes)) < 0)
+                            ops_s, &ret_pruned->routes)) < 0 ||
+        (rc = prune_batches(c,
+                            "DELETE FROM template_builds WHERE id IN (SELECT id FROM template_builds "
+                            "  WHERE cleaned AND finished_at < now() - make_interval(secs => $1::bigint) "
+                            "  LIMIT " STR(SBX_RETENTION_BATCH) " FOR UPDATE SKIP LOCKED)",
+                            ops_s, &ret_pruned->builds)) < 0)
         return rc;
     /* A deleted sandbox goes once nothing refers to it any more. */
     rc = prune_batches(c,

@@ -65,7 +65,8 @@ struct store_table {
 };
 
 extern store_table_t store__t_sandbox, store__t_op, store__t_worker, store__t_route, store__t_tenant,
-    store__t_token, store__t_event, store__t_assignment, store__t_pool, store__t_snapshot, store__t_volume;
+    store__t_token, store__t_event, store__t_assignment, store__t_pool, store__t_snapshot, store__t_volume,
+    store__t_build;
 /* A snapshot's state from its row (sn) and its operation (o): deleted once
  * asked, ready once its worker reported it made, failed when its
  * operation failed (or is gone), else pending. */
@@ -131,6 +132,8 @@ int store__op_record_done(PGconn *c, const store_limits_t *lim, const char *kind
                           json_object *result);
 
 int store__db_error(api_error_t *err);
+/* The rows an UPDATE, INSERT or DELETE touched. */
+int store__cmd_rows(PGresult *r);
 json_object *store__parse_json_text(const char *s);
 int store__load_op(PGconn *c, const char *op_id, json_object **ret);
 int store__load_sandbox(PGconn *c, const char *sandbox_id, json_object **ret);

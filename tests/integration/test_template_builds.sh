@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Template builds the server drives (docs/templates.md): POST
+# /v1/templates/NAME/builds with a build sandbox's create request, a list of
+# exec requests and the version's config makes the build sandbox and
+# answers at once; the controller runs the steps one after another as
+# operations, snapshots the sandbox as the template's next version and
+# deletes it, with no client left waiting. A retry with the same
+# Idempotency-Key answers with the same build; a step that exits non-zero
+# fails the build naming the step, runs no further step, makes no version
+# and still deletes its sandbox; bad requests are refused before anything
+# is made; another tenant sees none of it. A sandbox from the version has
+# the files the steps wrote and the config's ENV and WORKDIR.
+# Traffic goes only to the test's controller.
+# itest-timeout: 240
+# itest-parallel
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+itest_begin
+
+ta=$(itest_tenant itest-tbda)
+a=$(itest_token "$ta" member)
+tb=$(itest_tenant itest-tbdb)
+b=$(itest_token "$tb" member)
+export SANDBOX_TOKEN=$a
+itest_track_tenant "$ta"
+itest_track_tenant "$tb"
+tag=$RANDOM$RANDOM
+sbx_req="{\"image\":\"$ITEST_IMAGE\",\"cpu_millis\":100,\"memory_mib\":64}"
+
+# json_len JSON PATH: the length of the array at PATH
+json_len() {
+  python3 -c '
+import json, sys
+cur = json.loads(sys.argv[1])
+for part in sys.argv[2].split("."):
+    cur = cur[part]
+print(len(cur))' "$1" "$2"
+}
+# build_get NAME ID: the build's JSON into BUILD
+build_get() {
+  itest_http GET "/v1/templates/$1/builds/$2" "$a"
+  [ "$HTTP_STATUS" = 200 ] || fail "GET build $2: HTTP $HTTP_STATUS ${HTTP_BODY:0:300}"
+  BUILD=$HTTP_BODY
+}
+# build_over NAME ID: true once the build is ready or failed and its
+# sandbox's delete was asked (cleaned)
+build_over() {
+  local st
+  build_get "$1" "$2"
+  st=$(itest_json "$BUILD" build.state)
+  [ "$st" = ready ] || [ "$st" = failed ] || return 1
+  [ "$(itest_json "$BUILD" build.cleaned)" = true ]
+}
+
+# --- bad requests: nothing is made
+itest_http POST "/v1/templates/web-$tag/builds" "$a" '{"steps":"echo hi"}'
+assert_http 400 invalid_argument "steps not an array"
+itest_http POST "/v1/templates/web-$tag/builds" "$a" '{"steps":[{"argv":["true"]},{"argv":[]}]}'
+assert_http 400 invalid_argument "an empty argv"
+assert_contains "$(itest_json "$HTTP_BODY" error.message)" "steps[1]" "the message names the bad step"
+itest_http POST "/v1/templates/web-$tag/builds" "$a" '{"steps":[],"extra":1}'
+assert_http 400 invalid_argument "an unknown field"
+itest_http POST "/v1/templates/-bad/builds" "$a" '{"steps":[]}'
+assert_http 400 invalid_argument "a bad template name"
+itest_http POST "/v1/templates/web-$tag/builds" "$a" "{\"steps\":[],\"sandbox\":{\"tenant\":\"$tb\"}}"
+assert_http 403 forbidden "a build sandbox in another tenant"
+itest_http POST "/v1/templates/web-$tag/builds" "$a" '{"steps":[],"config":{"nope":1}}'
+assert_http 400 invalid_argument "an unknown config field"
+itest_http GET "/v1/templates/web-$tag/builds" "$a"
+assert_http 200 "" "the template's builds"
+assert_eq 0 "$(json_len "$HTTP_BODY" builds)" "no build was made by a refused request"
+
+# --- a build: two steps, then the version
+key="tbd-$tag"
+body=$(python3 -c '
+import json, sys
+tag, req = sys.argv[1], json.loads(sys.argv[2])
+print(json.dumps({
+  "sandbox": req,
+  "steps": [
+    {"argv": ["sh", "-c", "mkdir -p /app && echo built-%s > /app/note" % tag]},
+    {"argv": ["sh", "-c", "echo \"$GREETING\" > greeting && id -u > uid"], "env": {"GREETING": "hi-" + tag},
+     "cwd": "/app"},
+  ],
+  "config": {"env": {"APP": "app-" + tag}, "workdir": "/app"},
+}))' "$tag" "$sbx_req")
+out=$(curl -s -w '\n%{http_code}' -X POST -H "Authorization: Bearer $a" -H "Idempotency-Key: $key" \
+  -H 'Content-Type: application/json' --data-binary "$body" "$SANDBOX_URL/v1/templates/web-$tag/builds")
+assert_eq 202 "${out##*$'\n'}" "the build is accepted"
+first=${out%$'\n'*}
+bid=$(itest_json "$first" build.id)
+assert_match "$bid" '^bld_[a-z2-7]{26}$' "the build's id"
+assert_eq 2 "$(itest_json "$first" build.steps_total)" "its steps"
+bsbx=$(itest_json "$first" build.sandbox_id)
+itest_track "$bsbx"
+out=$(curl -s -w '\n%{http_code}' -X POST -H "Authorization: Bearer $a" -H "Idempotency-Key: $key" \
+  -H 'Content-Type: application/json' --data-binary "$body" "$SANDBOX_URL/v1/templates/web-$tag/builds")
+assert_eq 202 "${out##*$'\n'}" "the retry is answered"
+assert_eq "$bid" "$(itest_json "${out%$'\n'*}" build.id)" "the retry with the same key answers with the same build"
+# another tenant reaches none of it
+itest_http GET "/v1/templates/web-$tag/builds/$bid" "$b"
+assert_http 404 not_found "another tenant's build"
+itest_http GET "/v1/templates/web-$tag/builds" "$b"
+assert_eq 0 "$(json_len "$HTTP_BODY" builds)" "another tenant lists none"
+
+itest_wait_until 180 "the build finishes and its sandbox goes" build_over "web-$tag" "$bid"
+assert_eq ready "$(itest_json "$BUILD" build.state)" "the build's state [$BUILD]"
+assert_eq 1 "$(itest_json "$BUILD" build.version)" "the template's first version"
+snp=$(itest_json "$BUILD" build.snapshot_id)
+assert_match "$snp" '^snp_' "the version's snapshot"
+assert_eq 2 "$(json_len "$BUILD" build.steps)" "both steps ran"
+assert_eq 0 "$(itest_json "$BUILD" build.steps.1.exit_code)" "the second step's exit code"
+step_op=$(itest_json "$BUILD" build.steps.0.operation)
+itest_http GET "/v1/operations/$step_op" "$a"
+assert_http 200 "" "a step is an operation of the tenant's"
+assert_eq "$bsbx" "$(itest_json "$HTTP_BODY" operation.sandbox_id)" "run in the build sandbox"
+itest_wait_until 60 "the build sandbox is deleted" bash -c \
+  "[ \"\$(SANDBOX_TOKEN=$a '$SANDBOX_CLI' get $bsbx --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"sandbox\"][\"phase\"])')\" = deleted ]"
+
+# a sandbox from the version: the steps' files, the config's ENV and WORKDIR
+assert_exit 0 sandbox create --template "web-$tag" --cpu-millis 100 --memory-mib 64 --wait --timeout 120
+read -r s1 _ <<<"$ITEST_OUT"
+itest_track "$s1"
+assert_exit 0 sandbox exec "$s1" -- sh -c 'cat /app/note greeting uid; echo "$APP"; pwd'
+assert_eq "built-$tag
+hi-$tag
+0
+app-$tag
+/app" "$ITEST_OUT" "the files the steps wrote, the version's ENV and WORKDIR"
+
+# --- a failing step: the build fails there, no version, its sandbox goes
+body=$(python3 -c '
+import json, sys
+print(json.dumps({"sandbox": json.loads(sys.argv[1]), "steps": [
+  {"argv": ["sh", "-c", "echo one > /tmp/one"]},
+  {"argv": ["sh", "-c", "echo failing >&2; exit 3"]},
+  {"argv": ["sh", "-c", "echo never > /tmp/never"]}]}))' "$sbx_req")
+itest_http POST "/v1/templates/web-$tag/builds" "$a" "$body"
+assert_http 202 "" "a build whose second step fails"
+fid=$(itest_json "$HTTP_BODY" build.id)
+itest_track "$(itest_json "$HTTP_BODY" build.sandbox_id)"
+itest_wait_until 180 "the failing build ends" build_over "web-$tag" "$fid"
+assert_eq failed "$(itest_json "$BUILD" build.state)" "the failing build's state"
+assert_eq build_failed "$(itest_json "$BUILD" build.error.code)" "its error code"
+assert_contains "$(itest_json "$BUILD" build.error.message)" "step 2 of 3" "the message names the step"
+assert_contains "$(itest_json "$BUILD" build.error.message)" "exited with 3" "and its exit code"
+assert_eq 2 "$(json_len "$BUILD" build.steps)" "no step ran after the failing one"
+itest_http GET "/v1/templates/web-$tag" "$a"
+assert_eq 1 "$(json_len "$HTTP_BODY" template.versions)" "no version was made"
+itest_http GET "/v1/templates/web-$tag/builds" "$a"
+assert_eq 2 "$(json_len "$HTTP_BODY" builds)" "the template lists both builds"
+assert_eq "$fid" "$(itest_json "$HTTP_BODY" builds.0.id)" "newest first"
+echo "a build the server drove made version 1; a failing step failed its build; both build sandboxes went"
