@@ -9,7 +9,9 @@
 # fails the build naming the step, runs no further step, makes no version
 # and still deletes its sandbox; bad requests are refused before anything
 # is made; another tenant sees none of it. A sandbox from the version has
-# the files the steps wrote and the config's ENV and WORKDIR.
+# the files the steps wrote and the config's ENV and WORKDIR. `sandbox
+# templates build --server` runs a Dockerfile (no COPY yet) that way and
+# prints each RUN's output; a failing RUN names its line.
 # Traffic goes only to the test's controller.
 # itest-timeout: 240
 # itest-parallel
@@ -151,4 +153,41 @@ assert_eq 1 "$(json_len "$HTTP_BODY" template.versions)" "no version was made"
 itest_http GET "/v1/templates/web-$tag/builds" "$a"
 assert_eq 2 "$(json_len "$HTTP_BODY" builds)" "the template lists both builds"
 assert_eq "$fid" "$(itest_json "$HTTP_BODY" builds.0.id)" "newest first"
-echo "a build the server drove made version 1; a failing step failed its build; both build sandboxes went"
+# --- the CLI: sandbox templates build --server runs a Dockerfile's RUN and
+# WORKDIR as the server's build and follows it
+ctx="$ITEST_TMP/tbd-ctx-$tag"
+mkdir -p "$ctx"
+cat >"$ctx/Dockerfile" <<EOF
+FROM $ITEST_IMAGE
+ENV MSG="srv $tag"
+WORKDIR /srv
+RUN echo "\$MSG" > /srv/msg && echo ran-the-run
+CMD ["sh"]
+EOF
+assert_exit 0 sandbox templates build "srv-$tag" -f "$ctx/Dockerfile" "$ctx" --server --cpu-millis 100 \
+  --memory-mib 64 --timeout 300
+assert_match "$(tail -n 1 <<<"$ITEST_OUT")" "^srv-$tag 1 snp_[a-z2-7]{26}\$" "build --server prints NAME VERSION SNAPSHOT"
+assert_eq ran-the-run "$(head -n 1 <<<"$ITEST_OUT")" "the RUN's output is printed"
+assert_contains "$ITEST_ERR" "#3 4: RUN" "each step's header names its line"
+assert_exit 0 sandbox templates builds "srv-$tag"
+assert_match "$ITEST_OUT" "^bld_[a-z2-7]{26} ready 2/2 v1 " "builds lists the server's build"
+assert_exit 0 sandbox create --template "srv-$tag" --cpu-millis 100 --memory-mib 64 --wait --timeout 120
+read -r s2 _ <<<"$ITEST_OUT"
+itest_track "$s2"
+assert_exit 0 sandbox exec "$s2" -- sh -c 'cat msg; pwd'
+assert_eq "srv $tag
+/srv" "$ITEST_OUT" "the server's build of the Dockerfile: its RUN's file, ENV and WORKDIR"
+# a RUN that fails: exit 1, naming the Dockerfile's line
+printf 'FROM %s\nRUN true\nRUN exit 7\n' "$ITEST_IMAGE" >"$ctx/Dockerfile.bad"
+assert_exit 1 sandbox templates build "srv-$tag" -f "$ctx/Dockerfile.bad" "$ctx" --server --cpu-millis 100 \
+  --memory-mib 64 --timeout 300
+assert_contains "$ITEST_ERR" "Dockerfile.bad:3: RUN: step 2 of 2" "a failing RUN names its line"
+assert_contains "$ITEST_ERR" "exited with 7" "and its exit code"
+# COPY is refused before anything is made
+printf 'FROM %s\nCOPY Dockerfile /x\n' "$ITEST_IMAGE" >"$ctx/Dockerfile.copy"
+assert_exit 2 sandbox templates build "srv-$tag" -f "$ctx/Dockerfile.copy" "$ctx" --server
+assert_contains "$ITEST_ERR" "Dockerfile.copy:2: COPY" "COPY with --server names its line"
+assert_exit 0 sandbox templates builds "srv-$tag" --json
+assert_eq 2 "$(json_len "$ITEST_OUT" builds)" "the refused COPY made no build"
+echo "a build the server drove made version 1; a failing step failed its build; both build sandboxes went;"
+echo "templates build --server ran a Dockerfile there"

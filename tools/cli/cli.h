@@ -63,6 +63,7 @@ typedef struct opts {
     json_object *volumes;                    /* create --volume NAME:/path[:ro]...; owned, NULL until given */
     num_opt_t version;                       /* templates delete --version N */
     bool keep_build_sandbox;                 /* templates build --keep-build-sandbox */
+    bool server_build;                       /* templates build --server */
     const char *pos[CLI_POS_MAX]; /* positional arguments */
     int npos;
     char **cmd_argv;            /* exec: everything after "--" */
@@ -237,8 +238,9 @@ int cli_check_exec(cli_t *cli, opts_t *o);
 int cli_cmd_exec(cli_t *cli, opts_t *o);
 int cli_cmd_output(cli_t *cli, opts_t *o);
 /* The kept output of exec op_id, as 'sandbox output OP' prints it (stdout
- * and stderr to ours): an exit code. */
-int cli_output_print(cli_t *cli, const char *op_id);
+ * and stderr to ours; to_stderr: its stdout to our stderr too): an exit
+ * code. */
+int cli_output_print(cli_t *cli, const char *op_id, bool to_stderr);
 int cli_cmd_cancel(cli_t *cli, opts_t *o);
 /* routes.c */
 int cli_check_share(cli_t *cli, opts_t *o);

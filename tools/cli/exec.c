@@ -346,9 +346,9 @@ static int output_read_all(cli_t *cli, const char *op_id, int64_t *offset, exec_
     }
 }
 
-int cli_output_print(cli_t *cli, const char *op_id)
+int cli_output_print(cli_t *cli, const char *op_id, bool to_stderr)
 {
-    exec_follow_t fw = { .cli = cli, .cap = -1 };
+    exec_follow_t fw = { .cli = cli, .cap = -1, .to_stderr = to_stderr };
     int64_t offset = 0;
     bool done = false;
     return output_read_all(cli, op_id, &offset, &fw, &done);

@@ -1074,11 +1074,12 @@ static const command_t commands[] = {
             FN("--memory-mib", memory_mib, SBX_MEMORY_MIB_MIN, SBX_MEMORY_MIB_MAX),
             FN("--disk", disk_mib, SBX_DISK_MIB_MIN, SBX_DISK_MIB_MAX),
             FN("--timeout", timeout, SBX_TTL_SECONDS_MIN, CLI_WAIT_TIMEOUT_MAX),
-            FB("--keep-build-sandbox", keep_build_sandbox), FJSON), 3, false,
+            FB("--keep-build-sandbox", keep_build_sandbox), FB("--server", server_build), FJSON), 3, false,
       "usage: sandbox templates build NAME -f DOCKERFILE [CONTEXT] [--build-arg K=V]...\n"
       "           [--network none|restricted|open] [--isolation CLASS]\n"
       "           [--untrusted-repo] [--cpu-millis N] [--memory-mib N] [--disk MIB]\n"
-      "           [--timeout S] [--keep-build-sandbox] [--json]\n"
+      "           [--timeout S] [--keep-build-sandbox | --server] [--json]\n"
+      "       sandbox templates builds NAME [BUILD] [--json]\n"
       "       sandbox templates list [-q] [--json]\n"
       "       sandbox templates get NAME [--json]\n"
       "       sandbox templates delete NAME [--version N] [--json]\n"
@@ -1109,6 +1110,10 @@ static const command_t commands[] = {
       "     ready and prints 'NAME VERSION SNAPSHOT_ID';\n"
       "  5. it deletes the build sandbox and waits for that, also when the build failed\n"
       "     or was interrupted (Ctrl-C), unless --keep-build-sandbox.\n"
+      "With --server the server drives the build instead (POST /v1/templates/NAME/\n"
+      "builds): steps 2 to 5 run there, each RUN's output is printed once it ran,\n"
+      "and Ctrl-C or --timeout only stop following (the build goes on; 'sandbox\n"
+      "templates builds NAME BUILD' shows it). No COPY or ADD with --server yet.\n"
       "Supported: FROM (one; no AS), ARG, ENV, WORKDIR, USER (below the last RUN, but\n"
       "USER root), RUN (shell or exec form), COPY and ADD of paths in CONTEXT (no URL,\n"
       "no archive, no --chown, --chmod or --from), CMD, ENTRYPOINT, EXPOSE (tcp), LABEL\n"
@@ -1126,6 +1131,8 @@ static const command_t commands[] = {
       "--version N that one) ran and printed: each RUN ('==> argv (state)') and its\n"
       "output, as the server kept it (exec_output_keep_bytes each, and as long as\n"
       "the server keeps operations); --json: {\"version\",\"sandbox_id\",\"steps\":[op…]}.\n"
+      "builds lists the builds the server drove for NAME, newest first, as 'ID STATE\n"
+      "STEPS VERSION CREATED' and a failed one's error (with BUILD: that one).\n"
       "\n"
       "  --version N              delete, logs: that version\n"
       "  -f, --file DOCKERFILE    build: the Dockerfile (default CONTEXT/Dockerfile)\n"
@@ -1137,6 +1144,7 @@ static const command_t commands[] = {
       "                           the network it has: none by default)\n"
       "  --timeout S              build: give up after S seconds in all, the build\n"
       "                           sandbox's TTL (default 1800)\n"
+      "  --server                 build: the server drives the build (above)\n"
       "  --keep-build-sandbox     build: keep the build sandbox (its id on stderr), to\n"
       "                           look into it; its TTL still ends it\n"
       "  -q, --quiet              list: the names only, one per line\n"

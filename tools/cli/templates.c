@@ -330,6 +330,8 @@ static int check_build(cli_t *cli, opts_t *o)
     if (o->npos < 2)
         return cli_usage_error(cli->cmd, "build needs a template NAME: sandbox templates build NAME -f DOCKERFILE "
                                          "[CONTEXT]");
+    if (o->server_build && o->keep_build_sandbox)
+        return cli_usage_error(cli->cmd, "--keep-build-sandbox goes with a build this command drives, not --server");
     if (o->network && strcmp(o->network, "none") != 0 && strcmp(o->network, "restricted") != 0 &&
         strcmp(o->network, "open") != 0)
         return cli_usage_error(cli->cmd, "--network: '%s' is not one of none, restricted, open", o->network);
@@ -389,6 +391,12 @@ static int check_build(cli_t *cli, opts_t *o)
         if (rc)
             return rc;
     }
+    for (size_t k = 0; o->server_build && k < build.df->nsteps; k++)
+        if (build.df->steps[k].kind == DF_STEP_COPY) {
+            say("%s:%d: %s: a build the server drives takes no COPY or ADD yet (without --server this command "
+                "uploads them)", build.file, build.df->steps[k].line, build.df->steps[k].instruction);
+            return EXIT_USAGE;
+        }
     for (size_t k = 0; k < build.df->nnotes; k++)
         say("%s", build.df->notes[k]);
     return 0;
@@ -400,20 +408,25 @@ int cli_check_templates(cli_t *cli, opts_t *o)
     bool is_build = strcmp(sub, "build") == 0;
     if (o->npos > 0 && !is_build &&
         (o->file || o->build_args || o->network || o->isolation || o->untrusted_repo || o->cpu_millis.set ||
-         o->memory_mib.set || o->disk_mib.set || o->timeout.set || o->keep_build_sandbox))
+         o->memory_mib.set || o->disk_mib.set || o->timeout.set || o->keep_build_sandbox || o->server_build))
         return cli_usage_error(cli->cmd, "the build flags (-f, --build-arg, --network, --timeout, ...) go with build");
     if (o->npos > 0 && o->quiet && strcmp(sub, "list") != 0)
         return cli_usage_error(cli->cmd, "-q goes with list");
     if (o->npos > 0 && o->version.set && strcmp(sub, "delete") != 0 && strcmp(sub, "logs") != 0)
         return cli_usage_error(cli->cmd, "--version goes with delete and logs");
-    int rc = cli_check_subcommand(cli, o, "build, list, get, logs or delete");
+    int rc = cli_check_subcommand(cli, o, "build, builds, list, get, logs or delete");
     if (rc >= 0)
         return rc;
     if (is_build)
         return check_build(cli, o);
-    if (strcmp(sub, "get") != 0 && strcmp(sub, "delete") != 0 && strcmp(sub, "logs") != 0)
-        return cli_usage_error(cli->cmd, "unknown subcommand '%s' (build, list, get, logs or delete)", sub);
-    if (o->npos != 2)
+    bool builds = strcmp(sub, "builds") == 0;
+    if (strcmp(sub, "get") != 0 && strcmp(sub, "delete") != 0 && strcmp(sub, "logs") != 0 && !builds)
+        return cli_usage_error(cli->cmd, "unknown subcommand '%s' (build, builds, list, get, logs or delete)", sub);
+    if (builds && (o->npos < 2 || o->npos > 3))
+        return cli_usage_error(cli->cmd, "builds needs a template NAME, and may name one BUILD");
+    if (builds && o->npos == 3 && !ids_valid("bld", o->pos[2]))
+        return cli_usage_error(cli->cmd, "'%.80s' is not a build id (bld_...)", o->pos[2]);
+    if (!builds && o->npos != 2)
         return cli_usage_error(cli->cmd, "%s needs one template NAME", sub);
     if (!spec_snapshot_name_ok(o->pos[1]))
         return cli_usage_error(cli->cmd, "'%.80s' is not a template name (1 to %d letters, digits, _, . or -, "
@@ -984,6 +997,225 @@ static int templates_build(cli_t *cli, opts_t *o)
     return rc;
 }
 
+/* ---------------------------------------------------------------- build --server */
+
+/* The build's steps for the server: WORKDIR as mkdir -p, RUN as its exec
+ * (env, cwd, user, a timeout within the build's). COPY and ADD were
+ * refused before (check_build). NULL out of memory. */
+static json_object *server_steps(int64_t timeout)
+{
+    json_object *steps = json_object_new_array();
+    int64_t tmo = timeout < SBX_EXEC_TIMEOUT_MAX ? timeout : SBX_EXEC_TIMEOUT_MAX;
+    for (size_t k = 0; steps && k < build.df->nsteps; k++) {
+        const df_step_t *st = &build.df->steps[k];
+        char *mk[] = { "mkdir", "-p", "--", st->dir, NULL };
+        json_object *env = NULL, *one = NULL;
+        if (st->kind == DF_STEP_RUN && st->nenv > 0) {
+            env = json_object_new_object();
+            for (size_t i = 0; env && i < st->nenv; i++)
+                jsonx_add_str(env, st->env[i].key, st->env[i].value);
+        }
+        bool run = st->kind == DF_STEP_RUN;
+        client_exec_spec_t spec = { .argv = run ? st->argv : mk, .argc = run ? (int)st->argc : 4, .env = env,
+                                    .cwd = run ? st->cwd : NULL, .user = run ? st->user : NULL,
+                                    .timeout_seconds = { tmo, true } };
+        int rc = client_exec_body(&spec, &one);
+        json_object_put(env);
+        if (rc < 0) {
+            json_object_put(steps);
+            return NULL;
+        }
+        json_object_array_add(steps, one);
+    }
+    return steps;
+}
+
+/* The server's build, followed: each step's header and kept output once it
+ * ran, until the build ends, --timeout passes or Ctrl-C (the build goes on
+ * on the server then). */
+static int templates_build_server(cli_t *cli, opts_t *o)
+{
+    const char *name = o->pos[1];
+    int64_t timeout = o->timeout.set ? o->timeout.v : CLI_TEMPLATE_BUILD_TIMEOUT;
+    int64_t deadline = time_mono_ms() + timeout * 1000;
+    char key[SBX_ID_MAX], tmpl[SBX_SNAPSHOT_NAME_MAX + 16], path[CLIENT_PATH_MAX], bid[CLI_ARG_ID_MAX + 1] = "";
+    if (sodium_init() < 0) {
+        say("cannot initialise libsodium");
+        return EXIT_API;
+    }
+    ids_new("tbuild", key);
+    int rc = from_template(cli, build.df->from, tmpl, sizeof tmpl);
+    if (rc)
+        return rc;
+    json_object *labels = json_object_new_object(), *sbody = NULL, *body = json_object_new_object();
+    jsonx_add_str(labels, "template-build", name);
+    client_create_spec_t spec = {
+        .image = tmpl[0] ? NULL : build.df->from, .template = tmpl[0] ? tmpl : NULL, .network = o->network,
+        .isolation = o->isolation, .cpu_millis = o->cpu_millis, .memory_mib = o->memory_mib,
+        .disk_mib = o->disk_mib, .ttl_seconds = { timeout, true },
+        .untrusted_repo = o->untrusted_repo ? CLIENT_FLAG_TRUE : CLIENT_FLAG_UNSET, .labels = labels,
+    };
+    json_object *steps = server_steps(timeout), *snap = snapshot_body(name), *resp = NULL;
+    if (client_create_body(&spec, &sbody) < 0 || !steps || !snap || !body ||
+        cli_path(path, sizeof path, "/v1/templates/", name, "/builds") != 0) {
+        rc = EXIT_API;
+    } else {
+        jsonx_add(body, "sandbox", json_object_get(sbody));
+        jsonx_add(body, "steps", json_object_get(steps));
+        jsonx_add(body, "config", json_object_get(jsonx_get_obj(snap, "config")));
+        rc = cli_post_keyed(cli, TPL_POST_ATTEMPTS, path, body, key, &resp);
+    }
+    json_object_put(labels);
+    json_object_put(sbody);
+    json_object_put(steps);
+    json_object_put(snap);
+    json_object_put(body);
+    const char *id = rc == 0 ? jsonx_get_str(jsonx_get_obj(resp, "build"), "id") : NULL;
+    if (rc == 0 && (!id || !ids_valid("bld", id))) {
+        fputs("error: bad_response: the build answer has no build.id\n", stderr);
+        rc = EXIT_API;
+    }
+    if (rc) {
+        json_object_put(resp);
+        return rc;
+    }
+    snprintf(bid, sizeof bid, "%s", id);
+    const char *bsbx = jsonx_get_str(jsonx_get_obj(resp, "build"), "sandbox_id");
+    say("build %s on the server, in build sandbox %s (%s %s)", bid, bsbx ? bsbx : "?", tmpl[0] ? "template" : "image",
+        tmpl[0] ? tmpl : build.df->from);
+    header(1, build.df->from_line, build.df->from_text);
+    json_object_put(resp);
+    resp = NULL;
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    cli->client.cancelled = interrupted;
+    httpc_set_abort_flag(cli->http, &build_interrupted);
+    if (cli_path(path, sizeof path, "/v1/templates/", name, "/builds/") != 0 ||
+        strlen(path) + strlen(bid) >= sizeof path) {
+        rc = EXIT_API;
+    } else {
+        strcat(path, bid);
+    }
+    size_t shown = 0;
+    const char *state = "building";
+    json_object *b = NULL;
+    while (rc == 0 && !atomic_load(&build_interrupted)) {
+        json_object_put(resp);
+        resp = NULL;
+        if ((rc = cli_call(cli, "GET", path, NULL, NULL, &resp)) != 0)
+            break;
+        b = jsonx_get_obj(resp, "build");
+        state = jsonx_get_str(b, "state") ? jsonx_get_str(b, "state") : "?";
+        json_object *done = jsonx_get_arr(b, "steps");
+        size_t n = done ? json_object_array_length(done) : 0;
+        for (; shown < n && shown < build.df->nsteps && rc == 0; shown++) {
+            const df_step_t *st = &build.df->steps[shown];
+            const char *op = jsonx_get_str(json_object_array_get_idx(done, shown), "operation");
+            header((int)shown + 2, st->line, st->text);
+            if (op && st->kind == DF_STEP_RUN && strlen(op) <= CLI_ARG_ID_MAX)
+                rc = cli_output_print(cli, op, cli->json);
+        }
+        bool over = strcmp(state, "building") != 0 && strcmp(state, "snapshotting") != 0;
+        if (over || rc)
+            break;
+        if (time_mono_ms() >= deadline) {
+            rc = EXIT_TIMEOUT;
+            break;
+        }
+        client_sleep_ms(&cli->client, 500);
+    }
+    cli->client.cancelled = NULL;
+    httpc_set_abort_flag(cli->http, NULL);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (atomic_load(&build_interrupted) || rc == EXIT_TIMEOUT) {
+        say("%s: the build goes on on the server: sandbox templates builds %s %s",
+            rc == EXIT_TIMEOUT ? "--timeout passed" : "interrupted", name, bid);
+        json_object_put(resp);
+        return rc == EXIT_TIMEOUT ? rc : TPL_EXIT_INTERRUPTED;
+    }
+    if (rc == 0 && strcmp(state, "ready") != 0) {
+        json_object *err = jsonx_get_obj(b, "error");
+        size_t n = jsonx_get_arr(b, "steps") ? json_object_array_length(jsonx_get_arr(b, "steps")) : 0;
+        const char *msg = jsonx_get_str(err, "message") ? jsonx_get_str(err, "message") : state;
+        if (n > 0 && n <= build.df->nsteps && strncmp(msg, "step ", 5) == 0)
+            say("%s:%d: %s: %s", build.file, build.df->steps[n - 1].line, build.df->steps[n - 1].instruction, msg);
+        else
+            say("%s: the build %s %s: %s", build.file, bid, state, msg);
+        rc = EXIT_OP_FAILED;
+    } else if (rc == 0) {
+        fprintf(stderr, "#%zu snapshot: %s, its next version\n", build.df->nsteps + 2, name);
+        const char *snp = jsonx_get_str(b, "snapshot_id");
+        if (cli->json) {
+            /* as a build this command drives prints it: the ready version */
+            json_object *got = NULL;
+            rc = snp ? cli_call_id(cli, "GET", "/v1/snapshots/", snp, NULL, "SNAPSHOT", NULL, NULL, &got) : EXIT_API;
+            if (rc == 0)
+                cli_print_json(got);
+            json_object_put(got);
+        } else {
+            int64_t version = 0;
+            jsonx_get_int(b, "version", &version);
+            cli_put_text(stdout, name);
+            printf(" %lld ", (long long)version);
+            cli_put_text(stdout, jsonx_get_str(b, "snapshot_id") ? jsonx_get_str(b, "snapshot_id") : "?");
+            putchar('\n');
+        }
+    }
+    json_object_put(resp);
+    return rc;
+}
+
+/* One build: ID STATE STEPS VERSION CREATED, then the error of a failed one. */
+static void print_build(json_object *b)
+{
+    json_object *done = jsonx_get_arr(b, "steps");
+    int64_t total = 0, version = 0;
+    jsonx_get_int(b, "steps_total", &total);
+    bool has_version = jsonx_get_int(b, "version", &version);
+    const char *fields[] = { jsonx_get_str(b, "id"), jsonx_get_str(b, "state") };
+    for (size_t i = 0; i < 2; i++) {
+        cli_put_text(stdout, fields[i] ? fields[i] : "-");
+        putchar(' ');
+    }
+    printf("%zu/%lld ", done ? json_object_array_length(done) : 0, (long long)total);
+    if (has_version)
+        printf("v%lld ", (long long)version);
+    else
+        fputs("- ", stdout);
+    cli_put_text(stdout, jsonx_get_str(b, "created_at") ? jsonx_get_str(b, "created_at") : "-");
+    const char *msg = jsonx_get_str(jsonx_get_obj(b, "error"), "message");
+    if (msg) {
+        fputs("  ", stdout);
+        cli_put_text(stdout, msg);
+    }
+    putchar('\n');
+}
+
+/* templates builds NAME [BUILD]: the server's builds of NAME, or one. */
+static int templates_builds(cli_t *cli, const opts_t *o)
+{
+    char path[CLIENT_PATH_MAX];
+    json_object *resp = NULL;
+    int rc = cli_path(path, sizeof path, "/v1/templates/", o->pos[1], "/builds");
+    if (rc == 0 && o->npos > 2) {
+        char tail[CLIENT_PATH_MAX];
+        rc = cli_path(tail, sizeof tail, "/", o->pos[2], NULL);
+        if (rc == 0 && strlen(path) + strlen(tail) < sizeof path)
+            strcat(path, tail);
+        else if (rc == 0)
+            rc = EXIT_USAGE;
+    }
+    if (rc)
+        return cli_usage_error(cli->cmd, "NAME or BUILD too long");
+    rc = cli_call(cli, "GET", path, NULL, NULL, &resp);
+    return cli_print_listing(cli, rc, resp, "build", "builds", print_build);
+}
+
 static void build_release(void)
 {
     for (size_t k = 0; build.plans && build.df && k < build.df->nsteps; k++) {
@@ -1069,7 +1301,7 @@ static int templates_logs(cli_t *cli, const opts_t *o)
                     printf(", exit %lld", (long long)code);
                 putchar('\n');
                 fflush(stdout);
-                rc = cli_output_print(cli, op);
+                rc = cli_output_print(cli, op, false);
             }
             json_object_put(got);
         }
@@ -1102,8 +1334,10 @@ int cli_cmd_templates(cli_t *cli, opts_t *o)
         return templates_list(cli, o);
     if (strcmp(sub, "delete") == 0)
         return templates_delete(cli, o);
+    if (strcmp(sub, "builds") == 0)
+        return templates_builds(cli, o);
     if (strcmp(sub, "build") == 0) {
-        int rc = templates_build(cli, o);
+        int rc = o->server_build ? templates_build_server(cli, o) : templates_build(cli, o);
         build_release();
         return rc;
     }
