@@ -153,6 +153,36 @@ assert_eq 1 "$(json_len "$HTTP_BODY" template.versions)" "no version was made"
 itest_http GET "/v1/templates/web-$tag/builds" "$a"
 assert_eq 2 "$(json_len "$HTTP_BODY" builds)" "the template lists both builds"
 assert_eq "$fid" "$(itest_json "$HTTP_BODY" builds.0.id)" "newest first"
+# --- a controller that made a step's operation and died before noting it
+# (the row put back as it was): the next pass makes the same operation
+# again (its idempotency key replays it), not a second one, and the step
+# runs once
+sql() { "$ITEST_PGBIN/psql" -X -q -At "$DATABASE_URL" -c "$1"; }
+body=$(python3 -c '
+import json, sys
+print(json.dumps({"sandbox": json.loads(sys.argv[1]), "steps": [
+  {"argv": ["sh", "-c", "sleep 5; echo a >> /once.log"]},
+  {"argv": ["sh", "-c", "echo b >> /once.log"]}]}))' "$sbx_req")
+itest_http POST "/v1/templates/once-$tag/builds" "$a" "$body"
+assert_http 202 "" "a build of two steps"
+oid=$(itest_json "$HTTP_BODY" build.id)
+osbx=$(itest_json "$HTTP_BODY" build.sandbox_id)
+itest_track "$osbx"
+step_running() { [ "$(sql "SELECT step FROM template_builds WHERE id = '$oid' AND operation_id IS NOT NULL")" = 1 ]; }
+itest_wait_until 120 "the first step runs" step_running
+made=$(sql "SELECT operation_id FROM template_builds WHERE id = '$oid'")
+assert_eq 1 "$(sql "UPDATE template_builds SET step = 0, operation_id = NULL WHERE id = '$oid' AND step = 1 AND operation_id = '$made' RETURNING 1")" "the note taken back"
+itest_wait_until 180 "the build ends" build_over "once-$tag" "$oid"
+assert_eq ready "$(itest_json "$BUILD" build.state)" "the build after a lost note"
+assert_eq "$made" "$(itest_json "$BUILD" build.steps.0.operation)" "the first step is the operation made before"
+assert_eq 2 "$(sql "SELECT count(*) FROM operations WHERE sandbox_id = '$osbx' AND kind = 'exec'")" "one operation per step"
+assert_exit 0 sandbox create --template "once-$tag" --cpu-millis 100 --memory-mib 64 --wait --timeout 120
+read -r s3 _ <<<"$ITEST_OUT"
+itest_track "$s3"
+assert_exit 0 sandbox exec "$s3" -- cat /once.log
+assert_eq "a
+b" "$ITEST_OUT" "each step ran once"
+
 # --- the CLI: sandbox templates build --server runs a Dockerfile's RUN and
 # WORKDIR as the server's build and follows it
 ctx="$ITEST_TMP/tbd-ctx-$tag"
