@@ -119,7 +119,8 @@ mcp_tool_fn_t tool_share, tool_routes, tool_unshare;
 mcp_tool_fn_t tool_pools, tool_images, tool_pause, tool_resume; /* tools_sandbox.c */
 mcp_tool_fn_t tool_events, tool_logs;
 mcp_tool_fn_t tool_write_file, tool_read_file, tool_list_files; /* tools_files.c */
-mcp_tool_fn_t tool_snapshot, tool_snapshots, tool_snapshot_delete, tool_fork, tool_templates; /* tools_snapshots.c */
+mcp_tool_fn_t tool_snapshot, tool_snapshots, tool_snapshot_delete, tool_fork, tool_templates,
+    tool_template_build; /* tools_snapshots.c */
 mcp_tool_fn_t tool_volume_create, tool_volumes, tool_volume_delete; /* tools_volumes.c */
 
 /* ---------------------------------------------------------------- the server (server.c) */

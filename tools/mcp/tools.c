@@ -308,12 +308,25 @@ const mcp_tool_t tool_table[] = {
     { .run = tool_templates, .def = { "sandbox_templates", "List templates",
       "Lists the templates of the tenant: name, versions and latest, the newest ready version (a snapshot with "
       "its version and config: env, workdir, user, cmd, expose). Start a sandbox from one with sandbox_create "
-      "template. Templates are built from a Dockerfile with the sandbox CLI (sandbox templates build).",
+      "template. Build one with sandbox_template_build, or from a Dockerfile with the sandbox CLI.",
       "{'type':'object','properties':{},'additionalProperties':false}",
       "{'type':'object','properties':{'templates':{'type':'array','items':{'type':'object','properties':{'name':"
       STR ",'versions':{'type':'integer'},'latest':{'type':['object','null']}},'required':['name','versions']}}},"
       "'required':['templates']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
+    { .run = tool_template_build, .def = { "sandbox_template_build", "Build a template version",
+      "Builds the next version of a template on the server: a build sandbox (sandbox: as sandbox_create takes "
+      "it, image or template and limits), each step run in it in order as an exec (a non-zero exit fails the "
+      "build), then a snapshot as the new version with config as its defaults, and the sandbox deleted. Waits "
+      "for the end (a failed build is an error) unless wait is false; build_id alone reads that build.",
+      "{'type':'object','properties':{'template':" DSTR("the template name") ",'steps':{'type':'array','items':"
+      "{'type':'object','properties':{'argv':{'type':'array','items':" STR "},'env':" KV ",'cwd':" STR ",'user':"
+      STR "},'required':['argv']}},'sandbox':{'type':'object'},'config':{'type':'object','description':"
+      "'env, workdir, user, cmd of the version'},'build_id':" DSTR("read this build (bld_...) instead") ","
+      WAIT_PROPS_DEFAULT("true") "},'required':['template'],'additionalProperties':false}",
+      "{'type':'object','properties':{'build':{'type':'object','properties':{'id':" STR ",'state':" STR
+      ",'version':{'type':'integer'}},'required':['id','state']}},'required':['build']}",
+      "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" } },
     { .run = tool_fork, .def = { "sandbox_fork", "Fork a sandbox",
       "Starts count sandboxes with the files of a running sandbox as they are now and its "
       "spec (cpu, memory, disk, ttl, network, isolation, trust, labels; not env, memory or processes): to try "

@@ -1,6 +1,6 @@
 /* sandbox-mcp's snapshot tools: sandbox_snapshot, sandbox_snapshots,
  * sandbox_snapshot_delete (docs/snapshots.md), and sandbox_fork, made of
- * them; sandbox_templates (docs/templates.md). sandbox_create's "from" and
+ * them; sandbox_templates and sandbox_template_build (docs/templates.md). sandbox_create's "from" and
  * "template" are create fields (client/request.c). */
 #include <json-c/json.h>
 #include <sodium.h>
@@ -366,4 +366,83 @@ json_object *tool_fork(call_t *c, json_object *args)
     json_object_put(sresp);
     json_object_put(got);
     return out;
+}
+
+/* ---------------------------------------------------------------- sandbox_template_build */
+
+/* A build the server drives (POST /v1/templates/{name}/builds), waited for
+ * until it ends or timeout_seconds pass (then answered as it is: the build
+ * goes on); with build_id, that build read (and waited for likewise). */
+json_object *tool_template_build(call_t *c, json_object *args)
+{
+    json_object *bad = NULL, *resp = NULL, *steps = NULL, *sb = NULL, *cfg = NULL;
+    const char *tmpl = NULL, *bid = NULL;
+    bool wait = true;
+    int64_t tmo;
+    char path[MCP_PATH_MAX], one[MCP_PATH_MAX];
+    api_err_t e;
+    if (!tool_arg_str(args, "template", &tmpl, &bad) || !tool_arg_str(args, "build_id", &bid, &bad) ||
+        !tool_arg_wait(args, true, &wait, &tmo, &bad))
+        return bad;
+    if (!tmpl)
+        return mcp_tool_error("invalid_argument", "template is required");
+    if (!tool_id_path(path, sizeof path, "/v1/templates/", tmpl, "/builds", &bad))
+        return bad;
+    int64_t deadline = time_mono_ms() + tmo * 1000;
+    if (bid) {
+        if (!ids_valid("bld", bid))
+            return mcp_tool_error("invalid_argument", "build_id must be a build id (bld_...)");
+    } else {
+        json_object_object_get_ex(args, "steps", &steps);
+        json_object_object_get_ex(args, "sandbox", &sb);
+        json_object_object_get_ex(args, "config", &cfg);
+        json_object *body = json_object_new_object();
+        jsonx_add(body, "steps", steps ? json_object_get(steps) : json_object_new_array());
+        if (sb)
+            jsonx_add(body, "sandbox", json_object_get(sb));
+        if (cfg)
+            jsonx_add(body, "config", json_object_get(cfg));
+        char key[SBX_ID_MAX];
+        ids_new("mcpbuild", key);
+        int rc = post_keyed(c, path, body, key, &resp, &e);
+        json_object_put(body);
+        if (rc < 0)
+            return api_failure(&e);
+        bid = jsonx_get_str(jsonx_get_obj(resp, "build"), "id");
+        if (!bid || !ids_valid("bld", bid)) {
+            json_object_put(resp);
+            return mcp_tool_error("bad_response", "the build answer names no build");
+        }
+    }
+    int n = snprintf(one, sizeof one, "%s/%s", path, bid);
+    json_object_put(resp); /* bid is read again below, from the copy in one */
+    resp = NULL;
+    if (n < 0 || (size_t)n >= sizeof one)
+        return mcp_tool_error("invalid_argument", "template too long");
+    const char *state = "building";
+    for (;;) {
+        json_object_put(resp);
+        resp = NULL;
+        if (api(c, "GET", one, NULL, NULL, deadline_in(MCP_REQUEST_TIMEOUT_MS), &resp, &e) < 0)
+            return api_failure(&e);
+        state = jsonx_get_str(jsonx_get_obj(resp, "build"), "state");
+        if (!state)
+            state = "?";
+        bool over = strcmp(state, "building") != 0 && strcmp(state, "snapshotting") != 0;
+        if (over || !wait || time_mono_ms() >= deadline || atomic_load(&c->cancel))
+            break;
+        struct timespec ts = { .tv_sec = 1, .tv_nsec = 0 };
+        nanosleep(&ts, NULL);
+    }
+    if (wait && (strcmp(state, "failed") == 0 || strcmp(state, "cancelled") == 0)) {
+        json_object *err = jsonx_get_obj(jsonx_get_obj(resp, "build"), "error");
+        char msg[700];
+        snprintf(msg, sizeof msg, "build %s of %s %s: %s", one + strlen(path) + 1, tmpl, state,
+                 jsonx_get_str(err, "message") ? jsonx_get_str(err, "message") : "no reason given");
+        json_object *out = mcp_tool_error(jsonx_get_str(err, "code") ? jsonx_get_str(err, "code") : "build_failed",
+                                          msg);
+        json_object_put(resp);
+        return out;
+    }
+    return mcp_tool_ok(resp);
 }
