@@ -309,7 +309,7 @@ run create --help
 expect "create --help names --template and --auto-pause" 0 stdout "--template NAME[:VERSION]" \
     stdout "--auto-pause" stdout "paused"
 run templates
-expect "templates without a subcommand" 2 stderr "missing subcommand: build, list, get, logs or delete"
+expect "templates without a subcommand" 2 stderr "missing subcommand: build, builds, list, get, logs or delete"
 run templates frob
 expect "templates unknown subcommand" 2 stderr "unknown subcommand 'frob'"
 run templates get
@@ -328,6 +328,14 @@ run templates get web -q
 expect "templates -q goes with list" 2 stderr "-q goes with list"
 run templates list -f Dockerfile
 expect "templates list with a build flag" 2 stderr "go with build"
+run templates list --server
+expect "templates list with --server" 2 stderr "go with build"
+run templates builds
+expect "templates builds without NAME" 2 stderr "builds needs a template NAME"
+run templates builds web not-an-id
+expect "templates builds of a bad build id" 2 stderr "not a build id"
+run templates build web -f /dev/null --server --keep-build-sandbox
+expect "templates build --server --keep-build-sandbox" 2 stderr "--keep-build-sandbox goes with a build this command drives"
 run templates build
 expect "templates build without NAME" 2 stderr "build needs a template NAME"
 run templates build 'no spaces' -f /dev/null

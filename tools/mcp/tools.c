@@ -321,8 +321,8 @@ const mcp_tool_t tool_table[] = {
       "for the end (a failed build is an error) unless wait is false; build_id alone reads that build.",
       "{'type':'object','properties':{'template':" DSTR("the template name") ",'steps':{'type':'array','items':"
       "{'type':'object','properties':{'argv':{'type':'array','items':" STR "},'env':" KV ",'cwd':" STR ",'user':"
-      STR "},'required':['argv']}},'sandbox':{'type':'object'},'config':{'type':'object','description':"
-      "'env, workdir, user, cmd of the version'},'build_id':" DSTR("read this build (bld_...) instead") ","
+      STR "},'required':['argv']},'description':'exec steps, in order'},'sandbox':{'type':'object','description':"
+      "'as sandbox_create'},'config':{'type':'object','description':'env, workdir, user, cmd of the version'},'build_id':" DSTR("read this build (bld_...) instead") ","
       WAIT_PROPS_DEFAULT("true") "},'required':['template'],'additionalProperties':false}",
       "{'type':'object','properties':{'build':{'type':'object','properties':{'id':" STR ",'state':" STR
       ",'version':{'type':'integer'}},'required':['id','state']}},'required':['build']}",
