@@ -93,6 +93,12 @@ worker_has_microvm() { itest_worker_ready "$wname" && itest_json "$(worker_doc)"
 qemu_pids() { pgrep -f -- "$vstate/vms/" || true; }
 # a live process (a zombie the host's init has yet to reap is gone)
 alive() { [ -e "/proc/$1" ] && [ "$(ps -o stat= -p "$1" | cut -c1)" != Z ]; }
+# started PID: when the process PID started (its /proc stat's field 22), to
+# tell it from a later process given the same PID (pid_max is 32768 here,
+# and a whole run makes more processes than that)
+started() { awk '{print $22}' "/proc/$1/stat" 2>/dev/null || true; }
+# alive_same PID START: PID is alive and is the process that started at START
+alive_same() { alive "$1" && [ "$(started "$1")" = "$2" ]; }
 driver_pid() { pgrep -f -- "^$vmm --state $vstate" | head -n1 || true; }
 
 # ---- the worker offers microvm, probed, with its accelerator
@@ -126,6 +132,7 @@ assert_match "$ref" '^x:v[0-9a-f]{16}$' "runtime_ref of the hostile sandbox"
 vm=${ref#x:}
 [ -d "$vstate/vms/$vm" ] || fail "no VM directory for $vm"
 qpid=$(cat "$vstate/vms/$vm/qemu.pid")
+qstart=$(started "$qpid")
 assert_contains "$(tr '\0' ' ' <"/proc/$qpid/cmdline")" "-M microvm" "the sandbox's QEMU"
 assert_eq "" "$(docker ps -aq --filter "label=dev.sandbox.id=$hsb")" "Docker containers of the hostile sandbox"
 grep -q "\"sandbox_id\":\"$hsb\"" "$vstate/sandboxes/$vm.json" || fail "no sandbox record with the labels"
@@ -159,6 +166,7 @@ read -r tsb _ <<<"$ITEST_OUT"
 itest_track "$tsb"
 tref=$("$ITEST_PGBIN/psql" -X -q -At "$dburl" -c "SELECT runtime_ref FROM sandboxes WHERE id = '$tsb'")
 tpid=$(cat "$vstate/vms/${tref#x:}/qemu.pid")
+tstart=$(started "$tpid")
 
 # ---- exec: the guest kernel, stdout/stderr/exit code, the bound, timeout, stdin
 t0=$(date +%s%N)
@@ -295,7 +303,7 @@ p0=$(driver_pid)
 kill -9 "$wpid" "$p0"
 t0=$(date +%s)
 wait "$wpid" 2>/dev/null || true
-alive "$qpid" || fail "the VM died with its driver"
+alive_same "$qpid" "$qstart" || fail "the VM died with its driver"
 away() { itest_json "$(sandbox get "$hsb" --json)" sandbox.unreachable.worker >/dev/null 2>&1; }
 itest_wait_until 60 "the VM's sandbox shown unreachable (worker_timeout_seconds)" away
 assert_exit 3 sandbox exec "$hsb" -- true
@@ -343,16 +351,17 @@ assert_exit 0 sandbox get "$lsb" --json
 assert_eq microvm "$(itest_json "$ITEST_OUT" sandbox.isolation)" "class of the restricted sandbox"
 lref=$("$ITEST_PGBIN/psql" -X -q -At "$dburl" -c "SELECT runtime_ref FROM sandboxes WHERE id = '$lsb'")
 lpid=$(cat "$vstate/vms/${lref#x:}/qemu.pid")
+lstart=$(started "$lpid")
 kill -9 "$wpid" "$(driver_pid)"
 wait "$wpid" 2>/dev/null || true
 assert_exit 0 sandbox delete "$lsb"
 start_worker
-lgone() { ! alive "$lpid" && [ ! -e "$vstate/vms/${lref#x:}" ]; }
+lgone() { ! alive_same "$lpid" "$lstart" && [ ! -e "$vstate/vms/${lref#x:}" ]; }
 itest_wait_until 120 "the unwanted VM removed after the restart" lgone
 
 # ---- TTL expiry removed its VM
 ttl_gone() {
-  [ "$(itest_json "$(sandbox get "$tsb" --json)" sandbox.phase)" = deleted ] && ! alive "$tpid" &&
+  [ "$(itest_json "$(sandbox get "$tsb" --json)" sandbox.phase)" = deleted ] && ! alive_same "$tpid" "$tstart" &&
     [ ! -e "$vstate/vms/${tref#x:}" ]
 }
 itest_wait_until 120 "the TTL sandbox's VM removed" ttl_gone
@@ -449,6 +458,6 @@ assert_exit 0 sandbox delete "$hsb" --wait --timeout 60
 gone() { [ -z "$(ls "$vstate/vms")" ] && [ -z "$(qemu_pids)" ]; }
 itest_wait_until 30 "no VM after delete" gone
 assert_eq "" "$(ls "$vstate/sandboxes")" "sandbox records after delete"
-alive "$qpid" && fail "QEMU $qpid outlived its sandbox"
+alive_same "$qpid" "$qstart" && fail "QEMU $qpid outlived its sandbox"
 itest_log "TCG/KVM ($accel) figures: create --hostile --wait ${create_ms} ms (first of its size: makes its template), ${warm_ms} ms (from the template), ${vol_ms} ms with a volume (a cold boot), snapshot of a paused VM ${snap_ms} ms, from a template ${tpl_ms} ms, exec true ${exec_ms} ms (through CLI, controller, worker, driver)"
 true
