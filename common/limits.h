@@ -81,6 +81,10 @@
 #define SBX_BUILD_STEPS_MAX           1000
 #define SBX_BUILDS_ACTIVE_MAX         4
 #define SBX_BUILD_TTL_SECONDS_DEFAULT 1800
+/* A build asked for through E2B's API and never given its steps: failed
+ * after this long. */
+#define SBX_BUILD_WAITING_SQL         "3600"
+#define SBX_BUILD_WAITING_TEXT        "an hour"
 /* Env and labels per sandbox or exec. */
 #define SBX_MAX_ENV                   128
 #define SBX_MAX_LABELS                64

@@ -37,6 +37,13 @@ void e2b_reply_connect_error(req_t *rq, api_code_t code, const char *msg);
  * becomes, and that code's HTTP status. */
 const char *e2b_connect_code(api_code_t code, int *ret_status);
 
+/* E2B's template builds (controller/e2b_build.c): requestBuild,
+ * triggerBuild, getBuildStatus and getFileUploadLink. */
+void e2b_template_request(req_t *rq);
+void e2b_template_build_start(req_t *rq, const char *tmpl, const char *build_id);
+void e2b_template_build_status(req_t *rq, const char *tmpl, const char *build_id);
+void e2b_template_files(req_t *rq, const char *tmpl, const char *hash);
+
 /* Relays one envd call for sandbox_id to the worker that runs it (a grant
  * of purpose GRANT_ENVD, docs/worker.md "E2B envd"): path is what follows
  * /e2b/envd ("/health", "/files", "/process.Process/Start"); the request's

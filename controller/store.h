@@ -205,6 +205,22 @@ int store_build_get(PGconn *c, const char *tenant_id, const char *template_name,
 /* {"builds":[…]}, newest first, at most 100. */
 int store_build_list(PGconn *c, const char *tenant_id, const char *template_name, json_object **ret,
                      api_error_t *err);
+/* A build asked for without its steps yet (E2B's POST /v3/templates):
+ * state waiting, request the build sandbox's create request so far;
+ * {"build":…}. Failed unless started within SBX_BUILD_WAITING_SQL s. */
+int store_build_waiting(PGconn *c, const char *tenant_id, const char *template_name, json_object *request,
+                        const char *created_by, json_object **ret, api_error_t *err);
+/* The request of tenant_id's waiting build (*ret_request, new); 404, 409
+ * when it was started. */
+int store_build_request(PGconn *c, const char *tenant_id, const char *template_name, const char *build_id,
+                        json_object **ret_request, api_error_t *err);
+/* Starts a waiting build with b's sandbox, steps and config (step_names
+ * may be NULL); 409 when it is not waiting any more. */
+int store_build_start(PGconn *c, const build_req_t *b, const char *build_id, json_object *step_names,
+                      api_error_t *err);
+/* Fails tenant_id's waiting builds of the template with message (one
+ * that cannot start: E2B's COPY). 0 or SBX_EDB. */
+int store_build_fail_waiting(PGconn *c, const char *tenant_id, const char *template_name, const char *message);
 /* The reconcile pass: moves each unfinished build on (its next step's
  * operation, the snapshot, the build sandbox's delete) once what it waits
  * on has finished. *ret_active: some build is unfinished. */

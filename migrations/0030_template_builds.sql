@@ -6,14 +6,19 @@
 -- that dies between making a step's operation and noting it here makes the
 -- same operation again, never a second one. No foreign keys to sandboxes or
 -- operations: retention prunes those on its own, and a build row after them.
+-- A build requested through E2B's API (POST /v3/templates) waits, with no
+-- sandbox yet, for its steps (POST /v2/templates/{id}/builds/{build}).
 CREATE TABLE template_builds (
     id            text PRIMARY KEY,
     tenant_id     text NOT NULL REFERENCES tenants(id),
     template      text NOT NULL,
-    state         text NOT NULL CHECK (state IN ('building', 'snapshotting', 'ready', 'failed', 'cancelled')),
+    state         text NOT NULL CHECK (state IN ('waiting', 'building', 'snapshotting', 'ready', 'failed',
+                                                 'cancelled')),
     steps         jsonb NOT NULL,            -- [exec request, ...] as POST /exec takes them
     config        jsonb,                     -- the version's defaults (a snapshot's config)
-    sandbox_id    text NOT NULL,
+    sandbox_id    text,                      -- NULL while waiting
+    request       jsonb,                     -- waiting: the build sandbox's create request so far
+    step_names    jsonb,                     -- [name, ...] per step, when the asker named them (E2B)
     step          integer NOT NULL DEFAULT 0, -- steps started so far
     operation_id  text,                      -- the step's (or snapshot's) operation being waited on
     results       jsonb NOT NULL DEFAULT '[]'::jsonb, -- [{"operation","state","exit_code"}] per step done

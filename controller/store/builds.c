@@ -23,9 +23,10 @@ static const store_col_t build_cols[] = {
     { "template", "b.template", COL_TEXT },
     { "tenant", "tn.name", COL_TEXT },
     { "state", "b.state", COL_TEXT },
-    { "sandbox_id", "b.sandbox_id", COL_TEXT },
+    { "sandbox_id", "b.sandbox_id", COL_TEXT_OMIT },
     { "steps_total", "jsonb_array_length(b.steps)", COL_INT },
     { "steps", "b.results::text", COL_JSON },
+    { "step_names", "b.step_names::text", COL_JSON_OMIT },
     { "operation_id", "b.operation_id", COL_TEXT_OMIT },
     { "snapshot_id", "b.snapshot_id", COL_TEXT_OMIT },
     { "version", "b.version::text", COL_JSON_OMIT },
@@ -39,6 +40,16 @@ static const store_col_t build_cols[] = {
     { "finished_at", TS("b.finished_at"), COL_TEXT_OMIT },
 };
 store_table_t store__t_build = { build_cols, (int)(sizeof build_cols / sizeof build_cols[0]), NULL, NULL };
+
+/* {"build":…} of the build id just made. */
+static int build_fetch(PGconn *c, const char *id, json_object **ret, api_error_t *err)
+{
+    json_object *row = NULL;
+    if (store__fetch_one(c, &store__t_build, BUILD_FROM "WHERE b.id = $1", 1, (const char *const[]){ id }, &row) < 0)
+        return store__db_error(err);
+    *ret = store__wrap("build", row);
+    return 0;
+}
 
 int store_build_active_count(PGconn *c, const char *tenant_id, int64_t *ret)
 {
@@ -90,11 +101,7 @@ int store_build_create(PGconn *c, const build_req_t *b, json_object **ret, api_e
         return store__db_error(err);
     }
     PQclear(r);
-    json_object *row = NULL;
-    if (store__fetch_one(c, &store__t_build, BUILD_FROM "WHERE b.id = $1", 1, (const char *const[]){ id }, &row) < 0)
-        return store__db_error(err);
-    *ret = store__wrap("build", row);
-    return 0;
+    return build_fetch(c, id, ret, err);
 }
 
 int store_build_get(PGconn *c, const char *tenant_id, const char *template_name, const char *build_id,
@@ -113,6 +120,90 @@ int store_build_list(PGconn *c, const char *tenant_id, const char *template_name
                            BUILD_FROM "WHERE b.tenant_id = $1 AND b.template = $2 ORDER BY b.created_at DESC, b.id "
                                       "LIMIT 100",
                            2, p, "builds", ret, err);
+}
+
+int store_build_waiting(PGconn *c, const char *tenant_id, const char *template_name, json_object *request,
+                        const char *created_by, json_object **ret, api_error_t *err)
+{
+    char id[SBX_ID_MAX];
+    ids_new("bld", id);
+    char *req = jsonx_dump(request);
+    if (!req)
+        return api_error_set(err, API_INTERNAL, "out of memory");
+    const char *p[] = { id, tenant_id, template_name, req, created_by };
+    PGresult *r = db_exec(c,
+                          "INSERT INTO template_builds (id, tenant_id, template, state, steps, request, created_by) "
+                          "VALUES ($1, $2, $3, 'waiting', '[]'::jsonb, $4::jsonb, $5)",
+                          5, p);
+    free(req);
+    if (!r)
+        return store__db_error(err);
+    PQclear(r);
+    return build_fetch(c, id, ret, err);
+}
+
+int store_build_request(PGconn *c, const char *tenant_id, const char *template_name, const char *build_id,
+                        json_object **ret_request, api_error_t *err)
+{
+    *ret_request = NULL;
+    const char *p[] = { build_id, tenant_id, template_name };
+    PGresult *r = db_exec(c,
+                          "SELECT state, coalesce(request, '{}'::jsonb)::text FROM template_builds "
+                          "WHERE id = $1 AND tenant_id = $2 AND template = $3",
+                          3, p);
+    if (!r)
+        return store__db_error(err);
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return api_error_set(err, API_NOT_FOUND, "no build %.64s of template %.64s", build_id, template_name);
+    }
+    bool waiting = strcmp(PQgetvalue(r, 0, 0), "waiting") == 0;
+    if (waiting)
+        *ret_request = json_tokener_parse(PQgetvalue(r, 0, 1));
+    PQclear(r);
+    if (!waiting)
+        return api_error_set(err, API_CONFLICT, "build %.64s was started already", build_id);
+    if (!*ret_request)
+        return api_error_set(err, API_INTERNAL, "build %.64s has an unreadable request", build_id);
+    return 0;
+}
+
+int store_build_start(PGconn *c, const build_req_t *b, const char *build_id, json_object *step_names,
+                      api_error_t *err)
+{
+    char *steps = jsonx_dump(b->steps);
+    char *config = b->config && json_object_object_length(b->config) > 0 ? jsonx_dump(b->config) : NULL;
+    char *names = step_names ? jsonx_dump(step_names) : NULL;
+    const char *p[] = { build_id, b->tenant_id, steps, config, b->sandbox_id, b->create_op_id, names };
+    PGresult *r = steps ? db_exec(c,
+                                  "UPDATE template_builds SET state = 'building', steps = $3::jsonb, "
+                                  "  config = $4::jsonb, sandbox_id = $5, operation_id = $6, step_names = $7::jsonb, "
+                                  "  updated_at = now() "
+                                  "WHERE id = $1 AND tenant_id = $2 AND state = 'waiting'",
+                                  7, p)
+                        : NULL;
+    free(steps);
+    free(config);
+    free(names);
+    if (!r)
+        return store__db_error(err);
+    int n = store__cmd_rows(r);
+    PQclear(r);
+    return n == 1 ? 0 : api_error_set(err, API_CONFLICT, "build %.64s was started already", build_id);
+}
+
+int store_build_fail_waiting(PGconn *c, const char *tenant_id, const char *template_name, const char *message)
+{
+    const char *p[] = { tenant_id, template_name, message };
+    PGresult *r = db_exec(c,
+                          "UPDATE template_builds SET state = 'failed', error_code = 'invalid_argument', "
+                          "  error_message = $3, cleaned = true, finished_at = now(), updated_at = now() "
+                          "WHERE tenant_id = $1 AND template = $2 AND state = 'waiting'",
+                          3, p);
+    if (!r)
+        return SBX_EDB;
+    PQclear(r);
+    return 0;
 }
 
 /* ---- the driver ---- */
@@ -186,8 +277,9 @@ static int build_load(PGconn *c, const char *id, build_row_t *b)
 {
     memset(b, 0, sizeof *b);
     PGresult *r = db_exec(c,
-                          "SELECT id, tenant_id, template, state, steps::text, config::text, sandbox_id, step, "
-                          "  coalesce(operation_id, ''), coalesce(created_by, ''), jsonb_array_length(steps) "
+                          "SELECT id, tenant_id, template, state, steps::text, config::text, "
+                          "  coalesce(sandbox_id, ''), step, coalesce(operation_id, ''), coalesce(created_by, ''), "
+                          "  jsonb_array_length(steps) "
                           "FROM template_builds WHERE id = $1 AND NOT cleaned",
                           1, (const char *const[]){ id });
     if (!r)
@@ -333,7 +425,18 @@ static int build_move(PGconn *c, const store_limits_t *lim, const char *id)
     char key[SBX_ID_MAX + 32], hash[65], op[SBX_ID_MAX];
     const char *by = b.created_by[0] ? b.created_by : NULL;
     bool building = strcmp(b.state, "building") == 0, snapshotting = strcmp(b.state, "snapshotting") == 0;
-    if ((building || snapshotting) && b.op_id[0]) {
+    if (strcmp(b.state, "waiting") == 0) {
+        /* asked for and never started (E2B's two calls): gone after an hour */
+        PGresult *u = db_exec(c,
+                              "UPDATE template_builds SET state = 'failed', error_code = 'timeout', error_message = "
+                              "  'the build was never started (no steps came within " SBX_BUILD_WAITING_TEXT ")', "
+                              "  cleaned = true, finished_at = now(), updated_at = now() "
+                              "WHERE id = $1 AND state = 'waiting' AND created_at < now() - make_interval(secs => "
+                              "  " SBX_BUILD_WAITING_SQL ")",
+                              1, (const char *const[]){ b.id });
+        rc = u ? store__cmd_rows(u) > 0 : SBX_EDB;
+        PQclear(u);
+    } else if ((building || snapshotting) && b.op_id[0]) {
         rc = build_op_done(c, &b);
     } else if (building && b.step < b.nsteps) {
         json_object *req = json_object_array_get_idx(b.steps, (size_t)b.step);
@@ -363,6 +466,8 @@ static int build_move(PGconn *c, const store_limits_t *lim, const char *id)
             const char *extra[] = { op };
             rc = build_cas(c, &b, "state = 'snapshotting', operation_id = $3", 1, extra);
         }
+    } else if (!snapshotting && !b.sandbox_id[0]) {
+        rc = 0; /* never had one */
     } else if (!snapshotting) {
         /* ready, failed or cancelled: its build sandbox goes */
         snprintf(key, sizeof key, "tb-%s-delete", b.id);

@@ -4,11 +4,13 @@
 // Run by tests/integration/test_e2b.sh, which also passes:
 //   E2B_CHECK_ROUTE   the route listener's address (host:port) for getHost
 //   E2B_CHECK_PARTS   which parts to run (comma-separated; default all): control
-//                     (the control API alone) and envd (commands, files)
+//                     (the control API alone), envd (commands, files) and
+//                     template (Template.build)
+//   E2B_CHECK_IMAGE   the image template builds start from
 // Prints one line per check; exits non-zero on the first failure. The
 // timing line (create -> first command) is read by the shell test.
 import {
-  Sandbox, CommandExitError, NotFoundError, SandboxNotFoundError, AuthenticationError, InvalidArgumentError,
+  Sandbox, Template, BuildError, CommandExitError, NotFoundError, SandboxNotFoundError, AuthenticationError, InvalidArgumentError,
   TimeoutError, RateLimitError,
 } from 'e2b';
 import assert from 'node:assert/strict';
@@ -256,6 +258,37 @@ async function main() {
   assert.equal(await Sandbox.deleteSnapshot('snp_aaaaaaaaaaaaaaaaaaaaaaaaaa'), false, 'deleteSnapshot of none');
   await fromSnap.kill();
   log('createSnapshot, create from it, listSnapshots, deleteSnapshot ok');
+  // ---- template builds: Template.build runs on the server, then a sandbox
+  // from the template has what the steps made; a failing step is a
+  // BuildError naming it; COPY is refused with its reason
+  if (want('template')) {
+    const image = process.env.E2B_CHECK_IMAGE || 'sandbox/busybox:latest';
+    const name = `e2b-tpl-${process.pid}`;
+    const logs = [];
+    const tpl = Template().fromImage(image).setEnvs({ GREETING: `hi-${process.pid}` }).setWorkdir('/srv')
+      .runCmd('echo "$GREETING" > /srv/greeting').runCmd('pwd > /srv/where');
+    const built = await Template.build(tpl, name, { cpuCount: 1, memoryMB: 128, onBuildLogs: (e) => logs.push(String(e)) });
+    assert.equal(built.templateId, name, `Template.build's templateId: ${JSON.stringify(built)}`);
+    assert.match(built.buildId, /^bld_/, 'its buildId');
+    assert.ok(logs.some((l) => /version 1 ready/.test(l)), `the build's log names the version: ${logs.join(' | ')}`);
+    const status = await Template.getBuildStatus({ templateId: name, buildId: built.buildId });
+    assert.equal(status.status, 'ready', 'getBuildStatus of the build');
+    const fromTpl = await Sandbox.create(name, { metadata: { suite: label, role: 'from-template' }, timeoutMs: 120_000 });
+    created.push(fromTpl);
+    if (want('envd')) {
+      const r = await fromTpl.commands.run('cat /srv/greeting /srv/where; echo "$GREETING"; pwd');
+      assert.equal(r.stdout, `hi-${process.pid}\n/srv\nhi-${process.pid}\n/srv\n`, 'the built files, ENV and WORKDIR');
+    }
+    await fromTpl.kill();
+    const bad = Template().fromImage(image).runCmd('true').runCmd('echo failing >&2; exit 5');
+    const e = await expectReject(Template.build(bad, name, { cpuCount: 1, memoryMB: 128 }), BuildError, 'a failing step');
+    assert.match(e.message, /step 2 of 2 .* exited with 5/, `the failed build's message: ${e.message}`);
+    const copy = Template().fromImage(image).copy('e2b_check.mjs', '/x/');
+    const ce = await Template.build(copy, name, { cpuCount: 1, memoryMB: 128 }).then(() => null, (err) => err);
+    assert.ok(ce && /COPY is not supported/.test(ce.message), `a COPY: ${ce && ce.message}`);
+    log('Template.build, create from it, a failing step, COPY refused ok');
+  }
+
   const before = new Date(info.endAt).getTime();
   await sbx.setTimeout(1_800_000);
   const after = new Date((await sbx.getInfo()).endAt).getTime();

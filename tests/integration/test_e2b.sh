@@ -50,7 +50,7 @@ itest_wait_healthz "http://127.0.0.1:$c3port" "$c3pid" "the E2B test's rate-limi
 export E2B_CHECK_LIMITED_URL="http://127.0.0.1:$c3port/e2b"
 SANDBOX_URL="http://127.0.0.1:$c2port"
 export E2B_API_URL="$SANDBOX_URL/e2b" E2B_SANDBOX_URL="$SANDBOX_URL/e2b/envd" E2B_API_KEY="$SANDBOX_TOKEN"
-export E2B_CHECK_ROUTE="127.0.0.1:$c2rport" E2B_CHECK_OTHER_KEY="$other_key"
+export E2B_CHECK_ROUTE="127.0.0.1:$c2rport" E2B_CHECK_OTHER_KEY="$other_key" E2B_CHECK_IMAGE="$ITEST_IMAGE"
 unset E2B_DOMAIN E2B_DEBUG
 
 # ---- the control API's own answers (curl), before the SDK
