@@ -413,6 +413,27 @@ static void op_id_of(json_object *resp, char out[SBX_ID_MAX])
     json_object_put(resp);
 }
 
+/* The build acts as the token that asked for it: once that token is
+ * revoked or expired, the build makes nothing more and fails (its sandbox
+ * then goes). 1 failed for that, 0 the token lives (or none is named),
+ * SBX_EDB. */
+static int build_token_gone(PGconn *c, build_row_t *b)
+{
+    if (!b->created_by[0])
+        return 0;
+    char hash[72];
+    auth_info_t info;
+    int64_t left = -1;
+    int rc = store_token_find(c, b->created_by, hash, &info, &left);
+    if (rc == SBX_EDB)
+        return SBX_EDB;
+    if (rc == 0)
+        return 0;
+    char msg[160];
+    snprintf(msg, sizeof msg, "the token that asked for the build (%s) was revoked or expired", b->created_by);
+    return build_fail(c, b, "unauthorized", msg) < 0 ? SBX_EDB : 1;
+}
+
 /* One move of one build. 1 moved, 0 nothing to do now, SBX_EDB. */
 static int build_move(PGconn *c, const store_limits_t *lim, const char *id)
 {
@@ -438,6 +459,8 @@ static int build_move(PGconn *c, const store_limits_t *lim, const char *id)
         PQclear(u);
     } else if ((building || snapshotting) && b.op_id[0]) {
         rc = build_op_done(c, &b);
+    } else if (building && (rc = build_token_gone(c, &b)) != 0) {
+        /* failed for it (or a database error) */
     } else if (building && b.step < b.nsteps) {
         json_object *req = json_object_array_get_idx(b.steps, (size_t)b.step);
         char what[32];

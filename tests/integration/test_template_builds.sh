@@ -8,7 +8,8 @@
 # Idempotency-Key answers with the same build; a step that exits non-zero
 # fails the build naming the step, runs no further step, makes no version
 # and still deletes its sandbox; bad requests are refused before anything
-# is made; another tenant sees none of it. A sandbox from the version has
+# is made; another tenant sees none of it; a build whose token is revoked
+# stops there and fails. A sandbox from the version has
 # the files the steps wrote and the config's ENV and WORKDIR. `sandbox
 # templates build --server` runs a Dockerfile (no COPY yet) that way and
 # prints each RUN's output; a failing RUN names its line.
@@ -182,6 +183,26 @@ itest_track "$s3"
 assert_exit 0 sandbox exec "$s3" -- cat /once.log
 assert_eq "a
 b" "$ITEST_OUT" "each step ran once"
+
+# --- the build acts as the token that asked: once it is revoked, the build
+# makes nothing more (the step under way ends; no further step runs) and
+# fails, and its sandbox goes
+c=$(itest_token "$ta" member)
+body=$(python3 -c '
+import json, sys
+print(json.dumps({"sandbox": json.loads(sys.argv[1]), "steps": [
+  {"argv": ["sh", "-c", "sleep 4"]}, {"argv": ["sh", "-c", "echo never"]}]}))' "$sbx_req")
+itest_http POST "/v1/templates/revoked-$tag/builds" "$c" "$body"
+assert_http 202 "" "a build by a token about to be revoked"
+rid=$(itest_json "$HTTP_BODY" build.id)
+itest_track "$(itest_json "$HTTP_BODY" build.sandbox_id)"
+rstep() { [ "$(sql "SELECT step FROM template_builds WHERE id = '$rid' AND operation_id IS NOT NULL")" = 1 ]; }
+itest_wait_until 120 "the first step runs" rstep
+SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN assert_exit 0 sandbox tokens revoke "$(sql "SELECT created_by FROM template_builds WHERE id = '$rid'")"
+itest_wait_until 120 "the build of the revoked token ends" build_over "revoked-$tag" "$rid"
+assert_eq failed "$(itest_json "$BUILD" build.state)" "the build after its token was revoked"
+assert_eq unauthorized "$(itest_json "$BUILD" build.error.code)" "its error code"
+assert_eq 1 "$(json_len "$BUILD" build.steps)" "no step ran after the revocation"
 
 # --- the CLI: sandbox templates build --server runs a Dockerfile's RUN and
 # WORKDIR as the server's build and follows it
