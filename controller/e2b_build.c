@@ -68,7 +68,11 @@ void e2b_template_request(req_t *rq)
         goto out;
     req = json_object_new_object();
     int64_t v = 0;
-    if (jsonx_get_int(body, "cpuCount", &v) && v > 0)
+    if (jsonx_get_int(body, "cpuCount", &v) && (v < 1 || v > SBX_CPU_MILLIS_MAX / 1000)) {
+        e2b_reply_error(rq, API_INVALID_ARGUMENT, "cpuCount is out of range");
+        goto out;
+    }
+    if (v > 0)
         jsonx_add_int(req, "cpu_millis", v * 1000);
     if (jsonx_get_int(body, "memoryMB", &v) && v > 0)
         jsonx_add_int(req, "memory_mib", v);

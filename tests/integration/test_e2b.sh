@@ -101,6 +101,31 @@ e2b_call POST /e2b/v2/sandboxes "$SANDBOX_TOKEN" '{"templateID":"base","metadata
 assert_eq 422 "$code" "a hostile create where no worker offers microvm"
 assert_contains "$body" "isolation_unavailable" "the refused hostile create"
 
+# template builds: bad requests refused, another tenant's build unseen
+e2b_call POST /e2b/v3/templates "$SANDBOX_TOKEN" '{"name":"e2b-raw","cpuCount":1000000000000000}'
+assert_eq 400 "$code" "a build with cpuCount out of range"
+e2b_call POST /e2b/v3/templates "$SANDBOX_TOKEN" '{"name":"e2b-raw:v2"}'
+assert_eq 400 "$code" "a build with a tag"
+e2b_call POST /e2b/v3/templates "$SANDBOX_TOKEN" '{"name":"e2b-raw","cpuCount":1,"memoryMB":64}'
+assert_eq 202 "$code" "a build requested"
+raw_build=$(itest_json "$body" buildID)
+e2b_call GET "/e2b/templates/e2b-raw/builds/$raw_build/status" "$other_key"
+assert_eq 404 "$code" "another tenant's build status"
+e2b_call POST "/e2b/v2/templates/e2b-raw/builds/$raw_build" "$other_key" '{"fromImage":"x","steps":[]}'
+assert_eq 404 "$code" "another tenant starting the build"
+e2b_call POST "/e2b/v2/templates/e2b-raw/builds/$raw_build" "$SANDBOX_TOKEN" '{"fromImage":"x","startCmd":"sh"}'
+assert_eq 400 "$code" "a start command"
+e2b_call POST "/e2b/v2/templates/e2b-raw/builds/$raw_build" "$SANDBOX_TOKEN" \
+  '{"fromImage":"x","steps":[{"type":"RUN","args":["true"]},{"type":"HEALTHCHECK","args":["x"]}]}'
+assert_eq 400 "$code" "an instruction not taken"
+assert_contains "$(itest_json "$body" message)" "steps[1]" "the message names it"
+e2b_call GET "/e2b/templates/e2b-raw/builds/$raw_build/status" "$SANDBOX_TOKEN"
+assert_eq waiting "$(itest_json "$body" status)" "a refused trigger leaves the build waiting"
+e2b_call GET "/e2b/templates/e2b-raw/files/abc" "$SANDBOX_TOKEN"
+assert_eq 400 "$code" "COPY's upload link"
+e2b_call GET "/e2b/templates/e2b-raw/builds/$raw_build/status" "$SANDBOX_TOKEN"
+assert_eq error "$(itest_json "$body" status)" "a COPY fails the template's waiting build"
+
 # ---- the SDK
 out="$ITEST_TMP/e2b-check-$$.out"
 if ! (cd "$dir" && E2B_CHECK_PARTS=${E2B_CHECK_PARTS:-all} timeout 240 node e2b_check.mjs) >"$out" 2>&1; then
