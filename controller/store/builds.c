@@ -25,6 +25,7 @@ static const store_col_t build_cols[] = {
     { "state", "b.state", COL_TEXT },
     { "sandbox_id", "b.sandbox_id", COL_TEXT_OMIT },
     { "steps_total", "jsonb_array_length(b.steps)", COL_INT },
+    { "steps_started", "b.step", COL_INT },
     { "steps", "b.results::text", COL_JSON },
     { "step_names", "b.step_names::text", COL_JSON_OMIT },
     { "operation_id", "b.operation_id", COL_TEXT_OMIT },

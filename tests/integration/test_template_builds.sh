@@ -228,6 +228,17 @@ itest_track "$s2"
 assert_exit 0 sandbox exec "$s2" -- sh -c 'cat msg; pwd'
 assert_eq "srv $tag
 /srv" "$ITEST_OUT" "the server's build of the Dockerfile: its RUN's file, ENV and WORKDIR"
+# a RUN's output comes as it is written, not once the RUN has ended
+printf 'FROM %s\nRUN echo early-%s && sleep 5 && echo late-%s\n' "$ITEST_IMAGE" "$tag" "$tag" >"$ctx/Dockerfile.live"
+live_out="$ITEST_TMP/tbd-live-$tag.out"
+sandbox templates build "live-$tag" -f "$ctx/Dockerfile.live" "$ctx" --server --cpu-millis 100 --memory-mib 64 \
+  --timeout 300 >"$live_out" 2>&1 &
+live_pid=$!
+itest_wait_until 120 "the RUN's first line while it runs" grep -qx "early-$tag" "$live_out"
+! grep -qx "late-$tag" "$live_out" || fail "the RUN's first line came only with its last: $(cat "$live_out")"
+wait "$live_pid" || fail "the live build failed: $(cat "$live_out")"
+grep -qx "late-$tag" "$live_out" || fail "the RUN's last line is missing: $(cat "$live_out")"
+assert_contains "$(cat "$live_out")" "live-$tag 1 snp_" "the live build's version"
 # a RUN that fails: exit 1, naming the Dockerfile's line
 printf 'FROM %s\nRUN true\nRUN exit 7\n' "$ITEST_IMAGE" >"$ctx/Dockerfile.bad"
 assert_exit 1 sandbox templates build "srv-$tag" -f "$ctx/Dockerfile.bad" "$ctx" --server --cpu-millis 100 \

@@ -239,8 +239,9 @@ int cli_cmd_exec(cli_t *cli, opts_t *o);
 int cli_cmd_output(cli_t *cli, opts_t *o);
 /* The kept output of exec op_id, as 'sandbox output OP' prints it (stdout
  * and stderr to ours; to_stderr: its stdout to our stderr too): an exit
- * code. */
-int cli_output_print(cli_t *cli, const char *op_id, bool to_stderr);
+ * code. follow_s > 0: as it comes, until the exec ends (EXIT_TIMEOUT when
+ * follow_s seconds pass first). */
+int cli_output_print(cli_t *cli, const char *op_id, bool to_stderr, int64_t follow_s);
 int cli_cmd_cancel(cli_t *cli, opts_t *o);
 /* routes.c */
 int cli_check_share(cli_t *cli, opts_t *o);

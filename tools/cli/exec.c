@@ -346,12 +346,26 @@ static int output_read_all(cli_t *cli, const char *op_id, int64_t *offset, exec_
     }
 }
 
-int cli_output_print(cli_t *cli, const char *op_id, bool to_stderr)
+int cli_output_print(cli_t *cli, const char *op_id, bool to_stderr, int64_t follow_s)
 {
     exec_follow_t fw = { .cli = cli, .cap = -1, .to_stderr = to_stderr };
     int64_t offset = 0;
     bool done = false;
-    return output_read_all(cli, op_id, &offset, &fw, &done);
+    if (follow_s <= 0)
+        return output_read_all(cli, op_id, &offset, &fw, &done);
+    client_follow_t f = { .timeout_s = follow_s, .poll_wait_s = CLI_POLL_WAIT_MAX, .on_chunk = follow_chunk,
+                          .on_skip = follow_skip, .on_outage = follow_outage, .ud = &fw };
+    client_error_t e;
+    int r = client_follow_output(&cli->client, op_id, &offset, &f, &done, &e);
+    if (r == SBX_ETOOBIG)
+        return cli_usage_error(cli->cmd, "operation id too long");
+    if (r < 0) {
+        char path[CLIENT_PATH_MAX];
+        if (client_path(path, sizeof path, "/v1/operations/", op_id, "/output") != 0)
+            path[0] = '\0';
+        return cli_call_failed(cli, "GET", path, &e);
+    }
+    return done ? EXIT_OK : EXIT_TIMEOUT;
 }
 
 int cli_cmd_output(cli_t *cli, opts_t *o)

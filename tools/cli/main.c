@@ -1111,7 +1111,7 @@ static const command_t commands[] = {
       "  5. it deletes the build sandbox and waits for that, also when the build failed\n"
       "     or was interrupted (Ctrl-C), unless --keep-build-sandbox.\n"
       "With --server the server drives the build instead (POST /v1/templates/NAME/\n"
-      "builds): steps 2 to 5 run there, each RUN's output is printed once it ran,\n"
+      "builds): steps 2 to 5 run there, each RUN's output is printed as it comes,\n"
       "and Ctrl-C or --timeout only stop following (the build goes on; 'sandbox\n"
       "templates builds NAME BUILD' shows it). No COPY or ADD with --server yet.\n"
       "Supported: FROM (one; no AS), ARG, ENV, WORKDIR, USER (below the last RUN, but\n"

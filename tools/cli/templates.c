@@ -1121,7 +1121,24 @@ static int templates_build_server(cli_t *cli, opts_t *o)
             const char *op = jsonx_get_str(json_object_array_get_idx(done, shown), "operation");
             header((int)shown + 2, st->line, st->text);
             if (op && st->kind == DF_STEP_RUN && strlen(op) <= CLI_ARG_ID_MAX)
-                rc = cli_output_print(cli, op, cli->json);
+                rc = cli_output_print(cli, op, cli->json, 0);
+        }
+        /* the step under way: its header now and its output as it comes */
+        int64_t started = 0;
+        const char *cur = jsonx_get_str(b, "operation_id");
+        if (rc == 0 && strcmp(state, "building") == 0 && jsonx_get_int(b, "steps_started", &started) &&
+            started == (int64_t)shown + 1 && shown < build.df->nsteps && cur && strlen(cur) <= CLI_ARG_ID_MAX) {
+            const df_step_t *st = &build.df->steps[shown];
+            header((int)shown + 2, st->line, st->text);
+            int64_t left = left_s(deadline);
+            if (st->kind == DF_STEP_RUN && left > 0) {
+                rc = cli_output_print(cli, cur, cli->json, left);
+                if (rc == EXIT_TIMEOUT && !atomic_load(&build_interrupted))
+                    rc = 0; /* the deadline check below words it */
+            }
+            shown++;
+            if (atomic_load(&build_interrupted))
+                rc = 0;
         }
         bool over = strcmp(state, "building") != 0 && strcmp(state, "snapshotting") != 0;
         if (over || rc)
@@ -1305,7 +1322,7 @@ static int templates_logs(cli_t *cli, const opts_t *o)
                     printf(", exit %lld", (long long)code);
                 putchar('\n');
                 fflush(stdout);
-                rc = cli_output_print(cli, op, false);
+                rc = cli_output_print(cli, op, false, 0);
             }
             json_object_put(got);
         }
