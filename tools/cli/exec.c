@@ -323,6 +323,18 @@ int cli_cmd_exec(cli_t *cli, opts_t *o)
     return rc;
 }
 
+/* The exit code of a follow of op_id's output that failed (r < 0), said:
+ * a usage error for an id too long, else the call's failure. */
+static int follow_failed(cli_t *cli, const char *op_id, int r, const client_error_t *e)
+{
+    if (r == SBX_ETOOBIG)
+        return cli_usage_error(cli->cmd, "operation id too long");
+    char path[CLIENT_PATH_MAX];
+    if (client_path(path, sizeof path, "/v1/operations/", op_id, "/output") != 0)
+        path[0] = '\0';
+    return cli_call_failed(cli, "GET", path, e);
+}
+
 /* Reads op_id's output from *offset as far as it goes now: 0 with *done,
  * or an exit code (printed). */
 static int output_read_all(cli_t *cli, const char *op_id, int64_t *offset, exec_follow_t *fw, bool *done)
@@ -333,14 +345,8 @@ static int output_read_all(cli_t *cli, const char *op_id, int64_t *offset, exec_
         int64_t before = *offset;
         client_error_t e;
         int r = client_follow_output(&cli->client, op_id, offset, &f, done, &e);
-        if (r == SBX_ETOOBIG)
-            return cli_usage_error(cli->cmd, "operation id too long");
-        if (r < 0) {
-            char path[CLIENT_PATH_MAX];
-            if (client_path(path, sizeof path, "/v1/operations/", op_id, "/output") != 0)
-                path[0] = '\0';
-            return cli_call_failed(cli, "GET", path, &e);
-        }
+        if (r < 0)
+            return follow_failed(cli, op_id, r, &e);
         if (*done || *offset == before)
             return 0;
     }
@@ -357,14 +363,8 @@ int cli_output_print(cli_t *cli, const char *op_id, bool to_stderr, int64_t foll
                           .on_skip = follow_skip, .on_outage = follow_outage, .ud = &fw };
     client_error_t e;
     int r = client_follow_output(&cli->client, op_id, &offset, &f, &done, &e);
-    if (r == SBX_ETOOBIG)
-        return cli_usage_error(cli->cmd, "operation id too long");
-    if (r < 0) {
-        char path[CLIENT_PATH_MAX];
-        if (client_path(path, sizeof path, "/v1/operations/", op_id, "/output") != 0)
-            path[0] = '\0';
-        return cli_call_failed(cli, "GET", path, &e);
-    }
+    if (r < 0)
+        return follow_failed(cli, op_id, r, &e);
     return done ? EXIT_OK : EXIT_TIMEOUT;
 }
 
@@ -381,13 +381,8 @@ int cli_cmd_output(cli_t *cli, opts_t *o)
                               .on_skip = follow_skip, .on_outage = follow_outage, .ud = &fw };
         client_error_t e;
         int r = client_follow_output(&cli->client, op_id, &offset, &f, &done, &e);
-        if (r == SBX_ETOOBIG)
-            rc = cli_usage_error(cli->cmd, "operation id too long");
-        else if (r < 0) {
-            char path[CLIENT_PATH_MAX];
-            if (client_path(path, sizeof path, "/v1/operations/", op_id, "/output") != 0)
-                path[0] = '\0';
-            rc = cli_call_failed(cli, "GET", path, &e);
+        if (r < 0) {
+            rc = follow_failed(cli, op_id, r, &e);
         } else if (!done) {
             fprintf(stderr, "sandbox: timed out after %lld s following ", (long long)budget);
             cli_put_text(stderr, op_id);
