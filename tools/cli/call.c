@@ -223,3 +223,13 @@ int cli_post_keyed(cli_t *cli, int attempts, const char *path, json_object *body
             return cli_call_failed(cli, "POST", path, &e);
     }
 }
+
+void cli_catch_signals(void (*handler)(int), struct sigaction *old_int, struct sigaction *old_term)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, old_int);
+    sigaction(SIGTERM, &sa, old_term);
+}

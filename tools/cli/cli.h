@@ -5,6 +5,7 @@
 #define SBX_CLI_H
 
 #include <json-c/json.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -145,6 +146,9 @@ int cli_print_listing(cli_t *cli, int rc, json_object *resp, const char *one, co
 
 /* Prints a failed call's error (docs/cli.md) and returns its exit code. */
 int cli_call_failed(cli_t *cli, const char *method, const char *path, const client_error_t *e);
+/* SIGINT and SIGTERM go to handler from here; their old actions into
+ * old_int and old_term when not NULL (the caller puts them back). */
+void cli_catch_signals(void (*handler)(int), struct sigaction *old_int, struct sigaction *old_term);
 
 /* "cannot reach URL: why" or "URL answered HTTP N" for a retryable failure. */
 void cli_problem_text(const cli_t *cli, const client_error_t *e, char *buf, size_t n);

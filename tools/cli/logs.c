@@ -77,12 +77,7 @@ int cli_cmd_logs(cli_t *cli, opts_t *o)
         pl = strlen(path);
         snprintf(path + pl, sizeof path - pl, "&tail=%lld", (long long)o->tail.v);
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = logs_on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    cli_catch_signals(logs_on_signal, NULL, NULL);
     httpc_set_abort_flag(cli->http, &logs_interrupted);
     logs_out_t lo = { .cli = cli };
     httpc_response_t resp;

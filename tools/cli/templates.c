@@ -93,18 +93,6 @@ static void on_signal(int sig)
     build_interrupted = 1;
 }
 
-/* SIGINT and SIGTERM set build_interrupted from here; the old actions
- * into old_int and old_term (put back by the caller). */
-static void catch_signals(struct sigaction *old_int, struct sigaction *old_term)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, old_int);
-    sigaction(SIGTERM, &sa, old_term);
-}
-
 static bool interrupted(void *ud)
 {
     (void)ud;
@@ -921,7 +909,7 @@ static int templates_build(cli_t *cli, opts_t *o)
     }
     ids_new("tbuild", key);
     struct sigaction old_int, old_term;
-    catch_signals(&old_int, &old_term);
+    cli_catch_signals(on_signal, &old_int, &old_term);
     signal(SIGPIPE, SIG_IGN);
     /* 1. the build sandbox, from FROM's template or image */
     int rc = from_template(cli, build.df->from, tmpl, sizeof tmpl);
@@ -1095,7 +1083,7 @@ static int templates_build_server(cli_t *cli, opts_t *o)
     json_object_put(resp);
     resp = NULL;
     struct sigaction old_int, old_term;
-    catch_signals(&old_int, &old_term);
+    cli_catch_signals(on_signal, &old_int, &old_term);
     cli->client.cancelled = interrupted;
     httpc_set_abort_flag(cli->http, &build_interrupted);
     if (cli_path(path, sizeof path, "/v1/templates/", name, "/builds/") != 0 ||
