@@ -127,6 +127,17 @@ void api_snapshot_delete(req_t *rq, const char *ref);
 void api_template_list(req_t *rq);
 void api_template_get(req_t *rq, const char *name);
 void api_template_delete(req_t *rq, const char *name);
+/* A build sandbox no build row came to drive: deleted now, not at its TTL
+ * (best effort). */
+void api_build_abandon(req_t *rq, const char *sandbox_id);
+/* A build's steps (a JSON array of exec requests), each checked as POST
+ * /exec checks one (api_exec_spec): 0 with *ret their canonical forms, or
+ * SBX_EINVAL with err and *ret_bad the index of the first bad one. */
+int api_build_steps_canon(const controller_t *ctl, json_object *steps, json_object **ret, size_t *ret_bad,
+                          api_error_t *err);
+/* A build recorded with its sandbox's create answer: the create kicked
+ * unless it was replayed, the reconcile loop told builds run. */
+void api_build_started(req_t *rq, json_object *created, bool replayed);
 void api_build_create(req_t *rq, const char *name);
 void api_build_list(req_t *rq, const char *name);
 void api_build_get(req_t *rq, const char *name, const char *id);

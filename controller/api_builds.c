@@ -22,6 +22,27 @@ static bool build_template_ok(req_t *rq, const char *name)
     return false;
 }
 
+int api_build_steps_canon(const controller_t *ctl, json_object *steps, json_object **ret, size_t *ret_bad,
+                          api_error_t *err)
+{
+    *ret = NULL;
+    json_object *out = json_object_new_array();
+    for (size_t i = 0; i < json_object_array_length(steps); i++) {
+        exec_spec_t ex;
+        memset(&ex, 0, sizeof ex);
+        if (api_exec_spec(ctl, json_object_array_get_idx(steps, i), &ex, err) < 0) {
+            exec_spec_release(&ex);
+            json_object_put(out);
+            *ret_bad = i;
+            return SBX_EINVAL;
+        }
+        json_object_array_add(out, exec_spec_to_json(&ex));
+        exec_spec_release(&ex);
+    }
+    *ret = out;
+    return 0;
+}
+
 /* steps: 1..SBX_BUILD_STEPS_MAX exec requests, each checked as POST /exec
  * checks one; *ret the array of their canonical forms. */
 static int build_steps(req_t *rq, json_object *steps, json_object **ret)
@@ -34,22 +55,31 @@ static int build_steps(req_t *rq, json_object *steps, json_object **ret)
                          SBX_BUILD_STEPS_MAX);
         return SBX_EINVAL;
     }
-    json_object *out = json_object_new_array();
-    for (size_t i = 0; i < n; i++) {
-        exec_spec_t ex;
-        api_error_t err;
-        memset(&ex, 0, sizeof ex);
-        if (api_exec_spec(rq->ctl, json_object_array_get_idx(steps, i), &ex, &err) < 0) {
-            exec_spec_release(&ex);
-            json_object_put(out);
-            http_reply_error(rq, err.code, "steps[%zu]: %s", i, err.message);
-            return SBX_EINVAL;
-        }
-        json_object_array_add(out, exec_spec_to_json(&ex));
-        exec_spec_release(&ex);
+    api_error_t err;
+    size_t bad = 0;
+    if (api_build_steps_canon(rq->ctl, steps, ret, &bad, &err) < 0) {
+        http_reply_error(rq, err.code, "steps[%zu]: %s", bad, err.message);
+        return SBX_EINVAL;
     }
-    *ret = out;
     return 0;
+}
+
+void api_build_abandon(req_t *rq, const char *sandbox_id)
+{
+    json_object *gone = NULL;
+    api_error_t err;
+    if (store_sandbox_delete(rq->db, &rq->ctl->lim, rq->auth.tenant_id, sandbox_id, NULL, NULL, rq->auth.token_id,
+                             &gone, &err) == 0)
+        api_kick_if_waiting(rq->ctl, gone);
+    json_object_put(gone);
+}
+
+void api_build_started(req_t *rq, json_object *created, bool replayed)
+{
+    if (!replayed)
+        api_kick_if_waiting(rq->ctl, created);
+    atomic_store(&rq->ctl->builds_active, true);
+    controller_kick_reconcile(rq->ctl);
 }
 
 void api_build_create(req_t *rq, const char *name)
@@ -150,20 +180,12 @@ void api_build_create(req_t *rq, const char *name)
                        .create_op_id = op ? op : "", .steps = steps, .config = config, .idempotency_key = idem,
                        .created_by = rq->auth.token_id };
     if (store_build_create(rq->db, &br, &resp, &err) < 0) {
-        /* no build to drive it: its sandbox goes now, not at its TTL */
-        json_object *gone = NULL;
-        api_error_t e2;
-        if (sbx && store_sandbox_delete(rq->db, &rq->ctl->lim, rq->auth.tenant_id, sbx, NULL, NULL,
-                                        rq->auth.token_id, &gone, &e2) == 0)
-            api_kick_if_waiting(rq->ctl, gone);
-        json_object_put(gone);
+        if (sbx)
+            api_build_abandon(rq, sbx);
         http_reply_api_error(rq, &err);
         goto cleanup;
     }
-    if (!replayed)
-        api_kick_if_waiting(rq->ctl, created);
-    atomic_store(&rq->ctl->builds_active, true);
-    controller_kick_reconcile(rq->ctl);
+    api_build_started(rq, created, replayed);
     http_reply_json(rq, 202, resp);
     resp = NULL;
 cleanup:

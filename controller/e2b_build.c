@@ -249,17 +249,10 @@ void e2b_template_build_start(req_t *rq, const char *tmpl, const char *build_id)
         goto out;
     }
     /* each step checked as POST /exec checks one */
-    canon = json_object_new_array();
-    for (size_t i = 0; i < json_object_array_length(steps); i++) {
-        exec_spec_t es;
-        memset(&es, 0, sizeof es);
-        if (api_exec_spec(rq->ctl, json_object_array_get_idx(steps, i), &es, &err) < 0) {
-            exec_spec_release(&es);
-            reply_err(rq, &err);
-            goto out;
-        }
-        json_object_array_add(canon, exec_spec_to_json(&es));
-        exec_spec_release(&es);
+    size_t bad = 0;
+    if (api_build_steps_canon(rq->ctl, steps, &canon, &bad, &err) < 0) {
+        reply_err(rq, &err);
+        goto out;
     }
     /* the base: an image, or a template of the tenant's ("base": the
      * server's default image) */
@@ -282,21 +275,12 @@ void e2b_template_build_start(req_t *rq, const char *tmpl, const char *build_id)
                        .create_op_id = op ? op : "", .steps = canon, .config = cfg,
                        .created_by = rq->auth.token_id };
     if (store_build_start(rq->db, &br, build_id, names, &err) < 0) {
-        if (!replayed && sbx) {
-            json_object *gone = NULL;
-            api_error_t e2;
-            if (store_sandbox_delete(rq->db, &rq->ctl->lim, rq->auth.tenant_id, sbx, NULL, NULL, rq->auth.token_id,
-                                     &gone, &e2) == 0)
-                api_kick_if_waiting(rq->ctl, gone);
-            json_object_put(gone);
-        }
+        if (!replayed && sbx)
+            api_build_abandon(rq, sbx);
         reply_err(rq, &err);
         goto out;
     }
-    if (!replayed)
-        api_kick_if_waiting(rq->ctl, created);
-    atomic_store(&rq->ctl->builds_active, true);
-    controller_kick_reconcile(rq->ctl);
+    api_build_started(rq, created, replayed);
     http_reply_text(rq, 202, "application/json", "", 0);
 out:
     json_object_put(created);
