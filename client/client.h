@@ -195,6 +195,9 @@ typedef struct client_create_spec {
     json_object *env, *labels, *selector;   /* objects of strings, borrowed; NULL: absent */
     json_object *volumes;                   /* [{"volume","path","read_only"}], borrowed; NULL: absent;
                                                docs/volumes.md */
+    json_object *egress;                    /* {"allow","deny","default"}, borrowed; NULL: absent;
+                                               docs/network.md */
+    json_object *secrets;                   /* ["NAME", …], borrowed; NULL: absent; docs/network.md */
 } client_create_spec_t;
 
 /* POST /v1/sandboxes/{id}/exec: argv from argv_json (an array, borrowed)
@@ -228,6 +231,11 @@ int client_create_body(const client_create_spec_t *s, json_object **ret);
 int client_exec_body(const client_exec_spec_t *s, json_object **ret);
 int client_share_body(const client_share_spec_t *s, json_object **ret);
 int client_extend_body(const client_extend_spec_t *s, json_object **ret);
+
+/* The body of a fork's snapshot of parent (a sandbox as the API shows it):
+ * {"memory": true} for a microvm without volumes unless no_memory (its forks
+ * resume its processes), else {} (docs/cli.md, "fork"). 0 or SBX_ENOMEM. */
+int client_fork_snapshot_body(json_object *parent, bool no_memory, json_object **ret);
 
 /* The create and exec bodies from a JSON object of arguments named as the
  * fields (an MCP tool call's): each field args holds, unless null, is copied as given, so

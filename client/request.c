@@ -3,6 +3,7 @@
 #include "client.h"
 
 #include <stddef.h>
+#include <string.h>
 
 #include "errors.h"
 #include "jsonx.h"
@@ -110,7 +111,7 @@ static const body_field_t create_fields[] = {
     CF(auto_pause, BF_FLAG),
     CF(network, BF_STR), { "trust", BF_OBJ, 0, trust_fields }, CF(env, BF_REF), CF(labels, BF_REF),
     CF(selector, BF_REF), CF(isolation, BF_STR), CF(read_only_root, BF_FLAG), CF(hardened, BF_FLAG),
-    CF(volumes, BF_REF), FIELDS_END,
+    CF(volumes, BF_REF), CF(egress, BF_REF), CF(secrets, BF_REF), FIELDS_END,
 };
 static const body_field_t exec_fields[] = {
     { "argv", BF_ARGV, 0, NULL }, XF(env, BF_REF), XF(cwd, BF_STR), XF(user, BF_STR), XF(timeout_seconds, BF_INT),
@@ -144,6 +145,20 @@ static int add_args(json_object *body, json_object *args, const body_field_t *f)
 }
 
 int client_create_body(const client_create_spec_t *s, json_object **ret) { return build(s, NULL, create_fields, ret); }
+
+int client_fork_snapshot_body(json_object *parent, bool no_memory, json_object **ret)
+{
+    json_object *body = json_object_new_object(), *vols = NULL;
+    if (!body)
+        return SBX_ENOMEM;
+    const char *iso = jsonx_get_str(parent, "isolation");
+    json_object_object_get_ex(parent, "volumes", &vols);
+    if (!no_memory && iso && strcmp(iso, "microvm") == 0 &&
+        !(vols && json_object_is_type(vols, json_type_array) && json_object_array_length(vols) > 0))
+        jsonx_add_bool(body, "memory", true);
+    *ret = body;
+    return 0;
+}
 int client_create_body_args(json_object *args, json_object **ret) { return build(NULL, args, create_fields, ret); }
 int client_exec_body_args(json_object *args, json_object **ret) { return build(NULL, args, exec_fields, ret); }
 int client_exec_body(const client_exec_spec_t *s, json_object **ret) { return build(s, NULL, exec_fields, ret); }

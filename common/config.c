@@ -164,6 +164,22 @@ static const cfg_setting_t settings[CFG__COUNT] = {
     [CFG_WORKER_OPEN_NETWORK] = { "worker_open_network", CFGT_STRING, "sandbox-open", 0, 0, false,
                                   "Docker network for network=open: a bridge with egress, no traffic between "
                                   "sandboxes (created when missing; empty: not offered)" },
+    [CFG_WORKER_EGRESS_UPSTREAM] = { "worker_egress_upstream", CFGT_STRING, "", 0, 0, false,
+                                     "HOST:PORT of the resolver the egress filter asks about the names a "
+                                     "sandbox's egress rules allow (empty: no filter, network filtered not "
+                                     "offered; docs/network.md)" },
+    [CFG_WORKER_FILTERED_NETWORK] = { "worker_filtered_network", CFGT_STRING, "sandbox-filtered", 0, 0, false,
+                                      "Docker network of sandboxes with egress rules by domain: a bridge whose "
+                                      "TCP and DNS go to the egress filter, nothing else out (created when "
+                                      "missing)" },
+    [CFG_WORKER_EGRESS_FILTER] = { "worker_egress_filter", CFGT_STRING, "", 0, 0, false,
+                                   "the egress filter program (empty: sandbox-egress beside sandboxd)" },
+    [CFG_WORKER_EGRESS_UPSTREAM_CA] = { "worker_egress_upstream_ca", CFGT_STRING, "", 0, 0, false,
+                                        "PEM CA file the egress filter verifies the hosts sandboxes' secrets are "
+                                        "bound to against (empty: the system's CAs)" },
+    [CFG_SECRETS_KEY_FILE] = { "secrets_key_file", CFGT_STRING, "", 0, 0, false,
+                               "file of the 32-byte key (64 hex digits) secrets are sealed with; the same on "
+                               "every controller (empty: no secrets; sandboxd all makes one in its data dir)" },
     [CFG_WORKER_ROUTE_LISTEN] = { "worker_route_listen", CFGT_STRING, "127.0.0.1:0", 0, 0, false,
                                   "address the worker accepts route traffic from the controller on (port 0: any)" },
     [CFG_WORKER_ROUTE_ADVERTISE] = { "worker_route_advertise", CFGT_STRING, "", 0, 0, false,
@@ -286,6 +302,8 @@ static const unsigned roles[CFG__COUNT] = {
     [CFG_ROUTE_DOMAIN] = R_C, [CFG_MAX_ROUTE_TTL_SECONDS] = R_C,
     [CFG_POSTGRES_BINDIR] = R_E, [CFG_LOG_LEVEL] = R_C | R_W, [CFG_WORKER_GVISOR_RUNTIME] = R_W,
     [CFG_WORKER_RESTRICTED_NETWORK] = R_W, [CFG_WORKER_OPEN_NETWORK] = R_W, [CFG_WORKER_ROUTE_LISTEN] = R_W,
+    [CFG_WORKER_EGRESS_UPSTREAM] = R_W, [CFG_WORKER_FILTERED_NETWORK] = R_W, [CFG_WORKER_EGRESS_FILTER] = R_W,
+    [CFG_WORKER_EGRESS_UPSTREAM_CA] = R_W, [CFG_SECRETS_KEY_FILE] = R_C,
     [CFG_WORKER_ROUTE_ADVERTISE] = R_W, [CFG_WORKER_ROUTE_MAX_CONNECTIONS] = R_W, [CFG_LOG_FORMAT] = R_C | R_W,
     [CFG_NATS_URL] = R_C, [CFG_NATS_SUBJECT_PREFIX] = R_C, [CFG_RETENTION_OPERATIONS_SECONDS] = R_C,
     [CFG_RETENTION_EVENTS_SECONDS] = R_C, [CFG_RETENTION_INTERVAL_SECONDS] = R_C,

@@ -70,6 +70,8 @@
  * reports (each becomes an exec operation); the worker sends the rest in
  * its next one. */
 #define SBX_WORKER_SESSIONS_MAX       64
+/* network log records a worker reports at once (POST /v1/workers/{id}/network-log) */
+#define SBX_NETLOG_BATCH_MAX          1000
 /* Exec stdin carried inline in the request (and kept with the operation's
  * request so a retried lease still has it): its base64 form plus the rest
  * of the request fits the default max_body_bytes (1 MiB). Larger input goes
@@ -85,6 +87,13 @@
  * after this long. */
 #define SBX_BUILD_WAITING_SQL         "3600"
 #define SBX_BUILD_WAITING_TEXT        "an hour"
+/* Files a build copies in (COPY of E2B's Template.build): each at most the
+ * exec stdin that carries it into the build sandbox, at most this many kept
+ * per tenant, at most this many bytes copied by one build's steps in all
+ * (its steps hold them); unused for a day, pruned. */
+#define SBX_BUILD_FILE_MAX            SBX_EXEC_STDIN_INLINE_MAX
+#define SBX_BUILD_FILES_MAX           64
+#define SBX_BUILD_COPY_TOTAL_MAX      (4u * 1024u * 1024u)
 /* Env and labels per sandbox or exec. */
 #define SBX_MAX_ENV                   128
 #define SBX_MAX_LABELS                64

@@ -8,7 +8,7 @@ static const char *op_names[OP__COUNT] = {
     "pending", "admitted", "leased", "running", "succeeded", "failed", "cancelled",
 };
 static const char *kind_names[OPK__COUNT] = { "create", "delete", "exec", "share", "unshare", "extend", "snapshot", "pause", "resume",
-                                              "snapshot_copy" };
+                                              "snapshot_copy", "network" };
 static const char *phase_names[PH__COUNT] = {
     "pending", "scheduled", "provisioning", "running", "deleting", "deleted", "failed", "lost", "paused",
 };

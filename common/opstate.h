@@ -17,7 +17,7 @@ typedef enum {
 
 /* extend: a sandbox's TTL moved, done by the controller alone (never leased). */
 typedef enum { OPK_CREATE = 0, OPK_DELETE, OPK_EXEC, OPK_SHARE, OPK_UNSHARE, OPK_EXTEND, OPK_SNAPSHOT, OPK_PAUSE,
-               OPK_RESUME, OPK_SNAPSHOT_COPY, OPK__COUNT } op_kind_t;
+               OPK_RESUME, OPK_SNAPSHOT_COPY, OPK_NETWORK, OPK__COUNT } op_kind_t;
 
 typedef enum {
     PH_PENDING = 0,

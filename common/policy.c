@@ -35,6 +35,7 @@ void policy_release(policy_t *p)
     for (size_t i = 0; i < p->n_egress_allow; i++)
         free(p->egress_allow[i]);
     free(p->egress_allow);
+    egress_rules_release(&p->egress);
     policy_init(p);
 }
 
@@ -204,6 +205,10 @@ int policy_from_json(json_object *o, policy_t *ret, api_error_t *err)
                 continue;
             if (policy_egress_from_json(val, &p, err) < 0)
                 goto fail;
+        } else if (strcmp(key, "egress") == 0) {
+            egress_rules_release(&p.egress);
+            if (egress_rules_from_json(val, "policy.egress", &p.egress, err) < 0)
+                goto fail;
         } else if (strcmp(key, "network_modes") == 0) {
             if (json_object_is_type(val, json_type_null))
                 continue;
@@ -279,6 +284,8 @@ json_object *policy_to_json(const policy_t *p)
             json_object_array_add(a, json_object_new_string(p->egress_allow[i]));
         jsonx_add(o, "egress_allow", a);
     }
+    if (p->egress.set)
+        jsonx_add(o, "egress", egress_rules_to_json(&p->egress));
     if (p->network_set) {
         json_object *a = json_object_new_array();
         for (int m = NET_NONE; m <= NET_OPEN; m++)

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "egress.h"
 #include "errors.h"
 #include "spec.h"
 
@@ -42,6 +43,9 @@ typedef struct policy {
                              * private/link-local block; NULL = none */
     size_t n_egress_allow;
     bool egress_allow_set;
+    /* Egress rules by domain for open sandboxes (docs/network.md): a
+     * request's rules may only narrow them; not set: a request's own */
+    egress_rules_t egress;
     unsigned network_modes; /* bit (1 << net_mode_t) per allowed mode */
     bool network_set;
     int routes;             /* -1 unset, 0 no, 1 yes */
@@ -59,7 +63,7 @@ extern const char *const policy_isolation_rules[3];
 void policy_init(policy_t *p);
 
 /* Decodes {"max_cpu_millis":…, "images":[…], "network_modes":[…],
- * "egress_allow":["10.1.0.0/16", …], …}.
+ * "egress_allow":["10.1.0.0/16", …], "egress":{"allow":[…],"deny":[…],"default":"deny"}, …}.
  * Unknown fields, wrong types and out-of-range numbers fill err
  * (API_INVALID_ARGUMENT, naming the field). */
 int policy_from_json(json_object *o, policy_t *ret, api_error_t *err);

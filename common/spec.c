@@ -29,6 +29,21 @@ int net_mode_parse(const char *s, net_mode_t *ret)
     return SBX_EINVAL;
 }
 
+const char *net_offer_name(int i) { return i == NET_OFFER_FILTERED ? "filtered" : net_mode_name((net_mode_t)i); }
+
+int net_offer_parse(const char *s, int *ret)
+{
+    net_mode_t m;
+    if (s && strcmp(s, "filtered") == 0) {
+        *ret = NET_OFFER_FILTERED;
+        return 0;
+    }
+    if (net_mode_parse(s, &m) < 0)
+        return SBX_EINVAL;
+    *ret = (int)m;
+    return 0;
+}
+
 int isolation_parse(const char *s, isolation_t *ret)
 {
     for (int i = 0; s && i < 3; i++)
@@ -351,6 +366,31 @@ bool spec_volume_name_ok(const char *s) { return spec_sandbox_name_ok(s) && strn
 
 bool spec_volume_ref_ok(const char *s) { return ids_valid("vol", s) || spec_volume_name_ok(s); }
 
+bool spec_secret_name_ok(const char *s) { return spec_sandbox_name_ok(s); }
+
+/* "secrets": ["NAME", …], distinct. */
+static int secrets_from_json(json_object *a, sandbox_spec_t *s, api_error_t *err)
+{
+    if (!a)
+        return 0;
+    if (!json_object_is_type(a, json_type_array) || json_object_array_length(a) > SPEC_SECRETS_MAX)
+        return api_error_set(err, API_INVALID_ARGUMENT, "secrets must be an array of at most %d secret names",
+                             SPEC_SECRETS_MAX);
+    for (size_t i = 0; i < json_object_array_length(a); i++) {
+        json_object *e = json_object_array_get_idx(a, i);
+        const char *n = json_object_is_type(e, json_type_string) ? json_object_get_string(e) : NULL;
+        if (!n || !spec_secret_name_ok(n))
+            return api_error_set(err, API_INVALID_ARGUMENT, "secrets[%zu] is not a secret name", i);
+        for (size_t j = 0; j < s->nsecrets; j++)
+            if (strcmp(s->secrets[j], n) == 0)
+                return api_error_set(err, API_INVALID_ARGUMENT, "secrets[%zu] (%s) is named twice", i, n);
+        if (!(s->secrets[s->nsecrets] = strdup(n)))
+            return api_error_set(err, API_INTERNAL, "out of memory");
+        s->nsecrets++;
+    }
+    return 0;
+}
+
 bool spec_volume_path_ok(const char *s, char *why, size_t whylen)
 {
     static const char *const kernel[] = { "/proc", "/sys", "/dev", NULL };
@@ -476,10 +516,13 @@ void spec_release(sandbox_spec_t *s)
     kv_list_release(&s->labels);
     kv_list_release(&s->selector);
     free(s->from);
+    for (size_t i = 0; i < s->nsecrets; i++)
+        free(s->secrets[i]);
     for (size_t i = 0; i < s->nvolumes; i++) {
         free(s->volumes[i].volume);
         free(s->volumes[i].path);
     }
+    egress_rules_release(&s->egress);
     memset(s, 0, sizeof *s);
 }
 
@@ -492,7 +535,8 @@ int spec_from_json_default(json_object *o, const char *default_image, sandbox_sp
 {
     static const char *const known[] = { "tenant", "image", "cpu_millis", "memory_mib", "disk_mib",
                                          "ttl_seconds", "network", "trust", "env", "labels", "isolation",
-                                         "read_only_root", "hardened", "selector", "from", "auto_pause", "volumes", NULL };
+                                         "read_only_root", "hardened", "selector", "from", "auto_pause", "volumes",
+                                         "egress", "secrets", NULL };
     static const char *const trust_known[] = { "untrusted_repo", "generated_code", "hostile", NULL };
     sandbox_spec_t s;
     memset(&s, 0, sizeof s);
@@ -583,6 +627,24 @@ int spec_from_json_default(json_object *o, const char *default_image, sandbox_sp
     json_object_object_get_ex(o, "volumes", &vols);
     if (volumes_from_json(vols, &s, err) < 0)
         goto fail;
+    json_object *eg = NULL;
+    json_object_object_get_ex(o, "egress", &eg);
+    if (egress_rules_from_json(eg, "egress", &s.egress, err) < 0)
+        goto fail;
+    if (s.egress.set && s.network != NET_OPEN) {
+        api_error_set(err, API_INVALID_ARGUMENT, "egress rules apply to network open, not %s (nothing leaves it)",
+                      net_mode_name(s.network));
+        goto fail;
+    }
+    json_object *secs = NULL;
+    json_object_object_get_ex(o, "secrets", &secs);
+    if (secrets_from_json(secs, &s, err) < 0)
+        goto fail;
+    if (s.nsecrets > 0 && s.network != NET_OPEN) {
+        api_error_set(err, API_INVALID_ARGUMENT, "secrets are added to requests that leave the sandbox: they need "
+                      "network open with egress rules, not %s", net_mode_name(s.network));
+        goto fail;
+    }
     *ret = s;
     return 0;
 fail:
@@ -758,6 +820,14 @@ json_object *spec_to_json(const sandbox_spec_t *s)
             json_object_array_add(a, e);
         }
         jsonx_add(o, "volumes", a);
+    }
+    if (s->egress.set)
+        jsonx_add(o, "egress", egress_rules_to_json(&s->egress));
+    if (s->nsecrets > 0) {
+        json_object *a = json_object_new_array();
+        for (size_t i = 0; i < s->nsecrets; i++)
+            json_object_array_add(a, json_object_new_string(s->secrets[i]));
+        jsonx_add(o, "secrets", a);
     }
     return o;
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "egress.h"
 #include "errors.h"
 
 typedef enum { NET_NONE = 0, NET_RESTRICTED, NET_OPEN } net_mode_t;
@@ -14,6 +15,14 @@ typedef enum { NET_NONE = 0, NET_RESTRICTED, NET_OPEN } net_mode_t;
 /* "none" | "restricted" | "open" */
 const char *net_mode_name(net_mode_t m);
 int net_mode_parse(const char *s, net_mode_t *ret);
+/* What a worker offers per class (its register body's "networks"), bit
+ * (1 << i) each: net_mode_t's modes and "filtered", open through the
+ * worker's egress filter that enforces a sandbox's egress rules by domain
+ * (docs/network.md); a sandbox with egress rules needs it. */
+#define NET_OFFER_FILTERED 3
+#define NET_OFFERS         4
+const char *net_offer_name(int i);
+int net_offer_parse(const char *s, int *ret);
 
 typedef enum { ISO_CONTAINER = 0, ISO_GVISOR, ISO_MICROVM } isolation_t;
 /* "container" | "gvisor" | "microvm"; ordered weakest to strongest. */
@@ -39,6 +48,7 @@ typedef struct kv_list {
 /* A volume a sandbox mounts (create's "volumes"): the client names it by
  * id or name; the controller stores its id and its size. */
 #define SPEC_VOLUMES_MAX 8
+#define SPEC_SECRETS_MAX 8
 #define SPEC_VOLUME_PATH_MAX 256
 typedef struct spec_volume {
     char *volume;        /* vol_... once admitted (a name before) */
@@ -78,6 +88,15 @@ typedef struct sandbox_spec {
      * JSON when none. */
     spec_volume_t volumes[SPEC_VOLUMES_MAX];
     size_t nvolumes;
+    /* Egress rules by domain for an open sandbox (docs/network.md):
+     * the request's, then (the controller) the tighter of them and the
+     * tenant's; absent from the canonical JSON when not set. */
+    egress_rules_t egress;
+    /* The tenant's secrets its requests carry at egress (names; docs/
+     * network.md#secrets-at-egress): the worker's filter adds each one's
+     * header for its hosts. Needs egress rules. Absent when none. */
+    char *secrets[SPEC_SECRETS_MAX];
+    size_t nsecrets;
 } sandbox_spec_t;
 
 typedef struct exec_spec {
@@ -118,6 +137,8 @@ bool spec_snapshot_name_ok(const char *s);
 /* A volume's name (unique among a tenant's live volumes): the rule of a
  * sandbox's name, and not starting "vol_". */
 bool spec_volume_name_ok(const char *s);
+/* A secret's name: the rule of a sandbox's name. */
+bool spec_secret_name_ok(const char *s);
 /* A volume reference: its id (vol_ and 26 base32 characters) or a name. */
 bool spec_volume_ref_ok(const char *s);
 /* Where a volume may appear in a sandbox: an absolute path of at most

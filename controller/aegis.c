@@ -77,7 +77,7 @@ static void judge(const aegis_request_t *rq, const aegis_worker_t *w, aegis_verd
         if (!(w->classes & (1u << c)))
             continue;
         any_class = true;
-        if (w->networks[c] & (1u << rq->network)) {
+        if (w->networks[c] & (rq->egress_rules ? 1u << NET_OFFER_FILTERED : 1u << rq->network)) {
             v->serves_class = true;
             v->run_as = (isolation_t)c;
             break;
@@ -94,8 +94,9 @@ static void judge(const aegis_request_t *rq, const aegis_worker_t *w, aegis_verd
             snprintf(v->why, sizeof v->why, "%s: filtered, offers %s but not %s or stronger", w->name, cls,
                      isolation_name(rq->need));
         else
-            snprintf(v->why, sizeof v->why, "%s: filtered, offers %s or stronger but not with network %s",
-                     w->name, isolation_name(rq->need), net_mode_name(rq->network));
+            snprintf(v->why, sizeof v->why, "%s: filtered, offers %s or stronger but not with network %s%s",
+                     w->name, isolation_name(rq->need), net_mode_name(rq->network),
+                     rq->egress_rules ? " through an egress filter (egress rules by domain)" : "");
         return;
     }
     if (rq->snapshot && !w->holds_snapshot) {
@@ -177,10 +178,11 @@ aegis_outcome_t aegis_decide(const aegis_request_t *rq, const aegis_worker_t *ws
     }
     if (ready > 0 && serving == 0) {
         snprintf(msg, msglen,
-                 "no ready worker offers isolation class %s%s%s%s, which this sandbox requires; refusing rather than "
-                 "running it with weaker isolation",
+                 "no ready worker offers isolation class %s%s%s%s%s, which this sandbox requires; refusing rather "
+                 "than running it with weaker isolation",
                  isolation_name(rq->need), rq->network != NET_NONE ? " with network " : "",
                  rq->network != NET_NONE ? net_mode_name(rq->network) : "",
+                 rq->egress_rules ? " through an egress filter that enforces its egress rules by domain" : "",
                  rq->snapshot && rq->need < ISO_MICROVM
                      ? " for a sandbox from a snapshot (a container's or gvisor's snapshot runs as one of those)"
                      : "");

@@ -39,6 +39,9 @@ typedef struct aegis_worker {
 typedef struct aegis_request {
     isolation_t need;           /* the classification's minimum class */
     net_mode_t network;
+    /* open with egress rules by domain: only a worker whose class offers
+     * "filtered" (its egress filter enforces them) is eligible */
+    bool egress_rules;
     int64_t cpu, mem;
     const kv_list_t *selector;  /* worker labels that must match; may be NULL */
     /* The snapshot it starts from (NULL: none): only a worker holding it

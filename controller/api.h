@@ -83,6 +83,12 @@ void api_sandbox_exec(req_t *rq, const char *id);
  * seconds from now, an extend operation finished before the answer (200
  * {"operation":…}). */
 void api_sandbox_extend(req_t *rq, const char *id);
+void api_sandbox_network(req_t *rq, const char *id);
+void api_sandbox_network_log(req_t *rq, const char *id);   /* api_network.c */
+void api_secret_create(req_t *rq);                          /* api_secrets.c */
+void api_secret_list(req_t *rq);
+void api_secret_delete(req_t *rq, const char *name);
+void api_worker_network_log(req_t *rq, const char *id);
 /* POST /v1/sandboxes/{id}/pause and /resume (docs/pause.md): operations, 202. */
 void api_sandbox_pause(req_t *rq, const char *id);
 void api_sandbox_resume(req_t *rq, const char *id);
@@ -141,6 +147,22 @@ void api_build_started(req_t *rq, json_object *created, bool replayed);
 void api_build_create(req_t *rq, const char *name);
 void api_build_list(req_t *rq, const char *name);
 void api_build_get(req_t *rq, const char *name, const char *id);
+/* A build's COPY as an exec step (*ret): the tenant's files of hash (a
+ * tar, maybe gzipped) as its stdin, unpacked in the build sandbox and the
+ * srcs (paths or patterns in them) copied to dest as Docker's COPY copies,
+ * user and mode ("" none) applied, in cwd (NULL: the sandbox's). *total
+ * adds their size (at most SBX_BUILD_COPY_TOTAL_MAX a build). 0,
+ * SBX_EINVAL with err (naming what), SBX_EDB. */
+int api_build_copy_step(req_t *rq, const char *what, const char *hash, const char *const *srcs, size_t nsrcs,
+                        const char *dest, const char *user, const char *mode, const char *cwd, int64_t *total,
+                        json_object **ret, api_error_t *err);
+/* PUT /v1/build-files/{sha256} {"data_b64"}: a file a build's copy step
+ * takes (a tar, maybe gzipped), checked against its name and kept as the
+ * tenant's; 200 {"build_file":{"hash","size_bytes"}}. */
+void api_build_file_put(req_t *rq, const char *hash);
+/* DELETE /v1/templates/{name}/builds/{id}: cancels a build under way
+ * (store_build_cancel); 200 {"build":…}. */
+void api_build_cancel(req_t *rq, const char *name, const char *id);
 /* A path's sandbox given by name ("/v1/sandboxes/NAME/…"): *id becomes
  * the id of the tenant's sandbox of that name (rq->sandbox_id). An id, or
  * text that is neither, is left for the handler. False when a reply was

@@ -133,9 +133,15 @@ void api_pool_create(req_t *rq)
     classification_t cls;
     if (api_spec_admit(rq, &spec, &policy, &cls) < 0)
         goto cleanup;
-    if (spec.network == NET_OPEN && policy.egress_allow_set) {
-        http_reply_error(rq, API_INVALID_ARGUMENT, "an open pool cannot serve tenant %s: its egress_allow rules are "
-                         "set on a container when it is made", spec.tenant);
+    if (spec.nsecrets > 0) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "a warm pool's members carry no secrets (create the sandbox "
+                         "with --secret instead)");
+        goto cleanup;
+    }
+    if (spec.network == NET_OPEN && (policy.egress_allow_set || spec.egress.set)) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "an open pool cannot serve tenant %s: its %s rules are "
+                         "set on a sandbox when it is made", spec.tenant ? spec.tenant : "(shared)",
+                         policy.egress_allow_set ? "egress_allow" : "egress");
         goto cleanup;
     }
     classification = classification_to_json(&cls);

@@ -147,6 +147,22 @@ int api_spec_admit(req_t *rq, sandbox_spec_t *spec, const policy_t *policy, clas
     }
     if (policy_check_spec(rq, spec, policy) < 0)
         return SBX_EINVAL;
+    /* Egress by domain: the request's rules within the tenant's (a
+     * request without rules gets the tenant's); only open reaches out. */
+    if (spec->network == NET_OPEN && (spec->egress.set || policy->egress.set)) {
+        egress_rules_t eff;
+        if (egress_rules_within(&policy->egress, &spec->egress, "egress", &eff, &err) < 0) {
+            http_reply_api_error(rq, &err);
+            return SBX_EINVAL;
+        }
+        egress_rules_release(&spec->egress);
+        spec->egress = eff;
+    }
+    if (spec->nsecrets > 0 && !spec->egress.set) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "secrets are added by the worker's egress filter: they need "
+                         "egress rules (--allow/--deny, or egress in the request or the tenant's policy)");
+        return SBX_EINVAL;
+    }
     /* Classify: the minimum isolation class, the hardening and the network
      * rules for untrusted work. Placement never runs it on a weaker class. */
     classify_rules_t rules = ctl->rules;
@@ -304,6 +320,10 @@ int api_sandbox_create_json(req_t *rq, json_object *body, const char *idem, json
         goto cleanup;
     if (spec.nvolumes > 0 && api_spec_volumes(rq, tenant_id, &spec) < 0)
         goto cleanup;
+    if (spec.nsecrets > 0 && store_secrets_check(rq->db, tenant_id, spec.secrets, spec.nsecrets, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        goto cleanup;
+    }
     classification_t cls;
     if (api_spec_admit(rq, &spec, &policy, &cls) < 0)
         goto cleanup;
@@ -331,10 +351,10 @@ int api_sandbox_create_json(req_t *rq, json_object *body, const char *idem, json
                         .request_hash = hash, .created_by = rq->auth.token_id, .name = name[0] ? name : NULL,
                         .policy = &policy };
     /* A warm pool may serve it unless an open sandbox needs the tenant's
-     * egress_allow rules (set on a container when it is made). */
+     * egress_allow rules or egress rules (set on a sandbox when it is made). */
     char pool_key[SBX_MAX_IMAGE_BYTES + 160];
-    if (!(spec.network == NET_OPEN && policy.egress_allow_set) && !spec.from && spec.nvolumes == 0 &&
-        store_pool_key(&spec, iso, pool_key, sizeof pool_key))
+    bool egress_rules = spec.network == NET_OPEN && (policy.egress_allow_set || spec.egress.set);
+    if (!egress_rules && !spec.from && spec.nvolumes == 0 && store_pool_key(&spec, iso, pool_key, sizeof pool_key))
         cr.pool_key = pool_key;
     if (store_sandbox_create(rq->db, &ctl->lim, &cr, &resp, ret_replayed, &err) < 0) {
         http_reply_api_error(rq, &err);
@@ -566,6 +586,60 @@ static void sandbox_pause(req_t *rq, const char *id, bool resume)
 
 void api_sandbox_pause(req_t *rq, const char *id) { sandbox_pause(rq, id, false); }
 void api_sandbox_resume(req_t *rq, const char *id) { sandbox_pause(rq, id, true); }
+
+/* PATCH /v1/sandboxes/{id}/network {"egress":{"allow","deny","default"}}:
+ * the sandbox's egress rules from now on (they replace its rules), within
+ * its tenant's; 202 with the network operation its worker runs. */
+void api_sandbox_network(req_t *rq, const char *id)
+{
+    controller_t *ctl = rq->ctl;
+    const char *idem;
+    if (!id_ok(rq, "sbx", id, "sandbox") || api_idempotency_key(rq, &idem) < 0)
+        return;
+    json_object *body = NULL, *resp = NULL, *eg = NULL;
+    api_error_t err;
+    egress_rules_t rules;
+    memset(&rules, 0, sizeof rules);
+    if (http_read_json(rq, (size_t)ctl->max_body_client, &body) < 0)
+        return;
+    if (!json_object_is_type(body, json_type_object)) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "the request body must be a JSON object");
+        goto cleanup;
+    }
+    json_object_object_foreach(body, k, v) {
+        (void)v;
+        if (strcmp(k, "egress") != 0) {
+            http_reply_error(rq, API_INVALID_ARGUMENT, "unknown field \"%.64s\" in a network change (egress only)", k);
+            goto cleanup;
+        }
+    }
+    if (!json_object_object_get_ex(body, "egress", &eg) || !eg) {
+        http_reply_error(rq, API_INVALID_ARGUMENT, "egress is required: {\"egress\":{\"allow\":[…],\"deny\":[…],"
+                         "\"default\":\"deny\"|\"allow\"}}");
+        goto cleanup;
+    }
+    if (egress_rules_from_json(eg, "egress", &rules, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        goto cleanup;
+    }
+    json_object *canon = egress_rules_to_json(&rules);
+    char *canon_text = jsonx_dump(canon);
+    json_object_put(canon);
+    char hash[65], scope_key[64];
+    snprintf(scope_key, sizeof scope_key, "network %s", id);
+    request_hash(scope_key, canon_text ? canon_text : "", hash);
+    free(canon_text);
+    if (store_sandbox_network(rq->db, &ctl->lim, auth_scope(rq), id, &rules, idem, hash, rq->auth.token_id, &resp,
+                              &err) < 0) {
+        http_reply_api_error(rq, &err);
+        goto cleanup;
+    }
+    api_kick_if_waiting(ctl, resp);
+    http_reply_json(rq, 202, resp);
+cleanup:
+    egress_rules_release(&rules);
+    json_object_put(body);
+}
 
 void api_sandbox_extend(req_t *rq, const char *id)
 {

@@ -34,15 +34,17 @@ void api_snapshot_create(req_t *rq, const char *id)
         http_reply_error(rq, API_INVALID_ARGUMENT, "the request body must be a JSON object");
         goto cleanup;
     }
-    static const char *const known[] = { "name", "template", "config", NULL };
+    static const char *const known[] = { "name", "template", "config", "memory", NULL };
     const char *name = NULL, *tmpl = NULL;
+    bool memory = false;
     json_object_object_foreach(body, key, val) {
         bool k = false;
         for (const char *const *p = known; *p; p++)
             k = k || strcmp(key, *p) == 0;
         if (!k) {
             http_reply_error(rq, API_INVALID_ARGUMENT,
-                             "unknown field \"%.64s\" in the snapshot request (known: name, template, config)", key);
+                             "unknown field \"%.64s\" in the snapshot request (known: name, template, config, "
+                             "memory)", key);
             goto cleanup;
         }
         (void)val;
@@ -67,6 +69,13 @@ void api_snapshot_create(req_t *rq, const char *id)
         }
         tmpl = json_object_get_string(nv);
     }
+    if (json_object_object_get_ex(body, "memory", &nv) && !json_object_is_type(nv, json_type_null)) {
+        if (!json_object_is_type(nv, json_type_boolean)) {
+            http_reply_error(rq, API_INVALID_ARGUMENT, "memory must be true or false");
+            goto cleanup;
+        }
+        memory = json_object_get_boolean(nv);
+    }
     if (name && tmpl) {
         http_reply_error(rq, API_INVALID_ARGUMENT, "name and template exclude each other (a template's versions "
                                                    "are named by the template and a number)");
@@ -88,13 +97,14 @@ void api_snapshot_create(req_t *rq, const char *id)
     char *ctext = jsonx_dump(config);
     crypto_generichash_state st;
     crypto_generichash_init(&st, NULL, 0, sizeof h);
-    const char *parts[] = { "snapshot", id, name ? name : "", tmpl ? tmpl : "", ctext ? ctext : "" };
+    const char *parts[] = { "snapshot", id, name ? name : "", tmpl ? tmpl : "", ctext ? ctext : "",
+                            memory ? "memory" : "" };
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         crypto_generichash_update(&st, (const unsigned char *)parts[i], strlen(parts[i]) + 1);
     crypto_generichash_final(&st, h, sizeof h);
     free(ctext);
     sodium_bin2hex(hash, sizeof hash, h, sizeof h);
-    if (store_snapshot_create(rq->db, &rq->ctl->lim, auth_scope(rq), id, name, tmpl, config, idem, hash,
+    if (store_snapshot_create(rq->db, &rq->ctl->lim, auth_scope(rq), id, name, tmpl, config, memory, idem, hash,
                               rq->auth.token_id, &resp, &err) < 0) {
         http_reply_api_error(rq, &err);
         goto cleanup;

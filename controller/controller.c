@@ -15,6 +15,8 @@
 
 #include <errno.h>
 #include <event2/thread.h>
+#include <sodium.h>
+#include <sys/stat.h>
 #include <pthread.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -128,6 +130,47 @@ static int controller_read_limits(controller_t *ctl, const cfg_t *cfg, char *err
     return 0;
 }
 
+/* The key of secrets_key_file (64 hex digits, a file only its owner reads)
+ * into locked memory; none configured: lim.secrets_key stays NULL. */
+static int controller_secrets_key(controller_t *ctl, const cfg_t *cfg, char *err, size_t errlen)
+{
+    const char *path = cfg_str(cfg, CFG_SECRETS_KEY_FILE);
+    if (!path || !*path)
+        return 0;
+    char buf[130];
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        snprintf(err, errlen, "secrets_key_file %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return SBX_EINVAL;
+    }
+    ssize_t n = (st.st_mode & 077) ? -1 : read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (st.st_mode & 077) {
+        snprintf(err, errlen, "secrets_key_file %s is readable by others than its owner (chmod 600 it)", path);
+        return SBX_EINVAL;
+    }
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+        n--;
+    unsigned char *key = sodium_malloc(32);
+    size_t got = 0;
+    if (!key || n != 64 || sodium_hex2bin(key, 32, buf, (size_t)n, NULL, &got, NULL) != 0 || got != 32) {
+        sodium_memzero(buf, sizeof buf);
+        if (key)
+            sodium_free(key);
+        snprintf(err, errlen, "secrets_key_file %s does not hold 64 hex digits (make one: openssl rand -hex 32)",
+                 path);
+        return SBX_EINVAL;
+    }
+    sodium_memzero(buf, sizeof buf);
+    sodium_mprotect_readonly(key);
+    ctl->secrets_key = key;
+    ctl->lim.secrets_key = key;
+    return 0;
+}
+
 /* Brings the schema of the database at conninfo up to date. */
 static int controller_migrate(const char *conninfo, char *err, size_t errlen)
 {
@@ -188,7 +231,8 @@ int controller_start(const cfg_t *cfg, const char *conninfo, controller_t **ret,
         cfg_set(&ctl->cfg, cfg_settings()[i].name, cfg->values[i], cfg->sources[i], why, sizeof why);
     }
     ctl->conninfo = strdup(conninfo);
-    if ((rc = controller_read_limits(ctl, cfg, err, errlen)) < 0)
+    if ((rc = controller_read_limits(ctl, cfg, err, errlen)) < 0 ||
+        (rc = controller_secrets_key(ctl, cfg, err, errlen)) < 0)
         goto fail;
     /* Database and schema first: nothing listens before it is current. */
     if ((rc = controller_migrate(conninfo, err, errlen)) < 0)
@@ -255,6 +299,8 @@ void controller_stop(controller_t *ctl)
     free(ctl->public_url);
     free(ctl->route_domain);
     cfg_release(&ctl->cfg);
+    if (ctl->secrets_key)
+        sodium_free(ctl->secrets_key);
     free(ctl);
 }
 

@@ -50,6 +50,7 @@ typedef struct controller {
     /* The reconcile loop's last builds pass saw unfinished template builds:
      * an exec's end then kicks it too (a build's next step waits on it). */
     atomic_bool builds_active;
+    unsigned char *secrets_key; /* secrets_key_file's key (sodium_malloc, read-only); NULL: no secrets */
 } controller_t;
 
 /* Migrates the database, binds the listening socket and starts the HTTP

@@ -220,6 +220,70 @@ static int live_sandbox(req_t *rq, const char *id, json_object **ret)
 
 /* ---- create ------------------------------------------------------------- */
 
+/* E2B's "network" {"allowOut":[…],"denyOut":[…],"allowPublicTraffic"}
+ * as egress rules by domain (docs/e2b.md): denyOut "0.0.0.0/0" (E2B's
+ * ALL_TRAFFIC) is default deny, else everything not denied is allowed; a
+ * domain in allowOut is allowed (and, as E2B's allow wins, taken out of
+ * the denies); other addresses and CIDRs are the tenant policy's
+ * egress_allow here, refused. Sets out's network open and egress. */
+static int e2b_network(json_object *net, json_object *out, api_error_t *err)
+{
+    static const char *const known[] = { "allowOut", "denyOut", "allowPublicTraffic", NULL };
+    json_object_object_foreach(net, key, val) {
+        int k = 0;
+        while (known[k] && strcmp(known[k], key) != 0)
+            k++;
+        if (!known[k])
+            return api_error_set(err, API_INVALID_ARGUMENT, "network.%.40s is not supported by this server", key);
+        if (k == 2 && !json_object_is_type(val, json_type_null) &&
+            (!json_object_is_type(val, json_type_boolean) || !json_object_get_boolean(val)))
+            return api_error_set(err, API_INVALID_ARGUMENT, "network.allowPublicTraffic false: this server's "
+                                 "routes take a token per route instead (sandbox share --auth)");
+        if (k < 2 && !json_object_is_type(val, json_type_null) && !json_object_is_type(val, json_type_array))
+            return api_error_set(err, API_INVALID_ARGUMENT, "network.%s must be an array", key);
+    }
+    json_object *allow = json_object_new_array(), *deny = json_object_new_array();
+    bool deny_all = false, any = false;
+    for (int side = 0; side < 2; side++) {
+        json_object *list = jsonx_get_arr(net, side ? "denyOut" : "allowOut");
+        for (size_t i = 0; list && i < json_object_array_length(list); i++) {
+            json_object *e = json_object_array_get_idx(list, i);
+            const char *s = json_object_is_type(e, json_type_string) ? json_object_get_string(e) : NULL;
+            char canon[EGRESS_DOMAIN_MAX + 1], why[160];
+            any = true;
+            if (side && s && (strcmp(s, "0.0.0.0/0") == 0 || strcmp(s, "::/0") == 0)) {
+                deny_all = true;
+                continue;
+            }
+            if (!s || egress_domain_canon(s, canon, why, sizeof why) < 0) {
+                json_object_put(allow);
+                json_object_put(deny);
+                return api_error_set(err, API_INVALID_ARGUMENT, "network.%s[%zu] (%.80s): %s", side ? "denyOut"
+                                     : "allowOut", i, s ? s : "not a string", s ? "only domains (and denyOut "
+                                     "0.0.0.0/0) here: addresses and CIDRs are the tenant policy's egress_allow"
+                                     : "a domain");
+            }
+            bool in_allow = false;
+            for (size_t k = 0; side && k < json_object_array_length(allow); k++)
+                in_allow = in_allow || strcmp(json_object_get_string(json_object_array_get_idx(allow, k)), canon) == 0;
+            if (!in_allow)
+                json_object_array_add(side ? deny : allow, json_object_new_string(canon));
+        }
+    }
+    if (!any) {
+        json_object_put(allow);
+        json_object_put(deny);
+        return 0;
+    }
+    json_object *eg = json_object_new_object();
+    jsonx_add(eg, "allow", allow);
+    jsonx_add(eg, "deny", deny);
+    jsonx_add_str(eg, "default", deny_all ? "deny" : "allow");
+    jsonx_add(out, "egress", eg);
+    jsonx_add_str(out, "network", "open");
+    return 0;
+}
+
 /* The /v1 create body of an E2B one ({"templateID","timeout","metadata",
  * "envVars","allow_internet_access",…}): 0 with *ret, or SBX_EINVAL with
  * err naming what Sandbox cannot honour. */
@@ -281,9 +345,11 @@ static int create_body(req_t *rq, json_object *in, json_object **ret, api_error_
             }
         } else if (null) {
             continue;
-        } else if (strcmp(key, "network") == 0 && json_object_is_type(val, json_type_object) &&
-                   json_object_object_length(val) == 0) {
-            continue;
+        } else if (strcmp(key, "network") == 0 && json_object_is_type(val, json_type_object)) {
+            if (e2b_network(val, out, err) < 0) {
+                json_object_put(out);
+                return SBX_EINVAL;
+            }
         } else {
             /* mcp, volumeMounts, network rules, autoResume, iam: not done
              * here yet (docs/e2b.md); refused rather than ignored. */
@@ -295,6 +361,13 @@ static int create_body(req_t *rq, json_object *in, json_object **ret, api_error_
     bad_type:
         json_object_put(out);
         return api_error_set(err, API_INVALID_ARGUMENT, "%s has the wrong type", key);
+    }
+    const char *netw = jsonx_get_str(out, "network");
+    if (json_object_object_get_ex(out, "egress", NULL) && json_object_object_get_ex(in, "allow_internet_access", NULL)
+        && json_object_get_boolean(jsonx_get_obj(in, "allow_internet_access")) == 0 && netw) {
+        json_object_put(out);
+        return api_error_set(err, API_INVALID_ARGUMENT, "network rules with allow_internet_access false: nothing "
+                             "leaves the sandbox to filter");
     }
     /* E2B's default timeout, when the SDK sends none. */
     if (!json_object_object_get_ex(out, "ttl_seconds", NULL))
@@ -846,7 +919,7 @@ static void e2b_snapshot(req_t *rq, const char *id)
         return;
     }
     json_object_put(got);
-    int rc = store_snapshot_create(rq->db, &rq->ctl->lim, auth_scope(rq), id, name, NULL, NULL, NULL, NULL,
+    int rc = store_snapshot_create(rq->db, &rq->ctl->lim, auth_scope(rq), id, name, NULL, NULL, false, NULL, NULL,
                                    rq->auth.token_id, &resp, &err);
     json_object_put(body);
     if (rc < 0) {
@@ -941,6 +1014,8 @@ static const api_route_t e2b_routes[] = {
     { EVHTTP_REQ_GET, "/e2b/templates/{id}/builds/{build}/status", RR_CLIENT, 0, E2B_DENY, NULL, NULL,
       e2b_template_build_status },
     { EVHTTP_REQ_GET, "/e2b/templates/{id}/files/{hash}", RR_CLIENT, 0, E2B_DENY, NULL, NULL, e2b_template_files },
+    { EVHTTP_REQ_PUT, "/e2b/templates/{id}/files/{hash}", RR_CLIENT, 0, E2B_DENY, NULL, NULL,
+      e2b_template_file_upload },
     { EVHTTP_REQ_GET, "/e2b/sandboxes/{id}/metrics", RR_CLIENT, 0, E2B_DENY, NULL, e2b_metrics, NULL },
     { EVHTTP_REQ_GET, "/e2b/envd/health", RR_CLIENT, RF_ROUTINE, E2B_DENY, envd_health, NULL, NULL },
     { EVHTTP_REQ_GET, "/e2b/envd/files", RR_CLIENT, 0, E2B_DENY, envd_files, NULL, NULL },

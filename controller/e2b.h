@@ -43,6 +43,7 @@ void e2b_template_request(req_t *rq);
 void e2b_template_build_start(req_t *rq, const char *tmpl, const char *build_id);
 void e2b_template_build_status(req_t *rq, const char *tmpl, const char *build_id);
 void e2b_template_files(req_t *rq, const char *tmpl, const char *hash);
+void e2b_template_file_upload(req_t *rq, const char *tmpl, const char *hash);
 
 /* Relays one envd call for sandbox_id to the worker that runs it (a grant
  * of purpose GRANT_ENVD, docs/worker.md "E2B envd"): path is what follows

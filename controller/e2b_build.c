@@ -3,18 +3,23 @@
  *   POST /v3/templates                        a build of NAME, waiting
  *   POST /v2/templates/{id}/builds/{build}    its steps: the build starts
  *   GET  /templates/{id}/builds/{build}/status  its state and log entries
- *   GET  /templates/{id}/files/{hash}         COPY's upload link: refused
+ *   GET  /templates/{id}/files/{hash}         COPY's files: present, or where to upload them
+ *   PUT  /templates/{id}/files/{hash}         that upload (a tar, maybe gzipped)
  * The template id is the template's name. E2B's instructions become exec
  * steps as a Dockerfile's do in the CLI: ENV, WORKDIR and USER set what the
  * later RUNs get (WORKDIR also makes its directory) and become the
- * version's defaults. */
+ * version's defaults; a COPY is an exec that unpacks its uploaded files
+ * (its stdin) in the build sandbox and copies its source to its
+ * destination. */
 #include "e2b.h"
 #include "api.h"
+#include "b64.h"
 #include "ids.h"
 #include "jsonx.h"
 #include "limits.h"
 #include "store.h"
 
+#include <event2/buffer.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,14 +136,32 @@ static const char *arg(json_object *args, size_t i)
     return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 }
 
+/* A COPY instruction's exec step (api_build_copy_step): its files
+ * uploaded under filesHash, in the WORKDIR so far. */
+static int copy_step(req_t *rq, size_t i, json_object *st, json_object *args, size_t na, const char *cwd,
+                     int64_t *total, json_object **ret, api_error_t *err)
+{
+    const char *hash = jsonx_get_str(st, "filesHash");
+    if (na < 2 || na > 4)
+        return api_error_set(err, API_INVALID_ARGUMENT, "steps[%zu]: COPY takes src, dest, user and mode", i);
+    if (!hash)
+        return api_error_set(err, API_INVALID_ARGUMENT, "steps[%zu]: COPY needs its filesHash", i);
+    char what[32];
+    snprintf(what, sizeof what, "steps[%zu]", i);
+    const char *src = arg(args, 0);
+    return api_build_copy_step(rq, what, hash, &src, 1, arg(args, 1), na > 2 ? arg(args, 2) : "",
+                               na > 3 ? arg(args, 3) : "", cwd, total, ret, err);
+}
+
 /* E2B's steps into exec steps, their names (the instruction's index as
  * E2B counts them: 1 is the first after the base) and the version's
- * config. 0, or SBX_EINVAL with err. */
-static int translate(json_object *in, json_object **ret_steps, json_object **ret_names, json_object **ret_config,
-                     api_error_t *err)
+ * config. 0, or SBX_EINVAL with err, SBX_EDB. */
+static int translate(req_t *rq, json_object *in, json_object **ret_steps, json_object **ret_names,
+                     json_object **ret_config, api_error_t *err)
 {
     json_object *steps = json_object_new_array(), *names = json_object_new_array(), *env = json_object_new_object();
     const char *cwd = NULL, *user = NULL;
+    int64_t copied = 0;
     int rc = 0;
     size_t n = json_object_is_type(in, json_type_array) ? json_object_array_length(in) : 0;
     if (in && !json_object_is_type(in, json_type_array))
@@ -175,11 +198,14 @@ static int translate(json_object *in, json_object **ret_steps, json_object **ret
         } else if (strcmp(type, "USER") == 0 && na == 1) {
             user = arg(args, 0);
         } else if (strcmp(type, "COPY") == 0) {
-            rc = api_error_set(err, API_INVALID_ARGUMENT, "steps[%zu]: COPY is not supported by this server's "
-                               "template builds yet (run the copy as a command, or build with the sandbox CLI)", i);
+            json_object *cs = NULL;
+            if ((rc = copy_step(rq, i, st, args, na, cwd, &copied, &cs, err)) == 0) {
+                json_object_array_add(steps, cs);
+                json_object_array_add(names, json_object_new_string(name));
+            }
         } else {
             rc = api_error_set(err, API_INVALID_ARGUMENT, "steps[%zu]: %.32s with %zu args is not supported "
-                               "(RUN, ENV, WORKDIR with an absolute path, USER)", i, type, na);
+                               "(RUN, COPY, ENV, WORKDIR with an absolute path, USER)", i, type, na);
         }
     }
     if (rc == 0 && json_object_array_length(steps) > SBX_BUILD_STEPS_MAX)
@@ -244,7 +270,12 @@ void e2b_template_build_start(req_t *rq, const char *tmpl, const char *build_id)
     }
     json_object *sv = NULL;
     json_object_object_get_ex(body, "steps", &sv);
-    if (translate(sv, &steps, &names, &cfg, &err) < 0) {
+    int trc = translate(rq, sv, &steps, &names, &cfg, &err);
+    if (trc == SBX_EDB) {
+        e2b_reply_error(rq, API_UNAVAILABLE, "database unavailable");
+        goto out;
+    }
+    if (trc < 0) {
         reply_err(rq, &err);
         goto out;
     }
@@ -311,9 +342,71 @@ static void entry(json_object *arr, const char *ts, const char *level, const cha
     json_object_array_add(arr, e);
 }
 
+/* What a finished step printed, as log entries of its own (one a line):
+ * its last E2B_STEP_LOG_BYTES bytes the server kept, within *budget, which
+ * bounds a whole status answer (a step's output is final once it ended, so
+ * the entries, and so logsOffset, stay the same from one poll to the next). */
+#define E2B_STEP_LOG_BYTES  8192
+#define E2B_STATUS_LOG_BYTES (128 * 1024)
+static void step_output(req_t *rq, json_object *all, const char *ts, const char *op, const char *step,
+                        int64_t *budget)
+{
+    json_object *o = NULL;
+    bool ready = false;
+    api_error_t err;
+    int64_t end = 0;
+    if (!op || *budget <= 0 || store_output_read(rq->db, auth_scope(rq), op, 0, 0, &o, &ready, &err) < 0)
+        return;
+    jsonx_get_int(o, "end_offset", &end);
+    json_object_put(o);
+    o = NULL;
+    int64_t want = *budget < E2B_STEP_LOG_BYTES ? *budget : E2B_STEP_LOG_BYTES, from = end > want ? end - want : 0;
+    if (end <= 0 || store_output_read(rq->db, auth_scope(rq), op, from, (size_t)want, &o, &ready, &err) < 0)
+        return;
+    json_object *chunks = jsonx_get_arr(o, "chunks");
+    size_t total = 0;
+    for (size_t i = 0; chunks && i < json_object_array_length(chunks); i++) {
+        const char *d = jsonx_get_str(json_object_array_get_idx(chunks, i), "data");
+        total += d ? strlen(d) : 0;
+    }
+    char *text = malloc(total + 1);
+    if (!text) {
+        json_object_put(o);
+        return;
+    }
+    size_t n = 0;
+    for (size_t i = 0; chunks && i < json_object_array_length(chunks); i++) {
+        const char *d = jsonx_get_str(json_object_array_get_idx(chunks, i), "data");
+        size_t l = d ? strlen(d) : 0;
+        memcpy(text + n, d ? d : "", l);
+        n += l;
+    }
+    text[n] = '\0';
+    json_object_put(o);
+    *budget -= (int64_t)n;
+    if (from > 0) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "(%lld bytes of its output before these: GET /v1/operations/%s/output)",
+                 (long long)from, op);
+        entry(all, ts, "info", msg, step);
+    }
+    for (char *line = text, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+        nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        size_t l = strlen(line);
+        if (l > 0 && line[l - 1] == '\r')
+            line[--l] = '\0';
+        if (l > 0)
+            entry(all, ts, "info", line, step);
+    }
+    free(text);
+}
+
 /* getBuildStatus: {templateID, buildID, status, logEntries (from
- * logsOffset), logs, reason}. The entries: one per step run (its
- * operation, state and exit code), then the version made or the failure. */
+ * logsOffset), logs, reason}. The entries: per step run, what it printed
+ * (step_output) and its operation, state and exit code; then the version
+ * made or the failure. */
 void e2b_template_build_status(req_t *rq, const char *tmpl, const char *build_id)
 {
     json_object *resp = NULL;
@@ -342,8 +435,10 @@ void e2b_template_build_status(req_t *rq, const char *tmpl, const char *build_id
                                                      : jsonx_get_str(b, "created_at");
     json_object *all = json_object_new_array(), *done = jsonx_get_arr(b, "steps");
     json_object *names = jsonx_get_arr(b, "step_names");
+    int64_t budget = E2B_STATUS_LOG_BYTES;
     for (size_t i = 0; done && i < json_object_array_length(done); i++) {
         json_object *s = json_object_array_get_idx(done, i);
+        step_output(rq, all, ts, jsonx_get_str(s, "operation"), names ? str_at(names, i) : NULL, &budget);
         int64_t code = -1;
         bool has = jsonx_get_int(s, "exit_code", &code);
         char msg[200], exit_text[40] = "";
@@ -393,18 +488,83 @@ void e2b_template_build_status(req_t *rq, const char *tmpl, const char *build_id
     http_reply_json(rq, 200, o);
 }
 
-/* getFileUploadLink (COPY's files): not done here yet. */
-#define E2B_NO_COPY                                                                                       \
-    "COPY is not supported by this server's template builds yet (run the copy as a command, or build with the " \
-    "sandbox CLI)"
+/* A files hash as E2B's SDK makes it: sha256, hex. */
+static bool files_hash_ok(req_t *rq, const char *hash)
+{
+    size_t n = strlen(hash);
+    bool ok = n == 64 && strspn(hash, "0123456789abcdef") == n;
+    if (!ok)
+        e2b_reply_error(rq, API_INVALID_ARGUMENT, "a files hash is 64 lowercase hex digits (sha256)");
+    return ok;
+}
 
-/* getFileUploadLink (COPY's files): not done here yet. The build that asked
- * cannot go on: the template's waiting builds fail now rather than hold a
- * place among the tenant's builds for an hour. */
+/* getFileUploadLink: {"present": true} when the tenant holds the files of
+ * hash; else where to PUT them: this very path on this server, with the
+ * caller's own key as the header it came in (the client has it already;
+ * the server signs no other kind of link). */
 void e2b_template_files(req_t *rq, const char *tmpl, const char *hash)
 {
-    (void)hash;
-    if (spec_snapshot_name_ok(tmpl))
-        (void)store_build_fail_waiting(rq->db, rq->auth.tenant_id, tmpl, E2B_NO_COPY);
-    e2b_reply_error(rq, API_INVALID_ARGUMENT, E2B_NO_COPY);
+    if (!template_id_ok(rq, tmpl) || !files_hash_ok(rq, hash))
+        return;
+    bool have = false;
+    if (store_build_file_has(rq->db, rq->auth.tenant_id, hash, &have) < 0) {
+        e2b_reply_error(rq, API_UNAVAILABLE, "database unavailable");
+        return;
+    }
+    json_object *o = json_object_new_object();
+    jsonx_add_bool(o, "present", have);
+    if (!have) {
+        const char *host = http_header(rq, "Host"), *key = http_header(rq, "X-API-Key");
+        const char *auth = http_header(rq, "Authorization");
+        if (!host || !*host || strlen(host) > 255 ||
+            strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]") != strlen(host)) {
+            json_object_put(o);
+            e2b_reply_error(rq, API_INVALID_ARGUMENT, "the request's Host header is needed for the upload link");
+            return;
+        }
+        char url[512];
+        snprintf(url, sizeof url, "%s://%s/e2b/templates/%s/files/%s", rq->ctl->api_tls ? "https" : "http", host,
+                 tmpl, hash);
+        jsonx_add_str(o, "url", url);
+        json_object *h = json_object_new_object();
+        if (key && *key)
+            jsonx_add_str(h, "X-API-Key", key);
+        else if (auth && *auth)
+            jsonx_add_str(h, "Authorization", auth);
+        jsonx_add(o, "headers", h);
+    }
+    http_reply_json(rq, 201, o);
+}
+
+/* The upload of getFileUploadLink: the body (a tar, maybe gzipped, as
+ * the SDK packs a COPY's files) kept as the tenant's files of hash. */
+void e2b_template_file_upload(req_t *rq, const char *tmpl, const char *hash)
+{
+    if (!template_id_ok(rq, tmpl) || !files_hash_ok(rq, hash))
+        return;
+    struct evbuffer *in = evhttp_request_get_input_buffer(rq->ev);
+    size_t n = evbuffer_get_length(in);
+    if (n == 0) {
+        e2b_reply_error(rq, API_INVALID_ARGUMENT, "the upload is empty");
+        return;
+    }
+    if (n > SBX_BUILD_FILE_MAX) {
+        e2b_reply_error(rq, API_PAYLOAD_TOO_LARGE, "a COPY's files are at most 512 KiB packed on this server "
+                                                   "(copy bigger ones with a command, or build with the sandbox CLI)");
+        return;
+    }
+    const unsigned char *p = evbuffer_pullup(in, (ev_ssize_t)n);
+    char *b64 = p ? b64_encode(p, n) : NULL;
+    if (!b64) {
+        e2b_reply_error(rq, API_INTERNAL, "out of memory");
+        return;
+    }
+    api_error_t err;
+    int rc = store_build_file_put(rq->db, rq->auth.tenant_id, hash, b64, (int64_t)n, &err);
+    free(b64);
+    if (rc < 0) {
+        reply_err(rq, &err);
+        return;
+    }
+    http_reply_text(rq, 200, "application/json", "{}", 2);
 }

@@ -90,15 +90,18 @@ static int retention_pass(struct reconcile *r)
     store_pruned_t p;
     int rc = store_prune(r->db, cfg_int(cfg, CFG_RETENTION_OPERATIONS_SECONDS),
                          cfg_int(cfg, CFG_RETENTION_EVENTS_SECONDS), &p);
-    pass_done("retention", now, (int)(p.events + p.operations + p.sandboxes + p.routes + p.builds), rc);
+    pass_done("retention", now, (int)(p.events + p.operations + p.sandboxes + p.routes + p.builds + p.network_log),
+              rc);
     metrics_add(m_pruned, "table=\"events\"", (double)p.events);
     metrics_add(m_pruned, "table=\"operations\"", (double)p.operations);
     metrics_add(m_pruned, "table=\"sandboxes\"", (double)p.sandboxes);
     metrics_add(m_pruned, "table=\"routes\"", (double)p.routes);
     metrics_add(m_pruned, "table=\"template_builds\"", (double)p.builds);
-    if (p.events || p.operations || p.sandboxes || p.routes || p.builds)
-        log_info("retention", "pruned %lld events, %lld operations, %lld sandboxes, %lld routes and %lld template builds",
-                 p.events, p.operations, p.sandboxes, p.routes, p.builds);
+    metrics_add(m_pruned, "table=\"network_log\"", (double)p.network_log);
+    if (p.events || p.operations || p.sandboxes || p.routes || p.builds || p.network_log)
+        log_info("retention", "pruned %lld events, %lld operations, %lld sandboxes, %lld routes, %lld template builds "
+                 "and %lld network log entries", p.events, p.operations, p.sandboxes, p.routes, p.builds,
+                 p.network_log);
     long long corrected = 0;
     if (rc >= 0 && (rc = store_usage_check(r->db, &corrected)) >= 0 && corrected > 0)
         log_warn("retention", "the live counters differed from a recount for %lld tenant/worker keys; corrected",

@@ -45,6 +45,9 @@ typedef struct store_limits {
     int64_t max_snapshot_mib;
     int64_t max_volumes;             /* server ceilings of a tenant's volumes (count; MiB) */
     int64_t max_volume_mib;
+    /* the key secrets are sealed with (secrets_key_file; 32 bytes, locked
+     * memory); NULL: no secrets */
+    const unsigned char *secrets_key;
 } store_limits_t;
 
 /* Looks a token up by id. Returns 0 with ret filled, ret_hash (hex) set and
@@ -167,7 +170,7 @@ int store_sandbox_delete(PGconn *c, const store_limits_t *lim, const char *scope
  * {"operation":…,"snapshot":…}. 409 not running, 503 its worker away, 422
  * isolation_unavailable (microvm), 429 quota_exceeded, 409 a name taken. */
 int store_snapshot_create(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
-                          const char *name, const char *template_name, json_object *config,
+                          const char *name, const char *template_name, json_object *config, bool memory,
                           const char *idempotency_key, const char *request_hash, const char *created_by,
                           json_object **ret, api_error_t *err);
 /* Templates (docs/templates.md): a template's versions are snapshots made
@@ -195,8 +198,17 @@ typedef struct build_req {
  * under already: that build. */
 int store_build_create(PGconn *c, const build_req_t *b, json_object **ret, api_error_t *err);
 /* The build tenant_id made under key: 0 with *ret ({"build":…}),
- * SBX_ENOTFOUND, SBX_EDB. */
-int store_build_by_key(PGconn *c, const char *tenant_id, const char *key, json_object **ret);
+ * SBX_ENOTFOUND, SBX_EDB; SBX_ECONFLICT with err when that build was asked
+ * for another template, other steps or another config than these
+ * (canonical; config NULL: none). */
+int store_build_by_key(PGconn *c, const char *tenant_id, const char *key, const char *template_name,
+                       json_object *steps, json_object *config, json_object **ret, api_error_t *err);
+/* Cancels tenant_id's build (waiting or building): it ends cancelled, the
+ * step under way with its build sandbox, which the reconcile loop deletes;
+ * {"build":…}. A cancelled one answers as it is; 404; 409 when it is
+ * saving its version or ended. */
+int store_build_cancel(PGconn *c, const char *tenant_id, const char *template_name, const char *build_id,
+                       const char *by, json_object **ret, api_error_t *err);
 /* The tenant's builds still under way or cleaning up. */
 int store_build_active_count(PGconn *c, const char *tenant_id, int64_t *ret);
 /* {"build":…} of tenant_id's template; 404. */
@@ -218,9 +230,17 @@ int store_build_request(PGconn *c, const char *tenant_id, const char *template_n
  * may be NULL); 409 when it is not waiting any more. */
 int store_build_start(PGconn *c, const build_req_t *b, const char *build_id, json_object *step_names,
                       api_error_t *err);
-/* Fails tenant_id's waiting builds of the template with message (one
- * that cannot start: E2B's COPY). 0 or SBX_EDB. */
-int store_build_fail_waiting(PGconn *c, const char *tenant_id, const char *template_name, const char *message);
+/* A build's files (COPY, docs/templates.md): tenant_id's upload of hash
+ * (data_b64: standard base64 of size bytes, at most SBX_BUILD_FILE_MAX),
+ * kept or replaced; 429 over SBX_BUILD_FILES_MAX files. 0, SBX_EINVAL with
+ * err, SBX_EDB. */
+int store_build_file_put(PGconn *c, const char *tenant_id, const char *hash, const char *data_b64, int64_t size,
+                         api_error_t *err);
+/* Whether tenant_id holds hash (*ret). 0 or SBX_EDB. */
+int store_build_file_has(PGconn *c, const char *tenant_id, const char *hash, bool *ret);
+/* The base64 of tenant_id's hash (*ret_b64, malloc'd) and its size, marked
+ * used; SBX_ENOTFOUND, SBX_EDB. */
+int store_build_file_get(PGconn *c, const char *tenant_id, const char *hash, char **ret_b64, int64_t *ret_size);
 /* The reconcile pass: moves each unfinished build on (its next step's
  * operation, the snapshot, the build sandbox's delete) once what it waits
  * on has finished. *ret_active: some build is unfinished. */
@@ -286,6 +306,46 @@ int store_snapshot_unwanted(PGconn *c, const char *worker_id, json_object *held,
 int store_sandbox_pause(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id, bool resume,
                         const char *idempotency_key, const char *request_hash, const char *created_by,
                         json_object **ret, api_error_t *err);
+/* A live change of a running sandbox's egress rules (docs/network.md):
+ * rules within the tenant's policy (403 policy_denied naming the entry
+ * otherwise), an operation of kind "network" leased to its worker;
+ * {"operation":…}. 409 when it is not running, was created without rules
+ * or has a network change, pause or resume in progress; 503 its worker
+ * away. */
+int store_sandbox_network(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
+                          const egress_rules_t *rules, const char *idempotency_key, const char *request_hash,
+                          const char *created_by, json_object **ret, api_error_t *err);
+/* The network log (docs/network.md): at most STORE_NETLOG_BATCH_MAX
+ * records a report, each sandbox's newest STORE_NETLOG_KEEP kept. */
+#define STORE_NETLOG_BATCH_MAX SBX_NETLOG_BATCH_MAX
+#define STORE_NETLOG_KEEP      2000
+/* Records worker_id's egress filter reported (the filter's "drain"
+ * records), kept for the sandboxes that worker runs only, under their own
+ * tenant; counted in the sandbox_egress metrics. *ret_recorded: how many
+ * were kept; *ret_skipped: how many could not be (malformed; logged once).
+ * 400 when records is not an array of at most the batch. */
+int store_network_log_add(PGconn *c, const char *worker_id, json_object *records, int64_t *ret_recorded,
+                          int64_t *ret_skipped, api_error_t *err);
+/* {"entries":[…],"next_after":ID}: a sandbox's log entries after id
+ * after, oldest first, at most limit; verdict "allowed", "refused" or NULL
+ * (both). 404 for a sandbox outside scope. */
+int store_network_log_list(PGconn *c, const char *scope, const char *sandbox_id, int64_t after, int64_t limit,
+                           const char *verdict, json_object **ret, api_error_t *err);
+/* Secrets (store/secrets.c, docs/network.md#secrets-at-egress): sealed
+ * with lim->secrets_key (503 unavailable without one); {"secret":{"name",
+ * "tenant","header","hosts","created_at"}} — never the value; 409 when the
+ * tenant has one of that name. */
+int store_secret_create(PGconn *c, const store_limits_t *lim, const char *tenant_id, const char *name,
+                        const char *header, json_object *hosts, const char *value, const char *created_by,
+                        json_object **ret, api_error_t *err);
+/* {"secrets":[…]} within scope (NULL: every tenant's). */
+int store_secret_list(PGconn *c, const char *scope, json_object **ret, api_error_t *err);
+/* {"secret":…} of the one deleted; 404. Running sandboxes keep what they
+ * were given. */
+int store_secret_delete(PGconn *c, const char *tenant_id, const char *name, json_object **ret, api_error_t *err);
+/* 0 when the tenant has every one of names; else 404 naming the first it
+ * lacks as secrets[N]. */
+int store_secrets_check(PGconn *c, const char *tenant_id, char *const *names, size_t n, api_error_t *err);
 /* {"operation":…}; exec_request is the canonical exec JSON. */
 int store_exec_create(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
                       json_object *exec_request, const char *idempotency_key, const char *request_hash,
@@ -614,10 +674,11 @@ int store_stats_render(PGconn *c, sbuf_t *out);
 
 /* Rows one retention pass deleted, per table. */
 typedef struct store_pruned {
-    long long events, operations, sandboxes, routes, builds;
+    long long events, operations, sandboxes, routes, builds, network_log;
 } store_pruned_t;
 
-/* Retention: deletes events older than events_seconds, operations finished
+/* Retention: deletes events and network log entries older than
+ * events_seconds, operations finished
  * more than operations_seconds ago, and deleted sandboxes (with their removed
  * routes) whose operations are all gone, plus routes removed that long ago
  * and template builds finished (and cleaned up) that long ago.

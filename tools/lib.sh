@@ -9,13 +9,14 @@
 # has it registered; for the microvm class (worker/vmm): qemu-system-x86,
 # qemu-utils for overlays, linux-image-amd64 as the guest kernel, xz-utils
 # to unpack it, e2fsprogs for mkfs.ext4 -d root disks; gnuplot-nox draws
-# tests/bench/scale.sh's chart).
+# tests/bench/scale.sh's chart; dnsmasq-base answers names in the egress
+# filter's tests, which build their own internet in a network namespace).
 SBX_PACKAGES=(
   build-essential meson ninja-build pkg-config
   libpq-dev libevent-dev libssl-dev libjson-c-dev libcurl4-openssl-dev libsodium-dev check openssl
   postgresql-15 docker.io busybox-static curl runsc
   libnats-dev nats-server gnuplot-nox
-  qemu-system-x86 qemu-utils linux-image-amd64 e2fsprogs xz-utils
+  qemu-system-x86 qemu-utils linux-image-amd64 e2fsprogs xz-utils dnsmasq-base
 )
 
 sbx_say() { printf '==> %s\n' "$*" >&2; }

@@ -603,6 +603,38 @@ static const char *microvm_missing(char *driver, size_t cap)
  * runs docker and the microVM driver (worker_runtime = docker,external,
  * state under DATA_DIR/vmm), so microvm is offered beside container without
  * a flag; else one line says why not. Never fails the start. */
+/* sandboxd all without secrets_key_file: the data dir's secrets.key, made
+ * once (64 hex digits of a random key, mode 0600). */
+static int all_secrets_key(cfg_t *cfg, const char *data_dir)
+{
+    char path[1024], err[256];
+    snprintf(path, sizeof path, "%s/secrets.key", data_dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        unsigned char key[32];
+        char hex[65];
+        randombytes_buf(key, sizeof key);
+        sodium_bin2hex(hex, sizeof hex, key, sizeof key);
+        hex[64] = '\n';
+        bool ok = write(fd, hex, 65) == 65 && fsync(fd) == 0;
+        sodium_memzero(key, sizeof key);
+        sodium_memzero(hex, sizeof hex);
+        if (close(fd) < 0 || !ok) {
+            fprintf(stderr, "sandboxd: cannot write %s: %s\n", path, strerror(errno));
+            unlink(path);
+            return -1;
+        }
+    } else if (errno != EEXIST) {
+        fprintf(stderr, "sandboxd: cannot create %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    if (cfg_set(cfg, "secrets_key_file", path, "all", err, sizeof err) < 0) {
+        fprintf(stderr, "sandboxd: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
 static void embed_microvm(cfg_t *cfg, const char *data_dir)
 {
     if (strcmp(cfg->sources[CFG_WORKER_RUNTIME], "default") != 0) {
@@ -677,6 +709,8 @@ static int run_daemon(cfg_t *cfg, bool with_controller, bool with_worker)
             conninfo = pgembed_conninfo(pg);
             log_info("sandboxd", "embedded PostgreSQL running in %s", pgembed_location(pg));
         }
+        if (!*cfg_str(cfg, CFG_SECRETS_KEY_FILE) && all_secrets_key(cfg, data_dir) < 0)
+            return 1;
     }
     if (with_controller) {
         if (controller_start(cfg, conninfo, &ctl, err, sizeof err) < 0) {

@@ -31,7 +31,7 @@
 
 /* The worker's metrics (the process registry, common/metrics.h). */
 static const char *const agent_kinds[] = { "create", "delete", "exec", "snapshot", "pause",
-                                             "resume", "snapshot_copy" };   /* assignment kinds, as labels */
+                                             "resume", "snapshot_copy", "network" };   /* assignment kinds, as labels */
 static pthread_once_t agent_metrics_once = PTHREAD_ONCE_INIT;
 metric_family_t *agent_m_assignments, *agent_m_assignment_seconds, *agent_m_running, *agent_m_sandboxes,
     *agent_m_heartbeats, *agent_m_capacity, *agent_m_disk_stops;
@@ -380,11 +380,11 @@ static void agent_log_offer(const runtime_t *rt)
         if (!modes)
             continue;
         char list[64] = "";
-        for (int m = NET_NONE; m <= NET_OPEN; m++) {
+        for (int m = NET_NONE; m < NET_OFFERS; m++) {
             if (modes & (1u << m)) {
                 size_t l = strlen(list);
-                snprintf(list + l, sizeof list - l, "%s%s", l ? "," : "", net_mode_name((net_mode_t)m));
-            } else {
+                snprintf(list + l, sizeof list - l, "%s%s", l ? "," : "", net_offer_name(m));
+            } else if (m <= NET_OPEN) {
                 log_warn(AGENT_COMPONENT, "isolation %s: network %s not offered: %s", isolation_name((isolation_t)c),
                          net_mode_name((net_mode_t)m), runtime_network_unavailable(rt, (isolation_t)c,
                                                                                   (net_mode_t)m));
@@ -740,6 +740,7 @@ void agent_free(agent_t *a)
         a->qlen--;
     }
     json_object_put(a->sessions);
+    json_object_put(a->netlog);
     pthread_cond_destroy(&a->cond);
     pthread_mutex_destroy(&a->mu);
     agent_free_memory(a);

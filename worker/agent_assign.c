@@ -161,6 +161,14 @@ static void agent_run_create(agent_t *a, json_object *job, agent_outcome_t *o)
         spec_release(&spec);
         return;
     }
+    json_object *secrets = jsonx_get_arr(job, "secrets");
+    if (spec.nsecrets > 0 && (!secrets || json_object_array_length(secrets) != spec.nsecrets)) {
+        const char *why = jsonx_get_str(job, "secrets_error");
+        api_error_set(&o->err, API_UNAVAILABLE, "the sandbox's secrets did not come with its create: %s",
+                      why ? why : "the controller sent none");
+        spec_release(&spec);
+        return;
+    }
     runtime_create_req_t req = {
         .sandbox_id = sbx,
         .tenant = jsonx_get_str(job, "tenant"),
@@ -169,11 +177,19 @@ static void agent_run_create(agent_t *a, json_object *job, agent_outcome_t *o)
         .cluster_id = cluster,
         .worker_name = a->name,
         .egress_allow = allow,
+        .secrets = spec.nsecrets > 0 ? secrets : NULL,
     };
+    bool memory = false;
+    req.ret_memory = &memory;
     if (!sbx)
         api_error_set(&o->err, API_INVALID_ARGUMENT, "the assignment has no sandbox_id");
-    else if (runtime_create(a->rt, &req, o->runtime_ref, &o->exit, &o->err) == 0)
+    else if (runtime_create(a->rt, &req, o->runtime_ref, &o->exit, &o->err) == 0) {
         o->ok = true;
+        if (spec.from && *spec.from) { /* whether it resumed the snapshot's memory or booted */
+            o->result = json_object_new_object();
+            jsonx_add_bool(o->result, "memory", memory);
+        }
+    }
     spec_release(&spec);
 }
 
@@ -299,6 +315,7 @@ static void agent_run_snapshot(agent_t *a, json_object *job, agent_outcome_t *o)
     runtime_snapshot_req_t req = { .ref = own, .snapshot_id = snp, .tenant = jsonx_get_str(job, "tenant"),
                                    .cluster_id = cluster, .worker_name = a->name,
                                    .config = jsonx_get_obj(jsonx_get_obj(job, "snapshot"), "config") };
+    jsonx_get_bool(jsonx_get_obj(job, "snapshot"), "memory", &req.memory);
     runtime_snapshot_t snap;
     if (runtime_snapshot_create(a->rt, &req, &snap, &o->err) < 0)
         return;
@@ -308,6 +325,7 @@ static void agent_run_snapshot(agent_t *a, json_object *job, agent_outcome_t *o)
         jsonx_add_int(o->result, "size_bytes", snap.size_bytes);
     if (snap.image_bytes >= 0)
         jsonx_add_int(o->result, "image_bytes", snap.image_bytes);
+    jsonx_add_bool(o->result, "memory", snap.memory);
     o->ok = true;
 }
 
@@ -424,21 +442,26 @@ static void agent_run_snapshot_copy(agent_t *a, httpc_t *c, json_object *job, ag
         httpc_free(own);
 }
 
+/* The object of the assignment's sandbox into own (its sandbox_id and
+ * runtime_ref, checked as this worker's): 0, or an error in err. */
+static int agent_own_sandbox(agent_t *a, json_object *job, char own[80], api_error_t *err)
+{
+    const char *sbx = jsonx_get_str(job, "sandbox_id");
+    if (!sbx)
+        return api_error_set(err, API_INVALID_ARGUMENT, "the assignment has no sandbox_id");
+    int owned = agent_check_owner(a, sbx, jsonx_get_str(job, "runtime_ref"), own, err);
+    if (owned == SBX_ENOTFOUND)
+        api_error_set(err, API_RUNTIME_ERROR, "sandbox container not found");
+    return owned < 0 ? owned : 0;
+}
+
 /* Pauses or resumes the assignment's sandbox: only its own object. */
 static void agent_run_pause(agent_t *a, json_object *job, bool resume, agent_outcome_t *o)
 {
     char own[80];
     const char *sbx = jsonx_get_str(job, "sandbox_id");
-    if (!sbx) {
-        api_error_set(&o->err, API_INVALID_ARGUMENT, "the assignment has no sandbox_id");
+    if (agent_own_sandbox(a, job, own, &o->err) < 0)
         return;
-    }
-    int owned = agent_check_owner(a, sbx, jsonx_get_str(job, "runtime_ref"), own, &o->err);
-    if (owned < 0) {
-        if (owned == SBX_ENOTFOUND)
-            api_error_set(&o->err, API_RUNTIME_ERROR, "sandbox container not found");
-        return;
-    }
     bool memory = false;
     int rc = resume ? runtime_resume(a->rt, sbx, own, &o->exit, &o->err) : runtime_pause(a->rt, own, &memory, &o->err);
     if (rc < 0)
@@ -446,6 +469,25 @@ static void agent_run_pause(agent_t *a, json_object *job, bool resume, agent_out
     o->result = json_object_new_object();
     if (!resume)
         jsonx_add_bool(o->result, "memory", memory);
+    o->ok = true;
+}
+
+/* Gives the assignment's sandbox its new egress rules (docs/network.md). */
+static void agent_run_network(agent_t *a, json_object *job, agent_outcome_t *o)
+{
+    char own[80];
+    const char *sbx = jsonx_get_str(job, "sandbox_id");
+    json_object *egress = jsonx_get_obj(jsonx_get_obj(job, "network"), "egress");
+    if (!egress || !json_object_is_type(egress, json_type_object)) {
+        api_error_set(&o->err, API_INVALID_ARGUMENT, "the assignment has no network.egress");
+        return;
+    }
+    if (agent_own_sandbox(a, job, own, &o->err) < 0)
+        return;
+    if (runtime_egress_set(a->rt, sbx, own, egress, &o->err) < 0)
+        return;
+    o->result = json_object_new_object();
+    jsonx_add(o->result, "egress", json_object_get(egress));
     o->ok = true;
 }
 
@@ -556,6 +598,8 @@ static json_object *agent_run_assignment_on(agent_t *a, httpc_t *c, json_object 
         agent_run_snapshot_copy(a, c, job, &o);
     else if (kind && (strcmp(kind, "pause") == 0 || strcmp(kind, "resume") == 0))
         agent_run_pause(a, job, strcmp(kind, "resume") == 0, &o);
+    else if (kind && strcmp(kind, "network") == 0)
+        agent_run_network(a, job, &o);
     else
         api_error_set(&o.err, API_INVALID_ARGUMENT, "unknown assignment kind \"%.40s\"", kind ? kind : "");
 

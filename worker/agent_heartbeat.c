@@ -65,9 +65,9 @@ static json_object *agent_register_body(agent_t *a)
         json_object_array_add(iso, json_object_new_string(isolation_name(classes[i])));
         unsigned modes = runtime_network_modes(a->rt, classes[i]);
         json_object *ml = json_object_new_array();
-        for (int m = NET_NONE; m <= NET_OPEN; m++)
+        for (int m = NET_NONE; m < NET_OFFERS; m++)
             if (modes & (1u << m))
-                json_object_array_add(ml, json_object_new_string(net_mode_name((net_mode_t)m)));
+                json_object_array_add(ml, json_object_new_string(net_offer_name(m)));
         jsonx_add(nets, isolation_name(classes[i]), ml);
     }
     jsonx_add(o, "isolation", iso);
@@ -583,6 +583,50 @@ void agent_report_sessions(agent_t *a, httpc_t *c, const char *wid)
     httpc_response_release(&resp);
 }
 
+/* The egress filter's records (docs/network.md#the-network-log), after each
+ * heartbeat: drained from the runtime, then sent until the controller takes
+ * them (a batch it refuses as malformed is dropped, logged). */
+static void agent_report_network(agent_t *a, httpc_t *c, const char *wid)
+{
+    api_error_t err;
+    if (!a->netlog) {
+        json_object *records = NULL;
+        int64_t dropped = 0;
+        if (runtime_egress_drain(a->rt, SBX_NETLOG_BATCH_MAX, &records, &dropped, &err) < 0) {
+            if (err.code != API_ISOLATION_UNAVAILABLE)
+                log_warn(AGENT_COMPONENT, "cannot read the egress filter's records: %s", err.message);
+            return;
+        }
+        if (dropped > 0)
+            log_warn(AGENT_COMPONENT, "the egress filter let %lld records go before they were read",
+                     (long long)dropped);
+        if (json_object_array_length(records) == 0 && dropped == 0) {
+            json_object_put(records);
+            return;
+        }
+        a->netlog = records;
+        a->netlog_dropped = dropped;
+    }
+    char path[AGENT_WORKER_ID_MAX + 32];
+    snprintf(path, sizeof path, "/v1/workers/%s/network-log", wid);
+    json_object *body = json_object_new_object();
+    jsonx_add(body, "records", json_object_get(a->netlog));
+    jsonx_add_int(body, "dropped", a->netlog_dropped);
+    httpc_response_t resp;
+    int rc = httpc_request(c, "POST", path, body, NULL, 10000, &resp);
+    json_object_put(body);
+    if (rc == 0 && (resp.status == 200 || resp.status == 400)) {
+        if (resp.status == 400)
+            log_warn(AGENT_COMPONENT, "the controller refused %zu network records: %s",
+                     json_object_array_length(a->netlog),
+                     jsonx_get_str(jsonx_get_obj(resp.json, "error"), "message"));
+        json_object_put(a->netlog);
+        a->netlog = NULL;
+        a->netlog_dropped = 0;
+    }
+    httpc_response_release(&resp);
+}
+
 void *agent_heartbeat_main(void *arg)
 {
     agent_t *a = arg;
@@ -624,6 +668,7 @@ void *agent_heartbeat_main(void *arg)
                 agent_remove_volumes(a, jsonx_get_arr(resp.json, "remove_volumes"));
                 agent_set_cancelled(a, jsonx_get_arr(resp.json, "cancel"));
                 agent_report_sessions(a, c, wid);
+                agent_report_network(a, c, wid);
             } else if (rc == 0 && resp.status == 404) {
                 log_warn(AGENT_COMPONENT, "the controller does not know worker %s; registering again", wid);
                 pthread_mutex_lock(&a->mu);

@@ -60,6 +60,10 @@ struct agent {
     json_object *sessions;           /* ended E2B processes not reported yet (under mu; agent_report_sessions) */
     int64_t sessions_dropped;        /* ... dropped past AGENT_SESSIONS_MAX, not yet logged */
     uint64_t sessions_shifted;       /* ... dropped from the front ever: a report in flight knows what moved */
+    /* the egress filter's records drained and not yet taken by the
+     * controller (the heartbeat thread's own; agent_report_network) */
+    json_object *netlog;
+    int64_t netlog_dropped;
     health_t *health;                /* /healthz, /readyz, /metrics (worker_health_listen); NULL when not served */
 
     pthread_mutex_t mu;

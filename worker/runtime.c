@@ -20,6 +20,10 @@ static int runtime_open_docker(const cfg_t *cfg, const char *worker_name, runtim
         .worker_name = worker_name,
         .image_registries = cfg_str(cfg, CFG_IMAGE_REGISTRIES),
         .volume_dir = cfg_str(cfg, CFG_WORKER_VOLUME_DIR),
+        .egress_upstream = cfg_str(cfg, CFG_WORKER_EGRESS_UPSTREAM),
+        .filtered_network = cfg_str(cfg, CFG_WORKER_FILTERED_NETWORK),
+        .egress_filter = cfg_str(cfg, CFG_WORKER_EGRESS_FILTER),
+        .egress_upstream_ca = cfg_str(cfg, CFG_WORKER_EGRESS_UPSTREAM_CA),
     };
     return runtime_docker_open(&opt, ret, err);
 }
@@ -228,6 +232,25 @@ int runtime_resume(runtime_t *rt, const char *sandbox_id, const char *ref, runti
     if (!rt->ops->resume)
         return api_error_set(err, API_UNAVAILABLE, "the %s runtime cannot resume a sandbox", rt->ops->name);
     return rt->ops->resume(rt, sandbox_id, ref, ret_exit, err);
+}
+
+int runtime_egress_set(runtime_t *rt, const char *sandbox_id, const char *ref, json_object *egress,
+                       api_error_t *err)
+{
+    if (!rt->ops->egress_set)
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE, "the %s runtime filters no egress by name",
+                             rt->ops->name);
+    return rt->ops->egress_set(rt, sandbox_id, ref, egress, err);
+}
+
+int runtime_egress_drain(runtime_t *rt, int max, json_object **ret, int64_t *ret_dropped, api_error_t *err)
+{
+    *ret = NULL;
+    *ret_dropped = 0;
+    if (!rt->ops->egress_drain)
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE, "the %s runtime filters no egress by name",
+                             rt->ops->name);
+    return rt->ops->egress_drain(rt, max, ret, ret_dropped, err);
 }
 
 int runtime_snapshot_create(runtime_t *rt, const runtime_snapshot_req_t *req, runtime_snapshot_t *ret,

@@ -31,6 +31,8 @@ typedef struct runtime runtime_t;
  * assignment's egress_allow, joined by ","): the worker's record, from
  * which it restores the allow rules when it starts. */
 #define RUNTIME_LABEL_EGRESS_ALLOW "dev.sandbox.egress_allow"
+/* a filtered sandbox's egress rules (canonical JSON), the worker's record */
+#define RUNTIME_LABEL_EGRESS "dev.sandbox.egress"
 /* The installation (controller database) the object belongs to. */
 #define RUNTIME_LABEL_CLUSTER  "dev.sandbox.cluster"
 /* The worker (by name) that made the object: several workers may share one
@@ -65,6 +67,10 @@ typedef struct runtime_create_req {
     const char *worker_name;  /* labels the object; may be NULL */
     const char *egress_allow; /* the tenant's egress_allow: canonical CIDRs joined by ","
                                * (network open only); NULL or "" = none */
+    /* The spec's secrets, opened by the controller for this create only
+     * ([{"name","header","hosts","value"}], borrowed; NULL: none): the
+     * egress filter adds them (docs/network.md#secrets-at-egress). */
+    json_object *secrets;
     /* The spec's volumes as disk images another backend of this worker
      * claimed for the sandbox (runtime_volume_disks), one per spec volume
      * in order: for a backend that mounts no files of the host (microvm). */
@@ -74,6 +80,9 @@ typedef struct runtime_create_req {
      * worker holds (runtime_snapshot_image), put there by the worker, never
      * a client's: the one case a create may name the snapshot repository. */
     bool image_of_snapshot;
+    /* NULL, or set to true when the sandbox resumed the memory of the
+     * snapshot it is made from (spec->from; microvm), false when it booted */
+    bool *ret_memory;
 } runtime_create_req_t;
 
 typedef struct runtime_exec_result {
@@ -473,6 +482,9 @@ typedef struct runtime_snapshot_req {
      * form: env, workdir, user, cmd, entrypoint, expose), saved with it for
      * the sandboxes made from it; NULL: none (borrowed) */
     struct json_object *config;
+    /* Save the sandbox's memory too (microvm): a runtime that cannot
+     * refuses (API_INVALID_ARGUMENT), never a snapshot of files alone. */
+    bool memory;
 } runtime_snapshot_req_t;
 
 /* What a snapshot holds, as the runtime measured it. */
@@ -481,6 +493,7 @@ typedef struct runtime_snapshot {
     char tenant[64];
     int64_t size_bytes;       /* what it adds to its base (the sandbox's changes); -1 unknown */
     int64_t image_bytes;      /* its whole filesystem; -1 unknown */
+    bool memory;              /* it holds the sandbox's memory too */
 } runtime_snapshot_t;
 
 /* Saves the filesystem of sandbox object req->ref as snapshot
@@ -598,6 +611,24 @@ int runtime_pause(runtime_t *rt, const char *ref, bool *ret_memory, api_error_t 
 int runtime_resume(runtime_t *rt, const char *sandbox_id, const char *ref, runtime_exit_t *ret_exit,
                    api_error_t *err);
 
+/* ---- egress rules (docs/network.md) ----------------------------------- */
+
+/* Gives sandbox object ref (of sandbox_id, made with egress rules) the
+ * rules egress ({"allow","deny","default"}, canonical; borrowed) from now
+ * on, kept over its pause and resume and the worker's restarts until it is
+ * removed; connections the new rules refuse are closed. API_NOT_FOUND,
+ * API_CONFLICT (made without rules), API_RUNTIME_ERROR; a backend without
+ * it: API_ISOLATION_UNAVAILABLE. */
+int runtime_egress_set(runtime_t *rt, const char *sandbox_id, const char *ref, json_object *egress,
+                       api_error_t *err);
+
+/* Takes at most max of the egress filter's records (each {"at_ms",
+ * "sandbox","kind","name","addr"?,"port"|"qtype","verdict","why",
+ * "bytes_out"?,"bytes_in"?}) into *ret (a new array), oldest first;
+ * *ret_dropped: how many it let go since the last call. A backend without
+ * a filter: API_ISOLATION_UNAVAILABLE. */
+int runtime_egress_drain(runtime_t *rt, int max, json_object **ret, int64_t *ret_dropped, api_error_t *err);
+
 /* One sandbox runtime_disk_enforce stopped. */
 typedef struct runtime_disk_stop {
     char sandbox_id[SBX_ID_MAX];
@@ -705,6 +736,10 @@ typedef struct runtime_ops {
     int (*pause)(runtime_t *rt, const char *ref, bool *ret_memory, api_error_t *err);
     int (*resume)(runtime_t *rt, const char *sandbox_id, const char *ref, runtime_exit_t *ret_exit,
                   api_error_t *err);
+    /* Optional (NULL: no live change of egress rules). */
+    int (*egress_set)(runtime_t *rt, const char *sandbox_id, const char *ref, json_object *egress,
+                      api_error_t *err);
+    int (*egress_drain)(runtime_t *rt, int max, json_object **ret, int64_t *ret_dropped, api_error_t *err);
     void (*free)(runtime_t *rt);   /* never called with NULL */
     /* Whether exec honours exec_spec_t.user (false: an exec with a user is
      * refused with API_ISOLATION_UNAVAILABLE, never run as root). */

@@ -473,6 +473,38 @@ static int multi_resume(runtime_t *rt, const char *sandbox_id, const char *ref, 
     return runtime_resume(multi_by_ref(multi(rt), ref), sandbox_id, ref, ret_exit, err);
 }
 
+static int multi_egress_set(runtime_t *rt, const char *sandbox_id, const char *ref, json_object *egress,
+                            api_error_t *err)
+{
+    return runtime_egress_set(multi_by_ref(multi(rt), ref), sandbox_id, ref, egress, err);
+}
+
+/* Every backend's records in one array (at most max in all). */
+static int multi_egress_drain(runtime_t *rt, int max, json_object **ret, int64_t *ret_dropped, api_error_t *err)
+{
+    multi_runtime_t *m = multi(rt);
+    int any = -1;
+    *ret = json_object_new_array();
+    for (size_t i = 0; i < m->n; i++) {
+        json_object *part = NULL;
+        int64_t dropped = 0;
+        int left = max - (int)json_object_array_length(*ret);
+        if (left <= 0 || runtime_egress_drain(m->b[i], left, &part, &dropped, err) < 0)
+            continue;
+        any = 0;
+        *ret_dropped += dropped;
+        for (size_t k = 0; k < json_object_array_length(part); k++)
+            json_object_array_add(*ret, json_object_get(json_object_array_get_idx(part, k)));
+        json_object_put(part);
+    }
+    if (any < 0) {
+        json_object_put(*ret);
+        *ret = NULL;
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE, "no backend filters egress by name");
+    }
+    return 0;
+}
+
 static size_t multi_isolation_classes(const runtime_t *rt, isolation_t *ret, size_t max)
 {
     const multi_runtime_t *m = cmulti(rt);
@@ -587,6 +619,8 @@ static const runtime_ops_t multi_ops = {
     .volume_remove = multi_volume_remove,
     .pause = multi_pause,
     .resume = multi_resume,
+    .egress_set = multi_egress_set,
+    .egress_drain = multi_egress_drain,
     .free = multi_free,
 };
 

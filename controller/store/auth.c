@@ -205,7 +205,9 @@ int store_tenant_delete(PGconn *c, const char *name, json_object **ret, api_erro
                          "WITH k AS (UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) "
                          "  WHERE tenant_id = $1 RETURNING pg_notify('sandbox_wake', 'token:' || id)), "
                          /* its snapshots go too (their workers remove the bytes) */
-                         "sn AS (UPDATE snapshots SET deleted_at = now() WHERE tenant_id = $1 AND deleted_at IS NULL) "
+                         "sn AS (UPDATE snapshots SET deleted_at = now() WHERE tenant_id = $1 AND deleted_at IS NULL), "
+                         /* and its secrets, sealed or not */
+                         "se AS (DELETE FROM secrets WHERE tenant_id = $1) "
                          "UPDATE tenants tn SET deleted_at = now(), name = tn.name || '.deleted.' || tn.id "
                          "WHERE tn.id = $1 RETURNING ",
                          "", 1, (const char *const[]){ id });

@@ -65,14 +65,71 @@ int store_build_active_count(PGconn *c, const char *tenant_id, int64_t *ret)
     return 0;
 }
 
-int store_build_by_key(PGconn *c, const char *tenant_id, const char *key, json_object **ret)
+int store_build_by_key(PGconn *c, const char *tenant_id, const char *key, const char *template_name,
+                       json_object *steps, json_object *config, json_object **ret, api_error_t *err)
 {
+    char *st = jsonx_dump(steps), *cf = config && json_object_object_length(config) > 0 ? jsonx_dump(config) : NULL;
+    const char *q[] = { tenant_id, key, template_name, st, cf };
+    PGresult *r = st ? db_exec(c,
+                               "SELECT template = $3 AND steps = $4::jsonb AND config IS NOT DISTINCT FROM $5::jsonb "
+                               "FROM template_builds WHERE tenant_id = $1 AND idempotency_key = $2",
+                               5, q)
+                     : NULL;
+    free(st);
+    free(cf);
+    if (!r)
+        return SBX_EDB;
+    int n = PQntuples(r);
+    bool same = n == 1 && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    PQclear(r);
+    if (n != 1)
+        return SBX_ENOTFOUND;
+    if (!same) {
+        api_error_set(err, API_CONFLICT, "Idempotency-Key %.128s was used for another build request (another "
+                      "template, other steps or another config); use a new key", key);
+        return SBX_ECONFLICT;
+    }
     const char *p[] = { tenant_id, key };
     int rc = store__fetch_one(c, &store__t_build, BUILD_FROM "WHERE b.tenant_id = $1 AND b.idempotency_key = $2", 2,
                               p, ret);
     if (rc == 0)
         *ret = store__wrap("build", *ret);
     return rc;
+}
+
+int store_build_cancel(PGconn *c, const char *tenant_id, const char *template_name, const char *build_id,
+                       const char *by, json_object **ret, api_error_t *err)
+{
+    char msg[160];
+    snprintf(msg, sizeof msg, "cancelled by %s", by && *by ? by : "the tenant");
+    const char *p[] = { tenant_id, template_name, build_id, msg };
+    /* the driver's compare-and-set wants building or snapshotting: a step
+     * it makes meanwhile lands nowhere, and goes with the sandbox */
+    PGresult *r = db_exec(c,
+                          "UPDATE template_builds SET state = 'cancelled', error_code = 'cancelled', "
+                          "  error_message = $4, operation_id = NULL, cleaned = sandbox_id IS NULL, "
+                          "  finished_at = now(), updated_at = now() "
+                          "WHERE tenant_id = $1 AND template = $2 AND id = $3 AND state IN ('waiting', 'building')",
+                          4, p);
+    if (!r)
+        return store__db_error(err);
+    PQclear(r);
+    json_object *got = NULL;
+    int rc = store_build_get(c, tenant_id, template_name, build_id, &got, err);
+    if (rc < 0)
+        return rc;
+    const char *state = jsonx_get_str(jsonx_get_obj(got, "build"), "state");
+    if (state && strcmp(state, "cancelled") != 0) {
+        bool saving = strcmp(state, "snapshotting") == 0;
+        api_error_set(err, API_CONFLICT, saving ? "build %s is saving its version (snapshotting): it ends in "
+                                                  "moments; delete the version after if it is not wanted"
+                                                : "build %s has ended already (%s)",
+                      build_id, state);
+        json_object_put(got);
+        return SBX_ECONFLICT;
+    }
+    *ret = got;
+    return 0;
 }
 
 int store_build_create(PGconn *c, const build_req_t *b, json_object **ret, api_error_t *err)
@@ -96,9 +153,12 @@ int store_build_create(PGconn *c, const build_req_t *b, json_object **ret, api_e
     free(config);
     if (!r) {
         /* the same key raced us: the build it made */
-        if (b->idempotency_key && strcmp(db_last_sqlstate(), "23505") == 0 &&
-            store_build_by_key(c, b->tenant_id, b->idempotency_key, ret) == 0)
-            return 0;
+        if (b->idempotency_key && strcmp(db_last_sqlstate(), "23505") == 0) {
+            int rc = store_build_by_key(c, b->tenant_id, b->idempotency_key, b->template_name, b->steps, b->config,
+                                        ret, err);
+            if (rc == 0 || rc == SBX_ECONFLICT)
+                return rc;
+        }
         return store__db_error(err);
     }
     PQclear(r);
@@ -193,18 +253,72 @@ int store_build_start(PGconn *c, const build_req_t *b, const char *build_id, jso
     return n == 1 ? 0 : api_error_set(err, API_CONFLICT, "build %.64s was started already", build_id);
 }
 
-int store_build_fail_waiting(PGconn *c, const char *tenant_id, const char *template_name, const char *message)
+/* ---- a build's files ---- */
+
+int store_build_file_put(PGconn *c, const char *tenant_id, const char *hash, const char *data_b64, int64_t size,
+                         api_error_t *err)
 {
-    const char *p[] = { tenant_id, template_name, message };
+    char sz[24];
+    snprintf(sz, sizeof sz, "%lld", (long long)size);
+    if (db_begin(c) < 0)
+        return store__db_error(err);
+    const char *p[] = { tenant_id, hash, data_b64, sz };
+    /* the count under a lock of the tenant's files, so two uploads cannot both take the last place */
     PGresult *r = db_exec(c,
-                          "UPDATE template_builds SET state = 'failed', error_code = 'invalid_argument', "
-                          "  error_message = $3, cleaned = true, finished_at = now(), updated_at = now() "
-                          "WHERE tenant_id = $1 AND template = $2 AND state = 'waiting'",
-                          3, p);
+                          "SELECT pg_advisory_xact_lock(hashtext('sandbox.build_files:' || $1)), "
+                          "  (SELECT count(*) FROM build_files WHERE tenant_id = $1 AND hash <> $2)",
+                          2, p);
+    if (!r || PQntuples(r) != 1) {
+        PQclear(r);
+        db_rollback(c);
+        return store__db_error(err);
+    }
+    long long n = db_get_ll(r, 0, 1);
+    PQclear(r);
+    if (n >= SBX_BUILD_FILES_MAX) {
+        db_rollback(c);
+        return api_error_set(err, API_QUOTA_EXCEEDED, "the tenant keeps %d build files at most (each is kept a day "
+                             "after its last use)", SBX_BUILD_FILES_MAX);
+    }
+    if (db_run(c,
+               "INSERT INTO build_files (tenant_id, hash, data_b64, size_bytes) VALUES ($1, $2, $3, $4::integer) "
+               "ON CONFLICT (tenant_id, hash) DO UPDATE SET data_b64 = EXCLUDED.data_b64, "
+               "  size_bytes = EXCLUDED.size_bytes, used_at = now()",
+               4, p) < 0 ||
+        db_commit(c) < 0) {
+        db_rollback(c);
+        return store__db_error(err);
+    }
+    return 0;
+}
+
+int store_build_file_has(PGconn *c, const char *tenant_id, const char *hash, bool *ret)
+{
+    PGresult *r = db_exec(c, "SELECT 1 FROM build_files WHERE tenant_id = $1 AND hash = $2", 2,
+                          (const char *const[]){ tenant_id, hash });
     if (!r)
         return SBX_EDB;
+    *ret = PQntuples(r) == 1;
     PQclear(r);
     return 0;
+}
+
+int store_build_file_get(PGconn *c, const char *tenant_id, const char *hash, char **ret_b64, int64_t *ret_size)
+{
+    PGresult *r = db_exec(c,
+                          "UPDATE build_files SET used_at = now() WHERE tenant_id = $1 AND hash = $2 "
+                          "RETURNING data_b64, size_bytes",
+                          2, (const char *const[]){ tenant_id, hash });
+    if (!r)
+        return SBX_EDB;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return SBX_ENOTFOUND;
+    }
+    *ret_b64 = strdup(PQgetvalue(r, 0, 0));
+    *ret_size = db_get_ll(r, 0, 1);
+    PQclear(r);
+    return *ret_b64 ? 0 : SBX_ENOMEM;
 }
 
 /* ---- the driver ---- */
@@ -260,7 +374,7 @@ static int build_cas(PGconn *c, const build_row_t *b, const char *set, int nextr
     snprintf(step, sizeof step, "%lld", (long long)b->step);
     snprintf(sql, sizeof sql,
              "UPDATE template_builds SET %s, updated_at = now() WHERE id = $1 AND step = $2::integer AND "
-             "coalesce(operation_id, '') = $%d AND NOT cleaned",
+             "coalesce(operation_id, '') = $%d AND NOT cleaned AND state IN ('building', 'snapshotting')",
              set, 3 + nextra);
     const char *p[8] = { b->id, step };
     for (int i = 0; i < nextra && i < 5; i++)
@@ -482,7 +596,7 @@ static int build_move(PGconn *c, const store_limits_t *lim, const char *id)
     } else if (building) {
         snprintf(key, sizeof key, "tb-%s-snapshot", b.id);
         build_hash(b.id, "snapshot", hash);
-        if ((rc = store_snapshot_create(c, lim, b.tenant_id, b.sandbox_id, NULL, b.template_name, b.config, key, hash,
+        if ((rc = store_snapshot_create(c, lim, b.tenant_id, b.sandbox_id, NULL, b.template_name, b.config, false, key, hash,
                                         by, &resp, &err)) < 0) {
             rc = rc == SBX_EDB ? SBX_EDB : build_refused(c, &b, "the snapshot of the build sandbox", &err);
         } else {

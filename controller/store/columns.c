@@ -51,6 +51,10 @@ static const store_col_t sandbox_cols[] = {
     { "from", "s.spec->>'from'", COL_TEXT_OMIT },
     /* the volumes it mounts (absent: none; docs/volumes.md) */
     { "volumes", "(s.spec->'volumes')::text", COL_JSON_OMIT },
+    /* its egress rules by domain (absent: none; docs/network.md) */
+    { "egress", "(s.spec->'egress')::text", COL_JSON_OMIT },
+    /* the names of the secrets its egress filter adds (never a value) */
+    { "secrets", "(s.spec->'secrets')::text", COL_JSON_OMIT },
     /* What the runtime observed when the sandbox stopped by itself. */
     { "failure", "s.failure::text", COL_JSON },
     /* microvm: how its worker's driver runs VMs ("kvm" / "tcg"), from the
@@ -179,6 +183,8 @@ static const store_col_t assignment_cols[] = {
     /* when the operation was accepted: a worker may log how long it
      * waited (sandbox-sim measures accepted → worker receives with it) */
     { "created_at", TS("o.created_at"), COL_TEXT },
+    /* the tenant's id: a create's secrets are opened under it */
+    { "tenant_id", "o.tenant_id", COL_HIDDEN },
 };
 
 /* FROM pools p LEFT JOIN tenants tn (store/pools.c); members are counted
@@ -221,6 +227,8 @@ static const store_col_t snapshot_cols[] = {
     { "worker", "w.name", COL_TEXT },
     { "size_bytes", "sn.size_bytes::text", COL_JSON },
     { "image_bytes", "sn.image_bytes::text", COL_JSON },
+    /* it saved the VM's memory too (microvm, snapshot --memory) */
+    { "memory", "sn.memory::text", COL_JSON },
     { "operation_id", "sn.operation_id", COL_TEXT },
     /* its copies on other workers (sandbox snapshots copy): worker, state */
     { "copies",

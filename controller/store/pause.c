@@ -14,11 +14,49 @@ int store__pause_op_insert(PGconn *c, const store_limits_t *lim, const char *ten
                            const char *created_by, json_object *pending_data, char ret_op_id[SBX_ID_MAX],
                            bool *ret_leased, json_object **ret_op)
 {
+    op_origin_t from = { .idempotency_key = idempotency_key, .request_hash = request_hash, .created_by = created_by };
+    return store__worker_op_insert(c, lim, tenant_id, sandbox_id, w, resume ? "resume" : "pause", NULL, &from,
+                                   pending_data, ret_op_id, ret_leased, ret_op);
+}
+
+int store__worker_op_end(PGconn *c, int rc, const char *tenant_id, const char *kind, const op_origin_t *from,
+                         const char *op_id, bool leased, json_object *op, json_object **ret, api_error_t *err)
+{
+    if (rc < 0) {
+        bool dup = from->idempotency_key && db_last_unique_violation();
+        json_object_put(op);
+        db_rollback(c);
+        if (dup) {
+            int rr = store__idem_replay(c, tenant_id, from->idempotency_key, kind, from->request_hash, false, ret, err);
+            return rr > 0 ? 0 : (rr < 0 ? rr : store__db_error(err));
+        }
+        return store__db_error(err);
+    }
+    if (db_commit(c) < 0) {
+        json_object_put(op);
+        store__db_error(err);
+        db_rollback(c);
+        return SBX_EDB;
+    }
+    if (!leased) {
+        json_object_put(op);
+        return store__op_reply(c, NULL, op_id, ret, err);
+    }
+    store__count_placed_now(kind);
+    *ret = store__wrap("operation", op);
+    return 0;
+}
+
+int store__worker_op_insert(PGconn *c, const store_limits_t *lim, const char *tenant_id, const char *sandbox_id,
+                            const sbx_worker_t *w, const char *kind, const char *request_text,
+                            const op_origin_t *from, json_object *pending_data, char ret_op_id[SBX_ID_MAX],
+                            bool *ret_leased, json_object **ret_op)
+{
     ids_new("op", ret_op_id);
     json_object *pl = store__placement_here(w->name, STORE_WHY_EXEC_HERE);
     op_insert_t oi = { .id = ret_op_id, .tenant_id = tenant_id, .sandbox_id = sandbox_id,
-                       .kind = resume ? "resume" : "pause", .idempotency_key = idempotency_key,
-                       .request_hash = request_hash, .request_text = NULL, .created_by = created_by,
+                       .kind = kind, .idempotency_key = from->idempotency_key,
+                       .request_hash = from->request_hash, .request_text = request_text, .created_by = from->created_by,
                        .deadline_seconds = lim->deadline_seconds, .state = w->id[0] ? OP_LEASED : OP_PENDING,
                        .pending_data = pending_data, .worker_id = w->id, .worker_name = w->name,
                        .lease_seconds = lim->lease_seconds, .placement = pl };
@@ -66,7 +104,7 @@ int store_sandbox_pause(PGconn *c, const store_limits_t *lim, const char *scope,
     /* One pause or resume at a time; the class must have them. */
     PGresult *r = db_exec(c,
                           "SELECT s.isolation, (SELECT o.id FROM operations o WHERE o.sandbox_id = s.id "
-                          "  AND o.kind IN ('pause', 'resume') AND o.state IN ('pending', 'admitted', 'leased', "
+                          "  AND o.kind IN ('pause', 'resume', 'network') AND o.state IN ('pending', 'admitted', 'leased', "
                           "  'running') ORDER BY o.created_at LIMIT 1) FROM sandboxes s WHERE s.id = $1",
                           1, (const char *const[]){ sandbox_id });
     if (!r || PQntuples(r) != 1) {
@@ -81,8 +119,8 @@ int store_sandbox_pause(PGconn *c, const store_limits_t *lim, const char *scope,
     PQclear(r);
     if (*open_op) {
         db_rollback(c);
-        return api_error_set(err, API_CONFLICT, "sandbox %s has a pause or resume in progress (operation %s): wait "
-                             "for it (sandbox wait %s)", sandbox_id, open_op, open_op);
+        return api_error_set(err, API_CONFLICT, "sandbox %s has a pause, resume or network change in progress "
+                             "(operation %s): wait for it (sandbox wait %s)", sandbox_id, open_op, open_op);
     }
     if (strcmp(iso, "container") != 0 && strcmp(iso, "gvisor") != 0 && strcmp(iso, "microvm") != 0) {
         db_rollback(c);
@@ -93,28 +131,8 @@ int store_sandbox_pause(PGconn *c, const store_limits_t *lim, const char *scope,
     bool leased = false;
     rc = store__pause_op_insert(c, lim, tenant_id, sandbox_id, &w, resume, idempotency_key, request_hash, created_by,
                                 NULL, op_id, &leased, &op);
-    if (rc < 0) {
-        bool dup = idempotency_key && db_last_unique_violation();
-        db_rollback(c);
-        if (dup) {
-            int rr = store__idem_replay(c, tenant_id, idempotency_key, kind, request_hash, false, ret, err);
-            return rr > 0 ? 0 : (rr < 0 ? rr : store__db_error(err));
-        }
-        return store__db_error(err);
-    }
-    if (db_commit(c) < 0) {
-        json_object_put(op);
-        store__db_error(err);
-        db_rollback(c);
-        return SBX_EDB;
-    }
-    if (!leased) {
-        json_object_put(op);
-        return store__op_reply(c, NULL, op_id, ret, err);
-    }
-    store__count_placed_now(kind);
-    *ret = store__wrap("operation", op);
-    return 0;
+    op_origin_t from_ = { .idempotency_key = idempotency_key, .request_hash = request_hash, .created_by = created_by };
+    return store__worker_op_end(c, rc, tenant_id, kind, &from_, op_id, leased, op, ret, err);
 }
 
 int store__sandbox_paused(PGconn *c, const char *sandbox_id, bool resumed, json_object *result)

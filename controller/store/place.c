@@ -104,8 +104,8 @@ void place_networks_parse(json_object *nets, unsigned ret[3])
             !json_object_is_type(modes, json_type_array))
             continue;
         for (size_t j = 0; j < json_object_array_length(modes); j++) {
-            net_mode_t m;
-            if (net_mode_parse(json_object_get_string(json_object_array_get_idx(modes, j)), &m) == 0)
+            int m;
+            if (net_offer_parse(json_object_get_string(json_object_array_get_idx(modes, j)), &m) == 0)
                 ret[k] |= 1u << m;
         }
     }

@@ -163,6 +163,7 @@ static int place_load(PGconn *c, const store_limits_t *lim, const char *tenant_i
     const char *net = jsonx_get_str(spec, "network");
     if (net)
         net_mode_parse(net, &rq->network);
+    rq->egress_rules = rq->network == NET_OPEN && jsonx_get_obj(spec, "egress") != NULL;
     json_object *sel = NULL;
     api_error_t ignored;
     if (spec && json_object_object_get_ex(spec, "selector", &sel))
@@ -665,7 +666,7 @@ int store__place_now(PGconn *c, const store_limits_t *lim, const char *op_id, bo
     if (strcmp(o.kind, "create") == 0)
         rc = place_create(c, lim, op_id, o.sbx, o.tenant_id, o.iso, o.spec_text, o.cpu, o.mem);
     else if (strcmp(o.kind, "exec") == 0 || strcmp(o.kind, "delete") == 0 || strcmp(o.kind, "snapshot") == 0 ||
-             strcmp(o.kind, "pause") == 0 || strcmp(o.kind, "resume") == 0)
+             strcmp(o.kind, "pause") == 0 || strcmp(o.kind, "resume") == 0 || strcmp(o.kind, "network") == 0)
         rc = place_on_worker(c, lim, op_id, &o);
     else if (strcmp(o.kind, "snapshot_copy") == 0)
         /* leased to the worker it is for, and that worker let the lease
@@ -1160,6 +1161,11 @@ int store_prune(PGconn *c, int64_t operations_seconds, int64_t events_seconds, s
                             "  WHERE ts < now() - make_interval(secs => $1::bigint) ORDER BY ts "
                             "  LIMIT " STR(SBX_RETENTION_BATCH) " FOR UPDATE SKIP LOCKED)",
                             ev_s, &ret_pruned->events)) < 0 ||
+        (rc = prune_batches(c,
+                            "DELETE FROM network_log WHERE id IN (SELECT id FROM network_log "
+                            "  WHERE at < now() - make_interval(secs => $1::bigint) ORDER BY id "
+                            "  LIMIT " STR(SBX_RETENTION_BATCH) " FOR UPDATE SKIP LOCKED)",
+                            ev_s, &ret_pruned->network_log)) < 0 ||
         /* A batch's live output goes in one statement of its own, before
          * the cascade would take it operation by operation: the tenants'
          * output counters (migration 0019) are then taken in one go, in
@@ -1180,6 +1186,12 @@ int store_prune(PGconn *c, int64_t operations_seconds, int64_t events_seconds, s
                             "DELETE FROM template_builds WHERE id IN (SELECT id FROM template_builds "
                             "  WHERE cleaned AND finished_at < now() - make_interval(secs => $1::bigint) "
                             "  LIMIT " STR(SBX_RETENTION_BATCH) " FOR UPDATE SKIP LOCKED)",
+                            ops_s, &ret_pruned->builds)) < 0 ||
+        /* a build's files, unused for a day (whatever the retention) */
+        (rc = prune_batches(c,
+                            "DELETE FROM build_files WHERE (tenant_id, hash) IN (SELECT tenant_id, hash "
+                            "  FROM build_files WHERE used_at < now() - interval '1 day' AND $1::bigint IS NOT NULL "
+                            "  LIMIT " STR(SBX_RETENTION_BATCH) " FOR UPDATE SKIP LOCKED)",
                             ops_s, &ret_pruned->builds)) < 0)
         return rc;
     /* A deleted sandbox goes once nothing refers to it any more. */
@@ -1189,7 +1201,8 @@ int store_prune(PGconn *c, int64_t operations_seconds, int64_t events_seconds, s
                        "  AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.sandbox_id = s.id) "
                        "  AND NOT EXISTS (SELECT 1 FROM routes r WHERE r.sandbox_id = s.id AND r.state = 'active') "
                        "  LIMIT " STR(SBX_RETENTION_BATCH) " FOR UPDATE SKIP LOCKED), "
-                       "r AS (DELETE FROM routes WHERE sandbox_id IN (SELECT id FROM gone)) "
+                       "r AS (DELETE FROM routes WHERE sandbox_id IN (SELECT id FROM gone)), "
+                       "n AS (DELETE FROM network_log WHERE sandbox_id IN (SELECT id FROM gone)) "
                        "DELETE FROM sandboxes WHERE id IN (SELECT id FROM gone)",
                        ops_s, &ret_pruned->sandboxes);
     return rc;

@@ -58,7 +58,7 @@ static int snapshot_quota(PGconn *c, const store_limits_t *lim, const char *tena
 }
 
 int store_snapshot_create(PGconn *c, const store_limits_t *lim, const char *scope, const char *sandbox_id,
-                          const char *name, const char *template_name, json_object *config,
+                          const char *name, const char *template_name, json_object *config, bool memory,
                           const char *idempotency_key, const char *request_hash, const char *created_by,
                           json_object **ret, api_error_t *err)
 {
@@ -86,13 +86,27 @@ int store_snapshot_create(PGconn *c, const store_limits_t *lim, const char *scop
         return rc;
     }
     char iso[16] = "", image[SBX_MAX_IMAGE_BYTES + 1] = "";
-    PGresult *s = db_exec(c, "SELECT isolation, spec->>'image' FROM sandboxes WHERE id = $1", 1,
+    long long nvol = 0;
+    PGresult *s = db_exec(c, "SELECT isolation, spec->>'image', CASE WHEN jsonb_typeof(spec->'volumes') = 'array' "
+                             "  THEN jsonb_array_length(spec->'volumes') ELSE 0 END FROM sandboxes WHERE id = $1", 1,
                           (const char *const[]){ sandbox_id });
     if (s && PQntuples(s) == 1) {
         snprintf(iso, sizeof iso, "%s", db_get(s, 0, 0) ? db_get(s, 0, 0) : "");
         snprintf(image, sizeof image, "%s", db_get(s, 0, 1) ? db_get(s, 0, 1) : "");
+        nvol = db_get_ll(s, 0, 2);
     }
     PQclear(s);
+    if (memory && (strcmp(iso, "microvm") != 0 || nvol > 0)) {
+        db_rollback(c);
+        policy_release(&pol);
+        return strcmp(iso, "microvm") != 0
+                   ? api_error_set(err, API_INVALID_ARGUMENT, "memory: sandbox %s runs as %s; a snapshot keeps a "
+                                   "sandbox's memory only on microvm (snapshot it without memory: its files are "
+                                   "kept)", sandbox_id, *iso ? iso : "?")
+                   : api_error_set(err, API_INVALID_ARGUMENT, "memory: sandbox %s has volumes, which a machine "
+                                   "restored from its memory could not get back; snapshot it without memory",
+                                   sandbox_id);
+    }
     if (!*iso || !*image) {
         db_rollback(c);
         policy_release(&pol);
@@ -130,6 +144,8 @@ int store_snapshot_create(PGconn *c, const store_limits_t *lim, const char *scop
         jsonx_add_str(req, "template", template_name);
     if (config && json_object_object_length(config) > 0)
         jsonx_add(req, "config", json_object_get(config));
+    if (memory)
+        jsonx_add_bool(req, "memory", true);
     char *req_text = jsonx_dump(req);
     json_object_put(req);
     char *config_text = config && json_object_object_length(config) > 0 ? jsonx_dump(config) : NULL;
@@ -305,22 +321,26 @@ int store_snapshot_resolve(PGconn *c, const char *tenant_id, const char *ref, ch
 int store__snapshot_made(PGconn *c, const char *op_id, json_object *result)
 {
     int64_t size = -1, image = -1;
+    bool memory = false;
     jsonx_get_int(result, "size_bytes", &size);
     jsonx_get_int(result, "image_bytes", &image);
+    jsonx_get_bool(result, "memory", &memory);
     char sz[24], im[24];
     snprintf(sz, sizeof sz, "%lld", (long long)size);
     snprintf(im, sizeof im, "%lld", (long long)image);
     /* its ready event names it; a snapshot deleted meanwhile stays deleted
-     * (the worker's next heartbeat removes the bytes) */
-    const char *p[] = { op_id, size >= 0 ? sz : NULL, image >= 0 ? im : NULL };
+     * (the worker's next heartbeat removes the bytes). memory: what the
+     * worker says it kept, never what was asked */
+    const char *p[] = { op_id, size >= 0 ? sz : NULL, image >= 0 ? im : NULL, memory ? "true" : "false" };
     return db_run(c,
                   "WITH u AS (UPDATE snapshots SET ready_at = now(), size_bytes = $2::bigint, "
-                  "  image_bytes = $3::bigint WHERE operation_id = $1 AND ready_at IS NULL AND deleted_at IS NULL "
-                  "  RETURNING id, tenant_id, sandbox_id, name, size_bytes) "
+                  "  image_bytes = $3::bigint, memory = $4::boolean "
+                  "  WHERE operation_id = $1 AND ready_at IS NULL AND deleted_at IS NULL "
+                  "  RETURNING id, tenant_id, sandbox_id, name, size_bytes, memory) "
                   "INSERT INTO events (tenant_id, kind, sandbox_id, operation_id, data) "
                   "SELECT tenant_id, 'snapshot.ready', sandbox_id, $1, jsonb_strip_nulls(jsonb_build_object("
-                  "  'snapshot', id, 'name', name, 'size_bytes', size_bytes)) FROM u",
-                  3, p);
+                  "  'snapshot', id, 'name', name, 'size_bytes', size_bytes, 'memory', memory)) FROM u",
+                  4, p);
 }
 
 int store__held_unwanted(PGconn *c, const char *worker_id, json_object *held, const char *prefix, const char *sql,

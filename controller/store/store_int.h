@@ -249,6 +249,26 @@ int store__sandbox_paused(PGconn *c, const char *sandbox_id, bool resumed, json_
  * added to its operation.pending event), or pending and placed when w has
  * no id; the caller commits. ret_op_id, *ret_leased, *ret_op (the
  * operation). 0; SBX_EDB (a unique violation: the idempotency key raced). */
+/* The secrets named in names (a JSON array) of tenant_id, opened: a new
+ * array of {"name","header","hosts","value"}; NULL with why when one is
+ * gone or does not open. */
+json_object *store__secrets_open(PGconn *c, const store_limits_t *lim, const char *tenant_id, json_object *names,
+                                 char *why, size_t whylen);
+/* A network operation succeeded: its rules into the sandbox's spec, and a
+ * sandbox.network event. 0 or SBX_EDB. */
+int store__sandbox_network_set(PGconn *c, const char *op_id, const char *sandbox_id);
+/* An operation of kind (request_text: its request, NULL: {}) on sandbox_id,
+ * leased to the worker w it is on (pending and placed at once when w is
+ * none): *ret_leased says which; *ret_op the operation. 0 or a store code. */
+int store__worker_op_insert(PGconn *c, const store_limits_t *lim, const char *tenant_id, const char *sandbox_id,
+                            const sbx_worker_t *w, const char *kind, const char *request_text,
+                            const op_origin_t *from, json_object *pending_data, char ret_op_id[SBX_ID_MAX],
+                            bool *ret_leased, json_object **ret_op);
+/* The end of a request that inserted a worker operation (rc its insert's
+ * result, op its object, taken): rolls back (an Idempotency-Key already
+ * used: the operation it made) or commits; *ret {"operation":…}. */
+int store__worker_op_end(PGconn *c, int rc, const char *tenant_id, const char *kind, const op_origin_t *from,
+                         const char *op_id, bool leased, json_object *op, json_object **ret, api_error_t *err);
 int store__pause_op_insert(PGconn *c, const store_limits_t *lim, const char *tenant_id, const char *sandbox_id,
                            const sbx_worker_t *w, bool resume, const char *idempotency_key, const char *request_hash,
                            const char *created_by, json_object *pending_data, char ret_op_id[SBX_ID_MAX],

@@ -99,8 +99,8 @@ static int worker_caps_text(json_object *body, unsigned offered, char **ret_netw
             size_t len = json_object_is_type(v, json_type_array) ? json_object_array_length(v) : 0;
             for (size_t i = 0; i < len; i++) {
                 json_object *e = json_object_array_get_idx(v, i);
-                net_mode_t m;
-                if (!json_object_is_type(e, json_type_string) || net_mode_parse(json_object_get_string(e), &m) < 0)
+                int m;
+                if (!json_object_is_type(e, json_type_string) || net_offer_parse(json_object_get_string(e), &m) < 0)
                     len = 0, modes = 0;
                 else
                     modes |= 1u << m;
@@ -108,14 +108,14 @@ static int worker_caps_text(json_object *body, unsigned offered, char **ret_netw
             if (!json_object_is_type(v, json_type_array) || (len == 0 && json_object_array_length(v) > 0)) {
                 json_object_put(n);
                 json_object_put(p);
-                return api_error_set(err, API_INVALID_ARGUMENT, "networks.%s must list none, restricted or open",
+                return api_error_set(err, API_INVALID_ARGUMENT, "networks.%s must list none, restricted, open or filtered",
                                      cname);
             }
         }
         json_object *a = json_object_new_array();
-        for (int m = NET_NONE; m <= NET_OPEN; m++)
+        for (int m = NET_NONE; m < NET_OFFERS; m++)
             if (modes & (1u << m))
-                json_object_array_add(a, json_object_new_string(net_mode_name((net_mode_t)m)));
+                json_object_array_add(a, json_object_new_string(net_offer_name(m)));
         jsonx_add(n, cname, a);
     }
     *ret_networks = jsonx_dump(n);
@@ -1241,8 +1241,23 @@ int store_worker_claim(PGconn *c, const store_limits_t *lim, const char *worker_
             jsonx_add(a, "exec", ex);
         } else if (strcmp(kind, "snapshot") == 0) {
             jsonx_add(a, "snapshot", store__parse_json_text(store__col_text(t, r, i, "request")));
+        } else if (strcmp(kind, "network") == 0) {
+            jsonx_add(a, "network", store__parse_json_text(store__col_text(t, r, i, "request")));
         } else if (strcmp(kind, "snapshot_copy") == 0) {
             jsonx_add(a, "snapshot_copy", store__parse_json_text(store__col_text(t, r, i, "request")));
+        }
+        /* a create's secrets, opened for its worker's egress filter: in
+         * this answer only */
+        json_object *secret_names = strcmp(kind, "create") == 0 ? jsonx_get_arr(jsonx_get_obj(a, "spec"), "secrets")
+                                                                 : NULL;
+        if (secret_names && json_object_array_length(secret_names) > 0) {
+            char why[200];
+            json_object *opened = store__secrets_open(c, lim, store__col_text(t, r, i, "tenant_id"), secret_names,
+                                                      why, sizeof why);
+            if (opened)
+                jsonx_add(a, "secrets", opened);
+            else
+                jsonx_add_str(a, "secrets_error", why);
         }
         json_object *allow = strcmp(kind, "create") == 0
                                  ? store__parse_json_text(store__col_text(t, r, i, "egress_allow"))
@@ -1385,6 +1400,8 @@ static int report_apply(PGconn *c, const report_t *rep, const char *worker_id, i
     }
     if (to == OP_SUCCEEDED && kind && (strcmp(kind, "pause") == 0 || strcmp(kind, "resume") == 0))
         return store__sandbox_paused(c, sbx, strcmp(kind, "resume") == 0, rep->result) < 0 ? SBX_EDB : 0;
+    if (to == OP_SUCCEEDED && kind && strcmp(kind, "network") == 0)
+        return store__sandbox_network_set(c, rep->op_id, sbx) < 0 ? SBX_EDB : 0;
     if (to == OP_SUCCEEDED && kind && strcmp(kind, "snapshot") == 0)
         return store__snapshot_made(c, rep->op_id, rep->result) < 0 ? SBX_EDB : 0;
     if (to == OP_SUCCEEDED && kind && strcmp(kind, "snapshot_copy") == 0)

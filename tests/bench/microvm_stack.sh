@@ -5,7 +5,9 @@
 # (create -> running, from a warm template), `sandbox exec -- true` (a new
 # CLI process, the API, the worker, the driver, the guest agent), `sandbox
 # pause --wait` and `sandbox resume --wait` (QEMU stopped and continued, its
-# memory kept: docs/pause.md), `sandbox delete --wait` (QEMU killed, files
+# memory kept: docs/pause.md), `sandbox snapshot --memory --wait` and a
+# `sandbox create --from` it (the VM resumed from its saved memory:
+# docs/snapshots.md), `sandbox delete --wait` (QEMU killed, files
 # removed). Median of N (5), in ms; the first create (a cold boot, which
 # makes the template of its size) is shown on its own, and resume is set
 # against both ways of starting: the template restore and the cold boot.
@@ -47,7 +49,7 @@ accel=$("$cli" workers list --json | grep -o 'accel \(kvm\|tcg\)' | head -n1 | c
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-create=() exec_true=() delete=() pause=() resume=()
+create=() exec_true=() delete=() pause=() resume=() msnap=() mfrom=()
 first=0
 for i in $(seq 0 "$n"); do
   a=$(ms); id=$("$cli" create --image "$image" --hostile --wait --timeout 200 | awk '{print $1}'); b=$(ms)
@@ -61,6 +63,16 @@ for i in $(seq 0 "$n"); do
   a=$(ms); "$cli" resume "$id" --wait --timeout 120 >/dev/null; b=$(ms)
   resume+=($((b - a)))
   "$cli" exec "$id" -- true || { echo "exec after resume failed" >&2; exit 1; }
+  a=$(ms); snp=$("$cli" snapshot "$id" --memory --wait --timeout 180 | awk '{print $1}'); b=$(ms)
+  msnap+=($((b - a)))
+  a=$(ms); out=$("$cli" create --from "$snp" --wait --timeout 200 --json); b=$(ms)
+  mfrom+=($((b - a)))
+  fid=$(printf '%s' "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin)
+if not d["operation"].get("result", {}).get("memory"): sys.exit("the create from the memory snapshot booted")
+print(d["sandbox"]["id"])') || exit 1
+  "$cli" exec "$fid" -- true || { echo "exec in the sandbox from memory failed" >&2; exit 1; }
+  "$cli" delete "$fid" --wait --timeout 60 >/dev/null
+  "$cli" snapshots delete "$snp" >/dev/null
   a=$(ms); "$cli" delete "$id" --wait --timeout 60 >/dev/null; b=$(ms)
   delete+=($((b - a)))
 done
@@ -71,5 +83,7 @@ printf '| exec true | %s |\n' "$(median "${exec_true[@]}")"
 printf '| pause --wait | %s |\n' "$(median "${pause[@]}")"
 printf '| resume --wait | %s |\n' "$(median "${resume[@]}")"
 printf '| delete --wait | %s |\n' "$(median "${delete[@]}")"
-c=$(median "${create[@]}") r=$(median "${resume[@]}")
-awk -v r="$r" -v c="$c" -v f="$first" 'BEGIN { printf "| resume / template restore | %.2fx |\n| resume / cold boot (first create) | %.2fx |\n", r / c, r / f }' 
+printf '| snapshot --memory --wait | %s |\n' "$(median "${msnap[@]}")"
+printf '| create --from it --wait (resumes its memory) | %s |\n' "$(median "${mfrom[@]}")"
+c=$(median "${create[@]}") r=$(median "${resume[@]}") m=$(median "${mfrom[@]}")
+awk -v r="$r" -v c="$c" -v f="$first" -v m="$m" 'BEGIN { printf "| resume / template restore | %.2fx |\n| resume / cold boot (first create) | %.2fx |\n| create from memory / template restore | %.2fx |\n| create from memory / cold boot | %.2fx |\n", r / c, r / f, m / c, m / f }' 

@@ -14,7 +14,10 @@ import {
   TimeoutError, RateLimitError,
 } from 'e2b';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
 
 const parts = new Set((process.env.E2B_CHECK_PARTS || 'all').split(','));
 const want = (p) => parts.has('all') || parts.has(p);
@@ -260,17 +263,18 @@ async function main() {
   log('createSnapshot, create from it, listSnapshots, deleteSnapshot ok');
   // ---- template builds: Template.build runs on the server, then a sandbox
   // from the template has what the steps made; a failing step is a
-  // BuildError naming it; COPY is refused with its reason
+  // BuildError naming it; COPY copies the uploaded files
   if (want('template')) {
     const image = process.env.E2B_CHECK_IMAGE || 'sandbox/busybox:latest';
     const name = `e2b-tpl-${process.pid}`;
     const logs = [];
     const tpl = Template().fromImage(image).setEnvs({ GREETING: `hi-${process.pid}` }).setWorkdir('/srv')
-      .runCmd('echo "$GREETING" > /srv/greeting').runCmd('pwd > /srv/where');
+      .runCmd('echo "$GREETING" > /srv/greeting').runCmd('pwd > /srv/where; echo "printed-by-$GREETING"');
     const built = await Template.build(tpl, name, { cpuCount: 1, memoryMB: 128, onBuildLogs: (e) => logs.push(String(e)) });
     assert.equal(built.templateId, name, `Template.build's templateId: ${JSON.stringify(built)}`);
     assert.match(built.buildId, /^bld_/, 'its buildId');
     assert.ok(logs.some((l) => /version 1 ready/.test(l)), `the build's log names the version: ${logs.join(' | ')}`);
+    assert.ok(logs.some((l) => l.includes(`printed-by-hi-${process.pid}`)), `a step's output is in the build's log: ${logs.join(' | ')}`);
     const status = await Template.getBuildStatus({ templateId: name, buildId: built.buildId });
     assert.equal(status.status, 'ready', 'getBuildStatus of the build');
     const fromTpl = await Sandbox.create(name, { metadata: { suite: label, role: 'from-template' }, timeoutMs: 120_000 });
@@ -283,10 +287,34 @@ async function main() {
     const bad = Template().fromImage(image).runCmd('true').runCmd('echo failing >&2; exit 5');
     const e = await expectReject(Template.build(bad, name, { cpuCount: 1, memoryMB: 128 }), BuildError, 'a failing step');
     assert.match(e.message, /step 2 of 2 .* exited with 5/, `the failed build's message: ${e.message}`);
-    const copy = Template().fromImage(image).copy('e2b_check.mjs', '/x/');
-    const ce = await Template.build(copy, name, { cpuCount: 1, memoryMB: 128 }).then(() => null, (err) => err);
-    assert.ok(ce && /COPY is not supported/.test(ce.message), `a COPY: ${ce && ce.message}`);
-    log('Template.build, create from it, a failing step, COPY refused ok');
+    // COPY: the SDK uploads each source's files (GET then PUT
+    // /templates/{id}/files/{hash}), the build copies them in as Docker's
+    // COPY does: a file to a path, a directory's contents into one, a
+    // relative destination under the WORKDIR, a user and a mode
+    const ctx = fs.mkdtempSync(path.join(os.tmpdir(), 'e2b-ctx-'));
+    fs.writeFileSync(path.join(ctx, 'a.txt'), `file-a-${process.pid}\n`);
+    fs.mkdirSync(path.join(ctx, 'dir', 'sub'), { recursive: true });
+    fs.writeFileSync(path.join(ctx, 'dir', 'x.txt'), 'in-dir\n');
+    fs.writeFileSync(path.join(ctx, 'dir', 'sub', 'y.txt'), 'in-sub\n');
+    const withCopy = Template({ fileContextPath: ctx }).fromImage(image).setWorkdir('/app')
+      .copy('a.txt', '/etc/a.txt').copy('dir', 'd/').copy('a.txt', 'mode/', { user: 'nobody', mode: 0o600 })
+      .runCmd('cat /etc/a.txt d/x.txt d/sub/y.txt > all.txt');
+    const clogs = [];
+    await Template.build(withCopy, `${name}-copy`, { cpuCount: 1, memoryMB: 128, onBuildLogs: (e) => clogs.push(String(e)) });
+    assert.ok(clogs.some((l) => /Uploaded 'dir'/.test(l)), `the SDK uploaded the files: ${clogs.join(' | ')}`);
+    const fromCopy = await Sandbox.create(`${name}-copy`, { metadata: { suite: label, role: 'from-copy' }, timeoutMs: 120_000 });
+    created.push(fromCopy);
+    if (want('envd')) {
+      const r = await fromCopy.commands.run('cat all.txt; stat -c "%U %a" mode/a.txt');
+      assert.equal(r.stdout, `file-a-${process.pid}\nin-dir\nin-sub\nnobody 600\n`, 'the copied files, their owner and mode');
+    }
+    await fromCopy.kill();
+    // the same files again: the SDK finds them present and uploads nothing
+    const again = [];
+    await Template.build(withCopy, `${name}-copy`, { cpuCount: 1, memoryMB: 128, onBuildLogs: (e) => again.push(String(e)) });
+    assert.ok(again.some((l) => /Skipping upload of 'dir', already cached/.test(l)), `a second build reuses the files: ${again.join(' | ')}`);
+    fs.rmSync(ctx, { recursive: true, force: true });
+    log('Template.build, create from it, a failing step, COPY of a file and a directory ok');
   }
 
   const before = new Date(info.endAt).getTime();

@@ -203,6 +203,37 @@ expect "extend needs a token" 2 stderr "no API token"
 SANDBOX_TOKEN=sbt_x SANDBOX_URL=$DEAD_URL run extend sbx_a --ttl 60
 expect "unreachable extend" 3 stderr "$DEAD_URL/v1/sandboxes/sbx_a/extend"
 
+# --- network and secrets (egress by domain): checked before any token
+run network --help
+expect "network --help" 0 stdout "usage: sandbox network SANDBOX" stdout "--allow DOMAIN" stdout "--log" \
+    stdout "--verdict" stdout "policy_denied"
+run network sbx_a --wait
+expect "network --wait without a change" 2 stderr "--wait applies to a change"
+run network sbx_a --allow 10.0.0.1
+expect "network --allow of an IP" 2 stderr "an IP address is not a domain"
+run network sbx_a --allow x.test --log
+expect "network --log with a change" 2 stderr "--log reads the log"
+run network sbx_a --verdict maybe --log
+expect "network --verdict bad" 2 stderr "not allowed or refused"
+run network sbx_a --limit 5
+expect "network --limit without --log" 2 stderr "--limit applies to --log"
+run secrets --help
+expect "secrets --help" 0 stdout "sandbox secrets create NAME" stdout "--header" stdout "--host" stdout "stdin"
+run secrets
+expect "secrets without a subcommand" 2 stderr "missing subcommand"
+run secrets create k
+expect "secrets create without --header" 2 stderr "--header NAME and at least one --host"
+run secrets create k --header Authorization --host 10.0.0.1
+expect "secrets create --host of an IP" 2 stderr "an IP address is not a domain"
+run secrets list --header X
+expect "secrets --header goes with create" 2 stderr "--header and --host go with create"
+run create --secret k --image busybox
+expect "create --secret without open" 2 stderr "--secret needs --network open"
+run create --secret "a b" --network open --allow x.test
+expect "create --secret of a bad name" 2 stderr "not a secret name"
+run help
+expect "sandbox help lists network and secrets" 0 stdout "network " stdout "secrets "
+
 # --- snapshot, snapshots and create --from: checked before any token
 run snapshot --help
 expect "snapshot --help" 0 stdout "usage: sandbox snapshot SANDBOX" stdout "SNAPSHOT_ID OPERATION_ID" \
@@ -309,9 +340,15 @@ run create --help
 expect "create --help names --template and --auto-pause" 0 stdout "--template NAME[:VERSION]" \
     stdout "--auto-pause" stdout "paused"
 run templates
-expect "templates without a subcommand" 2 stderr "missing subcommand: build, builds, list, get, logs or delete"
+expect "templates without a subcommand" 2 stderr "missing subcommand: build, builds, cancel, list, get, logs or delete"
 run templates frob
 expect "templates unknown subcommand" 2 stderr "unknown subcommand 'frob'"
+run templates cancel web bld_x
+expect "templates cancel of a bad build id" 2 stderr "cancel needs a template NAME and a BUILD id"
+run snapshot --help
+expect "snapshot --help names --memory" 0 stdout "--memory"
+run fork --help
+expect "fork --help names --no-memory" 0 stdout "--no-memory"
 run templates get
 expect "templates get without NAME" 2 stderr "get needs one template NAME"
 run templates delete a b

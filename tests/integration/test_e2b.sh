@@ -100,6 +100,19 @@ assert_eq permission_denied "$(itest_json "$body" code)" "envd's Connect error f
 e2b_call POST /e2b/v2/sandboxes "$SANDBOX_TOKEN" '{"templateID":"base","metadata":{"sandbox.trust":"hostile"}}'
 assert_eq 422 "$code" "a hostile create where no worker offers microvm"
 assert_contains "$body" "isolation_unavailable" "the refused hostile create"
+# E2B's network rules: domains become egress rules by domain (here no worker
+# filters, so the create is refused, never run unfiltered); addresses are
+# the tenant policy's egress_allow, refused naming the entry
+e2b_call POST /e2b/v2/sandboxes "$SANDBOX_TOKEN" \
+  '{"templateID":"base","network":{"denyOut":["0.0.0.0/0"],"allowOut":["PyPI.org","*.pythonhosted.org"]}}'
+assert_contains "$body" "isolation_unavailable" "a create with domain rules where no worker filters egress"
+itest_http GET "/v1/sandboxes?limit=1" "$SANDBOX_TOKEN"
+assert_eq "pypi.org *.pythonhosted.org deny" "$(itest_json "$HTTP_BODY" sandboxes.0.egress.allow.0) $(itest_json \
+  "$HTTP_BODY" sandboxes.0.egress.allow.1) $(itest_json "$HTTP_BODY" sandboxes.0.egress.default)" \
+  "E2B's allowOut and denyOut ALL_TRAFFIC as egress rules"
+e2b_call POST /e2b/v2/sandboxes "$SANDBOX_TOKEN" '{"templateID":"base","network":{"allowOut":["10.0.0.1"]}}'
+assert_eq 400 "$code" "an address in allowOut"
+assert_contains "$body" "network.allowOut[0] (10.0.0.1)" "the entry named"
 
 # template builds: bad requests refused, another tenant's build unseen
 e2b_call POST /e2b/v3/templates "$SANDBOX_TOKEN" '{"name":"e2b-raw","cpuCount":1000000000000000}'
@@ -121,10 +134,37 @@ assert_eq 400 "$code" "an instruction not taken"
 assert_contains "$(itest_json "$body" message)" "steps[1]" "the message names it"
 e2b_call GET "/e2b/templates/e2b-raw/builds/$raw_build/status" "$SANDBOX_TOKEN"
 assert_eq waiting "$(itest_json "$body" status)" "a refused trigger leaves the build waiting"
+# COPY's files: a bad hash is refused; the upload link is this server's
+# own path with the caller's key; an upload is the tenant's alone, bounded,
+# and a COPY of files never uploaded is refused naming it
 e2b_call GET "/e2b/templates/e2b-raw/files/abc" "$SANDBOX_TOKEN"
-assert_eq 400 "$code" "COPY's upload link"
-e2b_call GET "/e2b/templates/e2b-raw/builds/$raw_build/status" "$SANDBOX_TOKEN"
-assert_eq error "$(itest_json "$body" status)" "a COPY fails the template's waiting build"
+assert_eq 400 "$code" "COPY's upload link for a bad hash"
+fh=$(printf 'raw-%s' "$$" | sha256sum | cut -d' ' -f1)
+e2b_call GET "/e2b/templates/e2b-raw/files/$fh" "$SANDBOX_TOKEN"
+assert_eq 201 "$code" "COPY's upload link"
+assert_eq false "$(itest_json "$body" present)" "files not uploaded yet"
+assert_eq "$SANDBOX_URL/e2b/templates/e2b-raw/files/$fh" "$(itest_json "$body" url)" "the link is this server's"
+assert_eq "$SANDBOX_TOKEN" "$(itest_json "$body" headers.X-API-Key)" "with the caller's own key"
+tar -C "$ITEST_TMP" -cf "$ITEST_TMP/raw-$$.tar" "$(basename "$ITEST_TMP/e2b-call-$$")"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H "X-API-Key: $SANDBOX_TOKEN" --data-binary "@$ITEST_TMP/raw-$$.tar" \
+  "$SANDBOX_URL/e2b/templates/e2b-raw/files/$fh")
+assert_eq 200 "$code" "the upload"
+e2b_call GET "/e2b/templates/e2b-raw/files/$fh" "$SANDBOX_TOKEN"
+assert_eq true "$(itest_json "$body" present)" "the uploaded files are present"
+e2b_call GET "/e2b/templates/e2b-raw/files/$fh" "$other_key"
+assert_eq false "$(itest_json "$body" present)" "another tenant does not see them"
+head -c 600000 /dev/urandom >"$ITEST_TMP/big-$$.bin"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H "X-API-Key: $SANDBOX_TOKEN" --data-binary "@$ITEST_TMP/big-$$.bin" \
+  "$SANDBOX_URL/e2b/templates/e2b-raw/files/$fh")
+assert_eq 413 "$code" "an upload over 512 KiB"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT --data-binary "@$ITEST_TMP/raw-$$.tar" \
+  "$SANDBOX_URL/e2b/templates/e2b-raw/files/$fh")
+assert_eq 401 "$code" "an upload without a key"
+nh=$(printf 'none-%s' "$$" | sha256sum | cut -d' ' -f1)
+e2b_call POST "/e2b/v2/templates/e2b-raw/builds/$raw_build" "$SANDBOX_TOKEN" \
+  "{\"fromImage\":\"x\",\"steps\":[{\"type\":\"COPY\",\"args\":[\"a\",\"/a\"],\"filesHash\":\"$nh\"}]}"
+assert_eq 400 "$code" "a COPY of files never uploaded"
+assert_contains "$(itest_json "$body" message)" "were not uploaded" "its message"
 
 # ---- the SDK
 out="$ITEST_TMP/e2b-check-$$.out"

@@ -8,7 +8,9 @@
 # carry the sandbox id (comment sbx-allow:ID) and are gone after a delete and
 # after the container disappears behind the worker's back, and survive
 # another worker's start on the same Docker host (restored from the label). A bad CIDR is 400
-# invalid_argument naming the entry. Every target is on this machine.
+# invalid_argument naming the entry. Egress rules by domain (policy and
+# create) are checked, kept canonical and refused placement where no worker
+# filters them. Every target is on this machine.
 # itest-timeout: 240
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -126,6 +128,56 @@ for a in "${targets[@]}"; do
   assert_contains "$ITEST_OUT" "$a no" "an open sandbox of $plain_tenant must not reach $a"
 done
 assert_eq "" "$(rules_of "$sp")" "no allow rule for $sp"
+
+# ---- egress rules by domain (docs/network.md): the tenant's policy and a
+# request within it; a bad entry is named; a request may only narrow; the
+# rules are kept canonical on the sandbox; no worker here runs an egress
+# filter, so such a sandbox is refused (isolation_unavailable), never run
+# with plain open egress
+fields() { # JSON PATH...: each path's value, space-separated
+  local j=$1 p out=
+  shift
+  for p; do out+="$(itest_json "$j" "$p" "tenant.$p") "; done
+  echo "${out% }"
+}
+export SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN
+assert_exit 3 sandbox tenants update "$plain_tenant" --policy '{"egress":{"allow":["ok.test","10.1.2.3"]}}'
+assert_contains "$ITEST_ERR" "policy.egress.allow[1] (10.1.2.3)" "an address in the domain rules, named"
+assert_exit 0 sandbox tenants update "$plain_tenant" --json \
+  --policy '{"egress":{"allow":["*.Pkg.Test.","api.test"],"deny":["evil.pkg.test"]}}'
+assert_eq "*.pkg.test api.test evil.pkg.test deny" \
+  "$(fields "$ITEST_OUT" policy.egress.allow.0 policy.egress.allow.1 policy.egress.deny.0 policy.egress.default)" "the tenant's egress rules, canonical"
+export SANDBOX_TOKEN=$plain_token
+assert_exit 2 sandbox create --image "$ITEST_IMAGE" --network restricted --allow api.test
+assert_contains "$ITEST_ERR" "apply to --network open" "domain rules without open egress (CLI)"
+assert_exit 2 sandbox create --image "$ITEST_IMAGE" --network open --allow 'bad..name'
+assert_exit 2 sandbox create --image "$ITEST_IMAGE" --network open --allow api.test --egress-default maybe
+itest_http POST /v1/sandboxes "$plain_token" \
+  '{"image":"'"$ITEST_IMAGE"'","network":"none","egress":{"allow":["api.test"]}}'
+assert_eq 400 "$HTTP_STATUS" "domain rules on network none"
+assert_contains "$HTTP_BODY" "egress rules apply to network open" "why"
+assert_exit 1 sandbox create --image "$ITEST_IMAGE" --network open --allow other.test
+assert_contains "$ITEST_ERR" "policy_denied" "a domain the tenant does not allow"
+assert_contains "$ITEST_ERR" "egress.allow[0] (other.test)" "the entry named"
+assert_exit 1 sandbox create --image "$ITEST_IMAGE" --network open --allow api.test --egress-default allow
+assert_contains "$ITEST_ERR" "egress.default allow" "default allow beyond a tenant that lists domains"
+assert_exit 1 sandbox create --image "$ITEST_IMAGE" --network open --allow a.pkg.test --deny b.pkg.test --wait \
+  --timeout 60 --json
+rsb=$(itest_json "$ITEST_OUT" sandbox.id)
+itest_track "$rsb"
+assert_eq isolation_unavailable "$(itest_json "$ITEST_OUT" operation.error.code)" "no worker filters egress by domain"
+assert_contains "$(itest_json "$ITEST_OUT" operation.error.message)" "egress filter" "the refusal says why"
+assert_exit 0 sandbox get "$rsb" --json
+assert_eq "a.pkg.test b.pkg.test evil.pkg.test deny" \
+  "$(fields "$ITEST_OUT" sandbox.egress.allow.0 sandbox.egress.deny.0 sandbox.egress.deny.1 sandbox.egress.default)" "the request's rules with the tenant's denies"
+# a create without rules gets the tenant's
+itest_http POST /v1/sandboxes "$plain_token" '{"image":"'"$ITEST_IMAGE"'","network":"open","memory_mib":64}'
+assert_eq 202 "$HTTP_STATUS" "an open create of a tenant with egress rules"
+rsb2=$(itest_json "$HTTP_BODY" sandbox.id)
+itest_track "$rsb2"
+assert_eq "*.pkg.test api.test" "$(fields "$HTTP_BODY" sandbox.egress.allow.0 sandbox.egress.allow.1)" "the tenant's rules"
+export SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN
+assert_exit 0 sandbox tenants update "$plain_tenant" --policy '{"egress":null}'
 
 # ---- the rules go with the sandbox
 export SANDBOX_TOKEN=$allowing_token

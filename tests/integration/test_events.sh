@@ -195,10 +195,10 @@ start_ctl2
 # ---- wake latency: on the controller that writes the event, then on the other
 echo "wake latency, reader and writer on the same controller:"
 python3 "$here/events_client.py" latency "$SANDBOX_URL" "$SANDBOX_URL" "$a" "$ITEST_ADMIN_TOKEN" "$ta" 5 \
-  || fail "a parked long-poll woke later than 100 ms after the event (same controller)"
+  || fail "parked long-polls woke later than 100 ms after the event (median, same controller)"
 echo "wake latency, reader on a second controller (LISTEN path):"
 python3 "$here/events_client.py" latency "$url2" "$SANDBOX_URL" "$a" "$ITEST_ADMIN_TOKEN" "$ta" 5 \
-  || fail "a parked long-poll woke later than 100 ms after the event (second controller)"
+  || fail "parked long-polls woke later than 100 ms after the event (median, second controller)"
 
 # ---- --follow across a restart of the controller it talks to
 start_id=$(sql "SELECT max(id) FROM events")

@@ -17,7 +17,8 @@
 # (memory kept) and its resume goes on with that process; TTL expiry removes the VM; a VM the controller no longer wants is removed on
 # restart; a volume is a VM's disk, written there and read by a container
 # and a read-only VM after it; a paused VM's snapshot starts a microvm with
-# its file; a template built in a container starts a microvm with its
+# its file; a snapshot with its memory forks into 2 VMs that go on counting
+# from where it was; a template built in a container starts a microvm with its
 # files, ENV and WORKDIR; delete leaves no QEMU process or VM file. Slow under TCG: one VM
 # serves most checks. Traffic goes only to the test's controller on loopback.
 # itest-standalone
@@ -60,8 +61,14 @@ wtoken=$("$SANDBOXD" token create --database-url "$dburl" --tenant itest-vmmdrv 
 wname=itest-vmmdrv-worker
 
 # on exit: every QEMU of this state dir, by its pid file, then the state
+# (after a failure, each VM's console first: what its guest said)
 cleanup_vms() {
   local f
+  if [ "${rc:-0}" -ne 0 ]; then # itest_end's
+    for f in "$vstate"/vms/*/console.log; do
+      itest_log_tail "$f" 0 25
+    done
+  fi
   for f in "$vstate"/vms/*/qemu.pid; do
     [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
   done
@@ -432,6 +439,64 @@ assert_exit 0 sandbox snapshots delete vmsnap
 snaps_gone() { [ -z "$(ls "$vstate/snapshots")" ]; }
 itest_wait_until 60 "the VM snapshot's bytes removed" snaps_gone
 
+# ---- a snapshot with the VM's memory (snapshot --memory, and fork on
+# microvm): the source goes on; fork into 2 resumes the saved machine
+# twice, each with the counter process going on from where the snapshot
+# took it (not started again), the file, and the host's clock; they
+# diverge; the snapshot's bytes (its RAM among them) go with it
+assert_exit 0 sandbox exec "$hsb" -- sh -c 'echo in-memory > /mem.txt; sync'
+c0=$(count) || fail "cannot read the counter before the memory snapshot"
+t0=$(date +%s%N)
+assert_exit 0 sandbox snapshot "$hsb" --name vmmem --memory --wait --timeout 180 --json
+memsnap_ms=$((($(date +%s%N) - t0) / 1000000))
+assert_eq true "$(itest_json "$ITEST_OUT" snapshot.memory)" "the snapshot says it kept the memory"
+memsnp=$(itest_json "$ITEST_OUT" snapshot.id)
+[ -s "$vstate/snapshots/$memsnp/state.mig" ] || fail "no saved state in the memory snapshot"
+assert_eq 600 "$(stat -c %a "$vstate/snapshots/$memsnp/state.mig")" "mode of the saved RAM"
+assert_eq "$qpid" "$(cat "$vstate/vms/$vm/qemu.pid")" "the same QEMU after its memory snapshot"
+c1=$(count) || fail "cannot read the counter in the source after its memory snapshot"
+src_on() { local n; n=$(count) && [ "$n" -gt "$c1" ]; }
+itest_wait_until 20 "the source's counter going on after its memory snapshot" src_on
+t0=$(date +%s%N)
+assert_exit 0 sandbox fork "$hsb" --count 2 --wait --timeout 300 --json
+fork_ms=$((($(date +%s%N) - t0) / 1000000))
+fj=$ITEST_OUT
+for i in 0 1; do
+  assert_eq true "$(itest_json "$fj" "sandboxes.$i.operation.result.memory")" "fork $i resumed the memory"
+done
+assert_eq true "$(itest_json "$fj" snapshot.memory)" "fork on microvm snapshots the memory"
+f1=$(itest_json "$fj" sandboxes.0.sandbox.id)
+f2=$(itest_json "$fj" sandboxes.1.sandbox.id)
+itest_track "$f1"
+itest_track "$f2"
+for f in "$f1" "$f2"; do
+  n=$(itest_counter "$f") || fail "cannot read the counter in fork $f"
+  [ "$n" -ge "$c0" ] && [ "$n" -le $((c0 + 60)) ] || fail "fork $f's counter is $n; the snapshot took it near $c0 (a restart counts from 1)"
+  fon() { local m; m=$(itest_counter "$f") && [ "$m" -gt "$n" ]; }
+  itest_wait_until 20 "the counter going on in fork $f" fon
+  assert_exit 0 sandbox exec "$f" -- cat /mem.txt
+  assert_eq in-memory "$ITEST_OUT" "fork $f's file"
+  assert_exit 0 sandbox exec "$f" -- date +%s
+  skew=$(( ITEST_OUT - $(date +%s) ))
+  [ "${skew#-}" -le 5 ] || fail "fork $f's clock is ${skew} s off the host's (a restored VM sets it from its host)"
+done
+assert_exit 0 sandbox exec "$f1" -- sh -c 'echo one > /mem.txt'
+assert_exit 0 sandbox exec "$f2" -- cat /mem.txt
+assert_eq in-memory "$ITEST_OUT" "the forks diverge"
+# a create from a memory snapshot that is not that machine boots, and says so
+assert_exit 0 sandbox create --from vmmem --memory-mib 320 --wait --timeout 200 --json
+assert_eq false "$(itest_json "$ITEST_OUT" operation.result.memory)" "a create of another size boots"
+cold=$(itest_json "$ITEST_OUT" sandbox.id)
+itest_track "$cold"
+assert_exit 0 sandbox exec "$cold" -- cat /mem.txt
+assert_eq in-memory "$ITEST_OUT" "the booted sandbox's file from the memory snapshot"
+n=$(itest_counter "$cold") || fail "no counter file in the booted sandbox (its disk has it)"
+sleep 2.5
+assert_eq "$n" "$(itest_counter "$cold")" "no counter runs in the sandbox that booted"
+assert_exit 0 sandbox delete "$f1" "$f2" "$cold" --wait --timeout 60
+assert_exit 0 sandbox snapshots delete vmmem
+itest_wait_until 60 "the memory snapshot's bytes removed" snaps_gone
+
 # ---- a template built from a Dockerfile (by a container build sandbox)
 # starts a microvm with its files, its ENV and its WORKDIR
 ctx="$work/tpl"
@@ -459,5 +524,5 @@ gone() { [ -z "$(ls "$vstate/vms")" ] && [ -z "$(qemu_pids)" ]; }
 itest_wait_until 30 "no VM after delete" gone
 assert_eq "" "$(ls "$vstate/sandboxes")" "sandbox records after delete"
 alive_same "$qpid" "$qstart" && fail "QEMU $qpid outlived its sandbox"
-itest_log "TCG/KVM ($accel) figures: create --hostile --wait ${create_ms} ms (first of its size: makes its template), ${warm_ms} ms (from the template), ${vol_ms} ms with a volume (a cold boot), snapshot of a paused VM ${snap_ms} ms, from a template ${tpl_ms} ms, exec true ${exec_ms} ms (through CLI, controller, worker, driver)"
+itest_log "TCG/KVM ($accel) figures: create --hostile --wait ${create_ms} ms (first of its size: makes its template), ${warm_ms} ms (from the template), ${vol_ms} ms with a volume (a cold boot), snapshot of a paused VM ${snap_ms} ms, with its memory ${memsnap_ms} ms, fork into 2 from memory ${fork_ms} ms, from a template ${tpl_ms} ms, exec true ${exec_ms} ms (through CLI, controller, worker, driver)"
 true

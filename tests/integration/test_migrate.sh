@@ -33,7 +33,7 @@ assert_exit 0 "$SANDBOXD" migrate --database-url "$url"
 assert_contains "$ITEST_OUT" "applied $n_files migration(s)" "first migrate"
 tables=$("$ITEST_PGBIN/psql" -X -q -At "$url" -c \
   "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'")
-assert_eq "api_tokens,cluster,event_publisher,events,exec_output,exec_output_usage,operations,pools,routes,sandbox_usage,sandbox_usage_log,sandboxes,schema_migrations,snapshot_copies,snapshots,template_builds,tenants,volumes,workers" "$tables" "tables after migrate"
+assert_eq "api_tokens,build_files,cluster,event_publisher,events,exec_output,exec_output_usage,network_log,operations,pools,routes,sandbox_usage,sandbox_usage_log,sandboxes,schema_migrations,secrets,snapshot_copies,snapshots,template_builds,tenants,volumes,workers" "$tables" "tables after migrate"
 
 assert_exit 0 "$SANDBOXD" migrate --database-url "$url"
 assert_contains "$ITEST_OUT" "applied 0 migration(s)" "second migrate"

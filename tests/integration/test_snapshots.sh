@@ -5,7 +5,7 @@
 # sees the parent's file and they diverge after); list, get and delete by id
 # or name; the tenant's max_snapshots refuses one too many (429); another
 # tenant reaches none of it, not by name, id or image name; a microvm-only
-# or bad request is refused with a clear error; a deleted snapshot's image
+# or bad request (memory of a container) is refused with a clear error; a deleted snapshot's image
 # stays while a sandbox runs from it and is gone from Docker once the last
 # one is deleted (the worker's heartbeat). On gvisor too: a gvisor
 # sandbox's file survives into a gvisor sandbox made from its snapshot.
@@ -40,6 +40,10 @@ itest_http POST "/v1/sandboxes/$parent/snapshots" "$a" '{"name":"ok","extra":1}'
 assert_http 400 invalid_argument "an unknown field"
 itest_http POST "/v1/sandboxes/$parent/snapshots" "$b" '{"name":"steal"}'
 assert_http 404 not_found "another tenant's sandbox"
+itest_http POST "/v1/sandboxes/$parent/snapshots" "$a" '{"name":"mem","memory":"yes"}'
+assert_http 400 invalid_argument "memory that is not a boolean"
+assert_exit 3 sandbox snapshot "$parent" --name mem --memory
+assert_contains "$ITEST_ERR" "invalid_argument: memory: sandbox $parent runs as container" "a container's memory"
 itest_http POST "/v1/sandboxes" "$a" "{\"image\":\"sandbox-snapshot:latest\",\"cpu_millis\":100,\"memory_mib\":64}"
 assert_http 422 policy_denied "an image in the snapshot repository"
 
@@ -49,6 +53,7 @@ snp=$(itest_json "$ITEST_OUT" snapshot.id)
 assert_match "$snp" '^snp_[a-z2-7]{26}$' "the snapshot's id"
 assert_eq ready "$(itest_json "$ITEST_OUT" snapshot.state)" "the snapshot's state after --wait"
 assert_eq base "$(itest_json "$ITEST_OUT" snapshot.name)" "its name"
+assert_eq false "$(itest_json "$ITEST_OUT" snapshot.memory)" "a container's snapshot keeps no memory"
 assert_eq "$parent" "$(itest_json "$ITEST_OUT" snapshot.sandbox_id)" "its sandbox"
 assert_eq "$ITEST_IMAGE" "$(itest_json "$ITEST_OUT" snapshot.image)" "its image"
 size=$(itest_json "$ITEST_OUT" snapshot.size_bytes)

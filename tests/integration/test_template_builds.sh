@@ -5,14 +5,16 @@
 # answers at once; the controller runs the steps one after another as
 # operations, snapshots the sandbox as the template's next version and
 # deletes it, with no client left waiting. A retry with the same
-# Idempotency-Key answers with the same build; a step that exits non-zero
+# Idempotency-Key answers with the same build (another request under it is
+# 409); a cancel ends a build under way and its sandbox; a step that exits non-zero
 # fails the build naming the step, runs no further step, makes no version
 # and still deletes its sandbox; bad requests are refused before anything
 # is made; another tenant sees none of it; a build whose token is revoked
 # stops there and fails. A sandbox from the version has
 # the files the steps wrote and the config's ENV and WORKDIR. `sandbox
-# templates build --server` runs a Dockerfile (no COPY yet) that way and
-# prints each RUN's output; a failing RUN names its line.
+# templates build --server` runs a Dockerfile (its COPY and ADD uploaded as
+# build files) that way and prints each RUN's output; a failing RUN names
+# its line.
 # Traffic goes only to the test's controller.
 # itest-timeout: 240
 # itest-parallel
@@ -101,6 +103,12 @@ out=$(curl -s -w '\n%{http_code}' -X POST -H "Authorization: Bearer $a" -H "Idem
   -H 'Content-Type: application/json' --data-binary "$body" "$SANDBOX_URL/v1/templates/web-$tag/builds")
 assert_eq 202 "${out##*$'\n'}" "the retry is answered"
 assert_eq "$bid" "$(itest_json "${out%$'\n'*}" build.id)" "the retry with the same key answers with the same build"
+# the same key with another build request is a conflict, not that build
+out=$(curl -s -w '\n%{http_code}' -X POST -H "Authorization: Bearer $a" -H "Idempotency-Key: $key" \
+  -H 'Content-Type: application/json' --data-binary '{"steps":[{"argv":["true"]}]}' \
+  "$SANDBOX_URL/v1/templates/web-$tag/builds")
+assert_eq 409 "${out##*$'\n'}" "the key reused for another build request"
+assert_contains "${out%$'\n'*}" "was used for another build request" "its message"
 # another tenant reaches none of it
 itest_http GET "/v1/templates/web-$tag/builds/$bid" "$b"
 assert_http 404 not_found "another tenant's build"
@@ -169,8 +177,9 @@ assert_http 202 "" "a build of two steps"
 oid=$(itest_json "$HTTP_BODY" build.id)
 osbx=$(itest_json "$HTTP_BODY" build.sandbox_id)
 itest_track "$osbx"
-step_running() { [ "$(sql "SELECT step FROM template_builds WHERE id = '$oid' AND operation_id IS NOT NULL")" = 1 ]; }
-itest_wait_until 120 "the first step runs" step_running
+# first_step_runs ID: build ID waits on the operation of its first step
+first_step_runs() { [ "$(sql "SELECT step FROM template_builds WHERE id = '$1' AND operation_id IS NOT NULL")" = 1 ]; }
+itest_wait_until 120 "the first step runs" first_step_runs "$oid"
 made=$(sql "SELECT operation_id FROM template_builds WHERE id = '$oid'")
 assert_eq 1 "$(sql "UPDATE template_builds SET step = 0, operation_id = NULL WHERE id = '$oid' AND step = 1 AND operation_id = '$made' RETURNING 1")" "the note taken back"
 itest_wait_until 180 "the build ends" build_over "once-$tag" "$oid"
@@ -188,21 +197,54 @@ b" "$ITEST_OUT" "each step ran once"
 # makes nothing more (the step under way ends; no further step runs) and
 # fails, and its sandbox goes
 c=$(itest_token "$ta" member)
-body=$(python3 -c '
+# sleep_then_never S: a build body whose first step sleeps S seconds and
+# whose second must never run
+sleep_then_never() {
+  python3 -c '
 import json, sys
 print(json.dumps({"sandbox": json.loads(sys.argv[1]), "steps": [
-  {"argv": ["sh", "-c", "sleep 4"]}, {"argv": ["sh", "-c", "echo never"]}]}))' "$sbx_req")
+  {"argv": ["sh", "-c", "sleep " + sys.argv[2]]}, {"argv": ["sh", "-c", "echo never"]}]}))' "$sbx_req" "$1"
+}
+body=$(sleep_then_never 4)
 itest_http POST "/v1/templates/revoked-$tag/builds" "$c" "$body"
 assert_http 202 "" "a build by a token about to be revoked"
 rid=$(itest_json "$HTTP_BODY" build.id)
 itest_track "$(itest_json "$HTTP_BODY" build.sandbox_id)"
-rstep() { [ "$(sql "SELECT step FROM template_builds WHERE id = '$rid' AND operation_id IS NOT NULL")" = 1 ]; }
-itest_wait_until 120 "the first step runs" rstep
+itest_wait_until 120 "the first step runs" first_step_runs "$rid"
 SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN assert_exit 0 sandbox tokens revoke "$(sql "SELECT created_by FROM template_builds WHERE id = '$rid'")"
 itest_wait_until 120 "the build of the revoked token ends" build_over "revoked-$tag" "$rid"
 assert_eq failed "$(itest_json "$BUILD" build.state)" "the build after its token was revoked"
 assert_eq unauthorized "$(itest_json "$BUILD" build.error.code)" "its error code"
 assert_eq 1 "$(json_len "$BUILD" build.steps)" "no step ran after the revocation"
+
+# --- cancel (DELETE .../builds/ID, sandbox templates cancel): the step
+# under way ends with the build sandbox, which goes; no further step runs
+# and no version is made; a second cancel answers as it is; another tenant
+# cannot; an ended build is a conflict
+body=$(sleep_then_never 60)
+itest_http POST "/v1/templates/cancel-$tag/builds" "$a" "$body"
+assert_http 202 "" "a build to cancel"
+xid=$(itest_json "$HTTP_BODY" build.id)
+xsbx=$(itest_json "$HTTP_BODY" build.sandbox_id)
+itest_track "$xsbx"
+itest_wait_until 120 "the step to cancel runs" first_step_runs "$xid"
+itest_http DELETE "/v1/templates/cancel-$tag/builds/$xid" "$b"
+assert_http 404 not_found "another tenant's cancel"
+assert_exit 0 sandbox templates cancel "cancel-$tag" "$xid"
+assert_eq "$xid cancelled" "$ITEST_OUT" "templates cancel prints the build"
+itest_http DELETE "/v1/templates/cancel-$tag/builds/$xid" "$a"
+assert_http 200 "" "a second cancel answers as it is"
+assert_eq cancelled "$(itest_json "$HTTP_BODY" build.state)" "the cancelled build's state"
+assert_eq cancelled "$(itest_json "$HTTP_BODY" build.error.code)" "its error code"
+xgone() { [ "$(sql "SELECT phase FROM sandboxes WHERE id = '$xsbx'")" = deleted ]; }
+itest_wait_until 60 "the cancelled build's sandbox deleted" xgone
+assert_eq 0 "$(json_len "$HTTP_BODY" build.steps)" "no step finished in the cancelled build"
+itest_http GET "/v1/templates/cancel-$tag" "$a"
+assert_http 404 not_found "the cancelled build made no version"
+itest_http DELETE "/v1/templates/web-$tag/builds/$bid" "$a"
+assert_http 409 conflict "cancelling a build that ended"
+assert_exit 3 sandbox templates cancel "web-$tag" "$bid"
+assert_exit 2 sandbox templates cancel "web-$tag"
 
 # --- the CLI: sandbox templates build --server runs a Dockerfile's RUN and
 # WORKDIR as the server's build and follows it
@@ -245,11 +287,50 @@ assert_exit 1 sandbox templates build "srv-$tag" -f "$ctx/Dockerfile.bad" "$ctx"
   --memory-mib 64 --timeout 300
 assert_contains "$ITEST_ERR" "Dockerfile.bad:3: RUN: step 2 of 2" "a failing RUN names its line"
 assert_contains "$ITEST_ERR" "exited with 7" "and its exit code"
-# COPY is refused before anything is made
-printf 'FROM %s\nCOPY Dockerfile /x\n' "$ITEST_IMAGE" >"$ctx/Dockerfile.copy"
-assert_exit 2 sandbox templates build "srv-$tag" -f "$ctx/Dockerfile.copy" "$ctx" --server
-assert_contains "$ITEST_ERR" "Dockerfile.copy:2: COPY" "COPY with --server names its line"
+# COPY and ADD with --server: the sources go up as build files and the
+# server copies them in as the client would (a file, a directory's
+# contents, a pattern, relative to WORKDIR)
+mkdir -p "$ctx/tree/sub"
+echo "one $tag" >"$ctx/one.txt"
+echo "deep $tag" >"$ctx/tree/sub/deep.txt"
+echo "m1" >"$ctx/m1.md"
+echo "m2" >"$ctx/m2.md"
+printf 'FROM %s\nWORKDIR /w\nCOPY one.txt /etc/one.txt\nCOPY tree ./t/\nADD *.md docs/\nRUN cat /etc/one.txt t/sub/deep.txt docs/m1.md docs/m2.md > all\n' \
+  "$ITEST_IMAGE" >"$ctx/Dockerfile.copy"
+assert_exit 0 sandbox templates build "cp-$tag" -f "$ctx/Dockerfile.copy" "$ctx" --server --cpu-millis 100 \
+  --memory-mib 64 --timeout 300
+assert_exit 0 sandbox create --template "cp-$tag" --cpu-millis 100 --memory-mib 64 --wait --timeout 120
+read -r s3 _ <<<"$ITEST_OUT"
+itest_track "$s3"
+assert_exit 0 sandbox exec "$s3" -- cat /w/all
+assert_eq "one $tag
+deep $tag
+m1
+m2" "$ITEST_OUT" "the server copied the Dockerfile's COPY and ADD sources"
+# a COPY over the build file bound is refused before anything is made
+head -c 700000 /dev/urandom >"$ctx/big.bin"
+printf 'FROM %s\nCOPY big.bin /big\n' "$ITEST_IMAGE" >"$ctx/Dockerfile.big"
+assert_exit 2 sandbox templates build "srv-$tag" -f "$ctx/Dockerfile.big" "$ctx" --server
+assert_contains "$ITEST_ERR" "Dockerfile.big:2: COPY" "a COPY too big for --server names its line"
 assert_exit 0 sandbox templates builds "srv-$tag" --json
 assert_eq 2 "$(json_len "$ITEST_OUT" builds)" "the refused COPY made no build"
+# the build files API: named by their sha256, checked; a copy step of files
+# never uploaded, or of another tenant's, is refused naming it
+data=$(printf 'not a tar' | base64 -w0)
+itest_http PUT "/v1/build-files/$(printf x | sha256sum | cut -d' ' -f1)" "$a" "{\"data_b64\":\"$data\"}"
+assert_http 400 invalid_argument "a build file whose bytes are not its name"
+good=$(printf 'not a tar' | sha256sum | cut -d' ' -f1)
+itest_http PUT "/v1/build-files/$good" "$a" '{"data_b64":"!!"}'
+assert_http 400 invalid_argument "a build file that is not base64"
+itest_http PUT "/v1/build-files/$good" "$a" "{\"data_b64\":\"$data\"}"
+assert_http 200 "" "a build file"
+assert_eq 9 "$(itest_json "$HTTP_BODY" build_file.size_bytes)" "its size"
+itest_http POST "/v1/templates/web-$tag/builds" "$b" \
+  "{\"steps\":[{\"copy\":{\"files\":\"$good\",\"src\":\"a\",\"dest\":\"/a\"}}]}"
+assert_http 400 invalid_argument "another tenant's build file"
+assert_contains "$HTTP_BODY" "were not uploaded" "its message"
+itest_http POST "/v1/templates/web-$tag/builds" "$a" \
+  "{\"steps\":[{\"copy\":{\"files\":\"$good\",\"src\":\"a\",\"dest\":\"/a\",\"owner\":\"x\"}}]}"
+assert_http 400 invalid_argument "an unknown copy field"
 echo "a build the server drove made version 1; a failing step failed its build; both build sandboxes went;"
 echo "templates build --server ran a Dockerfile there"

@@ -83,6 +83,8 @@ const TOOLS = {
   sandbox_extend: { required: ['sandbox_id', 'ttl_seconds'], properties: ['sandbox_id', 'ttl_seconds', 'idempotency_key'] },
   sandbox_pause: { required: ['sandbox_id'], properties: ['sandbox_id', 'wait'], destructive: true },
   sandbox_resume: { required: ['sandbox_id'], properties: ['sandbox_id', 'wait'] },
+  sandbox_network: { required: ['sandbox_id', 'egress'], properties: ['sandbox_id', 'egress', 'wait'] },
+  sandbox_network_log: { required: ['sandbox_id'], properties: ['sandbox_id', 'verdict', 'after', 'limit'], readOnly: true },
   sandbox_snapshot: { required: ['sandbox_id'], properties: ['sandbox_id', 'name', 'wait'] },
   sandbox_snapshots: { required: [], properties: ['sandbox_id'], readOnly: true },
   sandbox_snapshot_delete: { required: ['snapshot_id'], properties: ['snapshot_id'], destructive: true },
@@ -471,9 +473,11 @@ async function main() {
     // sandbox_resume and sandbox_fork, which take about 3300; 34500 before
     // sandbox_templates and sandbox_create's template and auto_pause, about 1100;
     // 35600 before the three volume tools and sandbox_create's volumes, about 2900;
-    // 38500 before sandbox_template_build, about 1650)
+    // 38500 before sandbox_template_build, about 1650; 40200 before
+    // sandbox_create's egress, about 170; 40400 before sandbox_network, about 1000;
+    // 41450 before sandbox_create's secrets, about 180; 41650 before sandbox_network_log, about 800)
     const listBytes = JSON.stringify({ tools }).length;
-    assert(listBytes <= 40200, `tools/list is ${listBytes} bytes of JSON, over its budget of 40200`);
+    assert(listBytes <= 42500, `tools/list is ${listBytes} bytes of JSON, over its budget of 42500`);
     for (const [name, want] of Object.entries(TOOLS)) {
       const t = toolsByName[name];
       assert(t, `tool ${name} missing; tools are ${show(Object.keys(toolsByName))}`);
@@ -841,6 +845,26 @@ async function main() {
       undefined, { timeout: 10000 }), 'invalid_argument');
     expectErr('sandbox_extend', await callTool(client, 'sandbox_extend', { sandbox_id: 'sbx_nope', ttl_seconds: 60 }), 'not_found');
     return err.message;
+  });
+
+  await check('sandbox_network isError: conflict for a sandbox made without egress rules, invalid_argument for an IP', async () => {
+    const err = expectErr('sandbox_network', await callTool(client, 'sandbox_network',
+      { sandbox_id: sbx, egress: { allow: ['pypi.org'] } }), 'conflict');
+    assert(err.message.includes('without egress rules'), `the refusal does not say why: ${err.message}`);
+    const bad = expectErr('sandbox_network', await callTool(client, 'sandbox_network',
+      { sandbox_id: sbx, egress: { allow: ['pypi.org', '10.0.0.1'] } }), 'invalid_argument');
+    assert(bad.message.includes('egress.allow[1]'), `the refusal does not name the entry: ${bad.message}`);
+    return err.message;
+  });
+
+  await check('sandbox_network_log: a sandbox without egress rules has no entries; a bad verdict is invalid_argument', async () => {
+    const sc = expectOk('sandbox_network_log', await callTool(client, 'sandbox_network_log', { sandbox_id: sbx }));
+    eq(sc.entries, [], 'entries of a sandbox without rules');
+    eq(sc.next_after, 0, 'next_after of an empty log');
+    expectErr('sandbox_network_log', await client.callTool({ name: 'sandbox_network_log',
+      arguments: { sandbox_id: sbx, verdict: 'maybe' } }, undefined, { timeout: 10000 }), 'invalid_argument');
+    expectErr('sandbox_network_log', await callTool(client, 'sandbox_network_log', { sandbox_id: 'sbx_nope' }), 'not_found');
+    return `${sc.entries.length} entries`;
   });
 
   // ---- public routes of the running sandbox

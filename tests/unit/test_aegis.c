@@ -196,6 +196,18 @@ START_TEST(test_isolation_never_downgrades)
     ws[0].networks[ISO_CONTAINER] = 1u << NET_NONE;
     ws[1].networks[ISO_CONTAINER] = 1u << NET_NONE;
     ck_assert_int_eq(decide(&rq, ws, 2, vs, &best), AEGIS_REFUSE);
+    /* open with egress rules by domain: only a worker that offers
+     * "filtered" (its egress filter); plain open is not enough */
+    ws[0].networks[ISO_CONTAINER] = ALLNET;
+    ws[1].networks[ISO_CONTAINER] = ALLNET | 1u << NET_OFFER_FILTERED;
+    rq.egress_rules = true;
+    ck_assert_int_eq(decide(&rq, ws, 2, vs, &best), AEGIS_CHOSEN);
+    ck_assert_int_eq(best, 1);
+    ck_assert_ptr_nonnull(strstr(vs[0].why, "not with network open through an egress filter"));
+    ws[1].networks[ISO_CONTAINER] = ALLNET;
+    ck_assert_int_eq(aegis_decide(&rq, ws, 2, vs, &best, msg, sizeof msg), AEGIS_REFUSE);
+    ck_assert_ptr_nonnull(strstr(msg, "through an egress filter"));
+    rq.egress_rules = false;
     /* microvm: nobody offers it. */
     rq.need = ISO_MICROVM;
     rq.network = NET_NONE;

@@ -163,6 +163,40 @@ START_TEST(test_egress_allow_label_is_the_workers_and_open_only)
 }
 END_TEST
 
+START_TEST(test_filtered_sandbox_gets_the_filter_as_resolver_and_its_rules_as_label)
+{
+    sandbox_spec_t s = spec_default();
+    kv_t items[1] = { { (char *)RUNTIME_LABEL_EGRESS, (char *)"{\"default\":\"allow\"}" } };
+    s.labels.items = items;
+    s.labels.n = 1;
+    s.network = NET_OPEN;
+    /* a user label of that name never survives */
+    json_object *o = body_for(&s, NULL, "sandbox-open");
+    ck_assert_ptr_null(jsonx_get_str(jsonx_get_obj(o, "Labels"), RUNTIME_LABEL_EGRESS));
+    ck_assert_str_eq(text_of(jsonx_get_obj(o, "HostConfig"), "Dns"), "");
+    json_object_put(o);
+    /* on the filtered network: the rules (canonical) and the filter's resolver */
+    char *allow[1] = { (char *)"api.test" };
+    s.egress.allow = allow;
+    s.egress.n_allow = 1;
+    s.egress.set = true;
+    runtime_create_req_t req = { .sandbox_id = "sbx_1", .spec = &s };
+    docker_create_plan_t plan = { .network_mode = "sandbox-filtered", .filter_dns = "172.30.0.1" };
+    o = docker_sandbox_body(&req, &plan);
+    ck_assert_str_eq(jsonx_get_str(jsonx_get_obj(o, "Labels"), RUNTIME_LABEL_EGRESS),
+                     "{\"allow\":[\"api.test\"],\"deny\":[],\"default\":\"deny\"}");
+    json_object *hc = jsonx_get_obj(o, "HostConfig");
+    ck_assert_str_eq(text_of(hc, "Dns"), "[\"172.30.0.1\"]");
+    ck_assert_str_eq(jsonx_get_str(hc, "NetworkMode"), "sandbox-filtered");
+    /* and no capability that forges addresses */
+    const char *caps = text_of(hc, "CapAdd");
+    ck_assert_ptr_null(strstr(caps, "NET_RAW"));
+    ck_assert_ptr_null(strstr(caps, "NET_ADMIN"));
+    ck_assert_str_eq(text_of(hc, "CapDrop"), "[\"ALL\"]");
+    json_object_put(o);
+}
+END_TEST
+
 START_TEST(test_probe_is_hardened_and_never_a_sandbox)
 {
     json_object *o = docker_probe_body("sandbox-probe:1", "runsc", "w-1");
@@ -246,6 +280,7 @@ Suite *unit_suite(void)
         test_plan_sets_runtime_and_network,
         test_user_labels_cannot_impersonate_a_sandbox,
         test_egress_allow_label_is_the_workers_and_open_only,
+        test_filtered_sandbox_gets_the_filter_as_resolver_and_its_rules_as_label,
         test_probe_is_hardened_and_never_a_sandbox,
         test_main_process_log_is_one_bounded_json_file,
         test_disk_quota_labels_the_sandbox_and_bounds_every_tmpfs,

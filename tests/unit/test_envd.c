@@ -61,7 +61,7 @@ typedef struct fake_rt {
     atomic_int exec_block;        /* such an exec runs until it is cancelled */
     int64_t fs_bytes;             /* the sandbox's filesystem size files_target says */
     atomic_int endless;           /* a tar get of /tmp streams a huge file until a stop descriptor is readable */
-    atomic_int endless_stopped;   /* such a get ended because of a stop descriptor */
+    atomic_int endless_stopped;   /* such a get ended (a stop descriptor, or its reader refused more) */
 } fake_rt_t;
 
 static int fake_target(runtime_t *rt, const char *sandbox_id, const char *worker_name, char ret_ref[80],
@@ -180,8 +180,12 @@ static int fake_endless(fake_rt_t *fr, const runtime_files_get_req_t *req)
                 return 0;
             }
         }
-        if (req->on_data(req->ud, zeros, sizeof zeros) < 0)
+        /* the reader may refuse more before the stop descriptor is seen:
+         * either way, the walk ended */
+        if (req->on_data(req->ud, zeros, sizeof zeros) < 0) {
+            atomic_store(&fr->endless_stopped, 1);
             return 0;
+        }
         usleep(1000);
     }
 }

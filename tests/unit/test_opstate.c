@@ -125,9 +125,9 @@ END_TEST
 
 START_TEST(test_kind_names_round_trip_through_parse)
 {
-    ck_assert_int_eq(OPK__COUNT, 10);
+    ck_assert_int_eq(OPK__COUNT, 11);
     static const char *names[OPK__COUNT] = { "create", "delete", "exec", "share", "unshare", "extend", "snapshot", "pause",
-                                             "resume", "snapshot_copy" };
+                                             "resume", "snapshot_copy", "network" };
     ASSERT_NAMES_ROUND_TRIP(op_kind_t, OPK__COUNT, op_kind_name, op_kind_parse, names);
 }
 END_TEST

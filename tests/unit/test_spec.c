@@ -193,6 +193,31 @@ START_TEST(test_spec_round_trip_keeps_values)
                           "\"env\":{\"A\":\"\",\"B\":\"\\u00e9\\n\\\"q\\\"\"},\"labels\":{\"x\":\"1\",\"y.z\":\"2\"}}");
     check_spec_round_trip("{\"image\":\"i\",\"cpu_millis\":1024000,\"memory_mib\":4194304,\"ttl_seconds\":2592000,"
                           "\"network\":\"restricted\",\"trust\":{\"generated_code\":true}}");
+    check_spec_round_trip("{\"image\":\"i\",\"network\":\"open\",\"egress\":{\"allow\":[\"*.Pkg.test\"],"
+                          "\"deny\":[\"x.pkg.test.\"]}}");
+}
+END_TEST
+
+START_TEST(test_spec_egress_rules)
+{
+    sandbox_spec_t s;
+    spec_ok("{\"image\":\"i\",\"network\":\"open\",\"egress\":{\"allow\":[\"A.test\"]}}", &s);
+    ck_assert(s.egress.set);
+    ck_assert_str_eq(s.egress.allow[0], "a.test");
+    json_object *j = spec_to_json(&s);
+    ck_assert_str_eq(json_object_to_json_string_ext(jsonx_get_obj(j, "egress"), JSON_C_TO_STRING_PLAIN),
+                     "{\"allow\":[\"a.test\"],\"deny\":[],\"default\":\"deny\"}");
+    json_object_put(j);
+    spec_release(&s);
+    /* none: absent from the canonical form */
+    spec_ok("{\"image\":\"i\",\"network\":\"open\"}", &s);
+    j = spec_to_json(&s);
+    ck_assert(!json_object_object_get_ex(j, "egress", NULL));
+    json_object_put(j);
+    spec_release(&s);
+    expect_spec_error("{\"image\":\"i\",\"egress\":{\"allow\":[\"a.test\"]}}", "apply to network open");
+    expect_spec_error("{\"image\":\"i\",\"network\":\"open\",\"egress\":{\"deny\":[\"::1\"]}}",
+                      "egress.deny[0]");
 }
 END_TEST
 
@@ -846,7 +871,7 @@ Suite *unit_suite(void)
         test_minimal_spec_gets_documented_defaults,
         test_null_fields_get_defaults,
         test_full_spec_decodes_every_field,
-        test_spec_round_trip_keeps_values,
+        test_spec_round_trip_keeps_values, test_spec_egress_rules,
         test_spec_to_json_writes_every_field,
         test_numeric_bounds_are_inclusive,
         test_env_and_labels_at_their_limits_are_accepted,

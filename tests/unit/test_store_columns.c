@@ -147,14 +147,15 @@ END_TEST
 START_TEST(test_assignment_keeps_the_request_hidden)
 {
     const char *v[] = { "op_1", "exec", "1", "sbx_1", "acme", "gvisor", NULL, "{\"image\":\"x\"}", "{\"argv\":[]}",
-                        NULL, "TC" };
-    PGresult *r = one_row(11, v);
+                        NULL, "TC", "tnt_1" };
+    PGresult *r = one_row(12, v);
     json_object *o = store__row_json(&store__t_assignment, r, 0);
     char *got = jsonx_dump(o);
     ck_assert_str_eq(got, "{\"operation_id\":\"op_1\",\"kind\":\"exec\",\"attempt\":1,\"sandbox_id\":\"sbx_1\","
                           "\"tenant\":\"acme\",\"isolation\":\"gvisor\",\"runtime_ref\":null,"
                           "\"spec\":{\"image\":\"x\"},\"created_at\":\"TC\"}");
     ck_assert_str_eq(store__col_text(&store__t_assignment, r, 0, "request"), "{\"argv\":[]}");
+    ck_assert_str_eq(store__col_text(&store__t_assignment, r, 0, "tenant_id"), "tnt_1");
     free(got);
     json_object_put(o);
     PQclear(r);

@@ -57,11 +57,21 @@ typedef struct opts {
     bool no_ignore;                          /* create --upload: send .git and .gitignore'd files too */
     bool quiet;                              /* images, list -q: names or ids only */
     bool keep_snapshot;                      /* fork --keep-snapshot: do not delete the snapshot */
+    bool memory;                             /* snapshot --memory: the VM's memory too (microvm) */
+    bool no_memory;                          /* fork --no-memory: a microvm's files only */
     const char *template_ref;                /* create --template NAME[:VERSION] */
     bool auto_pause;                         /* create --auto-pause: paused, not deleted, when its TTL passes */
     const char *file;                        /* templates build -f DOCKERFILE */
     json_object *build_args;                 /* templates build --build-arg K=V...; owned, NULL until given */
     json_object *volumes;                    /* create --volume NAME:/path[:ro]...; owned, NULL until given */
+    json_object *egress;                     /* create, network: --allow/--deny as {"allow":[…],"deny":[…]};
+                                              * owned, NULL until given */
+    const char *egress_default;              /* --egress-default allow|deny */
+    bool netlog;                             /* network --log: its network log */
+    json_object *secrets;                    /* create --secret NAME...; owned, NULL until given */
+    json_object *hosts;                      /* secrets create --host D...; owned, NULL until given */
+    const char *header;                      /* secrets create --header NAME */
+    const char *verdict;                     /* network --log --verdict allowed|refused */
     num_opt_t version;                       /* templates delete --version N */
     bool keep_build_sandbox;                 /* templates build --keep-build-sandbox */
     bool server_build;                       /* templates build --server */
@@ -72,7 +82,8 @@ typedef struct opts {
     bool saw_dashdash;
 } opts_t;
 
-typedef enum { F_BOOL, F_STR, F_NUM, F_ENV, F_LABEL, F_SELECTOR, F_EXCLUDE, F_BUILD_ARG, F_VOLUME } flag_kind_t;
+typedef enum { F_BOOL, F_STR, F_NUM, F_ENV, F_LABEL, F_SELECTOR, F_EXCLUDE, F_BUILD_ARG, F_VOLUME, F_ALLOW,
+               F_DENY, F_STRLIST } flag_kind_t;
 
 typedef struct flag_def {
     const char *name;   /* "--tenant" */
@@ -220,6 +231,8 @@ void cli_print_one_or_list(cli_t *cli, json_object *resp, const char *one, const
 /* ---------------------------------------------------------------- the command groups */
 
 /* sandboxes.c */
+/* --egress-default checked and folded into o->egress (create, network) */
+int cli_check_egress(cli_t *cli, opts_t *o);
 int cli_check_create(cli_t *cli, opts_t *o);
 int cli_cmd_create(cli_t *cli, opts_t *o);
 int cli_check_sandbox_id(cli_t *cli, opts_t *o);
@@ -232,6 +245,10 @@ int cli_check_extend(cli_t *cli, opts_t *o);
 int cli_cmd_extend(cli_t *cli, opts_t *o);
 /* pause and resume (cli->cmd says which) */
 int cli_check_pause(cli_t *cli, opts_t *o);
+int cli_check_network(cli_t *cli, opts_t *o);
+int cli_check_secrets(cli_t *cli, opts_t *o);
+int cli_cmd_secrets(cli_t *cli, opts_t *o);
+int cli_cmd_network(cli_t *cli, opts_t *o);
 int cli_cmd_pause(cli_t *cli, opts_t *o);
 /* operations.c */
 int cli_check_op_id(cli_t *cli, opts_t *o);
@@ -281,6 +298,10 @@ typedef struct cli_upload_filter {
  * docker cp does, when into_existing_dir and dest is a directory there),
  * without what f leaves out (f may be NULL); prints the result unless
  * quiet. Returns the exit code. */
+/* Packs paths (relative to dir; a directory with all under it) as a
+ * gzipped tar with the local tar into *ret (malloc'd, *ret_len bytes): 0,
+ * SBX_ETOOBIG over max bytes, SBX_EIO when tar failed, SBX_ENOMEM. */
+int cli_tar_pack(const char *dir, char *const *paths, size_t n, size_t max, unsigned char **ret, size_t *ret_len);
 int cli_upload(cli_t *cli, const char *local, const char *sbx, const char *dest, bool into_existing_dir,
                bool quiet, const cli_upload_filter_t *f);
 /* Copies what the local directory dir holds (not dir itself) into sbx's

@@ -194,8 +194,8 @@ static const char *subcommands(const char *cmd)
     static const char *const t[][2] = {
         { "tenants", "create list get update delete" }, { "tokens", "create list revoke" },
         { "workers", "list drain resume" },              { "pools", "list create get delete" },
-        { "snapshots", "list get delete" },              { "templates", "build list get delete" },
-        { "context", "list show use" },
+        { "snapshots", "list get delete copy" },         { "templates", "build builds cancel list get delete logs" },
+        { "context", "list show use" },                  { "secrets", "create list delete" },
         { "completion", "bash zsh" },
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
@@ -208,7 +208,7 @@ static const char *subcommands(const char *cmd)
 static bool takes_sandbox(const char *cmd)
 {
     static const char *const t[] = { "exec", "get", "delete", "rm", "extend", "pause", "resume", "snapshot",
-                                     "fork", "share", "routes", "unshare", "logs", "shell", NULL };
+                                     "network", "fork", "share", "routes", "unshare", "logs", "shell", NULL };
     for (int i = 0; t[i]; i++)
         if (strcmp(t[i], cmd) == 0)
             return true;

@@ -208,6 +208,56 @@ static int cp_tar_finish(cp_tar_t *t)
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : SBX_EIO;
 }
 
+int cli_tar_pack(const char *dir, char *const *paths, size_t n, size_t max, unsigned char **ret, size_t *ret_len)
+{
+    *ret = NULL;
+    *ret_len = 0;
+    const char *tmpdir = getenv("TMPDIR");
+    int list_fd = open(tmpdir && *tmpdir ? tmpdir : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    bool ok = list_fd >= 0;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = write(list_fd, paths[i], strlen(paths[i]) + 1) == (ssize_t)(strlen(paths[i]) + 1);
+    ok = ok && lseek(list_fd, 0, SEEK_SET) == 0;
+    if (!ok) {
+        if (list_fd >= 0)
+            close(list_fd);
+        return SBX_EIO;
+    }
+    char *argv[] = { "tar", "-c", "-z", "-f", "-", "-C", (char *)dir, "--null", "--verbatim-files-from", "-T", "-",
+                     NULL };
+    cp_tar_t t;
+    int started = cp_tar_start(argv, list_fd, &t);
+    close(list_fd);
+    if (started < 0)
+        return SBX_EIO;
+    unsigned char *buf = malloc(max + 1);
+    size_t have = 0;
+    int rc = buf ? 0 : SBX_ENOMEM;
+    while (rc == 0) {
+        ssize_t r = read(t.fd, buf + have, max + 1 - have);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            rc = SBX_EIO;
+        if (r <= 0)
+            break;
+        have += (size_t)r;
+        if (have > max)
+            rc = SBX_ETOOBIG;
+    }
+    if (rc != 0 && t.pid > 0)
+        kill(t.pid, SIGTERM);
+    if (cp_tar_finish(&t) != 0 && rc == 0)
+        rc = SBX_EIO;
+    if (rc != 0) {
+        free(buf);
+        return rc;
+    }
+    *ret = buf;
+    *ret_len = have;
+    return 0;
+}
+
 /* ---- an upload ---------------------------------------------------------- */
 
 typedef struct cp_up {

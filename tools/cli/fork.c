@@ -238,8 +238,11 @@ int cli_cmd_fork(cli_t *cli, opts_t *o)
         return EXIT_API;
     }
     ids_new("fork", key);
-    /* (1) An unnamed snapshot of it, ready. */
-    json_object *body = json_object_new_object();
+    /* (1) An unnamed snapshot of it, ready: a microvm's with its memory
+     * (the forks resume its processes), unless it has volumes (a restored
+     * machine cannot get them back) or --no-memory */
+    json_object *body = NULL;
+    client_fork_snapshot_body(parent, o->no_memory, &body);
     rc = body ? cli_post_keyed(cli, FORK_POST_ATTEMPTS, path, body, key, &sresp) : EXIT_API;
     json_object_put(body);
     if (rc) {

@@ -30,6 +30,7 @@
 #define FKV(n, k)       { n, k, 0, 0, 0 }
 #define FSS(n, s, f)    { n, F_STR, offsetof(opts_t, f), 0, 0, s }
 #define FKVS(n, s, k)   { n, k, 0, 0, 0, s }
+#define FL(n, f, max)   { n, F_STRLIST, offsetof(opts_t, f), 0, max }
 #define FJSON           FB("--json", json)
 #define FWAIT           FB("--wait", wait), FN("--timeout", timeout, 0, CLI_WAIT_TIMEOUT_MAX)
 #define FEND            { NULL, F_BOOL, 0, 0, 0 }
@@ -178,6 +179,27 @@ static int parse_volume(const char *cmd, const char *flag, const char *s, json_o
     return 0;
 }
 
+/* --allow/--deny DOMAIN: appended to (*target)'s "allow" or "deny" list,
+ * checked as the server checks it (egress_domain_canon). */
+static int parse_egress(const char *cmd, const char *flag, const char *s, bool deny, json_object **target)
+{
+    char canon[EGRESS_DOMAIN_MAX + 1], why[160];
+    if (egress_domain_canon(s, canon, why, sizeof why) < 0)
+        return cli_usage_error(cmd, "%s: '%.80s': %s", flag, s, why);
+    if (!*target && !(*target = json_object_new_object()))
+        return cli_usage_error(cmd, "out of memory");
+    const char *key = deny ? "deny" : "allow";
+    json_object *a = jsonx_get_arr(*target, key);
+    if (!a) {
+        a = json_object_new_array();
+        jsonx_add(*target, key, a);
+    }
+    if (json_object_array_length(a) >= EGRESS_ENTRIES_MAX)
+        return cli_usage_error(cmd, "%s: at most %d are allowed", flag, EGRESS_ENTRIES_MAX);
+    json_object_array_add(a, json_object_new_string(canon));
+    return 0;
+}
+
 static const flag_def_t *flag_find(const flag_def_t *table, const char *name, size_t n)
 {
     for (const flag_def_t *f = table; f && f->name; f++)
@@ -315,6 +337,19 @@ static int parse_args(const command_t *c, int argc, char **argv, int first, opts
         case F_VOLUME:
             r = parse_volume(c->name, f->name, val, &o->volumes);
             break;
+        case F_STRLIST: { /* checked by the command */
+            json_object **t = (json_object **)(void *)((char *)o + f->off);
+            if (!*t)
+                *t = json_object_new_array();
+            if (json_object_array_length(*t) >= (size_t)f->max)
+                return cli_usage_error(c->name, "%s: at most %lld", f->name, (long long)f->max);
+            json_object_array_add(*t, json_object_new_string(val));
+            break;
+        }
+        case F_ALLOW:
+        case F_DENY:
+            r = parse_egress(c->name, f->name, val, f->kind == F_DENY, &o->egress);
+            break;
         case F_EXCLUDE:
             if (o->n_excludes >= CLI_EXCLUDES_MAX)
                 return cli_usage_error(c->name, "%s given more than %d times", f->name, CLI_EXCLUDES_MAX);
@@ -451,11 +486,14 @@ static const command_t commands[] = {
             FB("--read-only-root", read_only_root), FB("--hardened", hardened),
             FS("--idempotency-key", idem_key), FS("--upload", upload), FKV("--exclude", F_EXCLUDE),
             FB("--no-ignore", no_ignore), FS("--from", from), FS("--template", template_ref),
-            FB("--auto-pause", auto_pause), FKVS("--volume", "-v", F_VOLUME), FWAIT, FJSON), 0, false,
+            FB("--auto-pause", auto_pause), FKVS("--volume", "-v", F_VOLUME), FKV("--allow", F_ALLOW),
+            FKV("--deny", F_DENY), FS("--egress-default", egress_default), FL("--secret", secrets, 8), FWAIT,
+            FJSON), 0, false,
       "usage: sandbox create [--name NAME] [--image IMAGE] [--tenant T] [--cpu-millis N]\n"
       "                      [--memory-mib N] [--disk MIB] [--ttl SECONDS] [--auto-pause]\n"
       "                      [--network none|restricted|open] [--from SNAPSHOT]\n"
-      "                      [--template NAME[:VERSION]]\n"
+      "                      [--allow DOMAIN]... [--deny DOMAIN]... [--egress-default allow|deny]\n"
+      "                      [--secret NAME]... [--template NAME[:VERSION]]\n"
       "                      [--untrusted-repo] [--generated-code] [--hostile]\n"
       "                      [--isolation container|gvisor|microvm] [--read-only-root]\n"
       "                      [--hardened] [--selector K=V]... [-v VOLUME:/path[:ro]]...\n"
@@ -500,6 +538,17 @@ static const command_t commands[] = {
       "                           routes kept; sandbox resume runs it again with its\n"
       "                           whole TTL) instead of deleted (docs/pause.md)\n"
       "  --network MODE           none (default), restricted or open\n"
+      "  --allow DOMAIN           with --network open: egress rules by domain; reach\n"
+      "                           DOMAIN (example.com, or *.example.com for every name\n"
+      "                           below it) and, without --egress-default, nothing else;\n"
+      "                           within the tenant's rules (repeatable; docs/network.md)\n"
+      "  --deny DOMAIN            refuse DOMAIN (wins over --allow); given alone: all\n"
+      "                           but the denied (repeatable)\n"
+      "  --egress-default MODE    allow or deny what neither list names\n"
+      "  --secret NAME            with egress rules: the tenant's secret NAME (sandbox\n"
+      "                           secrets --help) is added to requests to its hosts by\n"
+      "                           the worker's filter, never seen inside the sandbox\n"
+      "                           (repeatable, at most 8)\n"
       "  --untrusted-repo         the code comes from an untrusted repository\n"
       "  --generated-code         the code was generated (e.g. by a model)\n"
       "  --hostile                treat the workload as hostile (strong isolation)\n"
@@ -664,6 +713,54 @@ static const command_t commands[] = {
       "                           and moves the expiry only once\n"
       "  --json                   print {\"operation\":…}; its result has expires_at,\n"
       "                           previous_expires_at and ttl_seconds\n" COMMON_FLAGS_HELP },
+    { "network", NULL, cli_check_network, cli_cmd_network,
+      FLAGS(FKV("--allow", F_ALLOW), FKV("--deny", F_DENY), FS("--egress-default", egress_default),
+            FS("--idempotency-key", idem_key), FB("--log", netlog), FS("--verdict", verdict),
+            FN("--after", after, 0, INT64_MAX), FN("--limit", limit, 1, SBX_LIST_MAX), FWAIT, FJSON), 1, false,
+      "usage: sandbox network SANDBOX [--allow DOMAIN]... [--deny DOMAIN]...\n"
+      "                       [--egress-default allow|deny] [--idempotency-key K]\n"
+      "                       [--wait [--timeout S]] [--json]\n"
+      "       sandbox network SANDBOX --log [--verdict allowed|refused] [--after ID]\n"
+      "                       [--limit N] [--json]\n"
+      "\n"
+      "Without flags, prints the sandbox's egress rules (allow, deny, default), as\n"
+      "'sandbox get' has them. With flags, replaces them on the running sandbox\n"
+      "(PATCH /v1/sandboxes/ID/network) and prints the change's OPERATION_ID; with\n"
+      "--wait, waits for it and prints 'OPERATION_ID succeeded'. Its worker's egress\n"
+      "filter applies the new rules at once: new connections and DNS queries meet\n"
+      "them, and open connections they refuse are closed. The rules stay within the\n"
+      "tenant policy's egress (the tenant's denies are kept). Only a sandbox created\n"
+      "with egress rules (create --allow/--deny) can change them: its network is the\n"
+      "worker's filtered one. The rules replace the old ones whole: give every\n"
+      "domain the sandbox still needs. See docs/network.md.\n"
+      "\n"
+      "With --log, prints its network log (GET /v1/sandboxes/ID/network/log), oldest\n"
+      "first: each DNS query and TCP connection its worker's filter saw, one line\n"
+      "each: ID, time, dns or tcp, allowed or refused, the name (:port), the address,\n"
+      "the rule or reason and, for a connection it relayed, the bytes out and in.\n"
+      "Workers report every heartbeat (5 s); each sandbox keeps its newest 2000.\n"
+      "\n"
+      "  --allow DOMAIN           reach DOMAIN (example.com, or *.example.com for every\n"
+      "                           name below it) and, without --egress-default,\n"
+      "                           nothing else; repeatable\n"
+      "  --deny DOMAIN            refuse DOMAIN (wins over --allow); given alone: all\n"
+      "                           but the denied; repeatable\n"
+      "  --egress-default MODE    allow or deny what neither list names\n"
+      "  --idempotency-key K      retrying with the same key returns the same operation\n"
+      "  --wait                   wait for the change to be applied\n"
+      "  --timeout S              with --wait: give up after S seconds (default 900)\n"
+      "  --log                    print its network log instead\n"
+      "  --verdict V              with --log: allowed or refused entries only\n"
+      "  --after ID               with --log: entries after this id (a previous\n"
+      "                           answer's next_after)\n"
+      "  --limit N                with --log: at most N entries (1 to 1000, default 100)\n"
+      "  --json                   print {\"egress\":…} (no flags), {\"operation\":…} or\n"
+      "                           {\"entries\":[…],\"next_after\":ID} (--log)\n"
+      "\n"
+      "Exit codes: 0 done (with --wait: applied); 1 the operation failed, or\n"
+      "policy_denied (a domain the tenant does not allow); 2 usage; 3 an API error\n"
+      "(conflict: not running, created without rules, or a change of it in progress;\n"
+      "unavailable: its worker is away; not_found); 124 --timeout passed.\n" COMMON_FLAGS_HELP },
     { "pause", NULL, cli_check_pause, cli_cmd_pause, FLAGS(FS("--idempotency-key", idem_key), FWAIT, FJSON), 1,
       false,
       "usage: sandbox pause SANDBOX [--idempotency-key K] [--wait [--timeout S]]\n"
@@ -715,8 +812,8 @@ static const command_t commands[] = {
       "3 an API error (conflict: not paused, or a pause or resume of it in progress;\n"
       "unavailable: its worker is away; not_found); 124 --timeout passed.\n" COMMON_FLAGS_HELP },
     { "snapshot", NULL, cli_check_snapshot, cli_cmd_snapshot, FLAGS(
-            FS("--name", name), FS("--idempotency-key", idem_key), FWAIT, FJSON), 1, false,
-      "usage: sandbox snapshot SANDBOX [--name NAME] [--idempotency-key K]\n"
+            FS("--name", name), FS("--idempotency-key", idem_key), FB("--memory", memory), FWAIT, FJSON), 1, false,
+      "usage: sandbox snapshot SANDBOX [--name NAME] [--memory] [--idempotency-key K]\n"
       "                        [--wait [--timeout S]] [--json]\n"
       "\n"
       "Saves a running sandbox's files as a snapshot (POST /v1/sandboxes/ID/snapshots)\n"
@@ -725,7 +822,7 @@ static const command_t commands[] = {
       "--from SNAPSHOT' starts sandboxes with those files over the snapshot's image, on\n"
       "that worker. Kept: the root filesystem as the sandbox left it; not kept: memory,\n"
       "processes, a tmpfs /tmp (a microvm: its disk, synced and frozen for the copy;\n"
-      "its sandboxes boot as microvms). With --wait the\n"
+      "its sandboxes boot as microvms), unless --memory. With --wait the\n"
       "ids are printed at once, then the command waits for the operation and exits 0\n"
       "when it succeeded, 1 when it failed, 124 on timeout. 'sandbox snapshots' lists,\n"
       "shows and deletes snapshots.\n"
@@ -733,6 +830,10 @@ static const command_t commands[] = {
       "  --name NAME              a name for the snapshot, usable wherever its id is\n"
       "                           (create --from NAME, snapshots get NAME): 1 to 63\n"
       "                           letters, digits, _, . or -, unique in the tenant\n"
+      "  --memory                 a microvm without volumes: save the whole VM, its\n"
+      "                           memory and processes too; a sandbox from it with the\n"
+      "                           same cpu, memory and disk resumes them (its create's\n"
+      "                           operation says memory: true) instead of booting\n"
       "  --idempotency-key K      retrying with the same key returns the same snapshot\n"
       "  --wait                   wait for the snapshot operation to finish\n"
       "  --timeout S              with --wait: give up after S seconds (default 900)\n"
@@ -742,15 +843,15 @@ static const command_t commands[] = {
       "\n"
       "Exit codes: 0 done (with --wait: the snapshot is ready); 1 the operation failed,\n"
       "or refused by policy (quota_exceeded: over the tenant's max_snapshots or\n"
-      "max_snapshot_mib; isolation_unavailable: a microvm sandbox; policy_denied:\n"
-      "snapshots are off); 2 usage; 3 an API error (conflict: the sandbox is not\n"
-      "running, or the name is taken; unavailable: its worker is away; not_found);\n"
-      "124 --timeout passed.\n" COMMON_FLAGS_HELP },
+      "max_snapshot_mib; policy_denied: snapshots are off); 2 usage; 3 an API error\n"
+      "(invalid_argument: --memory of a sandbox that is not a microvm or has volumes;\n"
+      "conflict: the sandbox is not running, or the name is taken; unavailable: its\n"
+      "worker is away; not_found); 124 --timeout passed.\n" COMMON_FLAGS_HELP },
     { "fork", NULL, cli_check_fork, cli_cmd_fork, FLAGS(
             FN("--count", count, 1, CLI_FORK_MAX), FS("--name-prefix", name_prefix),
-            FB("--keep-snapshot", keep_snapshot), FWAIT, FJSON), 1, false,
+            FB("--keep-snapshot", keep_snapshot), FB("--no-memory", no_memory), FWAIT, FJSON), 1, false,
       "usage: sandbox fork SANDBOX [--count K] [--name-prefix P] [--keep-snapshot]\n"
-      "                    [--wait [--timeout S]] [--json]\n"
+      "                    [--no-memory] [--wait [--timeout S]] [--json]\n"
       "\n"
       "Starts K sandboxes with a running sandbox's files as they are now, to try K\n"
       "variants side by side, and prints 'SANDBOX_ID OPERATION_ID' for each as its\n"
@@ -762,12 +863,14 @@ static const command_t commands[] = {
       "is not copied (the API never shows it). (3) The snapshot deleted once every\n"
       "create has ended: a create that has not started its container yet still\n"
       "needs it, so the command waits for the creates even without --wait (quietly),\n"
-      "unless --keep-snapshot. The forks run on SANDBOX's worker; memory and\n"
-      "processes are not copied (each fork's main process starts afresh). container\n"
-      "and gvisor sandboxes only.\n"
+      "unless --keep-snapshot. The forks run on SANDBOX's worker. A microvm without\n"
+      "volumes is snapshotted with its memory (snapshot --memory): each fork resumes\n"
+      "its processes where they were. Otherwise memory and processes are not copied\n"
+      "(each fork's main process starts afresh).\n"
       "\n"
       "  --count K                how many sandboxes (1 to 32, default 1)\n"
       "  --name-prefix P          name them P-1 ... P-K (sandbox names: create --name)\n"
+      "  --no-memory              a microvm's files only: each fork boots\n"
       "  --keep-snapshot          keep the snapshot, its id on stderr ('sandbox: fork:\n"
       "                           kept snapshot SNAPSHOT_ID'); the command then returns\n"
       "                           once the creates are accepted, unless --wait\n"
@@ -784,7 +887,7 @@ static const command_t commands[] = {
       "\n"
       "Exit codes: 0 done (with --wait: every fork runs); 1 the snapshot or a create\n"
       "failed, or refused by policy (quota_exceeded: the tenant's snapshots or\n"
-      "sandboxes; isolation_unavailable: a microvm sandbox); 2 usage; 3 an API error\n"
+      "sandboxes); 2 usage; 3 an API error\n"
       "(conflict: SANDBOX is not running, or a name is taken; unavailable: its worker\n"
       "is away; not_found); 124 --timeout passed.\n" COMMON_FLAGS_HELP },
     { "share", NULL, cli_check_share, cli_cmd_share, FLAGS(
@@ -1017,6 +1120,36 @@ static const command_t commands[] = {
       "\n"
       "Exit codes: 0 done (also when nothing is listed); 2 usage; 3 an API error\n"
       "(not_found: no such snapshot in the tenant).\n" COMMON_FLAGS_HELP },
+    { "secrets", "secret", cli_check_secrets, cli_cmd_secrets, FLAGS(
+            FS("--header", header), FL("--host", hosts, 16), FS("--tenant", tenant), FJSON), 2, false,
+      "usage: sandbox secrets create NAME --header HEADER --host DOMAIN... [--tenant T]\n"
+      "                              [--json] < VALUE\n"
+      "       sandbox secrets list [--json]\n"
+      "       sandbox secrets delete NAME [--tenant T] [--json]\n"
+      "\n"
+      "Secrets at egress (docs/network.md#secrets-at-egress): a tenant's HTTP header\n"
+      "value bound to hosts. A sandbox created with --secret NAME (and egress rules)\n"
+      "sends its HTTPS requests to those hosts without it, and its worker's egress\n"
+      "filter adds the header on the way out: the value is never inside the sandbox\n"
+      "(its environment, /proc or files), in logs, events or answers.\n"
+      "\n"
+      "create stores one, sealed with the controller's key (secrets_key_file); the\n"
+      "value is read from stdin (a terminal: asked for without echo), one line, e.g.\n"
+      "  printf 'Bearer %s' \"$TOKEN\" | sandbox secrets create openai \\\n"
+      "      --header Authorization --host api.openai.com\n"
+      "It prints NAME HEADER HOSTS TENANT CREATED, never the value. list prints the\n"
+      "tenant's (an admin: every tenant's). delete forgets one; sandboxes running\n"
+      "with it keep it until they end. To change a value: delete, then create.\n"
+      "\n"
+      "  --header HEADER          create: the header's name (Authorization, X-Api-Key)\n"
+      "  --host DOMAIN            create: a host it is added for, example.com or\n"
+      "                           *.example.com (repeatable, at most 16)\n"
+      "  --tenant T               create, delete: in tenant T (an admin token)\n"
+      "  --json                   print {\"secret\":…} or {\"secrets\":[…]}\n"
+      "\n"
+      "Exit codes: 0 done; 2 usage (also: no value on stdin); 3 an API error\n"
+      "(conflict: the name is taken; not_found; unavailable: the controller has no\n"
+      "secrets_key_file).\n" COMMON_FLAGS_HELP },
     { "volumes", "volume", cli_check_volumes, cli_cmd_volumes, FLAGS(
             FN("--size-mib", size_mib, SBX_VOLUME_MIB_MIN, SBX_VOLUME_MIB_MAX), FS("--tenant", tenant),
             FBS("--quiet", "-q", quiet), FSS("--output", "-o", output),
@@ -1080,6 +1213,7 @@ static const command_t commands[] = {
       "           [--untrusted-repo] [--cpu-millis N] [--memory-mib N] [--disk MIB]\n"
       "           [--timeout S] [--keep-build-sandbox | --server] [--json]\n"
       "       sandbox templates builds NAME [BUILD] [--json]\n"
+      "       sandbox templates cancel NAME BUILD [--json]\n"
       "       sandbox templates list [-q] [--json]\n"
       "       sandbox templates get NAME [--json]\n"
       "       sandbox templates delete NAME [--version N] [--json]\n"
@@ -1113,7 +1247,8 @@ static const command_t commands[] = {
       "With --server the server drives the build instead (POST /v1/templates/NAME/\n"
       "builds): steps 2 to 5 run there, each RUN's output is printed as it comes,\n"
       "and Ctrl-C or --timeout only stop following (the build goes on; 'sandbox\n"
-      "templates builds NAME BUILD' shows it). No COPY or ADD with --server yet.\n"
+      "templates builds NAME BUILD' shows it). Each COPY's sources go up first as\n"
+      "a gzipped tar of at most 512 KiB (PUT /v1/build-files/SHA256; 4 MiB a build).\n"
       "Supported: FROM (one; no AS), ARG, ENV, WORKDIR, USER (below the last RUN, but\n"
       "USER root), RUN (shell or exec form), COPY and ADD of paths in CONTEXT (no URL,\n"
       "no archive, no --chown, --chmod or --from), CMD, ENTRYPOINT, EXPOSE (tcp), LABEL\n"
@@ -1133,6 +1268,9 @@ static const command_t commands[] = {
       "the server keeps operations); --json: {\"version\",\"sandbox_id\",\"steps\":[op…]}.\n"
       "builds lists the builds the server drove for NAME, newest first, as 'ID STATE\n"
       "STEPS VERSION CREATED' and a failed one's error (with BUILD: that one).\n"
+      "cancel ends a server build under way ('BUILD cancelled'): the step running\n"
+      "ends with its build sandbox, which the server deletes; one saving its version\n"
+      "or ended already is a conflict (exit 3).\n"
       "\n"
       "  --version N              delete, logs: that version\n"
       "  -f, --file DOCKERFILE    build: the Dockerfile (default CONTEXT/Dockerfile)\n"
@@ -1284,6 +1422,8 @@ static const char top_usage[] =
     "  snapshot   save a sandbox's files      (sandbox snapshot SANDBOX --name base)\n"
     "  snapshots  list, get, delete snapshots (sandbox create --from base)\n"
     "  volumes    create, list, get, delete volumes (sandbox create -v NAME:/data)\n"
+    "  network    show or change a sandbox's egress rules; its network log\n"
+    "  secrets    create, list, delete secrets added at egress (create --secret N)\n"
     "  fork       start copies of a sandbox's files (sandbox fork SANDBOX --count 3)\n"
     "  templates  build, list, get, delete templates (sandbox create --template web)\n"
     "  operation, op  show an operation\n"
@@ -1429,6 +1569,9 @@ int main(int argc, char **argv)
     json_object_put(o.selector);
     json_object_put(o.build_args);
     json_object_put(o.volumes);
+    json_object_put(o.egress);
+    json_object_put(o.secrets);
+    json_object_put(o.hosts);
     return rc;
 }
 

@@ -13,6 +13,18 @@
 #include "spec.h"
 #include "utf8.h"
 
+int cli_check_egress(cli_t *cli, opts_t *o)
+{
+    if (o->egress_default && strcmp(o->egress_default, "allow") != 0 && strcmp(o->egress_default, "deny") != 0)
+        return cli_usage_error(cli->cmd, "--egress-default: '%.40s' is not allow or deny", o->egress_default);
+    if (o->egress_default) {
+        if (!o->egress && !(o->egress = json_object_new_object()))
+            return cli_usage_error(cli->cmd, "out of memory");
+        jsonx_add_str(o->egress, "default", o->egress_default);
+    }
+    return 0;
+}
+
 int cli_check_create(cli_t *cli, opts_t *o)
 {
     if (o->upload) {
@@ -31,6 +43,16 @@ int cli_check_create(cli_t *cli, opts_t *o)
     if (o->network && strcmp(o->network, "none") != 0 && strcmp(o->network, "restricted") != 0 &&
         strcmp(o->network, "open") != 0)
         return cli_usage_error(cli->cmd, "--network: '%s' is not one of none, restricted, open", o->network);
+    if ((rc = cli_check_egress(cli, o)) != 0)
+        return rc;
+    if (o->egress && !(o->network && strcmp(o->network, "open") == 0))
+        return cli_usage_error(cli->cmd, "--allow, --deny and --egress-default apply to --network open");
+    for (size_t i = 0; o->secrets && i < json_object_array_length(o->secrets); i++)
+        if (!spec_secret_name_ok(json_object_get_string(json_object_array_get_idx(o->secrets, i))))
+            return cli_usage_error(cli->cmd, "--secret: '%.80s' is not a secret name",
+                                   json_object_get_string(json_object_array_get_idx(o->secrets, i)));
+    if (o->secrets && !(o->network && strcmp(o->network, "open") == 0))
+        return cli_usage_error(cli->cmd, "--secret needs --network open and egress rules (--allow)");
     if (o->isolation && strcmp(o->isolation, "container") != 0 && strcmp(o->isolation, "gvisor") != 0 &&
         strcmp(o->isolation, "microvm") != 0)
         return cli_usage_error(cli->cmd, "--isolation: '%s' is not one of container, gvisor, microvm", o->isolation);
@@ -83,7 +105,8 @@ static client_create_spec_t create_spec(const opts_t *o)
         .read_only_root = o->read_only_root ? CLIENT_FLAG_TRUE : CLIENT_FLAG_UNSET,
         .hardened = o->hardened ? CLIENT_FLAG_TRUE : CLIENT_FLAG_UNSET,
         .auto_pause = o->auto_pause ? CLIENT_FLAG_TRUE : CLIENT_FLAG_UNSET,
-        .env = o->env, .labels = o->labels, .selector = o->selector, .volumes = o->volumes,
+        .env = o->env, .labels = o->labels, .selector = o->selector, .volumes = o->volumes, .egress = o->egress,
+        .secrets = o->secrets,
     };
 }
 
@@ -443,6 +466,113 @@ int cli_check_pause(cli_t *cli, opts_t *o)
     if ((rc = cli_check_timeout_wait(cli->cmd, o)) != 0)
         return rc;
     return cli_check_idem_key(cli->cmd, o->idem_key);
+}
+
+int cli_check_network(cli_t *cli, opts_t *o)
+{
+    int rc = cli_check_id(cli->cmd, "SANDBOX", o->pos[0]);
+    if (rc || (rc = cli_check_egress(cli, o)) != 0 || (rc = cli_check_timeout_wait(cli->cmd, o)) != 0 ||
+        (rc = cli_check_idem_key(cli->cmd, o->idem_key)) != 0)
+        return rc;
+    if (!o->egress && (o->wait || o->idem_key))
+        return cli_usage_error(cli->cmd, "%s applies to a change (--allow, --deny or --egress-default)",
+                               o->wait ? "--wait" : "--idempotency-key");
+    if (o->netlog && o->egress)
+        return cli_usage_error(cli->cmd, "--log reads the log; a change is --allow, --deny, --egress-default");
+    if (!o->netlog && (o->verdict || o->after.set || o->limit.set))
+        return cli_usage_error(cli->cmd, "%s applies to --log",
+                               o->verdict ? "--verdict" : o->after.set ? "--after" : "--limit");
+    if (o->verdict && strcmp(o->verdict, "allowed") != 0 && strcmp(o->verdict, "refused") != 0)
+        return cli_usage_error(cli->cmd, "--verdict: '%.40s' is not allowed or refused", o->verdict);
+    return 0;
+}
+
+/* sandbox network SANDBOX --log: one line an entry. */
+static int network_log(cli_t *cli, opts_t *o)
+{
+    char suffix[96];
+    int n = snprintf(suffix, sizeof suffix, "/network/log?limit=%lld",
+                     (long long)(o->limit.set ? o->limit.v : SBX_LIST_DEFAULT));
+    if (o->after.set)
+        n += snprintf(suffix + n, sizeof suffix - (size_t)n, "&after=%lld", (long long)o->after.v);
+    if (o->verdict)
+        snprintf(suffix + n, sizeof suffix - (size_t)n, "&verdict=%s", o->verdict);
+    json_object *resp = NULL;
+    int rc = cli_call_id(cli, "GET", "/v1/sandboxes/", o->pos[0], suffix, "SANDBOX", NULL, NULL, &resp);
+    if (rc)
+        return rc;
+    if (cli->json) {
+        cli_print_json(resp);
+        json_object_put(resp);
+        return 0;
+    }
+    json_object *arr = jsonx_get_arr(resp, "entries");
+    for (size_t i = 0; arr && i < json_object_array_length(arr); i++) {
+        json_object *e = json_object_array_get_idx(arr, i);
+        int64_t id = 0, port = 0, bo = -1, bi = -1;
+        jsonx_get_int(e, "id", &id);
+        const char *kind = jsonx_get_str(e, "kind");
+        bool tcp = kind && strcmp(kind, "tcp") == 0;
+        printf("%-6lld %s %-3s %-7s ", (long long)id, jsonx_get_str(e, "at") ? jsonx_get_str(e, "at") : "-",
+               kind ? kind : "?", jsonx_get_str(e, "verdict") ? jsonx_get_str(e, "verdict") : "?");
+        const char *name = jsonx_get_str(e, "name");
+        cli_put_text(stdout, name && *name ? name : "-");
+        if (tcp && jsonx_get_int(e, "port", &port))
+            printf(":%lld", (long long)port);
+        printf(" %s ", jsonx_get_str(e, "addr") ? jsonx_get_str(e, "addr") : "-");
+        cli_put_text(stdout, jsonx_get_str(e, "why") ? jsonx_get_str(e, "why") : "");
+        if (jsonx_get_int(e, "bytes_out", &bo) && jsonx_get_int(e, "bytes_in", &bi))
+            printf(" (out %lld, in %lld bytes)", (long long)bo, (long long)bi);
+        putchar('\n');
+    }
+    json_object_put(resp);
+    return 0;
+}
+
+/* sandbox network SANDBOX: its rules; with --allow/--deny/--egress-default
+ * the change's operation, as pause prints it. */
+int cli_cmd_network(cli_t *cli, opts_t *o)
+{
+    json_object *resp = NULL;
+    if (o->netlog)
+        return network_log(cli, o);
+    if (!o->egress) {
+        int rc = cli_call_id(cli, "GET", "/v1/sandboxes/", o->pos[0], "", "SANDBOX", NULL, NULL, &resp);
+        if (rc)
+            return rc;
+        json_object *eg = jsonx_get_obj(jsonx_get_obj(resp, "sandbox"), "egress");
+        if (cli->json) {
+            json_object *out = json_object_new_object();
+            jsonx_add(out, "egress", eg ? json_object_get(eg) : NULL);
+            cli_print_json(out);
+            json_object_put(out);
+        } else if (!eg) {
+            printf("no egress rules (network %s)\n",
+                   jsonx_get_str(jsonx_get_obj(resp, "sandbox"), "network") ?
+                   jsonx_get_str(jsonx_get_obj(resp, "sandbox"), "network") : "?");
+        } else {
+            const char *keys[] = { "allow", "deny" };
+            for (int k = 0; k < 2; k++) {
+                json_object *a = jsonx_get_arr(eg, keys[k]);
+                for (size_t i = 0; a && i < json_object_array_length(a); i++) {
+                    printf("%-8s", keys[k]);
+                    cli_put_text(stdout, json_object_get_string(json_object_array_get_idx(a, i)));
+                    putchar('\n');
+                }
+            }
+            printf("%-8s%s\n", "default", jsonx_get_str(eg, "default") ? jsonx_get_str(eg, "default") : "?");
+        }
+        json_object_put(resp);
+        return 0;
+    }
+    json_object *body = json_object_new_object();
+    jsonx_add(body, "egress", json_object_get(o->egress));
+    int rc = cli_call_id(cli, "PATCH", "/v1/sandboxes/", o->pos[0], "/network", "SANDBOX", body, o->idem_key,
+                         &resp);
+    json_object_put(body);
+    if (rc)
+        return rc;
+    return cli_print_or_wait_op(cli, o, resp, "network");
 }
 
 /* sandbox pause|resume SANDBOX (docs/pause.md): the operation's id, or with

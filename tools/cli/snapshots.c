@@ -59,6 +59,8 @@ int cli_cmd_snapshot(cli_t *cli, opts_t *o)
         return EXIT_API;
     if (o->name)
         jsonx_add_str(body, "name", o->name);
+    if (o->memory)
+        jsonx_add_bool(body, "memory", true);
     int rc = cli_call_id(cli, "POST", "/v1/sandboxes/", o->pos[0], "/snapshots", "SANDBOX", body, o->idem_key,
                          &resp);
     json_object_put(body);

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "b64.h"
 #include "cli.h"
 #include "client.h"
 #include "dockerfile.h"
@@ -65,6 +66,7 @@ bool cli_template_ref_ok(const char *ref)
  * the sandbox path dest, or a directory whose entries go into dest. */
 typedef struct copy_item {
     char *local;
+    char *rel;            /* local as the context names it ("." for the context) */
     bool is_dir;
     char *dest;
     bool into_existing;   /* a file onto a path not ending in /: inside it when it is a directory */
@@ -199,11 +201,12 @@ static int plan_path(const df_step_t *s, copy_plan_t *pl, const char *path, cons
     copy_item_t *it = &pl->items[pl->n++];
     *it = (copy_item_t){ .is_dir = S_ISDIR(st.st_mode) };
     it->local = strdup(S_ISDIR(st.st_mode) ? real : path);
+    it->rel = strdup(shown);
     /* a directory's entries go into the destination; a file into it when
      * it is a directory, else it becomes the destination */
     it->dest = it->is_dir || !as_dir_dest ? strdup(s->dest) : join(s->dest, base_name(shown));
     it->into_existing = !it->is_dir && !as_dir_dest;
-    return it->local && it->dest ? 0 : EXIT_API;
+    return it->local && it->rel && it->dest ? 0 : EXIT_API;
 }
 
 /* The plan of a COPY: its sources found in the context (a source with * ? [
@@ -391,12 +394,6 @@ static int check_build(cli_t *cli, opts_t *o)
         if (rc)
             return rc;
     }
-    for (size_t k = 0; o->server_build && k < build.df->nsteps; k++)
-        if (build.df->steps[k].kind == DF_STEP_COPY) {
-            say("%s:%d: %s: a build the server drives takes no COPY or ADD yet (without --server this command "
-                "uploads them)", build.file, build.df->steps[k].line, build.df->steps[k].instruction);
-            return EXIT_USAGE;
-        }
     for (size_t k = 0; k < build.df->nnotes; k++)
         say("%s", build.df->notes[k]);
     return 0;
@@ -414,19 +411,23 @@ int cli_check_templates(cli_t *cli, opts_t *o)
         return cli_usage_error(cli->cmd, "-q goes with list");
     if (o->npos > 0 && o->version.set && strcmp(sub, "delete") != 0 && strcmp(sub, "logs") != 0)
         return cli_usage_error(cli->cmd, "--version goes with delete and logs");
-    int rc = cli_check_subcommand(cli, o, "build, builds, list, get, logs or delete");
+    int rc = cli_check_subcommand(cli, o, "build, builds, cancel, list, get, logs or delete");
     if (rc >= 0)
         return rc;
     if (is_build)
         return check_build(cli, o);
     bool builds = strcmp(sub, "builds") == 0;
-    if (strcmp(sub, "get") != 0 && strcmp(sub, "delete") != 0 && strcmp(sub, "logs") != 0 && !builds)
-        return cli_usage_error(cli->cmd, "unknown subcommand '%s' (build, builds, list, get, logs or delete)", sub);
+    if (strcmp(sub, "cancel") == 0 && (o->npos != 3 || !ids_valid("bld", o->pos[2])))
+        return cli_usage_error(cli->cmd, "cancel needs a template NAME and a BUILD id (bld_...)");
+    if (strcmp(sub, "get") != 0 && strcmp(sub, "delete") != 0 && strcmp(sub, "logs") != 0 && !builds &&
+        strcmp(sub, "cancel") != 0)
+        return cli_usage_error(cli->cmd, "unknown subcommand '%s' (build, builds, cancel, list, get, logs or "
+                                         "delete)", sub);
     if (builds && (o->npos < 2 || o->npos > 3))
         return cli_usage_error(cli->cmd, "builds needs a template NAME, and may name one BUILD");
     if (builds && o->npos == 3 && !ids_valid("bld", o->pos[2]))
         return cli_usage_error(cli->cmd, "'%.80s' is not a build id (bld_...)", o->pos[2]);
-    if (!builds && o->npos != 2)
+    if (!builds && strcmp(sub, "cancel") != 0 && o->npos != 2)
         return cli_usage_error(cli->cmd, "%s needs one template NAME", sub);
     if (!spec_snapshot_name_ok(o->pos[1]))
         return cli_usage_error(cli->cmd, "'%.80s' is not a template name (1 to %d letters, digits, _, . or -, "
@@ -995,15 +996,79 @@ static int templates_build(cli_t *cli, opts_t *o)
 
 /* ---------------------------------------------------------------- build --server */
 
+/* Each COPY's sources packed (a gzipped tar of them as the context names
+ * them) and uploaded as a build file (PUT /v1/build-files/SHA256), its
+ * name in hashes[k]. Before anything else is made: a COPY over a build
+ * file's bound is a usage error naming its line. */
+static int server_uploads(cli_t *cli, char (*hashes)[2 * crypto_hash_sha256_BYTES + 1])
+{
+    for (size_t k = 0; k < build.df->nsteps; k++) {
+        const df_step_t *st = &build.df->steps[k];
+        const copy_plan_t *pl = &build.plans[k];
+        if (st->kind != DF_STEP_COPY)
+            continue;
+        char **rels = calloc(pl->n ? pl->n : 1, sizeof *rels);
+        if (!rels)
+            return EXIT_API;
+        for (size_t i = 0; i < pl->n; i++)
+            rels[i] = pl->items[i].rel;
+        unsigned char *tar = NULL, h[crypto_hash_sha256_BYTES];
+        size_t len = 0;
+        int rc = cli_tar_pack(build.context, rels, pl->n, SBX_BUILD_FILE_MAX, &tar, &len);
+        free(rels);
+        if (rc == SBX_ETOOBIG)
+            return step_error(st, "sources are over %u bytes as a gzipped tar: a build the server drives copies "
+                              "at most that a COPY (build without --server to upload more)", SBX_BUILD_FILE_MAX);
+        if (rc < 0) {
+            say("%s:%d: %s: cannot pack its sources with tar", build.file, st->line, st->instruction);
+            return EXIT_OP_FAILED;
+        }
+        crypto_hash_sha256(h, tar, len);
+        sodium_bin2hex(hashes[k], sizeof hashes[k], h, sizeof h);
+        char *b64 = b64_encode(tar, len), path[CLIENT_PATH_MAX];
+        free(tar);
+        json_object *body = json_object_new_object(), *resp = NULL;
+        if (!b64 || !body || cli_path(path, sizeof path, "/v1/build-files/", hashes[k], NULL) != 0) {
+            free(b64);
+            json_object_put(body);
+            return EXIT_API;
+        }
+        jsonx_add_str(body, "data_b64", b64);
+        free(b64);
+        rc = cli_call(cli, "PUT", path, body, NULL, &resp);
+        json_object_put(body);
+        json_object_put(resp);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 /* The build's steps for the server: WORKDIR as mkdir -p, RUN as its exec
- * (env, cwd, user, a timeout within the build's). COPY and ADD were
- * refused before (check_build). NULL out of memory. */
-static json_object *server_steps(int64_t timeout)
+ * (env, cwd, user, a timeout within the build's), COPY and ADD as a copy
+ * step of their build file (hashes: server_uploads'). NULL out of memory. */
+static json_object *server_steps(int64_t timeout, char (*hashes)[2 * crypto_hash_sha256_BYTES + 1])
 {
     json_object *steps = json_object_new_array();
     int64_t tmo = timeout < SBX_EXEC_TIMEOUT_MAX ? timeout : SBX_EXEC_TIMEOUT_MAX;
     for (size_t k = 0; steps && k < build.df->nsteps; k++) {
         const df_step_t *st = &build.df->steps[k];
+        if (st->kind == DF_STEP_COPY) {
+            /* the sources as the Dockerfile names them, unpacked and matched
+             * again there; a directory destination says so by its / */
+            json_object *c = json_object_new_object(), *one = json_object_new_object(), *srcs = json_object_new_array();
+            bool as_dir = st->dest_dir || build.plans[k].n > 1;
+            char *dest = as_dir && st->dest[strlen(st->dest) - 1] != '/' ? join(st->dest, "") : strdup(st->dest);
+            for (size_t i = 0; i < st->nsrcs; i++)
+                json_object_array_add(srcs, json_object_new_string(st->srcs[i]));
+            jsonx_add_str(c, "files", hashes[k]);
+            jsonx_add(c, "src", srcs);
+            jsonx_add_str(c, "dest", dest ? dest : "/");
+            free(dest);
+            jsonx_add(one, "copy", c);
+            json_object_array_add(steps, one);
+            continue;
+        }
         char *mk[] = { "mkdir", "-p", "--", st->dir, NULL };
         json_object *env = NULL, *one = NULL;
         if (st->kind == DF_STEP_RUN && st->nenv > 0) {
@@ -1051,7 +1116,15 @@ static int templates_build_server(cli_t *cli, opts_t *o)
         .disk_mib = o->disk_mib, .ttl_seconds = { timeout, true },
         .untrusted_repo = o->untrusted_repo ? CLIENT_FLAG_TRUE : CLIENT_FLAG_UNSET, .labels = labels,
     };
-    json_object *steps = server_steps(timeout), *snap = snapshot_body(name), *resp = NULL;
+    char (*hashes)[2 * crypto_hash_sha256_BYTES + 1] = calloc(build.df->nsteps + 1, sizeof *hashes);
+    if (!hashes || (rc = server_uploads(cli, hashes)) != 0) {
+        free(hashes);
+        json_object_put(labels);
+        json_object_put(body);
+        return rc ? rc : EXIT_API;
+    }
+    json_object *steps = server_steps(timeout, hashes), *snap = snapshot_body(name), *resp = NULL;
+    free(hashes);
     if (client_create_body(&spec, &sbody) < 0 || !steps || !snap || !body ||
         cli_path(path, sizeof path, "/v1/templates/", name, "/builds") != 0) {
         rc = EXIT_API;
@@ -1205,8 +1278,9 @@ static void print_build(json_object *b)
     putchar('\n');
 }
 
-/* templates builds NAME [BUILD]: the server's builds of NAME, or one. */
-static int templates_builds(cli_t *cli, const opts_t *o)
+/* templates builds NAME [BUILD]: the server's builds of NAME, or one;
+ * templates cancel NAME BUILD: cancels that one. */
+static int templates_builds(cli_t *cli, const opts_t *o, bool cancel)
 {
     char path[CLIENT_PATH_MAX];
     json_object *resp = NULL;
@@ -1221,7 +1295,13 @@ static int templates_builds(cli_t *cli, const opts_t *o)
     }
     if (rc)
         return cli_usage_error(cli->cmd, "NAME or BUILD too long");
-    rc = cli_call(cli, "GET", path, NULL, NULL, &resp);
+    rc = cli_call(cli, cancel ? "DELETE" : "GET", path, NULL, NULL, &resp);
+    if (rc == 0 && cancel && !cli->json) {
+        cli_put_text(stdout, o->pos[2]);
+        fputs(" cancelled\n", stdout);
+        json_object_put(resp);
+        return 0;
+    }
     return cli_print_listing(cli, rc, resp, "build", "builds", print_build);
 }
 
@@ -1230,6 +1310,7 @@ static void build_release(void)
     for (size_t k = 0; build.plans && build.df && k < build.df->nsteps; k++) {
         for (size_t i = 0; i < build.plans[k].n; i++) {
             free(build.plans[k].items[i].local);
+            free(build.plans[k].items[i].rel);
             free(build.plans[k].items[i].dest);
         }
         free(build.plans[k].items);
@@ -1343,8 +1424,8 @@ int cli_cmd_templates(cli_t *cli, opts_t *o)
         return templates_list(cli, o);
     if (strcmp(sub, "delete") == 0)
         return templates_delete(cli, o);
-    if (strcmp(sub, "builds") == 0)
-        return templates_builds(cli, o);
+    if (strcmp(sub, "builds") == 0 || strcmp(sub, "cancel") == 0)
+        return templates_builds(cli, o, strcmp(sub, "cancel") == 0);
     if (strcmp(sub, "build") == 0) {
         int rc = o->server_build ? templates_build_server(cli, o) : templates_build(cli, o);
         build_release();

@@ -116,7 +116,7 @@ bool tool_id_path(char *out, size_t n, const char *prefix, const char *id, const
 mcp_tool_fn_t tool_create, tool_wait, tool_exec, tool_get, tool_list, tool_delete, tool_extend, tool_operation,
     tool_exec_output, tool_cancel;
 mcp_tool_fn_t tool_share, tool_routes, tool_unshare;
-mcp_tool_fn_t tool_pools, tool_images, tool_pause, tool_resume; /* tools_sandbox.c */
+mcp_tool_fn_t tool_pools, tool_images, tool_pause, tool_resume, tool_network, tool_network_log; /* tools_sandbox.c */
 mcp_tool_fn_t tool_events, tool_logs;
 mcp_tool_fn_t tool_write_file, tool_read_file, tool_list_files; /* tools_files.c */
 mcp_tool_fn_t tool_snapshot, tool_snapshots, tool_snapshot_delete, tool_fork, tool_templates,

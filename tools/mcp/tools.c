@@ -83,6 +83,10 @@ const mcp_tool_t tool_table[] = {
       "'ttl_seconds':{'type':'integer','minimum':10,'description':'lifetime once running (default 3600)'},"
       "'network':{'type':'string','enum':['none','restricted','open'],'description':'none (default): loopback "
       "only; restricted: nothing outside the sandbox, shared ports still reachable; open: the internet'},"
+      "'egress':{'type':'object','description':'with network open: domains it may reach, {allow:[\\'pypi.org\\',"
+      "\\'*.github.com\\'],deny:[...],default:\\'deny\\'} (within the tenant policy)'},'secrets':{'type':'array',"
+      "'items':{'type':'string'},'description':'with egress: names of the tenant secrets added to HTTPS requests "
+      "to their hosts (never inside the sandbox)'},"
       "'untrusted_repo':{'type':'boolean','description':'the code comes from a repository you do not trust'},"
       "'generated_code':{'type':'boolean','description':'the code was generated (by a model or a tool)'},"
       "'hostile':{'type':'boolean','description':'the code may try to break out of the sandbox'},"
@@ -195,6 +199,15 @@ const mcp_tool_t tool_table[] = {
       "{'type':'object','properties':{'operation':" OP_SCHEMA ",'memory':{'type':'boolean','description':"
       "'whether its memory was kept'}},'required':['operation']}",
       "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':false,'openWorldHint':false}" } },
+    { .run = tool_network, .def = { "sandbox_network", "Change a sandbox's egress rules",
+      "Replaces the egress rules of a running sandbox created with egress; they apply at once. List every domain "
+      "it still needs. Current rules: sandbox_get's egress.",
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'egress':{'type':'object','description':'{allow:["
+      "\\'pypi.org\\',\\'*.github.com\\'],deny:[...],default:\\'deny\\'}'},'wait':{'type':'boolean',"
+      "'description':'wait until it applies (default true)'}},'required':['sandbox_id','egress'],"
+      "'additionalProperties':false}",
+      "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
+      "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':true,'openWorldHint':false}" } },
     { .run = tool_resume, .def = { "sandbox_resume", "Resume a paused sandbox",
       "Runs a paused sandbox again with the same id, files and routes; its TTL goes on from what it had left.",
       "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'wait':{'type':'boolean','description':'wait until "
@@ -281,12 +294,10 @@ const mcp_tool_t tool_table[] = {
       "'required':['pools']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
     { .run = tool_snapshot, .def = { "sandbox_snapshot", "Snapshot a sandbox",
-      "Saves the files of a running or paused sandbox (not its memory or processes; a microvm: its disk) as a "
-      "snapshot. "
-      "sandbox_create with from = its id or name starts new sandboxes with those files, on the same worker: "
-      "prepare one sandbox, snapshot it, start many.",
+      "Saves the files of a running or paused sandbox (a microvm: its disk; with memory, its processes too) as "
+      "a snapshot. sandbox_create with from = its id or name starts sandboxes with them, on the same worker.",
       "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'name':" DSTR("a name for the snapshot, usable "
-      "as its id") ",'wait':{'type':'boolean','description':'wait until it is ready (default true)'}},"
+      "as its id") ",'memory':{'type':'boolean','description':'microvm: keep memory'},'wait':{'type':'boolean','description':'wait until it is ready (default true)'}},"
       "'required':['sandbox_id'],'additionalProperties':false}",
       "{'type':'object','properties':{'snapshot':" SNP_SCHEMA ",'operation':" OP_SCHEMA "},"
       "'required':['snapshot','operation']}",
@@ -329,8 +340,8 @@ const mcp_tool_t tool_table[] = {
       "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" } },
     { .run = tool_fork, .def = { "sandbox_fork", "Fork a sandbox",
       "Starts count sandboxes with the files of a running sandbox as they are now and its "
-      "spec (cpu, memory, disk, ttl, network, isolation, trust, labels; not env, memory or processes): to try "
-      "variants side by side. Made of other calls: a snapshot, count creates from it, the snapshot deleted once "
+      "spec (cpu, memory, disk, ttl, network, isolation, trust, labels; not env; memory and processes on "
+      "microvm only): to try variants side by side. Made of other calls: a snapshot, count creates from it, the snapshot deleted once "
       "they started (the call waits for that). A fork that failed makes the call an error unless wait is false.",
       "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'count':{'type':'integer','minimum':1,'maximum':32,"
       "'description':'how many (default 1)'},'wait':{'type':'boolean','description':'false: a fork that failed "
@@ -388,6 +399,16 @@ const mcp_tool_t tool_table[] = {
       "'additionalProperties':false}",
       "{'type':'object','properties':{'text':" STR ",'stdout':" STR ",'stderr':" STR ",'truncated':{'type':"
       "'boolean'}},'required':['text','stdout','stderr','truncated']}",
+      "{'readOnlyHint':true,'openWorldHint':false}" } },
+    { .run = tool_network_log, .def = { "sandbox_network_log", "Read a sandbox's network log",
+      "What its egress rules decided for its DNS queries and connections, oldest first: why a download failed "
+      "(verdict refused). Read on with after = next_after.",
+      "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'verdict':{'type':'string','enum':['allowed',"
+      "'refused'],'description':'only these'},'after':{'type':'integer','minimum':0,'description':'entries after "
+      "this id'},'limit':{'type':'integer','minimum':1,'maximum':1000,'description':'default 100'}},"
+      "'required':['sandbox_id'],'additionalProperties':false}",
+      "{'type':'object','properties':{'entries':{'type':'array'},'next_after':{'type':'integer'}},"
+      "'required':['entries','next_after']}",
       "{'readOnlyHint':true,'openWorldHint':false}" } },
     { .run = tool_write_file, .def = { "sandbox_write_file", "Write a file in a sandbox",
       "Writes one file in a running sandbox (PUT /v1/sandboxes/ID/files, raw form), replacing it if it exists. "

@@ -1,6 +1,6 @@
 /* sandbox-mcp's sandbox and operation tools: sandbox_create, sandbox_wait,
  * sandbox_exec, sandbox_get, sandbox_list, sandbox_delete, sandbox_extend,
- * sandbox_pause, sandbox_resume, operation_get. */
+ * sandbox_pause, sandbox_resume, sandbox_network, sandbox_network_log, operation_get. */
 #include <json-c/json.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -381,6 +381,48 @@ static json_object *pause_or_resume(call_t *c, json_object *args, bool pause)
 
 json_object *tool_pause(call_t *c, json_object *args) { return pause_or_resume(c, args, true); }
 json_object *tool_resume(call_t *c, json_object *args) { return pause_or_resume(c, args, false); }
+
+/* sandbox_network (docs/network.md): the change's operation, waited for
+ * unless wait is false. */
+json_object *tool_network(call_t *c, json_object *args)
+{
+    json_object *bad = NULL, *eg = NULL;
+    const char *sbx = NULL;
+    bool wait = true, done = false;
+    int64_t tmo;
+    char path[MCP_PATH_MAX];
+    if (!tool_arg_str(args, "sandbox_id", &sbx, &bad) || !tool_arg_wait(args, true, &wait, &tmo, &bad) ||
+        !tool_id_path(path, sizeof path, "/v1/sandboxes/", sbx, "/network", &bad))
+        return bad;
+    if (!json_object_object_get_ex(args, "egress", &eg) || !json_object_is_type(eg, json_type_object))
+        return mcp_tool_error("invalid_argument", "egress is required: {allow:[...],deny:[...],default:'deny'}");
+    json_object *body = json_object_new_object(), *resp = NULL;
+    jsonx_add(body, "egress", json_object_get(eg));
+    json_object *failed = op_request(c, "PATCH", path, body, NULL, "changing the egress rules of", wait, tmo, &resp, &done);
+    json_object_put(body);
+    if (failed)
+        return failed;
+    return mcp_tool_ok(resp);
+}
+
+/* sandbox_network_log: GET …/network/log with its filters. */
+json_object *tool_network_log(call_t *c, json_object *args)
+{
+    json_object *bad = NULL;
+    const char *sbx = NULL, *verdict = NULL;
+    int64_t after, limit;
+    char path[MCP_PATH_MAX], full[MCP_PATH_MAX + 96];
+    if (!tool_arg_str(args, "sandbox_id", &sbx, &bad) || !tool_arg_int(args, "after", 0, INT64_MAX, 0, &after, &bad) ||
+        !tool_arg_int(args, "limit", 1, SBX_LIST_MAX, SBX_LIST_DEFAULT, &limit, &bad) ||
+        !tool_id_path(path, sizeof path, "/v1/sandboxes/", sbx, "/network/log", &bad))
+        return bad;
+    verdict = jsonx_get_str(args, "verdict");
+    if (verdict && strcmp(verdict, "allowed") != 0 && strcmp(verdict, "refused") != 0)
+        return mcp_tool_error("invalid_argument", "verdict is allowed or refused");
+    snprintf(full, sizeof full, "%s?after=%lld&limit=%lld%s%s", path, (long long)after, (long long)limit,
+             verdict ? "&verdict=" : "", verdict ? verdict : "");
+    return get_result(c, full);
+}
 
 json_object *tool_pools(call_t *c, json_object *args)
 {

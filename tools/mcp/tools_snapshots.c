@@ -25,11 +25,11 @@ json_object *tool_snapshot(call_t *c, json_object *args)
 {
     json_object *bad = NULL;
     const char *sbx = NULL, *name = NULL;
-    bool wait = true, done = false;
+    bool wait = true, done = false, memory = false;
     int64_t tmo;
     char path[MCP_PATH_MAX];
     if (!tool_arg_str(args, "sandbox_id", &sbx, &bad) || !tool_arg_str(args, "name", &name, &bad) ||
-        !tool_arg_wait(args, true, &wait, &tmo, &bad) ||
+        !tool_arg_bool(args, "memory", false, &memory, &bad) || !tool_arg_wait(args, true, &wait, &tmo, &bad) ||
         !tool_id_path(path, sizeof path, "/v1/sandboxes/", sbx, "/snapshots", &bad))
         return bad;
     json_object *body = json_object_new_object(), *resp = NULL;
@@ -37,6 +37,8 @@ json_object *tool_snapshot(call_t *c, json_object *args)
         return mcp_tool_error("internal", "out of memory");
     if (name)
         jsonx_add_str(body, "name", name);
+    if (memory)
+        jsonx_add_bool(body, "memory", true);
     json_object *failed = op_request(c, "POST", path, body, NULL, "snapshotting", wait, tmo, &resp, &done);
     json_object_put(body);
     if (failed)
@@ -200,8 +202,8 @@ static json_object *error_obj(const char *code, const char *message)
 
 /* The snapshot, ready: NULL with *ret_snp (new reference: its answer), or
  * the isError result (a snapshot that did not get ready is deleted). */
-static json_object *fork_snapshot(call_t *c, const char *pid, const char *key, int64_t deadline,
-                                  json_object **ret_snp)
+static json_object *fork_snapshot(call_t *c, json_object *parent, const char *pid, const char *key,
+                                  int64_t deadline, json_object **ret_snp)
 {
     char path[MCP_PATH_MAX];
     json_object *bad = NULL, *resp = NULL, *op = NULL;
@@ -209,7 +211,9 @@ static json_object *fork_snapshot(call_t *c, const char *pid, const char *key, i
     *ret_snp = NULL;
     if (!tool_id_path(path, sizeof path, "/v1/sandboxes/", pid, "/snapshots", &bad))
         return bad;
-    json_object *body = json_object_new_object();
+    json_object *body = NULL;
+    if (client_fork_snapshot_body(parent, false, &body) < 0)
+        return mcp_tool_error("internal", "out of memory");
     int r = post_keyed(c, path, body, key, &resp, &e);
     json_object_put(body);
     if (r < 0)
@@ -261,7 +265,7 @@ json_object *tool_fork(call_t *c, json_object *args)
         return api_failure(&e);
     json_object *parent = jsonx_get_obj(got, "sandbox");
     const char *pid = jsonx_get_str(parent, "id");
-    json_object *failed = pid ? fork_snapshot(c, pid, key, deadline, &sresp)
+    json_object *failed = pid ? fork_snapshot(c, parent, pid, key, deadline, &sresp)
                               : mcp_tool_error("bad_response", "the sandbox answer names no sandbox");
     if (failed) {
         json_object_put(got);

@@ -127,10 +127,12 @@ int vmmdrv_vm_uses_snapshot(vmmdrv_t *d, const char *id);
 json_object *vmmdrv_m_snapshot(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
 json_object *vmmdrv_m_snapshots(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
 json_object *vmmdrv_m_snapshot_remove(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
-/* The disk of tenant's snapshot id (a VM's backing file) and the disk size
- * it was made with; -1 with call's error when there is none. */
+/* The disk of tenant's snapshot id (a VM's backing file), the disk size
+ * it was made with and whether it saved the VM's memory too (its directory
+ * then restores as vmm_boot's template_dir); -1 with call's error when
+ * there is none. */
 int vmmdrv_snapshot_disk(vmmdrv_t *d, const char *id, const char *tenant, char *ret_path, size_t cap,
-                         uint64_t *ret_disk_bytes, vmmdrv_call_t *call);
+                         uint64_t *ret_disk_bytes, int *ret_memory, vmmdrv_call_t *call);
 
 /* ---- vmmdrv_io.c ---- */
 

@@ -2,8 +2,10 @@
  * saved as a standalone qcow2 in <state>/snapshots/<id>/disk.qcow2 with its
  * meta.json (tenant, the worker's labels, image, disk size); a create with
  * "from" boots a new VM over an overlay of it. The guest syncs and the VM
- * is frozen while its disk is read, so the copy is what the guest wrote;
- * memory is not kept (a sandbox from it boots). */
+ * is frozen while its disk is read, so the copy is what the guest wrote.
+ * With "memory" the VM is saved whole (vmm_state_save: state.mig, the
+ * disk as that memory saw it, append, machine.json), and a sandbox from it
+ * that fits the saved machine resumes it instead of booting. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -48,7 +50,8 @@ static json_object *measure(json_object *meta)
                                                                       ? json_object_get_int64(v) : -1));
     json_object_object_add(o, "image_bytes", json_object_new_int64(json_object_object_get_ex(meta, "disk_bytes", &v)
                                                                        ? json_object_get_int64(v) : -1));
-    json_object_object_add(o, "memory", json_object_new_boolean(0));
+    json_object_object_add(o, "memory", json_object_new_boolean(json_object_object_get_ex(meta, "memory", &v) &&
+                                                                json_object_get_boolean(v)));
     return o;
 }
 
@@ -68,6 +71,21 @@ static int guest_sync(vmmdrv_t *d, const char *ref, vmmdrv_call_t *call)
         return -1;
     }
     return 0;
+}
+
+/* Removes a snapshot's files, meta.json first (without it the snapshot is
+ * not listed any more): NULL, or the name of the one that stayed (errno). */
+static const char *snapshot_files_remove(const char *dir)
+{
+    static const char *const files[] = {"meta.json", "meta.json.tmp", "disk.qcow2", "disk.qcow2.part", "state.mig",
+                                        "state.mig.part", "append", "machine.json"};
+    char path[VMM_PATH_MAX + 32];
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+        if (unlink(path) != 0 && errno != ENOENT)
+            return files[i];
+    }
+    return NULL;
 }
 
 json_object *vmmdrv_m_snapshot(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
@@ -98,20 +116,35 @@ json_object *vmmdrv_m_snapshot(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
         json_object_put(rec);
         return vmmdrv_fail(call, "runtime_error", "snapshot directory: %s", strerror(errno));
     }
+    json_object *mv;
+    int memory = json_object_object_get_ex(p, "memory", &mv) && json_object_get_boolean(mv);
     /* a paused VM thaws for its guest's sync and is frozen again */
-    int rc = 0;
+    int rc = 0, src = 0;
     if (frozen && vmm_freeze(&d->cfg, ref, false, why) != 0)
         rc = -1;
     if (rc == 0 && guest_sync(d, ref, call) != 0)
         rc = -2;
-    if (vmm_freeze(&d->cfg, ref, true, why) != 0 && rc == 0)
-        rc = -1;
     long long bytes = 0;
     snprintf(disk, sizeof(disk), "%s/disk.qcow2", dir);
-    if (rc == 0 && vmm_disk_save(&d->cfg, ref, disk, &bytes, why) != 0)
-        rc = -1;
-    if (!frozen)
-        vmm_freeze(&d->cfg, ref, false, NULL);
+    if (rc == 0 && memory) {
+        /* the whole machine, with no host traffic on the agent's port meanwhile */
+        vmmdrv_vm_t *v = vmmdrv_vm_get(d, ref, call);
+        if (v == NULL)
+            rc = -2;
+        else if ((src = vmm_state_save(&d->cfg, ref, dir, &bytes, why)) != 0)
+            rc = -1;
+        if (v != NULL)
+            vmmdrv_vm_put(d, v, 0);
+        if (frozen && vmm_freeze(&d->cfg, ref, true, NULL) != 0 && rc == 0)
+            rc = -1;
+    } else {
+        if (vmm_freeze(&d->cfg, ref, true, why) != 0 && rc == 0)
+            rc = -1;
+        if (rc == 0 && vmm_disk_save(&d->cfg, ref, disk, &bytes, why) != 0)
+            rc = -1;
+        if (!frozen)
+            vmm_freeze(&d->cfg, ref, false, NULL);
+    }
     json_object *meta = NULL;
     if (rc == 0) {
         json_object *v;
@@ -125,6 +158,7 @@ json_object *vmmdrv_m_snapshot(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
         json_object_object_add(meta, "disk_bytes", json_object_new_int64(
                                    json_object_object_get_ex(rec, "disk_bytes", &v) ? json_object_get_int64(v) : 0));
         json_object_object_add(meta, "size_bytes", json_object_new_int64(bytes));
+        json_object_object_add(meta, "memory", json_object_new_boolean(memory));
         json_object_object_add(meta, "source", json_object_new_string(vmmdrv_str(rec, "sandbox_id")));
         json_object_object_add(meta, "created_at", json_object_new_int64((int64_t)time(NULL)));
         const char *text = json_object_to_json_string_ext(meta, JSON_C_TO_STRING_PLAIN);
@@ -140,10 +174,14 @@ json_object *vmmdrv_m_snapshot(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
     }
     json_object_put(rec);
     if (rc != 0) {
-        unlink(disk);
+        snapshot_files_remove(dir);
         rmdir(dir);
         json_object_put(meta);
-        return rc == -2 ? NULL : vmmdrv_fail(call, "runtime_error", "snapshot of %s: %s", ref, why);
+        if (rc == -2)
+            return NULL;
+        return vmmdrv_fail(call, src == SBX_EINVAL ? "invalid_argument" : src == SBX_EUNAVAIL ? "unavailable"
+                                                                                               : "runtime_error",
+                           "snapshot of %s: %s", ref, why);
     }
     json_object *o = measure(meta);
     json_object_put(meta);
@@ -178,25 +216,21 @@ json_object *vmmdrv_m_snapshots(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call
 json_object *vmmdrv_m_snapshot_remove(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
 {
     const char *id = vmmdrv_str(p, "snapshot_id");
-    char dir[VMM_PATH_MAX], path[VMM_PATH_MAX + 16];
+    char dir[VMM_PATH_MAX];
     if (snap_dir(d, id, dir, sizeof(dir)) != 0)
         return vmmdrv_fail(call, "invalid_argument", "snapshot_remove needs a snapshot_id (snp_…)");
     if (vmmdrv_vm_uses_snapshot(d, id))
         return vmmdrv_fail(call, "conflict", "a sandbox here still runs from snapshot %s", id);
-    /* meta.json first: without it the snapshot is not listed any more */
-    static const char *const files[] = {"meta.json", "meta.json.tmp", "disk.qcow2", "disk.qcow2.part"};
-    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-        snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
-        if (unlink(path) != 0 && errno != ENOENT)
-            return vmmdrv_fail(call, "runtime_error", "remove %s: %s", files[i], strerror(errno));
-    }
+    const char *bad = snapshot_files_remove(dir);
+    if (bad != NULL)
+        return vmmdrv_fail(call, "runtime_error", "remove %s: %s", bad, strerror(errno));
     if (rmdir(dir) != 0 && errno != ENOENT)
         return vmmdrv_fail(call, "runtime_error", "remove snapshot %s: %s", id, strerror(errno));
     return json_object_new_object();
 }
 
 int vmmdrv_snapshot_disk(vmmdrv_t *d, const char *id, const char *tenant, char *ret_path, size_t cap,
-                         uint64_t *ret_disk_bytes, vmmdrv_call_t *call)
+                         uint64_t *ret_disk_bytes, int *ret_memory, vmmdrv_call_t *call)
 {
     char dir[VMM_PATH_MAX];
     json_object *meta = snap_dir(d, id, dir, sizeof(dir)) == 0 ? meta_read(d, id) : NULL, *v;
@@ -206,6 +240,7 @@ int vmmdrv_snapshot_disk(vmmdrv_t *d, const char *id, const char *tenant, char *
     }
     int ok = strcmp(vmmdrv_str(meta, "tenant"), tenant) == 0;
     int64_t bytes = json_object_object_get_ex(meta, "disk_bytes", &v) ? json_object_get_int64(v) : 0;
+    *ret_memory = json_object_object_get_ex(meta, "memory", &v) && json_object_get_boolean(v);
     json_object_put(meta);
     if (!ok) {
         vmmdrv_fail(call, "not_found", "no snapshot %.64s of this tenant here", id);

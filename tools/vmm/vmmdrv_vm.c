@@ -278,6 +278,13 @@ void vmmdrv_vm_sweep(vmmdrv_t *d)
             fprintf(stderr, "sandbox-vmm: VM %s has no sandbox record (a create cut short): destroyed\n", l[i].id);
             if (vmm_destroy(&d->cfg, l[i].id, why) != 0)
                 fprintf(stderr, "sandbox-vmm: destroy %s: %s\n", l[i].id, why);
+        } else if (vmm_frozen(&d->cfg, l[i].id) == 0) {
+            /* a driver that died within a memory snapshot left the guest
+             * stopped by the migration: it goes on (paused VMs are frozen
+             * by signal instead, and stay so) */
+            char why[VMM_WHY_MAX] = "";
+            if (vmm_guest_continue(&d->cfg, l[i].id, why) != 0)
+                fprintf(stderr, "sandbox-vmm: let VM %s go on: %s\n", l[i].id, why);
         }
         json_object_put(rec);
     }
@@ -480,6 +487,8 @@ typedef struct {
     unsigned vcpus, memory_mb;
     uint64_t disk_bytes;
     char from[VMM_PATH_MAX];         /* "": none; else a snapshot's disk (backing) */
+    int from_memory;                 /* that snapshot saved the VM's memory too */
+    int restored;                    /* out: the VM resumed that memory */
     int private_image;               /* the image is a tenant's snapshot: a disk of this VM alone */
     vmm_disk_t disks[VMM_DISKS_MAX]; /* volumes, open; want_close */
     const char *targets[VMM_DISKS_MAX];
@@ -573,12 +582,29 @@ static int base_disk(vmmdrv_t *d, const char *ref, const want_t *w, char *base, 
 
 /* Boots ref from the image's template (made at first use), else cold; a
  * sandbox from a snapshot boots over that snapshot's disk. */
-static int boot(vmmdrv_t *d, const char *ref, const want_t *w, vmm_t **ret_vm, vmmdrv_call_t *call)
+static int boot(vmmdrv_t *d, const char *ref, want_t *w, vmm_t **ret_vm, vmmdrv_call_t *call)
 {
     char base[VMM_PATH_MAX], tdir[VMM_PATH_MAX], why[VMM_WHY_MAX] = "";
     if (w->from[0]) {
         vmm_spec_t spec = {.id = ref, .base_disk = w->from, .backing = w->from, .disk_bytes = w->disk_bytes,
                            .vcpus = w->vcpus, .memory_mb = w->memory_mb, .disks = w->disks, .ndisks = w->ndisks};
+        /* a snapshot with memory resumes where its VM was, when this VM is that machine */
+        char *slash = strrchr(w->from, '/');
+        if (w->from_memory && slash != NULL) {
+            vmm_spec_t rs = spec;
+            snprintf(tdir, sizeof(tdir), "%.*s", (int)(slash - w->from), w->from);
+            rs.template_dir = tdir;
+            if (!vmm_state_fits(&d->cfg, tdir, &rs, why))
+                fprintf(stderr, "sandbox-vmm: %s boots from its snapshot's disk, not its memory: %s\n", ref, why);
+            else if (vmm_boot(&d->cfg, &rs, ret_vm, why) == 0) {
+                w->restored = 1;
+                return 0;
+            } else {
+                fprintf(stderr, "sandbox-vmm: restore of %s from its snapshot's memory failed (%s): boots\n", ref,
+                        why);
+                vmm_destroy(&d->cfg, ref, NULL);
+            }
+        }
         if (vmm_boot(&d->cfg, &spec, ret_vm, why) != 0) {
             vmmdrv_fail(call, "runtime_error", "boot: %s", why);
             return -1;
@@ -642,11 +668,12 @@ static int want_of(vmmdrv_t *d, json_object *p, want_t *w, vmmdrv_call_t *call)
     w->disk_bytes = (uint64_t)(disk <= 0 ? 1024 : disk < 64 ? 64 : disk) << 20;
     w->image = vmmdrv_str(p, "image")[0] ? vmmdrv_str(p, "image") : d->default_image;
     w->from[0] = '\0';
+    w->from_memory = w->restored = 0;
     w->private_image = json_object_object_get_ex(p, "image_private", &v) && json_object_get_boolean(v);
     if (vmmdrv_str(p, "from")[0]) {
         uint64_t sbytes = 0;
         if (vmmdrv_snapshot_disk(d, vmmdrv_str(p, "from"), vmmdrv_str(p, "tenant"), w->from, sizeof(w->from), &sbytes,
-                                 call) != 0)
+                                 &w->from_memory, call) != 0)
             return -1;
         if (sbytes > w->disk_bytes) /* its file system fills the disk it was made on */
             w->disk_bytes = sbytes;
@@ -771,6 +798,7 @@ static json_object *create_one(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
 {
     const char *sid = vmmdrv_str(p, "sandbox_id");
     find_t f = {.sandbox_id = sid};
+    int restored = 0; /* a create made already says false: it cannot know any more */
     if (records_each(d, find_cb, &f)) { /* idempotent: that sandbox runs, or is replaced */
         char why[VMM_WHY_MAX] = "";
         if (vm_running(d, f.ref))
@@ -814,9 +842,11 @@ static json_object *create_one(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
         return NULL;
     }
     vmm_detach(vm); /* the registry attaches again at first use */
+    restored = w.restored;
 done:;
     json_object *o = json_object_new_object();
     json_object_object_add(o, "ref", json_object_new_string(f.ref));
+    json_object_object_add(o, "memory", json_object_new_boolean(restored));
     json_object_object_add(o, "state", json_object_new_string("running"));
     json_object_object_add(o, "accel", json_object_new_string(vmm_accel_name(d->cfg.accel)));
     return o;

@@ -100,7 +100,28 @@ json_object *docker_sandbox_body(const runtime_create_req_t *req, const docker_c
     jsonx_add_str(o, "Image", plan->image ? plan->image : s->image);
     jsonx_add(o, "Entrypoint", docker_json_strings(entrypoint));
     jsonx_add(o, "Cmd", docker_json_strings(cmd));
-    jsonx_add(o, "Env", docker_json_env(&s->env));
+    json_object *env = docker_json_env(&s->env);
+    if (req->secrets && json_object_array_length(req->secrets) > 0) {
+        /* secrets at egress: clients that keep a CA bundle of their own
+         * (Python requests, Node) trust the sandbox's CA too, unless the
+         * create set these itself */
+        static const char *const ca_env[][2] = {
+            { "SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt" },
+            { "REQUESTS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt" },
+            { "CURL_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt" },
+            { "NODE_EXTRA_CA_CERTS", "/etc/ssl/certs/sandbox-egress-ca.pem" },
+        };
+        for (size_t i = 0; i < sizeof ca_env / sizeof ca_env[0]; i++) {
+            bool set = false;
+            for (size_t k = 0; k < s->env.n && !set; k++)
+                set = strcmp(s->env.items[k].key, ca_env[i][0]) == 0;
+            char kv[96];
+            snprintf(kv, sizeof kv, "%s=%s", ca_env[i][0], ca_env[i][1]);
+            if (!set)
+                json_object_array_add(env, json_object_new_string(kv));
+        }
+    }
+    jsonx_add(o, "Env", env);
     json_object *labels = kv_list_to_json(&s->labels);
     /* Ours last: a user label cannot impersonate another sandbox. */
     jsonx_add_str(labels, RUNTIME_LABEL_MANAGED, "true");
@@ -117,8 +138,14 @@ json_object *docker_sandbox_body(const runtime_create_req_t *req, const docker_c
     /* The allow list is the worker's record (restored from at start):
      * never a user label of that name, and only for the open network. */
     json_object_object_del(labels, RUNTIME_LABEL_EGRESS_ALLOW);
+    json_object_object_del(labels, RUNTIME_LABEL_EGRESS);
     if (s->network == NET_OPEN && req->egress_allow && *req->egress_allow)
         jsonx_add_str(labels, RUNTIME_LABEL_EGRESS_ALLOW, req->egress_allow);
+    if (plan->filter_dns && s->egress.set) { /* the filter learns them from here */
+        json_object *rules = egress_rules_to_json(&s->egress);
+        jsonx_add_str(labels, RUNTIME_LABEL_EGRESS, json_object_to_json_string_ext(rules, JSON_C_TO_STRING_PLAIN));
+        json_object_put(rules);
+    }
     jsonx_add(o, "Labels", labels);
     jsonx_add_bool(o, "AttachStdin", false);
     jsonx_add_bool(o, "AttachStdout", false);
@@ -130,6 +157,10 @@ json_object *docker_sandbox_body(const runtime_create_req_t *req, const docker_c
                                                   DOCKER_PIDS_LIMIT);
     jsonx_add_int(hc, "NanoCpus", s->cpu_millis * 1000000);
     jsonx_add_str(hc, "NetworkMode", plan->network_mode);
+    if (plan->filter_dns) { /* its resolver: the filter (any other is redirected there too) */
+        const char *dns[] = { plan->filter_dns, NULL };
+        jsonx_add(hc, "Dns", docker_json_strings(dns));
+    }
     /* its volumes only: each a bind of the worker's own mount of it */
     if (plan->mounts)
         jsonx_add(hc, "Mounts", json_object_get(plan->mounts));

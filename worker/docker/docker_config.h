@@ -30,6 +30,7 @@ typedef struct docker_create_plan {
     bool storage_quota;        /* the storage driver takes HostConfig.StorageOpt size (the disk quota) */
     const char *image;         /* the image to run: the spec's, or its snapshot's (NULL: the spec's) */
     struct json_object *mounts; /* HostConfig.Mounts: its volumes (borrowed; NULL: none) */
+    const char *filter_dns;    /* on the filtered network: its resolver (the bridge's gateway); NULL: not */
 } docker_create_plan_t;
 
 /* The capabilities a sandbox keeps after CapDrop ALL (NULL-terminated),

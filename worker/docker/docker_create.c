@@ -491,6 +491,7 @@ int docker_rt_resume(runtime_t *base, const char *sandbox_id, const char *ref, r
     const char *a = jsonx_get_str(jsonx_get_obj(jsonx_get_obj(o, "Config"), "Labels"), RUNTIME_LABEL_EGRESS_ALLOW);
     if (a)
         snprintf(allow, sizeof allow, "%s", a);
+    bool filtered = jsonx_get_str(jsonx_get_obj(jsonx_get_obj(o, "Config"), "Labels"), RUNTIME_LABEL_EGRESS) != NULL;
     bool watch_procs = !(runtime && rt->gvisor_runtime[0] && strcmp(runtime, rt->gvisor_runtime) == 0);
     json_object_put(o);
     /* The container is kept whatever happens: its files are the point. */
@@ -500,9 +501,17 @@ int docker_rt_resume(runtime_t *base, const char *sandbox_id, const char *ref, r
     }
     if (docker_container_confirm(rt, cid, watch_procs, ret_exit, err) < 0)
         return SBX_ERUNTIME;
-    /* Its address may be another after a start: its egress_allow rules
-     * follow it (a sandbox that had them never runs without them). */
-    if (*allow) {
+    /* Its address may be another after a start: the filter learns it
+     * (until then the filter refuses whatever it sends) */
+    if (filtered && (r = docker_filter_add(rt, sandbox_id, cid, err)) < 0) {
+        bool ignored;
+        api_error_t e2;
+        docker_rt_pause(base, cid, &ignored, &e2);
+        return r;
+    }
+    /* and its egress_allow rules follow it (a sandbox that had them never
+     * runs without them). */
+    if (*allow && !filtered) {
         docker_egress_allow_drop(rt, sandbox_id);
         if ((r = docker_egress_allow_add(rt, sandbox_id, cid, allow, err)) < 0) {
             bool ignored;
@@ -548,8 +557,8 @@ cleanup:
 /* What a create runs with: the class's runtime and the network for the
  * mode, or API_ISOLATION_UNAVAILABLE naming both when this worker cannot
  * provide that combination (never a weaker one instead). */
-static int docker_create_plan(docker_runtime_t *rt, isolation_t iso, net_mode_t net, docker_create_plan_t *ret,
-                              api_error_t *err)
+static int docker_create_plan(docker_runtime_t *rt, isolation_t iso, net_mode_t net, bool filtered,
+                              docker_create_plan_t *ret, api_error_t *err)
 {
     if ((int)iso < 0 || (int)iso >= DOCKER_CLASSES || !rt->offered[iso])
         return api_error_set(err, API_ISOLATION_UNAVAILABLE,
@@ -558,7 +567,7 @@ static int docker_create_plan(docker_runtime_t *rt, isolation_t iso, net_mode_t 
                              (int)iso >= 0 && (int)iso < DOCKER_CLASSES && rt->considered[iso]
                                  ? rt->probe[iso]
                                  : "the docker runtime has no such class");
-    if ((int)net < 0 || (int)net >= DOCKER_MODES || !(rt->net_modes[iso] & (1u << net)))
+    if (!filtered && ((int)net < 0 || (int)net >= DOCKER_MODES || !(rt->net_modes[iso] & (1u << net))))
         return api_error_set(err, API_ISOLATION_UNAVAILABLE,
                              "this worker cannot run isolation %s with network %s: %s", isolation_name(iso),
                              net_mode_name(net),
@@ -568,6 +577,22 @@ static int docker_create_plan(docker_runtime_t *rt, isolation_t iso, net_mode_t 
     ret->storage_quota = rt->storage_quota;
     ret->image = NULL;
     ret->mounts = NULL;
+    ret->filter_dns = NULL;
+    if (filtered) { /* egress rules by domain: the filtered network, never plain open */
+        if (!(rt->net_modes[iso] & (1u << NET_OFFER_FILTERED)))
+            return api_error_set(err, API_ISOLATION_UNAVAILABLE,
+                                 "this worker cannot run isolation %s with egress rules by domain: %s",
+                                 isolation_name(iso), rt->net_why[iso][NET_OFFER_FILTERED]);
+        if (docker_network_ensure(rt, (net_mode_t)NET_OFFER_FILTERED, err) < 0 || docker_filter_check(rt, err) < 0) {
+            char why[sizeof err->message];
+            snprintf(why, sizeof why, "%s", err->message);
+            return api_error_set(err, err->code, "isolation %s with egress rules by domain: %s", isolation_name(iso),
+                                 why);
+        }
+        ret->network_mode = rt->net_name[NET_OFFER_FILTERED];
+        ret->filter_dns = rt->filter_gw;
+        return 0;
+    }
     if (net != NET_NONE &&
         (docker_network_ensure(rt, net, err) < 0 || (net == NET_OPEN && docker_egress_check(rt, err) < 0))) {
         /* The network (or its egress rules) was fine at start; someone removed or replaced it. */
@@ -591,7 +616,8 @@ int docker_rt_create(runtime_t *base, const runtime_create_req_t *req, char ret_
     memset(&rep, 0, sizeof rep);
     if (!docker_name_ok(req->sandbox_id, SBX_ID_MAX) || !req->spec || !req->spec->image)
         return api_error_set(err, API_INVALID_ARGUMENT, "malformed create request (sandbox id or image)");
-    r = docker_create_plan(rt, req->isolation, req->spec->network, &plan, err);
+    bool filtered = req->spec->network == NET_OPEN && req->spec->egress.set;
+    r = docker_create_plan(rt, req->isolation, req->spec->network, filtered, &plan, err);
     if (r < 0)
         return r;
     snprintf(name, sizeof name, "sbx-%s", req->sandbox_id);
@@ -643,6 +669,12 @@ int docker_rt_create(runtime_t *base, const runtime_create_req_t *req, char ret_
         r = api_error_set(err, API_RUNTIME_ERROR, "docker created a container but returned no usable id");
         goto cleanup;
     }
+    /* its secrets: a CA of its own in its trust store before anything runs */
+    if (filtered && req->secrets && json_object_array_length(req->secrets) > 0 &&
+        (r = docker_secrets_prepare(rt, req->sandbox_id, id, req->secrets, err)) < 0) {
+        docker_container_discard(rt, id);
+        goto cleanup;
+    }
     r = docker_container_run(rt, id, true, watch_procs, ret_exit, err);
     if (r < 0)
         goto cleanup;
@@ -650,8 +682,14 @@ int docker_rt_create(runtime_t *base, const runtime_create_req_t *req, char ret_
 cleanup:
     /* The tenant's egress_allow, now that the container has its address;
      * a sandbox that asked for it never runs without it. */
-    if (r == 0 && req->spec->network == NET_OPEN && req->egress_allow && *req->egress_allow &&
+    if (r == 0 && !filtered && req->spec->network == NET_OPEN && req->egress_allow && *req->egress_allow &&
         (r = docker_egress_allow_add(rt, req->sandbox_id, ret_ref, req->egress_allow, err)) < 0) {
+        docker_container_discard(rt, ret_ref);
+        ret_ref[0] = '\0';
+    }
+    /* its egress rules, in the filter before anything of it runs for long
+     * (until then the filter refuses everything it sends) */
+    if (r == 0 && filtered && (r = docker_filter_add(rt, req->sandbox_id, ret_ref, err)) < 0) {
         docker_container_discard(rt, ret_ref);
         ret_ref[0] = '\0';
     }

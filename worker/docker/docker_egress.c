@@ -275,13 +275,12 @@ static int egress_check_one(const egress_names_t *n, const egress_rule_t *rule, 
                          cmd, n->rt->net_name[NET_OPEN], rc < 0 ? ": " : "", rc < 0 ? out : "");
 }
 
-/* The bridge interface of the open network: its bridge.name option, else
- * "br-" and the first 12 digits of its id (Docker's naming). */
-static int egress_bridge_of(docker_runtime_t *rt, char ret[DOCKER_EGRESS_BRIDGE_MAX], api_error_t *err)
+int docker_network_bridge(docker_runtime_t *rt, int mode, char ret[DOCKER_EGRESS_BRIDGE_MAX], char *ret_gw,
+                          size_t gwlen, api_error_t *err)
 {
     char path[DOCKER_NETWORK_NAME_MAX + 32];
     json_object *net = NULL;
-    snprintf(path, sizeof path, "/networks/%s", rt->net_name[NET_OPEN]);
+    snprintf(path, sizeof path, "/networks/%s", rt->net_name[mode]);
     int r = docker_get_json(rt, path, DOCKER_CALL_TIMEOUT_MS, &net, err);
     if (r < 0)
         return r;
@@ -292,10 +291,21 @@ static int egress_bridge_of(docker_runtime_t *rt, char ret[DOCKER_EGRESS_BRIDGE_
         snprintf(br, sizeof br, "%s", strlen(named) < sizeof br ? named : "");
     else if (id && strlen(id) >= 12)
         snprintf(br, sizeof br, "br-%.12s", id);
+    json_object *cfgs = jsonx_get_arr(jsonx_get_obj(net, "IPAM"), "Config");
+    const char *gw = cfgs && json_object_array_length(cfgs) > 0
+                         ? jsonx_get_str(json_object_array_get_idx(cfgs, 0), "Gateway")
+                         : NULL;
+    struct in_addr probe;
+    bool gw_ok = gw && inet_pton(AF_INET, gw, &probe) == 1 && strlen(gw) < gwlen;
+    if (gw_ok && ret_gw)
+        snprintf(ret_gw, gwlen, "%s", gw);
     json_object_put(net);
     if (!br[0] || !docker_name_ok(br, sizeof br))
         return api_error_set(err, API_ISOLATION_UNAVAILABLE,
-                             "cannot tell the bridge interface of Docker network %s", rt->net_name[NET_OPEN]);
+                             "cannot tell the bridge interface of Docker network %s", rt->net_name[mode]);
+    if (ret_gw && !gw_ok)
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE, "Docker network %s has no IPv4 gateway",
+                             rt->net_name[mode]);
     snprintf(ret, DOCKER_EGRESS_BRIDGE_MAX, "%s", br);
     return 0;
 }
@@ -314,7 +324,7 @@ int docker_egress_setup(docker_runtime_t *rt, api_error_t *err)
                                  "cannot set the egress rules of network %s: %s is not installed (the worker needs "
                                  "it, and CAP_NET_ADMIN, to offer network open)",
                                  rt->net_name[NET_OPEN], egress_tools[f]);
-    int r = egress_bridge_of(rt, rt->egress_bridge, err);
+    int r = docker_network_bridge(rt, NET_OPEN, rt->egress_bridge, NULL, 0, err);
     if (r < 0)
         return r;
     egress_names_init(&n, rt);
@@ -350,7 +360,7 @@ int docker_egress_check(docker_runtime_t *rt, api_error_t *err)
     char br[DOCKER_EGRESS_BRIDGE_MAX];
     if (!rt->egress_ready)
         return 0;
-    if (egress_bridge_of(rt, br, err) < 0)
+    if (docker_network_bridge(rt, NET_OPEN, br, NULL, 0, err) < 0)
         return SBX_EUNAVAIL;
     if (strcmp(br, rt->egress_bridge) != 0)
         return api_error_set(err, API_ISOLATION_UNAVAILABLE,

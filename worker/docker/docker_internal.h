@@ -69,7 +69,7 @@
 #define DOCKER_START_POLL_US     5000
 
 #define DOCKER_CLASSES 3   /* isolation_t values */
-#define DOCKER_MODES   3   /* net_mode_t values */
+#define DOCKER_MODES   4   /* net_mode_t values and NET_OFFER_FILTERED */
 
 /* Written by runtime_docker_open, read-only afterwards (so shared by the
  * executor threads without a lock). */
@@ -81,7 +81,17 @@ typedef struct docker_runtime {
     char worker_name[160];                          /* labels the probe; "" when not given */
     char image_registries[SBX_MAX_IMAGE_REGISTRIES_BYTES + 1]; /* checked again before every pull */
     char runsc_exe[RUNSC_PATH_MAX];                 /* dockerd's path of it, when found here */
-    char net_name[DOCKER_MODES][DOCKER_NETWORK_NAME_MAX]; /* [NET_RESTRICTED], [NET_OPEN] */
+    char net_name[DOCKER_MODES][DOCKER_NETWORK_NAME_MAX]; /* [NET_RESTRICTED], [NET_OPEN], [NET_OFFER_FILTERED] */
+    /* the egress filter of the filtered network (docker_filter.c) */
+    bool filter_ready, filter_mu_init;
+    pthread_mutex_t filter_mu;                       /* one control call at a time */
+    pid_t filter_pid;
+    int filter_tcp_port, filter_dns_port;
+    char filter_bridge[DOCKER_EGRESS_BRIDGE_MAX], filter_gw[48];
+    char filter_cmd[RUNSC_PATH_MAX], filter_tool[RUNSC_PATH_MAX];
+    char filter_upstream[128], filter_control[108];
+    char filter_rules_dir[108];
+    char filter_upstream_ca[RUNSC_PATH_MAX];         /* --upstream-ca; "": the system's CAs */                      /* rules changed live, by sandbox (over the labels') */
     bool offered[DOCKER_CLASSES];
     bool considered[DOCKER_CLASSES];                 /* has a probe line */
     unsigned net_modes[DOCKER_CLASSES];
@@ -252,6 +262,53 @@ void docker_rt_volume_sweep_disks(runtime_t *base, const char *const *live, size
 int docker_tool_run(const char *tool, const char *const *argv, char *out, size_t outlen, bool all);
 /* Finds an executable in the system directories (docker_egress.c). */
 bool docker_tool_find(const char *name, char out[RUNSC_PATH_MAX]);
+
+/* The bridge interface of the worker's network of mode (net_mode_t or
+ * NET_OFFER_FILTERED): its bridge.name option, else "br-" and the first 12
+ * digits of its id (Docker's naming); ret_gw (when not NULL) its IPv4
+ * gateway, which it must have (docker_egress.c). */
+int docker_network_bridge(docker_runtime_t *rt, int mode, char ret[DOCKER_EGRESS_BRIDGE_MAX], char *ret_gw,
+                          size_t gwlen, api_error_t *err);
+
+/* ---- docker_filter.c --------------------------------------------------- */
+
+/* The filtered network, its iptables rules and the egress filter (cmd;
+ * NULL or "": sandbox-egress beside this program) asking upstream; a
+ * refusal says why the mode is not offered. Sandboxes it finds running
+ * with egress rules are given to the filter again. */
+int docker_filter_setup(docker_runtime_t *rt, const char *cmd, const char *upstream, api_error_t *err);
+void docker_filter_stop(docker_runtime_t *rt);
+/* Starts the filter again when it died (the readiness probe). */
+int docker_filter_check(docker_runtime_t *rt, api_error_t *err);
+/* Tells the filter a container's address, rules (its labels) and tenant. */
+int docker_filter_add(docker_runtime_t *rt, const char *sandbox_id, const char *container_id, api_error_t *err);
+void docker_filter_drop(docker_runtime_t *rt, const char *sandbox_id);
+/* A live change of a sandbox's rules (runtime_egress_set): kept in a file
+ * of the worker's that wins over the container's label, and told to the
+ * filter; the file is left as it was when the filter refuses. */
+/* The worker's file of sandbox_id (sbx_ and [0-9a-z] only) under the
+ * filter's directory in /run, with suffix (".json": live rules,
+ * ".tls.json": CA and secrets); false when it has none. */
+bool docker_filter_file(const docker_runtime_t *rt, const char *sandbox_id, const char *suffix, char *out,
+                        size_t len);
+/* That file's JSON object (a new one; the buffer read is wiped), or NULL. */
+json_object *docker_filter_load(const docker_runtime_t *rt, const char *sandbox_id, const char *suffix);
+/* Writes text into it atomically (mode 0600), or removes it (text NULL). */
+int docker_filter_keep(const docker_runtime_t *rt, const char *sandbox_id, const char *suffix, const char *text,
+                       api_error_t *err);
+
+/* ---- docker_secrets.c --------------------------------------------------- */
+
+/* A sandbox's secrets (the create assignment's, opened): a CA of its own is
+ * made, kept with them in the worker's file for it, and put into container
+ * cid's trust store (before it starts). */
+int docker_secrets_prepare(docker_runtime_t *rt, const char *sandbox_id, const char *cid, json_object *secrets,
+                           api_error_t *err);
+
+/* The filter's records (runtime_egress_drain). */
+int docker_filter_drain(docker_runtime_t *rt, int max, json_object **ret, int64_t *ret_dropped, api_error_t *err);
+int docker_filter_egress_set(docker_runtime_t *rt, const char *sandbox_id, const char *ref, json_object *egress,
+                             api_error_t *err);
 
 /* ---- docker_snapshot.c ------------------------------------------------- */
 

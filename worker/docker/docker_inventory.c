@@ -92,6 +92,8 @@ cleanup:
     /* Its rules go with it (also those of other containers already gone). */
     if (r == 0)
         docker_egress_allow_drop(rt, sandbox_id);
+    if (r == 0)
+        docker_filter_drop(rt, sandbox_id);
     /* and its volumes' mounts */
     if (r == 0 && sandbox_id)
         docker_volumes_release(rt, sandbox_id);

@@ -150,6 +150,9 @@ int docker_rt_snapshot_create(runtime_t *base, const runtime_snapshot_req_t *req
     memset(ret, 0, sizeof *ret);
     if (!ids_valid("snp", req->snapshot_id) || !req->ref || !docker_name_ok(req->ref, 80))
         return api_error_set(err, API_INVALID_ARGUMENT, "malformed snapshot request (snapshot id or container)");
+    if (req->memory) /* a commit keeps files only */
+        return api_error_set(err, API_INVALID_ARGUMENT, "memory: a container's snapshot keeps its files, not its "
+                             "memory (that is microvm's); snapshot it without memory");
     snprintf(ret->id, sizeof ret->id, "%s", req->snapshot_id);
     snprintf(ret->tenant, sizeof ret->tenant, "%s", req->tenant ? req->tenant : "");
     spec_snapshot_image(req->snapshot_id, image, sizeof image);

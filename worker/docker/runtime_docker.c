@@ -20,6 +20,7 @@ static void docker_runtime_free(docker_runtime_t *rt)
 {
     if (!rt)
         return;
+    docker_filter_stop(rt);
     free(rt->socket_path);
     if (rt->images_list)
         json_object_put(rt->images_list);
@@ -327,6 +328,10 @@ static int docker_network_check(json_object *net, const char *name, net_mode_t m
                                 : "it is internal (sandboxes would have no egress)";
     else if (!icc || strcmp(icc, "false") != 0)
         problem = "it lets containers reach each other (com.docker.network.bridge.enable_icc is not false)";
+    else if ((int)mode == NET_OFFER_FILTERED &&
+             (!jsonx_get_str(opts, "com.docker.network.bridge.enable_ip_masquerade") ||
+              strcmp(jsonx_get_str(opts, "com.docker.network.bridge.enable_ip_masquerade"), "false") != 0))
+        problem = "it masquerades (com.docker.network.bridge.enable_ip_masquerade is not false)";
     else if (want_internal && (!inhibit || strcmp(inhibit, "true") != 0))
         problem = "its bridge has a host address (com.docker.network.bridge.inhibit_ipv4 is not true), so sandboxes "
                   "could reach services on the host";
@@ -334,7 +339,7 @@ static int docker_network_check(json_object *net, const char *name, net_mode_t m
         return api_error_set(err, API_ISOLATION_UNAVAILABLE,
                              "Docker network %s exists but %s; refusing to run network %s on it (remove it with "
                              "`docker network rm %s` or set worker_%s_network to another name)",
-                             name, problem, net_mode_name(mode), name, net_mode_name(mode));
+                             name, problem, net_offer_name((int)mode), name, net_offer_name((int)mode));
     return 0;
 }
 
@@ -471,6 +476,8 @@ int docker_network_ensure(docker_runtime_t *rt, net_mode_t mode, api_error_t *er
         jsonx_add_str(opts, "com.docker.network.bridge.enable_icc", "false");
         if (mode == NET_RESTRICTED)
             jsonx_add_str(opts, "com.docker.network.bridge.inhibit_ipv4", "true");
+        if ((int)mode == NET_OFFER_FILTERED) /* nothing leaves it but through the filter */
+            jsonx_add_str(opts, "com.docker.network.bridge.enable_ip_masquerade", "false");
         jsonx_add(body, "Options", opts);
         jsonx_add_str(labels, RUNTIME_LABEL_MANAGED, RUNTIME_MANAGED_NETWORK);
         jsonx_add(body, "Labels", labels);
@@ -492,10 +499,10 @@ int docker_network_ensure(docker_runtime_t *rt, net_mode_t mode, api_error_t *er
 
 /* Decides the container class's network modes, creating the networks and
  * the open network's egress rules. */
-static void docker_networks_discover(docker_runtime_t *rt)
+static void docker_networks_discover(docker_runtime_t *rt, const runtime_docker_options_t *opt)
 {
     rt->net_modes[ISO_CONTAINER] = 1u << NET_NONE;
-    for (int m = NET_RESTRICTED; m < DOCKER_MODES; m++) {
+    for (int m = NET_RESTRICTED; m <= NET_OPEN; m++) {
         char *why = rt->net_why[ISO_CONTAINER][m];
         api_error_t nerr;
         if (!rt->net_name[m][0])
@@ -508,6 +515,14 @@ static void docker_networks_discover(docker_runtime_t *rt)
         else
             rt->net_modes[ISO_CONTAINER] |= 1u << m;
     }
+    /* open through the egress filter: sandboxes with egress rules by domain */
+    api_error_t ferr;
+    if (opt->egress_upstream_ca)
+        snprintf(rt->filter_upstream_ca, sizeof rt->filter_upstream_ca, "%s", opt->egress_upstream_ca);
+    if (docker_filter_setup(rt, opt->egress_filter, opt->egress_upstream, &ferr) < 0)
+        snprintf(rt->net_why[ISO_CONTAINER][NET_OFFER_FILTERED], RUNTIME_PROBE_TEXT_MAX, "%.390s", ferr.message);
+    else
+        rt->net_modes[ISO_CONTAINER] |= 1u << NET_OFFER_FILTERED;
 }
 
 static const runtime_ops_t docker_ops;
@@ -520,6 +535,7 @@ int runtime_docker_open(const runtime_docker_options_t *opt, runtime_t **ret, ap
         { "worker_gvisor_runtime", opt->gvisor_runtime },
         { "worker_restricted_network", opt->restricted_network },
         { "worker_open_network", opt->open_network },
+        { "worker_filtered_network", opt->filtered_network },
     };
     docker_reply_t rep;
     json_object *info = NULL;
@@ -548,6 +564,8 @@ int runtime_docker_open(const runtime_docker_options_t *opt, runtime_t **ret, ap
     snprintf(rt->net_name[NET_RESTRICTED], DOCKER_NETWORK_NAME_MAX, "%s",
              opt->restricted_network ? opt->restricted_network : "");
     snprintf(rt->net_name[NET_OPEN], DOCKER_NETWORK_NAME_MAX, "%s", opt->open_network ? opt->open_network : "");
+    snprintf(rt->net_name[NET_OFFER_FILTERED], DOCKER_NETWORK_NAME_MAX, "%s",
+             opt->filtered_network ? opt->filtered_network : "");
     if (docker_call(rt, "GET", "/_ping", NULL, 10000L, &rep, err) < 0) {
         api_error_set(err, API_UNAVAILABLE, "docker engine at %s does not answer (is dockerd running?)",
                       rt->socket_path);
@@ -567,7 +585,7 @@ int runtime_docker_open(const runtime_docker_options_t *opt, runtime_t **ret, ap
         goto cleanup;
     }
     rt->offered[ISO_CONTAINER] = true;
-    docker_networks_discover(rt);
+    docker_networks_discover(rt, opt);
     docker_gvisor_discover(rt, info);
     docker_disk_discover(rt, info);
     docker_volumes_probe(rt, opt->volume_dir);
@@ -594,9 +612,12 @@ static int docker_rt_ping(runtime_t *base, long timeout_ms, api_error_t *err)
         r = SBX_ERUNTIME;
     }
     docker_reply_release(&rep);
-    /* the readiness probe: the open network's egress rules are still there */
+    /* the readiness probe: the open network's egress rules are still
+     * there, and the egress filter runs */
     if (r == 0)
         r = docker_egress_check(rt, err);
+    if (r == 0)
+        r = docker_filter_check(rt, err);
     return r;
 }
 
@@ -716,6 +737,18 @@ static int docker_rt_image_details(runtime_t *base, json_object **ret, api_error
 
 /* ---- the operations table ---------------------------------------------- */
 
+static int docker_rt_egress_set(runtime_t *base, const char *sandbox_id, const char *ref, json_object *egress,
+                                api_error_t *err)
+{
+    return docker_filter_egress_set((docker_runtime_t *)base, sandbox_id, ref, egress, err);
+}
+
+static int docker_rt_egress_drain(runtime_t *base, int max, json_object **ret, int64_t *ret_dropped,
+                                  api_error_t *err)
+{
+    return docker_filter_drain((docker_runtime_t *)base, max, ret, ret_dropped, err);
+}
+
 static const runtime_ops_t docker_ops = {
     .name = RUNTIME_BACKEND_DOCKER,
     .ping = docker_rt_ping,
@@ -740,6 +773,8 @@ static const runtime_ops_t docker_ops = {
     .volume_sweep_disks = docker_rt_volume_sweep_disks,
     .pause = docker_rt_pause,
     .resume = docker_rt_resume,
+    .egress_set = docker_rt_egress_set,
+    .egress_drain = docker_rt_egress_drain,
     .image_details = docker_rt_image_details,
     .dial = docker_rt_dial,
     .logs_target = docker_rt_logs_target,

@@ -20,6 +20,10 @@ typedef struct runtime_docker_options {
     const char *worker_name;        /* labels the probe container (RUNTIME_LABEL_WORKER); may be NULL */
     const char *image_registries;   /* registries pulls may reach (imageref); NULL or "": the address rule */
     const char *volume_dir;         /* where volumes live (docs/volumes.md); NULL or "": none */
+    const char *egress_upstream;    /* the egress filter's resolver; NULL or "": no filtered network */
+    const char *filtered_network;   /* network of sandboxes with egress rules */
+    const char *egress_filter;      /* the filter program; NULL or "": sandbox-egress beside sandboxd */
+    const char *egress_upstream_ca; /* the CAs secret-bound hosts verify against; NULL or "": the system's */
 } runtime_docker_options_t;
 
 /* Connects to the Docker Engine and finds out what it really offers: the

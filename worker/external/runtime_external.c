@@ -280,12 +280,15 @@ static int ext_rt_logs_stream(runtime_t *base, const char *ref, const runtime_lo
 
 
 /* create: the driver's ref as "x:REF". */
-static int ext_create(ext_runtime_t *rt, json_object *params, long timeout_ms, char ret_ref[80], api_error_t *err)
+static int ext_create(ext_runtime_t *rt, json_object *params, long timeout_ms, char ret_ref[80], bool *ret_memory,
+                      api_error_t *err)
 {
     json_object *res = NULL;
     int r = extdrv_call(rt->drv, "create", params, timeout_ms, &res, err);
     if (r < 0)
         return r;
+    if (ret_memory)
+        jsonx_get_bool(res, "memory", ret_memory);
     const char *ref = jsonx_get_str(res, "ref");
     if (!extdrv_ref_valid(ref))
         r = api_error_set(err, API_RUNTIME_ERROR, "driver %s answered create without a valid ref",
@@ -325,7 +328,7 @@ static int ext_rt_create(runtime_t *base, const runtime_create_req_t *req, char 
         return api_error_set(err, API_ISOLATION_UNAVAILABLE,
                              "driver %s cannot mount volumes%s", extdrv_name(rt->drv),
                              rt->hello.cap_disks ? " without this worker's volume support" : " (no disks capability)");
-    return ext_create(rt, extdrv_create_params(req), EXTDRV_CREATE_MS, ret_ref, err);
+    return ext_create(rt, extdrv_create_params(req), EXTDRV_CREATE_MS, ret_ref, req->ret_memory, err);
 }
 
 static int ext_rt_remove(runtime_t *base, const char *sandbox_id, const char *ref, api_error_t *err)
@@ -378,6 +381,7 @@ static void ext_snapshot_measure(json_object *o, runtime_snapshot_t *ret)
         ret->size_bytes = -1;
     if (!jsonx_get_int(o, "image_bytes", &ret->image_bytes))
         ret->image_bytes = -1;
+    jsonx_get_bool(o, "memory", &ret->memory);
 }
 
 static int ext_rt_snapshot_create(runtime_t *base, const runtime_snapshot_req_t *req, runtime_snapshot_t *ret,
@@ -397,10 +401,15 @@ static int ext_rt_snapshot_create(runtime_t *base, const runtime_snapshot_req_t 
     jsonx_add_str(labels, RUNTIME_LABEL_CLUSTER, req->cluster_id ? req->cluster_id : "");
     jsonx_add_str(labels, RUNTIME_LABEL_WORKER, req->worker_name ? req->worker_name : "");
     jsonx_add(p, "labels", labels);
+    if (req->memory)
+        jsonx_add_bool(p, "memory", true);
     /* the guest's sync and the disk's copy: bounded like a remove's */
     int r = extdrv_call(rt->drv, "snapshot", p, EXTDRV_CREATE_MS, &res, err);
     if (r == 0)
         ext_snapshot_measure(res, ret);
+    if (r == 0 && req->memory && !ret->memory) /* a driver that ignored it: no snapshot claims less than asked */
+        r = api_error_set(err, API_INVALID_ARGUMENT, "driver %s kept no memory in snapshot %s (it has the files); "
+                          "snapshot without memory", extdrv_name(rt->drv), req->snapshot_id);
     json_object_put(res);
     return r;
 }
@@ -632,7 +641,7 @@ static int ext_probe_class(ext_runtime_t *rt, isolation_t cls, api_error_t *err)
     if (rt->worker_name[0])
         jsonx_add_str(labels, RUNTIME_LABEL_WORKER, rt->worker_name);
     jsonx_add(p, "labels", labels);
-    int r = ext_create(rt, p, EXTDRV_CREATE_MS, ref, err);
+    int r = ext_create(rt, p, EXTDRV_CREATE_MS, ref, NULL, err);
     if (r < 0)
         return r;
     char *argv[] = { "true", NULL };

@@ -261,6 +261,27 @@ int vmm_destroy(const vmm_config_t *cfg, const char *id, char *ret_why);
 int vmm_disk_save(const vmm_config_t *cfg, const char *id, const char *out_path, long long *ret_bytes,
                   char *ret_why);
 
+/* Saves running VM id whole into out_dir, a directory of the caller's that
+ * vmm_boot can restore from as from a template (spec.template_dir): its
+ * memory and devices through QEMU's migration (state.mig; the stream ends
+ * with the guest stopped and its disk let go), then its root disk as that
+ * memory saw it (disk.qcow2, standalone as vmm_disk_save's), its command
+ * line (append) and the machine they need (machine.json); then the VM goes
+ * on. The host's connection to the agent should be idle meanwhile. A VM
+ * with data disks is SBX_EINVAL; one booted before VMs had a QMP socket,
+ * SBX_EUNAVAIL. *ret_bytes: the disk file's size. */
+int vmm_state_save(const vmm_config_t *cfg, const char *id, const char *out_dir, long long *ret_bytes,
+                   char *ret_why);
+
+/* Lets VM id's guest run again if QEMU stopped it (QMP cont: a state save
+ * cut short); a running guest stays as it is. 0 or a negative code. */
+int vmm_guest_continue(const vmm_config_t *cfg, const char *id, char *ret_why);
+
+/* 1 when a VM of spec can restore the state vmm_state_save put in dir: the
+ * same vCPUs, memory and disk size, no data disks, the same accelerator,
+ * guest kernel and agent; else 0 with the reason in ret_why. */
+int vmm_state_fits(const vmm_config_t *cfg, const char *dir, const vmm_spec_t *spec, char *ret_why);
+
 /* 1 when VM id's QEMU is frozen (vmm_freeze), 0 when not, < 0 when it is
  * not running. */
 int vmm_frozen(const vmm_config_t *cfg, const char *id);

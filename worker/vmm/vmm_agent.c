@@ -24,6 +24,10 @@
 /* Bytes of one session's unread output the host keeps; beyond, the
  * connection stops reading (and the guest waits) until the caller reads. */
 #define SESSION_INBOX_MAX (4u << 20)
+/* how long a session's OPEN may wait for the guest's answer: a guest that
+ * is alive answers in milliseconds (seconds under TCG); one that does not
+ * is stuck, and the caller hears so instead of waiting for ever */
+#define SESSION_OPEN_MS   60000
 
 static void session_unlink(vmm_session_t *s)
 {
@@ -241,12 +245,17 @@ int vmm__agent_connect(vmm_t *vm, long timeout_ms, char *why)
             vm->rhave = 0;
         }
         if (vmm__now_ms() >= next_hello) {
-            uint8_t b[4 + VMM_HELLO_SEED];
+            uint8_t b[4 + VMM_HELLO_SEED + VMM_HELLO_CLOCK];
+            struct timespec now;
             vmm_put_u32(b, VMM_PROTO_VERSION);
             if (getrandom(b + 4, VMM_HELLO_SEED, 0) != (ssize_t)VMM_HELLO_SEED) {
                 vmm__why(why, "getrandom: %s", strerror(errno));
                 return SBX_EIO;
             }
+            clock_gettime(CLOCK_REALTIME, &now);
+            vmm_put_u32(b + 4 + VMM_HELLO_SEED, (uint32_t)((uint64_t)now.tv_sec & 0xffffffffu));
+            vmm_put_u32(b + 4 + VMM_HELLO_SEED + 4, (uint32_t)((uint64_t)now.tv_sec >> 32));
+            vmm_put_u32(b + 4 + VMM_HELLO_SEED + 8, (uint32_t)now.tv_nsec);
             int src = send_frame(vm, VMM_F_HELLO, 0, b, sizeof(b));
             explicit_bzero(b, sizeof(b));
             if (src != 0)
@@ -307,8 +316,16 @@ static int session_open(vmm_t *vm, uint8_t kind, const uint8_t *payload, size_t 
     s->next = vm->sessions;
     vm->sessions = s;
     int rc = send_frame(vm, VMM_F_OPEN, s->ch, payload, n);
-    while (rc == 0 && !s->opened && !s->ended)
+    long long deadline = vmm__now_ms() + SESSION_OPEN_MS;
+    while (rc == 0 && !s->opened && !s->ended && vmm__now_ms() < deadline)
         rc = pump(vm, 1000, 0);
+    if (rc == 0 && !s->opened && !s->ended) {
+        send_frame(vm, VMM_F_CLOSE, s->ch, NULL, 0); /* should it open late: forgotten */
+        vmm__why(why, "the guest agent did not answer in %d s (see %s/console.log)", SESSION_OPEN_MS / 1000, vm->dir);
+        session_unlink(s);
+        session_free(s);
+        return SBX_ETIMEOUT;
+    }
     if (rc != 0 || !s->opened) {
         if (rc != 0)
             vmm__why(why, "the agent channel broke");

@@ -379,10 +379,21 @@ static int meta_read(const char *dir, meta_t *m)
     return 0;
 }
 
-static int meta_write(const char *dir, const vmm_spec_t *spec, const vmm_config_t *cfg, pid_t pid, const cg_t *cg)
+/* The machine a VM's saved state needs again (vmm_state_save): the kernel, the
+ * initramfs (named by its agent's hash) and the command line it booted with. */
+typedef struct {
+    const char *release, *initrd, *append;
+} machine_t;
+
+static int meta_write(const char *dir, const vmm_spec_t *spec, const vmm_config_t *cfg, pid_t pid, const cg_t *cg,
+                      const machine_t *mc)
 {
     char path[VMM_PATH_MAX];
     json_object *o = json_object_new_object(), *a = json_object_new_array();
+    json_object_object_add(o, "release", json_object_new_string(mc->release));
+    json_object_object_add(o, "initrd", json_object_new_string(mc->initrd));
+    json_object_object_add(o, "append", json_object_new_string(mc->append));
+    json_object_object_add(o, "ndisks", json_object_new_int((int)spec->ndisks));
     json_object_object_add(o, "id", json_object_new_string(spec->id));
     json_object_object_add(o, "pid", json_object_new_int(pid));
     json_object_object_add(o, "starttime", json_object_new_int64((int64_t)proc_starttime(pid)));
@@ -489,11 +500,11 @@ static void kernel_cmdline(const vmm_config_t *cfg, const vmm_boot_extra_t *x, c
 /* Starts QEMU for the VM in dir as uid/gid, in the cgroups of cg, in its own
  * session. Returns its pid, or -1 with why. */
 static pid_t qemu_spawn(const vmm_config_t *cfg, const vmm_spec_t *spec, const vmm_boot_extra_t *x,
-                        const char *dir, const char *kernel, const char *initrd, const cg_t *cg, uid_t uid,
-                        gid_t gid, char *why)
+                        const char *dir, const char *kernel, const char *initrd, const char *append, const cg_t *cg,
+                        uid_t uid, gid_t gid, char *why)
 {
     char sock[VMM_PATH_MAX + 64], console[VMM_PATH_MAX + 64], drive[VMM_PATH_MAX + 64], qmp[VMM_PATH_MAX + 64];
-    char mem[32], smp[32], name[VMM_ID_MAX + 16], accel[64], append[256], qlog[VMM_PATH_MAX];
+    char mem[32], smp[32], name[VMM_ID_MAX + 16], accel[64], qlog[VMM_PATH_MAX];
     snprintf(mem, sizeof(mem), "%u", spec->memory_mb);
     snprintf(smp, sizeof(smp), "%u", spec->vcpus);
     snprintf(name, sizeof(name), "sbx-vmm-%s", spec->id);
@@ -502,8 +513,8 @@ static pid_t qemu_spawn(const vmm_config_t *cfg, const vmm_spec_t *spec, const v
     /* appended: vmm_console_trim may cut the file down under QEMU */
     snprintf(console, sizeof(console), "file,id=con,path=%s/console.log,append=on", dir);
     snprintf(drive, sizeof(drive), "id=root,file=%s/overlay.qcow2,format=qcow2,if=none,discard=unmap", dir);
+    /* QMP for the driver alone (QEMU's user owns the socket; the guest has no way to it) */
     snprintf(qmp, sizeof(qmp), "unix:%s/qmp.sock,server=on,wait=off", dir);
-    kernel_cmdline(cfg, x, append);
     /* microvm: virtio-mmio only; the PIT is kept because TCG guests calibrate the TSC with it */
     const char *argv[ARG_MAX_N] = {
         qemu_bin(cfg), "-name", name, "-M", "microvm,pit=on,pic=on,rtc=on,isa-serial=on",
@@ -517,14 +528,11 @@ static pid_t qemu_spawn(const vmm_config_t *cfg, const vmm_spec_t *spec, const v
         "-device", "virtserialport,chardev=agent,name=sbx.agent",
         "-no-reboot",
         "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+        "-qmp", qmp,
         NULL};
     size_t na = 0;
     while (argv[na] != NULL)
         na++;
-    if (x->qmp) {
-        argv[na++] = "-qmp";
-        argv[na++] = qmp;
-    }
     /* data disks: fds 4+2i (as given) and 5+2i (read-only) in QEMU, fd set
      * 1+i (qemu_open takes /dev/fdset/N for a file name and dups the fd of
      * the access it asks for: read-only to probe, then read-write) */
@@ -608,7 +616,7 @@ int vmm__boot(const vmm_config_t *cfg, const vmm_spec_t *spec, const vmm_boot_ex
               char *ret_why)
 {
     char dir[VMM_PATH_MAX], kernel[VMM_PATH_MAX], release[128], initrd[VMM_PATH_MAX], vmlinux[VMM_PATH_MAX];
-    char overlay[VMM_PATH_MAX], pidf[VMM_PATH_MAX], pidtxt[32];
+    char overlay[VMM_PATH_MAX], pidf[VMM_PATH_MAX], pidtxt[32], append[256];
     uid_t uid;
     gid_t gid;
     cg_t cg = {.n = 0};
@@ -632,7 +640,8 @@ int vmm__boot(const vmm_config_t *cfg, const vmm_spec_t *spec, const vmm_boot_ex
     if ((rc = vm_dir_make(cfg, spec, x, uid, gid, dir, overlay, &made, ret_why)) != 0)
         goto fail;
     cg_make(&cg, spec->id, spec);
-    pid_t pid = qemu_spawn(cfg, spec, x, dir, kernel, initrd, &cg, uid, gid, ret_why);
+    kernel_cmdline(cfg, x, append);
+    pid_t pid = qemu_spawn(cfg, spec, x, dir, kernel, initrd, append, &cg, uid, gid, ret_why);
     if (pid < 0) {
         rc = SBX_EIO;
         goto fail;
@@ -640,7 +649,7 @@ int vmm__boot(const vmm_config_t *cfg, const vmm_spec_t *spec, const vmm_boot_ex
     snprintf(pidtxt, sizeof(pidtxt), "%d\n", (int)pid);
     vmm__path(pidf, sizeof(pidf), "%s/qemu.pid", dir);
     vmm__write_file(pidf, pidtxt, strlen(pidtxt), 0600);
-    meta_write(dir, spec, cfg, pid, &cg);
+    meta_write(dir, spec, cfg, pid, &cg, &(machine_t){.release = release, .initrd = initrd, .append = append});
     vm = calloc(1, sizeof(*vm));
     if (vm == NULL) {
         rc = SBX_ENOMEM;

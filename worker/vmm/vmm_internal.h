@@ -91,7 +91,6 @@ int vmm__agent_quiesce(vmm_t *vm, long quiet_ms, long max_ms);
 
 /* What a template's boot and a restore add to vmm_boot. */
 typedef struct {
-    int qmp;                  /* a QMP socket at <dir>/qmp.sock (templates) */
     const char *backing;      /* the overlay's backing file (qcow2) instead of the base disk */
     const char *incoming;     /* a migration stream to restore from */
     const char *append;       /* the kernel command line (a template's) */

@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "errors.h"
 
 static int unix_path(struct sockaddr_un *a, const char *path)
@@ -160,7 +162,7 @@ static int save_state(const char *dir, uid_t uid, const char *out_path, char *wh
         rc = SBX_ETIMEOUT;
         goto cleanup;
     }
-    out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600); /* the guest's RAM */
     if (out < 0) {
         vmm__why(why, "create %s: %s", out_path, strerror(errno));
         rc = SBX_EIO;
@@ -215,7 +217,7 @@ int vmm_template_ensure(const vmm_config_t *cfg, const vmm_spec_t *spec, char *r
     vmm_spec_t s = *spec;
     s.id = id;
     s.template_dir = NULL;
-    vmm_boot_extra_t x = {.qmp = 1, .ret_append = append};
+    vmm_boot_extra_t x = {.ret_append = append};
     if ((rc = vmm__boot(cfg, &s, &x, &vm, ret_why)) != 0)
         goto cleanup;
     /* Nothing of the guest's in flight when the host goes: the agent answers
@@ -266,4 +268,159 @@ cleanup:
     vmm_destroy(cfg, id, NULL);
     vmm__rm_tree(tmpdir);
     return rc;
+}
+
+/* ---- a running VM's memory (vmm.h vmm_state_save) ---- */
+
+/* One QMP command to the VM in dir, on a connection of its own. */
+static int qmp_once(const char *dir, const char *json, char *why)
+{
+    char qmp_path[VMM_PATH_MAX];
+    struct sockaddr_un a;
+    int rc;
+    if ((rc = vmm__path(qmp_path, sizeof(qmp_path), "%s/qmp.sock", dir)) != 0 ||
+        (rc = unix_path(&a, qmp_path)) != 0)
+        return rc;
+    int q = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (q < 0 || connect(q, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        vmm__why(why, "qmp connect: %s", strerror(errno));
+        if (q >= 0)
+            close(q);
+        return SBX_EIO;
+    }
+    rc = qmp_cmd(q, "{\"execute\":\"qmp_capabilities\"}", 10000, why);
+    if (rc == 0)
+        rc = qmp_cmd(q, json, 10000, why);
+    close(q);
+    return rc;
+}
+
+/* The JSON object in dir/name (at most 16 KiB), or NULL. */
+static json_object *json_in(const char *dir, const char *name)
+{
+    char path[VMM_PATH_MAX], buf[16384];
+    if (vmm__path(path, sizeof(path), "%s/%s", dir, name) != 0 || vmm__read_file(path, buf, sizeof(buf)) <= 0)
+        return NULL;
+    json_object *o = json_tokener_parse(buf);
+    if (o != NULL && !json_object_is_type(o, json_type_object)) {
+        json_object_put(o);
+        o = NULL;
+    }
+    return o;
+}
+
+static const char *meta_str(json_object *o, const char *key)
+{
+    json_object *v;
+    return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string)
+               ? json_object_get_string(v) : "";
+}
+
+static int64_t meta_int(json_object *o, const char *key)
+{
+    json_object *v;
+    return json_object_object_get_ex(o, key, &v) ? json_object_get_int64(v) : -1;
+}
+
+int vmm_state_save(const vmm_config_t *cfg, const char *id, const char *out_dir, long long *ret_bytes, char *ret_why)
+{
+    char vdir[VMM_PATH_MAX], path[VMM_PATH_MAX], part[VMM_PATH_MAX];
+    struct stat st;
+    int rc;
+    if ((rc = vmm__vm_dir(cfg, id, vdir, sizeof(vdir))) != 0) {
+        vmm__why(ret_why, "bad VM id");
+        return rc;
+    }
+    json_object *meta = json_in(vdir, "meta.json");
+    if (meta == NULL || !meta_str(meta, "append")[0] || stat(vdir, &st) != 0) {
+        json_object_put(meta);
+        vmm__why(ret_why, "VM %s was booted without what a memory snapshot needs (a driver older than this one "
+                 "booted it): snapshot it without its memory", id);
+        return SBX_EUNAVAIL;
+    }
+    if (meta_int(meta, "ndisks") != 0) {
+        json_object_put(meta);
+        vmm__why(ret_why, "VM %s has data disks (volumes): a machine restored from its memory could not get "
+                 "them back; snapshot it without its memory", id);
+        return SBX_EINVAL;
+    }
+    /* the stream, then the disk: QEMU stops the guest as the stream ends and
+     * lets go of its disk, so the copy is the disk that memory saw */
+    vmm__path(part, sizeof(part), "%s/state.mig.part", out_dir);
+    rc = save_state(vdir, st.st_uid, part, ret_why);
+    if (rc == 0)
+        rc = vmm_disk_save(cfg, id, (vmm__path(path, sizeof(path), "%s/disk.qcow2", out_dir), path), ret_bytes,
+                           ret_why);
+    /* the VM goes on whatever came of it (cont takes its disk back) */
+    char cwhy[VMM_WHY_MAX] = "";
+    if (qmp_once(vdir, "{\"execute\":\"cont\"}", cwhy) != 0 && rc == 0) {
+        vmm__why(ret_why, "the VM did not go on after its state was saved: %s", cwhy);
+        rc = SBX_ERUNTIME;
+    }
+    if (rc == 0) {
+        json_object *m = json_object_new_object();
+        static const char *const keys[] = {"vcpus", "memory_mb", "disk_bytes"};
+        for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+            json_object_object_add(m, keys[i], json_object_new_int64(meta_int(meta, keys[i])));
+        static const char *const skeys[] = {"accel", "release", "initrd", "append"};
+        for (size_t i = 0; i < sizeof(skeys) / sizeof(skeys[0]); i++)
+            json_object_object_add(m, skeys[i], json_object_new_string(meta_str(meta, skeys[i])));
+        const char *text = json_object_to_json_string_ext(m, JSON_C_TO_STRING_PLAIN);
+        const char *append = meta_str(meta, "append");
+        if (vmm__path(path, sizeof(path), "%s/machine.json", out_dir) != 0 ||
+            vmm__write_file(path, text, strlen(text), 0600) != 0 ||
+            vmm__path(path, sizeof(path), "%s/append", out_dir) != 0 ||
+            vmm__write_file(path, append, strlen(append), 0600) != 0 ||
+            vmm__path(path, sizeof(path), "%s/state.mig", out_dir) != 0 || rename(part, path) != 0) {
+            vmm__why(ret_why, "keep the saved state in %s: %s", out_dir, strerror(errno));
+            rc = SBX_EIO;
+        }
+        json_object_put(m);
+    }
+    if (rc != 0)
+        unlink(part);
+    json_object_put(meta);
+    return rc;
+}
+
+int vmm_guest_continue(const vmm_config_t *cfg, const char *id, char *ret_why)
+{
+    char vdir[VMM_PATH_MAX], sock[VMM_PATH_MAX];
+    if (vmm__vm_dir(cfg, id, vdir, sizeof(vdir)) != 0) {
+        vmm__why(ret_why, "bad VM id");
+        return SBX_EINVAL;
+    }
+    if (vmm__path(sock, sizeof(sock), "%s/qmp.sock", vdir) != 0 || access(sock, F_OK) != 0)
+        return 0; /* booted before VMs had QMP: never saved, never stopped by it */
+    return qmp_once(vdir, "{\"execute\":\"cont\"}", ret_why);
+}
+
+int vmm_state_fits(const vmm_config_t *cfg, const char *dir, const vmm_spec_t *spec, char *ret_why)
+{
+    char kernel[VMM_PATH_MAX], release[128], initrd[VMM_PATH_MAX];
+    json_object *m = json_in(dir, "machine.json");
+    if (m == NULL) {
+        vmm__why(ret_why, "no saved machine in %s", dir);
+        return 0;
+    }
+    int fits = 0;
+    if (spec->ndisks > 0)
+        vmm__why(ret_why, "it has data disks (volumes), which a restored machine cannot gain");
+    else if (meta_int(m, "vcpus") != (int64_t)spec->vcpus || meta_int(m, "memory_mb") != (int64_t)spec->memory_mb)
+        vmm__why(ret_why, "it asks %u vCPUs and %u MiB; the memory was saved with %lld and %lld", spec->vcpus,
+                 spec->memory_mb, (long long)meta_int(m, "vcpus"), (long long)meta_int(m, "memory_mb"));
+    else if (meta_int(m, "disk_bytes") != (int64_t)spec->disk_bytes)
+        vmm__why(ret_why, "its disk is not the size the memory was saved with");
+    else if (strcmp(meta_str(m, "accel"), vmm_accel_name(cfg->accel)) != 0)
+        vmm__why(ret_why, "the memory was saved under %s, this worker runs %s", meta_str(m, "accel"),
+                 vmm_accel_name(cfg->accel));
+    else if (vmm_kernel_find(cfg, kernel, sizeof(kernel), release, sizeof(release), ret_why) != 0 ||
+             vmm_initramfs_ensure(cfg, initrd, sizeof(initrd), ret_why) != 0)
+        ;
+    else if (strcmp(meta_str(m, "release"), release) != 0 || strcmp(meta_str(m, "initrd"), initrd) != 0)
+        vmm__why(ret_why, "the guest kernel or agent changed since the memory was saved");
+    else
+        fits = 1;
+    json_object_put(m);
+    return fits;
 }

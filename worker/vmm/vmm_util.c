@@ -197,9 +197,14 @@ int vmm__write_file(const char *path, const void *data, size_t n, mode_t mode)
 
 long vmm__read_file(const char *path, char *buf, size_t cap)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    /* a VM's directory is its QEMU's user's: no link, no FIFO to hang on */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (fd >= 0)
+            close(fd);
         return -1;
+    }
     size_t n = 0;
     while (n + 1 < cap) {
         ssize_t r = read(fd, buf + n, cap - 1 - n);

@@ -20,6 +20,7 @@
  * bound is a broken stream: the reader drops the connection. */
 #define VMM_FRAME_MAGIC   0x5342u
 #define VMM_HELLO_SEED    64u
+#define VMM_HELLO_CLOCK   12u
 #define VMM_FRAME_HEADER  12u
 /* Data (IN, OUT, ERR) travels in frames of at most this many bytes, so one
  * busy session cannot hold the port for long. */
@@ -27,8 +28,11 @@
 
 typedef enum {
     VMM_F_HELLO    = 1,  /* both ways, channel 0: u32 version; the host adds VMM_HELLO_SEED random
-                          * bytes the guest credits to its RNG and reseeds from; the guest
-                          * adds its kernel release */
+                          * bytes the guest credits to its RNG and reseeds from, then its
+                          * clock (u32 seconds low, u32 high, u32 nanoseconds since the epoch)
+                          * the guest sets its own to (a restored VM wakes with the time it was
+                          * saved at); the guest drops every session of an earlier host (a
+                          * restored VM's) and adds its kernel release */
     VMM_F_OPEN     = 2,  /* host: u8 kind + kind's body (below) */
     VMM_F_OPENED   = 3,  /* guest: u32 pid (0 for a dial) */
     VMM_F_ERROR    = 4,  /* guest: i32 errno + message; the channel is gone */

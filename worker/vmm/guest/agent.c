@@ -281,6 +281,8 @@ static void flush_input(session_t *s)
     }
 }
 
+static void drop_all(void);
+
 static void handle_frame(const vmm_frame_t *f, const uint8_t *p)
 {
     if (f->type == VMM_F_HELLO) {
@@ -299,6 +301,15 @@ static void handle_frame(const vmm_frame_t *f, const uint8_t *p)
                 close(fd);
             memset(&seed, 0, sizeof(seed));
         }
+        if (f->len >= 4 + VMM_HELLO_SEED + VMM_HELLO_CLOCK) {
+            const uint8_t *c = p + 4 + VMM_HELLO_SEED;
+            struct timespec ts = {.tv_sec = (time_t)((uint64_t)vmm_get_u32(c + 4) << 32 | vmm_get_u32(c)),
+                                  .tv_nsec = (long)(vmm_get_u32(c + 8) % 1000000000u)};
+            if (ts.tv_sec > 0 && clock_settime(CLOCK_REALTIME, &ts) != 0)
+                guest_say("set the clock", errno);
+        }
+        /* a new host: what an earlier one started (a restored VM's) is not its */
+        drop_all();
         struct utsname u;
         uname(&u);
         uint8_t b[4 + sizeof(u.release)];
