@@ -168,6 +168,12 @@ void api_build_cancel(req_t *rq, const char *name, const char *id);
  * text that is neither, is left for the handler. False when a reply was
  * sent (no such name: 404; a name in several tenants, for an admin: 409). */
 bool api_sandbox_ref(req_t *rq, const char **id);
+/* The tenant a request acts in: the one it names (an admin's choice; a
+ * member may name only its own) or the token's. Fills tenant_id and, when
+ * pol is not NULL, the tenant's policy (the caller releases it). False when
+ * a reply was sent: 403 (another tenant, "cannot VERB in tenant X"), 404
+ * (no such tenant) or 503. */
+bool api_tenant_for(req_t *rq, const char *named, const char *verb, char tenant_id[SBX_ID_MAX], policy_t *pol);
 void api_route_share(req_t *rq, const char *sandbox_id);
 void api_routes_list(req_t *rq, const char *sandbox_id);
 void api_route_unshare(req_t *rq, const char *sandbox_id, const char *route_id);

@@ -20,26 +20,6 @@
 #define SECRET_HEADER_MAX 64
 #define SECRET_HOSTS_MAX  16
 
-/* The tenant a request acts in: its own, or (an admin) the one named. */
-static bool secret_tenant(req_t *rq, const char *named, char tenant_id[SBX_ID_MAX])
-{
-    const char *tenant = named ? named : rq->auth.tenant;
-    if (named && rq->auth.role != ROLE_ADMIN && strcmp(named, rq->auth.tenant) != 0) {
-        http_reply_error(rq, API_FORBIDDEN, "this token belongs to tenant %s and cannot act in tenant %.64s",
-                         rq->auth.tenant, named);
-        return false;
-    }
-    policy_t pol;
-    memset(&pol, 0, sizeof pol);
-    int rc = store_tenant_policy_by_name(rq->db, tenant, tenant_id, &pol);
-    policy_release(&pol);
-    if (rc == SBX_ENOTFOUND)
-        http_reply_error(rq, API_NOT_FOUND, "no tenant %.64s", tenant);
-    else if (rc < 0)
-        http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
-    return rc == 0;
-}
-
 /* POST /v1/secrets {"name","header","hosts":[…],"value","tenant"?} */
 void api_secret_create(req_t *rq)
 {
@@ -102,7 +82,7 @@ void api_secret_create(req_t *rq)
         json_object_array_add(canon, json_object_new_string(c));
     }
     char tenant_id[SBX_ID_MAX];
-    if (!secret_tenant(rq, jsonx_get_str(body, "tenant"), tenant_id))
+    if (!api_tenant_for(rq, jsonx_get_str(body, "tenant"), "act", tenant_id, NULL))
         goto cleanup;
     if (store_secret_create(rq->db, &rq->ctl->lim, tenant_id, name, header, canon, value, rq->auth.token_id, &resp,
                             &err) < 0) {
@@ -141,7 +121,7 @@ void api_secret_delete(req_t *rq, const char *name)
         http_reply_error(rq, API_NOT_FOUND, "no secret %.64s", name);
         return;
     }
-    if (!secret_tenant(rq, http_query(rq, "tenant"), tenant_id))
+    if (!api_tenant_for(rq, http_query(rq, "tenant"), "act", tenant_id, NULL))
         return;
     if (store_secret_delete(rq->db, tenant_id, name, &resp, &err) < 0) {
         http_reply_api_error(rq, &err);

@@ -19,6 +19,25 @@ static bool volume_ref_ok(req_t *rq, const char *ref)
     return false;
 }
 
+bool api_tenant_for(req_t *rq, const char *named, const char *verb, char tenant_id[SBX_ID_MAX], policy_t *pol)
+{
+    const char *tenant = named ? named : rq->auth.tenant;
+    if (named && rq->auth.role != ROLE_ADMIN && strcmp(named, rq->auth.tenant) != 0) {
+        http_reply_error(rq, API_FORBIDDEN, "this token belongs to tenant %s and cannot %s in tenant %.64s",
+                         rq->auth.tenant, verb, named);
+        return false;
+    }
+    policy_t own;
+    memset(&own, 0, sizeof own);
+    int rc = store_tenant_policy_by_name(rq->db, tenant, tenant_id, pol ? pol : &own);
+    policy_release(&own);
+    if (rc == SBX_ENOTFOUND)
+        http_reply_error(rq, API_NOT_FOUND, "no tenant %.64s", tenant);
+    else if (rc < 0)
+        http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
+    return rc == 0;
+}
+
 void api_volume_create(req_t *rq)
 {
     json_object *body = NULL, *resp = NULL;
@@ -60,24 +79,9 @@ void api_volume_create(req_t *rq)
                          SBX_VOLUME_MIB_MIN, SBX_VOLUME_MIB_MAX);
         goto cleanup;
     }
-    const char *tenant = jsonx_get_str(body, "tenant");
-    if (!tenant)
-        tenant = rq->auth.tenant;
-    else if (rq->auth.role != ROLE_ADMIN && strcmp(tenant, rq->auth.tenant) != 0) {
-        http_reply_error(rq, API_FORBIDDEN, "this token belongs to tenant %s and cannot create in tenant %.64s",
-                         rq->auth.tenant, tenant);
-        goto cleanup;
-    }
     char tenant_id[SBX_ID_MAX];
-    int rc = store_tenant_policy_by_name(rq->db, tenant, tenant_id, &pol);
-    if (rc == SBX_ENOTFOUND) {
-        http_reply_error(rq, API_NOT_FOUND, "no tenant %.64s", tenant);
+    if (!api_tenant_for(rq, jsonx_get_str(body, "tenant"), "create", tenant_id, &pol))
         goto cleanup;
-    }
-    if (rc < 0) {
-        http_reply_error(rq, API_UNAVAILABLE, "database unavailable: %s", db_last_error());
-        goto cleanup;
-    }
     if (store_volume_create(rq->db, &rq->ctl->lim, tenant_id, &pol, name, size, idem, rq->auth.token_id, &resp,
                             &err) < 0) {
         http_reply_api_error(rq, &err);

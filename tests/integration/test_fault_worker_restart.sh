@@ -35,7 +35,7 @@ sleep 8
 fault_start_worker
 fault_probe_recovery "$t0"
 fault_burst_wait
-FAULT_EXPECT_NO_LOSS=1 FAULT_ALLOW_UNAVAILABLE=1 fault_audit
+FAULT_EXPECT_NO_LOSS=1 FAULT_ALLOW_UNAVAILABLE=1 FAULT_WORKER_LOST_IN_FLIGHT=1 fault_audit
 assert_eq 0 "$(fault_sql "SELECT count(*) FROM sandboxes WHERE phase = 'lost'")" "sandboxes lost"
 assert_eq 0 "$(fault_sql "SELECT count(*) FROM events WHERE kind = 'worker.lost'")" "worker.lost events"
 for k in sandbox.unreachable sandbox.reachable; do

@@ -135,6 +135,21 @@ fault_orphans() {
   echo "$bad"
 }
 
+# What a failed audit needs to be understood from CI's log alone: the
+# operations that failed and why, the workers' state changes, and the
+# worker's failed exchanges with the controller (times in UTC).
+fault_explain() {
+  echo "failed operations (updated_at, kind, code, message):"
+  fault_sql "SELECT to_char(updated_at AT TIME ZONE 'UTC', 'HH24:MI:SS.MS'), kind, error_code, left(error_message, 300)
+    FROM operations WHERE state = 'failed' ORDER BY updated_at" | sed 's/^/  /'
+  echo "worker events (ts, kind, data):"
+  fault_sql "SELECT to_char(ts AT TIME ZONE 'UTC', 'HH24:MI:SS.MS'), kind, data FROM events
+    WHERE kind LIKE 'worker.%' ORDER BY id" | sed 's/^/  /'
+  echo "the worker's failed exchanges and the controllers' worker judgements:"
+  grep -h -E 'failed to (send a heartbeat|poll|register)|unreachable|database reachable again|pass failed' \
+    "$FAULT_DIR"/worker*.log "$FAULT_DIR"/controller*.log 2>/dev/null | cut -c1-300 | tail -40 | sed 's/^/  /'
+}
+
 # The end of every scenario: drain, audit the invariants, print the row.
 fault_audit() {
   local accepted terminal lost dups stale twice orphans errors i max rec
@@ -190,6 +205,20 @@ fault_audit() {
   # back"), which the driver's lifecycles retry; the markers still tell
   # whether anything was lost.
   if [ "${FAULT_EXPECT_NO_LOSS:-0}" = 1 ]; then
+    local wl_max=${#FAULT_RECOVERY[@]} unjustified
+    # A worker that stops (FAULT_WORKER_LOST_IN_FLIGHT=1) ends the execs it
+    # was running worker_lost, however many the burst had in its hands then:
+    # each such exec must have been running before the worker said it
+    # stopped, and then they need no other bound.
+    if [ "${FAULT_WORKER_LOST_IN_FLIGHT:-0}" = 1 ]; then
+      unjustified=$(fault_sql "SELECT count(*) FROM operations o WHERE o.state = 'failed'
+        AND o.error_code = 'worker_lost' AND NOT EXISTS (SELECT 1 FROM events e WHERE e.operation_id = o.id
+          AND e.kind = 'operation.running'
+          AND e.id < (SELECT min(id) FROM events WHERE kind = 'worker.unreachable'))")
+      [ "$unjustified" -eq 0 ] || { fault_explain; fail "$unjustified execs failed worker_lost that were not running when the worker stopped"; }
+      wl_max=$(fault_sql "SELECT count(*) FROM operations WHERE state = 'failed' AND error_code = 'worker_lost'")
+      echo "execs running when the worker stopped, failed worker_lost: $wl_max"
+    fi
     [ "$(fault_json exec_unverifiable)" = 0 ] || fail "sandboxes were lost: $(fault_json exec_unverifiable) exec markers unverifiable ($(fault_json unverifiable_why))"
     python3 -c '
 import json, sys
@@ -199,8 +228,8 @@ bad = {k: v for k, v in o.items() if k not in ok}
 wl = o.get("failed:worker_lost", 0)
 if bad or wl > int(sys.argv[2]):
     sys.exit("unexpected outcomes %r (at most %s worker_lost allowed)" % (o, sys.argv[2]))
-' "$FAULT_DIR/summary.json" "${#FAULT_RECOVERY[@]}" "${FAULT_ALLOW_UNAVAILABLE:-0}" \
-      || fail "operations failed that a controller or database fault must not fail"
+' "$FAULT_DIR/summary.json" "$wl_max" "${FAULT_ALLOW_UNAVAILABLE:-0}" \
+      || { fault_explain; fail "operations failed that a controller or database fault must not fail"; }
   fi
 }
 
