@@ -21,7 +21,10 @@ static int fail(char *why, size_t whylen, const char *fmt, ...)
 }
 
 static unsigned u16(const uint8_t *p) { return (unsigned)p[0] << 8 | p[1]; }
-static uint32_t u32(const uint8_t *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
+static uint32_t u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
 
 static bool host_char(uint8_t c)
 {

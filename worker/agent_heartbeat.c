@@ -627,14 +627,155 @@ static void agent_report_network(agent_t *a, httpc_t *c, const char *wid)
     httpc_response_release(&resp);
 }
 
+/* ---- the runtime's state, read beside the beats --------------------------
+ * Reading the runtime (images, inventory, snapshots, volumes: calls to a
+ * Docker daemon) takes seconds on a busy host, and a worker whose beats wait
+ * for it is called unreachable though it is alive. So a thread of its own
+ * reads it, one read at a time, on request; a beat carries the newest read
+ * once it is done (as soon as it is done), and while a read is under way,
+ * the beats say only that the worker lives (what it holds, whether it
+ * stops): the controller keeps what it knew of the rest. */
+typedef struct hb_reader {
+    agent_t *a;
+    pthread_t th;
+    bool started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;       /* CLOCK_MONOTONIC */
+    bool want, busy, stop;
+    json_object *body;       /* a finished read, not yet sent */
+    int last_inv_kind, last_img_kind;
+} hb_reader_t;
+
+static void *hb_reader_main(void *arg)
+{
+    hb_reader_t *r = arg;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        while (!r->want && !r->stop)
+            pthread_cond_wait(&r->cv, &r->mu);
+        if (r->stop)
+            break;
+        r->want = false;
+        r->busy = true;
+        pthread_mutex_unlock(&r->mu);
+        json_object *body = agent_heartbeat_body(r->a, &r->last_inv_kind, &r->last_img_kind);
+        pthread_mutex_lock(&r->mu);
+        json_object_put(r->body);
+        r->body = body;
+        r->busy = false;
+        pthread_cond_broadcast(&r->cv);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+static bool hb_reader_start(hb_reader_t *r, agent_t *a)
+{
+    memset(r, 0, sizeof *r);
+    r->a = a;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    bool ok = pthread_cond_init(&r->cv, &ca) == 0;
+    pthread_condattr_destroy(&ca);
+    if (!ok || pthread_mutex_init(&r->mu, NULL) != 0) {
+        log_error(AGENT_COMPONENT, "cannot start the runtime reader of the heartbeat");
+        return false;
+    }
+    r->started = pthread_create(&r->th, NULL, hb_reader_main, r) == 0;
+    if (!r->started)
+        log_error(AGENT_COMPONENT, "cannot start the runtime reader of the heartbeat");
+    return r->started;
+}
+
+static void hb_reader_stop(hb_reader_t *r)
+{
+    if (!r->started)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->stop = true;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->th, NULL);
+    json_object_put(r->body);
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->mu);
+}
+
+/* The body of the beat due by deadline_ms (monotonic): the read asked for
+ * (a new one asked when none is under way), when it is done by then; else
+ * a beat that says only that the worker lives. */
+static json_object *hb_reader_body(hb_reader_t *r, agent_t *a, int64_t deadline_ms)
+{
+    struct timespec ts = time_mono_timespec_after(time_left_ms(deadline_ms));
+    pthread_mutex_lock(&r->mu);
+    if (!r->body && !r->busy && !r->want) {
+        r->want = true;
+        pthread_cond_broadcast(&r->cv);
+    }
+    while (!r->body && !agent_flag(&a->stop_hb))
+        if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) == ETIMEDOUT)
+            break;
+    json_object *body = r->body;
+    r->body = NULL;
+    pthread_mutex_unlock(&r->mu);
+    if (body) {
+        if (atomic_load(&a->stopping)) /* it began to stop after the read */
+            jsonx_add_bool(body, "stopping", true);
+        return body;
+    }
+    body = json_object_new_object();
+    if (atomic_load(&a->stopping))
+        jsonx_add_bool(body, "stopping", true);
+    agent_add_holding(a, body);
+    return body;
+}
+
+/* Beats that took more than three periods, told at most once a minute: a
+ * worker whose beats come late is called unreachable by a controller with a
+ * short worker timeout, and this says where the time went. */
+typedef struct slow_beat {
+    int64_t told_ms;
+    int count;
+    int64_t worst_body_ms, worst_sent_ms, worst_total_ms;
+} slow_beat_t;
+
+static void slow_beat_note(slow_beat_t *s, int64_t t0, int64_t t_body, int64_t t_sent, int64_t period_ms)
+{
+    int64_t now = time_mono_ms(), total = now - t0;
+    if (total <= 3 * period_ms)
+        return;
+    s->count++;
+    if (total > s->worst_total_ms) {
+        s->worst_total_ms = total;
+        s->worst_body_ms = t_body - t0;
+        s->worst_sent_ms = t_sent - t_body;
+    }
+    if (s->told_ms && now - s->told_ms < 60000)
+        return;
+    log_warn(AGENT_COMPONENT, "%d heartbeats took over %lld ms since the last word of it; the slowest %lld ms: %lld "
+             "waiting for the runtime's state, %lld for the controller, the rest acting on its answer", s->count,
+             (long long)(3 * period_ms), (long long)s->worst_total_ms, (long long)s->worst_body_ms,
+             (long long)s->worst_sent_ms);
+    s->told_ms = now;
+    s->count = 0;
+    s->worst_total_ms = 0;
+}
+
 void *agent_heartbeat_main(void *arg)
 {
     agent_t *a = arg;
     httpc_t *c = NULL;
-    int last_kind = 0, last_inv_kind = 0, last_img_kind = 0;
+    int last_kind = 0;
     inv_track_t track = { 0 };
-    if (!(c = agent_client(a, &a->stop_hb, "the heartbeat")))
+    slow_beat_t slow = { 0 };
+    hb_reader_t reader;
+    if (!hb_reader_start(&reader, a))
         return NULL;
+    if (!(c = agent_client(a, &a->stop_hb, "the heartbeat"))) {
+        hb_reader_stop(&reader);
+        return NULL;
+    }
     while (!agent_flag(&a->stop_hb)) {
         pthread_mutex_lock(&a->mu);
         while (!a->registered && !agent_flag(&a->stop_hb))
@@ -650,11 +791,13 @@ void *agent_heartbeat_main(void *arg)
             char wid[AGENT_WORKER_ID_MAX], path[AGENT_WORKER_ID_MAX + 32];
             agent_worker_id(a, wid, sizeof wid);
             snprintf(path, sizeof path, "/v1/workers/%s/heartbeat", wid);
-            json_object *body = agent_heartbeat_body(a, &last_inv_kind, &last_img_kind);
+            json_object *body = hb_reader_body(&reader, a, t0 + period_ms);
             inv_prepare(&track, body, epoch);
             httpc_response_t resp;
             long timeout = period_ms > 10000 ? period_ms : 10000;
+            int64_t t_body = time_mono_ms();
             int rc = httpc_request(c, "POST", path, body, NULL, timeout, &resp);
+            int64_t t_sent = time_mono_ms();
             json_object_put(body);
             bool beat_ok = rc == 0 && resp.status == 200;
             if (!agent_flag(&a->stop_hb))
@@ -679,11 +822,13 @@ void *agent_heartbeat_main(void *arg)
                 agent_exchange_failed(a, c, &last_kind, rc, &resp, "send a heartbeat");
             }
             httpc_response_release(&resp);
+            slow_beat_note(&slow, t0, t_body, t_sent, period_ms);
         }
         int left = time_left_ms(t0 + period_ms);
         if (left > 0)
             agent_sleep_ms(a, left, &a->stop_hb);
     }
+    hb_reader_stop(&reader);
     inv_track_release(&track);
     httpc_free(c);
     return NULL;

@@ -596,8 +596,8 @@ static int build_move(PGconn *c, const store_limits_t *lim, const char *id)
     } else if (building) {
         snprintf(key, sizeof key, "tb-%s-snapshot", b.id);
         build_hash(b.id, "snapshot", hash);
-        if ((rc = store_snapshot_create(c, lim, b.tenant_id, b.sandbox_id, NULL, b.template_name, b.config, false, key, hash,
-                                        by, &resp, &err)) < 0) {
+        if ((rc = store_snapshot_create(c, lim, b.tenant_id, b.sandbox_id, NULL, b.template_name, b.config, false, key,
+                                        hash, by, &resp, &err)) < 0) {
             rc = rc == SBX_EDB ? SBX_EDB : build_refused(c, &b, "the snapshot of the build sandbox", &err);
         } else {
             op_id_of(resp, op);

@@ -108,8 +108,8 @@ static int worker_caps_text(json_object *body, unsigned offered, char **ret_netw
             if (!json_object_is_type(v, json_type_array) || (len == 0 && json_object_array_length(v) > 0)) {
                 json_object_put(n);
                 json_object_put(p);
-                return api_error_set(err, API_INVALID_ARGUMENT, "networks.%s must list none, restricted, open or filtered",
-                                     cname);
+                return api_error_set(err, API_INVALID_ARGUMENT,
+                                     "networks.%s must list none, restricted, open or filtered", cname);
             }
         }
         json_object *a = json_object_new_array();

@@ -443,7 +443,8 @@ int docker_filter_egress_set(docker_runtime_t *rt, const char *sandbox_id, const
     json_object_put(before);
     if (!text)
         r = api_error_set(err, API_INTERNAL, "out of memory");
-    else if ((r = docker_filter_keep(rt, sandbox_id, ".json", text, err)) == 0 && (r = docker_filter_add(rt, sandbox_id, ref, err)) < 0) {
+    else if ((r = docker_filter_keep(rt, sandbox_id, ".json", text, err)) == 0 &&
+             (r = docker_filter_add(rt, sandbox_id, ref, err)) < 0) {
         api_error_t ignored;
         if (docker_filter_keep(rt, sandbox_id, ".json", was, &ignored) < 0)
             log_warn("worker", "egress filter: cannot put back the rules of %s: %s", sandbox_id, ignored.message);

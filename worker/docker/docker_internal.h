@@ -90,8 +90,8 @@ typedef struct docker_runtime {
     char filter_bridge[DOCKER_EGRESS_BRIDGE_MAX], filter_gw[48];
     char filter_cmd[RUNSC_PATH_MAX], filter_tool[RUNSC_PATH_MAX];
     char filter_upstream[128], filter_control[108];
-    char filter_rules_dir[108];
-    char filter_upstream_ca[RUNSC_PATH_MAX];         /* --upstream-ca; "": the system's CAs */                      /* rules changed live, by sandbox (over the labels') */
+    char filter_rules_dir[108];                      /* rules changed live, by sandbox (over the labels') */
+    char filter_upstream_ca[RUNSC_PATH_MAX];         /* --upstream-ca; "": the system's CAs */
     bool offered[DOCKER_CLASSES];
     bool considered[DOCKER_CLASSES];                 /* has a probe line */
     unsigned net_modes[DOCKER_CLASSES];

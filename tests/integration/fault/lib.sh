@@ -184,6 +184,8 @@ fault_audit() {
     "$stale" "$orphans" "$max"
   echo "outcomes: $(fault_json outcomes); exec markers verified $(fault_json exec_verified), unverifiable $(fault_json exec_unverifiable)"
   echo "recovery times: ${FAULT_RECOVERY[*]:-none}"
+  echo "times a worker was called unreachable for its silence: $(fault_sql "SELECT count(*) FROM events
+    WHERE kind = 'worker.unreachable' AND data->>'reason' = 'no heartbeat'")"
   # not a vacuous burst: each sandbox's create and delete and most of its
   # execs (a sandbox on a worker declared lost ends its lifecycle early: with
   # three of them, a busy host's worker_pause saw 195 of 225)
@@ -214,7 +216,7 @@ fault_audit() {
       unjustified=$(fault_sql "SELECT count(*) FROM operations o WHERE o.state = 'failed'
         AND o.error_code = 'worker_lost' AND NOT EXISTS (SELECT 1 FROM events e WHERE e.operation_id = o.id
           AND e.kind = 'operation.running'
-          AND e.id < (SELECT min(id) FROM events WHERE kind = 'worker.unreachable'))")
+          AND e.id < (SELECT min(id) FROM events WHERE kind = 'worker.unreachable' AND data->>'reason' = 'restarting'))")
       [ "$unjustified" -eq 0 ] || { fault_explain; fail "$unjustified execs failed worker_lost that were not running when the worker stopped"; }
       wl_max=$(fault_sql "SELECT count(*) FROM operations WHERE state = 'failed' AND error_code = 'worker_lost'")
       echo "execs running when the worker stopped, failed worker_lost: $wl_max"
