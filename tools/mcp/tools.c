@@ -316,6 +316,13 @@ const mcp_tool_t tool_table[] = {
       "'required':['snapshot_id'],'additionalProperties':false}",
       "{'type':'object','properties':{'snapshot':" SNP_SCHEMA "},'required':['snapshot']}",
       "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':true,'openWorldHint':false}" } },
+    { .run = tool_snapshot_copy, .def = { "sandbox_snapshot_copy", "Copy a snapshot to a worker",
+      "Copies a snapshot to another worker (an operation), so creates from it can run there.",
+      "{'type':'object','properties':{'snapshot_id':" DSTR("the snapshot id (snp_...) or its name") ",'worker':"
+      DSTR("the worker name") "," WAIT_PROPS_DEFAULT("true") "},"
+      "'required':['snapshot_id','worker'],'additionalProperties':false}",
+      "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
+      "{'readOnlyHint':false,'destructiveHint':false,'idempotentHint':false,'openWorldHint':false}" } },
     { .run = tool_templates, .def = { "sandbox_templates", "List templates",
       "Lists the templates of the tenant: name, versions and latest, the newest ready version (a snapshot with "
       "its version and config: env, workdir, user, cmd, expose). Start a sandbox from one with sandbox_create "
@@ -329,11 +336,12 @@ const mcp_tool_t tool_table[] = {
       "Builds the next version of a template on the server: a build sandbox (sandbox: as sandbox_create takes "
       "it, image or template and limits), each step run in it in order as an exec (a non-zero exit fails the "
       "build), then a snapshot as the new version with config as its defaults, and the sandbox deleted. Waits "
-      "for the end (a failed build is an error) unless wait is false; build_id alone reads that build.",
+      "for the end (a failed build is an error) unless wait is false; build_id reads that build, cancel "
+      "cancels it.",
       "{'type':'object','properties':{'template':" DSTR("the template name") ",'steps':{'type':'array','items':"
       "{'type':'object','properties':{'argv':{'type':'array','items':" STR "},'env':" KV ",'cwd':" STR ",'user':"
       STR "},'required':['argv']},'description':'exec steps, in order'},'sandbox':{'type':'object','description':"
-      "'as sandbox_create'},'config':{'type':'object','description':'env, workdir, user, cmd of the version'},'build_id':" DSTR("read this build (bld_...) instead") ","
+      "'as sandbox_create'},'config':{'type':'object','description':'env, workdir, user, cmd of the version'},'build_id':" DSTR("read this build (bld_...) instead") ",'cancel':{'type':'boolean','description':'cancel build_id'},"
       WAIT_PROPS_DEFAULT("true") "},'required':['template'],'additionalProperties':false}",
       "{'type':'object','properties':{'build':{'type':'object','properties':{'id':" STR ",'state':" STR
       ",'version':{'type':'integer'}},'required':['id','state']}},'required':['build']}",

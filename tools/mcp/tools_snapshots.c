@@ -90,6 +90,30 @@ json_object *tool_snapshot_delete(call_t *c, json_object *args)
     return mcp_tool_ok(resp);
 }
 
+/* sandbox_snapshot_copy: POST /v1/snapshots/{id}/copies {"worker"}, an
+ * operation (docs/snapshots.md#copies-on-other-workers), waited for like a snapshot. */
+json_object *tool_snapshot_copy(call_t *c, json_object *args)
+{
+    json_object *bad = NULL, *resp = NULL;
+    const char *snp = NULL, *worker = NULL;
+    bool wait = true, done = false;
+    int64_t tmo;
+    char path[MCP_PATH_MAX];
+    if (!tool_arg_str(args, "snapshot_id", &snp, &bad) || !tool_arg_str(args, "worker", &worker, &bad) ||
+        !tool_arg_wait(args, true, &wait, &tmo, &bad) ||
+        !tool_id_path(path, sizeof path, "/v1/snapshots/", snp, "/copies", &bad))
+        return bad;
+    if (!worker)
+        return mcp_tool_error("invalid_argument", "worker is required: the name of the worker to copy it to");
+    json_object *body = json_object_new_object();
+    if (!body)
+        return mcp_tool_error("internal", "out of memory");
+    jsonx_add_str(body, "worker", worker);
+    json_object *failed = op_request(c, "POST", path, body, NULL, "copying", wait, tmo, &resp, &done);
+    json_object_put(body);
+    return failed ? failed : mcp_tool_ok(resp);
+}
+
 /* sandbox_templates: the tenant's templates (docs/templates.md); they are
  * built with the CLI (sandbox templates build), sandbox_create's
  * "template" starts from one. */
@@ -376,26 +400,36 @@ json_object *tool_fork(call_t *c, json_object *args)
 
 /* A build the server drives (POST /v1/templates/{name}/builds), waited for
  * until it ends or timeout_seconds pass (then answered as it is: the build
- * goes on); with build_id, that build read (and waited for likewise). */
+ * goes on); with build_id, that build read (and waited for likewise), or
+ * with cancel, cancelled (DELETE …/builds/{id}). */
 json_object *tool_template_build(call_t *c, json_object *args)
 {
     json_object *bad = NULL, *resp = NULL, *steps = NULL, *sb = NULL, *cfg = NULL;
     const char *tmpl = NULL, *bid = NULL;
-    bool wait = true;
+    bool wait = true, cancel = false;
     int64_t tmo;
     char path[MCP_PATH_MAX], one[MCP_PATH_MAX];
     api_err_t e;
     if (!tool_arg_str(args, "template", &tmpl, &bad) || !tool_arg_str(args, "build_id", &bid, &bad) ||
-        !tool_arg_wait(args, true, &wait, &tmo, &bad))
+        !tool_arg_bool(args, "cancel", false, &cancel, &bad) || !tool_arg_wait(args, true, &wait, &tmo, &bad))
         return bad;
     if (!tmpl)
         return mcp_tool_error("invalid_argument", "template is required");
     if (!tool_id_path(path, sizeof path, "/v1/templates/", tmpl, "/builds", &bad))
         return bad;
     int64_t deadline = time_mono_ms() + tmo * 1000;
+    if (cancel && !bid)
+        return mcp_tool_error("invalid_argument", "cancel needs build_id: the build to cancel");
     if (bid) {
         if (!ids_valid("bld", bid))
             return mcp_tool_error("invalid_argument", "build_id must be a build id (bld_...)");
+        if (cancel) { /* answered with the build as the cancel left it */
+            if ((size_t)snprintf(one, sizeof one, "%s/%s", path, bid) >= sizeof one)
+                return mcp_tool_error("invalid_argument", "template too long");
+            if (api(c, "DELETE", one, NULL, NULL, deadline_in(MCP_REQUEST_TIMEOUT_MS), &resp, &e) < 0)
+                return api_failure(&e);
+            return mcp_tool_ok(resp);
+        }
     } else {
         json_object_object_get_ex(args, "steps", &steps);
         json_object_object_get_ex(args, "sandbox", &sb);
