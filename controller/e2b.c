@@ -987,6 +987,63 @@ static void e2b_template_delete(req_t *rq, const char *id)
     http_reply_text(rq, 204, "application/json", "", 0);
 }
 
+/* ---- network ------------------------------------------------------------ */
+
+static void network_resume(req_t *rq, bool final)
+{
+    json_object *op = NULL;
+    if (op_ended(rq, final, "take the new network rules", "the network rules were not applied in time; they may "
+                 "still be", &op) < 0)
+        return;
+    json_object_put(op);
+    http_reply_text(rq, 204, "application/json", "", 0);
+}
+
+/* PUT /sandboxes/{id}/network {"allowOut","denyOut"}: the sandbox's egress
+ * rules replaced, as E2B's create maps them (e2b_network; a field left out
+ * clears it), through the live change PATCH /v1/sandboxes/{id}/network
+ * makes; 204 once its worker applies them. */
+static void e2b_network_put(req_t *rq, const char *id)
+{
+    json_object *body = NULL, *out = NULL, *resp = NULL;
+    api_error_t err;
+    egress_rules_t rules;
+    memset(&rules, 0, sizeof rules);
+    if (http_read_json(rq, (size_t)rq->ctl->max_body_client, &body) < 0)
+        return;
+    if (!json_object_is_type(body, json_type_object)) {
+        e2b_reply_error(rq, API_INVALID_ARGUMENT, "the body must be a JSON object");
+        goto cleanup;
+    }
+    out = json_object_new_object();
+    if (e2b_network(body, out, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        goto cleanup;
+    }
+    json_object *eg = jsonx_get_obj(out, "egress");
+    if (!eg) { /* nothing listed: every rule cleared, everything allowed */
+        eg = json_object_new_object();
+        jsonx_add_str(eg, "default", "allow");
+        jsonx_add(out, "egress", eg);
+    }
+    if (egress_rules_from_json(eg, "network", &rules, &err) < 0 ||
+        store_sandbox_network(rq->db, &rq->ctl->lim, auth_scope(rq), id, &rules, NULL, NULL, rq->auth.token_id,
+                              &resp, &err) < 0) {
+        http_reply_api_error(rq, &err);
+        goto cleanup;
+    }
+    api_kick_if_waiting(rq->ctl, resp);
+    char op_id[SBX_ID_MAX];
+    const char *oid = jsonx_get_str(jsonx_get_obj(resp, "operation"), "id");
+    snprintf(op_id, sizeof op_id, "%s", oid ? oid : "");
+    park_on(rq, op_id, network_resume);
+cleanup:
+    egress_rules_release(&rules);
+    json_object_put(resp);
+    json_object_put(out);
+    json_object_put(body);
+}
+
 /* ---- the table and the dispatch ----------------------------------------- */
 
 #define E2B_DENY "a %s token cannot use the E2B API"
@@ -1004,6 +1061,8 @@ static const api_route_t e2b_routes[] = {
     { EVHTTP_REQ_POST, "/e2b/sandboxes/{id}/connect", RR_CLIENT, RF_OPERATION, E2B_DENY, NULL, e2b_connect, NULL },
     { EVHTTP_REQ_POST, "/e2b/sandboxes/{id}/pause", RR_CLIENT, RF_OPERATION, E2B_DENY, NULL, e2b_pause, NULL },
     { EVHTTP_REQ_POST, "/e2b/sandboxes/{id}/resume", RR_CLIENT, RF_OPERATION, E2B_DENY, NULL, e2b_resume, NULL },
+    { EVHTTP_REQ_PUT, "/e2b/sandboxes/{id}/network", RR_CLIENT, RF_OPERATION, E2B_DENY, NULL, e2b_network_put,
+      NULL },
     { EVHTTP_REQ_POST, "/e2b/sandboxes/{id}/snapshots", RR_CLIENT, RF_OPERATION, E2B_DENY, NULL, e2b_snapshot,
       NULL },
     { EVHTTP_REQ_GET, "/e2b/snapshots", RR_CLIENT, 0, E2B_DENY, e2b_snapshots, NULL, NULL },

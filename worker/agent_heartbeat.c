@@ -683,8 +683,11 @@ static bool hb_reader_start(hb_reader_t *r, agent_t *a)
         return false;
     }
     r->started = pthread_create(&r->th, NULL, hb_reader_main, r) == 0;
-    if (!r->started)
+    if (!r->started) {
         log_error(AGENT_COMPONENT, "cannot start the runtime reader of the heartbeat");
+        pthread_cond_destroy(&r->cv);
+        pthread_mutex_destroy(&r->mu);
+    }
     return r->started;
 }
 
@@ -707,24 +710,25 @@ static void hb_reader_stop(hb_reader_t *r)
  * a beat that says only that the worker lives. */
 static json_object *hb_reader_body(hb_reader_t *r, agent_t *a, int64_t deadline_ms)
 {
-    struct timespec ts = time_mono_timespec_after(time_left_ms(deadline_ms));
     pthread_mutex_lock(&r->mu);
     if (!r->body && !r->busy && !r->want) {
         r->want = true;
         pthread_cond_broadcast(&r->cv);
     }
-    while (!r->body && !agent_flag(&a->stop_hb))
-        if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) == ETIMEDOUT)
-            break;
+    /* in slices, so that a stop (told on the agent's condition, not this
+     * one) is seen within 100 ms */
+    int left;
+    while (!r->body && !agent_flag(&a->stop_hb) && (left = time_left_ms(deadline_ms)) > 0) {
+        struct timespec ts = time_mono_timespec_after(left < 100 ? left : 100);
+        pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+    }
     json_object *body = r->body;
     r->body = NULL;
     pthread_mutex_unlock(&r->mu);
-    if (body) {
-        if (atomic_load(&a->stopping)) /* it began to stop after the read */
-            jsonx_add_bool(body, "stopping", true);
-        return body;
-    }
-    body = json_object_new_object();
+    if (!body)
+        body = json_object_new_object();
+    /* what it holds and whether it stops as they are now, not as at the
+     * read: a lease is renewed only for what a beat says it holds */
     if (atomic_load(&a->stopping))
         jsonx_add_bool(body, "stopping", true);
     agent_add_holding(a, body);

@@ -219,6 +219,19 @@ fpid=$(pgrep -P "$wpid" -f sandbox-egress || true)
 [ -n "$fpid" ] && [ "$fpid" != "$old_fpid" ] || fail "no new sandbox-egress child of the restarted worker"
 assert_contains "$(get other.egress.test "$other")" "hello other.egress.test" "the new rules after the worker's restart"
 assert_not_contains "$(get api.egress.test "$api")" "hello" "the new denial after the worker's restart"
+# E2B's PUT /sandboxes/{id}/network is the same live change: its allowOut
+# and denyOut as a create maps them, 204 once the filter applies them
+itest_http PUT "/e2b/sandboxes/$sbx/network" "$SANDBOX_TOKEN" '{"allowOut":["api.egress.test"],"denyOut":["0.0.0.0/0"]}'
+assert_http 204 "" "E2B's network update"
+assert_contains "$(get api.egress.test "$api")" "hello api.egress.test" "the name E2B's update allows"
+assert_contains "$(nsl other.egress.test)" "NXDOMAIN" "a name E2B's update leaves out (denyOut 0.0.0.0/0)"
+itest_http PUT "/e2b/sandboxes/$sbx/network" "$SANDBOX_TOKEN" '{"allowOut":["198.51.100.9"]}'
+[ "$HTTP_STATUS" = 400 ] || fail "E2B's update with an address: HTTP $HTTP_STATUS [$HTTP_BODY]"
+assert_contains "$HTTP_BODY" "allowOut[0]" "E2B's error names the entry"
+itest_http PUT "/e2b/sandboxes/$sbx/network" "$SANDBOX_TOKEN" '{"allowOut":["example.org"]}'
+[ "$HTTP_STATUS" = 422 ] || [ "$HTTP_STATUS" = 403 ] || fail "E2B's update beyond the tenant: HTTP $HTTP_STATUS [$HTTP_BODY]"
+assert_exit 0 sandbox get "$sbx" --json
+assert_eq '["api.egress.test"]' "$(itest_json "$ITEST_OUT" sandbox.egress.allow)" "the rules E2B's update left"
 
 # ---- secrets at egress: the filter adds the tenant's header for its host;
 # the sandbox (an image with curl) never holds it

@@ -700,9 +700,17 @@ static void ext_discover(ext_runtime_t *rt)
                      rt->hello.name, isolation_name((isolation_t)c));
             continue;
         }
+        /* Once more after a failure: a loaded host's first boot (which may
+         * also build the driver's first template) was seen to miss the
+         * guest agent's 60 s, and a class not offered at start stays so
+         * until the worker restarts. */
         if (ext_probe_class(rt, (isolation_t)c, &err) < 0) {
-            snprintf(rt->probe[c], RUNTIME_PROBE_TEXT_MAX, "not offered: probe failed: %.340s", err.message);
-            continue;
+            log_warn("worker", "isolation %s: the probe failed (%.300s); trying once more",
+                     isolation_name((isolation_t)c), err.message);
+            if (ext_probe_class(rt, (isolation_t)c, &err) < 0) {
+                snprintf(rt->probe[c], RUNTIME_PROBE_TEXT_MAX, "not offered: probe failed: %.340s", err.message);
+                continue;
+            }
         }
         rt->offered[c] = true;
         rt->net_modes[c] = rt->hello.net_modes[c];
