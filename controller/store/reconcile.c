@@ -832,19 +832,32 @@ static int ops_pass(PGconn *c, const store_limits_t *lim, const char *cond, op_s
     return rc;
 }
 
-/* A lease nobody renews: retried (outcome 0), or failed (1) for an exec,
- * which is not safe to repeat, or past the last attempt. */
+/* A lease nobody renews: retried (outcome 0), or failed (1) for an exec
+ * its worker took, which is not safe to repeat, or past the last attempt. */
 static int lease_expire_step(PGconn *c, const store_limits_t *lim, const char *op_id, const claimed_op_t *o)
 {
     int x;
-    /* exec is not safe to repeat: it may have run. create and delete are. */
-    bool give_up = strcmp(o->kind, "exec") == 0 || o->attempt >= lim->max_attempts;
+    /* An exec a worker took (running) is not safe to repeat: it may have
+     * run. One still leased was never handed out (a hand-out whose answer
+     * was lost is taken back to leased): placed again like the rest (a
+     * worker killed and restarted slower than the lease saw its exec fail
+     * worker_lost, never having run it). create and delete are safe. */
+    bool exec = strcmp(o->kind, "exec") == 0, taken_exec = exec && o->from != OP_LEASED;
+    bool give_up = taken_exec || o->attempt >= lim->max_attempts;
+    if (exec && !give_up) { /* its worker lost: it can go nowhere else */
+        char wstate[24] = "";
+        x = store__one_text(c, "SELECT w.state FROM operations o JOIN workers w ON w.id = o.lease_worker_id "
+                               "WHERE o.id = $1", 1, (const char *const[]){ op_id }, wstate, sizeof wstate);
+        if (x < 0 && x != SBX_ENOTFOUND)
+            return x;
+        give_up = x == SBX_ENOTFOUND || strcmp(wstate, "lost") == 0;
+    }
     bool create = strcmp(o->kind, "create") == 0;
     if (give_up) {
         char msg[160];
         snprintf(msg, sizeof msg, "the worker stopped renewing its lease (attempt %lld of %lld)%s",
                  (long long)o->attempt, (long long)lim->max_attempts,
-                 strcmp(o->kind, "exec") == 0 ? "; exec is not retried because it may have run" : "");
+                 taken_exec ? "; exec is not retried because it may have run" : "");
         const char *e[] = { "worker_lost", msg };
         x = store__op_cas(c, op_id, o->from, OP_FAILED, "error_code = $4, error_message = $5, lease_worker_id = NULL",
                           2, e, store__event_reason("lease_expired"));

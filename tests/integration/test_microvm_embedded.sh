@@ -90,6 +90,7 @@ assert_contains "$ITEST_OUT" "sandbox-vmm" "the descendants looked at"
 assert_contains "$ITEST_OUT" "postgres" "the descendants looked at"
 # kill -9: its ports are free at once (no survivor holds them), and a
 # restart on the same data dir serves again and finds the running VM
+regs=$(grep -c 'level=info component=worker msg="registered with' "$log" || true)
 kill -KILL "$all_pid"
 wait "$all_pid" 2>/dev/null || true
 port_free() {
@@ -101,7 +102,11 @@ s.bind(("127.0.0.1", int(sys.argv[1])))' "$1"
 port_free "$port" || fail "the API port $port is still held after kill -9 of sandboxd: $(ss -ltnpH "sport = :$port")"
 port_free "$rport" || fail "the route port $rport is still held after kill -9 of sandboxd: $(ss -ltnpH "sport = :$rport")"
 start_all
-itest_wait_until 200 "the restarted worker offering microvm" offers_microvm
+# the restarted worker's own registration (the controller's record says
+# microvm from the killed one's until then)
+registered_again() { [ "$(grep -c 'level=info component=worker msg="registered with' "$log" || true)" -gt "$regs" ]; }
+itest_wait_until 200 "the restarted worker registered" registered_again
+itest_wait_until 30 "the restarted worker offering microvm" offers_microvm
 assert_exit 0 sandbox exec "$sbx" -- echo alive
 assert_eq "alive" "$ITEST_OUT" "the VM after sandboxd's kill -9 and restart"
 
