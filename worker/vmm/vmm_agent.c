@@ -213,6 +213,38 @@ static int send_frame(vmm_t *vm, uint8_t type, uint32_t ch, const void *p, size_
     return 0;
 }
 
+/* The last line QEMU wrote to its log (its stderr) in dir, for an error
+ * message: "" when there is none. Read with O_NOFOLLOW (the file is QEMU's
+ * user's), at most its last 512 bytes, control characters made spaces. */
+static void qemu_last_words(const char *dir, char *out, size_t cap)
+{
+    char path[VMM_PATH_MAX], buf[513];
+    out[0] = '\0';
+    if (vmm__path(path, sizeof(path), "%s/qemu.log", dir) != 0)
+        return;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return;
+    off_t end = lseek(fd, 0, SEEK_END);
+    ssize_t n = end < 0 ? -1 : pread(fd, buf, sizeof(buf) - 1, end > 512 ? end - 512 : 0);
+    close(fd);
+    if (n <= 0)
+        return;
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        n--;
+    buf[n] = '\0';
+    char *line = strrchr(buf, '\n');
+    line = line ? line + 1 : buf;
+    for (char *p = line; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = ' ';
+    size_t len = strlen(line);
+    if (len >= cap)
+        len = cap - 1;
+    memcpy(out, line, len);
+    out[len] = '\0';
+}
+
 int vmm__agent_connect(vmm_t *vm, long timeout_ms, char *why)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
@@ -227,7 +259,10 @@ int vmm__agent_connect(vmm_t *vm, long timeout_ms, char *why)
         int st;
         /* a child of ours that exited is a zombie kill() still finds */
         if (vm->pid > 0 && (waitpid(vm->pid, &st, WNOHANG) == vm->pid || kill(vm->pid, 0) != 0)) {
-            vmm__why(why, "QEMU exited while the guest booted (see %s/console.log)", vm->dir);
+            char said[128];
+            qemu_last_words(vm->dir, said, sizeof(said));
+            vmm__why(why, "QEMU exited while the guest booted%s%s (see %s/console.log)", said[0] ? ": " : "", said,
+                     vm->dir);
             return SBX_ERUNTIME;
         }
         if (vm->fd < 0) {
