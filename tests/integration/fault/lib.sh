@@ -141,13 +141,13 @@ fault_orphans() {
 fault_explain() {
   echo "failed operations (updated_at, kind, code, message):"
   fault_sql "SELECT to_char(updated_at AT TIME ZONE 'UTC', 'HH24:MI:SS.MS'), kind, error_code, left(error_message, 300)
-    FROM operations WHERE state = 'failed' ORDER BY updated_at" | sed 's/^/  /'
+    FROM operations WHERE state = 'failed' ORDER BY updated_at" | sed 's/^/  /' || true
   echo "worker events (ts, kind, data):"
   fault_sql "SELECT to_char(ts AT TIME ZONE 'UTC', 'HH24:MI:SS.MS'), kind, data FROM events
-    WHERE kind LIKE 'worker.%' ORDER BY id" | sed 's/^/  /'
+    WHERE kind LIKE 'worker.%' ORDER BY id" | sed 's/^/  /' || true
   echo "the worker's failed exchanges and the controllers' worker judgements:"
   grep -h -E 'failed to (send a heartbeat|poll|register)|unreachable|database reachable again|pass failed' \
-    "$FAULT_DIR"/worker*.log "$FAULT_DIR"/controller*.log 2>/dev/null | cut -c1-300 | tail -40 | sed 's/^/  /'
+    "$FAULT_DIR"/worker*.log "$FAULT_DIR"/controller*.log 2>/dev/null | cut -c1-300 | tail -40 | sed 's/^/  /' || true
 }
 
 # The end of every scenario: drain, audit the invariants, print the row.
