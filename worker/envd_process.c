@@ -66,6 +66,8 @@ typedef struct envd_sub {
     size_t bytes;
     bool ended;               /* the end event is queued: the stream ends after it */
     bool cut;                 /* it fell ENVD_SUB_QUEUE_MAX behind */
+    bool starter;             /* the Start's own stream (its deadline is the process's) */
+    bool timed_out;           /* starter: its process was killed at the deadline: ends deadline_exceeded */
     int wake[2];              /* a byte when something was queued */
 } envd_sub_t;
 
@@ -318,7 +320,8 @@ static bool envd_exec_cancelled(void *ud)
 
 /* Runs an exec-mode process to its end: 0 with its exit code, or the
  * signal that killed it (*ret_sig, 9 or 15) or the worker stopping. */
-static int envd_exec_run(envd_proc_t *p, int *ret_code, int *ret_sig, bool *ret_stopping, api_error_t *err)
+static int envd_exec_run(envd_proc_t *p, int *ret_code, int *ret_sig, bool *ret_stopping, bool *ret_deadline,
+                         api_error_t *err)
 {
     runtime_output_sink_t sink = { .write = envd_exec_write, .cancelled = envd_exec_cancelled, .ud = p };
     runtime_exec_result_t res;
@@ -328,6 +331,7 @@ static int envd_exec_run(envd_proc_t *p, int *ret_code, int *ret_sig, bool *ret_
         return r;
     pthread_mutex_lock(&p->t->mu);
     *ret_sig = res.cancelled ? (p->signal ? p->signal : 9) : res.timed_out ? 9 : 0;
+    *ret_deadline = !res.cancelled && res.timed_out;
     pthread_mutex_unlock(&p->t->mu);
     *ret_stopping = res.cancelled && forward_stopping(p->f);
     *ret_code = res.exit_code;
@@ -345,7 +349,7 @@ static void *envd_proc_main(void *arg)
     bool wants_input = p->tty || !p->close_stdin;
     char *buf = malloc(ENVD_READ_CHUNK), *pend = wants_input ? malloc(ENVD_INPUT_MAX) : NULL;
     size_t pend_off = 0, pend_len = 0;
-    bool stdin_closed = false, stopping = false;
+    bool stdin_closed = false, stopping = false, deadline = false;
     int sig = 0;
     api_error_t err;
     int exec_code = -1;
@@ -355,7 +359,7 @@ static void *envd_proc_main(void *arg)
         goto ended;
     }
     if (p->exec_mode) {
-        if (envd_exec_run(p, &exec_code, &sig, &stopping, &err) < 0) {
+        if (envd_exec_run(p, &exec_code, &sig, &stopping, &deadline, &err) < 0) {
             log_warn(ENVD_COMPONENT, "envd process %u in sandbox %s: %s", p->pid, p->sandbox_id, err.message);
             exec_code = -1;
         } else {
@@ -406,6 +410,7 @@ static void *envd_proc_main(void *arg)
             int64_t left = p->deadline_ms - time_mono_ms();
             if (left <= 0) {
                 sig = 9;          /* its lifetime (the Start's timeout) is over */
+                deadline = true;
                 break;
             }
             wait = left > 60000 ? 60000 : (int)left;
@@ -491,6 +496,15 @@ ended:;
     if (o)
         json_object_put(o);
     pthread_mutex_lock(&t->mu);
+    /* Killed at the Start's deadline: its own stream ends as the call
+     * timing out (deadline_exceeded, as envd's context does), which the
+     * SDKs take for their TimeoutError, not as the process's end; any
+     * other stream following it sees the end event. */
+    for (envd_sub_t *s = p->subs; deadline && s; s = s->next)
+        if (s->starter) {
+            s->timed_out = true;
+            s->ended = true;
+        }
     if (js)
         envd_publish_locked(p, js, strlen(js));
     for (envd_sub_t *s = p->subs, *next; s; s = next) {
@@ -575,7 +589,7 @@ static void envd_stream_run(envd_call_t *k, envd_table_t *t, envd_sub_t *s)
         envd_msg_t *m = s->head;
         s->head = s->tail = NULL;
         s->bytes = 0;
-        bool ended = s->ended, cut = s->cut;
+        bool ended = s->ended, cut = s->cut, timed_out = s->timed_out;
         pthread_mutex_unlock(&t->mu);
         bool failed = false;
         for (envd_msg_t *next; m; m = next) {
@@ -587,6 +601,11 @@ static void envd_stream_run(envd_call_t *k, envd_table_t *t, envd_sub_t *s)
         }
         if (failed)
             break;
+        if (ended && timed_out) {
+            envd_stream_end(k, "deadline_exceeded", "the call's timeout (connect-timeout-ms) passed; the process "
+                            "was killed");
+            break;
+        }
         if (ended) {
             envd_stream_end(k, NULL, NULL);
             break;
@@ -1024,6 +1043,7 @@ void envd_process_start(envd_call_t *k, json_object *msg)
                   p->tty ? " (pty)" : "");
         pthread_mutex_lock(&t->mu);
         sub->proc = p;
+        sub->starter = true;
         p->subs = sub;
         envd_sub_push(sub, start, (size_t)n);
         p->refs++;                /* ours until the process can be found: its thread may end it first */

@@ -702,6 +702,38 @@ START_TEST(test_a_background_process_outlives_its_stream_until_send_signal)
 }
 END_TEST
 
+/* The Start's connect-timeout-ms is the process's lifetime: killed then,
+ * its own stream ends deadline_exceeded (the SDKs' TimeoutError), while
+ * another stream following it sees the end event. */
+START_TEST(test_a_start_past_its_deadline_ends_deadline_exceeded)
+{
+    fake_rt_t fr;
+    forward_t *f = start(&fr);
+    fr.has_bash = true;
+    int fd = stream_open(f, "/process.Process/Start",
+                         "{\"process\":{\"cmd\":\"/bin/bash\",\"args\":[\"-l\",\"-c\",\"sleep 100\"]},"
+                         "\"tag\":\"late\"}",
+                         "{\"content-type\":\"application/connect+json\",\"connect-protocol-version\":\"1\","
+                         "\"connect-timeout-ms\":\"700\"}");
+    char ev[4096];
+    ck_assert_int_eq(stream_next(fd, ev, sizeof ev), 0);
+    ck_assert_str_eq(ev, "{\"event\":{\"start\":{\"pid\":1000}}}");
+    int fd2 = stream_open(f, "/process.Process/Connect", "{\"process\":{\"tag\":\"late\"}}", STREAM_CT);
+    ck_assert_int_eq(stream_next(fd2, ev, sizeof ev), 0);
+    ck_assert_str_eq(ev, "{\"event\":{\"start\":{\"pid\":1000}}}");
+    wait_closed(&fr, 0);
+    ck_assert_int_eq(stream_next(fd, ev, sizeof ev), ENVD_FLAG_END_STREAM);
+    ck_assert_msg(strstr(ev, "\"code\":\"deadline_exceeded\"") && !strstr(ev, "\"end\""), "%s", ev);
+    close(fd);
+    ck_assert_int_eq(stream_next(fd2, ev, sizeof ev), 0);
+    ck_assert_str_eq(ev, "{\"event\":{\"end\":{\"exitCode\":-1,\"status\":\"signal: killed\","
+                         "\"error\":\"signal: killed\"}}}");
+    ck_assert_int_eq(stream_next(fd2, ev, sizeof ev), ENVD_FLAG_END_STREAM);
+    close(fd2);
+    finish(&fr, f);
+}
+END_TEST
+
 START_TEST(test_a_runtime_with_terminal_shells_only_runs_commands_as_execs)
 {
     fake_rt_t fr;
@@ -1267,7 +1299,8 @@ Suite *unit_suite(void)
     TCase *tc = unit_tcase_add(s, "process", UNIT_TESTS(test_start_streams_output_in_order_then_the_exit_code,
                                                         test_start_then_send_input_then_close_stdin,
                                                         test_a_background_process_outlives_its_stream_until_send_signal,
-        test_a_runtime_with_terminal_shells_only_runs_commands_as_execs,
+                                                        test_a_start_past_its_deadline_ends_deadline_exceeded,
+                                                        test_a_runtime_with_terminal_shells_only_runs_commands_as_execs,
                                                         test_stopping_the_forwarder_ends_running_processes,
                                                         test_a_stream_that_falls_behind_is_cut_and_the_process_goes_on, ));
     tcase_set_timeout(tc, 30);
