@@ -177,6 +177,9 @@ static const cfg_setting_t settings[CFG__COUNT] = {
     [CFG_WORKER_EGRESS_UPSTREAM_CA] = { "worker_egress_upstream_ca", CFGT_STRING, "", 0, 0, false,
                                         "PEM CA file the egress filter verifies the hosts sandboxes' secrets are "
                                         "bound to against (empty: the system's CAs)" },
+    [CFG_WORKER_NIC_SUBNET] = { "worker_nic_subnet", CFGT_STRING, "10.213.0.0/16", 0, 0, false,
+                                "IPv4 range the point-to-point links of microVMs behind the egress filter take "
+                                "their addresses from (a /30 each; empty: no microVM network open)" },
     [CFG_SECRETS_KEY_FILE] = { "secrets_key_file", CFGT_STRING, "", 0, 0, false,
                                "file of the 32-byte key (64 hex digits) secrets are sealed with; the same on "
                                "every controller (empty: no secrets; sandboxd all makes one in its data dir)" },
@@ -303,7 +306,7 @@ static const unsigned roles[CFG__COUNT] = {
     [CFG_POSTGRES_BINDIR] = R_E, [CFG_LOG_LEVEL] = R_C | R_W, [CFG_WORKER_GVISOR_RUNTIME] = R_W,
     [CFG_WORKER_RESTRICTED_NETWORK] = R_W, [CFG_WORKER_OPEN_NETWORK] = R_W, [CFG_WORKER_ROUTE_LISTEN] = R_W,
     [CFG_WORKER_EGRESS_UPSTREAM] = R_W, [CFG_WORKER_FILTERED_NETWORK] = R_W, [CFG_WORKER_EGRESS_FILTER] = R_W,
-    [CFG_WORKER_EGRESS_UPSTREAM_CA] = R_W, [CFG_SECRETS_KEY_FILE] = R_C,
+    [CFG_WORKER_EGRESS_UPSTREAM_CA] = R_W, [CFG_SECRETS_KEY_FILE] = R_C, [CFG_WORKER_NIC_SUBNET] = R_W,
     [CFG_WORKER_ROUTE_ADVERTISE] = R_W, [CFG_WORKER_ROUTE_MAX_CONNECTIONS] = R_W, [CFG_LOG_FORMAT] = R_C | R_W,
     [CFG_NATS_URL] = R_C, [CFG_NATS_SUBJECT_PREFIX] = R_C, [CFG_RETENTION_OPERATIONS_SECONDS] = R_C,
     [CFG_RETENTION_EVENTS_SECONDS] = R_C, [CFG_RETENTION_INTERVAL_SECONDS] = R_C,

@@ -56,6 +56,7 @@ json_object *vmmdrv_m_hello(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
     json_object_array_add(caps, json_object_new_string("dial"));
     json_object_array_add(caps, json_object_new_string("disks"));
     json_object_array_add(caps, json_object_new_string("snapshots"));
+    json_object_array_add(caps, json_object_new_string("nic"));
     json_object_object_add(o, "name", json_object_new_string("sandbox-vmm"));
     json_object_object_add(o, "version", json_object_new_string(VMMDRV_VERSION));
     json_object_object_add(o, "protocol", json_object_new_int(1));
@@ -135,7 +136,7 @@ static int probe(vmmdrv_t *d, const char *accel)
     }
     snprintf(d->probe, sizeof(d->probe),
              "qemu microvm, kernel %s, accel %s (%s); network none and restricted (no guest NIC; routes and shells "
-             "through the agent); open not offered: it cannot be made as tight as the container class's",
+             "through the agent); open only through the worker's egress filter (a NIC on a tap of its own)",
              rel, vmm_accel_name(d->cfg.accel), why);
     return 0;
 }

@@ -24,6 +24,7 @@ static int runtime_open_docker(const cfg_t *cfg, const char *worker_name, runtim
         .filtered_network = cfg_str(cfg, CFG_WORKER_FILTERED_NETWORK),
         .egress_filter = cfg_str(cfg, CFG_WORKER_EGRESS_FILTER),
         .egress_upstream_ca = cfg_str(cfg, CFG_WORKER_EGRESS_UPSTREAM_CA),
+        .nic_subnet = cfg_str(cfg, CFG_WORKER_NIC_SUBNET),
     };
     return runtime_docker_open(&opt, ret, err);
 }
@@ -204,6 +205,43 @@ int runtime_volume_disks(runtime_t *rt, const runtime_create_req_t *req, runtime
     if (!rt->ops->volume_disks)
         return api_error_set(err, API_ISOLATION_UNAVAILABLE, "the %s runtime cannot hold volumes", rt->ops->name);
     return rt->ops->volume_disks(rt, req, ret, ret_n, err);
+}
+
+bool runtime_nic_support(runtime_t *rt, char *why, size_t whylen)
+{
+    if (rt->ops->nic_support)
+        return rt->ops->nic_support(rt, why, whylen);
+    snprintf(why, whylen, "the %s runtime filters no NIC", rt->ops->name);
+    return false;
+}
+
+bool runtime_takes_nic(const runtime_t *rt) { return rt->ops->takes_nic && rt->ops->takes_nic(rt); }
+
+int runtime_nic_attach(runtime_t *rt, const runtime_create_req_t *req, runtime_nic_t *ret, api_error_t *err)
+{
+    memset(ret, 0, sizeof *ret);
+    if (!rt->ops->nic_attach)
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE, "the %s runtime filters no NIC", rt->ops->name);
+    return rt->ops->nic_attach(rt, req, ret, err);
+}
+
+int runtime_nic_egress_set(runtime_t *rt, const char *sandbox_id, json_object *egress, api_error_t *err)
+{
+    if (!rt->ops->nic_egress_set)
+        return api_error_set(err, API_CONFLICT, "sandbox %s has no NIC here", sandbox_id);
+    return rt->ops->nic_egress_set(rt, sandbox_id, egress, err);
+}
+
+void runtime_nic_detach(runtime_t *rt, const char *sandbox_id)
+{
+    if (rt->ops->nic_detach)
+        rt->ops->nic_detach(rt, sandbox_id);
+}
+
+void runtime_nic_sweep(runtime_t *rt, const char *const *live, size_t n)
+{
+    if (rt->ops->nic_sweep)
+        rt->ops->nic_sweep(rt, live, n);
 }
 
 void runtime_volume_release(runtime_t *rt, const char *sandbox_id)

@@ -83,6 +83,9 @@ typedef struct runtime_create_req {
     /* NULL, or set to true when the sandbox resumed the memory of the
      * snapshot it is made from (spec->from; microvm), false when it booted */
     bool *ret_memory;
+    /* A NIC another backend of this worker filters (runtime_nic_attach),
+     * for a backend that takes one (microvm, network open); NULL none. */
+    const struct runtime_nic *nic;
 } runtime_create_req_t;
 
 typedef struct runtime_exec_result {
@@ -593,6 +596,36 @@ void runtime_volume_release(runtime_t *rt, const char *sandbox_id);
  * are the sandboxes a disk backend still holds) and older than a create. */
 void runtime_volume_sweep_disks(runtime_t *rt, const char *const *live, size_t n);
 
+/* ---- a NIC behind the egress filter (docs/network.md) ------------------- */
+
+/* A sandbox of a backend without a filter of its own (microvm) reaches the
+ * network through a tap of its own, a point-to-point link whose traffic
+ * another backend's egress filter takes as it takes a container's. */
+typedef struct runtime_nic {
+    char tap[16];             /* the tap's name, [a-z0-9] */
+    char host[16];            /* the tap's address: the guest's gateway and resolver */
+    char guest[16];           /* the guest's address */
+    unsigned prefix;          /* of both */
+} runtime_nic_t;
+
+/* Whether this backend filters NICs (why gets the reason when not). */
+bool runtime_nic_support(runtime_t *rt, char *why, size_t whylen);
+/* Whether this backend takes a NIC in a create (runtime_create_req_t.nic). */
+bool runtime_takes_nic(const runtime_t *rt);
+/* A NIC for sandbox req->sandbox_id (network open): its addresses, and the
+ * filter has its rules (req->spec->egress; none set: every name) and the
+ * tenant's req->egress_allow before anything of it runs. *ret. Errors as a
+ * create's; API_ISOLATION_UNAVAILABLE without a filter. */
+int runtime_nic_attach(runtime_t *rt, const runtime_create_req_t *req, runtime_nic_t *ret, api_error_t *err);
+/* Sandbox sandbox_id's NIC's rules from now on (runtime_egress_set's
+ * egress); API_CONFLICT when it has no NIC here. */
+int runtime_nic_egress_set(runtime_t *rt, const char *sandbox_id, json_object *egress, api_error_t *err);
+/* Forgets sandbox_id's NIC (idempotent). */
+void runtime_nic_detach(runtime_t *rt, const char *sandbox_id);
+/* Forgets the NICs of sandboxes not in live (n ids) made more than a
+ * create's time ago (removed while the worker was down). */
+void runtime_nic_sweep(runtime_t *rt, const char *const *live, size_t n);
+
 /* ---- pause and resume (docs/pause.md) ---------------------------------- */
 
 /* Stops sandbox object ref's processes and keeps the object with its
@@ -740,6 +773,14 @@ typedef struct runtime_ops {
     int (*egress_set)(runtime_t *rt, const char *sandbox_id, const char *ref, json_object *egress,
                       api_error_t *err);
     int (*egress_drain)(runtime_t *rt, int max, json_object **ret, int64_t *ret_dropped, api_error_t *err);
+    /* Optional (NULL: no NICs filtered here; runtime_nic_*). */
+    bool (*nic_support)(runtime_t *rt, char *why, size_t whylen);
+    int (*nic_attach)(runtime_t *rt, const runtime_create_req_t *req, runtime_nic_t *ret, api_error_t *err);
+    int (*nic_egress_set)(runtime_t *rt, const char *sandbox_id, json_object *egress, api_error_t *err);
+    void (*nic_detach)(runtime_t *rt, const char *sandbox_id);
+    void (*nic_sweep)(runtime_t *rt, const char *const *live, size_t n);
+    /* Optional (NULL: a create takes no NIC). */
+    bool (*takes_nic)(const runtime_t *rt);
     void (*free)(runtime_t *rt);   /* never called with NULL */
     /* Whether exec honours exec_spec_t.user (false: an exec with a user is
      * refused with API_ISOLATION_UNAVAILABLE, never run as root). */

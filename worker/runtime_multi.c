@@ -18,6 +18,7 @@ typedef struct multi_runtime {
     char name[64];
     runtime_t *b[SBX_RUNTIME_BACKENDS_MAX];
     size_t n;
+    char nic_why[256];        /* why no backend filters NICs (network_unavailable's answer) */
 } multi_runtime_t;
 
 /* A shell handle: which backend holds it. */
@@ -77,6 +78,28 @@ static int multi_ping(runtime_t *rt, long timeout_ms, api_error_t *err)
 
 static runtime_t *multi_volumes(runtime_t *rt, char *why, size_t whylen);
 
+/* The backend whose egress filter takes NICs (the first), NULL none (why). */
+static runtime_t *multi_nic_backend(const multi_runtime_t *m, char *why, size_t whylen)
+{
+    snprintf(why, whylen, "no backend of this worker filters egress");
+    for (size_t i = 0; i < m->n; i++)
+        if (m->b[i]->ops->nic_support && runtime_nic_support(m->b[i], why, whylen))
+            return m->b[i];
+    return NULL;
+}
+
+/* Whether b's create of class cls with network open goes through a NIC
+ * another backend filters (b makes no open network of its own). */
+static bool multi_open_by_nic(const multi_runtime_t *m, runtime_t *b, isolation_t cls, runtime_t **ret_nb)
+{
+    char why[200];
+    *ret_nb = NULL;
+    if (!runtime_takes_nic(b) || (runtime_network_modes(b, cls) & (1u << NET_OPEN)))
+        return false;
+    *ret_nb = multi_nic_backend(m, why, sizeof why);
+    return *ret_nb && *ret_nb != b;
+}
+
 static int multi_create(runtime_t *rt, const runtime_create_req_t *req, char ret_ref[80], runtime_exit_t *ret_exit,
                         api_error_t *err)
 {
@@ -93,6 +116,25 @@ static int multi_create(runtime_t *rt, const runtime_create_req_t *req, char ret
     }
     char why[160];
     runtime_create_req_t r2 = *req;
+    /* open for a backend without a network of its own (microvm): a NIC
+     * the filter of another takes, its rules there before it boots */
+    runtime_t *nb = NULL;
+    runtime_nic_t nic;
+    if (req->spec && req->spec->network == NET_OPEN && multi_open_by_nic(m, b, req->isolation, &nb)) {
+        if (req->secrets && json_object_array_length(req->secrets) > 0) {
+            if (ret_exit)
+                memset(ret_exit, 0, sizeof *ret_exit);
+            return api_error_set(err, API_ISOLATION_UNAVAILABLE, "isolation %s takes no secrets at egress here "
+                                 "(container and gvisor do)", isolation_name(req->isolation));
+        }
+        int r = runtime_nic_attach(nb, req, &nic, err);
+        if (r < 0) {
+            if (ret_exit)
+                memset(ret_exit, 0, sizeof *ret_exit);
+            return r;
+        }
+        r2.nic = &nic;
+    }
     /* a snapshot another backend holds as an image (a container's, or a
      * template's): the backend that runs the class starts from its files */
     sandbox_spec_t s2;
@@ -109,22 +151,27 @@ static int multi_create(runtime_t *rt, const runtime_create_req_t *req, char ret
         break;
     }
     runtime_t *vb = req->spec && req->spec->nvolumes > 0 ? multi_volumes(rt, why, sizeof why) : NULL;
-    if (!vb || vb == b)
-        return runtime_create(b, &r2, ret_ref, ret_exit, err);
-    /* a backend that takes disks (microvm): the volume backend claims the
-     * volumes' images for it */
-    runtime_disk_t *disks = NULL;
-    int r = runtime_volume_disks(vb, &r2, &disks, &r2.ndisks, err);
-    if (r < 0) {
-        if (ret_exit)
-            memset(ret_exit, 0, sizeof *ret_exit);
-        return r;
+    int r;
+    if (!vb || vb == b) {
+        r = runtime_create(b, &r2, ret_ref, ret_exit, err);
+    } else {
+        /* a backend that takes disks (microvm): the volume backend claims
+         * the volumes' images for it */
+        runtime_disk_t *disks = NULL;
+        r = runtime_volume_disks(vb, &r2, &disks, &r2.ndisks, err);
+        if (r < 0) {
+            if (ret_exit)
+                memset(ret_exit, 0, sizeof *ret_exit);
+        } else {
+            r2.disks = disks;
+            r = runtime_create(b, &r2, ret_ref, ret_exit, err);
+            free(disks);
+            if (r < 0)
+                runtime_volume_release(vb, req->sandbox_id);
+        }
     }
-    r2.disks = disks;
-    r = runtime_create(b, &r2, ret_ref, ret_exit, err);
-    free(disks);
-    if (r < 0)
-        runtime_volume_release(vb, req->sandbox_id);
+    if (r < 0 && r2.nic)
+        runtime_nic_detach(nb, req->sandbox_id);
     return r;
 }
 
@@ -144,6 +191,9 @@ static int multi_remove(runtime_t *rt, const char *sandbox_id, const char *ref, 
         int r = runtime_remove(b, sandbox_id, ref, err);
         if (r == 0 && vb && vb != b) /* the volume disks it held */
             runtime_volume_release(vb, sandbox_id);
+        runtime_t *nb = multi_nic_backend(m, why, sizeof why);
+        if (r == 0 && nb && nb != b) /* the NIC it had */
+            runtime_nic_detach(nb, sandbox_id);
         return r;
     }
     int r = 0;
@@ -157,6 +207,9 @@ static int multi_remove(runtime_t *rt, const char *sandbox_id, const char *ref, 
     }
     if (r == 0 && vb)
         runtime_volume_release(vb, sandbox_id);
+    runtime_t *nb = r == 0 ? multi_nic_backend(m, why, sizeof why) : NULL;
+    if (nb)
+        runtime_nic_detach(nb, sandbox_id);
     return r;
 }
 
@@ -210,6 +263,14 @@ static int multi_inventory(runtime_t *rt, const char *cluster_id, const char *wo
             live[i] = all[i].sandbox_id;
         runtime_volume_sweep_disks(vb, live, total);
         free(live);
+    }
+    runtime_t *nb = multi_nic_backend(m, why, sizeof why);
+    const char **nlive = nb ? calloc(total + 1, sizeof *nlive) : NULL;
+    if (nlive) {
+        for (size_t i = 0; i < total; i++)
+            nlive[i] = all[i].sandbox_id;
+        runtime_nic_sweep(nb, nlive, total);
+        free(nlive);
     }
     *ret = all;
     *ret_n = total;
@@ -476,7 +537,13 @@ static int multi_resume(runtime_t *rt, const char *sandbox_id, const char *ref, 
 static int multi_egress_set(runtime_t *rt, const char *sandbox_id, const char *ref, json_object *egress,
                             api_error_t *err)
 {
-    return runtime_egress_set(multi_by_ref(multi(rt), ref), sandbox_id, ref, egress, err);
+    multi_runtime_t *m = multi(rt);
+    runtime_t *b = multi_by_ref(m, ref);
+    char why[200];
+    runtime_t *nb = runtime_takes_nic(b) ? multi_nic_backend(m, why, sizeof why) : NULL;
+    if (nb && nb != b) /* its NIC's rules, at the filter that takes it */
+        return runtime_nic_egress_set(nb, sandbox_id, egress, err);
+    return runtime_egress_set(b, sandbox_id, ref, egress, err);
 }
 
 /* Every backend's records in one array (at most max in all). */
@@ -517,8 +584,14 @@ static size_t multi_isolation_classes(const runtime_t *rt, isolation_t *ret, siz
 
 static unsigned multi_network_modes(const runtime_t *rt, isolation_t cls)
 {
-    runtime_t *b = multi_by_class(cmulti(rt), cls);
-    return b ? runtime_network_modes(b, cls) : 0;
+    const multi_runtime_t *m = cmulti(rt);
+    runtime_t *b = multi_by_class(m, cls), *nb;
+    if (!b)
+        return 0;
+    unsigned modes = runtime_network_modes(b, cls);
+    if (multi_open_by_nic(m, b, cls, &nb)) /* open, and rules by domain, through the filter */
+        modes |= (1u << NET_OPEN) | (1u << NET_OFFER_FILTERED);
+    return modes;
 }
 
 static const char *multi_probe_result(const runtime_t *rt, isolation_t cls)
@@ -538,7 +611,15 @@ static const char *multi_probe_result(const runtime_t *rt, isolation_t cls)
 static const char *multi_network_unavailable(const runtime_t *rt, isolation_t cls, net_mode_t mode)
 {
     const multi_runtime_t *m = cmulti(rt);
-    runtime_t *b = multi_by_class(m, cls);
+    runtime_t *b = multi_by_class(m, cls), *nb;
+    if (b && ((int)mode == NET_OPEN || (int)mode == NET_OFFER_FILTERED) && runtime_takes_nic(b) &&
+        !(runtime_network_modes(b, cls) & (1u << NET_OPEN)) && !multi_open_by_nic(m, b, cls, &nb)) {
+        multi_runtime_t *mw = (multi_runtime_t *)m; /* the answer's buffer */
+        char why[160];
+        multi_nic_backend(m, why, sizeof why);
+        snprintf(mw->nic_why, sizeof mw->nic_why, "open only through the egress filter, and %s", why);
+        return mw->nic_why;
+    }
     if (b)
         return runtime_network_unavailable(b, cls, mode);
     const char *t = multi_probe_result(rt, cls);

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -493,6 +494,8 @@ typedef struct {
     vmm_disk_t disks[VMM_DISKS_MAX]; /* volumes, open; want_close */
     const char *targets[VMM_DISKS_MAX];
     unsigned ndisks;
+    vmm_nic_t nic;                   /* nic.fd >= 0: a NIC on the tap the worker named (want_close) */
+    char tap[IFNAMSIZ];
 } want_t;
 
 static void want_close(want_t *w)
@@ -501,6 +504,43 @@ static void want_close(want_t *w)
         if (w->disks[i].fd >= 0)
             close(w->disks[i].fd);
     w->ndisks = 0;
+    if (w->nic.fd >= 0)
+        close(w->nic.fd);
+    w->nic.fd = -1;
+}
+
+/* The create's nic ({"tap","host","guest","prefix"}: the worker's egress
+ * filter takes that tap's traffic, docs/network.md): the tap, made now.
+ * 0 without one. */
+static int want_nic(json_object *p, want_t *w, vmmdrv_call_t *call)
+{
+    json_object *n, *v;
+    w->nic.fd = -1;
+    if (!json_object_object_get_ex(p, "nic", &n) || json_object_is_type(n, json_type_null))
+        return 0;
+    const char *tap = json_object_is_type(n, json_type_object) ? vmmdrv_str(n, "tap") : "";
+    const char *host = json_object_is_type(n, json_type_object) ? vmmdrv_str(n, "host") : "";
+    const char *guest = json_object_is_type(n, json_type_object) ? vmmdrv_str(n, "guest") : "";
+    int64_t prefix = json_object_is_type(n, json_type_object) && json_object_object_get_ex(n, "prefix", &v)
+                         ? json_object_get_int64(v) : 0;
+    if (!vmm_tap_name_ok(tap) || strlen(host) >= sizeof(w->nic.gateway) || strlen(guest) >= sizeof(w->nic.guest) ||
+        prefix < 8 || prefix > 30) {
+        vmmdrv_fail(call, "invalid_argument", "nic: {tap: [a-z0-9] of at most %d, host and guest IPv4 addresses, "
+                    "prefix 8..30}", IFNAMSIZ - 1);
+        return -1;
+    }
+    snprintf(w->tap, sizeof(w->tap), "%s", tap);
+    snprintf(w->nic.gateway, sizeof(w->nic.gateway), "%s", host);
+    snprintf(w->nic.guest, sizeof(w->nic.guest), "%s", guest);
+    w->nic.prefix = (unsigned)prefix;
+    char why[VMM_WHY_MAX] = "";
+    int fd = -1;
+    if (vmm_tap_open(tap, host, (unsigned)prefix, &fd, why) != 0) {
+        vmmdrv_fail(call, "runtime_error", "nic: %s", why);
+        return -1;
+    }
+    w->nic.fd = fd;
+    return 0;
 }
 
 /* Mounts each data disk at its target in the just booted guest (found by
@@ -587,10 +627,15 @@ static int boot(vmmdrv_t *d, const char *ref, want_t *w, vmm_t **ret_vm, vmmdrv_
     char base[VMM_PATH_MAX], tdir[VMM_PATH_MAX], why[VMM_WHY_MAX] = "";
     if (w->from[0]) {
         vmm_spec_t spec = {.id = ref, .base_disk = w->from, .backing = w->from, .disk_bytes = w->disk_bytes,
-                           .vcpus = w->vcpus, .memory_mb = w->memory_mb, .disks = w->disks, .ndisks = w->ndisks};
-        /* a snapshot with memory resumes where its VM was, when this VM is that machine */
+                           .vcpus = w->vcpus, .memory_mb = w->memory_mb, .disks = w->disks, .ndisks = w->ndisks,
+                           .nic = w->nic.fd >= 0 ? &w->nic : NULL};
+        /* a snapshot with memory resumes where its VM was, when this VM is
+         * that machine (never with a NIC: its guest would keep the address
+         * of the VM it was made from) */
         char *slash = strrchr(w->from, '/');
-        if (w->from_memory && slash != NULL) {
+        if (w->from_memory && slash != NULL && spec.nic != NULL) {
+            fprintf(stderr, "sandbox-vmm: %s boots from its snapshot's disk, not its memory: it has a NIC\n", ref);
+        } else if (w->from_memory && slash != NULL) {
             vmm_spec_t rs = spec;
             snprintf(tdir, sizeof(tdir), "%.*s", (int)(slash - w->from), w->from);
             rs.template_dir = tdir;
@@ -617,10 +662,11 @@ static int boot(vmmdrv_t *d, const char *ref, want_t *w, vmm_t **ret_vm, vmmdrv_
         return -1;
     }
     vmm_spec_t spec = {.id = ref, .base_disk = base, .disk_bytes = w->disk_bytes, .vcpus = w->vcpus,
-                       .memory_mb = w->memory_mb, .disks = w->disks, .ndisks = w->ndisks};
-    /* a restored machine cannot gain the volumes' disks: those boot cold;
-     * so does a private image's VM (no template keeps its files) */
-    if (w->ndisks > 0 || w->private_image)
+                       .memory_mb = w->memory_mb, .disks = w->disks, .ndisks = w->ndisks,
+                       .nic = w->nic.fd >= 0 ? &w->nic : NULL};
+    /* a restored machine cannot gain the volumes' disks or a NIC: those
+     * boot cold; so does a private image's VM (no template keeps its files) */
+    if (w->ndisks > 0 || w->private_image || spec.nic != NULL)
         ;
     else if (vmm_template_ensure(&d->cfg, &spec, tdir, sizeof(tdir), why) == 0)
         spec.template_dir = tdir;
@@ -649,13 +695,19 @@ static int want_of(vmmdrv_t *d, json_object *p, want_t *w, vmmdrv_call_t *call)
         vmmdrv_fail(call, "isolation_unavailable", "sandbox-vmm offers class microvm only, not %.64s", cls);
         return -1;
     }
-    if (net[0] && strcmp(net, "none") != 0 && strcmp(net, "restricted") != 0) {
+    json_object *v;
+    bool has_nic = json_object_object_get_ex(p, "nic", &v) && !json_object_is_type(v, json_type_null);
+    if (net[0] && strcmp(net, "none") != 0 && strcmp(net, "restricted") != 0 &&
+        !(strcmp(net, "open") == 0 && has_nic)) {
         vmmdrv_fail(call, "isolation_unavailable",
-                    "sandbox-vmm offers network none and restricted, not %.64s: a guest has no NIC, and open "
-                    "egress cannot be made as tight as the container class's here", net);
+                    "sandbox-vmm offers network none and restricted, and open only through the worker's egress "
+                    "filter (a nic), not %.64s", net);
         return -1;
     }
-    json_object *v;
+    if (has_nic && strcmp(net, "open") != 0) {
+        vmmdrv_fail(call, "invalid_argument", "a nic is for network open only, not %.64s", net[0] ? net : "none");
+        return -1;
+    }
     int64_t cpu = json_object_object_get_ex(p, "cpu_millis", &v) ? json_object_get_int64(v) : 0;
     int64_t mem = json_object_object_get_ex(p, "memory_mib", &v) ? json_object_get_int64(v) : 0;
     int64_t disk = json_object_object_get_ex(p, "disk_mib", &v) ? json_object_get_int64(v) : 0;
@@ -680,6 +732,7 @@ static int want_of(vmmdrv_t *d, json_object *p, want_t *w, vmmdrv_call_t *call)
     }
     /* the volumes' images, which the worker claimed for this sandbox */
     w->ndisks = 0;
+    w->nic.fd = -1;
     json_object *disks = json_object_object_get_ex(p, "disks", &v) ? v : NULL;
     size_t nd = disks && json_object_is_type(disks, json_type_array) ? json_object_array_length(disks) : 0;
     if (disks && (!json_object_is_type(disks, json_type_array) || nd > VMM_DISKS_MAX)) {
@@ -705,6 +758,10 @@ static int want_of(vmmdrv_t *d, json_object *p, want_t *w, vmmdrv_call_t *call)
         }
         w->disks[w->ndisks] = (vmm_disk_t){.fd = fd, .read_only = ro};
         w->targets[w->ndisks++] = target;
+    }
+    if (want_nic(p, w, call) != 0) {
+        want_close(w);
+        return -1;
     }
     return 0;
 }

@@ -32,7 +32,7 @@ extern char **environ;
 
 #define FILTER_CONTROL_TIMEOUT_S 5
 
-static int control_call(docker_runtime_t *rt, json_object *req, json_object **ret, api_error_t *err);
+#define control_call docker_filter_call
 
 /* A free port of the gateway address (kind: SOCK_STREAM, SOCK_DGRAM). */
 static int free_port(const char *gw, int kind)
@@ -59,15 +59,21 @@ static int ipt(docker_runtime_t *rt, const char *const *argv, bool quiet, api_er
 }
 
 /* The rules: the bridge's TCP and DNS to the filter, nothing else into
- * the host, nothing forwarded. Each chain is the bridge's own and flushed
- * first, so a restart leaves one set. */
+ * the host, nothing forwarded; the same for the microVMs' taps (named
+ * nic_prefix and a number, docker_nic.c) when there are any. Each chain is
+ * the bridge's own and flushed first, so a restart leaves one set. The
+ * filter listens on the bridge's gateway: DNAT there (a tap's own address
+ * is not the filter's). */
 static int rules_install(docker_runtime_t *rt, api_error_t *err)
 {
-    char nat[40], in[40], tport[8], dport[8];
+    char nat[40], in[40], tport[8], dport[8], tto[64], dto[64], taps[16];
     snprintf(nat, sizeof nat, "SBX-FNAT-%s", rt->filter_bridge);
     snprintf(in, sizeof in, "SBX-FIN-%s", rt->filter_bridge);
     snprintf(tport, sizeof tport, "%d", rt->filter_tcp_port);
     snprintf(dport, sizeof dport, "%d", rt->filter_dns_port);
+    snprintf(tto, sizeof tto, "%s:%d", rt->filter_gw, rt->filter_tcp_port);
+    snprintf(dto, sizeof dto, "%s:%d", rt->filter_gw, rt->filter_dns_port);
+    snprintf(taps, sizeof taps, "%s+", rt->nic_prefix);
     const char *t = rt->filter_tool, *br = rt->filter_bridge;
     /* chains (exist already after a restart: then flushed) */
     const char *mk_nat[] = { t, "-w", "5", "-t", "nat", "-N", nat, NULL };
@@ -76,9 +82,10 @@ static int rules_install(docker_runtime_t *rt, api_error_t *err)
     ipt(rt, mk_in, true, err);
     const char *fl_nat[] = { t, "-w", "5", "-t", "nat", "-F", nat, NULL };
     const char *fl_in[] = { t, "-w", "5", "-F", in, NULL };
-    const char *r1[] = { t, "-w", "5", "-t", "nat", "-A", nat, "-p", "tcp", "-j", "REDIRECT", "--to-ports", tport, NULL };
-    const char *r2[] = { t, "-w", "5", "-t", "nat", "-A", nat, "-p", "udp", "--dport", "53", "-j", "REDIRECT",
-                         "--to-ports", dport, NULL };
+    const char *r1[] = { t, "-w", "5", "-t", "nat", "-A", nat, "-p", "tcp", "-j", "DNAT", "--to-destination", tto,
+                         NULL };
+    const char *r2[] = { t, "-w", "5", "-t", "nat", "-A", nat, "-p", "udp", "--dport", "53", "-j", "DNAT",
+                         "--to-destination", dto, NULL };
     const char *r3[] = { t, "-w", "5", "-A", in, "-p", "tcp", "--dport", tport, "-j", "ACCEPT", NULL };
     const char *r4[] = { t, "-w", "5", "-A", in, "-p", "udp", "--dport", dport, "-j", "ACCEPT", NULL };
     const char *r5[] = { t, "-w", "5", "-A", in, "-j", "DROP", NULL };
@@ -96,6 +103,18 @@ static int rules_install(docker_runtime_t *rt, api_error_t *err)
     if ((ipt(rt, c1, true, err) < 0 && ipt(rt, i1, false, err) < 0) ||
         (ipt(rt, c2, true, err) < 0 && ipt(rt, i2, false, err) < 0) ||
         (ipt(rt, c3, true, err) < 0 && ipt(rt, i3, false, err) < 0))
+        return SBX_EUNAVAIL;
+    if (!rt->nic_prefix[0])
+        return 0;
+    const char *c4[] = { t, "-w", "5", "-t", "nat", "-C", "PREROUTING", "-i", taps, "-j", nat, NULL };
+    const char *i4[] = { t, "-w", "5", "-t", "nat", "-I", "PREROUTING", "1", "-i", taps, "-j", nat, NULL };
+    const char *c5[] = { t, "-w", "5", "-C", "INPUT", "-i", taps, "-j", in, NULL };
+    const char *i5[] = { t, "-w", "5", "-I", "INPUT", "1", "-i", taps, "-j", in, NULL };
+    const char *c6[] = { t, "-w", "5", "-C", "FORWARD", "-i", taps, "-j", "DROP", NULL };
+    const char *i6[] = { t, "-w", "5", "-I", "FORWARD", "1", "-i", taps, "-j", "DROP", NULL };
+    if ((ipt(rt, c4, true, err) < 0 && ipt(rt, i4, false, err) < 0) ||
+        (ipt(rt, c5, true, err) < 0 && ipt(rt, i5, false, err) < 0) ||
+        (ipt(rt, c6, true, err) < 0 && ipt(rt, i6, false, err) < 0))
         return SBX_EUNAVAIL;
     return 0;
 }
@@ -270,12 +289,14 @@ int docker_filter_setup(docker_runtime_t *rt, const char *cmd, const char *upstr
     if (mkdir(rt->filter_rules_dir, 0700) != 0 && errno != EEXIST)
         return api_error_set(err, API_ISOLATION_UNAVAILABLE, "cannot make %s: %s", rt->filter_rules_dir,
                              strerror(errno));
+    docker_nic_setup(rt);
     if ((r = filter_spawn(rt, err)) < 0 || (r = rules_install(rt, err)) < 0) {
         docker_filter_stop(rt);
         return r;
     }
     rt->filter_ready = true;
     filter_restore(rt);
+    docker_nic_restore(rt);
     log_info("worker", "egress filter %s (pid %d) on %s:%d/%d, upstream %s, network %s", rt->filter_cmd,
              (int)rt->filter_pid, rt->filter_gw, rt->filter_tcp_port, rt->filter_dns_port, upstream,
              rt->net_name[NET_OFFER_FILTERED]);
@@ -319,13 +340,15 @@ int docker_filter_check(docker_runtime_t *rt, api_error_t *err)
     int r = filter_spawn(rt, err);
     if (r == 0)
         r = rules_install(rt, err);
-    if (r == 0)
+    if (r == 0) {
         filter_restore(rt);
+        docker_nic_restore(rt);
+    }
     return r;
 }
 
 /* One request to the filter, one answer line; under filter_mu. */
-static int control_call(docker_runtime_t *rt, json_object *req, json_object **ret, api_error_t *err)
+int docker_filter_call(docker_runtime_t *rt, json_object *req, json_object **ret, api_error_t *err)
 {
     *ret = NULL;
     struct sockaddr_un a = { .sun_family = AF_UNIX };

@@ -92,6 +92,11 @@ typedef struct docker_runtime {
     char filter_upstream[128], filter_control[108];
     char filter_rules_dir[108];                      /* rules changed live, by sandbox (over the labels') */
     char filter_upstream_ca[RUNSC_PATH_MAX];         /* --upstream-ca; "": the system's CAs */
+    char nic_subnet[48];                             /* microVMs' /30s come from it; "": no NICs */
+    char nic_prefix[8];                              /* their taps' names: this and the slot */
+    uint32_t nic_base;                               /* the subnet (host order) */
+    unsigned nic_slots;                              /* how many /30s it holds */
+    char nic_why[200];                               /* "" NICs are filtered here, else why not */
     bool offered[DOCKER_CLASSES];
     bool considered[DOCKER_CLASSES];                 /* has a probe line */
     unsigned net_modes[DOCKER_CLASSES];
@@ -296,6 +301,23 @@ json_object *docker_filter_load(const docker_runtime_t *rt, const char *sandbox_
 /* Writes text into it atomically (mode 0600), or removes it (text NULL). */
 int docker_filter_keep(const docker_runtime_t *rt, const char *sandbox_id, const char *suffix, const char *text,
                        api_error_t *err);
+
+/* One request to the filter's control socket, its answer (*ret, a new
+ * object) when it says ok; else err. */
+int docker_filter_call(docker_runtime_t *rt, json_object *req, json_object **ret, api_error_t *err);
+
+/* ---- docker_nic.c: microVMs' NICs behind the filter ------------------------ */
+
+/* Reads nic_subnet, names the taps; nic_why says why not when it cannot. */
+void docker_nic_setup(docker_runtime_t *rt);
+/* Gives the filter every NIC it had (a restarted worker or filter). */
+void docker_nic_restore(docker_runtime_t *rt);
+/* runtime_nic_* (runtime.h) */
+bool docker_nic_support(runtime_t *base, char *why, size_t whylen);
+int docker_nic_attach(runtime_t *base, const runtime_create_req_t *req, runtime_nic_t *ret, api_error_t *err);
+int docker_nic_egress_set(runtime_t *base, const char *sandbox_id, json_object *egress, api_error_t *err);
+void docker_nic_detach(runtime_t *base, const char *sandbox_id);
+void docker_nic_sweep(runtime_t *base, const char *const *live, size_t n);
 
 /* ---- docker_secrets.c --------------------------------------------------- */
 

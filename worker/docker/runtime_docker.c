@@ -519,6 +519,8 @@ static void docker_networks_discover(docker_runtime_t *rt, const runtime_docker_
     api_error_t ferr;
     if (opt->egress_upstream_ca)
         snprintf(rt->filter_upstream_ca, sizeof rt->filter_upstream_ca, "%s", opt->egress_upstream_ca);
+    if (opt->nic_subnet)
+        snprintf(rt->nic_subnet, sizeof rt->nic_subnet, "%s", opt->nic_subnet);
     if (docker_filter_setup(rt, opt->egress_filter, opt->egress_upstream, &ferr) < 0)
         snprintf(rt->net_why[ISO_CONTAINER][NET_OFFER_FILTERED], RUNTIME_PROBE_TEXT_MAX, "%.390s", ferr.message);
     else
@@ -775,6 +777,11 @@ static const runtime_ops_t docker_ops = {
     .resume = docker_rt_resume,
     .egress_set = docker_rt_egress_set,
     .egress_drain = docker_rt_egress_drain,
+    .nic_support = docker_nic_support,
+    .nic_attach = docker_nic_attach,
+    .nic_egress_set = docker_nic_egress_set,
+    .nic_detach = docker_nic_detach,
+    .nic_sweep = docker_nic_sweep,
     .image_details = docker_rt_image_details,
     .dial = docker_rt_dial,
     .logs_target = docker_rt_logs_target,

@@ -24,6 +24,7 @@ typedef struct runtime_docker_options {
     const char *filtered_network;   /* network of sandboxes with egress rules */
     const char *egress_filter;      /* the filter program; NULL or "": sandbox-egress beside sandboxd */
     const char *egress_upstream_ca; /* the CAs secret-bound hosts verify against; NULL or "": the system's */
+    const char *nic_subnet;         /* the range microVMs' taps take /30s from; NULL or "": no NICs */
 } runtime_docker_options_t;
 
 /* Connects to the Docker Engine and finds out what it really offers: the

@@ -145,6 +145,7 @@ int extdrv_hello_parse(json_object *result, extdrv_hello_t *ret, api_error_t *er
         h.cap_images |= strcmp(c, "images") == 0;
         h.cap_disks |= strcmp(c, "disks") == 0;
         h.cap_snapshots |= strcmp(c, "snapshots") == 0;
+        h.cap_nic |= strcmp(c, "nic") == 0;
     }
     *ret = h;
     return 0;
@@ -222,6 +223,14 @@ json_object *extdrv_create_params(const runtime_create_req_t *req)
         jsonx_add_str(labels, RUNTIME_LABEL_DISK_MIB, disk);
     }
     jsonx_add(p, "labels", labels);
+    if (req->nic) { /* the tap the worker's egress filter takes (capability nic) */
+        json_object *nic = json_object_new_object();
+        jsonx_add_str(nic, "tap", req->nic->tap);
+        jsonx_add_str(nic, "host", req->nic->host);
+        jsonx_add_str(nic, "guest", req->nic->guest);
+        jsonx_add_int(nic, "prefix", req->nic->prefix);
+        jsonx_add(p, "nic", nic);
+    }
     if (req->ndisks > 0) {
         json_object *disks = json_object_new_array();
         for (size_t i = 0; i < req->ndisks; i++) {

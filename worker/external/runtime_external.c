@@ -311,7 +311,13 @@ static int ext_rt_create(runtime_t *base, const runtime_create_req_t *req, char 
                              isolation_name(cls), extdrv_name(rt->drv),
                              (int)cls >= 0 && (int)cls < EXT_CLASSES && rt->considered[cls] ? rt->probe[cls]
                                                                                             : "not declared");
-    if (!(rt->net_modes[cls] & (1u << req->spec->network)))
+    /* open through a NIC the worker's egress filter takes (the driver's
+     * capability nic), or a mode the driver makes itself */
+    bool by_nic = req->nic && rt->hello.cap_nic && req->spec->network == NET_OPEN;
+    if (req->nic && !by_nic)
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE, "driver %s takes no NIC for network %s",
+                             extdrv_name(rt->drv), net_mode_name(req->spec->network));
+    if (!by_nic && !(rt->net_modes[cls] & (1u << req->spec->network)))
         return api_error_set(err, API_ISOLATION_UNAVAILABLE, "isolation %s cannot provide network %s on this worker",
                              isolation_name(cls), net_mode_name(req->spec->network));
     /* the snapshot repository's images only as the worker put them there */
@@ -330,6 +336,8 @@ static int ext_rt_create(runtime_t *base, const runtime_create_req_t *req, char 
                              rt->hello.cap_disks ? " without this worker's volume support" : " (no disks capability)");
     return ext_create(rt, extdrv_create_params(req), EXTDRV_CREATE_MS, ret_ref, req->ret_memory, err);
 }
+
+static bool ext_rt_takes_nic(const runtime_t *base) { return ((const ext_runtime_t *)base)->hello.cap_nic; }
 
 static int ext_rt_remove(runtime_t *base, const char *sandbox_id, const char *ref, api_error_t *err)
 {
@@ -797,6 +805,7 @@ static const runtime_ops_t ext_ops = {
     .shell_close = ext_rt_shell_close,
     .isolation_classes = ext_rt_isolation_classes,
     .network_modes = ext_rt_network_modes,
+    .takes_nic = ext_rt_takes_nic,
     .probe_result = ext_rt_probe_result,
     .network_unavailable = ext_rt_network_unavailable,
     .set_cancel_flag = ext_rt_set_cancel_flag,

@@ -102,6 +102,26 @@ struct json_object;
 int vmm_docker_image_config(const char *docker_sock, const char *image, struct json_object **ret_config,
                             char *ret_why);
 
+/* A network device (docs/network.md, microvm behind the egress filter):
+ * the open tap (its host side addressed and up, owned by the caller, who
+ * closes it after vmm_boot: QEMU holds its own copy, and the tap goes with
+ * the last of them) and the guest's address, prefix length and gateway, which
+ * the guest agent sets on eth0 at boot (its resolver: the gateway). */
+typedef struct {
+    int fd;
+    char guest[16];          /* dotted IPv4 */
+    unsigned prefix;         /* 8..30 */
+    char gateway[16];        /* dotted IPv4: the tap's host side */
+} vmm_nic_t;
+
+/* Makes tap name (a non-persistent one: it goes with its last fd) with
+ * host/prefix on it, no IPv6, strict reverse-path filtering, up: 0 with
+ * *ret_fd for vmm_nic_t, else a negative code with ret_why (SBX_ECONFLICT:
+ * the name is in use). Needs CAP_NET_ADMIN. */
+int vmm_tap_open(const char *name, const char *host, unsigned prefix, int *ret_fd, char *ret_why);
+/* Whether name is one vmm_tap_open takes: [a-z0-9], 1..15 bytes. */
+int vmm_tap_name_ok(const char *name);
+
 /* A VM to boot. */
 typedef struct {
     const char *id;          /* VMM_ID_MAX rules */
@@ -118,6 +138,7 @@ typedef struct {
     const vmm_disk_t *disks; /* data disks (at most VMM_DISKS_MAX; a cold boot only: a
                                 restored machine cannot gain devices) */
     unsigned ndisks;
+    const vmm_nic_t *nic;    /* NULL: no network device; else a cold boot only (as disks) */
 } vmm_spec_t;
 
 typedef struct vmm vmm_t;
@@ -138,7 +159,7 @@ int vmm_template_ensure(const vmm_config_t *cfg, const vmm_spec_t *spec, char *r
  * agent.sock, console.log, qemu.pid and meta.json; QEMU runs as cfg->run_as
  * in its own session, in a cgroup with cpu/memory/pids limits when the host
  * has them (v2, or v1 controllers; without them it runs unconfined and
- * *ret_vm's cgroup note says so), with no network device at all. Returns when
+ * *ret_vm's cgroup note says so), with no network device but spec->nic. Returns when
  * the agent answered HELLO; 0 with *ret_vm, else a negative code with ret_why
  * and nothing left behind. SBX_ECONFLICT when the id exists. <state> is made
  * searchable by others (o+x) so QEMU's user reaches its own VM directory. */

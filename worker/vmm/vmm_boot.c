@@ -3,6 +3,7 @@
  * finding (vmm_list) and removing (vmm_destroy) VMs a previous driver left. */
 #include "vmm_internal.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -449,6 +450,13 @@ static unsigned long tsc_khz(void)
     return us > 0 ? (unsigned long)((double)(t1 - t0) / us * 1000.0) : 0;
 }
 
+/* A dotted IPv4 address (what the guest's command line may carry). */
+static bool ipv4_ok(const char *s)
+{
+    struct in_addr a;
+    return s != NULL && strlen(s) < 16 && inet_pton(AF_INET, s, &a) == 1;
+}
+
 /* Makes <state>/vms/<id>/ (0700, QEMU's user's) with its overlay over the
  * base disk (or a template's disk). SBX_ECONFLICT when it exists; on other
  * failures the caller removes the directory (*ret_made says it exists). */
@@ -483,16 +491,20 @@ static int vm_dir_make(const vmm_config_t *cfg, const vmm_spec_t *spec, const vm
     return 0;
 }
 
-/* The guest kernel's command line (256 bytes): a template's when restoring. */
-static void kernel_cmdline(const vmm_config_t *cfg, const vmm_boot_extra_t *x, char *out)
+/* The guest kernel's command line (256 bytes): a template's when restoring;
+ * sbx.net=GUEST/PREFIX,GATEWAY for the guest agent when the VM has a NIC. */
+static void kernel_cmdline(const vmm_config_t *cfg, const vmm_spec_t *spec, const vmm_boot_extra_t *x, char *out)
 {
     unsigned long khz = cfg->accel == VMM_ACCEL_KVM || x->append != NULL ? 0 : tsc_khz();
+    char net[64] = "";
+    if (spec->nic != NULL)
+        snprintf(net, sizeof(net), " sbx.net=%s/%u,%s", spec->nic->guest, spec->nic->prefix, spec->nic->gateway);
     if (x->append != NULL)
         snprintf(out, 256, "%s", x->append); /* the restored RAM was booted with it */
     else if (khz > 0)
-        snprintf(out, 256, "console=ttyS0 panic=-1 loglevel=4 rw tsc_early_khz=%lu tsc=reliable", khz);
+        snprintf(out, 256, "console=ttyS0 panic=-1 loglevel=4 rw tsc_early_khz=%lu tsc=reliable%s", khz, net);
     else
-        snprintf(out, 256, "console=ttyS0 panic=-1 loglevel=4 rw");
+        snprintf(out, 256, "console=ttyS0 panic=-1 loglevel=4 rw%s", net);
     if (x->ret_append != NULL)
         snprintf(x->ret_append, 256, "%s", out);
 }
@@ -552,6 +564,16 @@ static pid_t qemu_spawn(const vmm_config_t *cfg, const vmm_spec_t *spec, const v
         argv[na++] = "-device";
         argv[na++] = vdev[i];
     }
+    /* the NIC: its tap's fd at 4+2*ndisks in QEMU (no vnet header: the tap
+     * was opened without one) */
+    char netdev[64];
+    if (spec->nic != NULL) {
+        snprintf(netdev, sizeof(netdev), "tap,id=net0,fd=%u,vnet_hdr=off", 4 + 2 * spec->ndisks);
+        argv[na++] = "-netdev";
+        argv[na++] = netdev;
+        argv[na++] = "-device";
+        argv[na++] = "virtio-net-device,netdev=net0";
+    }
     int mig_fd = -1;
     if (x->incoming != NULL) {
         /* the saved state on fd 3: no exec: migration (spawn=deny) and no file: URI in QEMU 7.2 */
@@ -580,7 +602,9 @@ static pid_t qemu_spawn(const vmm_config_t *cfg, const vmm_spec_t *spec, const v
             _exit(126);
         /* the disks to 4.. by way of copies above them (a disk's fd may be
          * one of the targets) */
-        int high[VMM_DISKS_MAX][2];
+        int high[VMM_DISKS_MAX][2], nic_high = -1;
+        if (spec->nic != NULL && (nic_high = fcntl(spec->nic->fd, F_DUPFD_CLOEXEC, 64)) < 0)
+            _exit(126);
         for (unsigned i = 0; i < spec->ndisks; i++) {
             char self[64];
             snprintf(self, sizeof(self), "/proc/self/fd/%d", spec->disks[i].fd);
@@ -594,10 +618,13 @@ static pid_t qemu_spawn(const vmm_config_t *cfg, const vmm_spec_t *spec, const v
             for (int k = 0; k < 2; k++)
                 if (dup2(high[i][k], 4 + 2 * (int)i + k) != 4 + 2 * (int)i + k)
                     _exit(126);
-        /* stdio, the saved state and the disks only: QEMU runs a hostile guest */
+        int nic_at = 4 + 2 * (int)spec->ndisks;
+        if (nic_high >= 0 && dup2(nic_high, nic_at) != nic_at)
+            _exit(126);
+        /* stdio, the saved state, the disks and the tap only: QEMU runs a hostile guest */
         if (mig_fd < 0)
             close(3);
-        fd_close_from(spec->ndisks > 0 ? 4 + 2 * (int)spec->ndisks : mig_fd >= 0 ? 4 : 3);
+        fd_close_from(nic_high >= 0 ? nic_at + 1 : spec->ndisks > 0 ? 4 + 2 * (int)spec->ndisks : mig_fd >= 0 ? 4 : 3);
         if (chdir(dir) != 0 || drop_to(uid, gid, cfg->accel == VMM_ACCEL_KVM) != 0)
             _exit(126);
         execvp(argv[0], (char *const *)argv);
@@ -624,9 +651,12 @@ int vmm__boot(const vmm_config_t *cfg, const vmm_spec_t *spec, const vmm_boot_ex
     int rc, made = 0;
     if (spec == NULL || !vmm__id_ok(spec->id) || spec->base_disk == NULL || spec->vcpus < 1 || spec->vcpus > 64 ||
         spec->memory_mb < 64 || spec->memory_mb > 65536 || spec->disk_bytes < (64ull << 20) ||
-        spec->ndisks > VMM_DISKS_MAX || (spec->ndisks > 0 && (spec->disks == NULL || x->incoming != NULL))) {
+        spec->ndisks > VMM_DISKS_MAX || (spec->ndisks > 0 && (spec->disks == NULL || x->incoming != NULL)) ||
+        (spec->nic != NULL && (spec->nic->fd < 0 || x->incoming != NULL || spec->nic->prefix < 8 ||
+                               spec->nic->prefix > 30 || !ipv4_ok(spec->nic->guest) ||
+                               !ipv4_ok(spec->nic->gateway)))) {
         vmm__why(ret_why, "bad VM spec (id, base disk, 1..64 vcpus, 64..65536 MiB, disk >= 64 MiB, at most %d data "
-                 "disks and those on a cold boot)", VMM_DISKS_MAX);
+                 "disks and those and a NIC on a cold boot)", VMM_DISKS_MAX);
         return SBX_EINVAL;
     }
     if ((rc = vmm_kernel_find(cfg, kernel, sizeof(kernel), release, sizeof(release), ret_why)) != 0 ||
@@ -640,7 +670,7 @@ int vmm__boot(const vmm_config_t *cfg, const vmm_spec_t *spec, const vmm_boot_ex
     if ((rc = vm_dir_make(cfg, spec, x, uid, gid, dir, overlay, &made, ret_why)) != 0)
         goto fail;
     cg_make(&cg, spec->id, spec);
-    kernel_cmdline(cfg, x, append);
+    kernel_cmdline(cfg, spec, x, append);
     pid_t pid = qemu_spawn(cfg, spec, x, dir, kernel, initrd, append, &cg, uid, gid, ret_why);
     if (pid < 0) {
         rc = SBX_EIO;

@@ -16,9 +16,10 @@
 
 /* The modules the guest needs (with their modules.dep dependencies):
  * microvm's virtio-mmio transport, the root disk, the agent's port, ext4 and
- * the crc32c its metadata checksums ask the crypto API for. */
+ * the crc32c its metadata checksums ask the crypto API for, and the NIC of a
+ * VM behind the egress filter (virtio_net). */
 static const char *const guest_modules[] = {
-    "virtio_mmio", "virtio_blk", "virtio_console", "crc32c_generic", "ext4",
+    "virtio_mmio", "virtio_blk", "virtio_console", "crc32c_generic", "ext4", "virtio_net",
 };
 
 #define MOD_MAX 64

@@ -23,6 +23,7 @@ static const char usage[] =
     "  boot ID --image IMAGE [--memory MB] [--cpus N] [--disk BYTES] [--docker SOCK] [--template]\n"
     "                                     export IMAGE from Docker (cached), boot a VM\n"
     "                                     (--template: restore a saved booted template, made at first use)\n"
+    "        [--nic TAP,HOST,GUEST,PREFIX]  a NIC on a new tap TAP (HOST/PREFIX its address, GUEST the guest's)\n"
     "  exec ID [--timeout MS] [--max BYTES] [--stdin] -- ARGV...\n"
     "  put ID DIR                         unpack a tar stream from stdin into DIR\n"
     "  get ID PATH                        write a tar stream of PATH to stdout\n"
@@ -77,6 +78,7 @@ static int cmd_boot(vmm_config_t *cfg, int argc, char **argv)
 {
     const char *id = argv[0], *image = NULL, *sock = NULL;
     int use_template = 0;
+    const char *nic_arg = NULL;
     vmm_spec_t spec = {.id = id, .vcpus = 1, .memory_mb = 256, .disk_bytes = 1ull << 30};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--image") == 0 && i + 1 < argc) image = argv[++i];
@@ -85,6 +87,7 @@ static int cmd_boot(vmm_config_t *cfg, int argc, char **argv)
         else if (strcmp(argv[i], "--disk") == 0 && i + 1 < argc) spec.disk_bytes = num(argv[++i], "--disk");
         else if (strcmp(argv[i], "--docker") == 0 && i + 1 < argc) sock = argv[++i];
         else if (strcmp(argv[i], "--template") == 0) use_template = 1;
+        else if (strcmp(argv[i], "--nic") == 0 && i + 1 < argc) nic_arg = argv[++i];
         else { fputs(usage, stderr); return 2; }
     }
     if (image == NULL) {
@@ -114,9 +117,22 @@ static int cmd_boot(vmm_config_t *cfg, int argc, char **argv)
         spec.template_dir = tdir;
         t1 = now_s();
     }
+    vmm_nic_t nic = {.fd = -1};
+    if (nic_arg != NULL) {
+        char tap[32];
+        if (sscanf(nic_arg, "%31[a-z0-9],%15[0-9.],%15[0-9.],%u", tap, nic.gateway, nic.guest, &nic.prefix) != 4) {
+            fputs(usage, stderr);
+            return 2;
+        }
+        if (vmm_tap_open(tap, nic.gateway, nic.prefix, &nic.fd, why) != 0)
+            die("tap", why);
+        spec.nic = &nic;
+    }
     vmm_t *vm = NULL;
     if (vmm_boot(cfg, &spec, &vm, why) != 0)
         die("boot", why);
+    if (nic.fd >= 0)
+        close(nic.fd); /* QEMU holds the tap now */
     double t2 = now_s();
     printf("id %s\npid %d\naccel %s\nguest_kernel %s\ncgroup %s\nimage_s %.3f\n%s %.3f\n", id, (int)vmm_pid(vm),
            vmm_accel_name(cfg->accel), vmm_guest_release(vm), vmm_cgroup_note(vm), t1 - t0,

@@ -6,7 +6,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <dirent.h>
+#include <arpa/inet.h>
 #include <net/if.h>
+#include <net/route.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +107,80 @@ static void loopback_up(void)
     close(s);
 }
 
+/* The NIC of a VM behind the egress filter: sbx.net=GUEST/PREFIX,GATEWAY on
+ * the kernel's command line (the host's choice) sets eth0, the default
+ * route through the gateway and the gateway as the resolver. What the
+ * guest does with its interface afterwards changes nothing outside: the
+ * host takes from its tap only the address it gave, and only to the
+ * filter. */
+static void net_up(void)
+{
+    char line[1024] = "", guest[16], gw[16];
+    unsigned prefix = 0;
+    FILE *f = fopen("/proc/cmdline", "re");
+    if (f == NULL)
+        return;
+    if (fgets(line, sizeof(line), f) == NULL)
+        line[0] = '\0';
+    fclose(f);
+    const char *p = strstr(line, "sbx.net=");
+    if (p == NULL)
+        return;
+    if (sscanf(p + 8, "%15[0-9.]/%u,%15[0-9.]", guest, &prefix, gw) != 3 || prefix < 8 || prefix > 30) {
+        guest_say("sbx.net: malformed", 0);
+        return;
+    }
+    struct sockaddr_in a = {.sin_family = AF_INET}, m = {.sin_family = AF_INET}, g = {.sin_family = AF_INET};
+    if (inet_pton(AF_INET, guest, &a.sin_addr) != 1 || inet_pton(AF_INET, gw, &g.sin_addr) != 1) {
+        guest_say("sbx.net: malformed", 0);
+        return;
+    }
+    m.sin_addr.s_addr = htonl(0xffffffffu << (32 - prefix));
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return;
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof(ifr));
+    memcpy(ifr.ifr_name, "eth0", 5);
+    /* virtio_net registers eth0 as it loads; wait briefly in case it is late */
+    for (int i = 0; i < 100 && ioctl(s, SIOCGIFFLAGS, &ifr) != 0; i++) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    memcpy(&ifr.ifr_addr, &a, sizeof(a));
+    if (ioctl(s, SIOCSIFADDR, &ifr) != 0)
+        guest_say("eth0 address", errno);
+    memcpy(&ifr.ifr_netmask, &m, sizeof(m));
+    if (ioctl(s, SIOCSIFNETMASK, &ifr) != 0)
+        guest_say("eth0 netmask", errno);
+    if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
+        ifr.ifr_flags |= IFF_UP;
+        if (ioctl(s, SIOCSIFFLAGS, &ifr) != 0)
+            guest_say("eth0 up", errno);
+    }
+    struct rtentry rt;
+    memset(&rt, 0, sizeof(rt));
+    struct sockaddr_in any = {.sin_family = AF_INET};
+    memcpy(&rt.rt_dst, &any, sizeof(any));
+    memcpy(&rt.rt_genmask, &any, sizeof(any));
+    memcpy(&rt.rt_gateway, &g, sizeof(g));
+    rt.rt_flags = RTF_UP | RTF_GATEWAY;
+    if (ioctl(s, SIOCADDRT, &rt) != 0 && errno != EEXIST)
+        guest_say("default route", errno);
+    close(s);
+    /* the resolver: the gateway (the host sends its port 53 to the filter) */
+    mkdir("/etc", 0755);
+    unlink("/etc/resolv.conf");
+    int fd = open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd >= 0) {
+        char text[64];
+        int n = snprintf(text, sizeof(text), "nameserver %s\n", gw);
+        if (guest_write_all(fd, text, (size_t)n) != 0)
+            guest_say("resolv.conf", errno);
+        close(fd);
+    }
+}
+
 int guest_boot(void)
 {
     mount_or_say("dev", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
@@ -144,6 +221,7 @@ int guest_boot(void)
     mkdir("/tmp", 01777);
     sethostname("sandbox", 7);
     loopback_up();
+    net_up();
     return 0;
 }
 
