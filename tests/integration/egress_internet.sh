@@ -43,3 +43,51 @@ egress_internet() {
   itest_wait_until 10 "the servers of the test's internet" test -e "$EGI_WORK/serving"
   itest_wait_until 10 "dnsmasq" grep -q started "$EGI_WORK/dnsmasq.log"
 }
+
+# A controller of the test's own, on a database of its own of the run's
+# PostgreSQL (no other test's sandbox lands on the test's worker, which
+# goes away). Usage: egress_controller NAME TENANT [CONTROLLER ARGS...];
+# sets EGC_DBURL, SANDBOX_URL, ITEST_ADMIN_TOKEN and SANDBOX_TOKEN (an
+# admin of TENANT).
+egress_controller() {
+  local name=$1 tenant=$2 clog port rport cpid
+  shift 2
+  "$ITEST_PGBIN/psql" -X -q "$DATABASE_URL" -c "CREATE DATABASE $name"
+  EGC_DBURL="${DATABASE_URL%/*}/$name"
+  assert_exit 0 "$SANDBOXD" migrate --database-url "$EGC_DBURL"
+  clog="$ITEST_TMP/controller-$name.log"
+  itest_watch_log "$clog"
+  port=$(itest_free_port)
+  rport=$(itest_free_port)
+  "$SANDBOXD" controller --database-url "$EGC_DBURL" --listen "127.0.0.1:$port" --route-listen "127.0.0.1:$rport" \
+    "$@" >>"$clog" 2>&1 </dev/null &
+  cpid=$!
+  itest_track_pid "$cpid"
+  export SANDBOX_URL="http://127.0.0.1:$port"
+  itest_wait_healthz "$SANDBOX_URL" "$cpid" controller "$clog" || fail "controller did not come up"
+  ITEST_ADMIN_TOKEN=$("$SANDBOXD" token create --database-url "$EGC_DBURL" --tenant "$tenant" --role admin)
+  export ITEST_ADMIN_TOKEN SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN
+}
+
+# Takes away what a worker's egress filter left on the host for Docker
+# network FNET (its chains and their jumps, the taps' jumps, its rules
+# directory) and the network itself.
+egress_filter_cleanup() {
+  local fnet=$1 br t
+  br=$(docker network inspect -f '{{.Id}}' "$fnet" 2>/dev/null | cut -c1-12)
+  [ -n "$br" ] || return 0
+  br="br-$br"
+  for t in $(iptables -w 5 -S INPUT 2>/dev/null | sed -n "s/^-A INPUT -i \(sbv[0-9a-f]*+\) -j SBX-FIN-$br\$/\1/p"); do
+    iptables -w 5 -t nat -D PREROUTING -i "$t" -j "SBX-FNAT-$br" 2>/dev/null
+    iptables -w 5 -D INPUT -i "$t" -j "SBX-FIN-$br" 2>/dev/null
+    iptables -w 5 -D FORWARD -i "$t" -j DROP 2>/dev/null
+  done
+  iptables -w 5 -t nat -D PREROUTING -i "$br" -j "SBX-FNAT-$br" 2>/dev/null
+  iptables -w 5 -D INPUT -i "$br" -j "SBX-FIN-$br" 2>/dev/null
+  iptables -w 5 -D FORWARD -i "$br" -j DROP 2>/dev/null
+  iptables -w 5 -t nat -F "SBX-FNAT-$br" 2>/dev/null && iptables -w 5 -t nat -X "SBX-FNAT-$br" 2>/dev/null
+  iptables -w 5 -F "SBX-FIN-$br" 2>/dev/null && iptables -w 5 -X "SBX-FIN-$br" 2>/dev/null
+  docker network rm "$fnet" >/dev/null 2>&1
+  rm -rf "/run/sandbox-egress-$br.rules"
+  true
+}

@@ -30,27 +30,11 @@ egress_internet "sbxewi$tag" 198.51.100 "$work"
 api=$EGI_API
 other=$EGI_OTHER
 
-# ---- a controller of its own (a database of its own on the run's
-# PostgreSQL): no other test's sandbox lands on this worker, which goes away
-db="itest_egw_$tag"
-"$ITEST_PGBIN/psql" -X -q "$DATABASE_URL" -c "CREATE DATABASE $db"
-dburl="${DATABASE_URL%/*}/$db"
-assert_exit 0 "$SANDBOXD" migrate --database-url "$dburl"
-clog="$ITEST_TMP/controller-egw-$tag.log"
-itest_watch_log "$clog"
-port=$(itest_free_port)
-rport=$(itest_free_port)
+# ---- a controller of its own: no other test's sandbox lands on its worker
 openssl rand -hex 32 >"$work/secrets.key"
 chmod 600 "$work/secrets.key"
-"$SANDBOXD" controller --database-url "$dburl" --listen "127.0.0.1:$port" --route-listen "127.0.0.1:$rport" \
-  --secrets-key-file "$work/secrets.key" \
-  >>"$clog" 2>&1 </dev/null &
-cpid=$!
-itest_track_pid "$cpid"
-export SANDBOX_URL="http://127.0.0.1:$port"
-itest_wait_healthz "$SANDBOX_URL" "$cpid" controller "$clog" || fail "controller did not come up"
-ITEST_ADMIN_TOKEN=$("$SANDBOXD" token create --database-url "$dburl" --tenant itest-egw --role admin)
-export ITEST_ADMIN_TOKEN SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN
+egress_controller "itest_egw_$tag" itest-egw --secrets-key-file "$work/secrets.key"
+dburl=$EGC_DBURL
 
 # ---- a worker with the egress filter, on a filtered network of its own
 wname="itest-egress-$tag"
@@ -61,17 +45,7 @@ wpid=
 finish() {
   SANDBOX_TOKEN=$ITEST_ADMIN_TOKEN "$SANDBOX_CLI" workers drain "$wname" >/dev/null 2>&1
   [ -z "$wpid" ] || itest_stop_pid "$wpid" worker 30
-  local br
-  br=$(docker network inspect -f '{{.Id}}' "$fnet" 2>/dev/null | cut -c1-12)
-  if [ -n "$br" ]; then
-    br="br-$br"
-    iptables -w 5 -t nat -D PREROUTING -i "$br" -j "SBX-FNAT-$br" 2>/dev/null
-    iptables -w 5 -D INPUT -i "$br" -j "SBX-FIN-$br" 2>/dev/null
-    iptables -w 5 -D FORWARD -i "$br" -j DROP 2>/dev/null
-    iptables -w 5 -t nat -F "SBX-FNAT-$br" 2>/dev/null && iptables -w 5 -t nat -X "SBX-FNAT-$br" 2>/dev/null
-    iptables -w 5 -F "SBX-FIN-$br" 2>/dev/null && iptables -w 5 -X "SBX-FIN-$br" 2>/dev/null
-    docker network rm "$fnet" >/dev/null 2>&1
-  fi
+  egress_filter_cleanup "$fnet"
   true
 }
 itest_on_exit finish

@@ -447,6 +447,11 @@ int docker_filter_add(docker_runtime_t *rt, const char *sandbox_id, const char *
     return r;
 }
 
+static int filter_tell_container(docker_runtime_t *rt, const char *sandbox_id, const char *ref, api_error_t *err)
+{
+    return docker_filter_add(rt, sandbox_id, ref, err);
+}
+
 int docker_filter_egress_set(docker_runtime_t *rt, const char *sandbox_id, const char *ref, json_object *egress,
                              api_error_t *err)
 {
@@ -461,13 +466,22 @@ int docker_filter_egress_set(docker_runtime_t *rt, const char *sandbox_id, const
     json_object_put(o);
     if (!made_with)
         return api_error_set(err, API_CONFLICT, "sandbox %s was made without egress rules", sandbox_id);
+    return docker_filter_rules_change(rt, sandbox_id, egress, filter_tell_container, ref, err);
+}
+
+int docker_filter_rules_change(docker_runtime_t *rt, const char *sandbox_id, json_object *egress,
+                               int (*tell)(docker_runtime_t *rt, const char *sandbox_id, const char *ref,
+                                           api_error_t *err),
+                               const char *ref, api_error_t *err)
+{
     json_object *before = docker_filter_load(rt, sandbox_id, ".json");
     char *was = before ? jsonx_dump(before) : NULL, *text = jsonx_dump(egress);
     json_object_put(before);
+    int r;
     if (!text)
         r = api_error_set(err, API_INTERNAL, "out of memory");
     else if ((r = docker_filter_keep(rt, sandbox_id, ".json", text, err)) == 0 &&
-             (r = docker_filter_add(rt, sandbox_id, ref, err)) < 0) {
+             (r = tell(rt, sandbox_id, ref, err)) < 0) {
         api_error_t ignored;
         if (docker_filter_keep(rt, sandbox_id, ".json", was, &ignored) < 0)
             log_warn("worker", "egress filter: cannot put back the rules of %s: %s", sandbox_id, ignored.message);

@@ -302,6 +302,13 @@ json_object *docker_filter_load(const docker_runtime_t *rt, const char *sandbox_
 int docker_filter_keep(const docker_runtime_t *rt, const char *sandbox_id, const char *suffix, const char *text,
                        api_error_t *err);
 
+/* A live change of sandbox_id's rules: kept in its .json file, then told
+ * to the filter by tell (ref its argument); the file is put back as it was
+ * when tell fails. */
+int docker_filter_rules_change(docker_runtime_t *rt, const char *sandbox_id, json_object *egress,
+                               int (*tell)(docker_runtime_t *rt, const char *sandbox_id, const char *ref,
+                                           api_error_t *err),
+                               const char *ref, api_error_t *err);
 /* One request to the filter's control socket, its answer (*ret, a new
  * object) when it says ok; else err. */
 int docker_filter_call(docker_runtime_t *rt, json_object *req, json_object **ret, api_error_t *err);

@@ -141,6 +141,12 @@ static int nic_tell(docker_runtime_t *rt, const char *sbx, api_error_t *err)
     return r;
 }
 
+static int nic_tell_ref(docker_runtime_t *rt, const char *sbx, const char *ref, api_error_t *err)
+{
+    (void)ref;
+    return nic_tell(rt, sbx, err);
+}
+
 static void nic_restore_one(docker_runtime_t *rt, const char *sbx, void *ud)
 {
     (void)ud;
@@ -257,21 +263,7 @@ int docker_nic_egress_set(runtime_t *base, const char *sandbox_id, json_object *
     json_object_put(vm);
     if (!vm)
         return api_error_set(err, API_CONFLICT, "sandbox %s has no NIC behind the egress filter here", sandbox_id);
-    json_object *before = docker_filter_load(rt, sandbox_id, ".json");
-    char *was = before ? jsonx_dump(before) : NULL, *text = jsonx_dump(egress);
-    json_object_put(before);
-    int r;
-    if (!text)
-        r = api_error_set(err, API_INTERNAL, "out of memory");
-    else if ((r = docker_filter_keep(rt, sandbox_id, ".json", text, err)) == 0 &&
-             (r = nic_tell(rt, sandbox_id, err)) < 0) {
-        api_error_t ignored;
-        if (docker_filter_keep(rt, sandbox_id, ".json", was, &ignored) < 0)
-            log_warn("worker", "egress filter: cannot put back the rules of %s: %s", sandbox_id, ignored.message);
-    }
-    free(was);
-    free(text);
-    return r;
+    return docker_filter_rules_change(rt, sandbox_id, egress, nic_tell_ref, NULL, err);
 }
 
 void docker_nic_detach(runtime_t *base, const char *sandbox_id)

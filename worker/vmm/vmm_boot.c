@@ -564,11 +564,11 @@ static pid_t qemu_spawn(const vmm_config_t *cfg, const vmm_spec_t *spec, const v
         argv[na++] = "-device";
         argv[na++] = vdev[i];
     }
-    /* the NIC: its tap's fd at 4+2*ndisks in QEMU (no vnet header: the tap
-     * was opened without one) */
+    /* the NIC: its tap's fd at 4+2*ndisks in QEMU (which finds that the
+     * tap was opened without a vnet header) */
     char netdev[64];
     if (spec->nic != NULL) {
-        snprintf(netdev, sizeof(netdev), "tap,id=net0,fd=%u,vnet_hdr=off", 4 + 2 * spec->ndisks);
+        snprintf(netdev, sizeof(netdev), "tap,id=net0,fd=%u", 4 + 2 * spec->ndisks);
         argv[na++] = "-netdev";
         argv[na++] = netdev;
         argv[na++] = "-device";
