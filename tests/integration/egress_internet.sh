@@ -81,6 +81,7 @@ egress_filter_cleanup() {
     iptables -w 5 -t nat -D PREROUTING -i "$t" -j "SBX-FNAT-$br" 2>/dev/null
     iptables -w 5 -D INPUT -i "$t" -j "SBX-FIN-$br" 2>/dev/null
     iptables -w 5 -D FORWARD -i "$t" -j DROP 2>/dev/null
+    iptables -w 5 -t raw -D PREROUTING -i "$t" -m rpfilter --invert -j DROP 2>/dev/null
   done
   iptables -w 5 -t nat -D PREROUTING -i "$br" -j "SBX-FNAT-$br" 2>/dev/null
   iptables -w 5 -D INPUT -i "$br" -j "SBX-FIN-$br" 2>/dev/null

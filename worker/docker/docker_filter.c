@@ -112,9 +112,17 @@ static int rules_install(docker_runtime_t *rt, api_error_t *err)
     const char *i5[] = { t, "-w", "5", "-I", "INPUT", "1", "-i", taps, "-j", in, NULL };
     const char *c6[] = { t, "-w", "5", "-C", "FORWARD", "-i", taps, "-j", "DROP", NULL };
     const char *i6[] = { t, "-w", "5", "-I", "FORWARD", "1", "-i", taps, "-j", "DROP", NULL };
+    /* a tap sends from its guest's address only (strict reverse path,
+     * whatever the host's rp_filter says): a guest that takes another VM's
+     * address to borrow its rules is dropped before the filter sees it */
+    const char *c7[] = { t, "-w", "5", "-t", "raw", "-C", "PREROUTING", "-i", taps, "-m", "rpfilter", "--invert",
+                         "-j", "DROP", NULL };
+    const char *i7[] = { t, "-w", "5", "-t", "raw", "-I", "PREROUTING", "1", "-i", taps, "-m", "rpfilter",
+                         "--invert", "-j", "DROP", NULL };
     if ((ipt(rt, c4, true, err) < 0 && ipt(rt, i4, false, err) < 0) ||
         (ipt(rt, c5, true, err) < 0 && ipt(rt, i5, false, err) < 0) ||
-        (ipt(rt, c6, true, err) < 0 && ipt(rt, i6, false, err) < 0))
+        (ipt(rt, c6, true, err) < 0 && ipt(rt, i6, false, err) < 0) ||
+        (ipt(rt, c7, true, err) < 0 && ipt(rt, i7, false, err) < 0))
         return SBX_EUNAVAIL;
     return 0;
 }
