@@ -116,9 +116,10 @@ w=$(worker_doc)
 assert_contains "$(itest_json "$w" isolation)" '"container"' "classes of the worker"
 probe=$(itest_json "$w" probes.microvm)
 assert_match "$probe" '^ok: sandbox-vmm 0\.1\.0 ran a probe sandbox: qemu microvm, kernel .*, accel (kvm|tcg)' "probe result of microvm"
-assert_contains "$probe" "open not offered" "the probe says why open is not offered"
+assert_contains "$probe" "open only through the worker's egress filter" "the probe says how open is offered"
 accel=$(grep -o 'accel \(kvm\|tcg\)' <<<"$probe" | head -n1 | cut -d' ' -f2)
-assert_eq '["none","restricted"]' "$(itest_json "$w" networks.microvm | tr -d ' ')" "networks of microvm"
+assert_eq '["none","restricted"]' "$(itest_json "$w" networks.microvm | tr -d ' ')" \
+  "networks of microvm (this worker runs no egress filter: no open)"
 assert_eq "" "$(ls "$vstate/vms")" "VMs left after the probe"
 assert_eq "" "$(ls "$vstate/sandboxes")" "records left after the probe"
 
