@@ -172,6 +172,22 @@ static json_object *e2b_sandbox(req_t *rq, json_object *s, bool detail)
     if (detail) {
         const char *net = jsonx_get_str(s, "network");
         jsonx_add_bool(o, "allowInternetAccess", net && strcmp(net, "open") == 0);
+        /* its egress rules as E2B's network (the inverse of e2b_network):
+         * the allowed domains, the denied ones and, default deny, 0.0.0.0/0 */
+        json_object *eg = jsonx_get_obj(s, "egress");
+        if (eg) {
+            json_object *n = json_object_new_object(), *allow = jsonx_get_arr(eg, "allow");
+            json_object *deny = jsonx_get_arr(eg, "deny"), *dout = json_object_new_array();
+            for (size_t i = 0; deny && i < json_object_array_length(deny); i++)
+                json_object_array_add(dout, json_object_get(json_object_array_get_idx(deny, i)));
+            const char *def = jsonx_get_str(eg, "default");
+            if (def && strcmp(def, "deny") == 0)
+                json_object_array_add(dout, json_object_new_string("0.0.0.0/0"));
+            jsonx_add(n, "allowOut", allow ? json_object_get(allow) : json_object_new_array());
+            jsonx_add(n, "denyOut", dout);
+            jsonx_add_bool(n, "allowPublicTraffic", true);
+            jsonx_add(o, "network", n);
+        }
         jsonx_add_str(o, "envdAccessToken", request_key(rq));
         jsonx_add_str(o, "domain", rq->ctl->route_domain);
         jsonx_add_str(o, "trafficAccessToken", NULL);

@@ -199,6 +199,10 @@ itest_http PUT "/e2b/sandboxes/$sbx/network" "$SANDBOX_TOKEN" '{"allowOut":["api
 assert_http 204 "" "E2B's network update"
 assert_contains "$(get api.egress.test "$api")" "hello api.egress.test" "the name E2B's update allows"
 assert_contains "$(nsl other.egress.test)" "NXDOMAIN" "a name E2B's update leaves out (denyOut 0.0.0.0/0)"
+itest_http GET "/e2b/sandboxes/$sbx" "$SANDBOX_TOKEN"
+assert_eq '{"allowOut":["api.egress.test"],"denyOut":["0.0.0.0/0"],"allowPublicTraffic":true}' \
+  "$(python3 -c 'import json,sys; print(json.dumps(json.loads(sys.argv[1])["network"], separators=(",", ":")))' \
+  "$HTTP_BODY")" "E2B's sandbox detail shows its network as E2B's update set it"
 itest_http PUT "/e2b/sandboxes/$sbx/network" "$SANDBOX_TOKEN" '{"allowOut":["198.51.100.9"]}'
 [ "$HTTP_STATUS" = 400 ] || fail "E2B's update with an address: HTTP $HTTP_STATUS [$HTTP_BODY]"
 assert_contains "$HTTP_BODY" "allowOut[0]" "E2B's error names the entry"
