@@ -16,6 +16,10 @@ typedef struct fake {
     const char *sandbox;      /* the one sandbox it holds */
     int creates, execs, removes;
     bool fail_inventory;
+    /* NICs (the Docker-like one filters them, the driver-like one takes them) */
+    bool nic_ready, fail_create;
+    int attached, detached, nic_sets, swept;
+    char last_nic_tap[16];
 } fake_t;
 
 static fake_t *F(runtime_t *rt) { return (fake_t *)rt; }
@@ -24,7 +28,10 @@ static const fake_t *CF(const runtime_t *rt) { return (const fake_t *)rt; }
 static int f_ping(runtime_t *rt, long t, api_error_t *e) { (void)rt; (void)t; (void)e; return 0; }
 static int f_create(runtime_t *rt, const runtime_create_req_t *req, char ref[80], runtime_exit_t *x, api_error_t *e)
 {
-    (void)req; (void)x; (void)e;
+    (void)x;
+    if (F(rt)->fail_create)
+        return api_error_set(e, API_RUNTIME_ERROR, "boot failed");
+    snprintf(F(rt)->last_nic_tap, sizeof F(rt)->last_nic_tap, "%s", req->nic ? req->nic->tap : "");
     F(rt)->creates++;
     snprintf(ref, 80, "%s1", F(rt)->prefix);
     return 0;
@@ -108,6 +115,35 @@ static const char *f_netwhy(const runtime_t *rt, isolation_t cls, net_mode_t m)
     return "";
 }
 static void f_cancel(runtime_t *rt, const atomic_int *f) { (void)rt; (void)f; }
+static bool f_nic_support(runtime_t *rt, char *why, size_t len)
+{
+    snprintf(why, len, "no filter here");
+    return F(rt)->nic_ready;
+}
+static int f_nic_attach(runtime_t *rt, const runtime_create_req_t *req, runtime_nic_t *ret, api_error_t *e)
+{
+    (void)req; (void)e;
+    F(rt)->attached++;
+    snprintf(ret->tap, sizeof ret->tap, "sbvtest0");
+    snprintf(ret->host, sizeof ret->host, "10.213.0.1");
+    snprintf(ret->guest, sizeof ret->guest, "10.213.0.2");
+    ret->prefix = 30;
+    return 0;
+}
+static int f_nic_set(runtime_t *rt, const char *sbx, json_object *eg, api_error_t *e)
+{
+    (void)sbx; (void)eg; (void)e;
+    F(rt)->nic_sets++;
+    return 0;
+}
+static void f_nic_detach(runtime_t *rt, const char *sbx) { (void)sbx; F(rt)->detached++; }
+static void f_nic_sweep(runtime_t *rt, const char *const *live, size_t n)
+{
+    ck_assert_uint_eq(n, 2);
+    ck_assert_str_eq(live[1], "sbx_x");
+    F(rt)->swept++;
+}
+static bool f_takes_nic(const runtime_t *rt) { (void)rt; return true; }
 static void f_free(runtime_t *rt) { free(rt); }
 
 static const runtime_ops_t docker_like = {
@@ -117,7 +153,7 @@ static const runtime_ops_t docker_like = {
     .network_modes = f_modes, .probe_result = f_probe, .network_unavailable = f_netwhy,
     .set_cancel_flag = f_cancel, .free = f_free,
 };
-static runtime_ops_t driver_like;
+static runtime_ops_t driver_like, docker_filtering, driver_nic;
 
 static runtime_t *multi, *parts[2];
 static fake_t *dk, *dr;
@@ -127,6 +163,14 @@ static void setup(void)
     driver_like = docker_like;
     driver_like.name = "external";
     driver_like.ref_prefix = "x:";
+    docker_filtering = docker_like;
+    docker_filtering.nic_support = f_nic_support;
+    docker_filtering.nic_attach = f_nic_attach;
+    docker_filtering.nic_egress_set = f_nic_set;
+    docker_filtering.nic_detach = f_nic_detach;
+    docker_filtering.nic_sweep = f_nic_sweep;
+    driver_nic = driver_like;
+    driver_nic.takes_nic = f_takes_nic;
     dk = calloc(1, sizeof *dk);
     dr = calloc(1, sizeof *dr);
     *dk = (fake_t){ .base.ops = &docker_like, .cls = ISO_CONTAINER, .prefix = "", .sandbox = "sbx_d" };
@@ -238,6 +282,74 @@ START_TEST(test_inventory_and_images_are_unions)
 }
 END_TEST
 
+/* A microvm create with network open goes out through the Docker
+ * backend's filter: a NIC attached before the create, in its request,
+ * let go when the create fails or at remove; the class offers open and
+ * filtered only while that filter runs; a live rule change goes there. */
+START_TEST(test_open_for_a_class_without_it_takes_a_nic_of_the_filtering_backend)
+{
+    runtime_free(multi);
+    dk = calloc(1, sizeof *dk);
+    dr = calloc(1, sizeof *dr);
+    *dk = (fake_t){ .base.ops = &docker_filtering, .cls = ISO_CONTAINER, .prefix = "", .sandbox = "sbx_d" };
+    *dr = (fake_t){ .base.ops = &driver_nic, .cls = ISO_MICROVM, .prefix = "x:", .sandbox = "sbx_x" };
+    parts[0] = &dk->base;
+    parts[1] = &dr->base;
+    api_error_t err;
+    ck_assert_int_eq(runtime_multi_new(parts, 2, &multi, &err), 0);
+    sandbox_spec_t spec = { .image = "i", .network = NET_OPEN };
+    runtime_create_req_t req = { .sandbox_id = "sbx_x", .spec = &spec, .isolation = ISO_MICROVM };
+    char ref[80];
+    /* no filter running: neither offered nor made, and the answer says why */
+    ck_assert_uint_eq(runtime_network_modes(multi, ISO_MICROVM), 1u << NET_NONE);
+    ck_assert_ptr_nonnull(strstr(runtime_network_unavailable(multi, ISO_MICROVM, NET_OPEN), "no filter here"));
+    ck_assert_int_eq(runtime_create(multi, &req, ref, NULL, &err), 0);
+    ck_assert_str_eq(dr->last_nic_tap, "");   /* no NIC: the driver decides (sandbox-vmm refuses open then) */
+    ck_assert_int_eq(dk->attached, 0);
+    /* the filter runs: open and filtered offered, the create carries a NIC */
+    dk->nic_ready = true;
+    ck_assert_uint_eq(runtime_network_modes(multi, ISO_MICROVM),
+                      (1u << NET_NONE) | (1u << NET_OPEN) | (1u << NET_OFFER_FILTERED));
+    ck_assert_int_eq(runtime_create(multi, &req, ref, NULL, &err), 0);
+    ck_assert_str_eq(dr->last_nic_tap, "sbvtest0");
+    ck_assert_int_eq(dk->attached, 1);
+    ck_assert_int_eq(dk->detached, 0);
+    /* a container's open is its own backend's: no NIC */
+    req.isolation = ISO_CONTAINER;
+    ck_assert_int_eq(runtime_create(multi, &req, ref, NULL, &err), 0);
+    ck_assert_int_eq(dk->attached, 1);
+    /* a create that fails lets its NIC go; secrets are refused before one is made */
+    req.isolation = ISO_MICROVM;
+    dr->fail_create = true;
+    ck_assert_int_lt(runtime_create(multi, &req, ref, NULL, &err), 0);
+    ck_assert_int_eq(dk->attached, 2);
+    ck_assert_int_eq(dk->detached, 1);
+    dr->fail_create = false;
+    json_object *secrets = json_object_new_array();
+    json_object_array_add(secrets, json_object_new_object());
+    req.secrets = secrets;
+    ck_assert_int_lt(runtime_create(multi, &req, ref, NULL, &err), 0);
+    ck_assert_int_eq(err.code, API_ISOLATION_UNAVAILABLE);
+    ck_assert_int_eq(dk->attached, 2);
+    json_object_put(secrets);
+    /* a live change of the VM's rules goes to the filter; remove lets the NIC go */
+    json_object *eg = json_object_new_object();
+    ck_assert_int_eq(runtime_egress_set(multi, "sbx_x", "x:1", eg, &err), 0);
+    ck_assert_int_eq(dk->nic_sets, 1);
+    json_object_put(eg);
+    ck_assert_int_eq(runtime_remove(multi, "sbx_x", "x:1", &err), 0);
+    ck_assert_int_eq(dk->detached, 2);
+    ck_assert_int_eq(runtime_remove(multi, "sbx_d", "1", &err), 0);
+    ck_assert_int_eq(dk->detached, 2);     /* a container has no NIC to let go */
+    /* the inventory sweeps the NICs of sandboxes gone */
+    runtime_object_t *objs = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(runtime_inventory(multi, NULL, "w", &objs, &n, &err), 0);
+    runtime_inventory_free(objs, n);
+    ck_assert_int_eq(dk->swept, 1);
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("runtime_multi");
@@ -247,6 +359,7 @@ Suite *unit_suite(void)
         test_later_calls_follow_the_ref_prefix,
         test_calls_by_sandbox_ask_each_backend,
         test_inventory_and_images_are_unions,
+        test_open_for_a_class_without_it_takes_a_nic_of_the_filtering_backend,
     ));
     tcase_add_checked_fixture(tc, setup, teardown);
     return s;
