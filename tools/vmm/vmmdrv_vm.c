@@ -495,7 +495,6 @@ typedef struct {
     const char *targets[VMM_DISKS_MAX];
     unsigned ndisks;
     vmm_nic_t nic;                   /* nic.fd >= 0: a NIC on the tap the worker named (want_close) */
-    char tap[IFNAMSIZ];
 } want_t;
 
 static void want_close(want_t *w)
@@ -529,7 +528,6 @@ static int want_nic(json_object *p, want_t *w, vmmdrv_call_t *call)
                     "prefix 8..30}", IFNAMSIZ - 1);
         return -1;
     }
-    snprintf(w->tap, sizeof(w->tap), "%s", tap);
     snprintf(w->nic.gateway, sizeof(w->nic.gateway), "%s", host);
     snprintf(w->nic.guest, sizeof(w->nic.guest), "%s", guest);
     w->nic.prefix = (unsigned)prefix;
