@@ -253,24 +253,19 @@ static int multi_inventory(runtime_t *rt, const char *cluster_id, const char *wo
         total += n;
         free(objs);
     }
-    /* the volume disks of sandboxes no backend holds any more (removed
-     * while the worker was down) are let go */
+    /* the volume disks and NICs of sandboxes no backend holds any more
+     * (removed while the worker was down) are let go */
     char why[160];
-    runtime_t *vb = multi_volumes(rt, why, sizeof why);
-    const char **live = vb ? calloc(total + 1, sizeof *live) : NULL;
+    runtime_t *vb = multi_volumes(rt, why, sizeof why), *nb = multi_nic_backend(m, why, sizeof why);
+    const char **live = vb || nb ? calloc(total + 1, sizeof *live) : NULL;
     if (live) {
         for (size_t i = 0; i < total; i++)
             live[i] = all[i].sandbox_id;
-        runtime_volume_sweep_disks(vb, live, total);
+        if (vb)
+            runtime_volume_sweep_disks(vb, live, total);
+        if (nb)
+            runtime_nic_sweep(nb, live, total);
         free(live);
-    }
-    runtime_t *nb = multi_nic_backend(m, why, sizeof why);
-    const char **nlive = nb ? calloc(total + 1, sizeof *nlive) : NULL;
-    if (nlive) {
-        for (size_t i = 0; i < total; i++)
-            nlive[i] = all[i].sandbox_id;
-        runtime_nic_sweep(nb, nlive, total);
-        free(nlive);
     }
     *ret = all;
     *ret_n = total;
