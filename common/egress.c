@@ -161,6 +161,49 @@ static int list_from_json(json_object *o, const char *what, const char *key, cha
     return 0;
 }
 
+/* Adds port to r's ascending udp list unless it is there; false when full. */
+static bool udp_add(egress_rules_t *r, uint16_t port)
+{
+    size_t at = 0;
+    while (at < r->n_udp && r->udp[at] < port)
+        at++;
+    if (at < r->n_udp && r->udp[at] == port)
+        return true;
+    if (r->n_udp == EGRESS_UDP_MAX)
+        return false;
+    memmove(r->udp + at + 1, r->udp + at, (r->n_udp - at) * sizeof r->udp[0]);
+    r->udp[at] = port;
+    r->n_udp++;
+    return true;
+}
+
+static int udp_from_json(json_object *o, const char *what, egress_rules_t *r, api_error_t *err)
+{
+    json_object *a = NULL;
+    if (!json_object_object_get_ex(o, "udp", &a) || json_object_is_type(a, json_type_null))
+        return 0;
+    if (!json_object_is_type(a, json_type_array) || json_object_array_length(a) > EGRESS_UDP_MAX)
+        return api_error_set(err, API_INVALID_ARGUMENT, "%s.udp must be an array of at most %d ports", what,
+                             EGRESS_UDP_MAX);
+    for (size_t i = 0; i < json_object_array_length(a); i++) {
+        json_object *e = json_object_array_get_idx(a, i);
+        int64_t port = json_object_is_type(e, json_type_int) ? json_object_get_int64(e) : 0;
+        if (port < 1 || port > 65535 || port == 53)
+            return api_error_set(err, API_INVALID_ARGUMENT, "%s.udp[%zu] must be a port from 1 to 65535 other than "
+                                 "53 (DNS goes to the worker's resolver)", what, i);
+        udp_add(r, (uint16_t)port);
+    }
+    return 0;
+}
+
+bool egress_udp_allowed(const egress_rules_t *r, unsigned port)
+{
+    for (size_t i = 0; r && r->set && i < r->n_udp; i++)
+        if (r->udp[i] == port)
+            return true;
+    return false;
+}
+
 int egress_rules_from_json(json_object *o, const char *what, egress_rules_t *ret, api_error_t *err)
 {
     memset(ret, 0, sizeof *ret);
@@ -170,8 +213,9 @@ int egress_rules_from_json(json_object *o, const char *what, egress_rules_t *ret
         return api_error_set(err, API_INVALID_ARGUMENT, "%s must be an object {allow, deny, default}", what);
     json_object_object_foreach(o, k, v) {
         (void)v;
-        if (strcmp(k, "allow") != 0 && strcmp(k, "deny") != 0 && strcmp(k, "default") != 0)
-            return api_error_set(err, API_INVALID_ARGUMENT, "unknown field %s.%.64s (allow, deny, default)", what, k);
+        if (strcmp(k, "allow") != 0 && strcmp(k, "deny") != 0 && strcmp(k, "default") != 0 && strcmp(k, "udp") != 0)
+            return api_error_set(err, API_INVALID_ARGUMENT, "unknown field %s.%.64s (allow, deny, default, udp)", what,
+                                 k);
     }
     ret->set = true;
     const char *def = jsonx_get_str(o, "default");
@@ -182,7 +226,7 @@ int egress_rules_from_json(json_object *o, const char *what, egress_rules_t *ret
         return api_error_set(err, API_INVALID_ARGUMENT, "%s.default is \"deny\" or \"allow\"", what);
     }
     if (list_from_json(o, what, "allow", &ret->allow, &ret->n_allow, err) < 0 ||
-        list_from_json(o, what, "deny", &ret->deny, &ret->n_deny, err) < 0) {
+        list_from_json(o, what, "deny", &ret->deny, &ret->n_deny, err) < 0 || udp_from_json(o, what, ret, err) < 0) {
         egress_rules_release(ret);
         return SBX_EINVAL;
     }
@@ -203,6 +247,12 @@ json_object *egress_rules_to_json(const egress_rules_t *r)
     jsonx_add(o, "allow", a);
     jsonx_add(o, "deny", d);
     jsonx_add_str(o, "default", r->default_allow ? "allow" : "deny");
+    if (r->n_udp) {
+        json_object *u = json_object_new_array();
+        for (size_t i = 0; i < r->n_udp; i++)
+            json_object_array_add(u, json_object_new_int(r->udp[i]));
+        jsonx_add(o, "udp", u);
+    }
     return o;
 }
 
@@ -211,6 +261,8 @@ static int copy_rules(const egress_rules_t *from, egress_rules_t *to)
     memset(to, 0, sizeof *to);
     to->set = from->set;
     to->default_allow = from->default_allow;
+    memcpy(to->udp, from->udp, sizeof to->udp);
+    to->n_udp = from->n_udp;
     for (size_t i = 0; i < from->n_allow; i++)
         if (list_add(&to->allow, &to->n_allow, from->allow[i]) < 0)
             return SBX_ENOMEM;
@@ -263,6 +315,10 @@ int egress_rules_within(const egress_rules_t *tenant, const egress_rules_t *req,
                                  "it (%s%s)", what, i, req->allow[i], strcmp(rule, "default") == 0 ? "" : "rule ",
                                  strcmp(rule, "default") == 0 ? "not listed" : rule);
     }
+    for (size_t i = 0; i < req->n_udp; i++)
+        if (!egress_udp_allowed(tenant, req->udp[i]))
+            return api_error_set(err, API_POLICY_DENIED, "%s.udp[%zu] (%u): the tenant's policy does not allow UDP "
+                                 "to that port", what, i, (unsigned)req->udp[i]);
     if (copy_rules(req, ret) < 0) {
         egress_rules_release(ret);
         return api_error_set(err, API_INTERNAL, "out of memory");

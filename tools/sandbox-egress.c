@@ -11,11 +11,13 @@
 #include "egressd.h"
 
 static const char usage[] =
-    "usage: sandbox-egress --tcp HOST:PORT --dns HOST:PORT --upstream HOST:PORT --control PATH\n"
+    "usage: sandbox-egress --tcp HOST:PORT --dns HOST:PORT [--udp IPV4:PORT] --upstream HOST:PORT --control PATH\n"
     "The egress filter of filtered sandboxes (docs/network.md). The worker starts it\n"
     "and redirects its sandboxes' TCP to --tcp and their DNS (UDP 53) to --dns.\n"
     "  --tcp HOST:PORT       where redirected TCP connections arrive\n"
     "  --dns HOST:PORT       where redirected DNS queries arrive (UDP)\n"
+    "  --udp IPV4:PORT       where other UDP arrives by TPROXY (a transparent socket: CAP_NET_ADMIN);\n"
+    "                        without it the filter takes no other UDP\n"
     "  --upstream HOST:PORT  the resolver allowed names are asked of (UDP)\n"
     "  --control PATH        the worker's unix socket (JSON lines: set, drop, stats, drain)\n"
     "  --exit-with-parent    stop when the process that started it is gone (the worker's)\n"
@@ -44,7 +46,7 @@ static void on_parent_check(evutil_socket_t fd, short what, void *arg)
 
 int main(int argc, char **argv)
 {
-    const char *tcp = NULL, *dns = NULL, *upstream = NULL, *control = NULL, *name_timeout = NULL, *upstream_ca = NULL;
+    const char *tcp = NULL, *dns = NULL, *udp = NULL, *upstream = NULL, *control = NULL, *name_timeout = NULL, *upstream_ca = NULL;
     bool with_parent = false;
     parent = getppid();
     for (int i = 1; i < argc; i++) {
@@ -53,6 +55,7 @@ int main(int argc, char **argv)
             continue;
         }
         const char **dst = strcmp(argv[i], "--tcp") == 0 ? &tcp : strcmp(argv[i], "--dns") == 0 ? &dns
+                           : strcmp(argv[i], "--udp") == 0 ? &udp
                            : strcmp(argv[i], "--upstream") == 0 ? &upstream
                            : strcmp(argv[i], "--control") == 0 ? &control
                            : strcmp(argv[i], "--name-timeout") == 0 ? &name_timeout
@@ -81,7 +84,7 @@ int main(int argc, char **argv)
     egd_t d;
     memset(&d, 0, sizeof d);
     d.name_timeout_s = (int)nt;
-    d.dns_fd = d.up_fd = -1;
+    d.dns_fd = d.up_fd = d.udp_fd = -1;
     d.base = event_base_new();
     d.sbx = calloc(EGD_SANDBOXES_MAX, sizeof *d.sbx);
     d.cache = calloc(EGD_CACHE_MAX, sizeof *d.cache);
@@ -92,7 +95,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (egd_tls_init(upstream_ca, err, sizeof err) < 0 || egd_dns_start(&d, dns, upstream, err, sizeof err) < 0 ||
-        egd_proxy_start(&d, tcp, err, sizeof err) < 0 ||
+        egd_proxy_start(&d, tcp, err, sizeof err) < 0 || (udp && egd_udp_start(&d, udp, err, sizeof err) < 0) ||
         egd_control_start(&d, control, err, sizeof err) < 0) {
         fprintf(stderr, "sandbox-egress: %s\n", err[0] ? err : strerror(errno));
         return 1;
@@ -105,11 +108,13 @@ int main(int argc, char **argv)
     struct timeval second = { 1, 0 };
     if (parent_ev)
         event_add(parent_ev, &second);
-    fprintf(stderr, "sandbox-egress: tcp on %s, dns on %s, upstream %s, control %s\n", tcp, dns, upstream, control);
+    fprintf(stderr, "sandbox-egress: tcp on %s, dns on %s, udp on %s, upstream %s, control %s\n", tcp, dns,
+            udp ? udp : "(none)", upstream, control);
     event_base_dispatch(d.base);
     egd_control_stop(&d);
     unlink(control);
     egd_dns_stop(&d);
+    egd_udp_stop(&d);
     egd_proxy_stop(&d);
     for (size_t i = 0; i < EGD_SANDBOXES_MAX; i++) {
         egress_rules_release(&d.sbx[i].rules);

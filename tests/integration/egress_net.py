@@ -5,7 +5,8 @@
                             HTTP on 80 (every address), answering
                             "hello NAME" with the Host asked for; a UDP
                             listener on 443 that logs each datagram to
-                            DIR/udp.log (QUIC that must never arrive)
+                            DIR/udp.log and answers it (a TFTP read
+                            request with one block, an echo otherwise)
   dns NAME SERVER           in the sandbox: ask SERVER:53 (UDP) for NAME's A
                             record; prints "rcode N" and the addresses
   dnstcp NAME SERVER        the same over TCP; prints "rcode N" or "refused: ..."
@@ -24,6 +25,8 @@
   bench NAME ADDR CA N MIB  median TLS setup of N connections and median
                             MiB/s of 5 downloads of MIB MiB, as JSON
   quic ADDR                 a UDP datagram to ADDR:443; "sent"
+  udp ADDR PORT [TEXT [S]]  a datagram, and its answer "echo TEXT from A:P"
+                            or "no reply" (within S seconds, default 3)
   burst PARENT SERVER N     N queries for random names below PARENT; prints
                             how many were answered NXDOMAIN
   control SOCK JSON         one request to sandbox-egress's control socket;
@@ -123,6 +126,13 @@ def cmd_serve(d):
             data, peer = u.recvfrom(4096)
             with open(os.path.join(d, "udp.log"), "a") as f:
                 f.write("%s %d\n" % (peer[0], len(data)))
+            # an answer: a TFTP read request gets its one block (busybox's
+            # tftp is a sandbox's UDP client), an ACK nothing, the rest an echo
+            if data[:2] == b"\x00\x01":
+                fname = data[2:].split(b"\x00")[0]
+                u.sendto(b"\x00\x03\x00\x01udp " + fname + b" from " + peer[0].encode() + b"\n", peer)
+            elif data[:2] != b"\x00\x04":
+                u.sendto(b"echo " + data, peer)
 
     for f in (plain.serve_forever, tls.serve_forever, udp):
         threading.Thread(target=f, daemon=True).start()
@@ -285,6 +295,15 @@ def main():
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         s.sendto(b"\xc0quic-initial", (args[0], 443))
         print("sent")
+    elif cmd == "udp":
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.settimeout(float(args[3]) if len(args) > 3 else 3)
+        s.sendto(args[2].encode() if len(args) > 2 else b"ping", (args[0], int(args[1])))
+        try:
+            data, peer = s.recvfrom(4096)
+            print("%s from %s:%d" % (data.decode(errors="replace"), peer[0], peer[1]))
+        except socket.timeout:
+            print("no reply")
     elif cmd == "burst":
         parent, server, n = args[0], args[1], int(args[2])
         nx = 0

@@ -44,6 +44,8 @@ work="$ITEST_TMP/egress-filter.$tag"
 mkdir -p "$work"
 tport=$(itest_free_port)
 dport=$(itest_free_port)
+uport=$(itest_free_port)
+table=$((1000000 + tag)) # the routing table that delivers TPROXY'd UDP here
 ctl="$work/control.sock"
 rules=()
 
@@ -53,6 +55,8 @@ cleanup_net() {
     # shellcheck disable=SC2086 # a rule's words
     iptables -w 5 $r 2>/dev/null || true
   done
+  ip rule del iif "$sh_if" lookup "$table" 2>/dev/null || true
+  ip route flush table "$table" 2>/dev/null || true
   ip link del "$sh_if" 2>/dev/null || true
   ip netns del "$sns" 2>/dev/null || true
 }
@@ -69,7 +73,8 @@ ip netns exec "$sns" ip link set lo up
 ip netns exec "$sns" ip route add default via "$sbx_host"
 
 # ---- what a worker's filtered bridge gets: TCP and DNS to the filter,
-# nothing else into the host or forwarded
+# other UDP handed to it by TPROXY (delivered here by a routing table of
+# the bridge's own), nothing else into the host or forwarded
 add_rule() { # TABLE CHAIN RULE...: inserted first; removed at the end
   local t=$1 c=$2
   shift 2
@@ -78,14 +83,17 @@ add_rule() { # TABLE CHAIN RULE...: inserted first; removed at the end
 }
 add_rule nat PREROUTING -i "$sh_if" -p tcp -j REDIRECT --to-ports "$tport"
 add_rule nat PREROUTING -i "$sh_if" -p udp --dport 53 -j REDIRECT --to-ports "$dport"
+add_rule mangle PREROUTING -i "$sh_if" -p udp ! --dport 53 -j TPROXY --on-ip "$sbx_host" --on-port "$uport"
 add_rule filter INPUT -i "$sh_if" -j DROP
-add_rule filter INPUT -i "$sh_if" -p udp --dport "$dport" -j ACCEPT
+add_rule filter INPUT -i "$sh_if" -p udp -j ACCEPT
 add_rule filter INPUT -i "$sh_if" -p tcp --dport "$tport" -j ACCEPT
 add_rule filter FORWARD -i "$sh_if" -j DROP
+ip route add local 0.0.0.0/0 dev lo table "$table" || fail "ip route add local (table $table)"
+ip rule add iif "$sh_if" lookup "$table" || fail "ip rule add iif $sh_if"
 
 # ---- the internet: names, HTTPS/HTTP servers, a UDP listener
 egress_internet "$ins" 203.0.113 "$work"
-"$egress" --tcp "$sbx_host:$tport" --dns "$sbx_host:$dport" --upstream "$api:53" --control "$ctl" --name-timeout 2 \
+"$egress" --tcp "$sbx_host:$tport" --dns "$sbx_host:$dport" --udp "$sbx_host:$uport" --upstream "$api:53" --control "$ctl" --name-timeout 2 \
   --upstream-ca "$work/server.crt" \
   </dev/null >"$work/egress.log" 2>&1 &
 epid=$!
@@ -175,11 +183,30 @@ echo "the rule change answered in ${ms} ms, and the next query met it"
 [ "$ms" -lt 1000 ] || fail "the rule change took ${ms} ms to answer (limit 1000)"
 assert_contains "$(in_sbx https denied.egress.test "$other" "$work/server.crt")" "refused" "a deny still wins"
 
+# ---- UDP (QUIC) goes out only to a port a rule lists, to an address the
+# resolver gave for an allowed name; the answer comes from that address
+assert_eq "no reply" "$(in_sbx udp "$api" 443 before 1)" "UDP with no udp rule"
+[ ! -e "$work/udp.log" ] || fail "UDP with no udp rule reached the internet: $(cat "$work/udp.log")"
+set_rules '{"allow":["api.egress.test"],"deny":["denied.egress.test"],"udp":[443]}'
+assert_eq "rcode 0 $api" "$(in_sbx dns api.egress.test 198.51.100.53)" "api.egress.test resolved"
+assert_eq "echo quic-hello from $api:443" "$(in_sbx udp "$api" 443 quic-hello 5)" \
+  "UDP to an allowed name's address and port, answered from that address"
+assert_eq "no reply" "$(in_sbx udp "$other" 443 other 1)" "UDP to an address no allowed name has"
+assert_eq "no reply" "$(in_sbx udp "$api" 444 port 1)" "UDP to a port no rule lists"
+assert_eq "no reply" "$(in_sbx udp "$sbx_host" 443 host 1)" "UDP to the host's own address"
+assert_eq "${api%.*}.1 10" "$(cat "$work/udp.log")" \
+  "only the allowed datagram reached the internet, from the host (the filter sends it itself)"
+set_rules '{"allow":["api.egress.test"],"deny":["denied.egress.test"]}'
+assert_eq 0 "$(itest_json "$(control '{"op":"stats"}')" sandboxes.0.udp_flows)" "a rule change without udp ends the flow"
+assert_eq "no reply" "$(in_sbx udp "$api" 443 after 1)" "UDP after the rule change took udp away"
+
 # ---- accounted for
 stats=$(control '{"op":"stats"}')
 n() { itest_json "$stats" "sandboxes.0.$1"; }
 [ "$(n tcp_allowed)" -ge 3 ] || fail "tcp_allowed $(n tcp_allowed), want >= 3: $stats"
 [ "$(n tcp_refused)" -ge 8 ] || fail "tcp_refused $(n tcp_refused), want >= 8: $stats"
+[ "$(n udp_allowed)" -ge 1 ] || fail "udp_allowed $(n udp_allowed), want >= 1: $stats"
+[ "$(n udp_refused)" -ge 5 ] || fail "udp_refused $(n udp_refused), want >= 5: $stats"
 [ "$(n dns_refused)" -ge 103 ] || fail "dns_refused $(n dns_refused), want >= 103: $stats"
 [ "$(n bytes_in)" -gt $((8 << 20)) ] || fail "bytes in $(n bytes_in), want over 8 MiB: $stats"
 recs=$(control '{"op":"drain","max":4096}')
@@ -196,6 +223,12 @@ want = [
     dict(kind="dns", name="api.egress.test", qtype=1, verdict="allowed"),
     dict(kind="dns", name="denied.egress.test", verdict="refused"),
     dict(kind="tcp", port=22, verdict="refused", why="no TLS ClientHello or HTTP request within 2 s"),
+    dict(kind="udp", name="api.egress.test", addr="203.0.113.2", port=443, verdict="allowed",
+         why="allow api.egress.test", bytes_out=10, bytes_in=15),
+    dict(kind="udp", addr="203.0.113.2", port=443, verdict="refused", why="no udp rule for port 443"),
+    dict(kind="udp", addr="203.0.113.3", port=443, verdict="refused",
+         why="not an address the resolver gave for a name the rules allow"),
+    dict(kind="udp", addr="203.0.113.2", port=444, verdict="refused", why="no udp rule for port 444"),
 ]
 missing = [w for w in want if not has(**w)]
 big = [r for r in recs if r["kind"] == "tcp" and r["verdict"] == "allowed" and r.get("bytes_in", 0) > 0]

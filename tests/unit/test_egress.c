@@ -154,6 +154,58 @@ START_TEST(test_egress_request_stays_within_its_tenant)
 }
 END_TEST
 
+START_TEST(test_egress_udp_ports_are_checked_sorted_and_within_the_tenant)
+{
+    egress_rules_t r, t, out;
+    api_error_t err;
+    /* none unless listed; listed ports come back sorted, each once */
+    ck_assert_int_eq(parse("{\"allow\":[\"a.test\"]}", &r, &err), 0);
+    ck_assert(!egress_udp_allowed(&r, 443));
+    json_object *j = egress_rules_to_json(&r);
+    ck_assert(!json_object_object_get_ex(j, "udp", NULL));
+    json_object_put(j);
+    egress_rules_release(&r);
+    ck_assert_int_eq(parse("{\"allow\":[\"a.test\"],\"udp\":[3478,443,3478]}", &r, &err), 0);
+    ck_assert(egress_udp_allowed(&r, 443) && egress_udp_allowed(&r, 3478) && !egress_udp_allowed(&r, 444));
+    j = egress_rules_to_json(&r);
+    ck_assert_str_eq(json_object_to_json_string_ext(jsonx_get_arr(j, "udp"), JSON_C_TO_STRING_PLAIN), "[443,3478]");
+    json_object_put(j);
+    ck_assert(!egress_udp_allowed(NULL, 443));
+    /* bad ports are named; 53 is the resolver's */
+    static const char *const bad[] = { "[0]", "[65536]", "[\"443\"]", "[53]", "[1.5]", "443" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char js[96];
+        egress_rules_t x;
+        snprintf(js, sizeof js, "{\"udp\":%s}", bad[i]);
+        ck_assert_int_eq(parse(js, &x, &err), SBX_EINVAL);
+        ck_assert_msg(strstr(err.message, "egress.udp"), "%s: %s", js, err.message);
+    }
+    char js[400] = "{\"udp\":[";
+    for (int i = 0; i <= EGRESS_UDP_MAX; i++)
+        sprintf(js + strlen(js), "%s%d", i ? "," : "", 1000 + i);
+    strcat(js, "]}");
+    egress_rules_t x;
+    ck_assert_int_eq(parse(js, &x, &err), SBX_EINVAL);
+    /* a request's ports must be its tenant's too */
+    ck_assert_int_eq(parse("{\"allow\":[\"*.test\"],\"udp\":[443]}", &t, &err), 0);
+    ck_assert_int_eq(egress_rules_within(&t, &r, "egress", &out, &err), SBX_EINVAL);
+    ck_assert_int_eq(err.code, API_POLICY_DENIED);
+    ck_assert_msg(strstr(err.message, "egress.udp[1] (3478)"), "%s", err.message);
+    egress_rules_release(&r);
+    ck_assert_int_eq(parse("{\"allow\":[\"a.test\"],\"udp\":[443]}", &r, &err), 0);
+    ck_assert_int_eq(egress_rules_within(&t, &r, "egress", &out, &err), 0);
+    ck_assert(egress_udp_allowed(&out, 443));
+    egress_rules_release(&out);
+    egress_rules_release(&r);
+    /* no request rules: the tenant's ports */
+    egress_rules_t unset = { 0 };
+    ck_assert_int_eq(egress_rules_within(&t, &unset, "egress", &out, &err), 0);
+    ck_assert(egress_udp_allowed(&out, 443));
+    egress_rules_release(&out);
+    egress_rules_release(&t);
+}
+END_TEST
+
 /* ---- egress_peek: the name in a connection's first bytes ---- */
 
 /* A TLS 1.2-style ClientHello naming sni (NULL: no server_name) into out,
@@ -345,6 +397,7 @@ Suite *unit_suite(void)
         test_egress_deny_wins_and_wildcards_cover_below_only,
         test_egress_bad_rules_are_named,
         test_egress_request_stays_within_its_tenant,
+        test_egress_udp_ports_are_checked_sorted_and_within_the_tenant,
     ));
     unit_tcase_add(s, "peek", UNIT_TESTS(
         test_egress_peek_reads_sni_and_host,

@@ -95,6 +95,7 @@ static json_object *op_set(egd_t *d, json_object *req)
     egd_sandbox_t *s = egd_sandbox_find(d, &a);
     if (s && strcmp(s->id, id) != 0) { /* the address went to another sandbox: the old one's end */
         egd_proxy_recheck(d, s, true);
+        egd_udp_recheck(d, s, true);
         egress_rules_release(&s->rules);
         egd_tls_free(s->tls);
         memset(s, 0, sizeof *s);
@@ -121,7 +122,7 @@ static json_object *op_set(egd_t *d, json_object *req)
     s->ncidrs = nc;
     egd_tls_free(s->tls); /* (a connection looks its sandbox's up at each step) */
     s->tls = tls;
-    unsigned closed = egd_proxy_recheck(d, s, false);
+    unsigned closed = egd_proxy_recheck(d, s, false) + egd_udp_recheck(d, s, false);
     json_object *o = ok();
     jsonx_add_int(o, "closed", closed);
     return o;
@@ -143,7 +144,7 @@ static json_object *op_drop(egd_t *d, json_object *req)
     }
     unsigned closed = 0;
     if (s) {
-        closed = egd_proxy_recheck(d, s, true);
+        closed = egd_proxy_recheck(d, s, true) + egd_udp_recheck(d, s, true);
         egress_rules_release(&s->rules);
         egd_tls_free(s->tls);
         memset(s, 0, sizeof *s);
@@ -171,6 +172,9 @@ static json_object *op_stats(egd_t *d)
         jsonx_add_int(e, "tcp_refused", (int64_t)s->n.tcp_refused);
         jsonx_add_int(e, "dns_allowed", (int64_t)s->n.dns_allowed);
         jsonx_add_int(e, "dns_refused", (int64_t)s->n.dns_refused);
+        jsonx_add_int(e, "udp_allowed", (int64_t)s->n.udp_allowed);
+        jsonx_add_int(e, "udp_refused", (int64_t)s->n.udp_refused);
+        jsonx_add_int(e, "udp_flows", s->flows);
         jsonx_add_int(e, "bytes_out", (int64_t)s->n.bytes_out);
         jsonx_add_int(e, "bytes_in", (int64_t)s->n.bytes_in);
         jsonx_add_int(e, "connections", s->conns);
@@ -180,6 +184,7 @@ static json_object *op_stats(egd_t *d)
     }
     jsonx_add(o, "sandboxes", arr);
     jsonx_add_int(o, "connections", d->nconns);
+    jsonx_add_int(o, "udp_flows", d->nflows);
     jsonx_add_int(o, "dns_pending", d->npending);
     jsonx_add_int(o, "records", (int64_t)d->rec_n);
     jsonx_add_int(o, "records_dropped", (int64_t)d->rec_dropped);
@@ -206,7 +211,7 @@ static json_object *op_drain(egd_t *d, json_object *req)
         jsonx_add_int(e, strcmp(r->kind, "dns") == 0 ? "qtype" : "port", r->port);
         jsonx_add_str(e, "verdict", r->allowed ? "allowed" : "refused");
         jsonx_add_str(e, "why", r->why);
-        if (strcmp(r->kind, "tcp") == 0 && r->allowed) {
+        if (strcmp(r->kind, "dns") != 0 && r->allowed) {
             jsonx_add_int(e, "bytes_out", (int64_t)r->bytes_out);
             jsonx_add_int(e, "bytes_in", (int64_t)r->bytes_in);
         }

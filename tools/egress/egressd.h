@@ -7,6 +7,9 @@
  *     the TLS SNI or HTTP Host of its first bytes decides, and the filter
  *     connects itself to the original address only when that name resolves
  *     to it and the address is not the host's neighbourhood;
+ *   - udp.c: every other UDP datagram of such a sandbox (handed over by
+ *     TPROXY): out only to a port its rules list, to an address the
+ *     upstream gave for a name they allow;
  *   - control.c: the worker's unix socket (JSON lines): which source
  *     address is which sandbox with which rules, counters, verdict records.
  * A sandbox is known by its source address on the filtered bridge (its
@@ -42,6 +45,10 @@
 #define EGD_DNS_TIMEOUT_MS   3000
 #define EGD_TTL_MIN_S        30
 #define EGD_TTL_MAX_S        3600
+#define EGD_FLOWS_MAX        4096   /* UDP flows (sandbox end, destination) in all */
+#define EGD_FLOWS_PER_SBX    256
+#define EGD_FLOW_IDLE_S      60     /* an allowed flow with no datagram either way this long ends */
+#define EGD_FLOW_REFUSED_S   10     /* a refused flow's datagrams are dropped unrecorded this long */
 #define EGD_SECRETS_MAX      8      /* secrets a sandbox's requests may carry */
 #define EGD_SECRET_HOSTS_MAX 16     /* hosts one secret is bound to */
 
@@ -57,7 +64,7 @@ typedef struct egd_cidr {
 } egd_cidr_t;
 
 typedef struct egd_counts {
-    uint64_t tcp_allowed, tcp_refused, dns_allowed, dns_refused, bytes_out, bytes_in;
+    uint64_t tcp_allowed, tcp_refused, dns_allowed, dns_refused, udp_allowed, udp_refused, bytes_out, bytes_in;
 } egd_counts_t;
 
 typedef struct egd_sandbox {
@@ -67,7 +74,7 @@ typedef struct egd_sandbox {
     egd_cidr_t cidrs[EGD_CIDRS_MAX]; /* the tenant's egress_allow: past the neighbourhood block */
     size_t ncidrs;
     egd_counts_t n;
-    unsigned conns, pending;
+    unsigned conns, pending, flows;
     struct egd_tls *tls;             /* its CA and secrets (tls.c); NULL: none */
     bool used;
 } egd_sandbox_t;
@@ -84,16 +91,17 @@ typedef struct egd_cache {
 typedef struct egd_record {
     int64_t at_ms;        /* wall clock */
     char sandbox[64], tenant[64];
-    char kind[4];         /* "tcp", "dns" */
+    char kind[4];         /* "tcp", "udp", "dns" */
     char name[EGRESS_DOMAIN_MAX + 1];
     char addr[48];        /* the original destination (tcp) */
-    unsigned port;        /* tcp: the destination port; dns: the query type */
+    unsigned port;        /* tcp, udp: the destination port; dns: the query type */
     bool allowed;
     char why[160];        /* the rule or the reason */
     uint64_t bytes_out, bytes_in;
 } egd_record_t;
 
 struct egd_conn;
+struct egd_flow;
 struct egd_resolve;
 
 typedef struct egd {
@@ -112,6 +120,11 @@ typedef struct egd {
     struct evconnlistener *tcp;
     struct egd_conn *conns;   /* every live connection */
     unsigned nconns;
+    /* udp */
+    int udp_fd;
+    struct event *udp_ev, *udp_sweep_ev;
+    struct egd_flow *flows;   /* every UDP flow, allowed or refused */
+    unsigned nflows;
     /* control */
     struct evconnlistener *ctl;
     struct bufferevent *ctl_clients[8];
@@ -154,6 +167,13 @@ void egd_proxy_stop(egd_t *d);
 /* Closes a sandbox's live connections whose name its rules no longer
  * allow (all of them when s is being dropped): how many. */
 unsigned egd_proxy_recheck(egd_t *d, egd_sandbox_t *s, bool all);
+
+/* udp.c */
+int egd_udp_start(egd_t *d, const char *listen, char *err, size_t errlen);
+void egd_udp_stop(egd_t *d);
+/* Ends a sandbox's UDP flows its rules no longer allow (all when s is
+ * being dropped) and forgets its refused ones: how many allowed ones. */
+unsigned egd_udp_recheck(egd_t *d, egd_sandbox_t *s, bool all);
 
 /* tls.c: secrets at egress */
 typedef struct ssl_st SSL;
