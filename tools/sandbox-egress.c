@@ -16,8 +16,9 @@ static const char usage[] =
     "and redirects its sandboxes' TCP to --tcp and their DNS (UDP 53) to --dns.\n"
     "  --tcp HOST:PORT       where redirected TCP connections arrive\n"
     "  --dns HOST:PORT       where redirected DNS queries arrive (UDP)\n"
-    "  --udp IPV4:PORT       where other UDP arrives by TPROXY (a transparent socket: CAP_NET_ADMIN);\n"
-    "                        without it the filter takes no other UDP\n"
+    "  --udp IPV4:PORT       where other redirected UDP arrives: PORT and the next 7 (the redirect\n"
+    "                        picks one per flow); its original destination comes from the kernel's\n"
+    "                        connection tracking (CAP_NET_ADMIN); without it no other UDP is taken\n"
     "  --upstream HOST:PORT  the resolver allowed names are asked of (UDP)\n"
     "  --control PATH        the worker's unix socket (JSON lines: set, drop, stats, drain)\n"
     "  --exit-with-parent    stop when the process that started it is gone (the worker's)\n"
@@ -84,7 +85,9 @@ int main(int argc, char **argv)
     egd_t d;
     memset(&d, 0, sizeof d);
     d.name_timeout_s = (int)nt;
-    d.dns_fd = d.up_fd = d.udp_fd = -1;
+    d.dns_fd = d.up_fd = d.ct_fd = -1;
+    for (int i = 0; i < EGD_UDP_PORTS; i++)
+        d.udp_fds[i] = -1;
     d.base = event_base_new();
     d.sbx = calloc(EGD_SANDBOXES_MAX, sizeof *d.sbx);
     d.cache = calloc(EGD_CACHE_MAX, sizeof *d.cache);

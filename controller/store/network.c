@@ -149,8 +149,8 @@ static int netlog_check(json_object *e, size_t i, api_error_t *err)
     int64_t at = 0, port = 0, bo = 0, bi = 0;
     if (!sbx || !ids_valid("sbx", sbx))
         return api_error_set(err, API_INVALID_ARGUMENT, "records[%zu].sandbox is not a sandbox id", i);
-    if (!kind || (strcmp(kind, "dns") != 0 && strcmp(kind, "tcp") != 0))
-        return api_error_set(err, API_INVALID_ARGUMENT, "records[%zu].kind is dns or tcp", i);
+    if (!kind || (strcmp(kind, "dns") != 0 && strcmp(kind, "tcp") != 0 && strcmp(kind, "udp") != 0))
+        return api_error_set(err, API_INVALID_ARGUMENT, "records[%zu].kind is dns, tcp or udp", i);
     if (!verdict || (strcmp(verdict, "allowed") != 0 && strcmp(verdict, "refused") != 0))
         return api_error_set(err, API_INVALID_ARGUMENT, "records[%zu].verdict is allowed or refused", i);
     if (!name || strlen(name) > EGRESS_DOMAIN_MAX || !why || strlen(why) > 200 || (addr && strlen(addr) > 47))

@@ -205,7 +205,7 @@ expect "unreachable extend" 3 stderr "$DEAD_URL/v1/sandboxes/sbx_a/extend"
 
 # --- network and secrets (egress by domain): checked before any token
 run network --help
-expect "network --help" 0 stdout "usage: sandbox network SANDBOX" stdout "--allow DOMAIN" stdout "--log" \
+expect "network --help" 0 stdout "usage: sandbox network SANDBOX" stdout "--allow DOMAIN" stdout "--udp PORT" stdout "--log" \
     stdout "--verdict" stdout "policy_denied"
 run network sbx_a --wait
 expect "network --wait without a change" 2 stderr "--wait applies to a change"
@@ -217,6 +217,12 @@ run network sbx_a --verdict maybe --log
 expect "network --verdict bad" 2 stderr "not allowed or refused"
 run network sbx_a --limit 5
 expect "network --limit without --log" 2 stderr "--limit applies to --log"
+run network sbx_a --udp 53
+expect "network --udp 53 (the resolver's)" 2 stderr "not a port from 1 to 65535 other than 53"
+run network sbx_a --udp 443x
+expect "network --udp of a bad port" 2 stderr "'443x' is not a port"
+run create --udp 443 --image busybox
+expect "create --udp without open" 2 stderr "--udp and --egress-default apply to --network open"
 run secrets --help
 expect "secrets --help" 0 stdout "sandbox secrets create NAME" stdout "--header" stdout "--host" stdout "stdin"
 run secrets

@@ -44,8 +44,26 @@ work="$ITEST_TMP/egress-filter.$tag"
 mkdir -p "$work"
 tport=$(itest_free_port)
 dport=$(itest_free_port)
-uport=$(itest_free_port)
-table=$((1000000 + tag)) # the routing table that delivers TPROXY'd UDP here
+# the first of 8 free UDP ports in a row (sandbox-egress --udp takes 8)
+uport=$(python3 -c '
+import random, socket
+for _ in range(200):
+    b = random.randint(20000, 29990)
+    socks = []
+    try:
+        for p in range(b, b + 8):
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            socks.append(s)
+            s.bind(("0.0.0.0", p))
+    except OSError:
+        continue
+    finally:
+        for s in socks:
+            s.close()
+    print(b)
+    break
+')
+[ -n "$uport" ] || fail "no 8 free UDP ports in a row"
 ctl="$work/control.sock"
 rules=()
 
@@ -55,8 +73,6 @@ cleanup_net() {
     # shellcheck disable=SC2086 # a rule's words
     iptables -w 5 $r 2>/dev/null || true
   done
-  ip rule del iif "$sh_if" lookup "$table" 2>/dev/null || true
-  ip route flush table "$table" 2>/dev/null || true
   ip link del "$sh_if" 2>/dev/null || true
   ip netns del "$sns" 2>/dev/null || true
 }
@@ -72,9 +88,8 @@ ip netns exec "$sns" ip link set sbx0 up
 ip netns exec "$sns" ip link set lo up
 ip netns exec "$sns" ip route add default via "$sbx_host"
 
-# ---- what a worker's filtered bridge gets: TCP and DNS to the filter,
-# other UDP handed to it by TPROXY (delivered here by a routing table of
-# the bridge's own), nothing else into the host or forwarded
+# ---- what a worker's filtered bridge gets: TCP, DNS and other UDP (to a
+# range of 8 ports) to the filter, nothing else into the host or forwarded
 add_rule() { # TABLE CHAIN RULE...: inserted first; removed at the end
   local t=$1 c=$2
   shift 2
@@ -82,14 +97,13 @@ add_rule() { # TABLE CHAIN RULE...: inserted first; removed at the end
   rules+=("-t $t -D $c $*")
 }
 add_rule nat PREROUTING -i "$sh_if" -p tcp -j REDIRECT --to-ports "$tport"
+add_rule nat PREROUTING -i "$sh_if" -p udp -j DNAT --to-destination "$sbx_host:$uport-$((uport + 7))"
 add_rule nat PREROUTING -i "$sh_if" -p udp --dport 53 -j REDIRECT --to-ports "$dport"
-add_rule mangle PREROUTING -i "$sh_if" -p udp ! --dport 53 -j TPROXY --on-ip "$sbx_host" --on-port "$uport"
 add_rule filter INPUT -i "$sh_if" -j DROP
-add_rule filter INPUT -i "$sh_if" -p udp -j ACCEPT
+add_rule filter INPUT -i "$sh_if" -p udp --dport "$uport:$((uport + 7))" -j ACCEPT
+add_rule filter INPUT -i "$sh_if" -p udp --dport "$dport" -j ACCEPT
 add_rule filter INPUT -i "$sh_if" -p tcp --dport "$tport" -j ACCEPT
 add_rule filter FORWARD -i "$sh_if" -j DROP
-ip route add local 0.0.0.0/0 dev lo table "$table" || fail "ip route add local (table $table)"
-ip rule add iif "$sh_if" lookup "$table" || fail "ip rule add iif $sh_if"
 
 # ---- the internet: names, HTTPS/HTTP servers, a UDP listener
 egress_internet "$ins" 203.0.113 "$work"

@@ -9,7 +9,8 @@
 # filtered bridge, resolves api.egress.test and reaches it over HTTP and
 # nothing else: a name no rule allows does not resolve (the upstream never
 # hears of it), a denied Host, an allowed Host on another address and a raw
-# IP are refused, the host's own address is not reached; the
+# IP are refused, the host's own address is not reached; UDP (--udp 443)
+# reaches the allowed name's address and nothing else; the
 # rules are the container's label; the worker reports each query and
 # connection into the sandbox's network log and the tenant's metrics;
 # `sandbox network` changes them live
@@ -74,7 +75,7 @@ fpid=$(pgrep -P "$wpid" -f sandbox-egress || true)
 
 # ---- a sandbox with rules runs on it and reaches its allowed name only
 assert_exit 0 sandbox create --image "$ITEST_IMAGE" --memory-mib 64 --network open --allow api.egress.test \
-  --deny denied.egress.test --wait --timeout 120 --json
+  --deny denied.egress.test --udp 443 --wait --timeout 120 --json
 sbx=$(itest_json "$ITEST_OUT" sandbox.id)
 itest_track "$sbx"
 assert_eq "$wname" "$(itest_json "$ITEST_OUT" sandbox.worker)" "placed on the worker that filters"
@@ -113,6 +114,16 @@ if grep -q "other.egress.test\|denied.egress.test" "$work/dnsmasq.log"; then
   fail "a name the rules refuse reached the upstream: $(grep -m2 'other.egress\|denied.egress' "$work/dnsmasq.log")"
 fi
 grep -q "query\[A\] api.egress.test" "$work/dnsmasq.log" || fail "the allowed name never reached the upstream"
+# UDP (--udp 443) with busybox's tftp: a read request, answered by the
+# test's internet with one block, from the address it was sent to
+tftp_get() { # ADDR: what a TFTP read of "quic" from ADDR:443 brings
+  SANDBOX_TOKEN=$SANDBOX_TOKEN "$SANDBOX_CLI" exec "$sbx" -- sh -c \
+    "rm -f /tmp/q; timeout 4 tftp -g -r quic -l /tmp/q $1 443 2>/dev/null; cat /tmp/q 2>/dev/null" 2>&1 || true
+}
+assert_contains "$(nsl api.egress.test)" "Address: $api" "the allowed name resolved again (for UDP)"
+assert_contains "$(tftp_get "$api")" "udp quic from" "UDP to the allowed name's address, on the port --udp lists"
+assert_not_contains "$(tftp_get "$other")" "udp quic" "UDP to an address no allowed name has"
+assert_not_contains "$(tftp_get "$gw")" "udp quic" "UDP to the host's own address"
 
 # ---- the network log: the worker reports what its filter decided
 has_log() { # PATTERN...: every pattern is in the sandbox's log
@@ -122,7 +133,8 @@ has_log() { # PATTERN...: every pattern is in the sandbox's log
 }
 itest_wait_until 30 "the network log of $sbx" has_log "dns +allowed api\.egress\.test" \
   "tcp +allowed api\.egress\.test:80 $api allow api\.egress\.test \(out [1-9][0-9]*, in [1-9][0-9]* bytes\)" \
-  "dns +refused other\.egress\.test" "tcp +refused denied\.egress\.test:80" "tcp +refused .*:80 $api"
+  "dns +refused other\.egress\.test" "tcp +refused denied\.egress\.test:80" "tcp +refused .*:80 $api" \
+  "udp +refused -:443 $other not an address the resolver gave"
 assert_exit 0 sandbox network "$sbx" --log --verdict refused --json
 assert_not_contains "$ITEST_OUT" '"allowed"' "--verdict refused reads refusals only"
 assert_contains "$ITEST_OUT" '"refused"' "--verdict refused"
@@ -132,6 +144,8 @@ assert_contains "$HTTP_BODY" 'sandbox_egress_total{tenant="itest-egw",kind="tcp"
 assert_contains "$HTTP_BODY" 'sandbox_egress_total{tenant="itest-egw",kind="dns",verdict="refused"}' \
   "the tenant's refused queries are counted"
 assert_contains "$HTTP_BODY" 'sandbox_egress_bytes_total{tenant="itest-egw",direction="in"}' "bytes by tenant"
+assert_contains "$HTTP_BODY" 'sandbox_egress_total{tenant="itest-egw",kind="udp",verdict="refused"}' \
+  "the tenant's refused UDP flows are counted"
 # a worker token writes only into the logs of its own sandboxes; another
 # tenant does not read this one's; a client token cannot write at all
 wid=$(curl -s -H "Authorization: Bearer $ITEST_ADMIN_TOKEN" "$SANDBOX_URL/v1/workers" | python3 -c '
@@ -179,6 +193,9 @@ assert_contains "$(nsl other.egress.test)" "Address: $other" "the newly allowed 
 assert_contains "$(get other.egress.test "$other")" "hello other.egress.test" "the newly allowed name is reached"
 assert_contains "$(nsl api.egress.test)" "NXDOMAIN" "the newly denied name is NXDOMAIN"
 assert_not_contains "$(get api.egress.test "$api")" "hello" "the newly denied name is refused"
+# the UDP flow the change no longer allows ended, recorded with its bytes
+itest_wait_until 30 "the ended UDP flow in the network log" has_log \
+  "udp +allowed api\.egress\.test:443 $api allow api\.egress\.test \(out [1-9][0-9]*, in [1-9][0-9]* bytes\)"
 assert_exit 0 sandbox get "$sbx" --json
 assert_eq '["api.egress.test"]' "$(itest_json "$ITEST_OUT" sandbox.egress.deny)" "the sandbox holds its new rules"
 itest_http GET "/v1/events?sandbox=$sbx&kind=sandbox.network" "$ITEST_ADMIN_TOKEN"

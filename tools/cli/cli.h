@@ -83,7 +83,7 @@ typedef struct opts {
 } opts_t;
 
 typedef enum { F_BOOL, F_STR, F_NUM, F_ENV, F_LABEL, F_SELECTOR, F_EXCLUDE, F_BUILD_ARG, F_VOLUME, F_ALLOW,
-               F_DENY, F_STRLIST } flag_kind_t;
+               F_DENY, F_UDP, F_STRLIST } flag_kind_t;
 
 typedef struct flag_def {
     const char *name;   /* "--tenant" */

@@ -200,6 +200,27 @@ static int parse_egress(const char *cmd, const char *flag, const char *s, bool d
     return 0;
 }
 
+/* --udp PORT: appended to (*target)'s "udp" list, checked as the server
+ * checks it. */
+static int parse_udp(const char *cmd, const char *flag, const char *s, json_object **target)
+{
+    char *end = NULL;
+    long port = strtol(s, &end, 10);
+    if (!*s || *end || port < 1 || port > 65535 || port == 53)
+        return cli_usage_error(cmd, "%s: '%.40s' is not a port from 1 to 65535 other than 53", flag, s);
+    if (!*target && !(*target = json_object_new_object()))
+        return cli_usage_error(cmd, "out of memory");
+    json_object *a = jsonx_get_arr(*target, "udp");
+    if (!a) {
+        a = json_object_new_array();
+        jsonx_add(*target, "udp", a);
+    }
+    if (json_object_array_length(a) >= EGRESS_UDP_MAX)
+        return cli_usage_error(cmd, "%s: at most %d are allowed", flag, EGRESS_UDP_MAX);
+    json_object_array_add(a, json_object_new_int((int)port));
+    return 0;
+}
+
 static const flag_def_t *flag_find(const flag_def_t *table, const char *name, size_t n)
 {
     for (const flag_def_t *f = table; f && f->name; f++)
@@ -350,6 +371,9 @@ static int parse_args(const command_t *c, int argc, char **argv, int first, opts
         case F_DENY:
             r = parse_egress(c->name, f->name, val, f->kind == F_DENY, &o->egress);
             break;
+        case F_UDP:
+            r = parse_udp(c->name, f->name, val, &o->egress);
+            break;
         case F_EXCLUDE:
             if (o->n_excludes >= CLI_EXCLUDES_MAX)
                 return cli_usage_error(c->name, "%s given more than %d times", f->name, CLI_EXCLUDES_MAX);
@@ -487,13 +511,14 @@ static const command_t commands[] = {
             FS("--idempotency-key", idem_key), FS("--upload", upload), FKV("--exclude", F_EXCLUDE),
             FB("--no-ignore", no_ignore), FS("--from", from), FS("--template", template_ref),
             FB("--auto-pause", auto_pause), FKVS("--volume", "-v", F_VOLUME), FKV("--allow", F_ALLOW),
-            FKV("--deny", F_DENY), FS("--egress-default", egress_default), FL("--secret", secrets, 8), FWAIT,
-            FJSON), 0, false,
+            FKV("--deny", F_DENY), FKV("--udp", F_UDP), FS("--egress-default", egress_default),
+            FL("--secret", secrets, 8), FWAIT, FJSON), 0, false,
       "usage: sandbox create [--name NAME] [--image IMAGE] [--tenant T] [--cpu-millis N]\n"
       "                      [--memory-mib N] [--disk MIB] [--ttl SECONDS] [--auto-pause]\n"
       "                      [--network none|restricted|open] [--from SNAPSHOT]\n"
-      "                      [--allow DOMAIN]... [--deny DOMAIN]... [--egress-default allow|deny]\n"
-      "                      [--secret NAME]... [--template NAME[:VERSION]]\n"
+      "                      [--allow DOMAIN]... [--deny DOMAIN]... [--udp PORT]...\n"
+      "                      [--egress-default allow|deny] [--secret NAME]...\n"
+      "                      [--template NAME[:VERSION]]\n"
       "                      [--untrusted-repo] [--generated-code] [--hostile]\n"
       "                      [--isolation container|gvisor|microvm] [--read-only-root]\n"
       "                      [--hardened] [--selector K=V]... [-v VOLUME:/path[:ro]]...\n"
@@ -544,6 +569,9 @@ static const command_t commands[] = {
       "                           within the tenant's rules (repeatable; docs/network.md)\n"
       "  --deny DOMAIN            refuse DOMAIN (wins over --allow); given alone: all\n"
       "                           but the denied (repeatable)\n"
+      "  --udp PORT               UDP other than DNS (QUIC: 443) may go to PORT at an\n"
+      "                           address the worker's resolver gave for an allowed\n"
+      "                           name; without it none goes out (repeatable, at most 16)\n"
       "  --egress-default MODE    allow or deny what neither list names\n"
       "  --secret NAME            with egress rules: the tenant's secret NAME (sandbox\n"
       "                           secrets --help) is added to requests to its hosts by\n"
@@ -714,16 +742,18 @@ static const command_t commands[] = {
       "  --json                   print {\"operation\":…}; its result has expires_at,\n"
       "                           previous_expires_at and ttl_seconds\n" COMMON_FLAGS_HELP },
     { "network", NULL, cli_check_network, cli_cmd_network,
-      FLAGS(FKV("--allow", F_ALLOW), FKV("--deny", F_DENY), FS("--egress-default", egress_default),
+      FLAGS(FKV("--allow", F_ALLOW), FKV("--deny", F_DENY), FKV("--udp", F_UDP),
+            FS("--egress-default", egress_default),
             FS("--idempotency-key", idem_key), FB("--log", netlog), FS("--verdict", verdict),
             FN("--after", after, 0, INT64_MAX), FN("--limit", limit, 1, SBX_LIST_MAX), FWAIT, FJSON), 1, false,
       "usage: sandbox network SANDBOX [--allow DOMAIN]... [--deny DOMAIN]...\n"
-      "                       [--egress-default allow|deny] [--idempotency-key K]\n"
+      "                       [--udp PORT]... [--egress-default allow|deny]\n"
+      "                       [--idempotency-key K]\n"
       "                       [--wait [--timeout S]] [--json]\n"
       "       sandbox network SANDBOX --log [--verdict allowed|refused] [--after ID]\n"
       "                       [--limit N] [--json]\n"
       "\n"
-      "Without flags, prints the sandbox's egress rules (allow, deny, default), as\n"
+      "Without flags, prints the sandbox's egress rules (allow, deny, udp, default), as\n"
       "'sandbox get' has them. With flags, replaces them on the running sandbox\n"
       "(PATCH /v1/sandboxes/ID/network) and prints the change's OPERATION_ID; with\n"
       "--wait, waits for it and prints 'OPERATION_ID succeeded'. Its worker's egress\n"
@@ -735,9 +765,9 @@ static const command_t commands[] = {
       "domain the sandbox still needs. See docs/network.md.\n"
       "\n"
       "With --log, prints its network log (GET /v1/sandboxes/ID/network/log), oldest\n"
-      "first: each DNS query and TCP connection its worker's filter saw, one line\n"
-      "each: ID, time, dns or tcp, allowed or refused, the name (:port), the address,\n"
-      "the rule or reason and, for a connection it relayed, the bytes out and in.\n"
+      "first: each DNS query, TCP connection and UDP flow its worker's filter saw, one\n"
+      "line each: ID, time, dns, tcp or udp, allowed or refused, the name (:port), the\n"
+      "address, the rule or reason and, for what it relayed, the bytes out and in.\n"
       "Workers report every heartbeat (5 s); each sandbox keeps its newest 2000.\n"
       "\n"
       "  --allow DOMAIN           reach DOMAIN (example.com, or *.example.com for every\n"
@@ -745,6 +775,9 @@ static const command_t commands[] = {
       "                           nothing else; repeatable\n"
       "  --deny DOMAIN            refuse DOMAIN (wins over --allow); given alone: all\n"
       "                           but the denied; repeatable\n"
+      "  --udp PORT               UDP other than DNS (QUIC: 443) may go to PORT at an\n"
+      "                           address the resolver gave for an allowed name;\n"
+      "                           repeatable\n"
       "  --egress-default MODE    allow or deny what neither list names\n"
       "  --idempotency-key K      retrying with the same key returns the same operation\n"
       "  --wait                   wait for the change to be applied\n"

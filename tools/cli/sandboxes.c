@@ -46,7 +46,7 @@ int cli_check_create(cli_t *cli, opts_t *o)
     if ((rc = cli_check_egress(cli, o)) != 0)
         return rc;
     if (o->egress && !(o->network && strcmp(o->network, "open") == 0))
-        return cli_usage_error(cli->cmd, "--allow, --deny and --egress-default apply to --network open");
+        return cli_usage_error(cli->cmd, "--allow, --deny, --udp and --egress-default apply to --network open");
     for (size_t i = 0; o->secrets && i < json_object_array_length(o->secrets); i++)
         if (!spec_secret_name_ok(json_object_get_string(json_object_array_get_idx(o->secrets, i))))
             return cli_usage_error(cli->cmd, "--secret: '%.80s' is not a secret name",
@@ -475,10 +475,10 @@ int cli_check_network(cli_t *cli, opts_t *o)
         (rc = cli_check_idem_key(cli->cmd, o->idem_key)) != 0)
         return rc;
     if (!o->egress && (o->wait || o->idem_key))
-        return cli_usage_error(cli->cmd, "%s applies to a change (--allow, --deny or --egress-default)",
+        return cli_usage_error(cli->cmd, "%s applies to a change (--allow, --deny, --udp or --egress-default)",
                                o->wait ? "--wait" : "--idempotency-key");
     if (o->netlog && o->egress)
-        return cli_usage_error(cli->cmd, "--log reads the log; a change is --allow, --deny, --egress-default");
+        return cli_usage_error(cli->cmd, "--log reads the log; a change is --allow, --deny, --udp, --egress-default");
     if (!o->netlog && (o->verdict || o->after.set || o->limit.set))
         return cli_usage_error(cli->cmd, "%s applies to --log",
                                o->verdict ? "--verdict" : o->after.set ? "--after" : "--limit");
@@ -512,7 +512,7 @@ static int network_log(cli_t *cli, opts_t *o)
         int64_t id = 0, port = 0, bo = -1, bi = -1;
         jsonx_get_int(e, "id", &id);
         const char *kind = jsonx_get_str(e, "kind");
-        bool tcp = kind && strcmp(kind, "tcp") == 0;
+        bool tcp = kind && (strcmp(kind, "tcp") == 0 || strcmp(kind, "udp") == 0); /* a port */
         printf("%-6lld %s %-3s %-7s ", (long long)id, jsonx_get_str(e, "at") ? jsonx_get_str(e, "at") : "-",
                kind ? kind : "?", jsonx_get_str(e, "verdict") ? jsonx_get_str(e, "verdict") : "?");
         const char *name = jsonx_get_str(e, "name");
@@ -560,6 +560,9 @@ int cli_cmd_network(cli_t *cli, opts_t *o)
                     putchar('\n');
                 }
             }
+            json_object *u = jsonx_get_arr(eg, "udp");
+            for (size_t i = 0; u && i < json_object_array_length(u); i++)
+                printf("%-8s%d\n", "udp", json_object_get_int(json_object_array_get_idx(u, i)));
             printf("%-8s%s\n", "default", jsonx_get_str(eg, "default") ? jsonx_get_str(eg, "default") : "?");
         }
         json_object_put(resp);

@@ -7,9 +7,10 @@
  *     the TLS SNI or HTTP Host of its first bytes decides, and the filter
  *     connects itself to the original address only when that name resolves
  *     to it and the address is not the host's neighbourhood;
- *   - udp.c: every other UDP datagram of such a sandbox (handed over by
- *     TPROXY): out only to a port its rules list, to an address the
- *     upstream gave for a name they allow;
+ *   - udp.c: every other UDP datagram of such a sandbox (redirected here;
+ *     the kernel's connection tracking says where it meant to go): out
+ *     only to a port its rules list, to an address the upstream gave for a
+ *     name they allow;
  *   - control.c: the worker's unix socket (JSON lines): which source
  *     address is which sandbox with which rules, counters, verdict records.
  * A sandbox is known by its source address on the filtered bridge (its
@@ -45,6 +46,7 @@
 #define EGD_DNS_TIMEOUT_MS   3000
 #define EGD_TTL_MIN_S        30
 #define EGD_TTL_MAX_S        3600
+#define EGD_UDP_PORTS        8      /* --udp's port and the next ones: a sandbox port's destinations at once */
 #define EGD_FLOWS_MAX        4096   /* UDP flows (sandbox end, destination) in all */
 #define EGD_FLOWS_PER_SBX    256
 #define EGD_FLOW_IDLE_S      60     /* an allowed flow with no datagram either way this long ends */
@@ -121,8 +123,9 @@ typedef struct egd {
     struct egd_conn *conns;   /* every live connection */
     unsigned nconns;
     /* udp */
-    int udp_fd;
-    struct event *udp_ev, *udp_sweep_ev;
+    int udp_fds[EGD_UDP_PORTS], ct_fd;
+    struct sockaddr_in udp_at[EGD_UDP_PORTS];
+    struct event *udp_evs[EGD_UDP_PORTS], *udp_sweep_ev;
     struct egd_flow *flows;   /* every UDP flow, allowed or refused */
     unsigned nflows;
     /* control */

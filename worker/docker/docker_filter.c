@@ -1,6 +1,6 @@
 /* The filtered network (issue 33, docs/network.md): sandboxes with egress
- * rules by domain run on a bridge of their own whose TCP and DNS the
- * host's iptables send to the egress filter (tools/sandbox-egress, a child
+ * rules by domain run on a bridge of their own whose TCP, DNS and other UDP
+ * the host's iptables send to the egress filter (tools/sandbox-egress, a child
  * of the worker), and nothing else out or into the host. The worker tells
  * the filter which address is which sandbox with which rules, from the
  * container's labels (the worker's record, so a restarted worker or filter
@@ -31,6 +31,7 @@
 extern char **environ;
 
 #define FILTER_CONTROL_TIMEOUT_S 5
+#define FILTER_UDP_PORTS 8 /* sandbox-egress --udp: its port and the next 7 (EGD_UDP_PORTS) */
 
 #define control_call docker_filter_call
 
@@ -48,6 +49,33 @@ static int free_port(const char *gw, int kind)
     return port;
 }
 
+/* The first of FILTER_UDP_PORTS free UDP ports in a row of the gateway
+ * address (not dns's), or -1. */
+static int free_udp_ports(const char *gw, int dns)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET };
+    if (inet_pton(AF_INET, gw, &a.sin_addr) != 1)
+        return -1;
+    for (int tries = 0; tries < 64; tries++) {
+        int base = 20000 + (int)(((unsigned)getpid() * 7919u + (unsigned)tries * 104729u + (unsigned)time(NULL)) %
+                                 10000u);
+        int fds[FILTER_UDP_PORTS], n = 0;
+        bool ok = !(dns >= base && dns < base + FILTER_UDP_PORTS);
+        for (; ok && n < FILTER_UDP_PORTS; n++) {
+            a.sin_port = htons((uint16_t)(base + n));
+            fds[n] = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+            ok = fds[n] >= 0 && bind(fds[n], (struct sockaddr *)&a, sizeof a) == 0;
+            if (!ok && fds[n] >= 0)
+                close(fds[n]);
+        }
+        for (int i = 0; i < n - (ok ? 0 : 1); i++)
+            close(fds[i]);
+        if (ok)
+            return base;
+    }
+    return -1;
+}
+
 /* iptables with argv; -1 with err when it fails. */
 static int ipt(docker_runtime_t *rt, const char *const *argv, bool quiet, api_error_t *err)
 {
@@ -58,21 +86,40 @@ static int ipt(docker_runtime_t *rt, const char *const *argv, bool quiet, api_er
     return rc == 0 ? 0 : -1;
 }
 
-/* The rules: the bridge's TCP and DNS to the filter, nothing else into
- * the host, nothing forwarded; the same for the microVMs' taps (named
- * nic_prefix and a number, docker_nic.c) when there are any. Each chain is
- * the bridge's own and flushed first, so a restart leaves one set. The
- * filter listens on the bridge's gateway: DNAT there (a tap's own address
- * is not the filter's). */
+/* Inserts the jump `-t table chain -i iface -j target` first unless it is
+ * there. */
+static int ipt_first(docker_runtime_t *rt, const char *table, const char *chain, const char *iface,
+                     const char *target, api_error_t *err)
+{
+    const char *t = rt->filter_tool;
+    const char *check[] = { t, "-w", "5", "-t", table, "-C", chain, "-i", iface, "-j", target, NULL };
+    const char *insert[] = { t, "-w", "5", "-t", table, "-I", chain, "1", "-i", iface, "-j", target, NULL };
+    if (ipt(rt, check, true, err) == 0 || ipt(rt, insert, false, err) == 0)
+        return 0;
+    return SBX_EUNAVAIL;
+}
+
+/* The rules: the bridge's TCP, DNS and other UDP to the filter, nothing
+ * else into the host, nothing forwarded; the same for the microVMs' taps
+ * (named nic_prefix and a number, docker_nic.c) when there are any. Each
+ * chain is the bridge's own and flushed first, so a restart leaves one set.
+ * The filter listens on the bridge's gateway: DNAT there (a tap's own
+ * address is not the filter's). Other UDP goes to a range of its ports, so
+ * that one sandbox port may have as many destinations at once (the reply
+ * tuples must differ); the filter learns each one's destination from the
+ * connection tracking. */
 static int rules_install(docker_runtime_t *rt, api_error_t *err)
 {
-    char nat[40], in[40], tport[8], dport[8], tto[64], dto[64], taps[16];
+    char nat[40], in[40], tport[8], dport[8], uports[16], tto[64], dto[64], uto[64], taps[16];
+    int u0 = rt->filter_udp_port, u1 = rt->filter_udp_port + FILTER_UDP_PORTS - 1;
     snprintf(nat, sizeof nat, "SBX-FNAT-%s", rt->filter_bridge);
     snprintf(in, sizeof in, "SBX-FIN-%s", rt->filter_bridge);
     snprintf(tport, sizeof tport, "%d", rt->filter_tcp_port);
     snprintf(dport, sizeof dport, "%d", rt->filter_dns_port);
+    snprintf(uports, sizeof uports, "%d:%d", u0, u1);
     snprintf(tto, sizeof tto, "%s:%d", rt->filter_gw, rt->filter_tcp_port);
     snprintf(dto, sizeof dto, "%s:%d", rt->filter_gw, rt->filter_dns_port);
+    snprintf(uto, sizeof uto, "%s:%d-%d", rt->filter_gw, u0, u1);
     snprintf(taps, sizeof taps, "%s+", rt->nic_prefix);
     const char *t = rt->filter_tool, *br = rt->filter_bridge;
     /* chains (exist already after a restart: then flushed) */
@@ -86,32 +133,26 @@ static int rules_install(docker_runtime_t *rt, api_error_t *err)
                          NULL };
     const char *r2[] = { t, "-w", "5", "-t", "nat", "-A", nat, "-p", "udp", "--dport", "53", "-j", "DNAT",
                          "--to-destination", dto, NULL };
+    const char *r2u[] = { t, "-w", "5", "-t", "nat", "-A", nat, "-p", "udp", "-j", "DNAT", "--to-destination", uto,
+                          NULL };
     const char *r3[] = { t, "-w", "5", "-A", in, "-p", "tcp", "--dport", tport, "-j", "ACCEPT", NULL };
     const char *r4[] = { t, "-w", "5", "-A", in, "-p", "udp", "--dport", dport, "-j", "ACCEPT", NULL };
+    const char *r4u[] = { t, "-w", "5", "-A", in, "-p", "udp", "--dport", uports, "-j", "ACCEPT", NULL };
     const char *r5[] = { t, "-w", "5", "-A", in, "-j", "DROP", NULL };
     if (ipt(rt, fl_nat, false, err) < 0 || ipt(rt, fl_in, false, err) < 0 || ipt(rt, r1, false, err) < 0 ||
-        ipt(rt, r2, false, err) < 0 || ipt(rt, r3, false, err) < 0 || ipt(rt, r4, false, err) < 0 ||
-        ipt(rt, r5, false, err) < 0)
+        ipt(rt, r2, false, err) < 0 || ipt(rt, r2u, false, err) < 0 || ipt(rt, r3, false, err) < 0 ||
+        ipt(rt, r4, false, err) < 0 || ipt(rt, r4u, false, err) < 0 || ipt(rt, r5, false, err) < 0)
         return SBX_EUNAVAIL;
     /* the jumps, once each, first (before Docker's own rules) */
-    const char *c1[] = { t, "-w", "5", "-t", "nat", "-C", "PREROUTING", "-i", br, "-j", nat, NULL };
-    const char *i1[] = { t, "-w", "5", "-t", "nat", "-I", "PREROUTING", "1", "-i", br, "-j", nat, NULL };
-    const char *c2[] = { t, "-w", "5", "-C", "INPUT", "-i", br, "-j", in, NULL };
-    const char *i2[] = { t, "-w", "5", "-I", "INPUT", "1", "-i", br, "-j", in, NULL };
-    const char *c3[] = { t, "-w", "5", "-C", "FORWARD", "-i", br, "-j", "DROP", NULL };
-    const char *i3[] = { t, "-w", "5", "-I", "FORWARD", "1", "-i", br, "-j", "DROP", NULL };
-    if ((ipt(rt, c1, true, err) < 0 && ipt(rt, i1, false, err) < 0) ||
-        (ipt(rt, c2, true, err) < 0 && ipt(rt, i2, false, err) < 0) ||
-        (ipt(rt, c3, true, err) < 0 && ipt(rt, i3, false, err) < 0))
+    if (ipt_first(rt, "nat", "PREROUTING", br, nat, err) < 0 || ipt_first(rt, "filter", "INPUT", br, in, err) < 0 ||
+        ipt_first(rt, "filter", "FORWARD", br, "DROP", err) < 0)
         return SBX_EUNAVAIL;
     if (!rt->nic_prefix[0])
         return 0;
-    const char *c4[] = { t, "-w", "5", "-t", "nat", "-C", "PREROUTING", "-i", taps, "-j", nat, NULL };
-    const char *i4[] = { t, "-w", "5", "-t", "nat", "-I", "PREROUTING", "1", "-i", taps, "-j", nat, NULL };
-    const char *c5[] = { t, "-w", "5", "-C", "INPUT", "-i", taps, "-j", in, NULL };
-    const char *i5[] = { t, "-w", "5", "-I", "INPUT", "1", "-i", taps, "-j", in, NULL };
-    const char *c6[] = { t, "-w", "5", "-C", "FORWARD", "-i", taps, "-j", "DROP", NULL };
-    const char *i6[] = { t, "-w", "5", "-I", "FORWARD", "1", "-i", taps, "-j", "DROP", NULL };
+    if (ipt_first(rt, "nat", "PREROUTING", taps, nat, err) < 0 ||
+        ipt_first(rt, "filter", "INPUT", taps, in, err) < 0 ||
+        ipt_first(rt, "filter", "FORWARD", taps, "DROP", err) < 0)
+        return SBX_EUNAVAIL;
     /* a tap sends from its guest's address only (strict reverse path,
      * whatever the host's rp_filter says): a guest that takes another VM's
      * address to borrow its rules is dropped before the filter sees it */
@@ -119,10 +160,7 @@ static int rules_install(docker_runtime_t *rt, api_error_t *err)
                          "-j", "DROP", NULL };
     const char *i7[] = { t, "-w", "5", "-t", "raw", "-I", "PREROUTING", "1", "-i", taps, "-m", "rpfilter",
                          "--invert", "-j", "DROP", NULL };
-    if ((ipt(rt, c4, true, err) < 0 && ipt(rt, i4, false, err) < 0) ||
-        (ipt(rt, c5, true, err) < 0 && ipt(rt, i5, false, err) < 0) ||
-        (ipt(rt, c6, true, err) < 0 && ipt(rt, i6, false, err) < 0) ||
-        (ipt(rt, c7, true, err) < 0 && ipt(rt, i7, false, err) < 0))
+    if (ipt(rt, c7, true, err) < 0 && ipt(rt, i7, false, err) < 0)
         return SBX_EUNAVAIL;
     return 0;
 }
@@ -130,19 +168,21 @@ static int rules_install(docker_runtime_t *rt, api_error_t *err)
 /* Starts the filter on the gateway's ports; waits for its control socket. */
 static int filter_spawn(docker_runtime_t *rt, api_error_t *err)
 {
-    char tcp[64], dns[64];
+    char tcp[64], dns[64], udp[64];
     rt->filter_tcp_port = free_port(rt->filter_gw, SOCK_STREAM);
     rt->filter_dns_port = free_port(rt->filter_gw, SOCK_DGRAM);
-    if (rt->filter_tcp_port <= 0 || rt->filter_dns_port <= 0)
+    rt->filter_udp_port = free_udp_ports(rt->filter_gw, rt->filter_dns_port);
+    if (rt->filter_tcp_port <= 0 || rt->filter_dns_port <= 0 || rt->filter_udp_port <= 0)
         return api_error_set(err, API_ISOLATION_UNAVAILABLE, "no free port on the filtered bridge's %s",
                              rt->filter_gw);
     snprintf(tcp, sizeof tcp, "%s:%d", rt->filter_gw, rt->filter_tcp_port);
     snprintf(dns, sizeof dns, "%s:%d", rt->filter_gw, rt->filter_dns_port);
-    char *argv[] = { rt->filter_cmd, "--tcp", tcp, "--dns", dns, "--upstream", rt->filter_upstream,
+    snprintf(udp, sizeof udp, "%s:%d", rt->filter_gw, rt->filter_udp_port);
+    char *argv[] = { rt->filter_cmd, "--tcp", tcp, "--dns", dns, "--udp", udp, "--upstream", rt->filter_upstream,
                      "--control", rt->filter_control, "--exit-with-parent", NULL, NULL, NULL };
     if (rt->filter_upstream_ca[0]) {
-        argv[10] = "--upstream-ca";
-        argv[11] = rt->filter_upstream_ca;
+        argv[12] = "--upstream-ca";
+        argv[13] = rt->filter_upstream_ca;
     }
     unlink(rt->filter_control);
     pid_t pid;
@@ -305,9 +345,9 @@ int docker_filter_setup(docker_runtime_t *rt, const char *cmd, const char *upstr
     rt->filter_ready = true;
     filter_restore(rt);
     docker_nic_restore(rt);
-    log_info("worker", "egress filter %s (pid %d) on %s:%d/%d, upstream %s, network %s", rt->filter_cmd,
-             (int)rt->filter_pid, rt->filter_gw, rt->filter_tcp_port, rt->filter_dns_port, upstream,
-             rt->net_name[NET_OFFER_FILTERED]);
+    log_info("worker", "egress filter %s (pid %d) on %s: tcp %d, dns %d, udp %d+%d; upstream %s, network %s",
+             rt->filter_cmd, (int)rt->filter_pid, rt->filter_gw, rt->filter_tcp_port, rt->filter_dns_port,
+             rt->filter_udp_port, FILTER_UDP_PORTS - 1, upstream, rt->net_name[NET_OFFER_FILTERED]);
     return 0;
 }
 

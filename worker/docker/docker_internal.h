@@ -86,7 +86,7 @@ typedef struct docker_runtime {
     bool filter_ready, filter_mu_init;
     pthread_mutex_t filter_mu;                       /* one control call at a time */
     pid_t filter_pid;
-    int filter_tcp_port, filter_dns_port;
+    int filter_tcp_port, filter_dns_port, filter_udp_port; /* udp: the first of FILTER_UDP_PORTS */
     char filter_bridge[DOCKER_EGRESS_BRIDGE_MAX], filter_gw[48];
     char filter_cmd[RUNSC_PATH_MAX], filter_tool[RUNSC_PATH_MAX];
     char filter_upstream[128], filter_control[108];
@@ -312,6 +312,7 @@ int docker_filter_rules_change(docker_runtime_t *rt, const char *sandbox_id, jso
 /* One request to the filter's control socket, its answer (*ret, a new
  * object) when it says ok; else err. */
 int docker_filter_call(docker_runtime_t *rt, json_object *req, json_object **ret, api_error_t *err);
+
 
 /* ---- docker_nic.c: microVMs' NICs behind the filter ------------------------ */
 
