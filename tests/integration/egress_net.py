@@ -119,20 +119,26 @@ def cmd_serve(d):
     ctx.load_cert_chain(os.path.join(d, "server.crt"), os.path.join(d, "server.key"))
     tls.socket = ctx.wrap_socket(tls.socket, server_side=True)
 
+    IP_PKTINFO = 8  # <linux/in.h>; not in Python's socket module
+
     def udp():
         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
         u.bind(("0.0.0.0", 443))
         while True:
-            data, peer = u.recvfrom(4096)
+            data, anc, _, peer = u.recvmsg(4096, socket.CMSG_SPACE(12))
             with open(os.path.join(d, "udp.log"), "a") as f:
                 f.write("%s %d\n" % (peer[0], len(data)))
-            # an answer: a TFTP read request gets its one block (busybox's
+            # an answer from the address it came to (as a server there
+            # would): a TFTP read request gets its one block (busybox's
             # tftp is a sandbox's UDP client), an ACK nothing, the rest an echo
+            to = [(socket.IPPROTO_IP, IP_PKTINFO, struct.pack("i4s4s", 0, c[2][8:12], b"\0" * 4))
+                  for c in anc if c[0] == socket.IPPROTO_IP and c[1] == IP_PKTINFO]
             if data[:2] == b"\x00\x01":
                 fname = data[2:].split(b"\x00")[0]
-                u.sendto(b"\x00\x03\x00\x01udp " + fname + b" from " + peer[0].encode() + b"\n", peer)
+                u.sendmsg([b"\x00\x03\x00\x01udp " + fname + b" from " + peer[0].encode() + b"\n"], to, 0, peer)
             elif data[:2] != b"\x00\x04":
-                u.sendto(b"echo " + data, peer)
+                u.sendmsg([b"echo " + data], to, 0, peer)
 
     for f in (plain.serve_forever, tls.serve_forever, udp):
         threading.Thread(target=f, daemon=True).start()

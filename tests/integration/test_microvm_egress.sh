@@ -140,11 +140,14 @@ has_log() {
   for p in "$@"; do grep -qE "$p" <<<"$out" || return 1; done
 }
 itest_wait_until 30 "the network log of $sbx" has_log "dns +allowed api\.egress\.test" \
-  "tcp +allowed api\.egress\.test:80 $api" "dns +refused other\.egress\.test" "tcp +refused denied\.egress\.test:80"
+  "tcp +allowed api\.egress\.test:80 $api" "dns +refused other\.egress\.test" "tcp +refused denied\.egress\.test:80" \
+  "udp +refused -:443 $api no udp rule for port 443"
 
 # ---- a live change reaches the VM's NIC at the filter
-assert_exit 0 sandbox network "$sbx" --allow other.egress.test --deny api.egress.test --wait --timeout 30
+assert_exit 0 sandbox network "$sbx" --allow other.egress.test --deny api.egress.test --udp 443 --wait --timeout 30
 assert_contains "$(nsl other.egress.test)" "Address: $other" "the newly allowed name resolves"
+assert_contains "$(vx /.sbx/busybox sh -c "B=/.sbx/busybox; \$B timeout 4 \$B tftp -g -r quic -l /tmp/q $other 443;
+  \$B cat /tmp/q")" "udp quic from" "UDP to the newly allowed name's address on the port --udp lists"
 assert_contains "$(get other.egress.test "$other")" "hello other.egress.test" "the newly allowed name is reached"
 assert_not_contains "$(get api.egress.test "$api")" "hello" "the newly denied name is refused"
 assert_contains "$(cat "$rules_dir/$sbx.json")" '"other.egress.test"' "the worker keeps the VM's new rules"
