@@ -84,7 +84,8 @@ const mcp_tool_t tool_table[] = {
       "'network':{'type':'string','enum':['none','restricted','open'],'description':'none (default): loopback "
       "only; restricted: nothing outside the sandbox, shared ports still reachable; open: the internet'},"
       "'egress':{'type':'object','description':'with network open: domains it may reach, {allow:[\\'pypi.org\\',"
-      "\\'*.github.com\\'],deny:[...],default:\\'deny\\'} (within the tenant policy)'},'secrets':{'type':'array',"
+      "\\'*.github.com\\'],deny:[...],default:\\'deny\\',udp:[443]} (udp: ports UDP such as QUIC may use; "
+      "within the tenant policy)'},'secrets':{'type':'array',"
       "'items':{'type':'string'},'description':'with egress: names of the tenant secrets added to HTTPS requests "
       "to their hosts (never inside the sandbox)'},"
       "'untrusted_repo':{'type':'boolean','description':'the code comes from a repository you do not trust'},"
@@ -203,7 +204,7 @@ const mcp_tool_t tool_table[] = {
       "Replaces the egress rules of a running sandbox created with egress; they apply at once. List every domain "
       "it still needs. Current rules: sandbox_get's egress.",
       "{'type':'object','properties':{'sandbox_id':" SBX_ID ",'egress':{'type':'object','description':'{allow:["
-      "\\'pypi.org\\',\\'*.github.com\\'],deny:[...],default:\\'deny\\'}'},'wait':{'type':'boolean',"
+      "\\'pypi.org\\',\\'*.github.com\\'],deny:[...],default:\\'deny\\',udp:[443]}'},'wait':{'type':'boolean',"
       "'description':'wait until it applies (default true)'}},'required':['sandbox_id','egress'],"
       "'additionalProperties':false}",
       "{'type':'object','properties':{'operation':" OP_SCHEMA "},'required':['operation']}",
