@@ -306,9 +306,11 @@ static void record_open(void)
 
 static void record_answer(const req_t *rq, int status, const char *body)
 {
-    /* conn_gone: nobody receives it; another dialect's answers are not
-     * this API's (docs/openapi.json covers /v1) */
-    if (record_fd < 0 || !rq->route_tmpl || rq->conn_gone || rq->dialect != DIALECT_SANDBOX)
+    /* conn_gone: nobody receives it; another dialect's answers, and the
+     * console's (its files, docs/console.md), are not this API's
+     * (docs/openapi.json covers /v1) */
+    if (record_fd < 0 || !rq->route_tmpl || rq->conn_gone || rq->dialect != DIALECT_SANDBOX ||
+        strncmp(rq->route_tmpl, "/console/", 9) == 0)
         return;
     sbuf_t b;
     sbuf_init(&b, 0);
@@ -922,6 +924,10 @@ static void route(req_t *rq)
 {
     if (seg_is(rq, 0, "e2b")) {
         e2b_route(rq);
+        return;
+    }
+    if (seg_is(rq, 0, "console")) {
+        console_route(rq);
         return;
     }
     const api_route_t *path = NULL;

@@ -72,4 +72,6 @@ int server_route_checks(req_t *rq, const api_route_t *path, const api_route_t *r
 void server_route_call(req_t *rq, const api_route_t *r, const char *params[2]);
 /* The E2B dialects under /e2b (controller/e2b.c). */
 void e2b_route(req_t *rq);
+/* /console and its files (console.c). */
+void console_route(req_t *rq);
 #endif

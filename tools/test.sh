@@ -159,8 +159,9 @@ sbx_install_node() {
 # tools/fuzz.sh builds its harnesses with clang and libFuzzer;
 # test_nginx_recipe.sh runs docs/custom-domains.md's nginx block;
 # test_sdk_python.sh installs client/python offline into a venv (pip and
-# setuptools from python3-venv, wheel from python3-wheel)
-SBX_PACKAGES+=(clang libclang-rt-14-dev nginx-light python3-venv python3-wheel)
+# setuptools from python3-venv, wheel from python3-wheel); test_console.sh
+# drives the web console in Debian's headless chromium
+SBX_PACKAGES+=(clang libclang-rt-14-dev nginx-light python3-venv python3-wheel chromium)
 
 # Work in the background, at the lowest CPU priority, beside the integration
 # tests (which mostly wait on Docker): while the plain build's run, the
