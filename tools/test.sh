@@ -112,9 +112,11 @@ EOF
     # is test_microvm_vmm, microvm_driver the driver and embedded ones):
     # here, as standalone tests beside the others, in the build that runs
     # them (up to 600 s each under TCG on a busy host), else left out
+    # (a test's own limit up to 900 s: test_compose builds an image with
+    # debootstrap)
     if [ "${SBX_SKIP_MICROVM:-0}" = 1 ]; then
-      ITEST_EXCLUDE="${SBX_ITEST_EXCLUDE:-} test_microvm_*" bash tests/integration/run.sh "$dir" 2>&1 | tee "$ilog" ||
-        irc=$?
+      ITEST_MAX_TIMEOUT=900 ITEST_EXCLUDE="${SBX_ITEST_EXCLUDE:-} test_microvm_*" bash tests/integration/run.sh "$dir" \
+        2>&1 | tee "$ilog" || irc=$?
     else
       ITEST_MAX_TIMEOUT=600 ITEST_EXCLUDE="${SBX_ITEST_EXCLUDE:-}" bash tests/integration/run.sh "$dir" 2>&1 |
         tee "$ilog" || irc=$?
@@ -160,8 +162,10 @@ sbx_install_node() {
 # test_nginx_recipe.sh runs docs/custom-domains.md's nginx block;
 # test_sdk_python.sh installs client/python offline into a venv (pip and
 # setuptools from python3-venv, wheel from python3-wheel); test_console.sh
-# drives the web console in Debian's headless chromium
-SBX_PACKAGES+=(clang libclang-rt-14-dev nginx-light python3-venv python3-wheel chromium)
+# drives the web console in Debian's headless chromium; test_compose.sh
+# brings examples/compose up with Debian's docker-compose (its image built
+# by debootstrap)
+SBX_PACKAGES+=(clang libclang-rt-14-dev nginx-light python3-venv python3-wheel chromium docker-compose debootstrap)
 
 # Work in the background, at the lowest CPU priority, beside the integration
 # tests (which mostly wait on Docker): while the plain build's run, the
@@ -293,8 +297,9 @@ if [ "$plain" -eq 1 ]; then
   # blurs: 76 ms against 37 once), the client installer (its own
   # client-only build, whatever build runs the tests) and the README's
   # walkthrough (what it checks is the README's text; it runs after the
-  # shared daemons stop, at the end)
-  SBX_ITEST_EXCLUDE='test_logs_quiet_follow test_api_nodelay test_install_client test_readme'
+  # shared daemons stop, at the end), the compose deployment (its image
+  # holds the plain build's binaries)
+  SBX_ITEST_EXCLUDE='test_logs_quiet_follow test_api_nodelay test_install_client test_readme test_compose'
   SBX_SKIP_MICROVM=0
 fi
 if [ "$sanitize" -eq 1 ]; then

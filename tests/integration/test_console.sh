@@ -10,6 +10,7 @@
 # leaves for another origin; the console's files come with a strict
 # Content-Security-Policy; a screenshot of each view is taken.
 # itest-timeout: 300
+# itest-any-env
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
