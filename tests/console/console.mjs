@@ -193,6 +193,26 @@ try {
   check(true, "a member of another tenant does not open it (not_found)");
   await ctx.close();
 
+  // ---- behind nginx under a path prefix: the API is found beside the console
+  const prefixed = env('PREFIXED_URL');
+  const pctx = await browser.createBrowserContext();
+  const ppage = await pctx.newPage();
+  const prequests = [];
+  ppage.on('request', (r) => prequests.push(r.url()));
+  await ppage.goto(prefixed + '/console/', { waitUntil: 'domcontentloaded' });
+  await ppage.waitForSelector('#signin:not([hidden])');
+  await ppage.type('#token', ADMIN);
+  await ppage.click('#signin button[type=submit]');
+  await ppage.waitForSelector('#top:not([hidden])');
+  await ppage.waitForSelector('#phase-counts');
+  await ppage.goto(prefixed + '/console/#/sandboxes', { waitUntil: 'domcontentloaded' });
+  await ppage.waitForSelector('#sandbox-list p, #sandbox-list table');
+  const api = prequests.filter((u) => u.includes('/v1/'));
+  check(api.length > 0 && api.every((u) => u.startsWith(prefixed + '/v1/')),
+    `behind a proxy's path prefix the console calls the API under it (${api.length} calls)`);
+  check(!prequests.some((u) => tokens.some((t) => u.includes(t))), 'no URL holds a token behind the proxy either');
+  await pctx.close();
+
   // ---- every request went to this origin, none carried a token in its URL
   const foreign = requests.filter((u) => !u.startsWith(origin + '/') && !u.startsWith('blob:') && !u.startsWith('data:'));
   check(foreign.length === 0, `no request left for another origin (${requests.length} made) ${foreign.join(' ')}`);

@@ -8,7 +8,8 @@
 # the console, each confirmed; a member of another tenant neither lists nor
 # opens it; the token is in no URL, no cookie, no request log; no request
 # leaves for another origin; the console's files come with a strict
-# Content-Security-Policy; a screenshot of each view is taken.
+# Content-Security-Policy; behind nginx under a path prefix it finds the API
+# beside it; a screenshot of each view is taken.
 # itest-timeout: 300
 # itest-any-env
 set -euo pipefail
@@ -37,6 +38,45 @@ assert_eq 405 "$(curl -sS -o /dev/null -w '%{http_code}' -X POST "$SANDBOX_URL/c
 assert_contains "$(curl -sS -D - -o /dev/null "$SANDBOX_URL/console/app.js" | tr -d '\r')" \
   "Content-Type: text/javascript" "app.js is JavaScript"
 
+# ---- nginx in front, under a path prefix (docs/console.md): the console
+# finds the API beside it
+command -v nginx >/dev/null 2>&1 || fail "nginx is not installed (apt-get install nginx-light; tools/test.sh does)"
+nd="$ITEST_TMP/console-nginx-$$"
+mkdir -p "$nd/tmp"
+nport=$(itest_free_port)
+cat >"$nd/nginx.conf" <<CONF
+user root;
+worker_processes 1;
+pid $nd/nginx.pid;
+error_log $nd/error.log;
+events { worker_connections 64; }
+http {
+    access_log $nd/access.log;
+    client_body_temp_path $nd/tmp/body;
+    proxy_temp_path $nd/tmp/proxy;
+    fastcgi_temp_path $nd/tmp/fastcgi;
+    uwsgi_temp_path $nd/tmp/uwsgi;
+    scgi_temp_path $nd/tmp/scgi;
+    server {
+        listen 127.0.0.1:$nport;
+        location /ops/sandbox/ {
+            proxy_pass ${SANDBOX_URL}/;
+            proxy_http_version 1.1;
+            proxy_buffering off;
+            proxy_read_timeout 300s;
+        }
+    }
+}
+CONF
+nginx -t -p "$nd" -c "$nd/nginx.conf" >"$nd/t.out" 2>&1 || fail "nginx -t: $(cat "$nd/t.out")"
+nginx -p "$nd" -c "$nd/nginx.conf" -g 'daemon off;' >"$nd/nginx.out" 2>&1 </dev/null &
+itest_track_pid "$!"
+prefixed="http://127.0.0.1:$nport/ops/sandbox"
+nginx_up() { curl -sf "$prefixed/healthz" >/dev/null; }
+itest_wait_until 20 "nginx on $nport" nginx_up
+code=$(curl -sS -o /dev/null -w '%{http_code} %{redirect_url}' "$prefixed/console")
+assert_eq "308 $prefixed/console/" "$code" "/console redirects to console/ under the prefix"
+
 # ---- two tenants: a member of each
 ta=$(itest_tenant itest-console-a)
 tb=$(itest_tenant itest-console-b)
@@ -46,7 +86,7 @@ shots="${ITEST_CONSOLE_SHOTS:-$ITEST_TMP/console-shots}"
 mkdir -p "$shots"
 
 CONSOLE_URL="$SANDBOX_URL" ADMIN_TOKEN="$ITEST_ADMIN_TOKEN" MEMBER_A="$member_a" MEMBER_B="$member_b" TENANT_A="$ta" \
-  SECRETS_FILE="$ITEST_TMP/secrets.txt" \
+  SECRETS_FILE="$ITEST_TMP/secrets.txt" PREFIXED_URL="$prefixed" \
   CHROMIUM="$chromium" SANDBOX_CLI="$SANDBOX_CLI" ITEST_IMAGE="$ITEST_IMAGE" SHOTS="$shots" TAG="$$" \
   node "$console_dir/console.mjs" >"$ITEST_TMP/console.out" 2>&1 || {
   cat "$ITEST_TMP/console.out"
