@@ -49,7 +49,7 @@ debian_name() {
 }
 
 make_debian() {
-  local packages=$2 name=${1:-} have mirror root rc=0 recipe include=()
+  local packages=$2 name=${1:-} have mirror root cache try rc=0 recipe include=()
   [ -n "$name" ] || name=$(debian_name "$packages")
   recipe=$SBX_DEBIAN_RECIPE${packages:+ packages=$(tr ' ' ',' <<<"$packages")}
   [ -z "$packages" ] || include=(--include="$(tr ' ' ',' <<<"$packages")")
@@ -64,11 +64,23 @@ make_debian() {
   fi
   mirror=$(debian_mirror)
   root=$(mktemp -d "${TMPDIR:-/tmp}/sbx-debian.XXXXXX")
-  # shellcheck disable=SC2064 # the folder is fixed now
-  trap "sbx_as_root rm -rf '$root'" EXIT
-  sbx_say "debootstrap --variant=minbase ${include[*]} bookworm from $mirror into $root (a few minutes)"
-  sbx_as_root debootstrap --variant=minbase "${include[@]}" bookworm "$root" "$mirror" >"$root.log" 2>&1 \
-    || { tail -n 20 "$root.log" >&2; sbx_die "debootstrap failed (log: $root.log)"; }
+  cache=$(mktemp -d "${TMPDIR:-/tmp}/sbx-debian-cache.XXXXXX")
+  # shellcheck disable=SC2064 # the folders are fixed now
+  trap "sbx_as_root rm -rf '$root' '$cache'" EXIT
+  # A mirror may drop a burst of downloads: up to three tries, each into an
+  # empty folder, the packages already fetched kept between them
+  # (--cache-dir), so a try downloads only what the last one missed.
+  for try in 1 2 3; do
+    sbx_say "debootstrap --variant=minbase ${include[*]} bookworm from $mirror into $root (a few minutes; try $try)"
+    rc=0
+    sbx_as_root debootstrap --variant=minbase --cache-dir="$cache" "${include[@]}" bookworm "$root" "$mirror" \
+      >"$root.log" 2>&1 || rc=$?
+    [ "$rc" -ne 0 ] || break
+    tail -n 5 "$root.log" >&2
+    [ "$try" -lt 3 ] || sbx_die "debootstrap failed three times (log: $root.log)"
+    sbx_as_root sh -c "rm -rf '$root' && mkdir -p '$root'"
+    sleep 5
+  done
   rm -f "$root.log"
   # what a container does not need: downloaded packages, package lists
   sbx_as_root sh -c "rm -rf '$root'/var/cache/apt/archives/*.deb '$root'/var/lib/apt/lists/* '$root'/tmp/*"
