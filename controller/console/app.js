@@ -112,35 +112,35 @@ function meter(used, total) {
 
 // ---- the API
 
-async function api(method, path, body, signal) {
+// fetch of this origin's PATH with the token as its only credential: the
+// answer when it is 2xx, else an ApiError from its error body.
+async function apiFetch(method, path, body, signal) {
   const headers = { Authorization: 'Bearer ' + state.token };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const r = await fetch(BASE + path, {
     method, headers, signal, body: body === undefined ? undefined : JSON.stringify(body),
     credentials: 'omit', cache: 'no-store', referrerPolicy: 'no-referrer',
   });
+  if (r.ok) return r;
   let doc = null;
   try { doc = await r.json(); } catch { doc = null; }
-  if (r.status === 401 && state.token) {
-    signOut('The server no longer takes this token (401): sign in again.');
+  throw new ApiError(r.status, doc?.error?.code || 'http_' + r.status, doc?.error?.message || r.statusText);
+}
+
+async function api(method, path, body, signal) {
+  let r;
+  try {
+    r = await apiFetch(method, path, body, signal);
+  } catch (e) {
+    if (e.status === 401 && state.token) signOut('The server no longer takes this token (401): sign in again.');
+    throw e;
   }
-  if (!r.ok) {
-    throw new ApiError(r.status, doc?.error?.code || 'http_' + r.status, doc?.error?.message || r.statusText);
-  }
-  return doc;
+  try { return await r.json(); } catch { return null; }
 }
 
 // A streamed answer of JSON lines (application/x-ndjson): onLine for each.
 async function streamLines(path, signal, onLine) {
-  const r = await fetch(BASE + path, {
-    headers: { Authorization: 'Bearer ' + state.token }, signal, credentials: 'omit', cache: 'no-store',
-    referrerPolicy: 'no-referrer',
-  });
-  if (!r.ok) {
-    let doc = null;
-    try { doc = await r.json(); } catch { doc = null; }
-    throw new ApiError(r.status, doc?.error?.code || 'http_' + r.status, doc?.error?.message || r.statusText);
-  }
+  const r = await apiFetch('GET', path, undefined, signal);
   const reader = r.body.getReader();
   const dec = new TextDecoder();
   let buf = '';
@@ -403,6 +403,18 @@ function workerTable(list, reload) {
     })));
 }
 
+// A filter form: submitting it opens VIEW with its non-empty fields as the
+// hash's query.
+function filtersTo(form, view) {
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const q = new URLSearchParams();
+    for (const [k, v] of new FormData(form)) if (v) q.set(k, v);
+    location.hash = `#/${view}` + (q.toString() ? '?' + q : '');
+  });
+  return form;
+}
+
 // Sandboxes: filters, keyset pages, live.
 async function viewSandboxes(main, signal, _arg, params) {
   const f = (k) => params.get(k) || '';
@@ -414,12 +426,7 @@ async function viewSandboxes(main, signal, _arg, params) {
     h('label', {}, 'Worker', h('input', { name: 'worker', value: f('worker'), size: 12 })),
     h('label', {}, 'Image', h('input', { name: 'image', value: f('image'), size: 16 })),
     h('button', { type: 'submit' }, 'Filter'));
-  form.addEventListener('submit', (e) => {
-    e.preventDefault();
-    const q = new URLSearchParams();
-    for (const [k, v] of new FormData(form)) if (v) q.set(k, v);
-    location.hash = '#/sandboxes' + (q.toString() ? '?' + q : '');
-  });
+  filtersTo(form, 'sandboxes');
   const list = h('div', { id: 'sandbox-list' });
   const pager = h('div', { class: 'pager' });
   put(main, h('h1', {}, 'Sandboxes'), form, list, pager,
@@ -590,11 +597,7 @@ async function browse(el, path, dir, signal) {
 
 async function download(path, file, name) {
   try {
-    const r = await fetch(`${BASE}${path}/files?path=${encodeURIComponent(file)}&format=raw`, {
-      headers: { Authorization: 'Bearer ' + state.token }, credentials: 'omit', cache: 'no-store',
-      referrerPolicy: 'no-referrer',
-    });
-    if (!r.ok) throw new Error(`${file}: HTTP ${r.status}`);
+    const r = await apiFetch('GET', `${path}/files?path=${encodeURIComponent(file)}&format=raw`);
     const url = URL.createObjectURL(await r.blob());
     const a = h('a', { href: url, download: name });
     document.body.append(a);
@@ -602,7 +605,7 @@ async function download(path, file, name) {
     a.remove();
     setTimeout(() => URL.revokeObjectURL(url), 10000);
   } catch (e) {
-    status(e.message, true);
+    status(`${file}: ${e.message}`, true);
   }
 }
 
@@ -613,12 +616,7 @@ async function viewEvents(main, signal, _arg, params) {
     h('label', {}, 'Kind', h('input', { name: 'kind', value: f('kind'), placeholder: 'sandbox.failed', size: 18 })),
     h('label', {}, 'Sandbox', h('input', { name: 'sandbox', value: f('sandbox'), size: 24 })),
     h('button', { type: 'submit' }, 'Filter'));
-  form.addEventListener('submit', (e) => {
-    e.preventDefault();
-    const q = new URLSearchParams();
-    for (const [k, v] of new FormData(form)) if (v) q.set(k, v);
-    location.hash = '#/events' + (q.toString() ? '?' + q : '');
-  });
+  filtersTo(form, 'events');
   const rows = h('tbody', { id: 'event-rows' });
   put(main, h('h1', {}, 'Events'), form, h('table', {}, h('thead', {}, h('tr', {},
     ['Id', 'Time', 'Tenant', 'Kind', 'Sandbox', 'Operation', 'Data'].map((t) => h('th', {}, t)))), rows));
