@@ -752,6 +752,35 @@ itest_end() {
 # A tenant name of its own for each test run.
 itest_tenant() { printf '%s-%04x%04x\n' "$1" "$RANDOM" "$RANDOM"; }
 
+# itest_nginx DIR HTTP_BLOCK: Debian's nginx as root with everything in DIR
+# (config, pid, logs, temp files) and HTTP_BLOCK (server blocks, includes)
+# inside its http block; checked with nginx -t, started in the foreground,
+# its pid tracked (stopped at the test's end). The caller waits for it.
+itest_nginx() {
+  local d=$1
+  command -v nginx >/dev/null 2>&1 || fail "nginx is not installed (apt-get install nginx-light; tools/test.sh does)"
+  mkdir -p "$d/tmp"
+  cat >"$d/nginx.conf" <<CONF
+user root;
+worker_processes 1;
+pid $d/nginx.pid;
+error_log $d/error.log;
+events { worker_connections 256; }
+http {
+    access_log $d/access.log;
+    client_body_temp_path $d/tmp/body;
+    proxy_temp_path $d/tmp/proxy;
+    fastcgi_temp_path $d/tmp/fastcgi;
+    uwsgi_temp_path $d/tmp/uwsgi;
+    scgi_temp_path $d/tmp/scgi;
+$2
+}
+CONF
+  nginx -t -p "$d" -c "$d/nginx.conf" >"$d/t.out" 2>&1 || fail "nginx -t: $(cat "$d/t.out")"
+  nginx -p "$d" -c "$d/nginx.conf" -g 'daemon off;' >"$d/nginx.out" 2>&1 </dev/null &
+  itest_track_pid "$!"
+}
+
 # itest_as_member PREFIX: sets tenant to a new tenant name PREFIX-xxxxxxxx and
 # exports a member token of it as SANDBOX_TOKEN.
 itest_as_member() {

@@ -40,24 +40,9 @@ assert_contains "$(curl -sS -D - -o /dev/null "$SANDBOX_URL/console/app.js" | tr
 
 # ---- nginx in front, under a path prefix (docs/console.md): the console
 # finds the API beside it
-command -v nginx >/dev/null 2>&1 || fail "nginx is not installed (apt-get install nginx-light; tools/test.sh does)"
 nd="$ITEST_TMP/console-nginx-$$"
-mkdir -p "$nd/tmp"
 nport=$(itest_free_port)
-cat >"$nd/nginx.conf" <<CONF
-user root;
-worker_processes 1;
-pid $nd/nginx.pid;
-error_log $nd/error.log;
-events { worker_connections 64; }
-http {
-    access_log $nd/access.log;
-    client_body_temp_path $nd/tmp/body;
-    proxy_temp_path $nd/tmp/proxy;
-    fastcgi_temp_path $nd/tmp/fastcgi;
-    uwsgi_temp_path $nd/tmp/uwsgi;
-    scgi_temp_path $nd/tmp/scgi;
-    server {
+itest_nginx "$nd" "    server {
         listen 127.0.0.1:$nport;
         location /ops/sandbox/ {
             proxy_pass ${SANDBOX_URL}/;
@@ -65,12 +50,7 @@ http {
             proxy_buffering off;
             proxy_read_timeout 300s;
         }
-    }
-}
-CONF
-nginx -t -p "$nd" -c "$nd/nginx.conf" >"$nd/t.out" 2>&1 || fail "nginx -t: $(cat "$nd/t.out")"
-nginx -p "$nd" -c "$nd/nginx.conf" -g 'daemon off;' >"$nd/nginx.out" 2>&1 </dev/null &
-itest_track_pid "$!"
+    }"
 prefixed="http://127.0.0.1:$nport/ops/sandbox"
 nginx_up() { curl -sf "$prefixed/healthz" >/dev/null; }
 itest_wait_until 20 "nginx on $nport" nginx_up

@@ -48,31 +48,13 @@ block = re.sub(r"ssl_certificate\s+\S+;", "ssl_certificate %s/cert.pem;" % d, bl
 block = re.sub(r"ssl_certificate_key\s+\S+;", "ssl_certificate_key %s/key.pem;" % d, block)
 print(block)
 PY
-cat >"$d/nginx.conf" <<CONF
-user root;
-worker_processes 1;
-pid $d/nginx.pid;
-error_log $d/error.log;
-events { worker_connections 256; }
-http {
-    access_log $d/access.log;
-    client_body_temp_path $d/tmp/body;
-    proxy_temp_path $d/tmp/proxy;
-    fastcgi_temp_path $d/tmp/fastcgi;
-    uwsgi_temp_path $d/tmp/uwsgi;
-    scgi_temp_path $d/tmp/scgi;
-    include $d/sandbox.conf;
-    # the test's own: nginx's default body limit, to see how a client says it
+# the test's own server: nginx's default body limit, to see how a client says it
+itest_nginx "$d" "    include $d/sandbox.conf;
     server {
         listen 127.0.0.1:$small;
         client_max_body_size 1k;
         location / { proxy_pass http://$ctl; proxy_http_version 1.1; }
-    }
-}
-CONF
-nginx -t -p "$d" -c "$d/nginx.conf" >"$d/t.out" 2>&1 || fail "nginx -t: $(cat "$d/t.out")"
-nginx -p "$d" -c "$d/nginx.conf" -g 'daemon off;' >"$d/nginx.out" 2>&1 </dev/null &
-itest_track_pid "$!"
+    }"
 up() { curl -s --cacert "$d/cert.pem" "https://127.0.0.1:$port/healthz" | grep -q ok; }
 itest_wait_until 20 "nginx on $port" up
 
