@@ -79,6 +79,17 @@ static egd_flow_t *flow_find(const struct sockaddr_in *src, unsigned lport)
     return NULL;
 }
 
+/* Closes f's socket toward its destination (none left open). */
+static void flow_close_out(egd_flow_t *f)
+{
+    if (f->out_ev)
+        event_free(f->out_ev);
+    if (f->out_fd >= 0)
+        close(f->out_fd);
+    f->out_ev = NULL;
+    f->out_fd = -1;
+}
+
 static void flow_free(egd_flow_t *f)
 {
     egd_t *d = f->d;
@@ -106,10 +117,7 @@ static void flow_free(egd_flow_t *f)
             break;
         }
     d->nflows--;
-    if (f->out_ev)
-        event_free(f->out_ev);
-    if (f->out_fd >= 0)
-        close(f->out_fd);
+    flow_close_out(f);
     free(f);
 }
 
@@ -305,12 +313,7 @@ static egd_flow_t *flow_new(egd_t *d, egd_sandbox_t *s, const struct sockaddr_in
             return f;
         }
         snprintf(f->why, sizeof f->why, "the filter cannot relay it: %s", strerror(errno));
-        if (f->out_ev)
-            event_free(f->out_ev);
-        f->out_ev = NULL;
-        if (f->out_fd >= 0)
-            close(f->out_fd);
-        f->out_fd = -1;
+        flow_close_out(f);
     }
     s->n.udp_refused++;
     egd_record(d, s, "udp", name, a, port, false, f->why, 0, 0);
