@@ -1051,8 +1051,9 @@ void api_worker_snapshot_export(req_t *rq, const char *id, const char *snp)
     }
     fx->snapshot = true;
     fx->counted = true;
-    /* a docker-save tar is about the image's size: that with room for the
-     * tar's own headers, never less than a file transfer's bound */
+    /* a docker-save tar (a driver's tar of a microvm's disk and RAM) is
+     * about the snapshot's size: that with room for the tar's own headers,
+     * never less than a file transfer's bound */
     int64_t bound = image_bytes + image_bytes / 4 + (int64_t)64 * 1024 * 1024;
     if (bound > fx->max_bytes)
         fx->max_bytes = bound;

@@ -629,7 +629,8 @@ void store_logs_source_release(logs_source_t *s);
 /* For worker_id's export request of snapshot_id: only while a copy of it
  * is leased to that worker; src gets the worker holding it (its forwarder
  * and token hash, to sign a grant) and the snapshot's tenant, and
- * *ret_image_bytes its size. 403 no such copy; 503 the holder unreachable. */
+ * *ret_image_bytes its size (a microvm snapshot's with its memory: its
+ * sandbox's memory size added). 403 no such copy; 503 the holder unreachable. */
 int store_snapshot_export_source(PGconn *c, const char *worker_id, const char *snapshot_id, logs_source_t *src,
                                  int64_t *ret_image_bytes, api_error_t *err);
 /* An event of the sandbox's (its tenant's), outside any state change:

@@ -56,6 +56,7 @@ json_object *vmmdrv_m_hello(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
     json_object_array_add(caps, json_object_new_string("dial"));
     json_object_array_add(caps, json_object_new_string("disks"));
     json_object_array_add(caps, json_object_new_string("snapshots"));
+    json_object_array_add(caps, json_object_new_string("snapshot_copy"));
     json_object_array_add(caps, json_object_new_string("nic"));
     json_object_object_add(o, "name", json_object_new_string("sandbox-vmm"));
     json_object_object_add(o, "version", json_object_new_string(VMMDRV_VERSION));

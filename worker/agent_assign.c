@@ -387,6 +387,14 @@ static void agent_run_snapshot_copy(agent_t *a, httpc_t *c, json_object *job, ag
         api_error_set(&o->err, API_INVALID_ARGUMENT, "the assignment names no snapshot to copy");
         return;
     }
+    /* the class of the snapshot's sandboxes picks the backend that takes it
+     * (a controller before microvm copies names none: a container's) */
+    isolation_t iso = ISO_CONTAINER;
+    const char *iso_text = jsonx_get_str(jsonx_get_obj(job, "snapshot_copy"), "isolation");
+    if (iso_text && isolation_parse(iso_text, &iso) < 0) {
+        api_error_set(&o->err, API_INVALID_ARGUMENT, "the copy names no class here: %.32s", iso_text);
+        return;
+    }
     pthread_mutex_lock(&a->mu);
     snprintf(wid, sizeof wid, "%s", a->worker_id);
     pthread_mutex_unlock(&a->mu);
@@ -416,7 +424,7 @@ static void agent_run_snapshot_copy(agent_t *a, httpc_t *c, json_object *job, ag
     }
     agent_cluster_id(a, cluster);
     runtime_snapshot_req_t req = { .snapshot_id = snp, .tenant = jsonx_get_str(job, "tenant"), .cluster_id = cluster,
-                                   .worker_name = a->name };
+                                   .worker_name = a->name, .isolation = iso };
     runtime_snapshot_t snap;
     api_error_t ierr;
     int r = runtime_snapshot_import(a->rt, &req, copy_pipe_read, &fds[0], &snap, &ierr);

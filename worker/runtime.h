@@ -488,6 +488,8 @@ typedef struct runtime_snapshot_req {
     /* Save the sandbox's memory too (microvm): a runtime that cannot
      * refuses (API_INVALID_ARGUMENT), never a snapshot of files alone. */
     bool memory;
+    /* import: the class of the snapshot's sandbox (the backend that takes the copy) */
+    isolation_t isolation;
 } runtime_snapshot_req_t;
 
 /* What a snapshot holds, as the runtime measured it. */
@@ -522,7 +524,8 @@ int runtime_snapshot_list(runtime_t *rt, const char *cluster_id, const char *wor
 int runtime_snapshot_remove(runtime_t *rt, const char *snapshot_id, const char *worker_name, api_error_t *err);
 
 /* A snapshot sent to another worker: snapshot_id, one this worker holds,
- * as a docker-save tar handed to on_data in pieces (< 0 from it stops the
+ * as its backend's archive (Docker: a docker-save tar; a driver: the tar of
+ * its files, docs/runtime-drivers.md) handed to on_data in pieces (< 0 from it stops the
  * export, not an error); a stop descriptor readable ends it too. */
 typedef struct runtime_snapshot_export_req {
     const char *snapshot_id;

@@ -467,24 +467,43 @@ static int multi_snapshot_remove(runtime_t *rt, const char *snapshot_id, const c
     return 0;
 }
 
-/* Snapshots are the Docker backend's: the first that can. */
-static int multi_snapshot_export(runtime_t *rt, const runtime_snapshot_export_req_t *req, api_error_t *err)
+/* The backend that holds snapshot id for worker_name, or NULL. */
+static runtime_t *multi_snapshot_holder(const multi_runtime_t *m, const char *id, const char *worker_name)
 {
-    multi_runtime_t *m = multi(rt);
-    for (size_t i = 0; i < m->n; i++)
-        if (m->b[i]->ops->snapshot_export)
-            return runtime_snapshot_export(m->b[i], req, err);
-    return api_error_set(err, API_UNAVAILABLE, "no runtime here can send a snapshot");
+    for (size_t i = 0; i < m->n; i++) {
+        runtime_snapshot_t *l = NULL;
+        size_t n = 0;
+        api_error_t ignored;
+        bool here = false;
+        if (runtime_snapshot_list(m->b[i], NULL, worker_name, &l, &n, &ignored) == 0)
+            for (size_t k = 0; k < n && !here; k++)
+                here = strcmp(l[k].id, id) == 0;
+        free(l);
+        if (here)
+            return m->b[i];
+    }
+    return NULL;
 }
 
+/* A snapshot is sent by the backend that holds it. */
+static int multi_snapshot_export(runtime_t *rt, const runtime_snapshot_export_req_t *req, api_error_t *err)
+{
+    runtime_t *b = multi_snapshot_holder(multi(rt), req->snapshot_id, req->worker_name);
+    if (!b)
+        return api_error_set(err, API_NOT_FOUND, "snapshot %s is not on worker %s", req->snapshot_id,
+                             req->worker_name ? req->worker_name : "?");
+    return runtime_snapshot_export(b, req, err);
+}
+
+/* A copy is taken by the backend of its sandboxes' class. */
 static int multi_snapshot_import(runtime_t *rt, const runtime_snapshot_req_t *req, runtime_files_read_fn read,
                                  void *ud, runtime_snapshot_t *ret, api_error_t *err)
 {
-    multi_runtime_t *m = multi(rt);
-    for (size_t i = 0; i < m->n; i++)
-        if (m->b[i]->ops->snapshot_import)
-            return runtime_snapshot_import(m->b[i], req, read, ud, ret, err);
-    return api_error_set(err, API_ISOLATION_UNAVAILABLE, "no runtime here can take a snapshot's copy");
+    runtime_t *b = multi_by_class(multi(rt), req->isolation);
+    if (!b)
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE, "no runtime here runs %s: it cannot take the copy of %s",
+                             isolation_name(req->isolation), req->snapshot_id);
+    return runtime_snapshot_import(b, req, read, ud, ret, err);
 }
 
 /* Volumes live with the first backend that has them (Docker's). */

@@ -312,8 +312,7 @@ static int place_copy_summary(place_decision_t *wait, const char *snapshot, cons
  * there (an operation of its own, in this transaction), and the create is
  * placed there once the copy is ready. Only while nothing else copies the
  * snapshot, from a maker that can send it (fresh, ready or draining), never
- * twice to one worker (a failed copy is left to an operator), never a
- * microvm's disk. 0 or SBX_EDB. */
+ * twice to one worker (a failed copy is left to an operator). 0 or SBX_EDB. */
 static int place_auto_copy(PGconn *c, const store_limits_t *lim, place_loaded_t *l, const char *op_id,
                            const char *tenant_id, place_decision_t *wait)
 {
@@ -321,7 +320,7 @@ static int place_auto_copy(PGconn *c, const store_limits_t *lim, place_loaded_t 
     snprintf(tmo, sizeof tmo, "%lld", (long long)lim->worker_timeout_seconds);
     const char *p[] = { l->snapshot, tmo };
     PGresult *r = db_exec(c,
-                          "SELECT sn.worker_id, sn.sandbox_id, sn.isolation = 'microvm', "
+                          "SELECT sn.worker_id, sn.sandbox_id, "
                           "  w.state IN ('ready', 'draining') AND w.stopping_at IS NULL "
                           "    AND w.last_heartbeat > now() - make_interval(secs => $2::bigint), "
                           "  cp.op_id, cp.worker_name "
@@ -335,9 +334,9 @@ static int place_auto_copy(PGconn *c, const store_limits_t *lim, place_loaded_t 
                           2, p);
     if (!r)
         return SBX_EDB;
-    bool go = PQntuples(r) == 1 && !db_get_bool(r, 0, 2) && db_get_bool(r, 0, 3);
-    if (go && !PQgetisnull(r, 0, 4)) { /* a copy on its way: the create's wait says so */
-        int rc = place_copy_summary(wait, l->snapshot, db_get(r, 0, 5), db_get(r, 0, 4));
+    bool go = PQntuples(r) == 1 && db_get_bool(r, 0, 2);
+    if (go && !PQgetisnull(r, 0, 3)) { /* a copy on its way: the create's wait says so */
+        int rc = place_copy_summary(wait, l->snapshot, db_get(r, 0, 4), db_get(r, 0, 3));
         PQclear(r);
         return rc;
     }

@@ -539,9 +539,17 @@ int store__snapshot_copy_insert(PGconn *c, const store_limits_t *lim, const char
 {
     char op_id[SBX_ID_MAX];
     ids_new("op", op_id);
+    /* the class of its sandboxes: the worker's backend that takes the copy */
+    PGresult *r = db_exec(c, "SELECT isolation FROM snapshots WHERE id = $1", 1, (const char *const[]){ snapshot_id });
+    if (!r || PQntuples(r) != 1) {
+        PQclear(r);
+        return SBX_EDB;
+    }
     json_object *req = json_object_new_object();
     jsonx_add_str(req, "snapshot_id", snapshot_id);
     jsonx_add_str(req, "worker", worker_name);
+    jsonx_add_str(req, "isolation", db_get(r, 0, 0));
+    PQclear(r);
     char *req_text = jsonx_dump(req);
     json_object_put(req);
     json_object *pl = store__placement_here(worker_name, why);
@@ -592,16 +600,15 @@ int store_snapshot_copy_create(PGconn *c, const store_limits_t *lim, const char 
     int rc = 0;
     if (!ready)
         rc = api_error_set(err, API_CONFLICT, "snapshot %.64s is %s: only a ready one is copied", ref, state);
-    else if (vm)
-        rc = api_error_set(err, API_ISOLATION_UNAVAILABLE,
-                           "snapshot %.64s is a microvm's disk: it stays on worker %s (copies are of container and "
-                           "gvisor snapshots)", ref, holder_name);
     char wid[SBX_ID_MAX] = "", wname[160] = "";
     if (rc == 0) {
+        /* a microvm snapshot's sandboxes run as microvm; others', as container or gvisor */
         r = db_exec(c,
                     "SELECT w.id, w.name, w.state, w.stopping_at IS NULL, "
-                    "  'container' = ANY(w.isolation) OR 'gvisor' = ANY(w.isolation) FROM workers w WHERE w.name = $1",
-                    1, (const char *const[]){ worker_name });
+                    "  CASE WHEN $2 THEN 'microvm' = ANY(w.isolation) "
+                    "    ELSE 'container' = ANY(w.isolation) OR 'gvisor' = ANY(w.isolation) END "
+                    "FROM workers w WHERE w.name = $1",
+                    2, (const char *const[]){ worker_name, vm ? "true" : "false" });
         if (!r) {
             db_rollback(c);
             return store__db_error(err);
@@ -613,7 +620,8 @@ int store_snapshot_copy_create(PGconn *c, const store_limits_t *lim, const char 
                                db_get_bool(r, 0, 3) ? db_get(r, 0, 2) : "stopping");
         else if (!db_get_bool(r, 0, 4))
             rc = api_error_set(err, API_ISOLATION_UNAVAILABLE,
-                               "worker %s offers neither container nor gvisor: a snapshot's sandboxes run as those",
+                               vm ? "worker %s does not offer microvm: a microvm snapshot's sandboxes run as that"
+                                  : "worker %s offers neither container nor gvisor: a snapshot's sandboxes run as those",
                                db_get(r, 0, 1));
         else if (strcmp(db_get(r, 0, 0), holder) == 0)
             rc = api_error_set(err, API_CONFLICT, "snapshot %s was made on worker %s: it is there already", id,
@@ -682,7 +690,10 @@ int store_snapshot_export_source(PGconn *c, const char *worker_id, const char *s
     PGresult *r = db_exec(c,
                           "SELECT coalesce(hw.id, ''), coalesce(hw.state, 'lost'), coalesce(hw.route_address, ''), "
                           "  CASE WHEN " STORE_TOKEN_LIVE("t") " THEN coalesce(t.hash, '') ELSE '' END, "
-                          "  sn.tenant_id, coalesce(sn.image_bytes, 0), coalesce(hw.name, '') "
+                          "  sn.tenant_id, coalesce(sn.image_bytes, 0), coalesce(hw.name, ''), "
+                          /* a microvm snapshot's saved RAM: at most its sandbox's memory */
+                          "  CASE WHEN sn.memory THEN coalesce((SELECT (s.spec->>'memory_mib')::bigint FROM sandboxes s "
+                          "    WHERE s.id = sn.sandbox_id), 65536) * 1048576 ELSE 0 END "
                           "FROM operations o JOIN snapshot_copies sc ON sc.operation_id = o.id "
                           "JOIN snapshots sn ON sn.id = sc.snapshot_id "
                           "LEFT JOIN workers hw ON hw.id = sn.worker_id LEFT JOIN api_tokens t ON t.id = hw.token_id "
@@ -712,7 +723,7 @@ int store_snapshot_export_source(PGconn *c, const char *worker_id, const char *s
         snprintf(src->worker_token_hash, sizeof src->worker_token_hash, "%s", db_get(r, 0, 3));
         snprintf(src->tenant_id, sizeof src->tenant_id, "%s", db_get(r, 0, 4));
         policy_init(&src->caps);
-        *ret_image_bytes = db_get_ll(r, 0, 5);
+        *ret_image_bytes = db_get_ll(r, 0, 5) + db_get_ll(r, 0, 7);
     }
     PQclear(r);
     return rc;

@@ -18,7 +18,8 @@
 # restart; a volume is a VM's disk, written there and read by a container
 # and a read-only VM after it; a paused VM's snapshot starts a microvm with
 # its file; a snapshot with its memory forks into 2 VMs that go on counting
-# from where it was; a template built in a container starts a microvm with its
+# from where it was, and starts a VM on a second worker (copied there by
+# the controller, the VM resumed with its counter going on); a template built in a container starts a microvm with its
 # files, ENV and WORKDIR; delete leaves no QEMU process or VM file. Slow under TCG: one VM
 # serves most checks. Traffic goes only to the test's controller on loopback.
 # itest-standalone
@@ -43,6 +44,9 @@ work=$(mktemp -d "$ITEST_TMP/vmmdrv.XXXXXX")
 # the driver's state: QEMU's unprivileged user must reach its VM directory
 vstate=$(mktemp -d /tmp/sbx-vmmdrv-state.XXXXXX)
 chmod 711 "$vstate"
+# worker B's (its own driver, for snapshot copies between workers)
+vstate2=$(mktemp -d /tmp/sbx-vmmdrv-state.XXXXXX)
+chmod 711 "$vstate2"
 clog="$work/controller.log"
 wlog="$work/worker.log"
 itest_watch_log "$clog"
@@ -65,15 +69,15 @@ wname=itest-vmmdrv-worker
 cleanup_vms() {
   local f
   if [ "${rc:-0}" -ne 0 ]; then # itest_end's
-    for f in "$vstate"/vms/*/console.log; do
-      itest_log_tail "$f" 0 25
+    for f in "$vstate"/vms/*/console.log "$vstate2"/vms/*/console.log; do
+      [ -f "$f" ] && itest_log_tail "$f" 0 25
     done
   fi
-  for f in "$vstate"/vms/*/qemu.pid; do
+  for f in "$vstate"/vms/*/qemu.pid "$vstate2"/vms/*/qemu.pid; do
     [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
   done
   sleep 0.5
-  rm -rf "$vstate"
+  rm -rf "$vstate" "$vstate2"
   true
 }
 itest_on_exit cleanup_vms
@@ -94,7 +98,7 @@ worker_doc() {
 import json, sys
 doc = json.loads(sys.argv[1])
 print(json.dumps(next((w for w in doc["workers"] if w["name"] == sys.argv[2]), {})))
-' "$HTTP_BODY" "$wname"
+' "$HTTP_BODY" "${1:-$wname}"
 }
 worker_has_microvm() { itest_worker_ready "$wname" && itest_json "$(worker_doc)" isolation | grep -q '"microvm"'; }
 qemu_pids() { pgrep -f -- "$vstate/vms/" || true; }
@@ -411,8 +415,8 @@ assert_exit 0 sandbox volumes delete vmdata
 
 # ---- snapshots (docs/snapshots.md): a VM's disk, taken while it is paused
 # (the guest syncs, the VM frozen again after); a create from it is a
-# microvm without asking and starts with the file; the two diverge; the
-# snapshot stays on its worker (no copies), and its bytes go once deleted
+# microvm without asking and starts with the file; the two diverge; its
+# bytes go once deleted
 assert_exit 0 sandbox exec "$hsb" -- sh -c 'echo snapped > /snap.txt'
 assert_exit 0 sandbox pause "$hsb" --wait --timeout 60
 t0=$(date +%s%N)
@@ -431,8 +435,8 @@ assert_exit 0 sandbox exec "$fsb" -- cat /snap.txt
 assert_eq snapped "$ITEST_OUT" "the file as the snapshot took it"
 assert_exit 0 sandbox exec "$hsb" -- cat /snap.txt
 assert_eq after "$ITEST_OUT" "the source went on without the copy"
-assert_exit 1 sandbox snapshots copy vmsnap --worker "$wname"
-assert_contains "$ITEST_ERR" "isolation_unavailable" "a microvm snapshot is not copied"
+assert_exit 3 sandbox snapshots copy vmsnap --worker "$wname"
+assert_contains "$ITEST_ERR" "was made on worker $wname" "a copy to the worker that made it"
 [ -f "$vstate/snapshots/$(itest_json "$(sandbox snapshots get vmsnap --json)" snapshot.id)/disk.qcow2" ] ||
   fail "no disk of the snapshot in the driver's state"
 assert_exit 0 sandbox delete "$fsb" --wait --timeout 60
@@ -495,8 +499,59 @@ n=$(itest_counter "$cold") || fail "no counter file in the booted sandbox (its d
 sleep 2.5
 assert_eq "$n" "$(itest_counter "$cold")" "no counter runs in the sandbox that booted"
 assert_exit 0 sandbox delete "$f1" "$f2" "$cold" --wait --timeout 60
+
+# ---- a snapshot made on one worker starts a sandbox on another
+# (docs/snapshots.md "Copies"): worker B runs the driver alone, with a state
+# of its own and label site=b. A create from the memory snapshot that only
+# B may take makes the controller copy it there (the driver's tar of disk
+# and RAM, through the controller's data path), and the VM resumes on B:
+# the counter goes on from where the snapshot took it, the file is there
+wname2=itest-vmmdrv-b
+wlog2="$work/worker-b.log"
+itest_watch_log "$wlog2"
+wtoken2=$("$SANDBOXD" token create --database-url "$dburl" --tenant itest-vmmdrv --role worker)
+SANDBOX_WORKER_TOKEN="$wtoken2" SANDBOX_WORKER_LABELS=site=b SANDBOX_WORKER_CPU_MILLIS=8000 \
+  SANDBOX_WORKER_MEMORY_MIB=16384 "$SANDBOXD" worker --controller-url "$SANDBOX_URL" --worker-name "$wname2" \
+  --worker-runtime external --worker-driver-command "[\"$vmm\",\"--state\",\"$vstate2\",\"--image\",\"$ITEST_IMAGE\"]" \
+  >>"$wlog2" 2>&1 </dev/null &
+w2pid=$!
+itest_track_pid "$w2pid"
+b_has_microvm() { itest_worker_ready "$wname2" && itest_json "$(worker_doc "$wname2")" isolation | grep -q '"microvm"'; }
+itest_wait_until 240 "worker $wname2 ready with microvm" b_has_microvm
+t0=$(date +%s%N)
+itest_http POST /v1/sandboxes "$ITEST_ADMIN_TOKEN" '{"from":"vmmem","selector":{"site":"b"}}'
+assert_http 202 "" "a create from the memory snapshot that only worker B may take"
+bsb=$(itest_json "$HTTP_BODY" sandbox.id)
+bop=$(itest_json "$HTTP_BODY" operation.id)
+itest_track "$bsb"
+assert_exit 0 sandbox wait "$bop" --timeout 300 --json
+copy_ms=$((($(date +%s%N) - t0) / 1000000))
+assert_eq true "$(itest_json "$ITEST_OUT" operation.result.memory)" "the VM on B resumed the copied memory"
+assert_exit 0 sandbox get "$bsb" --json
+assert_eq "$wname2" "$(itest_json "$ITEST_OUT" sandbox.worker)" "the sandbox from the copy runs on B"
+assert_exit 0 sandbox snapshots get vmmem --json
+assert_eq "$wname2" "$(itest_json "$ITEST_OUT" snapshot.copies.0.worker)" "the copy's worker"
+assert_eq ready "$(itest_json "$ITEST_OUT" snapshot.copies.0.state)" "the copy is ready"
+assert_eq "" "$("$ITEST_PGBIN/psql" -X -q -At "$dburl" -c \
+  "SELECT coalesce(created_by, '') FROM operations WHERE kind = 'snapshot_copy' AND request->>'snapshot_id' = '$memsnp'")" \
+  "the copy was the controller's own (placement's)"
+cmp -s "$vstate/snapshots/$memsnp/state.mig" "$vstate2/snapshots/$memsnp/state.mig" ||
+  fail "B's saved RAM differs from A's"
+assert_eq 600 "$(stat -c %a "$vstate2/snapshots/$memsnp/disk.qcow2")" "mode of B's copy of the disk"
+n=$(itest_counter "$bsb") || fail "cannot read the counter on B"
+[ "$n" -ge "$c0" ] && [ "$n" -le $((c0 + 120)) ] || fail "B's counter is $n; the snapshot took it near $c0"
+bon() { local m; m=$(itest_counter "$bsb") && [ "$m" -gt "$n" ]; }
+itest_wait_until 20 "the counter going on in the VM on B" bon
+assert_exit 0 sandbox exec "$bsb" -- cat /mem.txt
+assert_eq in-memory "$ITEST_OUT" "the file in the VM on B"
+assert_exit 3 sandbox snapshots copy vmmem --worker "$wname2"
+assert_contains "$ITEST_ERR" "holds a copy of" "a second copy to B"
+assert_exit 0 sandbox delete "$bsb" --wait --timeout 60
 assert_exit 0 sandbox snapshots delete vmmem
 itest_wait_until 60 "the memory snapshot's bytes removed" snaps_gone
+itest_wait_until 60 "B's copy of the memory snapshot removed" bash -c "[ -z \"\$(ls '$vstate2/snapshots')\" ]"
+kill -TERM "$w2pid"
+itest_wait_until 30 "worker B stopped" bash -c "! kill -0 $w2pid 2>/dev/null"
 
 # ---- a template built from a Dockerfile (by a container build sandbox)
 # starts a microvm with its files, its ENV and its WORKDIR
@@ -525,5 +580,5 @@ gone() { [ -z "$(ls "$vstate/vms")" ] && [ -z "$(qemu_pids)" ]; }
 itest_wait_until 30 "no VM after delete" gone
 assert_eq "" "$(ls "$vstate/sandboxes")" "sandbox records after delete"
 alive_same "$qpid" "$qstart" && fail "QEMU $qpid outlived its sandbox"
-itest_log "TCG/KVM ($accel) figures: create --hostile --wait ${create_ms} ms (first of its size: makes its template), ${warm_ms} ms (from the template), ${vol_ms} ms with a volume (a cold boot), snapshot of a paused VM ${snap_ms} ms, with its memory ${memsnap_ms} ms, fork into 2 from memory ${fork_ms} ms, from a template ${tpl_ms} ms, exec true ${exec_ms} ms (through CLI, controller, worker, driver)"
+itest_log "TCG/KVM ($accel) figures: create --hostile --wait ${create_ms} ms (first of its size: makes its template), ${warm_ms} ms (from the template), ${vol_ms} ms with a volume (a cold boot), snapshot of a paused VM ${snap_ms} ms, with its memory ${memsnap_ms} ms, fork into 2 from memory ${fork_ms} ms, a create on worker B from it (copied there first) ${copy_ms} ms, from a template ${tpl_ms} ms, exec true ${exec_ms} ms (through CLI, controller, worker, driver)"
 true

@@ -20,6 +20,9 @@ typedef struct fake {
     bool nic_ready, fail_create;
     int attached, detached, nic_sets, swept;
     char last_nic_tap[16];
+    /* snapshots: the one it holds, and the copies it sent and took */
+    const char *snapshot;
+    int exports, imports;
 } fake_t;
 
 static fake_t *F(runtime_t *rt) { return (fake_t *)rt; }
@@ -144,6 +147,31 @@ static void f_nic_sweep(runtime_t *rt, const char *const *live, size_t n)
     F(rt)->swept++;
 }
 static bool f_takes_nic(const runtime_t *rt) { (void)rt; return true; }
+static int f_snap_list(runtime_t *rt, const char *c, const char *w, runtime_snapshot_t **ret, size_t *n,
+                       api_error_t *e)
+{
+    (void)c; (void)w; (void)e;
+    *ret = calloc(1, sizeof **ret);
+    *n = F(rt)->snapshot ? 1 : 0;
+    if (F(rt)->snapshot)
+        snprintf((*ret)[0].id, sizeof (*ret)[0].id, "%s", F(rt)->snapshot);
+    return 0;
+}
+static int f_snap_export(runtime_t *rt, const runtime_snapshot_export_req_t *req, api_error_t *e)
+{
+    if (!F(rt)->snapshot || strcmp(req->snapshot_id, F(rt)->snapshot) != 0)
+        return api_error_set(e, API_NOT_FOUND, "not here");
+    F(rt)->exports++;
+    return 0;
+}
+static int f_snap_import(runtime_t *rt, const runtime_snapshot_req_t *req, runtime_files_read_fn read, void *ud,
+                         runtime_snapshot_t *ret, api_error_t *e)
+{
+    (void)read; (void)ud; (void)e;
+    F(rt)->imports++;
+    snprintf(ret->id, sizeof ret->id, "%s", req->snapshot_id);
+    return 0;
+}
 static void f_free(runtime_t *rt) { free(rt); }
 
 static const runtime_ops_t docker_like = {
@@ -151,7 +179,8 @@ static const runtime_ops_t docker_like = {
     .check_owner = f_check_owner, .inventory = f_inventory, .images = f_images, .dial = f_dial,
     .logs_target = f_logs_target, .logs_stream = f_logs_stream, .isolation_classes = f_classes,
     .network_modes = f_modes, .probe_result = f_probe, .network_unavailable = f_netwhy,
-    .set_cancel_flag = f_cancel, .free = f_free,
+    .set_cancel_flag = f_cancel, .snapshot_list = f_snap_list, .snapshot_export = f_snap_export,
+    .snapshot_import = f_snap_import, .free = f_free,
 };
 static runtime_ops_t driver_like, docker_filtering, driver_nic;
 
@@ -350,6 +379,39 @@ START_TEST(test_open_for_a_class_without_it_takes_a_nic_of_the_filtering_backend
 }
 END_TEST
 
+/* A copy is sent by the backend holding the snapshot (the driver's microvm
+ * snapshot, not the first backend that can send), and taken by the backend
+ * of the snapshot's class; a class no backend runs is refused. */
+START_TEST(test_snapshot_copies_go_to_the_backend_that_holds_or_runs_them)
+{
+    api_error_t err;
+    dr->snapshot = "snp_vm";
+    dk->snapshot = "snp_ct";
+    runtime_snapshot_export_req_t ex = { .snapshot_id = "snp_vm", .worker_name = "w" };
+    ck_assert_int_eq(runtime_snapshot_export(multi, &ex, &err), 0);
+    ck_assert_int_eq(dr->exports, 1);
+    ck_assert_int_eq(dk->exports, 0);
+    ex.snapshot_id = "snp_ct";
+    ck_assert_int_eq(runtime_snapshot_export(multi, &ex, &err), 0);
+    ck_assert_int_eq(dk->exports, 1);
+    ex.snapshot_id = "snp_none";
+    ck_assert_int_lt(runtime_snapshot_export(multi, &ex, &err), 0);
+    ck_assert_int_eq(err.code, API_NOT_FOUND);
+    runtime_snapshot_t got;
+    runtime_snapshot_req_t im = { .snapshot_id = "snp_new", .tenant = "t", .isolation = ISO_MICROVM };
+    ck_assert_int_eq(runtime_snapshot_import(multi, &im, NULL, NULL, &got, &err), 0);
+    ck_assert_int_eq(dr->imports, 1);
+    ck_assert_int_eq(dk->imports, 0);
+    im.isolation = ISO_CONTAINER;
+    ck_assert_int_eq(runtime_snapshot_import(multi, &im, NULL, NULL, &got, &err), 0);
+    ck_assert_int_eq(dk->imports, 1);
+    im.isolation = ISO_GVISOR;
+    ck_assert_int_lt(runtime_snapshot_import(multi, &im, NULL, NULL, &got, &err), 0);
+    ck_assert_int_eq(err.code, API_ISOLATION_UNAVAILABLE);
+    ck_assert_int_eq(dk->imports + dr->imports, 2);
+}
+END_TEST
+
 Suite *unit_suite(void)
 {
     Suite *s = suite_create("runtime_multi");
@@ -360,6 +422,7 @@ Suite *unit_suite(void)
         test_calls_by_sandbox_ask_each_backend,
         test_inventory_and_images_are_unions,
         test_open_for_a_class_without_it_takes_a_nic_of_the_filtering_backend,
+        test_snapshot_copies_go_to_the_backend_that_holds_or_runs_them,
     ));
     tcase_add_checked_fixture(tc, setup, teardown);
     return s;

@@ -127,6 +127,15 @@ int vmmdrv_vm_uses_snapshot(vmmdrv_t *d, const char *id);
 json_object *vmmdrv_m_snapshot(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
 json_object *vmmdrv_m_snapshots(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
 json_object *vmmdrv_m_snapshot_remove(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
+/* snapshot_export {snapshot_id, stream} → {bytes}, then the raw stream: a
+ * tar of the snapshot's files (meta.json, disk.qcow2; with memory also
+ * machine.json, append, state.mig). snapshot_import {snapshot_id, tenant,
+ * labels, stream}: such a tar, another worker's, checked (that snapshot of
+ * that tenant and installation, a standalone disk of its size, a saved
+ * machine as vmm_state_save writes one) and kept as this worker's (its
+ * labels) → the snapshot's measure. */
+json_object *vmmdrv_m_snapshot_export(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
+json_object *vmmdrv_m_snapshot_import(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
 /* The disk of tenant's snapshot id (a VM's backing file), the disk size
  * it was made with and whether it saved the VM's memory too (its directory
  * then restores as vmm_boot's template_dir); -1 with call's error when

@@ -275,7 +275,8 @@ static const struct { const char *name; method_fn fn; } methods[] = {
     {"files_get", vmmdrv_m_files_get}, {"dial", vmmdrv_m_dial},           {"shell_open", vmmdrv_m_shell_open},
     {"shutdown", m_shutdown},          {"pause", vmmdrv_m_pause},         {"resume", vmmdrv_m_resume},
     {"snapshot", vmmdrv_m_snapshot},   {"snapshots", vmmdrv_m_snapshots},
-    {"snapshot_remove", vmmdrv_m_snapshot_remove},
+    {"snapshot_remove", vmmdrv_m_snapshot_remove}, {"snapshot_export", vmmdrv_m_snapshot_export},
+    {"snapshot_import", vmmdrv_m_snapshot_import},
 };
 
 static void respond(json_object *id, json_object *result, const vmmdrv_call_t *call)

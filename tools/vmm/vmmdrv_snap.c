@@ -11,13 +11,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 #include <dirent.h>
 
 #include "errors.h"
 #include "ids.h"
+#include "tarstream.h"
 #include "vmmdrv.h"
 
 #define META_MAX (64 * 1024)
@@ -38,6 +41,37 @@ static json_object *meta_read(vmmdrv_t *d, const char *id)
     snprintf(path, sizeof(path), "%s/meta.json", dir);
     return vmmdrv_json_read(path, META_MAX);
 }
+
+/* Writes meta as dir/meta.json, through meta.json.tmp (a reader sees the
+ * old one or the new one whole): 0, or -1 with errno. */
+static int meta_write(const char *dir, json_object *meta)
+{
+    char path[VMM_PATH_MAX + 16], tmp[VMM_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/meta.json", dir);
+    snprintf(tmp, sizeof(tmp), "%s/meta.json.tmp", dir);
+    FILE *f = fopen(tmp, "we");
+    if (f == NULL)
+        return -1;
+    int ok = fputs(json_object_to_json_string_ext(meta, JSON_C_TO_STRING_PLAIN), f) >= 0 && fflush(f) == 0 &&
+             fsync(fileno(f)) == 0;
+    int e = errno;
+    if (fclose(f) != 0 && ok) {
+        ok = 0;
+        e = errno;
+    }
+    if (ok && rename(tmp, path) != 0) {
+        ok = 0;
+        e = errno;
+    }
+    if (!ok) {
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+static void import_discard(const char *dir);
 
 static json_object *measure(json_object *meta)
 {
@@ -161,14 +195,8 @@ json_object *vmmdrv_m_snapshot(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
         json_object_object_add(meta, "memory", json_object_new_boolean(memory));
         json_object_object_add(meta, "source", json_object_new_string(vmmdrv_str(rec, "sandbox_id")));
         json_object_object_add(meta, "created_at", json_object_new_int64((int64_t)time(NULL)));
-        const char *text = json_object_to_json_string_ext(meta, JSON_C_TO_STRING_PLAIN);
-        char tmp[VMM_PATH_MAX + 32];
-        snprintf(path, sizeof(path), "%s/meta.json", dir);
-        snprintf(tmp, sizeof(tmp), "%s/meta.json.tmp", dir);
-        FILE *f = fopen(tmp, "we");
-        if (f == NULL || fputs(text, f) < 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
+        if (meta_write(dir, meta) != 0) {
             snprintf(why, sizeof(why), "meta.json: %s", strerror(errno));
-            unlink(tmp);
             rc = -1;
         }
     }
@@ -226,6 +254,9 @@ json_object *vmmdrv_m_snapshot_remove(vmmdrv_t *d, json_object *p, vmmdrv_call_t
         return vmmdrv_fail(call, "runtime_error", "remove %s: %s", bad, strerror(errno));
     if (rmdir(dir) != 0 && errno != ENOENT)
         return vmmdrv_fail(call, "runtime_error", "remove snapshot %s: %s", id, strerror(errno));
+    char part[VMM_PATH_MAX + 8];
+    snprintf(part, sizeof(part), "%s.part", dir);
+    import_discard(part); /* a copy a crash cut short */
     return json_object_new_object();
 }
 
@@ -252,4 +283,318 @@ int vmmdrv_snapshot_disk(vmmdrv_t *d, const char *id, const char *tenant, char *
     }
     *ret_disk_bytes = bytes > 0 ? (uint64_t)bytes : 0;
     return 0;
+}
+
+/* ---- copies between workers: snapshot_export and snapshot_import
+ * (capability snapshot_copy). The stream is a tar of the snapshot's files,
+ * meta.json first and disk.qcow2 last; what comes in is another worker's
+ * making and is judged before this worker keeps it (vmm_snapshot_adopt). */
+
+/* The files a copy carries, in the order sent; the last three with memory only. */
+static const char *const copy_files[] = {"meta.json", "disk.qcow2", "machine.json", "append", "state.mig"};
+#define COPY_FILES (sizeof(copy_files) / sizeof(copy_files[0]))
+#define COPY_SMALL_MAX (64 * 1024)              /* meta.json, machine.json, append */
+#define COPY_RESERVE ((int64_t)256 * 1024 * 1024) /* the state filesystem keeps this free */
+
+typedef struct {
+    int fd;                       /* the stream */
+    int files[COPY_FILES];
+    int64_t sizes[COPY_FILES];
+    size_t n;
+} export_t;
+
+/* Ends a stream with a reset: the reader sees an error, not an end. */
+static void stream_abort(int fd)
+{
+    struct linger l = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+    close(fd);
+}
+
+static void export_body(void *arg)
+{
+    export_t *x = arg;
+    static __thread char buf[65536];
+    int ok = 1;
+    for (size_t i = 0; ok && i < x->n; i++) {
+        unsigned char h[TARSTREAM_HEADER_MAX];
+        int hl = tarstream_file_header(copy_files[i], x->sizes[i], 0600, (int64_t)time(NULL), h);
+        ok = hl > 0 && vmmdrv_write_all(x->fd, h, (size_t)hl) == 0;
+        for (int64_t left = x->sizes[i]; ok && left > 0;) {
+            ssize_t r = read(x->files[i], buf, left < (int64_t)sizeof(buf) ? (size_t)left : sizeof(buf));
+            if (r < 0 && errno == EINTR)
+                continue;
+            ok = r > 0 && vmmdrv_write_all(x->fd, buf, (size_t)r) == 0; /* a file that shrank cuts the stream */
+            left -= r > 0 ? r : 0;
+        }
+        memset(buf, 0, TARSTREAM_BLOCK);
+        size_t pad = tarstream_padding(x->sizes[i]);
+        ok = ok && (pad == 0 || vmmdrv_write_all(x->fd, buf, pad) == 0);
+    }
+    memset(buf, 0, TARSTREAM_TRAILER);
+    if (ok && vmmdrv_write_all(x->fd, buf, TARSTREAM_TRAILER) == 0) {
+        shutdown(x->fd, SHUT_WR);
+        close(x->fd);
+    } else {
+        stream_abort(x->fd);
+    }
+    for (size_t i = 0; i < x->n; i++)
+        close(x->files[i]);
+    free(x);
+}
+
+json_object *vmmdrv_m_snapshot_export(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
+{
+    const char *id = vmmdrv_str(p, "snapshot_id");
+    char dir[VMM_PATH_MAX], path[VMM_PATH_MAX + 32];
+    if (snap_dir(d, id, dir, sizeof(dir)) != 0)
+        return vmmdrv_fail(call, "invalid_argument", "snapshot_export needs a snapshot_id (snp_…)");
+    json_object *meta = meta_read(d, id), *v;
+    if (meta == NULL)
+        return vmmdrv_fail(call, "not_found", "no snapshot %s on this worker's microVM driver", id);
+    int memory = json_object_object_get_ex(meta, "memory", &v) && json_object_get_boolean(v);
+    json_object_put(meta);
+    export_t *x = calloc(1, sizeof(*x));
+    if (x == NULL)
+        return vmmdrv_fail(call, "runtime_error", "out of memory");
+    /* every file open before the answer: a remove meanwhile takes names, not these */
+    x->n = memory ? COPY_FILES : 2;
+    for (size_t i = 0; i < x->n; i++) {
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/%s", dir, copy_files[i]);
+        x->files[i] = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (x->files[i] < 0 || fstat(x->files[i], &st) != 0 || !S_ISREG(st.st_mode)) {
+            int e = errno;
+            for (size_t k = 0; k <= i; k++)
+                if (x->files[k] >= 0)
+                    close(x->files[k]);
+            free(x);
+            return vmmdrv_fail(call, "runtime_error", "snapshot %s: %s: %s", id, copy_files[i], strerror(e));
+        }
+        x->sizes[i] = st.st_size;
+    }
+    x->fd = vmmdrv_stream_take(vmmdrv_str(p, "stream"), call);
+    if (x->fd < 0) {
+        for (size_t i = 0; i < x->n; i++)
+            close(x->files[i]);
+        free(x);
+        return NULL;
+    }
+    call->after = export_body; /* the body after the answer */
+    call->after_arg = x;
+    json_object *o = json_object_new_object();
+    int64_t total = TARSTREAM_TRAILER;
+    for (size_t i = 0; i < x->n; i++)
+        total += TARSTREAM_HEADER_MAX + x->sizes[i] + (int64_t)tarstream_padding(x->sizes[i]);
+    json_object_object_add(o, "bytes", json_object_new_int64(total));
+    return o;
+}
+
+typedef struct {
+    char dir[VMM_PATH_MAX + 8];  /* the part directory it is unpacked into */
+    int fd;                      /* the member being written, or -1 */
+    unsigned seen;               /* a bit per copy_files entry */
+    int64_t room, total;         /* what the filesystem can take; what came */
+    const char *code;            /* why it was refused: the error's code, or NULL */
+    char why[VMM_WHY_MAX];
+} import_t;
+
+static int import_refuse(import_t *im, const char *code, const char *fmt, const char *arg)
+{
+    im->code = code;
+    snprintf(im->why, sizeof(im->why), fmt, arg);
+    return SBX_EINVAL;
+}
+
+static int import_entry(void *ud, const tarstream_entry_t *e)
+{
+    import_t *im = ud;
+    if (im->fd >= 0)
+        close(im->fd);
+    im->fd = -1;
+    size_t k = 0;
+    while (k < COPY_FILES && strcmp(e->name, copy_files[k]) != 0)
+        k++;
+    if (k == COPY_FILES)
+        return import_refuse(im, "invalid_argument", "the copy holds %.200s, which no snapshot has", e->name);
+    if (e->type != '0' || e->sparse)
+        return import_refuse(im, "invalid_argument", "%s in the copy is not a plain file", copy_files[k]);
+    if (im->seen & (1u << k))
+        return import_refuse(im, "invalid_argument", "%s comes twice in the copy", copy_files[k]);
+    im->seen |= 1u << k;
+    if ((k == 0 || k >= 2) && k != 4 && e->size > COPY_SMALL_MAX)
+        return import_refuse(im, "invalid_argument", "%s in the copy is too large", copy_files[k]);
+    im->total += e->size;
+    if (im->total > im->room) {
+        im->code = "payload_too_large";
+        snprintf(im->why, sizeof(im->why), "the copy needs more than the %lld bytes the driver's state has free",
+                 (long long)(im->room > 0 ? im->room : 0));
+        return SBX_EINVAL;
+    }
+    char path[VMM_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/%s", im->dir, copy_files[k]);
+    im->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (im->fd < 0)
+        return import_refuse(im, "runtime_error", "cannot write the copy: %s", strerror(errno));
+    return 0;
+}
+
+static int import_data(void *ud, const char *data, size_t n)
+{
+    import_t *im = ud;
+    if (im->fd < 0 || vmmdrv_write_all(im->fd, data, n) != 0)
+        return import_refuse(im, "runtime_error", "cannot write the copy: %s", strerror(errno));
+    return 0;
+}
+
+/* Reads the stream into im's directory: 0, or -1 with im's code and why. */
+static int import_read(int fd, import_t *im)
+{
+    tarstream_t t;
+    if (tarstream_init(&t, import_entry, import_data, im) != 0) {
+        import_refuse(im, "runtime_error", "%s", "out of memory");
+        return -1;
+    }
+    static __thread char buf[65536];
+    int rc = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf, sizeof(buf));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            rc = import_refuse(im, "runtime_error", "the copy's stream broke: %s", strerror(errno));
+            break;
+        }
+        if (r == 0) {
+            if ((rc = tarstream_finish(&t)) != 0 && !im->code)
+                import_refuse(im, "invalid_argument", "the copy is not a whole archive: %s", t.error);
+            break;
+        }
+        if ((rc = tarstream_push(&t, buf, (size_t)r)) != 0) {
+            if (!im->code)
+                import_refuse(im, "invalid_argument", "the copy is not an archive: %s", t.error);
+            break;
+        }
+    }
+    tarstream_release(&t);
+    if (im->fd >= 0 && (fsync(im->fd) != 0 || close(im->fd) != 0) && rc == 0)
+        rc = import_refuse(im, "runtime_error", "cannot write the copy: %s", strerror(errno));
+    else if (im->fd >= 0)
+        close(im->fd);
+    im->fd = -1;
+    return rc == 0 ? 0 : -1;
+}
+
+/* What the copy's meta.json says, checked against the call: NULL with
+ * im's why when it is not that snapshot of that tenant and installation. */
+static json_object *import_meta(import_t *im, const char *id, const char *tenant, json_object *labels)
+{
+    char path[VMM_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/meta.json", im->dir);
+    json_object *meta = vmmdrv_json_read(path, META_MAX), *v, *l = NULL;
+    const char *cl = json_object_object_get_ex(labels, "dev.sandbox.cluster", &v) ? json_object_get_string(v) : "";
+    if (meta == NULL || !json_object_is_type(meta, json_type_object))
+        import_refuse(im, "invalid_argument", "%s", "the copy's meta.json is not a snapshot's");
+    else if (strcmp(vmmdrv_str(meta, "id"), id) != 0 || strcmp(vmmdrv_str(meta, "tenant"), tenant) != 0)
+        import_refuse(im, "policy_denied", "the copy is not snapshot %s of this tenant", id);
+    else if (!json_object_object_get_ex(meta, "labels", &l) || !json_object_is_type(l, json_type_object) ||
+             strcmp(vmmdrv_str(l, "dev.sandbox.cluster"), cl) != 0)
+        import_refuse(im, "policy_denied", "the copy of %s was made for another installation", id);
+    else if (!json_object_object_get_ex(meta, "disk_bytes", &v) || json_object_get_int64(v) <= 0)
+        import_refuse(im, "invalid_argument", "%s", "the copy's meta.json has no disk size");
+    else
+        return meta;
+    json_object_put(meta);
+    return NULL;
+}
+
+/* Removes a part directory and what an import put there. */
+static void import_discard(const char *dir)
+{
+    char path[VMM_PATH_MAX + 32];
+    for (size_t i = 0; i < COPY_FILES; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, copy_files[i]);
+        unlink(path);
+    }
+    snprintf(path, sizeof(path), "%s/meta.json.tmp", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+json_object *vmmdrv_m_snapshot_import(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call)
+{
+    const char *id = vmmdrv_str(p, "snapshot_id"), *tenant = vmmdrv_str(p, "tenant");
+    char dir[VMM_PATH_MAX], path[VMM_PATH_MAX + 32];
+    json_object *labels = NULL;
+    if (snap_dir(d, id, dir, sizeof(dir)) != 0 || !tenant[0] || strlen(tenant) > 63 ||
+        !json_object_object_get_ex(p, "labels", &labels) || !json_object_is_type(labels, json_type_object))
+        return vmmdrv_fail(call, "invalid_argument", "snapshot_import needs a snapshot_id (snp_…), a tenant and labels");
+    import_t *im = calloc(1, sizeof(*im));
+    if (im == NULL)
+        return vmmdrv_fail(call, "runtime_error", "out of memory");
+    im->fd = -1;
+    snprintf(im->dir, sizeof(im->dir), "%s.part", dir);
+    json_object *have = meta_read(d, id), *o = NULL;
+    int fd = vmmdrv_stream_take(vmmdrv_str(p, "stream"), call);
+    if (fd < 0)
+        goto out;
+    if (have != NULL) { /* idempotent: kept already (the stream is read to its end, and dropped) */
+        static __thread char sink[65536];
+        while (read(fd, sink, sizeof(sink)) > 0)
+            ;
+        o = strcmp(vmmdrv_str(have, "tenant"), tenant) == 0 ? measure(have)
+                                                            : vmmdrv_fail(call, "conflict", "snapshot %s is another's", id);
+        goto out;
+    }
+    snprintf(path, sizeof(path), "%.3000s/snapshots", d->state_dir);
+    mkdir(path, 0711);
+    import_discard(im->dir); /* a copy a crash cut short */
+    struct statvfs vs;
+    if (mkdir(im->dir, 0700) != 0 || statvfs(path, &vs) != 0) {
+        vmmdrv_fail(call, "runtime_error", "snapshot directory: %s", strerror(errno));
+        goto out;
+    }
+    im->room = (int64_t)vs.f_bavail * (int64_t)vs.f_frsize - COPY_RESERVE;
+    if (import_read(fd, im) != 0) {
+        vmmdrv_fail(call, im->code, "snapshot %s: %s", id, im->why);
+        goto out;
+    }
+    json_object *meta = import_meta(im, id, tenant, labels), *v;
+    if (meta == NULL) {
+        vmmdrv_fail(call, im->code, "%s", im->why);
+        goto out;
+    }
+    int memory = json_object_object_get_ex(meta, "memory", &v) && json_object_get_boolean(v);
+    unsigned want = memory ? (1u << COPY_FILES) - 1 : 3u;
+    char why[VMM_WHY_MAX] = "";
+    if (im->seen != want) {
+        vmmdrv_fail(call, "invalid_argument", "snapshot %s: the copy %s", id,
+                    memory ? "lacks the saved machine or its disk" : "is not a disk and its meta.json");
+    } else if (vmm_snapshot_adopt(&d->cfg, im->dir,
+                                  (uint64_t)(json_object_object_get_ex(meta, "disk_bytes", &v)
+                                                 ? json_object_get_int64(v) : 0),
+                                  memory, why) != 0) {
+        vmmdrv_fail(call, "invalid_argument", "snapshot %s: refused copy: %s", id, why);
+    } else {
+        /* this worker's from now on: its labels, and where it came from */
+        json_object *was = json_object_object_get_ex(meta, "labels", &v) ? json_object_get(v) : NULL;
+        json_object_object_add(meta, "labels", json_object_get(labels));
+        json_object_object_add(meta, "copied_from", json_object_new_string(vmmdrv_str(was, "dev.sandbox.worker")));
+        json_object_object_add(meta, "copied_at", json_object_new_int64((int64_t)time(NULL)));
+        json_object_put(was);
+        if (meta_write(im->dir, meta) != 0 || chmod(im->dir, 0711) != 0 || rename(im->dir, dir) != 0) {
+            vmmdrv_fail(call, "runtime_error", "keep snapshot %s: %s", id, strerror(errno));
+        } else {
+            o = measure(meta);
+        }
+    }
+    json_object_put(meta);
+out:
+    if (o == NULL)
+        import_discard(im->dir);
+    if (fd >= 0)
+        close(fd);
+    json_object_put(have);
+    free(im);
+    return o;
 }

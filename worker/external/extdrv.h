@@ -64,7 +64,7 @@ typedef struct extdrv_hello {
     bool offers[3];           /* per isolation_t */
     unsigned net_modes[3];    /* 1u << net_mode_t */
     char probe[3][SBX_DRIVER_MESSAGE_MAX];
-    bool cap_files, cap_shell, cap_dial, cap_images, cap_disks, cap_snapshots, cap_nic;
+    bool cap_files, cap_shell, cap_dial, cap_images, cap_disks, cap_snapshots, cap_nic, cap_snapshot_copy;
 } extdrv_hello_t;
 
 /* Reads a hello result: 0, or SBX_EINVAL naming the field (err). A protocol

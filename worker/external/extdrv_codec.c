@@ -146,6 +146,7 @@ int extdrv_hello_parse(json_object *result, extdrv_hello_t *ret, api_error_t *er
         h.cap_disks |= strcmp(c, "disks") == 0;
         h.cap_snapshots |= strcmp(c, "snapshots") == 0;
         h.cap_nic |= strcmp(c, "nic") == 0;
+        h.cap_snapshot_copy |= strcmp(c, "snapshot_copy") == 0;
     }
     *ret = h;
     return 0;

@@ -1,6 +1,7 @@
 /* The external backend's calls that move bytes over driver streams
  * (docs/runtime-drivers.md "Byte streams"): exec with stdin and live output,
- * files_put and files_get. */
+ * files_put and files_get, and the raw uploads and downloads under them
+ * (snapshot copies use them too). */
 #include "external_internal.h"
 #include "jsonx.h"
 #include "timeutil.h"
@@ -250,10 +251,10 @@ static bool ext_stopped(const int *fds, size_t n)
 /* Writes all n bytes of an upload to fd (blocking, in slices so stops and
  * an early answer of call are seen). */
 static int ext_write_all(ext_runtime_t *rt, extdrv_call_t *call, int fd, const char *p, size_t n,
-                         const runtime_files_put_req_t *req, api_error_t *err)
+                         const ext_upload_t *up, api_error_t *err)
 {
     while (n > 0) {
-        if (ext_stopped(req->stop_fds, req->nstop_fds) || (rt->cancel && atomic_load(rt->cancel)))
+        if (ext_stopped(up->stop_fds, up->nstop_fds) || (rt->cancel && atomic_load(rt->cancel)))
             return api_error_set(err, API_CANCELLED, "the upload was stopped");
         if (extdrv_call_done(rt->drv, call))
             return SBX_EIO; /* the driver answered (refused) before taking it all: its answer stands */
@@ -280,49 +281,25 @@ static void ext_abort_stream(int fd)
     close(fd);
 }
 
-/* The start of a file transfer's call: the driver can move files and has
- * the sandbox object; *ret_p holds its ref, path and stream token (drawn
- * into token). 0, or < 0 with err. */
-static int ext_files_params(ext_runtime_t *rt, const char *ref, const char *path,
-                            char token[EXTDRV_TOKEN_LEN + 1], json_object **ret_p, api_error_t *err)
+int ext_upload(ext_runtime_t *rt, const char *method, json_object *p, const ext_upload_t *up, int64_t *ret_total,
+               json_object **ret_res, api_error_t *err)
 {
-    const char *dref = ext_driver_ref(ref);
-    *ret_p = NULL;
-    if (!rt->hello.cap_files)
-        return api_error_set(err, API_UNAVAILABLE, "driver %s cannot move files", extdrv_name(rt->drv));
-    if (!dref)
-        return api_error_set(err, API_NOT_FOUND, "no such sandbox object in the driver");
-    ext_stream_token(token);
-    *ret_p = json_object_new_object();
-    jsonx_add_str(*ret_p, "ref", dref);
-    jsonx_add_str(*ret_p, "path", path);
-    jsonx_add_str(*ret_p, "stream", token);
-    return 0;
-}
-
-int ext_rt_files_put(runtime_t *base, const runtime_files_put_req_t *req, int64_t *ret_bytes, api_error_t *err)
-{
-    ext_runtime_t *rt = (ext_runtime_t *)base;
     char token[EXTDRV_TOKEN_LEN + 1], *buf = NULL;
     extdrv_call_t *call = NULL;
-    json_object *res = NULL, *p = NULL;
     int fd = -1, r = 0, pr = 0;
     int64_t total = 0;
     api_error_t perr;
-    if ((r = ext_files_params(rt, req->ref, req->path, token, &p, err)) < 0)
-        return r;
-    jsonx_add_str(p, "format", req->format == RUNTIME_FILES_RAW ? "raw" : "tar");
-    jsonx_add_int(p, "size", req->size);
-    jsonx_add_int(p, "mode", req->mode);
-    jsonx_add_int(p, "max_bytes", req->max_bytes);
-    if ((r = extdrv_send(rt->drv, "files_put", p, EXT_UPLOAD_MS, &call, err)) < 0)
+    *ret_res = NULL;
+    ext_stream_token(token);
+    jsonx_add_str(p, "stream", token);
+    if ((r = extdrv_send(rt->drv, method, p, EXT_UPLOAD_MS, &call, err)) < 0)
         return r;
     if (!(buf = malloc(65536)))
         pr = api_error_set(&perr, API_INTERNAL, "out of memory");
     else
         pr = ext_stream_connect(rt, token, &fd, &perr);
     while (pr == 0) {
-        ptrdiff_t n = req->read(req->ud, buf, 65536);
+        ptrdiff_t n = up->read(up->ud, buf, 65536);
         if (n == 0) {
             shutdown(fd, SHUT_WR);
             break;
@@ -335,12 +312,12 @@ int ext_rt_files_put(runtime_t *base, const runtime_files_put_req_t *req, int64_
             break;
         }
         total += n;
-        if (total > req->max_bytes) {
+        if (total > up->max_bytes) {
             pr = api_error_set(&perr, API_PAYLOAD_TOO_LARGE, "the upload is over %lld bytes",
-                               (long long)req->max_bytes);
+                               (long long)up->max_bytes);
             break;
         }
-        pr = ext_write_all(rt, call, fd, buf, (size_t)n, req, &perr);
+        pr = ext_write_all(rt, call, fd, buf, (size_t)n, up, &perr);
     }
     if (pr < 0 && fd >= 0) {
         ext_abort_stream(fd);
@@ -348,7 +325,7 @@ int ext_rt_files_put(runtime_t *base, const runtime_files_put_req_t *req, int64_
     }
     /* the driver answers once the data is written: from here the usual deadline */
     extdrv_call_extend(rt->drv, call, EXTDRV_FILES_MS);
-    r = extdrv_finish(rt->drv, call, &res, err);
+    r = extdrv_finish(rt->drv, call, ret_res, err);
     if (fd >= 0)
         close(fd);
     free(buf);
@@ -358,28 +335,24 @@ int ext_rt_files_put(runtime_t *base, const runtime_files_put_req_t *req, int64_
                           extdrv_name(rt->drv));
         *err = perr;
         r = pr;
-    } else if (r == 0) {
-        int64_t bytes = 0;
-        jsonx_get_int(res, "bytes", &bytes);
-        *ret_bytes = bytes > 0 ? bytes : total;
     }
-    if (res)
-        json_object_put(res);
+    if (r < 0 && *ret_res) {
+        json_object_put(*ret_res);
+        *ret_res = NULL;
+    }
+    *ret_total = total;
     return r;
 }
 
-int ext_rt_files_get(runtime_t *base, const runtime_files_get_req_t *req, api_error_t *err)
+int ext_download(ext_runtime_t *rt, const char *method, json_object *p, const ext_download_t *dl, api_error_t *err)
 {
-    static const char *const formats[] = { "tar", "raw", "list" };
-    ext_runtime_t *rt = (ext_runtime_t *)base;
     char token[EXTDRV_TOKEN_LEN + 1], buf[65536];
     extdrv_call_t *call = NULL;
-    json_object *res = NULL, *p = NULL;
+    json_object *res = NULL;
     int fd = -1, r = 0;
-    if ((r = ext_files_params(rt, req->ref, req->path, token, &p, err)) < 0)
-        return r;
-    jsonx_add_str(p, "format", formats[req->format <= RUNTIME_FILES_LIST ? req->format : 0]);
-    if ((r = extdrv_send(rt->drv, "files_get", p, EXTDRV_FILES_MS, &call, err)) < 0)
+    ext_stream_token(token);
+    jsonx_add_str(p, "stream", token);
+    if ((r = extdrv_send(rt->drv, method, p, EXTDRV_FILES_MS, &call, err)) < 0)
         return r;
     api_error_t cerr;
     int cr = ext_stream_connect(rt, token, &fd, &cerr);
@@ -388,13 +361,11 @@ int ext_rt_files_get(runtime_t *base, const runtime_files_get_req_t *req, api_er
         *err = cerr;
         r = cr;
     }
-    runtime_files_stat_t st;
-    if (r == 0)
-        r = extdrv_stat_parse(res, &st, err);
-    if (r == 0 && req->on_stat(req->ud, &st) < 0)
-        goto cleanup;
-    while (r == 0) {
-        if (ext_stopped(req->stop_fds, req->nstop_fds))
+    int go = r == 0 && dl->on_answer ? dl->on_answer(dl->ud, res, err) : 0;
+    if (go < 0)
+        r = go;
+    while (r == 0 && go == 0) {
+        if (ext_stopped(dl->stop_fds, dl->nstop_fds))
             break;
         if (rt->cancel && atomic_load(rt->cancel)) {
             r = api_error_set(err, API_CANCELLED, "the worker is stopping");
@@ -409,15 +380,86 @@ int ext_rt_files_get(runtime_t *base, const runtime_files_get_req_t *req, api_er
         if (got < 0)
             r = api_error_set(err, API_RUNTIME_ERROR, "driver %s broke the download stream: %s",
                               extdrv_name(rt->drv), strerror(errno));
-        if (got <= 0 || req->on_data(req->ud, buf, (size_t)got) < 0)
+        if (got <= 0 || dl->on_data(dl->ud, buf, (size_t)got) < 0)
             break;
     }
-cleanup:
     if (fd >= 0)
         close(fd);
     if (res)
         json_object_put(res);
     return r;
+}
+
+/* The start of a file transfer's call: the driver can move files and has
+ * the sandbox object; *ret_p holds its ref and path. 0, or < 0 with err. */
+static int ext_files_params(ext_runtime_t *rt, const char *ref, const char *path, json_object **ret_p,
+                            api_error_t *err)
+{
+    const char *dref = ext_driver_ref(ref);
+    *ret_p = NULL;
+    if (!rt->hello.cap_files)
+        return api_error_set(err, API_UNAVAILABLE, "driver %s cannot move files", extdrv_name(rt->drv));
+    if (!dref)
+        return api_error_set(err, API_NOT_FOUND, "no such sandbox object in the driver");
+    *ret_p = json_object_new_object();
+    jsonx_add_str(*ret_p, "ref", dref);
+    jsonx_add_str(*ret_p, "path", path);
+    return 0;
+}
+
+int ext_rt_files_put(runtime_t *base, const runtime_files_put_req_t *req, int64_t *ret_bytes, api_error_t *err)
+{
+    ext_runtime_t *rt = (ext_runtime_t *)base;
+    json_object *res = NULL, *p = NULL;
+    int r;
+    if ((r = ext_files_params(rt, req->ref, req->path, &p, err)) < 0)
+        return r;
+    jsonx_add_str(p, "format", req->format == RUNTIME_FILES_RAW ? "raw" : "tar");
+    jsonx_add_int(p, "size", req->size);
+    jsonx_add_int(p, "mode", req->mode);
+    jsonx_add_int(p, "max_bytes", req->max_bytes);
+    ext_upload_t up = { .read = req->read, .ud = req->ud, .max_bytes = req->max_bytes, .stop_fds = req->stop_fds,
+                        .nstop_fds = req->nstop_fds };
+    int64_t total = 0, bytes = 0;
+    r = ext_upload(rt, "files_put", p, &up, &total, &res, err);
+    if (r == 0) {
+        jsonx_get_int(res, "bytes", &bytes);
+        *ret_bytes = bytes > 0 ? bytes : total;
+    }
+    if (res)
+        json_object_put(res);
+    return r;
+}
+
+/* files_get's answer: the path's stat, handed to the caller before the body. */
+static int ext_files_get_answer(void *ud, json_object *res, api_error_t *err)
+{
+    const runtime_files_get_req_t *req = ud;
+    runtime_files_stat_t st;
+    int r = extdrv_stat_parse(res, &st, err);
+    if (r < 0)
+        return r;
+    return req->on_stat(req->ud, &st) < 0 ? 1 : 0;
+}
+
+static int ext_files_get_data(void *ud, const char *data, size_t n)
+{
+    const runtime_files_get_req_t *req = ud;
+    return req->on_data(req->ud, data, n);
+}
+
+int ext_rt_files_get(runtime_t *base, const runtime_files_get_req_t *req, api_error_t *err)
+{
+    static const char *const formats[] = { "tar", "raw", "list" };
+    ext_runtime_t *rt = (ext_runtime_t *)base;
+    json_object *p = NULL;
+    int r;
+    if ((r = ext_files_params(rt, req->ref, req->path, &p, err)) < 0)
+        return r;
+    jsonx_add_str(p, "format", formats[req->format <= RUNTIME_FILES_LIST ? req->format : 0]);
+    ext_download_t dl = { .on_answer = ext_files_get_answer, .on_data = ext_files_get_data, .ud = (void *)req,
+                          .stop_fds = req->stop_fds, .nstop_fds = req->nstop_fds };
+    return ext_download(rt, "files_get", p, &dl, err);
 }
 
 /* ---- dial ------------------------------------------------------------------- */

@@ -376,7 +376,8 @@ static int ext_rt_freeze(runtime_t *base, const char *ref, bool pause, bool *ret
 }
 
 /* ---- snapshots (docs/snapshots.md): the driver's snapshot, snapshots and
- * snapshot_remove methods (capability "snapshots"); the worker's name and
+ * snapshot_remove methods (capability "snapshots"), snapshot_export and
+ * snapshot_import (capability "snapshot_copy"); the worker's name and
  * cluster travel as labels, as a Docker snapshot's do */
 
 static void ext_snapshot_measure(json_object *o, runtime_snapshot_t *ret)
@@ -465,6 +466,58 @@ static int ext_rt_snapshot_remove(runtime_t *base, const char *snapshot_id, cons
     json_object *p = json_object_new_object();
     jsonx_add_str(p, "snapshot_id", snapshot_id);
     return extdrv_call(rt->drv, "snapshot_remove", p, EXTDRV_REMOVE_MS, NULL, err);
+}
+
+/* A copy between workers (capability snapshot_copy): the driver's tar of a
+ * snapshot's files, sent as it comes (snapshot_export) or taken after the
+ * driver's checks as this worker's, with its labels (snapshot_import). */
+static int ext_snapshot_data(void *ud, const char *data, size_t n)
+{
+    const runtime_snapshot_export_req_t *req = ud;
+    return req->on_data(req->ud, data, n);
+}
+
+static int ext_rt_snapshot_export(runtime_t *base, const runtime_snapshot_export_req_t *req, api_error_t *err)
+{
+    ext_runtime_t *rt = (ext_runtime_t *)base;
+    if (!rt->hello.cap_snapshot_copy)
+        return api_error_set(err, API_UNAVAILABLE, "driver %s cannot send a snapshot to another worker",
+                             extdrv_name(rt->drv));
+    if (!ids_valid("snp", req->snapshot_id) || !req->on_data)
+        return api_error_set(err, API_INVALID_ARGUMENT, "malformed snapshot export");
+    json_object *p = json_object_new_object();
+    jsonx_add_str(p, "snapshot_id", req->snapshot_id);
+    ext_download_t dl = { .on_data = ext_snapshot_data, .ud = (void *)req, .stop_fds = req->stop_fds,
+                          .nstop_fds = req->nstop_fds };
+    return ext_download(rt, "snapshot_export", p, &dl, err);
+}
+
+static int ext_rt_snapshot_import(runtime_t *base, const runtime_snapshot_req_t *req, runtime_files_read_fn read,
+                                  void *ud, runtime_snapshot_t *ret, api_error_t *err)
+{
+    ext_runtime_t *rt = (ext_runtime_t *)base;
+    if (!rt->hello.cap_snapshot_copy)
+        return api_error_set(err, API_ISOLATION_UNAVAILABLE, "driver %s cannot take a snapshot's copy",
+                             extdrv_name(rt->drv));
+    json_object *p = json_object_new_object(), *labels = json_object_new_object(), *res = NULL;
+    jsonx_add_str(p, "snapshot_id", req->snapshot_id);
+    jsonx_add_str(p, "tenant", req->tenant ? req->tenant : "");
+    jsonx_add_str(labels, RUNTIME_LABEL_MANAGED, RUNTIME_MANAGED_SNAPSHOT);
+    jsonx_add_str(labels, RUNTIME_LABEL_CLUSTER, req->cluster_id ? req->cluster_id : "");
+    jsonx_add_str(labels, RUNTIME_LABEL_WORKER, req->worker_name ? req->worker_name : "");
+    jsonx_add(p, "labels", labels);
+    /* the controller bounds what it relays (the snapshot's size); the driver, its own disk */
+    ext_upload_t up = { .read = read, .ud = ud, .max_bytes = INT64_MAX };
+    int64_t total = 0;
+    int r = ext_upload(rt, "snapshot_import", p, &up, &total, &res, err);
+    if (r == 0)
+        ext_snapshot_measure(res, ret);
+    if (r == 0 && strcmp(ret->id, req->snapshot_id) != 0)
+        r = api_error_set(err, API_RUNTIME_ERROR, "driver %s kept the copy of %s as %.64s", extdrv_name(rt->drv),
+                          req->snapshot_id, ret->id);
+    if (res)
+        json_object_put(res);
+    return r;
 }
 
 static int ext_rt_pause(runtime_t *base, const char *ref, bool *ret_memory, api_error_t *err)
@@ -815,5 +868,7 @@ static const runtime_ops_t ext_ops = {
     .snapshot_create = ext_rt_snapshot_create,
     .snapshot_list = ext_rt_snapshot_list,
     .snapshot_remove = ext_rt_snapshot_remove,
+    .snapshot_export = ext_rt_snapshot_export,
+    .snapshot_import = ext_rt_snapshot_import,
     .free = ext_rt_free,
 };

@@ -303,6 +303,20 @@ int vmm_guest_continue(const vmm_config_t *cfg, const char *id, char *ret_why);
  * guest kernel and agent; else 0 with the reason in ret_why. */
 int vmm_state_fits(const vmm_config_t *cfg, const char *dir, const vmm_spec_t *spec, char *ret_why);
 
+/* Checks a qcow2 header (its first n bytes, at least 104 for version 3):
+ * a standalone image (no backing file, no external data file, not
+ * encrypted, no feature QEMU would not know). 0 with *ret_size its virtual
+ * size, or SBX_EINVAL with ret_why. Pure: for bytes of another's making. */
+int vmm_qcow2_standalone(const unsigned char *h, size_t n, uint64_t *ret_size, char *ret_why);
+
+/* Takes snapshot directory dir, whose files came from elsewhere (another
+ * worker's copy, docs/snapshots.md "Copies"), as this host's: disk.qcow2 a
+ * standalone qcow2 of disk_bytes, given to QEMU's user (0600); with memory,
+ * machine.json, append and state.mig as vmm_state_save writes them. 0, or
+ * SBX_EINVAL (SBX_EIO) with ret_why; nothing of it has been opened by QEMU
+ * or qemu-img. */
+int vmm_snapshot_adopt(const vmm_config_t *cfg, const char *dir, uint64_t disk_bytes, int memory, char *ret_why);
+
 /* 1 when VM id's QEMU is frozen (vmm_freeze), 0 when not, < 0 when it is
  * not running. */
 int vmm_frozen(const vmm_config_t *cfg, const char *id);

@@ -395,6 +395,12 @@ int vmm_guest_continue(const vmm_config_t *cfg, const char *id, char *ret_why)
     return qmp_once(vdir, "{\"execute\":\"cont\"}", ret_why);
 }
 
+static const char *path_base(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    return b != NULL ? b + 1 : path;
+}
+
 int vmm_state_fits(const vmm_config_t *cfg, const char *dir, const vmm_spec_t *spec, char *ret_why)
 {
     char kernel[VMM_PATH_MAX], release[128], initrd[VMM_PATH_MAX];
@@ -417,10 +423,147 @@ int vmm_state_fits(const vmm_config_t *cfg, const char *dir, const vmm_spec_t *s
     else if (vmm_kernel_find(cfg, kernel, sizeof(kernel), release, sizeof(release), ret_why) != 0 ||
              vmm_initramfs_ensure(cfg, initrd, sizeof(initrd), ret_why) != 0)
         ;
-    else if (strcmp(meta_str(m, "release"), release) != 0 || strcmp(meta_str(m, "initrd"), initrd) != 0)
+    /* the initramfs by its name (the kernel release and a hash of what it
+     * holds): a copy from another worker names its own cache's file */
+    else if (strcmp(meta_str(m, "release"), release) != 0 ||
+             strcmp(path_base(meta_str(m, "initrd")), path_base(initrd)) != 0)
         vmm__why(ret_why, "the guest kernel or agent changed since the memory was saved");
     else
         fits = 1;
     json_object_put(m);
     return fits;
+}
+
+/* ---- a snapshot that came from another worker -------------------------- */
+
+static uint64_t be64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static uint32_t be32(const unsigned char *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
+
+int vmm_qcow2_standalone(const unsigned char *h, size_t n, uint64_t *ret_size, char *ret_why)
+{
+    if (n < 72 || memcmp(h, "QFI\xfb", 4) != 0) {
+        vmm__why(ret_why, "not a qcow2 image");
+        return SBX_EINVAL;
+    }
+    uint32_t version = be32(h + 4);
+    if (version != 2 && version != 3) {
+        vmm__why(ret_why, "qcow2 version %u (2 or 3 are taken)", version);
+        return SBX_EINVAL;
+    }
+    if (be64(h + 8) != 0 || be32(h + 16) != 0) {
+        vmm__why(ret_why, "the image names a backing file: a snapshot's disk stands alone");
+        return SBX_EINVAL;
+    }
+    if (be32(h + 32) != 0) {
+        vmm__why(ret_why, "the image is encrypted");
+        return SBX_EINVAL;
+    }
+    if (version == 3) {
+        if (n < 104) {
+            vmm__why(ret_why, "a short qcow2 header");
+            return SBX_EINVAL;
+        }
+        /* incompatible features: bit 2, an external data file (a host path
+         * QEMU would open); bits QEMU does not know refuse the image anyway */
+        uint64_t incompat = be64(h + 72);
+        if (incompat & (UINT64_C(1) << 2)) {
+            vmm__why(ret_why, "the image keeps its data in an external file");
+            return SBX_EINVAL;
+        }
+        if (incompat & ~(uint64_t)0x1f) {
+            vmm__why(ret_why, "the image needs qcow2 features unknown here (%#llx)", (unsigned long long)incompat);
+            return SBX_EINVAL;
+        }
+    }
+    *ret_size = be64(h + 24);
+    return 0;
+}
+
+/* The printable text of file name in dir (at most cap - 1 bytes, no
+ * newline or control byte): 0, or SBX_EINVAL. */
+static int text_in(const char *dir, const char *name, char *out, size_t cap)
+{
+    char path[VMM_PATH_MAX];
+    if (vmm__path(path, sizeof(path), "%s/%s", dir, name) != 0)
+        return SBX_EINVAL;
+    ssize_t n = vmm__read_file(path, out, cap);
+    if (n <= 0 || (size_t)n >= cap - 1)
+        return SBX_EINVAL;
+    for (ssize_t i = 0; i < n; i++)
+        if ((unsigned char)out[i] < 0x20 || (unsigned char)out[i] > 0x7e)
+            return SBX_EINVAL;
+    return 0;
+}
+
+int vmm_snapshot_adopt(const vmm_config_t *cfg, const char *dir, uint64_t disk_bytes, int memory, char *ret_why)
+{
+    char path[VMM_PATH_MAX];
+    unsigned char h[104];
+    uid_t uid;
+    gid_t gid;
+    int rc;
+    if ((rc = vmm__path(path, sizeof(path), "%s/disk.qcow2", dir)) != 0) {
+        vmm__why(ret_why, "bad snapshot directory");
+        return rc;
+    }
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (fd >= 0)
+            close(fd);
+        vmm__why(ret_why, "no disk.qcow2 file");
+        return SBX_EINVAL;
+    }
+    ssize_t n = pread(fd, h, sizeof(h), 0);
+    uint64_t size = 0;
+    rc = vmm_qcow2_standalone(h, n > 0 ? (size_t)n : 0, &size, ret_why);
+    if (rc == 0 && size != disk_bytes) {
+        vmm__why(ret_why, "the disk is %llu bytes; the snapshot says %llu", (unsigned long long)size,
+                 (unsigned long long)disk_bytes);
+        rc = SBX_EINVAL;
+    }
+    /* QEMU's user reads it as a later VM's backing file; no one else */
+    if (rc == 0 && (rc = vmm__run_as(cfg, &uid, &gid, ret_why)) == 0 &&
+        (fchown(fd, uid, gid) != 0 || fchmod(fd, 0600) != 0)) {
+        vmm__why(ret_why, "%s: %s", path, strerror(errno));
+        rc = SBX_EIO;
+    }
+    close(fd);
+    if (rc != 0 || !memory)
+        return rc;
+    /* the machine: as vmm_state_save writes it; vmm_state_fits judges it
+     * against this worker's before a VM resumes it */
+    char text[256];
+    json_object *m = json_in(dir, "machine.json");
+    static const char *const ikeys[] = {"vcpus", "memory_mb", "disk_bytes"};
+    static const char *const skeys[] = {"accel", "release", "initrd", "append"};
+    rc = m != NULL && json_object_is_type(m, json_type_object) ? 0 : SBX_EINVAL;
+    for (size_t i = 0; rc == 0 && i < sizeof(ikeys) / sizeof(ikeys[0]); i++)
+        if (meta_int(m, ikeys[i]) <= 0)
+            rc = SBX_EINVAL;
+    for (size_t i = 0; rc == 0 && i < sizeof(skeys) / sizeof(skeys[0]); i++)
+        if (!meta_str(m, skeys[i])[0] || strlen(meta_str(m, skeys[i])) >= VMM_PATH_MAX)
+            rc = SBX_EINVAL;
+    json_object_put(m);
+    if (rc != 0) {
+        vmm__why(ret_why, "machine.json is not a saved machine");
+        return rc;
+    }
+    if (text_in(dir, "append", text, sizeof(text)) != 0) {
+        vmm__why(ret_why, "append is not a kernel command line");
+        return SBX_EINVAL;
+    }
+    if (vmm__path(path, sizeof(path), "%s/state.mig", dir) != 0 || lstat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_size <= 0) {
+        vmm__why(ret_why, "no saved state (state.mig)");
+        return SBX_EINVAL;
+    }
+    return 0;
 }
