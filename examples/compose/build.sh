@@ -2,8 +2,9 @@
 # Builds the compose deployment's image, sandbox/compose:TAG (TAG: the
 # environment's SANDBOX_IMAGE_TAG, default latest), from Debian packages
 # with no registry: sandbox/compose-base:12 by tools/make-image.sh debian
-# (debootstrap from the mirror apt uses, with PostgreSQL 15, nats-server and
-# the libraries sandboxd links; a few minutes the first time, then kept),
+# (debootstrap from the mirror apt uses, with PostgreSQL 15, nats-server,
+# the libraries sandboxd links, QEMU and Debian's kernel for microVMs; a few
+# minutes the first time, then kept),
 # sandbox/busybox:latest (the image sandboxes run by default), then this
 # folder's Dockerfile over it with the binaries of BUILD_DIR.
 # Usage: examples/compose/build.sh [BUILD_DIR]   (default: build; built
@@ -22,11 +23,15 @@ if [ ! -x "$build/tools/sandboxd" ]; then
 fi
 packages="postgresql-15 nats-server ca-certificates iptables libpq5 libcurl4 libevent-2.1-7 libevent-openssl-2.1-7"
 packages+=" libevent-pthreads-2.1-7 libjson-c5 libnats3.4 libsodium23 libssl3"
+# the microvm class (sandbox-vmm): QEMU, qemu-img, the guest kernel and
+# what the driver builds root disks and its initramfs with
+packages+=" qemu-system-x86 qemu-utils linux-image-amd64 e2fsprogs xz-utils busybox-static"
 "$root/tools/make-image.sh" debian sandbox/compose-base:12 --packages "$packages"
 "$root/tools/make-image.sh" busybox
 ctx=$(mktemp -d "${TMPDIR:-/tmp}/sbx-compose.XXXXXX")
 trap 'rm -rf "$ctx"' EXIT
-cp "$build/tools/sandboxd" "$build/tools/sandbox" "$build/tools/sandbox-egress" "$ctx/"
+cp "$build/tools/sandboxd" "$build/tools/sandbox" "$build/tools/sandbox-egress" "$build/tools/sandbox-vmm" \
+  "$build/worker/vmm/sbx-vmm-agent" "$ctx/"
 cp "$here/Dockerfile" "$here/postgres.sh" "$here/controller.sh" "$here/worker.sh" "$ctx/"
 chmod 755 "$ctx"/*.sh
 sbx_say "docker build sandbox/compose:$tag"

@@ -5,12 +5,15 @@
 # Debian's docker-compose under a project name of its own with the API on a
 # private port, reads the bootstrap admin token the controller made, and
 # through that API creates a sandbox, runs a command in it and deletes it;
-# the worker runs the sandbox on the host's Docker. `docker-compose down -v`
+# the worker runs the sandbox on the host's Docker. Then the same with a
+# --hostile sandbox once the worker offers microvm: its reference driver
+# runs QEMU (TCG here) with the image's Debian kernel inside the worker's
+# container. `docker-compose down -v`
 # then leaves no container, network or volume of the project behind. (The
 # image holds the binaries of the build under test: run it with the plain
 # build; tools/test.sh leaves it out of the sanitized run.)
 # itest-standalone
-# itest-cost: 420
+# itest-cost: 540
 # itest-timeout: 900
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -74,6 +77,31 @@ assert_eq "compose-42" "$ITEST_OUT" "a command in the sandbox"
 assert_exit 0 sandbox delete "$sbx" --wait --timeout 120
 gone() { [ -z "$(docker ps -aq --filter "label=dev.sandbox.id=$sbx")" ]; }
 itest_wait_until 30 "the sandbox's container removed" gone
+
+# ---- a microVM: the worker's driver boots a VM for its probe (QEMU under
+# TCG here), then the worker offers microvm; a --hostile sandbox runs in a VM
+# with the image's Debian kernel, and its delete leaves no VM
+t0=$(date +%s)
+offers_microvm() {
+  itest_http GET /v1/workers "$token" && python3 -c '
+import json, sys
+w = next((w for w in json.loads(sys.argv[1])["workers"] if w["name"] == sys.argv[2]), {})
+sys.exit(0 if "microvm" in w.get("isolation", []) else 1)
+' "$HTTP_BODY" "$SANDBOX_WORKER_NAME"
+}
+itest_wait_until 300 "the compose worker offering microvm" offers_microvm || { logs; fail "no microvm"; }
+echo "microvm offered $(($(date +%s) - t0)) s after the container sandbox"
+assert_exit 0 sandbox create --image "$ITEST_IMAGE" --hostile --network none --wait --timeout 300 --json
+vsb=$(itest_json "$ITEST_OUT" sandbox.id)
+assert_eq microvm "$(itest_json "$ITEST_OUT" sandbox.isolation)" "class of the hostile sandbox"
+release=$(docker run --rm --entrypoint ls "sandbox/compose:$tag" /lib/modules | head -n 1)
+[ -n "$release" ] || fail "no kernel modules in sandbox/compose:$tag"
+assert_exit 0 sandbox exec "$vsb" -- uname -r
+assert_eq "$release" "$ITEST_OUT" "the VM runs the image's Debian kernel"
+[ -n "$(dc exec -T worker ls /var/lib/sandbox/vmm/vms)" ] || fail "no VM in the worker's vmm volume"
+assert_exit 0 sandbox delete "$vsb" --wait --timeout 120
+no_vm() { [ -z "$(dc exec -T worker ls /var/lib/sandbox/vmm/vms)" ]; }
+itest_wait_until 30 "the VM removed" no_vm
 
 # ---- down: nothing of the project left
 dc down -v --remove-orphans >"$ITEST_TMP/compose-down-$$.log" 2>&1 || { cat "$ITEST_TMP/compose-down-$$.log"; fail "down failed"; }
