@@ -2,6 +2,7 @@
  * fits, 404 vs 405, who may call it, and its label for metrics and logs. */
 #include "server_int.h"
 #include "api.h"
+#include "client_files.h"
 
 #include <stddef.h>
 #include <string.h>
@@ -74,6 +75,8 @@ static const api_route_t api_routes[] = {
     { EVHTTP_REQ_POST, "/v1/operations/{id}/cancel", RR_CLIENT, RF_OPERATION, DENY_CLIENT, NULL, api_operation_cancel,
       NULL },
     { EVHTTP_REQ_GET, "/v1/openapi.json", RR_NONE, RF_HEAD, NULL, api_openapi, NULL, NULL },
+    { EVHTTP_REQ_GET, "/setup.sh", RR_NONE, RF_HEAD, NULL, client_setup_route, NULL, NULL },
+    { EVHTTP_REQ_GET, "/client/{file}", RR_NONE, RF_HEAD, NULL, NULL, client_file_route, NULL },
     { EVHTTP_REQ_GET, "/v1/version", RR_CLIENT, 0, DENY_CLIENT, api_version, NULL, NULL },
     { EVHTTP_REQ_GET, "/v1/images", RR_CLIENT, 0, DENY_CLIENT, api_images_list, NULL, NULL },
     { EVHTTP_REQ_GET, "/v1/events", RR_CLIENT, 0, "a %s token cannot read events", api_events_list, NULL, NULL },

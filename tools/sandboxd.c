@@ -733,7 +733,11 @@ static int run_daemon(cfg_t *cfg, bool with_controller, bool with_worker)
             printf("admin token: created in %s (not printed: the output is not a terminal)\n", path);
         else
             printf("admin token: in %s\n", path);
-        printf("API: http://127.0.0.1:%d\n", ctl->port);
+        /* With api_tls_cert the embedded worker reaches its controller over
+         * TLS too, verified by worker_controller_ca (default: that
+         * certificate itself, which must then name 127.0.0.1). */
+        bool api_tls = *cfg_str(cfg, CFG_API_TLS_CERT) != '\0';
+        printf("API: %s://127.0.0.1:%d\n", api_tls ? "https" : "http", ctl->port);
         fflush(stdout);
         sodium_memzero(admin, sizeof admin);
         snprintf(path, sizeof path, "%s/worker.token", data_dir);
@@ -745,8 +749,10 @@ static int run_daemon(cfg_t *cfg, bool with_controller, bool with_worker)
         if (token_file(conninfo, path, "default", ROLE_WORKER, "embedded worker", wname, worker_token, &created) < 0)
             goto cleanup;
         char url[128];
-        snprintf(url, sizeof url, "http://127.0.0.1:%d", ctl->port);
+        snprintf(url, sizeof url, "%s://127.0.0.1:%d", api_tls ? "https" : "http", ctl->port);
         cfg_set(cfg, "controller_url", url, "all", err, sizeof err);
+        if (api_tls && !*cfg_str(cfg, CFG_WORKER_CONTROLLER_CA))
+            cfg_set(cfg, "worker_controller_ca", cfg_str(cfg, CFG_API_TLS_CERT), "all", err, sizeof err);
         embed_microvm(cfg, data_dir);
     }
     if (with_worker) {
