@@ -393,6 +393,20 @@ static void ext_snapshot_measure(json_object *o, runtime_snapshot_t *ret)
     jsonx_get_bool(o, "memory", &ret->memory);
 }
 
+/* A snapshot call's snapshot_id, tenant and labels (this worker's: its
+ * name and cluster), for snapshot and snapshot_import. */
+static json_object *ext_snapshot_params(const runtime_snapshot_req_t *req)
+{
+    json_object *p = json_object_new_object(), *labels = json_object_new_object();
+    jsonx_add_str(p, "snapshot_id", req->snapshot_id);
+    jsonx_add_str(p, "tenant", req->tenant ? req->tenant : "");
+    jsonx_add_str(labels, RUNTIME_LABEL_MANAGED, RUNTIME_MANAGED_SNAPSHOT);
+    jsonx_add_str(labels, RUNTIME_LABEL_CLUSTER, req->cluster_id ? req->cluster_id : "");
+    jsonx_add_str(labels, RUNTIME_LABEL_WORKER, req->worker_name ? req->worker_name : "");
+    jsonx_add(p, "labels", labels);
+    return p;
+}
+
 static int ext_rt_snapshot_create(runtime_t *base, const runtime_snapshot_req_t *req, runtime_snapshot_t *ret,
                                   api_error_t *err)
 {
@@ -402,14 +416,8 @@ static int ext_rt_snapshot_create(runtime_t *base, const runtime_snapshot_req_t 
     const char *dref = ext_driver_ref(req->ref);
     if (!dref)
         return api_error_set(err, API_INVALID_ARGUMENT, "malformed sandbox reference");
-    json_object *p = json_object_new_object(), *labels = json_object_new_object(), *res = NULL;
+    json_object *p = ext_snapshot_params(req), *res = NULL;
     jsonx_add_str(p, "ref", dref);
-    jsonx_add_str(p, "snapshot_id", req->snapshot_id);
-    jsonx_add_str(p, "tenant", req->tenant ? req->tenant : "");
-    jsonx_add_str(labels, RUNTIME_LABEL_MANAGED, RUNTIME_MANAGED_SNAPSHOT);
-    jsonx_add_str(labels, RUNTIME_LABEL_CLUSTER, req->cluster_id ? req->cluster_id : "");
-    jsonx_add_str(labels, RUNTIME_LABEL_WORKER, req->worker_name ? req->worker_name : "");
-    jsonx_add(p, "labels", labels);
     if (req->memory)
         jsonx_add_bool(p, "memory", true);
     /* the guest's sync and the disk's copy: bounded like a remove's */
@@ -499,13 +507,7 @@ static int ext_rt_snapshot_import(runtime_t *base, const runtime_snapshot_req_t 
     if (!rt->hello.cap_snapshot_copy)
         return api_error_set(err, API_ISOLATION_UNAVAILABLE, "driver %s cannot take a snapshot's copy",
                              extdrv_name(rt->drv));
-    json_object *p = json_object_new_object(), *labels = json_object_new_object(), *res = NULL;
-    jsonx_add_str(p, "snapshot_id", req->snapshot_id);
-    jsonx_add_str(p, "tenant", req->tenant ? req->tenant : "");
-    jsonx_add_str(labels, RUNTIME_LABEL_MANAGED, RUNTIME_MANAGED_SNAPSHOT);
-    jsonx_add_str(labels, RUNTIME_LABEL_CLUSTER, req->cluster_id ? req->cluster_id : "");
-    jsonx_add_str(labels, RUNTIME_LABEL_WORKER, req->worker_name ? req->worker_name : "");
-    jsonx_add(p, "labels", labels);
+    json_object *p = ext_snapshot_params(req), *res = NULL;
     /* the controller bounds what it relays (the snapshot's size); the driver, its own disk */
     ext_upload_t up = { .read = read, .ud = ud, .max_bytes = INT64_MAX };
     int64_t total = 0;
