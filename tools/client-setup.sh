@@ -23,7 +23,7 @@ SBX_ARCH='@SBX_ARCH@'
 SBX_FILES='@SBX_FILES@'
 
 say() { printf 'sandbox setup: %s\n' "$*"; }
-die() { printf 'sandbox setup: %s\n' "$*" >&2; exit "${2:-1}"; }
+die() { printf 'sandbox setup: %s\n' "$1" >&2; exit "${2:-1}"; }
 
 usage() {
   cat <<EOF
