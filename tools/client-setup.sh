@@ -108,8 +108,8 @@ if [ "$uninstall" -eq 1 ]; then
   while read -r kind sum path; do
     case "$kind" in new | changed) ;; *) continue ;; esac
     [ -e "$path" ] || continue
-    if [ "$(sum_of "$path")" = "$sum" ]; then
-      orig=$(orig_of "$path")
+    orig=$(orig_of "$path")
+    if [ "$(sum_of "$path")" = "$sum" ] && { [ "$kind" = new ] || [ -f "$orig" ]; }; then
       if [ "$kind" = new ]; then rm -f "$path"; else cat "$orig" >"$path"; fi
       say "$([ "$kind" = new ] && echo removed || echo 'put back') $path"
       continue
