@@ -67,19 +67,20 @@ make_debian() {
   cache=$(mktemp -d "${TMPDIR:-/tmp}/sbx-debian-cache.XXXXXX")
   # shellcheck disable=SC2064 # the folders are fixed now
   trap "sbx_as_root rm -rf '$root' '$cache'" EXIT
-  # A mirror may drop a burst of downloads: up to three tries, each into an
+  # A mirror may drop a burst of downloads: up to five tries, each into an
   # empty folder, the packages already fetched kept between them
-  # (--cache-dir), so a try downloads only what the last one missed.
-  for try in 1 2 3; do
+  # (--cache-dir), so a try downloads only what the last one missed; the
+  # pause before the next one grows (10 s, 20 s, ...).
+  for try in 1 2 3 4 5; do
     sbx_say "debootstrap --variant=minbase ${include[*]} bookworm from $mirror into $root (a few minutes; try $try)"
     rc=0
     sbx_as_root debootstrap --variant=minbase --cache-dir="$cache" "${include[@]}" bookworm "$root" "$mirror" \
       >"$root.log" 2>&1 || rc=$?
     [ "$rc" -ne 0 ] || break
     tail -n 5 "$root.log" >&2
-    [ "$try" -lt 3 ] || sbx_die "debootstrap failed three times (log: $root.log)"
+    [ "$try" -lt 5 ] || sbx_die "debootstrap failed five times (log: $root.log)"
     sbx_as_root sh -c "rm -rf '$root' && mkdir -p '$root'"
-    sleep 5
+    sleep $((10 * try))
   done
   rm -f "$root.log"
   # what a container does not need: downloaded packages, package lists
