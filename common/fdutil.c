@@ -32,6 +32,13 @@ static curl_socket_t fd_curl_open(void *ud, curlsocktype purpose, struct curl_so
     return fd < 0 ? CURL_SOCKET_BAD : fd;
 }
 
+void fd_close_reset(int fd)
+{
+    struct linger l = { .l_onoff = 1, .l_linger = 0 };
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    close(fd);
+}
+
 int fd_curl_cloexec(CURL *h)
 {
     return (int)curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, fd_curl_open);

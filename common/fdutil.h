@@ -21,6 +21,10 @@ void fd_close_from(int lowfd);
  * child after the actions before it ran. 0, or an errno value. */
 int fd_spawn_close_from(posix_spawn_file_actions_t *fa, int lowfd);
 
+/* Closes socket fd with a reset (SO_LINGER 0), so the peer sees an error,
+ * not the end of a stream it might take as whole. */
+void fd_close_reset(int fd);
+
 /* Makes every socket of libcurl handle h close-on-exec at birth
  * (CURLOPT_OPENSOCKETFUNCTION with SOCK_CLOEXEC). 0, or a CURLcode. */
 int fd_curl_cloexec(CURL *h);

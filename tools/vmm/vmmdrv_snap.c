@@ -19,6 +19,7 @@
 #include <dirent.h>
 
 #include "errors.h"
+#include "fdutil.h"
 #include "ids.h"
 #include "tarstream.h"
 #include "vmmdrv.h"
@@ -303,14 +304,6 @@ typedef struct {
     size_t n;
 } export_t;
 
-/* Ends a stream with a reset: the reader sees an error, not an end. */
-static void stream_abort(int fd)
-{
-    struct linger l = {.l_onoff = 1, .l_linger = 0};
-    setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
-    close(fd);
-}
-
 static void export_body(void *arg)
 {
     export_t *x = arg;
@@ -336,7 +329,7 @@ static void export_body(void *arg)
         shutdown(x->fd, SHUT_WR);
         close(x->fd);
     } else {
-        stream_abort(x->fd);
+        fd_close_reset(x->fd); /* the reader sees an error, not an end */
     }
     for (size_t i = 0; i < x->n; i++)
         close(x->files[i]);

@@ -3,6 +3,7 @@
  * files_put and files_get, and the raw uploads and downloads under them
  * (snapshot copies use them too). */
 #include "external_internal.h"
+#include "fdutil.h"
 #include "jsonx.h"
 #include "timeutil.h"
 
@@ -273,14 +274,6 @@ static int ext_write_all(ext_runtime_t *rt, extdrv_call_t *call, int fd, const c
     return 0;
 }
 
-/* Ends a stream with a reset, so the driver sees an error, not an end. */
-static void ext_abort_stream(int fd)
-{
-    struct linger l = { .l_onoff = 1, .l_linger = 0 };
-    setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
-    close(fd);
-}
-
 int ext_upload(ext_runtime_t *rt, const char *method, json_object *p, const ext_upload_t *up, int64_t *ret_total,
                json_object **ret_res, api_error_t *err)
 {
@@ -320,7 +313,7 @@ int ext_upload(ext_runtime_t *rt, const char *method, json_object *p, const ext_
         pr = ext_write_all(rt, call, fd, buf, (size_t)n, up, &perr);
     }
     if (pr < 0 && fd >= 0) {
-        ext_abort_stream(fd);
+        fd_close_reset(fd); /* the driver sees an error, not an end */
         fd = -1;
     }
     /* the driver answers once the data is written: from here the usual deadline */
