@@ -127,7 +127,7 @@ int vmmdrv_vm_uses_snapshot(vmmdrv_t *d, const char *id);
 json_object *vmmdrv_m_snapshot(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
 json_object *vmmdrv_m_snapshots(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
 json_object *vmmdrv_m_snapshot_remove(vmmdrv_t *d, json_object *p, vmmdrv_call_t *call);
-/* snapshot_export {snapshot_id, stream} → {bytes}, then the raw stream: a
+/* snapshot_export {snapshot_id, stream} → {}, then the raw stream: a
  * tar of the snapshot's files (meta.json, disk.qcow2; with memory also
  * machine.json, append, state.mig). snapshot_import {snapshot_id, tenant,
  * labels, stream}: such a tar, another worker's, checked (that snapshot of

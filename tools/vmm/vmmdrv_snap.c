@@ -8,6 +8,7 @@
  * that fits the saved machine resumes it instead of booting. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,10 +292,15 @@ int vmmdrv_snapshot_disk(vmmdrv_t *d, const char *id, const char *tenant, char *
  * meta.json first and disk.qcow2 last; what comes in is another worker's
  * making and is judged before this worker keeps it (vmm_snapshot_adopt). */
 
-/* The files a copy carries, in the order sent; the last three with memory only. */
-static const char *const copy_files[] = {"meta.json", "disk.qcow2", "machine.json", "append", "state.mig"};
+/* The files a copy carries, in the order sent (the last three with memory
+ * only); small: at most COPY_SMALL_MAX bytes, the others bounded by the disk. */
+static const struct {
+    const char *name;
+    bool small;
+} copy_files[] = {{"meta.json", true}, {"disk.qcow2", false}, {"machine.json", true}, {"append", true},
+                  {"state.mig", false}};
 #define COPY_FILES (sizeof(copy_files) / sizeof(copy_files[0]))
-#define COPY_SMALL_MAX (64 * 1024)              /* meta.json, machine.json, append */
+#define COPY_SMALL_MAX (64 * 1024)
 #define COPY_RESERVE ((int64_t)256 * 1024 * 1024) /* the state filesystem keeps this free */
 
 typedef struct {
@@ -311,7 +317,7 @@ static void export_body(void *arg)
     int ok = 1;
     for (size_t i = 0; ok && i < x->n; i++) {
         unsigned char h[TARSTREAM_HEADER_MAX];
-        int hl = tarstream_file_header(copy_files[i], x->sizes[i], 0600, (int64_t)time(NULL), h);
+        int hl = tarstream_file_header(copy_files[i].name, x->sizes[i], 0600, (int64_t)time(NULL), h);
         ok = hl > 0 && vmmdrv_write_all(x->fd, h, (size_t)hl) == 0;
         for (int64_t left = x->sizes[i]; ok && left > 0;) {
             ssize_t r = read(x->files[i], buf, left < (int64_t)sizeof(buf) ? (size_t)left : sizeof(buf));
@@ -354,7 +360,7 @@ json_object *vmmdrv_m_snapshot_export(vmmdrv_t *d, json_object *p, vmmdrv_call_t
     x->n = memory ? COPY_FILES : 2;
     for (size_t i = 0; i < x->n; i++) {
         struct stat st;
-        snprintf(path, sizeof(path), "%s/%s", dir, copy_files[i]);
+        snprintf(path, sizeof(path), "%s/%s", dir, copy_files[i].name);
         x->files[i] = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (x->files[i] < 0 || fstat(x->files[i], &st) != 0 || !S_ISREG(st.st_mode)) {
             int e = errno;
@@ -362,7 +368,7 @@ json_object *vmmdrv_m_snapshot_export(vmmdrv_t *d, json_object *p, vmmdrv_call_t
                 if (x->files[k] >= 0)
                     close(x->files[k]);
             free(x);
-            return vmmdrv_fail(call, "runtime_error", "snapshot %s: %s: %s", id, copy_files[i], strerror(e));
+            return vmmdrv_fail(call, "runtime_error", "snapshot %s: %s: %s", id, copy_files[i].name, strerror(e));
         }
         x->sizes[i] = st.st_size;
     }
@@ -375,12 +381,7 @@ json_object *vmmdrv_m_snapshot_export(vmmdrv_t *d, json_object *p, vmmdrv_call_t
     }
     call->after = export_body; /* the body after the answer */
     call->after_arg = x;
-    json_object *o = json_object_new_object();
-    int64_t total = TARSTREAM_TRAILER;
-    for (size_t i = 0; i < x->n; i++)
-        total += TARSTREAM_HEADER_MAX + x->sizes[i] + (int64_t)tarstream_padding(x->sizes[i]);
-    json_object_object_add(o, "bytes", json_object_new_int64(total));
-    return o;
+    return json_object_new_object();
 }
 
 typedef struct {
@@ -406,17 +407,17 @@ static int import_entry(void *ud, const tarstream_entry_t *e)
         close(im->fd);
     im->fd = -1;
     size_t k = 0;
-    while (k < COPY_FILES && strcmp(e->name, copy_files[k]) != 0)
+    while (k < COPY_FILES && strcmp(e->name, copy_files[k].name) != 0)
         k++;
     if (k == COPY_FILES)
         return import_refuse(im, "invalid_argument", "the copy holds %.200s, which no snapshot has", e->name);
     if (e->type != '0' || e->sparse)
-        return import_refuse(im, "invalid_argument", "%s in the copy is not a plain file", copy_files[k]);
+        return import_refuse(im, "invalid_argument", "%s in the copy is not a plain file", copy_files[k].name);
     if (im->seen & (1u << k))
-        return import_refuse(im, "invalid_argument", "%s comes twice in the copy", copy_files[k]);
+        return import_refuse(im, "invalid_argument", "%s comes twice in the copy", copy_files[k].name);
     im->seen |= 1u << k;
-    if ((k == 0 || k >= 2) && k != 4 && e->size > COPY_SMALL_MAX)
-        return import_refuse(im, "invalid_argument", "%s in the copy is too large", copy_files[k]);
+    if (copy_files[k].small && e->size > COPY_SMALL_MAX)
+        return import_refuse(im, "invalid_argument", "%s in the copy is too large", copy_files[k].name);
     im->total += e->size;
     if (im->total > im->room) {
         im->code = "payload_too_large";
@@ -425,7 +426,7 @@ static int import_entry(void *ud, const tarstream_entry_t *e)
         return SBX_EINVAL;
     }
     char path[VMM_PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/%s", im->dir, copy_files[k]);
+    snprintf(path, sizeof(path), "%s/%s", im->dir, copy_files[k].name);
     im->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (im->fd < 0)
         return import_refuse(im, "runtime_error", "cannot write the copy: %s", strerror(errno));
@@ -501,16 +502,11 @@ static json_object *import_meta(import_t *im, const char *id, const char *tenant
     return NULL;
 }
 
-/* Removes a part directory and what an import put there. */
+/* Removes a part directory and what an import put there (a snapshot's
+ * files, as a snapshot's own directory holds them). */
 static void import_discard(const char *dir)
 {
-    char path[VMM_PATH_MAX + 32];
-    for (size_t i = 0; i < COPY_FILES; i++) {
-        snprintf(path, sizeof(path), "%s/%s", dir, copy_files[i]);
-        unlink(path);
-    }
-    snprintf(path, sizeof(path), "%s/meta.json.tmp", dir);
-    unlink(path);
+    snapshot_files_remove(dir);
     rmdir(dir);
 }
 
@@ -521,7 +517,8 @@ json_object *vmmdrv_m_snapshot_import(vmmdrv_t *d, json_object *p, vmmdrv_call_t
     json_object *labels = NULL;
     if (snap_dir(d, id, dir, sizeof(dir)) != 0 || !tenant[0] || strlen(tenant) > 63 ||
         !json_object_object_get_ex(p, "labels", &labels) || !json_object_is_type(labels, json_type_object))
-        return vmmdrv_fail(call, "invalid_argument", "snapshot_import needs a snapshot_id (snp_…), a tenant and labels");
+        return vmmdrv_fail(call, "invalid_argument",
+                           "snapshot_import needs a snapshot_id (snp_…), a tenant and labels");
     import_t *im = calloc(1, sizeof(*im));
     if (im == NULL)
         return vmmdrv_fail(call, "runtime_error", "out of memory");
@@ -535,8 +532,9 @@ json_object *vmmdrv_m_snapshot_import(vmmdrv_t *d, json_object *p, vmmdrv_call_t
         static __thread char sink[65536];
         while (read(fd, sink, sizeof(sink)) > 0)
             ;
-        o = strcmp(vmmdrv_str(have, "tenant"), tenant) == 0 ? measure(have)
-                                                            : vmmdrv_fail(call, "conflict", "snapshot %s is another's", id);
+        o = strcmp(vmmdrv_str(have, "tenant"), tenant) == 0
+                ? measure(have)
+                : vmmdrv_fail(call, "conflict", "snapshot %s is another's", id);
         goto out;
     }
     snprintf(path, sizeof(path), "%.3000s/snapshots", d->state_dir);
