@@ -400,12 +400,28 @@ static int import_refuse(import_t *im, const char *code, const char *fmt, const 
     return SBX_EINVAL;
 }
 
+/* Ends the member being written: on disk (fsync) and closed. 0, or -1
+ * with errno. */
+static int import_close(import_t *im)
+{
+    if (im->fd < 0)
+        return 0;
+    int rc = fsync(im->fd);
+    int e = errno;
+    if (close(im->fd) != 0 && rc == 0) {
+        rc = -1;
+        e = errno;
+    }
+    im->fd = -1;
+    errno = e;
+    return rc == 0 ? 0 : -1;
+}
+
 static int import_entry(void *ud, const tarstream_entry_t *e)
 {
     import_t *im = ud;
-    if (im->fd >= 0)
-        close(im->fd);
-    im->fd = -1;
+    if (import_close(im) != 0)
+        return import_refuse(im, "runtime_error", "cannot write the copy: %s", strerror(errno));
     size_t k = 0;
     while (k < COPY_FILES && strcmp(e->name, copy_files[k].name) != 0)
         k++;
@@ -471,11 +487,8 @@ static int import_read(int fd, import_t *im)
         }
     }
     tarstream_release(&t);
-    if (im->fd >= 0 && (fsync(im->fd) != 0 || close(im->fd) != 0) && rc == 0)
+    if (import_close(im) != 0 && rc == 0)
         rc = import_refuse(im, "runtime_error", "cannot write the copy: %s", strerror(errno));
-    else if (im->fd >= 0)
-        close(im->fd);
-    im->fd = -1;
     return rc == 0 ? 0 : -1;
 }
 
