@@ -436,15 +436,20 @@ int vmm_state_fits(const vmm_config_t *cfg, const char *dir, const vmm_spec_t *s
 
 /* ---- a snapshot that came from another worker -------------------------- */
 
+/* qcow2's header is big-endian, and h need not be aligned */
 static uint64_t be64(const unsigned char *p)
 {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return be64toh(v);
 }
 
-static uint32_t be32(const unsigned char *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
+static uint32_t be32(const unsigned char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof(v));
+    return be32toh(v);
+}
 
 int vmm_qcow2_standalone(const unsigned char *h, size_t n, uint64_t *ret_size, char *ret_why)
 {
