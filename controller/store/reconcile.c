@@ -320,7 +320,7 @@ static int place_auto_copy(PGconn *c, const store_limits_t *lim, place_loaded_t 
     snprintf(tmo, sizeof tmo, "%lld", (long long)lim->worker_timeout_seconds);
     const char *p[] = { l->snapshot, tmo };
     PGresult *r = db_exec(c,
-                          "SELECT sn.worker_id, sn.sandbox_id, "
+                          "SELECT sn.worker_id, sn.sandbox_id, sn.isolation, "
                           "  w.state IN ('ready', 'draining') AND w.stopping_at IS NULL "
                           "    AND w.last_heartbeat > now() - make_interval(secs => $2::bigint), "
                           "  cp.op_id, cp.worker_name "
@@ -334,16 +334,17 @@ static int place_auto_copy(PGconn *c, const store_limits_t *lim, place_loaded_t 
                           2, p);
     if (!r)
         return SBX_EDB;
-    bool go = PQntuples(r) == 1 && db_get_bool(r, 0, 2);
-    if (go && !PQgetisnull(r, 0, 3)) { /* a copy on its way: the create's wait says so */
-        int rc = place_copy_summary(wait, l->snapshot, db_get(r, 0, 4), db_get(r, 0, 3));
+    bool go = PQntuples(r) == 1 && db_get_bool(r, 0, 3);
+    if (go && !PQgetisnull(r, 0, 4)) { /* a copy on its way: the create's wait says so */
+        int rc = place_copy_summary(wait, l->snapshot, db_get(r, 0, 5), db_get(r, 0, 4));
         PQclear(r);
         return rc;
     }
-    char maker[SBX_ID_MAX] = "", source_sbx[SBX_ID_MAX] = "", copy_op[SBX_ID_MAX] = "";
+    char maker[SBX_ID_MAX] = "", source_sbx[SBX_ID_MAX] = "", copy_op[SBX_ID_MAX] = "", iso[16] = "";
     if (go) {
         snprintf(maker, sizeof maker, "%s", db_get(r, 0, 0));
         snprintf(source_sbx, sizeof source_sbx, "%s", db_get(r, 0, 1));
+        snprintf(iso, sizeof iso, "%s", db_get(r, 0, 2));
     }
     PQclear(r);
     if (!go)
@@ -378,7 +379,7 @@ static int place_auto_copy(PGconn *c, const store_limits_t *lim, place_loaded_t 
     snprintf(why, sizeof why, "a create from snapshot %s (operation %s) that no worker holding it may take goes here",
              l->snapshot, op_id);
     json_object *cop = NULL;
-    if (store__snapshot_copy_insert(c, lim, l->snapshot, tenant_id, source_sbx, w->id, w->name, maker, NULL, why,
+    if (store__snapshot_copy_insert(c, lim, l->snapshot, iso, tenant_id, source_sbx, w->id, w->name, maker, NULL, why,
                                     &cop) < 0)
         return SBX_EDB;
     snprintf(copy_op, sizeof copy_op, "%s", jsonx_get_str(cop, "id") ? jsonx_get_str(cop, "id") : "?");

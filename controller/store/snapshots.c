@@ -532,24 +532,18 @@ int store_template_resolve(PGconn *c, const char *tenant_id, const char *ref, ch
 
 /* ---- copies on other workers ------------------------------------------- */
 
-int store__snapshot_copy_insert(PGconn *c, const store_limits_t *lim, const char *snapshot_id, const char *tenant_id,
-                                const char *sandbox_id, const char *worker_id, const char *worker_name,
+int store__snapshot_copy_insert(PGconn *c, const store_limits_t *lim, const char *snapshot_id, const char *isolation,
+                                const char *tenant_id, const char *sandbox_id, const char *worker_id,
+                                const char *worker_name,
                                 const char *source_worker_id, const char *created_by, const char *why,
                                 json_object **ret_op)
 {
     char op_id[SBX_ID_MAX];
     ids_new("op", op_id);
-    /* the class of its sandboxes: the worker's backend that takes the copy */
-    PGresult *r = db_exec(c, "SELECT isolation FROM snapshots WHERE id = $1", 1, (const char *const[]){ snapshot_id });
-    if (!r || PQntuples(r) != 1) {
-        PQclear(r);
-        return SBX_EDB;
-    }
     json_object *req = json_object_new_object();
     jsonx_add_str(req, "snapshot_id", snapshot_id);
     jsonx_add_str(req, "worker", worker_name);
-    jsonx_add_str(req, "isolation", db_get(r, 0, 0));
-    PQclear(r);
+    jsonx_add_str(req, "isolation", isolation);
     char *req_text = jsonx_dump(req);
     json_object_put(req);
     json_object *pl = store__placement_here(worker_name, why);
@@ -595,7 +589,9 @@ int store_snapshot_copy_create(PGconn *c, const store_limits_t *lim, const char 
     bool ready = strcmp(db_get(r, 0, 3), "ready") == 0;
     char state[16];
     snprintf(state, sizeof state, "%s", db_get(r, 0, 3));
-    bool vm = strcmp(db_get(r, 0, 6), "microvm") == 0;
+    char iso[16];
+    snprintf(iso, sizeof iso, "%s", db_get(r, 0, 6));
+    bool vm = strcmp(iso, "microvm") == 0;
     PQclear(r);
     int rc = 0;
     if (!ready)
@@ -619,10 +615,9 @@ int store_snapshot_copy_create(PGconn *c, const store_limits_t *lim, const char 
             rc = api_error_set(err, API_CONFLICT, "worker %s is %s: a copy goes to a ready worker", db_get(r, 0, 1),
                                db_get_bool(r, 0, 3) ? db_get(r, 0, 2) : "stopping");
         else if (!db_get_bool(r, 0, 4))
-            rc = api_error_set(err, API_ISOLATION_UNAVAILABLE,
-                               vm ? "worker %s does not offer microvm: a microvm snapshot's sandboxes run as that"
-                                  : "worker %s offers neither container nor gvisor: a snapshot's sandboxes run as those",
-                               db_get(r, 0, 1));
+            rc = api_error_set(err, API_ISOLATION_UNAVAILABLE, "worker %s %s", db_get(r, 0, 1),
+                               vm ? "does not offer microvm: a microvm snapshot's sandboxes run as that"
+                                  : "offers neither container nor gvisor: a snapshot's sandboxes run as those");
         else if (strcmp(db_get(r, 0, 0), holder) == 0)
             rc = api_error_set(err, API_CONFLICT, "snapshot %s was made on worker %s: it is there already", id,
                                holder_name);
@@ -665,7 +660,7 @@ int store_snapshot_copy_create(PGconn *c, const store_limits_t *lim, const char 
         return rc;
     }
     json_object *op = NULL;
-    if (store__snapshot_copy_insert(c, lim, id, tenant_id, sbx, wid, wname, holder, created_by,
+    if (store__snapshot_copy_insert(c, lim, id, iso, tenant_id, sbx, wid, wname, holder, created_by,
                                     "the worker the copy is for", &op) < 0 ||
         db_commit(c) < 0) {
         json_object_put(op);
@@ -692,8 +687,8 @@ int store_snapshot_export_source(PGconn *c, const char *worker_id, const char *s
                           "  CASE WHEN " STORE_TOKEN_LIVE("t") " THEN coalesce(t.hash, '') ELSE '' END, "
                           "  sn.tenant_id, coalesce(sn.image_bytes, 0), coalesce(hw.name, ''), "
                           /* a microvm snapshot's saved RAM: at most its sandbox's memory */
-                          "  CASE WHEN sn.memory THEN coalesce((SELECT (s.spec->>'memory_mib')::bigint FROM sandboxes s "
-                          "    WHERE s.id = sn.sandbox_id), 65536) * 1048576 ELSE 0 END "
+                          "  CASE WHEN sn.memory THEN coalesce((SELECT (s.spec->>'memory_mib')::bigint "
+                          "    FROM sandboxes s WHERE s.id = sn.sandbox_id), 65536) * 1048576 ELSE 0 END "
                           "FROM operations o JOIN snapshot_copies sc ON sc.operation_id = o.id "
                           "JOIN snapshots sn ON sn.id = sc.snapshot_id "
                           "LEFT JOIN workers hw ON hw.id = sn.worker_id LEFT JOIN api_tokens t ON t.id = hw.token_id "

@@ -361,10 +361,12 @@ int store__create_placed(PGconn *c, const store_limits_t *lim, const create_req_
 json_object *store__placement_here(const char *worker_name, const char *why);
 
 /* In the caller's transaction: a snapshot_copy operation leased to worker
- * worker_id (its placement says why) and its snapshot_copies row. ret_op:
- * the operation (may be NULL). 0 or SBX_EDB. */
-int store__snapshot_copy_insert(PGconn *c, const store_limits_t *lim, const char *snapshot_id, const char *tenant_id,
-                                const char *sandbox_id, const char *worker_id, const char *worker_name,
+ * worker_id (its placement says why) and its snapshot_copies row; isolation
+ * is the snapshot's (the class whose backend takes the copy). ret_op: the
+ * operation (may be NULL). 0 or SBX_EDB. */
+int store__snapshot_copy_insert(PGconn *c, const store_limits_t *lim, const char *snapshot_id, const char *isolation,
+                                const char *tenant_id, const char *sandbox_id, const char *worker_id,
+                                const char *worker_name,
                                 const char *source_worker_id, const char *created_by, const char *why,
                                 json_object **ret_op);
 #define STORE_WHY_EXEC_HERE "runs where the sandbox runs"
