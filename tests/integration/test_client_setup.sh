@@ -93,11 +93,17 @@ as_user 'mkdir -p .cursor .gemini && printf "%s\n" "{\"mcpServers\": {\"sandbox\
   chmod 644 .gemini/settings.json'
 before=$(home_state)
 
+# run_edited NAME SED: the served installer with SED applied, run by the
+# user as $pub/NAME: its output in out, its exit code in rc
+run_edited() {
+  sed "$2" "$setup" >"$pub/$1"
+  chmod 644 "$pub/$1"
+  rc=0
+  out=$(as_user "sh $pub/$1" 2>&1) || rc=$?
+}
+
 # ---- another architecture: unsupported, and it says where to go instead
-sed "s/^SBX_ARCH='.*'/SBX_ARCH='riscv64'/" "$setup" >"$pub/setup-other.sh"
-chmod 644 "$pub/setup-other.sh"
-rc=0
-out=$(as_user "sh $pub/setup-other.sh" 2>&1) || rc=$?
+run_edited setup-other.sh "s/^SBX_ARCH='.*'/SBX_ARCH='riscv64'/"
 assert_eq 3 "$rc" "exit code of the installer on another architecture"
 assert_contains "$out" "is not supported" "the installer on another architecture"
 assert_contains "$out" "tools/install-client.sh" "the installer points to the build from source"
@@ -111,10 +117,7 @@ fport=$(itest_free_port)
 (cd "$files" && exec python3 -m http.server --bind 127.0.0.1 "$fport") >"$ITEST_TMP/setup-files-$$.log" 2>&1 &
 itest_track_pid "$!"
 itest_wait_until 10 "the file server" curl -fsS -o /dev/null "http://127.0.0.1:$fport/client/SKILL.md"
-sed "s#^SBX_URL='.*'#SBX_URL='http://127.0.0.1:$fport'#" "$setup" >"$pub/setup-tampered.sh"
-chmod 644 "$pub/setup-tampered.sh"
-rc=0
-out=$(as_user "sh $pub/setup-tampered.sh" 2>&1) || rc=$?
+run_edited setup-tampered.sh "s#^SBX_URL='.*'#SBX_URL='http://127.0.0.1:$fport'#"
 assert_eq 1 "$rc" "exit code of the installer given a tampered file"
 assert_contains "$out" "sandbox-mcp does not match its SHA-256 sum" "the installer names the tampered file"
 assert_contains "$out" "nothing was installed" "the installer says nothing was installed"
